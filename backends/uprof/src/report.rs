@@ -1,0 +1,268 @@
+//! Reader for `AMDuProfCLI report ... -f csv` output.
+//!
+//! The report is a CSV of several sections, each a title line, a header
+//! and rows, separated by blank lines. The function table is the section
+//! titled `100 HOTTEST FUNCTIONS (Sort Event - CPU_TIME)` (the count and
+//! the event vary), with header `FUNCTION,"CPU_TIME",Module` and possibly
+//! more event columns. Function names may contain commas (quoted); modules
+//! are full paths.
+//!
+//! The reader streams through the file and stops at the end of the
+//! function table.
+
+use std::io::{BufRead, Read};
+
+use lotus_core::row::{parse_figure, Row};
+use lotus_core::{Report, ReportError, Unit};
+
+/// The words that mark the function table's title.
+pub const FUNCTION_SECTION: &str = "HOTTEST FUNCTIONS";
+
+fn text<'a>(bytes: &'a [u8], file: &str, line: u64) -> Result<&'a str, ReportError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        ReportError::at(
+            file,
+            line,
+            format!("not valid UTF-8 (bad byte at offset {})", e.valid_up_to()),
+        )
+        .with_hint("the report must be the text AMDuProfCLI wrote; was it converted or cut?")
+    })
+}
+
+fn csv_error(e: csv::Error, file: &str) -> ReportError {
+    let message = match e.kind() {
+        csv::ErrorKind::Io(io) => format!("cannot read: {io}"),
+        _ => e.to_string(),
+    };
+    match e.position() {
+        Some(p) => ReportError::at(file, p.line(), message),
+        None => ReportError::new(file, message),
+    }
+}
+
+/// Remembers the last byte read, to tell a file cut mid-line.
+struct LastByte<'a> {
+    inner: &'a mut dyn BufRead,
+    last: Option<u8>,
+}
+
+impl Read for LastByte<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            self.last = Some(buf[n - 1]);
+        }
+        Ok(n)
+    }
+}
+
+/// Where the function table's columns are.
+struct Columns {
+    function: usize,
+    module: usize,
+    value: usize,
+    width: usize,
+    counters: Vec<(usize, String)>,
+}
+
+fn columns(header: &[String], file: &str, line: u64) -> Result<Columns, ReportError> {
+    let pos = |name: &str| header.iter().position(|h| h.eq_ignore_ascii_case(name));
+    let found = || header.iter().map(|h| format!("'{h}'")).collect::<Vec<_>>().join(", ");
+    let function = pos("FUNCTION").ok_or_else(|| {
+        ReportError::at(file, line, format!("function table has no FUNCTION column (found {})", found()))
+    })?;
+    let module = pos("Module").ok_or_else(|| {
+        ReportError::at(file, line, format!("function table has no Module column (found {})", found()))
+    })?;
+    let events: Vec<usize> = (0..header.len())
+        .filter(|&i| i != function && i != module && !header[i].is_empty())
+        .collect();
+    let value = pos("CPU_TIME")
+        .or_else(|| events.first().copied())
+        .ok_or_else(|| {
+            ReportError::at(file, line, format!("function table has no event column such as CPU_TIME (found {})", found()))
+        })?;
+    let counters = events
+        .into_iter()
+        .filter(|&i| i != value)
+        .map(|i| (i, header[i].clone()))
+        .collect();
+    Ok(Columns {
+        function,
+        module,
+        value,
+        width: header.len(),
+        counters,
+    })
+}
+
+/// Reads the function table of an AMD uProf CSV report. `file` names the
+/// input in errors. Values are sample counts of the sort event (CPU_TIME:
+/// one sample per timer interval, 1 ms by default); other event columns
+/// become counters.
+pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
+    let mut tracked = LastByte { inner: input, last: None };
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(&mut tracked);
+    let mut record = csv::ByteRecord::new();
+    let mut titles: Vec<String> = Vec::new();
+    let mut saw_any = false;
+
+    // Find the title line.
+    loop {
+        if !reader.read_byte_record(&mut record).map_err(|e| csv_error(e, file))? {
+            let what = if saw_any {
+                format!(
+                    "no '{FUNCTION_SECTION}' section (sections found: {})",
+                    if titles.is_empty() { "none".to_string() } else { titles.join("; ") }
+                )
+            } else {
+                "empty report".to_string()
+            };
+            return Err(ReportError::new(file, what).with_hint(
+                "make the report with `AMDuProfCLI report -i SESSION --report-output F -f csv` from a time-based (tbp) session",
+            ));
+        }
+        saw_any = true;
+        let non_empty = record.iter().filter(|f| !f.is_empty()).count();
+        if non_empty != 1 || record[0].is_empty() {
+            continue;
+        }
+        let title = String::from_utf8_lossy(&record[0]).trim().to_string();
+        if title.to_ascii_uppercase().contains(FUNCTION_SECTION) {
+            break;
+        }
+        if title.starts_with(|c: char| c.is_ascii_digit()) || title.chars().all(|c| !c.is_lowercase()) {
+            titles.push(title);
+        }
+    }
+    let title_line = record.position().map_or(0, |p| p.line());
+
+    // The header follows on the next line.
+    if !reader.read_byte_record(&mut record).map_err(|e| csv_error(e, file))? {
+        return Err(ReportError::at(file, title_line, "function section has no header: the file looks truncated"));
+    }
+    let header_line = record.position().map_or(0, |p| p.line());
+    let header: Vec<String> = record
+        .iter()
+        .map(|f| text(f, file, header_line).map(|s| s.trim().to_string()))
+        .collect::<Result<_, _>>()?;
+    let cols = columns(&header, file, header_line)?;
+
+    let mut rows = Vec::new();
+    let mut next_line = reader.position().line();
+    let mut last_line = header_line;
+    loop {
+        if !reader.read_byte_record(&mut record).map_err(|e| csv_error(e, file))? {
+            // uProf writes more sections after the function table; a file
+            // that ends inside the table, mid-line, was cut short (a quoted
+            // module path cut in two still parses as a row).
+            drop(reader);
+            if tracked.last.is_some_and(|b| b != b'\n') {
+                return Err(ReportError::at(
+                    file,
+                    last_line,
+                    "the file ends in the middle of this row: it looks truncated",
+                ));
+            }
+            break;
+        }
+        let line = record.position().map_or(0, |p| p.line());
+        // A blank line ends the section (the CSV reader skips blank lines,
+        // so a gap in line numbers is one).
+        if line > next_line {
+            break;
+        }
+        next_line = reader.position().line();
+        last_line = line;
+        if record.len() != cols.width {
+            if record.len() == 1 {
+                break; // the next section's title, with no blank line before it
+            }
+            return Err(ReportError::at(
+                file,
+                line,
+                format!(
+                    "row has {} fields where the function table's header has {}: the file looks truncated or garbled",
+                    record.len(),
+                    cols.width
+                ),
+            ));
+        }
+        let function = text(&record[cols.function], file, line)?;
+        let module = text(&record[cols.module], file, line)?;
+        let value_text = text(&record[cols.value], file, line)?;
+        let value = parse_figure(value_text).ok_or_else(|| {
+            ReportError::at(
+                file,
+                line,
+                format!("'{value_text}' is not a number in column '{}'", header[cols.value]),
+            )
+        })?;
+        let mut row = Row::new(function, module, value);
+        for (i, name) in &cols.counters {
+            if let Some(v) = parse_figure(text(&record[*i], file, line)?) {
+                row.counters.insert(name.clone(), v);
+            }
+        }
+        rows.push(row);
+    }
+    Ok(Report {
+        unit: Unit::Samples,
+        rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &[u8]) -> Result<Report, ReportError> {
+        read_report(&mut &text[..], "u.csv")
+    }
+
+    const GOOD: &[u8] = b"\"AMD uProf (Version:4.0.341.0)\"\nPERFORMANCE ANALYSIS REPORT\n\n\"10 HOTTEST FUNCTIONS (Sort Event - CPU_TIME)\"\nFUNCTION,\"CPU_TIME\",Module\n\"f(a, b)\",12.0000,\"/usr/lib/libx.so.1\"\n\"g\",3.0000,\"/bin/python3.9\"\n\n\"10 HOTTEST PROCESSES (Sort Event - CPU_TIME)\"\nPROCESS,\"CPU_TIME\"\n\"p\",15.0\n";
+
+    #[test]
+    fn reads_only_the_function_section() {
+        let r = read(GOOD).expect("reads");
+        assert_eq!(r.unit, Unit::Samples);
+        assert_eq!(r.rows.len(), 2);
+        assert_eq!(r.rows[0].function, "f(a, b)");
+        assert_eq!(r.rows[0].module, "libx.so.1");
+        assert_eq!(r.rows[0].module_path.as_deref(), Some("/usr/lib/libx.so.1"));
+        assert_eq!(r.rows[1].value, 3.0);
+    }
+
+    #[test]
+    fn extra_event_columns_become_counters() {
+        let r = read(b"\"5 HOTTEST FUNCTIONS (Sort Event - CYCLES)\"\nFUNCTION,CYCLES,RETIRED_INST,Module\nf,100,250,/l/a.so\n").expect("reads");
+        assert_eq!(r.rows[0].value, 100.0);
+        assert_eq!(r.rows[0].counters["RETIRED_INST"], 250.0);
+    }
+
+    #[test]
+    fn missing_section_lists_what_was_found() {
+        let e = read(b"\"100 HOTTEST PROCESSES (Sort Event - CPU_TIME)\"\nPROCESS,\"CPU_TIME\"\n").unwrap_err();
+        assert!(e.message.contains("no 'HOTTEST FUNCTIONS' section"), "{e}");
+        assert!(e.message.contains("100 HOTTEST PROCESSES"), "{e}");
+        assert!(read(b"").unwrap_err().message.contains("empty"));
+    }
+
+    #[test]
+    fn truncated_row_names_its_line() {
+        let cut = &GOOD[..GOOD.len() - 120];
+        let e = read(cut).unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn bad_bytes_in_a_function_name_name_the_line() {
+        let e = read(b"\"1 HOTTEST FUNCTIONS (Sort Event - CPU_TIME)\"\nFUNCTION,CPU_TIME,Module\n\"\xff\",1,/a.so\n").unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("UTF-8"));
+    }
+}

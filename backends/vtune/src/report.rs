@@ -1,0 +1,298 @@
+//! Reader for VTune's function-grouped CSV reports.
+//!
+//! `vtune -report hotspots -format csv -csv-delimiter comma` writes one row
+//! per function. Column names vary by version and analysis (`CPU Time` or
+//! `CPU Time:Self`; microarchitecture exploration adds `Clockticks`,
+//! `Instructions Retired`, `CPI Rate` and top-down percentages), so columns
+//! are found by name, never by position. Comma and TAB delimiters are both
+//! read; figures may carry `s` / `%` suffixes and thousands separators.
+//!
+//! The reader streams: it holds one record at a time.
+
+use std::io::{BufRead, Read};
+
+use lotus_core::row::{parse_figure, Row, UNKNOWN_MODULE};
+use lotus_core::{Report, ReportError, Unit};
+
+/// Header names of the function column, most specific first.
+const FUNCTION_COLUMNS: &[&str] = &[
+    "Function",
+    "Source Function / Function / Call Stack",
+    "Function / Call Stack",
+    "Source Function",
+];
+/// Header names of the self-time column, preferred first.
+const TIME_COLUMNS: &[&str] = &["CPU Time:Self", "CPU Time"];
+const MODULE_COLUMN: &str = "Module";
+const FULL_NAME_COLUMN: &str = "Function (Full)";
+const SOURCE_COLUMN: &str = "Source File";
+const ADDRESS_COLUMN: &str = "Start Address";
+
+/// Where each needed column is.
+#[derive(Debug)]
+struct Columns {
+    function: usize,
+    time: usize,
+    module: Option<usize>,
+    full_name: Option<usize>,
+    source: Option<usize>,
+    address: Option<usize>,
+    /// Every other column, read as a counter where its value is a number.
+    counters: Vec<(usize, String)>,
+}
+
+fn find(header: &[String], names: &[&str]) -> Option<usize> {
+    names
+        .iter()
+        .find_map(|name| header.iter().position(|h| h == name))
+}
+
+impl Columns {
+    fn from_header(header: &[String], file: &str) -> Result<Self, ReportError> {
+        let missing = |what: &str, names: &[&str]| {
+            ReportError::at(
+                file,
+                1,
+                format!(
+                    "no {what} column (looked for {}; found {})",
+                    names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "),
+                    header.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
+                ),
+            )
+            .with_hint("export the report with `vtune -report hotspots -format csv -csv-delimiter comma`, grouped by function")
+        };
+        let function = find(header, FUNCTION_COLUMNS).ok_or_else(|| missing("function", FUNCTION_COLUMNS))?;
+        let time = find(header, TIME_COLUMNS).ok_or_else(|| missing("CPU time", TIME_COLUMNS))?;
+        let module = find(header, &[MODULE_COLUMN]);
+        let full_name = find(header, &[FULL_NAME_COLUMN]);
+        let source = find(header, &[SOURCE_COLUMN]);
+        let address = find(header, &[ADDRESS_COLUMN]);
+        let taken = [Some(function), Some(time), module, full_name, source, address];
+        let counters = header
+            .iter()
+            .enumerate()
+            .filter(|(i, name)| !taken.contains(&Some(*i)) && !name.is_empty())
+            .map(|(i, name)| (i, name.clone()))
+            .collect();
+        Ok(Columns {
+            function,
+            time,
+            module,
+            full_name,
+            source,
+            address,
+            counters,
+        })
+    }
+}
+
+/// Reads one line (the header) without assuming anything about its size.
+fn read_header_line(input: &mut dyn BufRead, file: &str) -> Result<Vec<u8>, ReportError> {
+    let mut line = Vec::new();
+    input
+        .read_until(b'\n', &mut line)
+        .map_err(|e| ReportError::new(file, format!("cannot read: {e}")))?;
+    if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
+        line = rest.to_vec();
+    }
+    Ok(line)
+}
+
+fn field_text<'a>(bytes: &'a [u8], file: &str, line: u64, column: &str) -> Result<&'a str, ReportError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        ReportError::at(
+            file,
+            line,
+            format!("column '{column}' is not valid UTF-8 (bad byte at offset {})", e.valid_up_to()),
+        )
+        .with_hint("the report must be UTF-8 text as vtune writes it; was it converted or cut?")
+    })
+}
+
+fn csv_error(e: csv::Error, file: &str, line_offset: u64) -> ReportError {
+    let line = e.position().map(|p| p.line() + line_offset);
+    let message = match e.kind() {
+        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => format!(
+            "row has {len} fields where the header has {expected_len}: the file looks truncated or garbled"
+        ),
+        csv::ErrorKind::Io(io) => format!("cannot read: {io}"),
+        _ => e.to_string(),
+    };
+    match line {
+        Some(l) => ReportError::at(file, l, message),
+        None => ReportError::new(file, message),
+    }
+}
+
+/// Reads a VTune function-grouped CSV report (hotspots, or any analysis
+/// grouped by function). `file` names the input in errors. CPU time is in
+/// seconds; every other numeric column becomes a counter.
+pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
+    let header_line = read_header_line(input, file)?;
+    if header_line.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(ReportError::new(file, "empty report: no header line")
+            .with_hint("re-run `vtune -report hotspots ... -format csv`"));
+    }
+    let header_text = std::str::from_utf8(&header_line).map_err(|e| {
+        ReportError::at(file, 1, format!("header is not valid UTF-8 (bad byte at offset {})", e.valid_up_to()))
+    })?;
+    let tabs = header_text.matches('\t').count();
+    let commas = header_text.matches(',').count();
+    let delimiter = if tabs > commas { b'\t' } else { b',' };
+    let header: Vec<String> = {
+        let mut r = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .delimiter(delimiter)
+            .from_reader(header_text.as_bytes());
+        let mut rec = csv::StringRecord::new();
+        r.read_record(&mut rec).map_err(|e| csv_error(e, file, 0))?;
+        rec.iter().map(|s| s.trim().to_string()).collect()
+    };
+    let cols = Columns::from_header(&header, file)?;
+
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .delimiter(delimiter)
+        .flexible(false)
+        .from_reader(input as &mut dyn Read);
+    let mut record = csv::ByteRecord::new();
+    let mut rows = Vec::new();
+    loop {
+        match reader.read_byte_record(&mut record) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => return Err(csv_error(e, file, 1)),
+        }
+        let line = record.position().map_or(0, |p| p.line()) + 1;
+        if record.len() != header.len() {
+            return Err(ReportError::at(
+                file,
+                line,
+                format!(
+                    "row has {} fields where the header has {}: the file looks truncated or garbled",
+                    record.len(),
+                    header.len()
+                ),
+            ));
+        }
+        let get = |i: usize, name: &str| field_text(&record[i], file, line, name);
+        let function = get(cols.function, &header[cols.function])?;
+        let time_text = get(cols.time, &header[cols.time])?;
+        let time = parse_figure(time_text).ok_or_else(|| {
+            ReportError::at(
+                file,
+                line,
+                format!("'{}' is not a number in column '{}'", time_text, header[cols.time]),
+            )
+        })?;
+        let module = match cols.module {
+            Some(i) => get(i, MODULE_COLUMN)?,
+            None => UNKNOWN_MODULE,
+        };
+        let function = if function.trim().is_empty() { "[Unknown]" } else { function };
+        let mut row = Row::new(function, module, time);
+        if let Some(i) = cols.full_name {
+            let full = get(i, FULL_NAME_COLUMN)?.trim();
+            if !full.is_empty() && full != row.function {
+                row.full_name = Some(full.to_string());
+            }
+        }
+        if let Some(i) = cols.source {
+            let src = get(i, SOURCE_COLUMN)?.trim();
+            if !src.is_empty() && src != "[Unknown]" {
+                row.source_file = Some(src.to_string());
+            }
+        }
+        if let Some(i) = cols.address {
+            let text = get(i, ADDRESS_COLUMN)?.trim();
+            row.start_address = parse_address(text).filter(|&a| a != 0);
+        }
+        for (i, name) in &cols.counters {
+            if let Some(v) = parse_figure(get(*i, name)?) {
+                row.counters.insert(name.clone(), v);
+            }
+        }
+        rows.push(row);
+    }
+    Ok(Report {
+        unit: Unit::Seconds,
+        rows,
+    })
+}
+
+fn parse_address(text: &str) -> Option<u64> {
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &[u8]) -> Result<Report, ReportError> {
+        read_hotspots(&mut &text[..], "t.csv")
+    }
+
+    #[test]
+    fn reads_columns_by_name_in_any_order() {
+        let r = read(b"Module,CPU Time:Self,Function,Extra\nlibc.so.6,1.5,memcpy,2\n/x/liba.so,0.25,_ZN3foo3barEv,x\n")
+            .expect("reads");
+        assert_eq!(r.unit, Unit::Seconds);
+        assert_eq!(r.rows.len(), 2);
+        assert_eq!((r.rows[0].function.as_str(), r.rows[0].module.as_str(), r.rows[0].value), ("memcpy", "libc.so.6", 1.5));
+        assert_eq!(r.rows[0].counters.get("Extra"), Some(&2.0));
+        assert_eq!(r.rows[1].function, "foo::bar()");
+        assert_eq!(r.rows[1].module, "liba.so");
+        assert_eq!(r.rows[1].module_path.as_deref(), Some("/x/liba.so"));
+        assert!(r.rows[1].counters.is_empty());
+    }
+
+    #[test]
+    fn self_time_wins_over_total() {
+        let r = read(b"Function,CPU Time:Total,CPU Time:Self,Module\nf,9,1,m\n").expect("reads");
+        assert_eq!(r.rows[0].value, 1.0);
+    }
+
+    #[test]
+    fn tab_separated_with_suffixes_and_separators() {
+        let r = read(b"Source Function / Function / Call Stack\tCPU Time\tClockticks\tRetiring\tModule\tStart Address\ndecode_mcu\t1868.632s\t6,275,872,000,000\t41.5%\t[Unknown]\t0\n").expect("reads");
+        let row = &r.rows[0];
+        assert_eq!(row.value, 1868.632);
+        assert_eq!(row.counters["Clockticks"], 6.275872e12);
+        assert_eq!(row.counters["Retiring"], 41.5);
+        assert_eq!(row.module, "[Unknown]");
+        assert_eq!(row.start_address, None);
+    }
+
+    #[test]
+    fn quoted_names_with_commas() {
+        let r = read(b"Function,CPU Time,Module,Start Address\n\"f(char**, long)\",2.0,libtorch_cpu.so,0x58c96f0\n").expect("reads");
+        assert_eq!(r.rows[0].function, "f(char**, long)");
+        assert_eq!(r.rows[0].start_address, Some(0x58c96f0));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let e = read(b"Function,Module\nf,m\n").unwrap_err();
+        assert_eq!(e.line, Some(1));
+        assert!(e.message.contains("CPU time"), "{e}");
+        let e = read(b"Function,CPU Time,Module\nf,1.0,m\ng,abc,m\n").unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("'abc'"), "{e}");
+        let e = read(b"Function,CPU Time,Module\nf,1.0,m\ng,2.").unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("truncated"), "{e}");
+        let e = read(b"Function,CPU Time,Module\n\xff\xfe,1.0,m\n").unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("UTF-8"), "{e}");
+        assert!(read(b"").unwrap_err().message.contains("empty"));
+    }
+
+    #[test]
+    fn unterminated_quote_is_an_error_not_a_row() {
+        let e = read(b"Function,CPU Time,Module\n\"f(char**, long,1.0,m\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+    }
+}

@@ -1,0 +1,29 @@
+//! The lotus model, shared by every backend and by the `lotus` binary.
+//!
+//! - [`profiler`]: the [`Profiler`] trait every backend implements (probe,
+//!   collect, pause / resume, report) and the [`Collection`] it returns.
+//! - [`registry`]: backends register themselves with `inventory`; the
+//!   binary lists and finds them here.
+//! - [`row`]: normalized report rows (function, module, samples or time,
+//!   counters) with demangled names.
+//! - [`mapping`]: the `lotus.mapping/1` schema, the merge rules and the
+//!   original tool's schema.
+//! - [`report_error`]: the error every report reader returns, naming the
+//!   file and line.
+//!
+//! Nothing here does FFI or talks to a vendor tool.
+#![deny(missing_docs)]
+
+pub mod control;
+pub mod demangle;
+pub mod mapping;
+pub mod profiler;
+pub mod registry;
+pub mod report_error;
+pub mod row;
+
+pub use mapping::{Mapping, MergeRule};
+pub use profiler::{Collection, CollectOptions, Probe, Profiler, ProfilerError, Target};
+pub use registry::{backend, backends, BackendRegistration};
+pub use report_error::ReportError;
+pub use row::{Report, Row, Unit};

@@ -1,0 +1,683 @@
+//! The mapping: which native functions each Python op runs.
+//!
+//! A mapping is built from one or more runs per op ([`OpAccumulator`]),
+//! filtered by a [`MergeRule`], and written as `lotus.mapping/1` JSON
+//! ([`Mapping`]) or as the original Lotus tool's schema ([`LotusFormat`]).
+//! Both schemas read back in through [`Mapping::from_json`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::row::{function_key, split_function_key, Report, Unit};
+
+/// The schema tag of lotus mappings.
+pub const SCHEMA: &str = "lotus.mapping/1";
+
+/// Which functions an op keeps when its runs disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MergeRule {
+    /// Seen in any run (what the original tool's published mappings use).
+    #[default]
+    Union,
+    /// Seen in more than half of the runs.
+    Majority,
+    /// Seen in every run.
+    All,
+    /// Seen in at least K runs.
+    Min(u32),
+}
+
+impl MergeRule {
+    /// Whether a function seen in `runs_seen` of `runs` runs is kept.
+    pub fn keeps(self, runs_seen: u32, runs: u32) -> bool {
+        match self {
+            MergeRule::Union => runs_seen >= 1,
+            MergeRule::Majority => 2 * runs_seen > runs,
+            MergeRule::All => runs_seen >= runs && runs_seen >= 1,
+            MergeRule::Min(k) => runs_seen >= k.max(1),
+        }
+    }
+}
+
+impl fmt::Display for MergeRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MergeRule::Union => f.write_str("union"),
+            MergeRule::Majority => f.write_str("majority"),
+            MergeRule::All => f.write_str("all"),
+            MergeRule::Min(k) => write!(f, "min:{k}"),
+        }
+    }
+}
+
+/// A merge rule that is not `union`, `majority`, `all` or `min:K`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown merge rule '{0}': use union, majority, all or min:K with K a whole number of runs of 1 or more")]
+pub struct BadRule(pub String);
+
+impl FromStr for MergeRule {
+    type Err = BadRule;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "union" => Ok(MergeRule::Union),
+            "majority" => Ok(MergeRule::Majority),
+            "all" => Ok(MergeRule::All),
+            _ => match s.strip_prefix("min:").map(str::parse::<u32>) {
+                Some(Ok(k)) if k >= 1 => Ok(MergeRule::Min(k)),
+                _ => Err(BadRule(s.to_string())),
+            },
+        }
+    }
+}
+
+impl Serialize for MergeRule {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MergeRule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// How the mapping was made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Settings {
+    /// Runs per op (the largest, where ops differ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<u32>,
+    /// Warm-up calls before each window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<u32>,
+    /// The merge rule applied.
+    #[serde(default)]
+    pub rule: MergeRule,
+}
+
+/// One native function of an op.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionEntry {
+    /// Demangled function name.
+    pub function: String,
+    /// Module file name.
+    pub module: String,
+    /// Samples (or CPU seconds, per the mapping's unit) summed over runs.
+    #[serde(serialize_with = "serialize_number")]
+    pub samples: f64,
+    /// This function's part of the op's kept samples; sums to 1 per op.
+    pub share: f64,
+    /// How many runs saw the function.
+    pub runs_seen: u32,
+    /// Full module path, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_path: Option<String>,
+    /// True when the harness floor (an empty op) shows this function too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<bool>,
+}
+
+/// One op's functions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpMapping {
+    /// The op's name.
+    pub name: String,
+    /// Runs merged.
+    pub runs: u32,
+    /// Samples (or seconds) of the kept functions, summed.
+    #[serde(serialize_with = "serialize_number")]
+    pub samples: f64,
+    /// Kept functions, most samples first.
+    pub functions: Vec<FunctionEntry>,
+}
+
+/// A function found under more than one op.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedFunction {
+    /// Function name.
+    pub function: String,
+    /// Module file name.
+    pub module: String,
+    /// The ops that run it, in the mapping's op order.
+    pub ops: Vec<String>,
+}
+
+/// A `lotus.mapping/1` mapping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mapping {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// The backend that measured it.
+    pub backend: String,
+    /// How it was made.
+    pub settings: Settings,
+    /// What `samples` counts.
+    #[serde(default)]
+    pub unit: Unit,
+    /// Per-op functions, in op order.
+    pub ops: Vec<OpMapping>,
+    /// Functions under two ops or more.
+    pub shared: Vec<SharedFunction>,
+    /// Set when read from another schema (`"lotus"`): then samples, shares
+    /// and run counts were not in the input and are zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<String>,
+}
+
+/// Writes whole numbers as JSON integers (sample counts stay `2154`, not
+/// `2154.0`) and everything else as floats.
+fn serialize_number<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        s.serialize_i64(*v as i64)
+    } else {
+        s.serialize_f64(*v)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    function: String,
+    module: String,
+    module_path: Option<String>,
+    samples: f64,
+    runs_seen: u32,
+    last_run: u32,
+}
+
+/// Collects one op's runs, then merges them.
+#[derive(Debug, Clone)]
+pub struct OpAccumulator {
+    name: String,
+    runs: u32,
+    seen: Vec<Seen>,
+    index: HashMap<(String, String), usize>,
+}
+
+impl OpAccumulator {
+    /// An op with no runs yet.
+    pub fn new(name: impl Into<String>) -> Self {
+        OpAccumulator {
+            name: name.into(),
+            runs: 0,
+            seen: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    /// The op's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs added so far.
+    pub fn runs(&self) -> u32 {
+        self.runs
+    }
+
+    /// Adds one run's report. Several rows of one function in a run (the
+    /// same name at two addresses) add up and count as one sighting.
+    pub fn add_run(&mut self, report: &Report) {
+        self.runs += 1;
+        let run = self.runs;
+        for row in &report.rows {
+            let key = (row.function.clone(), row.module.clone());
+            let idx = match self.index.get(&key) {
+                Some(&i) => i,
+                None => {
+                    let i = self.seen.len();
+                    self.seen.push(Seen {
+                        function: row.function.clone(),
+                        module: row.module.clone(),
+                        module_path: None,
+                        samples: 0.0,
+                        runs_seen: 0,
+                        last_run: 0,
+                    });
+                    self.index.insert(key, i);
+                    i
+                }
+            };
+            let s = &mut self.seen[idx];
+            s.samples += row.value;
+            if s.module_path.is_none() {
+                s.module_path.clone_from(&row.module_path);
+            }
+            if s.last_run != run {
+                s.last_run = run;
+                s.runs_seen += 1;
+            }
+        }
+    }
+
+    /// Applies `rule` and computes shares.
+    pub fn finish(&self, rule: MergeRule) -> OpMapping {
+        let functions = self
+            .seen
+            .iter()
+            .filter(|s| rule.keeps(s.runs_seen, self.runs))
+            .map(|s| FunctionEntry {
+                function: s.function.clone(),
+                module: s.module.clone(),
+                samples: s.samples,
+                share: 0.0,
+                runs_seen: s.runs_seen,
+                module_path: s.module_path.clone(),
+                baseline: None,
+            })
+            .collect();
+        let mut op = OpMapping {
+            name: self.name.clone(),
+            runs: self.runs,
+            samples: 0.0,
+            functions,
+        };
+        op.recompute();
+        op
+    }
+}
+
+impl OpMapping {
+    /// Recomputes `samples`, each `share` and the order (most samples
+    /// first, then by name) from the functions' samples. When the kept
+    /// functions have no samples at all, every share is 0.
+    pub fn recompute(&mut self) {
+        self.samples = self.functions.iter().map(|f| f.samples).sum();
+        let total = self.samples;
+        for f in &mut self.functions {
+            f.share = if total > 0.0 { f.samples / total } else { 0.0 };
+        }
+        self.functions.sort_by(|a, b| {
+            b.samples
+                .total_cmp(&a.samples)
+                .then_with(|| a.function.cmp(&b.function))
+                .then_with(|| a.module.cmp(&b.module))
+        });
+    }
+}
+
+impl Mapping {
+    /// A mapping of `ops` (in the order given), with the shared list
+    /// computed.
+    pub fn new(backend: &str, unit: Unit, settings: Settings, ops: Vec<OpMapping>) -> Self {
+        let mut m = Mapping {
+            schema: SCHEMA.to_string(),
+            backend: backend.to_string(),
+            settings,
+            unit,
+            ops,
+            shared: Vec::new(),
+            imported_from: None,
+        };
+        m.shared = compute_shared(&m.ops);
+        m
+    }
+
+    /// Keeps only the functions `rule` keeps (from a looser rule's
+    /// mapping; a stricter mapping cannot get back what it dropped), and
+    /// recomputes shares and the shared list.
+    pub fn apply_rule(&mut self, rule: MergeRule) {
+        for op in &mut self.ops {
+            let runs = op.runs;
+            op.functions.retain(|f| rule.keeps(f.runs_seen, runs));
+            op.recompute();
+        }
+        self.settings.rule = rule;
+        self.shared = compute_shared(&self.ops);
+    }
+
+    /// The op called `name`.
+    pub fn op(&self, name: &str) -> Option<&OpMapping> {
+        self.ops.iter().find(|o| o.name == name)
+    }
+
+    /// The original tool's schema.
+    pub fn to_lotus_format(&self) -> LotusFormat {
+        let op_to_func = self
+            .ops
+            .iter()
+            .map(|op| {
+                let keys = op
+                    .functions
+                    .iter()
+                    .map(|f| function_key(&f.function, &f.module))
+                    .collect();
+                (op.name.clone(), keys)
+            })
+            .collect();
+        let common_funcs_to_op = self
+            .shared
+            .iter()
+            .map(|s| (function_key(&s.function, &s.module), s.ops.clone()))
+            .collect();
+        LotusFormat {
+            op_to_func,
+            common_funcs_to_op,
+        }
+    }
+
+    /// Writes the mapping as pretty JSON.
+    pub fn to_json(&self) -> String {
+        // A Mapping holds only strings, numbers and lists: it always
+        // serializes.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Reads a mapping in either schema: `lotus.mapping/1` or the original
+    /// tool's `{"op_to_func": ..., "common_funcs_to_op": ...}`. `file` names
+    /// the input in errors.
+    pub fn from_json(text: &str, file: &str) -> Result<Mapping, MappingError> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| MappingError::Json {
+                file: file.to_string(),
+                line: e.line(),
+                column: e.column(),
+                message: e.to_string(),
+            })?;
+        let obj = value.as_object().ok_or_else(|| MappingError::NotAMapping {
+            file: file.to_string(),
+        })?;
+        if let Some(schema) = obj.get("schema") {
+            if schema.as_str() != Some(SCHEMA) {
+                return Err(MappingError::UnknownSchema {
+                    file: file.to_string(),
+                    found: schema.to_string(),
+                });
+            }
+            let m: Mapping =
+                serde_json::from_value(value).map_err(|e| MappingError::Invalid {
+                    file: file.to_string(),
+                    message: e.to_string(),
+                })?;
+            m.validate(file)?;
+            return Ok(m);
+        }
+        if obj.contains_key("op_to_func") {
+            let lf: LotusFormat =
+                serde_json::from_value(value).map_err(|e| MappingError::Invalid {
+                    file: file.to_string(),
+                    message: e.to_string(),
+                })?;
+            return lf.into_mapping(file);
+        }
+        Err(MappingError::NotAMapping {
+            file: file.to_string(),
+        })
+    }
+
+    fn validate(&self, file: &str) -> Result<(), MappingError> {
+        let invalid = |message: String| MappingError::Invalid {
+            file: file.to_string(),
+            message,
+        };
+        for op in &self.ops {
+            if op.name.is_empty() {
+                return Err(invalid("an op has an empty name".into()));
+            }
+            for f in &op.functions {
+                if !(f.samples.is_finite() && f.samples >= 0.0) {
+                    return Err(invalid(format!(
+                        "op '{}', function '{}': samples must be a number of 0 or more",
+                        op.name, f.function
+                    )));
+                }
+                if !(0.0..=1.0).contains(&f.share) {
+                    return Err(invalid(format!(
+                        "op '{}', function '{}': share {} is outside 0..1",
+                        op.name, f.function, f.share
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn compute_shared(ops: &[OpMapping]) -> Vec<SharedFunction> {
+    let mut by_key: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
+    for op in ops {
+        for f in &op.functions {
+            let list = by_key.entry((&f.function, &f.module)).or_default();
+            if list.last() != Some(&op.name) {
+                list.push(op.name.clone());
+            }
+        }
+    }
+    let mut shared: Vec<SharedFunction> = by_key
+        .into_iter()
+        .filter(|(_, ops)| ops.len() >= 2)
+        .map(|((function, module), ops)| SharedFunction {
+            function: function.to_string(),
+            module: module.to_string(),
+            ops,
+        })
+        .collect();
+    shared.sort_by(|a, b| {
+        b.ops
+            .len()
+            .cmp(&a.ops.len())
+            .then_with(|| a.function.cmp(&b.function))
+    });
+    shared
+}
+
+/// The original Lotus tool's mapping schema (`mapping_funcs.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LotusFormat {
+    /// Op name to `function|module` keys.
+    pub op_to_func: BTreeMap<String, Vec<String>>,
+    /// `function|module` key to the ops that run it (two or more).
+    #[serde(default)]
+    pub common_funcs_to_op: BTreeMap<String, Vec<String>>,
+}
+
+impl LotusFormat {
+    /// A lotus mapping with the same ops and functions. Samples, shares and
+    /// run counts are not in this schema: they are zero, and
+    /// `imported_from` says so.
+    pub fn into_mapping(self, file: &str) -> Result<Mapping, MappingError> {
+        let mut ops = Vec::with_capacity(self.op_to_func.len());
+        for (name, keys) in self.op_to_func {
+            let mut functions = Vec::with_capacity(keys.len());
+            for key in keys {
+                let (function, module) =
+                    split_function_key(&key).ok_or_else(|| MappingError::Invalid {
+                        file: file.to_string(),
+                        message: format!(
+                            "op '{name}': '{key}' is not a 'function|module' key"
+                        ),
+                    })?;
+                functions.push(FunctionEntry {
+                    function: function.to_string(),
+                    module: module.to_string(),
+                    samples: 0.0,
+                    share: 0.0,
+                    runs_seen: 0,
+                    module_path: None,
+                    baseline: None,
+                });
+            }
+            ops.push(OpMapping {
+                name,
+                runs: 0,
+                samples: 0.0,
+                functions,
+            });
+        }
+        let mut m = Mapping::new("unknown", Unit::Samples, Settings::default(), ops);
+        m.imported_from = Some("lotus".to_string());
+        Ok(m)
+    }
+}
+
+/// A mapping file that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MappingError {
+    /// Not JSON.
+    #[error("{file}:{line}:{column}: not valid JSON: {message}")]
+    Json {
+        /// The file.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// A lotus mapping of another schema version.
+    #[error("{file}: mapping schema {found} is not supported (this lotus reads \"lotus.mapping/1\" and the original tool's op_to_func files)")]
+    UnknownSchema {
+        /// The file.
+        file: String,
+        /// The schema tag found.
+        found: String,
+    },
+    /// JSON, but neither schema.
+    #[error("{file}: not a mapping: expected a \"schema\": \"lotus.mapping/1\" object or an \"op_to_func\" object")]
+    NotAMapping {
+        /// The file.
+        file: String,
+    },
+    /// The right schema with wrong contents.
+    #[error("{file}: invalid mapping: {message}")]
+    Invalid {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::row::Row;
+
+    fn report(rows: &[(&str, &str, f64)]) -> Report {
+        Report {
+            unit: Unit::Samples,
+            rows: rows.iter().map(|(f, m, v)| Row::new(f, m, *v)).collect(),
+        }
+    }
+
+    fn three_runs() -> OpAccumulator {
+        let mut acc = OpAccumulator::new("Op");
+        acc.add_run(&report(&[("a", "m", 10.0), ("b", "m", 5.0), ("c", "m", 1.0)]));
+        acc.add_run(&report(&[("a", "m", 12.0), ("b", "m", 4.0)]));
+        acc.add_run(&report(&[("a", "m", 8.0), ("d", "m", 2.0), ("a", "m", 1.0)]));
+        acc
+    }
+
+    fn names(op: &OpMapping) -> Vec<&str> {
+        op.functions.iter().map(|f| f.function.as_str()).collect()
+    }
+
+    #[test]
+    fn rules_keep_what_they_say() {
+        let acc = three_runs();
+        assert_eq!(names(&acc.finish(MergeRule::Union)), ["a", "b", "d", "c"]);
+        assert_eq!(names(&acc.finish(MergeRule::Majority)), ["a", "b"]);
+        assert_eq!(names(&acc.finish(MergeRule::All)), ["a"]);
+        assert_eq!(names(&acc.finish(MergeRule::Min(2))), ["a", "b"]);
+        assert_eq!(names(&acc.finish(MergeRule::Min(1))), ["a", "b", "d", "c"]);
+    }
+
+    #[test]
+    fn duplicate_rows_in_one_run_count_once() {
+        let op = three_runs().finish(MergeRule::Union);
+        let a = &op.functions[0];
+        assert_eq!((a.samples, a.runs_seen), (31.0, 3));
+        let total: f64 = op.functions.iter().map(|f| f.share).sum();
+        assert!((total - 1.0).abs() < 1e-12);
+        assert_eq!(op.samples, 43.0);
+    }
+
+    #[test]
+    fn apply_rule_equals_building_with_the_rule() {
+        let acc = three_runs();
+        let mut m = Mapping::new("t", Unit::Samples, Settings::default(), vec![acc.finish(MergeRule::Union)]);
+        m.apply_rule(MergeRule::Majority);
+        assert_eq!(m.ops[0], acc.finish(MergeRule::Majority));
+    }
+
+    #[test]
+    fn rule_parsing() {
+        assert_eq!("min:3".parse(), Ok(MergeRule::Min(3)));
+        for bad in ["min:0", "min:", "min:x", "most", ""] {
+            assert!(bad.parse::<MergeRule>().is_err(), "{bad}");
+        }
+        assert_eq!(MergeRule::Min(4).to_string(), "min:4");
+    }
+
+    #[test]
+    fn majority_of_even_runs_needs_more_than_half() {
+        assert!(!MergeRule::Majority.keeps(2, 4));
+        assert!(MergeRule::Majority.keeps(3, 4));
+    }
+
+    fn two_op_mapping() -> Mapping {
+        let mut x = OpAccumulator::new("X");
+        x.add_run(&report(&[("memcpy", "libc.so.6", 3.0), ("fx", "a.so", 9.0)]));
+        let mut y = OpAccumulator::new("Y");
+        y.add_run(&report(&[("memcpy", "libc.so.6", 1.0), ("fy", "a.so", 2.0)]));
+        Mapping::new(
+            "perf",
+            Unit::Samples,
+            Settings::default(),
+            vec![x.finish(MergeRule::Union), y.finish(MergeRule::Union)],
+        )
+    }
+
+    #[test]
+    fn shared_lists_functions_of_two_ops() {
+        let m = two_op_mapping();
+        assert_eq!(
+            m.shared,
+            vec![SharedFunction {
+                function: "memcpy".into(),
+                module: "libc.so.6".into(),
+                ops: vec!["X".into(), "Y".into()]
+            }]
+        );
+    }
+
+    #[test]
+    fn json_round_trip_and_integer_samples() {
+        let m = two_op_mapping();
+        let text = m.to_json();
+        assert!(text.contains("\"samples\": 9,"), "{text}");
+        assert!(text.contains("\"schema\": \"lotus.mapping/1\""));
+        assert_eq!(Mapping::from_json(&text, "m.json"), Ok(m));
+    }
+
+    #[test]
+    fn lotus_format_round_trip_keeps_ops_and_functions() {
+        let m = two_op_mapping();
+        let lf = m.to_lotus_format();
+        assert_eq!(lf.op_to_func["X"], vec!["fx|a.so", "memcpy|libc.so.6"]);
+        assert_eq!(lf.common_funcs_to_op["memcpy|libc.so.6"], vec!["X", "Y"]);
+        let text = serde_json::to_string(&lf).expect("serializes");
+        let back = Mapping::from_json(&text, "old.json").expect("reads");
+        assert_eq!(back.imported_from.as_deref(), Some("lotus"));
+        assert_eq!(back.to_lotus_format(), lf);
+    }
+
+    #[test]
+    fn bad_mapping_files_are_named() {
+        let e = Mapping::from_json("{\"schema\": \"lotus.mapping/9\"}", "f.json").unwrap_err();
+        assert!(e.to_string().starts_with("f.json: mapping schema"), "{e}");
+        let e = Mapping::from_json("[1,2]", "g.json").unwrap_err();
+        assert!(matches!(e, MappingError::NotAMapping { .. }));
+        let e = Mapping::from_json("{\n\"op_to_func\": ", "h.json").unwrap_err();
+        assert!(e.to_string().starts_with("h.json:2:"), "{e}");
+        let e = Mapping::from_json("{\"op_to_func\": {\"A\": [\"nokey\"]}}", "i.json").unwrap_err();
+        assert!(e.to_string().contains("'nokey'"), "{e}");
+    }
+}

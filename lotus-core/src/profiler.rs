@@ -1,0 +1,190 @@
+//! The profiler trait every backend implements.
+//!
+//! A backend is used in two ways: live, where [`Profiler::collect`] starts a
+//! target process under the profiler with measurement paused and the
+//! returned [`Collection`] opens and closes windows ([`Collection::resume`],
+//! [`Collection::pause`]) until it is turned into a [`Report`]; and offline,
+//! where [`Profiler::read_report`] reads a report the vendor tool wrote
+//! earlier. [`Profiler::probe`] says whether the live path can work here.
+//!
+//! The trait is object-safe: the registry hands out `Box<dyn Profiler>`.
+
+use std::ffi::OsString;
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+use serde::Serialize;
+
+use crate::report_error::ReportError;
+use crate::row::{Report, Unit};
+
+/// Whether a backend can profile on this machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Probe {
+    /// The backend's name.
+    pub backend: String,
+    /// True when live collection can run here.
+    pub available: bool,
+    /// The profiler's version (tool or kernel interface), where known.
+    pub version: Option<String>,
+    /// Why it is not available, and what to do; `None` when available.
+    pub reason: Option<String>,
+    /// Further facts worth showing (e.g. "hardware counters: not supported
+    /// here").
+    pub notes: Vec<String>,
+}
+
+impl Probe {
+    /// A usable backend.
+    pub fn available(backend: &str, version: Option<String>) -> Self {
+        Probe {
+            backend: backend.to_string(),
+            available: true,
+            version,
+            reason: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// A backend that cannot run here, and why.
+    pub fn unavailable(backend: &str, reason: impl Into<String>) -> Self {
+        Probe {
+            backend: backend.to_string(),
+            available: false,
+            version: None,
+            reason: Some(reason.into()),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// The process to profile.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    /// The program to run.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Variables added to the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Working directory; the caller's when `None`.
+    pub cwd: Option<PathBuf>,
+}
+
+/// How to collect.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct CollectOptions {
+    /// Sampling frequency in Hz; the backend's default when `None`.
+    pub frequency_hz: Option<u64>,
+    /// The vendor analysis type (VTune `hotspots`, `uarch-exploration`).
+    pub collect_type: Option<String>,
+    /// Keep the vendor's raw result folder here instead of deleting it.
+    pub keep_raw: Option<PathBuf>,
+}
+
+/// A target running under a profiler.
+pub trait Collection: Send {
+    /// The target's process id.
+    fn pid(&self) -> u32;
+    /// Opens a measurement window.
+    fn resume(&mut self) -> Result<(), ProfilerError>;
+    /// Closes the measurement window.
+    fn pause(&mut self) -> Result<(), ProfilerError>;
+    /// The target's exit status, if it has exited.
+    fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError>;
+    /// Stops the target and everything it started.
+    fn kill(&mut self) -> Result<(), ProfilerError>;
+    /// Ends the collection and reads what was measured.
+    fn report(self: Box<Self>) -> Result<Report, ProfilerError>;
+}
+
+/// A profiler backend.
+pub trait Profiler: Send + Sync {
+    /// The name users type (`perf`, `vtune`, `uprof`).
+    fn name(&self) -> &'static str;
+    /// One line on what the backend is.
+    fn description(&self) -> &'static str;
+    /// Whether live collection can run here, the version, and why not.
+    fn probe(&self) -> Probe;
+    /// What this backend's reports count.
+    fn unit(&self) -> Unit;
+    /// Starts `target` under the profiler with measurement paused.
+    fn collect(
+        &self,
+        target: &Target,
+        options: &CollectOptions,
+    ) -> Result<Box<dyn Collection>, ProfilerError>;
+    /// Reads a report the vendor tool wrote earlier. `file` names the input
+    /// in error messages.
+    fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
+        let _ = input;
+        Err(ReportError::new(
+            file,
+            format!("the {} backend has no report reader", self.name()),
+        )
+        .with_hint("use --backend vtune or --backend uprof with --from-reports"))
+    }
+}
+
+/// What can go wrong when profiling.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfilerError {
+    /// The backend cannot run here.
+    #[error("the {backend} backend is not available here: {reason}")]
+    Unavailable {
+        /// Backend name.
+        backend: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// The backend does not do this (yet).
+    #[error("the {backend} backend does not support {what}")]
+    Unsupported {
+        /// Backend name.
+        backend: String,
+        /// The unsupported operation.
+        what: String,
+    },
+    /// The system refused access.
+    #[error("{backend}: permission denied: {message}; to fix: {fix}")]
+    Permission {
+        /// Backend name.
+        backend: String,
+        /// What was refused.
+        message: String,
+        /// The setting to change.
+        fix: String,
+    },
+    /// The target or the vendor tool could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An I/O failure.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The vendor tool's report could not be read.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    /// Anything else, said in words.
+    #[error("{backend}: {message}")]
+    Other {
+        /// Backend name.
+        backend: String,
+        /// What happened.
+        message: String,
+    },
+}
