@@ -70,6 +70,10 @@ pub struct Target {
     pub env: Vec<(OsString, OsString)>,
     /// Working directory; the caller's when `None`.
     pub cwd: Option<PathBuf>,
+    /// Descriptors the target must inherit (the control channel's pipe
+    /// ends): the backend clears their close-on-exec flag in the child
+    /// only, so no other process gets them.
+    pub keep_fds: Vec<i32>,
 }
 
 /// How to collect.
