@@ -101,7 +101,9 @@ mod tests {
     #[test]
     fn requests_round_trip() {
         for req in [
-            Request::Resume { op: "RandomResizedCrop".into() },
+            Request::Resume {
+                op: "RandomResizedCrop".into(),
+            },
             Request::Resume { op: String::new() },
             Request::Pause,
             Request::Detach,

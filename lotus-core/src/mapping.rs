@@ -389,11 +389,10 @@ impl Mapping {
                     found: schema.to_string(),
                 });
             }
-            let m: Mapping =
-                serde_json::from_value(value).map_err(|e| MappingError::Invalid {
-                    file: file.to_string(),
-                    message: e.to_string(),
-                })?;
+            let m: Mapping = serde_json::from_value(value).map_err(|e| MappingError::Invalid {
+                file: file.to_string(),
+                message: e.to_string(),
+            })?;
             m.validate(file)?;
             return Ok(m);
         }
@@ -488,9 +487,7 @@ impl LotusFormat {
                 let (function, module) =
                     split_function_key(&key).ok_or_else(|| MappingError::Invalid {
                         file: file.to_string(),
-                        message: format!(
-                            "op '{name}': '{key}' is not a 'function|module' key"
-                        ),
+                        message: format!("op '{name}': '{key}' is not a 'function|module' key"),
                     })?;
                 functions.push(FunctionEntry {
                     function: function.to_string(),
@@ -569,9 +566,17 @@ mod tests {
 
     fn three_runs() -> OpAccumulator {
         let mut acc = OpAccumulator::new("Op");
-        acc.add_run(&report(&[("a", "m", 10.0), ("b", "m", 5.0), ("c", "m", 1.0)]));
+        acc.add_run(&report(&[
+            ("a", "m", 10.0),
+            ("b", "m", 5.0),
+            ("c", "m", 1.0),
+        ]));
         acc.add_run(&report(&[("a", "m", 12.0), ("b", "m", 4.0)]));
-        acc.add_run(&report(&[("a", "m", 8.0), ("d", "m", 2.0), ("a", "m", 1.0)]));
+        acc.add_run(&report(&[
+            ("a", "m", 8.0),
+            ("d", "m", 2.0),
+            ("a", "m", 1.0),
+        ]));
         acc
     }
 
@@ -602,7 +607,12 @@ mod tests {
     #[test]
     fn apply_rule_equals_building_with_the_rule() {
         let acc = three_runs();
-        let mut m = Mapping::new("t", Unit::Samples, Settings::default(), vec![acc.finish(MergeRule::Union)]);
+        let mut m = Mapping::new(
+            "t",
+            Unit::Samples,
+            Settings::default(),
+            vec![acc.finish(MergeRule::Union)],
+        );
         m.apply_rule(MergeRule::Majority);
         assert_eq!(m.ops[0], acc.finish(MergeRule::Majority));
     }
@@ -624,9 +634,15 @@ mod tests {
 
     fn two_op_mapping() -> Mapping {
         let mut x = OpAccumulator::new("X");
-        x.add_run(&report(&[("memcpy", "libc.so.6", 3.0), ("fx", "a.so", 9.0)]));
+        x.add_run(&report(&[
+            ("memcpy", "libc.so.6", 3.0),
+            ("fx", "a.so", 9.0),
+        ]));
         let mut y = OpAccumulator::new("Y");
-        y.add_run(&report(&[("memcpy", "libc.so.6", 1.0), ("fy", "a.so", 2.0)]));
+        y.add_run(&report(&[
+            ("memcpy", "libc.so.6", 1.0),
+            ("fy", "a.so", 2.0),
+        ]));
         Mapping::new(
             "perf",
             Unit::Samples,

@@ -63,6 +63,9 @@ mod tests {
     fn display_names_file_line_and_hint() {
         let e = ReportError::at("a/1.csv", 7, "bad number").with_hint("re-export");
         assert_eq!(e.to_string(), "a/1.csv:7: bad number (re-export)");
-        assert_eq!(ReportError::new("b.csv", "empty").to_string(), "b.csv: empty");
+        assert_eq!(
+            ReportError::new("b.csv", "empty").to_string(),
+            "b.csv: empty"
+        );
     }
 }

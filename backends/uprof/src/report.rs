@@ -67,12 +67,26 @@ struct Columns {
 
 fn columns(header: &[String], file: &str, line: u64) -> Result<Columns, ReportError> {
     let pos = |name: &str| header.iter().position(|h| h.eq_ignore_ascii_case(name));
-    let found = || header.iter().map(|h| format!("'{h}'")).collect::<Vec<_>>().join(", ");
+    let found = || {
+        header
+            .iter()
+            .map(|h| format!("'{h}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let function = pos("FUNCTION").ok_or_else(|| {
-        ReportError::at(file, line, format!("function table has no FUNCTION column (found {})", found()))
+        ReportError::at(
+            file,
+            line,
+            format!("function table has no FUNCTION column (found {})", found()),
+        )
     })?;
     let module = pos("Module").ok_or_else(|| {
-        ReportError::at(file, line, format!("function table has no Module column (found {})", found()))
+        ReportError::at(
+            file,
+            line,
+            format!("function table has no Module column (found {})", found()),
+        )
     })?;
     let events: Vec<usize> = (0..header.len())
         .filter(|&i| i != function && i != module && !header[i].is_empty())
@@ -80,7 +94,14 @@ fn columns(header: &[String], file: &str, line: u64) -> Result<Columns, ReportEr
     let value = pos("CPU_TIME")
         .or_else(|| events.first().copied())
         .ok_or_else(|| {
-            ReportError::at(file, line, format!("function table has no event column such as CPU_TIME (found {})", found()))
+            ReportError::at(
+                file,
+                line,
+                format!(
+                    "function table has no event column such as CPU_TIME (found {})",
+                    found()
+                ),
+            )
         })?;
     let counters = events
         .into_iter()
@@ -101,7 +122,10 @@ fn columns(header: &[String], file: &str, line: u64) -> Result<Columns, ReportEr
 /// one sample per timer interval, 1 ms by default); other event columns
 /// become counters.
 pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
-    let mut tracked = LastByte { inner: input, last: None };
+    let mut tracked = LastByte {
+        inner: input,
+        last: None,
+    };
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
@@ -112,11 +136,18 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
 
     // Find the title line.
     loop {
-        if !reader.read_byte_record(&mut record).map_err(|e| csv_error(e, file))? {
+        if !reader
+            .read_byte_record(&mut record)
+            .map_err(|e| csv_error(e, file))?
+        {
             let what = if saw_any {
                 format!(
                     "no '{FUNCTION_SECTION}' section (sections found: {})",
-                    if titles.is_empty() { "none".to_string() } else { titles.join("; ") }
+                    if titles.is_empty() {
+                        "none".to_string()
+                    } else {
+                        titles.join("; ")
+                    }
                 )
             } else {
                 "empty report".to_string()
@@ -134,15 +165,24 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
         if title.to_ascii_uppercase().contains(FUNCTION_SECTION) {
             break;
         }
-        if title.starts_with(|c: char| c.is_ascii_digit()) || title.chars().all(|c| !c.is_lowercase()) {
+        if title.starts_with(|c: char| c.is_ascii_digit())
+            || title.chars().all(|c| !c.is_lowercase())
+        {
             titles.push(title);
         }
     }
     let title_line = record.position().map_or(0, |p| p.line());
 
     // The header follows on the next line.
-    if !reader.read_byte_record(&mut record).map_err(|e| csv_error(e, file))? {
-        return Err(ReportError::at(file, title_line, "function section has no header: the file looks truncated"));
+    if !reader
+        .read_byte_record(&mut record)
+        .map_err(|e| csv_error(e, file))?
+    {
+        return Err(ReportError::at(
+            file,
+            title_line,
+            "function section has no header: the file looks truncated",
+        ));
     }
     let header_line = record.position().map_or(0, |p| p.line());
     let header: Vec<String> = record
@@ -155,7 +195,10 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
     let mut next_line = reader.position().line();
     let mut last_line = header_line;
     loop {
-        if !reader.read_byte_record(&mut record).map_err(|e| csv_error(e, file))? {
+        if !reader
+            .read_byte_record(&mut record)
+            .map_err(|e| csv_error(e, file))?
+        {
             // uProf writes more sections after the function table; a file
             // that ends inside the table, mid-line, was cut short (a quoted
             // module path cut in two still parses as a row).
@@ -198,7 +241,10 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
             ReportError::at(
                 file,
                 line,
-                format!("'{value_text}' is not a number in column '{}'", header[cols.value]),
+                format!(
+                    "'{value_text}' is not a number in column '{}'",
+                    header[cols.value]
+                ),
             )
         })?;
         let mut row = Row::new(function, module, value);
@@ -245,7 +291,8 @@ mod tests {
 
     #[test]
     fn missing_section_lists_what_was_found() {
-        let e = read(b"\"100 HOTTEST PROCESSES (Sort Event - CPU_TIME)\"\nPROCESS,\"CPU_TIME\"\n").unwrap_err();
+        let e = read(b"\"100 HOTTEST PROCESSES (Sort Event - CPU_TIME)\"\nPROCESS,\"CPU_TIME\"\n")
+            .unwrap_err();
         assert!(e.message.contains("no 'HOTTEST FUNCTIONS' section"), "{e}");
         assert!(e.message.contains("100 HOTTEST PROCESSES"), "{e}");
         assert!(read(b"").unwrap_err().message.contains("empty"));

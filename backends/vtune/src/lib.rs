@@ -14,7 +14,7 @@ pub mod report;
 use std::io::BufRead;
 
 use lotus_core::{
-    BackendRegistration, Collection, CollectOptions, Probe, Profiler, ProfilerError, Report,
+    BackendRegistration, CollectOptions, Collection, Probe, Profiler, ProfilerError, Report,
     ReportError, Target, Unit,
 };
 

@@ -31,7 +31,10 @@ pub fn probe() -> Probe {
     match Command::new(&vtune).arg("--version").output() {
         Ok(out) if out.status.success() => {
             let text = String::from_utf8_lossy(&out.stdout);
-            let version = text.lines().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string());
+            let version = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .map(|l| l.trim().to_string());
             Probe::available("vtune", version)
         }
         Ok(out) => Probe::unavailable(

@@ -61,13 +61,21 @@ impl Columns {
             )
             .with_hint("export the report with `vtune -report hotspots -format csv -csv-delimiter comma`, grouped by function")
         };
-        let function = find(header, FUNCTION_COLUMNS).ok_or_else(|| missing("function", FUNCTION_COLUMNS))?;
+        let function =
+            find(header, FUNCTION_COLUMNS).ok_or_else(|| missing("function", FUNCTION_COLUMNS))?;
         let time = find(header, TIME_COLUMNS).ok_or_else(|| missing("CPU time", TIME_COLUMNS))?;
         let module = find(header, &[MODULE_COLUMN]);
         let full_name = find(header, &[FULL_NAME_COLUMN]);
         let source = find(header, &[SOURCE_COLUMN]);
         let address = find(header, &[ADDRESS_COLUMN]);
-        let taken = [Some(function), Some(time), module, full_name, source, address];
+        let taken = [
+            Some(function),
+            Some(time),
+            module,
+            full_name,
+            source,
+            address,
+        ];
         let counters = header
             .iter()
             .enumerate()
@@ -98,12 +106,20 @@ fn read_header_line(input: &mut dyn BufRead, file: &str) -> Result<Vec<u8>, Repo
     Ok(line)
 }
 
-fn field_text<'a>(bytes: &'a [u8], file: &str, line: u64, column: &str) -> Result<&'a str, ReportError> {
+fn field_text<'a>(
+    bytes: &'a [u8],
+    file: &str,
+    line: u64,
+    column: &str,
+) -> Result<&'a str, ReportError> {
     std::str::from_utf8(bytes).map_err(|e| {
         ReportError::at(
             file,
             line,
-            format!("column '{column}' is not valid UTF-8 (bad byte at offset {})", e.valid_up_to()),
+            format!(
+                "column '{column}' is not valid UTF-8 (bad byte at offset {})",
+                e.valid_up_to()
+            ),
         )
         .with_hint("the report must be UTF-8 text as vtune writes it; was it converted or cut?")
     })
@@ -134,7 +150,14 @@ pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, Repo
             .with_hint("re-run `vtune -report hotspots ... -format csv`"));
     }
     let header_text = std::str::from_utf8(&header_line).map_err(|e| {
-        ReportError::at(file, 1, format!("header is not valid UTF-8 (bad byte at offset {})", e.valid_up_to()))
+        ReportError::at(
+            file,
+            1,
+            format!(
+                "header is not valid UTF-8 (bad byte at offset {})",
+                e.valid_up_to()
+            ),
+        )
     })?;
     let tabs = header_text.matches('\t').count();
     let commas = header_text.matches(',').count();
@@ -182,14 +205,21 @@ pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, Repo
             ReportError::at(
                 file,
                 line,
-                format!("'{}' is not a number in column '{}'", time_text, header[cols.time]),
+                format!(
+                    "'{}' is not a number in column '{}'",
+                    time_text, header[cols.time]
+                ),
             )
         })?;
         let module = match cols.module {
             Some(i) => get(i, MODULE_COLUMN)?,
             None => UNKNOWN_MODULE,
         };
-        let function = if function.trim().is_empty() { "[Unknown]" } else { function };
+        let function = if function.trim().is_empty() {
+            "[Unknown]"
+        } else {
+            function
+        };
         let mut row = Row::new(function, module, time);
         if let Some(i) = cols.full_name {
             let full = get(i, FULL_NAME_COLUMN)?.trim();
@@ -241,7 +271,14 @@ mod tests {
             .expect("reads");
         assert_eq!(r.unit, Unit::Seconds);
         assert_eq!(r.rows.len(), 2);
-        assert_eq!((r.rows[0].function.as_str(), r.rows[0].module.as_str(), r.rows[0].value), ("memcpy", "libc.so.6", 1.5));
+        assert_eq!(
+            (
+                r.rows[0].function.as_str(),
+                r.rows[0].module.as_str(),
+                r.rows[0].value
+            ),
+            ("memcpy", "libc.so.6", 1.5)
+        );
         assert_eq!(r.rows[0].counters.get("Extra"), Some(&2.0));
         assert_eq!(r.rows[1].function, "foo::bar()");
         assert_eq!(r.rows[1].module, "liba.so");

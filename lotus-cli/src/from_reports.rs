@@ -1,0 +1,151 @@
+//! `lotus map --from-reports DIR`: a mapping from vendor reports already on
+//! disk, laid out as `DIR/<Op>/<run>.csv` (what the original tool's scripts
+//! produce).
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use lotus_core::mapping::{OpAccumulator, Settings};
+use lotus_core::{Mapping, MergeRule, Profiler};
+
+/// Report file extensions read from an op folder.
+const REPORT_EXTENSIONS: &[&str] = &["csv", "tsv"];
+
+/// One op folder and its reports, in run order.
+#[derive(Debug)]
+pub struct OpReports {
+    /// The op's name (the folder's name).
+    pub name: String,
+    /// The op's folder.
+    pub dir: PathBuf,
+    /// Report files, in run order (`1.csv`, `2.csv`, ..., `10.csv`).
+    pub reports: Vec<PathBuf>,
+}
+
+/// Sort key that puts `2.csv` before `10.csv`.
+fn run_order(path: &Path) -> (u64, String) {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
+    (stem.parse::<u64>().unwrap_or(u64::MAX), stem)
+}
+
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+}
+
+/// Lists `DIR/<Op>/<run>.csv`, checking the layout.
+pub fn scan(dir: &Path) -> Result<Vec<OpReports>> {
+    let meta = std::fs::metadata(dir)
+        .with_context(|| format!("--from-reports {}: cannot open the folder", dir.display()))?;
+    if !meta.is_dir() {
+        bail!(
+            "--from-reports {}: not a folder; expected a folder with one sub-folder per op holding one report per run (DIR/<Op>/<run>.csv)",
+            dir.display()
+        );
+    }
+    let mut op_dirs = Vec::new();
+    let mut loose_reports = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .path();
+        if is_hidden(&path) {
+            continue;
+        }
+        if path.is_dir() {
+            op_dirs.push(path);
+        } else if has_report_extension(&path) {
+            loose_reports += 1;
+        }
+    }
+    if op_dirs.is_empty() {
+        let hint = if loose_reports > 0 {
+            format!(
+                " ({loose_reports} report file(s) lie directly in it: is this one op's folder? pass its parent)"
+            )
+        } else {
+            String::new()
+        };
+        bail!(
+            "--from-reports {}: no op folders found{hint}; expected DIR/<Op>/<run>.csv, one sub-folder per op",
+            dir.display()
+        );
+    }
+    op_dirs.sort();
+    let mut ops = Vec::with_capacity(op_dirs.len());
+    for op_dir in op_dirs {
+        let name = op_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let mut reports: Vec<PathBuf> = std::fs::read_dir(&op_dir)
+            .with_context(|| format!("cannot list {}", op_dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && !is_hidden(p) && has_report_extension(p))
+            .collect();
+        reports.sort_by_key(|p| run_order(p));
+        ops.push(OpReports {
+            name,
+            dir: op_dir,
+            reports,
+        });
+    }
+    Ok(ops)
+}
+
+fn has_report_extension(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| REPORT_EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)))
+}
+
+/// What reading an op folder gave.
+pub struct Outcome {
+    /// The mapping of every op that read cleanly.
+    pub mapping: Mapping,
+    /// One message per op that failed (the op is left out of the mapping).
+    pub failures: Vec<String>,
+}
+
+/// Reads every op's reports with `backend`'s reader and merges them.
+pub fn build(backend: &dyn Profiler, dir: &Path, rule: MergeRule) -> Result<Outcome> {
+    let ops = scan(dir)?;
+    let mut finished = Vec::new();
+    let mut failures = Vec::new();
+    let mut max_runs = 0;
+    for op in &ops {
+        match read_op(backend, op) {
+            Ok(acc) => {
+                max_runs = max_runs.max(acc.runs());
+                finished.push(acc.finish(rule));
+            }
+            Err(e) => failures.push(format!("op {} ({}): {e:#}", op.name, op.dir.display())),
+        }
+    }
+    let settings = Settings {
+        runs: Some(max_runs),
+        warmup: None,
+        rule,
+    };
+    Ok(Outcome {
+        mapping: Mapping::new(backend.name(), backend.unit(), settings, finished),
+        failures,
+    })
+}
+
+fn read_op(backend: &dyn Profiler, op: &OpReports) -> Result<OpAccumulator> {
+    if op.reports.is_empty() {
+        bail!("no reports in this op folder (expected <run>.csv files, one per run)");
+    }
+    let mut acc = OpAccumulator::new(op.name.clone());
+    for path in &op.reports {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let report = backend.read_report(&mut BufReader::new(file), &path.display().to_string())?;
+        acc.add_run(&report);
+    }
+    Ok(acc)
+}

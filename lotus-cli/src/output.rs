@@ -1,0 +1,279 @@
+//! Writing mappings: the formats, the terminal table, and atomic files.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
+use lotus_core::mapping::Mapping;
+use lotus_core::Unit;
+
+/// Output formats of a mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A readable table (the terminal default).
+    Table,
+    /// `lotus.mapping/1` JSON.
+    Json,
+    /// The original Lotus tool's schema (`op_to_func`, `common_funcs_to_op`).
+    Lotus,
+    /// One row per (op, function).
+    Csv,
+    /// Markdown tables.
+    Md,
+}
+
+impl Format {
+    /// The format a file name implies (`.csv`, `.md`); JSON otherwise.
+    pub fn from_path(path: &Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("csv") => Format::Csv,
+            Some("md") => Format::Md,
+            Some("txt") => Format::Table,
+            _ => Format::Json,
+        }
+    }
+}
+
+/// Renders `mapping` in `format`. `top` limits functions per op in the
+/// table and Markdown views (0: all).
+pub fn render(mapping: &Mapping, format: Format, top: usize) -> Result<String> {
+    Ok(match format {
+        Format::Json => mapping.to_json() + "\n",
+        Format::Lotus => serde_json::to_string_pretty(&mapping.to_lotus_format())? + "\n",
+        Format::Csv => render_csv(mapping)?,
+        Format::Md => render_md(mapping, top),
+        Format::Table => render_table(mapping, top),
+    })
+}
+
+fn value_text(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Samples if v.fract() == 0.0 => format!("{v:.0}"),
+        Unit::Samples => format!("{v:.1}"),
+        Unit::Seconds => format!("{v:.3}"),
+    }
+}
+
+fn shorten(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        name.to_string()
+    } else {
+        let head: String = name.chars().take(max.saturating_sub(1)).collect();
+        format!("{head}…")
+    }
+}
+
+/// The longest function name shown in a table cell; JSON and CSV keep
+/// full names.
+const NAME_WIDTH: usize = 90;
+
+fn render_csv(mapping: &Mapping) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "op",
+        "function",
+        "module",
+        mapping.unit.label(),
+        "share",
+        "runs_seen",
+        "runs",
+        "shared_with",
+    ])?;
+    for op in &mapping.ops {
+        for f in &op.functions {
+            let others: Vec<&str> = mapping
+                .shared
+                .iter()
+                .find(|s| s.function == f.function && s.module == f.module)
+                .map(|s| {
+                    s.ops
+                        .iter()
+                        .filter(|o| **o != op.name)
+                        .map(String::as_str)
+                        .collect()
+                })
+                .unwrap_or_default();
+            w.write_record([
+                op.name.as_str(),
+                &f.function,
+                &f.module,
+                &f.samples.to_string(),
+                &format!("{:.6}", f.share),
+                &f.runs_seen.to_string(),
+                &op.runs.to_string(),
+                &others.join(";"),
+            ])?;
+        }
+    }
+    Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
+}
+
+fn header_line(mapping: &Mapping) -> String {
+    let mut s = format!(
+        "backend {}, rule {}",
+        mapping.backend, mapping.settings.rule
+    );
+    if let Some(runs) = mapping.settings.runs {
+        s += &format!(", {runs} run(s) per op");
+    }
+    if let Some(w) = mapping.settings.warmup {
+        s += &format!(", {w} warm-up call(s)");
+    }
+    if let Some(from) = &mapping.imported_from {
+        s += &format!(" (read from the {from} schema: no samples or run counts)");
+    }
+    s
+}
+
+fn render_table(mapping: &Mapping, top: usize) -> String {
+    let imported = mapping.imported_from.is_some();
+    let mut out = format!("lotus mapping: {}\n", header_line(mapping));
+    for op in &mapping.ops {
+        out += &format!(
+            "\n{}  ({} function(s), {} run(s), {} {})\n",
+            op.name,
+            op.functions.len(),
+            op.runs,
+            value_text(mapping.unit, op.samples),
+            mapping.unit.label()
+        );
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .set_header([
+                "function",
+                "module",
+                mapping.unit.label(),
+                "share",
+                "runs seen",
+            ]);
+        let shown = if top == 0 {
+            op.functions.len()
+        } else {
+            top.min(op.functions.len())
+        };
+        for f in &op.functions[..shown] {
+            let (v, share, seen) = if imported {
+                ("-".into(), "-".into(), "-".into())
+            } else {
+                (
+                    value_text(mapping.unit, f.samples),
+                    format!("{:.1}%", 100.0 * f.share),
+                    format!("{}/{}", f.runs_seen, op.runs),
+                )
+            };
+            let mut name = shorten(&f.function, NAME_WIDTH);
+            if f.baseline == Some(true) {
+                name += " [baseline]";
+            }
+            t.add_row(vec![
+                Cell::new(name),
+                Cell::new(&f.module),
+                Cell::new(v).set_alignment(CellAlignment::Right),
+                Cell::new(share).set_alignment(CellAlignment::Right),
+                Cell::new(seen).set_alignment(CellAlignment::Right),
+            ]);
+        }
+        out += &t.to_string();
+        out.push('\n');
+        if shown < op.functions.len() {
+            out += &format!(
+                "  … {} more (use --top 0 to show all)\n",
+                op.functions.len() - shown
+            );
+        }
+    }
+    out += &format!("\nshared functions: {}\n", mapping.shared.len());
+    if !mapping.shared.is_empty() {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .set_header(["function", "module", "ops"]);
+        for s in &mapping.shared {
+            t.add_row(vec![
+                shorten(&s.function, NAME_WIDTH),
+                s.module.clone(),
+                s.ops.join(", "),
+            ]);
+        }
+        out += &t.to_string();
+        out.push('\n');
+    }
+    out
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+fn render_md(mapping: &Mapping, top: usize) -> String {
+    let mut out = format!("# lotus mapping\n\n{}\n", header_line(mapping));
+    for op in &mapping.ops {
+        out += &format!(
+            "\n## {}\n\n{} run(s), {} {}\n\n| function | module | {} | share | runs seen |\n|---|---|---:|---:|---:|\n",
+            md_escape(&op.name),
+            op.runs,
+            value_text(mapping.unit, op.samples),
+            mapping.unit.label(),
+            mapping.unit.label()
+        );
+        let shown = if top == 0 {
+            op.functions.len()
+        } else {
+            top.min(op.functions.len())
+        };
+        for f in &op.functions[..shown] {
+            out += &format!(
+                "| `{}` | {} | {} | {:.1}% | {}/{} |\n",
+                md_escape(&f.function).replace('`', "'"),
+                md_escape(&f.module),
+                value_text(mapping.unit, f.samples),
+                100.0 * f.share,
+                f.runs_seen,
+                op.runs
+            );
+        }
+        if shown < op.functions.len() {
+            out += &format!("\n… {} more\n", op.functions.len() - shown);
+        }
+    }
+    out += "\n## Shared functions\n\n| function | module | ops |\n|---|---|---|\n";
+    for s in &mapping.shared {
+        out += &format!(
+            "| `{}` | {} | {} |\n",
+            md_escape(&s.function).replace('`', "'"),
+            md_escape(&s.module),
+            md_escape(&s.ops.join(", "))
+        );
+    }
+    out
+}
+
+/// Writes `text` to `path` through a temporary file in the same folder and
+/// a rename, so a half-written file never replaces a good one.
+pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".lotus-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .with_context(|| {
+            format!(
+                "cannot write {}: cannot create a file in {}",
+                path.display(),
+                dir.display()
+            )
+        })?;
+    tmp.write_all(text.as_bytes())
+        .and_then(|_| tmp.as_file().sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
