@@ -135,6 +135,30 @@ pub struct OpMapping {
     pub samples: f64,
     /// Kept functions, most samples first.
     pub functions: Vec<FunctionEntry>,
+    /// Live mapping only: what the op's windows measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowSummary>,
+}
+
+/// What an op's measurement windows held, over all runs (live mapping).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct WindowSummary {
+    /// Seconds the windows were open, summed over runs.
+    pub seconds: f64,
+    /// Op calls inside the windows, summed over runs.
+    pub iterations: u64,
+    /// Samples taken in the windows (before any rule).
+    pub samples: u64,
+    /// Samples the kernel dropped.
+    #[serde(default)]
+    pub lost_samples: u64,
+    /// Counted events summed over the windows (`task-clock-ns`,
+    /// `context-switches`, `page-faults`, `cycles`, `instructions`).
+    #[serde(default)]
+    pub counters: BTreeMap<String, f64>,
+    /// Counters that cannot be measured here, and why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unsupported: BTreeMap<String, String>,
 }
 
 /// A function found under more than one op.
@@ -168,6 +192,13 @@ pub struct Mapping {
     /// and run counts were not in the input and are zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported_from: Option<String>,
+    /// Live mapping only: the harness floor, an empty op run under the same
+    /// harness. Its functions are the interpreter and harness, not any op.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<OpMapping>,
+    /// Where and with what the mapping was made (host, python, versions).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
 }
 
 /// Writes whole numbers as JSON integers (sample counts stay `2154`, not
@@ -276,6 +307,7 @@ impl OpAccumulator {
             runs: self.runs,
             samples: 0.0,
             functions,
+            window: None,
         };
         op.recompute();
         op
@@ -313,9 +345,33 @@ impl Mapping {
             ops,
             shared: Vec::new(),
             imported_from: None,
+            baseline: None,
+            environment: BTreeMap::new(),
         };
         m.shared = compute_shared(&m.ops);
         m
+    }
+
+    /// Marks each op function that the baseline also shows
+    /// (`baseline: true`), and with `exclude` drops them (shares and the
+    /// shared list are recomputed).
+    pub fn mark_baseline(&mut self, baseline: OpMapping, exclude: bool) {
+        let floor: std::collections::HashSet<(&str, &str)> = baseline
+            .functions
+            .iter()
+            .map(|f| (f.function.as_str(), f.module.as_str()))
+            .collect();
+        for op in &mut self.ops {
+            for f in &mut op.functions {
+                f.baseline = Some(floor.contains(&(f.function.as_str(), f.module.as_str())));
+            }
+            if exclude {
+                op.functions.retain(|f| f.baseline != Some(true));
+                op.recompute();
+            }
+        }
+        self.shared = compute_shared(&self.ops);
+        self.baseline = Some(baseline);
     }
 
     /// Keeps only the functions `rule` keeps (from a looser rule's
@@ -504,6 +560,7 @@ impl LotusFormat {
                 runs: 0,
                 samples: 0.0,
                 functions,
+                window: None,
             });
         }
         let mut m = Mapping::new("unknown", Unit::Samples, Settings::default(), ops);
@@ -649,6 +706,24 @@ mod tests {
             Settings::default(),
             vec![x.finish(MergeRule::Union), y.finish(MergeRule::Union)],
         )
+    }
+
+    #[test]
+    fn baseline_marks_and_excludes_floor_functions() {
+        let mut m = two_op_mapping();
+        let mut floor = OpAccumulator::new("(empty)");
+        floor.add_run(&report(&[("memcpy", "libc.so.6", 5.0)]));
+        let floor = floor.finish(MergeRule::Union);
+        let mut marked = m.clone();
+        marked.mark_baseline(floor.clone(), false);
+        let x = marked.op("X").expect("X");
+        assert_eq!(x.functions.iter().filter(|f| f.baseline == Some(true)).count(), 1);
+        assert_eq!(marked.shared.len(), 1);
+        m.mark_baseline(floor, true);
+        assert!(m.shared.is_empty());
+        let x = m.op("X").expect("X");
+        assert_eq!(names(x), ["fx"]);
+        assert_eq!(x.functions[0].share, 1.0);
     }
 
     #[test]

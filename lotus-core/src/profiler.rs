@@ -9,6 +9,7 @@
 //!
 //! The trait is object-safe: the registry hands out `Box<dyn Profiler>`.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -102,6 +103,28 @@ pub trait Collection: Send {
     fn kill(&mut self) -> Result<(), ProfilerError>;
     /// Ends the collection and reads what was measured.
     fn report(self: Box<Self>) -> Result<Report, ProfilerError>;
+    /// What each closed window measured, in order. Backends that count
+    /// nothing per window return an empty list.
+    fn windows(&self) -> Vec<WindowStats> {
+        Vec::new()
+    }
+}
+
+/// What one measurement window held.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct WindowStats {
+    /// How long the window was open, in nanoseconds.
+    pub duration_ns: u64,
+    /// Samples taken in the window.
+    pub samples: u64,
+    /// Samples the kernel dropped (ring buffer full): never hidden.
+    pub lost_samples: u64,
+    /// Counted events by name (`task-clock-ns`, `context-switches`,
+    /// `page-faults`, `cycles`, `instructions`): only those measured.
+    pub counters: BTreeMap<String, f64>,
+    /// Counters that cannot be measured here, with the reason (e.g.
+    /// `cycles`: "no hardware PMU"). Never reported as zero.
+    pub unsupported: BTreeMap<String, String>,
 }
 
 /// A profiler backend.
