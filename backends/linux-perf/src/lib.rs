@@ -1,21 +1,150 @@
 //! The Linux perf backend: sampling through `perf_event_open`, no `perf`
 //! binary needed.
+//!
+//! [`LinuxPerf::start`] (or the trait's `collect`) forks the target held at
+//! a gate, attaches before it runs anything, then lets it exec:
+//!
+//! - per online CPU, a `cpu-clock` sampler at the requested frequency
+//!   (user space only, so `perf_event_paranoid` 2 is enough), created
+//!   disabled, with `inherit` so every worker process and thread the target
+//!   starts is sampled; and an always-on side-band event that records the
+//!   mappings, forks and execs needed to symbolize samples of processes that
+//!   have exited since;
+//! - counting events (task-clock, context switches, page faults, cycles and
+//!   instructions where there is a PMU) for per-window figures.
+//!
+//! [`Collection::resume`] / [`Collection::pause`] switch the samplers and
+//! counters by ioctl. A drain thread empties the ring buffers as they fill.
+//! [`PerfCollection::finish`] (or `report`) symbolizes the samples into one
+//! row per (function, module).
+//!
+//! ```no_run
+//! use lotus_backend_perf::LinuxPerf;
+//! use lotus_core::{Collection, CollectOptions, Target};
+//!
+//! let target = Target { program: "python3".into(), args: vec!["job.py".into()], ..Default::default() };
+//! let mut c = LinuxPerf.start(&target, &CollectOptions::default())?;
+//! c.resume()?;            // open a window
+//! std::thread::sleep(std::time::Duration::from_secs(1));
+//! c.pause()?;             // close it
+//! let windows = c.window_figures()?;
+//! println!("{} samples, {} ns task-clock", windows[0].samples, windows[0].task_clock_ns);
+//! let report = c.finish()?;
+//! for row in report.report.rows.iter().take(5) {
+//!     println!("{:>8} {} ({})", row.value, row.function, row.module);
+//! }
+//! # Ok::<(), lotus_core::ProfilerError>(())
+//! ```
+//!
+//! Process handling: the target is put in its own process group (so
+//! [`Collection::kill`] stops its workers too), inherits stdin, stdout and
+//! stderr, and this process becomes a child subreaper
+//! (`PR_SET_CHILD_SUBREAPER`) so that orphaned workers can be reaped rather
+//! than left as zombies.
 #![deny(missing_docs)]
 
+mod collection;
+mod counting;
+mod drain;
+mod error;
+mod events;
+mod model;
+mod probe;
+mod records;
+mod spawn;
+mod symbolize;
+mod unwind;
+
 use lotus_core::{
-    BackendRegistration, Collection, CollectOptions, Probe, Profiler, ProfilerError, Target, Unit,
+    BackendRegistration, CollectOptions, Collection, Probe, Profiler, ProfilerError, Target, Unit,
 };
+
+pub use collection::{PerfCollection, PerfReport, PerfWindow};
+pub use counting::{CounterKind, CounterStatus};
+pub use symbolize::{SymbolizeStats, UNKNOWN_FUNCTION};
 
 /// Where the kernel says how much unprivileged users may measure.
 pub const PARANOID_PATH: &str = "/proc/sys/kernel/perf_event_paranoid";
+/// The per-user allowance for locked ring-buffer memory, in KiB per CPU.
+pub const MLOCK_PATH: &str = "/proc/sys/kernel/perf_event_mlock_kb";
+/// The sampling frequency when [`CollectOptions::frequency_hz`] is `None`.
+pub const DEFAULT_FREQUENCY_HZ: u64 = 4000;
+
+pub(crate) const BACKEND: &str = "perf";
 
 /// Linux perf events.
 #[derive(Debug, Default)]
 pub struct LinuxPerf;
 
+impl LinuxPerf {
+    /// Starts `target` with sampling attached and paused; the concrete
+    /// type, for callers that want per-window figures
+    /// ([`PerfCollection::window_figures`]) and the full [`PerfReport`].
+    pub fn start(
+        &self,
+        target: &Target,
+        options: &CollectOptions,
+    ) -> Result<PerfCollection, ProfilerError> {
+        let mut notes = Vec::new();
+        let requested = options.frequency_hz.unwrap_or(DEFAULT_FREQUENCY_HZ).max(1);
+        let frequency_hz = match events::max_sample_rate() {
+            Some(max) if requested > max => {
+                notes.push(format!(
+                    "sampling at {max} Hz, the kernel's maximum \
+                     (kernel.perf_event_max_sample_rate), instead of {requested} Hz"
+                ));
+                max.max(1)
+            }
+            _ => requested,
+        };
+        let cpus = events::online_cpus();
+
+        // Orphaned workers of the target come to us, to be reaped.
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+
+        let gated = spawn::spawn_gated(target)?;
+        let pid = gated.pid();
+        let attached = events::open(pid, &cpus, frequency_hz).and_then(|streams| {
+            let counters = counting::Counters::open(pid)?;
+            Ok((streams, counters))
+        });
+        let (streams, counters) = match attached {
+            Ok(x) => x,
+            Err(e) => {
+                gated.abort();
+                return Err(e);
+            }
+        };
+        let events::Streams {
+            samplers,
+            sideband,
+            switch,
+        } = streams;
+        let mut buffers = samplers;
+        buffers.extend(sideband);
+        let drain = match drain::Drain::start(buffers) {
+            Ok(d) => d,
+            Err(e) => {
+                gated.abort();
+                return Err(e);
+            }
+        };
+        let child = gated.release()?;
+        Ok(PerfCollection::new(
+            child,
+            switch,
+            counters,
+            drain,
+            frequency_hz,
+            notes,
+        ))
+    }
+}
+
 impl Profiler for LinuxPerf {
     fn name(&self) -> &'static str {
-        "perf"
+        BACKEND
     }
 
     fn description(&self) -> &'static str {
@@ -23,20 +152,7 @@ impl Profiler for LinuxPerf {
     }
 
     fn probe(&self) -> Probe {
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| format!("Linux {}", s.trim()))
-            .ok();
-        match std::fs::read_to_string(PARANOID_PATH) {
-            Ok(level) => {
-                let mut p = Probe::available("perf", kernel);
-                p.notes.push(format!("perf_event_paranoid = {}", level.trim()));
-                p
-            }
-            Err(e) => Probe::unavailable(
-                "perf",
-                format!("cannot read {PARANOID_PATH} ({e}): this kernel may lack perf events"),
-            ),
-        }
+        probe::probe()
     }
 
     fn unit(&self) -> Unit {
@@ -45,13 +161,10 @@ impl Profiler for LinuxPerf {
 
     fn collect(
         &self,
-        _target: &Target,
-        _options: &CollectOptions,
+        target: &Target,
+        options: &CollectOptions,
     ) -> Result<Box<dyn Collection>, ProfilerError> {
-        Err(ProfilerError::Unsupported {
-            backend: "perf".into(),
-            what: "live collection yet".into(),
-        })
+        Ok(Box::new(self.start(target, options)?))
     }
 }
 

@@ -1,0 +1,470 @@
+//! A target running under perf: windows, counters, the end report.
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant};
+
+use lotus_core::{Collection, ProfilerError, Report, Unit, WindowStats};
+
+use crate::counting::{CounterKind, CounterStatus, Counters, Deltas};
+use crate::drain::Drain;
+use crate::events::{monotonic_ns, Switch};
+use crate::model::{Location, WindowCounts};
+use crate::symbolize::{self, SymbolizeStats};
+use crate::BACKEND;
+
+/// How long [`PerfCollection::kill`] waits for the process group to vanish.
+const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// What one measurement window measured.
+///
+/// Counter figures cover the target and all its descendants (inherited
+/// counters), including processes that exited during the window. `None`
+/// means the counter is not supported here (see
+/// [`PerfCollection::counter_status`]), never "zero".
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PerfWindow {
+    /// The window's number, from 0, in opening order.
+    pub index: usize,
+    /// Wall time from resume to pause.
+    pub duration: Duration,
+    /// Samples taken in the window.
+    pub samples: u64,
+    /// Samples the kernel dropped because a ring buffer was full.
+    pub lost: u64,
+    /// Times the kernel throttled the sampler (it samples less often then).
+    pub throttled: u64,
+    /// CPU time of the target's tasks in the window, in nanoseconds.
+    pub task_clock_ns: u64,
+    /// Context switches (needs kernel-side counting permission).
+    pub context_switches: Option<u64>,
+    /// Page faults.
+    pub page_faults: Option<u64>,
+    /// CPU cycles, where the CPU has a PMU.
+    pub cycles: Option<u64>,
+    /// Instructions retired, where the CPU has a PMU.
+    pub instructions: Option<u64>,
+}
+
+impl PerfWindow {
+    fn add(&mut self, other: &PerfWindow) {
+        fn opt(a: &mut Option<u64>, b: Option<u64>) {
+            *a = match (*a, b) {
+                (Some(x), Some(y)) => Some(x.saturating_add(y)),
+                _ => None,
+            };
+        }
+        self.duration += other.duration;
+        self.samples += other.samples;
+        self.lost += other.lost;
+        self.throttled += other.throttled;
+        self.task_clock_ns = self.task_clock_ns.saturating_add(other.task_clock_ns);
+        opt(&mut self.context_switches, other.context_switches);
+        opt(&mut self.page_faults, other.page_faults);
+        opt(&mut self.cycles, other.cycles);
+        opt(&mut self.instructions, other.instructions);
+    }
+}
+
+impl PerfWindow {
+    /// The window in lotus-core's form: counters by perf event name
+    /// (`task-clock-ns`, `context-switches`, `page-faults`, `cycles`,
+    /// `instructions`), and the unsupported ones with the reason from
+    /// `status` (what [`PerfCollection::counter_status`] says).
+    pub fn to_core(&self, status: &[CounterStatus]) -> WindowStats {
+        let mut counters = BTreeMap::new();
+        let mut unsupported = BTreeMap::new();
+        counters.insert("task-clock-ns".to_string(), self.task_clock_ns as f64);
+        for (kind, value) in [
+            (CounterKind::ContextSwitches, self.context_switches),
+            (CounterKind::PageFaults, self.page_faults),
+            (CounterKind::Cycles, self.cycles),
+            (CounterKind::Instructions, self.instructions),
+        ] {
+            match value {
+                Some(v) => {
+                    counters.insert(kind.name().to_string(), v as f64);
+                }
+                None => {
+                    let reason = status
+                        .iter()
+                        .find(|s| s.kind == kind)
+                        .and_then(|s| s.reason.clone())
+                        .unwrap_or_else(|| "not measured".to_string());
+                    unsupported.insert(kind.name().to_string(), reason);
+                }
+            }
+        }
+        WindowStats {
+            duration_ns: u64::try_from(self.duration.as_nanos()).unwrap_or(u64::MAX),
+            samples: self.samples,
+            lost_samples: self.lost,
+            counters,
+            unsupported,
+        }
+    }
+}
+
+/// Everything a perf collection measured: the rows of
+/// [`Collection::report`] and what the trait's [`Report`] has no place for.
+#[derive(Debug, Clone)]
+pub struct PerfReport {
+    /// One row per (function, module), samples summed over all windows.
+    pub report: Report,
+    /// Per-window figures, in opening order.
+    pub windows: Vec<PerfWindow>,
+    /// The windows summed (`index` is the number of windows; a counter is
+    /// `None` if it is unsupported).
+    pub total: PerfWindow,
+    /// What could be counted here, and why not.
+    pub counters: Vec<CounterStatus>,
+    /// Sampling frequency used (after clamping to the kernel's maximum).
+    pub frequency_hz: u64,
+    /// Symbolization figures.
+    pub symbolize: SymbolizeStats,
+    /// The target's exit status (`None` if lotus killed it).
+    pub exit_status: Option<ExitStatus>,
+    /// Things worth telling the user (lost samples, throttling, clamping).
+    pub notes: Vec<String>,
+}
+
+struct ClosedWindow {
+    duration: Duration,
+    deltas: Deltas,
+}
+
+/// A target running under the perf backend.
+///
+/// Returned (boxed) by [`crate::LinuxPerf`]'s `collect`, or unboxed by
+/// [`crate::LinuxPerf::start`] for callers that want [`Self::windows`] and
+/// [`Self::finish`].
+pub struct PerfCollection {
+    child: Child,
+    pid: u32,
+    exit: Option<ExitStatus>,
+    killed: bool,
+    switch: Switch,
+    counters: Counters,
+    drain: Option<Drain>,
+    open_since: Option<Instant>,
+    closed: Vec<ClosedWindow>,
+    frequency_hz: u64,
+    notes: Vec<String>,
+}
+
+impl PerfCollection {
+    pub(crate) fn new(
+        child: Child,
+        switch: Switch,
+        counters: Counters,
+        drain: Drain,
+        frequency_hz: u64,
+        notes: Vec<String>,
+    ) -> Self {
+        PerfCollection {
+            pid: child.id(),
+            child,
+            exit: None,
+            killed: false,
+            switch,
+            counters,
+            drain: Some(drain),
+            open_since: None,
+            closed: Vec::new(),
+            frequency_hz,
+            notes,
+        }
+    }
+
+    /// The sampling frequency in use, in Hz.
+    pub fn frequency_hz(&self) -> u64 {
+        self.frequency_hz
+    }
+
+    /// What can be counted per window here, and why not.
+    pub fn counter_status(&self) -> Vec<CounterStatus> {
+        self.counters.status()
+    }
+
+    /// True while a window is open.
+    pub fn is_open(&self) -> bool {
+        self.open_since.is_some()
+    }
+
+    /// Figures for every closed window so far. Waits (briefly) for the drain
+    /// thread to count every sample taken up to now. ([`Collection::windows`]
+    /// gives the same in lotus-core's untyped form.)
+    pub fn window_figures(&self) -> Result<Vec<PerfWindow>, ProfilerError> {
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        let counts = drain.flush()?;
+        Ok(self.window_stats(&counts))
+    }
+
+    fn window_stats(&self, counts: &[WindowCounts]) -> Vec<PerfWindow> {
+        self.closed
+            .iter()
+            .enumerate()
+            .map(|(index, w)| {
+                let c = counts.get(index).copied().unwrap_or_default();
+                let d = |k: CounterKind| {
+                    CounterKind::ALL
+                        .iter()
+                        .position(|&x| x == k)
+                        .and_then(|i| w.deltas[i])
+                };
+                PerfWindow {
+                    index,
+                    duration: w.duration,
+                    samples: c.samples,
+                    lost: c.lost,
+                    throttled: c.throttled,
+                    task_clock_ns: d(CounterKind::TaskClock).unwrap_or(0),
+                    context_switches: d(CounterKind::ContextSwitches),
+                    page_faults: d(CounterKind::PageFaults),
+                    cycles: d(CounterKind::Cycles),
+                    instructions: d(CounterKind::Instructions),
+                }
+            })
+            .collect()
+    }
+
+    /// Ends the collection: closes an open window, kills the target if it
+    /// is still running (wait for it with [`Collection::try_wait`] first to
+    /// let it finish), drains the last records and symbolizes.
+    pub fn finish(mut self) -> Result<PerfReport, ProfilerError> {
+        if self.is_open() {
+            self.pause()?;
+        }
+        if self.try_wait()?.is_none() || group_alive(self.pid) {
+            self.kill()?;
+        }
+        let drain = self.drain.take().ok_or_else(finished)?;
+        let drained = drain.finish()?;
+        let model = drained.model;
+        let windows = self.window_stats(&model.windows);
+
+        let mut by_location: HashMap<Location, u64> = HashMap::new();
+        for (&(_, loc), &n) in &model.counts {
+            *by_location.entry(loc).or_insert(0) += n;
+        }
+        let (rows, symbolize) = symbolize::rows(&model, &by_location);
+
+        let mut total = PerfWindow {
+            index: windows.len(),
+            context_switches: Some(0),
+            page_faults: Some(0),
+            cycles: Some(0),
+            instructions: Some(0),
+            ..PerfWindow::default()
+        };
+        for w in &windows {
+            total.add(w);
+        }
+        let counters = self.counters.status();
+        for c in &counters {
+            if let CounterStatus {
+                available: false,
+                reason: Some(reason),
+                kind,
+                ..
+            } = c
+            {
+                let slot = match kind {
+                    CounterKind::ContextSwitches => &mut total.context_switches,
+                    CounterKind::PageFaults => &mut total.page_faults,
+                    CounterKind::Cycles => &mut total.cycles,
+                    CounterKind::Instructions => &mut total.instructions,
+                    _ => continue,
+                };
+                *slot = None;
+                self.notes.push(format!("{}: {reason}", kind.name()));
+            }
+        }
+        if total.lost > 0 {
+            self.notes.push(format!(
+                "{} samples were lost (ring buffer full); the counts are a lower bound",
+                total.lost
+            ));
+        }
+        if total.throttled > 0 {
+            self.notes.push(format!(
+                "the kernel throttled sampling {} times (kernel.perf_cpu_time_max_percent)",
+                total.throttled
+            ));
+        }
+        if drained.malformed > 0 {
+            self.notes.push(format!(
+                "{} unreadable perf records skipped",
+                drained.malformed
+            ));
+        }
+        Ok(PerfReport {
+            report: Report {
+                unit: Unit::Samples,
+                rows,
+            },
+            windows,
+            total,
+            counters,
+            frequency_hz: self.frequency_hz,
+            symbolize,
+            exit_status: if self.killed { None } else { self.exit },
+            notes: std::mem::take(&mut self.notes),
+        })
+    }
+
+    /// Reaps every exited member of the target's process group (orphaned
+    /// workers are reparented to this process, a child subreaper).
+    fn reap_group(&mut self) {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid on a process group id with a valid status ptr.
+            let r =
+                unsafe { libc::waitpid(-(self.pid as libc::pid_t), &mut status, libc::WNOHANG) };
+            if r <= 0 {
+                return;
+            }
+        }
+    }
+}
+
+fn finished() -> ProfilerError {
+    ProfilerError::Other {
+        backend: BACKEND.into(),
+        message: "the collection has already ended".into(),
+    }
+}
+
+/// True while any process is left in the group `pgid`.
+fn group_alive(pgid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(-(pgid as libc::pid_t), 0) == 0 }
+}
+
+impl Collection for PerfCollection {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn resume(&mut self) -> Result<(), ProfilerError> {
+        if self.is_open() {
+            return Ok(());
+        }
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        drain.window_opened(monotonic_ns());
+        self.counters.enable()?;
+        if let Err(e) = self.switch.enable() {
+            let _ = self.counters.disable();
+            let _ = self.switch.disable();
+            // The window was announced; record it closed and empty.
+            self.closed.push(ClosedWindow {
+                duration: Duration::ZERO,
+                deltas: self.counters.read_deltas().unwrap_or([None; 5]),
+            });
+            return Err(e);
+        }
+        self.open_since = Some(Instant::now());
+        Ok(())
+    }
+
+    fn pause(&mut self) -> Result<(), ProfilerError> {
+        let Some(since) = self.open_since.take() else {
+            return Ok(());
+        };
+        let sampler = self.switch.disable();
+        let counters = self.counters.disable();
+        let duration = since.elapsed();
+        let deltas = self.counters.read_deltas();
+        let deltas_ok = deltas.as_ref().map(|d| *d).unwrap_or([None; 5]);
+        self.closed.push(ClosedWindow {
+            duration,
+            deltas: deltas_ok,
+        });
+        sampler?;
+        counters?;
+        deltas.map(|_| ())
+    }
+
+    fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+        if self.exit.is_some() {
+            return Ok(self.exit);
+        }
+        let status = self.child.try_wait().map_err(|source| ProfilerError::Io {
+            context: format!("checking on pid {}", self.pid),
+            source,
+        })?;
+        self.exit = status;
+        Ok(status)
+    }
+
+    fn kill(&mut self) -> Result<(), ProfilerError> {
+        // SAFETY: sends SIGKILL to the target's process group.
+        let r = unsafe { libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err(ProfilerError::Io {
+                    context: format!("killing process group {}", self.pid),
+                    source: e,
+                });
+            }
+        }
+        if self.exit.is_none() {
+            self.killed = true;
+            let status = self.child.wait().map_err(|source| ProfilerError::Io {
+                context: format!("waiting for pid {}", self.pid),
+                source,
+            })?;
+            self.exit = Some(status);
+        }
+        let deadline = Instant::now() + KILL_GRACE;
+        loop {
+            self.reap_group();
+            if !group_alive(self.pid) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(ProfilerError::Other {
+                    backend: BACKEND.into(),
+                    message: format!(
+                        "processes of group {} are still there {} s after SIGKILL",
+                        self.pid,
+                        KILL_GRACE.as_secs()
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn report(self: Box<Self>) -> Result<Report, ProfilerError> {
+        Ok(self.finish()?.report)
+    }
+
+    fn windows(&self) -> Vec<WindowStats> {
+        // If the drain thread cannot answer, the counts published so far
+        // are still the best figures there are.
+        let figures = match self.window_figures() {
+            Ok(f) => f,
+            Err(_) => self.window_stats(
+                &self
+                    .drain
+                    .as_ref()
+                    .map(|d| d.published())
+                    .unwrap_or_default(),
+            ),
+        };
+        let status = self.counters.status();
+        figures.iter().map(|w| w.to_core(&status)).collect()
+    }
+}
+
+impl Drop for PerfCollection {
+    fn drop(&mut self) {
+        // Never leave a target running with our events attached, or its
+        // processes unreaped.
+        if self.exit.is_none() || group_alive(self.pid) {
+            let _ = self.kill();
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! The drain thread: empties the ring buffers so they never overflow, and
+//! replays their records in time order into the [`Model`].
+//!
+//! Every round it notes the time, reads every buffer dry, and replays the
+//! queued records stamped before the *previous* round began: by then every
+//! record of that period has been written, whichever CPU's buffer it went
+//! to. A flush (asked for by the control thread after a window closed)
+//! replays up to the current round's start instead. The thread wakes when a
+//! buffer is a quarter full, when asked, and at least every 25 ms.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use lotus_core::ProfilerError;
+use perf_event::Sampler;
+
+use crate::events::monotonic_ns;
+use crate::model::{Event, Model, WindowCounts};
+use crate::records;
+use crate::BACKEND;
+
+const ROUND: Duration = Duration::from_millis(25);
+
+#[derive(Debug, Default)]
+struct State {
+    /// Start times (CLOCK_MONOTONIC ns) of the windows opened so far.
+    window_starts: Vec<u64>,
+    flush_requested: u64,
+    flush_done: u64,
+    stop: bool,
+    /// Set when the thread ends, normally or not.
+    finished: bool,
+    /// Per-window counts as of the last replay.
+    published: Vec<WindowCounts>,
+    /// Records the parser could not read (never expected).
+    malformed: u64,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data; keep going.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The running drain thread.
+pub(crate) struct Drain {
+    shared: Arc<Shared>,
+    wake: Arc<OwnedFd>,
+    handle: Option<JoinHandle<Model>>,
+}
+
+/// What the drain thread leaves behind.
+pub(crate) struct Drained {
+    /// The replayed records.
+    pub model: Model,
+    /// Records that could not be parsed.
+    pub malformed: u64,
+}
+
+impl Drain {
+    /// Starts the thread; it owns the ring buffers from now on.
+    pub(crate) fn start(streams: Vec<Sampler>) -> Result<Drain, ProfilerError> {
+        // SAFETY: eventfd has no memory preconditions.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(ProfilerError::Io {
+                context: "creating the drain thread's eventfd".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: eventfd returned a fresh descriptor nothing else owns.
+        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let shared = Arc::new(Shared::default());
+        let (s, w) = (Arc::clone(&shared), Arc::clone(&wake));
+        let handle = std::thread::Builder::new()
+            .name("lotus-perf-drain".into())
+            .spawn(move || run(streams, &s, &w))
+            .map_err(|source| ProfilerError::Io {
+                context: "starting the drain thread".into(),
+                source,
+            })?;
+        Ok(Drain {
+            shared,
+            wake,
+            handle: Some(handle),
+        })
+    }
+
+    /// Notes that a window opens at `start_ns` (before it is enabled).
+    pub(crate) fn window_opened(&self, start_ns: u64) {
+        self.shared.lock().window_starts.push(start_ns);
+    }
+
+    /// Waits until every record stamped before now has been replayed, and
+    /// returns the per-window counts.
+    pub(crate) fn flush(&self) -> Result<Vec<WindowCounts>, ProfilerError> {
+        let seq = {
+            let mut st = self.shared.lock();
+            st.flush_requested += 1;
+            st.flush_requested
+        };
+        self.poke();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut st = self.shared.lock();
+        while st.flush_done < seq {
+            if st.finished {
+                return Err(stopped());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ProfilerError::Other {
+                    backend: BACKEND.into(),
+                    message: "the sample drain thread did not answer within 10 s".into(),
+                });
+            }
+            st = match self.shared.changed.wait_timeout(st, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        Ok(st.published.clone())
+    }
+
+    /// The per-window counts as of the last replay, without waiting.
+    pub(crate) fn published(&self) -> Vec<WindowCounts> {
+        self.shared.lock().published.clone()
+    }
+
+    /// Stops the thread after a last full round and returns what it built.
+    pub(crate) fn finish(mut self) -> Result<Drained, ProfilerError> {
+        self.shared.lock().stop = true;
+        self.poke();
+        let handle = self.handle.take().ok_or_else(stopped)?;
+        let model = handle.join().map_err(|_| stopped())?;
+        let malformed = self.shared.lock().malformed;
+        Ok(Drained { model, malformed })
+    }
+
+    fn poke(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid local to our eventfd. A full
+        // counter (EAGAIN) already means "wake up".
+        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+}
+
+impl Drop for Drain {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            self.shared.lock().stop = true;
+            self.poke();
+            let _ = handle.join();
+        }
+    }
+}
+
+fn stopped() -> ProfilerError {
+    ProfilerError::Other {
+        backend: BACKEND.into(),
+        message: "the sample drain thread stopped unexpectedly".into(),
+    }
+}
+
+/// Marks the state finished however the thread ends.
+struct FinishGuard<'a>(&'a Shared);
+
+impl Drop for FinishGuard<'_> {
+    fn drop(&mut self) {
+        self.0.lock().finished = true;
+        self.0.changed.notify_all();
+    }
+}
+
+fn run(mut streams: Vec<Sampler>, shared: &Shared, wake: &OwnedFd) -> Model {
+    let _guard = FinishGuard(shared);
+    let mut model = Model::default();
+    let mut pending: Vec<(u64, Event)> = Vec::new();
+    let mut hung_up = vec![false; streams.len()];
+    let mut prev_round = 0u64;
+    let mut flushed = 0u64;
+    loop {
+        wait(&streams, &mut hung_up, wake);
+        let (stop, flush) = {
+            let st = shared.lock();
+            (st.stop, st.flush_requested)
+        };
+        let round = monotonic_ns();
+        let mut malformed = 0;
+        for s in &mut streams {
+            while let Some(rec) = s.next_record() {
+                let bytes = rec.to_contiguous();
+                match records::parse(rec.ty(), rec.misc(), &bytes) {
+                    Some(r) => pending.extend(model.event(&r)),
+                    None => malformed += 1,
+                }
+            }
+        }
+        let limit = if stop {
+            u64::MAX
+        } else if flush > flushed {
+            round
+        } else {
+            prev_round
+        };
+        pending.sort_by_key(|(t, ev)| (*t, ev.rank()));
+        let ready = pending.partition_point(|(t, _)| *t <= limit);
+        let starts = shared.lock().window_starts.clone();
+        let window = |t: u64| starts.partition_point(|&s| s <= t).saturating_sub(1);
+        for (t, ev) in pending.drain(..ready) {
+            model.apply(t, ev, window);
+        }
+        prev_round = round;
+        flushed = flush;
+        {
+            let mut st = shared.lock();
+            st.malformed += malformed;
+            st.published = model.windows.clone();
+            st.flush_done = flush;
+        }
+        shared.changed.notify_all();
+        if stop {
+            return model;
+        }
+    }
+}
+
+/// Sleeps until a buffer has data, the control thread pokes, or a round
+/// has passed. Buffers whose task has exited report POLLHUP forever; they
+/// leave the poll set (and are still read every round).
+fn wait(streams: &[Sampler], hung_up: &mut [bool], wake: &OwnedFd) {
+    let mut fds = vec![libc::pollfd {
+        fd: wake.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    let mut index = Vec::new();
+    for (i, s) in streams.iter().enumerate() {
+        if !hung_up[i] {
+            fds.push(libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            index.push(i);
+        }
+    }
+    let timeout = ROUND.as_millis() as libc::c_int;
+    // SAFETY: fds is a valid array of pollfd of the given length.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+    if n <= 0 {
+        return;
+    }
+    if fds[0].revents & libc::POLLIN != 0 {
+        let mut count = 0u64;
+        // SAFETY: reads the 8-byte counter into a valid local.
+        unsafe { libc::read(wake.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+    }
+    for (pfd, &i) in fds[1..].iter().zip(&index) {
+        if pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            hung_up[i] = true;
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Opening the sampling events: per online CPU, one `cpu-clock` sampler
+//! (created disabled; windows switch it) and one side-band `dummy` event
+//! (always on) that records mappings, forks and execs.
+//!
+//! Both observe the target with `inherit`, so every process and thread it
+//! starts is covered. A disabled event emits no side-band records, which is
+//! why mappings come from the separate always-enabled dummy event (what
+//! `perf record --delay` does too). Both stamp records with
+//! `CLOCK_MONOTONIC`, so records from different buffers can be put in one
+//! order and samples can be matched to windows by time.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+
+use lotus_core::ProfilerError;
+use perf_event::events::Software;
+use perf_event::{Builder, Clock, Sampler};
+
+use crate::error::{event_io, mmap_error, open_error};
+use crate::records::SAMPLE_TYPE;
+
+/// Ring buffer data size per CPU for samples: 256 KiB holds about 5,000
+/// samples, over a second at 4 kHz, while the drain thread reads every
+/// 25 ms. Sized so that both buffers fit the default unprivileged
+/// `perf_event_mlock_kb` allowance (516 KiB per CPU).
+pub(crate) const SAMPLE_BUFFER: usize = 256 * 1024;
+/// Ring buffer data size per CPU for side-band records.
+pub(crate) const SIDEBAND_BUFFER: usize = 64 * 1024;
+
+/// The opened events.
+pub(crate) struct Streams {
+    /// One `cpu-clock` sampler per CPU, disabled.
+    pub samplers: Vec<Sampler>,
+    /// One side-band event per CPU, enabled.
+    pub sideband: Vec<Sampler>,
+    /// Duplicates of the samplers' descriptors, to switch them from the
+    /// control thread while the drain thread owns the samplers.
+    pub switch: Switch,
+}
+
+/// Enables and disables a set of events by ioctl.
+#[derive(Debug)]
+pub(crate) struct Switch {
+    fds: Vec<OwnedFd>,
+}
+
+impl Switch {
+    /// `PERF_EVENT_IOC_ENABLE` on every event (and, through `inherit`, on
+    /// every copy in the target's descendants).
+    pub(crate) fn enable(&self) -> Result<(), ProfilerError> {
+        for fd in &self.fds {
+            // SAFETY: a plain ioctl on a descriptor this struct owns.
+            if unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) } < 0 {
+                return Err(event_io(
+                    "enabling the samplers",
+                    io::Error::last_os_error(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `PERF_EVENT_IOC_DISABLE` on every event. Tries them all even when one
+    /// fails, so a window never stays half open.
+    pub(crate) fn disable(&self) -> Result<(), ProfilerError> {
+        let mut first_err = None;
+        for fd in &self.fds {
+            // SAFETY: a plain ioctl on a descriptor this struct owns.
+            if unsafe { perf_event_open_sys::ioctls::DISABLE(fd.as_raw_fd(), 0) } < 0 {
+                first_err.get_or_insert_with(io::Error::last_os_error);
+            }
+        }
+        match first_err {
+            None => Ok(()),
+            Some(e) => Err(event_io("disabling the samplers", e)),
+        }
+    }
+}
+
+/// The online CPUs, from `/sys/devices/system/cpu/online` (`0-3,6,8-9`).
+pub(crate) fn online_cpus() -> Vec<usize> {
+    if let Ok(text) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
+        if let Some(cpus) = parse_cpu_list(&text) {
+            if !cpus.is_empty() {
+                return cpus;
+            }
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    (0..usize::try_from(n).unwrap_or(1).max(1)).collect()
+}
+
+fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if a > b {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.trim().parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
+/// The kernel's limit on sampling frequency
+/// (`/proc/sys/kernel/perf_event_max_sample_rate`).
+pub(crate) fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Opens the samplers and side-band events on `pid` for every CPU in
+/// `cpus`, sampling at `frequency_hz`.
+pub(crate) fn open(pid: u32, cpus: &[usize], frequency_hz: u64) -> Result<Streams, ProfilerError> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
+        backend: crate::BACKEND.into(),
+        message: format!("pid {pid} out of range"),
+    })?;
+    let mut samplers = Vec::with_capacity(cpus.len());
+    let mut sideband = Vec::with_capacity(cpus.len());
+    let mut fds = Vec::with_capacity(cpus.len());
+    for &cpu in cpus {
+        let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
+        let counter = Builder::new(Software::CPU_CLOCK)
+            .observe_pid(pid)
+            .one_cpu(cpu)
+            .inherit(true)
+            .exclude_kernel(true)
+            .exclude_hv(true)
+            .sample_frequency(frequency_hz)
+            .sample(SAMPLE_TYPE)
+            .sample_id_all(true)
+            .clockid(Clock::MONOTONIC)
+            .wakeup_watermark(SAMPLE_BUFFER / 4)
+            .enabled(false)
+            .build()
+            .map_err(|e| open_error(&what, e))?;
+        let sampler = counter
+            .sampled(SAMPLE_BUFFER)
+            .map_err(|e| mmap_error(&what, e))?;
+        // SAFETY: the descriptor is open for as long as `sampler` lives,
+        // and it is only borrowed here to duplicate it.
+        let dup = unsafe { BorrowedFd::borrow_raw(sampler.as_raw_fd()) }
+            .try_clone_to_owned()
+            .map_err(|e| event_io("duplicating a sampler descriptor", e))?;
+        fds.push(dup);
+        samplers.push(sampler);
+
+        let what = format!("side-band tracking (mmap, fork, exec) of pid {pid} on CPU {cpu}");
+        let counter = Builder::new(Software::DUMMY)
+            .observe_pid(pid)
+            .one_cpu(cpu)
+            .inherit(true)
+            .exclude_kernel(true)
+            .exclude_hv(true)
+            .mmap(true)
+            .mmap2(true)
+            .comm(true)
+            .comm_exec(true)
+            .task(true)
+            .sample(SAMPLE_TYPE)
+            .sample_id_all(true)
+            .clockid(Clock::MONOTONIC)
+            .enabled(true)
+            .build()
+            .map_err(|e| open_error(&what, e))?;
+        sideband.push(
+            counter
+                .sampled(SIDEBAND_BUFFER)
+                .map_err(|e| mmap_error(&what, e))?,
+        );
+    }
+    Ok(Streams {
+        samplers,
+        sideband,
+        switch: Switch { fds },
+    })
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock the records are stamped with.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3\n"), Some(vec![0, 1, 2, 3]));
+        assert_eq!(parse_cpu_list("0,2-3,7"), Some(vec![0, 2, 3, 7]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+        assert!(!online_cpus().is_empty());
+    }
+}

@@ -1,0 +1,361 @@
+//! What the records say, replayed in time order: which executable mappings
+//! each process had, and how many samples fell at each (module, file
+//! offset) in each window.
+//!
+//! Processes are tracked from their first record to the end, so samples of
+//! processes that already exited (DataLoader workers) resolve like any
+//! other. A fork copies the parent's mappings, an exec drops them, a new
+//! mapping replaces whatever it overlaps (as `perf report` does).
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::records::Record;
+
+/// An index into [`Model::modules`].
+pub(crate) type ModuleId = u32;
+
+/// A mapped file or pseudo-module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Module {
+    /// The path or pseudo-name as the kernel gave it.
+    pub name: String,
+    /// True for a regular file that can be opened for symbols.
+    pub is_file: bool,
+}
+
+/// Where a sample fell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Location {
+    /// In a module: the file offset for files, 0 for pseudo-modules.
+    Module {
+        /// The module.
+        module: ModuleId,
+        /// Offset in the file.
+        offset: u64,
+    },
+    /// In no mapping lotus knows of.
+    Unmapped,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Mapping {
+    end: u64,
+    pgoff: u64,
+    module: ModuleId,
+}
+
+/// One process's executable mappings, by start address.
+#[derive(Debug, Clone, Default)]
+struct AddressSpace {
+    maps: BTreeMap<u64, Mapping>,
+}
+
+impl AddressSpace {
+    fn insert(&mut self, start: u64, m: Mapping) {
+        if m.end <= start {
+            return;
+        }
+        let mut overlapping: Vec<u64> = Vec::new();
+        if let Some((&s, old)) = self.maps.range(..start).next_back() {
+            if old.end > start {
+                overlapping.push(s);
+            }
+        }
+        overlapping.extend(self.maps.range(start..m.end).map(|(&s, _)| s));
+        for s in overlapping {
+            let Some(old) = self.maps.remove(&s) else {
+                continue;
+            };
+            if s < start {
+                self.maps.insert(s, Mapping { end: start, ..old });
+            }
+            if old.end > m.end {
+                let pgoff = old.pgoff.wrapping_add(m.end - s);
+                self.maps.insert(m.end, Mapping { pgoff, ..old });
+            }
+        }
+        self.maps.insert(start, m);
+    }
+
+    fn find(&self, ip: u64) -> Option<(ModuleId, u64)> {
+        let (&start, m) = self.maps.range(..=ip).next_back()?;
+        (ip < m.end).then(|| (m.module, ip - start + m.pgoff))
+    }
+}
+
+/// Per-window totals the drain thread publishes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WindowCounts {
+    /// Samples taken in the window.
+    pub samples: u64,
+    /// Samples the kernel dropped because the buffer was full.
+    pub lost: u64,
+    /// Times the kernel throttled the sampler.
+    pub throttled: u64,
+}
+
+/// The replayed state.
+#[derive(Debug, Default)]
+pub(crate) struct Model {
+    /// Every module seen, by [`ModuleId`].
+    pub modules: Vec<Module>,
+    by_name: HashMap<Vec<u8>, ModuleId>,
+    spaces: HashMap<u32, AddressSpace>,
+    /// Samples by (window, location).
+    pub counts: HashMap<(usize, Location), u64>,
+    /// Per-window totals.
+    pub windows: Vec<WindowCounts>,
+}
+
+/// A record with its module already interned: what the drain thread queues
+/// until it is safe to replay in time order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// See [`Record::Sample`].
+    Sample { pid: u32, ip: u64 },
+    /// See [`Record::Mmap`].
+    Mmap {
+        pid: u32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        module: ModuleId,
+    },
+    /// See [`Record::Fork`].
+    Fork { pid: u32, ppid: u32 },
+    /// See [`Record::Exec`].
+    Exec { pid: u32 },
+    /// See [`Record::Lost`].
+    Lost { count: u64 },
+    /// See [`Record::Throttle`].
+    Throttle,
+}
+
+impl Event {
+    /// Side-band records sort before samples of the same instant.
+    pub(crate) fn rank(&self) -> u8 {
+        match self {
+            Event::Fork { .. } | Event::Exec { .. } | Event::Mmap { .. } => 0,
+            _ => 1,
+        }
+    }
+}
+
+impl Model {
+    /// The module named `name`, interned.
+    pub(crate) fn module(&mut self, name: &[u8]) -> ModuleId {
+        if let Some(&id) = self.by_name.get(name) {
+            return id;
+        }
+        let id = self.modules.len() as ModuleId;
+        let text = String::from_utf8_lossy(name).into_owned();
+        let is_file = text.starts_with('/') && !text.ends_with(" (deleted)");
+        self.modules.push(Module {
+            name: text,
+            is_file,
+        });
+        self.by_name.insert(name.to_vec(), id);
+        id
+    }
+
+    /// Turns a parsed record into a queued event (interning its module).
+    pub(crate) fn event(&mut self, record: &Record<'_>) -> Option<(u64, Event)> {
+        let time = record.time();
+        let ev = match *record {
+            Record::Sample { pid, ip, .. } => Event::Sample { pid, ip },
+            Record::Mmap {
+                pid,
+                start,
+                len,
+                pgoff,
+                filename,
+                ..
+            } => Event::Mmap {
+                pid,
+                start,
+                len,
+                pgoff,
+                module: self.module(filename),
+            },
+            Record::Fork { pid, ppid, .. } => Event::Fork { pid, ppid },
+            Record::Exec { pid, .. } => Event::Exec { pid },
+            Record::Lost { count, .. } => Event::Lost { count },
+            Record::Throttle { .. } => Event::Throttle,
+            Record::Other => return None,
+        };
+        Some((time, ev))
+    }
+
+    /// Replays one event that happened at `time`; `window` says which
+    /// window a time belongs to.
+    pub(crate) fn apply(&mut self, time: u64, ev: Event, window: impl Fn(u64) -> usize) {
+        match ev {
+            Event::Sample { pid, ip } => {
+                let loc = match self.spaces.get(&pid).and_then(|s| s.find(ip)) {
+                    Some((module, offset)) => {
+                        let offset = if self.is_file(module) { offset } else { 0 };
+                        Location::Module { module, offset }
+                    }
+                    None => Location::Unmapped,
+                };
+                let w = window(time);
+                *self.counts.entry((w, loc)).or_insert(0) += 1;
+                self.window_mut(w).samples += 1;
+            }
+            Event::Mmap {
+                pid,
+                start,
+                len,
+                pgoff,
+                module,
+            } => {
+                let end = start.saturating_add(len);
+                let m = Mapping { end, pgoff, module };
+                self.spaces.entry(pid).or_default().insert(start, m);
+            }
+            Event::Fork { pid, ppid } => {
+                if pid != ppid {
+                    let space = self.spaces.get(&ppid).cloned().unwrap_or_default();
+                    self.spaces.insert(pid, space);
+                }
+            }
+            Event::Exec { pid } => {
+                self.spaces.insert(pid, AddressSpace::default());
+            }
+            Event::Lost { count } => self.window_mut(window(time)).lost += count,
+            Event::Throttle => self.window_mut(window(time)).throttled += 1,
+        }
+    }
+
+    fn is_file(&self, module: ModuleId) -> bool {
+        self.modules.get(module as usize).is_some_and(|m| m.is_file)
+    }
+
+    fn window_mut(&mut self, w: usize) -> &mut WindowCounts {
+        if self.windows.len() <= w {
+            self.windows.resize(w + 1, WindowCounts::default());
+        }
+        &mut self.windows[w]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(m: &mut Model, time: u64, pid: u32, ip: u64) {
+        m.apply(time, Event::Sample { pid, ip }, |_| 0);
+    }
+
+    fn only_location(m: &Model) -> Location {
+        let locs: Vec<_> = m.counts.keys().map(|(_, l)| *l).collect();
+        assert_eq!(locs.len(), 1, "{locs:?}");
+        locs[0]
+    }
+
+    fn mmap(m: &mut Model, pid: u32, start: u64, len: u64, pgoff: u64, name: &str) -> ModuleId {
+        let module = m.module(name.as_bytes());
+        let ev = Event::Mmap {
+            pid,
+            start,
+            len,
+            pgoff,
+            module,
+        };
+        m.apply(0, ev, |_| 0);
+        module
+    }
+
+    #[test]
+    fn sample_resolves_to_file_offset() {
+        let mut m = Model::default();
+        let lib = mmap(&mut m, 1, 0x7000, 0x1000, 0x3000, "/lib/liba.so");
+        sample(&mut m, 1, 1, 0x7010);
+        assert_eq!(
+            only_location(&m),
+            Location::Module {
+                module: lib,
+                offset: 0x3010
+            }
+        );
+        assert_eq!(m.windows[0].samples, 1);
+    }
+
+    #[test]
+    fn forked_child_inherits_and_keeps_mappings_after_exit() {
+        let mut m = Model::default();
+        let lib = mmap(&mut m, 1, 0x7000, 0x1000, 0, "/lib/liba.so");
+        m.apply(0, Event::Fork { pid: 2, ppid: 1 }, |_| 0);
+        sample(&mut m, 5, 2, 0x7004);
+        assert_eq!(
+            only_location(&m),
+            Location::Module {
+                module: lib,
+                offset: 4
+            }
+        );
+    }
+
+    #[test]
+    fn exec_drops_old_mappings() {
+        let mut m = Model::default();
+        mmap(&mut m, 1, 0x7000, 0x1000, 0, "/lib/liba.so");
+        m.apply(0, Event::Exec { pid: 1 }, |_| 0);
+        sample(&mut m, 5, 1, 0x7004);
+        assert_eq!(only_location(&m), Location::Unmapped);
+    }
+
+    #[test]
+    fn new_mapping_splits_what_it_overlaps() {
+        let mut m = Model::default();
+        let a = mmap(&mut m, 1, 0x1000, 0x3000, 0x10000, "/a");
+        let b = mmap(&mut m, 1, 0x2000, 0x1000, 0, "/b");
+        let space = &m.spaces[&1];
+        assert_eq!(space.find(0x1800), Some((a, 0x10800)));
+        assert_eq!(space.find(0x2800), Some((b, 0x800)));
+        assert_eq!(space.find(0x3800), Some((a, 0x12800)));
+        assert_eq!(space.find(0x4000), None);
+        assert_eq!(space.find(0x0fff), None);
+    }
+
+    #[test]
+    fn pseudo_modules_group_at_offset_zero() {
+        let mut m = Model::default();
+        let anon = mmap(&mut m, 1, 0x1000, 0x1000, 0x99, "//anon");
+        sample(&mut m, 1, 1, 0x1010);
+        sample(&mut m, 2, 1, 0x1020);
+        assert_eq!(
+            only_location(&m),
+            Location::Module {
+                module: anon,
+                offset: 0
+            }
+        );
+        assert!(!m.modules[anon as usize].is_file);
+    }
+
+    #[test]
+    fn lost_and_samples_land_in_their_window() {
+        let mut m = Model::default();
+        let window = |t: u64| if t < 100 { 0 } else { 1 };
+        m.apply(50, Event::Sample { pid: 9, ip: 1 }, window);
+        m.apply(150, Event::Lost { count: 3 }, window);
+        m.apply(160, Event::Sample { pid: 9, ip: 1 }, window);
+        m.apply(170, Event::Throttle, window);
+        assert_eq!(
+            m.windows,
+            vec![
+                WindowCounts {
+                    samples: 1,
+                    lost: 0,
+                    throttled: 0
+                },
+                WindowCounts {
+                    samples: 1,
+                    lost: 3,
+                    throttled: 1
+                }
+            ]
+        );
+    }
+}

@@ -1,0 +1,300 @@
+//! Parsing the few kernel record types lotus asks for, from raw bytes.
+//!
+//! Every event lotus opens uses the same `sample_type` ([`SAMPLE_TYPE`]:
+//! IP, TID, TIME) with `sample_id_all`, so every record's layout is fixed:
+//! a SAMPLE body is `ip, pid, tid, time`, and every other record ends with a
+//! 16-byte `pid, tid, time` trailer. Parsing by hand keeps this total (no
+//! panics on a short record) and keeps the trailer's timestamp, which the
+//! ordering of side-band and sample records depends on.
+
+use perf_event::SampleFlag;
+
+/// The sample fields of every event lotus opens.
+pub(crate) const SAMPLE_TYPE: SampleFlag = SampleFlag::IP
+    .union(SampleFlag::TID)
+    .union(SampleFlag::TIME);
+
+const RECORD_MMAP: u32 = 1;
+const RECORD_LOST: u32 = 2;
+const RECORD_COMM: u32 = 3;
+const RECORD_THROTTLE: u32 = 5;
+const RECORD_FORK: u32 = 7;
+const RECORD_SAMPLE: u32 = 9;
+const RECORD_MMAP2: u32 = 10;
+/// `misc` bit of a COMM record caused by exec.
+const MISC_COMM_EXEC: u16 = 1 << 13;
+/// The `pid, tid, time` trailer `sample_id_all` adds to non-sample records.
+const SAMPLE_ID_LEN: usize = 16;
+
+/// One record, borrowed from the ring buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Record<'a> {
+    /// A sample: the thread group `pid` was at `ip`.
+    Sample {
+        /// Process (thread group) id.
+        pid: u32,
+        /// Instruction pointer.
+        ip: u64,
+        /// Timestamp (CLOCK_MONOTONIC ns).
+        time: u64,
+    },
+    /// An executable mapping appeared in `pid`.
+    Mmap {
+        /// Process id.
+        pid: u32,
+        /// First address.
+        start: u64,
+        /// Length in bytes.
+        len: u64,
+        /// Offset in the file of `start`.
+        pgoff: u64,
+        /// Path or pseudo-name (`//anon`, `[vdso]`), without the NULs.
+        filename: &'a [u8],
+        /// Timestamp.
+        time: u64,
+    },
+    /// `pid` was created by `ppid` (a thread when they are equal).
+    Fork {
+        /// New process id.
+        pid: u32,
+        /// Parent process id.
+        ppid: u32,
+        /// Timestamp.
+        time: u64,
+    },
+    /// `pid` exec'd: its old mappings are gone.
+    Exec {
+        /// Process id.
+        pid: u32,
+        /// Timestamp.
+        time: u64,
+    },
+    /// The ring buffer was full: `count` records were dropped.
+    Lost {
+        /// How many.
+        count: u64,
+        /// Timestamp.
+        time: u64,
+    },
+    /// The kernel throttled the sampler (too many interrupts).
+    Throttle {
+        /// Timestamp.
+        time: u64,
+    },
+    /// A record lotus does not use (unthrottle, exit, plain comm...).
+    Other,
+}
+
+impl Record<'_> {
+    /// The record's timestamp; 0 for [`Record::Other`].
+    pub(crate) fn time(&self) -> u64 {
+        match self {
+            Record::Sample { time, .. }
+            | Record::Mmap { time, .. }
+            | Record::Fork { time, .. }
+            | Record::Exec { time, .. }
+            | Record::Lost { time, .. }
+            | Record::Throttle { time } => *time,
+            Record::Other => 0,
+        }
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    let bytes = b.get(at..at.checked_add(4)?)?;
+    Some(u32::from_ne_bytes(bytes.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    let bytes = b.get(at..at.checked_add(8)?)?;
+    Some(u64::from_ne_bytes(bytes.try_into().ok()?))
+}
+
+/// The trailer's timestamp (the last 8 bytes).
+fn trailer_time(body: &[u8]) -> Option<u64> {
+    u64_at(body, body.len().checked_sub(8)?)
+}
+
+/// The string in `b[at..end]`, cut at the first NUL.
+fn c_str(b: &[u8], at: usize, end: usize) -> Option<&[u8]> {
+    let raw = b.get(at..end)?;
+    let len = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
+    Some(&raw[..len])
+}
+
+/// Parses a record body (without its 8-byte header) of type `ty`. `None`
+/// for a record too short for its type (which the kernel never writes).
+pub(crate) fn parse(ty: u32, misc: u16, body: &[u8]) -> Option<Record<'_>> {
+    let trailer_start = body.len().checked_sub(SAMPLE_ID_LEN);
+    Some(match ty {
+        RECORD_SAMPLE => Record::Sample {
+            ip: u64_at(body, 0)?,
+            pid: u32_at(body, 8)?,
+            time: u64_at(body, 16)?,
+        },
+        RECORD_MMAP2 => Record::Mmap {
+            pid: u32_at(body, 0)?,
+            start: u64_at(body, 8)?,
+            len: u64_at(body, 16)?,
+            pgoff: u64_at(body, 24)?,
+            // maj, min, ino, ino_generation (or the build id): 24 bytes;
+            // prot, flags: 8 bytes; then the name.
+            filename: c_str(body, 64, trailer_start?)?,
+            time: trailer_time(body)?,
+        },
+        RECORD_MMAP => Record::Mmap {
+            pid: u32_at(body, 0)?,
+            start: u64_at(body, 8)?,
+            len: u64_at(body, 16)?,
+            pgoff: u64_at(body, 24)?,
+            filename: c_str(body, 32, trailer_start?)?,
+            time: trailer_time(body)?,
+        },
+        RECORD_FORK => Record::Fork {
+            pid: u32_at(body, 0)?,
+            ppid: u32_at(body, 4)?,
+            time: u64_at(body, 16)?,
+        },
+        RECORD_COMM if misc & MISC_COMM_EXEC != 0 => Record::Exec {
+            pid: u32_at(body, 0)?,
+            time: trailer_time(body)?,
+        },
+        RECORD_LOST => Record::Lost {
+            count: u64_at(body, 8)?,
+            time: trailer_time(body)?,
+        },
+        RECORD_THROTTLE => Record::Throttle {
+            time: u64_at(body, 0)?,
+        },
+        _ => Record::Other,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn push32(v: &mut Vec<u8>, x: u32) {
+        v.extend_from_slice(&x.to_ne_bytes());
+    }
+    fn push64(v: &mut Vec<u8>, x: u64) {
+        v.extend_from_slice(&x.to_ne_bytes());
+    }
+    fn trailer(v: &mut Vec<u8>, pid: u32, time: u64) {
+        push32(v, pid);
+        push32(v, pid);
+        push64(v, time);
+    }
+
+    #[test]
+    fn sample() {
+        let mut b = Vec::new();
+        push64(&mut b, 0x401234);
+        push32(&mut b, 42);
+        push32(&mut b, 43);
+        push64(&mut b, 1_000);
+        assert_eq!(
+            parse(RECORD_SAMPLE, 0, &b),
+            Some(Record::Sample {
+                pid: 42,
+                ip: 0x401234,
+                time: 1_000
+            })
+        );
+        assert_eq!(parse(RECORD_SAMPLE, 0, &b[..20]), None);
+    }
+
+    #[test]
+    fn mmap2_with_padded_name() {
+        let mut b = Vec::new();
+        push32(&mut b, 7);
+        push32(&mut b, 7);
+        push64(&mut b, 0x7f00_0000_1000);
+        push64(&mut b, 0x2000);
+        push64(&mut b, 0x1000);
+        b.extend_from_slice(&[0u8; 24]); // maj, min, ino, generation
+        push32(&mut b, 5); // prot
+        push32(&mut b, 2); // flags
+        b.extend_from_slice(b"/lib/libz.so\0\0\0\0");
+        trailer(&mut b, 7, 99);
+        assert_eq!(
+            parse(RECORD_MMAP2, 0, &b),
+            Some(Record::Mmap {
+                pid: 7,
+                start: 0x7f00_0000_1000,
+                len: 0x2000,
+                pgoff: 0x1000,
+                filename: b"/lib/libz.so",
+                time: 99
+            })
+        );
+    }
+
+    #[test]
+    fn comm_is_exec_only_with_the_flag() {
+        let mut b = Vec::new();
+        push32(&mut b, 9);
+        push32(&mut b, 9);
+        b.extend_from_slice(b"python3\0");
+        trailer(&mut b, 9, 5);
+        assert_eq!(
+            parse(RECORD_COMM, MISC_COMM_EXEC, &b),
+            Some(Record::Exec { pid: 9, time: 5 })
+        );
+        assert_eq!(parse(RECORD_COMM, 0, &b), Some(Record::Other));
+    }
+
+    #[test]
+    fn fork_lost_throttle() {
+        let mut b = Vec::new();
+        for x in [10, 1, 10, 1] {
+            push32(&mut b, x);
+        }
+        push64(&mut b, 77);
+        trailer(&mut b, 10, 77);
+        assert_eq!(
+            parse(RECORD_FORK, 0, &b),
+            Some(Record::Fork {
+                pid: 10,
+                ppid: 1,
+                time: 77
+            })
+        );
+        let mut b = Vec::new();
+        push64(&mut b, 1234); // id
+        push64(&mut b, 17); // lost
+        trailer(&mut b, 0, 88);
+        assert_eq!(
+            parse(RECORD_LOST, 0, &b),
+            Some(Record::Lost {
+                count: 17,
+                time: 88
+            })
+        );
+        let mut b = Vec::new();
+        push64(&mut b, 66);
+        push64(&mut b, 1);
+        push64(&mut b, 1);
+        trailer(&mut b, 0, 66);
+        assert_eq!(
+            parse(RECORD_THROTTLE, 0, &b),
+            Some(Record::Throttle { time: 66 })
+        );
+    }
+
+    #[test]
+    fn truncated_records_are_none_not_panics() {
+        for ty in [
+            RECORD_MMAP,
+            RECORD_MMAP2,
+            RECORD_LOST,
+            RECORD_FORK,
+            RECORD_THROTTLE,
+        ] {
+            for len in 0..40 {
+                let _ = parse(ty, MISC_COMM_EXEC, &vec![0u8; len]);
+            }
+        }
+        assert_eq!(parse(RECORD_COMM, MISC_COMM_EXEC, &[0u8; 4]), None);
+    }
+}

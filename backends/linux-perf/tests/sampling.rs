@@ -1,0 +1,129 @@
+//! Sampling real processes: known functions, windows, inheritance.
+
+mod common;
+
+use common::*;
+use lotus_core::Collection;
+
+#[test]
+fn hot_functions_are_the_top_rows_with_thousands_of_samples() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_burn(dir.path());
+    let report = profile_window(&exe, "both", 1.0);
+    eprintln!("{}", top(&report, 8));
+    let rows = &report.report.rows;
+    let mut top2: Vec<&str> = rows.iter().take(2).map(|r| r.function.as_str()).collect();
+    top2.sort();
+    assert_eq!(top2, ["spin_alpha", "spin_beta"], "{}", top(&report, 8));
+    for f in ["spin_alpha", "spin_beta"] {
+        let row = rows.iter().find(|r| r.function == f).expect("row");
+        assert_eq!(row.module, "burn");
+        assert_eq!(row.module_path.as_deref(), exe.to_str());
+        assert!(row.value >= 1000.0, "{f}: {} samples", row.value);
+    }
+    // One window, its samples are the rows' samples.
+    assert_eq!(report.windows.len(), 1);
+    let w = &report.windows[0];
+    assert_eq!(w.samples as f64, report.report.total());
+    assert_eq!(w.lost, 0);
+    // The sample count agrees with the CPU time counted (4 kHz).
+    let expected = w.task_clock_ns as f64 * report.frequency_hz as f64 / 1e9;
+    let ratio = w.samples as f64 / expected;
+    assert!(
+        (0.8..1.2).contains(&ratio),
+        "{} samples for {} ns",
+        w.samples,
+        w.task_clock_ns
+    );
+    assert!(w.duration.as_secs_f64() >= 1.0, "{:?}", w.duration);
+}
+
+#[test]
+fn only_the_open_window_is_sampled() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_burn(dir.path());
+    let mut ch = Channel::new();
+    let target = ch.target(&exe, "phases", 0.5);
+    let mut c = start(&mut ch, &target);
+    ch.expect(b'a'); // phase A ran, unprofiled
+    c.resume().expect("resume");
+    ch.go();
+    ch.expect(b'b'); // phase B ran in the window
+    c.pause().expect("pause");
+    let windows = c.window_figures().expect("windows");
+    ch.go();
+    wait_exit(&mut c);
+    let report = c.finish().expect("finish");
+    eprintln!("{}", top(&report, 8));
+    assert_eq!(
+        samples_of(&report, "spin_alpha", "burn"),
+        0.0,
+        "{}",
+        top(&report, 8)
+    );
+    assert!(
+        samples_of(&report, "spin_beta", "burn") >= 1000.0,
+        "{}",
+        top(&report, 8)
+    );
+    // windows() after pause already counted every sample of the window.
+    assert_eq!(windows.len(), 1);
+    assert_eq!(windows[0].samples, report.windows[0].samples);
+    // Phase A burned as much CPU as B, yet the window's task-clock is B's.
+    assert!(
+        report.windows[0].task_clock_ns < 800_000_000,
+        "{:?}",
+        report.windows[0]
+    );
+}
+
+#[test]
+fn forked_children_and_threads_are_sampled_after_they_exit() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_burn(dir.path());
+    let report = profile_window(&exe, "fork", 0.5);
+    eprintln!("{}", top(&report, 8));
+    // The forked child exited before the window closed; its samples are
+    // still symbolized from the mappings recorded while it ran.
+    assert!(
+        samples_of(&report, "spin_child", "burn") >= 1000.0,
+        "{}",
+        top(&report, 8)
+    );
+    assert!(
+        samples_of(&report, "spin_thread", "burn") >= 1000.0,
+        "{}",
+        top(&report, 8)
+    );
+}
+
+#[test]
+fn several_windows_add_up() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_burn(dir.path());
+    let mut ch = Channel::new();
+    let target = ch.target(&exe, "phases", 0.3);
+    let mut c = start(&mut ch, &target);
+    // Window 0 is empty (the target waits), window 1 holds phase B.
+    c.resume().expect("resume");
+    c.pause().expect("pause");
+    ch.expect(b'a');
+    c.resume().expect("resume");
+    c.resume().expect("resume twice is a no-op");
+    ch.go();
+    ch.expect(b'b');
+    c.pause().expect("pause");
+    c.pause().expect("pause twice is a no-op");
+    ch.go();
+    wait_exit(&mut c);
+    let report = c.finish().expect("finish");
+    assert_eq!(report.windows.len(), 2);
+    assert!(report.windows[0].samples < 5, "{:?}", report.windows[0]);
+    assert!(report.windows[1].samples >= 500, "{:?}", report.windows[1]);
+    assert_eq!(report.total.samples as f64, report.report.total());
+    assert_eq!(report.total.index, 2);
+}
