@@ -1,2 +1,63 @@
-//! The lotus control library: the C ABI a profiled process calls to open
-//! and close measurement windows. (Being built; see include/lotus.h.)
+//! The lotus control library: what a profiled process calls to open and
+//! close measurement windows.
+//!
+//! Built as `liblotus_control.so` (C ABI, declared in `include/lotus.h`)
+//! and as a Rust library. The lotus process says which backend is active
+//! through the environment (`LOTUS_BACKEND`, `LOTUS_CONTROL_FDS`, see
+//! [`lotus_core::control`]); the library reads it once, on the first call.
+//!
+//! - Not under lotus (neither variable set): every call succeeds and does
+//!   nothing, so op scripts run standalone.
+//! - With a control channel (the perf backend): each call writes one
+//!   request line and blocks until the lotus process answers, which it
+//!   does after switching its counters; a window is open when
+//!   [`resume`] returns.
+//! - VTune / uProf without a channel: the vendor API will be called in this
+//!   process; not supported yet (the calls fail saying so).
+//!
+//! The channel belongs to the process that first used the library: a
+//! forked child (a DataLoader worker) that calls it gets an error instead of
+//! corrupting the parent's conversation. Call [`active`] (or
+//! `lotus_active()`) early, before forking, to bind it.
+//!
+//! [`host`] is the lotus process's end of the channel.
+#![deny(missing_docs)]
+
+mod backend;
+mod channel;
+mod error;
+mod ffi;
+pub mod host;
+
+pub use error::ControlError;
+
+use backend::{Call, Control};
+
+/// Opens a measurement window for `op` (may be empty).
+pub fn resume(op: &str) -> Result<(), ControlError> {
+    Control::get().call(Call::Resume(op))
+}
+
+/// Closes the open measurement window.
+pub fn pause() -> Result<(), ControlError> {
+    Control::get().call(Call::Pause)
+}
+
+/// Says no window will open again in this process; the channel is closed.
+pub fn detach() -> Result<(), ControlError> {
+    Control::get().call(Call::Detach)
+}
+
+/// Whether this process runs under lotus (its environment is set). Binds
+/// the control channel to this process on the first call.
+pub fn active() -> bool {
+    Control::get().active()
+}
+
+/// The active backend's name (`LOTUS_BACKEND`), if set.
+pub fn backend() -> Option<&'static str> {
+    Control::get()
+        .backend_name
+        .as_deref()
+        .and_then(|name| name.to_str().ok())
+}

@@ -1,0 +1,88 @@
+/*
+ * lotus.h: the lotus control library (liblotus_control.so).
+ *
+ * A process profiled by lotus calls these functions to open and close the
+ * measurement window around the code it wants mapped:
+ *
+ *     #include "lotus.h"
+ *
+ *     lotus_active();                    // bind the channel before forking
+ *     warm_up();
+ *     if (lotus_resume("MyOp") != 0)
+ *         fprintf(stderr, "lotus: %s\n", lotus_last_error());
+ *     for (int i = 0; i < n; i++) my_op();
+ *     lotus_pause();
+ *     lotus_detach();
+ *
+ * Link with -llotus_control (the library is built beside the `lotus`
+ * binary) or load it with dlopen.
+ *
+ * The lotus process says which backend is active through the environment:
+ * LOTUS_BACKEND ("perf", "vtune", "uprof") and, for backends whose window
+ * is switched by the lotus process, LOTUS_CONTROL_FDS="<read_fd>,<write_fd>"
+ * (a pipe pair). The library reads them once, on its first call.
+ *
+ *  - Not under lotus (neither variable set): every call succeeds and does
+ *    nothing, so the same program runs standalone.
+ *  - With LOTUS_CONTROL_FDS: each call sends one request line and blocks
+ *    until the lotus process replies, which it does after switching its
+ *    counters. When lotus_resume returns 0 the window is open.
+ *  - LOTUS_BACKEND=vtune or uprof without a channel: the vendor API is not
+ *    wired in yet; calls return -1 saying so.
+ *  - A malformed environment: calls return -1 with the reason.
+ *
+ * Processes: the channel belongs to the process that first called the
+ * library. A child created by fork() (a DataLoader worker) gets -1
+ * ("... called from a forked process") instead of interleaving its
+ * messages with the parent's; call lotus_active() before forking so the
+ * parent owns the channel. The descriptors are made close-on-exec on first
+ * use, so programs the process executes do not inherit them.
+ *
+ * Threads: calls are serialized by a lock; lotus_last_error is per thread.
+ *
+ * Signals: if the lotus process has exited, writing the request raises
+ * SIGPIPE unless the process ignores it (Python does); the call then
+ * returns -1.
+ */
+#ifndef LOTUS_H
+#define LOTUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Opens a measurement window for the op named `op` (NULL or "" when
+ * unnamed). Returns 0 once the window is open, -1 on failure (see
+ * lotus_last_error). Not under lotus: returns 0 and does nothing.
+ */
+int lotus_resume(const char *op);
+
+/* Closes the open measurement window. 0 on success, -1 on failure. */
+int lotus_pause(void);
+
+/*
+ * Says no window will open again in this process and closes the channel.
+ * Later lotus_pause / lotus_detach calls are no-ops; lotus_resume fails.
+ * 0 on success, -1 on failure.
+ */
+int lotus_detach(void);
+
+/*
+ * The message of this thread's most recent failed call, "" when none has
+ * failed. Successful calls leave it unchanged. The pointer stays valid
+ * until the next failing call on the same thread; copy it to keep it.
+ */
+const char *lotus_last_error(void);
+
+/* 1 when running under lotus (LOTUS_BACKEND or LOTUS_CONTROL_FDS set), else 0. */
+int lotus_active(void);
+
+/* The active backend's name (LOTUS_BACKEND), or NULL. Valid for the process's life. */
+const char *lotus_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOTUS_H */

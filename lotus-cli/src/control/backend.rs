@@ -1,0 +1,273 @@
+//! Which backend a control call goes to, decided once per process from the
+//! environment the lotus process set.
+//!
+//! - [`Backend::Inactive`]: not under lotus; every call succeeds and does
+//!   nothing, so op scripts run standalone.
+//! - [`Backend::Channel`]: the lotus process switches the window (perf
+//!   enables its counters by ioctl); the call asks it over the pipes in
+//!   `LOTUS_CONTROL_FDS` and waits for the answer.
+//! - [`Backend::InProcess`]: the window is switched by a vendor API called
+//!   in this process (VTune's `__itt_resume`, uProf's `amdProfileResume`).
+//!   Not written yet: those calls fail with "not supported yet". This is
+//!   where the vendor calls go.
+//! - [`Backend::Misconfigured`]: the environment is set but unusable; every
+//!   call fails with the reason.
+
+use std::ffi::CString;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use lotus_core::control::{Reply, Request, ENV_BACKEND, ENV_CONTROL_FDS};
+
+use crate::channel::Channel;
+use crate::error::ControlError;
+
+/// The control call being made, for dispatch and for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Call<'a> {
+    Resume(&'a str),
+    Pause,
+    Detach,
+}
+
+impl Call<'_> {
+    fn c_name(self) -> &'static str {
+        match self {
+            Call::Resume(_) => "lotus_resume",
+            Call::Pause => "lotus_pause",
+            Call::Detach => "lotus_detach",
+        }
+    }
+
+    fn request(self) -> Request {
+        match self {
+            Call::Resume(op) => Request::Resume { op: op.to_string() },
+            Call::Pause => Request::Pause,
+            Call::Detach => Request::Detach,
+        }
+    }
+}
+
+/// A vendor whose control API runs in the profiled process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Vendor {
+    /// Intel VTune (ITT: `__itt_resume` / `__itt_pause`).
+    Vtune,
+    /// AMD uProf (`amdProfileResumeImpl` / `amdProfileResume(1)`).
+    Uprof,
+}
+
+impl Vendor {
+    fn name(self) -> &'static str {
+        match self {
+            Vendor::Vtune => "vtune",
+            Vendor::Uprof => "uprof",
+        }
+    }
+}
+
+/// Where control calls go.
+#[derive(Debug)]
+pub(crate) enum Backend {
+    Inactive,
+    Channel(Mutex<ChannelState>),
+    InProcess(Vendor),
+    Misconfigured(String),
+}
+
+/// The channel and what has happened to it.
+#[derive(Debug)]
+pub(crate) struct ChannelState {
+    /// `None` once detached.
+    channel: Option<Channel>,
+    /// Set when a read or write failed: the channel's position in the
+    /// conversation is unknown, so no later call may use it.
+    broken: Option<String>,
+}
+
+/// The process's control state.
+#[derive(Debug)]
+pub(crate) struct Control {
+    pub(crate) backend: Backend,
+    /// `LOTUS_BACKEND`, for `lotus_backend()`.
+    pub(crate) backend_name: Option<CString>,
+    /// The process the environment was read in: the channel's owner.
+    owner_pid: u32,
+}
+
+static CONTROL: OnceLock<Control> = OnceLock::new();
+
+impl Control {
+    /// The process's control state, read from the environment on first use.
+    pub(crate) fn get() -> &'static Control {
+        CONTROL.get_or_init(Control::from_env)
+    }
+
+    fn from_env() -> Control {
+        let name = std::env::var_os(ENV_BACKEND).map(|v| v.to_string_lossy().into_owned());
+        let fds = std::env::var_os(ENV_CONTROL_FDS).map(|v| v.to_string_lossy().into_owned());
+        Control {
+            backend: choose(name.as_deref(), fds.as_deref()),
+            backend_name: name.and_then(|n| CString::new(n).ok()),
+            owner_pid: std::process::id(),
+        }
+    }
+
+    /// Whether this process runs under lotus (its variables are set).
+    pub(crate) fn active(&self) -> bool {
+        !matches!(self.backend, Backend::Inactive)
+    }
+
+    /// Performs `call` on the active backend.
+    pub(crate) fn call(&self, call: Call<'_>) -> Result<(), ControlError> {
+        match &self.backend {
+            Backend::Inactive => Ok(()),
+            Backend::Misconfigured(why) => Err(ControlError::Misconfigured(why.clone())),
+            Backend::InProcess(vendor) => {
+                // Issue 4: call the vendor API here (ITT through ittapi, the
+                // uProf library through libloading), loaded once and kept
+                // in the variant.
+                Err(ControlError::Unsupported {
+                    backend: vendor.name().to_string(),
+                })
+            }
+            Backend::Channel(state) => {
+                // Before taking the lock: a child forked while another
+                // thread held it would wait forever.
+                let pid = std::process::id();
+                if pid != self.owner_pid {
+                    return Err(ControlError::Forked {
+                        call: call.c_name(),
+                        pid,
+                        owner: self.owner_pid,
+                    });
+                }
+                lock(state).call(call)
+            }
+        }
+    }
+}
+
+fn lock(state: &Mutex<ChannelState>) -> MutexGuard<'_, ChannelState> {
+    // A panic inside a call (caught at the C boundary) poisons the lock;
+    // the state itself stays consistent because `broken` is set before
+    // anything that could fail.
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl ChannelState {
+    fn call(&mut self, call: Call<'_>) -> Result<(), ControlError> {
+        if let Some(why) = &self.broken {
+            return Err(ControlError::Misconfigured(format!(
+                "the control channel is unusable after an earlier error: {why}"
+            )));
+        }
+        let Some(channel) = self.channel.as_mut() else {
+            return match call {
+                Call::Resume(_) => Err(ControlError::Detached {
+                    call: call.c_name(),
+                }),
+                // Nothing is open after a detach: closing again is a no-op.
+                Call::Pause | Call::Detach => Ok(()),
+            };
+        };
+        match channel.call(&call.request()) {
+            Ok(Reply::Ok) => {
+                if call == Call::Detach {
+                    if let Some(channel) = self.channel.take() {
+                        channel.close();
+                    }
+                }
+                Ok(())
+            }
+            Ok(Reply::Error(reason)) => Err(ControlError::Refused {
+                call: call.c_name(),
+                reason,
+            }),
+            Err(err) => {
+                self.broken = Some(err.to_string());
+                Err(err)
+            }
+        }
+    }
+}
+
+/// Decides the backend from `LOTUS_BACKEND` and `LOTUS_CONTROL_FDS`.
+fn choose(name: Option<&str>, fds: Option<&str>) -> Backend {
+    match (name, fds) {
+        (None, None) => Backend::Inactive,
+        // Whatever the backend, a channel means the lotus process switches
+        // the window.
+        (_, Some(fds)) => match Channel::from_env_value(ENV_CONTROL_FDS, fds) {
+            Ok(channel) => Backend::Channel(Mutex::new(ChannelState {
+                channel: Some(channel),
+                broken: None,
+            })),
+            Err(why) => Backend::Misconfigured(why),
+        },
+        (Some("vtune"), None) => Backend::InProcess(Vendor::Vtune),
+        (Some("uprof"), None) => Backend::InProcess(Vendor::Uprof),
+        (Some("perf"), None) => Backend::Misconfigured(format!(
+            "{ENV_BACKEND}=perf but {ENV_CONTROL_FDS} is not set: the perf backend switches \
+             windows over the control channel the lotus process opens"
+        )),
+        (Some(other), None) => Backend::Misconfigured(format!(
+            "{ENV_BACKEND}={other:?} is not a backend this control library knows \
+             (perf, vtune, uprof)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_environment_means_inactive() {
+        assert!(matches!(choose(None, None), Backend::Inactive));
+    }
+
+    #[test]
+    fn vendor_backends_without_a_channel_are_in_process() {
+        assert!(matches!(
+            choose(Some("vtune"), None),
+            Backend::InProcess(Vendor::Vtune)
+        ));
+        assert!(matches!(
+            choose(Some("uprof"), None),
+            Backend::InProcess(Vendor::Uprof)
+        ));
+    }
+
+    #[test]
+    fn bad_environments_say_what_is_wrong() {
+        let why = |b: Backend| match b {
+            Backend::Misconfigured(why) => why,
+            other => panic!("expected misconfigured, got {other:?}"),
+        };
+        assert!(why(choose(Some("perf"), None)).contains("LOTUS_CONTROL_FDS is not set"));
+        assert!(why(choose(Some("gprof"), None)).contains("\"gprof\""));
+        assert!(why(choose(Some("perf"), Some("3"))).contains("<read_fd>,<write_fd>"));
+        assert!(why(choose(Some("perf"), Some("x,4"))).contains("\"x\" is not a file descriptor"));
+        assert!(why(choose(Some("perf"), Some("5,5"))).contains("the same"));
+        // A descriptor number far above anything this test process opened.
+        assert!(why(choose(Some("perf"), Some("100000,100001"))).contains("not open"));
+    }
+
+    #[test]
+    fn a_descriptor_that_is_not_a_pipe_is_refused() {
+        let (a, b) = (
+            tempfile::tempfile().expect("temp file"),
+            tempfile::tempfile().expect("temp file"),
+        );
+        let (a, b) = (
+            std::os::fd::AsRawFd::as_raw_fd(&a),
+            std::os::fd::AsRawFd::as_raw_fd(&b),
+        );
+        match choose(Some("perf"), Some(&format!("{a},{b}"))) {
+            Backend::Misconfigured(why) => assert!(why.contains("not a pipe"), "{why}"),
+            other => panic!("expected misconfigured, got {other:?}"),
+        }
+    }
+}
