@@ -1,0 +1,347 @@
+"""The lotus op harness: runs one op file in this process, in a window.
+
+    python3 lotus_harness.py --op-file OPS/RandomResizedCrop.py --warmup 3 \
+        --window-ms 2000 --min-iterations 10 --result RESULT.json
+
+An op file that defines `op` at top level runs in op mode: `setup()` (if
+defined) makes the input, `op(input)` runs --warmup times outside any
+window, then in a loop inside one window (lotus.resume(name) ...
+lotus.pause()) until --window-ms have passed and at least
+--min-iterations calls were made. A file without `op` runs as a script
+(`runpy`, as __main__) that opens and closes its own windows through the
+`lotus` module. --empty measures the harness itself: the same loop around
+an op that does nothing, named "(empty)".
+
+The result is written to --result as JSON (atomically):
+  op mode:     {"name", "mode": "op", "iterations", "window_ns", "warmup",
+                "setup_ns", "pid", "op_file"}
+  script mode: {"name", "mode": "script", "pid", "op_file"}
+  failure:     {"name", "mode" (when known), "pid", "op_file",
+                "error": <message or traceback>, "stage": <stage>}
+
+Exit codes: 0 ok; 2 the op file cannot be read or does not parse ("read",
+"parse"); 3 the op file raised ("import", "setup", "warmup", "window",
+"script"); 4 the control library failed ("control"); 1 the harness itself
+failed.
+"""
+
+import argparse
+import ast
+import importlib.util
+import json
+import os
+import runpy
+import sys
+import tempfile
+import time
+import traceback
+
+EXIT_OK = 0
+EXIT_HARNESS = 1
+EXIT_BAD_FILE = 2
+EXIT_OP_RAISED = 3
+EXIT_CONTROL = 4
+
+
+class Failure(Exception):
+    """A failure to report in the result and by exit code."""
+
+    def __init__(self, stage, message, code):
+        super().__init__(message)
+        self.stage = stage
+        self.message = message
+        self.code = code
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="lotus_harness.py", description=__doc__.split("\n")[0])
+    p.add_argument("--op-file", required=True, help="the op file (a Python module or script)")
+    p.add_argument("--warmup", type=int, default=3, help="op calls before the window")
+    p.add_argument("--window-ms", type=float, default=1000.0, help="least time in the window")
+    p.add_argument("--min-iterations", type=int, default=1, help="least op calls in the window")
+    p.add_argument("--result", required=True, help="where to write the result JSON")
+    p.add_argument("--empty", action="store_true", help="measure an op that does nothing")
+    p.add_argument("--name", help="the op's name (default: NAME in the file, or its stem)")
+    args = p.parse_args(argv)
+    if args.warmup < 0 or args.min_iterations < 0 or args.window_ms < 0:
+        p.error("--warmup, --window-ms and --min-iterations must not be negative")
+    return args
+
+
+def write_result(path, result):
+    """Writes `result` to `path` atomically (temp file in the same folder, rename)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".lotus-result-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def defines_op(tree):
+    """Whether the module binds `op` at top level (not inside a def or class)."""
+
+    def binds(target):
+        if isinstance(target, ast.Name):
+            return target.id == "op"
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return any(binds(t) for t in target.elts)
+        if isinstance(target, ast.Starred):
+            return binds(target.value)
+        return False
+
+    def scan(body):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if node.name == "op":
+                    return True
+            elif isinstance(node, ast.Assign):
+                if any(binds(t) for t in node.targets):
+                    return True
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                if binds(node.target):
+                    return True
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    if bound == "op":
+                        return True
+            elif isinstance(node, ast.If):
+                if scan(node.body) or scan(node.orelse):
+                    return True
+            elif isinstance(node, (ast.For, ast.While)):
+                if scan(node.body) or scan(node.orelse):
+                    return True
+            elif isinstance(node, (ast.With,)):
+                if scan(node.body):
+                    return True
+            elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+                if (
+                    scan(node.body)
+                    or scan(node.orelse)
+                    or scan(node.finalbody)
+                    or any(scan(h.body) for h in node.handlers)
+                ):
+                    return True
+        return False
+
+    return scan(tree.body)
+
+
+def parse_op_file(path):
+    """Reads and parses the op file; returns its AST or raises Failure."""
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        raise Failure("read", f"cannot read the op file {path}: {e.strerror}", EXIT_BAD_FILE)
+    try:
+        return ast.parse(source, filename=path)
+    except SyntaxError as e:
+        where = f"{e.filename or path}:{e.lineno}" + (f":{e.offset}" if e.offset else "")
+        message = f"syntax error in the op file {where}: {e.msg}"
+        if e.text:
+            line = e.text.rstrip("\n")
+            message += f"\n    {line}"
+            if e.offset:
+                message += "\n    " + " " * (e.offset - 1) + "^"
+        raise Failure("parse", message, EXIT_BAD_FILE)
+    except ValueError as e:  # source with NUL bytes
+        raise Failure("parse", f"cannot parse the op file {path}: {e}", EXIT_BAD_FILE)
+
+
+def _machinery(filename):
+    """Whether a frame is the harness's or import/runpy machinery, not the user's."""
+    return (
+        filename == _HARNESS_CODE_FILE
+        or filename == runpy.__file__
+        or filename.startswith("<frozen importlib")
+        or filename.startswith("<frozen runpy")
+    )
+
+
+def raised(stage):
+    """A Failure for the exception being handled, with its traceback from
+    the first frame of the op file on (the harness's own frames are noise)."""
+    etype, value, tb = sys.exc_info()
+    while tb is not None and _machinery(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    text = "".join(traceback.format_exception(etype, value, tb))
+    return Failure(stage, text, EXIT_OP_RAISED)
+
+
+def control_failed(what):
+    return Failure("control", f"lotus.{what}() failed: {sys.exc_info()[1]}", EXIT_CONTROL)
+
+
+_HARNESS_CODE_FILE = raised.__code__.co_filename
+
+
+def import_op_module(path):
+    """Imports the op file as a module named after its stem (when free)."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = stem if stem.isidentifier() and stem not in sys.modules else "__lotus_op__"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise Failure("import", f"cannot import the op file {path}", EXIT_BAD_FILE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            raise
+        raise raised("import")
+    return module
+
+
+def run_op(args, lotus, result):
+    if args.empty:
+        name, setup, op = "(empty)", None, (lambda x: None)
+        result["name"] = args.name or name
+    else:
+        module = import_op_module(args.op_file)
+        op = getattr(module, "op", None)
+        if not callable(op):
+            raise Failure(
+                "import",
+                f"the op file {args.op_file} sets `op` to {type(op).__name__}, which is not callable",
+                EXIT_OP_RAISED,
+            )
+        result["name"] = args.name or str(getattr(module, "NAME", "") or result["name"])
+        setup = getattr(module, "setup", None)
+    name = result["name"]
+
+    t0 = time.perf_counter_ns()
+    try:
+        x = setup() if setup is not None else None
+    except Exception:
+        raise raised("setup")
+    result["setup_ns"] = time.perf_counter_ns() - t0
+
+    try:
+        for _ in range(args.warmup):
+            op(x)
+    except Exception:
+        raise raised("warmup")
+    result["warmup"] = args.warmup
+
+    window_ns = int(args.window_ms * 1_000_000)
+    min_iterations = args.min_iterations
+    clock = time.perf_counter_ns
+    iterations = 0
+    try:
+        lotus.resume(name)
+    except RuntimeError:
+        raise control_failed("resume")
+    try:
+        start = clock()
+        while True:
+            op(x)
+            iterations += 1
+            now = clock()
+            if now - start >= window_ns and iterations >= min_iterations:
+                break
+    except Exception:
+        failure = raised("window")
+        try:
+            lotus.pause()
+        except RuntimeError:
+            pass
+        raise failure
+    try:
+        lotus.pause()
+    except RuntimeError:
+        raise control_failed("pause")
+    result["iterations"] = iterations
+    result["window_ns"] = now - start
+
+
+def run_script(args, result):
+    if args.name:
+        result["name"] = args.name
+    sys.argv = [args.op_file]
+    try:
+        runpy.run_path(args.op_file, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            how = f"with status {e.code}" if isinstance(e.code, int) else f"saying: {e.code}"
+            raise Failure("script", f"the script {args.op_file} exited {how}", EXIT_OP_RAISED)
+    except Exception:
+        raise raised("script")
+
+
+_STAGE_WORDS = {
+    "import": "importing the op file raised",
+    "setup": "setup() raised",
+    "warmup": "the op raised during warm-up",
+    "window": "the op raised inside the measurement window",
+    "script": "the script failed",
+}
+
+
+def main(argv):
+    args = parse_args(argv)
+    # Both paths are used after the chdir into the op's folder.
+    op_file = args.op_file = os.path.abspath(args.op_file)
+    args.result = os.path.abspath(args.result)
+    stem = os.path.splitext(os.path.basename(op_file))[0]
+    result = {"name": args.name or stem, "pid": os.getpid(), "op_file": op_file}
+    code = EXIT_OK
+    try:
+        # The lotus module lives beside this file; import it before the
+        # op's folder goes on sys.path (it cannot shadow it then), and so
+        # that it binds the control channel to this process now.
+        try:
+            import lotus
+        except ImportError as e:
+            raise Failure("control", str(e), EXIT_CONTROL)
+        if args.empty:
+            result["mode"] = "op"
+        else:
+            tree = parse_op_file(op_file)
+            result["mode"] = "op" if defines_op(tree) else "script"
+            folder = os.path.dirname(op_file)
+            os.chdir(folder)
+            sys.path.insert(0, folder)
+
+        if result["mode"] == "op":
+            run_op(args, lotus, result)
+        else:
+            run_script(args, result)
+    except Failure as f:
+        code = f.code
+        result["error"] = f.message
+        result["stage"] = f.stage
+        what = _STAGE_WORDS.get(f.stage)
+        if what:
+            sys.stderr.write(f"lotus harness: {result['name']} ({op_file}): {what}:\n")
+            sys.stderr.write(f.message)
+        else:
+            sys.stderr.write(f"lotus harness: {f.message}")
+        if not f.message.endswith("\n"):
+            sys.stderr.write("\n")
+    except KeyboardInterrupt:
+        code = 130
+        result["error"] = "interrupted"
+        result["stage"] = "interrupted"
+    sys.stderr.flush()
+    write_result(args.result, result)
+    return code
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except SystemExit:
+        raise
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(EXIT_HARNESS)

@@ -1,0 +1,339 @@
+//! The Python op harness that `lotus map` runs each op file under, and the
+//! control library it loads.
+//!
+//! The harness (`harness/lotus_harness.py`) and the `lotus` Python module
+//! (`harness/lotus.py`) are compiled into the binary and written to a temp
+//! folder per run with [`write_harness`]. The profiled command is then
+//!
+//! ```text
+//! python3 <dir>/lotus_harness.py --op-file OP.py --warmup N --window-ms MS \
+//!     --min-iterations K --result RESULT.json [--empty] [--name NAME]
+//! ```
+//!
+//! ([`HarnessArgs::to_args`] builds the arguments after the script path)
+//! with `LOTUS_CONTROL_LIB` set to [`control_library_path`], `LOTUS_BACKEND`
+//! and, for perf, `LOTUS_CONTROL_FDS`. It writes a [`HarnessResult`] to
+//! RESULT.json and exits with one of the `EXIT_*` codes.
+
+// This module is the harness's whole contract (every result field, every
+// exit code); a caller reads only part of it.
+#![allow(dead_code)]
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The harness script's source.
+const HARNESS_PY: &str = include_str!("../harness/lotus_harness.py");
+/// The `lotus` Python module's source.
+const LOTUS_PY: &str = include_str!("../harness/lotus.py");
+
+/// The variable that names the control library for `lotus.py`.
+pub const ENV_CONTROL_LIB: &str = "LOTUS_CONTROL_LIB";
+/// The control library's file name.
+pub const CONTROL_LIBRARY: &str = "liblotus_control.so";
+
+/// Harness exit code: done.
+pub const EXIT_OK: i32 = 0;
+/// Harness exit code: the harness itself failed (a bug, or bad arguments
+/// rejected after parsing).
+pub const EXIT_HARNESS: i32 = 1;
+/// Harness exit code: the op file cannot be read or has a syntax error
+/// (also argparse's code for bad arguments).
+pub const EXIT_BAD_FILE: i32 = 2;
+/// Harness exit code: the op file raised (import, setup, warm-up, window,
+/// script).
+pub const EXIT_OP_RAISED: i32 = 3;
+/// Harness exit code: the control library failed (resume or pause refused,
+/// library not loadable).
+pub const EXIT_CONTROL: i32 = 4;
+
+/// The harness files written for one run; the folder is removed on drop.
+#[derive(Debug)]
+pub struct HarnessFiles {
+    /// The temp folder holding `lotus_harness.py` and `lotus.py`.
+    pub dir: tempfile::TempDir,
+    /// `lotus_harness.py` in `dir`: the script to run with Python.
+    pub harness: PathBuf,
+}
+
+/// Writes the harness and the `lotus` module into a fresh temp folder.
+pub fn write_harness() -> std::io::Result<HarnessFiles> {
+    let dir = tempfile::Builder::new()
+        .prefix("lotus-harness-")
+        .tempdir()?;
+    let harness = dir.path().join("lotus_harness.py");
+    std::fs::write(&harness, HARNESS_PY)?;
+    std::fs::write(dir.path().join("lotus.py"), LOTUS_PY)?;
+    Ok(HarnessFiles { dir, harness })
+}
+
+/// Finds the control library: `LOTUS_CONTROL_LIB` when it names a file,
+/// else `liblotus_control.so` beside the running executable, in `deps/`
+/// below it (where `cargo test` builds it: the `lotus` binary in
+/// `target/debug` may only have a stale copy beside it, or none) or in its
+/// parent folder (test binaries run from `target/<profile>/deps`). Of those
+/// that exist, the most recently built wins.
+pub fn control_library_path() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(ENV_CONTROL_LIB).map(PathBuf::from) {
+        if path.is_file() {
+            return Some(path);
+        }
+    }
+    let exe = std::env::current_exe().ok()?;
+    control_library_near(&exe)
+}
+
+fn control_library_near(exe: &Path) -> Option<PathBuf> {
+    let dir = exe.parent()?;
+    [
+        Some(dir.to_path_buf()),
+        Some(dir.join("deps")),
+        dir.parent().map(Path::to_path_buf),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|d| d.join(CONTROL_LIBRARY))
+    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+    .max_by_key(|(modified, _)| *modified)
+    .map(|(_, p)| p)
+}
+
+/// The harness's command-line settings for one op run.
+#[derive(Debug, Clone)]
+pub struct HarnessArgs {
+    /// The op file.
+    pub op_file: PathBuf,
+    /// Op calls before the window opens.
+    pub warmup: u32,
+    /// Least time the window stays open.
+    pub window: Duration,
+    /// Least op calls inside the window.
+    pub min_iterations: u64,
+    /// Where the harness writes its [`HarnessResult`].
+    pub result: PathBuf,
+    /// Measure an op that does nothing (the harness's floor).
+    pub empty: bool,
+    /// The op's name, instead of the file's `NAME` or stem.
+    pub name: Option<String>,
+}
+
+impl HarnessArgs {
+    /// The arguments that follow the harness script's path.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![
+            "--op-file".into(),
+            self.op_file.clone().into(),
+            "--warmup".into(),
+            self.warmup.to_string().into(),
+            "--window-ms".into(),
+            format!("{}", self.window.as_secs_f64() * 1000.0).into(),
+            "--min-iterations".into(),
+            self.min_iterations.to_string().into(),
+            "--result".into(),
+            self.result.clone().into(),
+        ];
+        if self.empty {
+            args.push("--empty".into());
+        }
+        if let Some(name) = &self.name {
+            args.push("--name".into());
+            args.push(name.into());
+        }
+        args
+    }
+}
+
+/// How the harness ran the op file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HarnessMode {
+    /// The file defines `op`: the harness looped it in one window.
+    Op,
+    /// The file has no `op`: it ran as a script with its own windows.
+    Script,
+}
+
+/// Where a harness run failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HarnessStage {
+    /// Reading the op file.
+    Read,
+    /// Parsing it (a syntax error).
+    Parse,
+    /// Importing it (its top-level code raised).
+    Import,
+    /// Its `setup()` raised.
+    Setup,
+    /// An op call during warm-up raised.
+    Warmup,
+    /// An op call inside the window raised.
+    Window,
+    /// The script (script mode) raised or exited non-zero.
+    Script,
+    /// The control library failed.
+    Control,
+    /// The run was interrupted (SIGINT).
+    Interrupted,
+    /// A stage this version does not know.
+    #[serde(other)]
+    Other,
+}
+
+/// What the harness wrote to its result file.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct HarnessResult {
+    /// The op's name: `--name`, the file's `NAME`, or its stem.
+    pub name: String,
+    /// How the file ran; absent when it could not be parsed.
+    #[serde(default)]
+    pub mode: Option<HarnessMode>,
+    /// The Python process's id.
+    pub pid: u32,
+    /// The op file (absolute).
+    #[serde(default)]
+    pub op_file: Option<PathBuf>,
+    /// Op calls inside the window (op mode).
+    #[serde(default)]
+    pub iterations: Option<u64>,
+    /// Time between the window opening and closing, in ns (op mode).
+    #[serde(default)]
+    pub window_ns: Option<u64>,
+    /// Op calls before the window (op mode).
+    #[serde(default)]
+    pub warmup: Option<u32>,
+    /// Time `setup()` took, in ns (op mode).
+    #[serde(default)]
+    pub setup_ns: Option<u64>,
+    /// The failure: a message, or the Python traceback.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Where it failed.
+    #[serde(default)]
+    pub stage: Option<HarnessStage>,
+}
+
+impl HarnessResult {
+    /// Reads a result file; the error names the file.
+    pub fn read(path: &Path) -> std::io::Result<HarnessResult> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("harness result {}: {e}", path.display()))
+        })?;
+        serde_json::from_str(&text).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("harness result {}: {e}", path.display()),
+            )
+        })
+    }
+
+    /// Mean time per op call inside the window, in ns (op mode).
+    pub fn ns_per_iteration(&self) -> Option<f64> {
+        match (self.window_ns, self.iterations) {
+            (Some(ns), Some(n)) if n > 0 => Some(ns as f64 / n as f64),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn touch(path: &Path, age: Duration) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let file = std::fs::File::create(path).expect("create");
+        file.set_modified(SystemTime::now() - age)
+            .expect("set mtime");
+    }
+
+    #[test]
+    fn the_newest_control_library_near_the_executable_wins() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let exe = dir.path().join("debug/lotus");
+        assert_eq!(control_library_near(&exe), None);
+        touch(
+            &dir.path().join("debug").join(CONTROL_LIBRARY),
+            Duration::from_secs(3600),
+        );
+        assert_eq!(
+            control_library_near(&exe),
+            Some(dir.path().join("debug").join(CONTROL_LIBRARY))
+        );
+        // `cargo test` rebuilt it in deps/ only: the stale copy must lose.
+        touch(
+            &dir.path().join("debug/deps").join(CONTROL_LIBRARY),
+            Duration::from_secs(1),
+        );
+        assert_eq!(
+            control_library_near(&exe),
+            Some(dir.path().join("debug/deps").join(CONTROL_LIBRARY))
+        );
+        // A test binary in deps/ finds it beside itself or one folder up.
+        let test_exe = dir.path().join("debug/deps/harness-0123");
+        assert_eq!(
+            control_library_near(&test_exe),
+            Some(dir.path().join("debug/deps").join(CONTROL_LIBRARY))
+        );
+    }
+
+    #[test]
+    fn args_carry_every_setting() {
+        let args = HarnessArgs {
+            op_file: "ops/Crop.py".into(),
+            warmup: 3,
+            window: Duration::from_millis(1500),
+            min_iterations: 10,
+            result: "r.json".into(),
+            empty: true,
+            name: Some("Crop2".into()),
+        };
+        let args: Vec<String> = args
+            .to_args()
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "--op-file",
+                "ops/Crop.py",
+                "--warmup",
+                "3",
+                "--window-ms",
+                "1500",
+                "--min-iterations",
+                "10",
+                "--result",
+                "r.json",
+                "--empty",
+                "--name",
+                "Crop2"
+            ]
+        );
+    }
+
+    #[test]
+    fn results_parse_with_and_without_errors() {
+        let ok: HarnessResult = serde_json::from_str(
+            r#"{"name": "Crop", "mode": "op", "iterations": 10, "window_ns": 2000, "warmup": 3,
+                "setup_ns": 5, "pid": 42, "op_file": "/ops/Crop.py", "extra": true}"#,
+        )
+        .expect("op result");
+        assert_eq!(ok.mode, Some(HarnessMode::Op));
+        assert_eq!(ok.ns_per_iteration(), Some(200.0));
+        let failed: HarnessResult = serde_json::from_str(
+            r#"{"name": "Crop", "pid": 42, "error": "Traceback ...", "stage": "parse"}"#,
+        )
+        .expect("failed result");
+        assert_eq!(failed.stage, Some(HarnessStage::Parse));
+        assert_eq!(failed.mode, None);
+        let unknown: HarnessResult = serde_json::from_str(
+            r#"{"name": "Crop", "pid": 42, "error": "?", "stage": "teardown"}"#,
+        )
+        .expect("unknown stage");
+        assert_eq!(unknown.stage, Some(HarnessStage::Other));
+    }
+}
