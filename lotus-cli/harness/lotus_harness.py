@@ -289,6 +289,8 @@ _STAGE_WORDS = {
 
 def main(argv):
     args = parse_args(argv)
+    # Importing the op file must not leave __pycache__ in the user's folder.
+    sys.dont_write_bytecode = True
     # Both paths are used after the chdir into the op's folder.
     op_file = args.op_file = os.path.abspath(args.op_file)
     args.result = os.path.abspath(args.result)
