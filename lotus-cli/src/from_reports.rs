@@ -107,8 +107,9 @@ fn has_report_extension(path: &Path) -> bool {
 pub struct Outcome {
     /// The mapping of every op that read cleanly.
     pub mapping: Mapping,
-    /// One message per op that failed (the op is left out of the mapping).
-    pub failures: Vec<String>,
+    /// One (op, message) per op that failed (the op is left out of the
+    /// mapping).
+    pub failures: Vec<(String, String)>,
 }
 
 /// Reads every op's reports with `backend`'s reader and merges them.
@@ -123,7 +124,7 @@ pub fn build(backend: &dyn Profiler, dir: &Path, rule: MergeRule) -> Result<Outc
                 max_runs = max_runs.max(acc.runs());
                 finished.push(acc.finish(rule));
             }
-            Err(e) => failures.push(format!("op {} ({}): {e:#}", op.name, op.dir.display())),
+            Err(e) => failures.push((op.name.clone(), format!("{}: {e:#}", op.dir.display()))),
         }
     }
     let settings = Settings {

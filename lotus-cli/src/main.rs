@@ -5,6 +5,8 @@
 //! functions each op runs), `show` (a mapping as a table).
 
 mod from_reports;
+mod harness;
+mod live;
 mod output;
 
 // Each backend crate registers itself through `inventory`; naming the crates
@@ -15,10 +17,13 @@ use lotus_backend_vtune as _;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use lotus_core::mapping::Mapping;
+use lotus_core::mapping::{Mapping, OpFailure};
 use lotus_core::MergeRule;
 
 use output::{render, write_atomic, Format};
@@ -71,6 +76,36 @@ struct MapArgs {
     /// Functions shown per op in table and Markdown output (0: all).
     #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Live: runs (one process each) per op.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+    /// Live: op calls before the window opens.
+    #[arg(long, default_value_t = 3)]
+    warmup: u32,
+    /// Live: sampling frequency in Hz (the kernel caps it at perf_event_max_sample_rate).
+    #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
+    frequency: u64,
+    /// Live: samples each window should hold; with --frequency it sets the window's length.
+    #[arg(long, default_value_t = 3000)]
+    min_samples: u64,
+    /// Live: least window length in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    min_window_ms: u64,
+    /// Live: least op calls per window.
+    #[arg(long, default_value_t = 1)]
+    min_iterations: u64,
+    /// Live: seconds one run may take before it is stopped.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+    /// Live: the Python interpreter (default: $LOTUS_PYTHON, the active virtual environment's, else python3).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Live: skip the harness floor (the empty-op run that marks `baseline` functions).
+    #[arg(long)]
+    no_baseline: bool,
+    /// Live: drop functions the harness floor shows too (interpreter loop, allocator).
+    #[arg(long, conflicts_with = "no_baseline")]
+    exclude_baseline: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -168,54 +203,81 @@ fn emit(mapping: &Mapping, out: Option<&Path>, format: Option<Format>, top: usiz
 
 fn cmd_map(args: MapArgs) -> Result<ExitCode> {
     let backend = lotus_core::backend(&args.backend)?;
-    let Some(dir) = &args.from_reports else {
-        if args.ops.is_empty() {
-            bail!("nothing to map: give op files (lotus map --backend {} ops/*.py) or --from-reports DIR", args.backend);
+    let (mut mapping, failures, interrupted) = match &args.from_reports {
+        Some(dir) => {
+            if !args.ops.is_empty() {
+                bail!("give either op files or --from-reports DIR, not both");
+            }
+            if args.backend == "perf" {
+                bail!("--from-reports reads VTune or uProf reports: use --backend vtune or --backend uprof (perf maps live: lotus map --backend perf ops/*.py)");
+            }
+            let outcome = from_reports::build(backend.as_ref(), dir, args.rule)?;
+            (outcome.mapping, outcome.failures, false)
         }
-        bail!(
-            "live mapping with --backend {} is not available in this build yet; use --from-reports DIR with vtune or uprof reports",
-            args.backend
-        );
+        None => {
+            if args.ops.is_empty() {
+                bail!(
+                    "nothing to map: give op files (lotus map --backend {} ops/*.py) or --from-reports DIR",
+                    args.backend
+                );
+            }
+            let opts = live::LiveOptions {
+                runs: args.runs,
+                warmup: args.warmup,
+                frequency: args.frequency,
+                min_samples: args.min_samples,
+                min_window: Duration::from_millis(args.min_window_ms),
+                min_iterations: args.min_iterations,
+                timeout: Duration::from_secs(args.timeout),
+                python: live::find_python(args.python.as_deref())?,
+                rule: args.rule,
+                baseline: !args.no_baseline,
+                exclude_baseline: args.exclude_baseline,
+            };
+            let interrupted = Arc::new(AtomicBool::new(false));
+            let flag = interrupted.clone();
+            // A second Ctrl-C while stopping is ignored: the children are
+            // being stopped and finished ops written.
+            let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+            let outcome = live::map_live(backend.as_ref(), &args.ops, &opts, &interrupted)?;
+            (outcome.mapping, outcome.failures, outcome.interrupted)
+        }
     };
-    if !args.ops.is_empty() {
-        bail!("give either op files or --from-reports DIR, not both");
+    mapping.failures = failures
+        .iter()
+        .map(|(op, error)| OpFailure {
+            op: op.clone(),
+            error: error.clone(),
+        })
+        .collect();
+    for f in &mapping.failures {
+        eprintln!("lotus: error: op {}: {}", f.op, f.error);
     }
-    if args.backend == "perf" {
-        bail!("--from-reports reads VTune or uProf reports: use --backend vtune or --backend uprof (perf maps live: lotus map --backend perf ops/*.py)");
-    }
-    let outcome = from_reports::build(backend.as_ref(), dir, args.rule)?;
-    if outcome.failures.is_empty() {
-        emit(&outcome.mapping, args.out.as_deref(), args.format, args.top)?;
+    if failures.is_empty() && !interrupted {
+        emit(&mapping, args.out.as_deref(), args.format, args.top)?;
         return Ok(ExitCode::SUCCESS);
     }
-    for f in &outcome.failures {
-        eprintln!("lotus: error: {f}");
+    // Keep what finished: the ops that mapped are written, with the
+    // failures listed in the mapping itself.
+    if !mapping.ops.is_empty() {
+        emit(&mapping, args.out.as_deref(), args.format, args.top)?;
     }
-    if !outcome.mapping.ops.is_empty() {
-        // Keep what was read, beside (never over) the requested output.
-        let partial = match &args.out {
-            Some(p) => {
-                let mut name = p.as_os_str().to_owned();
-                name.push(".partial");
-                PathBuf::from(name)
-            }
-            None => PathBuf::from("lotus-mapping.partial.json"),
-        };
-        let format = args
-            .format
-            .or(args.out.as_deref().map(Format::from_path))
-            .unwrap_or(Format::Json);
-        write_atomic(&partial, &render(&outcome.mapping, format, args.top)?)?;
+    if interrupted {
         eprintln!(
-            "lotus: the {} op(s) that read cleanly are in {}",
-            outcome.mapping.ops.len(),
-            partial.display()
+            "lotus: interrupted: stopped the running op; {} finished op(s) kept",
+            mapping.ops.len()
         );
+        return Ok(ExitCode::from(130));
     }
     bail!(
-        "{} of {} op(s) could not be mapped",
-        outcome.failures.len(),
-        outcome.failures.len() + outcome.mapping.ops.len()
+        "{} of {} op(s) could not be mapped{}",
+        failures.len(),
+        failures.len() + mapping.ops.len(),
+        if mapping.ops.is_empty() {
+            ""
+        } else {
+            "; the others were written"
+        }
     );
 }
 

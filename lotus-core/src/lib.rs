@@ -23,7 +23,9 @@ pub mod report_error;
 pub mod row;
 
 pub use mapping::{Mapping, MergeRule};
-pub use profiler::{CollectOptions, Collection, Probe, Profiler, ProfilerError, Target};
+pub use profiler::{
+    CollectOptions, Collection, Probe, Profiler, ProfilerError, Target, WindowStats,
+};
 pub use registry::{backend, backends, BackendRegistration};
 pub use report_error::ReportError;
 pub use row::{Report, Row, Unit};

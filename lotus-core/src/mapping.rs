@@ -199,6 +199,18 @@ pub struct Mapping {
     /// Where and with what the mapping was made (host, python, versions).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
+    /// Ops that could not be mapped, and why: they are absent from `ops`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<OpFailure>,
+}
+
+/// An op that could not be mapped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpFailure {
+    /// The op (or its file's stem when it never ran far enough to say).
+    pub op: String,
+    /// What went wrong.
+    pub error: String,
 }
 
 /// Writes whole numbers as JSON integers (sample counts stay `2154`, not
@@ -347,6 +359,7 @@ impl Mapping {
             imported_from: None,
             baseline: None,
             environment: BTreeMap::new(),
+            failures: Vec::new(),
         };
         m.shared = compute_shared(&m.ops);
         m
@@ -717,7 +730,13 @@ mod tests {
         let mut marked = m.clone();
         marked.mark_baseline(floor.clone(), false);
         let x = marked.op("X").expect("X");
-        assert_eq!(x.functions.iter().filter(|f| f.baseline == Some(true)).count(), 1);
+        assert_eq!(
+            x.functions
+                .iter()
+                .filter(|f| f.baseline == Some(true))
+                .count(),
+            1
+        );
         assert_eq!(marked.shared.len(), 1);
         m.mark_baseline(floor, true);
         assert!(m.shared.is_empty());

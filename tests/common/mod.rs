@@ -57,3 +57,53 @@ pub fn lotus_fails(args: &[&str]) -> String {
     );
     stderr
 }
+
+/// The Python the tests use: `$LOTUS_PYTHON`, else the repo's `.venv`
+/// (made by scripts/setup.sh). Fails the test with the fix when it lacks
+/// Pillow or numpy.
+pub fn python() -> PathBuf {
+    let p = std::env::var_os("LOTUS_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv/bin/python"));
+    let ok = Command::new(&p)
+        .args(["-c", "import PIL, numpy"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "{} cannot import Pillow and numpy: run `bash scripts/setup.sh` (or set LOTUS_PYTHON)",
+        p.display()
+    );
+    p
+}
+
+/// Runs `lotus` with extra environment variables.
+pub fn lotus_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run lotus")
+}
+
+/// Process ids whose command line contains `needle` (other than ours).
+pub fn processes_with(needle: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}

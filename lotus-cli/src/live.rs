@@ -1,0 +1,568 @@
+//! Live mapping: run each op file alone under a profiler and record which
+//! native functions ran inside its window.
+//!
+//! For every op and run, one Python process runs the harness
+//! ([`crate::harness`]) under the backend's [`Collection`], paused. The
+//! harness calls `setup()`, warms up, asks for the window through the
+//! control library, loops the op for the window's length, and closes it.
+//! The control requests arrive here over a pipe; this process switches the
+//! window ([`Collection::resume`] / [`Collection::pause`]) and acknowledges
+//! before the op runs. After all runs, the op's reports are merged by the
+//! rule. A harness floor (an empty op under the same harness) marks the
+//! functions every op shows (interpreter loop, allocator) as `baseline`.
+//!
+//! Failures stay with their op: an op that raises, hangs past the timeout
+//! or crashes is reported, and the other ops are still mapped.
+
+use std::io::IsTerminal;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use lotus_control::host::ControlHost;
+use lotus_core::control::{Reply, Request, ENV_BACKEND};
+use lotus_core::mapping::{OpAccumulator, OpMapping, Settings, WindowSummary};
+use lotus_core::{CollectOptions, Mapping, MergeRule, Profiler, Report, Target, WindowStats};
+
+use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult, HarnessStage};
+
+/// Settings of a live mapping.
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// Runs (processes) per op.
+    pub runs: u32,
+    /// Op calls before each window.
+    pub warmup: u32,
+    /// Sampling frequency, Hz.
+    pub frequency: u64,
+    /// Samples a window should hold; sets the window's length with the
+    /// frequency.
+    pub min_samples: u64,
+    /// Least window length.
+    pub min_window: Duration,
+    /// Least op calls per window.
+    pub min_iterations: u64,
+    /// Longest one run may take.
+    pub timeout: Duration,
+    /// The Python interpreter.
+    pub python: PathBuf,
+    /// The merge rule.
+    pub rule: MergeRule,
+    /// Run the harness floor.
+    pub baseline: bool,
+    /// Drop functions the floor shows too.
+    pub exclude_baseline: bool,
+}
+
+impl LiveOptions {
+    /// How long each window stays open: long enough for `min_samples` at
+    /// the frequency, and at least `min_window`.
+    pub fn window(&self) -> Duration {
+        let for_samples =
+            Duration::from_secs_f64(self.min_samples as f64 / self.frequency.max(1) as f64);
+        for_samples.max(self.min_window)
+    }
+}
+
+/// What a live mapping produced.
+pub struct LiveOutcome {
+    /// Every op that finished all its runs.
+    pub mapping: Mapping,
+    /// One message per op that failed.
+    pub failures: Vec<(String, String)>,
+    /// Ctrl-C stopped the mapping early.
+    pub interrupted: bool,
+}
+
+/// The Python interpreter: `--python`, else `$LOTUS_PYTHON`, else the
+/// active virtual environment's, else `python3` on PATH.
+pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return which::which(p).with_context(|| {
+            format!(
+                "--python {}: no such interpreter (give the path of a python executable)",
+                p.display()
+            )
+        });
+    }
+    if let Some(p) = std::env::var_os("LOTUS_PYTHON") {
+        return which::which(&p)
+            .with_context(|| format!("LOTUS_PYTHON={}: no such interpreter", p.to_string_lossy()));
+    }
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
+        let p = Path::new(&venv).join("bin").join("python");
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    which::which("python3")
+        .or_else(|_| which::which("python"))
+        .map_err(|_| {
+            anyhow!(
+                "no Python found: python3 is not on PATH; install Python 3 or pass --python PATH"
+            )
+        })
+}
+
+/// Why one run failed.
+#[derive(Debug)]
+enum RunError {
+    /// Ctrl-C.
+    Interrupted,
+    /// Anything else, in words.
+    Failed(String),
+}
+
+impl From<anyhow::Error> for RunError {
+    fn from(e: anyhow::Error) -> Self {
+        RunError::Failed(format!("{e:#}"))
+    }
+}
+
+/// One finished run.
+struct RunOutput {
+    report: Report,
+    result: HarnessResult,
+    windows: Vec<WindowStats>,
+}
+
+/// One op to map: its file, and whether it is the empty floor.
+struct OpSpec<'a> {
+    file: &'a Path,
+    empty: bool,
+    label: String,
+}
+
+/// Progress across ops and runs: a bar on a terminal, lines otherwise.
+struct Progress {
+    bar: Option<ProgressBar>,
+    total: u64,
+    done: u64,
+}
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(total);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        Progress {
+            bar,
+            total,
+            done: 0,
+        }
+    }
+
+    fn start(&self, what: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(what.to_string());
+        }
+    }
+
+    fn finish_run(&mut self, line: &str) {
+        self.done += 1;
+        match &self.bar {
+            Some(bar) => {
+                bar.inc(1);
+                bar.println(line);
+            }
+            None => eprintln!("lotus: [{}/{}] {line}", self.done, self.total),
+        }
+    }
+
+    fn say(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("lotus: {line}"),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Maps `ops` live with `backend`.
+pub fn map_live(
+    backend: &dyn Profiler,
+    ops: &[PathBuf],
+    opts: &LiveOptions,
+    interrupted: &Arc<AtomicBool>,
+) -> Result<LiveOutcome> {
+    for op in ops {
+        if !op.is_file() {
+            bail!("op file {}: no such file", op.display());
+        }
+    }
+    let probe = backend.probe();
+    if !probe.available {
+        bail!(
+            "the {} backend cannot run here: {}",
+            backend.name(),
+            probe.reason.unwrap_or_else(|| "no reason given".into())
+        );
+    }
+    let files = harness::write_harness()
+        .context("cannot write the Python harness to a temporary folder")?;
+    let control_lib = harness::control_library_path().ok_or_else(|| {
+        anyhow!(
+            "the control library {} is not beside the lotus binary; build the workspace (cargo build --release) so target/release holds both",
+            harness::CONTROL_LIBRARY
+        )
+    })?;
+
+    let mut specs: Vec<OpSpec> = Vec::new();
+    if opts.baseline {
+        specs.push(OpSpec {
+            file: ops[0].as_path(),
+            empty: true,
+            label: "(harness floor)".into(),
+        });
+    }
+    specs.extend(ops.iter().map(|f| {
+        OpSpec {
+            file: f.as_path(),
+            empty: false,
+            label: f
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_default(),
+        }
+    }));
+
+    let mut progress = Progress::new(specs.len() as u64 * u64::from(opts.runs));
+    let mut finished: Vec<OpMapping> = Vec::new();
+    let mut baseline: Option<OpMapping> = None;
+    let mut failures = Vec::new();
+    let mut was_interrupted = false;
+
+    'ops: for spec in &specs {
+        let mut acc: Option<OpAccumulator> = None;
+        let mut summary = WindowSummary::default();
+        for run in 1..=opts.runs {
+            progress.start(&format!("{} run {run}/{}", spec.label, opts.runs));
+            match run_once(backend, &files, &control_lib, spec, run, opts, interrupted) {
+                Ok(out) => {
+                    let name = out.result.name.clone();
+                    let acc = acc.get_or_insert_with(|| OpAccumulator::new(name));
+                    acc.add_run(&out.report);
+                    let samples = add_windows(&mut summary, &out);
+                    progress.finish_run(&format!(
+                        "{} run {run}/{}: {} samples, {} calls in {:.2} s, {} functions",
+                        spec.label,
+                        opts.runs,
+                        samples,
+                        out.result.iterations.unwrap_or(0),
+                        out.result.window_ns.unwrap_or(0) as f64 / 1e9,
+                        out.report.rows.len()
+                    ));
+                    let lost: u64 = out.windows.iter().map(|w| w.lost_samples).sum();
+                    if lost > 0 {
+                        progress.say(&format!(
+                            "warning: {}: the kernel dropped {lost} samples in run {run}",
+                            spec.label
+                        ));
+                    }
+                    if samples > 0 && samples < opts.min_samples / 2 {
+                        progress.say(&format!(
+                            "warning: {}: run {run}'s window held only {samples} samples (wanted {}); the op may mostly wait rather than compute",
+                            spec.label, opts.min_samples
+                        ));
+                    }
+                }
+                Err(RunError::Interrupted) => {
+                    was_interrupted = true;
+                    break 'ops;
+                }
+                Err(RunError::Failed(why)) => {
+                    let name = acc
+                        .as_ref()
+                        .map(|a| a.name().to_string())
+                        .unwrap_or_else(|| spec.label.clone());
+                    progress.say(&format!(
+                        "error: op {name} ({}): run {run}: {why}",
+                        spec.file.display()
+                    ));
+                    failures.push((name, format!("{}: run {run}: {why}", spec.file.display())));
+                    continue 'ops;
+                }
+            }
+        }
+        let Some(acc) = acc else { continue };
+        let mut op = acc.finish(opts.rule);
+        op.window = Some(summary);
+        if spec.empty {
+            op.name = "(empty)".into();
+            baseline = Some(op);
+        } else if finished.iter().any(|o| o.name == op.name) {
+            failures.push((
+                op.name.clone(),
+                format!(
+                    "{}: another op file has the same name; set NAME in one of them",
+                    spec.file.display()
+                ),
+            ));
+        } else {
+            finished.push(op);
+        }
+    }
+    progress.finish();
+
+    let settings = Settings {
+        runs: Some(opts.runs),
+        warmup: Some(opts.warmup),
+        rule: opts.rule,
+    };
+    let mut mapping = Mapping::new(backend.name(), backend.unit(), settings, finished);
+    if let Some(floor) = baseline {
+        mapping.mark_baseline(floor, opts.exclude_baseline);
+    }
+    mapping.environment = environment(backend, opts);
+    Ok(LiveOutcome {
+        mapping,
+        failures,
+        interrupted: was_interrupted,
+    })
+}
+
+/// Adds a run's windows to the op's summary; returns the run's samples.
+fn add_windows(summary: &mut WindowSummary, out: &RunOutput) -> u64 {
+    summary.seconds += out.result.window_ns.unwrap_or(0) as f64 / 1e9;
+    summary.iterations += out.result.iterations.unwrap_or(0);
+    let mut samples = 0;
+    for w in &out.windows {
+        samples += w.samples;
+        summary.lost_samples += w.lost_samples;
+        for (k, v) in &w.counters {
+            *summary.counters.entry(k.clone()).or_default() += v;
+        }
+        for (k, why) in &w.unsupported {
+            summary.unsupported.insert(k.clone(), why.clone());
+        }
+    }
+    if out.windows.is_empty() {
+        samples = out.report.total() as u64;
+    }
+    summary.samples += samples;
+    samples
+}
+
+fn environment(
+    backend: &dyn Profiler,
+    opts: &LiveOptions,
+) -> std::collections::BTreeMap<String, String> {
+    let mut env = std::collections::BTreeMap::new();
+    env.insert("lotus".into(), env!("CARGO_PKG_VERSION").into());
+    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        env.insert("host".into(), h.trim().into());
+    }
+    if let Some(v) = backend.probe().version {
+        env.insert("backend_version".into(), v);
+    }
+    env.insert("python".into(), opts.python.display().to_string());
+    if let Ok(out) = std::process::Command::new(&opts.python)
+        .arg("--version")
+        .output()
+    {
+        let v = String::from_utf8_lossy(if out.stdout.is_empty() {
+            &out.stderr
+        } else {
+            &out.stdout
+        })
+        .trim()
+        .to_string();
+        env.insert("python_version".into(), v);
+    }
+    env.insert("frequency_hz".into(), opts.frequency.to_string());
+    env.insert("window_ms".into(), opts.window().as_millis().to_string());
+    env
+}
+
+/// Runs one op once under the backend.
+fn run_once(
+    backend: &dyn Profiler,
+    files: &HarnessFiles,
+    control_lib: &Path,
+    spec: &OpSpec,
+    run: u32,
+    opts: &LiveOptions,
+    interrupted: &Arc<AtomicBool>,
+) -> Result<RunOutput, RunError> {
+    let result_path = files
+        .dir
+        .path()
+        .join(format!("result-{}-{run}.json", std::process::id()));
+    let _ = std::fs::remove_file(&result_path);
+    let args = HarnessArgs {
+        op_file: spec
+            .file
+            .canonicalize()
+            .unwrap_or_else(|_| spec.file.to_path_buf()),
+        warmup: opts.warmup,
+        window: opts.window(),
+        min_iterations: opts.min_iterations,
+        result: result_path.clone(),
+        empty: spec.empty,
+        name: None,
+    };
+    // The control channel: the harness writes requests into one pipe and
+    // reads replies from the other.
+    let mut host = ControlHost::new().context("cannot create the control channel's pipes")?;
+    let mut target = Target {
+        program: opts.python.clone(),
+        args: std::iter::once(files.harness.clone().into_os_string())
+            .chain(args.to_args())
+            .collect(),
+        ..Target::default()
+    };
+    target.env.push((ENV_BACKEND.into(), backend.name().into()));
+    target.env.push(host.child_env());
+    target
+        .env
+        .push((harness::ENV_CONTROL_LIB.into(), control_lib.into()));
+    target.keep_fds = host.child_fds();
+    let mut copts = CollectOptions::default();
+    copts.frequency_hz = Some(opts.frequency);
+
+    let mut collection = backend
+        .collect(&target, &copts)
+        .map_err(|e| RunError::Failed(e.to_string()))?;
+    // Only the child keeps its ends: then the request pipe closes when the
+    // child (and anything it started) is gone.
+    host.close_child_ends();
+
+    let deadline = Instant::now() + opts.timeout;
+    let mut channel_open = true;
+    let status = loop {
+        if channel_open {
+            match host.recv_line(Some(Duration::from_millis(20))) {
+                Ok(Some(line)) => {
+                    let reply = match Request::decode(&line) {
+                        Ok(Request::Resume { .. }) => collection.resume().map(|_| Reply::Ok),
+                        Ok(Request::Pause) => collection.pause().map(|_| Reply::Ok),
+                        Ok(Request::Detach) => Ok(Reply::Ok),
+                        Err(e) => Ok(Reply::Error(e.to_string())),
+                    }
+                    .unwrap_or_else(|e| Reply::Error(e.to_string()));
+                    // A child that died mid-request cannot read the reply;
+                    // its exit is seen below.
+                    let _ = host.reply(&reply);
+                    continue;
+                }
+                Ok(None) => channel_open = false,
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => channel_open = false,
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if interrupted.load(Ordering::SeqCst) {
+            let _ = collection.kill();
+            return Err(RunError::Interrupted);
+        }
+        match collection.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => {
+                let _ = collection.kill();
+                return Err(RunError::Failed(e.to_string()));
+            }
+        }
+        if Instant::now() >= deadline {
+            let _ = collection.kill();
+            return Err(RunError::Failed(format!(
+                "still running after --timeout {} s: stopped it and everything it started (is the op stuck, or does it need a longer --timeout?)",
+                opts.timeout.as_secs_f64()
+            )));
+        }
+    };
+
+    let result = HarnessResult::read(&result_path).ok();
+    if !status.success() {
+        let _ = collection.kill();
+        return Err(RunError::Failed(describe_failure(status, result.as_ref())));
+    }
+    let windows = collection.windows();
+    let report = collection
+        .report()
+        .map_err(|e| RunError::Failed(e.to_string()))?;
+    let result = result
+        .ok_or_else(|| RunError::Failed("the harness exited without writing its result".into()))?;
+    if let Some(err) = &result.error {
+        return Err(RunError::Failed(err.clone()));
+    }
+    Ok(RunOutput {
+        report,
+        result,
+        windows,
+    })
+}
+
+fn describe_failure(status: std::process::ExitStatus, result: Option<&HarnessResult>) -> String {
+    if let Some(sig) = status.signal() {
+        return format!(
+            "the Python process was killed by signal {sig} ({}){}",
+            signal_name(sig),
+            if sig == libc::SIGSEGV || sig == libc::SIGABRT || sig == libc::SIGBUS {
+                ": the op crashed in native code"
+            } else {
+                ""
+            }
+        );
+    }
+    let code = status.code().unwrap_or(-1);
+    match result {
+        Some(r) => {
+            let stage = match r.stage {
+                Some(HarnessStage::Parse) => "the op file has a syntax error",
+                Some(HarnessStage::Read) => "the op file cannot be read",
+                Some(HarnessStage::Import) => "importing the op file raised",
+                Some(HarnessStage::Setup) => "setup() raised",
+                Some(HarnessStage::Warmup) => "the op raised during warm-up",
+                Some(HarnessStage::Window) => "the op raised inside the window",
+                Some(HarnessStage::Script) => "the script raised",
+                Some(HarnessStage::Control) => "the control library failed",
+                Some(HarnessStage::Interrupted) => "interrupted",
+                _ => "the harness failed",
+            };
+            match &r.error {
+                Some(e) => format!("{stage} (exit {code}):\n{}", indent(e.trim_end())),
+                None => format!("{stage} (exit {code})"),
+            }
+        }
+        None => format!("the Python process exited with status {code} before writing a result (see its output above)"),
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        _ => "signal",
+    }
+}

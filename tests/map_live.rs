@@ -1,0 +1,420 @@
+//! `lotus map --backend perf` on real Python processes: the fixture ops on
+//! Pillow, numpy and a C library of known functions.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::{fixture, lotus_env, processes_with, python};
+use serde_json::Value;
+
+fn op_files(names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| {
+            fixture(&format!("ops/{n}.py"))
+                .to_string_lossy()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Maps `ops` with perf; returns (mapping, stderr). Fails on error.
+fn map(ops: &[String], extra: &[&str], out: &Path) -> (Value, String) {
+    let py = python();
+    let mut args = vec![
+        "map",
+        "--backend",
+        "perf",
+        "--out",
+        out.to_str().expect("p"),
+        "--python",
+        py.to_str().expect("p"),
+    ];
+    args.extend_from_slice(extra);
+    args.extend(ops.iter().map(String::as_str));
+    let o = lotus_env(&args, &[]);
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "lotus map failed: {stderr}");
+    let m: Value =
+        serde_json::from_str(&fs::read_to_string(out).expect("mapping written")).expect("json");
+    (m, stderr)
+}
+
+fn op<'a>(m: &'a Value, name: &str) -> &'a Value {
+    m["ops"]
+        .as_array()
+        .expect("ops")
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("op {name} in {m}"))
+}
+
+fn functions(op: &Value) -> Vec<(String, String, f64)> {
+    op["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .map(|f| {
+            (
+                f["function"].as_str().expect("f").to_string(),
+                f["module"].as_str().expect("m").to_string(),
+                f["share"].as_f64().expect("share"),
+            )
+        })
+        .collect()
+}
+
+fn share_of(op: &Value, pred: impl Fn(&str, &str) -> bool) -> f64 {
+    functions(op)
+        .iter()
+        .filter(|(f, m, _)| pred(f, m))
+        .map(|(_, _, s)| s)
+        .sum()
+}
+
+/// The top `n` non-baseline functions of an op.
+fn top(op: &Value, n: usize) -> Vec<String> {
+    op["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .filter(|f| f["baseline"] != true)
+        .take(n)
+        .map(|f| {
+            format!(
+                "{}|{}",
+                f["function"].as_str().expect("f"),
+                f["module"].as_str().expect("m")
+            )
+        })
+        .collect()
+}
+
+const ALL_OPS: &[&str] = &[
+    "Loader",
+    "RandomResizedCrop",
+    "RandomHorizontalFlip",
+    "ToTensor",
+    "Normalize",
+    "Collation",
+    "CKernels",
+];
+
+#[test]
+fn fixture_ops_map_to_their_kernels() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ops = op_files(ALL_OPS);
+    let settings = ["--runs", "1", "--warmup", "2", "--min-samples", "1600"];
+    let (m, stderr) = map(&ops, &settings, &tmp.path().join("a.json"));
+    assert_eq!(m["schema"], "lotus.mapping/1");
+    assert_eq!(m["backend"], "perf");
+    assert_eq!(m["unit"], "samples");
+    assert!(m["failures"].is_null(), "{m}");
+
+    for name in ALL_OPS {
+        let o = op(&m, name);
+        let w = &o["window"];
+        assert!(
+            w["samples"].as_u64().expect("samples") >= 800,
+            "{name}: window samples {w}; {stderr}"
+        );
+        assert!(w["iterations"].as_u64().expect("iterations") >= 1, "{name}");
+        let shares: f64 = functions(o).iter().map(|f| f.2).sum();
+        assert!(
+            (shares - 1.0).abs() < 1e-9,
+            "{name}: shares sum to {shares}"
+        );
+    }
+
+    // Flip: ImagingFlipLeftRight holds most of the op's samples.
+    let flip = op(&m, "RandomHorizontalFlip");
+    let s = share_of(flip, |f, _| f == "ImagingFlipLeftRight");
+    assert!(
+        s > 0.5,
+        "flip: ImagingFlipLeftRight share {s}: {:?}",
+        top(flip, 8)
+    );
+
+    // Crop and resize: both of Pillow's resample kernels.
+    let crop = op(&m, "RandomResizedCrop");
+    for kernel in [
+        "ImagingResampleHorizontal_8bpc",
+        "ImagingResampleVertical_8bpc",
+    ] {
+        assert!(
+            share_of(crop, |f, _| f == kernel) > 0.02,
+            "crop: {kernel} missing: {:?}",
+            top(crop, 10)
+        );
+    }
+
+    // The C library op: its known functions, in its module, and none of the
+    // Pillow kernels.
+    let ck = op(&m, "CKernels");
+    let known = share_of(ck, |f, m| {
+        f.starts_with("lotus_fixture_") && m.starts_with("liblotus_fixture_kernels")
+    });
+    assert!(
+        known > 0.5,
+        "CKernels: known functions share {known}: {:?}",
+        top(ck, 8)
+    );
+    let names: BTreeSet<String> = functions(ck).into_iter().map(|f| f.0).collect();
+    assert!(
+        names.contains("lotus_fixture_dot") && names.contains("lotus_fixture_blur"),
+        "{names:?}"
+    );
+    for foreign in [
+        "ImagingFlipLeftRight",
+        "ImagingResampleHorizontal_8bpc",
+        "ImagingResampleVertical_8bpc",
+    ] {
+        assert!(!names.contains(foreign), "CKernels shows {foreign}");
+    }
+    // ...and no other op shows the C library's functions.
+    for name in ALL_OPS.iter().filter(|n| **n != "CKernels") {
+        assert!(
+            share_of(op(&m, name), |f, _| f.starts_with("lotus_fixture_")) == 0.0,
+            "{name} shows lotus_fixture_*"
+        );
+    }
+
+    // JPEG load: the libjpeg module Pillow bundles.
+    let loader = op(&m, "Loader");
+    let jpeg = share_of(loader, |_, m| m.starts_with("libjpeg"));
+    assert!(
+        jpeg > 0.3,
+        "Loader: libjpeg share {jpeg}: {:?}",
+        top(loader, 8)
+    );
+
+    // The harness floor is recorded and marks interpreter functions.
+    assert_eq!(m["baseline"]["name"], "(empty)");
+
+    // A second, separate mapping gives the same top functions.
+    let some = op_files(&["RandomHorizontalFlip", "CKernels"]);
+    let (m2, _) = map(&some, &settings, &tmp.path().join("b.json"));
+    assert_eq!(top(op(&m2, "RandomHorizontalFlip"), 1), top(flip, 1));
+    let top2 = |o: &Value| top(o, 2).into_iter().collect::<BTreeSet<_>>();
+    assert_eq!(top2(op(&m2, "CKernels")), top2(ck));
+}
+
+/// Writes an op file into `dir`.
+fn write_op(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.py"));
+    fs::write(&p, body).expect("write op");
+    p
+}
+
+const GOOD_OP: &str = "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
+
+#[test]
+fn failing_ops_are_reported_and_the_others_still_mapped() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path();
+    let good = write_op(d, "Good", GOOD_OP);
+    let raises = write_op(
+        d,
+        "Raises",
+        "def op(x):\n    raise ValueError('bad pixel 42')\n",
+    );
+    let syntax = write_op(d, "Syntax", "def op(x)\n    return x\n");
+    let hangs = write_op(
+        d,
+        "Hangs",
+        "import time\ndef op(x):\n    time.sleep(3600)\n",
+    );
+    let crashes = write_op(
+        d,
+        "Crashes",
+        "import os, signal\ndef op(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+    );
+    let out = d.join("m.json");
+    let py = python();
+    let tmpdir = d.join("tmp");
+    fs::create_dir(&tmpdir).expect("mkdir");
+    let paths: Vec<&str> = [&good, &raises, &syntax, &hangs, &crashes]
+        .iter()
+        .map(|p| p.to_str().expect("p"))
+        .collect();
+    let mut args = vec![
+        "map",
+        "--backend",
+        "perf",
+        "--runs",
+        "1",
+        "--warmup",
+        "1",
+        "--min-samples",
+        "400",
+        "--timeout",
+        "4",
+        "--no-baseline",
+        "--python",
+        py.to_str().expect("p"),
+        "--out",
+        out.to_str().expect("p"),
+    ];
+    args.extend(paths);
+    let o = lotus_env(&args, &[("TMPDIR", tmpdir.as_os_str())]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("op Raises")
+            && err.contains("ValueError: bad pixel 42")
+            && err.contains("Traceback"),
+        "{err}"
+    );
+    assert!(
+        err.contains("op Syntax") && err.contains("syntax error") && err.contains("Syntax.py:1"),
+        "{err}"
+    );
+    assert!(
+        err.contains("op Hangs") && err.contains("--timeout"),
+        "{err}"
+    );
+    assert!(
+        err.contains("op Crashes") && err.contains("signal 11 (SIGSEGV)"),
+        "{err}"
+    );
+    assert!(err.contains("4 of 5 op(s) could not be mapped"), "{err}");
+    let m: Value =
+        serde_json::from_str(&fs::read_to_string(&out).expect("good op written")).expect("json");
+    assert_eq!(m["ops"].as_array().map(Vec::len), Some(1));
+    assert_eq!(m["ops"][0]["name"], "Good");
+    let failed: BTreeSet<&str> = m["failures"]
+        .as_array()
+        .expect("failures")
+        .iter()
+        .map(|f| f["op"].as_str().expect("op"))
+        .collect();
+    assert_eq!(
+        failed,
+        ["Crashes", "Hangs", "Raises", "Syntax"]
+            .into_iter()
+            .collect()
+    );
+    // Nothing left behind: no process of the hung op, no temporary files.
+    assert!(
+        processes_with(hangs.to_str().expect("p")).is_empty(),
+        "stray processes"
+    );
+    let left: Vec<_> = fs::read_dir(&tmpdir).expect("list").collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
+fn missing_python_is_a_clear_error() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let good = write_op(tmp.path(), "Good", GOOD_OP);
+    let o = lotus_env(
+        &[
+            "map",
+            "--backend",
+            "perf",
+            "--python",
+            "/nonexistent/python3",
+            good.to_str().expect("p"),
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--python /nonexistent/python3") && err.contains("no such interpreter"),
+        "{err}"
+    );
+    let o = lotus_env(
+        &["map", "--backend", "perf", good.to_str().expect("p")],
+        &[
+            ("PATH", std::ffi::OsStr::new("/nonexistent")),
+            ("VIRTUAL_ENV", std::ffi::OsStr::new("")),
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    if std::env::var_os("LOTUS_PYTHON").is_none() {
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("no Python found"), "{err}");
+    }
+}
+
+#[test]
+fn missing_op_file_is_named_before_anything_runs() {
+    let o = lotus_env(&["map", "--backend", "perf", "/nonexistent/Op.py"], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("/nonexistent/Op.py: no such file"), "{err}");
+}
+
+#[test]
+fn ctrl_c_stops_children_and_keeps_finished_ops() {
+    use std::process::{Command, Stdio};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path();
+    let good = write_op(d, "Good", GOOD_OP);
+    let marker = format!("lotus_ctrl_c_{}", std::process::id());
+    let slow = write_op(
+        d,
+        &marker,
+        "import time\ndef op(x):\n    time.sleep(3600)\n",
+    );
+    let out = d.join("m.json");
+    let tmpdir = d.join("tmp");
+    fs::create_dir(&tmpdir).expect("mkdir");
+    let py = python();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args([
+            "map",
+            "--backend",
+            "perf",
+            "--runs",
+            "1",
+            "--warmup",
+            "1",
+            "--min-samples",
+            "400",
+            "--no-baseline",
+        ])
+        .args([
+            "--python",
+            py.to_str().expect("p"),
+            "--out",
+            out.to_str().expect("p"),
+        ])
+        .args([&good, &slow])
+        .env("TMPDIR", &tmpdir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn lotus");
+    // Wait until the slow op's Python process is running.
+    let start = std::time::Instant::now();
+    while processes_with(&marker).is_empty() {
+        assert!(start.elapsed().as_secs() < 30, "slow op never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc_kill(child.id() as i32, 2) };
+    let o = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let m: Value =
+        serde_json::from_str(&fs::read_to_string(&out).expect("finished op kept")).expect("json");
+    assert_eq!(m["ops"][0]["name"], "Good");
+    assert!(
+        processes_with(&marker).is_empty(),
+        "the interrupted op's process is still running"
+    );
+    let left: Vec<_> = fs::read_dir(&tmpdir).expect("list").collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
