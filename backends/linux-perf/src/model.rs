@@ -23,6 +23,18 @@ pub(crate) struct Module {
     pub is_file: bool,
 }
 
+/// The kernel's vDSO: not a file, but symbolized from this process's copy
+/// (the same image in every process of the same ABI).
+pub(crate) const VDSO: &str = "[vdso]";
+
+impl Module {
+    /// Whether samples keep their offset in this module (files, and the
+    /// vDSO); others group at offset 0.
+    pub(crate) fn keeps_offsets(&self) -> bool {
+        self.is_file || self.name == VDSO
+    }
+}
+
 /// Where a sample fell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Location {
@@ -149,7 +161,10 @@ impl Model {
         }
         let id = self.modules.len() as ModuleId;
         let text = String::from_utf8_lossy(name).into_owned();
-        let is_file = text.starts_with('/') && !text.ends_with(" (deleted)");
+        // `//anon` is anonymous memory; `/memfd:x (deleted)` and other
+        // deleted files cannot be opened by path any more.
+        let is_file =
+            text.starts_with('/') && !text.starts_with("//") && !text.ends_with(" (deleted)");
         self.modules.push(Module {
             name: text,
             is_file,
@@ -193,7 +208,11 @@ impl Model {
             Event::Sample { pid, ip } => {
                 let loc = match self.spaces.get(&pid).and_then(|s| s.find(ip)) {
                     Some((module, offset)) => {
-                        let offset = if self.is_file(module) { offset } else { 0 };
+                        let offset = if self.keeps_offsets(module) {
+                            offset
+                        } else {
+                            0
+                        };
                         Location::Module { module, offset }
                     }
                     None => Location::Unmapped,
@@ -210,6 +229,13 @@ impl Model {
                 module,
             } => {
                 let end = start.saturating_add(len);
+                // The kernel reports the vDSO's page offset like anonymous
+                // memory's (its address); the image starts at the mapping.
+                let is_vdso = self
+                    .modules
+                    .get(module as usize)
+                    .is_some_and(|m| m.name == VDSO);
+                let pgoff = if is_vdso { 0 } else { pgoff };
                 let m = Mapping { end, pgoff, module };
                 self.spaces.entry(pid).or_default().insert(start, m);
             }
@@ -227,8 +253,10 @@ impl Model {
         }
     }
 
-    fn is_file(&self, module: ModuleId) -> bool {
-        self.modules.get(module as usize).is_some_and(|m| m.is_file)
+    fn keeps_offsets(&self, module: ModuleId) -> bool {
+        self.modules
+            .get(module as usize)
+            .is_some_and(Module::keeps_offsets)
     }
 
     fn window_mut(&mut self, w: usize) -> &mut WindowCounts {
@@ -332,6 +360,20 @@ mod tests {
             }
         );
         assert!(!m.modules[anon as usize].is_file);
+    }
+
+    #[test]
+    fn vdso_offsets_count_from_the_mapping_start() {
+        let mut m = Model::default();
+        let vdso = mmap(&mut m, 1, 0x7fff_0000, 0x2000, 0x7fff_0000, VDSO);
+        sample(&mut m, 1, 1, 0x7fff_0123);
+        assert_eq!(
+            only_location(&m),
+            Location::Module {
+                module: vdso,
+                offset: 0x123
+            }
+        );
     }
 
     #[test]

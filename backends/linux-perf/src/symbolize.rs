@@ -7,7 +7,8 @@
 //! under the function that the unwind tables say holds it, named
 //! `func@0x<file offset of its start>`; only when that fails too does it
 //! become `[unknown]` in its module. Names are demangled by
-//! [`lotus_core::Row::new`].
+//! [`lotus_core::Row::new`]. vDSO samples are named from this process's own
+//! copy of the vDSO.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -19,7 +20,9 @@ use lotus_core::demangle::demangle;
 use lotus_core::row::UNKNOWN_MODULE;
 use lotus_core::Row;
 
-use crate::model::{Location, Model, ModuleId};
+use object::{Object, ObjectSegment, ObjectSymbol};
+
+use crate::model::{Location, Model, ModuleId, VDSO};
 use crate::unwind::FunctionStarts;
 
 /// The function name for code nothing could name.
@@ -60,15 +63,30 @@ fn resolve_file(sym: &Symbolizer, path: &str, offsets: &[u64]) -> Vec<Resolved> 
     let mut starts: Option<Option<FunctionStarts>> = None;
     let mut out = Vec::with_capacity(offsets.len());
     for (i, &offset) in offsets.iter().enumerate() {
+        let table = |starts: &mut Option<Option<FunctionStarts>>| {
+            starts
+                .get_or_insert_with(|| FunctionStarts::load(Path::new(path)).ok())
+                .as_ref()
+                .and_then(|t| t.function_start(offset))
+        };
         if let Some(Symbolized::Sym(s)) = looked_up.as_ref().and_then(|v| v.get(i)) {
-            out.push(Resolved {
-                function: s.name.to_string(),
-                start: offset.checked_sub(s.offset as u64),
-            });
-            continue;
+            let start = offset.checked_sub(s.offset as u64);
+            // A symbol without a size (`_init` in front of `.plt`) is
+            // stretched to the next symbol; when the unwind table says the
+            // address is in another function, believe the table.
+            let other = match s.size {
+                None => table(&mut starts).filter(|&f| Some(f) != start),
+                Some(_) => None,
+            };
+            if other.is_none() {
+                out.push(Resolved {
+                    function: s.name.to_string(),
+                    start,
+                });
+                continue;
+            }
         }
-        let table = starts.get_or_insert_with(|| FunctionStarts::load(Path::new(path)).ok());
-        match table.as_ref().and_then(|t| t.function_start(offset)) {
+        match table(&mut starts) {
             Some(start) => out.push(Resolved {
                 function: format!("func@{start:#x}"),
                 start: Some(start),
@@ -77,6 +95,78 @@ fn resolve_file(sym: &Symbolizer, path: &str, offsets: &[u64]) -> Vec<Resolved> 
         }
     }
     out
+}
+
+/// This process's copy of the vDSO, read from memory.
+fn vdso_image() -> Option<Vec<u8>> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.trim_end().ends_with(VDSO))?;
+    let (start, end) = line.split_whitespace().next()?.split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    // SAFETY: getauxval has no preconditions.
+    let aux = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    if aux != start {
+        return None;
+    }
+    let len = usize::try_from(end.checked_sub(start)?).ok()?;
+    // SAFETY: [start, end) is this process's vDSO mapping (checked against
+    // the auxiliary vector), readable and mapped for the process's life.
+    let bytes = unsafe { std::slice::from_raw_parts(start as usize as *const u8, len) };
+    Some(bytes.to_vec())
+}
+
+/// Symbolizes vDSO offsets from this process's copy of the vDSO: the
+/// kernel maps the same image into every process of the same ABI.
+fn resolve_vdso(offsets: &[u64]) -> Vec<Resolved> {
+    let unknown = || Resolved {
+        function: UNKNOWN_FUNCTION.to_string(),
+        start: None,
+    };
+    let Some(image) = vdso_image() else {
+        return offsets.iter().map(|_| unknown()).collect();
+    };
+    let Ok(obj) = object::File::parse(&*image) else {
+        return offsets.iter().map(|_| unknown()).collect();
+    };
+    let segments: Vec<(u64, u64, u64)> = obj
+        .segments()
+        .map(|s| (s.file_range().0, s.file_range().1, s.address()))
+        .collect();
+    // (start, end, name): aliases share a range; the smallest name wins
+    // (`__vdso_clock_gettime` over `clock_gettime`), so rows are stable.
+    let mut syms: Vec<(u64, u64, String)> = obj
+        .dynamic_symbols()
+        .chain(obj.symbols())
+        .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
+        .filter_map(|s| {
+            let name = s.name().ok()?.to_string();
+            Some((s.address(), s.address().saturating_add(s.size()), name))
+        })
+        .collect();
+    syms.sort();
+    offsets
+        .iter()
+        .map(|&off| {
+            let addr = segments
+                .iter()
+                .find(|(o, len, _)| off >= *o && off - o < *len)
+                .map(|(o, _, a)| a + (off - o));
+            let best = addr.and_then(|addr| {
+                syms.iter()
+                    .filter(|(s, e, _)| *s <= addr && addr < *e)
+                    .min_by(|a, b| a.2.cmp(&b.2))
+                    .map(|(s, _, name)| (addr - s, name))
+            });
+            match best {
+                Some((into, name)) => Resolved {
+                    function: name.clone(),
+                    start: off.checked_sub(into),
+                },
+                None => unknown(),
+            }
+        })
+        .collect()
 }
 
 /// The module path (or pseudo-name) a row shows for `module`.
@@ -103,7 +193,7 @@ pub(crate) fn rows(model: &Model, counts: &HashMap<Location, u64>) -> (Vec<Row>,
         .enable_demangling(false)
         .build();
 
-    // Offsets per file module, sorted (a stable order, and blazesym likes
+    // Offsets per file module (and the vDSO), sorted (a stable order, and blazesym likes
     // batches).
     let mut by_module: BTreeMap<ModuleId, Vec<u64>> = BTreeMap::new();
     for loc in counts.keys() {
@@ -111,7 +201,7 @@ pub(crate) fn rows(model: &Model, counts: &HashMap<Location, u64>) -> (Vec<Row>,
             if model
                 .modules
                 .get(module as usize)
-                .is_some_and(|m| m.is_file)
+                .is_some_and(|m| m.keeps_offsets())
             {
                 by_module.entry(module).or_default().push(offset);
             }
@@ -121,8 +211,13 @@ pub(crate) fn rows(model: &Model, counts: &HashMap<Location, u64>) -> (Vec<Row>,
     for (module, offsets) in &mut by_module {
         offsets.sort_unstable();
         offsets.dedup();
-        let path = &model.modules[*module as usize].name;
-        for (off, r) in offsets.iter().zip(resolve_file(&sym, path, offsets)) {
+        let m = &model.modules[*module as usize];
+        let resolved_offsets = if m.is_file {
+            resolve_file(&sym, &m.name, offsets)
+        } else {
+            resolve_vdso(offsets)
+        };
+        for (off, r) in offsets.iter().zip(resolved_offsets) {
             stats.addresses += 1;
             if r.function == UNKNOWN_FUNCTION {
                 stats.unknown += 1;
@@ -179,4 +274,28 @@ pub(crate) fn rows(model: &Model, counts: &HashMap<Location, u64>) -> (Vec<Row>,
     });
     stats.elapsed = t0.elapsed();
     (rows, stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vdso_functions_are_named_from_our_copy() {
+        let image = vdso_image().expect("this process has a vDSO");
+        let obj = object::File::parse(&*image).expect("vDSO is ELF");
+        let sym = obj
+            .dynamic_symbols()
+            .find(|s| s.name().is_ok_and(|n| n.ends_with("clock_gettime")))
+            .expect("clock_gettime in the vDSO");
+        let seg = obj
+            .segments()
+            .find(|s| sym.address() >= s.address() && sym.address() < s.address() + s.size())
+            .expect("segment");
+        let off = sym.address() - seg.address() + seg.file_range().0;
+        let r = resolve_vdso(&[off + 1, 0]);
+        assert!(r[0].function.ends_with("clock_gettime"), "{r:?}");
+        assert_eq!(r[0].start, Some(off));
+        assert_eq!(r[1].function, UNKNOWN_FUNCTION);
+    }
 }

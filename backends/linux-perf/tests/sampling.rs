@@ -127,3 +127,33 @@ fn several_windows_add_up() {
     assert_eq!(report.total.samples as f64, report.report.total());
     assert_eq!(report.total.index, 2);
 }
+
+#[test]
+fn vdso_code_is_named() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_burn(dir.path());
+    let report = profile_window(&exe, "clock", 0.5);
+    eprintln!("{}", top(&report, 8));
+    let vdso: Vec<_> = report
+        .report
+        .rows
+        .iter()
+        .filter(|r| r.module == "[vdso]")
+        .collect();
+    let in_vdso: f64 = vdso.iter().map(|r| r.value).sum();
+    assert!(in_vdso >= 200.0, "{}", top(&report, 8));
+    let named: f64 = vdso
+        .iter()
+        .filter(|r| r.function.contains("clock_gettime"))
+        .map(|r| r.value)
+        .sum();
+    assert!(named >= 0.9 * in_vdso, "{}", top(&report, 8));
+    // The PLT stubs in front of .text are not `_init` (a size-less symbol
+    // that ends where .plt begins).
+    assert!(
+        report.report.rows.iter().all(|r| r.function != "_init"),
+        "{}",
+        top(&report, 8)
+    );
+}

@@ -10,6 +10,7 @@
  *   fork    'r', wait, a forked child runs spin_child and exits, then a
  *           thread runs spin_thread, 'd', wait
  *   lib     'r', wait, hot_entry() from libhot.so, 'd', wait
+ *   clock   'r', wait, calls clock_gettime in a loop, 'd', wait
  *   sleepers  forks two children that sleep, 'r', sleeps
  */
 #include <pthread.h>
@@ -80,6 +81,11 @@ int main(int argc, char **argv) {
         hot_entry(secs);
         say('d'); wait_go();
 #endif
+    } else if (!strcmp(mode, "clock")) {
+        say('r'); wait_go();
+        double end = now() + secs;
+        while (now() < end) {}
+        say('d'); wait_go();
     } else if (!strcmp(mode, "sleepers")) {
         for (int i = 0; i < 2; i++) if (fork() == 0) { sleep(100); _exit(0); }
         say('r');

@@ -5,8 +5,17 @@
 
 volatile unsigned long hot_sink;
 
+/* Many distinct instructions, so samples land on many addresses that must
+ * all group into this one function. */
+#define MIX(k) x = (x ^ (x >> (k % 13 + 1))) * (2654435761u + k); x += i * k;
+#define MIX8(k) MIX(k) MIX(k + 1) MIX(k + 2) MIX(k + 3) MIX(k + 4) MIX(k + 5) MIX(k + 6) MIX(k + 7)
+
 __attribute__((visibility("hidden"), noinline)) void hot_kernel(void) {
-    for (unsigned long i = 0; i < 300000; i++) hot_sink += (i * 2654435761u) >> 7;
+    unsigned long x = hot_sink;
+    for (unsigned long i = 0; i < 20000; i++) {
+        MIX8(1) MIX8(9) MIX8(17) MIX8(25)
+    }
+    hot_sink = x;
 }
 
 void hot_entry(double secs) {
