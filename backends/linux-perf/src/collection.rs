@@ -11,7 +11,7 @@ use crate::drain::Drain;
 use crate::events::{monotonic_ns, Switch};
 use crate::model::{Location, WindowCounts};
 use crate::symbolize::{self, SymbolizeStats};
-use crate::BACKEND;
+use crate::{WindowSwitch, BACKEND};
 
 /// How long [`PerfCollection::kill`] waits for the process group to vanish.
 const KILL_GRACE: Duration = Duration::from_secs(3);
@@ -124,6 +124,9 @@ pub struct PerfReport {
     pub symbolize: SymbolizeStats,
     /// The target's exit status (`None` if lotus killed it).
     pub exit_status: Option<ExitStatus>,
+    /// Samples taken outside every window and dropped (with
+    /// [`WindowSwitch::Timestamps`] the samplers run all along).
+    pub samples_outside_windows: u64,
     /// Things worth telling the user (lost samples, throttling, clamping).
     pub notes: Vec<String>,
 }
@@ -139,6 +142,7 @@ struct ClosedWindow {
 /// [`crate::LinuxPerf::start`] for callers that want [`Self::windows`] and
 /// [`Self::finish`].
 pub struct PerfCollection {
+    mode: WindowSwitch,
     child: Child,
     pid: u32,
     exit: Option<ExitStatus>,
@@ -154,6 +158,7 @@ pub struct PerfCollection {
 
 impl PerfCollection {
     pub(crate) fn new(
+        mode: WindowSwitch,
         child: Child,
         switch: Switch,
         counters: Counters,
@@ -162,6 +167,7 @@ impl PerfCollection {
         notes: Vec<String>,
     ) -> Self {
         PerfCollection {
+            mode,
             pid: child.id(),
             child,
             exit: None,
@@ -174,6 +180,11 @@ impl PerfCollection {
             frequency_hz,
             notes,
         }
+    }
+
+    /// How windows switch sampling.
+    pub fn window_switch(&self) -> WindowSwitch {
+        self.mode
     }
 
     /// The sampling frequency in use, in Hz.
@@ -292,6 +303,12 @@ impl PerfCollection {
                 total.throttled
             ));
         }
+        if model.outside.lost > 0 {
+            self.notes.push(format!(
+                "{} samples were lost outside the windows (not counted in any)",
+                model.outside.lost
+            ));
+        }
         if drained.malformed > 0 {
             self.notes.push(format!(
                 "{} unreadable perf records skipped",
@@ -309,6 +326,7 @@ impl PerfCollection {
             frequency_hz: self.frequency_hz,
             symbolize,
             exit_status: if self.killed { None } else { self.exit },
+            samples_outside_windows: model.outside.samples,
             notes: std::mem::take(&mut self.notes),
         })
     }
@@ -351,17 +369,27 @@ impl Collection for PerfCollection {
             return Ok(());
         }
         let drain = self.drain.as_ref().ok_or_else(finished)?;
-        drain.window_opened(monotonic_ns());
-        self.counters.enable()?;
-        if let Err(e) = self.switch.enable() {
-            let _ = self.counters.disable();
-            let _ = self.switch.disable();
-            // The window was announced; record it closed and empty.
-            self.closed.push(ClosedWindow {
-                duration: Duration::ZERO,
-                deltas: self.counters.read_deltas().unwrap_or([None; 5]),
-            });
-            return Err(e);
+        match self.mode {
+            WindowSwitch::Timestamps => {
+                // Everything runs already: the window is the time range.
+                self.counters.mark()?;
+                drain.window_opened(monotonic_ns());
+            }
+            WindowSwitch::Ioctl => {
+                drain.window_opened(monotonic_ns());
+                let enabled = self.counters.enable().and_then(|()| self.switch.enable());
+                if let Err(e) = enabled {
+                    let _ = self.switch.disable();
+                    let _ = self.counters.disable();
+                    // The window was announced; record it closed and empty.
+                    drain.window_closed(monotonic_ns());
+                    self.closed.push(ClosedWindow {
+                        duration: Duration::ZERO,
+                        deltas: self.counters.read_deltas().unwrap_or([None; 5]),
+                    });
+                    return Err(e);
+                }
+            }
         }
         self.open_since = Some(Instant::now());
         Ok(())
@@ -371,18 +399,21 @@ impl Collection for PerfCollection {
         let Some(since) = self.open_since.take() else {
             return Ok(());
         };
-        let sampler = self.switch.disable();
-        let counters = self.counters.disable();
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        let (sampler, counters) = match self.mode {
+            WindowSwitch::Timestamps => (Ok(()), Ok(())),
+            WindowSwitch::Ioctl => (self.switch.disable(), self.counters.disable()),
+        };
+        drain.window_closed(monotonic_ns());
         let duration = since.elapsed();
         let deltas = self.counters.read_deltas();
-        let deltas_ok = deltas.as_ref().map(|d| *d).unwrap_or([None; 5]);
         self.closed.push(ClosedWindow {
             duration,
-            deltas: deltas_ok,
+            deltas: deltas.as_ref().map_or([None; 5], |d| *d),
         });
         sampler?;
         counters?;
-        deltas.map(|_| ())
+        deltas.map(drop)
     }
 
     fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {

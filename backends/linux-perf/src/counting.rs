@@ -4,9 +4,10 @@
 //! One counter per event on the target with `inherit` (on any CPU: a
 //! counting event needs no ring buffer, so no per-CPU copies). Reading an
 //! inherited counter gives the sum over the target and all its descendants,
-//! exited ones included. Counters are enabled and disabled with the
-//! samplers, and read once when a window closes: a window's value is the
-//! difference from the previous read (nothing counts between windows).
+//! exited ones included. A window's value is the difference between reads
+//! at its two ends (counters that run all along, [`crate::WindowSwitch`]
+//! `Timestamps`), or the difference from the previous window's end for
+//! counters switched by ioctl with the samplers (`Ioctl`).
 //!
 //! A counter the kernel refuses is *unsupported*, never zero: it is kept
 //! with the reason, and the window's figure is `None`.
@@ -15,7 +16,7 @@ use std::io;
 
 use lotus_core::ProfilerError;
 use perf_event::events::{Event, Hardware, Software};
-use perf_event::{Builder, Counter};
+use perf_event::{Builder, Counter, Group};
 
 use crate::error::{event_io, is_permission, open_error};
 
@@ -90,51 +91,89 @@ pub struct CounterStatus {
     pub reason: Option<String>,
 }
 
-struct Slot {
-    status: CounterStatus,
-    counter: Option<Counter>,
+struct Member {
+    kind: CounterKind,
+    counter: Counter,
     last: u64,
+}
+
+/// Counters read (and switched) together: a dummy leader gates the group,
+/// so one read or one ioctl covers every member (one interrupt of a busy
+/// CPU instead of one per counter). Software and hardware counters are in
+/// separate groups, so a PMU that cannot schedule the hardware group never
+/// stops the software counters.
+struct CounterGroup {
+    leader: Group,
+    members: Vec<Member>,
+}
+
+impl CounterGroup {
+    fn open(pid: libc::pid_t, enabled: bool) -> io::Result<CounterGroup> {
+        let leader = Group::builder()
+            .observe_pid(pid)
+            .any_cpu()
+            .inherit(true)
+            .exclude_hv(true)
+            .enabled(enabled)
+            .build_group()?;
+        Ok(CounterGroup {
+            leader,
+            members: Vec::new(),
+        })
+    }
+
+    /// Adds `kind` (with kernel-side counting if allowed, else user-only,
+    /// except for context switches, which are kernel-side only).
+    fn add(&mut self, kind: CounterKind, pid: libc::pid_t) -> CounterStatus {
+        let leader = &mut self.leader;
+        let mut attempt = |exclude_kernel: bool| {
+            // Members stay enabled: the leader's state gates the group.
+            let mut builder = kind.builder();
+            builder
+                .observe_pid(pid)
+                .any_cpu()
+                .inherit(true)
+                .exclude_kernel(exclude_kernel)
+                .exclude_hv(true)
+                .enabled(true);
+            leader.add(&builder)
+        };
+        let status = |available, user_only, reason| CounterStatus {
+            kind,
+            available,
+            user_only,
+            reason,
+        };
+        let (st, counter) = match attempt(false) {
+            Ok(c) => (status(true, false, None), Some(c)),
+            Err(e) if is_permission(&e) && kind != CounterKind::ContextSwitches => {
+                match attempt(true) {
+                    Ok(c) => (status(true, true, None), Some(c)),
+                    Err(e) => (status(false, false, Some(describe(kind, &e))), None),
+                }
+            }
+            Err(e) => (status(false, false, Some(describe(kind, &e))), None),
+        };
+        if let Some(counter) = counter {
+            self.members.push(Member {
+                kind,
+                counter,
+                last: 0,
+            });
+        }
+        st
+    }
 }
 
 /// The counting events of one collection.
 pub(crate) struct Counters {
-    slots: Vec<Slot>,
+    groups: Vec<CounterGroup>,
+    status: Vec<CounterStatus>,
 }
 
 /// One window's counter deltas, in [`CounterKind::ALL`] order; `None` for
 /// an unsupported counter.
 pub(crate) type Deltas = [Option<u64>; 5];
-
-/// Opens `kind` on `pid` (with kernel-side counting if allowed, else
-/// user-only, except for context switches, which are kernel-side only).
-fn open_one(kind: CounterKind, pid: libc::pid_t) -> (CounterStatus, Option<Counter>) {
-    let attempt = |exclude_kernel: bool| {
-        kind.builder()
-            .observe_pid(pid)
-            .any_cpu()
-            .inherit(true)
-            .exclude_kernel(exclude_kernel)
-            .exclude_hv(true)
-            .enabled(false)
-            .build()
-    };
-    let status = |available, user_only, reason| CounterStatus {
-        kind,
-        available,
-        user_only,
-        reason,
-    };
-    match attempt(false) {
-        Ok(c) => (status(true, false, None), Some(c)),
-        Err(e) if is_permission(&e) && kind != CounterKind::ContextSwitches => {
-            match attempt(true) {
-                Ok(c) => (status(true, true, None), Some(c)),
-                Err(e) => (status(false, false, Some(describe(kind, &e))), None),
-            }
-        }
-        Err(e) => (status(false, false, Some(describe(kind, &e))), None),
-    }
-}
 
 fn describe(kind: CounterKind, e: &io::Error) -> String {
     if kind.is_hardware()
@@ -155,15 +194,25 @@ fn describe(kind: CounterKind, e: &io::Error) -> String {
 }
 
 impl Counters {
-    /// Opens every counter on `pid`. Only task-clock is required: it is a
-    /// software event like the sampler's, so its failure is the collection's.
-    pub(crate) fn open(pid: u32) -> Result<Counters, ProfilerError> {
+    /// Opens every counter on `pid`, counting from the start when `enabled`.
+    /// Only task-clock is required: it is a software event like the
+    /// sampler's, so its failure is the collection's.
+    pub(crate) fn open(pid: u32, enabled: bool) -> Result<Counters, ProfilerError> {
         let pid_t = libc::pid_t::try_from(pid).unwrap_or(libc::pid_t::MAX);
-        let mut slots = Vec::new();
+        let mut software =
+            CounterGroup::open(pid_t, enabled).map_err(|e| open_error("counting", e))?;
+        let mut hardware =
+            CounterGroup::open(pid_t, enabled).map_err(|e| open_error("counting", e))?;
+        let mut status = Vec::new();
         for kind in CounterKind::ALL {
-            let (status, counter) = open_one(kind, pid_t);
-            if kind == CounterKind::TaskClock && counter.is_none() {
-                // Re-open to get the error itself, mapped with its fix.
+            let group = if kind.is_hardware() {
+                &mut hardware
+            } else {
+                &mut software
+            };
+            let st = group.add(kind, pid_t);
+            if kind == CounterKind::TaskClock && !st.available {
+                // Re-open alone to get the error itself, mapped with its fix.
                 let e = kind
                     .builder()
                     .observe_pid(pid_t)
@@ -173,35 +222,39 @@ impl Counters {
                     .exclude_hv(true)
                     .build()
                     .err()
-                    .unwrap_or_else(|| io::Error::other("task-clock failed to open"));
+                    .unwrap_or_else(|| io::Error::other(st.reason.unwrap_or_default()));
                 return Err(open_error("task-clock counting", e));
             }
-            slots.push(Slot {
-                status,
-                counter,
-                last: 0,
-            });
+            status.push(st);
         }
-        Ok(Counters { slots })
+        let mut groups = vec![software];
+        if !hardware.members.is_empty() {
+            groups.push(hardware);
+        }
+        Ok(Counters { groups, status })
     }
 
     /// What can be counted here.
     pub(crate) fn status(&self) -> Vec<CounterStatus> {
-        self.slots.iter().map(|s| s.status.clone()).collect()
+        self.status.clone()
     }
 
+    /// Enables each group (its leader only: one ioctl per group).
     pub(crate) fn enable(&mut self) -> Result<(), ProfilerError> {
-        for c in self.slots.iter_mut().filter_map(|s| s.counter.as_mut()) {
-            c.enable()
+        for g in &mut self.groups {
+            g.leader
+                .as_counter_mut()
+                .enable()
                 .map_err(|e| event_io("enabling the window counters", e))?;
         }
         Ok(())
     }
 
+    /// Disables each group; tries them all even when one fails.
     pub(crate) fn disable(&mut self) -> Result<(), ProfilerError> {
         let mut first = None;
-        for c in self.slots.iter_mut().filter_map(|s| s.counter.as_mut()) {
-            if let Err(e) = c.disable() {
+        for g in &mut self.groups {
+            if let Err(e) = g.leader.as_counter_mut().disable() {
                 first.get_or_insert(e);
             }
         }
@@ -211,28 +264,39 @@ impl Counters {
         }
     }
 
-    /// Reads every counter and returns the change since the last read.
-    /// Values are scaled when the kernel multiplexed a counter.
+    /// Reads every counter so that the next [`Self::read_deltas`] counts
+    /// from now (for counters that run between windows).
+    pub(crate) fn mark(&mut self) -> Result<(), ProfilerError> {
+        self.read_deltas().map(drop)
+    }
+
+    /// Reads every group (one read each) and returns each counter's change
+    /// since the last read. Values are scaled when the kernel multiplexed a
+    /// group.
     pub(crate) fn read_deltas(&mut self) -> Result<Deltas, ProfilerError> {
         let mut out = [None; 5];
-        for (i, slot) in self.slots.iter_mut().enumerate() {
-            let Some(c) = slot.counter.as_mut() else {
-                continue;
-            };
-            let data = c
-                .read_full()
+        for g in &mut self.groups {
+            let data = g
+                .leader
+                .read()
                 .map_err(|e| event_io("reading the window counters", e))?;
-            let value = match (data.time_enabled(), data.time_running()) {
+            let scale = |count: u64| match (data.time_enabled(), data.time_running()) {
                 (Some(en), Some(run)) if !run.is_zero() && run < en => {
-                    let scaled = data.count() as u128 * en.as_nanos() / run.as_nanos().max(1);
+                    let scaled = count as u128 * en.as_nanos() / run.as_nanos().max(1);
                     u64::try_from(scaled).unwrap_or(u64::MAX)
                 }
-                _ => data.count(),
+                _ => count,
             };
-            if let Some(slot_out) = out.get_mut(i) {
-                *slot_out = Some(value.saturating_sub(slot.last));
+            for m in &mut g.members {
+                let Some(entry) = data.get(&m.counter) else {
+                    continue;
+                };
+                let value = scale(entry.value());
+                if let Some(i) = CounterKind::ALL.iter().position(|&k| k == m.kind) {
+                    out[i] = Some(value.saturating_sub(m.last));
+                }
+                m.last = value;
             }
-            slot.last = value;
         }
         Ok(out)
     }

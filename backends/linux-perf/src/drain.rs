@@ -25,8 +25,9 @@ const ROUND: Duration = Duration::from_millis(25);
 
 #[derive(Debug, Default)]
 struct State {
-    /// Start times (CLOCK_MONOTONIC ns) of the windows opened so far.
-    window_starts: Vec<u64>,
+    /// (start, end) times (CLOCK_MONOTONIC ns) of the windows so far; the
+    /// last one has no end while it is open.
+    windows: Vec<(u64, Option<u64>)>,
     flush_requested: u64,
     flush_done: u64,
     stop: bool,
@@ -95,9 +96,16 @@ impl Drain {
         })
     }
 
-    /// Notes that a window opens at `start_ns` (before it is enabled).
+    /// Notes that a window opens at `start_ns`.
     pub(crate) fn window_opened(&self, start_ns: u64) {
-        self.shared.lock().window_starts.push(start_ns);
+        self.shared.lock().windows.push((start_ns, None));
+    }
+
+    /// Notes that the open window closes at `end_ns`.
+    pub(crate) fn window_closed(&self, end_ns: u64) {
+        if let Some(last) = self.shared.lock().windows.last_mut() {
+            last.1.get_or_insert(end_ns);
+        }
     }
 
     /// Waits until every record stamped before now has been replayed, and
@@ -213,8 +221,8 @@ fn run(mut streams: Vec<Sampler>, shared: &Shared, wake: &OwnedFd) -> Model {
         };
         pending.sort_by_key(|(t, ev)| (*t, ev.rank()));
         let ready = pending.partition_point(|(t, _)| *t <= limit);
-        let starts = shared.lock().window_starts.clone();
-        let window = |t: u64| starts.partition_point(|&s| s <= t).saturating_sub(1);
+        let windows = shared.lock().windows.clone();
+        let window = |t: u64| window_of(&windows, t);
         for (t, ev) in pending.drain(..ready) {
             model.apply(t, ev, window);
         }
@@ -230,6 +238,18 @@ fn run(mut streams: Vec<Sampler>, shared: &Shared, wake: &OwnedFd) -> Model {
         if stop {
             return model;
         }
+    }
+}
+
+/// The window holding time `t`: windows are ordered and disjoint, each
+/// `[start, end)`, the last possibly still open.
+fn window_of(windows: &[(u64, Option<u64>)], t: u64) -> Option<usize> {
+    let i = windows
+        .partition_point(|&(start, _)| start <= t)
+        .checked_sub(1)?;
+    match windows[i].1 {
+        Some(end) if t >= end => None,
+        _ => Some(i),
     }
 }
 
@@ -268,5 +288,23 @@ fn wait(streams: &[Sampler], hung_up: &mut [bool], wake: &OwnedFd) {
         if pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
             hung_up[i] = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_of;
+
+    #[test]
+    fn times_fall_in_windows_or_outside() {
+        let w = [(10, Some(20)), (30, Some(40)), (50, None)];
+        assert_eq!(window_of(&w, 5), None);
+        assert_eq!(window_of(&w, 10), Some(0));
+        assert_eq!(window_of(&w, 19), Some(0));
+        assert_eq!(window_of(&w, 20), None);
+        assert_eq!(window_of(&w, 35), Some(1));
+        assert_eq!(window_of(&w, 45), None);
+        assert_eq!(window_of(&w, 1_000), Some(2));
+        assert_eq!(window_of(&[], 1), None);
     }
 }

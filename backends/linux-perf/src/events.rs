@@ -1,6 +1,8 @@
 //! Opening the sampling events: per online CPU, one `cpu-clock` sampler
-//! (created disabled; windows switch it) and one side-band `dummy` event
-//! (always on) that records mappings, forks and execs.
+//! and one side-band `dummy` event (always on) that records mappings, forks
+//! and execs. The samplers run from the start (windows are time ranges) or
+//! are created disabled and switched by ioctl, as [`crate::WindowSwitch`]
+//! says.
 //!
 //! Both observe the target with `inherit`, so every process and thread it
 //! starts is covered. A disabled event emits no side-band records, which is
@@ -119,8 +121,14 @@ pub(crate) fn max_sample_rate() -> Option<u64> {
 }
 
 /// Opens the samplers and side-band events on `pid` for every CPU in
-/// `cpus`, sampling at `frequency_hz`.
-pub(crate) fn open(pid: u32, cpus: &[usize], frequency_hz: u64) -> Result<Streams, ProfilerError> {
+/// `cpus`, sampling at `frequency_hz`; the samplers start enabled when
+/// `sampling` is true.
+pub(crate) fn open(
+    pid: u32,
+    cpus: &[usize],
+    frequency_hz: u64,
+    sampling: bool,
+) -> Result<Streams, ProfilerError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
         backend: crate::BACKEND.into(),
         message: format!("pid {pid} out of range"),
@@ -141,7 +149,7 @@ pub(crate) fn open(pid: u32, cpus: &[usize], frequency_hz: u64) -> Result<Stream
             .sample_id_all(true)
             .clockid(Clock::MONOTONIC)
             .wakeup_watermark(SAMPLE_BUFFER / 4)
-            .enabled(false)
+            .enabled(sampling)
             .build()
             .map_err(|e| open_error(&what, e))?;
         let sampler = counter

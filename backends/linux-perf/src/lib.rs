@@ -5,18 +5,20 @@
 //! a gate, attaches before it runs anything, then lets it exec:
 //!
 //! - per online CPU, a `cpu-clock` sampler at the requested frequency
-//!   (user space only, so `perf_event_paranoid` 2 is enough), created
-//!   disabled, with `inherit` so every worker process and thread the target
-//!   starts is sampled; and an always-on side-band event that records the
-//!   mappings, forks and execs needed to symbolize samples of processes that
-//!   have exited since;
+//!   (user space only, so `perf_event_paranoid` 2 is enough), with
+//!   `inherit` so every worker process and thread the target starts is
+//!   sampled; and an always-on side-band event that records the mappings,
+//!   forks and execs needed to symbolize samples of processes that have
+//!   exited since;
 //! - counting events (task-clock, context switches, page faults, cycles and
 //!   instructions where there is a PMU) for per-window figures.
 //!
-//! [`Collection::resume`] / [`Collection::pause`] switch the samplers and
-//! counters by ioctl. A drain thread empties the ring buffers as they fill.
-//! [`PerfCollection::finish`] (or `report`) symbolizes the samples into one
-//! row per (function, module).
+//! [`Collection::resume`] / [`Collection::pause`] open and close windows:
+//! by default a window is a time range over samplers that run all along
+//! (a microsecond to switch), or, with [`WindowSwitch::Ioctl`], the
+//! samplers and counters are switched by ioctl. A drain thread empties the
+//! ring buffers as they fill. [`PerfCollection::finish`] (or `report`)
+//! symbolizes the samples into one row per (function, module).
 //!
 //! ```no_run
 //! use lotus_backend_perf::LinuxPerf;
@@ -72,19 +74,68 @@ pub const DEFAULT_FREQUENCY_HZ: u64 = 4000;
 
 pub(crate) const BACKEND: &str = "perf";
 
+/// How a window turns sampling on and off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WindowSwitch {
+    /// The samplers and counters run from the start; a window is a time
+    /// range. Samples are kept by their kernel timestamp (CLOCK_MONOTONIC),
+    /// counters are read at both ends. `resume` / `pause` cost a clock read
+    /// and one read per counter, about a microsecond when the target waits
+    /// on the control channel, whatever the number of CPUs and threads.
+    /// The target pays the sampling interrupts outside windows too (about
+    /// 1% at 4 kHz); what falls outside is counted and dropped.
+    #[default]
+    Timestamps,
+    /// The samplers and counters are created disabled and switched by
+    /// `PERF_EVENT_IOC_ENABLE` / `DISABLE`. Nothing is sampled outside
+    /// windows, but each ioctl on an event bound to a task interrupts the
+    /// CPU that task last ran on (one IPI per event, per CPU sampler and per
+    /// inherited copy in each thread and worker): about 0.5 µs when local,
+    /// tens of µs per event in a virtual machine.
+    Ioctl,
+}
+
+/// Backend-specific settings ([`CollectOptions`] holds the common ones).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct PerfOptions {
+    /// How windows switch sampling.
+    pub window_switch: WindowSwitch,
+}
+
+impl PerfOptions {
+    /// Settings with `window_switch` chosen.
+    pub fn with_window_switch(mut self, window_switch: WindowSwitch) -> Self {
+        self.window_switch = window_switch;
+        self
+    }
+}
+
 /// Linux perf events.
 #[derive(Debug, Default)]
 pub struct LinuxPerf;
 
 impl LinuxPerf {
-    /// Starts `target` with sampling attached and paused; the concrete
-    /// type, for callers that want per-window figures
+    /// Starts `target` with sampling attached and no window open; the
+    /// concrete type, for callers that want per-window figures
     /// ([`PerfCollection::window_figures`]) and the full [`PerfReport`].
     pub fn start(
         &self,
         target: &Target,
         options: &CollectOptions,
     ) -> Result<PerfCollection, ProfilerError> {
+        self.start_with(target, options, &PerfOptions::default())
+    }
+
+    /// [`Self::start`] with backend-specific settings.
+    pub fn start_with(
+        &self,
+        target: &Target,
+        options: &CollectOptions,
+        perf: &PerfOptions,
+    ) -> Result<PerfCollection, ProfilerError> {
+        let running = perf.window_switch == WindowSwitch::Timestamps;
         let mut notes = Vec::new();
         let requested = options.frequency_hz.unwrap_or(DEFAULT_FREQUENCY_HZ).max(1);
         let frequency_hz = match events::max_sample_rate() {
@@ -105,8 +156,8 @@ impl LinuxPerf {
 
         let gated = spawn::spawn_gated(target)?;
         let pid = gated.pid();
-        let attached = events::open(pid, &cpus, frequency_hz).and_then(|streams| {
-            let counters = counting::Counters::open(pid)?;
+        let attached = events::open(pid, &cpus, frequency_hz, running).and_then(|streams| {
+            let counters = counting::Counters::open(pid, running)?;
             Ok((streams, counters))
         });
         let (streams, counters) = match attached {
@@ -132,6 +183,7 @@ impl LinuxPerf {
         };
         let child = gated.release()?;
         Ok(PerfCollection::new(
+            perf.window_switch,
             child,
             switch,
             counters,

@@ -117,6 +117,8 @@ pub(crate) struct Model {
     pub counts: HashMap<(usize, Location), u64>,
     /// Per-window totals.
     pub windows: Vec<WindowCounts>,
+    /// Samples (and lost samples) stamped outside every window: dropped.
+    pub outside: WindowCounts,
 }
 
 /// A record with its module already interned: what the drain thread queues
@@ -202,9 +204,19 @@ impl Model {
     }
 
     /// Replays one event that happened at `time`; `window` says which
-    /// window a time belongs to.
-    pub(crate) fn apply(&mut self, time: u64, ev: Event, window: impl Fn(u64) -> usize) {
+    /// window a time belongs to, if any. Samples outside every window are
+    /// only counted (in [`Model::outside`]).
+    pub(crate) fn apply(&mut self, time: u64, ev: Event, window: impl Fn(u64) -> Option<usize>) {
         match ev {
+            Event::Sample { .. } | Event::Lost { .. } | Event::Throttle
+                if window(time).is_none() =>
+            {
+                match ev {
+                    Event::Sample { .. } => self.outside.samples += 1,
+                    Event::Lost { count } => self.outside.lost += count,
+                    _ => self.outside.throttled += 1,
+                }
+            }
             Event::Sample { pid, ip } => {
                 let loc = match self.spaces.get(&pid).and_then(|s| s.find(ip)) {
                     Some((module, offset)) => {
@@ -217,7 +229,7 @@ impl Model {
                     }
                     None => Location::Unmapped,
                 };
-                let w = window(time);
+                let w = window(time).unwrap_or(0);
                 *self.counts.entry((w, loc)).or_insert(0) += 1;
                 self.window_mut(w).samples += 1;
             }
@@ -248,8 +260,8 @@ impl Model {
             Event::Exec { pid } => {
                 self.spaces.insert(pid, AddressSpace::default());
             }
-            Event::Lost { count } => self.window_mut(window(time)).lost += count,
-            Event::Throttle => self.window_mut(window(time)).throttled += 1,
+            Event::Lost { count } => self.window_mut(window(time).unwrap_or(0)).lost += count,
+            Event::Throttle => self.window_mut(window(time).unwrap_or(0)).throttled += 1,
         }
     }
 
@@ -272,7 +284,7 @@ mod tests {
     use super::*;
 
     fn sample(m: &mut Model, time: u64, pid: u32, ip: u64) {
-        m.apply(time, Event::Sample { pid, ip }, |_| 0);
+        m.apply(time, Event::Sample { pid, ip }, |_| Some(0));
     }
 
     fn only_location(m: &Model) -> Location {
@@ -290,7 +302,7 @@ mod tests {
             pgoff,
             module,
         };
-        m.apply(0, ev, |_| 0);
+        m.apply(0, ev, |_| Some(0));
         module
     }
 
@@ -313,7 +325,7 @@ mod tests {
     fn forked_child_inherits_and_keeps_mappings_after_exit() {
         let mut m = Model::default();
         let lib = mmap(&mut m, 1, 0x7000, 0x1000, 0, "/lib/liba.so");
-        m.apply(0, Event::Fork { pid: 2, ppid: 1 }, |_| 0);
+        m.apply(0, Event::Fork { pid: 2, ppid: 1 }, |_| Some(0));
         sample(&mut m, 5, 2, 0x7004);
         assert_eq!(
             only_location(&m),
@@ -328,7 +340,7 @@ mod tests {
     fn exec_drops_old_mappings() {
         let mut m = Model::default();
         mmap(&mut m, 1, 0x7000, 0x1000, 0, "/lib/liba.so");
-        m.apply(0, Event::Exec { pid: 1 }, |_| 0);
+        m.apply(0, Event::Exec { pid: 1 }, |_| Some(0));
         sample(&mut m, 5, 1, 0x7004);
         assert_eq!(only_location(&m), Location::Unmapped);
     }
@@ -379,11 +391,26 @@ mod tests {
     #[test]
     fn lost_and_samples_land_in_their_window() {
         let mut m = Model::default();
-        let window = |t: u64| if t < 100 { 0 } else { 1 };
+        // Windows [0, 100) and [120, 200).
+        let window = |t: u64| match t {
+            0..100 => Some(0),
+            120..200 => Some(1),
+            _ => None,
+        };
         m.apply(50, Event::Sample { pid: 9, ip: 1 }, window);
+        m.apply(110, Event::Sample { pid: 9, ip: 1 }, window);
         m.apply(150, Event::Lost { count: 3 }, window);
         m.apply(160, Event::Sample { pid: 9, ip: 1 }, window);
         m.apply(170, Event::Throttle, window);
+        m.apply(250, Event::Lost { count: 2 }, window);
+        assert_eq!(
+            m.outside,
+            WindowCounts {
+                samples: 1,
+                lost: 2,
+                throttled: 0
+            }
+        );
         assert_eq!(
             m.windows,
             vec![

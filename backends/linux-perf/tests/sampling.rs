@@ -3,14 +3,21 @@
 mod common;
 
 use common::*;
+use lotus_backend_perf::WindowSwitch;
 use lotus_core::Collection;
 
 #[test]
 fn hot_functions_are_the_top_rows_with_thousands_of_samples() {
+    for switch in [WindowSwitch::Timestamps, WindowSwitch::Ioctl] {
+        hot_functions(switch);
+    }
+}
+
+fn hot_functions(switch: WindowSwitch) {
     let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = build_burn(dir.path());
-    let report = profile_window(&exe, "both", 1.0);
+    let report = profile_window_with(&exe, "both", 1.0, switch);
     eprintln!("{}", top(&report, 8));
     let rows = &report.report.rows;
     let mut top2: Vec<&str> = rows.iter().take(2).map(|r| r.function.as_str()).collect();
@@ -41,12 +48,18 @@ fn hot_functions_are_the_top_rows_with_thousands_of_samples() {
 
 #[test]
 fn only_the_open_window_is_sampled() {
+    for switch in [WindowSwitch::Timestamps, WindowSwitch::Ioctl] {
+        only_the_window(switch);
+    }
+}
+
+fn only_the_window(switch: WindowSwitch) {
     let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = build_burn(dir.path());
     let mut ch = Channel::new();
     let target = ch.target(&exe, "phases", 0.5);
-    let mut c = start(&mut ch, &target);
+    let mut c = start_with(&mut ch, &target, switch);
     ch.expect(b'a'); // phase A ran, unprofiled
     c.resume().expect("resume");
     ch.go();
@@ -72,11 +85,21 @@ fn only_the_open_window_is_sampled() {
     assert_eq!(windows.len(), 1);
     assert_eq!(windows[0].samples, report.windows[0].samples);
     // Phase A burned as much CPU as B, yet the window's task-clock is B's.
+    let w = &report.windows[0];
     assert!(
-        report.windows[0].task_clock_ns < 800_000_000,
-        "{:?}",
-        report.windows[0]
+        (400_000_000..800_000_000).contains(&w.task_clock_ns),
+        "{w:?}"
     );
+    // With samplers running all along, phase A's samples were taken and
+    // dropped; switched by ioctl, none were taken.
+    match switch {
+        WindowSwitch::Timestamps => assert!(
+            report.samples_outside_windows >= 1000,
+            "{}",
+            report.samples_outside_windows
+        ),
+        _ => assert!(report.samples_outside_windows < 5),
+    }
 }
 
 #[test]

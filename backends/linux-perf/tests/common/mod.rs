@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use lotus_backend_perf::{LinuxPerf, PerfCollection};
+use lotus_backend_perf::{LinuxPerf, PerfCollection, PerfOptions, WindowSwitch};
 use lotus_core::{CollectOptions, Collection, Target};
 
 /// Tests that burn CPU take turns: the CI machine has two cores, and
@@ -139,11 +139,21 @@ impl Channel {
     }
 }
 
-/// Starts `target` under perf, paused.
+/// Starts `target` under perf, no window open.
 pub fn start(channel: &mut Channel, target: &Target) -> PerfCollection {
+    start_with(channel, target, WindowSwitch::default())
+}
+
+/// Starts `target` under perf with windows switched as `switch` says.
+pub fn start_with(channel: &mut Channel, target: &Target, switch: WindowSwitch) -> PerfCollection {
     let c = LinuxPerf
-        .start(target, &CollectOptions::default())
+        .start_with(
+            target,
+            &CollectOptions::default(),
+            &PerfOptions::default().with_window_switch(switch),
+        )
         .expect("start collection");
+    assert_eq!(c.window_switch(), switch);
     channel.spawned();
     c
 }
@@ -164,9 +174,19 @@ pub fn wait_exit(c: &mut PerfCollection) {
 /// Runs `mode` with the window open from 'r' to 'd' (modes both, fork,
 /// lib), and returns the finished report.
 pub fn profile_window(program: &Path, mode: &str, secs: f64) -> lotus_backend_perf::PerfReport {
+    profile_window_with(program, mode, secs, WindowSwitch::default())
+}
+
+/// [`profile_window`] with windows switched as `switch` says.
+pub fn profile_window_with(
+    program: &Path,
+    mode: &str,
+    secs: f64,
+    switch: WindowSwitch,
+) -> lotus_backend_perf::PerfReport {
     let mut ch = Channel::new();
     let target = ch.target(program, mode, secs);
-    let mut c = start(&mut ch, &target);
+    let mut c = start_with(&mut ch, &target, switch);
     ch.expect(b'r');
     c.resume().expect("resume");
     ch.go();

@@ -10,6 +10,8 @@
  *   fork    'r', wait, a forked child runs spin_child and exits, then a
  *           thread runs spin_thread, 'd', wait
  *   lib     'r', wait, hot_entry() from libhot.so, 'd', wait
+ *   solo    spin_alpha and spin_beta for SECONDS, no pipes (OUT and IN
+ *           are ignored): for comparisons with `perf record`
  *   clock   'r', wait, calls clock_gettime in a loop, 'd', wait
  *   sleepers  forks two children that sleep, 'r', sleeps
  */
@@ -55,7 +57,10 @@ int main(int argc, char **argv) {
     in_fd = atoi(argv[2]);
     const char *mode = argv[3];
     secs = atof(argv[4]);
-    if (!strcmp(mode, "both")) {
+    if (!strcmp(mode, "solo")) {
+        double end = now() + secs;
+        while (now() < end) { spin_alpha(); spin_beta(); }
+    } else if (!strcmp(mode, "both")) {
         say('r'); wait_go();
         double end = now() + secs;
         while (now() < end) { spin_alpha(); spin_beta(); }

@@ -1,0 +1,31 @@
+"""Test target: a DataLoader-like worker process compresses data (native
+code in libz) and exits before the profile is read.
+
+usage: python3 worker.py OUT_FD IN_FD SECONDS
+"""
+import multiprocessing as mp
+import os
+import sys
+import time
+import zlib
+
+out_fd, in_fd, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+DATA = bytes((i * 7919) % 251 for i in range(1 << 16))
+
+
+def work():
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        zlib.compress(DATA, 9)
+
+
+if __name__ == "__main__":
+    os.write(out_fd, b"r")
+    os.read(in_fd, 1)
+    p = mp.get_context("fork").Process(target=work)
+    p.start()
+    p.join()
+    if p.exitcode != 0:
+        sys.exit(1)
+    os.write(out_fd, b"d")
+    os.read(in_fd, 1)
