@@ -139,6 +139,22 @@ fn a_missing_program_is_a_spawn_error() {
 }
 
 #[test]
+fn a_bad_inherited_descriptor_is_a_spawn_error() {
+    let target = Target {
+        program: "/bin/true".into(),
+        keep_fds: vec![987_654],
+        ..Target::default()
+    };
+    match LinuxPerf.collect(&target, &CollectOptions::default()) {
+        Err(ProfilerError::Spawn { source, .. }) => {
+            assert_eq!(source.raw_os_error(), Some(libc::EBADF), "{source}");
+        }
+        Err(e) => panic!("expected a spawn error, got {e}"),
+        Ok(_) => panic!("started with a bad descriptor"),
+    }
+}
+
+#[test]
 fn dropping_a_collection_kills_the_target() {
     let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");

@@ -10,6 +10,17 @@ use common::*;
 
 #[test]
 fn python_worker_native_code_is_found_after_the_worker_exits() {
+    python_worker("fork");
+}
+
+/// A `spawn` worker is a new interpreter (fork, then exec): its mappings
+/// are the ones recorded after its exec.
+#[test]
+fn python_spawned_worker_is_found_too() {
+    python_worker("spawn");
+}
+
+fn python_worker(method: &str) {
     let _serial = serial();
     let Ok(python) = which_python() else {
         eprintln!("python3 not found; skipped");
@@ -20,7 +31,13 @@ fn python_worker_native_code_is_found_after_the_worker_exits() {
     let mut target = ch.target(&python, "", 0.0);
     // python3 worker.py OUT IN SECS
     let (out, inp) = (target.args[0].clone(), target.args[1].clone());
-    target.args = vec![script.into_os_string(), out, inp, "1.0".into()];
+    target.args = vec![
+        script.into_os_string(),
+        out,
+        inp,
+        "1.0".into(),
+        method.into(),
+    ];
     let mut c = start(&mut ch, &target);
     ch.expect(b'r');
     lotus_core::Collection::resume(&mut c).expect("resume");

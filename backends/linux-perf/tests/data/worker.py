@@ -1,7 +1,10 @@
 """Test target: a DataLoader-like worker process compresses data (native
 code in libz) and exits before the profile is read.
 
-usage: python3 worker.py OUT_FD IN_FD SECONDS
+usage: python3 worker.py OUT_FD IN_FD SECONDS [START_METHOD]
+
+START_METHOD is multiprocessing's: fork (the default here) or spawn (the
+worker is a fresh interpreter: fork and exec).
 """
 import multiprocessing as mp
 import os
@@ -10,10 +13,11 @@ import time
 import zlib
 
 out_fd, in_fd, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+method = sys.argv[4] if len(sys.argv) > 4 else "fork"
 DATA = bytes((i * 7919) % 251 for i in range(1 << 16))
 
 
-def work():
+def work(secs):
     end = time.monotonic() + secs
     while time.monotonic() < end:
         zlib.compress(DATA, 9)
@@ -22,7 +26,7 @@ def work():
 if __name__ == "__main__":
     os.write(out_fd, b"r")
     os.read(in_fd, 1)
-    p = mp.get_context("fork").Process(target=work)
+    p = mp.get_context(method).Process(target=work, args=(secs,))
     p.start()
     p.join()
     if p.exitcode != 0:
