@@ -8,7 +8,7 @@ use lotus_core::{Collection, ProfilerError, Report, Unit, WindowStats};
 
 use crate::counting::{CounterKind, CounterStatus, Counters, Deltas};
 use crate::drain::Drain;
-use crate::events::{monotonic_ns, Switch};
+use crate::events::Switch;
 use crate::model::{Location, WindowCounts};
 use crate::symbolize::{self, SymbolizeStats};
 use crate::{WindowSwitch, BACKEND};
@@ -309,6 +309,13 @@ impl PerfCollection {
                 model.outside.lost
             ));
         }
+        if drained.sideband_lost > 0 {
+            self.notes.push(format!(
+                "{} mmap/fork/exec records were lost (side-band buffer full): some samples \
+                 may be unsymbolized ([unknown])",
+                drained.sideband_lost
+            ));
+        }
         if drained.malformed > 0 {
             self.notes.push(format!(
                 "{} unreadable perf records skipped",
@@ -373,16 +380,16 @@ impl Collection for PerfCollection {
             WindowSwitch::Timestamps => {
                 // Everything runs already: the window is the time range.
                 self.counters.mark()?;
-                drain.window_opened(monotonic_ns());
+                drain.open_window();
             }
             WindowSwitch::Ioctl => {
-                drain.window_opened(monotonic_ns());
+                drain.open_window();
                 let enabled = self.counters.enable().and_then(|()| self.switch.enable());
                 if let Err(e) = enabled {
                     let _ = self.switch.disable();
                     let _ = self.counters.disable();
                     // The window was announced; record it closed and empty.
-                    drain.window_closed(monotonic_ns());
+                    drain.close_window();
                     self.closed.push(ClosedWindow {
                         duration: Duration::ZERO,
                         deltas: self.counters.read_deltas().unwrap_or([None; 5]),
@@ -404,7 +411,7 @@ impl Collection for PerfCollection {
             WindowSwitch::Timestamps => (Ok(()), Ok(())),
             WindowSwitch::Ioctl => (self.switch.disable(), self.counters.disable()),
         };
-        drain.window_closed(monotonic_ns());
+        drain.close_window();
         let duration = since.elapsed();
         let deltas = self.counters.read_deltas();
         self.closed.push(ClosedWindow {

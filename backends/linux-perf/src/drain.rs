@@ -37,6 +37,8 @@ struct State {
     published: Vec<WindowCounts>,
     /// Records the parser could not read (never expected).
     malformed: u64,
+    /// Side-band records (mappings, forks, execs) the kernel dropped.
+    sideband_lost: u64,
 }
 
 #[derive(Debug, Default)]
@@ -65,11 +67,19 @@ pub(crate) struct Drained {
     pub model: Model,
     /// Records that could not be parsed.
     pub malformed: u64,
+    /// Side-band records lost: some samples may be left unsymbolized.
+    pub sideband_lost: u64,
 }
 
 impl Drain {
     /// Starts the thread; it owns the ring buffers from now on.
-    pub(crate) fn start(streams: Vec<Sampler>) -> Result<Drain, ProfilerError> {
+    pub(crate) fn start(
+        samplers: Vec<Sampler>,
+        sideband: Vec<Sampler>,
+    ) -> Result<Drain, ProfilerError> {
+        let first_sideband = samplers.len();
+        let mut streams = samplers;
+        streams.extend(sideband);
         // SAFETY: eventfd has no memory preconditions.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {
@@ -84,7 +94,7 @@ impl Drain {
         let (s, w) = (Arc::clone(&shared), Arc::clone(&wake));
         let handle = std::thread::Builder::new()
             .name("lotus-perf-drain".into())
-            .spawn(move || run(streams, &s, &w))
+            .spawn(move || run(streams, first_sideband, &s, &w))
             .map_err(|source| ProfilerError::Io {
                 context: "starting the drain thread".into(),
                 source,
@@ -96,15 +106,20 @@ impl Drain {
         })
     }
 
-    /// Notes that a window opens at `start_ns`.
-    pub(crate) fn window_opened(&self, start_ns: u64) {
-        self.shared.lock().windows.push((start_ns, None));
+    /// Opens a window now. The clock is read under the lock the drain
+    /// thread takes to see the windows, so it never replays a record
+    /// stamped after this instant without knowing of the window.
+    pub(crate) fn open_window(&self) {
+        let mut st = self.shared.lock();
+        st.windows.push((monotonic_ns(), None));
     }
 
-    /// Notes that the open window closes at `end_ns`.
-    pub(crate) fn window_closed(&self, end_ns: u64) {
-        if let Some(last) = self.shared.lock().windows.last_mut() {
-            last.1.get_or_insert(end_ns);
+    /// Closes the open window now (same locking as [`Self::open_window`]).
+    pub(crate) fn close_window(&self) {
+        let mut st = self.shared.lock();
+        let now = monotonic_ns();
+        if let Some(last) = st.windows.last_mut() {
+            last.1.get_or_insert(now);
         }
     }
 
@@ -149,8 +164,12 @@ impl Drain {
         self.poke();
         let handle = self.handle.take().ok_or_else(stopped)?;
         let model = handle.join().map_err(|_| stopped())?;
-        let malformed = self.shared.lock().malformed;
-        Ok(Drained { model, malformed })
+        let st = self.shared.lock();
+        Ok(Drained {
+            model,
+            malformed: st.malformed,
+            sideband_lost: st.sideband_lost,
+        })
     }
 
     fn poke(&self) {
@@ -188,7 +207,7 @@ impl Drop for FinishGuard<'_> {
     }
 }
 
-fn run(mut streams: Vec<Sampler>, shared: &Shared, wake: &OwnedFd) -> Model {
+fn run(mut streams: Vec<Sampler>, first_sideband: usize, shared: &Shared, wake: &OwnedFd) -> Model {
     let _guard = FinishGuard(shared);
     let mut model = Model::default();
     let mut pending: Vec<(u64, Event)> = Vec::new();
@@ -202,11 +221,14 @@ fn run(mut streams: Vec<Sampler>, shared: &Shared, wake: &OwnedFd) -> Model {
             (st.stop, st.flush_requested)
         };
         let round = monotonic_ns();
-        let mut malformed = 0;
-        for s in &mut streams {
+        let (mut malformed, mut sideband_lost) = (0, 0);
+        for (i, s) in streams.iter_mut().enumerate() {
             while let Some(rec) = s.next_record() {
                 let bytes = rec.to_contiguous();
                 match records::parse(rec.ty(), rec.misc(), &bytes) {
+                    Some(records::Record::Lost { count, .. }) if i >= first_sideband => {
+                        sideband_lost += count;
+                    }
                     Some(r) => pending.extend(model.event(&r)),
                     None => malformed += 1,
                 }
@@ -231,6 +253,7 @@ fn run(mut streams: Vec<Sampler>, shared: &Shared, wake: &OwnedFd) -> Model {
         {
             let mut st = shared.lock();
             st.malformed += malformed;
+            st.sideband_lost += sideband_lost;
             st.published = model.windows.clone();
             st.flush_done = flush;
         }

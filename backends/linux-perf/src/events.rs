@@ -155,12 +155,16 @@ pub(crate) fn open(
         let sampler = counter
             .sampled(SAMPLE_BUFFER)
             .map_err(|e| mmap_error(&what, e))?;
-        // SAFETY: the descriptor is open for as long as `sampler` lives,
-        // and it is only borrowed here to duplicate it.
-        let dup = unsafe { BorrowedFd::borrow_raw(sampler.as_raw_fd()) }
-            .try_clone_to_owned()
-            .map_err(|e| event_io("duplicating a sampler descriptor", e))?;
-        fds.push(dup);
+        if !sampling {
+            // Switched by ioctl from the control thread while the drain
+            // thread owns the sampler: keep a duplicate descriptor.
+            // SAFETY: the descriptor is open for as long as `sampler` lives,
+            // and it is only borrowed here to duplicate it.
+            let dup = unsafe { BorrowedFd::borrow_raw(sampler.as_raw_fd()) }
+                .try_clone_to_owned()
+                .map_err(|e| event_io("duplicating a sampler descriptor", e))?;
+            fds.push(dup);
+        }
         samplers.push(sampler);
 
         let what = format!("side-band tracking (mmap, fork, exec) of pid {pid} on CPU {cpu}");
@@ -192,6 +196,32 @@ pub(crate) fn open(
         sideband,
         switch: Switch { fds },
     })
+}
+
+/// Raises the soft limit on open files towards the hard one when `needed`
+/// descriptors would not fit (a sampler and a side-band buffer per CPU add
+/// up on machines with hundreds of CPUs).
+pub(crate) fn ensure_open_files(needed: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return;
+    }
+    let needed = needed as libc::rlim_t;
+    if lim.rlim_cur == libc::RLIM_INFINITY || lim.rlim_cur >= needed {
+        return;
+    }
+    lim.rlim_cur = if lim.rlim_max == libc::RLIM_INFINITY {
+        needed
+    } else {
+        needed.min(lim.rlim_max)
+    };
+    // SAFETY: lim is a valid rlimit; failure leaves the limit as it was
+    // (the open then fails with EMFILE, which says to raise `ulimit -n`).
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock the records are stamped with.

@@ -149,6 +149,9 @@ impl LinuxPerf {
             _ => requested,
         };
         let cpus = events::online_cpus();
+        // Two buffers per CPU (and a duplicate per sampler when switched by
+        // ioctl), counters, and room for the caller's own files.
+        events::ensure_open_files(3 * cpus.len() as u64 + 256);
 
         // Orphaned workers of the target come to us, to be reaped.
         // SAFETY: prctl with integer arguments.
@@ -172,9 +175,7 @@ impl LinuxPerf {
             sideband,
             switch,
         } = streams;
-        let mut buffers = samplers;
-        buffers.extend(sideband);
-        let drain = match drain::Drain::start(buffers) {
+        let drain = match drain::Drain::start(samplers, sideband) {
             Ok(d) => d,
             Err(e) => {
                 gated.abort();
