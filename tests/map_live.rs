@@ -394,9 +394,13 @@ fn ctrl_c_stops_children_and_keeps_finished_ops() {
     let start = std::time::Instant::now();
     // The harness process runs the slow op (lotus's own command line names
     // the op file too, so look for the harness script beside it).
-    let harness_running = || processes_with(&marker).into_iter().any(|pid| {
-        fs::read(format!("/proc/{pid}/cmdline")).map(|c| String::from_utf8_lossy(&c).contains("lotus_harness.py")).unwrap_or(false)
-    });
+    let harness_running = || {
+        processes_with(&marker).into_iter().any(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains("lotus_harness.py"))
+                .unwrap_or(false)
+        })
+    };
     while !harness_running() {
         assert!(start.elapsed().as_secs() < 30, "slow op never started");
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -140,37 +140,6 @@ impl Report {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn new_row_demangles_and_keeps_full_path() {
-        let row = Row::new("_ZN3foo3barEv", "/opt/lib/libfoo.so.1.2", 3.0);
-        assert_eq!(row.function, "foo::bar()");
-        assert_eq!(row.module, "libfoo.so.1.2");
-        assert_eq!(row.module_path.as_deref(), Some("/opt/lib/libfoo.so.1.2"));
-        assert_eq!(row.key(), "foo::bar()|libfoo.so.1.2");
-    }
-
-    #[test]
-    fn bare_module_name_has_no_path() {
-        let row = Row::new("f", "libc.so.6", 1.0);
-        assert_eq!(row.module_path, None);
-        assert_eq!(Row::new("f", "", 1.0).module, UNKNOWN_MODULE);
-    }
-
-    #[test]
-    fn key_split_takes_last_bar() {
-        assert_eq!(
-            split_function_key("operator|(a, b)|libx.so"),
-            Some(("operator|(a, b)", "libx.so"))
-        );
-        assert_eq!(split_function_key("nobar"), None);
-        assert_eq!(split_function_key("|libx.so"), None);
-    }
-}
-
 /// Parses a figure as vendor reports print it: `2.388030`, `1868.632s`,
 /// `6,275,872,000,000`, `41.5%`, `3.4 GHz`. Units and thousands separators
 /// are dropped (a percentage stays a percent value); `None` for text that is
@@ -205,4 +174,35 @@ pub fn parse_figure(text: &str) -> Option<f64> {
         t
     };
     t.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_row_demangles_and_keeps_full_path() {
+        let row = Row::new("_ZN3foo3barEv", "/opt/lib/libfoo.so.1.2", 3.0);
+        assert_eq!(row.function, "foo::bar()");
+        assert_eq!(row.module, "libfoo.so.1.2");
+        assert_eq!(row.module_path.as_deref(), Some("/opt/lib/libfoo.so.1.2"));
+        assert_eq!(row.key(), "foo::bar()|libfoo.so.1.2");
+    }
+
+    #[test]
+    fn bare_module_name_has_no_path() {
+        let row = Row::new("f", "libc.so.6", 1.0);
+        assert_eq!(row.module_path, None);
+        assert_eq!(Row::new("f", "", 1.0).module, UNKNOWN_MODULE);
+    }
+
+    #[test]
+    fn key_split_takes_last_bar() {
+        assert_eq!(
+            split_function_key("operator|(a, b)|libx.so"),
+            Some(("operator|(a, b)", "libx.so"))
+        );
+        assert_eq!(split_function_key("nobar"), None);
+        assert_eq!(split_function_key("|libx.so"), None);
+    }
 }
