@@ -58,15 +58,27 @@ fn python_worker(method: &str) {
     // The worker spent its second compressing.
     assert!(zlib >= 0.5 * report.report.total(), "{}", top(&report, 15));
     assert!(report.report.total() >= 2000.0, "{}", top(&report, 15));
-    // Every row in libz is a function (named or func@), none unknown, and
-    // there are few of them: grouped per function, not per address.
+    // Rows in libz are functions (named or func@), grouped per function,
+    // not per address. A stray sample in code no symbol or unwind entry
+    // covers (the `.init` section runs when the spawned worker loads libz)
+    // is `[unknown]`, and rare.
     let libz_rows: Vec<_> = report
         .report
         .rows
         .iter()
         .filter(|r| r.module.starts_with("libz.so"))
         .collect();
-    assert!(libz_rows.iter().all(|r| r.function != "[unknown]"));
+    let unknown: f64 = libz_rows
+        .iter()
+        .filter(|r| r.function == "[unknown]")
+        .map(|r| r.value)
+        .sum();
+    assert!(
+        unknown <= 0.01 * zlib,
+        "{:?}\n{:#?}",
+        report.notes,
+        libz_rows
+    );
     assert!(libz_rows.len() < 30, "{}", top(&report, 40));
 }
 
