@@ -104,12 +104,39 @@ def run_original(op, runs, freq):
     return found, statistics.mean(per_window) if per_window else 0
 
 
+def roundtrip_lotus(n):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rt.json")
+        env = dict(os.environ, LOTUS_BENCH_OUT=out, LOTUS_BENCH_N=str(n))
+        lotus = os.path.join(ROOT, "target", "release", "lotus")
+        subprocess.run([lotus, "map", "--backend", "perf", "--no-baseline", "--runs", "1", "--python", python(),
+                        "--out", os.path.join(tmp, "m.json"), os.path.join(ROOT, "bench", "roundtrip_op.py")],
+                       check=True, env=env, stderr=subprocess.DEVNULL)
+        with open(out) as f:
+            return json.load(f)
+
+
+def roundtrip_perf(n):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rt.json")
+        ctl, ack = os.path.join(tmp, "ctl"), os.path.join(tmp, "ack")
+        os.mkfifo(ctl)
+        os.mkfifo(ack)
+        env = dict(os.environ, LOTUS_BENCH_OUT=out, LOTUS_BENCH_N=str(n), LOTUS_BENCH_PERF_FIFOS=f"{ctl},{ack}")
+        subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-D", "-1", "--control", f"fifo:{ctl},{ack}",
+                        "-o", os.path.join(tmp, "p.data"), "--", python(), os.path.join(ROOT, "bench", "roundtrip_op.py")],
+                       check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(out) as f:
+            return json.load(f)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ops", default=",".join(DEFAULT_OPS))
     ap.add_argument("--original-runs", type=int, default=20)
     ap.add_argument("--original-frequency", type=int, default=1000, help="Hz; the original tool sampled at 1 kHz")
     ap.add_argument("--lotus-runs", type=int, default=3)
+    ap.add_argument("--roundtrips", type=int, default=10000)
     args = ap.parse_args()
     ops = args.ops.split(",")
 
@@ -143,6 +170,16 @@ def main():
         else:
             of, osamp = "-", "-"
         print(f"{op:<22} {lotus_samples.get(op, 0):>21.0f} {osamp:>20} {f'{lf}/{len(want)}':>20} {f'{of}/{len(want)}':>6}")
+
+
+    print()
+    rt = roundtrip_lotus(args.roundtrips)
+    line = f"resume+pause round trip from Python, lotus (perf): p50 {rt['p50_us']:.1f} us, p99 {rt['p99_us']:.1f} us (target: p50 under 50 us)"
+    print(line)
+    if have_perf:
+        pr = roundtrip_perf(args.roundtrips)
+        print(f"resume+pause round trip from Python, perf record --control: p50 {pr['p50_us']:.1f} us, p99 {pr['p99_us']:.1f} us"
+              f"  (lotus p50 is {pr['p50_us'] / rt['p50_us']:.1f}x faster)")
 
 
 if __name__ == "__main__":

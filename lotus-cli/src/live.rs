@@ -390,6 +390,10 @@ fn environment(
     env
 }
 
+/// How long the control loop keeps polling without sleeping after a
+/// request.
+const HOT_SPIN: Duration = Duration::from_millis(2);
+
 /// Runs one op once under the backend.
 fn run_once(
     backend: &dyn Profiler,
@@ -445,10 +449,16 @@ fn run_once(
 
     let deadline = Instant::now() + opts.timeout;
     let mut channel_open = true;
+    let mut last_request = Instant::now();
     let status = loop {
         if channel_open {
-            match host.recv_line(Some(Duration::from_millis(20))) {
+            // Right after a request, poll without sleeping for a moment: the
+            // next one (a pause after a resume) often follows at once, and
+            // waking an idle CPU costs more than the round trip itself.
+            let wait = if last_request.elapsed() < HOT_SPIN { Duration::ZERO } else { Duration::from_millis(20) };
+            match host.recv_line(Some(wait)) {
                 Ok(Some(line)) => {
+                    last_request = Instant::now();
                     let reply = match Request::decode(&line) {
                         Ok(Request::Resume { .. }) => collection.resume().map(|_| Reply::Ok),
                         Ok(Request::Pause) => collection.pause().map(|_| Reply::Ok),
