@@ -120,6 +120,9 @@ pub struct PerfReport {
     pub counters: Vec<CounterStatus>,
     /// Sampling frequency used (after clamping to the kernel's maximum).
     pub frequency_hz: u64,
+    /// Whether kernel mode was sampled (see [`crate::KernelSampling`]);
+    /// when not, `notes` says why.
+    pub kernel_samples: bool,
     /// Symbolization figures.
     pub symbolize: SymbolizeStats,
     /// The target's exit status (`None` if lotus killed it).
@@ -129,6 +132,15 @@ pub struct PerfReport {
     pub samples_outside_windows: u64,
     /// Things worth telling the user (lost samples, throttling, clamping).
     pub notes: Vec<String>,
+}
+
+/// How the samplers were opened.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sampling {
+    /// Frequency in Hz, after clamping.
+    pub frequency_hz: u64,
+    /// Whether kernel mode is sampled too.
+    pub kernel: bool,
 }
 
 struct ClosedWindow {
@@ -153,6 +165,7 @@ pub struct PerfCollection {
     open_since: Option<Instant>,
     closed: Vec<ClosedWindow>,
     frequency_hz: u64,
+    kernel_samples: bool,
     notes: Vec<String>,
 }
 
@@ -163,7 +176,7 @@ impl PerfCollection {
         switch: Switch,
         counters: Counters,
         drain: Drain,
-        frequency_hz: u64,
+        sampling: Sampling,
         notes: Vec<String>,
     ) -> Self {
         PerfCollection {
@@ -177,7 +190,8 @@ impl PerfCollection {
             drain: Some(drain),
             open_since: None,
             closed: Vec::new(),
-            frequency_hz,
+            frequency_hz: sampling.frequency_hz,
+            kernel_samples: sampling.kernel,
             notes,
         }
     }
@@ -190,6 +204,12 @@ impl PerfCollection {
     /// The sampling frequency in use, in Hz.
     pub fn frequency_hz(&self) -> u64 {
         self.frequency_hz
+    }
+
+    /// Whether the samplers cover kernel mode too (see
+    /// [`crate::KernelSampling`]).
+    pub fn kernel_samples(&self) -> bool {
+        self.kernel_samples
     }
 
     /// What can be counted per window here, and why not.
@@ -258,7 +278,8 @@ impl PerfCollection {
         for (&(_, loc), &n) in &model.counts {
             *by_location.entry(loc).or_insert(0) += n;
         }
-        let (rows, symbolize) = symbolize::rows(&model, &by_location);
+        let (rows, symbolize, kernel_note) = symbolize::rows(&model, &by_location);
+        self.notes.extend(kernel_note);
 
         let mut total = PerfWindow {
             index: windows.len(),
@@ -331,6 +352,7 @@ impl PerfCollection {
             total,
             counters,
             frequency_hz: self.frequency_hz,
+            kernel_samples: self.kernel_samples,
             symbolize,
             exit_status: if self.killed { None } else { self.exit },
             samples_outside_windows: model.outside.samples,

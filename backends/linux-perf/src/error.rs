@@ -15,6 +15,16 @@ pub(crate) fn paranoid_level() -> String {
     }
 }
 
+/// What the report and the probe say when the kernel refuses kernel-mode
+/// sampling.
+pub(crate) fn kernel_refused_note() -> String {
+    format!(
+        "kernel samples: not collected (perf_event_paranoid = {}; run as root or set \
+         kernel.perf_event_paranoid=1 to include kernel time)",
+        paranoid_level()
+    )
+}
+
 /// True for the errors `perf_event_open` returns when the kernel refuses on
 /// permission grounds.
 pub(crate) fn is_permission(e: &io::Error) -> bool {

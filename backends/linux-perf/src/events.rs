@@ -1,8 +1,9 @@
 //! Opening the sampling events: per online CPU, one `cpu-clock` sampler
 //! and one side-band `dummy` event (always on) that records mappings, forks
-//! and execs. The samplers run from the start (windows are time ranges) or
-//! are created disabled and switched by ioctl, as [`crate::WindowSwitch`]
-//! says.
+//! and execs. The samplers include kernel mode when asked and allowed (a
+//! refusal on permission grounds falls back to user mode only). They run
+//! from the start (windows are time ranges) or are created disabled and
+//! switched by ioctl, as [`crate::WindowSwitch`] says.
 //!
 //! Both observe the target with `inherit`, so every process and thread it
 //! starts is covered. A disabled event emits no side-band records, which is
@@ -18,7 +19,7 @@ use lotus_core::ProfilerError;
 use perf_event::events::Software;
 use perf_event::{Builder, Clock, Sampler};
 
-use crate::error::{event_io, mmap_error, open_error};
+use crate::error::{event_io, is_permission, mmap_error, open_error};
 use crate::records::SAMPLE_TYPE;
 
 /// Ring buffer data size per CPU for samples: 256 KiB holds about 5,000
@@ -38,6 +39,8 @@ pub(crate) struct Streams {
     /// Duplicates of the samplers' descriptors, to switch them from the
     /// control thread while the drain thread owns the samplers.
     pub switch: Switch,
+    /// Whether the samplers sample kernel mode too.
+    pub kernel: bool,
 }
 
 /// Enables and disables a set of events by ioctl.
@@ -122,12 +125,14 @@ pub(crate) fn max_sample_rate() -> Option<u64> {
 
 /// Opens the samplers and side-band events on `pid` for every CPU in
 /// `cpus`, sampling at `frequency_hz`; the samplers start enabled when
-/// `sampling` is true.
+/// `sampling` is true, and sample kernel mode too when `kernel` is true
+/// and the kernel allows it ([`Streams::kernel`] says whether it did).
 pub(crate) fn open(
     pid: u32,
     cpus: &[usize],
     frequency_hz: u64,
     sampling: bool,
+    mut kernel: bool,
 ) -> Result<Streams, ProfilerError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
         backend: crate::BACKEND.into(),
@@ -138,20 +143,32 @@ pub(crate) fn open(
     let mut fds = Vec::with_capacity(cpus.len());
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
-        let counter = Builder::new(Software::CPU_CLOCK)
-            .observe_pid(pid)
-            .one_cpu(cpu)
-            .inherit(true)
-            .exclude_kernel(true)
-            .exclude_hv(true)
-            .sample_frequency(frequency_hz)
-            .sample(SAMPLE_TYPE)
-            .sample_id_all(true)
-            .clockid(Clock::MONOTONIC)
-            .wakeup_watermark(SAMPLE_BUFFER / 4)
-            .enabled(sampling)
-            .build()
-            .map_err(|e| open_error(&what, e))?;
+        let build = |kernel: bool| {
+            Builder::new(Software::CPU_CLOCK)
+                .observe_pid(pid)
+                .one_cpu(cpu)
+                .inherit(true)
+                .exclude_kernel(!kernel)
+                .exclude_hv(true)
+                .sample_frequency(frequency_hz)
+                .sample(SAMPLE_TYPE)
+                .sample_id_all(true)
+                .clockid(Clock::MONOTONIC)
+                .wakeup_watermark(SAMPLE_BUFFER / 4)
+                .enabled(sampling)
+                .build()
+        };
+        let counter = match build(kernel) {
+            // Kernel mode needs perf_event_paranoid <= 1 or CAP_PERFMON:
+            // without, sample user mode only (on every CPU: the first
+            // refusal decides).
+            Err(e) if kernel && is_permission(&e) => {
+                kernel = false;
+                build(false)
+            }
+            r => r,
+        }
+        .map_err(|e| open_error(&what, e))?;
         let sampler = counter
             .sampled(SAMPLE_BUFFER)
             .map_err(|e| mmap_error(&what, e))?;
@@ -195,6 +212,7 @@ pub(crate) fn open(
         samplers,
         sideband,
         switch: Switch { fds },
+        kernel,
     })
 }
 

@@ -4,12 +4,16 @@
 //! [`LinuxPerf::start`] (or the trait's `collect`) forks the target held at
 //! a gate, attaches before it runs anything, then lets it exec:
 //!
-//! - per online CPU, a `cpu-clock` sampler at the requested frequency
-//!   (user space only, so `perf_event_paranoid` 2 is enough), with
+//! - per online CPU, a `cpu-clock` sampler at the requested frequency, with
 //!   `inherit` so every worker process and thread the target starts is
 //!   sampled; and an always-on side-band event that records the mappings,
 //!   forks and execs needed to symbolize samples of processes that have
-//!   exited since;
+//!   exited since. The samplers cover kernel mode too where the kernel
+//!   allows it (root, `CAP_PERFMON`, or `perf_event_paranoid` <= 1): time
+//!   the kernel spends on the target's behalf (page faults, `munmap`,
+//!   `read`) shows as `[kernel]` rows named from `/proc/kallsyms`.
+//!   Elsewhere they fall back to user space only (`perf_event_paranoid` 2
+//!   is enough) and the report says so in a note; see [`KernelSampling`];
 //! - counting events (task-clock, context switches, page faults, cycles and
 //!   instructions where there is a PMU) for per-window figures.
 //!
@@ -50,6 +54,7 @@ mod counting;
 mod drain;
 mod error;
 mod events;
+mod kallsyms;
 mod model;
 mod probe;
 mod records;
@@ -63,7 +68,7 @@ use lotus_core::{
 
 pub use collection::{PerfCollection, PerfReport, PerfWindow};
 pub use counting::{CounterKind, CounterStatus};
-pub use symbolize::{SymbolizeStats, UNKNOWN_FUNCTION};
+pub use symbolize::{SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION};
 
 /// Where the kernel says how much unprivileged users may measure.
 pub const PARANOID_PATH: &str = "/proc/sys/kernel/perf_event_paranoid";
@@ -96,18 +101,43 @@ pub enum WindowSwitch {
     Ioctl,
 }
 
+/// Whether the samplers sample kernel mode too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KernelSampling {
+    /// Kernel and user mode when the kernel allows it (root, `CAP_PERFMON`
+    /// or `CAP_SYS_ADMIN`, or `perf_event_paranoid` <= 1); otherwise user
+    /// mode only, with a note in the report saying why kernel time is
+    /// missing. Without kernel samples, time the kernel spends for the
+    /// target (page faults on fresh memory, `munmap`, `read`) is not
+    /// sampled at all, and a window holds fewer samples than its CPU time
+    /// times the frequency.
+    #[default]
+    Auto,
+    /// User mode only.
+    Off,
+}
+
 /// Backend-specific settings ([`CollectOptions`] holds the common ones).
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct PerfOptions {
     /// How windows switch sampling.
     pub window_switch: WindowSwitch,
+    /// Whether kernel mode is sampled too.
+    pub kernel: KernelSampling,
 }
 
 impl PerfOptions {
     /// Settings with `window_switch` chosen.
     pub fn with_window_switch(mut self, window_switch: WindowSwitch) -> Self {
         self.window_switch = window_switch;
+        self
+    }
+
+    /// Settings with kernel sampling as `kernel` says.
+    pub fn with_kernel(mut self, kernel: KernelSampling) -> Self {
+        self.kernel = kernel;
         self
     }
 }
@@ -159,10 +189,12 @@ impl LinuxPerf {
 
         let gated = spawn::spawn_gated(target)?;
         let pid = gated.pid();
-        let attached = events::open(pid, &cpus, frequency_hz, running).and_then(|streams| {
-            let counters = counting::Counters::open(pid, running)?;
-            Ok((streams, counters))
-        });
+        let want_kernel = perf.kernel == KernelSampling::Auto;
+        let attached =
+            events::open(pid, &cpus, frequency_hz, running, want_kernel).and_then(|streams| {
+                let counters = counting::Counters::open(pid, running)?;
+                Ok((streams, counters))
+            });
         let (streams, counters) = match attached {
             Ok(x) => x,
             Err(e) => {
@@ -174,7 +206,13 @@ impl LinuxPerf {
             samplers,
             sideband,
             switch,
+            kernel,
         } = streams;
+        if want_kernel && !kernel {
+            notes.push(error::kernel_refused_note());
+        } else if !want_kernel {
+            notes.push("kernel samples: not collected (user space only, as asked)".into());
+        }
         let drain = match drain::Drain::start(samplers, sideband) {
             Ok(d) => d,
             Err(e) => {
@@ -189,7 +227,10 @@ impl LinuxPerf {
             switch,
             counters,
             drain,
-            frequency_hz,
+            collection::Sampling {
+                frequency_hz,
+                kernel,
+            },
             notes,
         ))
     }

@@ -45,8 +45,19 @@ pub(crate) enum Location {
         /// Offset in the file.
         offset: u64,
     },
+    /// In the kernel, at this address (named from kallsyms).
+    Kernel {
+        /// The instruction pointer.
+        address: u64,
+    },
     /// In no mapping lotus knows of.
     Unmapped,
+}
+
+/// True for an address in the kernel's half of a 64-bit address space
+/// (x86-64, arm64, riscv64 put the kernel at the top, user space below).
+pub(crate) fn is_kernel_address(ip: u64) -> bool {
+    cfg!(target_pointer_width = "64") && ip >> 63 == 1
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -126,7 +137,7 @@ pub(crate) struct Model {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Event {
     /// See [`Record::Sample`].
-    Sample { pid: u32, ip: u64 },
+    Sample { pid: u32, ip: u64, kernel: bool },
     /// See [`Record::Mmap`].
     Mmap {
         pid: u32,
@@ -179,7 +190,13 @@ impl Model {
     pub(crate) fn event(&mut self, record: &Record<'_>) -> Option<(u64, Event)> {
         let time = record.time();
         let ev = match *record {
-            Record::Sample { pid, ip, .. } => Event::Sample { pid, ip },
+            Record::Sample {
+                pid, ip, kernel, ..
+            } => Event::Sample {
+                pid,
+                ip,
+                kernel: kernel || is_kernel_address(ip),
+            },
             Record::Mmap {
                 pid,
                 start,
@@ -217,8 +234,13 @@ impl Model {
                     _ => self.outside.throttled += 1,
                 }
             }
-            Event::Sample { pid, ip } => {
-                let loc = match self.spaces.get(&pid).and_then(|s| s.find(ip)) {
+            Event::Sample { pid, ip, kernel } => {
+                let found = if kernel {
+                    None
+                } else {
+                    self.spaces.get(&pid).and_then(|s| s.find(ip))
+                };
+                let loc = match found {
                     Some((module, offset)) => {
                         let offset = if self.keeps_offsets(module) {
                             offset
@@ -227,6 +249,7 @@ impl Model {
                         };
                         Location::Module { module, offset }
                     }
+                    None if kernel => Location::Kernel { address: ip },
                     None => Location::Unmapped,
                 };
                 let w = window(time).unwrap_or(0);
@@ -284,7 +307,8 @@ mod tests {
     use super::*;
 
     fn sample(m: &mut Model, time: u64, pid: u32, ip: u64) {
-        m.apply(time, Event::Sample { pid, ip }, |_| Some(0));
+        let kernel = false;
+        m.apply(time, Event::Sample { pid, ip, kernel }, |_| Some(0));
     }
 
     fn only_location(m: &Model) -> Location {
@@ -389,6 +413,63 @@ mod tests {
     }
 
     #[test]
+    fn kernel_samples_keep_their_address_and_count_in_their_window() {
+        let mut m = Model::default();
+        // A user mapping that would (wrongly) cover the address if kernel
+        // samples were looked up in the process's address space.
+        mmap(&mut m, 1, 0x1000, 0x1000, 0, "/a");
+        let window = |t: u64| (t < 100).then_some(0);
+        let ip = 0xffff_ffff_8100_1234;
+        m.apply(
+            10,
+            Event::Sample {
+                pid: 1,
+                ip,
+                kernel: true,
+            },
+            window,
+        );
+        m.apply(
+            20,
+            Event::Sample {
+                pid: 1,
+                ip: 0x1010,
+                kernel: true,
+            },
+            window,
+        );
+        m.apply(
+            150,
+            Event::Sample {
+                pid: 1,
+                ip,
+                kernel: true,
+            },
+            window,
+        );
+        assert_eq!(m.counts[&(0, Location::Kernel { address: ip })], 1);
+        assert_eq!(m.counts[&(0, Location::Kernel { address: 0x1010 })], 1);
+        assert_eq!(m.windows[0].samples, 2);
+        assert_eq!(m.outside.samples, 1);
+        // A record without the kernel flag but with a kernel-half address.
+        let rec = Record::Sample {
+            pid: 1,
+            ip,
+            kernel: false,
+            time: 5,
+        };
+        let (_, ev) = m.event(&rec).expect("event");
+        assert_eq!(
+            ev,
+            Event::Sample {
+                pid: 1,
+                ip,
+                kernel: true
+            }
+        );
+    }
+
+    #[test]
     fn lost_and_samples_land_in_their_window() {
         let mut m = Model::default();
         // Windows [0, 100) and [120, 200).
@@ -397,10 +478,34 @@ mod tests {
             120..200 => Some(1),
             _ => None,
         };
-        m.apply(50, Event::Sample { pid: 9, ip: 1 }, window);
-        m.apply(110, Event::Sample { pid: 9, ip: 1 }, window);
+        m.apply(
+            50,
+            Event::Sample {
+                pid: 9,
+                ip: 1,
+                kernel: false,
+            },
+            window,
+        );
+        m.apply(
+            110,
+            Event::Sample {
+                pid: 9,
+                ip: 1,
+                kernel: false,
+            },
+            window,
+        );
         m.apply(150, Event::Lost { count: 3 }, window);
-        m.apply(160, Event::Sample { pid: 9, ip: 1 }, window);
+        m.apply(
+            160,
+            Event::Sample {
+                pid: 9,
+                ip: 1,
+                kernel: false,
+            },
+            window,
+        );
         m.apply(170, Event::Throttle, window);
         m.apply(250, Event::Lost { count: 2 }, window);
         assert_eq!(

@@ -6,7 +6,8 @@ use perf_event::events::Software;
 use perf_event::Builder;
 
 use crate::counting::hardware_cycles_error;
-use crate::error::{is_permission, paranoid_level};
+use crate::error::{is_permission, kernel_refused_note, paranoid_level};
+use crate::kallsyms::{addresses_visible, KALLSYMS_PATH};
 use crate::{BACKEND, PARANOID_PATH};
 
 pub(crate) fn probe() -> Probe {
@@ -52,6 +53,27 @@ pub(crate) fn probe() -> Probe {
                 format!("hardware counters: not permitted here ({e})")
             }
             Some(e) => format!("hardware counters: not supported here (no PMU: {e})"),
+        });
+        let kernel = Builder::new(Software::CPU_CLOCK)
+            .observe_self()
+            .any_cpu()
+            .exclude_kernel(false)
+            .exclude_hv(true)
+            .sample_frequency(1000)
+            .build();
+        p.notes.push(match kernel {
+            Ok(_) => match addresses_visible() {
+                Ok(true) => "kernel samples: collected, named from /proc/kallsyms".to_string(),
+                Ok(false) => format!(
+                    "kernel samples: collected, but unnamed ({KALLSYMS_PATH} shows zeroed \
+                     addresses to this user, kernel.kptr_restrict)"
+                ),
+                Err(e) => format!(
+                    "kernel samples: collected, but unnamed ({KALLSYMS_PATH} unreadable: {e})"
+                ),
+            },
+            Err(e) if is_permission(&e) => kernel_refused_note(),
+            Err(e) => format!("kernel samples: not collected ({e})"),
         });
         if let Some(max) = crate::events::max_sample_rate() {
             p.notes

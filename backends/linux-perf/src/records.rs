@@ -21,6 +21,10 @@ const RECORD_THROTTLE: u32 = 5;
 const RECORD_FORK: u32 = 7;
 const RECORD_SAMPLE: u32 = 9;
 const RECORD_MMAP2: u32 = 10;
+/// `misc` bits saying which mode the CPU was in (`PERF_RECORD_MISC_CPUMODE_MASK`).
+const MISC_CPUMODE_MASK: u16 = 7;
+/// The CPU was in the kernel (`PERF_RECORD_MISC_KERNEL`).
+const MISC_KERNEL: u16 = 1;
 /// `misc` bit of a COMM record caused by exec.
 const MISC_COMM_EXEC: u16 = 1 << 13;
 /// The `pid, tid, time` trailer `sample_id_all` adds to non-sample records.
@@ -35,6 +39,8 @@ pub(crate) enum Record<'a> {
         pid: u32,
         /// Instruction pointer.
         ip: u64,
+        /// The CPU was in kernel mode (`ip` is a kernel address).
+        kernel: bool,
         /// Timestamp (CLOCK_MONOTONIC ns).
         time: u64,
     },
@@ -129,6 +135,7 @@ pub(crate) fn parse(ty: u32, misc: u16, body: &[u8]) -> Option<Record<'_>> {
     Some(match ty {
         RECORD_SAMPLE => Record::Sample {
             ip: u64_at(body, 0)?,
+            kernel: misc & MISC_CPUMODE_MASK == MISC_KERNEL,
             pid: u32_at(body, 8)?,
             time: u64_at(body, 16)?,
         },
@@ -198,9 +205,19 @@ mod tests {
             Some(Record::Sample {
                 pid: 42,
                 ip: 0x401234,
+                kernel: false,
                 time: 1_000
             })
         );
+        // PERF_RECORD_MISC_KERNEL; PERF_RECORD_MISC_USER (2) is not.
+        assert!(matches!(
+            parse(RECORD_SAMPLE, 1, &b),
+            Some(Record::Sample { kernel: true, .. })
+        ));
+        assert!(matches!(
+            parse(RECORD_SAMPLE, 2, &b),
+            Some(Record::Sample { kernel: false, .. })
+        ));
         assert_eq!(parse(RECORD_SAMPLE, 0, &b[..20]), None);
     }
 

@@ -8,7 +8,9 @@
 //! `func@0x<file offset of its start>`; only when that fails too does it
 //! become `[unknown]` in its module. Names are demangled by
 //! [`lotus_core::Row::new`]. vDSO samples are named from this process's own
-//! copy of the vDSO.
+//! copy of the vDSO. Kernel addresses are named from `/proc/kallsyms`
+//! (read once per report, only when there are kernel samples), in module
+//! [`KERNEL_MODULE`] (or `[ext4]` and the like for loadable modules).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -22,11 +24,19 @@ use lotus_core::Row;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
+use crate::kallsyms::{KernelSymbols, KALLSYMS_PATH};
 use crate::model::{Location, Model, ModuleId, VDSO};
 use crate::unwind::FunctionStarts;
 
 /// The function name for code nothing could name.
 pub const UNKNOWN_FUNCTION: &str = "[unknown]";
+
+/// The module of kernel code (the kernel image); loadable modules show as
+/// `[name]`.
+pub const KERNEL_MODULE: &str = "[kernel]";
+/// The function name for kernel code when kernel symbols cannot be read
+/// (`kernel.kptr_restrict` hides their addresses from this user).
+pub const KERNEL_FUNCTION: &str = "[kernel]";
 
 /// How one offset was resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +58,10 @@ pub struct SymbolizeStats {
     pub by_unwind_table: usize,
     /// Of those, left `[unknown]`.
     pub unknown: usize,
+    /// Distinct kernel addresses looked up (not in `addresses`).
+    pub kernel_addresses: usize,
+    /// Of those, named from `/proc/kallsyms`.
+    pub kernel_named: usize,
     /// Wall time spent.
     pub elapsed: Duration,
 }
@@ -182,9 +196,71 @@ fn module_label(model: &Model, module: ModuleId) -> String {
     }
 }
 
+/// Kernel address -> (function, module label, function start).
+type KernelNames = HashMap<u64, (String, String, Option<u64>)>;
+
+/// Names kernel addresses: (function, module label, start) per address, and
+/// a note when kernel symbols could not be read.
+fn resolve_kernel(addresses: &[u64], stats: &mut SymbolizeStats) -> (KernelNames, Option<String>) {
+    if addresses.is_empty() {
+        return (HashMap::new(), None);
+    }
+    resolve_kernel_from(addresses, KernelSymbols::load(), stats)
+}
+
+/// [`resolve_kernel`] from the table `loaded`.
+fn resolve_kernel_from(
+    addresses: &[u64],
+    loaded: std::io::Result<KernelSymbols>,
+    stats: &mut SymbolizeStats,
+) -> (KernelNames, Option<String>) {
+    let mut out = HashMap::with_capacity(addresses.len());
+    let (table, note) = match loaded {
+        Ok(t) if !t.is_empty() => (t, None),
+        Ok(t) => {
+            let note = if t.zeroed > 0 {
+                format!(
+                    "kernel functions: unnamed ({KALLSYMS_PATH} shows zeroed addresses to \
+                     this user, kernel.kptr_restrict); kernel time is one `{KERNEL_FUNCTION}` \
+                     row; run as root to name it"
+                )
+            } else {
+                format!("kernel functions: unnamed ({KALLSYMS_PATH} lists no text symbols)")
+            };
+            (t, Some(note))
+        }
+        Err(e) => (
+            KernelSymbols::default(),
+            Some(format!(
+                "kernel functions: unnamed ({KALLSYMS_PATH} unreadable: {e})"
+            )),
+        ),
+    };
+    for &address in addresses {
+        stats.kernel_addresses += 1;
+        let resolved = match table.lookup(address) {
+            Some(s) => {
+                stats.kernel_named += 1;
+                let module = match s.module {
+                    Some(m) => format!("[{m}]"),
+                    None => KERNEL_MODULE.to_string(),
+                };
+                (s.name.to_string(), module, Some(s.start))
+            }
+            None => (KERNEL_FUNCTION.to_string(), KERNEL_MODULE.to_string(), None),
+        };
+        out.insert(address, resolved);
+    }
+    (out, note)
+}
+
 /// Rows for the sample counts in `counts` ((location) -> samples), one per
-/// (function, module), most samples first.
-pub(crate) fn rows(model: &Model, counts: &HashMap<Location, u64>) -> (Vec<Row>, SymbolizeStats) {
+/// (function, module), most samples first; and a note when kernel samples
+/// could not be named.
+pub(crate) fn rows(
+    model: &Model,
+    counts: &HashMap<Location, u64>,
+) -> (Vec<Row>, SymbolizeStats, Option<String>) {
     let t0 = Instant::now();
     let mut stats = SymbolizeStats::default();
     let sym = Symbolizer::builder()
@@ -230,6 +306,16 @@ pub(crate) fn rows(model: &Model, counts: &HashMap<Location, u64>) -> (Vec<Row>,
         }
     }
 
+    let mut kernel_addresses: Vec<u64> = counts
+        .keys()
+        .filter_map(|loc| match *loc {
+            Location::Kernel { address } => Some(address),
+            _ => None,
+        })
+        .collect();
+    kernel_addresses.sort_unstable();
+    let (kernel, kernel_note) = resolve_kernel(&kernel_addresses, &mut stats);
+
     // (function, module label) -> (samples, start)
     let mut grouped: HashMap<(String, String), (u64, Option<u64>)> = HashMap::new();
     for (loc, &n) in counts {
@@ -241,6 +327,10 @@ pub(crate) fn rows(model: &Model, counts: &HashMap<Location, u64>) -> (Vec<Row>,
                     module_label(model, module),
                     None,
                 ),
+            },
+            Location::Kernel { address } => match kernel.get(&address) {
+                Some((function, module, start)) => (function.clone(), module.clone(), *start),
+                None => (KERNEL_FUNCTION.to_string(), KERNEL_MODULE.to_string(), None),
             },
             Location::Unmapped => (
                 UNKNOWN_FUNCTION.to_string(),
@@ -273,12 +363,58 @@ pub(crate) fn rows(model: &Model, counts: &HashMap<Location, u64>) -> (Vec<Row>,
             .then_with(|| a.module.cmp(&b.module))
     });
     stats.elapsed = t0.elapsed();
-    (rows, stats)
+    (rows, stats, kernel_note)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_addresses_are_named_or_grouped_with_a_note() {
+        let text = "\
+ffffffff81001000 T clear_page_erms
+ffffffff81001040 t clear_page_rep
+ffffffffc0300000 t ext4_readdir\t[ext4]
+";
+        let addrs = [0xffff_ffff_8100_1010, 0xffff_ffff_c030_0004, 0x10];
+        let mut stats = SymbolizeStats::default();
+        let (named, note) =
+            resolve_kernel_from(&addrs, KernelSymbols::parse(text.as_bytes()), &mut stats);
+        assert_eq!(note, None);
+        assert_eq!(
+            named[&addrs[0]],
+            (
+                "clear_page_erms".to_string(),
+                KERNEL_MODULE.to_string(),
+                Some(0xffff_ffff_8100_1000)
+            )
+        );
+        assert_eq!(named[&addrs[1]].1, "[ext4]");
+        assert_eq!(named[&addrs[2]].0, KERNEL_FUNCTION);
+        assert_eq!((stats.kernel_addresses, stats.kernel_named), (3, 2));
+
+        // kptr_restrict: every address zero.
+        let hidden = "0000000000000000 T clear_page_erms\n";
+        let (named, note) = resolve_kernel_from(
+            &addrs,
+            KernelSymbols::parse(hidden.as_bytes()),
+            &mut SymbolizeStats::default(),
+        );
+        assert!(named
+            .values()
+            .all(|r| r.0 == KERNEL_FUNCTION && r.1 == KERNEL_MODULE));
+        let note = note.expect("note");
+        assert!(note.contains("kptr_restrict"), "{note}");
+
+        let (named, note) = resolve_kernel_from(
+            &addrs,
+            Err(std::io::Error::from_raw_os_error(libc::EACCES)),
+            &mut SymbolizeStats::default(),
+        );
+        assert_eq!(named.len(), 3);
+        assert!(note.expect("note").contains("unreadable"));
+    }
 
     #[test]
     fn vdso_functions_are_named_from_our_copy() {

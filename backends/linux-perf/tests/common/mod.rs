@@ -146,14 +146,23 @@ pub fn start(channel: &mut Channel, target: &Target) -> PerfCollection {
 
 /// Starts `target` under perf with windows switched as `switch` says.
 pub fn start_with(channel: &mut Channel, target: &Target, switch: WindowSwitch) -> PerfCollection {
+    start_options(
+        channel,
+        target,
+        &PerfOptions::default().with_window_switch(switch),
+    )
+}
+
+/// Starts `target` under perf with `options`.
+pub fn start_options(
+    channel: &mut Channel,
+    target: &Target,
+    options: &PerfOptions,
+) -> PerfCollection {
     let c = LinuxPerf
-        .start_with(
-            target,
-            &CollectOptions::default(),
-            &PerfOptions::default().with_window_switch(switch),
-        )
+        .start_with(target, &CollectOptions::default(), options)
         .expect("start collection");
-    assert_eq!(c.window_switch(), switch);
+    assert_eq!(c.window_switch(), options.window_switch);
     channel.spawned();
     c
 }
@@ -184,9 +193,24 @@ pub fn profile_window_with(
     secs: f64,
     switch: WindowSwitch,
 ) -> lotus_backend_perf::PerfReport {
+    profile_window_options(
+        program,
+        mode,
+        secs,
+        &PerfOptions::default().with_window_switch(switch),
+    )
+}
+
+/// [`profile_window`] with `options`.
+pub fn profile_window_options(
+    program: &Path,
+    mode: &str,
+    secs: f64,
+    options: &PerfOptions,
+) -> lotus_backend_perf::PerfReport {
     let mut ch = Channel::new();
     let target = ch.target(program, mode, secs);
-    let mut c = start_with(&mut ch, &target, switch);
+    let mut c = start_options(&mut ch, &target, options);
     ch.expect(b'r');
     c.resume().expect("resume");
     ch.go();

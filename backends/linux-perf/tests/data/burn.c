@@ -13,12 +13,16 @@
  *   solo    spin_alpha and spin_beta for SECONDS, no pipes (OUT and IN
  *           are ignored): for comparisons with `perf record`
  *   clock   'r', wait, calls clock_gettime in a loop, 'd', wait
+ *   kernel  'r', wait, fault_pages in a loop: maps 1 MiB of fresh memory,
+ *           touches every page, unmaps it (most of the time goes to the
+ *           kernel's page fault and unmap code), 'd', wait
  *   sleepers  forks two children that sleep, 'r', sleeps
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +42,17 @@ __attribute__((noinline)) void spin_alpha(void) { for (unsigned long i = 0; i < 
 __attribute__((noinline)) void spin_beta(void) { for (unsigned long i = 0; i < 200000; i++) sink ^= i * 7; }
 __attribute__((noinline)) void spin_child(void) { for (unsigned long i = 0; i < 200000; i++) sink += i ^ 3; }
 __attribute__((noinline)) void spin_thread(void) { for (unsigned long i = 0; i < 200000; i++) sink += i | 5; }
+
+/* One 1 MiB map, every page written (a page fault each), unmapped. */
+__attribute__((noinline)) void fault_pages(void) {
+    const size_t len = 1 << 20;
+    long page = sysconf(_SC_PAGESIZE);
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) _exit(7);
+    for (size_t i = 0; i < len; i += (size_t)page) p[i] = (char)i;
+    sink += (unsigned char)p[len - 1];
+    if (munmap(p, len) != 0) _exit(8);
+}
 
 static void run(void (*f)(void), double secs) {
     double end = now() + secs;
@@ -90,6 +105,10 @@ int main(int argc, char **argv) {
         say('r'); wait_go();
         double end = now() + secs;
         while (now() < end) {}
+        say('d'); wait_go();
+    } else if (!strcmp(mode, "kernel")) {
+        say('r'); wait_go();
+        run(fault_pages, secs);
         say('d'); wait_go();
     } else if (!strcmp(mode, "sleepers")) {
         for (int i = 0; i < 2; i++) if (fork() == 0) { sleep(100); _exit(0); }
