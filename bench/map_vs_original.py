@@ -42,6 +42,12 @@ KERNELS = {
 DEFAULT_OPS = ["RandomHorizontalFlip", "RandomResizedCrop", "CKernels", "Loader"]
 
 
+def found_count(kernels, functions):
+    """How many kernels appear among functions (Pillow 10+ adds a leading underscore)."""
+    names = {f.lstrip("_") for f in functions}
+    return sum(1 for k in kernels if k.lstrip("_") in names)
+
+
 def python():
     venv = os.path.join(ROOT, ".venv", "bin", "python")
     return os.environ.get("LOTUS_PYTHON") or (venv if os.path.exists(venv) else "python3")
@@ -163,9 +169,9 @@ def main():
     print(f"{'op':<22} {'lotus samples/window':>21} {'orig samples/window':>20} {'kernels found lotus':>20} {'orig':>6}")
     for op in ops:
         want = KERNELS.get(op, [])
-        lf = sum(1 for k in want if k in lotus_found.get(op, set()))
+        lf = found_count(want, lotus_found.get(op, set()))
         if op in orig:
-            of = sum(1 for k in want if k in orig[op][0])
+            of = found_count(want, orig[op][0])
             osamp = f"{orig[op][1]:.1f}"
         else:
             of, osamp = "-", "-"

@@ -144,8 +144,9 @@ fn fixture_ops_map_to_their_kernels() {
         "ImagingResampleHorizontal_8bpc",
         "ImagingResampleVertical_8bpc",
     ] {
+        // Pillow 10+ names them with a leading underscore.
         assert!(
-            share_of(crop, |f, _| f == kernel) > 0.02,
+            share_of(crop, |f, _| f.trim_start_matches('_') == kernel) > 0.02,
             "crop: {kernel} missing: {:?}",
             top(crop, 10)
         );
@@ -194,12 +195,32 @@ fn fixture_ops_map_to_their_kernels() {
     // The harness floor is recorded and marks interpreter functions.
     assert_eq!(m["baseline"]["name"], "(empty)");
 
-    // A second, separate mapping gives the same top functions.
-    let some = op_files(&["RandomHorizontalFlip", "CKernels"]);
-    let (m2, _) = map(&some, &settings, &tmp.path().join("b.json"));
-    assert_eq!(top(op(&m2, "RandomHorizontalFlip"), 1), top(flip, 1));
-    let top2 = |o: &Value| top(o, 2).into_iter().collect::<BTreeSet<_>>();
-    assert_eq!(top2(op(&m2, "CKernels")), top2(ck));
+    // A second, separate mapping gives the same top functions: the same
+    // first function, and the same set of functions holding over 10% of
+    // the op (smaller ones trade places from run to run).
+    let again = ["RandomHorizontalFlip", "RandomResizedCrop", "CKernels"];
+    let (m2, _) = map(&op_files(&again), &settings, &tmp.path().join("b.json"));
+    let major = |o: &Value| -> BTreeSet<String> {
+        functions(o)
+            .into_iter()
+            .filter(|f| f.2 > 0.10)
+            .map(|f| format!("{}|{}", f.0, f.1))
+            .collect()
+    };
+    for name in again {
+        let (a, b) = (op(&m, name), op(&m2, name));
+        assert_eq!(
+            top(b, 1),
+            top(a, 1),
+            "{name}: top function differs between two mappings"
+        );
+        assert_eq!(
+            major(b),
+            major(a),
+            "{name}: functions over 10% differ between two mappings"
+        );
+        assert!(!major(a).is_empty(), "{name}");
+    }
 }
 
 /// Writes an op file into `dir`.
