@@ -3,8 +3,10 @@
 Under `lotus map` it goes through the real path: ctypes -> control library
 -> pipe -> lotus process -> backend window switch -> reply. With
 LOTUS_BENCH_PERF_FIFOS="CTL,ACK" it instead switches `perf record
---control` through its fifos (the alternative lotus replaces). Writes
-{"n", "p50_us", "p99_us"} to $LOTUS_BENCH_OUT.
+--control` through its fifos (the alternative lotus replaces). Each
+window holds a 0.1 ms busy "op" (real windows hold an op, not nothing);
+what is timed is the resume call plus the pause call. Writes {"n",
+"p50_us", "p99_us"} to $LOTUS_BENCH_OUT.
 """
 
 import json
@@ -34,15 +36,29 @@ def perf_pair(ctl_path, ack_path):
 
 fifos = os.environ.get("LOTUS_BENCH_PERF_FIFOS")
 resume, pause = perf_pair(*fifos.split(",")) if fifos else lotus_pair()
+GAP_NS = 100_000  # a 0.1 ms "op" inside each window, not timed
+
+
+def busy():
+    end = time.perf_counter_ns() + GAP_NS
+    while time.perf_counter_ns() < end:
+        pass
+
+
 for _ in range(200):  # warm-up
     resume()
+    busy()
     pause()
 times = []
 for _ in range(N):
     t0 = time.perf_counter_ns()
     resume()
+    t1 = time.perf_counter_ns()
+    busy()
+    t2 = time.perf_counter_ns()
     pause()
-    times.append(time.perf_counter_ns() - t0)
+    t3 = time.perf_counter_ns()
+    times.append((t1 - t0) + (t3 - t2))
 times.sort()
 with open(os.environ["LOTUS_BENCH_OUT"], "w") as f:
     json.dump({"n": N, "p50_us": times[N // 2] / 1e3, "p99_us": times[int(N * 0.99)] / 1e3}, f)

@@ -455,20 +455,50 @@ fn run_once(
             // Right after a request, poll without sleeping for a moment: the
             // next one (a pause after a resume) often follows at once, and
             // waking an idle CPU costs more than the round trip itself.
-            let wait = if last_request.elapsed() < HOT_SPIN { Duration::ZERO } else { Duration::from_millis(20) };
+            let wait = if last_request.elapsed() < HOT_SPIN {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(20)
+            };
             match host.recv_line(Some(wait)) {
                 Ok(Some(line)) => {
                     last_request = Instant::now();
-                    let reply = match Request::decode(&line) {
-                        Ok(Request::Resume { .. }) => collection.resume().map(|_| Reply::Ok),
-                        Ok(Request::Pause) => collection.pause().map(|_| Reply::Ok),
-                        Ok(Request::Detach) => Ok(Reply::Ok),
-                        Err(e) => Ok(Reply::Error(e.to_string())),
+                    // The reply goes out as soon as the window is
+                    // switched; the backend's slower bookkeeping follows
+                    // while the op runs.
+                    let mut replied = false;
+                    let send = |host: &mut ControlHost, reply: Reply| {
+                        // A child that died mid-request cannot read the
+                        // reply; its exit is seen below.
+                        let _ = host.reply(&reply);
+                    };
+                    let outcome = match Request::decode(&line) {
+                        Ok(Request::Resume { .. }) => collection.resume_then(&mut || {
+                            send(&mut host, Reply::Ok);
+                            replied = true;
+                        }),
+                        Ok(Request::Pause) => collection.pause_then(&mut || {
+                            send(&mut host, Reply::Ok);
+                            replied = true;
+                        }),
+                        Ok(Request::Detach) => Ok(()),
+                        Err(e) => {
+                            send(&mut host, Reply::Error(e.to_string()));
+                            replied = true;
+                            Ok(())
+                        }
+                    };
+                    match outcome {
+                        Ok(()) if !replied => send(&mut host, Reply::Ok),
+                        Ok(()) => {}
+                        Err(e) if !replied => send(&mut host, Reply::Error(e.to_string())),
+                        Err(e) => {
+                            // The target was told the window switched, but
+                            // the backend failed after: the run is not valid.
+                            let _ = collection.kill();
+                            return Err(RunError::Failed(e.to_string()));
+                        }
                     }
-                    .unwrap_or_else(|e| Reply::Error(e.to_string()));
-                    // A child that died mid-request cannot read the reply;
-                    // its exit is seen below.
-                    let _ = host.reply(&reply);
                     continue;
                 }
                 Ok(None) => channel_open = false,

@@ -250,8 +250,11 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
             error: error.clone(),
         })
         .collect();
-    for f in &mapping.failures {
-        eprintln!("lotus: error: op {}: {}", f.op, f.error);
+    // A live mapping reports each failure as it happens.
+    if args.from_reports.is_some() {
+        for f in &mapping.failures {
+            eprintln!("lotus: error: op {}: {}", f.op, f.error);
+        }
     }
     if failures.is_empty() && !interrupted {
         emit(&mapping, args.out.as_deref(), args.format, args.top)?;

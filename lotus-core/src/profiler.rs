@@ -103,6 +103,23 @@ pub trait Collection: Send {
     fn kill(&mut self) -> Result<(), ProfilerError>;
     /// Ends the collection and reads what was measured.
     fn report(self: Box<Self>) -> Result<Report, ProfilerError>;
+    /// Opens a window like [`Collection::resume`], calling `tell` (which
+    /// lets the profiled process go on) as soon as the window is open; a
+    /// backend may do slow bookkeeping (reading counters) after `tell`,
+    /// while the op already runs. `tell` is called at most once: not when
+    /// the window could not be opened (the error says why).
+    fn resume_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), ProfilerError> {
+        self.resume()?;
+        tell();
+        Ok(())
+    }
+    /// Closes the window like [`Collection::pause`], calling `tell` as soon
+    /// as it is closed; see [`Collection::resume_then`].
+    fn pause_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), ProfilerError> {
+        self.pause()?;
+        tell();
+        Ok(())
+    }
     /// What each closed window measured, in order. Backends that count
     /// nothing per window return an empty list.
     fn windows(&self) -> Vec<WindowStats> {

@@ -445,6 +445,47 @@ impl Collection for PerfCollection {
         deltas.map(drop)
     }
 
+    fn resume_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), ProfilerError> {
+        if self.mode != WindowSwitch::Timestamps || self.is_open() {
+            self.resume()?;
+            tell();
+            return Ok(());
+        }
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        // The window is the time range from here: the target may go on at
+        // once. Reading its counters while it runs on another CPU costs an
+        // interrupt (~25 us), so their starting values are read after
+        // `tell`; they miss the microseconds in between.
+        drain.open_window();
+        self.open_since = Some(Instant::now());
+        tell();
+        self.counters.mark()
+    }
+
+    fn pause_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), ProfilerError> {
+        if self.mode != WindowSwitch::Timestamps || !self.is_open() {
+            self.pause()?;
+            tell();
+            return Ok(());
+        }
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        let Some(since) = self.open_since.take() else {
+            tell();
+            return Ok(());
+        };
+        drain.close_window();
+        let duration = since.elapsed();
+        tell();
+        // As in `resume_then`: the counters add the microseconds between
+        // `tell` and this read.
+        let deltas = self.counters.read_deltas();
+        self.closed.push(ClosedWindow {
+            duration,
+            deltas: deltas.as_ref().map_or([None; 5], |d| *d),
+        });
+        deltas.map(drop)
+    }
+
     fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
         if self.exit.is_some() {
             return Ok(self.exit);

@@ -103,6 +103,51 @@ fn only_the_window(switch: WindowSwitch) {
 }
 
 #[test]
+fn switch_then_tell_keeps_samples_exact_and_counters_close() {
+    // resume_then / pause_then tell the target before reading counters:
+    // samples are still exactly the window's, and the task-clock misses or
+    // adds only the moment between the switch and the read.
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_burn(dir.path());
+    let mut ch = Channel::new();
+    let target = ch.target(&exe, "phases", 0.5);
+    let mut c = start_with(&mut ch, &target, WindowSwitch::Timestamps);
+    ch.expect(b'a');
+    let mut told = 0;
+    c.resume_then(&mut || {
+        told += 1;
+    })
+    .expect("resume");
+    ch.go();
+    ch.expect(b'b');
+    c.pause_then(&mut || {
+        told += 1;
+    })
+    .expect("pause");
+    assert_eq!(told, 2);
+    ch.go();
+    wait_exit(&mut c);
+    let report = c.finish().expect("finish");
+    assert_eq!(
+        samples_of(&report, "spin_alpha", "burn"),
+        0.0,
+        "{}",
+        top(&report, 8)
+    );
+    assert!(
+        samples_of(&report, "spin_beta", "burn") >= 1000.0,
+        "{}",
+        top(&report, 8)
+    );
+    let w = &report.windows[0];
+    assert!(
+        (400_000_000..800_000_000).contains(&w.task_clock_ns),
+        "{w:?}"
+    );
+}
+
+#[test]
 fn forked_children_and_threads_are_sampled_after_they_exit() {
     let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");

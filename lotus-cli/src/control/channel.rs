@@ -162,7 +162,11 @@ const REPLY_SPIN: std::time::Duration = std::time::Duration::from_micros(200);
 /// Polls `fd` without blocking until it is readable or `limit` has passed.
 fn spin_until_readable(fd: RawFd, limit: std::time::Duration) {
     let start = std::time::Instant::now();
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     loop {
         // SAFETY: one valid pollfd, zero timeout.
         let n = unsafe { libc::poll(&mut pfd, 1, 0) };
