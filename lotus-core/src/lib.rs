@@ -24,7 +24,7 @@ pub mod row;
 
 pub use mapping::{Mapping, MergeRule};
 pub use profiler::{
-    CollectOptions, Collection, Probe, Profiler, ProfilerError, Target, WindowStats,
+    CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError, Target, WindowStats,
 };
 pub use registry::{backend, backends, BackendRegistration};
 pub use report_error::ReportError;

@@ -77,6 +77,40 @@ pub struct Target {
     pub keep_fds: Vec<i32>,
 }
 
+impl Target {
+    /// The command as a shell would show it (arguments with spaces or
+    /// quotes are single-quoted).
+    pub fn command_line(&self) -> String {
+        std::iter::once(self.program.as_os_str())
+            .chain(self.args.iter().map(|a| a.as_os_str()))
+            .map(|a| shell_quote(&a.to_string_lossy()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// `s` quoted for a POSIX shell where it needs quoting.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// What a collection would run (see [`Profiler::plan`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct CollectPlan {
+    /// Commands in the order they run, each as one shell line.
+    pub commands: Vec<String>,
+    /// Variables set for the profiled process.
+    pub env: Vec<(String, String)>,
+    /// Anything else worth saying (e.g. "vtune was not found on PATH").
+    pub notes: Vec<String>,
+}
+
 /// How to collect.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -160,6 +194,28 @@ pub trait Profiler: Send + Sync {
         target: &Target,
         options: &CollectOptions,
     ) -> Result<Box<dyn Collection>, ProfilerError>;
+    /// True when the lotus process switches windows (through
+    /// [`Collection::resume`] / [`Collection::pause`], on requests that
+    /// arrive over the control channel); false when the profiled process
+    /// calls the vendor's API itself (VTune's ITT, uProf's profile-control
+    /// library), so no channel is opened.
+    fn switches_windows(&self) -> bool {
+        true
+    }
+    /// What [`Profiler::collect`] would run for `target`: the exact
+    /// commands and environment, without running anything (`--dry-run`).
+    fn plan(&self, target: &Target, options: &CollectOptions) -> CollectPlan {
+        let _ = options;
+        CollectPlan {
+            commands: vec![target.command_line()],
+            env: target
+                .env
+                .iter()
+                .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
+                .collect(),
+            notes: Vec::new(),
+        }
+    }
     /// Reads a report the vendor tool wrote earlier. `file` names the input
     /// in error messages.
     fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
@@ -231,4 +287,19 @@ pub enum ProfilerError {
         /// What happened.
         message: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_quote_what_a_shell_would_split() {
+        let t = Target {
+            program: "/usr/bin/python3".into(),
+            args: vec!["harness.py".into(), "--name".into(), "my op's".into(), "".into()],
+            ..Target::default()
+        };
+        assert_eq!(t.command_line(), "/usr/bin/python3 harness.py --name 'my op'\\''s' ''");
+    }
 }

@@ -56,15 +56,6 @@ pub(crate) enum Vendor {
     Uprof,
 }
 
-impl Vendor {
-    fn name(self) -> &'static str {
-        match self {
-            Vendor::Vtune => "vtune",
-            Vendor::Uprof => "uprof",
-        }
-    }
-}
-
 /// Where control calls go.
 #[derive(Debug)]
 pub(crate) enum Backend {
@@ -122,14 +113,7 @@ impl Control {
         match &self.backend {
             Backend::Inactive => Ok(()),
             Backend::Misconfigured(why) => Err(ControlError::Misconfigured(why.clone())),
-            Backend::InProcess(vendor) => {
-                // Issue 4: call the vendor API here (ITT through ittapi, the
-                // uProf library through libloading), loaded once and kept
-                // in the variant.
-                Err(ControlError::Unsupported {
-                    backend: vendor.name().to_string(),
-                })
-            }
+            Backend::InProcess(vendor) => crate::vendor::call(*vendor, call),
             Backend::Channel(state) => {
                 // Before taking the lock: a child forked while another
                 // thread held it would wait forever.
