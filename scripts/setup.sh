@@ -10,9 +10,9 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv with $($PY --version 2>&1)" >&2
     "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import PIL, numpy' 2>/dev/null; then
+if ! .venv/bin/python -c 'import PIL, numpy, ittapi' 2>/dev/null; then
     echo "setup: installing Pillow and numpy into .venv" >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check pillow numpy
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check pillow numpy ittapi
 fi
 if [ "${LOTUS_SKIP_BUILD:-0}" != 1 ]; then
     cargo build --release --quiet
