@@ -90,3 +90,69 @@ fn bad_rule_and_bad_mapping_files_fail_clearly() {
     let err = lotus_fails(&["show", bad.to_str().expect("p")]);
     assert!(err.contains("UTF-8"), "{err}");
 }
+
+#[test]
+fn dry_run_prints_commands_and_runs_nothing() {
+    let op = common::fixture("ops/RandomHorizontalFlip.py");
+    let op = op.to_str().expect("utf-8");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("never.json");
+    let text = lotus_ok(&[
+        "map",
+        "--backend",
+        "perf",
+        "--dry-run",
+        "--runs",
+        "2",
+        "--python",
+        "/bin/true",
+        "--out",
+        out.to_str().expect("p"),
+        op,
+    ]);
+    assert!(!out.exists(), "a dry run writes no mapping");
+    assert!(text.contains("export LOTUS_BACKEND=perf"), "{text}");
+    assert!(text.contains("INTEL_LIBITTNOTIFY64="), "{text}");
+    assert!(
+        text.contains("lotus_harness.py --op-file") && text.contains(op),
+        "{text}"
+    );
+    assert!(
+        text.contains("# (harness floor)") && text.contains("--empty"),
+        "{text}"
+    );
+    assert!(text.contains("2 run(s) per op"), "{text}");
+}
+
+#[test]
+fn vendor_backends_without_their_tool_say_so() {
+    let on_path = |tool: &str| {
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+            .unwrap_or(false)
+    };
+    if on_path("vtune") || std::env::var_os("VTUNE_PROFILER_DIR").is_some() {
+        return;
+    }
+    let op = common::fixture("ops/RandomHorizontalFlip.py");
+    let op = op.to_str().expect("utf-8");
+    let err = lotus_fails(&["map", "--backend", "vtune", "--python", "/bin/true", op]);
+    assert!(
+        err.contains("vtune backend cannot run here") && err.contains("VTUNE_PROFILER_DIR"),
+        "{err}"
+    );
+    // A dry run still prints what would run, with the reason.
+    let text = lotus_ok(&[
+        "map",
+        "--backend",
+        "vtune",
+        "--dry-run",
+        "--python",
+        "/bin/true",
+        op,
+    ]);
+    assert!(
+        text.contains("cannot run here") && text.contains(op),
+        "{text}"
+    );
+}

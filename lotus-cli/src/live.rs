@@ -26,7 +26,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lotus_control::host::ControlHost;
 use lotus_core::control::{Reply, Request, ENV_BACKEND};
 use lotus_core::mapping::{OpAccumulator, OpMapping, Settings, WindowSummary};
-use lotus_core::{CollectOptions, Mapping, MergeRule, Profiler, Report, Target, WindowStats};
+use lotus_core::{CollectOptions, Mapping, MergeRule, Profiler, Report, Target, Unit, WindowStats};
 
 use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult, HarnessStage};
 
@@ -194,6 +194,76 @@ impl Progress {
     }
 }
 
+/// What `lotus map --dry-run` prints: for each op (and the harness floor),
+/// the exact commands and environment the backend would use, without
+/// running anything. Works where the backend's tool is missing, with a note
+/// saying so.
+pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> Result<String> {
+    let files = harness::write_harness()
+        .context("cannot write the Python harness to a temporary folder")?;
+    let control_lib =
+        harness::control_library_path().unwrap_or_else(|| PathBuf::from(harness::CONTROL_LIBRARY));
+    let probe = backend.probe();
+    let mut out = format!(
+        "lotus map --backend {} (dry run: nothing is run; {} run(s) per op, each like run 1 below)\n",
+        backend.name(),
+        opts.runs
+    );
+    if let Some(reason) = &probe.reason {
+        out += &format!(
+            "note: the {} backend cannot run here: {reason}\n",
+            backend.name()
+        );
+    }
+    out += &format!(
+        "note: the harness is written to a new temporary folder per mapping (here {})\n",
+        files.dir.path().display()
+    );
+    let mut specs: Vec<OpSpec> = Vec::new();
+    if opts.baseline {
+        specs.push(OpSpec {
+            file: ops[0].as_path(),
+            empty: true,
+            label: "(harness floor)".into(),
+        });
+    }
+    specs.extend(ops.iter().map(|f| {
+        OpSpec {
+            file: f.as_path(),
+            empty: false,
+            label: f
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_default(),
+        }
+    }));
+    let mut copts = CollectOptions::default();
+    copts.frequency_hz = Some(opts.frequency);
+    for spec in &specs {
+        let result = files.dir.path().join("result-1.json");
+        let mut target = harness_target(backend, &files, &control_lib, spec, &result, opts);
+        if backend.switches_windows() {
+            target.env.push((
+                lotus_core::control::ENV_CONTROL_FDS.into(),
+                "<read_fd>,<write_fd> (a pipe pair lotus opens per run)".into(),
+            ));
+        }
+        let plan = backend.plan(&target, &copts);
+        out += &format!("\n# {} ({})\n", spec.label, spec.file.display());
+        for (k, v) in &plan.env {
+            out += &format!("export {k}={}\n", lotus_core::profiler::shell_quote(v));
+        }
+        for c in &plan.commands {
+            out += c;
+            out.push('\n');
+        }
+        for n in &plan.notes {
+            out += &format!("note: {n}\n");
+        }
+    }
+    Ok(out)
+}
+
 /// Maps `ops` live with `backend`.
 pub fn map_live(
     backend: &dyn Profiler,
@@ -352,7 +422,7 @@ fn add_windows(summary: &mut WindowSummary, out: &RunOutput) -> u64 {
             summary.unsupported.insert(k.clone(), why.clone());
         }
     }
-    if out.windows.is_empty() {
+    if out.windows.is_empty() && out.report.unit == Unit::Samples {
         samples = out.report.total() as u64;
     }
     summary.samples += samples;
@@ -394,6 +464,54 @@ fn environment(
 /// request.
 const HOT_SPIN: Duration = Duration::from_millis(2);
 
+/// The harness command for one run of `spec`, with the environment every
+/// backend gets (the channel's variables are added by the caller).
+fn harness_target(
+    backend: &dyn Profiler,
+    files: &HarnessFiles,
+    control_lib: &Path,
+    spec: &OpSpec,
+    result: &Path,
+    opts: &LiveOptions,
+) -> Target {
+    let args = HarnessArgs {
+        op_file: spec
+            .file
+            .canonicalize()
+            .unwrap_or_else(|_| spec.file.to_path_buf()),
+        warmup: opts.warmup,
+        window: opts.window(),
+        min_iterations: opts.min_iterations,
+        result: result.to_path_buf(),
+        empty: spec.empty,
+        name: None,
+    };
+    let mut target = Target {
+        program: opts.python.clone(),
+        args: std::iter::once(files.harness.clone().into_os_string())
+            .chain(args.to_args())
+            .collect(),
+        ..Target::default()
+    };
+    target.env.push((ENV_BACKEND.into(), backend.name().into()));
+    target
+        .env
+        .push((harness::ENV_CONTROL_LIB.into(), control_lib.into()));
+    // Scripts that open their own windows with ITT (`ittapi.resume()`, as
+    // the original Lotus op scripts do) reach lotus's own ITT collector, the
+    // control library, wherever lotus switches the windows. Under VTune its
+    // own collector is used; a collector the user named is kept.
+    if backend.switches_windows() && std::env::var_os(ENV_ITT_COLLECTOR).is_none() {
+        target
+            .env
+            .push((ENV_ITT_COLLECTOR.into(), control_lib.into()));
+    }
+    target
+}
+
+/// The variable the ITT static part reads to find its collector library.
+pub const ENV_ITT_COLLECTOR: &str = "INTEL_LIBITTNOTIFY64";
+
 /// Runs one op once under the backend.
 fn run_once(
     backend: &dyn Profiler,
@@ -409,34 +527,19 @@ fn run_once(
         .path()
         .join(format!("result-{}-{run}.json", std::process::id()));
     let _ = std::fs::remove_file(&result_path);
-    let args = HarnessArgs {
-        op_file: spec
-            .file
-            .canonicalize()
-            .unwrap_or_else(|_| spec.file.to_path_buf()),
-        warmup: opts.warmup,
-        window: opts.window(),
-        min_iterations: opts.min_iterations,
-        result: result_path.clone(),
-        empty: spec.empty,
-        name: None,
+    let mut target = harness_target(backend, files, control_lib, spec, &result_path, opts);
+    // The control channel, where the lotus process switches the windows:
+    // the harness writes requests into one pipe and reads replies from the
+    // other. Vendor backends switch their own windows in the profiled
+    // process, and get no channel.
+    let mut host = if backend.switches_windows() {
+        let host = ControlHost::new().context("cannot create the control channel's pipes")?;
+        target.env.push(host.child_env());
+        target.keep_fds = host.child_fds();
+        Some(host)
+    } else {
+        None
     };
-    // The control channel: the harness writes requests into one pipe and
-    // reads replies from the other.
-    let mut host = ControlHost::new().context("cannot create the control channel's pipes")?;
-    let mut target = Target {
-        program: opts.python.clone(),
-        args: std::iter::once(files.harness.clone().into_os_string())
-            .chain(args.to_args())
-            .collect(),
-        ..Target::default()
-    };
-    target.env.push((ENV_BACKEND.into(), backend.name().into()));
-    target.env.push(host.child_env());
-    target
-        .env
-        .push((harness::ENV_CONTROL_LIB.into(), control_lib.into()));
-    target.keep_fds = host.child_fds();
     let mut copts = CollectOptions::default();
     copts.frequency_hz = Some(opts.frequency);
 
@@ -445,13 +548,15 @@ fn run_once(
         .map_err(|e| RunError::Failed(e.to_string()))?;
     // Only the child keeps its ends: then the request pipe closes when the
     // child (and anything it started) is gone.
-    host.close_child_ends();
+    if let Some(host) = host.as_mut() {
+        host.close_child_ends();
+    }
 
     let deadline = Instant::now() + opts.timeout;
-    let mut channel_open = true;
+    let mut channel_open = host.is_some();
     let mut last_request = Instant::now();
     let status = loop {
-        if channel_open {
+        if let (true, Some(host)) = (channel_open, host.as_mut()) {
             // Right after a request, poll without sleeping for a moment: the
             // next one (a pause after a resume) often follows at once, and
             // waking an idle CPU costs more than the round trip itself.
@@ -474,24 +579,24 @@ fn run_once(
                     };
                     let outcome = match Request::decode(&line) {
                         Ok(Request::Resume { .. }) => collection.resume_then(&mut || {
-                            send(&mut host, Reply::Ok);
+                            send(host, Reply::Ok);
                             replied = true;
                         }),
                         Ok(Request::Pause) => collection.pause_then(&mut || {
-                            send(&mut host, Reply::Ok);
+                            send(host, Reply::Ok);
                             replied = true;
                         }),
                         Ok(Request::Detach) => Ok(()),
                         Err(e) => {
-                            send(&mut host, Reply::Error(e.to_string()));
+                            send(host, Reply::Error(e.to_string()));
                             replied = true;
                             Ok(())
                         }
                     };
                     match outcome {
-                        Ok(()) if !replied => send(&mut host, Reply::Ok),
+                        Ok(()) if !replied => send(host, Reply::Ok),
                         Ok(()) => {}
-                        Err(e) if !replied => send(&mut host, Reply::Error(e.to_string())),
+                        Err(e) if !replied => send(host, Reply::Error(e.to_string())),
                         Err(e) => {
                             // The target was told the window switched, but
                             // the backend failed after: the run is not valid.

@@ -103,6 +103,9 @@ struct MapArgs {
     /// Live: skip the harness floor (the empty-op run that marks `baseline` functions).
     #[arg(long)]
     no_baseline: bool,
+    /// Live: print the exact commands and environment the backend would use, and run nothing.
+    #[arg(long)]
+    dry_run: bool,
     /// Live: drop functions the harness floor shows too (interpreter loop, allocator).
     #[arg(long, conflicts_with = "no_baseline")]
     exclude_baseline: bool,
@@ -234,6 +237,15 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 baseline: !args.no_baseline,
                 exclude_baseline: args.exclude_baseline,
             };
+            if args.dry_run {
+                for op in &args.ops {
+                    if !op.is_file() {
+                        bail!("op file {}: no such file", op.display());
+                    }
+                }
+                print!("{}", live::dry_run(backend.as_ref(), &args.ops, &opts)?);
+                return Ok(ExitCode::SUCCESS);
+            }
             let interrupted = Arc::new(AtomicBool::new(false));
             let flag = interrupted.clone();
             // A second Ctrl-C while stopping is ignored: the children are

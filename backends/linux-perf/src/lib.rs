@@ -63,7 +63,8 @@ mod symbolize;
 mod unwind;
 
 use lotus_core::{
-    BackendRegistration, CollectOptions, Collection, Probe, Profiler, ProfilerError, Target, Unit,
+    BackendRegistration, CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError,
+    Target, Unit,
 };
 
 pub use collection::{PerfCollection, PerfReport, PerfWindow};
@@ -259,6 +260,37 @@ impl Profiler for LinuxPerf {
         options: &CollectOptions,
     ) -> Result<Box<dyn Collection>, ProfilerError> {
         Ok(Box::new(self.start(target, options)?))
+    }
+
+    fn plan(&self, target: &Target, options: &CollectOptions) -> CollectPlan {
+        let requested = options.frequency_hz.unwrap_or(DEFAULT_FREQUENCY_HZ).max(1);
+        let cap = events::max_sample_rate();
+        let hz = cap.map_or(requested, |c| requested.min(c));
+        let mut notes = vec![format!(
+            "no perf binary: lotus holds the target before exec, opens one cpu-clock sampler per \
+             online CPU on its pid at {hz} Hz with inherit (workers and threads too), plus \
+             task-clock, context-switch and page-fault counters, then releases it; windows \
+             are the time ranges between the control channel's resume and pause"
+        )];
+        if hz < requested {
+            notes.push(format!(
+                "{requested} Hz is above kernel.perf_event_max_sample_rate ({hz}): {hz} Hz is used"
+            ));
+        }
+        CollectPlan {
+            commands: vec![target.command_line()],
+            env: target
+                .env
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })
+                .collect(),
+            notes,
+        }
     }
 }
 
