@@ -130,7 +130,10 @@ fn fixture_ops_map_to_their_kernels() {
         );
         assert!(w["iterations"].as_u64().expect("iterations") >= 1, "{name}");
         let shares: f64 = functions(o).iter().map(|f| f.2).sum();
-        assert!((shares - 1.0).abs() < 1e-9, "{name}: shares sum to {shares}");
+        assert!(
+            (shares - 1.0).abs() < 1e-9,
+            "{name}: shares sum to {shares}"
+        );
     }
 
     // Flip: ImagingFlipLeftRight holds most of the op's samples.
@@ -451,4 +454,59 @@ fn ctrl_c_stops_children_and_keeps_finished_ops() {
 extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+#[test]
+fn harness_floor_marks_and_exclude_baseline_drops_interpreter_functions() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let good = write_op(tmp.path(), "Good", GOOD_OP);
+    let ops = vec![good.to_string_lossy().to_string()];
+    let settings = ["--runs", "1", "--warmup", "1", "--min-samples", "800"];
+    let (marked, _) = map(&ops, &settings, &tmp.path().join("a.json"));
+    let floor: BTreeSet<String> = functions(&marked["baseline"])
+        .into_iter()
+        .map(|f| format!("{}|{}", f.0, f.1))
+        .collect();
+    assert!(
+        !floor.is_empty(),
+        "the floor shows the interpreter: {marked}"
+    );
+    let good_op = op(&marked, "Good");
+    for f in good_op["functions"].as_array().expect("functions") {
+        let key = format!(
+            "{}|{}",
+            f["function"].as_str().expect("f"),
+            f["module"].as_str().expect("m")
+        );
+        assert_eq!(f["baseline"].as_bool(), Some(floor.contains(&key)), "{key}");
+    }
+    let mut excluded_args = settings.to_vec();
+    excluded_args.push("--exclude-baseline");
+    let (excluded, _) = map(&ops, &excluded_args, &tmp.path().join("b.json"));
+    let kept = op(&excluded, "Good")["functions"]
+        .as_array()
+        .expect("functions")
+        .clone();
+    assert!(
+        !kept.is_empty(),
+        "sorting a list runs functions the empty op does not"
+    );
+    let floor2: BTreeSet<String> = functions(&excluded["baseline"])
+        .into_iter()
+        .map(|f| format!("{}|{}", f.0, f.1))
+        .collect();
+    for f in &kept {
+        let key = format!(
+            "{}|{}",
+            f["function"].as_str().expect("f"),
+            f["module"].as_str().expect("m")
+        );
+        assert!(!floor2.contains(&key), "{key} is in the floor but was kept");
+        assert_eq!(f["baseline"], false);
+    }
+    let shares: f64 = kept
+        .iter()
+        .map(|f| f["share"].as_f64().expect("share"))
+        .sum();
+    assert!((shares - 1.0).abs() < 1e-9);
 }
