@@ -3,19 +3,24 @@
 //! - [`report`]: the reader for `vtune -report hotspots -format csv` output
 //!   (and other VTune function-grouped CSV reports).
 //! - [`probe`]: finds the `vtune` command and its version.
+//! - [`collect`]: live collection, `vtune -collect ... -start-paused` on the
+//!   target, then `vtune -report hotspots ... -format csv`.
 //!
-//! Live collection (ITT control and the `vtune` driver) is not built yet:
-//! [`Profiler::collect`] says so.
+//! The windows are opened by the profiled process itself: the lotus control
+//! library calls ITT's `__itt_resume` / `__itt_pause` when
+//! `LOTUS_BACKEND=vtune`, so [`Profiler::switches_windows`] is false and no
+//! control channel is needed.
 #![deny(missing_docs)]
 
+pub mod collect;
 pub mod probe;
 pub mod report;
 
 use std::io::BufRead;
 
 use lotus_core::{
-    BackendRegistration, CollectOptions, Collection, Probe, Profiler, ProfilerError, Report,
-    ReportError, Target, Unit,
+    BackendRegistration, CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError,
+    Report, ReportError, Target, Unit,
 };
 
 /// Intel VTune Profiler.
@@ -41,20 +46,28 @@ impl Profiler for VTune {
 
     fn collect(
         &self,
-        _target: &Target,
-        _options: &CollectOptions,
+        target: &Target,
+        options: &CollectOptions,
     ) -> Result<Box<dyn Collection>, ProfilerError> {
-        let probe = self.probe();
-        if !probe.available {
+        let Some(vtune) = probe::find_vtune() else {
             return Err(ProfilerError::Unavailable {
                 backend: "vtune".into(),
-                reason: probe.reason.unwrap_or_default(),
+                reason: self
+                    .probe()
+                    .reason
+                    .unwrap_or_else(|| "`vtune` was not found".into()),
             });
-        }
-        Err(ProfilerError::Unsupported {
-            backend: "vtune".into(),
-            what: "live collection in this version of lotus; run vtune yourself and use `lotus map --backend vtune --from-reports DIR`".into(),
-        })
+        };
+        Ok(Box::new(collect::start(&vtune, target, options)?))
+    }
+
+    /// False: the profiled process resumes and pauses VTune itself (ITT).
+    fn switches_windows(&self) -> bool {
+        false
+    }
+
+    fn plan(&self, target: &Target, options: &CollectOptions) -> CollectPlan {
+        collect::plan(probe::find_vtune().as_deref(), target, options)
     }
 
     fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {

@@ -28,6 +28,7 @@ mod channel;
 mod error;
 mod ffi;
 pub mod host;
+mod itt_collector;
 mod vendor;
 
 pub use error::ControlError;

@@ -1,0 +1,538 @@
+//! Live collection through the `vtune` command.
+//!
+//! One collection is one run of
+//!
+//! ```text
+//! vtune -collect hotspots -start-paused -result-dir D -- <target command>
+//! ```
+//!
+//! with the target's environment (`LOTUS_BACKEND=vtune`: the profiled
+//! process resumes and pauses the collection itself through ITT; `vtune`
+//! sets `INTEL_LIBITTNOTIFY64` so its ITT calls reach VTune's collector).
+//! [`Collection::report`] waits for it, then runs
+//!
+//! ```text
+//! vtune -report hotspots -result-dir D -format csv -csv-delimiter comma -report-output F
+//! ```
+//!
+//! and reads `F` with [`crate::report::read_hotspots`].
+//!
+//! Everything lives in one folder per collection: `result/` (= `D`, which
+//! `vtune` creates), `hotspots.csv` (= `F`) and what each command printed
+//! (`collect.log`, `report.log`; their last lines go into error messages,
+//! and the target's own output lands there too). The folder is temporary
+//! and deleted with the collection, unless [`CollectOptions::keep_raw`]
+//! names a folder: then it is a new `vtune-XXXXXX` folder in there, kept.
+//!
+//! `vtune` runs in its own process group, so [`Collection::kill`] reaches
+//! the target and everything it started.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use lotus_core::{CollectOptions, CollectPlan, Collection, ProfilerError, Report, Target};
+
+use crate::report::read_hotspots;
+
+const BACKEND: &str = "vtune";
+
+/// The analysis run when [`CollectOptions::collect_type`] names none.
+pub const DEFAULT_COLLECT_TYPE: &str = "hotspots";
+
+/// The result folder's name inside the collection's folder (`D`).
+pub const RESULT_DIR: &str = "result";
+/// The report's file name inside the collection's folder (`F`).
+pub const REPORT_FILE: &str = "hotspots.csv";
+/// The prefix of the folder made per collection under `--keep-raw`.
+pub const KEPT_PREFIX: &str = "vtune-";
+
+/// How long [`Collection::kill`] lets `vtune` stop on SIGINT before
+/// SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How many of a command's last output lines go into an error message.
+const TAIL_LINES: usize = 20;
+/// How many bytes at most are read from the end of a log for them.
+const TAIL_BYTES: u64 = 8192;
+
+/// The `-collect` command's arguments after the program, up to and
+/// including the `--` before the target command.
+pub fn collect_args(collect_type: &str, result_dir: &Path) -> Vec<OsString> {
+    vec![
+        "-collect".into(),
+        collect_type.into(),
+        "-start-paused".into(),
+        "-result-dir".into(),
+        result_dir.as_os_str().to_owned(),
+        "--".into(),
+    ]
+}
+
+/// The `-report` command's arguments after the program.
+pub fn report_args(result_dir: &Path, output: &Path) -> Vec<OsString> {
+    vec![
+        "-report".into(),
+        "hotspots".into(),
+        "-result-dir".into(),
+        result_dir.as_os_str().to_owned(),
+        "-format".into(),
+        "csv".into(),
+        "-csv-delimiter".into(),
+        "comma".into(),
+        "-report-output".into(),
+        output.as_os_str().to_owned(),
+    ]
+}
+
+fn collect_type(options: &CollectOptions) -> &str {
+    options
+        .collect_type
+        .as_deref()
+        .unwrap_or(DEFAULT_COLLECT_TYPE)
+}
+
+/// `program args...` as a shell would show it.
+fn command_line(program: &Path, args: &[OsString]) -> String {
+    Target {
+        program: program.to_path_buf(),
+        args: args.to_vec(),
+        ..Target::default()
+    }
+    .command_line()
+}
+
+fn other(message: impl Into<String>) -> ProfilerError {
+    ProfilerError::Other {
+        backend: BACKEND.into(),
+        message: message.into(),
+    }
+}
+
+fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> ProfilerError {
+    let context = context.into();
+    move |source| ProfilerError::Io { context, source }
+}
+
+/// The collect command for `target`, after the program.
+fn full_collect_args(target: &Target, options: &CollectOptions, result: &Path) -> Vec<OsString> {
+    let mut args = collect_args(collect_type(options), result);
+    args.push(target.program.clone().into_os_string());
+    args.extend(target.args.iter().cloned());
+    args
+}
+
+/// What [`crate::VTune`]'s `plan` says: both commands, with the folder made
+/// at run time shown as a pattern. `vtune` is the program found, or the
+/// bare name with a note when there is none.
+pub fn plan(vtune: Option<&Path>, target: &Target, options: &CollectOptions) -> CollectPlan {
+    let program = vtune.unwrap_or(Path::new("vtune"));
+    let (folder, where_note) = match &options.keep_raw {
+        Some(keep) => {
+            let folder = keep.join(format!("{KEPT_PREFIX}XXXXXX"));
+            let note = format!(
+                "{}: a new folder per run, kept (--keep-raw): the result ({RESULT_DIR}/), the report and both commands' output",
+                folder.display()
+            );
+            (folder, note)
+        }
+        None => {
+            let folder = std::env::temp_dir().join("lotus-vtune-XXXXXX");
+            let note = format!(
+                "{}: a new temporary folder per run, deleted once the report is read (--keep-raw DIR keeps it)",
+                folder.display()
+            );
+            (folder, note)
+        }
+    };
+    let result = folder.join(RESULT_DIR);
+    let report = folder.join(REPORT_FILE);
+    let mut notes = Vec::new();
+    if vtune.is_none() {
+        notes.push(format!(
+            "vtune was not found (not on PATH, nor under ${}/bin64): the commands name it bare",
+            crate::probe::ENV_VTUNE_DIR
+        ));
+    }
+    notes.push(where_note);
+    notes.push(
+        "the profiled process resumes and pauses the collection itself through ITT (__itt_resume / __itt_pause); vtune sets INTEL_LIBITTNOTIFY64 to its collector"
+            .to_string(),
+    );
+    if options.frequency_hz.is_some() {
+        notes.push(format!(
+            "sampling: the {} analysis's own interval; --frequency is not passed to vtune",
+            collect_type(options)
+        ));
+    }
+    CollectPlan {
+        commands: vec![
+            command_line(program, &full_collect_args(target, options, &result)),
+            command_line(program, &report_args(&result, &report)),
+        ],
+        env: target
+            .env
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect(),
+        notes,
+    }
+}
+
+/// The collection's folder: temporary (deleted on drop) or kept.
+#[derive(Debug)]
+enum Folder {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Folder {
+    fn path(&self) -> &Path {
+        match self {
+            Folder::Temporary(dir) => dir.path(),
+            Folder::Kept(path) => path,
+        }
+    }
+}
+
+/// A target running under `vtune -collect`.
+#[derive(Debug)]
+pub struct VTuneCollection {
+    vtune: PathBuf,
+    child: Child,
+    pid: u32,
+    /// The collect command, for messages.
+    collect_line: String,
+    folder: Folder,
+    exit: Option<ExitStatus>,
+    killed: bool,
+}
+
+/// Starts `vtune -collect` on `target`; `vtune` is the program to run.
+pub fn start(
+    vtune: &Path,
+    target: &Target,
+    options: &CollectOptions,
+) -> Result<VTuneCollection, ProfilerError> {
+    let folder = match &options.keep_raw {
+        Some(keep) => {
+            std::fs::create_dir_all(keep)
+                .map_err(io_error(format!("--keep-raw {}", keep.display())))?;
+            let dir = tempfile::Builder::new()
+                .prefix(KEPT_PREFIX)
+                .tempdir_in(keep)
+                .map_err(io_error(format!(
+                    "cannot create a folder in --keep-raw {}",
+                    keep.display()
+                )))?;
+            Folder::Kept(dir.keep())
+        }
+        None => Folder::Temporary(
+            tempfile::Builder::new()
+                .prefix("lotus-vtune-")
+                .tempdir()
+                .map_err(io_error("cannot create a temporary folder for vtune"))?,
+        ),
+    };
+    let result = folder.path().join(RESULT_DIR);
+    let args = full_collect_args(target, options, &result);
+    let collect_line = command_line(vtune, &args);
+
+    let log_path = folder.path().join("collect.log");
+    let (out, err) = log_pair(&log_path)?;
+    let mut cmd = Command::new(vtune);
+    cmd.args(&args)
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err));
+    for (k, v) in &target.env {
+        cmd.env(k, v);
+    }
+    if let Some(cwd) = &target.cwd {
+        cmd.current_dir(cwd);
+    }
+    // Its own group: kill() reaches the target and its workers, and a
+    // Ctrl-C at the terminal goes to lotus, which stops the run itself.
+    cmd.process_group(0);
+    let keep: Vec<RawFd> = target.keep_fds.clone();
+    if !keep.is_empty() {
+        // SAFETY: the hook runs between fork and exec and calls only fcntl,
+        // which is async-signal-safe; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                for &fd in &keep {
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+    let child = cmd.spawn().map_err(|source| ProfilerError::Spawn {
+        program: vtune.display().to_string(),
+        source,
+    })?;
+    Ok(VTuneCollection {
+        vtune: vtune.to_path_buf(),
+        pid: child.id(),
+        child,
+        collect_line,
+        folder,
+        exit: None,
+        killed: false,
+    })
+}
+
+/// One log file opened twice, for a child's stdout and stderr.
+fn log_pair(path: &Path) -> Result<(File, File), ProfilerError> {
+    let log = File::create(path).map_err(io_error(format!("creating {}", path.display())))?;
+    let again = log
+        .try_clone()
+        .map_err(io_error(format!("opening {}", path.display())))?;
+    Ok((log, again))
+}
+
+/// The last lines of a log, indented, for an error message.
+fn tail(path: &Path) -> String {
+    let read = || -> io::Result<String> {
+        let mut file = File::open(path)?;
+        let len = file.metadata()?.len();
+        file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    };
+    match read() {
+        Ok(text) if text.trim().is_empty() => "    (it printed nothing)".to_string(),
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            let start = lines.len().saturating_sub(TAIL_LINES);
+            lines[start..]
+                .iter()
+                .map(|l| format!("    {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        Err(e) => format!("    (its output {} cannot be read: {e})", path.display()),
+    }
+}
+
+impl VTuneCollection {
+    /// `D`: the result folder `vtune` writes.
+    pub fn result_dir(&self) -> PathBuf {
+        self.folder.path().join(RESULT_DIR)
+    }
+
+    /// `F`: where the CSV report is written.
+    pub fn report_file(&self) -> PathBuf {
+        self.folder.path().join(REPORT_FILE)
+    }
+
+    fn wait(&mut self) -> Result<ExitStatus, ProfilerError> {
+        if let Some(status) = self.exit {
+            return Ok(status);
+        }
+        let status = self
+            .child
+            .wait()
+            .map_err(io_error(format!("waiting for vtune (pid {})", self.pid)))?;
+        self.exit = Some(status);
+        Ok(status)
+    }
+
+    fn signal_group(&self, signal: libc::c_int) -> Result<(), ProfilerError> {
+        let Ok(pgid) = libc::pid_t::try_from(self.pid) else {
+            return Err(other(format!("pid {} is out of range", self.pid)));
+        };
+        // SAFETY: kill(2) with a negative pid signals the process group
+        // that vtune leads (process_group(0) at spawn).
+        if unsafe { libc::kill(-pgid, signal) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err(ProfilerError::Io {
+                    context: format!("signalling process group {}", self.pid),
+                    source: e,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<Report, ProfilerError> {
+        let status = self.wait()?;
+        if self.killed {
+            return Err(other(format!(
+                "the collection was stopped before it finished (`{}`)",
+                self.collect_line
+            )));
+        }
+        if !status.success() {
+            return Err(other(format!(
+                "`{}` failed ({status}):\n{}",
+                self.collect_line,
+                tail(&self.folder.path().join("collect.log"))
+            )));
+        }
+        let result = self.result_dir();
+        let report_file = self.report_file();
+        let args = report_args(&result, &report_file);
+        let report_line = command_line(&self.vtune, &args);
+        let log_path = self.folder.path().join("report.log");
+        let (out, err) = log_pair(&log_path)?;
+        let status = Command::new(&self.vtune)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .status()
+            .map_err(|source| ProfilerError::Spawn {
+                program: self.vtune.display().to_string(),
+                source,
+            })?;
+        if !status.success() {
+            return Err(other(format!(
+                "`{report_line}` failed ({status}):\n{}",
+                tail(&log_path)
+            )));
+        }
+        let file = File::open(&report_file).map_err(|e| {
+            other(format!(
+                "`{report_line}` succeeded but {} cannot be read ({e}); it said:\n{}",
+                report_file.display(),
+                tail(&log_path)
+            ))
+        })?;
+        let name = report_file.display().to_string();
+        Ok(read_hotspots(&mut BufReader::new(file), &name)?)
+    }
+}
+
+impl Collection for VTuneCollection {
+    /// The `vtune` process's id (the target is its child).
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// A no-op: the profiled process resumes VTune itself, through ITT.
+    fn resume(&mut self) -> Result<(), ProfilerError> {
+        Ok(())
+    }
+
+    /// A no-op: the profiled process pauses VTune itself, through ITT.
+    fn pause(&mut self) -> Result<(), ProfilerError> {
+        Ok(())
+    }
+
+    fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+        if self.exit.is_some() {
+            return Ok(self.exit);
+        }
+        let status = self
+            .child
+            .try_wait()
+            .map_err(io_error(format!("waiting for vtune (pid {})", self.pid)))?;
+        self.exit = status;
+        Ok(status)
+    }
+
+    /// SIGINT to `vtune`'s process group (vtune stops its collection), then
+    /// SIGKILL after a grace period.
+    fn kill(&mut self) -> Result<(), ProfilerError> {
+        if self.exit.is_some() {
+            return Ok(());
+        }
+        self.killed = true;
+        self.signal_group(libc::SIGINT)?;
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if self.try_wait()?.is_some() {
+                // Whatever vtune left in its group goes too.
+                return self.signal_group(libc::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.signal_group(libc::SIGKILL)?;
+        self.wait().map(|_| ())
+    }
+
+    fn report(mut self: Box<Self>) -> Result<Report, ProfilerError> {
+        self.finish()
+    }
+}
+
+impl Drop for VTuneCollection {
+    fn drop(&mut self) {
+        // Never leave vtune (or the target) running behind a dropped
+        // collection.
+        if self.exit.is_none() && !matches!(self.child.try_wait(), Ok(Some(_))) {
+            let _ = self.signal_group(libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> Target {
+        Target {
+            program: "/usr/bin/python3".into(),
+            args: vec!["h.py".into(), "--op-file".into(), "my op.py".into()],
+            env: vec![("LOTUS_BACKEND".into(), "vtune".into())],
+            ..Target::default()
+        }
+    }
+
+    #[test]
+    fn plans_both_commands_with_the_program_found() {
+        let mut options = CollectOptions::default();
+        options.keep_raw = Some("/keep".into());
+        let plan = plan(
+            Some(Path::new("/opt/vtune/bin64/vtune")),
+            &target(),
+            &options,
+        );
+        assert_eq!(
+            plan.commands,
+            [
+                "/opt/vtune/bin64/vtune -collect hotspots -start-paused -result-dir /keep/vtune-XXXXXX/result -- /usr/bin/python3 h.py --op-file 'my op.py'",
+                "/opt/vtune/bin64/vtune -report hotspots -result-dir /keep/vtune-XXXXXX/result -format csv -csv-delimiter comma -report-output /keep/vtune-XXXXXX/hotspots.csv",
+            ]
+        );
+        assert_eq!(
+            plan.env,
+            [("LOTUS_BACKEND".to_string(), "vtune".to_string())]
+        );
+        assert!(!plan.notes.iter().any(|n| n.contains("not found")));
+    }
+
+    #[test]
+    fn plans_with_the_bare_name_and_a_note_when_vtune_is_missing() {
+        let mut options = CollectOptions::default();
+        options.collect_type = Some("uarch-exploration".into());
+        let plan = plan(None, &target(), &options);
+        assert!(
+            plan.commands[0]
+                .starts_with("vtune -collect uarch-exploration -start-paused -result-dir "),
+            "{:?}",
+            plan.commands
+        );
+        assert!(plan.commands[1].starts_with("vtune -report hotspots -result-dir "));
+        assert!(
+            plan.notes[0].contains("vtune was not found"),
+            "{:?}",
+            plan.notes
+        );
+    }
+}
