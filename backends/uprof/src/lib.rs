@@ -2,20 +2,27 @@
 //!
 //! - [`report`]: the reader for the sectioned `AMDuProfCLI report -f csv`
 //!   output.
-//! - [`probe`]: finds `AMDuProfCLI` and its version.
-//!
-//! Live collection (the profile-control API and the `AMDuProfCLI` driver) is
-//! not built yet: [`Profiler::collect`] says so.
+//! - [`probe`]: finds `AMDuProfCLI`, its version, and the profile-control
+//!   library.
+//! - [`collect`]: live collection, one `AMDuProfCLI collect --start-paused`
+//!   per run, then `AMDuProfCLI report`.
+//! - [`control_lib`]: where uProf's profile-control library
+//!   (`libAMDProfileController.so`) is found; the profiled process opens it
+//!   (through lotus's control library) to resume and pause the collection,
+//!   so the lotus process switches no windows
+//!   ([`Profiler::switches_windows`] is false).
 #![deny(missing_docs)]
 
+pub mod collect;
+pub mod control_lib;
 pub mod probe;
 pub mod report;
 
 use std::io::BufRead;
 
 use lotus_core::{
-    BackendRegistration, CollectOptions, Collection, Probe, Profiler, ProfilerError, Report,
-    ReportError, Target, Unit,
+    BackendRegistration, CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError,
+    Report, ReportError, Target, Unit,
 };
 
 /// AMD uProf.
@@ -41,20 +48,28 @@ impl Profiler for UProf {
 
     fn collect(
         &self,
-        _target: &Target,
-        _options: &CollectOptions,
+        target: &Target,
+        options: &CollectOptions,
     ) -> Result<Box<dyn Collection>, ProfilerError> {
+        let unavailable = |reason: String| ProfilerError::Unavailable {
+            backend: "uprof".into(),
+            reason,
+        };
         let probe = self.probe();
         if !probe.available {
-            return Err(ProfilerError::Unavailable {
-                backend: "uprof".into(),
-                reason: probe.reason.unwrap_or_default(),
-            });
+            return Err(unavailable(probe.reason.unwrap_or_default()));
         }
-        Err(ProfilerError::Unsupported {
-            backend: "uprof".into(),
-            what: "live collection in this version of lotus; run AMDuProfCLI yourself and use `lotus map --backend uprof --from-reports DIR`".into(),
-        })
+        let cli = probe::find_cli()
+            .ok_or_else(|| unavailable("AMDuProfCLI disappeared after the probe".into()))?;
+        Ok(Box::new(collect::start(&cli, target, options)?))
+    }
+
+    fn switches_windows(&self) -> bool {
+        false
+    }
+
+    fn plan(&self, target: &Target, options: &CollectOptions) -> CollectPlan {
+        collect::plan(probe::find_cli().as_deref(), target, options)
     }
 
     fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {

@@ -5,25 +5,39 @@ use std::process::Command;
 
 use lotus_core::Probe;
 
+use crate::control_lib;
+
 /// The environment variable naming uProf's install folder.
 pub const ENV_UPROF_HOME: &str = "AMDUPROF_HOME";
 
-/// Folders uProf installs into by default.
-const DEFAULT_HOMES: &[&str] = &["/opt/AMDuProf", "/opt/amd/uprof"];
+/// Folders uProf installs into by default, as said in messages.
+const DEFAULT_HOMES: &str = "/opt/AMDuProf* or /opt/amd/uprof";
 
 /// The `AMDuProfCLI` command: on PATH, else under `$AMDUPROF_HOME/bin` or
-/// the default install folders.
+/// the default install folders (`/opt/AMDuProf*`, newest version first,
+/// and `/opt/amd/uprof`).
 pub fn find_cli() -> Option<PathBuf> {
     if let Ok(p) = which::which("AMDuProfCLI") {
         return Some(p);
     }
-    let homes = std::env::var_os(ENV_UPROF_HOME)
-        .map(PathBuf::from)
+    let home = std::env::var_os(ENV_UPROF_HOME).map(PathBuf::from);
+    control_lib::install_homes(home.as_deref(), Path::new("/opt"))
         .into_iter()
-        .chain(DEFAULT_HOMES.iter().map(PathBuf::from));
-    homes
-        .map(|h| Path::new(&h).join("bin").join("AMDuProfCLI"))
+        .map(|h| h.join("bin").join("AMDuProfCLI"))
         .find(|p| p.is_file())
+}
+
+/// Where the profiled process will find the profile-control library, in
+/// words, for the probe's notes.
+fn control_library_note() -> String {
+    match control_lib::find_file() {
+        Some(path) => format!("profile-control library: {}", path.display()),
+        None => format!(
+            "profile-control library: {} is not under ${ENV_UPROF_HOME}/lib/x64/shared or {DEFAULT_HOMES}; the profiled process will look for it on the dynamic library path (set {} to its full path if it lies elsewhere)",
+            control_lib::LIBRARY,
+            control_lib::ENV_LIBRARY
+        ),
+    }
 }
 
 /// Whether uProf can be driven here, and its version.
@@ -32,8 +46,7 @@ pub fn probe() -> Probe {
         return Probe::unavailable(
             "uprof",
             format!(
-                "`AMDuProfCLI` is not on PATH, nor under ${ENV_UPROF_HOME}/bin or {}; install AMD uProf and add its bin folder to PATH, or set {ENV_UPROF_HOME}",
-                DEFAULT_HOMES.join(" or ")
+                "`AMDuProfCLI` is not on PATH, nor in the bin folder of ${ENV_UPROF_HOME}, {DEFAULT_HOMES}; install AMD uProf and add its bin folder to PATH, or set {ENV_UPROF_HOME} to its install folder"
             ),
         );
     };
@@ -44,7 +57,10 @@ pub fn probe() -> Probe {
                 .lines()
                 .find(|l| !l.trim().is_empty())
                 .map(|l| l.trim().to_string());
-            Probe::available("uprof", version)
+            let mut probe = Probe::available("uprof", version);
+            probe.notes.push(format!("AMDuProfCLI: {}", cli.display()));
+            probe.notes.push(control_library_note());
+            probe
         }
         Ok(out) => Probe::unavailable(
             "uprof",

@@ -63,6 +63,15 @@ pub enum ControlError {
         /// The backend's name.
         backend: String,
     },
+    /// The vendor's profile-control library could not be opened, or a call
+    /// into it failed.
+    #[error("lotus control ({backend}): {message}")]
+    Vendor {
+        /// The backend's name.
+        backend: &'static str,
+        /// What failed, with the library's path and its error code.
+        message: String,
+    },
     /// A bug in the library (a panic was caught at the C boundary).
     #[error("lotus control: internal error: {0}")]
     Internal(String),

@@ -1,0 +1,588 @@
+//! Live collection through `AMDuProfCLI`.
+//!
+//! One collection is one run of
+//!
+//! ```text
+//! AMDuProfCLI collect --config tbp --start-paused -o D <target command>
+//! ```
+//!
+//! with the target's environment (which names the uProf backend, so the
+//! profiled process opens uProf's profile-control library and resumes and
+//! pauses the collection itself: the lotus process switches nothing). The
+//! session lands in a sub-folder of `D` that AMDuProfCLI names
+//! (`AMDuProf-<program>-<CONFIG>_<date>`); [`Collection::report`] finds
+//! it, runs
+//!
+//! ```text
+//! AMDuProfCLI report -i SESSION --report-output F -f csv
+//! ```
+//!
+//! and reads `F` with [`crate::report::read_report`].
+//!
+//! Everything lives in one temporary folder (deleted when the collection
+//! is dropped): `raw/` (= `D`), `report.csv` (= `F`), and the output of
+//! both commands (`collect.log`, `report.log`), whose last lines go into
+//! error messages. With [`CollectOptions::keep_raw`], `D` is a new folder
+//! `uprof-XXXXXX` inside the given one, and `F` is written into it; both
+//! stay.
+//!
+//! AMDuProfCLI runs in its own process group, so [`Collection::kill`]
+//! reaches the target and anything it started.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use lotus_core::profiler::shell_quote;
+use lotus_core::{CollectOptions, CollectPlan, Collection, ProfilerError, Report, Target};
+use tempfile::TempDir;
+
+use crate::report::read_report;
+
+const BACKEND: &str = "uprof";
+
+/// The analysis run when [`CollectOptions::collect_type`] names none:
+/// time-based profiling (a timer sample every millisecond by default).
+pub const DEFAULT_CONFIG: &str = "tbp";
+
+/// The prefix of the session folders AMDuProfCLI creates.
+pub const SESSION_PREFIX: &str = "AMDuProf";
+
+/// The prefix of the folder made per collection under `--keep-raw`.
+const KEPT_PREFIX: &str = "uprof-";
+
+/// How long [`Collection::kill`] lets AMDuProfCLI stop its collection on
+/// SIGINT before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// How much of a command's output goes into an error message.
+const TAIL_LINES: usize = 20;
+
+/// The `collect` command's arguments after the program: everything up to
+/// the target command.
+pub fn collect_args(config: &str, raw: &Path) -> Vec<OsString> {
+    vec![
+        "collect".into(),
+        "--config".into(),
+        config.into(),
+        "--start-paused".into(),
+        "-o".into(),
+        raw.as_os_str().to_owned(),
+    ]
+}
+
+/// The `report` command's arguments after the program.
+pub fn report_args(session: &Path, output: &Path) -> Vec<OsString> {
+    vec![
+        "report".into(),
+        "-i".into(),
+        session.as_os_str().to_owned(),
+        "--report-output".into(),
+        output.as_os_str().to_owned(),
+        "-f".into(),
+        "csv".into(),
+    ]
+}
+
+fn config(options: &CollectOptions) -> &str {
+    options.collect_type.as_deref().unwrap_or(DEFAULT_CONFIG)
+}
+
+fn line(program: &Path, args: &[OsString]) -> String {
+    Target {
+        program: program.to_path_buf(),
+        args: args.to_vec(),
+        ..Target::default()
+    }
+    .command_line()
+}
+
+fn other(message: impl Into<String>) -> ProfilerError {
+    ProfilerError::Other {
+        backend: BACKEND.into(),
+        message: message.into(),
+    }
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> ProfilerError {
+    let context = context.into();
+    move |source| ProfilerError::Io { context, source }
+}
+
+/// What [`crate::UProf`]'s `plan` says: the commands with placeholders for
+/// the folders made at run time.
+pub fn plan(cli: Option<&Path>, target: &Target, options: &CollectOptions) -> CollectPlan {
+    let program = cli.unwrap_or(Path::new("AMDuProfCLI"));
+    let (raw, report, where_note) = match &options.keep_raw {
+        Some(keep) => {
+            let raw = keep.join(format!("{KEPT_PREFIX}XXXXXX"));
+            let report = raw.join("report.csv");
+            (
+                raw,
+                report,
+                format!(
+                    "{}: a new folder per run, kept (--keep-raw); the report is written into it",
+                    keep.join(format!("{KEPT_PREFIX}XXXXXX")).display()
+                ),
+            )
+        }
+        None => {
+            let work = std::env::temp_dir().join("lotus-uprof-XXXXXX");
+            (
+                work.join("raw"),
+                work.join("report.csv"),
+                format!(
+                    "{}: a new temporary folder per run, deleted once the report is read (--keep-raw DIR keeps it)",
+                    work.display()
+                ),
+            )
+        }
+    };
+    let mut collect = collect_args(config(options), &raw);
+    collect.push(target.program.clone().into_os_string());
+    collect.extend(target.args.iter().cloned());
+    let session = format!(
+        "{}/<session>",
+        shell_quote(&raw.to_string_lossy()).trim_end_matches('/')
+    );
+    let report_line = format!(
+        "{} report -i {session} --report-output {} -f csv",
+        shell_quote(&program.to_string_lossy()),
+        shell_quote(&report.to_string_lossy())
+    );
+    let mut notes = Vec::new();
+    if cli.is_none() {
+        notes.push("AMDuProfCLI was not found: the commands name it bare".to_string());
+    }
+    notes.push(where_note);
+    notes.push(format!(
+        "<session>: the {SESSION_PREFIX}-* folder AMDuProfCLI creates inside {}",
+        raw.display()
+    ));
+    notes.push(
+        "the profiled process resumes and pauses the collection itself, through uProf's profile-control library (libAMDProfileController.so)".to_string(),
+    );
+    if options.frequency_hz.is_some() {
+        notes.push(format!(
+            "sampling: the {} config's own interval (tbp: 1 ms); --frequency is not passed to AMDuProfCLI",
+            config(options)
+        ));
+    }
+    CollectPlan {
+        commands: vec![line(program, &collect), report_line],
+        env: target
+            .env
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect(),
+        notes,
+    }
+}
+
+/// A target running under `AMDuProfCLI collect`.
+#[derive(Debug)]
+pub struct UProfCollection {
+    cli: PathBuf,
+    child: Child,
+    pid: u32,
+    /// The collect command, for messages.
+    collect_line: String,
+    /// Logs, and (without keep_raw) `D` and `F`; deleted on drop.
+    work: TempDir,
+    /// `D`.
+    raw: PathBuf,
+    /// `F`.
+    report_file: PathBuf,
+    exit: Option<ExitStatus>,
+    killed: bool,
+}
+
+/// Starts `AMDuProfCLI collect` on `target` (`cli` is the AMDuProfCLI
+/// found by the probe).
+pub fn start(
+    cli: &Path,
+    target: &Target,
+    options: &CollectOptions,
+) -> Result<UProfCollection, ProfilerError> {
+    let work = tempfile::Builder::new()
+        .prefix("lotus-uprof-")
+        .tempdir()
+        .map_err(io_err("cannot create a temporary folder for AMDuProfCLI"))?;
+    let (raw, report_file) = match &options.keep_raw {
+        Some(keep) => {
+            std::fs::create_dir_all(keep)
+                .map_err(io_err(format!("--keep-raw {}", keep.display())))?;
+            let raw = tempfile::Builder::new()
+                .prefix(KEPT_PREFIX)
+                .tempdir_in(keep)
+                .map_err(io_err(format!(
+                    "cannot create a folder in --keep-raw {}",
+                    keep.display()
+                )))?
+                .keep();
+            let report = raw.join("report.csv");
+            (raw, report)
+        }
+        None => {
+            let raw = work.path().join("raw");
+            std::fs::create_dir(&raw).map_err(io_err(format!("creating {}", raw.display())))?;
+            (raw, work.path().join("report.csv"))
+        }
+    };
+
+    let mut args = collect_args(config(options), &raw);
+    args.push(target.program.clone().into_os_string());
+    args.extend(target.args.iter().cloned());
+    let collect_line = line(cli, &args);
+
+    let log_path = work.path().join("collect.log");
+    let log =
+        File::create(&log_path).map_err(io_err(format!("creating {}", log_path.display())))?;
+    let log2 = log
+        .try_clone()
+        .map_err(io_err(format!("opening {}", log_path.display())))?;
+
+    let mut cmd = Command::new(cli);
+    cmd.args(&args)
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2));
+    for (k, v) in &target.env {
+        cmd.env(k, v);
+    }
+    if let Some(cwd) = &target.cwd {
+        cmd.current_dir(cwd);
+    }
+    // Its own group, so kill() reaches the target and its workers.
+    cmd.process_group(0);
+    let keep: Vec<RawFd> = target.keep_fds.clone();
+    if !keep.is_empty() {
+        // SAFETY: the hook runs between fork and exec and calls only fcntl,
+        // which is async-signal-safe; it does not allocate.
+        unsafe {
+            cmd.pre_exec(move || {
+                for &fd in &keep {
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+    let child = cmd.spawn().map_err(|source| ProfilerError::Spawn {
+        program: cli.display().to_string(),
+        source,
+    })?;
+    Ok(UProfCollection {
+        cli: cli.to_path_buf(),
+        pid: child.id(),
+        child,
+        collect_line,
+        work,
+        raw,
+        report_file,
+        exit: None,
+        killed: false,
+    })
+}
+
+impl UProfCollection {
+    /// `D`: the folder AMDuProfCLI writes its session into.
+    pub fn raw_dir(&self) -> &Path {
+        &self.raw
+    }
+
+    fn wait(&mut self) -> Result<ExitStatus, ProfilerError> {
+        if let Some(status) = self.exit {
+            return Ok(status);
+        }
+        let status = self.child.wait().map_err(io_err(format!(
+            "waiting for AMDuProfCLI (pid {})",
+            self.pid
+        )))?;
+        self.exit = Some(status);
+        Ok(status)
+    }
+
+    fn signal_group(&self, signal: libc::c_int) -> Result<(), ProfilerError> {
+        // SAFETY: kill(2) with a negative pid signals that process group;
+        // the group is the one AMDuProfCLI leads (process_group(0)).
+        let r = unsafe { libc::kill(-(self.pid as libc::pid_t), signal) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err(ProfilerError::Io {
+                    context: format!("signalling process group {}", self.pid),
+                    source: e,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds the session folder AMDuProfCLI made in `D`: the newest
+    /// `AMDuProf*` sub-folder.
+    pub fn find_session(&self) -> Result<PathBuf, ProfilerError> {
+        find_session(&self.raw).map_err(|why| {
+            other(format!(
+                "{why}; `{}` said:\n{}",
+                self.collect_line,
+                tail(&self.work.path().join("collect.log"))
+            ))
+        })
+    }
+
+    fn finish(&mut self) -> Result<Report, ProfilerError> {
+        let status = self.wait()?;
+        if self.killed {
+            return Err(other(format!(
+                "the collection was stopped before it finished (`{}`)",
+                self.collect_line
+            )));
+        }
+        if !status.success() {
+            return Err(other(format!(
+                "`{}` failed ({status}):\n{}",
+                self.collect_line,
+                tail(&self.work.path().join("collect.log"))
+            )));
+        }
+        let session = self.find_session()?;
+        let args = report_args(&session, &self.report_file);
+        let report_line = line(&self.cli, &args);
+        let log_path = self.work.path().join("report.log");
+        let log =
+            File::create(&log_path).map_err(io_err(format!("creating {}", log_path.display())))?;
+        let log2 = log
+            .try_clone()
+            .map_err(io_err(format!("opening {}", log_path.display())))?;
+        let status = Command::new(&self.cli)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log2))
+            .status()
+            .map_err(|source| ProfilerError::Spawn {
+                program: self.cli.display().to_string(),
+                source,
+            })?;
+        if !status.success() {
+            return Err(other(format!(
+                "`{report_line}` failed ({status}):\n{}",
+                tail(&log_path)
+            )));
+        }
+        let file = File::open(&self.report_file).map_err(|e| {
+            other(format!(
+                "`{report_line}` succeeded but {} cannot be read ({e}); it said:\n{}",
+                self.report_file.display(),
+                tail(&log_path)
+            ))
+        })?;
+        let name = self.report_file.display().to_string();
+        Ok(read_report(&mut BufReader::new(file), &name)?)
+    }
+}
+
+impl Collection for UProfCollection {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// A no-op: the profiled process resumes uProf itself.
+    fn resume(&mut self) -> Result<(), ProfilerError> {
+        Ok(())
+    }
+
+    /// A no-op: the profiled process pauses uProf itself.
+    fn pause(&mut self) -> Result<(), ProfilerError> {
+        Ok(())
+    }
+
+    fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+        if self.exit.is_some() {
+            return Ok(self.exit);
+        }
+        let status = self.child.try_wait().map_err(io_err(format!(
+            "checking on AMDuProfCLI (pid {})",
+            self.pid
+        )))?;
+        self.exit = status;
+        Ok(status)
+    }
+
+    fn kill(&mut self) -> Result<(), ProfilerError> {
+        if self.exit.is_none() {
+            self.killed = true;
+            // SIGINT first: AMDuProfCLI stops its collection on Ctrl-C.
+            self.signal_group(libc::SIGINT)?;
+            let deadline = Instant::now() + STOP_GRACE;
+            while self.try_wait()?.is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        // Whatever is left of the group (the target may outlive
+        // AMDuProfCLI).
+        self.signal_group(libc::SIGKILL)?;
+        self.wait()?;
+        Ok(())
+    }
+
+    fn report(mut self: Box<Self>) -> Result<Report, ProfilerError> {
+        self.finish()
+    }
+}
+
+impl Drop for UProfCollection {
+    fn drop(&mut self) {
+        // Never leave AMDuProfCLI or the target running, or unreaped.
+        if self.exit.is_none() {
+            let _ = self.kill();
+        }
+    }
+}
+
+/// The newest `AMDuProf*` folder in `raw`, or why there is none.
+pub fn find_session(raw: &Path) -> Result<PathBuf, String> {
+    let entries =
+        std::fs::read_dir(raw).map_err(|e| format!("cannot list {}: {e}", raw.display()))?;
+    let mut names = Vec::new();
+    let mut sessions: Vec<(SystemTime, PathBuf)> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot list {}: {e}", raw.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        let is_dir = path.is_dir();
+        if is_dir && name.starts_with(SESSION_PREFIX) {
+            let modified = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            sessions.push((modified, path));
+        }
+        names.push(if is_dir { format!("{name}/") } else { name });
+    }
+    sessions.sort();
+    match sessions.pop() {
+        Some((_, path)) => Ok(path),
+        None => {
+            names.sort();
+            Err(format!(
+                "AMDuProfCLI left no session folder ({SESSION_PREFIX}-*) in {}: {}",
+                raw.display(),
+                if names.is_empty() {
+                    "it is empty".to_string()
+                } else {
+                    format!("it holds {}", names.join(", "))
+                }
+            ))
+        }
+    }
+}
+
+/// The last lines of a log file, indented, for error messages.
+fn tail(path: &Path) -> String {
+    const MAX_BYTES: u64 = 8192;
+    let text = (|| -> io::Result<String> {
+        let mut file = File::open(path)?;
+        let len = file.metadata()?.len();
+        file.seek(SeekFrom::Start(len.saturating_sub(MAX_BYTES)))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    })();
+    match text {
+        Ok(text) if text.trim().is_empty() => "    (no output)".to_string(),
+        Ok(text) => {
+            let lines: Vec<&str> = text.trim_end().lines().collect();
+            lines[lines.len().saturating_sub(TAIL_LINES)..]
+                .iter()
+                .map(|l| format!("    {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        Err(e) => format!("    (its output {} cannot be read: {e})", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_session_folder_wins() {
+        let d = tempfile::tempdir().expect("temp dir");
+        let old = d.path().join("AMDuProf-python-TBP_May-28-2024_01-39-24");
+        let new = d.path().join("AMDuProf-python-TBP_May-28-2024_01-39-25");
+        std::fs::create_dir(&old).expect("mkdir");
+        std::fs::create_dir(d.path().join("something-else")).expect("mkdir");
+        std::fs::write(d.path().join("AMDuProf-a-file"), b"x").expect("write");
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::create_dir(&new).expect("mkdir");
+        assert_eq!(find_session(d.path()), Ok(new));
+    }
+
+    #[test]
+    fn no_session_lists_what_is_there() {
+        let d = tempfile::tempdir().expect("temp dir");
+        let why = find_session(d.path()).unwrap_err();
+        assert!(why.contains("it is empty"), "{why}");
+        std::fs::create_dir(d.path().join("junk")).expect("mkdir");
+        std::fs::write(d.path().join("notes.txt"), b"x").expect("write");
+        let why = find_session(d.path()).unwrap_err();
+        assert!(why.contains("AMDuProf-*"), "{why}");
+        assert!(why.contains("it holds junk/, notes.txt"), "{why}");
+    }
+
+    #[test]
+    fn plans_name_every_flag_and_the_session_placeholder() {
+        let target = Target {
+            program: "/usr/bin/python3".into(),
+            args: vec!["h.py".into(), "--op-file".into(), "my op.py".into()],
+            env: vec![("LOTUS_BACKEND".into(), "uprof".into())],
+            ..Target::default()
+        };
+        let mut options = CollectOptions::default();
+        options.keep_raw = Some("/keep".into());
+        let plan = plan(None, &target, &options);
+        assert_eq!(
+            plan.commands,
+            [
+                "AMDuProfCLI collect --config tbp --start-paused -o /keep/uprof-XXXXXX /usr/bin/python3 h.py --op-file 'my op.py'",
+                "AMDuProfCLI report -i /keep/uprof-XXXXXX/<session> --report-output /keep/uprof-XXXXXX/report.csv -f csv",
+            ]
+        );
+        assert_eq!(
+            plan.env,
+            [("LOTUS_BACKEND".to_string(), "uprof".to_string())]
+        );
+        assert!(
+            plan.notes[0].contains("AMDuProfCLI was not found"),
+            "{:?}",
+            plan.notes
+        );
+    }
+
+    #[test]
+    fn tails_keep_the_last_lines() {
+        let d = tempfile::tempdir().expect("temp dir");
+        let log = d.path().join("log");
+        let text: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&log, text).expect("write");
+        let t = tail(&log);
+        assert!(t.starts_with("    line 11\n"), "{t}");
+        assert!(t.ends_with("    line 30"), "{t}");
+        assert!(tail(&d.path().join("missing")).contains("cannot be read"));
+    }
+}
