@@ -27,8 +27,13 @@
  *  - With LOTUS_CONTROL_FDS: each call sends one request line and blocks
  *    until the lotus process replies, which it does after switching its
  *    counters. When lotus_resume returns 0 the window is open.
- *  - LOTUS_BACKEND=vtune or uprof without a channel: the vendor API is not
- *    wired in yet; calls return -1 saying so.
+ *  - LOTUS_BACKEND=vtune without a channel: calls go to __itt_resume /
+ *    __itt_pause / __itt_detach (VTune's collector, named by
+ *    INTEL_LIBITTNOTIFY64 when VTune runs the process).
+ *  - LOTUS_BACKEND=uprof without a channel: calls go to AMD uProf's
+ *    profile-control library (libAMDProfileController.so, 5.x or 4.x API),
+ *    found through LOTUS_UPROF_CONTROL_LIB, $AMDUPROF_HOME/lib/x64/shared,
+ *    /opt/AMDuProf* or the library path.
  *  - A malformed environment: calls return -1 with the reason.
  *
  * Processes: the channel belongs to the process that first called the

@@ -4,12 +4,11 @@
 //! - [`Backend::Inactive`]: not under lotus; every call succeeds and does
 //!   nothing, so op scripts run standalone.
 //! - [`Backend::Channel`]: the lotus process switches the window (perf
-//!   enables its counters by ioctl); the call asks it over the pipes in
-//!   `LOTUS_CONTROL_FDS` and waits for the answer.
+//!   marks the window's time range and reads its counters); the call asks
+//!   it over the pipes in `LOTUS_CONTROL_FDS` and waits for the answer.
 //! - [`Backend::InProcess`]: the window is switched by a vendor API called
-//!   in this process (VTune's `__itt_resume`, uProf's `amdProfileResume`).
-//!   Not written yet: those calls fail with "not supported yet". This is
-//!   where the vendor calls go.
+//!   in this process (VTune's `__itt_resume`, uProf's `amdProfileResume`):
+//!   see [`crate::vendor`].
 //! - [`Backend::Misconfigured`]: the environment is set but unusable; every
 //!   call fails with the reason.
 

@@ -54,15 +54,6 @@ pub enum ControlError {
         /// The reason the lotus process gave.
         reason: String,
     },
-    /// The active backend's in-process control is not written yet.
-    #[error(
-        "the {backend} backend's in-process control (vendor API) is not supported yet by \
-         the lotus control library"
-    )]
-    Unsupported {
-        /// The backend's name.
-        backend: String,
-    },
     /// The vendor's profile-control library could not be opened, or a call
     /// into it failed.
     #[error("lotus control ({backend}): {message}")]

@@ -12,8 +12,12 @@
 //!   request line and blocks until the lotus process answers, which it
 //!   does after switching its counters; a window is open when
 //!   [`resume`] returns.
-//! - VTune / uProf without a channel: the vendor API will be called in this
-//!   process; not supported yet (the calls fail saying so).
+//! - VTune / uProf without a channel: the vendor's API is called in this
+//!   process (`__itt_resume` / `__itt_pause` / `__itt_detach` through
+//!   `ittapi`; uProf's profile-control library through `libloading`).
+//! - The library is also an ITT collector (it exports `__itt_api_init`):
+//!   with `INTEL_LIBITTNOTIFY64` naming it, scripts that switch their own
+//!   windows with ITT (`ittapi.resume()`) reach lotus's windows.
 //!
 //! The channel belongs to the process that first used the library: a
 //! forked child (a DataLoader worker) that calls it gets an error instead of
