@@ -191,7 +191,12 @@ fn render_table(mapping: &Mapping, top: usize) -> String {
         t.load_preset(UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Disabled)
             .set_header(["function", "module", "ops"]);
-        for s in &mapping.shared {
+        let shown = if top == 0 {
+            mapping.shared.len()
+        } else {
+            top.min(mapping.shared.len())
+        };
+        for s in &mapping.shared[..shown] {
             t.add_row(vec![
                 shorten(&s.function, NAME_WIDTH),
                 s.module.clone(),
@@ -200,6 +205,12 @@ fn render_table(mapping: &Mapping, top: usize) -> String {
         }
         out += &t.to_string();
         out.push('\n');
+        if shown < mapping.shared.len() {
+            out += &format!(
+                "  … {} more (use --top 0 to show all)\n",
+                mapping.shared.len() - shown
+            );
+        }
     }
     out
 }
