@@ -8,15 +8,20 @@
 //!   counters) with demangled names.
 //! - [`mapping`]: the `lotus.mapping/1` schema, the merge rules and the
 //!   original tool's schema.
+//! - [`attribute`]: a whole-pipeline profile folded back onto the ops
+//!   through a mapping.
+//! - [`profile`]: the `lotus.profile/1` schema of whole-program profiles.
 //! - [`report_error`]: the error every report reader returns, naming the
 //!   file and line.
 //!
 //! Nothing here does FFI or talks to a vendor tool.
 #![deny(missing_docs)]
 
+pub mod attribute;
 pub mod control;
 pub mod demangle;
 pub mod mapping;
+pub mod profile;
 pub mod profiler;
 pub mod registry;
 pub mod report_error;

@@ -1,0 +1,426 @@
+//! `lotus attribute`: whole-pipeline profiles folded back onto the Python
+//! ops through a mapping ([`lotus_core::attribute`] does the arithmetic).
+//!
+//! ```text
+//! lotus attribute --mapping M --profile P [--profile P2 ...] [--op-times T]
+//!                 [--match auto|name] [--format table|csv|json|md] [--out FILE]
+//!                 [--plot FILE.svg]
+//! ```
+//!
+//! A profile is recognized by its content: JSON is `lotus.profile/1` (what
+//! `lotus profile` writes); a text file with a `HOTTEST FUNCTIONS` section
+//! (or an `AMD uProf` banner) is a uProf report; anything else is read as
+//! a VTune function-grouped report (hotspots or microarchitecture
+//! exploration, comma or TAB), whose columns are found by name.
+//!
+//! ## JSON output (`lotus.attribution/1`)
+//!
+//! ```json
+//! {"schema": "lotus.attribution/1", "mapping": "M", "match": "auto",
+//!  "split": "equal",
+//!  "profiles": [
+//!    {"name": "b1024_gpu4_dataloader8", "file": "...", "format": "vtune-csv",
+//!     "unit": "seconds", "sample_interval_s": null,
+//!     "total_cpu_time_s": 12345.6, "split": "equal",
+//!     "rows": 327, "matched_rows": 81,
+//!     "clockticks": "Clockticks", "instructions": "Instructions Retired",
+//!     "unmatched_ops": [], "notes": [],
+//!     "ops": [
+//!       {"op": "Loader", "cpu_time_s": 4321.0, "share": 0.35,
+//!        "exclusive_s": 4000.0, "shared_s": 321.0, "rows": 20,
+//!        "counters": {"Clockticks": 1.4e13, "Instructions Retired": 2.9e13},
+//!        "cpi": 0.48, "topdown": {"Retiring": 55.1, "Front-End Bound": 6.0}},
+//!       {"op": "(unexplained)", ...}]}]}
+//! ```
+//!
+//! `*_s` fields are seconds of CPU time. A profile that counts samples
+//! (`"unit": "samples"`) also has `total_samples`, and per op `samples`,
+//! `exclusive_samples` and `shared_samples`; its `*_s` fields are the
+//! samples times `sample_interval_s` where that is known (uProf reports
+//! state it; a `lotus.profile/1` file may) and `null` where it is not.
+//! `share` is of the profile's total and is always there; the entries
+//! (the `(unexplained)` one included) add up to the total. `topdown`
+//! holds every per-function metric (top-down percentages as percent
+//! values, `Average CPU Frequency` in GHz) averaged with clockticks as
+//! weights; `cpi` is summed clockticks over summed instructions; both are
+//! absent (`{}`, `null`) when the profile has no clockticks counter, which
+//! `notes` then says.
+
+mod plot;
+mod render;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use lotus_core::attribute::{attribute, AttributeError, Attribution, MatchMode, OpTimes, Options};
+use lotus_core::mapping::{Mapping, MappingError};
+use lotus_core::profile::Profile;
+use lotus_core::{Report, Unit};
+
+use crate::output::write_atomic;
+use render::View;
+
+/// The schema tag of `lotus attribute --format json`.
+pub const SCHEMA: &str = "lotus.attribution/1";
+
+/// The file a trace folder gives op times in.
+pub const TRACE_OP_TIMES: &str = "op_times.csv";
+
+/// Output formats of an attribution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AttributeFormat {
+    /// Readable tables (the terminal default).
+    Table,
+    /// One row per (profile, op), every figure a column.
+    Csv,
+    /// `lotus.attribution/1` JSON.
+    Json,
+    /// Markdown tables.
+    Md,
+}
+
+impl AttributeFormat {
+    /// The format a file name implies: `.json`, `.csv`, `.md`; a table
+    /// otherwise.
+    pub fn from_path(path: &Path) -> AttributeFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("json") => AttributeFormat::Json,
+            Some("csv") => AttributeFormat::Csv,
+            Some("md") => AttributeFormat::Md,
+            _ => AttributeFormat::Table,
+        }
+    }
+}
+
+/// How profile rows are matched to the mapping's functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MatchArg {
+    /// Function and module (library version suffixes ignored); the
+    /// function name alone where the profile or mapping has no module.
+    Auto,
+    /// The function name alone.
+    Name,
+}
+
+/// `lotus attribute`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct AttributeArgs {
+    /// The mapping: lotus.mapping/1, or the original tool's mapping_funcs.json.
+    #[arg(long, short, value_name = "FILE")]
+    pub mapping: PathBuf,
+    /// A whole-pipeline profile: VTune CSV (hotspots or uarch), uProf CSV,
+    /// or lotus.profile/1 JSON. Repeat for one column per profile.
+    #[arg(long = "profile", short, value_name = "FILE", required = true)]
+    pub profiles: Vec<PathBuf>,
+    /// The ops' own times, to divide shared functions: a CSV of op,seconds
+    /// or a lotus trace folder. Equal split without it.
+    #[arg(long, value_name = "CSV|DIR")]
+    pub op_times: Option<PathBuf>,
+    /// Matching of profile functions to mapping functions.
+    #[arg(long = "match", value_enum, default_value = "auto")]
+    pub match_mode: MatchArg,
+    /// Output format; tables on the terminal when neither this nor --out
+    /// is given, else from --out's extension.
+    #[arg(long, value_enum)]
+    pub format: Option<AttributeFormat>,
+    /// Write the result here instead of the terminal.
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Draw a stacked bar chart of op time per profile (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+/// A profile read from disk.
+#[derive(Debug)]
+pub struct LoadedProfile {
+    /// Short name: the file stem, or the path where stems repeat.
+    pub name: String,
+    /// The file.
+    pub path: PathBuf,
+    /// What it was read as: `vtune-csv`, `uprof-csv`, `lotus.profile/1`.
+    pub format: &'static str,
+    /// Its rows.
+    pub report: Report,
+    /// Seconds per sample, for sample-count profiles where known.
+    pub sample_interval_s: Option<f64>,
+}
+
+impl LoadedProfile {
+    /// Seconds per unit of value: 1 for CPU-time profiles, the sample
+    /// interval for sample counts where known.
+    pub fn seconds_per_unit(&self) -> Option<f64> {
+        match self.report.unit {
+            Unit::Seconds => Some(1.0),
+            Unit::Samples => self.sample_interval_s,
+        }
+    }
+}
+
+/// Runs `lotus attribute`.
+pub fn run(args: AttributeArgs) -> Result<ExitCode> {
+    let mapping = load_mapping(&args.mapping)?;
+    let op_times = args.op_times.as_deref().map(load_op_times).transpose()?;
+    let match_mode = match args.match_mode {
+        MatchArg::Auto => MatchMode::Auto,
+        MatchArg::Name => MatchMode::Name,
+    };
+    let options = Options::new(match_mode, op_times);
+
+    let mut profiles = Vec::with_capacity(args.profiles.len());
+    for path in &args.profiles {
+        profiles.push(load_profile(path)?);
+    }
+    name_profiles(&mut profiles);
+
+    let format = args.format.unwrap_or_else(|| match &args.out {
+        Some(p) => AttributeFormat::from_path(p),
+        None => AttributeFormat::Table,
+    });
+    let notes_to_stderr =
+        args.out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv);
+    let mapping_name = args.mapping.display().to_string();
+    let mut results = Vec::with_capacity(profiles.len());
+    for p in &profiles {
+        let a = attribute(&mapping, &p.report, &options).map_err(|e| match e {
+            AttributeError::EmptyMapping(_) => anyhow::anyhow!(
+                "{mapping_name}: {e}; make one with `lotus map` (it must list each op's native functions)"
+            ),
+            AttributeError::EmptyProfile => {
+                anyhow::anyhow!("{}: {e}", p.path.display())
+            }
+            other => anyhow::anyhow!(other),
+        })?;
+        check_matches(&a, p, &mapping_name)?;
+        // Tables and Markdown on the terminal show the notes themselves.
+        if notes_to_stderr {
+            for note in &a.notes {
+                eprintln!("lotus: note: {}: {note}", p.name);
+            }
+        }
+        results.push(a);
+    }
+
+    let view = View {
+        mapping: &mapping_name,
+        op_count: mapping.ops.len(),
+        profiles: &profiles,
+        results: &results,
+    };
+    let text = match format {
+        AttributeFormat::Json => serde_json::to_string_pretty(&view.json())? + "\n",
+        AttributeFormat::Csv => view.csv()?,
+        AttributeFormat::Table => view.table(),
+        AttributeFormat::Md => view.markdown(),
+    };
+    if let Some(path) = &args.plot {
+        let svg = view.svg()?;
+        write_atomic(path, &svg)?;
+        eprintln!("lotus: wrote {}", path.display());
+    }
+    match &args.out {
+        Some(path) => {
+            write_atomic(path, &text)?;
+            eprintln!(
+                "lotus: wrote {} ({} profile(s))",
+                path.display(),
+                results.len()
+            );
+        }
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Warns about ops that match nothing; an error when no op matches
+/// anything (every second would be unexplained).
+fn check_matches(a: &Attribution, p: &LoadedProfile, mapping: &str) -> Result<()> {
+    if a.unmatched_ops.is_empty() {
+        return Ok(());
+    }
+    let modules_known = p
+        .report
+        .rows
+        .iter()
+        .any(|r| !lotus_core::attribute::is_unknown_module(&r.module));
+    let hint = if !modules_known {
+        "the profile names no modules, so functions are matched by name alone: was the mapping made for the same program and library versions?"
+    } else if a.match_mode == MatchMode::Auto {
+        "matching is on function and module (version suffixes after .so ignored); if the profile names modules differently (libc.so.6 vs libc-2.31.so), try --match name"
+    } else {
+        "no function name of these ops appears in the profile: was the mapping made for the same program?"
+    };
+    let ops = a.unmatched_ops.join(", ");
+    if a.unmatched_ops.len() == a.ops.len() - 1 {
+        bail!(
+            "{}: no op of {mapping} matches any function of the profile (ops: {ops}); all of its time would be unexplained ({hint})",
+            p.path.display()
+        );
+    }
+    eprintln!(
+        "lotus: warning: {}: no function of op(s) {ops} matches a function of the profile ({hint})",
+        p.path.display()
+    );
+    Ok(())
+}
+
+/// Reads the mapping, saying what the file is when it is not one.
+fn load_mapping(path: &Path) -> Result<Mapping> {
+    let name = path.display().to_string();
+    if path.is_dir() {
+        bail!("--mapping {name}: is a folder; give a mapping file (lotus map --out FILE)");
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read mapping {name}"))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{name}: not UTF-8 text (bad byte at offset {}): not a mapping; is it a profile? pass profiles with --profile",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    Mapping::from_json(&text, &name).map_err(|e| {
+        let first = text.trim_start_matches('\u{feff}').trim_start();
+        let hint = match &e {
+            MappingError::Json { .. } if !first.starts_with('{') => {
+                " (this looks like a CSV or text report, not a mapping: pass profiles with --profile, mappings come from `lotus map`)"
+            }
+            MappingError::UnknownSchema { found, .. } if found.contains("lotus.profile/") => {
+                " (this is a profile: pass it with --profile)"
+            }
+            _ => "",
+        };
+        anyhow::anyhow!("--mapping {e}{hint}")
+    })
+}
+
+/// Reads `--op-times`: a CSV, or a trace folder's `op_times.csv`.
+fn load_op_times(path: &Path) -> Result<OpTimes> {
+    let file = if path.is_dir() {
+        let f = path.join(TRACE_OP_TIMES);
+        if !f.is_file() {
+            bail!(
+                "--op-times {}: a folder is read as a lotus trace, from its {TRACE_OP_TIMES}, and this one has none; give a CSV of op,seconds (one line per op) instead",
+                path.display()
+            );
+        }
+        f
+    } else {
+        path.to_path_buf()
+    };
+    let name = file.display().to_string();
+    let f = File::open(&file).with_context(|| format!("cannot open --op-times {name}"))?;
+    Ok(OpTimes::read_csv(&mut BufReader::new(f), &name)?)
+}
+
+/// How many bytes are looked at to tell a profile's format.
+const SNIFF_BYTES: usize = 64 * 1024;
+
+/// Reads one profile, telling its format by content.
+pub fn load_profile(path: &Path) -> Result<LoadedProfile> {
+    let name = path.display().to_string();
+    if path.is_dir() {
+        bail!("--profile {name}: is a folder; give a profile file (a VTune or uProf CSV report, or lotus.profile/1 JSON)");
+    }
+    let file = File::open(path).with_context(|| format!("cannot open profile {name}"))?;
+    let mut input = BufReader::with_capacity(SNIFF_BYTES, file);
+    let head = input
+        .fill_buf()
+        .with_context(|| format!("cannot read profile {name}"))?;
+    let head_text = String::from_utf8_lossy(head);
+    let first = head_text.trim_start_matches('\u{feff}').trim_start();
+    if first.is_empty() {
+        bail!("{name}: empty file, not a profile");
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| name.clone());
+    let loaded = |format, report, sample_interval_s| LoadedProfile {
+        name: stem.clone(),
+        path: path.to_path_buf(),
+        format,
+        report,
+        sample_interval_s,
+    };
+    if first.starts_with('{') || first.starts_with('[') {
+        let p = Profile::read_json(&mut input, &name)?;
+        let dt = p.sample_interval_s;
+        return Ok(loaded("lotus.profile/1", p.into_report(), dt));
+    }
+    let is_uprof = head_text.contains(lotus_backend_uprof::report::FUNCTION_SECTION)
+        || head_text
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("AMD uProf"));
+    if is_uprof {
+        let report = lotus_backend_uprof::report::read_report(&mut input, &name)?;
+        drop(input);
+        let dt = uprof_sample_interval(path, &name)?;
+        return Ok(loaded("uprof-csv", report, dt));
+    }
+    let report = lotus_backend_vtune::report::read_hotspots(&mut input, &name)?;
+    Ok(loaded("vtune-csv", report, None))
+}
+
+/// The CPU_TIME timer interval a uProf report states in its MONITORED
+/// EVENTS section (`,"CPU_TIME","1.000 milliseconds",...`), in seconds.
+/// Reads line by line up to the function table.
+fn uprof_sample_interval(path: &Path, name: &str) -> Result<Option<f64>> {
+    let f = File::open(path).with_context(|| format!("cannot open profile {name}"))?;
+    let mut input = BufReader::new(f);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = (&mut input)
+            .take(1 << 20)
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("cannot read profile {name}"))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let line = String::from_utf8_lossy(&buf);
+        if line.contains(lotus_backend_uprof::report::FUNCTION_SECTION) {
+            return Ok(None);
+        }
+        let fields: Vec<&str> = line
+            .split(',')
+            .map(|f| f.trim().trim_matches('"'))
+            .collect();
+        if let Some(i) = fields.iter().position(|f| *f == "CPU_TIME") {
+            if let Some(dt) = fields.get(i + 1).and_then(|t| parse_interval(t)) {
+                return Ok(Some(dt));
+            }
+        }
+    }
+}
+
+/// `1.000 milliseconds` -> 0.001.
+fn parse_interval(text: &str) -> Option<f64> {
+    let (num, unit) = text.trim().split_once(' ')?;
+    let v: f64 = num.trim().parse().ok()?;
+    let scale = match unit.trim() {
+        "seconds" | "second" | "s" => 1.0,
+        "milliseconds" | "millisecond" | "ms" => 1e-3,
+        "microseconds" | "microsecond" | "us" => 1e-6,
+        _ => return None,
+    };
+    (v > 0.0 && v.is_finite()).then_some(v * scale)
+}
+
+/// Gives each profile a short unique name: its file stem, or its path
+/// where two stems are the same.
+fn name_profiles(profiles: &mut [LoadedProfile]) {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for p in profiles.iter() {
+        *seen.entry(p.name.clone()).or_default() += 1;
+    }
+    for p in profiles.iter_mut() {
+        if seen[&p.name] > 1 {
+            p.name = p.path.display().to_string();
+        }
+    }
+}

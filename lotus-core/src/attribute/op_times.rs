@@ -1,0 +1,160 @@
+//! The ops' own times, read from a CSV of `op,seconds`: the weights that
+//! divide a function several ops share.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+
+use super::AttributeError;
+use crate::row::parse_figure;
+
+/// Each op's own time, the weights that divide a shared function.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OpTimes {
+    /// Where the times came from (a file name), for the output.
+    pub source: String,
+    /// Seconds per op.
+    pub seconds: BTreeMap<String, f64>,
+}
+
+/// Column names read as the op in an op-times file with a header.
+const OP_COLUMNS: &[&str] = &["op", "name", "op_name"];
+/// Column names read as the seconds in an op-times file with a header.
+const SECONDS_COLUMNS: &[&str] = &[
+    "seconds",
+    "time_s",
+    "cpu_time_s",
+    "wall_s",
+    "time",
+    "total_s",
+];
+
+impl OpTimes {
+    /// Reads a CSV of `op,seconds`, streaming. The header line is optional
+    /// (a first line whose seconds are not a number is one); with a header,
+    /// the columns are found by name (`op` and `seconds`, `time_s`,
+    /// `cpu_time_s`...), without one they are the first two. An op on
+    /// several lines gets the sum. Blank lines and `#` comments are
+    /// skipped. `file` names the input in errors.
+    pub fn read_csv(input: &mut dyn BufRead, file: &str) -> Result<OpTimes, AttributeError> {
+        let err = |line: u64, message: String| AttributeError::OpTimes {
+            file: file.to_string(),
+            line: Some(line),
+            message,
+        };
+        let mut seconds: BTreeMap<String, f64> = BTreeMap::new();
+        let mut columns: Option<(usize, usize)> = None;
+        let mut buf = String::new();
+        let mut line_no = 0u64;
+        loop {
+            buf.clear();
+            let n = input
+                .read_line(&mut buf)
+                .map_err(|e| AttributeError::OpTimes {
+                    file: file.to_string(),
+                    line: None,
+                    message: format!("cannot read: {e}"),
+                })?;
+            if n == 0 {
+                break;
+            }
+            line_no += 1;
+            let line = buf.trim_start_matches('\u{feff}').trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fields: Vec<&str> = line
+                .split(',')
+                .map(|f| f.trim().trim_matches('"').trim())
+                .collect();
+            let (op_col, s_col) = match columns {
+                Some(c) => c,
+                None => {
+                    // The first line: a header when its seconds column is
+                    // not a number.
+                    let is_data = fields.len() >= 2 && parse_figure(fields[1]).is_some();
+                    if is_data {
+                        columns = Some((0, 1));
+                        (0, 1)
+                    } else {
+                        let find = |names: &[&str]| {
+                            fields
+                                .iter()
+                                .position(|f| names.iter().any(|n| f.eq_ignore_ascii_case(n)))
+                        };
+                        let op = find(OP_COLUMNS).unwrap_or(0);
+                        let s = find(SECONDS_COLUMNS).or((fields.len() >= 2).then_some(1));
+                        match s {
+                            Some(s) if s != op => columns = Some((op, s)),
+                            _ => {
+                                return Err(err(
+                                    line_no,
+                                    format!("expected 'op,seconds' (a header, or an op name and its seconds), found '{line}'"),
+                                ))
+                            }
+                        }
+                        continue;
+                    }
+                }
+            };
+            let (Some(op), Some(text)) = (fields.get(op_col), fields.get(s_col)) else {
+                return Err(err(
+                    line_no,
+                    format!("expected an op name and its seconds, found '{line}'"),
+                ));
+            };
+            if op.is_empty() {
+                return Err(err(line_no, "empty op name".into()));
+            }
+            let v = parse_figure(text).filter(|v| *v >= 0.0).ok_or_else(|| {
+                err(
+                    line_no,
+                    format!("'{text}' is not a number of seconds of 0 or more"),
+                )
+            })?;
+            *seconds.entry(op.to_string()).or_insert(0.0) += v;
+        }
+        if seconds.is_empty() {
+            return Err(AttributeError::OpTimes {
+                file: file.to_string(),
+                line: None,
+                message: "no op times in it: expected lines of 'op,seconds'".into(),
+            });
+        }
+        Ok(OpTimes {
+            source: file.to_string(),
+            seconds,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_times_csv() {
+        let read = |t: &str| OpTimes::read_csv(&mut t.as_bytes(), "t.csv");
+        let t = read("op,seconds\nA,1.5\nB, 2\n\n# c\nA,0.5\n").expect("reads");
+        assert_eq!(t.seconds["A"], 2.0);
+        assert_eq!(t.seconds["B"], 2.0);
+        let t = read("A,1\n\"B\",3s\n").expect("no header");
+        assert_eq!(t.seconds["B"], 3.0);
+        let t = read("calls,time_s,op\n9,1.25,X\n").expect("named columns");
+        assert_eq!(t.seconds["X"], 1.25);
+        let e = read("op,seconds\nA,x\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.csv:2: 'x' is not a number of seconds of 0 or more"
+        );
+        let e = read("A,-1\n").unwrap_err();
+        assert!(e.to_string().starts_with("t.csv:1:"), "{e}");
+        assert!(read("op,seconds\n")
+            .unwrap_err()
+            .to_string()
+            .contains("no op times"));
+        assert!(read("justone\n")
+            .unwrap_err()
+            .to_string()
+            .contains("'op,seconds'"));
+    }
+}
