@@ -4,6 +4,7 @@
 //! Subcommands: `backends` (what can profile here), `map` (which native
 //! functions each op runs), `show` (a mapping as a table).
 
+mod attribute_cmd;
 mod from_reports;
 mod harness;
 mod live;
@@ -51,6 +52,8 @@ enum Command {
     Map(MapArgs),
     /// Show a mapping (lotus.mapping/1 or the original tool's schema) as a table.
     Show(ShowArgs),
+    /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
+    Attribute(attribute_cmd::AttributeArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -137,6 +140,7 @@ fn main() -> ExitCode {
         Command::Backends { json } => cmd_backends(json),
         Command::Map(args) => cmd_map(args),
         Command::Show(args) => cmd_show(args),
+        Command::Attribute(args) => attribute_cmd::run(args),
     };
     match result {
         Ok(code) => code,
