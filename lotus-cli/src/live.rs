@@ -56,6 +56,10 @@ pub struct LiveOptions {
     pub baseline: bool,
     /// Drop functions the floor shows too.
     pub exclude_baseline: bool,
+    /// The vendor analysis type (VTune `-collect`, uProf `--config`).
+    pub collect_type: Option<String>,
+    /// Keep each run's raw vendor results under this folder.
+    pub keep_raw: Option<PathBuf>,
 }
 
 impl LiveOptions {
@@ -239,6 +243,8 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
     }));
     let mut copts = CollectOptions::default();
     copts.frequency_hz = Some(opts.frequency);
+    copts.collect_type.clone_from(&opts.collect_type);
+    copts.keep_raw.clone_from(&opts.keep_raw);
     for spec in &specs {
         let result = files.dir.path().join("result-1.json");
         let mut target = harness_target(backend, &files, &control_lib, spec, &result, opts);
@@ -464,6 +470,32 @@ fn environment(
 /// request.
 const HOT_SPIN: Duration = Duration::from_millis(2);
 
+/// The backend options of one run; `--keep-raw` gets a folder per op and
+/// run.
+fn collect_options(opts: &LiveOptions, spec: &OpSpec, run: u32) -> Result<CollectOptions> {
+    let mut copts = CollectOptions::default();
+    copts.frequency_hz = Some(opts.frequency);
+    copts.collect_type.clone_from(&opts.collect_type);
+    if let Some(root) = &opts.keep_raw {
+        let label: String = spec
+            .label
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let dir = root.join(format!("{label}-run{run}"));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("--keep-raw: cannot create {}", dir.display()))?;
+        copts.keep_raw = Some(dir);
+    }
+    Ok(copts)
+}
+
 /// The harness command for one run of `spec`, with the environment every
 /// backend gets (the channel's variables are added by the caller).
 fn harness_target(
@@ -540,8 +572,7 @@ fn run_once(
     } else {
         None
     };
-    let mut copts = CollectOptions::default();
-    copts.frequency_hz = Some(opts.frequency);
+    let copts = collect_options(opts, spec, run)?;
 
     let mut collection = backend
         .collect(&target, &copts)

@@ -2,7 +2,8 @@
 //! Python op down to the native function.
 //!
 //! Subcommands: `backends` (what can profile here), `map` (which native
-//! functions each op runs), `show` (a mapping as a table).
+//! functions each op runs), `show` (a mapping as a table), `attribute`
+//! (whole-pipeline profiles folded back onto the ops).
 
 mod attribute_cmd;
 mod from_reports;
@@ -106,6 +107,12 @@ struct MapArgs {
     /// Live: skip the harness floor (the empty-op run that marks `baseline` functions).
     #[arg(long)]
     no_baseline: bool,
+    /// Live: the vendor analysis (VTune -collect TYPE, e.g. uarch-exploration; uProf --config TYPE).
+    #[arg(long, value_name = "TYPE")]
+    collect_type: Option<String>,
+    /// Live: keep each run's raw vendor results (VTune result folder, uProf session) under DIR/<op>-run<N>.
+    #[arg(long, value_name = "DIR")]
+    keep_raw: Option<PathBuf>,
     /// Live: print the exact commands and environment the backend would use, and run nothing.
     #[arg(long)]
     dry_run: bool,
@@ -240,6 +247,8 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 rule: args.rule,
                 baseline: !args.no_baseline,
                 exclude_baseline: args.exclude_baseline,
+                collect_type: args.collect_type.clone(),
+                keep_raw: args.keep_raw.clone(),
             };
             if args.dry_run {
                 for op in &args.ops {

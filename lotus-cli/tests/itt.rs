@@ -771,3 +771,74 @@ fn lotus_map_vtune_here_fails_saying_why_and_dry_run_still_plans() {
 fn which_in(program: &str, path: &std::ffi::OsStr) -> bool {
     std::env::split_paths(path).any(|d| d.join(program).is_file())
 }
+
+#[test]
+fn lotus_map_vtune_passes_collect_type_and_keeps_raw_results() {
+    let work = tempfile::tempdir().unwrap();
+    let state = work.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let calls = work.path().join("calls.log");
+    let env = standin_env(&state, &calls);
+    let raw = work.path().join("raw");
+    let op = root().join("fixtures/ops/RandomHorizontalFlip.py");
+    let out = work.path().join("m.json");
+    lotus_ok(
+        &[
+            "map",
+            "--backend",
+            "vtune",
+            "--runs",
+            "2",
+            "--no-baseline",
+            "--min-samples",
+            "1",
+            "--min-window-ms",
+            "20",
+            "--collect-type",
+            "uarch-exploration",
+            "--keep-raw",
+            raw.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            op.to_str().unwrap(),
+        ],
+        &env,
+    );
+    // vtune was asked for that analysis, once per run.
+    let log = std::fs::read_to_string(&calls).unwrap();
+    let collects: Vec<&str> = log.lines().filter(|l| l.contains("-collect")).collect();
+    assert_eq!(collects.len(), 2, "{log}");
+    assert!(
+        collects
+            .iter()
+            .all(|l| l.contains("-collect | uarch-exploration |")),
+        "{log}"
+    );
+    // Each run's raw results are kept under DIR/<op>-run<N>, report included.
+    for run in 1..=2 {
+        let dir = raw.join(format!("RandomHorizontalFlip-run{run}"));
+        let files: Vec<PathBuf> = walk(&dir);
+        assert!(
+            files.iter().any(|p| p.ends_with("hotspots.csv")),
+            "run {run}: {files:?}"
+        );
+        assert!(
+            files.iter().any(|p| p.ends_with("itt.log")),
+            "run {run}: {files:?}"
+        );
+    }
+    assert_eq!(read_json(&out)["ops"][0]["runs"], 2);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
