@@ -26,7 +26,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lotus_control::host::ControlHost;
 use lotus_core::control::{Reply, Request, ENV_BACKEND};
 use lotus_core::mapping::{OpAccumulator, OpMapping, Settings, WindowSummary};
-use lotus_core::{CollectOptions, Mapping, MergeRule, Profiler, Report, Target, Unit, WindowStats};
+use lotus_core::{
+    CollectOptions, Collection, Mapping, MergeRule, Profiler, Report, Target, Unit, WindowStats,
+};
 
 use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult, HarnessStage};
 
@@ -114,7 +116,7 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
 
 /// Why one run failed.
 #[derive(Debug)]
-enum RunError {
+pub(crate) enum RunError {
     /// Ctrl-C.
     Interrupted,
     /// Anything else, in words.
@@ -544,46 +546,16 @@ fn harness_target(
 /// The variable the ITT static part reads to find its collector library.
 pub const ENV_ITT_COLLECTOR: &str = "INTEL_LIBITTNOTIFY64";
 
-/// Runs one op once under the backend.
-fn run_once(
-    backend: &dyn Profiler,
-    files: &HarnessFiles,
-    control_lib: &Path,
-    spec: &OpSpec,
-    run: u32,
-    opts: &LiveOptions,
+/// Serves the control channel (when there is one) until the profiled
+/// process exits: each request switches the window and is answered. Stops
+/// the process on Ctrl-C or after `timeout`.
+pub(crate) fn serve(
+    collection: &mut dyn Collection,
+    mut host: Option<&mut ControlHost>,
+    timeout: Option<Duration>,
     interrupted: &Arc<AtomicBool>,
-) -> Result<RunOutput, RunError> {
-    let result_path = files
-        .dir
-        .path()
-        .join(format!("result-{}-{run}.json", std::process::id()));
-    let _ = std::fs::remove_file(&result_path);
-    let mut target = harness_target(backend, files, control_lib, spec, &result_path, opts);
-    // The control channel, where the lotus process switches the windows:
-    // the harness writes requests into one pipe and reads replies from the
-    // other. Vendor backends switch their own windows in the profiled
-    // process, and get no channel.
-    let mut host = if backend.switches_windows() {
-        let host = ControlHost::new().context("cannot create the control channel's pipes")?;
-        target.env.push(host.child_env());
-        target.keep_fds = host.child_fds();
-        Some(host)
-    } else {
-        None
-    };
-    let copts = collect_options(opts, spec, run)?;
-
-    let mut collection = backend
-        .collect(&target, &copts)
-        .map_err(|e| RunError::Failed(e.to_string()))?;
-    // Only the child keeps its ends: then the request pipe closes when the
-    // child (and anything it started) is gone.
-    if let Some(host) = host.as_mut() {
-        host.close_child_ends();
-    }
-
-    let deadline = Instant::now() + opts.timeout;
+) -> Result<std::process::ExitStatus, RunError> {
+    let deadline = timeout.map(|t| Instant::now() + t);
     let mut channel_open = host.is_some();
     let mut last_request = Instant::now();
     let status = loop {
@@ -656,14 +628,64 @@ fn run_once(
                 return Err(RunError::Failed(e.to_string()));
             }
         }
-        if Instant::now() >= deadline {
-            let _ = collection.kill();
-            return Err(RunError::Failed(format!(
-                "still running after --timeout {} s: stopped it and everything it started (is the op stuck, or does it need a longer --timeout?)",
-                opts.timeout.as_secs_f64()
-            )));
+        if let (Some(deadline), Some(timeout)) = (deadline, timeout) {
+            if Instant::now() >= deadline {
+                let _ = collection.kill();
+                return Err(RunError::Failed(format!(
+                    "still running after --timeout {} s: stopped it and everything it started (is the op stuck, or does it need a longer --timeout?)",
+                    timeout.as_secs_f64()
+                )));
+            }
         }
     };
+    Ok(status)
+}
+
+/// Runs one op once under the backend.
+fn run_once(
+    backend: &dyn Profiler,
+    files: &HarnessFiles,
+    control_lib: &Path,
+    spec: &OpSpec,
+    run: u32,
+    opts: &LiveOptions,
+    interrupted: &Arc<AtomicBool>,
+) -> Result<RunOutput, RunError> {
+    let result_path = files
+        .dir
+        .path()
+        .join(format!("result-{}-{run}.json", std::process::id()));
+    let _ = std::fs::remove_file(&result_path);
+    let mut target = harness_target(backend, files, control_lib, spec, &result_path, opts);
+    // The control channel, where the lotus process switches the windows:
+    // the harness writes requests into one pipe and reads replies from the
+    // other. Vendor backends switch their own windows in the profiled
+    // process, and get no channel.
+    let mut host = if backend.switches_windows() {
+        let host = ControlHost::new().context("cannot create the control channel's pipes")?;
+        target.env.push(host.child_env());
+        target.keep_fds = host.child_fds();
+        Some(host)
+    } else {
+        None
+    };
+    let copts = collect_options(opts, spec, run)?;
+
+    let mut collection = backend
+        .collect(&target, &copts)
+        .map_err(|e| RunError::Failed(e.to_string()))?;
+    // Only the child keeps its ends: then the request pipe closes when the
+    // child (and anything it started) is gone.
+    if let Some(host) = host.as_mut() {
+        host.close_child_ends();
+    }
+
+    let status = serve(
+        collection.as_mut(),
+        host.as_mut(),
+        Some(opts.timeout),
+        interrupted,
+    )?;
 
     let result = HarnessResult::read(&result_path).ok();
     if !status.success() {

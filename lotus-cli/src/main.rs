@@ -10,6 +10,7 @@ mod from_reports;
 mod harness;
 mod live;
 mod output;
+mod profile_cmd;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).
@@ -53,6 +54,8 @@ enum Command {
     Map(MapArgs),
     /// Show a mapping (lotus.mapping/1 or the original tool's schema) as a table.
     Show(ShowArgs),
+    /// Profile a whole program (all its processes and threads), or the windows it opens.
+    Profile(profile_cmd::ProfileArgs),
     /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
     Attribute(attribute_cmd::AttributeArgs),
 }
@@ -148,6 +151,7 @@ fn main() -> ExitCode {
         Command::Map(args) => cmd_map(args),
         Command::Show(args) => cmd_show(args),
         Command::Attribute(args) => attribute_cmd::run(args),
+        Command::Profile(args) => profile_cmd::run(args),
     };
     match result {
         Ok(code) => code,

@@ -121,6 +121,10 @@ pub struct CollectOptions {
     pub collect_type: Option<String>,
     /// Keep the vendor's raw result folder here instead of deleting it.
     pub keep_raw: Option<PathBuf>,
+    /// Measure the whole program from its start instead of starting paused
+    /// (`lotus profile` without `--windows`). Backends whose windows the
+    /// lotus process switches get a window opened at once instead.
+    pub whole_program: bool,
 }
 
 /// A target running under a profiler.

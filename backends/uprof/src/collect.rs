@@ -76,6 +76,16 @@ pub fn collect_args(config: &str, raw: &Path) -> Vec<OsString> {
     ]
 }
 
+/// The `collect` arguments for `options`: without `--start-paused` when
+/// the whole program is measured.
+fn collect_args_for(options: &CollectOptions, raw: &Path) -> Vec<OsString> {
+    let mut args = collect_args(config(options), raw);
+    if options.whole_program {
+        args.retain(|a| a != "--start-paused");
+    }
+    args
+}
+
 /// The `report` command's arguments after the program.
 pub fn report_args(session: &Path, output: &Path) -> Vec<OsString> {
     vec![
@@ -143,7 +153,7 @@ pub fn plan(cli: Option<&Path>, target: &Target, options: &CollectOptions) -> Co
             )
         }
     };
-    let mut collect = collect_args(config(options), &raw);
+    let mut collect = collect_args_for(options, &raw);
     collect.push(target.program.clone().into_os_string());
     collect.extend(target.args.iter().cloned());
     let session = format!(
@@ -240,7 +250,7 @@ pub fn start(
         }
     };
 
-    let mut args = collect_args(config(options), &raw);
+    let mut args = collect_args_for(options, &raw);
     args.push(target.program.clone().into_os_string());
     args.extend(target.args.iter().cloned());
     let collect_line = line(cli, &args);

@@ -73,6 +73,16 @@ pub fn collect_args(collect_type: &str, result_dir: &Path) -> Vec<OsString> {
     ]
 }
 
+/// The `-collect` arguments for `options`: without `-start-paused` when the
+/// whole program is measured.
+fn collect_args_for(options: &CollectOptions, result_dir: &Path) -> Vec<OsString> {
+    let mut args = collect_args(collect_type(options), result_dir);
+    if options.whole_program {
+        args.retain(|a| a != "-start-paused");
+    }
+    args
+}
+
 /// The `-report` command's arguments after the program.
 pub fn report_args(result_dir: &Path, output: &Path) -> Vec<OsString> {
     vec![
@@ -120,7 +130,7 @@ fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> ProfilerErr
 
 /// The collect command for `target`, after the program.
 fn full_collect_args(target: &Target, options: &CollectOptions, result: &Path) -> Vec<OsString> {
-    let mut args = collect_args(collect_type(options), result);
+    let mut args = collect_args_for(options, result);
     args.push(target.program.clone().into_os_string());
     args.extend(target.args.iter().cloned());
     args

@@ -1,0 +1,191 @@
+//! `lotus profile`: a profile of a whole program (all its processes and
+//! threads), or of the windows it opens itself with `--windows`, written as
+//! the normalized `lotus.profile/1` JSON that `lotus attribute` reads.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use lotus_control::host::ControlHost;
+use lotus_core::control::ENV_BACKEND;
+use lotus_core::profile::Profile;
+use lotus_core::{CollectOptions, Target};
+
+use crate::harness;
+use crate::live::{self, RunError, ENV_ITT_COLLECTOR};
+use crate::output::write_atomic;
+
+/// `lotus profile` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ProfileArgs {
+    /// Profiler backend (see `lotus backends`).
+    #[arg(long)]
+    backend: String,
+    /// Write the profile here (default: stdout).
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+    /// Measure only inside the windows the program opens itself (lotus_resume /
+    /// lotus_pause, `import lotus`, or ITT), not the whole run.
+    #[arg(long)]
+    windows: bool,
+    /// Sampling frequency in Hz (perf).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    frequency: u64,
+    /// The vendor analysis (VTune -collect TYPE, uProf --config TYPE).
+    #[arg(long, value_name = "TYPE")]
+    collect_type: Option<String>,
+    /// Keep the vendor's raw results in DIR.
+    #[arg(long, value_name = "DIR")]
+    keep_raw: Option<PathBuf>,
+    /// Seconds the program may run before it is stopped (default: no limit).
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// The program and its arguments.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// Runs `lotus profile`.
+pub fn run(args: ProfileArgs) -> Result<ExitCode> {
+    let backend = lotus_core::backend(&args.backend)?;
+    let probe = backend.probe();
+    if !probe.available {
+        bail!(
+            "the {} backend cannot run here: {}",
+            backend.name(),
+            probe.reason.unwrap_or_default()
+        );
+    }
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow!("give the program to profile after --"))?;
+    let program = which::which(program)
+        .with_context(|| format!("{program}: no such program (on PATH or as a path)"))?;
+    let mut target = Target {
+        program,
+        args: rest.iter().map(Into::into).collect(),
+        ..Target::default()
+    };
+    target.env.push((ENV_BACKEND.into(), backend.name().into()));
+    let control_lib = harness::control_library_path();
+    if let Some(lib) = &control_lib {
+        target
+            .env
+            .push((harness::ENV_CONTROL_LIB.into(), lib.into()));
+        // The program can `import lotus` from the harness folder; ITT
+        // scripts reach lotus's windows through its collector.
+        if backend.switches_windows() && std::env::var_os(ENV_ITT_COLLECTOR).is_none() {
+            target.env.push((ENV_ITT_COLLECTOR.into(), lib.into()));
+        }
+    }
+    let files = harness::write_harness().context("cannot write the lotus Python module")?;
+    let pythonpath = match std::env::var_os("PYTHONPATH") {
+        Some(p) if !p.is_empty() => {
+            let mut v = files.dir.path().as_os_str().to_owned();
+            v.push(":");
+            v.push(p);
+            v
+        }
+        _ => files.dir.path().as_os_str().to_owned(),
+    };
+    target.env.push(("PYTHONPATH".into(), pythonpath));
+
+    let mut host = if args.windows && backend.switches_windows() {
+        let host = ControlHost::new().context("cannot create the control channel's pipes")?;
+        target.env.push(host.child_env());
+        target.keep_fds = host.child_fds();
+        Some(host)
+    } else {
+        None
+    };
+    let mut copts = CollectOptions::default();
+    copts.frequency_hz = Some(args.frequency);
+    copts.collect_type.clone_from(&args.collect_type);
+    copts.keep_raw.clone_from(&args.keep_raw);
+    copts.whole_program = !args.windows;
+
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = interrupted.clone();
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+
+    let mut collection = backend.collect(&target, &copts)?;
+    if let Some(h) = host.as_mut() {
+        h.close_child_ends();
+    }
+    if !args.windows && backend.switches_windows() {
+        // The whole run is one window, open from now on.
+        collection.resume()?;
+    }
+    let status = match live::serve(
+        collection.as_mut(),
+        host.as_mut(),
+        args.timeout.map(Duration::from_secs),
+        &interrupted,
+    ) {
+        Ok(status) => status,
+        Err(RunError::Interrupted) => {
+            eprintln!("lotus: interrupted: the program was stopped; no profile written");
+            return Ok(ExitCode::from(130));
+        }
+        Err(RunError::Failed(why)) => bail!("{}: {why}", target.program.display()),
+    };
+    if !args.windows && backend.switches_windows() {
+        collection.pause()?;
+    }
+    let windows = collection.windows();
+    let report = collection.report()?;
+    let mut profile = Profile::new(backend.name(), report);
+    if backend.name() == "perf" {
+        profile.sample_interval_s = Some(1.0 / args.frequency as f64);
+    }
+    profile.command = args.command.clone();
+    let samples: u64 = windows.iter().map(|w| w.samples).sum();
+    let task_clock: f64 = windows
+        .iter()
+        .filter_map(|w| w.counters.get("task-clock-ns"))
+        .sum();
+    if !windows.is_empty() {
+        profile
+            .environment
+            .insert("windows".into(), windows.len().to_string());
+        profile
+            .environment
+            .insert("samples".into(), samples.to_string());
+        profile
+            .environment
+            .insert("task_clock_s".into(), format!("{:.6}", task_clock / 1e9));
+    }
+    let mut text = Vec::new();
+    profile.write_json(&mut text)?;
+    let text = String::from_utf8(text)?;
+    match &args.out {
+        Some(path) => {
+            write_atomic(path, &text)?;
+            eprintln!(
+                "lotus: wrote {} ({} functions{})",
+                path.display(),
+                profile.rows.len(),
+                if windows.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {samples} samples in {} window(s)", windows.len())
+                }
+            );
+        }
+        None => print!("{text}"),
+    }
+    if args.windows && windows.is_empty() && backend.switches_windows() {
+        eprintln!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");
+    }
+    if !status.success() {
+        eprintln!("lotus: the program exited with {status}; its profile was written");
+        return Ok(ExitCode::from(
+            status.code().map_or(1, |c| c.clamp(1, 255) as u8),
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
