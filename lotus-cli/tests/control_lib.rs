@@ -333,7 +333,10 @@ fn vendor_backends_without_their_collector_say_what_is_missing() {
     // Without a channel the vendor's API is called in this process; with
     // no collector to reach (VTune not running the process, no uProf
     // control library), the call fails and says what is missing.
-    for (backend, missing) in [("vtune", "INTEL_LIBITTNOTIFY64"), ("uprof", "libAMDProfileController")] {
+    for (backend, missing) in [
+        ("vtune", "INTEL_LIBITTNOTIFY64"),
+        ("uprof", "libAMDProfileController"),
+    ] {
         let out = python_command(
             "import lotus\n\
              print(lotus.active(), lotus.backend())\n\

@@ -92,7 +92,8 @@ impl Target {
 /// `s` quoted for a POSIX shell where it needs quoting.
 pub fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
     if plain {
         s.to_string()
     } else {
@@ -215,7 +216,12 @@ pub trait Profiler: Send + Sync {
             env: target
                 .env
                 .iter()
-                .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })
                 .collect(),
             notes: Vec::new(),
         }
@@ -301,9 +307,17 @@ mod tests {
     fn command_lines_quote_what_a_shell_would_split() {
         let t = Target {
             program: "/usr/bin/python3".into(),
-            args: vec!["harness.py".into(), "--name".into(), "my op's".into(), "".into()],
+            args: vec![
+                "harness.py".into(),
+                "--name".into(),
+                "my op's".into(),
+                "".into(),
+            ],
             ..Target::default()
         };
-        assert_eq!(t.command_line(), "/usr/bin/python3 harness.py --name 'my op'\\''s' ''");
+        assert_eq!(
+            t.command_line(),
+            "/usr/bin/python3 harness.py --name 'my op'\\''s' ''"
+        );
     }
 }
