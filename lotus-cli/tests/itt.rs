@@ -842,3 +842,66 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn lotus_profile_vtune_windows_reads_the_report_of_the_scripts_own_windows() {
+    let work = tempfile::tempdir().unwrap();
+    let calls = work.path().join("calls.log");
+    let report = root().join("fixtures/reports/vtune/hotspots/Loader/2.csv");
+    let mut env = standin_env(work.path(), &calls);
+    env.push(("VTUNE_STANDIN_REPORT", report.clone().into()));
+    let script = root().join("fixtures/itt_ops/IttFlip.py");
+    let out = work.path().join("profile.json");
+    lotus_ok(
+        &[
+            "profile",
+            "--backend",
+            "vtune",
+            "--windows",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            python().to_str().unwrap(),
+            script.to_str().unwrap(),
+        ],
+        &env,
+    );
+    // vtune started paused, the script's ITT window reached its collector.
+    let log = std::fs::read_to_string(&calls).unwrap();
+    assert!(
+        log.contains("-collect | hotspots | -start-paused |"),
+        "{log}"
+    );
+    assert!(log.contains("itt.log: | resume | pause | detach"), "{log}");
+    // The profile holds the report's rows: (function, module) -> seconds.
+    let p = read_json(&out);
+    assert_eq!(p["schema"], "lotus.profile/1");
+    assert_eq!(p["backend"], "vtune");
+    assert_eq!(p["unit"], "seconds");
+    let mut got: BTreeMap<String, f64> = BTreeMap::new();
+    for r in p["rows"].as_array().unwrap() {
+        *got.entry(format!(
+            "{}|{}",
+            r["function"].as_str().unwrap(),
+            r["module"].as_str().unwrap()
+        ))
+        .or_default() += r["value"].as_f64().unwrap();
+    }
+    let mut want: BTreeMap<String, f64> = BTreeMap::new();
+    let mut rdr = csv::Reader::from_path(&report).unwrap();
+    let h = rdr.headers().unwrap().clone();
+    let col = |n: &str| h.iter().position(|x| x == n).unwrap();
+    let (f, m, t) = (col("Function"), col("Module"), col("CPU Time"));
+    for rec in rdr.records() {
+        let rec = rec.unwrap();
+        *want.entry(format!("{}|{}", &rec[f], &rec[m])).or_default() +=
+            rec[t].parse::<f64>().unwrap();
+    }
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (k, v) in &want {
+        assert!((got[k] - v).abs() < 1e-9, "{k}");
+    }
+}
