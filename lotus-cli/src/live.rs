@@ -143,6 +143,29 @@ struct OpSpec<'a> {
     label: String,
 }
 
+/// The runs to make: the harness floor first (when asked for), then each
+/// op file.
+fn op_specs(ops: &[PathBuf], baseline: bool) -> Vec<OpSpec<'_>> {
+    let floor = ops.first().filter(|_| baseline).map(|first| OpSpec {
+        file: first.as_path(),
+        empty: true,
+        label: "(harness floor)".into(),
+    });
+    floor
+        .into_iter()
+        .chain(ops.iter().map(|f| {
+            OpSpec {
+                file: f.as_path(),
+                empty: false,
+                label: f
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().to_string())
+                    .unwrap_or_default(),
+            }
+        }))
+        .collect()
+}
+
 /// Progress across ops and runs: a bar on a terminal, lines otherwise.
 struct Progress {
     bar: Option<ProgressBar>,
@@ -225,24 +248,7 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
         "note: the harness is written to a new temporary folder per mapping (here {})\n",
         files.dir.path().display()
     );
-    let mut specs: Vec<OpSpec> = Vec::new();
-    if opts.baseline {
-        specs.push(OpSpec {
-            file: ops[0].as_path(),
-            empty: true,
-            label: "(harness floor)".into(),
-        });
-    }
-    specs.extend(ops.iter().map(|f| {
-        OpSpec {
-            file: f.as_path(),
-            empty: false,
-            label: f
-                .file_stem()
-                .map(|s| s.to_string_lossy().to_string())
-                .unwrap_or_default(),
-        }
-    }));
+    let specs = op_specs(ops, opts.baseline);
     let mut copts = CollectOptions::default();
     copts.frequency_hz = Some(opts.frequency);
     copts.collect_type.clone_from(&opts.collect_type);
@@ -301,24 +307,7 @@ pub fn map_live(
         )
     })?;
 
-    let mut specs: Vec<OpSpec> = Vec::new();
-    if opts.baseline {
-        specs.push(OpSpec {
-            file: ops[0].as_path(),
-            empty: true,
-            label: "(harness floor)".into(),
-        });
-    }
-    specs.extend(ops.iter().map(|f| {
-        OpSpec {
-            file: f.as_path(),
-            empty: false,
-            label: f
-                .file_stem()
-                .map(|s| s.to_string_lossy().to_string())
-                .unwrap_or_default(),
-        }
-    }));
+    let specs = op_specs(ops, opts.baseline);
 
     let mut progress = Progress::new(specs.len() as u64 * u64::from(opts.runs));
     let mut finished: Vec<OpMapping> = Vec::new();

@@ -48,6 +48,31 @@ impl Probe {
         }
     }
 
+    /// Runs `tool --version`: available with the first line it prints as
+    /// the version, or unavailable saying why the command failed.
+    pub fn from_version_command(backend: &str, tool: &std::path::Path) -> Self {
+        match std::process::Command::new(tool).arg("--version").output() {
+            Ok(out) if out.status.success() => {
+                let text = String::from_utf8_lossy(&out.stdout);
+                let version = text
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .map(|l| l.trim().to_string());
+                Probe::available(backend, version)
+            }
+            Ok(out) => Probe::unavailable(
+                backend,
+                format!(
+                    "{} --version failed ({}): {}",
+                    tool.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            ),
+            Err(e) => Probe::unavailable(backend, format!("cannot run {}: {e}", tool.display())),
+        }
+    }
+
     /// A backend that cannot run here, and why.
     pub fn unavailable(backend: &str, reason: impl Into<String>) -> Self {
         Probe {
@@ -78,6 +103,19 @@ pub struct Target {
 }
 
 impl Target {
+    /// The added environment as text (for plans and messages).
+    pub fn env_lossy(&self) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect()
+    }
+
     /// The command as a shell would show it (arguments with spaces or
     /// quotes are single-quoted).
     pub fn command_line(&self) -> String {
@@ -213,16 +251,7 @@ pub trait Profiler: Send + Sync {
         let _ = options;
         CollectPlan {
             commands: vec![target.command_line()],
-            env: target
-                .env
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_string_lossy().into_owned(),
-                        v.to_string_lossy().into_owned(),
-                    )
-                })
-                .collect(),
+            env: target.env_lossy(),
             notes: Vec::new(),
         }
     }

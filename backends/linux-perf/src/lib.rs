@@ -279,16 +279,7 @@ impl Profiler for LinuxPerf {
         }
         CollectPlan {
             commands: vec![target.command_line()],
-            env: target
-                .env
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_string_lossy().into_owned(),
-                        v.to_string_lossy().into_owned(),
-                    )
-                })
-                .collect(),
+            env: target.env_lossy(),
             notes,
         }
     }

@@ -185,16 +185,7 @@ pub fn plan(cli: Option<&Path>, target: &Target, options: &CollectOptions) -> Co
     }
     CollectPlan {
         commands: vec![line(program, &collect), report_line],
-        env: target
-            .env
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string_lossy().into_owned(),
-                    v.to_string_lossy().into_owned(),
-                )
-            })
-            .collect(),
+        env: target.env_lossy(),
         notes,
     }
 }

@@ -1,7 +1,6 @@
 //! Finding AMD uProf on this machine.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use lotus_core::Probe;
 
@@ -50,22 +49,10 @@ pub fn probe() -> Probe {
             ),
         );
     };
-    match Command::new(&cli).arg("--version").output() {
-        Ok(out) if out.status.success() => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            let version = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .map(|l| l.trim().to_string());
-            let mut probe = Probe::available("uprof", version);
-            probe.notes.push(format!("AMDuProfCLI: {}", cli.display()));
-            probe.notes.push(control_library_note());
-            probe
-        }
-        Ok(out) => Probe::unavailable(
-            "uprof",
-            format!("{} --version failed ({})", cli.display(), out.status),
-        ),
-        Err(e) => Probe::unavailable("uprof", format!("cannot run {}: {e}", cli.display())),
+    let mut probe = Probe::from_version_command("uprof", &cli);
+    if probe.available {
+        probe.notes.push(format!("AMDuProfCLI: {}", cli.display()));
+        probe.notes.push(control_library_note());
     }
+    probe
 }

@@ -184,16 +184,7 @@ pub fn plan(vtune: Option<&Path>, target: &Target, options: &CollectOptions) -> 
             command_line(program, &full_collect_args(target, options, &result)),
             command_line(program, &report_args(&result, &report)),
         ],
-        env: target
-            .env
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string_lossy().into_owned(),
-                    v.to_string_lossy().into_owned(),
-                )
-            })
-            .collect(),
+        env: target.env_lossy(),
         notes,
     }
 }

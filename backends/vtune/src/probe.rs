@@ -1,7 +1,6 @@
 //! Finding VTune on this machine.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use lotus_core::Probe;
 
@@ -28,24 +27,5 @@ pub fn probe() -> Probe {
             ),
         );
     };
-    match Command::new(&vtune).arg("--version").output() {
-        Ok(out) if out.status.success() => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            let version = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .map(|l| l.trim().to_string());
-            Probe::available("vtune", version)
-        }
-        Ok(out) => Probe::unavailable(
-            "vtune",
-            format!(
-                "{} --version failed ({}): {}",
-                vtune.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        ),
-        Err(e) => Probe::unavailable("vtune", format!("cannot run {}: {e}", vtune.display())),
-    }
+    Probe::from_version_command("vtune", &vtune)
 }
