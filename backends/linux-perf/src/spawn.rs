@@ -59,10 +59,7 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> 
     unsafe {
         cmd.pre_exec(move || {
             for &fd in &keep {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
+                lotus_backend_common::clear_cloexec(fd)?;
             }
             let pid = libc::getpid().to_ne_bytes();
             let mut sent = 0;

@@ -31,13 +31,12 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
-use std::os::fd::RawFd;
-use std::os::unix::process::CommandExt;
+use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use lotus_backend_common as common;
 use lotus_core::profiler::shell_quote;
 use lotus_core::{CollectOptions, CollectPlan, Collection, ProfilerError, Report, Target};
 use tempfile::TempDir;
@@ -101,15 +100,6 @@ pub fn report_args(session: &Path, output: &Path) -> Vec<OsString> {
 
 fn config(options: &CollectOptions) -> &str {
     options.collect_type.as_deref().unwrap_or(DEFAULT_CONFIG)
-}
-
-fn line(program: &Path, args: &[OsString]) -> String {
-    Target {
-        program: program.to_path_buf(),
-        args: args.to_vec(),
-        ..Target::default()
-    }
-    .command_line()
 }
 
 fn other(message: impl Into<String>) -> ProfilerError {
@@ -184,7 +174,7 @@ pub fn plan(cli: Option<&Path>, target: &Target, options: &CollectOptions) -> Co
         ));
     }
     CollectPlan {
-        commands: vec![line(program, &collect), report_line],
+        commands: vec![common::command_line(program, &collect), report_line],
         env: target.env_lossy(),
         notes,
     }
@@ -244,43 +234,14 @@ pub fn start(
     let mut args = collect_args_for(options, &raw);
     args.push(target.program.clone().into_os_string());
     args.extend(target.args.iter().cloned());
-    let collect_line = line(cli, &args);
+    let collect_line = common::command_line(cli, &args);
 
     let log_path = work.path().join("collect.log");
-    let log =
-        File::create(&log_path).map_err(io_err(format!("creating {}", log_path.display())))?;
-    let log2 = log
-        .try_clone()
-        .map_err(io_err(format!("opening {}", log_path.display())))?;
+    let (log, log2) =
+        common::log_pair(&log_path).map_err(io_err(format!("creating {}", log_path.display())))?;
 
-    let mut cmd = Command::new(cli);
-    cmd.args(&args)
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2));
-    for (k, v) in &target.env {
-        cmd.env(k, v);
-    }
-    if let Some(cwd) = &target.cwd {
-        cmd.current_dir(cwd);
-    }
-    // Its own group, so kill() reaches the target and its workers.
-    cmd.process_group(0);
-    let keep: Vec<RawFd> = target.keep_fds.clone();
-    if !keep.is_empty() {
-        // SAFETY: the hook runs between fork and exec and calls only fcntl,
-        // which is async-signal-safe; it does not allocate.
-        unsafe {
-            cmd.pre_exec(move || {
-                for &fd in &keep {
-                    let flags = libc::fcntl(fd, libc::F_GETFD);
-                    if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-    }
+    let mut cmd = common::command_for(cli, &args, target);
+    cmd.stdout(Stdio::from(log)).stderr(Stdio::from(log2));
     let child = cmd.spawn().map_err(|source| ProfilerError::Spawn {
         program: cli.display().to_string(),
         source,
@@ -317,19 +278,8 @@ impl UProfCollection {
     }
 
     fn signal_group(&self, signal: libc::c_int) -> Result<(), ProfilerError> {
-        // SAFETY: kill(2) with a negative pid signals that process group;
-        // the group is the one AMDuProfCLI leads (process_group(0)).
-        let r = unsafe { libc::kill(-(self.pid as libc::pid_t), signal) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::ESRCH) {
-                return Err(ProfilerError::Io {
-                    context: format!("signalling process group {}", self.pid),
-                    source: e,
-                });
-            }
-        }
-        Ok(())
+        common::signal_group(self.pid, signal)
+            .map_err(io_err(format!("signalling process group {}", self.pid)))
     }
 
     /// Finds the session folder AMDuProfCLI made in `D`: the newest
@@ -361,13 +311,10 @@ impl UProfCollection {
         }
         let session = self.find_session()?;
         let args = report_args(&session, &self.report_file);
-        let report_line = line(&self.cli, &args);
+        let report_line = common::command_line(&self.cli, &args);
         let log_path = self.work.path().join("report.log");
-        let log =
-            File::create(&log_path).map_err(io_err(format!("creating {}", log_path.display())))?;
-        let log2 = log
-            .try_clone()
-            .map_err(io_err(format!("opening {}", log_path.display())))?;
+        let (log, log2) = common::log_pair(&log_path)
+            .map_err(io_err(format!("creating {}", log_path.display())))?;
         let status = Command::new(&self.cli)
             .args(&args)
             .stdin(Stdio::null())
@@ -494,27 +441,7 @@ pub fn find_session(raw: &Path) -> Result<PathBuf, String> {
 
 /// The last lines of a log file, indented, for error messages.
 fn tail(path: &Path) -> String {
-    const MAX_BYTES: u64 = 8192;
-    let text = (|| -> io::Result<String> {
-        let mut file = File::open(path)?;
-        let len = file.metadata()?.len();
-        file.seek(SeekFrom::Start(len.saturating_sub(MAX_BYTES)))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    })();
-    match text {
-        Ok(text) if text.trim().is_empty() => "    (no output)".to_string(),
-        Ok(text) => {
-            let lines: Vec<&str> = text.trim_end().lines().collect();
-            lines[lines.len().saturating_sub(TAIL_LINES)..]
-                .iter()
-                .map(|l| format!("    {l}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        }
-        Err(e) => format!("    (its output {} cannot be read: {e})", path.display()),
-    }
+    common::tail(path, TAIL_LINES)
 }
 
 #[cfg(test)]

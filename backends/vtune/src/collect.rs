@@ -29,13 +29,12 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
-use std::os::fd::RawFd;
-use std::os::unix::process::CommandExt;
+use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use lotus_backend_common as common;
 use lotus_core::{CollectOptions, CollectPlan, Collection, ProfilerError, Report, Target};
 
 use crate::report::read_hotspots;
@@ -57,8 +56,6 @@ pub const KEPT_PREFIX: &str = "vtune-";
 const STOP_GRACE: Duration = Duration::from_secs(2);
 /// How many of a command's last output lines go into an error message.
 const TAIL_LINES: usize = 20;
-/// How many bytes at most are read from the end of a log for them.
-const TAIL_BYTES: u64 = 8192;
 
 /// The `-collect` command's arguments after the program, up to and
 /// including the `--` before the target command.
@@ -104,16 +101,6 @@ fn collect_type(options: &CollectOptions) -> &str {
         .collect_type
         .as_deref()
         .unwrap_or(DEFAULT_COLLECT_TYPE)
-}
-
-/// `program args...` as a shell would show it.
-fn command_line(program: &Path, args: &[OsString]) -> String {
-    Target {
-        program: program.to_path_buf(),
-        args: args.to_vec(),
-        ..Target::default()
-    }
-    .command_line()
 }
 
 fn other(message: impl Into<String>) -> ProfilerError {
@@ -181,8 +168,8 @@ pub fn plan(vtune: Option<&Path>, target: &Target, options: &CollectOptions) -> 
     }
     CollectPlan {
         commands: vec![
-            command_line(program, &full_collect_args(target, options, &result)),
-            command_line(program, &report_args(&result, &report)),
+            common::command_line(program, &full_collect_args(target, options, &result)),
+            common::command_line(program, &report_args(&result, &report)),
         ],
         env: target.env_lossy(),
         notes,
@@ -246,39 +233,12 @@ pub fn start(
     };
     let result = folder.path().join(RESULT_DIR);
     let args = full_collect_args(target, options, &result);
-    let collect_line = command_line(vtune, &args);
+    let collect_line = common::command_line(vtune, &args);
 
     let log_path = folder.path().join("collect.log");
     let (out, err) = log_pair(&log_path)?;
-    let mut cmd = Command::new(vtune);
-    cmd.args(&args)
-        .stdout(Stdio::from(out))
-        .stderr(Stdio::from(err));
-    for (k, v) in &target.env {
-        cmd.env(k, v);
-    }
-    if let Some(cwd) = &target.cwd {
-        cmd.current_dir(cwd);
-    }
-    // Its own group: kill() reaches the target and its workers, and a
-    // Ctrl-C at the terminal goes to lotus, which stops the run itself.
-    cmd.process_group(0);
-    let keep: Vec<RawFd> = target.keep_fds.clone();
-    if !keep.is_empty() {
-        // SAFETY: the hook runs between fork and exec and calls only fcntl,
-        // which is async-signal-safe; it allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                for &fd in &keep {
-                    let flags = libc::fcntl(fd, libc::F_GETFD);
-                    if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-    }
+    let mut cmd = common::command_for(vtune, &args, target);
+    cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
     let child = cmd.spawn().map_err(|source| ProfilerError::Spawn {
         program: vtune.display().to_string(),
         source,
@@ -296,36 +256,12 @@ pub fn start(
 
 /// One log file opened twice, for a child's stdout and stderr.
 fn log_pair(path: &Path) -> Result<(File, File), ProfilerError> {
-    let log = File::create(path).map_err(io_error(format!("creating {}", path.display())))?;
-    let again = log
-        .try_clone()
-        .map_err(io_error(format!("opening {}", path.display())))?;
-    Ok((log, again))
+    common::log_pair(path).map_err(io_error(format!("creating {}", path.display())))
 }
 
 /// The last lines of a log, indented, for an error message.
 fn tail(path: &Path) -> String {
-    let read = || -> io::Result<String> {
-        let mut file = File::open(path)?;
-        let len = file.metadata()?.len();
-        file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    };
-    match read() {
-        Ok(text) if text.trim().is_empty() => "    (it printed nothing)".to_string(),
-        Ok(text) => {
-            let lines: Vec<&str> = text.lines().collect();
-            let start = lines.len().saturating_sub(TAIL_LINES);
-            lines[start..]
-                .iter()
-                .map(|l| format!("    {l}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        }
-        Err(e) => format!("    (its output {} cannot be read: {e})", path.display()),
-    }
+    common::tail(path, TAIL_LINES)
 }
 
 impl VTuneCollection {
@@ -352,21 +288,8 @@ impl VTuneCollection {
     }
 
     fn signal_group(&self, signal: libc::c_int) -> Result<(), ProfilerError> {
-        let Ok(pgid) = libc::pid_t::try_from(self.pid) else {
-            return Err(other(format!("pid {} is out of range", self.pid)));
-        };
-        // SAFETY: kill(2) with a negative pid signals the process group
-        // that vtune leads (process_group(0) at spawn).
-        if unsafe { libc::kill(-pgid, signal) } < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::ESRCH) {
-                return Err(ProfilerError::Io {
-                    context: format!("signalling process group {}", self.pid),
-                    source: e,
-                });
-            }
-        }
-        Ok(())
+        common::signal_group(self.pid, signal)
+            .map_err(io_error(format!("signalling process group {}", self.pid)))
     }
 
     fn finish(&mut self) -> Result<Report, ProfilerError> {
@@ -387,7 +310,7 @@ impl VTuneCollection {
         let result = self.result_dir();
         let report_file = self.report_file();
         let args = report_args(&result, &report_file);
-        let report_line = command_line(&self.vtune, &args);
+        let report_line = common::command_line(&self.vtune, &args);
         let log_path = self.folder.path().join("report.log");
         let (out, err) = log_pair(&log_path)?;
         let status = Command::new(&self.vtune)
