@@ -295,7 +295,7 @@ pub fn map_live(
         bail!(
             "the {} backend cannot run here: {}",
             backend.name(),
-            probe.reason.unwrap_or_else(|| "no reason given".into())
+            probe.reason.as_deref().unwrap_or("no reason given")
         );
     }
     let files = harness::write_harness()
@@ -396,7 +396,7 @@ pub fn map_live(
     if let Some(floor) = baseline {
         mapping.mark_baseline(floor, opts.exclude_baseline);
     }
-    mapping.environment = environment(backend, opts);
+    mapping.environment = environment(probe.version.clone(), opts);
     Ok(LiveOutcome {
         mapping,
         failures,
@@ -427,7 +427,7 @@ fn add_windows(summary: &mut WindowSummary, out: &RunOutput) -> u64 {
 }
 
 fn environment(
-    backend: &dyn Profiler,
+    backend_version: Option<String>,
     opts: &LiveOptions,
 ) -> std::collections::BTreeMap<String, String> {
     let mut env = std::collections::BTreeMap::new();
@@ -435,7 +435,7 @@ fn environment(
     if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
         env.insert("host".into(), h.trim().into());
     }
-    if let Some(v) = backend.probe().version {
+    if let Some(v) = backend_version {
         env.insert("backend_version".into(), v);
     }
     env.insert("python".into(), opts.python.display().to_string());
