@@ -11,6 +11,7 @@
 
 use std::io::{BufRead, Read};
 
+use lotus_core::report_error::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
 use lotus_core::row::{parse_figure, Row, UNKNOWN_MODULE};
 use lotus_core::{Report, ReportError, Unit};
 
@@ -55,8 +56,8 @@ impl Columns {
                 1,
                 format!(
                     "no {what} column (looked for {}; found {})",
-                    names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "),
-                    header.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
+                    name_list(names),
+                    name_list(header)
                 ),
             )
             .with_hint("export the report with `vtune -report hotspots -format csv -csv-delimiter comma`, grouped by function")
@@ -94,12 +95,19 @@ impl Columns {
     }
 }
 
-/// Reads one line (the header) without assuming anything about its size.
+/// Reads one line (the header), of at most [`MAX_LINE_BYTES`].
 fn read_header_line(input: &mut dyn BufRead, file: &str) -> Result<Vec<u8>, ReportError> {
     let mut line = Vec::new();
     input
+        .take(MAX_LINE_BYTES as u64 + 1)
         .read_until(b'\n', &mut line)
         .map_err(|e| ReportError::new(file, format!("cannot read: {e}")))?;
+    if line.len() > MAX_LINE_BYTES {
+        return Err(
+            ReportError::at(file, 1, LineTooLong { line: 1 }.to_string())
+                .with_hint("give a VTune report exported as CSV, grouped by function"),
+        );
+    }
     if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
         line = rest.to_vec();
     }
@@ -126,17 +134,87 @@ fn field_text<'a>(
 }
 
 fn csv_error(e: csv::Error, file: &str, line_offset: u64) -> ReportError {
-    let line = e.position().map(|p| p.line() + line_offset);
+    let mut line = e.position().map(|p| p.line() + line_offset);
     let message = match e.kind() {
         csv::ErrorKind::UnequalLengths { expected_len, len, .. } => format!(
             "row has {len} fields where the header has {expected_len}: the file looks truncated or garbled"
         ),
-        csv::ErrorKind::Io(io) => format!("cannot read: {io}"),
+        csv::ErrorKind::Io(io) => match LineTooLong::from_io(io) {
+            Some(too_long) => {
+                line = Some(too_long.line);
+                too_long.to_string()
+            }
+            None => format!("cannot read: {io}"),
+        },
         _ => e.to_string(),
     };
     match line {
         Some(l) => ReportError::at(file, l, message),
         None => ReportError::new(file, message),
+    }
+}
+
+/// Where the CSV reader is inside a field, to tell a file that ends inside
+/// a quoted field (cut short) from one that ends cleanly. Follows the
+/// `csv` crate's rules: a quote opens a quoted field only at its start;
+/// inside one, `""` is a quote and `"` closes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quoting {
+    FieldStart,
+    Unquoted,
+    Quoted,
+    QuoteInQuoted,
+}
+
+/// Watches the bytes the CSV reader takes: the quoting state at the end,
+/// and lines longer than [`MAX_LINE_BYTES`] (refused with [`LineTooLong`]
+/// so memory stays bounded).
+struct Watch<'a> {
+    inner: &'a mut dyn BufRead,
+    delimiter: u8,
+    quoting: Quoting,
+    line: u64,
+    line_len: usize,
+}
+
+impl Watch<'_> {
+    fn step(&mut self, b: u8) {
+        let end_of_field = b == self.delimiter || b == b'\n' || b == b'\r';
+        self.quoting = match (self.quoting, b) {
+            (Quoting::FieldStart, b'"') => Quoting::Quoted,
+            (Quoting::FieldStart | Quoting::Unquoted | Quoting::QuoteInQuoted, _)
+                if end_of_field =>
+            {
+                Quoting::FieldStart
+            }
+            (Quoting::FieldStart | Quoting::Unquoted, _) => Quoting::Unquoted,
+            (Quoting::Quoted, b'"') => Quoting::QuoteInQuoted,
+            (Quoting::Quoted, _) => Quoting::Quoted,
+            (Quoting::QuoteInQuoted, b'"') => Quoting::Quoted,
+            (Quoting::QuoteInQuoted, _) => Quoting::Unquoted,
+        };
+    }
+}
+
+impl Read for Watch<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            self.step(b);
+            if b == b'\n' {
+                self.line += 1;
+                self.line_len = 0;
+            } else {
+                self.line_len += 1;
+                if self.line_len > MAX_LINE_BYTES {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        LineTooLong { line: self.line },
+                    ));
+                }
+            }
+        }
+        Ok(n)
     }
 }
 
@@ -173,13 +251,21 @@ pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, Repo
     };
     let cols = Columns::from_header(&header, file)?;
 
+    let mut watch = Watch {
+        inner: input,
+        delimiter,
+        quoting: Quoting::FieldStart,
+        line: 2,
+        line_len: 0,
+    };
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .delimiter(delimiter)
         .flexible(false)
-        .from_reader(input as &mut dyn Read);
+        .from_reader(&mut watch);
     let mut record = csv::ByteRecord::new();
     let mut rows = Vec::new();
+    let mut last_line = 1;
     loop {
         match reader.read_byte_record(&mut record) {
             Ok(true) => {}
@@ -187,6 +273,7 @@ pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, Repo
             Err(e) => return Err(csv_error(e, file, 1)),
         }
         let line = record.position().map_or(0, |p| p.line()) + 1;
+        last_line = line;
         if record.len() != header.len() {
             return Err(ReportError::at(
                 file,
@@ -207,7 +294,8 @@ pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, Repo
                 line,
                 format!(
                     "'{}' is not a number in column '{}'",
-                    time_text, header[cols.time]
+                    shorten(time_text, 80),
+                    shorten(&header[cols.time], 80)
                 ),
             )
         })?;
@@ -243,6 +331,18 @@ pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, Repo
             }
         }
         rows.push(row);
+    }
+    // The CSV reader takes an unclosed quote at the end of the input as the
+    // end of the field: a file cut inside a quoted name would give a row
+    // with half a name.
+    drop(reader);
+    if watch.quoting == Quoting::Quoted {
+        return Err(ReportError::at(
+            file,
+            last_line,
+            "the file ends inside a quoted field of this row: it looks truncated",
+        )
+        .with_hint("re-export the report"));
     }
     Ok(Report {
         unit: Unit::Seconds,
@@ -325,6 +425,16 @@ mod tests {
         assert_eq!(e.line, Some(2));
         assert!(e.message.contains("UTF-8"), "{e}");
         assert!(read(b"").unwrap_err().message.contains("empty"));
+    }
+
+    #[test]
+    fn cut_inside_a_quoted_last_field_is_an_error() {
+        let e = read(b"Function,CPU Time,Module\nf,1.0,m\ng,2.0,\"/usr/li").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("truncated"), "{e}");
+        // A closed quote at the end is a complete field.
+        let r = read(b"Function,CPU Time,Module\ng,2.0,\"/usr/lib/a.so\"").expect("reads");
+        assert_eq!(r.rows[0].module, "a.so");
     }
 
     #[test]

@@ -101,7 +101,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -241,7 +241,10 @@ impl Table {
 
     /// Byte offset where the header line ends (after its newline).
     fn header_end(&self, bytes: &[u8]) -> usize {
-        bytes.iter().position(|b| *b == b'\n').map_or(bytes.len(), |i| i + 1)
+        bytes
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(bytes.len(), |i| i + 1)
     }
 }
 
@@ -271,8 +274,8 @@ const HEADERS: &[&[u8]] = &[
 
 #[test]
 fn prop_arbitrary_bytes_never_panic() {
-    let alphabet: Vec<u8> = b"Function,CPU Time:Self,Module\t\"\r\n 0123456789.s%,x_\xff\xc3\xa9"
-        .to_vec();
+    let alphabet: Vec<u8> =
+        b"Function,CPU Time:Self,Module\t\"\r\n 0123456789.s%,x_\xff\xc3\xa9".to_vec();
     let biased = proptest::collection::vec(proptest::sample::select(alphabet), 0..512);
     let header_then_noise = (
         proptest::sample::select(HEADERS),
@@ -357,7 +360,7 @@ fn prop_cut_inside_quotes_is_an_error() {
         let whole = t.bytes();
         let part = fuzz::cut(&whole, at);
         let quotes = part.iter().filter(|b| **b == b'"').count();
-        if quotes % 2 == 1 {
+        if !quotes.is_multiple_of(2) {
             let r = read(part);
             prop_assert!(r.is_err(), "read {:?}", r);
             if let Err(e) = r {
@@ -418,7 +421,11 @@ fn one_huge_line_is_refused() {
     let t = std::time::Instant::now();
     let e = read(&big).unwrap_err();
     assert_eq!(e.file, FILE);
-    assert!(e.to_string().len() < 16 * 1024, "{} bytes", e.to_string().len());
+    assert!(
+        e.to_string().len() < 16 * 1024,
+        "{} bytes",
+        e.to_string().len()
+    );
     assert!(t.elapsed().as_secs() < 20);
     // The same after a valid header: one 50 MB row.
     let mut big = b"Function,CPU Time,Module\n".to_vec();
@@ -426,5 +433,9 @@ fn one_huge_line_is_refused() {
     let e = read(&big).unwrap_err();
     assert_eq!(e.file, FILE);
     assert!(e.line.is_some(), "{e}");
-    assert!(e.to_string().len() < 16 * 1024, "{} bytes", e.to_string().len());
+    assert!(
+        e.to_string().len() < 16 * 1024,
+        "{} bytes",
+        e.to_string().len()
+    );
 }
