@@ -12,6 +12,7 @@
 
 use std::io::{BufRead, Read};
 
+use lotus_core::report_error::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
 use lotus_core::row::{parse_figure, Row};
 use lotus_core::{Report, ReportError, Unit};
 
@@ -30,27 +31,55 @@ fn text<'a>(bytes: &'a [u8], file: &str, line: u64) -> Result<&'a str, ReportErr
 }
 
 fn csv_error(e: csv::Error, file: &str) -> ReportError {
+    let mut line = e.position().map(|p| p.line());
     let message = match e.kind() {
-        csv::ErrorKind::Io(io) => format!("cannot read: {io}"),
+        csv::ErrorKind::Io(io) => match LineTooLong::from_io(io) {
+            Some(too_long) => {
+                line = Some(too_long.line);
+                too_long.to_string()
+            }
+            None => format!("cannot read: {io}"),
+        },
         _ => e.to_string(),
     };
-    match e.position() {
-        Some(p) => ReportError::at(file, p.line(), message),
+    match line {
+        Some(l) => ReportError::at(file, l, message),
         None => ReportError::new(file, message),
     }
 }
 
-/// Remembers the last byte read, to tell a file cut mid-line.
+/// Remembers the last byte read, to tell a file cut mid-line, and refuses
+/// lines longer than [`MAX_LINE_BYTES`] so memory stays bounded.
 struct LastByte<'a> {
     inner: &'a mut dyn BufRead,
     last: Option<u8>,
+    /// Newlines read so far.
+    newlines: u64,
+    /// Bytes since the last newline.
+    line_len: usize,
 }
 
 impl Read for LastByte<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        if n > 0 {
-            self.last = Some(buf[n - 1]);
+        let got = &buf[..n];
+        if let Some(&b) = got.last() {
+            self.last = Some(b);
+        }
+        match got.iter().rposition(|&b| b == b'\n') {
+            Some(i) => {
+                self.newlines += got.iter().filter(|&&b| b == b'\n').count() as u64;
+                self.line_len = n - i - 1;
+            }
+            None => self.line_len += n,
+        }
+        if self.line_len > MAX_LINE_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                LineTooLong {
+                    line: self.newlines + 1,
+                },
+            ));
         }
         Ok(n)
     }
@@ -67,13 +96,7 @@ struct Columns {
 
 fn columns(header: &[String], file: &str, line: u64) -> Result<Columns, ReportError> {
     let pos = |name: &str| header.iter().position(|h| h.eq_ignore_ascii_case(name));
-    let found = || {
-        header
-            .iter()
-            .map(|h| format!("'{h}'"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let found = || name_list(header);
     let function = pos("FUNCTION").ok_or_else(|| {
         ReportError::at(
             file,
@@ -125,6 +148,8 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
     let mut tracked = LastByte {
         inner: input,
         last: None,
+        newlines: 0,
+        line_len: 0,
     };
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
@@ -165,10 +190,13 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
         if title.to_ascii_uppercase().contains(FUNCTION_SECTION) {
             break;
         }
-        if title.starts_with(|c: char| c.is_ascii_digit())
-            || title.chars().all(|c| !c.is_lowercase())
+        // Listed in the error when the table is missing: a few, shortened,
+        // whatever the file holds.
+        if titles.len() < 24
+            && (title.starts_with(|c: char| c.is_ascii_digit())
+                || title.chars().all(|c| !c.is_lowercase()))
         {
-            titles.push(title);
+            titles.push(shorten(&title, 100));
         }
     }
     let title_line = record.position().map_or(0, |p| p.line());
@@ -242,8 +270,9 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
                 file,
                 line,
                 format!(
-                    "'{value_text}' is not a number in column '{}'",
-                    header[cols.value]
+                    "'{}' is not a number in column '{}'",
+                    shorten(value_text, 80),
+                    shorten(&header[cols.value], 80)
                 ),
             )
         })?;
@@ -304,6 +333,15 @@ mod tests {
         let e = read(cut).unwrap_err();
         assert_eq!(e.line, Some(6), "{e}");
         assert!(e.message.contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_refused_with_its_number() {
+        let mut big = b"x\n\"1 HOTTEST FUNCTIONS (Sort Event - CPU_TIME)\"\nFUNCTION,CPU_TIME,Module\n\"f\",1,".to_vec();
+        big.resize(MAX_LINE_BYTES + 100, b'y');
+        let e = read(&big).unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.message.contains("longer than 8 MiB"), "{e}");
     }
 
     #[test]

@@ -432,7 +432,8 @@ fn one_huge_line_is_refused() {
     big.resize(50 << 20, b'y');
     let e = read(&big).unwrap_err();
     assert_eq!(e.file, FILE);
-    assert!(e.line.is_some(), "{e}");
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(e.message.contains("longer than"), "{e}");
     assert!(
         e.to_string().len() < 16 * 1024,
         "{} bytes",
