@@ -709,6 +709,35 @@ fn prop_op_times_arbitrary_text_never_panics() {
 }
 
 #[test]
+fn prop_op_times_arbitrary_bytes_never_panic() {
+    let input = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..400),
+        proptest::collection::vec(
+            proptest::sample::select(b"op,seconds\nA1.5s#\"\r \xff\xef\xbb\xbf".to_vec()),
+            0..200
+        ),
+    ];
+    fuzz::check("op_times_bytes", input, |bytes| {
+        match OpTimes::read_csv(&mut &bytes[..], TIMES_FILE) {
+            Ok(t) => prop_assert!(t.seconds.values().all(|v| v.is_finite() && *v >= 0.0)),
+            Err(e) => {
+                starts_with_file(&e.to_string(), TIMES_FILE)?;
+                // Bad bytes are on a line.
+                if let AttributeError::OpTimes {
+                    line: None,
+                    message,
+                    ..
+                } = &e
+                {
+                    prop_assert!(message.contains("no op times"), "{}", e);
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
 fn prop_op_times_read_back() {
     fuzz::check("op_times_round_trip", times_file(), |f| {
         let t = read_times(&f.text()).map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -786,4 +815,28 @@ fn prop_op_times_cut_is_an_error_or_a_prefix() {
             Ok(())
         },
     );
+}
+
+/// A 50 MB op-times file of one line is refused with a short message that
+/// names the file and line.
+#[test]
+fn op_times_one_huge_line_is_refused() {
+    let big = "x".repeat(50 << 20);
+    let e = read_times(&big).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!("{TIMES_FILE}:1:")),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+    assert!(text.len() < 16 * 1024, "error of {} bytes", text.len());
+    let big = format!("op,seconds\nA,1\n{}", "y,".repeat(25 << 20));
+    let e = read_times(&big).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!("{TIMES_FILE}:3:")),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+    assert!(text.len() < 16 * 1024, "error of {} bytes", text.len());
 }

@@ -2,10 +2,11 @@
 //! divide a function several ops share.
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 use super::AttributeError;
 use crate::row::parse_figure;
+use crate::report_error::{shorten, LineTooLong, MAX_LINE_BYTES};
 
 /// Each op's own time, the weights that divide a shared function.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -43,12 +44,15 @@ impl OpTimes {
         };
         let mut seconds: BTreeMap<String, f64> = BTreeMap::new();
         let mut columns: Option<(usize, usize)> = None;
-        let mut buf = String::new();
+        let mut buf = Vec::new();
         let mut line_no = 0u64;
         loop {
             buf.clear();
-            let n = input
-                .read_line(&mut buf)
+            // At most one line of MAX_LINE_BYTES: memory stays bounded
+            // whatever the file is.
+            let n = (&mut *input)
+                .take(MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut buf)
                 .map_err(|e| AttributeError::OpTimes {
                     file: file.to_string(),
                     line: None,
@@ -58,7 +62,19 @@ impl OpTimes {
                 break;
             }
             line_no += 1;
-            let line = buf.trim_start_matches('\u{feff}').trim();
+            if buf.len() > MAX_LINE_BYTES {
+                return Err(err(line_no, LineTooLong { line: line_no }.to_string()));
+            }
+            let text = std::str::from_utf8(&buf).map_err(|e| {
+                err(
+                    line_no,
+                    format!(
+                        "not valid UTF-8 (bad byte at offset {}): expected lines of 'op,seconds'",
+                        e.valid_up_to()
+                    ),
+                )
+            })?;
+            let line = text.trim_start_matches('\u{feff}').trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
@@ -88,7 +104,7 @@ impl OpTimes {
                             _ => {
                                 return Err(err(
                                     line_no,
-                                    format!("expected 'op,seconds' (a header, or an op name and its seconds), found '{line}'"),
+                                    format!("expected 'op,seconds' (a header, or an op name and its seconds), found '{}'", shorten(line, 80)),
                                 ))
                             }
                         }
@@ -99,7 +115,10 @@ impl OpTimes {
             let (Some(op), Some(text)) = (fields.get(op_col), fields.get(s_col)) else {
                 return Err(err(
                     line_no,
-                    format!("expected an op name and its seconds, found '{line}'"),
+                    format!(
+                        "expected an op name and its seconds, found '{}'",
+                        shorten(line, 80)
+                    ),
                 ));
             };
             if op.is_empty() {
@@ -108,7 +127,10 @@ impl OpTimes {
             let v = parse_figure(text).filter(|v| *v >= 0.0).ok_or_else(|| {
                 err(
                     line_no,
-                    format!("'{text}' is not a number of seconds of 0 or more"),
+                    format!(
+                        "'{}' is not a number of seconds of 0 or more",
+                        shorten(text, 80)
+                    ),
                 )
             })?;
             *seconds.entry(op.to_string()).or_insert(0.0) += v;
