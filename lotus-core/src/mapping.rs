@@ -11,7 +11,12 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::report_error::shorten;
 use crate::row::{function_key, split_function_key, Report, Unit};
+
+/// The most characters of a parser's message kept in an error: serde
+/// quotes the value it did not expect, which may be huge.
+const MESSAGE_CHARS: usize = 300;
 
 /// The schema tag of lotus mappings.
 pub const SCHEMA: &str = "lotus.mapping/1";
@@ -446,7 +451,7 @@ impl Mapping {
                 file: file.to_string(),
                 line: e.line(),
                 column: e.column(),
-                message: e.to_string(),
+                message: shorten(&e.to_string(), MESSAGE_CHARS),
             })?;
         let obj = value.as_object().ok_or_else(|| MappingError::NotAMapping {
             file: file.to_string(),
@@ -455,12 +460,12 @@ impl Mapping {
             if schema.as_str() != Some(SCHEMA) {
                 return Err(MappingError::UnknownSchema {
                     file: file.to_string(),
-                    found: schema.to_string(),
+                    found: shorten(&schema.to_string(), 80),
                 });
             }
             let m: Mapping = serde_json::from_value(value).map_err(|e| MappingError::Invalid {
                 file: file.to_string(),
-                message: e.to_string(),
+                message: shorten(&e.to_string(), MESSAGE_CHARS),
             })?;
             m.validate(file)?;
             return Ok(m);
@@ -469,7 +474,7 @@ impl Mapping {
             let lf: LotusFormat =
                 serde_json::from_value(value).map_err(|e| MappingError::Invalid {
                     file: file.to_string(),
-                    message: e.to_string(),
+                    message: shorten(&e.to_string(), MESSAGE_CHARS),
                 })?;
             return lf.into_mapping(file);
         }
@@ -491,13 +496,16 @@ impl Mapping {
                 if !(f.samples.is_finite() && f.samples >= 0.0) {
                     return Err(invalid(format!(
                         "op '{}', function '{}': samples must be a number of 0 or more",
-                        op.name, f.function
+                        shorten(&op.name, 80),
+                        shorten(&f.function, 80)
                     )));
                 }
                 if !(0.0..=1.0).contains(&f.share) {
                     return Err(invalid(format!(
                         "op '{}', function '{}': share {} is outside 0..1",
-                        op.name, f.function, f.share
+                        shorten(&op.name, 80),
+                        shorten(&f.function, 80),
+                        f.share
                     )));
                 }
             }
@@ -556,7 +564,11 @@ impl LotusFormat {
                 let (function, module) =
                     split_function_key(&key).ok_or_else(|| MappingError::Invalid {
                         file: file.to_string(),
-                        message: format!("op '{name}': '{key}' is not a 'function|module' key"),
+                        message: format!(
+                            "op '{}': '{}' is not a 'function|module' key",
+                            shorten(&name, 80),
+                            shorten(&key, 80)
+                        ),
                     })?;
                 functions.push(FunctionEntry {
                     function: function.to_string(),

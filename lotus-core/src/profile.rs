@@ -37,7 +37,12 @@ use std::io::{BufRead, Write};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
+use crate::report_error::shorten;
 use crate::row::{Report, Row, Unit};
+
+/// The most characters of a parser's message kept in an error: serde
+/// quotes the value it did not expect, which may be huge.
+const MESSAGE_CHARS: usize = 300;
 
 /// The schema tag of lotus profiles.
 pub const PROFILE_SCHEMA: &str = "lotus.profile/1";
@@ -116,14 +121,14 @@ impl Profile {
             if e.is_data() {
                 ProfileError::Invalid {
                     file: file.to_string(),
-                    message: e.to_string(),
+                    message: shorten(&e.to_string(), MESSAGE_CHARS),
                 }
             } else {
                 ProfileError::Json {
                     file: file.to_string(),
                     line: e.line(),
                     column: e.column(),
-                    message: e.to_string(),
+                    message: shorten(&e.to_string(), MESSAGE_CHARS),
                 }
             }
         })?;
@@ -141,7 +146,7 @@ impl Profile {
             Some(s) => {
                 return Err(ProfileError::UnknownSchema {
                     file: file.to_string(),
-                    found: s.to_string(),
+                    found: shorten(s, 80),
                 })
             }
         }
@@ -164,7 +169,7 @@ impl Profile {
                 return Err(invalid(format!(
                     "row {} ('{}'): value {} must be a number of 0 or more",
                     i + 1,
-                    row.function,
+                    shorten(&row.function, 80),
                     row.value
                 )));
             }

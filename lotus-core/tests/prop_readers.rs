@@ -840,3 +840,35 @@ fn op_times_one_huge_line_is_refused() {
     );
     assert!(text.len() < 16 * 1024, "error of {} bytes", text.len());
 }
+
+/// Long strings where a mapping or a profile expects something else give
+/// short messages (serde quotes the value it did not expect).
+#[test]
+fn long_values_are_shortened_in_messages() {
+    let long = "z".repeat(1 << 20);
+    let texts = [
+        format!("{{\"schema\": \"{long}\"}}"),
+        format!("{{\"schema\": \"lotus.mapping/1\", \"backend\": \"perf\", \"settings\": {{}}, \"ops\": \"{long}\", \"shared\": []}}"),
+        format!("{{\"op_to_func\": {{\"A\": \"{long}\"}}}}"),
+        format!("{{\"op_to_func\": {{\"A\": [\"{long}\"]}}}}"),
+        format!("{{\"schema\": \"lotus.mapping/1\", \"settings\": {{\"rule\": \"{long}\"}}}}"),
+    ];
+    for text in &texts {
+        let e = Mapping::from_json(text, MAPPING_FILE).unwrap_err().to_string();
+        assert!(e.starts_with(MAPPING_FILE), "{}", &e[..200]);
+        assert!(e.len() < 4096, "mapping error of {} bytes: {}", e.len(), &e[..200]);
+    }
+    let texts = [
+        format!("{{\"schema\": \"{long}\"}}"),
+        format!("{{\"unit\": \"{long}\", \"rows\": []}}"),
+        format!("{{\"unit\": \"samples\", \"rows\": [{{\"function\": \"{long}\", \"module\": \"m\", \"value\": -1}}]}}"),
+        format!("{{\"unit\": \"samples\", \"rows\": \"{long}\"}}"),
+    ];
+    for text in &texts {
+        let e = Profile::read_json(&mut text.as_bytes(), PROFILE_FILE)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(PROFILE_FILE), "{}", &e[..200]);
+        assert!(e.len() < 4096, "profile error of {} bytes: {}", e.len(), &e[..200]);
+    }
+}
