@@ -13,6 +13,8 @@
 //! - [`profile`]: the `lotus.profile/1` schema of whole-program profiles.
 //! - [`report_error`]: the error every report reader returns, naming the
 //!   file and line.
+//! - [`trace`]: pipeline trace logs (per-process op, sample and batch
+//!   timings), their statistics and their Chrome trace view.
 //!
 //! Nothing here does FFI or talks to a vendor tool.
 #![deny(missing_docs)]
@@ -26,6 +28,7 @@ pub mod profiler;
 pub mod registry;
 pub mod report_error;
 pub mod row;
+pub mod trace;
 
 pub use mapping::{Mapping, MergeRule};
 pub use profiler::{

@@ -1,12 +1,15 @@
-//! The ops' own times, read from a CSV of `op,seconds`: the weights that
-//! divide a function several ops share.
+//! The ops' own times, read from a CSV of `op,seconds` or from a lotus
+//! trace folder: the weights that divide a function several ops share.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
+use std::path::Path;
 
 use super::AttributeError;
 use crate::row::parse_figure;
 use crate::report_error::{shorten, LineTooLong, MAX_LINE_BYTES};
+use crate::trace::stats::op_totals;
+use crate::trace::{TraceError, TraceFolder, TraceIndex, Warnings};
 
 /// Each op's own time, the weights that divide a shared function.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -147,6 +150,53 @@ impl OpTimes {
             seconds,
         })
     }
+
+    /// Op times from a trace: the total duration of each op's events
+    /// (kind `op`, name without the leading `S`), in seconds. `source`
+    /// names the trace in outputs.
+    pub fn from_totals(
+        totals: impl IntoIterator<Item = (String, u64)>,
+        source: &str,
+    ) -> Result<OpTimes, AttributeError> {
+        let seconds: BTreeMap<String, f64> = totals
+            .into_iter()
+            .map(|(op, ns)| (op, ns as f64 / 1e9))
+            .collect();
+        if seconds.is_empty() {
+            return Err(AttributeError::OpTimes {
+                file: source.to_string(),
+                line: None,
+                message:
+                    "the trace has no op events (lines of kind op, such as SLoader or S<Transform>)"
+                        .into(),
+            });
+        }
+        Ok(OpTimes {
+            source: source.to_string(),
+            seconds,
+        })
+    }
+
+    /// Reads a lotus trace folder (its `*_main_pid_*` / `*_worker_pid_*`
+    /// logs, recursively) through [`crate::trace`]: each op's total time.
+    /// `None` when the folder holds no trace logs. Bad lines are skipped
+    /// and returned.
+    pub fn read_trace_dir(dir: &Path) -> Result<Option<(OpTimes, Warnings)>, AttributeError> {
+        let source = dir.display().to_string();
+        let err = |e: TraceError| AttributeError::OpTimes {
+            file: source.clone(),
+            line: None,
+            message: e.to_string(),
+        };
+        let folder = match TraceFolder::scan(dir) {
+            Ok(f) => f,
+            Err(TraceError::NoLogs { .. }) => return Ok(None),
+            Err(e) => return Err(err(e)),
+        };
+        let index = TraceIndex::load(&folder, true, |_| {}).map_err(err)?;
+        let times = OpTimes::from_totals(op_totals(&index), &source)?;
+        Ok(Some((times, index.warnings)))
+    }
 }
 
 #[cfg(test)]
@@ -178,5 +228,13 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("'op,seconds'"));
+    }
+
+    #[test]
+    fn op_times_from_trace_totals() {
+        let t = OpTimes::from_totals([("Loader".to_string(), 1_500_000_000)], "t").expect("times");
+        assert_eq!(t.seconds["Loader"], 1.5);
+        let e = OpTimes::from_totals([], "t").unwrap_err().to_string();
+        assert!(e.starts_with("t: the trace has no op events"), "{e}");
     }
 }

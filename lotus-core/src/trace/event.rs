@@ -1,0 +1,196 @@
+//! The event model: what one trace line says, and the process it came from.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// What an event measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// One preprocessing op on one sample (a transform, `Loader`), or a
+    /// per-batch op (`Collation`).
+    Op,
+    /// One dataset item: loading and transforming sample `sample`.
+    Sample,
+    /// A worker fetching the samples of a batch.
+    Fetch,
+    /// A worker's whole preprocessing of batch `batch` (fetch and
+    /// collation).
+    Batch,
+    /// The main process waiting for batch `batch`.
+    Wait,
+    /// The main process taking batch `batch` (a point in time).
+    Consume,
+    /// The main process handing batch `batch`'s indices to a worker (the
+    /// original fork's `SBatchQueued_<id>`).
+    Queue,
+}
+
+impl Kind {
+    /// Every kind, in display order.
+    pub const ALL: [Kind; 7] = [
+        Kind::Op,
+        Kind::Sample,
+        Kind::Fetch,
+        Kind::Batch,
+        Kind::Wait,
+        Kind::Consume,
+        Kind::Queue,
+    ];
+
+    /// The kind's name in logs (`kind=...`) and outputs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Op => "op",
+            Kind::Sample => "sample",
+            Kind::Fetch => "fetch",
+            Kind::Batch => "batch",
+            Kind::Wait => "wait",
+            Kind::Consume => "consume",
+            Kind::Queue => "queue",
+        }
+    }
+
+    /// The kind named `text` (as in `kind=...`).
+    pub fn parse(text: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+
+    /// Whether `lotus trace view --coarse` keeps events of this kind:
+    /// batches, waits and consumptions.
+    pub fn is_coarse(self) -> bool {
+        matches!(self, Kind::Batch | Kind::Wait | Kind::Consume)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which DataLoader process wrote a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The training process, which consumes batches.
+    Main,
+    /// A DataLoader worker, which preprocesses them.
+    Worker,
+}
+
+impl Role {
+    /// `main` or `worker`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Main => "main",
+            Role::Worker => "worker",
+        }
+    }
+
+    /// The role named `text`.
+    pub fn parse(text: &str) -> Option<Role> {
+        match text {
+            "main" => Some(Role::Main),
+            "worker" => Some(Role::Worker),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The process a log file belongs to: from its name, and its
+/// `#lotus-trace` header where it has one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Process {
+    /// The process id.
+    pub pid: u32,
+    /// Main process or worker.
+    pub role: Role,
+    /// The machine, where the header names it.
+    pub host: Option<Arc<str>>,
+    /// The distributed rank, where the header names one.
+    pub rank: Option<u32>,
+}
+
+impl Process {
+    /// A process known only by its role and pid.
+    pub fn new(role: Role, pid: u32) -> Self {
+        Process {
+            pid,
+            role,
+            host: None,
+            rank: None,
+        }
+    }
+
+    /// `worker 4242 (host node1, rank 0)`: a name for a timeline track.
+    pub fn label(&self) -> String {
+        let mut s = format!("{} {}", self.role, self.pid);
+        let mut extra = Vec::new();
+        if let Some(h) = &self.host {
+            extra.push(format!("host {h}"));
+        }
+        if let Some(r) = self.rank {
+            extra.push(format!("rank {r}"));
+        }
+        if !extra.is_empty() {
+            s += &format!(" ({})", extra.join(", "));
+        }
+        s
+    }
+}
+
+/// One event: a span (or, for [`Kind::Consume`], a point) in one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The name without the log's leading `S` (and without the original
+    /// fork's `_<id>` suffix): `RandomResizedCrop`, `Loader`, `Batch`,
+    /// `BatchPreprocessed`...
+    pub name: String,
+    /// What it measures.
+    pub kind: Kind,
+    /// The process id.
+    pub pid: u32,
+    /// Main process or worker.
+    pub role: Role,
+    /// Wall-clock start, ns since the Unix epoch.
+    pub start_ns: u64,
+    /// Duration in ns.
+    pub dur_ns: u64,
+    /// The batch id, where known.
+    pub batch: Option<u64>,
+    /// The sample (dataset index), where known.
+    pub sample: Option<u64>,
+    /// For a wait: whether the batch was already there.
+    pub ready: Option<bool>,
+    /// The machine, where known.
+    pub host: Option<Arc<str>>,
+    /// The distributed rank, where known.
+    pub rank: Option<u32>,
+}
+
+impl Event {
+    /// When it ended, ns since the Unix epoch (the reader checks that this
+    /// does not overflow).
+    pub fn end_ns(&self) -> u64 {
+        self.start_ns.saturating_add(self.dur_ns)
+    }
+
+    /// The process it came from.
+    pub fn process(&self) -> Process {
+        Process {
+            pid: self.pid,
+            role: self.role,
+            host: self.host.clone(),
+            rank: self.rank,
+        }
+    }
+}

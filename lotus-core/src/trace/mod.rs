@@ -1,0 +1,141 @@
+//! Pipeline traces: when each op, sample and batch ran in every DataLoader
+//! worker, and how long the main process waited for each batch.
+//!
+//! # The log format
+//!
+//! One file per process, `<prefix>_main_pid_<pid>` or
+//! `<prefix>_worker_pid_<pid>` (any prefix; an optional `.log`, `.txt` or
+//! `.csv` extension). One event per line:
+//!
+//! ```text
+//! #lotus-trace v1 role=worker pid=4242 host=node1 rank=0
+//! SRandomResizedCrop,1700000000000000000,1250000,kind=op,batch=3,sample=97
+//! SBatch,1700000000000000000,95000000,kind=batch,batch=3
+//! ```
+//!
+//! - `S<Name>,<start_ns>,<duration_ns>` is the original LotusTrace line:
+//!   wall-clock nanoseconds shared by all processes (Python's
+//!   `time.time_ns()`), whole numbers.
+//! - Optional `key=value` fields follow (lotus's extension): `kind=op|
+//!   sample|fetch|batch|wait|consume`, `batch=<id>`, `sample=<index>`,
+//!   `ready=0|1` (a wait for a batch that was already there). Unknown
+//!   keys are ignored, so fields can be added.
+//! - An optional first line `#lotus-trace v1 role=<main|worker> pid=<pid>
+//!   host=<hostname> rank=<rank or ->` gives the process's host and rank
+//!   (role and pid are always the file name's: the tracer renames a log
+//!   when its process turns out to be a worker and keeps the first
+//!   header). Other `#` lines are comments.
+//!
+//! Lotus's tracer writes `S<Op>` per transform (`kind=op`), `SLoader`
+//! (`kind=op`), `SSample` (`kind=sample`), per batch in a worker `SFetch`,
+//! `SCollation` (`kind=op`) and `SBatch` (`kind=batch`), and in the main
+//! process `SWait` (`kind=wait`, `ready=0|1`) and `SConsume` (duration 0,
+//! `kind=consume`).
+//!
+//! ## The original fork's logs
+//!
+//! The original tool (a rebuilt PyTorch 2.0 / torchvision 0.15, repository
+//! `rajveerb/lotus`) writes the same three fields with no `key=value`
+//! fields; [`parse`] gives its lines the same meaning through their names
+//! (see [`parse::infer_kind`]):
+//!
+//! | original line | written by | read as |
+//! |---|---|---|
+//! | `S<Transform>,start,dur` | `Compose.__call__`, per transform and sample | `op` |
+//! | `SCollation,start,dur` | `_MapDatasetFetcher.fetch`, per batch | `op` |
+//! | `SBatchPreprocessed_<id>,start,dur` | worker loop, around `fetcher.fetch` | `batch`, batch `<id>` |
+//! | `SBatchWait_<id>,start,dur` | main, `_next_data` | `wait`, batch `<id>`; a duration of exactly 1000 ns is its placeholder for a batch that arrived out of order, already there: `ready` |
+//! | `SBatchConsumed_<id>,ts,1000` | main, when the batch is returned | `consume`, batch `<id>` |
+//! | `SBatchQueued_<id>,ts,1000` | main, `_try_put_index` | `queue`, batch `<id>` |
+//!
+//! # Reading
+//!
+//! [`parse::TraceReader`] reads one file, one line at a time from any
+//! `BufRead` (memory does not grow with the file); a truncated or garbled
+//! line is an [`parse::Entry::Bad`] naming the file and line, and reading
+//! goes on. [`folder`] finds the logs (and PyTorch profiler traces) under a
+//! folder, recursively, so the logs of several processes, ranks or
+//! machines merge into one timeline. [`index::TraceIndex`] gathers what
+//! views and statistics need; [`stats`] computes the figures of `lotus
+//! trace stats`; [`chrome`] writes the Chrome trace event JSON of `lotus
+//! trace view`; [`torch`] streams a PyTorch profiler trace into it.
+
+pub mod chrome;
+pub mod event;
+pub mod folder;
+pub mod index;
+pub mod parse;
+pub mod stats;
+pub mod torch;
+
+pub use event::{Event, Kind, Process, Role};
+pub use folder::TraceFolder;
+pub use index::TraceIndex;
+pub use parse::{BadLine, Entry, TraceReader};
+
+/// A trace that cannot be read at all (a bad line is not one: it is
+/// reported and skipped).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TraceError {
+    /// A file or folder could not be read.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file or folder.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The folder holds no trace logs.
+    #[error("{path}: no trace logs in it (expected files named <prefix>_main_pid_<pid> or <prefix>_worker_pid_<pid>, as `lotus trace run --out DIR` writes)")]
+    NoLogs {
+        /// The folder.
+        path: String,
+    },
+    /// A PyTorch profiler trace is not valid JSON or has no `traceEvents`.
+    #[error("{path}: not a readable PyTorch profiler trace: {message}")]
+    Torch {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl TraceError {
+    /// An I/O error about `path`.
+    pub fn io(path: impl std::fmt::Display, e: &std::io::Error) -> Self {
+        TraceError::Io {
+            path: path.to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The bad lines met while reading: the first [`Warnings::KEEP`] in full,
+/// and how many there were in all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Warnings {
+    /// The first bad lines, in reading order.
+    pub shown: Vec<BadLine>,
+    /// How many bad lines there were.
+    pub total: u64,
+}
+
+impl Warnings {
+    /// How many bad lines are kept in full.
+    pub const KEEP: usize = 50;
+
+    /// Records one bad line.
+    pub fn push(&mut self, bad: BadLine) {
+        self.total += 1;
+        if self.shown.len() < Self::KEEP {
+            self.shown.push(bad);
+        }
+    }
+
+    /// How many bad lines were counted but not kept.
+    pub fn not_shown(&self) -> u64 {
+        self.total - self.shown.len() as u64
+    }
+}

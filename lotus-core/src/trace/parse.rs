@@ -1,0 +1,682 @@
+//! The streaming reader of one trace log: `BufRead` in, events out, one
+//! line at a time. A line that cannot be read (truncated, garbled, not
+//! UTF-8, numbers that are negative or overflow) is an [`Entry::Bad`] with
+//! its file and line; the lines after it are still read.
+//!
+//! ```
+//! use lotus_core::trace::parse::{Entry, TraceReader};
+//! use lotus_core::trace::{Kind, Process, Role};
+//!
+//! let log = "SLoader,1000,50\nSBatchPreprocessed_3,900,400\nSToTen";
+//! let mut reader = TraceReader::new(log.as_bytes(), "x_worker_pid_7", Process::new(Role::Worker, 7));
+//! let entries: Vec<Entry> = reader.by_ref().map(Result::unwrap).collect();
+//! let Entry::Event(e) = &entries[1] else { panic!() };
+//! assert_eq!((e.name.as_str(), e.kind, e.batch), ("BatchPreprocessed", Kind::Batch, Some(3)));
+//! let Entry::Bad(bad) = &entries[2] else { panic!() };
+//! assert_eq!(bad.to_string(), "x_worker_pid_7:3: truncated line: expected S<Name>,<start_ns>,<duration_ns>, found 'SToTen'");
+//! ```
+
+use std::fmt;
+use std::io::{BufRead, ErrorKind};
+use std::num::IntErrorKind;
+use std::sync::Arc;
+
+use super::event::{Event, Kind, Process, Role};
+use super::TraceError;
+
+/// The longest line read; longer ones (a file with no line breaks) are
+/// bad lines, and memory stays bounded.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// The duration the original fork writes for a batch that arrived out of
+/// order and was already there when the main process asked for it (and
+/// as a placeholder on `SBatchConsumed_<id>` / `SBatchQueued_<id>`).
+pub const ORIGINAL_PLACEHOLDER_NS: u64 = 1000;
+
+/// The first word of a header line.
+pub const HEADER_TAG: &str = "#lotus-trace";
+
+/// What a log file's name says: `<prefix>_<role>_pid_<pid>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileName {
+    /// What comes before `_main_pid_` / `_worker_pid_` (may be empty).
+    pub prefix: String,
+    /// `main` or `worker`.
+    pub role: Role,
+    /// The process id.
+    pub pid: u32,
+}
+
+/// Reads a log file's name: `<prefix>_main_pid_<pid>` or
+/// `<prefix>_worker_pid_<pid>`, optionally with a `.log`, `.txt` or `.csv`
+/// extension. `None` for any other name.
+pub fn parse_file_name(name: &str) -> Option<FileName> {
+    let stem = [".log", ".txt", ".csv"]
+        .iter()
+        .find_map(|ext| name.strip_suffix(ext))
+        .unwrap_or(name);
+    let (at, role, tag) = [("_main_pid_", Role::Main), ("_worker_pid_", Role::Worker)]
+        .iter()
+        .filter_map(|(tag, role)| stem.rfind(tag).map(|at| (at, *role, *tag)))
+        .max_by_key(|(at, _, _)| *at)?;
+    let digits = &stem[at + tag.len()..];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(FileName {
+        prefix: stem[..at].to_string(),
+        role,
+        pid: digits.parse().ok()?,
+    })
+}
+
+/// A line that was skipped, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadLine {
+    /// The file (as given to the reader).
+    pub file: String,
+    /// The 1-based line.
+    pub line: u64,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl fmt::Display for BadLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+    }
+}
+
+/// What the reader yields for each line that is not blank or a comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// An event.
+    Event(Event),
+    /// A line that was skipped (or a header field that was ignored).
+    Bad(BadLine),
+}
+
+/// Reads one log file, a line at a time. The process's role and pid are
+/// the file name's; a `#lotus-trace` first line adds host and rank (its
+/// own role and pid may be stale: the tracer renames a log whose process
+/// turns out to be a worker, and keeps its first header).
+pub struct TraceReader<R> {
+    input: R,
+    file: String,
+    process: Process,
+    line_no: u64,
+    buf: Vec<u8>,
+    done: bool,
+    /// A second entry from one line (a header with bad fields).
+    pending: Vec<Entry>,
+}
+
+impl<R: BufRead> TraceReader<R> {
+    /// A reader of `input`, named `file` in bad lines, whose events belong
+    /// to `process` (role and pid from the file name; host and rank are
+    /// taken from the header where it has them).
+    pub fn new(input: R, file: impl Into<String>, process: Process) -> Self {
+        TraceReader {
+            input,
+            file: file.into(),
+            process,
+            line_no: 0,
+            buf: Vec::new(),
+            done: false,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The process the events belong to (after the header, once read).
+    pub fn process(&self) -> &Process {
+        &self.process
+    }
+
+    /// Reads the next line into `buf`, at most [`MAX_LINE_BYTES`] of it.
+    /// `None` at the end; `Some(true)` when the line was longer.
+    fn read_line(&mut self) -> Result<Option<bool>, TraceError> {
+        self.buf.clear();
+        let mut any = false;
+        let mut too_long = false;
+        loop {
+            let chunk = match self.input.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(TraceError::io(&self.file, &e)),
+            };
+            if chunk.is_empty() {
+                return Ok(any.then_some(too_long));
+            }
+            any = true;
+            let (piece, used, end) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (&chunk[..i], i + 1, true),
+                None => (chunk, chunk.len(), false),
+            };
+            let room = MAX_LINE_BYTES.saturating_sub(self.buf.len());
+            if piece.len() > room {
+                too_long = true;
+            }
+            self.buf.extend_from_slice(&piece[..piece.len().min(room)]);
+            self.input.consume(used);
+            if end {
+                return Ok(Some(too_long));
+            }
+        }
+    }
+
+    fn bad(&self, message: String) -> Entry {
+        Entry::Bad(BadLine {
+            file: self.file.clone(),
+            line: self.line_no,
+            message,
+        })
+    }
+
+    fn apply_header(&mut self, header: &str) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut words = header.split_whitespace();
+        words.next(); // the tag
+        for word in words {
+            if let Some(v) = word.strip_prefix('v').filter(|v| v.parse::<u32>().is_ok()) {
+                if v != "1" {
+                    problems.push(format!("trace format version v{v} is unknown; read as v1"));
+                }
+                continue;
+            }
+            let Some((key, value)) = word.split_once('=') else {
+                continue;
+            };
+            match key {
+                // The file name's role and pid win: a log renamed when its
+                // process became a worker keeps its first header.
+                "role" if Role::parse(value).is_none() => problems.push(format!(
+                    "header: role '{value}' is neither main nor worker (the file name's, {}, is used)",
+                    self.process.role
+                )),
+                "pid" if value.parse::<u32>().is_err() => problems.push(format!(
+                    "header: pid '{value}' is not a process id (the file name's, {}, is used)",
+                    self.process.pid
+                )),
+                "host" if !value.is_empty() && value != "-" => {
+                    self.process.host = Some(Arc::from(value))
+                }
+                "rank" if value == "-" || value.is_empty() => self.process.rank = None,
+                "rank" => match value.parse() {
+                    Ok(r) => self.process.rank = Some(r),
+                    Err(_) => problems.push(format!("header: rank '{value}' is not a number")),
+                },
+                _ => {}
+            }
+        }
+        problems
+    }
+}
+
+impl<R: BufRead> Iterator for TraceReader<R> {
+    type Item = Result<Entry, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.pending.pop() {
+            return Some(Ok(e));
+        }
+        while !self.done {
+            let too_long = match self.read_line() {
+                Ok(Some(t)) => t,
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            self.line_no += 1;
+            if too_long {
+                return Some(Ok(self.bad(format!(
+                    "line longer than {MAX_LINE_BYTES} bytes (no line break: not a trace log?)"
+                ))));
+            }
+            let Ok(text) = std::str::from_utf8(&self.buf) else {
+                return Some(Ok(self.bad("not UTF-8 text (garbled line)".into())));
+            };
+            let line = text.trim_start_matches('\u{feff}').trim();
+            if line.is_empty() {
+                continue;
+            }
+            if line.starts_with('#') {
+                let is_header = line.split_whitespace().next() == Some(HEADER_TAG);
+                if is_header && self.line_no == 1 {
+                    let line = line.to_string();
+                    let mut problems: Vec<Entry> = self
+                        .apply_header(&line)
+                        .into_iter()
+                        .map(|m| self.bad(m))
+                        .collect();
+                    problems.reverse();
+                    self.pending = problems;
+                    if let Some(e) = self.pending.pop() {
+                        return Some(Ok(e));
+                    }
+                }
+                continue;
+            }
+            return Some(Ok(match parse_event_line(line) {
+                Ok(p) => Entry::Event(Event {
+                    name: p.name,
+                    kind: p.kind,
+                    pid: self.process.pid,
+                    role: self.process.role,
+                    start_ns: p.start_ns,
+                    dur_ns: p.dur_ns,
+                    batch: p.batch,
+                    sample: p.sample,
+                    ready: p.ready,
+                    host: self.process.host.clone(),
+                    rank: self.process.rank,
+                }),
+                Err(message) => self.bad(message),
+            }));
+        }
+        None
+    }
+}
+
+/// One event line's own content (the process is the file's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineEvent {
+    /// The name without the leading `S`.
+    pub name: String,
+    /// What it measures.
+    pub kind: Kind,
+    /// Start, ns.
+    pub start_ns: u64,
+    /// Duration, ns.
+    pub dur_ns: u64,
+    /// Batch id.
+    pub batch: Option<u64>,
+    /// Sample index.
+    pub sample: Option<u64>,
+    /// Wait for a batch that was already there.
+    pub ready: Option<bool>,
+}
+
+/// How much of a bad line is quoted in its message.
+const QUOTE_CHARS: usize = 80;
+
+/// At most [`QUOTE_CHARS`] of `line`, control characters escaped.
+fn quote(line: &str) -> String {
+    let mut s: String = line
+        .chars()
+        .take(QUOTE_CHARS)
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect();
+    if line.chars().count() > QUOTE_CHARS {
+        s.push('…');
+    }
+    s
+}
+
+/// A whole number of ns (or an id): not negative, not over `u64::MAX`.
+fn whole_number(text: &str, what: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(format!("{what} is empty"));
+    }
+    t.parse::<u64>().map_err(|e| match e.kind() {
+        IntErrorKind::PosOverflow => {
+            format!("{what} '{t}' overflows (the largest is {})", u64::MAX)
+        }
+        _ if t.starts_with('-') && t[1..].bytes().all(|b| b.is_ascii_digit()) && t.len() > 1 => {
+            format!("{what} '{t}' is negative")
+        }
+        _ => format!("{what} '{t}' is not a whole number"),
+    })
+}
+
+/// Parses one event line (trimmed, not blank, not a comment).
+pub fn parse_event_line(line: &str) -> Result<LineEvent, String> {
+    if line.contains('\0') {
+        return Err(format!(
+            "NUL bytes (a block cut short by a crash?): '{}'",
+            quote(line)
+        ));
+    }
+    let mut fields = line.split(',');
+    let name_field = fields.next().unwrap_or("").trim();
+    let (Some(start), Some(dur)) = (fields.next(), fields.next()) else {
+        return Err(format!(
+            "truncated line: expected S<Name>,<start_ns>,<duration_ns>, found '{}'",
+            quote(line)
+        ));
+    };
+    let Some(name) = name_field.strip_prefix('S').filter(|n| !n.is_empty()) else {
+        return Err(format!(
+            "expected S<Name> as the first field, found '{}'",
+            quote(name_field)
+        ));
+    };
+    if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!(
+            "name '{}' has spaces or control characters (garbled line)",
+            quote(name)
+        ));
+    }
+    let start_ns = whole_number(start, "start time")?;
+    let dur_ns = whole_number(dur, "duration")?;
+    if start_ns.checked_add(dur_ns).is_none() {
+        return Err(format!(
+            "start {start_ns} + duration {dur_ns} overflows (the largest time is {})",
+            u64::MAX
+        ));
+    }
+    let (mut kind, mut batch, mut sample, mut ready) = (None, None, None, None);
+    for field in fields {
+        let field = field.trim();
+        if field.is_empty() {
+            continue;
+        }
+        let Some((key, value)) = field.split_once('=') else {
+            return Err(format!("field '{}' is not key=value", quote(field)));
+        };
+        match key.trim() {
+            "kind" => {
+                kind = Some(Kind::parse(value.trim()).ok_or_else(|| {
+                    format!(
+                    "unknown kind '{}' (expected op, sample, fetch, batch, wait, consume or queue)",
+                    quote(value)
+                )
+                })?)
+            }
+            "batch" => batch = Some(whole_number(value, "batch id")?),
+            "sample" => sample = Some(whole_number(value, "sample index")?),
+            "ready" => {
+                ready = Some(match value.trim() {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    v => return Err(format!("ready '{}' is not 0 or 1", quote(v))),
+                })
+            }
+            // Fields added later are ignored.
+            _ => {}
+        }
+    }
+    let (name, kind) = match kind {
+        Some(k) => (name.to_string(), k),
+        None => {
+            let inferred = infer_kind(name, dur_ns);
+            batch = batch.or(inferred.batch);
+            ready = ready.or(inferred.ready);
+            (inferred.name, inferred.kind)
+        }
+    };
+    Ok(LineEvent {
+        name,
+        kind,
+        start_ns,
+        dur_ns,
+        batch,
+        sample,
+        ready,
+    })
+}
+
+/// What a name alone says about an event with no `kind=` field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inferred {
+    /// The name to show (the original fork's `_<id>` suffix taken off).
+    pub name: String,
+    /// The kind.
+    pub kind: Kind,
+    /// The batch id the name carries.
+    pub batch: Option<u64>,
+    /// For an original `SBatchWait_<id>`: whether it is the out-of-order
+    /// placeholder ([`ORIGINAL_PLACEHOLDER_NS`]).
+    pub ready: Option<bool>,
+}
+
+/// The kind of an event from its name (without the `S`), for lines with
+/// no `kind=` field: the original fork's `BatchPreprocessed_<id>`,
+/// `BatchWait_<id>`, `BatchConsumed_<id>`, `BatchQueued_<id>`; lotus's
+/// `Batch`, `Wait`, `Consume`, `Fetch`, `Sample`; anything else is an op.
+pub fn infer_kind(name: &str, dur_ns: u64) -> Inferred {
+    let plain = |kind| Inferred {
+        name: name.to_string(),
+        kind,
+        batch: None,
+        ready: None,
+    };
+    if let Some((base, id)) = name.rsplit_once('_') {
+        if let Ok(id) = id.parse::<u64>() {
+            let kind = match base {
+                "BatchPreprocessed" => Some(Kind::Batch),
+                "BatchWait" => Some(Kind::Wait),
+                "BatchConsumed" => Some(Kind::Consume),
+                "BatchQueued" => Some(Kind::Queue),
+                _ => None,
+            };
+            if let Some(kind) = kind {
+                return Inferred {
+                    name: base.to_string(),
+                    kind,
+                    batch: Some(id),
+                    ready: (kind == Kind::Wait).then_some(dur_ns == ORIGINAL_PLACEHOLDER_NS),
+                };
+            }
+        }
+    }
+    match name {
+        "Batch" => plain(Kind::Batch),
+        "Wait" => plain(Kind::Wait),
+        "Consume" => plain(Kind::Consume),
+        "Fetch" => plain(Kind::Fetch),
+        "Sample" => plain(Kind::Sample),
+        _ => plain(Kind::Op),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &[u8]) -> Vec<Entry> {
+        TraceReader::new(text, "f", Process::new(Role::Worker, 9))
+            .map(|e| e.expect("no I/O error"))
+            .collect()
+    }
+
+    fn bad_messages(entries: &[Entry]) -> Vec<String> {
+        entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Bad(b) => Some(b.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn file_names() {
+        let f = parse_file_name("lotus_worker_pid_4242").expect("worker");
+        assert_eq!(
+            (f.prefix.as_str(), f.role, f.pid),
+            ("lotus", Role::Worker, 4242)
+        );
+        let f = parse_file_name("custom_log_abc_main_pid_17.log").expect("main");
+        assert_eq!(
+            (f.prefix.as_str(), f.role, f.pid),
+            ("custom_log_abc", Role::Main, 17)
+        );
+        assert_eq!(
+            parse_file_name("_main_pid_1").expect("empty prefix").prefix,
+            ""
+        );
+        for no in [
+            "trace.json",
+            "lotus_main_pid_",
+            "lotus_main_pid_12x",
+            "lotus_main_pid_12.json",
+            "lotus_main_pid_99999999999",
+        ] {
+            assert_eq!(parse_file_name(no), None, "{no}");
+        }
+    }
+
+    #[test]
+    fn lines_of_both_formats() {
+        let e =
+            parse_event_line("SRandomResizedCrop,100,20,kind=op,batch=3,sample=97").expect("ours");
+        assert_eq!(
+            e,
+            LineEvent {
+                name: "RandomResizedCrop".into(),
+                kind: Kind::Op,
+                start_ns: 100,
+                dur_ns: 20,
+                batch: Some(3),
+                sample: Some(97),
+                ready: None
+            }
+        );
+        let e = parse_event_line("SWait,5,0,kind=wait,batch=2,ready=1,future=x").expect("ours");
+        assert_eq!(
+            (e.kind, e.ready, e.batch),
+            (Kind::Wait, Some(true), Some(2))
+        );
+        // The original fork's names, and the space its Compose log has.
+        let e = parse_event_line("SToTensor, 1700000000000000000,3000").expect("orig");
+        assert_eq!(
+            (e.name.as_str(), e.kind, e.start_ns),
+            ("ToTensor", Kind::Op, 1_700_000_000_000_000_000)
+        );
+        let e = parse_event_line("SBatchWait_12,10,1000").expect("orig");
+        assert_eq!(
+            (e.name.as_str(), e.kind, e.batch, e.ready),
+            ("BatchWait", Kind::Wait, Some(12), Some(true))
+        );
+        let e = parse_event_line("SBatchWait_12,10,999").expect("orig");
+        assert_eq!(e.ready, Some(false));
+        let e = parse_event_line("SBatchConsumed_0,10,1000").expect("orig");
+        assert_eq!((e.kind, e.batch), (Kind::Consume, Some(0)));
+        let e = parse_event_line("SBatchQueued_4,10,1000").expect("orig");
+        assert_eq!((e.kind, e.batch), (Kind::Queue, Some(4)));
+        let e = parse_event_line("SBatchPreprocessed_7,10,5").expect("orig");
+        assert_eq!(
+            (e.name.as_str(), e.kind, e.batch),
+            ("BatchPreprocessed", Kind::Batch, Some(7))
+        );
+        let e = parse_event_line("SCollation,10,5").expect("orig");
+        assert_eq!(e.kind, Kind::Op);
+        for (name, kind) in [
+            ("SBatch", Kind::Batch),
+            ("SFetch", Kind::Fetch),
+            ("SSample", Kind::Sample),
+            ("SConsume", Kind::Consume),
+            ("SBatchFoo_3", Kind::Op),
+        ] {
+            assert_eq!(
+                parse_event_line(&format!("{name},1,2")).expect(name).kind,
+                kind,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_lines_say_why() {
+        let cases = [
+            ("SLoader,12", "truncated line"),
+            ("SLoader", "truncated line"),
+            ("Loader,1,2", "expected S<Name>"),
+            ("S,1,2", "expected S<Name>"),
+            ("SLoader,abc,2", "start time 'abc' is not a whole number"),
+            ("SLoader,-5,2", "start time '-5' is negative"),
+            ("SLoader,5,-2", "duration '-2' is negative"),
+            ("SLoader,5,", "duration is empty"),
+            ("SLoader,99999999999999999999,2", "overflows"),
+            ("SLoader,18446744073709551615,2", "overflows"),
+            ("SLoader,1.5,2", "not a whole number"),
+            ("SLoader,1,2,kind=nope", "unknown kind 'nope'"),
+            ("SLoader,1,2,kin", "field 'kin' is not key=value"),
+            ("SLoader,1,2,batch=x", "batch id 'x'"),
+            ("SWait,1,2,ready=2", "ready '2'"),
+            ("SLo\u{1}ader,1,2", "name 'Lo\\u{1}ader'"),
+            ("SLo ader,1,2", "spaces or control characters"),
+            ("\0\0\0", "NUL bytes"),
+        ];
+        for (line, want) in cases {
+            let e = parse_event_line(line).expect_err(line);
+            assert!(e.contains(want), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn reader_skips_bad_lines_and_reads_on() {
+        let text = b"#lotus-trace v1 role=main pid=77 host=n1 rank=3\n# comment\n\nSWait,1,2,kind=wait\nSWa\xff\xfeit,1,2\nSConsume,4,0\r\nSBroken,1";
+        let entries = read(text);
+        assert_eq!(
+            bad_messages(&entries),
+            vec![
+                "f:5: not UTF-8 text (garbled line)".to_string(),
+                "f:7: truncated line: expected S<Name>,<start_ns>,<duration_ns>, found 'SBroken,1'"
+                    .to_string()
+            ]
+        );
+        let events: Vec<&Event> = entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Event(e) => Some(e),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(events.len(), 2);
+        // The file name's pid and role; the header's host and rank.
+        assert_eq!(
+            (events[0].pid, events[0].role, events[0].rank),
+            (9, Role::Worker, Some(3))
+        );
+        assert_eq!(events[0].host.as_deref(), Some("n1"));
+        assert_eq!((events[1].kind, events[1].start_ns), (Kind::Consume, 4));
+    }
+
+    #[test]
+    fn header_problems_are_reported_not_fatal() {
+        let entries = read(b"#lotus-trace v2 role=boss pid=x rank=-\nSA,1,2\n");
+        let bad = bad_messages(&entries);
+        assert_eq!(bad.len(), 3, "{bad:?}");
+        assert!(
+            bad[0].starts_with("f:1: trace format version v2"),
+            "{bad:?}"
+        );
+        let Entry::Event(e) = &entries[3] else {
+            panic!("{entries:?}")
+        };
+        assert_eq!((e.pid, e.role, e.rank), (9, Role::Worker, None));
+        // A header after the first line is a comment.
+        let entries = read(b"SA,1,2\n#lotus-trace v1 pid=5\nSB,1,2\n");
+        assert!(entries
+            .iter()
+            .all(|e| matches!(e, Entry::Event(e) if e.pid == 9)));
+    }
+
+    #[test]
+    fn long_lines_are_cut_and_skipped() {
+        let mut text = vec![b'x'; MAX_LINE_BYTES * 3];
+        text.extend_from_slice(b"\nSA,1,2\n");
+        // A small buffer makes the reader see the line in many pieces.
+        let reader = std::io::BufReader::with_capacity(1000, &text[..]);
+        let entries: Vec<Entry> = TraceReader::new(reader, "f", Process::new(Role::Worker, 1))
+            .map(|e| e.expect("read"))
+            .collect();
+        assert_eq!(entries.len(), 2);
+        assert!(bad_messages(&entries)[0].contains("longer than"));
+        assert!(matches!(&entries[1], Entry::Event(e) if e.name == "A"));
+    }
+}
