@@ -297,13 +297,26 @@ fn load_mapping(path: &Path) -> Result<Mapping> {
     })
 }
 
-/// Reads `--op-times`: a CSV, or a trace folder's `op_times.csv`.
+/// Reads `--op-times`: a CSV, or a trace folder (its logs, read through
+/// `lotus_core::trace`: each op's total time; else its `op_times.csv`).
 fn load_op_times(path: &Path) -> Result<OpTimes> {
     let file = if path.is_dir() {
+        if let Some((times, warnings)) = OpTimes::read_trace_dir(path)? {
+            for bad in &warnings.shown {
+                eprintln!("lotus: warning: {bad} (line skipped)");
+            }
+            if warnings.not_shown() > 0 {
+                eprintln!(
+                    "lotus: warning: {} more bad line(s) skipped, not shown",
+                    warnings.not_shown()
+                );
+            }
+            return Ok(times);
+        }
         let f = path.join(TRACE_OP_TIMES);
         if !f.is_file() {
             bail!(
-                "--op-times {}: a folder is read as a lotus trace, from its {TRACE_OP_TIMES}, and this one has none; give a CSV of op,seconds (one line per op) instead",
+                "--op-times {}: a folder is read as a lotus trace (its <prefix>_main_pid_<pid> / <prefix>_worker_pid_<pid> logs, or an {TRACE_OP_TIMES}), and this one has none; give a CSV of op,seconds (one line per op) instead",
                 path.display()
             );
         }

@@ -1,0 +1,565 @@
+//! `lotus trace`: the timeline and statistics of a pipeline trace (the
+//! per-process logs `lotus trace run` or the original LotusTrace fork
+//! writes; [`lotus_core::trace`] reads them).
+//!
+//! ```text
+//! lotus trace view DIR [--coarse] [--no-torch] --out trace.json
+//! lotus trace stats DIR [--json] [--op-times FILE]
+//! ```
+//!
+//! `view` writes Chrome trace event JSON (open it in Perfetto or
+//! `chrome://tracing`): one track per process, every op, sample, batch,
+//! fetch and wait as a span, arrows from a batch's preprocessing to its
+//! consumption, and any PyTorch profiler trace in DIR merged in (see
+//! [`lotus_core::trace::chrome`] and [`lotus_core::trace::torch`]): its
+//! events keep their pids and tids, their `ts` moved onto the view's time
+//! base; its `process_name` for a pid lotus also traced gives way to
+//! lotus's (main or worker, host, rank). The view is streamed: two passes
+//! over the logs (the first finds the time base, the processes and which
+//! batch each consumption takes), then every event is written as it is
+//! read.
+//!
+//! `stats` prints per-op figures, per-batch preprocessing time with IQR
+//! outliers, the main process's waits in buckets and the delay from
+//! preprocessing to consumption ([`lotus_core::trace::stats`] defines
+//! them); `--json` prints `lotus.trace-stats/1`:
+//!
+//! ```json
+//! {"schema": "lotus.trace-stats/1", "trace": "DIR",
+//!  "percentiles": "...", "std": "population (ddof=0)",
+//!  "events": 1200, "bad_lines": 0, "warnings": [],
+//!  "processes": [{"pid": 41, "role": "main", "host": null, "rank": null, "folder": "", "events": 40}],
+//!  "ops": [{"name": "Loader", "count": 512, "total_ns": 1, "mean_ns": 1.0, "p50_ns": 1.0,
+//!           "p95_ns": 1.0, "p99_ns": 1.0, "std_ns": 0.0, "min_ns": 1, "max_ns": 1}],
+//!  "kinds": [{"kind": "batch", "count": 16, ...}],
+//!  "batches": {"summary": {...}, "q1_ns": 1.0, "q3_ns": 1.0, "iqr_ns": 0.0,
+//!              "low_fence_ns": 1.0, "high_fence_ns": 1.0,
+//!              "outliers": [{"batch": 3, "pid": 42, "start_ns": 1, "dur_ns": 9, "side": "high"}]},
+//!  "wait": {"summary": {...}, "buckets": [{"bucket": "none", "count": 4, "share": 0.25, "total_ns": 0}, ...]},
+//!  "delay": {"summary": {...}, "unconsumed": 0, "consumed_without_batch": 0},
+//!  "per_batch": [{"batch": 0, "pid": 42, "start_ns": 1, "dur_ns": 9, "end_ns": 10,
+//!                 "consumed_ns": 12, "main_pid": 41, "delay_ns": 2, "wait_ns": 3, "wait_bucket": "under_1ms"}]}
+//! ```
+//!
+//! `--op-times FILE` writes `op,seconds` (each op's total time), which
+//! `lotus attribute --op-times` reads; it also reads a trace folder
+//! directly.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
+use lotus_core::trace::chrome::ChromeWriter;
+use lotus_core::trace::stats::{op_totals, Summary, TraceStats, WaitBucket};
+use lotus_core::trace::torch::{self, Alignment, TorchScan};
+use lotus_core::trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
+use serde::Serialize;
+
+use crate::output::write_atomic;
+
+/// The schema tag of `lotus trace stats --json`.
+pub const STATS_SCHEMA: &str = "lotus.trace-stats/1";
+
+/// How percentiles are computed, as the JSON says it.
+const PERCENTILE_METHOD: &str = "linear interpolation between closest ranks (numpy.percentile's default): rank h = (n-1)*p/100 over the values sorted ascending, x[floor(h)] + (h-floor(h))*(x[floor(h)+1]-x[floor(h)])";
+
+/// `lotus trace` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Run a program with tracing on, no change to its code:
+    /// `lotus trace run --out DIR -- python train.py ...`.
+    Run(crate::trace_run::TraceRunArgs),
+    /// Write a Chrome trace / Perfetto JSON of a trace: one track per
+    /// process, every op, sample and batch as a span, arrows from each
+    /// batch's preprocessing to its consumption.
+    View(ViewArgs),
+    /// Per-op times, per-batch preprocessing time (IQR outliers), the main
+    /// process's waits and the delay from preprocessing to consumption.
+    Stats(StatsArgs),
+}
+
+/// `lotus trace view`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ViewArgs {
+    /// The trace: a folder of logs (searched recursively: several
+    /// processes, ranks or machines make one timeline) or one log file.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Keep batches, waits and consumptions only (no ops, samples, fetches).
+    #[arg(long)]
+    pub coarse: bool,
+    /// Leave out PyTorch profiler traces found in DIR.
+    #[arg(long)]
+    pub no_torch: bool,
+    /// Where to write the JSON (`-`: standard output).
+    #[arg(long, short, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// `lotus trace stats`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct StatsArgs {
+    /// The trace: a folder of logs (searched recursively) or one log file.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Print lotus.trace-stats/1 JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write each op's total time as op,seconds (for `lotus
+    /// attribute --op-times`).
+    #[arg(long, value_name = "FILE")]
+    pub op_times: Option<PathBuf>,
+}
+
+/// Runs a `lotus trace` subcommand.
+pub fn run(command: TraceCommand) -> Result<ExitCode> {
+    match command {
+        TraceCommand::Run(args) => crate::trace_run::run(args),
+        TraceCommand::View(args) => view(args),
+        TraceCommand::Stats(args) => stats(args),
+    }
+}
+
+/// Prints the bad lines (the first [`Warnings::KEEP`]) to stderr.
+fn report_warnings(w: &Warnings) {
+    for bad in &w.shown {
+        eprintln!("lotus: warning: {bad} (line skipped)");
+    }
+    if w.not_shown() > 0 {
+        eprintln!(
+            "lotus: warning: {} more bad line(s) skipped, not shown",
+            w.not_shown()
+        );
+    }
+}
+
+/// Reads the whole trace once.
+fn load(dir: &Path, durations: bool) -> Result<(TraceFolder, TraceIndex)> {
+    let folder = TraceFolder::scan(dir)?;
+    let index = TraceIndex::load(&folder, durations, |_| {})?;
+    report_warnings(&index.warnings);
+    if index.events == 0 {
+        bail!(
+            "{}: no readable events in {} log file(s) ({} bad line(s))",
+            dir.display(),
+            folder.logs.len(),
+            index.warnings.total
+        );
+    }
+    Ok((folder, index))
+}
+
+/// Where the view goes: a temporary file renamed at the end, or stdout.
+enum Sink {
+    File(tempfile::NamedTempFile),
+    Stdout,
+}
+
+fn view(args: ViewArgs) -> Result<ExitCode> {
+    let (folder, mut index) = load(&args.dir, false)?;
+    let to_stdout = args.out.as_os_str() == "-";
+    let out_path = (!to_stdout).then(|| args.out.canonicalize().ok()).flatten();
+
+    // Profiler traces: a first pass for their time base.
+    let mut torch_traces: Vec<(PathBuf, TorchScan)> = Vec::new();
+    if !args.no_torch {
+        for path in &folder.torch {
+            if out_path.is_some() && path.canonicalize().ok() == out_path {
+                continue;
+            }
+            let shown = path.display().to_string();
+            let f = File::open(path).with_context(|| format!("cannot open {shown}"))?;
+            torch_traces.push((path.clone(), torch::scan(f, &shown)?));
+        }
+    }
+    let lotus_start = index.min_start_ns;
+    let mut base = lotus_start.unwrap_or(u64::MAX);
+    for (_, scan) in &torch_traces {
+        if let Some(min) = scan.min_ts_us {
+            let at = Alignment::of(scan, lotus_start).ns_of(min);
+            base = base.min(at.clamp(0, i128::from(u64::MAX)) as u64);
+        }
+    }
+    if base == u64::MAX {
+        base = 0;
+    }
+
+    // Flow ids: one per batch matched with its consumption.
+    let joined = index.joined();
+    let mut starts: HashMap<(usize, u64, u64), Vec<i64>> = HashMap::new();
+    let mut ends: HashMap<(usize, u64, u64), Vec<i64>> = HashMap::new();
+    let mut n = 0i64;
+    for row in &joined.rows {
+        let (Some(c), Some(batch)) = (row.consume, row.preprocessing.batch) else {
+            continue;
+        };
+        n += 1;
+        let id = -n;
+        starts
+            .entry((row.preprocessing.process, row.preprocessing.start_ns, batch))
+            .or_default()
+            .push(id);
+        ends.entry((c.process, c.start_ns, batch))
+            .or_default()
+            .push(id);
+    }
+
+    let sink = if to_stdout {
+        Sink::Stdout
+    } else {
+        let dir = match args.out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Sink::File(
+            tempfile::Builder::new()
+                .prefix(".lotus-")
+                .suffix(".tmp")
+                .tempfile_in(&dir)
+                .with_context(|| {
+                    format!(
+                        "cannot write {}: cannot create a file in {}",
+                        args.out.display(),
+                        dir.display()
+                    )
+                })?,
+        )
+    };
+    let writer: Box<dyn Write> = match &sink {
+        Sink::File(t) => Box::new(BufWriter::with_capacity(
+            1 << 20,
+            t.as_file().try_clone().context("cannot write the view")?,
+        )),
+        Sink::Stdout => Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
+    };
+    let other = serde_json::json!({
+        "source": args.dir.display().to_string(),
+        "coarse": args.coarse,
+        "producer": concat!("lotus ", env!("CARGO_PKG_VERSION")),
+    });
+    let write_err = |e: io::Error| anyhow::anyhow!("cannot write {}: {e}", args.out.display());
+    let mut w = ChromeWriter::begin(writer, base, &other).map_err(write_err)?;
+    for p in &index.processes {
+        let sort = match p.process.role {
+            Role::Main => 0,
+            Role::Worker => 1,
+        };
+        w.process(p.out_pid, &p.process.label(), sort)
+            .map_err(write_err)?;
+    }
+
+    // The second pass: every event, streamed.
+    for log in &folder.logs {
+        index.begin_file(log);
+        for entry in log.open()? {
+            let Entry::Event(e) = entry? else {
+                continue;
+            };
+            if args.coarse && !e.kind.is_coarse() {
+                continue;
+            }
+            let p = index.resolve(&e);
+            let pid = index.processes[p].out_pid;
+            w.span(pid, &e).map_err(write_err)?;
+            let flows = match e.kind {
+                Kind::Batch => &mut starts,
+                Kind::Consume => &mut ends,
+                _ => continue,
+            };
+            let Some(id) = e
+                .batch
+                .and_then(|b| flows.get_mut(&(p, e.start_ns, b)))
+                .and_then(Vec::pop)
+            else {
+                continue;
+            };
+            if e.kind == Kind::Batch {
+                w.flow_start(id, pid, &e).map_err(write_err)?;
+            } else {
+                w.flow_end(id, pid, &e).map_err(write_err)?;
+            }
+        }
+    }
+
+    let ours: std::collections::HashSet<u64> = index.processes.iter().map(|p| p.out_pid).collect();
+    let mut torch_events = 0u64;
+    for (path, scan) in &torch_traces {
+        let shown = path.display().to_string();
+        let a = Alignment::of(scan, lotus_start);
+        if let Some(note) = a.note() {
+            eprintln!("lotus: note: {shown} {note}");
+        }
+        let f = File::open(path).with_context(|| format!("cannot open {shown}"))?;
+        let before = w.others;
+        torch::for_each_shifted(f, &shown, a.offset_us(base), &mut |ev| {
+            // Lotus names its own processes' tracks (main or worker, host,
+            // rank); the profiler's names for the same pids are dropped.
+            let is_name = ev.get("ph").and_then(|p| p.as_str()) == Some("M")
+                && matches!(
+                    ev.get("name").and_then(|n| n.as_str()),
+                    Some("process_name" | "process_sort_index")
+                );
+            if is_name
+                && ev
+                    .get("pid")
+                    .and_then(|p| p.as_u64())
+                    .is_some_and(|p| ours.contains(&p))
+            {
+                return Ok(());
+            }
+            w.raw(ev)
+        })?;
+        torch_events += w.others - before;
+    }
+    let (spans, flows) = (w.spans, w.flows);
+    let out = w.finish().map_err(write_err)?;
+    drop(out);
+    if let Sink::File(t) = sink {
+        // A view is for sharing: readable by all, like a file the shell
+        // makes (a temporary file starts private).
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = t
+                .as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644));
+        }
+        t.as_file()
+            .sync_all()
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", args.out.display()))?;
+        t.persist(&args.out)
+            .map_err(|e| e.error)
+            .with_context(|| format!("cannot write {}", args.out.display()))?;
+    }
+    let torch_note = if torch_traces.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} PyTorch profiler trace(s) merged, {torch_events} event(s)",
+            torch_traces.len()
+        )
+    };
+    eprintln!(
+        "lotus: wrote {} ({spans} span(s), {flows} flow(s), {} process(es){torch_note})",
+        if to_stdout {
+            "the view".to_string()
+        } else {
+            args.out.display().to_string()
+        },
+        index.processes.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Serialize)]
+struct StatsJson<'a> {
+    schema: &'static str,
+    trace: String,
+    percentiles: &'static str,
+    std: &'static str,
+    warnings: Vec<String>,
+    #[serde(flatten)]
+    stats: &'a TraceStats,
+}
+
+fn stats(args: StatsArgs) -> Result<ExitCode> {
+    let (folder, index) = load(&args.dir, true)?;
+    let stats = TraceStats::compute(&index);
+    if let Some(path) = &args.op_times {
+        let mut text = String::from("op,seconds\n");
+        let totals = op_totals(&index);
+        if totals.is_empty() {
+            bail!(
+                "--op-times {}: the trace has no op events (lines of kind op, such as SLoader or S<Transform>)",
+                path.display()
+            );
+        }
+        for (op, ns) in &totals {
+            text += &format!("{op},{:.9}\n", *ns as f64 / 1e9);
+        }
+        write_atomic(path, &text)?;
+        eprintln!("lotus: wrote {} ({} op(s))", path.display(), totals.len());
+    }
+    if args.json {
+        let out = StatsJson {
+            schema: STATS_SCHEMA,
+            trace: args.dir.display().to_string(),
+            percentiles: PERCENTILE_METHOD,
+            std: "population (divided by n; numpy's ddof=0)",
+            warnings: index.warnings.shown.iter().map(|b| b.to_string()).collect(),
+            stats: &stats,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", render(&args.dir, &folder, &stats));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ms(ns: f64) -> String {
+    format!("{:.3}", ns / 1e6)
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.to_vec());
+    t
+}
+
+fn right(s: String) -> Cell {
+    Cell::new(s).set_alignment(CellAlignment::Right)
+}
+
+fn summary_cells(s: &Summary) -> Vec<Cell> {
+    vec![
+        right(s.count.to_string()),
+        right(ms(s.total_ns as f64)),
+        right(ms(s.mean_ns)),
+        right(ms(s.p50_ns)),
+        right(ms(s.p95_ns)),
+        right(ms(s.p99_ns)),
+        right(ms(s.std_ns)),
+    ]
+}
+
+const SUMMARY_HEADER: [&str; 7] = ["count", "total", "mean", "p50", "p95", "p99", "std"];
+
+/// The terminal report.
+fn render(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
+    let mains = s.processes.iter().filter(|p| p.role == "main").count();
+    let mut out = format!(
+        "lotus trace stats: {}\n{} event(s) from {} process(es) ({mains} main, {} worker) in {} file(s)",
+        dir.display(),
+        s.events,
+        s.processes.len(),
+        s.processes.len() - mains,
+        folder.logs.len()
+    );
+    if s.bad_lines > 0 {
+        out += &format!("; {} bad line(s) skipped", s.bad_lines);
+    }
+    out += "\nTimes in ms; percentiles by linear interpolation (numpy's default), std over the population.\n";
+
+    if !s.ops.is_empty() {
+        out += "\nOps\n";
+        let mut h = vec!["op"];
+        h.extend(SUMMARY_HEADER);
+        let mut t = table(&h);
+        for o in &s.ops {
+            let mut row = vec![Cell::new(&o.name)];
+            row.extend(summary_cells(&o.summary));
+            t.add_row(row);
+        }
+        out += &t.to_string();
+        out.push('\n');
+    }
+    if !s.kinds.is_empty() {
+        out += "\nOther spans, per kind\n";
+        let mut h = vec!["kind"];
+        h.extend(SUMMARY_HEADER);
+        let mut t = table(&h);
+        for k in &s.kinds {
+            let mut row = vec![Cell::new(k.kind.as_str())];
+            row.extend(summary_cells(&k.summary));
+            t.add_row(row);
+        }
+        out += &t.to_string();
+        out.push('\n');
+    }
+
+    let b = &s.batches;
+    match &b.summary {
+        Some(sum) => {
+            out += &format!(
+                "\nBatch preprocessing: {} batch(es), mean {} ms, p50 {}, p95 {}, p99 {}, std {}, min {}, max {}\n",
+                sum.count,
+                ms(sum.mean_ns),
+                ms(sum.p50_ns),
+                ms(sum.p95_ns),
+                ms(sum.p99_ns),
+                ms(sum.std_ns),
+                ms(sum.min_ns as f64),
+                ms(sum.max_ns as f64)
+            );
+            if let (Some(q1), Some(q3), Some(lo), Some(hi)) =
+                (b.q1_ns, b.q3_ns, b.low_fence_ns, b.high_fence_ns)
+            {
+                out += &format!(
+                    "  IQR rule: Q1 {} ms, Q3 {} ms; outliers below {} ms or above {} ms: {}\n",
+                    ms(q1),
+                    ms(q3),
+                    ms(lo),
+                    ms(hi),
+                    b.outliers.len()
+                );
+            }
+            for o in &b.outliers {
+                let id = o.batch.map_or("?".to_string(), |b| b.to_string());
+                out += &format!(
+                    "    batch {id} (worker {}): {} ms ({})\n",
+                    o.pid,
+                    ms(o.dur_ns as f64),
+                    o.side
+                );
+            }
+        }
+        None => out += "\nBatch preprocessing: no batch events\n",
+    }
+
+    match &s.wait.summary {
+        Some(sum) => {
+            out += &format!(
+                "\nMain-process wait per batch: {} wait(s), total {} ms, mean {}, p50 {}, p95 {}, p99 {}\n",
+                sum.count,
+                ms(sum.total_ns as f64),
+                ms(sum.mean_ns),
+                ms(sum.p50_ns),
+                ms(sum.p95_ns),
+                ms(sum.p99_ns)
+            );
+            let mut t = table(&["wait", "batches", "share", "total ms"]);
+            for row in &s.wait.buckets {
+                t.add_row(vec![
+                    Cell::new(WaitBucket::label(row.bucket)),
+                    right(row.count.to_string()),
+                    right(format!("{:.1}%", 100.0 * row.share)),
+                    right(ms(row.total_ns as f64)),
+                ]);
+            }
+            out += &t.to_string();
+            out.push('\n');
+        }
+        None => out += "\nMain-process wait: no wait events\n",
+    }
+
+    let d = &s.delay;
+    match &d.summary {
+        Some(sum) => {
+            out += &format!(
+                "\nDelay from end of preprocessing to consumption: {} batch(es), mean {} ms, p50 {}, p95 {}, p99 {}, min {}, max {}\n",
+                sum.count,
+                ms(sum.mean_ns),
+                ms(sum.p50_ns),
+                ms(sum.p95_ns),
+                ms(sum.p99_ns),
+                ms(sum.min_ns as f64),
+                ms(sum.max_ns as f64)
+            );
+        }
+        None => out += "\nDelay to consumption: no batch matched a consumption\n",
+    }
+    if d.unconsumed > 0 || d.consumed_without_batch > 0 {
+        out += &format!(
+            "  {} batch(es) never consumed; {} consumption(s) without a preprocessed batch\n",
+            d.unconsumed, d.consumed_without_batch
+        );
+    }
+    out
+}
