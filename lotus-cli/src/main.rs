@@ -3,7 +3,8 @@
 //!
 //! Subcommands: `backends` (what can profile here), `map` (which native
 //! functions each op runs), `show` (a mapping as a table), `attribute`
-//! (whole-pipeline profiles folded back onto the ops).
+//! (whole-pipeline profiles folded back onto the ops), `trace` (timelines
+//! and statistics of a pipeline trace).
 
 mod attribute_cmd;
 mod from_reports;
@@ -11,6 +12,7 @@ mod harness;
 mod live;
 mod output;
 mod profile_cmd;
+mod trace_cmd;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).
@@ -58,6 +60,11 @@ enum Command {
     Profile(profile_cmd::ProfileArgs),
     /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
     Attribute(attribute_cmd::AttributeArgs),
+    /// Pipeline traces: when each op, sample and batch ran in every process.
+    Trace {
+        #[command(subcommand)]
+        command: trace_cmd::TraceCommand,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -152,6 +159,7 @@ fn main() -> ExitCode {
         Command::Show(args) => cmd_show(args),
         Command::Attribute(args) => attribute_cmd::run(args),
         Command::Profile(args) => profile_cmd::run(args),
+        Command::Trace { command } => trace_cmd::run(command),
     };
     match result {
         Ok(code) => code,
