@@ -71,6 +71,9 @@ const PERCENTILE_METHOD: &str = "linear interpolation between closest ranks (num
 /// `lotus trace` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
+    /// Run a program with tracing on, no change to its code:
+    /// `lotus trace run --out DIR -- python train.py ...`.
+    Run(crate::trace_run::TraceRunArgs),
     /// Write a Chrome trace / Perfetto JSON of a trace: one track per
     /// process, every op, sample and batch as a span, arrows from each
     /// batch's preprocessing to its consumption.
@@ -116,6 +119,7 @@ pub struct StatsArgs {
 /// Runs a `lotus trace` subcommand.
 pub fn run(command: TraceCommand) -> Result<ExitCode> {
     match command {
+        TraceCommand::Run(args) => crate::trace_run::run(args),
         TraceCommand::View(args) => view(args),
         TraceCommand::Stats(args) => stats(args),
     }

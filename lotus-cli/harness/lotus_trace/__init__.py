@@ -1,0 +1,211 @@
+"""lotus_trace: a timeline of every op, sample and batch of a data pipeline,
+in every DataLoader worker, and of the main process waiting for batches.
+
+One call switches it on (or run the job under `lotus trace run --out DIR --
+python train.py`, which needs no change to the code):
+
+    import lotus_trace
+    lotus_trace.enable("trace/")          # before the DataLoader starts
+
+With torch and torchvision importable, the DataLoader (workers and main
+process), `transforms.Compose` (v1 and v2) and `DatasetFolder` /
+`ImageFolder` are traced with no other change. Anything else is traced by
+wrapping it:
+
+    crop = lotus_trace.wrap(my_crop, "Crop")      # an op, per call
+    ds = lotus_trace.TracedDataset(my_dataset)    # SSample per __getitem__
+
+A pipeline of its own (no torch) marks its batches:
+
+    # in a worker process
+    with lotus_trace.worker_batch(batch_id) as b:
+        samples = [ds[i] for i in indices]
+        with b.collate():
+            batch = collate(samples)
+    # in the main process
+    with lotus_trace.main_wait(batch_id, ready=batch_id in buffer):
+        ...                                        # get the batch
+    lotus_trace.main_consume(batch_id)
+
+Each process writes `<DIR>/<prefix>_main_pid_<pid>` or
+`<DIR>/<prefix>_worker_pid_<pid>`: lines `S<Name>,<start_ns>,<duration_ns>`
+(the original Lotus fork's format) with `,kind=...,batch=...,sample=...`
+fields, wall-clock nanoseconds (`time.time_ns()`). When tracing is off
+every function here is a cheap pass-through.
+"""
+
+import functools as _functools
+
+from . import _core
+from ._core import BatchSpan, disable, enable, enabled, flush, set_role, trace_dir
+
+__all__ = [
+    "enable",
+    "disable",
+    "enabled",
+    "flush",
+    "trace_dir",
+    "wrap",
+    "span",
+    "TracedDataset",
+    "batch",
+    "worker_batch",
+    "main_wait",
+    "main_consume",
+    "set_role",
+    "now_ns",
+    "BatchSpan",
+]
+
+now_ns = _core._now
+
+
+class _Op:
+    """A callable timed as an op named `name` on every call."""
+
+    def __init__(self, fn, name):
+        self.fn = fn
+        self.name = _core.clean_name(name)
+        self.__wrapped__ = fn
+        try:
+            _functools.update_wrapper(self, fn, assigned=("__doc__", "__module__", "__qualname__"), updated=())
+        except (AttributeError, TypeError):
+            pass
+
+    def __call__(self, *args, **kwargs):
+        if not _core._on:
+            return self.fn(*args, **kwargs)
+        t0 = _core._now()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            _core.op_event(self.name, t0, _core._now())
+
+    def __get__(self, obj, objtype=None):
+        # A wrapped function used as a method binds like one.
+        if obj is None:
+            return self
+        return _functools.partial(self, obj)
+
+    def __getstate__(self):
+        return {"fn": self.fn, "name": self.name}
+
+    def __setstate__(self, state):
+        self.fn = state["fn"]
+        self.name = state["name"]
+        self.__wrapped__ = self.fn
+
+    def __repr__(self):
+        return f"lotus_trace.wrap({self.fn!r}, {self.name!r})"
+
+
+def _default_name(fn):
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str) or name == "<lambda>":
+        name = type(fn).__name__
+    return name
+
+
+def wrap(fn=None, name=None):
+    """`fn`, timed as the op `name` (default: its name, or its class's)
+    on every call, inside the current batch and sample. Also a decorator:
+    `@lotus_trace.wrap` or `@lotus_trace.wrap(name="Crop")`. The result
+    pickles when `fn` does (spawned workers)."""
+    if isinstance(fn, str) and name is None:
+        fn, name = None, fn
+    if fn is None:
+        return lambda f: wrap(f, name)
+    if isinstance(fn, _Op) and name is None:
+        return fn
+    return _Op(fn, name if name is not None else _default_name(fn))
+
+
+class span:
+    """`with lotus_trace.span("Decode"):` times a block as an op."""
+
+    __slots__ = ("name", "t0")
+
+    def __init__(self, name):
+        self.name = _core.clean_name(name)
+        self.t0 = None
+
+    def __enter__(self):
+        if _core._on:
+            self.t0 = _core._now()
+        return self
+
+    def __exit__(self, *exc):
+        if self.t0 is not None and _core._on:
+            _core.op_event(self.name, self.t0, _core._now())
+        self.t0 = None
+        return False
+
+
+class TracedDataset:
+    """A map-style dataset whose every item is one `SSample` event (kind
+    sample, with its batch and index), the ops inside it tagged with both.
+    Everything else is the wrapped dataset's (`len`, attributes)."""
+
+    def __init__(self, dataset, name="Sample"):
+        self.dataset = dataset
+        self.name = _core.clean_name(name)
+
+    def __getitem__(self, index):
+        return _core.sample_call(self.dataset.__getitem__, index, self.name)
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getattr__(self, attr):
+        # Not for dunders (pickling, copying, and torch's `__getitems__`,
+        # which would hide the samples) nor before __init__ ran.
+        if attr.startswith("__") or attr in ("dataset", "name"):
+            raise AttributeError(attr)
+        return getattr(self.dataset, attr)
+
+    def __repr__(self):
+        return f"TracedDataset({self.dataset!r})"
+
+
+def batch(batch_id):
+    """A context manager around the fetch and collation of batch
+    `batch_id` (see BatchSpan); `with b.collate():` marks the collation."""
+    return BatchSpan(batch_id)
+
+
+def worker_batch(batch_id):
+    """`batch(batch_id)` in a worker process: also marks this process as a
+    worker (its log is `<prefix>_worker_pid_<pid>`)."""
+    if _core._role != "worker":
+        _core.set_role("worker")
+    return BatchSpan(batch_id)
+
+
+class main_wait:
+    """`with lotus_trace.main_wait(batch_id, ready=...) as w:` around the
+    main process getting batch `batch_id`; `w.ready = True` inside the block
+    when it turns out the batch was already there. Writes SWait."""
+
+    __slots__ = ("batch", "ready", "t0")
+
+    def __init__(self, batch_id, ready=False):
+        self.batch = int(batch_id)
+        self.ready = ready
+        self.t0 = None
+
+    def __enter__(self):
+        if _core._on:
+            self.t0 = _core._now()
+        return self
+
+    def __exit__(self, *exc):
+        if self.t0 is not None and _core._on:
+            _core.wait_event(self.batch, self.t0, _core._now(), self.ready)
+        self.t0 = None
+        return False
+
+
+def main_consume(batch_id):
+    """The main process's training loop got batch `batch_id` now: SConsume."""
+    if _core._on:
+        _core.consume_event(batch_id)

@@ -1,0 +1,439 @@
+"""The tracer's core: the per-process log writer, the per-thread context
+(which batch and sample the running code belongs to) and the events.
+
+Every event is one line, `S<Name>,<start_ns>,<duration_ns>` (the original
+fork's format) followed by `,key=value` fields (`kind=`, `batch=`,
+`sample=`, `ready=`). Times are `time.time_ns()`, the wall clock every
+process of every machine shares. Lines go to a list and are written to the
+process's file in blocks: every `_FLUSH_EVERY` lines, at the end of each
+batch in a worker (workers may leave through `os._exit`), at exit (atexit,
+and multiprocessing's own exit hook in child processes), and by `flush()`.
+The file, `<dir>/<prefix>_<role>_pid_<pid>`, is created at the first write:
+a process that traces nothing leaves no file.
+"""
+
+import atexit
+import operator
+import os
+import sys
+import threading
+import time
+
+_now = time.time_ns
+
+# Lines buffered before a write.
+_FLUSH_EVERY = 512
+# The main process writes at least this often (ns) when it consumes batches,
+# so that a killed job leaves most of its trace.
+_MAIN_FLUSH_NS = 2_000_000_000
+
+_on = False  # tracing is enabled in this process
+_dir = None
+_prefix = "lotus"
+_role = None  # "main" or "worker"; None means main
+_buf = []
+_lock = threading.Lock()
+_fd = None
+_path = None
+_pid = os.getpid()
+_last_flush = 0
+_child_setup = False  # a forked child that has not yet hooked its exit
+_failed = False
+_hooks_installed = False
+_notes_seen = set()
+
+
+class _Ctx(threading.local):
+    """What the running code belongs to, per thread."""
+
+    batch = None  # batch id
+    sample = None  # dataset index of the sample being loaded
+    in_sample = False
+
+
+_ctx = _Ctx()
+
+
+def enabled():
+    """Whether this process traces."""
+    return _on
+
+
+def trace_dir():
+    """The trace folder, or None when tracing is off."""
+    return _dir if _on else None
+
+
+def clean_name(name):
+    """A name that fits in a log line: no commas, spaces or control characters."""
+    text = str(name)
+    out = []
+    for ch in text:
+        if ch == "," or ch.isspace() or not ch.isprintable():
+            out.append("_")
+        else:
+            out.append(ch)
+    text = "".join(out).strip("_") or "op"
+    return text
+
+
+def sample_id(index):
+    """The index as a whole number for `sample=`, or None (a key that is
+    not a non-negative integer is not logged)."""
+    if type(index) is int:
+        return index if index >= 0 else None
+    try:
+        i = operator.index(index)
+    except TypeError:
+        return None
+    return i if i >= 0 else None
+
+
+# --- writing ----------------------------------------------------------------
+
+
+def _header():
+    import socket
+
+    rank = os.environ.get("RANK") or "-"
+    if not rank.isdigit():
+        rank = "-"
+    host = clean_name(socket.gethostname() or "-")
+    return f"#lotus-trace v1 role={_role or 'main'} pid={_pid} host={host} rank={rank}\n"
+
+
+def _file_path(role):
+    return os.path.join(_dir, f"{_prefix}_{role or 'main'}_pid_{_pid}")
+
+
+def _open():
+    global _fd, _path
+    _path = _file_path(_role)
+    os.makedirs(_dir, exist_ok=True)
+    _fd = os.open(_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+    return _header()
+
+
+def _write_all(data):
+    view = memoryview(data)
+    while view:
+        n = os.write(_fd, view)
+        view = view[n:]
+
+
+def flush():
+    """Writes the buffered lines to this process's file."""
+    global _buf, _last_flush, _failed
+    with _lock:
+        if not _buf or _failed or _dir is None:
+            return
+        lines, _buf = _buf, []
+        try:
+            head = _open() if _fd is None else ""
+            _write_all((head + "".join(lines)).encode("utf-8", "replace"))
+            _last_flush = _now()
+        except OSError as e:
+            _failed = True
+            sys.stderr.write(f"lotus_trace: cannot write the trace of pid {_pid} to {_dir}: {e}; tracing stops here\n")
+
+
+def _emit(line):
+    if _child_setup:
+        _setup_child()
+    with _lock:
+        _buf.append(line)
+        n = len(_buf)
+    if n >= _FLUSH_EVERY:
+        flush()
+
+
+def note(text):
+    """A `#` comment line in this process's log (once per text)."""
+    if text in _notes_seen:
+        return
+    _notes_seen.add(text)
+    with _lock:
+        _buf.append("# lotus-trace: " + " ".join(str(text).split()) + "\n")
+
+
+def set_role(role):
+    """Marks this process as the main process or a worker; the log file's
+    name says which. A file already written under the other role is renamed."""
+    global _role, _path
+    if role not in ("main", "worker"):
+        raise ValueError(f"role must be 'main' or 'worker', not {role!r}")
+    if _child_setup:
+        _setup_child()
+    with _lock:
+        if (_role or "main") == role:
+            _role = role
+            return
+        _role = role
+        if _fd is not None and _path is not None:
+            new = _file_path(role)
+            try:
+                os.rename(_path, new)
+                _path = new
+                _buf.insert(0, f"# lotus-trace: role={role} from here on (the header says otherwise)\n")
+            except OSError:
+                pass
+
+
+# --- events -----------------------------------------------------------------
+
+
+def op_event(name, t0, t1):
+    """An op (a transform, the loader, any wrapped callable) that ran from
+    t0 to t1, in the current batch and sample."""
+    c = _ctx
+    b = c.batch
+    s = c.sample
+    if b is None:
+        if s is None:
+            _emit(f"S{name},{t0},{t1 - t0},kind=op\n")
+        else:
+            _emit(f"S{name},{t0},{t1 - t0},kind=op,sample={s}\n")
+    elif s is None:
+        _emit(f"S{name},{t0},{t1 - t0},kind=op,batch={b}\n")
+    else:
+        _emit(f"S{name},{t0},{t1 - t0},kind=op,batch={b},sample={s}\n")
+
+
+def sample_call(get, index, name="Sample"):
+    """`get(index)` as one sample: an `S<name>` event of kind sample, with
+    the ops inside it tagged with the sample's index. Inside another sample
+    (a traced dataset wrapping a traced dataset) it only calls `get`."""
+    c = _ctx
+    if not _on or c.in_sample:
+        return get(index)
+    prev = c.sample
+    sid = sample_id(index)
+    c.sample = sid
+    c.in_sample = True
+    t0 = _now()
+    try:
+        return get(index)
+    finally:
+        t1 = _now()
+        c.in_sample = False
+        c.sample = prev
+        b = c.batch
+        tail = "" if b is None else f",batch={b}"
+        if sid is not None:
+            tail += f",sample={sid}"
+        _emit(f"S{name},{t0},{t1 - t0},kind=sample{tail}\n")
+
+
+class BatchSpan:
+    """One batch: `with batch(id) as b:` fetch the samples, then
+    `with b.collate():` collate them. Writes SCollation (the collate
+    block), SFetch (from the start to the collate block, or to the end when
+    there is none) and SBatch (the whole block), all with `batch=<id>`.
+    In a worker the log is written at the end of each batch."""
+
+    __slots__ = ("batch", "t0", "c0", "c1", "_prev", "_active")
+
+    def __init__(self, batch_id):
+        self.batch = int(batch_id) if batch_id is not None else None
+        self.t0 = self.c0 = self.c1 = None
+        self._prev = None
+        self._active = False
+
+    def __enter__(self):
+        if _on and self.batch is not None:
+            self._active = True
+            self._prev = _ctx.batch
+            _ctx.batch = self.batch
+            self.t0 = _now()
+        return self
+
+    def collate(self):
+        """A context manager around the collation of this batch."""
+        return _Collate(self)
+
+    def run_collate(self, fn, data):
+        """`fn(data)` timed as this batch's collation."""
+        with _Collate(self):
+            return fn(data)
+
+    def __exit__(self, *exc):
+        if not self._active:
+            return False
+        self._active = False
+        t1 = _now()
+        _ctx.batch = self._prev
+        b = self.batch
+        t0 = self.t0
+        if self.c0 is not None and self.c1 is not None:
+            _emit(f"SCollation,{self.c0},{self.c1 - self.c0},kind=op,batch={b}\n")
+            fetch_end = self.c0
+        else:
+            fetch_end = t1
+        _emit(f"SFetch,{t0},{fetch_end - t0},kind=fetch,batch={b}\n")
+        _emit(f"SBatch,{t0},{t1 - t0},kind=batch,batch={b}\n")
+        if _role == "worker":
+            flush()
+        return False
+
+
+class _Collate:
+    __slots__ = ("span",)
+
+    def __init__(self, span):
+        self.span = span
+
+    def __enter__(self):
+        if self.span._active:
+            self.span.c0 = _now()
+        return self
+
+    def __exit__(self, *exc):
+        if self.span._active:
+            self.span.c1 = _now()
+        return False
+
+
+def wait_event(batch_id, t0, t1, ready):
+    """The main process waited from t0 to t1 for batch `batch_id`
+    (`ready`: it was already there)."""
+    _emit(f"SWait,{t0},{t1 - t0},kind=wait,batch={int(batch_id)},ready={1 if ready else 0}\n")
+
+
+def consume_event(batch_id, t=None):
+    """The main process's training loop got batch `batch_id` at t (now)."""
+    if t is None:
+        t = _now()
+    _emit(f"SConsume,{t},0,kind=consume,batch={int(batch_id)}\n")
+    if t - _last_flush > _MAIN_FLUSH_NS:
+        flush()
+
+
+# --- processes --------------------------------------------------------------
+
+
+def _before_fork():
+    _lock.acquire()
+
+
+def _after_fork_parent():
+    _lock.release()
+
+
+def _after_fork_child():
+    global _lock, _buf, _fd, _path, _pid, _role, _child_setup, _last_flush
+    # The parent's unwritten lines are the parent's: the child starts empty.
+    _lock = threading.Lock()
+    _buf = []
+    if _fd is not None:
+        try:
+            os.close(_fd)
+        except OSError:
+            pass
+    _fd = None
+    _path = None
+    _pid = os.getpid()
+    _role = None
+    _last_flush = 0
+    _notes_seen.clear()
+    _ctx.batch = None
+    _ctx.sample = None
+    _ctx.in_sample = False
+    _child_setup = True
+
+
+def _setup_child():
+    """In a forked child, at its first event: multiprocessing children end
+    with os._exit, which skips atexit but runs multiprocessing's finalizers
+    (registered after the fork, so here)."""
+    global _child_setup
+    _child_setup = False
+    _hook_multiprocessing_exit()
+
+
+def _hook_multiprocessing_exit():
+    # Only where multiprocessing is in use (importing it costs start-up
+    # time): a multiprocessing child's parent had imported it.
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        try:
+            util.Finalize(None, flush, exitpriority=-1000)
+        except Exception:
+            pass
+
+
+def _install_process_hooks():
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(flush)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(
+            before=_before_fork,
+            after_in_parent=_after_fork_parent,
+            after_in_child=_after_fork_child,
+        )
+    # A spawned child ends through sys.exit (atexit runs); a forked one
+    # through os._exit, handled by _setup_child.
+    _hook_multiprocessing_exit()
+
+
+def _propagate(out_dir, prefix, torch):
+    """Sets the environment so that child processes (spawned DataLoader
+    workers, launched ranks) trace into the same folder: the variables the
+    auto-activation reads, and this package and its start-up hook on
+    PYTHONPATH."""
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    boot = os.path.join(pkg, "_boot")
+    parent = os.path.dirname(pkg)
+    os.environ["LOTUS_TRACE_DIR"] = out_dir
+    os.environ["LOTUS_TRACE_PREFIX"] = prefix
+    os.environ["LOTUS_TRACE_TORCH"] = "1" if torch else "0"
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    want = [p for p in (boot, parent) if os.path.isdir(p)]
+    if parts[: len(want)] != want:
+        parts = want + [p for p in parts if p not in want]
+        os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+
+
+def enable(out_dir=None, prefix=None, torch=None):
+    """Starts tracing this process (and the processes it starts) into
+    `out_dir`: one file per process, `<prefix>_main_pid_<pid>` or
+    `<prefix>_worker_pid_<pid>`. Defaults: $LOTUS_TRACE_DIR,
+    $LOTUS_TRACE_PREFIX or "lotus", and the torch / torchvision hooks
+    unless $LOTUS_TRACE_TORCH is 0. Returns the trace folder. A second call
+    keeps the first call's folder."""
+    global _on, _dir, _prefix, _pid
+    if out_dir is None:
+        out_dir = os.environ.get("LOTUS_TRACE_DIR")
+        if not out_dir:
+            raise ValueError("lotus_trace.enable: give the trace folder (or set LOTUS_TRACE_DIR)")
+    if prefix is None:
+        prefix = os.environ.get("LOTUS_TRACE_PREFIX") or "lotus"
+    if torch is None:
+        torch = os.environ.get("LOTUS_TRACE_TORCH", "1") != "0"
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    if _on:
+        if out_dir != _dir:
+            sys.stderr.write(f"lotus_trace: already tracing into {_dir}; enable({out_dir!r}) ignored\n")
+        return _dir
+    prefix = clean_name(prefix)
+    os.makedirs(out_dir, exist_ok=True)
+    _dir = out_dir
+    _prefix = prefix
+    _pid = os.getpid()
+    _install_process_hooks()
+    _propagate(out_dir, prefix, torch)
+    _on = True
+    if torch:
+        from . import _torch
+
+        _torch.install()
+    return _dir
+
+
+def disable():
+    """Stops tracing in this process and writes what is buffered."""
+    global _on
+    flush()
+    _on = False
