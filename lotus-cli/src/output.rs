@@ -1,6 +1,7 @@
 //! Writing mappings: the formats, the terminal table, and atomic files.
 
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -262,16 +263,22 @@ fn render_md(mapping: &Mapping, top: usize) -> String {
     out
 }
 
-/// Writes `text` to `path` through a temporary file in the same folder and
-/// a rename, so a half-written file never replaces a good one.
-pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let dir = match path.parent() {
+/// The folder `path` is written in.
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
+    }
+}
+
+/// A new temporary file beside `path` (`.lotus-*.tmp`), created like any
+/// file (0666 less the umask; tempfile's default is owner-only).
+fn temp_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
+    let dir = folder_of(path);
+    tempfile::Builder::new()
         .prefix(".lotus-")
         .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)
         .with_context(|| {
             format!(
@@ -279,7 +286,29 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
                 path.display(),
                 dir.display()
             )
-        })?;
+        })
+}
+
+/// Checks, before a long run, that `path` can be written: a file can be
+/// made in its folder, and `path` is not a folder. Finding out after
+/// minutes of profiling would lose the results.
+pub fn check_writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("cannot write {}: it is a folder", path.display());
+    }
+    // Dropped at once: the probe file is removed.
+    temp_beside(path).map(drop)
+}
+
+/// Writes `text` to `path` through a temporary file in the same folder and
+/// a rename, so a half-written file never replaces a good one. A file that
+/// is replaced keeps its permissions.
+pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    let mut tmp = temp_beside(path)?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        // Best effort: a file we may not chmod still gets written.
+        let _ = tmp.as_file().set_permissions(meta.permissions());
+    }
     tmp.write_all(text.as_bytes())
         .and_then(|_| tmp.as_file().sync_all())
         .with_context(|| format!("cannot write {}", path.display()))?;

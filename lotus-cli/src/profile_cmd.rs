@@ -16,7 +16,7 @@ use lotus_core::{CollectOptions, Target};
 
 use crate::harness;
 use crate::live::{self, RunError, ENV_ITT_COLLECTOR};
-use crate::output::write_atomic;
+use crate::output::{check_writable, write_atomic};
 
 /// `lotus profile` arguments.
 #[derive(Debug, clap::Args)]
@@ -108,6 +108,10 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     copts.keep_raw.clone_from(&args.keep_raw);
     copts.whole_program = !args.windows;
 
+    if let Some(out) = &args.out {
+        // Find out now, not after the whole program ran.
+        check_writable(out)?;
+    }
     let interrupted = Arc::new(AtomicBool::new(false));
     let flag = interrupted.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
