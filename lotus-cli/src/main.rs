@@ -13,7 +13,6 @@ mod live;
 mod output;
 mod profile_cmd;
 mod trace_cmd;
-mod trace_run;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).
@@ -271,6 +270,10 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 }
                 print!("{}", live::dry_run(backend.as_ref(), &args.ops, &opts)?);
                 return Ok(ExitCode::SUCCESS);
+            }
+            if let Some(out) = &args.out {
+                // Find out now, not after minutes of profiling.
+                output::check_writable(out)?;
             }
             let interrupted = Arc::new(AtomicBool::new(false));
             let flag = interrupted.clone();
