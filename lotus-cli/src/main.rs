@@ -13,6 +13,7 @@ mod live;
 mod output;
 mod profile_cmd;
 mod trace_cmd;
+mod trace_run;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).
