@@ -7,7 +7,9 @@
 //! are found by name, never by position. Comma and TAB delimiters are both
 //! read; figures may carry `s` / `%` suffixes and thousands separators.
 //!
-//! The reader streams: it holds one record at a time.
+//! The reader streams: [`HotspotRows`] holds one record at a time, so a
+//! caller that folds rows as they come (sums per function, attribution)
+//! reads any size in constant memory; [`read_hotspots`] keeps every row.
 
 use std::io::{BufRead, Read};
 
@@ -154,126 +156,206 @@ fn csv_error(e: csv::Error, file: &str, line_offset: u64) -> ReportError {
     }
 }
 
-/// Where the CSV reader is inside a field, to tell a file that ends inside
-/// a quoted field (cut short) from one that ends cleanly. Follows the
+/// Whether the CSV reader is inside a quoted field, to tell a file that
+/// ends inside one (cut short) from one that ends cleanly. Follows the
 /// `csv` crate's rules: a quote opens a quoted field only at its start;
 /// inside one, `""` is a quote and `"` closes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Quoting {
-    FieldStart,
-    Unquoted,
+    Outside,
     Quoted,
+    /// A quote seen inside a quoted field: it closes the field unless the
+    /// next byte is another quote.
     QuoteInQuoted,
 }
 
 /// Watches the bytes the CSV reader takes: the quoting state at the end,
 /// and lines longer than [`MAX_LINE_BYTES`] (refused with [`LineTooLong`]
-/// so memory stays bounded).
+/// so memory stays bounded). Jumps from quote to quote (`memchr`): a
+/// report without quotes costs one scan per buffer.
 struct Watch<'a> {
     inner: &'a mut dyn BufRead,
     delimiter: u8,
     quoting: Quoting,
+    /// The byte before the buffer being looked at (`\n` at the start).
+    prev: u8,
+    /// The line being read (1-based, in the whole file).
     line: u64,
     line_len: usize,
 }
 
 impl Watch<'_> {
-    fn step(&mut self, b: u8) {
-        let end_of_field = b == self.delimiter || b == b'\n' || b == b'\r';
-        self.quoting = match (self.quoting, b) {
-            (Quoting::FieldStart, b'"') => Quoting::Quoted,
-            (Quoting::FieldStart | Quoting::Unquoted | Quoting::QuoteInQuoted, _)
-                if end_of_field =>
-            {
-                Quoting::FieldStart
+    fn scan(&mut self, buf: &[u8]) {
+        let mut i = 0;
+        while i < buf.len() {
+            match self.quoting {
+                Quoting::Quoted => match memchr::memchr(b'"', &buf[i..]) {
+                    Some(j) => {
+                        self.quoting = Quoting::QuoteInQuoted;
+                        i += j + 1;
+                    }
+                    None => break,
+                },
+                Quoting::QuoteInQuoted => {
+                    self.quoting = if buf[i] == b'"' {
+                        i += 1;
+                        Quoting::Quoted
+                    } else {
+                        Quoting::Outside
+                    };
+                }
+                Quoting::Outside => match memchr::memchr(b'"', &buf[i..]) {
+                    Some(j) => {
+                        let at = i + j;
+                        let before = if at == 0 { self.prev } else { buf[at - 1] };
+                        if before == self.delimiter || before == b'\n' || before == b'\r' {
+                            self.quoting = Quoting::Quoted;
+                        }
+                        i = at + 1;
+                    }
+                    None => break,
+                },
             }
-            (Quoting::FieldStart | Quoting::Unquoted, _) => Quoting::Unquoted,
-            (Quoting::Quoted, b'"') => Quoting::QuoteInQuoted,
-            (Quoting::Quoted, _) => Quoting::Quoted,
-            (Quoting::QuoteInQuoted, b'"') => Quoting::Quoted,
-            (Quoting::QuoteInQuoted, _) => Quoting::Unquoted,
-        };
+        }
+        if let Some(&last) = buf.last() {
+            self.prev = last;
+        }
     }
 }
 
 impl Read for Watch<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        for &b in &buf[..n] {
-            self.step(b);
-            if b == b'\n' {
-                self.line += 1;
-                self.line_len = 0;
-            } else {
-                self.line_len += 1;
-                if self.line_len > MAX_LINE_BYTES {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        LineTooLong { line: self.line },
-                    ));
-                }
+        let got = &buf[..n];
+        self.scan(got);
+        match memchr::memrchr(b'\n', got) {
+            Some(i) => {
+                self.line += memchr::memchr_iter(b'\n', got).count() as u64;
+                self.line_len = n - i - 1;
             }
+            None => self.line_len += n,
+        }
+        if self.line_len > MAX_LINE_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                LineTooLong { line: self.line },
+            ));
         }
         Ok(n)
     }
 }
 
-/// Reads a VTune function-grouped CSV report (hotspots, or any analysis
-/// grouped by function). `file` names the input in errors. CPU time is in
-/// seconds; every other numeric column becomes a counter.
-pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
-    let header_line = read_header_line(input, file)?;
-    if header_line.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err(ReportError::new(file, "empty report: no header line")
-            .with_hint("re-run `vtune -report hotspots ... -format csv`"));
-    }
-    let header_text = std::str::from_utf8(&header_line).map_err(|e| {
-        ReportError::at(
-            file,
-            1,
-            format!(
-                "header is not valid UTF-8 (bad byte at offset {})",
-                e.valid_up_to()
-            ),
-        )
-    })?;
-    let tabs = header_text.matches('\t').count();
-    let commas = header_text.matches(',').count();
-    let delimiter = if tabs > commas { b'\t' } else { b',' };
-    let header: Vec<String> = {
-        let mut r = csv::ReaderBuilder::new()
+/// A VTune function-grouped CSV report read one row at a time: memory
+/// stays that of one record, whatever the report's size. The header is
+/// read by [`HotspotRows::new`]; each [`Iterator::next`] reads one row.
+/// After the first error the iterator ends.
+///
+/// ```
+/// use lotus_backend_vtune::report::HotspotRows;
+///
+/// let csv = b"Function,CPU Time,Module\nmemcpy,1.5,libc.so.6\nmemcpy,0.5,libc.so.6\n";
+/// let mut input = &csv[..];
+/// let mut total = 0.0;
+/// for row in HotspotRows::new(&mut input, "r.csv").unwrap() {
+///     total += row.unwrap().value;
+/// }
+/// assert_eq!(total, 2.0);
+/// ```
+pub struct HotspotRows<'a> {
+    file: String,
+    header: Vec<String>,
+    cols: Columns,
+    reader: csv::Reader<Watch<'a>>,
+    record: csv::ByteRecord,
+    last_line: u64,
+    done: bool,
+}
+
+impl<'a> HotspotRows<'a> {
+    /// Reads the header of the report in `input`. `file` names the input
+    /// in errors.
+    pub fn new(input: &'a mut dyn BufRead, file: &str) -> Result<Self, ReportError> {
+        let header_line = read_header_line(input, file)?;
+        if header_line.iter().all(|b| b.is_ascii_whitespace()) {
+            return Err(ReportError::new(file, "empty report: no header line")
+                .with_hint("re-run `vtune -report hotspots ... -format csv`"));
+        }
+        let header_text = std::str::from_utf8(&header_line).map_err(|e| {
+            ReportError::at(
+                file,
+                1,
+                format!(
+                    "header is not valid UTF-8 (bad byte at offset {})",
+                    e.valid_up_to()
+                ),
+            )
+        })?;
+        let tabs = header_text.matches('\t').count();
+        let commas = header_text.matches(',').count();
+        let delimiter = if tabs > commas { b'\t' } else { b',' };
+        let header: Vec<String> = {
+            let mut r = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .delimiter(delimiter)
+                .from_reader(header_text.as_bytes());
+            let mut rec = csv::StringRecord::new();
+            r.read_record(&mut rec).map_err(|e| csv_error(e, file, 0))?;
+            rec.iter().map(|s| s.trim().to_string()).collect()
+        };
+        let cols = Columns::from_header(&header, file)?;
+        let watch = Watch {
+            inner: input,
+            delimiter,
+            quoting: Quoting::Outside,
+            prev: b'\n',
+            line: 2,
+            line_len: 0,
+        };
+        let reader = csv::ReaderBuilder::new()
             .has_headers(false)
             .delimiter(delimiter)
-            .from_reader(header_text.as_bytes());
-        let mut rec = csv::StringRecord::new();
-        r.read_record(&mut rec).map_err(|e| csv_error(e, file, 0))?;
-        rec.iter().map(|s| s.trim().to_string()).collect()
-    };
-    let cols = Columns::from_header(&header, file)?;
+            .flexible(false)
+            .from_reader(watch);
+        Ok(HotspotRows {
+            file: file.to_string(),
+            header,
+            cols,
+            reader,
+            record: csv::ByteRecord::new(),
+            last_line: 1,
+            done: false,
+        })
+    }
 
-    let mut watch = Watch {
-        inner: input,
-        delimiter,
-        quoting: Quoting::FieldStart,
-        line: 2,
-        line_len: 0,
-    };
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .delimiter(delimiter)
-        .flexible(false)
-        .from_reader(&mut watch);
-    let mut record = csv::ByteRecord::new();
-    let mut rows = Vec::new();
-    let mut last_line = 1;
-    loop {
-        match reader.read_byte_record(&mut record) {
+    /// The header's column names.
+    pub fn header(&self) -> &[String] {
+        &self.header
+    }
+
+    /// Reads the next row; `None` at the end of the report.
+    fn read_row(&mut self) -> Result<Option<Row>, ReportError> {
+        let file = self.file.as_str();
+        let (header, cols, record) = (&self.header, &self.cols, &mut self.record);
+        match self.reader.read_byte_record(record) {
             Ok(true) => {}
-            Ok(false) => break,
+            Ok(false) => {
+                // The CSV reader takes an unclosed quote at the end of the
+                // input as the end of the field: a file cut inside a quoted
+                // name would give a row with half a name.
+                if self.reader.get_ref().quoting == Quoting::Quoted {
+                    return Err(ReportError::at(
+                        file,
+                        self.last_line,
+                        "the file ends inside a quoted field of this row: it looks truncated",
+                    )
+                    .with_hint("re-export the report"));
+                }
+                return Ok(None);
+            }
             Err(e) => return Err(csv_error(e, file, 1)),
         }
         let line = record.position().map_or(0, |p| p.line()) + 1;
-        last_line = line;
+        self.last_line = line;
         if record.len() != header.len() {
             return Err(ReportError::at(
                 file,
@@ -330,20 +412,31 @@ pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, Repo
                 row.counters.insert(name.clone(), v);
             }
         }
-        rows.push(row);
+        Ok(Some(row))
     }
-    // The CSV reader takes an unclosed quote at the end of the input as the
-    // end of the field: a file cut inside a quoted name would give a row
-    // with half a name.
-    drop(reader);
-    if watch.quoting == Quoting::Quoted {
-        return Err(ReportError::at(
-            file,
-            last_line,
-            "the file ends inside a quoted field of this row: it looks truncated",
-        )
-        .with_hint("re-export the report"));
+}
+
+impl Iterator for HotspotRows<'_> {
+    type Item = Result<Row, ReportError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let next = self.read_row().transpose();
+        if !matches!(next, Some(Ok(_))) {
+            self.done = true;
+        }
+        next
     }
+}
+
+/// Reads a VTune function-grouped CSV report (hotspots, or any analysis
+/// grouped by function). `file` names the input in errors. CPU time is in
+/// seconds; every other numeric column becomes a counter. The rows are
+/// read one at a time ([`HotspotRows`]) and all kept in the [`Report`].
+pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
+    let rows = HotspotRows::new(input, file)?.collect::<Result<Vec<_>, _>>()?;
     Ok(Report {
         unit: Unit::Seconds,
         rows,
