@@ -154,6 +154,12 @@ impl Report {
 /// assert_eq!(parse_figure("N/A"), None);
 /// ```
 pub fn parse_figure(text: &str) -> Option<f64> {
+    // Most figures are plain numbers: parse them without the clean-up.
+    if let Ok(v) = text.parse::<f64>() {
+        if v.is_finite() {
+            return Some(v);
+        }
+    }
     let t = text.trim();
     let t = t
         .strip_suffix('%')

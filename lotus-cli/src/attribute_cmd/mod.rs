@@ -57,10 +57,10 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use lotus_core::attribute::{attribute, AttributeError, Attribution, MatchMode, OpTimes, Options};
+use lotus_core::attribute::{AttributeError, Attribution, Attributor, MatchMode, OpTimes, Options};
 use lotus_core::mapping::{Mapping, MappingError};
 use lotus_core::profile::Profile;
-use lotus_core::{Report, Unit};
+use lotus_core::{Row, Unit};
 
 use crate::output::write_atomic;
 use render::View;
@@ -136,7 +136,8 @@ pub struct AttributeArgs {
     pub plot: Option<PathBuf>,
 }
 
-/// A profile read from disk.
+/// A profile read from disk (its rows were folded onto the ops as they
+/// were read, not kept).
 #[derive(Debug)]
 pub struct LoadedProfile {
     /// Short name: the file stem, or the path where stems repeat.
@@ -145,8 +146,10 @@ pub struct LoadedProfile {
     pub path: PathBuf,
     /// What it was read as: `vtune-csv`, `uprof-csv`, `lotus.profile/1`.
     pub format: &'static str,
-    /// Its rows.
-    pub report: Report,
+    /// What its values count.
+    pub unit: Unit,
+    /// Whether some row names its module (not `[Unknown]`).
+    pub modules_known: bool,
     /// Seconds per sample, for sample-count profiles where known.
     pub sample_interval_s: Option<f64>,
 }
@@ -155,7 +158,7 @@ impl LoadedProfile {
     /// Seconds per unit of value: 1 for CPU-time profiles, the sample
     /// interval for sample counts where known.
     pub fn seconds_per_unit(&self) -> Option<f64> {
-        match self.report.unit {
+        match self.unit {
             Unit::Seconds => Some(1.0),
             Unit::Samples => self.sample_interval_s,
         }
@@ -172,9 +175,15 @@ pub fn run(args: AttributeArgs) -> Result<ExitCode> {
     };
     let options = Options::new(match_mode, op_times);
 
+    let mapping_name = args.mapping.display().to_string();
+    // Each profile is folded onto the ops as it is read: memory does not
+    // grow with its rows.
     let mut profiles = Vec::with_capacity(args.profiles.len());
+    let mut results = Vec::with_capacity(args.profiles.len());
     for path in &args.profiles {
-        profiles.push(load_profile(path)?);
+        let (p, a) = load_profile(path, &mapping, &options, &mapping_name)?;
+        profiles.push(p);
+        results.push(a);
     }
     name_profiles(&mut profiles);
 
@@ -184,26 +193,14 @@ pub fn run(args: AttributeArgs) -> Result<ExitCode> {
     });
     let notes_to_stderr =
         args.out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv);
-    let mapping_name = args.mapping.display().to_string();
-    let mut results = Vec::with_capacity(profiles.len());
-    for p in &profiles {
-        let a = attribute(&mapping, &p.report, &options).map_err(|e| match e {
-            AttributeError::EmptyMapping(_) => anyhow::anyhow!(
-                "{mapping_name}: {e}; make one with `lotus map` (it must list each op's native functions)"
-            ),
-            AttributeError::EmptyProfile => {
-                anyhow::anyhow!("{}: {e}", p.path.display())
-            }
-            other => anyhow::anyhow!(other),
-        })?;
-        check_matches(&a, p, &mapping_name)?;
+    for (p, a) in profiles.iter().zip(&results) {
+        check_matches(a, p, &mapping_name)?;
         // Tables and Markdown on the terminal show the notes themselves.
         if notes_to_stderr {
             for note in &a.notes {
                 eprintln!("lotus: note: {}: {note}", p.name);
             }
         }
-        results.push(a);
     }
 
     let view = View {
@@ -243,12 +240,7 @@ fn check_matches(a: &Attribution, p: &LoadedProfile, mapping: &str) -> Result<()
     if a.unmatched_ops.is_empty() {
         return Ok(());
     }
-    let modules_known = p
-        .report
-        .rows
-        .iter()
-        .any(|r| !lotus_core::attribute::is_unknown_module(&r.module));
-    let hint = if !modules_known {
+    let hint = if !p.modules_known {
         "the profile names no modules, so functions are matched by name alone: was the mapping made for the same program and library versions?"
     } else if a.match_mode == MatchMode::Auto {
         "matching is on function and module (version suffixes after .so ignored); if the profile names modules differently (libc.so.6 vs libc-2.31.so), try --match name"
@@ -332,8 +324,28 @@ fn load_op_times(path: &Path) -> Result<OpTimes> {
 /// How many bytes are looked at to tell a profile's format.
 const SNIFF_BYTES: usize = 64 * 1024;
 
-/// Reads one profile, telling its format by content.
-pub fn load_profile(path: &Path) -> Result<LoadedProfile> {
+/// Folds rows onto the ops as they are read, noting whether any names its
+/// module.
+struct Fold<'m> {
+    attributor: Attributor<'m>,
+    modules_known: bool,
+}
+
+impl Fold<'_> {
+    fn add(&mut self, row: &Row) {
+        self.modules_known |= !lotus_core::attribute::is_unknown_module(&row.module);
+        self.attributor.add(row);
+    }
+}
+
+/// Reads one profile, telling its format by content, and attributes it to
+/// the ops of `mapping` as its rows are read.
+pub fn load_profile(
+    path: &Path,
+    mapping: &Mapping,
+    options: &Options,
+    mapping_name: &str,
+) -> Result<(LoadedProfile, Attribution)> {
     let name = path.display().to_string();
     if path.is_dir() {
         bail!("--profile {name}: is a folder; give a profile file (a VTune or uProf CSV report, or lotus.profile/1 JSON)");
@@ -352,17 +364,39 @@ pub fn load_profile(path: &Path) -> Result<LoadedProfile> {
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| name.clone());
-    let loaded = |format, report, sample_interval_s| LoadedProfile {
-        name: stem.clone(),
-        path: path.to_path_buf(),
-        format,
-        report,
-        sample_interval_s,
+    let attribution_error = |e: AttributeError| {
+        match e {
+        AttributeError::EmptyMapping(_) => anyhow::anyhow!(
+            "{mapping_name}: {e}; make one with `lotus map` (it must list each op's native functions)"
+        ),
+        AttributeError::EmptyProfile => anyhow::anyhow!("{name}: {e}"),
+        other => anyhow::anyhow!(other),
+    }
     };
+    let fold = |unit| -> Result<Fold> {
+        Ok(Fold {
+            attributor: Attributor::new(mapping, unit, options).map_err(attribution_error)?,
+            modules_known: false,
+        })
+    };
+    let done =
+        |format, fold: Fold, unit, sample_interval_s| -> Result<(LoadedProfile, Attribution)> {
+            let a = fold.attributor.finish().map_err(attribution_error)?;
+            let p = LoadedProfile {
+                name: stem.clone(),
+                path: path.to_path_buf(),
+                format,
+                unit,
+                modules_known: fold.modules_known,
+                sample_interval_s,
+            };
+            Ok((p, a))
+        };
     if first.starts_with('{') || first.starts_with('[') {
         let p = Profile::read_json(&mut input, &name)?;
-        let dt = p.sample_interval_s;
-        return Ok(loaded("lotus.profile/1", p.into_report(), dt));
+        let mut f = fold(p.unit)?;
+        p.rows.iter().for_each(|r| f.add(r));
+        return done("lotus.profile/1", f, p.unit, p.sample_interval_s);
     }
     let is_uprof = head_text.contains(lotus_backend_uprof::report::FUNCTION_SECTION)
         || head_text
@@ -373,10 +407,17 @@ pub fn load_profile(path: &Path) -> Result<LoadedProfile> {
         let report = lotus_backend_uprof::report::read_report(&mut input, &name)?;
         drop(input);
         let dt = uprof_sample_interval(path, &name)?;
-        return Ok(loaded("uprof-csv", report, dt));
+        let mut f = fold(report.unit)?;
+        report.rows.iter().for_each(|r| f.add(r));
+        return done("uprof-csv", f, report.unit, dt);
     }
-    let report = lotus_backend_vtune::report::read_hotspots(&mut input, &name)?;
-    Ok(loaded("vtune-csv", report, None))
+    // VTune reports can be large (a row per function and thread): rows are
+    // folded one at a time, never all kept.
+    let mut f = fold(Unit::Seconds)?;
+    for row in lotus_backend_vtune::report::HotspotRows::new(&mut input, &name)? {
+        f.add(&row?);
+    }
+    done("vtune-csv", f, Unit::Seconds, None)
 }
 
 /// The CPU_TIME timer interval a uProf report states in its MONITORED

@@ -16,7 +16,7 @@ impl View<'_> {
         // One unit for every bar: seconds where every profile converts,
         // else samples where every profile counts them, else shares.
         let all_seconds = self.profiles.iter().all(|p| p.seconds_per_unit().is_some());
-        let all_samples = self.profiles.iter().all(|p| p.report.unit == Unit::Samples);
+        let all_samples = self.profiles.iter().all(|p| p.unit == Unit::Samples);
         let (y_desc, values): (&str, Vec<Vec<f64>>) = if all_seconds {
             (
                 "CPU time (s)",

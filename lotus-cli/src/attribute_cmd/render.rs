@@ -83,7 +83,7 @@ fn figures(p: &LoadedProfile, o: &OpShare) -> Figures {
     let raw = [o.value, o.exclusive, o.shared];
     Figures {
         seconds: p.seconds_per_unit().map(|k| raw.map(|v| v * k)),
-        samples: (p.report.unit == Unit::Samples).then_some(raw),
+        samples: (p.unit == Unit::Samples).then_some(raw),
     }
 }
 
@@ -193,10 +193,10 @@ impl View<'_> {
                     name: &p.name,
                     file: p.path.display().to_string(),
                     format: p.format,
-                    unit: p.report.unit,
+                    unit: p.unit,
                     sample_interval_s: p.sample_interval_s,
                     total_cpu_time_s: k.map(|k| a.total * k),
-                    total_samples: (p.report.unit == Unit::Samples).then_some(a.total),
+                    total_samples: (p.unit == Unit::Samples).then_some(a.total),
                     split: a.split.to_string(),
                     rows: a.rows,
                     matched_rows: a.matched_rows,
@@ -238,7 +238,7 @@ impl View<'_> {
     }
 
     pub(super) fn csv(&self) -> Result<String> {
-        let any_samples = self.profiles.iter().any(|p| p.report.unit == Unit::Samples);
+        let any_samples = self.profiles.iter().any(|p| p.unit == Unit::Samples);
         let mut counters = BTreeSet::new();
         let mut metrics = BTreeSet::new();
         for o in self.results.iter().flat_map(|a| &a.ops) {

@@ -57,7 +57,7 @@
 //! assert_eq!(a.ops.iter().map(|o| o.value).sum::<f64>(), a.total);
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
@@ -356,12 +356,24 @@ struct Acc {
     shared: f64,
     rows: usize,
     counters: BTreeMap<String, f64>,
-    /// Metric name -> (sum of weight x value, sum of weight).
-    metrics: BTreeMap<String, (f64, f64)>,
+    /// Per candidate clockticks counter (index in [`CLOCKTICK_COUNTERS`]):
+    /// metric name -> (sum of weight x value, sum of weight). Which
+    /// counter is the weight is known only once every row was seen.
+    metrics: Vec<BTreeMap<String, (f64, f64)>>,
 }
 
 impl Acc {
-    fn add(&mut self, row: &Row, part: f64, exclusive: bool, clockticks: Option<&str>) {
+    /// Adds `part` of `row`. `kinds` says what each of the row's counters
+    /// is (in the row's order; `None`: left out); `clockticks` holds the
+    /// row's value of each candidate clockticks counter it has, by index.
+    fn add(
+        &mut self,
+        row: &Row,
+        part: f64,
+        exclusive: bool,
+        kinds: &[Option<MetricKind>],
+        clockticks: &[(usize, f64)],
+    ) {
         let v = row.value * part;
         self.value += v;
         if exclusive {
@@ -370,20 +382,25 @@ impl Acc {
             self.shared += v;
         }
         self.rows += 1;
-        let weight = clockticks
-            .and_then(|c| row.counters.get(c))
-            .map(|c| c * part);
-        for (name, x) in &row.counters {
-            if RECOMPUTED.contains(&name.as_str()) {
-                continue;
-            }
-            match metric_kind(name) {
-                MetricKind::Count => *self.counters.entry(name.clone()).or_insert(0.0) += x * part,
-                MetricKind::Average => {
-                    if let Some(w) = weight {
-                        let e = self.metrics.entry(name.clone()).or_insert((0.0, 0.0));
-                        e.0 += w * x;
-                        e.1 += w;
+        for ((name, x), kind) in row.counters.iter().zip(kinds) {
+            match kind {
+                None => {}
+                Some(MetricKind::Count) => add_to(&mut self.counters, name, x * part),
+                Some(MetricKind::Average) => {
+                    for &(i, c) in clockticks {
+                        if self.metrics.len() <= i {
+                            self.metrics.resize_with(i + 1, BTreeMap::new);
+                        }
+                        let w = c * part;
+                        match self.metrics[i].get_mut(name) {
+                            Some(e) => {
+                                e.0 += w * x;
+                                e.1 += w;
+                            }
+                            None => {
+                                self.metrics[i].insert(name.clone(), (w * x, w));
+                            }
+                        }
                     }
                 }
             }
@@ -391,18 +408,23 @@ impl Acc {
     }
 
     fn finish(
-        self,
+        mut self,
         op: String,
         total: f64,
-        clockticks: Option<&str>,
+        clockticks: Option<usize>,
         instructions: Option<&str>,
     ) -> OpShare {
+        let clockticks_name = clockticks.map(|i| CLOCKTICK_COUNTERS[i]);
         let cpi = match (
-            clockticks.and_then(|c| self.counters.get(c)),
+            clockticks_name.and_then(|c| self.counters.get(c)),
             instructions.and_then(|i| self.counters.get(i)),
         ) {
             (Some(&c), Some(&i)) if i > 0.0 => Some(c / i),
             _ => None,
+        };
+        let metrics = match clockticks {
+            Some(i) if i < self.metrics.len() => std::mem::take(&mut self.metrics[i]),
+            _ => BTreeMap::new(),
         };
         OpShare {
             op,
@@ -413,8 +435,7 @@ impl Acc {
             rows: self.rows,
             counters: self.counters,
             cpi,
-            metrics: self
-                .metrics
+            metrics: metrics
                 .into_iter()
                 .filter(|(_, (_, w))| *w > 0.0)
                 .map(|(k, (s, w))| (k, s / w))
@@ -423,12 +444,36 @@ impl Acc {
     }
 }
 
-/// The first of `names` that some row of `report` counts.
-fn find_counter(report: &Report, names: &[&str]) -> Option<String> {
-    names
-        .iter()
-        .find(|n| report.rows.iter().any(|r| r.counters.contains_key(**n)))
-        .map(|n| n.to_string())
+/// `map[name] += x`, copying the name only the first time.
+fn add_to(map: &mut BTreeMap<String, f64>, name: &str, x: f64) {
+    match map.get_mut(name) {
+        Some(v) => *v += x,
+        None => {
+            map.insert(name.to_string(), x);
+        }
+    }
+}
+
+/// What attribution does with a counter, worked out once per name.
+struct CounterInfo {
+    name: String,
+    /// `None`: left out (recomputed from other counters).
+    kind: Option<MetricKind>,
+    /// Its index in [`CLOCKTICK_COUNTERS`], where it is one.
+    clockticks: Option<usize>,
+    /// Its index in [`INSTRUCTION_COUNTERS`], where it is one.
+    instructions: Option<usize>,
+}
+
+impl CounterInfo {
+    fn new(name: &str) -> Self {
+        CounterInfo {
+            name: name.to_string(),
+            kind: (!RECOMPUTED.contains(&name)).then(|| metric_kind(name)),
+            clockticks: CLOCKTICK_COUNTERS.iter().position(|c| *c == name),
+            instructions: INSTRUCTION_COUNTERS.iter().position(|c| *c == name),
+        }
+    }
 }
 
 fn list(names: &[String]) -> String {
@@ -448,100 +493,199 @@ pub fn attribute(
     report: &Report,
     options: &Options,
 ) -> Result<Attribution, AttributeError> {
-    if mapping.ops.is_empty() {
-        return Err(AttributeError::EmptyMapping("it has no ops".into()));
-    }
-    if mapping.ops.iter().all(|o| o.functions.is_empty()) {
-        return Err(AttributeError::EmptyMapping(format!(
-            "none of its {} op(s) has a function",
-            mapping.ops.len()
-        )));
-    }
-    if report.rows.is_empty() {
-        return Err(AttributeError::EmptyProfile);
-    }
-    let op_names: Vec<String> = mapping.ops.iter().map(|o| o.name.clone()).collect();
-    let mut notes = Vec::new();
-
-    // Weights for shared functions.
-    let (split, weights): (Split, Option<Vec<f64>>) = match &options.op_times {
-        None => (Split::Equal, None),
-        Some(t) => {
-            let w: Vec<f64> = op_names
-                .iter()
-                .map(|n| t.seconds.get(n).copied().unwrap_or(0.0))
-                .collect();
-            let known: Vec<String> = op_names
-                .iter()
-                .filter(|n| t.seconds.contains_key(*n))
-                .cloned()
-                .collect();
-            if known.is_empty() {
-                return Err(AttributeError::OpTimesMatchNoOp {
-                    file: t.source.clone(),
-                    given: list(&t.seconds.keys().cloned().collect::<Vec<_>>()),
-                    ops: list(&op_names),
-                });
-            }
-            let missing: Vec<String> = op_names
-                .iter()
-                .filter(|n| !t.seconds.contains_key(*n))
-                .cloned()
-                .collect();
-            if !missing.is_empty() {
-                notes.push(format!(
-                    "{} has no time for {}: they get no part of a function they share with an op that has a time",
-                    t.source,
-                    list(&missing)
-                ));
-            }
-            let extra: Vec<String> = t
-                .seconds
-                .keys()
-                .filter(|k| !op_names.contains(k))
-                .cloned()
-                .collect();
-            if !extra.is_empty() {
-                notes.push(format!(
-                    "{} names ops the mapping does not have (ignored): {}",
-                    t.source,
-                    list(&extra)
-                ));
-            }
-            (
-                Split::ByOpTime {
-                    source: t.source.clone(),
-                },
-                Some(w),
-            )
-        }
-    };
-
-    // Function name -> (normalized module or None when unknown, op index).
-    let mut index: HashMap<&str, Vec<(Option<&str>, usize)>> = HashMap::new();
-    for (i, op) in mapping.ops.iter().enumerate() {
-        for f in &op.functions {
-            let module = (!is_unknown_module(&f.module)).then(|| normalize_module(&f.module));
-            index
-                .entry(f.function.as_str())
-                .or_default()
-                .push((module, i));
-        }
-    }
-
-    let clockticks = find_counter(report, CLOCKTICK_COUNTERS);
-    let instructions = find_counter(report, INSTRUCTION_COUNTERS);
-    let total = report.total();
-    let mut accs: Vec<Acc> = (0..=op_names.len()).map(|_| Acc::default()).collect();
-    let unexplained = op_names.len();
-    let mut matched_rows = 0;
-    let mut equal_fallback: Vec<String> = Vec::new();
-    let mut hit: Vec<usize> = Vec::new();
-    let mut parts: Vec<f64> = Vec::new();
+    let mut a = Attributor::new(mapping, report.unit, options)?;
     for row in &report.rows {
+        a.add(row);
+    }
+    a.finish()
+}
+
+/// Attribution fed one row at a time ([`Attributor::add`]), for profiles
+/// read as a stream: memory is that of the mapping and the ops' sums,
+/// whatever the number of rows. [`attribute`] is this over a [`Report`];
+/// both give the same result.
+pub struct Attributor<'m> {
+    match_mode: MatchMode,
+    unit: Unit,
+    op_names: Vec<String>,
+    split: Split,
+    weights: Option<Vec<f64>>,
+    notes: Vec<String>,
+    /// Function name -> (normalized module or None when unknown, op index).
+    index: HashMap<&'m str, Vec<(Option<&'m str>, usize)>>,
+    accs: Vec<Acc>,
+    total: f64,
+    rows: usize,
+    matched_rows: usize,
+    equal_fallback: BTreeSet<String>,
+    /// Which [`CLOCKTICK_COUNTERS`] / [`INSTRUCTION_COUNTERS`] some row has.
+    clockticks_seen: Vec<bool>,
+    instructions_seen: Vec<bool>,
+    hit: Vec<usize>,
+    parts: Vec<f64>,
+    clockticks: Vec<(usize, f64)>,
+    /// Every counter name seen, and what it is.
+    counter_info: Vec<CounterInfo>,
+    /// The last row's counters as indices into `counter_info`: rows of a
+    /// report have the same counters, so the guess is nearly always right.
+    counter_order: Vec<usize>,
+    /// What each counter of the row being added is.
+    kinds: Vec<Option<MetricKind>>,
+}
+
+impl<'m> Attributor<'m> {
+    /// Attribution of a profile whose values count `unit` onto the ops of
+    /// `mapping`. Errors for an empty mapping, or op times that name none
+    /// of its ops.
+    pub fn new(
+        mapping: &'m Mapping,
+        unit: Unit,
+        options: &Options,
+    ) -> Result<Self, AttributeError> {
+        if mapping.ops.is_empty() {
+            return Err(AttributeError::EmptyMapping("it has no ops".into()));
+        }
+        if mapping.ops.iter().all(|o| o.functions.is_empty()) {
+            return Err(AttributeError::EmptyMapping(format!(
+                "none of its {} op(s) has a function",
+                mapping.ops.len()
+            )));
+        }
+        let op_names: Vec<String> = mapping.ops.iter().map(|o| o.name.clone()).collect();
+        let mut notes = Vec::new();
+
+        // Weights for shared functions.
+        let (split, weights): (Split, Option<Vec<f64>>) = match &options.op_times {
+            None => (Split::Equal, None),
+            Some(t) => {
+                let w: Vec<f64> = op_names
+                    .iter()
+                    .map(|n| t.seconds.get(n).copied().unwrap_or(0.0))
+                    .collect();
+                let known: Vec<String> = op_names
+                    .iter()
+                    .filter(|n| t.seconds.contains_key(*n))
+                    .cloned()
+                    .collect();
+                if known.is_empty() {
+                    return Err(AttributeError::OpTimesMatchNoOp {
+                        file: t.source.clone(),
+                        given: list(&t.seconds.keys().cloned().collect::<Vec<_>>()),
+                        ops: list(&op_names),
+                    });
+                }
+                let missing: Vec<String> = op_names
+                    .iter()
+                    .filter(|n| !t.seconds.contains_key(*n))
+                    .cloned()
+                    .collect();
+                if !missing.is_empty() {
+                    notes.push(format!(
+                        "{} has no time for {}: they get no part of a function they share with an op that has a time",
+                        t.source,
+                        list(&missing)
+                    ));
+                }
+                let extra: Vec<String> = t
+                    .seconds
+                    .keys()
+                    .filter(|k| !op_names.contains(k))
+                    .cloned()
+                    .collect();
+                if !extra.is_empty() {
+                    notes.push(format!(
+                        "{} names ops the mapping does not have (ignored): {}",
+                        t.source,
+                        list(&extra)
+                    ));
+                }
+                (
+                    Split::ByOpTime {
+                        source: t.source.clone(),
+                    },
+                    Some(w),
+                )
+            }
+        };
+
+        let mut index: HashMap<&str, Vec<(Option<&str>, usize)>> = HashMap::new();
+        for (i, op) in mapping.ops.iter().enumerate() {
+            for f in &op.functions {
+                let module = (!is_unknown_module(&f.module)).then(|| normalize_module(&f.module));
+                index
+                    .entry(f.function.as_str())
+                    .or_default()
+                    .push((module, i));
+            }
+        }
+        let accs = (0..=op_names.len()).map(|_| Acc::default()).collect();
+        Ok(Attributor {
+            match_mode: options.match_mode,
+            unit,
+            op_names,
+            split,
+            weights,
+            notes,
+            index,
+            accs,
+            total: 0.0,
+            rows: 0,
+            matched_rows: 0,
+            equal_fallback: BTreeSet::new(),
+            clockticks_seen: vec![false; CLOCKTICK_COUNTERS.len()],
+            instructions_seen: vec![false; INSTRUCTION_COUNTERS.len()],
+            hit: Vec::new(),
+            parts: Vec::new(),
+            clockticks: Vec::new(),
+            counter_info: Vec::new(),
+            counter_order: Vec::new(),
+            kinds: Vec::new(),
+        })
+    }
+
+    /// The index in `counter_info` of `name`, the row's `j`-th counter.
+    fn counter_index(&mut self, j: usize, name: &str) -> usize {
+        if let Some(&k) = self.counter_order.get(j) {
+            if self.counter_info[k].name == name {
+                return k;
+            }
+        }
+        let k = match self.counter_info.iter().position(|c| c.name == name) {
+            Some(k) => k,
+            None => {
+                self.counter_info.push(CounterInfo::new(name));
+                self.counter_info.len() - 1
+            }
+        };
+        if self.counter_order.len() <= j {
+            self.counter_order.resize(j + 1, k);
+        }
+        self.counter_order[j] = k;
+        k
+    }
+
+    /// Folds one profile row onto the ops.
+    pub fn add(&mut self, row: &Row) {
+        self.rows += 1;
+        self.total += row.value;
+        self.clockticks.clear();
+        self.kinds.clear();
+        for (j, (name, &x)) in row.counters.iter().enumerate() {
+            let k = self.counter_index(j, name);
+            let info = &self.counter_info[k];
+            self.kinds.push(info.kind);
+            if let Some(i) = info.clockticks {
+                self.clockticks_seen[i] = true;
+                self.clockticks.push((i, x));
+            }
+            if let Some(i) = info.instructions {
+                self.instructions_seen[i] = true;
+            }
+        }
+        let hit = &mut self.hit;
         hit.clear();
-        if let Some(cands) = index.get(row.function.as_str()) {
-            let by_name = options.match_mode == MatchMode::Name || is_unknown_module(&row.module);
+        if let Some(cands) = self.index.get(row.function.as_str()) {
+            let by_name = self.match_mode == MatchMode::Name || is_unknown_module(&row.module);
             let module = normalize_module(&row.module);
             hit.extend(
                 cands
@@ -552,81 +696,98 @@ pub fn attribute(
             hit.sort_unstable();
             hit.dedup();
         }
-        let ck = clockticks.as_deref();
+        let (ck, kinds) = (&self.clockticks, &self.kinds);
+        let unexplained = self.op_names.len();
         match hit.len() {
-            0 => accs[unexplained].add(row, 1.0, true, ck),
+            0 => self.accs[unexplained].add(row, 1.0, true, kinds, ck),
             1 => {
-                matched_rows += 1;
-                accs[hit[0]].add(row, 1.0, true, ck);
+                self.matched_rows += 1;
+                self.accs[hit[0]].add(row, 1.0, true, kinds, ck);
             }
             n => {
-                matched_rows += 1;
+                self.matched_rows += 1;
+                let parts = &mut self.parts;
                 parts.clear();
-                let by_time = weights.as_ref().map(|w| hit.iter().map(|&i| w[i]));
+                let by_time = self.weights.as_ref().map(|w| hit.iter().map(|&i| w[i]));
                 let sum: f64 = by_time.clone().map_or(0.0, |w| w.sum());
                 match by_time {
                     Some(w) if sum > 0.0 => parts.extend(w.map(|x| x / sum)),
                     _ => {
-                        if weights.is_some() {
-                            equal_fallback.push(row.function.clone());
+                        if self.weights.is_some() && !self.equal_fallback.contains(&row.function) {
+                            self.equal_fallback.insert(row.function.clone());
                         }
                         parts.extend(std::iter::repeat_n(1.0 / n as f64, n));
                     }
                 }
-                for (&i, &p) in hit.iter().zip(&parts) {
+                for (&i, &p) in hit.iter().zip(parts.iter()) {
                     if p > 0.0 {
-                        accs[i].add(row, p, false, ck);
+                        self.accs[i].add(row, p, false, kinds, ck);
                     }
                 }
             }
         }
     }
 
-    if !equal_fallback.is_empty() {
-        equal_fallback.sort();
-        equal_fallback.dedup();
-        notes.push(format!(
-            "no op sharing these functions has a time, so they are split equally: {}",
-            list(&equal_fallback)
-        ));
-    }
-    if clockticks.is_none() {
-        notes.push(format!(
-            "the profile has no clockticks counter ({}): no CPI or clocktick-weighted metrics",
-            CLOCKTICK_COUNTERS.join(", ")
-        ));
-    } else if instructions.is_none() {
-        notes.push(format!(
-            "the profile has no instructions counter ({}): no CPI",
-            INSTRUCTION_COUNTERS.join(", ")
-        ));
-    }
+    /// The attribution of every row added. Errors when no row was.
+    pub fn finish(self) -> Result<Attribution, AttributeError> {
+        if self.rows == 0 {
+            return Err(AttributeError::EmptyProfile);
+        }
+        let mut notes = self.notes;
+        if !self.equal_fallback.is_empty() {
+            let names: Vec<String> = self.equal_fallback.into_iter().collect();
+            notes.push(format!(
+                "no op sharing these functions has a time, so they are split equally: {}",
+                list(&names)
+            ));
+        }
+        let clockticks = self.clockticks_seen.iter().position(|&s| s);
+        let instructions = self
+            .instructions_seen
+            .iter()
+            .position(|&s| s)
+            .map(|i| INSTRUCTION_COUNTERS[i]);
+        if clockticks.is_none() {
+            notes.push(format!(
+                "the profile has no clockticks counter ({}): no CPI or clocktick-weighted metrics",
+                CLOCKTICK_COUNTERS.join(", ")
+            ));
+        } else if instructions.is_none() {
+            notes.push(format!(
+                "the profile has no instructions counter ({}): no CPI",
+                INSTRUCTION_COUNTERS.join(", ")
+            ));
+        }
 
-    let unmatched_ops: Vec<String> = op_names
-        .iter()
-        .zip(&accs)
-        .filter(|(_, a)| a.rows == 0)
-        .map(|(n, _)| n.clone())
-        .collect();
-    let names = op_names.into_iter().chain([UNEXPLAINED.to_string()]);
-    let ops = accs
-        .into_iter()
-        .zip(names)
-        .map(|(a, n)| a.finish(n, total, clockticks.as_deref(), instructions.as_deref()))
-        .collect();
-    Ok(Attribution {
-        unit: report.unit,
-        total,
-        split,
-        match_mode: options.match_mode,
-        ops,
-        clockticks,
-        instructions,
-        unmatched_ops,
-        rows: report.rows.len(),
-        matched_rows,
-        notes,
-    })
+        let unmatched_ops: Vec<String> = self
+            .op_names
+            .iter()
+            .zip(&self.accs)
+            .filter(|(_, a)| a.rows == 0)
+            .map(|(n, _)| n.clone())
+            .collect();
+        let total = self.total;
+        let names = self.op_names.into_iter().chain([UNEXPLAINED.to_string()]);
+        let ops = self
+            .accs
+            .into_iter()
+            .zip(names)
+            .map(|(a, n)| a.finish(n, total, clockticks, instructions))
+            .collect();
+        Ok(Attribution {
+            unit: self.unit,
+            total,
+            split: self.split,
+            match_mode: self.match_mode,
+            ops,
+            clockticks: clockticks.map(|i| CLOCKTICK_COUNTERS[i].to_string()),
+            instructions: instructions.map(str::to_string),
+            unmatched_ops,
+            rows: self.rows,
+            matched_rows: self.matched_rows,
+            notes,
+        })
+    }
 }
 
 #[cfg(test)]
