@@ -555,3 +555,58 @@ fn written_mappings_have_the_usual_permissions() {
     let mode = fs::metadata(&out).expect("written").permissions().mode() & 0o777;
     assert_eq!(mode, 0o640, "mode {mode:o}");
 }
+
+/// `--out` through a symbolic link writes the link's target (the link
+/// stays); a device or fifo (`/dev/stdout`, `/dev/null`, a named pipe) is
+/// written in place, never replaced by a file.
+#[test]
+fn output_through_links_fifos_and_devices() {
+    use std::os::unix::fs::{symlink, FileTypeExt};
+    let s = Scratch::new();
+    let d = s.path();
+    fs::write(d.join("real.json"), GOOD_MAPPING).expect("write");
+    symlink("real.json", d.join("link.json")).expect("symlink");
+    symlink("sub/new.json", d.join("dangling.json")).expect("symlink");
+    fs::create_dir(d.join("sub")).expect("mkdir");
+    symlink("/dev/null", d.join("null.json")).expect("symlink");
+    for name in ["link.json", "dangling.json", "null.json"] {
+        let o = from_reports(&d.join(name), &s.tmp);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let meta = fs::symlink_metadata(d.join(name)).expect("still there");
+        assert!(
+            meta.file_type().is_symlink(),
+            "{name} was replaced by a file"
+        );
+    }
+    assert_eq!(op_names(&read_json(&d.join("real.json"))).len(), 6);
+    assert_eq!(op_names(&read_json(&d.join("sub/new.json"))).len(), 6);
+
+    // A named pipe with a reader gets the whole mapping.
+    let fifo = d.join("pipe.json");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read_to_string(fifo).expect("read the fifo"))
+        };
+        let o = from_reports(&fifo, &s.tmp);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = reader.join().expect("reader");
+        let m: Value = serde_json::from_str(&text).expect("whole JSON through the fifo");
+        assert_eq!(op_names(&m).len(), 6);
+        assert!(fs::symlink_metadata(&fifo)
+            .expect("fifo")
+            .file_type()
+            .is_fifo());
+    } else {
+        eprintln!("skipping the fifo case: mkfifo is not available");
+    }
+
+    // /dev/stdout: the mapping goes to standard output.
+    let o = from_reports(Path::new("/dev/stdout"), &s.tmp);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(op_names(&m).len(), 6);
+    assert!(temp_files(d).is_empty(), "{:?}", temp_files(d));
+    s.assert_tmp_empty();
+}

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
@@ -271,10 +271,45 @@ fn folder_of(path: &Path) -> &Path {
     }
 }
 
-/// A new temporary file beside `path` (`.lotus-*.tmp`), created like any
-/// file (0666 less the umask; tempfile's default is owner-only).
-fn temp_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
-    let dir = folder_of(path);
+/// Where writing a path lands.
+enum Destination {
+    /// A regular file (new or replaced), written through a temporary file
+    /// beside it and a rename. Symbolic links are followed: the link stays,
+    /// its target gets the text.
+    File(PathBuf),
+    /// A device, fifo or socket (`--out /dev/stdout`): written in place,
+    /// there is nothing to rename over (and renaming over it would replace
+    /// the device node).
+    Special,
+}
+
+fn destination(path: &Path) -> Result<Destination> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => anyhow::bail!("cannot write {}: it is a folder", path.display()),
+        Ok(m) if m.is_file() => Ok(Destination::File(
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        )),
+        Ok(_) => Ok(Destination::Special),
+        Err(_) => {
+            // Not there yet, or a link to nothing: a new file where the
+            // link points.
+            let mut p = path.to_path_buf();
+            for _ in 0..40 {
+                match std::fs::read_link(&p) {
+                    Ok(next) => p = folder_of(&p).join(next),
+                    Err(_) => break,
+                }
+            }
+            Ok(Destination::File(p))
+        }
+    }
+}
+
+/// A new temporary file beside `target` (`.lotus-*.tmp`), created like any
+/// file (0666 less the umask; tempfile's default is owner-only). Errors
+/// name `shown`, the path the user gave.
+fn temp_beside(target: &Path, shown: &Path) -> Result<tempfile::NamedTempFile> {
+    let dir = folder_of(target);
     tempfile::Builder::new()
         .prefix(".lotus-")
         .suffix(".tmp")
@@ -283,7 +318,7 @@ fn temp_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
         .with_context(|| {
             format!(
                 "cannot write {}: cannot create a file in {}",
-                path.display(),
+                shown.display(),
                 dir.display()
             )
         })
@@ -293,26 +328,37 @@ fn temp_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
 /// made in its folder, and `path` is not a folder. Finding out after
 /// minutes of profiling would lose the results.
 pub fn check_writable(path: &Path) -> Result<()> {
-    if path.is_dir() {
-        anyhow::bail!("cannot write {}: it is a folder", path.display());
+    match destination(path)? {
+        Destination::Special => Ok(()),
+        // Dropped at once: the probe file is removed.
+        Destination::File(target) => temp_beside(&target, path).map(drop),
     }
-    // Dropped at once: the probe file is removed.
-    temp_beside(path).map(drop)
 }
 
 /// Writes `text` to `path` through a temporary file in the same folder and
 /// a rename, so a half-written file never replaces a good one. A file that
-/// is replaced keeps its permissions.
+/// is replaced keeps its permissions; a symbolic link is written through;
+/// a device or fifo (`/dev/stdout`) is written in place.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let mut tmp = temp_beside(path)?;
-    if let Ok(meta) = std::fs::metadata(path) {
+    let target = match destination(path)? {
+        Destination::Special => {
+            return std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .with_context(|| format!("cannot write {}", path.display()));
+        }
+        Destination::File(target) => target,
+    };
+    let mut tmp = temp_beside(&target, path)?;
+    if let Ok(meta) = std::fs::metadata(&target) {
         // Best effort: a file we may not chmod still gets written.
         let _ = tmp.as_file().set_permissions(meta.permissions());
     }
     tmp.write_all(text.as_bytes())
         .and_then(|_| tmp.as_file().sync_all())
         .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path)
+    tmp.persist(&target)
         .map_err(|e| e.error)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
