@@ -590,6 +590,8 @@ impl LotusFormat {
         }
         let mut m = Mapping::new("unknown", Unit::Samples, Settings::default(), ops);
         m.imported_from = Some("lotus".to_string());
+        // The same checks as a lotus mapping (an op with an empty name).
+        m.validate(file)?;
         Ok(m)
     }
 }
@@ -801,5 +803,7 @@ mod tests {
         assert!(e.to_string().starts_with("h.json:2:"), "{e}");
         let e = Mapping::from_json("{\"op_to_func\": {\"A\": [\"nokey\"]}}", "i.json").unwrap_err();
         assert!(e.to_string().contains("'nokey'"), "{e}");
+        let e = Mapping::from_json(r#"{"op_to_func": {"": []}}"#, "e.json").unwrap_err();
+        assert!(e.to_string().contains("empty name"), "{e}");
     }
 }
