@@ -854,9 +854,16 @@ fn long_values_are_shortened_in_messages() {
         format!("{{\"schema\": \"lotus.mapping/1\", \"settings\": {{\"rule\": \"{long}\"}}}}"),
     ];
     for text in &texts {
-        let e = Mapping::from_json(text, MAPPING_FILE).unwrap_err().to_string();
+        let e = Mapping::from_json(text, MAPPING_FILE)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with(MAPPING_FILE), "{}", &e[..200]);
-        assert!(e.len() < 4096, "mapping error of {} bytes: {}", e.len(), &e[..200]);
+        assert!(
+            e.len() < 4096,
+            "mapping error of {} bytes: {}",
+            e.len(),
+            &e[..200]
+        );
     }
     let texts = [
         format!("{{\"schema\": \"{long}\"}}"),
@@ -869,6 +876,11 @@ fn long_values_are_shortened_in_messages() {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with(PROFILE_FILE), "{}", &e[..200]);
-        assert!(e.len() < 4096, "profile error of {} bytes: {}", e.len(), &e[..200]);
+        assert!(
+            e.len() < 4096,
+            "profile error of {} bytes: {}",
+            e.len(),
+            &e[..200]
+        );
     }
 }
