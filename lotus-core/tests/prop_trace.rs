@@ -20,7 +20,10 @@ use proptest::test_runner::TestCaseError;
 
 const FILE: &str = "fuzz/lotus_worker_pid_7";
 
-fn read(bytes: &[u8]) -> Result<(Vec<Event>, Vec<(u64, String)>), TestCaseError> {
+/// The events of a log, and its bad lines as (line, message).
+type Read = (Vec<Event>, Vec<(u64, String)>);
+
+fn read(bytes: &[u8]) -> Result<Read, TestCaseError> {
     let reader = TraceReader::new(bytes, FILE, Process::new(Role::Worker, 7));
     let mut events = Vec::new();
     let mut bad = Vec::new();
@@ -44,7 +47,10 @@ fn read(bytes: &[u8]) -> Result<(Vec<Event>, Vec<(u64, String)>), TestCaseError>
 }
 
 /// One valid event line and the event it describes.
-fn event_line() -> impl Strategy<Value = (String, String, u64, u64, Option<u64>)> {
+/// A log line, and the name, start, duration and batch it holds.
+type Line = (String, String, u64, u64, Option<u64>);
+
+fn event_line() -> impl Strategy<Value = Line> {
     (
         prop::sample::select(vec![
             "RandomResizedCrop",
@@ -66,11 +72,11 @@ fn event_line() -> impl Strategy<Value = (String, String, u64, u64, Option<u64>)
         })
 }
 
-fn log() -> impl Strategy<Value = Vec<(String, String, u64, u64, Option<u64>)>> {
+fn log() -> impl Strategy<Value = Vec<Line>> {
     prop::collection::vec(event_line(), 1..40)
 }
 
-fn text_of(lines: &[(String, String, u64, u64, Option<u64>)]) -> String {
+fn text_of(lines: &[Line]) -> String {
     let mut t = String::from("#lotus-trace v1 role=worker pid=7 host=h rank=-\n");
     for l in lines {
         t += &l.0;
