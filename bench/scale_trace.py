@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Benchmark: reading a large pipeline trace, lotus against pandas, measured
+in the same run.
+
+A trace folder in lotus's log format is generated at each size (default
+1,000,000 and 10,000,000 events): 8 worker logs and one main log, the way
+`lotus trace run` writes them: per batch of 32 samples, each sample with 4
+transform ops, then SSample, SFetch, SCollation and SBatch in the worker, and
+SWait / SConsume in the main process.
+
+Measured, each in its own process (wall time, peak resident memory through
+GNU time's %M):
+- `lotus trace stats DIR --json` (per-op count/total/mean/p50/p95/p99/std,
+  batch outliers, wait buckets, delays: exact percentiles);
+- `lotus trace view DIR --out FILE` (Chrome trace JSON, streamed);
+- pandas, the original tool's way: `pd.read_csv` of every log (name, start,
+  duration, extra fields), concatenated, then per name count/sum/mean/
+  quantiles(0.5, 0.95, 0.99)/std.
+
+Printed: events/s and peak memory of each at each size, ratios against
+pandas, and how peak memory grows from the smallest to the largest size.
+
+usage: python3 bench/scale_trace.py [--events 1000000,10000000] [--keep DIR]
+Run from the repository root after `bash scripts/setup.sh` (installs pandas
+into .venv when missing; not part of CI).
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOTUS = os.path.join(ROOT, "target", "release", "lotus")
+PY = os.path.join(ROOT, ".venv", "bin", "python")
+GNU_TIME = "/usr/bin/time"
+OPS = ["RandomResizedCrop", "RandomHorizontalFlip", "ToTensor", "Normalize"]
+WORKERS = 8
+BATCH = 32
+# Events per batch: per sample 4 ops + 1 SSample, then SFetch, SCollation,
+# SBatch in the worker, SWait and SConsume in main.
+PER_BATCH = BATCH * (len(OPS) + 1) + 3 + 2
+
+PANDAS_REFERENCE = r"""
+import glob, sys
+import pandas as pd
+frames = []
+for path in glob.glob(sys.argv[1] + "/lotus_*_pid_*"):
+    frames.append(pd.read_csv(path, header=None, comment="#", usecols=[0, 1, 2],
+                              names=["name", "start", "dur"], dtype={"name": str}))
+df = pd.concat(frames, ignore_index=True)
+g = df.groupby("name")["dur"]
+stats = g.agg(["count", "sum", "mean", "std"])
+q = g.quantile([0.5, 0.95, 0.99]).unstack()
+print(len(df), len(stats), float(q.values.sum()))
+"""
+
+
+def generate(folder, events):
+    batches = max(1, events // PER_BATCH)
+    t = 1_700_000_000_000_000_000
+    files = [open(os.path.join(folder, f"lotus_worker_pid_{1000 + w}"), "w") for w in range(WORKERS)]
+    main = open(os.path.join(folder, "lotus_main_pid_999"), "w")
+    for f in files:
+        f.write("#lotus-trace v1 role=worker pid=0 host=bench rank=-\n")
+    main.write("#lotus-trace v1 role=main pid=999 host=bench rank=-\n")
+    n = 0
+    for b in range(batches):
+        f = files[b % WORKERS]
+        start = t + b * 5_000_000
+        lines = []
+        s = start
+        for i in range(BATCH):
+            sample_start = s
+            for k, op in enumerate(OPS):
+                d = 20_000 + (b * 7919 + i * 104_729 + k * 1_299_709) % 50_000
+                lines.append(f"S{op},{s},{d},kind=op,batch={b},sample={b * BATCH + i}\n")
+                s += d
+            lines.append(f"SSample,{sample_start},{s - sample_start},kind=sample,batch={b},sample={b * BATCH + i}\n")
+        fetch_end = s
+        lines.append(f"SFetch,{start},{fetch_end - start},kind=fetch,batch={b}\n")
+        lines.append(f"SCollation,{fetch_end},300000,kind=op,batch={b}\n")
+        lines.append(f"SBatch,{start},{fetch_end + 300_000 - start},kind=batch,batch={b}\n")
+        f.write("".join(lines))
+        end = fetch_end + 300_000
+        wait = (b * 31) % 3_000_000
+        main.write(f"SWait,{end - wait},{wait},kind=wait,batch={b},ready={1 if wait == 0 else 0}\n")
+        main.write(f"SConsume,{end + 1000},0,kind=consume,batch={b}\n")
+        n += len(lines) + 2
+    for f in files + [main]:
+        f.close()
+    return n
+
+
+def measure(cmd):
+    fd, rss_file = tempfile.mkstemp(prefix="lotus-scale-rss-")
+    os.close(fd)
+    full = [GNU_TIME, "-f", "%M", "-o", rss_file] + cmd
+    t0 = time.perf_counter()
+    p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr.decode(errors='replace')[-2000:]}")
+    with open(rss_file) as f:
+        rss = int(f.read().split()[-1]) / 1024.0
+    os.remove(rss_file)
+    return wall, rss
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", default="1000000,10000000")
+    ap.add_argument("--keep", default=None)
+    args = ap.parse_args()
+    if not os.access(GNU_TIME, os.X_OK):
+        sys.exit("needs GNU time (/usr/bin/time) for peak memory: apt-get install time")
+    if subprocess.run([PY, "-c", "import pandas"], capture_output=True).returncode != 0:
+        subprocess.run([PY, "-m", "pip", "install", "-q", "pandas"], check=True)
+    subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
+    work = args.keep or tempfile.mkdtemp(prefix="lotus-scale-trace-")
+    results = []
+    try:
+        for target in [int(x) for x in args.events.split(",")]:
+            folder = os.path.join(work, f"trace-{target}")
+            shutil.rmtree(folder, ignore_errors=True)
+            os.makedirs(folder)
+            events = generate(folder, target)
+            size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+            stats = measure([LOTUS, "trace", "stats", folder, "--json"])
+            view = measure([LOTUS, "trace", "view", folder, "--out", os.path.join(work, "view.json")])
+            os.remove(os.path.join(work, "view.json"))
+            ref = os.path.join(work, "ref.py")
+            with open(ref, "w") as f:
+                f.write(PANDAS_REFERENCE)
+            pandas = measure([PY, ref, folder])
+            results.append((events, size, stats, view, pandas))
+            shutil.rmtree(folder)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"{'events':>10} {'MB':>7} | {'lotus stats s':>13} {'MiB':>6} | {'lotus view s':>12} {'MiB':>6} | {'pandas s':>9} {'MiB':>7} | stats vs pandas")
+    for events, size, (sw, sr), (vw, vr), (pw, pr) in results:
+        print(f"{events:>10} {size / 1e6:>7.0f} | {sw:>13.2f} {sr:>6.0f} | {vw:>12.2f} {vr:>6.0f} | {pw:>9.2f} {pr:>7.0f} | "
+              f"{pw / sw:.1f}x faster, {pr / sr:.1f}x less memory")
+    if len(results) >= 2:
+        a, b = results[0], results[-1]
+        grow = b[0] / a[0]
+        print(f"input grows {grow:.0f}x: peak memory grows {b[2][1] / a[2][1]:.2f}x (stats), "
+              f"{b[3][1] / a[3][1]:.2f}x (view), {b[4][1] / a[4][1]:.2f}x (pandas)")
+
+
+if __name__ == "__main__":
+    main()
