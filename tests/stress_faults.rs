@@ -610,3 +610,51 @@ fn output_through_links_fifos_and_devices() {
     assert!(temp_files(d).is_empty(), "{:?}", temp_files(d));
     s.assert_tmp_empty();
 }
+
+#[test]
+fn sigkill_of_lotus_leaves_no_harness_behind() {
+    // SIGKILL cannot be caught: lotus cannot stop its children. The harness
+    // watches its parent and exits (removing its temporary folder) when it
+    // is gone.
+    let s = Scratch::new();
+    let mark = marker("kill9");
+    let started = s.path().join("started");
+    let slow = s.op(
+        &mark,
+        &format!(
+            "import time\n\ndef op(x):\n    open({:?}, 'w').close()\n    time.sleep(3600)\n",
+            started.to_str().expect("utf-8 path")
+        ),
+    );
+    let out = s.path().join("m.json");
+    let child = s.map(&out, &[&slow], &[]).spawn().expect("spawn lotus");
+    let start = Instant::now();
+    while !started.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "slow op never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { kill(child.id() as i32, 9) };
+    let o = wait_with_timeout(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), None, "killed by a signal");
+    let start = Instant::now();
+    while !processes_with(&mark).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the orphaned harness is still running {:?}",
+            processes_with(&mark)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Its folder goes with it (lotus's own, killed, could not remove it).
+    let left: Vec<_> = fs::read_dir(&s.tmp)
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("lotus-harness-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -305,8 +305,31 @@ _STAGE_WORDS = {
 }
 
 
+def watch_parent():
+    """Exits when the process that started this one is gone (lotus killed
+    with SIGKILL cannot stop its children): an orphaned harness would run
+    its op until the machine stops. Also removes the harness's own
+    temporary folder, which lotus would have removed."""
+    import shutil
+    import threading
+
+    parent = os.getppid()
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def watch():
+        while True:
+            time.sleep(0.25)
+            if os.getppid() != parent:
+                if os.path.basename(here).startswith("lotus-harness-"):
+                    shutil.rmtree(here, ignore_errors=True)
+                os._exit(137)
+
+    threading.Thread(target=watch, name="lotus-parent-watch", daemon=True).start()
+
+
 def main(argv):
     args = parse_args(argv)
+    watch_parent()
     # Importing the op file must not leave __pycache__ in the user's folder.
     sys.dont_write_bytecode = True
     # Both paths are used after the chdir into the op's folder.
