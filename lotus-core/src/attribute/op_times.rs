@@ -6,8 +6,8 @@ use std::io::{BufRead, Read};
 use std::path::Path;
 
 use super::AttributeError;
-use crate::row::parse_figure;
 use crate::report_error::{shorten, LineTooLong, MAX_LINE_BYTES};
+use crate::row::parse_figure;
 use crate::trace::stats::op_totals;
 use crate::trace::{TraceError, TraceFolder, TraceIndex, Warnings};
 
