@@ -380,7 +380,14 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
             );
         }
         for (op, ns) in &totals {
-            text += &format!("{op},{:.9}\n", *ns as f64 / 1e9);
+            // Op names may hold commas or quotes (a transform's repr): quote
+            // them as CSV does.
+            let name = if op.contains([',', '"', '\n']) {
+                format!("\"{}\"", op.replace('"', "\"\""))
+            } else {
+                op.to_string()
+            };
+            text += &format!("{name},{:.9}\n", *ns as f64 / 1e9);
         }
         write_atomic(path, &text)?;
         eprintln!("lotus: wrote {} ({} op(s))", path.display(), totals.len());

@@ -81,10 +81,8 @@ impl OpTimes {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let fields: Vec<&str> = line
-                .split(',')
-                .map(|f| f.trim().trim_matches('"').trim())
-                .collect();
+            let fields = csv_fields(line);
+            let fields: Vec<&str> = fields.iter().map(|f| f.trim()).collect();
             let (op_col, s_col) = match columns {
                 Some(c) => c,
                 None => {
@@ -236,5 +234,44 @@ mod tests {
         assert_eq!(t.seconds["Loader"], 1.5);
         let e = OpTimes::from_totals([], "t").unwrap_err().to_string();
         assert!(e.starts_with("t: the trace has no op events"), "{e}");
+    }
+}
+
+/// The fields of one CSV line: commas inside double quotes do not split,
+/// and `""` inside quotes is one quote (as `lotus trace stats --op-times`
+/// and spreadsheets write op names that hold commas).
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => fields.push(std::mem::take(&mut field)),
+            c => field.push(c),
+        }
+    }
+    fields.push(field);
+    fields
+}
+
+#[cfg(test)]
+mod csv_field_tests {
+    use super::csv_fields;
+
+    #[test]
+    fn quoted_commas_and_quotes() {
+        assert_eq!(csv_fields("a,1.5"), ["a", "1.5"]);
+        assert_eq!(
+            csv_fields("\"Resize(size=(224, 224))\",2.0"),
+            ["Resize(size=(224, 224))", "2.0"]
+        );
+        assert_eq!(csv_fields("\"say \"\"hi\"\"\",3"), ["say \"hi\"", "3"]);
+        assert_eq!(csv_fields(""), [""]);
     }
 }
