@@ -15,7 +15,8 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
 
 use lotus_core::Target;
 
@@ -84,6 +85,20 @@ pub fn signal_group(pgid: u32, signal: libc::c_int) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Stops the process group `child` leads: SIGINT first (vendor tools end
+/// their collection on it), up to `grace` for the leader to exit, then
+/// SIGKILL for whatever is left in the group (the target may outlive the
+/// tool); reaps the leader and returns its status.
+pub fn stop_group(child: &mut Child, grace: Duration) -> io::Result<ExitStatus> {
+    signal_group(child.id(), libc::SIGINT)?;
+    let deadline = Instant::now() + grace;
+    while child.try_wait()?.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal_group(child.id(), libc::SIGKILL)?;
+    child.wait()
 }
 
 /// Opens (truncating) a log file and a second handle to it, for a child's
@@ -164,6 +179,11 @@ mod tests {
         let status = child.wait().expect("wait");
         assert!(!status.success());
         // Signalling a group that is gone is fine.
+        let mut sleeper = command_for(Path::new("/bin/sleep"), &["30".into()], &Target::default())
+            .spawn()
+            .expect("spawn");
+        let status = stop_group(&mut sleeper, Duration::from_secs(2)).expect("stop");
+        assert!(!status.success(), "sleep was stopped, not finished");
         signal_group(child.id(), libc::SIGKILL).expect("gone group");
     }
 }

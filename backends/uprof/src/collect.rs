@@ -34,7 +34,7 @@ use std::fs::File;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use lotus_backend_common as common;
 use lotus_core::profiler::shell_quote;
@@ -371,19 +371,15 @@ impl Collection for UProfCollection {
     }
 
     fn kill(&mut self) -> Result<(), ProfilerError> {
-        if self.exit.is_none() {
-            self.killed = true;
-            // SIGINT first: AMDuProfCLI stops its collection on Ctrl-C.
-            self.signal_group(libc::SIGINT)?;
-            let deadline = Instant::now() + STOP_GRACE;
-            while self.try_wait()?.is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        if self.exit.is_some() {
+            // Whatever is left of the group (the target may outlive
+            // AMDuProfCLI).
+            return self.signal_group(libc::SIGKILL);
         }
-        // Whatever is left of the group (the target may outlive
-        // AMDuProfCLI).
-        self.signal_group(libc::SIGKILL)?;
-        self.wait()?;
+        self.killed = true;
+        let status = common::stop_group(&mut self.child, STOP_GRACE)
+            .map_err(io_err(format!("stopping AMDuProfCLI (pid {})", self.pid)))?;
+        self.exit = Some(status);
         Ok(())
     }
 

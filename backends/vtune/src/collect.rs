@@ -32,7 +32,7 @@ use std::fs::File;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lotus_backend_common as common;
 use lotus_core::{CollectOptions, CollectPlan, Collection, ProfilerError, Report, Target};
@@ -376,17 +376,10 @@ impl Collection for VTuneCollection {
             return Ok(());
         }
         self.killed = true;
-        self.signal_group(libc::SIGINT)?;
-        let deadline = Instant::now() + STOP_GRACE;
-        while Instant::now() < deadline {
-            if self.try_wait()?.is_some() {
-                // Whatever vtune left in its group goes too.
-                return self.signal_group(libc::SIGKILL);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.signal_group(libc::SIGKILL)?;
-        self.wait().map(|_| ())
+        let status = common::stop_group(&mut self.child, STOP_GRACE)
+            .map_err(io_error(format!("stopping vtune (pid {})", self.pid)))?;
+        self.exit = Some(status);
+        Ok(())
     }
 
     fn report(mut self: Box<Self>) -> Result<Report, ProfilerError> {
