@@ -560,35 +560,36 @@ pub(crate) fn serve(
             match host.recv_line(Some(wait)) {
                 Ok(Some(line)) => {
                     last_request = Instant::now();
+                    // A child that died mid-request cannot read a reply;
+                    // its exit is seen below, so reply errors are ignored.
+                    let request = match Request::decode(&line) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let _ = host.reply(&Reply::Error(e.to_string()));
+                            continue;
+                        }
+                    };
                     // The reply goes out as soon as the window is
                     // switched; the backend's slower bookkeeping follows
                     // while the op runs.
                     let mut replied = false;
-                    let send = |host: &mut ControlHost, reply: Reply| {
-                        // A child that died mid-request cannot read the
-                        // reply; its exit is seen below.
-                        let _ = host.reply(&reply);
+                    let mut tell = || {
+                        let _ = host.reply(&Reply::Ok);
+                        replied = true;
                     };
-                    let outcome = match Request::decode(&line) {
-                        Ok(Request::Resume { .. }) => collection.resume_then(&mut || {
-                            send(host, Reply::Ok);
-                            replied = true;
-                        }),
-                        Ok(Request::Pause) => collection.pause_then(&mut || {
-                            send(host, Reply::Ok);
-                            replied = true;
-                        }),
-                        Ok(Request::Detach) => Ok(()),
-                        Err(e) => {
-                            send(host, Reply::Error(e.to_string()));
-                            replied = true;
-                            Ok(())
-                        }
+                    let outcome = match request {
+                        Request::Resume { .. } => collection.resume_then(&mut tell),
+                        Request::Pause => collection.pause_then(&mut tell),
+                        Request::Detach => Ok(()),
                     };
                     match outcome {
-                        Ok(()) if !replied => send(host, Reply::Ok),
+                        Ok(()) if !replied => {
+                            let _ = host.reply(&Reply::Ok);
+                        }
                         Ok(()) => {}
-                        Err(e) if !replied => send(host, Reply::Error(e.to_string())),
+                        Err(e) if !replied => {
+                            let _ = host.reply(&Reply::Error(e.to_string()));
+                        }
                         Err(e) => {
                             // The target was told the window switched, but
                             // the backend failed after: the run is not valid.
