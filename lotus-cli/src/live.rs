@@ -516,20 +516,28 @@ fn harness_target(
             .collect(),
         ..Target::default()
     };
-    target.env.push((ENV_BACKEND.into(), backend.name().into()));
+    target.env.extend(control_env(backend, Some(control_lib)));
     target
-        .env
-        .push((harness::ENV_CONTROL_LIB.into(), control_lib.into()));
-    // Scripts that open their own windows with ITT (`ittapi.resume()`, as
-    // the original Lotus op scripts do) reach lotus's own ITT collector, the
-    // control library, wherever lotus switches the windows. Under VTune its
-    // own collector is used; a collector the user named is kept.
-    if backend.switches_windows() && std::env::var_os(ENV_ITT_COLLECTOR).is_none() {
-        target
-            .env
-            .push((ENV_ITT_COLLECTOR.into(), control_lib.into()));
+}
+
+/// The variables a profiled process needs to reach lotus: the backend's
+/// name and the control library. Scripts that open their own windows with
+/// ITT (`ittapi.resume()`, as the original Lotus op scripts do) reach
+/// lotus's own ITT collector, the control library, wherever lotus switches
+/// the windows; under VTune its own collector is used, and a collector the
+/// user named is kept.
+pub(crate) fn control_env(
+    backend: &dyn Profiler,
+    control_lib: Option<&Path>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env = vec![(ENV_BACKEND.into(), backend.name().into())];
+    if let Some(lib) = control_lib {
+        env.push((harness::ENV_CONTROL_LIB.into(), lib.into()));
+        if backend.switches_windows() && std::env::var_os(ENV_ITT_COLLECTOR).is_none() {
+            env.push((ENV_ITT_COLLECTOR.into(), lib.into()));
+        }
     }
-    target
+    env
 }
 
 /// The variable the ITT static part reads to find its collector library.

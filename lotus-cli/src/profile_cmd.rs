@@ -10,12 +10,11 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use lotus_control::host::ControlHost;
-use lotus_core::control::ENV_BACKEND;
 use lotus_core::profile::Profile;
 use lotus_core::{CollectOptions, Target};
 
 use crate::harness;
-use crate::live::{self, RunError, ENV_ITT_COLLECTOR};
+use crate::live::{self, RunError};
 use crate::output::{check_writable, write_atomic};
 
 /// `lotus profile` arguments.
@@ -70,18 +69,11 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         args: rest.iter().map(Into::into).collect(),
         ..Target::default()
     };
-    target.env.push((ENV_BACKEND.into(), backend.name().into()));
-    let control_lib = harness::control_library_path();
-    if let Some(lib) = &control_lib {
-        target
-            .env
-            .push((harness::ENV_CONTROL_LIB.into(), lib.into()));
-        // The program can `import lotus` from the harness folder; ITT
-        // scripts reach lotus's windows through its collector.
-        if backend.switches_windows() && std::env::var_os(ENV_ITT_COLLECTOR).is_none() {
-            target.env.push((ENV_ITT_COLLECTOR.into(), lib.into()));
-        }
-    }
+    // The program can `import lotus` from the harness folder.
+    target.env.extend(live::control_env(
+        backend.as_ref(),
+        harness::control_library_path().as_deref(),
+    ));
     let files = harness::write_harness().context("cannot write the lotus Python module")?;
     let pythonpath = match std::env::var_os("PYTHONPATH") {
         Some(p) if !p.is_empty() => {
