@@ -6,7 +6,9 @@
 //! with the target's environment and working folder, and with the control
 //! channel's descriptors inherited by that child only. The vendor drivers
 //! also log their tools' output to files and quote the end of those logs in
-//! errors. This crate holds those pieces once; lotus-core stays free of FFI.
+//! errors. This crate holds those pieces once ([`vendor::VendorRun`] is a
+//! vendor tool's whole collect-then-report run); lotus-core stays free of
+//! FFI.
 #![deny(missing_docs)]
 
 use std::ffi::OsString;
@@ -19,6 +21,8 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use lotus_core::Target;
+
+pub mod vendor;
 
 /// `program args...` as a shell would show it.
 pub fn command_line(program: &Path, args: &[OsString]) -> String {

@@ -30,13 +30,13 @@
 //! reaches the target and anything it started.
 
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::{self, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, SystemTime};
 
 use lotus_backend_common as common;
+use lotus_backend_common::vendor::{io_error, Tool, VendorRun};
 use lotus_core::profiler::shell_quote;
 use lotus_core::{CollectOptions, CollectPlan, Collection, ProfilerError, Report, Target};
 use tempfile::TempDir;
@@ -55,12 +55,13 @@ pub const SESSION_PREFIX: &str = "AMDuProf";
 /// The prefix of the folder made per collection under `--keep-raw`.
 const KEPT_PREFIX: &str = "uprof-";
 
-/// How long [`Collection::kill`] lets AMDuProfCLI stop its collection on
-/// SIGINT before SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(2);
-
-/// How much of a command's output goes into an error message.
-const TAIL_LINES: usize = 20;
+/// AMDuProfCLI, for commands and messages; [`Collection::kill`] lets it
+/// stop its collection on SIGINT for 2 s before SIGKILL.
+const TOOL: Tool = Tool {
+    backend: BACKEND,
+    name: "AMDuProfCLI",
+    stop_grace: Duration::from_secs(2),
+};
 
 /// The `collect` command's arguments after the program: everything up to
 /// the target command.
@@ -100,18 +101,6 @@ pub fn report_args(session: &Path, output: &Path) -> Vec<OsString> {
 
 fn config(options: &CollectOptions) -> &str {
     options.collect_type.as_deref().unwrap_or(DEFAULT_CONFIG)
-}
-
-fn other(message: impl Into<String>) -> ProfilerError {
-    ProfilerError::Other {
-        backend: BACKEND.into(),
-        message: message.into(),
-    }
-}
-
-fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> ProfilerError {
-    let context = context.into();
-    move |source| ProfilerError::Io { context, source }
 }
 
 /// What [`crate::UProf`]'s `plan` says: the commands with placeholders for
@@ -183,19 +172,14 @@ pub fn plan(cli: Option<&Path>, target: &Target, options: &CollectOptions) -> Co
 /// A target running under `AMDuProfCLI collect`.
 #[derive(Debug)]
 pub struct UProfCollection {
-    cli: PathBuf,
-    child: Child,
-    pid: u32,
-    /// The collect command, for messages.
-    collect_line: String,
-    /// Logs, and (without keep_raw) `D` and `F`; deleted on drop.
-    work: TempDir,
+    run: VendorRun,
+    /// Logs, and (without keep_raw) `D` and `F`; deleted on drop (after the
+    /// run, which is declared first, is stopped).
+    _work: TempDir,
     /// `D`.
     raw: PathBuf,
     /// `F`.
     report_file: PathBuf,
-    exit: Option<ExitStatus>,
-    killed: bool,
 }
 
 /// Starts `AMDuProfCLI collect` on `target` (`cli` is the AMDuProfCLI
@@ -208,15 +192,15 @@ pub fn start(
     let work = tempfile::Builder::new()
         .prefix("lotus-uprof-")
         .tempdir()
-        .map_err(io_err("cannot create a temporary folder for AMDuProfCLI"))?;
+        .map_err(io_error("cannot create a temporary folder for AMDuProfCLI"))?;
     let (raw, report_file) = match &options.keep_raw {
         Some(keep) => {
             std::fs::create_dir_all(keep)
-                .map_err(io_err(format!("--keep-raw {}", keep.display())))?;
+                .map_err(io_error(format!("--keep-raw {}", keep.display())))?;
             let raw = tempfile::Builder::new()
                 .prefix(KEPT_PREFIX)
                 .tempdir_in(keep)
-                .map_err(io_err(format!(
+                .map_err(io_error(format!(
                     "cannot create a folder in --keep-raw {}",
                     keep.display()
                 )))?
@@ -226,7 +210,7 @@ pub fn start(
         }
         None => {
             let raw = work.path().join("raw");
-            std::fs::create_dir(&raw).map_err(io_err(format!("creating {}", raw.display())))?;
+            std::fs::create_dir(&raw).map_err(io_error(format!("creating {}", raw.display())))?;
             (raw, work.path().join("report.csv"))
         }
     };
@@ -234,28 +218,12 @@ pub fn start(
     let mut args = collect_args_for(options, &raw);
     args.push(target.program.clone().into_os_string());
     args.extend(target.args.iter().cloned());
-    let collect_line = common::command_line(cli, &args);
-
-    let log_path = work.path().join("collect.log");
-    let (log, log2) =
-        common::log_pair(&log_path).map_err(io_err(format!("creating {}", log_path.display())))?;
-
-    let mut cmd = common::command_for(cli, &args, target);
-    cmd.stdout(Stdio::from(log)).stderr(Stdio::from(log2));
-    let child = cmd.spawn().map_err(|source| ProfilerError::Spawn {
-        program: cli.display().to_string(),
-        source,
-    })?;
+    let run = VendorRun::spawn(TOOL, cli, &args, target, work.path())?;
     Ok(UProfCollection {
-        cli: cli.to_path_buf(),
-        pid: child.id(),
-        child,
-        collect_line,
-        work,
+        run,
+        _work: work,
         raw,
         report_file,
-        exit: None,
-        killed: false,
     })
 }
 
@@ -265,79 +233,24 @@ impl UProfCollection {
         &self.raw
     }
 
-    fn wait(&mut self) -> Result<ExitStatus, ProfilerError> {
-        if let Some(status) = self.exit {
-            return Ok(status);
-        }
-        let status = self.child.wait().map_err(io_err(format!(
-            "waiting for AMDuProfCLI (pid {})",
-            self.pid
-        )))?;
-        self.exit = Some(status);
-        Ok(status)
-    }
-
-    fn signal_group(&self, signal: libc::c_int) -> Result<(), ProfilerError> {
-        common::signal_group(self.pid, signal)
-            .map_err(io_err(format!("signalling process group {}", self.pid)))
-    }
-
     /// Finds the session folder AMDuProfCLI made in `D`: the newest
     /// `AMDuProf*` sub-folder.
     pub fn find_session(&self) -> Result<PathBuf, ProfilerError> {
         find_session(&self.raw).map_err(|why| {
-            other(format!(
+            TOOL.error(format!(
                 "{why}; `{}` said:\n{}",
-                self.collect_line,
-                tail(&self.work.path().join("collect.log"))
+                self.run.collect_line(),
+                self.run.collect_tail()
             ))
         })
     }
 
     fn finish(&mut self) -> Result<Report, ProfilerError> {
-        let status = self.wait()?;
-        if self.killed {
-            return Err(other(format!(
-                "the collection was stopped before it finished (`{}`)",
-                self.collect_line
-            )));
-        }
-        if !status.success() {
-            return Err(other(format!(
-                "`{}` failed ({status}):\n{}",
-                self.collect_line,
-                tail(&self.work.path().join("collect.log"))
-            )));
-        }
+        self.run.finished()?;
         let session = self.find_session()?;
-        let args = report_args(&session, &self.report_file);
-        let report_line = common::command_line(&self.cli, &args);
-        let log_path = self.work.path().join("report.log");
-        let (log, log2) = common::log_pair(&log_path)
-            .map_err(io_err(format!("creating {}", log_path.display())))?;
-        let status = Command::new(&self.cli)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log2))
-            .status()
-            .map_err(|source| ProfilerError::Spawn {
-                program: self.cli.display().to_string(),
-                source,
-            })?;
-        if !status.success() {
-            return Err(other(format!(
-                "`{report_line}` failed ({status}):\n{}",
-                tail(&log_path)
-            )));
-        }
-        let file = File::open(&self.report_file).map_err(|e| {
-            other(format!(
-                "`{report_line}` succeeded but {} cannot be read ({e}); it said:\n{}",
-                self.report_file.display(),
-                tail(&log_path)
-            ))
-        })?;
+        let file = self
+            .run
+            .report(&report_args(&session, &self.report_file), &self.report_file)?;
         let name = self.report_file.display().to_string();
         Ok(read_report(&mut BufReader::new(file), &name)?)
     }
@@ -345,7 +258,7 @@ impl UProfCollection {
 
 impl Collection for UProfCollection {
     fn pid(&self) -> u32 {
-        self.pid
+        self.run.pid()
     }
 
     /// A no-op: the profiled process resumes uProf itself.
@@ -359,41 +272,15 @@ impl Collection for UProfCollection {
     }
 
     fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
-        if self.exit.is_some() {
-            return Ok(self.exit);
-        }
-        let status = self.child.try_wait().map_err(io_err(format!(
-            "checking on AMDuProfCLI (pid {})",
-            self.pid
-        )))?;
-        self.exit = status;
-        Ok(status)
+        self.run.try_wait()
     }
 
     fn kill(&mut self) -> Result<(), ProfilerError> {
-        if self.exit.is_some() {
-            // Whatever is left of the group (the target may outlive
-            // AMDuProfCLI).
-            return self.signal_group(libc::SIGKILL);
-        }
-        self.killed = true;
-        let status = common::stop_group(&mut self.child, STOP_GRACE)
-            .map_err(io_err(format!("stopping AMDuProfCLI (pid {})", self.pid)))?;
-        self.exit = Some(status);
-        Ok(())
+        self.run.kill()
     }
 
     fn report(mut self: Box<Self>) -> Result<Report, ProfilerError> {
         self.finish()
-    }
-}
-
-impl Drop for UProfCollection {
-    fn drop(&mut self) {
-        // Never leave AMDuProfCLI or the target running, or unreaped.
-        if self.exit.is_none() {
-            let _ = self.kill();
-        }
     }
 }
 
@@ -433,11 +320,6 @@ pub fn find_session(raw: &Path) -> Result<PathBuf, String> {
             ))
         }
     }
-}
-
-/// The last lines of a log file, indented, for error messages.
-fn tail(path: &Path) -> String {
-    common::tail(path, TAIL_LINES)
 }
 
 #[cfg(test)]
@@ -496,17 +378,5 @@ mod tests {
             "{:?}",
             plan.notes
         );
-    }
-
-    #[test]
-    fn tails_keep_the_last_lines() {
-        let d = tempfile::tempdir().expect("temp dir");
-        let log = d.path().join("log");
-        let text: String = (1..=30).map(|i| format!("line {i}\n")).collect();
-        std::fs::write(&log, text).expect("write");
-        let t = tail(&log);
-        assert!(t.starts_with("    line 11\n"), "{t}");
-        assert!(t.ends_with("    line 30"), "{t}");
-        assert!(tail(&d.path().join("missing")).contains("cannot be read"));
     }
 }

@@ -28,13 +28,13 @@
 //! the target and everything it started.
 
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::{self, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use lotus_backend_common as common;
+use lotus_backend_common::vendor::{io_error, Tool, VendorRun};
 use lotus_core::{CollectOptions, CollectPlan, Collection, ProfilerError, Report, Target};
 
 use crate::report::read_hotspots;
@@ -51,11 +51,13 @@ pub const REPORT_FILE: &str = "hotspots.csv";
 /// The prefix of the folder made per collection under `--keep-raw`.
 pub const KEPT_PREFIX: &str = "vtune-";
 
-/// How long [`Collection::kill`] lets `vtune` stop on SIGINT before
-/// SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(2);
-/// How many of a command's last output lines go into an error message.
-const TAIL_LINES: usize = 20;
+/// `vtune`, for commands and messages; [`Collection::kill`] lets it stop
+/// on SIGINT for 2 s before SIGKILL.
+const TOOL: Tool = Tool {
+    backend: BACKEND,
+    name: "vtune",
+    stop_grace: Duration::from_secs(2),
+};
 
 /// The `-collect` command's arguments after the program, up to and
 /// including the `--` before the target command.
@@ -101,18 +103,6 @@ fn collect_type(options: &CollectOptions) -> &str {
         .collect_type
         .as_deref()
         .unwrap_or(DEFAULT_COLLECT_TYPE)
-}
-
-fn other(message: impl Into<String>) -> ProfilerError {
-    ProfilerError::Other {
-        backend: BACKEND.into(),
-        message: message.into(),
-    }
-}
-
-fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> ProfilerError {
-    let context = context.into();
-    move |source| ProfilerError::Io { context, source }
 }
 
 /// The collect command for `target`, after the program.
@@ -195,14 +185,8 @@ impl Folder {
 /// A target running under `vtune -collect`.
 #[derive(Debug)]
 pub struct VTuneCollection {
-    vtune: PathBuf,
-    child: Child,
-    pid: u32,
-    /// The collect command, for messages.
-    collect_line: String,
+    run: VendorRun,
     folder: Folder,
-    exit: Option<ExitStatus>,
-    killed: bool,
 }
 
 /// Starts `vtune -collect` on `target`; `vtune` is the program to run.
@@ -233,35 +217,8 @@ pub fn start(
     };
     let result = folder.path().join(RESULT_DIR);
     let args = full_collect_args(target, options, &result);
-    let collect_line = common::command_line(vtune, &args);
-
-    let log_path = folder.path().join("collect.log");
-    let (out, err) = log_pair(&log_path)?;
-    let mut cmd = common::command_for(vtune, &args, target);
-    cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
-    let child = cmd.spawn().map_err(|source| ProfilerError::Spawn {
-        program: vtune.display().to_string(),
-        source,
-    })?;
-    Ok(VTuneCollection {
-        vtune: vtune.to_path_buf(),
-        pid: child.id(),
-        child,
-        collect_line,
-        folder,
-        exit: None,
-        killed: false,
-    })
-}
-
-/// One log file opened twice, for a child's stdout and stderr.
-fn log_pair(path: &Path) -> Result<(File, File), ProfilerError> {
-    common::log_pair(path).map_err(io_error(format!("creating {}", path.display())))
-}
-
-/// The last lines of a log, indented, for an error message.
-fn tail(path: &Path) -> String {
-    common::tail(path, TAIL_LINES)
+    let run = VendorRun::spawn(TOOL, vtune, &args, target, folder.path())?;
+    Ok(VTuneCollection { run, folder })
 }
 
 impl VTuneCollection {
@@ -275,67 +232,12 @@ impl VTuneCollection {
         self.folder.path().join(REPORT_FILE)
     }
 
-    fn wait(&mut self) -> Result<ExitStatus, ProfilerError> {
-        if let Some(status) = self.exit {
-            return Ok(status);
-        }
-        let status = self
-            .child
-            .wait()
-            .map_err(io_error(format!("waiting for vtune (pid {})", self.pid)))?;
-        self.exit = Some(status);
-        Ok(status)
-    }
-
-    fn signal_group(&self, signal: libc::c_int) -> Result<(), ProfilerError> {
-        common::signal_group(self.pid, signal)
-            .map_err(io_error(format!("signalling process group {}", self.pid)))
-    }
-
     fn finish(&mut self) -> Result<Report, ProfilerError> {
-        let status = self.wait()?;
-        if self.killed {
-            return Err(other(format!(
-                "the collection was stopped before it finished (`{}`)",
-                self.collect_line
-            )));
-        }
-        if !status.success() {
-            return Err(other(format!(
-                "`{}` failed ({status}):\n{}",
-                self.collect_line,
-                tail(&self.folder.path().join("collect.log"))
-            )));
-        }
-        let result = self.result_dir();
+        self.run.finished()?;
         let report_file = self.report_file();
-        let args = report_args(&result, &report_file);
-        let report_line = common::command_line(&self.vtune, &args);
-        let log_path = self.folder.path().join("report.log");
-        let (out, err) = log_pair(&log_path)?;
-        let status = Command::new(&self.vtune)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .status()
-            .map_err(|source| ProfilerError::Spawn {
-                program: self.vtune.display().to_string(),
-                source,
-            })?;
-        if !status.success() {
-            return Err(other(format!(
-                "`{report_line}` failed ({status}):\n{}",
-                tail(&log_path)
-            )));
-        }
-        let file = File::open(&report_file).map_err(|e| {
-            other(format!(
-                "`{report_line}` succeeded but {} cannot be read ({e}); it said:\n{}",
-                report_file.display(),
-                tail(&log_path)
-            ))
-        })?;
+        let file = self
+            .run
+            .report(&report_args(&self.result_dir(), &report_file), &report_file)?;
         let name = report_file.display().to_string();
         Ok(read_hotspots(&mut BufReader::new(file), &name)?)
     }
@@ -344,7 +246,7 @@ impl VTuneCollection {
 impl Collection for VTuneCollection {
     /// The `vtune` process's id (the target is its child).
     fn pid(&self) -> u32 {
-        self.pid
+        self.run.pid()
     }
 
     /// A no-op: the profiled process resumes VTune itself, through ITT.
@@ -358,43 +260,17 @@ impl Collection for VTuneCollection {
     }
 
     fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
-        if self.exit.is_some() {
-            return Ok(self.exit);
-        }
-        let status = self
-            .child
-            .try_wait()
-            .map_err(io_error(format!("waiting for vtune (pid {})", self.pid)))?;
-        self.exit = status;
-        Ok(status)
+        self.run.try_wait()
     }
 
     /// SIGINT to `vtune`'s process group (vtune stops its collection), then
     /// SIGKILL after a grace period.
     fn kill(&mut self) -> Result<(), ProfilerError> {
-        if self.exit.is_some() {
-            return Ok(());
-        }
-        self.killed = true;
-        let status = common::stop_group(&mut self.child, STOP_GRACE)
-            .map_err(io_error(format!("stopping vtune (pid {})", self.pid)))?;
-        self.exit = Some(status);
-        Ok(())
+        self.run.kill()
     }
 
     fn report(mut self: Box<Self>) -> Result<Report, ProfilerError> {
         self.finish()
-    }
-}
-
-impl Drop for VTuneCollection {
-    fn drop(&mut self) {
-        // Never leave vtune (or the target) running behind a dropped
-        // collection.
-        if self.exit.is_none() && !matches!(self.child.try_wait(), Ok(Some(_))) {
-            let _ = self.signal_group(libc::SIGKILL);
-            let _ = self.child.wait();
-        }
     }
 }
 

@@ -1,0 +1,209 @@
+//! A vendor tool's collection, as the VTune and uProf backends run it: the
+//! tool's collect command in a process group of its own with its output
+//! (and the target's) in `collect.log`; waiting, stopping and reaping it;
+//! then the tool's report command with its output in `report.log`. Errors
+//! name the command and quote the end of its log.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use lotus_core::{ProfilerError, Target};
+
+/// How many of a command's last output lines go into an error message.
+const TAIL_LINES: usize = 20;
+
+/// Which tool, for commands and messages.
+#[derive(Debug, Clone, Copy)]
+pub struct Tool {
+    /// The backend's name (`vtune`, `uprof`), in errors.
+    pub backend: &'static str,
+    /// The program's name as users know it (`vtune`, `AMDuProfCLI`).
+    pub name: &'static str,
+    /// How long a stop lets the tool end its collection on SIGINT before
+    /// SIGKILL.
+    pub stop_grace: Duration,
+}
+
+impl Tool {
+    /// An error of this backend.
+    pub fn error(&self, message: impl Into<String>) -> ProfilerError {
+        ProfilerError::Other {
+            backend: self.backend.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// An I/O error with what was being done.
+pub fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> ProfilerError {
+    let context = context.into();
+    move |source| ProfilerError::Io { context, source }
+}
+
+/// A collect command running; stopped and reaped when dropped.
+#[derive(Debug)]
+pub struct VendorRun {
+    tool: Tool,
+    program: PathBuf,
+    child: Child,
+    pid: u32,
+    collect_line: String,
+    logs: PathBuf,
+    exit: Option<ExitStatus>,
+    killed: bool,
+}
+
+impl VendorRun {
+    /// Starts `program args` (the collect command, ending with the target's
+    /// command) with `target`'s environment, its output in
+    /// `logs/collect.log`.
+    pub fn spawn(
+        tool: Tool,
+        program: &Path,
+        args: &[OsString],
+        target: &Target,
+        logs: &Path,
+    ) -> Result<VendorRun, ProfilerError> {
+        let collect_line = crate::command_line(program, args);
+        let log_path = logs.join("collect.log");
+        let (out, err) = crate::log_pair(&log_path)
+            .map_err(io_error(format!("creating {}", log_path.display())))?;
+        let mut cmd = crate::command_for(program, args, target);
+        cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
+        let child = cmd.spawn().map_err(|source| ProfilerError::Spawn {
+            program: program.display().to_string(),
+            source,
+        })?;
+        Ok(VendorRun {
+            tool,
+            program: program.to_path_buf(),
+            pid: child.id(),
+            child,
+            collect_line,
+            logs: logs.to_path_buf(),
+            exit: None,
+            killed: false,
+        })
+    }
+
+    /// The tool's process id (the target is its child).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The collect command, as a shell would show it.
+    pub fn collect_line(&self) -> &str {
+        &self.collect_line
+    }
+
+    /// The end of what the collect command printed, indented.
+    pub fn collect_tail(&self) -> String {
+        crate::tail(&self.logs.join("collect.log"), TAIL_LINES)
+    }
+
+    /// The tool's exit status, if it has ended.
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+        if self.exit.is_some() {
+            return Ok(self.exit);
+        }
+        let status = self.child.try_wait().map_err(io_error(format!(
+            "checking on {} (pid {})",
+            self.tool.name, self.pid
+        )))?;
+        self.exit = status;
+        Ok(status)
+    }
+
+    /// Stops the run: SIGINT to the tool's group (it ends its collection),
+    /// SIGKILL after the grace period to whatever is left, reaped. Once the
+    /// tool has ended, whatever is left of its group (the target may
+    /// outlive it) gets SIGKILL.
+    pub fn kill(&mut self) -> Result<(), ProfilerError> {
+        if self.exit.is_some() {
+            return crate::signal_group(self.pid, libc::SIGKILL)
+                .map_err(io_error(format!("signalling process group {}", self.pid)));
+        }
+        self.killed = true;
+        let status = crate::stop_group(&mut self.child, self.tool.stop_grace).map_err(io_error(
+            format!("stopping {} (pid {})", self.tool.name, self.pid),
+        ))?;
+        self.exit = Some(status);
+        Ok(())
+    }
+
+    /// Waits for the collect command; an error when it was stopped or
+    /// failed (with the end of its output).
+    pub fn finished(&mut self) -> Result<(), ProfilerError> {
+        let status = match self.exit {
+            Some(status) => status,
+            None => {
+                let status = self.child.wait().map_err(io_error(format!(
+                    "waiting for {} (pid {})",
+                    self.tool.name, self.pid
+                )))?;
+                self.exit = Some(status);
+                status
+            }
+        };
+        if self.killed {
+            return Err(self.tool.error(format!(
+                "the collection was stopped before it finished (`{}`)",
+                self.collect_line
+            )));
+        }
+        if !status.success() {
+            return Err(self.tool.error(format!(
+                "`{}` failed ({status}):\n{}",
+                self.collect_line,
+                self.collect_tail()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs the report command `program args`, its output in
+    /// `logs/report.log`, and opens the report it wrote at `output`. An
+    /// error names the command and quotes what it said.
+    pub fn report(&self, args: &[OsString], output: &Path) -> Result<File, ProfilerError> {
+        let report_line = crate::command_line(&self.program, args);
+        let log_path = self.logs.join("report.log");
+        let (out, err) = crate::log_pair(&log_path)
+            .map_err(io_error(format!("creating {}", log_path.display())))?;
+        let status = Command::new(&self.program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .status()
+            .map_err(|source| ProfilerError::Spawn {
+                program: self.program.display().to_string(),
+                source,
+            })?;
+        let tail = || crate::tail(&log_path, TAIL_LINES);
+        if !status.success() {
+            return Err(self
+                .tool
+                .error(format!("`{report_line}` failed ({status}):\n{}", tail())));
+        }
+        File::open(output).map_err(|e| {
+            self.tool.error(format!(
+                "`{report_line}` succeeded but {} cannot be read ({e}); it said:\n{}",
+                output.display(),
+                tail()
+            ))
+        })
+    }
+}
+
+impl Drop for VendorRun {
+    fn drop(&mut self) {
+        // Never leave the tool or the target running, or unreaped.
+        if self.exit.is_none() {
+            let _ = self.kill();
+        }
+    }
+}
