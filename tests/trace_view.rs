@@ -1163,3 +1163,89 @@ fn view_needs_out_and_a_trace() {
     let help = lotus_ok(&["trace", "--help"]);
     assert!(help.contains("view") && help.contains("stats"), "{help}");
 }
+
+#[test]
+fn spilling_to_disk_changes_nothing_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let trace = tmp.path().join("trace");
+    let evs = synthetic();
+    // Three runs: more batches, waits and consumptions than a buffer of
+    // 16 records holds.
+    for run in 0..3 {
+        let dir = trace.join(format!("run{run}"));
+        fs::create_dir_all(&dir).expect("mkdir");
+        write_logs(&dir, &evs, &format!("node{run}"));
+    }
+    let spill = tmp.path().join("spill");
+    fs::create_dir(&spill).expect("mkdir");
+    let missing = tmp.path().join("no-such-folder");
+    let run = |args: &[&str], budget: Option<&str>, tmpdir: &Path| {
+        let mut env: Vec<(&str, &std::ffi::OsStr)> = vec![("TMPDIR", tmpdir.as_os_str())];
+        if let Some(b) = budget {
+            env.push(("LOTUS_SORT_BUFFER", std::ffi::OsStr::new(b)));
+        }
+        common::lotus_env(args, &env)
+    };
+    let stats = ["trace", "stats", s(&trace), "--json"];
+    let in_memory = run(&stats, None, &spill);
+    assert!(in_memory.status.success());
+    // 1 byte: 16 records per sort buffer, so every sort and spool of this
+    // trace goes through temporary files.
+    let on_disk = run(&stats, Some("1"), &spill);
+    assert!(
+        on_disk.status.success(),
+        "{}",
+        String::from_utf8_lossy(&on_disk.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&in_memory.stdout),
+        String::from_utf8_lossy(&on_disk.stdout)
+    );
+    let v: Value = serde_json::from_slice(&on_disk.stdout).expect("JSON");
+    assert!(
+        v["per_batch"].as_array().expect("per_batch").len() > 16,
+        "more batches than one buffer holds"
+    );
+
+    let (mem_view, disk_view) = (tmp.path().join("mem.json"), tmp.path().join("disk.json"));
+    for (out, budget) in [(&mem_view, None), (&disk_view, Some("1"))] {
+        let o = run(
+            &["trace", "view", s(&trace), "--out", s(out)],
+            budget,
+            &spill,
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(
+        fs::read(&mem_view).expect("view"),
+        fs::read(&disk_view).expect("view")
+    );
+    // The temporary files were unlinked when made: nothing is left.
+    assert_eq!(fs::read_dir(&spill).expect("spill dir").count(), 0);
+
+    // The disk was really used: without a temporary folder the tiny budget
+    // fails, clearly, while the default budget never needs one here.
+    assert!(run(&stats, None, &missing).status.success());
+    let failed = run(&stats, Some("1"), &missing);
+    let e = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("temporary file") && e.contains("TMPDIR") && !e.contains("panicked"),
+        "{e}"
+    );
+    // A failed view leaves the good one as it was.
+    let before = fs::read(&mem_view).expect("view");
+    let failed = run(
+        &["trace", "view", s(&trace), "--out", s(&mem_view)],
+        Some("1"),
+        &missing,
+    );
+    assert_eq!(failed.status.code(), Some(1));
+    assert_eq!(fs::read(&mem_view).expect("view"), before);
+
+    // A budget that is not a number is named.
+    let bad = run(&stats, Some("lots"), &spill);
+    let e = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{e}");
+    assert!(e.contains("LOTUS_SORT_BUFFER=\"lots\""), "{e}");
+}

@@ -45,7 +45,7 @@
 //! `lotus attribute --op-times` reads; it also reads a trace folder
 //! directly.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -54,8 +54,10 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
-use lotus_core::trace::chrome::ChromeWriter;
-use lotus_core::trace::stats::{op_totals, Summary, TraceStats, WaitBucket};
+use lotus_core::spill::Budget;
+use lotus_core::trace::chrome::{ChromeWriter, Flows};
+use lotus_core::trace::folder::Item;
+use lotus_core::trace::stats::{op_totals, PerBatchRows, Summary, TraceStats, WaitBucket};
 use lotus_core::trace::torch::{self, Alignment, TorchScan};
 use lotus_core::trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
 use serde::Serialize;
@@ -138,10 +140,13 @@ fn report_warnings(w: &Warnings) {
     }
 }
 
-/// Reads the whole trace once.
+/// Reads the whole trace once (batches, waits, consumptions and, with
+/// `durations`, every duration kept within the `LOTUS_SORT_BUFFER` budget,
+/// in temporary files past it).
 fn load(dir: &Path, durations: bool) -> Result<(TraceFolder, TraceIndex)> {
     let folder = TraceFolder::scan(dir)?;
-    let index = TraceIndex::load(&folder, durations, |_| {})?;
+    let budget = Budget::from_env()?;
+    let index = TraceIndex::load(&folder, durations, budget, |_| {})?;
     report_warnings(&index.warnings);
     if index.events == 0 {
         bail!(
@@ -189,25 +194,9 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         base = 0;
     }
 
-    // Flow ids: one per batch matched with its consumption.
-    let joined = index.joined();
-    let mut starts: HashMap<(usize, u64, u64), Vec<i64>> = HashMap::new();
-    let mut ends: HashMap<(usize, u64, u64), Vec<i64>> = HashMap::new();
-    let mut n = 0i64;
-    for row in &joined.rows {
-        let (Some(c), Some(batch)) = (row.consume, row.preprocessing.batch) else {
-            continue;
-        };
-        n += 1;
-        let id = -n;
-        starts
-            .entry((row.preprocessing.process, row.preprocessing.start_ns, batch))
-            .or_default()
-            .push(id);
-        ends.entry((c.process, c.start_ns, batch))
-            .or_default()
-            .push(id);
-    }
+    // Flow arrows: one per batch matched with its consumption, found by
+    // the places of their two events in reading order.
+    let mut flows = Flows::plan(&mut index)?;
 
     let sink = if to_stdout {
         Sink::Stdout
@@ -254,36 +243,42 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     }
 
     // The second pass: every event, streamed.
-    for log in &folder.logs {
-        index.begin_file(log);
-        for entry in log.open()? {
-            let Entry::Event(e) = entry? else {
-                continue;
-            };
-            if args.coarse && !e.kind.is_coarse() {
-                continue;
+    let mut ordinal = 0u64;
+    folder.read_all(|item| -> Result<()> {
+        let e = match item {
+            Item::File(log) => {
+                index.begin_file(log);
+                return Ok(());
             }
-            let p = index.resolve(&e);
-            let pid = index.processes[p].out_pid;
-            w.span(pid, &e).map_err(write_err)?;
-            let flows = match e.kind {
-                Kind::Batch => &mut starts,
-                Kind::Consume => &mut ends,
-                _ => continue,
-            };
-            let Some(id) = e
-                .batch
-                .and_then(|b| flows.get_mut(&(p, e.start_ns, b)))
-                .and_then(Vec::pop)
-            else {
-                continue;
-            };
-            if e.kind == Kind::Batch {
-                w.flow_start(id, pid, &e).map_err(write_err)?;
-            } else {
-                w.flow_end(id, pid, &e).map_err(write_err)?;
-            }
+            Item::Entry(Entry::Event(e)) => e,
+            Item::Entry(Entry::Bad(_)) => return Ok(()),
+        };
+        let at = ordinal;
+        ordinal += 1;
+        if args.coarse && !e.kind.is_coarse() {
+            return Ok(());
         }
+        // Arrows end only on batches and consumptions (kept by --coarse
+        // too).
+        let flow = match e.kind {
+            Kind::Batch | Kind::Consume => flows.at(at, &e)?,
+            _ => None,
+        };
+        let p = index.resolve(&e);
+        let pid = index.processes[p].out_pid;
+        w.span(pid, &e).map_err(write_err)?;
+        match flow {
+            Some(f) if f.start => w.flow_start(f.id, pid, &e).map_err(write_err)?,
+            Some(f) => w.flow_end(f.id, pid, &e).map_err(write_err)?,
+            None => {}
+        }
+        Ok(())
+    })?;
+    if flows.mismatched > 0 {
+        eprintln!(
+            "lotus: warning: {} flow arrow end(s) left out: the logs changed between the two passes over them",
+            flows.mismatched
+        );
     }
 
     let ours: std::collections::HashSet<u64> = index.processes.iter().map(|p| p.out_pid).collect();
@@ -365,11 +360,28 @@ struct StatsJson<'a> {
     warnings: Vec<String>,
     #[serde(flatten)]
     stats: &'a TraceStats,
+    per_batch: StreamedRows,
+}
+
+/// Every batch, written to the JSON as it is read back from its sort.
+struct StreamedRows(RefCell<Option<PerBatchRows>>);
+
+impl Serialize for StreamedRows {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = s.serialize_seq(None)?;
+        if let Some(rows) = self.0.borrow_mut().take() {
+            for row in rows {
+                seq.serialize_element(&row.map_err(S::Error::custom)?)?;
+            }
+        }
+        seq.end()
+    }
 }
 
 fn stats(args: StatsArgs) -> Result<ExitCode> {
-    let (folder, index) = load(&args.dir, true)?;
-    let stats = TraceStats::compute(&index);
+    let (folder, mut index) = load(&args.dir, true)?;
+    let (stats, rows) = TraceStats::compute(&mut index)?;
     if let Some(path) = &args.op_times {
         let mut text = String::from("op,seconds\n");
         let totals = op_totals(&index);
@@ -400,8 +412,14 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
             std: "population (divided by n; numpy's ddof=0)",
             warnings: index.warnings.shown.iter().map(|b| b.to_string()).collect(),
             stats: &stats,
+            per_batch: StreamedRows(RefCell::new(Some(rows))),
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        let mut stdout = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+        serde_json::to_writer_pretty(&mut stdout, &out)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| Ok(writeln!(stdout)?))
+            .and_then(|()| Ok(stdout.flush()?))
+            .context("cannot write the statistics")?;
     } else {
         print!("{}", render(&args.dir, &folder, &stats));
     }

@@ -13,6 +13,8 @@
 //! - [`profile`]: the `lotus.profile/1` schema of whole-program profiles.
 //! - [`report_error`]: the error every report reader returns, naming the
 //!   file and line.
+//! - [`spill`]: sorting and keeping more records than memory should hold
+//!   (temporary files past a budget), so long traces read in flat memory.
 //! - [`trace`]: pipeline trace logs (per-process op, sample and batch
 //!   timings), their statistics and their Chrome trace view.
 //!
@@ -28,6 +30,7 @@ pub mod profiler;
 pub mod registry;
 pub mod report_error;
 pub mod row;
+pub mod spill;
 pub mod trace;
 
 pub use mapping::{Mapping, MergeRule};

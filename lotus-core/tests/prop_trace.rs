@@ -101,7 +101,7 @@ fn valid_logs_read_back_exactly() {
         prop_assert!(bad.is_empty(), "{:?}", bad);
         prop_assert_eq!(events.len(), lines.len());
         for (e, (_, name, start, dur, batch)) in events.iter().zip(&lines) {
-            prop_assert_eq!(&e.name, name);
+            prop_assert_eq!(&*e.name, name.as_str());
             prop_assert_eq!(
                 (e.start_ns, e.dur_ns, e.batch, e.pid),
                 (*start, *dur, *batch, 7)
@@ -149,13 +149,120 @@ fn a_cut_log_gives_a_prefix() {
         prop_assert!(bad.len() <= 1, "{:?}", bad);
         prop_assert!(events.len() <= lines.len());
         for (e, (_, name, start, _, _)) in events.iter().zip(&lines) {
-            prop_assert_eq!(&e.name, name);
+            prop_assert_eq!(&*e.name, name.as_str());
             // A cut inside the last line's numbers may shorten them; every
             // earlier line is intact.
             if e.start_ns != *start {
                 prop_assert!(std::ptr::eq(e, events.last().unwrap()));
             }
         }
+        Ok(())
+    });
+}
+
+/// A random event of any kind: few pids and batch ids (so batches repeat
+/// across epochs and groups), times and durations over the whole range.
+fn any_event() -> impl Strategy<Value = Event> {
+    (
+        prop::sample::select(lotus_core::trace::Kind::ALL.to_vec()),
+        prop::sample::select(vec!["Loader", "Flip", "Normalize"]),
+        0u32..4,
+        prop_oneof![Just(None), (0u64..6).prop_map(Some)],
+        prop_oneof![0u64..1_000_000, any::<u64>()],
+        prop_oneof![0u64..10_000, any::<u64>()],
+        prop::option::of(any::<bool>()),
+    )
+        .prop_map(|(kind, name, pid, batch, start_ns, dur_ns, ready)| {
+            use lotus_core::trace::Kind;
+            let role = if matches!(kind, Kind::Wait | Kind::Consume | Kind::Queue) {
+                Role::Main
+            } else {
+                Role::Worker
+            };
+            Event {
+                name: if kind == Kind::Op {
+                    name
+                } else {
+                    kind.as_str()
+                }
+                .into(),
+                kind,
+                pid: pid + if role == Role::Main { 100 } else { 0 },
+                role,
+                start_ns,
+                dur_ns,
+                batch,
+                sample: None,
+                ready,
+                host: None,
+                rank: None,
+            }
+        })
+}
+
+/// The statistics of `events` with `bytes` of memory per sort.
+fn stats_of(
+    events: &[Event],
+    bytes: usize,
+) -> Result<
+    (
+        lotus_core::trace::stats::TraceStats,
+        Vec<lotus_core::trace::stats::PerBatch>,
+    ),
+    TestCaseError,
+> {
+    use lotus_core::spill::Budget;
+    use lotus_core::trace::stats::TraceStats;
+    use lotus_core::trace::TraceIndex;
+    let mut ix = TraceIndex::new(true, Budget::new(bytes));
+    ix.begin("", "log");
+    for e in events {
+        ix.add(e)
+            .map_err(|e| TestCaseError::fail(format!("add: {e}")))?;
+    }
+    let (stats, rows) =
+        TraceStats::compute(&mut ix).map_err(|e| TestCaseError::fail(format!("stats: {e}")))?;
+    let rows = rows
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TestCaseError::fail(format!("rows: {e}")))?;
+    Ok((stats, rows))
+}
+
+#[test]
+fn statistics_are_the_same_in_memory_and_spilled_to_disk() {
+    use lotus_core::trace::stats::percentile;
+    use lotus_core::trace::Kind;
+    let events = prop::collection::vec(any_event(), 0..300);
+    fuzz::check("trace_stats_spilled", events, |events| {
+        let (mem, mem_rows) = stats_of(&events, 1 << 30)?;
+        // 1 byte: 16 records per buffer, every sort and spool on disk.
+        let (disk, disk_rows) = stats_of(&events, 1)?;
+        prop_assert_eq!(&mem, &disk);
+        prop_assert_eq!(&mem_rows, &disk_rows);
+
+        // Against the plain definitions over the list of events.
+        for op in &mem.ops {
+            let mut d: Vec<f64> = events
+                .iter()
+                .filter(|e| e.kind == Kind::Op && *e.name == *op.name)
+                .map(|e| i64::try_from(e.dur_ns).unwrap_or(i64::MAX) as f64)
+                .collect();
+            d.sort_by(f64::total_cmp);
+            prop_assert_eq!(op.summary.count, d.len() as u64);
+            prop_assert_eq!(op.summary.p50_ns, percentile(&d, 50.0));
+            prop_assert_eq!(op.summary.p99_ns, percentile(&d, 99.0));
+        }
+        let count = |k: Kind| events.iter().filter(|e| e.kind == k).count();
+        prop_assert_eq!(mem_rows.len(), count(Kind::Batch));
+        prop_assert!(mem_rows.windows(2).all(|w| w[0].start_ns <= w[1].start_ns));
+        let consumed = mem_rows.iter().filter(|r| r.consumed_ns.is_some()).count();
+        prop_assert_eq!(
+            consumed as u64 + mem.delay.consumed_without_batch,
+            count(Kind::Consume) as u64
+        );
+        prop_assert_eq!(mem.delay.unconsumed as usize, count(Kind::Batch) - consumed);
+        let waits: u64 = mem.wait.buckets.iter().map(|b| b.count).sum();
+        prop_assert_eq!(waits, count(Kind::Wait) as u64);
         Ok(())
     });
 }

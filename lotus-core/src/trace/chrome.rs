@@ -30,7 +30,10 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::event::Event;
+use super::event::{Event, Kind};
+use super::index::TraceIndex;
+use crate::spill::bytes::{Get, Put};
+use crate::spill::{Record, Sorted, Sorter, SpillError};
 
 /// The value of the `lotusTrace` key that starts every view.
 pub const VIEW_SCHEMA: &str = "lotus.trace-view/1";
@@ -90,6 +93,120 @@ struct MetaArgs<'a, T: Serialize> {
     name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sort_index: Option<T>,
+}
+
+/// One end of a flow arrow, on the event at `ordinal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct FlowEnd {
+    ordinal: u64,
+    id: i64,
+    start: bool,
+}
+
+impl Record for FlowEnd {
+    const SIZE: usize = 17;
+    fn encode(&self, out: &mut [u8]) {
+        Put::new(out)
+            .u64(self.ordinal)
+            .i64(self.id)
+            .u8(u8::from(self.start));
+    }
+    fn decode(b: &[u8]) -> Self {
+        let mut g = Get::new(b);
+        FlowEnd {
+            ordinal: g.u64(),
+            id: g.i64(),
+            start: g.u8() != 0,
+        }
+    }
+}
+
+/// Which flow arrow starts or ends on which event: one arrow per batch
+/// matched with its consumption ([`TraceIndex::join`]), its ends keyed by
+/// the events' places in reading order, so a second pass over the logs
+/// meets them in order and nothing is looked up (memory stays within the
+/// index's budget).
+#[derive(Debug)]
+pub struct Flows {
+    ends: Sorted<FlowEnd>,
+    next: Option<FlowEnd>,
+    /// How many arrows.
+    pub count: u64,
+    /// Ends that did not fall on an event of their kind (the logs changed
+    /// between the two passes): left out.
+    pub mismatched: u64,
+}
+
+/// What an event carries of a flow: the arrow's id and whether it starts
+/// there (a batch) or ends there (a consumption).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowAt {
+    /// The arrow's id (negative).
+    pub id: i64,
+    /// Whether it starts here.
+    pub start: bool,
+}
+
+impl Flows {
+    /// The arrows of `index` (ids -1, -2, ...).
+    pub fn plan(index: &mut TraceIndex) -> Result<Flows, SpillError> {
+        let mut ends = Sorter::new(index.budget());
+        let mut count = 0u64;
+        index.join(|row| {
+            let Some(c) = row.consume else {
+                return Ok(());
+            };
+            count += 1;
+            let id = -(count as i64);
+            ends.push(FlowEnd {
+                ordinal: row.preprocessing.ordinal,
+                id,
+                start: true,
+            })?;
+            ends.push(FlowEnd {
+                ordinal: c.ordinal,
+                id,
+                start: false,
+            })
+        })?;
+        let mut ends = ends.finish()?;
+        let next = ends.next().transpose()?;
+        Ok(Flows {
+            ends,
+            next,
+            count,
+            mismatched: 0,
+        })
+    }
+
+    /// The flow end on `e`, the event at `ordinal` (asked in increasing
+    /// order).
+    pub fn at(&mut self, ordinal: u64, e: &Event) -> Result<Option<FlowAt>, SpillError> {
+        while let Some(end) = self.next {
+            if end.ordinal > ordinal {
+                return Ok(None);
+            }
+            self.next = self.ends.next().transpose()?;
+            if end.ordinal < ordinal {
+                self.mismatched += 1;
+                continue;
+            }
+            let kind = if end.start {
+                Kind::Batch
+            } else {
+                Kind::Consume
+            };
+            if e.kind != kind || e.batch.is_none() {
+                self.mismatched += 1;
+                return Ok(None);
+            }
+            return Ok(Some(FlowAt {
+                id: end.id,
+                start: end.start,
+            }));
+        }
+        Ok(None)
+    }
 }
 
 /// Writes a Chrome trace, event by event.

@@ -154,7 +154,7 @@ pub struct Event {
     /// The name without the log's leading `S` (and without the original
     /// fork's `_<id>` suffix): `RandomResizedCrop`, `Loader`, `Batch`,
     /// `BatchPreprocessed`...
-    pub name: String,
+    pub name: Arc<str>,
     /// What it measures.
     pub kind: Kind,
     /// The process id.

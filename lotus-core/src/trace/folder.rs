@@ -15,8 +15,147 @@ use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::event::Process;
-use super::parse::{parse_file_name, FileName, TraceReader};
+use super::parse::{parse_file_name, Entry, FileName, LineParser, Names, TraceReader};
 use super::TraceError;
+
+/// The bytes of lines in one block [`TraceFolder::read_all`] parses.
+const BLOCK_BYTES: usize = 128 * 1024;
+/// Blocks waiting for each parsing thread, and parsed blocks waiting for
+/// the caller, at most.
+const BLOCKS_AHEAD: usize = 2;
+/// Parsing threads at most.
+const MAX_PARSERS: usize = 8;
+
+/// Whole lines of one log, for a parsing thread.
+struct Block {
+    /// The log (index into [`TraceFolder::logs`]).
+    file: usize,
+    /// The first block of its log (which is announced before it).
+    starts_file: bool,
+    /// The log's parser, at the line before the block's first.
+    parser: LineParser,
+    /// The lines, one after another.
+    text: Vec<u8>,
+    /// Where each line ends in `text`, and whether it was cut for length.
+    ends: Vec<(usize, bool)>,
+    /// Entries already parsed: the header line's.
+    parsed: Vec<Entry>,
+    /// Reading the log failed after these lines.
+    failed: Option<TraceError>,
+}
+
+/// A block's entries.
+struct Parsed {
+    file: usize,
+    starts_file: bool,
+    entries: Vec<Entry>,
+    failed: Option<TraceError>,
+}
+
+impl Block {
+    fn new(file: usize, starts_file: bool, parser: LineParser) -> Block {
+        Block {
+            file,
+            starts_file,
+            parser,
+            text: Vec::with_capacity(BLOCK_BYTES + 1024),
+            ends: Vec::new(),
+            parsed: Vec::new(),
+            failed: None,
+        }
+    }
+
+    fn parse(mut self, names: &mut Names) -> Parsed {
+        let mut entries = std::mem::take(&mut self.parsed);
+        entries.reserve(self.ends.len());
+        let mut start = 0;
+        for &(end, too_long) in &self.ends {
+            self.parser
+                .line(&self.text[start..end], too_long, names, &mut entries);
+            start = end;
+        }
+        Parsed {
+            file: self.file,
+            starts_file: self.starts_file,
+            entries,
+            failed: self.failed,
+        }
+    }
+}
+
+/// Cuts log `i` into blocks for `send` (false: the caller stopped). The
+/// first line is parsed here, so the header's host and rank reach every
+/// block's parser.
+fn cut_log(i: usize, log: &LogFile, send: &mut impl FnMut(Block) -> bool) -> bool {
+    let mut reader = match log.open() {
+        Ok(r) => r,
+        Err(e) => {
+            let mut block = Block::new(
+                i,
+                true,
+                LineParser::new(
+                    log.display.clone(),
+                    Process::new(log.name.role, log.name.pid),
+                ),
+            );
+            block.failed = Some(e);
+            return send(block);
+        }
+    };
+    let mut block: Option<Block> = None;
+    let mut first = true;
+    let mut names = Names::new();
+    loop {
+        let too_long = match reader.raw_line() {
+            Ok(Some(t)) => t,
+            Ok(None) => break,
+            Err(e) => {
+                let mut b = block
+                    .take()
+                    .unwrap_or_else(|| Block::new(i, first, reader.parser_mut().clone()));
+                b.failed = Some(e);
+                return send(b);
+            }
+        };
+        let b = block.get_or_insert_with(|| Block::new(i, first, reader.parser_mut().clone()));
+        if reader.parser_mut().line_no == 0 {
+            // Line 1, maybe a header: parsed now, into this block.
+            let line = reader.raw().to_vec();
+            reader
+                .parser_mut()
+                .line(&line, too_long, &mut names, &mut b.parsed);
+            b.parser = reader.parser_mut().clone();
+            first = false;
+            continue;
+        }
+        b.text.extend_from_slice(reader.raw());
+        b.ends.push((b.text.len(), too_long));
+        reader.parser_mut().line_no += 1;
+        if b.text.len() >= BLOCK_BYTES {
+            if let Some(full) = block.take() {
+                if !send(full) {
+                    return false;
+                }
+            }
+        }
+        first = false;
+    }
+    match block.take() {
+        Some(b) => send(b),
+        // An empty log is still announced.
+        None if first => send(Block::new(i, true, reader.parser_mut().clone())),
+        None => true,
+    }
+}
+
+/// What [`TraceFolder::read_all`] hands over.
+#[derive(Debug)]
+pub enum Item<'a> {
+    /// The entries that follow come from this log.
+    File(&'a LogFile),
+    /// An event, or a bad line.
+    Entry(Entry),
+}
 
 /// The mark `lotus trace view` puts at the start of its output, so that
 /// a view written into the trace folder is not read back as a PyTorch
@@ -64,6 +203,81 @@ pub struct TraceFolder {
 }
 
 impl TraceFolder {
+    /// Every log's entries, in order (logs in path order, lines in file
+    /// order), each log announced before its entries. A thread reads the
+    /// logs and cuts them into blocks of lines; a few threads (one per
+    /// CPU, at most 8) parse the blocks; `f` gets them in order. Each
+    /// thread stays at most a few blocks ahead, so memory is bounded
+    /// whatever the trace's size. Stops at the first error, `f`'s or the
+    /// logs'.
+    pub fn read_all<E: From<TraceError>>(
+        &self,
+        mut f: impl FnMut(Item<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, MAX_PARSERS);
+        let mut to_workers: Vec<SyncSender<Block>> = Vec::new();
+        let mut from_workers: Vec<Receiver<Parsed>> = Vec::new();
+        let mut worker_ends = Vec::new();
+        for _ in 0..workers {
+            let (tx, rx) = sync_channel::<Block>(BLOCKS_AHEAD);
+            let (ptx, prx) = sync_channel::<Parsed>(BLOCKS_AHEAD);
+            to_workers.push(tx);
+            from_workers.push(prx);
+            worker_ends.push((rx, ptx));
+        }
+        std::thread::scope(|scope| {
+            // The parsers: blocks in, entries out, in the order received.
+            for (rx, ptx) in worker_ends {
+                scope.spawn(move || {
+                    let mut names = Names::new();
+                    for block in rx {
+                        if ptx.send(block.parse(&mut names)).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            // The reader: block k goes to parser k % workers.
+            scope.spawn(move || {
+                let mut next = 0usize;
+                let mut send = |block: Block| {
+                    let ok = to_workers[next % workers].send(block).is_ok();
+                    next += 1;
+                    ok
+                };
+                for (i, log) in self.logs.iter().enumerate() {
+                    if !cut_log(i, log, &mut send) {
+                        return;
+                    }
+                }
+            });
+            // The caller, taking parser k % workers's next result for block
+            // k. The receivers are dropped when this returns, early or not,
+            // so no thread waits on a full channel for ever.
+            let mut consume = move |outs: Vec<Receiver<Parsed>>| -> Result<(), E> {
+                for k in 0.. {
+                    let Ok(parsed) = outs[k % workers].recv() else {
+                        return Ok(());
+                    };
+                    if parsed.starts_file {
+                        f(Item::File(&self.logs[parsed.file]))?;
+                    }
+                    for entry in parsed.entries {
+                        f(Item::Entry(entry))?;
+                    }
+                    if let Some(e) = parsed.failed {
+                        return Err(e.into());
+                    }
+                }
+                Ok(())
+            };
+            consume(from_workers)
+        })
+    }
+
     /// Finds the logs and profiler traces under `root`, or takes `root`
     /// itself when it is one log file. An error when there are no logs.
     pub fn scan(root: &Path) -> Result<TraceFolder, TraceError> {
@@ -203,6 +417,88 @@ mod tests {
         fs::remove_dir_all(root.join("rank1/deep")).expect("rm");
         let e = TraceFolder::scan(&empty).expect_err("no logs");
         assert!(e.to_string().contains("no trace logs"), "{e}");
+    }
+
+    /// Every entry of `f`, read one log at a time by [`TraceReader`] and
+    /// by [`TraceFolder::read_all`]'s threads, as text.
+    fn both_ways(f: &TraceFolder) -> (Vec<String>, Vec<String>) {
+        let mut one = Vec::new();
+        for log in &f.logs {
+            one.push(format!("file {}", log.display));
+            for e in log.open().expect("open") {
+                one.push(format!("{:?}", e.expect("entry")));
+            }
+        }
+        let mut all = Vec::new();
+        f.read_all(|item| -> Result<(), TraceError> {
+            all.push(match item {
+                Item::File(log) => format!("file {}", log.display),
+                Item::Entry(e) => format!("{e:?}"),
+            });
+            Ok(())
+        })
+        .expect("read_all");
+        (one, all)
+    }
+
+    #[test]
+    fn parsing_in_blocks_on_threads_gives_what_one_reader_gives() {
+        let tmp = tempdir();
+        let root = tmp.as_path();
+        // A long log: a header with a bad field, many blocks' worth of
+        // lines, bad and blank lines, a line too long in the middle, a
+        // BOM, no line break at the end.
+        let mut text = String::from("#lotus-trace v1 role=worker pid=7 host=h9 rank=x\n");
+        for i in 0..40_000u64 {
+            text += &format!(
+                "SOp{},{},{},kind=op,batch={}\n",
+                i % 7,
+                1000 + i,
+                i % 13,
+                i / 64
+            );
+            if i % 997 == 0 {
+                text += "garbled line\n\n";
+            }
+            if i == 20_000 {
+                text += &"x".repeat(crate::trace::parse::MAX_LINE_BYTES + 10);
+                text += "\n\u{feff}SBatch,5,6,kind=batch\n";
+            }
+        }
+        text += "SLast,1,2";
+        fs::write(root.join("lotus_worker_pid_7"), &text).expect("w");
+        // An empty log, a log of one line, a header-only log.
+        fs::write(root.join("lotus_worker_pid_8"), "").expect("w");
+        fs::write(root.join("lotus_worker_pid_9"), "SA,1,2").expect("w");
+        fs::write(
+            root.join("lotus_main_pid_1"),
+            "#lotus-trace v1 role=main pid=1\n",
+        )
+        .expect("w");
+        let f = TraceFolder::scan(root).expect("scan");
+        let (one, all) = both_ways(&f);
+        assert!(one.len() > 40_000, "{}", one.len());
+        assert_eq!(one.len(), all.len());
+        for (a, b) in one.iter().zip(&all) {
+            assert_eq!(a, b);
+        }
+        assert!(all.iter().any(|e| e.contains("line longer than")));
+        assert!(all.iter().any(|e| e.contains("rank 'x'")));
+        assert!(all.iter().any(|e| e.contains("host: Some(\"h9\")")));
+
+        // The caller's error stops everything and comes back.
+        let mut seen = 0;
+        let r = f.read_all(|_| -> Result<(), TraceError> {
+            seen += 1;
+            if seen == 5000 {
+                return Err(TraceError::NoLogs {
+                    path: "stop".into(),
+                });
+            }
+            Ok(())
+        });
+        assert!(matches!(r, Err(TraceError::NoLogs { .. })));
+        assert_eq!(seen, 5000);
     }
 
     /// A fresh folder under the target directory (lotus-core has no

@@ -1,8 +1,10 @@
 //! What views and statistics need from a whole trace, gathered in one pass
-//! over its events: the processes, every batch, wait and consumption (a
-//! few numbers each; far fewer than events), and, for statistics, every
-//! event's duration per kind and name (8 bytes per event: exact
-//! percentiles need them all).
+//! over its events: the processes, every batch, wait and consumption, the
+//! count and total of every op name and kind, and, for statistics, every
+//! event's duration (exact percentiles need them all). Batches, waits,
+//! consumptions and durations go through [`crate::spill`]: in memory up to
+//! a [`Budget`], in unlinked temporary files past it, so memory stays flat
+//! however long the trace.
 //!
 //! Batches are matched to their consumption within a *group*: the logs of
 //! one run, which share a folder, a host and a rank (a process whose log
@@ -16,9 +18,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::event::{Event, Kind, Process, Role};
-use super::folder::{LogFile, TraceFolder};
+use super::folder::{Item, LogFile, TraceFolder};
 use super::parse::{BadLine, Entry};
+use super::stats::WaitBucket;
 use super::{TraceError, Warnings};
+use crate::spill::bytes::{Get, Put};
+use crate::spill::{Budget, Record, Sorter, SpillError, Spool};
 
 /// A process of the trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +46,7 @@ pub struct ProcessEntry {
 pub const PID_STRIDE: u64 = 100_000_000;
 
 /// A batch's preprocessing in a worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct BatchRec {
     /// The process (index into [`TraceIndex::processes`]).
     pub process: usize,
@@ -51,10 +56,34 @@ pub struct BatchRec {
     pub start_ns: u64,
     /// Duration, ns.
     pub dur_ns: u64,
+    /// Its place among all events of the trace, in reading order (from 0).
+    pub ordinal: u64,
+}
+
+impl Record for BatchRec {
+    const SIZE: usize = 41;
+    fn encode(&self, out: &mut [u8]) {
+        Put::new(out)
+            .u64(self.process as u64)
+            .opt_u64(self.batch)
+            .u64(self.start_ns)
+            .u64(self.dur_ns)
+            .u64(self.ordinal);
+    }
+    fn decode(b: &[u8]) -> Self {
+        let mut g = Get::new(b);
+        BatchRec {
+            process: g.u64() as usize,
+            batch: g.opt_u64(),
+            start_ns: g.u64(),
+            dur_ns: g.u64(),
+            ordinal: g.u64(),
+        }
+    }
 }
 
 /// A wait of the main process, or a consumption (duration 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MainRec {
     /// The process (index into [`TraceIndex::processes`]).
     pub process: usize,
@@ -66,6 +95,167 @@ pub struct MainRec {
     pub dur_ns: u64,
     /// For a wait: whether the batch was already there.
     pub ready: Option<bool>,
+    /// Its place among all events of the trace, in reading order (from 0).
+    pub ordinal: u64,
+}
+
+impl Record for MainRec {
+    const SIZE: usize = 42;
+    fn encode(&self, out: &mut [u8]) {
+        Put::new(out)
+            .u64(self.process as u64)
+            .opt_u64(self.batch)
+            .u64(self.start_ns)
+            .u64(self.dur_ns)
+            .opt_bool(self.ready)
+            .u64(self.ordinal);
+    }
+    fn decode(b: &[u8]) -> Self {
+        let mut g = Get::new(b);
+        MainRec {
+            process: g.u64() as usize,
+            batch: g.opt_u64(),
+            start_ns: g.u64(),
+            dur_ns: g.u64(),
+            ready: g.opt_bool(),
+            ordinal: g.u64(),
+        }
+    }
+}
+
+/// A batch keyed for matching: group, id, then order of end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct KeyedBatch {
+    group: u32,
+    id: u64,
+    end: u64,
+    rec: BatchRec,
+}
+
+impl Record for KeyedBatch {
+    const SIZE: usize = 20 + BatchRec::SIZE;
+    fn encode(&self, out: &mut [u8]) {
+        Put::new(&mut out[..20])
+            .u32(self.group)
+            .u64(self.id)
+            .u64(self.end);
+        self.rec.encode(&mut out[20..]);
+    }
+    fn decode(b: &[u8]) -> Self {
+        let mut g = Get::new(&b[..20]);
+        KeyedBatch {
+            group: g.u32(),
+            id: g.u64(),
+            end: g.u64(),
+            rec: BatchRec::decode(&b[20..]),
+        }
+    }
+}
+
+/// A wait or consumption keyed for matching: group, id, then time order
+/// (the record starts with its start and duration after the process;
+/// the key repeats them first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct KeyedMain {
+    group: u32,
+    id: u64,
+    start: u64,
+    dur: u64,
+    rec: MainRec,
+}
+
+impl KeyedMain {
+    fn key(&self) -> (u32, u64) {
+        (self.group, self.id)
+    }
+}
+
+impl Record for KeyedMain {
+    const SIZE: usize = 28 + MainRec::SIZE;
+    fn encode(&self, out: &mut [u8]) {
+        Put::new(&mut out[..28])
+            .u32(self.group)
+            .u64(self.id)
+            .u64(self.start)
+            .u64(self.dur);
+        self.rec.encode(&mut out[28..]);
+    }
+    fn decode(b: &[u8]) -> Self {
+        let mut g = Get::new(&b[..28]);
+        KeyedMain {
+            group: g.u32(),
+            id: g.u64(),
+            start: g.u64(),
+            dur: g.u64(),
+            rec: MainRec::decode(&b[28..]),
+        }
+    }
+}
+
+/// One event's duration under its key (see [`TraceIndex::keys`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DurRec {
+    /// The key: an index into [`TraceIndex::keys`].
+    pub key: u32,
+    /// The duration, ns.
+    pub dur: i64,
+}
+
+impl Record for DurRec {
+    const SIZE: usize = 12;
+    fn encode(&self, out: &mut [u8]) {
+        Put::new(out).u32(self.key).i64(self.dur);
+    }
+    fn decode(b: &[u8]) -> Self {
+        let mut g = Get::new(b);
+        DurRec {
+            key: g.u32(),
+            dur: g.i64(),
+        }
+    }
+}
+
+/// What durations are summed and summarized under: one op name, or one
+/// kind other than op (all its names together).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurationKey {
+    /// The kind.
+    pub kind: Kind,
+    /// The op name, for kind op; `None` for a whole kind.
+    pub name: Option<String>,
+    /// How many events.
+    pub count: u64,
+    /// Their total duration, ns.
+    pub total_ns: i128,
+}
+
+/// The next record of a sorted stream, kept for a look before taking it.
+struct Head<I: Iterator<Item = Result<KeyedMain, SpillError>>> {
+    it: I,
+    head: Option<KeyedMain>,
+}
+
+impl<I: Iterator<Item = Result<KeyedMain, SpillError>>> Head<I> {
+    fn new(mut it: I) -> Result<Self, SpillError> {
+        let head = it.next().transpose()?;
+        Ok(Head { it, head })
+    }
+
+    /// The record with `key`, skipping those before it; `None` when the
+    /// next one has a later key.
+    fn take(&mut self, key: (u32, u64)) -> Result<Option<MainRec>, SpillError> {
+        while let Some(h) = self.head {
+            if h.key() < key {
+                self.head = self.it.next().transpose()?;
+            } else if h.key() == key {
+                self.head = self.it.next().transpose()?;
+                return Ok(Some(h.rec));
+            } else {
+                break;
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// A batch with what happened to it.
@@ -82,7 +272,9 @@ pub struct BatchRow {
 impl BatchRow {
     /// When preprocessing ended, ns.
     pub fn end_ns(&self) -> u64 {
-        self.preprocessing.start_ns + self.preprocessing.dur_ns
+        self.preprocessing
+            .start_ns
+            .saturating_add(self.preprocessing.dur_ns)
     }
 
     /// From the end of preprocessing to the consumption, ns (negative
@@ -91,15 +283,6 @@ impl BatchRow {
         self.consume
             .map(|c| (i128::from(c.start_ns) - i128::from(self.end_ns())) as i64)
     }
-}
-
-/// Batches matched with their consumptions and waits.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Joined {
-    /// Every batch, in order of start.
-    pub rows: Vec<BatchRow>,
-    /// Consumptions with no batch to match.
-    pub consumed_without_batch: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -126,18 +309,16 @@ struct Current {
 }
 
 /// A whole trace, gathered.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct TraceIndex {
     /// The processes, in the order they were met.
     pub processes: Vec<ProcessEntry>,
-    keys: HashMap<ProcKey, usize>,
+    proc_keys: HashMap<ProcKey, usize>,
     used_pids: HashSet<u64>,
-    /// Batch preprocessing spans.
-    pub batches: Vec<BatchRec>,
-    /// Waits of main processes.
-    pub waits: Vec<MainRec>,
-    /// Consumptions.
-    pub consumes: Vec<MainRec>,
+    budget: Budget,
+    batches: Spool<BatchRec>,
+    waits: Spool<MainRec>,
+    consumes: Spool<MainRec>,
     /// Events read.
     pub events: u64,
     /// Events per kind.
@@ -146,8 +327,14 @@ pub struct TraceIndex {
     pub min_start_ns: Option<u64>,
     /// The latest end, ns.
     pub max_end_ns: Option<u64>,
-    /// Durations per kind and name, when collected.
-    pub durations: Option<HashMap<Kind, HashMap<String, Vec<i64>>>>,
+    /// The duration keys: first one per kind, in [`Kind::ALL`]'s order
+    /// (the op kind's stays unused), then one per op name, in the order
+    /// met.
+    pub keys: Vec<DurationKey>,
+    op_keys: HashMap<String, u32>,
+    durations: Option<Sorter<DurRec>>,
+    /// Waits per bucket ([`WaitBucket::ALL`]'s order): count and total, ns.
+    pub wait_buckets: [(u64, u64); 4],
     /// The bad lines.
     pub warnings: Warnings,
     current: Option<Current>,
@@ -155,23 +342,41 @@ pub struct TraceIndex {
 
 impl TraceIndex {
     /// An empty index; `collect_durations` keeps every event's duration
-    /// (for statistics).
-    pub fn new(collect_durations: bool) -> Self {
+    /// (for statistics). Batches, waits, consumptions and durations are
+    /// kept in memory up to `budget` each, then in temporary files.
+    pub fn new(collect_durations: bool, budget: Budget) -> Self {
         TraceIndex {
             processes: Vec::new(),
-            keys: HashMap::new(),
+            proc_keys: HashMap::new(),
             used_pids: HashSet::new(),
-            batches: Vec::new(),
-            waits: Vec::new(),
-            consumes: Vec::new(),
+            budget,
+            batches: Spool::new(budget),
+            waits: Spool::new(budget),
+            consumes: Spool::new(budget),
             events: 0,
             per_kind: BTreeMap::new(),
             min_start_ns: None,
             max_end_ns: None,
-            durations: collect_durations.then(HashMap::new),
+            keys: Kind::ALL
+                .into_iter()
+                .map(|kind| DurationKey {
+                    kind,
+                    name: None,
+                    count: 0,
+                    total_ns: 0,
+                })
+                .collect(),
+            op_keys: HashMap::new(),
+            durations: collect_durations.then(|| Sorter::new(budget)),
+            wait_buckets: [(0, 0); 4],
             warnings: Warnings::default(),
             current: None,
         }
+    }
+
+    /// The memory budget of each sort and spool.
+    pub fn budget(&self) -> Budget {
+        self.budget
     }
 
     /// Reads every log of `folder`. `on_bad` sees each bad line as it is
@@ -179,23 +384,23 @@ impl TraceIndex {
     pub fn load(
         folder: &TraceFolder,
         collect_durations: bool,
+        budget: Budget,
         mut on_bad: impl FnMut(&BadLine),
     ) -> Result<TraceIndex, TraceError> {
-        let mut index = TraceIndex::new(collect_durations);
-        for log in &folder.logs {
-            index.begin_file(log);
-            for entry in log.open()? {
-                match entry? {
-                    Entry::Event(e) => {
-                        index.add(&e);
-                    }
-                    Entry::Bad(b) => {
-                        on_bad(&b);
-                        index.warnings.push(b);
-                    }
+        let mut index = TraceIndex::new(collect_durations, budget);
+        folder.read_all(|item| -> Result<(), TraceError> {
+            match item {
+                Item::File(log) => index.begin_file(log),
+                Item::Entry(Entry::Event(e)) => {
+                    index.add(&e)?;
+                }
+                Item::Entry(Entry::Bad(b)) => {
+                    on_bad(&b);
+                    index.warnings.push(b);
                 }
             }
-        }
+            Ok(())
+        })?;
         Ok(index)
     }
 
@@ -233,7 +438,7 @@ impl TraceIndex {
             pid: e.pid,
         };
         let file = cur.file.clone();
-        let idx = match self.keys.get(&key) {
+        let idx = match self.proc_keys.get(&key) {
             Some(&i) => i,
             None => {
                 let mut out_pid = u64::from(e.pid);
@@ -248,7 +453,7 @@ impl TraceIndex {
                     files: Vec::new(),
                     events: 0,
                 });
-                self.keys.insert(key, self.processes.len() - 1);
+                self.proc_keys.insert(key, self.processes.len() - 1);
                 self.processes.len() - 1
             }
         };
@@ -262,9 +467,11 @@ impl TraceIndex {
         idx
     }
 
-    /// Adds one event; returns its process.
-    pub fn add(&mut self, e: &Event) -> usize {
+    /// Adds one event; returns its process. An error only when a
+    /// temporary file cannot be written.
+    pub fn add(&mut self, e: &Event) -> Result<usize, SpillError> {
         let process = self.resolve(e);
+        let ordinal = self.events;
         self.events += 1;
         self.processes[process].events += 1;
         *self.per_kind.entry(e.kind).or_insert(0) += 1;
@@ -276,6 +483,7 @@ impl TraceIndex {
             start_ns: e.start_ns,
             dur_ns: e.dur_ns,
             ready: e.ready,
+            ordinal,
         };
         match e.kind {
             Kind::Batch => self.batches.push(BatchRec {
@@ -283,22 +491,59 @@ impl TraceIndex {
                 batch: e.batch,
                 start_ns: e.start_ns,
                 dur_ns: e.dur_ns,
-            }),
-            Kind::Wait => self.waits.push(main),
-            Kind::Consume => self.consumes.push(main),
+                ordinal,
+            })?,
+            Kind::Wait => {
+                let b = WaitBucket::of(e.dur_ns, e.ready) as usize;
+                self.wait_buckets[b].0 += 1;
+                self.wait_buckets[b].1 = self.wait_buckets[b].1.saturating_add(e.dur_ns);
+                self.waits.push(main)?;
+            }
+            Kind::Consume => self.consumes.push(main)?,
             _ => {}
         }
-        if let Some(d) = &mut self.durations {
-            let names = d.entry(e.kind).or_default();
-            let dur = i64::try_from(e.dur_ns).unwrap_or(i64::MAX);
-            match names.get_mut(e.name.as_str()) {
-                Some(v) => v.push(dur),
+        let key = match e.kind {
+            Kind::Op => match self.op_keys.get(&*e.name) {
+                Some(&k) => k,
                 None => {
-                    names.insert(e.name.clone(), vec![dur]);
+                    let k = self.keys.len() as u32;
+                    self.keys.push(DurationKey {
+                        kind: Kind::Op,
+                        name: Some(e.name.to_string()),
+                        count: 0,
+                        total_ns: 0,
+                    });
+                    self.op_keys.insert(e.name.to_string(), k);
+                    k
                 }
-            }
+            },
+            kind => kind as u32,
+        };
+        let dur = i64::try_from(e.dur_ns).unwrap_or(i64::MAX);
+        let k = &mut self.keys[key as usize];
+        k.count += 1;
+        k.total_ns += i128::from(dur);
+        if let Some(d) = &mut self.durations {
+            d.push(DurRec { key, dur })?;
         }
-        process
+        Ok(process)
+    }
+
+    /// Every event's duration, sorted by key then duration; `None` when
+    /// the index was gathered without durations, or they were taken
+    /// already.
+    pub fn take_durations(&mut self) -> Option<Sorter<DurRec>> {
+        self.durations.take()
+    }
+
+    /// How many waits and consumptions the trace has.
+    pub fn main_counts(&self) -> (u64, u64) {
+        (self.waits.len(), self.consumes.len())
+    }
+
+    /// How many batch preprocessings the trace has.
+    pub fn batch_count(&self) -> u64 {
+        self.batches.len()
     }
 
     /// Each process's group (see the module documentation).
@@ -335,63 +580,66 @@ impl TraceIndex {
             .collect()
     }
 
-    /// Batches matched with their consumptions and waits (see the module
-    /// documentation).
-    pub fn joined(&self) -> Joined {
-        type Key = (usize, u64);
+    /// Matches batches with their consumptions and waits (see the module
+    /// documentation): `on_row` sees every batch once, batches without an
+    /// id first, then by group, id and order of end. Returns how many
+    /// consumptions matched no batch. Memory stays within the index's
+    /// budget per sort.
+    pub fn join(
+        &mut self,
+        mut on_row: impl FnMut(BatchRow) -> Result<(), SpillError>,
+    ) -> Result<u64, SpillError> {
         let groups = self.groups();
-        let group = |p: usize| groups[p];
-        let mut batches: BTreeMap<Key, Vec<BatchRec>> = BTreeMap::new();
-        let mut rows = Vec::new();
-        for b in &self.batches {
+        let group = |p: usize| groups.get(p).copied().unwrap_or(0) as u32;
+        let mut batches = Sorter::new(self.budget);
+        for b in self.batches.iter()? {
+            let b = b?;
             match b.batch {
-                Some(id) => batches.entry((group(b.process), id)).or_default().push(*b),
-                None => rows.push(BatchRow {
-                    preprocessing: *b,
+                Some(id) => batches.push(KeyedBatch {
+                    group: group(b.process),
+                    id,
+                    end: b.start_ns.saturating_add(b.dur_ns),
+                    rec: b,
+                })?,
+                None => on_row(BatchRow {
+                    preprocessing: b,
                     consume: None,
                     wait: None,
-                }),
+                })?,
             }
         }
-        let by_key = |recs: &[MainRec]| {
-            let mut m: BTreeMap<Key, Vec<MainRec>> = BTreeMap::new();
-            for r in recs {
+        let budget = self.budget;
+        let keyed = |spool: &mut Spool<MainRec>| -> Result<Sorter<KeyedMain>, SpillError> {
+            let mut s = Sorter::new(budget);
+            for r in spool.iter()? {
+                let r = r?;
                 if let Some(id) = r.batch {
-                    m.entry((group(r.process), id)).or_default().push(*r);
+                    s.push(KeyedMain {
+                        group: group(r.process),
+                        id,
+                        start: r.start_ns,
+                        dur: r.dur_ns,
+                        rec: r,
+                    })?;
                 }
             }
-            for v in m.values_mut() {
-                v.sort_by_key(|r| (r.start_ns, r.dur_ns));
-            }
-            m
+            Ok(s)
         };
-        let consumes = by_key(&self.consumes);
-        let waits = by_key(&self.waits);
-        let mut matched_consumes = 0u64;
-        for (key, mut list) in batches {
-            list.sort_by_key(|b| (b.start_ns + b.dur_ns, b.start_ns));
-            let c = consumes.get(&key).map(Vec::as_slice).unwrap_or(&[]);
-            let w = waits.get(&key).map(Vec::as_slice).unwrap_or(&[]);
-            for (k, b) in list.into_iter().enumerate() {
-                let consume = c.get(k).copied();
-                matched_consumes += u64::from(consume.is_some());
-                rows.push(BatchRow {
-                    preprocessing: b,
-                    consume,
-                    wait: w.get(k).copied(),
-                });
-            }
+        let mut consumes = Head::new(keyed(&mut self.consumes)?.finish()?)?;
+        let mut waits = Head::new(keyed(&mut self.waits)?.finish()?)?;
+        let mut matched = 0u64;
+        for b in batches.finish()? {
+            let b = b?;
+            let key = (b.group, b.id);
+            let consume = consumes.take(key)?;
+            matched += u64::from(consume.is_some());
+            on_row(BatchRow {
+                preprocessing: b.rec,
+                consume,
+                wait: waits.take(key)?,
+            })?;
         }
-        rows.sort_by_key(|r| {
-            (
-                r.preprocessing.start_ns,
-                self.processes[r.preprocessing.process].out_pid,
-            )
-        });
-        Joined {
-            rows,
-            consumed_without_batch: self.consumes.len() as u64 - matched_consumes,
-        }
+        Ok(self.consumes.len() - matched)
     }
 }
 
@@ -415,29 +663,92 @@ mod tests {
         }
     }
 
+    fn joined(ix: &mut TraceIndex) -> (Vec<BatchRow>, u64) {
+        let mut rows = Vec::new();
+        let unmatched = ix
+            .join(|r| {
+                rows.push(r);
+                Ok(())
+            })
+            .expect("join");
+        rows.sort_by_key(|r| r.preprocessing.start_ns);
+        (rows, unmatched)
+    }
+
     #[test]
     fn batches_match_per_epoch_and_group() {
-        let mut ix = TraceIndex::new(false);
-        ix.begin("run", "w");
-        // Epoch 1 and 2 of batch 0, in worker 2; consumed by main 1.
-        ix.add(&ev(Kind::Batch, Role::Worker, 2, 0, 100, 50));
-        ix.add(&ev(Kind::Batch, Role::Worker, 2, 0, 1000, 50));
-        ix.begin("run", "m");
-        ix.add(&ev(Kind::Consume, Role::Main, 1, 0, 1200, 0));
-        ix.add(&ev(Kind::Consume, Role::Main, 1, 0, 200, 0));
-        ix.add(&ev(Kind::Wait, Role::Main, 1, 0, 120, 80));
-        // Another run (folder) with the same pids: its own processes.
-        ix.begin("other", "m");
-        ix.add(&ev(Kind::Consume, Role::Main, 1, 0, 5000, 0));
-        let j = ix.joined();
-        assert_eq!(j.rows.len(), 2);
-        assert_eq!(j.rows[0].delay_ns(), Some(50));
-        assert_eq!(j.rows[0].wait.map(|w| w.dur_ns), Some(80));
-        assert_eq!(j.rows[1].delay_ns(), Some(150));
-        assert_eq!(j.rows[1].wait, None);
-        assert_eq!(j.consumed_without_batch, 1);
-        let pids: Vec<u64> = ix.processes.iter().map(|p| p.out_pid).collect();
-        assert_eq!(pids, vec![2, 1, 1 + PID_STRIDE]);
-        assert_eq!(ix.processes[0].files, vec!["w".to_string()]);
+        for budget in [1usize, 1 << 20] {
+            let mut ix = TraceIndex::new(false, Budget::new(budget));
+            ix.begin("run", "w");
+            // Epoch 1 and 2 of batch 0, in worker 2; consumed by main 1.
+            ix.add(&ev(Kind::Batch, Role::Worker, 2, 0, 100, 50))
+                .expect("add");
+            ix.add(&ev(Kind::Batch, Role::Worker, 2, 0, 1000, 50))
+                .expect("add");
+            ix.begin("run", "m");
+            ix.add(&ev(Kind::Consume, Role::Main, 1, 0, 1200, 0))
+                .expect("add");
+            ix.add(&ev(Kind::Consume, Role::Main, 1, 0, 200, 0))
+                .expect("add");
+            ix.add(&ev(Kind::Wait, Role::Main, 1, 0, 120, 80))
+                .expect("add");
+            // Another run (folder) with the same pids: its own processes.
+            ix.begin("other", "m");
+            ix.add(&ev(Kind::Consume, Role::Main, 1, 0, 5000, 0))
+                .expect("add");
+            // Many batches past the budget: each matched with its own.
+            ix.begin("many", "w");
+            for b in 0..200u64 {
+                ix.add(&ev(Kind::Batch, Role::Worker, 7, b, 10_000 + b, 5))
+                    .expect("add");
+            }
+            ix.begin("many", "m");
+            for b in (0..200u64).rev() {
+                ix.add(&ev(Kind::Consume, Role::Main, 6, b, 20_000 + b * 2, 0))
+                    .expect("add");
+            }
+            let (rows, unmatched) = joined(&mut ix);
+            assert_eq!(rows.len(), 202);
+            assert_eq!(rows[0].delay_ns(), Some(50));
+            assert_eq!(rows[0].wait.map(|w| w.dur_ns), Some(80));
+            assert_eq!(rows[1].delay_ns(), Some(150));
+            assert_eq!(rows[1].wait, None);
+            for (b, r) in rows[2..].iter().enumerate() {
+                let b = b as u64;
+                assert_eq!(r.preprocessing.batch, Some(b));
+                assert_eq!(r.consume.map(|c| c.start_ns), Some(20_000 + b * 2));
+            }
+            assert_eq!(unmatched, 1);
+            let pids: Vec<u64> = ix.processes.iter().map(|p| p.out_pid).collect();
+            assert_eq!(pids, vec![2, 1, 1 + PID_STRIDE, 7, 6]);
+            assert_eq!(ix.processes[0].files, vec!["w".to_string()]);
+            // Ordinals count events in reading order.
+            assert_eq!(rows[0].preprocessing.ordinal, 0);
+            assert_eq!(rows[1].consume.map(|c| c.ordinal), Some(2));
+        }
+    }
+
+    #[test]
+    fn keys_follow_kinds_then_op_names() {
+        for (i, k) in Kind::ALL.into_iter().enumerate() {
+            assert_eq!(k as usize, i);
+        }
+        for (i, b) in WaitBucket::ALL.into_iter().enumerate() {
+            assert_eq!(b as usize, i);
+        }
+        let mut ix = TraceIndex::new(false, Budget::default());
+        let mut e = ev(Kind::Op, Role::Worker, 2, 0, 0, 7);
+        e.name = "Flip".into();
+        ix.add(&e).expect("add");
+        ix.add(&e).expect("add");
+        ix.add(&ev(Kind::Sample, Role::Worker, 2, 0, 0, 3))
+            .expect("add");
+        let flip = &ix.keys[Kind::ALL.len()];
+        assert_eq!(
+            (flip.name.as_deref(), flip.count, flip.total_ns),
+            (Some("Flip"), 2, 14)
+        );
+        assert_eq!(ix.keys[Kind::Sample as usize].total_ns, 3);
+        assert!(ix.take_durations().is_none());
     }
 }

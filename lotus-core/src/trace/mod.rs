@@ -92,6 +92,9 @@ pub enum TraceError {
         /// The folder.
         path: String,
     },
+    /// A temporary file for sorting a long trace failed.
+    #[error(transparent)]
+    Spill(#[from] crate::spill::SpillError),
     /// A PyTorch profiler trace is not valid JSON or has no `traceEvents`.
     #[error("{path}: not a readable PyTorch profiler trace: {message}")]
     Torch {

@@ -11,11 +11,12 @@
 //! let mut reader = TraceReader::new(log.as_bytes(), "x_worker_pid_7", Process::new(Role::Worker, 7));
 //! let entries: Vec<Entry> = reader.by_ref().map(Result::unwrap).collect();
 //! let Entry::Event(e) = &entries[1] else { panic!() };
-//! assert_eq!((e.name.as_str(), e.kind, e.batch), ("BatchPreprocessed", Kind::Batch, Some(3)));
+//! assert_eq!((&*e.name, e.kind, e.batch), ("BatchPreprocessed", Kind::Batch, Some(3)));
 //! let Entry::Bad(bad) = &entries[2] else { panic!() };
 //! assert_eq!(bad.to_string(), "x_worker_pid_7:3: truncated line: expected S<Name>,<start_ns>,<duration_ns>, found 'SToTen'");
 //! ```
 
+use std::collections::HashSet;
 use std::fmt;
 use std::io::{BufRead, ErrorKind};
 use std::num::IntErrorKind;
@@ -96,71 +97,44 @@ pub enum Entry {
     Bad(BadLine),
 }
 
-/// Reads one log file, a line at a time. The process's role and pid are
-/// the file name's; a `#lotus-trace` first line adds host and rank (its
-/// own role and pid may be stale: the tracer renames a log whose process
-/// turns out to be a worker, and keeps its first header).
-pub struct TraceReader<R> {
-    input: R,
-    file: String,
-    process: Process,
-    line_no: u64,
-    buf: Vec<u8>,
-    done: bool,
-    /// A second entry from one line (a header with bad fields).
-    pending: Vec<Entry>,
+/// Distinct names a reader shares at most; more are allocated per event.
+const MAX_SHARED_NAMES: usize = 4096;
+
+/// Event names met so far, shared by their events (a log repeats a few
+/// names millions of times).
+pub(crate) type Names = HashSet<Arc<str>>;
+
+/// `name`, shared with earlier events of that name.
+fn intern(names: &mut Names, name: &str) -> Arc<str> {
+    if let Some(n) = names.get(name) {
+        return Arc::clone(n);
+    }
+    let n: Arc<str> = Arc::from(name);
+    if names.len() < MAX_SHARED_NAMES {
+        names.insert(Arc::clone(&n));
+    }
+    n
 }
 
-impl<R: BufRead> TraceReader<R> {
-    /// A reader of `input`, named `file` in bad lines, whose events belong
-    /// to `process` (role and pid from the file name; host and rank are
-    /// taken from the header where it has them).
-    pub fn new(input: R, file: impl Into<String>, process: Process) -> Self {
-        TraceReader {
-            input,
-            file: file.into(),
+/// Turns the lines of one log into entries, one line at a time: knows the
+/// file, the process (the header's host and rank, once line 1 is read) and
+/// the line number.
+#[derive(Debug, Clone)]
+pub(crate) struct LineParser {
+    /// The file, as named in bad lines.
+    pub(crate) file: String,
+    /// The process the events belong to.
+    pub(crate) process: Process,
+    /// The number of the last line parsed (0 before the first).
+    pub(crate) line_no: u64,
+}
+
+impl LineParser {
+    pub(crate) fn new(file: String, process: Process) -> Self {
+        LineParser {
+            file,
             process,
             line_no: 0,
-            buf: Vec::new(),
-            done: false,
-            pending: Vec::new(),
-        }
-    }
-
-    /// The process the events belong to (after the header, once read).
-    pub fn process(&self) -> &Process {
-        &self.process
-    }
-
-    /// Reads the next line into `buf`, at most [`MAX_LINE_BYTES`] of it.
-    /// `None` at the end; `Some(true)` when the line was longer.
-    fn read_line(&mut self) -> Result<Option<bool>, TraceError> {
-        self.buf.clear();
-        let mut any = false;
-        let mut too_long = false;
-        loop {
-            let chunk = match self.input.fill_buf() {
-                Ok(c) => c,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(TraceError::io(&self.file, &e)),
-            };
-            if chunk.is_empty() {
-                return Ok(any.then_some(too_long));
-            }
-            any = true;
-            let (piece, used, end) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => (&chunk[..i], i + 1, true),
-                None => (chunk, chunk.len(), false),
-            };
-            let room = MAX_LINE_BYTES.saturating_sub(self.buf.len());
-            if piece.len() > room {
-                too_long = true;
-            }
-            self.buf.extend_from_slice(&piece[..piece.len().min(room)]);
-            self.input.consume(used);
-            if end {
-                return Ok(Some(too_long));
-            }
         }
     }
 
@@ -170,6 +144,59 @@ impl<R: BufRead> TraceReader<R> {
             line: self.line_no,
             message,
         })
+    }
+
+    /// Parses the next line, `raw` without its line break (`too_long`: it
+    /// was longer than [`MAX_LINE_BYTES`] and cut), pushing what it holds
+    /// to `out`: nothing (blank, a comment), an event, a bad line, or a
+    /// header's bad fields.
+    pub(crate) fn line(
+        &mut self,
+        raw: &[u8],
+        too_long: bool,
+        names: &mut Names,
+        out: &mut Vec<Entry>,
+    ) {
+        self.line_no += 1;
+        if too_long {
+            out.push(self.bad(format!(
+                "line longer than {MAX_LINE_BYTES} bytes (no line break: not a trace log?)"
+            )));
+            return;
+        }
+        let Ok(text) = std::str::from_utf8(raw) else {
+            out.push(self.bad("not UTF-8 text (garbled line)".into()));
+            return;
+        };
+        let line = text.trim_start_matches('\u{feff}').trim();
+        if line.is_empty() {
+            return;
+        }
+        if line.starts_with('#') {
+            let is_header = line.split_whitespace().next() == Some(HEADER_TAG);
+            if is_header && self.line_no == 1 {
+                for m in self.apply_header(line) {
+                    out.push(self.bad(m));
+                }
+            }
+            return;
+        }
+        out.push(match parse_event_line(line) {
+            Ok(p) => Entry::Event(Event {
+                name: intern(names, p.name),
+                kind: p.kind,
+                pid: self.process.pid,
+                role: self.process.role,
+                start_ns: p.start_ns,
+                dur_ns: p.dur_ns,
+                batch: p.batch,
+                sample: p.sample,
+                ready: p.ready,
+                host: self.process.host.clone(),
+                rank: self.process.rank,
+            }),
+            Err(message) => self.bad(message),
+        });
     }
 
     fn apply_header(&mut self, header: &str) -> Vec<String> {
@@ -212,11 +239,97 @@ impl<R: BufRead> TraceReader<R> {
     }
 }
 
+/// Reads one log file, a line at a time. The process's role and pid are
+/// the file name's; a `#lotus-trace` first line adds host and rank (its
+/// own role and pid may be stale: the tracer renames a log whose process
+/// turns out to be a worker, and keeps its first header).
+pub struct TraceReader<R> {
+    input: R,
+    parser: LineParser,
+    buf: Vec<u8>,
+    done: bool,
+    /// What the last line gave, not handed out yet (in order).
+    pending: std::collections::VecDeque<Entry>,
+    out: Vec<Entry>,
+    names: Names,
+}
+
+impl<R: BufRead> TraceReader<R> {
+    /// A reader of `input`, named `file` in bad lines, whose events belong
+    /// to `process` (role and pid from the file name; host and rank are
+    /// taken from the header where it has them).
+    pub fn new(input: R, file: impl Into<String>, process: Process) -> Self {
+        TraceReader {
+            input,
+            parser: LineParser::new(file.into(), process),
+            buf: Vec::new(),
+            done: false,
+            pending: std::collections::VecDeque::new(),
+            out: Vec::new(),
+            names: Names::new(),
+        }
+    }
+
+    /// The process the events belong to (after the header, once read).
+    pub fn process(&self) -> &Process {
+        &self.parser.process
+    }
+
+    /// Reads the next line without parsing it: `None` at the end,
+    /// `Some(too_long)` with the line (cut when too long) in
+    /// [`TraceReader::raw`].
+    pub(crate) fn raw_line(&mut self) -> Result<Option<bool>, TraceError> {
+        self.read_line()
+    }
+
+    /// The line [`TraceReader::raw_line`] read.
+    pub(crate) fn raw(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The line parser, its line number at the last line parsed.
+    pub(crate) fn parser_mut(&mut self) -> &mut LineParser {
+        &mut self.parser
+    }
+
+    /// Reads the next line into `buf`, at most [`MAX_LINE_BYTES`] of it.
+    /// `None` at the end; `Some(true)` when the line was longer.
+    fn read_line(&mut self) -> Result<Option<bool>, TraceError> {
+        self.buf.clear();
+        let mut any = false;
+        let mut too_long = false;
+        loop {
+            let chunk = match self.input.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(TraceError::io(&self.parser.file, &e)),
+            };
+            if chunk.is_empty() {
+                return Ok(any.then_some(too_long));
+            }
+            any = true;
+            let (piece, used, end) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (&chunk[..i], i + 1, true),
+                None => (chunk, chunk.len(), false),
+            };
+            let room = MAX_LINE_BYTES.saturating_sub(self.buf.len());
+            if piece.len() > room {
+                too_long = true;
+            }
+            self.buf.extend_from_slice(&piece[..piece.len().min(room)]);
+            self.input.consume(used);
+            if end {
+                return Ok(Some(too_long));
+            }
+        }
+    }
+}
+
 impl<R: BufRead> Iterator for TraceReader<R> {
     type Item = Result<Entry, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(e) = self.pending.pop() {
+        if let Some(e) = self.pending.pop_front() {
             return Some(Ok(e));
         }
         while !self.done {
@@ -231,52 +344,12 @@ impl<R: BufRead> Iterator for TraceReader<R> {
                     return Some(Err(e));
                 }
             };
-            self.line_no += 1;
-            if too_long {
-                return Some(Ok(self.bad(format!(
-                    "line longer than {MAX_LINE_BYTES} bytes (no line break: not a trace log?)"
-                ))));
+            self.parser
+                .line(&self.buf, too_long, &mut self.names, &mut self.out);
+            self.pending.extend(self.out.drain(..));
+            if let Some(e) = self.pending.pop_front() {
+                return Some(Ok(e));
             }
-            let Ok(text) = std::str::from_utf8(&self.buf) else {
-                return Some(Ok(self.bad("not UTF-8 text (garbled line)".into())));
-            };
-            let line = text.trim_start_matches('\u{feff}').trim();
-            if line.is_empty() {
-                continue;
-            }
-            if line.starts_with('#') {
-                let is_header = line.split_whitespace().next() == Some(HEADER_TAG);
-                if is_header && self.line_no == 1 {
-                    let line = line.to_string();
-                    let mut problems: Vec<Entry> = self
-                        .apply_header(&line)
-                        .into_iter()
-                        .map(|m| self.bad(m))
-                        .collect();
-                    problems.reverse();
-                    self.pending = problems;
-                    if let Some(e) = self.pending.pop() {
-                        return Some(Ok(e));
-                    }
-                }
-                continue;
-            }
-            return Some(Ok(match parse_event_line(line) {
-                Ok(p) => Entry::Event(Event {
-                    name: p.name,
-                    kind: p.kind,
-                    pid: self.process.pid,
-                    role: self.process.role,
-                    start_ns: p.start_ns,
-                    dur_ns: p.dur_ns,
-                    batch: p.batch,
-                    sample: p.sample,
-                    ready: p.ready,
-                    host: self.process.host.clone(),
-                    rank: self.process.rank,
-                }),
-                Err(message) => self.bad(message),
-            }));
         }
         None
     }
@@ -284,9 +357,9 @@ impl<R: BufRead> Iterator for TraceReader<R> {
 
 /// One event line's own content (the process is the file's).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineEvent {
-    /// The name without the leading `S`.
-    pub name: String,
+pub struct LineEvent<'a> {
+    /// The name without the leading `S` (a part of the line).
+    pub name: &'a str,
     /// What it measures.
     pub kind: Kind,
     /// Start, ns.
@@ -326,6 +399,24 @@ fn quote(line: &str) -> String {
 
 /// A whole number of ns (or an id): not negative, not over `u64::MAX`.
 fn whole_number(text: &str, what: &str) -> Result<u64, String> {
+    // The common case, plain digits (19 of them always fit a u64): one
+    // pass, no trimming.
+    let digits = text.as_bytes();
+    if (1..=19).contains(&digits.len()) {
+        let mut v = 0u64;
+        let mut plain = true;
+        for &d in digits {
+            let d = d.wrapping_sub(b'0');
+            if d > 9 {
+                plain = false;
+                break;
+            }
+            v = v * 10 + u64::from(d);
+        }
+        if plain {
+            return Ok(v);
+        }
+    }
     let t = text.trim();
     if t.is_empty() {
         return Err(format!("{what} is empty"));
@@ -342,7 +433,7 @@ fn whole_number(text: &str, what: &str) -> Result<u64, String> {
 }
 
 /// Parses one event line (trimmed, not blank, not a comment).
-pub fn parse_event_line(line: &str) -> Result<LineEvent, String> {
+pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
     if line.contains('\0') {
         return Err(format!(
             "NUL bytes (a block cut short by a crash?): '{}'",
@@ -409,7 +500,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent, String> {
         }
     }
     let (name, kind) = match kind {
-        Some(k) => (name.to_string(), k),
+        Some(k) => (name, k),
         None => {
             let inferred = infer_kind(name, dur_ns);
             batch = batch.or(inferred.batch);
@@ -430,9 +521,9 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent, String> {
 
 /// What a name alone says about an event with no `kind=` field.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inferred {
+pub struct Inferred<'a> {
     /// The name to show (the original fork's `_<id>` suffix taken off).
-    pub name: String,
+    pub name: &'a str,
     /// The kind.
     pub kind: Kind,
     /// The batch id the name carries.
@@ -446,9 +537,9 @@ pub struct Inferred {
 /// no `kind=` field: the original fork's `BatchPreprocessed_<id>`,
 /// `BatchWait_<id>`, `BatchConsumed_<id>`, `BatchQueued_<id>`; lotus's
 /// `Batch`, `Wait`, `Consume`, `Fetch`, `Sample`; anything else is an op.
-pub fn infer_kind(name: &str, dur_ns: u64) -> Inferred {
+pub fn infer_kind(name: &str, dur_ns: u64) -> Inferred<'_> {
     let plain = |kind| Inferred {
-        name: name.to_string(),
+        name,
         kind,
         batch: None,
         ready: None,
@@ -464,7 +555,7 @@ pub fn infer_kind(name: &str, dur_ns: u64) -> Inferred {
             };
             if let Some(kind) = kind {
                 return Inferred {
-                    name: base.to_string(),
+                    name: base,
                     kind,
                     batch: Some(id),
                     ready: (kind == Kind::Wait).then_some(dur_ns == ORIGINAL_PLACEHOLDER_NS),
@@ -536,7 +627,7 @@ mod tests {
         assert_eq!(
             e,
             LineEvent {
-                name: "RandomResizedCrop".into(),
+                name: "RandomResizedCrop",
                 kind: Kind::Op,
                 start_ns: 100,
                 dur_ns: 20,
@@ -553,12 +644,12 @@ mod tests {
         // The original fork's names, and the space its Compose log has.
         let e = parse_event_line("SToTensor, 1700000000000000000,3000").expect("orig");
         assert_eq!(
-            (e.name.as_str(), e.kind, e.start_ns),
+            (e.name, e.kind, e.start_ns),
             ("ToTensor", Kind::Op, 1_700_000_000_000_000_000)
         );
         let e = parse_event_line("SBatchWait_12,10,1000").expect("orig");
         assert_eq!(
-            (e.name.as_str(), e.kind, e.batch, e.ready),
+            (e.name, e.kind, e.batch, e.ready),
             ("BatchWait", Kind::Wait, Some(12), Some(true))
         );
         let e = parse_event_line("SBatchWait_12,10,999").expect("orig");
@@ -569,7 +660,7 @@ mod tests {
         assert_eq!((e.kind, e.batch), (Kind::Queue, Some(4)));
         let e = parse_event_line("SBatchPreprocessed_7,10,5").expect("orig");
         assert_eq!(
-            (e.name.as_str(), e.kind, e.batch),
+            (e.name, e.kind, e.batch),
             ("BatchPreprocessed", Kind::Batch, Some(7))
         );
         let e = parse_event_line("SCollation,10,5").expect("orig");
@@ -677,6 +768,6 @@ mod tests {
             .collect();
         assert_eq!(entries.len(), 2);
         assert!(bad_messages(&entries)[0].contains("longer than"));
-        assert!(matches!(&entries[1], Entry::Event(e) if e.name == "A"));
+        assert!(matches!(&entries[1], Entry::Event(e) if &*e.name == "A"));
     }
 }

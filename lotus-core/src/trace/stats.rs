@@ -1,5 +1,7 @@
 //! The figures of `lotus trace stats`, from a [`TraceIndex`] gathered with
-//! durations.
+//! durations. Every figure is computed from sorted streams (see
+//! [`crate::spill`]), exactly as over the whole list in memory, with memory
+//! that stays flat however long the trace.
 //!
 //! - **Percentiles** (p50, p95, p99, and Q1/Q3 of the IQR rule) use linear
 //!   interpolation between closest ranks, numpy's default
@@ -23,7 +25,9 @@
 use serde::Serialize;
 
 use super::event::Kind;
-use super::index::{BatchRow, MainRec, TraceIndex};
+use super::index::{BatchRow, DurRec, TraceIndex};
+use crate::spill::bytes::{Get, Put};
+use crate::spill::{Record, Sorted, Sorter, SpillError};
 
 /// The p-th percentile (0 to 100) of `sorted` (ascending, not empty), by
 /// linear interpolation between closest ranks.
@@ -68,23 +72,142 @@ impl Summary {
             return None;
         }
         values.sort_unstable();
-        let n = values.len();
         let total: i128 = values.iter().map(|&v| i128::from(v)).sum();
-        let mean = total as f64 / n as f64;
-        let sorted: Vec<f64> = values.iter().map(|&v| v as f64).collect();
-        let var = sorted.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
-        Some(Summary {
-            count: n as u64,
-            total_ns: total.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
-            mean_ns: mean,
-            p50_ns: percentile(&sorted, 50.0),
-            p95_ns: percentile(&sorted, 95.0),
-            p99_ns: percentile(&sorted, 99.0),
-            std_ns: var.sqrt(),
-            min_ns: values[0],
-            max_ns: values[n - 1],
-        })
+        let mut s = Streaming::new(values.len() as u64, total, &[]);
+        for &v in values.iter() {
+            s.push(v);
+        }
+        Some(s.finish().0)
     }
+}
+
+/// One percentile being picked from a stream: rank `h`, and the values at
+/// `floor(h)` and the rank after.
+#[derive(Debug, Clone)]
+struct Rank {
+    h: f64,
+    lo: u64,
+    hi: u64,
+    x_lo: f64,
+    x_hi: f64,
+}
+
+/// The figures of `n` values summing to `total`, fed ascending one by one:
+/// the same arithmetic, in the same order, as over a sorted list.
+#[derive(Debug, Clone)]
+struct Streaming {
+    n: u64,
+    total: i128,
+    mean: f64,
+    seen: u64,
+    squares: f64,
+    min: i64,
+    max: i64,
+    /// p50, p95, p99, then the extra percentiles asked for.
+    ranks: Vec<Rank>,
+}
+
+impl Streaming {
+    fn new(n: u64, total: i128, extra: &[f64]) -> Self {
+        let ranks = [50.0, 95.0, 99.0]
+            .iter()
+            .chain(extra)
+            .map(|&p| {
+                let h = n.saturating_sub(1) as f64 * (p / 100.0);
+                let lo = (h.floor() as u64).min(n.saturating_sub(1));
+                Rank {
+                    h,
+                    lo,
+                    hi: (lo + 1).min(n.saturating_sub(1)),
+                    x_lo: f64::NAN,
+                    x_hi: f64::NAN,
+                }
+            })
+            .collect();
+        Streaming {
+            n,
+            total,
+            mean: total as f64 / n.max(1) as f64,
+            seen: 0,
+            squares: 0.0,
+            min: 0,
+            max: 0,
+            ranks,
+        }
+    }
+
+    fn push(&mut self, v: i64) {
+        let x = v as f64;
+        if self.seen == 0 {
+            self.min = v;
+        }
+        self.max = v;
+        self.squares += (x - self.mean) * (x - self.mean);
+        for r in &mut self.ranks {
+            if r.lo == self.seen {
+                r.x_lo = x;
+            }
+            if r.hi == self.seen {
+                r.x_hi = x;
+            }
+        }
+        self.seen += 1;
+    }
+
+    /// The summary and the extra percentiles.
+    fn finish(self) -> (Summary, Vec<f64>) {
+        let at = |r: &Rank| r.x_lo + (r.h - r.lo as f64) * (r.x_hi - r.x_lo);
+        let p: Vec<f64> = self.ranks.iter().map(at).collect();
+        let n = self.n.max(1);
+        (
+            Summary {
+                count: self.n,
+                total_ns: self.total.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
+                mean_ns: self.mean,
+                p50_ns: p[0],
+                p95_ns: p[1],
+                p99_ns: p[2],
+                std_ns: (self.squares / n as f64).sqrt(),
+                min_ns: self.min,
+                max_ns: self.max,
+            },
+            p[3..].to_vec(),
+        )
+    }
+}
+
+/// A summary and the extra percentiles asked for.
+type Figures = (Summary, Vec<f64>);
+
+/// The summaries of a stream sorted by key then value; `counts[key]` and
+/// `totals[key]` are each key's count and sum, known beforehand. Each
+/// summary comes with the `extra` percentiles.
+fn summaries_by_key(
+    sorted: impl Iterator<Item = Result<DurRec, SpillError>>,
+    keys: &[(u64, i128)],
+    extra: &[f64],
+) -> Result<Vec<Option<Figures>>, SpillError> {
+    let mut out = vec![None; keys.len()];
+    let mut cur: Option<(u32, Streaming)> = None;
+    for r in sorted {
+        let r = r?;
+        match &mut cur {
+            Some((k, s)) if *k == r.key => s.push(r.dur),
+            _ => {
+                if let Some((k, s)) = cur.take() {
+                    out[k as usize] = Some(s.finish());
+                }
+                let (n, total) = keys.get(r.key as usize).copied().unwrap_or((0, 0));
+                let mut s = Streaming::new(n, total, extra);
+                s.push(r.dur);
+                cur = Some((r.key, s));
+            }
+        }
+    }
+    if let Some((k, s)) = cur {
+        out[k as usize] = Some(s.finish());
+    }
+    Ok(out)
 }
 
 /// The summary of the events of one name.
@@ -251,7 +374,8 @@ pub struct DelayStats {
     pub consumed_without_batch: u64,
 }
 
-/// One batch, as the statistics list it.
+/// One batch, as the statistics list it ([`PerBatchRows`] gives them in
+/// order of start).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PerBatch {
     /// Its id, where known.
@@ -295,53 +419,141 @@ pub struct TraceStats {
     pub wait: WaitStats,
     /// From end of preprocessing to consumption.
     pub delay: DelayStats,
-    /// Every batch, in order of start.
-    pub per_batch: Vec<PerBatch>,
+}
+
+/// A batch as sorted for [`PerBatchRows`]: by start, then the process's
+/// pid in the view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct RowRec {
+    start: u64,
+    out_pid: u64,
+    dur: u64,
+    batch: Option<u64>,
+    pid: u32,
+    consumed: Option<u64>,
+    main_pid: Option<u64>,
+    wait: Option<u64>,
+    ready: Option<bool>,
+}
+
+impl Record for RowRec {
+    const SIZE: usize = 65;
+    fn encode(&self, out: &mut [u8]) {
+        Put::new(out)
+            .u64(self.start)
+            .u64(self.out_pid)
+            .u64(self.dur)
+            .opt_u64(self.batch)
+            .u32(self.pid)
+            .opt_u64(self.consumed)
+            .opt_u64(self.main_pid)
+            .opt_u64(self.wait)
+            .opt_bool(self.ready);
+    }
+    fn decode(b: &[u8]) -> Self {
+        let mut g = Get::new(b);
+        RowRec {
+            start: g.u64(),
+            out_pid: g.u64(),
+            dur: g.u64(),
+            batch: g.opt_u64(),
+            pid: g.u32(),
+            consumed: g.opt_u64(),
+            main_pid: g.opt_u64(),
+            wait: g.opt_u64(),
+            ready: g.opt_bool(),
+        }
+    }
+}
+
+/// Every batch with what happened to it, in order of start (then of the
+/// process's pid), read from a sorted stream (an item is an error only when
+/// a temporary file cannot be read back).
+#[derive(Debug)]
+pub struct PerBatchRows {
+    sorted: Sorted<RowRec>,
+}
+
+impl PerBatchRows {
+    /// How many batches.
+    pub fn len(&self) -> u64 {
+        self.sorted.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+}
+
+impl Iterator for PerBatchRows {
+    type Item = Result<PerBatch, SpillError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.sorted.next()?.map(|r| {
+            let end_ns = r.start.saturating_add(r.dur);
+            PerBatch {
+                batch: r.batch,
+                pid: r.pid,
+                start_ns: r.start,
+                dur_ns: r.dur,
+                end_ns,
+                consumed_ns: r.consumed,
+                main_pid: r.main_pid.map(|p| p as u32),
+                delay_ns: r
+                    .consumed
+                    .map(|c| (i128::from(c) - i128::from(end_ns)) as i64),
+                wait_ns: r.wait,
+                wait_bucket: r.wait.map(|w| WaitBucket::of(w, r.ready)),
+            }
+        }))
+    }
 }
 
 /// Total time per op name (events of kind `op`), ns, by name.
 pub fn op_totals(index: &TraceIndex) -> Vec<(String, u64)> {
     let mut v: Vec<(String, u64)> = index
-        .durations
-        .as_ref()
-        .and_then(|d| d.get(&Kind::Op))
-        .map(|names| {
-            names
-                .iter()
-                .map(|(n, d)| (n.clone(), d.iter().map(|&x| x.max(0) as u64).sum()))
-                .collect()
+        .keys
+        .iter()
+        .filter(|k| k.kind == Kind::Op)
+        .filter_map(|k| {
+            let total = k.total_ns.clamp(0, i128::from(u64::MAX)) as u64;
+            Some((k.name.clone()?, total))
         })
-        .unwrap_or_default();
+        .collect();
     v.sort();
     v
 }
 
 impl TraceStats {
     /// The statistics of `index` (gathered with durations; without them,
-    /// `ops` and `kinds` are empty).
-    pub fn compute(index: &TraceIndex) -> TraceStats {
-        let pid = |p: usize| index.processes[p].process.pid;
+    /// the duration figures (`ops`, `kinds`, the batch and wait summaries,
+    /// the outliers) are empty), and every batch in order of start. Takes
+    /// the index's durations; memory stays within its budget per sort. An
+    /// error only when a temporary file cannot be written or read.
+    pub fn compute(index: &mut TraceIndex) -> Result<(TraceStats, PerBatchRows), SpillError> {
+        let budget = index.budget();
+        let counts: Vec<(u64, i128)> = index.keys.iter().map(|k| (k.count, k.total_ns)).collect();
+        let mut by_key = match index.take_durations() {
+            Some(d) => summaries_by_key(d.finish()?, &counts, &[25.0, 75.0])?,
+            None => vec![None; counts.len()],
+        };
         let mut ops = Vec::new();
         let mut kinds = Vec::new();
-        if let Some(d) = &index.durations {
-            if let Some(names) = d.get(&Kind::Op) {
-                for (name, values) in names {
-                    if let Some(summary) = Summary::of(&mut values.clone()) {
-                        ops.push(NamedSummary {
-                            name: name.clone(),
-                            summary,
-                        });
-                    }
-                }
-            }
-            for kind in Kind::ALL.into_iter().filter(|k| *k != Kind::Op) {
-                let mut all: Vec<i64> = d
-                    .get(&kind)
-                    .map(|names| names.values().flatten().copied().collect())
-                    .unwrap_or_default();
-                if let Some(summary) = Summary::of(&mut all) {
-                    kinds.push(KindSummary { kind, summary });
-                }
+        for (k, figures) in index.keys.iter().zip(&by_key) {
+            let Some((summary, _)) = figures else {
+                continue;
+            };
+            match (&k.name, k.kind) {
+                (Some(name), Kind::Op) => ops.push(NamedSummary {
+                    name: name.clone(),
+                    summary: summary.clone(),
+                }),
+                (None, kind) if kind != Kind::Op => kinds.push(KindSummary {
+                    kind,
+                    summary: summary.clone(),
+                }),
+                _ => {}
             }
         }
         ops.sort_by(|a, b| {
@@ -351,32 +563,114 @@ impl TraceStats {
                 .then_with(|| a.name.cmp(&b.name))
         });
 
-        let joined = index.joined();
-        let batches = batch_stats(&joined.rows, &pid);
-        let wait = wait_stats(&index.waits);
-        let mut delays: Vec<i64> = joined.rows.iter().filter_map(BatchRow::delay_ns).collect();
-        let delay = DelayStats {
-            summary: Summary::of(&mut delays),
-            unconsumed: joined.rows.iter().filter(|r| r.consume.is_none()).count() as u64,
-            consumed_without_batch: joined.consumed_without_batch,
+        let mut batches = match by_key[Kind::Batch as usize].take() {
+            Some((summary, q)) => {
+                let (q1, q3) = (q[0], q[1]);
+                let iqr = q3 - q1;
+                BatchStats {
+                    summary: Some(summary),
+                    q1_ns: Some(q1),
+                    q3_ns: Some(q3),
+                    iqr_ns: Some(iqr),
+                    low_fence_ns: Some(q1 - 1.5 * iqr),
+                    high_fence_ns: Some(q3 + 1.5 * iqr),
+                    outliers: Vec::new(),
+                }
+            }
+            None => BatchStats {
+                summary: None,
+                q1_ns: None,
+                q3_ns: None,
+                iqr_ns: None,
+                low_fence_ns: None,
+                high_fence_ns: None,
+                outliers: Vec::new(),
+            },
         };
-        let per_batch = joined
-            .rows
+        let waits = index.main_counts().0;
+        let wait = WaitStats {
+            summary: by_key[Kind::Wait as usize].take().map(|(s, _)| s),
+            buckets: WaitBucket::ALL
+                .into_iter()
+                .zip(index.wait_buckets)
+                .map(|(bucket, (count, total_ns))| BucketRow {
+                    bucket,
+                    count,
+                    share: if waits == 0 {
+                        0.0
+                    } else {
+                        count as f64 / waits as f64
+                    },
+                    total_ns,
+                })
+                .collect(),
+        };
+
+        // Every batch with its consumption and wait: sorted by start for
+        // the listing, its delay sorted for the figures, outliers kept.
+        let pids: Vec<(u32, u64)> = index
+            .processes
             .iter()
-            .map(|r| PerBatch {
-                batch: r.preprocessing.batch,
-                pid: pid(r.preprocessing.process),
-                start_ns: r.preprocessing.start_ns,
-                dur_ns: r.preprocessing.dur_ns,
-                end_ns: r.end_ns(),
-                consumed_ns: r.consume.map(|c| c.start_ns),
-                main_pid: r.consume.map(|c| pid(c.process)),
-                delay_ns: r.delay_ns(),
-                wait_ns: r.wait.map(|w| w.dur_ns),
-                wait_bucket: r.wait.map(|w| WaitBucket::of(w.dur_ns, w.ready)),
-            })
+            .map(|p| (p.process.pid, p.out_pid))
             .collect();
-        TraceStats {
+        let pid = |p: usize| pids.get(p).copied().unwrap_or((0, 0));
+        let fences = batches.low_fence_ns.zip(batches.high_fence_ns);
+        let mut rows = Sorter::new(budget);
+        let mut delays = Sorter::new(budget);
+        let (mut delay_total, mut unconsumed) = (0i128, 0u64);
+        let mut outliers: Vec<(u64, u64, Outlier)> = Vec::new();
+        let consumed_without_batch = index.join(|r: BatchRow| {
+            let (p, out_pid) = pid(r.preprocessing.process);
+            match r.delay_ns() {
+                Some(d) => {
+                    delay_total += i128::from(d);
+                    delays.push(DurRec { key: 0, dur: d })?;
+                }
+                None => unconsumed += 1,
+            }
+            if let Some((low, high)) = fences {
+                let d = r.preprocessing.dur_ns as f64;
+                let side = if d < low {
+                    Some("low")
+                } else if d > high {
+                    Some("high")
+                } else {
+                    None
+                };
+                if let Some(side) = side {
+                    outliers.push((
+                        r.preprocessing.start_ns,
+                        out_pid,
+                        Outlier {
+                            batch: r.preprocessing.batch,
+                            pid: p,
+                            start_ns: r.preprocessing.start_ns,
+                            dur_ns: r.preprocessing.dur_ns,
+                            side,
+                        },
+                    ));
+                }
+            }
+            rows.push(RowRec {
+                start: r.preprocessing.start_ns,
+                out_pid,
+                dur: r.preprocessing.dur_ns,
+                batch: r.preprocessing.batch,
+                pid: p,
+                consumed: r.consume.map(|c| c.start_ns),
+                main_pid: r.consume.map(|c| u64::from(pid(c.process).0)),
+                wait: r.wait.map(|w| w.dur_ns),
+                ready: r.wait.and_then(|w| w.ready),
+            })
+        })?;
+        outliers.sort_by_key(|o| (o.0, o.1, o.2.dur_ns));
+        batches.outliers = outliers.into_iter().map(|(_, _, o)| o).collect();
+        let delay_count = delays.len();
+        let delay_summary = summaries_by_key(delays.finish()?, &[(delay_count, delay_total)], &[])?
+            .pop()
+            .flatten()
+            .map(|(s, _)| s);
+        let stats = TraceStats {
             events: index.events,
             bad_lines: index.warnings.total,
             processes: index
@@ -395,90 +689,19 @@ impl TraceStats {
             kinds,
             batches,
             wait,
-            delay,
-            per_batch,
-        }
-    }
-}
-
-fn batch_stats(rows: &[BatchRow], pid: &dyn Fn(usize) -> u32) -> BatchStats {
-    let mut durs: Vec<i64> = rows
-        .iter()
-        .map(|r| i64::try_from(r.preprocessing.dur_ns).unwrap_or(i64::MAX))
-        .collect();
-    let summary = Summary::of(&mut durs);
-    if summary.is_none() {
-        return BatchStats {
-            summary,
-            q1_ns: None,
-            q3_ns: None,
-            iqr_ns: None,
-            low_fence_ns: None,
-            high_fence_ns: None,
-            outliers: Vec::new(),
+            delay: DelayStats {
+                summary: delay_summary,
+                unconsumed,
+                consumed_without_batch,
+            },
         };
+        Ok((
+            stats,
+            PerBatchRows {
+                sorted: rows.finish()?,
+            },
+        ))
     }
-    let sorted: Vec<f64> = durs.iter().map(|&v| v as f64).collect();
-    let q1 = percentile(&sorted, 25.0);
-    let q3 = percentile(&sorted, 75.0);
-    let iqr = q3 - q1;
-    let (low, high) = (q1 - 1.5 * iqr, q3 + 1.5 * iqr);
-    let outliers = rows
-        .iter()
-        .filter_map(|r| {
-            let d = r.preprocessing.dur_ns as f64;
-            let side = if d < low {
-                "low"
-            } else if d > high {
-                "high"
-            } else {
-                return None;
-            };
-            Some(Outlier {
-                batch: r.preprocessing.batch,
-                pid: pid(r.preprocessing.process),
-                start_ns: r.preprocessing.start_ns,
-                dur_ns: r.preprocessing.dur_ns,
-                side,
-            })
-        })
-        .collect();
-    BatchStats {
-        summary,
-        q1_ns: Some(q1),
-        q3_ns: Some(q3),
-        iqr_ns: Some(iqr),
-        low_fence_ns: Some(low),
-        high_fence_ns: Some(high),
-        outliers,
-    }
-}
-
-fn wait_stats(waits: &[MainRec]) -> WaitStats {
-    let mut durs: Vec<i64> = waits
-        .iter()
-        .map(|w| i64::try_from(w.dur_ns).unwrap_or(i64::MAX))
-        .collect();
-    let summary = Summary::of(&mut durs);
-    let n = waits.len() as u64;
-    let buckets = WaitBucket::ALL
-        .into_iter()
-        .map(|bucket| {
-            let (count, total_ns) = waits
-                .iter()
-                .filter(|w| WaitBucket::of(w.dur_ns, w.ready) == bucket)
-                .fold((0u64, 0u64), |(c, t), w| {
-                    (c + 1, t.saturating_add(w.dur_ns))
-                });
-            BucketRow {
-                bucket,
-                count,
-                share: if n == 0 { 0.0 } else { count as f64 / n as f64 },
-                total_ns,
-            }
-        })
-        .collect();
-    WaitStats { summary, buckets }
 }
 
 #[cfg(test)]
@@ -523,5 +746,175 @@ mod tests {
         for b in WaitBucket::ALL {
             assert_eq!(serde_json::to_value(b).expect("json"), b.as_str());
         }
+    }
+
+    #[test]
+    fn streamed_figures_equal_the_sorted_list() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for n in [1usize, 2, 3, 10, 101, 1000] {
+            let mut v: Vec<i64> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % 10_000) as i64
+                })
+                .collect();
+            v.sort_unstable();
+            let total: i128 = v.iter().map(|&a| i128::from(a)).sum();
+            let mut st = Streaming::new(n as u64, total, &[25.0, 75.0, 0.0, 100.0]);
+            for &a in &v {
+                st.push(a);
+            }
+            let (sum, extra) = st.finish();
+            let f: Vec<f64> = v.iter().map(|&a| a as f64).collect();
+            assert_eq!(sum.p50_ns, percentile(&f, 50.0), "n={n}");
+            assert_eq!(sum.p95_ns, percentile(&f, 95.0), "n={n}");
+            assert_eq!(sum.p99_ns, percentile(&f, 99.0), "n={n}");
+            assert_eq!(
+                extra,
+                vec![percentile(&f, 25.0), percentile(&f, 75.0), f[0], f[n - 1]]
+            );
+            assert_eq!((sum.min_ns, sum.max_ns), (v[0], v[n - 1]));
+            let mean = total as f64 / n as f64;
+            let var = f.iter().map(|a| (a - mean) * (a - mean)).sum::<f64>() / n as f64;
+            assert_eq!(sum.std_ns, var.sqrt());
+        }
+    }
+
+    /// A pipeline's events: 2 workers, 3 ops per sample, 4 samples per
+    /// batch, waits and consumptions in the main process (some batches
+    /// never consumed, one consumption of a batch nobody made).
+    fn pipeline(ix: &mut TraceIndex) {
+        use crate::trace::{Event, Role};
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let ev = |name: &str, kind, role, pid, start, dur, batch: Option<u64>| Event {
+            name: name.into(),
+            kind,
+            pid,
+            role,
+            start_ns: start,
+            dur_ns: dur,
+            batch,
+            sample: None,
+            ready: (kind == Kind::Wait).then_some(dur == 0),
+            host: None,
+            rank: None,
+        };
+        for w in 0..2u32 {
+            ix.begin("", &format!("w{w}"));
+            for b in (w as u64..60).step_by(2) {
+                let start = 1_000_000 * b + rnd(1000);
+                for k in 0..4u64 {
+                    for (i, op) in ["Loader", "Flip", "Normalize"].iter().enumerate() {
+                        let s = start + k * 100 + i as u64 * 10;
+                        ix.add(&ev(
+                            op,
+                            Kind::Op,
+                            Role::Worker,
+                            10 + w,
+                            s,
+                            rnd(5000),
+                            Some(b),
+                        ))
+                        .expect("add");
+                    }
+                }
+                let dur = if b == 7 {
+                    900_000
+                } else {
+                    400_000 + rnd(50_000)
+                };
+                ix.add(&ev(
+                    "Batch",
+                    Kind::Batch,
+                    Role::Worker,
+                    10 + w,
+                    start,
+                    dur,
+                    Some(b),
+                ))
+                .expect("add");
+            }
+        }
+        ix.begin("", "main");
+        for b in 0..57u64 {
+            let t = 1_000_000 * b + 600_000;
+            let wait = if b % 3 == 0 { 0 } else { rnd(2_000_000) };
+            ix.add(&ev("Wait", Kind::Wait, Role::Main, 1, t, wait, Some(b)))
+                .expect("add");
+            ix.add(&ev(
+                "Consume",
+                Kind::Consume,
+                Role::Main,
+                1,
+                t + wait,
+                0,
+                Some(b),
+            ))
+            .expect("add");
+        }
+        ix.add(&ev(
+            "Consume",
+            Kind::Consume,
+            Role::Main,
+            1,
+            99,
+            0,
+            Some(999),
+        ))
+        .expect("add");
+    }
+
+    #[test]
+    fn spilled_statistics_equal_in_memory_ones() {
+        let run = |bytes: usize| {
+            let mut ix = TraceIndex::new(true, crate::spill::Budget::new(bytes));
+            pipeline(&mut ix);
+            let (stats, rows) = TraceStats::compute(&mut ix).expect("stats");
+            let rows: Vec<PerBatch> = rows.collect::<Result<_, _>>().expect("rows");
+            (stats, rows)
+        };
+        let (mem, mem_rows) = run(1 << 30);
+        let (disk, disk_rows) = run(1);
+        assert_eq!(mem, disk);
+        assert_eq!(mem_rows, disk_rows);
+        // The figures themselves, from the events as a plain list.
+        assert_eq!(mem.ops.len(), 3);
+        assert_eq!(
+            mem.ops.iter().map(|o| o.summary.count).sum::<u64>(),
+            60 * 4 * 3
+        );
+        let batch = mem.batches.summary.as_ref().expect("batches");
+        assert_eq!(batch.count, 60);
+        assert_eq!(batch.max_ns, 900_000);
+        assert!(mem
+            .batches
+            .outliers
+            .iter()
+            .any(|o| o.batch == Some(7) && o.side == "high"));
+        assert_eq!(mem.delay.summary.as_ref().map(|s| s.count), Some(57));
+        assert_eq!(
+            (mem.delay.unconsumed, mem.delay.consumed_without_batch),
+            (3, 1)
+        );
+        assert_eq!(mem.wait.buckets[0].count, 19);
+        assert_eq!(mem_rows.len(), 60);
+        assert!(mem_rows.windows(2).all(|w| w[0].start_ns <= w[1].start_ns));
+        for r in &mem_rows {
+            let b = r.batch.expect("id");
+            assert_eq!(r.consumed_ns.is_some(), b < 57, "batch {b}");
+            assert_eq!(r.pid, 10 + (b % 2) as u32);
+        }
+        assert_eq!(
+            op_totals(&TraceIndex::new(false, crate::spill::Budget::default())),
+            vec![]
+        );
     }
 }
