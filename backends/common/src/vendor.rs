@@ -2,7 +2,9 @@
 //! tool's collect command in a process group of its own with its output
 //! (and the target's) in `collect.log`; waiting, stopping and reaping it;
 //! then the tool's report command with its output in `report.log`. Errors
-//! name the command and quote the end of its log.
+//! name the command and quote the end of its log. [`VendorCollection`] is
+//! the [`Collection`] both backends return; each supplies only its
+//! [`VendorReport`] step (its folders and its report reader).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -11,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use lotus_core::{ProfilerError, Target};
+use lotus_core::{Collection, ProfilerError, Report, Target};
 
 /// How many of a command's last output lines go into an error message.
 const TAIL_LINES: usize = 20;
@@ -205,5 +207,73 @@ impl Drop for VendorRun {
         if self.exit.is_none() {
             let _ = self.kill();
         }
+    }
+}
+
+/// A vendor backend's own part of a collection: its folders, and how its
+/// report is made and read once the collect command has finished.
+pub trait VendorReport: Send {
+    /// Runs the tool's report command (through [`VendorRun::report`]) and
+    /// reads what it wrote.
+    fn read(&mut self, run: &VendorRun) -> Result<Report, ProfilerError>;
+}
+
+/// A collection through a vendor tool. The profiled process opens and
+/// closes windows itself (through ITT, or uProf's profile-control API), so
+/// [`Collection::resume`] and [`Collection::pause`] do nothing here.
+#[derive(Debug)]
+pub struct VendorCollection<R> {
+    // Dropped first: the tool is stopped before its folders are removed.
+    run: VendorRun,
+    report: R,
+}
+
+impl<R: VendorReport> VendorCollection<R> {
+    /// A collection of `run`, reported by `report`.
+    pub fn new(run: VendorRun, report: R) -> Self {
+        VendorCollection { run, report }
+    }
+
+    /// The collect command's run.
+    pub fn run(&self) -> &VendorRun {
+        &self.run
+    }
+
+    /// The backend's own part.
+    pub fn parts(&self) -> &R {
+        &self.report
+    }
+}
+
+impl<R: VendorReport> Collection for VendorCollection<R> {
+    /// The tool's process id (the target is its child).
+    fn pid(&self) -> u32 {
+        self.run.pid()
+    }
+
+    /// A no-op: the profiled process resumes the collection itself.
+    fn resume(&mut self) -> Result<(), ProfilerError> {
+        Ok(())
+    }
+
+    /// A no-op: the profiled process pauses the collection itself.
+    fn pause(&mut self) -> Result<(), ProfilerError> {
+        Ok(())
+    }
+
+    fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+        self.run.try_wait()
+    }
+
+    /// SIGINT to the tool's process group (it stops its collection), then
+    /// SIGKILL after the tool's grace period.
+    fn kill(&mut self) -> Result<(), ProfilerError> {
+        self.run.kill()
+    }
+
+    /// Waits for the collect command, then runs and reads the report.
+    fn report(mut self: Box<Self>) -> Result<Report, ProfilerError> {
+        self.run.finished()?;
+        self.report.read(&self.run)
     }
 }

@@ -32,13 +32,12 @@
 use std::ffi::OsString;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 use std::time::{Duration, SystemTime};
 
 use lotus_backend_common as common;
-use lotus_backend_common::vendor::{io_error, Tool, VendorRun};
+use lotus_backend_common::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
 use lotus_core::profiler::shell_quote;
-use lotus_core::{CollectOptions, CollectPlan, Collection, ProfilerError, Report, Target};
+use lotus_core::{CollectOptions, CollectPlan, ProfilerError, Report, Target};
 use tempfile::TempDir;
 
 use crate::report::read_report;
@@ -170,11 +169,13 @@ pub fn plan(cli: Option<&Path>, target: &Target, options: &CollectOptions) -> Co
 }
 
 /// A target running under `AMDuProfCLI collect`.
+pub type UProfCollection = VendorCollection<UProfFiles>;
+
+/// A uProf collection's folders.
 #[derive(Debug)]
-pub struct UProfCollection {
-    run: VendorRun,
+pub struct UProfFiles {
     /// Logs, and (without keep_raw) `D` and `F`; deleted on drop (after the
-    /// run, which is declared first, is stopped).
+    /// collect command is stopped).
     _work: TempDir,
     /// `D`.
     raw: PathBuf,
@@ -219,15 +220,17 @@ pub fn start(
     args.push(target.program.clone().into_os_string());
     args.extend(target.args.iter().cloned());
     let run = VendorRun::spawn(TOOL, cli, &args, target, work.path())?;
-    Ok(UProfCollection {
+    Ok(VendorCollection::new(
         run,
-        _work: work,
-        raw,
-        report_file,
-    })
+        UProfFiles {
+            _work: work,
+            raw,
+            report_file,
+        },
+    ))
 }
 
-impl UProfCollection {
+impl UProfFiles {
     /// `D`: the folder AMDuProfCLI writes its session into.
     pub fn raw_dir(&self) -> &Path {
         &self.raw
@@ -235,52 +238,23 @@ impl UProfCollection {
 
     /// Finds the session folder AMDuProfCLI made in `D`: the newest
     /// `AMDuProf*` sub-folder.
-    pub fn find_session(&self) -> Result<PathBuf, ProfilerError> {
+    pub fn find_session(&self, run: &VendorRun) -> Result<PathBuf, ProfilerError> {
         find_session(&self.raw).map_err(|why| {
             TOOL.error(format!(
                 "{why}; `{}` said:\n{}",
-                self.run.collect_line(),
-                self.run.collect_tail()
+                run.collect_line(),
+                run.collect_tail()
             ))
         })
     }
-
-    fn finish(&mut self) -> Result<Report, ProfilerError> {
-        self.run.finished()?;
-        let session = self.find_session()?;
-        let file = self
-            .run
-            .report(&report_args(&session, &self.report_file), &self.report_file)?;
-        let name = self.report_file.display().to_string();
-        Ok(read_report(&mut BufReader::new(file), &name)?)
-    }
 }
 
-impl Collection for UProfCollection {
-    fn pid(&self) -> u32 {
-        self.run.pid()
-    }
-
-    /// A no-op: the profiled process resumes uProf itself.
-    fn resume(&mut self) -> Result<(), ProfilerError> {
-        Ok(())
-    }
-
-    /// A no-op: the profiled process pauses uProf itself.
-    fn pause(&mut self) -> Result<(), ProfilerError> {
-        Ok(())
-    }
-
-    fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
-        self.run.try_wait()
-    }
-
-    fn kill(&mut self) -> Result<(), ProfilerError> {
-        self.run.kill()
-    }
-
-    fn report(mut self: Box<Self>) -> Result<Report, ProfilerError> {
-        self.finish()
+impl VendorReport for UProfFiles {
+    fn read(&mut self, run: &VendorRun) -> Result<Report, ProfilerError> {
+        let session = self.find_session(run)?;
+        let file = run.report(&report_args(&session, &self.report_file), &self.report_file)?;
+        let name = self.report_file.display().to_string();
+        Ok(read_report(&mut BufReader::new(file), &name)?)
     }
 }
 

@@ -30,12 +30,11 @@
 use std::ffi::OsString;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 use std::time::Duration;
 
 use lotus_backend_common as common;
-use lotus_backend_common::vendor::{io_error, Tool, VendorRun};
-use lotus_core::{CollectOptions, CollectPlan, Collection, ProfilerError, Report, Target};
+use lotus_backend_common::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
+use lotus_core::{CollectOptions, CollectPlan, ProfilerError, Report, Target};
 
 use crate::report::read_hotspots;
 
@@ -183,9 +182,11 @@ impl Folder {
 }
 
 /// A target running under `vtune -collect`.
+pub type VTuneCollection = VendorCollection<VTuneFiles>;
+
+/// A VTune collection's folder: `D` and `F` in it.
 #[derive(Debug)]
-pub struct VTuneCollection {
-    run: VendorRun,
+pub struct VTuneFiles {
     folder: Folder,
 }
 
@@ -218,10 +219,10 @@ pub fn start(
     let result = folder.path().join(RESULT_DIR);
     let args = full_collect_args(target, options, &result);
     let run = VendorRun::spawn(TOOL, vtune, &args, target, folder.path())?;
-    Ok(VTuneCollection { run, folder })
+    Ok(VendorCollection::new(run, VTuneFiles { folder }))
 }
 
-impl VTuneCollection {
+impl VTuneFiles {
     /// `D`: the result folder `vtune` writes.
     pub fn result_dir(&self) -> PathBuf {
         self.folder.path().join(RESULT_DIR)
@@ -231,46 +232,14 @@ impl VTuneCollection {
     pub fn report_file(&self) -> PathBuf {
         self.folder.path().join(REPORT_FILE)
     }
-
-    fn finish(&mut self) -> Result<Report, ProfilerError> {
-        self.run.finished()?;
-        let report_file = self.report_file();
-        let file = self
-            .run
-            .report(&report_args(&self.result_dir(), &report_file), &report_file)?;
-        let name = report_file.display().to_string();
-        Ok(read_hotspots(&mut BufReader::new(file), &name)?)
-    }
 }
 
-impl Collection for VTuneCollection {
-    /// The `vtune` process's id (the target is its child).
-    fn pid(&self) -> u32 {
-        self.run.pid()
-    }
-
-    /// A no-op: the profiled process resumes VTune itself, through ITT.
-    fn resume(&mut self) -> Result<(), ProfilerError> {
-        Ok(())
-    }
-
-    /// A no-op: the profiled process pauses VTune itself, through ITT.
-    fn pause(&mut self) -> Result<(), ProfilerError> {
-        Ok(())
-    }
-
-    fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
-        self.run.try_wait()
-    }
-
-    /// SIGINT to `vtune`'s process group (vtune stops its collection), then
-    /// SIGKILL after a grace period.
-    fn kill(&mut self) -> Result<(), ProfilerError> {
-        self.run.kill()
-    }
-
-    fn report(mut self: Box<Self>) -> Result<Report, ProfilerError> {
-        self.finish()
+impl VendorReport for VTuneFiles {
+    fn read(&mut self, run: &VendorRun) -> Result<Report, ProfilerError> {
+        let report_file = self.report_file();
+        let file = run.report(&report_args(&self.result_dir(), &report_file), &report_file)?;
+        let name = report_file.display().to_string();
+        Ok(read_hotspots(&mut BufReader::new(file), &name)?)
     }
 }
 
