@@ -161,24 +161,32 @@ fn write_run<R: Record>(
     Ok(Run { file, len })
 }
 
-/// Records pushed in any order, given back ascending.
+/// A run being sorted and written on a thread of its own.
+type Writing = std::thread::JoinHandle<Result<Run, SpillError>>;
+
+/// Records pushed in any order, given back ascending. A full buffer is
+/// sorted and written on a thread of its own while the next one fills, so
+/// a sorter holds at most two budgets' worth of records.
 #[derive(Debug)]
-pub struct Sorter<R: Record + Ord> {
+pub struct Sorter<R: Record + Ord + Send + 'static> {
     budget: Budget,
     cap: usize,
     buf: Vec<R>,
     runs: Vec<Run>,
+    writing: Option<Writing>,
     len: u64,
 }
 
-impl<R: Record + Ord> Sorter<R> {
-    /// An empty sorter holding at most `budget` in memory.
+impl<R: Record + Ord + Send + 'static> Sorter<R> {
+    /// An empty sorter holding at most `budget` in memory (two while a run
+    /// is written).
     pub fn new(budget: Budget) -> Self {
         Sorter {
             budget,
             cap: budget.records::<R>(),
             buf: Vec::new(),
             runs: Vec::new(),
+            writing: None,
             len: 0,
         }
     }
@@ -188,8 +196,23 @@ impl<R: Record + Ord> Sorter<R> {
         self.buf.push(r);
         self.len += 1;
         if self.buf.len() >= self.cap {
-            self.buf.sort_unstable();
-            let run = write_run(self.budget, self.buf.drain(..).map(Ok))?;
+            self.wait_for_run()?;
+            let mut full = std::mem::replace(&mut self.buf, Vec::with_capacity(self.cap));
+            let budget = self.budget;
+            self.writing = Some(std::thread::spawn(move || {
+                full.sort_unstable();
+                write_run(budget, full.into_iter().map(Ok))
+            }));
+        }
+        Ok(())
+    }
+
+    /// Waits for the run being written, if any.
+    fn wait_for_run(&mut self) -> Result<(), SpillError> {
+        if let Some(h) = self.writing.take() {
+            let run = h.join().map_err(|_| {
+                SpillError::io(self.budget, io::Error::other("the sorting thread failed"))
+            })??;
             self.runs.push(run);
         }
         Ok(())
@@ -207,11 +230,12 @@ impl<R: Record + Ord> Sorter<R> {
 
     /// Whether some records went to disk.
     pub fn spilled(&self) -> bool {
-        !self.runs.is_empty()
+        !self.runs.is_empty() || self.writing.is_some()
     }
 
     /// Every record, ascending.
     pub fn finish(mut self) -> Result<Sorted<R>, SpillError> {
+        self.wait_for_run()?;
         self.buf.sort_unstable();
         if self.runs.is_empty() {
             return Ok(Sorted {
@@ -227,14 +251,115 @@ impl<R: Record + Ord> Sorter<R> {
             self.runs.push(run);
         }
         let buf = std::mem::take(&mut self.buf);
+        let mut runs = std::mem::take(&mut self.runs);
+        let inner = if runs.len() >= SPLIT_RUNS {
+            // Two halves merged on threads of their own; this thread only
+            // merges their two streams.
+            let second = runs.split_off(runs.len() / 2);
+            SortedInner::Halves(Box::new(TwoWay {
+                a: Feed::spawn(self.budget, runs, Vec::new()),
+                b: Feed::spawn(self.budget, second, buf),
+                heads: None,
+            }))
+        } else {
+            SortedInner::Merge(Merge::new(self.budget, runs, buf)?)
+        };
         Ok(Sorted {
-            inner: SortedInner::Merge(Merge::new(
-                self.budget,
-                std::mem::take(&mut self.runs),
-                buf,
-            )?),
+            inner,
             len: self.len,
         })
+    }
+}
+
+/// Runs from which the final merge is split over two threads.
+const SPLIT_RUNS: usize = 8;
+/// Records a merging thread hands over at once.
+const FEED_BLOCK: usize = 1024;
+
+/// The records of some runs, merged on a thread of their own and handed
+/// over in blocks (at most two waiting).
+#[derive(Debug)]
+struct Feed<R> {
+    rx: std::sync::mpsc::Receiver<Result<Vec<R>, SpillError>>,
+    block: std::vec::IntoIter<R>,
+}
+
+impl<R: Record + Ord + Send + 'static> Feed<R> {
+    fn spawn(budget: Budget, runs: Vec<Run>, tail: Vec<R>) -> Feed<R> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(2);
+        // Not joined: when the reader is dropped, the next send fails and
+        // the thread ends.
+        std::thread::spawn(move || {
+            let merge = match Merge::new(budget, runs, tail) {
+                Ok(m) => m,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            let mut block = Vec::with_capacity(FEED_BLOCK);
+            for r in merge {
+                match r {
+                    Ok(r) => block.push(r),
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                }
+                if block.len() == FEED_BLOCK {
+                    let full = std::mem::replace(&mut block, Vec::with_capacity(FEED_BLOCK));
+                    if tx.send(Ok(full)).is_err() {
+                        return;
+                    }
+                }
+            }
+            if !block.is_empty() {
+                let _ = tx.send(Ok(block));
+            }
+        });
+        Feed {
+            rx,
+            block: Vec::new().into_iter(),
+        }
+    }
+
+    fn next(&mut self) -> Result<Option<R>, SpillError> {
+        loop {
+            if let Some(r) = self.block.next() {
+                return Ok(Some(r));
+            }
+            match self.rx.recv() {
+                Ok(block) => self.block = block?.into_iter(),
+                Err(_) => return Ok(None),
+            }
+        }
+    }
+}
+
+/// The merge of two [`Feed`]s.
+#[derive(Debug)]
+struct TwoWay<R> {
+    a: Feed<R>,
+    b: Feed<R>,
+    /// Each feed's next record, once started.
+    heads: Option<(Option<R>, Option<R>)>,
+}
+
+impl<R: Record + Ord + Send + 'static> TwoWay<R> {
+    fn next(&mut self) -> Result<Option<R>, SpillError> {
+        let (ha, hb) = match self.heads.take() {
+            Some(h) => h,
+            None => (self.a.next()?, self.b.next()?),
+        };
+        let (out, heads) = match (ha, hb) {
+            (Some(x), Some(y)) if x <= y => (Some(x), (self.a.next()?, Some(y))),
+            (Some(x), Some(y)) => (Some(y), (Some(x), self.b.next()?)),
+            (Some(x), None) => (Some(x), (self.a.next()?, None)),
+            (None, Some(y)) => (Some(y), (None, self.b.next()?)),
+            (None, None) => (None, (None, None)),
+        };
+        self.heads = Some(heads);
+        Ok(out)
     }
 }
 
@@ -333,17 +458,18 @@ impl<R: Record + Ord> Iterator for Merge<R> {
 enum SortedInner<R: Record + Ord> {
     Memory(std::vec::IntoIter<R>),
     Merge(Merge<R>),
+    Halves(Box<TwoWay<R>>),
 }
 
 /// A [`Sorter`]'s records, ascending. An item is an error only when a
 /// temporary file cannot be read back.
 #[derive(Debug)]
-pub struct Sorted<R: Record + Ord> {
+pub struct Sorted<R: Record + Ord + Send + 'static> {
     inner: SortedInner<R>,
     len: u64,
 }
 
-impl<R: Record + Ord> Sorted<R> {
+impl<R: Record + Ord + Send + 'static> Sorted<R> {
     /// How many records there are in all.
     pub fn len(&self) -> u64 {
         self.len
@@ -355,13 +481,14 @@ impl<R: Record + Ord> Sorted<R> {
     }
 }
 
-impl<R: Record + Ord> Iterator for Sorted<R> {
+impl<R: Record + Ord + Send + 'static> Iterator for Sorted<R> {
     type Item = Result<R, SpillError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
             SortedInner::Memory(it) => it.next().map(Ok),
             SortedInner::Merge(m) => m.next(),
+            SortedInner::Halves(h) => h.next().transpose(),
         }
     }
 }

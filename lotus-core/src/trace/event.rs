@@ -55,7 +55,18 @@ impl Kind {
 
     /// The kind named `text` (as in `kind=...`).
     pub fn parse(text: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.as_str() == text)
+        // A match on the literals (not a search through `ALL`): compared
+        // inline, once per event line.
+        Some(match text {
+            "op" => Kind::Op,
+            "sample" => Kind::Sample,
+            "fetch" => Kind::Fetch,
+            "batch" => Kind::Batch,
+            "wait" => Kind::Wait,
+            "consume" => Kind::Consume,
+            "queue" => Kind::Queue,
+            _ => return None,
+        })
     }
 
     /// Whether `lotus trace view --coarse` keeps events of this kind:

@@ -732,7 +732,9 @@ mod tests {
     fn keys_follow_kinds_then_op_names() {
         for (i, k) in Kind::ALL.into_iter().enumerate() {
             assert_eq!(k as usize, i);
+            assert_eq!(Kind::parse(k.as_str()), Some(k));
         }
+        assert_eq!(Kind::parse("Op"), None);
         for (i, b) in WaitBucket::ALL.into_iter().enumerate() {
             assert_eq!(b as usize, i);
         }
