@@ -3,7 +3,7 @@
 in the same run.
 
 A trace folder in lotus's log format is generated at each size (default
-1,000,000 and 10,000,000 events): 8 worker logs and one main log, the way
+1,000,000, 10,000,000 and 30,000,000 events): 8 worker logs and one main log, the way
 `lotus trace run` writes them: per batch of 32 samples, each sample with 4
 transform ops, then SSample, SFetch, SCollation and SBatch in the worker, and
 SWait / SConsume in the main process.
@@ -17,10 +17,13 @@ GNU time's %M):
   duration, extra fields), concatenated, then per name count/sum/mean/
   quantiles(0.5, 0.95, 0.99)/std.
 
-Printed: events/s and peak memory of each at each size, ratios against
-pandas, and how peak memory grows from the smallest to the largest size.
+Printed: wall time and peak memory of each at each size, ratios against
+pandas, and how peak memory grows from one size to the next. lotus keeps at
+most LOTUS_SORT_BUFFER bytes (1 MiB by default) per sort in memory and the rest
+in unlinked temporary files, so its memory stops growing once those buffers
+are full; pandas holds every event.
 
-usage: python3 bench/scale_trace.py [--events 1000000,10000000] [--keep DIR]
+usage: python3 bench/scale_trace.py [--events 1000000,10000000,30000000] [--keep DIR]
 Run from the repository root after `bash scripts/setup.sh` (installs pandas
 into .venv when missing; not part of CI).
 """
@@ -112,7 +115,7 @@ def measure(cmd):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", default="1000000,10000000")
+    ap.add_argument("--events", default="1000000,10000000,30000000")
     ap.add_argument("--keep", default=None)
     args = ap.parse_args()
     if not os.access(GNU_TIME, os.X_OK):
@@ -145,12 +148,10 @@ def main():
     for events, size, (sw, sr), (vw, vr), (pw, pr) in results:
         print(f"{events:>10} {size / 1e6:>7.0f} | {sw:>13.2f} {sr:>6.0f} | {vw:>12.2f} {vr:>6.0f} | {pw:>9.2f} {pr:>7.0f} | "
               f"{pw / sw:.1f}x faster, {pr / sr:.1f}x less memory")
-    if len(results) >= 2:
-        a, b = results[0], results[-1]
-        grow = b[0] / a[0]
-        print(f"input grows {grow:.0f}x: peak memory grows {b[2][1] / a[2][1]:.2f}x (stats), "
-              f"{b[3][1] / a[3][1]:.2f}x (view), {b[4][1] / a[4][1]:.2f}x (pandas)")
-
+    for a, b in zip(results, results[1:]):
+        print(f"{a[0]:,} -> {b[0]:,} events ({b[0] / a[0]:.0f}x): peak memory {b[2][1] / a[2][1]:.2f}x (stats), "
+              f"{b[3][1] / a[3][1]:.2f}x (view), {b[4][1] / a[4][1]:.2f}x (pandas); "
+              f"time {b[2][0] / a[2][0]:.1f}x (stats), {b[3][0] / a[3][0]:.1f}x (view), {b[4][0] / a[4][0]:.1f}x (pandas)")
 
 if __name__ == "__main__":
     main()
