@@ -5,46 +5,19 @@
 //! The round-trip figure is an ignored test that prints, not a timed test:
 //! `cargo test -p lotus-cli --release --test control_lib -- --ignored --nocapture`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use common::{any_python as python, control_lib, harness_dir};
 use lotus_control::host::ControlHost;
 use lotus_core::control::{Reply, Request};
 
 /// How long the test waits for the next request before giving up.
 const PATIENCE: Duration = Duration::from_secs(60);
-
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("LOTUS_PYTHON") {
-        return p.into();
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    if venv.exists() {
-        return venv;
-    }
-    "python3".into()
-}
-
-/// liblotus_control.so from this build: `cargo build` puts it beside the
-/// `lotus` binary, `cargo test` only in `deps/` below it; the newer wins.
-fn control_lib() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_lotus"));
-    let dir = bin.parent().expect("the binary has a folder");
-    [
-        dir.join("liblotus_control.so"),
-        dir.join("deps/liblotus_control.so"),
-    ]
-    .into_iter()
-    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-    .max()
-    .map(|(_, p)| p)
-    .unwrap_or_else(|| panic!("liblotus_control.so was not built beside {}", bin.display()))
-}
-
-fn harness_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("harness")
-}
 
 /// A Python process running `script` with `lotus` importable, the control
 /// library named, and no lotus variables inherited from the test's own

@@ -7,6 +7,8 @@
 //! (`LOTUS_PYTHON`, else the workspace's `.venv`, else `python3`); they fail
 //! saying so when those are missing.
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
 #[path = "../src/harness.rs"]
 mod harness;
 
@@ -14,26 +16,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use common::any_python as python;
 use harness::{HarnessArgs, HarnessFiles, HarnessMode, HarnessResult, HarnessStage};
 use lotus_control::host::ControlHost;
 use lotus_core::control::Reply;
 
 const PATIENCE: Duration = Duration::from_secs(120);
-
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("LOTUS_PYTHON") {
-        return p.into();
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    if venv.exists() {
-        return venv;
-    }
-    "python3".into()
-}
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
-}
 
 /// Fails the test, saying what to install, when the Python lacks Pillow or
 /// numpy (the fixture ops need both).
@@ -544,7 +532,7 @@ fn empty_runs_the_same_loop_around_nothing() {
 #[test]
 fn every_fixture_op_runs_under_the_harness() {
     require_pillow_and_numpy();
-    let ops = fixtures().join("ops");
+    let ops = common::root().join("fixtures").join("ops");
     let mut names = Vec::new();
     for entry in std::fs::read_dir(&ops).expect("fixtures/ops") {
         let path = entry.expect("entry").path();
@@ -598,7 +586,11 @@ fn build_fixture_clib(dir: &Path) -> PathBuf {
     let out = Command::new(&cc)
         .args(["-O2", "-shared", "-fPIC", "-o"])
         .arg(&lib)
-        .arg(fixtures().join("clib/lotus_fixture_kernels.c"))
+        .arg(
+            common::root()
+                .join("fixtures")
+                .join("clib/lotus_fixture_kernels.c"),
+        )
         .output()
         .unwrap_or_else(|e| panic!("the CKernels fixture needs a C compiler ({cc}): {e}"));
     assert!(
@@ -626,7 +618,7 @@ fn ckernels_calls_the_functions_in_the_c_library() {
     let lib = build_fixture_clib(dir.path());
     let counts = dir.path().join("counts.txt");
     let run = run_harness(
-        &fixtures().join("ops/CKernels.py"),
+        &common::root().join("fixtures").join("ops/CKernels.py"),
         Options {
             warmup: 3,
             window_ms: 20,
@@ -651,7 +643,7 @@ fn ckernels_compiles_its_library_when_none_is_given() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let counts = tmp.path().join("counts.txt");
     let run = run_harness(
-        &fixtures().join("ops/CKernels.py"),
+        &common::root().join("fixtures").join("ops/CKernels.py"),
         Options {
             env: vec![
                 ("TMPDIR", tmp.path().display().to_string()),

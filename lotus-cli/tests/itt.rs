@@ -15,6 +15,8 @@
 //! installs Pillow, numpy and ittapi there).
 #![allow(clippy::unwrap_used)]
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
 #[path = "../src/harness.rs"]
 mod harness;
 
@@ -25,19 +27,13 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use common::root;
 use harness::{HarnessArgs, HarnessResult};
 use lotus_control::host::ControlHost;
 use lotus_core::control::Reply;
 use serde_json::Value;
 
 const PATIENCE: Duration = Duration::from_secs(120);
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .unwrap()
-}
 
 /// The Python the tests use; fails saying what to install when it lacks
 /// Pillow, numpy or ittapi.

@@ -9,35 +9,18 @@
 //!   PATH gives the mapping `--from-reports` gives on the same reports;
 //! - without uProf, `lotus map --backend uprof` fails saying why.
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
 #[path = "../../backends/uprof/tests/standin/mod.rs"]
 mod standin;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use common::{control_lib, harness_dir};
 use serde_json::Value;
 use standin::{Api, Flavor};
-
-/// liblotus_control.so from this build: `cargo build` puts it beside the
-/// `lotus` binary, `cargo test` only in `deps/` below it; the newer wins.
-fn control_lib() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_lotus"));
-    let dir = bin.parent().expect("the binary has a folder");
-    [
-        dir.join("liblotus_control.so"),
-        dir.join("deps/liblotus_control.so"),
-    ]
-    .into_iter()
-    .filter_map(|p| Some((fs::metadata(&p).ok()?.modified().ok()?, p)))
-    .max()
-    .map(|(_, p)| p)
-    .unwrap_or_else(|| panic!("liblotus_control.so was not built beside {}", bin.display()))
-}
-
-fn harness_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("harness")
-}
 
 /// A Python command with `lotus` importable, the control library named,
 /// `LOTUS_BACKEND=uprof`, no control channel, and none of the places the

@@ -1,4 +1,5 @@
-//! Helpers shared by the end-to-end tests.
+//! Helpers shared by the end-to-end tests (those in `tests/` and, through
+//! `#[path]`, those in `lotus-cli/tests/`).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -76,6 +77,41 @@ pub fn python() -> PathBuf {
         p.display()
     );
     p
+}
+
+/// The Python to run when no package is needed: `$LOTUS_PYTHON`, else
+/// the repo's `.venv`, else `python3` (see [`python`] for the one that
+/// must have Pillow and numpy).
+pub fn any_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("LOTUS_PYTHON") {
+        return p.into();
+    }
+    let venv = root().join(".venv/bin/python");
+    if venv.exists() {
+        return venv;
+    }
+    "python3".into()
+}
+
+/// liblotus_control.so from this build: `cargo build` puts it beside the
+/// `lotus` binary, `cargo test` only in `deps/` below it; the newer wins.
+pub fn control_lib() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_lotus"));
+    let dir = bin.parent().expect("the binary has a folder");
+    [
+        dir.join("liblotus_control.so"),
+        dir.join("deps/liblotus_control.so"),
+    ]
+    .into_iter()
+    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+    .max()
+    .map(|(_, p)| p)
+    .unwrap_or_else(|| panic!("liblotus_control.so was not built beside {}", bin.display()))
+}
+
+/// The Python side of lotus (`lotus.py`, the harness, `lotus_trace`).
+pub fn harness_dir() -> PathBuf {
+    root().join("lotus-cli/harness")
 }
 
 /// Runs `lotus` with extra environment variables.
