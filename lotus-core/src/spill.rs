@@ -22,9 +22,10 @@ use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::marker::PhantomData;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
 /// A record of a fixed size on disk.
 pub trait Record: Sized {
@@ -136,29 +137,46 @@ const READ_BUF: usize = 8 << 10;
 /// The write buffer of a run or spool file.
 const WRITE_BUF: usize = 64 << 10;
 
-/// A sorted run on disk.
-#[derive(Debug)]
+/// A sorted run: where it starts in its sorter's file, in bytes, and how
+/// many records it holds. A sorter's runs share one file (one open file
+/// however many runs).
+#[derive(Debug, Clone, Copy)]
 struct Run {
-    file: File,
+    start: u64,
     len: u64,
 }
 
+impl Run {
+    fn end<R: Record>(&self) -> u64 {
+        self.start + self.len * R::SIZE as u64
+    }
+}
+
+/// Writes `records` into `file` from byte `start` on, as one run.
 fn write_run<R: Record>(
     budget: Budget,
+    file: &File,
+    start: u64,
     records: impl Iterator<Item = Result<R, SpillError>>,
 ) -> Result<Run, SpillError> {
-    let file = tempfile::tempfile().map_err(|e| SpillError::io(budget, e))?;
-    let mut w = BufWriter::with_capacity(WRITE_BUF, &file);
-    let mut bytes = vec![0u8; R::SIZE];
+    let mut buf: Vec<u8> = Vec::with_capacity(WRITE_BUF + R::SIZE);
+    let mut at = start;
     let mut len = 0u64;
     for r in records {
-        r?.encode(&mut bytes);
-        w.write_all(&bytes).map_err(|e| SpillError::io(budget, e))?;
+        let n = buf.len();
+        buf.resize(n + R::SIZE, 0);
+        r?.encode(&mut buf[n..]);
         len += 1;
+        if buf.len() >= WRITE_BUF {
+            file.write_all_at(&buf, at)
+                .map_err(|e| SpillError::io(budget, e))?;
+            at += buf.len() as u64;
+            buf.clear();
+        }
     }
-    w.flush().map_err(|e| SpillError::io(budget, e))?;
-    drop(w);
-    Ok(Run { file, len })
+    file.write_all_at(&buf, at)
+        .map_err(|e| SpillError::io(budget, e))?;
+    Ok(Run { start, len })
 }
 
 /// A run being sorted and written on a thread of its own.
@@ -172,6 +190,8 @@ pub struct Sorter<R: Record + Ord + Send + 'static> {
     budget: Budget,
     cap: usize,
     buf: Vec<R>,
+    /// The runs' file, once one is written.
+    file: Option<Arc<File>>,
     runs: Vec<Run>,
     writing: Option<Writing>,
     len: u64,
@@ -185,6 +205,7 @@ impl<R: Record + Ord + Send + 'static> Sorter<R> {
             budget,
             cap: budget.records::<R>(),
             buf: Vec::new(),
+            file: None,
             runs: Vec::new(),
             writing: None,
             len: 0,
@@ -197,14 +218,31 @@ impl<R: Record + Ord + Send + 'static> Sorter<R> {
         self.len += 1;
         if self.buf.len() >= self.cap {
             self.wait_for_run()?;
+            let file = self.file()?;
+            let start = self.end();
             let mut full = std::mem::replace(&mut self.buf, Vec::with_capacity(self.cap));
             let budget = self.budget;
             self.writing = Some(std::thread::spawn(move || {
                 full.sort_unstable();
-                write_run(budget, full.into_iter().map(Ok))
+                write_run(budget, &file, start, full.into_iter().map(Ok))
             }));
         }
         Ok(())
+    }
+
+    /// The runs' file, created the first time.
+    fn file(&mut self) -> Result<Arc<File>, SpillError> {
+        if let Some(f) = &self.file {
+            return Ok(Arc::clone(f));
+        }
+        let f = Arc::new(tempfile::tempfile().map_err(|e| SpillError::io(self.budget, e))?);
+        self.file = Some(Arc::clone(&f));
+        Ok(f)
+    }
+
+    /// Where the next run starts (with no run being written).
+    fn end(&self) -> u64 {
+        self.runs.iter().map(Run::end::<R>).max().unwrap_or(0)
     }
 
     /// Waits for the run being written, if any.
@@ -230,24 +268,32 @@ impl<R: Record + Ord + Send + 'static> Sorter<R> {
 
     /// Whether some records went to disk.
     pub fn spilled(&self) -> bool {
-        !self.runs.is_empty() || self.writing.is_some()
+        self.file.is_some()
     }
 
     /// Every record, ascending.
     pub fn finish(mut self) -> Result<Sorted<R>, SpillError> {
         self.wait_for_run()?;
         self.buf.sort_unstable();
-        if self.runs.is_empty() {
+        let Some(file) = self.file.clone() else {
             return Ok(Sorted {
-                inner: SortedInner::Memory(self.buf.into_iter()),
+                inner: SortedInner::Memory(std::mem::take(&mut self.buf).into_iter()),
                 len: self.len,
             });
-        }
-        // Merge in rounds until the runs and the memory tail fit one merge.
+        };
+        // Merge in rounds (appended to the same file) until the runs and
+        // the memory tail fit one merge.
         while self.runs.len() + 1 > FAN_IN {
             let take: Vec<Run> = self.runs.drain(..FAN_IN).collect();
-            let merged: Merge<R> = Merge::new(self.budget, take, Vec::new())?;
-            let run = write_run(self.budget, merged)?;
+            let start = self
+                .runs
+                .iter()
+                .chain(&take)
+                .map(Run::end::<R>)
+                .max()
+                .unwrap_or(0);
+            let merged: Merge<R> = Merge::new(self.budget, &file, take, Vec::new());
+            let run = write_run(self.budget, &file, start, merged)?;
             self.runs.push(run);
         }
         let buf = std::mem::take(&mut self.buf);
@@ -257,12 +303,12 @@ impl<R: Record + Ord + Send + 'static> Sorter<R> {
             // merges their two streams.
             let second = runs.split_off(runs.len() / 2);
             SortedInner::Halves(Box::new(TwoWay {
-                a: Feed::spawn(self.budget, runs, Vec::new()),
-                b: Feed::spawn(self.budget, second, buf),
+                a: Feed::spawn(self.budget, &file, runs, Vec::new()),
+                b: Feed::spawn(self.budget, &file, second, buf),
                 heads: None,
             }))
         } else {
-            SortedInner::Merge(Merge::new(self.budget, runs, buf)?)
+            SortedInner::Merge(Merge::new(self.budget, &file, runs, buf))
         };
         Ok(Sorted {
             inner,
@@ -285,18 +331,13 @@ struct Feed<R> {
 }
 
 impl<R: Record + Ord + Send + 'static> Feed<R> {
-    fn spawn(budget: Budget, runs: Vec<Run>, tail: Vec<R>) -> Feed<R> {
+    fn spawn(budget: Budget, file: &Arc<File>, runs: Vec<Run>, tail: Vec<R>) -> Feed<R> {
         let (tx, rx) = std::sync::mpsc::sync_channel(2);
+        let file = Arc::clone(file);
         // Not joined: when the reader is dropped, the next send fails and
         // the thread ends.
         std::thread::spawn(move || {
-            let merge = match Merge::new(budget, runs, tail) {
-                Ok(m) => m,
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-            };
+            let merge = Merge::new(budget, &file, runs, tail);
             let mut block = Vec::with_capacity(FEED_BLOCK);
             for r in merge {
                 match r {
@@ -366,23 +407,26 @@ impl<R: Record + Ord + Send + 'static> TwoWay<R> {
 /// Reads one run's records in order.
 #[derive(Debug)]
 struct RunReader<R> {
-    reader: BufReader<File>,
+    reader: BufReader<AtReader<Arc<File>>>,
     left: u64,
     bytes: Vec<u8>,
     _r: PhantomData<R>,
 }
 
 impl<R: Record> RunReader<R> {
-    fn new(run: Run, budget: Budget) -> Result<Self, SpillError> {
-        let mut file = run.file;
-        file.seek(SeekFrom::Start(0))
-            .map_err(|e| SpillError::io(budget, e))?;
-        Ok(RunReader {
-            reader: BufReader::with_capacity(READ_BUF, file),
+    fn new(file: &Arc<File>, run: Run) -> Self {
+        RunReader {
+            reader: BufReader::with_capacity(
+                READ_BUF,
+                AtReader {
+                    file: Arc::clone(file),
+                    pos: run.start,
+                },
+            ),
             left: run.len,
             bytes: vec![0u8; R::SIZE],
             _r: PhantomData,
-        })
+        }
     }
 
     fn next(&mut self) -> io::Result<Option<R>> {
@@ -404,30 +448,36 @@ struct Merge<R: Record + Ord> {
     /// The head of each source: reader index, or `readers.len()` for the
     /// tail.
     heap: BinaryHeap<Reverse<(R, usize)>>,
+    started: bool,
 }
 
 impl<R: Record + Ord> Merge<R> {
-    fn new(budget: Budget, runs: Vec<Run>, tail: Vec<R>) -> Result<Self, SpillError> {
-        let mut readers = runs
-            .into_iter()
-            .map(|r| RunReader::new(r, budget))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut tail = tail.into_iter();
-        let mut heap = BinaryHeap::with_capacity(readers.len() + 1);
-        for (i, reader) in readers.iter_mut().enumerate() {
-            if let Some(r) = reader.next().map_err(|e| SpillError::io(budget, e))? {
-                heap.push(Reverse((r, i)));
+    /// The merge of `runs` of `file` and `tail`; the runs' first records
+    /// are read on the first call to `next`.
+    fn new(budget: Budget, file: &Arc<File>, runs: Vec<Run>, tail: Vec<R>) -> Self {
+        let readers: Vec<RunReader<R>> =
+            runs.into_iter().map(|r| RunReader::new(file, r)).collect();
+        Merge {
+            budget,
+            heap: BinaryHeap::with_capacity(readers.len() + 1),
+            readers,
+            tail: tail.into_iter(),
+            started: false,
+        }
+    }
+
+    /// Puts every source's first record in the heap.
+    fn start(&mut self) -> Result<(), SpillError> {
+        self.started = true;
+        for (i, reader) in self.readers.iter_mut().enumerate() {
+            if let Some(r) = reader.next().map_err(|e| SpillError::io(self.budget, e))? {
+                self.heap.push(Reverse((r, i)));
             }
         }
-        if let Some(r) = tail.next() {
-            heap.push(Reverse((r, readers.len())));
+        if let Some(r) = self.tail.next() {
+            self.heap.push(Reverse((r, self.readers.len())));
         }
-        Ok(Merge {
-            budget,
-            readers,
-            tail,
-            heap,
-        })
+        Ok(())
     }
 }
 
@@ -435,6 +485,11 @@ impl<R: Record + Ord> Iterator for Merge<R> {
     type Item = Result<R, SpillError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if !self.started {
+            if let Err(e) = self.start() {
+                return Some(Err(e));
+            }
+        }
         let mut top = self.heap.peek_mut()?;
         let i = top.0 .1;
         let refill = match self.readers.get_mut(i) {
@@ -582,16 +637,17 @@ impl<R: Record> Spool<R> {
     }
 }
 
-/// Reads a file from a position of its own (the file's cursor untouched).
+/// Reads a file from a position of its own (the file's cursor untouched),
+/// so several readers share one file.
 #[derive(Debug)]
-struct AtReader<'a> {
-    file: &'a File,
+struct AtReader<F> {
+    file: F,
     pos: u64,
 }
 
-impl Read for AtReader<'_> {
+impl<F: std::borrow::Borrow<File>> Read for AtReader<F> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.file.read_at(buf, self.pos)?;
+        let n = self.file.borrow().read_at(buf, self.pos)?;
         self.pos += n as u64;
         Ok(n)
     }
@@ -601,7 +657,7 @@ impl Read for AtReader<'_> {
 enum SpoolInner<'a, R> {
     Memory(std::slice::Iter<'a, R>),
     File {
-        reader: BufReader<AtReader<'a>>,
+        reader: BufReader<AtReader<&'a File>>,
         left: u64,
         bytes: Vec<u8>,
     },
@@ -807,7 +863,8 @@ mod tests {
         let (mem, spilled) = sorted_by(1 << 30, &input);
         assert!(!spilled);
         assert_eq!(mem, want);
-        // 16 records per run: 1250 runs, merged in rounds of 256.
+        // 16 records per run: 1250 runs in one file, merged in rounds of
+        // 256.
         let (disk, spilled) = sorted_by(1, &input);
         assert!(spilled);
         assert_eq!(disk, want);
