@@ -4,9 +4,10 @@
 //! percentiles need them sorted, and matching batches with their
 //! consumptions needs every batch, wait and consumption. [`Sorter`] keeps
 //! at most a [`Budget`] of records in memory: when its buffer fills, the
-//! buffer is sorted and written to an unnamed temporary file (a *run*),
-//! and [`Sorter::finish`] merges the runs (and what is still in memory)
-//! into one ascending stream. [`Spool`] keeps records in the order they
+//! buffer is sorted and appended to the sorter's one unnamed temporary
+//! file (a *run*; one file however many runs), and [`Sorter::finish`]
+//! merges the runs (and what is still in memory) into one ascending
+//! stream. [`Spool`] keeps records in the order they
 //! came, in memory up to the budget and in a temporary file past it, and
 //! can be read any number of times.
 //!
