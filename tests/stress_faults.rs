@@ -658,3 +658,101 @@ fn sigkill_of_lotus_leaves_no_harness_behind() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Writes a trace of `batches` batches of 64 op events into `dir` (one
+/// worker, one main process).
+fn write_big_trace(dir: &Path, batches: u64) {
+    use std::io::Write as _;
+    fs::create_dir_all(dir).expect("mkdir");
+    let mut w =
+        std::io::BufWriter::new(fs::File::create(dir.join("lotus_worker_pid_20")).expect("create"));
+    let mut m =
+        std::io::BufWriter::new(fs::File::create(dir.join("lotus_main_pid_10")).expect("create"));
+    let t0 = 1_700_000_000_000_000_000u64;
+    for b in 0..batches {
+        let start = t0 + b * 1_000_000;
+        for i in 0..64 {
+            writeln!(w, "SFlip,{},{},kind=op,batch={b}", start + i * 100, 90 + i).expect("w");
+        }
+        writeln!(w, "SBatch,{start},7000,kind=batch,batch={b}").expect("w");
+        writeln!(m, "SConsume,{},0,kind=consume,batch={b}", start + 9000).expect("w");
+    }
+}
+
+#[test]
+fn sigkill_of_trace_view_leaves_the_old_view_and_no_file() {
+    // The view is written into an unnamed file (O_TMPFILE) that only gets a
+    // name when complete: killed at any point, lotus leaves nothing behind
+    // and the previous view stands.
+    let s = Scratch::new();
+    let trace = s.path().join("trace");
+    write_big_trace(&trace, 6000);
+    let out_dir = s.path().join("out");
+    fs::create_dir(&out_dir).expect("mkdir");
+    let out = out_dir.join("view.json");
+    fs::write(&out, "the previous view").expect("write");
+    let child = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "view"])
+        .arg(&trace)
+        .arg("--out")
+        .arg(&out)
+        .env("TMPDIR", &s.tmp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn lotus");
+    // Wait until lotus holds a file in the output folder that has no name
+    // (the view being written), then kill it.
+    let fd_dir = PathBuf::from(format!("/proc/{}/fd", child.id()));
+    let start = Instant::now();
+    let writing = loop {
+        let held: Vec<String> = fs::read_dir(&fd_dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| fs::read_link(e.path()).ok())
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(f) = held
+            .iter()
+            .find(|p| p.starts_with(&*out_dir.to_string_lossy()) && p.contains("(deleted)"))
+        {
+            break f.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "lotus never started writing the view: {held:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { kill(child.id() as i32, 9) };
+    let o = wait_with_timeout(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), None, "killed while writing {writing}");
+    let left: Vec<String> = fs::read_dir(&out_dir)
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["view.json"], "the output folder after the kill");
+    assert_eq!(fs::read_to_string(&out).expect("read"), "the previous view");
+    s.assert_tmp_empty();
+
+    // Left alone, the same view replaces the old one, readable by all.
+    let o = common::lotus(&[
+        "trace",
+        "view",
+        trace.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = read_json(&out);
+    assert_eq!(v["lotusTrace"], "lotus.trace-view/1");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::metadata(&out).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode & 0o444, 0o444, "mode {mode:o}");
+    let left = fs::read_dir(&out_dir).expect("list").count();
+    assert_eq!(left, 1);
+}

@@ -363,3 +363,122 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
+
+/// A large output written in full before it appears at its path (`lotus
+/// trace view`'s JSON: gigabytes, minutes). It is written into an unnamed
+/// file in the target's folder (`O_TMPFILE`), which vanishes with the
+/// process however it dies, even by SIGKILL; [`Pending::finish`] links it
+/// under a temporary name and renames it over the target. Where the file
+/// system has no unnamed files, a `.lotus-*.tmp` file is used instead (left
+/// behind only by SIGKILL). A device or fifo is written in place.
+pub struct Pending {
+    file: std::fs::File,
+    how: How,
+    shown: PathBuf,
+}
+
+enum How {
+    Unnamed { target: PathBuf },
+    Named(tempfile::NamedTempFile),
+    Special,
+}
+
+impl Pending {
+    /// Starts writing `path`. Errors name it and what to do.
+    pub fn create(path: &Path) -> Result<Pending> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let err = || format!("cannot write {}", path.display());
+        let (file, how) = match destination(path)? {
+            Destination::Special => (
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .with_context(err)?,
+                How::Special,
+            ),
+            Destination::File(target) => {
+                let unnamed = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_TMPFILE)
+                    .mode(0o666)
+                    .open(folder_of(&target));
+                match unnamed {
+                    Ok(f) => (f, How::Unnamed { target }),
+                    Err(_) => {
+                        let t = temp_beside(&target, path)?;
+                        (t.as_file().try_clone().with_context(err)?, How::Named(t))
+                    }
+                }
+            }
+        };
+        Ok(Pending {
+            file,
+            how,
+            shown: path.to_path_buf(),
+        })
+    }
+
+    /// The file to write.
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+
+    /// Makes the new file readable by all (0644), whatever the umask; a
+    /// device or fifo is left as it is.
+    pub fn readable_by_all(&self) {
+        if !matches!(self.how, How::Special) {
+            // Best effort: the file is written either way.
+            let _ = self
+                .file
+                .set_permissions(std::fs::Permissions::from_mode(0o644));
+        }
+    }
+
+    /// Flushes the file to disk and puts it at its path, replacing what was
+    /// there.
+    pub fn finish(self) -> Result<()> {
+        let err = || format!("cannot write {}", self.shown.display());
+        match self.how {
+            How::Special => Ok(()),
+            How::Named(t) => {
+                t.as_file().sync_all().with_context(err)?;
+                t.persist(&self.shown)
+                    .map_err(|e| e.error)
+                    .with_context(err)?;
+                Ok(())
+            }
+            How::Unnamed { target } => {
+                use std::os::fd::AsRawFd;
+                use std::os::unix::ffi::OsStrExt;
+                self.file.sync_all().with_context(err)?;
+                let stamp = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                let link =
+                    folder_of(&target).join(format!(".lotus-{}-{stamp}.tmp", std::process::id()));
+                let from =
+                    std::ffi::CString::new(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+                        .with_context(err)?;
+                let to = std::ffi::CString::new(link.as_os_str().as_bytes()).with_context(err)?;
+                // SAFETY: linkat(2) with two NUL-terminated paths that live
+                // across the call.
+                let rc = unsafe {
+                    libc::linkat(
+                        libc::AT_FDCWD,
+                        from.as_ptr(),
+                        libc::AT_FDCWD,
+                        to.as_ptr(),
+                        libc::AT_SYMLINK_FOLLOW,
+                    )
+                };
+                if rc != 0 {
+                    return Err(std::io::Error::last_os_error()).with_context(err);
+                }
+                std::fs::rename(&link, &target).map_err(|e| {
+                    let _ = std::fs::remove_file(&link);
+                    anyhow::Error::from(e).context(err())
+                })
+            }
+        }
+    }
+}

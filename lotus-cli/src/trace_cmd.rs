@@ -62,7 +62,7 @@ use lotus_core::trace::torch::{self, Alignment, TorchScan};
 use lotus_core::trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
 use serde::Serialize;
 
-use crate::output::write_atomic;
+use crate::output::{write_atomic, Pending};
 
 /// The schema tag of `lotus trace stats --json`.
 pub const STATS_SCHEMA: &str = "lotus.trace-stats/1";
@@ -159,12 +159,6 @@ fn load(dir: &Path, durations: bool) -> Result<(TraceFolder, TraceIndex)> {
     Ok((folder, index))
 }
 
-/// Where the view goes: a temporary file renamed at the end, or stdout.
-enum Sink {
-    File(tempfile::NamedTempFile),
-    Stdout,
-}
-
 fn view(args: ViewArgs) -> Result<ExitCode> {
     let (folder, mut index) = load(&args.dir, false)?;
     let to_stdout = args.out.as_os_str() == "-";
@@ -198,33 +192,19 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     // the places of their two events in reading order.
     let mut flows = Flows::plan(&mut index)?;
 
+    // The view appears at its path only when complete (an unnamed file
+    // until then: nothing is left behind if lotus is killed).
     let sink = if to_stdout {
-        Sink::Stdout
+        None
     } else {
-        let dir = match args.out.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        Sink::File(
-            tempfile::Builder::new()
-                .prefix(".lotus-")
-                .suffix(".tmp")
-                .tempfile_in(&dir)
-                .with_context(|| {
-                    format!(
-                        "cannot write {}: cannot create a file in {}",
-                        args.out.display(),
-                        dir.display()
-                    )
-                })?,
-        )
+        Some(Pending::create(&args.out)?)
     };
     let writer: Box<dyn Write> = match &sink {
-        Sink::File(t) => Box::new(BufWriter::with_capacity(
+        Some(p) => Box::new(BufWriter::with_capacity(
             1 << 20,
-            t.as_file().try_clone().context("cannot write the view")?,
+            p.file().try_clone().context("cannot write the view")?,
         )),
-        Sink::Stdout => Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
+        None => Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
     };
     let other = serde_json::json!({
         "source": args.dir.display().to_string(),
@@ -314,22 +294,10 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     let (spans, flows) = (w.spans, w.flows);
     let out = w.finish().map_err(write_err)?;
     drop(out);
-    if let Sink::File(t) = sink {
-        // A view is for sharing: readable by all, like a file the shell
-        // makes (a temporary file starts private).
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = t
-                .as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644));
-        }
-        t.as_file()
-            .sync_all()
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", args.out.display()))?;
-        t.persist(&args.out)
-            .map_err(|e| e.error)
-            .with_context(|| format!("cannot write {}", args.out.display()))?;
+    if let Some(p) = sink {
+        // A view is for sharing: readable by all.
+        p.readable_by_all();
+        p.finish()?;
     }
     let torch_note = if torch_traces.is_empty() {
         String::new()
