@@ -335,33 +335,17 @@ pub fn check_writable(path: &Path) -> Result<()> {
     }
 }
 
-/// Writes `text` to `path` through a temporary file in the same folder and
-/// a rename, so a half-written file never replaces a good one. A file that
-/// is replaced keeps its permissions; a symbolic link is written through;
-/// a device or fifo (`/dev/stdout`) is written in place.
+/// Writes `text` to `path` through an unnamed file in the same folder (see
+/// [`Pending`]) and a rename, so a half-written file never replaces a good
+/// one. A file that is replaced keeps its permissions; a symbolic link is
+/// written through; a device or fifo (`/dev/stdout`) is written in place.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let target = match destination(path)? {
-        Destination::Special => {
-            return std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-                .with_context(|| format!("cannot write {}", path.display()));
-        }
-        Destination::File(target) => target,
-    };
-    let mut tmp = temp_beside(&target, path)?;
-    if let Ok(meta) = std::fs::metadata(&target) {
-        // Best effort: a file we may not chmod still gets written.
-        let _ = tmp.as_file().set_permissions(meta.permissions());
-    }
-    tmp.write_all(text.as_bytes())
-        .and_then(|_| tmp.as_file().sync_all())
+    let pending = Pending::create(path)?;
+    pending
+        .file()
+        .write_all(text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(&target)
-        .map_err(|e| e.error)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    pending.finish()
 }
 
 /// A large output written in full before it appears at its path (`lotus
@@ -378,8 +362,13 @@ pub struct Pending {
 }
 
 enum How {
-    Unnamed { target: PathBuf },
-    Named(tempfile::NamedTempFile),
+    Unnamed {
+        target: PathBuf,
+    },
+    Named {
+        tmp: tempfile::NamedTempFile,
+        target: PathBuf,
+    },
     Special,
 }
 
@@ -402,13 +391,31 @@ impl Pending {
                     .custom_flags(libc::O_TMPFILE)
                     .mode(0o666)
                     .open(folder_of(&target));
-                match unnamed {
-                    Ok(f) => (f, How::Unnamed { target }),
+                let (file, how) = match unnamed {
+                    Ok(f) => (
+                        f,
+                        How::Unnamed {
+                            target: target.clone(),
+                        },
+                    ),
                     Err(_) => {
-                        let t = temp_beside(&target, path)?;
-                        (t.as_file().try_clone().with_context(err)?, How::Named(t))
+                        let tmp = temp_beside(&target, path)?;
+                        let file = tmp.as_file().try_clone().with_context(err)?;
+                        (
+                            file,
+                            How::Named {
+                                tmp,
+                                target: target.clone(),
+                            },
+                        )
                     }
+                };
+                if let Ok(meta) = std::fs::metadata(&target) {
+                    // A replaced file keeps its permissions (best effort: a
+                    // file we may not chmod still gets written).
+                    let _ = file.set_permissions(meta.permissions());
                 }
+                (file, how)
             }
         };
         Ok(Pending {
@@ -440,9 +447,9 @@ impl Pending {
         let err = || format!("cannot write {}", self.shown.display());
         match self.how {
             How::Special => Ok(()),
-            How::Named(t) => {
-                t.as_file().sync_all().with_context(err)?;
-                t.persist(&self.shown)
+            How::Named { tmp, target } => {
+                tmp.as_file().sync_all().with_context(err)?;
+                tmp.persist(&target)
                     .map_err(|e| e.error)
                     .with_context(err)?;
                 Ok(())
