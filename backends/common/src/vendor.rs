@@ -233,16 +233,6 @@ impl<R: VendorReport> VendorCollection<R> {
     pub fn new(run: VendorRun, report: R) -> Self {
         VendorCollection { run, report }
     }
-
-    /// The collect command's run.
-    pub fn run(&self) -> &VendorRun {
-        &self.run
-    }
-
-    /// The backend's own part.
-    pub fn parts(&self) -> &R {
-        &self.report
-    }
 }
 
 impl<R: VendorReport> Collection for VendorCollection<R> {

@@ -231,14 +231,9 @@ pub fn start(
 }
 
 impl UProfFiles {
-    /// `D`: the folder AMDuProfCLI writes its session into.
-    pub fn raw_dir(&self) -> &Path {
-        &self.raw
-    }
-
     /// Finds the session folder AMDuProfCLI made in `D`: the newest
     /// `AMDuProf*` sub-folder.
-    pub fn find_session(&self, run: &VendorRun) -> Result<PathBuf, ProfilerError> {
+    fn find_session(&self, run: &VendorRun) -> Result<PathBuf, ProfilerError> {
         find_session(&self.raw).map_err(|why| {
             TOOL.error(format!(
                 "{why}; `{}` said:\n{}",

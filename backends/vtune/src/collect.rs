@@ -224,12 +224,12 @@ pub fn start(
 
 impl VTuneFiles {
     /// `D`: the result folder `vtune` writes.
-    pub fn result_dir(&self) -> PathBuf {
+    fn result_dir(&self) -> PathBuf {
         self.folder.path().join(RESULT_DIR)
     }
 
     /// `F`: where the CSV report is written.
-    pub fn report_file(&self) -> PathBuf {
+    fn report_file(&self) -> PathBuf {
         self.folder.path().join(REPORT_FILE)
     }
 }

@@ -191,8 +191,8 @@ impl OpTimes {
             Err(TraceError::NoLogs { .. }) => return Ok(None),
             Err(e) => return Err(err(e)),
         };
-        let index = TraceIndex::load(&folder, false, crate::spill::Budget::default(), |_| {})
-            .map_err(err)?;
+        let budget = crate::spill::Budget::from_env().map_err(|e| err(e.into()))?;
+        let index = TraceIndex::load(&folder, false, budget, |_| {}).map_err(err)?;
         let times = OpTimes::from_totals(op_totals(&index), &source)?;
         Ok(Some((times, index.warnings)))
     }

@@ -87,64 +87,43 @@ impl Block {
 /// first line is parsed here, so the header's host and rank reach every
 /// block's parser.
 fn cut_log(i: usize, log: &LogFile, send: &mut impl FnMut(Block) -> bool) -> bool {
+    let process = Process::new(log.name.role, log.name.pid);
+    let mut block = Block::new(i, true, LineParser::new(log.display.clone(), process));
     let mut reader = match log.open() {
         Ok(r) => r,
         Err(e) => {
-            let mut block = Block::new(
-                i,
-                true,
-                LineParser::new(
-                    log.display.clone(),
-                    Process::new(log.name.role, log.name.pid),
-                ),
-            );
             block.failed = Some(e);
             return send(block);
         }
     };
-    let mut block: Option<Block> = None;
-    let mut first = true;
     let mut names = Names::new();
     loop {
-        let too_long = match reader.raw_line() {
+        let too_long = match reader.read_line() {
             Ok(Some(t)) => t,
-            Ok(None) => break,
+            // The last block goes even when empty: an empty log is still
+            // announced.
+            Ok(None) => return send(block),
             Err(e) => {
-                let mut b = block
-                    .take()
-                    .unwrap_or_else(|| Block::new(i, first, reader.parser_mut().clone()));
-                b.failed = Some(e);
-                return send(b);
+                block.failed = Some(e);
+                return send(block);
             }
         };
-        let b = block.get_or_insert_with(|| Block::new(i, first, reader.parser_mut().clone()));
-        if reader.parser_mut().line_no == 0 {
-            // Line 1, maybe a header: parsed now, into this block.
-            let line = reader.raw().to_vec();
-            reader
-                .parser_mut()
-                .line(&line, too_long, &mut names, &mut b.parsed);
-            b.parser = reader.parser_mut().clone();
-            first = false;
+        if reader.parser().line_no == 0 {
+            // Line 1, maybe a header: parsed here, so every later block's
+            // parser has its host and rank.
+            reader.parse_line(too_long, &mut names, &mut block.parsed);
+            block.parser = reader.parser().clone();
             continue;
         }
-        b.text.extend_from_slice(reader.raw());
-        b.ends.push((b.text.len(), too_long));
-        reader.parser_mut().line_no += 1;
-        if b.text.len() >= BLOCK_BYTES {
-            if let Some(full) = block.take() {
-                if !send(full) {
-                    return false;
-                }
+        block.text.extend_from_slice(reader.raw());
+        block.ends.push((block.text.len(), too_long));
+        reader.skip_line();
+        if block.text.len() >= BLOCK_BYTES {
+            let next = Block::new(i, false, reader.parser().clone());
+            if !send(std::mem::replace(&mut block, next)) {
+                return false;
             }
         }
-        first = false;
-    }
-    match block.take() {
-        Some(b) => send(b),
-        // An empty log is still announced.
-        None if first => send(Block::new(i, true, reader.parser_mut().clone())),
-        None => true,
     }
 }
 

@@ -536,16 +536,6 @@ impl TraceIndex {
         self.durations.take()
     }
 
-    /// How many waits and consumptions the trace has.
-    pub fn main_counts(&self) -> (u64, u64) {
-        (self.waits.len(), self.consumes.len())
-    }
-
-    /// How many batch preprocessings the trace has.
-    pub fn batch_count(&self) -> u64 {
-        self.batches.len()
-    }
-
     /// Each process's group (see the module documentation).
     pub fn groups(&self) -> Vec<usize> {
         let key = |p: &ProcessEntry| GroupKey {

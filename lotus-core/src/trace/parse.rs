@@ -275,26 +275,30 @@ impl<R: BufRead> TraceReader<R> {
         &self.parser.process
     }
 
-    /// Reads the next line without parsing it: `None` at the end,
-    /// `Some(too_long)` with the line (cut when too long) in
-    /// [`TraceReader::raw`].
-    pub(crate) fn raw_line(&mut self) -> Result<Option<bool>, TraceError> {
-        self.read_line()
-    }
-
-    /// The line [`TraceReader::raw_line`] read.
+    /// The line [`TraceReader::read_line`] read (cut when too long).
     pub(crate) fn raw(&self) -> &[u8] {
         &self.buf
     }
 
-    /// The line parser, its line number at the last line parsed.
-    pub(crate) fn parser_mut(&mut self) -> &mut LineParser {
-        &mut self.parser
+    /// The line parser, at the last line parsed or skipped.
+    pub(crate) fn parser(&self) -> &LineParser {
+        &self.parser
+    }
+
+    /// Parses the line just read, its entries pushed to `out`.
+    pub(crate) fn parse_line(&mut self, too_long: bool, names: &mut Names, out: &mut Vec<Entry>) {
+        self.parser.line(&self.buf, too_long, names, out);
+    }
+
+    /// Counts the line just read without parsing it (another thread will,
+    /// from a copy of the parser taken before it).
+    pub(crate) fn skip_line(&mut self) {
+        self.parser.line_no += 1;
     }
 
     /// Reads the next line into `buf`, at most [`MAX_LINE_BYTES`] of it.
     /// `None` at the end; `Some(true)` when the line was longer.
-    fn read_line(&mut self) -> Result<Option<bool>, TraceError> {
+    pub(crate) fn read_line(&mut self) -> Result<Option<bool>, TraceError> {
         self.buf.clear();
         let mut any = false;
         let mut too_long = false;

@@ -587,7 +587,7 @@ impl TraceStats {
                 outliers: Vec::new(),
             },
         };
-        let waits = index.main_counts().0;
+        let waits: u64 = index.wait_buckets.iter().map(|(count, _)| count).sum();
         let wait = WaitStats {
             summary: by_key[Kind::Wait as usize].take().map(|(s, _)| s),
             buckets: WaitBucket::ALL
