@@ -158,6 +158,28 @@ extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
 }
 
+/// Polls `ready` every 5 ms until it holds; fails the test, saying `what`
+/// never happened, after `limit`.
+fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < limit, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// An op named `mark` that creates `started` on its first call, then
+/// sleeps for an hour inside its window.
+fn sleeping_op(s: &Scratch, mark: &str, started: &Path) -> PathBuf {
+    s.op(
+        mark,
+        &format!(
+            "import time\n\ndef op(x):\n    open({:?}, 'w').close()\n    time.sleep(3600)\n",
+            started.to_str().expect("utf-8 path")
+        ),
+    )
+}
+
 const GOOD_OP: &str =
     "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
 
@@ -182,14 +204,9 @@ fn profiled_process_killed_inside_its_window() {
         .spawn()
         .expect("spawn lotus");
 
-    let start = Instant::now();
-    while !pidfile.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the op never ran"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the op never ran", Duration::from_secs(30), || {
+        pidfile.exists()
+    });
     std::thread::sleep(Duration::from_millis(100));
     let pid: i32 = fs::read_to_string(&pidfile)
         .expect("pid")
@@ -272,26 +289,15 @@ fn sigterm_stops_lotus_like_ctrl_c() {
     let mark = marker("term");
     let good = s.op("Good", GOOD_OP);
     let started = s.path().join("started");
-    let slow = s.op(
-        &mark,
-        &format!(
-            "import time\n\ndef op(x):\n    open({:?}, 'w').close()\n    time.sleep(3600)\n",
-            started.to_str().expect("utf-8 path")
-        ),
-    );
+    let slow = sleeping_op(&s, &mark, &started);
     let out = s.path().join("m.json");
     let child = s
         .map(&out, &[&good, &slow], &[])
         .spawn()
         .expect("spawn lotus");
-    let start = Instant::now();
-    while !started.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "slow op never ran"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("slow op never ran", Duration::from_secs(30), || {
+        started.exists()
+    });
     // SAFETY: kill(2) on our own child's pid.
     unsafe { kill(child.id() as i32, 15) };
     let o = wait_with_timeout(child, Duration::from_secs(30));
@@ -619,23 +625,12 @@ fn sigkill_of_lotus_leaves_no_harness_behind() {
     let s = Scratch::new();
     let mark = marker("kill9");
     let started = s.path().join("started");
-    let slow = s.op(
-        &mark,
-        &format!(
-            "import time\n\ndef op(x):\n    open({:?}, 'w').close()\n    time.sleep(3600)\n",
-            started.to_str().expect("utf-8 path")
-        ),
-    );
+    let slow = sleeping_op(&s, &mark, &started);
     let out = s.path().join("m.json");
     let child = s.map(&out, &[&slow], &[]).spawn().expect("spawn lotus");
-    let start = Instant::now();
-    while !started.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "slow op never ran"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("slow op never ran", Duration::from_secs(30), || {
+        started.exists()
+    });
     // SAFETY: kill(2) on our own child's pid.
     unsafe { kill(child.id() as i32, 9) };
     let o = wait_with_timeout(child, Duration::from_secs(30));
