@@ -35,6 +35,23 @@ impl ReportError {
         }
     }
 
+    /// An error at `line` of the file where it is known.
+    pub fn at_line(file: impl Into<String>, line: Option<u64>, message: impl Into<String>) -> Self {
+        ReportError {
+            line,
+            ..ReportError::new(file, message)
+        }
+    }
+
+    /// A failed read of the file near `line`: a [`LineTooLong`] names its
+    /// own line, anything else is "cannot read".
+    pub fn reading(file: impl Into<String>, line: Option<u64>, e: &std::io::Error) -> Self {
+        match LineTooLong::from_io(e) {
+            Some(too_long) => ReportError::at(file, too_long.line, too_long.to_string()),
+            None => ReportError::at_line(file, line, format!("cannot read: {e}")),
+        }
+    }
+
     /// Adds what the user can do.
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());

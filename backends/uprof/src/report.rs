@@ -31,20 +31,10 @@ fn text<'a>(bytes: &'a [u8], file: &str, line: u64) -> Result<&'a str, ReportErr
 }
 
 fn csv_error(e: csv::Error, file: &str) -> ReportError {
-    let mut line = e.position().map(|p| p.line());
-    let message = match e.kind() {
-        csv::ErrorKind::Io(io) => match LineTooLong::from_io(io) {
-            Some(too_long) => {
-                line = Some(too_long.line);
-                too_long.to_string()
-            }
-            None => format!("cannot read: {io}"),
-        },
-        _ => e.to_string(),
-    };
-    match line {
-        Some(l) => ReportError::at(file, l, message),
-        None => ReportError::new(file, message),
+    let line = e.position().map(|p| p.line());
+    match e.kind() {
+        csv::ErrorKind::Io(io) => ReportError::reading(file, line, io),
+        _ => ReportError::at_line(file, line, e.to_string()),
     }
 }
 

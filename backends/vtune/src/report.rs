@@ -136,23 +136,17 @@ fn field_text<'a>(
 }
 
 fn csv_error(e: csv::Error, file: &str, line_offset: u64) -> ReportError {
-    let mut line = e.position().map(|p| p.line() + line_offset);
-    let message = match e.kind() {
-        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => format!(
-            "row has {len} fields where the header has {expected_len}: the file looks truncated or garbled"
+    let line = e.position().map(|p| p.line() + line_offset);
+    match e.kind() {
+        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => ReportError::at_line(
+            file,
+            line,
+            format!(
+                "row has {len} fields where the header has {expected_len}: the file looks truncated or garbled"
+            ),
         ),
-        csv::ErrorKind::Io(io) => match LineTooLong::from_io(io) {
-            Some(too_long) => {
-                line = Some(too_long.line);
-                too_long.to_string()
-            }
-            None => format!("cannot read: {io}"),
-        },
-        _ => e.to_string(),
-    };
-    match line {
-        Some(l) => ReportError::at(file, l, message),
-        None => ReportError::new(file, message),
+        csv::ErrorKind::Io(io) => ReportError::reading(file, line, io),
+        _ => ReportError::at_line(file, line, e.to_string()),
     }
 }
 
