@@ -148,6 +148,10 @@ def main():
     for events, size, (sw, sr), (vw, vr), (pw, pr) in results:
         print(f"{events:>10} {size / 1e6:>7.0f} | {sw:>13.2f} {sr:>6.0f} | {vw:>12.2f} {vr:>6.0f} | {pw:>9.2f} {pr:>7.0f} | "
               f"{pw / sw:.1f}x faster, {pr / sr:.1f}x less memory")
+    print("throughput, million events/s (MB of log/s):")
+    for events, size, (sw, _), (vw, _), (pw, _) in results:
+        print(f"{events:>10} | stats {events / sw / 1e6:.2f} ({size / 1e6 / sw:.0f}) | "
+              f"view {events / vw / 1e6:.2f} ({size / 1e6 / vw:.0f}) | pandas {events / pw / 1e6:.2f} ({size / 1e6 / pw:.0f})")
     for a, b in zip(results, results[1:]):
         print(f"{a[0]:,} -> {b[0]:,} events ({b[0] / a[0]:.0f}x): peak memory {b[2][1] / a[2][1]:.2f}x (stats), "
               f"{b[3][1] / a[3][1]:.2f}x (view), {b[4][1] / a[4][1]:.2f}x (pandas); "
