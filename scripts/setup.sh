@@ -1,18 +1,45 @@
 #!/usr/bin/env bash
 # Sets up what lotus's examples and tests need on a fresh machine:
-# a Python virtual environment in .venv (ignored by git) with Pillow and
-# numpy, and a release build of the `lotus` binary and its control library.
+# a Python virtual environment in .venv (ignored by git) with Pillow, numpy
+# and ittapi, and a release build of the `lotus` binary and its control
+# library.
+#
+#   bash scripts/setup.sh           # the light set-up (the demo's)
+#   bash scripts/setup.sh --torch   # also torch and torchvision (the tests')
+#
+# --torch installs the pinned torch and torchvision below unless .venv can
+# already import both. PyPI, the one registry reached here, has no CPU-only
+# build for Linux x86-64: the default wheel comes with its CUDA libraries
+# (about 5 GB in .venv, a minute or two to install from pip's cache, which
+# pip keeps and reuses in ~/.cache/pip or $PIP_CACHE_DIR). The tests run
+# torch on the CPU only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+TORCH_PINS=(torch==2.15.0 torchvision==0.29.2)
+want_torch=0
+for arg in "$@"; do
+    case "$arg" in
+        --torch) want_torch=1 ;;
+        *) echo "setup: unknown option $arg (use --torch or nothing)" >&2; exit 2 ;;
+    esac
+done
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv with $($PY --version 2>&1)" >&2
     "$PY" -m venv .venv
 fi
+pip_install() {
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@"
+}
 if ! .venv/bin/python -c 'import PIL, numpy, ittapi' 2>/dev/null; then
-    echo "setup: installing Pillow and numpy into .venv" >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check pillow numpy ittapi
+    echo "setup: installing Pillow, numpy and ittapi into .venv" >&2
+    pip_install pillow numpy ittapi
+fi
+if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import torch, torchvision' 2>/dev/null; then
+    echo "setup: installing ${TORCH_PINS[*]} into .venv (about 5 GB with its CUDA libraries; pip's cache is reused)" >&2
+    pip_install "${TORCH_PINS[@]}"
 fi
 if [ "${LOTUS_SKIP_BUILD:-0}" != 1 ]; then
     cargo build --release --quiet

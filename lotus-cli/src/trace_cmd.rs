@@ -57,6 +57,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArra
 use lotus_core::spill::Budget;
 use lotus_core::trace::chrome::{ChromeWriter, Flows};
 use lotus_core::trace::folder::Item;
+use lotus_core::trace::ranks::{rank_stats, RankStats};
 use lotus_core::trace::stats::{op_totals, PerBatchRows, Summary, TraceStats, WaitBucket};
 use lotus_core::trace::torch::{self, Alignment, TorchScan};
 use lotus_core::trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
@@ -214,10 +215,13 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     let write_err = |e: io::Error| anyhow::anyhow!("cannot write {}: {e}", args.out.display());
     let mut w = ChromeWriter::begin(writer, base, &other).map_err(write_err)?;
     for p in &index.processes {
-        let sort = match p.process.role {
+        // A distributed job's tracks by rank: each rank's main process,
+        // then its workers.
+        let role = match p.process.role {
             Role::Main => 0,
             Role::Worker => 1,
         };
+        let sort = p.process.rank.map_or(0, |r| 2 * i64::from(r)) + role;
         w.process(p.out_pid, &p.process.label(), sort)
             .map_err(write_err)?;
     }
@@ -328,6 +332,8 @@ struct StatsJson<'a> {
     warnings: Vec<String>,
     #[serde(flatten)]
     stats: &'a TraceStats,
+    /// Each rank's statistics (empty when no log names a rank).
+    ranks: &'a [RankStats],
     per_batch: StreamedRows,
 }
 
@@ -350,6 +356,7 @@ impl Serialize for StreamedRows {
 fn stats(args: StatsArgs) -> Result<ExitCode> {
     let (folder, mut index) = load(&args.dir, true)?;
     let (stats, rows) = TraceStats::compute(&mut index)?;
+    let ranks = rank_stats(&folder, &index)?;
     if let Some(path) = &args.op_times {
         let mut text = String::from("op,seconds\n");
         let totals = op_totals(&index);
@@ -380,6 +387,7 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
             std: "population (divided by n; numpy's ddof=0)",
             warnings: index.warnings.shown.iter().map(|b| b.to_string()).collect(),
             stats: &stats,
+            ranks: &ranks,
             per_batch: StreamedRows(RefCell::new(Some(rows))),
         };
         let mut stdout = BufWriter::with_capacity(1 << 16, io::stdout().lock());
@@ -390,6 +398,7 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
             .context("cannot write the statistics")?;
     } else {
         print!("{}", render(&args.dir, &folder, &stats));
+        print!("{}", render_ranks(&ranks));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -554,5 +563,62 @@ fn render(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
             d.unconsumed, d.consumed_without_batch
         );
     }
+    out
+}
+
+/// The per-rank table: one row per rank of a distributed job (nothing
+/// when no log names a rank).
+fn render_ranks(ranks: &[RankStats]) -> String {
+    if ranks.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\nPer rank ({} rank(s); `--json` gives each rank's full statistics under \"ranks\")\n",
+        ranks.len()
+    );
+    let mut t = table(&[
+        "rank",
+        "host",
+        "processes",
+        "events",
+        "batches",
+        "batch mean",
+        "batch p50",
+        "batch p95",
+        "waits",
+        "wait total",
+        "wait p95",
+        "delay p50",
+    ]);
+    let opt = |v: Option<f64>| right(v.map_or_else(|| "-".to_string(), ms));
+    for r in ranks {
+        let s = &r.stats;
+        let mains = s.processes.iter().filter(|p| p.role == "main").count();
+        let b = s.batches.summary.as_ref();
+        let w = s.wait.summary.as_ref();
+        t.add_row(vec![
+            right(r.rank.to_string()),
+            Cell::new(if r.hosts.is_empty() {
+                "-".to_string()
+            } else {
+                r.hosts.join(" ")
+            }),
+            right(format!(
+                "{mains} main, {} worker",
+                s.processes.len() - mains
+            )),
+            right(s.events.to_string()),
+            right(b.map_or(0, |b| b.count).to_string()),
+            opt(b.map(|b| b.mean_ns)),
+            opt(b.map(|b| b.p50_ns)),
+            opt(b.map(|b| b.p95_ns)),
+            right(w.map_or(0, |w| w.count).to_string()),
+            opt(w.map(|w| w.total_ns as f64)),
+            opt(w.map(|w| w.p95_ns)),
+            opt(s.delay.summary.as_ref().map(|d| d.p50_ns)),
+        ]);
+    }
+    out += &t.to_string();
+    out.push('\n');
     out
 }

@@ -2,6 +2,10 @@
 //! `#[path]`, those in `lotus-cli/tests/`).
 #![allow(dead_code)]
 
+pub mod torch;
+pub mod trace_check;
+pub mod trace_logs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

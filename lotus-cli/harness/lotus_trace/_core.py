@@ -93,13 +93,21 @@ def sample_id(index):
 
 
 def _header():
+    """The log's first line: role, pid, host, and the distributed job's
+    place of the process as torchrun (and torch.distributed launchers)
+    sets it in the environment: RANK, LOCAL_RANK, WORLD_SIZE (`-` when
+    unset; DataLoader workers inherit their rank's)."""
     import socket
 
-    rank = os.environ.get("RANK") or "-"
-    if not rank.isdigit():
-        rank = "-"
+    def env_number(name):
+        value = os.environ.get(name) or "-"
+        return value if value.isdigit() else "-"
+
     host = clean_name(socket.gethostname() or "-")
-    return f"#lotus-trace v1 role={_role or 'main'} pid={_pid} host={host} rank={rank}\n"
+    return (
+        f"#lotus-trace v1 role={_role or 'main'} pid={_pid} host={host} rank={env_number('RANK')}"
+        f" local_rank={env_number('LOCAL_RANK')} world_size={env_number('WORLD_SIZE')}\n"
+    )
 
 
 def _file_path(role):

@@ -8,7 +8,7 @@
 //! `.csv` extension). One event per line:
 //!
 //! ```text
-//! #lotus-trace v1 role=worker pid=4242 host=node1 rank=0
+//! #lotus-trace v1 role=worker pid=4242 host=node1 rank=0 local_rank=0 world_size=2
 //! SRandomResizedCrop,1700000000000000000,1250000,kind=op,batch=3,sample=97
 //! SBatch,1700000000000000000,95000000,kind=batch,batch=3
 //! ```
@@ -22,7 +22,9 @@
 //!   keys are ignored, so fields can be added.
 //! - An optional first line `#lotus-trace v1 role=<main|worker> pid=<pid>
 //!   host=<hostname> rank=<rank or ->` gives the process's host and rank
-//!   (role and pid are always the file name's: the tracer renames a log
+//!   (the tracer also writes `local_rank=` and `world_size=`, from the
+//!   environment torchrun sets, for people reading the logs; the readers
+//!   need only `rank`) (role and pid are always the file name's: the tracer renames a log
 //!   when its process turns out to be a worker and keeps the first
 //!   header). Other `#` lines are comments.
 //!
@@ -65,6 +67,7 @@ pub mod event;
 pub mod folder;
 pub mod index;
 pub mod parse;
+pub mod ranks;
 pub mod stats;
 pub mod torch;
 
