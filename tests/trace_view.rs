@@ -13,7 +13,7 @@ use std::fs;
 use std::path::Path;
 
 use common::trace_check::{
-    check_figures, check_format, close, figures, flow_pairs, percentile, phase,
+    check_figures, check_format, close, figures, flow_pairs, percentile, phase, stats_json,
 };
 use common::{fixture, lotus, lotus_fails, lotus_ok};
 use serde_json::Value;
@@ -242,13 +242,6 @@ fn write_logs(dir: &Path, evs: &[Ev], host: &str) {
 /// What identifies a span: pid, name, kind, start ns, duration ns, batch,
 /// sample.
 type SpanKey = (u64, String, String, u64, u64, Option<u64>, Option<u64>);
-
-fn stats_json(dir: &Path) -> Value {
-    let out = lotus_ok(&["trace", "stats", s(dir), "--json"]);
-    let v: Value = serde_json::from_str(&out).expect("stats JSON");
-    assert_eq!(v["schema"], "lotus.trace-stats/1");
-    v
-}
 
 /// Runs `lotus trace view`; returns the JSON and stderr.
 fn view(dir: &Path, out: &Path, extra: &[&str]) -> (Value, String) {

@@ -1,10 +1,15 @@
 //! Checks shared by the trace tests: the statistics a test expects of some
 //! durations (numpy's definitions), the trace event format of a view, and
-//! its flows.
+//! its flows; `lotus trace stats` and `view` of a folder of logs against
+//! the tests' own reading of them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use serde_json::Value;
+
+use super::lotus_ok;
+use super::trace_logs::Log;
 
 /// numpy's default percentile (linear interpolation between closest ranks).
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -107,4 +112,210 @@ pub fn flow_pairs(events: &[Value]) -> BTreeMap<String, (Value, Value)> {
             (id, (s, f))
         })
         .collect()
+}
+
+// --- lotus trace stats and view against the tests' own reading of the logs ---
+
+/// Checks `lotus trace stats --json` figures (`got`: the whole job's, or
+/// one rank's) against the test's own, from `logs`: event and process
+/// counts, every op name's and every kind's count, total, mean,
+/// percentiles and std, the batch and wait summaries, the wait buckets,
+/// the delays.
+pub fn check_stats(got: &Value, logs: &[&Log], delays: &[i64], what: &str) {
+    let mut ops: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    let mut kinds: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    let mut buckets = [0u64; 4];
+    for e in logs.iter().flat_map(|l| &l.events) {
+        let d = e.dur as i64;
+        if e.kind() == "op" {
+            ops.entry(e.name.as_str()).or_default().push(d);
+        } else {
+            kinds.entry(e.kind()).or_default().push(d);
+        }
+        if e.kind() == "wait" {
+            let ready = e.fields.get("ready").map(String::as_str) == Some("1");
+            let i = match e.dur {
+                _ if ready || e.dur == 0 => 0,
+                d if d < 1_000_000 => 1,
+                d if d <= 500_000_000 => 2,
+                _ => 3,
+            };
+            buckets[i] += 1;
+        }
+    }
+    let events: usize = logs.iter().map(|l| l.events.len()).sum();
+    assert_eq!(
+        got["events"].as_u64(),
+        Some(events as u64),
+        "{what}: events"
+    );
+    assert_eq!(got["bad_lines"].as_u64(), Some(0), "{what}: bad lines");
+    assert_eq!(
+        got["processes"].as_array().expect("processes").len(),
+        logs.len(),
+        "{what}: processes"
+    );
+    let named = |list: &Value, key: &str| -> BTreeMap<String, Value> {
+        list.as_array()
+            .unwrap_or_else(|| panic!("{what}: {key} list"))
+            .iter()
+            .map(|v| (v[key].as_str().expect("name").to_string(), v.clone()))
+            .collect()
+    };
+    let got_ops = named(&got["ops"], "name");
+    assert_eq!(
+        got_ops.keys().map(String::as_str).collect::<Vec<_>>(),
+        ops.keys().copied().collect::<Vec<_>>(),
+        "{what}: op names"
+    );
+    for (name, v) in &ops {
+        check_figures(&got_ops[*name], &figures(v), &format!("{what}: op {name}"));
+    }
+    let got_kinds = named(&got["kinds"], "kind");
+    assert_eq!(
+        got_kinds
+            .keys()
+            .map(String::as_str)
+            .collect::<BTreeSet<_>>(),
+        kinds.keys().copied().collect::<BTreeSet<_>>(),
+        "{what}: kinds"
+    );
+    for (kind, v) in &kinds {
+        check_figures(
+            &got_kinds[*kind],
+            &figures(v),
+            &format!("{what}: kind {kind}"),
+        );
+    }
+    check_figures(
+        &got["batches"]["summary"],
+        &figures(&kinds["batch"]),
+        &format!("{what}: batches"),
+    );
+    check_figures(
+        &got["wait"]["summary"],
+        &figures(&kinds["wait"]),
+        &format!("{what}: waits"),
+    );
+    let got_buckets: Vec<u64> = got["wait"]["buckets"]
+        .as_array()
+        .expect("buckets")
+        .iter()
+        .map(|b| b["count"].as_u64().expect("count"))
+        .collect();
+    assert_eq!(got_buckets, buckets, "{what}: wait buckets");
+    check_figures(
+        &got["delay"]["summary"],
+        &figures(delays),
+        &format!("{what}: delays"),
+    );
+    assert_eq!(got["delay"]["unconsumed"].as_u64(), Some(0), "{what}");
+    assert_eq!(
+        got["delay"]["consumed_without_batch"].as_u64(),
+        Some(0),
+        "{what}"
+    );
+}
+
+/// The track name `lotus trace view` gives a log's process.
+pub fn track_label(log: &Log) -> String {
+    let mut extra = Vec::new();
+    if let Some(h) = log.header.get("host").filter(|h| *h != "-") {
+        extra.push(format!("host {h}"));
+    }
+    if let Some(r) = log.header.get("rank").filter(|r| *r != "-") {
+        extra.push(format!("rank {r}"));
+    }
+    format!("{} {} ({})", log.role, log.pid, extra.join(", "))
+}
+
+/// Runs `lotus trace stats --json`.
+pub fn stats_json(dir: &Path) -> Value {
+    let out = lotus_ok(&[
+        "trace",
+        "stats",
+        dir.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    let v: Value = serde_json::from_str(&out).expect("stats JSON");
+    assert_eq!(v["schema"], "lotus.trace-stats/1");
+    v
+}
+
+/// Checks `lotus trace view`: valid trace event format, one track per log
+/// labelled with its role, pid, host and rank, every event a span, and one
+/// flow per consumed batch from a worker of a rank to the main process of
+/// the same rank.
+pub fn check_view(dir: &Path, logs: &[Log]) {
+    let out = dir.with_file_name("view.json");
+    lotus_ok(&[
+        "trace",
+        "view",
+        dir.to_str().expect("path"),
+        "--out",
+        out.to_str().expect("path"),
+    ]);
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).expect("view")).expect("JSON");
+    let events = check_format(&v);
+    let tracks: BTreeMap<u64, String> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .map(|e| {
+            let name = e["args"]["name"].as_str().expect("track name").to_string();
+            (e["pid"].as_u64().expect("pid"), name)
+        })
+        .collect();
+    assert_eq!(
+        tracks.values().cloned().collect::<BTreeSet<_>>(),
+        logs.iter().map(track_label).collect::<BTreeSet<_>>(),
+        "one track per process, labelled"
+    );
+    // Tracks in order of rank, each rank's main process before its workers.
+    let mut order: Vec<(i64, &str)> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_sort_index")
+        .map(|e| {
+            let pid = e["pid"].as_u64().expect("pid");
+            (
+                e["args"]["sort_index"].as_i64().expect("sort index"),
+                tracks[&pid].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(order.len(), tracks.len(), "a sort index per track");
+    order.sort();
+    let keys: Vec<(Option<u32>, bool)> = order
+        .iter()
+        .map(|(_, l)| {
+            let rank = l
+                .rsplit_once("rank ")
+                .map(|(_, r)| r.trim_end_matches(')').parse().expect("rank"));
+            (rank, l.starts_with("worker"))
+        })
+        .collect();
+    assert!(
+        keys.windows(2).all(|w| w[0] <= w[1]),
+        "track order: {order:?}"
+    );
+    let spans = events.iter().filter(|e| e["ph"] == "X").count();
+    let total: usize = logs.iter().map(|l| l.events.len()).sum();
+    assert_eq!(spans, total, "every event a span");
+    let consumed = logs
+        .iter()
+        .flat_map(|l| &l.events)
+        .filter(|e| e.kind() == "consume")
+        .count();
+    let flows = flow_pairs(events);
+    assert_eq!(flows.len(), consumed, "one flow per consumed batch");
+    let rank_of = |label: &str| label.rsplit_once("rank ").map(|(_, r)| r.to_string());
+    // (labels end with "rank N)"; the comparison needs only equality)
+    for (s, f) in flows.values() {
+        let from = &tracks[&s["pid"].as_u64().expect("pid")];
+        let to = &tracks[&f["pid"].as_u64().expect("pid")];
+        assert!(
+            from.starts_with("worker ") && to.starts_with("main "),
+            "{from} -> {to}"
+        );
+        assert_eq!(rank_of(from), rank_of(to), "a flow stays in its rank");
+    }
 }
