@@ -223,12 +223,17 @@ fn synthetic() -> Vec<Ev> {
 /// Writes the events as logs under `dir`: main and two workers with a
 /// header, worker 903 without (its pid comes from the file name).
 fn write_logs(dir: &Path, evs: &[Ev], host: &str) {
+    write_rank_logs(dir, evs, host, "-");
+}
+
+/// [`write_logs`] with a rank in the headers (`-`: none).
+fn write_rank_logs(dir: &Path, evs: &[Ev], host: &str, rank: &str) {
     fs::create_dir_all(dir).expect("mkdir");
     for pid in std::iter::once(MAIN).chain(WORKERS) {
         let role = if pid == MAIN { "main" } else { "worker" };
         let mut text = String::new();
         if pid != 903 {
-            text += &format!("#lotus-trace v1 role={role} pid={pid} host={host} rank=-\n");
+            text += &format!("#lotus-trace v1 role={role} pid={pid} host={host} rank={rank}\n");
         }
         text += "# a comment\n\n";
         for e in evs.iter().filter(|e| e.pid == pid) {
@@ -650,6 +655,96 @@ fn two_machines_merge_into_one_timeline() {
     let stats = stats_json(tmp.path());
     assert_eq!(stats["events"].as_u64(), Some(2 * evs.len() as u64));
     assert_eq!(stats["delay"]["summary"]["count"].as_u64(), Some(22));
+}
+
+#[test]
+fn each_rank_gets_its_own_statistics_and_tracks_in_rank_order() {
+    // A two-rank job (the same synthetic run on each rank, a folder each);
+    // worker 903's log has no header and belongs to its folder's rank.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let evs = synthetic();
+    write_rank_logs(&tmp.path().join("b"), &evs, "node0", "0");
+    write_rank_logs(&tmp.path().join("a"), &evs, "node1", "1");
+    let single = tmp.path().join("single");
+    write_logs(&single, &evs, "node0");
+    let one = stats_json(&single);
+    assert_eq!(
+        one["ranks"],
+        serde_json::json!([]),
+        "no rank, no per-rank figures"
+    );
+
+    let job = tmp.path().join("job");
+    fs::create_dir(&job).expect("mkdir");
+    for d in ["a", "b"] {
+        fs::rename(tmp.path().join(d), job.join(d)).expect("move");
+    }
+    let stats = stats_json(&job);
+    assert_eq!(stats["events"].as_u64(), Some(2 * evs.len() as u64));
+    let ranks = stats["ranks"].as_array().expect("ranks");
+    assert_eq!(ranks.len(), 2);
+    for (r, got) in ranks.iter().enumerate() {
+        assert_eq!(got["rank"].as_u64(), Some(r as u64));
+        assert_eq!(got["hosts"], serde_json::json!([format!("node{r}")]));
+        assert_eq!(got["files"].as_array().expect("files").len(), 4, "{got}");
+        // Each rank ran the synthetic run: its figures are that run's.
+        for key in ["events", "ops", "kinds", "batches", "wait", "delay"] {
+            assert_eq!(got[key], one[key], "rank {r}: {key}");
+        }
+    }
+    let table = lotus_ok(&["trace", "stats", s(&job)]);
+    assert!(table.contains("Per rank (2 rank(s)"), "{table}");
+    assert!(table.contains("node1"), "{table}");
+
+    // The view: tracks ordered by rank, each rank's main first.
+    let (v, _) = view(&job, &tmp.path().join("view.json"), &[]);
+    let events = check_format(&v);
+    let meta = |name: &str| -> BTreeMap<u64, Value> {
+        phase(events, "M")
+            .iter()
+            .filter(|e| e["name"] == name)
+            .map(|e| (e["pid"].as_u64().expect("pid"), e["args"].clone()))
+            .collect()
+    };
+    let (names, sort) = (meta("process_name"), meta("process_sort_index"));
+    let mut order: Vec<(i64, String)> = sort
+        .iter()
+        .map(|(pid, a)| {
+            let n = names[pid]["name"].as_str().expect("name").to_string();
+            (a["sort_index"].as_i64().expect("sort index"), n)
+        })
+        .collect();
+    order.sort();
+    let rank_of = |n: &str| {
+        if n.contains("node0") || n.contains("rank 0") {
+            0
+        } else {
+            1
+        }
+    };
+    // Worker 903 (no header) sorts with its folder's rank: it is the last
+    // track of rank 0 (folder b) or of rank 1 (folder a).
+    let keys: Vec<(i32, bool)> = order
+        .iter()
+        .map(|(_, n)| (rank_of(n), n.starts_with("worker")))
+        .collect();
+    assert_eq!(keys.len(), 8, "{order:?}");
+    let last_903 = |r: i32| {
+        let of_rank: Vec<&(i64, String)> = order
+            .iter()
+            .filter(|(i, _)| (*i >= 2) == (r == 1))
+            .collect();
+        of_rank.last().map(|(_, n)| n.starts_with("worker 903")) == Some(true)
+    };
+    assert!(last_903(0) && last_903(1), "{order:?}");
+    let keys: Vec<(i32, bool)> = keys
+        .into_iter()
+        .zip(&order)
+        .filter(|(_, (_, n))| n.contains("rank "))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
+    assert_eq!(keys.first(), Some(&(0, false)), "{order:?}");
 }
 
 #[test]

@@ -57,7 +57,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArra
 use lotus_core::spill::Budget;
 use lotus_core::trace::chrome::{ChromeWriter, Flows};
 use lotus_core::trace::folder::Item;
-use lotus_core::trace::ranks::{rank_stats, RankStats};
+use lotus_core::trace::ranks::{process_ranks, rank_stats, RankStats};
 use lotus_core::trace::stats::{op_totals, PerBatchRows, Summary, TraceStats, WaitBucket};
 use lotus_core::trace::torch::{self, Alignment, TorchScan};
 use lotus_core::trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
@@ -214,14 +214,14 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     });
     let write_err = |e: io::Error| anyhow::anyhow!("cannot write {}: {e}", args.out.display());
     let mut w = ChromeWriter::begin(writer, base, &other).map_err(write_err)?;
-    for p in &index.processes {
+    for (p, rank) in index.processes.iter().zip(process_ranks(&index)) {
         // A distributed job's tracks by rank: each rank's main process,
         // then its workers.
         let role = match p.process.role {
             Role::Main => 0,
             Role::Worker => 1,
         };
-        let sort = p.process.rank.map_or(0, |r| 2 * i64::from(r)) + role;
+        let sort = rank.map_or(0, |r| 2 * i64::from(r)) + role;
         w.process(p.out_pid, &p.process.label(), sort)
             .map_err(write_err)?;
     }

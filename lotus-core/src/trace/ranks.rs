@@ -1,6 +1,7 @@
 //! Per-rank statistics of a distributed job (torchrun, DDP): every process
 //! whose log header names a rank (`rank=<RANK>`; DataLoader workers inherit
-//! their rank's environment, so they carry it too) belongs to that rank,
+//! their rank's environment, so they carry it too) belongs to that rank, a
+//! log without a header to the rank of its group (see [`super::index`]),
 //! and each rank gets the whole of [`TraceStats`] over its own logs.
 //!
 //! Each rank's statistics come from a second reading of that rank's files
@@ -31,6 +32,25 @@ pub struct RankStats {
     pub stats: TraceStats,
 }
 
+/// Each process's rank (in [`TraceIndex::processes`]'s order): its own, or,
+/// for a log without a rank, the rank of its group (the one run of its
+/// folder that names one, as for matching batches); `None` where neither.
+pub fn process_ranks(index: &TraceIndex) -> Vec<Option<u32>> {
+    let groups = index.groups();
+    let mut group_rank: BTreeMap<usize, u32> = BTreeMap::new();
+    for (p, g) in index.processes.iter().zip(&groups) {
+        if let Some(r) = p.process.rank {
+            group_rank.entry(*g).or_insert(r);
+        }
+    }
+    index
+        .processes
+        .iter()
+        .zip(&groups)
+        .map(|(p, g)| p.process.rank.or_else(|| group_rank.get(g).copied()))
+        .collect()
+}
+
 /// The logs of each rank of `index` (gathered from `folder`): rank, hosts
 /// and a folder holding only that rank's logs, by rank. Empty when no log
 /// names a rank.
@@ -39,8 +59,8 @@ pub fn rank_folders(
     index: &TraceIndex,
 ) -> Vec<(u32, Vec<String>, TraceFolder)> {
     let mut files: BTreeMap<u32, (BTreeSet<String>, BTreeSet<&str>)> = BTreeMap::new();
-    for p in &index.processes {
-        let Some(rank) = p.process.rank else {
+    for (p, rank) in index.processes.iter().zip(process_ranks(index)) {
+        let Some(rank) = rank else {
             continue;
         };
         let (hosts, names) = files.entry(rank).or_default();
@@ -151,6 +171,28 @@ mod tests {
             Some(1)
         );
         assert_eq!(ranks[1].stats.delay.consumed_without_batch, 1);
+    }
+
+    #[test]
+    fn a_log_without_a_header_joins_the_rank_of_its_folder() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        for r in ["0", "1"] {
+            let d = tmp.path().join(format!("r{r}"));
+            fs::create_dir(&d).expect("mkdir");
+            let head = format!("#lotus-trace v1 role=main pid=5 host=h rank={r}\n");
+            fs::write(d.join("l_main_pid_5"), head + "SA,1,2\n").expect("write");
+            fs::write(d.join("l_worker_pid_6"), "SB,1,3\n").expect("write");
+        }
+        let folder = TraceFolder::scan(tmp.path()).expect("scan");
+        let index = TraceIndex::load(&folder, true, Budget::new(1 << 20), |_| {}).expect("load");
+        let ranks = rank_stats(&folder, &index).expect("ranks");
+        assert_eq!(ranks.len(), 2);
+        for (i, r) in ranks.iter().enumerate() {
+            assert_eq!(r.rank as usize, i);
+            assert_eq!(r.files.len(), 2, "{:?}", r.files);
+            assert!(r.files.iter().all(|f| f.contains(&format!("r{i}"))));
+            assert_eq!(r.stats.events, 2);
+        }
     }
 
     #[test]
