@@ -22,7 +22,9 @@
 //! `stats` prints per-op figures, per-batch preprocessing time with IQR
 //! outliers, the main process's waits in buckets and the delay from
 //! preprocessing to consumption ([`lotus_core::trace::stats`] defines
-//! them); `--json` prints `lotus.trace-stats/1`:
+//! them), then, for a distributed job, a row per rank; `--json` prints
+//! `lotus.trace-stats/1`, with each rank's full figures under `ranks`
+//! (empty when no log names a rank; [`lotus_core::trace::ranks`]):
 //!
 //! ```json
 //! {"schema": "lotus.trace-stats/1", "trace": "DIR",
@@ -37,6 +39,8 @@
 //!              "outliers": [{"batch": 3, "pid": 42, "start_ns": 1, "dur_ns": 9, "side": "high"}]},
 //!  "wait": {"summary": {...}, "buckets": [{"bucket": "none", "count": 4, "share": 0.25, "total_ns": 0}, ...]},
 //!  "delay": {"summary": {...}, "unconsumed": 0, "consumed_without_batch": 0},
+//!  "ranks": [{"rank": 0, "hosts": ["node1"], "files": ["DIR/lotus_main_pid_41"],
+//!             "events": 600, "processes": [...], "ops": [...], ...}],
 //!  "per_batch": [{"batch": 0, "pid": 42, "start_ns": 1, "dur_ns": 9, "end_ns": 10,
 //!                 "consumed_ns": 12, "main_pid": 41, "delay_ns": 2, "wait_ns": 3, "wait_bucket": "under_1ms"}]}
 //! ```
