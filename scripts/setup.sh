@@ -10,9 +10,9 @@
 # --torch installs the pinned torch and torchvision below unless .venv can
 # already import both. PyPI, the one registry reached here, has no CPU-only
 # build for Linux x86-64: the default wheel comes with its CUDA libraries
-# (about 5 GB in .venv, a minute or two to install from pip's cache, which
-# pip keeps and reuses in ~/.cache/pip or $PIP_CACHE_DIR). The tests run
-# torch on the CPU only.
+# (about 5.4 GB in .venv, about 1.5 minutes to download and install here).
+# pip's cache stays on (no --no-cache-dir), so where pip can cache, a second
+# fresh .venv reuses the download. The tests run torch on the CPU only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
