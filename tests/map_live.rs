@@ -190,12 +190,17 @@ fn fixture_ops_map_to_their_kernels() {
         );
     }
 
-    // JPEG load: the libjpeg module Pillow bundles.
+    // JPEG load: the libjpeg module Pillow bundles holds most of the op's
+    // user-space time. Kernel time is left out of this share: how much of
+    // it an op is charged (page faults, and the scheduler's switches, which
+    // grow when other processes compete for the CPUs) depends on the
+    // machine's load, not on the op.
     let loader = op(&m, "Loader");
-    let jpeg = share_of(loader, |_, m| m.starts_with("libjpeg"));
+    let user = share_of(loader, |_, m| m != "[kernel]");
+    let jpeg = share_of(loader, |_, m| m.starts_with("libjpeg")) / user;
     assert!(
         jpeg > 0.3,
-        "Loader: libjpeg share {jpeg}: {:?}",
+        "Loader: libjpeg share of user-space samples {jpeg}: {:?}",
         top(loader, 8)
     );
 

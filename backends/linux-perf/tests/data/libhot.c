@@ -18,13 +18,16 @@ __attribute__((visibility("hidden"), noinline)) void hot_kernel(void) {
     hot_sink = x;
 }
 
+/* Runs hot_kernel until the calling thread has used `secs` more CPU time
+ * (CPU, not wall time: the sample count must not depend on the machine's
+ * load). */
 void hot_entry(double secs) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     double end = ts.tv_sec + ts.tv_nsec * 1e-9 + secs;
     for (;;) {
         hot_kernel();
-        clock_gettime(CLOCK_MONOTONIC, &ts);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
         if (ts.tv_sec + ts.tv_nsec * 1e-9 >= end) break;
     }
 }

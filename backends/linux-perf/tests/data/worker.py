@@ -3,6 +3,8 @@ code in libz) and exits before the profile is read.
 
 usage: python3 worker.py OUT_FD IN_FD SECONDS [START_METHOD]
 
+SECONDS is the worker's CPU time.
+
 START_METHOD is multiprocessing's: fork (the default here) or spawn (the
 worker is a fresh interpreter: fork and exec).
 """
@@ -18,8 +20,10 @@ DATA = bytes((i * 7919) % 251 for i in range(1 << 16))
 
 
 def work(secs):
-    end = time.monotonic() + secs
-    while time.monotonic() < end:
+    # CPU seconds of this process, not wall time: on a busy machine the
+    # worker still gets as many samples, it only takes longer.
+    end = time.process_time() + secs
+    while time.process_time() < end:
         zlib.compress(DATA, 9)
 
 
