@@ -139,6 +139,31 @@ fn uprof4_library_in_an_amduprof_home_gets_the_cpu_mode() {
 }
 
 #[test]
+fn a_found_library_others_can_write_is_not_loaded() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let home = tmp.path().join("AMDuProf_5.1-701");
+    let shared = home.join("lib/x64/shared");
+    standin::build_library(
+        &shared.join("libAMDProfileController.so"),
+        Flavor::good(Api::V5),
+    );
+    // Any user could have replaced the library in this folder.
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).expect("chmod");
+    let log = tmp.path().join("log");
+    let mut cmd = python(&["-c", CALLS], &log);
+    cmd.env("AMDUPROF_HOME", &home);
+    let out = stdout(&run(cmd));
+    assert!(out.starts_with("raised: "), "{out}");
+    assert!(
+        out.contains("is not loaded") && out.contains(&shared.display().to_string()),
+        "{out}"
+    );
+    assert!(out.contains("every user"), "{out}");
+    assert!(standin::calls(&log).is_empty(), "the library was called");
+}
+
+#[test]
 fn the_dynamic_library_path_is_the_last_resort() {
     if uprof_installed() {
         eprintln!("skipped: a uProf install in /opt would be found first");

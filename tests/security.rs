@@ -1,0 +1,194 @@
+//! Another local user must not get in: each test has an unprivileged user
+//! (`nobody`) plant files in a shared folder the way an attacker on the same
+//! machine would, then runs lotus (or a fixture) as root and checks that
+//! nothing planted was loaded, executed or written through.
+//!
+//! They need root (to act as `nobody` and as root); elsewhere each prints
+//! `skipped: <test>: <reason>` to stderr and passes.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `nobody`'s ids.
+const NOBODY: u32 = 65534;
+
+fn skip(test: &str, reason: &str) {
+    eprintln!("skipped: {test}: {reason}");
+}
+
+/// A sticky folder every user can write (a private `/tmp`), or why there
+/// can be none here.
+fn shared_folder(test: &str) -> Option<tempfile::TempDir> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip(test, "not root: cannot act as another user");
+        return None;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("lotus-sec-")
+        .tempdir_in(std::env::temp_dir())
+        .expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let reach = as_nobody(Command::new("test").arg("-w").arg(dir.path()))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !reach {
+        skip(
+            test,
+            &format!(
+                "nobody cannot reach {} (is TMPDIR inside a private folder?)",
+                dir.path().display()
+            ),
+        );
+        return None;
+    }
+    Some(dir)
+}
+
+/// `cmd`, run as `nobody`.
+fn as_nobody(cmd: &mut Command) -> &mut Command {
+    cmd.uid(NOBODY).gid(NOBODY).env("HOME", "/nonexistent")
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A shared library whose constructor creates `marker`: loading it runs
+/// the planter's code. Built (and left) by `nobody` at `lib`.
+fn plant_library(shared: &Path, lib: &Path, marker: &Path) {
+    let source = shared.join("planted.c");
+    let c = format!(
+        "#include <stdio.h>\n__attribute__((constructor)) static void planted(void) {{\n  FILE *f = fopen(\"{}\", \"w\"); if (f) fclose(f);\n}}\n",
+        marker.display()
+    );
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "printf '%s' \"$1\" > \"$2\" && mkdir -p \"$(dirname \"$3\")\" && cc -shared -fPIC -o \"$3\" \"$2\"",
+            "sh",
+        ]))
+        .arg(&c)
+        .arg(&source)
+        .arg(lib)
+        .env("TMPDIR", shared),
+        "nobody plants a library",
+    );
+    // Root itself may create the marker: it must be a path root alone can
+    // write, so that its existence proves the library ran as root.
+    assert!(lib.is_file(), "{} planted", lib.display());
+}
+
+/// A private folder (0700) for what only root may write.
+fn private_marker(shared: &Path) -> PathBuf {
+    let dir = shared.join("root-only");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir.join("planted-code-ran")
+}
+
+#[test]
+fn ckernels_does_not_load_a_library_another_user_planted_in_its_cache() {
+    let test = "ckernels_does_not_load_a_library_another_user_planted_in_its_cache";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let python = common::python();
+    let ops = common::fixture("ops");
+    // The cache path CKernels used to trust: the source hash is public.
+    let key = run_ok(
+        Command::new(&python).args([
+            "-c",
+            "import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest()[:16])",
+        ])
+        .arg(common::fixture("clib/lotus_fixture_kernels.c")),
+        "hash the source",
+    );
+    let key = String::from_utf8_lossy(&key.stdout).trim().to_string();
+    let planted = shared
+        .path()
+        .join("lotus-fixture-clib-0")
+        .join(&key)
+        .join("liblotus_fixture_kernels.so");
+    let marker = private_marker(shared.path());
+    plant_library(shared.path(), &planted, &marker);
+
+    let out = run_ok(
+        Command::new(&python)
+            .args([
+                "-c",
+                "import sys; sys.path.insert(0, sys.argv[1]); import CKernels; print(CKernels.op(CKernels.setup()))",
+            ])
+            .arg(&ops)
+            .env("TMPDIR", shared.path())
+            .env_remove("LOTUS_FIXTURE_CLIB"),
+        "CKernels as root",
+    );
+    assert!(
+        !marker.exists(),
+        "root loaded the library nobody planted at {}",
+        planted.display()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not using the cache folder") && stderr.contains("owned by user 65534"),
+        "{stderr}"
+    );
+    // Its own library ran: a dot product of two positive vectors.
+    let dot: f64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the op's result");
+    assert!(dot > 0.0);
+}
+
+#[test]
+fn lotus_does_not_load_a_control_library_planted_above_its_folder() {
+    let test = "lotus_does_not_load_a_control_library_planted_above_its_folder";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    // lotus unpacked by root into a folder of its own inside a shared one.
+    let bin = shared.path().join("lotus-1.0");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let lotus = bin.join("lotus");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_lotus"), &lotus).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_lotus"), &lotus).expect("copy lotus");
+    }
+    // nobody's library one level up, newer than anything.
+    let planted = shared.path().join("liblotus_control.so");
+    let marker = private_marker(shared.path());
+    plant_library(shared.path(), &planted, &marker);
+    run_ok(
+        as_nobody(
+            Command::new("touch")
+                .args(["-d", "2100-01-01"])
+                .arg(&planted),
+        ),
+        "nobody dates it in the future",
+    );
+    let out = Command::new(&lotus)
+        .args(["map", "--backend", "perf", "--dry-run"])
+        .arg(common::fixture("ops/Loader.py"))
+        .env_remove("LOTUS_CONTROL_LIB")
+        .output()
+        .expect("run lotus");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains(&planted.display().to_string()),
+        "lotus would load nobody's library:\n{stdout}"
+    );
+    assert!(!marker.exists());
+}
