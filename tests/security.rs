@@ -192,3 +192,152 @@ fn lotus_does_not_load_a_control_library_planted_above_its_folder() {
     );
     assert!(!marker.exists());
 }
+
+/// A root-only file (mode 0600 in a folder only root can write), and its
+/// text.
+fn victim(shared: &Path) -> (PathBuf, &'static str) {
+    let dir = shared.join("root-files");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let file = dir.join("secret");
+    let text = "root's own data\n";
+    std::fs::write(&file, text).expect("write");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    (file, text)
+}
+
+/// `lotus trace run --out DIR -- python -c CODE ARGS...`.
+fn trace_run(dir: &Path, code: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "run", "--out"])
+        .arg(dir)
+        .arg("--")
+        .arg(common::any_python())
+        .args(["-c", code])
+        .args(args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH")
+        .output()
+        .expect("run lotus")
+}
+
+const TRACED: &str = "import lotus_trace\nlotus_trace.wrap(lambda: None, 'Op')()\n";
+
+#[test]
+fn trace_run_refuses_a_folder_another_user_can_write() {
+    let test = "trace_run_refuses_a_folder_another_user_can_write";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let (secret, text) = victim(shared.path());
+    // nobody's folder, with a link at the main log name of each of the
+    // next pids, to root's file.
+    let out = shared.path().join("trace");
+    let next: u64 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1000);
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "mkdir -m 755 \"$1\" && i=$2; while [ $i -lt $3 ]; do ln -s \"$4\" \"$1/lotus_main_pid_$i\"; i=$((i+1)); done",
+            "sh",
+        ]))
+        .arg(&out)
+        .arg((next + 1).to_string())
+        .arg((next + 2000).to_string())
+        .arg(&secret),
+        "nobody plants links",
+    );
+    let o = trace_run(&out, TRACED, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is not safe to write") && err.contains("owned by user 65534"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), text);
+
+    // A folder of root's that every user may write, sticky or not.
+    let open = shared.path().join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    for mode in [0o1777, 0o777, 0o775] {
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let o = trace_run(&open, TRACED, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "mode {mode:o}: {err}");
+        assert!(err.contains("can be written by"), "{err}");
+    }
+}
+
+#[test]
+fn the_tracer_never_writes_through_links_another_user_planted() {
+    let test = "the_tracer_never_writes_through_links_another_user_planted";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let (secret, text) = victim(shared.path());
+    let out = shared.path().join("trace");
+    run_ok(
+        as_nobody(Command::new("mkdir").args(["-m", "755"]).arg(&out)),
+        "nobody's folder",
+    );
+    // Root's job, tracing in code (no lotus to check the folder), says its
+    // pid and waits while nobody plants links at both of its log names.
+    let ready = shared.path().join("ready");
+    let go = shared.path().join("go");
+    let job = r#"import os, sys, time, lotus_trace
+out, ready, go = sys.argv[1:4]
+lotus_trace.enable(out, torch=False)
+with open(ready + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(ready + ".tmp", ready)
+deadline = time.time() + 60
+while not os.path.exists(go) and time.time() < deadline:
+    time.sleep(0.02)
+lotus_trace.wrap(lambda: None, "Before")()
+lotus_trace.flush()
+lotus_trace.set_role("worker")
+lotus_trace.wrap(lambda: None, "After")()
+lotus_trace.flush()
+"#;
+    let mut child = Command::new(common::any_python())
+        .args(["-c", job])
+        .arg(&out)
+        .arg(&ready)
+        .arg(&go)
+        .env("PYTHONPATH", common::harness_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .spawn()
+        .expect("job");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = std::fs::read_to_string(&ready).expect("pid");
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "ln -s \"$3\" \"$1/lotus_main_pid_$2\" && ln -s \"$3\" \"$1/lotus_worker_pid_$2\" && ln -s \"$3\" \"$1/lotus.1_worker_pid_$2\" && touch \"$4\"",
+            "sh",
+        ]))
+        .arg(&out)
+        .arg(&pid)
+        .arg(&secret)
+        .arg(&go),
+        "nobody plants links",
+    );
+    let status = child.wait().expect("job");
+    assert!(status.success());
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), text);
+    // The log went to a free name, as root's own file.
+    let log = std::fs::read_to_string(out.join(format!("lotus.2_worker_pid_{pid}")))
+        .expect("the log under a free name");
+    assert!(log.contains("SBefore,") && log.contains("SAfter,"), "{log}");
+}

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use lotus_core::Target;
 
+pub mod orphans;
 pub mod trust;
 pub mod vendor;
 
