@@ -341,3 +341,94 @@ lotus_trace.flush()
         .expect("the log under a free name");
     assert!(log.contains("SBefore,") && log.contains("SAfter,"), "{log}");
 }
+
+#[test]
+fn output_files_never_go_through_another_users_link() {
+    let test = "output_files_never_go_through_another_users_link";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let (secret, text) = victim(shared.path());
+    // In a shared folder, nobody's links where root's outputs will go: to
+    // root's file, and to a device.
+    let to_file = shared.path().join("trace.json");
+    let to_device = shared.path().join("view.json");
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "ln -s \"$1\" \"$2\" && ln -s /dev/null \"$3\"",
+            "sh",
+        ]))
+        .arg(&secret)
+        .arg(&to_file)
+        .arg(&to_device),
+        "nobody plants links",
+    );
+    for out in [&to_file, &to_device] {
+        let o = Command::new(env!("CARGO_BIN_EXE_lotus"))
+            .args(["trace", "view"])
+            .arg(common::fixture("traces/original"))
+            .arg("--out")
+            .arg(out)
+            .output()
+            .expect("lotus");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("symbolic link") && err.contains("owned by user 65534"),
+            "{err}"
+        );
+        assert!(out
+            .symlink_metadata()
+            .expect("link")
+            .file_type()
+            .is_symlink());
+    }
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), text);
+    // Root's own link is still followed.
+    let mine = shared.path().join("mine.json");
+    let real = shared.path().join("root-files/real.json");
+    std::os::unix::fs::symlink(&real, &mine).expect("link");
+    let o = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "view"])
+        .arg(common::fixture("traces/original"))
+        .arg("--out")
+        .arg(&mine)
+        .output()
+        .expect("lotus");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(real.is_file());
+}
+
+#[test]
+fn an_interpreter_another_user_controls_is_warned_about() {
+    let test = "an_interpreter_another_user_controls_is_warned_about";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    // nobody's virtual environment, active in root's shell.
+    let venv = shared.path().join("venv");
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "mkdir -p \"$1/bin\" && printf '#!/bin/sh\\n' > \"$1/bin/python\" && chmod 755 \"$1/bin/python\"",
+            "sh",
+        ]))
+        .arg(&venv),
+        "nobody makes a venv",
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["map", "--backend", "perf", "--dry-run"])
+        .arg(common::fixture("ops/Loader.py"))
+        .env("VIRTUAL_ENV", &venv)
+        .env_remove("LOTUS_PYTHON")
+        .output()
+        .expect("lotus");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("warning: the Python interpreter")
+            && err.contains(&venv.join("bin/python").display().to_string())
+            && err.contains("owned by user 65534"),
+        "{err}"
+    );
+}

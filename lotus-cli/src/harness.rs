@@ -117,6 +117,21 @@ fn control_library_near(
     Some(lotus_backend_common::trust::check_file(&found).map(|()| found))
 }
 
+/// `program`, found by searching (the active virtual environment, PATH)
+/// rather than named by the user, with a warning on stderr when another
+/// user could change it or a folder above it: run by root, it would run
+/// their code as root. Not refused: a user's own interpreter run by that
+/// user is the common case, and `--python` names one explicitly.
+pub fn warn_if_others_can_change(program: PathBuf) -> PathBuf {
+    if let Err(untrusted) = lotus_backend_common::trust::check_file(&program) {
+        eprintln!(
+            "lotus: warning: the Python interpreter {} can be changed by another user ({untrusted}); pass --python to choose one only you and root can write",
+            program.display()
+        );
+    }
+    program
+}
+
 /// The harness's command-line settings for one op run.
 #[derive(Debug, Clone)]
 pub struct HarnessArgs {
