@@ -251,3 +251,34 @@ print(pid)\n";
     assert!(log.contains("SBefore,") && log.contains("SAfter,"), "{log}");
     assert!(!dir.join(format!("lotus.1_main_pid_{pid}")).exists());
 }
+
+#[test]
+fn a_trace_folder_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    std::fs::create_dir(&dir).expect("mkdir");
+    for mode in [0o777, 0o1777, 0o770] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let mut cmd = trace_run(&dir, MANY_EVENTS, &[]);
+        cmd.arg("3");
+        let out = cmd.output().expect("run lotus");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "mode {mode:o}: {err}");
+        assert!(
+            err.contains("is not safe to write") && err.contains("can be written by"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&dir).expect("dir").count(),
+            0,
+            "nothing ran"
+        );
+    }
+    // A folder lotus creates is its own: 0755 whatever the umask.
+    let made = tmp.path().join("new/trace");
+    let mut cmd = trace_run(&made, MANY_EVENTS, &[]);
+    cmd.arg("3");
+    let out = cmd.output().expect("run lotus");
+    assert!(out.status.success(), "{}", stderr(&out));
+}
