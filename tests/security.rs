@@ -4,7 +4,9 @@
 //! nothing planted was loaded, executed or written through.
 //!
 //! They need root (to act as `nobody` and as root); elsewhere each prints
-//! `skipped: <test>: <reason>` to stderr and passes.
+//! `skipped: <test>: <reason>` to stderr and passes. (A folder of one's own
+//! made writable by all stands in for a shared one where no second user is
+//! needed.)
 
 mod common;
 
@@ -429,6 +431,32 @@ fn an_interpreter_another_user_controls_is_warned_about() {
         err.contains("warning: the Python interpreter")
             && err.contains(&venv.join("bin/python").display().to_string())
             && err.contains("owned by user 65534"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_op_in_a_folder_others_can_write_is_warned_about() {
+    // Any user can check this one: the folder is ours, made writable by all.
+    let dir = tempfile::tempdir().expect("tmp");
+    let op = dir.path().join("Flip.py");
+    std::fs::write(&op, "op = lambda x: x\n").expect("op");
+    let dry_run = || {
+        let o = Command::new(env!("CARGO_BIN_EXE_lotus"))
+            .args(["map", "--backend", "perf", "--dry-run"])
+            .arg(&op)
+            .output()
+            .expect("lotus");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    assert!(!dry_run().contains("warning: op file"));
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let err = dry_run();
+    assert!(
+        err.contains(&format!("warning: op file {}", op.display()))
+            && err.contains("can be written by every user")
+            && err.contains("sys.path"),
         "{err}"
     );
 }

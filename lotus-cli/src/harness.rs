@@ -132,6 +132,27 @@ pub fn warn_if_others_can_change(program: PathBuf) -> PathBuf {
     program
 }
 
+/// Warns on stderr when another user can write the op file `op` or its
+/// folder (sticky or not): the harness puts that folder first on
+/// `sys.path`, as Python does for a script, so a module dropped there by
+/// another user (`numpy.py`) would be imported in place of the real one,
+/// as root when lotus runs as root. Not refused: ops in a shared project
+/// folder are common, and the warning says what to do.
+pub fn warn_if_op_folder_shared(op: &Path) {
+    use lotus_backend_common::trust;
+    let folder = match op.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let checked = trust::check_path(folder, true).and_then(|()| trust::check_entry(op, false));
+    if let Err(untrusted) = checked {
+        eprintln!(
+            "lotus: warning: op file {}: {untrusted}: another user could put a module there that the op imports in place of the real one (its folder comes first on sys.path); move the op to a folder only you can write",
+            op.display()
+        );
+    }
+}
+
 /// The harness's command-line settings for one op run.
 #[derive(Debug, Clone)]
 pub struct HarnessArgs {
