@@ -450,7 +450,8 @@ fn an_op_in_a_folder_others_can_write_is_warned_about() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
-    assert!(!dry_run().contains("warning: op file"));
+    let err = dry_run();
+    assert!(!err.contains("warning: op file"), "{err}");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
     let err = dry_run();
     assert!(
