@@ -102,11 +102,12 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
         let p = Path::new(&venv).join("bin").join("python");
         if p.is_file() {
-            return Ok(p);
+            return Ok(harness::warn_if_others_can_change(p));
         }
     }
     which::which("python3")
         .or_else(|_| which::which("python"))
+        .map(harness::warn_if_others_can_change)
         .map_err(|_| {
             anyhow!(
                 "no Python found: python3 is not on PATH; install Python 3 or pass --python PATH"

@@ -263,6 +263,9 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 collect_type: args.collect_type.clone(),
                 keep_raw: args.keep_raw.clone(),
             };
+            for op in args.ops.iter().filter(|op| op.is_file()) {
+                harness::warn_if_op_folder_shared(op);
+            }
             if args.dry_run {
                 for op in &args.ops {
                     if !op.is_file() {

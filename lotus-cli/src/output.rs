@@ -283,7 +283,34 @@ enum Destination {
     Special,
 }
 
+/// Refuses a symbolic link (at `path`, or one it leads to) owned by
+/// another user: in a shared folder such a link would send lotus's output,
+/// written as root, over any file. The kernel's `protected_symlinks` guard
+/// does not apply here: the link is read with readlink(2), and the text
+/// lands through a rename, not an open.
+fn check_links(path: &Path) -> Result<()> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                lotus_backend_common::trust::check_entry(&p, true).map_err(|why| {
+                    anyhow::anyhow!(
+                        "cannot write {}: the symbolic link {why}: another user's link could send the output over any file; remove it or write elsewhere",
+                        path.display()
+                    )
+                })?;
+                let next = std::fs::read_link(&p)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                p = folder_of(&p).join(next);
+            }
+            _ => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
 fn destination(path: &Path) -> Result<Destination> {
+    check_links(path)?;
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => anyhow::bail!("cannot write {}: it is a folder", path.display()),
         Ok(m) if m.is_file() => Ok(Destination::File(

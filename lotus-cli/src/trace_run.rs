@@ -10,12 +10,23 @@
 //! ranks) inherits the environment, so each writes its own log,
 //! `DIR/<prefix>_main_pid_<pid>` or `DIR/<prefix>_worker_pid_<pid>`. An
 //! existing `sitecustomize` on the path still runs (the hook chains to it).
+//!
+//! The trace folder must be one no other user can write (see
+//! [`check_out_folder`]): the job, often run as root, creates files there by
+//! predictable names. Each run has an id (`LOTUS_TRACE_RUN`, written in each
+//! log's header), so that only this run's logs are counted; a process that
+//! cannot write its log says so through a file in lotus's private status
+//! folder (`LOTUS_TRACE_STATUS`), and lotus reports the loss and exits
+//! non-zero. lotus is the job's subreaper: when the main process ends,
+//! every process it left (workers, daemons) is ended too.
 
-use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use lotus_backend_common::{orphans, trust};
 
 use anyhow::{anyhow, bail, Context, Result};
 
@@ -45,6 +56,13 @@ pub const ENV_TRACE_DIR: &str = "LOTUS_TRACE_DIR";
 pub const ENV_TRACE_PREFIX: &str = "LOTUS_TRACE_PREFIX";
 /// `0` turns the torch / torchvision hooks off.
 pub const ENV_TRACE_TORCH: &str = "LOTUS_TRACE_TORCH";
+/// The variable naming this run's id (each log's header carries it).
+pub const ENV_TRACE_RUN: &str = "LOTUS_TRACE_RUN";
+/// The variable naming lotus's private folder where a process that could
+/// not write its trace leaves `failed_pid_<pid>`.
+pub const ENV_TRACE_STATUS: &str = "LOTUS_TRACE_STATUS";
+/// How long the processes a job leaves have, after SIGTERM, before SIGKILL.
+const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
 /// `lotus trace run` arguments.
 #[derive(Debug, clap::Args)]
@@ -114,13 +132,109 @@ pub fn write_tracer() -> io::Result<TracerFiles> {
 }
 
 /// Whether `name` is a trace log of `prefix`: `<prefix>_main_pid_<pid>` or
-/// `<prefix>_worker_pid_<pid>`.
+/// `<prefix>_worker_pid_<pid>`, or `<prefix>.<n>_...` (the tracer's name
+/// when the first was taken).
 fn is_log_of(name: &str, prefix: &str) -> bool {
-    ["_main_pid_", "_worker_pid_"].iter().any(|tag| {
-        name.strip_prefix(prefix)
-            .and_then(|rest| rest.strip_prefix(tag))
-            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-    })
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some(rest) = name.strip_prefix(prefix) else {
+        return false;
+    };
+    let rest = match rest.strip_prefix('.') {
+        Some(numbered) => {
+            let digits = numbered.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                return false;
+            }
+            &numbered[digits..]
+        }
+        None => rest,
+    };
+    ["_main_pid_", "_worker_pid_"]
+        .iter()
+        .any(|tag| rest.strip_prefix(tag).is_some_and(all_digits))
+}
+
+/// Whether the log at `path` belongs to the run `run_id`: its header
+/// (first line) carries `run=<run_id>`.
+fn is_log_of_run(path: &Path, run_id: &str) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 512];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let text = String::from_utf8_lossy(&head[..n]);
+    let first = text.lines().next().unwrap_or("");
+    first.starts_with("#lotus-trace")
+        && first
+            .split_whitespace()
+            .any(|w| w.strip_prefix("run=") == Some(run_id))
+}
+
+/// Creates the trace folder (0755 less the umask) if missing, and checks
+/// that no other user can write it or swap a folder above it: the job
+/// creates its logs there by predictable names, and when lotus runs as
+/// root another user's link or file in that folder would be written
+/// through (or read back by `trace view`). Refused rather than warned
+/// about: a warning scrolls away while root's job writes into a folder
+/// another user controls; the fix (a folder of one's own) is one command.
+fn check_out_folder(out: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let absolute = std::path::absolute(out)
+        .with_context(|| format!("cannot resolve the trace folder {}", out.display()))?;
+    // The folders above must be safe before anything is created under them.
+    if let Some(existing) = absolute.ancestors().skip(1).find(|a| a.exists()) {
+        trust::check_path(existing, false).map_err(|u| untrusted_out(out, &u))?;
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(&absolute)
+        .with_context(|| format!("cannot create the trace folder {}", out.display()))?;
+    let canonical = std::fs::canonicalize(&absolute)
+        .with_context(|| format!("cannot resolve {}", out.display()))?;
+    trust::check_path(&absolute, true).map_err(|u| untrusted_out(out, &u))?;
+    Ok(canonical)
+}
+
+fn untrusted_out(out: &Path, why: &trust::Untrusted) -> anyhow::Error {
+    anyhow!(
+        "the trace folder {} is not safe to write: {why}; another user could plant files or links where the job writes its logs. Use a folder that only you (and root) can write, e.g. `mkdir -m 755 ~/trace` (or `chmod go-w` the folder)",
+        out.display()
+    )
+}
+
+/// What the processes that could not write their trace left in the status
+/// folder: one message per process.
+fn trace_failures(status: &Path) -> Vec<String> {
+    let mut failures: Vec<(String, String)> = std::fs::read_dir(status)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name.strip_prefix("failed_pid_")?.to_string();
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let text = text.trim();
+            Some((
+                pid.clone(),
+                if text.is_empty() {
+                    format!("pid {pid} could not write its trace (no space left to say why?)")
+                } else {
+                    text.to_string()
+                },
+            ))
+        })
+        .collect();
+    failures.sort();
+    failures.into_iter().map(|(_, m)| m).collect()
+}
+
+/// An id for this run, unique on this machine: lotus's pid and the time.
+fn new_run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos:x}", std::process::id())
 }
 
 /// The trace logs of `prefix` directly in `dir`.
@@ -175,10 +289,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .ok_or_else(|| anyhow!("give the program to trace after --"))?;
     let program_path = which::which(program)
         .with_context(|| format!("{program}: no such program (on PATH or as a path)"))?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create the trace folder {}", args.out.display()))?;
-    let out = std::fs::canonicalize(&args.out)
-        .with_context(|| format!("cannot resolve {}", args.out.display()))?;
+    let out = check_out_folder(&args.out)?;
     let before = logs_in(&out, &args.prefix)
         .with_context(|| format!("cannot list the trace folder {}", out.display()))?;
     if args.clean {
@@ -194,30 +305,41 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
             args.prefix
         );
     }
-    let before: HashSet<PathBuf> = if args.clean {
-        HashSet::new()
-    } else {
-        before.into_iter().collect()
-    };
 
     let files = write_tracer().context("cannot write the lotus_trace Python package")?;
+    let status_dir = files.dir.path().join("status");
+    std::fs::create_dir(&status_dir).context("cannot create the tracer's status folder")?;
+    let run_id = new_run_id();
     let pythonpath = files.pythonpath(std::env::var_os("PYTHONPATH").as_deref());
     let mut cmd = Command::new(&program_path);
     cmd.args(rest)
         .env(ENV_TRACE_DIR, &out)
         .env(ENV_TRACE_PREFIX, &args.prefix)
         .env(ENV_TRACE_TORCH, if args.no_torch { "0" } else { "1" })
+        .env(ENV_TRACE_RUN, &run_id)
+        .env(ENV_TRACE_STATUS, &status_dir)
         .env("PYTHONPATH", pythonpath);
 
+    // The job's processes that outlive its main process (workers of a
+    // killed job, daemons) come to lotus, to be ended below.
+    if let Err(e) = orphans::become_subreaper() {
+        eprintln!("lotus: warning: processes the program leaves may outlive it: {e}");
+    }
     // Ctrl-C reaches the program (same process group); lotus waits for it
     // to finish and passes its exit status through.
     let _ = ctrlc::set_handler(|| {});
     let status = cmd
         .status()
         .with_context(|| format!("cannot start {}", program_path.display()))?;
+    let ended = orphans::end_children(LEFTOVER_GRACE);
+    if ended > 0 {
+        eprintln!(
+            "lotus: ended {ended} process(es) the program left running when its main process exited"
+        );
+    }
 
     let logs = logs_in(&out, &args.prefix).unwrap_or_default();
-    let new: Vec<&PathBuf> = logs.iter().filter(|p| !before.contains(*p)).collect();
+    let new: Vec<&PathBuf> = logs.iter().filter(|p| is_log_of_run(p, &run_id)).collect();
     let workers = new
         .iter()
         .filter(|p| {
@@ -231,7 +353,8 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .filter_map(|p| std::fs::metadata(p).ok())
         .map(|m| m.len())
         .sum();
-    if new.is_empty() {
+    let failures = trace_failures(&status_dir);
+    if new.is_empty() && failures.is_empty() {
         eprintln!(
             "lotus: no trace written to {}: was the program Python, and did it run a DataLoader or traced code? (lotus_trace needs Python 3.8+)",
             out.display()
@@ -249,6 +372,19 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     if !status.success() {
         eprintln!("lotus: the program exited with {status}");
     }
+    if !failures.is_empty() {
+        for failure in &failures {
+            eprintln!("lotus: {failure}");
+        }
+        eprintln!(
+            "lotus: error: the trace in {} is incomplete: {} process(es) could not write their logs (above); free space there (or choose another --out) and run again",
+            out.display(),
+            failures.len()
+        );
+        if status.success() {
+            return Ok(ExitCode::FAILURE);
+        }
+    }
     Ok(pass_through(status))
 }
 
@@ -264,6 +400,10 @@ mod tests {
         assert!(!is_log_of("lotus_worker_pid_7.json", "lotus"));
         assert!(!is_log_of("other_main_pid_12", "lotus"));
         assert!(!is_log_of("lotusx_main_pid_12", "lotus"));
+        assert!(is_log_of("lotus.3_main_pid_12", "lotus"));
+        assert!(is_log_of("lotus.10_worker_pid_12", "lotus"));
+        assert!(!is_log_of("lotus._main_pid_12", "lotus"));
+        assert!(!is_log_of("lotus.x_main_pid_12", "lotus"));
     }
 
     #[test]

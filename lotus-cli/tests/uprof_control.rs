@@ -139,6 +139,31 @@ fn uprof4_library_in_an_amduprof_home_gets_the_cpu_mode() {
 }
 
 #[test]
+fn a_found_library_others_can_write_is_not_loaded() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let home = tmp.path().join("AMDuProf_5.1-701");
+    let shared = home.join("lib/x64/shared");
+    standin::build_library(
+        &shared.join("libAMDProfileController.so"),
+        Flavor::good(Api::V5),
+    );
+    // Any user could have replaced the library in this folder.
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).expect("chmod");
+    let log = tmp.path().join("log");
+    let mut cmd = python(&["-c", CALLS], &log);
+    cmd.env("AMDUPROF_HOME", &home);
+    let out = stdout(&run(cmd));
+    assert!(out.starts_with("raised: "), "{out}");
+    assert!(
+        out.contains("is not loaded") && out.contains(&shared.display().to_string()),
+        "{out}"
+    );
+    assert!(out.contains("every user"), "{out}");
+    assert!(standin::calls(&log).is_empty(), "the library was called");
+}
+
+#[test]
 fn the_dynamic_library_path_is_the_last_resort() {
     if uprof_installed() {
         eprintln!("skipped: a uProf install in /opt would be found first");
@@ -548,4 +573,39 @@ fn dry_run_without_uprof_prints_the_commands_with_a_note() {
     assert!(out.contains("AMDuProfCLI was not found"), "{out}");
     assert!(out.contains("LOTUS_BACKEND=uprof"), "{out}");
     assert!(!out.contains("LOTUS_CONTROL_FDS"), "{out}");
+}
+
+#[test]
+fn an_amduprofcli_found_where_others_can_write_is_not_run() {
+    use std::os::unix::fs::PermissionsExt;
+    if uprof_installed() {
+        eprintln!("skipped: uProf is installed here");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let home = tmp.path().join("AMDuProf_5.1-701");
+    let bin = home.join("bin");
+    standin::install_cli(&bin);
+    let path = path_without_uprof();
+    let backends = |home: &Path| {
+        let o = lotus(
+            &["backends", "--json"],
+            &[
+                ("PATH", path.as_os_str()),
+                ("AMDUPROF_HOME", home.as_os_str()),
+            ],
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // Found in the install folder it is run (for its version).
+    let out = backends(&home);
+    assert!(out.contains("lotus test stand-in"), "{out}");
+    // With its folder writable by all, it is not.
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = backends(&home);
+    assert!(!out.contains("lotus test stand-in"), "{out}");
+    assert!(
+        out.contains("is not run") && out.contains(&bin.display().to_string()),
+        "{out}"
+    );
 }

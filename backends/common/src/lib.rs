@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use lotus_core::Target;
 
+pub mod orphans;
+pub mod trust;
 pub mod vendor;
 
 /// `program args...` as a shell would show it.

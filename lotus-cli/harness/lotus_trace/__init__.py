@@ -28,7 +28,8 @@ A pipeline of its own (no torch) marks its batches:
     lotus_trace.main_consume(batch_id)
 
 Each process writes `<DIR>/<prefix>_main_pid_<pid>` or
-`<DIR>/<prefix>_worker_pid_<pid>`: lines `S<Name>,<start_ns>,<duration_ns>`
+`<DIR>/<prefix>_worker_pid_<pid>` (`<prefix>.<n>_...` when a file or link is
+already at that name: a log is always a new file of its own): lines `S<Name>,<start_ns>,<duration_ns>`
 (the original Lotus fork's format) with `,kind=...,batch=...,sample=...`
 fields, wall-clock nanoseconds (`time.time_ns()`). When tracing is off
 every function here is a cheap pass-through.

@@ -10,9 +10,24 @@ batch in a worker (workers may leave through `os._exit`), at exit (atexit,
 and multiprocessing's own exit hook in child processes), and by `flush()`.
 The file, `<dir>/<prefix>_<role>_pid_<pid>`, is created at the first write:
 a process that traces nothing leaves no file.
+
+Files are created with O_EXCL|O_NOFOLLOW and never opened by name again:
+a link or a file already at a log's name (another user's, or a log of an
+earlier process with the same pid) is never written through or appended
+to; the log takes the next free name, `<prefix>.<n>_<role>_pid_<pid>`. A
+log that changes role is renamed by link and unlink, which never replaces
+what is at the new name.
+
+When the trace cannot be written (a full file system, a folder that went
+away), tracing stops in that process, a line on stderr says why, and, under
+`lotus trace run`, a file `failed_pid_<pid>` in the private folder
+$LOTUS_TRACE_STATUS tells lotus, which reports the loss and exits non-zero.
+$LOTUS_TRACE_RUN, the run's id, goes into each log's header (`run=`), so
+lotus counts only its own run's logs in a shared folder.
 """
 
 import atexit
+import errno
 import operator
 import os
 import sys
@@ -41,6 +56,20 @@ _child_setup = False  # a forked child that has not yet hooked its exit
 _failed = False
 _hooks_installed = False
 _notes_seen = set()
+_status_dir = None  # lotus's private folder for failure reports
+_run_id = None  # the `lotus trace run` this process belongs to
+
+# Names tried for a log before giving up (a name is taken when a file or
+# link is already there).
+_MAX_NAMES = 100
+_CREATE_FLAGS = (
+    os.O_WRONLY
+    | os.O_CREAT
+    | os.O_EXCL
+    | os.O_APPEND
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 class _Ctx(threading.local):
@@ -96,7 +125,9 @@ def _header():
     """The log's first line: role, pid, host, and the distributed job's
     place of the process as torchrun (and torch.distributed launchers)
     sets it in the environment: RANK, LOCAL_RANK, WORLD_SIZE (`-` when
-    unset; DataLoader workers inherit their rank's)."""
+    unset; DataLoader workers inherit their rank's), and the id of the
+    `lotus trace run` that started it (`run=`, to tell runs into one folder
+    apart)."""
     import socket
 
     def env_number(name):
@@ -104,22 +135,54 @@ def _header():
         return value if value.isdigit() else "-"
 
     host = clean_name(socket.gethostname() or "-")
+    run = f" run={_run_id}" if _run_id else ""
     return (
         f"#lotus-trace v1 role={_role or 'main'} pid={_pid} host={host} rank={env_number('RANK')}"
-        f" local_rank={env_number('LOCAL_RANK')} world_size={env_number('WORLD_SIZE')}\n"
+        f" local_rank={env_number('LOCAL_RANK')} world_size={env_number('WORLD_SIZE')}{run}\n"
     )
 
 
-def _file_path(role):
-    return os.path.join(_dir, f"{_prefix}_{role or 'main'}_pid_{_pid}")
+def _file_path(role, n=0):
+    """The log's name: `<prefix>_<role>_pid_<pid>`, or, when that is taken,
+    the n-th other one, `<prefix>.<n>_<role>_pid_<pid>`."""
+    prefix = _prefix if n == 0 else f"{_prefix}.{n}"
+    return os.path.join(_dir, f"{prefix}_{role or 'main'}_pid_{_pid}")
 
 
 def _open():
     global _fd, _path
-    _path = _file_path(_role)
     os.makedirs(_dir, exist_ok=True)
-    _fd = os.open(_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
-    return _header()
+    for n in range(_MAX_NAMES):
+        path = _file_path(_role, n)
+        try:
+            _fd = os.open(path, _CREATE_FLAGS, 0o644)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            if e.errno == errno.ELOOP:  # a link at the name (no O_EXCL on some systems)
+                continue
+            raise
+        _path = path
+        return _header()
+    raise OSError(errno.EEXIST, f"{_MAX_NAMES} log names for this pid are all taken (files or links already there)")
+
+
+def _report_failure(message):
+    """Tells `lotus trace run` that this process's trace is incomplete: a
+    file in its private status folder (creating an empty file needs no free
+    space on most file systems; the folder is lotus's, not the trace's)."""
+    if not _status_dir:
+        return
+    try:
+        fd = os.open(os.path.join(_status_dir, f"failed_pid_{_pid}"), _CREATE_FLAGS & ~os.O_APPEND, 0o600)
+    except OSError:
+        return  # one already there says the same
+    try:
+        os.write(fd, message.encode("utf-8", "replace")[:4096])
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _write_all(data):
@@ -142,7 +205,9 @@ def flush():
             _last_flush = _now()
         except OSError as e:
             _failed = True
-            sys.stderr.write(f"lotus_trace: cannot write the trace of pid {_pid} to {_dir}: {e}; tracing stops here\n")
+            message = f"cannot write the trace of pid {_pid} to {_path or _dir}: {e}; tracing stops here"
+            sys.stderr.write(f"lotus_trace: {message}\n")
+            _report_failure(message)
 
 
 def _emit(line):
@@ -178,13 +243,36 @@ def set_role(role):
             return
         _role = role
         if _fd is not None and _path is not None:
-            new = _file_path(role)
+            _rename(role)
+
+
+def _rename(role):
+    """Gives the open log its name for `role`: a hard link under the first
+    free name, then the old name removed. Unlike rename(2), link(2) never
+    replaces a file or link already at the new name. Where links are not
+    possible the log keeps its name (and the reader takes it as its old
+    role)."""
+    global _path
+    for n in range(_MAX_NAMES):
+        new = _file_path(role, n)
+        try:
+            os.link(_path, new, follow_symlinks=False)
+        except FileExistsError:
+            continue
+        except OSError:
+            return
+        try:
+            os.unlink(_path)
+        except OSError:
+            # Two names for one log would count it twice.
             try:
-                os.rename(_path, new)
-                _path = new
-                _buf.insert(0, f"# lotus-trace: role={role} from here on (the header says otherwise)\n")
+                os.unlink(new)
             except OSError:
                 pass
+            return
+        _path = new
+        _buf.insert(0, f"# lotus-trace: role={role} from here on (the header says otherwise)\n")
+        return
 
 
 # --- events -----------------------------------------------------------------
@@ -411,7 +499,7 @@ def enable(out_dir=None, prefix=None, torch=None):
     $LOTUS_TRACE_PREFIX or "lotus", and the torch / torchvision hooks
     unless $LOTUS_TRACE_TORCH is 0. Returns the trace folder. A second call
     keeps the first call's folder."""
-    global _on, _dir, _prefix, _pid
+    global _on, _dir, _prefix, _pid, _status_dir, _run_id
     if out_dir is None:
         out_dir = os.environ.get("LOTUS_TRACE_DIR")
         if not out_dir:
@@ -430,6 +518,8 @@ def enable(out_dir=None, prefix=None, torch=None):
     _dir = out_dir
     _prefix = prefix
     _pid = os.getpid()
+    _status_dir = os.environ.get("LOTUS_TRACE_STATUS") or None
+    _run_id = clean_name(os.environ["LOTUS_TRACE_RUN"]) if os.environ.get("LOTUS_TRACE_RUN") else None
     _install_process_hooks()
     _propagate(out_dir, prefix, torch)
     _on = True

@@ -23,8 +23,9 @@
 //! - An optional first line `#lotus-trace v1 role=<main|worker> pid=<pid>
 //!   host=<hostname> rank=<rank or ->` gives the process's host and rank
 //!   (the tracer also writes `local_rank=` and `world_size=`, from the
-//!   environment torchrun sets, for people reading the logs; the readers
-//!   need only `rank`) (role and pid are always the file name's: the tracer renames a log
+//!   environment torchrun sets, for people reading the logs, and `run=`,
+//!   the id of the `lotus trace run` that wrote it, so that a run counts
+//!   only its own logs; the readers need only `rank`) (role and pid are always the file name's: the tracer renames a log
 //!   when its process turns out to be a worker and keeps the first
 //!   header). Other `#` lines are comments.
 //!

@@ -53,7 +53,29 @@ try:
     _chain()
 except Exception as e:
     sys.stderr.write(f"lotus_trace: could not run the other sitecustomize: {type(e).__name__}: {e}\n")
+def _report(message):
+    """Tells `lotus trace run` (through its private status folder) that
+    this process is not traced. Written here, not through lotus_trace: the
+    failure may be that lotus_trace cannot be imported."""
+    status = os.environ.get("LOTUS_TRACE_STATUS")
+    if not status:
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(os.path.join(status, f"failed_pid_{os.getpid()}"), flags, 0o600)
+    except OSError:
+        return
+    try:
+        os.write(fd, message.encode("utf-8", "replace")[:4096])
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 try:
     _start()
 except Exception as e:
-    sys.stderr.write(f"lotus_trace: tracing not started in pid {os.getpid()}: {type(e).__name__}: {e}\n")
+    _message = f"tracing not started in pid {os.getpid()}: {type(e).__name__}: {e}"
+    sys.stderr.write(f"lotus_trace: {_message}\n")
+    _report(_message)

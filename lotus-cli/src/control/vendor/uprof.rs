@@ -238,6 +238,14 @@ fn load() -> Result<Controller, String> {
         }
         Search::Candidates(files) => {
             if let Some(path) = files.iter().find(|p| p.is_file()) {
+                // Found by searching (not named by the user): loaded only
+                // when no other user can have put it there.
+                lotus_backend_common::trust::check_file(path).map_err(|untrusted| {
+                    format!(
+                        "uProf's profile-control library is not loaded: {untrusted}; set {} to its full path to load it anyway",
+                        control_lib::ENV_LIBRARY
+                    )
+                })?;
                 return open_file(path);
             }
             // SAFETY: opening the library runs its initialisers; it is

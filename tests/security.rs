@@ -1,0 +1,463 @@
+//! Another local user must not get in: each test has an unprivileged user
+//! (`nobody`) plant files in a shared folder the way an attacker on the same
+//! machine would, then runs lotus (or a fixture) as root and checks that
+//! nothing planted was loaded, executed or written through.
+//!
+//! They need root (to act as `nobody` and as root); elsewhere each prints
+//! `skipped: <test>: <reason>` to stderr and passes. (A folder of one's own
+//! made writable by all stands in for a shared one where no second user is
+//! needed.)
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `nobody`'s ids.
+const NOBODY: u32 = 65534;
+
+fn skip(test: &str, reason: &str) {
+    eprintln!("skipped: {test}: {reason}");
+}
+
+/// A sticky folder every user can write (a private `/tmp`), or why there
+/// can be none here.
+fn shared_folder(test: &str) -> Option<tempfile::TempDir> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip(test, "not root: cannot act as another user");
+        return None;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("lotus-sec-")
+        .tempdir_in(std::env::temp_dir())
+        .expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let reach = as_nobody(Command::new("test").arg("-w").arg(dir.path()))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !reach {
+        skip(
+            test,
+            &format!(
+                "nobody cannot reach {} (is TMPDIR inside a private folder?)",
+                dir.path().display()
+            ),
+        );
+        return None;
+    }
+    Some(dir)
+}
+
+/// `cmd`, run as `nobody`.
+fn as_nobody(cmd: &mut Command) -> &mut Command {
+    cmd.uid(NOBODY).gid(NOBODY).env("HOME", "/nonexistent")
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A shared library whose constructor creates `marker`: loading it runs
+/// the planter's code. Built (and left) by `nobody` at `lib`.
+fn plant_library(shared: &Path, lib: &Path, marker: &Path) {
+    let source = shared.join("planted.c");
+    let c = format!(
+        "#include <stdio.h>\n__attribute__((constructor)) static void planted(void) {{\n  FILE *f = fopen(\"{}\", \"w\"); if (f) fclose(f);\n}}\n",
+        marker.display()
+    );
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "printf '%s' \"$1\" > \"$2\" && mkdir -p \"$(dirname \"$3\")\" && cc -shared -fPIC -o \"$3\" \"$2\"",
+            "sh",
+        ]))
+        .arg(&c)
+        .arg(&source)
+        .arg(lib)
+        .env("TMPDIR", shared),
+        "nobody plants a library",
+    );
+    // Root itself may create the marker: it must be a path root alone can
+    // write, so that its existence proves the library ran as root.
+    assert!(lib.is_file(), "{} planted", lib.display());
+}
+
+/// A private folder (0700) for what only root may write.
+fn private_marker(shared: &Path) -> PathBuf {
+    let dir = shared.join("root-only");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir.join("planted-code-ran")
+}
+
+#[test]
+fn ckernels_does_not_load_a_library_another_user_planted_in_its_cache() {
+    let test = "ckernels_does_not_load_a_library_another_user_planted_in_its_cache";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let python = common::python();
+    let ops = common::fixture("ops");
+    // The cache path CKernels used to trust: the source hash is public.
+    let key = run_ok(
+        Command::new(&python).args([
+            "-c",
+            "import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest()[:16])",
+        ])
+        .arg(common::fixture("clib/lotus_fixture_kernels.c")),
+        "hash the source",
+    );
+    let key = String::from_utf8_lossy(&key.stdout).trim().to_string();
+    let planted = shared
+        .path()
+        .join("lotus-fixture-clib-0")
+        .join(&key)
+        .join("liblotus_fixture_kernels.so");
+    let marker = private_marker(shared.path());
+    plant_library(shared.path(), &planted, &marker);
+
+    let out = run_ok(
+        Command::new(&python)
+            .args([
+                "-c",
+                "import sys; sys.path.insert(0, sys.argv[1]); import CKernels; print(CKernels.op(CKernels.setup()))",
+            ])
+            .arg(&ops)
+            .env("TMPDIR", shared.path())
+            .env_remove("LOTUS_FIXTURE_CLIB"),
+        "CKernels as root",
+    );
+    assert!(
+        !marker.exists(),
+        "root loaded the library nobody planted at {}",
+        planted.display()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not using the cache folder") && stderr.contains("owned by user 65534"),
+        "{stderr}"
+    );
+    // Its own library ran: a dot product of two positive vectors.
+    let dot: f64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the op's result");
+    assert!(dot > 0.0);
+}
+
+#[test]
+fn lotus_does_not_load_a_control_library_planted_above_its_folder() {
+    let test = "lotus_does_not_load_a_control_library_planted_above_its_folder";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    // lotus unpacked by root into a folder of its own inside a shared one.
+    let bin = shared.path().join("lotus-1.0");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let lotus = bin.join("lotus");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_lotus"), &lotus).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_lotus"), &lotus).expect("copy lotus");
+    }
+    // nobody's library one level up, newer than anything.
+    let planted = shared.path().join("liblotus_control.so");
+    let marker = private_marker(shared.path());
+    plant_library(shared.path(), &planted, &marker);
+    run_ok(
+        as_nobody(
+            Command::new("touch")
+                .args(["-d", "2100-01-01"])
+                .arg(&planted),
+        ),
+        "nobody dates it in the future",
+    );
+    let out = Command::new(&lotus)
+        .args(["map", "--backend", "perf", "--dry-run"])
+        .arg(common::fixture("ops/Loader.py"))
+        .env_remove("LOTUS_CONTROL_LIB")
+        .output()
+        .expect("run lotus");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains(&planted.display().to_string()),
+        "lotus would load nobody's library:\n{stdout}"
+    );
+    assert!(!marker.exists());
+}
+
+/// A root-only file (mode 0600 in a folder only root can write), and its
+/// text.
+fn victim(shared: &Path) -> (PathBuf, &'static str) {
+    let dir = shared.join("root-files");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let file = dir.join("secret");
+    let text = "root's own data\n";
+    std::fs::write(&file, text).expect("write");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    (file, text)
+}
+
+/// `lotus trace run --out DIR -- python -c CODE ARGS...`.
+fn trace_run(dir: &Path, code: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "run", "--out"])
+        .arg(dir)
+        .arg("--")
+        .arg(common::any_python())
+        .args(["-c", code])
+        .args(args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH")
+        .output()
+        .expect("run lotus")
+}
+
+const TRACED: &str = "import lotus_trace\nlotus_trace.wrap(lambda: None, 'Op')()\n";
+
+#[test]
+fn trace_run_refuses_a_folder_another_user_can_write() {
+    let test = "trace_run_refuses_a_folder_another_user_can_write";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let (secret, text) = victim(shared.path());
+    // nobody's folder, with a link at the main log name of each of the
+    // next pids, to root's file.
+    let out = shared.path().join("trace");
+    let next: u64 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1000);
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "mkdir -m 755 \"$1\" && i=$2; while [ $i -lt $3 ]; do ln -s \"$4\" \"$1/lotus_main_pid_$i\"; i=$((i+1)); done",
+            "sh",
+        ]))
+        .arg(&out)
+        .arg((next + 1).to_string())
+        .arg((next + 2000).to_string())
+        .arg(&secret),
+        "nobody plants links",
+    );
+    let o = trace_run(&out, TRACED, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is not safe to write") && err.contains("owned by user 65534"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), text);
+
+    // A folder of root's that every user may write, sticky or not.
+    let open = shared.path().join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    for mode in [0o1777, 0o777, 0o775] {
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let o = trace_run(&open, TRACED, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "mode {mode:o}: {err}");
+        assert!(err.contains("can be written by"), "{err}");
+    }
+}
+
+#[test]
+fn the_tracer_never_writes_through_links_another_user_planted() {
+    let test = "the_tracer_never_writes_through_links_another_user_planted";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let (secret, text) = victim(shared.path());
+    let out = shared.path().join("trace");
+    run_ok(
+        as_nobody(Command::new("mkdir").args(["-m", "755"]).arg(&out)),
+        "nobody's folder",
+    );
+    // Root's job, tracing in code (no lotus to check the folder), says its
+    // pid and waits while nobody plants links at both of its log names.
+    let ready = shared.path().join("ready");
+    let go = shared.path().join("go");
+    let job = r#"import os, sys, time, lotus_trace
+out, ready, go = sys.argv[1:4]
+lotus_trace.enable(out, torch=False)
+with open(ready + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(ready + ".tmp", ready)
+deadline = time.time() + 60
+while not os.path.exists(go) and time.time() < deadline:
+    time.sleep(0.02)
+lotus_trace.wrap(lambda: None, "Before")()
+lotus_trace.flush()
+lotus_trace.set_role("worker")
+lotus_trace.wrap(lambda: None, "After")()
+lotus_trace.flush()
+"#;
+    let mut child = Command::new(common::any_python())
+        .args(["-c", job])
+        .arg(&out)
+        .arg(&ready)
+        .arg(&go)
+        .env("PYTHONPATH", common::harness_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .spawn()
+        .expect("job");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = std::fs::read_to_string(&ready).expect("pid");
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "ln -s \"$3\" \"$1/lotus_main_pid_$2\" && ln -s \"$3\" \"$1/lotus_worker_pid_$2\" && ln -s \"$3\" \"$1/lotus.1_worker_pid_$2\" && touch \"$4\"",
+            "sh",
+        ]))
+        .arg(&out)
+        .arg(&pid)
+        .arg(&secret)
+        .arg(&go),
+        "nobody plants links",
+    );
+    let status = child.wait().expect("job");
+    assert!(status.success());
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), text);
+    // The log went to a free name, as root's own file.
+    let log = std::fs::read_to_string(out.join(format!("lotus.2_worker_pid_{pid}")))
+        .expect("the log under a free name");
+    assert!(log.contains("SBefore,") && log.contains("SAfter,"), "{log}");
+}
+
+#[test]
+fn output_files_never_go_through_another_users_link() {
+    let test = "output_files_never_go_through_another_users_link";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let (secret, text) = victim(shared.path());
+    // In a shared folder, nobody's links where root's outputs will go: to
+    // root's file, and to a device.
+    let to_file = shared.path().join("trace.json");
+    let to_device = shared.path().join("view.json");
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "ln -s \"$1\" \"$2\" && ln -s /dev/null \"$3\"",
+            "sh",
+        ]))
+        .arg(&secret)
+        .arg(&to_file)
+        .arg(&to_device),
+        "nobody plants links",
+    );
+    for out in [&to_file, &to_device] {
+        let o = Command::new(env!("CARGO_BIN_EXE_lotus"))
+            .args(["trace", "view"])
+            .arg(common::fixture("traces/original"))
+            .arg("--out")
+            .arg(out)
+            .output()
+            .expect("lotus");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("symbolic link") && err.contains("owned by user 65534"),
+            "{err}"
+        );
+        assert!(out
+            .symlink_metadata()
+            .expect("link")
+            .file_type()
+            .is_symlink());
+    }
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), text);
+    // Root's own link is still followed.
+    let mine = shared.path().join("mine.json");
+    let real = shared.path().join("root-files/real.json");
+    std::os::unix::fs::symlink(&real, &mine).expect("link");
+    let o = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "view"])
+        .arg(common::fixture("traces/original"))
+        .arg("--out")
+        .arg(&mine)
+        .output()
+        .expect("lotus");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(real.is_file());
+}
+
+#[test]
+fn an_interpreter_another_user_controls_is_warned_about() {
+    let test = "an_interpreter_another_user_controls_is_warned_about";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    // nobody's virtual environment, active in root's shell.
+    let venv = shared.path().join("venv");
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "mkdir -p \"$1/bin\" && printf '#!/bin/sh\\n' > \"$1/bin/python\" && chmod 755 \"$1/bin/python\"",
+            "sh",
+        ]))
+        .arg(&venv),
+        "nobody makes a venv",
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["map", "--backend", "perf", "--dry-run"])
+        .arg(common::fixture("ops/Loader.py"))
+        .env("VIRTUAL_ENV", &venv)
+        .env_remove("LOTUS_PYTHON")
+        .output()
+        .expect("lotus");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("warning: the Python interpreter")
+            && err.contains(&venv.join("bin/python").display().to_string())
+            && err.contains("owned by user 65534"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_op_in_a_folder_others_can_write_is_warned_about() {
+    // Any user can check this one: the folder is ours, made writable by all.
+    let dir = tempfile::tempdir().expect("tmp");
+    let op = dir.path().join("Flip.py");
+    std::fs::write(&op, "op = lambda x: x\n").expect("op");
+    let dry_run = || {
+        let o = Command::new(env!("CARGO_BIN_EXE_lotus"))
+            .args(["map", "--backend", "perf", "--dry-run"])
+            .arg(&op)
+            .output()
+            .expect("lotus");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = dry_run();
+    assert!(!err.contains("warning: op file"), "{err}");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let err = dry_run();
+    assert!(
+        err.contains(&format!("warning: op file {}", op.display()))
+            && err.contains("can be written by every user")
+            && err.contains("sys.path"),
+        "{err}"
+    );
+}

@@ -1,0 +1,284 @@
+//! `lotus trace run` when things go wrong: the trace cannot be written (a
+//! full file system), two runs share a folder, the job's main process is
+//! killed with workers running, a link or file is already where a log
+//! goes. Python: $LOTUS_PYTHON, else the repository's .venv.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn python() -> PathBuf {
+    common::any_python()
+}
+
+/// `lotus trace run --out DIR -- python -c CODE ARGS...`, not yet waited for.
+fn trace_run(dir: &Path, code: &str, args: &[&Path]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(["trace", "run", "--out"])
+        .arg(dir)
+        .arg("--")
+        .arg(python())
+        .args(["-c", code])
+        .args(args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH");
+    cmd
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn wait_for(path: &Path, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the job ended ({status}) before writing {}", path.display());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A process that exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|at| s[at + 1..].split_whitespace().next() != Some("Z"))
+        })
+        .unwrap_or(false)
+}
+
+/// A tmpfs of `size` mounted at `at`, unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Result<Tmpfs, String> {
+        std::fs::create_dir_all(at).map_err(|e| e.to_string())?;
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=755"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "mount -t tmpfs failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(Tmpfs(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Emits `sys.argv[1]` op events.
+const MANY_EVENTS: &str = "import sys, lotus_trace\n\
+f = lotus_trace.wrap(lambda: None, 'Op')\n\
+for _ in range(int(sys.argv[1])):\n    f()\n";
+
+#[test]
+fn a_trace_lost_to_a_full_file_system_fails_the_run() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mnt = tmp.path().join("small");
+    let _fs = match Tmpfs::mount(&mnt, "64k") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipped: a_trace_lost_to_a_full_file_system_fails_the_run: {why}");
+            return;
+        }
+    };
+    // About 40 bytes an event: far more than 64 KiB.
+    let mut cmd = trace_run(&mnt, MANY_EVENTS, &[]);
+    cmd.arg("50000");
+    let out = cmd.output().expect("run lotus");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("is incomplete"), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn two_runs_into_one_folder_count_only_their_own_logs() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let ready = tmp.path().join("ready");
+    let go = tmp.path().join("go");
+    // The first run writes its log, then waits while the second runs.
+    let waits = "import os, sys, time, lotus_trace\n\
+lotus_trace.wrap(lambda: None, 'First')()\n\
+lotus_trace.flush()\n\
+open(sys.argv[1], 'w').close()\n\
+deadline = time.time() + 60\n\
+while not os.path.exists(sys.argv[2]) and time.time() < deadline:\n    time.sleep(0.02)\n";
+    let mut first = trace_run(&dir, waits, &[&ready, &go])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("first run");
+    wait_for(&ready, &mut first);
+    let mut second = trace_run(&dir, MANY_EVENTS, &[]);
+    second.arg("3");
+    let second = second.output().expect("second run");
+    assert!(second.status.success(), "{}", stderr(&second));
+    std::fs::write(&go, "").expect("go");
+    let first = first.wait_with_output().expect("first run");
+    let err = stderr(&first);
+    assert!(first.status.success(), "{err}");
+    assert!(err.contains(": 1 log(s) (1 main, 0 worker)"), "{err}");
+    let err = stderr(&second);
+    assert!(err.contains(": 1 log(s) (1 main, 0 worker)"), "{err}");
+    let logs = std::fs::read_dir(&dir).expect("trace folder").count();
+    assert_eq!(logs, 2, "one log per run");
+}
+
+#[test]
+fn workers_left_by_a_killed_main_process_are_ended() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pids = tmp.path().join("pids");
+    let job = r#"import multiprocessing as mp, os, sys, time
+def work():
+    while True:
+        time.sleep(0.05)
+if __name__ == '__main__':
+    mp.set_start_method('fork')
+    workers = [mp.Process(target=work) for _ in range(3)]
+    for w in workers:
+        w.start()
+    with open(sys.argv[1] + '.tmp', 'w') as f:
+        f.write(' '.join(str(p) for p in [os.getpid()] + [w.pid for w in workers]))
+    os.rename(sys.argv[1] + '.tmp', sys.argv[1])
+    time.sleep(120)
+"#;
+    // lotus's stderr goes to a file: workers left running would hold a pipe
+    // open, and the test would wait for them.
+    let log = tmp.path().join("stderr");
+    let mut lotus = trace_run(&tmp.path().join("trace"), job, &[&pids])
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("lotus");
+    wait_for(&pids, &mut lotus);
+    let ids: Vec<u32> = std::fs::read_to_string(&pids)
+        .expect("pids")
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .collect();
+    let (main, workers) = ids.split_first().expect("main pid");
+    assert_eq!(workers.len(), 3);
+    // SAFETY: kill(2) on the job's main process, a live child of lotus.
+    unsafe { libc::kill(*main as libc::pid_t, libc::SIGKILL) };
+    let status = lotus.wait().expect("lotus");
+    let left: Vec<u32> = workers.iter().copied().filter(|&p| alive(p)).collect();
+    for &pid in &left {
+        // SAFETY: kill(2); the test's own leftovers.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+    let err = std::fs::read_to_string(&log).expect("stderr");
+    assert_eq!(status.code(), Some(137), "{err}");
+    assert!(left.is_empty(), "workers {left:?} still run\n{err}");
+    assert!(err.contains("ended 3 process(es)"), "{err}");
+}
+
+#[test]
+fn the_tracer_never_writes_through_a_link_or_file_at_its_log_name() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "precious\n").expect("victim");
+    // The process plants, at its own log names, what another user could:
+    // a link as its main log, a file as its worker log. Its log must go
+    // elsewhere, and the role change must not replace the file.
+    let code = "import os, sys, lotus_trace\n\
+out, victim = sys.argv[1], sys.argv[2]\n\
+lotus_trace.enable(out, torch=False)\n\
+pid = os.getpid()\n\
+os.symlink(victim, os.path.join(out, f'lotus_main_pid_{pid}'))\n\
+with open(os.path.join(out, f'lotus_worker_pid_{pid}'), 'w') as f:\n    f.write('someone else\\n')\n\
+lotus_trace.wrap(lambda: None, 'Before')()\n\
+lotus_trace.flush()\n\
+lotus_trace.set_role('worker')\n\
+lotus_trace.wrap(lambda: None, 'After')()\n\
+lotus_trace.flush()\n\
+print(pid)\n";
+    let out = Command::new(python())
+        .args(["-c", code])
+        .arg(&dir)
+        .arg(&victim)
+        .env("PYTHONPATH", common::harness_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .output()
+        .expect("python");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join(format!("lotus_worker_pid_{pid}"))).expect("theirs"),
+        "someone else\n"
+    );
+    assert!(dir
+        .join(format!("lotus_main_pid_{pid}"))
+        .symlink_metadata()
+        .expect("link")
+        .file_type()
+        .is_symlink());
+    // Both names were taken: the log is the first free one, renamed once.
+    let log = std::fs::read_to_string(dir.join(format!("lotus.1_worker_pid_{pid}")))
+        .expect("the log under the next free name");
+    assert!(log.contains("SBefore,") && log.contains("SAfter,"), "{log}");
+    assert!(!dir.join(format!("lotus.1_main_pid_{pid}")).exists());
+}
+
+#[test]
+fn a_trace_folder_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    std::fs::create_dir(&dir).expect("mkdir");
+    for mode in [0o777, 0o1777, 0o770] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let mut cmd = trace_run(&dir, MANY_EVENTS, &[]);
+        cmd.arg("3");
+        let out = cmd.output().expect("run lotus");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "mode {mode:o}: {err}");
+        assert!(
+            err.contains("is not safe to write") && err.contains("can be written by"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&dir).expect("dir").count(),
+            0,
+            "nothing ran"
+        );
+    }
+    // A folder lotus creates is its own: 0755 whatever the umask.
+    let made = tmp.path().join("new/trace");
+    let mut cmd = trace_run(&made, MANY_EVENTS, &[]);
+    cmd.arg("3");
+    let out = cmd.output().expect("run lotus");
+    assert!(out.status.success(), "{}", stderr(&out));
+}
