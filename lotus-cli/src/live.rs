@@ -609,6 +609,12 @@ pub(crate) fn serve(
                 }
                 Ok(None) => channel_open = false,
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    // An over-long request: its writer waits for a reply.
+                    last_request = Instant::now();
+                    let _ = host.reply(&Reply::Error(e.to_string()));
+                    continue;
+                }
                 Err(_) => channel_open = false,
             }
         } else {
