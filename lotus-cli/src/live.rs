@@ -300,6 +300,7 @@ pub fn map_live(
     }
     let files = harness::write_harness()
         .context("cannot write the Python harness to a temporary folder")?;
+    crate::oom::remove_on_oom(files.dir.path());
     let control_lib = harness::control_library_path().ok_or_else(|| {
         anyhow!(
             "the control library {} is not beside the lotus binary; build the workspace (cargo build --release) so target/release holds both",

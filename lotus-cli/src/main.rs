@@ -10,6 +10,7 @@ mod attribute_cmd;
 mod from_reports;
 mod harness;
 mod live;
+mod oom;
 mod output;
 mod profile_cmd;
 mod trace_cmd;
@@ -33,6 +34,11 @@ use lotus_core::mapping::{Mapping, OpFailure};
 use lotus_core::MergeRule;
 
 use output::{render, write_atomic, Format};
+
+/// Out of memory is a clear error and exit status 1, not an abort (see
+/// [`oom`]).
+#[global_allocator]
+static ALLOCATOR: oom::ExitOnOom = oom::ExitOnOom;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -327,16 +333,11 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
 }
 
 fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
-    let text = std::fs::read(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
     let name = args.file.display().to_string();
-    let text = String::from_utf8(text).map_err(|e| {
-        anyhow::anyhow!(
-            "{name}: not UTF-8 text (bad byte at offset {}); is this a mapping JSON file?",
-            e.utf8_error().valid_up_to()
-        )
-    })?;
-    let mut mapping = Mapping::from_json(&text, &name)?;
+    let file = lotus_core::input::open_regular(&args.file)
+        .with_context(|| format!("cannot read {name}"))?;
+    // Streamed: a mapping of a million functions is never held as text.
+    let mut mapping = Mapping::from_reader(file, &name)?;
     if let Some(rule) = args.rule {
         if mapping.imported_from.is_some() {
             bail!("{name}: has no run counts (the original tool's schema), so --rule cannot be applied");

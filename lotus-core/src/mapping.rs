@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::io::{Read, Seek, SeekFrom};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize, Serializer};
@@ -159,10 +160,14 @@ pub struct WindowSummary {
     pub lost_samples: u64,
     /// Counted events summed over the windows (`task-clock-ns`,
     /// `context-switches`, `page-faults`, `cycles`, `instructions`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub counters: BTreeMap<String, f64>,
     /// Counters that cannot be measured here, and why.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "unique_keys"
+    )]
     pub unsupported: BTreeMap<String, String>,
 }
 
@@ -202,7 +207,11 @@ pub struct Mapping {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<OpMapping>,
     /// Where and with what the mapping was made (host, python, versions).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "unique_keys"
+    )]
     pub environment: BTreeMap<String, String>,
     /// Ops that could not be mapped, and why: they are absent from `ops`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -446,41 +455,63 @@ impl Mapping {
     /// tool's `{"op_to_func": ..., "common_funcs_to_op": ...}`. `file` names
     /// the input in errors.
     pub fn from_json(text: &str, file: &str) -> Result<Mapping, MappingError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| MappingError::Json {
-                file: file.to_string(),
-                line: e.line(),
-                column: e.column(),
-                message: shorten(&e.to_string(), MESSAGE_CHARS),
-            })?;
-        let obj = value.as_object().ok_or_else(|| MappingError::NotAMapping {
-            file: file.to_string(),
-        })?;
-        if let Some(schema) = obj.get("schema") {
-            if schema.as_str() != Some(SCHEMA) {
-                return Err(MappingError::UnknownSchema {
-                    file: file.to_string(),
-                    found: shorten(&schema.to_string(), 80),
-                });
-            }
-            let m: Mapping = serde_json::from_value(value).map_err(|e| MappingError::Invalid {
-                file: file.to_string(),
-                message: shorten(&e.to_string(), MESSAGE_CHARS),
-            })?;
-            m.validate(file)?;
-            return Ok(m);
-        }
-        if obj.contains_key("op_to_func") {
-            let lf: LotusFormat =
-                serde_json::from_value(value).map_err(|e| MappingError::Invalid {
+        Mapping::from_reader(std::io::Cursor::new(text.as_bytes()), file)
+    }
+
+    /// Reads a mapping like [`Mapping::from_json`], streaming from `reader`:
+    /// the file's text is never held whole, and no generic JSON tree is
+    /// built (a mapping of a million functions reads in a fraction of the
+    /// memory a tree would take). A key given twice in one object is
+    /// refused, as is an op name given twice. `reader` is rewound for a
+    /// second, light pass only when the first fails, to tell an unknown
+    /// schema from a malformed mapping.
+    pub fn from_reader<R: Read + Seek>(mut reader: R, file: &str) -> Result<Mapping, MappingError> {
+        let start = reader
+            .stream_position()
+            .map_err(|e| MappingError::io(file, &e))?;
+        let parsed: Result<ObjectOnly<AnyMapping>, _> =
+            serde_json::from_reader(std::io::BufReader::new(Utf8Checked::new(&mut reader)));
+        let any = match parsed {
+            Ok(any) => any.0,
+            Err(e) if e.is_io() => return Err(MappingError::io(file, &e)),
+            Err(e) if e.is_data() => {
+                // A well-formed file of another schema version may not fit
+                // this one's types: say which schema it is.
+                if reader.seek(SeekFrom::Start(start)).is_ok() {
+                    let probe: Result<SchemaProbe, _> =
+                        serde_json::from_reader(std::io::BufReader::new(&mut reader));
+                    match probe {
+                        Ok(SchemaProbe {
+                            schema: Some(found),
+                        }) if found.as_str() != Some(SCHEMA) => {
+                            return Err(MappingError::UnknownSchema {
+                                file: file.to_string(),
+                                found: shorten(&found.to_string(), 80),
+                            });
+                        }
+                        Err(e) if e.is_data() => {
+                            return Err(MappingError::NotAMapping {
+                                file: file.to_string(),
+                            })
+                        }
+                        _ => {}
+                    }
+                }
+                return Err(MappingError::Invalid {
                     file: file.to_string(),
                     message: shorten(&e.to_string(), MESSAGE_CHARS),
-                })?;
-            return lf.into_mapping(file);
-        }
-        Err(MappingError::NotAMapping {
-            file: file.to_string(),
-        })
+                });
+            }
+            Err(e) => {
+                return Err(MappingError::Json {
+                    file: file.to_string(),
+                    line: e.line(),
+                    column: e.column(),
+                    message: shorten(&e.to_string(), MESSAGE_CHARS),
+                })
+            }
+        };
+        any.into_mapping(file)
     }
 
     fn validate(&self, file: &str) -> Result<(), MappingError> {
@@ -488,9 +519,35 @@ impl Mapping {
             file: file.to_string(),
             message,
         };
+        let mut names = std::collections::HashSet::with_capacity(self.ops.len());
         for op in &self.ops {
             if op.name.is_empty() {
                 return Err(invalid("an op has an empty name".into()));
+            }
+            if !names.insert(op.name.as_str()) {
+                return Err(invalid(format!(
+                    "op '{}' is listed twice: each op must have its own name",
+                    shorten(&op.name, 80)
+                )));
+            }
+            let mut functions = std::collections::HashSet::with_capacity(op.functions.len());
+            let mut sum = 0.0f64;
+            for f in &op.functions {
+                if !functions.insert((f.function.as_str(), f.module.as_str())) {
+                    return Err(invalid(format!(
+                        "op '{}': function '{}' of module '{}' is listed twice",
+                        shorten(&op.name, 80),
+                        shorten(&f.function, 80),
+                        shorten(&f.module, 80)
+                    )));
+                }
+                sum += f.samples;
+            }
+            if !(op.samples.is_finite() && op.samples >= 0.0 && sum.is_finite()) {
+                return Err(invalid(format!(
+                    "op '{}': its samples must add up to a finite number of 0 or more",
+                    shorten(&op.name, 80)
+                )));
             }
             for f in &op.functions {
                 if !(f.samples.is_finite() && f.samples >= 0.0) {
@@ -512,6 +569,265 @@ impl Mapping {
         }
         Ok(())
     }
+}
+
+/// A mapping file of either schema, as read: every top-level key of both,
+/// each optional. Derived structs refuse a key given twice ("duplicate
+/// field"); maps go through [`unique_keys`].
+#[derive(Deserialize)]
+struct AnyMapping {
+    #[serde(default)]
+    schema: Option<serde_json::Value>,
+    #[serde(default)]
+    backend: Option<String>,
+    #[serde(default)]
+    settings: Option<Settings>,
+    #[serde(default)]
+    unit: Option<Unit>,
+    #[serde(default)]
+    ops: Option<Vec<OpMapping>>,
+    #[serde(default)]
+    shared: Option<Vec<SharedFunction>>,
+    #[serde(default)]
+    imported_from: Option<String>,
+    #[serde(default)]
+    baseline: Option<OpMapping>,
+    #[serde(default)]
+    environment: Option<UniqueMap<String, String>>,
+    #[serde(default)]
+    failures: Option<Vec<OpFailure>>,
+    #[serde(default)]
+    op_to_func: Option<UniqueMap<String, Vec<String>>>,
+    #[serde(default)]
+    common_funcs_to_op: Option<UniqueMap<String, Vec<String>>>,
+}
+
+/// Only the schema tag (its first value), every other key skipped (no
+/// tree is built). Reads any JSON object; anything else is a data error.
+struct SchemaProbe {
+    schema: Option<serde_json::Value>,
+}
+
+impl<'de> Deserialize<'de> for SchemaProbe {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = SchemaProbe;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut schema = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "schema" && schema.is_none() {
+                        schema = Some(map.next_value()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(SchemaProbe { schema })
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+impl AnyMapping {
+    fn into_mapping(self, file: &str) -> Result<Mapping, MappingError> {
+        let missing = |key: &str| MappingError::Invalid {
+            file: file.to_string(),
+            message: format!("missing field `{key}`"),
+        };
+        if let Some(schema) = self.schema {
+            if schema.as_str() != Some(SCHEMA) {
+                return Err(MappingError::UnknownSchema {
+                    file: file.to_string(),
+                    found: shorten(&schema.to_string(), 80),
+                });
+            }
+            let m = Mapping {
+                schema: SCHEMA.to_string(),
+                backend: self.backend.ok_or_else(|| missing("backend"))?,
+                settings: self.settings.ok_or_else(|| missing("settings"))?,
+                unit: self.unit.unwrap_or_default(),
+                ops: self.ops.ok_or_else(|| missing("ops"))?,
+                shared: self.shared.ok_or_else(|| missing("shared"))?,
+                imported_from: self.imported_from,
+                baseline: self.baseline,
+                environment: self.environment.map(|m| m.0).unwrap_or_default(),
+                failures: self.failures.unwrap_or_default(),
+            };
+            m.validate(file)?;
+            return Ok(m);
+        }
+        match self.op_to_func {
+            Some(op_to_func) => LotusFormat {
+                op_to_func: op_to_func.0,
+                common_funcs_to_op: self.common_funcs_to_op.map(|m| m.0).unwrap_or_default(),
+            }
+            .into_mapping(file),
+            None => Err(MappingError::NotAMapping {
+                file: file.to_string(),
+            }),
+        }
+    }
+}
+
+/// A reader that fails at the first byte that is not UTF-8 (serde_json
+/// checks only inside strings, and would call the file's first bad byte
+/// "expected value"), saying where it is.
+struct Utf8Checked<R> {
+    inner: R,
+    /// Bytes passed on so far.
+    offset: u64,
+    /// The first bytes of a character cut by the end of the last read.
+    carry: [u8; 4],
+    carried: usize,
+}
+
+impl<R: Read> Utf8Checked<R> {
+    fn new(inner: R) -> Self {
+        Utf8Checked {
+            inner,
+            offset: 0,
+            carry: [0; 4],
+            carried: 0,
+        }
+    }
+
+    fn bad(&self, at: usize) -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (bad byte at offset {}); is this a mapping JSON file?",
+                self.offset + at as u64
+            ),
+        )
+    }
+}
+
+impl<R: Read> Read for Utf8Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && self.carried > 0 {
+            return Err(self.bad(0));
+        }
+        let mut at = 0;
+        if self.carried > 0 {
+            // Complete the cut character with the bytes that follow.
+            let width = match self.carry[0] {
+                0xc0..=0xdf => 2,
+                0xe0..=0xef => 3,
+                _ => 4,
+            };
+            let take = (width - self.carried).min(n);
+            self.carry[self.carried..self.carried + take].copy_from_slice(&buf[..take]);
+            self.carried += take;
+            at = take;
+            if self.carried == width {
+                if std::str::from_utf8(&self.carry[..width]).is_err() {
+                    return Err(self.bad(0));
+                }
+                self.carried = 0;
+            } else if std::str::from_utf8(&self.carry[..self.carried])
+                .err()
+                .is_some_and(|e| e.error_len().is_some())
+            {
+                return Err(self.bad(0));
+            }
+        }
+        if self.carried == 0 {
+            if let Err(e) = std::str::from_utf8(&buf[at..n]) {
+                let cut = at + e.valid_up_to();
+                if e.error_len().is_some() {
+                    return Err(self.bad(cut));
+                }
+                // A character cut by the end of this read.
+                self.carried = n - cut;
+                self.carry[..self.carried].copy_from_slice(&buf[cut..n]);
+            }
+        }
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
+
+/// A `T` read only from a JSON object (derived structs also accept an
+/// array of their fields in order, which no mapping file is).
+struct ObjectOnly<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOnly<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = ObjectOnly<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(ObjectOnly)
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+/// A JSON object read into a map, refusing a key given twice (serde's
+/// maps keep the last value silently, and a mapping with two values for
+/// one key is ambiguous).
+struct UniqueMap<K, V>(BTreeMap<K, V>);
+
+impl<'de, K, V> Deserialize<'de> for UniqueMap<K, V>
+where
+    K: Deserialize<'de> + Ord + fmt::Display,
+    V: Deserialize<'de>,
+{
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<K, V>(std::marker::PhantomData<(K, V)>);
+        impl<'de, K, V> serde::de::Visitor<'de> for Visit<K, V>
+        where
+            K: Deserialize<'de> + Ord + fmt::Display,
+            V: Deserialize<'de>,
+        {
+            type Value = UniqueMap<K, V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut access: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut map = BTreeMap::new();
+                while let Some((k, v)) = access.next_entry::<K, V>()? {
+                    if map.contains_key(&k) {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "duplicate key '{}'",
+                            shorten(&k.to_string(), 80)
+                        )));
+                    }
+                    map.insert(k, v);
+                }
+                Ok(UniqueMap(map))
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+/// `deserialize_with` for map fields: see [`UniqueMap`].
+fn unique_keys<'de, D, K, V>(d: D) -> Result<BTreeMap<K, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: Deserialize<'de> + Ord + fmt::Display,
+    V: Deserialize<'de>,
+{
+    UniqueMap::deserialize(d).map(|m| m.0)
 }
 
 fn compute_shared(ops: &[OpMapping]) -> Vec<SharedFunction> {
@@ -546,9 +862,10 @@ fn compute_shared(ops: &[OpMapping]) -> Vec<SharedFunction> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LotusFormat {
     /// Op name to `function|module` keys.
+    #[serde(deserialize_with = "unique_keys")]
     pub op_to_func: BTreeMap<String, Vec<String>>,
     /// `function|module` key to the ops that run it (two or more).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub common_funcs_to_op: BTreeMap<String, Vec<String>>,
 }
 
@@ -626,6 +943,14 @@ pub enum MappingError {
         /// The file.
         file: String,
     },
+    /// The file could not be read.
+    #[error("{file}: cannot read: {message}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The system's message.
+        message: String,
+    },
     /// The right schema with wrong contents.
     #[error("{file}: invalid mapping: {message}")]
     Invalid {
@@ -634,6 +959,15 @@ pub enum MappingError {
         /// What is wrong.
         message: String,
     },
+}
+
+impl MappingError {
+    fn io(file: &str, e: &dyn fmt::Display) -> Self {
+        MappingError::Io {
+            file: file.to_string(),
+            message: e.to_string(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -805,5 +1139,82 @@ mod tests {
         assert!(e.to_string().contains("'nokey'"), "{e}");
         let e = Mapping::from_json(r#"{"op_to_func": {"": []}}"#, "e.json").unwrap_err();
         assert!(e.to_string().contains("empty name"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_keys_and_op_names_are_refused_with_the_name() {
+        let m = two_op_mapping();
+        let text = m.to_json();
+        let twice = text.replacen(
+            "\"schema\": \"lotus.mapping/1\",",
+            "\"schema\": \"lotus.mapping/1\", \"schema\": \"lotus.mapping/1\",",
+            1,
+        );
+        let e = Mapping::from_json(&twice, "d.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("d.json") && e.contains("duplicate field `schema`"),
+            "{e}"
+        );
+        let mut dup = m.clone();
+        dup.ops[1].name = "X".into();
+        let e = Mapping::from_json(&dup.to_json(), "d.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("op 'X' is listed twice"), "{e}");
+        let mut env = m.clone();
+        env.environment.insert("host".into(), "a".into());
+        let text = env
+            .to_json()
+            .replacen("\"host\": \"a\"", "\"host\": \"a\", \"host\": \"b\"", 1);
+        let e = Mapping::from_json(&text, "d.json").unwrap_err().to_string();
+        assert!(e.contains("duplicate key 'host'"), "{e}");
+        let e = Mapping::from_json(r#"{"op_to_func": {"A": [], "A": []}}"#, "o.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("duplicate key 'A'"), "{e}");
+    }
+
+    #[test]
+    fn samples_that_add_up_to_infinity_are_refused_with_the_op() {
+        let mut m = two_op_mapping();
+        for f in &mut m.ops[0].functions {
+            f.samples = 1e308;
+        }
+        let e = Mapping::from_json(&m.to_json(), "inf.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("op 'X'") && e.contains("finite"), "{e}");
+    }
+
+    #[test]
+    fn utf8_is_checked_across_reads() {
+        /// Hands out one byte per read.
+        struct Drip<'a>(&'a [u8]);
+        impl Read for Drip<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let Some((first, rest)) = self.0.split_first() else {
+                    return Ok(0);
+                };
+                buf[0] = *first;
+                self.0 = rest;
+                Ok(1)
+            }
+        }
+        let read = |bytes: &[u8]| {
+            let mut out = Vec::new();
+            Utf8Checked::new(Drip(bytes))
+                .read_to_end(&mut out)
+                .map(|_| out)
+        };
+        let text = "{\"é\": \"€𝄞\"}".as_bytes();
+        assert_eq!(read(text).expect("valid"), text);
+        let e = read(b"{\"a\xff\"}").unwrap_err();
+        assert!(e.to_string().contains("offset 3"), "{e}");
+        assert!(read(b"\"\xe2\x82\"").is_err(), "a cut character");
+        assert!(read(b"\xe2\x82").is_err(), "cut at the end");
+        let e = Mapping::from_json("\u{e9}", "x.json").unwrap_err();
+        assert!(!e.to_string().contains("UTF-8"), "{e}");
     }
 }
