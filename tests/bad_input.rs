@@ -218,3 +218,83 @@ fn out_of_memory_is_a_clear_error_not_an_abort() {
     assert!(stderr.contains("lotus: error: out of memory"), "{stderr}");
     assert!(!stderr.contains("backtrace"), "{stderr}");
 }
+
+/// `DIR/<op>/<run>.csv` with the given runs' contents.
+fn reports(dir: &Path, op: &str, runs: &[&str]) {
+    let op_dir = dir.join(op);
+    std::fs::create_dir_all(&op_dir).expect("mkdir");
+    for (i, text) in runs.iter().enumerate() {
+        std::fs::write(op_dir.join(format!("{}.csv", i + 1)), text).expect("write");
+    }
+}
+
+#[test]
+fn from_reports_refuses_what_a_mapping_cannot_hold_with_file_and_line() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let header = "Function,Module,CPU Time\n";
+    reports(
+        tmp.path(),
+        "Negative",
+        &[&format!("{header}f,a.so,1.0\ng,a.so,-0.5\n")],
+    );
+    reports(
+        tmp.path(),
+        "Huge",
+        &[&format!("{header}f,a.so,1e308\ng,a.so,1e308\n")],
+    );
+    reports(
+        tmp.path(),
+        "HugeRuns",
+        &[
+            &format!("{header}f,a.so,1e308\n"),
+            &format!("{header}f,a.so,1e308\n"),
+        ],
+    );
+    reports(tmp.path(), "Good", &[&format!("{header}f,a.so,1.0\n")]);
+    let out = tmp.path().join("m.json");
+    let e = lotus_fails(&[
+        "map",
+        "--backend",
+        "vtune",
+        "--from-reports",
+        s(tmp.path()),
+        "--out",
+        s(&out),
+    ]);
+    let negative = tmp.path().join("Negative/1.csv");
+    assert!(
+        e.contains(&format!("{}:3:", negative.display())) && e.contains("negative"),
+        "{e}"
+    );
+    let huge = tmp.path().join("Huge/1.csv");
+    assert!(e.contains(&format!("{}:3:", huge.display())), "{e}");
+    assert!(e.contains("op HugeRuns") && e.contains("add up"), "{e}");
+    // What was written reads back: the good op, no infinite totals.
+    let text = common::lotus_ok(&["show", s(&out), "--format", "json"]);
+    let m: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let ops: Vec<&str> = m["ops"]
+        .as_array()
+        .expect("ops")
+        .iter()
+        .map(|o| o["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(ops, ["Good"], "{text}");
+}
+
+#[test]
+fn from_reports_names_report_files_that_are_not_files() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let op_dir = tmp.path().join("Op");
+    std::fs::create_dir_all(op_dir.join("2.csv")).expect("mkdir");
+    mkfifo(&op_dir.join("1.csv"));
+    let (code, e) = lotus_within(
+        &["map", "--backend", "vtune", "--from-reports", s(tmp.path())],
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, Some(1), "{e}");
+    assert!(
+        e.contains(&format!("{}", op_dir.join("1.csv").display())) && e.contains("fifo"),
+        "{e}"
+    );
+    assert!(!e.contains("no reports"), "{e}");
+}
