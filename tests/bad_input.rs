@@ -298,3 +298,28 @@ fn from_reports_names_report_files_that_are_not_files() {
     );
     assert!(!e.contains("no reports"), "{e}");
 }
+
+#[test]
+fn trace_logs_that_are_not_files_are_named() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::write(tmp.path().join("lotus_main_pid_1"), "SLoader,1000,500\n").expect("write");
+    let fifo = tmp.path().join("lotus_worker_pid_2");
+    mkfifo(&fifo);
+    let out = tmp.path().join("view.json");
+    let limit = Duration::from_secs(30);
+    for args in [
+        vec!["trace", "stats", s(tmp.path())],
+        vec!["trace", "view", s(tmp.path()), "--out", s(&out)],
+        vec!["trace", "stats", s(&fifo)],
+    ] {
+        let (code, e) = lotus_within(&args, limit);
+        assert_eq!(code, Some(1), "lotus {args:?}: {e}");
+        assert!(
+            e.contains(s(&fifo)) && e.contains("fifo"),
+            "lotus {args:?}: {e}"
+        );
+    }
+    let (code, e) = lotus_within(&["trace", "stats", "/dev/zero"], limit);
+    assert_eq!(code, Some(1), "{e}");
+    assert!(e.contains("character device"), "{e}");
+}
