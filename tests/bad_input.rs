@@ -323,3 +323,63 @@ fn trace_logs_that_are_not_files_are_named() {
     assert_eq!(code, Some(1), "{e}");
     assert!(e.contains("character device"), "{e}");
 }
+
+#[test]
+fn a_sort_buffer_past_the_maximum_is_called_too_large() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::write(tmp.path().join("lotus_main_pid_1"), "SLoader,1000,500\n").expect("write");
+    let out = common::lotus_env(
+        &["trace", "stats", s(tmp.path())],
+        &[("LOTUS_SORT_BUFFER", std::ffi::OsStr::new("99999999999999999999"))],
+    );
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.contains("too large") && e.contains("at most 64g"), "{e}");
+    assert!(!e.contains("not a number"), "{e}");
+}
+
+/// A newline in an op's name (its file name or `NAME`) is shown escaped
+/// wherever a name is printed on one line: table, Markdown heading,
+/// progress.
+#[test]
+fn a_newline_in_a_name_is_escaped_where_names_are_printed_on_one_line() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let m = tmp.path().join("m.json");
+    std::fs::write(&m, mapping_json(["Two\\nLines", "B"])).expect("write");
+    let md = common::lotus_ok(&["show", s(&m), "--format", "md"]);
+    assert!(md.contains("## Two\\nLines\n"), "{md}");
+    let table = common::lotus_ok(&["show", s(&m)]);
+    assert!(table.contains("\nTwo\\nLines  ("), "{table}");
+    assert!(!table.contains("\nLines"), "{table}");
+
+    let op = tmp.path().join("Two\nLines.py");
+    std::fs::write(&op, "def op(x):\n    return sum(range(2000))\n").expect("write");
+    let py = common::python();
+    let out = common::lotus_env(
+        &[
+            "map",
+            "--backend",
+            "perf",
+            "--runs",
+            "1",
+            "--warmup",
+            "1",
+            "--min-samples",
+            "200",
+            "--no-baseline",
+            "--python",
+            s(&py),
+            "--out",
+            s(&tmp.path().join("out.json")),
+            s(&op),
+        ],
+        &[],
+    );
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{e}");
+    assert!(e.contains("Two\\nLines run 1/1"), "{e}");
+    assert!(
+        e.lines().all(|l| !l.starts_with("Lines")),
+        "a name broke a line: {e}"
+    );
+}

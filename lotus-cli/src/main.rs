@@ -225,7 +225,7 @@ fn emit(mapping: &Mapping, out: Option<&Path>, format: Option<Format>, top: usiz
             write_atomic(path, &render(mapping, format, top)?)?;
             eprintln!(
                 "lotus: wrote {} ({} op(s))",
-                path.display(),
+                output::one_line(&path.display().to_string()),
                 mapping.ops.len()
             );
         }
@@ -301,7 +301,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
     // A live mapping reports each failure as it happens.
     if args.from_reports.is_some() {
         for f in &mapping.failures {
-            eprintln!("lotus: error: op {}: {}", f.op, f.error);
+            eprintln!("lotus: error: op {}: {}", output::one_line(&f.op), f.error);
         }
     }
     if failures.is_empty() && !interrupted {
