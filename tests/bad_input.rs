@@ -330,7 +330,10 @@ fn a_sort_buffer_past_the_maximum_is_called_too_large() {
     std::fs::write(tmp.path().join("lotus_main_pid_1"), "SLoader,1000,500\n").expect("write");
     let out = common::lotus_env(
         &["trace", "stats", s(tmp.path())],
-        &[("LOTUS_SORT_BUFFER", std::ffi::OsStr::new("99999999999999999999"))],
+        &[(
+            "LOTUS_SORT_BUFFER",
+            std::ffi::OsStr::new("99999999999999999999"),
+        )],
     );
     let e = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{e}");

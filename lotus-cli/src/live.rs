@@ -528,6 +528,17 @@ fn map_op(
     match acc {
         Some(acc) => {
             let mut op = acc.finish(opts.rule);
+            if !op.samples.is_finite() {
+                // Vendor reports are read with checked sums; their runs
+                // together must not overflow either.
+                return OpOutcome::Failed(
+                    op.name,
+                    format!(
+                        "{}: the runs' values add up to more than a number can hold (are the reports garbled?)",
+                        spec.file.display()
+                    ),
+                );
+            }
             op.window = Some(summary);
             OpOutcome::Mapped(op)
         }

@@ -344,6 +344,14 @@ fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
         }
         mapping.apply_rule(rule);
     }
+    if args.format == Format::Json {
+        // Streamed: the JSON of a large mapping is never held whole.
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        serde_json::to_writer_pretty(&mut out, &mapping)?;
+        std::io::Write::write_all(&mut out, b"\n")?;
+        std::io::Write::flush(&mut out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     print!("{}", render(&mapping, args.format, args.top)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -213,3 +213,25 @@ unsafe fn remove_files_only(fd: libc::c_int) {
         libc::closedir(d);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registered_folder_is_removed_with_its_files_and_cache() {
+        let dir = tempfile::Builder::new()
+            .prefix("lotus-oom-test-")
+            .tempdir()
+            .expect("tempdir");
+        let path = dir.path().to_path_buf();
+        std::fs::write(path.join("lotus_harness.py"), "x").expect("write");
+        std::fs::write(path.join(".lotus-result-1.json"), "{}").expect("write");
+        std::fs::create_dir(path.join("__pycache__")).expect("mkdir");
+        std::fs::write(path.join("__pycache__/lotus.pyc"), "x").expect("write");
+        let c = CString::new(path.as_os_str().as_bytes()).expect("path");
+        // SAFETY: a valid NUL-terminated path.
+        unsafe { remove_flat_dir(c.as_ptr()) };
+        assert!(!path.exists(), "{} is left", path.display());
+    }
+}

@@ -82,12 +82,18 @@ fn render_csv(mapping: &Mapping) -> Result<String> {
         "runs",
         "shared_with",
     ])?;
+    // One lookup per row, not a scan of the shared list (a mapping may
+    // hold a million functions).
+    let shared: std::collections::HashMap<(&str, &str), &lotus_core::mapping::SharedFunction> =
+        mapping
+            .shared
+            .iter()
+            .map(|s| ((s.function.as_str(), s.module.as_str()), s))
+            .collect();
     for op in &mapping.ops {
         for f in &op.functions {
-            let others: Vec<&str> = mapping
-                .shared
-                .iter()
-                .find(|s| s.function == f.function && s.module == f.module)
+            let others: Vec<&str> = shared
+                .get(&(f.function.as_str(), f.module.as_str()))
                 .map(|s| {
                     s.ops
                         .iter()
