@@ -994,3 +994,63 @@ fn signal_name(sig: i32) -> &'static str {
         _ => "signal",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lotus_core::Row;
+
+    fn run(mode: harness::HarnessMode, windows: Vec<WindowStats>, rows: Vec<Row>) -> RunOutput {
+        RunOutput {
+            report: Report {
+                unit: Unit::Samples,
+                rows,
+            },
+            result: HarnessResult {
+                name: "Op".into(),
+                mode: Some(mode),
+                pid: 1,
+                op_file: None,
+                iterations: None,
+                window_ns: None,
+                warmup: None,
+                setup_ns: None,
+                error: None,
+                stage: None,
+                windows: vec![("Op".into(), 1)],
+            },
+            windows,
+        }
+    }
+
+    /// A window that held no samples (the code inside only slept) is a
+    /// failure saying so; one with samples is not.
+    #[test]
+    fn windows_without_samples_are_a_failure_saying_why() {
+        let backend = lotus_core::backend("perf").expect("perf backend");
+        let file = Path::new("Sleepy.py");
+        let spec = OpSpec {
+            file,
+            empty: false,
+            label: "Sleepy".into(),
+        };
+        let idle = WindowStats {
+            duration_ns: 300_000_000,
+            ..WindowStats::default()
+        };
+        let out = run(harness::HarnessMode::Script, vec![idle.clone()], Vec::new());
+        let why = empty_run(backend.as_ref(), &spec, None, &out).expect("a failure");
+        assert!(why.contains("held no samples"), "{why}");
+        assert!(why.contains("sleep"), "{why}");
+        let busy = WindowStats {
+            samples: 40,
+            ..idle
+        };
+        let out = run(
+            harness::HarnessMode::Script,
+            vec![busy],
+            vec![Row::new("f", "m.so", 40.0)],
+        );
+        assert_eq!(empty_run(backend.as_ref(), &spec, None, &out), None);
+    }
+}
