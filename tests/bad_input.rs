@@ -386,3 +386,16 @@ fn a_newline_in_a_name_is_escaped_where_names_are_printed_on_one_line() {
         "a name broke a line: {e}"
     );
 }
+
+#[test]
+fn an_op_file_that_is_a_fifo_is_refused_by_name() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let fifo = tmp.path().join("Op.py");
+    mkfifo(&fifo);
+    let (code, e) = lotus_within(
+        &["map", "--backend", "perf", "--dry-run", s(&fifo)],
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, Some(1), "{e}");
+    assert!(e.contains(s(&fifo)) && e.contains("fifo"), "{e}");
+}

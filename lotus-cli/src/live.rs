@@ -299,9 +299,7 @@ pub fn map_live(
     interrupted: &Arc<AtomicBool>,
 ) -> Result<LiveOutcome> {
     for op in ops {
-        if !op.is_file() {
-            bail!("op file {}: no such file", op.display());
-        }
+        check_op_file(op)?;
     }
     let probe = backend.probe();
     if !probe.available {
@@ -620,6 +618,23 @@ fn empty_run(
         ));
     }
     None
+}
+
+/// Refuses an op file that is missing or not a regular file (a fifo would
+/// hang the harness's read), saying which.
+pub(crate) fn check_op_file(op: &Path) -> Result<()> {
+    let shown = one_line(&op.display().to_string());
+    let meta = match std::fs::metadata(op) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("op file {shown}: no such file")
+        }
+        Err(e) => bail!("op file {shown}: {e}"),
+    };
+    if let Some(what) = lotus_core::input::not_regular(meta.file_type()) {
+        bail!("op file {shown}: is {what}, not a regular file");
+    }
+    Ok(())
 }
 
 /// Adds a run's windows to the op's summary; returns the run's samples.

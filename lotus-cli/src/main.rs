@@ -271,9 +271,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
             };
             if args.dry_run {
                 for op in &args.ops {
-                    if !op.is_file() {
-                        bail!("op file {}: no such file", op.display());
-                    }
+                    live::check_op_file(op)?;
                 }
                 print!("{}", live::dry_run(backend.as_ref(), &args.ops, &opts)?);
                 return Ok(ExitCode::SUCCESS);
