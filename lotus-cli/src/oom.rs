@@ -105,9 +105,9 @@ fn out_of_memory(size: usize) -> ! {
     }
     write_stderr(&digits[i..]);
     write_stderr(
-        b" bytes failed. The input is too large for the memory this process may use \
-          (ulimit -v, a cgroup limit, or the machine's memory): give it more memory or a \
-          smaller input. No partial output was written.\n",
+        b" bytes failed, past the memory this process may use (ulimit -v, a cgroup \
+          limit, or the machine's memory): give lotus more memory, or a smaller input. \
+          No partial output was written and the harness folder was removed.\n",
     );
     for slot in &CLEANUP {
         let dir = slot.load(Ordering::SeqCst);
