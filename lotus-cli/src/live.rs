@@ -361,7 +361,10 @@ pub fn map_live(
                     names.len(),
                     one_line(&names.join(", "))
                 ));
-                progress.add(names.len() as u64 * u64::from(opts.runs));
+                // Each name's runs, in place of the file's runs after the
+                // first.
+                let runs = u64::from(opts.runs);
+                progress.add(names.len() as u64 * runs - (runs - 1));
                 for name in &names {
                     match map_op(&ctx, spec, Some(name), &mut progress) {
                         OpOutcome::Mapped(op) => mapped.push(op),
@@ -489,6 +492,11 @@ fn map_op(
         if acc.is_none() {
             let names = window_names(&out.result);
             if only.is_none() && names.len() >= 2 {
+                progress.finish_run(&format!(
+                    "{shown} run {run}/{}: windows for {} ops, each mapped in runs of its own",
+                    opts.runs,
+                    names.len()
+                ));
                 return OpOutcome::Split(names);
             }
             let name = only
@@ -502,12 +510,25 @@ fn map_op(
         };
         acc.add_run(&out.report);
         let samples = add_windows(&mut summary, &out);
+        let what = if out.result.mode == Some(harness::HarnessMode::Script) {
+            // A script's windows are its own: no op calls are counted.
+            let windows = if out.windows.is_empty() {
+                out.result.windows.iter().map(|(_, n)| n).sum::<u64>() as usize
+            } else {
+                out.windows.len()
+            };
+            format!("{windows} window(s)")
+        } else {
+            format!(
+                "{} calls in {:.2} s",
+                out.result.iterations.unwrap_or(0),
+                out.result.window_ns.unwrap_or(0) as f64 / 1e9
+            )
+        };
         progress.finish_run(&format!(
-            "{shown} run {run}/{}: {} samples, {} calls in {:.2} s, {} functions",
+            "{shown} run {run}/{}: {} samples, {what}, {} functions",
             opts.runs,
             samples,
-            out.result.iterations.unwrap_or(0),
-            out.result.window_ns.unwrap_or(0) as f64 / 1e9,
             out.report.rows.len()
         ));
         let lost: u64 = out.windows.iter().map(|w| w.lost_samples).sum();
