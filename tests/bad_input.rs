@@ -354,6 +354,20 @@ fn a_newline_in_a_name_is_escaped_where_names_are_printed_on_one_line() {
     let table = common::lotus_ok(&["show", s(&m)]);
     assert!(table.contains("\nTwo\\nLines  ("), "{table}");
     assert!(!table.contains("\nLines"), "{table}");
+    let profile = fixture("attribute/profile_samples.json");
+    for format in ["table", "md"] {
+        let text = common::lotus_ok(&[
+            "attribute",
+            "--mapping",
+            s(&m),
+            "--profile",
+            s(&profile),
+            "--format",
+            format,
+        ]);
+        assert!(text.contains("Two\\nLines"), "{format}: {text}");
+        assert!(!text.contains("\nLines"), "{format}: {text}");
+    }
 
     let op = tmp.path().join("Two\nLines.py");
     std::fs::write(&op, "def op(x):\n    return sum(range(2000))\n").expect("write");
