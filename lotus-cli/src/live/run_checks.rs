@@ -71,6 +71,15 @@ pub(super) fn empty_run(
     } else {
         samples == 0 || out.report.rows.is_empty()
     };
+    if nothing && !backend.switches_windows() && script && out.result.windows.is_empty() {
+        // The vendor's tool switches the windows: lotus cannot tell a window
+        // that never opened from an idle one, but the script never called
+        // lotus.resume (ITT calls go straight to the vendor).
+        return Some(format!(
+            "the {} report holds no samples: no measurement window opened (the script never called lotus.resume(\"Op\"), and any ittapi.resume() reached no collector), or the code inside did not run on the CPU",
+            backend.name()
+        ));
+    }
     if nothing {
         let windows = if out.windows.is_empty() {
             String::from("its measurement window(s)")
@@ -165,5 +174,14 @@ mod tests {
             vec![Row::new("f", "m.so", 40.0)],
         );
         assert_eq!(empty_run(backend.as_ref(), &spec, None, &out), None);
+
+        // Under a vendor's tool lotus sees no windows: an empty report of
+        // a script that never called lotus.resume names both causes.
+        let vtune = lotus_core::backend("vtune").expect("vtune backend");
+        let mut out = run(harness::HarnessMode::Script, Vec::new(), Vec::new());
+        out.result.windows.clear();
+        let why = empty_run(vtune.as_ref(), &spec, None, &out).expect("a failure");
+        assert!(why.contains("no measurement window opened"), "{why}");
+        assert!(why.contains("vtune report holds no samples"), "{why}");
     }
 }
