@@ -17,7 +17,8 @@ The result is written to --result as JSON (atomically):
   op mode:     {"name", "mode": "op", "iterations", "window_ns",
                 "window_cpu_ns", "warmup",
                 "setup_ns", "pid", "op_file"}
-  script mode: {"name", "mode": "script", "pid", "op_file"}
+  script mode: {"name", "mode": "script", "pid", "op_file",
+                "windows": [[name given to lotus.resume, windows], ...]}
   failure:     {"name", "mode" (when known), "pid", "op_file",
                 "error": <message or traceback>, "stage": <stage>}
 
@@ -282,9 +283,55 @@ def run_op(args, lotus, result):
     result["window_cpu_ns"] = cpu() - cpu_start
 
 
-def run_script(args, result):
+# Script mode: lotus measures one op name per run when a script opens
+# windows under several names (the variable names the one to measure).
+ENV_ONLY_OP = "LOTUS_HARNESS_ONLY_OP"
+
+
+def watch_windows(lotus, result, only):
+    """Wraps lotus.resume/pause (before the script imports them) to record
+    the names the script opens windows under, in first-seen order with a
+    count each (result["windows"]), and, with `only`, to open only that
+    name's windows: the others' resume and their pause do nothing."""
+    windows = []
+    index = {}
+    state = {"skipped": False}
+    real_resume, real_pause = lotus.resume, lotus.pause
+
+    def note(name):
+        if name not in index:
+            index[name] = len(windows)
+            windows.append([name, 0])
+        windows[index[name]][1] += 1
+
+    def resume(op=""):
+        name = op if isinstance(op, str) else str(op)
+        if only is not None and name != only:
+            note(name)
+            state["skipped"] = True
+            return
+        state["skipped"] = False
+        real_resume(op)
+        # Only a window that opened counts (a refused name does not).
+        note(name)
+
+    def pause():
+        if state["skipped"]:
+            state["skipped"] = False
+            return
+        real_pause()
+
+    resume.__doc__ = real_resume.__doc__
+    pause.__doc__ = real_pause.__doc__
+    lotus.resume = resume
+    lotus.pause = pause
+    result["windows"] = windows
+
+
+def run_script(args, lotus, result):
     if args.name:
         result["name"] = args.name
+    watch_windows(lotus, result, os.environ.pop(ENV_ONLY_OP, None))
     sys.argv = [args.op_file]
     try:
         runpy.run_path(args.op_file, run_name="__main__")
@@ -358,7 +405,7 @@ def main(argv):
         if result["mode"] == "op":
             run_op(args, lotus, result)
         else:
-            run_script(args, result)
+            run_script(args, lotus, result)
     except Failure as f:
         code = f.code
         result["error"] = f.message

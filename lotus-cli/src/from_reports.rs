@@ -2,7 +2,6 @@
 //! disk, laid out as `DIR/<Op>/<run>.csv` (what the original tool's scripts
 //! produce).
 
-use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
@@ -83,10 +82,13 @@ pub fn scan(dir: &Path) -> Result<Vec<OpReports>> {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
+        // Every report-named entry is kept, whatever it is: one that is
+        // not a regular file (a fifo, a device, a folder) is refused by
+        // name when read, not skipped in silence.
         let mut reports: Vec<PathBuf> = std::fs::read_dir(&op_dir)
             .with_context(|| format!("cannot list {}", op_dir.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && !is_hidden(p) && has_report_extension(p))
+            .filter(|p| !is_hidden(p) && has_report_extension(p))
             .collect();
         reports.sort_by_key(|p| run_order(p));
         ops.push(OpReports {
@@ -121,8 +123,21 @@ pub fn build(backend: &dyn Profiler, dir: &Path, rule: MergeRule) -> Result<Outc
     for op in &ops {
         match read_op(backend, op) {
             Ok(acc) => {
+                let merged = acc.finish(rule);
+                // Each report's sum is finite; the runs' together must be
+                // too, or the op's total is written as `null`.
+                if !merged.samples.is_finite() {
+                    failures.push((
+                        op.name.clone(),
+                        format!(
+                            "{}: the runs' values add up to more than a number can hold (are the reports garbled?)",
+                            op.dir.display()
+                        ),
+                    ));
+                    continue;
+                }
                 max_runs = max_runs.max(acc.runs());
-                finished.push(acc.finish(rule));
+                finished.push(merged);
             }
             Err(e) => failures.push((op.name.clone(), format!("{}: {e:#}", op.dir.display()))),
         }
@@ -144,7 +159,8 @@ fn read_op(backend: &dyn Profiler, op: &OpReports) -> Result<OpAccumulator> {
     }
     let mut acc = OpAccumulator::new(op.name.clone());
     for path in &op.reports {
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let file = lotus_core::input::open_regular(path)
+            .with_context(|| format!("cannot read the report {}", path.display()))?;
         let report = backend.read_report(&mut BufReader::new(file), &path.display().to_string())?;
         acc.add_run(&report);
     }

@@ -28,6 +28,9 @@ const HARNESS_PY: &str = include_str!("../harness/lotus_harness.py");
 /// The `lotus` Python module's source.
 const LOTUS_PY: &str = include_str!("../harness/lotus.py");
 
+/// Script mode: the one op name whose windows the harness opens (the
+/// others' `lotus.resume` / `lotus.pause` do nothing).
+pub const ENV_ONLY_OP: &str = "LOTUS_HARNESS_ONLY_OP";
 /// The variable that names the control library for `lotus.py`.
 pub const ENV_CONTROL_LIB: &str = "LOTUS_CONTROL_LIB";
 /// The control library's file name.
@@ -266,6 +269,10 @@ pub struct HarnessResult {
     /// Where it failed.
     #[serde(default)]
     pub stage: Option<HarnessStage>,
+    /// Script mode: the names the script gave `lotus.resume` (`""` when
+    /// it gave none), in the order first seen, with the windows each.
+    #[serde(default)]
+    pub windows: Vec<(String, u64)>,
 }
 
 impl HarnessResult {

@@ -31,6 +31,11 @@ use lotus_core::{
 };
 
 use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult, HarnessStage};
+use crate::output::one_line;
+
+mod run_checks;
+pub(crate) use run_checks::check_op_file;
+use run_checks::{empty_run, window_names};
 
 /// Settings of a live mapping.
 #[derive(Debug, Clone)]
@@ -193,6 +198,14 @@ impl Progress {
         }
     }
 
+    /// More runs to make than counted at the start.
+    fn add(&mut self, runs: u64) {
+        self.total += runs;
+        if let Some(bar) = &self.bar {
+            bar.inc_length(runs);
+        }
+    }
+
     fn start(&self, what: &str) {
         if let Some(bar) = &self.bar {
             bar.set_message(what.to_string());
@@ -264,7 +277,11 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
             ));
         }
         let plan = backend.plan(&target, &copts);
-        out += &format!("\n# {} ({})\n", spec.label, spec.file.display());
+        out += &format!(
+            "\n# {} ({})\n",
+            one_line(&spec.label),
+            one_line(&spec.file.display().to_string())
+        );
         for (k, v) in &plan.env {
             out += &format!("export {k}={}\n", lotus_core::profiler::shell_quote(v));
         }
@@ -287,9 +304,7 @@ pub fn map_live(
     interrupted: &Arc<AtomicBool>,
 ) -> Result<LiveOutcome> {
     for op in ops {
-        if !op.is_file() {
-            bail!("op file {}: no such file", op.display());
-        }
+        check_op_file(op)?;
     }
     let probe = backend.probe();
     if !probe.available {
@@ -301,6 +316,15 @@ pub fn map_live(
     }
     let files = harness::write_harness()
         .context("cannot write the Python harness to a temporary folder")?;
+    crate::oom::remove_on_oom(files.dir.path());
+    if let Some(other) = std::env::var_os(ENV_ITT_COLLECTOR).filter(|_| backend.switches_windows())
+    {
+        eprintln!(
+            "lotus: note: {ENV_ITT_COLLECTOR}={} is set (oneAPI's environment sets it); under --backend {} lotus replaces it with its own collector so that ITT windows (ittapi.resume/pause) reach lotus",
+            other.to_string_lossy(),
+            backend.name()
+        );
+    }
     let control_lib = harness::control_library_path().ok_or_else(|| {
         anyhow!(
             "the control library {} is not beside the lotus binary; build the workspace (cargo build --release) so target/release holds both",
@@ -316,74 +340,65 @@ pub fn map_live(
     let mut failures = Vec::new();
     let mut was_interrupted = false;
 
+    let ctx = RunContext {
+        backend,
+        files: &files,
+        control_lib: &control_lib,
+        opts,
+        interrupted,
+    };
     'ops: for spec in &specs {
-        let mut acc: Option<OpAccumulator> = None;
-        let mut summary = WindowSummary::default();
-        for run in 1..=opts.runs {
-            progress.start(&format!("{} run {run}/{}", spec.label, opts.runs));
-            match run_once(backend, &files, &control_lib, spec, run, opts, interrupted) {
-                Ok(out) => {
-                    let name = out.result.name.clone();
-                    let acc = acc.get_or_insert_with(|| OpAccumulator::new(name));
-                    acc.add_run(&out.report);
-                    let samples = add_windows(&mut summary, &out);
-                    progress.finish_run(&format!(
-                        "{} run {run}/{}: {} samples, {} calls in {:.2} s, {} functions",
-                        spec.label,
-                        opts.runs,
-                        samples,
-                        out.result.iterations.unwrap_or(0),
-                        out.result.window_ns.unwrap_or(0) as f64 / 1e9,
-                        out.report.rows.len()
-                    ));
-                    let lost: u64 = out.windows.iter().map(|w| w.lost_samples).sum();
-                    if lost > 0 {
-                        progress.say(&format!(
-                            "warning: {}: the kernel dropped {lost} samples in run {run}",
-                            spec.label
-                        ));
+        let mut mapped = Vec::new();
+        match map_op(&ctx, spec, None, &mut progress) {
+            OpOutcome::Mapped(op) => mapped.push(op),
+            OpOutcome::Failed(name, why) => failures.push((name, why)),
+            OpOutcome::Interrupted => {
+                was_interrupted = true;
+                break 'ops;
+            }
+            OpOutcome::Split(names) => {
+                // A script that opens windows under several names: each
+                // name is its own op, measured in runs of its own (the
+                // first run, which mixed them, is not kept).
+                progress.say(&format!(
+                    "{}: the script opens windows for {} ops ({}): mapping each in runs of its own",
+                    one_line(&spec.label),
+                    names.len(),
+                    one_line(&names.join(", "))
+                ));
+                // Each name's runs, in place of the file's runs after the
+                // first.
+                let runs = u64::from(opts.runs);
+                progress.add(names.len() as u64 * runs - (runs - 1));
+                for name in &names {
+                    match map_op(&ctx, spec, Some(name), &mut progress) {
+                        OpOutcome::Mapped(op) => mapped.push(op),
+                        OpOutcome::Failed(name, why) => failures.push((name, why)),
+                        OpOutcome::Split(_) => {}
+                        OpOutcome::Interrupted => {
+                            was_interrupted = true;
+                            break 'ops;
+                        }
                     }
-                    if samples > 0 && samples < opts.min_samples / 2 {
-                        progress.say(&format!(
-                            "warning: {}: run {run}'s window held only {samples} samples (wanted {}); the op may mostly wait rather than compute",
-                            spec.label, opts.min_samples
-                        ));
-                    }
-                }
-                Err(RunError::Interrupted) => {
-                    was_interrupted = true;
-                    break 'ops;
-                }
-                Err(RunError::Failed(why)) => {
-                    let name = acc
-                        .as_ref()
-                        .map(|a| a.name().to_string())
-                        .unwrap_or_else(|| spec.label.clone());
-                    progress.say(&format!(
-                        "error: op {name} ({}): run {run}: {why}",
-                        spec.file.display()
-                    ));
-                    failures.push((name, format!("{}: run {run}: {why}", spec.file.display())));
-                    continue 'ops;
                 }
             }
         }
-        let Some(acc) = acc else { continue };
-        let mut op = acc.finish(opts.rule);
-        op.window = Some(summary);
-        if spec.empty {
-            op.name = "(empty)".into();
-            baseline = Some(op);
-        } else if finished.iter().any(|o| o.name == op.name) {
-            failures.push((
-                op.name.clone(),
-                format!(
-                    "{}: another op file has the same name; set NAME in one of them",
-                    spec.file.display()
-                ),
-            ));
-        } else {
-            finished.push(op);
+        for op in mapped {
+            if spec.empty {
+                let mut op = op;
+                op.name = "(empty)".into();
+                baseline = Some(op);
+            } else if finished.iter().any(|o| o.name == op.name) {
+                failures.push((
+                    op.name.clone(),
+                    format!(
+                        "{}: another op (file, or window name in a script) has the same name; set NAME in one of them or rename its windows",
+                        spec.file.display()
+                    ),
+                ));
+            } else {
+                finished.push(op);
+            }
         }
     }
     progress.finish();
@@ -403,6 +418,156 @@ pub fn map_live(
         failures,
         interrupted: was_interrupted,
     })
+}
+
+/// What stays the same for every run of a mapping.
+struct RunContext<'a> {
+    backend: &'a dyn Profiler,
+    files: &'a HarnessFiles,
+    control_lib: &'a Path,
+    opts: &'a LiveOptions,
+    interrupted: &'a Arc<AtomicBool>,
+}
+
+/// What mapping one op (file, or one window name of a script) gave.
+enum OpOutcome {
+    /// Every run finished: the merged op.
+    Mapped(OpMapping),
+    /// A run failed: the op's name and why.
+    Failed(String, String),
+    /// The first run showed a script opening windows under several names
+    /// (in first-seen order): each is mapped on its own.
+    Split(Vec<String>),
+    /// Ctrl-C.
+    Interrupted,
+}
+
+/// Maps `spec` (with `only`, the windows of that one name of its script)
+/// over `--runs` runs.
+fn map_op(
+    ctx: &RunContext,
+    spec: &OpSpec,
+    only: Option<&str>,
+    progress: &mut Progress,
+) -> OpOutcome {
+    let opts = ctx.opts;
+    let label = match only {
+        Some(name) => format!("{} [{}]", spec.label, name),
+        None => spec.label.clone(),
+    };
+    let shown = one_line(&label);
+    let mut acc: Option<OpAccumulator> = None;
+    let mut summary = WindowSummary::default();
+    for run in 1..=opts.runs {
+        progress.start(&format!("{shown} run {run}/{}", opts.runs));
+        let out = run_once(
+            ctx.backend,
+            ctx.files,
+            ctx.control_lib,
+            spec,
+            only,
+            run,
+            opts,
+            ctx.interrupted,
+        )
+        .and_then(|out| match empty_run(ctx.backend, spec, only, &out) {
+            Some(why) => Err(RunError::Failed(why)),
+            None => Ok(out),
+        });
+        let out = match out {
+            Ok(out) => out,
+            Err(RunError::Interrupted) => return OpOutcome::Interrupted,
+            Err(RunError::Failed(why)) => {
+                let name = acc
+                    .as_ref()
+                    .map(|a| a.name().to_string())
+                    .or_else(|| only.map(str::to_string))
+                    .unwrap_or_else(|| spec.label.clone());
+                progress.say(&format!(
+                    "error: op {} ({}): run {run}: {why}",
+                    one_line(&name),
+                    one_line(&spec.file.display().to_string())
+                ));
+                return OpOutcome::Failed(
+                    name,
+                    format!("{}: run {run}: {why}", spec.file.display()),
+                );
+            }
+        };
+        if acc.is_none() {
+            let names = window_names(&out.result);
+            if only.is_none() && names.len() >= 2 {
+                progress.finish_run(&format!(
+                    "{shown} run {run}/{}: windows for {} ops, each mapped in runs of its own",
+                    opts.runs,
+                    names.len()
+                ));
+                return OpOutcome::Split(names);
+            }
+            let name = only
+                .map(str::to_string)
+                .or_else(|| names.into_iter().next())
+                .unwrap_or_else(|| out.result.name.clone());
+            acc = Some(OpAccumulator::new(name));
+        }
+        let Some(acc) = acc.as_mut() else {
+            continue;
+        };
+        acc.add_run(&out.report);
+        let samples = add_windows(&mut summary, &out);
+        let what = if out.result.mode == Some(harness::HarnessMode::Script) {
+            // A script's windows are its own: no op calls are counted.
+            let windows = if out.windows.is_empty() {
+                out.result.windows.iter().map(|(_, n)| n).sum::<u64>() as usize
+            } else {
+                out.windows.len()
+            };
+            format!("{windows} window(s)")
+        } else {
+            format!(
+                "{} calls in {:.2} s",
+                out.result.iterations.unwrap_or(0),
+                out.result.window_ns.unwrap_or(0) as f64 / 1e9
+            )
+        };
+        progress.finish_run(&format!(
+            "{shown} run {run}/{}: {} samples, {what}, {} functions",
+            opts.runs,
+            samples,
+            out.report.rows.len()
+        ));
+        let lost: u64 = out.windows.iter().map(|w| w.lost_samples).sum();
+        if lost > 0 {
+            progress.say(&format!(
+                "warning: {shown}: the kernel dropped {lost} samples in run {run}"
+            ));
+        }
+        if samples > 0 && samples < opts.min_samples / 2 {
+            progress.say(&format!(
+                "warning: {shown}: run {run}'s window held only {samples} samples (wanted {}); the op may mostly wait rather than compute",
+                opts.min_samples
+            ));
+        }
+    }
+    match acc {
+        Some(acc) => {
+            let mut op = acc.finish(opts.rule);
+            if !op.samples.is_finite() {
+                // Vendor reports are read with checked sums; their runs
+                // together must not overflow either.
+                return OpOutcome::Failed(
+                    op.name,
+                    format!(
+                        "{}: the runs' values add up to more than a number can hold (are the reports garbled?)",
+                        spec.file.display()
+                    ),
+                );
+            }
+            op.window = Some(summary);
+            OpOutcome::Mapped(op)
+        }
+        None => OpOutcome::Failed(spec.label.clone(), "no run finished".into()),
+    }
 }
 
 /// Adds a run's windows to the op's summary; returns the run's samples.
@@ -525,8 +690,8 @@ fn harness_target(
 /// name and the control library. Scripts that open their own windows with
 /// ITT (`ittapi.resume()`, as the original Lotus op scripts do) reach
 /// lotus's own ITT collector, the control library, wherever lotus switches
-/// the windows; under VTune its own collector is used, and a collector the
-/// user named is kept.
+/// the windows, replacing any collector named in lotus's own environment
+/// (`map_live` says so); under VTune and uProf the environment's is kept.
 pub(crate) fn control_env(
     backend: &dyn Profiler,
     control_lib: Option<&Path>,
@@ -534,7 +699,10 @@ pub(crate) fn control_env(
     let mut env = vec![(ENV_BACKEND.into(), backend.name().into())];
     if let Some(lib) = control_lib {
         env.push((harness::ENV_CONTROL_LIB.into(), lib.into()));
-        if backend.switches_windows() && std::env::var_os(ENV_ITT_COLLECTOR).is_none() {
+        // Where lotus switches the windows, ITT windows must reach its
+        // collector: one named in lotus's environment (oneAPI's setvars.sh
+        // sets VTune's) would take them, and the op would measure nothing.
+        if backend.switches_windows() {
             env.push((ENV_ITT_COLLECTOR.into(), lib.into()));
         }
     }
@@ -610,6 +778,12 @@ pub(crate) fn serve(
                 }
                 Ok(None) => channel_open = false,
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    // An over-long request: its writer waits for a reply.
+                    last_request = Instant::now();
+                    let _ = host.reply(&Reply::Error(e.to_string()));
+                    continue;
+                }
                 Err(_) => channel_open = false,
             }
         } else {
@@ -641,11 +815,13 @@ pub(crate) fn serve(
 }
 
 /// Runs one op once under the backend.
+#[allow(clippy::too_many_arguments)]
 fn run_once(
     backend: &dyn Profiler,
     files: &HarnessFiles,
     control_lib: &Path,
     spec: &OpSpec,
+    only: Option<&str>,
     run: u32,
     opts: &LiveOptions,
     interrupted: &Arc<AtomicBool>,
@@ -656,6 +832,9 @@ fn run_once(
         .join(format!("result-{}-{run}.json", std::process::id()));
     let _ = std::fs::remove_file(&result_path);
     let mut target = harness_target(backend, files, control_lib, spec, &result_path, opts);
+    if let Some(name) = only {
+        target.env.push((harness::ENV_ONLY_OP.into(), name.into()));
+    }
     // The control channel, where the lotus process switches the windows:
     // the harness writes requests into one pipe and reads replies from the
     // other. Vendor backends switch their own windows in the profiled

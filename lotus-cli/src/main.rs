@@ -10,6 +10,7 @@ mod attribute_cmd;
 mod from_reports;
 mod harness;
 mod live;
+mod oom;
 mod output;
 mod profile_cmd;
 mod trace_cmd;
@@ -33,6 +34,11 @@ use lotus_core::mapping::{Mapping, OpFailure};
 use lotus_core::MergeRule;
 
 use output::{render, write_atomic, Format};
+
+/// Out of memory is a clear error and exit status 1, not an abort (see
+/// [`oom`]).
+#[global_allocator]
+static ALLOCATOR: oom::ExitOnOom = oom::ExitOnOom;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -219,7 +225,7 @@ fn emit(mapping: &Mapping, out: Option<&Path>, format: Option<Format>, top: usiz
             write_atomic(path, &render(mapping, format, top)?)?;
             eprintln!(
                 "lotus: wrote {} ({} op(s))",
-                path.display(),
+                output::one_line(&path.display().to_string()),
                 mapping.ops.len()
             );
         }
@@ -268,9 +274,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
             }
             if args.dry_run {
                 for op in &args.ops {
-                    if !op.is_file() {
-                        bail!("op file {}: no such file", op.display());
-                    }
+                    live::check_op_file(op)?;
                 }
                 print!("{}", live::dry_run(backend.as_ref(), &args.ops, &opts)?);
                 return Ok(ExitCode::SUCCESS);
@@ -298,7 +302,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
     // A live mapping reports each failure as it happens.
     if args.from_reports.is_some() {
         for f in &mapping.failures {
-            eprintln!("lotus: error: op {}: {}", f.op, f.error);
+            eprintln!("lotus: error: op {}: {}", output::one_line(&f.op), f.error);
         }
     }
     if failures.is_empty() && !interrupted {
@@ -330,21 +334,24 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
 }
 
 fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
-    let text = std::fs::read(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
     let name = args.file.display().to_string();
-    let text = String::from_utf8(text).map_err(|e| {
-        anyhow::anyhow!(
-            "{name}: not UTF-8 text (bad byte at offset {}); is this a mapping JSON file?",
-            e.utf8_error().valid_up_to()
-        )
-    })?;
-    let mut mapping = Mapping::from_json(&text, &name)?;
+    let file = lotus_core::input::open_regular(&args.file)
+        .with_context(|| format!("cannot read {name}"))?;
+    // Streamed: a mapping of a million functions is never held as text.
+    let mut mapping = Mapping::from_reader(file, &name)?;
     if let Some(rule) = args.rule {
         if mapping.imported_from.is_some() {
             bail!("{name}: has no run counts (the original tool's schema), so --rule cannot be applied");
         }
         mapping.apply_rule(rule);
+    }
+    if args.format == Format::Json {
+        // Streamed: the JSON of a large mapping is never held whole.
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        serde_json::to_writer_pretty(&mut out, &mapping)?;
+        std::io::Write::write_all(&mut out, b"\n")?;
+        std::io::Write::flush(&mut out)?;
+        return Ok(ExitCode::SUCCESS);
     }
     print!("{}", render(&mapping, args.format, args.top)?);
     Ok(ExitCode::SUCCESS)

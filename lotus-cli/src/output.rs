@@ -82,12 +82,18 @@ fn render_csv(mapping: &Mapping) -> Result<String> {
         "runs",
         "shared_with",
     ])?;
+    // One lookup per row, not a scan of the shared list (a mapping may
+    // hold a million functions).
+    let shared: std::collections::HashMap<(&str, &str), &lotus_core::mapping::SharedFunction> =
+        mapping
+            .shared
+            .iter()
+            .map(|s| ((s.function.as_str(), s.module.as_str()), s))
+            .collect();
     for op in &mapping.ops {
         for f in &op.functions {
-            let others: Vec<&str> = mapping
-                .shared
-                .iter()
-                .find(|s| s.function == f.function && s.module == f.module)
+            let others: Vec<&str> = shared
+                .get(&(f.function.as_str(), f.module.as_str()))
                 .map(|s| {
                     s.ops
                         .iter()
@@ -134,7 +140,7 @@ fn render_table(mapping: &Mapping, top: usize) -> String {
     for op in &mapping.ops {
         out += &format!(
             "\n{}  ({} function(s), {} run(s), {} {})\n",
-            op.name,
+            one_line(&op.name),
             op.functions.len(),
             op.runs,
             value_text(mapping.unit, op.samples),
@@ -165,13 +171,13 @@ fn render_table(mapping: &Mapping, top: usize) -> String {
                     format!("{}/{}", f.runs_seen, op.runs),
                 )
             };
-            let mut name = shorten(&f.function, NAME_WIDTH);
+            let mut name = shorten(&one_line(&f.function), NAME_WIDTH);
             if f.baseline == Some(true) {
                 name += " [baseline]";
             }
             t.add_row(vec![
                 Cell::new(name),
-                Cell::new(&f.module),
+                Cell::new(one_line(&f.module)),
                 Cell::new(v).set_alignment(CellAlignment::Right),
                 Cell::new(share).set_alignment(CellAlignment::Right),
                 Cell::new(seen).set_alignment(CellAlignment::Right),
@@ -199,9 +205,9 @@ fn render_table(mapping: &Mapping, top: usize) -> String {
         };
         for s in &mapping.shared[..shown] {
             t.add_row(vec![
-                shorten(&s.function, NAME_WIDTH),
-                s.module.clone(),
-                s.ops.join(", "),
+                shorten(&one_line(&s.function), NAME_WIDTH),
+                one_line(&s.module),
+                one_line(&s.ops.join(", ")),
             ]);
         }
         out += &t.to_string();
@@ -216,8 +222,27 @@ fn render_table(mapping: &Mapping, top: usize) -> String {
     out
 }
 
+/// `name` on one line: a newline or other control character (in a file
+/// name, an op's `NAME`, a function) is shown escaped (`\\n`) so that it
+/// cannot break a progress line, a table row or a Markdown heading. CSV
+/// and JSON quote such names themselves and keep them as they are.
+pub fn one_line(name: &str) -> String {
+    if !name.chars().any(char::is_control) {
+        return name.to_string();
+    }
+    name.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
+    one_line(s).replace('|', "\\|")
 }
 
 fn render_md(mapping: &Mapping, top: usize) -> String {

@@ -50,7 +50,6 @@
 //! directly.
 
 use std::cell::RefCell;
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -177,7 +176,8 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
                 continue;
             }
             let shown = path.display().to_string();
-            let f = File::open(path).with_context(|| format!("cannot open {shown}"))?;
+            let f = lotus_core::input::open_regular(path)
+                .with_context(|| format!("cannot open {shown}"))?;
             torch_traces.push((path.clone(), torch::scan(f, &shown)?));
         }
     }
@@ -277,7 +277,8 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         if let Some(note) = a.note() {
             eprintln!("lotus: note: {shown} {note}");
         }
-        let f = File::open(path).with_context(|| format!("cannot open {shown}"))?;
+        let f = lotus_core::input::open_regular(path)
+            .with_context(|| format!("cannot open {shown}"))?;
         let before = w.others;
         torch::for_each_shifted(f, &shown, a.offset_us(base), &mut |ev| {
             // Lotus names its own processes' tracks (main or worker, host,

@@ -181,6 +181,24 @@ fn an_error_reply_raises_with_its_message() {
 }
 
 #[test]
+fn an_over_long_op_name_is_refused_at_once_and_the_channel_stays_usable() {
+    let served = serve(
+        python_command(
+            "import lotus\n\
+             try:\n    lotus.resume('x' * 70000)\nexcept RuntimeError as e:\n    print('raised:', e)\n\
+             lotus.resume('Ok')\n\
+             lotus.pause()\n",
+        ),
+        ok,
+    );
+    served.assert_success();
+    let out = served.stdout();
+    assert!(out.starts_with("raised: "), "{out}");
+    assert!(out.contains("64 KiB"), "the message gives the limit: {out}");
+    assert_eq!(served.requests, ["resume Ok", "pause"]);
+}
+
+#[test]
 fn a_garbled_reply_is_an_error_and_the_channel_is_not_used_again() {
     let served = serve(
         python_command(

@@ -24,6 +24,7 @@
 pub mod attribute;
 pub mod control;
 pub mod demangle;
+pub mod input;
 pub mod mapping;
 pub mod profile;
 pub mod profiler;

@@ -7,12 +7,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::io::{Read, Seek, SeekFrom};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::report_error::shorten;
 use crate::row::{function_key, split_function_key, Report, Unit};
+
+mod read;
+use read::{AnyMapping, ObjectOnly, SchemaProbe, Utf8Checked};
 
 /// The most characters of a parser's message kept in an error: serde
 /// quotes the value it did not expect, which may be huge.
@@ -159,10 +163,14 @@ pub struct WindowSummary {
     pub lost_samples: u64,
     /// Counted events summed over the windows (`task-clock-ns`,
     /// `context-switches`, `page-faults`, `cycles`, `instructions`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "read::unique_keys")]
     pub counters: BTreeMap<String, f64>,
     /// Counters that cannot be measured here, and why.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "read::unique_keys"
+    )]
     pub unsupported: BTreeMap<String, String>,
 }
 
@@ -202,7 +210,11 @@ pub struct Mapping {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<OpMapping>,
     /// Where and with what the mapping was made (host, python, versions).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "read::unique_keys"
+    )]
     pub environment: BTreeMap<String, String>,
     /// Ops that could not be mapped, and why: they are absent from `ops`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -446,41 +458,63 @@ impl Mapping {
     /// tool's `{"op_to_func": ..., "common_funcs_to_op": ...}`. `file` names
     /// the input in errors.
     pub fn from_json(text: &str, file: &str) -> Result<Mapping, MappingError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| MappingError::Json {
-                file: file.to_string(),
-                line: e.line(),
-                column: e.column(),
-                message: shorten(&e.to_string(), MESSAGE_CHARS),
-            })?;
-        let obj = value.as_object().ok_or_else(|| MappingError::NotAMapping {
-            file: file.to_string(),
-        })?;
-        if let Some(schema) = obj.get("schema") {
-            if schema.as_str() != Some(SCHEMA) {
-                return Err(MappingError::UnknownSchema {
-                    file: file.to_string(),
-                    found: shorten(&schema.to_string(), 80),
-                });
-            }
-            let m: Mapping = serde_json::from_value(value).map_err(|e| MappingError::Invalid {
-                file: file.to_string(),
-                message: shorten(&e.to_string(), MESSAGE_CHARS),
-            })?;
-            m.validate(file)?;
-            return Ok(m);
-        }
-        if obj.contains_key("op_to_func") {
-            let lf: LotusFormat =
-                serde_json::from_value(value).map_err(|e| MappingError::Invalid {
+        Mapping::from_reader(std::io::Cursor::new(text.as_bytes()), file)
+    }
+
+    /// Reads a mapping like [`Mapping::from_json`], streaming from `reader`:
+    /// the file's text is never held whole, and no generic JSON tree is
+    /// built (a mapping of a million functions reads in a fraction of the
+    /// memory a tree would take). A key given twice in one object is
+    /// refused, as is an op name given twice. `reader` is rewound for a
+    /// second, light pass only when the first fails, to tell an unknown
+    /// schema from a malformed mapping.
+    pub fn from_reader<R: Read + Seek>(mut reader: R, file: &str) -> Result<Mapping, MappingError> {
+        let start = reader
+            .stream_position()
+            .map_err(|e| MappingError::io(file, &e))?;
+        let parsed: Result<ObjectOnly<AnyMapping>, _> =
+            serde_json::from_reader(std::io::BufReader::new(Utf8Checked::new(&mut reader)));
+        let any = match parsed {
+            Ok(any) => any.0,
+            Err(e) if e.is_io() => return Err(MappingError::io(file, &e)),
+            Err(e) if e.is_data() => {
+                // A well-formed file of another schema version may not fit
+                // this one's types: say which schema it is.
+                if reader.seek(SeekFrom::Start(start)).is_ok() {
+                    let probe: Result<SchemaProbe, _> =
+                        serde_json::from_reader(std::io::BufReader::new(&mut reader));
+                    match probe {
+                        Ok(SchemaProbe {
+                            schema: Some(found),
+                        }) if found.as_str() != Some(SCHEMA) => {
+                            return Err(MappingError::UnknownSchema {
+                                file: file.to_string(),
+                                found: shorten(&found.to_string(), 80),
+                            });
+                        }
+                        Err(e) if e.is_data() => {
+                            return Err(MappingError::NotAMapping {
+                                file: file.to_string(),
+                            })
+                        }
+                        _ => {}
+                    }
+                }
+                return Err(MappingError::Invalid {
                     file: file.to_string(),
                     message: shorten(&e.to_string(), MESSAGE_CHARS),
-                })?;
-            return lf.into_mapping(file);
-        }
-        Err(MappingError::NotAMapping {
-            file: file.to_string(),
-        })
+                });
+            }
+            Err(e) => {
+                return Err(MappingError::Json {
+                    file: file.to_string(),
+                    line: e.line(),
+                    column: e.column(),
+                    message: shorten(&e.to_string(), MESSAGE_CHARS),
+                })
+            }
+        };
+        any.into_mapping(file)
     }
 
     fn validate(&self, file: &str) -> Result<(), MappingError> {
@@ -488,9 +522,35 @@ impl Mapping {
             file: file.to_string(),
             message,
         };
+        let mut names = std::collections::HashSet::with_capacity(self.ops.len());
         for op in &self.ops {
             if op.name.is_empty() {
                 return Err(invalid("an op has an empty name".into()));
+            }
+            if !names.insert(op.name.as_str()) {
+                return Err(invalid(format!(
+                    "op '{}' is listed twice: each op must have its own name",
+                    shorten(&op.name, 80)
+                )));
+            }
+            let mut functions = std::collections::HashSet::with_capacity(op.functions.len());
+            let mut sum = 0.0f64;
+            for f in &op.functions {
+                if !functions.insert((f.function.as_str(), f.module.as_str())) {
+                    return Err(invalid(format!(
+                        "op '{}': function '{}' of module '{}' is listed twice",
+                        shorten(&op.name, 80),
+                        shorten(&f.function, 80),
+                        shorten(&f.module, 80)
+                    )));
+                }
+                sum += f.samples;
+            }
+            if !(op.samples.is_finite() && op.samples >= 0.0 && sum.is_finite()) {
+                return Err(invalid(format!(
+                    "op '{}': its samples must add up to a finite number of 0 or more",
+                    shorten(&op.name, 80)
+                )));
             }
             for f in &op.functions {
                 if !(f.samples.is_finite() && f.samples >= 0.0) {
@@ -546,9 +606,10 @@ fn compute_shared(ops: &[OpMapping]) -> Vec<SharedFunction> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LotusFormat {
     /// Op name to `function|module` keys.
+    #[serde(deserialize_with = "read::unique_keys")]
     pub op_to_func: BTreeMap<String, Vec<String>>,
     /// `function|module` key to the ops that run it (two or more).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "read::unique_keys")]
     pub common_funcs_to_op: BTreeMap<String, Vec<String>>,
 }
 
@@ -626,6 +687,14 @@ pub enum MappingError {
         /// The file.
         file: String,
     },
+    /// The file could not be read.
+    #[error("{file}: cannot read: {message}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The system's message.
+        message: String,
+    },
     /// The right schema with wrong contents.
     #[error("{file}: invalid mapping: {message}")]
     Invalid {
@@ -634,6 +703,15 @@ pub enum MappingError {
         /// What is wrong.
         message: String,
     },
+}
+
+impl MappingError {
+    fn io(file: &str, e: &dyn fmt::Display) -> Self {
+        MappingError::Io {
+            file: file.to_string(),
+            message: e.to_string(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -805,5 +883,52 @@ mod tests {
         assert!(e.to_string().contains("'nokey'"), "{e}");
         let e = Mapping::from_json(r#"{"op_to_func": {"": []}}"#, "e.json").unwrap_err();
         assert!(e.to_string().contains("empty name"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_keys_and_op_names_are_refused_with_the_name() {
+        let m = two_op_mapping();
+        let text = m.to_json();
+        let twice = text.replacen(
+            "\"schema\": \"lotus.mapping/1\",",
+            "\"schema\": \"lotus.mapping/1\", \"schema\": \"lotus.mapping/1\",",
+            1,
+        );
+        let e = Mapping::from_json(&twice, "d.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("d.json") && e.contains("duplicate field `schema`"),
+            "{e}"
+        );
+        let mut dup = m.clone();
+        dup.ops[1].name = "X".into();
+        let e = Mapping::from_json(&dup.to_json(), "d.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("op 'X' is listed twice"), "{e}");
+        let mut env = m.clone();
+        env.environment.insert("host".into(), "a".into());
+        let text = env
+            .to_json()
+            .replacen("\"host\": \"a\"", "\"host\": \"a\", \"host\": \"b\"", 1);
+        let e = Mapping::from_json(&text, "d.json").unwrap_err().to_string();
+        assert!(e.contains("duplicate key 'host'"), "{e}");
+        let e = Mapping::from_json(r#"{"op_to_func": {"A": [], "A": []}}"#, "o.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("duplicate key 'A'"), "{e}");
+    }
+
+    #[test]
+    fn samples_that_add_up_to_infinity_are_refused_with_the_op() {
+        let mut m = two_op_mapping();
+        for f in &mut m.ops[0].functions {
+            f.samples = 1e308;
+        }
+        let e = Mapping::from_json(&m.to_json(), "inf.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("op 'X'") && e.contains("finite"), "{e}");
     }
 }

@@ -164,6 +164,7 @@ impl Profile {
             file: file.to_string(),
             message,
         };
+        let mut total = 0.0f64;
         for (i, row) in rows.iter().enumerate() {
             if !(row.value.is_finite() && row.value >= 0.0) {
                 return Err(invalid(format!(
@@ -171,6 +172,15 @@ impl Profile {
                     i + 1,
                     shorten(&row.function, 80),
                     row.value
+                )));
+            }
+            // The rows' sum is the profile's total: it must be finite too.
+            total += row.value;
+            if !total.is_finite() {
+                return Err(invalid(format!(
+                    "row {} ('{}'): the values up to this row add up to more than a number can hold",
+                    i + 1,
+                    shorten(&row.function, 80)
                 )));
             }
         }
@@ -311,5 +321,15 @@ mod tests {
         assert!(e.to_string().contains("row 1 ('f')"), "{e}");
         let e = read(r#"{"unit": "parsecs", "rows": []}"#).unwrap_err();
         assert!(e.to_string().contains("invalid profile"), "{e}");
+    }
+
+    #[test]
+    fn values_whose_sum_overflows_are_refused_with_the_row() {
+        let text = r#"{"unit": "seconds", "rows": [
+            {"function": "f", "module": "m", "value": 1e308},
+            {"function": "g", "module": "m", "value": 1e308}]}"#;
+        let e = Profile::read_json(&mut text.as_bytes(), "p.json").unwrap_err();
+        let e = e.to_string();
+        assert!(e.starts_with("p.json") && e.contains("row 2 ('g')"), "{e}");
     }
 }

@@ -63,27 +63,47 @@ impl Budget {
     /// naming the variable.
     pub fn from_env() -> Result<Budget, SpillError> {
         match std::env::var(Self::ENV) {
-            Ok(v) => Self::parse(&v)
-                .map(Budget::new)
-                .ok_or_else(|| SpillError::Setting { value: v.clone() }),
+            Ok(v) => match Self::parse_checked(&v) {
+                Ok(n) => Ok(Budget::new(n)),
+                Err(BadBudget::TooLarge) => Err(SpillError::TooLarge { value: v }),
+                Err(BadBudget::NotANumber) => Err(SpillError::Setting { value: v }),
+            },
             Err(_) => Ok(Budget::new(Self::DEFAULT_BYTES)),
         }
     }
 
+    /// The largest budget accepted: past it, one sort's memory would be
+    /// larger than most machines have (and sorted runs go to disk anyway).
+    pub const MAX_BYTES: usize = 64 << 30;
+
+    #[cfg(test)]
     fn parse(v: &str) -> Option<usize> {
+        Self::parse_checked(v).ok()
+    }
+
+    fn parse_checked(v: &str) -> Result<usize, BadBudget> {
         let v = v.trim().to_ascii_lowercase();
-        let (digits, mult) = match v.chars().last()? {
-            'k' => (&v[..v.len() - 1], 1usize << 10),
-            'm' => (&v[..v.len() - 1], 1 << 20),
-            'g' => (&v[..v.len() - 1], 1 << 30),
+        let (digits, mult) = match v.chars().last() {
+            Some('k') => (&v[..v.len() - 1], 1usize << 10),
+            Some('m') => (&v[..v.len() - 1], 1 << 20),
+            Some('g') => (&v[..v.len() - 1], 1 << 30),
             _ => (v.as_str(), 1),
         };
-        digits
-            .trim()
+        let digits = digits.trim();
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(BadBudget::NotANumber);
+        }
+        // All digits: a number that does not parse is one too large.
+        let n = digits
             .parse::<usize>()
             .ok()
             .and_then(|n| n.checked_mul(mult))
-            .filter(|&n| n > 0)
+            .ok_or(BadBudget::TooLarge)?;
+        match n {
+            0 => Err(BadBudget::NotANumber),
+            n if n > Self::MAX_BYTES => Err(BadBudget::TooLarge),
+            n => Ok(n),
+        }
     }
 
     /// How many records of type `R` fit (at least 16).
@@ -96,6 +116,13 @@ impl Default for Budget {
     fn default() -> Self {
         Budget::new(Self::DEFAULT_BYTES)
     }
+}
+
+/// Why a budget value was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BadBudget {
+    NotANumber,
+    TooLarge,
 }
 
 /// A temporary file could not be written or read back.
@@ -115,6 +142,12 @@ pub enum SpillError {
     /// The budget variable is not a number of bytes.
     #[error("{env}={value:?} is not a number of bytes (such as 4194304, 4096k or 64m)", env = Budget::ENV)]
     Setting {
+        /// The value given.
+        value: String,
+    },
+    /// The budget variable is a number past [`Budget::MAX_BYTES`].
+    #[error("{env}={value:?} is too large: at most 64g ({max} bytes) per sort; the default is 1m, and a few megabytes are plenty (sorted data past the budget goes to temporary files)", env = Budget::ENV, max = Budget::MAX_BYTES)]
+    TooLarge {
         /// The value given.
         value: String,
     },
@@ -910,6 +943,17 @@ mod tests {
         assert_eq!(Budget::parse("lots"), None);
         assert_eq!(Budget::parse(""), None);
         assert_eq!(Budget::parse("99999999999999999999g"), None);
+        assert_eq!(
+            Budget::parse_checked("99999999999999999999"),
+            Err(BadBudget::TooLarge)
+        );
+        assert_eq!(Budget::parse_checked("65g"), Err(BadBudget::TooLarge));
+        assert_eq!(Budget::parse_checked("64g"), Ok(64 << 30));
+        assert_eq!(Budget::parse_checked("-5"), Err(BadBudget::NotANumber));
+        let e = SpillError::TooLarge {
+            value: "99999999999999999999".into(),
+        };
+        assert!(e.to_string().contains("too large: at most 64g"), "{e}");
         assert_eq!(Budget::new(1).records::<Pair>(), 16);
         let e = SpillError::Setting { value: "x".into() };
         assert!(e.to_string().contains(Budget::ENV), "{e}");

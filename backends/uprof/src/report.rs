@@ -148,6 +148,7 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
     let mut record = csv::ByteRecord::new();
     let mut titles: Vec<String> = Vec::new();
     let mut saw_any = false;
+    let mut total = 0.0f64;
 
     // Find the title line.
     loop {
@@ -266,6 +267,27 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
                 ),
             )
         })?;
+        if value < 0.0 {
+            return Err(ReportError::at(
+                file,
+                line,
+                format!(
+                    "'{}' in column '{}' is negative: a sample count is 0 or more (the report looks garbled or edited)",
+                    shorten(value_text, 80),
+                    shorten(&header[cols.value], 80)
+                ),
+            ));
+        }
+        // Each value is finite; their sum must be too, or an op's total
+        // would be infinite (written as `null` in JSON).
+        total += value;
+        if !total.is_finite() {
+            return Err(ReportError::at(
+                file,
+                line,
+                "the values up to this row add up to more than a number can hold (the report looks garbled)",
+            ));
+        }
         let mut row = Row::new(function, module, value);
         for (i, name) in &cols.counters {
             if let Some(v) = parse_figure(text(&record[*i], file, line)?) {
@@ -339,5 +361,16 @@ mod tests {
         let e = read(b"\"1 HOTTEST FUNCTIONS (Sort Event - CPU_TIME)\"\nFUNCTION,CPU_TIME,Module\n\"\xff\",1,/a.so\n").unwrap_err();
         assert_eq!(e.line, Some(3));
         assert!(e.message.contains("UTF-8"));
+    }
+
+    #[test]
+    fn negative_values_and_sums_past_a_number_are_refused_with_the_line() {
+        let head = "\"5 HOTTEST FUNCTIONS (Sort Event - CPU_TIME)\"\nFUNCTION,CPU_TIME,Module\n";
+        let e = read(format!("{head}f,1,/l/a.so\ng,-2,/l/a.so\n").as_bytes()).unwrap_err();
+        let e = e.to_string();
+        assert!(e.starts_with("u.csv:4:") && e.contains("negative"), "{e}");
+        let e = read(format!("{head}f,1e308,/l/a.so\ng,1e308,/l/a.so\n").as_bytes()).unwrap_err();
+        let e = e.to_string();
+        assert!(e.starts_with("u.csv:4:") && e.contains("add up"), "{e}");
     }
 }

@@ -263,6 +263,8 @@ pub struct HotspotRows<'a> {
     record: csv::ByteRecord,
     last_line: u64,
     done: bool,
+    /// The CPU times read so far, summed (kept finite).
+    total_time: f64,
 }
 
 impl<'a> HotspotRows<'a> {
@@ -318,6 +320,7 @@ impl<'a> HotspotRows<'a> {
             record: csv::ByteRecord::new(),
             last_line: 1,
             done: false,
+            total_time: 0.0,
         })
     }
 
@@ -375,6 +378,27 @@ impl<'a> HotspotRows<'a> {
                 ),
             )
         })?;
+        if time < 0.0 {
+            return Err(ReportError::at(
+                file,
+                line,
+                format!(
+                    "'{}' in column '{}' is negative: a CPU time is 0 or more (the report looks garbled or edited)",
+                    shorten(time_text, 80),
+                    shorten(&header[cols.time], 80)
+                ),
+            ));
+        }
+        // Each time is finite; their sum must be too, or an op's total
+        // would be infinite (written as `null` in JSON).
+        self.total_time += time;
+        if !self.total_time.is_finite() {
+            return Err(ReportError::at(
+                file,
+                line,
+                "the CPU times up to this row add up to more than a number can hold (the report looks garbled)",
+            ));
+        }
         let module = match cols.module {
             Some(i) => get(i, MODULE_COLUMN)?,
             None => UNKNOWN_MODULE,
@@ -528,5 +552,15 @@ mod tests {
     fn unterminated_quote_is_an_error_not_a_row() {
         let e = read(b"Function,CPU Time,Module\n\"f(char**, long,1.0,m\n").unwrap_err();
         assert_eq!(e.line, Some(2), "{e}");
+    }
+
+    #[test]
+    fn negative_times_and_sums_past_a_number_are_refused_with_the_line() {
+        let e = read(b"Function,Module,CPU Time\nf,m.so,1.0\ng,m.so,-0.5\n").unwrap_err();
+        let e = e.to_string();
+        assert!(e.starts_with("t.csv:3:") && e.contains("negative"), "{e}");
+        let e = read(b"Function,Module,CPU Time\nf,m.so,1e308\ng,m.so,1e308\n").unwrap_err();
+        let e = e.to_string();
+        assert!(e.starts_with("t.csv:3:") && e.contains("add up"), "{e}");
     }
 }

@@ -267,17 +267,21 @@ fn load_mapping(path: &Path) -> Result<Mapping> {
     if path.is_dir() {
         bail!("--mapping {name}: is a folder; give a mapping file (lotus map --out FILE)");
     }
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read mapping {name}"))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        anyhow::anyhow!(
-            "{name}: not UTF-8 text (bad byte at offset {}): not a mapping; is it a profile? pass profiles with --profile",
-            e.utf8_error().valid_up_to()
-        )
-    })?;
-    Mapping::from_json(&text, &name).map_err(|e| {
-        let first = text.trim_start_matches('\u{feff}').trim_start();
+    let mut file = lotus_core::input::open_regular(path)
+        .with_context(|| format!("cannot read mapping {name}"))?;
+    // The first bytes tell a CSV or text report given by mistake.
+    let mut head = [0u8; 64];
+    let n =
+        read_head(&mut file, &mut head).with_context(|| format!("cannot read mapping {name}"))?;
+    let head_text = String::from_utf8_lossy(&head[..n]);
+    let first = head_text.trim_start_matches('\u{feff}').trim_start();
+    let looks_like_json = first.is_empty() || first.starts_with('{');
+    // Streamed: the file is never held as text nor as a JSON tree.
+    Mapping::from_reader(file, &name).map_err(|e| {
         let hint = match &e {
-            MappingError::Json { .. } if !first.starts_with('{') => {
+            MappingError::Json { .. } | MappingError::Invalid { .. } | MappingError::NotAMapping { .. }
+                if !looks_like_json =>
+            {
                 " (this looks like a CSV or text report, not a mapping: pass profiles with --profile, mappings come from `lotus map`)"
             }
             MappingError::UnknownSchema { found, .. } if found.contains("lotus.profile/") => {
@@ -287,6 +291,22 @@ fn load_mapping(path: &Path) -> Result<Mapping> {
         };
         anyhow::anyhow!("--mapping {e}{hint}")
     })
+}
+
+/// Reads up to `buf.len()` bytes from the start of `file`, then rewinds it.
+fn read_head(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::{Read, Seek};
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    file.rewind()?;
+    Ok(n)
 }
 
 /// Reads `--op-times`: a CSV, or a trace folder (its logs, read through
@@ -317,7 +337,8 @@ fn load_op_times(path: &Path) -> Result<OpTimes> {
         path.to_path_buf()
     };
     let name = file.display().to_string();
-    let f = File::open(&file).with_context(|| format!("cannot open --op-times {name}"))?;
+    let f = lotus_core::input::open_regular(&file)
+        .with_context(|| format!("cannot open --op-times {name}"))?;
     Ok(OpTimes::read_csv(&mut BufReader::new(f), &name)?)
 }
 
@@ -350,7 +371,8 @@ pub fn load_profile(
     if path.is_dir() {
         bail!("--profile {name}: is a folder; give a profile file (a VTune or uProf CSV report, or lotus.profile/1 JSON)");
     }
-    let file = File::open(path).with_context(|| format!("cannot open profile {name}"))?;
+    let file = lotus_core::input::open_regular(path)
+        .with_context(|| format!("cannot open profile {name}"))?;
     let mut input = BufReader::with_capacity(SNIFF_BYTES, file);
     let head = input
         .fill_buf()
@@ -424,7 +446,8 @@ pub fn load_profile(
 /// EVENTS section (`,"CPU_TIME","1.000 milliseconds",...`), in seconds.
 /// Reads line by line up to the function table.
 fn uprof_sample_interval(path: &Path, name: &str) -> Result<Option<f64>> {
-    let f = File::open(path).with_context(|| format!("cannot open profile {name}"))?;
+    let f = lotus_core::input::open_regular(path)
+        .with_context(|| format!("cannot open profile {name}"))?;
     let mut input = BufReader::new(f);
     let mut buf = Vec::new();
     loop {

@@ -1,5 +1,6 @@
 //! Rendering an attribution: JSON, CSV, terminal tables and Markdown.
 
+use crate::output::one_line;
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
@@ -114,7 +115,7 @@ pub(super) fn shorten(name: &str, max: usize) -> String {
 }
 
 fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
+    one_line(s).replace('|', "\\|")
 }
 
 /// A rendered table, independent of its final syntax.
@@ -130,10 +131,11 @@ impl Grid {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Disabled)
-            .set_header(self.header.clone());
+            .set_header(self.header.iter().map(|h| one_line(h)));
         for row in &self.rows {
             t.add_row(row.iter().enumerate().map(|(i, c)| {
-                let cell = Cell::new(c);
+                // A newline in an op's name would split its row.
+                let cell = Cell::new(one_line(c));
                 if i >= self.right_from {
                     cell.set_alignment(CellAlignment::Right)
                 } else {

@@ -11,6 +11,7 @@ use std::os::fd::RawFd;
 use lotus_core::control::{Reply, Request};
 
 use crate::error::ControlError;
+use crate::host::MAX_REQUEST;
 
 /// A reply longer than this without a newline is garbage, not a reply.
 const MAX_REPLY: usize = 64 * 1024;
@@ -59,7 +60,17 @@ impl Channel {
 
     /// Sends `request` and waits for the reply.
     pub(crate) fn call(&mut self, request: &Request) -> Result<Reply, ControlError> {
-        self.send(request.encode().as_bytes())?;
+        let line = request.encode();
+        if line.len() > MAX_REQUEST {
+            // The lotus side would drop it; refusing here says why at once
+            // and leaves the channel usable.
+            return Ok(Reply::Error(format!(
+                "the request is {} bytes, over the control channel's {} KiB limit (is the op name really a name?)",
+                line.len(),
+                MAX_REQUEST / 1024
+            )));
+        }
+        self.send(line.as_bytes())?;
         let line = self.read_line()?;
         let reply = match std::str::from_utf8(line) {
             Ok(text) => {

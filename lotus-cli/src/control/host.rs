@@ -43,8 +43,11 @@ use std::time::{Duration, Instant};
 
 use lotus_core::control::{Reply, Request, ENV_CONTROL_FDS};
 
-/// A request line longer than this is not a request.
-const MAX_REQUEST: usize = 64 * 1024;
+/// A request line longer than this is not a request. The control library
+/// refuses to send one; a longer line from another writer is read to its
+/// end, dropped, and answered with an error so that the writer, blocked on
+/// its reply, sees it at once.
+pub(crate) const MAX_REQUEST: usize = 64 * 1024;
 
 /// The lotus side of one control channel (two pipes).
 #[derive(Debug)]
@@ -57,6 +60,9 @@ pub struct ControlHost {
     child_read: Option<OwnedFd>,
     child_write: Option<OwnedFd>,
     inbox: Vec<u8>,
+    /// Inside a line longer than [`MAX_REQUEST`]: bytes are dropped up to
+    /// its newline.
+    discarding: bool,
 }
 
 impl ControlHost {
@@ -71,6 +77,7 @@ impl ControlHost {
             child_read: Some(reply_read),
             child_write: Some(request_write),
             inbox: Vec::new(),
+            discarding: false,
         })
     }
 
@@ -126,21 +133,29 @@ impl ControlHost {
     /// Waits for the next request line and returns it without its newline;
     /// `None` when the profiled process closed the channel (it exited, or
     /// detached and closed its ends). A `timeout` that passes is an error of
-    /// kind `TimedOut`.
+    /// kind `TimedOut`. A line longer than 64 KiB is read to its end and
+    /// dropped, then returned as an error of kind `InvalidData`: the writer
+    /// waits for a reply, so answer it with [`Reply::Error`]; the channel
+    /// stays usable.
     pub fn recv_line(&mut self, timeout: Option<Duration>) -> io::Result<Option<String>> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             if let Some(i) = self.inbox.iter().position(|b| *b == b'\n') {
                 let rest = self.inbox.split_off(i + 1);
                 let line = std::mem::replace(&mut self.inbox, rest);
+                if std::mem::take(&mut self.discarding) {
+                    // The end of an over-long line: the writer now waits
+                    // for its reply, which the caller sends (an error).
+                    return Err(too_long());
+                }
                 let text = String::from_utf8_lossy(&line[..i]).into_owned();
                 return Ok(Some(text));
             }
-            if self.inbox.len() > MAX_REQUEST {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "control channel: a request line longer than 64 KiB",
-                ));
+            if self.inbox.len() > MAX_REQUEST || self.discarding {
+                // Keep memory bounded and read on to the line's end: the
+                // writer is still writing it and cannot read a reply yet.
+                self.discarding = true;
+                self.inbox.clear();
             }
             if let Some(deadline) = deadline {
                 wait_readable(&self.requests, deadline)?;
@@ -148,7 +163,7 @@ impl ControlHost {
             let mut chunk = [0u8; 512];
             match self.requests.read(&mut chunk) {
                 Ok(0) => {
-                    if self.inbox.is_empty() {
+                    if self.inbox.is_empty() && !self.discarding {
                         return Ok(None);
                     }
                     return Err(io::Error::new(
@@ -185,6 +200,18 @@ impl ControlHost {
     }
 }
 
+/// The error [`ControlHost::recv_line`] returns for a line longer than
+/// [`MAX_REQUEST`] (once its end was read): answer it with an error reply.
+fn too_long() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "control channel: a request line longer than {} KiB (an op name that long is not a name)",
+            MAX_REQUEST / 1024
+        ),
+    )
+}
+
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: `fds` has room for the two descriptors pipe2(2) writes.
@@ -219,5 +246,38 @@ fn wait_readable(file: &File, deadline: Instant) -> io::Result<()> {
         if err.kind() != io::ErrorKind::Interrupted {
             return Err(err);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer that is not the control library (which refuses to send
+    /// such a line) sends an over-long request: the host reads it to its
+    /// end, reports it once so the caller can reply, and reads the next
+    /// request normally.
+    #[test]
+    fn an_over_long_request_is_reported_once_and_the_next_one_is_read() {
+        let mut host = ControlHost::new().expect("pipes");
+        let writer = host.child_write.take().expect("request write end");
+        let sender = std::thread::spawn(move || {
+            let mut w = File::from(writer);
+            let mut line = b"resume ".to_vec();
+            line.extend(std::iter::repeat_n(b'x', 3 * MAX_REQUEST));
+            line.extend_from_slice(b"\npause\n");
+            w.write_all(&line).expect("write");
+        });
+        let wait = Some(Duration::from_secs(30));
+        let err = host.recv_line(wait).expect_err("too long");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("64 KiB"), "{err}");
+        assert_eq!(host.recv_line(wait).expect("next"), Some("pause".into()));
+        sender.join().expect("sender");
+        assert!(
+            host.inbox.capacity() < 4 * MAX_REQUEST,
+            "memory stays bounded"
+        );
+        assert_eq!(host.recv_line(wait).expect("closed"), None);
     }
 }

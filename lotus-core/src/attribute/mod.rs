@@ -62,6 +62,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::mapping::Mapping;
+use crate::report_error::shorten;
 use crate::row::{Report, Row, Unit, UNKNOWN_MODULE};
 
 mod op_times;
@@ -336,6 +337,12 @@ pub enum AttributeError {
         /// What is wrong.
         message: String,
     },
+    /// Two ops of the mapping have the same name.
+    #[error("op '{0}' is in the mapping twice: each op must have its own name")]
+    DuplicateOp(String),
+    /// Values that add up past what a number can hold (a garbled profile).
+    #[error("op '{0}': the profile's values add up to more than a number can hold (is the profile garbled?)")]
+    Overflow(String),
     /// The op times name none of the mapping's ops.
     #[error("{file}: names none of the mapping's ops (it has {given}; the mapping has {ops})")]
     OpTimesMatchNoOp {
@@ -552,6 +559,10 @@ impl<'m> Attributor<'m> {
             )));
         }
         let op_names: Vec<String> = mapping.ops.iter().map(|o| o.name.clone()).collect();
+        let mut seen = std::collections::HashSet::with_capacity(op_names.len());
+        if let Some(twice) = op_names.iter().find(|n| !seen.insert(n.as_str())) {
+            return Err(AttributeError::DuplicateOp(shorten(twice, 80)));
+        }
         let mut notes = Vec::new();
 
         // Weights for shared functions.
@@ -768,6 +779,21 @@ impl<'m> Attributor<'m> {
             .collect();
         let total = self.total;
         let names = self.op_names.into_iter().chain([UNEXPLAINED.to_string()]);
+        let names: Vec<String> = names.collect();
+        for (a, n) in self.accs.iter().zip(&names) {
+            let finite = [a.value, a.exclusive, a.shared]
+                .iter()
+                .chain(a.counters.values())
+                .all(|v| v.is_finite());
+            if !finite {
+                return Err(AttributeError::Overflow(shorten(n, 80)));
+            }
+        }
+        if !total.is_finite() {
+            return Err(AttributeError::Overflow(
+                "(all ops: the profile's total)".into(),
+            ));
+        }
         let ops = self
             .accs
             .into_iter()
@@ -1023,5 +1049,23 @@ mod tests {
         ] {
             assert_eq!(metric_kind(m), MetricKind::Average, "{m}");
         }
+    }
+
+    #[test]
+    fn duplicate_ops_and_sums_past_a_number_are_refused_with_the_op() {
+        let mut m = ab();
+        let first = m.ops[0].name.clone();
+        m.ops[1].name = first.clone();
+        match Attributor::new(&m, Unit::Seconds, &Options::default()) {
+            Err(AttributeError::DuplicateOp(name)) => assert_eq!(name, first),
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        let m = ab();
+        let mut a = Attributor::new(&m, Unit::Seconds, &Options::default()).expect("new");
+        for _ in 0..2 {
+            a.add(&row("fa", "liba.so.1", 1e308, &[]));
+        }
+        let e = a.finish().map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains(&format!("op '{}'", m.ops[0].name)), "{e}");
     }
 }

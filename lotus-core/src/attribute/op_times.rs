@@ -37,8 +37,9 @@ impl OpTimes {
     /// (a first line whose seconds are not a number is one); with a header,
     /// the columns are found by name (`op` and `seconds`, `time_s`,
     /// `cpu_time_s`...), without one they are the first two. An op on
-    /// several lines gets the sum. Blank lines and `#` comments are
-    /// skipped. `file` names the input in errors.
+    /// two lines is refused (which of the two is meant is not known), and
+    /// so are times whose sum is not finite. Blank lines and `#` comments
+    /// are skipped. `file` names the input in errors.
     pub fn read_csv(input: &mut dyn BufRead, file: &str) -> Result<OpTimes, AttributeError> {
         let err = |line: u64, message: String| AttributeError::OpTimes {
             file: file.to_string(),
@@ -46,6 +47,8 @@ impl OpTimes {
             message,
         };
         let mut seconds: BTreeMap<String, f64> = BTreeMap::new();
+        let mut first_line: std::collections::HashMap<String, u64> = Default::default();
+        let mut total = 0.0f64;
         let mut columns: Option<(usize, usize)> = None;
         let mut buf = Vec::new();
         let mut line_no = 0u64;
@@ -134,7 +137,27 @@ impl OpTimes {
                     ),
                 )
             })?;
-            *seconds.entry(op.to_string()).or_insert(0.0) += v;
+            if let Some(first) = first_line.get(*op) {
+                return Err(err(
+                    line_no,
+                    format!(
+                        "op '{}' is listed twice (first on line {first}): give each op once",
+                        shorten(op, 80)
+                    ),
+                ));
+            }
+            total += v;
+            if !total.is_finite() {
+                return Err(err(
+                    line_no,
+                    format!(
+                        "op '{}': the times add up to more than a number can hold",
+                        shorten(op, 80)
+                    ),
+                ));
+            }
+            first_line.insert(op.to_string(), line_no);
+            seconds.insert(op.to_string(), v);
         }
         if seconds.is_empty() {
             return Err(AttributeError::OpTimes {
@@ -205,9 +228,16 @@ mod tests {
     #[test]
     fn op_times_csv() {
         let read = |t: &str| OpTimes::read_csv(&mut t.as_bytes(), "t.csv");
-        let t = read("op,seconds\nA,1.5\nB, 2\n\n# c\nA,0.5\n").expect("reads");
-        assert_eq!(t.seconds["A"], 2.0);
+        let t = read("op,seconds\nA,1.5\nB, 2\n\n# c\n").expect("reads");
+        assert_eq!(t.seconds["A"], 1.5);
         assert_eq!(t.seconds["B"], 2.0);
+        let e = read("op,seconds\nA,1.5\nB, 2\n\n# c\nA,0.5\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.csv:6: op 'A' is listed twice (first on line 2): give each op once"
+        );
+        let e = read("A,1e308\nB,1e308\n").unwrap_err();
+        assert!(e.to_string().starts_with("t.csv:2: op 'B'"), "{e}");
         let t = read("A,1\n\"B\",3s\n").expect("no header");
         assert_eq!(t.seconds["B"], 3.0);
         let t = read("calls,time_s,op\n9,1.25,X\n").expect("named columns");

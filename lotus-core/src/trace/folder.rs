@@ -161,7 +161,8 @@ pub struct LogFile {
 impl LogFile {
     /// Opens it for reading.
     pub fn open(&self) -> Result<TraceReader<BufReader<File>>, TraceError> {
-        let f = File::open(&self.path).map_err(|e| TraceError::io(&self.display, &e))?;
+        let f = crate::input::open_regular(&self.path)
+            .map_err(|e| TraceError::io(&self.display, &e))?;
         Ok(TraceReader::new(
             BufReader::with_capacity(256 * 1024, f),
             self.display.clone(),
@@ -266,6 +267,11 @@ impl TraceFolder {
             root: root.to_path_buf(),
             ..TraceFolder::default()
         };
+        if !meta.is_dir() {
+            if let Some(what) = crate::input::not_regular(meta.file_type()) {
+                return Err(not_a_log_file(&shown, what));
+            }
+        }
         if meta.is_file() {
             let name = root.file_name().and_then(|n| n.to_str()).unwrap_or("");
             match parse_file_name(name) {
@@ -299,6 +305,16 @@ impl TraceFolder {
                 let Ok(link_meta) = fs::symlink_metadata(&path) else {
                     continue;
                 };
+                // Named like a log, it must be one: a fifo would block the
+                // reading, and skipping it would lose that process's events
+                // in silence.
+                if parse_file_name(name).is_some() {
+                    if let Ok(meta) = fs::metadata(&path) {
+                        if let Some(what) = crate::input::not_regular(meta.file_type()) {
+                            return Err(not_a_log_file(path.display(), what));
+                        }
+                    }
+                }
                 if link_meta.is_dir() {
                     subdirs.push(path);
                     continue;
@@ -329,6 +345,14 @@ impl TraceFolder {
             return Err(TraceError::NoLogs { path: shown });
         }
         Ok(folder)
+    }
+}
+
+/// A path named like a trace log that is `what` ("a fifo (named pipe)").
+fn not_a_log_file(path: impl std::fmt::Display, what: &str) -> TraceError {
+    TraceError::Io {
+        path: path.to_string(),
+        message: format!("is {what}, not a regular file: a trace log must be a file"),
     }
 }
 

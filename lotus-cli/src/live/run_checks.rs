@@ -1,0 +1,187 @@
+//! What a finished run is checked for before it counts: the op names a
+//! script opened windows under (each becomes its own op), and whether the
+//! run measured anything at all (a run whose windows never opened, or held
+//! no samples, fails with its likely cause). Also the op-file check made
+//! before anything runs.
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use lotus_core::Profiler;
+
+use super::{OpSpec, RunOutput};
+use crate::harness::{self, HarnessResult};
+use crate::output::one_line;
+
+/// The op names a script's first run opened windows under, in first-seen
+/// order, an unnamed window (`lotus.resume()`) taking the file's op name.
+pub(super) fn window_names(result: &HarnessResult) -> Vec<String> {
+    if result.mode != Some(harness::HarnessMode::Script) {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = Vec::new();
+    for (name, _) in &result.windows {
+        let name = if name.is_empty() { &result.name } else { name };
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names
+}
+
+/// Why a run that exited cleanly measured nothing, if it did: no window
+/// opened (where lotus switches the windows, it sees each one), or windows
+/// that held no samples. `None` for a run with samples.
+pub(super) fn empty_run(
+    backend: &dyn Profiler,
+    spec: &OpSpec,
+    only: Option<&str>,
+    out: &RunOutput,
+) -> Option<String> {
+    let script = out.result.mode == Some(harness::HarnessMode::Script);
+    if backend.switches_windows() && out.windows.is_empty() {
+        let empty_file = std::fs::read_to_string(spec.file)
+            .map(|t| {
+                t.lines()
+                    .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+            })
+            .unwrap_or(false);
+        let why = if empty_file {
+            "no measurement window opened: the op file is empty; define `op` (a callable; `setup()` optional) or write a script that calls lotus.resume(\"Op\") before the code to measure and lotus.pause() after it".to_string()
+        } else if let Some(name) = only {
+            format!(
+                "no measurement window opened: the script opened no window named '{}' in this run (it did in the first run)",
+                one_line(name)
+            )
+        } else if script {
+            let seen: u64 = out.result.windows.iter().map(|(_, n)| n).sum();
+            if seen > 0 {
+                format!("no measurement window reached lotus, though the script called lotus.resume() {seen} time(s) (from a process lotus did not start?)")
+            } else {
+                "no measurement window opened: the script never called lotus.resume(\"Op\") (nor ittapi.resume()); open a window before the code to measure and close it with lotus.pause() after (pausing alone measures nothing)".to_string()
+            }
+        } else {
+            "no measurement window opened".to_string()
+        };
+        return Some(why);
+    }
+    let samples: u64 = out.windows.iter().map(|w| w.samples).sum();
+    let nothing = if out.windows.is_empty() {
+        out.report.rows.is_empty() || out.report.total() <= 0.0
+    } else {
+        samples == 0 || out.report.rows.is_empty()
+    };
+    if nothing && !backend.switches_windows() && script && out.result.windows.is_empty() {
+        // The vendor's tool switches the windows: lotus cannot tell a window
+        // that never opened from an idle one, but the script never called
+        // lotus.resume (ITT calls go straight to the vendor).
+        return Some(format!(
+            "the {} report holds no samples: no measurement window opened (the script never called lotus.resume(\"Op\"), and any ittapi.resume() reached no collector), or the code inside did not run on the CPU",
+            backend.name()
+        ));
+    }
+    if nothing {
+        let windows = if out.windows.is_empty() {
+            String::from("its measurement window(s)")
+        } else {
+            format!("its {} measurement window(s)", out.windows.len())
+        };
+        return Some(format!(
+            "{windows} held no samples: the code inside did not run on the CPU (does it only sleep or wait, or do its work in another process?); measure code that computes{}",
+            if script {
+                ", between lotus.resume(\"Op\") and lotus.pause()"
+            } else {
+                ""
+            }
+        ));
+    }
+    None
+}
+
+/// Refuses an op file that is missing or not a regular file (a fifo would
+/// hang the harness's read), saying which.
+pub(crate) fn check_op_file(op: &Path) -> Result<()> {
+    let shown = one_line(&op.display().to_string());
+    let meta = match std::fs::metadata(op) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("op file {shown}: no such file")
+        }
+        Err(e) => bail!("op file {shown}: {e}"),
+    };
+    if let Some(what) = lotus_core::input::not_regular(meta.file_type()) {
+        bail!("op file {shown}: is {what}, not a regular file");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::HarnessResult;
+    use lotus_core::Row;
+    use lotus_core::{Report, Unit, WindowStats};
+
+    fn run(mode: harness::HarnessMode, windows: Vec<WindowStats>, rows: Vec<Row>) -> RunOutput {
+        RunOutput {
+            report: Report {
+                unit: Unit::Samples,
+                rows,
+            },
+            result: HarnessResult {
+                name: "Op".into(),
+                mode: Some(mode),
+                pid: 1,
+                op_file: None,
+                iterations: None,
+                window_ns: None,
+                warmup: None,
+                setup_ns: None,
+                error: None,
+                stage: None,
+                windows: vec![("Op".into(), 1)],
+            },
+            windows,
+        }
+    }
+
+    /// A window that held no samples (the code inside only slept) is a
+    /// failure saying so; one with samples is not.
+    #[test]
+    fn windows_without_samples_are_a_failure_saying_why() {
+        let backend = lotus_core::backend("perf").expect("perf backend");
+        let file = Path::new("Sleepy.py");
+        let spec = OpSpec {
+            file,
+            empty: false,
+            label: "Sleepy".into(),
+        };
+        let idle = WindowStats {
+            duration_ns: 300_000_000,
+            ..WindowStats::default()
+        };
+        let out = run(harness::HarnessMode::Script, vec![idle.clone()], Vec::new());
+        let why = empty_run(backend.as_ref(), &spec, None, &out).expect("a failure");
+        assert!(why.contains("held no samples"), "{why}");
+        assert!(why.contains("sleep"), "{why}");
+        let busy = WindowStats {
+            samples: 40,
+            ..idle
+        };
+        let out = run(
+            harness::HarnessMode::Script,
+            vec![busy],
+            vec![Row::new("f", "m.so", 40.0)],
+        );
+        assert_eq!(empty_run(backend.as_ref(), &spec, None, &out), None);
+
+        // Under a vendor's tool lotus sees no windows: an empty report of
+        // a script that never called lotus.resume names both causes.
+        let vtune = lotus_core::backend("vtune").expect("vtune backend");
+        let mut out = run(harness::HarnessMode::Script, Vec::new(), Vec::new());
+        out.result.windows.clear();
+        let why = empty_run(vtune.as_ref(), &spec, None, &out).expect("a failure");
+        assert!(why.contains("no measurement window opened"), "{why}");
+        assert!(why.contains("vtune report holds no samples"), "{why}");
+    }
+}

@@ -1,0 +1,237 @@
+//! Running out of memory: a clear message and exit status 1, not an abort
+//! with "memory allocation of N bytes failed" and status 134, and the
+//! harness folder removed.
+//!
+//! Rust aborts the process when an allocation fails (`handle_alloc_error`),
+//! and the hook that would change that is unstable. The global allocator
+//! below passes every call to the system allocator and, when one fails,
+//! says so on stderr, removes the folders registered with
+//! [`remove_on_oom`], and exits with status 1. Nothing on that path
+//! allocates: the message is written with `write(2)` from fixed bytes and
+//! a stack buffer. Files lotus writes are unnamed until complete
+//! (`output::write_atomic`), so no half-written output is left.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// The system allocator, with a clean exit when it fails.
+pub struct ExitOnOom;
+
+// SAFETY: every call is forwarded to `System` with the same arguments; a
+// failure never returns (the process exits), which the contract allows.
+unsafe impl GlobalAlloc for ExitOnOom {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let p = unsafe { System.alloc(layout) };
+        if p.is_null() {
+            out_of_memory(layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if p.is_null() {
+            out_of_memory(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` through this allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's arguments.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if p.is_null() {
+            out_of_memory(new_size);
+        }
+        p
+    }
+}
+
+/// Folders removed when memory runs out (a few: one harness folder per
+/// mapping). Each holds a leaked `CString`, so nothing is allocated then.
+static CLEANUP: [AtomicPtr<libc::c_char>; 4] = [
+    AtomicPtr::new(std::ptr::null_mut()),
+    AtomicPtr::new(std::ptr::null_mut()),
+    AtomicPtr::new(std::ptr::null_mut()),
+    AtomicPtr::new(std::ptr::null_mut()),
+];
+
+/// Has the folder `dir` (and the files in it) removed if memory runs out
+/// while lotus runs: the harness folder, which its `TempDir` would remove
+/// on an orderly exit. Only a few are kept; more are ignored.
+pub fn remove_on_oom(dir: &Path) {
+    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
+        return;
+    };
+    let raw = c.into_raw();
+    for slot in &CLEANUP {
+        if slot
+            .compare_exchange(
+                std::ptr::null_mut(),
+                raw,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            )
+            .is_ok()
+        {
+            return;
+        }
+    }
+    // SAFETY: `raw` came from `into_raw` above and was not stored.
+    drop(unsafe { CString::from_raw(raw) });
+}
+
+fn out_of_memory(size: usize) -> ! {
+    write_stderr(b"lotus: error: out of memory: an allocation of ");
+    let mut digits = [0u8; 20];
+    let mut n = size;
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    write_stderr(&digits[i..]);
+    write_stderr(
+        b" bytes failed, past the memory this process may use (ulimit -v, a cgroup \
+          limit, or the machine's memory): give lotus more memory, or a smaller input. \
+          No partial output was written and the harness folder was removed.\n",
+    );
+    for slot in &CLEANUP {
+        let dir = slot.load(Ordering::SeqCst);
+        if !dir.is_null() {
+            // SAFETY: `dir` is a NUL-terminated path leaked by `remove_on_oom`.
+            unsafe { remove_flat_dir(dir) };
+        }
+    }
+    // SAFETY: _exit ends the process at once without running destructors
+    // or atexit handlers, which could allocate.
+    unsafe { libc::_exit(1) }
+}
+
+fn write_stderr(bytes: &[u8]) {
+    // SAFETY: `bytes` is a live slice; a short or failed write is ignored.
+    unsafe {
+        libc::write(2, bytes.as_ptr().cast(), bytes.len());
+    }
+}
+
+/// Removes the files of `dir` (one level: the harness folder has no
+/// sub-folders but a possible `__pycache__`, removed one level down) and
+/// the folder itself, best effort. Uses the C library only (`opendir`
+/// allocates through malloc, not through this allocator, and little).
+///
+/// # Safety
+/// `dir` must be a valid NUL-terminated path.
+unsafe fn remove_flat_dir(dir: *const libc::c_char) {
+    // SAFETY: the caller passes a valid path; every libc call gets valid
+    // descriptors and NUL-terminated names from readdir.
+    unsafe {
+        let fd = libc::open(dir, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW);
+        if fd < 0 {
+            return;
+        }
+        remove_entries(fd);
+        libc::close(fd);
+        libc::rmdir(dir);
+    }
+}
+
+/// Unlinks the entries of the open folder `fd`, and empties and removes
+/// its sub-folders one level down. Consumes nothing: `fd` stays open.
+unsafe fn remove_entries(fd: libc::c_int) {
+    // SAFETY: `fd` is an open folder; the duplicate is owned by the DIR.
+    unsafe {
+        let dup = libc::dup(fd);
+        if dup < 0 {
+            return;
+        }
+        let d = libc::fdopendir(dup);
+        if d.is_null() {
+            libc::close(dup);
+            return;
+        }
+        loop {
+            let e = libc::readdir(d);
+            if e.is_null() {
+                break;
+            }
+            let name = (*e).d_name.as_ptr();
+            let bytes = std::ffi::CStr::from_ptr(name).to_bytes();
+            if bytes == b"." || bytes == b".." {
+                continue;
+            }
+            if libc::unlinkat(fd, name, 0) != 0 {
+                let sub = libc::openat(
+                    fd,
+                    name,
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                );
+                if sub >= 0 {
+                    remove_files_only(sub);
+                    libc::close(sub);
+                    libc::unlinkat(fd, name, libc::AT_REMOVEDIR);
+                }
+            }
+        }
+        libc::closedir(d);
+    }
+}
+
+/// Unlinks the plain entries of the open folder `fd`.
+unsafe fn remove_files_only(fd: libc::c_int) {
+    // SAFETY: as in `remove_entries`.
+    unsafe {
+        let dup = libc::dup(fd);
+        if dup < 0 {
+            return;
+        }
+        let d = libc::fdopendir(dup);
+        if d.is_null() {
+            libc::close(dup);
+            return;
+        }
+        loop {
+            let e = libc::readdir(d);
+            if e.is_null() {
+                break;
+            }
+            libc::unlinkat(fd, (*e).d_name.as_ptr(), 0);
+        }
+        libc::closedir(d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registered_folder_is_removed_with_its_files_and_cache() {
+        let dir = tempfile::Builder::new()
+            .prefix("lotus-oom-test-")
+            .tempdir()
+            .expect("tempdir");
+        let path = dir.path().to_path_buf();
+        std::fs::write(path.join("lotus_harness.py"), "x").expect("write");
+        std::fs::write(path.join(".lotus-result-1.json"), "{}").expect("write");
+        std::fs::create_dir(path.join("__pycache__")).expect("mkdir");
+        std::fs::write(path.join("__pycache__/lotus.pyc"), "x").expect("write");
+        let c = CString::new(path.as_os_str().as_bytes()).expect("path");
+        // SAFETY: a valid NUL-terminated path.
+        unsafe { remove_flat_dir(c.as_ptr()) };
+        assert!(!path.exists(), "{} is left", path.display());
+    }
+}
