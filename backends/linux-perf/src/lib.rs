@@ -52,10 +52,12 @@
 mod collection;
 mod counting;
 mod drain;
+mod elf_symbols;
 mod error;
 mod events;
 mod kallsyms;
 mod model;
+mod plt;
 mod probe;
 mod records;
 mod spawn;
