@@ -25,8 +25,10 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use object::elf;
+use object::read::elf::{ElfFile64, SectionHeader, Sym};
 use object::read::ReadCache;
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionIndex, SymbolKind};
+use object::{Endianness, Object, ObjectSection, ObjectSegment, SectionIndex};
 
 use crate::plt::plt_symbols;
 use crate::unwind;
@@ -126,38 +128,65 @@ fn executable_sections<'data, O: Object<'data>>(obj: &O) -> HashMap<SectionIndex
         .collect()
 }
 
-/// Function and label symbols in executable sections of `obj`'s tables.
-fn candidates<'data: 'o, 'o, O: Object<'data>>(
-    obj: &'o O,
-    dynamic: bool,
-    out: &mut Vec<Candidate<'data>>,
-) {
-    let sections = executable_sections(obj);
-    let mut push = |s: O::Symbol<'o>| {
-        if s.is_undefined() || !matches!(s.kind(), SymbolKind::Text | SymbolKind::Unknown) {
-            return;
+/// An ELF64 file read through a cache of the parts read so far.
+type Elf64<'data> = ElfFile64<'data, Endianness, &'data ReadCache<File>>;
+
+/// Function and label symbols in executable sections of one of `elf`'s
+/// tables (`.dynsym` or `.symtab`). The string table is read whole, once:
+/// reading each name on its own costs one read per symbol (hundreds of
+/// thousands in libtorch).
+fn candidates<'data>(elf: &Elf64<'data>, dynamic: bool, out: &mut Vec<Candidate<'data>>) {
+    let endian = elf.endian();
+    let table = if dynamic {
+        elf.elf_dynamic_symbol_table()
+    } else {
+        elf.elf_symbol_table()
+    };
+    if table.is_empty() {
+        return;
+    }
+    let Ok(strings) = elf
+        .elf_section_table()
+        .section(table.string_section())
+        .and_then(|s| s.data(endian, elf.data()))
+    else {
+        return;
+    };
+    let sections = executable_sections(elf);
+    for sym in table.iter() {
+        let kind = sym.st_type();
+        if !matches!(kind, elf::STT_FUNC | elf::STT_GNU_IFUNC | elf::STT_NOTYPE) {
+            continue;
         }
-        let Some(&(_, limit)) = s.section_index().and_then(|i| sections.get(&i)) else {
-            return;
+        let Some(index) = sym.st_shndx(endian).index() else {
+            continue;
         };
-        let Ok(name) = s.name() else { return };
+        let Some(&(_, limit)) = sections.get(&SectionIndex(usize::from(index))) else {
+            continue;
+        };
+        let Some(rest) = usize::try_from(sym.st_name(endian))
+            .ok()
+            .and_then(|at| strings.get(at..))
+        else {
+            continue;
+        };
+        let len = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        let Ok(name) = std::str::from_utf8(&rest[..len]) else {
+            continue;
+        };
         // `$x`/`$d`: ARM mapping symbols, not functions.
         if name.is_empty() || name.starts_with('$') {
-            return;
+            continue;
         }
+        let bind = sym.st_bind();
         out.push(Candidate {
-            start: s.address(),
-            size: s.size(),
+            start: sym.st_value(endian),
+            size: sym.st_size(endian),
             limit,
-            weak: s.is_weak(),
-            global: s.is_global(),
+            weak: bind == elf::STB_WEAK,
+            global: bind != elf::STB_LOCAL,
             name,
         });
-    };
-    if dynamic {
-        obj.dynamic_symbols().for_each(&mut push);
-    } else {
-        obj.symbols().for_each(&mut push);
     }
 }
 
@@ -233,7 +262,8 @@ impl ModuleSymbols {
         let file = File::open(path).map_err(|e| fail(&e))?;
         let reader = file.try_clone().map_err(|e| fail(&e))?;
         let cache = ReadCache::new(file);
-        let obj = object::File::parse(&cache).map_err(|e| fail(&e))?;
+        // 64-bit ELF only: lotus profiles x86-64 processes.
+        let obj = Elf64::parse(&cache).map_err(|e| fail(&e))?;
         let mut out = ModuleSymbols {
             segments: obj
                 .segments()
@@ -253,19 +283,16 @@ impl ModuleSymbols {
         candidates(&obj, true, &mut found);
         let debug_cache;
         let debug_obj;
-        if obj.symbol_table().is_some() {
+        if !obj.elf_symbol_table().is_empty() {
             candidates(&obj, false, &mut found);
         } else if let Some(debug) = debug_file(&obj, path).and_then(|p| File::open(p).ok()) {
             debug_cache = ReadCache::new(debug);
-            debug_obj = object::File::parse(&debug_cache).ok();
+            debug_obj = Elf64::parse(&debug_cache).ok();
             if let Some(d) = &debug_obj {
                 candidates(d, false, &mut found);
             }
         }
-        let plt = match &obj {
-            object::File::Elf64(elf) => plt_symbols(elf),
-            _ => Vec::new(),
-        };
+        let plt = plt_symbols(&obj);
         let sections = executable_sections(&obj);
         for (start, size, name) in &plt {
             let limit = sections
@@ -314,13 +341,16 @@ impl ModuleSymbols {
     }
 
     /// Keeps one symbol per start and gives size-less ones their end.
-    fn take_symbols(&mut self, mut found: Vec<Candidate<'_>>) {
-        found.sort_by(|a, b| {
+    fn take_symbols(&mut self, found: Vec<Candidate<'_>>) {
+        // Ranks computed once: hundreds of thousands of symbols in libtorch.
+        let mut ranked: Vec<_> = found.into_iter().map(|c| (c.rank(), c)).collect();
+        ranked.sort_unstable_by(|(ra, a), (rb, b)| {
             a.start
                 .cmp(&b.start)
-                .then_with(|| b.rank().cmp(&a.rank()))
+                .then_with(|| rb.cmp(ra))
                 .then_with(|| a.name.cmp(b.name))
         });
+        let mut found: Vec<Candidate<'_>> = ranked.into_iter().map(|(_, c)| c).collect();
         found.dedup_by_key(|c| c.start);
         for (i, c) in found.iter().enumerate() {
             let end = if c.size > 0 {
