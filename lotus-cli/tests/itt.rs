@@ -996,6 +996,7 @@ fn lotus_map_vtune_sizes_windows_by_the_interval_vtune_is_given() {
         cpu.insert(hz, window_cpu_seconds(&log));
     }
     let ratio = cpu[&100] / cpu[&1000];
+    eprintln!("window CPU seconds by frequency: {cpu:?}, ratio {ratio:.2}");
     assert!(
         (6.0..=16.0).contains(&ratio),
         "window CPU time at 10 ms / at 1 ms = {ratio:.2} ({cpu:?})"

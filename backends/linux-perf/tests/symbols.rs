@@ -11,6 +11,7 @@ use std::process::Command;
 
 use common::*;
 use lotus_backend_perf::{LinuxPerf, PerfReport};
+use lotus_core::demangle::demangle;
 use lotus_core::{CollectOptions, Collection, Target};
 use object::{Object, ObjectSymbol};
 
@@ -173,7 +174,16 @@ fn perf_names(
         ));
     }
     let rep = Command::new(perf)
-        .args(["report", "--stdio", "--sort", "dso,sym", "-t", "\t", "-i"])
+        .args([
+            "report",
+            "--stdio",
+            "--no-demangle",
+            "--sort",
+            "dso,sym",
+            "-t",
+            "\t",
+            "-i",
+        ])
         .arg(&out)
         .output()
         .map_err(|e| format!("perf report: {e}"))?;
@@ -197,8 +207,11 @@ fn perf_names(
         let Some(sym) = sym.strip_prefix("[.] ") else {
             continue;
         };
+        // Raw names, demangled here as lotus demangles them: the comparison
+        // is of which symbol each side names (perf's own demangling drops
+        // C++ parameter lists, lotus keeps them).
         if share >= min_share * 100.0 && !sym.starts_with("0x") {
-            names.insert((dso.to_string(), sym.trim().to_string()));
+            names.insert((dso.to_string(), demangle(sym.trim())));
         }
     }
     eprintln!("perf names (>= {:.1}%): {names:?}", min_share * 100.0);
@@ -337,6 +350,19 @@ fn pillow_python() -> Result<PathBuf, String> {
     }
 }
 
+/// Compares lotus with perf on `op_file` looped for a second of CPU time
+/// by op_loop.py in `python`.
+fn compare_on_op(test: &str, python: &Path, op_file: &Path) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = [
+        data("op_loop.py").to_str().expect("utf-8 path").to_string(),
+        op_file.to_str().expect("utf-8 path").to_string(),
+        "1.0".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    lotus_names_what_perf_names(test, dir.path(), python, &args);
+}
+
 /// The Pillow fixture ops (libpython, libjpeg, Pillow's own kernels) in a
 /// Python process that loops each for a CPU-time budget.
 #[test]
@@ -349,16 +375,34 @@ fn perf_names_nothing_lotus_does_not_on_pillow_ops() {
             return;
         }
     };
-    let dir = tempfile::tempdir().expect("tempdir");
     let ops = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/ops");
     for op in ["Loader.py", "RandomResizedCrop.py"] {
-        let op_file = ops.join(op);
-        let args = [
-            data("op_loop.py").to_str().expect("utf-8 path").to_string(),
-            op_file.to_str().expect("utf-8 path").to_string(),
-            "1.0".to_string(),
-        ];
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        lotus_names_what_perf_names(op, dir.path(), &python, &args);
+        compare_on_op(op, &python, &ops.join(op));
     }
+}
+
+/// A torch op (libtorch_cpu's C++ kernels, 388k symbols), where torch is
+/// installed.
+#[test]
+fn perf_names_nothing_lotus_does_not_on_a_torch_op() {
+    let _serial = serial();
+    let python = match pillow_python() {
+        Ok(p) => p,
+        Err(why) => {
+            println!("skipped: torch op: {why}");
+            return;
+        }
+    };
+    let has_torch = Command::new(&python)
+        .args(["-c", "import torch, torchvision"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_torch {
+        println!(
+            "skipped: torch op: {} cannot import torch and torchvision",
+            python.display()
+        );
+        return;
+    }
+    compare_on_op("torch op", &python, &data("torch_to_tensor.py"));
 }
