@@ -209,6 +209,11 @@ fn debug_file<'data, O: Object<'data>>(obj: &O, path: &Path) -> Option<PathBuf> 
     }
     let (link, _crc) = obj.gnu_debuglink().ok()??;
     let link = std::str::from_utf8(link).ok()?;
+    // A debug link is a file name (gdb takes it so); one with a path in it
+    // could lead this root process to files outside those folders.
+    if link.is_empty() || link.contains('/') || link == ".." {
+        return None;
+    }
     let dir = path.parent()?;
     let rel = dir.strip_prefix("/").unwrap_or(dir);
     [
