@@ -17,7 +17,7 @@
 //! ([`crate::unwind`]); code that neither covers (hand-written assembly
 //! without CFI, as in libjpeg-turbo's SIMD kernels) is split at the
 //! frame-pointer prologues that start functions there (see
-//! [`gap_function_starts`]).
+//! [`crate::code_scan`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -30,11 +30,10 @@ use object::read::elf::{ElfFile64, SectionHeader, Sym};
 use object::read::ReadCache;
 use object::{Endianness, Object, ObjectSection, ObjectSegment, SectionIndex};
 
+use crate::code_scan::gap_function_starts;
+use crate::debug_link::debug_file;
 use crate::plt::plt_symbols;
 use crate::unwind;
-
-/// Where split debug files live (Debian, Fedora and others).
-const DEBUG_ROOT: &str = "/usr/lib/debug";
 
 /// The most bytes of one uncovered gap scanned for prologues.
 const MAX_GAP_SCAN: u64 = 16 << 20;
@@ -187,75 +186,6 @@ fn candidates<'data>(elf: &Elf64<'data>, dynamic: bool, out: &mut Vec<Candidate<
             global: bind != elf::STB_LOCAL,
             name,
         });
-    }
-}
-
-/// The split debug file of `obj` (at `path`): by build ID under
-/// [`DEBUG_ROOT`], else by debug link beside the file, in its `.debug`
-/// folder or under [`DEBUG_ROOT`]. Paths under [`DEBUG_ROOT`] are the
-/// system's; one beside the library is as trusted as the library.
-fn debug_file<'data, O: Object<'data>>(obj: &O, path: &Path) -> Option<PathBuf> {
-    if let Ok(Some(id)) = obj.build_id() {
-        if id.len() > 1 {
-            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-            let p = Path::new(DEBUG_ROOT)
-                .join(".build-id")
-                .join(&hex[..2])
-                .join(format!("{}.debug", &hex[2..]));
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    let (link, _crc) = obj.gnu_debuglink().ok()??;
-    let link = std::str::from_utf8(link).ok()?;
-    // A debug link is a file name (gdb takes it so); one with a path in it
-    // could lead this root process to files outside those folders.
-    if link.is_empty() || link.contains('/') || link == ".." {
-        return None;
-    }
-    let dir = path.parent()?;
-    let rel = dir.strip_prefix("/").unwrap_or(dir);
-    [
-        dir.join(link),
-        dir.join(".debug").join(link),
-        Path::new(DEBUG_ROOT).join(rel).join(link),
-    ]
-    .into_iter()
-    .find(|p| p != path && p.is_file())
-}
-
-/// Starts functions inside an uncovered gap: its start, and each 16-byte
-/// aligned `push %rbp; mov %rsp,%rbp` (the frame-pointer prologue of code
-/// built without unwind tables) that follows a `ret` and nothing but
-/// padding. x86-64 only; elsewhere a gap is one function.
-fn gap_function_starts(gap_start: u64, code: &[u8], x86_64: bool, out: &mut Vec<u64>) {
-    const PROLOGUE: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
-    // Bytes of the multi-byte nops and int3 that pad between functions.
-    const PADDING: [u8; 11] = [
-        0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x40, 0x44, 0x80, 0xcc,
-    ];
-    out.push(gap_start);
-    if !x86_64 {
-        return;
-    }
-    // The gap's start is one already: the first aligned address after it.
-    let mut address = (gap_start + 1).next_multiple_of(16);
-    while let Some(at) = address
-        .checked_sub(gap_start)
-        .and_then(|a| usize::try_from(a).ok())
-    {
-        if at + PROLOGUE.len() > code.len() {
-            break;
-        }
-        if code[at..at + PROLOGUE.len()] == PROLOGUE {
-            let before = &code[at.saturating_sub(32)..at];
-            let last = before.iter().rposition(|b| !PADDING.contains(b));
-            if last.is_some_and(|i| before[i] == 0xc3) {
-                out.push(address);
-            }
-        }
-        address += 16;
     }
 }
 
@@ -556,22 +486,6 @@ mod tests {
             }
         );
         assert_eq!(m.lookup(0x1000), Found::Nothing);
-    }
-
-    #[test]
-    fn gaps_split_at_frame_pointer_prologues_after_a_return() {
-        let mut code = vec![0xcc; 0x60];
-        code[0x0f] = 0xc3; // ret, then padding, then a prologue at 0x20
-        code[0x10..0x20].fill(0x90);
-        code[0x20..0x24].copy_from_slice(&[0x55, 0x48, 0x89, 0xe5]);
-        code[0x3a] = 0x01; // not padding: no start at 0x40
-        code[0x40..0x44].copy_from_slice(&[0x55, 0x48, 0x89, 0xe5]);
-        let mut starts = Vec::new();
-        gap_function_starts(0x1000, &code, true, &mut starts);
-        assert_eq!(starts, vec![0x1000, 0x1020]);
-        starts.clear();
-        gap_function_starts(0x1000, &code, false, &mut starts);
-        assert_eq!(starts, vec![0x1000]);
     }
 
     #[test]

@@ -49,8 +49,10 @@
 //! than left as zombies.
 #![deny(missing_docs)]
 
+mod code_scan;
 mod collection;
 mod counting;
+mod debug_link;
 mod drain;
 mod elf_symbols;
 mod error;
