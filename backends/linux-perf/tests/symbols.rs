@@ -85,14 +85,23 @@ fn build_burn_for(dir: &Path) -> PathBuf {
 /// Builds `dir/libtiny.so`, `dir/libhot.so` (libplt.c, calling tiny_add
 /// through its PLT) and `dir/cold_main` linked to them.
 fn build_plt(dir: &Path) -> PathBuf {
+    build_plt_with(dir, &[])
+}
+
+/// [`build_plt`] with `flags` for both libraries (IBT's `.plt.sec`).
+fn build_plt_with(dir: &Path, flags: &[&str]) -> PathBuf {
     let rpath = format!("-Wl,-rpath,{}", dir.display());
     let libdir = format!("-L{}", dir.display());
     run(Command::new("gcc")
-        .args(["-O2", "-fPIC", "-shared", "-o"])
+        .args(["-O2", "-fPIC", "-shared"])
+        .args(flags)
+        .arg("-o")
         .arg(dir.join("libtiny.so"))
         .arg(data("libtiny.c")));
     run(Command::new("gcc")
-        .args(["-O2", "-fPIC", "-shared", "-o"])
+        .args(["-O2", "-fPIC", "-shared"])
+        .args(flags)
+        .arg("-o")
         .arg(dir.join("libhot.so"))
         .arg(data("libplt.c"))
         .args([&libdir, &rpath, "-ltiny"]));
@@ -273,9 +282,29 @@ fn hot_cold_split_functions_are_named_with_and_without_debug_info() {
 
 #[test]
 fn plt_stubs_are_named_like_perf_names_them() {
+    plt_stubs_are_named(&[]);
+}
+
+/// With IBT (`-fcf-protection`, `-z ibtplt`) the stubs that jump are in
+/// `.plt.sec` (perf 6.1 shows their addresses only).
+#[test]
+fn plt_sec_stubs_are_named_too() {
+    plt_stubs_are_named(&["-fcf-protection=full", "-Wl,-z,ibtplt"]);
+}
+
+fn plt_stubs_are_named(flags: &[&str]) {
     let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
-    build_plt(dir.path());
+    build_plt_with(dir.path(), flags);
+    if !flags.is_empty() {
+        let out = Command::new("readelf")
+            .args(["-SW"])
+            .arg(dir.path().join("libhot.so"))
+            .output()
+            .expect("readelf");
+        let sections = String::from_utf8_lossy(&out.stdout);
+        assert!(sections.contains(".plt.sec"), "no .plt.sec:\n{sections}");
+    }
     let exe = build_burn_for(dir.path());
     let report = profile_window(&exe, "lib", 0.6);
     eprintln!("{:?}\n{}", report.symbolize, top(&report, 8));
