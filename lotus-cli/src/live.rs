@@ -70,11 +70,24 @@ pub struct LiveOptions {
 }
 
 impl LiveOptions {
+    /// The time between two samples under `backend`: the interval its tool
+    /// is given (VTune's and uProf's take only some), else one period of
+    /// the frequency.
+    pub fn sample_interval(&self, backend: &dyn Profiler) -> Duration {
+        let mut copts = CollectOptions::default();
+        copts.frequency_hz = Some(self.frequency);
+        copts.collect_type.clone_from(&self.collect_type);
+        backend
+            .sample_interval(&copts)
+            .unwrap_or_else(|| Duration::from_secs_f64(1.0 / self.frequency.max(1) as f64))
+    }
+
     /// How long each window stays open: long enough for `min_samples` at
-    /// the frequency, and at least `min_window`.
-    pub fn window(&self) -> Duration {
-        let for_samples =
-            Duration::from_secs_f64(self.min_samples as f64 / self.frequency.max(1) as f64);
+    /// the backend's interval, and at least `min_window`.
+    pub fn window(&self, backend: &dyn Profiler) -> Duration {
+        let for_samples = self
+            .sample_interval(backend)
+            .mul_f64(self.min_samples as f64);
         for_samples.max(self.min_window)
     }
 }
@@ -412,7 +425,7 @@ pub fn map_live(
     if let Some(floor) = baseline {
         mapping.mark_baseline(floor, opts.exclude_baseline);
     }
-    mapping.environment = environment(probe.version.clone(), opts);
+    mapping.environment = environment(backend, probe.version.clone(), opts);
     Ok(LiveOutcome {
         mapping,
         failures,
@@ -593,6 +606,7 @@ fn add_windows(summary: &mut WindowSummary, out: &RunOutput) -> u64 {
 }
 
 fn environment(
+    backend: &dyn Profiler,
     backend_version: Option<String>,
     opts: &LiveOptions,
 ) -> std::collections::BTreeMap<String, String> {
@@ -619,7 +633,14 @@ fn environment(
         env.insert("python_version".into(), v);
     }
     env.insert("frequency_hz".into(), opts.frequency.to_string());
-    env.insert("window_ms".into(), opts.window().as_millis().to_string());
+    env.insert(
+        "sample_interval_ms".into(),
+        format!("{}", opts.sample_interval(backend).as_nanos() as f64 / 1e6),
+    );
+    env.insert(
+        "window_ms".into(),
+        opts.window(backend).as_millis().to_string(),
+    );
     env
 }
 
@@ -669,7 +690,7 @@ fn harness_target(
             .canonicalize()
             .unwrap_or_else(|_| spec.file.to_path_buf()),
         warmup: opts.warmup,
-        window: opts.window(),
+        window: opts.window(backend),
         min_iterations: opts.min_iterations,
         result: result.to_path_buf(),
         empty: spec.empty,

@@ -103,10 +103,10 @@ struct MapArgs {
     /// Live: op calls before the window opens.
     #[arg(long, default_value_t = 3)]
     warmup: u32,
-    /// Live: sampling frequency in Hz (the kernel caps it at perf_event_max_sample_rate).
+    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate; VTune and uProf get it as their sampling interval, see the README).
     #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
     frequency: u64,
-    /// Live: samples each window should hold; with --frequency it sets the window's length.
+    /// Live: samples each window should hold; with the backend's sampling interval it sets the window's length.
     #[arg(long, default_value_t = 3000)]
     min_samples: u64,
     /// Live: least window length in milliseconds.

@@ -657,9 +657,13 @@ fn lotus_map_vtune_with_a_stand_in_equals_from_reports() {
         (6, 6, 6),
         "{calls:#?}"
     );
-    assert!(collects
-        .iter()
-        .all(|l| l.starts_with("-collect | hotspots | -start-paused | -result-dir | ")));
+    // The sampling knobs from --frequency, then the documented options.
+    assert!(
+        collects.iter().all(|l| l.starts_with(
+            "-collect | hotspots | -knob | sampling-mode=hw | -knob | sampling-interval="
+        ) && l.contains(" | -start-paused | -result-dir | ")),
+        "{collects:#?}"
+    );
     assert!(
         itt.iter().all(|l| *l == "itt.log: | resume | pause"),
         "{itt:?}"
@@ -748,7 +752,12 @@ fn lotus_map_vtune_here_fails_saying_why_and_dry_run_still_plans() {
     );
     let plan = String::from_utf8_lossy(&out.stdout);
     assert!(
-        plan.contains("vtune -collect hotspots -start-paused -result-dir "),
+        plan.contains("vtune -collect hotspots -knob sampling-mode=hw -knob sampling-interval="),
+        "{plan}"
+    );
+    assert!(plan.contains(" -start-paused -result-dir "), "{plan}");
+    assert!(
+        plan.contains("sampling: hardware event-based, every "),
         "{plan}"
     );
     assert!(
@@ -865,7 +874,8 @@ fn lotus_profile_vtune_windows_reads_the_report_of_the_scripts_own_windows() {
     // vtune started paused, the script's ITT window reached its collector.
     let log = std::fs::read_to_string(&calls).unwrap();
     assert!(
-        log.contains("-collect | hotspots | -start-paused |"),
+        log.contains("-collect | hotspots | -knob | sampling-mode=")
+            && log.contains(" | -start-paused |"),
         "{log}"
     );
     assert!(log.contains("itt.log: | resume | pause | detach"), "{log}");
@@ -900,4 +910,95 @@ fn lotus_profile_vtune_windows_reads_the_report_of_the_scripts_own_windows() {
     for (k, v) in &want {
         assert!((got[k] - v).abs() < 1e-9, "{k}");
     }
+}
+
+/// The CPU time a run's windows held: the stand-in collector's
+/// "resume SECONDS" / "pause SECONDS" lines (process CPU time).
+fn window_cpu_seconds(log: &Path) -> f64 {
+    let mut open = None;
+    let mut total = 0.0;
+    for line in read_lines(log) {
+        let (what, t) = line.split_once(' ').expect("WHAT SECONDS");
+        let t: f64 = t.parse().expect("seconds");
+        match what {
+            "resume" => open = Some(t),
+            "pause" => total += t - open.take().expect("pause after resume"),
+            other => panic!("unexpected {other}"),
+        }
+    }
+    total
+}
+
+/// VTune samples every 10 ms at --frequency 100 and every 1 ms at 1000
+/// (user-mode sampling either way): a window holding the same
+/// --min-samples lasts about ten times as long at 10 ms, measured as the
+/// CPU time the harness spent in its windows; the mapping records the
+/// interval.
+#[test]
+fn lotus_map_vtune_sizes_windows_by_the_interval_vtune_is_given() {
+    let work = tempfile::tempdir().unwrap();
+    let state = work.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let calls = work.path().join("calls.log");
+    // About a millisecond of CPU a call.
+    let op = write(
+        work.path(),
+        "Spin.py",
+        "def op(_=None):\n    s = 0\n    for i in range(20000):\n        s += i * i\n    return s\n",
+    );
+    let mut cpu = BTreeMap::new();
+    for (hz, interval) in [(1000u64, "1"), (100, "10")] {
+        let log = work.path().join(format!("cpu-{hz}.log"));
+        let out = work.path().join(format!("map-{hz}.json"));
+        let mut env = standin_env(&state, &calls);
+        env.push((
+            "VTUNE_STANDIN_REPORT",
+            root()
+                .join("fixtures/reports/vtune/hotspots/Loader/1.csv")
+                .into(),
+        ));
+        env.push(("LOTUS_TEST_ITT_CPU_LOG", log.clone().into()));
+        let hz_arg = hz.to_string();
+        lotus_ok(
+            &[
+                "map",
+                "--backend",
+                "vtune",
+                "--runs",
+                "1",
+                "--warmup",
+                "1",
+                "--no-baseline",
+                "--frequency",
+                &hz_arg,
+                "--min-samples",
+                "40",
+                "--min-window-ms",
+                "1",
+                "--out",
+                out.to_str().unwrap(),
+                op.to_str().unwrap(),
+            ],
+            &env,
+        );
+        let mapping = read_json(&out);
+        assert_eq!(
+            mapping["environment"]["sample_interval_ms"], interval,
+            "{mapping}"
+        );
+        assert!(
+            read_lines(&calls)
+                .iter()
+                .any(|l| l.contains(&format!("| sampling-interval={interval} |"))),
+            "{:?}",
+            read_lines(&calls)
+        );
+        cpu.insert(hz, window_cpu_seconds(&log));
+    }
+    let ratio = cpu[&100] / cpu[&1000];
+    eprintln!("window CPU seconds by frequency: {cpu:?}, ratio {ratio:.2}");
+    assert!(
+        (6.0..=16.0).contains(&ratio),
+        "window CPU time at 10 ms / at 1 ms = {ratio:.2} ({cpu:?})"
+    );
 }

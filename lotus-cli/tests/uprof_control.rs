@@ -609,3 +609,53 @@ fn an_amduprofcli_found_where_others_can_write_is_not_run() {
         "{out}"
     );
 }
+
+/// `--dry-run` shows the interval flag, the report's cutoff, and a window
+/// sized by the interval uProf is given: at --frequency 4000, uProf's
+/// timer stays at its 1 ms, so 100 samples need a 100 ms window (not the
+/// 25 ms that 4000 Hz would give); at 100 Hz, 10 ms and a 1 s window.
+#[test]
+fn dry_run_shows_the_interval_the_cutoff_and_windows_sized_by_the_interval() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let path = path_without_uprof();
+    let home = tmp.path().join("no-uprof");
+    let op = standin::root().join("fixtures/ops/Loader.py");
+    for (hz, collect, window) in [
+        (
+            "4000",
+            "AMDuProfCLI collect --config tbp --start-paused -o ",
+            "--window-ms 100 ",
+        ),
+        (
+            "100",
+            "AMDuProfCLI collect -e event=timer,interval=10 --start-paused -o ",
+            "--window-ms 1000 ",
+        ),
+    ] {
+        let o = lotus(
+            &[
+                "map",
+                "--backend",
+                "uprof",
+                "--dry-run",
+                "--no-baseline",
+                "--frequency",
+                hz,
+                "--min-samples",
+                "100",
+                "--min-window-ms",
+                "1",
+                op.to_str().expect("path"),
+            ],
+            &[
+                ("PATH", path.as_os_str()),
+                ("AMDUPROF_HOME", home.as_os_str()),
+            ],
+        );
+        let out = stdout(&o);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(out.contains(collect), "{hz} Hz: {out}");
+        assert!(out.contains(window), "{hz} Hz: {out}");
+        assert!(out.contains(" -f csv --cutoff 1000000"), "{out}");
+    }
+}

@@ -245,6 +245,17 @@ pub trait Profiler: Send + Sync {
     fn switches_windows(&self) -> bool {
         true
     }
+    /// The time between two samples of a busy thread in a collection with
+    /// `options`: the interval the backend hands its tool (which may differ
+    /// from [`CollectOptions::frequency_hz`] where the tool takes only some
+    /// intervals), or `None` when the backend cannot say. Windows are sized
+    /// by it. The default: one sample per period of `frequency_hz`.
+    fn sample_interval(&self, options: &CollectOptions) -> Option<std::time::Duration> {
+        options
+            .frequency_hz
+            .filter(|&hz| hz > 0)
+            .map(|hz| std::time::Duration::from_secs_f64(1.0 / hz as f64))
+    }
     /// What [`Profiler::collect`] would run for `target`: the exact
     /// commands and environment, without running anything (`--dry-run`).
     fn plan(&self, target: &Target, options: &CollectOptions) -> CollectPlan {

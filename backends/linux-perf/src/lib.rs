@@ -49,13 +49,17 @@
 //! than left as zombies.
 #![deny(missing_docs)]
 
+mod code_scan;
 mod collection;
 mod counting;
+mod debug_link;
 mod drain;
+mod elf_symbols;
 mod error;
 mod events;
 mod kallsyms;
 mod model;
+mod plt;
 mod probe;
 mod records;
 mod spawn;
@@ -262,6 +266,14 @@ impl Profiler for LinuxPerf {
         Ok(Box::new(self.start(target, options)?))
     }
 
+    /// One period of the frequency in force: the kernel caps it at
+    /// `kernel.perf_event_max_sample_rate`.
+    fn sample_interval(&self, options: &CollectOptions) -> Option<std::time::Duration> {
+        let requested = options.frequency_hz.unwrap_or(DEFAULT_FREQUENCY_HZ).max(1);
+        let hz = events::max_sample_rate().map_or(requested, |c| requested.min(c).max(1));
+        Some(std::time::Duration::from_secs_f64(1.0 / hz as f64))
+    }
+
     fn plan(&self, target: &Target, options: &CollectOptions) -> CollectPlan {
         let requested = options.frequency_hz.unwrap_or(DEFAULT_FREQUENCY_HZ).max(1);
         let cap = events::max_sample_rate();
@@ -287,4 +299,29 @@ impl Profiler for LinuxPerf {
 
 inventory::submit! {
     BackendRegistration { name: "perf", make: || Box::new(LinuxPerf) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_in_force_is_capped_by_the_kernel() {
+        let mut options = CollectOptions::default();
+        options.frequency_hz = Some(1000);
+        let interval = LinuxPerf.sample_interval(&options).expect("interval");
+        let cap = events::max_sample_rate();
+        if cap.is_some_and(|c| c < 1000) {
+            return;
+        }
+        assert_eq!(interval, std::time::Duration::from_millis(1));
+        if let Some(cap) = cap {
+            options.frequency_hz = Some(cap.saturating_mul(10));
+            let interval = LinuxPerf.sample_interval(&options).expect("interval");
+            assert_eq!(
+                interval,
+                std::time::Duration::from_secs_f64(1.0 / cap as f64)
+            );
+        }
+    }
 }

@@ -1,12 +1,13 @@
 //! Turning (module, file offset) into (function, module) rows.
 //!
 //! Each distinct offset is symbolized once (the counts are already grouped
-//! by module and offset), each module in one batch: blazesym reads the ELF
-//! symbol tables (and debug files found through debug links, where
-//! installed). An offset without a symbol (stripped code, `.plt`) is grouped
-//! under the function that the unwind tables say holds it, named
-//! `func@0x<file offset of its start>`; only when that fails too does it
-//! become `[unknown]` in its module. Names are demangled by
+//! by module and offset) from the module's symbol tables, read once per
+//! process ([`crate::elf_symbols`]: `.symtab` or its debug file's,
+//! `.dynsym`, `name@plt`). An offset without a symbol (stripped code) is
+//! grouped under the function that the unwind tables say holds it, named
+//! `func@0x<file offset of its start>`; code without either is grouped at
+//! the function start found in its bytes, also `func@0x...`; only code
+//! outside any executable section becomes `[unknown]` in its module. Names are demangled by
 //! [`lotus_core::Row::new`]. vDSO samples are named from this process's own
 //! copy of the vDSO. Kernel addresses are named from `/proc/kallsyms`
 //! (read once per report, only when there are kernel samples), in module
@@ -16,17 +17,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use blazesym::symbolize::source::{Elf, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use lotus_core::demangle::demangle;
 use lotus_core::row::UNKNOWN_MODULE;
 use lotus_core::Row;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
+use crate::elf_symbols::{module_symbols, Found};
 use crate::kallsyms::{KernelSymbols, KALLSYMS_PATH};
 use crate::model::{Location, Model, ModuleId, VDSO};
-use crate::unwind::FunctionStarts;
 
 /// The function name for code nothing could name.
 pub const UNKNOWN_FUNCTION: &str = "[unknown]";
@@ -38,6 +37,15 @@ pub const KERNEL_MODULE: &str = "[kernel]";
 /// (`kernel.kptr_restrict` hides their addresses from this user).
 pub const KERNEL_FUNCTION: &str = "[kernel]";
 
+/// What named an offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    Symbol,
+    UnwindTable,
+    CodeScan,
+    Unknown,
+}
+
 /// How one offset was resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Resolved {
@@ -45,6 +53,26 @@ struct Resolved {
     function: String,
     /// File offset of the function's start, where known.
     start: Option<u64>,
+    how: How,
+}
+
+impl Resolved {
+    fn unknown() -> Resolved {
+        Resolved {
+            function: UNKNOWN_FUNCTION.to_string(),
+            start: None,
+            how: How::Unknown,
+        }
+    }
+
+    /// A function without a name, `func@0x<file offset of its start>`.
+    fn grouped(start: u64, how: How) -> Resolved {
+        Resolved {
+            function: format!("func@{start:#x}"),
+            start: Some(start),
+            how,
+        }
+    }
 }
 
 /// Figures about one symbolization pass.
@@ -56,6 +84,9 @@ pub struct SymbolizeStats {
     pub named: usize,
     /// Of those, grouped by unwind-table function start (`func@0x...`).
     pub by_unwind_table: usize,
+    /// Of those, in code that neither symbols nor unwind tables cover,
+    /// grouped by the function start found in its bytes (`func@0x...`).
+    pub by_code_scan: usize,
     /// Of those, left `[unknown]`.
     pub unknown: usize,
     /// Distinct kernel addresses looked up (not in `addresses`).
@@ -66,49 +97,25 @@ pub struct SymbolizeStats {
     pub elapsed: Duration,
 }
 
-/// Symbolizes one file's offsets.
-fn resolve_file(sym: &Symbolizer, path: &str, offsets: &[u64]) -> Vec<Resolved> {
-    let unknown = || Resolved {
-        function: UNKNOWN_FUNCTION.to_string(),
-        start: None,
+/// Symbolizes one file's offsets from its symbol tables (read once per
+/// process, see [`module_symbols`]).
+fn resolve_file(path: &str, offsets: &[u64]) -> Vec<Resolved> {
+    let Some(symbols) = module_symbols(Path::new(path)) else {
+        return offsets.iter().map(|_| Resolved::unknown()).collect();
     };
-    let src = Source::Elf(Elf::new(path));
-    let looked_up = sym.symbolize(&src, Input::FileOffset(offsets)).ok();
-    let mut starts: Option<Option<FunctionStarts>> = None;
-    let mut out = Vec::with_capacity(offsets.len());
-    for (i, &offset) in offsets.iter().enumerate() {
-        let table = |starts: &mut Option<Option<FunctionStarts>>| {
-            starts
-                .get_or_insert_with(|| FunctionStarts::load(Path::new(path)).ok())
-                .as_ref()
-                .and_then(|t| t.function_start(offset))
-        };
-        if let Some(Symbolized::Sym(s)) = looked_up.as_ref().and_then(|v| v.get(i)) {
-            let start = offset.checked_sub(s.offset as u64);
-            // A symbol without a size (`_init` in front of `.plt`) is
-            // stretched to the next symbol; when the unwind table says the
-            // address is in another function, believe the table.
-            let other = match s.size {
-                None => table(&mut starts).filter(|&f| Some(f) != start),
-                Some(_) => None,
-            };
-            if other.is_none() {
-                out.push(Resolved {
-                    function: s.name.to_string(),
-                    start,
-                });
-                continue;
-            }
-        }
-        match table(&mut starts) {
-            Some(start) => out.push(Resolved {
-                function: format!("func@{start:#x}"),
+    offsets
+        .iter()
+        .map(|&offset| match symbols.lookup(offset) {
+            Found::Named { name, start } => Resolved {
+                function: name.to_string(),
                 start: Some(start),
-            }),
-            None => out.push(unknown()),
-        }
-    }
-    out
+                how: How::Symbol,
+            },
+            Found::Unwind { start } => Resolved::grouped(start, How::UnwindTable),
+            Found::Gap { start } => Resolved::grouped(start, How::CodeScan),
+            Found::Nothing => Resolved::unknown(),
+        })
+        .collect()
 }
 
 /// This process's copy of the vDSO, read from memory.
@@ -133,10 +140,7 @@ fn vdso_image() -> Option<Vec<u8>> {
 /// Symbolizes vDSO offsets from this process's copy of the vDSO: the
 /// kernel maps the same image into every process of the same ABI.
 fn resolve_vdso(offsets: &[u64]) -> Vec<Resolved> {
-    let unknown = || Resolved {
-        function: UNKNOWN_FUNCTION.to_string(),
-        start: None,
-    };
+    let unknown = Resolved::unknown;
     let Some(image) = vdso_image() else {
         return offsets.iter().map(|_| unknown()).collect();
     };
@@ -176,6 +180,7 @@ fn resolve_vdso(offsets: &[u64]) -> Vec<Resolved> {
                 Some((into, name)) => Resolved {
                     function: name.clone(),
                     start: off.checked_sub(into),
+                    how: How::Symbol,
                 },
                 None => unknown(),
             }
@@ -263,14 +268,7 @@ pub(crate) fn rows(
 ) -> (Vec<Row>, SymbolizeStats, Option<String>) {
     let t0 = Instant::now();
     let mut stats = SymbolizeStats::default();
-    let sym = Symbolizer::builder()
-        .enable_code_info(false)
-        .enable_inlined_fns(false)
-        .enable_demangling(false)
-        .build();
-
-    // Offsets per file module (and the vDSO), sorted (a stable order, and blazesym likes
-    // batches).
+    // Offsets per file module (and the vDSO), sorted (a stable order).
     let mut by_module: BTreeMap<ModuleId, Vec<u64>> = BTreeMap::new();
     for loc in counts.keys() {
         if let Location::Module { module, offset } = *loc {
@@ -289,18 +287,17 @@ pub(crate) fn rows(
         offsets.dedup();
         let m = &model.modules[*module as usize];
         let resolved_offsets = if m.is_file {
-            resolve_file(&sym, &m.name, offsets)
+            resolve_file(&m.name, offsets)
         } else {
             resolve_vdso(offsets)
         };
         for (off, r) in offsets.iter().zip(resolved_offsets) {
             stats.addresses += 1;
-            if r.function == UNKNOWN_FUNCTION {
-                stats.unknown += 1;
-            } else if r.function.starts_with("func@0x") {
-                stats.by_unwind_table += 1;
-            } else {
-                stats.named += 1;
+            match r.how {
+                How::Symbol => stats.named += 1,
+                How::UnwindTable => stats.by_unwind_table += 1,
+                How::CodeScan => stats.by_code_scan += 1,
+                How::Unknown => stats.unknown += 1,
             }
             resolved.insert((*module, *off), r);
         }

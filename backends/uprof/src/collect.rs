@@ -3,8 +3,11 @@
 //! One collection is one run of
 //!
 //! ```text
-//! AMDuProfCLI collect --config tbp --start-paused -o D <target command>
+//! AMDuProfCLI collect -e event=timer,interval=MS --start-paused -o D <target command>
 //! ```
+//!
+//! (`--config CONFIG` in place of `-e ...` for configs other than `tbp`, or
+//! without a frequency)
 //!
 //! with the target's environment (which names the uProf backend, so the
 //! profiled process opens uProf's profile-control library and resumes and
@@ -14,7 +17,7 @@
 //! it, runs
 //!
 //! ```text
-//! AMDuProfCLI report -i SESSION --report-output F -f csv
+//! AMDuProfCLI report -i SESSION --report-output F -f csv --cutoff N
 //! ```
 //!
 //! and reads `F` with [`crate::report::read_report`].
@@ -75,17 +78,68 @@ pub fn collect_args(config: &str, raw: &Path) -> Vec<OsString> {
     ]
 }
 
-/// The `collect` arguments for `options`: without `--start-paused` when
-/// the whole program is measured.
+/// The least timer interval lotus asks of time-based profiling, ms: the
+/// tool's own default. AMD's user guide documents the timer event's
+/// `interval=` key (uProf 5.1: `-e event=timer,interval=<ms>`) but no
+/// finer bound lotus could check, so lotus samples no finer than that.
+pub const TIMER_MIN_MS: f64 = 1.0;
+/// The tbp config's own timer interval, ms.
+pub const TIMER_DEFAULT_MS: f64 = 1.0;
+/// The greatest timer interval lotus asks for, ms.
+pub const TIMER_MAX_MS: f64 = 1000.0;
+
+/// `AMDuProfCLI report --cutoff`: how many functions (and processes,
+/// modules, threads) the report lists. The tool's default is a handful (10
+/// in uProf 5.1), which silently drops the rest of a mapping; this is
+/// above any realistic count of sampled functions.
+pub const REPORT_CUTOFF: u32 = 1_000_000;
+
+/// The timer interval, ms, that a time-based profile with `options` is
+/// given: `--frequency` as an interval within [`TIMER_MIN_MS`] and
+/// [`TIMER_MAX_MS`]; `None` for other configs or without a frequency.
+pub fn timer_interval_ms(options: &CollectOptions) -> Option<f64> {
+    if config(options) != DEFAULT_CONFIG {
+        return None;
+    }
+    let hz = options.frequency_hz.filter(|&hz| hz > 0)?;
+    let ms = (1000.0 / hz as f64).clamp(TIMER_MIN_MS, TIMER_MAX_MS);
+    Some((ms * 1000.0).round() / 1000.0)
+}
+
+/// The interval in force for `options`: the one passed, the tool's 1 ms
+/// for a time-based profile without one, `None` for other configs (their
+/// intervals count events, not time).
+pub fn interval_in_force(options: &CollectOptions) -> Option<Duration> {
+    match timer_interval_ms(options) {
+        Some(ms) => Some(Duration::from_secs_f64(ms / 1000.0)),
+        None if config(options) == DEFAULT_CONFIG => {
+            Some(Duration::from_secs_f64(TIMER_DEFAULT_MS / 1000.0))
+        }
+        None => None,
+    }
+}
+
+/// The `collect` arguments for `options`: a time-based profile at another
+/// interval than tbp's own is asked for as the timer event with that
+/// interval instead of `--config tbp` (which takes none); without
+/// `--start-paused` when the whole program is measured.
 fn collect_args_for(options: &CollectOptions, raw: &Path) -> Vec<OsString> {
     let mut args = collect_args(config(options), raw);
+    // At tbp's own interval, the config as it is.
+    if let Some(ms) = timer_interval_ms(options).filter(|&ms| ms != TIMER_DEFAULT_MS) {
+        args.splice(
+            1..3,
+            ["-e".into(), format!("event=timer,interval={ms}").into()],
+        );
+    }
     if options.whole_program {
         args.retain(|a| a != "--start-paused");
     }
     args
 }
 
-/// The `report` command's arguments after the program.
+/// The `report` command's arguments after the program: every function
+/// sampled ([`REPORT_CUTOFF`]).
 pub fn report_args(session: &Path, output: &Path) -> Vec<OsString> {
     vec![
         "report".into(),
@@ -95,6 +149,8 @@ pub fn report_args(session: &Path, output: &Path) -> Vec<OsString> {
         output.as_os_str().to_owned(),
         "-f".into(),
         "csv".into(),
+        "--cutoff".into(),
+        REPORT_CUTOFF.to_string().into(),
     ]
 }
 
@@ -139,7 +195,7 @@ pub fn plan(cli: Option<&Path>, target: &Target, options: &CollectOptions) -> Co
         shell_quote(&raw.to_string_lossy()).trim_end_matches('/')
     );
     let report_line = format!(
-        "{} report -i {session} --report-output {} -f csv",
+        "{} report -i {session} --report-output {} -f csv --cutoff {REPORT_CUTOFF}",
         shell_quote(&program.to_string_lossy()),
         shell_quote(&report.to_string_lossy())
     );
@@ -155,12 +211,20 @@ pub fn plan(cli: Option<&Path>, target: &Target, options: &CollectOptions) -> Co
     notes.push(
         "the profiled process resumes and pauses the collection itself, through uProf's profile-control library (libAMDProfileController.so)".to_string(),
     );
-    if options.frequency_hz.is_some() {
-        notes.push(format!(
-            "sampling: the {} config's own interval (tbp: 1 ms); --frequency is not passed to AMDuProfCLI",
+    notes.push(match (timer_interval_ms(options), options.frequency_hz) {
+        (Some(ms), Some(hz)) if ms > 1000.0 / hz as f64 => format!(
+            "sampling: the timer every {ms} ms (--frequency {hz} asks for finer; lotus asks \
+             uProf for no less than {TIMER_MIN_MS} ms, and sizes windows by it)"
+        ),
+        (Some(ms), _) => format!("sampling: the timer every {ms} ms (--frequency)"),
+        (None, _) if config(options) == DEFAULT_CONFIG => {
+            "sampling: the tbp config's own timer, every 1 ms".to_string()
+        }
+        (None, _) => format!(
+            "sampling: the {} config's own intervals; --frequency is not passed to AMDuProfCLI",
             config(options)
-        ));
-    }
+        ),
+    });
     CollectPlan {
         commands: vec![common::command_line(program, &collect), report_line],
         env: target.env_lossy(),
@@ -335,7 +399,7 @@ mod tests {
             plan.commands,
             [
                 "AMDuProfCLI collect --config tbp --start-paused -o /keep/uprof-XXXXXX /usr/bin/python3 h.py --op-file 'my op.py'",
-                "AMDuProfCLI report -i /keep/uprof-XXXXXX/<session> --report-output /keep/uprof-XXXXXX/report.csv -f csv",
+                "AMDuProfCLI report -i /keep/uprof-XXXXXX/<session> --report-output /keep/uprof-XXXXXX/report.csv -f csv --cutoff 1000000",
             ]
         );
         assert_eq!(
@@ -344,6 +408,48 @@ mod tests {
         );
         assert!(
             plan.notes[0].contains("AMDuProfCLI was not found"),
+            "{:?}",
+            plan.notes
+        );
+    }
+
+    #[test]
+    fn the_timer_interval_follows_the_frequency_within_bounds() {
+        let at = |hz| {
+            let mut o = CollectOptions::default();
+            o.frequency_hz = Some(hz);
+            o
+        };
+        assert_eq!(timer_interval_ms(&at(100)), Some(10.0));
+        assert_eq!(timer_interval_ms(&at(4000)), Some(TIMER_MIN_MS));
+        assert_eq!(timer_interval_ms(&at(3)), Some(333.333));
+        assert_eq!(interval_in_force(&at(100)), Some(Duration::from_millis(10)));
+        assert_eq!(
+            interval_in_force(&CollectOptions::default()),
+            Some(Duration::from_millis(1))
+        );
+        let mut ibs = at(100);
+        ibs.collect_type = Some("ibs".into());
+        assert_eq!(timer_interval_ms(&ibs), None);
+        assert_eq!(interval_in_force(&ibs), None);
+        let args = collect_args_for(&at(100), Path::new("/raw"));
+        assert_eq!(
+            args,
+            [
+                "collect",
+                "-e",
+                "event=timer,interval=10",
+                "--start-paused",
+                "-o",
+                "/raw"
+            ]
+        );
+        // tbp's own interval: the config as it is.
+        let args = collect_args_for(&at(1000), Path::new("/raw"));
+        assert_eq!(args[1..3], ["--config", "tbp"]);
+        let plan = plan(None, &Target::default(), &at(4000));
+        assert!(
+            plan.notes.iter().any(|n| n.contains("no less than 1 ms")),
             "{:?}",
             plan.notes
         );

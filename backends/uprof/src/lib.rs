@@ -68,6 +68,12 @@ impl Profiler for UProf {
         false
     }
 
+    /// The timer interval passed to time-based profiling (or its 1 ms);
+    /// `None` for other configs.
+    fn sample_interval(&self, options: &CollectOptions) -> Option<std::time::Duration> {
+        collect::interval_in_force(options)
+    }
+
     fn plan(&self, target: &Target, options: &CollectOptions) -> CollectPlan {
         collect::plan(probe::find_cli().as_deref(), target, options)
     }

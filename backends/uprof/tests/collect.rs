@@ -173,7 +173,7 @@ fn collect_then_report_reads_the_session_report_and_cleans_up() {
     assert_eq!(rest.remove(0), t.program.as_os_str());
     assert_eq!(rest, t.args);
     let report_call = &cli[1];
-    assert_eq!(report_call.len(), 7, "{report_call:?}");
+    assert_eq!(report_call.len(), 9, "{report_call:?}");
     assert_eq!(report_call[0], "report");
     assert_eq!(report_call[1], "-i");
     let session = PathBuf::from(&report_call[2]);
@@ -194,7 +194,9 @@ fn collect_then_report_reads_the_session_report_and_cleans_up() {
         "{name}"
     );
     assert_eq!(report_call[3], "--report-output");
-    assert_eq!(report_call[5..], ["-f", "csv"]);
+    // Every function: a cutoff above any realistic count (the stand-in
+    // cuts the report at 10 functions without one, as AMDuProfCLI does).
+    assert_eq!(report_call[5..], ["-f", "csv", "--cutoff", "1000000"]);
 
     // Nothing left behind without --keep-raw.
     assert!(!raw.exists(), "{} was not removed", raw.display());
@@ -389,7 +391,7 @@ fn the_plan_names_the_cli_found_and_every_flag() {
         plan.commands
     );
     assert!(plan.commands[1].contains("/<session> --report-output "));
-    assert!(plan.commands[1].ends_with(" -f csv"));
+    assert!(plan.commands[1].ends_with(" -f csv --cutoff 1000000"));
     assert!(plan
         .env
         .contains(&("LOTUS_BACKEND".to_string(), "uprof".to_string())));
@@ -414,5 +416,51 @@ fn the_probe_finds_the_stand_in_and_its_version() {
             .notes
             .contains(&format!("AMDuProfCLI: {}", s.cli.display())),
         "{probe:?}"
+    );
+}
+
+#[test]
+fn the_frequency_becomes_the_timer_interval_the_session_records() {
+    let s = setup();
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let keep = tmp.path().join("raw");
+    let calls = tmp.path().join("calls");
+    let mut options = CollectOptions::default();
+    options.keep_raw = Some(keep.clone());
+    options.frequency_hz = Some(100);
+    assert_eq!(
+        UProf.sample_interval(&options),
+        Some(std::time::Duration::from_millis(10))
+    );
+    let t = target(WINDOW, "Loader", &s.lib5, &calls);
+    let plan = UProf.plan(&t, &options);
+    assert!(
+        plan.commands[0].contains(" collect -e event=timer,interval=10 --start-paused -o "),
+        "{:?}",
+        plan.commands
+    );
+    let mut c = UProf.collect(&t, &options).expect("collect starts");
+    assert!(wait(c.as_mut()).success());
+    assert_eq!(c.report().expect("report"), fixture_report("Loader"));
+    let collect = &cli_calls(&calls)[0];
+    assert_eq!(
+        collect[..4],
+        ["collect", "-e", "event=timer,interval=10", "--start-paused"]
+    );
+    // The stand-in took the interval as uProf does (a number of ms).
+    let raw = fs::read_dir(&keep)
+        .expect("keep")
+        .next()
+        .expect("a kept folder")
+        .expect("entry")
+        .path();
+    let session = fs::read_dir(&raw)
+        .expect("raw")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.is_dir())
+        .expect("a session folder");
+    assert_eq!(
+        fs::read_to_string(session.join("interval.txt")).expect("interval"),
+        "10.0"
     );
 }

@@ -3,7 +3,7 @@
 //! One collection is one run of
 //!
 //! ```text
-//! vtune -collect hotspots -start-paused -result-dir D -- <target command>
+//! vtune -collect hotspots -knob sampling-mode=M -knob sampling-interval=MS -start-paused -result-dir D -- <target command>
 //! ```
 //!
 //! with the target's environment (`LOTUS_BACKEND=vtune`: the profiled
@@ -37,6 +37,7 @@ use lotus_backend_common::vendor::{io_error, Tool, VendorCollection, VendorRepor
 use lotus_core::{CollectOptions, CollectPlan, ProfilerError, Report, Target};
 
 use crate::report::read_hotspots;
+use crate::sampling::{self, Sampling};
 
 const BACKEND: &str = "vtune";
 
@@ -71,10 +72,14 @@ pub fn collect_args(collect_type: &str, result_dir: &Path) -> Vec<OsString> {
     ]
 }
 
-/// The `-collect` arguments for `options`: without `-start-paused` when the
-/// whole program is measured.
+/// The `-collect` arguments for `options`: the sampling knobs after the
+/// analysis type (see [`Sampling`]); without `-start-paused` when the whole
+/// program is measured.
 fn collect_args_for(options: &CollectOptions, result_dir: &Path) -> Vec<OsString> {
     let mut args = collect_args(collect_type(options), result_dir);
+    if let Some(sampling) = Sampling::for_options(collect_type(options), options) {
+        args.splice(2..2, sampling.knobs());
+    }
     if options.whole_program {
         args.retain(|a| a != "-start-paused");
     }
@@ -97,7 +102,8 @@ pub fn report_args(result_dir: &Path, output: &Path) -> Vec<OsString> {
     ]
 }
 
-fn collect_type(options: &CollectOptions) -> &str {
+/// The analysis `options` name, else [`DEFAULT_COLLECT_TYPE`].
+pub(crate) fn collect_type(options: &CollectOptions) -> &str {
     options
         .collect_type
         .as_deref()
@@ -149,12 +155,7 @@ pub fn plan(vtune: Option<&Path>, target: &Target, options: &CollectOptions) -> 
         "the profiled process resumes and pauses the collection itself through ITT (__itt_resume / __itt_pause); vtune sets INTEL_LIBITTNOTIFY64 to its collector"
             .to_string(),
     );
-    if options.frequency_hz.is_some() {
-        notes.push(format!(
-            "sampling: the {} analysis's own interval; --frequency is not passed to vtune",
-            collect_type(options)
-        ));
-    }
+    notes.push(sampling::note(collect_type(options), options));
     CollectPlan {
         commands: vec![
             common::command_line(program, &full_collect_args(target, options, &result)),

@@ -5,6 +5,7 @@
 //! - [`probe`]: finds the `vtune` command and its version.
 //! - [`collect`]: live collection, `vtune -collect ... -start-paused` on the
 //!   target, then `vtune -report hotspots ... -format csv`.
+//! - [`sampling`]: the hotspots analysis's sampling mode and interval.
 //!
 //! The windows are opened by the profiled process itself: the lotus control
 //! library calls ITT's `__itt_resume` / `__itt_pause` when
@@ -15,6 +16,7 @@
 pub mod collect;
 pub mod probe;
 pub mod report;
+pub mod sampling;
 
 use std::io::BufRead;
 
@@ -64,6 +66,12 @@ impl Profiler for VTune {
     /// False: the profiled process resumes and pauses VTune itself (ITT).
     fn switches_windows(&self) -> bool {
         false
+    }
+
+    /// The interval passed to hotspots (or its default); `None` for other
+    /// analyses.
+    fn sample_interval(&self, options: &CollectOptions) -> Option<std::time::Duration> {
+        sampling::interval_in_force(collect::collect_type(options), options)
     }
 
     fn plan(&self, target: &Target, options: &CollectOptions) -> CollectPlan {

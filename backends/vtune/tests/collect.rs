@@ -341,3 +341,109 @@ fn probe_finds_the_stand_in_and_its_version() {
     );
     assert!(!plan.notes.iter().any(|n| n.contains("not found")));
 }
+
+/// Runs one collection at `hz` and returns the `-collect` call's arguments.
+fn collect_call_at(hz: u64) -> Vec<String> {
+    let work = tempfile::tempdir().unwrap();
+    let calls = work.path().join("calls.log");
+    let report = fixture_report("RandomResizedCrop", 3);
+    let t = target(
+        WINDOW,
+        &[
+            ("VTUNE_STANDIN_REPORT", &report),
+            ("VTUNE_STANDIN_CALLS", &calls),
+        ],
+    );
+    let mut options = CollectOptions::default();
+    options.frequency_hz = Some(hz);
+    let mut c = VTune.collect(&t, &options).unwrap();
+    assert!(wait_exit(c.as_mut()).success());
+    assert_eq!(c.report().unwrap(), read_fixture(&report));
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    calls
+        .lines()
+        .next()
+        .unwrap()
+        .split(" | ")
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_frequency_becomes_the_hotspots_interval_and_mode() {
+    let _ = tools();
+    for (hz, mode, interval, in_force) in [
+        (100, "sw", "10", Duration::from_millis(10)),
+        (1000, "sw", "1", Duration::from_millis(1)),
+        (4000, "hw", "0.25", Duration::from_micros(250)),
+    ] {
+        let collect = collect_call_at(hz);
+        assert_eq!(
+            collect[..6],
+            [
+                "-collect",
+                "hotspots",
+                "-knob",
+                &format!("sampling-mode={mode}"),
+                "-knob",
+                &format!("sampling-interval={interval}"),
+            ],
+            "{hz} Hz"
+        );
+        let mut options = CollectOptions::default();
+        options.frequency_hz = Some(hz);
+        assert_eq!(VTune.sample_interval(&options), Some(in_force));
+        let plan = VTune.plan(&target(WINDOW, &[]), &options);
+        assert!(
+            plan.commands[0].contains(&format!(
+                " -collect hotspots -knob sampling-mode={mode} -knob sampling-interval={interval} -start-paused "
+            )),
+            "{:?}",
+            plan.commands
+        );
+    }
+    // Other analyses keep their own settings.
+    let mut options = CollectOptions::default();
+    options.frequency_hz = Some(4000);
+    options.collect_type = Some("uarch-exploration".into());
+    assert_eq!(VTune.sample_interval(&options), None);
+    let plan = VTune.plan(&target(WINDOW, &[]), &options);
+    assert!(!plan.commands[0].contains("-knob"), "{:?}", plan.commands);
+}
+
+#[test]
+fn the_stand_in_takes_the_knobs_as_vtune_documents_them() {
+    let tools = tools();
+    let work = tempfile::tempdir().unwrap();
+    let run = |knobs: &[&str]| {
+        Command::new(tools.bin.join("vtune"))
+            .args(["-collect", "hotspots"])
+            .args(knobs)
+            .args(["-start-paused", "-result-dir"])
+            .arg(work.path().join(format!("r{}", knobs.join("_"))))
+            .args(["--", "/bin/true"])
+            .env("VTUNE_STANDIN_COLLECTOR", &tools.collector)
+            .output()
+            .unwrap()
+    };
+    assert!(run(&["-knob", "sampling-interval=5"]).status.success());
+    assert!(run(&[
+        "-knob",
+        "sampling-mode=hw",
+        "-knob",
+        "sampling-interval=0.05"
+    ])
+    .status
+    .success());
+    // User-mode sampling goes no finer than 1 ms.
+    let out = run(&[
+        "-knob",
+        "sampling-mode=sw",
+        "-knob",
+        "sampling-interval=0.25",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("out of range"));
+    assert!(!run(&["-knob", "sampling-interval=fast"]).status.success());
+    assert!(!run(&["-knob", "sampling-mode=turbo"]).status.success());
+}

@@ -4,7 +4,17 @@
 #
 #   AMDuProfCLI --version
 #   AMDuProfCLI collect --config tbp --start-paused -o DIR PROGRAM [ARGS...]
-#   AMDuProfCLI report -i SESSION --report-output FILE -f csv
+#   AMDuProfCLI collect -e event=timer,interval=MS --start-paused -o DIR PROGRAM [ARGS...]
+#   AMDuProfCLI report -i SESSION --report-output FILE -f csv [--cutoff N]
+#
+# -e takes comma-separated key=value pairs as AMD's user guide documents
+# them (event=timer, interval in milliseconds, a positive number); the
+# interval in force (1 ms with --config tbp) goes to SESSION/interval.txt.
+#
+# report lists at most --cutoff N functions (default 10, as AMDuProfCLI
+# does): the fixture's section header says "N HOTTEST FUNCTIONS" and its
+# rows past the N-th are dropped, so a report asked for without a cutoff
+# high enough is cut short the way the real tool cuts it.
 #
 # collect creates the session folder DIR/AMDuProf-<program>-TBP_<date>/ the
 # way AMDuProfCLI does, and runs the program with LOTUS_UPROF_CONTROL_LIB set
@@ -24,7 +34,6 @@
 import datetime
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -70,10 +79,41 @@ def op_name(argv):
     return os.path.basename(argv[0])
 
 
+def timer_event(spec):
+    """The interval (ms) of `-e event=timer,interval=MS`, checked."""
+    pairs = {}
+    for item in spec.split(","):
+        key, eq, value = item.partition("=")
+        if not eq or not value:
+            fail(f"-e {spec!r}: {item!r} is not key=value")
+        if key in pairs:
+            fail(f"-e {spec!r}: {key} given twice")
+        pairs[key] = value
+    if pairs.get("event") != "timer":
+        fail(f"-e {spec!r}: this stand-in knows only event=timer")
+    unknown = set(pairs) - {"event", "interval"}
+    if unknown:
+        fail(f"-e {spec!r}: unknown key(s) {sorted(unknown)}")
+    try:
+        interval = float(pairs.get("interval", "1"))
+    except ValueError:
+        fail(f"-e {spec!r}: interval must be a number of milliseconds")
+    if not interval > 0:
+        fail(f"-e {spec!r}: interval must be positive")
+    return interval
+
+
 def collect(args):
-    values, rest = options(args, {"--config": True, "--start-paused": False, "-o": True})
-    if values["--config"] != "tbp":
-        fail(f"this stand-in knows only --config tbp, not {values['--config']!r}")
+    if args[:1] == ["-e"]:
+        if len(args) < 2:
+            fail("option '-e' needs a value")
+        interval = timer_event(args[1])
+        values, rest = options(args[2:], {"--start-paused": False, "-o": True})
+    else:
+        values, rest = options(args, {"--config": True, "--start-paused": False, "-o": True})
+        if values["--config"] != "tbp":
+            fail(f"this stand-in knows only --config tbp, not {values['--config']!r}")
+        interval = 1.0
     if not rest:
         fail("collect: no program to profile")
     out = values["-o"]
@@ -99,6 +139,8 @@ def collect(args):
         )
     with open(os.path.join(session, "op.txt"), "w") as f:
         f.write(op_name(rest))
+    with open(os.path.join(session, "interval.txt"), "w") as f:
+        f.write(repr(interval))
     if os.environ.get("UPROF_STANDIN_CALLS"):
         with open(os.path.join(session, "calls.txt"), "w") as f:
             f.write(os.environ["UPROF_STANDIN_CALLS"])
@@ -112,7 +154,55 @@ def collect(args):
     sys.exit(code if code >= 0 else 128 - code)
 
 
+def cut(text, cutoff):
+    """The report `text` as AMDuProfCLI writes it with --cutoff `cutoff`:
+    the function section holds at most `cutoff` rows."""
+    out = []
+    in_functions = False
+    rows = 0
+    for line in text.splitlines(keepends=True):
+        header = line.strip().strip('"')
+        if "HOTTEST FUNCTIONS" in header:
+            in_functions = True
+            rows = -1  # the column header line comes next
+            out.append('"' + f"{cutoff} HOTTEST FUNCTIONS" + header.split("HOTTEST FUNCTIONS", 1)[1] + '"\n')
+            continue
+        if in_functions:
+            if not line.strip():
+                in_functions = False
+            elif rows >= cutoff:
+                continue
+            rows += 1
+        out.append(line)
+    return "".join(out)
+
+
+def fixture_cutoff(text):
+    """The N of the fixture's "N HOTTEST FUNCTIONS" header."""
+    for line in text.splitlines():
+        header = line.strip().strip('"')
+        if "HOTTEST FUNCTIONS" in header:
+            try:
+                return int(header.split()[0])
+            except ValueError:
+                break
+    fail("the fixture report has no 'N HOTTEST FUNCTIONS' header", 1)
+
+
 def report(args):
+    if "--cutoff" in args:
+        i = args.index("--cutoff")
+        if i + 1 >= len(args):
+            fail("option '--cutoff' needs a value")
+        try:
+            cutoff = int(args[i + 1])
+        except ValueError:
+            fail(f"--cutoff {args[i + 1]!r}: not a number")
+        if cutoff < 0:
+            fail(f"--cutoff {cutoff}: negative")
+        args = args[:i] + args[i + 2 :]
+    else:
+        cutoff = 10
     values, rest = options(args, {"-i": True, "--report-output": True, "-f": True})
     if rest:
         fail(f"report: unexpected argument(s) {rest}")
@@ -136,7 +226,13 @@ def report(args):
     if not os.path.isfile(fixture):
         fail(f"no fixture report for op {op!r} ({fixture})", 1)
     print("Translation started")
-    shutil.copyfile(fixture, values["--report-output"])
+    with open(fixture, encoding="utf-8", newline="") as f:
+        text = f.read()
+    with open(values["--report-output"], "w", encoding="utf-8", newline="") as f:
+        # The fixtures were made with --cutoff 100 and hold all their
+        # functions: a cutoff at least that high (or 0: everything, uProf
+        # 5.1's user guide) gives them as they are.
+        f.write(text if cutoff == 0 or cutoff >= fixture_cutoff(text) else cut(text, cutoff))
     print("Report generation completed...")
     print(f"Generated report file: {values['--report-output']}")
 

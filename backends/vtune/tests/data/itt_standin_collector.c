@@ -4,7 +4,10 @@
  * named by INTEL_LIBITTNOTIFY64 (the way it loads VTune's collector). It
  * points the static part's __itt_resume / __itt_pause / __itt_detach at
  * functions that append "resume", "pause" or "detach" to the file named by
- * LOTUS_TEST_ITT_LOG, and leaves every other entry alone.
+ * LOTUS_TEST_ITT_LOG, and leaves every other entry alone. When
+ * LOTUS_TEST_ITT_CPU_LOG names a file too, each resume and pause also
+ * appends "resume SECONDS" / "pause SECONDS" there: the process's CPU time
+ * at that point, so tests measure a window by the CPU time it held.
  *
  * Build: cc -shared -fPIC -o libitt_standin.so itt_standin_collector.c
  */
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The start of ittnotify's descriptor and of its API table entries (static
  * parts built after 2010-10-01), as far as this collector reads them. */
@@ -48,8 +52,20 @@ static void log_call(const char *what)
     fclose(f);
 }
 
-static void standin_resume(void) { log_call("resume"); }
-static void standin_pause(void) { log_call("pause"); }
+static void log_cpu_time(const char *what)
+{
+    const char *path = getenv("LOTUS_TEST_ITT_CPU_LOG");
+    struct timespec ts;
+    FILE *f;
+    if (path == NULL || clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0 ||
+        (f = fopen(path, "a")) == NULL)
+        return;
+    fprintf(f, "%s %.6f\n", what, ts.tv_sec + ts.tv_nsec * 1e-9);
+    fclose(f);
+}
+
+static void standin_resume(void) { log_cpu_time("resume"); log_call("resume"); }
+static void standin_pause(void) { log_call("pause"); log_cpu_time("pause"); }
 static void standin_detach(void) { log_call("detach"); }
 
 void __itt_api_init(struct standin_itt_global *global, int groups)

@@ -4,7 +4,8 @@
 # anything else:
 #
 #   vtune --version
-#   vtune -collect TYPE -start-paused -result-dir D -- CMD [ARGS...]
+#   vtune -collect TYPE [-knob sampling-mode=sw|hw] [-knob sampling-interval=MS]
+#         -start-paused -result-dir D -- CMD [ARGS...]   (options in any order)
 #   vtune -report hotspots -result-dir D -format csv -csv-delimiter comma -report-output F
 #
 # -collect creates D (which must not exist), runs CMD with
@@ -47,14 +48,50 @@ case "${1-}" in
     ;;
 -collect)
     log_call "$@"
-    [ $# -ge 7 ] || die "too few arguments for -collect: $*"
+    [ $# -ge 2 ] || die "too few arguments for -collect: $*"
     type=$2
     case "$type" in "" | -*) die "-collect needs an analysis type, got '$type'" ;; esac
-    [ "$3" = "-start-paused" ] || die "expected -start-paused, got '$3'"
-    [ "$4" = "-result-dir" ] || die "expected -result-dir, got '$4'"
-    dir=$5
-    [ "$6" = "--" ] || die "expected -- before the target command, got '$6'"
-    shift 6
+    shift 2
+    # Options up to "--", in any order, as vtune takes them. Knobs as VTune's
+    # User Guide documents them for hotspots: sampling-mode=sw|hw and
+    # sampling-interval=MS, 1 to 1000 in user mode (sw), 0.01 to 1000 in
+    # hardware mode (hw); other analyses get no sampling-mode knob here.
+    paused=0 dir="" mode="" interval=""
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+        case "$1" in
+        -start-paused) paused=1; shift ;;
+        -result-dir)
+            [ $# -ge 2 ] || die "-result-dir needs a folder"
+            dir=$2; shift 2 ;;
+        -knob)
+            [ $# -ge 2 ] || die "-knob needs NAME=VALUE"
+            case "$2" in
+            sampling-mode=sw | sampling-mode=hw)
+                [ "$type" = hotspots ] || die "knob sampling-mode is not valid for the $type analysis"
+                [ -z "$mode" ] || die "knob sampling-mode given twice"
+                mode=${2#*=} ;;
+            sampling-interval=*)
+                [ -z "$interval" ] || die "knob sampling-interval given twice"
+                interval=${2#*=}
+                printf '%s' "$interval" | grep -Eq '^[0-9]+(\.[0-9]+)?$' ||
+                    die "knob sampling-interval: '$interval' is not a number of milliseconds" ;;
+            *) die "unknown knob '$2' for the $type analysis" ;;
+            esac
+            shift 2 ;;
+        *) die "unexpected option '$1' before --" ;;
+        esac
+    done
+    [ "${1-}" = "--" ] || die "expected -- before the target command"
+    shift
+    [ $# -ge 1 ] || die "no target command after --"
+    [ $paused = 1 ] || die "expected -start-paused"
+    [ -n "$dir" ] || die "expected -result-dir"
+    [ -n "$mode" ] || mode=sw
+    if [ -n "$interval" ]; then
+        if [ "$mode" = sw ]; then low=1; else low=0.01; fi
+        awk -v v="$interval" -v lo="$low" 'BEGIN { exit !(v >= lo && v <= 1000) }' ||
+            die "knob sampling-interval=$interval is out of range for sampling-mode=$mode ($low to 1000 ms)"
+    fi
     [ -e "$dir" ] && die "the result directory $dir already exists"
     mkdir -p "$dir" || die "cannot create $dir"
     : "${VTUNE_STANDIN_COLLECTOR:?the test must set VTUNE_STANDIN_COLLECTOR}"
