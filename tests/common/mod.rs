@@ -2,6 +2,8 @@
 //! `#[path]`, those in `lotus-cli/tests/`).
 #![allow(dead_code)]
 
+pub mod faults;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
