@@ -51,3 +51,84 @@ fn gate_failure_from_the_descriptor_limit_ends_cleanly() {
     assert_no_processes(&mark);
     s.assert_tmp_empty();
 }
+
+/// `lotus map --format json` without `--out` writes the mapping on stdout;
+/// what the op prints (at import, in setup, in every call) goes to stderr.
+#[test]
+fn what_an_op_prints_stays_out_of_the_mapping() {
+    let s = Scratch::new();
+    let mark = marker("prints");
+    let op = s.op(
+        &mark,
+        &format!(
+            "print('import says {mark}')\n\n\
+             def setup():\n    print('setup says {mark}')\n    return list(range(2000))\n\n\
+             def op(x):\n    print('op says {mark}')\n    return sorted(x)\n"
+        ),
+    );
+    let py = python();
+    let mut cmd = s.lotus(&[
+        "map",
+        "--backend",
+        "perf",
+        "--runs",
+        "1",
+        "--warmup",
+        "1",
+        "--min-samples",
+        "200",
+        "--format",
+        "json",
+        "--python",
+        py.to_str().expect("utf-8"),
+        op.to_str().expect("utf-8"),
+    ]);
+    let o = wait_bounded(cmd.spawn().expect("spawn"), Duration::from_secs(120), &mark);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", text(&o.stdout)));
+    assert_eq!(m["ops"][0]["name"], mark.as_str(), "{m}");
+    for what in ["import says", "setup says", "op says"] {
+        assert!(err.contains(&format!("{what} {mark}")), "{what}: {err}");
+    }
+    assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}
+
+/// `lotus profile` without `--out` writes the profile on stdout and the
+/// program's output on stderr; with `--out` the program's stdout is
+/// lotus's stdout.
+#[test]
+fn what_a_profiled_program_prints_stays_out_of_the_profile() {
+    let s = Scratch::new();
+    let mark = marker("profile_prints");
+    let py = python();
+    let script = format!("print('the program says {mark}')");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["profile", "--backend", "perf"];
+        args.extend_from_slice(extra);
+        args.extend(["--", py.to_str().expect("utf-8"), "-c", &script]);
+        let o = wait_bounded(
+            s.lotus(&args).spawn().expect("spawn"),
+            Duration::from_secs(60),
+            &mark,
+        );
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        o
+    };
+    let o = run(&[]);
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", text(&o.stdout)));
+    assert_eq!(p["schema"], "lotus.profile/1");
+    assert!(text(&o.stderr).contains(&format!("the program says {mark}")));
+
+    let out = s.path().join("p.json");
+    let o = run(&["--out", out.to_str().expect("utf-8")]);
+    assert_eq!(text(&o.stdout).trim(), format!("the program says {mark}"));
+    let written = std::fs::read_to_string(&out).expect("profile written");
+    let p: serde_json::Value = serde_json::from_str(&written).expect("JSON");
+    assert_eq!(p["schema"], "lotus.profile/1");
+    assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}

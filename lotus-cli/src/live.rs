@@ -514,6 +514,9 @@ fn harness_target(
         args: std::iter::once(files.harness.clone().into_os_string())
             .chain(args.to_args())
             .collect(),
+        // What an op prints is not the mapping: lotus's stdout carries
+        // only lotus's output.
+        stdout_to_stderr: true,
         ..Target::default()
     };
     target.env.extend(control_env(backend, Some(control_lib)));

@@ -67,6 +67,9 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let mut target = Target {
         program,
         args: rest.iter().map(Into::into).collect(),
+        // Without --out the profile goes to stdout: the program's own
+        // output must not mix into it.
+        stdout_to_stderr: args.out.is_none(),
         ..Target::default()
     };
     // The program can `import lotus` from the harness folder.

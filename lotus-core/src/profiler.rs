@@ -100,6 +100,12 @@ pub struct Target {
     /// ends): the backend clears their close-on-exec flag in the child
     /// only, so no other process gets them.
     pub keep_fds: Vec<i32>,
+    /// Send the target's standard output to this process's standard error
+    /// (where this process's own stdout carries data, such as a mapping or
+    /// a profile, that the target's prints must not mix into). Otherwise
+    /// the target inherits this process's stdout (vendor backends log both
+    /// to a file either way).
+    pub stdout_to_stderr: bool,
 }
 
 impl Target {

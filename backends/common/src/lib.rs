@@ -14,7 +14,7 @@
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
@@ -48,7 +48,8 @@ pub fn clear_cloexec(fd: RawFd) -> io::Result<()> {
 
 /// A command for `program args` that runs with `target`'s environment and
 /// working folder, in a process group of its own, and inherits
-/// `target.keep_fds` (in the child only).
+/// `target.keep_fds` (in the child only); its stdout is this process's
+/// stderr when `target.stdout_to_stderr` says so.
 pub fn command_for(program: &Path, args: &[OsString], target: &Target) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args);
@@ -61,6 +62,11 @@ pub fn command_for(program: &Path, args: &[OsString], target: &Target) -> Comman
     // Its own group: stopping it reaches the target and its workers, and a
     // Ctrl-C at the terminal goes to lotus, which stops the run itself.
     cmd.process_group(0);
+    if target.stdout_to_stderr {
+        if let Ok(stderr) = io::stderr().as_fd().try_clone_to_owned() {
+            cmd.stdout(stderr);
+        }
+    }
     let keep: Vec<RawFd> = target.keep_fds.clone();
     if !keep.is_empty() {
         // SAFETY: the hook runs between fork and exec and only calls

@@ -19,7 +19,7 @@
 //! wait on the child or the spawning thread is bounded by [`GATE_WAIT`].
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -66,6 +66,13 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> 
     }
     // Its own group, so kill() reaches every worker it starts.
     cmd.process_group(0);
+    if target.stdout_to_stderr {
+        let stderr = io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(spawn_err)?;
+        cmd.stdout(stderr);
+    }
     let keep: Vec<RawFd> = target.keep_fds.clone();
     let ready_fd = ready_w.as_raw_fd();
     let go_fd = go_r.as_raw_fd();
