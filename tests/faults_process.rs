@@ -132,3 +132,106 @@ fn what_a_profiled_program_prints_stays_out_of_the_profile() {
     assert_no_processes(&mark);
     s.assert_tmp_empty();
 }
+
+/// A program that burns CPU until it is stopped, after creating `started`.
+fn endless_program(started: &std::path::Path, mark: &str) -> String {
+    format!(
+        "open({:?}, 'w').close()\nx = 0\nwhile True:\n    x = sum(range(10000)) + x % 7  # {mark}\n",
+        started.to_str().expect("utf-8")
+    )
+}
+
+/// The partial profile: its `partial.reason`, and samples that were kept.
+fn assert_partial(path: &std::path::Path, reason: &str) {
+    let text = std::fs::read_to_string(path).expect("the partial profile was written");
+    let p: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(p["partial"]["reason"], reason, "{p}");
+    let samples: f64 = p["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["value"].as_f64())
+        .sum();
+    assert!(samples > 0.0, "what was sampled is kept: {p}");
+}
+
+/// `lotus profile --timeout` writes what it sampled, marked partial, and
+/// exits 1 with a message about the program (not an op).
+#[test]
+fn profile_timeout_keeps_the_partial_profile() {
+    let s = Scratch::new();
+    let mark = marker("profile_timeout");
+    let started = s.path().join("started");
+    let out = s.path().join("p.json");
+    let py = python();
+    let program = endless_program(&started, &mark);
+    let mut cmd = s.lotus(&[
+        "profile",
+        "--backend",
+        "perf",
+        "--timeout",
+        "2",
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--",
+        py.to_str().expect("utf-8"),
+        "-c",
+        &program,
+    ]);
+    let o = wait_bounded(cmd.spawn().expect("spawn"), Duration::from_secs(60), &mark);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--timeout 2 s") && err.contains("partial"),
+        "{err}"
+    );
+    assert!(!err.contains("the op"), "map's wording: {err}");
+    assert_partial(&out, "timeout");
+    assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}
+
+/// Ctrl-C on `lotus profile` writes what was sampled, marked partial, and
+/// exits 130.
+#[test]
+fn profile_interrupted_keeps_the_partial_profile() {
+    let s = Scratch::new();
+    let mark = marker("profile_int");
+    let started = s.path().join("started");
+    let out = s.path().join("p.json");
+    let py = python();
+    let program = endless_program(&started, &mark);
+    let child = s
+        .lotus(&[
+            "profile",
+            "--backend",
+            "perf",
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--",
+            py.to_str().expect("utf-8"),
+            "-c",
+            &program,
+        ])
+        .spawn()
+        .expect("spawn");
+    let start = std::time::Instant::now();
+    while !started.exists() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Some CPU time for samples, then Ctrl-C.
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = wait_bounded(child, Duration::from_secs(60), &mark);
+    let err = text(&o.stderr);
+    assert!(started.exists(), "the program never started: {err}");
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted") && err.contains("partial"),
+        "{err}"
+    );
+    assert_partial(&out, "interrupted");
+    assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}

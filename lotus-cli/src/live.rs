@@ -117,10 +117,27 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
 /// Why one run failed.
 #[derive(Debug)]
 pub(crate) enum RunError {
-    /// Ctrl-C.
+    /// Ctrl-C (or SIGTERM).
     Interrupted,
+    /// Still running at the time limit (it was stopped); each command
+    /// words it for what it runs.
+    TimedOut(Duration),
     /// Anything else, in words.
     Failed(String),
+}
+
+impl RunError {
+    /// The failure as a map run reports it.
+    fn op_message(self) -> String {
+        match self {
+            RunError::Interrupted => "interrupted".into(),
+            RunError::TimedOut(timeout) => format!(
+                "still running after --timeout {} s: stopped it and everything it started (is the op stuck, or does it need a longer --timeout?)",
+                timeout.as_secs_f64()
+            ),
+            RunError::Failed(why) => why,
+        }
+    }
 }
 
 impl From<anyhow::Error> for RunError {
@@ -353,7 +370,8 @@ pub fn map_live(
                     was_interrupted = true;
                     break 'ops;
                 }
-                Err(RunError::Failed(why)) => {
+                Err(failure) => {
+                    let why = failure.op_message();
                     let name = acc
                         .as_ref()
                         .map(|a| a.name().to_string())
@@ -632,10 +650,7 @@ pub(crate) fn serve(
         if let (Some(deadline), Some(timeout)) = (deadline, timeout) {
             if Instant::now() >= deadline {
                 let _ = collection.kill();
-                return Err(RunError::Failed(format!(
-                    "still running after --timeout {} s: stopped it and everything it started (is the op stuck, or does it need a longer --timeout?)",
-                    timeout.as_secs_f64()
-                )));
+                return Err(RunError::TimedOut(timeout));
             }
         }
     };

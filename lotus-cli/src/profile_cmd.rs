@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use lotus_control::host::ControlHost;
-use lotus_core::profile::Profile;
+use lotus_core::profile::{Partial, Profile};
 use lotus_core::{CollectOptions, Target};
 
 use crate::harness;
@@ -119,17 +119,35 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         // The whole run is one window, open from now on.
         collection.resume()?;
     }
-    let status = match live::serve(
+    // Stopped early (Ctrl-C, SIGTERM, --timeout), the run still has its
+    // samples up to then: they are written, marked partial.
+    let (status, partial) = match live::serve(
         collection.as_mut(),
         host.as_mut(),
         args.timeout.map(Duration::from_secs),
         &interrupted,
     ) {
-        Ok(status) => status,
-        Err(RunError::Interrupted) => {
-            eprintln!("lotus: interrupted: the program was stopped; no profile written");
-            return Ok(ExitCode::from(130));
-        }
+        Ok(status) => (Some(status), None),
+        Err(RunError::Interrupted) => (
+            None,
+            Some(Partial {
+                reason: Partial::INTERRUPTED.into(),
+                message: "interrupted (Ctrl-C or SIGTERM): the program and everything it \
+                          started were stopped"
+                    .into(),
+            }),
+        ),
+        Err(RunError::TimedOut(timeout)) => (
+            None,
+            Some(Partial {
+                reason: Partial::TIMEOUT.into(),
+                message: format!(
+                    "still running after --timeout {} s: the program and everything it \
+                     started were stopped",
+                    timeout.as_secs()
+                ),
+            }),
+        ),
         Err(RunError::Failed(why)) => bail!("{}: {why}", target.program.display()),
     };
     if !args.windows && backend.switches_windows() {
@@ -142,6 +160,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         profile.sample_interval_s = Some(1.0 / args.frequency as f64);
     }
     profile.command = args.command.clone();
+    profile.partial.clone_from(&partial);
     let samples: u64 = windows.iter().map(|w| w.samples).sum();
     let task_clock: f64 = windows
         .iter()
@@ -180,7 +199,20 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     if args.windows && windows.is_empty() && backend.switches_windows() {
         eprintln!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");
     }
-    if !status.success() {
+    if let Some(partial) = &partial {
+        let whole = "; the profile holds what was sampled until then (marked \"partial\")";
+        if partial.reason == Partial::TIMEOUT {
+            eprintln!(
+                "lotus: error: {}: {}{whole}; give a longer --timeout (or none) to profile the whole run",
+                target.program.display(),
+                partial.message
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        eprintln!("lotus: {}{whole}", partial.message);
+        return Ok(ExitCode::from(130));
+    }
+    if let Some(status) = status.filter(|s| !s.success()) {
         eprintln!("lotus: the program exited with {status}; its profile was written");
         return Ok(ExitCode::from(
             status.code().map_or(1, |c| c.clamp(1, 255) as u8),
