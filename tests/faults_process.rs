@@ -235,3 +235,100 @@ fn profile_interrupted_keeps_the_partial_profile() {
     assert_no_processes(&mark);
     s.assert_tmp_empty();
 }
+
+/// `lotus map` with small windows, one run, no floor, and the given
+/// `--timeout` and interpreter.
+fn map_args<'a>(py: &'a str, timeout: &'a str, op: &'a str) -> Vec<&'a str> {
+    vec![
+        "map",
+        "--backend",
+        "perf",
+        "--runs",
+        "1",
+        "--warmup",
+        "1",
+        "--min-samples",
+        "200",
+        "--no-baseline",
+        "--format",
+        "json",
+        "--timeout",
+        timeout,
+        "--python",
+        py,
+        op,
+    ]
+}
+
+/// A non-daemon thread left by the op would keep Python from exiting: the
+/// run finished (its result is written), so it is kept, not timed out.
+#[test]
+fn a_thread_left_by_the_op_does_not_turn_a_finished_run_into_a_timeout() {
+    let s = Scratch::new();
+    let mark = marker("thread");
+    let op = s.op(
+        &mark,
+        "import threading, time\n\n\
+         def setup():\n    threading.Thread(target=time.sleep, args=(3600,)).start()\n    return list(range(2000))\n\n\
+         def op(x):\n    return sorted(x)\n",
+    );
+    let py = python();
+    let args = map_args(
+        py.to_str().expect("utf-8"),
+        "20",
+        op.to_str().expect("utf-8"),
+    );
+    let o = wait_bounded(
+        s.lotus(&args).spawn().expect("spawn"),
+        Duration::from_secs(60),
+        &mark,
+    );
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON mapping");
+    assert_eq!(m["ops"][0]["name"], mark.as_str(), "{m}");
+    assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}
+
+/// Whatever keeps the profiled process alive after the harness wrote its
+/// result (here an interpreter wrapper that goes on sleeping), the written
+/// result ends the run.
+#[test]
+fn a_written_result_ends_the_run_even_if_the_process_lingers() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    let mark = marker("linger");
+    let op = s.op(&mark, GOOD_OP);
+    let py = python();
+    let wrapper = s.path().join("python-then-sleep");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n{py:?} \"$@\"\n[ \"$1\" = --version ] || exec {py:?} -c 'import time; time.sleep(3600)' {mark}\n",
+            py = py.to_str().expect("utf-8")
+        ),
+    )
+    .expect("write the wrapper");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let args = map_args(
+        wrapper.to_str().expect("utf-8"),
+        "30",
+        op.to_str().expect("utf-8"),
+    );
+    let o = wait_bounded(
+        s.lotus(&args).spawn().expect("spawn"),
+        Duration::from_secs(60),
+        &mark,
+    );
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON mapping");
+    assert_eq!(m["ops"][0]["name"], mark.as_str(), "{m}");
+    assert!(
+        m["ops"][0]["window"]["samples"].as_u64().unwrap_or(0) > 0,
+        "{m}"
+    );
+    assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}

@@ -380,11 +380,49 @@ def main(argv):
     return code
 
 
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def leave(code):
+    """Ends the process once the result is written, without waiting for the
+    non-daemon threads the op left running (a normal interpreter exit joins
+    them, turning a finished measurement into a hang until --timeout).
+
+    What the op printed is flushed, its atexit hooks run, and the C library's
+    exit() runs the native libraries' destructors and exit hooks (a C op may
+    write its files there); only the interpreter's own shutdown, which joins
+    threads, is skipped. Should a hook hang, lotus stops the process: the
+    written result already ends the run. os._exit is the fallback."""
+    _flush()
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    _flush()
+    try:
+        import ctypes
+
+        # CDLL releases the GIL during the call: threads left running do
+        # not block exit(), which does not return.
+        ctypes.CDLL(None).exit(code)
+    except BaseException:
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
     try:
-        sys.exit(main(sys.argv[1:]))
+        code = main(sys.argv[1:])
     except SystemExit:
         raise
     except BaseException:
         traceback.print_exc()
-        sys.exit(EXIT_HARNESS)
+        code = EXIT_HARNESS
+    leave(code)

@@ -444,6 +444,9 @@ fn add_windows(summary: &mut WindowSummary, out: &RunOutput) -> u64 {
     samples
 }
 
+/// The longest `python --version` may take.
+const VERSION_WAIT: Duration = Duration::from_secs(10);
+
 fn environment(
     backend_version: Option<String>,
     opts: &LiveOptions,
@@ -457,10 +460,10 @@ fn environment(
         env.insert("backend_version".into(), v);
     }
     env.insert("python".into(), opts.python.display().to_string());
-    if let Ok(out) = std::process::Command::new(&opts.python)
-        .arg("--version")
-        .output()
-    {
+    // Bounded: an interpreter wrapper that hangs must not hang the mapping.
+    let mut version = std::process::Command::new(&opts.python);
+    version.arg("--version");
+    if let Ok(Some(out)) = lotus_backend_common::output_within(&mut version, VERSION_WAIT) {
         let v = String::from_utf8_lossy(if out.stdout.is_empty() {
             &out.stderr
         } else {
@@ -569,10 +572,38 @@ pub const ENV_ITT_COLLECTOR: &str = "INTEL_LIBITTNOTIFY64";
 /// the process on Ctrl-C or after `timeout`.
 pub(crate) fn serve(
     collection: &mut dyn Collection,
-    mut host: Option<&mut ControlHost>,
+    host: Option<&mut ControlHost>,
     timeout: Option<Duration>,
     interrupted: &Arc<AtomicBool>,
 ) -> Result<std::process::ExitStatus, RunError> {
+    serve_until(collection, host, timeout, interrupted, &|| false).map(|served| served.status)
+}
+
+/// How long a process that has written its result may take to exit before
+/// it is stopped (see [`serve_until`]).
+const DONE_GRACE: Duration = Duration::from_secs(2);
+
+/// How a served process ended.
+pub(crate) struct Served {
+    /// Its exit status.
+    pub status: std::process::ExitStatus,
+    /// It had finished (`done` held) but did not exit within
+    /// [`DONE_GRACE`], and was stopped: `status` is the stop's.
+    pub stopped_after_done: bool,
+}
+
+/// [`serve`], where `done` says the process has finished its work (its
+/// result is written): from then on it gets [`DONE_GRACE`] to exit, and is
+/// then stopped with everything it started, instead of keeping the run
+/// going until `timeout` (a thread or process the op left behind).
+pub(crate) fn serve_until(
+    collection: &mut dyn Collection,
+    mut host: Option<&mut ControlHost>,
+    timeout: Option<Duration>,
+    interrupted: &Arc<AtomicBool>,
+    done: &dyn Fn() -> bool,
+) -> Result<Served, RunError> {
+    let mut done_at: Option<Instant> = None;
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut channel_open = host.is_some();
     let mut last_request = Instant::now();
@@ -647,6 +678,24 @@ pub(crate) fn serve(
                 return Err(RunError::Failed(e.to_string()));
             }
         }
+        match done_at {
+            None if done() => done_at = Some(Instant::now()),
+            Some(at) if at.elapsed() >= DONE_GRACE => {
+                collection
+                    .kill()
+                    .map_err(|e| RunError::Failed(e.to_string()))?;
+                let status = collection
+                    .try_wait()
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| std::process::ExitStatus::from_raw(libc::SIGKILL));
+                return Ok(Served {
+                    status,
+                    stopped_after_done: true,
+                });
+            }
+            _ => {}
+        }
         if let (Some(deadline), Some(timeout)) = (deadline, timeout) {
             if Instant::now() >= deadline {
                 let _ = collection.kill();
@@ -654,7 +703,10 @@ pub(crate) fn serve(
             }
         }
     };
-    Ok(status)
+    Ok(Served {
+        status,
+        stopped_after_done: false,
+    })
 }
 
 /// Runs one op once under the backend.
@@ -696,15 +748,25 @@ fn run_once(
         host.close_child_ends();
     }
 
-    let status = serve(
+    // The harness leaves as soon as its result is written; should its
+    // process linger all the same, the written result is the run's end.
+    let served = serve_until(
         collection.as_mut(),
         host.as_mut(),
         Some(opts.timeout),
         interrupted,
+        &|| result_path.exists(),
     )?;
+    let status = served.status;
 
     let result = HarnessResult::read(&result_path).ok();
-    if !status.success() {
+    // A written result ends the run, however the process went after it
+    // (stopped because it lingered, an exit hook that failed): the result
+    // says how the run went.
+    let finished = status.success()
+        || (served.stopped_after_done && result.is_some())
+        || result.as_ref().is_some_and(|r| r.error.is_none());
+    if !finished {
         let _ = collection.kill();
         return Err(RunError::Failed(describe_failure(status, result.as_ref())));
     }
