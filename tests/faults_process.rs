@@ -332,3 +332,81 @@ fn a_written_result_ends_the_run_even_if_the_process_lingers() {
     assert_no_processes(&mark);
     s.assert_tmp_empty();
 }
+
+/// Python that starts a daemon the classic way (fork, setsid, fork): it
+/// leaves the process group and session, and keeps stdout and stderr.
+fn daemon_code(mark: &str) -> String {
+    format!(
+        "import os, sys, time\n\
+         if os.fork() == 0:\n\
+         \x20   os.setsid()\n\
+         \x20   if os.fork() == 0:\n\
+         \x20       os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(1000)', {mark:?}])\n\
+         \x20   os._exit(0)\n\
+         os.wait()\n"
+    )
+}
+
+/// A `setsid` daemon started by an op must not outlive lotus: it would
+/// hold lotus's stdout and stderr, so `lotus map ... | cat` never ends.
+#[test]
+fn a_daemon_started_by_an_op_does_not_outlive_lotus() {
+    let s = Scratch::new();
+    let mark = marker("daemon");
+    let setup_body: String = daemon_code(&mark)
+        .lines()
+        .map(|l| format!("    {l}\n"))
+        .collect();
+    let op = s.op(
+        &mark,
+        &format!("def setup():\n{setup_body}    return list(range(2000))\n\ndef op(x):\n    return sorted(x)\n"),
+    );
+    let py = python();
+    let args = map_args(
+        py.to_str().expect("utf-8"),
+        "30",
+        op.to_str().expect("utf-8"),
+    );
+    // Piped outputs: the wait ends only when every holder closed them.
+    let o = wait_bounded(
+        s.lotus(&args).spawn().expect("spawn"),
+        Duration::from_secs(60),
+        &mark,
+    );
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON mapping");
+    assert_eq!(m["ops"][0]["name"], mark.as_str(), "{m}");
+    assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}
+
+/// The same for `lotus profile`: a daemon the program started ends with it.
+#[test]
+fn a_daemon_started_by_a_profiled_program_does_not_outlive_lotus() {
+    let s = Scratch::new();
+    let mark = marker("profile_daemon");
+    let py = python();
+    let code = daemon_code(&mark);
+    let o = wait_bounded(
+        s.lotus(&[
+            "profile",
+            "--backend",
+            "perf",
+            "--",
+            py.to_str().expect("utf-8"),
+            "-c",
+            &code,
+        ])
+        .spawn()
+        .expect("spawn"),
+        Duration::from_secs(60),
+        &mark,
+    );
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON profile");
+    assert_eq!(p["schema"], "lotus.profile/1");
+    assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use lotus_backend_common::reaper::Reaper;
 use lotus_control::host::ControlHost;
 use lotus_core::control::{Reply, Request, ENV_BACKEND};
 use lotus_core::mapping::{OpAccumulator, OpMapping, Settings, WindowSummary};
@@ -478,6 +479,9 @@ fn environment(
     env
 }
 
+/// How long the end of a run may spend killing what it left behind.
+pub(crate) const REAP_LIMIT: Duration = Duration::from_secs(5);
+
 /// How long the control loop keeps polling without sleeping after a
 /// request.
 const HOT_SPIN: Duration = Duration::from_millis(2);
@@ -719,6 +723,10 @@ fn run_once(
     opts: &LiveOptions,
     interrupted: &Arc<AtomicBool>,
 ) -> Result<RunOutput, RunError> {
+    // Dropped last, on every way out: ends whatever the run left, also
+    // daemons that left its process group (they would hold lotus's stdout
+    // and stderr open).
+    let _reaper = Reaper::new(REAP_LIMIT);
     let result_path = files
         .dir
         .path()

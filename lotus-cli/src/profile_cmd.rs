@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use lotus_backend_common::reaper::Reaper;
 use lotus_control::host::ControlHost;
 use lotus_core::profile::{Partial, Profile};
 use lotus_core::{CollectOptions, Target};
@@ -111,6 +112,9 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let flag = interrupted.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
 
+    // Dropped last: ends whatever the program left, also daemons that left
+    // its process group.
+    let _reaper = Reaper::new(live::REAP_LIMIT);
     let mut collection = backend.collect(&target, &copts)?;
     if let Some(h) = host.as_mut() {
         h.close_child_ends();

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use lotus_core::Target;
 
+pub mod reaper;
 pub mod vendor;
 
 /// `program args...` as a shell would show it.
