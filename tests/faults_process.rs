@@ -13,43 +13,59 @@ use common::python;
 const GOOD_OP: &str =
     "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
 
-/// With too few file descriptors to open its events, the forked child has
-/// already reached the gate: lotus must end with the cause named, within
-/// `--timeout`, leaving neither the gate child nor the harness folder.
+/// With too few file descriptors, lotus fails at one step or another of
+/// starting a run; at some limits the forked child has already reached the
+/// profiling gate when the events cannot be opened. At every limit lotus
+/// must end with the cause named, within `--timeout`, leaving neither the
+/// gate child nor the harness folder.
 #[test]
 fn gate_failure_from_the_descriptor_limit_ends_cleanly() {
     let s = Scratch::new();
     let mark = marker("gate");
     let op = s.op(&mark, GOOD_OP);
     let py = python();
-    // 16 descriptors: enough to fork the child to the gate, not enough for
-    // the per-CPU samplers and the counters.
-    let mut cmd = s.lotus_after(
-        "ulimit -n 16",
-        &[
-            "map",
-            "--backend",
-            "perf",
-            "--runs",
-            "1",
-            "--no-baseline",
-            "--timeout",
-            "5",
-            "--python",
-            py.to_str().expect("utf-8"),
-            op.to_str().expect("utf-8"),
-        ],
-    );
-    let o = wait_bounded(cmd.spawn().expect("spawn"), Duration::from_secs(60), &mark);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
+    let mut at_the_gate = Vec::new();
+    for limit in 10..=30 {
+        let mut cmd = s.lotus_after(
+            &format!("ulimit -n {limit}"),
+            &[
+                "map",
+                "--backend",
+                "perf",
+                "--runs",
+                "1",
+                "--warmup",
+                "1",
+                "--min-samples",
+                "100",
+                "--no-baseline",
+                "--timeout",
+                "5",
+                "--python",
+                py.to_str().expect("utf-8"),
+                op.to_str().expect("utf-8"),
+            ],
+        );
+        let o = wait_bounded(cmd.spawn().expect("spawn"), Duration::from_secs(60), &mark);
+        let err = text(&o.stderr);
+        assert!(!err.contains("panicked"), "ulimit -n {limit}: {err}");
+        if !o.status.success() {
+            assert_eq!(o.status.code(), Some(1), "ulimit -n {limit}: {err}");
+            assert!(
+                err.contains("Too many open files") && err.contains("ulimit -n"),
+                "ulimit -n {limit}: the cause and the fix are named: {err}"
+            );
+        }
+        if err.contains("out of file descriptors (perf needs") {
+            at_the_gate.push(limit);
+        }
+        assert_no_processes(&mark);
+        s.assert_tmp_empty();
+    }
     assert!(
-        err.contains("Too many open files") && err.contains("ulimit -n"),
-        "the cause and the fix are named: {err}"
+        !at_the_gate.is_empty(),
+        "no limit made opening the events fail with the child at the gate"
     );
-    assert_no_processes(&mark);
-    s.assert_tmp_empty();
 }
 
 /// `lotus map --format json` without `--out` writes the mapping on stdout;
@@ -408,5 +424,110 @@ fn a_daemon_started_by_a_profiled_program_does_not_outlive_lotus() {
     let p: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON profile");
     assert_eq!(p["schema"], "lotus.profile/1");
     assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}
+
+/// Each failure says what happened and what to do: null bytes instead of
+/// "line None", an op that ended the process itself (with its status, and
+/// whether it printed anything), an op that called sys.exit.
+#[test]
+fn failures_name_what_happened() {
+    let s = Scratch::new();
+    let mark = marker("messages");
+    let nul = s.op(&format!("{mark}_nul"), "def op(x):\n    return 1\0\n");
+    let quiet = s.op(
+        &format!("{mark}_quiet"),
+        "import os\n\ndef op(x):\n    os._exit(0)\n",
+    );
+    let loud = s.op(
+        &format!("{mark}_loud"),
+        "import os, sys\n\ndef op(x):\n    print('last words', flush=True)\n    os._exit(5)\n",
+    );
+    let exits = s.op(
+        &format!("{mark}_exits"),
+        "import sys\n\ndef op(x):\n    sys.exit(3)\n",
+    );
+    let py = python();
+    let mut args = map_args(
+        py.to_str().expect("utf-8"),
+        "30",
+        nul.to_str().expect("utf-8"),
+    );
+    for op in [&quiet, &loud, &exits] {
+        args.push(op.to_str().expect("utf-8"));
+    }
+    let o = wait_bounded(
+        s.lotus(&args).spawn().expect("spawn"),
+        Duration::from_secs(120),
+        &mark,
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let line_of = |op: &str| {
+        err.lines()
+            .position(|l| l.contains(&format!("op {mark}_{op} (")))
+            .map(|i| err.lines().skip(i).take(2).collect::<Vec<_>>().join("\n"))
+            .unwrap_or_else(|| panic!("no error for {op}: {err}"))
+    };
+    let nul = line_of("nul");
+    assert!(
+        nul.contains("null bytes") && nul.contains("line 2") && !nul.contains("None"),
+        "{nul}"
+    );
+    let quiet = line_of("quiet");
+    assert!(
+        quiet.contains("exited with status 0 without writing its result")
+            && quiet.contains("os._exit(0)")
+            && quiet.contains("it printed nothing"),
+        "{quiet}"
+    );
+    let loud = line_of("loud");
+    assert!(
+        loud.contains("status 5") && loud.contains("see its output above"),
+        "{loud}"
+    );
+    assert!(err.contains("last words"), "{err}");
+    let exits = line_of("exits");
+    assert!(exits.contains("sys.exit(3)"), "{exits}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}
+
+/// An interpreter or program this user may not execute is "permission
+/// denied", naming the path, not "cannot find binary path".
+#[test]
+fn a_program_that_may_not_be_executed_is_permission_denied() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    let op = s.op("Good", GOOD_OP);
+    let locked = s.path().join("python-locked");
+    std::fs::write(&locked, "#!/bin/sh\nexit 0\n").expect("write");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let locked = locked.to_str().expect("utf-8");
+    for args in [
+        vec![
+            "map",
+            "--backend",
+            "perf",
+            "--python",
+            locked,
+            op.to_str().expect("utf-8"),
+        ],
+        vec!["profile", "--backend", "perf", "--", locked],
+    ] {
+        let o = wait_bounded(
+            s.lotus(&args).spawn().expect("spawn"),
+            Duration::from_secs(60),
+            "python-locked",
+        );
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("permission denied") && err.contains(locked),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("cannot find binary path"), "{args:?}: {err}");
+    }
     s.assert_tmp_empty();
 }

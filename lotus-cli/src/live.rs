@@ -31,6 +31,7 @@ use lotus_core::{
     CollectOptions, Collection, Mapping, MergeRule, Profiler, Report, Target, Unit, WindowStats,
 };
 
+use crate::echo::Echo;
 use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult, HarnessStage};
 
 /// Settings of a live mapping.
@@ -89,16 +90,21 @@ pub struct LiveOutcome {
 /// active virtual environment's, else `python3` on PATH.
 pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = explicit {
-        return which::which(p).with_context(|| {
-            format!(
+        return find_program(p).map_err(|e| match e {
+            ProgramError::Missing(_) => anyhow!(
                 "--python {}: no such interpreter (give the path of a python executable)",
                 p.display()
-            )
+            ),
+            ProgramError::Unusable(why) => anyhow!("--python {}: {why}", p.display()),
         });
     }
     if let Some(p) = std::env::var_os("LOTUS_PYTHON") {
-        return which::which(&p)
-            .with_context(|| format!("LOTUS_PYTHON={}: no such interpreter", p.to_string_lossy()));
+        return find_program(Path::new(&p)).map_err(|e| match e {
+            ProgramError::Missing(_) => {
+                anyhow!("LOTUS_PYTHON={}: no such interpreter", p.to_string_lossy())
+            }
+            ProgramError::Unusable(why) => anyhow!("LOTUS_PYTHON={}: {why}", p.to_string_lossy()),
+        });
     }
     if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
         let p = Path::new(&venv).join("bin").join("python");
@@ -113,6 +119,76 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
                 "no Python found: python3 is not on PATH; install Python 3 or pass --python PATH"
             )
         })
+}
+
+/// `program` (a path, or a name on PATH) as it will be run; the error
+/// says why it cannot be: no such file, a folder, or one this user may not
+/// execute (which `which` reports only as "cannot find binary path").
+pub(crate) fn find_program(program: &Path) -> std::result::Result<PathBuf, ProgramError> {
+    if let Ok(found) = which::which(program) {
+        return Ok(found);
+    }
+    let candidates: Vec<PathBuf> = if program.components().count() > 1 {
+        vec![program.to_path_buf()]
+    } else {
+        std::env::var_os("PATH")
+            .map(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(program))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for candidate in &candidates {
+        match std::fs::metadata(candidate) {
+            Ok(meta) if meta.is_dir() => {
+                return Err(ProgramError::Unusable(format!(
+                    "{} is a folder, not a program",
+                    candidate.display()
+                )))
+            }
+            Ok(meta) => {
+                use std::os::unix::fs::MetadataExt;
+                return Err(ProgramError::Unusable(format!(
+                    "permission denied: {} exists but you may not execute it (mode {:o}, owner \
+                     uid {}); make it executable (chmod +x) or give another",
+                    candidate.display(),
+                    meta.mode() & 0o7777,
+                    meta.uid()
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(ProgramError::Unusable(format!(
+                    "permission denied: {} cannot be reached ({e}): a folder on its path is \
+                     not open to you",
+                    candidate.display()
+                )))
+            }
+            Err(_) => {}
+        }
+    }
+    Err(ProgramError::Missing(if program.components().count() > 1 {
+        "no such file".into()
+    } else {
+        "not found on PATH".into()
+    }))
+}
+
+/// Why [`find_program`] cannot run a program.
+#[derive(Debug)]
+pub(crate) enum ProgramError {
+    /// There is no such file (on PATH): the words say which.
+    Missing(String),
+    /// There is, but it cannot be run: the words say why and what to do.
+    Unusable(String),
+}
+
+impl std::fmt::Display for ProgramError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProgramError::Missing(why) | ProgramError::Unusable(why) => f.write_str(why),
+        }
+    }
 }
 
 /// Why one run failed.
@@ -745,6 +821,14 @@ fn run_once(
     } else {
         None
     };
+    // Its output goes through a pipe that lotus echoes, so that a failure
+    // can say whether it printed anything (vendor tools log it instead).
+    let mut echo = if backend.switches_windows() {
+        Some(Echo::start().context("cannot create the pipe for the op's output")?)
+    } else {
+        None
+    };
+    target.output_fd = echo.as_ref().and_then(Echo::child_fd);
     let copts = collect_options(opts, spec, run)?;
 
     let mut collection = backend
@@ -754,6 +838,9 @@ fn run_once(
     // child (and anything it started) is gone.
     if let Some(host) = host.as_mut() {
         host.close_child_ends();
+    }
+    if let Some(echo) = echo.as_mut() {
+        echo.close_write_end();
     }
 
     // The harness leaves as soon as its result is written; should its
@@ -766,6 +853,11 @@ fn run_once(
         &|| result_path.exists(),
     )?;
     let status = served.status;
+    // Its last lines come before lotus's words about them.
+    let printed = echo.as_ref().map(|echo| {
+        echo.settle(ECHO_SETTLE);
+        echo.printed()
+    });
 
     let result = HarnessResult::read(&result_path).ok();
     // A written result ends the run, however the process went after it
@@ -776,14 +868,17 @@ fn run_once(
         || result.as_ref().is_some_and(|r| r.error.is_none());
     if !finished {
         let _ = collection.kill();
-        return Err(RunError::Failed(describe_failure(status, result.as_ref())));
+        return Err(RunError::Failed(describe_failure(
+            status,
+            result.as_ref(),
+            printed,
+        )));
     }
     let windows = collection.windows();
     let report = collection
         .report()
         .map_err(|e| RunError::Failed(e.to_string()))?;
-    let result = result
-        .ok_or_else(|| RunError::Failed("the harness exited without writing its result".into()))?;
+    let result = result.ok_or_else(|| RunError::Failed(no_result(0, printed)))?;
     if let Some(err) = &result.error {
         return Err(RunError::Failed(err.clone()));
     }
@@ -794,7 +889,31 @@ fn run_once(
     })
 }
 
-fn describe_failure(status: std::process::ExitStatus, result: Option<&HarnessResult>) -> String {
+/// How long lotus lets the echo of a run's output catch up before it
+/// reports on the run.
+const ECHO_SETTLE: Duration = Duration::from_millis(200);
+
+/// A harness that exited with `code` without writing its result: the op
+/// ended the process itself. `printed`: whether it printed anything (when
+/// lotus saw its output).
+fn no_result(code: i32, printed: Option<bool>) -> String {
+    let output = match printed {
+        Some(true) => "; see its output above",
+        Some(false) => "; it printed nothing",
+        None => "",
+    };
+    format!(
+        "the Python process exited with status {code} without writing its result: the op (or \
+         code it ran) ended the process itself, e.g. with os._exit({code}) or a C library's \
+         exit(){output}; an op must return instead"
+    )
+}
+
+fn describe_failure(
+    status: std::process::ExitStatus,
+    result: Option<&HarnessResult>,
+    printed: Option<bool>,
+) -> String {
     if let Some(sig) = status.signal() {
         return format!(
             "the Python process was killed by signal {sig} ({}){}",
@@ -810,7 +929,7 @@ fn describe_failure(status: std::process::ExitStatus, result: Option<&HarnessRes
     match result {
         Some(r) => {
             let stage = match r.stage {
-                Some(HarnessStage::Parse) => "the op file has a syntax error",
+                Some(HarnessStage::Parse) => "the op file does not parse",
                 Some(HarnessStage::Read) => "the op file cannot be read",
                 Some(HarnessStage::Import) => "importing the op file raised",
                 Some(HarnessStage::Setup) => "setup() raised",
@@ -826,7 +945,7 @@ fn describe_failure(status: std::process::ExitStatus, result: Option<&HarnessRes
                 None => format!("{stage} (exit {code})"),
             }
         }
-        None => format!("the Python process exited with status {code} before writing a result (see its output above)"),
+        None => no_result(code, printed),
     }
 }
 

@@ -7,6 +7,7 @@
 //! and statistics of a pipeline trace).
 
 mod attribute_cmd;
+mod echo;
 mod from_reports;
 mod harness;
 mod live;

@@ -63,8 +63,8 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         .command
         .split_first()
         .ok_or_else(|| anyhow!("give the program to profile after --"))?;
-    let program = which::which(program)
-        .with_context(|| format!("{program}: no such program (on PATH or as a path)"))?;
+    let program = live::find_program(std::path::Path::new(program))
+        .map_err(|why| anyhow!("{program}: cannot run it: {why}"))?;
     let mut target = Target {
         program,
         args: rest.iter().map(Into::into).collect(),

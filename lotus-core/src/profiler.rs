@@ -106,6 +106,11 @@ pub struct Target {
     /// the target inherits this process's stdout (vendor backends log both
     /// to a file either way).
     pub stdout_to_stderr: bool,
+    /// Where both the target's stdout and stderr go instead (a descriptor
+    /// the caller keeps open until `collect` returns, e.g. a pipe it echoes
+    /// and watches); overrides `stdout_to_stderr`. Vendor backends log the
+    /// output to a file and ignore it.
+    pub output_fd: Option<i32>,
 }
 
 impl Target {

@@ -49,8 +49,8 @@ pub fn clear_cloexec(fd: RawFd) -> io::Result<()> {
 
 /// A command for `program args` that runs with `target`'s environment and
 /// working folder, in a process group of its own, and inherits
-/// `target.keep_fds` (in the child only); its stdout is this process's
-/// stderr when `target.stdout_to_stderr` says so.
+/// `target.keep_fds` (in the child only); its output goes where
+/// `target.output_fd` or `target.stdout_to_stderr` say.
 pub fn command_for(program: &Path, args: &[OsString], target: &Target) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args);
@@ -63,7 +63,13 @@ pub fn command_for(program: &Path, args: &[OsString], target: &Target) -> Comman
     // Its own group: stopping it reaches the target and its workers, and a
     // Ctrl-C at the terminal goes to lotus, which stops the run itself.
     cmd.process_group(0);
-    if target.stdout_to_stderr {
+    if let Some(fd) = target.output_fd {
+        // SAFETY: the caller keeps `fd` open until the command is spawned.
+        let output = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        if let (Ok(out), Ok(err)) = (output.try_clone_to_owned(), output.try_clone_to_owned()) {
+            cmd.stdout(out).stderr(err);
+        }
+    } else if target.stdout_to_stderr {
         if let Ok(stderr) = io::stderr().as_fd().try_clone_to_owned() {
             cmd.stdout(stderr);
         }

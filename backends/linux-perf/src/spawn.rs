@@ -19,7 +19,7 @@
 //! wait on the child or the spawning thread is bounded by [`GATE_WAIT`].
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -51,7 +51,7 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> 
     let program = target.program.display().to_string();
     let spawn_err = |source: io::Error| ProfilerError::Spawn {
         program: program.clone(),
-        source,
+        source: with_fd_hint(source),
     };
     let (ready_r, ready_w) = pipe().map_err(spawn_err)?;
     let (go_r, go_w) = pipe().map_err(spawn_err)?;
@@ -66,7 +66,12 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> 
     }
     // Its own group, so kill() reaches every worker it starts.
     cmd.process_group(0);
-    if target.stdout_to_stderr {
+    if let Some(fd) = target.output_fd {
+        // SAFETY: the caller keeps `fd` open until collect returns.
+        let output = unsafe { BorrowedFd::borrow_raw(fd) };
+        cmd.stdout(output.try_clone_to_owned().map_err(spawn_err)?);
+        cmd.stderr(output.try_clone_to_owned().map_err(spawn_err)?);
+    } else if target.stdout_to_stderr {
         let stderr = io::stderr()
             .as_fd()
             .try_clone_to_owned()
@@ -182,7 +187,10 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> 
                     io::Error::other("the spawning thread panicked")
                 }
             };
-            Err(ProfilerError::Spawn { program, source })
+            Err(ProfilerError::Spawn {
+                program,
+                source: with_fd_hint(source),
+            })
         }
     }
 }
@@ -259,6 +267,17 @@ impl Drop for GatedChild {
             }
         }
     }
+}
+
+/// `e`, saying what to do when it is the open-file limit.
+fn with_fd_hint(e: io::Error) -> io::Error {
+    if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
+        return io::Error::new(
+            e.kind(),
+            format!("{e}: raise the open-file limit, e.g. `ulimit -n 4096` before running lotus"),
+        );
+    }
+    e
 }
 
 /// A close-on-exec pipe: (read end, write end).
