@@ -521,9 +521,6 @@ fn add_windows(summary: &mut WindowSummary, out: &RunOutput) -> u64 {
     samples
 }
 
-/// The longest `python --version` may take.
-const VERSION_WAIT: Duration = Duration::from_secs(10);
-
 fn environment(
     backend_version: Option<String>,
     opts: &LiveOptions,
@@ -540,7 +537,9 @@ fn environment(
     // Bounded: an interpreter wrapper that hangs must not hang the mapping.
     let mut version = std::process::Command::new(&opts.python);
     version.arg("--version");
-    if let Ok(Some(out)) = lotus_backend_common::output_within(&mut version, VERSION_WAIT) {
+    if let Ok(Some(out)) =
+        lotus_core::process::output_within(&mut version, lotus_core::profiler::VERSION_WAIT)
+    {
         let v = String::from_utf8_lossy(if out.stdout.is_empty() {
             &out.stderr
         } else {

@@ -25,6 +25,7 @@ pub mod attribute;
 pub mod control;
 pub mod demangle;
 pub mod mapping;
+pub mod process;
 pub mod profile;
 pub mod profiler;
 pub mod registry;

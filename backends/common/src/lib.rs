@@ -17,7 +17,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::fd::{AsFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use lotus_core::Target;
@@ -118,67 +118,6 @@ pub fn stop_group(child: &mut Child, grace: Duration) -> io::Result<ExitStatus> 
     child.wait()
 }
 
-/// Runs `cmd` in a process group of its own with stdin closed and its
-/// output captured, for at most `limit`: past it the group is killed and
-/// `Ok(None)` returned. For short commands that lotus only asks something
-/// (`python --version`): `Command::output` would wait forever on one that
-/// hangs, or whose leftover process keeps the output pipes open.
-pub fn output_within(cmd: &mut Command, limit: Duration) -> io::Result<Option<Output>> {
-    use std::sync::mpsc;
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = cmd.spawn()?;
-    let deadline = Instant::now() + limit;
-    // Each pipe is read on a thread of its own, so a chatty command cannot
-    // block on a full pipe; the threads end when the pipes close.
-    let read = |pipe: Option<Box<dyn Read + Send>>| {
-        let (tx, rx) = mpsc::channel();
-        if let Some(mut pipe) = pipe {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                let _ = pipe.read_to_end(&mut bytes);
-                let _ = tx.send(bytes);
-            });
-        }
-        rx
-    };
-    let stdout = read(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = read(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            signal_group(child.id(), libc::SIGKILL)?;
-            child.wait()?;
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    // What it started is not waited for (it would hold the pipes open).
-    signal_group(child.id(), libc::SIGKILL)?;
-    let left = || deadline.saturating_duration_since(Instant::now());
-    let stdout = stdout.recv_timeout(left()).unwrap_or_default();
-    let stderr = stderr.recv_timeout(left()).unwrap_or_default();
-    Ok(Some(Output {
-        status,
-        stdout,
-        stderr,
-    }))
-}
-
 /// Opens (truncating) a log file and a second handle to it, for a child's
 /// stdout and stderr.
 pub fn log_pair(path: &Path) -> io::Result<(File, File)> {
@@ -230,37 +169,6 @@ mod tests {
         std::fs::write(&p, "  \n").expect("write");
         assert_eq!(tail(&p, 2), "    (it printed nothing)");
         assert!(tail(&dir.path().join("none"), 2).contains("cannot be read"));
-    }
-
-    #[test]
-    fn output_within_returns_the_output_or_gives_up_in_time() {
-        let sh = |script: &str| {
-            let mut cmd = Command::new("/bin/sh");
-            cmd.args(["-c", script]);
-            cmd
-        };
-        let out = output_within(
-            &mut sh("echo out; echo err >&2; exit 3"),
-            Duration::from_secs(10),
-        )
-        .expect("runs")
-        .expect("in time");
-        assert_eq!(out.status.code(), Some(3));
-        assert_eq!(
-            (&out.stdout[..], &out.stderr[..]),
-            (&b"out\n"[..], &b"err\n"[..])
-        );
-        let start = Instant::now();
-        let hung = output_within(&mut sh("sleep 30"), Duration::from_millis(300)).expect("runs");
-        assert!(hung.is_none());
-        assert!(start.elapsed() < Duration::from_secs(5));
-        // A leftover process holding the pipes does not hold the caller.
-        let start = Instant::now();
-        let out = output_within(&mut sh("sleep 30 & echo done"), Duration::from_secs(10))
-            .expect("runs")
-            .expect("in time");
-        assert_eq!(out.stdout, b"done\n");
-        assert!(start.elapsed() < Duration::from_secs(5));
     }
 
     #[test]
