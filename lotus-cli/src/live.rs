@@ -33,6 +33,7 @@ use lotus_core::{
 
 use crate::echo::Echo;
 use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult, HarnessStage};
+use crate::program::{find_program, ProgramError};
 
 /// Settings of a live mapping.
 #[derive(Debug, Clone)]
@@ -119,76 +120,6 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
                 "no Python found: python3 is not on PATH; install Python 3 or pass --python PATH"
             )
         })
-}
-
-/// `program` (a path, or a name on PATH) as it will be run; the error
-/// says why it cannot be: no such file, a folder, or one this user may not
-/// execute (which `which` reports only as "cannot find binary path").
-pub(crate) fn find_program(program: &Path) -> std::result::Result<PathBuf, ProgramError> {
-    if let Ok(found) = which::which(program) {
-        return Ok(found);
-    }
-    let candidates: Vec<PathBuf> = if program.components().count() > 1 {
-        vec![program.to_path_buf()]
-    } else {
-        std::env::var_os("PATH")
-            .map(|path| {
-                std::env::split_paths(&path)
-                    .map(|dir| dir.join(program))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    for candidate in &candidates {
-        match std::fs::metadata(candidate) {
-            Ok(meta) if meta.is_dir() => {
-                return Err(ProgramError::Unusable(format!(
-                    "{} is a folder, not a program",
-                    candidate.display()
-                )))
-            }
-            Ok(meta) => {
-                use std::os::unix::fs::MetadataExt;
-                return Err(ProgramError::Unusable(format!(
-                    "permission denied: {} exists but you may not execute it (mode {:o}, owner \
-                     uid {}); make it executable (chmod +x) or give another",
-                    candidate.display(),
-                    meta.mode() & 0o7777,
-                    meta.uid()
-                )));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(ProgramError::Unusable(format!(
-                    "permission denied: {} cannot be reached ({e}): a folder on its path is \
-                     not open to you",
-                    candidate.display()
-                )))
-            }
-            Err(_) => {}
-        }
-    }
-    Err(ProgramError::Missing(if program.components().count() > 1 {
-        "no such file".into()
-    } else {
-        "not found on PATH".into()
-    }))
-}
-
-/// Why [`find_program`] cannot run a program.
-#[derive(Debug)]
-pub(crate) enum ProgramError {
-    /// There is no such file (on PATH): the words say which.
-    Missing(String),
-    /// There is, but it cannot be run: the words say why and what to do.
-    Unusable(String),
-}
-
-impl std::fmt::Display for ProgramError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ProgramError::Missing(why) | ProgramError::Unusable(why) => f.write_str(why),
-        }
-    }
 }
 
 /// Why one run failed.

@@ -13,6 +13,7 @@ mod harness;
 mod live;
 mod output;
 mod profile_cmd;
+mod program;
 mod trace_cmd;
 mod trace_run;
 

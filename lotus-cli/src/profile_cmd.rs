@@ -63,7 +63,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         .command
         .split_first()
         .ok_or_else(|| anyhow!("give the program to profile after --"))?;
-    let program = live::find_program(std::path::Path::new(program))
+    let program = crate::program::find_program(std::path::Path::new(program))
         .map_err(|why| anyhow!("{program}: cannot run it: {why}"))?;
     let mut target = Target {
         program,
