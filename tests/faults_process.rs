@@ -534,3 +534,33 @@ fn a_program_that_may_not_be_executed_is_permission_denied() {
     }
     s.assert_tmp_empty();
 }
+
+/// A lotus killed with SIGKILL between runs cannot remove its harness
+/// folder: the next lotus removes it (and leaves a running lotus's alone).
+#[test]
+fn harness_folders_of_a_killed_lotus_are_removed_by_the_next() {
+    let s = Scratch::new();
+    let mark = marker("stale");
+    let mut gone = std::process::Command::new("true").spawn().expect("true");
+    gone.wait().expect("wait");
+    let stale = s.tmp.join("lotus-harness-killed");
+    std::fs::create_dir(&stale).expect("mkdir");
+    std::fs::write(stale.join("lotus_harness.py"), "").expect("write");
+    std::fs::write(stale.join("lotus.owner"), format!("{} 1", gone.id())).expect("write");
+    let op = s.op(&mark, GOOD_OP);
+    let py = python();
+    let args = map_args(
+        py.to_str().expect("utf-8"),
+        "30",
+        op.to_str().expect("utf-8"),
+    );
+    let o = wait_bounded(
+        s.lotus(&args).spawn().expect("spawn"),
+        Duration::from_secs(60),
+        &mark,
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!stale.exists(), "the killed lotus's folder is still there");
+    assert_no_processes(&mark);
+    s.assert_tmp_empty();
+}
