@@ -16,62 +16,40 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::faults::{assert_no_processes, marker, Scratch};
 use common::{fixture, processes_with, python};
 use serde_json::Value;
 
-/// A test folder, and the TMPDIR lotus gets inside it.
-struct Scratch {
-    dir: tempfile::TempDir,
-    tmp: PathBuf,
+/// `lotus map --backend perf` with small windows, TMPDIR in the test
+/// folder.
+trait MapCommand {
+    fn map(&self, out: &Path, ops: &[&Path], extra: &[&str]) -> Command;
 }
 
-impl Scratch {
-    fn new() -> Scratch {
-        let dir = tempfile::tempdir().expect("tmp");
-        let tmp = dir.path().join("lotus-tmp");
-        fs::create_dir(&tmp).expect("mkdir");
-        Scratch { dir, tmp }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Writes an op file; returns its path.
-    fn op(&self, name: &str, body: &str) -> PathBuf {
-        let p = self.path().join(format!("{name}.py"));
-        fs::write(&p, body).expect("write op");
-        p
-    }
-
-    /// `lotus map --backend perf` with small windows, TMPDIR in the test
-    /// folder.
+impl MapCommand for Scratch {
     fn map(&self, out: &Path, ops: &[&Path], extra: &[&str]) -> Command {
         let py = python();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
-        cmd.args(["map", "--backend", "perf", "--runs", "1", "--warmup", "1"])
-            .args(["--min-samples", "400", "--no-baseline", "--timeout", "60"])
-            .arg("--python")
+        let mut cmd = self.lotus(&[
+            "map",
+            "--backend",
+            "perf",
+            "--runs",
+            "1",
+            "--warmup",
+            "1",
+            "--min-samples",
+            "400",
+            "--no-baseline",
+            "--timeout",
+            "60",
+        ]);
+        cmd.arg("--python")
             .arg(&py)
             .arg("--out")
             .arg(out)
             .args(extra)
-            .args(ops)
-            .env("TMPDIR", &self.tmp)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .args(ops);
         cmd
-    }
-
-    /// Nothing left in lotus's TMPDIR: no harness folder, result file,
-    /// fifo or pipe.
-    fn assert_tmp_empty(&self) {
-        let left: Vec<_> = fs::read_dir(&self.tmp)
-            .expect("list")
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        assert!(left.is_empty(), "temporary files left: {left:?}");
     }
 }
 
@@ -105,37 +83,6 @@ fn temp_files(dir: &Path) -> Vec<PathBuf> {
                 .is_some_and(|n| n.to_string_lossy().starts_with(".lotus-"))
         })
         .collect()
-}
-
-/// A name no other process has in its command line.
-fn marker(what: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("lotus_stress_{what}_{}_{nanos}", std::process::id())
-}
-
-/// Waits until no process has `needle` in its command line (a killed
-/// process may take a moment to be reaped); fails the test after 5 s.
-fn assert_no_processes(needle: &str) {
-    let start = Instant::now();
-    loop {
-        let left = processes_with(needle);
-        if left.is_empty() {
-            return;
-        }
-        if start.elapsed() > Duration::from_secs(5) {
-            let cmdlines: Vec<String> = left
-                .iter()
-                .map(|pid| {
-                    let c = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                    format!("{pid}: {}", String::from_utf8_lossy(&c).replace('\0', " "))
-                })
-                .collect();
-            panic!("stray processes: {cmdlines:#?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn wait_with_timeout(child: Child, limit: Duration) -> Output {

@@ -148,6 +148,18 @@ def parse_op_file(path):
     try:
         return ast.parse(source, filename=path)
     except SyntaxError as e:
+        if b"\0" in source:
+            # Python names no line for these (it reports line None).
+            line = source.count(b"\n", 0, source.index(b"\0")) + 1
+            raise Failure(
+                "parse",
+                f"cannot parse the op file {path}: it contains null bytes (the first on "
+                f"line {line}); it is not Python source text: check the file, or its "
+                "encoding (UTF-16 files hold null bytes; save it as UTF-8)",
+                EXIT_BAD_FILE,
+            )
+        if e.lineno is None:
+            raise Failure("parse", f"cannot parse the op file {path}: {e.msg}", EXIT_BAD_FILE)
         where = f"{e.filename or path}:{e.lineno}" + (f":{e.offset}" if e.offset else "")
         message = f"syntax error in the op file {where}: {e.msg}"
         if e.text:
@@ -156,8 +168,13 @@ def parse_op_file(path):
             if e.offset:
                 message += "\n    " + " " * (e.offset - 1) + "^"
         raise Failure("parse", message, EXIT_BAD_FILE)
-    except ValueError as e:  # source with NUL bytes
-        raise Failure("parse", f"cannot parse the op file {path}: {e}", EXIT_BAD_FILE)
+    except ValueError as e:  # source with NUL bytes (Python before 3.12)
+        raise Failure(
+            "parse",
+            f"cannot parse the op file {path}: {e}: it is not Python source text: check "
+            "the file, or its encoding (UTF-16 files hold null bytes; save it as UTF-8)",
+            EXIT_BAD_FILE,
+        )
 
 
 def _machinery(filename):
@@ -174,6 +191,15 @@ def raised(stage):
     """A Failure for the exception being handled, with its traceback from
     the first frame of the op file on (the harness's own frames are noise)."""
     etype, value, tb = sys.exc_info()
+    if isinstance(value, SystemExit):
+        # Not an error the op raised: it tried to end the process.
+        where = {"import": "at import", "setup": "in setup()"}.get(stage, "in op()")
+        return Failure(
+            stage,
+            f"the op called sys.exit({value.code!r}) {where}: an op file must return, "
+            "not end the process (remove the exit call)",
+            EXIT_OP_RAISED,
+        )
     while tb is not None and _machinery(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     text = "".join(traceback.format_exception(etype, value, tb))
@@ -230,14 +256,14 @@ def run_op(args, lotus, result):
     t0 = time.perf_counter_ns()
     try:
         x = setup() if setup is not None else None
-    except Exception:
+    except (Exception, SystemExit):
         raise raised("setup")
     result["setup_ns"] = time.perf_counter_ns() - t0
 
     try:
         for _ in range(args.warmup):
             op(x)
-    except Exception:
+    except (Exception, SystemExit):
         raise raised("warmup")
     result["warmup"] = args.warmup
 
@@ -267,7 +293,7 @@ def run_op(args, lotus, result):
                 cpu() - cpu_start >= window_ns or now - start >= wall_cap_ns
             ):
                 break
-    except Exception:
+    except (Exception, SystemExit):
         failure = raised("window")
         try:
             lotus.pause()
@@ -427,11 +453,49 @@ def main(argv):
     return code
 
 
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def leave(code):
+    """Ends the process once the result is written, without waiting for the
+    non-daemon threads the op left running (a normal interpreter exit joins
+    them, turning a finished measurement into a hang until --timeout).
+
+    What the op printed is flushed, its atexit hooks run, and the C library's
+    exit() runs the native libraries' destructors and exit hooks (a C op may
+    write its files there); only the interpreter's own shutdown, which joins
+    threads, is skipped. Should a hook hang, lotus stops the process: the
+    written result already ends the run. os._exit is the fallback."""
+    _flush()
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    _flush()
+    try:
+        import ctypes
+
+        # CDLL releases the GIL during the call: threads left running do
+        # not block exit(), which does not return.
+        ctypes.CDLL(None).exit(code)
+    except BaseException:
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
     try:
-        sys.exit(main(sys.argv[1:]))
+        code = main(sys.argv[1:])
     except SystemExit:
         raise
     except BaseException:
         traceback.print_exc()
-        sys.exit(EXIT_HARNESS)
+        code = EXIT_HARNESS
+    leave(code)

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use lotus_backend_common::reaper::Reaper;
 use lotus_control::host::ControlHost;
 use lotus_core::control::{Reply, Request, ENV_BACKEND};
 use lotus_core::mapping::{OpAccumulator, OpMapping, Settings, WindowSummary};
@@ -30,10 +31,12 @@ use lotus_core::{
     CollectOptions, Collection, Mapping, MergeRule, Profiler, Report, Target, Unit, WindowStats,
 };
 
+use crate::echo::Echo;
 use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult, HarnessStage};
 use crate::output::one_line;
 
 mod run_checks;
+use crate::program::{find_program, ProgramError};
 pub(crate) use run_checks::check_op_file;
 use run_checks::{empty_run, window_names};
 
@@ -106,16 +109,21 @@ pub struct LiveOutcome {
 /// active virtual environment's, else `python3` on PATH.
 pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = explicit {
-        return which::which(p).with_context(|| {
-            format!(
+        return find_program(p).map_err(|e| match e {
+            ProgramError::Missing(_) => anyhow!(
                 "--python {}: no such interpreter (give the path of a python executable)",
                 p.display()
-            )
+            ),
+            ProgramError::Unusable(why) => anyhow!("--python {}: {why}", p.display()),
         });
     }
     if let Some(p) = std::env::var_os("LOTUS_PYTHON") {
-        return which::which(&p)
-            .with_context(|| format!("LOTUS_PYTHON={}: no such interpreter", p.to_string_lossy()));
+        return find_program(Path::new(&p)).map_err(|e| match e {
+            ProgramError::Missing(_) => {
+                anyhow!("LOTUS_PYTHON={}: no such interpreter", p.to_string_lossy())
+            }
+            ProgramError::Unusable(why) => anyhow!("LOTUS_PYTHON={}: {why}", p.to_string_lossy()),
+        });
     }
     if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
         let p = Path::new(&venv).join("bin").join("python");
@@ -136,10 +144,27 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
 /// Why one run failed.
 #[derive(Debug)]
 pub(crate) enum RunError {
-    /// Ctrl-C.
+    /// Ctrl-C (or SIGTERM).
     Interrupted,
+    /// Still running at the time limit (it was stopped); each command
+    /// words it for what it runs.
+    TimedOut(Duration),
     /// Anything else, in words.
     Failed(String),
+}
+
+impl RunError {
+    /// The failure as a map run reports it.
+    fn op_message(self) -> String {
+        match self {
+            RunError::Interrupted => "interrupted".into(),
+            RunError::TimedOut(timeout) => format!(
+                "still running after --timeout {} s: stopped it and everything it started (is the op stuck, or does it need a longer --timeout?)",
+                timeout.as_secs_f64()
+            ),
+            RunError::Failed(why) => why,
+        }
+    }
 }
 
 impl From<anyhow::Error> for RunError {
@@ -490,7 +515,8 @@ fn map_op(
         let out = match out {
             Ok(out) => out,
             Err(RunError::Interrupted) => return OpOutcome::Interrupted,
-            Err(RunError::Failed(why)) => {
+            Err(failure) => {
+                let why = failure.op_message();
                 let name = acc
                     .as_ref()
                     .map(|a| a.name().to_string())
@@ -619,9 +645,11 @@ fn environment(
         env.insert("backend_version".into(), v);
     }
     env.insert("python".into(), opts.python.display().to_string());
-    if let Ok(out) = std::process::Command::new(&opts.python)
-        .arg("--version")
-        .output()
+    // Bounded: an interpreter wrapper that hangs must not hang the mapping.
+    let mut version = std::process::Command::new(&opts.python);
+    version.arg("--version");
+    if let Ok(Some(out)) =
+        lotus_core::process::output_within(&mut version, lotus_core::profiler::VERSION_WAIT)
     {
         let v = String::from_utf8_lossy(if out.stdout.is_empty() {
             &out.stderr
@@ -643,6 +671,9 @@ fn environment(
     );
     env
 }
+
+/// How long the end of a run may spend killing what it left behind.
+pub(crate) const REAP_LIMIT: Duration = Duration::from_secs(5);
 
 /// How long the control loop keeps polling without sleeping after a
 /// request.
@@ -701,6 +732,9 @@ fn harness_target(
         args: std::iter::once(files.harness.clone().into_os_string())
             .chain(args.to_args())
             .collect(),
+        // What an op prints is not the mapping: lotus's stdout carries
+        // only lotus's output.
+        stdout_to_stderr: true,
         ..Target::default()
     };
     target.env.extend(control_env(backend, Some(control_lib)));
@@ -738,10 +772,38 @@ pub const ENV_ITT_COLLECTOR: &str = "INTEL_LIBITTNOTIFY64";
 /// the process on Ctrl-C or after `timeout`.
 pub(crate) fn serve(
     collection: &mut dyn Collection,
-    mut host: Option<&mut ControlHost>,
+    host: Option<&mut ControlHost>,
     timeout: Option<Duration>,
     interrupted: &Arc<AtomicBool>,
 ) -> Result<std::process::ExitStatus, RunError> {
+    serve_until(collection, host, timeout, interrupted, &|| false).map(|served| served.status)
+}
+
+/// How long a process that has written its result may take to exit before
+/// it is stopped (see [`serve_until`]).
+const DONE_GRACE: Duration = Duration::from_secs(2);
+
+/// How a served process ended.
+pub(crate) struct Served {
+    /// Its exit status.
+    pub status: std::process::ExitStatus,
+    /// It had finished (`done` held) but did not exit within
+    /// [`DONE_GRACE`], and was stopped: `status` is the stop's.
+    pub stopped_after_done: bool,
+}
+
+/// [`serve`], where `done` says the process has finished its work (its
+/// result is written): from then on it gets [`DONE_GRACE`] to exit, and is
+/// then stopped with everything it started, instead of keeping the run
+/// going until `timeout` (a thread or process the op left behind).
+pub(crate) fn serve_until(
+    collection: &mut dyn Collection,
+    mut host: Option<&mut ControlHost>,
+    timeout: Option<Duration>,
+    interrupted: &Arc<AtomicBool>,
+    done: &dyn Fn() -> bool,
+) -> Result<Served, RunError> {
+    let mut done_at: Option<Instant> = None;
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut channel_open = host.is_some();
     let mut last_request = Instant::now();
@@ -822,17 +884,35 @@ pub(crate) fn serve(
                 return Err(RunError::Failed(e.to_string()));
             }
         }
+        match done_at {
+            None if done() => done_at = Some(Instant::now()),
+            Some(at) if at.elapsed() >= DONE_GRACE => {
+                collection
+                    .kill()
+                    .map_err(|e| RunError::Failed(e.to_string()))?;
+                let status = collection
+                    .try_wait()
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| std::process::ExitStatus::from_raw(libc::SIGKILL));
+                return Ok(Served {
+                    status,
+                    stopped_after_done: true,
+                });
+            }
+            _ => {}
+        }
         if let (Some(deadline), Some(timeout)) = (deadline, timeout) {
             if Instant::now() >= deadline {
                 let _ = collection.kill();
-                return Err(RunError::Failed(format!(
-                    "still running after --timeout {} s: stopped it and everything it started (is the op stuck, or does it need a longer --timeout?)",
-                    timeout.as_secs_f64()
-                )));
+                return Err(RunError::TimedOut(timeout));
             }
         }
     };
-    Ok(status)
+    Ok(Served {
+        status,
+        stopped_after_done: false,
+    })
 }
 
 /// Runs one op once under the backend.
@@ -847,6 +927,10 @@ fn run_once(
     opts: &LiveOptions,
     interrupted: &Arc<AtomicBool>,
 ) -> Result<RunOutput, RunError> {
+    // Dropped last, on every way out: ends whatever the run left, also
+    // daemons that left its process group (they would hold lotus's stdout
+    // and stderr open).
+    let _reaper = Reaper::new(REAP_LIMIT);
     let result_path = files
         .dir
         .path()
@@ -868,6 +952,14 @@ fn run_once(
     } else {
         None
     };
+    // Its output goes through a pipe that lotus echoes, so that a failure
+    // can say whether it printed anything (vendor tools log it instead).
+    let mut echo = if backend.switches_windows() {
+        Some(Echo::start().context("cannot create the pipe for the op's output")?)
+    } else {
+        None
+    };
+    target.output_fd = echo.as_ref().and_then(Echo::child_fd);
     let copts = collect_options(opts, spec, run)?;
 
     let mut collection = backend
@@ -878,25 +970,46 @@ fn run_once(
     if let Some(host) = host.as_mut() {
         host.close_child_ends();
     }
+    if let Some(echo) = echo.as_mut() {
+        echo.close_write_end();
+    }
 
-    let status = serve(
+    // The harness leaves as soon as its result is written; should its
+    // process linger all the same, the written result is the run's end.
+    let served = serve_until(
         collection.as_mut(),
         host.as_mut(),
         Some(opts.timeout),
         interrupted,
+        &|| result_path.exists(),
     )?;
+    let status = served.status;
+    // Its last lines come before lotus's words about them.
+    let printed = echo.as_ref().map(|echo| {
+        echo.settle(ECHO_SETTLE);
+        echo.printed()
+    });
 
     let result = HarnessResult::read(&result_path).ok();
-    if !status.success() {
+    // A written result ends the run, however the process went after it
+    // (stopped because it lingered, an exit hook that failed): the result
+    // says how the run went.
+    let finished = status.success()
+        || (served.stopped_after_done && result.is_some())
+        || result.as_ref().is_some_and(|r| r.error.is_none());
+    if !finished {
         let _ = collection.kill();
-        return Err(RunError::Failed(describe_failure(status, result.as_ref())));
+        return Err(RunError::Failed(describe_failure(
+            status,
+            result.as_ref(),
+            printed,
+        )));
     }
     let windows = collection.windows();
     let report = collection
         .report()
         .map_err(|e| RunError::Failed(e.to_string()))?;
-    let result = result
-        .ok_or_else(|| RunError::Failed("the harness exited without writing its result".into()))?;
+    let result = result.ok_or_else(|| RunError::Failed(no_result(0, printed)))?;
     if let Some(err) = &result.error {
         return Err(RunError::Failed(err.clone()));
     }
@@ -907,7 +1020,31 @@ fn run_once(
     })
 }
 
-fn describe_failure(status: std::process::ExitStatus, result: Option<&HarnessResult>) -> String {
+/// How long lotus lets the echo of a run's output catch up before it
+/// reports on the run.
+const ECHO_SETTLE: Duration = Duration::from_millis(200);
+
+/// A harness that exited with `code` without writing its result: the op
+/// ended the process itself. `printed`: whether it printed anything (when
+/// lotus saw its output).
+fn no_result(code: i32, printed: Option<bool>) -> String {
+    let output = match printed {
+        Some(true) => "; see its output above",
+        Some(false) => "; it printed nothing",
+        None => "",
+    };
+    format!(
+        "the Python process exited with status {code} without writing its result: the op (or \
+         code it ran) ended the process itself, e.g. with os._exit({code}) or a C library's \
+         exit(){output}; an op must return instead"
+    )
+}
+
+fn describe_failure(
+    status: std::process::ExitStatus,
+    result: Option<&HarnessResult>,
+    printed: Option<bool>,
+) -> String {
     if let Some(sig) = status.signal() {
         return format!(
             "the Python process was killed by signal {sig} ({}){}",
@@ -923,7 +1060,7 @@ fn describe_failure(status: std::process::ExitStatus, result: Option<&HarnessRes
     match result {
         Some(r) => {
             let stage = match r.stage {
-                Some(HarnessStage::Parse) => "the op file has a syntax error",
+                Some(HarnessStage::Parse) => "the op file does not parse",
                 Some(HarnessStage::Read) => "the op file cannot be read",
                 Some(HarnessStage::Import) => "importing the op file raised",
                 Some(HarnessStage::Setup) => "setup() raised",
@@ -939,7 +1076,7 @@ fn describe_failure(status: std::process::ExitStatus, result: Option<&HarnessRes
                 None => format!("{stage} (exit {code})"),
             }
         }
-        None => format!("the Python process exited with status {code} before writing a result (see its output above)"),
+        None => no_result(code, printed),
     }
 }
 

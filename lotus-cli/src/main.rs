@@ -7,12 +7,14 @@
 //! and statistics of a pipeline trace).
 
 mod attribute_cmd;
+mod echo;
 mod from_reports;
 mod harness;
 mod live;
 mod oom;
 mod output;
 mod profile_cmd;
+mod program;
 mod trace_cmd;
 mod trace_run;
 

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use lotus_backend_common::reaper::Reaper;
 use lotus_control::host::ControlHost;
-use lotus_core::profile::Profile;
+use lotus_core::profile::{Partial, Profile};
 use lotus_core::{CollectOptions, Target};
 
 use crate::harness;
@@ -62,11 +63,14 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         .command
         .split_first()
         .ok_or_else(|| anyhow!("give the program to profile after --"))?;
-    let program = which::which(program)
-        .with_context(|| format!("{program}: no such program (on PATH or as a path)"))?;
+    let program = crate::program::find_program(std::path::Path::new(program))
+        .map_err(|why| anyhow!("{program}: cannot run it: {why}"))?;
     let mut target = Target {
         program,
         args: rest.iter().map(Into::into).collect(),
+        // Without --out the profile goes to stdout: the program's own
+        // output must not mix into it.
+        stdout_to_stderr: args.out.is_none(),
         ..Target::default()
     };
     // The program can `import lotus` from the harness folder.
@@ -108,6 +112,9 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let flag = interrupted.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
 
+    // Dropped last: ends whatever the program left, also daemons that left
+    // its process group.
+    let _reaper = Reaper::new(live::REAP_LIMIT);
     let mut collection = backend.collect(&target, &copts)?;
     if let Some(h) = host.as_mut() {
         h.close_child_ends();
@@ -116,17 +123,35 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         // The whole run is one window, open from now on.
         collection.resume()?;
     }
-    let status = match live::serve(
+    // Stopped early (Ctrl-C, SIGTERM, --timeout), the run still has its
+    // samples up to then: they are written, marked partial.
+    let (status, partial) = match live::serve(
         collection.as_mut(),
         host.as_mut(),
         args.timeout.map(Duration::from_secs),
         &interrupted,
     ) {
-        Ok(status) => status,
-        Err(RunError::Interrupted) => {
-            eprintln!("lotus: interrupted: the program was stopped; no profile written");
-            return Ok(ExitCode::from(130));
-        }
+        Ok(status) => (Some(status), None),
+        Err(RunError::Interrupted) => (
+            None,
+            Some(Partial {
+                reason: Partial::INTERRUPTED.into(),
+                message: "interrupted (Ctrl-C or SIGTERM): the program and everything it \
+                          started were stopped"
+                    .into(),
+            }),
+        ),
+        Err(RunError::TimedOut(timeout)) => (
+            None,
+            Some(Partial {
+                reason: Partial::TIMEOUT.into(),
+                message: format!(
+                    "still running after --timeout {} s: the program and everything it \
+                     started were stopped",
+                    timeout.as_secs()
+                ),
+            }),
+        ),
         Err(RunError::Failed(why)) => bail!("{}: {why}", target.program.display()),
     };
     if !args.windows && backend.switches_windows() {
@@ -139,6 +164,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         profile.sample_interval_s = Some(1.0 / args.frequency as f64);
     }
     profile.command = args.command.clone();
+    profile.partial.clone_from(&partial);
     let samples: u64 = windows.iter().map(|w| w.samples).sum();
     let task_clock: f64 = windows
         .iter()
@@ -177,7 +203,20 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     if args.windows && windows.is_empty() && backend.switches_windows() {
         eprintln!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");
     }
-    if !status.success() {
+    if let Some(partial) = &partial {
+        let whole = "; the profile holds what was sampled until then (marked \"partial\")";
+        if partial.reason == Partial::TIMEOUT {
+            eprintln!(
+                "lotus: error: {}: {}{whole}; give a longer --timeout (or none) to profile the whole run",
+                target.program.display(),
+                partial.message
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        eprintln!("lotus: {}{whole}", partial.message);
+        return Ok(ExitCode::from(130));
+    }
+    if let Some(status) = status.filter(|s| !s.success()) {
         eprintln!("lotus: the program exited with {status}; its profile was written");
         return Ok(ExitCode::from(
             status.code().map_or(1, |c| c.clamp(1, 255) as u8),

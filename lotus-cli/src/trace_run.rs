@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use lotus_backend_common::{orphans, trust};
+use lotus_backend_common::{reaper, trust};
 
 use anyhow::{anyhow, bail, Context, Result};
 
@@ -322,7 +322,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
 
     // The job's processes that outlive its main process (workers of a
     // killed job, daemons) come to lotus, to be ended below.
-    if let Err(e) = orphans::become_subreaper() {
+    if let Err(e) = reaper::become_subreaper() {
         eprintln!("lotus: warning: processes the program leaves may outlive it: {e}");
     }
     // Ctrl-C reaches the program (same process group); lotus waits for it
@@ -331,7 +331,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     let status = cmd
         .status()
         .with_context(|| format!("cannot start {}", program_path.display()))?;
-    let ended = orphans::end_children(LEFTOVER_GRACE);
+    let ended = reaper::end_descendants(LEFTOVER_GRACE, LEFTOVER_GRACE + Duration::from_secs(5));
     if ended > 0 {
         eprintln!(
             "lotus: ended {ended} process(es) the program left running when its main process exited"

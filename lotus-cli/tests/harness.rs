@@ -452,6 +452,38 @@ fn a_script_that_exits_zero_succeeds() {
 }
 
 #[test]
+fn a_thread_left_running_does_not_keep_the_harness_from_exiting() {
+    // A non-daemon thread that never ends: a normal interpreter exit would
+    // wait for it forever (the control channel's PATIENCE bounds the test).
+    let ops = tempfile::tempdir().expect("temp dir");
+    let op_file = write(
+        ops.path(),
+        "Threaded.py",
+        r#"import sys, threading
+
+def setup():
+    threading.Thread(target=threading.Event().wait).start()
+    sys.stdout.write("from setup, unflushed")
+    return 1
+
+def op(x):
+    return x + 1
+"#,
+    );
+    let opts = Options {
+        // Buffered stdout: the harness must flush what the op printed.
+        env: vec![("PYTHONUNBUFFERED", String::new())],
+        ..Options::default()
+    };
+    let run = run_harness(&op_file, opts, ok);
+    run.assert_ok();
+    assert_eq!(
+        String::from_utf8_lossy(&run.output.stdout),
+        "from setup, unflushed"
+    );
+}
+
+#[test]
 fn a_syntax_error_exits_2_naming_the_file_and_line() {
     let ops = tempfile::tempdir().expect("temp dir");
     let op_file = write(

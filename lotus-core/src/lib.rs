@@ -26,6 +26,7 @@ pub mod control;
 pub mod demangle;
 pub mod input;
 pub mod mapping;
+pub mod process;
 pub mod profile;
 pub mod profiler;
 pub mod registry;

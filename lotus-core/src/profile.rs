@@ -16,6 +16,9 @@
 //!
 //! `unit` says what each row's `value` counts (`samples` or `seconds` of
 //! CPU time); `sample_interval_s`, where known, turns samples into seconds.
+//! A profile of a run that was stopped early (Ctrl-C, `--timeout`) holds
+//! what was sampled until then and says so: `"partial": {"reason":
+//! "interrupted" | "timeout", "message": "..."}` ([`Partial`]).
 //! Rows are [`Row`]s as serde writes them. Fields may be added; none may
 //! be renamed. A bare serialized [`Report`] (`{"unit": ..., "rows": [...]}`,
 //! no `schema`) reads as a profile of backend `unknown`.
@@ -66,8 +69,30 @@ pub struct Profile {
     /// Where and with what it was measured (host, versions...).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
+    /// Set when the run was stopped before it ended: the rows cover only
+    /// the part that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<Partial>,
     /// One row per function.
     pub rows: Vec<Row>,
+}
+
+/// Why a profile covers only part of its run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partial {
+    /// [`Partial::INTERRUPTED`] or [`Partial::TIMEOUT`] (readers accept
+    /// any other word).
+    pub reason: String,
+    /// What happened, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+impl Partial {
+    /// Stopped by Ctrl-C or SIGTERM.
+    pub const INTERRUPTED: &'static str = "interrupted";
+    /// Stopped at its time limit.
+    pub const TIMEOUT: &'static str = "timeout";
 }
 
 impl Profile {
@@ -80,6 +105,7 @@ impl Profile {
             sample_interval_s: None,
             command: Vec::new(),
             environment: BTreeMap::new(),
+            partial: None,
             rows: report.rows,
         }
     }
@@ -198,6 +224,7 @@ impl Profile {
             sample_interval_s: raw.sample_interval_s,
             command: raw.command,
             environment: raw.environment,
+            partial: raw.partial,
             rows,
         })
     }
@@ -215,6 +242,8 @@ struct RawProfile {
     command: Vec<String>,
     #[serde(default)]
     environment: BTreeMap<String, String>,
+    #[serde(default)]
+    partial: Option<Partial>,
     rows: Option<Vec<Row>>,
     op_to_func: Option<IgnoredAny>,
 }
@@ -282,6 +311,10 @@ mod tests {
         );
         p.sample_interval_s = Some(0.001);
         p.command = vec!["python".into(), "train.py".into()];
+        p.partial = Some(Partial {
+            reason: Partial::TIMEOUT.into(),
+            message: "stopped after --timeout 5 s".into(),
+        });
         let mut out = Vec::new();
         p.write_json(&mut out).expect("writes");
         let back = Profile::read_json(&mut &out[..], "p.json").expect("reads");
@@ -290,6 +323,21 @@ mod tests {
             .expect("utf-8")
             .contains("\"schema\": \"lotus.profile/1\""));
         assert_eq!(back.into_report().total(), 15.0);
+    }
+
+    #[test]
+    fn partial_marks_are_read_and_optional() {
+        let p = read(
+            r#"{"schema": "lotus.profile/1", "unit": "samples", "rows": [],
+                "partial": {"reason": "interrupted"}}"#,
+        )
+        .expect("reads");
+        let partial = p.partial.expect("partial");
+        assert_eq!(partial.reason, Partial::INTERRUPTED);
+        assert_eq!(partial.message, "");
+        let whole = read(r#"{"unit": "samples", "rows": []}"#).expect("reads");
+        assert_eq!(whole.partial, None);
+        assert!(!whole.to_json().contains("partial"));
     }
 
     #[test]

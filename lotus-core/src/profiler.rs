@@ -20,6 +20,9 @@ use serde::Serialize;
 use crate::report_error::ReportError;
 use crate::row::{Report, Unit};
 
+/// The longest a `tool --version` may take ([`Probe::from_version_command`]).
+pub const VERSION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Whether a backend can profile on this machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Probe {
@@ -49,10 +52,30 @@ impl Probe {
     }
 
     /// Runs `tool --version`: available with the first line it prints as
-    /// the version, or unavailable saying why the command failed.
+    /// the version, or unavailable saying why the command failed or that it
+    /// did not answer within [`VERSION_WAIT`].
     pub fn from_version_command(backend: &str, tool: &std::path::Path) -> Self {
-        match std::process::Command::new(tool).arg("--version").output() {
-            Ok(out) if out.status.success() => {
+        Self::from_version_command_within(backend, tool, VERSION_WAIT)
+    }
+
+    fn from_version_command_within(
+        backend: &str,
+        tool: &std::path::Path,
+        limit: std::time::Duration,
+    ) -> Self {
+        let mut cmd = std::process::Command::new(tool);
+        cmd.arg("--version");
+        match crate::process::output_within(&mut cmd, limit) {
+            Ok(None) => Probe::unavailable(
+                backend,
+                format!(
+                    "{} --version did not answer within {:.1} s (stopped it); check that the \
+                     tool runs (license server, network file system)",
+                    tool.display(),
+                    limit.as_secs_f64()
+                ),
+            ),
+            Ok(Some(out)) if out.status.success() => {
                 let text = String::from_utf8_lossy(&out.stdout);
                 let version = text
                     .lines()
@@ -60,7 +83,7 @@ impl Probe {
                     .map(|l| l.trim().to_string());
                 Probe::available(backend, version)
             }
-            Ok(out) => Probe::unavailable(
+            Ok(Some(out)) => Probe::unavailable(
                 backend,
                 format!(
                     "{} --version failed ({}): {}",
@@ -100,6 +123,17 @@ pub struct Target {
     /// ends): the backend clears their close-on-exec flag in the child
     /// only, so no other process gets them.
     pub keep_fds: Vec<i32>,
+    /// Send the target's standard output to this process's standard error
+    /// (where this process's own stdout carries data, such as a mapping or
+    /// a profile, that the target's prints must not mix into). Otherwise
+    /// the target inherits this process's stdout (vendor backends log both
+    /// to a file either way).
+    pub stdout_to_stderr: bool,
+    /// Where both the target's stdout and stderr go instead (a descriptor
+    /// the caller keeps open until `collect` returns, e.g. a pipe it echoes
+    /// and watches); overrides `stdout_to_stderr`. Vendor backends log the
+    /// output to a file and ignore it.
+    pub output_fd: Option<i32>,
 }
 
 impl Target {
@@ -342,6 +376,25 @@ pub enum ProfilerError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_that_hangs_on_version_is_unavailable_in_time() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tmp");
+        let tool = dir.path().join("hangs");
+        std::fs::write(&tool, "#!/bin/sh\nexec sleep 30\n").expect("write");
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let start = std::time::Instant::now();
+        let probe = Probe::from_version_command_within(
+            "vtune",
+            &tool,
+            std::time::Duration::from_millis(300),
+        );
+        assert!(!probe.available);
+        let reason = probe.reason.expect("reason");
+        assert!(reason.contains("did not answer"), "{reason}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    }
 
     #[test]
     fn command_lines_quote_what_a_shell_would_split() {

@@ -2,6 +2,7 @@
 //! `#[path]`, those in `lotus-cli/tests/`).
 #![allow(dead_code)]
 
+pub mod faults;
 pub mod torch;
 pub mod trace_check;
 pub mod trace_logs;

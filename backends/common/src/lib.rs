@@ -14,7 +14,7 @@
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use lotus_core::Target;
 
-pub mod orphans;
+pub mod reaper;
 pub mod trust;
 pub mod vendor;
 
@@ -50,7 +50,8 @@ pub fn clear_cloexec(fd: RawFd) -> io::Result<()> {
 
 /// A command for `program args` that runs with `target`'s environment and
 /// working folder, in a process group of its own, and inherits
-/// `target.keep_fds` (in the child only).
+/// `target.keep_fds` (in the child only); its output goes where
+/// `target.output_fd` or `target.stdout_to_stderr` say.
 pub fn command_for(program: &Path, args: &[OsString], target: &Target) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args);
@@ -63,6 +64,17 @@ pub fn command_for(program: &Path, args: &[OsString], target: &Target) -> Comman
     // Its own group: stopping it reaches the target and its workers, and a
     // Ctrl-C at the terminal goes to lotus, which stops the run itself.
     cmd.process_group(0);
+    if let Some(fd) = target.output_fd {
+        // SAFETY: the caller keeps `fd` open until the command is spawned.
+        let output = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        if let (Ok(out), Ok(err)) = (output.try_clone_to_owned(), output.try_clone_to_owned()) {
+            cmd.stdout(out).stderr(err);
+        }
+    } else if target.stdout_to_stderr {
+        if let Ok(stderr) = io::stderr().as_fd().try_clone_to_owned() {
+            cmd.stdout(stderr);
+        }
+    }
     let keep: Vec<RawFd> = target.keep_fds.clone();
     if !keep.is_empty() {
         // SAFETY: the hook runs between fork and exec and only calls

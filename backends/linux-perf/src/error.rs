@@ -65,8 +65,11 @@ pub(crate) fn open_error(what: &str, e: io::Error) -> ProfilerError {
         },
         Some(libc::EMFILE) | Some(libc::ENFILE) => ProfilerError::Io {
             context: format!(
-                "opening {what}: out of file descriptors (one per CPU and event); \
-                 raise the limit with `ulimit -n`"
+                "opening {what}: out of file descriptors (perf needs about three per CPU, \
+                 {} CPUs here, plus its own files; the open-file limit is {}): raise it, \
+                 e.g. `ulimit -n 4096` before running lotus",
+                crate::events::online_cpus().len(),
+                open_file_limit()
             ),
             source: e,
         },
@@ -82,6 +85,23 @@ pub(crate) fn open_error(what: &str, e: io::Error) -> ProfilerError {
             context: format!("perf_event_open of {what}"),
             source: e,
         },
+    }
+}
+
+/// The soft open-file limit (`ulimit -n`), as text.
+fn open_file_limit() -> String {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return "unknown".into();
+    }
+    if lim.rlim_cur == libc::RLIM_INFINITY {
+        "unlimited".into()
+    } else {
+        lim.rlim_cur.to_string()
     }
 }
 

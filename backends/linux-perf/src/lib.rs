@@ -44,9 +44,12 @@
 //!
 //! Process handling: the target is put in its own process group (so
 //! [`Collection::kill`] stops its workers too), inherits stdin, stdout and
-//! stderr, and this process becomes a child subreaper
-//! (`PR_SET_CHILD_SUBREAPER`) so that orphaned workers can be reaped rather
-//! than left as zombies.
+//! stderr (or sends its output where [`Target::output_fd`] or
+//! [`Target::stdout_to_stderr`] say), and this process becomes a child
+//! subreaper (`PR_SET_CHILD_SUBREAPER`) so that orphaned workers can be
+//! reaped rather than left as zombies. Neither side of the start gate waits
+//! forever: the child sees lotus give up or die, and lotus bounds its waits
+//! on the child.
 #![deny(missing_docs)]
 
 mod code_scan;

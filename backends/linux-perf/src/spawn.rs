@@ -10,23 +10,39 @@
 //! `Command::spawn` returns only once the child has exec'd (it waits on an
 //! internal pipe to report exec errors), so it runs on a helper thread while
 //! the calling thread attaches.
+//!
+//! No side waits forever on the other. The child closes its inherited copy
+//! of the go pipe's write end before it waits, so the gate reads end-of-file
+//! as soon as lotus gives up (or dies: the kernel closes its descriptors);
+//! it also asks for SIGKILL when the spawning thread dies
+//! (`PR_SET_PDEATHSIG`, cleared again before exec). On the lotus side every
+//! wait on the child or the spawning thread is bounded by [`GATE_WAIT`].
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
-use std::thread::JoinHandle;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Duration;
 
 use lotus_core::{ProfilerError, Target};
 
 /// The byte that lets the child exec.
 const GO: u8 = b'g';
 
+/// The longest lotus waits for the forked child to reach the gate, or for
+/// `Command::spawn` to return once the gate is opened or closed. Both take
+/// microseconds; a child that takes this long is stuck (a working folder on
+/// a dead network mount, a stopped process), and waiting longer would hang
+/// lotus past its `--timeout` and Ctrl-C.
+const GATE_WAIT: Duration = Duration::from_secs(30);
+
 /// A forked child waiting at the gate.
 pub(crate) struct GatedChild {
     pid: u32,
     go: Option<OwnedFd>,
-    spawner: Option<JoinHandle<io::Result<Child>>>,
+    /// What the spawning thread's `Command::spawn` returned.
+    spawned: Option<Receiver<io::Result<Child>>>,
     program: String,
 }
 
@@ -35,7 +51,7 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> 
     let program = target.program.display().to_string();
     let spawn_err = |source: io::Error| ProfilerError::Spawn {
         program: program.clone(),
-        source,
+        source: with_fd_hint(source),
     };
     let (ready_r, ready_w) = pipe().map_err(spawn_err)?;
     let (go_r, go_w) = pipe().map_err(spawn_err)?;
@@ -50,14 +66,43 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> 
     }
     // Its own group, so kill() reaches every worker it starts.
     cmd.process_group(0);
+    if let Some(fd) = target.output_fd {
+        // SAFETY: the caller keeps `fd` open until collect returns.
+        let output = unsafe { BorrowedFd::borrow_raw(fd) };
+        cmd.stdout(output.try_clone_to_owned().map_err(spawn_err)?);
+        cmd.stderr(output.try_clone_to_owned().map_err(spawn_err)?);
+    } else if target.stdout_to_stderr {
+        let stderr = io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(spawn_err)?;
+        cmd.stdout(stderr);
+    }
     let keep: Vec<RawFd> = target.keep_fds.clone();
     let ready_fd = ready_w.as_raw_fd();
     let go_fd = go_r.as_raw_fd();
+    // The child's copies of lotus's own ends: closed in the child, so that
+    // only lotus holds the go pipe's write end and its death or giving up
+    // reads as end-of-file at the gate.
+    let parent_ends = [go_w.as_raw_fd(), ready_r.as_raw_fd()];
+    // SAFETY: getpid(2) cannot fail.
+    let lotus_pid = unsafe { libc::getpid() };
     // SAFETY: the hook runs between fork and exec and calls only
-    // async-signal-safe functions (fcntl, getpid, write, read); it does not
-    // allocate (io::Error from an errno does not).
+    // async-signal-safe functions (close, prctl, getppid, fcntl, getpid,
+    // write, read); it does not allocate (io::Error from an errno does not).
     unsafe {
         cmd.pre_exec(move || {
+            for fd in parent_ends {
+                libc::close(fd);
+            }
+            // Killed if the spawning thread dies while we wait (it lives
+            // until exec). The check after it covers a death before it.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != lotus_pid {
+                return Err(io::Error::from_raw_os_error(libc::ECANCELED));
+            }
             for &fd in &keep {
                 lotus_backend_common::clear_cloexec(fd)?;
             }
@@ -78,6 +123,11 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> 
             loop {
                 let n = libc::read(go_fd, (&mut byte as *mut u8).cast(), 1);
                 if n == 1 && byte == GO {
+                    // The program must not die with the spawning thread,
+                    // which ends as soon as exec succeeded.
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
                     return Ok(());
                 }
                 if n == 0 || n == 1 {
@@ -94,35 +144,53 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> 
 
     // The helper thread owns the child's pipe ends: they close once spawn
     // has returned, which is what makes a failed fork read as EOF here.
-    let spawner = std::thread::Builder::new()
+    let (sent, spawned) = mpsc::sync_channel(1);
+    std::thread::Builder::new()
         .name("lotus-perf-spawn".into())
         .spawn(move || {
             let result = cmd.spawn();
             drop((ready_w, go_r));
-            result
+            // The receiver may have given up waiting: the child is then
+            // killed and reaped here, not left behind.
+            if let Err(mpsc::SendError(Ok(mut child))) = sent.send(result) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         })
         .map_err(spawn_err)?;
 
     let mut buf = [0u8; 4];
-    match read_full(&ready_r, &mut buf) {
+    match read_full_within(&ready_r, &mut buf, GATE_WAIT) {
         Ok(true) => Ok(GatedChild {
             pid: u32::from_ne_bytes(buf),
             go: Some(go_w),
-            spawner: Some(spawner),
+            spawned: Some(spawned),
             program,
         }),
         Ok(false) | Err(_) => {
             drop(go_w);
-            let source = match spawner.join() {
+            let source = match spawned.recv_timeout(GATE_WAIT) {
                 Ok(Err(e)) => e,
                 Ok(Ok(mut child)) => {
                     let _ = child.kill();
                     let _ = child.wait();
                     io::Error::other("the child exited before reaching the profiling gate")
                 }
-                Err(_) => io::Error::other("the spawning thread panicked"),
+                Err(RecvTimeoutError::Timeout) => io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the forked child did not reach the profiling gate within {} s",
+                        GATE_WAIT.as_secs()
+                    ),
+                ),
+                Err(RecvTimeoutError::Disconnected) => {
+                    io::Error::other("the spawning thread panicked")
+                }
             };
-            Err(ProfilerError::Spawn { program, source })
+            Err(ProfilerError::Spawn {
+                program,
+                source: with_fd_hint(source),
+            })
         }
     }
 }
@@ -161,12 +229,29 @@ impl GatedChild {
         }
     }
 
+    /// What `Command::spawn` returned, waiting at most [`GATE_WAIT`].
     fn join(&mut self) -> io::Result<Child> {
-        match self.spawner.take() {
-            Some(handle) => handle
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("the spawning thread panicked"))),
-            None => Err(io::Error::other("the child was already released")),
+        let Some(spawned) = self.spawned.take() else {
+            return Err(io::Error::other("the child was already released"));
+        };
+        match spawned.recv_timeout(GATE_WAIT) {
+            Ok(result) => result,
+            Err(RecvTimeoutError::Timeout) => {
+                // SAFETY: kill(2) of the forked child, not yet reaped (the
+                // spawning thread reaps it only after we stop listening).
+                unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the child neither started the program nor exited within {} s of \
+                         leaving the profiling gate; killed it",
+                        GATE_WAIT.as_secs()
+                    ),
+                ))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(io::Error::other("the spawning thread panicked"))
+            }
         }
     }
 }
@@ -175,13 +260,24 @@ impl Drop for GatedChild {
     fn drop(&mut self) {
         // Dropped without release: same as abort.
         self.go = None;
-        if self.spawner.is_some() {
+        if self.spawned.is_some() {
             if let Ok(mut child) = self.join() {
                 let _ = child.kill();
                 let _ = child.wait();
             }
         }
     }
+}
+
+/// `e`, saying what to do when it is the open-file limit.
+fn with_fd_hint(e: io::Error) -> io::Error {
+    if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
+        return io::Error::new(
+            e.kind(),
+            format!("{e}: raise the open-file limit, e.g. `ulimit -n 4096` before running lotus"),
+        );
+    }
+    e
 }
 
 /// A close-on-exec pipe: (read end, write end).
@@ -195,10 +291,36 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Fills `buf`; `Ok(false)` on EOF before it is full.
-fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<bool> {
+/// Fills `buf`; `Ok(false)` on EOF before it is full, a `TimedOut` error
+/// when it is not full within `limit`.
+fn read_full_within(fd: &OwnedFd, buf: &mut [u8], limit: Duration) -> io::Result<bool> {
+    let deadline = std::time::Instant::now() + limit;
     let mut got = 0;
     while got < buf.len() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut pollfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(left.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd.
+        match unsafe { libc::poll(&mut pollfd, 1, ms) } {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no answer from the forked child",
+                ))
+            }
+            n if n < 0 => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+                continue;
+            }
+            _ => {}
+        }
         // SAFETY: the pointer and length describe the unfilled part of buf.
         let n = unsafe {
             libc::read(

@@ -416,6 +416,12 @@ pub fn load_profile(
         };
     if first.starts_with('{') || first.starts_with('[') {
         let p = Profile::read_json(&mut input, &name)?;
+        if let Some(partial) = &p.partial {
+            eprintln!(
+                "lotus: warning: {name} is a partial profile ({}: {}): it covers only part of its run",
+                partial.reason, partial.message
+            );
+        }
         let mut f = fold(p.unit)?;
         p.rows.iter().for_each(|r| f.add(r));
         return done("lotus.profile/1", f, p.unit, p.sample_interval_s);
