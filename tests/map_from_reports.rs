@@ -510,7 +510,7 @@ fn non_utf8_bytes_name_file_and_line() {
 
 #[test]
 fn unknown_backend_lists_the_known_ones() {
-    let err = lotus_fails(&["map", "--backend", "gprof", "--from-reports", "."]);
+    let err = common::lotus_usage_error(&["map", "--backend", "gprof", "--from-reports", "."]);
     assert!(
         err.contains("unknown backend 'gprof'") && err.contains("perf, uprof, vtune"),
         "{err}"
@@ -522,6 +522,13 @@ fn wrong_backend_for_the_reports_fails_clearly() {
     // VTune reports read as uProf reports: no functions section.
     let err = map_fails("uprof", &fixture("reports/vtune/hotspots"));
     assert!(err.contains("HOTTEST FUNCTIONS"), "{err}");
-    let err = map_fails("perf", &fixture("reports/vtune/hotspots"));
+    // perf with --from-reports is a usage error (exit status 2).
+    let err = common::lotus_usage_error(&[
+        "map",
+        "--backend",
+        "perf",
+        "--from-reports",
+        fixture("reports/vtune/hotspots").to_str().expect("utf-8"),
+    ]);
     assert!(err.contains("--backend vtune"), "{err}");
 }

@@ -219,7 +219,7 @@ struct Progress {
 
 impl Progress {
     fn new(total: u64) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = (std::io::stderr().is_terminal() && !crate::usage::quiet()).then(|| {
             let bar = ProgressBar::new(total);
             bar.set_style(
                 ProgressStyle::with_template(
@@ -257,13 +257,14 @@ impl Progress {
                 bar.inc(1);
                 bar.println(line);
             }
-            None => eprintln!("lotus: [{}/{}] {line}", self.done, self.total),
+            None => crate::usage::note!("lotus: [{}/{}] {line}", self.done, self.total),
         }
     }
 
     fn say(&self, line: &str) {
         match &self.bar {
             Some(bar) => bar.println(line),
+            // Errors and warnings come this way too: printed under --quiet.
             None => eprintln!("lotus: {line}"),
         }
     }
@@ -357,7 +358,7 @@ pub fn map_live(
     crate::oom::remove_on_oom(files.dir.path());
     if let Some(other) = std::env::var_os(ENV_ITT_COLLECTOR).filter(|_| backend.switches_windows())
     {
-        eprintln!(
+        crate::usage::note!(
             "lotus: note: {ENV_ITT_COLLECTOR}={} is set (oneAPI's environment sets it); under --backend {} lotus replaces it with its own collector so that ITT windows (ittapi.resume/pause) reach lotus",
             other.to_string_lossy(),
             backend.name()

@@ -7,6 +7,7 @@
 //! and statistics of a pipeline trace).
 
 mod attribute_cmd;
+mod docs_cmd;
 mod echo;
 mod from_reports;
 mod harness;
@@ -17,6 +18,7 @@ mod profile_cmd;
 mod program;
 mod trace_cmd;
 mod trace_run;
+mod usage;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).
@@ -36,6 +38,7 @@ use lotus_core::mapping::{Mapping, OpFailure};
 use lotus_core::MergeRule;
 
 use output::{render, write_atomic, Format};
+use usage::{env_help, note, usage};
 
 /// Out of memory is a clear error and exit status 1, not an abort (see
 /// [`oom`]).
@@ -45,35 +48,69 @@ static ALLOCATOR: oom::ExitOnOom = oom::ExitOnOom;
 #[derive(Debug, Parser)]
 #[command(
     name = "lotus",
-    version,
-    about = "Where the CPU time of ML data preprocessing goes: Python op -> native function -> hardware counters"
+    version = VERSION,
+    about = "Where the CPU time of ML data preprocessing goes: Python op -> native function -> hardware counters",
+    after_help = "Exit status: 0 done; 1 an error (bad input, a failed op or program, a missing tool); 2 a usage error; 130 interrupted. `lotus <command> --help` lists the environment variables each command reads."
 )]
 struct Cli {
+    /// No progress and no notes on stderr (warnings and errors are still printed).
+    #[arg(long, short, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
 
+/// `lotus --version`: the version and the commit it was built from
+/// (`-dirty` with uncommitted changes; `unknown` outside a git checkout),
+/// which build.rs finds.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("LOTUS_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// List the profiler backends and whether each can run here.
+    #[command(after_help = env_help::backends())]
     Backends {
-        /// Print JSON instead of a table.
-        #[arg(long)]
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: DataFormat,
+        /// The same as --format json (kept for scripts).
+        #[arg(long, conflicts_with = "format")]
         json: bool,
     },
     /// Map Python ops to the native functions they run.
+    #[command(after_help = env_help::map())]
     Map(MapArgs),
     /// Show a mapping (lotus.mapping/1 or the original tool's schema) as a table.
     Show(ShowArgs),
     /// Profile a whole program (all its processes and threads), or the windows it opens.
+    #[command(after_help = env_help::profile())]
     Profile(profile_cmd::ProfileArgs),
     /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
+    #[command(after_help = env_help::attribute())]
     Attribute(attribute_cmd::AttributeArgs),
     /// Pipeline traces: when each op, sample and batch ran in every process.
     Trace {
         #[command(subcommand)]
         command: trace_cmd::TraceCommand,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(docs_cmd::CompletionsArgs),
+    /// Print the man page lotus(1), or write one page per command into a folder.
+    Man(docs_cmd::ManArgs),
+}
+
+/// The formats of commands whose data has a table and a JSON form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DataFormat {
+    /// A readable table.
+    Table,
+    /// JSON.
+    Json,
 }
 
 #[derive(Debug, clap::Args)]
@@ -90,7 +127,7 @@ struct MapArgs {
     /// Merge rule across runs: union, majority, all or min:K.
     #[arg(long, default_value = "union", value_parser = parse_rule)]
     rule: MergeRule,
-    /// Write the mapping here (format from --format, else from the extension; JSON by default).
+    /// Write the mapping here (format from --format, else from the extension; JSON by default; `-`: standard output).
     #[arg(long, short)]
     out: Option<PathBuf>,
     /// Output format; a readable table on the terminal when neither this nor --out is given.
@@ -105,8 +142,8 @@ struct MapArgs {
     /// Live: op calls before the window opens.
     #[arg(long, default_value_t = 3)]
     warmup: u32,
-    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate; VTune and uProf get it as their sampling interval, see the README).
-    #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate; VTune and uProf get it as their sampling interval, see the README). 4000, as perf record's: a short window gets its thousands of samples quickly.
+    #[arg(long, short = 'F', default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
     frequency: u64,
     /// Live: samples each window should hold; with the backend's sampling interval it sets the window's length.
     #[arg(long, default_value_t = 3000)]
@@ -162,19 +199,22 @@ fn parse_rule(s: &str) -> Result<MergeRule, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    usage::set_quiet(cli.quiet);
     let result = match cli.command {
-        Command::Backends { json } => cmd_backends(json),
+        Command::Backends { format, json } => cmd_backends(json || format == DataFormat::Json),
         Command::Map(args) => cmd_map(args),
         Command::Show(args) => cmd_show(args),
         Command::Attribute(args) => attribute_cmd::run(args),
         Command::Profile(args) => profile_cmd::run(args),
         Command::Trace { command } => trace_cmd::run(command),
+        Command::Completions(args) => docs_cmd::completions::<Cli>(args),
+        Command::Man(args) => docs_cmd::man::<Cli>(args, VERSION),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("lotus: error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(usage::exit_status(&e))
         }
     }
 }
@@ -222,10 +262,13 @@ fn cmd_backends(json: bool) -> Result<ExitCode> {
 /// Where a mapping goes and in which format.
 fn emit(mapping: &Mapping, out: Option<&Path>, format: Option<Format>, top: usize) -> Result<()> {
     match out {
+        Some(path) if usage::is_stdout(path) => {
+            print!("{}", render(mapping, format.unwrap_or(Format::Json), top)?);
+        }
         Some(path) => {
             let format = format.unwrap_or_else(|| Format::from_path(path));
             write_atomic(path, &render(mapping, format, top)?)?;
-            eprintln!(
+            note!(
                 "lotus: wrote {} ({} op(s))",
                 output::one_line(&path.display().to_string()),
                 mapping.ops.len()
@@ -237,24 +280,26 @@ fn emit(mapping: &Mapping, out: Option<&Path>, format: Option<Format>, top: usiz
 }
 
 fn cmd_map(args: MapArgs) -> Result<ExitCode> {
-    let backend = lotus_core::backend(&args.backend)?;
+    let backend = usage::backend(&args.backend)?;
     let (mut mapping, failures, interrupted) = match &args.from_reports {
         Some(dir) => {
             if !args.ops.is_empty() {
-                bail!("give either op files or --from-reports DIR, not both");
+                return Err(usage(
+                    "give either op files or --from-reports DIR, not both",
+                ));
             }
             if args.backend == "perf" {
-                bail!("--from-reports reads VTune or uProf reports: use --backend vtune or --backend uprof (perf maps live: lotus map --backend perf ops/*.py)");
+                return Err(usage("--from-reports reads VTune or uProf reports: use --backend vtune or --backend uprof (perf maps live: lotus map --backend perf ops/*.py)"));
             }
             let outcome = from_reports::build(backend.as_ref(), dir, args.rule)?;
             (outcome.mapping, outcome.failures, false)
         }
         None => {
             if args.ops.is_empty() {
-                bail!(
+                return Err(usage(format!(
                     "nothing to map: give op files (lotus map --backend {} ops/*.py) or --from-reports DIR",
                     args.backend
-                );
+                )));
             }
             let opts = live::LiveOptions {
                 runs: args.runs,
@@ -281,7 +326,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 print!("{}", live::dry_run(backend.as_ref(), &args.ops, &opts)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            if let Some(out) = &args.out {
+            if let Some(out) = args.out.as_deref().filter(|o| !usage::is_stdout(o)) {
                 // Find out now, not after minutes of profiling.
                 output::check_writable(out)?;
             }

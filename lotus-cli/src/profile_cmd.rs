@@ -24,15 +24,18 @@ pub struct ProfileArgs {
     /// Profiler backend (see `lotus backends`).
     #[arg(long)]
     backend: String,
-    /// Write the profile here (default: stdout).
+    /// Write the profile here (default, or `-`: standard output).
     #[arg(long, short)]
     out: Option<PathBuf>,
+    /// Output format: lotus.profile/1 JSON, the one `lotus attribute` reads (its tables show the profile by op).
+    #[arg(long, value_enum, default_value = "json")]
+    format: ProfileFormat,
     /// Measure only inside the windows the program opens itself (lotus_resume /
     /// lotus_pause, `import lotus`, or ITT), not the whole run.
     #[arg(long)]
     windows: bool,
-    /// Sampling frequency in Hz (perf).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Sampling frequency in Hz (perf; VTune and uProf take it as their interval, as in `lotus map`). 1000, not map's 4000: a whole pipeline runs many processes for minutes, and a quarter of the samples is plenty (samply's default rate too).
+    #[arg(long, short = 'F', default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     frequency: u64,
     /// The vendor analysis (VTune -collect TYPE, uProf --config TYPE).
     #[arg(long, value_name = "TYPE")]
@@ -48,9 +51,20 @@ pub struct ProfileArgs {
     command: Vec<String>,
 }
 
+/// `lotus profile --format`: one format today, named so scripts can ask
+/// for it as for every other command's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProfileFormat {
+    /// `lotus.profile/1` JSON.
+    Json,
+}
+
 /// Runs `lotus profile`.
 pub fn run(args: ProfileArgs) -> Result<ExitCode> {
-    let backend = lotus_core::backend(&args.backend)?;
+    let ProfileFormat::Json = args.format;
+    let backend = crate::usage::backend(&args.backend)?;
+    // `--out -` is standard output, as no --out is.
+    let out = args.out.clone().filter(|p| !crate::usage::is_stdout(p));
     let probe = backend.probe();
     if !probe.available {
         bail!(
@@ -70,7 +84,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         args: rest.iter().map(Into::into).collect(),
         // Without --out the profile goes to stdout: the program's own
         // output must not mix into it.
-        stdout_to_stderr: args.out.is_none(),
+        stdout_to_stderr: out.is_none(),
         ..Target::default()
     };
     // The program can `import lotus` from the harness folder.
@@ -104,7 +118,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     copts.keep_raw.clone_from(&args.keep_raw);
     copts.whole_program = !args.windows;
 
-    if let Some(out) = &args.out {
+    if let Some(out) = &out {
         // Find out now, not after the whole program ran.
         check_writable(out)?;
     }
@@ -184,10 +198,10 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let mut text = Vec::new();
     profile.write_json(&mut text)?;
     let text = String::from_utf8(text)?;
-    match &args.out {
+    match &out {
         Some(path) => {
             write_atomic(path, &text)?;
-            eprintln!(
+            crate::usage::note!(
                 "lotus: wrote {} ({} functions{})",
                 path.display(),
                 profile.rows.len(),

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! lotus trace view DIR [--coarse] [--no-torch] --out trace.json
-//! lotus trace stats DIR [--json] [--op-times FILE]
+//! lotus trace stats DIR [--format table|json] [--op-times FILE]
 //! ```
 //!
 //! `view` writes Chrome trace event JSON (open it in Perfetto or
@@ -22,7 +22,7 @@
 //! `stats` prints per-op figures, per-batch preprocessing time with IQR
 //! outliers, the main process's waits in buckets and the delay from
 //! preprocessing to consumption ([`lotus_core::trace::stats`] defines
-//! them), then, for a distributed job, a row per rank; `--json` prints
+//! them), then, for a distributed job, a row per rank; `--format json` prints
 //! `lotus.trace-stats/1`, with each rank's full figures under `ranks`
 //! (empty when no log names a rank; [`lotus_core::trace::ranks`]):
 //!
@@ -68,7 +68,7 @@ use serde::Serialize;
 
 use crate::output::{write_atomic, Pending};
 
-/// The schema tag of `lotus trace stats --json`.
+/// The schema tag of `lotus trace stats --format json`.
 pub const STATS_SCHEMA: &str = "lotus.trace-stats/1";
 
 /// How percentiles are computed, as the JSON says it.
@@ -79,13 +79,16 @@ const PERCENTILE_METHOD: &str = "linear interpolation between closest ranks (num
 pub enum TraceCommand {
     /// Run a program with tracing on, no change to its code:
     /// `lotus trace run --out DIR -- python train.py ...`.
+    #[command(after_help = crate::usage::env_help::trace_run())]
     Run(crate::trace_run::TraceRunArgs),
     /// Write a Chrome trace / Perfetto JSON of a trace: one track per
     /// process, every op, sample and batch as a span, arrows from each
     /// batch's preprocessing to its consumption.
+    #[command(after_help = crate::usage::env_help::trace_read())]
     View(ViewArgs),
     /// Per-op times, per-batch preprocessing time (IQR outliers), the main
     /// process's waits and the delay from preprocessing to consumption.
+    #[command(after_help = crate::usage::env_help::trace_read())]
     Stats(StatsArgs),
 }
 
@@ -105,6 +108,17 @@ pub struct ViewArgs {
     /// Where to write the JSON (`-`: standard output).
     #[arg(long, short, value_name = "FILE")]
     pub out: PathBuf,
+    /// Output format: Chrome trace event JSON (Perfetto and chrome://tracing read it).
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: ViewFormat,
+}
+
+/// `lotus trace view --format`: one format today, named so scripts can
+/// ask for it as for every other command's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ViewFormat {
+    /// Chrome trace event JSON.
+    Json,
 }
 
 /// `lotus trace stats`'s arguments.
@@ -113,8 +127,11 @@ pub struct StatsArgs {
     /// The trace: a folder of logs (searched recursively) or one log file.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
-    /// Print lotus.trace-stats/1 JSON instead of tables.
-    #[arg(long)]
+    /// Output format: tables, or lotus.trace-stats/1 JSON.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: crate::DataFormat,
+    /// The same as --format json (kept for scripts).
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
     /// Also write each op's total time as op,seconds (for `lotus
     /// attribute --op-times`).
@@ -125,9 +142,28 @@ pub struct StatsArgs {
 /// Runs a `lotus trace` subcommand.
 pub fn run(command: TraceCommand) -> Result<ExitCode> {
     match command {
-        TraceCommand::Run(args) => crate::trace_run::run(args),
+        TraceCommand::Run(args) => {
+            if crate::usage::is_stdout(&args.out) {
+                return Err(crate::usage::usage(
+                    "trace run --out names the trace folder (one log per process); standard output (`-`) cannot hold it",
+                ));
+            }
+            crate::trace_run::run(args)
+        }
         TraceCommand::View(args) => view(args),
-        TraceCommand::Stats(args) => stats(args),
+        TraceCommand::Stats(mut args) => {
+            args.json |= args.format == crate::DataFormat::Json;
+            if args
+                .op_times
+                .as_deref()
+                .is_some_and(crate::usage::is_stdout)
+            {
+                return Err(crate::usage::usage(
+                    "--op-times -: standard output carries the statistics; give --op-times a file name",
+                ));
+            }
+            stats(args)
+        }
     }
 }
 
@@ -164,6 +200,7 @@ fn load(dir: &Path, durations: bool) -> Result<(TraceFolder, TraceIndex)> {
 }
 
 fn view(args: ViewArgs) -> Result<ExitCode> {
+    let ViewFormat::Json = args.format;
     let (folder, mut index) = load(&args.dir, false)?;
     let to_stdout = args.out.as_os_str() == "-";
     let out_path = (!to_stdout).then(|| args.out.canonicalize().ok()).flatten();
@@ -275,7 +312,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         let shown = path.display().to_string();
         let a = Alignment::of(scan, lotus_start);
         if let Some(note) = a.note() {
-            eprintln!("lotus: note: {shown} {note}");
+            crate::usage::note!("lotus: note: {shown} {note}");
         }
         let f = lotus_core::input::open_regular(path)
             .with_context(|| format!("cannot open {shown}"))?;
@@ -316,7 +353,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
             torch_traces.len()
         )
     };
-    eprintln!(
+    crate::usage::note!(
         "lotus: wrote {} ({spans} span(s), {flows} flow(s), {} process(es){torch_note})",
         if to_stdout {
             "the view".to_string()
@@ -382,7 +419,7 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
             text += &format!("{name},{:.9}\n", *ns as f64 / 1e9);
         }
         write_atomic(path, &text)?;
-        eprintln!("lotus: wrote {} ({} op(s))", path.display(), totals.len());
+        crate::usage::note!("lotus: wrote {} ({} op(s))", path.display(), totals.len());
     }
     if args.json {
         let out = StatsJson {
@@ -578,7 +615,7 @@ fn render_ranks(ranks: &[RankStats]) -> String {
         return String::new();
     }
     let mut out = format!(
-        "\nPer rank ({} rank(s); `--json` gives each rank's full statistics under \"ranks\")\n",
+        "\nPer rank ({} rank(s); `--format json` gives each rank's full statistics under \"ranks\")\n",
         ranks.len()
     );
     let mut t = table(&[

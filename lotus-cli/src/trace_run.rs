@@ -333,7 +333,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot start {}", program_path.display()))?;
     let ended = reaper::end_descendants(LEFTOVER_GRACE, LEFTOVER_GRACE + Duration::from_secs(5));
     if ended > 0 {
-        eprintln!(
+        crate::usage::note!(
             "lotus: ended {ended} process(es) the program left running when its main process exited"
         );
     }
@@ -360,7 +360,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
             out.display()
         );
     } else {
-        eprintln!(
+        crate::usage::note!(
             "lotus: trace in {}: {} log(s) ({} main, {} worker), {} bytes",
             out.display(),
             new.len(),

@@ -64,6 +64,23 @@ pub fn lotus_fails(args: &[&str]) -> String {
     stderr
 }
 
+/// Runs `lotus` expecting a usage error (exit status 2, as clap's own);
+/// returns stderr. Checks it did not panic.
+pub fn lotus_usage_error(args: &[&str]) -> String {
+    let out = lotus(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "exit code of lotus {args:?} (a usage error): {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "lotus {args:?} panicked: {stderr}"
+    );
+    stderr
+}
+
 /// The Python the tests use: `$LOTUS_PYTHON`, else the repo's `.venv`
 /// (made by scripts/setup.sh). Fails the test with the fix when it lacks
 /// Pillow or numpy.

@@ -128,7 +128,7 @@ pub struct AttributeArgs {
     /// is given, else from --out's extension.
     #[arg(long, value_enum)]
     pub format: Option<AttributeFormat>,
-    /// Write the result here instead of the terminal.
+    /// Write the result here instead of the terminal (`-`: standard output).
     #[arg(long, short, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Draw a stacked bar chart of op time per profile (SVG).
@@ -166,7 +166,9 @@ impl LoadedProfile {
 }
 
 /// Runs `lotus attribute`.
-pub fn run(args: AttributeArgs) -> Result<ExitCode> {
+pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
+    // `--out -` is standard output, as no --out is.
+    args.out = args.out.filter(|p| !crate::usage::is_stdout(p));
     let mapping = load_mapping(&args.mapping)?;
     let op_times = args.op_times.as_deref().map(load_op_times).transpose()?;
     let match_mode = match args.match_mode {
@@ -198,7 +200,7 @@ pub fn run(args: AttributeArgs) -> Result<ExitCode> {
         // Tables and Markdown on the terminal show the notes themselves.
         if notes_to_stderr {
             for note in &a.notes {
-                eprintln!("lotus: note: {}: {note}", p.name);
+                crate::usage::note!("lotus: note: {}: {note}", p.name);
             }
         }
     }
@@ -218,12 +220,12 @@ pub fn run(args: AttributeArgs) -> Result<ExitCode> {
     if let Some(path) = &args.plot {
         let svg = view.svg()?;
         write_atomic(path, &svg)?;
-        eprintln!("lotus: wrote {}", path.display());
+        crate::usage::note!("lotus: wrote {}", path.display());
     }
     match &args.out {
         Some(path) => {
             write_atomic(path, &text)?;
-            eprintln!(
+            crate::usage::note!(
                 "lotus: wrote {} ({} profile(s))",
                 path.display(),
                 results.len()

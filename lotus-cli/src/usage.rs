@@ -1,0 +1,131 @@
+//! Command-line manners shared by every subcommand: usage errors (exit
+//! status 2, as clap's own), `--quiet`, `--out -`, and the environment
+//! variables each command's help lists.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A mistake in how lotus was called that lotus, not clap, finds (an
+/// unknown backend, nothing to map, options that exclude each other). The
+/// binary exits with status 2 for it, as for clap's own usage errors; every
+/// other error exits with 1.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// A [`UsageError`] as the `anyhow` error the commands return.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
+/// Looks up a backend by name; an unknown name is a usage error.
+pub fn backend(name: &str) -> anyhow::Result<Box<dyn lotus_core::Profiler>> {
+    lotus_core::backend(name).map_err(|e| usage(e.to_string()))
+}
+
+/// The exit status for `error`: 2 for a usage error, 1 otherwise.
+pub fn exit_status(error: &anyhow::Error) -> u8 {
+    if error.downcast_ref::<UsageError>().is_some() {
+        2
+    } else {
+        1
+    }
+}
+
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Turns `--quiet` on: no progress and no notes; warnings and errors are
+/// still printed.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Whether `--quiet` was given.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// Prints a note (`lotus: ...` on stderr: what was written, what was done)
+/// unless `--quiet` was given.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        if !$crate::usage::quiet() {
+            eprintln!($($arg)*);
+        }
+    };
+}
+pub(crate) use note;
+
+/// Whether an `--out` path means standard output (`-`, as in perf, samply
+/// and hyperfine's exports).
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// The environment variables lotus reads, one help line each. Each
+/// command's help lists those that apply to it (`after_help`); the
+/// conventions test checks every variable read in the workspace is listed
+/// by some command.
+pub mod env_help {
+    /// The heading of the list.
+    const HEAD: &str = "Environment:";
+    /// `LOTUS_PYTHON`.
+    pub const PYTHON: &str = "  LOTUS_PYTHON             the Python interpreter for ops (when --python is not given)\n  VIRTUAL_ENV              its python is used when neither --python nor LOTUS_PYTHON is given";
+    /// `LOTUS_CONTROL_LIB`.
+    pub const CONTROL_LIB: &str = "  LOTUS_CONTROL_LIB        the control library (liblotus_control.so) to load, in place of the one beside lotus";
+    /// `VTUNE_PROFILER_DIR`.
+    pub const VTUNE: &str = "  VTUNE_PROFILER_DIR       where VTune is installed (its bin64/vtune), when vtune is not on PATH";
+    /// `AMDUPROF_HOME`, `LOTUS_UPROF_CONTROL_LIB`.
+    pub const UPROF: &str = "  AMDUPROF_HOME            where AMD uProf is installed (its bin/AMDuProfCLI), when it is not on PATH\n  LOTUS_UPROF_CONTROL_LIB  AMD's profile-control library (libAMDProfileController.so) for uProf windows";
+    /// `INTEL_LIBITTNOTIFY64`.
+    pub const ITT: &str = "  INTEL_LIBITTNOTIFY64     an ITT collector (oneAPI sets VTune's); under --backend perf lotus puts its own in its place, and says so";
+    /// `PATH`.
+    pub const PATH: &str =
+        "  PATH                     where the program, python3 and the vendor tools are looked up";
+    /// `PYTHONPATH`.
+    pub const PYTHONPATH: &str = "  PYTHONPATH               kept, after lotus's own Python folder (the lotus / lotus_trace module)";
+    /// `LOTUS_SORT_BUFFER`.
+    pub const SORT_BUFFER: &str = "  LOTUS_SORT_BUFFER        bytes kept in memory per sort before spilling to files (default 1m; 64m, up to 64g)";
+    /// `TMPDIR`.
+    pub const TMPDIR: &str = "  TMPDIR                   where temporary files go (harness, spilled sorts); default /tmp";
+
+    /// The `after_help` text listing `vars`.
+    pub fn list(vars: &[&str]) -> String {
+        let mut s = String::from(HEAD);
+        for v in vars {
+            s.push('\n');
+            s.push_str(v);
+        }
+        s
+    }
+
+    /// `lotus backends`.
+    pub fn backends() -> String {
+        list(&[VTUNE, UPROF, PATH])
+    }
+
+    /// `lotus map`.
+    pub fn map() -> String {
+        list(&[PYTHON, CONTROL_LIB, VTUNE, UPROF, ITT, TMPDIR, PATH])
+    }
+
+    /// `lotus profile`.
+    pub fn profile() -> String {
+        list(&[CONTROL_LIB, VTUNE, UPROF, PYTHONPATH, TMPDIR, PATH])
+    }
+
+    /// `lotus attribute` (a trace folder given to --op-times is sorted).
+    pub fn attribute() -> String {
+        list(&[SORT_BUFFER, TMPDIR])
+    }
+
+    /// `lotus trace run`.
+    pub fn trace_run() -> String {
+        list(&[PYTHONPATH, TMPDIR, PATH])
+    }
+
+    /// `lotus trace view` and `lotus trace stats`.
+    pub fn trace_read() -> String {
+        list(&[SORT_BUFFER, TMPDIR])
+    }
+}
