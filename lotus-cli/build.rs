@@ -40,14 +40,21 @@ fn commit(workspace: &Path) -> Option<String> {
     // Rebuilt when HEAD moves (a checkout, a commit on the branch), the
     // index changes (staging) or the sources here change. The paths come
     // from git: in a worktree .git is a file and the refs are elsewhere.
-    for rel in ["HEAD", "index", "packed-refs"] {
-        if let Some(p) = git(workspace, &["rev-parse", "--git-path", rel]) {
-            println!("cargo:rerun-if-changed={}", workspace.join(p).display());
-        }
-    }
+    // Only paths that exist are named: cargo takes a missing one as changed
+    // and would rebuild lotus on every build. (Not the refs folder: other
+    // worktrees' commits would rebuild lotus here. A loose ref that
+    // reappears after `git pack-refs` is seen through the index, which a
+    // commit rewrites.)
+    let mut watch = vec!["HEAD".to_string(), "index".into(), "packed-refs".into()];
     if let Some(head_ref) = git(workspace, &["symbolic-ref", "-q", "HEAD"]) {
-        if let Some(p) = git(workspace, &["rev-parse", "--git-path", &head_ref]) {
-            println!("cargo:rerun-if-changed={}", workspace.join(p).display());
+        watch.push(head_ref);
+    }
+    for rel in &watch {
+        if let Some(p) = git(workspace, &["rev-parse", "--git-path", rel]) {
+            let path = workspace.join(p);
+            if path.exists() {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
         }
     }
     println!("cargo:rerun-if-changed=src");

@@ -107,3 +107,16 @@ fn write_stdout(bytes: &[u8]) -> Result<()> {
         .and_then(|()| out.flush())
         .context("cannot write to standard output")
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own checks of the definitions (two flags with one short
+    /// name, a conflict with an unknown argument...), which otherwise run
+    /// only when the faulty command is parsed.
+    #[test]
+    fn definitions_pass_clap_checks() {
+        crate::Cli::command().debug_assert();
+    }
+}
