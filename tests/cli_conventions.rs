@@ -584,3 +584,49 @@ fn quiet_drops_notes_but_not_errors() {
     assert_eq!(failed.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&failed.stderr).contains("lotus: error:"));
 }
+
+#[test]
+fn quiet_live_map_prints_no_progress_and_out_dash_gives_its_json() {
+    let python = common::python();
+    let op = fixture("ops/RandomHorizontalFlip.py");
+    let args = |quiet: bool| {
+        let mut a = vec![
+            "map".to_string(),
+            "--backend".into(),
+            "perf".into(),
+            op.to_str().expect("utf-8").into(),
+            "--runs".into(),
+            "1".into(),
+            "--min-samples".into(),
+            "200".into(),
+            "--no-baseline".into(),
+            "--python".into(),
+            python.to_str().expect("utf-8").into(),
+            "--out".into(),
+            "-".into(),
+        ];
+        if quiet {
+            a.push("-q".into());
+        }
+        a
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let run = |quiet: bool| {
+        let a = args(quiet);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = lotus_in(tmp.path(), &a);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "lotus {a:?}: {stderr}");
+        assert!(!tmp.path().join("-").exists(), "a file named '-'");
+        let mapping = json(&String::from_utf8_lossy(&out.stdout), "map --out -");
+        assert_eq!(mapping["ops"][0]["name"], "RandomHorizontalFlip");
+        stderr
+    };
+    let loud = run(false);
+    assert!(loud.contains("run 1/1"), "{loud}");
+    // Warnings are still printed (a busy machine may drop samples).
+    let quiet = run(true);
+    for line in quiet.lines() {
+        assert!(line.contains("warning"), "--quiet printed {line:?}");
+    }
+}
