@@ -319,6 +319,8 @@ fn usage_errors_found_by_lotus_exit_2() {
     let op = op.to_str().expect("utf-8");
     let trace = fixture("traces/original");
     let trace = trace.to_str().expect("utf-8");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let scratch = tmp.path().to_str().expect("utf-8");
     let cases: &[(&[&str], &str)] = &[
         (&["map", "--backend", "nope", op], "unknown backend 'nope'"),
         (&["map", "--backend", "perf"], "nothing to map"),
@@ -339,6 +341,12 @@ fn usage_errors_found_by_lotus_exit_2() {
             "standard output",
         ),
         (&["trace", "stats", trace, "--op-times", "-"], "--op-times"),
+        (
+            &[
+                "trace", "run", "--out", scratch, "--prefix", "a/b", "--", "true",
+            ],
+            "--prefix",
+        ),
         // clap's own, for comparison.
         (
             &["backends", "--json", "--format", "table"],

@@ -503,7 +503,8 @@ fn a_bad_prefix_or_program_is_an_error() {
     let dir = tmp.path().join("trace");
     let py = python();
     let out = trace_run(&dir, &["--prefix", "a/b"], &py, &[OsStr::new("-V")]);
-    assert_eq!(out.status.code(), Some(1));
+    // A malformed option value: a usage error.
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--prefix"));
     let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
         .args(["trace", "run", "--out"])

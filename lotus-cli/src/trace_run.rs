@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use lotus_backend_common::{reaper, trust};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 
 /// The tracer's files, relative to the folder they are written to.
 const TRACER_FILES: &[(&str, &str)] = &[
@@ -259,7 +259,7 @@ fn check_prefix(prefix: &str) -> Result<()> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
-        bail!("--prefix {prefix:?}: use letters, digits, '-', '_' or '.' (it starts each log file's name)");
+        return Err(crate::usage::usage(format!("--prefix {prefix:?}: use letters, digits, '-', '_' or '.' (it starts each log file's name)")));
     }
     Ok(())
 }
