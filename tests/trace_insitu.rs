@@ -14,6 +14,7 @@ use common::python;
 use common::trace_logs::{assert_ok, trace_run};
 use lotus_core::trace::clock::{clock_pair_of_line, ClockMap};
 use lotus_core::trace::parse::parse_event_line;
+use lotus_core::trace::samples::SampleFiles;
 use serde_json::Value;
 
 /// A program with one op on its main thread and one on another thread,
@@ -140,4 +141,192 @@ fn spans_know_their_thread_and_the_clock_offset_is_measured() {
             "{line}: [{start}, {end}] not within the run [{mono_before}, {mono_after}]"
         );
     }
+}
+
+// --- `lotus trace run --sample` ---------------------------------------------------
+
+/// A job with a forked child process and a second thread, each burning
+/// CPU (`--cpu-ms` of thread CPU time each, measured by the job): it
+/// reports the pids, the thread's id and the CPU time of everything.
+/// `--kill-self` ends the main process with SIGKILL halfway.
+const JOB_PY: &str = r#"
+import json, multiprocessing as mp, os, signal, sys, threading, time
+import lotus_trace
+
+def burn(ms):
+    end = time.thread_time_ns() + ms * 1_000_000
+    while time.thread_time_ns() < end:
+        pass
+
+def child(ms, q):
+    burn(ms)
+    q.put(time.process_time_ns())
+
+if __name__ == "__main__":
+    report, ms, kill = sys.argv[1], int(sys.argv[2]), "--kill-self" in sys.argv
+    op = lotus_trace.wrap(burn, "Burn")
+    got = {}
+    def run():
+        got["tid"] = threading.get_native_id()
+        op(ms)
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    q = mp.get_context("fork").Queue()
+    p = mp.get_context("fork").Process(target=child, args=(ms, q))
+    p.start()
+    child_cpu = q.get()
+    p.join()
+    with open(report, "w") as f:
+        json.dump({"pid": os.getpid(), "thread_tid": got["tid"], "child_pid": p.pid,
+                   "child_cpu_ns": child_cpu}, f)
+    if kill:
+        os.kill(os.getpid(), signal.SIGKILL)
+    op(ms)
+    with open(report, "w") as f:
+        json.dump({"pid": os.getpid(), "thread_tid": got["tid"], "child_pid": p.pid,
+                   "child_cpu_ns": child_cpu, "main_cpu_ns": time.process_time_ns()}, f)
+"#;
+
+struct SampledRun {
+    dir: std::path::PathBuf,
+    report: Value,
+    out: std::process::Output,
+    mono: (u64, u64),
+    _tmp: tempfile::TempDir,
+}
+
+fn sampled_run(ms: u32, extra: &[&str]) -> SampledRun {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let script = tmp.path().join("job.py");
+    let report = tmp.path().join("report.json");
+    std::fs::write(&script, JOB_PY).expect("script");
+    let ms = ms.to_string();
+    let mut args = vec![script.as_os_str(), report.as_os_str(), OsStr::new(&ms)];
+    args.extend(extra.iter().map(OsStr::new));
+    let (_, before) = clocks_now();
+    let out = trace_run(&dir, &["--sample", "--frequency", "1000"], &python(), &args);
+    let (_, after) = clocks_now();
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).expect("report"))
+        .expect("report JSON");
+    SampledRun {
+        dir,
+        report,
+        out,
+        mono: (before, after),
+        _tmp: tmp,
+    }
+}
+
+fn sampling(files: &SampleFiles) -> std::collections::BTreeMap<String, String> {
+    files
+        .read_sampling()
+        .expect("sampling")
+        .into_iter()
+        .filter(|(k, _)| k != "note")
+        .collect()
+}
+
+#[test]
+fn sampled_trace_writes_every_process_and_thread_samples_as_they_come() {
+    let run = sampled_run(300, &[]);
+    assert_ok(&run.out, "trace run --sample");
+    let files = SampleFiles::open(&run.dir, "lotus").expect("sample files");
+    let meta = sampling(&files);
+    assert_eq!(meta["status"], "complete", "{meta:?}");
+    assert_eq!(meta["clock"], "monotonic");
+    let hz: u64 = meta["frequency_hz"].parse().expect("hz");
+    let symbols = files.read_symbols().expect("symbols");
+    let mut reader = files.samples().expect("samples");
+    let (mut n, mut named) = (0u64, 0u64);
+    let mut by_thread = std::collections::BTreeMap::<(u32, u32), u64>::new();
+    for s in reader.by_ref() {
+        let s = s.expect("sample");
+        n += 1;
+        assert!(
+            run.mono.0 <= s.time_ns && s.time_ns <= run.mono.1,
+            "sample at {} outside the run {:?}",
+            s.time_ns,
+            run.mono
+        );
+        let sym = symbols.get(s.symbol);
+        assert!(!sym.module.is_empty(), "{sym:?}");
+        named += u64::from(sym.function != "[unknown]");
+        *by_thread.entry((s.pid, s.tid)).or_default() += 1;
+    }
+    assert_eq!(reader.cut_bytes(), 0);
+    assert_eq!(
+        meta["samples"],
+        n.to_string(),
+        "the count said = the records"
+    );
+    let pid = run.report["pid"].as_u64().expect("pid") as u32;
+    let tid = run.report["thread_tid"].as_u64().expect("tid") as u32;
+    let child = run.report["child_pid"].as_u64().expect("child") as u32;
+    // Each burned 300 ms of its own CPU time: at 1000 Hz, about 300
+    // samples each; at least half of that, however busy the machine (CPU
+    // time, not wall time, is what is sampled).
+    let want = 300 * hz / 1000 / 2;
+    for (who, key) in [
+        ("main thread", (pid, pid)),
+        ("thread", (pid, tid)),
+        ("forked child", (child, child)),
+    ] {
+        let got = by_thread.get(&key).copied().unwrap_or(0);
+        assert!(
+            got >= want,
+            "{who} {key:?}: {got} samples, want >= {want}: {by_thread:?}"
+        );
+    }
+    // The samples of the job, its CPU time: not (much) more than the CPU
+    // time it measured itself, plus start-up.
+    let cpu_ns = run.report["main_cpu_ns"].as_u64().expect("cpu")
+        + run.report["child_cpu_ns"].as_u64().expect("cpu");
+    let expected = cpu_ns * hz / 1_000_000_000;
+    assert!(
+        n as f64 <= expected as f64 * 1.5 + 200.0,
+        "{n} samples for {cpu_ns} ns of CPU"
+    );
+    // Most samples are named (the interpreter's functions).
+    assert!(named * 2 > n, "{named} of {n} samples named");
+}
+
+#[test]
+fn a_job_killed_mid_run_leaves_its_samples_readable() {
+    let run = sampled_run(200, &["--kill-self"]);
+    // The job's status passes through: killed by signal 9.
+    assert_eq!(
+        run.out.status.code(),
+        Some(128 + 9),
+        "{run:?}",
+        run = String::from_utf8_lossy(&run.out.stderr)
+    );
+    let files = SampleFiles::open(&run.dir, "lotus").expect("sample files");
+    let meta = sampling(&files);
+    assert_eq!(meta["status"], "complete", "{meta:?}");
+    let mut reader = files.samples().expect("samples");
+    let n = reader.by_ref().filter(|s| s.is_ok()).count() as u64;
+    assert_eq!(meta["samples"], n.to_string());
+    assert!(n >= 100, "{n} samples of 400 ms of CPU");
+}
+
+#[test]
+fn sample_files_of_an_earlier_run_are_kept_unless_clean() {
+    let run = sampled_run(10, &[]);
+    assert_ok(&run.out, "first run");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let script = tmp.path().join("job.py");
+    std::fs::write(&script, JOB_PY).expect("script");
+    let report = tmp.path().join("r.json");
+    let args = [script.as_os_str(), report.as_os_str(), OsStr::new("10")];
+    let again = trace_run(&run.dir, &["--sample"], &python(), &args);
+    assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        err.contains("already holds the samples") && err.contains("--clean"),
+        "{err}"
+    );
+    let clean = trace_run(&run.dir, &["--sample", "--clean"], &python(), &args);
+    assert_ok(&clean, "--clean");
 }

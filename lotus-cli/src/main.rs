@@ -12,6 +12,7 @@ mod harness;
 mod live;
 mod output;
 mod profile_cmd;
+mod sampled_trace;
 mod trace_cmd;
 mod trace_run;
 

@@ -74,6 +74,7 @@ pub mod folder;
 pub mod index;
 pub mod parse;
 pub mod ranks;
+pub mod samples;
 pub mod stats;
 pub mod torch;
 
