@@ -330,3 +330,51 @@ fn sample_files_of_an_earlier_run_are_kept_unless_clean() {
     let clean = trace_run(&run.dir, &["--sample", "--clean"], &python(), &args);
     assert_ok(&clean, "--clean");
 }
+
+// --- `lotus attribute DIR` -------------------------------------------------------
+
+#[test]
+fn attribute_dir_errors_name_the_folder_and_what_to_do() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // Logs without samples.
+    std::fs::write(
+        tmp.path().join("lotus_main_pid_1"),
+        "#lotus-trace v1 role=main pid=1 wall_ns=10 monotonic_ns=5\nSA,20,5,kind=op\n",
+    )
+    .expect("log");
+    let out = common::lotus(&["attribute", tmp.path().to_str().expect("utf8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--sample") && err.contains(&*tmp.path().to_string_lossy()),
+        "{err}"
+    );
+    // A folder traced where perf could not run.
+    lotus_core::trace::samples::write_sampling(
+        &SampleFiles::of(tmp.path(), "lotus").sampling,
+        &[
+            ("status", "unavailable".into()),
+            ("reason", "perf_event_open: EACCES".into()),
+        ],
+    )
+    .expect("sampling");
+    let out = common::lotus(&["attribute", tmp.path().to_str().expect("utf8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("without samples") && err.contains("EACCES"),
+        "{err}"
+    );
+    // Samples without logs.
+    let empty = tempfile::tempdir().expect("tmp");
+    let mut w =
+        lotus_core::trace::samples::SamplesWriter::create(empty.path(), "lotus").expect("w");
+    lotus_core::trace::samples::SampleSink::finish(&mut w).expect("finish");
+    let out = common::lotus(&["attribute", empty.path().to_str().expect("utf8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no trace logs"), "{err}");
+    // The mapping form still needs its mapping and profile.
+    let out = common::lotus(&["attribute", "--mapping", "m.json"]);
+    assert!(!out.status.success());
+}

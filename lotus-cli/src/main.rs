@@ -7,6 +7,7 @@
 //! and statistics of a pipeline trace).
 
 mod attribute_cmd;
+mod attribute_in_pipeline;
 mod from_reports;
 mod harness;
 mod live;

@@ -64,6 +64,7 @@ use std::str::FromStr;
 use crate::mapping::Mapping;
 use crate::row::{Report, Row, Unit, UNKNOWN_MODULE};
 
+pub mod in_pipeline;
 mod op_times;
 
 pub use op_times::OpTimes;
