@@ -378,3 +378,149 @@ fn attribute_dir_errors_name_the_folder_and_what_to_do() {
     let out = common::lotus(&["attribute", "--mapping", "m.json"]);
     assert!(!out.status.success());
 }
+
+// --- exactness on a pipeline we control --------------------------------------------
+
+/// `lotus trace run --sample` on fixtures/trace/kernel_pipeline.py (ops
+/// on C kernels of known cost, each op timed by the pipeline itself with
+/// the thread CPU clock), then `lotus attribute DIR --format json`.
+fn kernel_pipeline_attribution(start_method: &str) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let reports = tmp.path().join("reports");
+    std::fs::create_dir(&reports).expect("reports");
+    let script = common::fixture("trace/kernel_pipeline.py");
+    let args = [
+        script.as_os_str(),
+        OsStr::new("--report-dir"),
+        reports.as_os_str(),
+        OsStr::new("--start-method"),
+        OsStr::new(start_method),
+        OsStr::new("--batches"),
+        OsStr::new("12"),
+        OsStr::new("--background"),
+    ];
+    let out = trace_run(&dir, &["--sample", "--frequency", "2000"], &python(), &args);
+    assert_ok(&out, "trace run --sample");
+    let attributed = common::lotus(&[
+        "attribute",
+        dir.to_str().expect("utf8"),
+        "--format",
+        "json",
+        "--top",
+        "1000",
+    ]);
+    assert_ok(&attributed, "attribute DIR");
+    let a: Value = serde_json::from_slice(&attributed.stdout).expect("JSON");
+    assert_eq!(a["schema"], "lotus.in-pipeline/1");
+
+    // What the pipeline measured, per op and for the background threads.
+    let mut measured: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut calls: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut background_ns = 0u64;
+    let mut worker_reports = 0;
+    for entry in std::fs::read_dir(&reports).expect("reports") {
+        let path = entry.expect("entry").path();
+        if !path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .starts_with("worker_")
+        {
+            continue;
+        }
+        worker_reports += 1;
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+        for (op, ns) in r["ops"].as_object().expect("ops") {
+            *measured.entry(op.clone()).or_default() += ns.as_u64().expect("ns");
+        }
+        for (op, n) in r["calls"].as_object().expect("calls") {
+            *calls.entry(op.clone()).or_default() += n.as_u64().expect("n");
+        }
+        background_ns += r["background_ns"].as_u64().expect("bg");
+    }
+    assert_eq!(worker_reports, 2, "both workers reported");
+
+    let rows = a["rows"].as_array().expect("rows");
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no row {name}: {a:#}"))
+    };
+    let kernel_of = [
+        ("Dot", "lotus_fixture_dot"),
+        ("PoolBlur", "lotus_fixture_blur"),
+    ];
+    let mut figures = Vec::new();
+    for (op, kernel) in kernel_of {
+        let r = row(op);
+        let samples = r["samples"].as_u64().expect("samples");
+        let got = r["cpu_ns"].as_u64().expect("cpu") as f64;
+        let want = measured[op] as f64;
+        figures.push(format!(
+            "{op}: attributed {:.1} ms, measured {:.1} ms ({:+.2}%), {samples} samples",
+            got / 1e6,
+            want / 1e6,
+            (got - want) / want * 100.0
+        ));
+        // The test needs enough samples to mean something.
+        assert!(samples >= 500, "{op}: {samples} samples: {figures:?}");
+        assert!(
+            (got - want).abs() <= 0.05 * want,
+            "{op}: attributed {got} ns, measured {want} ns: {figures:?}"
+        );
+        assert_eq!(r["calls"].as_u64(), Some(calls[op]), "{op} calls");
+        let top = r["top_functions"].as_array().expect("top");
+        assert_eq!(top[0]["function"], kernel, "{op}'s top function: {top:?}");
+        // No more than 1% of its samples in the other op's kernel.
+        for (other, other_kernel) in kernel_of {
+            if other == op {
+                continue;
+            }
+            let in_other: u64 = top
+                .iter()
+                .filter(|f| f["function"] == other_kernel)
+                .map(|f| f["samples"].as_u64().expect("n"))
+                .sum();
+            assert!(
+                in_other * 100 <= samples,
+                "{op}: {in_other} of {samples} samples in {other}'s kernel {other_kernel}"
+            );
+        }
+    }
+    // The pools' threads were found (two per worker; a queue's feeder
+    // thread that only ever ran while an op did may join them) and the
+    // background threads were not credited to any op: their own row holds
+    // their CPU time (and the other feeder threads', a little).
+    let pools = a["pool_threads"].as_array().expect("pools").len();
+    assert!((4..=6).contains(&pools), "{pools} pool threads: {a:#}");
+    let bg = row("independent threads (worker)")["cpu_ns"]
+        .as_u64()
+        .expect("bg") as f64;
+    figures.push(format!(
+        "background: {:.1} ms in its row, {:.1} ms measured",
+        bg / 1e6,
+        background_ns as f64 / 1e6
+    ));
+    assert!(
+        (bg - background_ns as f64).abs() <= 0.1 * background_ns as f64 + 20e6,
+        "{figures:?}"
+    );
+    // The rows add up to every sample taken.
+    let sum: u64 = rows.iter().map(|r| r["samples"].as_u64().expect("n")).sum();
+    assert_eq!(sum, a["total_samples"].as_u64().expect("total"));
+    let files = SampleFiles::open(&dir, "lotus").expect("files");
+    assert_eq!(sampling(&files)["samples"], sum.to_string());
+    eprintln!("{start_method}: {}", figures.join("; "));
+}
+
+#[test]
+fn in_pipeline_attribution_is_exact_with_forked_workers() {
+    kernel_pipeline_attribution("fork");
+}
+
+#[test]
+fn in_pipeline_attribution_is_exact_with_spawned_workers() {
+    kernel_pipeline_attribution("spawn");
+}

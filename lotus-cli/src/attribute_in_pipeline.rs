@@ -21,11 +21,12 @@ pub const SCHEMA: &str = "lotus.in-pipeline/1";
 pub fn run(
     dir: &Path,
     prefix: &str,
+    top: usize,
     format: Option<AttributeFormat>,
     out: Option<&Path>,
 ) -> Result<ExitCode> {
     let budget = Budget::from_env()?;
-    let a = attribute_folder(dir, prefix, budget)
+    let a = attribute_folder(dir, prefix, budget, top)
         .with_context(|| format!("cannot attribute the samples in {}", dir.display()))?;
     let format =
         format.unwrap_or_else(|| out.map_or(AttributeFormat::Table, AttributeFormat::from_path));

@@ -117,6 +117,9 @@ pub struct AttributeArgs {
     /// The samples' prefix in DIR (as `trace run --prefix`).
     #[arg(long, default_value = "lotus", requires = "dir")]
     pub prefix: String,
+    /// Top functions listed per row (with DIR).
+    #[arg(long, default_value_t = lotus_core::attribute::in_pipeline::TOP_FUNCTIONS, requires = "dir")]
+    pub top: usize,
     /// The mapping: lotus.mapping/1, or the original tool's mapping_funcs.json.
     #[arg(long, short, value_name = "FILE", required_unless_present = "dir")]
     pub mapping: Option<PathBuf>,
@@ -183,6 +186,7 @@ pub fn run(args: AttributeArgs) -> Result<ExitCode> {
         return crate::attribute_in_pipeline::run(
             dir,
             &args.prefix,
+            args.top,
             args.format,
             args.out.as_deref(),
         );

@@ -10,7 +10,9 @@
 //! 2. a helper thread of a process (a thread with no op spans of its own)
 //!    is that process's intra-op pool when it runs with the ops: its
 //!    sampling rate while the process's main thread is outside every op
-//!    is under a fifth of its rate while it is inside one. Its samples
+//!    is under a fifth of its rate while it is inside one, both measured
+//!    between the thread's own first and last sample (a thread started
+//!    late is not judged by the process's start-up). Its samples
 //!    taken while the main thread is inside an op are credited to the
 //!    innermost op open there; the others go to "outside any op";
 //! 3. any other helper thread runs independently of the ops: its samples
@@ -41,7 +43,7 @@ use crate::trace::parse::parse_event_line;
 use crate::trace::samples::{Sample, SampleFiles, SymbolTable};
 use crate::trace::{Kind, Role, TraceFolder};
 
-/// How many top functions each row lists.
+/// How many top functions each row lists by default.
 pub const TOP_FUNCTIONS: usize = 5;
 /// A helper thread is an intra-op pool when its sampling rate outside the
 /// main thread's ops is under this fraction of its rate inside them.
@@ -180,9 +182,6 @@ struct Sweep<I: Iterator<Item = Result<SpanRec, SpillError>>> {
     spans: std::iter::Peekable<I>,
     open: HashMap<(u32, u32), Vec<SpanRec>>,
     pushed: u64,
-    /// Per process: main-thread op time (union of its spans) and where it
-    /// reaches.
-    covered: HashMap<u32, (u64, u64)>,
 }
 
 impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
@@ -191,7 +190,6 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
             spans: spans.peekable(),
             open: HashMap::new(),
             pushed: 0,
-            covered: HashMap::new(),
         }
     }
 
@@ -203,13 +201,6 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
                 _ => {}
             }
             let s = self.spans.next().expect("peeked")?;
-            if s.tid == s.pid {
-                let c = self.covered.entry(s.pid).or_insert((0, 0));
-                if s.end > c.1 {
-                    c.0 += s.end - s.start.max(c.1);
-                    c.1 = s.end;
-                }
-            }
             self.open.entry((s.pid, s.tid)).or_default().push(s);
             self.pushed += 1;
             if self.pushed.is_multiple_of(4096) {
@@ -339,11 +330,57 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     })
 }
 
-/// Per helper thread: samples inside / outside the main thread's ops.
-#[derive(Debug, Default, Clone, Copy)]
+/// Per helper thread: samples inside / outside the main thread's ops, its
+/// first and last sample, and the main thread's op time in between.
+#[derive(Debug, Clone, Copy)]
 struct HelperCounts {
     inside: u64,
     outside: u64,
+    first: u64,
+    last: u64,
+    covered_ns: u64,
+}
+
+/// Adds to each helper thread the time its process's main thread spent
+/// in ops (the union of its op spans) within the thread's first and last
+/// sample: one pass over the spans, in start order.
+fn main_op_time_in_windows(
+    spans: &mut Spool<SpanRec>,
+    helpers: &mut HashMap<(u32, u32), HelperCounts>,
+) -> Result<(), SpillError> {
+    let mut by_pid: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
+    for key in helpers.keys() {
+        by_pid.entry(key.0).or_default().push(*key);
+    }
+    let add = |pid: u32, a: u64, b: u64, helpers: &mut HashMap<(u32, u32), HelperCounts>| {
+        for key in by_pid.get(&pid).into_iter().flatten() {
+            let h = helpers.get_mut(key).expect("helper");
+            let (lo, hi) = (a.max(h.first), b.min(h.last));
+            h.covered_ns += hi.saturating_sub(lo);
+        }
+    };
+    // Per process: the union interval being built.
+    let mut open: HashMap<u32, (u64, u64)> = HashMap::new();
+    for s in spans.iter()? {
+        let s = s?;
+        if s.tid != s.pid {
+            continue;
+        }
+        match open.get_mut(&s.pid) {
+            Some(cur) if s.start <= cur.1 => cur.1 = cur.1.max(s.end),
+            Some(cur) => {
+                let done = std::mem::replace(cur, (s.start, s.end));
+                add(s.pid, done.0, done.1, helpers);
+            }
+            None => {
+                open.insert(s.pid, (s.start, s.end));
+            }
+        }
+    }
+    for (pid, (a, b)) in open {
+        add(pid, a, b, helpers);
+    }
+    Ok(())
 }
 
 /// Where a sample goes.
@@ -364,11 +401,13 @@ fn samples_of(
 }
 
 /// Attributes the samples of the sampled trace folder `dir` (logs of
-/// prefix-independent names, samples of `prefix`) to its ops.
+/// prefix-independent names, samples of `prefix`) to its ops, listing the
+/// `top` functions of each row.
 pub fn attribute_folder(
     dir: &Path,
     prefix: &str,
     budget: Budget,
+    top: usize,
 ) -> Result<InPipelineAttribution, InPipelineError> {
     let files = SampleFiles::of(dir, prefix);
     let meta: HashMap<String, String> = files
@@ -403,49 +442,53 @@ pub fn attribute_folder(
     }
 
     // Pass 1: each helper thread's samples inside and outside its main
-    // thread's ops, and each process's first and last sample.
+    // thread's ops, and its first and last sample.
     let mut helpers: HashMap<(u32, u32), HelperCounts> = HashMap::new();
-    let mut lifetimes: HashMap<u32, (u64, u64)> = HashMap::new();
-    let covered = {
+    {
         let mut sweep = Sweep::new(logs.spans.iter()?);
         for s in samples_of(&files)? {
             let s = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
             sweep.advance(s.time_ns)?;
-            let life = lifetimes.entry(s.pid).or_insert((s.time_ns, s.time_ns));
-            life.0 = life.0.min(s.time_ns);
-            life.1 = life.1.max(s.time_ns);
             if s.tid == s.pid
                 || !logs.roles.contains_key(&s.pid)
                 || logs.traced_threads.contains(&(s.pid, s.tid))
             {
                 continue;
             }
-            let h = helpers.entry((s.pid, s.tid)).or_default();
-            if sweep.innermost(s.pid, s.pid, s.time_ns).is_some() {
+            let inside = sweep.innermost(s.pid, s.pid, s.time_ns).is_some();
+            let h = helpers.entry((s.pid, s.tid)).or_insert(HelperCounts {
+                inside: 0,
+                outside: 0,
+                first: s.time_ns,
+                last: s.time_ns,
+                covered_ns: 0,
+            });
+            h.first = h.first.min(s.time_ns);
+            h.last = h.last.max(s.time_ns);
+            if inside {
                 h.inside += 1;
             } else {
                 h.outside += 1;
             }
         }
-        sweep.advance(u64::MAX)?;
-        sweep.covered
-    };
+    }
+    main_op_time_in_windows(&mut logs.spans, &mut helpers)?;
     let mut pools: HashSet<(u32, u32)> = HashSet::new();
     let (mut pool_threads, mut independent_threads) = (Vec::new(), Vec::new());
     let mut helper_keys: Vec<_> = helpers.keys().copied().collect();
     helper_keys.sort_unstable();
     for key in helper_keys {
         let h = helpers[&key];
-        let inside_ns = covered.get(&key.0).map_or(0, |c| c.0);
-        let life = lifetimes.get(&key.0).map_or(0, |l| l.1 - l.0);
-        let outside_ns = life.saturating_sub(inside_ns).max(1);
+        let inside_ns = h.covered_ns;
+        let outside_ns = (h.last - h.first).saturating_sub(inside_ns).max(1);
         let rate_in = if inside_ns > 0 {
             h.inside as f64 / inside_ns as f64
         } else {
             0.0
         };
         let rate_out = h.outside as f64 / outside_ns as f64;
-        if h.inside > 0 && rate_out < POOL_RATE_RATIO * rate_in {
+        // A thread seen only inside ops (its window all op time) is a pool.
+        if h.inside > 0 && (h.outside == 0 || rate_out < POOL_RATE_RATIO * rate_in) {
             pools.insert(key);
             pool_threads.push(format!("{}/{}", key.0, key.1));
         } else {
@@ -521,11 +564,11 @@ pub fn attribute_folder(
         )
     });
     for (target, n) in targets {
-        let mut top = tops.remove(&target).unwrap_or_default();
-        top.sort_by_key(|&(sym, k)| (Reverse(k), sym));
-        let top_functions = top
+        let mut functions = tops.remove(&target).unwrap_or_default();
+        functions.sort_by_key(|&(sym, k)| (Reverse(k), sym));
+        let top_functions = functions
             .into_iter()
-            .take(TOP_FUNCTIONS)
+            .take(top)
             .map(|(sym, k)| {
                 let s = symbols.get(sym);
                 TopFunction {
@@ -580,7 +623,6 @@ pub fn attribute_folder(
         }
     }
     rows.sort_by_key(|r| r.kind != RowKind::Op);
-    let _ = &mut logs;
     Ok(InPipelineAttribution {
         frequency_hz,
         interval_ns,
@@ -693,7 +735,8 @@ mod tests {
     #[test]
     fn the_rule_on_a_small_folder() {
         let dir = folder();
-        let a = attribute_folder(dir.path(), "lotus", Budget::new(64)).expect("attribute");
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
         let row = |name: &str| {
             a.rows
                 .iter()
@@ -723,11 +766,13 @@ mod tests {
     fn folders_without_samples_or_clock() {
         let dir = tempfile::tempdir().expect("tmp");
         std::fs::write(dir.path().join("lotus_main_pid_1"), "SA,1,2,kind=op\n").expect("w");
-        let err = attribute_folder(dir.path(), "lotus", Budget::default()).expect_err("no samples");
+        let err = attribute_folder(dir.path(), "lotus", Budget::default(), TOP_FUNCTIONS)
+            .expect_err("no samples");
         assert!(err.to_string().contains("--sample"), "{err}");
         let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
         w.finish().expect("f");
-        let err = attribute_folder(dir.path(), "lotus", Budget::default()).expect_err("no clock");
+        let err = attribute_folder(dir.path(), "lotus", Budget::default(), TOP_FUNCTIONS)
+            .expect_err("no clock");
         assert!(err.to_string().contains("no clock pairs"), "{err}");
     }
 }
