@@ -524,3 +524,61 @@ fn in_pipeline_attribution_is_exact_with_forked_workers() {
 fn in_pipeline_attribution_is_exact_with_spawned_workers() {
     kernel_pipeline_attribution("spawn");
 }
+
+/// Where perf cannot start (here: too few file descriptors for its
+/// samplers), the job is traced without samples, lotus says why, exits
+/// with the job's status, and `lotus attribute DIR` says why too.
+#[test]
+fn without_perf_the_trace_still_runs_and_says_why() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(["trace", "run", "--sample", "--out"])
+        .arg(&dir)
+        .arg("--")
+        .arg(python())
+        .args([
+            "-c",
+            "import lotus_trace; lotus_trace.wrap(sum, 'Sum')([1, 2])",
+        ])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH");
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs here.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 8,
+                rlim_max: 8,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run lotus");
+    assert_ok(&out, "trace run --sample without perf");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("lotus: no samples: perf sampling could not start")
+            && err.contains("the trace runs without them"),
+        "{err}"
+    );
+    let (_, log) = only_log(&dir);
+    assert!(log.contains("SSum,"), "{log}");
+    let files = SampleFiles::of(&dir, "lotus");
+    assert!(!files.samples.exists(), "no empty samples file left");
+    let meta = sampling(&files);
+    assert_eq!(meta["status"], "unavailable");
+    let reason = meta["reason"].clone();
+    assert!(reason.contains("Too many open files"), "{reason}");
+    let attributed = common::lotus(&["attribute", dir.to_str().expect("utf8")]);
+    assert!(!attributed.status.success());
+    let err = String::from_utf8_lossy(&attributed.stderr);
+    assert!(
+        err.contains("without samples") && err.contains("Too many open files"),
+        "{err}"
+    );
+}
