@@ -763,6 +763,38 @@ mod tests {
     }
 
     #[test]
+    fn a_run_stopped_while_writing_is_analysed_and_marked_partial() {
+        let dir = folder();
+        let files = SampleFiles::of(dir.path(), "lotus");
+        crate::trace::samples::write_sampling(
+            &files.sampling,
+            &[("status", "running".into()), ("interval_ns", "100".into())],
+        )
+        .expect("sampling");
+        let len = std::fs::metadata(&files.samples).expect("m").len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&files.samples)
+            .expect("open")
+            .set_len(len - 30)
+            .expect("cut");
+        let a = attribute_folder(dir.path(), "lotus", Budget::default(), TOP_FUNCTIONS)
+            .expect("attribute");
+        assert!(a.partial);
+        // The last record whole and 6 bytes of the one before it: 2 gone.
+        assert_eq!(a.total_samples, 168);
+        assert_eq!(
+            a.rows.iter().map(|r| r.samples).sum::<u64>(),
+            a.total_samples
+        );
+        let notes = a.notes.join("\n");
+        assert!(
+            notes.contains("cut record") && notes.contains("partial"),
+            "{notes}"
+        );
+    }
+
+    #[test]
     fn folders_without_samples_or_clock() {
         let dir = tempfile::tempdir().expect("tmp");
         std::fs::write(dir.path().join("lotus_main_pid_1"), "SA,1,2,kind=op\n").expect("w");
