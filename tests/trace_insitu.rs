@@ -558,7 +558,21 @@ fn without_perf_the_trace_still_runs_and_says_why() {
             Ok(())
         });
     }
-    let out = cmd.output().expect("run lotus");
+    // Never wait forever: a start that blocks is a failure, not a hang.
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lotus");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("lotus trace run --sample did not end within 120 s with 8 descriptors");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
     assert_ok(&out, "trace run --sample without perf");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
