@@ -468,7 +468,13 @@ fn kernel_pipeline_attribution(start_method: &str) {
         assert!(samples >= 500, "{op}: {samples} samples: {figures:?}");
         assert!(
             (got - want).abs() <= 0.05 * want,
-            "{op}: attributed {got} ns, measured {want} ns: {figures:?}"
+            "{op}: attributed {got} ns, measured {want} ns: {figures:?}; pools {}, independent {}; rows {}",
+            a["pool_threads"],
+            a["independent_threads"],
+            rows.iter()
+                .map(|r| format!("{}={}", r["name"], r["samples"]))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         assert_eq!(r["calls"].as_u64(), Some(calls[op]), "{op} calls");
         let top = r["top_functions"].as_array().expect("top");
