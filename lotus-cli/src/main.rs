@@ -7,6 +7,7 @@
 //! and statistics of a pipeline trace).
 
 mod attribute_cmd;
+mod attribute_in_pipeline;
 mod docs_cmd;
 mod echo;
 mod from_reports;
@@ -16,6 +17,7 @@ mod oom;
 mod output;
 mod profile_cmd;
 mod program;
+mod sampled_trace;
 mod trace_cmd;
 mod trace_run;
 mod usage;

@@ -80,6 +80,14 @@ pub struct TraceRunArgs {
     /// itself (lotus_trace.wrap, TracedDataset, worker_batch, main_wait) is traced.
     #[arg(long)]
     pub no_torch: bool,
+    /// Also sample every process and thread of the job through perf, into
+    /// DIR beside the logs, for `lotus attribute DIR`.
+    #[arg(long)]
+    pub sample: bool,
+    /// Sampling frequency in Hz (with --sample).
+    #[arg(long, short = 'F', requires = "sample", default_value_t = crate::sampled_trace::DEFAULT_FREQUENCY_HZ,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub frequency: u64,
     /// The program and its arguments, e.g. `python train.py --epochs 1`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -327,10 +335,16 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     }
     // Ctrl-C reaches the program (same process group); lotus waits for it
     // to finish and passes its exit status through.
-    let _ = ctrlc::set_handler(|| {});
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot start {}", program_path.display()))?;
+    let _ = ctrlc::set_handler(|| {
+        crate::sampled_trace::INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst)
+    });
+    let status = if args.sample {
+        crate::sampled_trace::prepare(&out, &args.prefix, args.clean)?;
+        crate::sampled_trace::run(&mut cmd, &out, &args.prefix, args.frequency)?
+    } else {
+        cmd.status()
+            .with_context(|| format!("cannot start {}", program_path.display()))?
+    };
     let ended = reaper::end_descendants(LEFTOVER_GRACE, LEFTOVER_GRACE + Duration::from_secs(5));
     if ended > 0 {
         crate::usage::note!(

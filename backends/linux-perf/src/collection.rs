@@ -132,6 +132,9 @@ pub struct PerfReport {
     pub samples_outside_windows: u64,
     /// Things worth telling the user (lost samples, throttling, clamping).
     pub notes: Vec<String>,
+    /// What was written of the samples streamed as they came
+    /// ([`crate::LinuxPerf::start_streaming`]); `None` otherwise.
+    pub stream: Option<crate::StreamSummary>,
 }
 
 /// How the samplers were opened.
@@ -357,6 +360,7 @@ impl PerfCollection {
             exit_status: if self.killed { None } else { self.exit },
             samples_outside_windows: model.outside.samples,
             notes: std::mem::take(&mut self.notes),
+            stream: drained.stream,
         })
     }
 

@@ -19,6 +19,7 @@ use perf_event::Sampler;
 use crate::events::monotonic_ns;
 use crate::model::{Event, Model, WindowCounts};
 use crate::records;
+use crate::stream::{Placed, Stream, StreamSummary};
 use crate::BACKEND;
 
 const ROUND: Duration = Duration::from_millis(25);
@@ -59,6 +60,8 @@ pub(crate) struct Drain {
     shared: Arc<Shared>,
     wake: Arc<OwnedFd>,
     handle: Option<JoinHandle<Model>>,
+    /// The sample writer, when samples are streamed.
+    writer: Option<JoinHandle<StreamSummary>>,
 }
 
 /// What the drain thread leaves behind.
@@ -69,13 +72,17 @@ pub(crate) struct Drained {
     pub malformed: u64,
     /// Side-band records lost: some samples may be left unsymbolized.
     pub sideband_lost: u64,
+    /// What the sample writer did, when samples were streamed.
+    pub stream: Option<StreamSummary>,
 }
 
 impl Drain {
-    /// Starts the thread; it owns the ring buffers from now on.
+    /// Starts the thread; it owns the ring buffers from now on. With
+    /// `sink`, every sample in a window also goes to it as it comes.
     pub(crate) fn start(
         samplers: Vec<Sampler>,
         sideband: Vec<Sampler>,
+        sink: Option<Box<dyn lotus_core::trace::samples::SampleSink>>,
     ) -> Result<Drain, ProfilerError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -91,10 +98,17 @@ impl Drain {
         // SAFETY: eventfd returned a fresh descriptor nothing else owns.
         let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         let shared = Arc::new(Shared::default());
+        let (stream, writer) = match sink {
+            Some(sink) => {
+                let (stream, writer) = Stream::start(sink)?;
+                (Some(stream), Some(writer))
+            }
+            None => (None, None),
+        };
         let (s, w) = (Arc::clone(&shared), Arc::clone(&wake));
         let handle = std::thread::Builder::new()
             .name("lotus-perf-drain".into())
-            .spawn(move || run(streams, first_sideband, &s, &w))
+            .spawn(move || run(streams, first_sideband, &s, &w, stream))
             .map_err(|source| ProfilerError::Io {
                 context: "starting the drain thread".into(),
                 source,
@@ -103,6 +117,7 @@ impl Drain {
             shared,
             wake,
             handle: Some(handle),
+            writer,
         })
     }
 
@@ -164,11 +179,20 @@ impl Drain {
         self.poke();
         let handle = self.handle.take().ok_or_else(stopped)?;
         let model = handle.join().map_err(|_| stopped())?;
+        // The drain thread has dropped its end: the writer finishes.
+        let stream = match self.writer.take() {
+            Some(w) => Some(w.join().map_err(|_| ProfilerError::Other {
+                backend: BACKEND.into(),
+                message: "the sample writer thread stopped unexpectedly".into(),
+            })?),
+            None => None,
+        };
         let st = self.shared.lock();
         Ok(Drained {
             model,
             malformed: st.malformed,
             sideband_lost: st.sideband_lost,
+            stream,
         })
     }
 
@@ -186,6 +210,9 @@ impl Drop for Drain {
             self.shared.lock().stop = true;
             self.poke();
             let _ = handle.join();
+        }
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
         }
     }
 }
@@ -207,7 +234,13 @@ impl Drop for FinishGuard<'_> {
     }
 }
 
-fn run(mut streams: Vec<Sampler>, first_sideband: usize, shared: &Shared, wake: &OwnedFd) -> Model {
+fn run(
+    mut streams: Vec<Sampler>,
+    first_sideband: usize,
+    shared: &Shared,
+    wake: &OwnedFd,
+    mut stream: Option<Stream>,
+) -> Model {
     let _guard = FinishGuard(shared);
     let mut model = Model::default();
     let mut pending: Vec<(u64, Event)> = Vec::new();
@@ -246,7 +279,30 @@ fn run(mut streams: Vec<Sampler>, first_sideband: usize, shared: &Shared, wake: 
         let windows = shared.lock().windows.clone();
         let window = |t: u64| window_of(&windows, t);
         for (t, ev) in pending.drain(..ready) {
+            if let (
+                Some(stream),
+                Event::Sample {
+                    pid,
+                    tid,
+                    ip,
+                    kernel,
+                },
+            ) = (stream.as_mut(), ev)
+            {
+                if window(t).is_some() {
+                    stream.push(Placed {
+                        time: t,
+                        pid,
+                        tid,
+                        loc: model.locate(pid, ip, kernel),
+                        kernel,
+                    });
+                }
+            }
             model.apply(t, ev, window);
+        }
+        if let Some(stream) = stream.as_mut() {
+            stream.end_round(&model.modules);
         }
         prev_round = round;
         flushed = flush;

@@ -66,6 +66,7 @@ mod plt;
 mod probe;
 mod records;
 mod spawn;
+mod stream;
 mod symbolize;
 mod unwind;
 
@@ -76,6 +77,7 @@ use lotus_core::{
 
 pub use collection::{PerfCollection, PerfReport, PerfWindow};
 pub use counting::{CounterKind, CounterStatus};
+pub use stream::StreamSummary;
 pub use symbolize::{SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION};
 
 /// Where the kernel says how much unprivileged users may measure.
@@ -173,6 +175,30 @@ impl LinuxPerf {
         options: &CollectOptions,
         perf: &PerfOptions,
     ) -> Result<PerfCollection, ProfilerError> {
+        self.start_inner(target, options, perf, None)
+    }
+
+    /// [`Self::start_with`], and every sample taken inside a window goes
+    /// to `sink` as it comes (time, pid, tid, symbol), in blocks, each
+    /// symbol before the first sample that uses it; [`PerfReport::stream`]
+    /// says what was written.
+    pub fn start_streaming(
+        &self,
+        target: &Target,
+        options: &CollectOptions,
+        perf: &PerfOptions,
+        sink: Box<dyn lotus_core::trace::samples::SampleSink>,
+    ) -> Result<PerfCollection, ProfilerError> {
+        self.start_inner(target, options, perf, Some(sink))
+    }
+
+    fn start_inner(
+        &self,
+        target: &Target,
+        options: &CollectOptions,
+        perf: &PerfOptions,
+        sink: Option<Box<dyn lotus_core::trace::samples::SampleSink>>,
+    ) -> Result<PerfCollection, ProfilerError> {
         let running = perf.window_switch == WindowSwitch::Timestamps;
         let mut notes = Vec::new();
         let requested = options.frequency_hz.unwrap_or(DEFAULT_FREQUENCY_HZ).max(1);
@@ -221,7 +247,7 @@ impl LinuxPerf {
         } else if !want_kernel {
             notes.push("kernel samples: not collected (user space only, as asked)".into());
         }
-        let drain = match drain::Drain::start(samplers, sideband) {
+        let drain = match drain::Drain::start(samplers, sideband, sink) {
             Ok(d) => d,
             Err(e) => {
                 gated.abort();

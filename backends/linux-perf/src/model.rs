@@ -137,7 +137,12 @@ pub(crate) struct Model {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Event {
     /// See [`Record::Sample`].
-    Sample { pid: u32, ip: u64, kernel: bool },
+    Sample {
+        pid: u32,
+        tid: u32,
+        ip: u64,
+        kernel: bool,
+    },
     /// See [`Record::Mmap`].
     Mmap {
         pid: u32,
@@ -191,9 +196,14 @@ impl Model {
         let time = record.time();
         let ev = match *record {
             Record::Sample {
-                pid, ip, kernel, ..
+                pid,
+                tid,
+                ip,
+                kernel,
+                ..
             } => Event::Sample {
                 pid,
+                tid,
                 ip,
                 kernel: kernel || is_kernel_address(ip),
             },
@@ -234,24 +244,10 @@ impl Model {
                     _ => self.outside.throttled += 1,
                 }
             }
-            Event::Sample { pid, ip, kernel } => {
-                let found = if kernel {
-                    None
-                } else {
-                    self.spaces.get(&pid).and_then(|s| s.find(ip))
-                };
-                let loc = match found {
-                    Some((module, offset)) => {
-                        let offset = if self.keeps_offsets(module) {
-                            offset
-                        } else {
-                            0
-                        };
-                        Location::Module { module, offset }
-                    }
-                    None if kernel => Location::Kernel { address: ip },
-                    None => Location::Unmapped,
-                };
+            Event::Sample {
+                pid, ip, kernel, ..
+            } => {
+                let loc = self.locate(pid, ip, kernel);
                 let w = window(time).unwrap_or(0);
                 *self.counts.entry((w, loc)).or_insert(0) += 1;
                 self.window_mut(w).samples += 1;
@@ -288,6 +284,28 @@ impl Model {
         }
     }
 
+    /// Where a sample of `pid` at `ip` fell, with the mappings as they
+    /// stand now.
+    pub(crate) fn locate(&self, pid: u32, ip: u64, kernel: bool) -> Location {
+        let found = if kernel {
+            None
+        } else {
+            self.spaces.get(&pid).and_then(|s| s.find(ip))
+        };
+        match found {
+            Some((module, offset)) => {
+                let offset = if self.keeps_offsets(module) {
+                    offset
+                } else {
+                    0
+                };
+                Location::Module { module, offset }
+            }
+            None if kernel => Location::Kernel { address: ip },
+            None => Location::Unmapped,
+        }
+    }
+
     fn keeps_offsets(&self, module: ModuleId) -> bool {
         self.modules
             .get(module as usize)
@@ -308,7 +326,16 @@ mod tests {
 
     fn sample(m: &mut Model, time: u64, pid: u32, ip: u64) {
         let kernel = false;
-        m.apply(time, Event::Sample { pid, ip, kernel }, |_| Some(0));
+        m.apply(
+            time,
+            Event::Sample {
+                pid,
+                tid: pid,
+                ip,
+                kernel,
+            },
+            |_| Some(0),
+        );
     }
 
     fn only_location(m: &Model) -> Location {
@@ -424,6 +451,7 @@ mod tests {
             10,
             Event::Sample {
                 pid: 1,
+                tid: 1,
                 ip,
                 kernel: true,
             },
@@ -433,6 +461,7 @@ mod tests {
             20,
             Event::Sample {
                 pid: 1,
+                tid: 1,
                 ip: 0x1010,
                 kernel: true,
             },
@@ -442,6 +471,7 @@ mod tests {
             150,
             Event::Sample {
                 pid: 1,
+                tid: 1,
                 ip,
                 kernel: true,
             },
@@ -454,6 +484,7 @@ mod tests {
         // A record without the kernel flag but with a kernel-half address.
         let rec = Record::Sample {
             pid: 1,
+            tid: 1,
             ip,
             kernel: false,
             time: 5,
@@ -463,6 +494,7 @@ mod tests {
             ev,
             Event::Sample {
                 pid: 1,
+                tid: 1,
                 ip,
                 kernel: true
             }
@@ -482,6 +514,7 @@ mod tests {
             50,
             Event::Sample {
                 pid: 9,
+                tid: 9,
                 ip: 1,
                 kernel: false,
             },
@@ -491,6 +524,7 @@ mod tests {
             110,
             Event::Sample {
                 pid: 9,
+                tid: 9,
                 ip: 1,
                 kernel: false,
             },
@@ -501,6 +535,7 @@ mod tests {
             160,
             Event::Sample {
                 pid: 9,
+                tid: 9,
                 ip: 1,
                 kernel: false,
             },

@@ -37,6 +37,8 @@ pub(crate) enum Record<'a> {
     Sample {
         /// Process (thread group) id.
         pid: u32,
+        /// Thread id.
+        tid: u32,
         /// Instruction pointer.
         ip: u64,
         /// The CPU was in kernel mode (`ip` is a kernel address).
@@ -137,6 +139,7 @@ pub(crate) fn parse(ty: u32, misc: u16, body: &[u8]) -> Option<Record<'_>> {
             ip: u64_at(body, 0)?,
             kernel: misc & MISC_CPUMODE_MASK == MISC_KERNEL,
             pid: u32_at(body, 8)?,
+            tid: u32_at(body, 12)?,
             time: u64_at(body, 16)?,
         },
         RECORD_MMAP2 => Record::Mmap {
@@ -204,6 +207,7 @@ mod tests {
             parse(RECORD_SAMPLE, 0, &b),
             Some(Record::Sample {
                 pid: 42,
+                tid: 43,
                 ip: 0x401234,
                 kernel: false,
                 time: 1_000

@@ -25,7 +25,7 @@ use object::{Object, ObjectSegment, ObjectSymbol};
 
 use crate::elf_symbols::{module_symbols, Found};
 use crate::kallsyms::{KernelSymbols, KALLSYMS_PATH};
-use crate::model::{Location, Model, ModuleId, VDSO};
+use crate::model::{Location, Model, Module, ModuleId, VDSO};
 
 /// The function name for code nothing could name.
 pub const UNKNOWN_FUNCTION: &str = "[unknown]";
@@ -95,6 +95,19 @@ pub struct SymbolizeStats {
     pub kernel_named: usize,
     /// Wall time spent.
     pub elapsed: Duration,
+}
+
+impl SymbolizeStats {
+    /// Counts one looked-up (module, offset) pair, named as `how` says.
+    fn count(&mut self, how: How) {
+        self.addresses += 1;
+        match how {
+            How::Symbol => self.named += 1,
+            How::UnwindTable => self.by_unwind_table += 1,
+            How::CodeScan => self.by_code_scan += 1,
+            How::Unknown => self.unknown += 1,
+        }
+    }
 }
 
 /// Symbolizes one file's offsets from its symbol tables (read once per
@@ -190,7 +203,12 @@ fn resolve_vdso(offsets: &[u64]) -> Vec<Resolved> {
 
 /// The module path (or pseudo-name) a row shows for `module`.
 fn module_label(model: &Model, module: ModuleId) -> String {
-    match model.modules.get(module as usize) {
+    module_label_of(&model.modules, module)
+}
+
+/// [`module_label`] from the module list alone.
+fn module_label_of(modules: &[Module], module: ModuleId) -> String {
+    match modules.get(module as usize) {
         Some(m) if m.name == "//anon" => "[anon]".to_string(),
         Some(m) if m.is_file => m.name.clone(),
         // `[vdso]`, `[heap]`, `memfd:...`, `/x (deleted)`: a name, not a
@@ -210,16 +228,17 @@ fn resolve_kernel(addresses: &[u64], stats: &mut SymbolizeStats) -> (KernelNames
     if addresses.is_empty() {
         return (HashMap::new(), None);
     }
-    resolve_kernel_from(addresses, KernelSymbols::load(), stats)
+    resolve_kernel_from(addresses, KernelSymbols::load().as_ref(), stats)
 }
 
 /// [`resolve_kernel`] from the table `loaded`.
 fn resolve_kernel_from(
     addresses: &[u64],
-    loaded: std::io::Result<KernelSymbols>,
+    loaded: Result<&KernelSymbols, &std::io::Error>,
     stats: &mut SymbolizeStats,
 ) -> (KernelNames, Option<String>) {
     let mut out = HashMap::with_capacity(addresses.len());
+    let empty = KernelSymbols::default();
     let (table, note) = match loaded {
         Ok(t) if !t.is_empty() => (t, None),
         Ok(t) => {
@@ -235,7 +254,7 @@ fn resolve_kernel_from(
             (t, Some(note))
         }
         Err(e) => (
-            KernelSymbols::default(),
+            &empty,
             Some(format!(
                 "kernel functions: unnamed ({KALLSYMS_PATH} unreadable: {e})"
             )),
@@ -292,13 +311,7 @@ pub(crate) fn rows(
             resolve_vdso(offsets)
         };
         for (off, r) in offsets.iter().zip(resolved_offsets) {
-            stats.addresses += 1;
-            match r.how {
-                How::Symbol => stats.named += 1,
-                How::UnwindTable => stats.by_unwind_table += 1,
-                How::CodeScan => stats.by_code_scan += 1,
-                How::Unknown => stats.unknown += 1,
-            }
+            stats.count(r.how);
             resolved.insert((*module, *off), r);
         }
     }
@@ -363,6 +376,94 @@ pub(crate) fn rows(
     (rows, stats, kernel_note)
 }
 
+/// Names locations one batch at a time, for samples streamed as they come
+/// (see [`crate::stream`]): each ELF file's tables are read once (cached by
+/// [`module_symbols`]) and the kernel's table is read once.
+pub(crate) struct LocationNamer {
+    kernel: Option<std::io::Result<KernelSymbols>>,
+    /// Figures so far.
+    pub stats: SymbolizeStats,
+    /// Said when kernel functions cannot be named (once).
+    pub kernel_note: Option<String>,
+}
+
+impl LocationNamer {
+    pub(crate) fn new() -> Self {
+        LocationNamer {
+            kernel: None,
+            stats: SymbolizeStats::default(),
+            kernel_note: None,
+        }
+    }
+
+    /// (function, module label) per location, in order; functions
+    /// demangled, as [`rows`] names them.
+    pub(crate) fn name(&mut self, modules: &[Module], locs: &[Location]) -> Vec<(String, String)> {
+        let mut by_module: BTreeMap<ModuleId, Vec<u64>> = BTreeMap::new();
+        let mut kernel_addresses = Vec::new();
+        for loc in locs {
+            match *loc {
+                Location::Module { module, offset }
+                    if modules
+                        .get(module as usize)
+                        .is_some_and(Module::keeps_offsets) =>
+                {
+                    by_module.entry(module).or_default().push(offset)
+                }
+                Location::Kernel { address } => kernel_addresses.push(address),
+                _ => {}
+            }
+        }
+        let mut resolved: HashMap<(ModuleId, u64), String> = HashMap::new();
+        for (module, offsets) in &mut by_module {
+            offsets.sort_unstable();
+            offsets.dedup();
+            let m = &modules[*module as usize];
+            let names = if m.is_file {
+                resolve_file(&m.name, offsets)
+            } else {
+                resolve_vdso(offsets)
+            };
+            for (off, r) in offsets.iter().zip(names) {
+                self.stats.count(r.how);
+                resolved.insert((*module, *off), r.function);
+            }
+        }
+        let kernel = if kernel_addresses.is_empty() {
+            HashMap::new()
+        } else {
+            let table = self.kernel.get_or_insert_with(KernelSymbols::load);
+            let (names, note) =
+                resolve_kernel_from(&kernel_addresses, table.as_ref(), &mut self.stats);
+            if self.kernel_note.is_none() {
+                self.kernel_note = note;
+            }
+            names
+        };
+        locs.iter()
+            .map(|loc| {
+                let (function, module) = match *loc {
+                    Location::Module { module, offset } => (
+                        resolved
+                            .get(&(module, offset))
+                            .cloned()
+                            .unwrap_or_else(|| UNKNOWN_FUNCTION.to_string()),
+                        module_label_of(modules, module),
+                    ),
+                    Location::Kernel { address } => match kernel.get(&address) {
+                        Some((f, m, _)) => (f.clone(), m.clone()),
+                        None => (KERNEL_FUNCTION.to_string(), KERNEL_MODULE.to_string()),
+                    },
+                    Location::Unmapped => {
+                        (UNKNOWN_FUNCTION.to_string(), UNKNOWN_MODULE.to_string())
+                    }
+                };
+                (demangle(&function), module)
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,8 +477,11 @@ ffffffffc0300000 t ext4_readdir\t[ext4]
 ";
         let addrs = [0xffff_ffff_8100_1010, 0xffff_ffff_c030_0004, 0x10];
         let mut stats = SymbolizeStats::default();
-        let (named, note) =
-            resolve_kernel_from(&addrs, KernelSymbols::parse(text.as_bytes()), &mut stats);
+        let (named, note) = resolve_kernel_from(
+            &addrs,
+            KernelSymbols::parse(text.as_bytes()).as_ref(),
+            &mut stats,
+        );
         assert_eq!(note, None);
         assert_eq!(
             named[&addrs[0]],
@@ -395,7 +499,7 @@ ffffffffc0300000 t ext4_readdir\t[ext4]
         let hidden = "0000000000000000 T clear_page_erms\n";
         let (named, note) = resolve_kernel_from(
             &addrs,
-            KernelSymbols::parse(hidden.as_bytes()),
+            KernelSymbols::parse(hidden.as_bytes()).as_ref(),
             &mut SymbolizeStats::default(),
         );
         assert!(named
@@ -406,7 +510,7 @@ ffffffffc0300000 t ext4_readdir\t[ext4]
 
         let (named, note) = resolve_kernel_from(
             &addrs,
-            Err(std::io::Error::from_raw_os_error(libc::EACCES)),
+            Err(&std::io::Error::from_raw_os_error(libc::EACCES)),
             &mut SymbolizeStats::default(),
         );
         assert_eq!(named.len(), 3);

@@ -3,8 +3,14 @@
 
 Every event is one line, `S<Name>,<start_ns>,<duration_ns>` (the original
 fork's format) followed by `,key=value` fields (`kind=`, `batch=`,
-`sample=`, `ready=`). Times are `time.time_ns()`, the wall clock every
-process of every machine shares. Lines go to a list and are written to the
+`sample=`, `ready=`, and `tid=`, the native id of the thread that ran the
+span, where it is not the process's main thread). Times are
+`time.time_ns()`, the wall clock every process of every machine shares.
+Where that clock stands against CLOCK_MONOTONIC (the clock perf stamps its
+samples with) is measured, not assumed: the header's `wall_ns=` and
+`monotonic_ns=`, read back to back, and again at each write of the log as
+a `# lotus-trace: clock wall_ns=... monotonic_ns=...` line (so drift
+shows). Lines go to a list and are written to the
 process's file in blocks: every `_FLUSH_EVERY` lines, at the end of each
 batch in a worker (workers may leave through `os._exit`), at exit (atexit,
 and multiprocessing's own exit hook in child processes), and by `flush()`.
@@ -78,6 +84,37 @@ class _Ctx(threading.local):
     batch = None  # batch id
     sample = None  # dataset index of the sample being loaded
     in_sample = False
+    tid = None  # ",tid=<native id>" or "" (main thread), once known
+
+
+def _tid():
+    """`,tid=<native thread id>` for a thread other than the process's main
+    one (whose id is the pid), else "": asked once per thread."""
+    c = _ctx
+    t = c.tid
+    if t is None:
+        native = threading.get_native_id()
+        t = c.tid = "" if native == os.getpid() else f",tid={native}"
+    return t
+
+
+# Reads of the clocks kept for one (wall, monotonic) pair: the pair whose
+# monotonic reads around the wall read are closest wins.
+_CLOCK_READS = 5
+
+
+def clock_pair():
+    """(wall_ns, monotonic_ns) read back to back: the tightest of a few
+    reads, the monotonic time taken midway between its two reads."""
+    mono = time.monotonic_ns
+    best = None
+    for _ in range(_CLOCK_READS):
+        m0 = mono()
+        w = _now()
+        m1 = mono()
+        if best is None or m1 - m0 < best[0]:
+            best = (m1 - m0, w, m0 + (m1 - m0) // 2)
+    return best[1], best[2]
 
 
 _ctx = _Ctx()
@@ -136,10 +173,17 @@ def _header():
 
     host = clean_name(socket.gethostname() or "-")
     run = f" run={_run_id}" if _run_id else ""
+    wall, mono = clock_pair()
     return (
         f"#lotus-trace v1 role={_role or 'main'} pid={_pid} host={host} rank={env_number('RANK')}"
-        f" local_rank={env_number('LOCAL_RANK')} world_size={env_number('WORLD_SIZE')}{run}\n"
+        f" local_rank={env_number('LOCAL_RANK')} world_size={env_number('WORLD_SIZE')}{run}"
+        f" wall_ns={wall} monotonic_ns={mono}\n"
     )
+
+
+def _clock_line():
+    wall, mono = clock_pair()
+    return f"# lotus-trace: clock wall_ns={wall} monotonic_ns={mono}\n"
 
 
 def _file_path(role, n=0):
@@ -201,7 +245,7 @@ def flush():
         lines, _buf = _buf, []
         try:
             head = _open() if _fd is None else ""
-            _write_all((head + "".join(lines)).encode("utf-8", "replace"))
+            _write_all((head + "".join(lines) + _clock_line()).encode("utf-8", "replace"))
             _last_flush = _now()
         except OSError as e:
             _failed = True
@@ -284,15 +328,16 @@ def op_event(name, t0, t1):
     c = _ctx
     b = c.batch
     s = c.sample
+    tid = c.tid if c.tid is not None else _tid()
     if b is None:
         if s is None:
-            _emit(f"S{name},{t0},{t1 - t0},kind=op\n")
+            _emit(f"S{name},{t0},{t1 - t0},kind=op{tid}\n")
         else:
-            _emit(f"S{name},{t0},{t1 - t0},kind=op,sample={s}\n")
+            _emit(f"S{name},{t0},{t1 - t0},kind=op,sample={s}{tid}\n")
     elif s is None:
-        _emit(f"S{name},{t0},{t1 - t0},kind=op,batch={b}\n")
+        _emit(f"S{name},{t0},{t1 - t0},kind=op,batch={b}{tid}\n")
     else:
-        _emit(f"S{name},{t0},{t1 - t0},kind=op,batch={b},sample={s}\n")
+        _emit(f"S{name},{t0},{t1 - t0},kind=op,batch={b},sample={s}{tid}\n")
 
 
 def sample_call(get, index, name="Sample"):
@@ -317,7 +362,7 @@ def sample_call(get, index, name="Sample"):
         tail = "" if b is None else f",batch={b}"
         if sid is not None:
             tail += f",sample={sid}"
-        _emit(f"S{name},{t0},{t1 - t0},kind=sample{tail}\n")
+        _emit(f"S{name},{t0},{t1 - t0},kind=sample{tail}{_tid()}\n")
 
 
 class BatchSpan:
@@ -360,13 +405,14 @@ class BatchSpan:
         _ctx.batch = self._prev
         b = self.batch
         t0 = self.t0
+        tid = _tid()
         if self.c0 is not None and self.c1 is not None:
-            _emit(f"SCollation,{self.c0},{self.c1 - self.c0},kind=op,batch={b}\n")
+            _emit(f"SCollation,{self.c0},{self.c1 - self.c0},kind=op,batch={b}{tid}\n")
             fetch_end = self.c0
         else:
             fetch_end = t1
-        _emit(f"SFetch,{t0},{fetch_end - t0},kind=fetch,batch={b}\n")
-        _emit(f"SBatch,{t0},{t1 - t0},kind=batch,batch={b}\n")
+        _emit(f"SFetch,{t0},{fetch_end - t0},kind=fetch,batch={b}{tid}\n")
+        _emit(f"SBatch,{t0},{t1 - t0},kind=batch,batch={b}{tid}\n")
         if _role == "worker":
             flush()
         return False
@@ -392,14 +438,14 @@ class _Collate:
 def wait_event(batch_id, t0, t1, ready):
     """The main process waited from t0 to t1 for batch `batch_id`
     (`ready`: it was already there)."""
-    _emit(f"SWait,{t0},{t1 - t0},kind=wait,batch={int(batch_id)},ready={1 if ready else 0}\n")
+    _emit(f"SWait,{t0},{t1 - t0},kind=wait,batch={int(batch_id)},ready={1 if ready else 0}{_tid()}\n")
 
 
 def consume_event(batch_id, t=None):
     """The main process's training loop got batch `batch_id` at t (now)."""
     if t is None:
         t = _now()
-    _emit(f"SConsume,{t},0,kind=consume,batch={int(batch_id)}\n")
+    _emit(f"SConsume,{t},0,kind=consume,batch={int(batch_id)}{_tid()}\n")
     if t - _last_flush > _MAIN_FLUSH_NS:
         flush()
 
@@ -434,6 +480,8 @@ def _after_fork_child():
     _ctx.batch = None
     _ctx.sample = None
     _ctx.in_sample = False
+    # The forking thread is the child's main thread now.
+    _ctx.tid = None
     _child_setup = True
 
 

@@ -110,12 +110,27 @@ pub enum MatchArg {
 /// `lotus attribute`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct AttributeArgs {
+    /// A sampled trace folder (`lotus trace run --sample --out DIR`): its
+    /// samples credited to the op spans that were running, no mapping.
+    #[arg(value_name = "DIR", conflicts_with_all = ["mapping", "profiles", "op_times", "plot"])]
+    pub dir: Option<PathBuf>,
+    /// The samples' prefix in DIR (as `trace run --prefix`).
+    #[arg(long, default_value = "lotus", requires = "dir")]
+    pub prefix: String,
+    /// Top functions listed per row (with DIR).
+    #[arg(long, default_value_t = lotus_core::attribute::in_pipeline::TOP_FUNCTIONS, requires = "dir")]
+    pub top: usize,
     /// The mapping: lotus.mapping/1, or the original tool's mapping_funcs.json.
-    #[arg(long, short, value_name = "FILE")]
-    pub mapping: PathBuf,
+    #[arg(long, short, value_name = "FILE", required_unless_present = "dir")]
+    pub mapping: Option<PathBuf>,
     /// A whole-pipeline profile: VTune CSV (hotspots or uarch), uProf CSV,
     /// or lotus.profile/1 JSON. Repeat for one column per profile.
-    #[arg(long = "profile", short, value_name = "FILE", required = true)]
+    #[arg(
+        long = "profile",
+        short,
+        value_name = "FILE",
+        required_unless_present = "dir"
+    )]
     pub profiles: Vec<PathBuf>,
     /// The ops' own times, to divide shared functions: a CSV of op,seconds
     /// or a lotus trace folder. Equal split without it.
@@ -169,7 +184,21 @@ impl LoadedProfile {
 pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
     // `--out -` is standard output, as no --out is.
     args.out = args.out.filter(|p| !crate::usage::is_stdout(p));
-    let mapping = load_mapping(&args.mapping)?;
+    if let Some(dir) = &args.dir {
+        return crate::attribute_in_pipeline::run(
+            dir,
+            &args.prefix,
+            args.top,
+            args.format,
+            args.out.as_deref(),
+        );
+    }
+    let Some(mapping_path) = args.mapping.as_deref() else {
+        return Err(crate::usage::usage(
+            "give a sampled trace folder (lotus attribute DIR) or --mapping and --profile",
+        ));
+    };
+    let mapping = load_mapping(mapping_path)?;
     let op_times = args.op_times.as_deref().map(load_op_times).transpose()?;
     let match_mode = match args.match_mode {
         MatchArg::Auto => MatchMode::Auto,
@@ -177,7 +206,7 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
     };
     let options = Options::new(match_mode, op_times);
 
-    let mapping_name = args.mapping.display().to_string();
+    let mapping_name = mapping_path.display().to_string();
     // Each profile is folded onto the ops as it is read: memory does not
     // grow with its rows.
     let mut profiles = Vec::with_capacity(args.profiles.len());

@@ -65,6 +65,7 @@ use crate::mapping::Mapping;
 use crate::report_error::shorten;
 use crate::row::{Report, Row, Unit, UNKNOWN_MODULE};
 
+pub mod in_pipeline;
 mod op_times;
 
 pub use op_times::OpTimes;

@@ -18,8 +18,10 @@
 //!   `time.time_ns()`), whole numbers.
 //! - Optional `key=value` fields follow (lotus's extension): `kind=op|
 //!   sample|fetch|batch|wait|consume`, `batch=<id>`, `sample=<index>`,
-//!   `ready=0|1` (a wait for a batch that was already there). Unknown
-//!   keys are ignored, so fields can be added.
+//!   `ready=0|1` (a wait for a batch that was already there), `tid=<native
+//!   thread id>` (the thread that ran the span, written only where it is
+//!   not the process's main thread). Unknown keys are ignored, so fields
+//!   can be added.
 //! - An optional first line `#lotus-trace v1 role=<main|worker> pid=<pid>
 //!   host=<hostname> rank=<rank or ->` gives the process's host and rank
 //!   (the tracer also writes `local_rank=` and `world_size=`, from the
@@ -27,7 +29,10 @@
 //!   the id of the `lotus trace run` that wrote it, so that a run counts
 //!   only its own logs; the readers need only `rank`) (role and pid are always the file name's: the tracer renames a log
 //!   when its process turns out to be a worker and keeps the first
-//!   header). Other `#` lines are comments.
+//!   header). The header also carries `wall_ns=` and `monotonic_ns=`,
+//!   the wall clock and `CLOCK_MONOTONIC` read back to back, repeated in
+//!   `# lotus-trace: clock wall_ns=... monotonic_ns=...` lines with each
+//!   block of events ([`clock`]). Other `#` lines are comments.
 //!
 //! Lotus's tracer writes `S<Op>` per transform (`kind=op`), `SLoader`
 //! (`kind=op`), `SSample` (`kind=sample`), per batch in a worker `SFetch`,
@@ -64,11 +69,13 @@
 //! trace view`; [`torch`] streams a PyTorch profiler trace into it.
 
 pub mod chrome;
+pub mod clock;
 pub mod event;
 pub mod folder;
 pub mod index;
 pub mod parse;
 pub mod ranks;
+pub mod samples;
 pub mod stats;
 pub mod torch;
 

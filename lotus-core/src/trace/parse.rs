@@ -376,6 +376,9 @@ pub struct LineEvent<'a> {
     pub sample: Option<u64>,
     /// Wait for a batch that was already there.
     pub ready: Option<bool>,
+    /// The native id of the thread that ran it, where it is not the
+    /// process's main thread (`tid=`; `None` means the main thread).
+    pub tid: Option<u32>,
 }
 
 /// How much of a bad line is quoted in its message.
@@ -472,7 +475,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             u64::MAX
         ));
     }
-    let (mut kind, mut batch, mut sample, mut ready) = (None, None, None, None);
+    let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     for field in fields {
         let field = field.trim();
         if field.is_empty() {
@@ -492,6 +495,12 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             }
             "batch" => batch = Some(whole_number(value, "batch id")?),
             "sample" => sample = Some(whole_number(value, "sample index")?),
+            "tid" => {
+                let id = whole_number(value, "thread id")?;
+                tid = Some(
+                    u32::try_from(id).map_err(|_| format!("thread id {id} is not a thread id"))?,
+                )
+            }
             "ready" => {
                 ready = Some(match value.trim() {
                     "1" | "true" => true,
@@ -520,6 +529,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         batch,
         sample,
         ready,
+        tid,
     })
 }
 
@@ -637,9 +647,13 @@ mod tests {
                 dur_ns: 20,
                 batch: Some(3),
                 sample: Some(97),
-                ready: None
+                ready: None,
+                tid: None
             }
         );
+        let e = parse_event_line("SBlur,100,20,kind=op,tid=4243").expect("with a thread");
+        assert_eq!(e.tid, Some(4243));
+        assert!(parse_event_line("SBlur,100,20,kind=op,tid=99999999999").is_err());
         let e = parse_event_line("SWait,5,0,kind=wait,batch=2,ready=1,future=x").expect("ours");
         assert_eq!(
             (e.kind, e.ready, e.batch),

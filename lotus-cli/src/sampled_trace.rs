@@ -1,0 +1,184 @@
+//! `lotus trace run --sample`: the trace as without it, and every process
+//! and thread of the job sampled from start to end through the perf
+//! backend, each sample (time, pid, tid, function) written into the trace
+//! folder as it comes (`<prefix>.samples`, `<prefix>.symbols`,
+//! `<prefix>.sampling`: see [`lotus_core::trace::samples`]).
+//!
+//! Where perf cannot run (no `perf_event_open`, not permitted), the job is
+//! traced without samples and lotus says why, in its output and in
+//! `<prefix>.sampling` (`status=unavailable`), so that `lotus attribute
+//! DIR` can say it too.
+
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use lotus_backend_perf::{LinuxPerf, PerfOptions, PerfReport};
+use lotus_core::trace::samples::{write_sampling, SampleFiles, SamplesWriter};
+use lotus_core::{CollectOptions, Collection, Target};
+
+/// Set by Ctrl-C while a sampled job runs: the job is in its own process
+/// group (the backend puts it there), so lotus passes the interrupt on.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The sampling frequency when `--frequency` is not given (Hz).
+pub const DEFAULT_FREQUENCY_HZ: u64 = 1000;
+
+/// How often lotus looks whether the job has ended.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Removes the sample files of `prefix` in `out` (`--clean`), or fails
+/// when there are some: samples of two runs cannot be told apart.
+pub fn prepare(out: &Path, prefix: &str, clean: bool) -> Result<()> {
+    let files = SampleFiles::of(out, prefix);
+    let existing = files.existing();
+    if existing.is_empty() {
+        return Ok(());
+    }
+    if !clean {
+        bail!(
+            "{} already holds the samples of an earlier run ({}): use --clean to remove them, or another --out",
+            out.display(),
+            existing[0].display()
+        );
+    }
+    for path in existing {
+        std::fs::remove_file(path)
+            .with_context(|| format!("--clean: cannot remove {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs `cmd` (the traced job, its environment set) under the perf
+/// backend, the samples written into `out`; without samples when perf
+/// cannot run here. The job's exit status.
+pub fn run(cmd: &mut Command, out: &Path, prefix: &str, frequency: u64) -> Result<ExitStatus> {
+    let files = SampleFiles::of(out, prefix);
+    let mut target = Target {
+        program: cmd.get_program().into(),
+        args: cmd.get_args().map(Into::into).collect(),
+        ..Target::default()
+    };
+    target.env = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+        .collect();
+    let probe = lotus_core::backend("perf")?.probe();
+    if !probe.available {
+        return unavailable(
+            cmd,
+            &files,
+            format!(
+                "the perf backend cannot run here: {}",
+                probe.reason.unwrap_or_default()
+            ),
+        );
+    }
+    let writer = SamplesWriter::create(out, prefix)
+        .with_context(|| format!("cannot create the sample files in {}", out.display()))?;
+    let mut options = CollectOptions::default();
+    options.frequency_hz = Some(frequency);
+    options.whole_program = true;
+    let mut collection = match LinuxPerf.start_streaming(
+        &target,
+        &options,
+        &PerfOptions::default(),
+        Box::new(writer),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            // Nothing was sampled: leave no empty sample files behind.
+            let _ = std::fs::remove_file(&files.samples);
+            let _ = std::fs::remove_file(&files.symbols);
+            return unavailable(cmd, &files, format!("perf sampling could not start: {e}"));
+        }
+    };
+    let hz = collection.frequency_hz();
+    let kernel = collection.kernel_samples();
+    let described = |status: &str, extra: Vec<(&'static str, String)>| {
+        let mut pairs = vec![
+            ("backend", "perf".to_string()),
+            ("status", status.to_string()),
+            ("frequency_hz", hz.to_string()),
+            ("interval_ns", (1_000_000_000 / hz.max(1)).to_string()),
+            ("clock", "monotonic".to_string()),
+            ("kernel", u8::from(kernel).to_string()),
+        ];
+        pairs.extend(extra);
+        pairs
+    };
+    write_sampling(&files.sampling, &described("running", Vec::new()))
+        .with_context(|| format!("cannot write {}", files.sampling.display()))?;
+    // The whole run is one window, open from now on.
+    collection.resume()?;
+    let mut interrupted = false;
+    let exit = loop {
+        if let Some(status) = collection.try_wait()? {
+            break status;
+        }
+        if INTERRUPTED.swap(false, Ordering::SeqCst) && !interrupted {
+            interrupted = true;
+            // SAFETY: kill with a process group id and a signal number.
+            unsafe { libc::kill(-(collection.pid() as libc::pid_t), libc::SIGINT) };
+        }
+        std::thread::sleep(POLL);
+    };
+    let report = collection.finish()?;
+    let extra = summary(&report);
+    write_sampling(&files.sampling, &described("complete", extra))
+        .with_context(|| format!("cannot write {}", files.sampling.display()))?;
+    Ok(exit)
+}
+
+/// Runs `cmd` without samples, saying why (on stderr and in
+/// `<prefix>.sampling`).
+fn unavailable(cmd: &mut Command, files: &SampleFiles, reason: String) -> Result<ExitStatus> {
+    eprintln!("lotus: no samples: {reason}; the trace runs without them");
+    write_sampling(
+        &files.sampling,
+        &[
+            ("backend", "perf".into()),
+            ("status", "unavailable".into()),
+            ("reason", reason),
+        ],
+    )
+    .with_context(|| format!("cannot write {}", files.sampling.display()))?;
+    cmd.status()
+        .with_context(|| format!("cannot start {}", cmd.get_program().to_string_lossy()))
+}
+
+/// The end figures for `<prefix>.sampling`, and what the user is told.
+fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
+    let stream = report.stream.clone().unwrap_or_default();
+    let mut pairs = vec![
+        ("samples", stream.samples.to_string()),
+        ("symbols", stream.symbols.to_string()),
+        ("lost", report.total.lost.to_string()),
+    ];
+    match &stream.error {
+        Some(e) => {
+            eprintln!(
+                "lotus: writing the samples failed after {} of them: {e}",
+                stream.samples
+            );
+            pairs.push(("write_error", e.clone()));
+        }
+        None => eprintln!(
+            "lotus: {} samples at {} Hz ({} functions){}",
+            stream.samples,
+            report.frequency_hz,
+            stream.symbols,
+            if report.total.lost > 0 {
+                format!(", {} lost", report.total.lost)
+            } else {
+                String::new()
+            }
+        ),
+    }
+    for note in report.notes.iter().chain(&stream.kernel_note) {
+        pairs.push(("note", note.clone()));
+    }
+    pairs
+}

@@ -1,0 +1,810 @@
+//! In-pipeline attribution (`lotus attribute DIR`): the samples of a
+//! sampled trace (`lotus trace run --sample`) credited to the op spans that
+//! were open when they were taken, with no mapping and no splitting rule.
+//!
+//! The rule:
+//!
+//! 1. a sample is credited to the innermost op span open on its own thread
+//!    at its time (spans carry their thread, `tid=`; times are put on the
+//!    samples' clock with the clock pairs each log measured);
+//! 2. a helper thread of a process (a thread with no op spans of its own)
+//!    is that process's intra-op pool when it runs with the ops: its
+//!    sampling rate while the process's main thread is outside every op
+//!    is under a fifth of its rate while it is inside one, both measured
+//!    between the thread's own first and last sample (a thread started
+//!    late is not judged by the process's start-up). Its samples
+//!    taken while the main thread is inside an op are credited to the
+//!    innermost op open there; the others go to "outside any op";
+//! 3. any other helper thread runs independently of the ops: its samples
+//!    go to "independent threads" (per process role), never to an op.
+//!
+//! Everything else is an explicit row: "outside any op" per role (main,
+//! worker: DataLoader machinery between ops, the training step, start-up),
+//! and "untraced processes" (processes of the job that wrote no log). The
+//! rows add up to every sample read.
+//!
+//! Memory: the samples are streamed (twice: once to tell pools from
+//! independent threads, once to credit); the op spans are sorted by start
+//! through [`crate::spill`] (in memory up to its budget, past that in a
+//! temporary file) and swept alongside; only the spans open at a time and
+//! per-thread, per-op and per-symbol counts are held.
+
+use std::cmp::Reverse;
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::spill::bytes::{Get, Put};
+use crate::spill::{Budget, Record, Sorter, SpillError, Spool};
+use crate::trace::clock::{clock_pair_of_line, ClockMap};
+use crate::trace::parse::parse_event_line;
+use crate::trace::samples::{Sample, SampleFiles, SymbolTable};
+use crate::trace::{Kind, Role, TraceFolder};
+
+/// How many top functions each row lists by default.
+pub const TOP_FUNCTIONS: usize = 5;
+/// A helper thread is an intra-op pool when its sampling rate outside the
+/// main thread's ops is under this fraction of its rate inside them.
+pub const POOL_RATE_RATIO: f64 = 0.2;
+
+/// Why a folder cannot be attributed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InPipelineError {
+    /// A file could not be read.
+    #[error("{0}")]
+    Io(String),
+    /// The trace logs could not be read.
+    #[error(transparent)]
+    Trace(#[from] crate::trace::TraceError),
+    /// Sorting the spans failed.
+    #[error(transparent)]
+    Spill(#[from] SpillError),
+    /// The folder has no samples.
+    #[error("{0}")]
+    NoSamples(String),
+    /// A log has no clock pairs (written by an older lotus).
+    #[error("{path}: no clock pairs (wall_ns= / monotonic_ns=): the trace was written by an older lotus; trace again with `lotus trace run --sample`")]
+    NoClock {
+        /// The log.
+        path: String,
+    },
+}
+
+/// What a row stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowKind {
+    /// An op: its spans' samples (and its pools').
+    Op,
+    /// Traced threads outside every op span.
+    Outside,
+    /// Helper threads that run independently of the ops.
+    Independent,
+    /// Processes of the job that wrote no trace log.
+    Untraced,
+}
+
+/// One function's samples in a row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopFunction {
+    /// The function.
+    pub function: String,
+    /// Its module.
+    pub module: String,
+    /// Samples.
+    pub samples: u64,
+    /// Share of the row's samples (0..1).
+    pub share: f64,
+}
+
+/// One row of the attribution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttributedRow {
+    /// The op's name, or the row's (`outside any op (worker)`).
+    pub name: String,
+    /// What it stands for.
+    pub kind: RowKind,
+    /// Samples credited.
+    pub samples: u64,
+    /// CPU time: samples times the sampling interval, ns.
+    pub cpu_ns: u64,
+    /// Share of all samples (0..1).
+    pub share: f64,
+    /// Op spans of this name (ops only).
+    pub calls: Option<u64>,
+    /// CPU time per call, ns (ops only).
+    pub cpu_per_call_ns: Option<u64>,
+    /// The functions with the most samples, most first.
+    pub top_functions: Vec<TopFunction>,
+}
+
+/// The attribution of a sampled trace folder.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InPipelineAttribution {
+    /// Sampling frequency, Hz.
+    pub frequency_hz: u64,
+    /// Sampling interval, ns.
+    pub interval_ns: u64,
+    /// Every sample read.
+    pub total_samples: u64,
+    /// Samples lost by the kernel (not in any row).
+    pub lost_samples: u64,
+    /// Whether the collection did not end normally (lotus stopped while the
+    /// job ran, or a cut file): what was written is analysed.
+    pub partial: bool,
+    /// Ops first (most samples first), then the other rows.
+    pub rows: Vec<AttributedRow>,
+    /// Helper threads found to be intra-op pools, as `pid/tid`.
+    pub pool_threads: Vec<String>,
+    /// Helper threads found independent of the ops, as `pid/tid`.
+    pub independent_threads: Vec<String>,
+    /// Things worth telling the user.
+    pub notes: Vec<String>,
+}
+
+/// One op span on the samples' clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct SpanRec {
+    start: u64,
+    end: u64,
+    pid: u32,
+    tid: u32,
+    op: u32,
+}
+
+impl Record for SpanRec {
+    const SIZE: usize = 28;
+    fn encode(&self, out: &mut [u8]) {
+        Put::new(out)
+            .u64(self.start)
+            .u64(self.end)
+            .u32(self.pid)
+            .u32(self.tid)
+            .u32(self.op);
+    }
+    fn decode(b: &[u8]) -> Self {
+        let mut g = Get::new(b);
+        SpanRec {
+            start: g.u64(),
+            end: g.u64(),
+            pid: g.u32(),
+            tid: g.u32(),
+            op: g.u32(),
+        }
+    }
+}
+
+/// The op spans open at the time of the last sample, per thread.
+struct Sweep<I: Iterator<Item = Result<SpanRec, SpillError>>> {
+    spans: std::iter::Peekable<I>,
+    open: HashMap<(u32, u32), Vec<SpanRec>>,
+    pushed: u64,
+}
+
+impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
+    fn new(spans: I) -> Self {
+        Sweep {
+            spans: spans.peekable(),
+            open: HashMap::new(),
+            pushed: 0,
+        }
+    }
+
+    /// Takes in every span that starts at or before `t`.
+    fn advance(&mut self, t: u64) -> Result<(), SpillError> {
+        while let Some(next) = self.spans.peek() {
+            match next {
+                Ok(s) if s.start > t => break,
+                _ => {}
+            }
+            let s = self.spans.next().expect("peeked")?;
+            self.open.entry((s.pid, s.tid)).or_default().push(s);
+            self.pushed += 1;
+            if self.pushed.is_multiple_of(4096) {
+                self.open.retain(|_, v| {
+                    v.retain(|s| s.end > t);
+                    !v.is_empty()
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The innermost span open on thread (pid, tid) at `t`.
+    fn innermost(&mut self, pid: u32, tid: u32, t: u64) -> Option<SpanRec> {
+        let list = self.open.get_mut(&(pid, tid))?;
+        list.retain(|s| s.end > t);
+        list.iter()
+            .filter(|s| s.start <= t)
+            .max_by_key(|s| (s.start, Reverse(s.end)))
+            .copied()
+    }
+}
+
+/// What the logs hold: processes, op names and calls, spans sorted.
+struct Logs {
+    roles: HashMap<u32, Role>,
+    ops: Vec<String>,
+    calls: Vec<u64>,
+    /// Threads with op spans of their own.
+    traced_threads: HashSet<(u32, u32)>,
+    spans: Spool<SpanRec>,
+    bad_lines: u64,
+}
+
+fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
+    let folder = TraceFolder::scan(dir)?;
+    let mut roles = HashMap::new();
+    let mut ops: Vec<String> = Vec::new();
+    let mut op_ids: HashMap<String, u32> = HashMap::new();
+    let mut calls: Vec<u64> = Vec::new();
+    let mut traced_threads = HashSet::new();
+    let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
+    let mut bad_lines = 0u64;
+    for log in &folder.logs {
+        let pid = log.name.pid;
+        roles.insert(pid, log.name.role);
+        let open = || {
+            std::fs::File::open(&log.path)
+                .map(BufReader::new)
+                .map_err(|e| InPipelineError::Io(format!("{}: {e}", log.display)))
+        };
+        // The clock pairs first: a span's time needs those on both sides.
+        let mut pairs = Vec::new();
+        for line in open()?.split(b'\n') {
+            let line = line.map_err(|e| InPipelineError::Io(format!("{}: {e}", log.display)))?;
+            if line.first() == Some(&b'#') {
+                if let Some(p) = std::str::from_utf8(&line).ok().and_then(clock_pair_of_line) {
+                    pairs.push(p);
+                }
+            }
+        }
+        let clock = ClockMap::new(pairs);
+        if clock.is_empty() {
+            return Err(InPipelineError::NoClock {
+                path: log.display.clone(),
+            });
+        }
+        for line in open()?.split(b'\n') {
+            let line = line.map_err(|e| InPipelineError::Io(format!("{}: {e}", log.display)))?;
+            let Ok(text) = std::str::from_utf8(&line) else {
+                bad_lines += 1;
+                continue;
+            };
+            let text = text.trim();
+            if text.is_empty() || text.starts_with('#') {
+                continue;
+            }
+            let Ok(e) = parse_event_line(text) else {
+                bad_lines += 1;
+                continue;
+            };
+            if e.kind != Kind::Op {
+                continue;
+            }
+            let (Some(start), Some(end)) = (
+                clock.to_monotonic(e.start_ns),
+                clock.to_monotonic(e.start_ns + e.dur_ns),
+            ) else {
+                bad_lines += 1;
+                continue;
+            };
+            let op = match op_ids.get(e.name) {
+                Some(&id) => id,
+                None => {
+                    let id = ops.len() as u32;
+                    ops.push(e.name.to_string());
+                    calls.push(0);
+                    op_ids.insert(e.name.to_string(), id);
+                    id
+                }
+            };
+            calls[op as usize] += 1;
+            let tid = e.tid.unwrap_or(pid);
+            if tid != pid {
+                traced_threads.insert((pid, tid));
+            }
+            sorter.push(SpanRec {
+                start,
+                end,
+                pid,
+                tid,
+                op,
+            })?;
+        }
+    }
+    let mut spans = Spool::new(budget);
+    for s in sorter.finish()? {
+        spans.push(s?)?;
+    }
+    Ok(Logs {
+        roles,
+        ops,
+        calls,
+        traced_threads,
+        spans,
+        bad_lines,
+    })
+}
+
+/// Per helper thread: samples inside / outside the main thread's ops, its
+/// first and last sample, and the main thread's op time in between.
+#[derive(Debug, Clone, Copy)]
+struct HelperCounts {
+    inside: u64,
+    outside: u64,
+    first: u64,
+    last: u64,
+    covered_ns: u64,
+}
+
+/// Adds to each helper thread the time its process's main thread spent
+/// in ops (the union of its op spans) within the thread's first and last
+/// sample: one pass over the spans, in start order.
+fn main_op_time_in_windows(
+    spans: &mut Spool<SpanRec>,
+    helpers: &mut HashMap<(u32, u32), HelperCounts>,
+) -> Result<(), SpillError> {
+    let mut by_pid: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
+    for key in helpers.keys() {
+        by_pid.entry(key.0).or_default().push(*key);
+    }
+    let add = |pid: u32, a: u64, b: u64, helpers: &mut HashMap<(u32, u32), HelperCounts>| {
+        for key in by_pid.get(&pid).into_iter().flatten() {
+            let h = helpers.get_mut(key).expect("helper");
+            let (lo, hi) = (a.max(h.first), b.min(h.last));
+            h.covered_ns += hi.saturating_sub(lo);
+        }
+    };
+    // Per process: the union interval being built.
+    let mut open: HashMap<u32, (u64, u64)> = HashMap::new();
+    for s in spans.iter()? {
+        let s = s?;
+        if s.tid != s.pid {
+            continue;
+        }
+        match open.get_mut(&s.pid) {
+            Some(cur) if s.start <= cur.1 => cur.1 = cur.1.max(s.end),
+            Some(cur) => {
+                let done = std::mem::replace(cur, (s.start, s.end));
+                add(s.pid, done.0, done.1, helpers);
+            }
+            None => {
+                open.insert(s.pid, (s.start, s.end));
+            }
+        }
+    }
+    for (pid, (a, b)) in open {
+        add(pid, a, b, helpers);
+    }
+    Ok(())
+}
+
+/// Where a sample goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Target {
+    Op(u32),
+    Outside(Role),
+    Independent(Role),
+    Untraced,
+}
+
+fn samples_of(
+    files: &SampleFiles,
+) -> Result<crate::trace::samples::SampleReader<BufReader<std::fs::File>>, InPipelineError> {
+    files
+        .samples()
+        .map_err(|e| InPipelineError::Io(e.to_string()))
+}
+
+/// Attributes the samples of the sampled trace folder `dir` (logs of
+/// prefix-independent names, samples of `prefix`) to its ops, listing the
+/// `top` functions of each row.
+pub fn attribute_folder(
+    dir: &Path,
+    prefix: &str,
+    budget: Budget,
+    top: usize,
+) -> Result<InPipelineAttribution, InPipelineError> {
+    let files = SampleFiles::of(dir, prefix);
+    let meta: HashMap<String, String> = files
+        .read_sampling()
+        .map_err(|e| InPipelineError::Io(e.to_string()))?
+        .into_iter()
+        .filter(|(k, _)| k != "note")
+        .collect();
+    if meta.get("status").map(String::as_str) == Some("unavailable") {
+        return Err(InPipelineError::NoSamples(format!(
+            "{}: the trace was taken without samples: {}",
+            dir.display(),
+            meta.get("reason")
+                .map_or("perf could not run", String::as_str)
+        )));
+    }
+    let files =
+        SampleFiles::open(dir, prefix).map_err(|e| InPipelineError::NoSamples(e.to_string()))?;
+    let symbols: SymbolTable = files
+        .read_symbols()
+        .map_err(|e| InPipelineError::Io(e.to_string()))?;
+    let num = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok());
+    let frequency_hz = num("frequency_hz").unwrap_or(1000).max(1);
+    let interval_ns = num("interval_ns").unwrap_or(1_000_000_000 / frequency_hz);
+    let mut logs = read_logs(dir, budget)?;
+    let mut notes = Vec::new();
+    if logs.bad_lines > 0 {
+        notes.push(format!(
+            "{} log lines could not be read and were skipped",
+            logs.bad_lines
+        ));
+    }
+
+    // Pass 1: each helper thread's samples inside and outside its main
+    // thread's ops, and its first and last sample.
+    let mut helpers: HashMap<(u32, u32), HelperCounts> = HashMap::new();
+    {
+        let mut sweep = Sweep::new(logs.spans.iter()?);
+        for s in samples_of(&files)? {
+            let s = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
+            sweep.advance(s.time_ns)?;
+            if s.tid == s.pid
+                || !logs.roles.contains_key(&s.pid)
+                || logs.traced_threads.contains(&(s.pid, s.tid))
+            {
+                continue;
+            }
+            let inside = sweep.innermost(s.pid, s.pid, s.time_ns).is_some();
+            let h = helpers.entry((s.pid, s.tid)).or_insert(HelperCounts {
+                inside: 0,
+                outside: 0,
+                first: s.time_ns,
+                last: s.time_ns,
+                covered_ns: 0,
+            });
+            h.first = h.first.min(s.time_ns);
+            h.last = h.last.max(s.time_ns);
+            if inside {
+                h.inside += 1;
+            } else {
+                h.outside += 1;
+            }
+        }
+    }
+    main_op_time_in_windows(&mut logs.spans, &mut helpers)?;
+    let mut pools: HashSet<(u32, u32)> = HashSet::new();
+    let (mut pool_threads, mut independent_threads) = (Vec::new(), Vec::new());
+    let mut helper_keys: Vec<_> = helpers.keys().copied().collect();
+    helper_keys.sort_unstable();
+    for key in helper_keys {
+        let h = helpers[&key];
+        let inside_ns = h.covered_ns;
+        let outside_ns = (h.last - h.first).saturating_sub(inside_ns).max(1);
+        let rate_in = if inside_ns > 0 {
+            h.inside as f64 / inside_ns as f64
+        } else {
+            0.0
+        };
+        let rate_out = h.outside as f64 / outside_ns as f64;
+        // A thread seen only inside ops (its window all op time) is a pool.
+        if h.inside > 0 && (h.outside == 0 || rate_out < POOL_RATE_RATIO * rate_in) {
+            pools.insert(key);
+            pool_threads.push(format!("{}/{}", key.0, key.1));
+        } else {
+            independent_threads.push(format!("{}/{}", key.0, key.1));
+        }
+    }
+
+    // Pass 2: credit.
+    let mut counts: HashMap<Target, u64> = HashMap::new();
+    let mut functions: HashMap<(Target, u32), u64> = HashMap::new();
+    let mut total = 0u64;
+    let mut reader = samples_of(&files)?;
+    {
+        let mut sweep = Sweep::new(logs.spans.iter()?);
+        for s in reader.by_ref() {
+            let s: Sample = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
+            sweep.advance(s.time_ns)?;
+            total += 1;
+            let target = match logs.roles.get(&s.pid) {
+                None => Target::Untraced,
+                Some(&role) => {
+                    let own = sweep.innermost(s.pid, s.tid, s.time_ns);
+                    if let Some(span) = own {
+                        Target::Op(span.op)
+                    } else if s.tid == s.pid || logs.traced_threads.contains(&(s.pid, s.tid)) {
+                        Target::Outside(role)
+                    } else if pools.contains(&(s.pid, s.tid)) {
+                        match sweep.innermost(s.pid, s.pid, s.time_ns) {
+                            Some(span) => Target::Op(span.op),
+                            None => Target::Outside(role),
+                        }
+                    } else {
+                        Target::Independent(role)
+                    }
+                }
+            };
+            *counts.entry(target).or_default() += 1;
+            *functions.entry((target, s.symbol)).or_default() += 1;
+        }
+    }
+    let partial =
+        reader.cut_bytes() > 0 || meta.get("status").map(String::as_str) != Some("complete");
+    if reader.cut_bytes() > 0 {
+        notes.push(format!(
+            "the samples file ends in a cut record ({} bytes dropped): the run was stopped while writing",
+            reader.cut_bytes()
+        ));
+    }
+    if meta.get("status").map(String::as_str) != Some("complete") {
+        notes.push(
+            "partial: the sampling did not end normally (lotus was stopped while the job ran); what was written is analysed"
+                .into(),
+        );
+    }
+    let lost_samples = num("lost").unwrap_or(0);
+    if lost_samples > 0 {
+        notes.push(format!(
+            "{lost_samples} samples were lost by the kernel (ring buffer full): not in any row"
+        ));
+    }
+
+    let mut tops: HashMap<Target, Vec<(u32, u64)>> = HashMap::new();
+    for ((target, symbol), n) in functions {
+        tops.entry(target).or_default().push((symbol, n));
+    }
+    let mut rows = Vec::new();
+    let mut targets: Vec<(Target, u64)> = counts.into_iter().collect();
+    targets.sort_by_key(|(t, n)| {
+        (
+            !matches!(t, Target::Op(_)),
+            Reverse(*n),
+            row_name(t, &logs.ops),
+        )
+    });
+    for (target, n) in targets {
+        let mut functions = tops.remove(&target).unwrap_or_default();
+        functions.sort_by_key(|&(sym, k)| (Reverse(k), sym));
+        let top_functions = functions
+            .into_iter()
+            .take(top)
+            .map(|(sym, k)| {
+                let s = symbols.get(sym);
+                TopFunction {
+                    function: s.function.clone(),
+                    module: s.module.clone(),
+                    samples: k,
+                    share: k as f64 / n as f64,
+                }
+            })
+            .collect();
+        let cpu_ns = n * interval_ns;
+        let calls = match target {
+            Target::Op(op) => Some(logs.calls[op as usize]),
+            _ => None,
+        };
+        rows.push(AttributedRow {
+            name: row_name(&target, &logs.ops),
+            kind: match target {
+                Target::Op(_) => RowKind::Op,
+                Target::Outside(_) => RowKind::Outside,
+                Target::Independent(_) => RowKind::Independent,
+                Target::Untraced => RowKind::Untraced,
+            },
+            samples: n,
+            cpu_ns,
+            share: if total > 0 {
+                n as f64 / total as f64
+            } else {
+                0.0
+            },
+            calls,
+            cpu_per_call_ns: calls.filter(|&c| c > 0).map(|c| cpu_ns / c),
+            top_functions,
+        });
+    }
+    // Ops that ran but got no samples still show, with their calls.
+    for (op, name) in logs.ops.iter().enumerate() {
+        if !rows
+            .iter()
+            .any(|r| r.kind == RowKind::Op && &r.name == name)
+        {
+            rows.push(AttributedRow {
+                name: name.clone(),
+                kind: RowKind::Op,
+                samples: 0,
+                cpu_ns: 0,
+                share: 0.0,
+                calls: Some(logs.calls[op]),
+                cpu_per_call_ns: Some(0),
+                top_functions: Vec::new(),
+            });
+        }
+    }
+    rows.sort_by_key(|r| r.kind != RowKind::Op);
+    Ok(InPipelineAttribution {
+        frequency_hz,
+        interval_ns,
+        total_samples: total,
+        lost_samples,
+        partial,
+        rows,
+        pool_threads,
+        independent_threads,
+        notes,
+    })
+}
+
+fn row_name(target: &Target, ops: &[String]) -> String {
+    match target {
+        Target::Op(op) => ops[*op as usize].clone(),
+        Target::Outside(role) => format!("outside any op ({role})"),
+        Target::Independent(role) => format!("independent threads ({role})"),
+        Target::Untraced => "untraced processes".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::samples::{SampleSink, SamplesWriter, Symbol};
+
+    /// A folder: one worker (pid 10) whose main thread runs op A over
+    /// [1000, 2000) and B over [3000, 4000) (monotonic), a pool thread 11
+    /// busy only during them, an independent thread 12 busy throughout, and
+    /// an untraced process 99.
+    fn folder() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tmp");
+        // wall = monotonic + 1_000_000.
+        let off = 1_000_000u64;
+        let log = format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={} monotonic_ns=0\n\
+             SA,{},1000,kind=op\nSB,{},1000,kind=op\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
+            off,
+            1000 + off,
+            3000 + off,
+            5000 + off
+        );
+        std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
+        let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
+        w.symbols(&[
+            (0, Symbol::new("ka", "/k.so")),
+            (1, Symbol::new("kb", "/k.so")),
+            (2, Symbol::new("spin", "/bg.so")),
+            (3, Symbol::new("loop", "/py")),
+        ])
+        .expect("s");
+        let mut samples = Vec::new();
+        for t in (0..5000).step_by(100) {
+            let in_a = (1000..2000).contains(&t);
+            let in_b = (3000..4000).contains(&t);
+            let sym = if in_a {
+                0
+            } else if in_b {
+                1
+            } else {
+                3
+            };
+            samples.push(Sample {
+                time_ns: t,
+                pid: 10,
+                tid: 10,
+                symbol: sym,
+                kernel: false,
+            });
+            if in_a || in_b {
+                samples.push(Sample {
+                    time_ns: t + 1,
+                    pid: 10,
+                    tid: 11,
+                    symbol: sym,
+                    kernel: false,
+                });
+            }
+            samples.push(Sample {
+                time_ns: t + 2,
+                pid: 10,
+                tid: 12,
+                symbol: 2,
+                kernel: false,
+            });
+            samples.push(Sample {
+                time_ns: t + 3,
+                pid: 99,
+                tid: 99,
+                symbol: 3,
+                kernel: false,
+            });
+        }
+        w.samples(&samples).expect("samples");
+        w.finish().expect("finish");
+        crate::trace::samples::write_sampling(
+            &SampleFiles::of(dir.path(), "lotus").sampling,
+            &[
+                ("status", "complete".into()),
+                ("frequency_hz", "10000".into()),
+                ("interval_ns", "100".into()),
+            ],
+        )
+        .expect("sampling");
+        dir
+    }
+
+    #[test]
+    fn the_rule_on_a_small_folder() {
+        let dir = folder();
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        let row = |name: &str| {
+            a.rows
+                .iter()
+                .find(|r| r.name == name)
+                .unwrap_or_else(|| panic!("{name}: {a:#?}"))
+        };
+        // 10 samples of each op on the main thread, 10 of its pool thread.
+        assert_eq!(row("A").samples, 20);
+        assert_eq!(row("B").samples, 20);
+        assert_eq!(row("A").top_functions[0].function, "ka");
+        assert_eq!(row("A").calls, Some(1));
+        assert_eq!(row("A").cpu_ns, 2000);
+        assert_eq!(row("outside any op (worker)").samples, 30);
+        assert_eq!(row("independent threads (worker)").samples, 50);
+        assert_eq!(row("untraced processes").samples, 50);
+        assert_eq!(a.pool_threads, vec!["10/11"]);
+        assert_eq!(a.independent_threads, vec!["10/12"]);
+        assert_eq!(
+            a.rows.iter().map(|r| r.samples).sum::<u64>(),
+            a.total_samples
+        );
+        assert_eq!(a.total_samples, 170);
+        assert!(!a.partial);
+    }
+
+    #[test]
+    fn a_run_stopped_while_writing_is_analysed_and_marked_partial() {
+        let dir = folder();
+        let files = SampleFiles::of(dir.path(), "lotus");
+        crate::trace::samples::write_sampling(
+            &files.sampling,
+            &[("status", "running".into()), ("interval_ns", "100".into())],
+        )
+        .expect("sampling");
+        let len = std::fs::metadata(&files.samples).expect("m").len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&files.samples)
+            .expect("open")
+            .set_len(len - 30)
+            .expect("cut");
+        let a = attribute_folder(dir.path(), "lotus", Budget::default(), TOP_FUNCTIONS)
+            .expect("attribute");
+        assert!(a.partial);
+        // The last record whole and 6 bytes of the one before it: 2 gone.
+        assert_eq!(a.total_samples, 168);
+        assert_eq!(
+            a.rows.iter().map(|r| r.samples).sum::<u64>(),
+            a.total_samples
+        );
+        let notes = a.notes.join("\n");
+        assert!(
+            notes.contains("cut record") && notes.contains("partial"),
+            "{notes}"
+        );
+    }
+
+    #[test]
+    fn folders_without_samples_or_clock() {
+        let dir = tempfile::tempdir().expect("tmp");
+        std::fs::write(dir.path().join("lotus_main_pid_1"), "SA,1,2,kind=op\n").expect("w");
+        let err = attribute_folder(dir.path(), "lotus", Budget::default(), TOP_FUNCTIONS)
+            .expect_err("no samples");
+        assert!(err.to_string().contains("--sample"), "{err}");
+        let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
+        w.finish().expect("f");
+        let err = attribute_folder(dir.path(), "lotus", Budget::default(), TOP_FUNCTIONS)
+            .expect_err("no clock");
+        assert!(err.to_string().contains("no clock pairs"), "{err}");
+    }
+}

@@ -1,0 +1,542 @@
+//! The samples of a sampled trace (`lotus trace run --sample`): every
+//! sample the profiler took of every process and thread of the job, written
+//! beside the logs as they come, with the symbol table they need, so the
+//! folder alone is enough to analyse later, on another machine.
+//!
+//! Three files, `<prefix>` being the logs' prefix:
+//!
+//! - `<prefix>.samples`: a 16-byte header (`LOTUSSMP`, format version 1 and
+//!   the record size, both `u32` little-endian), then one 24-byte record
+//!   per sample, little-endian: time (`u64`, ns on `CLOCK_MONOTONIC`), pid
+//!   and tid (`u32`), symbol id (`u32`), flags (`u32`; bit 0: the CPU was
+//!   in kernel mode). Written in blocks; a job or lotus killed mid-run
+//!   leaves at most a cut last record, which the reader drops and reports.
+//! - `<prefix>.symbols`: `#lotus-symbols v1`, then `id<TAB>function<TAB>module`
+//!   per line, appended before the first sample that uses the id (so a cut
+//!   tail never leaves a sample without its name; an id with no line is
+//!   read as `[unknown]`).
+//! - `<prefix>.sampling`: `key=value` lines about the collection (backend,
+//!   `frequency_hz`, `interval_ns`, `clock=monotonic`, `status=running`
+//!   while it runs and `complete` at the end, sample and lost counts,
+//!   `note=` lines), rewritten whole at the start and the end.
+//!
+//! Memory stays flat however long the job: samples go to the file in
+//! blocks; only the symbol table (distinct functions) is kept.
+//!
+//! ```
+//! use lotus_core::trace::samples::{Sample, SampleFiles, SampleSink, SamplesWriter, Symbol};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mut w = SamplesWriter::create(dir.path(), "lotus")?;
+//! w.symbols(&[(0, Symbol::new("blur", "/lib/libk.so"))])?;
+//! w.samples(&[Sample { time_ns: 5, pid: 7, tid: 8, symbol: 0, kernel: false }])?;
+//! w.finish()?;
+//! let files = SampleFiles::open(dir.path(), "lotus")?;
+//! let symbols = files.read_symbols()?;
+//! let mut reader = files.samples()?;
+//! let s = reader.next().expect("one")?;
+//! assert_eq!((s.tid, symbols.get(s.symbol).function.as_str()), (8, "blur"));
+//! assert!(reader.next().is_none());
+//! assert_eq!(reader.cut_bytes(), 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The first 8 bytes of a samples file.
+pub const SAMPLES_MAGIC: &[u8; 8] = b"LOTUSSMP";
+/// The samples file's format version.
+pub const SAMPLES_VERSION: u32 = 1;
+/// Bytes per sample record.
+pub const RECORD_BYTES: usize = 24;
+/// Bytes of the samples file's header.
+pub const HEADER_BYTES: usize = 16;
+/// The first line of a symbols file.
+pub const SYMBOLS_TAG: &str = "#lotus-symbols v1";
+/// The first line of a sampling description.
+pub const SAMPLING_TAG: &str = "#lotus-sampling v1";
+/// The function name of a symbol id with no line in the symbols file.
+pub const UNKNOWN_SYMBOL: &str = "[unknown]";
+
+/// One sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    /// When, ns on `CLOCK_MONOTONIC`.
+    pub time_ns: u64,
+    /// The process.
+    pub pid: u32,
+    /// The thread (the native thread id; the pid for the main thread).
+    pub tid: u32,
+    /// The symbol id (in the symbols file).
+    pub symbol: u32,
+    /// The CPU was in kernel mode.
+    pub kernel: bool,
+}
+
+impl Sample {
+    fn to_bytes(self) -> [u8; RECORD_BYTES] {
+        let mut b = [0u8; RECORD_BYTES];
+        b[0..8].copy_from_slice(&self.time_ns.to_le_bytes());
+        b[8..12].copy_from_slice(&self.pid.to_le_bytes());
+        b[12..16].copy_from_slice(&self.tid.to_le_bytes());
+        b[16..20].copy_from_slice(&self.symbol.to_le_bytes());
+        b[20..24].copy_from_slice(&u32::from(self.kernel).to_le_bytes());
+        b
+    }
+
+    fn from_bytes(b: &[u8; RECORD_BYTES]) -> Sample {
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&b[0..8]);
+        Sample {
+            time_ns: u64::from_le_bytes(t),
+            pid: u32_at(8),
+            tid: u32_at(12),
+            symbol: u32_at(16),
+            kernel: u32_at(20) & 1 == 1,
+        }
+    }
+}
+
+/// A function and the module it is in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Symbol {
+    /// The function (demangled), `func@0x...` or `[unknown]`.
+    pub function: String,
+    /// The module: a path, or `[kernel]`, `[vdso]`, `[unknown]`...
+    pub module: String,
+}
+
+impl Symbol {
+    /// A symbol; tabs and line breaks (which the file cannot hold) become
+    /// spaces.
+    pub fn new(function: &str, module: &str) -> Symbol {
+        let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
+        Symbol {
+            function: clean(function),
+            module: clean(module),
+        }
+    }
+}
+
+/// Where samples go as they come: the profiler backend calls it from its
+/// writer thread, symbols always before the samples that use them.
+pub trait SampleSink: Send {
+    /// New symbols, by id.
+    fn symbols(&mut self, new: &[(u32, Symbol)]) -> io::Result<()>;
+    /// A block of samples, in time order within the block.
+    fn samples(&mut self, block: &[Sample]) -> io::Result<()>;
+    /// The end: writes what is buffered.
+    fn finish(&mut self) -> io::Result<()>;
+}
+
+/// The paths of a folder's sample files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleFiles {
+    /// `<prefix>.samples`.
+    pub samples: PathBuf,
+    /// `<prefix>.symbols`.
+    pub symbols: PathBuf,
+    /// `<prefix>.sampling`.
+    pub sampling: PathBuf,
+}
+
+impl SampleFiles {
+    /// The files of `prefix` in `dir` (whether or not they exist).
+    pub fn of(dir: &Path, prefix: &str) -> SampleFiles {
+        SampleFiles {
+            samples: dir.join(format!("{prefix}.samples")),
+            symbols: dir.join(format!("{prefix}.symbols")),
+            sampling: dir.join(format!("{prefix}.sampling")),
+        }
+    }
+
+    /// The files of `prefix` in `dir`; an error naming the folder when it
+    /// holds no samples file.
+    pub fn open(dir: &Path, prefix: &str) -> io::Result<SampleFiles> {
+        let f = SampleFiles::of(dir, prefix);
+        if !f.samples.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{}: no samples ({} is missing): trace with `lotus trace run --sample`",
+                    dir.display(),
+                    f.samples.display()
+                ),
+            ));
+        }
+        Ok(f)
+    }
+
+    /// Any of the three files that exists.
+    pub fn existing(&self) -> Vec<&Path> {
+        [&self.samples, &self.symbols, &self.sampling]
+            .into_iter()
+            .filter(|p| p.symlink_metadata().is_ok())
+            .map(PathBuf::as_path)
+            .collect()
+    }
+
+    /// The symbol table (ids with no line read as `[unknown]`).
+    pub fn read_symbols(&self) -> io::Result<SymbolTable> {
+        SymbolTable::read(&self.symbols)
+    }
+
+    /// The sampling description's `key=value` pairs, in file order
+    /// (`note` may repeat); empty when the file is missing.
+    pub fn read_sampling(&self) -> io::Result<Vec<(String, String)>> {
+        let text = match std::fs::read_to_string(&self.sampling) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        Ok(text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect())
+    }
+
+    /// A streaming reader of the samples.
+    pub fn samples(&self) -> io::Result<SampleReader<BufReader<File>>> {
+        let file = File::open(&self.samples).map_err(|e| with_path(&self.samples, e))?;
+        SampleReader::new(BufReader::with_capacity(1 << 16, file), &self.samples)
+    }
+}
+
+fn with_path(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// Creates `path` for writing: a new file (never through a link, never
+/// over another file: the folder may be shared).
+fn create_new(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o644)
+        .open(path)
+        .map_err(|e| with_path(path, e))
+}
+
+/// Writes a folder's sample and symbol files as samples come.
+#[derive(Debug)]
+pub struct SamplesWriter {
+    samples: BufWriter<File>,
+    symbols: BufWriter<File>,
+    written: u64,
+}
+
+impl SamplesWriter {
+    /// Creates `<prefix>.samples` and `<prefix>.symbols` in `dir`; an error
+    /// if either exists.
+    pub fn create(dir: &Path, prefix: &str) -> io::Result<SamplesWriter> {
+        let files = SampleFiles::of(dir, prefix);
+        let mut samples = BufWriter::with_capacity(1 << 16, create_new(&files.samples)?);
+        let mut symbols = BufWriter::new(create_new(&files.symbols)?);
+        samples.write_all(SAMPLES_MAGIC)?;
+        samples.write_all(&SAMPLES_VERSION.to_le_bytes())?;
+        samples.write_all(&(RECORD_BYTES as u32).to_le_bytes())?;
+        samples.flush()?;
+        writeln!(symbols, "{SYMBOLS_TAG}")?;
+        symbols.flush()?;
+        Ok(SamplesWriter {
+            samples,
+            symbols,
+            written: 0,
+        })
+    }
+
+    /// Samples written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+impl SampleSink for SamplesWriter {
+    fn symbols(&mut self, new: &[(u32, Symbol)]) -> io::Result<()> {
+        for (id, s) in new {
+            writeln!(self.symbols, "{id}\t{}\t{}", s.function, s.module)?;
+        }
+        // Before the samples that use them reach the disk.
+        self.symbols.flush()
+    }
+
+    fn samples(&mut self, block: &[Sample]) -> io::Result<()> {
+        for s in block {
+            self.samples.write_all(&s.to_bytes())?;
+        }
+        self.written += block.len() as u64;
+        self.samples.flush()
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.symbols.flush()?;
+        self.samples.flush()
+    }
+}
+
+/// Writes the sampling description (`key=value` lines) to `path`: whole,
+/// through a private temporary file renamed over it.
+pub fn write_sampling(path: &Path, pairs: &[(&str, String)]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".lotus-sampling-")
+        .tempfile_in(dir)
+        .map_err(|e| with_path(dir, e))?;
+    let mut text = format!("{SAMPLING_TAG}\n");
+    for (k, v) in pairs {
+        text += &format!("{k}={}\n", v.replace(['\n', '\r'], " "));
+    }
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file()
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    tmp.persist(path).map_err(|e| with_path(path, e.error))?;
+    Ok(())
+}
+
+/// The symbols of a sampled trace, by id.
+#[derive(Debug, Clone)]
+pub struct SymbolTable {
+    by_id: Vec<Option<Symbol>>,
+    unknown: Symbol,
+}
+
+impl SymbolTable {
+    /// Reads a symbols file; a cut last line (no line break) is dropped.
+    pub fn read(path: &Path) -> io::Result<SymbolTable> {
+        let mut table = SymbolTable {
+            by_id: Vec::new(),
+            unknown: Symbol::new(UNKNOWN_SYMBOL, UNKNOWN_SYMBOL),
+        };
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(table),
+            Err(e) => return Err(with_path(path, e)),
+        };
+        let mut reader = BufReader::new(file);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader
+                .read_line(&mut line)
+                .map_err(|e| with_path(path, e))?
+                == 0
+            {
+                break;
+            }
+            let Some(body) = line.strip_suffix('\n') else {
+                break;
+            };
+            if body.starts_with('#') {
+                continue;
+            }
+            let mut parts = body.splitn(3, '\t');
+            let (Some(id), Some(function), Some(module)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let Ok(id) = id.parse::<u32>() else { continue };
+            let i = id as usize;
+            if table.by_id.len() <= i {
+                table.by_id.resize(i + 1, None);
+            }
+            table.by_id[i] = Some(Symbol::new(function, module));
+        }
+        Ok(table)
+    }
+
+    /// The symbol of `id` (`[unknown]` for an id with no line).
+    pub fn get(&self, id: u32) -> &Symbol {
+        self.by_id
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .unwrap_or(&self.unknown)
+    }
+
+    /// How many ids have a line.
+    pub fn len(&self) -> usize {
+        self.by_id.iter().filter(|s| s.is_some()).count()
+    }
+
+    /// Whether no id has a line.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Reads samples one record at a time; a cut last record is dropped and
+/// counted ([`SampleReader::cut_bytes`]).
+#[derive(Debug)]
+pub struct SampleReader<R> {
+    input: R,
+    cut: usize,
+    done: bool,
+}
+
+impl<R: Read> SampleReader<R> {
+    /// Reads and checks the header of `input` (named `path` in errors).
+    pub fn new(mut input: R, path: &Path) -> io::Result<SampleReader<R>> {
+        let mut head = [0u8; HEADER_BYTES];
+        let bad = |what: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: not a lotus samples file: {what}", path.display()),
+            )
+        };
+        let n = read_full(&mut input, &mut head).map_err(|e| with_path(path, e))?;
+        if n < HEADER_BYTES || &head[..8] != SAMPLES_MAGIC {
+            return Err(bad(format!("it does not start with {:?}", "LOTUSSMP")));
+        }
+        let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+        let size = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
+        if version != SAMPLES_VERSION || size as usize != RECORD_BYTES {
+            return Err(bad(format!(
+                "format version {version} with {size}-byte records (this lotus reads version {SAMPLES_VERSION}, {RECORD_BYTES} bytes)"
+            )));
+        }
+        Ok(SampleReader {
+            input,
+            cut: 0,
+            done: false,
+        })
+    }
+
+    /// Bytes of a cut last record that were dropped (a run killed while
+    /// writing).
+    pub fn cut_bytes(&self) -> usize {
+        self.cut
+    }
+}
+
+/// Reads until `buf` is full or the input ends; the bytes read.
+fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match input.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+impl<R: Read> Iterator for SampleReader<R> {
+    type Item = io::Result<Sample>;
+
+    fn next(&mut self) -> Option<io::Result<Sample>> {
+        if self.done {
+            return None;
+        }
+        let mut rec = [0u8; RECORD_BYTES];
+        match read_full(&mut self.input, &mut rec) {
+            Ok(RECORD_BYTES) => Some(Ok(Sample::from_bytes(&rec))),
+            Ok(n) => {
+                self.done = true;
+                self.cut = n;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(time_ns: u64, symbol: u32) -> Sample {
+        Sample {
+            time_ns,
+            pid: 10,
+            tid: 11,
+            symbol,
+            kernel: symbol == 1,
+        }
+    }
+
+    #[test]
+    fn written_then_read_and_a_cut_tail_is_dropped() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut w = SamplesWriter::create(dir.path(), "run").expect("create");
+        w.symbols(&[
+            (0, Symbol::new("a\tb", "/m")),
+            (1, Symbol::new("k", "[kernel]")),
+        ])
+        .expect("symbols");
+        let all: Vec<Sample> = (0..1000).map(|i| sample(i, (i % 2) as u32)).collect();
+        w.samples(&all[..500]).expect("block");
+        w.samples(&all[500..]).expect("block");
+        w.finish().expect("finish");
+        assert_eq!(w.written(), 1000);
+        // A second writer never writes over the first's files.
+        assert!(SamplesWriter::create(dir.path(), "run").is_err());
+
+        let files = SampleFiles::open(dir.path(), "run").expect("open");
+        let symbols = files.read_symbols().expect("symbols");
+        assert_eq!(symbols.get(0).function, "a b");
+        assert_eq!(symbols.get(7).function, UNKNOWN_SYMBOL);
+        let got: Vec<Sample> = files.samples().expect("r").map(Result::unwrap).collect();
+        assert_eq!(got, all);
+
+        // Cut in the middle of the last record, and of the symbols' last line.
+        let len = std::fs::metadata(&files.samples).expect("m").len();
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&files.samples)
+            .expect("o");
+        f.set_len(len - 7).expect("cut");
+        let mut r = files.samples().expect("r");
+        assert_eq!(r.by_ref().count(), 999);
+        assert_eq!(r.cut_bytes(), RECORD_BYTES - 7);
+        let text = std::fs::read_to_string(&files.symbols).expect("s");
+        std::fs::write(&files.symbols, &text[..text.len() - 3]).expect("cut symbols");
+        let symbols = files.read_symbols().expect("symbols");
+        assert_eq!(symbols.get(0).function, "a b");
+        assert_eq!(symbols.get(1).function, UNKNOWN_SYMBOL);
+    }
+
+    #[test]
+    fn not_a_samples_file_or_none() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let err = SampleFiles::open(dir.path(), "lotus").expect_err("none");
+        assert!(err.to_string().contains("--sample"), "{err}");
+        std::fs::write(dir.path().join("lotus.samples"), b"SLoader,1,2\n").expect("w");
+        let files = SampleFiles::open(dir.path(), "lotus").expect("open");
+        let err = files.samples().expect_err("bad");
+        assert!(
+            err.to_string().contains("not a lotus samples file"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn sampling_description_is_rewritten_whole() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let files = SampleFiles::of(dir.path(), "lotus");
+        write_sampling(&files.sampling, &[("status", "running".into())]).expect("w");
+        write_sampling(
+            &files.sampling,
+            &[("status", "complete".into()), ("note", "a\nb".into())],
+        )
+        .expect("w");
+        assert_eq!(
+            files.read_sampling().expect("r"),
+            vec![
+                ("status".to_string(), "complete".to_string()),
+                ("note".to_string(), "a b".to_string())
+            ]
+        );
+    }
+}

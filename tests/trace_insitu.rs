@@ -1,0 +1,604 @@
+//! In-pipeline attribution's groundwork, end to end: the tracer records
+//! the thread that ran each span and where its wall clock stands against
+//! CLOCK_MONOTONIC (the clock perf stamps samples with), measured during
+//! the run.
+//!
+//! Python: $LOTUS_PYTHON, else the repository's .venv.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use common::python;
+use common::trace_logs::{assert_ok, trace_run};
+use lotus_core::trace::clock::{clock_pair_of_line, ClockMap};
+use lotus_core::trace::parse::parse_event_line;
+use lotus_core::trace::samples::SampleFiles;
+use serde_json::Value;
+
+/// A program with one op on its main thread and one on another thread,
+/// each run 3 times (1 ms of CPU each); it reports its pid and the other
+/// thread's native id.
+const THREADS_PY: &str = r#"
+import json, os, sys, threading, time
+import lotus_trace
+
+def burn(ms):
+    end = time.thread_time_ns() + ms * 1_000_000
+    while time.thread_time_ns() < end:
+        pass
+
+main_op = lotus_trace.wrap(burn, "MainOp")
+thread_op = lotus_trace.wrap(burn, "ThreadOp")
+got = {}
+
+def run():
+    got["tid"] = threading.get_native_id()
+    for _ in range(3):
+        thread_op(1)
+
+t = threading.Thread(target=run)
+t.start()
+t.join()
+for _ in range(3):
+    main_op(1)
+with open(sys.argv[1], "w") as f:
+    json.dump({"pid": os.getpid(), "thread_tid": got["tid"]}, f)
+"#;
+
+/// (CLOCK_REALTIME, CLOCK_MONOTONIC) in ns, read back to back.
+fn clocks_now() -> (u64, u64) {
+    let read = |id| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: writes a timespec into a valid local.
+        unsafe { libc::clock_gettime(id, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    (read(libc::CLOCK_REALTIME), read(libc::CLOCK_MONOTONIC))
+}
+
+fn only_log(dir: &Path) -> (String, String) {
+    let logs: Vec<_> = std::fs::read_dir(dir)
+        .expect("trace folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("lotus_main_pid_"))
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let text = std::fs::read_to_string(dir.join(&logs[0])).expect("read log");
+    (logs[0].clone(), text)
+}
+
+#[test]
+fn spans_know_their_thread_and_the_clock_offset_is_measured() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let script = tmp.path().join("threads.py");
+    let report = tmp.path().join("report.json");
+    std::fs::write(&script, THREADS_PY).expect("script");
+    let (_, mono_before) = clocks_now();
+    let out = trace_run(
+        &dir,
+        &[],
+        &python(),
+        &[script.as_os_str(), OsStr::new(&report)],
+    );
+    let (_, mono_after) = clocks_now();
+    assert_ok(&out, "trace run");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).expect("report"))
+        .expect("report JSON");
+    let pid = rep["pid"].as_u64().expect("pid") as u32;
+    let thread_tid = rep["thread_tid"].as_u64().expect("tid") as u32;
+    assert_ne!(pid, thread_tid);
+
+    let (name, text) = only_log(&dir);
+    assert_eq!(name, format!("lotus_main_pid_{pid}"));
+    let lines: Vec<&str> = text.lines().collect();
+    // The thread of every op span: `tid=` on the other thread's, none
+    // (the main thread) on the main thread's.
+    let mut seen = std::collections::BTreeMap::new();
+    for line in lines.iter().filter(|l| l.starts_with('S')) {
+        let e = parse_event_line(line).unwrap_or_else(|m| panic!("{line}: {m}"));
+        *seen.entry((e.name.to_string(), e.tid)).or_insert(0) += 1;
+    }
+    let want = std::collections::BTreeMap::from([
+        (("MainOp".to_string(), None), 3),
+        (("ThreadOp".to_string(), Some(thread_tid)), 3),
+    ]);
+    assert_eq!(seen, want, "{text}");
+
+    // The clock pairs: in the header and after the last block of events.
+    assert!(
+        clock_pair_of_line(lines[0]).is_some(),
+        "header: {}",
+        lines[0]
+    );
+    let last = lines.last().expect("lines");
+    assert!(
+        last.starts_with("# lotus-trace: clock ") && clock_pair_of_line(last).is_some(),
+        "the log ends with a clock line: {last}"
+    );
+    let map = ClockMap::new(lines.iter().filter_map(|l| clock_pair_of_line(l)).collect());
+    assert!(map.pairs().len() >= 2, "{text}");
+    // The clocks are the machine's: the offset the tracer measured is the
+    // one this process measures (give or take a clock step by NTP).
+    let (wall, mono) = clocks_now();
+    let here = i128::from(wall) - i128::from(mono);
+    for p in map.pairs() {
+        let off = p.offset_ns() - here;
+        assert!(off.abs() < 5_000_000, "offset {off} ns off: {p:?}");
+    }
+    // Every span, on the monotonic clock, lies within the run.
+    for line in lines.iter().filter(|l| l.starts_with('S')) {
+        let e = parse_event_line(line).expect("event");
+        let start = map.to_monotonic(e.start_ns).expect("maps");
+        let end = map.to_monotonic(e.start_ns + e.dur_ns).expect("maps");
+        assert!(
+            mono_before <= start && start <= end && end <= mono_after,
+            "{line}: [{start}, {end}] not within the run [{mono_before}, {mono_after}]"
+        );
+    }
+}
+
+// --- `lotus trace run --sample` ---------------------------------------------------
+
+/// A job with a forked child process and a second thread, each burning
+/// CPU (`--cpu-ms` of thread CPU time each, measured by the job): it
+/// reports the pids, the thread's id and the CPU time of everything.
+/// `--kill-self` ends the main process with SIGKILL halfway.
+const JOB_PY: &str = r#"
+import json, multiprocessing as mp, os, signal, sys, threading, time
+import lotus_trace
+
+def burn(ms):
+    end = time.thread_time_ns() + ms * 1_000_000
+    while time.thread_time_ns() < end:
+        pass
+
+def child(ms, q):
+    burn(ms)
+    q.put(time.process_time_ns())
+
+if __name__ == "__main__":
+    report, ms, kill = sys.argv[1], int(sys.argv[2]), "--kill-self" in sys.argv
+    op = lotus_trace.wrap(burn, "Burn")
+    got = {}
+    def run():
+        got["tid"] = threading.get_native_id()
+        op(ms)
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    q = mp.get_context("fork").Queue()
+    p = mp.get_context("fork").Process(target=child, args=(ms, q))
+    p.start()
+    child_cpu = q.get()
+    p.join()
+    with open(report, "w") as f:
+        json.dump({"pid": os.getpid(), "thread_tid": got["tid"], "child_pid": p.pid,
+                   "child_cpu_ns": child_cpu}, f)
+    if kill:
+        os.kill(os.getpid(), signal.SIGKILL)
+    op(ms)
+    with open(report, "w") as f:
+        json.dump({"pid": os.getpid(), "thread_tid": got["tid"], "child_pid": p.pid,
+                   "child_cpu_ns": child_cpu, "main_cpu_ns": time.process_time_ns()}, f)
+"#;
+
+struct SampledRun {
+    dir: std::path::PathBuf,
+    report: Value,
+    out: std::process::Output,
+    mono: (u64, u64),
+    _tmp: tempfile::TempDir,
+}
+
+fn sampled_run(ms: u32, extra: &[&str]) -> SampledRun {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let script = tmp.path().join("job.py");
+    let report = tmp.path().join("report.json");
+    std::fs::write(&script, JOB_PY).expect("script");
+    let ms = ms.to_string();
+    let mut args = vec![script.as_os_str(), report.as_os_str(), OsStr::new(&ms)];
+    args.extend(extra.iter().map(OsStr::new));
+    let (_, before) = clocks_now();
+    let out = trace_run(&dir, &["--sample", "--frequency", "1000"], &python(), &args);
+    let (_, after) = clocks_now();
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).expect("report"))
+        .expect("report JSON");
+    SampledRun {
+        dir,
+        report,
+        out,
+        mono: (before, after),
+        _tmp: tmp,
+    }
+}
+
+fn sampling(files: &SampleFiles) -> std::collections::BTreeMap<String, String> {
+    files
+        .read_sampling()
+        .expect("sampling")
+        .into_iter()
+        .filter(|(k, _)| k != "note")
+        .collect()
+}
+
+#[test]
+fn sampled_trace_writes_every_process_and_thread_samples_as_they_come() {
+    let run = sampled_run(300, &[]);
+    assert_ok(&run.out, "trace run --sample");
+    let files = SampleFiles::open(&run.dir, "lotus").expect("sample files");
+    let meta = sampling(&files);
+    assert_eq!(meta["status"], "complete", "{meta:?}");
+    assert_eq!(meta["clock"], "monotonic");
+    let hz: u64 = meta["frequency_hz"].parse().expect("hz");
+    let symbols = files.read_symbols().expect("symbols");
+    let mut reader = files.samples().expect("samples");
+    let (mut n, mut named) = (0u64, 0u64);
+    let mut by_thread = std::collections::BTreeMap::<(u32, u32), u64>::new();
+    for s in reader.by_ref() {
+        let s = s.expect("sample");
+        n += 1;
+        assert!(
+            run.mono.0 <= s.time_ns && s.time_ns <= run.mono.1,
+            "sample at {} outside the run {:?}",
+            s.time_ns,
+            run.mono
+        );
+        let sym = symbols.get(s.symbol);
+        assert!(!sym.module.is_empty(), "{sym:?}");
+        named += u64::from(sym.function != "[unknown]");
+        *by_thread.entry((s.pid, s.tid)).or_default() += 1;
+    }
+    assert_eq!(reader.cut_bytes(), 0);
+    assert_eq!(
+        meta["samples"],
+        n.to_string(),
+        "the count said = the records"
+    );
+    let pid = run.report["pid"].as_u64().expect("pid") as u32;
+    let tid = run.report["thread_tid"].as_u64().expect("tid") as u32;
+    let child = run.report["child_pid"].as_u64().expect("child") as u32;
+    // Each burned 300 ms of its own CPU time: at 1000 Hz, about 300
+    // samples each; at least half of that, however busy the machine (CPU
+    // time, not wall time, is what is sampled).
+    let want = 300 * hz / 1000 / 2;
+    for (who, key) in [
+        ("main thread", (pid, pid)),
+        ("thread", (pid, tid)),
+        ("forked child", (child, child)),
+    ] {
+        let got = by_thread.get(&key).copied().unwrap_or(0);
+        assert!(
+            got >= want,
+            "{who} {key:?}: {got} samples, want >= {want}: {by_thread:?}"
+        );
+    }
+    // The samples of the job, its CPU time: not (much) more than the CPU
+    // time it measured itself, plus start-up.
+    let cpu_ns = run.report["main_cpu_ns"].as_u64().expect("cpu")
+        + run.report["child_cpu_ns"].as_u64().expect("cpu");
+    let expected = cpu_ns * hz / 1_000_000_000;
+    assert!(
+        n as f64 <= expected as f64 * 1.5 + 200.0,
+        "{n} samples for {cpu_ns} ns of CPU"
+    );
+    // Most samples are named (the interpreter's functions).
+    assert!(named * 2 > n, "{named} of {n} samples named");
+}
+
+#[test]
+fn a_job_killed_mid_run_leaves_its_samples_readable() {
+    let run = sampled_run(200, &["--kill-self"]);
+    // The job's status passes through: killed by signal 9.
+    assert_eq!(
+        run.out.status.code(),
+        Some(128 + 9),
+        "{run:?}",
+        run = String::from_utf8_lossy(&run.out.stderr)
+    );
+    let files = SampleFiles::open(&run.dir, "lotus").expect("sample files");
+    let meta = sampling(&files);
+    assert_eq!(meta["status"], "complete", "{meta:?}");
+    let mut reader = files.samples().expect("samples");
+    let n = reader.by_ref().filter(|s| s.is_ok()).count() as u64;
+    assert_eq!(meta["samples"], n.to_string());
+    assert!(n >= 100, "{n} samples of 400 ms of CPU");
+}
+
+#[test]
+fn sample_files_of_an_earlier_run_are_kept_unless_clean() {
+    let run = sampled_run(10, &[]);
+    assert_ok(&run.out, "first run");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let script = tmp.path().join("job.py");
+    std::fs::write(&script, JOB_PY).expect("script");
+    let report = tmp.path().join("r.json");
+    let args = [script.as_os_str(), report.as_os_str(), OsStr::new("10")];
+    let again = trace_run(&run.dir, &["--sample"], &python(), &args);
+    assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        err.contains("already holds the samples") && err.contains("--clean"),
+        "{err}"
+    );
+    let clean = trace_run(&run.dir, &["--sample", "--clean"], &python(), &args);
+    assert_ok(&clean, "--clean");
+}
+
+// --- `lotus attribute DIR` -------------------------------------------------------
+
+#[test]
+fn attribute_dir_errors_name_the_folder_and_what_to_do() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // Logs without samples.
+    std::fs::write(
+        tmp.path().join("lotus_main_pid_1"),
+        "#lotus-trace v1 role=main pid=1 wall_ns=10 monotonic_ns=5\nSA,20,5,kind=op\n",
+    )
+    .expect("log");
+    let out = common::lotus(&["attribute", tmp.path().to_str().expect("utf8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--sample") && err.contains(&*tmp.path().to_string_lossy()),
+        "{err}"
+    );
+    // A folder traced where perf could not run.
+    lotus_core::trace::samples::write_sampling(
+        &SampleFiles::of(tmp.path(), "lotus").sampling,
+        &[
+            ("status", "unavailable".into()),
+            ("reason", "perf_event_open: EACCES".into()),
+        ],
+    )
+    .expect("sampling");
+    let out = common::lotus(&["attribute", tmp.path().to_str().expect("utf8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("without samples") && err.contains("EACCES"),
+        "{err}"
+    );
+    // Samples without logs.
+    let empty = tempfile::tempdir().expect("tmp");
+    let mut w =
+        lotus_core::trace::samples::SamplesWriter::create(empty.path(), "lotus").expect("w");
+    lotus_core::trace::samples::SampleSink::finish(&mut w).expect("finish");
+    let out = common::lotus(&["attribute", empty.path().to_str().expect("utf8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no trace logs"), "{err}");
+    // The mapping form still needs its mapping and profile.
+    let out = common::lotus(&["attribute", "--mapping", "m.json"]);
+    assert!(!out.status.success());
+}
+
+// --- exactness on a pipeline we control --------------------------------------------
+
+/// `lotus trace run --sample` on fixtures/trace/kernel_pipeline.py (ops
+/// on C kernels of known cost, each op timed by the pipeline itself with
+/// the thread CPU clock), then `lotus attribute DIR --format json`.
+fn kernel_pipeline_attribution(start_method: &str) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let reports = tmp.path().join("reports");
+    std::fs::create_dir(&reports).expect("reports");
+    let script = common::fixture("trace/kernel_pipeline.py");
+    let args = [
+        script.as_os_str(),
+        OsStr::new("--report-dir"),
+        reports.as_os_str(),
+        OsStr::new("--start-method"),
+        OsStr::new(start_method),
+        OsStr::new("--batches"),
+        OsStr::new("12"),
+        OsStr::new("--background"),
+    ];
+    let out = trace_run(&dir, &["--sample", "--frequency", "2000"], &python(), &args);
+    assert_ok(&out, "trace run --sample");
+    let attributed = common::lotus(&[
+        "attribute",
+        dir.to_str().expect("utf8"),
+        "--format",
+        "json",
+        "--top",
+        "1000",
+    ]);
+    assert_ok(&attributed, "attribute DIR");
+    let a: Value = serde_json::from_slice(&attributed.stdout).expect("JSON");
+    assert_eq!(a["schema"], "lotus.in-pipeline/1");
+
+    // What the pipeline measured, per op and for the background threads.
+    let mut measured: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut calls: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut background_ns = 0u64;
+    let mut worker_reports = 0;
+    for entry in std::fs::read_dir(&reports).expect("reports") {
+        let path = entry.expect("entry").path();
+        if !path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .starts_with("worker_")
+        {
+            continue;
+        }
+        worker_reports += 1;
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+        for (op, ns) in r["ops"].as_object().expect("ops") {
+            *measured.entry(op.clone()).or_default() += ns.as_u64().expect("ns");
+        }
+        for (op, n) in r["calls"].as_object().expect("calls") {
+            *calls.entry(op.clone()).or_default() += n.as_u64().expect("n");
+        }
+        background_ns += r["background_ns"].as_u64().expect("bg");
+    }
+    assert_eq!(worker_reports, 2, "both workers reported");
+
+    let rows = a["rows"].as_array().expect("rows");
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no row {name}: {a:#}"))
+    };
+    let kernel_of = [
+        ("Dot", "lotus_fixture_dot"),
+        ("PoolBlur", "lotus_fixture_blur"),
+    ];
+    let mut figures = Vec::new();
+    for (op, kernel) in kernel_of {
+        let r = row(op);
+        let samples = r["samples"].as_u64().expect("samples");
+        let got = r["cpu_ns"].as_u64().expect("cpu") as f64;
+        let want = measured[op] as f64;
+        figures.push(format!(
+            "{op}: attributed {:.1} ms, measured {:.1} ms ({:+.2}%), {samples} samples",
+            got / 1e6,
+            want / 1e6,
+            (got - want) / want * 100.0
+        ));
+        // The test needs enough samples to mean something.
+        assert!(samples >= 500, "{op}: {samples} samples: {figures:?}");
+        assert!(
+            (got - want).abs() <= 0.05 * want,
+            "{op}: attributed {got} ns, measured {want} ns: {figures:?}; pools {}, independent {}; rows {}",
+            a["pool_threads"],
+            a["independent_threads"],
+            rows.iter()
+                .map(|r| format!("{}={}", r["name"], r["samples"]))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        assert_eq!(r["calls"].as_u64(), Some(calls[op]), "{op} calls");
+        let top = r["top_functions"].as_array().expect("top");
+        assert_eq!(top[0]["function"], kernel, "{op}'s top function: {top:?}");
+        // No more than 1% of its samples in the other op's kernel.
+        for (other, other_kernel) in kernel_of {
+            if other == op {
+                continue;
+            }
+            let in_other: u64 = top
+                .iter()
+                .filter(|f| f["function"] == other_kernel)
+                .map(|f| f["samples"].as_u64().expect("n"))
+                .sum();
+            assert!(
+                in_other * 100 <= samples,
+                "{op}: {in_other} of {samples} samples in {other}'s kernel {other_kernel}"
+            );
+        }
+    }
+    // The pools' threads were found (two per worker; a queue's feeder
+    // thread that only ever ran while an op did may join them) and the
+    // background threads were not credited to any op: their own row holds
+    // their CPU time (and the other feeder threads', a little).
+    let pools = a["pool_threads"].as_array().expect("pools").len();
+    assert!((4..=6).contains(&pools), "{pools} pool threads: {a:#}");
+    let bg = row("independent threads (worker)")["cpu_ns"]
+        .as_u64()
+        .expect("bg") as f64;
+    figures.push(format!(
+        "background: {:.1} ms in its row, {:.1} ms measured",
+        bg / 1e6,
+        background_ns as f64 / 1e6
+    ));
+    assert!(
+        (bg - background_ns as f64).abs() <= 0.1 * background_ns as f64 + 20e6,
+        "{figures:?}"
+    );
+    // The rows add up to every sample taken.
+    let sum: u64 = rows.iter().map(|r| r["samples"].as_u64().expect("n")).sum();
+    assert_eq!(sum, a["total_samples"].as_u64().expect("total"));
+    let files = SampleFiles::open(&dir, "lotus").expect("files");
+    assert_eq!(sampling(&files)["samples"], sum.to_string());
+    eprintln!("{start_method}: {}", figures.join("; "));
+}
+
+#[test]
+fn in_pipeline_attribution_is_exact_with_forked_workers() {
+    kernel_pipeline_attribution("fork");
+}
+
+#[test]
+fn in_pipeline_attribution_is_exact_with_spawned_workers() {
+    kernel_pipeline_attribution("spawn");
+}
+
+/// Where perf cannot start (here: too few file descriptors for its
+/// samplers), the job is traced without samples, lotus says why, exits
+/// with the job's status, and `lotus attribute DIR` says why too.
+#[test]
+fn without_perf_the_trace_still_runs_and_says_why() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(["trace", "run", "--sample", "--out"])
+        .arg(&dir)
+        .arg("--")
+        .arg(python())
+        .args([
+            "-c",
+            "import lotus_trace; lotus_trace.wrap(sum, 'Sum')([1, 2])",
+        ])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH");
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs here.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 8,
+                rlim_max: 8,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    // Never wait forever: a start that blocks is a failure, not a hang.
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lotus");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("lotus trace run --sample did not end within 120 s with 8 descriptors");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert_ok(&out, "trace run --sample without perf");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("lotus: no samples: perf sampling could not start")
+            && err.contains("the trace runs without them"),
+        "{err}"
+    );
+    let (_, log) = only_log(&dir);
+    assert!(log.contains("SSum,"), "{log}");
+    let files = SampleFiles::of(&dir, "lotus");
+    assert!(!files.samples.exists(), "no empty samples file left");
+    let meta = sampling(&files);
+    assert_eq!(meta["status"], "unavailable");
+    let reason = meta["reason"].clone();
+    assert!(reason.contains("Too many open files"), "{reason}");
+    let attributed = common::lotus(&["attribute", dir.to_str().expect("utf8")]);
+    assert!(!attributed.status.success());
+    let err = String::from_utf8_lossy(&attributed.stderr);
+    assert!(
+        err.contains("without samples") && err.contains("Too many open files"),
+        "{err}"
+    );
+}
