@@ -138,6 +138,9 @@ struct MapArgs {
     /// Live: drop functions the harness floor shows too (interpreter loop, allocator).
     #[arg(long, conflicts_with = "no_baseline")]
     exclude_baseline: bool,
+    /// Live: threads for torch, OpenMP, MKL and OpenBLAS in each op process (default: 1, as in a DataLoader worker; see the README).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    threads: Option<u32>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -270,6 +273,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 exclude_baseline: args.exclude_baseline,
                 collect_type: args.collect_type.clone(),
                 keep_raw: args.keep_raw.clone(),
+                threads: live::threads::ThreadPlan::from_env(args.threads),
             };
             for op in args.ops.iter().filter(|op| op.is_file()) {
                 harness::warn_if_op_folder_shared(op);
