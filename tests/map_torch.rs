@@ -86,6 +86,24 @@ fn share(op: &Value, pick: impl Fn(&str, &str) -> bool) -> f64 {
         .sum()
 }
 
+/// `op`'s hottest functions, one a line, for failure messages.
+fn top(op: &Value) -> String {
+    op["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .take(10)
+        .map(|f| {
+            format!(
+                "  {:.3} {} | {}\n",
+                f["share"].as_f64().unwrap_or(0.0),
+                f["function"],
+                f["module"]
+            )
+        })
+        .collect()
+}
+
 fn in_openmp(_: &str, module: &str) -> bool {
     module.starts_with("libgomp") || module.starts_with("libiomp") || module.starts_with("libomp")
 }
@@ -169,4 +187,111 @@ fn torch_threads_from_the_flag_or_the_environment_spin_and_are_warned() {
         stderr.contains("thread pool's spin or wait loop"),
         "no spin warning at {spin:.2} in libgomp:\n{stderr}"
     );
+}
+
+/// An ATen kernel (`at::native::...` in libtorch_cpu) or the C library's
+/// memcpy/memmove: where torch's tensor ops should spend their time.
+fn aten_or_memcpy(function: &str, module: &str) -> bool {
+    (module.starts_with("libtorch_cpu") && function.contains("at::native::"))
+        || (module.starts_with("libc.so")
+            && (function.contains("memmove") || function.contains("memcpy")))
+}
+
+#[test]
+fn torchvision_ops_map_to_their_kernels_with_one_thread_by_default() {
+    let Some(py) = torch_python("torchvision_ops_map_to_their_kernels_with_one_thread_by_default")
+    else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let (mapping, stderr) = map_torch(
+        &py,
+        &[
+            "torch_ops/ToTensor.py",
+            "torch_ops/Normalize.py",
+            "torch_ops/Collation.py",
+            "torch_ops/RandomResizedCrop.py",
+            "torch_ops/RandomHorizontalFlip.py",
+            "torch_ops/Loader.py",
+        ],
+        400,
+        &[],
+        &[
+            ("OMP_NUM_THREADS", OsStr::new("")),
+            ("MKL_NUM_THREADS", OsStr::new("")),
+            ("OPENBLAS_NUM_THREADS", OsStr::new("")),
+        ],
+    );
+    eprintln!(
+        "six torchvision ops, one run each: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let env = &mapping["environment"];
+    assert!(
+        env["threads"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("1 (default")),
+        "{env}"
+    );
+    for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
+        assert_eq!(env[var], "1", "{env}");
+    }
+    assert!(
+        !stderr.contains("thread pool's spin or wait loop"),
+        "one thread, yet a spin warning:\n{stderr}"
+    );
+
+    for name in ["ToTensor", "Normalize", "Collation"] {
+        let op = op(&mapping, name);
+        let gomp = share(op, in_openmp);
+        assert!(
+            gomp < 0.05,
+            "{name}: {gomp:.3} of its samples in libgomp:\n{}",
+            top(op)
+        );
+        // Of the user-space samples: a fresh output tensor each call
+        // (ToTensor's 2.3 MB) costs page faults in the kernel, which are
+        // the op's too but not the kernels asked about.
+        let user = 1.0 - share(op, |_, m| m == "[kernel]");
+        let kernels = share(op, aten_or_memcpy) / user.max(f64::MIN_POSITIVE);
+        assert!(
+            kernels >= 0.4,
+            "{name}: only {kernels:.2} of its user-space samples in ATen kernels and memcpy:\n{}",
+            top(op)
+        );
+        let hottest = op["functions"]
+            .as_array()
+            .expect("functions")
+            .iter()
+            .find(|f| f["module"] != "[kernel]")
+            .expect("a user-space function");
+        assert!(
+            aten_or_memcpy(
+                hottest["function"].as_str().unwrap_or(""),
+                hottest["module"].as_str().unwrap_or("")
+            ),
+            "{name}: the hottest user-space function is not an ATen kernel or memcpy:\n{}",
+            top(op)
+        );
+    }
+    let checks: [(&str, &str, fn(&str, &str) -> bool); 3] = [
+        ("RandomResizedCrop", "Pillow's resample kernels", |f, m| {
+            m.starts_with("_imaging") && f.trim_start_matches('_').starts_with("ImagingResample")
+        }),
+        ("RandomHorizontalFlip", "Pillow's flip kernel", |f, m| {
+            m.starts_with("_imaging") && f == "ImagingFlipLeftRight"
+        }),
+        ("Loader", "the JPEG decoder's module", |_, m| {
+            m.starts_with("libjpeg")
+        }),
+    ];
+    for (name, what, pick) in checks {
+        let op = op(&mapping, name);
+        let part = share(op, pick);
+        assert!(
+            part >= 0.5,
+            "{name}: only {part:.2} in {what}:\n{}",
+            top(op)
+        );
+    }
 }
