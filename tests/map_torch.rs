@@ -104,6 +104,9 @@ fn top(op: &Value) -> String {
         .collect()
 }
 
+/// Which functions (name, module) a check counts.
+type Pick = fn(&str, &str) -> bool;
+
 fn in_openmp(_: &str, module: &str) -> bool {
     module.starts_with("libgomp") || module.starts_with("libiomp") || module.starts_with("libomp")
 }
@@ -274,7 +277,7 @@ fn torchvision_ops_map_to_their_kernels_with_one_thread_by_default() {
             top(op)
         );
     }
-    let checks: [(&str, &str, fn(&str, &str) -> bool); 3] = [
+    let checks: [(&str, &str, Pick); 3] = [
         ("RandomResizedCrop", "Pillow's resample kernels", |f, m| {
             m.starts_with("_imaging") && f.trim_start_matches('_').starts_with("ImagingResample")
         }),
