@@ -11,6 +11,7 @@ mod echo;
 mod from_reports;
 mod harness;
 mod live;
+mod names;
 mod oom;
 mod output;
 mod profile_cmd;
@@ -35,7 +36,7 @@ use clap::{Parser, Subcommand};
 use lotus_core::mapping::{Mapping, OpFailure};
 use lotus_core::MergeRule;
 
-use output::{render, write_atomic, Format};
+use output::{render, write_atomic, Format, NameWidth};
 
 /// Out of memory is a clear error and exit status 1, not an abort (see
 /// [`oom`]).
@@ -99,6 +100,9 @@ struct MapArgs {
     /// Functions shown per op in table and Markdown output (0: all).
     #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Tables show full function names (by default long C++ names are shortened to fit the terminal).
+    #[arg(long)]
+    wide: bool,
     /// Live: runs (one process each) per op.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
@@ -156,6 +160,9 @@ struct ShowArgs {
     /// Functions shown per op (0: all).
     #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Tables show full function names (by default long C++ names are shortened to fit the terminal).
+    #[arg(long)]
+    wide: bool,
 }
 
 fn parse_rule(s: &str) -> Result<MergeRule, String> {
@@ -223,18 +230,28 @@ fn cmd_backends(json: bool) -> Result<ExitCode> {
 }
 
 /// Where a mapping goes and in which format.
-fn emit(mapping: &Mapping, out: Option<&Path>, format: Option<Format>, top: usize) -> Result<()> {
+fn emit(
+    mapping: &Mapping,
+    out: Option<&Path>,
+    format: Option<Format>,
+    top: usize,
+    wide: bool,
+) -> Result<()> {
+    let names = NameWidth::from_wide(wide);
     match out {
         Some(path) => {
             let format = format.unwrap_or_else(|| Format::from_path(path));
-            write_atomic(path, &render(mapping, format, top)?)?;
+            write_atomic(path, &render(mapping, format, top, names)?)?;
             eprintln!(
                 "lotus: wrote {} ({} op(s))",
                 output::one_line(&path.display().to_string()),
                 mapping.ops.len()
             );
         }
-        None => print!("{}", render(mapping, format.unwrap_or(Format::Table), top)?),
+        None => print!(
+            "{}",
+            render(mapping, format.unwrap_or(Format::Table), top, names)?
+        ),
     }
     Ok(())
 }
@@ -312,13 +329,25 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
         }
     }
     if failures.is_empty() && !interrupted {
-        emit(&mapping, args.out.as_deref(), args.format, args.top)?;
+        emit(
+            &mapping,
+            args.out.as_deref(),
+            args.format,
+            args.top,
+            args.wide,
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     // Keep what finished: the ops that mapped are written, with the
     // failures listed in the mapping itself.
     if !mapping.ops.is_empty() {
-        emit(&mapping, args.out.as_deref(), args.format, args.top)?;
+        emit(
+            &mapping,
+            args.out.as_deref(),
+            args.format,
+            args.top,
+            args.wide,
+        )?;
     }
     if interrupted {
         eprintln!(
@@ -359,6 +388,7 @@ fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
         std::io::Write::flush(&mut out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", render(&mapping, args.format, args.top)?);
+    let names = NameWidth::from_wide(args.wide);
+    print!("{}", render(&mapping, args.format, args.top, names)?);
     Ok(ExitCode::SUCCESS)
 }
