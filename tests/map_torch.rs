@@ -298,3 +298,48 @@ fn torchvision_ops_map_to_their_kernels_with_one_thread_by_default() {
         );
     }
 }
+
+#[test]
+fn torch_imported_in_setup_gets_the_worker_thread_count_before_the_window() {
+    let Some(py) =
+        torch_python("torch_imported_in_setup_gets_the_worker_thread_count_before_the_window")
+    else {
+        return;
+    };
+    // The op imports torch only in setup() and sets its own thread count
+    // there: the harness must still give torch one thread before the
+    // warm-up, as a DataLoader worker does once the dataset is built.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let op_file = dir.path().join("LazyTorch.py");
+    std::fs::write(
+        &op_file,
+        "def setup():\n    import torch\n    torch.set_num_threads(3)\n    return torch\n\n\
+         def op(torch):\n    n = torch.get_num_threads()\n    if n != 1:\n        \
+         raise RuntimeError(f'torch runs {n} threads in the window')\n    \
+         return torch.ones(4096).sum()\n",
+    )
+    .expect("write op");
+    let out = dir.path().join("mapping.json");
+    let args = [
+        "map",
+        "--backend",
+        "perf",
+        "--runs",
+        "1",
+        "--warmup",
+        "1",
+        "--min-samples",
+        "100",
+        "--min-window-ms",
+        "20",
+        "--no-baseline",
+        "--python",
+        py.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+        op_file.to_str().expect("utf-8"),
+    ];
+    let run = lotus_env(&args, &[]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "lotus failed:\n{stderr}");
+}
