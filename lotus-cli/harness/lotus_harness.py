@@ -1,14 +1,17 @@
 """The lotus op harness: runs one op file in this process, in a window.
 
     python3 lotus_harness.py --op-file OPS/RandomResizedCrop.py --warmup 3 \
-        --window-ms 2000 --min-iterations 10 --result RESULT.json
+        --window-ms 2000 --min-iterations 10 --result RESULT.json [--threads 1]
 
 An op file that defines `op` at top level runs in op mode: `setup()` (if
 defined) makes the input, `op(input)` runs --warmup times outside any
 window, then in a loop inside one window (lotus.resume(name) ...
 lotus.pause()) until the process has used --window-ms of CPU time (or
 three times that in wall time, for ops that mostly wait) and at least
---min-iterations calls were made. A file without `op` runs as a script
+--min-iterations calls were made. With --threads N, an op that imports
+torch (at import or in setup()) runs with torch.set_num_threads(N), as in
+a DataLoader worker (lotus sets OMP_NUM_THREADS and its kind in the
+environment). A file without `op` runs as a script
 (`runpy`, as __main__) that opens and closes its own windows through the
 `lotus` module. --empty measures the harness itself: the same loop around
 an op that does nothing, named "(empty)".
@@ -16,7 +19,7 @@ an op that does nothing, named "(empty)".
 The result is written to --result as JSON (atomically):
   op mode:     {"name", "mode": "op", "iterations", "window_ns",
                 "window_cpu_ns", "warmup",
-                "setup_ns", "pid", "op_file"}
+                "setup_ns", "pid", "op_file", "torch_threads" (when torch is loaded)}
   script mode: {"name", "mode": "script", "pid", "op_file",
                 "windows": [[name given to lotus.resume, windows], ...]}
   failure:     {"name", "mode" (when known), "pid", "op_file",
@@ -65,7 +68,14 @@ def parse_args(argv):
     p.add_argument("--result", required=True, help="where to write the result JSON")
     p.add_argument("--empty", action="store_true", help="measure an op that does nothing")
     p.add_argument("--name", help="the op's name (default: NAME in the file, or its stem)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch.set_num_threads(N) for an op that imports torch, as a DataLoader worker does",
+    )
     args = p.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        p.error("--threads must be at least 1")
     if args.warmup < 0 or args.min_iterations < 0 or args.window_ms < 0:
         p.error("--warmup, --window-ms and --min-iterations must not be negative")
     return args
@@ -231,6 +241,20 @@ def import_op_module(path):
     return module
 
 
+def limit_torch_threads(threads, result):
+    """Gives torch `threads` intra-op threads when the op has imported it
+    (a DataLoader worker calls torch.set_num_threads(1)); torch is never
+    imported here for an op that does not use it. Called after the import
+    and again after setup(), which may import torch lazily. Records torch's
+    thread count in the result."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "set_num_threads"):
+        return
+    if threads is not None and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    result["torch_threads"] = torch.get_num_threads()
+
+
 # A window ends after this many times --window-ms of wall time even when
 # the op has not used --window-ms of CPU time (it mostly waits).
 WALL_CAP = 3
@@ -252,6 +276,7 @@ def run_op(args, lotus, result):
         result["name"] = args.name or str(getattr(module, "NAME", "") or result["name"])
         setup = getattr(module, "setup", None)
     name = result["name"]
+    limit_torch_threads(args.threads, result)
 
     t0 = time.perf_counter_ns()
     try:
@@ -259,6 +284,7 @@ def run_op(args, lotus, result):
     except (Exception, SystemExit):
         raise raised("setup")
     result["setup_ns"] = time.perf_counter_ns() - t0
+    limit_torch_threads(args.threads, result)
 
     try:
         for _ in range(args.warmup):

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! python3 <dir>/lotus_harness.py --op-file OP.py --warmup N --window-ms MS \
-//!     --min-iterations K --result RESULT.json [--empty] [--name NAME]
+//!     --min-iterations K --result RESULT.json [--empty] [--name NAME] [--threads N]
 //! ```
 //!
 //! ([`HarnessArgs::to_args`] builds the arguments after the script path)
@@ -234,6 +234,9 @@ pub struct HarnessArgs {
     pub empty: bool,
     /// The op's name, instead of the file's `NAME` or stem.
     pub name: Option<String>,
+    /// `torch.set_num_threads` for an op that imports torch (`None`:
+    /// torch's own choice, from `OMP_NUM_THREADS`).
+    pub threads: Option<u32>,
 }
 
 impl HarnessArgs {
@@ -257,6 +260,10 @@ impl HarnessArgs {
         if let Some(name) = &self.name {
             args.push("--name".into());
             args.push(name.into());
+        }
+        if let Some(threads) = self.threads {
+            args.push("--threads".into());
+            args.push(threads.to_string().into());
         }
         args
     }
@@ -484,6 +491,7 @@ mod tests {
             result: "r.json".into(),
             empty: true,
             name: Some("Crop2".into()),
+            threads: Some(1),
         };
         let args: Vec<String> = args
             .to_args()
@@ -505,7 +513,9 @@ mod tests {
                 "r.json",
                 "--empty",
                 "--name",
-                "Crop2"
+                "Crop2",
+                "--threads",
+                "1"
             ]
         );
     }

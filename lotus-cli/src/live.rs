@@ -36,6 +36,7 @@ use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult, HarnessStag
 use crate::output::one_line;
 
 mod run_checks;
+pub(crate) mod threads;
 use crate::program::{find_program, ProgramError};
 pub(crate) use run_checks::check_op_file;
 use run_checks::{empty_run, window_names};
@@ -70,6 +71,8 @@ pub struct LiveOptions {
     pub collect_type: Option<String>,
     /// Keep each run's raw vendor results under this folder.
     pub keep_raw: Option<PathBuf>,
+    /// The op processes' thread counts (see [`threads`]).
+    pub threads: threads::ThreadPlan,
 }
 
 impl LiveOptions {
@@ -576,6 +579,9 @@ fn map_op(
             samples,
             out.report.rows.len()
         ));
+        if let Some(why) = threads::spin_warning(&out.report, &opts.threads) {
+            progress.say(&format!("warning: {shown}: run {run}: {why}"));
+        }
         let lost: u64 = out.windows.iter().map(|w| w.lost_samples).sum();
         if lost > 0 {
             progress.say(&format!(
@@ -666,6 +672,7 @@ fn environment(
         "sample_interval_ms".into(),
         format!("{}", opts.sample_interval(backend).as_nanos() as f64 / 1e6),
     );
+    opts.threads.record(&mut env);
     env.insert(
         "window_ms".into(),
         opts.window(backend).as_millis().to_string(),
@@ -727,6 +734,7 @@ fn harness_target(
         result: result.to_path_buf(),
         empty: spec.empty,
         name: None,
+        threads: opts.threads.torch_threads,
     };
     let mut target = Target {
         program: opts.python.clone(),
@@ -739,6 +747,7 @@ fn harness_target(
         ..Target::default()
     };
     target.env.extend(control_env(backend, Some(control_lib)));
+    target.env.extend(opts.threads.env());
     target
 }
 

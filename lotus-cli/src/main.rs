@@ -13,6 +13,7 @@ mod echo;
 mod from_reports;
 mod harness;
 mod live;
+mod names;
 mod oom;
 mod output;
 mod profile_cmd;
@@ -39,7 +40,7 @@ use clap::{Parser, Subcommand};
 use lotus_core::mapping::{Mapping, OpFailure};
 use lotus_core::MergeRule;
 
-use output::{render, write_atomic, Format};
+use output::{render, write_atomic, Format, NameWidth};
 use usage::{env_help, note, usage};
 
 /// Out of memory is a clear error and exit status 1, not an abort (see
@@ -138,6 +139,9 @@ struct MapArgs {
     /// Functions shown per op in table and Markdown output (0: all).
     #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Tables show full function names (by default long C++ names are shortened to fit the terminal).
+    #[arg(long)]
+    wide: bool,
     /// Live: runs (one process each) per op.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
@@ -177,6 +181,9 @@ struct MapArgs {
     /// Live: drop functions the harness floor shows too (interpreter loop, allocator).
     #[arg(long, conflicts_with = "no_baseline")]
     exclude_baseline: bool,
+    /// Live: threads for torch, OpenMP, MKL and OpenBLAS in each op process (default: 1, as in a DataLoader worker; see the README).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    threads: Option<u32>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -192,6 +199,9 @@ struct ShowArgs {
     /// Functions shown per op (0: all).
     #[arg(long, default_value_t = 20)]
     top: usize,
+    /// Tables show full function names (by default long C++ names are shortened to fit the terminal).
+    #[arg(long)]
+    wide: bool,
 }
 
 fn parse_rule(s: &str) -> Result<MergeRule, String> {
@@ -262,21 +272,31 @@ fn cmd_backends(json: bool) -> Result<ExitCode> {
 }
 
 /// Where a mapping goes and in which format.
-fn emit(mapping: &Mapping, out: Option<&Path>, format: Option<Format>, top: usize) -> Result<()> {
+fn emit(
+    mapping: &Mapping,
+    out: Option<&Path>,
+    format: Option<Format>,
+    top: usize,
+    wide: bool,
+) -> Result<()> {
+    let names = NameWidth::from_wide(wide);
     match out {
         Some(path) if usage::is_stdout(path) => {
-            print!("{}", render(mapping, format.unwrap_or(Format::Json), top)?);
+            print!("{}", render(mapping, format.unwrap_or(Format::Json), top, names)?);
         }
         Some(path) => {
             let format = format.unwrap_or_else(|| Format::from_path(path));
-            write_atomic(path, &render(mapping, format, top)?)?;
+            write_atomic(path, &render(mapping, format, top, names)?)?;
             note!(
                 "lotus: wrote {} ({} op(s))",
                 output::one_line(&path.display().to_string()),
                 mapping.ops.len()
             );
         }
-        None => print!("{}", render(mapping, format.unwrap_or(Format::Table), top)?),
+        None => print!(
+            "{}",
+            render(mapping, format.unwrap_or(Format::Table), top, names)?
+        ),
     }
     Ok(())
 }
@@ -317,6 +337,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 exclude_baseline: args.exclude_baseline,
                 collect_type: args.collect_type.clone(),
                 keep_raw: args.keep_raw.clone(),
+                threads: live::threads::ThreadPlan::from_env(args.threads),
             };
             for op in args.ops.iter().filter(|op| op.is_file()) {
                 harness::warn_if_op_folder_shared(op);
@@ -355,13 +376,25 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
         }
     }
     if failures.is_empty() && !interrupted {
-        emit(&mapping, args.out.as_deref(), args.format, args.top)?;
+        emit(
+            &mapping,
+            args.out.as_deref(),
+            args.format,
+            args.top,
+            args.wide,
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     // Keep what finished: the ops that mapped are written, with the
     // failures listed in the mapping itself.
     if !mapping.ops.is_empty() {
-        emit(&mapping, args.out.as_deref(), args.format, args.top)?;
+        emit(
+            &mapping,
+            args.out.as_deref(),
+            args.format,
+            args.top,
+            args.wide,
+        )?;
     }
     if interrupted {
         eprintln!(
@@ -402,6 +435,7 @@ fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
         std::io::Write::flush(&mut out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", render(&mapping, args.format, args.top)?);
+    let names = NameWidth::from_wide(args.wide);
+    print!("{}", render(&mapping, args.format, args.top, names)?);
     Ok(ExitCode::SUCCESS)
 }

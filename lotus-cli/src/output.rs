@@ -37,15 +37,71 @@ impl Format {
     }
 }
 
+/// How tables show function names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameWidth {
+    /// In full (`--wide`).
+    Full,
+    /// Shortened so that each table fits this many columns (see
+    /// [`crate::names`]).
+    Fit(usize),
+}
+
+impl NameWidth {
+    /// `--wide`: full names; else fit the terminal (or the default width).
+    pub fn from_wide(wide: bool) -> NameWidth {
+        if wide {
+            NameWidth::Full
+        } else {
+            NameWidth::Fit(crate::names::table_width())
+        }
+    }
+
+    /// A list of op names, cut to a third of the width when it is longer.
+    fn ops(self, list: &str) -> String {
+        match self {
+            NameWidth::Fit(width) if list.chars().count() > (width / 3).max(20) => {
+                let keep = (width / 3).max(20) - 1;
+                list.chars().take(keep).collect::<String>() + "…"
+            }
+            _ => list.to_string(),
+        }
+    }
+
+    /// The table's function names: full, or shortened to what is left of
+    /// the width once `others` columns (their widest cells) are drawn.
+    fn names(self, names: &[String], others: &[usize]) -> Vec<String> {
+        match self {
+            NameWidth::Full => names.to_vec(),
+            NameWidth::Fit(width) => {
+                // UTF8_FULL_CONDENSED: a bar at the left, then a space,
+                // the cell, a space and a bar per column.
+                let drawn = 1 + 3 * (others.len() + 1) + others.iter().sum::<usize>();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                crate::names::shorten_all(&refs, width.saturating_sub(drawn))
+            }
+        }
+    }
+}
+
+fn widest<'a>(header: &str, cells: impl Iterator<Item = &'a String>) -> usize {
+    cells
+        .map(|c| c.chars().count())
+        .chain(std::iter::once(header.chars().count()))
+        .max()
+        .unwrap_or(0)
+}
+
 /// Renders `mapping` in `format`. `top` limits functions per op in the
-/// table and Markdown views (0: all).
-pub fn render(mapping: &Mapping, format: Format, top: usize) -> Result<String> {
+/// table and Markdown views (0: all); `names` is how tables show function
+/// names (JSON, CSV and Markdown keep them whole).
+pub fn render(mapping: &Mapping, format: Format, top: usize, names: NameWidth) -> Result<String> {
     Ok(match format {
         Format::Json => mapping.to_json() + "\n",
         Format::Lotus => serde_json::to_string_pretty(&mapping.to_lotus_format())? + "\n",
         Format::Csv => render_csv(mapping)?,
         Format::Md => render_md(mapping, top),
-        Format::Table => render_table(mapping, top),
+        Format::Table => render_table(mapping, top, names),
     })
 }
 
@@ -56,19 +112,6 @@ fn value_text(unit: Unit, v: f64) -> String {
         Unit::Seconds => format!("{v:.3}"),
     }
 }
-
-fn shorten(name: &str, max: usize) -> String {
-    if name.chars().count() <= max {
-        name.to_string()
-    } else {
-        let head: String = name.chars().take(max.saturating_sub(1)).collect();
-        format!("{head}…")
-    }
-}
-
-/// The longest function name shown in a table cell; JSON and CSV keep
-/// full names.
-const NAME_WIDTH: usize = 90;
 
 fn render_csv(mapping: &Mapping) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
@@ -117,6 +160,9 @@ fn render_csv(mapping: &Mapping) -> Result<String> {
     Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
 }
 
+/// What marks a function the harness floor shows too.
+const BASELINE_TAG: &str = " [baseline]";
+
 fn header_line(mapping: &Mapping) -> String {
     let mut s = format!(
         "backend {}, rule {}",
@@ -134,7 +180,7 @@ fn header_line(mapping: &Mapping) -> String {
     s
 }
 
-fn render_table(mapping: &Mapping, top: usize) -> String {
+fn render_table(mapping: &Mapping, top: usize, width: NameWidth) -> String {
     let imported = mapping.imported_from.is_some();
     let mut out = format!("lotus mapping: {}\n", header_line(mapping));
     for op in &mapping.ops {
@@ -161,23 +207,40 @@ fn render_table(mapping: &Mapping, top: usize) -> String {
         } else {
             top.min(op.functions.len())
         };
-        for f in &op.functions[..shown] {
-            let (v, share, seen) = if imported {
-                ("-".into(), "-".into(), "-".into())
-            } else {
-                (
-                    value_text(mapping.unit, f.samples),
-                    format!("{:.1}%", 100.0 * f.share),
-                    format!("{}/{}", f.runs_seen, op.runs),
-                )
-            };
-            let mut name = shorten(&one_line(&f.function), NAME_WIDTH);
+        let functions = &op.functions[..shown];
+        let rows: Vec<[String; 4]> = functions
+            .iter()
+            .map(|f| {
+                let module = one_line(&f.module);
+                if imported {
+                    [module, "-".into(), "-".into(), "-".into()]
+                } else {
+                    [
+                        module,
+                        value_text(mapping.unit, f.samples),
+                        format!("{:.1}%", 100.0 * f.share),
+                        format!("{}/{}", f.runs_seen, op.runs),
+                    ]
+                }
+            })
+            .collect();
+        let mut others: Vec<usize> = ["module", mapping.unit.label(), "share", "runs seen"]
+            .iter()
+            .enumerate()
+            .map(|(i, h)| widest(h, rows.iter().map(|r| &r[i])))
+            .collect();
+        if functions.iter().any(|f| f.baseline == Some(true)) {
+            others.push(BASELINE_TAG.len());
+        }
+        let full: Vec<String> = functions.iter().map(|f| one_line(&f.function)).collect();
+        let names = width.names(&full, &others);
+        for ((f, [module, v, share, seen]), mut name) in functions.iter().zip(rows).zip(names) {
             if f.baseline == Some(true) {
-                name += " [baseline]";
+                name += BASELINE_TAG;
             }
             t.add_row(vec![
                 Cell::new(name),
-                Cell::new(one_line(&f.module)),
+                Cell::new(module),
                 Cell::new(v).set_alignment(CellAlignment::Right),
                 Cell::new(share).set_alignment(CellAlignment::Right),
                 Cell::new(seen).set_alignment(CellAlignment::Right),
@@ -203,12 +266,19 @@ fn render_table(mapping: &Mapping, top: usize) -> String {
         } else {
             top.min(mapping.shared.len())
         };
-        for s in &mapping.shared[..shown] {
-            t.add_row(vec![
-                shorten(&one_line(&s.function), NAME_WIDTH),
-                one_line(&s.module),
-                one_line(&s.ops.join(", ")),
-            ]);
+        let shared = &mapping.shared[..shown];
+        let rows: Vec<[String; 2]> = shared
+            .iter()
+            .map(|s| [one_line(&s.module), width.ops(&one_line(&s.ops.join(", ")))])
+            .collect();
+        let others: Vec<usize> = ["module", "ops"]
+            .iter()
+            .enumerate()
+            .map(|(i, h)| widest(h, rows.iter().map(|r| &r[i])))
+            .collect();
+        let full: Vec<String> = shared.iter().map(|s| one_line(&s.function)).collect();
+        for (name, [module, ops]) in width.names(&full, &others).into_iter().zip(rows) {
+            t.add_row(vec![name, module, ops]);
         }
         out += &t.to_string();
         out.push('\n');

@@ -149,6 +149,9 @@ pub struct AttributeArgs {
     /// Draw a stacked bar chart of op time per profile (SVG).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Tables show full op names (by default the metrics table shortens them).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// A profile read from disk (its rows were folded onto the ops as they
@@ -239,6 +242,7 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
         op_count: mapping.ops.len(),
         profiles: &profiles,
         results: &results,
+        wide: args.wide,
     };
     let text = match format {
         AttributeFormat::Json => serde_json::to_string_pretty(&view.json())? + "\n",

@@ -21,6 +21,8 @@ pub(super) struct View<'a> {
     pub(super) profiles: &'a [LoadedProfile],
     /// Their attributions, in the same order.
     pub(super) results: &'a [Attribution],
+    /// `--wide`: names in tables in full.
+    pub(super) wide: bool,
 }
 
 #[derive(Serialize)]
@@ -384,13 +386,19 @@ impl View<'_> {
     }
 
     /// One profile's metrics: metric x op.
-    fn metrics(a: &Attribution) -> Option<Grid> {
+    fn metrics(a: &Attribution, wide: bool) -> Option<Grid> {
         let names: BTreeSet<&String> = a.ops.iter().flat_map(|o| o.metrics.keys()).collect();
         if names.is_empty() {
             return None;
         }
         let mut header = vec!["metric".to_string()];
-        header.extend(a.ops.iter().map(|o| shorten(&o.op, 24)));
+        header.extend(a.ops.iter().map(|o| {
+            if wide {
+                o.op.clone()
+            } else {
+                shorten(&o.op, 24)
+            }
+        }));
         let rows = names
             .into_iter()
             .map(|m| {
@@ -419,7 +427,7 @@ impl View<'_> {
         for (p, a) in self.profiles.iter().zip(self.results) {
             out += &format!("\n{}: {}\n", p.name, Self::profile_line(p, a));
             out += &Self::detail(p, a).terminal();
-            if let Some(g) = Self::metrics(a) {
+            if let Some(g) = Self::metrics(a, self.wide) {
                 out += &format!(
                     "metrics per op, weighted by {}\n",
                     a.clockticks.as_deref().unwrap_or("clockticks")
@@ -449,7 +457,7 @@ impl View<'_> {
                 md_escape(&Self::profile_line(p, a))
             );
             out += &Self::detail(p, a).markdown();
-            if let Some(g) = Self::metrics(a) {
+            if let Some(g) = Self::metrics(a, self.wide) {
                 out += &format!(
                     "\nMetrics per op, weighted by {}:\n\n",
                     a.clockticks.as_deref().unwrap_or("clockticks")

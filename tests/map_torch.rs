@@ -1,0 +1,345 @@
+//! `lotus map` on torch and torchvision ops (fixtures/torch_ops/): the
+//! worker thread context (one thread by default, `--threads N`, the
+//! user's `OMP_NUM_THREADS`), the warning for an op that mostly spins in
+//! a thread pool, and what each torchvision op maps to.
+//!
+//! Torch: see tests/common/torch.rs (skipped by name without torch, a
+//! failure with LOTUS_REQUIRE_TORCH=1). Each lotus run starts a fresh
+//! Python that imports torch (about 5 s), so runs are few and short.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use common::torch::torch_python;
+use common::{fixture, lotus_env};
+use serde_json::Value;
+
+/// Maps `ops` (fixture paths) with one run of `min_samples`, no floor,
+/// `extra` arguments and environment; returns the mapping and stderr.
+fn map_torch(
+    py: &Path,
+    ops: &[&str],
+    min_samples: u64,
+    extra: &[&str],
+    env: &[(&str, &OsStr)],
+) -> (Value, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("mapping.json");
+    let files: Vec<String> = ops
+        .iter()
+        .map(|op| fixture(op).display().to_string())
+        .collect();
+    let min = min_samples.to_string();
+    let mut args = vec![
+        "map",
+        "--backend",
+        "perf",
+        "--runs",
+        "1",
+        "--warmup",
+        "2",
+        "--min-samples",
+        &min,
+        "--min-window-ms",
+        "50",
+        "--no-baseline",
+        "--python",
+        py.to_str().expect("utf-8 path"),
+        "--out",
+        out.to_str().expect("utf-8 path"),
+    ];
+    args.extend_from_slice(extra);
+    args.extend(files.iter().map(String::as_str));
+    let run = lotus_env(&args, env);
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "lotus {args:?} failed:\n{stderr}");
+    let text = std::fs::read_to_string(&out).expect("mapping written");
+    (serde_json::from_str(&text).expect("mapping JSON"), stderr)
+}
+
+/// The op named `name` in `mapping`.
+fn op<'a>(mapping: &'a Value, name: &str) -> &'a Value {
+    mapping["ops"]
+        .as_array()
+        .expect("ops")
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("op {name} not in the mapping: {mapping}"))
+}
+
+/// The share of `op`'s samples in functions for which `pick(function,
+/// module)` holds.
+fn share(op: &Value, pick: impl Fn(&str, &str) -> bool) -> f64 {
+    op["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .filter(|f| {
+            pick(
+                f["function"].as_str().unwrap_or(""),
+                f["module"].as_str().unwrap_or(""),
+            )
+        })
+        .map(|f| f["share"].as_f64().unwrap_or(0.0))
+        .sum()
+}
+
+/// `op`'s hottest functions, one a line, for failure messages.
+fn top(op: &Value) -> String {
+    op["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .take(10)
+        .map(|f| {
+            format!(
+                "  {:.3} {} | {}\n",
+                f["share"].as_f64().unwrap_or(0.0),
+                f["function"],
+                f["module"]
+            )
+        })
+        .collect()
+}
+
+/// Which functions (name, module) a check counts.
+type Pick = fn(&str, &str) -> bool;
+
+fn in_openmp(_: &str, module: &str) -> bool {
+    module.starts_with("libgomp") || module.starts_with("libiomp") || module.starts_with("libomp")
+}
+
+/// How many threads can spin at full speed here: libgomp shortens its
+/// spinning to almost nothing when it has more threads than CPUs, so a
+/// pool that spins has at most as many threads as the process has CPUs.
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[test]
+fn torch_threads_from_the_flag_or_the_environment_spin_and_are_warned() {
+    let Some(py) =
+        torch_python("torch_threads_from_the_flag_or_the_environment_spin_and_are_warned")
+    else {
+        return;
+    };
+    let n = cpus();
+    if n < 2 {
+        eprintln!("skipped: one CPU: an OpenMP pool has nothing to spin on");
+        return;
+    }
+    let threads = n.to_string();
+    // --threads N: every runtime gets N, torch too, and the idle pool
+    // threads spin while the op does its single-threaded part (Pillow).
+    let (mapping, stderr) = map_torch(
+        &py,
+        &["torch_ops/ToTensor.py"],
+        400,
+        &["--threads", &threads],
+        &[("OMP_NUM_THREADS", OsStr::new("1"))],
+    );
+    let env = &mapping["environment"];
+    assert_eq!(env["threads"], format!("{n} (--threads)"), "{env}");
+    for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
+        assert_eq!(
+            env[var], threads,
+            "--threads wins over the environment: {env}"
+        );
+    }
+    let spin = share(op(&mapping, "ToTensor"), in_openmp);
+    assert!(
+        spin > 0.30,
+        "with {n} threads the pool should spin: {spin:.2} in libgomp\n{stderr}"
+    );
+    assert!(
+        stderr.contains("thread pool's spin or wait loop") && stderr.contains("--threads"),
+        "no spin warning at {spin:.2} in libgomp:\n{stderr}"
+    );
+
+    // The user's OMP_NUM_THREADS is kept (and torch follows it), recorded
+    // as theirs; lotus sets no other runtime's (torch would take
+    // MKL_NUM_THREADS=1 over it).
+    let (mapping, stderr) = map_torch(
+        &py,
+        &["torch_ops/ToTensor.py"],
+        400,
+        &[],
+        &[("OMP_NUM_THREADS", OsStr::new(&threads))],
+    );
+    let env = &mapping["environment"];
+    assert_eq!(
+        env["OMP_NUM_THREADS"],
+        format!("{n} (from the environment)"),
+        "{env}"
+    );
+    assert_eq!(env.get("MKL_NUM_THREADS"), None, "{env}");
+    assert!(
+        env["threads"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("from the environment")),
+        "{env}"
+    );
+    let spin = share(op(&mapping, "ToTensor"), in_openmp);
+    assert!(
+        spin > 0.30,
+        "OMP_NUM_THREADS={n}: {spin:.2} in libgomp\n{stderr}"
+    );
+    assert!(
+        stderr.contains("thread pool's spin or wait loop"),
+        "no spin warning at {spin:.2} in libgomp:\n{stderr}"
+    );
+}
+
+/// An ATen kernel (`at::native::...` in libtorch_cpu) or the C library's
+/// memcpy/memmove: where torch's tensor ops should spend their time.
+fn aten_or_memcpy(function: &str, module: &str) -> bool {
+    (module.starts_with("libtorch_cpu") && function.contains("at::native::"))
+        || (module.starts_with("libc.so")
+            && (function.contains("memmove") || function.contains("memcpy")))
+}
+
+#[test]
+fn torchvision_ops_map_to_their_kernels_with_one_thread_by_default() {
+    let Some(py) = torch_python("torchvision_ops_map_to_their_kernels_with_one_thread_by_default")
+    else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let (mapping, stderr) = map_torch(
+        &py,
+        &[
+            "torch_ops/ToTensor.py",
+            "torch_ops/Normalize.py",
+            "torch_ops/Collation.py",
+            "torch_ops/RandomResizedCrop.py",
+            "torch_ops/RandomHorizontalFlip.py",
+            "torch_ops/Loader.py",
+        ],
+        400,
+        &[],
+        &[
+            ("OMP_NUM_THREADS", OsStr::new("")),
+            ("MKL_NUM_THREADS", OsStr::new("")),
+            ("OPENBLAS_NUM_THREADS", OsStr::new("")),
+        ],
+    );
+    eprintln!(
+        "six torchvision ops, one run each: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let env = &mapping["environment"];
+    assert!(
+        env["threads"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("1 (default")),
+        "{env}"
+    );
+    for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
+        assert_eq!(env[var], "1", "{env}");
+    }
+    assert!(
+        !stderr.contains("thread pool's spin or wait loop"),
+        "one thread, yet a spin warning:\n{stderr}"
+    );
+
+    for name in ["ToTensor", "Normalize", "Collation"] {
+        let op = op(&mapping, name);
+        let gomp = share(op, in_openmp);
+        assert!(
+            gomp < 0.05,
+            "{name}: {gomp:.3} of its samples in libgomp:\n{}",
+            top(op)
+        );
+        // Of the user-space samples: a fresh output tensor each call
+        // (ToTensor's 2.3 MB) costs page faults in the kernel, which are
+        // the op's too but not the kernels asked about.
+        let user = 1.0 - share(op, |_, m| m == "[kernel]");
+        let kernels = share(op, aten_or_memcpy) / user.max(f64::MIN_POSITIVE);
+        assert!(
+            kernels >= 0.4,
+            "{name}: only {kernels:.2} of its user-space samples in ATen kernels and memcpy:\n{}",
+            top(op)
+        );
+        let hottest = op["functions"]
+            .as_array()
+            .expect("functions")
+            .iter()
+            .find(|f| f["module"] != "[kernel]")
+            .expect("a user-space function");
+        assert!(
+            aten_or_memcpy(
+                hottest["function"].as_str().unwrap_or(""),
+                hottest["module"].as_str().unwrap_or("")
+            ),
+            "{name}: the hottest user-space function is not an ATen kernel or memcpy:\n{}",
+            top(op)
+        );
+    }
+    let checks: [(&str, &str, Pick); 3] = [
+        ("RandomResizedCrop", "Pillow's resample kernels", |f, m| {
+            m.starts_with("_imaging") && f.trim_start_matches('_').starts_with("ImagingResample")
+        }),
+        ("RandomHorizontalFlip", "Pillow's flip kernel", |f, m| {
+            m.starts_with("_imaging") && f == "ImagingFlipLeftRight"
+        }),
+        ("Loader", "the JPEG decoder's module", |_, m| {
+            m.starts_with("libjpeg")
+        }),
+    ];
+    for (name, what, pick) in checks {
+        let op = op(&mapping, name);
+        let part = share(op, pick);
+        assert!(
+            part >= 0.5,
+            "{name}: only {part:.2} in {what}:\n{}",
+            top(op)
+        );
+    }
+}
+
+#[test]
+fn torch_imported_in_setup_gets_the_worker_thread_count_before_the_window() {
+    let Some(py) =
+        torch_python("torch_imported_in_setup_gets_the_worker_thread_count_before_the_window")
+    else {
+        return;
+    };
+    // The op imports torch only in setup() and sets its own thread count
+    // there: the harness must still give torch one thread before the
+    // warm-up, as a DataLoader worker does once the dataset is built.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let op_file = dir.path().join("LazyTorch.py");
+    std::fs::write(
+        &op_file,
+        "def setup():\n    import torch\n    torch.set_num_threads(3)\n    return torch\n\n\
+         def op(torch):\n    n = torch.get_num_threads()\n    if n != 1:\n        \
+         raise RuntimeError(f'torch runs {n} threads in the window')\n    \
+         return torch.ones(4096).sum()\n",
+    )
+    .expect("write op");
+    let out = dir.path().join("mapping.json");
+    let args = [
+        "map",
+        "--backend",
+        "perf",
+        "--runs",
+        "1",
+        "--warmup",
+        "1",
+        "--min-samples",
+        "100",
+        "--min-window-ms",
+        "20",
+        "--no-baseline",
+        "--python",
+        py.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+        op_file.to_str().expect("utf-8"),
+    ];
+    let run = lotus_env(&args, &[]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "lotus failed:\n{stderr}");
+}
