@@ -354,10 +354,113 @@ def watch_windows(lotus, result, only):
     result["windows"] = windows
 
 
+def _itt_stand_in(lotus):
+    """A stand-in for itt-python (`import itt`, NERSC's binding that the
+    original Lotus op scripts use): resume/pause/detach open and close
+    lotus's windows; its task and region calls are accepted and do nothing
+    (lotus maps windows, not tasks)."""
+    import types
+
+    itt = types.ModuleType("itt", "lotus's stand-in for itt-python: windows are lotus's")
+    state = {"open": False}
+
+    def resume():
+        lotus.resume()
+        state["open"] = True
+
+    def pause():
+        lotus.pause()
+        state["open"] = False
+
+    def detach():
+        # VTune stops collecting at a detach: close the window first.
+        if state["open"]:
+            pause()
+        lotus.detach()
+
+    def _nothing(*_args, **_kwargs):
+        return None
+
+    itt.resume, itt.pause, itt.detach = resume, pause, detach
+    itt.domain_create = lambda name=None, *_a, **_k: types.SimpleNamespace(name=name)
+    itt.task_begin = itt.task_end = _nothing
+    itt.pt_region_create = lambda name=None, *_a, **_k: name
+    itt.pt_region_begin = itt.pt_region_end = _nothing
+    itt.__lotus_stand_in__ = True
+    return itt
+
+
+# AMD_PROFILE_ERROR_INTERNAL: what amdGetLastProfileError() says after a
+# failed call.
+_AMD_ERROR_INTERNAL = -1
+
+
+def _amd_stand_in(lotus):
+    """A stand-in for `amdprofilecontrol` (the Python binding of uProf's
+    profile-control library the original Lotus AMD scripts use):
+    resume(reserved=1) / pause(reserved=1) open and close lotus's windows
+    and return True, or False after printing why, as the binding returns
+    False on failure; get_last_profile_error() gives 0 or -1."""
+    import types
+
+    amd = types.ModuleType(
+        "amdprofilecontrol", "lotus's stand-in for amdprofilecontrol: windows are lotus's"
+    )
+    state = {"error": 0}
+
+    def switch(call, what):
+        try:
+            call()
+        except RuntimeError as e:
+            sys.stderr.write(f"lotus: amdprofilecontrol.{what}: {e}\n")
+            state["error"] = _AMD_ERROR_INTERNAL
+            return False
+        state["error"] = 0
+        return True
+
+    def resume(reserved=1):
+        return switch(lambda: lotus.resume(), "resume")
+
+    def pause(reserved=1):
+        return switch(lambda: lotus.pause(), "pause")
+
+    amd.resume, amd.pause = resume, pause
+    amd.get_last_profile_error = lambda: state["error"]
+    amd.__lotus_stand_in__ = True
+    return amd
+
+
+def install_stand_ins(lotus):
+    """Makes the original Lotus op scripts' control modules importable
+    where their real ones cannot reach the backend's windows.
+
+    `itt` (itt-python): the real module is kept where it is importable and
+    its ITT calls reach a collector (VTune's under VTune; lotus's own where
+    lotus switches the windows), else the stand-in (always under uProf,
+    where no ITT collector runs). `amdprofilecontrol`:
+    the real module only under uProf (it talks to uProf's driver alone);
+    under any other backend, or where it is missing, the stand-in. The
+    stand-ins call the `lotus` module, so under VTune and uProf their
+    windows still become the vendor's (through the control library)."""
+    import importlib.util
+
+    def importable(name):
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            return False
+
+    if lotus.backend() == "uprof" or not importable("itt"):
+        sys.modules["itt"] = _itt_stand_in(lotus)
+    if lotus.backend() != "uprof" or not importable("amdprofilecontrol"):
+        sys.modules["amdprofilecontrol"] = _amd_stand_in(lotus)
+
+
 def run_script(args, lotus, result):
     if args.name:
         result["name"] = args.name
     watch_windows(lotus, result, os.environ.pop(ENV_ONLY_OP, None))
+    install_stand_ins(lotus)
     sys.argv = [args.op_file]
     try:
         runpy.run_path(args.op_file, run_name="__main__")
