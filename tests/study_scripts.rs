@@ -61,8 +61,8 @@ fn functions(op: &Value) -> Vec<String> {
         .collect()
 }
 
-fn has(funcs: &[String], prefix: &str) -> bool {
-    funcs.iter().any(|f| f.starts_with(prefix))
+fn has(funcs: &[String], part: &str) -> bool {
+    funcs.iter().any(|f| f.contains(part))
 }
 
 /// A copy of a study-style fixture in `dir`, its image path made absolute
@@ -120,4 +120,100 @@ fn uprof_entry_points_of_the_control_library_open_lotus_windows() {
     let m = m.expect("mapping");
     let window = &op(&m, "AmdNative")["window"];
     assert!(window["samples"].as_u64().unwrap_or(0) > 0, "{m}");
+}
+
+/// Runs `lotus map` (perf, one run, no floor) from the workspace root, as
+/// the study ran its scripts; `extra` goes before the files.
+fn map_from_root(files: &[&Path], out: &Path, extra: &[&str]) -> (i32, Option<Value>, String) {
+    let py = python();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.current_dir(common::root()).args([
+        "map",
+        "--backend",
+        "perf",
+        "--runs",
+        "1",
+        "--no-baseline",
+        "--timeout",
+        "90",
+        "--python",
+        py.to_str().expect("p"),
+        "--out",
+        out.to_str().expect("p"),
+    ]);
+    cmd.args(extra).args(files);
+    let o = cmd.output().expect("run lotus");
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let m = std::fs::read_to_string(out)
+        .ok()
+        .map(|t| serde_json::from_str(&t).expect("json"));
+    (o.status.code().unwrap_or(-1), m, stderr)
+}
+
+/// The study's fixtures, unchanged, run from the repository root with
+/// `--cwd .`: the op's kernel is in the window, the set-up's resize is
+/// not; a copy whose window also covers the resize shows it (so the check
+/// can fail), and its folder stays importable.
+#[test]
+fn study_scripts_map_unchanged_from_the_repository_root() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("m.json");
+    let intel = fixture("study_ops/IntelFlip.py");
+    let amd = fixture("study_ops/AmdFlip.py");
+    let (code, m, stderr) = map_from_root(&[&intel, &amd], &out, &["--cwd", "."]);
+    assert_eq!(code, 0, "{stderr}");
+    let m = m.expect("mapping");
+    for name in ["IntelFlip", "AmdFlip"] {
+        let funcs = functions(op(&m, name));
+        assert!(has(&funcs, KERNEL), "{name}: {funcs:?}\n{stderr}");
+        assert!(
+            !has(&funcs, SETUP),
+            "{name}: set-up in the window: {funcs:?}"
+        );
+    }
+
+    // The window moved before the set-up, and a helper module imported
+    // from the script's own folder (not the working folder).
+    let text = std::fs::read_to_string(&intel).expect("fixture");
+    let early = "    if i == 4:\n        itt.resume()\n";
+    assert!(text.contains(early), "the fixture's window: {text}");
+    let covering = text.replace(early, "").replace(
+        "    image = image.resize(",
+        &format!("{early}    study_helper.noop()\n    image = image.resize("),
+    );
+    let covering = covering.replacen("import time, itt", "import time, itt, study_helper", 1);
+    let script = tmp.path().join("CoveringFlip.py");
+    std::fs::write(&script, covering).expect("write");
+    std::fs::write(
+        tmp.path().join("study_helper.py"),
+        "def noop():\n    pass\n",
+    )
+    .expect("write");
+    let _ = std::fs::remove_file(&out);
+    let (code, m, stderr) = map_from_root(&[&script], &out, &["--cwd", "."]);
+    assert_eq!(code, 0, "{stderr}");
+    let funcs = functions(op(&m.expect("mapping"), "CoveringFlip"));
+    assert!(
+        has(&funcs, SETUP),
+        "the resize is in this window: {funcs:?}"
+    );
+    assert!(has(&funcs, KERNEL), "{funcs:?}");
+}
+
+/// Without `--cwd` an op runs in its own folder, where the study's
+/// root-relative image path does not resolve: the failure says so.
+#[test]
+fn without_cwd_a_root_relative_path_fails_naming_the_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("m.json");
+    let intel = fixture("study_ops/IntelFlip.py");
+    let (code, _, stderr) = map_from_root(&[&intel], &out, &[]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("FileNotFoundError") && stderr.contains("fixtures/images/sample.jpg"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = map_from_root(&[&intel], &out, &["--cwd", "no/such/folder"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("--cwd no/such/folder"), "{stderr}");
 }

@@ -1,7 +1,7 @@
 """The lotus op harness: runs one op file in this process, in a window.
 
     python3 lotus_harness.py --op-file OPS/RandomResizedCrop.py --warmup 3 \
-        --window-ms 2000 --min-iterations 10 --result RESULT.json
+        --window-ms 2000 --min-iterations 10 --result RESULT.json [--cwd DIR]
 
 An op file that defines `op` at top level runs in op mode: `setup()` (if
 defined) makes the input, `op(input)` runs --warmup times outside any
@@ -65,6 +65,10 @@ def parse_args(argv):
     p.add_argument("--result", required=True, help="where to write the result JSON")
     p.add_argument("--empty", action="store_true", help="measure an op that does nothing")
     p.add_argument("--name", help="the op's name (default: NAME in the file, or its stem)")
+    p.add_argument(
+        "--cwd",
+        help="the folder the op runs in (default: the op file's); the op's folder stays on sys.path",
+    )
     args = p.parse_args(argv)
     if args.warmup < 0 or args.min_iterations < 0 or args.window_ms < 0:
         p.error("--warmup, --window-ms and --min-iterations must not be negative")
@@ -508,7 +512,7 @@ def main(argv):
     watch_parent()
     # Importing the op file must not leave __pycache__ in the user's folder.
     sys.dont_write_bytecode = True
-    # Both paths are used after the chdir into the op's folder.
+    # Both paths are used after the chdir into the op's folder (or --cwd).
     op_file = args.op_file = os.path.abspath(args.op_file)
     args.result = os.path.abspath(args.result)
     stem = os.path.splitext(os.path.basename(op_file))[0]
@@ -528,7 +532,15 @@ def main(argv):
             tree = parse_op_file(op_file)
             result["mode"] = "op" if defines_op(tree) else "script"
             folder = os.path.dirname(op_file)
-            os.chdir(folder)
+            # The op's folder is importable as a script's is; it runs in
+            # --cwd where given (the study ran its scripts from its
+            # repository root, opening files by paths relative to it).
+            try:
+                os.chdir(args.cwd or folder)
+            except OSError as e:
+                raise Failure(
+                    "chdir", f"cannot run the op in {args.cwd or folder}: {e.strerror}", EXIT_HARNESS
+                )
             sys.path.insert(0, folder)
 
         if result["mode"] == "op":

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! python3 <dir>/lotus_harness.py --op-file OP.py --warmup N --window-ms MS \
-//!     --min-iterations K --result RESULT.json [--empty] [--name NAME]
+//!     --min-iterations K --result RESULT.json [--empty] [--name NAME] [--cwd DIR]
 //! ```
 //!
 //! ([`HarnessArgs::to_args`] builds the arguments after the script path)
@@ -234,6 +234,9 @@ pub struct HarnessArgs {
     pub empty: bool,
     /// The op's name, instead of the file's `NAME` or stem.
     pub name: Option<String>,
+    /// The folder the op runs in (absolute), instead of the op file's
+    /// folder (`lotus map --cwd`); the op's folder stays on `sys.path`.
+    pub cwd: Option<PathBuf>,
 }
 
 impl HarnessArgs {
@@ -257,6 +260,10 @@ impl HarnessArgs {
         if let Some(name) = &self.name {
             args.push("--name".into());
             args.push(name.into());
+        }
+        if let Some(cwd) = &self.cwd {
+            args.push("--cwd".into());
+            args.push(cwd.into());
         }
         args
     }
@@ -484,6 +491,7 @@ mod tests {
             result: "r.json".into(),
             empty: true,
             name: Some("Crop2".into()),
+            cwd: Some("/repo".into()),
         };
         let args: Vec<String> = args
             .to_args()
@@ -505,7 +513,9 @@ mod tests {
                 "r.json",
                 "--empty",
                 "--name",
-                "Crop2"
+                "Crop2",
+                "--cwd",
+                "/repo"
             ]
         );
     }

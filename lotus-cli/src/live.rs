@@ -70,6 +70,9 @@ pub struct LiveOptions {
     pub collect_type: Option<String>,
     /// Keep each run's raw vendor results under this folder.
     pub keep_raw: Option<PathBuf>,
+    /// The folder every op runs in (absolute, see [`op_folder`]); `None`:
+    /// each op's own folder.
+    pub cwd: Option<PathBuf>,
 }
 
 impl LiveOptions {
@@ -139,6 +142,20 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
                 "no Python found: python3 is not on PATH; install Python 3 or pass --python PATH"
             )
         })
+}
+
+/// The folder `lotus map --cwd DIR` runs the ops in: DIR made absolute
+/// (the harness changes folder before it runs the op), refused with the
+/// flag's name when it is not a folder.
+pub fn op_folder(dir: &Path) -> Result<PathBuf> {
+    let shown = one_line(&dir.display().to_string());
+    let abs = dir
+        .canonicalize()
+        .with_context(|| format!("--cwd {shown}: cannot use it as the ops' working folder"))?;
+    if !abs.is_dir() {
+        bail!("--cwd {shown}: not a folder (give the folder the ops should run in, e.g. --cwd . for this one)");
+    }
+    Ok(abs)
 }
 
 /// Why one run failed.
@@ -726,6 +743,7 @@ fn harness_target(
         result: result.to_path_buf(),
         empty: spec.empty,
         name: None,
+        cwd: opts.cwd.clone(),
     };
     let mut target = Target {
         program: opts.python.clone(),

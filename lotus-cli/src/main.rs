@@ -138,6 +138,9 @@ struct MapArgs {
     /// Live: drop functions the harness floor shows too (interpreter loop, allocator).
     #[arg(long, conflicts_with = "no_baseline")]
     exclude_baseline: bool,
+    /// Live: run every op in DIR (`--cwd .`: where lotus was started, for scripts that open files by paths relative to it) instead of in the op file's folder; the op's folder stays importable.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -270,6 +273,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 exclude_baseline: args.exclude_baseline,
                 collect_type: args.collect_type.clone(),
                 keep_raw: args.keep_raw.clone(),
+                cwd: args.cwd.as_deref().map(live::op_folder).transpose()?,
             };
             for op in args.ops.iter().filter(|op| op.is_file()) {
                 harness::warn_if_op_folder_shared(op);

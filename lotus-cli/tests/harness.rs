@@ -125,6 +125,7 @@ fn run_harness(
         result: result_path.clone(),
         empty: opts.empty,
         name: opts.name.map(str::to_string),
+        cwd: None,
     };
     let mut cmd = Command::new(python());
     cmd.arg(&files.harness)

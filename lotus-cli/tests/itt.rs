@@ -137,6 +137,7 @@ fn harness_args(op_file: &Path, result: &Path, warmup: u32) -> HarnessArgs {
         result: result.to_path_buf(),
         empty: false,
         name: None,
+        cwd: None,
     }
 }
 
