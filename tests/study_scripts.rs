@@ -131,8 +131,6 @@ fn map_from_root(files: &[&Path], out: &Path, extra: &[&str]) -> (i32, Option<Va
         "map",
         "--backend",
         "perf",
-        "--runs",
-        "1",
         "--no-baseline",
         "--timeout",
         "90",
@@ -141,6 +139,9 @@ fn map_from_root(files: &[&Path], out: &Path, extra: &[&str]) -> (i32, Option<Va
         "--out",
         out.to_str().expect("p"),
     ]);
+    if !extra.contains(&"--runs") {
+        cmd.args(["--runs", "1"]);
+    }
     cmd.args(extra).args(files);
     let o = cmd.output().expect("run lotus");
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -216,4 +217,33 @@ fn without_cwd_a_root_relative_path_fails_naming_the_file() {
     let (code, _, stderr) = map_from_root(&[&intel], &out, &["--cwd", "no/such/folder"]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("--cwd no/such/folder"), "{stderr}");
+}
+
+/// A script's windows are recorded with their real length and count (one
+/// per run in the study's pattern), and the low-samples warning names the
+/// cause: one call per window, so more runs or a loop.
+#[test]
+fn script_windows_record_their_time_and_count_and_the_warning_says_why() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("m.json");
+    let amd = fixture("study_ops/AmdFlip.py");
+    let (code, m, stderr) = map_from_root(&[&amd], &out, &["--cwd", ".", "--runs", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    let m = m.expect("mapping");
+    let window = &op(&m, "AmdFlip")["window"];
+    assert_eq!(window["windows"], 2, "{window}");
+    let seconds = window["seconds"].as_f64().expect("seconds");
+    let cpu = window["counters"]["task-clock-ns"]
+        .as_f64()
+        .expect("task clock")
+        / 1e9;
+    // One thread runs the flip: the windows were open at least as long as
+    // it ran on the CPU inside them.
+    assert!(cpu > 0.0 && seconds >= cpu * 0.9, "{window}");
+    assert!(
+        stderr.contains("2 window(s)") || stderr.contains("1 window(s) in"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("raise --runs, or loop the op"), "{stderr}");
+    assert!(!stderr.contains("may mostly wait"), "{stderr}");
 }

@@ -18,7 +18,8 @@ The result is written to --result as JSON (atomically):
                 "window_cpu_ns", "warmup",
                 "setup_ns", "pid", "op_file"}
   script mode: {"name", "mode": "script", "pid", "op_file",
-                "windows": [[name given to lotus.resume, windows], ...]}
+                "windows": [[name given to lotus.resume, windows], ...],
+                "window_ns": time between lotus.resume and lotus.pause, summed}
   failure:     {"name", "mode" (when known), "pid", "op_file",
                 "error": <message or traceback>, "stage": <stage>}
 
@@ -325,8 +326,11 @@ def watch_windows(lotus, result, only):
     name's windows: the others' resume and their pause do nothing."""
     windows = []
     index = {}
-    state = {"skipped": False}
+    # "opened": when the open window opened (perf_counter_ns), else None.
+    state = {"skipped": False, "opened": None}
+    result["window_ns"] = 0
     real_resume, real_pause = lotus.resume, lotus.pause
+    clock = time.perf_counter_ns
 
     def note(name):
         if name not in index:
@@ -344,12 +348,17 @@ def watch_windows(lotus, result, only):
         real_resume(op)
         # Only a window that opened counts (a refused name does not).
         note(name)
+        if state["opened"] is None:
+            state["opened"] = clock()
 
     def pause():
         if state["skipped"]:
             state["skipped"] = False
             return
         real_pause()
+        if state["opened"] is not None:
+            result["window_ns"] += clock() - state["opened"]
+            state["opened"] = None
 
     resume.__doc__ = real_resume.__doc__
     pause.__doc__ = real_pause.__doc__

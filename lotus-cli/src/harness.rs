@@ -322,7 +322,9 @@ pub struct HarnessResult {
     /// Op calls inside the window (op mode).
     #[serde(default)]
     pub iterations: Option<u64>,
-    /// Time between the window opening and closing, in ns (op mode).
+    /// Time between the window opening and closing, in ns (op mode); in
+    /// script mode summed over the windows opened through the `lotus`
+    /// module (not those ITT opens through the collector).
     #[serde(default)]
     pub window_ns: Option<u64>,
     /// Op calls before the window (op mode).
