@@ -10,14 +10,16 @@ lotus.pause()) until the process has used --window-ms of CPU time (or
 three times that in wall time, for ops that mostly wait) and at least
 --min-iterations calls were made. A file without `op` runs as a script
 (`runpy`, as __main__) that opens and closes its own windows through the
-`lotus` module. --empty measures the harness itself: the same loop around
+`lotus` module. A native program (an ELF file, or an executable not
+named .py) runs as a script-mode op of its own, opening its windows
+through liblotus_control.so. --empty measures the harness itself: the same loop around
 an op that does nothing, named "(empty)".
 
 The result is written to --result as JSON (atomically):
   op mode:     {"name", "mode": "op", "iterations", "window_ns",
                 "window_cpu_ns", "warmup",
                 "setup_ns", "pid", "op_file"}
-  script mode: {"name", "mode": "script", "pid", "op_file",
+  script mode: {"name", "mode": "script", "pid", "op_file", "program" (a native program),
                 "windows": [[name given to lotus.resume, windows], ...],
                 "window_ns": time between lotus.resume and lotus.pause, summed}
   failure:     {"name", "mode" (when known), "pid", "op_file",
@@ -469,6 +471,75 @@ def install_stand_ins(lotus):
         sys.modules["amdprofilecontrol"] = _amd_stand_in(lotus)
 
 
+def channel_fds():
+    """The control channel's descriptors (LOTUS_CONTROL_FDS), where open."""
+    fds = []
+    for part in os.environ.get("LOTUS_CONTROL_FDS", "").split(","):
+        try:
+            fd = int(part)
+            os.fstat(fd)
+        except (ValueError, OSError):
+            continue
+        fds.append(fd)
+    return fds
+
+
+def pass_channel_to_programs():
+    """Makes programs the op starts with `subprocess` inherit the control
+    channel, so that a native program linked to liblotus_control.so opens
+    lotus's windows (subprocess closes every descriptor but the standard
+    three and `pass_fds`; os.system, os.exec* and os.posix_spawn keep
+    them as they are). The channel is the harness's: the op must wait for
+    the program before it calls lotus again (see lotus.h)."""
+    fds = channel_fds()
+    if not fds:
+        return
+    import subprocess
+
+    real_init = subprocess.Popen.__init__
+
+    def __init__(self, *args, pass_fds=(), **kwargs):
+        kept = tuple(pass_fds) + tuple(fd for fd in fds if fd not in tuple(pass_fds))
+        real_init(self, *args, pass_fds=kept, **kwargs)
+
+    __init__.__doc__ = real_init.__doc__
+    subprocess.Popen.__init__ = __init__
+
+
+def is_program(path):
+    """Whether the op file is a native program to run rather than Python:
+    an ELF file, or an executable whose name does not end in .py."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) == b"\x7fELF":
+                return True
+    except OSError:
+        return False
+    return not path.endswith(".py") and os.access(path, os.X_OK)
+
+
+def run_program(args, result):
+    """Runs a native program as a script-mode op: its windows (through
+    liblotus_control.so) reach lotus; it must exit with status 0."""
+    import subprocess
+
+    if args.name:
+        result["name"] = args.name
+    result["program"] = True
+    try:
+        status = subprocess.run([args.op_file]).returncode
+    except OSError as e:
+        raise Failure("script", f"cannot run the program {args.op_file}: {e}", EXIT_OP_RAISED)
+    if status < 0:
+        raise Failure(
+            "script", f"the program {args.op_file} was killed by signal {-status}", EXIT_OP_RAISED
+        )
+    if status != 0:
+        raise Failure(
+            "script", f"the program {args.op_file} exited with status {status}", EXIT_OP_RAISED
+        )
+
+
 def run_script(args, lotus, result):
     if args.name:
         result["name"] = args.name
@@ -535,11 +606,15 @@ def main(argv):
             import lotus
         except ImportError as e:
             raise Failure("control", str(e), EXIT_CONTROL)
+        program = not args.empty and is_program(op_file)
         if args.empty:
             result["mode"] = "op"
+        elif program:
+            result["mode"] = "script"
         else:
             tree = parse_op_file(op_file)
             result["mode"] = "op" if defines_op(tree) else "script"
+        if not args.empty:
             folder = os.path.dirname(op_file)
             # The op's folder is importable as a script's is; it runs in
             # --cwd where given (the study ran its scripts from its
@@ -555,7 +630,11 @@ def main(argv):
         if result["mode"] == "op":
             run_op(args, lotus, result)
         else:
-            run_script(args, lotus, result)
+            pass_channel_to_programs()
+            if program:
+                run_program(args, result)
+            else:
+                run_script(args, lotus, result)
     except Failure as f:
         code = f.code
         result["error"] = f.message

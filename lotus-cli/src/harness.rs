@@ -339,6 +339,11 @@ pub struct HarnessResult {
     /// Where it failed.
     #[serde(default)]
     pub stage: Option<HarnessStage>,
+    /// Script mode: the op file is a native program the harness ran (its
+    /// windows go to lotus through the control library, unseen by the
+    /// harness).
+    #[serde(default)]
+    pub program: bool,
     /// Script mode: the names the script gave `lotus.resume` (`""` when
     /// it gave none), in the order first seen, with the windows each.
     #[serde(default)]
