@@ -247,3 +247,22 @@ fn script_windows_record_their_time_and_count_and_the_warning_says_why() {
     assert!(stderr.contains("raise --runs, or loop the op"), "{stderr}");
     assert!(!stderr.contains("may mostly wait"), "{stderr}");
 }
+
+/// Under perf the real `amdprofilecontrol` (here a module beside the
+/// script, which, like the real binding without uProf collecting, returns
+/// False and opens nothing) is replaced by the stand-in: the window opens.
+#[test]
+fn under_perf_the_stand_in_replaces_an_installed_amdprofilecontrol() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        tmp.path().join("amdprofilecontrol.py"),
+        "def resume(reserved=1):\n    return False\n\ndef pause(reserved=1):\n    return False\n",
+    )
+    .expect("write");
+    let amd = copy_with_absolute_image("AmdFlip.py", tmp.path());
+    let out = tmp.path().join("m.json");
+    let (code, m, stderr) = map(&[&amd], &out, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let funcs = functions(op(&m.expect("mapping"), "AmdFlip"));
+    assert!(has(&funcs, KERNEL), "{funcs:?}");
+}
