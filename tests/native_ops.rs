@@ -130,15 +130,22 @@ fn a_native_program_started_by_a_script_opens_lotus_windows() {
     std::fs::write(
         &script,
         format!(
-            "import subprocess\nsubprocess.run([{:?}], check=True)\n",
-            exe.display().to_string()
+            "import os, subprocess\n\
+             subprocess.run([{exe:?}], check=True)\n\
+             subprocess.run([{exe:?}], check=True, close_fds=False)\n\
+             assert os.system({exe:?}) == 0\n",
+            exe = exe.display().to_string()
         ),
     )
     .expect("write");
     let out = tmp.path().join("m.json");
     let (code, m, stderr) = map(&script, &out, &[]);
     assert_eq!(code, 0, "{stderr}");
-    let funcs = functions(&m.expect("mapping"), "RunsNative");
+    let m = m.expect("mapping");
+    // One window per start: subprocess (which closes other descriptors),
+    // subprocess with close_fds=False, os.system.
+    assert_eq!(m["ops"][0]["window"]["windows"], 3, "{m}");
+    let funcs = functions(&m, "RunsNative");
     assert!(
         funcs.iter().any(|f| f == "native_window_kernel"),
         "{funcs:?}"

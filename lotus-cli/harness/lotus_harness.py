@@ -498,9 +498,17 @@ def pass_channel_to_programs():
 
     real_init = subprocess.Popen.__init__
 
+    # Popen(args, bufsize, executable, stdin, stdout, stderr, preexec_fn,
+    # close_fds, ...): close_fds is the eighth positional parameter.
+    close_fds_at = 7
+
     def __init__(self, *args, pass_fds=(), **kwargs):
-        kept = tuple(pass_fds) + tuple(fd for fd in fds if fd not in tuple(pass_fds))
-        real_init(self, *args, pass_fds=kept, **kwargs)
+        close_fds = args[close_fds_at] if len(args) > close_fds_at else kwargs.get("close_fds", True)
+        if close_fds:
+            # (With close_fds=False every descriptor is inherited already;
+            # pass_fds would force it to True.)
+            pass_fds = tuple(pass_fds) + tuple(fd for fd in fds if fd not in tuple(pass_fds))
+        real_init(self, *args, pass_fds=pass_fds, **kwargs)
 
     __init__.__doc__ = real_init.__doc__
     subprocess.Popen.__init__ = __init__
