@@ -50,6 +50,13 @@
  * waits for it, as subprocess.run does), or a reply may reach the wrong
  * process.
  *
+ * uProf's names: the library also exports AMD's profile-control entry
+ * points (bool amdProfileResume(unsigned), bool amdProfilePause(unsigned),
+ * bool amdProfileResumeImpl(void), bool amdProfilePauseImpl(void), int
+ * amdGetLastProfileError(void)), so code written for uProf and linked with
+ * -llotus_control in place of -lAMDProfileController opens these windows
+ * (they are not declared here: use AMD's header).
+ *
  * Threads: calls are serialized by a lock; lotus_last_error is per thread.
  *
  * Signals: if the lotus process has exited, writing the request raises
