@@ -1,7 +1,7 @@
 """The lotus op harness: runs one op file in this process, in a window.
 
     python3 lotus_harness.py --op-file OPS/RandomResizedCrop.py --warmup 3 \
-        --window-ms 2000 --min-iterations 10 --result RESULT.json [--threads 1]
+        --window-ms 2000 --min-iterations 10 --result RESULT.json [--threads 1] [--cwd DIR]
 
 An op file that defines `op` at top level runs in op mode: `setup()` (if
 defined) makes the input, `op(input)` runs --warmup times outside any
@@ -13,15 +13,18 @@ torch (at import or in setup()) runs with torch.set_num_threads(N), as in
 a DataLoader worker (lotus sets OMP_NUM_THREADS and its kind in the
 environment). A file without `op` runs as a script
 (`runpy`, as __main__) that opens and closes its own windows through the
-`lotus` module. --empty measures the harness itself: the same loop around
+`lotus` module. A native program (an ELF file, or an executable not
+named .py) runs as a script-mode op of its own, opening its windows
+through liblotus_control.so. --empty measures the harness itself: the same loop around
 an op that does nothing, named "(empty)".
 
 The result is written to --result as JSON (atomically):
   op mode:     {"name", "mode": "op", "iterations", "window_ns",
                 "window_cpu_ns", "warmup",
                 "setup_ns", "pid", "op_file", "torch_threads" (when torch is loaded)}
-  script mode: {"name", "mode": "script", "pid", "op_file",
-                "windows": [[name given to lotus.resume, windows], ...]}
+  script mode: {"name", "mode": "script", "pid", "op_file", "program" (a native program),
+                "windows": [[name given to lotus.resume, windows], ...],
+                "window_ns": time between lotus.resume and lotus.pause, summed}
   failure:     {"name", "mode" (when known), "pid", "op_file",
                 "error": <message or traceback>, "stage": <stage>}
 
@@ -72,6 +75,10 @@ def parse_args(argv):
         "--threads",
         type=int,
         help="torch.set_num_threads(N) for an op that imports torch, as a DataLoader worker does",
+    )
+    p.add_argument(
+        "--cwd",
+        help="the folder the op runs in (default: the op file's); the op's folder stays on sys.path",
     )
     args = p.parse_args(argv)
     if args.threads is not None and args.threads < 1:
@@ -347,8 +354,11 @@ def watch_windows(lotus, result, only):
     name's windows: the others' resume and their pause do nothing."""
     windows = []
     index = {}
-    state = {"skipped": False}
+    # "opened": when the open window opened (perf_counter_ns), else None.
+    state = {"skipped": False, "opened": None}
+    result["window_ns"] = 0
     real_resume, real_pause = lotus.resume, lotus.pause
+    clock = time.perf_counter_ns
 
     def note(name):
         if name not in index:
@@ -366,12 +376,17 @@ def watch_windows(lotus, result, only):
         real_resume(op)
         # Only a window that opened counts (a refused name does not).
         note(name)
+        if state["opened"] is None:
+            state["opened"] = clock()
 
     def pause():
         if state["skipped"]:
             state["skipped"] = False
             return
         real_pause()
+        if state["opened"] is not None:
+            result["window_ns"] += clock() - state["opened"]
+            state["opened"] = None
 
     resume.__doc__ = real_resume.__doc__
     pause.__doc__ = real_pause.__doc__
@@ -380,10 +395,190 @@ def watch_windows(lotus, result, only):
     result["windows"] = windows
 
 
+def _itt_stand_in(lotus):
+    """A stand-in for itt-python (`import itt`, NERSC's binding that the
+    original Lotus op scripts use): resume/pause/detach open and close
+    lotus's windows; its task and region calls are accepted and do nothing
+    (lotus maps windows, not tasks)."""
+    import types
+
+    itt = types.ModuleType("itt", "lotus's stand-in for itt-python: windows are lotus's")
+    state = {"open": False}
+
+    def resume():
+        lotus.resume()
+        state["open"] = True
+
+    def pause():
+        lotus.pause()
+        state["open"] = False
+
+    def detach():
+        # VTune stops collecting at a detach: close the window first.
+        if state["open"]:
+            pause()
+        lotus.detach()
+
+    def _nothing(*_args, **_kwargs):
+        return None
+
+    itt.resume, itt.pause, itt.detach = resume, pause, detach
+    itt.domain_create = lambda name=None, *_a, **_k: types.SimpleNamespace(name=name)
+    itt.task_begin = itt.task_end = _nothing
+    itt.pt_region_create = lambda name=None, *_a, **_k: name
+    itt.pt_region_begin = itt.pt_region_end = _nothing
+    itt.__lotus_stand_in__ = True
+    return itt
+
+
+# AMD_PROFILE_ERROR_INTERNAL: what amdGetLastProfileError() says after a
+# failed call.
+_AMD_ERROR_INTERNAL = -1
+
+
+def _amd_stand_in(lotus):
+    """A stand-in for `amdprofilecontrol` (the Python binding of uProf's
+    profile-control library the original Lotus AMD scripts use):
+    resume(reserved=1) / pause(reserved=1) open and close lotus's windows
+    and return True, or False after printing why, as the binding returns
+    False on failure; get_last_profile_error() gives 0 or -1."""
+    import types
+
+    amd = types.ModuleType(
+        "amdprofilecontrol", "lotus's stand-in for amdprofilecontrol: windows are lotus's"
+    )
+    state = {"error": 0}
+
+    def switch(call, what):
+        try:
+            call()
+        except RuntimeError as e:
+            sys.stderr.write(f"lotus: amdprofilecontrol.{what}: {e}\n")
+            state["error"] = _AMD_ERROR_INTERNAL
+            return False
+        state["error"] = 0
+        return True
+
+    def resume(reserved=1):
+        return switch(lambda: lotus.resume(), "resume")
+
+    def pause(reserved=1):
+        return switch(lambda: lotus.pause(), "pause")
+
+    amd.resume, amd.pause = resume, pause
+    amd.get_last_profile_error = lambda: state["error"]
+    amd.__lotus_stand_in__ = True
+    return amd
+
+
+def install_stand_ins(lotus):
+    """Makes the original Lotus op scripts' control modules importable
+    where their real ones cannot reach the backend's windows.
+
+    `itt` (itt-python): the real module is kept where it is importable and
+    its ITT calls reach a collector (VTune's under VTune; lotus's own where
+    lotus switches the windows), else the stand-in (always under uProf,
+    where no ITT collector runs). `amdprofilecontrol`:
+    the real module only under uProf (it talks to uProf's driver alone);
+    under any other backend, or where it is missing, the stand-in. The
+    stand-ins call the `lotus` module, so under VTune and uProf their
+    windows still become the vendor's (through the control library)."""
+    import importlib.util
+
+    def importable(name):
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            return False
+
+    if lotus.backend() == "uprof" or not importable("itt"):
+        sys.modules["itt"] = _itt_stand_in(lotus)
+    if lotus.backend() != "uprof" or not importable("amdprofilecontrol"):
+        sys.modules["amdprofilecontrol"] = _amd_stand_in(lotus)
+
+
+def channel_fds():
+    """The control channel's descriptors (LOTUS_CONTROL_FDS), where open."""
+    fds = []
+    for part in os.environ.get("LOTUS_CONTROL_FDS", "").split(","):
+        try:
+            fd = int(part)
+            os.fstat(fd)
+        except (ValueError, OSError):
+            continue
+        fds.append(fd)
+    return fds
+
+
+def pass_channel_to_programs():
+    """Makes programs the op starts with `subprocess` inherit the control
+    channel, so that a native program linked to liblotus_control.so opens
+    lotus's windows (subprocess closes every descriptor but the standard
+    three and `pass_fds`; os.system, os.exec* and os.posix_spawn keep
+    them as they are). The channel is the harness's: the op must wait for
+    the program before it calls lotus again (see lotus.h)."""
+    fds = channel_fds()
+    if not fds:
+        return
+    import subprocess
+
+    real_init = subprocess.Popen.__init__
+
+    # Popen(args, bufsize, executable, stdin, stdout, stderr, preexec_fn,
+    # close_fds, ...): close_fds is the eighth positional parameter.
+    close_fds_at = 7
+
+    def __init__(self, *args, pass_fds=(), **kwargs):
+        close_fds = args[close_fds_at] if len(args) > close_fds_at else kwargs.get("close_fds", True)
+        if close_fds:
+            # (With close_fds=False every descriptor is inherited already;
+            # pass_fds would force it to True.)
+            pass_fds = tuple(pass_fds) + tuple(fd for fd in fds if fd not in tuple(pass_fds))
+        real_init(self, *args, pass_fds=pass_fds, **kwargs)
+
+    __init__.__doc__ = real_init.__doc__
+    subprocess.Popen.__init__ = __init__
+
+
+def is_program(path):
+    """Whether the op file is a native program to run rather than Python:
+    an ELF file, or an executable whose name does not end in .py."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) == b"\x7fELF":
+                return True
+    except OSError:
+        return False
+    return not path.endswith(".py") and os.access(path, os.X_OK)
+
+
+def run_program(args, result):
+    """Runs a native program as a script-mode op: its windows (through
+    liblotus_control.so) reach lotus; it must exit with status 0."""
+    import subprocess
+
+    if args.name:
+        result["name"] = args.name
+    result["program"] = True
+    try:
+        status = subprocess.run([args.op_file]).returncode
+    except OSError as e:
+        raise Failure("script", f"cannot run the program {args.op_file}: {e}", EXIT_OP_RAISED)
+    if status < 0:
+        raise Failure(
+            "script", f"the program {args.op_file} was killed by signal {-status}", EXIT_OP_RAISED
+        )
+    if status != 0:
+        raise Failure(
+            "script", f"the program {args.op_file} exited with status {status}", EXIT_OP_RAISED
+        )
+
+
 def run_script(args, lotus, result):
     if args.name:
         result["name"] = args.name
     watch_windows(lotus, result, os.environ.pop(ENV_ONLY_OP, None))
+    install_stand_ins(lotus)
     sys.argv = [args.op_file]
     try:
         runpy.run_path(args.op_file, run_name="__main__")
@@ -431,7 +626,7 @@ def main(argv):
     watch_parent()
     # Importing the op file must not leave __pycache__ in the user's folder.
     sys.dont_write_bytecode = True
-    # Both paths are used after the chdir into the op's folder.
+    # Both paths are used after the chdir into the op's folder (or --cwd).
     op_file = args.op_file = os.path.abspath(args.op_file)
     args.result = os.path.abspath(args.result)
     stem = os.path.splitext(os.path.basename(op_file))[0]
@@ -445,19 +640,35 @@ def main(argv):
             import lotus
         except ImportError as e:
             raise Failure("control", str(e), EXIT_CONTROL)
+        program = not args.empty and is_program(op_file)
         if args.empty:
             result["mode"] = "op"
+        elif program:
+            result["mode"] = "script"
         else:
             tree = parse_op_file(op_file)
             result["mode"] = "op" if defines_op(tree) else "script"
+        if not args.empty:
             folder = os.path.dirname(op_file)
-            os.chdir(folder)
+            # The op's folder is importable as a script's is; it runs in
+            # --cwd where given (the study ran its scripts from its
+            # repository root, opening files by paths relative to it).
+            try:
+                os.chdir(args.cwd or folder)
+            except OSError as e:
+                raise Failure(
+                    "chdir", f"cannot run the op in {args.cwd or folder}: {e.strerror}", EXIT_HARNESS
+                )
             sys.path.insert(0, folder)
 
         if result["mode"] == "op":
             run_op(args, lotus, result)
         else:
-            run_script(args, lotus, result)
+            pass_channel_to_programs()
+            if program:
+                run_program(args, result)
+            else:
+                run_script(args, lotus, result)
     except Failure as f:
         code = f.code
         result["error"] = f.message

@@ -40,8 +40,22 @@
  * library. A child created by fork() (a DataLoader worker) gets -1
  * ("... called from a forked process") instead of interleaving its
  * messages with the parent's; call lotus_active() before forking so the
- * parent owns the channel. The descriptors are made close-on-exec on first
- * use, so programs the process executes do not inherit them.
+ * parent owns the channel. A program the process executes (fork then
+ * exec: a native op a Python script starts with subprocess) is a new
+ * process with a fresh copy of this library: the descriptors are left
+ * inheritable (the lotus harness also passes them through Python's
+ * subprocess, which closes other descriptors), so its first call binds the
+ * channel to it and its windows reach lotus as the parent's do. The two
+ * share one channel: the parent must not call while the program may (it
+ * waits for it, as subprocess.run does), or a reply may reach the wrong
+ * process.
+ *
+ * uProf's names: the library also exports AMD's profile-control entry
+ * points (bool amdProfileResume(unsigned), bool amdProfilePause(unsigned),
+ * bool amdProfileResumeImpl(void), bool amdProfilePauseImpl(void), int
+ * amdGetLastProfileError(void)), so code written for uProf and linked with
+ * -llotus_control in place of -lAMDProfileController opens these windows
+ * (they are not declared here: use AMD's header).
  *
  * Threads: calls are serialized by a lock; lotus_last_error is per thread.
  *

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! python3 <dir>/lotus_harness.py --op-file OP.py --warmup N --window-ms MS \
-//!     --min-iterations K --result RESULT.json [--empty] [--name NAME] [--threads N]
+//!     --min-iterations K --result RESULT.json [--empty] [--name NAME] [--threads N] [--cwd DIR]
 //! ```
 //!
 //! ([`HarnessArgs::to_args`] builds the arguments after the script path)
@@ -237,6 +237,9 @@ pub struct HarnessArgs {
     /// `torch.set_num_threads` for an op that imports torch (`None`:
     /// torch's own choice, from `OMP_NUM_THREADS`).
     pub threads: Option<u32>,
+    /// The folder the op runs in (absolute), instead of the op file's
+    /// folder (`lotus map --cwd`); the op's folder stays on `sys.path`.
+    pub cwd: Option<PathBuf>,
 }
 
 impl HarnessArgs {
@@ -264,6 +267,10 @@ impl HarnessArgs {
         if let Some(threads) = self.threads {
             args.push("--threads".into());
             args.push(threads.to_string().into());
+        }
+        if let Some(cwd) = &self.cwd {
+            args.push("--cwd".into());
+            args.push(cwd.into());
         }
         args
     }
@@ -322,7 +329,9 @@ pub struct HarnessResult {
     /// Op calls inside the window (op mode).
     #[serde(default)]
     pub iterations: Option<u64>,
-    /// Time between the window opening and closing, in ns (op mode).
+    /// Time between the window opening and closing, in ns (op mode); in
+    /// script mode summed over the windows opened through the `lotus`
+    /// module (not those ITT opens through the collector).
     #[serde(default)]
     pub window_ns: Option<u64>,
     /// Op calls before the window (op mode).
@@ -337,6 +346,11 @@ pub struct HarnessResult {
     /// Where it failed.
     #[serde(default)]
     pub stage: Option<HarnessStage>,
+    /// Script mode: the op file is a native program the harness ran (its
+    /// windows go to lotus through the control library, unseen by the
+    /// harness).
+    #[serde(default)]
+    pub program: bool,
     /// Script mode: the names the script gave `lotus.resume` (`""` when
     /// it gave none), in the order first seen, with the windows each.
     #[serde(default)]
@@ -492,6 +506,7 @@ mod tests {
             empty: true,
             name: Some("Crop2".into()),
             threads: Some(1),
+            cwd: Some("/repo".into()),
         };
         let args: Vec<String> = args
             .to_args()
@@ -515,7 +530,9 @@ mod tests {
                 "--name",
                 "Crop2",
                 "--threads",
-                "1"
+                "1",
+                "--cwd",
+                "/repo"
             ]
         );
     }

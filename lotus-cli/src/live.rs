@@ -73,6 +73,9 @@ pub struct LiveOptions {
     pub keep_raw: Option<PathBuf>,
     /// The op processes' thread counts (see [`threads`]).
     pub threads: threads::ThreadPlan,
+    /// The folder every op runs in (absolute, see [`op_folder`]); `None`:
+    /// each op's own folder.
+    pub cwd: Option<PathBuf>,
 }
 
 impl LiveOptions {
@@ -142,6 +145,20 @@ pub fn find_python(explicit: Option<&Path>) -> Result<PathBuf> {
                 "no Python found: python3 is not on PATH; install Python 3 or pass --python PATH"
             )
         })
+}
+
+/// The folder `lotus map --cwd DIR` runs the ops in: DIR made absolute
+/// (the harness changes folder before it runs the op), refused with the
+/// flag's name when it is not a folder.
+pub fn op_folder(dir: &Path) -> Result<PathBuf> {
+    let shown = one_line(&dir.display().to_string());
+    let abs = dir
+        .canonicalize()
+        .with_context(|| format!("--cwd {shown}: cannot use it as the ops' working folder"))?;
+    if !abs.is_dir() {
+        bail!("--cwd {shown}: not a folder (give the folder the ops should run in, e.g. --cwd . for this one)");
+    }
+    Ok(abs)
 }
 
 /// Why one run failed.
@@ -557,15 +574,16 @@ fn map_op(
             continue;
         };
         acc.add_run(&out.report);
-        let samples = add_windows(&mut summary, &out);
-        let what = if out.result.mode == Some(harness::HarnessMode::Script) {
+        let script = out.result.mode == Some(harness::HarnessMode::Script);
+        let run_windows = RunWindows::of(&out);
+        let samples = add_windows(&mut summary, &out, &run_windows);
+        let what = if script {
             // A script's windows are its own: no op calls are counted.
-            let windows = if out.windows.is_empty() {
-                out.result.windows.iter().map(|(_, n)| n).sum::<u64>() as usize
-            } else {
-                out.windows.len()
-            };
-            format!("{windows} window(s)")
+            format!(
+                "{} window(s) in {:.3} s",
+                run_windows.count,
+                run_windows.ns as f64 / 1e9
+            )
         } else {
             format!(
                 "{} calls in {:.2} s",
@@ -589,9 +607,12 @@ fn map_op(
             ));
         }
         if samples > 0 && samples < opts.min_samples / 2 {
-            progress.say(&format!(
-                "warning: {shown}: run {run}'s window held only {samples} samples (wanted {}); the op may mostly wait rather than compute",
-                opts.min_samples
+            progress.say(&low_samples_warning(
+                &shown,
+                run,
+                samples,
+                opts.min_samples,
+                script.then_some(&run_windows),
             ));
         }
     }
@@ -616,9 +637,64 @@ fn map_op(
     }
 }
 
+/// How many windows a run opened and how long they were open.
+struct RunWindows {
+    count: u64,
+    ns: u64,
+}
+
+impl RunWindows {
+    /// Where lotus switched the windows it saw each one (and its length
+    /// on the samples' clock): those count, ITT's included. Otherwise (the
+    /// vendor's tool switched them) the harness's own account: the op
+    /// loop's one window, or a script's windows opened through the `lotus`
+    /// module and the stand-ins, timed around the calls.
+    fn of(out: &RunOutput) -> RunWindows {
+        if !out.windows.is_empty() {
+            return RunWindows {
+                count: out.windows.len() as u64,
+                ns: out.windows.iter().map(|w| w.duration_ns).sum(),
+            };
+        }
+        let count = match out.result.mode {
+            Some(harness::HarnessMode::Script) => out.result.windows.iter().map(|(_, n)| n).sum(),
+            _ => u64::from(out.result.window_ns.is_some()),
+        };
+        RunWindows {
+            count,
+            ns: out.result.window_ns.unwrap_or(0),
+        }
+    }
+}
+
+/// The warning for a run whose windows held under half the samples asked
+/// for. The op loop stops on CPU time, so few samples there mean the op
+/// mostly waited; a script's windows hold only what it runs between resume
+/// and pause (the study's scripts: one call each), so the cure is more
+/// runs or a loop inside the window. `script`: that run's windows.
+fn low_samples_warning(
+    shown: &str,
+    run: u32,
+    samples: u64,
+    wanted: u64,
+    script: Option<&RunWindows>,
+) -> String {
+    match script {
+        Some(w) => format!(
+            "warning: {shown}: run {run}'s {} window(s) held only {samples} samples in {:.3} s (wanted {wanted}): a script's window holds only what the script runs inside it (one call, in the study's scripts); raise --runs, or loop the op between resume and pause",
+            w.count,
+            w.ns as f64 / 1e9
+        ),
+        None => format!(
+            "warning: {shown}: run {run}'s window held only {samples} samples (wanted {wanted}); the op may mostly wait rather than compute"
+        ),
+    }
+}
+
 /// Adds a run's windows to the op's summary; returns the run's samples.
-fn add_windows(summary: &mut WindowSummary, out: &RunOutput) -> u64 {
-    summary.seconds += out.result.window_ns.unwrap_or(0) as f64 / 1e9;
+fn add_windows(summary: &mut WindowSummary, out: &RunOutput, windows: &RunWindows) -> u64 {
+    summary.seconds += windows.ns as f64 / 1e9;
+    summary.windows += windows.count;
     summary.iterations += out.result.iterations.unwrap_or(0);
     let mut samples = 0;
     for w in &out.windows {
@@ -735,6 +811,7 @@ fn harness_target(
         empty: spec.empty,
         name: None,
         threads: opts.threads.torch_threads,
+        cwd: opts.cwd.clone(),
     };
     let mut target = Target {
         program: opts.python.clone(),

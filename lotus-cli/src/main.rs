@@ -184,6 +184,9 @@ struct MapArgs {
     /// Live: threads for torch, OpenMP, MKL and OpenBLAS in each op process (default: 1, as in a DataLoader worker; see the README).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     threads: Option<u32>,
+    /// Live: run every op in DIR (`--cwd .`: where lotus was started, for scripts that open files by paths relative to it) instead of in the op file's folder; the op's folder stays importable.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -282,7 +285,10 @@ fn emit(
     let names = NameWidth::from_wide(wide);
     match out {
         Some(path) if usage::is_stdout(path) => {
-            print!("{}", render(mapping, format.unwrap_or(Format::Json), top, names)?);
+            print!(
+                "{}",
+                render(mapping, format.unwrap_or(Format::Json), top, names)?
+            );
         }
         Some(path) => {
             let format = format.unwrap_or_else(|| Format::from_path(path));
@@ -338,6 +344,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 collect_type: args.collect_type.clone(),
                 keep_raw: args.keep_raw.clone(),
                 threads: live::threads::ThreadPlan::from_env(args.threads),
+                cwd: args.cwd.as_deref().map(live::op_folder).transpose()?,
             };
             for op in args.ops.iter().filter(|op| op.is_file()) {
                 harness::warn_if_op_folder_shared(op);

@@ -126,6 +126,7 @@ fn run_harness(
         empty: opts.empty,
         name: opts.name.map(str::to_string),
         threads: None,
+        cwd: None,
     };
     let mut cmd = Command::new(python());
     cmd.arg(&files.harness)

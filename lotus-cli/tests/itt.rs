@@ -138,6 +138,7 @@ fn harness_args(op_file: &Path, result: &Path, warmup: u32) -> HarnessArgs {
         empty: false,
         name: None,
         threads: None,
+        cwd: None,
     }
 }
 
@@ -250,6 +251,43 @@ except RuntimeError as e:
         lines[4].starts_with("refused: lotus_resume called after lotus_detach"),
         "{lines:?}"
     );
+}
+
+/// The study's Intel and AMD script patterns under VTune, with neither
+/// itt-python nor uProf's binding installed: the harness's stand-ins open
+/// the windows, which reach VTune's collector through ITT.
+#[test]
+fn under_vtune_the_study_scripts_reach_itt_through_the_stand_ins() {
+    let ops = tempfile::tempdir().unwrap();
+    for (name, script) in [
+        (
+            "IntelStudy.py",
+            "import os, itt\nfor i in range(3):\n    if i == 2:\n        itt.resume()\n    open(os.environ['LOTUS_TEST_ITT_LOG'], 'a').write('op\\n')\n    if i == 2:\n        itt.detach()\n",
+        ),
+        (
+            "AmdStudy.py",
+            "import os, amdprofilecontrol as a\nfor i in range(3):\n    if i == 2:\n        assert a.resume(1)\n    open(os.environ['LOTUS_TEST_ITT_LOG'], 'a').write('op\\n')\n    if i == 2:\n        assert a.pause(1)\n",
+        ),
+    ] {
+        let script = write(ops.path(), name, script);
+        let log = ops.path().join(format!("{name}.log"));
+        let run = run_vtune_harness(
+            &script,
+            0,
+            &[
+                ("INTEL_LIBITTNOTIFY64", tools().collector.as_os_str()),
+                ("LOTUS_TEST_ITT_LOG", log.as_os_str()),
+            ],
+        );
+        assert_eq!(run.output.status.code(), Some(0), "{name}: {}", run.stderr());
+        let lines = read_lines(&log);
+        let end = if name.starts_with("Intel") {
+            vec!["op", "op", "resume", "op", "pause", "detach"]
+        } else {
+            vec!["op", "op", "resume", "op", "pause"]
+        };
+        assert_eq!(lines, end, "{name}");
+    }
 }
 
 #[test]

@@ -659,3 +659,65 @@ fn dry_run_shows_the_interval_the_cutoff_and_windows_sized_by_the_interval() {
         assert!(out.contains(" -f csv --cutoff 1000000"), "{out}");
     }
 }
+
+/// The study's scripts under uProf, without its Python binding or
+/// itt-python installed: the harness's stand-ins open the windows, which
+/// the control library turns into uProf's own calls; the harness times
+/// the windows.
+#[test]
+fn study_scripts_reach_uprof_through_the_stand_ins() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let lib = standin::build_library(&tmp.path().join("lib5.so"), Flavor::good(Api::V5));
+    let harness = harness_dir().join("lotus_harness.py");
+    for (name, script) in [
+        (
+            "Amd.py",
+            "import time, amdprofilecontrol as a\nfor i in range(3):\n    if i == 2:\n        assert a.resume(1) is True\n    time.sleep(0.01)\n    if i == 2:\n        assert a.pause(1) is True\nassert a.get_last_profile_error() == 0\n",
+        ),
+        (
+            "Intel.py",
+            "import time, itt\nd = itt.domain_create('x')\nitt.task_begin(d, 't')\nitt.resume()\ntime.sleep(0.01)\nitt.task_end(d)\nitt.detach()\n",
+        ),
+    ] {
+        let log = tmp.path().join(format!("{name}.log"));
+        let op = tmp.path().join(name);
+        fs::write(&op, script).expect("script");
+        let result = tmp.path().join(format!("{name}.json"));
+        let mut cmd = python(
+            &[
+                harness.to_str().expect("path"),
+                "--op-file",
+                op.to_str().expect("path"),
+                "--result",
+                result.to_str().expect("path"),
+            ],
+            &log,
+        );
+        cmd.env("LOTUS_UPROF_CONTROL_LIB", &lib);
+        let o = run(cmd);
+        assert_ok(&o);
+        assert_eq!(
+            standin::calls(&log),
+            ["amdProfileResumeImpl", "amdProfilePauseImpl"],
+            "{name}"
+        );
+        let r: Value =
+            serde_json::from_str(&fs::read_to_string(&result).expect("result")).expect("json");
+        assert_eq!(r["windows"][0][1], 1, "{name}: {r}");
+        assert!(r["window_ns"].as_u64().unwrap_or(0) >= 10_000_000, "{name}: {r}");
+    }
+}
+
+/// The control library exports uProf's names too: named as uProf's
+/// library, it is refused instead of calling itself.
+#[test]
+fn the_control_library_is_not_taken_for_uprofs() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let log = tmp.path().join("log");
+    let mut cmd = python(&["-c", CALLS], &log);
+    cmd.env("LOTUS_UPROF_CONTROL_LIB", control_lib());
+    let o = run(cmd);
+    assert_ok(&o);
+    let out = stdout(&o);
+    assert!(out.contains("is the lotus control library"), "{out}");
+}

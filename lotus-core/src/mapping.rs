@@ -154,8 +154,13 @@ pub struct OpMapping {
 pub struct WindowSummary {
     /// Seconds the windows were open, summed over runs.
     pub seconds: f64,
-    /// Op calls inside the windows, summed over runs.
+    /// Op calls inside the windows, summed over runs (op mode; a script's
+    /// calls inside its own windows are not counted: see `windows`).
     pub iterations: u64,
+    /// Windows opened, summed over runs: one per run in op mode, each
+    /// resume/pause pair of a script.
+    #[serde(default)]
+    pub windows: u64,
     /// Samples taken in the windows (before any rule).
     pub samples: u64,
     /// Samples the kernel dropped.

@@ -183,6 +183,7 @@ fn op_mapping(name: String) -> impl Strategy<Value = OpMapping> {
                 window: window.map(|(seconds, iterations, samples)| WindowSummary {
                     seconds,
                     iterations,
+                    windows: iterations % 5,
                     samples,
                     lost_samples: 0,
                     counters: BTreeMap::from([("task-clock-ns".to_string(), seconds * 1e9)]),

@@ -27,9 +27,10 @@ pub(crate) struct Channel {
 
 impl Channel {
     /// Parses `"<read_fd>,<write_fd>"` and checks that both descriptors
-    /// are open pipes (or sockets) usable in the right direction. Marks
-    /// them close-on-exec so that programs this process executes do not
-    /// inherit the channel. The error is a sentence naming the variable.
+    /// are open pipes (or sockets) usable in the right direction. They are
+    /// left inheritable: a program this process executes (a native op the
+    /// script starts) reaches lotus through them too. The error is a
+    /// sentence naming the variable.
     pub(crate) fn from_env_value(var: &str, value: &str) -> Result<Channel, String> {
         let (r, w) = value
             .split_once(',')
@@ -49,8 +50,6 @@ impl Channel {
         }
         check_fd(var, read_fd, Direction::Read)?;
         check_fd(var, write_fd, Direction::Write)?;
-        set_cloexec(read_fd);
-        set_cloexec(write_fd);
         Ok(Channel {
             read_fd,
             write_fd,
@@ -232,14 +231,4 @@ fn check_fd(var: &str, fd: RawFd, direction: Direction) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn set_cloexec(fd: RawFd) {
-    // SAFETY: F_GETFD/F_SETFD only change the descriptor's close-on-exec flag.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFD);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-        }
-    }
 }

@@ -18,6 +18,10 @@
 //! - The library is also an ITT collector (it exports `__itt_api_init`):
 //!   with `INTEL_LIBITTNOTIFY64` naming it, scripts that switch their own
 //!   windows with ITT (`ittapi.resume()`) reach lotus's windows.
+//! - It also exports uProf's profile-control entry points
+//!   (`amdProfileResume`, `amdProfilePause`, their 5.x `...Impl` forms,
+//!   `amdGetLastProfileError`): native code written for uProf, linked
+//!   against this library, opens lotus's windows under any backend.
 //!
 //! The channel belongs to the process that first used the library: a
 //! forked child (a DataLoader worker) that calls it gets an error instead of
@@ -27,6 +31,7 @@
 //! [`host`] is the lotus process's end of the channel.
 #![deny(missing_docs)]
 
+mod amd_exports;
 mod backend;
 mod channel;
 mod error;

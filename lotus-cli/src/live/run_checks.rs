@@ -53,6 +53,8 @@ pub(super) fn empty_run(
                 "no measurement window opened: the script opened no window named '{}' in this run (it did in the first run)",
                 one_line(name)
             )
+        } else if out.result.program {
+            "no measurement window opened: the program never called lotus_resume (lotus.h); link it with -llotus_control and open a window before the code to measure, lotus_pause() after it".to_string()
         } else if script {
             let seen: u64 = out.result.windows.iter().map(|(_, n)| n).sum();
             if seen > 0 {
@@ -139,6 +141,7 @@ mod tests {
                 setup_ns: None,
                 error: None,
                 stage: None,
+                program: false,
                 windows: vec![("Op".into(), 1)],
             },
             windows,

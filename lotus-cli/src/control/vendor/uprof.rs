@@ -314,6 +314,15 @@ fn bind(library: Library, path: String) -> Result<Controller, String> {
             .ok()
             .map(|s| *s)
     };
+    // This library exports AMD's names too (to bridge native code written
+    // for uProf): taking it for uProf's would call itself forever.
+    // SAFETY: only whether the symbol exists is asked.
+    if unsafe { library.get::<unsafe extern "C" fn()>(b"lotus_resume") }.is_ok() {
+        return Err(format!(
+            "{path} is the lotus control library, not uProf's profile-control library: point {} at uProf's libAMDProfileController.so",
+            control_lib::ENV_LIBRARY
+        ));
+    }
     let api = match (get5(RESUME_5), get5(PAUSE_5)) {
         (Some(resume), Some(pause)) => Api::V5 { resume, pause },
         _ => match (get4(RESUME_4), get4(PAUSE_4)) {
