@@ -89,6 +89,7 @@ enum Command {
     #[command(after_help = env_help::map())]
     Map(MapArgs),
     /// Show a mapping (lotus.mapping/1 or the original tool's schema) as a table.
+    #[command(after_help = env_help::show())]
     Show(ShowArgs),
     /// Profile a whole program (all its processes and threads), or the windows it opens.
     #[command(after_help = env_help::profile())]

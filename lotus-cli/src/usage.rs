@@ -86,6 +86,10 @@ pub mod env_help {
     pub const PYTHONPATH: &str = "  PYTHONPATH               kept, after lotus's own Python folder (the lotus / lotus_trace module)";
     /// `LOTUS_SORT_BUFFER`.
     pub const SORT_BUFFER: &str = "  LOTUS_SORT_BUFFER        bytes kept in memory per sort before spilling to files (default 1m; 64m, up to 64g)";
+    /// `COLUMNS`.
+    pub const COLUMNS: &str = "  COLUMNS                  the width tables fit when the output is not a terminal (default 120; --wide: full names)";
+    /// The thread-count variables of the op's process.
+    pub const THREADS: &str = "  OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS\n                           when any is set, the ops' thread counts are left to them (else 1, as in a DataLoader worker; --threads N wins)";
     /// `TMPDIR`.
     pub const TMPDIR: &str = "  TMPDIR                   where temporary files go (harness, spilled sorts); default /tmp";
 
@@ -106,7 +110,22 @@ pub mod env_help {
 
     /// `lotus map`.
     pub fn map() -> String {
-        list(&[PYTHON, CONTROL_LIB, VTUNE, UPROF, ITT, TMPDIR, PATH])
+        list(&[
+            PYTHON,
+            CONTROL_LIB,
+            VTUNE,
+            UPROF,
+            ITT,
+            THREADS,
+            COLUMNS,
+            TMPDIR,
+            PATH,
+        ])
+    }
+
+    /// `lotus show`.
+    pub fn show() -> String {
+        list(&[COLUMNS])
     }
 
     /// `lotus profile`.
@@ -116,7 +135,7 @@ pub mod env_help {
 
     /// `lotus attribute` (a trace folder given to --op-times is sorted).
     pub fn attribute() -> String {
-        list(&[SORT_BUFFER, TMPDIR])
+        list(&[SORT_BUFFER, COLUMNS, TMPDIR])
     }
 
     /// `lotus trace run`.
