@@ -5,7 +5,7 @@
 # library.
 #
 #   bash scripts/setup.sh           # the light set-up (the demo's)
-#   bash scripts/setup.sh --torch   # also torch and torchvision (the tests')
+#   bash scripts/setup.sh --torch   # also torch, torchvision and pandas (the tests')
 #
 # --torch installs the pinned torch and torchvision below unless .venv can
 # already import both. PyPI, the one registry reached here, has no CPU-only
@@ -36,6 +36,12 @@ pip_install() {
 if ! .venv/bin/python -c 'import PIL, numpy, ittapi' 2>/dev/null; then
     echo "setup: installing Pillow, numpy and ittapi into .venv" >&2
     pip_install pillow numpy ittapi
+fi
+# pandas: the tests read `lotus trace run --format original` logs with the
+# original study's own parser (pandas read_csv).
+if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import pandas' 2>/dev/null; then
+    echo "setup: installing pandas into .venv (the study's log parser, for the tests)" >&2
+    pip_install pandas
 fi
 if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import torch, torchvision' 2>/dev/null; then
     echo "setup: installing ${TORCH_PINS[*]} into .venv (about 5 GB with its CUDA libraries; pip's cache is reused)" >&2

@@ -217,6 +217,14 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     let to_stdout = args.out.as_os_str() == "-";
     let out_path = (!to_stdout).then(|| args.out.canonicalize().ok()).flatten();
 
+    // Views already made of a trace (lotus's, the study's *_coarse.json):
+    // merged, they would show everything twice.
+    for v in &folder.views {
+        eprintln!(
+            "lotus: note: {}: a view of a trace (lotus's or the study's), not a profiler trace: left out",
+            v.display()
+        );
+    }
     // Profiler traces: a first pass for their time base.
     let mut torch_traces: Vec<(PathBuf, TorchScan)> = Vec::new();
     if !args.no_torch {

@@ -81,6 +81,7 @@ pub fn rank_folders(
                     .cloned()
                     .collect(),
                 torch: Vec::new(),
+                views: Vec::new(),
             };
             (rank, hosts.into_iter().collect(), sub)
         })
