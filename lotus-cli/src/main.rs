@@ -7,6 +7,7 @@
 //! and statistics of a pipeline trace).
 
 mod attribute_cmd;
+mod compare_cmd;
 mod from_reports;
 mod harness;
 mod live;
@@ -63,6 +64,9 @@ enum Command {
     Map(MapArgs),
     /// Show a mapping (lotus.mapping/1 or the original tool's schema) as a table.
     Show(ShowArgs),
+    /// Ops of live mappings from different hosts side by side: latency and
+    /// CPU per call, with ratios to the first.
+    Compare(compare_cmd::CompareArgs),
     /// Profile a whole program (all its processes and threads), or the windows it opens.
     Profile(profile_cmd::ProfileArgs),
     /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
@@ -164,6 +168,7 @@ fn main() -> ExitCode {
         Command::Backends { json } => cmd_backends(json),
         Command::Map(args) => cmd_map(args),
         Command::Show(args) => cmd_show(args),
+        Command::Compare(args) => compare_cmd::run(args),
         Command::Attribute(args) => attribute_cmd::run(args),
         Command::Profile(args) => profile_cmd::run(args),
         Command::Trace { command } => trace_cmd::run(command),
