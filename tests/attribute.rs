@@ -1011,3 +1011,59 @@ fn by_function_gives_each_native_functions_own_sums() {
         assert!(t.contains("Retiring") && t.contains("CPI"), "{format}");
     }
 }
+
+#[test]
+fn plot_title_fits_inside_the_image_however_long() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mapping = build_mapping(tmp.path());
+    // A long --op-times path makes a long title ("split: by op time from ...").
+    let deep = tmp
+        .path()
+        .join("a_rather_long_folder_name_for_the_op_times_of_this_run/and_deeper_still");
+    fs::create_dir_all(&deep).expect("mkdir");
+    let times = deep.join("op_times.csv");
+    fs::copy(fixture("attribute/op_times.csv"), &times).expect("copy");
+    let svg_path = tmp.path().join("ops.svg");
+    let mut a: Vec<String> = three_profile_args(&mapping);
+    a.extend([
+        "--op-times".into(),
+        s(&times).into(),
+        "--plot".into(),
+        s(&svg_path).into(),
+    ]);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    lotus_ok(&a);
+    let text = fs::read_to_string(&svg_path).expect("svg written");
+    let doc = roxmltree::Document::parse(&text).expect("well-formed XML");
+    let width: f64 = doc
+        .root_element()
+        .attribute("width")
+        .expect("width")
+        .parse()
+        .expect("number");
+    let title = doc
+        .descendants()
+        .find(|n| n.has_tag_name("text") && n.text().is_some_and(|t| t.contains("CPU time per op")))
+        .expect("title");
+    let t = title.text().expect("text").trim();
+    let size: f64 = title
+        .attribute("font-size")
+        .and_then(|f| f.trim_end_matches("px").parse().ok())
+        .unwrap_or(18.0);
+    let x: f64 = title.attribute("x").expect("x").parse().expect("x");
+    // Sans-serif glyphs average about half their size; 0.6 is generous.
+    let half = t.chars().count() as f64 * size * 0.6 / 2.0;
+    let (left, right) = match title.attribute("text-anchor") {
+        Some("middle") => (x - half, x + half),
+        Some("end") => (x - 2.0 * half, x),
+        _ => (x, x + 2.0 * half),
+    };
+    assert!(
+        left >= 0.0 && right <= width,
+        "title '{t}' spans {left}..{right} of {width}"
+    );
+    assert!(
+        t.ends_with("op_times.csv)"),
+        "the end of the path is kept: {t}"
+    );
+}

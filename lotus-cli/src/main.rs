@@ -13,7 +13,9 @@ mod harness;
 mod live;
 mod oom;
 mod output;
+mod plots;
 mod profile_cmd;
+mod report_cmd;
 mod trace_cmd;
 mod trace_run;
 
@@ -71,6 +73,9 @@ enum Command {
     Profile(profile_cmd::ProfileArgs),
     /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
     Attribute(attribute_cmd::AttributeArgs),
+    /// One self-contained HTML page of a run: traces (configurations side
+    /// by side), attributions, plots.
+    Report(report_cmd::ReportArgs),
     /// Pipeline traces: when each op, sample and batch ran in every process.
     Trace {
         #[command(subcommand)]
@@ -171,6 +176,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => compare_cmd::run(args),
         Command::Attribute(args) => attribute_cmd::run(args),
         Command::Profile(args) => profile_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
         Command::Trace { command } => trace_cmd::run(command),
     };
     match result {

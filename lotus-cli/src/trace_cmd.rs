@@ -432,20 +432,24 @@ impl Serialize for StreamedRows {
     }
 }
 
-/// One configuration's statistics.
-struct Computed {
-    label: String,
-    dir: PathBuf,
+/// One configuration's statistics (also what `lotus report` shows).
+pub(crate) struct Computed {
+    /// Its name (its folder's).
+    pub(crate) label: String,
+    /// Its trace folder.
+    pub(crate) dir: PathBuf,
     folder: TraceFolder,
     index: TraceIndex,
-    stats: TraceStats,
+    /// Its statistics.
+    pub(crate) stats: TraceStats,
     /// Every batch, until its JSON takes them.
     rows: Option<PerBatchRows>,
     ranks: Vec<RankStats>,
 }
 
 impl Computed {
-    fn of(label: String, dir: PathBuf, rule: OutlierRule) -> Result<Computed> {
+    /// The statistics of the trace in `dir` under `rule`.
+    pub(crate) fn of(label: String, dir: PathBuf, rule: OutlierRule) -> Result<Computed> {
         let (folder, mut index) = load(&dir, true)?;
         let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
         let ranks = rank_stats(&folder, &index)?;
@@ -512,9 +516,15 @@ fn natural_order(a: &str, b: &str) -> std::cmp::Ordering {
 /// The configurations `args` names: each DIR, or with `--configs` each
 /// sub-folder of each DIR that holds logs.
 fn configurations(args: &StatsArgs) -> Result<Vec<(String, PathBuf)>> {
+    configurations_of(&args.dirs, args.configs)
+}
+
+/// The configurations of `dirs`: each one, or with `configs` each of
+/// their sub-folders that holds logs (labelled by name, in natural order).
+pub(crate) fn configurations_of(dirs: &[PathBuf], configs: bool) -> Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
-    for dir in &args.dirs {
-        if !args.configs {
+    for dir in dirs {
+        if !configs {
             let label = dir.file_name().map_or_else(
                 || dir.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),

@@ -304,7 +304,7 @@ fn check_matches(a: &Attribution, p: &LoadedProfile, mapping: &str) -> Result<()
 }
 
 /// Reads the mapping, saying what the file is when it is not one.
-fn load_mapping(path: &Path) -> Result<Mapping> {
+pub(crate) fn load_mapping(path: &Path) -> Result<Mapping> {
     let name = path.display().to_string();
     if path.is_dir() {
         bail!("--mapping {name}: is a folder; give a mapping file (lotus map --out FILE)");
@@ -353,7 +353,7 @@ fn read_head(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Reads `--op-times`: a CSV, or a trace folder (its logs, read through
 /// `lotus_core::trace`: each op's total time; else its `op_times.csv`).
-fn load_op_times(path: &Path) -> Result<OpTimes> {
+pub(crate) fn load_op_times(path: &Path) -> Result<OpTimes> {
     let file = if path.is_dir() {
         if let Some((times, warnings)) = OpTimes::read_trace_dir(path)? {
             for bad in &warnings.shown {
@@ -550,7 +550,7 @@ fn parse_interval(text: &str) -> Option<f64> {
 
 /// Gives each profile a short unique name: its file stem, or its path
 /// where two stems are the same.
-fn name_profiles(profiles: &mut [LoadedProfile]) {
+pub(crate) fn name_profiles(profiles: &mut [LoadedProfile]) {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for p in profiles.iter() {
         *seen.entry(p.name.clone()).or_default() += 1;
