@@ -277,6 +277,34 @@ fn the_studys_rule_removes_low_batches_and_recomputes_every_figure() {
     assert!(want.iter().any(|w| w.1 == "high") && want.iter().any(|w| w.1 == "low"));
     assert_eq!(got, want);
 
+    // A distributed job's ranks follow the same rule: the same logs with
+    // headers naming rank 0.
+    let ranked = tmp.path().join("ranked");
+    fs::create_dir_all(&ranked).expect("mkdir");
+    for e in fs::read_dir(&dir).expect("dir") {
+        let p = e.expect("entry").path();
+        let name = p.file_name().expect("name").to_string_lossy().into_owned();
+        let (role, pid) = name.rsplit_once("_pid_").expect("a log");
+        let role = if role.ends_with("main") {
+            "main"
+        } else {
+            "worker"
+        };
+        let header = format!(
+            "#lotus-trace v1 role={role} pid={pid} host=h rank=0 local_rank=0 world_size=1\n"
+        );
+        let body = fs::read_to_string(&p).expect("read");
+        fs::write(ranked.join(&name), header + &body).expect("write");
+    }
+    let v = stats(&[s(&ranked), "--outliers", "study"]);
+    let r = &v["ranks"][0]["batches"];
+    assert_eq!(
+        r["outlier_rule"], "study-remove-below-q1-2iqr",
+        "{}",
+        v["ranks"]
+    );
+    assert_eq!(r["summary"]["count"].as_u64(), Some(after.count as u64));
+
     // The table names the rule.
     let text = lotus_ok(&["trace", "stats", s(&dir), "--outliers", "study"]);
     assert!(text.contains("removed below Q1 - 2 IQR"), "{text}");

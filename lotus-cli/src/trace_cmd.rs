@@ -75,7 +75,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArra
 use lotus_core::spill::Budget;
 use lotus_core::trace::chrome::{ChromeWriter, Flows};
 use lotus_core::trace::folder::Item;
-use lotus_core::trace::ranks::{process_ranks, rank_stats, RankStats};
+use lotus_core::trace::ranks::{process_ranks, rank_stats_with, RankStats};
 use lotus_core::trace::stats::{
     op_totals, ConfigComparison, OutlierRule, PerBatchRows, Summary, TraceStats, WaitBucket,
 };
@@ -452,7 +452,7 @@ impl Computed {
     pub(crate) fn of(label: String, dir: PathBuf, rule: OutlierRule) -> Result<Computed> {
         let (folder, mut index) = load(&dir, true)?;
         let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
-        let ranks = rank_stats(&folder, &index)?;
+        let ranks = rank_stats_with(&folder, &index, rule)?;
         Ok(Computed {
             label,
             dir,
