@@ -150,10 +150,12 @@ fn the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers() {
         names,
         [
             "batch_time",
+            "delay_box",
             "delays",
             "op_cpi",
             "op_cpu_time",
             "op_time",
+            "wait_box",
             "waits"
         ]
     );
@@ -161,7 +163,10 @@ fn the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers() {
         let rects = p["rects"].as_u64().unwrap_or(0);
         let fills = p["fills"].as_u64().unwrap_or(0);
         let lines = p["lines"].as_u64().unwrap_or(0);
-        if name == "batch_time" {
+        if name.ends_with("_box") {
+            // Whiskers and medians of each configuration's box.
+            assert!(lines >= 2 * 5, "{name}: {lines} lines");
+        } else if name == "batch_time" {
             // The boxes with a height (b256_gpu1 has one batch: Q1 = Q3), and
             // the whiskers and medians of both.
             assert!(
@@ -176,6 +181,25 @@ fn the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers() {
             );
         }
         assert!(p["width"].as_f64().unwrap_or(0.0) > 300.0, "{name}: shown");
+        assert_eq!(
+            p["clipped"],
+            serde_json::json!([]),
+            "{name}: text cut at an edge"
+        );
+        let texts: Vec<&str> = p["texts"]
+            .as_array()
+            .expect("texts")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        if !name.starts_with("op_c") {
+            for label in ["b128_gpu1", "b256_gpu1"] {
+                assert!(
+                    texts.contains(&label),
+                    "{name}: {label} under its bars: {texts:?}"
+                );
+            }
+        }
         let file = fs::read_to_string(plot_dir.join(format!("{name}.svg"))).expect("svg file");
         roxmltree::Document::parse(&file).expect("well-formed SVG");
     }

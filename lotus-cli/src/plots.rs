@@ -152,13 +152,15 @@ pub fn grouped_bars(
                     }),
             )?;
         }
+        // Group names under their bars, drawn on the whole image:
+        // backend_coord gives the image's pixels, not the chart area's.
         let style = ("sans-serif", 13)
             .into_font()
-            .into_text_style(&left)
+            .into_text_style(&root)
             .pos(Pos::new(HPos::Center, VPos::Top));
         for (i, name) in groups.iter().enumerate() {
             let (x, y) = chart.backend_coord(&(i as f64, 0.0));
-            left.draw(&Text::new(
+            root.draw(&Text::new(
                 fit(name, slot - 8, 13),
                 (x, y + 6),
                 style.clone(),
@@ -257,11 +259,11 @@ pub fn box_plot(title_text: &str, y_desc: &str, boxes: &[(String, BoxFigures)]) 
         }
         let style = ("sans-serif", 13)
             .into_font()
-            .into_text_style(&body)
+            .into_text_style(&root)
             .pos(Pos::new(HPos::Center, VPos::Top));
         for (i, (name, _)) in boxes.iter().enumerate() {
             let (x, y) = chart.backend_coord(&(i as f64, lo));
-            body.draw(&Text::new(
+            root.draw(&Text::new(
                 fit(name, slot - 8, 13),
                 (x, y + 6),
                 style.clone(),

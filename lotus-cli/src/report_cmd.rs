@@ -166,7 +166,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         esc(rule.describe())
     );
     if !configs.is_empty() {
-        traces(&mut page, &configs, &colours, rule)?;
+        traces(&mut page, &mut configs, &colours, rule)?;
     }
     if !attributed.is_empty() {
         attribution(&mut page, &attributed, &colours)?;
@@ -196,13 +196,13 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
 /// The trace sections: ops, batches, waits, delays, per configuration.
 fn traces(
     page: &mut Page,
-    configs: &[Computed],
+    configs: &mut [Computed],
     colours: &Colours,
     rule: OutlierRule,
 ) -> Result<()> {
     let labels: Vec<String> = configs.iter().map(|c| c.label.clone()).collect();
     page.html += "<h2>Traces</h2>\n<p>The timeline of each: <code>lotus trace view DIR --out trace.json</code>, then open trace.json in the Perfetto UI (ui.perfetto.dev) or chrome://tracing:</p><ul>\n";
-    for c in configs {
+    for c in configs.iter() {
         let _ = writeln!(
             page.html,
             "<li>{}: <code>lotus trace view {} --out {}_trace.json</code></li>",
@@ -212,7 +212,7 @@ fn traces(
         );
     }
     page.html += "</ul>\n<h3>Ops</h3>\n";
-    for c in configs {
+    for c in configs.iter() {
         let _ = writeln!(
             page.html,
             "<h4>{}</h4><table><tr><th>op</th><th>count</th><th>total</th><th>mean</th><th>p50</th><th>p95</th><th>std</th></tr>",
@@ -274,7 +274,7 @@ fn traces(
 
     page.html += "<h3>Batch preprocessing time</h3>\n<table><tr><th>configuration</th><th>batches</th><th>mean</th><th>p50</th><th>Q1</th><th>Q3</th><th>std</th><th>min</th><th>max</th><th>outliers</th></tr>\n";
     let mut boxes = Vec::new();
-    for c in configs {
+    for c in configs.iter() {
         let b = &c.stats.batches;
         let k = |f: &str| format!("trace/{}/batches/{f}", c.label);
         if let (Some(s), Some(q1), Some(q3)) = (&b.summary, b.q1_ns, b.q3_ns) {
@@ -306,20 +306,21 @@ fn traces(
                 .map(|c| (c.label.as_str(), &c.stats.batches))
                 .collect::<Vec<_>>(),
         );
-        let ratio = |v: Option<f64>| v.map_or("-".to_string(), |r| format!("{r:.2}"));
+        let ratio = |v: Option<f64>| {
+            v.map_or("- (the smallest is 0: no ratio)".to_string(), |r| {
+                format!("{r:.2}x")
+            })
+        };
         let _ = writeln!(
             page.html,
-            "<p>Across configurations (the study's comparison): maximum normalized IQR <span data-key=\"trace/comparison/max_normalized_iqr\">{}</span>x, maximum normalized standard deviation <span data-key=\"trace/comparison/max_normalized_std\">{}</span>x.</p>",
+            "<p>Across configurations (the study's comparison): maximum normalized IQR <span data-key=\"trace/comparison/max_normalized_iqr\">{}</span>, maximum normalized standard deviation <span data-key=\"trace/comparison/max_normalized_std\">{}</span>.</p>",
             ratio(cmp.max_normalized_iqr),
             ratio(cmp.max_normalized_std)
         );
     }
     if !boxes.is_empty() {
         let svg = box_plot(
-            &format!(
-                "Batch preprocessing time per configuration (outliers: {})",
-                rule.as_str()
-            ),
+            &format!("Batch preprocessing time (outliers: {})", rule.as_str()),
             "preprocessing time per batch (ms)",
             &boxes,
         )?;
@@ -344,7 +345,7 @@ fn traces(
         .iter()
         .map(|n| (n.to_string(), Vec::new()))
         .collect();
-    for c in configs {
+    for c in configs.iter() {
         let s = &c.stats;
         let k = |f: &str| format!("trace/{}/{f}", c.label);
         let waits = s.wait.summary.as_ref().map_or(0, |w| w.count);
@@ -407,6 +408,45 @@ fn traces(
         "The study's delay shares: under 250 ms, between, over 500 ms.",
         svg,
     );
+    // The distributions themselves, from every batch.
+    let (mut delay_boxes, mut wait_boxes) = (Vec::new(), Vec::new());
+    for c in configs.iter_mut() {
+        let (mut delays, mut waits) = c.delays_and_waits_ms()?;
+        for (values, boxes) in [
+            (&mut delays, &mut delay_boxes),
+            (&mut waits, &mut wait_boxes),
+        ] {
+            if values.is_empty() {
+                continue;
+            }
+            values.sort_by(f64::total_cmp);
+            let q = |p| lotus_core::trace::stats::percentile(values, p);
+            boxes.push((
+                c.label.clone(),
+                [q(0.0), q(25.0), q(50.0), q(75.0), q(100.0)],
+            ));
+        }
+    }
+    if !wait_boxes.is_empty() {
+        let svg = box_plot("Main-process wait per batch", "wait (ms)", &wait_boxes)?;
+        page.plot(
+            "wait_box",
+            "Every wait: box Q1 to Q3, red line: median, whiskers: min to max.",
+            svg,
+        );
+    }
+    if !delay_boxes.is_empty() {
+        let svg = box_plot(
+            "Delay from end of preprocessing to consumption",
+            "delay (ms)",
+            &delay_boxes,
+        )?;
+        page.plot(
+            "delay_box",
+            "Every consumed batch: box Q1 to Q3, red line: median, whiskers: min to max.",
+            svg,
+        );
+    }
     Ok(())
 }
 

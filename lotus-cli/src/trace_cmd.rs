@@ -464,6 +464,21 @@ impl Computed {
         })
     }
 
+    /// Every batch's delay to consumption and the main process's wait for
+    /// it, ms (those it has), read from its rows (once: a second call
+    /// gives nothing).
+    pub(crate) fn delays_and_waits_ms(&mut self) -> Result<(Vec<f64>, Vec<f64>)> {
+        let (mut delays, mut waits) = (Vec::new(), Vec::new());
+        if let Some(rows) = self.rows.take() {
+            for r in rows {
+                let r = r?;
+                delays.extend(r.delay_ns.map(|d| d as f64 / 1e6));
+                waits.extend(r.wait_ns.map(|w| w as f64 / 1e6));
+            }
+        }
+        Ok((delays, waits))
+    }
+
     /// The JSON of one configuration, its batches read from `rows`.
     fn json(&self, rows: Option<PerBatchRows>) -> StatsJson<'_> {
         StatsJson {
@@ -697,6 +712,9 @@ fn render_comparison(c: &ConfigComparison, rule: OutlierRule) -> String {
         c.max_normalized_iqr.map_or("-".to_string(), |r| format!("{r:.2}x")),
         c.max_normalized_std.map_or("-".to_string(), |r| format!("{r:.2}x")),
     );
+    if c.max_normalized_iqr.is_none() || c.max_normalized_std.is_none() {
+        out += "  (-: the smallest figure is 0, or no configuration has batches: no ratio; the study's script would divide by 0)\n";
+    }
     out
 }
 
