@@ -10,7 +10,8 @@
 //! The page needs no network: its CSS is inline, its plots are inline SVG
 //! (drawn with plotters, [`crate::plots`]), and it has no script. It
 //! holds, per configuration, the per-op table and the op-time plot, the
-//! batch preprocessing time box plots, the wait buckets and delay shares;
+//! batch preprocessing time box plots, the wait buckets and delay shares,
+//! box plots of every wait and delay;
 //! per profile, each op's time and hardware metrics (CPI, top-down) and
 //! each op's native functions; and the `lotus trace view` command that
 //! makes the Perfetto timeline. Each figure shown carries `data-key` with
