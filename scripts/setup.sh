@@ -5,7 +5,7 @@
 # library.
 #
 #   bash scripts/setup.sh           # the light set-up (the demo's)
-#   bash scripts/setup.sh --torch   # also torch and torchvision (the tests')
+#   bash scripts/setup.sh --torch   # also torch, torchvision and pandas (the tests')
 #
 # --torch installs the pinned torch and torchvision below unless .venv can
 # already import both. PyPI, the one registry reached here, has no CPU-only
@@ -36,6 +36,24 @@ pip_install() {
 if ! .venv/bin/python -c 'import PIL, numpy, ittapi' 2>/dev/null; then
     echo "setup: installing Pillow, numpy and ittapi into .venv" >&2
     pip_install pillow numpy ittapi
+fi
+# pandas: the tests read `lotus trace run --format original` logs with the
+# original study's own parser (pandas read_csv).
+if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import pandas' 2>/dev/null; then
+    echo "setup: installing pandas into .venv (the study's log parser, for the tests)" >&2
+    pip_install pandas
+fi
+# Chromium (Debian's package): the tests open `lotus report`'s page in it
+# headless. Installed as root with apt-get where missing; elsewhere the
+# report test says it is skipped and why.
+if [ "$want_torch" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing chromium (apt-get) for the report test" >&2
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } ||
+            echo "setup: warning: chromium could not be installed; the report test will be skipped" >&2
+    else
+        echo "setup: warning: chromium is missing and this is not root with apt-get; the report test will be skipped" >&2
+    fi
 fi
 if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import torch, torchvision' 2>/dev/null; then
     echo "setup: installing ${TORCH_PINS[*]} into .venv (about 5 GB with its CUDA libraries; pip's cache is reused)" >&2

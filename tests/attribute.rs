@@ -831,3 +831,239 @@ fn bad_inputs_say_what_did_not_match() {
     let e = lotus_fails(&["attribute", "--mapping", m, "--profile", s(tmp.path())]);
     assert!(e.contains("is a folder"), "{e}");
 }
+
+/// `libjpeg.so.9.5.0` -> `libjpeg.so`, as the README says modules are
+/// matched (version suffixes after `.so` dropped).
+fn module_without_version(m: &str) -> String {
+    match m.find(".so.") {
+        Some(i)
+            if m[i + 4..]
+                .split('.')
+                .all(|p| p.chars().all(|c| c.is_ascii_digit())) =>
+        {
+            m[..i + 3].to_string()
+        }
+        _ => m.to_string(),
+    }
+}
+
+#[test]
+fn by_function_gives_each_native_functions_own_sums() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mapping = build_mapping(tmp.path());
+    let ops = mapping_ops(&mapping);
+    // The mapping's functions: (name, module without version) -> ops.
+    let mut funcs: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for (op, fs) in &ops {
+        for (f, m) in fs {
+            let e = funcs
+                .entry((f.clone(), module_without_version(m)))
+                .or_default();
+            if !e.contains(op) {
+                e.push(op.clone());
+            }
+        }
+    }
+    let mut args = vec!["--mapping".to_string(), s(&mapping).to_string()];
+    for p in UARCH {
+        args.push("--profile".into());
+        args.push(s(&uarch(p)).to_string());
+    }
+    let mut json_args = vec!["--by", "function"];
+    json_args.extend(args.iter().map(String::as_str));
+    let out = attribute_json(&json_args);
+    assert_eq!(out["schema"], "lotus.attribution-functions/1");
+    let mut shared_seen = false;
+    for (p, name) in out["profiles"]
+        .as_array()
+        .expect("profiles")
+        .iter()
+        .zip(UARCH)
+    {
+        let rows = uarch_rows(&uarch(name));
+        let got = p["functions"].as_array().expect("functions");
+        assert_eq!(got.len(), funcs.len(), "{name}: one entry per function");
+        let mut explained = 0.0;
+        for ((f, m), f_ops) in &funcs {
+            // The profile names no modules: a row goes to every function
+            // of its name, equally.
+            let same_name = funcs.keys().filter(|(g, _)| g == f).count() as f64;
+            let mine: Vec<&Row> = rows.iter().filter(|r| &r.function == f).collect();
+            let time: f64 = mine.iter().map(|r| r.value).sum::<f64>() / same_name;
+            let ck: f64 = mine.iter().filter_map(|r| r.clockticks).sum::<f64>() / same_name;
+            let inst: f64 = mine.iter().filter_map(|r| r.instructions).sum::<f64>() / same_name;
+            let ret_w: f64 = mine
+                .iter()
+                .filter_map(|r| Some(r.retiring? * r.clockticks?))
+                .sum::<f64>()
+                / same_name;
+            explained += time;
+            let e = got
+                .iter()
+                .find(|g| {
+                    g["function"] == f.as_str()
+                        && module_without_version(g["module"].as_str().expect("module")) == *m
+                })
+                .unwrap_or_else(|| panic!("{name}: {f} ({m}) listed"));
+            assert_close(e["cpu_time_s"].as_f64().expect("time"), time, f);
+            assert_eq!(e["rows"].as_u64(), Some(mine.len() as u64), "{f}");
+            let credited: Vec<(&str, f64)> = e["ops"]
+                .as_array()
+                .expect("ops")
+                .iter()
+                .map(|c| {
+                    (
+                        c["op"].as_str().expect("op"),
+                        c["part"].as_f64().expect("part"),
+                    )
+                })
+                .collect();
+            let want: Vec<(&str, f64)> = f_ops
+                .iter()
+                .map(|o| (o.as_str(), 1.0 / f_ops.len() as f64))
+                .collect();
+            assert_eq!(credited, want, "{f}");
+            shared_seen |= f_ops.len() > 1 && time > 0.0;
+            if ck > 0.0 {
+                assert_close(e["counters"]["Clockticks"].as_f64().expect("ck"), ck, f);
+                assert_close(
+                    e["counters"]["Instructions Retired"]
+                        .as_f64()
+                        .expect("inst"),
+                    inst,
+                    f,
+                );
+                assert_close(e["cpi"].as_f64().expect("cpi"), ck / inst, f);
+                assert_close(
+                    e["topdown"]["Retiring"].as_f64().expect("retiring"),
+                    ret_w / ck,
+                    f,
+                );
+            }
+        }
+        // Sorted by time, and with the unexplained rows, the whole profile.
+        let times: Vec<f64> = got
+            .iter()
+            .map(|g| g["cpu_time_s"].as_f64().expect("t"))
+            .collect();
+        assert!(
+            times.windows(2).all(|w| w[0] >= w[1]),
+            "{name}: most time first"
+        );
+        let total: f64 = rows.iter().map(|r| r.value).sum();
+        assert_close(
+            p["total_cpu_time_s"].as_f64().expect("total"),
+            total,
+            "total",
+        );
+        assert_close(
+            p["unexplained"]["cpu_time_s"]
+                .as_f64()
+                .expect("unexplained"),
+            total - explained,
+            "unexplained",
+        );
+    }
+    assert!(shared_seen, "the fixtures have functions several ops share");
+
+    // The same figures in every format.
+    let text = |format: &str| {
+        let mut a = vec!["attribute", "--by", "function", "--format", format];
+        a.extend(args.iter().map(String::as_str));
+        lotus_ok(&a)
+    };
+    let csv_text = text("csv");
+    let mut r = csv::Reader::from_reader(csv_text.as_bytes());
+    let h = r.headers().expect("header").clone();
+    let col = |n: &str| h.iter().position(|x| x == n).expect(n);
+    let (pc, fc, tc, cc) = (
+        col("profile"),
+        col("function"),
+        col("cpu_time_s"),
+        col("cpi"),
+    );
+    let records: Vec<csv::StringRecord> = r.records().map(|x| x.expect("record")).collect();
+    assert_eq!(records.len(), funcs.len() * UARCH.len());
+    for p in out["profiles"].as_array().expect("profiles") {
+        for e in p["functions"].as_array().expect("functions") {
+            let rec = records
+                .iter()
+                .find(|x| {
+                    x[pc] == *p["name"].as_str().expect("n")
+                        && x[fc] == *e["function"].as_str().expect("f")
+                        && x[col("module")] == *e["module"].as_str().expect("m")
+                })
+                .expect("csv row");
+            let t: f64 = rec[tc].parse().expect("time");
+            assert_close(t, e["cpu_time_s"].as_f64().expect("t"), "csv time");
+            assert_eq!(rec[cc].parse::<f64>().ok(), e["cpi"].as_f64(), "csv cpi");
+        }
+    }
+    let top = out["profiles"][0]["functions"][0].clone();
+    let top_name = top["function"].as_str().expect("name");
+    let top_time = format!("{:.3} s", top["cpu_time_s"].as_f64().expect("t"));
+    for format in ["table", "md"] {
+        let t = text(format);
+        assert!(
+            t.contains(top_name) && t.contains(&top_time),
+            "{format}: {t}"
+        );
+        assert!(t.contains("Retiring") && t.contains("CPI"), "{format}");
+    }
+}
+
+#[test]
+fn plot_title_fits_inside_the_image_however_long() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mapping = build_mapping(tmp.path());
+    // A long --op-times path makes a long title ("split: by op time from ...").
+    let deep = tmp
+        .path()
+        .join("a_rather_long_folder_name_for_the_op_times_of_this_run/and_deeper_still");
+    fs::create_dir_all(&deep).expect("mkdir");
+    let times = deep.join("op_times.csv");
+    fs::copy(fixture("attribute/op_times.csv"), &times).expect("copy");
+    let svg_path = tmp.path().join("ops.svg");
+    let mut a: Vec<String> = three_profile_args(&mapping);
+    a.extend([
+        "--op-times".into(),
+        s(&times).into(),
+        "--plot".into(),
+        s(&svg_path).into(),
+    ]);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    lotus_ok(&a);
+    let text = fs::read_to_string(&svg_path).expect("svg written");
+    let doc = roxmltree::Document::parse(&text).expect("well-formed XML");
+    let width: f64 = doc
+        .root_element()
+        .attribute("width")
+        .expect("width")
+        .parse()
+        .expect("number");
+    let title = doc
+        .descendants()
+        .find(|n| n.has_tag_name("text") && n.text().is_some_and(|t| t.contains("CPU time per op")))
+        .expect("title");
+    let t = title.text().expect("text").trim();
+    let size: f64 = title
+        .attribute("font-size")
+        .and_then(|f| f.trim_end_matches("px").parse().ok())
+        .unwrap_or(18.0);
+    let x: f64 = title.attribute("x").expect("x").parse().expect("x");
+    // Sans-serif glyphs average about half their size; 0.6 is generous.
+    let half = t.chars().count() as f64 * size * 0.6 / 2.0;
+    let (left, right) = match title.attribute("text-anchor") {
+        Some("middle") => (x - half, x + half),
+        Some("end") => (x - 2.0 * half, x),
+        _ => (x, x + 2.0 * half),
+    };
+    assert!(
+        left >= 0.0 && right <= width,
+        "title '{t}' spans {left}..{right} of {width}"
+    );
+    assert!(
+        t.ends_with("op_times.csv)"),
+        "the end of the path is kept: {t}"
+    );
+}

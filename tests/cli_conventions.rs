@@ -22,6 +22,8 @@ const DATA_COMMANDS: &[&str] = &[
     "attribute",
     "trace view",
     "trace stats",
+    "compare",
+    "report",
 ];
 
 /// Commands that print no data of their own, and why.
@@ -174,7 +176,7 @@ fn json_is_kept_as_an_alias_of_format_json() {
     let a: Value = serde_json::from_str(&lotus_ok(&["trace", "stats", dir, "--json"])).expect("j");
     let b: Value = serde_json::from_str(&lotus_ok(&["trace", "stats", dir, "--format", "json"]))
         .expect("json");
-    assert_eq!(a["schema"], "lotus.trace-stats/1");
+    assert_eq!(a["schema"], "lotus.trace-stats/2");
     assert_eq!(a, b);
     let table = lotus_ok(&["trace", "stats", dir, "--format", "table"]);
     assert!(serde_json::from_str::<Value>(&table).is_err(), "{table}");
@@ -272,6 +274,13 @@ fn out_dash_is_standard_output_for_every_command_with_out() {
         "{view}"
     );
     checked.insert("trace view");
+
+    let html = out_to_stdout(&["report", "--trace", trace, "--out", "-"]);
+    assert!(
+        html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"),
+        "{html}"
+    );
+    checked.insert("report");
 
     let page = out_to_stdout(&["man", "--out", "-"]);
     assert!(page.contains(".TH lotus 1"), "{page}");

@@ -724,6 +724,8 @@ fn environment(
     if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
         env.insert("host".into(), h.trim().into());
     }
+    // CPU model, CPUs, cores, kernel: for comparing hosts (`lotus compare`).
+    env.extend(lotus_core::host::facts());
     if let Some(v) = backend_version {
         env.insert("backend_version".into(), v);
     }

@@ -8,6 +8,7 @@
 
 mod attribute_cmd;
 mod attribute_in_pipeline;
+mod compare_cmd;
 mod docs_cmd;
 mod echo;
 mod from_reports;
@@ -16,8 +17,10 @@ mod live;
 mod names;
 mod oom;
 mod output;
+mod plots;
 mod profile_cmd;
 mod program;
+mod report_cmd;
 mod sampled_trace;
 mod trace_cmd;
 mod trace_run;
@@ -91,12 +94,19 @@ enum Command {
     /// Show a mapping (lotus.mapping/1 or the original tool's schema) as a table.
     #[command(after_help = env_help::show())]
     Show(ShowArgs),
+    /// Ops of live mappings from different hosts side by side: latency and
+    /// CPU per call, with ratios to the first.
+    Compare(compare_cmd::CompareArgs),
     /// Profile a whole program (all its processes and threads), or the windows it opens.
     #[command(after_help = env_help::profile())]
     Profile(profile_cmd::ProfileArgs),
     /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
     #[command(after_help = env_help::attribute())]
     Attribute(attribute_cmd::AttributeArgs),
+    /// One self-contained HTML page of a run: traces (configurations side
+    /// by side), attributions, plots.
+    #[command(after_help = env_help::attribute())]
+    Report(report_cmd::ReportArgs),
     /// Pipeline traces: when each op, sample and batch ran in every process.
     Trace {
         #[command(subcommand)]
@@ -220,8 +230,10 @@ fn main() -> ExitCode {
         Command::Backends { format, json } => cmd_backends(json || format == DataFormat::Json),
         Command::Map(args) => cmd_map(args),
         Command::Show(args) => cmd_show(args),
+        Command::Compare(args) => compare_cmd::run(args),
         Command::Attribute(args) => attribute_cmd::run(args),
         Command::Profile(args) => profile_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args),
         Command::Trace { command } => trace_cmd::run(command),
         Command::Completions(args) => docs_cmd::completions::<Cli>(args),
         Command::Man(args) => docs_cmd::man::<Cli>(args, VERSION),

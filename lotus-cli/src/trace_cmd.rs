@@ -3,8 +3,8 @@
 //! writes; [`lotus_core::trace`] reads them).
 //!
 //! ```text
-//! lotus trace view DIR [--coarse] [--no-torch] --out trace.json
-//! lotus trace stats DIR [--format table|json] [--op-times FILE]
+//! lotus trace view DIR [--coarse] [--no-torch] --out trace.json|-
+//! lotus trace stats DIR... [--configs] [--outliers flag|study] [--format table|json] [--op-times FILE]
 //! ```
 //!
 //! `view` writes Chrome trace event JSON (open it in Perfetto or
@@ -23,22 +23,37 @@
 //! outliers, the main process's waits in buckets and the delay from
 //! preprocessing to consumption ([`lotus_core::trace::stats`] defines
 //! them), then, for a distributed job, a row per rank; `--format json` prints
-//! `lotus.trace-stats/1`, with each rank's full figures under `ranks`
-//! (empty when no log names a rank; [`lotus_core::trace::ranks`]):
+//! `lotus.trace-stats/2`, with each rank's full figures under `ranks`
+//! (empty when no log names a rank; [`lotus_core::trace::ranks`]).
+//! `--outliers study` applies the original study's `--remove_outliers`
+//! (batches below Q1 - 2 IQR removed, batch figures recomputed;
+//! `batches.outlier_rule` names the rule, `batches.before_removal` keeps
+//! every batch's figures). Schema 2 renamed the wait bucket `over_1ms` to
+//! `1ms_to_500ms` (what it holds) and added the delay shares.
+//!
+//! Several DIRs, or `--configs PARENT` (each sub-folder of logs one
+//! configuration, as the study lays them out), give one block per
+//! configuration, each equal to that folder's statistics alone, then the
+//! study's comparison (IQR and std of batch preprocessing time over the
+//! smallest configuration's, and their maxima); `--format json` prints
+//! `lotus.trace-stats-configs/1`: `{"schema", "outliers", "configurations":
+//! [{"label", ...one trace-stats/2 object...}], "comparison":
+//! {"configurations": [...], "max_normalized_iqr", "max_normalized_std"}}`.
 //!
 //! ```json
-//! {"schema": "lotus.trace-stats/1", "trace": "DIR",
+//! {"schema": "lotus.trace-stats/2", "trace": "DIR",
 //!  "percentiles": "...", "std": "population (ddof=0)",
 //!  "events": 1200, "bad_lines": 0, "warnings": [],
 //!  "processes": [{"pid": 41, "role": "main", "host": null, "rank": null, "folder": "", "events": 40}],
 //!  "ops": [{"name": "Loader", "count": 512, "total_ns": 1, "mean_ns": 1.0, "p50_ns": 1.0,
 //!           "p95_ns": 1.0, "p99_ns": 1.0, "std_ns": 0.0, "min_ns": 1, "max_ns": 1}],
 //!  "kinds": [{"kind": "batch", "count": 16, ...}],
-//!  "batches": {"summary": {...}, "q1_ns": 1.0, "q3_ns": 1.0, "iqr_ns": 0.0,
-//!              "low_fence_ns": 1.0, "high_fence_ns": 1.0,
-//!              "outliers": [{"batch": 3, "pid": 42, "start_ns": 1, "dur_ns": 9, "side": "high"}]},
+//!  "batches": {"outlier_rule": "flag-1.5iqr", "summary": {...}, "q1_ns": 1.0, "q3_ns": 1.0,
+//!              "iqr_ns": 0.0, "low_fence_ns": 1.0, "high_fence_ns": 1.0, "before_removal": null,
+//!              "outliers": [{"batch": 3, "pid": 42, "start_ns": 1, "dur_ns": 9, "side": "high", "removed": false}]},
 //!  "wait": {"summary": {...}, "buckets": [{"bucket": "none", "count": 4, "share": 0.25, "total_ns": 0}, ...]},
-//!  "delay": {"summary": {...}, "unconsumed": 0, "consumed_without_batch": 0},
+//!  "delay": {"summary": {...}, "unconsumed": 0, "consumed_without_batch": 0,
+//!            "under_250ms": 12, "under_250ms_share": 0.75, "over_500ms": 1, "over_500ms_share": 0.0625},
 //!  "ranks": [{"rank": 0, "hosts": ["node1"], "files": ["DIR/lotus_main_pid_41"],
 //!             "events": 600, "processes": [...], "ops": [...], ...}],
 //!  "per_batch": [{"batch": 0, "pid": 42, "start_ns": 1, "dur_ns": 9, "end_ns": 10,
@@ -60,16 +75,21 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArra
 use lotus_core::spill::Budget;
 use lotus_core::trace::chrome::{ChromeWriter, Flows};
 use lotus_core::trace::folder::Item;
-use lotus_core::trace::ranks::{process_ranks, rank_stats, RankStats};
-use lotus_core::trace::stats::{op_totals, PerBatchRows, Summary, TraceStats, WaitBucket};
+use lotus_core::trace::ranks::{process_ranks, rank_stats_with, RankStats};
+use lotus_core::trace::stats::{
+    op_totals, ConfigComparison, OutlierRule, PerBatchRows, Summary, TraceStats, WaitBucket,
+};
 use lotus_core::trace::torch::{self, Alignment, TorchScan};
 use lotus_core::trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
 use serde::Serialize;
 
 use crate::output::{write_atomic, Pending};
 
-/// The schema tag of `lotus trace stats --format json`.
-pub const STATS_SCHEMA: &str = "lotus.trace-stats/1";
+/// The schema tag of `lotus trace stats --json`.
+pub const STATS_SCHEMA: &str = "lotus.trace-stats/2";
+/// The schema tag of `lotus trace stats --json` over several
+/// configurations.
+pub const CONFIGS_SCHEMA: &str = "lotus.trace-stats-configs/1";
 
 /// How percentiles are computed, as the JSON says it.
 const PERCENTILE_METHOD: &str = "linear interpolation between closest ranks (numpy.percentile's default): rank h = (n-1)*p/100 over the values sorted ascending, x[floor(h)] + (h-floor(h))*(x[floor(h)+1]-x[floor(h)])";
@@ -125,9 +145,21 @@ pub enum ViewFormat {
 #[derive(Debug, clap::Args)]
 pub struct StatsArgs {
     /// The trace: a folder of logs (searched recursively) or one log file.
-    #[arg(value_name = "DIR")]
-    pub dir: PathBuf,
-    /// Output format: tables, or lotus.trace-stats/1 JSON.
+    /// Several: one configuration each, reported side by side.
+    #[arg(value_name = "DIR", required = true, num_args = 1..)]
+    pub dirs: Vec<PathBuf>,
+    /// Each DIR is a parent folder: each of its sub-folders holding logs is
+    /// one configuration (the study's layout, e.g. b128_gpu4/, b256_gpu4/).
+    #[arg(long)]
+    pub configs: bool,
+    /// What to do with outlying batch preprocessing times: `flag` (below
+    /// Q1 - 1.5 IQR or above Q3 + 1.5 IQR, listed, kept in the figures) or
+    /// `study` (the original study's --remove_outliers: below Q1 - 2 IQR
+    /// removed, every batch figure recomputed).
+    #[arg(long, value_enum, default_value = "flag")]
+    pub outliers: OutliersArg,
+    /// Output format: tables, or lotus.trace-stats/2 JSON
+    /// (lotus.trace-stats-configs/1 for several configurations).
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::DataFormat,
     /// The same as --format json (kept for scripts).
@@ -137,6 +169,24 @@ pub struct StatsArgs {
     /// attribute --op-times`).
     #[arg(long, value_name = "FILE")]
     pub op_times: Option<PathBuf>,
+}
+
+/// `--outliers`'s choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutliersArg {
+    /// Flag below Q1 - 1.5 IQR or above Q3 + 1.5 IQR; keep them.
+    Flag,
+    /// The study's rule: remove below Q1 - 2 IQR, recompute.
+    Study,
+}
+
+impl From<OutliersArg> for OutlierRule {
+    fn from(a: OutliersArg) -> OutlierRule {
+        match a {
+            OutliersArg::Flag => OutlierRule::Flag,
+            OutliersArg::Study => OutlierRule::Study,
+        }
+    }
 }
 
 /// Runs a `lotus trace` subcommand.
@@ -205,6 +255,14 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     let to_stdout = args.out.as_os_str() == "-";
     let out_path = (!to_stdout).then(|| args.out.canonicalize().ok()).flatten();
 
+    // Views already made of a trace (lotus's, the study's *_coarse.json):
+    // merged, they would show everything twice.
+    for v in &folder.views {
+        eprintln!(
+            "lotus: note: {}: a view of a trace (lotus's or the study's), not a profiler trace: left out",
+            v.display()
+        );
+    }
     // Profiler traces: a first pass for their time base.
     let mut torch_traces: Vec<(PathBuf, TorchScan)> = Vec::new();
     if !args.no_torch {
@@ -379,6 +437,23 @@ struct StatsJson<'a> {
     per_batch: StreamedRows,
 }
 
+/// Several configurations, each as it would be alone, then the study's
+/// comparison.
+#[derive(Serialize)]
+struct ConfigsJson<'a> {
+    schema: &'static str,
+    outliers: OutlierRule,
+    configurations: Vec<LabelledJson<'a>>,
+    comparison: ConfigComparison,
+}
+
+#[derive(Serialize)]
+struct LabelledJson<'a> {
+    label: &'a str,
+    #[serde(flatten)]
+    stats: StatsJson<'a>,
+}
+
 /// Every batch, written to the JSON as it is read back from its sort.
 struct StreamedRows(RefCell<Option<PerBatchRows>>);
 
@@ -395,54 +470,290 @@ impl Serialize for StreamedRows {
     }
 }
 
-fn stats(args: StatsArgs) -> Result<ExitCode> {
-    let (folder, mut index) = load(&args.dir, true)?;
-    let (stats, rows) = TraceStats::compute(&mut index)?;
-    let ranks = rank_stats(&folder, &index)?;
-    if let Some(path) = &args.op_times {
-        let mut text = String::from("op,seconds\n");
-        let totals = op_totals(&index);
-        if totals.is_empty() {
-            bail!(
-                "--op-times {}: the trace has no op events (lines of kind op, such as SLoader or S<Transform>)",
-                path.display()
-            );
-        }
-        for (op, ns) in &totals {
-            // Op names may hold commas or quotes (a transform's repr): quote
-            // them as CSV does.
-            let name = if op.contains([',', '"', '\n']) {
-                format!("\"{}\"", op.replace('"', "\"\""))
-            } else {
-                op.to_string()
-            };
-            text += &format!("{name},{:.9}\n", *ns as f64 / 1e9);
-        }
-        write_atomic(path, &text)?;
-        crate::usage::note!("lotus: wrote {} ({} op(s))", path.display(), totals.len());
+/// One configuration's statistics (also what `lotus report` shows).
+pub(crate) struct Computed {
+    /// Its name (its folder's).
+    pub(crate) label: String,
+    /// Its trace folder.
+    pub(crate) dir: PathBuf,
+    folder: TraceFolder,
+    index: TraceIndex,
+    /// Its statistics.
+    pub(crate) stats: TraceStats,
+    /// Every batch, until its JSON takes them.
+    rows: Option<PerBatchRows>,
+    ranks: Vec<RankStats>,
+}
+
+impl Computed {
+    /// The statistics of the trace in `dir` under `rule`.
+    pub(crate) fn of(label: String, dir: PathBuf, rule: OutlierRule) -> Result<Computed> {
+        let (folder, mut index) = load(&dir, true)?;
+        let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
+        let ranks = rank_stats_with(&folder, &index, rule)?;
+        Ok(Computed {
+            label,
+            dir,
+            folder,
+            index,
+            stats,
+            rows: Some(rows),
+            ranks,
+        })
     }
-    if args.json {
-        let out = StatsJson {
+
+    /// Every batch's delay to consumption and the main process's wait for
+    /// it, ms (those it has), read from its rows (once: a second call
+    /// gives nothing).
+    pub(crate) fn delays_and_waits_ms(&mut self) -> Result<(Vec<f64>, Vec<f64>)> {
+        let (mut delays, mut waits) = (Vec::new(), Vec::new());
+        if let Some(rows) = self.rows.take() {
+            for r in rows {
+                let r = r?;
+                delays.extend(r.delay_ns.map(|d| d as f64 / 1e6));
+                waits.extend(r.wait_ns.map(|w| w as f64 / 1e6));
+            }
+        }
+        Ok((delays, waits))
+    }
+
+    /// The JSON of one configuration, its batches read from `rows`.
+    fn json(&self, rows: Option<PerBatchRows>) -> StatsJson<'_> {
+        StatsJson {
             schema: STATS_SCHEMA,
-            trace: args.dir.display().to_string(),
+            trace: self.dir.display().to_string(),
             percentiles: PERCENTILE_METHOD,
             std: "population (divided by n; numpy's ddof=0)",
-            warnings: index.warnings.shown.iter().map(|b| b.to_string()).collect(),
-            stats: &stats,
-            ranks: &ranks,
-            per_batch: StreamedRows(RefCell::new(Some(rows))),
-        };
-        let mut stdout = BufWriter::with_capacity(1 << 16, io::stdout().lock());
-        serde_json::to_writer_pretty(&mut stdout, &out)
-            .map_err(anyhow::Error::from)
-            .and_then(|()| Ok(writeln!(stdout)?))
-            .and_then(|()| Ok(stdout.flush()?))
-            .context("cannot write the statistics")?;
+            warnings: self
+                .index
+                .warnings
+                .shown
+                .iter()
+                .map(|b| b.to_string())
+                .collect(),
+            stats: &self.stats,
+            ranks: &self.ranks,
+            per_batch: StreamedRows(RefCell::new(rows)),
+        }
+    }
+}
+
+/// Orders names as people count: `b128` before `b1024` (the study sorts
+/// its configurations with natsort). Written here: a dozen lines against
+/// another dependency.
+fn natural_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let key = |s: &str| -> Vec<(u8, u128, String)> {
+        chunks(s)
+            .into_iter()
+            .map(|(digits, c)| match c.parse::<u128>() {
+                Ok(n) if digits => (0, n, String::new()),
+                _ => (1, 0, c.to_lowercase()),
+            })
+            .collect()
+    };
+    key(a).cmp(&key(b)).then_with(|| a.cmp(b))
+}
+
+/// The configurations `args` names: each DIR, or with `--configs` each
+/// sub-folder of each DIR that holds logs.
+fn configurations(args: &StatsArgs) -> Result<Vec<(String, PathBuf)>> {
+    configurations_of(&args.dirs, args.configs)
+}
+
+/// The configurations of `dirs`: each one, or with `configs` each of
+/// their sub-folders that holds logs (labelled by name, in natural order).
+pub(crate) fn configurations_of(dirs: &[PathBuf], configs: bool) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        if !configs {
+            let label = dir.file_name().map_or_else(
+                || dir.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            out.push((label, dir.clone()));
+            continue;
+        }
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("--configs {}: cannot list the folder", dir.display()))?;
+        let mut subs = Vec::new();
+        for entry in entries {
+            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // Folders only, not links to them (as the trace scan does).
+            if name.starts_with('.') || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            match TraceFolder::scan(&path) {
+                Ok(f) if !f.logs.is_empty() => subs.push((name, path)),
+                _ => crate::usage::note!(
+                    "lotus: note: {}: no trace logs, not a configuration",
+                    path.display()
+                ),
+            }
+        }
+        if subs.is_empty() {
+            bail!(
+                "--configs {}: no sub-folder holds trace logs (each configuration is a sub-folder of logs, such as b128_gpu4/)",
+                dir.display()
+            );
+        }
+        subs.sort_by(|a, b| natural_order(&a.0, &b.0));
+        out.extend(subs);
+    }
+    // The same name twice (two DIRs ending alike): the paths tell them apart.
+    let names: Vec<String> = out.iter().map(|(l, _)| l.clone()).collect();
+    for (label, dir) in &mut out {
+        if names.iter().filter(|n| *n == label).count() > 1 {
+            *label = dir.display().to_string();
+        }
+    }
+    Ok(out)
+}
+
+fn write_json(value: &impl Serialize) -> Result<()> {
+    let mut stdout = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    serde_json::to_writer_pretty(&mut stdout, value)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| Ok(writeln!(stdout)?))
+        .and_then(|()| Ok(stdout.flush()?))
+        .context("cannot write the statistics")
+}
+
+fn stats(args: StatsArgs) -> Result<ExitCode> {
+    let rule = OutlierRule::from(args.outliers);
+    let configs = configurations(&args)?;
+    let several = args.configs || configs.len() > 1;
+    if several && args.op_times.is_some() {
+        return Err(crate::usage::usage("--op-times takes one trace, not several configurations: run `lotus trace stats DIR --op-times FILE` for each"));
+    }
+    let mut computed = Vec::new();
+    for (label, dir) in configs {
+        computed.push(Computed::of(label, dir, rule)?);
+    }
+    if let (Some(path), [one]) = (&args.op_times, computed.as_slice()) {
+        write_op_times(path, &one.index)?;
+    }
+    if !several {
+        let mut one = computed.pop().context("no trace")?;
+        if args.json {
+            let rows = one.rows.take();
+            write_json(&one.json(rows))?;
+        } else {
+            print!("{}", render(&one.dir, &one.folder, &one.stats));
+            print!("{}", render_ranks(&one.ranks));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let comparison = ConfigComparison::of(
+        &computed
+            .iter()
+            .map(|c| (c.label.as_str(), &c.stats.batches))
+            .collect::<Vec<_>>(),
+    );
+    if args.json {
+        let rows: Vec<Option<PerBatchRows>> = computed.iter_mut().map(|c| c.rows.take()).collect();
+        let configurations = computed
+            .iter()
+            .zip(rows)
+            .map(|(c, rows)| LabelledJson {
+                label: &c.label,
+                stats: c.json(rows),
+            })
+            .collect();
+        write_json(&ConfigsJson {
+            schema: CONFIGS_SCHEMA,
+            outliers: rule,
+            configurations,
+            comparison,
+        })?;
     } else {
-        print!("{}", render(&args.dir, &folder, &stats));
-        print!("{}", render_ranks(&ranks));
+        for c in &computed {
+            println!("=== Configuration {} ===", c.label);
+            print!("{}", render(&c.dir, &c.folder, &c.stats));
+            print!("{}", render_ranks(&c.ranks));
+            println!();
+        }
+        print!("{}", render_comparison(&comparison, rule));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes each op's total time as `op,seconds`.
+fn write_op_times(path: &Path, index: &TraceIndex) -> Result<()> {
+    let mut text = String::from("op,seconds\n");
+    let totals = op_totals(index);
+    if totals.is_empty() {
+        bail!(
+            "--op-times {}: the trace has no op events (lines of kind op, such as SLoader or S<Transform>)",
+            path.display()
+        );
+    }
+    for (op, ns) in &totals {
+        // Op names may hold commas or quotes (a transform's repr): quote
+        // them as CSV does.
+        let name = if op.contains([',', '"', '\n']) {
+            format!("\"{}\"", op.replace('"', "\"\""))
+        } else {
+            op.to_string()
+        };
+        text += &format!("{name},{:.9}\n", *ns as f64 / 1e9);
+    }
+    write_atomic(path, &text)?;
+    crate::usage::note!("lotus: wrote {} ({} op(s))", path.display(), totals.len());
+    Ok(())
+}
+
+/// The study's comparison of configurations, as a table.
+fn render_comparison(c: &ConfigComparison, rule: OutlierRule) -> String {
+    let mut out = format!(
+        "Configurations compared (batch preprocessing time; outliers: {})\n",
+        rule.describe()
+    );
+    let mut t = table(&[
+        "configuration",
+        "batches",
+        "p50 ms",
+        "IQR ms",
+        "std ms",
+        "IQR / smallest",
+        "std / smallest",
+    ]);
+    let opt = |v: Option<f64>| right(v.map_or_else(|| "-".to_string(), ms));
+    let ratio = |v: Option<f64>| right(v.map_or_else(|| "-".to_string(), |r| format!("{r:.2}x")));
+    for r in &c.configurations {
+        t.add_row(vec![
+            Cell::new(&r.label),
+            right(r.batches.to_string()),
+            opt(r.p50_ns),
+            opt(r.iqr_ns),
+            opt(r.std_ns),
+            ratio(r.iqr_normalized),
+            ratio(r.std_normalized),
+        ]);
+    }
+    out += &t.to_string();
+    out += &format!(
+        "\nMaximum normalized IQR across configurations: {}\nMaximum normalized standard deviation across configurations: {}\n",
+        c.max_normalized_iqr.map_or("-".to_string(), |r| format!("{r:.2}x")),
+        c.max_normalized_std.map_or("-".to_string(), |r| format!("{r:.2}x")),
+    );
+    if c.max_normalized_iqr.is_none() || c.max_normalized_std.is_none() {
+        out += "  (-: the smallest figure is 0, or no configuration has batches: no ratio; the study's script would divide by 0)\n";
+    }
+    out
 }
 
 fn ms(ns: f64) -> String {
@@ -532,6 +843,7 @@ fn render(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
                 ms(sum.min_ns as f64),
                 ms(sum.max_ns as f64)
             );
+            out += &format!("  Outliers: {}\n", b.outlier_rule.describe());
             if let (Some(q1), Some(q3), Some(lo), Some(hi)) =
                 (b.q1_ns, b.q3_ns, b.low_fence_ns, b.high_fence_ns)
             {
@@ -544,15 +856,38 @@ fn render(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
                     b.outliers.len()
                 );
             }
+            if let (Some(before), Some(lo)) = (&b.before_removal, b.low_fence_ns) {
+                out += &format!(
+                    "  Before removal: {} batch(es), Q1 {} ms, Q3 {} ms, mean {} ms, std {} ms; removed below {} ms: {}\n  Q1 {} ms, Q3 {} ms, IQR {} ms of the batches kept\n",
+                    before.summary.count,
+                    ms(before.q1_ns),
+                    ms(before.q3_ns),
+                    ms(before.summary.mean_ns),
+                    ms(before.summary.std_ns),
+                    ms(lo),
+                    b.outliers.len(),
+                    b.q1_ns.map_or("-".to_string(), ms),
+                    b.q3_ns.map_or("-".to_string(), ms),
+                    b.iqr_ns.map_or("-".to_string(), ms),
+                );
+            }
             for o in &b.outliers {
                 let id = o.batch.map_or("?".to_string(), |b| b.to_string());
                 out += &format!(
-                    "    batch {id} (worker {}): {} ms ({})\n",
+                    "    batch {id} (worker {}): {} ms ({}{})\n",
                     o.pid,
                     ms(o.dur_ns as f64),
-                    o.side
+                    o.side,
+                    if o.removed { ", removed" } else { "" }
                 );
             }
+        }
+        None if !b.outliers.is_empty() => {
+            out += &format!(
+                "\nBatch preprocessing: all {} batch(es) removed as outliers ({})\n",
+                b.outliers.len(),
+                b.outlier_rule.describe()
+            )
         }
         None => out += "\nBatch preprocessing: no batch events\n",
     }
@@ -595,6 +930,14 @@ fn render(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
                 ms(sum.p99_ns),
                 ms(sum.min_ns as f64),
                 ms(sum.max_ns as f64)
+            );
+            let pct = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{:.2}%", 100.0 * s));
+            out += &format!(
+                "  {} under 250 ms ({}), {} over 500 ms ({})\n",
+                pct(d.under_250ms_share),
+                d.under_250ms,
+                pct(d.over_500ms_share),
+                d.over_500ms
             );
         }
         None => out += "\nDelay to consumption: no batch matched a consumption\n",

@@ -88,9 +88,23 @@ pub struct TraceRunArgs {
     #[arg(long, short = 'F', requires = "sample", default_value_t = crate::sampled_trace::DEFAULT_FREQUENCY_HZ,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub frequency: u64,
+    /// The log lines: `lotus` (a header, `key=value` fields) or `original`
+    /// (the original fork's three columns only, which the study's scripts
+    /// read: no header, no fields; batch ids in the names).
+    #[arg(long, value_enum, default_value = "lotus")]
+    pub format: LogFormat,
     /// The program and its arguments, e.g. `python train.py --epochs 1`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `--format`'s choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Header line and `key=value` fields.
+    Lotus,
+    /// `S<Name>,<start_ns>,<duration_ns>` only.
+    Original,
 }
 
 /// The tracer written to a temp folder; removed on drop.
@@ -324,6 +338,13 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .env(ENV_TRACE_DIR, &out)
         .env(ENV_TRACE_PREFIX, &args.prefix)
         .env(ENV_TRACE_TORCH, if args.no_torch { "0" } else { "1" })
+        .env(
+            "LOTUS_TRACE_FORMAT",
+            match args.format {
+                LogFormat::Lotus => "lotus",
+                LogFormat::Original => "original",
+            },
+        )
         .env(ENV_TRACE_RUN, &run_id)
         .env(ENV_TRACE_STATUS, &status_dir)
         .env("PYTHONPATH", pythonpath);
@@ -353,7 +374,15 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     }
 
     let logs = logs_in(&out, &args.prefix).unwrap_or_default();
-    let new: Vec<&PathBuf> = logs.iter().filter(|p| is_log_of_run(p, &run_id)).collect();
+    // Original-format logs carry no header (no run id): this run's are
+    // those that were not there before it.
+    let new: Vec<&PathBuf> = match args.format {
+        LogFormat::Lotus => logs.iter().filter(|p| is_log_of_run(p, &run_id)).collect(),
+        LogFormat::Original => logs
+            .iter()
+            .filter(|p| args.clean || !before.contains(p))
+            .collect(),
+    };
     let workers = new
         .iter()
         .filter(|p| {

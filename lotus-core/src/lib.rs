@@ -22,8 +22,10 @@
 #![deny(missing_docs)]
 
 pub mod attribute;
+pub mod compare;
 pub mod control;
 pub mod demangle;
+pub mod host;
 pub mod input;
 pub mod mapping;
 pub mod process;

@@ -238,7 +238,7 @@ pub fn stats_json(dir: &Path) -> Value {
         "--json",
     ]);
     let v: Value = serde_json::from_str(&out).expect("stats JSON");
-    assert_eq!(v["schema"], "lotus.trace-stats/1");
+    assert_eq!(v["schema"], "lotus.trace-stats/2");
     v
 }
 

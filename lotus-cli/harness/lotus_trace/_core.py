@@ -30,6 +30,13 @@ away), tracing stops in that process, a line on stderr says why, and, under
 $LOTUS_TRACE_STATUS tells lotus, which reports the loss and exits non-zero.
 $LOTUS_TRACE_RUN, the run's id, goes into each log's header (`run=`), so
 lotus counts only its own run's logs in a shared folder.
+
+With $LOTUS_TRACE_FORMAT=original (`lotus trace run --format original`)
+the lines are the original fork's three columns and nothing else, for the
+study's own scripts (pandas `read_csv(header=None)`): no header, no `#`
+lines, no `key=value` fields; batches, waits and consumptions are named
+`SBatchPreprocessed_<id>`, `SBatchWait_<id>` (1000 ns when the batch was
+ready, the fork's placeholder) and `SBatchConsumed_<id>`.
 """
 
 import atexit
@@ -64,6 +71,7 @@ _hooks_installed = False
 _notes_seen = set()
 _status_dir = None  # lotus's private folder for failure reports
 _run_id = None  # the `lotus trace run` this process belongs to
+_original = False  # write the original fork's three columns only
 
 # Names tried for a log before giving up (a name is taken when a file or
 # link is already there).
@@ -207,7 +215,7 @@ def _open():
                 continue
             raise
         _path = path
-        return _header()
+        return "" if _original else _header()
     raise OSError(errno.EEXIST, f"{_MAX_NAMES} log names for this pid are all taken (files or links already there)")
 
 
@@ -254,9 +262,29 @@ def flush():
             _report_failure(message)
 
 
+def _as_original(line):
+    """A line in the original fork's three columns (`_original`)."""
+    head, _, fields = line.rstrip("\n").partition(",kind=")
+    name, t0, dur = head.rsplit(",", 2)
+    f = dict(kv.split("=", 1) for kv in ("kind=" + fields).split(",")) if fields else {}
+    kind, b = f.get("kind"), f.get("batch")
+    if kind == "batch" and b is not None:
+        name = f"SBatchPreprocessed_{b}"
+    elif kind == "wait" and b is not None:
+        name = f"SBatchWait_{b}"
+        # The fork's placeholder for a ready batch; a real 1000 ns wait
+        # must not read as one.
+        dur = "1000" if f.get("ready") == "1" else ("1001" if dur == "1000" else dur)
+    elif kind == "consume" and b is not None:
+        name = f"SBatchConsumed_{b}"
+    return f"{name.replace(',', ';')},{t0},{dur}\n"
+
+
 def _emit(line):
     if _child_setup:
         _setup_child()
+    if _original:
+        line = _as_original(line)
     with _lock:
         _buf.append(line)
         n = len(_buf)
@@ -269,6 +297,9 @@ def note(text):
     if text in _notes_seen:
         return
     _notes_seen.add(text)
+    if _original:  # no comment lines in the original format
+        sys.stderr.write("lotus_trace: " + " ".join(str(text).split()) + "\n")
+        return
     with _lock:
         _buf.append("# lotus-trace: " + " ".join(str(text).split()) + "\n")
 
@@ -315,7 +346,8 @@ def _rename(role):
                 pass
             return
         _path = new
-        _buf.insert(0, f"# lotus-trace: role={role} from here on (the header says otherwise)\n")
+        if not _original:
+            _buf.insert(0, f"# lotus-trace: role={role} from here on (the header says otherwise)\n")
         return
 
 
@@ -547,7 +579,7 @@ def enable(out_dir=None, prefix=None, torch=None):
     $LOTUS_TRACE_PREFIX or "lotus", and the torch / torchvision hooks
     unless $LOTUS_TRACE_TORCH is 0. Returns the trace folder. A second call
     keeps the first call's folder."""
-    global _on, _dir, _prefix, _pid, _status_dir, _run_id
+    global _on, _dir, _prefix, _pid, _status_dir, _run_id, _original
     if out_dir is None:
         out_dir = os.environ.get("LOTUS_TRACE_DIR")
         if not out_dir:
@@ -568,6 +600,7 @@ def enable(out_dir=None, prefix=None, torch=None):
     _pid = os.getpid()
     _status_dir = os.environ.get("LOTUS_TRACE_STATUS") or None
     _run_id = clean_name(os.environ["LOTUS_TRACE_RUN"]) if os.environ.get("LOTUS_TRACE_RUN") else None
+    _original = os.environ.get("LOTUS_TRACE_FORMAT") == "original"
     _install_process_hooks()
     _propagate(out_dir, prefix, torch)
     _on = True

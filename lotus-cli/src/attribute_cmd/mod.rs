@@ -4,8 +4,12 @@
 //! ```text
 //! lotus attribute --mapping M --profile P [--profile P2 ...] [--op-times T]
 //!                 [--match auto|name] [--format table|csv|json|md] [--out FILE]
-//!                 [--plot FILE.svg]
+//!                 [--plot FILE.svg] [--by op|function]
 //! ```
+//!
+//! `--by function` gives one row per native function of the mapping
+//! instead of per op (the study's per-C-function hardware table):
+//! [`by_function`] says what it holds.
 //!
 //! A profile is recognized by its content: JSON is `lotus.profile/1` (what
 //! `lotus profile` writes); a text file with a `HOTTEST FUNCTIONS` section
@@ -46,6 +50,7 @@
 //! absent (`{}`, `null`) when the profile has no clockticks counter, which
 //! `notes` then says.
 
+mod by_function;
 mod plot;
 mod render;
 
@@ -57,7 +62,10 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use lotus_core::attribute::{AttributeError, Attribution, Attributor, MatchMode, OpTimes, Options};
+use lotus_core::attribute::{
+    AttributeError, Attribution, Attributor, FunctionAttribution, FunctionMapping, MatchMode,
+    OpTimes, Options,
+};
 use lotus_core::mapping::{Mapping, MappingError};
 use lotus_core::profile::Profile;
 use lotus_core::{Row, Unit};
@@ -152,6 +160,19 @@ pub struct AttributeArgs {
     /// Tables show full op names (by default the metrics table shortens them).
     #[arg(long)]
     pub wide: bool,
+    /// One row per op, or per native function of the mapping (its time,
+    /// counters, CPI, top-down metrics and the ops it is credited to).
+    #[arg(long, value_enum, default_value = "op")]
+    pub by: ByArg,
+}
+
+/// `--by`'s choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ByArg {
+    /// Per Python op.
+    Op,
+    /// Per native function of the mapping.
+    Function,
 }
 
 /// A profile read from disk (its rows were folded onto the ops as they
@@ -208,16 +229,22 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
         MatchArg::Name => MatchMode::Name,
     };
     let options = Options::new(match_mode, op_times);
+    if args.by == ByArg::Function && args.plot.is_some() {
+        bail!("--plot draws op time per profile; leave it out with --by function (or use `lotus report`)");
+    }
+    let functions = (args.by == ByArg::Function).then(|| FunctionMapping::of(&mapping, &options));
 
     let mapping_name = mapping_path.display().to_string();
     // Each profile is folded onto the ops as it is read: memory does not
     // grow with its rows.
     let mut profiles = Vec::with_capacity(args.profiles.len());
     let mut results = Vec::with_capacity(args.profiles.len());
+    let mut per_function = Vec::new();
     for path in &args.profiles {
-        let (p, a) = load_profile(path, &mapping, &options, &mapping_name)?;
+        let (p, a, f) = load_profile(path, &mapping, &options, &mapping_name, functions.as_ref())?;
         profiles.push(p);
         results.push(a);
+        per_function.extend(f);
     }
     name_profiles(&mut profiles);
 
@@ -244,11 +271,26 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
         results: &results,
         wide: args.wide,
     };
-    let text = match format {
-        AttributeFormat::Json => serde_json::to_string_pretty(&view.json())? + "\n",
-        AttributeFormat::Csv => view.csv()?,
-        AttributeFormat::Table => view.table(),
-        AttributeFormat::Md => view.markdown(),
+    let text = if functions.is_some() {
+        let fv = by_function::FunctionView {
+            mapping: &mapping_name,
+            match_mode: match_mode.to_string(),
+            profiles: &profiles,
+            results: &per_function,
+        };
+        match format {
+            AttributeFormat::Json => fv.json()?,
+            AttributeFormat::Csv => fv.csv()?,
+            AttributeFormat::Table => fv.table(),
+            AttributeFormat::Md => fv.markdown(),
+        }
+    } else {
+        match format {
+            AttributeFormat::Json => serde_json::to_string_pretty(&view.json())? + "\n",
+            AttributeFormat::Csv => view.csv()?,
+            AttributeFormat::Table => view.table(),
+            AttributeFormat::Md => view.markdown(),
+        }
     };
     if let Some(path) = &args.plot {
         let svg = view.svg()?;
@@ -297,7 +339,7 @@ fn check_matches(a: &Attribution, p: &LoadedProfile, mapping: &str) -> Result<()
 }
 
 /// Reads the mapping, saying what the file is when it is not one.
-fn load_mapping(path: &Path) -> Result<Mapping> {
+pub(crate) fn load_mapping(path: &Path) -> Result<Mapping> {
     let name = path.display().to_string();
     if path.is_dir() {
         bail!("--mapping {name}: is a folder; give a mapping file (lotus map --out FILE)");
@@ -346,7 +388,7 @@ fn read_head(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Reads `--op-times`: a CSV, or a trace folder (its logs, read through
 /// `lotus_core::trace`: each op's total time; else its `op_times.csv`).
-fn load_op_times(path: &Path) -> Result<OpTimes> {
+pub(crate) fn load_op_times(path: &Path) -> Result<OpTimes> {
     let file = if path.is_dir() {
         if let Some((times, warnings)) = OpTimes::read_trace_dir(path)? {
             for bad in &warnings.shown {
@@ -384,6 +426,8 @@ const SNIFF_BYTES: usize = 64 * 1024;
 /// module.
 struct Fold<'m> {
     attributor: Attributor<'m>,
+    /// Per function of the mapping too (`--by function`).
+    functions: Option<Attributor<'m>>,
     modules_known: bool,
 }
 
@@ -391,17 +435,26 @@ impl Fold<'_> {
     fn add(&mut self, row: &Row) {
         self.modules_known |= !lotus_core::attribute::is_unknown_module(&row.module);
         self.attributor.add(row);
+        if let Some(f) = &mut self.functions {
+            f.add(row);
+        }
     }
 }
 
+/// A profile read, its attribution to the ops, and to the functions where
+/// asked for.
+type Loaded = (LoadedProfile, Attribution, Option<FunctionAttribution>);
+
 /// Reads one profile, telling its format by content, and attributes it to
-/// the ops of `mapping` as its rows are read.
+/// the ops of `mapping` (and to its `functions`, where given) as its rows
+/// are read.
 pub fn load_profile(
     path: &Path,
     mapping: &Mapping,
     options: &Options,
     mapping_name: &str,
-) -> Result<(LoadedProfile, Attribution)> {
+    functions: Option<&FunctionMapping>,
+) -> Result<Loaded> {
     let name = path.display().to_string();
     if path.is_dir() {
         bail!("--profile {name}: is a folder; give a profile file (a VTune or uProf CSV report, or lotus.profile/1 JSON)");
@@ -433,22 +486,29 @@ pub fn load_profile(
     let fold = |unit| -> Result<Fold> {
         Ok(Fold {
             attributor: Attributor::new(mapping, unit, options).map_err(attribution_error)?,
+            functions: functions
+                .map(|f| f.attributor(unit))
+                .transpose()
+                .map_err(attribution_error)?,
             modules_known: false,
         })
     };
-    let done =
-        |format, fold: Fold, unit, sample_interval_s| -> Result<(LoadedProfile, Attribution)> {
-            let a = fold.attributor.finish().map_err(attribution_error)?;
-            let p = LoadedProfile {
-                name: stem.clone(),
-                path: path.to_path_buf(),
-                format,
-                unit,
-                modules_known: fold.modules_known,
-                sample_interval_s,
-            };
-            Ok((p, a))
+    let done = |format, fold: Fold, unit, sample_interval_s| -> Result<Loaded> {
+        let per_function = match (functions, fold.functions) {
+            (Some(fm), Some(f)) => Some(fm.finish(f.finish().map_err(attribution_error)?)),
+            _ => None,
         };
+        let a = fold.attributor.finish().map_err(attribution_error)?;
+        let p = LoadedProfile {
+            name: stem.clone(),
+            path: path.to_path_buf(),
+            format,
+            unit,
+            modules_known: fold.modules_known,
+            sample_interval_s,
+        };
+        Ok((p, a, per_function))
+    };
     if first.starts_with('{') || first.starts_with('[') {
         let p = Profile::read_json(&mut input, &name)?;
         if let Some(partial) = &p.partial {
@@ -531,7 +591,7 @@ fn parse_interval(text: &str) -> Option<f64> {
 
 /// Gives each profile a short unique name: its file stem, or its path
 /// where two stems are the same.
-fn name_profiles(profiles: &mut [LoadedProfile]) {
+pub(crate) fn name_profiles(profiles: &mut [LoadedProfile]) {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for p in profiles.iter() {
         *seen.entry(p.name.clone()).or_default() += 1;

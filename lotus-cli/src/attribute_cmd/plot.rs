@@ -64,12 +64,11 @@ impl View<'_> {
         {
             let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
             root.fill(&WHITE)?;
-            let (left, right) = root.split_horizontally(chart_w);
+            // The title over the whole image, cut in the middle to fit it
+            // (centred on the chart alone, a long one was cut at the edge).
+            crate::plots::title(&root, &format!("CPU time per op (split: {})", self.split()))?;
+            let (left, right) = root.margin(36, 0, 0, 0).split_horizontally(chart_w);
             let mut chart = ChartBuilder::on(&left)
-                .caption(
-                    format!("CPU time per op (split: {})", self.split()),
-                    ("sans-serif", 18),
-                )
                 .margin(12)
                 .x_label_area_size(40)
                 .y_label_area_size(80)

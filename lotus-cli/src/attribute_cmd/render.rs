@@ -91,7 +91,7 @@ fn figures(p: &LoadedProfile, o: &OpShare) -> Figures {
 }
 
 /// A value in the profile's own terms: `12.345 s` or `1234 samples`.
-fn amount(p: &LoadedProfile, v: f64) -> String {
+pub(super) fn amount(p: &LoadedProfile, v: f64) -> String {
     match p.seconds_per_unit() {
         Some(k) => format!("{:.3} s", v * k),
         None if v.fract() == 0.0 => format!("{v:.0} samples"),
@@ -99,11 +99,11 @@ fn amount(p: &LoadedProfile, v: f64) -> String {
     }
 }
 
-fn pct(share: f64) -> String {
+pub(super) fn pct(share: f64) -> String {
     format!("{:.1}%", 100.0 * share)
 }
 
-fn metric_text(v: f64) -> String {
+pub(super) fn metric_text(v: f64) -> String {
     format!("{v:.2}")
 }
 
@@ -121,15 +121,15 @@ fn md_escape(s: &str) -> String {
 }
 
 /// A rendered table, independent of its final syntax.
-struct Grid {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
+pub(super) struct Grid {
+    pub(super) header: Vec<String>,
+    pub(super) rows: Vec<Vec<String>>,
     /// Columns aligned right (numbers).
-    right_from: usize,
+    pub(super) right_from: usize,
 }
 
 impl Grid {
-    fn terminal(&self) -> String {
+    pub(super) fn terminal(&self) -> String {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Disabled)

@@ -65,8 +65,11 @@ use crate::mapping::Mapping;
 use crate::report_error::shorten;
 use crate::row::{Report, Row, Unit, UNKNOWN_MODULE};
 
+mod by_function;
 pub mod in_pipeline;
 mod op_times;
+
+pub use by_function::{FunctionAttribution, FunctionMapping, FunctionShare, OpCredit};
 
 pub use op_times::OpTimes;
 

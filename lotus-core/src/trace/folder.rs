@@ -5,8 +5,10 @@
 //! A log is a file named `<prefix>_main_pid_<pid>` or
 //! `<prefix>_worker_pid_<pid>` ([`parse_file_name`]). A PyTorch profiler
 //! trace is a `*.json` file named `*.pt.trace.json` or with `trace` in its
-//! name whose first 64 KiB hold `"traceEvents"` (and not `"lotusTrace"`,
-//! the mark of `lotus trace view`'s own output). Names starting with `.`
+//! name whose first 64 KiB hold `"traceEvents"`, unless it is a view
+//! already made of a trace ([`is_view`]: `lotus trace view`'s own output,
+//! or the original study's `*_coarse.json` / `*_fine.json`), which would
+//! put everything in the view twice. Names starting with `.`
 //! are skipped, and so are links to folders. Files are listed in path
 //! order, so results do not depend on the file system's order.
 
@@ -180,6 +182,9 @@ pub struct TraceFolder {
     pub logs: Vec<LogFile>,
     /// PyTorch profiler traces, in path order.
     pub torch: Vec<PathBuf>,
+    /// Views of a trace found beside it (lotus's or the study's), left
+    /// out of [`TraceFolder::torch`], in path order.
+    pub views: Vec<PathBuf>,
 }
 
 impl TraceFolder {
@@ -332,7 +337,11 @@ impl TraceFolder {
                         name: parsed,
                     });
                 } else if looks_like_torch_trace(name) && sniff_torch_trace(&path) {
-                    folder.torch.push(path);
+                    if is_view(name, &path) {
+                        folder.views.push(path);
+                    } else {
+                        folder.torch.push(path);
+                    }
                 }
             }
             // Depth first, in name order.
@@ -341,6 +350,7 @@ impl TraceFolder {
         }
         folder.logs.sort_by(|a, b| a.path.cmp(&b.path));
         folder.torch.sort();
+        folder.views.sort();
         if folder.logs.is_empty() {
             return Err(TraceError::NoLogs { path: shown });
         }
@@ -361,8 +371,7 @@ pub fn looks_like_torch_trace(name: &str) -> bool {
     name.ends_with(".pt.trace.json") || (name.ends_with(".json") && name.contains("trace"))
 }
 
-/// Whether the start of `path` holds `"traceEvents"` and not
-/// [`VIEW_MARK`].
+/// Whether the start of `path` holds `"traceEvents"`.
 fn sniff_torch_trace(path: &Path) -> bool {
     let Ok(f) = File::open(path) else {
         return false;
@@ -371,8 +380,42 @@ fn sniff_torch_trace(path: &Path) -> bool {
     if f.take(SNIFF_BYTES).read_to_end(&mut head).is_err() {
         return false;
     }
-    let head = String::from_utf8_lossy(&head);
-    head.contains("\"traceEvents\"") && !head.contains(VIEW_MARK)
+    String::from_utf8_lossy(&head).contains("\"traceEvents\"")
+}
+
+/// Whether a trace-event JSON file (`name` at `path`) is a view made of a
+/// trace rather than a profiler's own trace: `lotus trace view`'s output
+/// ([`VIEW_MARK`] at its start), or the original study's
+/// (`visualization_augmenter.py` in rajveerb/lotus writes the profiler
+/// trace `X.json` with its own batch events appended as `X_coarse.json` or
+/// `X_fine.json`, or with no profiler trace a file of those events alone:
+/// its `SBatchPreprocessed_<id>` / `SBatchConsumed_<id>` spans, at the
+/// end).
+pub fn is_view(name: &str, path: &Path) -> bool {
+    if name.ends_with("_coarse.json") || name.ends_with("_fine.json") {
+        return true;
+    }
+    let Ok(mut f) = File::open(path) else {
+        return false;
+    };
+    let mut head = Vec::new();
+    if (&mut f).take(SNIFF_BYTES).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    if String::from_utf8_lossy(&head).contains(VIEW_MARK) {
+        return true;
+    }
+    use std::io::{Seek, SeekFrom};
+    let len = f.metadata().map_or(0, |m| m.len());
+    let mut tail = Vec::new();
+    if f.seek(SeekFrom::Start(len.saturating_sub(SNIFF_BYTES)))
+        .is_err()
+        || f.take(SNIFF_BYTES).read_to_end(&mut tail).is_err()
+    {
+        return false;
+    }
+    let tail = String::from_utf8_lossy(&tail);
+    tail.contains("\"SBatchPreprocessed_") || tail.contains("\"SBatchConsumed_")
 }
 
 #[cfg(test)]
@@ -412,6 +455,7 @@ mod tests {
             ]
         );
         assert_eq!(f.torch, vec![root.join("run.pt.trace.json")]);
+        assert_eq!(f.views, vec![root.join("trace.json")]);
         // One log file on its own.
         let one = TraceFolder::scan(&root.join("lotus_main_pid_10")).expect("file");
         assert_eq!(one.logs.len(), 1);

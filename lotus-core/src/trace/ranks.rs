@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::folder::TraceFolder;
 use super::index::TraceIndex;
-use super::stats::TraceStats;
+use super::stats::{OutlierRule, TraceStats};
 use super::TraceError;
 
 /// The statistics of one rank.
@@ -81,6 +81,7 @@ pub fn rank_folders(
                     .cloned()
                     .collect(),
                 torch: Vec::new(),
+                views: Vec::new(),
             };
             (rank, hosts.into_iter().collect(), sub)
         })
@@ -91,11 +92,20 @@ pub fn rank_folders(
 /// when no log names a rank. Bad lines were reported with the whole job's
 /// reading and are not reported again.
 pub fn rank_stats(folder: &TraceFolder, index: &TraceIndex) -> Result<Vec<RankStats>, TraceError> {
+    rank_stats_with(folder, index, OutlierRule::Flag)
+}
+
+/// [`rank_stats`] with the outlier rule `rule` (as the whole job's).
+pub fn rank_stats_with(
+    folder: &TraceFolder,
+    index: &TraceIndex,
+    rule: OutlierRule,
+) -> Result<Vec<RankStats>, TraceError> {
     let budget = index.budget();
     let mut out = Vec::new();
     for (rank, hosts, sub) in rank_folders(folder, index) {
         let mut ix = TraceIndex::load(&sub, true, budget, |_| {})?;
-        let (stats, _rows) = TraceStats::compute(&mut ix)?;
+        let (stats, _rows) = TraceStats::compute_with(&mut ix, rule)?;
         out.push(RankStats {
             rank,
             hosts,

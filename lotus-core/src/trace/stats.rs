@@ -11,14 +11,20 @@
 //!   `x[floor(h)] + (h - floor(h)) * (x[floor(h) + 1] - x[floor(h)])`.
 //! - **Standard deviation** is the population one (divided by `n`,
 //!   numpy's default `ddof=0`).
-//! - **Outliers** among batch preprocessing times: below `Q1 - 1.5 IQR` or
-//!   above `Q3 + 1.5 IQR`, `IQR = Q3 - Q1`.
+//! - **Outliers** among batch preprocessing times, by the [`OutlierRule`]
+//!   asked for: [`OutlierRule::Flag`] (the default) flags those below
+//!   `Q1 - 1.5 IQR` or above `Q3 + 1.5 IQR`, `IQR = Q3 - Q1`, and keeps
+//!   them in every figure; [`OutlierRule::Study`] is the original LotusTrace
+//!   study's `--remove_outliers`: batches below `Q1 - 2 IQR` are removed
+//!   and every batch figure is recomputed without them.
 //! - **Wait buckets**: `none` (the batch was already there, `ready=1`, or
 //!   the wait lasted 0 ns), `under_1ms` (more than 0, under 1 ms),
-//!   `over_1ms` (1 ms to 500 ms, both included), `over_500ms`.
+//!   `1ms_to_500ms` (1 ms to 500 ms, both included; `over_1ms` before
+//!   schema 2), `over_500ms`.
 //! - **Delay**: from the end of a batch's preprocessing in its worker to
 //!   its consumption in the main process (batches matched as
-//!   [`TraceIndex::joined`] says).
+//!   [`TraceIndex::joined`] says), with the study's two shares: delays
+//!   under 250 ms and over 500 ms (both strict).
 //!
 //! All times are whole ns; means, percentiles and deviations are `f64` ns.
 
@@ -247,6 +253,68 @@ pub struct ProcessRow {
     pub events: u64,
 }
 
+/// Which batches are outliers, and what is done with them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub enum OutlierRule {
+    /// Below `Q1 - 1.5 IQR` or above `Q3 + 1.5 IQR`: flagged, kept in every
+    /// figure.
+    #[default]
+    #[serde(rename = "flag-1.5iqr")]
+    Flag,
+    /// The original study's `--remove_outliers`: below `Q1 - 2 IQR` only
+    /// (strictly), removed, and every batch figure recomputed over the
+    /// batches kept.
+    ///
+    /// From the study's own scripts (rajveerb/lotus,
+    /// `code/image_classification/analysis/LotusTrace_imagenet_vary_batch_and_gpu/`
+    /// `preprocessing_time_stats.py` and
+    /// `iqr_and_stddev_preprocessing_time_stats.py`, `remove_wild_outliers`):
+    /// `q1 = df["duration"].quantile(0.25)`, `q3 = ...quantile(0.75)`
+    /// (pandas' linear interpolation, the same as [`percentile`]),
+    /// `iqr = (q3 - q1) * 2`, and rows with `duration < q1 - iqr` dropped;
+    /// then sum, mean, `np.std` (ddof=0), min, max, `np.median` and
+    /// `np.percentile` 25 and 75 over what is left. Its comment gives the
+    /// reason: the last batch of an epoch is smaller than the others.
+    #[serde(rename = "study-remove-below-q1-2iqr")]
+    Study,
+}
+
+impl OutlierRule {
+    /// The name in JSON and on the command line's output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutlierRule::Flag => "flag-1.5iqr",
+            OutlierRule::Study => "study-remove-below-q1-2iqr",
+        }
+    }
+
+    /// What it does, for tables.
+    pub fn describe(self) -> &'static str {
+        match self {
+            OutlierRule::Flag => {
+                "flagged below Q1 - 1.5 IQR or above Q3 + 1.5 IQR, kept in every figure"
+            }
+            OutlierRule::Study => {
+                "the study's --remove_outliers: removed below Q1 - 2 IQR, figures recomputed without them"
+            }
+        }
+    }
+}
+
+/// The batch figures before the study's rule removed any: what its fence
+/// was computed from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BeforeRemoval {
+    /// Every batch's figures.
+    pub summary: Summary,
+    /// First quartile of every batch, ns.
+    pub q1_ns: f64,
+    /// Third quartile of every batch, ns.
+    pub q3_ns: f64,
+    /// `q3_ns - q1_ns`.
+    pub iqr_ns: f64,
+}
+
 /// A batch whose preprocessing time is an outlier.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Outlier {
@@ -258,25 +326,35 @@ pub struct Outlier {
     pub start_ns: u64,
     /// Its preprocessing time, ns.
     pub dur_ns: u64,
-    /// `low` (below Q1 - 1.5 IQR) or `high` (above Q3 + 1.5 IQR).
+    /// `low` (below the low fence) or `high` (above the high fence).
     pub side: &'static str,
+    /// Whether it was left out of the figures (the study's rule).
+    pub removed: bool,
 }
 
 /// Per-batch preprocessing time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchStats {
-    /// The figures of every batch's preprocessing time.
+    /// The outlier rule these figures follow.
+    pub outlier_rule: OutlierRule,
+    /// The figures of the batches' preprocessing time (under the study's
+    /// rule, of the batches kept).
     pub summary: Option<Summary>,
-    /// First quartile, ns.
+    /// First quartile, ns (of the batches kept).
     pub q1_ns: Option<f64>,
-    /// Third quartile, ns.
+    /// Third quartile, ns (of the batches kept).
     pub q3_ns: Option<f64>,
-    /// Q3 - Q1, ns.
+    /// Q3 - Q1, ns (of the batches kept).
     pub iqr_ns: Option<f64>,
-    /// Q1 - 1.5 IQR, ns.
+    /// The low fence, ns: Q1 - 1.5 IQR, or the study's Q1 - 2 IQR (of
+    /// every batch).
     pub low_fence_ns: Option<f64>,
-    /// Q3 + 1.5 IQR, ns.
+    /// Q3 + 1.5 IQR, ns (none under the study's rule, which removes low
+    /// ones only).
     pub high_fence_ns: Option<f64>,
+    /// Every batch's figures, under the study's rule (what its fence came
+    /// from); `None` under the flagging rule, where `summary` is those.
+    pub before_removal: Option<BeforeRemoval>,
     /// The batches outside the fences, in order of start.
     pub outliers: Vec<Outlier>,
 }
@@ -290,9 +368,9 @@ pub enum WaitBucket {
     /// More than 0, under 1 ms.
     #[serde(rename = "under_1ms")]
     Under1ms,
-    /// 1 ms to 500 ms.
-    #[serde(rename = "over_1ms")]
-    Over1ms,
+    /// 1 ms to 500 ms (named `over_1ms` before `lotus.trace-stats/2`).
+    #[serde(rename = "1ms_to_500ms")]
+    From1msTo500ms,
     /// Over 500 ms.
     #[serde(rename = "over_500ms")]
     Over500ms,
@@ -303,7 +381,7 @@ impl WaitBucket {
     pub const ALL: [WaitBucket; 4] = [
         WaitBucket::None,
         WaitBucket::Under1ms,
-        WaitBucket::Over1ms,
+        WaitBucket::From1msTo500ms,
         WaitBucket::Over500ms,
     ];
 
@@ -314,7 +392,7 @@ impl WaitBucket {
         } else if dur_ns < 1_000_000 {
             WaitBucket::Under1ms
         } else if dur_ns <= 500_000_000 {
-            WaitBucket::Over1ms
+            WaitBucket::From1msTo500ms
         } else {
             WaitBucket::Over500ms
         }
@@ -325,7 +403,7 @@ impl WaitBucket {
         match self {
             WaitBucket::None => "none",
             WaitBucket::Under1ms => "under_1ms",
-            WaitBucket::Over1ms => "over_1ms",
+            WaitBucket::From1msTo500ms => "1ms_to_500ms",
             WaitBucket::Over500ms => "over_500ms",
         }
     }
@@ -335,7 +413,7 @@ impl WaitBucket {
         match self {
             WaitBucket::None => "none (batch ready)",
             WaitBucket::Under1ms => "< 1 ms",
-            WaitBucket::Over1ms => "1 ms - 500 ms",
+            WaitBucket::From1msTo500ms => "1 ms - 500 ms",
             WaitBucket::Over500ms => "> 500 ms",
         }
     }
@@ -372,6 +450,14 @@ pub struct DelayStats {
     pub unconsumed: u64,
     /// Consumptions with no preprocessed batch to match.
     pub consumed_without_batch: u64,
+    /// Delays under 250 ms (strictly), the study's first share.
+    pub under_250ms: u64,
+    /// Their share of the delays (0 to 1; `None` with no delay).
+    pub under_250ms_share: Option<f64>,
+    /// Delays over 500 ms (strictly), the study's second share.
+    pub over_500ms: u64,
+    /// Their share of the delays (0 to 1; `None` with no delay).
+    pub over_500ms_share: Option<f64>,
 }
 
 /// One batch, as the statistics list it ([`PerBatchRows`] gives them in
@@ -532,6 +618,14 @@ impl TraceStats {
     /// the index's durations; memory stays within its budget per sort. An
     /// error only when a temporary file cannot be written or read.
     pub fn compute(index: &mut TraceIndex) -> Result<(TraceStats, PerBatchRows), SpillError> {
+        Self::compute_with(index, OutlierRule::Flag)
+    }
+
+    /// [`TraceStats::compute`] with the outlier rule `rule`.
+    pub fn compute_with(
+        index: &mut TraceIndex,
+        rule: OutlierRule,
+    ) -> Result<(TraceStats, PerBatchRows), SpillError> {
         let budget = index.budget();
         let counts: Vec<(u64, i128)> = index.keys.iter().map(|k| (k.count, k.total_ns)).collect();
         let mut by_key = match index.take_durations() {
@@ -567,23 +661,40 @@ impl TraceStats {
             Some((summary, q)) => {
                 let (q1, q3) = (q[0], q[1]);
                 let iqr = q3 - q1;
+                let (low, high, before) = match rule {
+                    OutlierRule::Flag => (q1 - 1.5 * iqr, Some(q3 + 1.5 * iqr), None),
+                    OutlierRule::Study => (
+                        q1 - 2.0 * iqr,
+                        None,
+                        Some(BeforeRemoval {
+                            summary: summary.clone(),
+                            q1_ns: q1,
+                            q3_ns: q3,
+                            iqr_ns: iqr,
+                        }),
+                    ),
+                };
                 BatchStats {
+                    outlier_rule: rule,
                     summary: Some(summary),
                     q1_ns: Some(q1),
                     q3_ns: Some(q3),
                     iqr_ns: Some(iqr),
-                    low_fence_ns: Some(q1 - 1.5 * iqr),
-                    high_fence_ns: Some(q3 + 1.5 * iqr),
+                    low_fence_ns: Some(low),
+                    high_fence_ns: high,
+                    before_removal: before,
                     outliers: Vec::new(),
                 }
             }
             None => BatchStats {
+                outlier_rule: rule,
                 summary: None,
                 q1_ns: None,
                 q3_ns: None,
                 iqr_ns: None,
                 low_fence_ns: None,
                 high_fence_ns: None,
+                before_removal: None,
                 outliers: Vec::new(),
             },
         };
@@ -614,42 +725,55 @@ impl TraceStats {
             .map(|p| (p.process.pid, p.out_pid))
             .collect();
         let pid = |p: usize| pids.get(p).copied().unwrap_or((0, 0));
-        let fences = batches.low_fence_ns.zip(batches.high_fence_ns);
+        let (low_fence, high_fence) = (batches.low_fence_ns, batches.high_fence_ns);
+        let removing = rule == OutlierRule::Study && low_fence.is_some();
         let mut rows = Sorter::new(budget);
         let mut delays = Sorter::new(budget);
+        // The batches the study's rule keeps, for its figures recomputed.
+        let mut kept = Sorter::new(budget);
+        let (mut kept_count, mut kept_total) = (0u64, 0i128);
         let (mut delay_total, mut unconsumed) = (0i128, 0u64);
+        let (mut under_250ms, mut over_500ms) = (0u64, 0u64);
         let mut outliers: Vec<(u64, u64, Outlier)> = Vec::new();
         let consumed_without_batch = index.join(|r: BatchRow| {
             let (p, out_pid) = pid(r.preprocessing.process);
             match r.delay_ns() {
                 Some(d) => {
                     delay_total += i128::from(d);
+                    under_250ms += u64::from(d < 250_000_000);
+                    over_500ms += u64::from(d > 500_000_000);
                     delays.push(DurRec { key: 0, dur: d })?;
                 }
                 None => unconsumed += 1,
             }
-            if let Some((low, high)) = fences {
-                let d = r.preprocessing.dur_ns as f64;
-                let side = if d < low {
-                    Some("low")
-                } else if d > high {
-                    Some("high")
-                } else {
-                    None
-                };
-                if let Some(side) = side {
-                    outliers.push((
-                        r.preprocessing.start_ns,
-                        out_pid,
-                        Outlier {
-                            batch: r.preprocessing.batch,
-                            pid: p,
-                            start_ns: r.preprocessing.start_ns,
-                            dur_ns: r.preprocessing.dur_ns,
-                            side,
-                        },
-                    ));
-                }
+            let dur = r.preprocessing.dur_ns;
+            let d = dur as f64;
+            let side = if low_fence.is_some_and(|low| d < low) {
+                Some("low")
+            } else if high_fence.is_some_and(|high| d > high) {
+                Some("high")
+            } else {
+                None
+            };
+            if removing && side.is_none() {
+                let dur = dur.min(i64::MAX as u64) as i64;
+                kept_count += 1;
+                kept_total += i128::from(dur);
+                kept.push(DurRec { key: 0, dur })?;
+            }
+            if let Some(side) = side {
+                outliers.push((
+                    r.preprocessing.start_ns,
+                    out_pid,
+                    Outlier {
+                        batch: r.preprocessing.batch,
+                        pid: p,
+                        start_ns: r.preprocessing.start_ns,
+                        dur_ns: r.preprocessing.dur_ns,
+                        side,
+                        removed: removing,
+                    },
+                ));
             }
             rows.push(RowRec {
                 start: r.preprocessing.start_ns,
@@ -665,6 +789,22 @@ impl TraceStats {
         })?;
         outliers.sort_by_key(|o| (o.0, o.1, o.2.dur_ns));
         batches.outliers = outliers.into_iter().map(|(_, _, o)| o).collect();
+        if removing {
+            // Every batch figure again, over the batches kept (none kept:
+            // no figures).
+            let again =
+                summaries_by_key(kept.finish()?, &[(kept_count, kept_total)], &[25.0, 75.0])?
+                    .pop()
+                    .flatten();
+            let (q1, q3) = match &again {
+                Some((_, q)) => (Some(q[0]), Some(q[1])),
+                None => (None, None),
+            };
+            batches.summary = again.map(|(s, _)| s);
+            batches.q1_ns = q1;
+            batches.q3_ns = q3;
+            batches.iqr_ns = q1.zip(q3).map(|(a, b)| b - a);
+        }
         let delay_count = delays.len();
         let delay_summary = summaries_by_key(delays.finish()?, &[(delay_count, delay_total)], &[])?
             .pop()
@@ -693,6 +833,10 @@ impl TraceStats {
                 summary: delay_summary,
                 unconsumed,
                 consumed_without_batch,
+                under_250ms,
+                under_250ms_share: share(under_250ms, delay_count),
+                over_500ms,
+                over_500ms_share: share(over_500ms, delay_count),
             },
         };
         Ok((
@@ -701,6 +845,87 @@ impl TraceStats {
                 sorted: rows.finish()?,
             },
         ))
+    }
+}
+
+/// `part / whole`, `None` when `whole` is 0.
+fn share(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+/// One configuration in [`ConfigComparison`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConfigRow {
+    /// The configuration's name (its folder's).
+    pub label: String,
+    /// Its batches (kept, under the study's rule).
+    pub batches: u64,
+    /// Median batch preprocessing time, ns.
+    pub p50_ns: Option<f64>,
+    /// Q3 - Q1 of batch preprocessing time, ns.
+    pub iqr_ns: Option<f64>,
+    /// Population standard deviation of it, ns.
+    pub std_ns: Option<f64>,
+    /// `iqr_ns` over the smallest configuration's (`None` where that is 0).
+    pub iqr_normalized: Option<f64>,
+    /// `std_ns` over the smallest configuration's (`None` where that is 0).
+    pub std_normalized: Option<f64>,
+}
+
+/// The study's comparison of configurations (its
+/// `iqr_and_stddev_preprocessing_time_stats.py`): each configuration's IQR
+/// and standard deviation of batch preprocessing time divided by the
+/// smallest among the configurations, and the largest of those ratios
+/// ("Maximum normalized IQR/standard deviation for preprocessing time
+/// across configs"). Configurations without batches take no part.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConfigComparison {
+    /// Each configuration, in the order given.
+    pub configurations: Vec<ConfigRow>,
+    /// The largest `iqr_normalized`.
+    pub max_normalized_iqr: Option<f64>,
+    /// The largest `std_normalized`.
+    pub max_normalized_std: Option<f64>,
+}
+
+impl ConfigComparison {
+    /// The comparison of `configs` (name, batch figures).
+    pub fn of(configs: &[(&str, &BatchStats)]) -> ConfigComparison {
+        let std = |b: &BatchStats| b.summary.as_ref().map(|s| s.std_ns);
+        let smallest = |f: &dyn Fn(&BatchStats) -> Option<f64>| {
+            configs
+                .iter()
+                .filter_map(|(_, b)| f(b))
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))
+        };
+        let min_iqr = smallest(&|b| b.iqr_ns);
+        let min_std = smallest(&std);
+        let ratio = |v: Option<f64>, min: Option<f64>| match (v, min) {
+            (Some(v), Some(m)) if m > 0.0 => Some(v / m),
+            _ => None,
+        };
+        let rows: Vec<ConfigRow> = configs
+            .iter()
+            .map(|(label, b)| ConfigRow {
+                label: label.to_string(),
+                batches: b.summary.as_ref().map_or(0, |s| s.count),
+                p50_ns: b.summary.as_ref().map(|s| s.p50_ns),
+                iqr_ns: b.iqr_ns,
+                std_ns: std(b),
+                iqr_normalized: ratio(b.iqr_ns, min_iqr),
+                std_normalized: ratio(std(b), min_std),
+            })
+            .collect();
+        let max = |f: fn(&ConfigRow) -> Option<f64>| {
+            rows.iter()
+                .filter_map(f)
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+        };
+        ConfigComparison {
+            max_normalized_iqr: max(|r| r.iqr_normalized),
+            max_normalized_std: max(|r| r.std_normalized),
+            configurations: rows,
+        }
     }
 }
 
@@ -740,8 +965,11 @@ mod tests {
         assert_eq!(WaitBucket::of(5_000_000, Some(true)), WaitBucket::None);
         assert_eq!(WaitBucket::of(0, None), WaitBucket::None);
         assert_eq!(WaitBucket::of(999_999, Some(false)), WaitBucket::Under1ms);
-        assert_eq!(WaitBucket::of(1_000_000, None), WaitBucket::Over1ms);
-        assert_eq!(WaitBucket::of(500_000_000, None), WaitBucket::Over1ms);
+        assert_eq!(WaitBucket::of(1_000_000, None), WaitBucket::From1msTo500ms);
+        assert_eq!(
+            WaitBucket::of(500_000_000, None),
+            WaitBucket::From1msTo500ms
+        );
         assert_eq!(WaitBucket::of(500_000_001, None), WaitBucket::Over500ms);
         for b in WaitBucket::ALL {
             assert_eq!(serde_json::to_value(b).expect("json"), b.as_str());

@@ -1,0 +1,220 @@
+//! `lotus compare A.json B.json ...`: the ops of live mappings made on
+//! different hosts side by side: each mapping's host (CPU model, CPUs,
+//! cores, kernel), each op's latency and CPU time per call, and their
+//! ratios to the first mapping's ([`lotus_core::compare`] defines them).
+//!
+//! `--format json` prints `lotus.mapping-compare/1`:
+//!
+//! ```json
+//! {"schema": "lotus.mapping-compare/1",
+//!  "mappings": [{"label": "xeon", "file": "xeon.json",
+//!                "host": {"host": "node1", "cpu_model": "...", "cpus": "32", "cpu_cores": "16", "kernel": "6.1.0"}}],
+//!  "ops": [{"op": "Loader",
+//!           "per_mapping": [{"calls": 400, "latency_s": 0.0021, "cpu_s": 0.0020}, null],
+//!           "latency_ratio": [1.0, null], "cpu_ratio": [1.0, null]}]}
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
+use lotus_core::compare::{compare, host_of, OpAcross};
+use lotus_core::mapping::Mapping;
+use serde::Serialize;
+
+/// The schema tag of `lotus compare --format json`.
+pub const SCHEMA: &str = "lotus.mapping-compare/1";
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    /// Readable tables.
+    Table,
+    /// `lotus.mapping-compare/1`.
+    Json,
+    /// One row per (op, mapping).
+    Csv,
+}
+
+/// `lotus compare`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// Live mappings (lotus.mapping/1), the first the reference of the
+    /// ratios.
+    #[arg(value_name = "MAPPING", required = true, num_args = 2..)]
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: CompareFormat,
+}
+
+#[derive(Serialize)]
+struct JsonMapping<'a> {
+    label: &'a str,
+    file: String,
+    host: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    schema: &'static str,
+    mappings: Vec<JsonMapping<'a>>,
+    ops: &'a [OpAcross],
+}
+
+/// Runs `lotus compare`.
+pub fn run(args: CompareArgs) -> Result<ExitCode> {
+    let mut mappings = Vec::new();
+    for path in &args.files {
+        let name = path.display().to_string();
+        if path.is_dir() {
+            bail!("{name}: is a folder; give mapping files (lotus map --out FILE)");
+        }
+        let f = lotus_core::input::open_regular(path)
+            .with_context(|| format!("cannot read mapping {name}"))?;
+        mappings.push(Mapping::from_reader(f, &name)?);
+    }
+    let mut labels: Vec<String> = args
+        .files
+        .iter()
+        .map(|p| {
+            p.file_stem().map_or_else(
+                || p.display().to_string(),
+                |s| s.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let dup = |l: &String, all: &[String]| all.iter().filter(|x| *x == l).count() > 1;
+    let all = labels.clone();
+    for (l, p) in labels.iter_mut().zip(&args.files) {
+        if dup(l, &all) {
+            *l = p.display().to_string();
+        }
+    }
+    let refs: Vec<&Mapping> = mappings.iter().collect();
+    let ops = compare(&refs);
+    if ops
+        .iter()
+        .all(|o| o.per_mapping.iter().all(Option::is_none))
+    {
+        bail!(
+            "no op of these mappings has per-call figures: they come from live mappings (`lotus map --backend ... OPS`), whose windows count calls; mappings from vendor reports have none"
+        );
+    }
+    for (m, (l, p)) in mappings.iter().zip(labels.iter().zip(&args.files)) {
+        if m.ops.iter().all(|o| o.window.is_none()) {
+            eprintln!(
+                "lotus: note: {l} ({}): no windows (a mapping from reports?): no per-call figures",
+                p.display()
+            );
+        }
+    }
+    let text = match args.format {
+        CompareFormat::Json => {
+            let out = JsonOut {
+                schema: SCHEMA,
+                mappings: mappings
+                    .iter()
+                    .zip(labels.iter().zip(&args.files))
+                    .map(|(m, (l, p))| JsonMapping {
+                        label: l,
+                        file: p.display().to_string(),
+                        host: host_of(m),
+                    })
+                    .collect(),
+                ops: &ops,
+            };
+            serde_json::to_string_pretty(&out)? + "\n"
+        }
+        CompareFormat::Csv => csv(&labels, &ops)?,
+        CompareFormat::Table => table(&mappings, &labels, &ops),
+    };
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn csv(labels: &[String], ops: &[OpAcross]) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "op",
+        "mapping",
+        "calls",
+        "latency_s",
+        "cpu_s",
+        "latency_ratio",
+        "cpu_ratio",
+    ])?;
+    let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    for o in ops {
+        for (i, l) in labels.iter().enumerate() {
+            let p = o.per_mapping[i];
+            w.write_record([
+                o.op.clone(),
+                l.clone(),
+                p.map(|p| p.calls.to_string()).unwrap_or_default(),
+                num(p.and_then(|p| p.latency_s)),
+                num(p.and_then(|p| p.cpu_s)),
+                num(o.latency_ratio[i]),
+                num(o.cpu_ratio[i]),
+            ])?;
+        }
+    }
+    Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
+}
+
+fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross]) -> String {
+    let new = |header: Vec<String>| {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .set_header(header);
+        t
+    };
+    let mut hosts = new(["mapping", "host", "CPU model", "CPUs", "cores", "kernel"]
+        .map(String::from)
+        .to_vec());
+    for (m, l) in mappings.iter().zip(labels) {
+        let h = host_of(m);
+        let get = |k: &str| h.get(k).cloned().unwrap_or_else(|| "-".into());
+        hosts.add_row(vec![
+            l.clone(),
+            get("host"),
+            get("cpu_model"),
+            get("cpus"),
+            get("cpu_cores"),
+            get("kernel"),
+        ]);
+    }
+    let mut header = vec!["op".to_string()];
+    for (i, l) in labels.iter().enumerate() {
+        header.push(format!("{l} latency ms"));
+        header.push(format!("{l} CPU ms"));
+        if i > 0 {
+            header.push(format!("{l} / {} latency", labels[0]));
+            header.push(format!("{l} / {} CPU", labels[0]));
+        }
+    }
+    let mut t = new(header);
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{:.4}", s * 1e3));
+    let ratio = |v: Option<f64>| v.map_or("-".to_string(), |r| format!("{r:.2}x"));
+    let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
+    for o in ops {
+        let mut row = vec![Cell::new(crate::output::one_line(&o.op))];
+        for i in 0..labels.len() {
+            let p = o.per_mapping[i];
+            row.push(right(ms(p.and_then(|p| p.latency_s))));
+            row.push(right(ms(p.and_then(|p| p.cpu_s))));
+            if i > 0 {
+                row.push(right(ratio(o.latency_ratio[i])));
+                row.push(right(ratio(o.cpu_ratio[i])));
+            }
+        }
+        t.add_row(row);
+    }
+    format!(
+        "Hosts\n{hosts}\n\nOps per call (latency: window time / calls; CPU: task-clock / calls; ratios over {})\n{t}\n",
+        labels[0]
+    )
+}
