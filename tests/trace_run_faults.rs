@@ -282,3 +282,72 @@ fn a_trace_folder_others_can_write_is_refused() {
     let out = cmd.output().expect("run lotus");
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// SIGTERM (or SIGHUP) sent to lotus alone, as a batch system ends a job,
+/// reaches the job (its handler runs; its status comes back through
+/// lotus); and a lotus killed outright leaves no job running unwatched.
+#[test]
+fn termination_signals_sent_to_lotus_reach_the_job() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let job = r#"import os, signal, sys, time
+def ended(signum, frame):
+    open(sys.argv[1] + '.got', 'w').write(str(signum))
+    sys.exit(3)
+signal.signal(signal.SIGTERM, ended)
+signal.signal(signal.SIGHUP, ended)
+with open(sys.argv[1] + '.tmp', 'w') as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + '.tmp', sys.argv[1])
+time.sleep(120)
+"#;
+    for (signal, name) in [(libc::SIGTERM, "term"), (libc::SIGHUP, "hup")] {
+        let ready = tmp.path().join(name);
+        let log = tmp.path().join(format!("{name}.stderr"));
+        let mut lotus = trace_run(&tmp.path().join(format!("trace-{name}")), job, &[&ready])
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("lotus");
+        wait_for(&ready, &mut lotus);
+        let started = Instant::now();
+        // SAFETY: kill(2) of lotus, our child.
+        unsafe { libc::kill(lotus.id() as libc::pid_t, signal) };
+        let status = lotus.wait().expect("lotus");
+        let err = std::fs::read_to_string(&log).expect("stderr");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{name}: lotus took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(status.code(), Some(3), "{name}: {err}");
+        let got = std::fs::read_to_string(tmp.path().join(format!("{name}.got")))
+            .unwrap_or_else(|e| panic!("{name}: the job's handler did not run ({e}): {err}"));
+        assert_eq!(got, signal.to_string());
+    }
+
+    // lotus killed outright: the job gets SIGTERM (parent-death signal).
+    let ready = tmp.path().join("kill");
+    let mut lotus = trace_run(&tmp.path().join("trace-kill"), job, &[&ready])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lotus");
+    wait_for(&ready, &mut lotus);
+    let job_pid: u32 = std::fs::read_to_string(&ready)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    // SAFETY: kill(2) of lotus, our child.
+    unsafe { libc::kill(lotus.id() as libc::pid_t, libc::SIGKILL) };
+    let _ = lotus.wait();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(job_pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = alive(job_pid);
+    if left {
+        // SAFETY: kill(2); the test's own leftover.
+        unsafe { libc::kill(job_pid as libc::pid_t, libc::SIGKILL) };
+    }
+    assert!(!left, "the job ran on after lotus was killed");
+    assert!(tmp.path().join("kill.got").exists());
+}

@@ -15,7 +15,7 @@ use std::fs;
 use std::path::Path;
 
 use common::trace_check::{close, percentile};
-use common::{lotus_fails, lotus_ok};
+use common::{lotus_fails, lotus_ok, lotus_usage_error};
 use serde_json::Value;
 
 fn s(p: &Path) -> &str {
@@ -440,8 +440,9 @@ fn each_configuration_is_its_own_block_equal_to_the_folder_alone() {
         assert!(text.contains(&format!("{max_iqr:.2}x")), "{text}");
     }
 
-    // --op-times takes one trace; a parent without configurations is named.
-    let err = lotus_fails(&[
+    // --op-times takes one trace (a usage error); a parent without
+    // configurations is named.
+    let err = lotus_usage_error(&[
         "trace",
         "stats",
         s(&a),

@@ -123,6 +123,11 @@ pub fn run(cmd: &mut Command, out: &Path, prefix: &str, frequency: u64) -> Resul
             // SAFETY: kill with a process group id and a signal number.
             unsafe { libc::kill(-(collection.pid() as libc::pid_t), libc::SIGINT) };
         }
+        if let Some(signal) = crate::trace_run::signal_to_forward() {
+            // SIGTERM or SIGHUP sent to lotus: the job's group gets it too.
+            // SAFETY: kill with a process group id and a signal number.
+            unsafe { libc::kill(-(collection.pid() as libc::pid_t), signal) };
+        }
         std::thread::sleep(POLL);
     };
     let report = collection.finish()?;

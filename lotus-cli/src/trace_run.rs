@@ -22,8 +22,10 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use lotus_backend_common::{reaper, trust};
@@ -63,6 +65,74 @@ pub const ENV_TRACE_RUN: &str = "LOTUS_TRACE_RUN";
 pub const ENV_TRACE_STATUS: &str = "LOTUS_TRACE_STATUS";
 /// How long the processes a job leaves have, after SIGTERM, before SIGKILL.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
+
+/// How often lotus looks whether the job ended or a signal must be passed
+/// on.
+const POLL: Duration = Duration::from_millis(20);
+
+/// The last SIGTERM or SIGHUP lotus received, still to be passed on to the
+/// job (0: none).
+static FORWARD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn remember_signal(signal: libc::c_int) {
+    FORWARD.store(signal, Ordering::SeqCst);
+}
+
+/// SIGTERM and SIGHUP sent to lotus alone (a batch system ending the job,
+/// `kill PID`) are passed on to the job, which would otherwise run on while
+/// lotus waits for it. (SIGINT from a terminal reaches the job directly: it
+/// is in lotus's process group.) Replaces the handlers `ctrlc` installed
+/// for these two.
+fn forward_termination_signals() {
+    for signal in [libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction with a handler that only stores to an
+        // atomic (async-signal-safe); the old action is not needed.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = remember_signal as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The signal to pass on to the job, once.
+pub(crate) fn signal_to_forward() -> Option<libc::c_int> {
+    match FORWARD.swap(0, Ordering::SeqCst) {
+        0 => None,
+        signal => Some(signal),
+    }
+}
+
+/// Runs `cmd` (in lotus's process group) to its end, passing SIGTERM and
+/// SIGHUP on to it; should lotus be killed outright, the job gets SIGTERM
+/// (a parent-death signal) instead of running on unwatched.
+fn run_plain(cmd: &mut Command, program: &Path) -> Result<std::process::ExitStatus> {
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel for a
+    // signal when lotus dies.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {}", program.display()))?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if let Some(signal) = signal_to_forward() {
+            // SAFETY: kill(2) of our own unreaped child.
+            unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        }
+        std::thread::sleep(POLL);
+    }
+}
 
 /// `lotus trace run` arguments.
 #[derive(Debug, clap::Args)]
@@ -359,12 +429,12 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     let _ = ctrlc::set_handler(|| {
         crate::sampled_trace::INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst)
     });
+    forward_termination_signals();
     let status = if args.sample {
         crate::sampled_trace::prepare(&out, &args.prefix, args.clean)?;
         crate::sampled_trace::run(&mut cmd, &out, &args.prefix, args.frequency)?
     } else {
-        cmd.status()
-            .with_context(|| format!("cannot start {}", program_path.display()))?
+        run_plain(&mut cmd, &program_path)?
     };
     let ended = reaper::end_descendants(LEFTOVER_GRACE, LEFTOVER_GRACE + Duration::from_secs(5));
     if ended > 0 {

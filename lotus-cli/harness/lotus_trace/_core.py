@@ -253,7 +253,9 @@ def flush():
         lines, _buf = _buf, []
         try:
             head = _open() if _fd is None else ""
-            _write_all((head + "".join(lines) + _clock_line()).encode("utf-8", "replace"))
+            # The clock line is a comment: none in the original format.
+            clock = "" if _original else _clock_line()
+            _write_all((head + "".join(lines) + clock).encode("utf-8", "replace"))
             _last_flush = _now()
         except OSError as e:
             _failed = True
