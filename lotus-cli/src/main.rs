@@ -14,6 +14,7 @@ mod echo;
 mod from_reports;
 mod harness;
 mod live;
+mod map_from_trace;
 mod names;
 mod oom;
 mod output;
@@ -130,8 +131,17 @@ pub enum DataFormat {
 #[derive(Debug, clap::Args)]
 struct MapArgs {
     /// Profiler backend (see `lotus backends`).
-    #[arg(long)]
-    backend: String,
+    #[arg(long, required_unless_present = "from_trace")]
+    backend: Option<String>,
+    /// Read a sampled trace folder (`lotus trace run --sample --out DIR`)
+    /// instead of running anything: each op's native functions as measured
+    /// inside the pipeline (the in-pipeline attribution's, see `lotus
+    /// attribute DIR`).
+    #[arg(long, value_name = "DIR", conflicts_with = "from_reports")]
+    from_trace: Option<PathBuf>,
+    /// With --from-trace: the samples' prefix in DIR (as `trace run --prefix`).
+    #[arg(long, default_value = "lotus", requires = "from_trace")]
+    prefix: String,
     /// Read existing vendor reports, DIR/<Op>/<run>.csv, instead of running anything.
     #[arg(long, value_name = "DIR")]
     from_reports: Option<PathBuf>,
@@ -321,7 +331,25 @@ fn emit(
 }
 
 fn cmd_map(args: MapArgs) -> Result<ExitCode> {
-    let backend = usage::backend(&args.backend)?;
+    if let Some(dir) = &args.from_trace {
+        map_from_trace::check_alone(
+            args.backend.as_deref(),
+            args.ops.len(),
+            args.from_reports.is_some(),
+            args.dry_run,
+        )?;
+        let mapping = map_from_trace::build(dir, &args.prefix)?;
+        emit(
+            &mapping,
+            args.out.as_deref(),
+            args.format,
+            args.top,
+            args.wide,
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let backend_name = args.backend.as_deref().unwrap_or_default();
+    let backend = usage::backend(backend_name)?;
     let (mut mapping, failures, interrupted) = match &args.from_reports {
         Some(dir) => {
             if !args.ops.is_empty() {
@@ -329,7 +357,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                     "give either op files or --from-reports DIR, not both",
                 ));
             }
-            if args.backend == "perf" {
+            if backend_name == "perf" {
                 return Err(usage("--from-reports reads VTune or uProf reports: use --backend vtune or --backend uprof (perf maps live: lotus map --backend perf ops/*.py)"));
             }
             let outcome = from_reports::build(backend.as_ref(), dir, args.rule)?;
@@ -338,8 +366,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
         None => {
             if args.ops.is_empty() {
                 return Err(usage(format!(
-                    "nothing to map: give op files (lotus map --backend {} ops/*.py) or --from-reports DIR",
-                    args.backend
+                    "nothing to map: give op files (lotus map --backend {backend_name} ops/*.py), --from-reports DIR or --from-trace DIR"
                 )));
             }
             let opts = live::LiveOptions {
