@@ -132,3 +132,122 @@ fn from_trace_usage_errors_exit_2_and_a_folder_without_samples_says_what_to_do()
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(d) && err.contains("--sample"), "{err}");
 }
+
+/// `lotus map` in isolation of the op files in fixtures/mapping_compare/SET.
+fn isolated_mapping(set: &str, out: &Path) {
+    let dir = common::fixture(&format!("mapping_compare/{set}"));
+    let ops = [dir.join("Dot.py"), dir.join("PoolBlur.py")];
+    let mut args = vec![
+        "map",
+        "--backend",
+        "perf",
+        "--runs",
+        "1",
+        "--min-samples",
+        "1000",
+        "--no-baseline",
+        "--python",
+    ];
+    let py = python();
+    args.push(py.to_str().expect("utf8"));
+    args.extend(ops.iter().map(|p| p.to_str().expect("utf8")));
+    args.extend(["--out", out.to_str().expect("utf8")]);
+    assert_ok(&common::lotus(&args), &format!("map {set}"));
+}
+
+fn against(mapping: &Path, other: &Path, format: &str) -> std::process::Output {
+    common::lotus(&[
+        "show",
+        mapping.to_str().expect("utf8"),
+        "--against",
+        other.to_str().expect("utf8"),
+        "--format",
+        format,
+    ])
+}
+
+#[test]
+fn an_isolated_mapping_of_the_same_work_covers_the_pipeline_and_a_wrong_one_does_not() {
+    let dir = sampled_trace();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pipeline = tmp.path().join("pipeline.json");
+    assert_ok(
+        &common::lotus(&[
+            "map",
+            "--from-trace",
+            dir.to_str().expect("utf8"),
+            "--out",
+            pipeline.to_str().expect("utf8"),
+        ]),
+        "map --from-trace",
+    );
+    let (same, swapped) = (
+        tmp.path().join("same.json"),
+        tmp.path().join("swapped.json"),
+    );
+    isolated_mapping("same", &same);
+    isolated_mapping("swapped", &swapped);
+
+    let coverage = |mapping: &Path| {
+        let c = json_of(&against(mapping, &pipeline, "json"), "show --against");
+        assert_eq!(c["schema"], "lotus.mapping-comparison/1");
+        let ops = c["ops"].as_array().expect("ops").clone();
+        assert_eq!(ops.len(), 2, "{c:#}");
+        (c, ops)
+    };
+    let kernel_of = |op: &Value| match op["op"].as_str() {
+        Some("Dot") => "lotus_fixture_dot",
+        Some("PoolBlur") => "lotus_fixture_blur",
+        other => panic!("op {other:?}"),
+    };
+    let (c, ops) = coverage(&same);
+    for op in &ops {
+        let x = op["coverage"].as_f64().expect("coverage");
+        assert!(x > 0.8, "{}: coverage {x}: {c:#}", op["op"]);
+        // Its own kernel is not among what the isolated mapping missed.
+        assert!(
+            op["missed"]
+                .as_array()
+                .expect("missed")
+                .iter()
+                .all(|f| f["function"] != kernel_of(op)),
+            "{c:#}"
+        );
+    }
+    let (c, ops) = coverage(&swapped);
+    for op in &ops {
+        let x = op["coverage"].as_f64().expect("coverage");
+        assert!(x < 0.2, "{}: coverage {x}: {c:#}", op["op"]);
+        // What it missed most is the op's own kernel; what it lists and the
+        // op never ran in the pipeline leads with the other kernel.
+        assert_eq!(op["missed"][0]["function"], kernel_of(op), "{c:#}");
+        let other = if kernel_of(op) == "lotus_fixture_dot" {
+            "lotus_fixture_blur"
+        } else {
+            "lotus_fixture_dot"
+        };
+        assert_eq!(op["not_run"][0]["function"], other, "{c:#}");
+    }
+
+    // The other formats carry the same figures.
+    let table = against(&same, &pipeline, "table");
+    assert_ok(&table, "table");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("coverage %") && text.contains("PoolBlur"),
+        "{text}"
+    );
+    let md = against(&swapped, &pipeline, "md");
+    assert_ok(&md, "md");
+    let text = String::from_utf8_lossy(&md.stdout);
+    assert!(text.contains("| Dot | "), "{text}");
+    let csv = against(&same, &pipeline, "csv");
+    assert_ok(&csv, "csv");
+    let text = String::from_utf8_lossy(&csv.stdout);
+    assert!(
+        text.starts_with("op,kind,coverage,") && text.contains("Dot,coverage,0."),
+        "{text}"
+    );
+    // A comparison is not a mapping: --format lotus is a usage error.
+    assert_eq!(against(&same, &pipeline, "lotus").status.code(), Some(2));
+}

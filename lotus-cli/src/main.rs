@@ -15,6 +15,7 @@ mod from_reports;
 mod harness;
 mod live;
 mod map_from_trace;
+mod mapping_against;
 mod names;
 mod oom;
 mod output;
@@ -226,6 +227,9 @@ struct ShowArgs {
     /// Tables show full function names (by default long C++ names are shortened to fit the terminal).
     #[arg(long)]
     wide: bool,
+    /// Compare with another mapping of the same ops (e.g. the in-pipeline one, `lotus map --from-trace`): per op, the share of its samples in OTHER that fall in functions FILE lists, the top functions FILE misses, and those it lists that OTHER's op never ran.
+    #[arg(long, value_name = "OTHER")]
+    against: Option<PathBuf>,
 }
 
 fn parse_rule(s: &str) -> Result<MergeRule, String> {
@@ -473,6 +477,13 @@ fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
             bail!("{name}: has no run counts (the original tool's schema), so --rule cannot be applied");
         }
         mapping.apply_rule(rule);
+    }
+    if let Some(other_path) = &args.against {
+        let other_name = other_path.display().to_string();
+        let file = lotus_core::input::open_regular(other_path)
+            .with_context(|| format!("cannot read {other_name}"))?;
+        let other = Mapping::from_reader(file, &other_name)?;
+        return mapping_against::run(&mapping, &name, &other, &other_name, args.format, args.top);
     }
     if args.format == Format::Json {
         // Streamed: the JSON of a large mapping is never held whole.
