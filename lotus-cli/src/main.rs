@@ -14,6 +14,8 @@ mod echo;
 mod from_reports;
 mod harness;
 mod live;
+mod map_from_trace;
+mod mapping_against;
 mod names;
 mod oom;
 mod output;
@@ -130,8 +132,17 @@ pub enum DataFormat {
 #[derive(Debug, clap::Args)]
 struct MapArgs {
     /// Profiler backend (see `lotus backends`).
-    #[arg(long)]
-    backend: String,
+    #[arg(long, required_unless_present = "from_trace")]
+    backend: Option<String>,
+    /// Read a sampled trace folder (`lotus trace run --sample --out DIR`)
+    /// instead of running anything: each op's native functions as measured
+    /// inside the pipeline (the in-pipeline attribution's, see `lotus
+    /// attribute DIR`).
+    #[arg(long, value_name = "DIR", conflicts_with = "from_reports")]
+    from_trace: Option<PathBuf>,
+    /// With --from-trace: the samples' prefix in DIR (as `trace run --prefix`).
+    #[arg(long, default_value = "lotus", requires = "from_trace")]
+    prefix: String,
     /// Read existing vendor reports, DIR/<Op>/<run>.csv, instead of running anything.
     #[arg(long, value_name = "DIR")]
     from_reports: Option<PathBuf>,
@@ -216,6 +227,9 @@ struct ShowArgs {
     /// Tables show full function names (by default long C++ names are shortened to fit the terminal).
     #[arg(long)]
     wide: bool,
+    /// Compare with another mapping of the same ops (e.g. the in-pipeline one, `lotus map --from-trace`): per op, the share of its samples in OTHER that fall in functions FILE lists, the top functions FILE misses, and those it lists that OTHER's op never ran.
+    #[arg(long, value_name = "OTHER")]
+    against: Option<PathBuf>,
 }
 
 fn parse_rule(s: &str) -> Result<MergeRule, String> {
@@ -321,7 +335,25 @@ fn emit(
 }
 
 fn cmd_map(args: MapArgs) -> Result<ExitCode> {
-    let backend = usage::backend(&args.backend)?;
+    if let Some(dir) = &args.from_trace {
+        map_from_trace::check_alone(
+            args.backend.as_deref(),
+            args.ops.len(),
+            args.from_reports.is_some(),
+            args.dry_run,
+        )?;
+        let mapping = map_from_trace::build(dir, &args.prefix)?;
+        emit(
+            &mapping,
+            args.out.as_deref(),
+            args.format,
+            args.top,
+            args.wide,
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let backend_name = args.backend.as_deref().unwrap_or_default();
+    let backend = usage::backend(backend_name)?;
     let (mut mapping, failures, interrupted) = match &args.from_reports {
         Some(dir) => {
             if !args.ops.is_empty() {
@@ -329,7 +361,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                     "give either op files or --from-reports DIR, not both",
                 ));
             }
-            if args.backend == "perf" {
+            if backend_name == "perf" {
                 return Err(usage("--from-reports reads VTune or uProf reports: use --backend vtune or --backend uprof (perf maps live: lotus map --backend perf ops/*.py)"));
             }
             let outcome = from_reports::build(backend.as_ref(), dir, args.rule)?;
@@ -338,8 +370,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
         None => {
             if args.ops.is_empty() {
                 return Err(usage(format!(
-                    "nothing to map: give op files (lotus map --backend {} ops/*.py) or --from-reports DIR",
-                    args.backend
+                    "nothing to map: give op files (lotus map --backend {backend_name} ops/*.py), --from-reports DIR or --from-trace DIR"
                 )));
             }
             let opts = live::LiveOptions {
@@ -446,6 +477,13 @@ fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
             bail!("{name}: has no run counts (the original tool's schema), so --rule cannot be applied");
         }
         mapping.apply_rule(rule);
+    }
+    if let Some(other_path) = &args.against {
+        let other_name = other_path.display().to_string();
+        let file = lotus_core::input::open_regular(other_path)
+            .with_context(|| format!("cannot read {other_name}"))?;
+        let other = Mapping::from_reader(file, &other_name)?;
+        return mapping_against::run(&mapping, &name, &other, &other_name, args.format, args.top);
     }
     if args.format == Format::Json {
         // Streamed: the JSON of a large mapping is never held whole.

@@ -1,0 +1,39 @@
+//! `lotus map --from-trace DIR`: the in-pipeline mapping of a sampled
+//! trace folder ([`lotus_core::mapping::from_trace`]), written like any
+//! other mapping.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use lotus_core::mapping::from_trace::mapping_from_trace;
+use lotus_core::mapping::Mapping;
+use lotus_core::spill::Budget;
+
+use crate::usage::usage;
+
+/// The options `--from-trace` cannot take: they run or read something else.
+pub fn check_alone(
+    backend: Option<&str>,
+    ops: usize,
+    from_reports: bool,
+    dry_run: bool,
+) -> Result<()> {
+    if ops > 0 || from_reports || dry_run {
+        return Err(usage(
+            "--from-trace DIR reads a sampled trace folder: give no op files, --from-reports or --dry-run with it",
+        ));
+    }
+    if let Some(b) = backend.filter(|b| *b != "perf") {
+        return Err(usage(format!(
+            "--from-trace DIR: the samples of a trace are taken by the perf backend, not {b}; leave --backend out"
+        )));
+    }
+    Ok(())
+}
+
+/// Builds the mapping of `dir`'s samples (prefix `prefix`).
+pub fn build(dir: &Path, prefix: &str) -> Result<Mapping> {
+    let budget = Budget::from_env()?;
+    mapping_from_trace(dir, prefix, budget)
+        .with_context(|| format!("cannot map the samples in {}", dir.display()))
+}

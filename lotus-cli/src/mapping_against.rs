@@ -1,0 +1,172 @@
+//! `lotus show MAPPING --against OTHER`: per op, how much of OTHER's work
+//! the functions MAPPING lists explain ([`lotus_core::mapping::compare`]),
+//! as a table, Markdown, CSV or JSON (`lotus.mapping-comparison/1`).
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use lotus_core::mapping::compare::{compare_mappings, ComparedFunction, MappingComparison};
+use lotus_core::mapping::Mapping;
+use serde_json::json;
+
+use crate::output::{one_line, Format};
+use crate::usage::usage;
+
+/// The JSON schema name.
+pub const SCHEMA: &str = "lotus.mapping-comparison/1";
+
+/// Prints the comparison of `mapping` (named `name`) against `other`
+/// (named `other_name`), `top` missed / not-run functions per op (0: all).
+pub fn run(
+    mapping: &Mapping,
+    name: &str,
+    other: &Mapping,
+    other_name: &str,
+    format: Format,
+    top: usize,
+) -> Result<ExitCode> {
+    let top = if top == 0 { usize::MAX } else { top };
+    let c = compare_mappings(mapping, other, top);
+    let text =
+        match format {
+            Format::Json => {
+                let mut v = serde_json::to_value(&c)?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("schema".into(), json!(SCHEMA));
+                    o.insert("mapping".into(), json!(name));
+                    o.insert("against".into(), json!(other_name));
+                }
+                serde_json::to_string_pretty(&v)? + "\n"
+            }
+            Format::Csv => csv_of(&c)?,
+            Format::Table => table_of(&c, name, other_name, false),
+            Format::Md => table_of(&c, name, other_name, true),
+            Format::Lotus => return Err(usage(
+                "--against prints a comparison, not a mapping: use --format table, json, csv or md",
+            )),
+        };
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn percent(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_string(), |x| format!("{:.1}", x * 100.0))
+}
+
+fn names(fs: &[ComparedFunction], n: usize) -> String {
+    fs.iter()
+        .take(n)
+        .map(|f| format!("{} ({:.0}%)", one_line(&f.function), f.share * 100.0))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn table_of(c: &MappingComparison, name: &str, other_name: &str, markdown: bool) -> String {
+    let header = [
+        "op",
+        "coverage %",
+        "listed",
+        "samples in other",
+        "top missed",
+        "listed, never run",
+    ];
+    let rows: Vec<Vec<String>> = c
+        .ops
+        .iter()
+        .map(|o| {
+            vec![
+                one_line(&o.op),
+                percent(o.coverage),
+                o.listed.to_string(),
+                format!("{}", o.other_samples),
+                format!("{} of {}", names(&o.missed, 3), o.missed_count),
+                format!("{} of {}", names(&o.not_run, 3), o.not_run_count),
+            ]
+        })
+        .collect();
+    let mut text = format!(
+        "{} against {}: coverage is the share of each op's samples in the second that fall in functions the first lists for it\n",
+        one_line(name),
+        one_line(other_name)
+    );
+    if markdown {
+        text += &format!(
+            "\n| {} |\n|{}\n",
+            header.join(" | "),
+            "---|".repeat(header.len())
+        );
+        for r in &rows {
+            let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
+            text += &format!("| {} |\n", cells.join(" | "));
+        }
+    } else {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED).set_header(header);
+        for r in rows {
+            t.add_row(r);
+        }
+        text += &format!("{t}\n");
+    }
+    if !c.only_in_mapping.is_empty() {
+        text += &format!(
+            "only in {}: {}\n",
+            one_line(name),
+            one_line(&c.only_in_mapping.join(", "))
+        );
+    }
+    if !c.only_in_other.is_empty() {
+        text += &format!(
+            "only in {}: {}\n",
+            one_line(other_name),
+            one_line(&c.only_in_other.join(", "))
+        );
+    }
+    text
+}
+
+/// One row per op and function listed: `kind` is `coverage` (the op's own
+/// row), `missed` or `not_run`.
+fn csv_of(c: &MappingComparison) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "op",
+        "kind",
+        "coverage",
+        "listed",
+        "other_samples",
+        "function",
+        "module",
+        "samples",
+        "share",
+    ])?;
+    for o in &c.ops {
+        w.write_record([
+            o.op.clone(),
+            "coverage".into(),
+            o.coverage.map_or(String::new(), |x| format!("{x:.6}")),
+            o.listed.to_string(),
+            o.other_samples.to_string(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+        ])?;
+        for (kind, fs) in [("missed", &o.missed), ("not_run", &o.not_run)] {
+            for f in fs {
+                w.write_record([
+                    o.op.clone(),
+                    kind.into(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    f.function.clone(),
+                    f.module.clone(),
+                    f.samples.to_string(),
+                    format!("{:.6}", f.share),
+                ])?;
+            }
+        }
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
