@@ -515,3 +515,79 @@ fn harness_floor_marks_and_exclude_baseline_drops_interpreter_functions() {
         .sum();
     assert!((shares - 1.0).abs() < 1e-9);
 }
+
+/// Ends the hogs of a test, also when it fails.
+struct Hogs(Vec<std::process::Child>);
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for hog in &mut self.0 {
+            let _ = hog.kill();
+            let _ = hog.wait();
+        }
+    }
+}
+
+/// On a CPU crowded by other work (three busy loops pinned to the CPU the
+/// op runs on, so the op gets about a quarter of it), the window still
+/// holds the samples asked for: the time the op waited for the CPU is not
+/// counted against the wall-time cap meant for ops that mostly wait.
+#[test]
+fn a_window_on_a_crowded_cpu_still_holds_its_samples() {
+    if !Path::new("/usr/bin/taskset").exists() {
+        eprintln!(
+            "skipped: a_window_on_a_crowded_cpu_still_holds_its_samples: no taskset (util-linux)"
+        );
+        return;
+    }
+    let hogs = Hogs(
+        (0..3)
+            .map(|_| {
+                std::process::Command::new("/usr/bin/taskset")
+                    .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+                    .spawn()
+                    .expect("hog")
+            })
+            .collect(),
+    );
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("m.json");
+    let py = python();
+    let o = std::process::Command::new("/usr/bin/taskset")
+        .args([
+            "-c",
+            "0",
+            env!("CARGO_BIN_EXE_lotus"),
+            "map",
+            "--backend",
+            "perf",
+        ])
+        .args([
+            "--runs",
+            "1",
+            "--warmup",
+            "1",
+            "--min-samples",
+            "800",
+            "--no-baseline",
+        ])
+        .arg("--python")
+        .arg(&py)
+        .arg("--out")
+        .arg(&out)
+        .args(op_files(&["RandomHorizontalFlip"]))
+        .output()
+        .expect("lotus");
+    drop(hogs);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let m: Value = serde_json::from_str(&fs::read_to_string(&out).expect("m")).expect("json");
+    let w = &op(&m, "RandomHorizontalFlip")["window"];
+    let samples = w["samples"].as_f64().expect("samples");
+    let cpu_s = w["counters"]["task-clock-ns"].as_f64().expect("task-clock") / 1e9;
+    let wall_s = w["seconds"].as_f64().expect("seconds");
+    // It really was crowded: the window took well over its CPU time.
+    assert!(wall_s > 2.0 * cpu_s, "{w}");
+    assert!(samples >= 0.9 * 800.0, "{samples} samples: {w}\n{stderr}");
+    assert!(samples >= 0.8 * cpu_s * 4000.0, "{w}");
+}

@@ -7,8 +7,8 @@ An op file that defines `op` at top level runs in op mode: `setup()` (if
 defined) makes the input, `op(input)` runs --warmup times outside any
 window, then in a loop inside one window (lotus.resume(name) ...
 lotus.pause()) until the process has used --window-ms of CPU time (or
-three times that in wall time, for ops that mostly wait) and at least
---min-iterations calls were made. With --threads N, an op that imports
+three times that in wall time not spent waiting for a CPU, for ops that
+mostly wait) and at least --min-iterations calls were made. With --threads N, an op that imports
 torch (at import or in setup()) runs with torch.set_num_threads(N), as in
 a DataLoader worker (lotus sets OMP_NUM_THREADS and its kind in the
 environment). A file without `op` runs as a script
@@ -263,8 +263,26 @@ def limit_torch_threads(threads, result):
 
 
 # A window ends after this many times --window-ms of wall time even when
-# the op has not used --window-ms of CPU time (it mostly waits).
+# the op has not used --window-ms of CPU time (it mostly waits). Time spent
+# waiting for a CPU (runnable, while other processes had the CPUs) does not
+# count: that op does not wait, the machine is busy, and cutting its window
+# would only cost samples.
 WALL_CAP = 3
+
+# How often, past the wall cap, the time spent waiting for a CPU is read
+# again (it is a file read: not once per op call).
+WALL_CHECK_NS = 20_000_000
+
+
+def run_delay_ns():
+    """The time this thread has spent runnable but waiting for a CPU, from
+    /proc/thread-self/schedstat (its second field), or None where the kernel
+    does not keep it."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def run_op(args, lotus, result):
@@ -304,9 +322,11 @@ def run_op(args, lotus, result):
     # threads), not wall time: samples come from CPU time, so a window that
     # shares the machine with other work still holds the samples asked for.
     # Ops that mostly wait (on I/O, or on worker processes whose CPU time is
-    # not this process's) stop at WALL_CAP times the length in wall time.
+    # not this process's) stop at WALL_CAP times the length in wall time,
+    # less the time spent waiting for a CPU on a busy machine.
     window_ns = int(args.window_ms * 1_000_000)
     wall_cap_ns = WALL_CAP * window_ns
+    next_wall_check = wall_cap_ns
     min_iterations = args.min_iterations
     clock = time.perf_counter_ns
     cpu = time.process_time_ns
@@ -318,14 +338,21 @@ def run_op(args, lotus, result):
     try:
         start = clock()
         cpu_start = cpu()
+        delay_start = run_delay_ns()
         while True:
             op(x)
             iterations += 1
             now = clock()
-            if iterations >= min_iterations and (
-                cpu() - cpu_start >= window_ns or now - start >= wall_cap_ns
-            ):
+            if iterations < min_iterations:
+                continue
+            if cpu() - cpu_start >= window_ns:
                 break
+            if now - start >= next_wall_check:
+                delay = run_delay_ns()
+                waited = delay - delay_start if delay is not None and delay_start is not None else 0
+                if now - start - waited >= wall_cap_ns:
+                    break
+                next_wall_check = now - start + WALL_CHECK_NS
     except (Exception, SystemExit):
         failure = raised("window")
         try:
