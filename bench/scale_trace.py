@@ -13,6 +13,8 @@ GNU time's %M):
 - `lotus trace stats DIR --json` (per-op count/total/mean/p50/p95/p99/std,
   batch outliers, wait buckets, delays: exact percentiles);
 - `lotus trace view DIR --out FILE` (Chrome trace JSON, streamed);
+- the minimal byte-level pass (`bench/minimal_pass.rs`: split lines, parse
+  the duration, count and sum per name, one thread per CPU), the floor;
 - pandas, the original tool's way: `pd.read_csv` of every log (name, start,
   duration, extra fields), concatenated, then per name count/sum/mean/
   quantiles(0.5, 0.95, 0.99)/std.
@@ -23,7 +25,12 @@ most LOTUS_SORT_BUFFER bytes (1 MiB by default) per sort in memory and the rest
 in unlinked temporary files, so its memory stops growing once those buffers
 are full; pandas holds every event.
 
+stats, the minimal pass and pandas run interleaved, --runs times each, and
+must give the same count and total duration per name; printed also: stats
+against pandas and against the minimal pass (medians).
+
 usage: python3 bench/scale_trace.py [--events 1000000,10000000,30000000] [--keep DIR]
+                                    [--runs 3] [--no-view]
 Run from the repository root after `bash scripts/setup.sh` (installs pandas
 into .venv when missing; not part of CI).
 """
