@@ -13,6 +13,8 @@ GNU time's %M):
 - `lotus trace stats DIR --json` (per-op count/total/mean/p50/p95/p99/std,
   batch outliers, wait buckets, delays: exact percentiles);
 - `lotus trace view DIR --out FILE` (Chrome trace JSON, streamed);
+- the minimal byte-level pass (`bench/minimal_pass.rs`: split lines, parse
+  the duration, count and sum per name, one thread per CPU), the floor;
 - pandas, the original tool's way: `pd.read_csv` of every log (name, start,
   duration, extra fields), concatenated, then per name count/sum/mean/
   quantiles(0.5, 0.95, 0.99)/std.
@@ -23,12 +25,18 @@ most LOTUS_SORT_BUFFER bytes (1 MiB by default) per sort in memory and the rest
 in unlinked temporary files, so its memory stops growing once those buffers
 are full; pandas holds every event.
 
+stats, the minimal pass and pandas run interleaved, --runs times each, and
+must give the same count and total duration per name; printed also: stats
+against pandas and against the minimal pass (medians).
+
 usage: python3 bench/scale_trace.py [--events 1000000,10000000,30000000] [--keep DIR]
+                                    [--runs 3] [--no-view]
 Run from the repository root after `bash scripts/setup.sh` (installs pandas
 into .venv when missing; not part of CI).
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -38,6 +46,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOTUS = os.path.join(ROOT, "target", "release", "lotus")
+MINIMAL = os.path.join(ROOT, "target", "release", "examples", "minimal_pass")
 PY = os.path.join(ROOT, ".venv", "bin", "python")
 GNU_TIME = "/usr/bin/time"
 OPS = ["RandomResizedCrop", "RandomHorizontalFlip", "ToTensor", "Normalize"]
@@ -48,7 +57,7 @@ BATCH = 32
 PER_BATCH = BATCH * (len(OPS) + 1) + 3 + 2
 
 PANDAS_REFERENCE = r"""
-import glob, sys
+import glob, json, sys
 import pandas as pd
 frames = []
 for path in glob.glob(sys.argv[1] + "/lotus_*_pid_*"):
@@ -59,6 +68,8 @@ g = df.groupby("name")["dur"]
 stats = g.agg(["count", "sum", "mean", "std"])
 q = g.quantile([0.5, 0.95, 0.99]).unstack()
 print(len(df), len(stats), float(q.values.sum()))
+# The per-name count and sum, for the check that every method saw the same.
+print(json.dumps({n[1:]: [int(r["count"]), int(r["sum"])] for n, r in stats.iterrows()}))
 """
 
 
@@ -98,7 +109,7 @@ def generate(folder, events):
     return n
 
 
-def measure(cmd):
+def measure(cmd, out=None):
     fd, rss_file = tempfile.mkstemp(prefix="lotus-scale-rss-")
     os.close(fd)
     full = [GNU_TIME, "-f", "%M", "-o", rss_file] + cmd
@@ -110,19 +121,54 @@ def measure(cmd):
     with open(rss_file) as f:
         rss = int(f.read().split()[-1]) / 1024.0
     os.remove(rss_file)
+    if out is not None:
+        out.append(p.stdout.decode())
     return wall, rss
+
+
+def median_of(runs, cmd, outs=None):
+    """Wall time and peak memory, the median of `runs` runs (the machine is
+    shared: single runs vary by tens of percent)."""
+    got = sorted(measure(cmd, outs) for _ in range(runs))
+    return got[len(got) // 2]
+
+
+def sums_of_lotus(stats_json):
+    """Per name (count, total ns) from `trace stats --json`: ops by name,
+    the other kinds by their names in the logs."""
+    d = json.loads(stats_json)
+    sums = {o["name"]: [o["count"], o["total_ns"]] for o in d["ops"]}
+    for k in d["kinds"]:
+        if k["kind"] != "op":
+            sums[k["kind"].capitalize()] = [k["count"], k["total_ns"]]
+    return sums
+
+
+def check_same(events, lotus_out, minimal_out, pandas_out):
+    """Every method counted the same events with the same sums per name."""
+    minimal = json.loads(minimal_out)["per_name"]
+    pandas = json.loads(pandas_out.strip().splitlines()[-1])
+    lotus = sums_of_lotus(lotus_out)
+    if not (minimal == pandas == lotus):
+        sys.exit(f"figures differ:\n minimal {minimal}\n pandas  {pandas}\n lotus   {lotus}")
+    if sum(c for c, _ in minimal.values()) != events:
+        sys.exit(f"the minimal pass counted {sum(c for c, _ in minimal.values())} events, not {events}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", default="1000000,10000000,30000000")
     ap.add_argument("--keep", default=None)
+    ap.add_argument("--runs", type=int, default=3, help="runs of each method per size (medians printed)")
+    ap.add_argument("--no-view", action="store_true", help="leave out `lotus trace view`")
     args = ap.parse_args()
     if not os.access(GNU_TIME, os.X_OK):
         sys.exit("needs GNU time (/usr/bin/time) for peak memory: apt-get install time")
     if subprocess.run([PY, "-c", "import pandas"], capture_output=True).returncode != 0:
         subprocess.run([PY, "-m", "pip", "install", "-q", "pandas"], check=True)
     subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "lotus-core", "--example", "minimal_pass"],
+                   cwd=ROOT, check=True)
     work = args.keep or tempfile.mkdtemp(prefix="lotus-scale-trace-")
     results = []
     try:
@@ -132,26 +178,42 @@ def main():
             os.makedirs(folder)
             events = generate(folder, target)
             size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
-            stats = measure([LOTUS, "trace", "stats", folder, "--json"])
-            view = measure([LOTUS, "trace", "view", folder, "--out", os.path.join(work, "view.json")])
-            os.remove(os.path.join(work, "view.json"))
+            outs = {"stats": [], "minimal": [], "pandas": []}
             ref = os.path.join(work, "ref.py")
             with open(ref, "w") as f:
                 f.write(PANDAS_REFERENCE)
-            pandas = measure([PY, ref, folder])
-            results.append((events, size, stats, view, pandas))
+            # Interleaved, so that a change in the machine's load falls on
+            # every method alike.
+            runs = {"stats": [], "minimal": [], "pandas": []}
+            for _ in range(args.runs):
+                runs["stats"].append(measure([LOTUS, "trace", "stats", folder, "--json"], outs["stats"]))
+                runs["minimal"].append(measure([MINIMAL, folder], outs["minimal"]))
+                runs["pandas"].append(measure([PY, ref, folder], outs["pandas"]))
+            stats, minimal, pandas = (sorted(runs[k])[len(runs[k]) // 2] for k in ("stats", "minimal", "pandas"))
+            check_same(events, outs["stats"][0], outs["minimal"][0], outs["pandas"][0])
+            if args.no_view:
+                view = (float("nan"), float("nan"))
+            else:
+                view = measure([LOTUS, "trace", "view", folder, "--out", os.path.join(work, "view.json")])
+                os.remove(os.path.join(work, "view.json"))
+            results.append((events, size, stats, view, pandas, minimal))
             shutil.rmtree(folder)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     print(f"{'events':>10} {'MB':>7} | {'lotus stats s':>13} {'MiB':>6} | {'lotus view s':>12} {'MiB':>6} | {'pandas s':>9} {'MiB':>7} | stats vs pandas")
-    for events, size, (sw, sr), (vw, vr), (pw, pr) in results:
+    for events, size, (sw, sr), (vw, vr), (pw, pr), _ in results:
         print(f"{events:>10} {size / 1e6:>7.0f} | {sw:>13.2f} {sr:>6.0f} | {vw:>12.2f} {vr:>6.0f} | {pw:>9.2f} {pr:>7.0f} | "
               f"{pw / sw:.1f}x faster, {pr / sr:.1f}x less memory")
     print("throughput, million events/s (MB of log/s):")
-    for events, size, (sw, _), (vw, _), (pw, _) in results:
+    for events, size, (sw, _), (vw, _), (pw, _), _ in results:
         print(f"{events:>10} | stats {events / sw / 1e6:.2f} ({size / 1e6 / sw:.0f}) | "
               f"view {events / vw / 1e6:.2f} ({size / 1e6 / vw:.0f}) | pandas {events / pw / 1e6:.2f} ({size / 1e6 / pw:.0f})")
+    print(f"same figures (per name count and sum of durations) from lotus stats, the minimal pass and pandas; "
+          f"medians of {args.runs} runs:")
+    print(f"{'events':>10} | {'stats s':>8} {'minimal s':>9} {'pandas s':>8} | stats vs pandas | stats vs minimal pass")
+    for events, _, (sw, _), _, (pw, _), (mw, _) in results:
+        print(f"{events:>10} | {sw:>8.2f} {mw:>9.2f} {pw:>8.2f} | {pw / sw:>8.2f}x faster | {sw / mw:>8.2f}x slower")
     for a, b in zip(results, results[1:]):
         print(f"{a[0]:,} -> {b[0]:,} events ({b[0] / a[0]:.0f}x): peak memory {b[2][1] / a[2][1]:.2f}x (stats), "
               f"{b[3][1] / a[3][1]:.2f}x (view), {b[4][1] / a[4][1]:.2f}x (pandas); "

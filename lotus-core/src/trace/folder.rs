@@ -36,9 +36,10 @@ struct Block {
     starts_file: bool,
     /// The log's parser, at the line before the block's first.
     parser: LineParser,
-    /// The lines, one after another.
+    /// The lines, each followed by `\n`.
     text: Vec<u8>,
-    /// Where each line ends in `text`, and whether it was cut for length.
+    /// Where each line ends in `text` (before its `\n`), and whether it
+    /// was cut for length.
     ends: Vec<(usize, bool)>,
     /// Entries already parsed: the header line's.
     parsed: Vec<Entry>,
@@ -74,7 +75,7 @@ impl Block {
         for &(end, too_long) in &self.ends {
             self.parser
                 .line(&self.text[start..end], too_long, names, &mut entries);
-            start = end;
+            start = end + 1;
         }
         Parsed {
             file: self.file,
@@ -119,7 +120,23 @@ fn cut_log(i: usize, log: &LogFile, send: &mut impl FnMut(Block) -> bool) -> boo
         }
         block.text.extend_from_slice(reader.raw());
         block.ends.push((block.text.len(), too_long));
+        block.text.push(b'\n');
         reader.skip_line();
+        // The whole lines after it, a buffer at a time.
+        loop {
+            let room = BLOCK_BYTES.saturating_sub(block.text.len());
+            match reader.take_lines(room, &mut block.text, &mut block.ends) {
+                Ok(0) => break,
+                Ok(n) => reader.skip_lines(n),
+                Err(e) => {
+                    block.failed = Some(e);
+                    return send(block);
+                }
+            }
+            if room == 0 || block.text.len() >= BLOCK_BYTES {
+                break;
+            }
+        }
         if block.text.len() >= BLOCK_BYTES {
             let next = Block::new(i, false, reader.parser().clone());
             if !send(std::mem::replace(&mut block, next)) {
