@@ -29,7 +29,7 @@ use lotus_core::attribute::{FunctionAttribution, OpShare};
 use lotus_core::Unit;
 use serde::Serialize;
 
-use super::render::{amount, metric_text, pct, shorten, Grid};
+use super::render::{amount, metric_text, pct, shorten, Grid, JsonProfileHead};
 use super::LoadedProfile;
 
 /// The schema tag of `lotus attribute --by function --format json`.
@@ -66,14 +66,8 @@ struct JsonOut<'a> {
 
 #[derive(Serialize)]
 struct JsonProfile<'a> {
-    name: &'a str,
-    file: String,
-    format: &'static str,
-    unit: Unit,
-    sample_interval_s: Option<f64>,
-    total_cpu_time_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    total_samples: Option<f64>,
+    #[serde(flatten)]
+    head: JsonProfileHead<'a>,
     clockticks: Option<&'a str>,
     instructions: Option<&'a str>,
     functions: Vec<JsonFunction<'a>>,
@@ -143,13 +137,7 @@ impl FunctionView<'_> {
             .iter()
             .zip(self.results)
             .map(|(p, a)| JsonProfile {
-                name: &p.name,
-                file: p.path.display().to_string(),
-                format: p.format,
-                unit: p.unit,
-                sample_interval_s: p.sample_interval_s,
-                total_cpu_time_s: p.seconds_per_unit().map(|k| a.total * k),
-                total_samples: (p.unit == Unit::Samples).then_some(a.total),
+                head: JsonProfileHead::of(p, a.total),
                 clockticks: a.clockticks.as_deref(),
                 instructions: a.instructions.as_deref(),
                 functions: a
