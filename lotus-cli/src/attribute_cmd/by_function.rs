@@ -35,17 +35,6 @@ use super::LoadedProfile;
 /// The schema tag of `lotus attribute --by function --format json`.
 pub const SCHEMA: &str = "lotus.attribution-functions/1";
 
-/// Top-down metrics shown in the terminal table, where the profile has
-/// them (every metric is in the JSON, CSV and Markdown).
-const TERMINAL_METRICS: &[&str] = &[
-    "Retiring",
-    "Front-End Bound",
-    "Bad Speculation",
-    "Back-End Bound",
-    "Memory Bound",
-    "Core Bound",
-];
-
 /// Every profile's per-function attribution, ready to render.
 pub(super) struct FunctionView<'a> {
     pub(super) mapping: &'a str,
@@ -233,7 +222,7 @@ impl FunctionView<'_> {
                 let metrics: Vec<String> = if all_metrics {
                     present.into_iter().cloned().collect()
                 } else {
-                    TERMINAL_METRICS
+                    super::TOP_DOWN_METRICS
                         .iter()
                         .filter(|m| present.iter().any(|p| p.as_str() == **m))
                         .map(|m| m.to_string())
