@@ -17,6 +17,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::faults::{assert_no_processes, marker, Scratch};
+use common::mapping::op_names;
 use common::{fixture, processes_with, python};
 use serde_json::Value;
 
@@ -61,15 +62,6 @@ fn read_json(path: &Path) -> Value {
     let text =
         fs::read_to_string(path).unwrap_or_else(|e| panic!("{} not written: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()))
-}
-
-fn op_names(m: &Value) -> Vec<String> {
-    m["ops"]
-        .as_array()
-        .expect("ops")
-        .iter()
-        .map(|o| o["name"].as_str().expect("name").to_string())
-        .collect()
 }
 
 /// Files whose name starts with `.lotus-` (write_atomic's temporary files).

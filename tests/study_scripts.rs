@@ -8,6 +8,7 @@ mod common;
 
 use std::path::Path;
 
+use common::mapping::map_result;
 use common::{fixture, lotus_env, python};
 use serde_json::Value;
 
@@ -36,11 +37,7 @@ fn map(files: &[&Path], out: &Path, extra: &[&str]) -> (i32, Option<Value>, Stri
     args.extend_from_slice(extra);
     args.extend(files.iter().map(|f| f.to_str().expect("p")));
     let o = lotus_env(&args, &[]);
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    let m = std::fs::read_to_string(out)
-        .ok()
-        .map(|t| serde_json::from_str(&t).expect("json"));
-    (o.status.code().unwrap_or(-1), m, stderr)
+    map_result(&o, out)
 }
 
 fn op<'a>(m: &'a Value, name: &str) -> &'a Value {
@@ -144,11 +141,7 @@ fn map_from_root(files: &[&Path], out: &Path, extra: &[&str]) -> (i32, Option<Va
     }
     cmd.args(extra).args(files);
     let o = cmd.output().expect("run lotus");
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    let m = std::fs::read_to_string(out)
-        .ok()
-        .map(|t| serde_json::from_str(&t).expect("json"));
-    (o.status.code().unwrap_or(-1), m, stderr)
+    map_result(&o, out)
 }
 
 /// The study's fixtures, unchanged, run from the repository root with

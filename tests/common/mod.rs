@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod faults;
+pub mod mapping;
 pub mod torch;
 pub mod trace_check;
 pub mod trace_logs;
