@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use common::mapping::op;
 use common::{fixture, lotus_env, processes_with, python};
 use serde_json::Value;
 
@@ -41,15 +42,6 @@ fn map(ops: &[String], extra: &[&str], out: &Path) -> (Value, String) {
     let m: Value =
         serde_json::from_str(&fs::read_to_string(out).expect("mapping written")).expect("json");
     (m, stderr)
-}
-
-fn op<'a>(m: &'a Value, name: &str) -> &'a Value {
-    m["ops"]
-        .as_array()
-        .expect("ops")
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("op {name} in {m}"))
 }
 
 fn functions(op: &Value) -> Vec<(String, String, f64)> {

@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::mapping::map_result;
+use common::mapping::{map_result, op};
 use common::{fixture, lotus_env, python};
 use serde_json::Value;
 
@@ -38,15 +38,6 @@ fn map(files: &[&Path], out: &Path, extra: &[&str]) -> (i32, Option<Value>, Stri
     args.extend(files.iter().map(|f| f.to_str().expect("p")));
     let o = lotus_env(&args, &[]);
     map_result(&o, out)
-}
-
-fn op<'a>(m: &'a Value, name: &str) -> &'a Value {
-    m["ops"]
-        .as_array()
-        .expect("ops")
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("op {name} in {m}"))
 }
 
 fn functions(op: &Value) -> Vec<String> {

@@ -25,16 +25,21 @@ pub fn op_names(m: &Value) -> Vec<String> {
         .collect()
 }
 
-/// `field` (`function`, `module`) of each function the mapping lists for
-/// `op`, in its order; "" where a function has none.
-pub fn function_fields(m: &Value, op: &str, field: &str) -> Vec<String> {
-    let op = m["ops"]
+/// The op named `name` in mapping `m`; panics, showing the mapping,
+/// when it has none.
+pub fn op<'a>(m: &'a Value, name: &str) -> &'a Value {
+    m["ops"]
         .as_array()
         .expect("ops")
         .iter()
-        .find(|o| o["name"] == op)
-        .unwrap_or_else(|| panic!("op {op} in {m}"));
-    op["functions"]
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("op {name} in {m}"))
+}
+
+/// `field` (`function`, `module`) of each function the mapping lists for
+/// `op`, in its order; "" where a function has none.
+pub fn function_fields(m: &Value, op: &str, field: &str) -> Vec<String> {
+    self::op(m, op)["functions"]
         .as_array()
         .expect("functions")
         .iter()
