@@ -8,14 +8,9 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
 
-use common::{lotus_env, lotus_fails, lotus_ok, python};
+use common::{lotus_env, lotus_fails, lotus_ok, python, s};
 use serde_json::Value;
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
 
 const OP: &str = "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
 

@@ -82,6 +82,11 @@ pub fn lotus_usage_error(args: &[&str]) -> String {
     stderr
 }
 
+/// `p` as the `&str` lotus's arguments take (the tests' paths are UTF-8).
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
 /// The Python the tests use: `$LOTUS_PYTHON`, else the repo's `.venv`
 /// (made by scripts/setup.sh). Fails the test with the fix when it lacks
 /// Pillow or numpy.
