@@ -9,10 +9,8 @@ mod common;
 
 use std::fs;
 
-use common::{lotus_env, lotus_fails, lotus_ok, python, s};
+use common::{lotus_env, lotus_fails, lotus_ok, python, s, GOOD_OP};
 use serde_json::Value;
-
-const OP: &str = "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
 
 /// (calls, seconds, task-clock ns) of each op's window.
 fn windows(m: &Value) -> Vec<(String, f64, f64, f64)> {
@@ -41,7 +39,7 @@ fn live_mappings_record_their_host_and_compare_per_call() {
     let tmp = tempfile::tempdir().expect("tmp");
     let d = tmp.path();
     let op = d.join("Sort.py");
-    fs::write(&op, OP).expect("write");
+    fs::write(&op, GOOD_OP).expect("write");
     let a = d.join("here.json");
     let py = python();
     let o = lotus_env(

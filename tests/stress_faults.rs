@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::faults::{assert_no_processes, marker, Scratch};
 use common::mapping::op_names;
-use common::{fixture, processes_with, python};
+use common::{fixture, processes_with, python, GOOD_OP};
 use serde_json::Value;
 
 /// `lotus map --backend perf` with small windows, TMPDIR in the test
@@ -118,9 +118,6 @@ fn sleeping_op(s: &Scratch, mark: &str, started: &Path) -> PathBuf {
         ),
     )
 }
-
-const GOOD_OP: &str =
-    "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
 
 #[test]
 fn profiled_process_killed_inside_its_window() {

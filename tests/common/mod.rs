@@ -82,6 +82,17 @@ pub fn lotus_usage_error(args: &[&str]) -> String {
     stderr
 }
 
+/// An op that runs and maps: sorts a list, with a set-up.
+pub const GOOD_OP: &str =
+    "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
+
+/// Writes op `name` (`DIR/NAME.py`) with `body`; returns its path.
+pub fn write_op(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.py"));
+    std::fs::write(&p, body).expect("write op");
+    p
+}
+
 /// `p` as the `&str` lotus's arguments take (the tests' paths are UTF-8).
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
