@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{fixture, lotus, lotus_fails, lotus_ok};
+use common::{fixture, lotus, lotus_fails, lotus_ok, s};
 use serde_json::Value;
 
 const UARCH: [&str; 3] = [
@@ -21,10 +21,6 @@ const UNEXPLAINED: &str = "(unexplained)";
 
 fn uarch(name: &str) -> PathBuf {
     fixture(&format!("reports/vtune/uarch/{name}.csv"))
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
 }
 
 /// A profile row as the test reads it.

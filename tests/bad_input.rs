@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fixture, lotus_fails};
+use common::{fixture, lotus_fails, s};
 
 /// Runs lotus with `args` and gives up (killing it) after `limit`: a
 /// command that would read forever fails the test instead of hanging it.
@@ -47,10 +47,6 @@ fn mkfifo(path: &Path) {
         .expect("mkfifo")
         .success();
     assert!(ok, "mkfifo {}", path.display());
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
 }
 
 /// A mapping of two ops, `names`, each with one function of its own.

@@ -8,16 +8,9 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
 
-use common::{lotus_env, lotus_fails, lotus_ok, python};
+use common::{lotus_env, lotus_fails, lotus_ok, python, s, GOOD_OP};
 use serde_json::Value;
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
-const OP: &str = "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
 
 /// (calls, seconds, task-clock ns) of each op's window.
 fn windows(m: &Value) -> Vec<(String, f64, f64, f64)> {
@@ -46,7 +39,7 @@ fn live_mappings_record_their_host_and_compare_per_call() {
     let tmp = tempfile::tempdir().expect("tmp");
     let d = tmp.path();
     let op = d.join("Sort.py");
-    fs::write(&op, OP).expect("write");
+    fs::write(&op, GOOD_OP).expect("write");
     let a = d.join("here.json");
     let py = python();
     let o = lotus_env(

@@ -5,13 +5,12 @@
 
 mod common;
 
+use std::path::Path;
+use std::process::Output;
 use std::time::Duration;
 
 use common::faults::{assert_no_processes, marker, text, wait_bounded, Scratch};
-use common::python;
-
-const GOOD_OP: &str =
-    "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
+use common::{python, GOOD_OP};
 
 /// With too few file descriptors, lotus fails at one step or another of
 /// starting a run; at some limits the forked child has already reached the
@@ -255,6 +254,31 @@ fn profile_interrupted_keeps_the_partial_profile() {
     s.assert_tmp_empty();
 }
 
+/// `map_args` for `op` run by `python`, waited for (60 s at most, then
+/// everything named `mark` is killed and the test fails).
+fn map_op(s: &Scratch, mark: &str, python: &Path, timeout: &str, op: &Path) -> Output {
+    let args = map_args(
+        python.to_str().expect("utf-8"),
+        timeout,
+        op.to_str().expect("utf-8"),
+    );
+    wait_bounded(
+        s.lotus(&args).spawn().expect("spawn"),
+        Duration::from_secs(60),
+        mark,
+    )
+}
+
+/// The mapping a successful `map_op` printed, which must name `mark` as
+/// its first op.
+fn mapped_alone(o: &Output, mark: &str) -> serde_json::Value {
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON mapping");
+    assert_eq!(m["ops"][0]["name"], mark, "{m}");
+    m
+}
+
 /// `lotus map` with small windows, one run, no floor, and the given
 /// `--timeout` and interpreter.
 fn map_args<'a>(py: &'a str, timeout: &'a str, op: &'a str) -> Vec<&'a str> {
@@ -292,20 +316,8 @@ fn a_thread_left_by_the_op_does_not_turn_a_finished_run_into_a_timeout() {
          def op(x):\n    return sorted(x)\n",
     );
     let py = python();
-    let args = map_args(
-        py.to_str().expect("utf-8"),
-        "20",
-        op.to_str().expect("utf-8"),
-    );
-    let o = wait_bounded(
-        s.lotus(&args).spawn().expect("spawn"),
-        Duration::from_secs(60),
-        &mark,
-    );
-    let err = text(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    let m: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON mapping");
-    assert_eq!(m["ops"][0]["name"], mark.as_str(), "{m}");
+    let o = map_op(&s, &mark, &py, "20", &op);
+    mapped_alone(&o, &mark);
     assert_no_processes(&mark);
     s.assert_tmp_empty();
 }
@@ -330,20 +342,8 @@ fn a_written_result_ends_the_run_even_if_the_process_lingers() {
     )
     .expect("write the wrapper");
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let args = map_args(
-        wrapper.to_str().expect("utf-8"),
-        "30",
-        op.to_str().expect("utf-8"),
-    );
-    let o = wait_bounded(
-        s.lotus(&args).spawn().expect("spawn"),
-        Duration::from_secs(60),
-        &mark,
-    );
-    let err = text(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    let m: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON mapping");
-    assert_eq!(m["ops"][0]["name"], mark.as_str(), "{m}");
+    let o = map_op(&s, &mark, &wrapper, "30", &op);
+    let m = mapped_alone(&o, &mark);
     assert!(
         m["ops"][0]["window"]["samples"].as_u64().unwrap_or(0) > 0,
         "{m}"
@@ -381,21 +381,9 @@ fn a_daemon_started_by_an_op_does_not_outlive_lotus() {
         &format!("def setup():\n{setup_body}    return list(range(2000))\n\ndef op(x):\n    return sorted(x)\n"),
     );
     let py = python();
-    let args = map_args(
-        py.to_str().expect("utf-8"),
-        "30",
-        op.to_str().expect("utf-8"),
-    );
     // Piped outputs: the wait ends only when every holder closed them.
-    let o = wait_bounded(
-        s.lotus(&args).spawn().expect("spawn"),
-        Duration::from_secs(60),
-        &mark,
-    );
-    let err = text(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    let m: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON mapping");
-    assert_eq!(m["ops"][0]["name"], mark.as_str(), "{m}");
+    let o = map_op(&s, &mark, &py, "30", &op);
+    mapped_alone(&o, &mark);
     assert_no_processes(&mark);
     s.assert_tmp_empty();
 }
@@ -549,16 +537,7 @@ fn harness_folders_of_a_killed_lotus_are_removed_by_the_next() {
     std::fs::write(stale.join("lotus.owner"), format!("{} 1", gone.id())).expect("write");
     let op = s.op(&mark, GOOD_OP);
     let py = python();
-    let args = map_args(
-        py.to_str().expect("utf-8"),
-        "30",
-        op.to_str().expect("utf-8"),
-    );
-    let o = wait_bounded(
-        s.lotus(&args).spawn().expect("spawn"),
-        Duration::from_secs(60),
-        &mark,
-    );
+    let o = map_op(&s, &mark, &py, "30", &op);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(!stale.exists(), "the killed lotus's folder is still there");
     assert_no_processes(&mark);

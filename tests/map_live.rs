@@ -5,9 +5,10 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::{fixture, lotus_env, processes_with, python};
+use common::mapping::op;
+use common::{fixture, lotus_env, processes_with, python, write_op, GOOD_OP};
 use serde_json::Value;
 
 fn op_files(names: &[&str]) -> Vec<String> {
@@ -41,15 +42,6 @@ fn map(ops: &[String], extra: &[&str], out: &Path) -> (Value, String) {
     let m: Value =
         serde_json::from_str(&fs::read_to_string(out).expect("mapping written")).expect("json");
     (m, stderr)
-}
-
-fn op<'a>(m: &'a Value, name: &str) -> &'a Value {
-    m["ops"]
-        .as_array()
-        .expect("ops")
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("op {name} in {m}"))
 }
 
 fn functions(op: &Value) -> Vec<(String, String, f64)> {
@@ -234,15 +226,6 @@ fn fixture_ops_map_to_their_kernels() {
         assert!(!major(a).is_empty(), "{name}");
     }
 }
-
-/// Writes an op file into `dir`.
-fn write_op(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let p = dir.join(format!("{name}.py"));
-    fs::write(&p, body).expect("write op");
-    p
-}
-
-const GOOD_OP: &str = "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
 
 #[test]
 fn failing_ops_are_reported_and_the_others_still_mapped() {

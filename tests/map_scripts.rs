@@ -8,6 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::mapping::{function_fields, map_result, op_names};
 use common::{fixture, lotus_env, python};
 use serde_json::Value;
 
@@ -39,35 +40,11 @@ fn map(
     ];
     args.extend(files.iter().map(|f| f.to_str().expect("p")));
     let o = lotus_env(&args, env);
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    let m = std::fs::read_to_string(out)
-        .ok()
-        .map(|t| serde_json::from_str(&t).expect("json"));
-    (o.status.code().unwrap_or(-1), m, stderr)
-}
-
-fn op_names(m: &Value) -> Vec<String> {
-    m["ops"]
-        .as_array()
-        .expect("ops")
-        .iter()
-        .map(|o| o["name"].as_str().expect("name").to_string())
-        .collect()
+    map_result(&o, out)
 }
 
 fn modules(m: &Value, op: &str) -> Vec<String> {
-    let op = m["ops"]
-        .as_array()
-        .expect("ops")
-        .iter()
-        .find(|o| o["name"] == op)
-        .unwrap_or_else(|| panic!("op {op} in {m}"));
-    op["functions"]
-        .as_array()
-        .expect("functions")
-        .iter()
-        .map(|f| f["module"].as_str().unwrap_or("").to_string())
-        .collect()
+    function_fields(m, op, "module")
 }
 
 const TWO_NAMES: &str = r#"

@@ -9,6 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::mapping::{function_fields, map_result};
 use common::{control_lib, python, root};
 use serde_json::Value;
 
@@ -100,26 +101,11 @@ fn map(file: &Path, out: &Path, env: &[(&str, &str)]) -> (i32, Option<Value>, St
         cmd.env(k, v);
     }
     let o = cmd.output().expect("run lotus");
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    let m = std::fs::read_to_string(out)
-        .ok()
-        .map(|t| serde_json::from_str(&t).expect("json"));
-    (o.status.code().unwrap_or(-1), m, stderr)
+    map_result(&o, out)
 }
 
 fn functions(m: &Value, op: &str) -> Vec<String> {
-    let op = m["ops"]
-        .as_array()
-        .expect("ops")
-        .iter()
-        .find(|o| o["name"] == op)
-        .unwrap_or_else(|| panic!("op {op} in {m}"));
-    op["functions"]
-        .as_array()
-        .expect("functions")
-        .iter()
-        .map(|f| f["function"].as_str().unwrap_or("").to_string())
-        .collect()
+    function_fields(m, op, "function")
 }
 
 #[test]

@@ -17,7 +17,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::faults::{assert_no_processes, marker, Scratch};
-use common::{fixture, processes_with, python};
+use common::mapping::op_names;
+use common::{fixture, processes_with, python, GOOD_OP};
 use serde_json::Value;
 
 /// `lotus map --backend perf` with small windows, TMPDIR in the test
@@ -61,15 +62,6 @@ fn read_json(path: &Path) -> Value {
     let text =
         fs::read_to_string(path).unwrap_or_else(|e| panic!("{} not written: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()))
-}
-
-fn op_names(m: &Value) -> Vec<String> {
-    m["ops"]
-        .as_array()
-        .expect("ops")
-        .iter()
-        .map(|o| o["name"].as_str().expect("name").to_string())
-        .collect()
 }
 
 /// Files whose name starts with `.lotus-` (write_atomic's temporary files).
@@ -126,9 +118,6 @@ fn sleeping_op(s: &Scratch, mark: &str, started: &Path) -> PathBuf {
         ),
     )
 }
-
-const GOOD_OP: &str =
-    "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
 
 #[test]
 fn profiled_process_killed_inside_its_window() {

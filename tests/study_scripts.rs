@@ -8,6 +8,7 @@ mod common;
 
 use std::path::Path;
 
+use common::mapping::{map_result, op};
 use common::{fixture, lotus_env, python};
 use serde_json::Value;
 
@@ -36,20 +37,7 @@ fn map(files: &[&Path], out: &Path, extra: &[&str]) -> (i32, Option<Value>, Stri
     args.extend_from_slice(extra);
     args.extend(files.iter().map(|f| f.to_str().expect("p")));
     let o = lotus_env(&args, &[]);
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    let m = std::fs::read_to_string(out)
-        .ok()
-        .map(|t| serde_json::from_str(&t).expect("json"));
-    (o.status.code().unwrap_or(-1), m, stderr)
-}
-
-fn op<'a>(m: &'a Value, name: &str) -> &'a Value {
-    m["ops"]
-        .as_array()
-        .expect("ops")
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("op {name} in {m}"))
+    map_result(&o, out)
 }
 
 fn functions(op: &Value) -> Vec<String> {
@@ -144,11 +132,7 @@ fn map_from_root(files: &[&Path], out: &Path, extra: &[&str]) -> (i32, Option<Va
     }
     cmd.args(extra).args(files);
     let o = cmd.output().expect("run lotus");
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    let m = std::fs::read_to_string(out)
-        .ok()
-        .map(|t| serde_json::from_str(&t).expect("json"));
-    (o.status.code().unwrap_or(-1), m, stderr)
+    map_result(&o, out)
 }
 
 /// The study's fixtures, unchanged, run from the repository root with

@@ -14,12 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::trace_logs::{assert_ok, trace_run};
-use common::{fixture, lotus, lotus_ok, root};
+use common::{fixture, lotus, lotus_ok, root, s};
 use serde_json::Value;
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
 
 fn python() -> PathBuf {
     std::env::var_os("LOTUS_PYTHON")

@@ -15,12 +15,8 @@ use std::fs;
 use std::path::Path;
 
 use common::trace_check::{close, percentile};
-use common::{lotus_fails, lotus_ok, lotus_usage_error};
+use common::{lotus_fails, lotus_ok, lotus_usage_error, s};
 use serde_json::Value;
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
 
 /// A small deterministic generator.
 struct Lcg(u64);

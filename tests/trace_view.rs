@@ -15,12 +15,8 @@ use std::path::Path;
 use common::trace_check::{
     check_figures, check_format, close, figures, flow_pairs, percentile, phase, stats_json,
 };
-use common::{fixture, lotus, lotus_fails, lotus_ok};
+use common::{fixture, lotus, lotus_fails, lotus_ok, s};
 use serde_json::Value;
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
 
 /// One event as the test writes it.
 #[derive(Debug, Clone, PartialEq)]

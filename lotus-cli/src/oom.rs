@@ -152,26 +152,12 @@ unsafe fn remove_flat_dir(dir: *const libc::c_char) {
 /// Unlinks the entries of the open folder `fd`, and empties and removes
 /// its sub-folders one level down. Consumes nothing: `fd` stays open.
 unsafe fn remove_entries(fd: libc::c_int) {
-    // SAFETY: `fd` is an open folder; the duplicate is owned by the DIR.
+    // SAFETY: `fd` is an open folder; every name comes from its readdir.
     unsafe {
-        let dup = libc::dup(fd);
-        if dup < 0 {
-            return;
-        }
-        let d = libc::fdopendir(dup);
-        if d.is_null() {
-            libc::close(dup);
-            return;
-        }
-        loop {
-            let e = libc::readdir(d);
-            if e.is_null() {
-                break;
-            }
-            let name = (*e).d_name.as_ptr();
+        for_each_entry(fd, |name| {
             let bytes = std::ffi::CStr::from_ptr(name).to_bytes();
             if bytes == b"." || bytes == b".." {
-                continue;
+                return;
             }
             if libc::unlinkat(fd, name, 0) != 0 {
                 let sub = libc::openat(
@@ -185,14 +171,25 @@ unsafe fn remove_entries(fd: libc::c_int) {
                     libc::unlinkat(fd, name, libc::AT_REMOVEDIR);
                 }
             }
-        }
-        libc::closedir(d);
+        });
     }
 }
 
 /// Unlinks the plain entries of the open folder `fd`.
 unsafe fn remove_files_only(fd: libc::c_int) {
-    // SAFETY: as in `remove_entries`.
+    // SAFETY: `fd` is an open folder; every name comes from its readdir.
+    unsafe { for_each_entry(fd, |name| libc::unlinkat(fd, name, 0)) };
+}
+
+/// Calls `f` with the NUL-terminated name of each entry of the open folder
+/// `fd` (`.` and `..` included), read through a duplicate so `fd` stays
+/// open. Gives up quietly when the folder cannot be read: this runs on the
+/// way out of an exhausted process, with nothing left to report to.
+///
+/// # Safety
+/// `fd` must be an open folder; `f` gets a name valid only for the call.
+unsafe fn for_each_entry<R>(fd: libc::c_int, mut f: impl FnMut(*const libc::c_char) -> R) {
+    // SAFETY: the duplicate is owned by the DIR, closed with it.
     unsafe {
         let dup = libc::dup(fd);
         if dup < 0 {
@@ -208,7 +205,7 @@ unsafe fn remove_files_only(fd: libc::c_int) {
             if e.is_null() {
                 break;
             }
-            libc::unlinkat(fd, (*e).d_name.as_ptr(), 0);
+            f((*e).d_name.as_ptr());
         }
         libc::closedir(d);
     }

@@ -76,6 +76,46 @@ pub fn title(root: &DrawingArea<SVGBackend, plotters::coord::Shift>, text: &str)
     Ok(())
 }
 
+/// The frame of a bar chart: one slot per bar (or group of bars) at
+/// x = 0..n, x labels left to the caller (drawn under each slot), no
+/// vertical grid lines, y from 0 to `y_max` with `y_decimals` decimals
+/// below 100 and none from 100 up.
+pub fn bar_chart<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    n: usize,
+    y_max: f64,
+    x_label_area: u32,
+    y_decimals: usize,
+    y_desc: &str,
+) -> Result<
+    ChartContext<
+        'a,
+        SVGBackend<'b>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+> {
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(x_label_area)
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .light_line_style(TRANSPARENT)
+        .y_label_formatter(&|v| {
+            if y_max >= 100.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.y_decimals$}")
+            }
+        })
+        .y_desc(y_desc)
+        .draw()?;
+    Ok(chart)
+}
+
 /// Groups of bars: one group per `groups` entry (a configuration, a
 /// profile), one bar per series in each, coloured by the series' name.
 /// `values[s][g]` is series `s` in group `g`.
@@ -119,25 +159,7 @@ pub fn grouped_bars(
         title(&root, title_text)?;
         let body = root.margin(36, 0, 0, 0);
         let (left, right) = body.split_horizontally(chart_w);
-        let mut chart = ChartBuilder::on(&left)
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(80)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .light_line_style(TRANSPARENT)
-            .y_label_formatter(&|v| {
-                if y_max >= 100.0 {
-                    format!("{v:.0}")
-                } else {
-                    format!("{v:.2}")
-                }
-            })
-            .y_desc(fit(y_desc, height - 120, 14))
-            .draw()?;
+        let mut chart = bar_chart(&left, n, y_max, 36, 2, &fit(y_desc, height - 120, 14))?;
         let w = 0.8 / k as f64;
         for (s, (name, values)) in series.iter().enumerate() {
             let c = colours.of(name);

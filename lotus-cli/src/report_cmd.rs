@@ -480,14 +480,7 @@ fn attribution(
     colours: &Colours,
 ) -> Result<()> {
     page.html += "<h2>Profiles attributed to ops</h2>\n";
-    let metrics = [
-        "Retiring",
-        "Front-End Bound",
-        "Bad Speculation",
-        "Back-End Bound",
-        "Memory Bound",
-        "Core Bound",
-    ];
+    let metrics = crate::attribute_cmd::TOP_DOWN_METRICS;
     for (p, a, _) in attributed {
         let present: Vec<&str> = metrics
             .iter()

@@ -142,6 +142,19 @@ fn harness_args(op_file: &Path, result: &Path, warmup: u32) -> HarnessArgs {
     }
 }
 
+/// [`run_vtune_harness`] with VTune's collector stand-in loaded through
+/// ITT, logging what reached it to `log`.
+fn run_under_collector(op_file: &Path, warmup: u32, log: &Path) -> Plain {
+    run_vtune_harness(
+        op_file,
+        warmup,
+        &[
+            ("INTEL_LIBITTNOTIFY64", tools().collector.as_os_str()),
+            ("LOTUS_TEST_ITT_LOG", log.as_os_str()),
+        ],
+    )
+}
+
 /// Runs the harness on `op_file` with `LOTUS_BACKEND=vtune`, no channel,
 /// and `env` (INTEL_LIBITTNOTIFY64 is unset unless `env` sets it).
 fn run_vtune_harness(op_file: &Path, warmup: u32, env: &[(&str, &std::ffi::OsStr)]) -> Plain {
@@ -184,14 +197,7 @@ fn under_vtune_the_harness_calls_itt_around_the_op_calls_only() {
     let ops = tempfile::tempdir().unwrap();
     let op_file = write(ops.path(), "Logged.py", LOGGING_OP);
     let log = ops.path().join("itt.log");
-    let run = run_vtune_harness(
-        &op_file,
-        5,
-        &[
-            ("INTEL_LIBITTNOTIFY64", tools().collector.as_os_str()),
-            ("LOTUS_TEST_ITT_LOG", log.as_os_str()),
-        ],
-    );
+    let run = run_under_collector(&op_file, 5, &log);
     assert_eq!(
         run.output.status.code(),
         Some(0),
@@ -235,14 +241,7 @@ except RuntimeError as e:
 "#,
     );
     let log = ops.path().join("itt.log");
-    let run = run_vtune_harness(
-        &script,
-        0,
-        &[
-            ("INTEL_LIBITTNOTIFY64", tools().collector.as_os_str()),
-            ("LOTUS_TEST_ITT_LOG", log.as_os_str()),
-        ],
-    );
+    let run = run_under_collector(&script, 0, &log);
     assert_eq!(run.output.status.code(), Some(0), "{}", run.stderr());
     let lines = read_lines(&log);
     assert_eq!(lines[..4], ["resume", "op", "pause", "detach"], "{lines:?}");
@@ -271,14 +270,7 @@ fn under_vtune_the_study_scripts_reach_itt_through_the_stand_ins() {
     ] {
         let script = write(ops.path(), name, script);
         let log = ops.path().join(format!("{name}.log"));
-        let run = run_vtune_harness(
-            &script,
-            0,
-            &[
-                ("INTEL_LIBITTNOTIFY64", tools().collector.as_os_str()),
-                ("LOTUS_TEST_ITT_LOG", log.as_os_str()),
-            ],
-        );
+        let run = run_under_collector(&script, 0, &log);
         assert_eq!(run.output.status.code(), Some(0), "{name}: {}", run.stderr());
         let lines = read_lines(&log);
         let end = if name.starts_with("Intel") {

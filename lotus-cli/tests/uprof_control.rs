@@ -506,6 +506,17 @@ fn path_without_uprof() -> std::ffi::OsString {
     .expect("PATH")
 }
 
+/// `lotus ARGS` with [`path_without_uprof`] and `AMDUPROF_HOME=home`.
+fn lotus_without_uprof(home: &Path, args: &[&str]) -> Output {
+    lotus(
+        args,
+        &[
+            ("PATH", path_without_uprof().as_os_str()),
+            ("AMDUPROF_HOME", home.as_os_str()),
+        ],
+    )
+}
+
 #[test]
 fn map_without_uprof_fails_saying_why() {
     if uprof_installed() {
@@ -513,10 +524,10 @@ fn map_without_uprof_fails_saying_why() {
         return;
     }
     let tmp = tempfile::tempdir().expect("temp dir");
-    let path = path_without_uprof();
     let home = tmp.path().join("no-uprof");
     let op = standin::root().join("fixtures/ops/Loader.py");
-    let o = lotus(
+    let o = lotus_without_uprof(
+        &home,
         &[
             "map",
             "--backend",
@@ -524,10 +535,6 @@ fn map_without_uprof_fails_saying_why() {
             "--runs",
             "1",
             op.to_str().expect("path"),
-        ],
-        &[
-            ("PATH", path.as_os_str()),
-            ("AMDUPROF_HOME", home.as_os_str()),
         ],
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -545,10 +552,10 @@ fn dry_run_without_uprof_prints_the_commands_with_a_note() {
         return;
     }
     let tmp = tempfile::tempdir().expect("temp dir");
-    let path = path_without_uprof();
     let home = tmp.path().join("no-uprof");
     let op = standin::root().join("fixtures/ops/Loader.py");
-    let o = lotus(
+    let o = lotus_without_uprof(
+        &home,
         &[
             "map",
             "--backend",
@@ -556,10 +563,6 @@ fn dry_run_without_uprof_prints_the_commands_with_a_note() {
             "--dry-run",
             "--no-baseline",
             op.to_str().expect("path"),
-        ],
-        &[
-            ("PATH", path.as_os_str()),
-            ("AMDUPROF_HOME", home.as_os_str()),
         ],
     );
     let out = stdout(&o);
@@ -586,15 +589,8 @@ fn an_amduprofcli_found_where_others_can_write_is_not_run() {
     let home = tmp.path().join("AMDuProf_5.1-701");
     let bin = home.join("bin");
     standin::install_cli(&bin);
-    let path = path_without_uprof();
     let backends = |home: &Path| {
-        let o = lotus(
-            &["backends", "--json"],
-            &[
-                ("PATH", path.as_os_str()),
-                ("AMDUPROF_HOME", home.as_os_str()),
-            ],
-        );
+        let o = lotus_without_uprof(home, &["backends", "--json"]);
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     // Found in the install folder it is run (for its version).
@@ -617,7 +613,6 @@ fn an_amduprofcli_found_where_others_can_write_is_not_run() {
 #[test]
 fn dry_run_shows_the_interval_the_cutoff_and_windows_sized_by_the_interval() {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let path = path_without_uprof();
     let home = tmp.path().join("no-uprof");
     let op = standin::root().join("fixtures/ops/Loader.py");
     for (hz, collect, window) in [
@@ -632,7 +627,8 @@ fn dry_run_shows_the_interval_the_cutoff_and_windows_sized_by_the_interval() {
             "--window-ms 1000 ",
         ),
     ] {
-        let o = lotus(
+        let o = lotus_without_uprof(
+            &home,
             &[
                 "map",
                 "--backend",
@@ -646,10 +642,6 @@ fn dry_run_shows_the_interval_the_cutoff_and_windows_sized_by_the_interval() {
                 "--min-window-ms",
                 "1",
                 op.to_str().expect("path"),
-            ],
-            &[
-                ("PATH", path.as_os_str()),
-                ("AMDUPROF_HOME", home.as_os_str()),
             ],
         );
         let out = stdout(&o);

@@ -32,9 +32,7 @@ impl Scratch {
 
     /// Writes an op file; returns its path.
     pub fn op(&self, name: &str, body: &str) -> PathBuf {
-        let p = self.path().join(format!("{name}.py"));
-        fs::write(&p, body).expect("write op");
-        p
+        super::write_op(self.path(), name, body)
     }
 
     /// `lotus ARGS` with TMPDIR in the scratch folder and both outputs

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod faults;
+pub mod mapping;
 pub mod torch;
 pub mod trace_check;
 pub mod trace_logs;
@@ -79,6 +80,22 @@ pub fn lotus_usage_error(args: &[&str]) -> String {
         "lotus {args:?} panicked: {stderr}"
     );
     stderr
+}
+
+/// An op that runs and maps: sorts a list, with a set-up.
+pub const GOOD_OP: &str =
+    "def setup():\n    return list(range(2000))\n\ndef op(x):\n    return sorted(x, reverse=True)\n";
+
+/// Writes op `name` (`DIR/NAME.py`) with `body`; returns its path.
+pub fn write_op(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.py"));
+    std::fs::write(&p, body).expect("write op");
+    p
+}
+
+/// `p` as the `&str` lotus's arguments take (the tests' paths are UTF-8).
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
 }
 
 /// The Python the tests use: `$LOTUS_PYTHON`, else the repo's `.venv`

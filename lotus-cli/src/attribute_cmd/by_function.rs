@@ -29,22 +29,11 @@ use lotus_core::attribute::{FunctionAttribution, OpShare};
 use lotus_core::Unit;
 use serde::Serialize;
 
-use super::render::{amount, metric_text, pct, shorten, Grid};
+use super::render::{amount, metric_text, pct, shorten, Grid, JsonProfileHead};
 use super::LoadedProfile;
 
 /// The schema tag of `lotus attribute --by function --format json`.
 pub const SCHEMA: &str = "lotus.attribution-functions/1";
-
-/// Top-down metrics shown in the terminal table, where the profile has
-/// them (every metric is in the JSON, CSV and Markdown).
-const TERMINAL_METRICS: &[&str] = &[
-    "Retiring",
-    "Front-End Bound",
-    "Bad Speculation",
-    "Back-End Bound",
-    "Memory Bound",
-    "Core Bound",
-];
 
 /// Every profile's per-function attribution, ready to render.
 pub(super) struct FunctionView<'a> {
@@ -66,14 +55,8 @@ struct JsonOut<'a> {
 
 #[derive(Serialize)]
 struct JsonProfile<'a> {
-    name: &'a str,
-    file: String,
-    format: &'static str,
-    unit: Unit,
-    sample_interval_s: Option<f64>,
-    total_cpu_time_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    total_samples: Option<f64>,
+    #[serde(flatten)]
+    head: JsonProfileHead<'a>,
     clockticks: Option<&'a str>,
     instructions: Option<&'a str>,
     functions: Vec<JsonFunction<'a>>,
@@ -143,13 +126,7 @@ impl FunctionView<'_> {
             .iter()
             .zip(self.results)
             .map(|(p, a)| JsonProfile {
-                name: &p.name,
-                file: p.path.display().to_string(),
-                format: p.format,
-                unit: p.unit,
-                sample_interval_s: p.sample_interval_s,
-                total_cpu_time_s: p.seconds_per_unit().map(|k| a.total * k),
-                total_samples: (p.unit == Unit::Samples).then_some(a.total),
+                head: JsonProfileHead::of(p, a.total),
                 clockticks: a.clockticks.as_deref(),
                 instructions: a.instructions.as_deref(),
                 functions: a
@@ -245,7 +222,7 @@ impl FunctionView<'_> {
                 let metrics: Vec<String> = if all_metrics {
                     present.into_iter().cloned().collect()
                 } else {
-                    TERMINAL_METRICS
+                    super::TOP_DOWN_METRICS
                         .iter()
                         .filter(|m| present.iter().any(|p| p.as_str() == **m))
                         .map(|m| m.to_string())

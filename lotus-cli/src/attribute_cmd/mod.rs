@@ -50,6 +50,18 @@
 //! absent (`{}`, `null`) when the profile has no clockticks counter, which
 //! `notes` then says.
 
+/// The top-down metrics shown in tables where the profile has them: the
+/// terminal table of `--by function` and the HTML report (every metric is
+/// in the JSON, CSV and Markdown).
+pub(crate) const TOP_DOWN_METRICS: &[&str] = &[
+    "Retiring",
+    "Front-End Bound",
+    "Bad Speculation",
+    "Back-End Bound",
+    "Memory Bound",
+    "Core Bound",
+];
+
 mod by_function;
 mod plot;
 mod render;

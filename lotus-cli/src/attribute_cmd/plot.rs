@@ -68,25 +68,7 @@ impl View<'_> {
             // (centred on the chart alone, a long one was cut at the edge).
             crate::plots::title(&root, &format!("CPU time per op (split: {})", self.split()))?;
             let (left, right) = root.margin(36, 0, 0, 0).split_horizontally(chart_w);
-            let mut chart = ChartBuilder::on(&left)
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(80)
-                .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)?;
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_labels(0)
-                .light_line_style(TRANSPARENT)
-                .y_label_formatter(&|v| {
-                    if y_max >= 100.0 {
-                        format!("{v:.0}")
-                    } else {
-                        format!("{v:.1}")
-                    }
-                })
-                .y_desc(y_desc)
-                .draw()?;
+            let mut chart = crate::plots::bar_chart(&left, n, y_max, 40, 1, y_desc)?;
             let colour = |k: usize| -> RGBAColor {
                 if ops[k] == UNEXPLAINED {
                     RGBAColor(170, 170, 170, 1.0)

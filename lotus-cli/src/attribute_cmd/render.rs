@@ -36,8 +36,11 @@ pub(super) struct JsonOut<'a> {
     profiles: Vec<JsonProfile<'a>>,
 }
 
+/// The fields that open each profile in both JSON documents
+/// (`lotus.attribution/1` and `lotus.attribution-functions/1`): which
+/// profile, and its total.
 #[derive(Serialize)]
-struct JsonProfile<'a> {
+pub(super) struct JsonProfileHead<'a> {
     name: &'a str,
     file: String,
     format: &'static str,
@@ -46,6 +49,28 @@ struct JsonProfile<'a> {
     total_cpu_time_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     total_samples: Option<f64>,
+}
+
+impl<'a> JsonProfileHead<'a> {
+    /// The head of profile `p`, whose attribution totals `total` (in
+    /// the profile's unit).
+    pub(super) fn of(p: &'a LoadedProfile, total: f64) -> Self {
+        JsonProfileHead {
+            name: &p.name,
+            file: p.path.display().to_string(),
+            format: p.format,
+            unit: p.unit,
+            sample_interval_s: p.sample_interval_s,
+            total_cpu_time_s: p.seconds_per_unit().map(|k| total * k),
+            total_samples: (p.unit == Unit::Samples).then_some(total),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct JsonProfile<'a> {
+    #[serde(flatten)]
+    head: JsonProfileHead<'a>,
     split: String,
     rows: usize,
     matched_rows: usize,
@@ -191,45 +216,36 @@ impl View<'_> {
             .profiles
             .iter()
             .zip(self.results)
-            .map(|(p, a)| {
-                let k = p.seconds_per_unit();
-                JsonProfile {
-                    name: &p.name,
-                    file: p.path.display().to_string(),
-                    format: p.format,
-                    unit: p.unit,
-                    sample_interval_s: p.sample_interval_s,
-                    total_cpu_time_s: k.map(|k| a.total * k),
-                    total_samples: (p.unit == Unit::Samples).then_some(a.total),
-                    split: a.split.to_string(),
-                    rows: a.rows,
-                    matched_rows: a.matched_rows,
-                    clockticks: a.clockticks.as_deref(),
-                    instructions: a.instructions.as_deref(),
-                    unmatched_ops: &a.unmatched_ops,
-                    notes: &a.notes,
-                    ops: a
-                        .ops
-                        .iter()
-                        .map(|o| {
-                            let f = figures(p, o);
-                            JsonOp {
-                                op: &o.op,
-                                cpu_time_s: f.seconds.map(|s| s[0]),
-                                share: o.share,
-                                exclusive_s: f.seconds.map(|s| s[1]),
-                                shared_s: f.seconds.map(|s| s[2]),
-                                samples: f.samples.map(|s| s[0]),
-                                exclusive_samples: f.samples.map(|s| s[1]),
-                                shared_samples: f.samples.map(|s| s[2]),
-                                rows: o.rows,
-                                counters: &o.counters,
-                                cpi: o.cpi,
-                                topdown: &o.metrics,
-                            }
-                        })
-                        .collect(),
-                }
+            .map(|(p, a)| JsonProfile {
+                head: JsonProfileHead::of(p, a.total),
+                split: a.split.to_string(),
+                rows: a.rows,
+                matched_rows: a.matched_rows,
+                clockticks: a.clockticks.as_deref(),
+                instructions: a.instructions.as_deref(),
+                unmatched_ops: &a.unmatched_ops,
+                notes: &a.notes,
+                ops: a
+                    .ops
+                    .iter()
+                    .map(|o| {
+                        let f = figures(p, o);
+                        JsonOp {
+                            op: &o.op,
+                            cpu_time_s: f.seconds.map(|s| s[0]),
+                            share: o.share,
+                            exclusive_s: f.seconds.map(|s| s[1]),
+                            shared_s: f.seconds.map(|s| s[2]),
+                            samples: f.samples.map(|s| s[0]),
+                            exclusive_samples: f.samples.map(|s| s[1]),
+                            shared_samples: f.samples.map(|s| s[2]),
+                            rows: o.rows,
+                            counters: &o.counters,
+                            cpi: o.cpi,
+                            topdown: &o.metrics,
+                        }
+                    })
+                    .collect(),
             })
             .collect();
         JsonOut {
