@@ -468,9 +468,15 @@ fn harness_floor_marks_and_exclude_baseline_drops_interpreter_functions() {
         );
         assert_eq!(f["baseline"].as_bool(), Some(floor.contains(&key)), "{key}");
     }
+    // Two runs of the op, one of the floor: the floor only marks functions,
+    // and is measured once per invocation.
     let mut excluded_args = settings.to_vec();
+    excluded_args[1] = "2";
     excluded_args.push("--exclude-baseline");
-    let (excluded, _) = map(&ops, &excluded_args, &tmp.path().join("b.json"));
+    let (excluded, stderr) = map(&ops, &excluded_args, &tmp.path().join("b.json"));
+    assert_eq!(op(&excluded, "Good")["runs"], 2, "{stderr}");
+    assert_eq!(excluded["baseline"]["runs"], 1, "{stderr}");
+    assert!(stderr.contains("(harness floor) run 1/1"), "{stderr}");
     let kept = op(&excluded, "Good")["functions"]
         .as_array()
         .expect("functions")

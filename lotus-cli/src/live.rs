@@ -207,6 +207,18 @@ struct OpSpec<'a> {
     label: String,
 }
 
+/// How many runs `spec` gets: `--runs` for an op; one for the harness
+/// floor, which only marks the functions every op shows (interpreter loop,
+/// allocator) and at `--runs` runs cost as much as an op (a third of a
+/// two-op mapping's time).
+fn runs_of(spec: &OpSpec, opts: &LiveOptions) -> u32 {
+    if spec.empty {
+        1
+    } else {
+        opts.runs
+    }
+}
+
 /// The runs to make: the harness floor first (when asked for), then each
 /// op file.
 fn op_specs(ops: &[PathBuf], baseline: bool) -> Vec<OpSpec<'_>> {
@@ -307,7 +319,7 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
         harness::control_library_path().unwrap_or_else(|| PathBuf::from(harness::CONTROL_LIBRARY));
     let probe = backend.probe();
     let mut out = format!(
-        "lotus map --backend {} (dry run: nothing is run; {} run(s) per op, each like run 1 below)\n",
+        "lotus map --backend {} (dry run: nothing is run; {} run(s) per op and one of the harness floor, each like run 1 below)\n",
         backend.name(),
         opts.runs
     );
@@ -393,7 +405,7 @@ pub fn map_live(
 
     let specs = op_specs(ops, opts.baseline);
 
-    let mut progress = Progress::new(specs.len() as u64 * u64::from(opts.runs));
+    let mut progress = Progress::new(specs.iter().map(|s| u64::from(runs_of(s, opts))).sum());
     let mut finished: Vec<OpMapping> = Vec::new();
     let mut baseline: Option<OpMapping> = None;
     let mut failures = Vec::new();
@@ -517,8 +529,9 @@ fn map_op(
     let shown = one_line(&label);
     let mut acc: Option<OpAccumulator> = None;
     let mut summary = WindowSummary::default();
-    for run in 1..=opts.runs {
-        progress.start(&format!("{shown} run {run}/{}", opts.runs));
+    let runs = runs_of(spec, opts);
+    for run in 1..=runs {
+        progress.start(&format!("{shown} run {run}/{runs}"));
         let out = run_once(
             ctx.backend,
             ctx.files,
@@ -558,8 +571,7 @@ fn map_op(
             let names = window_names(&out.result);
             if only.is_none() && names.len() >= 2 {
                 progress.finish_run(&format!(
-                    "{shown} run {run}/{}: windows for {} ops, each mapped in runs of its own",
-                    opts.runs,
+                    "{shown} run {run}/{runs}: windows for {} ops, each mapped in runs of its own",
                     names.len()
                 ));
                 return OpOutcome::Split(names);
@@ -592,8 +604,7 @@ fn map_op(
             )
         };
         progress.finish_run(&format!(
-            "{shown} run {run}/{}: {} samples, {what}, {} functions",
-            opts.runs,
+            "{shown} run {run}/{runs}: {} samples, {what}, {} functions",
             samples,
             out.report.rows.len()
         ));
