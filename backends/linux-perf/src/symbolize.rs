@@ -228,7 +228,15 @@ fn resolve_kernel(addresses: &[u64], stats: &mut SymbolizeStats) -> (KernelNames
     if addresses.is_empty() {
         return (HashMap::new(), None);
     }
-    resolve_kernel_from(addresses, KernelSymbols::load().as_ref(), stats)
+    resolve_kernel_from(addresses, kernel_table().as_ref(), stats)
+}
+
+/// The kernel's symbol table, read once per process: `lotus map` reports
+/// many runs, and `/proc/kallsyms` (some 200,000 lines) changes only when a
+/// module is loaded, which a mapping does not wait for.
+fn kernel_table() -> &'static std::io::Result<KernelSymbols> {
+    static TABLE: std::sync::OnceLock<std::io::Result<KernelSymbols>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(KernelSymbols::load)
 }
 
 /// [`resolve_kernel`] from the table `loaded`.
