@@ -564,25 +564,13 @@ fn fast_event_line(raw: &[u8]) -> Option<LineEvent<'_>> {
             _ => {}
         }
     }
-    let (name, kind) = match kind {
-        Some(k) => (name, k),
-        None => {
-            let inferred = infer_kind(name, dur_ns);
-            batch = batch.or(inferred.batch);
-            ready = ready.or(inferred.ready);
-            (inferred.name, inferred.kind)
-        }
-    };
-    Some(LineEvent {
-        name,
-        kind,
-        start_ns,
-        dur_ns,
+    let fields = Fields {
         batch,
         sample,
         ready,
         tid,
-    })
+    };
+    Some(event(name, kind, start_ns, dur_ns, fields))
 }
 
 /// Parses one event line (trimmed, not blank, not a comment).
@@ -658,6 +646,33 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             _ => {}
         }
     }
+    let fields = Fields {
+        batch,
+        sample,
+        ready,
+        tid,
+    };
+    Ok(event(name, kind, start_ns, dur_ns, fields))
+}
+
+/// The optional fields of an event line, as read (the byte and the
+/// character paths read them alike).
+struct Fields {
+    batch: Option<u64>,
+    sample: Option<u64>,
+    ready: Option<bool>,
+    tid: Option<u32>,
+}
+
+/// The event of a line whose fields are read: where it has no `kind=`,
+/// the kind (and batch id and readiness, unless given) its name implies.
+fn event(name: &str, kind: Option<Kind>, start_ns: u64, dur_ns: u64, f: Fields) -> LineEvent<'_> {
+    let Fields {
+        mut batch,
+        sample,
+        mut ready,
+        tid,
+    } = f;
     let (name, kind) = match kind {
         Some(k) => (name, k),
         None => {
@@ -667,7 +682,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             (inferred.name, inferred.kind)
         }
     };
-    Ok(LineEvent {
+    LineEvent {
         name,
         kind,
         start_ns,
@@ -676,7 +691,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         sample,
         ready,
         tid,
-    })
+    }
 }
 
 /// What a name alone says about an event with no `kind=` field.
