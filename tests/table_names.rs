@@ -186,3 +186,97 @@ fn map_and_attribute_take_wide_too() {
     assert!(!header(&short).contains(long_op), "{short}");
     assert!(header(&wide).contains(long_op), "{wide}");
 }
+
+/// `lotus attribute DIR` (a sampled trace folder): the top functions of
+/// each row, one a line, shortened to the width; `--wide` and JSON keep
+/// them whole. The folder is written here: one worker whose op spans hold
+/// samples in the mapping's long torch kernels.
+#[test]
+fn attribute_of_a_sampled_trace_fits_its_names_too() {
+    use lotus_core::trace::samples::{
+        write_sampling, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol,
+    };
+    let names = full_names(&mapping());
+    let long: Vec<&String> = names.iter().filter(|n| n.len() > 150).take(3).collect();
+    assert_eq!(long.len(), 3, "the fixture has long torch names");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // wall = monotonic + 1 s; ToTensor over [1000, 5000) ns.
+    let off = 1_000_000_000u64;
+    std::fs::write(
+        dir.path().join("lotus_worker_pid_10"),
+        format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
+             SToTensor,{},4000,kind=op\n",
+            1000 + off
+        ),
+    )
+    .expect("log");
+    let mut w = SamplesWriter::create(dir.path(), "lotus").expect("samples");
+    let symbols: Vec<(u32, Symbol)> = long
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i as u32, Symbol::new(n, "/torch/lib/libtorch_cpu.so")))
+        .collect();
+    w.symbols(&symbols).expect("symbols");
+    let samples: Vec<Sample> = (0..30u64)
+        .map(|i| Sample {
+            time_ns: 1000 + i * 100,
+            pid: 10,
+            tid: 10,
+            symbol: (i % 3) as u32,
+            kernel: false,
+        })
+        .collect();
+    w.samples(&samples).expect("samples");
+    w.finish().expect("finish");
+    let files = SampleFiles::of(dir.path(), "lotus");
+    write_sampling(
+        &files.sampling,
+        &[
+            ("backend", "perf".into()),
+            ("frequency_hz", "10000".into()),
+            ("interval_ns", "100000".into()),
+            ("clock", "monotonic".into()),
+            ("status", "complete".into()),
+            ("samples", "30".into()),
+        ],
+    )
+    .expect("sampling");
+    let d = dir.path().to_str().expect("utf-8");
+    let table = |extra: &[&str]| {
+        let mut args = vec!["attribute", d];
+        args.extend_from_slice(extra);
+        let out = lotus_env(&args, &[("COLUMNS", OsStr::new("140"))]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let short = table(&[]);
+    let widest = |t: &str| t.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(widest(&short) <= 140, "not fitted to 140 columns:\n{short}");
+    // One function a line, each distinct, each ending with its share.
+    let cells: Vec<&str> = short
+        .lines()
+        .filter_map(|l| l.trim_end_matches('│').rsplit('┆').next())
+        .map(str::trim)
+        .filter(|c| c.ends_with("(33%)") || c.ends_with("(34%)"))
+        .collect();
+    assert_eq!(cells.len(), 3, "three functions, one a line:\n{short}");
+    assert_eq!(cells.iter().collect::<HashSet<_>>().len(), 3, "{short}");
+    let wide = table(&["--wide"]);
+    for n in &long {
+        assert!(wide.contains(n.as_str()), "--wide shows {n} whole:\n{wide}");
+        assert!(
+            !short.contains(n.as_str()),
+            "{n} was not shortened:\n{short}"
+        );
+    }
+    let json = table(&["--format", "json"]);
+    for n in &long {
+        let quoted = serde_json::to_string(n).expect("json");
+        assert!(json.contains(&quoted), "JSON keeps {n} whole");
+    }
+}

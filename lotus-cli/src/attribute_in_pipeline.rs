@@ -24,6 +24,7 @@ pub fn run(
     top: usize,
     format: Option<AttributeFormat>,
     out: Option<&Path>,
+    wide: bool,
 ) -> Result<ExitCode> {
     let budget = Budget::from_env()?;
     let a = attribute_folder(dir, prefix, budget, top)
@@ -33,8 +34,8 @@ pub fn run(
     let text = match format {
         AttributeFormat::Json => serde_json::to_string_pretty(&json_of(&a))? + "\n",
         AttributeFormat::Csv => csv_of(&a)?,
-        AttributeFormat::Table => table_of(&a, false),
-        AttributeFormat::Md => table_of(&a, true),
+        AttributeFormat::Table => table_of(&a, false, (!wide).then(crate::names::table_width)),
+        AttributeFormat::Md => table_of(&a, true, None),
     };
     if out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv) {
         for note in &a.notes {
@@ -63,16 +64,35 @@ fn ms(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1e6)
 }
 
-fn top_text(r: &lotus_core::attribute::in_pipeline::AttributedRow, n: usize) -> String {
+/// How many top functions a table row names.
+const TOP_IN_TABLE: usize = 3;
+
+/// A row's top functions: in a terminal table one a line, each name
+/// shortened to `max` characters when given (C++ kernels run to hundreds:
+/// see [`crate::names`]); in Markdown on one line, in full.
+fn top_text(
+    r: &lotus_core::attribute::in_pipeline::AttributedRow,
+    n: usize,
+    max: Option<usize>,
+    markdown: bool,
+) -> String {
     r.top_functions
         .iter()
         .take(n)
-        .map(|f| format!("{} ({:.0}%)", f.function, f.share * 100.0))
+        .map(|f| {
+            let name = max.map_or_else(
+                || f.function.clone(),
+                |m| crate::names::shorten(&f.function, m),
+            );
+            format!("{name} ({:.0}%)", f.share * 100.0)
+        })
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(if markdown { ", " } else { "\n" })
 }
 
-fn table_of(a: &InPipelineAttribution, markdown: bool) -> String {
+/// The table (Markdown when `markdown`); `width`: the terminal's columns,
+/// which the top functions are shortened to fit (`None`: full names).
+fn table_of(a: &InPipelineAttribution, markdown: bool, width: Option<usize>) -> String {
     let header = [
         "row",
         "kind",
@@ -83,7 +103,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool) -> String {
         "CPU ms/call",
         "top functions",
     ];
-    let rows: Vec<Vec<String>> = a
+    let mut rows: Vec<Vec<String>> = a
         .rows
         .iter()
         .map(|r| {
@@ -96,10 +116,27 @@ fn table_of(a: &InPipelineAttribution, markdown: bool) -> String {
                 r.calls.map_or(String::new(), |c| c.to_string()),
                 r.cpu_per_call_ns
                     .map_or(String::new(), |c| format!("{:.3}", c as f64 / 1e6)),
-                top_text(r, 3),
             ]
         })
         .collect();
+    // The names get what the other columns leave of the width (their
+    // widest cells; UTF8_FULL_CONDENSED draws a bar at the left, then a
+    // space, the cell, a space and a bar per column).
+    let per_name = width.map(|w| {
+        let others: usize = (0..header.len() - 1)
+            .map(|c| {
+                rows.iter()
+                    .map(|r| r[c].chars().count())
+                    .chain([header[c].chars().count()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .sum();
+        w.saturating_sub(1 + 3 * header.len() + others + " (100%)".len())
+    });
+    for (cells, r) in rows.iter_mut().zip(&a.rows) {
+        cells.push(top_text(r, TOP_IN_TABLE, per_name, markdown));
+    }
     let mut text = String::new();
     if markdown {
         text += &format!(

@@ -5,13 +5,22 @@
 //!
 //! A thread of its own because naming code (reading ELF symbol tables) is
 //! slow next to draining ring buffers: the drain thread must not fall
-//! behind. The channel between them is bounded, so memory is too: if the
-//! writer cannot keep up, the drain thread waits, and the kernel counts
-//! what it could not buffer as lost samples.
+//! behind. The queue between them is bounded by samples, so memory is
+//! too: if the writer falls more than [`QUEUED_SAMPLES`] samples behind,
+//! the drain thread waits, and the kernel counts what it could not buffer
+//! as lost samples. The bound is in samples, not rounds, because the
+//! writer's stalls are long and rare: the first sample in a large library
+//! (torch's is hundreds of MB) makes it read that library's symbol table,
+//! which takes seconds, while rounds come every few ms; a bound of a few
+//! dozen rounds made the drain thread wait, and the kernel drop samples,
+//! on every torch job.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use lotus_core::trace::samples::{Sample, SampleSink, Symbol};
 use lotus_core::ProfilerError;
@@ -19,8 +28,9 @@ use lotus_core::ProfilerError;
 use crate::model::{Location, Module};
 use crate::symbolize::LocationNamer;
 
-/// Rounds queued between the drain thread and the writer.
-const QUEUED_ROUNDS: usize = 64;
+/// Samples queued between the drain thread and the writer, at most: about
+/// 40 MiB, two minutes of a busy two-CPU job at 4 kHz.
+pub(crate) const QUEUED_SAMPLES: usize = 1 << 20;
 
 /// One sample placed in its module.
 #[derive(Debug, Clone, Copy)]
@@ -54,7 +64,8 @@ pub struct StreamSummary {
 
 /// The drain thread's end of the stream.
 pub(crate) struct Stream {
-    tx: SyncSender<Message>,
+    tx: Sender<Message>,
+    queue: Arc<Queue>,
     modules_sent: usize,
     round: Vec<Placed>,
 }
@@ -64,10 +75,15 @@ impl Stream {
     pub(crate) fn start(
         sink: Box<dyn SampleSink>,
     ) -> Result<(Stream, JoinHandle<StreamSummary>), ProfilerError> {
-        let (tx, rx) = sync_channel(QUEUED_ROUNDS);
+        let (tx, rx) = channel();
+        let queue = Arc::new(Queue::default());
+        let writer_queue = Arc::clone(&queue);
         let handle = std::thread::Builder::new()
             .name("lotus-perf-samples".into())
-            .spawn(move || write(rx, sink))
+            .spawn(move || {
+                let _gone = Gone(Arc::clone(&writer_queue));
+                write(rx, sink, &writer_queue)
+            })
             .map_err(|source| ProfilerError::Io {
                 context: "starting the sample writer thread".into(),
                 source,
@@ -75,6 +91,7 @@ impl Stream {
         Ok((
             Stream {
                 tx,
+                queue,
                 modules_sent: 0,
                 round: Vec::new(),
             },
@@ -99,11 +116,44 @@ impl Stream {
             let _ = self.tx.send(Message::Modules(new));
         }
         let round = std::mem::take(&mut self.round);
+        self.queue.wait_for_room(round.len());
+        self.queue.samples.fetch_add(round.len(), Ordering::AcqRel);
         let _ = self.tx.send(Message::Samples(round));
     }
 }
 
-fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>) -> StreamSummary {
+/// What the two threads share about the queue.
+#[derive(Default)]
+struct Queue {
+    /// Samples sent and not yet written.
+    samples: AtomicUsize,
+    /// The writer has returned (or panicked): nothing will drain the queue.
+    gone: AtomicBool,
+}
+
+impl Queue {
+    /// Waits while adding `n` samples would pass the bound, unless the
+    /// writer is gone (then nothing is waited for: its summary says why).
+    fn wait_for_room(&self, n: usize) {
+        while self.samples.load(Ordering::Acquire) + n > QUEUED_SAMPLES
+            && self.samples.load(Ordering::Acquire) > 0
+            && !self.gone.load(Ordering::Acquire)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Marks the queue's writer gone when the writer thread ends, however.
+struct Gone(Arc<Queue>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        self.0.gone.store(true, Ordering::Release);
+    }
+}
+
+fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>, queue: &Queue) -> StreamSummary {
     let mut summary = StreamSummary::default();
     let mut modules: Vec<Module> = Vec::new();
     let mut ids: HashMap<Location, u32> = HashMap::new();
@@ -119,6 +169,9 @@ fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>) -> StreamSummary 
             }
             Message::Samples(round) => round,
         };
+        // Counted off before the work: the bound is on samples held here
+        // and in the channel, and this round is held until the loop ends.
+        queue.samples.fetch_sub(round.len(), Ordering::AcqRel);
         if summary.error.is_some() {
             continue;
         }
@@ -165,4 +218,93 @@ fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>) -> StreamSummary 
     }
     summary.kernel_note = namer.kernel_note.take();
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// A sink that takes its time over the first symbols, as naming a
+    /// large library's first sample does.
+    struct SlowFirst {
+        delay: Option<Duration>,
+        samples: u64,
+    }
+
+    impl SampleSink for SlowFirst {
+        fn symbols(&mut self, _new: &[(u32, Symbol)]) -> std::io::Result<()> {
+            if let Some(d) = self.delay.take() {
+                std::thread::sleep(d);
+            }
+            Ok(())
+        }
+        fn samples(&mut self, block: &[Sample]) -> std::io::Result<()> {
+            self.samples += block.len() as u64;
+            Ok(())
+        }
+        fn finish(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn placed(time: u64) -> Placed {
+        Placed {
+            time,
+            pid: 1,
+            tid: 1,
+            loc: Location::Unmapped,
+            kernel: false,
+        }
+    }
+
+    /// Rounds keep coming while the writer is stuck on its first names:
+    /// the drain side does not wait for it (it used to after 64 rounds),
+    /// and every sample is written in the end.
+    #[test]
+    fn a_stalled_writer_does_not_hold_up_the_drain_thread() {
+        let sink = SlowFirst {
+            delay: Some(Duration::from_millis(500)),
+            samples: 0,
+        };
+        let (mut stream, writer) = Stream::start(Box::new(sink)).expect("start");
+        let started = Instant::now();
+        for round in 0..1000u64 {
+            for i in 0..10 {
+                stream.push(placed(round * 10 + i));
+            }
+            stream.end_round(&[]);
+        }
+        let queued = started.elapsed();
+        drop(stream);
+        let summary = writer.join().expect("writer");
+        assert_eq!(summary.samples, 10_000);
+        assert!(
+            queued < Duration::from_millis(400),
+            "the drain side waited {queued:?} for the writer"
+        );
+    }
+
+    /// Past the bound the drain side waits, and stops waiting once the
+    /// writer is gone.
+    #[test]
+    fn the_queue_bound_is_in_samples_and_a_gone_writer_frees_it() {
+        let q = Queue::default();
+        q.samples.store(QUEUED_SAMPLES, Ordering::Release);
+        q.gone.store(true, Ordering::Release);
+        q.wait_for_room(1); // returns: nobody will drain it
+        let q = Arc::new(Queue::default());
+        q.samples.store(QUEUED_SAMPLES, Ordering::Release);
+        let drainer = {
+            let q = Arc::clone(&q);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                q.samples.store(0, Ordering::Release);
+            })
+        };
+        let started = Instant::now();
+        q.wait_for_room(1);
+        assert!(started.elapsed() >= Duration::from_millis(40));
+        drainer.join().expect("drainer");
+    }
 }

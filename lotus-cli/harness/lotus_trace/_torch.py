@@ -107,9 +107,13 @@ def _patch_compose(mod):
             if _self_tracing(t):
                 img = t(img)
                 continue
+            # The span ends before `img` lets go of the op's input: freeing
+            # it (a decoded image, a tensor: munmap, page work) is the
+            # pipeline's, not the op's, and an op mapped alone never pays it.
             t0 = _now()
-            img = t(img)
+            out = t(img)
             _core.op_event(_op_name(t), t0, _now())
+            img = out
         return img
 
     functools.update_wrapper(__call__, orig)
@@ -171,9 +175,11 @@ def _patch_folder(mod):
             if _self_tracing(transform):
                 sample = transform(sample)
             else:
+                # As in Compose: the input is let go after the span.
                 t0 = _now()
-                sample = transform(sample)
+                out = transform(sample)
                 _core.op_event(_op_name(transform), t0, _now())
+                sample = out
         if self.target_transform is not None:
             target = self.target_transform(target)
         return sample, target

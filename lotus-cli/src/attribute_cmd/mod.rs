@@ -227,6 +227,7 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
             args.top,
             args.format,
             args.out.as_deref(),
+            args.wide,
         );
     }
     let Some(mapping_path) = args.mapping.as_deref() else {

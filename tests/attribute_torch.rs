@@ -1,0 +1,243 @@
+//! In-pipeline attribution on the real thing: `lotus trace run --sample`
+//! of a torchvision ImageFolder pipeline (fixtures/trace/torch_pipeline.py:
+//! JPEGs through RandomResizedCrop, RandomHorizontalFlip, ToTensor and
+//! Normalize, two DataLoader workers forked or spawned, two epochs, a model
+//! step in the main process), then `lotus attribute DIR`, checked against
+//! the pipeline's own per-op thread CPU timers (`--op-cpu`: each op timed
+//! inside its call with `time.thread_time_ns`, in the workers).
+//!
+//! Attribution reads samples and span boundaries only: no op durations,
+//! mapping or splitting rule, so the timers it is checked against play no
+//! part in what it computes.
+//!
+//! Torch: see tests/common/torch.rs (skipped by name without torch, a
+//! failure with LOTUS_REQUIRE_TORCH=1).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+
+use common::torch::torch_python;
+use common::trace_logs::{assert_ok, trace_run};
+use lotus_core::trace::samples::SampleFiles;
+use serde_json::Value;
+
+/// Sampling frequency: dense enough that every op but the flip gets a few
+/// hundred samples in a run of about 20 s of CPU here.
+const FREQUENCY_HZ: u64 = 5000;
+
+/// The ops the pipeline runs and times.
+const OPS: [&str; 6] = [
+    "Loader",
+    "RandomResizedCrop",
+    "RandomHorizontalFlip",
+    "ToTensor",
+    "Normalize",
+    "Collation",
+];
+
+/// Per op: (CPU ns, calls) as the workers measured them.
+fn measured(dir: &std::path::Path) -> BTreeMap<String, (u64, u64)> {
+    let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut reports = 0;
+    for entry in std::fs::read_dir(dir).expect("op-cpu folder") {
+        let path = entry.expect("entry").path();
+        if path.extension() != Some(OsStr::new("json")) {
+            continue;
+        }
+        reports += 1;
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+        for (op, ns) in r["ops"].as_object().expect("ops") {
+            m.entry(op.clone()).or_default().0 += ns.as_u64().expect("ns");
+        }
+        for (op, n) in r["calls"].as_object().expect("calls") {
+            m.entry(op.clone()).or_default().1 += n.as_u64().expect("n");
+        }
+    }
+    // Two workers per epoch, two epochs, not persistent.
+    assert_eq!(reports, 4, "every worker wrote its timers");
+    m
+}
+
+/// One pipeline at a time: two at once on two CPUs would measure mostly
+/// how they get in each other's way.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn torchvision_attribution(test: &str, start_method: &str) {
+    let Some(py) = torch_python(test) else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let timers = tmp.path().join("timers");
+    std::fs::create_dir(&timers).expect("timers");
+    let data = tmp.path().join("data");
+    let script = common::fixture("trace/torch_pipeline.py");
+    let args: Vec<&OsStr> = vec![
+        script.as_os_str(),
+        OsStr::new("--data"),
+        data.as_os_str(),
+        OsStr::new("--dataset"),
+        OsStr::new("jpeg"),
+        OsStr::new("--image-size"),
+        OsStr::new("200"),
+        OsStr::new("500"),
+        OsStr::new("--workers"),
+        OsStr::new("2"),
+        OsStr::new("--batches"),
+        OsStr::new("16"),
+        OsStr::new("--batch-size"),
+        OsStr::new("8"),
+        OsStr::new("--epochs"),
+        OsStr::new("2"),
+        OsStr::new("--start-method"),
+        OsStr::new(start_method),
+        OsStr::new("--model"),
+        OsStr::new("--op-cpu"),
+        timers.as_os_str(),
+    ];
+    let f = FREQUENCY_HZ.to_string();
+    let out = trace_run(&dir, &["--sample", "-F", &f], &py, &args);
+    assert_ok(&out, "trace run --sample");
+    let attributed = common::lotus(&[
+        "attribute",
+        dir.to_str().expect("utf8"),
+        "--format",
+        "json",
+        "--top",
+        "1000",
+    ]);
+    assert_ok(&attributed, "attribute DIR");
+    let a: Value = serde_json::from_slice(&attributed.stdout).expect("JSON");
+    let m = measured(&timers);
+    let rows = a["rows"].as_array().expect("rows");
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| r["name"] == name && r["kind"] == "op")
+            .unwrap_or_else(|| panic!("no op row {name}: {a:#}"))
+    };
+    let interval_ns = 1e9 / FREQUENCY_HZ as f64;
+    let files = SampleFiles::open(&dir, "lotus").expect("sample files");
+    let sampling = files
+        .read_sampling()
+        .expect("sampling")
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+
+    let measured_total: u64 = OPS.iter().map(|op| m[*op].0).sum();
+    let attributed_total: u64 = OPS
+        .iter()
+        .map(|op| row(op)["cpu_ns"].as_u64().expect("cpu"))
+        .sum();
+    let mut figures = Vec::new();
+    let mut failures = Vec::new();
+    for op in OPS {
+        let r = row(op);
+        let (want, calls) = m[op];
+        let got = r["cpu_ns"].as_u64().expect("cpu") as f64;
+        let samples = r["samples"].as_u64().expect("samples");
+        let want = want as f64;
+        let share_got = got / attributed_total as f64 * 100.0;
+        let share_want = want / measured_total as f64 * 100.0;
+        figures.push(format!(
+            "{op}: attributed {:.1} ms, measured {:.1} ms ({:+.1}%), share {share_got:.1}% vs {share_want:.1}%, {samples} samples",
+            got / 1e6,
+            want / 1e6,
+            (got - want) / want * 100.0
+        ));
+        assert_eq!(r["calls"].as_u64(), Some(calls), "{op}: calls");
+        if (share_got - share_want).abs() > 2.0 {
+            failures.push(format!("{op}: share off by more than 2 points"));
+        }
+        // Within 10% where the op has the samples for it (at least 500,
+        // as the issue asks of the fixture pipeline); below that, sampling
+        // error alone (each span gets its CPU time over the interval,
+        // rounded up or down: the flip's spans hold about one sample
+        // each) can pass 10%, so the bound widens by three standard
+        // deviations of that error. The timers miss a little of what the
+        // spans hold (the call into the timer and out: 1-4% here), so the
+        // attributed time runs a few percent above them.
+        let bound = if samples >= 500 {
+            0.10 * want
+        } else {
+            0.10 * want + 3.0 * (samples as f64).sqrt() * interval_ns
+        };
+        if (got - want).abs() > bound {
+            failures.push(format!(
+                "{op}: CPU time off by more than {:.1} ms",
+                bound / 1e6
+            ));
+        }
+    }
+    let summary = format!("{start_method}: {}\n{sampling}", figures.join("\n  "));
+    eprintln!("{summary}");
+    assert!(failures.is_empty(), "{failures:?}\n{summary}");
+    // The test needs enough samples to mean something.
+    for op in ["Loader", "RandomResizedCrop", "ToTensor", "Collation"] {
+        let samples = row(op)["samples"].as_u64().expect("samples");
+        assert!(samples >= 500, "{op}: only {samples} samples\n{summary}");
+    }
+
+    // What each op ran: its own native code, leaving out the interpreter
+    // running the op's Python and the kernel (the flip spends more in
+    // those than in its kernel: half its calls flip nothing).
+    let file = |m: &str| {
+        std::path::Path::new(m)
+            .file_name()
+            .map_or(String::new(), |f| f.to_string_lossy().into_owned())
+    };
+    let top = |op: &str| {
+        let t = row(op)["top_functions"]
+            .as_array()
+            .expect("top")
+            .iter()
+            .find(|t| {
+                let m = file(t["module"].as_str().expect("module"));
+                !(m.starts_with("python") || m.starts_with("libpython") || m == "[kernel]")
+            })
+            .unwrap_or_else(|| panic!("{op}: no native function\n{summary}"));
+        (
+            t["function"].as_str().expect("function").to_string(),
+            t["module"].as_str().expect("module").to_string(),
+        )
+    };
+    let (f, module) = top("RandomResizedCrop");
+    assert!(
+        f.trim_start_matches('_').starts_with("ImagingResample")
+            && file(&module).starts_with("_imaging"),
+        "RandomResizedCrop's top function: {f} in {module}"
+    );
+    let (f, module) = top("RandomHorizontalFlip");
+    assert!(
+        f == "ImagingFlipLeftRight" && file(&module).starts_with("_imaging"),
+        "the flip's top function: {f} in {module}"
+    );
+    let (f, module) = top("Loader");
+    assert!(
+        file(&module).starts_with("libjpeg"),
+        "the loader's top function: {f} in {module}"
+    );
+
+    // The rows add up to every sample taken.
+    let sum: u64 = rows.iter().map(|r| r["samples"].as_u64().expect("n")).sum();
+    assert_eq!(sum, a["total_samples"].as_u64().expect("total"));
+}
+
+#[test]
+fn torchvision_attribution_is_exact_with_forked_workers() {
+    torchvision_attribution(
+        "torchvision_attribution_is_exact_with_forked_workers",
+        "fork",
+    );
+}
+
+#[test]
+fn torchvision_attribution_is_exact_with_spawned_workers() {
+    torchvision_attribution(
+        "torchvision_attribution_is_exact_with_spawned_workers",
+        "spawn",
+    );
+}
