@@ -1,13 +1,16 @@
 //! `lotus attribute DIR`: a sampled trace folder's samples credited to its
 //! ops (the rule: [`lotus_core::attribute::in_pipeline`]), as a table,
-//! Markdown, CSV or JSON (`lotus.in-pipeline/1`).
+//! Markdown, CSV or JSON (`lotus.in-pipeline/1`). Counters read with each
+//! sample add a column each (CSV: named as in the samples), and CPI where
+//! cycles and instructions are both read; JSON has them per row in
+//! `counters` (and `cpi`).
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use lotus_core::attribute::in_pipeline::{attribute_folder, InPipelineAttribution};
+use lotus_core::attribute::in_pipeline::{attribute_folder, AttributedRow, InPipelineAttribution};
 use lotus_core::spill::Budget;
 use serde_json::json;
 
@@ -63,7 +66,7 @@ fn ms(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1e6)
 }
 
-fn top_text(r: &lotus_core::attribute::in_pipeline::AttributedRow, n: usize) -> String {
+fn top_text(r: &AttributedRow, n: usize) -> String {
     r.top_functions
         .iter()
         .take(n)
@@ -72,8 +75,37 @@ fn top_text(r: &lotus_core::attribute::in_pipeline::AttributedRow, n: usize) -> 
         .join(", ")
 }
 
+/// Whether the rows have a CPI column: cycles and instructions both read.
+fn has_cpi(a: &InPipelineAttribution) -> bool {
+    ["cycles", "instructions"]
+        .iter()
+        .all(|c| a.counters.iter().any(|n| n == c))
+}
+
+/// A row's counter columns, in the samples file's order, then CPI.
+fn counter_cells(a: &InPipelineAttribution, r: &AttributedRow) -> Vec<String> {
+    let mut cells: Vec<String> = a
+        .counters
+        .iter()
+        .map(|c| r.counters.get(c).copied().unwrap_or(0).to_string())
+        .collect();
+    if has_cpi(a) {
+        cells.push(r.cpi.map_or(String::new(), |c| format!("{c:.2}")));
+    }
+    cells
+}
+
+/// The counter columns' headers.
+fn counter_headers(a: &InPipelineAttribution) -> Vec<String> {
+    let mut h = a.counters.clone();
+    if has_cpi(a) {
+        h.push("CPI".into());
+    }
+    h
+}
+
 fn table_of(a: &InPipelineAttribution, markdown: bool) -> String {
-    let header = [
+    let mut header: Vec<String> = [
         "row",
         "kind",
         "samples",
@@ -81,13 +113,16 @@ fn table_of(a: &InPipelineAttribution, markdown: bool) -> String {
         "share %",
         "calls",
         "CPU ms/call",
-        "top functions",
-    ];
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(counter_headers(a));
+    header.push("top functions".into());
     let rows: Vec<Vec<String>> = a
         .rows
         .iter()
         .map(|r| {
-            vec![
+            let mut cells = vec![
                 r.name.clone(),
                 format!("{:?}", r.kind).to_lowercase(),
                 r.samples.to_string(),
@@ -96,8 +131,10 @@ fn table_of(a: &InPipelineAttribution, markdown: bool) -> String {
                 r.calls.map_or(String::new(), |c| c.to_string()),
                 r.cpu_per_call_ns
                     .map_or(String::new(), |c| format!("{:.3}", c as f64 / 1e6)),
-                top_text(r, 3),
-            ]
+            ];
+            cells.extend(counter_cells(a, r));
+            cells.push(top_text(r, 3));
+            cells
         })
         .collect();
     let mut text = String::new();
@@ -125,6 +162,14 @@ fn table_of(a: &InPipelineAttribution, markdown: bool) -> String {
         ms(a.total_samples * a.interval_ns),
         if a.partial { "; PARTIAL" } else { "" }
     );
+    if !a.counters.is_empty() {
+        let totals: Vec<String> = a
+            .counters
+            .iter()
+            .map(|c| format!("{c} {}", a.counter_totals.get(c).copied().unwrap_or(0)))
+            .collect();
+        text += &format!("counters over every sample: {}\n", totals.join(", "));
+    }
     for note in &a.notes {
         text += &format!("note: {note}\n");
     }
@@ -133,7 +178,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool) -> String {
 
 fn csv_of(a: &InPipelineAttribution) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
+    let mut header: Vec<String> = [
         "row",
         "kind",
         "samples",
@@ -143,10 +188,14 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         "cpu_per_call_ns",
         "top_function",
         "top_module",
-    ])?;
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(counter_headers(a).into_iter().map(|h| h.to_lowercase()));
+    w.write_record(&header)?;
     for r in &a.rows {
         let top = r.top_functions.first();
-        w.write_record([
+        let mut cells = vec![
             r.name.clone(),
             format!("{:?}", r.kind).to_lowercase(),
             r.samples.to_string(),
@@ -156,7 +205,9 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
             r.cpu_per_call_ns.map_or(String::new(), |c| c.to_string()),
             top.map_or(String::new(), |f| f.function.clone()),
             top.map_or(String::new(), |f| f.module.clone()),
-        ])?;
+        ];
+        cells.extend(counter_cells(a, r));
+        w.write_record(&cells)?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
 }

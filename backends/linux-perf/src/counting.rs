@@ -58,12 +58,17 @@ impl CounterKind {
         }
     }
 
+    /// The kind named `name` (a perf event name, as [`Self::name`] gives).
+    pub fn from_name(name: &str) -> Option<CounterKind> {
+        CounterKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     /// True for events the CPU's PMU counts.
     pub fn is_hardware(self) -> bool {
         matches!(self, CounterKind::Cycles | CounterKind::Instructions)
     }
 
-    fn builder(self) -> Builder<'static> {
+    pub(crate) fn builder(self) -> Builder<'static> {
         fn b(e: impl Event + 'static) -> Builder<'static> {
             Builder::new(e)
         }

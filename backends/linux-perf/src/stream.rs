@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
-use lotus_core::trace::samples::{Sample, SampleSink, Symbol};
+use lotus_core::trace::samples::{CounterValues, Sample, SampleSink, Symbol};
 use lotus_core::ProfilerError;
 
 use crate::model::{Location, Module};
@@ -30,6 +30,8 @@ pub(crate) struct Placed {
     pub tid: u32,
     pub loc: Location,
     pub kernel: bool,
+    /// The counters' deltas since the thread's previous sample.
+    pub counters: CounterValues,
 }
 
 enum Message {
@@ -60,10 +62,17 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    /// Starts the writer thread, which owns `sink`.
+    /// Starts the writer thread, which owns `sink`; every sample carries
+    /// `counters` counter values.
     pub(crate) fn start(
-        sink: Box<dyn SampleSink>,
+        mut sink: Box<dyn SampleSink>,
+        counters: usize,
     ) -> Result<(Stream, JoinHandle<StreamSummary>), ProfilerError> {
+        sink.counters(counters)
+            .map_err(|source| ProfilerError::Io {
+                context: "preparing the samples file for counters".into(),
+                source,
+            })?;
         let (tx, rx) = sync_channel(QUEUED_ROUNDS);
         let handle = std::thread::Builder::new()
             .name("lotus-perf-samples".into())
@@ -146,6 +155,7 @@ fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>) -> StreamSummary 
             tid: p.tid,
             symbol: ids[&p.loc],
             kernel: p.kernel,
+            counters: p.counters,
         }));
         let written = sink
             .symbols(&new_symbols)
