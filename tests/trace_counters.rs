@@ -251,6 +251,18 @@ fn default_hardware_counters_are_read_or_said_unsupported_never_zeros() {
     assert!(reason.starts_with("cycles: "), "{reason}");
     assert!(reason.contains("os error"), "the kernel's errno: {reason}");
     assert_eq!(samples_version(&dir), SAMPLES_VERSION);
+    assert_eq!(meta["counters_kind"], "hardware");
+    // Recorded once: no other line of the description speaks of them.
+    let raw = std::fs::read_to_string(dir.join("lotus.sampling")).expect("sampling");
+    let about: Vec<&str> = raw.lines().filter(|l| l.contains("cycles")).collect();
+    assert_eq!(
+        about,
+        vec![
+            "counters_unsupported=cycles,instructions".to_string(),
+            format!("counters_reason={reason}")
+        ],
+        "{raw}"
+    );
     let said = format!("hardware counters: not supported here ({reason})");
     assert_eq!(err.matches(&said).count(), 1, "{err}");
     assert_eq!(table.matches(&said).count(), 1, "{table}");

@@ -14,7 +14,7 @@
 //! `<prefix>.sampling` names them in record order. Where the kernel
 //! refuses them (no PMU, as in most virtual machines), the samples carry
 //! none, `counters_unsupported=` and `counters_reason=` say which and
-//! why (`counters_note=` the line users read), and lotus says it once.
+//! why (`counters_kind=`: hardware or software), and lotus says it once.
 
 use std::path::Path;
 use std::process::{Command, ExitStatus};
@@ -77,10 +77,12 @@ fn counter_pairs(counters: &SampleCounters) -> Vec<(&'static str, String)> {
     }
     if let Some(u) = &counters.unsupported {
         pairs.push(("counters_unsupported", names(&u.asked)));
+        let hardware = u.asked.iter().any(|k| k.is_hardware());
+        pairs.push((
+            "counters_kind",
+            if hardware { "hardware" } else { "software" }.into(),
+        ));
         pairs.push(("counters_reason", u.reason.clone()));
-    }
-    if let Some(note) = counters.unsupported_note() {
-        pairs.push(("counters_note", note));
     }
     pairs
 }
@@ -197,7 +199,15 @@ pub fn run(
         }
         std::thread::sleep(POLL);
     };
-    let report = collection.finish()?;
+    // The per-window counters mean nothing in a trace that is one window;
+    // the counters read with the samples are reported on their own, once.
+    let window_counter_notes: Vec<String> = collection
+        .counter_status()
+        .iter()
+        .filter_map(|c| c.note())
+        .collect();
+    let mut report = collection.finish()?;
+    report.notes.retain(|n| !window_counter_notes.contains(n));
     let extra = summary(&report);
     write_sampling(&files.sampling, &described("complete", extra))
         .with_context(|| format!("cannot write {}", files.sampling.display()))?;

@@ -312,14 +312,8 @@ impl PerfCollection {
         }
         let counters = self.counters.status();
         for c in &counters {
-            if let CounterStatus {
-                available: false,
-                reason: Some(reason),
-                kind,
-                ..
-            } = c
-            {
-                let slot = match kind {
+            if let Some(note) = c.note() {
+                let slot = match c.kind {
                     CounterKind::ContextSwitches => &mut total.context_switches,
                     CounterKind::PageFaults => &mut total.page_faults,
                     CounterKind::Cycles => &mut total.cycles,
@@ -327,7 +321,7 @@ impl PerfCollection {
                     _ => continue,
                 };
                 *slot = None;
-                self.notes.push(format!("{}: {reason}", kind.name()));
+                self.notes.push(note);
             }
         }
         if total.lost > 0 {

@@ -96,6 +96,17 @@ pub struct CounterStatus {
     pub reason: Option<String>,
 }
 
+impl CounterStatus {
+    /// The report's note for a counter that is not counted (`cycles:
+    /// not supported here (...)`); `None` when it is counted.
+    pub fn note(&self) -> Option<String> {
+        match (&self.reason, self.available) {
+            (Some(reason), false) => Some(format!("{}: {reason}", self.kind.name())),
+            _ => None,
+        }
+    }
+}
+
 struct Member {
     kind: CounterKind,
     counter: Counter,

@@ -78,9 +78,7 @@ use lotus_core::{
 
 pub use collection::{PerfCollection, PerfReport, PerfWindow};
 pub use counting::{CounterKind, CounterStatus};
-pub use sample_read::{
-    unsupported_note, SampleCounters, UnsupportedCounters, DEFAULT_SAMPLE_COUNTERS,
-};
+pub use sample_read::{SampleCounters, UnsupportedCounters, DEFAULT_SAMPLE_COUNTERS};
 pub use stream::StreamSummary;
 pub use symbolize::{SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION};
 

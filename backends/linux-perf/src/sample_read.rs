@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use lotus_core::trace::samples::{CounterValues, MAX_COUNTERS};
+use lotus_core::trace::samples::{unsupported_note, CounterValues, MAX_COUNTERS};
 
 use crate::counting::CounterKind;
 
@@ -63,19 +63,6 @@ impl SampleCounters {
             &u.reason,
         ))
     }
-}
-
-/// The one line that says counters were refused: `hardware counters: not
-/// supported here (reason)`, or `counters: ...` for software ones.
-pub fn unsupported_note(hardware: bool, reason: &str) -> String {
-    format!(
-        "{}: not supported here ({reason})",
-        if hardware {
-            "hardware counters"
-        } else {
-            "counters"
-        }
-    )
 }
 
 /// Turns running totals into per-sample deltas, per (sampler, thread).

@@ -473,13 +473,8 @@ pub fn attribute_folder(
     let mut logs = read_logs(dir, budget)?;
     let mut notes = Vec::new();
     if let Some(u) = &counters_unsupported {
-        notes.push(meta.get("counters_note").cloned().unwrap_or_else(|| {
-            format!(
-                "counters {}: not supported here ({})",
-                u.counters.join(","),
-                u.reason
-            )
-        }));
+        let hardware = meta.get("counters_kind").map(String::as_str) == Some("hardware");
+        notes.push(crate::trace::samples::unsupported_note(hardware, &u.reason));
     }
     if logs.bad_lines > 0 {
         notes.push(format!(
@@ -953,10 +948,7 @@ mod tests {
                 ("interval_ns", "100".into()),
                 ("counters_unsupported", "cycles,instructions".into()),
                 ("counters_reason", "cycles: no PMU".into()),
-                (
-                    "counters_note",
-                    "hardware counters: not supported here (cycles: no PMU)".into(),
-                ),
+                ("counters_kind", "hardware".into()),
             ],
         )
         .expect("sampling");

@@ -31,8 +31,9 @@
 //!   `frequency_hz`, `interval_ns`, `clock=monotonic`, `status=running`
 //!   while it runs and `complete` at the end, sample and lost counts,
 //!   `note=` lines, `counters=` the counters the records carry, or
-//!   `counters_unsupported=` and `counters_reason=` the counters asked for
-//!   and the kernel's refusal), rewritten whole at the start and the end.
+//!   `counters_unsupported=`, `counters_kind=` (`hardware` or `software`)
+//!   and `counters_reason=` the counters asked for and the kernel's
+//!   refusal), rewritten whole at the start and the end.
 //!
 //! Memory stays flat however long the job: samples go to the file in
 //! blocks; only the symbol table (distinct functions) is kept.
@@ -422,6 +423,20 @@ pub fn write_sampling(path: &Path, pairs: &[(&str, String)]) -> io::Result<()> {
         .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
     tmp.persist(path).map_err(|e| with_path(path, e.error))?;
     Ok(())
+}
+
+/// The one line that says the counters asked for were refused, with the
+/// kernel's reason: `hardware counters: not supported here (reason)`
+/// (`counters: ...` when none of them is a hardware counter).
+pub fn unsupported_note(hardware: bool, reason: &str) -> String {
+    format!(
+        "{}: not supported here ({reason})",
+        if hardware {
+            "hardware counters"
+        } else {
+            "counters"
+        }
+    )
 }
 
 /// The symbols of a sampled trace, by id.
