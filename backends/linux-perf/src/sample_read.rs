@@ -12,6 +12,9 @@
 //! created). A delta covers the interval between the two samples and is
 //! closed by the later one, so it goes wherever that sample goes. Lost
 //! samples lose no counts: their share lands in the next sample's delta.
+//! What a thread counts after its last sample on a CPU (under one
+//! sampling interval of its time there) is closed by no sample and is in
+//! no row.
 //! Only the last value per live (sampler, thread) is held; a thread's
 //! entries go when its exit is replayed, so memory stays flat however
 //! many threads come and go.
