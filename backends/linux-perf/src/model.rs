@@ -554,6 +554,25 @@ mod tests {
     }
 
     #[test]
+    fn an_exit_sorts_after_the_samples_of_its_instant_and_samples_keep_their_stream() {
+        let sample = Event::Sample {
+            pid: 1,
+            tid: 2,
+            ip: 3,
+            kernel: false,
+            stream: 0,
+            counters: CounterValues::new(&[5]).expect("one"),
+        };
+        assert!(Event::Exit { tid: 2 }.rank() > sample.rank());
+        assert!(Event::Fork { pid: 2, ppid: 1 }.rank() < sample.rank());
+        assert!(matches!(
+            sample.on_stream(7),
+            Event::Sample { stream: 7, counters, .. } if counters.as_slice() == [5]
+        ));
+        assert_eq!(Event::Exit { tid: 2 }.on_stream(7), Event::Exit { tid: 2 });
+    }
+
+    #[test]
     fn lost_and_samples_land_in_their_window() {
         let mut m = Model::default();
         // Windows [0, 100) and [120, 200).

@@ -19,6 +19,11 @@
 //! entries go when its exit is replayed, so memory stays flat however
 //! many threads come and go.
 //!
+//! With a PMU, the sampler and its hardware counters are one group, which
+//! the kernel schedules as a unit: where other perf users share the PMU to
+//! the point of multiplexing, the sampler pauses with its counters. (Not
+//! tested here: this machine has no PMU.)
+//!
 //! Counters the kernel refuses (no PMU for `cycles` in a virtual
 //! machine, a kernel too old for group reads with `inherit`) are
 //! [`SampleCounters::unsupported`], with the kernel's reason: the samples
