@@ -225,6 +225,7 @@ fn attribute_of_a_sampled_trace_fits_its_names_too() {
             tid: 10,
             symbol: (i % 3) as u32,
             kernel: false,
+            counters: Default::default(),
         })
         .collect();
     w.samples(&samples).expect("samples");

@@ -1,13 +1,16 @@
 //! `lotus attribute DIR`: a sampled trace folder's samples credited to its
 //! ops (the rule: [`lotus_core::attribute::in_pipeline`]), as a table,
-//! Markdown, CSV or JSON (`lotus.in-pipeline/1`).
+//! Markdown, CSV or JSON (`lotus.in-pipeline/1`). Counters read with each
+//! sample add a column each (CSV: named as in the samples), and CPI where
+//! cycles and instructions are both read; JSON has them per row in
+//! `counters` (and `cpi`).
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use lotus_core::attribute::in_pipeline::{attribute_folder, InPipelineAttribution};
+use lotus_core::attribute::in_pipeline::{attribute_folder, AttributedRow, InPipelineAttribution};
 use lotus_core::spill::Budget;
 use serde_json::json;
 
@@ -70,12 +73,7 @@ const TOP_IN_TABLE: usize = 3;
 /// A row's top functions: in a terminal table one a line, each name
 /// shortened to `max` characters when given (C++ kernels run to hundreds:
 /// see [`crate::names`]); in Markdown on one line, in full.
-fn top_text(
-    r: &lotus_core::attribute::in_pipeline::AttributedRow,
-    n: usize,
-    max: Option<usize>,
-    markdown: bool,
-) -> String {
+fn top_text(r: &AttributedRow, n: usize, max: Option<usize>, markdown: bool) -> String {
     r.top_functions
         .iter()
         .take(n)
@@ -90,10 +88,39 @@ fn top_text(
         .join(if markdown { ", " } else { "\n" })
 }
 
+/// Whether the rows have a CPI column: cycles and instructions both read.
+fn has_cpi(a: &InPipelineAttribution) -> bool {
+    ["cycles", "instructions"]
+        .iter()
+        .all(|c| a.counters.iter().any(|n| n == c))
+}
+
+/// A row's counter columns, in the samples file's order, then CPI.
+fn counter_cells(a: &InPipelineAttribution, r: &AttributedRow) -> Vec<String> {
+    let mut cells: Vec<String> = a
+        .counters
+        .iter()
+        .map(|c| r.counters.get(c).copied().unwrap_or(0).to_string())
+        .collect();
+    if has_cpi(a) {
+        cells.push(r.cpi.map_or(String::new(), |c| format!("{c:.2}")));
+    }
+    cells
+}
+
+/// The counter columns' headers.
+fn counter_headers(a: &InPipelineAttribution) -> Vec<String> {
+    let mut h = a.counters.clone();
+    if has_cpi(a) {
+        h.push("CPI".into());
+    }
+    h
+}
+
 /// The table (Markdown when `markdown`); `width`: the terminal's columns,
 /// which the top functions are shortened to fit (`None`: full names).
 fn table_of(a: &InPipelineAttribution, markdown: bool, width: Option<usize>) -> String {
-    let header = [
+    let mut header: Vec<String> = [
         "row",
         "kind",
         "samples",
@@ -101,13 +128,16 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, width: Option<usize>) -> 
         "share %",
         "calls",
         "CPU ms/call",
-        "top functions",
-    ];
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(counter_headers(a));
+    header.push("top functions".into());
     let mut rows: Vec<Vec<String>> = a
         .rows
         .iter()
         .map(|r| {
-            vec![
+            let mut cells = vec![
                 r.name.clone(),
                 format!("{:?}", r.kind).to_lowercase(),
                 r.samples.to_string(),
@@ -116,7 +146,9 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, width: Option<usize>) -> 
                 r.calls.map_or(String::new(), |c| c.to_string()),
                 r.cpu_per_call_ns
                     .map_or(String::new(), |c| format!("{:.3}", c as f64 / 1e6)),
-            ]
+            ];
+            cells.extend(counter_cells(a, r));
+            cells
         })
         .collect();
     // The names get what the other columns leave of the width (their
@@ -162,6 +194,14 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, width: Option<usize>) -> 
         ms(a.total_samples * a.interval_ns),
         if a.partial { "; PARTIAL" } else { "" }
     );
+    if !a.counters.is_empty() {
+        let totals: Vec<String> = a
+            .counters
+            .iter()
+            .map(|c| format!("{c} {}", a.counter_totals.get(c).copied().unwrap_or(0)))
+            .collect();
+        text += &format!("counters over every sample: {}\n", totals.join(", "));
+    }
     for note in &a.notes {
         text += &format!("note: {note}\n");
     }
@@ -170,7 +210,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, width: Option<usize>) -> 
 
 fn csv_of(a: &InPipelineAttribution) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
+    let mut header: Vec<String> = [
         "row",
         "kind",
         "samples",
@@ -180,10 +220,14 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         "cpu_per_call_ns",
         "top_function",
         "top_module",
-    ])?;
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(counter_headers(a).into_iter().map(|h| h.to_lowercase()));
+    w.write_record(&header)?;
     for r in &a.rows {
         let top = r.top_functions.first();
-        w.write_record([
+        let mut cells = vec![
             r.name.clone(),
             format!("{:?}", r.kind).to_lowercase(),
             r.samples.to_string(),
@@ -193,7 +237,9 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
             r.cpu_per_call_ns.map_or(String::new(), |c| c.to_string()),
             top.map_or(String::new(), |f| f.function.clone()),
             top.map_or(String::new(), |f| f.module.clone()),
-        ])?;
+        ];
+        cells.extend(counter_cells(a, r));
+        w.write_record(&cells)?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
 }

@@ -8,6 +8,13 @@
 //! traced without samples and lotus says why, in its output and in
 //! `<prefix>.sampling` (`status=unavailable`), so that `lotus attribute
 //! DIR` can say it too.
+//!
+//! `--counters` (default `cycles,instructions`) are read with each sample
+//! (see `lotus_backend_perf`'s `sample_read`): `counters=` in
+//! `<prefix>.sampling` names them in record order. Where the kernel
+//! refuses them (no PMU, as in most virtual machines), the samples carry
+//! none, `counters_unsupported=` and `counters_reason=` say which and
+//! why (`counters_kind=`: hardware or software), and lotus says it once.
 
 use std::path::Path;
 use std::process::{Command, ExitStatus};
@@ -15,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use lotus_backend_perf::{LinuxPerf, PerfOptions, PerfReport};
+use lotus_backend_perf::{CounterKind, LinuxPerf, PerfOptions, PerfReport, SampleCounters};
 use lotus_core::trace::samples::{write_sampling, SampleFiles, SamplesWriter};
 use lotus_core::{CollectOptions, Collection, Target};
 
@@ -25,6 +32,60 @@ pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// The sampling frequency when `--frequency` is not given (Hz).
 pub const DEFAULT_FREQUENCY_HZ: u64 = 1000;
+
+/// The counters `--counters` names, in order (empty for `none`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterList(pub Vec<CounterKind>);
+
+/// Parses `--counters`: comma-separated perf event names lotus can read
+/// with each sample, each at most once, or `none`.
+pub fn parse_counters(text: &str) -> std::result::Result<CounterList, String> {
+    if text.trim() == "none" {
+        return Ok(CounterList(Vec::new()));
+    }
+    let known = || {
+        CounterKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut kinds = Vec::new();
+    for name in text.split(',').map(str::trim) {
+        let kind = CounterKind::from_name(name).ok_or_else(|| {
+            format!(
+                "unknown counter {name:?}: give comma-separated names among {}, or `none`",
+                known()
+            )
+        })?;
+        if kinds.contains(&kind) {
+            return Err(format!("counter {name:?} is named twice"));
+        }
+        kinds.push(kind);
+    }
+    Ok(CounterList(kinds))
+}
+
+/// The `.sampling` lines that say which counters the samples carry, or
+/// which were refused and why.
+fn counter_pairs(counters: &SampleCounters) -> Vec<(&'static str, String)> {
+    let names =
+        |kinds: &[CounterKind]| kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",");
+    let mut pairs = Vec::new();
+    if !counters.read.is_empty() {
+        pairs.push(("counters", names(&counters.read)));
+    }
+    if let Some(u) = &counters.unsupported {
+        pairs.push(("counters_unsupported", names(&u.asked)));
+        let hardware = u.asked.iter().any(|k| k.is_hardware());
+        pairs.push((
+            "counters_kind",
+            if hardware { "hardware" } else { "software" }.into(),
+        ));
+        pairs.push(("counters_reason", u.reason.clone()));
+    }
+    pairs
+}
 
 /// How often lotus looks whether the job has ended.
 const POLL: Duration = Duration::from_millis(20);
@@ -54,7 +115,13 @@ pub fn prepare(out: &Path, prefix: &str, clean: bool) -> Result<()> {
 /// Runs `cmd` (the traced job, its environment set) under the perf
 /// backend, the samples written into `out`; without samples when perf
 /// cannot run here. The job's exit status.
-pub fn run(cmd: &mut Command, out: &Path, prefix: &str, frequency: u64) -> Result<ExitStatus> {
+pub fn run(
+    cmd: &mut Command,
+    out: &Path,
+    prefix: &str,
+    frequency: u64,
+    counters: &CounterList,
+) -> Result<ExitStatus> {
     let files = SampleFiles::of(out, prefix);
     let mut target = Target {
         program: cmd.get_program().into(),
@@ -76,17 +143,14 @@ pub fn run(cmd: &mut Command, out: &Path, prefix: &str, frequency: u64) -> Resul
             ),
         );
     }
-    let writer = SamplesWriter::create(out, prefix)
-        .with_context(|| format!("cannot create the sample files in {}", out.display()))?;
     let mut options = CollectOptions::default();
     options.frequency_hz = Some(frequency);
     options.whole_program = true;
-    let mut collection = match LinuxPerf.start_streaming(
-        &target,
-        &options,
-        &PerfOptions::default(),
-        Box::new(writer),
-    ) {
+    let perf = PerfOptions::default().with_sample_counters(counters.0.clone());
+    let writer = SamplesWriter::create(out, prefix)
+        .with_context(|| format!("cannot create the sample files in {}", out.display()))?;
+    let mut collection = match LinuxPerf.start_streaming(&target, &options, &perf, Box::new(writer))
+    {
         Ok(c) => c,
         Err(e) => {
             // Nothing was sampled: leave no empty sample files behind.
@@ -97,6 +161,10 @@ pub fn run(cmd: &mut Command, out: &Path, prefix: &str, frequency: u64) -> Resul
     };
     let hz = collection.frequency_hz();
     let kernel = collection.kernel_samples();
+    let counters = counter_pairs(collection.sample_counters());
+    if let Some(note) = collection.sample_counters().unsupported_note() {
+        eprintln!("lotus: {note}; the samples carry no counters");
+    }
     let described = |status: &str, extra: Vec<(&'static str, String)>| {
         let mut pairs = vec![
             ("backend", "perf".to_string()),
@@ -106,6 +174,7 @@ pub fn run(cmd: &mut Command, out: &Path, prefix: &str, frequency: u64) -> Resul
             ("clock", "monotonic".to_string()),
             ("kernel", u8::from(kernel).to_string()),
         ];
+        pairs.extend(counters.iter().cloned());
         pairs.extend(extra);
         pairs
     };
@@ -130,7 +199,15 @@ pub fn run(cmd: &mut Command, out: &Path, prefix: &str, frequency: u64) -> Resul
         }
         std::thread::sleep(POLL);
     };
-    let report = collection.finish()?;
+    // The per-window counters mean nothing in a trace that is one window;
+    // the counters read with the samples are reported on their own, once.
+    let window_counter_notes: Vec<String> = collection
+        .counter_status()
+        .iter()
+        .filter_map(|c| c.note())
+        .collect();
+    let mut report = collection.finish()?;
+    report.notes.retain(|n| !window_counter_notes.contains(n));
     let extra = summary(&report);
     write_sampling(&files.sampling, &described("complete", extra))
         .with_context(|| format!("cannot write {}", files.sampling.display()))?;

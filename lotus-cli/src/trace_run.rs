@@ -158,6 +158,14 @@ pub struct TraceRunArgs {
     #[arg(long, short = 'F', requires = "sample", default_value_t = crate::sampled_trace::DEFAULT_FREQUENCY_HZ,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub frequency: u64,
+    /// Counters read with each sample and summed per op by `lotus
+    /// attribute DIR` (with --sample): comma-separated perf event names
+    /// (cycles, instructions, task-clock, context-switches, page-faults),
+    /// or `none`. Where the kernel refuses them (no PMU) the run goes on
+    /// without them and says why.
+    #[arg(long, requires = "sample", value_name = "LIST", default_value = "cycles,instructions",
+          value_parser = crate::sampled_trace::parse_counters)]
+    pub counters: crate::sampled_trace::CounterList,
     /// The log lines: `lotus` (a header, `key=value` fields) or `original`
     /// (the original fork's three columns only, which the study's scripts
     /// read: no header, no fields; batch ids in the names).
@@ -432,7 +440,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     forward_termination_signals();
     let status = if args.sample {
         crate::sampled_trace::prepare(&out, &args.prefix, args.clean)?;
-        crate::sampled_trace::run(&mut cmd, &out, &args.prefix, args.frequency)?
+        crate::sampled_trace::run(&mut cmd, &out, &args.prefix, args.frequency, &args.counters)?
     } else {
         run_plain(&mut cmd, &program_path)?
     };

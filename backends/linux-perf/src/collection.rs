@@ -138,12 +138,16 @@ pub struct PerfReport {
 }
 
 /// How the samplers were opened.
-#[derive(Debug, Clone, Copy)]
 pub(crate) struct Sampling {
     /// Frequency in Hz, after clamping.
     pub frequency_hz: u64,
     /// Whether kernel mode is sampled too.
     pub kernel: bool,
+    /// The members of the samplers' counter groups: open as long as the
+    /// samplers are.
+    pub members: Vec<perf_event::Counter>,
+    /// The counters read with each sample.
+    pub counters: crate::SampleCounters,
 }
 
 struct ClosedWindow {
@@ -169,6 +173,9 @@ pub struct PerfCollection {
     closed: Vec<ClosedWindow>,
     frequency_hz: u64,
     kernel_samples: bool,
+    sample_counters: crate::SampleCounters,
+    /// Kept open for the samplers' groups; never read directly.
+    _group_members: Vec<perf_event::Counter>,
     notes: Vec<String>,
 }
 
@@ -195,6 +202,8 @@ impl PerfCollection {
             closed: Vec::new(),
             frequency_hz: sampling.frequency_hz,
             kernel_samples: sampling.kernel,
+            sample_counters: sampling.counters,
+            _group_members: sampling.members,
             notes,
         }
     }
@@ -213,6 +222,12 @@ impl PerfCollection {
     /// [`crate::KernelSampling`]).
     pub fn kernel_samples(&self) -> bool {
         self.kernel_samples
+    }
+
+    /// The counters every streamed sample carries, or why the kernel
+    /// refused them ([`crate::PerfOptions::sample_counters`]).
+    pub fn sample_counters(&self) -> &crate::SampleCounters {
+        &self.sample_counters
     }
 
     /// What can be counted per window here, and why not.
@@ -297,14 +312,8 @@ impl PerfCollection {
         }
         let counters = self.counters.status();
         for c in &counters {
-            if let CounterStatus {
-                available: false,
-                reason: Some(reason),
-                kind,
-                ..
-            } = c
-            {
-                let slot = match kind {
+            if let Some(note) = c.note() {
+                let slot = match c.kind {
                     CounterKind::ContextSwitches => &mut total.context_switches,
                     CounterKind::PageFaults => &mut total.page_faults,
                     CounterKind::Cycles => &mut total.cycles,
@@ -312,7 +321,7 @@ impl PerfCollection {
                     _ => continue,
                 };
                 *slot = None;
-                self.notes.push(format!("{}: {reason}", kind.name()));
+                self.notes.push(note);
             }
         }
         if total.lost > 0 {

@@ -58,12 +58,17 @@ impl CounterKind {
         }
     }
 
+    /// The kind named `name` (a perf event name, as [`Self::name`] gives).
+    pub fn from_name(name: &str) -> Option<CounterKind> {
+        CounterKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     /// True for events the CPU's PMU counts.
     pub fn is_hardware(self) -> bool {
         matches!(self, CounterKind::Cycles | CounterKind::Instructions)
     }
 
-    fn builder(self) -> Builder<'static> {
+    pub(crate) fn builder(self) -> Builder<'static> {
         fn b(e: impl Event + 'static) -> Builder<'static> {
             Builder::new(e)
         }
@@ -89,6 +94,17 @@ pub struct CounterStatus {
     pub user_only: bool,
     /// Why it is not counted (the kernel's answer), when it is not.
     pub reason: Option<String>,
+}
+
+impl CounterStatus {
+    /// The report's note for a counter that is not counted (`cycles:
+    /// not supported here (...)`); `None` when it is counted.
+    pub fn note(&self) -> Option<String> {
+        match (&self.reason, self.available) {
+            (Some(reason), false) => Some(format!("{}: {reason}", self.kind.name())),
+            _ => None,
+        }
+    }
 }
 
 struct Member {

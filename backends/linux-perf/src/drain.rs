@@ -19,6 +19,7 @@ use perf_event::Sampler;
 use crate::events::monotonic_ns;
 use crate::model::{Event, Model, WindowCounts};
 use crate::records;
+use crate::sample_read::DeltaTracker;
 use crate::stream::{Placed, Stream, StreamSummary};
 use crate::BACKEND;
 
@@ -78,11 +79,13 @@ pub(crate) struct Drained {
 
 impl Drain {
     /// Starts the thread; it owns the ring buffers from now on. With
-    /// `sink`, every sample in a window also goes to it as it comes.
+    /// `sink`, every sample in a window also goes to it as it comes,
+    /// carrying `counters` counter deltas.
     pub(crate) fn start(
         samplers: Vec<Sampler>,
         sideband: Vec<Sampler>,
         sink: Option<Box<dyn lotus_core::trace::samples::SampleSink>>,
+        counters: usize,
     ) -> Result<Drain, ProfilerError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -100,7 +103,7 @@ impl Drain {
         let shared = Arc::new(Shared::default());
         let (stream, writer) = match sink {
             Some(sink) => {
-                let (stream, writer) = Stream::start(sink)?;
+                let (stream, writer) = Stream::start(sink, counters)?;
                 (Some(stream), Some(writer))
             }
             None => (None, None),
@@ -247,6 +250,7 @@ fn run(
     let mut hung_up = vec![false; streams.len()];
     let mut prev_round = 0u64;
     let mut flushed = 0u64;
+    let mut deltas = DeltaTracker::default();
     loop {
         wait(&streams, &mut hung_up, wake);
         let (stop, flush) = {
@@ -262,7 +266,9 @@ fn run(
                     Some(records::Record::Lost { count, .. }) if i >= first_sideband => {
                         sideband_lost += count;
                     }
-                    Some(r) => pending.extend(model.event(&r)),
+                    Some(r) => {
+                        pending.extend(model.event(&r).map(|(t, ev)| (t, ev.on_stream(i as u32))))
+                    }
                     None => malformed += 1,
                 }
             }
@@ -279,25 +285,31 @@ fn run(
         let windows = shared.lock().windows.clone();
         let window = |t: u64| window_of(&windows, t);
         for (t, ev) in pending.drain(..ready) {
-            if let (
-                Some(stream),
+            match ev {
                 Event::Sample {
                     pid,
                     tid,
                     ip,
                     kernel,
-                },
-            ) = (stream.as_mut(), ev)
-            {
-                if window(t).is_some() {
-                    stream.push(Placed {
-                        time: t,
-                        pid,
-                        tid,
-                        loc: model.locate(pid, ip, kernel),
-                        kernel,
-                    });
+                    stream: from,
+                    counters,
+                } => {
+                    // Every sample moves its thread's totals, in a window
+                    // or not, so a delta covers only its own interval.
+                    let counters = deltas.delta(from, tid, counters);
+                    if let Some(stream) = stream.as_mut().filter(|_| window(t).is_some()) {
+                        stream.push(Placed {
+                            time: t,
+                            pid,
+                            tid,
+                            loc: model.locate(pid, ip, kernel),
+                            kernel,
+                            counters,
+                        });
+                    }
                 }
+                Event::Exit { tid } => deltas.exit(tid),
+                _ => {}
             }
             model.apply(t, ev, window);
         }

@@ -17,10 +17,12 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use lotus_core::ProfilerError;
 use perf_event::events::Software;
-use perf_event::{Builder, Clock, Sampler};
+use perf_event::{Builder, Clock, Counter, Sampler};
 
+use crate::counting::CounterKind;
 use crate::error::{event_io, is_permission, mmap_error, open_error};
-use crate::records::SAMPLE_TYPE;
+use crate::records::{READ_FORMAT, SAMPLE_TYPE, SAMPLE_TYPE_READ};
+use crate::sample_read::{SampleCounters, UnsupportedCounters};
 
 /// Ring buffer data size per CPU for samples: 256 KiB holds about 5,000
 /// samples, over a second at 4 kHz, while the drain thread reads every
@@ -41,6 +43,10 @@ pub(crate) struct Streams {
     pub switch: Switch,
     /// Whether the samplers sample kernel mode too.
     pub kernel: bool,
+    /// The members of the samplers' counter groups (kept open).
+    pub members: Vec<Counter>,
+    /// The counters read with each sample.
+    pub counters: SampleCounters,
 }
 
 /// Enables and disables a set of events by ioctl.
@@ -127,13 +133,46 @@ pub(crate) fn max_sample_rate() -> Option<u64> {
 /// `cpus`, sampling at `frequency_hz`; the samplers start enabled when
 /// `sampling` is true, and sample kernel mode too when `kernel` is true
 /// and the kernel allows it ([`Streams::kernel`] says whether it did).
+/// Each sampler reads `counters` with every sample where the kernel
+/// allows it; where it does not, the samplers open without them and
+/// [`Streams::counters`] says why.
 pub(crate) fn open(
     pid: u32,
     cpus: &[usize],
     frequency_hz: u64,
     sampling: bool,
-    mut kernel: bool,
+    kernel: bool,
+    counters: &[CounterKind],
 ) -> Result<Streams, ProfilerError> {
+    match open_with(pid, cpus, frequency_hz, sampling, kernel, counters)? {
+        Ok(streams) => Ok(streams),
+        Err(reason) => {
+            let mut streams =
+                open_with(pid, cpus, frequency_hz, sampling, kernel, &[])?.map_err(|reason| {
+                    ProfilerError::Other {
+                        backend: crate::BACKEND.into(),
+                        message: reason,
+                    }
+                })?;
+            streams.counters.unsupported = Some(UnsupportedCounters {
+                asked: counters.to_vec(),
+                reason,
+            });
+            Ok(streams)
+        }
+    }
+}
+
+/// [`open`]; the inner `Err` is the kernel's refusal of the counters
+/// (everything opened is closed again then).
+fn open_with(
+    pid: u32,
+    cpus: &[usize],
+    frequency_hz: u64,
+    sampling: bool,
+    mut kernel: bool,
+    counters: &[CounterKind],
+) -> Result<Result<Streams, String>, ProfilerError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
         backend: crate::BACKEND.into(),
         message: format!("pid {pid} out of range"),
@@ -141,11 +180,13 @@ pub(crate) fn open(
     let mut samplers = Vec::with_capacity(cpus.len());
     let mut sideband = Vec::with_capacity(cpus.len());
     let mut fds = Vec::with_capacity(cpus.len());
+    let mut members = Vec::with_capacity(cpus.len() * counters.len());
+    let read = !counters.is_empty();
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
         let build = |kernel: bool| {
-            Builder::new(Software::CPU_CLOCK)
-                .observe_pid(pid)
+            let mut b = Builder::new(Software::CPU_CLOCK);
+            b.observe_pid(pid)
                 .one_cpu(cpu)
                 .inherit(true)
                 .exclude_kernel(!kernel)
@@ -155,8 +196,11 @@ pub(crate) fn open(
                 .sample_id_all(true)
                 .clockid(Clock::MONOTONIC)
                 .wakeup_watermark(SAMPLE_BUFFER / 4)
-                .enabled(sampling)
-                .build()
+                .enabled(sampling);
+            if read {
+                b.sample(SAMPLE_TYPE_READ).read_format(READ_FORMAT);
+            }
+            b.build()
         };
         let counter = match build(kernel) {
             // Kernel mode needs perf_event_paranoid <= 1 or CAP_PERFMON:
@@ -167,8 +211,34 @@ pub(crate) fn open(
                 build(false)
             }
             r => r,
+        };
+        let mut counter = match counter {
+            Ok(c) => c,
+            Err(e) if read && plain_sampler_opens(pid, cpu, kernel) => {
+                return Ok(Err(format!(
+                    "reading counters with each sample of inherited events: {e} \
+                     (the kernel needs PERF_SAMPLE_READ with inherit, Linux 6.12 or later)"
+                )));
+            }
+            Err(e) => return Err(open_error(&what, e)),
+        };
+        for &kind in counters {
+            let mut b = kind.builder();
+            b.observe_pid(pid)
+                .one_cpu(cpu)
+                .inherit(true)
+                // Context switches happen in the kernel: counted there only.
+                .exclude_kernel(!kernel && kind != CounterKind::ContextSwitches)
+                .exclude_hv(true)
+                // The kernel groups only events on the same clock.
+                .clockid(Clock::MONOTONIC)
+                // The leader's state gates the group.
+                .enabled(true);
+            match b.build_with_group(&mut counter) {
+                Ok(m) => members.push(m),
+                Err(e) => return Ok(Err(counter_refused(kind, &e))),
+            }
         }
-        .map_err(|e| open_error(&what, e))?;
         let sampler = counter
             .sampled(SAMPLE_BUFFER)
             .map_err(|e| mmap_error(&what, e))?;
@@ -208,12 +278,48 @@ pub(crate) fn open(
                 .map_err(|e| mmap_error(&what, e))?,
         );
     }
-    Ok(Streams {
+    Ok(Ok(Streams {
         samplers,
         sideband,
         switch: Switch { fds },
         kernel,
-    })
+        members,
+        counters: SampleCounters {
+            read: counters.to_vec(),
+            unsupported: None,
+        },
+    }))
+}
+
+/// Whether a sampler without a group read opens: tells a refused group
+/// read from a sampler the kernel refuses anyway.
+fn plain_sampler_opens(pid: libc::pid_t, cpu: usize, kernel: bool) -> bool {
+    Builder::new(Software::CPU_CLOCK)
+        .observe_pid(pid)
+        .one_cpu(cpu)
+        .inherit(true)
+        .exclude_kernel(!kernel)
+        .exclude_hv(true)
+        .sample_frequency(1)
+        .sample(SAMPLE_TYPE)
+        .build()
+        .is_ok()
+}
+
+/// The kernel's refusal of counter `kind`, for the user.
+fn counter_refused(kind: CounterKind, e: &io::Error) -> String {
+    let hint = if kind.is_hardware()
+        && matches!(
+            e.raw_os_error(),
+            Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV)
+        ) {
+        ": no hardware PMU visible to this kernel"
+    } else if is_permission(e) {
+        ": counting needs kernel.perf_event_paranoid <= 1 or CAP_PERFMON"
+    } else {
+        ""
+    };
+    format!("{}: {e}{hint}", kind.name())
 }
 
 /// Raises the soft limit on open files towards the hard one when `needed`

@@ -65,6 +65,7 @@ mod model;
 mod plt;
 mod probe;
 mod records;
+mod sample_read;
 mod spawn;
 mod stream;
 mod symbolize;
@@ -77,6 +78,7 @@ use lotus_core::{
 
 pub use collection::{PerfCollection, PerfReport, PerfWindow};
 pub use counting::{CounterKind, CounterStatus};
+pub use sample_read::{SampleCounters, UnsupportedCounters, DEFAULT_SAMPLE_COUNTERS};
 pub use stream::StreamSummary;
 pub use symbolize::{SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION};
 
@@ -136,12 +138,22 @@ pub struct PerfOptions {
     pub window_switch: WindowSwitch,
     /// Whether kernel mode is sampled too.
     pub kernel: KernelSampling,
+    /// Counters read with each sample, as deltas per thread
+    /// ([`LinuxPerf::start_streaming`] only; see
+    /// [`PerfCollection::sample_counters`]). None by default.
+    pub sample_counters: Vec<CounterKind>,
 }
 
 impl PerfOptions {
     /// Settings with `window_switch` chosen.
     pub fn with_window_switch(mut self, window_switch: WindowSwitch) -> Self {
         self.window_switch = window_switch;
+        self
+    }
+
+    /// Settings with `counters` read with each streamed sample.
+    pub fn with_sample_counters(mut self, counters: Vec<CounterKind>) -> Self {
+        self.sample_counters = counters;
         self
     }
 
@@ -215,7 +227,12 @@ impl LinuxPerf {
         let cpus = events::online_cpus();
         // Two buffers per CPU (and a duplicate per sampler when switched by
         // ioctl), counters, and room for the caller's own files.
-        events::ensure_open_files(3 * cpus.len() as u64 + 256);
+        let sample_counters: &[CounterKind] = if sink.is_some() {
+            &perf.sample_counters
+        } else {
+            &[]
+        };
+        events::ensure_open_files((3 + sample_counters.len() as u64) * cpus.len() as u64 + 256);
 
         // Orphaned workers of the target come to us, to be reaped.
         // SAFETY: prctl with integer arguments.
@@ -224,11 +241,18 @@ impl LinuxPerf {
         let gated = spawn::spawn_gated(target)?;
         let pid = gated.pid();
         let want_kernel = perf.kernel == KernelSampling::Auto;
-        let attached =
-            events::open(pid, &cpus, frequency_hz, running, want_kernel).and_then(|streams| {
-                let counters = counting::Counters::open(pid, running)?;
-                Ok((streams, counters))
-            });
+        let attached = events::open(
+            pid,
+            &cpus,
+            frequency_hz,
+            running,
+            want_kernel,
+            sample_counters,
+        )
+        .and_then(|streams| {
+            let counters = counting::Counters::open(pid, running)?;
+            Ok((streams, counters))
+        });
         let (streams, counters) = match attached {
             Ok(x) => x,
             Err(e) => {
@@ -241,13 +265,16 @@ impl LinuxPerf {
             sideband,
             switch,
             kernel,
+            members,
+            counters: sample_counters,
         } = streams;
         if want_kernel && !kernel {
             notes.push(error::kernel_refused_note());
         } else if !want_kernel {
             notes.push("kernel samples: not collected (user space only, as asked)".into());
         }
-        let drain = match drain::Drain::start(samplers, sideband, sink) {
+        let drain = match drain::Drain::start(samplers, sideband, sink, sample_counters.read.len())
+        {
             Ok(d) => d,
             Err(e) => {
                 gated.abort();
@@ -264,6 +291,8 @@ impl LinuxPerf {
             collection::Sampling {
                 frequency_hz,
                 kernel,
+                members,
+                counters: sample_counters,
             },
             notes,
         ))

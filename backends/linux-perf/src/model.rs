@@ -9,6 +9,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use lotus_core::trace::samples::CounterValues;
+
 use crate::records::Record;
 
 /// An index into [`Model::modules`].
@@ -136,13 +138,19 @@ pub(crate) struct Model {
 /// until it is safe to replay in time order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Event {
-    /// See [`Record::Sample`].
+    /// See [`Record::Sample`]; `stream` is the ring buffer it came from
+    /// (one per CPU), set by the drain thread: a thread's counter totals
+    /// are per sampler.
     Sample {
         pid: u32,
         tid: u32,
         ip: u64,
         kernel: bool,
+        stream: u32,
+        counters: CounterValues,
     },
+    /// See [`Record::Exit`].
+    Exit { tid: u32 },
     /// See [`Record::Mmap`].
     Mmap {
         pid: u32,
@@ -162,10 +170,35 @@ pub(crate) enum Event {
 }
 
 impl Event {
-    /// Side-band records sort before samples of the same instant.
+    /// A sample marked as read from ring buffer `stream`; other events
+    /// unchanged.
+    pub(crate) fn on_stream(self, stream: u32) -> Event {
+        match self {
+            Event::Sample {
+                pid,
+                tid,
+                ip,
+                kernel,
+                counters,
+                ..
+            } => Event::Sample {
+                pid,
+                tid,
+                ip,
+                kernel,
+                stream,
+                counters,
+            },
+            other => other,
+        }
+    }
+
+    /// Side-band records sort before samples of the same instant, exits
+    /// after them.
     pub(crate) fn rank(&self) -> u8 {
         match self {
             Event::Fork { .. } | Event::Exec { .. } | Event::Mmap { .. } => 0,
+            Event::Exit { .. } => 2,
             _ => 1,
         }
     }
@@ -200,13 +233,17 @@ impl Model {
                 tid,
                 ip,
                 kernel,
+                counters,
                 ..
             } => Event::Sample {
                 pid,
                 tid,
                 ip,
                 kernel: kernel || is_kernel_address(ip),
+                stream: 0,
+                counters,
             },
+            Record::Exit { tid, .. } => Event::Exit { tid },
             Record::Mmap {
                 pid,
                 start,
@@ -279,6 +316,10 @@ impl Model {
             Event::Exec { pid } => {
                 self.spaces.insert(pid, AddressSpace::default());
             }
+            // A process's mappings are kept past its exit (samples of it
+            // may still be replayed); the drain thread drops the thread's
+            // counter totals.
+            Event::Exit { .. } => {}
             Event::Lost { count } => self.window_mut(window(time).unwrap_or(0)).lost += count,
             Event::Throttle => self.window_mut(window(time).unwrap_or(0)).throttled += 1,
         }
@@ -333,6 +374,8 @@ mod tests {
                 tid: pid,
                 ip,
                 kernel,
+                stream: 0,
+                counters: CounterValues::default(),
             },
             |_| Some(0),
         );
@@ -454,6 +497,8 @@ mod tests {
                 tid: 1,
                 ip,
                 kernel: true,
+                stream: 0,
+                counters: CounterValues::default(),
             },
             window,
         );
@@ -464,6 +509,8 @@ mod tests {
                 tid: 1,
                 ip: 0x1010,
                 kernel: true,
+                stream: 0,
+                counters: CounterValues::default(),
             },
             window,
         );
@@ -474,6 +521,8 @@ mod tests {
                 tid: 1,
                 ip,
                 kernel: true,
+                stream: 0,
+                counters: CounterValues::default(),
             },
             window,
         );
@@ -488,6 +537,7 @@ mod tests {
             ip,
             kernel: false,
             time: 5,
+            counters: CounterValues::default(),
         };
         let (_, ev) = m.event(&rec).expect("event");
         assert_eq!(
@@ -496,9 +546,30 @@ mod tests {
                 pid: 1,
                 tid: 1,
                 ip,
-                kernel: true
+                kernel: true,
+                stream: 0,
+                counters: CounterValues::default(),
             }
         );
+    }
+
+    #[test]
+    fn an_exit_sorts_after_the_samples_of_its_instant_and_samples_keep_their_stream() {
+        let sample = Event::Sample {
+            pid: 1,
+            tid: 2,
+            ip: 3,
+            kernel: false,
+            stream: 0,
+            counters: CounterValues::new(&[5]).expect("one"),
+        };
+        assert!(Event::Exit { tid: 2 }.rank() > sample.rank());
+        assert!(Event::Fork { pid: 2, ppid: 1 }.rank() < sample.rank());
+        assert!(matches!(
+            sample.on_stream(7),
+            Event::Sample { stream: 7, counters, .. } if counters.as_slice() == [5]
+        ));
+        assert_eq!(Event::Exit { tid: 2 }.on_stream(7), Event::Exit { tid: 2 });
     }
 
     #[test]
@@ -517,6 +588,8 @@ mod tests {
                 tid: 9,
                 ip: 1,
                 kernel: false,
+                stream: 0,
+                counters: CounterValues::default(),
             },
             window,
         );
@@ -527,6 +600,8 @@ mod tests {
                 tid: 9,
                 ip: 1,
                 kernel: false,
+                stream: 0,
+                counters: CounterValues::default(),
             },
             window,
         );
@@ -538,6 +613,8 @@ mod tests {
                 tid: 9,
                 ip: 1,
                 kernel: false,
+                stream: 0,
+                counters: CounterValues::default(),
             },
             window,
         );

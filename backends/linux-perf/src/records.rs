@@ -3,20 +3,31 @@
 //! Every event lotus opens uses the same `sample_type` ([`SAMPLE_TYPE`]:
 //! IP, TID, TIME) with `sample_id_all`, so every record's layout is fixed:
 //! a SAMPLE body is `ip, pid, tid, time`, and every other record ends with a
-//! 16-byte `pid, tid, time` trailer. Parsing by hand keeps this total (no
+//! 16-byte `pid, tid, time` trailer. Samplers that read a counter group
+//! with each sample ([`SAMPLE_TYPE_READ`], `read_format` [`READ_FORMAT`])
+//! append the group: `nr`, then `nr` pairs of `value, id`, the sampler
+//! (the group's leader) first. Parsing by hand keeps this total (no
 //! panics on a short record) and keeps the trailer's timestamp, which the
 //! ordering of side-band and sample records depends on.
 
-use perf_event::SampleFlag;
+use lotus_core::trace::samples::{CounterValues, MAX_COUNTERS};
+use perf_event::{ReadFormat, SampleFlag};
 
 /// The sample fields of every event lotus opens.
 pub(crate) const SAMPLE_TYPE: SampleFlag = SampleFlag::IP
     .union(SampleFlag::TID)
     .union(SampleFlag::TIME);
 
+/// The sample fields of a sampler that reads its counter group with each
+/// sample.
+pub(crate) const SAMPLE_TYPE_READ: SampleFlag = SAMPLE_TYPE.union(SampleFlag::READ);
+/// The read format of such a sampler: every member's value and id.
+pub(crate) const READ_FORMAT: ReadFormat = ReadFormat::GROUP.union(ReadFormat::ID);
+
 const RECORD_MMAP: u32 = 1;
 const RECORD_LOST: u32 = 2;
 const RECORD_COMM: u32 = 3;
+const RECORD_EXIT: u32 = 4;
 const RECORD_THROTTLE: u32 = 5;
 const RECORD_FORK: u32 = 7;
 const RECORD_SAMPLE: u32 = 9;
@@ -44,6 +55,18 @@ pub(crate) enum Record<'a> {
         /// The CPU was in kernel mode (`ip` is a kernel address).
         kernel: bool,
         /// Timestamp (CLOCK_MONOTONIC ns).
+        time: u64,
+        /// The group's members' running totals on this thread (and this
+        /// sampler's CPU), the leader left out; empty without a group.
+        counters: CounterValues,
+    },
+    /// Thread `tid` of `pid` exited.
+    Exit {
+        /// Process id.
+        pid: u32,
+        /// Thread id.
+        tid: u32,
+        /// Timestamp.
         time: u64,
     },
     /// An executable mapping appeared in `pid`.
@@ -101,6 +124,7 @@ impl Record<'_> {
             | Record::Mmap { time, .. }
             | Record::Fork { time, .. }
             | Record::Exec { time, .. }
+            | Record::Exit { time, .. }
             | Record::Lost { time, .. }
             | Record::Throttle { time } => *time,
             Record::Other => 0,
@@ -130,6 +154,25 @@ fn c_str(b: &[u8], at: usize, end: usize) -> Option<&[u8]> {
     Some(&raw[..len])
 }
 
+/// The group read at `at` (`nr`, then `nr` (value, id) pairs), its leader
+/// left out; empty when the body ends at `at` (no group read). `None`
+/// when it is cut or holds more members than a sample can carry.
+fn group_values(body: &[u8], at: usize) -> Option<CounterValues> {
+    if body.len() <= at {
+        return Some(CounterValues::default());
+    }
+    let nr = usize::try_from(u64_at(body, at)?).ok()?;
+    if nr == 0 || nr - 1 > MAX_COUNTERS || body.len() < at + 8 + 16 * nr {
+        return None;
+    }
+    let mut values = [0u64; MAX_COUNTERS];
+    for (k, v) in values.iter_mut().take(nr - 1).enumerate() {
+        // Skip `nr` and the leader's pair.
+        *v = u64_at(body, at + 8 + 16 * (k + 1))?;
+    }
+    CounterValues::new(&values[..nr - 1])
+}
+
 /// Parses a record body (without its 8-byte header) of type `ty`. `None`
 /// for a record too short for its type (which the kernel never writes).
 pub(crate) fn parse(ty: u32, misc: u16, body: &[u8]) -> Option<Record<'_>> {
@@ -140,6 +183,12 @@ pub(crate) fn parse(ty: u32, misc: u16, body: &[u8]) -> Option<Record<'_>> {
             kernel: misc & MISC_CPUMODE_MASK == MISC_KERNEL,
             pid: u32_at(body, 8)?,
             tid: u32_at(body, 12)?,
+            time: u64_at(body, 16)?,
+            counters: group_values(body, 24)?,
+        },
+        RECORD_EXIT => Record::Exit {
+            pid: u32_at(body, 0)?,
+            tid: u32_at(body, 8)?,
             time: u64_at(body, 16)?,
         },
         RECORD_MMAP2 => Record::Mmap {
@@ -210,7 +259,8 @@ mod tests {
                 tid: 43,
                 ip: 0x401234,
                 kernel: false,
-                time: 1_000
+                time: 1_000,
+                counters: CounterValues::default(),
             })
         );
         // PERF_RECORD_MISC_KERNEL; PERF_RECORD_MISC_USER (2) is not.
@@ -223,6 +273,38 @@ mod tests {
             Some(Record::Sample { kernel: false, .. })
         ));
         assert_eq!(parse(RECORD_SAMPLE, 0, &b[..20]), None);
+
+        // With a group read: nr = 3 (the leader, then two members).
+        let mut g = b.clone();
+        push64(&mut g, 3);
+        for (value, id) in [(500, 1), (7_000, 2), (9, 3)] {
+            push64(&mut g, value);
+            push64(&mut g, id);
+        }
+        assert!(matches!(
+            parse(RECORD_SAMPLE, 0, &g),
+            Some(Record::Sample { counters, .. }) if counters.as_slice() == [7_000, 9]
+        ));
+        // Cut inside the group: not read as a sample with wrong values.
+        assert_eq!(parse(RECORD_SAMPLE, 0, &g[..g.len() - 8]), None);
+    }
+
+    #[test]
+    fn exit() {
+        let mut b = Vec::new();
+        for x in [10, 1, 12, 10] {
+            push32(&mut b, x);
+        }
+        push64(&mut b, 77);
+        trailer(&mut b, 10, 77);
+        assert_eq!(
+            parse(RECORD_EXIT, 0, &b),
+            Some(Record::Exit {
+                pid: 10,
+                tid: 12,
+                time: 77
+            })
+        );
     }
 
     #[test]
@@ -306,6 +388,8 @@ mod tests {
     #[test]
     fn truncated_records_are_none_not_panics() {
         for ty in [
+            RECORD_SAMPLE,
+            RECORD_EXIT,
             RECORD_MMAP,
             RECORD_MMAP2,
             RECORD_LOST,

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use lotus_core::trace::samples::{Sample, SampleSink, Symbol};
+use lotus_core::trace::samples::{CounterValues, Sample, SampleSink, Symbol};
 use lotus_core::ProfilerError;
 
 use crate::model::{Location, Module};
@@ -40,6 +40,8 @@ pub(crate) struct Placed {
     pub tid: u32,
     pub loc: Location,
     pub kernel: bool,
+    /// The counters' deltas since the thread's previous sample.
+    pub counters: CounterValues,
 }
 
 enum Message {
@@ -71,10 +73,17 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    /// Starts the writer thread, which owns `sink`.
+    /// Starts the writer thread, which owns `sink`; every sample carries
+    /// `counters` counter values.
     pub(crate) fn start(
-        sink: Box<dyn SampleSink>,
+        mut sink: Box<dyn SampleSink>,
+        counters: usize,
     ) -> Result<(Stream, JoinHandle<StreamSummary>), ProfilerError> {
+        sink.counters(counters)
+            .map_err(|source| ProfilerError::Io {
+                context: "preparing the samples file for counters".into(),
+                source,
+            })?;
         let (tx, rx) = channel();
         let queue = Arc::new(Queue::default());
         let writer_queue = Arc::clone(&queue);
@@ -199,6 +208,7 @@ fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>, queue: &Queue) ->
             tid: p.tid,
             symbol: ids[&p.loc],
             kernel: p.kernel,
+            counters: p.counters,
         }));
         let written = sink
             .symbols(&new_symbols)

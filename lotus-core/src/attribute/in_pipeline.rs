@@ -23,6 +23,16 @@
 //! and "untraced processes" (processes of the job that wrote no log). The
 //! rows add up to every sample read.
 //!
+//! Counters read with each sample (samples file version 2; see
+//! [`crate::trace::samples`]) follow their sample: each sample's deltas,
+//! which cover its thread's interval since its previous sample, are added
+//! to the row the sample is credited to. So the rows' counters add up to
+//! the job's counts, and an op's `task-clock` is its CPU time measured
+//! rather than estimated from sample counts. CPI (cycles per instruction)
+//! is given per row where both `cycles` and `instructions` are read.
+//! Counters the kernel refused are said once, in a note and in
+//! [`InPipelineAttribution::counters_unsupported`], never as zeros.
+//!
 //! Memory: the samples are streamed (twice: once to tell pools from
 //! independent threads, once to credit); the op spans are sorted by start
 //! through [`crate::spill`] (in memory up to its budget, past that in a
@@ -30,7 +40,7 @@
 //! per-thread, per-op and per-symbol counts are held.
 
 use std::cmp::Reverse;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
@@ -119,6 +129,21 @@ pub struct AttributedRow {
     pub cpu_per_call_ns: Option<u64>,
     /// The functions with the most samples, most first.
     pub top_functions: Vec<TopFunction>,
+    /// The counters read with each sample, summed over the row's samples
+    /// (empty when the samples carry none).
+    pub counters: BTreeMap<String, u64>,
+    /// Cycles per instruction, where both are read and instructions are
+    /// not 0.
+    pub cpi: Option<f64>,
+}
+
+/// Counters that were asked for but could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CountersUnsupported {
+    /// The counters asked for.
+    pub counters: Vec<String>,
+    /// The kernel's reason.
+    pub reason: String,
 }
 
 /// The attribution of a sampled trace folder.
@@ -137,6 +162,12 @@ pub struct InPipelineAttribution {
     pub partial: bool,
     /// Ops first (most samples first), then the other rows.
     pub rows: Vec<AttributedRow>,
+    /// The counters read with each sample, in the samples file's order.
+    pub counters: Vec<String>,
+    /// Each counter summed over every sample (the rows add up to it).
+    pub counter_totals: BTreeMap<String, u64>,
+    /// Counters asked for that the kernel refused, and why.
+    pub counters_unsupported: Option<CountersUnsupported>,
     /// Helper threads found to be intra-op pools, as `pid/tid`.
     pub pool_threads: Vec<String>,
     /// Helper threads found independent of the ops, as `pid/tid`.
@@ -432,8 +463,19 @@ pub fn attribute_folder(
     let num = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok());
     let frequency_hz = num("frequency_hz").unwrap_or(1000).max(1);
     let interval_ns = num("interval_ns").unwrap_or(1_000_000_000 / frequency_hz);
+    let counters = counter_names(&meta, &files)?;
+    let counters_unsupported = meta
+        .get("counters_unsupported")
+        .map(|names| CountersUnsupported {
+            counters: names.split(',').map(str::to_string).collect(),
+            reason: meta.get("counters_reason").cloned().unwrap_or_default(),
+        });
     let mut logs = read_logs(dir, budget)?;
     let mut notes = Vec::new();
+    if let Some(u) = &counters_unsupported {
+        let hardware = meta.get("counters_kind").map(String::as_str) == Some("hardware");
+        notes.push(crate::trace::samples::unsupported_note(hardware, &u.reason));
+    }
     if logs.bad_lines > 0 {
         notes.push(format!(
             "{} log lines could not be read and were skipped",
@@ -499,6 +541,7 @@ pub fn attribute_folder(
     // Pass 2: credit.
     let mut counts: HashMap<Target, u64> = HashMap::new();
     let mut functions: HashMap<(Target, u32), u64> = HashMap::new();
+    let mut sums: HashMap<Target, Vec<u64>> = HashMap::new();
     let mut total = 0u64;
     let mut reader = samples_of(&files)?;
     {
@@ -527,6 +570,14 @@ pub fn attribute_folder(
             };
             *counts.entry(target).or_default() += 1;
             *functions.entry((target, s.symbol)).or_default() += 1;
+            if !s.counters.is_empty() {
+                let sum = sums
+                    .entry(target)
+                    .or_insert_with(|| vec![0; s.counters.len()]);
+                for (acc, v) in sum.iter_mut().zip(s.counters.as_slice()) {
+                    *acc = acc.saturating_add(*v);
+                }
+            }
         }
     }
     let partial =
@@ -580,6 +631,10 @@ pub fn attribute_folder(
             })
             .collect();
         let cpu_ns = n * interval_ns;
+        let row_counters: BTreeMap<String, u64> = match sums.get(&target) {
+            Some(sum) => counters.iter().cloned().zip(sum.iter().copied()).collect(),
+            None => counters.iter().map(|c| (c.clone(), 0)).collect(),
+        };
         let calls = match target {
             Target::Op(op) => Some(logs.calls[op as usize]),
             _ => None,
@@ -602,6 +657,8 @@ pub fn attribute_folder(
             calls,
             cpu_per_call_ns: calls.filter(|&c| c > 0).map(|c| cpu_ns / c),
             top_functions,
+            cpi: cpi_of(&row_counters),
+            counters: row_counters,
         });
     }
     // Ops that ran but got no samples still show, with their calls.
@@ -619,10 +676,20 @@ pub fn attribute_folder(
                 calls: Some(logs.calls[op]),
                 cpu_per_call_ns: Some(0),
                 top_functions: Vec::new(),
+                counters: counters.iter().map(|c| (c.clone(), 0)).collect(),
+                cpi: None,
             });
         }
     }
     rows.sort_by_key(|r| r.kind != RowKind::Op);
+    let mut counter_totals: BTreeMap<String, u64> =
+        counters.iter().map(|c| (c.clone(), 0)).collect();
+    for sum in sums.values() {
+        for (name, v) in counters.iter().zip(sum) {
+            let t = counter_totals.entry(name.clone()).or_default();
+            *t = t.saturating_add(*v);
+        }
+    }
     Ok(InPipelineAttribution {
         frequency_hz,
         interval_ns,
@@ -630,10 +697,42 @@ pub fn attribute_folder(
         lost_samples,
         partial,
         rows,
+        counters,
+        counter_totals,
+        counters_unsupported,
         pool_threads,
         independent_threads,
         notes,
     })
+}
+
+/// The names of the counters the samples carry: `counters=` of the
+/// sampling description, which must name as many as the records hold.
+fn counter_names(
+    meta: &HashMap<String, String>,
+    files: &SampleFiles,
+) -> Result<Vec<String>, InPipelineError> {
+    let carried = samples_of(files)?.counters();
+    let named: Vec<String> = meta
+        .get("counters")
+        .map(|v| v.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    if named.len() != carried {
+        return Err(InPipelineError::Io(format!(
+            "{}: its records carry {carried} counter values, but {} names {} (`counters=`): the two files are not of the same run; trace again",
+            files.samples.display(),
+            files.sampling.display(),
+            named.len()
+        )));
+    }
+    Ok(named)
+}
+
+/// Cycles per instruction of a row's counters, where both are read.
+fn cpi_of(counters: &BTreeMap<String, u64>) -> Option<f64> {
+    let cycles = *counters.get("cycles")?;
+    let instructions = *counters.get("instructions")?;
+    (instructions > 0).then(|| cycles as f64 / instructions as f64)
 }
 
 fn row_name(target: &Target, ops: &[String]) -> String {
@@ -693,6 +792,7 @@ mod tests {
                 tid: 10,
                 symbol: sym,
                 kernel: false,
+                counters: Default::default(),
             });
             if in_a || in_b {
                 samples.push(Sample {
@@ -701,6 +801,7 @@ mod tests {
                     tid: 11,
                     symbol: sym,
                     kernel: false,
+                    counters: Default::default(),
                 });
             }
             samples.push(Sample {
@@ -709,6 +810,7 @@ mod tests {
                 tid: 12,
                 symbol: 2,
                 kernel: false,
+                counters: Default::default(),
             });
             samples.push(Sample {
                 time_ns: t + 3,
@@ -716,6 +818,7 @@ mod tests {
                 tid: 99,
                 symbol: 3,
                 kernel: false,
+                counters: Default::default(),
             });
         }
         w.samples(&samples).expect("samples");
@@ -760,6 +863,114 @@ mod tests {
         );
         assert_eq!(a.total_samples, 170);
         assert!(!a.partial);
+    }
+
+    /// [`folder`] with its samples rewritten to carry cycles and
+    /// instructions: 300 and 100 for a sample in an op's kernel (symbols 0
+    /// and 1), 10 and 10 otherwise.
+    fn folder_with_counters() -> tempfile::TempDir {
+        use crate::trace::samples::CounterValues;
+        let dir = folder();
+        let files = SampleFiles::of(dir.path(), "lotus");
+        let samples: Vec<Sample> = files.samples().expect("r").map(Result::unwrap).collect();
+        let symbols = std::fs::read_to_string(&files.symbols).expect("symbols");
+        std::fs::remove_file(&files.samples).expect("rm");
+        std::fs::remove_file(&files.symbols).expect("rm");
+        let mut w = SamplesWriter::create_with_counters(dir.path(), "lotus", 2).expect("w");
+        let with: Vec<Sample> = samples
+            .into_iter()
+            .map(|s| Sample {
+                counters: CounterValues::new(if s.symbol <= 1 {
+                    &[300, 100]
+                } else {
+                    &[10, 10]
+                })
+                .expect("2"),
+                ..s
+            })
+            .collect();
+        w.samples(&with).expect("samples");
+        w.finish().expect("finish");
+        std::fs::write(&files.symbols, symbols).expect("symbols");
+        crate::trace::samples::write_sampling(
+            &files.sampling,
+            &[
+                ("status", "complete".into()),
+                ("interval_ns", "100".into()),
+                ("counters", "cycles,instructions".into()),
+            ],
+        )
+        .expect("sampling");
+        dir
+    }
+
+    #[test]
+    fn counters_follow_their_samples_and_add_up() {
+        let dir = folder_with_counters();
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        assert_eq!(a.counters, vec!["cycles", "instructions"]);
+        let row = |name: &str| a.rows.iter().find(|r| r.name == name).expect(name);
+        // A's 20 samples (main thread and pool) are all in its kernel.
+        assert_eq!(row("A").counters["cycles"], 20 * 300);
+        assert_eq!(row("A").counters["instructions"], 20 * 100);
+        assert_eq!(row("A").cpi, Some(3.0));
+        assert_eq!(row("untraced processes").counters["cycles"], 50 * 10);
+        assert_eq!(row("untraced processes").cpi, Some(1.0));
+        for c in ["cycles", "instructions"] {
+            let sum: u64 = a.rows.iter().map(|r| r.counters[c]).sum();
+            assert_eq!(sum, a.counter_totals[c], "{c}");
+        }
+        assert_eq!(a.counter_totals["cycles"], 40 * 300 + 130 * 10);
+        assert!(a.counters_unsupported.is_none());
+
+        // A description that does not name what the records carry.
+        let files = SampleFiles::of(dir.path(), "lotus");
+        crate::trace::samples::write_sampling(&files.sampling, &[("status", "complete".into())])
+            .expect("sampling");
+        let err = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect_err("mismatch")
+            .to_string();
+        assert!(
+            err.contains("lotus.samples") && err.contains("carry 2 counter values"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn refused_counters_are_said_once_never_as_zeros() {
+        let dir = folder();
+        let files = SampleFiles::of(dir.path(), "lotus");
+        crate::trace::samples::write_sampling(
+            &files.sampling,
+            &[
+                ("status", "complete".into()),
+                ("interval_ns", "100".into()),
+                ("counters_unsupported", "cycles,instructions".into()),
+                ("counters_reason", "cycles: no PMU".into()),
+                ("counters_kind", "hardware".into()),
+            ],
+        )
+        .expect("sampling");
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        assert!(a.counters.is_empty() && a.counter_totals.is_empty());
+        assert!(a
+            .rows
+            .iter()
+            .all(|r| r.counters.is_empty() && r.cpi.is_none()));
+        let u = a.counters_unsupported.expect("unsupported");
+        assert_eq!(u.counters, vec!["cycles", "instructions"]);
+        assert_eq!(u.reason, "cycles: no PMU");
+        let said: Vec<_> = a
+            .notes
+            .iter()
+            .filter(|n| n.contains("not supported here"))
+            .collect();
+        assert_eq!(
+            said,
+            vec!["hardware counters: not supported here (cycles: no PMU)"]
+        );
     }
 
     #[test]

@@ -5,12 +5,24 @@
 //!
 //! Three files, `<prefix>` being the logs' prefix:
 //!
-//! - `<prefix>.samples`: a 16-byte header (`LOTUSSMP`, format version 1 and
-//!   the record size, both `u32` little-endian), then one 24-byte record
-//!   per sample, little-endian: time (`u64`, ns on `CLOCK_MONOTONIC`), pid
+//! - `<prefix>.samples`: a 16-byte header (`LOTUSSMP`, format version and
+//!   the record size, both `u32` little-endian), then one record per
+//!   sample, little-endian: time (`u64`, ns on `CLOCK_MONOTONIC`), pid
 //!   and tid (`u32`), symbol id (`u32`), flags (`u32`; bit 0: the CPU was
-//!   in kernel mode). Written in blocks; a job or lotus killed mid-run
-//!   leaves at most a cut last record, which the reader drops and reports.
+//!   in kernel mode): 24 bytes, which is all of a version 1 record. A
+//!   version 2 record follows them with one `u64` per counter read with
+//!   each sample (`counters=` in `<prefix>.sampling` names them, in
+//!   order; the record size says how many): the counter's **delta**, how
+//!   much it counted on the sample's thread since that thread's previous
+//!   sample on the same sampler (CPU), or since the thread started for
+//!   its first. The interval a delta covers is closed by its sample, so it
+//!   is credited to whatever that sample is credited to (`lotus attribute
+//!   DIR`: the same row). A sample the kernel lost leaves its interval to
+//!   the next one: the deltas of a thread add up to its whole count
+//!   whatever was lost. A run without counters writes version 1. Written in
+//!   blocks; a job or lotus killed mid-run leaves at most a cut last
+//!   record, which the reader drops and reports. The reader reads both
+//!   versions.
 //! - `<prefix>.symbols`: `#lotus-symbols v1`, then `id<TAB>function<TAB>module`
 //!   per line, appended before the first sample that uses the id (so a cut
 //!   tail never leaves a sample without its name; an id with no line is
@@ -18,7 +30,10 @@
 //! - `<prefix>.sampling`: `key=value` lines about the collection (backend,
 //!   `frequency_hz`, `interval_ns`, `clock=monotonic`, `status=running`
 //!   while it runs and `complete` at the end, sample and lost counts,
-//!   `note=` lines), rewritten whole at the start and the end.
+//!   `note=` lines, `counters=` the counters the records carry, or
+//!   `counters_unsupported=`, `counters_kind=` (`hardware` or `software`)
+//!   and `counters_reason=` the counters asked for and the kernel's
+//!   refusal), rewritten whole at the start and the end.
 //!
 //! Memory stays flat however long the job: samples go to the file in
 //! blocks; only the symbol table (distinct functions) is kept.
@@ -29,7 +44,7 @@
 //! let dir = tempfile::tempdir()?;
 //! let mut w = SamplesWriter::create(dir.path(), "lotus")?;
 //! w.symbols(&[(0, Symbol::new("blur", "/lib/libk.so"))])?;
-//! w.samples(&[Sample { time_ns: 5, pid: 7, tid: 8, symbol: 0, kernel: false }])?;
+//! w.samples(&[Sample { time_ns: 5, pid: 7, tid: 8, symbol: 0, kernel: false, counters: Default::default() }])?;
 //! w.finish()?;
 //! let files = SampleFiles::open(dir.path(), "lotus")?;
 //! let symbols = files.read_symbols()?;
@@ -42,16 +57,21 @@
 //! ```
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The first 8 bytes of a samples file.
 pub const SAMPLES_MAGIC: &[u8; 8] = b"LOTUSSMP";
-/// The samples file's format version.
+/// The samples file's format version without counters.
 pub const SAMPLES_VERSION: u32 = 1;
-/// Bytes per sample record.
+/// The samples file's format version whose records carry counter deltas.
+pub const SAMPLES_VERSION_COUNTERS: u32 = 2;
+/// Bytes per sample record without counters (a version 1 record, and the
+/// start of every version 2 record).
 pub const RECORD_BYTES: usize = 24;
+/// Most counters a record carries.
+pub const MAX_COUNTERS: usize = 8;
 /// Bytes of the samples file's header.
 pub const HEADER_BYTES: usize = 16;
 /// The first line of a symbols file.
@@ -74,6 +94,47 @@ pub struct Sample {
     pub symbol: u32,
     /// The CPU was in kernel mode.
     pub kernel: bool,
+    /// The counters read with the sample: each one's delta since the
+    /// thread's previous sample (empty in a file without counters).
+    pub counters: CounterValues,
+}
+
+/// Counter values carried by one sample, at most [`MAX_COUNTERS`]; fixed
+/// size so that a [`Sample`] stays `Copy` and allocation-free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct CounterValues {
+    len: u8,
+    values: [u64; MAX_COUNTERS],
+}
+
+impl CounterValues {
+    /// The values; `None` when there are more than [`MAX_COUNTERS`].
+    pub fn new(values: &[u64]) -> Option<CounterValues> {
+        if values.len() > MAX_COUNTERS {
+            return None;
+        }
+        let mut v = CounterValues {
+            len: values.len() as u8,
+            values: [0; MAX_COUNTERS],
+        };
+        v.values[..values.len()].copy_from_slice(values);
+        Some(v)
+    }
+
+    /// The values, in counter order.
+    pub fn as_slice(&self) -> &[u64] {
+        &self.values[..usize::from(self.len)]
+    }
+
+    /// How many values.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 impl Sample {
@@ -97,6 +158,7 @@ impl Sample {
             tid: u32_at(12),
             symbol: u32_at(16),
             kernel: u32_at(20) & 1 == 1,
+            counters: CounterValues::default(),
         }
     }
 }
@@ -125,6 +187,9 @@ impl Symbol {
 /// Where samples go as they come: the profiler backend calls it from its
 /// writer thread, symbols always before the samples that use them.
 pub trait SampleSink: Send {
+    /// How many counter values every sample will carry: called once,
+    /// before any sample.
+    fn counters(&mut self, count: usize) -> io::Result<()>;
     /// New symbols, by id.
     fn symbols(&mut self, new: &[(u32, Symbol)]) -> io::Result<()>;
     /// A block of samples, in time order within the block.
@@ -230,26 +295,56 @@ pub struct SamplesWriter {
     samples: BufWriter<File>,
     symbols: BufWriter<File>,
     written: u64,
+    counters: usize,
 }
 
 impl SamplesWriter {
-    /// Creates `<prefix>.samples` and `<prefix>.symbols` in `dir`; an error
-    /// if either exists.
+    /// Creates `<prefix>.samples` (format version 1: no counters, until
+    /// [`SampleSink::counters`] says otherwise) and `<prefix>.symbols` in
+    /// `dir`; an error if either exists.
     pub fn create(dir: &Path, prefix: &str) -> io::Result<SamplesWriter> {
         let files = SampleFiles::of(dir, prefix);
-        let mut samples = BufWriter::with_capacity(1 << 16, create_new(&files.samples)?);
+        let samples = BufWriter::with_capacity(1 << 16, create_new(&files.samples)?);
         let mut symbols = BufWriter::new(create_new(&files.symbols)?);
-        samples.write_all(SAMPLES_MAGIC)?;
-        samples.write_all(&SAMPLES_VERSION.to_le_bytes())?;
-        samples.write_all(&(RECORD_BYTES as u32).to_le_bytes())?;
-        samples.flush()?;
         writeln!(symbols, "{SYMBOLS_TAG}")?;
         symbols.flush()?;
-        Ok(SamplesWriter {
+        let mut w = SamplesWriter {
             samples,
             symbols,
             written: 0,
-        })
+            counters: 0,
+        };
+        w.header()?;
+        Ok(w)
+    }
+
+    /// [`Self::create`] for records that carry `counters` counter deltas
+    /// each (format version 2; version 1 when `counters` is 0).
+    pub fn create_with_counters(
+        dir: &Path,
+        prefix: &str,
+        counters: usize,
+    ) -> io::Result<SamplesWriter> {
+        let mut w = SamplesWriter::create(dir, prefix)?;
+        w.counters(counters)?;
+        Ok(w)
+    }
+
+    /// Writes the header at the start of the samples file: the same size
+    /// whatever the version, so it is rewritten in place until the first
+    /// sample.
+    fn header(&mut self) -> io::Result<()> {
+        let version = if self.counters == 0 {
+            SAMPLES_VERSION
+        } else {
+            SAMPLES_VERSION_COUNTERS
+        };
+        self.samples.seek(SeekFrom::Start(0))?;
+        self.samples.write_all(SAMPLES_MAGIC)?;
+        self.samples.write_all(&version.to_le_bytes())?;
+        self.samples
+            .write_all(&((RECORD_BYTES + 8 * self.counters) as u32).to_le_bytes())?;
+        self.samples.flush()
     }
 
     /// Samples written so far.
@@ -259,6 +354,21 @@ impl SamplesWriter {
 }
 
 impl SampleSink for SamplesWriter {
+    /// An error after the first sample, or for more than [`MAX_COUNTERS`].
+    fn counters(&mut self, count: usize) -> io::Result<()> {
+        if count > MAX_COUNTERS || self.written > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{count} counters per sample after {} samples: at most {MAX_COUNTERS}, before the first",
+                    self.written
+                ),
+            ));
+        }
+        self.counters = count;
+        self.header()
+    }
+
     fn symbols(&mut self, new: &[(u32, Symbol)]) -> io::Result<()> {
         for (id, s) in new {
             writeln!(self.symbols, "{id}\t{}\t{}", s.function, s.module)?;
@@ -267,9 +377,24 @@ impl SampleSink for SamplesWriter {
         self.symbols.flush()
     }
 
+    /// An error (nothing of the block written) when a sample carries
+    /// another number of counters than the file's records hold.
     fn samples(&mut self, block: &[Sample]) -> io::Result<()> {
+        if let Some(s) = block.iter().find(|s| s.counters.len() != self.counters) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a sample with {} counter values in a samples file of {} counters",
+                    s.counters.len(),
+                    self.counters
+                ),
+            ));
+        }
         for s in block {
             self.samples.write_all(&s.to_bytes())?;
+            for v in s.counters.as_slice() {
+                self.samples.write_all(&v.to_le_bytes())?;
+            }
         }
         self.written += block.len() as u64;
         self.samples.flush()
@@ -298,6 +423,20 @@ pub fn write_sampling(path: &Path, pairs: &[(&str, String)]) -> io::Result<()> {
         .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
     tmp.persist(path).map_err(|e| with_path(path, e.error))?;
     Ok(())
+}
+
+/// The one line that says the counters asked for were refused, with the
+/// kernel's reason: `hardware counters: not supported here (reason)`
+/// (`counters: ...` when none of them is a hardware counter).
+pub fn unsupported_note(hardware: bool, reason: &str) -> String {
+    format!(
+        "{}: not supported here ({reason})",
+        if hardware {
+            "hardware counters"
+        } else {
+            "counters"
+        }
+    )
 }
 
 /// The symbols of a sampled trace, by id.
@@ -371,13 +510,16 @@ impl SymbolTable {
     }
 }
 
-/// Reads samples one record at a time; a cut last record is dropped and
-/// counted ([`SampleReader::cut_bytes`]).
+/// Reads samples one record at a time (format version 1, or 2 with
+/// counter deltas); a cut last record is dropped and counted
+/// ([`SampleReader::cut_bytes`]).
 #[derive(Debug)]
 pub struct SampleReader<R> {
     input: R,
     cut: usize,
     done: bool,
+    counters: usize,
+    record: Vec<u8>,
 }
 
 impl<R: Read> SampleReader<R> {
@@ -395,17 +537,34 @@ impl<R: Read> SampleReader<R> {
             return Err(bad(format!("it does not start with {:?}", "LOTUSSMP")));
         }
         let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
-        let size = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
-        if version != SAMPLES_VERSION || size as usize != RECORD_BYTES {
+        let size = u32::from_le_bytes([head[12], head[13], head[14], head[15]]) as usize;
+        let counters = (size.saturating_sub(RECORD_BYTES)) / 8;
+        let valid = match version {
+            SAMPLES_VERSION => size == RECORD_BYTES,
+            SAMPLES_VERSION_COUNTERS => {
+                size > RECORD_BYTES
+                    && (size - RECORD_BYTES).is_multiple_of(8)
+                    && counters <= MAX_COUNTERS
+            }
+            _ => false,
+        };
+        if !valid {
             return Err(bad(format!(
-                "format version {version} with {size}-byte records (this lotus reads version {SAMPLES_VERSION}, {RECORD_BYTES} bytes)"
+                "format version {version} with {size}-byte records (this lotus reads version {SAMPLES_VERSION}, {RECORD_BYTES} bytes, and version {SAMPLES_VERSION_COUNTERS}, {RECORD_BYTES} bytes and up to {MAX_COUNTERS} counters of 8): a newer lotus wrote it, or it is damaged"
             )));
         }
         Ok(SampleReader {
             input,
             cut: 0,
             done: false,
+            counters,
+            record: vec![0; size],
         })
+    }
+
+    /// How many counter values each record carries (0 in version 1).
+    pub fn counters(&self) -> usize {
+        self.counters
     }
 
     /// Bytes of a cut last record that were dropped (a run killed while
@@ -436,9 +595,22 @@ impl<R: Read> Iterator for SampleReader<R> {
         if self.done {
             return None;
         }
-        let mut rec = [0u8; RECORD_BYTES];
-        match read_full(&mut self.input, &mut rec) {
-            Ok(RECORD_BYTES) => Some(Ok(Sample::from_bytes(&rec))),
+        let size = self.record.len();
+        match read_full(&mut self.input, &mut self.record) {
+            Ok(n) if n == size => {
+                let mut head = [0u8; RECORD_BYTES];
+                head.copy_from_slice(&self.record[..RECORD_BYTES]);
+                let mut sample = Sample::from_bytes(&head);
+                let mut values = [0u64; MAX_COUNTERS];
+                for (i, v) in values.iter_mut().take(self.counters).enumerate() {
+                    let at = RECORD_BYTES + 8 * i;
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&self.record[at..at + 8]);
+                    *v = u64::from_le_bytes(b);
+                }
+                sample.counters = CounterValues::new(&values[..self.counters]).unwrap_or_default();
+                Some(Ok(sample))
+            }
             Ok(n) => {
                 self.done = true;
                 self.cut = n;
@@ -463,6 +635,7 @@ mod tests {
             tid: 11,
             symbol,
             kernel: symbol == 1,
+            counters: CounterValues::default(),
         }
     }
 
@@ -505,6 +678,61 @@ mod tests {
         let symbols = files.read_symbols().expect("symbols");
         assert_eq!(symbols.get(0).function, "a b");
         assert_eq!(symbols.get(1).function, UNKNOWN_SYMBOL);
+    }
+
+    #[test]
+    fn counter_deltas_round_trip_in_version_2_and_version_1_still_reads() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut w = SamplesWriter::create_with_counters(dir.path(), "run", 2).expect("create");
+        let all: Vec<Sample> = (0..100u64)
+            .map(|i| Sample {
+                counters: CounterValues::new(&[i * 1000, i % 3]).expect("2"),
+                ..sample(i, 0)
+            })
+            .collect();
+        w.samples(&all).expect("block");
+        // A sample without the file's counters is refused, not half written.
+        let err = w.samples(&[sample(100, 0)]).expect_err("no counters");
+        assert!(err.to_string().contains("0 counter values"), "{err}");
+        w.finish().expect("finish");
+        let files = SampleFiles::open(dir.path(), "run").expect("open");
+        let bytes = std::fs::read(&files.samples).expect("read");
+        assert_eq!(&bytes[8..12], &SAMPLES_VERSION_COUNTERS.to_le_bytes());
+        assert_eq!(bytes.len(), HEADER_BYTES + 100 * (RECORD_BYTES + 16));
+        let mut r = files.samples().expect("r");
+        assert_eq!(r.counters(), 2);
+        let got: Vec<Sample> = r.by_ref().map(Result::unwrap).collect();
+        assert_eq!(got, all);
+        // Cut inside the last record's counters: dropped and counted.
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&files.samples)
+            .expect("o");
+        f.set_len(bytes.len() as u64 - 5).expect("cut");
+        let mut r = files.samples().expect("r");
+        assert_eq!(r.by_ref().count(), 99);
+        assert_eq!(r.cut_bytes(), RECORD_BYTES + 16 - 5);
+
+        // Version 1 (no counters): read with empty counters.
+        let v1 = tempfile::tempdir().expect("tmp");
+        let mut w = SamplesWriter::create(v1.path(), "run").expect("create");
+        w.samples(&[sample(1, 0)]).expect("block");
+        w.finish().expect("finish");
+        let files = SampleFiles::open(v1.path(), "run").expect("open");
+        let bytes = std::fs::read(&files.samples).expect("read");
+        assert_eq!(&bytes[8..12], &SAMPLES_VERSION.to_le_bytes());
+        let mut r = files.samples().expect("r");
+        assert_eq!(r.counters(), 0);
+        assert!(r.next().expect("one").expect("ok").counters.is_empty());
+
+        // Sizes a version cannot have are refused, naming what is read.
+        for (version, size) in [(1u32, 32u32), (2, 24), (2, 28), (2, 24 + 8 * 9), (3, 24)] {
+            let mut head = SAMPLES_MAGIC.to_vec();
+            head.extend_from_slice(&version.to_le_bytes());
+            head.extend_from_slice(&size.to_le_bytes());
+            let err = SampleReader::new(&head[..], Path::new("x.samples")).expect_err("bad");
+            assert!(err.to_string().contains("version 2"), "{err}");
+        }
     }
 
     #[test]
