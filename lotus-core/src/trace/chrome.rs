@@ -387,6 +387,7 @@ mod tests {
             ready: None,
             host: None,
             rank: None,
+            tid: None,
         };
         let consume = Event {
             name: "Consume".into(),
