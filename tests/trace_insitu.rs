@@ -349,6 +349,21 @@ fn attribute_dir_errors_name_the_folder_and_what_to_do() {
         err.contains("--sample") && err.contains(&*tmp.path().to_string_lossy()),
         "{err}"
     );
+    // --plot too: the error, and no SVG left behind.
+    let svg = tmp.path().join("rows.svg");
+    let out = common::lotus(&[
+        "attribute",
+        tmp.path().to_str().expect("utf8"),
+        "--plot",
+        svg.to_str().expect("utf8"),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--sample") && err.contains(&*tmp.path().to_string_lossy()),
+        "{err}"
+    );
+    assert!(!svg.exists(), "no plot of a folder without samples");
     // A folder traced where perf could not run.
     lotus_core::trace::samples::write_sampling(
         &SampleFiles::of(tmp.path(), "lotus").sampling,
@@ -519,7 +534,43 @@ fn kernel_pipeline_attribution(start_method: &str) {
     let files = SampleFiles::open(&dir, "lotus").expect("files");
     assert_eq!(sampling(&files)["samples"], sum.to_string());
     figures.push(view_spans_match_the_attribution(&dir, &a, &kernel_of));
+    plot_names_each_row_and_its_top_function(&dir, &a);
     eprintln!("{start_method}: {}", figures.join("; "));
+}
+
+/// `lotus attribute DIR --plot FILE.svg`: the SVG is written and names
+/// each row (each op, the outside rows) and each op's top function.
+fn plot_names_each_row_and_its_top_function(dir: &Path, a: &Value) {
+    let svg_path = dir.with_file_name("rows.svg");
+    let out = common::lotus(&[
+        "attribute",
+        dir.to_str().expect("utf8"),
+        "--plot",
+        svg_path.to_str().expect("utf8"),
+    ]);
+    assert_ok(&out, "attribute DIR --plot");
+    let svg = std::fs::read_to_string(&svg_path).expect("the SVG is written");
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+        .collect();
+    for r in a["rows"].as_array().expect("rows") {
+        let name = r["name"].as_str().expect("name");
+        assert!(
+            texts.iter().any(|t| t == name),
+            "{name} not named: {texts:?}"
+        );
+        if r["kind"] == "op" {
+            let top = r["top_functions"][0]["function"].as_str().expect("top");
+            assert!(
+                texts.iter().any(|t| t.starts_with(&format!("{top} ("))),
+                "{name}'s top function {top} not named: {texts:?}"
+            );
+        }
+    }
 }
 
 /// `lotus trace view DIR` of the sampled trace: a valid view whose op
