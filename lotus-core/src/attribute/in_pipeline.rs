@@ -689,7 +689,15 @@ pub fn attribute_folder(
         let top_functions = functions
             .into_iter()
             .take(top)
-            .map(|(sym, k)| top_function(&trace.symbols, sym, k, n))
+            .map(|(sym, k)| {
+                let s = trace.symbols.get(sym);
+                TopFunction {
+                    function: s.function.clone(),
+                    module: s.module.clone(),
+                    samples: k,
+                    share: k as f64 / n as f64,
+                }
+            })
             .collect();
         let cpu_ns = n * interval_ns;
         let calls = match target {
@@ -746,22 +754,6 @@ pub fn attribute_folder(
         independent_threads: trace.independent_threads,
         notes: trace.notes,
     })
-}
-
-/// Symbol `symbol`'s `samples` of a row (or span) of `of` samples.
-pub(crate) fn top_function(
-    symbols: &SymbolTable,
-    symbol: u32,
-    samples: u64,
-    of: u64,
-) -> TopFunction {
-    let s = symbols.get(symbol);
-    TopFunction {
-        function: s.function.clone(),
-        module: s.module.clone(),
-        samples,
-        share: samples as f64 / of.max(1) as f64,
-    }
 }
 
 fn row_name(target: &Target, ops: &[String]) -> String {

@@ -16,9 +16,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::in_pipeline::{
-    top_function, Credit, InPipelineError, SampledTrace, Target, TopFunction,
-};
+use super::in_pipeline::{Credit, InPipelineError, SampledTrace, Target};
 use crate::spill::bytes::{Get, Put};
 use crate::spill::{Budget, Record, Sorted, Sorter, SpillError};
 use crate::trace::samples::SymbolTable;
@@ -31,7 +29,37 @@ pub struct SpanSample {
     /// Their CPU time: samples times the sampling interval, ms.
     pub cpu_ms: f64,
     /// The functions with the most samples, most first.
-    pub top_functions: Vec<TopFunction>,
+    pub top_functions: Vec<SpanFunction>,
+}
+
+/// One of a span's top functions. Short, as a view holds one list per op
+/// span (millions of them): the module's file name, not its path (`lotus
+/// attribute DIR` gives the path), the share to 4 decimals.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpanFunction {
+    /// The function.
+    pub function: String,
+    /// Its module's file name (`[kernel]` as it is).
+    pub module: String,
+    /// The span's samples in it.
+    pub samples: u64,
+    /// Their share of the span's samples (0..1, 4 decimals).
+    pub share: f64,
+}
+
+impl SpanFunction {
+    fn of(symbols: &SymbolTable, symbol: u32, samples: u64, of: u64) -> SpanFunction {
+        let s = symbols.get(symbol);
+        let module = Path::new(&s.module)
+            .file_name()
+            .map_or(s.module.clone(), |n| n.to_string_lossy().into_owned());
+        SpanFunction {
+            function: s.function.clone(),
+            module,
+            samples,
+            share: (samples as f64 / of.max(1) as f64 * 1e4).round() / 1e4,
+        }
+    }
 }
 
 /// One sample credited to a span: the span's id and the sample's symbol.
@@ -157,7 +185,7 @@ impl SpanSamples {
             cpu_ms: (samples * self.interval_ns) as f64 / 1e6,
             top_functions: best
                 .into_iter()
-                .map(|(n, symbol)| top_function(&self.symbols, symbol, n, samples))
+                .map(|(n, symbol)| SpanFunction::of(&self.symbols, symbol, n, samples))
                 .collect(),
         })
     }
@@ -200,7 +228,13 @@ mod tests {
         assert_eq!(sb.cpu_samples, row("B").samples);
         assert_eq!(sa.cpu_samples, 20);
         assert_eq!(sa.cpu_ms, 20.0 * 100.0 / 1e6);
-        assert_eq!(sa.top_functions, row("A").top_functions);
+        let top = &row("A").top_functions;
+        assert_eq!(sa.top_functions.len(), top.len());
+        for (f, t) in sa.top_functions.iter().zip(top) {
+            assert_eq!((&f.function, f.samples), (&t.function, t.samples));
+            assert_eq!(f.module, "k.so", "the module's file name");
+            assert!((f.share - t.share).abs() <= 5e-5);
+        }
         assert_eq!(sb.top_functions[0].function, "kb");
         assert_eq!(s.credited_samples, 40);
         assert_eq!(s.total_samples, a.total_samples);
