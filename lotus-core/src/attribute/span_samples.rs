@@ -246,7 +246,7 @@ mod tests {
     #[test]
     fn nested_and_repeated_spans_each_get_their_own() {
         // Events (monotonic = wall here): Outer [0, 1000) holding Inner
-        // [200, 400), a Marker batch, Outer again [2000, 3000), Idle
+        // [200, 400), a Batch span, Outer again [2000, 3000), Idle
         // [5000, 5100) with no sample.
         let log = "#lotus-trace v1 role=worker pid=10 wall_ns=0 monotonic_ns=0\n\
                    SOuter,0,1000,kind=op\nSInner,200,200,kind=op\n\
