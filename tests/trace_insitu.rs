@@ -349,6 +349,21 @@ fn attribute_dir_errors_name_the_folder_and_what_to_do() {
         err.contains("--sample") && err.contains(&*tmp.path().to_string_lossy()),
         "{err}"
     );
+    // --plot too: the error, and no SVG left behind.
+    let svg = tmp.path().join("rows.svg");
+    let out = common::lotus(&[
+        "attribute",
+        tmp.path().to_str().expect("utf8"),
+        "--plot",
+        svg.to_str().expect("utf8"),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--sample") && err.contains(&*tmp.path().to_string_lossy()),
+        "{err}"
+    );
+    assert!(!svg.exists(), "no plot of a folder without samples");
     // A folder traced where perf could not run.
     lotus_core::trace::samples::write_sampling(
         &SampleFiles::of(tmp.path(), "lotus").sampling,
@@ -518,7 +533,118 @@ fn kernel_pipeline_attribution(start_method: &str) {
     assert_eq!(sum, a["total_samples"].as_u64().expect("total"));
     let files = SampleFiles::open(&dir, "lotus").expect("files");
     assert_eq!(sampling(&files)["samples"], sum.to_string());
+    figures.push(view_spans_match_the_attribution(&dir, &a, &kernel_of));
+    plot_names_each_row_and_its_top_function(&dir, &a);
     eprintln!("{start_method}: {}", figures.join("; "));
+}
+
+/// `lotus attribute DIR --plot FILE.svg`: the SVG is written and names
+/// each row (each op, the outside rows) and each op's top function.
+fn plot_names_each_row_and_its_top_function(dir: &Path, a: &Value) {
+    let svg_path = dir.with_file_name("rows.svg");
+    let out = common::lotus(&[
+        "attribute",
+        dir.to_str().expect("utf8"),
+        "--plot",
+        svg_path.to_str().expect("utf8"),
+    ]);
+    assert_ok(&out, "attribute DIR --plot");
+    let svg = std::fs::read_to_string(&svg_path).expect("the SVG is written");
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+        .collect();
+    for r in a["rows"].as_array().expect("rows") {
+        let name = r["name"].as_str().expect("name");
+        assert!(
+            texts.iter().any(|t| t == name),
+            "{name} not named: {texts:?}"
+        );
+        if r["kind"] == "op" {
+            let top = r["top_functions"][0]["function"].as_str().expect("top");
+            assert!(
+                texts.iter().any(|t| t.starts_with(&format!("{top} ("))),
+                "{name}'s top function {top} not named: {texts:?}"
+            );
+        }
+    }
+}
+
+/// `lotus trace view DIR` of the sampled trace: a valid view whose op
+/// spans' sample arguments, summed per op, are `lotus attribute DIR`'s
+/// per-op samples exactly (one rule), and whose op spans name their own
+/// kernel as their top function. Returns a figure for the test's report.
+fn view_spans_match_the_attribution(dir: &Path, a: &Value, kernel_of: &[(&str, &str)]) -> String {
+    let out = dir.with_file_name("view.json");
+    let viewed = common::lotus(&[
+        "trace",
+        "view",
+        dir.to_str().expect("utf8"),
+        "--out",
+        out.to_str().expect("utf8"),
+    ]);
+    assert_ok(&viewed, "trace view DIR");
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).expect("view")).expect("JSON");
+    let events = common::trace_check::check_format(&v);
+    let interval_ns = a["interval_ns"].as_u64().expect("interval") as f64;
+    let mut per_op: std::collections::BTreeMap<String, u64> = Default::default();
+    let (mut op_spans, mut thin_spans) = (0u64, 0u64);
+    for e in events.iter().filter(|e| e["ph"] == "X") {
+        let args = &e["args"];
+        if e["cat"] != "op" {
+            assert!(args.get("cpu_samples").is_none(), "not an op span: {e}");
+            continue;
+        }
+        op_spans += 1;
+        let name = e["name"].as_str().expect("name");
+        let n = args["cpu_samples"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("an op span without cpu_samples: {e}"));
+        *per_op.entry(name.to_string()).or_default() += n;
+        let ms = args["cpu_ms"].as_f64().expect("cpu_ms");
+        assert!((ms - n as f64 * interval_ns / 1e6).abs() < 1e-9, "{e}");
+        let top = args["top_functions"].as_array().expect("top_functions");
+        assert!(top.len() <= 5, "{e}");
+        let listed: u64 = top.iter().map(|f| f["samples"].as_u64().expect("n")).sum();
+        assert!(listed <= n, "{e}");
+        // A span of a few samples may have most of them in the wrapper's
+        // Python; one of 10 or more names its kernel first.
+        if n < 10 {
+            thin_spans += 1;
+            continue;
+        }
+        let kernel = kernel_of
+            .iter()
+            .find(|(op, _)| *op == name)
+            .map(|(_, k)| *k)
+            .expect("known op");
+        assert_eq!(top[0]["function"], kernel, "{name}'s span: {e}");
+    }
+    let rows = a["rows"].as_array().expect("rows");
+    let want: std::collections::BTreeMap<String, u64> = rows
+        .iter()
+        .filter(|r| r["kind"] == "op")
+        .map(|r| {
+            (
+                r["name"].as_str().expect("name").to_string(),
+                r["samples"].as_u64().expect("samples"),
+            )
+        })
+        .collect();
+    assert_eq!(per_op, want, "view's per-span samples summed per op");
+    assert!(
+        thin_spans * 10 <= op_spans,
+        "{thin_spans} of {op_spans} op spans have under 10 samples"
+    );
+    assert_eq!(
+        v["otherData"]["samples"]["total"], a["total_samples"],
+        "{}",
+        v["otherData"]
+    );
+    format!("view: {op_spans} op spans, per-op sums {per_op:?}")
 }
 
 #[test]

@@ -1235,3 +1235,45 @@ fn spilling_to_disk_changes_nothing_and_leaves_nothing() {
     assert_eq!(bad.status.code(), Some(1), "{e}");
     assert!(e.contains("LOTUS_SORT_BUFFER=\"lots\""), "{e}");
 }
+
+/// A folder whose samples cannot be credited (logs without clock pairs,
+/// as an older lotus wrote them) is viewed as it would be without them,
+/// and lotus says why they are left out.
+#[test]
+fn samples_that_cannot_be_credited_leave_the_view_as_it_was() {
+    use lotus_core::trace::samples::{write_sampling, Sample, SampleFiles, SampleSink};
+    use lotus_core::trace::samples::{SamplesWriter, Symbol};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let trace = tmp.path().join("trace");
+    write_logs(&trace, &synthetic(), "");
+    let (plain, _) = view(&trace, &tmp.path().join("plain.json"), &[]);
+    let mut w = SamplesWriter::create(&trace, "lotus").expect("samples");
+    w.symbols(&[(0, Symbol::new("k", "/k.so"))])
+        .expect("symbols");
+    w.samples(&[Sample {
+        time_ns: 1,
+        pid: WORKERS[0],
+        tid: WORKERS[0],
+        symbol: 0,
+        kernel: false,
+        counters: Default::default(),
+    }])
+    .expect("samples");
+    w.finish().expect("finish");
+    write_sampling(
+        &SampleFiles::of(&trace, "lotus").sampling,
+        &[("status", "complete".into())],
+    )
+    .expect("sampling");
+    let (with, stderr) = view(&trace, &tmp.path().join("with.json"), &[]);
+    assert!(
+        stderr.contains("left out of the view") && stderr.contains("no clock pairs"),
+        "{stderr}"
+    );
+    assert_eq!(with["traceEvents"], plain["traceEvents"]);
+    assert!(
+        with["otherData"].get("samples").is_none(),
+        "{}",
+        with["otherData"]
+    );
+}

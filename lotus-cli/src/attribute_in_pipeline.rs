@@ -1,21 +1,25 @@
 //! `lotus attribute DIR`: a sampled trace folder's samples credited to its
 //! ops (the rule: [`lotus_core::attribute::in_pipeline`]), as a table,
-//! Markdown, CSV or JSON (`lotus.in-pipeline/1`). Counters read with each
-//! sample add a column each (CSV: named as in the samples), and CPI where
-//! cycles and instructions are both read; JSON has them per row in
-//! `counters` (and `cpi`).
+//! Markdown, CSV or JSON (`lotus.in-pipeline/1`), and with `--plot` as a
+//! bar chart of CPU time per row. Counters read with each sample add a
+//! column each (CSV: named as in the samples), and CPI where cycles and
+//! instructions are both read; JSON has them per row in `counters` (and
+//! `cpi`).
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use lotus_core::attribute::in_pipeline::{attribute_folder, AttributedRow, InPipelineAttribution};
+use lotus_core::attribute::in_pipeline::{
+    attribute_folder, AttributedRow, InPipelineAttribution, RowKind,
+};
 use lotus_core::spill::Budget;
 use serde_json::json;
 
 use crate::attribute_cmd::AttributeFormat;
 use crate::output::write_atomic;
+use crate::plots::{labelled_bars, Colours, LabelledBar};
 
 /// The JSON schema name.
 pub const SCHEMA: &str = "lotus.in-pipeline/1";
@@ -28,10 +32,15 @@ pub fn run(
     format: Option<AttributeFormat>,
     out: Option<&Path>,
     wide: bool,
+    plot: Option<&Path>,
 ) -> Result<ExitCode> {
     let budget = Budget::from_env()?;
     let a = attribute_folder(dir, prefix, budget, top)
         .with_context(|| format!("cannot attribute the samples in {}", dir.display()))?;
+    if let Some(path) = plot {
+        write_atomic(path, &svg_of(&a)?)?;
+        crate::usage::note!("lotus: wrote {}", path.display());
+    }
     let format =
         format.unwrap_or_else(|| out.map_or(AttributeFormat::Table, AttributeFormat::from_path));
     let text = match format {
@@ -53,6 +62,48 @@ pub fn run(
         None => print!("{text}"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--plot`: one bar per row (ops, then the other rows, as the table
+/// lists them), its CPU time, named with its top function.
+fn svg_of(a: &InPipelineAttribution) -> Result<String> {
+    // Seconds once a bar would pass 10 000 ms: the axis stays readable.
+    let top_ns = a.rows.iter().map(|r| r.cpu_ns).max().unwrap_or(0);
+    let (unit, per_ns, decimals) = if top_ns >= 10_000_000_000 {
+        ("s", 1e9, 2)
+    } else {
+        ("ms", 1e6, 1)
+    };
+    let bars: Vec<LabelledBar> = a
+        .rows
+        .iter()
+        .map(|r| LabelledBar {
+            label: r.name.clone(),
+            value: r.cpu_ns as f64 / per_ns,
+            note: r.top_functions.first().map_or(String::new(), |f| {
+                format!("{} ({:.0}%)", f.function, f.share * 100.0)
+            }),
+        })
+        .collect();
+    let colours = Colours::new(
+        a.rows
+            .iter()
+            .filter(|r| r.kind == RowKind::Op)
+            .map(|r| r.name.as_str()),
+    );
+    let title = format!(
+        "CPU time per row in the pipeline ({} samples at {} Hz{})",
+        a.total_samples,
+        a.frequency_hz,
+        if a.partial { ", partial" } else { "" }
+    );
+    labelled_bars(
+        &title,
+        &format!("CPU time ({unit})"),
+        &bars,
+        decimals,
+        &colours,
+    )
 }
 
 fn json_of(a: &InPipelineAttribution) -> serde_json::Value {

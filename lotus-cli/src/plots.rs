@@ -205,6 +205,99 @@ pub fn grouped_bars(
     Ok(svg)
 }
 
+/// One bar of [`labelled_bars`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelledBar {
+    /// What the bar stands for, written under it and looked up in the
+    /// colours.
+    pub label: String,
+    /// Its height.
+    pub value: f64,
+    /// A second line under the label (the row's top function), smaller.
+    pub note: String,
+}
+
+/// The widest a bar's note may make its slot, in pixels (a long C++ name
+/// is cut in the middle instead).
+const NOTE_MAX_PX: u32 = 240;
+
+/// One bar per entry, coloured by its label, its value over it (with
+/// `value_decimals` decimals), its label and note under it.
+pub fn labelled_bars(
+    title_text: &str,
+    y_desc: &str,
+    bars: &[LabelledBar],
+    value_decimals: usize,
+    colours: &Colours,
+) -> Result<String> {
+    let n = bars.len().max(1);
+    let slot = bars
+        .iter()
+        .map(|b| text_width(&b.label, 13).max(text_width(&b.note, 11).min(NOTE_MAX_PX)) + 16)
+        .max()
+        .unwrap_or(0)
+        .max(90);
+    let width = (slot * n as u32 + 110).max(560);
+    let height = 440u32;
+    let top = bars
+        .iter()
+        .map(|b| b.value)
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    // Room over the highest bar for its value.
+    let y_max = if top > 0.0 { top * 1.12 } else { 1.0 };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        title(&root, title_text)?;
+        let body = root.margin(36, 0, 0, 0);
+        let mut chart = bar_chart(&body, n, y_max, 48, 1, &fit(y_desc, height - 120, 14))?;
+        chart.draw_series(
+            bars.iter()
+                .enumerate()
+                .filter(|(_, b)| b.value.is_finite())
+                .map(|(i, b)| {
+                    let x = i as f64;
+                    Rectangle::new(
+                        [(x - 0.35, 0.0), (x + 0.35, b.value)],
+                        colours.of(&b.label).filled(),
+                    )
+                }),
+        )?;
+        let centred = |size: u32, v: VPos| {
+            ("sans-serif", size)
+                .into_font()
+                .into_text_style(&root)
+                .pos(Pos::new(HPos::Center, v))
+        };
+        let grey = RGBColor(90, 90, 90);
+        for (i, b) in bars.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(i as f64, 0.0));
+            root.draw(&Text::new(
+                fit(&b.label, slot - 8, 13),
+                (x, y + 6),
+                centred(13, VPos::Top),
+            ))?;
+            root.draw(&Text::new(
+                fit(&b.note, slot - 8, 11),
+                (x, y + 24),
+                centred(11, VPos::Top).color(&grey),
+            ))?;
+            if b.value.is_finite() {
+                let (_, top_y) = chart.backend_coord(&(i as f64, b.value));
+                root.draw(&Text::new(
+                    format!("{:.value_decimals$}", b.value),
+                    (x, top_y - 4),
+                    centred(12, VPos::Bottom),
+                ))?;
+            }
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}
+
 /// One box of a box plot: `[min, q1, median, q3, max]`.
 pub type BoxFigures = [f64; 5];
 
@@ -310,6 +403,55 @@ mod tests {
             f.starts_with("CPU time") && f.ends_with("csv)") && f.contains('…'),
             "{f}"
         );
+    }
+
+    #[test]
+    fn labelled_bars_name_each_bar_and_cut_long_notes() {
+        let long = format!("std::vector<{}>::push_back", "float".repeat(40));
+        let bars = [
+            LabelledBar {
+                label: "Crop".into(),
+                value: 120.5,
+                note: "resample (80%)".into(),
+            },
+            LabelledBar {
+                label: "outside any op (worker)".into(),
+                value: 30.0,
+                note: long.clone(),
+            },
+        ];
+        let colours = Colours::new(["Crop"]);
+        let svg = labelled_bars("CPU time", "CPU time (ms)", &bars, 1, &colours).expect("svg");
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>'))
+            .filter_map(|(_, rest)| rest.split_once("</text>"))
+            .map(|(t, _)| t.trim())
+            .collect();
+        for want in [
+            "Crop",
+            "outside any op (worker)",
+            "resample (80%)",
+            "120.5",
+            "30.0",
+        ] {
+            assert!(texts.contains(&want), "{want}: {texts:?}");
+        }
+        let cut = texts
+            .iter()
+            .find(|t| t.starts_with("std::vector"))
+            .expect("the long note, cut");
+        let unescaped = cut.replace("&lt;", "<").replace("&gt;", ">");
+        // Cut to its slot: the note's cap plus the slot's margin, at most.
+        assert!(
+            unescaped.contains('…') && text_width(&unescaped, 11) <= NOTE_MAX_PX + 8,
+            "{cut}"
+        );
+        // Ops get their colour; the other rows grey.
+        let fill = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+        assert!(svg.contains(&fill(colours.of("Crop"))), "{svg}");
+        assert!(svg.contains(&fill(RGBColor(120, 120, 120))), "{svg}");
     }
 
     #[test]

@@ -72,10 +72,13 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
+use lotus_core::attribute::in_pipeline::TOP_FUNCTIONS;
+use lotus_core::attribute::span_samples::SpanSamples;
 use lotus_core::spill::Budget;
 use lotus_core::trace::chrome::{ChromeWriter, Flows};
 use lotus_core::trace::folder::Item;
 use lotus_core::trace::ranks::{process_ranks, rank_stats_with, RankStats};
+use lotus_core::trace::samples::SampleFiles;
 use lotus_core::trace::stats::{
     op_totals, ConfigComparison, OutlierRule, PerBatchRows, Summary, TraceStats, WaitBucket,
 };
@@ -131,6 +134,11 @@ pub struct ViewArgs {
     /// Output format: Chrome trace event JSON (Perfetto and chrome://tracing read it).
     #[arg(long, value_enum, default_value = "json")]
     pub format: ViewFormat,
+    /// The samples' prefix in DIR (as `trace run --prefix`): where DIR
+    /// holds samples (`trace run --sample`), each op span gets its
+    /// samples, CPU ms and top functions as arguments.
+    #[arg(long, default_value = "lotus")]
+    pub prefix: String,
 }
 
 /// `lotus trace view --format`: one format today, named so scripts can
@@ -291,6 +299,14 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     // Flow arrows: one per batch matched with its consumption, found by
     // the places of their two events in reading order.
     let mut flows = Flows::plan(&mut index)?;
+    // A sampled trace: each op span's samples (credited by `lotus
+    // attribute DIR`'s rule) and top functions, found by the span's place
+    // in reading order as the arrows are. --coarse keeps no op spans.
+    let mut span_samples = if args.coarse {
+        None
+    } else {
+        sampled_spans(&args.dir, &args.prefix)?
+    };
 
     // The view appears at its path only when complete (an unnamed file
     // until then: nothing is left behind if lotus is killed).
@@ -306,11 +322,18 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         )),
         None => Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
     };
-    let other = serde_json::json!({
+    let mut other = serde_json::json!({
         "source": args.dir.display().to_string(),
         "coarse": args.coarse,
         "producer": concat!("lotus ", env!("CARGO_PKG_VERSION")),
     });
+    if let Some(s) = &span_samples {
+        other["samples"] = serde_json::json!({
+            "total": s.total_samples,
+            "on_op_spans": s.credited_samples,
+            "partial": s.partial,
+        });
+    }
     let write_err = |e: io::Error| anyhow::anyhow!("cannot write {}: {e}", args.out.display());
     let mut w = ChromeWriter::begin(writer, base, &other).map_err(write_err)?;
     for (p, rank) in index.processes.iter().zip(process_ranks(&index)) {
@@ -349,7 +372,11 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         };
         let p = index.resolve(&e);
         let pid = index.processes[p].out_pid;
-        w.span(pid, &e).map_err(write_err)?;
+        let samples = match (&mut span_samples, e.kind) {
+            (Some(s), Kind::Op) => Some(s.at(at)?),
+            _ => None,
+        };
+        w.span_with(pid, &e, samples.as_ref()).map_err(write_err)?;
         match flow {
             Some(f) if f.start => w.flow_start(f.id, pid, &e).map_err(write_err)?,
             Some(f) => w.flow_end(f.id, pid, &e).map_err(write_err)?,
@@ -363,6 +390,23 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
             flows.mismatched
         );
     }
+    let samples_note = match &mut span_samples {
+        Some(s) => {
+            s.finish()?;
+            if s.mismatched > 0 {
+                eprintln!(
+                    "lotus: warning: {} sample(s) of op spans left out: the logs changed between the two passes over them",
+                    s.mismatched
+                );
+            }
+            format!(
+                "; {} of {} sample(s) on op spans",
+                s.credited_samples - s.mismatched,
+                s.total_samples
+            )
+        }
+        None => String::new(),
+    };
 
     let ours: std::collections::HashSet<u64> = index.processes.iter().map(|p| p.out_pid).collect();
     let mut torch_events = 0u64;
@@ -412,7 +456,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         )
     };
     crate::usage::note!(
-        "lotus: wrote {} ({spans} span(s), {flows} flow(s), {} process(es){torch_note})",
+        "lotus: wrote {} ({spans} span(s), {flows} flow(s), {} process(es){samples_note}{torch_note})",
         if to_stdout {
             "the view".to_string()
         } else {
@@ -421,6 +465,31 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         index.processes.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The per-span samples of `dir` when it holds samples of `prefix`
+/// (`None` when it holds none, or when they cannot be credited: a warning
+/// says why, and the view is written without them).
+fn sampled_spans(dir: &Path, prefix: &str) -> Result<Option<SpanSamples>> {
+    if !dir.is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
+        return Ok(None);
+    }
+    let budget = Budget::from_env()?;
+    match SpanSamples::of_folder(dir, prefix, budget, TOP_FUNCTIONS) {
+        Ok(s) => {
+            for note in &s.notes {
+                crate::usage::note!("lotus: note: samples: {note}");
+            }
+            Ok(Some(s))
+        }
+        Err(e) => {
+            eprintln!(
+                "lotus: warning: the samples in {} are left out of the view: {e}",
+                dir.display()
+            );
+            Ok(None)
+        }
+    }
 }
 
 #[derive(Serialize)]

@@ -196,6 +196,7 @@ fn any_event() -> impl Strategy<Value = Event> {
                 ready,
                 host: None,
                 rank: None,
+                tid: None,
             }
         })
 }

@@ -5,6 +5,8 @@
 //! lotus attribute --mapping M --profile P [--profile P2 ...] [--op-times T]
 //!                 [--match auto|name] [--format table|csv|json|md] [--out FILE]
 //!                 [--plot FILE.svg] [--by op|function]
+//! lotus attribute DIR [--prefix lotus] [--top 5] [--format ...] [--out FILE]
+//!                 [--plot FILE.svg]
 //! ```
 //!
 //! `--by function` gives one row per native function of the mapping
@@ -132,7 +134,7 @@ pub enum MatchArg {
 pub struct AttributeArgs {
     /// A sampled trace folder (`lotus trace run --sample --out DIR`): its
     /// samples credited to the op spans that were running, no mapping.
-    #[arg(value_name = "DIR", conflicts_with_all = ["mapping", "profiles", "op_times", "plot"])]
+    #[arg(value_name = "DIR", conflicts_with_all = ["mapping", "profiles", "op_times"])]
     pub dir: Option<PathBuf>,
     /// The samples' prefix in DIR (as `trace run --prefix`).
     #[arg(long, default_value = "lotus", requires = "dir")]
@@ -166,7 +168,9 @@ pub struct AttributeArgs {
     /// Write the result here instead of the terminal (`-`: standard output).
     #[arg(long, short, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Draw a stacked bar chart of op time per profile (SVG).
+    /// Draw a stacked bar chart of op time per profile (SVG); with DIR, a
+    /// bar of CPU time per row (ops, then the other rows) named with its
+    /// top function.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     /// Tables show full op names (by default the metrics table shortens them).
@@ -228,6 +232,7 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
             args.format,
             args.out.as_deref(),
             args.wide,
+            args.plot.as_deref(),
         );
     }
     let Some(mapping_path) = args.mapping.as_deref() else {

@@ -49,9 +49,9 @@ use serde::Serialize;
 use crate::spill::bytes::{Get, Put};
 use crate::spill::{Budget, Record, Sorter, SpillError, Spool};
 use crate::trace::clock::{clock_pair_of_line, ClockMap};
-use crate::trace::parse::parse_event_line;
+use crate::trace::folder::{Item, LogFile};
 use crate::trace::samples::{Sample, SampleFiles, SymbolTable};
-use crate::trace::{Kind, Role, TraceFolder};
+use crate::trace::{Entry, Kind, Role, TraceFolder};
 
 /// How many top functions each row lists by default.
 pub const TOP_FUNCTIONS: usize = 5;
@@ -176,7 +176,10 @@ pub struct InPipelineAttribution {
     pub notes: Vec<String>,
 }
 
-/// One op span on the samples' clock.
+/// One op span on the samples' clock. `id` is the span's place in
+/// reading order among every event of the folder (the count
+/// [`crate::trace::TraceFolder::read_all`] gives, the key `lotus trace
+/// view` finds its events by).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct SpanRec {
     start: u64,
@@ -184,17 +187,19 @@ struct SpanRec {
     pid: u32,
     tid: u32,
     op: u32,
+    id: u64,
 }
 
 impl Record for SpanRec {
-    const SIZE: usize = 28;
+    const SIZE: usize = 36;
     fn encode(&self, out: &mut [u8]) {
         Put::new(out)
             .u64(self.start)
             .u64(self.end)
             .u32(self.pid)
             .u32(self.tid)
-            .u32(self.op);
+            .u32(self.op)
+            .u64(self.id);
     }
     fn decode(b: &[u8]) -> Self {
         let mut g = Get::new(b);
@@ -204,6 +209,7 @@ impl Record for SpanRec {
             pid: g.u32(),
             tid: g.u32(),
             op: g.u32(),
+            id: g.u64(),
         }
     }
 }
@@ -266,6 +272,32 @@ struct Logs {
     bad_lines: u64,
 }
 
+/// The clock pairs of `log` (its `#` lines): a span's time needs those
+/// on both sides of it, so they are read before its events.
+fn clock_of(log: &LogFile) -> Result<ClockMap, InPipelineError> {
+    let io = |e: std::io::Error| InPipelineError::Io(format!("{}: {e}", log.display));
+    let file = crate::input::open_regular(&log.path).map_err(io)?;
+    let mut pairs = Vec::new();
+    for line in BufReader::new(file).split(b'\n') {
+        let line = line.map_err(io)?;
+        if line.first() == Some(&b'#') {
+            if let Some(p) = std::str::from_utf8(&line).ok().and_then(clock_pair_of_line) {
+                pairs.push(p);
+            }
+        }
+    }
+    let clock = ClockMap::new(pairs);
+    if clock.is_empty() {
+        return Err(InPipelineError::NoClock {
+            path: log.display.clone(),
+        });
+    }
+    Ok(clock)
+}
+
+/// Reads the op spans of every log, through the reader `lotus trace view`
+/// reads them with, so that a span's id (its place in reading order) is
+/// the same in both.
 fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     let folder = TraceFolder::scan(dir)?;
     let mut roles = HashMap::new();
@@ -275,78 +307,59 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     let mut traced_threads = HashSet::new();
     let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
     let mut bad_lines = 0u64;
-    for log in &folder.logs {
-        let pid = log.name.pid;
-        roles.insert(pid, log.name.role);
-        let open = || {
-            std::fs::File::open(&log.path)
-                .map(BufReader::new)
-                .map_err(|e| InPipelineError::Io(format!("{}: {e}", log.display)))
+    let mut clock = ClockMap::new(Vec::new());
+    let mut next_id = 0u64;
+    folder.read_all(|item| -> Result<(), InPipelineError> {
+        let e = match item {
+            Item::File(log) => {
+                roles.insert(log.name.pid, log.name.role);
+                clock = clock_of(log)?;
+                return Ok(());
+            }
+            Item::Entry(Entry::Bad(_)) => {
+                bad_lines += 1;
+                return Ok(());
+            }
+            Item::Entry(Entry::Event(e)) => e,
         };
-        // The clock pairs first: a span's time needs those on both sides.
-        let mut pairs = Vec::new();
-        for line in open()?.split(b'\n') {
-            let line = line.map_err(|e| InPipelineError::Io(format!("{}: {e}", log.display)))?;
-            if line.first() == Some(&b'#') {
-                if let Some(p) = std::str::from_utf8(&line).ok().and_then(clock_pair_of_line) {
-                    pairs.push(p);
-                }
-            }
+        let id = next_id;
+        next_id += 1;
+        if e.kind != Kind::Op {
+            return Ok(());
         }
-        let clock = ClockMap::new(pairs);
-        if clock.is_empty() {
-            return Err(InPipelineError::NoClock {
-                path: log.display.clone(),
-            });
+        let (Some(start), Some(end)) = (
+            clock.to_monotonic(e.start_ns),
+            clock.to_monotonic(e.end_ns()),
+        ) else {
+            bad_lines += 1;
+            return Ok(());
+        };
+        let op = match op_ids.get(&*e.name) {
+            Some(&op) => op,
+            None => {
+                let op = ops.len() as u32;
+                ops.push(e.name.to_string());
+                calls.push(0);
+                op_ids.insert(e.name.to_string(), op);
+                op
+            }
+        };
+        calls[op as usize] += 1;
+        let pid = e.pid;
+        let tid = e.tid.unwrap_or(pid);
+        if tid != pid {
+            traced_threads.insert((pid, tid));
         }
-        for line in open()?.split(b'\n') {
-            let line = line.map_err(|e| InPipelineError::Io(format!("{}: {e}", log.display)))?;
-            let Ok(text) = std::str::from_utf8(&line) else {
-                bad_lines += 1;
-                continue;
-            };
-            let text = text.trim();
-            if text.is_empty() || text.starts_with('#') {
-                continue;
-            }
-            let Ok(e) = parse_event_line(text) else {
-                bad_lines += 1;
-                continue;
-            };
-            if e.kind != Kind::Op {
-                continue;
-            }
-            let (Some(start), Some(end)) = (
-                clock.to_monotonic(e.start_ns),
-                clock.to_monotonic(e.start_ns + e.dur_ns),
-            ) else {
-                bad_lines += 1;
-                continue;
-            };
-            let op = match op_ids.get(e.name) {
-                Some(&id) => id,
-                None => {
-                    let id = ops.len() as u32;
-                    ops.push(e.name.to_string());
-                    calls.push(0);
-                    op_ids.insert(e.name.to_string(), id);
-                    id
-                }
-            };
-            calls[op as usize] += 1;
-            let tid = e.tid.unwrap_or(pid);
-            if tid != pid {
-                traced_threads.insert((pid, tid));
-            }
-            sorter.push(SpanRec {
-                start,
-                end,
-                pid,
-                tid,
-                op,
-            })?;
-        }
-    }
+        sorter.push(SpanRec {
+            start,
+            end,
+            pid,
+            tid,
+            op,
+            id,
+        })?;
+        Ok(())
+    })?;
     let mut spans = Spool::new(budget);
     for s in sorter.finish()? {
         spans.push(s?)?;
@@ -414,13 +427,23 @@ fn main_op_time_in_windows(
     Ok(())
 }
 
-/// Where a sample goes.
+/// Where the rule credits a sample: a row of the attribution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Target {
+pub(crate) enum Target {
+    /// The op of this id (its place in [`SampledTrace::ops`]).
     Op(u32),
     Outside(Role),
     Independent(Role),
     Untraced,
+}
+
+/// One sample as the rule credits it: its row and, for an op, the span
+/// (its id: its place in reading order among the folder's events).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Credit<'a> {
+    pub(crate) sample: &'a Sample,
+    pub(crate) target: Target,
+    pub(crate) span: Option<u64>,
 }
 
 fn samples_of(
@@ -429,6 +452,249 @@ fn samples_of(
     files
         .samples()
         .map_err(|e| InPipelineError::Io(e.to_string()))
+}
+
+/// A sampled trace folder read and ready to credit: its sampling
+/// description and symbols, its op spans sorted, its helper threads told
+/// apart (pools or independent). [`SampledTrace::credit`] is the one place
+/// the rule is applied: `lotus attribute DIR` sums what it credits per
+/// row, `lotus trace view` per span.
+pub(crate) struct SampledTrace {
+    files: SampleFiles,
+    meta: HashMap<String, String>,
+    pub(crate) symbols: SymbolTable,
+    pub(crate) frequency_hz: u64,
+    pub(crate) interval_ns: u64,
+    /// The counters each sample carries, in record order.
+    pub(crate) counters: Vec<String>,
+    /// Counters asked for and refused by the kernel, with its reason.
+    pub(crate) counters_unsupported: Option<CountersUnsupported>,
+    logs: Logs,
+    pools: HashSet<(u32, u32)>,
+    pool_threads: Vec<String>,
+    independent_threads: Vec<String>,
+    notes: Vec<String>,
+    /// Bytes of a cut last record, once the samples are read.
+    cut_bytes: usize,
+}
+
+impl SampledTrace {
+    /// Reads the sampled trace folder `dir` (logs of prefix-independent
+    /// names, samples of `prefix`): an error when it has no samples or its
+    /// logs no clock pairs. Streams the samples once, to tell pools from
+    /// independent threads.
+    pub(crate) fn open(
+        dir: &Path,
+        prefix: &str,
+        budget: Budget,
+    ) -> Result<SampledTrace, InPipelineError> {
+        let files = SampleFiles::of(dir, prefix);
+        let meta: HashMap<String, String> = files
+            .read_sampling()
+            .map_err(|e| InPipelineError::Io(e.to_string()))?
+            .into_iter()
+            .filter(|(k, _)| k != "note")
+            .collect();
+        if meta.get("status").map(String::as_str) == Some("unavailable") {
+            return Err(InPipelineError::NoSamples(format!(
+                "{}: the trace was taken without samples: {}",
+                dir.display(),
+                meta.get("reason")
+                    .map_or("perf could not run", String::as_str)
+            )));
+        }
+        let files = SampleFiles::open(dir, prefix)
+            .map_err(|e| InPipelineError::NoSamples(e.to_string()))?;
+        let symbols: SymbolTable = files
+            .read_symbols()
+            .map_err(|e| InPipelineError::Io(e.to_string()))?;
+        let num = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok());
+        let frequency_hz = num("frequency_hz").unwrap_or(1000).max(1);
+        let interval_ns = num("interval_ns").unwrap_or(1_000_000_000 / frequency_hz);
+        let counters = counter_names(&meta, &files)?;
+        let counters_unsupported =
+            meta.get("counters_unsupported")
+                .map(|names| CountersUnsupported {
+                    counters: names.split(',').map(str::to_string).collect(),
+                    reason: meta.get("counters_reason").cloned().unwrap_or_default(),
+                });
+        let logs = read_logs(dir, budget)?;
+        let mut notes = Vec::new();
+        if let Some(u) = &counters_unsupported {
+            let hardware = meta.get("counters_kind").map(String::as_str) == Some("hardware");
+            notes.push(crate::trace::samples::unsupported_note(hardware, &u.reason));
+        }
+        if logs.bad_lines > 0 {
+            notes.push(format!(
+                "{} log lines could not be read and were skipped",
+                logs.bad_lines
+            ));
+        }
+        let mut trace = SampledTrace {
+            files,
+            meta,
+            symbols,
+            frequency_hz,
+            interval_ns,
+            counters,
+            counters_unsupported,
+            logs,
+            pools: HashSet::new(),
+            pool_threads: Vec::new(),
+            independent_threads: Vec::new(),
+            notes,
+            cut_bytes: 0,
+        };
+        trace.find_pools()?;
+        Ok(trace)
+    }
+
+    /// Pass 1: each helper thread's samples inside and outside its main
+    /// thread's ops, its first and last sample; the pools are the threads
+    /// that run (much) more while the main thread is in an op.
+    fn find_pools(&mut self) -> Result<(), InPipelineError> {
+        let logs = &mut self.logs;
+        let mut helpers: HashMap<(u32, u32), HelperCounts> = HashMap::new();
+        {
+            let mut sweep = Sweep::new(logs.spans.iter()?);
+            for s in samples_of(&self.files)? {
+                let s = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
+                sweep.advance(s.time_ns)?;
+                if s.tid == s.pid
+                    || !logs.roles.contains_key(&s.pid)
+                    || logs.traced_threads.contains(&(s.pid, s.tid))
+                {
+                    continue;
+                }
+                let inside = sweep.innermost(s.pid, s.pid, s.time_ns).is_some();
+                let h = helpers.entry((s.pid, s.tid)).or_insert(HelperCounts {
+                    inside: 0,
+                    outside: 0,
+                    first: s.time_ns,
+                    last: s.time_ns,
+                    covered_ns: 0,
+                });
+                h.first = h.first.min(s.time_ns);
+                h.last = h.last.max(s.time_ns);
+                if inside {
+                    h.inside += 1;
+                } else {
+                    h.outside += 1;
+                }
+            }
+        }
+        main_op_time_in_windows(&mut logs.spans, &mut helpers)?;
+        let mut helper_keys: Vec<_> = helpers.keys().copied().collect();
+        helper_keys.sort_unstable();
+        for key in helper_keys {
+            let h = helpers[&key];
+            let inside_ns = h.covered_ns;
+            let outside_ns = (h.last - h.first).saturating_sub(inside_ns).max(1);
+            let rate_in = if inside_ns > 0 {
+                h.inside as f64 / inside_ns as f64
+            } else {
+                0.0
+            };
+            let rate_out = h.outside as f64 / outside_ns as f64;
+            // A thread seen only inside ops (its window all op time) is a pool.
+            if h.inside > 0 && (h.outside == 0 || rate_out < POOL_RATE_RATIO * rate_in) {
+                self.pools.insert(key);
+                self.pool_threads.push(format!("{}/{}", key.0, key.1));
+            } else {
+                self.independent_threads
+                    .push(format!("{}/{}", key.0, key.1));
+            }
+        }
+        Ok(())
+    }
+
+    /// Pass 2, the rule: hands every sample, in time order, to `f` with
+    /// the row (and for an op, the span) it is credited to. Returns how
+    /// many samples were read; the notes then say whether the run was
+    /// partial.
+    pub(crate) fn credit(
+        &mut self,
+        mut f: impl FnMut(Credit<'_>) -> Result<(), InPipelineError>,
+    ) -> Result<u64, InPipelineError> {
+        let logs = &mut self.logs;
+        let mut total = 0u64;
+        let mut reader = samples_of(&self.files)?;
+        {
+            let mut sweep = Sweep::new(logs.spans.iter()?);
+            for s in reader.by_ref() {
+                let s: Sample = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
+                sweep.advance(s.time_ns)?;
+                total += 1;
+                let (target, span) = match logs.roles.get(&s.pid) {
+                    None => (Target::Untraced, None),
+                    Some(&role) => {
+                        let own = sweep.innermost(s.pid, s.tid, s.time_ns);
+                        if let Some(span) = own {
+                            (Target::Op(span.op), Some(span.id))
+                        } else if s.tid == s.pid || logs.traced_threads.contains(&(s.pid, s.tid)) {
+                            (Target::Outside(role), None)
+                        } else if self.pools.contains(&(s.pid, s.tid)) {
+                            match sweep.innermost(s.pid, s.pid, s.time_ns) {
+                                Some(span) => (Target::Op(span.op), Some(span.id)),
+                                None => (Target::Outside(role), None),
+                            }
+                        } else {
+                            (Target::Independent(role), None)
+                        }
+                    }
+                };
+                f(Credit {
+                    sample: &s,
+                    target,
+                    span,
+                })?;
+            }
+        }
+        self.cut_bytes = reader.cut_bytes();
+        self.note_how_it_ended();
+        Ok(total)
+    }
+
+    /// Adds the notes on a cut samples file, a run that did not end
+    /// normally and samples the kernel lost.
+    fn note_how_it_ended(&mut self) {
+        let cut_bytes = self.cut_bytes;
+        if cut_bytes > 0 {
+            self.notes.push(format!(
+                "the samples file ends in a cut record ({cut_bytes} bytes dropped): the run was stopped while writing"
+            ));
+        }
+        if self.meta.get("status").map(String::as_str) != Some("complete") {
+            self.notes.push(
+                "partial: the sampling did not end normally (lotus was stopped while the job ran); what was written is analysed"
+                    .into(),
+            );
+        }
+        let lost = self.lost_samples();
+        if lost > 0 {
+            self.notes.push(format!(
+                "{lost} samples were lost by the kernel (ring buffer full): not in any row"
+            ));
+        }
+    }
+
+    /// Whether the samples are those of a run cut short: the sampling
+    /// did not end normally, or the file ends in a cut record.
+    pub(crate) fn partial(&self) -> bool {
+        self.cut_bytes > 0 || self.meta.get("status").map(String::as_str) != Some("complete")
+    }
+
+    fn lost_samples(&self) -> u64 {
+        self.meta
+            .get("lost")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// What is worth telling the user (after [`SampledTrace::credit`]).
+    pub(crate) fn notes(&self) -> &[String] {
+        &self.notes
+    }
 }
 
 /// Attributes the samples of the sampled trace folder `dir` (logs of
@@ -440,166 +706,27 @@ pub fn attribute_folder(
     budget: Budget,
     top: usize,
 ) -> Result<InPipelineAttribution, InPipelineError> {
-    let files = SampleFiles::of(dir, prefix);
-    let meta: HashMap<String, String> = files
-        .read_sampling()
-        .map_err(|e| InPipelineError::Io(e.to_string()))?
-        .into_iter()
-        .filter(|(k, _)| k != "note")
-        .collect();
-    if meta.get("status").map(String::as_str) == Some("unavailable") {
-        return Err(InPipelineError::NoSamples(format!(
-            "{}: the trace was taken without samples: {}",
-            dir.display(),
-            meta.get("reason")
-                .map_or("perf could not run", String::as_str)
-        )));
-    }
-    let files =
-        SampleFiles::open(dir, prefix).map_err(|e| InPipelineError::NoSamples(e.to_string()))?;
-    let symbols: SymbolTable = files
-        .read_symbols()
-        .map_err(|e| InPipelineError::Io(e.to_string()))?;
-    let num = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok());
-    let frequency_hz = num("frequency_hz").unwrap_or(1000).max(1);
-    let interval_ns = num("interval_ns").unwrap_or(1_000_000_000 / frequency_hz);
-    let counters = counter_names(&meta, &files)?;
-    let counters_unsupported = meta
-        .get("counters_unsupported")
-        .map(|names| CountersUnsupported {
-            counters: names.split(',').map(str::to_string).collect(),
-            reason: meta.get("counters_reason").cloned().unwrap_or_default(),
-        });
-    let mut logs = read_logs(dir, budget)?;
-    let mut notes = Vec::new();
-    if let Some(u) = &counters_unsupported {
-        let hardware = meta.get("counters_kind").map(String::as_str) == Some("hardware");
-        notes.push(crate::trace::samples::unsupported_note(hardware, &u.reason));
-    }
-    if logs.bad_lines > 0 {
-        notes.push(format!(
-            "{} log lines could not be read and were skipped",
-            logs.bad_lines
-        ));
-    }
-
-    // Pass 1: each helper thread's samples inside and outside its main
-    // thread's ops, and its first and last sample.
-    let mut helpers: HashMap<(u32, u32), HelperCounts> = HashMap::new();
-    {
-        let mut sweep = Sweep::new(logs.spans.iter()?);
-        for s in samples_of(&files)? {
-            let s = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
-            sweep.advance(s.time_ns)?;
-            if s.tid == s.pid
-                || !logs.roles.contains_key(&s.pid)
-                || logs.traced_threads.contains(&(s.pid, s.tid))
-            {
-                continue;
-            }
-            let inside = sweep.innermost(s.pid, s.pid, s.time_ns).is_some();
-            let h = helpers.entry((s.pid, s.tid)).or_insert(HelperCounts {
-                inside: 0,
-                outside: 0,
-                first: s.time_ns,
-                last: s.time_ns,
-                covered_ns: 0,
-            });
-            h.first = h.first.min(s.time_ns);
-            h.last = h.last.max(s.time_ns);
-            if inside {
-                h.inside += 1;
-            } else {
-                h.outside += 1;
-            }
-        }
-    }
-    main_op_time_in_windows(&mut logs.spans, &mut helpers)?;
-    let mut pools: HashSet<(u32, u32)> = HashSet::new();
-    let (mut pool_threads, mut independent_threads) = (Vec::new(), Vec::new());
-    let mut helper_keys: Vec<_> = helpers.keys().copied().collect();
-    helper_keys.sort_unstable();
-    for key in helper_keys {
-        let h = helpers[&key];
-        let inside_ns = h.covered_ns;
-        let outside_ns = (h.last - h.first).saturating_sub(inside_ns).max(1);
-        let rate_in = if inside_ns > 0 {
-            h.inside as f64 / inside_ns as f64
-        } else {
-            0.0
-        };
-        let rate_out = h.outside as f64 / outside_ns as f64;
-        // A thread seen only inside ops (its window all op time) is a pool.
-        if h.inside > 0 && (h.outside == 0 || rate_out < POOL_RATE_RATIO * rate_in) {
-            pools.insert(key);
-            pool_threads.push(format!("{}/{}", key.0, key.1));
-        } else {
-            independent_threads.push(format!("{}/{}", key.0, key.1));
-        }
-    }
-
-    // Pass 2: credit.
+    let mut trace = SampledTrace::open(dir, prefix, budget)?;
     let mut counts: HashMap<Target, u64> = HashMap::new();
     let mut functions: HashMap<(Target, u32), u64> = HashMap::new();
     let mut sums: HashMap<Target, Vec<u64>> = HashMap::new();
-    let mut total = 0u64;
-    let mut reader = samples_of(&files)?;
-    {
-        let mut sweep = Sweep::new(logs.spans.iter()?);
-        for s in reader.by_ref() {
-            let s: Sample = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
-            sweep.advance(s.time_ns)?;
-            total += 1;
-            let target = match logs.roles.get(&s.pid) {
-                None => Target::Untraced,
-                Some(&role) => {
-                    let own = sweep.innermost(s.pid, s.tid, s.time_ns);
-                    if let Some(span) = own {
-                        Target::Op(span.op)
-                    } else if s.tid == s.pid || logs.traced_threads.contains(&(s.pid, s.tid)) {
-                        Target::Outside(role)
-                    } else if pools.contains(&(s.pid, s.tid)) {
-                        match sweep.innermost(s.pid, s.pid, s.time_ns) {
-                            Some(span) => Target::Op(span.op),
-                            None => Target::Outside(role),
-                        }
-                    } else {
-                        Target::Independent(role)
-                    }
-                }
-            };
-            *counts.entry(target).or_default() += 1;
-            *functions.entry((target, s.symbol)).or_default() += 1;
-            if !s.counters.is_empty() {
-                let sum = sums
-                    .entry(target)
-                    .or_insert_with(|| vec![0; s.counters.len()]);
-                for (acc, v) in sum.iter_mut().zip(s.counters.as_slice()) {
-                    *acc = acc.saturating_add(*v);
-                }
+    let total = trace.credit(|c| {
+        *counts.entry(c.target).or_default() += 1;
+        *functions.entry((c.target, c.sample.symbol)).or_default() += 1;
+        if !c.sample.counters.is_empty() {
+            let sum = sums
+                .entry(c.target)
+                .or_insert_with(|| vec![0; c.sample.counters.len()]);
+            for (acc, v) in sum.iter_mut().zip(c.sample.counters.as_slice()) {
+                *acc = acc.saturating_add(*v);
             }
         }
-    }
-    let partial =
-        reader.cut_bytes() > 0 || meta.get("status").map(String::as_str) != Some("complete");
-    if reader.cut_bytes() > 0 {
-        notes.push(format!(
-            "the samples file ends in a cut record ({} bytes dropped): the run was stopped while writing",
-            reader.cut_bytes()
-        ));
-    }
-    if meta.get("status").map(String::as_str) != Some("complete") {
-        notes.push(
-            "partial: the sampling did not end normally (lotus was stopped while the job ran); what was written is analysed"
-                .into(),
-        );
-    }
-    let lost_samples = num("lost").unwrap_or(0);
-    if lost_samples > 0 {
-        notes.push(format!(
-            "{lost_samples} samples were lost by the kernel (ring buffer full): not in any row"
-        ));
-    }
+        Ok(())
+    })?;
+    let counters = trace.counters.clone();
+    let partial = trace.partial();
+    let interval_ns = trace.interval_ns;
+    let logs = &trace.logs;
 
     let mut tops: HashMap<Target, Vec<(u32, u64)>> = HashMap::new();
     for ((target, symbol), n) in functions {
@@ -621,7 +748,7 @@ pub fn attribute_folder(
             .into_iter()
             .take(top)
             .map(|(sym, k)| {
-                let s = symbols.get(sym);
+                let s = trace.symbols.get(sym);
                 TopFunction {
                     function: s.function.clone(),
                     module: s.module.clone(),
@@ -691,18 +818,18 @@ pub fn attribute_folder(
         }
     }
     Ok(InPipelineAttribution {
-        frequency_hz,
+        frequency_hz: trace.frequency_hz,
         interval_ns,
         total_samples: total,
-        lost_samples,
+        lost_samples: trace.lost_samples(),
         partial,
         rows,
         counters,
         counter_totals,
-        counters_unsupported,
-        pool_threads,
-        independent_threads,
-        notes,
+        counters_unsupported: trace.counters_unsupported.clone(),
+        pool_threads: trace.pool_threads,
+        independent_threads: trace.independent_threads,
+        notes: trace.notes,
     })
 }
 
@@ -745,16 +872,42 @@ fn row_name(target: &Target, ops: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::trace::samples::{SampleSink, SamplesWriter, Symbol};
+
+    /// A sampled trace folder: the log `lotus_worker_pid_10` holding
+    /// `log`, the samples (in time order) with their symbols, a complete
+    /// sampling at `interval_ns`.
+    pub(crate) fn sampled_folder(
+        log: &str,
+        symbols: &[(u32, Symbol)],
+        samples: &[Sample],
+        interval_ns: u64,
+    ) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tmp");
+        std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
+        let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
+        w.symbols(symbols).expect("s");
+        w.samples(samples).expect("samples");
+        w.finish().expect("finish");
+        crate::trace::samples::write_sampling(
+            &SampleFiles::of(dir.path(), "lotus").sampling,
+            &[
+                ("status", "complete".into()),
+                ("frequency_hz", (1_000_000_000 / interval_ns).to_string()),
+                ("interval_ns", interval_ns.to_string()),
+            ],
+        )
+        .expect("sampling");
+        dir
+    }
 
     /// A folder: one worker (pid 10) whose main thread runs op A over
     /// [1000, 2000) and B over [3000, 4000) (monotonic), a pool thread 11
     /// busy only during them, an independent thread 12 busy throughout, and
     /// an untraced process 99.
-    fn folder() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().expect("tmp");
+    pub(crate) fn folder() -> tempfile::TempDir {
         // wall = monotonic + 1_000_000.
         let off = 1_000_000u64;
         let log = format!(
@@ -766,15 +919,12 @@ mod tests {
             3000 + off,
             5000 + off
         );
-        std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
-        let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
-        w.symbols(&[
+        let symbols = [
             (0, Symbol::new("ka", "/k.so")),
             (1, Symbol::new("kb", "/k.so")),
             (2, Symbol::new("spin", "/bg.so")),
             (3, Symbol::new("loop", "/py")),
-        ])
-        .expect("s");
+        ];
         let mut samples = Vec::new();
         for t in (0..5000).step_by(100) {
             let in_a = (1000..2000).contains(&t);
@@ -821,18 +971,7 @@ mod tests {
                 counters: Default::default(),
             });
         }
-        w.samples(&samples).expect("samples");
-        w.finish().expect("finish");
-        crate::trace::samples::write_sampling(
-            &SampleFiles::of(dir.path(), "lotus").sampling,
-            &[
-                ("status", "complete".into()),
-                ("frequency_hz", "10000".into()),
-                ("interval_ns", "100".into()),
-            ],
-        )
-        .expect("sampling");
-        dir
+        sampled_folder(&log, &symbols, &samples, 100)
     }
 
     #[test]

@@ -68,6 +68,7 @@ use crate::row::{Report, Row, Unit, UNKNOWN_MODULE};
 mod by_function;
 pub mod in_pipeline;
 mod op_times;
+pub mod span_samples;
 
 pub use by_function::{FunctionAttribution, FunctionMapping, FunctionShare, OpCredit};
 

@@ -51,8 +51,24 @@ struct Args {
     ready: Option<bool>,
 }
 
+/// A span's arguments: the event's own, and what the caller may add (a
+/// sampled trace's per-span samples). Untagged: either is written as the
+/// one object it holds (`flatten`, slower, only where something is
+/// added).
 #[derive(Serialize)]
-struct Complete<'a> {
+#[serde(untagged)]
+enum SpanArgs<'a, T: Serialize> {
+    Own(Args),
+    With {
+        #[serde(flatten)]
+        own: Args,
+        #[serde(flatten)]
+        more: &'a T,
+    },
+}
+
+#[derive(Serialize)]
+struct Complete<'a, T: Serialize> {
     name: &'a str,
     cat: &'a str,
     ph: &'static str,
@@ -60,7 +76,7 @@ struct Complete<'a> {
     dur: f64,
     pid: u64,
     tid: u64,
-    args: Args,
+    args: SpanArgs<'a, T>,
 }
 
 #[derive(Serialize)]
@@ -293,6 +309,17 @@ impl<W: Write> ChromeWriter<W> {
 
     /// One event as a complete (`X`) event on process `pid`'s track.
     pub fn span(&mut self, pid: u64, e: &Event) -> io::Result<()> {
+        self.span_with::<()>(pid, e, None)
+    }
+
+    /// One event as a complete (`X`) event on process `pid`'s track, the
+    /// fields of `more` (a struct) added to its arguments.
+    pub fn span_with<T: Serialize>(
+        &mut self,
+        pid: u64,
+        e: &Event,
+        more: Option<&T>,
+    ) -> io::Result<()> {
         let ev = Complete {
             name: &e.name,
             cat: e.kind.as_str(),
@@ -301,10 +328,16 @@ impl<W: Write> ChromeWriter<W> {
             dur: e.dur_ns as f64 / 1000.0,
             pid,
             tid: pid,
-            args: Args {
-                batch: e.batch,
-                sample: e.sample,
-                ready: e.ready,
+            args: {
+                let own = Args {
+                    batch: e.batch,
+                    sample: e.sample,
+                    ready: e.ready,
+                };
+                match more {
+                    None => SpanArgs::Own(own),
+                    Some(more) => SpanArgs::With { own, more },
+                }
             },
         };
         self.write(&ev)?;
@@ -387,6 +420,7 @@ mod tests {
             ready: None,
             host: None,
             rank: None,
+            tid: None,
         };
         let consume = Event {
             name: "Consume".into(),
@@ -418,5 +452,39 @@ mod tests {
         assert_eq!(ev[5]["ts"].as_f64(), Some(99_000.001));
         assert_eq!(ev[5]["bp"], "e");
         assert_eq!(ev[3]["id"], ev[5]["id"]);
+    }
+
+    #[test]
+    fn added_arguments_join_the_events_own() {
+        #[derive(Serialize)]
+        struct More {
+            cpu_samples: u64,
+        }
+        let op = Event {
+            name: "Crop".into(),
+            kind: Kind::Op,
+            pid: 7,
+            role: Role::Worker,
+            start_ns: 10,
+            dur_ns: 5,
+            batch: None,
+            sample: Some(4),
+            ready: None,
+            host: None,
+            rank: None,
+            tid: None,
+        };
+        let mut w = ChromeWriter::begin(Vec::new(), 0, &serde_json::json!({})).expect("begin");
+        w.span_with(7, &op, Some(&More { cpu_samples: 3 }))
+            .expect("with");
+        w.span(7, &op).expect("plain");
+        let out = w.finish().expect("finish");
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        let ev = v["traceEvents"].as_array().expect("events");
+        assert_eq!(
+            ev[0]["args"],
+            serde_json::json!({"sample": 4, "cpu_samples": 3})
+        );
+        assert_eq!(ev[1]["args"], serde_json::json!({"sample": 4}));
     }
 }

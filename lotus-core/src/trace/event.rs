@@ -186,6 +186,9 @@ pub struct Event {
     pub host: Option<Arc<str>>,
     /// The distributed rank, where known.
     pub rank: Option<u32>,
+    /// The native id of the thread that ran it, where the log says
+    /// (`tid=`; `None`: the process's main thread).
+    pub tid: Option<u32>,
 }
 
 impl Event {

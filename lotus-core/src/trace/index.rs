@@ -650,6 +650,7 @@ mod tests {
             ready: None,
             host: None,
             rank: None,
+            tid: None,
         }
     }
 

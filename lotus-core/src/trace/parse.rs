@@ -207,6 +207,7 @@ impl LineParser {
             ready: p.ready,
             host: self.process.host.clone(),
             rank: self.process.rank,
+            tid: p.tid,
         })
     }
 

@@ -1034,6 +1034,7 @@ mod tests {
             ready: (kind == Kind::Wait).then_some(dur == 0),
             host: None,
             rank: None,
+            tid: None,
         };
         for w in 0..2u32 {
             ix.begin("", &format!("w{w}"));
