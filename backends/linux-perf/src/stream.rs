@@ -243,6 +243,9 @@ mod tests {
     }
 
     impl SampleSink for SlowFirst {
+        fn counters(&mut self, _count: usize) -> std::io::Result<()> {
+            Ok(())
+        }
         fn symbols(&mut self, _new: &[(u32, Symbol)]) -> std::io::Result<()> {
             if let Some(d) = self.delay.take() {
                 std::thread::sleep(d);
@@ -265,6 +268,7 @@ mod tests {
             tid: 1,
             loc: Location::Unmapped,
             kernel: false,
+            counters: CounterValues::default(),
         }
     }
 
@@ -277,7 +281,7 @@ mod tests {
             delay: Some(Duration::from_millis(500)),
             samples: 0,
         };
-        let (mut stream, writer) = Stream::start(Box::new(sink)).expect("start");
+        let (mut stream, writer) = Stream::start(Box::new(sink), 0).expect("start");
         let started = Instant::now();
         for round in 0..1000u64 {
             for i in 0..10 {
