@@ -1,0 +1,240 @@
+"""In-pipeline attribution: what sampling costs the job, and what
+`lotus attribute DIR` costs on a long one.
+
+1. Overhead: the torchvision DataLoader pipeline of the tests
+   (fixtures/trace/torch_pipeline.py: JPEGs through RandomResizedCrop,
+   flip, ToTensor, Normalize; two workers; a model step), run alternately
+   plain (`python torch_pipeline.py ...`, lotus nowhere), traced (`lotus
+   trace run`) and traced and sampled (`lotus trace run --sample`, at the
+   default frequency unless --frequency), each run a fresh process tree;
+   wall time from outside and CPU time of the whole process tree, median
+   of --reps. The overhead is the sampled run's median against the plain
+   run's (target: under 3% of wall time). On a shared machine wall times
+   swing by tens of percent with the neighbours' load; CPU time less so.
+
+2. Scale: a synthetic sampled trace folder of --samples samples (two
+   workers, three ops cycling on each, samples at 10 kHz per worker: 20
+   million samples is 1000 s of two workers' CPU), then `lotus attribute
+   DIR --format json`: wall time, peak memory (GNU time's %M; target
+   under 64 MiB whatever the count, flat from 1 million up), and the time
+   to read the samples file's bytes (`cat FILE > /dev/null`, page cache
+   warm) as the floor it is compared with. The script checks the
+   attribution: every sample in a row, each op's samples as generated.
+
+usage: python3 bench/sampled_trace.py [--lotus target/release/lotus]
+           [--reps 5] [--frequency F] [--samples 1000000,20000000]
+           [--skip-overhead] [--skip-scale] [--keep DIR]
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, ".."))
+GNU_TIME = "/usr/bin/time"
+PIPELINE = os.path.join(ROOT, "fixtures", "trace", "torch_pipeline.py")
+
+# --- 1. overhead ----------------------------------------------------------------
+
+
+def pipeline_args(data):
+    return [PIPELINE, "--data", data, "--dataset", "jpeg", "--image-size", "200", "500",
+            "--workers", "2", "--batches", "16", "--batch-size", "8", "--epochs", "2", "--model"]
+
+
+def timed(cmd):
+    """Wall time, and CPU time (user + system) of the whole process tree:
+    lotus reaps the job's processes, the pipeline its workers, so their
+    times reach this process's children's usage."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr.decode(errors='replace')[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def overhead(lotus, python, reps, frequency, work):
+    data = os.path.join(work, "data")
+    # The images are written by the first run: not timed.
+    timed([python] + pipeline_args(data))
+    sample = ["--sample"] + (["-F", str(frequency)] if frequency else [])
+    methods = {
+        "plain": lambda i: [python] + pipeline_args(data),
+        "traced": lambda i: [lotus, "-q", "trace", "run", "--clean", "--out",
+                             os.path.join(work, f"t{i}"), "--", python] + pipeline_args(data),
+        "traced+sampled": lambda i: [lotus, "-q", "trace", "run", "--clean", *sample, "--out",
+                                     os.path.join(work, f"s{i}"), "--", python] + pipeline_args(data),
+    }
+    walls = {k: [] for k in methods}
+    cpus = {k: [] for k in methods}
+    for i in range(reps):
+        for name, cmd in methods.items():
+            wall, cpu = timed(cmd(i))
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+            sys.stderr.write(f"  {name} run {i + 1}: {wall:.2f} s wall, {cpu:.2f} s CPU\n")
+    with open(os.path.join(work, f"s{reps - 1}", "lotus.sampling")) as f:
+        meta = dict(line.strip().split("=", 1) for line in f if "=" in line)
+    plain = statistics.median(walls["plain"])
+    plain_cpu = statistics.median(cpus["plain"])
+    print(f"\n## Overhead: torchvision pipeline, {reps} runs each, alternated "
+          f"(sampling at {meta.get('frequency_hz')} Hz; last run: {meta.get('samples')} samples, "
+          f"{meta.get('lost', '0')} lost)\n")
+    print("| run | median wall s | min | max | vs plain | median CPU s | vs plain |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, w in walls.items():
+        m = statistics.median(w)
+        c = statistics.median(cpus[name])
+        print(f"| {name} | {m:.2f} | {min(w):.2f} | {max(w):.2f} | {(m / plain - 1) * 100:+.1f}% "
+              f"| {c:.2f} | {(c / plain_cpu - 1) * 100:+.1f}% |")
+
+
+# --- 2. scale -------------------------------------------------------------------
+
+OPS = ["Decode", "Crop", "ToTensor"]
+PERIOD_NS = 100_000  # 10 kHz per worker
+SPAN_NS = 1_000_000  # each op 1 ms, then 0.3 ms outside
+CYCLE_NS = len(OPS) * SPAN_NS + 300_000
+FUNCTIONS = 50
+WALL_OFFSET = 1_700_000_000_000_000_000
+
+
+def write_folder(folder, samples):
+    """Two workers (pids 101, 102, the second's samples half a period
+    later), each cycling through OPS; returns the samples per op."""
+    import numpy as np
+
+    os.makedirs(folder)
+    per_worker = samples // 2
+    span_end = per_worker * PERIOD_NS + CYCLE_NS
+    cycles = span_end // CYCLE_NS + 1
+    for pid in (101, 102):
+        with open(os.path.join(folder, f"lotus_worker_pid_{pid}"), "w") as f:
+            f.write(f"#lotus-trace v1 role=worker pid={pid} wall_ns={WALL_OFFSET} monotonic_ns=0\n")
+            buf = []
+            for c in range(cycles):
+                base = WALL_OFFSET + c * CYCLE_NS
+                for k, op in enumerate(OPS):
+                    buf.append(f"S{op},{base + k * SPAN_NS},{SPAN_NS},kind=op\n")
+                if len(buf) > 30000:
+                    f.write("".join(buf))
+                    buf = []
+            f.write("".join(buf))
+    with open(os.path.join(folder, "lotus.symbols"), "w") as f:
+        f.write("#lotus-symbols v1\n")
+        for i in range(FUNCTIONS):
+            f.write(f"{i}\tfunc_{i}\t/lib/libbench{i % 5}.so\n")
+    dtype = np.dtype([("t", "<u8"), ("pid", "<u4"), ("tid", "<u4"), ("sym", "<u4"), ("flags", "<u4")])
+    expected = {op: 0 for op in OPS}
+    expected["outside"] = 0
+    chunk = 1_000_000
+    with open(os.path.join(folder, "lotus.samples"), "wb") as f:
+        f.write(b"LOTUSSMP" + struct.pack("<II", 1, 24))
+        for start in range(0, per_worker, chunk):
+            i = np.arange(start, min(start + chunk, per_worker), dtype=np.uint64)
+            rec = np.empty(2 * len(i), dtype=dtype)
+            for w, pid in enumerate((101, 102)):
+                t = i * PERIOD_NS + 1 + w * (PERIOD_NS // 2)
+                phase = t % CYCLE_NS
+                op = np.minimum(phase // SPAN_NS, len(OPS))
+                r = rec[w::2]
+                r["t"], r["pid"], r["tid"] = t, pid, pid
+                r["sym"] = (op * 10 + (t // PERIOD_NS) % 7) % FUNCTIONS
+                r["flags"] = 0
+                counts = np.bincount(op.astype(np.int64), minlength=len(OPS) + 1)
+                for k, op_name in enumerate(OPS):
+                    expected[op_name] += int(counts[k])
+                expected["outside"] += int(counts[len(OPS)])
+            f.write(rec.tobytes())
+    with open(os.path.join(folder, "lotus.sampling"), "w") as f:
+        f.write("#lotus-sampling v1\nbackend=perf\nfrequency_hz=10000\ninterval_ns=100000\n"
+                f"clock=monotonic\nstatus=complete\nsamples={2 * per_worker}\nlost=0\n")
+    return expected
+
+
+def measure(cmd):
+    fd, rss_file = tempfile.mkstemp(prefix="lotus-bench-rss-")
+    os.close(fd)
+    t0 = time.perf_counter()
+    p = subprocess.run([GNU_TIME, "-f", "%M", "-o", rss_file] + cmd,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr.decode(errors='replace')[-2000:]}")
+    with open(rss_file) as f:
+        rss = int(f.read().split()[-1]) / 1024.0
+    os.remove(rss_file)
+    return wall, rss, p.stdout
+
+
+def scale(lotus, counts, work):
+    rows = []
+    for n in counts:
+        folder = os.path.join(work, f"folder_{n}")
+        sys.stderr.write(f"  writing {n} samples...\n")
+        expected = write_folder(folder, n)
+        samples_file = os.path.join(folder, "lotus.samples")
+        size = os.path.getsize(samples_file)
+        subprocess.run(["cat", samples_file], stdout=subprocess.DEVNULL, check=True)  # warm
+        t0 = time.perf_counter()
+        subprocess.run(["cat", samples_file], stdout=subprocess.DEVNULL, check=True)
+        read_s = time.perf_counter() - t0
+        wall, rss, out = measure([lotus, "attribute", folder, "--format", "json"])
+        a = json.loads(out)
+        got = {r["name"]: r["samples"] for r in a["rows"] if r["kind"] == "op"}
+        outside = sum(r["samples"] for r in a["rows"] if r["kind"] == "outside")
+        if a["total_samples"] != n or any(got.get(op) != expected[op] for op in OPS) or outside != expected["outside"]:
+            sys.exit(f"{n} samples: attribution {got}, outside {outside}, total {a['total_samples']}; generated {expected}")
+        rows.append((n, size, read_s, wall, rss))
+        shutil.rmtree(folder)
+    print("\n## `lotus attribute DIR` on a long sampled trace (2 workers, 3 ops)\n")
+    print("| samples | samples file MB | read bytes s | attribute s | vs reading | samples/s | peak RSS MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n, size, read_s, wall, rss in rows:
+        print(f"| {n:,} | {size / 1e6:.0f} | {read_s:.2f} | {wall:.2f} | {wall / read_s:.1f}x | "
+              f"{n / wall / 1e6:.1f} M | {rss:.0f} |")
+    if len(rows) > 1:
+        print(f"\npeak RSS, {rows[-1][0]:,} samples against {rows[0][0]:,}: {rows[-1][4] / rows[0][4]:.2f}x")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lotus", default=os.path.join(ROOT, "target", "release", "lotus"))
+    ap.add_argument("--python", default=os.environ.get("LOTUS_PYTHON", os.path.join(ROOT, ".venv", "bin", "python")))
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--frequency", type=int, default=0, help="0: trace run's default")
+    ap.add_argument("--samples", default="1000000,20000000")
+    ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--skip-scale", action="store_true")
+    ap.add_argument("--keep", default=None, help="work in this folder and keep it")
+    args = ap.parse_args()
+    if not os.access(args.lotus, os.X_OK):
+        sys.exit(f"{args.lotus}: no lotus binary: cargo build --release -p lotus-cli")
+    work = args.keep or tempfile.mkdtemp(prefix="lotus-bench-")
+    os.makedirs(work, exist_ok=True)
+    try:
+        print(f"lotus {args.lotus}, Python {args.python}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+        if not args.skip_overhead:
+            overhead(args.lotus, args.python, args.reps, args.frequency, work)
+        if not args.skip_scale:
+            scale(args.lotus, [int(x) for x in args.samples.split(",")], work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
