@@ -77,6 +77,8 @@ pub mod env_help {
     pub const VTUNE: &str = "  VTUNE_PROFILER_DIR       where VTune is installed (its bin64/vtune), when vtune is not on PATH";
     /// `AMDUPROF_HOME`, `LOTUS_UPROF_CONTROL_LIB`.
     pub const UPROF: &str = "  AMDUPROF_HOME            where AMD uProf is installed (its bin/AMDuProfCLI), when it is not on PATH\n  LOTUS_UPROF_CONTROL_LIB  AMD's profile-control library (libAMDProfileController.so) for uProf windows";
+    /// `LOTUS_REPORT_TIMEOUT`.
+    pub const REPORT_TIMEOUT: &str = "  LOTUS_REPORT_TIMEOUT     seconds a vendor tool's report command (vtune -report, AMDuProfCLI report) may run before it is stopped (default 1800)";
     /// `INTEL_LIBITTNOTIFY64`.
     pub const ITT: &str = "  INTEL_LIBITTNOTIFY64     an ITT collector (oneAPI sets VTune's); under --backend perf lotus puts its own in its place, and says so";
     /// `PATH`.
@@ -115,6 +117,7 @@ pub mod env_help {
             CONTROL_LIB,
             VTUNE,
             UPROF,
+            REPORT_TIMEOUT,
             ITT,
             THREADS,
             COLUMNS,
@@ -130,7 +133,15 @@ pub mod env_help {
 
     /// `lotus profile`.
     pub fn profile() -> String {
-        list(&[CONTROL_LIB, VTUNE, UPROF, PYTHONPATH, TMPDIR, PATH])
+        list(&[
+            CONTROL_LIB,
+            VTUNE,
+            UPROF,
+            REPORT_TIMEOUT,
+            PYTHONPATH,
+            TMPDIR,
+            PATH,
+        ])
     }
 
     /// `lotus attribute` (a trace folder given to --op-times is sorted).

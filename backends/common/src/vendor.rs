@@ -9,14 +9,32 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lotus_core::{Collection, ProfilerError, Report, Target};
 
 /// How many of a command's last output lines go into an error message.
 const TAIL_LINES: usize = 20;
+
+/// How long a report command may run before it is stopped: VTune and uProf
+/// take minutes on long collections, never hours.
+pub const REPORT_LIMIT: Duration = Duration::from_secs(30 * 60);
+
+/// The variable that sets another report limit, in seconds.
+pub const REPORT_LIMIT_VAR: &str = "LOTUS_REPORT_TIMEOUT";
+
+/// The report limit: `LOTUS_REPORT_TIMEOUT` seconds where set to a
+/// positive number, else [`REPORT_LIMIT`].
+pub fn report_limit() -> Duration {
+    std::env::var(REPORT_LIMIT_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(REPORT_LIMIT, Duration::from_secs_f64)
+}
 
 /// Which tool, for commands and messages.
 #[derive(Debug, Clone, Copy)]
@@ -175,17 +193,39 @@ impl VendorRun {
         let log_path = self.logs.join("report.log");
         let (out, err) = crate::log_pair(&log_path)
             .map_err(io_error(format!("creating {}", log_path.display())))?;
-        let status = Command::new(&self.program)
+        // Its own group, so that a report stopped for taking too long is
+        // stopped with whatever it started.
+        let mut child = Command::new(&self.program)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
-            .status()
+            .process_group(0)
+            .spawn()
             .map_err(|source| ProfilerError::Spawn {
                 program: self.program.display().to_string(),
                 source,
             })?;
         let tail = || crate::tail(&log_path, TAIL_LINES);
+        let limit = report_limit();
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            let polled = child
+                .try_wait()
+                .map_err(io_error(format!("waiting for `{report_line}`")))?;
+            if let Some(status) = polled {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = crate::stop_group(&mut child, self.tool.stop_grace);
+                return Err(self.tool.error(format!(
+                    "`{report_line}` did not finish in {:.0} s and was stopped (set {REPORT_LIMIT_VAR}=SECONDS to allow longer); it said:\n{}",
+                    limit.as_secs_f64(),
+                    tail()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         if !status.success() {
             return Err(self
                 .tool

@@ -447,3 +447,71 @@ fn the_stand_in_takes_the_knobs_as_vtune_documents_them() {
     assert!(!run(&["-knob", "sampling-interval=fast"]).status.success());
     assert!(!run(&["-knob", "sampling-mode=turbo"]).status.success());
 }
+
+/// A report command that never ends is stopped at the report limit
+/// (`LOTUS_REPORT_TIMEOUT`, here 2 s), with whatever it started, and the
+/// error names the command, the limit and the variable.
+#[test]
+fn a_report_that_never_ends_is_stopped_at_the_limit() {
+    let _ = tools();
+    let report = fixture_report("Loader", 1);
+    let hang = Path::new("1");
+    let t = target(
+        WINDOW,
+        &[
+            ("VTUNE_STANDIN_REPORT", &report),
+            ("VTUNE_STANDIN_REPORT_HANG", hang),
+        ],
+    );
+    let work = tempfile::tempdir().unwrap();
+    let keep = work.path().join("raw");
+    let mut options = CollectOptions::default();
+    options.keep_raw = Some(keep.clone());
+    let mut c = VTune.collect(&t, &options).unwrap();
+    wait_exit(c.as_mut());
+    // Read by the report step of this process only; no other test of this
+    // binary makes a report that could take 2 s.
+    std::env::set_var("LOTUS_REPORT_TIMEOUT", "2");
+    let started = Instant::now();
+    let err = c.report();
+    std::env::remove_var("LOTUS_REPORT_TIMEOUT");
+    let took = started.elapsed();
+    let text = err.unwrap_err().to_string();
+    assert!(text.contains("did not finish in 2 s"), "{text}");
+    assert!(text.contains("LOTUS_REPORT_TIMEOUT"), "{text}");
+    assert!(text.contains("-report hotspots"), "{text}");
+    assert!(
+        text.contains("finalizing"),
+        "the tool's output is quoted: {text}"
+    );
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+    // The report's own child was stopped with it.
+    let folder = std::fs::read_dir(&keep)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let child: i32 = std::fs::read_to_string(folder.join("result/report_hang_child"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Gone, or a zombie waiting for whoever reaps orphans here.
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{child}/stat"))
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!running(), "the report's child {child} outlived it");
+}

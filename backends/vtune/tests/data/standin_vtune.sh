@@ -23,8 +23,12 @@
 # per call, arguments separated by " | "; after each report, one more line
 # "itt.log: | <call> | <call> ..." lists the ITT calls the collector saw.
 #
+# With VTUNE_STANDIN_REPORT_HANG set (in the target's environment), -report
+# never ends: it waits on a child `sleep` (its pid in D/report_hang_child).
+#
 # The report command does not get the target's environment: -collect saves
-# VTUNE_STANDIN_REPORT and VTUNE_STANDIN_CALLS from it in D for -report.
+# VTUNE_STANDIN_REPORT, VTUNE_STANDIN_CALLS and VTUNE_STANDIN_REPORT_HANG
+# from it in D for -report.
 set -u
 
 die() {
@@ -106,6 +110,7 @@ case "${1-}" in
     printf '%s\n' "$op" > "$dir/op"
     printf '%s' "${VTUNE_STANDIN_REPORT-}" > "$dir/report_src"
     printf '%s' "${VTUNE_STANDIN_CALLS-}" > "$dir/calls_log"
+    printf '%s' "${VTUNE_STANDIN_REPORT_HANG-}" > "$dir/report_hang"
     : > "$dir/itt.log"
     echo "vtune: Collection started (stand-in)."
     INTEL_LIBITTNOTIFY64=$VTUNE_STANDIN_COLLECTOR LOTUS_TEST_ITT_LOG=$dir/itt.log "$@"
@@ -122,6 +127,14 @@ case "${1-}" in
         VTUNE_STANDIN_REPORT=$(cat "$dir/report_src")
     fi
     log_call "$@"
+    if [ -s "$dir/report_hang" ]; then
+        # A report that never ends (a tool stuck finalizing), with a child
+        # of its own that must be stopped with it.
+        echo "vtune: finalizing the result (stand-in, hanging)"
+        sleep 3600 &
+        echo $! > "$dir/report_hang_child"
+        wait
+    fi
     [ $# -eq 10 ] || die "-report takes exactly 10 arguments here, got $#: $*"
     [ "$2" = "hotspots" ] || die "unknown report '$2'"
     [ "$3" = "-result-dir" ] || die "expected -result-dir, got '$3'"
