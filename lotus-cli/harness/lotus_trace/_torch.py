@@ -107,9 +107,14 @@ def _patch_compose(mod):
             if _self_tracing(t):
                 img = t(img)
                 continue
-            t0 = _now()
-            img = t(img)
-            _core.op_event(_op_name(t), t0, _now())
+            name = _op_name(t)
+            t0 = _core.op_begin(name)
+            try:
+                img = t(img)
+            except BaseException:
+                _core.op_end_task()
+                raise
+            _core.op_event(name, t0, _now())
         return img
 
     functools.update_wrapper(__call__, orig)
@@ -138,9 +143,14 @@ def _patch_compose_v2(mod):
             if _self_tracing(transform):
                 outputs = transform(*inputs)
             else:
-                t0 = _now()
-                outputs = transform(*inputs)
-                _core.op_event(_op_name(transform), t0, _now())
+                name = _op_name(transform)
+                t0 = _core.op_begin(name)
+                try:
+                    outputs = transform(*inputs)
+                except BaseException:
+                    _core.op_end_task()
+                    raise
+                _core.op_event(name, t0, _now())
             inputs = outputs if needs_unpacking else (outputs,)
         return outputs
 
@@ -163,17 +173,26 @@ def _patch_folder(mod):
 
     def item(self, index):
         path, target = self.samples[index]
-        t0 = _now()
-        sample = self.loader(path)
+        t0 = _core.op_begin("Loader")
+        try:
+            sample = self.loader(path)
+        except BaseException:
+            _core.op_end_task()
+            raise
         _core.op_event("Loader", t0, _now())
         transform = self.transform
         if transform is not None:
             if _self_tracing(transform):
                 sample = transform(sample)
             else:
-                t0 = _now()
-                sample = transform(sample)
-                _core.op_event(_op_name(transform), t0, _now())
+                name = _op_name(transform)
+                t0 = _core.op_begin(name)
+                try:
+                    sample = transform(sample)
+                except BaseException:
+                    _core.op_end_task()
+                    raise
+                _core.op_event(name, t0, _now())
         if self.target_transform is not None:
             target = self.target_transform(target)
         return sample, target

@@ -1,0 +1,493 @@
+//! ITT tasks and the trace, both ways:
+//!
+//! - Under a collector other than lotus's (VTune's; here a stand-in built
+//!   from `tests/data/itt_task_recorder.c`, loaded through the real
+//!   `INTEL_LIBITTNOTIFY64` path by the `ittapi` package's static part),
+//!   `lotus trace run` leaves the collector in place and the tracer marks
+//!   each op as an ITT task in domain `lotus`: the stand-in records the
+//!   task names, threads and nesting it receives.
+//! - Under `lotus trace run` with no collector set, lotus's own collector
+//!   (liblotus_control.so) writes the tasks the job's libraries begin and
+//!   end into the trace folder, where `trace stats` and `trace view` read
+//!   them.
+//!
+//! Python: `$LOTUS_PYTHON`, else the workspace's `.venv`, with `ittapi`.
+#![allow(clippy::unwrap_used)]
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use common::trace_logs::{parse_line, read_logs, Ev};
+use serde_json::Value;
+
+/// The Python the tests use; fails saying what to install when it lacks
+/// ittapi.
+fn python() -> PathBuf {
+    let p = common::any_python();
+    let ok = Command::new(&p)
+        .args(["-c", "import ittapi"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{} cannot import ittapi: run `bash scripts/setup.sh` (or set LOTUS_PYTHON to a Python that has it)",
+        p.display()
+    );
+    p
+}
+
+/// The stand-in "VTune" collector, built once with the C compiler.
+fn recorder() -> &'static Path {
+    static BUILT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &BUILT
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let lib = dir.path().join("libitt_task_recorder.so");
+            let out = Command::new(std::env::var_os("CC").unwrap_or_else(|| "cc".into()))
+                .args(["-shared", "-fPIC", "-o"])
+                .arg(&lib)
+                .arg(common::root().join("lotus-cli/tests/data/itt_task_recorder.c"))
+                .output()
+                .expect("a C compiler (cc) to build the stand-in ITT collector");
+            assert!(
+                out.status.success(),
+                "building the stand-in collector failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (dir, lib)
+        })
+        .1
+}
+
+/// `lotus trace run --no-torch --out DIR -- python SCRIPT`, with `env` and
+/// no ITT collector unless `env` names one.
+fn trace_run(dir: &Path, script: &str, env: &[(&str, &std::ffi::OsStr)]) -> Output {
+    let job = dir.join("job.py");
+    std::fs::write(&job, script).unwrap();
+    let out = dir.join("trace");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(["trace", "run", "--no-torch", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(python())
+        .arg(&job)
+        .env_remove("INTEL_LIBITTNOTIFY64")
+        .env_remove("LOTUS_CONTROL_LIB")
+        .env_remove("PYTHONPATH")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A pipeline of wrapped ops on two threads: `Augment` calls `Crop`
+/// (nested ops), `Fails` raises, and a `span` block ends the job.
+const PIPELINE: &str = r#"
+import threading
+import lotus_trace
+
+@lotus_trace.wrap(name="Crop")
+def crop(x):
+    return x * 2
+
+@lotus_trace.wrap(name="Augment")
+def augment(x):
+    return crop(x) + 1
+
+@lotus_trace.wrap(name="Decode")
+def decode(x):
+    return sum(range(20000)) + x
+
+@lotus_trace.wrap(name="Fails")
+def fails():
+    raise ValueError("on purpose")
+
+def run(n):
+    for i in range(n):
+        augment(decode(i))
+        try:
+            fails()
+        except ValueError:
+            pass
+
+t = threading.Thread(target=run, args=(5,))
+t.start()
+run(3)
+t.join()
+with lotus_trace.span("Tail"):
+    pass
+"#;
+
+/// One task as the stand-in received it: its name, and the name of the
+/// task open around it on its thread when it began.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Task {
+    name: String,
+    parent: Option<String>,
+}
+
+/// The stand-in's log, per (pid, tid): the tasks begun, checking that
+/// every end ends a task of the same domain on the same thread and that
+/// none is left open.
+fn recorded_tasks(log: &Path) -> BTreeMap<(u32, u32), Vec<Task>> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut open: BTreeMap<(u32, u32), Vec<(String, String)>> = BTreeMap::new();
+    let mut tasks: BTreeMap<(u32, u32), Vec<Task>> = BTreeMap::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split(' ').collect();
+        let thread = (w[1].parse().unwrap(), w[2].parse().unwrap());
+        let stack = open.entry(thread).or_default();
+        match w[0] {
+            "begin" => {
+                assert_eq!(w.len(), 5, "{line}");
+                tasks.entry(thread).or_default().push(Task {
+                    name: w[4].to_string(),
+                    parent: stack.last().map(|(n, _)| n.clone()),
+                });
+                stack.push((w[4].to_string(), w[3].to_string()));
+            }
+            "end" => {
+                let (_, domain) = stack
+                    .pop()
+                    .unwrap_or_else(|| panic!("{line}: an end with no task open on its thread"));
+                assert_eq!(domain, w[3], "{line}: ends a task of another domain");
+            }
+            _ => panic!("unexpected line {line:?} in the stand-in's log"),
+        }
+    }
+    for (thread, stack) in open {
+        assert!(
+            stack.is_empty(),
+            "tasks never ended on {thread:?}: {stack:?}"
+        );
+    }
+    tasks
+}
+
+#[test]
+fn under_a_foreign_collector_each_op_is_an_itt_task_in_domain_lotus() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("tasks.log");
+    let out = trace_run(
+        dir.path(),
+        PIPELINE,
+        &[
+            ("INTEL_LIBITTNOTIFY64", recorder().as_os_str()),
+            ("LOTUS_TEST_ITT_TASK_LOG", log.as_os_str()),
+        ],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.matches("lotus leaves it in place").count(),
+        1,
+        "the foreign collector is named once: {err}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.lines()
+            .all(|l| l.ends_with(" lotus") || l.contains(" lotus ")),
+        "every task is in domain lotus:\n{text}"
+    );
+    let tasks = recorded_tasks(&log);
+    // The trace's op spans, per thread (a span without tid= ran on the
+    // process's main thread, whose id is the pid).
+    let logs = read_logs(&dir.path().join("trace"));
+    assert_eq!(logs.len(), 1, "one traced process");
+    let mut spans: BTreeMap<(u32, u32), Vec<String>> = BTreeMap::new();
+    for e in logs[0].events.iter().filter(|e| e.kind() == "op") {
+        let tid = e.num("tid").map_or(logs[0].pid, |t| t as u32);
+        spans
+            .entry((logs[0].pid, tid))
+            .or_default()
+            .push(e.name.clone());
+    }
+    assert_eq!(spans.len(), 2, "ops ran on two threads: {spans:?}");
+    let mut begun: BTreeMap<(u32, u32), Vec<String>> = tasks
+        .iter()
+        .map(|(t, v)| (*t, v.iter().map(|t| t.name.clone()).collect()))
+        .collect();
+    for v in spans.values_mut().chain(begun.values_mut()) {
+        v.sort();
+    }
+    assert_eq!(begun, spans, "one task per op span, on the span's thread");
+    // Nesting: each Crop inside an Augment; the other ops at the top.
+    for (thread, list) in &tasks {
+        for t in list {
+            let want = (t.name == "Crop").then(|| "Augment".to_string());
+            assert_eq!(t.parent, want, "{thread:?}: {t:?}");
+        }
+    }
+    let main = &tasks[&(logs[0].pid, logs[0].pid)];
+    assert_eq!(main.iter().filter(|t| t.name == "Decode").count(), 3);
+    assert_eq!(main.iter().filter(|t| t.name == "Fails").count(), 3);
+    assert_eq!(main.iter().filter(|t| t.name == "Tail").count(), 1);
+}
+
+#[test]
+fn without_ittapi_the_tracer_says_so_once_and_the_job_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    // An `ittapi` that cannot be imported, first on the job's path.
+    let fake = dir.path().join("fake");
+    std::fs::create_dir_all(fake.join("ittapi")).unwrap();
+    std::fs::write(
+        fake.join("ittapi/__init__.py"),
+        "raise ImportError('no ittapi here')\n",
+    )
+    .unwrap();
+    let log = dir.path().join("tasks.log");
+    // The job starts a second Python process, which traces too.
+    let script = format!(
+        "{PIPELINE}\nimport subprocess, sys\nsubprocess.run([sys.executable, '-c', {:?}], check=True)\n",
+        "import lotus_trace\nlotus_trace.wrap(lambda: 1, 'Child')()\n"
+    );
+    let out = trace_run(
+        dir.path(),
+        &script,
+        &[
+            ("INTEL_LIBITTNOTIFY64", recorder().as_os_str()),
+            ("LOTUS_TEST_ITT_TASK_LOG", log.as_os_str()),
+            ("PYTHONPATH", fake.as_os_str()),
+        ],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.matches("not marked as ITT tasks").count(),
+        1,
+        "said once for the job: {err}"
+    );
+    assert!(err.contains("no ittapi here"), "{err}");
+    let logs = read_logs(&dir.path().join("trace"));
+    assert_eq!(logs.len(), 2, "both processes traced");
+    assert!(logs
+        .iter()
+        .any(|l| l.events.iter().any(|e| e.name == "Child")));
+    assert!(recorded_tasks(&log).is_empty());
+}
+
+/// The log of ITT tasks lotus's collector wrote in `trace` (exactly one),
+/// read strictly: the tracer's header, then event and `#` lines.
+fn itt_log(trace: &Path) -> (BTreeMap<String, String>, Vec<Ev>) {
+    let logs: Vec<PathBuf> = std::fs::read_dir(trace)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("lotus.itt_main_pid_")
+        })
+        .collect();
+    assert_eq!(logs.len(), 1, "one log of ITT tasks in {trace:?}");
+    let text = std::fs::read_to_string(&logs[0]).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("#lotus-trace v1 role=main pid="),
+        "{header}"
+    );
+    let header: BTreeMap<String, String> = header
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let events = lines
+        .enumerate()
+        .filter(|(_, l)| !l.starts_with('#'))
+        .map(|(i, l)| parse_line(l, "itt log", i + 2))
+        .collect();
+    (header, events)
+}
+
+/// Tasks of the `ittapi` package on two threads: on each, an outer task
+/// holding three inner ones that burn CPU.
+const ITT_JOB: &str = r#"
+import threading, time
+import ittapi
+
+domain = ittapi.domain("mylib")
+
+def burn(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+def work(tag):
+    with ittapi.task("Outer" + tag, domain=domain):
+        for _ in range(3):
+            with ittapi.task("Inner", domain=domain):
+                burn(0.01)
+
+t = threading.Thread(target=work, args=("T",))
+t.start()
+work("M")
+t.join()
+"#;
+
+#[test]
+fn under_trace_run_the_tasks_of_an_instrumented_library_become_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = trace_run(dir.path(), ITT_JOB, &[]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("1 log(s) of ITT tasks"), "{err}");
+    let trace = dir.path().join("trace");
+    let (header, events) = itt_log(&trace);
+    let pid: u32 = header["pid"].parse().unwrap();
+    assert!(header.contains_key("run") && header.contains_key("monotonic_ns"));
+    assert_eq!(events.len(), 8, "{events:?}");
+    assert!(events
+        .iter()
+        .all(|e| e.kind() == "op" && e.fields.get("domain").map(String::as_str) == Some("mylib")));
+    // Per thread: one outer task holding its three inner ones.
+    let mut threads: BTreeMap<u32, Vec<&Ev>> = BTreeMap::new();
+    for e in &events {
+        threads
+            .entry(e.num("tid").map_or(pid, |t| t as u32))
+            .or_default()
+            .push(e);
+    }
+    assert_eq!(threads.len(), 2, "two threads: {events:?}");
+    for (tid, list) in &threads {
+        let want_outer = if *tid == pid { "OuterM" } else { "OuterT" };
+        let outer: Vec<_> = list
+            .iter()
+            .filter(|e| e.name.starts_with("Outer"))
+            .collect();
+        assert_eq!(outer.len(), 1, "{tid}: {list:?}");
+        assert_eq!(outer[0].name, want_outer);
+        let inner: Vec<_> = list.iter().filter(|e| e.name == "Inner").collect();
+        assert_eq!(inner.len(), 3, "{tid}: {list:?}");
+        assert!(inner.iter().all(|e| e.within(outer[0])), "{tid}: {list:?}");
+    }
+    // The readers see them.
+    let stats = common::trace_check::stats_json(&trace);
+    let text = stats.to_string();
+    assert!(
+        text.contains("\"Inner\"") && text.contains("\"OuterT\""),
+        "{text}"
+    );
+    let view = dir.path().join("view.json");
+    common::lotus_ok(&[
+        "trace",
+        "view",
+        trace.to_str().unwrap(),
+        "--out",
+        view.to_str().unwrap(),
+    ]);
+    let v: Value = serde_json::from_slice(&std::fs::read(&view).unwrap()).unwrap();
+    let names: Vec<&str> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| **n == "Inner").count(),
+        6,
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"OuterM") && names.contains(&"OuterT"),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn a_job_killed_inside_its_itt_tasks_leaves_a_readable_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = r#"
+import os, signal, time
+import ittapi
+
+domain = ittapi.domain("mylib")
+
+def burn(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+outer = ittapi.task("Outer", domain=domain)
+outer.begin()
+for _ in range(20):
+    with ittapi.task("Inner", domain=domain):
+        burn(0.02)
+ittapi.task("Never", domain=domain).begin()
+os.kill(os.getpid(), signal.SIGKILL)
+"#;
+    let out = trace_run(dir.path(), job, &[]);
+    assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
+    let trace = dir.path().join("trace");
+    let (_, events) = itt_log(&trace);
+    // Most ended tasks were written before the kill (the collector writes
+    // at least every 100 ms of the thread's tasks); open ones never are.
+    let inner = events.iter().filter(|e| e.name == "Inner").count();
+    assert!(inner >= 10, "{events:?}");
+    assert_eq!(inner, events.len(), "{events:?}");
+    let stats = common::trace_check::stats_json(&trace);
+    assert!(stats.to_string().contains("\"Inner\""), "{stats}");
+}
+
+#[test]
+fn a_forked_child_writes_its_own_log_without_the_parents_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = r#"
+import os
+import ittapi
+
+domain = ittapi.domain("mylib")
+with ittapi.task("Parent", domain=domain):
+    for name in ("Before1", "Before2"):
+        with ittapi.task(name, domain=domain):
+            pass
+    pid = os.fork()
+    if pid == 0:
+        with ittapi.task("Child", domain=domain):
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+"#;
+    let out = trace_run(dir.path(), job, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let trace = dir.path().join("trace");
+    let mut by_pid: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for entry in std::fs::read_dir(&trace).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix("lotus.itt_main_pid_")
+            .unwrap()
+            .to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let names = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| parse_line(l, &name, 0).name)
+            .collect();
+        by_pid.insert(pid, names);
+    }
+    let mut logs: Vec<Vec<String>> = by_pid.into_values().collect();
+    for l in &mut logs {
+        l.sort();
+    }
+    logs.sort();
+    assert_eq!(
+        logs,
+        [
+            vec!["Before1".to_string(), "Before2".into(), "Parent".into()],
+            vec!["Child".to_string()]
+        ]
+    );
+}
