@@ -67,14 +67,26 @@ fn recorder() -> &'static Path {
 /// `lotus trace run --no-torch --out DIR -- python SCRIPT`, with `env` and
 /// no ITT collector unless `env` names one.
 fn trace_run(dir: &Path, script: &str, env: &[(&str, &std::ffi::OsStr)]) -> Output {
+    trace_run_with(&python(), &["--no-torch"], dir, script, env)
+}
+
+/// [`trace_run`] with the Python `py` and the options `extra`.
+fn trace_run_with(
+    py: &Path,
+    extra: &[&str],
+    dir: &Path,
+    script: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Output {
     let job = dir.join("job.py");
     std::fs::write(&job, script).unwrap();
     let out = dir.join("trace");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
-    cmd.args(["trace", "run", "--no-torch", "--out"])
+    cmd.args(["trace", "run", "--out"])
         .arg(&out)
+        .args(extra)
         .arg("--")
-        .arg(python())
+        .arg(py)
         .arg(&job)
         .env_remove("INTEL_LIBITTNOTIFY64")
         .env_remove("LOTUS_CONTROL_LIB")
@@ -490,4 +502,34 @@ with ittapi.task("Parent", domain=domain):
             vec!["Child".to_string()]
         ]
     );
+}
+
+#[test]
+fn under_torch_onednns_tasks_become_spans_unless_no_itt_tasks() {
+    let Some(py) = common::torch::torch_python("under_torch_onednns_tasks_become_spans") else {
+        return;
+    };
+    // A convolution, forward and backward: oneDNN primitives, which begin
+    // and end an ITT task each when a collector is loaded.
+    let job = "import torch\nm = torch.nn.Conv2d(3, 8, 3)\nx = torch.randn(2, 3, 32, 32)\nfor _ in range(3):\n    m(x).sum().backward()\n";
+    let dir = tempfile::tempdir().unwrap();
+    let out = trace_run_with(&py, &[], dir.path(), job, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (_, events) = itt_log(&dir.path().join("trace"));
+    assert!(
+        events.iter().any(|e| e.name == "convolution"
+            && e.fields
+                .get("domain")
+                .is_some_and(|d| d.starts_with("dnnl"))),
+        "{events:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = trace_run_with(&py, &["--no-itt-tasks"], dir.path(), job, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("of ITT tasks"), "{}", stderr(&out));
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("trace"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
