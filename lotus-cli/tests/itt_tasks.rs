@@ -533,3 +533,67 @@ fn under_torch_onednns_tasks_become_spans_unless_no_itt_tasks() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn under_sampling_the_cpu_inside_itt_tasks_is_credited_to_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("inner_cpu_ns");
+    // Two threads, each an outer task holding inner ones that burn CPU;
+    // the job adds up the thread CPU time its inner tasks took.
+    let job = format!(
+        r#"
+import threading, time
+import ittapi
+
+domain = ittapi.domain("mylib")
+total = []
+
+def work(tag):
+    spent = 0
+    with ittapi.task("Outer" + tag, domain=domain):
+        for _ in range(4):
+            with ittapi.task("Inner", domain=domain):
+                t0 = time.thread_time_ns()
+                while time.thread_time_ns() - t0 < 60_000_000:
+                    pass
+                spent += time.thread_time_ns() - t0
+    total.append(spent)
+
+t = threading.Thread(target=work, args=("T",))
+t.start()
+work("M")
+t.join()
+open({report:?}, "w").write(str(sum(total)))
+"#
+    );
+    let out = trace_run_with(
+        &python(),
+        &["--no-torch", "--sample", "--frequency", "1000"],
+        dir.path(),
+        &job,
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let measured: f64 = std::fs::read_to_string(&report).unwrap().parse().unwrap();
+    let trace = dir.path().join("trace");
+    let attributed = common::lotus(&["attribute", trace.to_str().unwrap(), "--format", "json"]);
+    assert!(
+        attributed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&attributed.stderr)
+    );
+    let a: Value = serde_json::from_slice(&attributed.stdout).unwrap();
+    let inner = a["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "Inner")
+        .unwrap_or_else(|| panic!("no Inner row: {a:#}"));
+    let samples = inner["samples"].as_u64().unwrap();
+    let got = inner["cpu_ns"].as_u64().unwrap() as f64;
+    assert!(samples >= 200, "{samples} samples: {a:#}");
+    assert!(
+        (got - measured).abs() <= 0.2 * measured,
+        "Inner: attributed {got} ns, measured {measured} ns: {a:#}"
+    );
+}
