@@ -466,6 +466,8 @@ with ittapi.task("Parent", domain=domain):
             pass
     pid = os.fork()
     if pid == 0:
+        import lotus_trace
+        lotus_trace.set_role("worker")  # as the DataLoader hooks do
         with ittapi.task("Child", domain=domain):
             pass
         os._exit(0)
@@ -474,32 +476,36 @@ with ittapi.task("Parent", domain=domain):
     let out = trace_run(dir.path(), job, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let trace = dir.path().join("trace");
-    let mut by_pid: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_log: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for entry in std::fs::read_dir(&trace).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let pid = name
-            .strip_prefix("lotus.itt_main_pid_")
-            .unwrap()
-            .to_string();
+        // The role is in the name: the child's log is a worker's.
+        let role_pid = name.strip_prefix("lotus.itt_").unwrap().to_string();
         let text = std::fs::read_to_string(&path).unwrap();
         let names = text
             .lines()
             .filter(|l| !l.starts_with('#'))
             .map(|l| parse_line(l, &name, 0).name)
             .collect();
-        by_pid.insert(pid, names);
+        by_log.insert(role_pid, names);
     }
-    let mut logs: Vec<Vec<String>> = by_pid.into_values().collect();
-    for l in &mut logs {
-        l.sort();
-    }
+    let mut logs: Vec<(String, Vec<String>)> = by_log
+        .into_iter()
+        .map(|(role_pid, mut names)| {
+            names.sort();
+            (role_pid.split("_pid_").next().unwrap().to_string(), names)
+        })
+        .collect();
     logs.sort();
     assert_eq!(
         logs,
         [
-            vec!["Before1".to_string(), "Before2".into(), "Parent".into()],
-            vec!["Child".to_string()]
+            (
+                "main".to_string(),
+                vec!["Before1".to_string(), "Before2".into(), "Parent".into()]
+            ),
+            ("worker".to_string(), vec!["Child".to_string()])
         ]
     );
 }
