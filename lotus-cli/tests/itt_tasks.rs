@@ -511,6 +511,50 @@ with ittapi.task("Parent", domain=domain):
 }
 
 #[test]
+fn a_multiprocessing_worker_that_leaves_through_exit_keeps_its_last_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    // Tasks ended in quick succession (within the collector's 100 ms) by a
+    // forked multiprocessing worker, which ends with os._exit: no exit
+    // handler runs, the tracer's multiprocessing hook does.
+    let job = r#"
+import multiprocessing as mp
+import ittapi
+import lotus_trace
+
+domain = ittapi.domain("mylib")
+
+def child():
+    lotus_trace.set_role("worker")
+    for _ in range(5):
+        with ittapi.task("Quick", domain=domain):
+            pass
+    lotus_trace.wrap(lambda: None, "Op")()
+
+if __name__ == "__main__":
+    p = mp.get_context("fork").Process(target=child)
+    p.start()
+    p.join()
+    assert p.exitcode == 0, p.exitcode
+"#;
+    let out = trace_run(dir.path(), job, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let trace = dir.path().join("trace");
+    let worker: Vec<PathBuf> = std::fs::read_dir(&trace)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("lotus.itt_worker_pid_")
+        })
+        .collect();
+    assert_eq!(worker.len(), 1, "{worker:?}");
+    let text = std::fs::read_to_string(&worker[0]).unwrap();
+    assert_eq!(text.matches("\nSQuick,").count(), 5, "{text}");
+}
+
+#[test]
 fn under_torch_onednns_tasks_become_spans_unless_no_itt_tasks() {
     let Some(py) = common::torch::torch_python("under_torch_onednns_tasks_become_spans") else {
         return;

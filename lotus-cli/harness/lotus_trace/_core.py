@@ -73,6 +73,8 @@ _status_dir = None  # lotus's private folder for failure reports
 _run_id = None  # the `lotus trace run` this process belongs to
 _original = False  # write the original fork's three columns only
 _itt = None  # marks ops as ITT tasks for a foreign collector (_itt.Tasks)
+_itt_collect = False  # lotus's ITT collector writes the job's ITT tasks
+_collector_flush = None  # its lotus_itt_flush, once found loaded
 
 # Names tried for a log before giving up (a name is taken when a file or
 # link is already there).
@@ -245,9 +247,31 @@ def _write_all(data):
         view = view[n:]
 
 
+def _flush_collector():
+    """Has lotus's ITT collector write this thread's ended ITT tasks, when
+    it is loaded in this process (`lotus_itt_flush`): a worker leaves
+    through os._exit, which runs no exit handler of the collector's."""
+    global _collector_flush
+    f = _collector_flush
+    if f is None:
+        try:
+            import ctypes
+
+            # RTLD_NOLOAD: only a library already loaded (by the ITT static
+            # part, from the path lotus set); nothing is ever loaded here.
+            lib = ctypes.CDLL(os.environ["INTEL_LIBITTNOTIFY64"], mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            f = _collector_flush = lib.lotus_itt_flush
+        except (OSError, AttributeError, KeyError, ImportError):
+            return  # not loaded (yet): no ITT call in this process
+    f()
+
+
 def flush():
-    """Writes the buffered lines to this process's file."""
+    """Writes the buffered lines to this process's file (and, under lotus's
+    ITT collector, this thread's ended ITT tasks to theirs)."""
     global _buf, _last_flush, _failed
+    if _itt_collect:
+        _flush_collector()
     with _lock:
         if not _buf or _failed or _dir is None:
             return
@@ -320,7 +344,7 @@ def set_role(role):
             _role = role
             return
         _role = role
-        if os.environ.get("LOTUS_TRACE_ITT") == "collect":
+        if _itt_collect:
             # lotus's ITT collector names its log of this process by it.
             os.environ["LOTUS_TRACE_ROLE"] = role
         if _fd is not None and _path is not None:
@@ -604,7 +628,7 @@ def enable(out_dir=None, prefix=None, torch=None):
     $LOTUS_TRACE_PREFIX or "lotus", and the torch / torchvision hooks
     unless $LOTUS_TRACE_TORCH is 0. Returns the trace folder. A second call
     keeps the first call's folder."""
-    global _on, _dir, _prefix, _pid, _status_dir, _run_id, _original, _itt
+    global _on, _dir, _prefix, _pid, _status_dir, _run_id, _original, _itt, _itt_collect
     if out_dir is None:
         out_dir = os.environ.get("LOTUS_TRACE_DIR")
         if not out_dir:
@@ -632,6 +656,7 @@ def enable(out_dir=None, prefix=None, torch=None):
 
     if itt.wanted():
         _itt = itt.load()
+    _itt_collect = os.environ.get("LOTUS_TRACE_ITT") == "collect"
     _on = True
     if torch:
         from . import _torch

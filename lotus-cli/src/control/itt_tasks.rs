@@ -35,7 +35,10 @@
 //! tasks' lines, written as one block (one `write(2)` to the O_APPEND file,
 //! so blocks of threads never interleave) when [`BLOCK_BYTES`] are
 //! buffered, when [`FLUSH_EVERY_NS`] passed since the thread's last write,
-//! when the thread ends, and, for the thread that calls `exit`, at exit.
+//! when the thread ends, for the thread that calls `exit` at exit, and
+//! when the tracer writes its own log from the thread ([`lotus_itt_flush`]:
+//! at the end of each batch in a DataLoader worker, and at a worker's
+//! `_exit`, which runs no exit handler).
 //! A process killed outright loses at most its last [`FLUSH_EVERY_NS`] of
 //! ended tasks per thread; tasks still open are never written (they have
 //! no end).
@@ -734,10 +737,18 @@ fn write_block(lines: &[u8]) {
     }
 }
 
-/// Writes the calling thread's ended tasks now (`lotus_itt_flush`, and at
-/// exit).
-pub(crate) fn flush_this_thread() {
+/// Writes the calling thread's ended tasks now ([`lotus_itt_flush`], and
+/// at exit).
+fn flush_this_thread() {
     with_tasks(|t| t.write_out(wall_ns()));
+}
+
+/// `lotus_itt_flush` (include/lotus.h): the tracer calls it whenever it
+/// writes its own log, so a process that leaves through `_exit` (a
+/// DataLoader worker) keeps its last ended tasks.
+#[no_mangle]
+pub extern "C" fn lotus_itt_flush() {
+    let _ = std::panic::catch_unwind(flush_this_thread);
 }
 
 extern "C" fn flush_at_exit() {
