@@ -555,6 +555,75 @@ if __name__ == "__main__":
 }
 
 #[test]
+fn the_collector_never_writes_through_a_link_or_file_at_its_log_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    // The job plants, at its own ITT log's first names, what another user
+    // could: a link, then a file.
+    let job = format!(
+        r#"
+import os
+import ittapi
+
+out = os.environ["LOTUS_TRACE_DIR"]
+pid = os.getpid()
+os.symlink({victim:?}, os.path.join(out, f"lotus.itt_main_pid_{{pid}}"))
+with open(os.path.join(out, f"lotus.itt1_main_pid_{{pid}}"), "w") as f:
+    f.write("someone else\n")
+domain = ittapi.domain("mylib")
+with ittapi.task("Planted", domain=domain):
+    pass
+print(pid)
+"#
+    );
+    let out = trace_run(dir.path(), &job, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let trace = dir.path().join("trace");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert_eq!(
+        std::fs::read_to_string(trace.join(format!("lotus.itt1_main_pid_{pid}"))).unwrap(),
+        "someone else\n"
+    );
+    let log = std::fs::read_to_string(trace.join(format!("lotus.itt2_main_pid_{pid}")))
+        .expect("the log under the next free name");
+    assert!(log.contains("\nSPlanted,"), "{log}");
+}
+
+#[test]
+fn itt_tasks_that_cannot_be_written_fail_the_run_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    // Files of the job may not grow past 4 KiB (Python ignores SIGXFSZ,
+    // so a write past it fails with EFBIG): the first block fits, the rest
+    // does not.
+    let job = r#"
+import resource
+import ittapi
+
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+domain = ittapi.domain("mylib")
+for _ in range(2000):
+    with ittapi.task("Many", domain=domain):
+        pass
+"#;
+    let out = trace_run(dir.path(), job, &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write the ITT task log ")
+            && err.contains("lotus.itt_main_pid_")
+            && err.contains("File too large"),
+        "{err}"
+    );
+    assert!(err.contains("is incomplete"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // What was written before stays readable.
+    let (_, events) = itt_log(&dir.path().join("trace"));
+    assert!(!events.is_empty() && events.iter().all(|e| e.name == "Many"));
+}
+
+#[test]
 fn under_torch_onednns_tasks_become_spans_unless_no_itt_tasks() {
     let Some(py) = common::torch::torch_python("under_torch_onednns_tasks_become_spans") else {
         return;

@@ -722,6 +722,9 @@ fn write_block(lines: &[u8]) {
     block.extend_from_slice(lines);
     block.extend_from_slice(clock_line().as_bytes());
     if let Err(e) = write_all(fd, &block) {
+        // The log's name, for the message: the descriptor's own link.
+        let path =
+            std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap_or_else(|_| rec.dir.clone());
         if LOG_FD
             .compare_exchange(fd, FAILED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
@@ -729,8 +732,8 @@ fn write_block(lines: &[u8]) {
             report_failure(
                 rec,
                 &format!(
-                    "cannot write the ITT task log in {}: {e}; ITT tasks are traced no further in this process",
-                    rec.dir.display()
+                    "cannot write the ITT task log {}: {e}; ITT tasks are traced no further in this process",
+                    path.display()
                 ),
             );
         }
