@@ -792,6 +792,52 @@ mod tests {
     }
 
     #[test]
+    fn tasks_nest_by_thread_and_past_the_depth_limit_only_match() {
+        let mut t = ThreadTasks::new();
+        t.for_this_process();
+        // Nothing is written while the test looks at the lines.
+        t.last_write_ns = u64::MAX;
+        // SAFETY: NUL-terminated names.
+        let (d, h) = unsafe {
+            (
+                domain_create(c"my dom".as_ptr()),
+                string_handle_create(c"a,b".as_ptr()),
+            )
+        };
+        let deep = MAX_DEPTH + 3;
+        for _ in 0..deep {
+            t.begin(d.cast(), TaskName::Handle(h.cast()));
+        }
+        for _ in 0..deep {
+            t.end();
+        }
+        t.end(); // an end with nothing open is ignored
+        let text = String::from_utf8(std::mem::take(&mut t.lines)).unwrap();
+        let spans: Vec<(u64, u64)> = text
+            .lines()
+            .map(|l| {
+                assert!(l.starts_with("Sa_b,"), "{l}");
+                assert!(l.contains(",kind=op,domain=my_dom"), "{l}");
+                let f: Vec<&str> = l.split(',').collect();
+                let start: u64 = f[1].parse().unwrap();
+                (start, start + f[2].parse::<u64>().unwrap())
+            })
+            .collect();
+        assert_eq!(spans.len(), MAX_DEPTH);
+        // Innermost first: each later span holds the one before.
+        assert!(spans
+            .windows(2)
+            .all(|w| w[1].0 <= w[0].0 && w[1].1 >= w[0].1));
+        assert!(t.open.is_empty() && t.too_deep == 0);
+    }
+
+    #[test]
+    fn a_function_task_is_named_by_its_symbol() {
+        assert_eq!(function_name(libc::getpid as *const c_void), "getpid");
+        assert!(function_name(std::ptr::dangling::<c_void>()).starts_with("fn_"));
+    }
+
+    #[test]
     fn one_handle_per_name_from_many_threads() {
         let names: Vec<std::ffi::CString> = (0..20)
             .map(|i| std::ffi::CString::new(format!("name{i}")).unwrap())
