@@ -103,7 +103,8 @@ fn stderr(out: &Output) -> String {
 }
 
 /// A pipeline of wrapped ops on two threads: `Augment` calls `Crop`
-/// (nested ops), `Fails` raises, and a `span` block ends the job.
+/// (nested ops), `Fails` raises, then a `span` block and a batch whose
+/// collation runs `Decode`.
 const PIPELINE: &str = r#"
 import threading
 import lotus_trace
@@ -138,6 +139,9 @@ run(3)
 t.join()
 with lotus_trace.span("Tail"):
     pass
+with lotus_trace.batch(0) as b:
+    with b.collate():
+        decode(0)
 "#;
 
 /// One task as the stand-in received it: its name, and the name of the
@@ -233,15 +237,25 @@ fn under_a_foreign_collector_each_op_is_an_itt_task_in_domain_lotus() {
         v.sort();
     }
     assert_eq!(begun, spans, "one task per op span, on the span's thread");
-    // Nesting: each Crop inside an Augment; the other ops at the top.
+    // Nesting: each Crop inside an Augment, one Decode inside the
+    // Collation; the other ops at the top.
+    let main = &tasks[&(logs[0].pid, logs[0].pid)];
+    let in_collation = |t: &Task| t.parent.as_deref() == Some("Collation");
+    assert_eq!(
+        main.iter().filter(|t| in_collation(t)).collect::<Vec<_>>(),
+        [&Task {
+            name: "Decode".into(),
+            parent: Some("Collation".into())
+        }]
+    );
     for (thread, list) in &tasks {
-        for t in list {
+        for t in list.iter().filter(|t| !in_collation(t)) {
             let want = (t.name == "Crop").then(|| "Augment".to_string());
             assert_eq!(t.parent, want, "{thread:?}: {t:?}");
         }
     }
-    let main = &tasks[&(logs[0].pid, logs[0].pid)];
-    assert_eq!(main.iter().filter(|t| t.name == "Decode").count(), 3);
+    assert_eq!(main.iter().filter(|t| t.name == "Decode").count(), 4);
+    assert_eq!(main.iter().filter(|t| t.name == "Collation").count(), 1);
     assert_eq!(main.iter().filter(|t| t.name == "Fails").count(), 3);
     assert_eq!(main.iter().filter(|t| t.name == "Tail").count(), 1);
 }
