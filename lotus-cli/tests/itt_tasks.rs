@@ -730,3 +730,46 @@ open({report:?}, "w").write(str(sum(total)))
         "Inner: attributed {got} ns, measured {measured} ns: {a:#}"
     );
 }
+
+#[test]
+fn a_transform_that_raises_still_ends_its_itt_task() {
+    let Some(py) = common::torch::torch_python("a_transform_that_raises_still_ends_its_itt_task")
+    else {
+        return;
+    };
+    // torchvision's Compose, hooked by the tracer: each transform an op,
+    // and an ITT task for the stand-in collector, also when it raises.
+    let job = r#"
+import torchvision.transforms as T
+
+class Boom:
+    def __call__(self, x):
+        raise ValueError("on purpose")
+
+failing = T.Compose([T.Lambda(lambda x: x + 1), Boom()])
+for _ in range(3):
+    try:
+        failing(1)
+    except ValueError:
+        pass
+T.Compose([T.Lambda(lambda x: x + 1)])(1)
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("tasks.log");
+    let out = trace_run_with(
+        &py,
+        &[],
+        dir.path(),
+        job,
+        &[
+            ("INTEL_LIBITTNOTIFY64", recorder().as_os_str()),
+            ("LOTUS_TEST_ITT_TASK_LOG", log.as_os_str()),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Balanced (checked by the reader), none nested in a failed one.
+    let tasks: Vec<Task> = recorded_tasks(&log).into_values().flatten().collect();
+    let count = |name: &str| tasks.iter().filter(|t| t.name == name).count();
+    assert_eq!((count("Lambda"), count("Boom")), (4, 3), "{tasks:?}");
+    assert!(tasks.iter().all(|t| t.parent.is_none()), "{tasks:?}");
+}
