@@ -317,6 +317,7 @@ fn itt_log(trace: &Path) -> (BTreeMap<String, String>, Vec<Ev>) {
         .collect();
     assert_eq!(logs.len(), 1, "one log of ITT tasks in {trace:?}");
     let text = std::fs::read_to_string(&logs[0]).unwrap();
+    assert!(text.ends_with('\n'), "a cut line in {:?}", logs[0]);
     let mut lines = text.lines();
     let header = lines.next().unwrap();
     assert!(
@@ -632,7 +633,8 @@ for _ in range(2000):
     );
     assert!(err.contains("is incomplete"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    // What was written before stays readable.
+    // What was written before stays readable, in whole lines (the block
+    // that was cut short by the limit is taken back).
     let (_, events) = itt_log(&dir.path().join("trace"));
     assert!(!events.is_empty() && events.iter().all(|e| e.name == "Many"));
 }

@@ -592,18 +592,35 @@ fn header(rec: &Recording, role: &str, pid: i32) -> String {
     )
 }
 
-fn write_all(fd: i32, mut data: &[u8]) -> std::io::Result<()> {
-    while !data.is_empty() {
+/// Writes all of `data` to the O_APPEND log `fd`, or none of it: a write
+/// cut short (a full file system, a file size limit) is taken back, so the
+/// log only ever holds whole lines, which the reader then reads to the end.
+fn write_whole(fd: i32, data: &[u8]) -> std::io::Result<()> {
+    let mut written = 0;
+    while written < data.len() {
+        let rest = &data[written..];
         // SAFETY: writes from a live slice.
-        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
+        let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+        if n >= 0 {
+            written += n as usize;
+            continue;
         }
-        data = &data[n as usize..];
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        if written > 0 {
+            // The offset is at the end of what this call wrote (O_APPEND);
+            // once writes fail, no other thread's block can follow it.
+            // SAFETY: plain system calls on our descriptor.
+            unsafe {
+                let end = libc::lseek(fd, 0, libc::SEEK_CUR);
+                if end >= written as libc::off_t {
+                    libc::ftruncate(fd, end - written as libc::off_t);
+                }
+            }
+        }
+        return Err(e);
     }
     Ok(())
 }
@@ -650,7 +667,7 @@ fn create_log(rec: &Recording) -> Result<i32, String> {
                 _ => return Err(format!("cannot create {}: {e}", path.display())),
             }
         }
-        if let Err(e) = write_all(fd, header(rec, role, pid).as_bytes()) {
+        if let Err(e) = write_whole(fd, header(rec, role, pid).as_bytes()) {
             // SAFETY: our descriptor.
             unsafe { libc::close(fd) };
             return Err(format!("cannot write {}: {e}", path.display()));
@@ -721,7 +738,7 @@ fn write_block(lines: &[u8]) {
     let mut block = Vec::with_capacity(lines.len() + 96);
     block.extend_from_slice(lines);
     block.extend_from_slice(clock_line().as_bytes());
-    if let Err(e) = write_all(fd, &block) {
+    if let Err(e) = write_whole(fd, &block) {
         // The log's name, for the message: the descriptor's own link.
         let path =
             std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap_or_else(|_| rec.dir.clone());
