@@ -52,12 +52,19 @@
 //! at any moment leaves the child nothing to wait for (domain and name
 //! interning is lock-free).
 
+mod log;
+mod names;
+
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_void};
 use std::io::Write;
-use std::ptr;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
+
+use log::{forget_parent_log, wall_ns, write_block, GENERATION};
+use names::{
+    clean, domain_create, domain_name, string_handle_create, task_name, IttDomain, TaskName,
+};
 
 /// Lines buffered per thread before they are written.
 const BLOCK_BYTES: usize = 64 * 1024;
@@ -75,27 +82,6 @@ const OPEN_WAIT_NS: u64 = 2_000_000_000;
 
 /// The environment `lotus trace run` sets for the collector.
 pub(crate) const ENV_TRACE_ITT: &str = "LOTUS_TRACE_ITT";
-
-/// `__itt_domain` (ittnotify.h).
-#[repr(C)]
-struct IttDomain {
-    flags: c_int,
-    name_a: *const c_char,
-    name_w: *mut c_void,
-    extra1: c_int,
-    extra2: *mut c_void,
-    next: *mut IttDomain,
-}
-
-/// `__itt_string_handle` (ittnotify.h).
-#[repr(C)]
-struct IttStringHandle {
-    str_a: *const c_char,
-    str_w: *mut c_void,
-    extra1: c_int,
-    extra2: *mut c_void,
-    next: *mut IttStringHandle,
-}
 
 /// `__itt_id`, passed by value (ignored: nesting is by thread).
 #[repr(C)]
@@ -149,178 +135,7 @@ pub(crate) fn recording_tasks() -> bool {
     on
 }
 
-/// `text` as it may stand in a log line: no commas, spaces or control
-/// characters (each becomes `_`), `empty` when nothing is left (the
-/// tracer's `clean_name`).
-fn clean(text: &str, empty: &str) -> String {
-    let out: String = text
-        .chars()
-        .map(|c| {
-            if c == ',' || c.is_whitespace() || c.is_control() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    let out = out.trim_matches('_');
-    if out.is_empty() {
-        empty.to_string()
-    } else {
-        out.to_string()
-    }
-}
-
-// --- domains and names ------------------------------------------------------
-
-/// An interned domain: the ITT struct first, so a pointer to the node is
-/// a pointer to the struct the caller gets.
-#[repr(C)]
-struct DomainNode {
-    itt: IttDomain,
-    name: Box<CStr>,
-    next: *mut DomainNode,
-}
-
-#[repr(C)]
-struct HandleNode {
-    itt: IttStringHandle,
-    name: Box<CStr>,
-    next: *mut HandleNode,
-}
-
-static DOMAINS: AtomicPtr<DomainNode> = AtomicPtr::new(ptr::null_mut());
-static HANDLES: AtomicPtr<HandleNode> = AtomicPtr::new(ptr::null_mut());
-
-/// A node of a lock-free, append-only list (ITT never frees domains or
-/// string handles, so neither does this).
-trait Interned: Sized {
-    fn name(&self) -> &CStr;
-    fn next(&self) -> *mut Self;
-    fn set_next(&mut self, next: *mut Self);
-    fn new(name: &CStr) -> Box<Self>;
-}
-
-impl Interned for DomainNode {
-    fn name(&self) -> &CStr {
-        &self.name
-    }
-    fn next(&self) -> *mut Self {
-        self.next
-    }
-    fn set_next(&mut self, next: *mut Self) {
-        self.next = next;
-    }
-    fn new(name: &CStr) -> Box<Self> {
-        let name: Box<CStr> = name.into();
-        Box::new(DomainNode {
-            itt: IttDomain {
-                // Enabled: the static part skips task calls of a domain
-                // whose flags are 0.
-                flags: 1,
-                name_a: name.as_ptr(),
-                name_w: ptr::null_mut(),
-                extra1: 0,
-                extra2: ptr::null_mut(),
-                next: ptr::null_mut(),
-            },
-            name,
-            next: ptr::null_mut(),
-        })
-    }
-}
-
-impl Interned for HandleNode {
-    fn name(&self) -> &CStr {
-        &self.name
-    }
-    fn next(&self) -> *mut Self {
-        self.next
-    }
-    fn set_next(&mut self, next: *mut Self) {
-        self.next = next;
-    }
-    fn new(name: &CStr) -> Box<Self> {
-        let name: Box<CStr> = name.into();
-        Box::new(HandleNode {
-            itt: IttStringHandle {
-                str_a: name.as_ptr(),
-                str_w: ptr::null_mut(),
-                extra1: 0,
-                extra2: ptr::null_mut(),
-                next: ptr::null_mut(),
-            },
-            name,
-            next: ptr::null_mut(),
-        })
-    }
-}
-
-/// The node named `name` in `list`, added when missing: ITT hands out one
-/// handle per name.
-fn intern<T: Interned>(list: &AtomicPtr<T>, name: &CStr) -> *mut T {
-    let find = |mut at: *mut T, until: *mut T| {
-        while !at.is_null() && at != until {
-            // SAFETY: nodes are leaked boxes, published fully built.
-            let node = unsafe { &*at };
-            if node.name() == name {
-                return Some(at);
-            }
-            at = node.next();
-        }
-        None
-    };
-    let mut head = list.load(Ordering::Acquire);
-    if let Some(found) = find(head, ptr::null_mut()) {
-        return found;
-    }
-    let mut node = T::new(name);
-    loop {
-        node.set_next(head);
-        let raw = Box::into_raw(node);
-        match list.compare_exchange(head, raw, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return raw,
-            Err(newer) => {
-                // SAFETY: `raw` was not published; it is ours again.
-                node = unsafe { Box::from_raw(raw) };
-                // Only the nodes added since need a look.
-                if let Some(found) = find(newer, head) {
-                    return found;
-                }
-                head = newer;
-            }
-        }
-    }
-}
-
-/// `__itt_domain_create`.
-unsafe extern "C" fn domain_create(name: *const c_char) -> *mut c_void {
-    if name.is_null() {
-        return ptr::null_mut();
-    }
-    // SAFETY: ITT passes a NUL-terminated name.
-    let name = unsafe { CStr::from_ptr(name) };
-    intern(&DOMAINS, name).cast()
-}
-
-/// `__itt_string_handle_create`.
-unsafe extern "C" fn string_handle_create(name: *const c_char) -> *mut c_void {
-    if name.is_null() {
-        return ptr::null_mut();
-    }
-    // SAFETY: ITT passes a NUL-terminated name.
-    let name = unsafe { CStr::from_ptr(name) };
-    intern(&HANDLES, name).cast()
-}
-
 // --- per-thread tasks -------------------------------------------------------
-
-/// What names an open task.
-#[derive(Clone, Copy)]
-enum TaskName {
-    Handle(*const IttStringHandle),
-    Function(*const c_void),
-}
 
 struct Open {
     domain: *const IttDomain,
@@ -442,52 +257,6 @@ fn with_tasks(f: impl FnOnce(&mut ThreadTasks)) {
     });
 }
 
-/// The task's name as it may stand in a line.
-fn task_name(name: TaskName) -> String {
-    match name {
-        TaskName::Handle(h) if !h.is_null() => {
-            // SAFETY: a string handle (ours or the static part's), whose
-            // name is a NUL-terminated string that lives as long as it.
-            let s = unsafe { (*h).str_a };
-            if s.is_null() {
-                return "task".into();
-            }
-            // SAFETY: as above.
-            clean(&unsafe { CStr::from_ptr(s) }.to_string_lossy(), "task")
-        }
-        TaskName::Handle(_) => "task".into(),
-        TaskName::Function(f) => function_name(f),
-    }
-}
-
-/// The symbol at `f` (`__itt_task_begin_fn`), else its address.
-fn function_name(f: *const c_void) -> String {
-    // SAFETY: dladdr only reads the loader's tables; a zeroed Dl_info is a
-    // valid out-parameter.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::dladdr(f, &mut info) } != 0 && !info.dli_sname.is_null() {
-        // SAFETY: dladdr's symbol name is a NUL-terminated string.
-        let name = unsafe { CStr::from_ptr(info.dli_sname) }.to_string_lossy();
-        return clean(&name, "task");
-    }
-    format!("fn_{:x}", f as usize)
-}
-
-fn domain_name(domain: *const IttDomain) -> String {
-    if domain.is_null() {
-        return "-".into();
-    }
-    // SAFETY: a domain (ours or the static part's) with a NUL-terminated
-    // name that lives as long as it.
-    let name = unsafe { (*domain).name_a };
-    if name.is_null() {
-        return "-".into();
-    }
-    // SAFETY: as above.
-    clean(&unsafe { CStr::from_ptr(name) }.to_string_lossy(), "-")
-}
-
 /// `__itt_task_begin`.
 extern "C" fn task_begin(domain: *const c_void, _id: IttId, _parent: IttId, name: *const c_void) {
     with_tasks(|t| t.begin(domain.cast(), TaskName::Handle(name.cast())));
@@ -518,245 +287,6 @@ pub(crate) fn provided(name: &[u8]) -> Option<*mut c_void> {
     Some(f)
 }
 
-// --- the process's log ------------------------------------------------------
-
-/// The log: [`NOT_OPEN`], [`OPENING`], [`FAILED`] or its descriptor.
-static LOG_FD: AtomicI32 = AtomicI32::new(NOT_OPEN);
-const NOT_OPEN: i32 = -1;
-const OPENING: i32 = -2;
-const FAILED: i32 = -3;
-/// Bumped in a forked child (see the module docs).
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// `CLOCK_REALTIME` or `CLOCK_MONOTONIC` in ns.
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock and out-parameter.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
-
-fn wall_ns() -> u64 {
-    clock_ns(libc::CLOCK_REALTIME)
-}
-
-/// (wall, monotonic) read back to back: the tightest of a few reads, the
-/// monotonic time midway (the tracer's `clock_pair`).
-fn clock_pair() -> (u64, u64) {
-    let mut best = (u64::MAX, 0, 0);
-    for _ in 0..5 {
-        let m0 = clock_ns(libc::CLOCK_MONOTONIC);
-        let w = wall_ns();
-        let m1 = clock_ns(libc::CLOCK_MONOTONIC);
-        let spread = m1.saturating_sub(m0);
-        if spread < best.0 {
-            best = (spread, w, m0 + spread / 2);
-        }
-    }
-    (best.1, best.2)
-}
-
-fn clock_line() -> String {
-    let (wall, mono) = clock_pair();
-    format!("# lotus-trace: clock wall_ns={wall} monotonic_ns={mono}\n")
-}
-
-/// The tracer's header line, for this process.
-fn header(rec: &Recording, role: &str, pid: i32) -> String {
-    let number = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-            .unwrap_or_else(|| "-".into())
-    };
-    let mut host = [0u8; 256];
-    // SAFETY: the buffer's length is passed.
-    let host = if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0 {
-        let end = host.iter().position(|b| *b == 0).unwrap_or(host.len());
-        clean(&String::from_utf8_lossy(&host[..end]), "-")
-    } else {
-        "-".into()
-    };
-    let (wall, mono) = clock_pair();
-    format!(
-        "#lotus-trace v1 role={role} pid={pid} host={host} rank={} local_rank={} world_size={} run={} wall_ns={wall} monotonic_ns={mono}\n# lotus-trace: ITT tasks received by lotus's collector\n",
-        number("RANK"),
-        number("LOCAL_RANK"),
-        number("WORLD_SIZE"),
-        rec.run
-    )
-}
-
-/// Writes all of `data` to the O_APPEND log `fd`, or none of it: a write
-/// cut short (a full file system, a file size limit) is taken back, so the
-/// log only ever holds whole lines, which the reader then reads to the end.
-fn write_whole(fd: i32, data: &[u8]) -> std::io::Result<()> {
-    let mut written = 0;
-    while written < data.len() {
-        let rest = &data[written..];
-        // SAFETY: writes from a live slice.
-        let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
-        if n >= 0 {
-            written += n as usize;
-            continue;
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::Interrupted {
-            continue;
-        }
-        if written > 0 {
-            // The offset is at the end of what this call wrote (O_APPEND);
-            // once writes fail, no other thread's block can follow it.
-            // SAFETY: plain system calls on our descriptor.
-            unsafe {
-                let end = libc::lseek(fd, 0, libc::SEEK_CUR);
-                if end >= written as libc::off_t {
-                    libc::ftruncate(fd, end - written as libc::off_t);
-                }
-            }
-        }
-        return Err(e);
-    }
-    Ok(())
-}
-
-/// Creates the log (O_EXCL|O_NOFOLLOW: never through a link, never onto a
-/// file already there) and writes its header; returns its descriptor.
-fn create_log(rec: &Recording) -> Result<i32, String> {
-    use std::os::unix::ffi::OsStrExt;
-    // SAFETY: a plain system call.
-    let pid = unsafe { libc::getpid() };
-    let role = match std::env::var("LOTUS_TRACE_ROLE").as_deref() {
-        Ok("worker") => "worker",
-        _ => "main",
-    };
-    for n in 0..MAX_NAMES {
-        let tag = if n == 0 {
-            "itt".to_string()
-        } else {
-            format!("itt{n}")
-        };
-        let path = rec
-            .dir
-            .join(format!("{}.{tag}_{role}_pid_{pid}", rec.prefix));
-        let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-            return Err(format!("{}: a NUL in the path", path.display()));
-        };
-        // SAFETY: a NUL-terminated path.
-        let fd = unsafe {
-            libc::open(
-                c_path.as_ptr(),
-                libc::O_WRONLY
-                    | libc::O_CREAT
-                    | libc::O_EXCL
-                    | libc::O_APPEND
-                    | libc::O_NOFOLLOW
-                    | libc::O_CLOEXEC,
-                0o644,
-            )
-        };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EEXIST) | Some(libc::ELOOP) => continue,
-                _ => return Err(format!("cannot create {}: {e}", path.display())),
-            }
-        }
-        if let Err(e) = write_whole(fd, header(rec, role, pid).as_bytes()) {
-            // SAFETY: our descriptor.
-            unsafe { libc::close(fd) };
-            return Err(format!("cannot write {}: {e}", path.display()));
-        }
-        return Ok(fd);
-    }
-    Err(format!(
-        "{MAX_NAMES} names for the ITT task log of pid {pid} in {} are all taken",
-        rec.dir.display()
-    ))
-}
-
-/// Tells `lotus trace run` that this process's ITT tasks are incomplete
-/// (the tracer's way: a file in its private status folder).
-fn report_failure(rec: &Recording, message: &str) {
-    let _ = writeln!(std::io::stderr(), "lotus ITT collector: {message}");
-    let Some(status) = &rec.status else { return };
-    // SAFETY: a plain system call.
-    let pid = unsafe { libc::getpid() };
-    let _ = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(status.join(format!("failed_pid_{pid}.itt")))
-        .and_then(|mut f| f.write_all(message.as_bytes()));
-}
-
-/// The log's descriptor, created at the first block; `None` once writing
-/// failed in this process.
-fn log_fd(rec: &Recording) -> Option<i32> {
-    let started = wall_ns();
-    loop {
-        match LOG_FD.load(Ordering::Acquire) {
-            FAILED => return None,
-            NOT_OPEN => {
-                if LOG_FD
-                    .compare_exchange(NOT_OPEN, OPENING, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
-                    continue;
-                }
-                return match create_log(rec) {
-                    Ok(fd) => {
-                        LOG_FD.store(fd, Ordering::Release);
-                        Some(fd)
-                    }
-                    Err(message) => {
-                        LOG_FD.store(FAILED, Ordering::Release);
-                        report_failure(rec, &format!("{message}; ITT tasks are not traced"));
-                        None
-                    }
-                };
-            }
-            OPENING => {
-                if wall_ns().saturating_sub(started) > OPEN_WAIT_NS {
-                    return None;
-                }
-                std::thread::yield_now();
-            }
-            fd => return Some(fd),
-        }
-    }
-}
-
-/// Writes one thread's block of lines, and a clock line after it.
-fn write_block(lines: &[u8]) {
-    let Some(rec) = recording() else { return };
-    let Some(fd) = log_fd(rec) else { return };
-    let mut block = Vec::with_capacity(lines.len() + 96);
-    block.extend_from_slice(lines);
-    block.extend_from_slice(clock_line().as_bytes());
-    if let Err(e) = write_whole(fd, &block) {
-        // The log's name, for the message: the descriptor's own link.
-        let path =
-            std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap_or_else(|_| rec.dir.clone());
-        if LOG_FD
-            .compare_exchange(fd, FAILED, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            report_failure(
-                rec,
-                &format!(
-                    "cannot write the ITT task log {}: {e}; ITT tasks are traced no further in this process",
-                    path.display()
-                ),
-            );
-        }
-    }
-}
-
 /// Writes the calling thread's ended tasks now ([`lotus_itt_flush`], and
 /// at exit).
 fn flush_this_thread() {
@@ -775,15 +305,6 @@ extern "C" fn flush_at_exit() {
     flush_this_thread();
 }
 
-extern "C" fn forget_parent_log() {
-    GENERATION.fetch_add(1, Ordering::AcqRel);
-    let fd = LOG_FD.swap(NOT_OPEN, Ordering::AcqRel);
-    if fd >= 0 {
-        // SAFETY: the parent's descriptor, copied into this child.
-        unsafe { libc::close(fd) };
-    }
-}
-
 /// The fork and exit hooks, once per process.
 fn install_process_hooks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -800,13 +321,6 @@ fn install_process_hooks() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_are_cleaned_like_the_tracers() {
-        assert_eq!(clean("a,b c\td", "x"), "a_b_c_d");
-        assert_eq!(clean(",,", "task"), "task");
-        assert_eq!(clean("Résumé", "x"), "Résumé");
-    }
 
     #[test]
     fn tasks_nest_by_thread_and_past_the_depth_limit_only_match() {
@@ -846,44 +360,5 @@ mod tests {
             .windows(2)
             .all(|w| w[1].0 <= w[0].0 && w[1].1 >= w[0].1));
         assert!(t.open.is_empty() && t.too_deep == 0);
-    }
-
-    #[test]
-    fn a_function_task_is_named_by_its_symbol() {
-        assert_eq!(function_name(libc::getpid as *const c_void), "getpid");
-        assert!(function_name(std::ptr::dangling::<c_void>()).starts_with("fn_"));
-    }
-
-    #[test]
-    fn one_handle_per_name_from_many_threads() {
-        let names: Vec<std::ffi::CString> = (0..20)
-            .map(|i| std::ffi::CString::new(format!("name{i}")).unwrap())
-            .collect();
-        let got: Vec<Vec<usize>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..4)
-                .map(|_| {
-                    s.spawn(|| {
-                        names
-                            .iter()
-                            .map(|n| intern(&HANDLES, n) as usize)
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        assert!(got.windows(2).all(|w| w[0] == w[1]));
-        let mut distinct = got[0].clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        assert_eq!(distinct.len(), names.len());
-        // SAFETY: a node of the list.
-        let node = unsafe { &*(got[0][3] as *const HandleNode) };
-        assert_eq!(node.name(), names[3].as_c_str());
-        // SAFETY: the ITT struct's name is the node's.
-        assert_eq!(
-            unsafe { CStr::from_ptr(node.itt.str_a) },
-            names[3].as_c_str()
-        );
     }
 }
