@@ -48,7 +48,9 @@ const SET_BY_LOTUS: &[&str] = &[
     "LOTUS_CONTROL_FDS",
     "LOTUS_HARNESS_ONLY_OP",
     "LOTUS_TRACE_DIR",
+    "LOTUS_TRACE_ITT",
     "LOTUS_TRACE_PREFIX",
+    "LOTUS_TRACE_ROLE",
     "LOTUS_TRACE_RUN",
     "LOTUS_TRACE_STATUS",
     "LOTUS_TRACE_TORCH",
@@ -88,7 +90,15 @@ const ENV_BY_COMMAND: &[(&str, &[&str])] = &[
         ],
     ),
     ("attribute", &["LOTUS_SORT_BUFFER", "TMPDIR"]),
-    ("trace run", &["PYTHONPATH", "TMPDIR"]),
+    (
+        "trace run",
+        &[
+            "PYTHONPATH",
+            "LOTUS_CONTROL_LIB",
+            "INTEL_LIBITTNOTIFY64",
+            "TMPDIR",
+        ],
+    ),
     ("trace view", &["LOTUS_SORT_BUFFER", "TMPDIR"]),
     ("trace stats", &["LOTUS_SORT_BUFFER", "TMPDIR"]),
 ];

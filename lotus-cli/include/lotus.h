@@ -100,6 +100,15 @@ int lotus_active(void);
 /* The active backend's name (LOTUS_BACKEND), or NULL. Valid for the process's life. */
 const char *lotus_backend(void);
 
+/*
+ * Under `lotus trace run`, where this library is the ITT collector and
+ * writes the ITT tasks it receives into the trace: writes the calling
+ * thread's ended tasks now (they are otherwise written in blocks). For a
+ * process about to leave through _exit (a DataLoader worker); lotus's
+ * tracer calls it whenever it writes its own log. Otherwise does nothing.
+ */
+void lotus_itt_flush(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -43,6 +43,10 @@ const TRACER_FILES: &[(&str, &str)] = &[
         include_str!("../harness/lotus_trace/_core.py"),
     ),
     (
+        "lotus_trace/_itt.py",
+        include_str!("../harness/lotus_trace/_itt.py"),
+    ),
+    (
         "lotus_trace/_torch.py",
         include_str!("../harness/lotus_trace/_torch.py"),
     ),
@@ -150,6 +154,14 @@ pub struct TraceRunArgs {
     /// itself (lotus_trace.wrap, TracedDataset, worker_batch, main_wait) is traced.
     #[arg(long)]
     pub no_torch: bool,
+    /// Also trace the ITT tasks the job's libraries begin and end (oneDNN's
+    /// primitives, an instrumented library's own): lotus's ITT collector is
+    /// loaded (when no other collector is set) and each task becomes an op
+    /// span, the innermost where it runs inside an op. Off by default:
+    /// library tasks would take their samples from the Python ops they run
+    /// in, and fill the op tables with library primitives.
+    #[arg(long)]
+    pub itt_tasks: bool,
     /// Also sample every process and thread of the job through perf, into
     /// DIR beside the logs, for `lotus attribute DIR`.
     #[arg(long)]
@@ -254,6 +266,25 @@ fn is_log_of(name: &str, prefix: &str) -> bool {
         .any(|tag| rest.strip_prefix(tag).is_some_and(all_digits))
 }
 
+/// Whether `name` is a log of ITT tasks that lotus's collector wrote for
+/// `prefix`: `<prefix>.itt_<role>_pid_<pid>` or `<prefix>.itt<n>_...`.
+fn is_itt_log_of(name: &str, prefix: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_prefix(ITT_LOG_TAG))
+    else {
+        return false;
+    };
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    ["_main_pid_", "_worker_pid_"].iter().any(|tag| {
+        rest.strip_prefix(tag)
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// What follows the prefix in the name of a log of ITT tasks.
+const ITT_LOG_TAG: &str = ".itt";
+
 /// Whether the log at `path` belongs to the run `run_id`: its header
 /// (first line) carries `run=<run_id>`.
 fn is_log_of_run(path: &Path, run_id: &str) -> bool {
@@ -337,14 +368,20 @@ fn new_run_id() -> String {
     format!("{}-{nanos:x}", std::process::id())
 }
 
-/// The trace logs of `prefix` directly in `dir`.
-fn logs_in(dir: &Path, prefix: &str) -> io::Result<Vec<PathBuf>> {
+/// The trace logs of `prefix` directly in `dir` (the tracer's, or with
+/// `itt`, those of ITT tasks).
+fn logs_in(dir: &Path, prefix: &str, itt: bool) -> io::Result<Vec<PathBuf>> {
     let mut logs = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
         if let Some(name) = name.to_str() {
-            if is_log_of(name, prefix) && entry.file_type()?.is_file() {
+            let ours = if itt {
+                is_itt_log_of(name, prefix)
+            } else {
+                is_log_of(name, prefix)
+            };
+            if ours && entry.file_type()?.is_file() {
                 logs.push(entry.path());
             }
         }
@@ -362,6 +399,45 @@ fn check_prefix(prefix: &str) -> Result<()> {
         return Err(crate::usage::usage(format!("--prefix {prefix:?}: use letters, digits, '-', '_' or '.' (it starts each log file's name)")));
     }
     Ok(())
+}
+
+/// The variable that tells the tracer and lotus's ITT collector what to do
+/// with ITT tasks: `tasks` (a collector other than lotus's is loaded, e.g.
+/// VTune's: the tracer marks each op as an ITT task for it) or `collect`
+/// (lotus's collector is loaded: it writes the tasks it receives into the
+/// trace folder).
+pub const ENV_TRACE_ITT: &str = "LOTUS_TRACE_ITT";
+
+/// Sets up ITT for the job: a collector the user set (VTune's, by oneAPI's
+/// environment or by `vtune` itself) stays, and the tracer marks the ops
+/// as tasks for it; otherwise lotus's control library, found the trusted
+/// way ([`crate::harness::control_library_path`]), becomes the collector
+/// and writes the tasks the job's libraries begin and end into the trace.
+/// The original format has no place for them (its readers take no header);
+/// lotus's collector is loaded only with `--itt-tasks`.
+fn itt_tasks_env(cmd: &mut Command, format: LogFormat, itt_tasks: bool) {
+    const COLLECTOR: &str = crate::live::ENV_ITT_COLLECTOR;
+    cmd.env_remove(ENV_TRACE_ITT);
+    if let Some(other) = std::env::var_os(COLLECTOR).filter(|v| !v.is_empty()) {
+        crate::usage::note!(
+            "lotus: note: {COLLECTOR}={} is set (VTune's collector?): lotus leaves it in place; the tracer marks each op as an ITT task (domain lotus) for it, and the ITT tasks of the job's libraries go to it, not into this trace",
+            other.to_string_lossy()
+        );
+        cmd.env(ENV_TRACE_ITT, "tasks");
+        return;
+    }
+    if format == LogFormat::Original || !itt_tasks {
+        return;
+    }
+    match crate::harness::control_library_path() {
+        Some(lib) => {
+            cmd.env(COLLECTOR, lib).env(ENV_TRACE_ITT, "collect");
+        }
+        None => crate::usage::note!(
+            "lotus: note: the control library {} is not beside the lotus binary: the ITT tasks of the job's libraries are not traced",
+            crate::harness::CONTROL_LIBRARY
+        ),
+    }
 }
 
 /// The exit code that passes the program's status through: its code, or
@@ -390,10 +466,12 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     let program_path = which::which(program)
         .with_context(|| format!("{program}: no such program (on PATH or as a path)"))?;
     let out = check_out_folder(&args.out)?;
-    let before = logs_in(&out, &args.prefix)
+    let before = logs_in(&out, &args.prefix, false)
         .with_context(|| format!("cannot list the trace folder {}", out.display()))?;
     if args.clean {
-        for log in &before {
+        let itt_before = logs_in(&out, &args.prefix, true)
+            .with_context(|| format!("cannot list the trace folder {}", out.display()))?;
+        for log in before.iter().chain(&itt_before) {
             std::fs::remove_file(log)
                 .with_context(|| format!("--clean: cannot remove {}", log.display()))?;
         }
@@ -426,6 +504,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .env(ENV_TRACE_RUN, &run_id)
         .env(ENV_TRACE_STATUS, &status_dir)
         .env("PYTHONPATH", pythonpath);
+    itt_tasks_env(&mut cmd, args.format, args.itt_tasks);
 
     // The job's processes that outlive its main process (workers of a
     // killed job, daemons) come to lotus, to be ended below.
@@ -451,7 +530,12 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         );
     }
 
-    let logs = logs_in(&out, &args.prefix).unwrap_or_default();
+    let logs = logs_in(&out, &args.prefix, false).unwrap_or_default();
+    let itt_logs = logs_in(&out, &args.prefix, true)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| is_log_of_run(p, &run_id))
+        .count();
     // Original-format logs carry no header (no run id): this run's are
     // those that were not there before it.
     let new: Vec<&PathBuf> = match args.format {
@@ -475,14 +559,19 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .map(|m| m.len())
         .sum();
     let failures = trace_failures(&status_dir);
-    if new.is_empty() && failures.is_empty() {
+    if new.is_empty() && itt_logs == 0 && failures.is_empty() {
         eprintln!(
             "lotus: no trace written to {}: was the program Python, and did it run a DataLoader or traced code? (lotus_trace needs Python 3.8+)",
             out.display()
         );
     } else {
+        let itt = if itt_logs > 0 {
+            format!(", and {itt_logs} log(s) of ITT tasks")
+        } else {
+            String::new()
+        };
         crate::usage::note!(
-            "lotus: trace in {}: {} log(s) ({} main, {} worker), {} bytes",
+            "lotus: trace in {}: {} log(s) ({} main, {} worker), {} bytes{itt}",
             out.display(),
             new.len(),
             new.len() - workers,
@@ -525,6 +614,17 @@ mod tests {
         assert!(is_log_of("lotus.10_worker_pid_12", "lotus"));
         assert!(!is_log_of("lotus._main_pid_12", "lotus"));
         assert!(!is_log_of("lotus.x_main_pid_12", "lotus"));
+    }
+
+    #[test]
+    fn itt_log_names() {
+        assert!(is_itt_log_of("lotus.itt_main_pid_12", "lotus"));
+        assert!(is_itt_log_of("lotus.itt3_worker_pid_12", "lotus"));
+        assert!(!is_itt_log_of("lotus.itt_main_pid_", "lotus"));
+        assert!(!is_itt_log_of("lotus_main_pid_12", "lotus"));
+        assert!(!is_itt_log_of("lotus.ittx_main_pid_12", "lotus"));
+        assert!(!is_itt_log_of("other.itt_main_pid_12", "lotus"));
+        assert!(!is_log_of("lotus.itt_main_pid_12", "lotus"));
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub mod env_help {
     pub const REPORT_TIMEOUT: &str = "  LOTUS_REPORT_TIMEOUT     seconds a vendor tool's report command (vtune -report, AMDuProfCLI report) may run before it is stopped (default 1800)";
     /// `INTEL_LIBITTNOTIFY64`.
     pub const ITT: &str = "  INTEL_LIBITTNOTIFY64     an ITT collector (oneAPI sets VTune's); under --backend perf lotus puts its own in its place, and says so";
+    /// `INTEL_LIBITTNOTIFY64` for `lotus trace run`.
+    pub const ITT_TRACE: &str = "  INTEL_LIBITTNOTIFY64     an ITT collector (VTune's): kept, and each op is marked as an ITT task (domain lotus) for it; unset, lotus's own collector writes the job's ITT tasks into the trace";
     /// `PATH`.
     pub const PATH: &str =
         "  PATH                     where the program, python3 and the vendor tools are looked up";
@@ -151,7 +153,7 @@ pub mod env_help {
 
     /// `lotus trace run`.
     pub fn trace_run() -> String {
-        list(&[PYTHONPATH, TMPDIR, PATH])
+        list(&[PYTHONPATH, CONTROL_LIB, ITT_TRACE, TMPDIR, PATH])
     }
 
     /// `lotus trace view` and `lotus trace stats`.

@@ -76,7 +76,7 @@ class _Op:
     def __call__(self, *args, **kwargs):
         if not _core._on:
             return self.fn(*args, **kwargs)
-        t0 = _core._now()
+        t0 = _core.op_begin(self.name)
         try:
             return self.fn(*args, **kwargs)
         finally:
@@ -132,12 +132,15 @@ class span:
 
     def __enter__(self):
         if _core._on:
-            self.t0 = _core._now()
+            self.t0 = _core.op_begin(self.name)
         return self
 
     def __exit__(self, *exc):
-        if self.t0 is not None and _core._on:
-            _core.op_event(self.name, self.t0, _core._now())
+        if self.t0 is not None:
+            if _core._on:
+                _core.op_event(self.name, self.t0, _core._now())
+            else:  # tracing stopped inside the block: still end its task
+                _core.op_end_task()
         self.t0 = None
         return False
 

@@ -72,6 +72,9 @@ _notes_seen = set()
 _status_dir = None  # lotus's private folder for failure reports
 _run_id = None  # the `lotus trace run` this process belongs to
 _original = False  # write the original fork's three columns only
+_itt = None  # marks ops as ITT tasks for a foreign collector (_itt.Tasks)
+_itt_collect = False  # lotus's ITT collector writes the job's ITT tasks
+_collector_flush = None  # its lotus_itt_flush, once found loaded
 
 # Names tried for a log before giving up (a name is taken when a file or
 # link is already there).
@@ -244,9 +247,31 @@ def _write_all(data):
         view = view[n:]
 
 
+def _flush_collector():
+    """Has lotus's ITT collector write this thread's ended ITT tasks, when
+    it is loaded in this process (`lotus_itt_flush`): a worker leaves
+    through os._exit, which runs no exit handler of the collector's."""
+    global _collector_flush
+    f = _collector_flush
+    if f is None:
+        try:
+            import ctypes
+
+            # RTLD_NOLOAD: only a library already loaded (by the ITT static
+            # part, from the path lotus set); nothing is ever loaded here.
+            lib = ctypes.CDLL(os.environ["INTEL_LIBITTNOTIFY64"], mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            f = _collector_flush = lib.lotus_itt_flush
+        except (OSError, AttributeError, KeyError, ImportError):
+            return  # not loaded (yet): no ITT call in this process
+    f()
+
+
 def flush():
-    """Writes the buffered lines to this process's file."""
+    """Writes the buffered lines to this process's file (and, under lotus's
+    ITT collector, this thread's ended ITT tasks to theirs)."""
     global _buf, _last_flush, _failed
+    if _itt_collect:
+        _flush_collector()
     with _lock:
         if not _buf or _failed or _dir is None:
             return
@@ -319,6 +344,9 @@ def set_role(role):
             _role = role
             return
         _role = role
+        if _itt_collect:
+            # lotus's ITT collector names its log of this process by it.
+            os.environ["LOTUS_TRACE_ROLE"] = role
         if _fd is not None and _path is not None:
             _rename(role)
 
@@ -356,9 +384,27 @@ def _rename(role):
 # --- events -----------------------------------------------------------------
 
 
+def op_begin(name):
+    """The start of op `name`'s span, now: returns its start time. Under a
+    foreign ITT collector the op's ITT task begins too; `op_event` (or
+    `op_end_task`, when the op raised) ends it."""
+    if _itt is not None:
+        _itt.begin(name)
+    return _now()
+
+
+def op_end_task():
+    """Ends the ITT task of the op begun last on this thread without
+    writing its span (the op raised, or its span is written later)."""
+    if _itt is not None:
+        _itt.end()
+
+
 def op_event(name, t0, t1):
     """An op (a transform, the loader, any wrapped callable) that ran from
-    t0 to t1, in the current batch and sample."""
+    t0 to t1, in the current batch and sample (begun with `op_begin`)."""
+    if _itt is not None:
+        _itt.end()
     c = _ctx
     b = c.batch
     s = c.sample
@@ -460,12 +506,13 @@ class _Collate:
 
     def __enter__(self):
         if self.span._active:
-            self.span.c0 = _now()
+            self.span.c0 = op_begin("Collation")
         return self
 
     def __exit__(self, *exc):
         if self.span._active:
             self.span.c1 = _now()
+            op_end_task()  # the span is written with the batch's
         return False
 
 
@@ -581,7 +628,7 @@ def enable(out_dir=None, prefix=None, torch=None):
     $LOTUS_TRACE_PREFIX or "lotus", and the torch / torchvision hooks
     unless $LOTUS_TRACE_TORCH is 0. Returns the trace folder. A second call
     keeps the first call's folder."""
-    global _on, _dir, _prefix, _pid, _status_dir, _run_id, _original
+    global _on, _dir, _prefix, _pid, _status_dir, _run_id, _original, _itt, _itt_collect
     if out_dir is None:
         out_dir = os.environ.get("LOTUS_TRACE_DIR")
         if not out_dir:
@@ -605,6 +652,11 @@ def enable(out_dir=None, prefix=None, torch=None):
     _original = os.environ.get("LOTUS_TRACE_FORMAT") == "original"
     _install_process_hooks()
     _propagate(out_dir, prefix, torch)
+    from . import _itt as itt
+
+    if itt.wanted():
+        _itt = itt.load()
+    _itt_collect = os.environ.get("LOTUS_TRACE_ITT") == "collect"
     _on = True
     if torch:
         from . import _torch

@@ -110,9 +110,14 @@ def _patch_compose(mod):
             # The span ends before `img` lets go of the op's input: freeing
             # it (a decoded image, a tensor: munmap, page work) is the
             # pipeline's, not the op's, and an op mapped alone never pays it.
-            t0 = _now()
-            out = t(img)
-            _core.op_event(_op_name(t), t0, _now())
+            name = _op_name(t)
+            t0 = _core.op_begin(name)
+            try:
+                out = t(img)
+            except BaseException:
+                _core.op_end_task()
+                raise
+            _core.op_event(name, t0, _now())
             img = out
         return img
 
@@ -142,9 +147,14 @@ def _patch_compose_v2(mod):
             if _self_tracing(transform):
                 outputs = transform(*inputs)
             else:
-                t0 = _now()
-                outputs = transform(*inputs)
-                _core.op_event(_op_name(transform), t0, _now())
+                name = _op_name(transform)
+                t0 = _core.op_begin(name)
+                try:
+                    outputs = transform(*inputs)
+                except BaseException:
+                    _core.op_end_task()
+                    raise
+                _core.op_event(name, t0, _now())
             inputs = outputs if needs_unpacking else (outputs,)
         return outputs
 
@@ -167,8 +177,12 @@ def _patch_folder(mod):
 
     def item(self, index):
         path, target = self.samples[index]
-        t0 = _now()
-        sample = self.loader(path)
+        t0 = _core.op_begin("Loader")
+        try:
+            sample = self.loader(path)
+        except BaseException:
+            _core.op_end_task()
+            raise
         _core.op_event("Loader", t0, _now())
         transform = self.transform
         if transform is not None:
@@ -176,9 +190,14 @@ def _patch_folder(mod):
                 sample = transform(sample)
             else:
                 # As in Compose: the input is let go after the span.
-                t0 = _now()
-                out = transform(sample)
-                _core.op_event(_op_name(transform), t0, _now())
+                name = _op_name(transform)
+                t0 = _core.op_begin(name)
+                try:
+                    out = transform(sample)
+                except BaseException:
+                    _core.op_end_task()
+                    raise
+                _core.op_event(name, t0, _now())
                 sample = out
         if self.target_transform is not None:
             target = self.target_transform(target)

@@ -31,6 +31,10 @@
 //! [`MAX_ENTRIES`] entries), and otherwise writes nothing: ITT calls then
 //! stay no-ops, and a note goes to stderr when running under lotus.
 //!
+//! Under `lotus trace run` it also takes the task entries (domains, string
+//! handles, task begin and end), turning ITT tasks into trace spans: see
+//! [`itt_tasks`].
+//!
 //! # Under VTune
 //!
 //! With `LOTUS_BACKEND=vtune` the control library itself calls ITT to reach
@@ -45,6 +49,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::backend::{Backend, Call, Control, Vendor};
+use crate::itt_tasks;
 
 /// The magic bytes that start every `__itt_global`.
 const ITT_MAGIC: [u8; 8] = [0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30];
@@ -58,6 +63,8 @@ const LAST_SHORT_ENTRY_BUILD: c_ulong = 20101001;
 const MAX_ENTRIES: usize = 4096;
 /// `__itt_group_control`: pause, resume, detach and their scoped forms.
 const GROUP_CONTROL: c_int = 1 << 1;
+/// `__itt_group_structure`: domains, string handles, tasks.
+const GROUP_STRUCTURE: c_int = 1 << 12;
 /// `__itt_collection_scope_host`: the CPU side, which lotus measures.
 const SCOPE_HOST: c_int = 1 << 0;
 /// Pointers below this are small integers read as pointers, never strings.
@@ -205,8 +212,15 @@ extern "C" fn itt_pause_scoped(scope: c_int) {
     }
 }
 
-/// The function this collector provides for an ITT API name.
-fn provided(name: &[u8]) -> Option<*mut c_void> {
+/// The function this collector provides for an ITT API name, and the
+/// group it belongs to; the task functions only when `tasks` (the process
+/// records ITT tasks into a trace, see [`itt_tasks`]).
+fn provided(name: &[u8], tasks: bool) -> Option<(*mut c_void, c_int)> {
+    if tasks {
+        if let Some(f) = itt_tasks::provided(name) {
+            return Some((f, GROUP_STRUCTURE));
+        }
+    }
     let f: *mut c_void = match name {
         b"__itt_resume" => itt_resume as extern "C" fn() as *mut c_void,
         b"__itt_pause" => itt_pause as extern "C" fn() as *mut c_void,
@@ -215,7 +229,7 @@ fn provided(name: &[u8]) -> Option<*mut c_void> {
         b"__itt_pause_scoped" => itt_pause_scoped as extern "C" fn(c_int) as *mut c_void,
         _ => return None,
     };
-    Some(f)
+    Some((f, GROUP_CONTROL))
 }
 
 /// Whether `name` points at a string that starts with `__itt_`, reading no
@@ -248,13 +262,18 @@ pub(crate) enum Refusal {
     TooLong,
 }
 
-/// Fills the control entries of the table `global` describes, for the
-/// groups in `groups`; returns how many entries were filled.
+/// Fills the control entries (and, with `tasks`, the task entries) of the
+/// table `global` describes, for the groups in `groups`; returns how many
+/// entries were filled.
 ///
 /// # Safety
 /// `global` is NULL or points to a static part's `__itt_global`, as the
 /// static part passes it to `__itt_api_init`.
-pub(crate) unsafe fn fill_table(global: *mut c_void, groups: c_int) -> Result<usize, Refusal> {
+pub(crate) unsafe fn fill_table(
+    global: *mut c_void,
+    groups: c_int,
+    tasks: bool,
+) -> Result<usize, Refusal> {
     if global.is_null() {
         return Err(Refusal::Null);
     }
@@ -297,7 +316,9 @@ pub(crate) unsafe fn fill_table(global: *mut c_void, groups: c_int) -> Result<us
         let e = entry(i);
         // SAFETY: checked above: a string that starts with `__itt_`.
         let name = unsafe { CStr::from_ptr(e.name) }.to_bytes();
-        let Some(f) = provided(name) else { continue };
+        let Some((f, needs)) = provided(name, tasks) else {
+            continue;
+        };
         // SAFETY: the group lies at this layout's offset in entry `i`.
         let group = unsafe {
             table
@@ -305,7 +326,7 @@ pub(crate) unsafe fn fill_table(global: *mut c_void, groups: c_int) -> Result<us
                 .cast::<c_int>()
                 .read_unaligned()
         };
-        if group & groups & GROUP_CONTROL == 0 {
+        if group & groups & needs == 0 {
             continue;
         }
         // SAFETY: `func_ptr` is the static part's pointer for this API,
@@ -331,7 +352,7 @@ pub unsafe extern "C" fn __itt_api_init(global: *mut c_void, groups: c_int) {
             return;
         }
         // SAFETY: as the caller guarantees.
-        match unsafe { fill_table(global, groups) } {
+        match unsafe { fill_table(global, groups, itt_tasks::recording_tasks()) } {
             Ok(_) => {}
             Err(why) if control.active() => note(format_args!(
                 "the ITT static part's API table was not used ({why:?}): ITT calls in this \
@@ -407,7 +428,7 @@ mod tests {
         fn fill(&mut self, groups: c_int) -> Result<usize, Refusal> {
             let p: *mut IttGlobalHead = &mut *self.global;
             // SAFETY: a well-formed fake descriptor.
-            unsafe { fill_table(p.cast(), groups) }
+            unsafe { fill_table(p.cast(), groups, false) }
         }
     }
 
@@ -440,6 +461,29 @@ mod tests {
     }
 
     #[test]
+    fn task_entries_are_filled_only_when_tasks_are_recorded() {
+        let mut part = fake(&NAMES, &GROUPS, 20250807, 3);
+        let p: *mut IttGlobalHead = &mut *part.global;
+        // SAFETY: a well-formed fake descriptor.
+        assert_eq!(unsafe { fill_table(p.cast(), -1, true) }, Ok(6));
+        assert_eq!(
+            part.slots[0],
+            itt_tasks::provided(b"__itt_domain_create").unwrap()
+        );
+        assert_eq!(
+            part.slots[3],
+            itt_tasks::provided(b"__itt_task_begin").unwrap()
+        );
+        // Not when the static part leaves the structure group out.
+        let mut part = fake(&NAMES, &GROUPS, 20250807, 3);
+        let p: *mut IttGlobalHead = &mut *part.global;
+        // SAFETY: as above.
+        assert_eq!(unsafe { fill_table(p.cast(), GROUP_CONTROL, true) }, Ok(4));
+        assert_eq!(part.slots[0], STUB);
+        assert_eq!(part.slots[3], STUB);
+    }
+
+    #[test]
     fn groups_not_asked_for_stay_untouched() {
         let mut part = fake(&NAMES, &GROUPS, 20250807, 3);
         assert_eq!(part.fill(1 << 12), Ok(0));
@@ -459,7 +503,7 @@ mod tests {
         assert!(part.slots.iter().all(|s| *s == STUB));
         // SAFETY: NULL is allowed.
         assert_eq!(
-            unsafe { fill_table(std::ptr::null_mut(), -1) },
+            unsafe { fill_table(std::ptr::null_mut(), -1, false) },
             Err(Refusal::Null)
         );
     }

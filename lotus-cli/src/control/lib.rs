@@ -38,6 +38,7 @@ mod error;
 mod ffi;
 pub mod host;
 mod itt_collector;
+mod itt_tasks;
 mod vendor;
 
 pub use error::ControlError;
