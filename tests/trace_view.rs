@@ -1277,3 +1277,47 @@ fn samples_that_cannot_be_credited_leave_the_view_as_it_was() {
         with["otherData"]
     );
 }
+
+/// A span the log says ran on another thread (`tid=`) is drawn on that
+/// thread's track, the others on the process's: two threads' spans that
+/// overlap in time would not nest on one track.
+#[test]
+fn spans_of_other_threads_get_their_own_tracks() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    std::fs::create_dir(&dir).expect("dir");
+    let base = 1_700_000_000_000_000_000u64;
+    std::fs::write(
+        dir.join("lotus_worker_pid_77"),
+        format!(
+            "#lotus-trace v1 role=worker pid=77\n\
+             SMainOp,{},1000000,kind=op\n\
+             SThreadOp,{},1000000,kind=op,tid=78\n\
+             SOwnTid,{},10,kind=op,tid=77\n",
+            base,
+            base + 500_000,
+            base + 2_000_000
+        ),
+    )
+    .expect("log");
+    let out = tmp.path().join("view.json");
+    let (v, _) = view(&dir, &out, &[]);
+    let tracks: BTreeMap<String, (u64, u64)> = v["traceEvents"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| {
+            (
+                e["name"].as_str().expect("name").to_string(),
+                (
+                    e["pid"].as_u64().expect("pid"),
+                    e["tid"].as_u64().expect("tid"),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(tracks["MainOp"], (77, 77), "{tracks:?}");
+    assert_eq!(tracks["ThreadOp"], (77, 78), "{tracks:?}");
+    assert_eq!(tracks["OwnTid"], (77, 77), "{tracks:?}");
+}

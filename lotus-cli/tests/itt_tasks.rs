@@ -704,7 +704,13 @@ open({report:?}, "w").write(str(sum(total)))
     );
     let out = trace_run_with(
         &python(),
-        &["--no-torch", "--itt-tasks", "--sample", "--frequency", "1000"],
+        &[
+            "--no-torch",
+            "--itt-tasks",
+            "--sample",
+            "--frequency",
+            "1000",
+        ],
         dir.path(),
         &job,
         &[],

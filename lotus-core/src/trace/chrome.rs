@@ -16,9 +16,10 @@
 //!   `baseTimeNanoseconds` (as PyTorch profiler traces do): nanoseconds
 //!   since the Unix epoch do not fit a float's 53 bits, offsets from the
 //!   trace's start do, so every time keeps its nanoseconds.
-//! - One process track per process, `tid` = `pid`; `process_name` says
-//!   main or worker, pid, host and rank; `process_sort_index` puts main
-//!   processes first.
+//! - One process track per process, `tid` = `pid` (a span the log says
+//!   ran on another thread, `tid=`, goes on that thread's track);
+//!   `process_name` says main or worker, pid, host and rank;
+//!   `process_sort_index` puts main processes first.
 //! - A flow starts (`s`) 1 ns before the end of a batch's preprocessing,
 //!   inside its span (viewers bind `s` to the slice open at its time, and a
 //!   slice is closed at its end time), and ends (`f`, `bp: "e"`) at the
@@ -327,7 +328,10 @@ impl<W: Write> ChromeWriter<W> {
             ts: self.ts_us(e.start_ns),
             dur: e.dur_ns as f64 / 1000.0,
             pid,
-            tid: pid,
+            // A span of another thread (`tid=` in the log) on that
+            // thread's track: spans of two threads overlap in time and
+            // would not nest on one.
+            tid: e.tid.map_or(pid, u64::from),
             args: {
                 let own = Args {
                     batch: e.batch,
