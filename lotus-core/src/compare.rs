@@ -1,7 +1,7 @@
 //! Ops side by side across mappings made on different hosts (the study
 //! compares CPU models for preprocessing servers): each op's latency and
 //! CPU time per call, derived from what a live mapping's windows measured
-//! ([`WindowSummary`]: seconds open, calls, `task-clock-ns`), and their
+//! ([`WindowSummary`](crate::mapping::WindowSummary): seconds open, calls, `task-clock-ns`), and their
 //! ratios to the first mapping's.
 //!
 //! - latency per call = window seconds / calls;

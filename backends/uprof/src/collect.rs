@@ -13,7 +13,7 @@
 //! profiled process opens uProf's profile-control library and resumes and
 //! pauses the collection itself: the lotus process switches nothing). The
 //! session lands in a sub-folder of `D` that AMDuProfCLI names
-//! (`AMDuProf-<program>-<CONFIG>_<date>`); [`Collection::report`] finds
+//! (`AMDuProf-<program>-<CONFIG>_<date>`); [`lotus_core::Collection::report`] finds
 //! it, runs
 //!
 //! ```text
@@ -29,7 +29,7 @@
 //! `uprof-XXXXXX` inside the given one, and `F` is written into it; both
 //! stay.
 //!
-//! AMDuProfCLI runs in its own process group, so [`Collection::kill`]
+//! AMDuProfCLI runs in its own process group, so [`lotus_core::Collection::kill`]
 //! reaches the target and anything it started.
 
 use std::ffi::OsString;

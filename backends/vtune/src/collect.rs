@@ -9,7 +9,7 @@
 //! with the target's environment (`LOTUS_BACKEND=vtune`: the profiled
 //! process resumes and pauses the collection itself through ITT; `vtune`
 //! sets `INTEL_LIBITTNOTIFY64` so its ITT calls reach VTune's collector).
-//! [`Collection::report`] waits for it, then runs
+//! [`lotus_core::Collection::report`] waits for it, then runs
 //!
 //! ```text
 //! vtune -report hotspots -result-dir D -format csv -csv-delimiter comma -report-output F
@@ -24,7 +24,7 @@
 //! and deleted with the collection, unless [`CollectOptions::keep_raw`]
 //! names a folder: then it is a new `vtune-XXXXXX` folder in there, kept.
 //!
-//! `vtune` runs in its own process group, so [`Collection::kill`] reaches
+//! `vtune` runs in its own process group, so [`lotus_core::Collection::kill`] reaches
 //! the target and everything it started.
 
 use std::ffi::OsString;

@@ -1,5 +1,5 @@
 //! The samples of each op span, for `lotus trace view DIR`: the rule of
-//! [`super::in_pipeline`] applied once ([`SampledTrace::credit`], the same
+//! [`super::in_pipeline`] applied once (`SampledTrace::credit`, the same
 //! call `lotus attribute DIR` sums per op), summed per span instead.
 //!
 //! Memory: each sample credited to a span becomes a (span id, symbol) pair
