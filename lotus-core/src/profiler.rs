@@ -137,6 +137,25 @@ pub struct Target {
 }
 
 impl Target {
+    /// `program` with no arguments, the inherited environment, folder and
+    /// output (set the public fields for the rest).
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Target {
+            program: program.into(),
+            ..Target::default()
+        }
+    }
+
+    /// The target with `args` as its arguments.
+    pub fn with_args<I, A>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<OsString>,
+    {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// The added environment as text (for plans and messages).
     pub fn env_lossy(&self) -> Vec<(String, String)> {
         self.env
