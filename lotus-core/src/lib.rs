@@ -44,3 +44,8 @@ pub use profiler::{
 pub use registry::{backend, backends, BackendRegistration};
 pub use report_error::ReportError;
 pub use row::{Report, Row, Unit};
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

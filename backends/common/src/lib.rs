@@ -205,3 +205,8 @@ mod tests {
         signal_group(child.id(), libc::SIGKILL).expect("gone group");
     }
 }
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -86,3 +86,8 @@ impl Profiler for UProf {
 inventory::submit! {
     BackendRegistration { name: "uprof", make: || Box::new(UProf) }
 }
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

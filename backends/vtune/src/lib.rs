@@ -86,3 +86,8 @@ impl Profiler for VTune {
 inventory::submit! {
     BackendRegistration { name: "vtune", make: || Box::new(VTune) }
 }
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

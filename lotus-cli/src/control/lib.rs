@@ -72,3 +72,8 @@ pub fn backend() -> Option<&'static str> {
         .as_deref()
         .and_then(|name| name.to_str().ok())
 }
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
