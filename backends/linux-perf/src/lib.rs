@@ -363,6 +363,16 @@ inventory::submit! {
 mod tests {
     use super::*;
 
+    /// The contract lotus.h and lotus_core::control state: windows are
+    /// time ranges unless a caller asks for ioctl switching.
+    #[test]
+    fn windows_are_time_ranges_by_default() {
+        assert_eq!(
+            PerfOptions::default().window_switch,
+            WindowSwitch::Timestamps
+        );
+    }
+
     #[test]
     fn the_interval_in_force_is_capped_by_the_kernel() {
         let mut options = CollectOptions::default();
