@@ -49,3 +49,36 @@ pub use row::{Report, Row, Unit};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// Internals that are not API: each block must fail to compile (E0603:
+/// private). Sorting records' byte layout:
+///
+/// ```compile_fail,E0603
+/// use lotus_core::spill::bytes::Put;
+/// ```
+///
+/// The trace index's spilled records:
+///
+/// ```compile_fail,E0603
+/// use lotus_core::trace::index::BatchRec;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_core::trace::index::MainRec;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_core::trace::index::DurRec;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_core::trace::index::BatchRow;
+/// ```
+///
+/// The old trace format's name rules:
+///
+/// ```compile_fail,E0603
+/// use lotus_core::trace::parse::infer_kind;
+/// ```
+#[cfg(doctest)]
+pub struct PrivateInternals;

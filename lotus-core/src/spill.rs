@@ -733,7 +733,7 @@ impl<R: Record + Clone> Iterator for SpoolIter<'_, R> {
 }
 
 /// Little-endian field writing and reading for [`Record`] impls.
-pub mod bytes {
+pub(crate) mod bytes {
     /// Writes fields one after another.
     #[derive(Debug)]
     pub struct Put<'a> {

@@ -39,7 +39,7 @@ impl fmt::Display for Untrusted {
 impl std::error::Error for Untrusted {}
 
 /// This process's effective user id.
-pub fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }

@@ -52,7 +52,7 @@ const BACKEND: &str = "uprof";
 pub const DEFAULT_CONFIG: &str = "tbp";
 
 /// The prefix of the session folders AMDuProfCLI creates.
-pub const SESSION_PREFIX: &str = "AMDuProf";
+pub(crate) const SESSION_PREFIX: &str = "AMDuProf";
 
 /// The prefix of the folder made per collection under `--keep-raw`.
 const KEPT_PREFIX: &str = "uprof-";
@@ -233,11 +233,11 @@ pub fn plan(cli: Option<&Path>, target: &Target, options: &CollectOptions) -> Co
 }
 
 /// A target running under `AMDuProfCLI collect`.
-pub type UProfCollection = VendorCollection<UProfFiles>;
+pub(crate) type UProfCollection = VendorCollection<UProfFiles>;
 
 /// A uProf collection's folders.
 #[derive(Debug)]
-pub struct UProfFiles {
+pub(crate) struct UProfFiles {
     /// Logs, and (without keep_raw) `D` and `F`; deleted on drop (after the
     /// collect command is stopped).
     _work: TempDir,
@@ -249,7 +249,7 @@ pub struct UProfFiles {
 
 /// Starts `AMDuProfCLI collect` on `target` (`cli` is the AMDuProfCLI
 /// found by the probe).
-pub fn start(
+pub(crate) fn start(
     cli: &Path,
     target: &Target,
     options: &CollectOptions,
@@ -318,7 +318,7 @@ impl VendorReport for UProfFiles {
 }
 
 /// The newest `AMDuProf*` folder in `raw`, or why there is none.
-pub fn find_session(raw: &Path) -> Result<PathBuf, String> {
+pub(crate) fn find_session(raw: &Path) -> Result<PathBuf, String> {
     let entries =
         std::fs::read_dir(raw).map_err(|e| format!("cannot list {}: {e}", raw.display()))?;
     let mut names = Vec::new();

@@ -45,9 +45,9 @@ const BACKEND: &str = "vtune";
 pub const DEFAULT_COLLECT_TYPE: &str = "hotspots";
 
 /// The result folder's name inside the collection's folder (`D`).
-pub const RESULT_DIR: &str = "result";
+pub(crate) const RESULT_DIR: &str = "result";
 /// The report's file name inside the collection's folder (`F`).
-pub const REPORT_FILE: &str = "hotspots.csv";
+pub(crate) const REPORT_FILE: &str = "hotspots.csv";
 /// The prefix of the folder made per collection under `--keep-raw`.
 pub const KEPT_PREFIX: &str = "vtune-";
 
@@ -183,16 +183,16 @@ impl Folder {
 }
 
 /// A target running under `vtune -collect`.
-pub type VTuneCollection = VendorCollection<VTuneFiles>;
+pub(crate) type VTuneCollection = VendorCollection<VTuneFiles>;
 
 /// A VTune collection's folder: `D` and `F` in it.
 #[derive(Debug)]
-pub struct VTuneFiles {
+pub(crate) struct VTuneFiles {
     folder: Folder,
 }
 
 /// Starts `vtune -collect` on `target`; `vtune` is the program to run.
-pub fn start(
+pub(crate) fn start(
     vtune: &Path,
     target: &Target,
     options: &CollectOptions,

@@ -138,7 +138,8 @@ impl Record for FlowEnd {
 }
 
 /// Which flow arrow starts or ends on which event: one arrow per batch
-/// matched with its consumption ([`TraceIndex::join`]), its ends keyed by
+/// matched with its consumption (as [`crate::trace::index`] matches
+/// them), its ends keyed by
 /// the events' places in reading order, so a second pass over the logs
 /// meets them in order and nothing is looked up (memory stays within the
 /// index's budget).

@@ -45,7 +45,7 @@
 //! The original tool (a rebuilt PyTorch 2.0 / torchvision 0.15, repository
 //! `rajveerb/lotus`) writes the same three fields with no `key=value`
 //! fields; [`parse`] gives its lines the same meaning through their names
-//! (see [`parse::infer_kind`]):
+//! (the table below):
 //!
 //! | original line | written by | read as |
 //! |---|---|---|

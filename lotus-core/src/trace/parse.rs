@@ -697,7 +697,7 @@ fn event(name: &str, kind: Option<Kind>, start_ns: u64, dur_ns: u64, f: Fields) 
 
 /// What a name alone says about an event with no `kind=` field.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inferred<'a> {
+pub(crate) struct Inferred<'a> {
     /// The name to show (the original fork's `_<id>` suffix taken off).
     pub name: &'a str,
     /// The kind.
@@ -713,7 +713,7 @@ pub struct Inferred<'a> {
 /// no `kind=` field: the original fork's `BatchPreprocessed_<id>`,
 /// `BatchWait_<id>`, `BatchConsumed_<id>`, `BatchQueued_<id>`; lotus's
 /// `Batch`, `Wait`, `Consume`, `Fetch`, `Sample`; anything else is an op.
-pub fn infer_kind(name: &str, dur_ns: u64) -> Inferred<'_> {
+pub(crate) fn infer_kind(name: &str, dur_ns: u64) -> Inferred<'_> {
     let plain = |kind| Inferred {
         name,
         kind,

@@ -23,8 +23,8 @@
 //!   schema 2), `over_500ms`.
 //! - **Delay**: from the end of a batch's preprocessing in its worker to
 //!   its consumption in the main process (batches matched as
-//!   [`TraceIndex::join`](crate::trace::index::TraceIndex::join) says), with the study's two shares: delays
-//!   under 250 ms and over 500 ms (both strict).
+//!   [`crate::trace::index`] matches them), with the study's two shares:
+//!   delays under 250 ms and over 500 ms (both strict).
 //!
 //! All times are whole ns; means, percentiles and deviations are `f64` ns.
 
