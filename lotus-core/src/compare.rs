@@ -24,6 +24,7 @@ pub const TASK_CLOCK_NS: &str = "task-clock-ns";
 
 /// One op's figures per call in one mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct PerCall {
     /// Calls measured (inside windows, over all runs).
     pub calls: u64,
@@ -51,6 +52,7 @@ impl PerCall {
 
 /// One op across the mappings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct OpAcross {
     /// The op.
     pub op: String,

@@ -82,3 +82,24 @@ pub struct ReadmeDoctests;
 /// ```
 #[cfg(doctest)]
 pub struct PrivateInternals;
+
+/// Data structs that will grow and public enums are `#[non_exhaustive]`:
+/// other crates build them through constructors and match them with a
+/// wildcard arm, so adding a field or variant is not a breaking change.
+/// Each block must fail to compile.
+///
+/// ```compile_fail,E0639
+/// let _ = lotus_core::Target { program: "python3".into(), ..Default::default() };
+/// ```
+///
+/// ```compile_fail,E0004
+/// fn name(k: lotus_core::trace::Kind) -> &'static str {
+///     use lotus_core::trace::Kind::*;
+///     match k {
+///         Op => "op", Sample => "sample", Fetch => "fetch", Batch => "batch",
+///         Wait => "wait", Consume => "consume", Queue => "queue",
+///     }
+/// }
+/// ```
+#[cfg(doctest)]
+pub struct NonExhaustive;

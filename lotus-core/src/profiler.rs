@@ -25,6 +25,7 @@ pub const VERSION_WAIT: std::time::Duration = std::time::Duration::from_secs(10)
 
 /// Whether a backend can profile on this machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Probe {
     /// The backend's name.
     pub backend: String,
@@ -110,6 +111,7 @@ impl Probe {
 
 /// The process to profile.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Target {
     /// The program to run.
     pub program: PathBuf,

@@ -40,6 +40,7 @@ pub trait Record: Sized {
 
 /// How much memory one sorter or spool may hold before it writes to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Budget {
     /// Bytes of records kept in memory.
     pub bytes: usize,

@@ -28,12 +28,9 @@ pub mod vendor;
 
 /// `program args...` as a shell would show it.
 pub fn command_line(program: &Path, args: &[OsString]) -> String {
-    Target {
-        program: program.to_path_buf(),
-        args: args.to_vec(),
-        ..Target::default()
-    }
-    .command_line()
+    let mut target = Target::new(program);
+    target.args = args.to_vec();
+    target.command_line()
 }
 
 /// Clears `fd`'s close-on-exec flag. Async-signal-safe (fcntl only), so it
@@ -177,10 +174,8 @@ mod tests {
         let (r, w) = std::io::pipe().expect("pipe");
         use std::os::fd::AsRawFd;
         let fd = w.as_raw_fd();
-        let target = Target {
-            keep_fds: vec![fd],
-            ..Target::default()
-        };
+        let mut target = Target::default();
+        target.keep_fds = vec![fd];
         let script = format!("echo hi >&{fd}; sleep 30");
         let mut child = command_for(Path::new("/bin/sh"), &["-c".into(), script.into()], &target)
             .spawn()

@@ -23,6 +23,7 @@ const STICKY: u32 = 0o1000;
 
 /// Why a path is not trusted.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Untrusted {
     /// The file, folder or link that fails the check.
     pub path: PathBuf,

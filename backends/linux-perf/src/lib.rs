@@ -28,7 +28,7 @@
 //! use lotus_backend_perf::LinuxPerf;
 //! use lotus_core::{Collection, CollectOptions, Target};
 //!
-//! let target = Target { program: "python3".into(), args: vec!["job.py".into()], ..Default::default() };
+//! let target = Target::new("python3").with_args(["job.py"]);
 //! let mut c = LinuxPerf.start(&target, &CollectOptions::default())?;
 //! c.resume()?;            // open a window
 //! std::thread::sleep(std::time::Duration::from_secs(1));

@@ -386,12 +386,9 @@ mod tests {
 
     #[test]
     fn plans_name_every_flag_and_the_session_placeholder() {
-        let target = Target {
-            program: "/usr/bin/python3".into(),
-            args: vec!["h.py".into(), "--op-file".into(), "my op.py".into()],
-            env: vec![("LOTUS_BACKEND".into(), "uprof".into())],
-            ..Target::default()
-        };
+        let mut target = Target::new("/usr/bin/python3");
+        target.args = vec!["h.py".into(), "--op-file".into(), "my op.py".into()];
+        target.env = vec![("LOTUS_BACKEND".into(), "uprof".into())];
         let mut options = CollectOptions::default();
         options.keep_raw = Some("/keep".into());
         let plan = plan(None, &target, &options);

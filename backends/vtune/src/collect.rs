@@ -249,11 +249,11 @@ mod tests {
     use super::*;
 
     fn target() -> Target {
-        Target {
-            program: "/usr/bin/python3".into(),
-            args: vec!["h.py".into(), "--op-file".into(), "my op.py".into()],
-            env: vec![("LOTUS_BACKEND".into(), "vtune".into())],
-            ..Target::default()
+        {
+            let mut target = Target::new("/usr/bin/python3");
+            target.args = vec!["h.py".into(), "--op-file".into(), "my op.py".into()];
+            target.env = vec![("LOTUS_BACKEND".into(), "vtune".into())];
+            target
         }
     }
 

@@ -144,6 +144,7 @@ impl Record for FlowEnd {
 /// meets them in order and nothing is looked up (memory stays within the
 /// index's budget).
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Flows {
     ends: Sorted<FlowEnd>,
     next: Option<FlowEnd>,
@@ -157,6 +158,7 @@ pub struct Flows {
 /// What an event carries of a flow: the arrow's id and whether it starts
 /// there (a batch) or ends there (a consumption).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FlowAt {
     /// The arrow's id (negative).
     pub id: i64,
@@ -227,6 +229,7 @@ impl Flows {
 }
 
 /// Writes a Chrome trace, event by event.
+#[non_exhaustive]
 pub struct ChromeWriter<W: Write> {
     out: W,
     base_ns: u64,

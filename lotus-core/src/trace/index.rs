@@ -27,6 +27,7 @@ use crate::spill::{Budget, Record, Sorter, SpillError, Spool};
 
 /// A process of the trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProcessEntry {
     /// Its pid, role, host and rank.
     pub process: Process,
@@ -218,6 +219,7 @@ impl Record for DurRec {
 /// What durations are summed and summarized under: one op name, or one
 /// kind other than op (all its names together).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DurationKey {
     /// The kind.
     pub kind: Kind,
@@ -310,6 +312,7 @@ struct Current {
 
 /// A whole trace, gathered.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct TraceIndex {
     /// The processes, in the order they were met.
     pub processes: Vec<ProcessEntry>,

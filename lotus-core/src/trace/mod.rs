@@ -129,6 +129,7 @@ impl TraceError {
 /// The bad lines met while reading: the first [`Warnings::KEEP`] in full,
 /// and how many there were in all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Warnings {
     /// The first bad lines, in reading order.
     pub shown: Vec<BadLine>,
