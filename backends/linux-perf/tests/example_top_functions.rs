@@ -4,21 +4,32 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The example's binary, which `cargo test` builds beside the test
-/// binaries (`target/<profile>/examples/`).
+/// The example's binary, built by cargo as a user would build it. (Not the
+/// copy `cargo test` builds: with `--all-targets` that one is a test
+/// harness, not the program.)
 fn example_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps");
-    let path = profile.join("examples").join("top_functions");
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", "top_functions"])
+        .args(["--package", "lotus-backend-perf", "--message-format=json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs cargo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        path.is_file(),
-        "{} missing: build it first: `cargo test -p lotus-backend-perf` (or `--examples --test example_top_functions`) builds the examples",
-        path.display()
+        out.status.success(),
+        "cargo build --example top_functions: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    path
+    // The artifact line of the example names its executable; cargo's JSON
+    // escapes nothing in a plain path, so a string search is enough here.
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("\"compiler-artifact\"") && l.contains("\"name\":\"top_functions\""))
+        .expect("cargo names the example's artifact");
+    let key = "\"executable\":\"";
+    let start = line.find(key).expect("an executable") + key.len();
+    let end = start + line[start..].find('"').expect("closing quote");
+    PathBuf::from(&line[start..end])
 }
 
 #[test]
