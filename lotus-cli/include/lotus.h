@@ -25,8 +25,12 @@
  *  - Not under lotus (neither variable set): every call succeeds and does
  *    nothing, so the same program runs standalone.
  *  - With LOTUS_CONTROL_FDS: each call sends one request line and blocks
- *    until the lotus process replies, which it does after switching its
- *    counters. When lotus_resume returns 0 the window is open.
+ *    until the lotus process replies, which it does once it has noted the
+ *    window's start (or end) time: the perf backend's samplers and
+ *    counters run from exec on, and a window keeps the samples whose
+ *    kernel timestamps fall between resume and pause (switching them by
+ *    ioctl is an option of the backend, not the default). When
+ *    lotus_resume returns 0 the window is open.
  *  - LOTUS_BACKEND=vtune without a channel: calls go to __itt_resume /
  *    __itt_pause / __itt_detach (VTune's collector, named by
  *    INTEL_LIBITTNOTIFY64 when VTune runs the process).

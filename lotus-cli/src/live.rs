@@ -826,16 +826,13 @@ fn harness_target(
         threads: opts.threads.torch_threads,
         cwd: opts.cwd.clone(),
     };
-    let mut target = Target {
-        program: opts.python.clone(),
-        args: std::iter::once(files.harness.clone().into_os_string())
-            .chain(args.to_args())
-            .collect(),
-        // What an op prints is not the mapping: lotus's stdout carries
-        // only lotus's output.
-        stdout_to_stderr: true,
-        ..Target::default()
-    };
+    let mut target = Target::new(opts.python.clone());
+    target.args = std::iter::once(files.harness.clone().into_os_string())
+        .chain(args.to_args())
+        .collect();
+    // What an op prints is not the mapping: lotus's stdout carries
+    // only lotus's output.
+    target.stdout_to_stderr = true;
     target.env.extend(control_env(backend, Some(control_lib)));
     target.env.extend(opts.threads.env());
     target

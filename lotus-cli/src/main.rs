@@ -6,6 +6,11 @@
 //! (whole-pipeline profiles folded back onto the ops), `trace` (timelines
 //! and statistics of a pipeline trace).
 
+// The argument structs' doc comments are clap's help text, printed as
+// written: placeholders such as `<pid>` must stay bare there, which rustdoc
+// would read as HTML tags.
+#![allow(rustdoc::invalid_html_tags)]
+
 mod attribute_cmd;
 mod attribute_in_pipeline;
 mod compare_cmd;

@@ -79,14 +79,11 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         .ok_or_else(|| anyhow!("give the program to profile after --"))?;
     let program = crate::program::find_program(std::path::Path::new(program))
         .map_err(|why| anyhow!("{program}: cannot run it: {why}"))?;
-    let mut target = Target {
-        program,
-        args: rest.iter().map(Into::into).collect(),
-        // Without --out the profile goes to stdout: the program's own
-        // output must not mix into it.
-        stdout_to_stderr: out.is_none(),
-        ..Target::default()
-    };
+    let mut target = Target::new(program);
+    target.args = rest.iter().map(Into::into).collect();
+    // Without --out the profile goes to stdout: the program's own
+    // output must not mix into it.
+    target.stdout_to_stderr = out.is_none();
     // The program can `import lotus` from the harness folder.
     target.env.extend(live::control_env(
         backend.as_ref(),

@@ -123,11 +123,8 @@ pub fn run(
     counters: &CounterList,
 ) -> Result<ExitStatus> {
     let files = SampleFiles::of(out, prefix);
-    let mut target = Target {
-        program: cmd.get_program().into(),
-        args: cmd.get_args().map(Into::into).collect(),
-        ..Target::default()
-    };
+    let mut target = Target::new(cmd.get_program());
+    target.args = cmd.get_args().map(Into::into).collect();
     target.env = cmd
         .get_envs()
         .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))

@@ -1,7 +1,7 @@
 //! Ops side by side across mappings made on different hosts (the study
 //! compares CPU models for preprocessing servers): each op's latency and
 //! CPU time per call, derived from what a live mapping's windows measured
-//! ([`WindowSummary`]: seconds open, calls, `task-clock-ns`), and their
+//! ([`WindowSummary`](crate::mapping::WindowSummary): seconds open, calls, `task-clock-ns`), and their
 //! ratios to the first mapping's.
 //!
 //! - latency per call = window seconds / calls;
@@ -24,6 +24,7 @@ pub const TASK_CLOCK_NS: &str = "task-clock-ns";
 
 /// One op's figures per call in one mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct PerCall {
     /// Calls measured (inside windows, over all runs).
     pub calls: u64,
@@ -51,6 +52,7 @@ impl PerCall {
 
 /// One op across the mappings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct OpAcross {
     /// The op.
     pub op: String,

@@ -2,11 +2,18 @@
 //!
 //! A profiled process opens and closes measurement windows through the
 //! control library (`lotus_resume`, `lotus_pause`). Where the window is
-//! switched by the lotus process (the perf backend enables its counters by
-//! ioctl), the library sends a [`Request`] over the control channel and
-//! waits for the [`Reply`] before the op runs. The channel is a pair of
-//! pipes whose descriptors are given in [`ENV_CONTROL_FDS`]; the active
-//! backend's name is in [`ENV_BACKEND`].
+//! kept by the lotus process (the perf backend), the library sends a
+//! [`Request`] over the control channel and waits for the [`Reply`] before
+//! the op runs. The perf backend's samplers and counters run from exec on:
+//! on `resume` the lotus process notes the time (`CLOCK_MONOTONIC`) and
+//! replies, on `pause` it notes the end; samples are kept when their
+//! kernel timestamp falls inside a window, and the counters are read at
+//! both ends. (Switching the events by ioctl is the backend's other mode,
+//! `WindowSwitch::Ioctl` in `lotus-backend-perf`, not the default: an ioctl
+//! interrupts every CPU the target ran on.) Either way the window is open
+//! when `Reply::Ok` to a resume arrives. The channel is a pair of pipes
+//! whose descriptors are given in [`ENV_CONTROL_FDS`]; the active backend's
+//! name is in [`ENV_BACKEND`].
 //!
 //! Each message is one line of text.
 

@@ -44,3 +44,62 @@ pub use profiler::{
 pub use registry::{backend, backends, BackendRegistration};
 pub use report_error::ReportError;
 pub use row::{Report, Row, Unit};
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+/// Internals that are not API: each block must fail to compile (E0603:
+/// private). Sorting records' byte layout:
+///
+/// ```compile_fail,E0603
+/// use lotus_core::spill::bytes::Put;
+/// ```
+///
+/// The trace index's spilled records:
+///
+/// ```compile_fail,E0603
+/// use lotus_core::trace::index::BatchRec;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_core::trace::index::MainRec;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_core::trace::index::DurRec;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_core::trace::index::BatchRow;
+/// ```
+///
+/// The old trace format's name rules:
+///
+/// ```compile_fail,E0603
+/// use lotus_core::trace::parse::infer_kind;
+/// ```
+#[cfg(doctest)]
+pub struct PrivateInternals;
+
+/// Data structs that will grow and public enums are `#[non_exhaustive]`:
+/// other crates build them through constructors and match them with a
+/// wildcard arm, so adding a field or variant is not a breaking change.
+/// Each block must fail to compile.
+///
+/// ```compile_fail,E0639
+/// let _ = lotus_core::Target { program: "python3".into(), ..Default::default() };
+/// ```
+///
+/// ```compile_fail,E0004
+/// fn name(k: lotus_core::trace::Kind) -> &'static str {
+///     use lotus_core::trace::Kind::*;
+///     match k {
+///         Op => "op", Sample => "sample", Fetch => "fetch", Batch => "batch",
+///         Wait => "wait", Consume => "consume", Queue => "queue",
+///     }
+/// }
+/// ```
+#[cfg(doctest)]
+pub struct NonExhaustive;

@@ -29,6 +29,7 @@ pub const SCHEMA: &str = "lotus.mapping/1";
 
 /// Which functions an op keeps when its runs disagree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum MergeRule {
     /// Seen in any run (what the original tool's published mappings use).
     #[default]
@@ -183,6 +184,7 @@ pub struct WindowSummary {
 
 /// A function found under more than one op.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SharedFunction {
     /// Function name.
     pub function: String,
@@ -194,6 +196,7 @@ pub struct SharedFunction {
 
 /// A `lotus.mapping/1` mapping.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Mapping {
     /// Always [`SCHEMA`].
     pub schema: String,
@@ -611,6 +614,7 @@ fn compute_shared(ops: &[OpMapping]) -> Vec<SharedFunction> {
 
 /// The original Lotus tool's mapping schema (`mapping_funcs.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LotusFormat {
     /// Op name to `function|module` keys.
     #[serde(deserialize_with = "read::unique_keys")]

@@ -52,6 +52,7 @@ pub const PROFILE_SCHEMA: &str = "lotus.profile/1";
 
 /// A whole-program profile: one row per native function.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Profile {
     /// Always [`PROFILE_SCHEMA`].
     pub schema: String,

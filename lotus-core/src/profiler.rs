@@ -25,6 +25,7 @@ pub const VERSION_WAIT: std::time::Duration = std::time::Duration::from_secs(10)
 
 /// Whether a backend can profile on this machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Probe {
     /// The backend's name.
     pub backend: String,
@@ -110,6 +111,7 @@ impl Probe {
 
 /// The process to profile.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Target {
     /// The program to run.
     pub program: PathBuf,
@@ -137,6 +139,25 @@ pub struct Target {
 }
 
 impl Target {
+    /// `program` with no arguments, the inherited environment, folder and
+    /// output (set the public fields for the rest).
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Target {
+            program: program.into(),
+            ..Target::default()
+        }
+    }
+
+    /// The target with `args` as its arguments.
+    pub fn with_args<I, A>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<OsString>,
+    {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// The added environment as text (for plans and messages).
     pub fn env_lossy(&self) -> Vec<(String, String)> {
         self.env

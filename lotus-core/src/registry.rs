@@ -38,6 +38,7 @@ pub fn backend_names() -> Vec<&'static str> {
 /// A backend name that is not registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown backend '{name}'; known backends: {}", known.join(", "))]
+#[non_exhaustive]
 pub struct UnknownBackend {
     /// The name asked for.
     pub name: String,

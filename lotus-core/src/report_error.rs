@@ -5,6 +5,7 @@ use std::fmt;
 
 /// A report that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub struct ReportError {
     /// The file (or other source name) being read.
     pub file: String,

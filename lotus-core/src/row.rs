@@ -134,6 +134,11 @@ pub struct Report {
 }
 
 impl Report {
+    /// A report of `rows`, whose values count `unit`.
+    pub fn new(unit: Unit, rows: Vec<Row>) -> Self {
+        Report { unit, rows }
+    }
+
     /// The sum of all rows' values.
     pub fn total(&self) -> f64 {
         self.rows.iter().map(|r| r.value).sum()

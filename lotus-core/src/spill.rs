@@ -40,6 +40,7 @@ pub trait Record: Sized {
 
 /// How much memory one sorter or spool may hold before it writes to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Budget {
     /// Bytes of records kept in memory.
     pub bytes: usize,
@@ -733,7 +734,7 @@ impl<R: Record + Clone> Iterator for SpoolIter<'_, R> {
 }
 
 /// Little-endian field writing and reading for [`Record`] impls.
-pub mod bytes {
+pub(crate) mod bytes {
     /// Writes fields one after another.
     #[derive(Debug)]
     pub struct Put<'a> {

@@ -3,7 +3,6 @@
 //! its own, so no other test opens files meanwhile.)
 #![allow(clippy::unwrap_used)]
 
-use lotus_core::spill::bytes::{Get, Put};
 use lotus_core::spill::{Budget, Record, Sorter};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -12,10 +11,10 @@ struct Num(u64);
 impl Record for Num {
     const SIZE: usize = 8;
     fn encode(&self, out: &mut [u8]) {
-        Put::new(out).u64(self.0);
+        out.copy_from_slice(&self.0.to_le_bytes());
     }
     fn decode(b: &[u8]) -> Self {
-        Num(Get::new(b).u64())
+        Num(u64::from_le_bytes(b.try_into().unwrap()))
     }
 }
 

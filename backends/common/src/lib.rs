@@ -28,12 +28,9 @@ pub mod vendor;
 
 /// `program args...` as a shell would show it.
 pub fn command_line(program: &Path, args: &[OsString]) -> String {
-    Target {
-        program: program.to_path_buf(),
-        args: args.to_vec(),
-        ..Target::default()
-    }
-    .command_line()
+    let mut target = Target::new(program);
+    target.args = args.to_vec();
+    target.command_line()
 }
 
 /// Clears `fd`'s close-on-exec flag. Async-signal-safe (fcntl only), so it
@@ -52,7 +49,7 @@ pub fn clear_cloexec(fd: RawFd) -> io::Result<()> {
 /// working folder, in a process group of its own, and inherits
 /// `target.keep_fds` (in the child only); its output goes where
 /// `target.output_fd` or `target.stdout_to_stderr` say.
-pub fn command_for(program: &Path, args: &[OsString], target: &Target) -> Command {
+pub(crate) fn command_for(program: &Path, args: &[OsString], target: &Target) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args);
     for (k, v) in &target.env {
@@ -88,7 +85,7 @@ pub fn command_for(program: &Path, args: &[OsString], target: &Target) -> Comman
 
 /// Sends `signal` to the process group `pgid` leads. A group that is
 /// already gone is not an error.
-pub fn signal_group(pgid: u32, signal: libc::c_int) -> io::Result<()> {
+pub(crate) fn signal_group(pgid: u32, signal: libc::c_int) -> io::Result<()> {
     let pgid = libc::pid_t::try_from(pgid).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -109,7 +106,7 @@ pub fn signal_group(pgid: u32, signal: libc::c_int) -> io::Result<()> {
 /// their collection on it), up to `grace` for the leader to exit, then
 /// SIGKILL for whatever is left in the group (the target may outlive the
 /// tool); reaps the leader and returns its status.
-pub fn stop_group(child: &mut Child, grace: Duration) -> io::Result<ExitStatus> {
+pub(crate) fn stop_group(child: &mut Child, grace: Duration) -> io::Result<ExitStatus> {
     signal_group(child.id(), libc::SIGINT)?;
     let deadline = Instant::now() + grace;
     while child.try_wait()?.is_none() && Instant::now() < deadline {
@@ -121,7 +118,7 @@ pub fn stop_group(child: &mut Child, grace: Duration) -> io::Result<ExitStatus> 
 
 /// Opens (truncating) a log file and a second handle to it, for a child's
 /// stdout and stderr.
-pub fn log_pair(path: &Path) -> io::Result<(File, File)> {
+pub(crate) fn log_pair(path: &Path) -> io::Result<(File, File)> {
     let log = OpenOptions::new()
         .create(true)
         .write(true)
@@ -177,10 +174,8 @@ mod tests {
         let (r, w) = std::io::pipe().expect("pipe");
         use std::os::fd::AsRawFd;
         let fd = w.as_raw_fd();
-        let target = Target {
-            keep_fds: vec![fd],
-            ..Target::default()
-        };
+        let mut target = Target::default();
+        target.keep_fds = vec![fd];
         let script = format!("echo hi >&{fd}; sleep 30");
         let mut child = command_for(Path::new("/bin/sh"), &["-c".into(), script.into()], &target)
             .spawn()
@@ -205,3 +200,21 @@ mod tests {
         signal_group(child.id(), libc::SIGKILL).expect("gone group");
     }
 }
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+/// Internals that are not API: each block must fail to compile (E0603:
+/// private).
+///
+/// ```compile_fail,E0603
+/// use lotus_backend_common::command_for;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_backend_common::log_pair;
+/// ```
+#[cfg(doctest)]
+pub struct PrivateInternals;

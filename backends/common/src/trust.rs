@@ -23,6 +23,7 @@ const STICKY: u32 = 0o1000;
 
 /// Why a path is not trusted.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Untrusted {
     /// The file, folder or link that fails the check.
     pub path: PathBuf,
@@ -39,7 +40,7 @@ impl fmt::Display for Untrusted {
 impl std::error::Error for Untrusted {}
 
 /// This process's effective user id.
-pub fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }

@@ -95,16 +95,13 @@ fn window_cost(exe: &Path, switch: WindowSwitch) {
 /// finish time, all samples, samples in spin_*).
 fn lotus_solo(exe: &Path, secs: f64) -> (Duration, Duration, f64, f64) {
     let t0 = Instant::now();
-    let target = Target {
-        program: exe.to_path_buf(),
-        args: vec![
-            "-1".into(),
-            "-1".into(),
-            "solo".into(),
-            secs.to_string().into(),
-        ],
-        ..Target::default()
-    };
+    let mut target = Target::new(exe);
+    target.args = vec![
+        "-1".into(),
+        "-1".into(),
+        "solo".into(),
+        secs.to_string().into(),
+    ];
     let mut c = LinuxPerf
         .start(&target, &CollectOptions::default())
         .expect("start");

@@ -23,6 +23,7 @@ const KILL_GRACE: Duration = Duration::from_secs(3);
 /// means the counter is not supported here (see
 /// [`PerfCollection::counter_status`]), never "zero".
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct PerfWindow {
     /// The window's number, from 0, in opening order.
     pub index: usize,
@@ -108,6 +109,7 @@ impl PerfWindow {
 /// Everything a perf collection measured: the rows of
 /// [`Collection::report`] and what the trait's [`Report`] has no place for.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PerfReport {
     /// One row per (function, module), samples summed over all windows.
     pub report: Report,

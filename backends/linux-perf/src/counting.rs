@@ -84,6 +84,7 @@ impl CounterKind {
 
 /// Whether a counter could be opened here.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CounterStatus {
     /// The counter.
     pub kind: CounterKind,

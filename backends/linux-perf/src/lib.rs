@@ -28,7 +28,7 @@
 //! use lotus_backend_perf::LinuxPerf;
 //! use lotus_core::{Collection, CollectOptions, Target};
 //!
-//! let target = Target { program: "python3".into(), args: vec!["job.py".into()], ..Default::default() };
+//! let target = Target::new("python3").with_args(["job.py"]);
 //! let mut c = LinuxPerf.start(&target, &CollectOptions::default())?;
 //! c.resume()?;            // open a window
 //! std::thread::sleep(std::time::Duration::from_secs(1));
@@ -45,11 +45,27 @@
 //! Process handling: the target is put in its own process group (so
 //! [`Collection::kill`] stops its workers too), inherits stdin, stdout and
 //! stderr (or sends its output where [`Target::output_fd`] or
-//! [`Target::stdout_to_stderr`] say), and this process becomes a child
-//! subreaper (`PR_SET_CHILD_SUBREAPER`) so that orphaned workers can be
-//! reaped rather than left as zombies. Neither side of the start gate waits
+//! [`Target::stdout_to_stderr`] say). Neither side of the start gate waits
 //! forever: the child sees lotus give up or die, and lotus bounds its waits
 //! on the child.
+//!
+//! # Side effects on the calling process
+//!
+//! Starting a collection changes the calling process for the rest of its
+//! life (both are process-wide and not undone when the collection ends):
+//!
+//! - **Open-file limit**: it needs about three descriptors per online CPU
+//!   (one more per CPU for each counter read with samples) plus 256 for
+//!   the caller; a soft `RLIMIT_NOFILE` below that is raised with
+//!   `setrlimit` (never above the hard limit, never lowered). Children
+//!   started later inherit the raised soft limit.
+//! - **Child subreaper**: this process becomes a child subreaper
+//!   (`PR_SET_CHILD_SUBREAPER`), so workers the target leaves orphaned are
+//!   reparented here and [`Collection::kill`] and
+//!   [`PerfCollection::finish`] can end and reap the target's whole
+//!   process group. Orphans of other children the caller starts come here
+//!   too: reap them (`lotus_backend_common::reaper::Reaper` does), or they
+//!   stay zombies until this process exits.
 #![deny(missing_docs)]
 
 mod code_scan;
@@ -172,6 +188,11 @@ impl LinuxPerf {
     /// Starts `target` with sampling attached and no window open; the
     /// concrete type, for callers that want per-window figures
     /// ([`PerfCollection::window_figures`]) and the full [`PerfReport`].
+    ///
+    /// Side effects on this process (see the [crate docs](crate#side-effects-on-the-calling-process)):
+    /// may raise the soft `RLIMIT_NOFILE`, and makes it a child subreaper.
+    /// The same holds for [`Self::start_with`], [`Self::start_streaming`]
+    /// and the trait's [`Profiler::collect`].
     pub fn start(
         &self,
         target: &Target,
@@ -316,6 +337,8 @@ impl Profiler for LinuxPerf {
         Unit::Samples
     }
 
+    /// [`LinuxPerf::start`], boxed: the same side effects on this process
+    /// (the open-file limit raised as needed, a child subreaper).
     fn collect(
         &self,
         target: &Target,
@@ -363,6 +386,16 @@ inventory::submit! {
 mod tests {
     use super::*;
 
+    /// The contract lotus.h and lotus_core::control state: windows are
+    /// time ranges unless a caller asks for ioctl switching.
+    #[test]
+    fn windows_are_time_ranges_by_default() {
+        assert_eq!(
+            PerfOptions::default().window_switch,
+            WindowSwitch::Timestamps
+        );
+    }
+
     #[test]
     fn the_interval_in_force_is_capped_by_the_kernel() {
         let mut options = CollectOptions::default();
@@ -383,3 +416,8 @@ mod tests {
         }
     }
 }
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -42,6 +42,7 @@ pub const DEFAULT_SAMPLE_COUNTERS: [CounterKind; 2] =
 /// What was asked of the counters read with each sample, and what the
 /// kernel allowed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SampleCounters {
     /// The counters every sample carries, in record order (empty when none
     /// were asked for or they are unsupported).
@@ -53,6 +54,7 @@ pub struct SampleCounters {
 
 /// Counters the kernel refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UnsupportedCounters {
     /// The counters asked for.
     pub asked: Vec<CounterKind>,

@@ -53,6 +53,7 @@ enum Message {
 
 /// What the writer did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StreamSummary {
     /// Samples written.
     pub samples: u64,

@@ -77,6 +77,7 @@ impl Resolved {
 
 /// Figures about one symbolization pass.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SymbolizeStats {
     /// Distinct (module, offset) pairs looked up.
     pub addresses: usize,

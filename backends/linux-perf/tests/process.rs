@@ -124,10 +124,7 @@ fn kill_stops_the_whole_group_and_leaves_no_zombies() {
 
 #[test]
 fn a_missing_program_is_a_spawn_error() {
-    let target = Target {
-        program: "/nonexistent/lotus-test-program".into(),
-        ..Target::default()
-    };
+    let target = Target::new("/nonexistent/lotus-test-program");
     match LinuxPerf.collect(&target, &CollectOptions::default()) {
         Err(ProfilerError::Spawn { program, source }) => {
             assert!(program.contains("lotus-test-program"));
@@ -140,11 +137,8 @@ fn a_missing_program_is_a_spawn_error() {
 
 #[test]
 fn a_bad_inherited_descriptor_is_a_spawn_error() {
-    let target = Target {
-        program: "/bin/true".into(),
-        keep_fds: vec![987_654],
-        ..Target::default()
-    };
+    let mut target = Target::new("/bin/true");
+    target.keep_fds = vec![987_654];
     match LinuxPerf.collect(&target, &CollectOptions::default()) {
         Err(ProfilerError::Spawn { source, .. }) => {
             assert_eq!(source.raw_os_error(), Some(libc::EBADF), "{source}");

@@ -137,11 +137,8 @@ fn rows_in<'a>(report: &'a PerfReport, module: &str) -> Vec<(&'a str, f64)> {
 /// Profiles the whole of `program ARGS` (the window opened right after the
 /// start, kept open to the exit).
 fn profile_whole(program: &Path, args: &[&str]) -> PerfReport {
-    let target = Target {
-        program: program.to_path_buf(),
-        args: args.iter().map(Into::into).collect(),
-        ..Target::default()
-    };
+    let mut target = Target::new(program);
+    target.args = args.iter().map(Into::into).collect();
     let mut c = LinuxPerf
         .start_with(
             &target,

@@ -13,7 +13,7 @@
 //! profiled process opens uProf's profile-control library and resumes and
 //! pauses the collection itself: the lotus process switches nothing). The
 //! session lands in a sub-folder of `D` that AMDuProfCLI names
-//! (`AMDuProf-<program>-<CONFIG>_<date>`); [`Collection::report`] finds
+//! (`AMDuProf-<program>-<CONFIG>_<date>`); [`lotus_core::Collection::report`] finds
 //! it, runs
 //!
 //! ```text
@@ -29,7 +29,7 @@
 //! `uprof-XXXXXX` inside the given one, and `F` is written into it; both
 //! stay.
 //!
-//! AMDuProfCLI runs in its own process group, so [`Collection::kill`]
+//! AMDuProfCLI runs in its own process group, so [`lotus_core::Collection::kill`]
 //! reaches the target and anything it started.
 
 use std::ffi::OsString;
@@ -52,7 +52,7 @@ const BACKEND: &str = "uprof";
 pub const DEFAULT_CONFIG: &str = "tbp";
 
 /// The prefix of the session folders AMDuProfCLI creates.
-pub const SESSION_PREFIX: &str = "AMDuProf";
+pub(crate) const SESSION_PREFIX: &str = "AMDuProf";
 
 /// The prefix of the folder made per collection under `--keep-raw`.
 const KEPT_PREFIX: &str = "uprof-";
@@ -233,11 +233,11 @@ pub fn plan(cli: Option<&Path>, target: &Target, options: &CollectOptions) -> Co
 }
 
 /// A target running under `AMDuProfCLI collect`.
-pub type UProfCollection = VendorCollection<UProfFiles>;
+pub(crate) type UProfCollection = VendorCollection<UProfFiles>;
 
 /// A uProf collection's folders.
 #[derive(Debug)]
-pub struct UProfFiles {
+pub(crate) struct UProfFiles {
     /// Logs, and (without keep_raw) `D` and `F`; deleted on drop (after the
     /// collect command is stopped).
     _work: TempDir,
@@ -249,7 +249,7 @@ pub struct UProfFiles {
 
 /// Starts `AMDuProfCLI collect` on `target` (`cli` is the AMDuProfCLI
 /// found by the probe).
-pub fn start(
+pub(crate) fn start(
     cli: &Path,
     target: &Target,
     options: &CollectOptions,
@@ -318,7 +318,7 @@ impl VendorReport for UProfFiles {
 }
 
 /// The newest `AMDuProf*` folder in `raw`, or why there is none.
-pub fn find_session(raw: &Path) -> Result<PathBuf, String> {
+pub(crate) fn find_session(raw: &Path) -> Result<PathBuf, String> {
     let entries =
         std::fs::read_dir(raw).map_err(|e| format!("cannot list {}: {e}", raw.display()))?;
     let mut names = Vec::new();
@@ -386,12 +386,9 @@ mod tests {
 
     #[test]
     fn plans_name_every_flag_and_the_session_placeholder() {
-        let target = Target {
-            program: "/usr/bin/python3".into(),
-            args: vec!["h.py".into(), "--op-file".into(), "my op.py".into()],
-            env: vec![("LOTUS_BACKEND".into(), "uprof".into())],
-            ..Target::default()
-        };
+        let mut target = Target::new("/usr/bin/python3");
+        target.args = vec!["h.py".into(), "--op-file".into(), "my op.py".into()];
+        target.env = vec![("LOTUS_BACKEND".into(), "uprof".into())];
         let mut options = CollectOptions::default();
         options.keep_raw = Some("/keep".into());
         let plan = plan(None, &target, &options);

@@ -86,3 +86,21 @@ impl Profiler for UProf {
 inventory::submit! {
     BackendRegistration { name: "uprof", make: || Box::new(UProf) }
 }
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+/// Internals that are not API (a collection is started through the
+/// `Profiler` trait): each block must fail to compile (E0603: private).
+///
+/// ```compile_fail,E0603
+/// use lotus_backend_uprof::collect::start;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_backend_uprof::collect::find_session;
+/// ```
+#[cfg(doctest)]
+pub struct PrivateInternals;

@@ -53,20 +53,20 @@ fn setup() -> &'static Setup {
 /// op `op` (`--op-file <op>.py`, which the stand-in reads to pick the
 /// fixture report).
 fn target(script: &str, op: &str, lib: &Path, calls: &Path) -> Target {
-    Target {
-        program: standin::python(),
-        args: vec![
+    {
+        let mut target = Target::new(standin::python());
+        target.args = vec![
             "-c".into(),
             script.into(),
             "--op-file".into(),
             format!("/ops/{op}.py").into(),
-        ],
-        env: vec![
+        ];
+        target.env = vec![
             ("LOTUS_BACKEND".into(), "uprof".into()),
             ("UPROF_STANDIN_CONTROL_LIB".into(), lib.into()),
             ("UPROF_STANDIN_CALLS".into(), calls.into()),
-        ],
-        ..Target::default()
+        ];
+        target
     }
 }
 

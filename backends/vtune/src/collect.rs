@@ -9,7 +9,7 @@
 //! with the target's environment (`LOTUS_BACKEND=vtune`: the profiled
 //! process resumes and pauses the collection itself through ITT; `vtune`
 //! sets `INTEL_LIBITTNOTIFY64` so its ITT calls reach VTune's collector).
-//! [`Collection::report`] waits for it, then runs
+//! [`lotus_core::Collection::report`] waits for it, then runs
 //!
 //! ```text
 //! vtune -report hotspots -result-dir D -format csv -csv-delimiter comma -report-output F
@@ -24,7 +24,7 @@
 //! and deleted with the collection, unless [`CollectOptions::keep_raw`]
 //! names a folder: then it is a new `vtune-XXXXXX` folder in there, kept.
 //!
-//! `vtune` runs in its own process group, so [`Collection::kill`] reaches
+//! `vtune` runs in its own process group, so [`lotus_core::Collection::kill`] reaches
 //! the target and everything it started.
 
 use std::ffi::OsString;
@@ -45,9 +45,9 @@ const BACKEND: &str = "vtune";
 pub const DEFAULT_COLLECT_TYPE: &str = "hotspots";
 
 /// The result folder's name inside the collection's folder (`D`).
-pub const RESULT_DIR: &str = "result";
+pub(crate) const RESULT_DIR: &str = "result";
 /// The report's file name inside the collection's folder (`F`).
-pub const REPORT_FILE: &str = "hotspots.csv";
+pub(crate) const REPORT_FILE: &str = "hotspots.csv";
 /// The prefix of the folder made per collection under `--keep-raw`.
 pub const KEPT_PREFIX: &str = "vtune-";
 
@@ -183,16 +183,16 @@ impl Folder {
 }
 
 /// A target running under `vtune -collect`.
-pub type VTuneCollection = VendorCollection<VTuneFiles>;
+pub(crate) type VTuneCollection = VendorCollection<VTuneFiles>;
 
 /// A VTune collection's folder: `D` and `F` in it.
 #[derive(Debug)]
-pub struct VTuneFiles {
+pub(crate) struct VTuneFiles {
     folder: Folder,
 }
 
 /// Starts `vtune -collect` on `target`; `vtune` is the program to run.
-pub fn start(
+pub(crate) fn start(
     vtune: &Path,
     target: &Target,
     options: &CollectOptions,
@@ -249,11 +249,11 @@ mod tests {
     use super::*;
 
     fn target() -> Target {
-        Target {
-            program: "/usr/bin/python3".into(),
-            args: vec!["h.py".into(), "--op-file".into(), "my op.py".into()],
-            env: vec![("LOTUS_BACKEND".into(), "vtune".into())],
-            ..Target::default()
+        {
+            let mut target = Target::new("/usr/bin/python3");
+            target.args = vec!["h.py".into(), "--op-file".into(), "my op.py".into()];
+            target.env = vec![("LOTUS_BACKEND".into(), "vtune".into())];
+            target
         }
     }
 

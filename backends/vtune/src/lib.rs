@@ -86,3 +86,21 @@ impl Profiler for VTune {
 inventory::submit! {
     BackendRegistration { name: "vtune", make: || Box::new(VTune) }
 }
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+/// Internals that are not API (a collection is started through the
+/// `Profiler` trait): each block must fail to compile (E0603: private).
+///
+/// ```compile_fail,E0603
+/// use lotus_backend_vtune::collect::start;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_backend_vtune::collect::VTuneFiles;
+/// ```
+#[cfg(doctest)]
+pub struct PrivateInternals;

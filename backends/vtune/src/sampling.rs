@@ -29,6 +29,7 @@ pub const DEFAULT_MS: f64 = 10.0;
 
 /// What lotus asks of the hotspots analysis.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Sampling {
     /// Hardware event-based sampling (`sampling-mode=hw`), else user-mode.
     pub hardware: bool,

@@ -79,11 +79,8 @@ fn read_fixture(path: &Path) -> Report {
 /// A target: `sh -c SCRIPT`, with the stand-in's environment.
 fn target(script: &str, env: &[(&str, &Path)]) -> Target {
     let tools = tools();
-    let mut t = Target {
-        program: "/bin/sh".into(),
-        args: vec!["-c".into(), script.into()],
-        ..Target::default()
-    };
+    let mut t = Target::new("/bin/sh");
+    t.args = vec!["-c".into(), script.into()];
     t.env.push(("LOTUS_BACKEND".into(), "vtune".into()));
     t.env.push((
         "VTUNE_STANDIN_COLLECTOR".into(),

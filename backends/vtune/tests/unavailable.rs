@@ -21,10 +21,7 @@ fn without_vtune_collect_is_unavailable_and_plan_still_prints() {
     assert!(reason.contains("VTUNE_PROFILER_DIR"), "{reason}");
     assert!(reason.contains("vars.sh"), "{reason}");
 
-    let target = Target {
-        program: "/bin/true".into(),
-        ..Target::default()
-    };
+    let target = Target::new("/bin/true");
     match VTune.collect(&target, &CollectOptions::default()) {
         Err(ProfilerError::Unavailable { backend, reason }) => {
             assert_eq!(backend, "vtune");

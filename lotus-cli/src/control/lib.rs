@@ -10,8 +10,10 @@
 //!   nothing, so op scripts run standalone.
 //! - With a control channel (the perf backend): each call writes one
 //!   request line and blocks until the lotus process answers, which it
-//!   does after switching its counters; a window is open when
-//!   [`resume`] returns.
+//!   does once it has noted the window's start (or end) time: its samplers
+//!   run all along and keep the samples stamped inside windows (or, in
+//!   the perf backend's ioctl mode, once it has switched them); a window
+//!   is open when [`resume`] returns.
 //! - VTune / uProf without a channel: the vendor's API is called in this
 //!   process (`__itt_resume` / `__itt_pause` / `__itt_detach` through
 //!   `ittapi`; uProf's profile-control library through `libloading`).
@@ -73,3 +75,8 @@ pub fn backend() -> Option<&'static str> {
         .as_deref()
         .and_then(|name| name.to_str().ok())
 }
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

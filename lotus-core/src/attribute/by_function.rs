@@ -26,6 +26,7 @@ use crate::row::Unit;
 
 /// One op's part of a function.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct OpCredit {
     /// The op.
     pub op: String,
@@ -35,6 +36,7 @@ pub struct OpCredit {
 
 /// One native function of the mapping, attributed.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct FunctionShare {
     /// The function's name.
     pub function: String,
@@ -49,6 +51,7 @@ pub struct FunctionShare {
 
 /// A profile attributed per function of a mapping.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct FunctionAttribution {
     /// What values count.
     pub unit: Unit,

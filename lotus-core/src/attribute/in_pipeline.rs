@@ -86,6 +86,7 @@ pub enum InPipelineError {
 /// What a row stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RowKind {
     /// An op: its spans' samples (and its pools').
     Op,
@@ -99,6 +100,7 @@ pub enum RowKind {
 
 /// One function's samples in a row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct TopFunction {
     /// The function.
     pub function: String,
@@ -112,6 +114,7 @@ pub struct TopFunction {
 
 /// One row of the attribution.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct AttributedRow {
     /// The op's name, or the row's (`outside any op (worker)`).
     pub name: String,
@@ -139,6 +142,7 @@ pub struct AttributedRow {
 
 /// Counters that were asked for but could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct CountersUnsupported {
     /// The counters asked for.
     pub counters: Vec<String>,
@@ -148,6 +152,7 @@ pub struct CountersUnsupported {
 
 /// The attribution of a sampled trace folder.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct InPipelineAttribution {
     /// Sampling frequency, Hz.
     pub frequency_hz: u64,

@@ -100,6 +100,7 @@ const RECOMPUTED: &[&str] = &["CPI Rate"];
 
 /// How a profile row is matched to a mapping's functions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum MatchMode {
     /// Function and module (version suffixes ignored); the function name
     /// alone where either side's module is unknown.
@@ -169,6 +170,7 @@ pub fn normalize_module(module: &str) -> &str {
 
 /// How a per-function figure combines over the functions of an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MetricKind {
     /// A count or a time: summed (each row's part of it).
     Count,
@@ -216,6 +218,7 @@ pub fn metric_kind(name: &str) -> MetricKind {
 
 /// How shared functions were divided.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Split {
     /// Equally among the ops that share them.
     Equal,
@@ -258,6 +261,7 @@ impl Options {
 
 /// One op's part of a profile (or the [`UNEXPLAINED`] remainder).
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct OpShare {
     /// The op's name, or [`UNEXPLAINED`].
     pub op: String,
@@ -282,6 +286,7 @@ pub struct OpShare {
 
 /// A profile attributed to the ops of a mapping.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Attribution {
     /// What values count.
     pub unit: Unit,

@@ -13,6 +13,7 @@ use crate::trace::{TraceError, TraceFolder, TraceIndex, Warnings};
 
 /// Each op's own time, the weights that divide a shared function.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct OpTimes {
     /// Where the times came from (a file name), for the output.
     pub source: String,

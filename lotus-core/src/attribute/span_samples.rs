@@ -1,5 +1,5 @@
 //! The samples of each op span, for `lotus trace view DIR`: the rule of
-//! [`super::in_pipeline`] applied once ([`SampledTrace::credit`], the same
+//! [`super::in_pipeline`] applied once (`SampledTrace::credit`, the same
 //! call `lotus attribute DIR` sums per op), summed per span instead.
 //!
 //! Memory: each sample credited to a span becomes a (span id, symbol) pair
@@ -23,6 +23,7 @@ use crate::trace::samples::SymbolTable;
 
 /// What one op span received: the arguments `lotus trace view` gives it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct SpanSample {
     /// Samples credited to the span (not those of spans nested in it).
     pub cpu_samples: u64,
@@ -36,6 +37,7 @@ pub struct SpanSample {
 /// span (millions of them): the module's file name, not its path (`lotus
 /// attribute DIR` gives the path), the share to 4 decimals.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct SpanFunction {
     /// The function.
     pub function: String,
@@ -85,6 +87,7 @@ impl Record for SpanSymbol {
 
 /// The samples of a sampled trace folder, by op span, handed out in the
 /// order of span ids.
+#[non_exhaustive]
 pub struct SpanSamples {
     pairs: Peekable<Sorted<SpanSymbol>>,
     symbols: SymbolTable,

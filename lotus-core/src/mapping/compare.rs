@@ -21,6 +21,7 @@ use super::{FunctionEntry, Mapping, OpMapping};
 
 /// A function of one side, with its part of the op on that side.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ComparedFunction {
     /// The function.
     pub function: String,
@@ -34,6 +35,7 @@ pub struct ComparedFunction {
 
 /// One op of both mappings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct OpComparison {
     /// The op.
     pub op: String,
@@ -58,6 +60,7 @@ pub struct OpComparison {
 
 /// The comparison of two mappings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct MappingComparison {
     /// Ops in both, in MAPPING's op order.
     pub ops: Vec<OpComparison>,

@@ -139,11 +139,13 @@ impl Record for FlowEnd {
 }
 
 /// Which flow arrow starts or ends on which event: one arrow per batch
-/// matched with its consumption ([`TraceIndex::join`]), its ends keyed by
+/// matched with its consumption (as [`crate::trace::index`] matches
+/// them), its ends keyed by
 /// the events' places in reading order, so a second pass over the logs
 /// meets them in order and nothing is looked up (memory stays within the
 /// index's budget).
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Flows {
     ends: Sorted<FlowEnd>,
     next: Option<FlowEnd>,
@@ -157,6 +159,7 @@ pub struct Flows {
 /// What an event carries of a flow: the arrow's id and whether it starts
 /// there (a batch) or ends there (a consumption).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FlowAt {
     /// The arrow's id (negative).
     pub id: i64,
@@ -227,6 +230,7 @@ impl Flows {
 }
 
 /// Writes a Chrome trace, event by event.
+#[non_exhaustive]
 pub struct ChromeWriter<W: Write> {
     out: W,
     base_ns: u64,

@@ -21,6 +21,7 @@
 
 /// The two clocks read back to back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
 pub struct ClockPair {
     /// Wall clock, ns since the Unix epoch.
     pub wall_ns: u64,

@@ -8,6 +8,7 @@ use serde::Serialize;
 /// What an event measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Kind {
     /// One preprocessing op on one sample (a transform, `Loader`), or a
     /// per-batch op (`Collation`).
@@ -120,6 +121,7 @@ impl fmt::Display for Role {
 /// The process a log file belongs to: from its name, and its
 /// `#lotus-trace` header where it has one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Process {
     /// The process id.
     pub pid: u32,

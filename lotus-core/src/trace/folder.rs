@@ -165,6 +165,7 @@ const SNIFF_BYTES: u64 = 64 * 1024;
 
 /// One log file.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LogFile {
     /// Its path.
     pub path: PathBuf,
@@ -192,6 +193,7 @@ impl LogFile {
 
 /// The files of one trace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TraceFolder {
     /// The folder (or the one log file) given.
     pub root: PathBuf,

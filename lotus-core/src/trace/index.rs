@@ -27,6 +27,7 @@ use crate::spill::{Budget, Record, Sorter, SpillError, Spool};
 
 /// A process of the trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProcessEntry {
     /// Its pid, role, host and rank.
     pub process: Process,
@@ -47,7 +48,7 @@ pub const PID_STRIDE: u64 = 100_000_000;
 
 /// A batch's preprocessing in a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct BatchRec {
+pub(crate) struct BatchRec {
     /// The process (index into [`TraceIndex::processes`]).
     pub process: usize,
     /// The batch id.
@@ -84,7 +85,7 @@ impl Record for BatchRec {
 
 /// A wait of the main process, or a consumption (duration 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct MainRec {
+pub(crate) struct MainRec {
     /// The process (index into [`TraceIndex::processes`]).
     pub process: usize,
     /// The batch id.
@@ -194,7 +195,7 @@ impl Record for KeyedMain {
 
 /// One event's duration under its key (see [`TraceIndex::keys`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct DurRec {
+pub(crate) struct DurRec {
     /// The key: an index into [`TraceIndex::keys`].
     pub key: u32,
     /// The duration, ns.
@@ -218,6 +219,7 @@ impl Record for DurRec {
 /// What durations are summed and summarized under: one op name, or one
 /// kind other than op (all its names together).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DurationKey {
     /// The kind.
     pub kind: Kind,
@@ -260,7 +262,7 @@ impl<I: Iterator<Item = Result<KeyedMain, SpillError>>> Head<I> {
 
 /// A batch with what happened to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchRow {
+pub(crate) struct BatchRow {
     /// Its preprocessing.
     pub preprocessing: BatchRec,
     /// Its consumption, where one matched.
@@ -271,7 +273,7 @@ pub struct BatchRow {
 
 impl BatchRow {
     /// When preprocessing ended, ns.
-    pub fn end_ns(&self) -> u64 {
+    pub(crate) fn end_ns(&self) -> u64 {
         self.preprocessing
             .start_ns
             .saturating_add(self.preprocessing.dur_ns)
@@ -279,7 +281,7 @@ impl BatchRow {
 
     /// From the end of preprocessing to the consumption, ns (negative
     /// where clocks disagree).
-    pub fn delay_ns(&self) -> Option<i64> {
+    pub(crate) fn delay_ns(&self) -> Option<i64> {
         self.consume
             .map(|c| (i128::from(c.start_ns) - i128::from(self.end_ns())) as i64)
     }
@@ -310,6 +312,7 @@ struct Current {
 
 /// A whole trace, gathered.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct TraceIndex {
     /// The processes, in the order they were met.
     pub processes: Vec<ProcessEntry>,
@@ -532,12 +535,12 @@ impl TraceIndex {
     /// Every event's duration, sorted by key then duration; `None` when
     /// the index was gathered without durations, or they were taken
     /// already.
-    pub fn take_durations(&mut self) -> Option<Sorter<DurRec>> {
+    pub(crate) fn take_durations(&mut self) -> Option<Sorter<DurRec>> {
         self.durations.take()
     }
 
     /// Each process's group (see the module documentation).
-    pub fn groups(&self) -> Vec<usize> {
+    pub(crate) fn groups(&self) -> Vec<usize> {
         let key = |p: &ProcessEntry| GroupKey {
             folder: p.folder.clone(),
             host: p.process.host.clone(),
@@ -575,7 +578,7 @@ impl TraceIndex {
     /// id first, then by group, id and order of end. Returns how many
     /// consumptions matched no batch. Memory stays within the index's
     /// budget per sort.
-    pub fn join(
+    pub(crate) fn join(
         &mut self,
         mut on_row: impl FnMut(BatchRow) -> Result<(), SpillError>,
     ) -> Result<u64, SpillError> {

@@ -45,7 +45,7 @@
 //! The original tool (a rebuilt PyTorch 2.0 / torchvision 0.15, repository
 //! `rajveerb/lotus`) writes the same three fields with no `key=value`
 //! fields; [`parse`] gives its lines the same meaning through their names
-//! (see [`parse::infer_kind`]):
+//! (the table below):
 //!
 //! | original line | written by | read as |
 //! |---|---|---|
@@ -129,6 +129,7 @@ impl TraceError {
 /// The bad lines met while reading: the first [`Warnings::KEEP`] in full,
 /// and how many there were in all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Warnings {
     /// The first bad lines, in reading order.
     pub shown: Vec<BadLine>,

@@ -39,6 +39,7 @@ pub const HEADER_TAG: &str = "#lotus-trace";
 
 /// What a log file's name says: `<prefix>_<role>_pid_<pid>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FileName {
     /// What comes before `_main_pid_` / `_worker_pid_` (may be empty).
     pub prefix: String,
@@ -73,6 +74,7 @@ pub fn parse_file_name(name: &str) -> Option<FileName> {
 
 /// A line that was skipped, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BadLine {
     /// The file (as given to the reader).
     pub file: String,
@@ -418,6 +420,7 @@ impl<R: BufRead> Iterator for TraceReader<R> {
 
 /// One event line's own content (the process is the file's).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LineEvent<'a> {
     /// The name without the leading `S` (a part of the line).
     pub name: &'a str,
@@ -697,7 +700,7 @@ fn event(name: &str, kind: Option<Kind>, start_ns: u64, dur_ns: u64, f: Fields) 
 
 /// What a name alone says about an event with no `kind=` field.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inferred<'a> {
+pub(crate) struct Inferred<'a> {
     /// The name to show (the original fork's `_<id>` suffix taken off).
     pub name: &'a str,
     /// The kind.
@@ -713,7 +716,7 @@ pub struct Inferred<'a> {
 /// no `kind=` field: the original fork's `BatchPreprocessed_<id>`,
 /// `BatchWait_<id>`, `BatchConsumed_<id>`, `BatchQueued_<id>`; lotus's
 /// `Batch`, `Wait`, `Consume`, `Fetch`, `Sample`; anything else is an op.
-pub fn infer_kind(name: &str, dur_ns: u64) -> Inferred<'_> {
+pub(crate) fn infer_kind(name: &str, dur_ns: u64) -> Inferred<'_> {
     let plain = |kind| Inferred {
         name,
         kind,

@@ -20,6 +20,7 @@ use super::TraceError;
 
 /// The statistics of one rank.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct RankStats {
     /// The rank (`RANK` of the process's environment).
     pub rank: u32,

@@ -165,6 +165,7 @@ impl Sample {
 
 /// A function and the module it is in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub struct Symbol {
     /// The function (demangled), `func@0x...` or `[unknown]`.
     pub function: String,
@@ -200,6 +201,7 @@ pub trait SampleSink: Send {
 
 /// The paths of a folder's sample files.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SampleFiles {
     /// `<prefix>.samples`.
     pub samples: PathBuf,

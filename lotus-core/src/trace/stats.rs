@@ -23,8 +23,8 @@
 //!   schema 2), `over_500ms`.
 //! - **Delay**: from the end of a batch's preprocessing in its worker to
 //!   its consumption in the main process (batches matched as
-//!   [`TraceIndex::joined`] says), with the study's two shares: delays
-//!   under 250 ms and over 500 ms (both strict).
+//!   [`crate::trace::index`] matches them), with the study's two shares:
+//!   delays under 250 ms and over 500 ms (both strict).
 //!
 //! All times are whole ns; means, percentiles and deviations are `f64` ns.
 
@@ -50,6 +50,7 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Count, total, mean, percentiles, deviation and range of some durations.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Summary {
     /// How many.
     pub count: u64,
@@ -218,6 +219,7 @@ fn summaries_by_key(
 
 /// The summary of the events of one name.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct NamedSummary {
     /// The event name (without the `S`).
     pub name: String,
@@ -228,6 +230,7 @@ pub struct NamedSummary {
 
 /// The summary of the events of one kind.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct KindSummary {
     /// The kind.
     pub kind: Kind,
@@ -238,6 +241,7 @@ pub struct KindSummary {
 
 /// A process, as the statistics list it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ProcessRow {
     /// Its pid.
     pub pid: u32,
@@ -255,6 +259,7 @@ pub struct ProcessRow {
 
 /// Which batches are outliers, and what is done with them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[non_exhaustive]
 pub enum OutlierRule {
     /// Below `Q1 - 1.5 IQR` or above `Q3 + 1.5 IQR`: flagged, kept in every
     /// figure.
@@ -304,6 +309,7 @@ impl OutlierRule {
 /// The batch figures before the study's rule removed any: what its fence
 /// was computed from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct BeforeRemoval {
     /// Every batch's figures.
     pub summary: Summary,
@@ -317,6 +323,7 @@ pub struct BeforeRemoval {
 
 /// A batch whose preprocessing time is an outlier.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Outlier {
     /// Its id, where known.
     pub batch: Option<u64>,
@@ -334,6 +341,7 @@ pub struct Outlier {
 
 /// Per-batch preprocessing time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct BatchStats {
     /// The outlier rule these figures follow.
     pub outlier_rule: OutlierRule,
@@ -361,6 +369,7 @@ pub struct BatchStats {
 
 /// Where a wait falls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub enum WaitBucket {
     /// The batch was already there (`ready=1`), or 0 ns.
     #[serde(rename = "none")]
@@ -421,6 +430,7 @@ impl WaitBucket {
 
 /// The waits of one bucket.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct BucketRow {
     /// The bucket.
     pub bucket: WaitBucket,
@@ -434,6 +444,7 @@ pub struct BucketRow {
 
 /// The main process's waits.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct WaitStats {
     /// The figures of every wait.
     pub summary: Option<Summary>,
@@ -443,6 +454,7 @@ pub struct WaitStats {
 
 /// From the end of preprocessing to consumption.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct DelayStats {
     /// The figures of every consumed batch's delay.
     pub summary: Option<Summary>,
@@ -463,6 +475,7 @@ pub struct DelayStats {
 /// One batch, as the statistics list it ([`PerBatchRows`] gives them in
 /// order of start).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct PerBatch {
     /// Its id, where known.
     pub batch: Option<u64>,
@@ -488,6 +501,7 @@ pub struct PerBatch {
 
 /// Everything `lotus trace stats` reports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct TraceStats {
     /// Events read.
     pub events: u64,
@@ -855,6 +869,7 @@ fn share(part: u64, whole: u64) -> Option<f64> {
 
 /// One configuration in [`ConfigComparison`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ConfigRow {
     /// The configuration's name (its folder's).
     pub label: String,
@@ -879,6 +894,7 @@ pub struct ConfigRow {
 /// ("Maximum normalized IQR/standard deviation for preprocessing time
 /// across configs"). Configurations without batches take no part.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ConfigComparison {
     /// Each configuration, in the order given.
     pub configurations: Vec<ConfigRow>,

@@ -28,6 +28,7 @@ pub const ABSOLUTE_TS_US: f64 = 1e15;
 
 /// What a first pass over a profiler trace finds.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
 pub struct TorchScan {
     /// `baseTimeNanoseconds`, where present.
     pub base_ns: Option<u64>,
@@ -39,6 +40,7 @@ pub struct TorchScan {
 
 /// How a profiler trace's `ts` maps to wall-clock ns.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum Alignment {
     /// `ts` is µs since `baseTimeNanoseconds`.
     Base(u64),

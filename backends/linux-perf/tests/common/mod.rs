@@ -94,16 +94,16 @@ impl Channel {
     /// inherited.
     pub fn target(&self, program: &Path, mode: &str, secs: f64) -> Target {
         let (out, inp) = self.child_ends.as_ref().expect("child ends");
-        Target {
-            program: program.to_path_buf(),
-            args: vec![
+        {
+            let mut target = Target::new(program);
+            target.args = vec![
                 out.as_raw_fd().to_string().into(),
                 inp.as_raw_fd().to_string().into(),
                 mode.into(),
                 secs.to_string().into(),
-            ],
-            keep_fds: vec![out.as_raw_fd(), inp.as_raw_fd()],
-            ..Target::default()
+            ];
+            target.keep_fds = vec![out.as_raw_fd(), inp.as_raw_fd()];
+            target
         }
     }
 
