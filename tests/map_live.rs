@@ -85,6 +85,15 @@ fn top(op: &Value, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// The frequency `lotus map` samples at by default here: 10 kHz, capped at
+/// the kernel's `perf_event_max_sample_rate`.
+fn default_frequency_in_force() -> u64 {
+    let cap = fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    cap.map_or(10_000, |c| c.clamp(1, 10_000))
+}
+
 const ALL_OPS: &[&str] = &[
     "Loader",
     "RandomResizedCrop",
@@ -105,20 +114,24 @@ fn fixture_ops_map_to_their_kernels() {
     assert_eq!(m["backend"], "perf");
     assert_eq!(m["unit"], "samples");
     assert!(m["failures"].is_null(), "{m}");
+    // 10 kHz by default, or the kernel's maximum where that is lower; the
+    // mapping says which.
+    let hz = default_frequency_in_force();
+    assert_eq!(m["environment"]["frequency_hz"], hz.to_string(), "{m}");
 
     for name in ALL_OPS {
         let o = op(&m, name);
         let w = &o["window"];
         let samples = w["samples"].as_u64().expect("samples") as f64;
         // The window lasts until the op used enough CPU time for the
-        // samples asked for (1600 at 4 kHz), whatever else the machine runs.
+        // samples asked for (1600), whatever else the machine runs.
         assert!(samples >= 1200.0, "{name}: window samples {w}; {stderr}");
         // Every CPU-millisecond of the op (kernel time included) is sampled.
         let cpu_s = w["counters"]["task-clock-ns"].as_f64().expect("task-clock") / 1e9;
-        let expected = cpu_s * 4000.0;
+        let expected = cpu_s * hz as f64;
         assert!(
             samples >= 0.8 * expected && samples <= 1.2 * expected + 50.0,
-            "{name}: {samples} samples for {cpu_s:.3} s of task-clock at 4 kHz"
+            "{name}: {samples} samples for {cpu_s:.3} s of task-clock at {hz} Hz"
         );
         assert!(w["iterations"].as_u64().expect("iterations") >= 1, "{name}");
         let shares: f64 = functions(o).iter().map(|f| f.2).sum();
@@ -578,5 +591,9 @@ fn a_window_on_a_crowded_cpu_still_holds_its_samples() {
     // It really was crowded: the window took well over its CPU time.
     assert!(wall_s > 2.0 * cpu_s, "{w}");
     assert!(samples >= 0.9 * 800.0, "{samples} samples: {w}\n{stderr}");
-    assert!(samples >= 0.8 * cpu_s * 4000.0, "{w}");
+    let hz: f64 = m["environment"]["frequency_hz"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("frequency_hz");
+    assert!(samples >= 0.8 * cpu_s * hz, "{w}");
 }

@@ -756,7 +756,16 @@ fn environment(
         .to_string();
         env.insert("python_version".into(), v);
     }
-    env.insert("frequency_hz".into(), opts.frequency.to_string());
+    // Under perf, the frequency the samplers ran at: the kernel caps it.
+    let in_force = if backend.name() == "perf" {
+        lotus_backend_perf::frequency_in_force(opts.frequency)
+    } else {
+        opts.frequency
+    };
+    env.insert("frequency_hz".into(), in_force.to_string());
+    if in_force != opts.frequency {
+        env.insert("frequency_requested_hz".into(), opts.frequency.to_string());
+    }
     env.insert(
         "sample_interval_ms".into(),
         format!("{}", opts.sample_interval(backend).as_nanos() as f64 / 1e6),

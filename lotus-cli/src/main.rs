@@ -170,8 +170,8 @@ struct MapArgs {
     /// Live: op calls before the window opens.
     #[arg(long, default_value_t = 3)]
     warmup: u32,
-    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate; VTune and uProf get it as their sampling interval, see the README). 4000, as perf record's: a short window gets its thousands of samples quickly.
-    #[arg(long, short = 'F', default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate, and the mapping records the frequency used; VTune and uProf get it as their sampling interval, see the README). 10000: a window gets its 3000 samples in 0.3 s, with the functions' shares within run-to-run noise of perf record's 4000.
+    #[arg(long, short = 'F', default_value_t = lotus_backend_perf::DEFAULT_FREQUENCY_HZ, value_parser = clap::value_parser!(u64).range(1..))]
     frequency: u64,
     /// Live: samples each window should hold; with the backend's sampling interval it sets the window's length.
     #[arg(long, default_value_t = 3000)]
