@@ -597,3 +597,77 @@ fn a_window_on_a_crowded_cpu_still_holds_its_samples() {
         .expect("frequency_hz");
     assert!(samples >= 0.8 * cpu_s * hz, "{w}");
 }
+
+/// Under perf the op process stamps its own window edges and reads its own
+/// counters by default; `--round-trip` has lotus mark them (the reference).
+/// On the same op both windows hold the samples their CPU time gives, the
+/// op's kernel keeps its share, and the counters are there in both.
+#[test]
+fn stamped_windows_agree_with_the_round_trip_on_the_same_op() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ops = op_files(&["RandomHorizontalFlip"]);
+    let settings = [
+        "--runs",
+        "1",
+        "--warmup",
+        "2",
+        "--min-samples",
+        "1500",
+        "--no-baseline",
+    ];
+    let (stamped, e1) = map(&ops, &settings, &tmp.path().join("stamped.json"));
+    let mut reference = settings.to_vec();
+    reference.push("--round-trip");
+    let (round_trip, e2) = map(&ops, &reference, &tmp.path().join("round-trip.json"));
+    assert!(
+        stamped["environment"]["window_edges"]
+            .as_str()
+            .is_some_and(|s| s.contains("stamped by the op process")),
+        "{stamped}"
+    );
+    assert!(
+        round_trip["environment"]["window_edges"]
+            .as_str()
+            .is_some_and(|s| s.contains("round trip")),
+        "{round_trip}"
+    );
+    let mut per_cpu_second = Vec::new();
+    let mut flip = Vec::new();
+    for (m, stderr) in [(&stamped, &e1), (&round_trip, &e2)] {
+        let o = op(m, "RandomHorizontalFlip");
+        let w = &o["window"];
+        let samples = w["samples"].as_f64().expect("samples");
+        let cpu_s = w["counters"]["task-clock-ns"].as_f64().expect("task-clock") / 1e9;
+        let hz: f64 = m["environment"]["frequency_hz"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("frequency_hz");
+        assert!(samples >= 1200.0, "{w}\n{stderr}");
+        assert!(
+            samples >= 0.8 * cpu_s * hz && samples <= 1.2 * cpu_s * hz + 50.0,
+            "{samples} samples for {cpu_s} s of CPU at {hz} Hz: {w}"
+        );
+        for counter in ["page-faults", "context-switches"] {
+            assert!(w["counters"][counter].is_number(), "{counter}: {w}");
+        }
+        assert!(
+            w["seconds"].as_f64().expect("seconds") >= cpu_s * 0.9,
+            "{w}"
+        );
+        per_cpu_second.push(samples / cpu_s);
+        flip.push(share_of(o, |f, _| f == "ImagingFlipLeftRight"));
+    }
+    let ratio = per_cpu_second[0] / per_cpu_second[1];
+    assert!(
+        (0.85..=1.15).contains(&ratio),
+        "samples per CPU-second: stamped {} vs round trip {}",
+        per_cpu_second[0],
+        per_cpu_second[1]
+    );
+    assert!(
+        (flip[0] - flip[1]).abs() < 0.1 && flip[0] > 0.5,
+        "ImagingFlipLeftRight's share: stamped {} vs round trip {}",
+        flip[0],
+        flip[1]
+    );
+}

@@ -76,9 +76,19 @@ pub struct LiveOptions {
     /// The folder every op runs in (absolute, see [`op_folder`]); `None`:
     /// each op's own folder.
     pub cwd: Option<PathBuf>,
+    /// Each resume and pause waits for lotus (the reference mode), even
+    /// where the backend takes edges the op process stamps itself.
+    pub round_trip: bool,
 }
 
 impl LiveOptions {
+    /// Whether the op processes stamp their own window edges and go on
+    /// without waiting for lotus: where the backend takes such edges
+    /// (perf) and `--round-trip` is not given.
+    pub fn window_stamps(&self, backend: &dyn Profiler) -> bool {
+        backend.switches_windows() && backend.takes_window_stamps() && !self.round_trip
+    }
+
     /// The time between two samples under `backend`: the interval its tool
     /// is given (VTune's and uProf's take only some), else one period of
     /// the frequency.
@@ -338,6 +348,7 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
     copts.frequency_hz = Some(opts.frequency);
     copts.collect_type.clone_from(&opts.collect_type);
     copts.keep_raw.clone_from(&opts.keep_raw);
+    copts.window_stamps = opts.window_stamps(backend);
     for spec in &specs {
         let result = files.dir.path().join("result-1.json");
         let mut target = harness_target(backend, &files, &control_lib, spec, &result, opts);
@@ -771,6 +782,21 @@ fn environment(
         format!("{}", opts.sample_interval(backend).as_nanos() as f64 / 1e6),
     );
     opts.threads.record(&mut env);
+    if backend.switches_windows() {
+        let (edges, counters) = if opts.window_stamps(backend) {
+            (
+                "stamped by the op process on CLOCK_MONOTONIC, sent without waiting",
+                "read by the op process itself: task-clock (CLOCK_PROCESS_CPUTIME_ID), page-faults and context-switches (getrusage) of its own threads; no cycles or instructions",
+            )
+        } else {
+            (
+                "marked by lotus on request (round trip)",
+                "perf counters read by lotus at each edge (the process and everything it starts)",
+            )
+        };
+        env.insert("window_edges".into(), edges.into());
+        env.insert("window_counters".into(), counters.into());
+    }
     env.insert(
         "window_ms".into(),
         opts.window(backend).as_millis().to_string(),
@@ -787,10 +813,16 @@ const HOT_SPIN: Duration = Duration::from_millis(2);
 
 /// The backend options of one run; `--keep-raw` gets a folder per op and
 /// run.
-fn collect_options(opts: &LiveOptions, spec: &OpSpec, run: u32) -> Result<CollectOptions> {
+fn collect_options(
+    backend: &dyn Profiler,
+    opts: &LiveOptions,
+    spec: &OpSpec,
+    run: u32,
+) -> Result<CollectOptions> {
     let mut copts = CollectOptions::default();
     copts.frequency_hz = Some(opts.frequency);
     copts.collect_type.clone_from(&opts.collect_type);
+    copts.window_stamps = opts.window_stamps(backend);
     if let Some(root) = &opts.keep_raw {
         let label: String = spec
             .label
@@ -846,6 +878,11 @@ fn harness_target(
         ..Target::default()
     };
     target.env.extend(control_env(backend, Some(control_lib)));
+    if opts.window_stamps(backend) {
+        target
+            .env
+            .push((lotus_core::control::ENV_WINDOW_STAMPS.into(), "1".into()));
+    }
     target.env.extend(opts.threads.env());
     target
 }
@@ -928,16 +965,26 @@ pub(crate) fn serve_until(
             };
             match host.recv_line(Some(wait)) {
                 Ok(Some(line)) => {
-                    last_request = Instant::now();
                     // A child that died mid-request cannot read a reply;
                     // its exit is seen below, so reply errors are ignored.
                     let request = match Request::decode(&line) {
                         Ok(r) => r,
                         Err(e) => {
+                            last_request = Instant::now();
                             let _ = host.reply(&Reply::Error(e.to_string()));
                             continue;
                         }
                     };
+                    if !request.wants_reply() {
+                        // A window edge the process stamped itself: nobody
+                        // waits, so no hot polling either.
+                        if let Err(e) = apply_stamp(collection, &request) {
+                            let _ = collection.kill();
+                            return Err(RunError::Failed(e.to_string()));
+                        }
+                        continue;
+                    }
+                    last_request = Instant::now();
                     // The reply goes out as soon as the window is
                     // switched; the backend's slower bookkeeping follows
                     // while the op runs.
@@ -950,6 +997,7 @@ pub(crate) fn serve_until(
                         Request::Resume { .. } => collection.resume_then(&mut tell),
                         Request::Pause => collection.pause_then(&mut tell),
                         Request::Detach => Ok(()),
+                        Request::OpenedAt { .. } | Request::ClosedAt { .. } => Ok(()),
                     };
                     match outcome {
                         Ok(()) if !replied => {
@@ -968,7 +1016,10 @@ pub(crate) fn serve_until(
                     }
                     continue;
                 }
-                Ok(None) => channel_open = false,
+                Ok(None) => {
+                    channel_open = false;
+                    collection.stamps_done();
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                     // An over-long request: its writer waits for a reply.
@@ -986,7 +1037,10 @@ pub(crate) fn serve_until(
             return Err(RunError::Interrupted);
         }
         match collection.try_wait() {
-            Ok(Some(status)) => break status,
+            Ok(Some(status)) => {
+                last_stamps(collection, host.as_deref_mut());
+                break status;
+            }
             Ok(None) => {}
             Err(e) => {
                 let _ = collection.kill();
@@ -996,6 +1050,7 @@ pub(crate) fn serve_until(
         match done_at {
             None if done() => done_at = Some(Instant::now()),
             Some(at) if at.elapsed() >= DONE_GRACE => {
+                last_stamps(collection, host.as_deref_mut());
                 collection
                     .kill()
                     .map_err(|e| RunError::Failed(e.to_string()))?;
@@ -1022,6 +1077,43 @@ pub(crate) fn serve_until(
         status,
         stopped_after_done: false,
     })
+}
+
+/// Applies a window edge the profiled process stamped itself.
+fn apply_stamp(
+    collection: &mut dyn Collection,
+    request: &Request,
+) -> Result<(), lotus_core::ProfilerError> {
+    match request {
+        Request::OpenedAt { edge, .. } => collection.resume_at(edge),
+        Request::ClosedAt { edge } => collection.pause_at(edge),
+        _ => Ok(()),
+    }
+}
+
+/// The most lines [`last_stamps`] reads: a process that left a writer of
+/// the channel behind cannot keep the run going.
+const LAST_STAMPS: usize = 100_000;
+
+/// Once the process is gone (or done): the stamped edges it wrote just
+/// before, which nobody waited on, are read and applied; then the
+/// collection knows no more will come.
+fn last_stamps(collection: &mut dyn Collection, host: Option<&mut ControlHost>) {
+    if let Some(host) = host {
+        for _ in 0..LAST_STAMPS {
+            match host.recv_line(Some(Duration::ZERO)) {
+                Ok(Some(line)) => {
+                    if let Ok(request) = Request::decode(&line) {
+                        let _ = apply_stamp(collection, &request);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {}
+                Err(_) => break,
+            }
+        }
+    }
+    collection.stamps_done();
 }
 
 /// Runs one op once under the backend.
@@ -1069,7 +1161,7 @@ fn run_once(
         None
     };
     target.output_fd = echo.as_ref().and_then(Echo::child_fd);
-    let copts = collect_options(opts, spec, run)?;
+    let copts = collect_options(backend, opts, spec, run)?;
 
     let mut collection = backend
         .collect(&target, &copts)

@@ -191,6 +191,9 @@ struct MapArgs {
     /// Live: skip the harness floor (the empty-op run that marks `baseline` functions).
     #[arg(long)]
     no_baseline: bool,
+    /// Live, perf: each resume and pause waits for lotus to mark the window and read its counters (cycles and instructions included). By default the op process stamps its window edges itself, reads its own CPU time, page faults and context switches, and goes on without waiting.
+    #[arg(long)]
+    round_trip: bool,
     /// Live: the vendor analysis (VTune -collect TYPE, e.g. uarch-exploration; uProf --config TYPE).
     #[arg(long, value_name = "TYPE")]
     collect_type: Option<String>,
@@ -389,6 +392,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 keep_raw: args.keep_raw.clone(),
                 threads: live::threads::ThreadPlan::from_env(args.threads),
                 cwd: args.cwd.as_deref().map(live::op_folder).transpose()?,
+                round_trip: args.round_trip,
             };
             for op in args.ops.iter().filter(|op| op.is_file()) {
                 harness::warn_if_op_folder_shared(op);

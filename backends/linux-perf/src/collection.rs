@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
+use lotus_core::control::Edge;
 use lotus_core::{Collection, ProfilerError, Report, Unit, WindowStats};
 
 use crate::counting::{CounterKind, CounterStatus, Counters, Deltas};
@@ -144,6 +145,9 @@ pub(crate) struct Sampling {
     pub frequency_hz: u64,
     /// Whether kernel mode is sampled too.
     pub kernel: bool,
+    /// The profiled process stamps its own window edges
+    /// ([`lotus_core::CollectOptions::window_stamps`]).
+    pub stamped: bool,
 }
 
 struct ClosedWindow {
@@ -170,7 +174,16 @@ pub struct PerfCollection {
     frequency_hz: u64,
     kernel_samples: bool,
     notes: Vec<String>,
+    /// Windows come as edges the profiled process stamped (see
+    /// [`Collection::resume_at`]); the open one's opening edge.
+    stamped: bool,
+    open_edge: Option<Edge>,
 }
+
+/// Why cycles and instructions have no per-window figure in windows the
+/// profiled process stamps itself.
+const NOT_READ_BY_THE_OP: &str = "not read in windows the op process stamps itself (a process \
+     cannot read them without waiting for lotus); `lotus map --round-trip` reads them";
 
 impl PerfCollection {
     pub(crate) fn new(
@@ -196,7 +209,31 @@ impl PerfCollection {
             frequency_hz: sampling.frequency_hz,
             kernel_samples: sampling.kernel,
             notes,
+            stamped: sampling.stamped,
+            open_edge: None,
         }
+    }
+
+    /// What can be counted per window here: in stamped windows, what the
+    /// op process reads of itself (task-clock, context switches and page
+    /// faults of its own threads); cycles and instructions are not read.
+    fn window_counter_status(&self) -> Vec<CounterStatus> {
+        let mut status = self.counters.status();
+        if self.stamped {
+            for s in &mut status {
+                if !s.kind.is_hardware() {
+                    // getrusage and the process's CPU clock need no
+                    // permission.
+                    s.available = true;
+                    s.user_only = false;
+                    s.reason = None;
+                } else if s.available {
+                    s.available = false;
+                    s.reason = Some(NOT_READ_BY_THE_OP.into());
+                }
+            }
+        }
+        status
     }
 
     /// How windows switch sampling.
@@ -269,6 +306,14 @@ impl PerfCollection {
         if self.is_open() {
             self.pause()?;
         }
+        if let Some(open) = self.open_edge {
+            // The process never closed its window (it died in it): closed
+            // now, with no counts of its own after the opening.
+            self.pause_at(&Edge {
+                at_ns: crate::events::monotonic_ns(),
+                own: open.own,
+            })?;
+        }
         if self.try_wait()?.is_none() || group_alive(self.pid) {
             self.kill()?;
         }
@@ -295,7 +340,7 @@ impl PerfCollection {
         for w in &windows {
             total.add(w);
         }
-        let counters = self.counters.status();
+        let counters = self.window_counter_status();
         for c in &counters {
             if let CounterStatus {
                 available: false,
@@ -490,6 +535,54 @@ impl Collection for PerfCollection {
         deltas.map(drop)
     }
 
+    fn resume_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        if !self.stamped {
+            return Err(ProfilerError::Other {
+                backend: BACKEND.into(),
+                message: "a window edge stamped by the process came, but the collection \
+                          was not started for stamped windows"
+                    .into(),
+            });
+        }
+        if self.open_edge.is_none() {
+            drain.open_window_at(edge.at_ns);
+            self.open_edge = Some(*edge);
+        }
+        Ok(())
+    }
+
+    fn pause_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        let Some(open) = self.open_edge.take() else {
+            return Ok(());
+        };
+        let start = drain.close_window_at(edge.at_ns).unwrap_or(open.at_ns);
+        let (a, b) = (open.own, edge.own);
+        let mut deltas: Deltas = [None; 5];
+        for (i, kind) in CounterKind::ALL.iter().enumerate() {
+            deltas[i] = match kind {
+                CounterKind::TaskClock => Some(b.cpu_ns.saturating_sub(a.cpu_ns)),
+                CounterKind::ContextSwitches => {
+                    Some(b.context_switches.saturating_sub(a.context_switches))
+                }
+                CounterKind::PageFaults => Some(b.page_faults.saturating_sub(a.page_faults)),
+                _ => None,
+            };
+        }
+        self.closed.push(ClosedWindow {
+            duration: Duration::from_nanos(edge.at_ns.saturating_sub(start)),
+            deltas,
+        });
+        Ok(())
+    }
+
+    fn stamps_done(&mut self) {
+        if let Some(drain) = self.drain.as_ref() {
+            drain.lift_horizon();
+        }
+    }
+
     fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
         if self.exit.is_some() {
             return Ok(self.exit);
@@ -559,7 +652,7 @@ impl Collection for PerfCollection {
                     .unwrap_or_default(),
             ),
         };
-        let status = self.counters.status();
+        let status = self.window_counter_status();
         figures.iter().map(|w| w.to_core(&status)).collect()
     }
 }

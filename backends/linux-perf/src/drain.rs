@@ -29,6 +29,11 @@ struct State {
     /// (start, end) times (CLOCK_MONOTONIC ns) of the windows so far; the
     /// last one has no end while it is open.
     windows: Vec<(u64, Option<u64>)>,
+    /// Where the profiled process stamps its own window edges: records are
+    /// replayed no further than the last edge heard of, since an edge
+    /// stamped later may still be on its way (`None`: no limit, lotus
+    /// stamps the edges itself before the records are replayed).
+    horizon: Option<u64>,
     flush_requested: u64,
     flush_done: u64,
     stop: bool,
@@ -83,6 +88,7 @@ impl Drain {
         samplers: Vec<Sampler>,
         sideband: Vec<Sampler>,
         sink: Option<Box<dyn lotus_core::trace::samples::SampleSink>>,
+        stamped: bool,
     ) -> Result<Drain, ProfilerError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -98,6 +104,9 @@ impl Drain {
         // SAFETY: eventfd returned a fresh descriptor nothing else owns.
         let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         let shared = Arc::new(Shared::default());
+        if stamped {
+            shared.lock().horizon = Some(0);
+        }
         let (stream, writer) = match sink {
             Some(sink) => {
                 let (stream, writer) = Stream::start(sink)?;
@@ -136,6 +145,39 @@ impl Drain {
         if let Some(last) = st.windows.last_mut() {
             last.1.get_or_insert(now);
         }
+    }
+
+    /// Opens a window at `at` (CLOCK_MONOTONIC ns), an edge the profiled
+    /// process stamped, and moves the horizon there. An edge earlier than
+    /// the last window's end (two processes stamping at once) is taken at
+    /// that end, so windows stay ordered and disjoint.
+    pub(crate) fn open_window_at(&self, at: u64) {
+        let mut st = self.shared.lock();
+        let after = st.windows.last().map_or(0, |w| w.1.unwrap_or(w.0));
+        let at = at.max(after);
+        st.windows.push((at, None));
+        st.horizon = st.horizon.map(|h| h.max(at));
+    }
+
+    /// Closes the open window at `at`, a stamped edge (see
+    /// [`Self::open_window_at`]); returns the window's start.
+    pub(crate) fn close_window_at(&self, at: u64) -> Option<u64> {
+        let mut st = self.shared.lock();
+        let (start, end) = st.windows.last_mut()?;
+        if end.is_some() {
+            return None;
+        }
+        let at = at.max(*start);
+        *end = Some(at);
+        let start = *start;
+        st.horizon = st.horizon.map(|h| h.max(at));
+        Some(start)
+    }
+
+    /// No more stamped edges will come: every record can be replayed.
+    pub(crate) fn lift_horizon(&self) {
+        self.shared.lock().horizon = None;
+        self.poke();
     }
 
     /// Waits until every record stamped before now has been replayed, and
@@ -267,6 +309,12 @@ fn run(
                 }
             }
         }
+        // The windows and the horizon are read together: every edge
+        // stamped before the horizon is among these windows.
+        let (windows, horizon) = {
+            let st = shared.lock();
+            (st.windows.clone(), st.horizon)
+        };
         let limit = if stop {
             u64::MAX
         } else if flush > flushed {
@@ -274,9 +322,12 @@ fn run(
         } else {
             prev_round
         };
+        let limit = match horizon {
+            Some(h) if !stop => limit.min(h),
+            _ => limit,
+        };
         pending.sort_by_key(|(t, ev)| (*t, ev.rank()));
         let ready = pending.partition_point(|(t, _)| *t <= limit);
-        let windows = shared.lock().windows.clone();
         let window = |t: u64| window_of(&windows, t);
         for (t, ev) in pending.drain(..ready) {
             if let (

@@ -260,7 +260,7 @@ impl LinuxPerf {
         } else if !want_kernel {
             notes.push("kernel samples: not collected (user space only, as asked)".into());
         }
-        let drain = match drain::Drain::start(samplers, sideband, sink) {
+        let drain = match drain::Drain::start(samplers, sideband, sink, options.window_stamps) {
             Ok(d) => d,
             Err(e) => {
                 gated.abort();
@@ -277,6 +277,7 @@ impl LinuxPerf {
             collection::Sampling {
                 frequency_hz,
                 kernel,
+                stamped: options.window_stamps,
             },
             notes,
         ))
@@ -298,6 +299,12 @@ impl Profiler for LinuxPerf {
 
     fn unit(&self) -> Unit {
         Unit::Samples
+    }
+
+    /// Windows are time ranges on the samples' clock (CLOCK_MONOTONIC),
+    /// which the profiled process can read as well as lotus.
+    fn takes_window_stamps(&self) -> bool {
+        true
     }
 
     fn collect(
