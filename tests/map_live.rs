@@ -671,3 +671,69 @@ fn stamped_windows_agree_with_the_round_trip_on_the_same_op() {
         flip[1]
     );
 }
+
+/// Under perf the op module is imported once per op (the fork server) and
+/// each run is a fresh process forked from it before the op's first call:
+/// setup() runs in three distinct children of the importing process.
+/// `--no-fork-server` starts one interpreter per run, importing each time.
+#[test]
+fn the_fork_server_imports_the_op_once_and_forks_each_run() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let log = tmp.path().join("log");
+    let body = format!(
+        "import os\n\
+         LOG = {log:?}\n\
+         with open(LOG, 'a') as f:\n    f.write(f'import {{os.getpid()}}\\n')\n\
+         def setup():\n    \
+             with open(LOG, 'a') as f:\n        f.write(f'setup {{os.getpid()}} {{os.getppid()}}\\n')\n    \
+             return list(range(2000))\n\
+         def op(x):\n    return sorted(x)\n",
+        log = log.to_str().expect("utf-8")
+    );
+    let op_file = write_op(tmp.path(), "Forked", &body);
+    let ops = vec![op_file.to_str().expect("p").to_string()];
+    let settings = [
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+        "--min-samples",
+        "300",
+        "--no-baseline",
+    ];
+    let lines = |log: &Path| -> Vec<Vec<String>> {
+        fs::read_to_string(log)
+            .expect("log")
+            .lines()
+            .map(|l| l.split(' ').map(str::to_string).collect())
+            .collect()
+    };
+
+    let (m, stderr) = map(&ops, &settings, &tmp.path().join("a.json"));
+    assert_eq!(op(&m, "Forked")["window"]["windows"], 3, "{m}\n{stderr}");
+    let seen = lines(&log);
+    let imports: Vec<&Vec<String>> = seen.iter().filter(|l| l[0] == "import").collect();
+    let setups: Vec<&Vec<String>> = seen.iter().filter(|l| l[0] == "setup").collect();
+    assert_eq!(imports.len(), 1, "imported once: {seen:?}");
+    assert_eq!(setups.len(), 3, "{seen:?}");
+    let server = &imports[0][1];
+    let children: BTreeSet<&String> = setups.iter().map(|l| &l[1]).collect();
+    assert_eq!(children.len(), 3, "a fresh process per run: {seen:?}");
+    assert!(!children.contains(server), "{seen:?}");
+    assert!(
+        setups.iter().all(|l| &l[2] == server),
+        "each run forked from the importing process: {seen:?}"
+    );
+
+    fs::remove_file(&log).expect("rm log");
+    let mut one_per_run = settings.to_vec();
+    one_per_run.push("--no-fork-server");
+    let (m, stderr) = map(&ops, &one_per_run, &tmp.path().join("b.json"));
+    assert_eq!(op(&m, "Forked")["window"]["windows"], 3, "{m}\n{stderr}");
+    let seen = lines(&log);
+    assert_eq!(
+        seen.iter().filter(|l| l[0] == "import").count(),
+        3,
+        "{seen:?}"
+    );
+}

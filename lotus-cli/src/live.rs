@@ -35,9 +35,11 @@ use crate::echo::Echo;
 use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult, HarnessStage};
 use crate::output::one_line;
 
+mod fork_server;
 mod run_checks;
 pub(crate) mod threads;
 use crate::program::{find_program, ProgramError};
+use fork_server::{fork_server_runs, run_server};
 pub(crate) use run_checks::check_op_file;
 use run_checks::{empty_run, window_names};
 
@@ -79,6 +81,9 @@ pub struct LiveOptions {
     /// Each resume and pause waits for lotus (the reference mode), even
     /// where the backend takes edges the op process stamps itself.
     pub round_trip: bool,
+    /// One interpreter per run even where the fork server could make the
+    /// runs (see [`fork_server_runs`]).
+    pub no_fork_server: bool,
 }
 
 impl LiveOptions {
@@ -351,7 +356,15 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
     copts.window_stamps = opts.window_stamps(backend);
     for spec in &specs {
         let result = files.dir.path().join("result-1.json");
-        let mut target = harness_target(backend, &files, &control_lib, spec, &result, opts);
+        let mut target = harness_target(
+            backend,
+            &files,
+            &control_lib,
+            spec,
+            &result,
+            opts,
+            fork_server_runs(backend, spec, None, opts),
+        );
         if backend.switches_windows() {
             target.env.push((
                 lotus_core::control::ENV_CONTROL_FDS.into(),
@@ -541,19 +554,39 @@ fn map_op(
     let mut acc: Option<OpAccumulator> = None;
     let mut summary = WindowSummary::default();
     let runs = runs_of(spec, opts);
+    // With the fork server all runs are made at once, in one process
+    // that imports the op once; a script declines, and runs one process
+    // per run as without it.
+    let mut served = None;
+    if let Some(n) = fork_server_runs(ctx.backend, spec, only, opts) {
+        progress.start(&format!("{shown} runs 1-{n}/{runs} (fork server)"));
+        match run_server(ctx, spec, n) {
+            Ok(Some(outs)) => served = Some(outs.into_iter()),
+            Ok(None) => {}
+            Err(RunError::Interrupted) => return OpOutcome::Interrupted,
+            Err(e) => served = Some(vec![Err(e)].into_iter()),
+        }
+    }
     for run in 1..=runs {
         progress.start(&format!("{shown} run {run}/{runs}"));
-        let out = run_once(
-            ctx.backend,
-            ctx.files,
-            ctx.control_lib,
-            spec,
-            only,
-            run,
-            opts,
-            ctx.interrupted,
-        )
-        .and_then(|out| match empty_run(ctx.backend, spec, only, &out) {
+        let out = match served.as_mut() {
+            Some(outs) => outs.next().unwrap_or_else(|| {
+                Err(RunError::Failed(format!(
+                    "the fork server made no run {run} (it stopped early without saying why)"
+                )))
+            }),
+            None => run_once(
+                ctx.backend,
+                ctx.files,
+                ctx.control_lib,
+                spec,
+                only,
+                run,
+                opts,
+                ctx.interrupted,
+            ),
+        };
+        let out = out.and_then(|out| match empty_run(ctx.backend, spec, only, &out) {
             Some(why) => Err(RunError::Failed(why)),
             None => Ok(out),
         });
@@ -852,6 +885,7 @@ fn harness_target(
     spec: &OpSpec,
     result: &Path,
     opts: &LiveOptions,
+    server_runs: Option<u32>,
 ) -> Target {
     let args = HarnessArgs {
         op_file: spec
@@ -866,6 +900,8 @@ fn harness_target(
         name: None,
         threads: opts.threads.torch_threads,
         cwd: opts.cwd.clone(),
+        runs: server_runs,
+        run_timeout: server_runs.map(|_| opts.timeout),
     };
     let mut target = Target {
         program: opts.python.clone(),
@@ -1137,7 +1173,7 @@ fn run_once(
         .path()
         .join(format!("result-{}-{run}.json", std::process::id()));
     let _ = std::fs::remove_file(&result_path);
-    let mut target = harness_target(backend, files, control_lib, spec, &result_path, opts);
+    let mut target = harness_target(backend, files, control_lib, spec, &result_path, opts, None);
     if let Some(name) = only {
         target.env.push((harness::ENV_ONLY_OP.into(), name.into()));
     }

@@ -194,6 +194,9 @@ struct MapArgs {
     /// Live, perf: each resume and pause waits for lotus to mark the window and read its counters (cycles and instructions included). By default the op process stamps its window edges itself, reads its own CPU time, page faults and context switches, and goes on without waiting.
     #[arg(long)]
     round_trip: bool,
+    /// Live, perf: start one interpreter per run. By default the op is imported once per op and each run is a fresh process forked from it before the op's first call (setup, warm-up and window in the child).
+    #[arg(long)]
+    no_fork_server: bool,
     /// Live: the vendor analysis (VTune -collect TYPE, e.g. uarch-exploration; uProf --config TYPE).
     #[arg(long, value_name = "TYPE")]
     collect_type: Option<String>,
@@ -393,6 +396,7 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 threads: live::threads::ThreadPlan::from_env(args.threads),
                 cwd: args.cwd.as_deref().map(live::op_folder).transpose()?,
                 round_trip: args.round_trip,
+                no_fork_server: args.no_fork_server,
             };
             for op in args.ops.iter().filter(|op| op.is_file()) {
                 harness::warn_if_op_folder_shared(op);

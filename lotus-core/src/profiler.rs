@@ -219,6 +219,16 @@ pub trait Collection: Send {
     fn kill(&mut self) -> Result<(), ProfilerError>;
     /// Ends the collection and reads what was measured.
     fn report(self: Box<Self>) -> Result<Report, ProfilerError>;
+    /// Ends the collection like [`Collection::report`], with one report
+    /// per window, in opening order: for a process whose windows are runs
+    /// of their own (lotus's fork server). Backends that cannot tell
+    /// windows apart refuse.
+    fn reports_per_window(self: Box<Self>) -> Result<Vec<Report>, ProfilerError> {
+        Err(ProfilerError::Other {
+            backend: "lotus".into(),
+            message: "this backend reports all windows together".into(),
+        })
+    }
     /// Opens a window like [`Collection::resume`], calling `tell` (which
     /// lets the profiled process go on) as soon as the window is open; a
     /// backend may do slow bookkeeping (reading counters) after `tell`,

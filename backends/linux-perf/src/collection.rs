@@ -136,6 +136,9 @@ pub struct PerfReport {
     /// What was written of the samples streamed as they came
     /// ([`crate::LinuxPerf::start_streaming`]); `None` otherwise.
     pub stream: Option<crate::StreamSummary>,
+    /// One report per window, in opening order, from
+    /// [`PerfCollection::finish_per_window`]; empty otherwise.
+    pub window_reports: Vec<Report>,
 }
 
 /// How the samplers were opened.
@@ -302,7 +305,18 @@ impl PerfCollection {
     /// Ends the collection: closes an open window, kills the target if it
     /// is still running (wait for it with [`Collection::try_wait`] first to
     /// let it finish), drains the last records and symbolizes.
-    pub fn finish(mut self) -> Result<PerfReport, ProfilerError> {
+    pub fn finish(self) -> Result<PerfReport, ProfilerError> {
+        self.finish_inner(false)
+    }
+
+    /// [`Self::finish`], with one report per window besides
+    /// ([`PerfReport::window_reports`]): where each window is a run of its
+    /// own (lotus's fork server runs each in a child of one process).
+    pub fn finish_per_window(self) -> Result<PerfReport, ProfilerError> {
+        self.finish_inner(true)
+    }
+
+    fn finish_inner(mut self, per_window: bool) -> Result<PerfReport, ProfilerError> {
         if self.is_open() {
             self.pause()?;
         }
@@ -328,6 +342,22 @@ impl PerfCollection {
         }
         let (rows, symbolize, kernel_note) = symbolize::rows(&model, &by_location);
         self.notes.extend(kernel_note);
+        let mut window_reports = Vec::new();
+        if per_window {
+            let mut by_window: Vec<HashMap<Location, u64>> = vec![HashMap::new(); windows.len()];
+            for (&(w, loc), &n) in &model.counts {
+                if let Some(counts) = by_window.get_mut(w) {
+                    *counts.entry(loc).or_insert(0) += n;
+                }
+            }
+            // Symbol tables are read once per process: these reuse them.
+            for counts in &by_window {
+                window_reports.push(Report {
+                    unit: Unit::Samples,
+                    rows: symbolize::rows(&model, counts).0,
+                });
+            }
+        }
 
         let mut total = PerfWindow {
             index: windows.len(),
@@ -406,6 +436,7 @@ impl PerfCollection {
             samples_outside_windows: model.outside.samples,
             notes: std::mem::take(&mut self.notes),
             stream: drained.stream,
+            window_reports,
         })
     }
 
@@ -637,6 +668,10 @@ impl Collection for PerfCollection {
 
     fn report(self: Box<Self>) -> Result<Report, ProfilerError> {
         Ok(self.finish()?.report)
+    }
+
+    fn reports_per_window(self: Box<Self>) -> Result<Vec<Report>, ProfilerError> {
+        Ok(self.finish_per_window()?.window_reports)
     }
 
     fn windows(&self) -> Vec<WindowStats> {

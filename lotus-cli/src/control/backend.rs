@@ -16,6 +16,7 @@
 //!   call fails with the reason.
 
 use std::ffi::CString;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use lotus_core::control::{
@@ -88,8 +89,9 @@ pub(crate) struct Control {
     pub(crate) backend: Backend,
     /// `LOTUS_BACKEND`, for `lotus_backend()`.
     pub(crate) backend_name: Option<CString>,
-    /// The process the environment was read in: the channel's owner.
-    owner_pid: u32,
+    /// The process the environment was read in: the channel's owner
+    /// (until a forked child adopts it, see [`Control::adopt`]).
+    owner_pid: AtomicU32,
 }
 
 static CONTROL: OnceLock<Control> = OnceLock::new();
@@ -106,13 +108,23 @@ impl Control {
         Control {
             backend: choose(name.as_deref(), fds.as_deref()),
             backend_name: name.and_then(|n| CString::new(n).ok()),
-            owner_pid: std::process::id(),
+            owner_pid: AtomicU32::new(std::process::id()),
         }
     }
 
     /// Whether this process runs under lotus (its variables are set).
     pub(crate) fn active(&self) -> bool {
         !matches!(self.backend, Backend::Inactive)
+    }
+
+    /// Makes this process the channel's owner: for a child forked on
+    /// purpose (lotus's fork server forks one per run, after the op's
+    /// imports), whose parent leaves the channel alone until the child is
+    /// done. The lock is taken anew: the parent held it in no other thread
+    /// at the fork, or this child's calls would wait forever (the harness
+    /// forks from its only thread that calls lotus).
+    pub(crate) fn adopt(&self) {
+        self.owner_pid.store(std::process::id(), Ordering::SeqCst);
     }
 
     /// Performs `call` on the active backend.
@@ -125,11 +137,12 @@ impl Control {
                 // Before taking the lock: a child forked while another
                 // thread held it would wait forever.
                 let pid = std::process::id();
-                if pid != self.owner_pid {
+                let owner = self.owner_pid.load(Ordering::SeqCst);
+                if pid != owner {
                     return Err(ControlError::Forked {
                         call: call.c_name(),
                         pid,
-                        owner: self.owner_pid,
+                        owner,
                     });
                 }
                 lock(state).call(call)
