@@ -840,6 +840,10 @@ fn environment(
 /// How long the end of a run may spend killing what it left behind.
 pub(crate) const REAP_LIMIT: Duration = Duration::from_secs(5);
 
+/// How often lotus reads the control channel while the process stamps its
+/// own window edges (see [`serve_until`]).
+const STAMP_POLL: Duration = Duration::from_millis(10);
+
 /// How long the control loop keeps polling without sleeping after a
 /// request.
 const HOT_SPIN: Duration = Duration::from_millis(2);
@@ -958,7 +962,8 @@ pub(crate) fn serve(
     timeout: Option<Duration>,
     interrupted: &Arc<AtomicBool>,
 ) -> Result<std::process::ExitStatus, RunError> {
-    serve_until(collection, host, timeout, interrupted, &|| false).map(|served| served.status)
+    serve_until(collection, host, timeout, interrupted, &|| false, false)
+        .map(|served| served.status)
 }
 
 /// How long a process that has written its result may take to exit before
@@ -978,17 +983,26 @@ pub(crate) struct Served {
 /// result is written): from then on it gets [`DONE_GRACE`] to exit, and is
 /// then stopped with everything it started, instead of keeping the run
 /// going until `timeout` (a thread or process the op left behind).
+///
+/// With `stamped` (the process stamps its window edges and waits for no
+/// reply), lotus does not wait on the channel: it reads what is there every
+/// [`STAMP_POLL`]. A writer then wakes nobody, which on a busy machine
+/// would cost it the CPU (the woken lotus preempts it); the few requests
+/// that still wait for a reply (detach) wait up to that long.
 pub(crate) fn serve_until(
     collection: &mut dyn Collection,
     mut host: Option<&mut ControlHost>,
     timeout: Option<Duration>,
     interrupted: &Arc<AtomicBool>,
     done: &dyn Fn() -> bool,
+    stamped: bool,
 ) -> Result<Served, RunError> {
     let mut done_at: Option<Instant> = None;
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut channel_open = host.is_some();
     let mut last_request = Instant::now();
+    // The channel had nothing to read last time.
+    let mut idle = false;
     let status = loop {
         if let (true, Some(host)) = (channel_open, host.as_mut()) {
             // Right after a request, poll without sleeping for a moment: the
@@ -996,9 +1010,15 @@ pub(crate) fn serve_until(
             // waking an idle CPU costs more than the round trip itself.
             let wait = if last_request.elapsed() < HOT_SPIN {
                 Duration::ZERO
+            } else if stamped {
+                if idle {
+                    std::thread::sleep(STAMP_POLL);
+                }
+                Duration::ZERO
             } else {
                 Duration::from_millis(20)
             };
+            idle = false;
             match host.recv_line(Some(wait)) {
                 Ok(Some(line)) => {
                     // A child that died mid-request cannot read a reply;
@@ -1056,7 +1076,7 @@ pub(crate) fn serve_until(
                     channel_open = false;
                     collection.stamps_done();
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => idle = true,
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                     // An over-long request: its writer waits for a reply.
                     last_request = Instant::now();
@@ -1219,6 +1239,7 @@ fn run_once(
         Some(opts.timeout),
         interrupted,
         &|| result_path.exists(),
+        copts.window_stamps,
     )?;
     let status = served.status;
     // Its last lines come before lotus's words about them.

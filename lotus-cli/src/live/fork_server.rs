@@ -89,6 +89,7 @@ pub(super) fn run_server(
         Some(limit),
         ctx.interrupted,
         &|| result_path.exists(),
+        copts.window_stamps,
     )?;
     echo.settle(ECHO_SETTLE);
     let printed = Some(echo.printed());
