@@ -737,3 +737,82 @@ fn the_fork_server_imports_the_op_once_and_forks_each_run() {
         "{seen:?}"
     );
 }
+
+/// A fork server's run that crashes or hangs after a good one fails its op
+/// with the run's number and the cause, as a process of its own would; the
+/// other op is still mapped and nothing is left running.
+#[test]
+fn a_later_run_that_crashes_or_hangs_fails_its_op_by_run() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path();
+    // setup() counts the runs in a file beside the op; run 2 misbehaves.
+    let misbehaves = |what: &str| {
+        format!(
+            "import os, signal, time\n\
+             COUNT = os.path.join(os.path.dirname(os.path.abspath(__file__)), {what:?} + '.count')\n\
+             def setup():\n    \
+                 n = int(open(COUNT).read()) + 1 if os.path.exists(COUNT) else 1\n    \
+                 open(COUNT, 'w').write(str(n))\n    \
+                 if n == 2:\n        \
+                     {}\n    \
+                 return list(range(2000))\n\
+             def op(x):\n    return sorted(x)\n",
+            if what == "Crash2" {
+                "os.kill(os.getpid(), signal.SIGSEGV)"
+            } else {
+                "time.sleep(3600)"
+            }
+        )
+    };
+    let crash = write_op(d, "Crash2", &misbehaves("Crash2"));
+    let hang = write_op(d, "Hang2", &misbehaves("Hang2"));
+    let good = write_op(d, "Good", GOOD_OP);
+    let out = d.join("m.json");
+    let py = python();
+    let args = [
+        "map",
+        "--backend",
+        "perf",
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+        "--min-samples",
+        "300",
+        "--timeout",
+        "4",
+        "--no-baseline",
+        "--python",
+        py.to_str().expect("p"),
+        "--out",
+        out.to_str().expect("p"),
+        crash.to_str().expect("p"),
+        hang.to_str().expect("p"),
+        good.to_str().expect("p"),
+    ];
+    let o = lotus_env(&args, &[]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let line = |op: &str| {
+        err.lines()
+            .find(|l| l.contains(&format!("op {op} (")))
+            .unwrap_or_else(|| panic!("no error for {op}: {err}"))
+            .to_string()
+    };
+    let crashed = line("Crash2");
+    assert!(
+        crashed.contains("run 2") && crashed.contains("signal 11 (SIGSEGV)"),
+        "{crashed}"
+    );
+    let hung = line("Hang2");
+    assert!(
+        hung.contains("run 2") && hung.contains("--timeout 4"),
+        "{hung}"
+    );
+    let m: Value = serde_json::from_str(&fs::read_to_string(&out).expect("written")).expect("json");
+    assert_eq!(op(&m, "Good")["window"]["windows"], 3, "{m}");
+    assert!(
+        processes_with(hang.to_str().expect("p")).is_empty(),
+        "stray processes"
+    );
+}
