@@ -52,6 +52,7 @@ const SET_BY_LOTUS: &[&str] = &[
     "LOTUS_TRACE_RUN",
     "LOTUS_TRACE_STATUS",
     "LOTUS_TRACE_TORCH",
+    "LOTUS_WINDOW_STAMPS",
 ];
 
 /// What each command's help must list under "Environment:".
