@@ -24,7 +24,8 @@ first call; setup(), the warm-up and the window happen in the child, which
 writes RESULT.K (K = 1..N) and leaves. The server stops at the first run
 that fails, writing RESULT.K itself when the child could not (how it
 ended: child_exit, child_signal, or child_timeout after --run-timeout),
-then writes its own RESULT: {"server": true, "runs_made"}. A script or
+then writes its own RESULT: {"server": true, "runs_made"}. Children
+and server leave with os._exit once their result is written. A script or
 program declines ({"server": false}): lotus then starts one process per
 run.
 
@@ -732,7 +733,11 @@ def child_run(args, lotus, result, loaded, k):
         sys.stderr.flush()
         write_result(f"{args.result}.{k}", result)
     finally:
-        leave(code)
+        # As multiprocessing's forked workers do: the interpreter's exit
+        # hooks and the libraries' destructors belong to the server, which
+        # imported them (torch's take half a second per process).
+        _flush()
+        os._exit(code)
 
 
 def serve_runs(args, lotus, result):
@@ -890,6 +895,12 @@ def main(argv):
         result["stage"] = "interrupted"
     sys.stderr.flush()
     write_result(args.result, result)
+    if result.get("server"):
+        # The runs ran (and ended) in the children; the imports' exit
+        # hooks and destructors would only delay lotus (torch's: half a
+        # second or more).
+        _flush()
+        os._exit(code)
     return code
 
 
