@@ -170,7 +170,7 @@ struct MapArgs {
     /// Live: op calls before the window opens.
     #[arg(long, default_value_t = 3)]
     warmup: u32,
-    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate, and the mapping records the frequency used; VTune and uProf get it as their sampling interval, see the README). 10000: a window gets its 3000 samples in 0.3 s, with the functions' shares within run-to-run noise of perf record's 4000.
+    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate, and the mapping records the frequency used; VTune and uProf get it as their sampling interval, see the README). 10000: a window gets its 3000 samples in 0.3 s (perf record's 4000 disturbs the op less: use it where small shares matter more than time).
     #[arg(long, short = 'F', default_value_t = lotus_backend_perf::DEFAULT_FREQUENCY_HZ, value_parser = clap::value_parser!(u64).range(1..))]
     frequency: u64,
     /// Live: samples each window should hold; with the backend's sampling interval it sets the window's length.
