@@ -315,17 +315,7 @@ fn run(
             let st = shared.lock();
             (st.windows.clone(), st.horizon)
         };
-        let limit = if stop {
-            u64::MAX
-        } else if flush > flushed {
-            round
-        } else {
-            prev_round
-        };
-        let limit = match horizon {
-            Some(h) if !stop => limit.min(h),
-            _ => limit,
-        };
+        let limit = replay_limit(stop, flush > flushed, round, prev_round, horizon);
         pending.sort_by_key(|(t, ev)| (*t, ev.rank()));
         let ready = pending.partition_point(|(t, _)| *t <= limit);
         let window = |t: u64| window_of(&windows, t);
@@ -369,6 +359,20 @@ fn run(
             return model;
         }
     }
+}
+
+/// How far a round replays the queued records: everything when stopping;
+/// up to this round's start on a flush; else up to the previous round's
+/// start (every record of that period has been read by now). Where the
+/// profiled process stamps its own window edges, never past the last edge
+/// heard of (`horizon`): an edge stamped later may still be on its way,
+/// and records after it would land outside a window that holds them.
+fn replay_limit(stop: bool, flush: bool, round: u64, prev_round: u64, horizon: Option<u64>) -> u64 {
+    if stop {
+        return u64::MAX;
+    }
+    let limit = if flush { round } else { prev_round };
+    horizon.map_or(limit, |h| limit.min(h))
 }
 
 /// The window holding time `t`: windows are ordered and disjoint, each
@@ -423,7 +427,22 @@ fn wait(streams: &[Sampler], hung_up: &mut [bool], wake: &OwnedFd) {
 
 #[cfg(test)]
 mod tests {
-    use super::window_of;
+    use super::{replay_limit, window_of};
+
+    #[test]
+    fn records_past_the_last_stamped_edge_wait_until_the_edges_are_known() {
+        // Lotus stamps the edges itself: the previous round's start, or
+        // this one's on a flush.
+        assert_eq!(replay_limit(false, false, 200, 100, None), 100);
+        assert_eq!(replay_limit(false, true, 200, 100, None), 200);
+        // Stamped by the process: no further than the last edge heard of,
+        // even on a flush; before any edge, nothing is replayed.
+        assert_eq!(replay_limit(false, true, 200, 100, Some(150)), 150);
+        assert_eq!(replay_limit(false, false, 200, 100, Some(50)), 50);
+        assert_eq!(replay_limit(false, false, 200, 100, Some(0)), 0);
+        // The end (or no more edges: the horizon is lifted): everything.
+        assert_eq!(replay_limit(true, false, 200, 100, Some(0)), u64::MAX);
+    }
 
     #[test]
     fn times_fall_in_windows_or_outside() {
