@@ -333,8 +333,16 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
     let control_lib =
         harness::control_library_path().unwrap_or_else(|| PathBuf::from(harness::CONTROL_LIBRARY));
     let probe = backend.probe();
+    let runs_made = if backend.switches_windows()
+        && backend.takes_window_stamps()
+        && !opts.no_fork_server
+    {
+        "an op's runs are children forked by the one process shown (--runs: the fork server; a script declines and gets one process per run like it)"
+    } else {
+        "each like run 1 below"
+    };
     let mut out = format!(
-        "lotus map --backend {} (dry run: nothing is run; {} run(s) per op and one of the harness floor, each like run 1 below)\n",
+        "lotus map --backend {} (dry run: nothing is run; {} run(s) per op and one of the harness floor; {runs_made})\n",
         backend.name(),
         opts.runs
     );
