@@ -54,6 +54,7 @@ const SET_BY_LOTUS: &[&str] = &[
     "LOTUS_TRACE_RUN",
     "LOTUS_TRACE_STATUS",
     "LOTUS_TRACE_TORCH",
+    "LOTUS_WINDOW_STAMPS",
 ];
 
 /// What each command's help must list under "Environment:".
@@ -382,7 +383,7 @@ fn usage_errors_found_by_lotus_exit_2() {
 
 #[test]
 fn frequency_has_f_and_a_documented_default_per_command() {
-    for (cmd, default) in [("map", "4000"), ("profile", "1000")] {
+    for (cmd, default) in [("map", "10000"), ("profile", "1000")] {
         let text = help(cmd);
         assert!(text.contains("-F, --frequency"), "{text}");
         assert!(

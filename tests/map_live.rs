@@ -85,6 +85,15 @@ fn top(op: &Value, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// The frequency `lotus map` samples at by default here: 10 kHz, capped at
+/// the kernel's `perf_event_max_sample_rate`.
+fn default_frequency_in_force() -> u64 {
+    let cap = fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    cap.map_or(10_000, |c| c.clamp(1, 10_000))
+}
+
 const ALL_OPS: &[&str] = &[
     "Loader",
     "RandomResizedCrop",
@@ -105,20 +114,24 @@ fn fixture_ops_map_to_their_kernels() {
     assert_eq!(m["backend"], "perf");
     assert_eq!(m["unit"], "samples");
     assert!(m["failures"].is_null(), "{m}");
+    // 10 kHz by default, or the kernel's maximum where that is lower; the
+    // mapping says which.
+    let hz = default_frequency_in_force();
+    assert_eq!(m["environment"]["frequency_hz"], hz.to_string(), "{m}");
 
     for name in ALL_OPS {
         let o = op(&m, name);
         let w = &o["window"];
         let samples = w["samples"].as_u64().expect("samples") as f64;
         // The window lasts until the op used enough CPU time for the
-        // samples asked for (1600 at 4 kHz), whatever else the machine runs.
+        // samples asked for (1600), whatever else the machine runs.
         assert!(samples >= 1200.0, "{name}: window samples {w}; {stderr}");
         // Every CPU-millisecond of the op (kernel time included) is sampled.
         let cpu_s = w["counters"]["task-clock-ns"].as_f64().expect("task-clock") / 1e9;
-        let expected = cpu_s * 4000.0;
+        let expected = cpu_s * hz as f64;
         assert!(
             samples >= 0.8 * expected && samples <= 1.2 * expected + 50.0,
-            "{name}: {samples} samples for {cpu_s:.3} s of task-clock at 4 kHz"
+            "{name}: {samples} samples for {cpu_s:.3} s of task-clock at {hz} Hz"
         );
         assert!(w["iterations"].as_u64().expect("iterations") >= 1, "{name}");
         let shares: f64 = functions(o).iter().map(|f| f.2).sum();
@@ -578,5 +591,228 @@ fn a_window_on_a_crowded_cpu_still_holds_its_samples() {
     // It really was crowded: the window took well over its CPU time.
     assert!(wall_s > 2.0 * cpu_s, "{w}");
     assert!(samples >= 0.9 * 800.0, "{samples} samples: {w}\n{stderr}");
-    assert!(samples >= 0.8 * cpu_s * 4000.0, "{w}");
+    let hz: f64 = m["environment"]["frequency_hz"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("frequency_hz");
+    assert!(samples >= 0.8 * cpu_s * hz, "{w}");
+}
+
+/// Under perf the op process stamps its own window edges and reads its own
+/// counters by default; `--round-trip` has lotus mark them (the reference).
+/// On the same op both windows hold the samples their CPU time gives, the
+/// op's kernel keeps its share, and the counters are there in both.
+#[test]
+fn stamped_windows_agree_with_the_round_trip_on_the_same_op() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ops = op_files(&["RandomHorizontalFlip"]);
+    let settings = [
+        "--runs",
+        "1",
+        "--warmup",
+        "2",
+        "--min-samples",
+        "1500",
+        "--no-baseline",
+    ];
+    let (stamped, e1) = map(&ops, &settings, &tmp.path().join("stamped.json"));
+    let mut reference = settings.to_vec();
+    reference.push("--round-trip");
+    let (round_trip, e2) = map(&ops, &reference, &tmp.path().join("round-trip.json"));
+    assert!(
+        stamped["environment"]["window_edges"]
+            .as_str()
+            .is_some_and(|s| s.contains("stamped by the op process")),
+        "{stamped}"
+    );
+    assert!(
+        round_trip["environment"]["window_edges"]
+            .as_str()
+            .is_some_and(|s| s.contains("round trip")),
+        "{round_trip}"
+    );
+    let mut per_cpu_second = Vec::new();
+    let mut flip = Vec::new();
+    for (m, stderr) in [(&stamped, &e1), (&round_trip, &e2)] {
+        let o = op(m, "RandomHorizontalFlip");
+        let w = &o["window"];
+        let samples = w["samples"].as_f64().expect("samples");
+        let cpu_s = w["counters"]["task-clock-ns"].as_f64().expect("task-clock") / 1e9;
+        let hz: f64 = m["environment"]["frequency_hz"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("frequency_hz");
+        assert!(samples >= 1200.0, "{w}\n{stderr}");
+        assert!(
+            samples >= 0.8 * cpu_s * hz && samples <= 1.2 * cpu_s * hz + 50.0,
+            "{samples} samples for {cpu_s} s of CPU at {hz} Hz: {w}"
+        );
+        for counter in ["page-faults", "context-switches"] {
+            assert!(w["counters"][counter].is_number(), "{counter}: {w}");
+        }
+        assert!(
+            w["seconds"].as_f64().expect("seconds") >= cpu_s * 0.9,
+            "{w}"
+        );
+        per_cpu_second.push(samples / cpu_s);
+        flip.push(share_of(o, |f, _| f == "ImagingFlipLeftRight"));
+    }
+    let ratio = per_cpu_second[0] / per_cpu_second[1];
+    assert!(
+        (0.85..=1.15).contains(&ratio),
+        "samples per CPU-second: stamped {} vs round trip {}",
+        per_cpu_second[0],
+        per_cpu_second[1]
+    );
+    assert!(
+        (flip[0] - flip[1]).abs() < 0.1 && flip[0] > 0.5,
+        "ImagingFlipLeftRight's share: stamped {} vs round trip {}",
+        flip[0],
+        flip[1]
+    );
+}
+
+/// Under perf the op module is imported once per op (the fork server) and
+/// each run is a fresh process forked from it before the op's first call:
+/// setup() runs in three distinct children of the importing process.
+/// `--no-fork-server` starts one interpreter per run, importing each time.
+#[test]
+fn the_fork_server_imports_the_op_once_and_forks_each_run() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let log = tmp.path().join("log");
+    let body = format!(
+        "import os\n\
+         LOG = {log:?}\n\
+         with open(LOG, 'a') as f:\n    f.write(f'import {{os.getpid()}}\\n')\n\
+         def setup():\n    \
+             with open(LOG, 'a') as f:\n        f.write(f'setup {{os.getpid()}} {{os.getppid()}}\\n')\n    \
+             return list(range(2000))\n\
+         def op(x):\n    return sorted(x)\n",
+        log = log.to_str().expect("utf-8")
+    );
+    let op_file = write_op(tmp.path(), "Forked", &body);
+    let ops = vec![op_file.to_str().expect("p").to_string()];
+    let settings = [
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+        "--min-samples",
+        "300",
+        "--no-baseline",
+    ];
+    let lines = |log: &Path| -> Vec<Vec<String>> {
+        fs::read_to_string(log)
+            .expect("log")
+            .lines()
+            .map(|l| l.split(' ').map(str::to_string).collect())
+            .collect()
+    };
+
+    let (m, stderr) = map(&ops, &settings, &tmp.path().join("a.json"));
+    assert_eq!(op(&m, "Forked")["window"]["windows"], 3, "{m}\n{stderr}");
+    let seen = lines(&log);
+    let imports: Vec<&Vec<String>> = seen.iter().filter(|l| l[0] == "import").collect();
+    let setups: Vec<&Vec<String>> = seen.iter().filter(|l| l[0] == "setup").collect();
+    assert_eq!(imports.len(), 1, "imported once: {seen:?}");
+    assert_eq!(setups.len(), 3, "{seen:?}");
+    let server = &imports[0][1];
+    let children: BTreeSet<&String> = setups.iter().map(|l| &l[1]).collect();
+    assert_eq!(children.len(), 3, "a fresh process per run: {seen:?}");
+    assert!(!children.contains(server), "{seen:?}");
+    assert!(
+        setups.iter().all(|l| &l[2] == server),
+        "each run forked from the importing process: {seen:?}"
+    );
+
+    fs::remove_file(&log).expect("rm log");
+    let mut one_per_run = settings.to_vec();
+    one_per_run.push("--no-fork-server");
+    let (m, stderr) = map(&ops, &one_per_run, &tmp.path().join("b.json"));
+    assert_eq!(op(&m, "Forked")["window"]["windows"], 3, "{m}\n{stderr}");
+    let seen = lines(&log);
+    assert_eq!(
+        seen.iter().filter(|l| l[0] == "import").count(),
+        3,
+        "{seen:?}"
+    );
+}
+
+/// A fork server's run that crashes or hangs after a good one fails its op
+/// with the run's number and the cause, as a process of its own would; the
+/// other op is still mapped and nothing is left running.
+#[test]
+fn a_later_run_that_crashes_or_hangs_fails_its_op_by_run() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path();
+    // setup() counts the runs in a file beside the op; run 2 misbehaves.
+    let misbehaves = |what: &str| {
+        format!(
+            "import os, signal, time\n\
+             COUNT = os.path.join(os.path.dirname(os.path.abspath(__file__)), {what:?} + '.count')\n\
+             def setup():\n    \
+                 n = int(open(COUNT).read()) + 1 if os.path.exists(COUNT) else 1\n    \
+                 open(COUNT, 'w').write(str(n))\n    \
+                 if n == 2:\n        \
+                     {}\n    \
+                 return list(range(2000))\n\
+             def op(x):\n    return sorted(x)\n",
+            if what == "Crash2" {
+                "os.kill(os.getpid(), signal.SIGSEGV)"
+            } else {
+                "time.sleep(3600)"
+            }
+        )
+    };
+    let crash = write_op(d, "Crash2", &misbehaves("Crash2"));
+    let hang = write_op(d, "Hang2", &misbehaves("Hang2"));
+    let good = write_op(d, "Good", GOOD_OP);
+    let out = d.join("m.json");
+    let py = python();
+    let args = [
+        "map",
+        "--backend",
+        "perf",
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+        "--min-samples",
+        "300",
+        "--timeout",
+        "4",
+        "--no-baseline",
+        "--python",
+        py.to_str().expect("p"),
+        "--out",
+        out.to_str().expect("p"),
+        crash.to_str().expect("p"),
+        hang.to_str().expect("p"),
+        good.to_str().expect("p"),
+    ];
+    let o = lotus_env(&args, &[]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let line = |op: &str| {
+        err.lines()
+            .find(|l| l.contains(&format!("op {op} (")))
+            .unwrap_or_else(|| panic!("no error for {op}: {err}"))
+            .to_string()
+    };
+    let crashed = line("Crash2");
+    assert!(
+        crashed.contains("run 2") && crashed.contains("signal 11 (SIGSEGV)"),
+        "{crashed}"
+    );
+    let hung = line("Hang2");
+    assert!(
+        hung.contains("run 2") && hung.contains("--timeout 4"),
+        "{hung}"
+    );
+    let m: Value = serde_json::from_str(&fs::read_to_string(&out).expect("written")).expect("json");
+    assert_eq!(op(&m, "Good")["window"]["windows"], 3, "{m}");
+    assert!(
+        processes_with(hang.to_str().expect("p")).is_empty(),
+        "stray processes"
+    );
 }

@@ -31,7 +31,7 @@ def _load(path):
     for name in ("lotus_resume",):
         getattr(lib, name).argtypes = [ctypes.c_char_p]
         getattr(lib, name).restype = ctypes.c_int
-    for name in ("lotus_pause", "lotus_detach", "lotus_active"):
+    for name in ("lotus_pause", "lotus_detach", "lotus_active", "lotus_adopt"):
         getattr(lib, name).argtypes = []
         getattr(lib, name).restype = ctypes.c_int
     for name in ("lotus_last_error", "lotus_backend"):
@@ -79,6 +79,11 @@ if _lib_path:
         """True when this process runs under lotus."""
         return _active
 
+    def _adopt():
+        """In a child forked on purpose (lotus's fork server): the channel
+        becomes this process's; the parent leaves it alone meanwhile."""
+        _lib.lotus_adopt()
+
     def backend():
         """The active backend's name ("perf", "vtune", "uprof") or None."""
         name = _lib.lotus_backend()
@@ -94,6 +99,9 @@ elif os.environ.get(_ENV_FDS):
         )
 
     resume = pause = detach = _missing
+
+    def _adopt():
+        """Nothing to adopt without the library."""
 
     def active():
         """True when this process runs under lotus."""
@@ -112,6 +120,9 @@ else:
         """Not under lotus: does nothing."""
 
     def detach():
+        """Not under lotus: does nothing."""
+
+    def _adopt():
         """Not under lotus: does nothing."""
 
     def active():

@@ -18,6 +18,17 @@ named .py) runs as a script-mode op of its own, opening its windows
 through liblotus_control.so. --empty measures the harness itself: the same loop around
 an op that does nothing, named "(empty)".
 
+With --runs N (lotus map under perf) the harness is a fork server: it
+imports the op file once, then forks one child per run before the op's
+first call; setup(), the warm-up and the window happen in the child, which
+writes RESULT.K (K = 1..N) and leaves. The server stops at the first run
+that fails, writing RESULT.K itself when the child could not (how it
+ended: child_exit, child_signal, or child_timeout after --run-timeout),
+then writes its own RESULT: {"server": true, "runs_made"}. Children
+and server leave with os._exit once their result is written. A script or
+program declines ({"server": false}): lotus then starts one process per
+run.
+
 The result is written to --result as JSON (atomically):
   op mode:     {"name", "mode": "op", "iterations", "window_ns",
                 "window_cpu_ns", "warmup",
@@ -80,7 +91,18 @@ def parse_args(argv):
         "--cwd",
         help="the folder the op runs in (default: the op file's); the op's folder stays on sys.path",
     )
+    p.add_argument(
+        "--runs",
+        type=int,
+        help="fork server: import the op once and make N runs, each in a child forked before "
+        "the op's first call (run K's result goes to RESULT.K)",
+    )
+    p.add_argument(
+        "--run-timeout", type=float, help="fork server: seconds one run may take before it is stopped"
+    )
     args = p.parse_args(argv)
+    if args.runs is not None and args.runs < 1:
+        p.error("--runs must be at least 1")
     if args.threads is not None and args.threads < 1:
         p.error("--threads must be at least 1")
     if args.warmup < 0 or args.min_iterations < 0 or args.window_ms < 0:
@@ -286,6 +308,13 @@ def run_delay_ns():
 
 
 def run_op(args, lotus, result):
+    name, setup, op = load_op(args, result)
+    measure_op(args, lotus, result, name, setup, op)
+
+
+def load_op(args, result):
+    """Imports the op file (or makes the empty op); returns its name, its
+    setup function (or None) and the op."""
     if args.empty:
         name, setup, op = "(empty)", None, (lambda x: None)
         result["name"] = args.name or name
@@ -300,9 +329,12 @@ def run_op(args, lotus, result):
             )
         result["name"] = args.name or str(getattr(module, "NAME", "") or result["name"])
         setup = getattr(module, "setup", None)
-    name = result["name"]
     limit_torch_threads(args.threads, result)
+    return result["name"], setup, op
 
+
+def measure_op(args, lotus, result, name, setup, op):
+    """setup(), the warm-up calls, and the window around the op's loop."""
     t0 = time.perf_counter_ns()
     try:
         x = setup() if setup is not None else None
@@ -617,6 +649,158 @@ def run_script(args, lotus, result):
         raise raised("script")
 
 
+# The fork server (--runs N): the op module is imported once, and each run
+# is a child forked from this process before the op's first call; setup(),
+# the warm-up and the window happen in the child, so runs stay independent
+# processes without paying the imports again. Run K's result goes to
+# RESULT.K; the server's own result (RESULT) says how many runs it made.
+
+# How long a child that wrote its result may take to exit before it is
+# stopped (lotus gives a whole process as long).
+CHILD_GRACE_S = 2.0
+
+# Signal names for a child's death, in lotus's words.
+_SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+
+
+def wait_child(pid, result_path, timeout_s):
+    """Waits for the child `pid`: until it exits, for at most `timeout_s`
+    (then it is killed: "timeout"), or CHILD_GRACE_S after its result is
+    written (then it is stopped: it lingers, but its run is done). Returns
+    (how, value): ("exit", code), ("signal", number), ("timeout", None)
+    or ("lingered", None). Waits on a pidfd, so it neither polls nor
+    sleeps past the child's end."""
+    import select
+
+    start = time.monotonic()
+    written_at = None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                if os.WIFSIGNALED(status):
+                    return "signal", os.WTERMSIG(status)
+                return "exit", os.waitstatus_to_exitcode(status)
+            now = time.monotonic()
+            if written_at is None and os.path.exists(result_path):
+                written_at = now
+            if written_at is not None and now - written_at >= CHILD_GRACE_S:
+                how = "lingered"
+            elif now - start >= timeout_s:
+                how = "timeout"
+            else:
+                how = None
+            if how is not None:
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
+                os.waitpid(pid, 0)
+                return how, None
+            # Wake at the child's end, or to look for its result.
+            wait = 0.05 if pidfd is not None else 0.005
+            if pidfd is not None:
+                select.select([pidfd], [], [], wait)
+            else:
+                time.sleep(wait)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def child_run(args, lotus, result, loaded, k):
+    """In the forked child: the run itself; writes RESULT.K and leaves."""
+    code = EXIT_OK
+    result = dict(result, pid=os.getpid(), run=k)
+    try:
+        lotus._adopt()
+        watch_parent(clean=False)
+        measure_op(args, lotus, result, *loaded)
+    except Failure as f:
+        code = report_failure(f, result, args.op_file)
+    except KeyboardInterrupt:
+        code = 130
+        result["error"] = "interrupted"
+        result["stage"] = "interrupted"
+    except BaseException:
+        traceback.print_exc()
+        code = EXIT_HARNESS
+    try:
+        sys.stderr.flush()
+        write_result(f"{args.result}.{k}", result)
+    finally:
+        # As multiprocessing's forked workers do: the interpreter's exit
+        # hooks and the libraries' destructors belong to the server, which
+        # imported them (torch's take half a second per process).
+        _flush()
+        os._exit(code)
+
+
+def serve_runs(args, lotus, result):
+    """The fork server: imports the op once, then forks one child per run.
+    Stops at the first run that fails (its RESULT.K says how, written here
+    when the child could not). Returns the exit code."""
+    loaded = load_op(args, result)
+    result["server"] = True
+    timeout_s = args.run_timeout if args.run_timeout else float("inf")
+    made = 0
+    for k in range(1, args.runs + 1):
+        path = f"{args.result}.{k}"
+        _flush()
+        pid = os.fork()
+        if pid == 0:
+            child_run(args, lotus, result, loaded, k)
+        made = k
+        how, value = wait_child(pid, path, timeout_s)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                ok = "error" not in json.load(f)
+            if ok:
+                continue
+            break
+        ended = dict(result, pid=pid, run=k)
+        if how == "exit":
+            ended["child_exit"] = value
+        elif how == "signal":
+            ended["child_signal"] = value
+        else:
+            ended["child_timeout"] = True
+        ended["error"] = child_end_words(how, value)
+        ended["stage"] = "child"
+        write_result(path, ended)
+        break
+    result["runs_made"] = made
+    return EXIT_OK
+
+
+def child_end_words(how, value):
+    if how == "signal":
+        return f"the run's process was killed by signal {value} ({_SIGNAL_NAMES.get(value, 'signal')})"
+    if how == "exit":
+        return f"the run's process exited with status {value} without writing its result"
+    return f"the run's process was still running after {how}"
+
+
+def report_failure(f, result, op_file):
+    """Records a Failure in `result` and says it on stderr; returns the
+    exit code."""
+    result["error"] = f.message
+    result["stage"] = f.stage
+    what = _STAGE_WORDS.get(f.stage)
+    if what:
+        sys.stderr.write(f"lotus harness: {result['name']} ({op_file}): {what}:\n")
+        sys.stderr.write(f.message)
+    else:
+        sys.stderr.write(f"lotus harness: {f.message}")
+    if not f.message.endswith("\n"):
+        sys.stderr.write("\n")
+    return f.code
+
+
 _STAGE_WORDS = {
     "import": "importing the op file raised",
     "setup": "setup() raised",
@@ -626,11 +810,12 @@ _STAGE_WORDS = {
 }
 
 
-def watch_parent():
+def watch_parent(clean=True):
     """Exits when the process that started this one is gone (lotus killed
     with SIGKILL cannot stop its children): an orphaned harness would run
-    its op until the machine stops. Also removes the harness's own
-    temporary folder, which lotus would have removed."""
+    its op until the machine stops. With `clean`, also removes the
+    harness's own temporary folder, which lotus would have removed (a fork
+    server's child leaves that to the server)."""
     import shutil
     import threading
 
@@ -641,7 +826,7 @@ def watch_parent():
         while True:
             time.sleep(0.25)
             if os.getppid() != parent:
-                if os.path.basename(here).startswith("lotus-harness-"):
+                if clean and os.path.basename(here).startswith("lotus-harness-"):
                     shutil.rmtree(here, ignore_errors=True)
                 os._exit(137)
 
@@ -688,7 +873,13 @@ def main(argv):
                 )
             sys.path.insert(0, folder)
 
-        if result["mode"] == "op":
+        if result["mode"] == "op" and args.runs is not None and not args.empty:
+            code = serve_runs(args, lotus, result)
+        elif args.runs is not None:
+            # Scripts and programs run whole, once per process: lotus
+            # starts one per run instead.
+            result["server"] = False
+        elif result["mode"] == "op":
             run_op(args, lotus, result)
         else:
             pass_channel_to_programs()
@@ -697,23 +888,19 @@ def main(argv):
             else:
                 run_script(args, lotus, result)
     except Failure as f:
-        code = f.code
-        result["error"] = f.message
-        result["stage"] = f.stage
-        what = _STAGE_WORDS.get(f.stage)
-        if what:
-            sys.stderr.write(f"lotus harness: {result['name']} ({op_file}): {what}:\n")
-            sys.stderr.write(f.message)
-        else:
-            sys.stderr.write(f"lotus harness: {f.message}")
-        if not f.message.endswith("\n"):
-            sys.stderr.write("\n")
+        code = report_failure(f, result, op_file)
     except KeyboardInterrupt:
         code = 130
         result["error"] = "interrupted"
         result["stage"] = "interrupted"
     sys.stderr.flush()
     write_result(args.result, result)
+    if result.get("server"):
+        # The runs ran (and ended) in the children; the imports' exit
+        # hooks and destructors would only delay lotus (torch's: half a
+        # second or more).
+        _flush()
+        os._exit(code)
     return code
 
 

@@ -101,6 +101,15 @@ const char *lotus_last_error(void);
 /* 1 when running under lotus (LOTUS_BACKEND or LOTUS_CONTROL_FDS set), else 0. */
 int lotus_active(void);
 
+/*
+ * In a child created by fork(): makes this process the control channel's
+ * owner, so its calls reach lotus (by default a forked child's fail). The
+ * parent must not call the library until the child is done (lotus's fork
+ * server, which forks one child per run after the op's imports, waits for
+ * it). Returns 0.
+ */
+int lotus_adopt(void);
+
 /* The active backend's name (LOTUS_BACKEND), or NULL. Valid for the process's life. */
 const char *lotus_backend(void);
 

@@ -240,6 +240,12 @@ pub struct HarnessArgs {
     /// The folder the op runs in (absolute), instead of the op file's
     /// folder (`lotus map --cwd`); the op's folder stays on `sys.path`.
     pub cwd: Option<PathBuf>,
+    /// Fork server: import the op once and make this many runs, each in a
+    /// child forked before the op's first call (run K writes its result
+    /// to `<result>.K`); a script or program declines (`server: false`).
+    pub runs: Option<u32>,
+    /// Fork server: how long one run may take before it is stopped.
+    pub run_timeout: Option<Duration>,
 }
 
 impl HarnessArgs {
@@ -271,6 +277,14 @@ impl HarnessArgs {
         if let Some(cwd) = &self.cwd {
             args.push("--cwd".into());
             args.push(cwd.into());
+        }
+        if let Some(runs) = self.runs {
+            args.push("--runs".into());
+            args.push(runs.to_string().into());
+        }
+        if let Some(limit) = self.run_timeout {
+            args.push("--run-timeout".into());
+            args.push(format!("{}", limit.as_secs_f64()).into());
         }
         args
     }
@@ -355,6 +369,24 @@ pub struct HarnessResult {
     /// it gave none), in the order first seen, with the windows each.
     #[serde(default)]
     pub windows: Vec<(String, u64)>,
+    /// Fork server: `true` when it made the runs (see `runs_made`),
+    /// `false` when the file is a script or program, which it leaves to
+    /// one process per run; absent without `--runs`.
+    #[serde(default)]
+    pub server: Option<bool>,
+    /// Fork server: the runs it started (the last may have failed).
+    #[serde(default)]
+    pub runs_made: Option<u32>,
+    /// A fork server's run whose process exited with this status without
+    /// writing its result.
+    #[serde(default)]
+    pub child_exit: Option<i32>,
+    /// A fork server's run whose process was killed by this signal.
+    #[serde(default)]
+    pub child_signal: Option<i32>,
+    /// A fork server's run still going at `--run-timeout` (it was stopped).
+    #[serde(default)]
+    pub child_timeout: bool,
 }
 
 impl HarnessResult {
@@ -507,6 +539,8 @@ mod tests {
             name: Some("Crop2".into()),
             threads: Some(1),
             cwd: Some("/repo".into()),
+            runs: None,
+            run_timeout: None,
         };
         let args: Vec<String> = args
             .to_args()

@@ -35,9 +35,11 @@ use crate::echo::Echo;
 use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult, HarnessStage};
 use crate::output::one_line;
 
+mod fork_server;
 mod run_checks;
 pub(crate) mod threads;
 use crate::program::{find_program, ProgramError};
+use fork_server::{fork_server_runs, run_server};
 pub(crate) use run_checks::check_op_file;
 use run_checks::{empty_run, window_names};
 
@@ -76,9 +78,22 @@ pub struct LiveOptions {
     /// The folder every op runs in (absolute, see [`op_folder`]); `None`:
     /// each op's own folder.
     pub cwd: Option<PathBuf>,
+    /// Each resume and pause waits for lotus (the reference mode), even
+    /// where the backend takes edges the op process stamps itself.
+    pub round_trip: bool,
+    /// One interpreter per run even where the fork server could make the
+    /// runs (see [`fork_server_runs`]).
+    pub no_fork_server: bool,
 }
 
 impl LiveOptions {
+    /// Whether the op processes stamp their own window edges and go on
+    /// without waiting for lotus: where the backend takes such edges
+    /// (perf) and `--round-trip` is not given.
+    pub fn window_stamps(&self, backend: &dyn Profiler) -> bool {
+        backend.switches_windows() && backend.takes_window_stamps() && !self.round_trip
+    }
+
     /// The time between two samples under `backend`: the interval its tool
     /// is given (VTune's and uProf's take only some), else one period of
     /// the frequency.
@@ -318,8 +333,16 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
     let control_lib =
         harness::control_library_path().unwrap_or_else(|| PathBuf::from(harness::CONTROL_LIBRARY));
     let probe = backend.probe();
+    let runs_made = if backend.switches_windows()
+        && backend.takes_window_stamps()
+        && !opts.no_fork_server
+    {
+        "an op's runs are children forked by the one process shown (--runs: the fork server; a script declines and gets one process per run like it)"
+    } else {
+        "each like run 1 below"
+    };
     let mut out = format!(
-        "lotus map --backend {} (dry run: nothing is run; {} run(s) per op and one of the harness floor, each like run 1 below)\n",
+        "lotus map --backend {} (dry run: nothing is run; {} run(s) per op and one of the harness floor; {runs_made})\n",
         backend.name(),
         opts.runs
     );
@@ -338,9 +361,18 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
     copts.frequency_hz = Some(opts.frequency);
     copts.collect_type.clone_from(&opts.collect_type);
     copts.keep_raw.clone_from(&opts.keep_raw);
+    copts.window_stamps = opts.window_stamps(backend);
     for spec in &specs {
         let result = files.dir.path().join("result-1.json");
-        let mut target = harness_target(backend, &files, &control_lib, spec, &result, opts);
+        let mut target = harness_target(
+            backend,
+            &files,
+            &control_lib,
+            spec,
+            &result,
+            opts,
+            fork_server_runs(backend, spec, None, opts),
+        );
         if backend.switches_windows() {
             target.env.push((
                 lotus_core::control::ENV_CONTROL_FDS.into(),
@@ -530,19 +562,39 @@ fn map_op(
     let mut acc: Option<OpAccumulator> = None;
     let mut summary = WindowSummary::default();
     let runs = runs_of(spec, opts);
+    // With the fork server all runs are made at once, in one process
+    // that imports the op once; a script declines, and runs one process
+    // per run as without it.
+    let mut served = None;
+    if let Some(n) = fork_server_runs(ctx.backend, spec, only, opts) {
+        progress.start(&format!("{shown} runs 1-{n}/{runs} (fork server)"));
+        match run_server(ctx, spec, n) {
+            Ok(Some(outs)) => served = Some(outs.into_iter()),
+            Ok(None) => {}
+            Err(RunError::Interrupted) => return OpOutcome::Interrupted,
+            Err(e) => served = Some(vec![Err(e)].into_iter()),
+        }
+    }
     for run in 1..=runs {
         progress.start(&format!("{shown} run {run}/{runs}"));
-        let out = run_once(
-            ctx.backend,
-            ctx.files,
-            ctx.control_lib,
-            spec,
-            only,
-            run,
-            opts,
-            ctx.interrupted,
-        )
-        .and_then(|out| match empty_run(ctx.backend, spec, only, &out) {
+        let out = match served.as_mut() {
+            Some(outs) => outs.next().unwrap_or_else(|| {
+                Err(RunError::Failed(format!(
+                    "the fork server made no run {run} (it stopped early without saying why)"
+                )))
+            }),
+            None => run_once(
+                ctx.backend,
+                ctx.files,
+                ctx.control_lib,
+                spec,
+                only,
+                run,
+                opts,
+                ctx.interrupted,
+            ),
+        };
+        let out = out.and_then(|out| match empty_run(ctx.backend, spec, only, &out) {
             Some(why) => Err(RunError::Failed(why)),
             None => Ok(out),
         });
@@ -756,12 +808,36 @@ fn environment(
         .to_string();
         env.insert("python_version".into(), v);
     }
-    env.insert("frequency_hz".into(), opts.frequency.to_string());
+    // Under perf, the frequency the samplers ran at: the kernel caps it.
+    let in_force = if backend.name() == "perf" {
+        lotus_backend_perf::frequency_in_force(opts.frequency)
+    } else {
+        opts.frequency
+    };
+    env.insert("frequency_hz".into(), in_force.to_string());
+    if in_force != opts.frequency {
+        env.insert("frequency_requested_hz".into(), opts.frequency.to_string());
+    }
     env.insert(
         "sample_interval_ms".into(),
         format!("{}", opts.sample_interval(backend).as_nanos() as f64 / 1e6),
     );
     opts.threads.record(&mut env);
+    if backend.switches_windows() {
+        let (edges, counters) = if opts.window_stamps(backend) {
+            (
+                "stamped by the op process on CLOCK_MONOTONIC, sent without waiting",
+                "read by the op process itself: task-clock (CLOCK_PROCESS_CPUTIME_ID), page-faults and context-switches (getrusage) of its own threads; no cycles or instructions",
+            )
+        } else {
+            (
+                "marked by lotus on request (round trip)",
+                "perf counters read by lotus at each edge (the process and everything it starts)",
+            )
+        };
+        env.insert("window_edges".into(), edges.into());
+        env.insert("window_counters".into(), counters.into());
+    }
     env.insert(
         "window_ms".into(),
         opts.window(backend).as_millis().to_string(),
@@ -772,16 +848,26 @@ fn environment(
 /// How long the end of a run may spend killing what it left behind.
 pub(crate) const REAP_LIMIT: Duration = Duration::from_secs(5);
 
+/// How often lotus reads the control channel while the process stamps its
+/// own window edges (see [`serve_until`]).
+const STAMP_POLL: Duration = Duration::from_millis(10);
+
 /// How long the control loop keeps polling without sleeping after a
 /// request.
 const HOT_SPIN: Duration = Duration::from_millis(2);
 
 /// The backend options of one run; `--keep-raw` gets a folder per op and
 /// run.
-fn collect_options(opts: &LiveOptions, spec: &OpSpec, run: u32) -> Result<CollectOptions> {
+fn collect_options(
+    backend: &dyn Profiler,
+    opts: &LiveOptions,
+    spec: &OpSpec,
+    run: u32,
+) -> Result<CollectOptions> {
     let mut copts = CollectOptions::default();
     copts.frequency_hz = Some(opts.frequency);
     copts.collect_type.clone_from(&opts.collect_type);
+    copts.window_stamps = opts.window_stamps(backend);
     if let Some(root) = &opts.keep_raw {
         let label: String = spec
             .label
@@ -811,6 +897,7 @@ fn harness_target(
     spec: &OpSpec,
     result: &Path,
     opts: &LiveOptions,
+    server_runs: Option<u32>,
 ) -> Target {
     let args = HarnessArgs {
         op_file: spec
@@ -825,6 +912,8 @@ fn harness_target(
         name: None,
         threads: opts.threads.torch_threads,
         cwd: opts.cwd.clone(),
+        runs: server_runs,
+        run_timeout: server_runs.map(|_| opts.timeout),
     };
     let mut target = Target::new(opts.python.clone());
     target.args = std::iter::once(files.harness.clone().into_os_string())
@@ -834,6 +923,11 @@ fn harness_target(
     // only lotus's output.
     target.stdout_to_stderr = true;
     target.env.extend(control_env(backend, Some(control_lib)));
+    if opts.window_stamps(backend) {
+        target
+            .env
+            .push((lotus_core::control::ENV_WINDOW_STAMPS.into(), "1".into()));
+    }
     target.env.extend(opts.threads.env());
     target
 }
@@ -873,7 +967,8 @@ pub(crate) fn serve(
     timeout: Option<Duration>,
     interrupted: &Arc<AtomicBool>,
 ) -> Result<std::process::ExitStatus, RunError> {
-    serve_until(collection, host, timeout, interrupted, &|| false).map(|served| served.status)
+    serve_until(collection, host, timeout, interrupted, &|| false, false)
+        .map(|served| served.status)
 }
 
 /// How long a process that has written its result may take to exit before
@@ -893,17 +988,26 @@ pub(crate) struct Served {
 /// result is written): from then on it gets [`DONE_GRACE`] to exit, and is
 /// then stopped with everything it started, instead of keeping the run
 /// going until `timeout` (a thread or process the op left behind).
+///
+/// With `stamped` (the process stamps its window edges and waits for no
+/// reply), lotus does not wait on the channel: it reads what is there every
+/// [`STAMP_POLL`]. A writer then wakes nobody, which on a busy machine
+/// would cost it the CPU (the woken lotus preempts it); the few requests
+/// that still wait for a reply (detach) wait up to that long.
 pub(crate) fn serve_until(
     collection: &mut dyn Collection,
     mut host: Option<&mut ControlHost>,
     timeout: Option<Duration>,
     interrupted: &Arc<AtomicBool>,
     done: &dyn Fn() -> bool,
+    stamped: bool,
 ) -> Result<Served, RunError> {
     let mut done_at: Option<Instant> = None;
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut channel_open = host.is_some();
     let mut last_request = Instant::now();
+    // The channel had nothing to read last time.
+    let mut idle = false;
     let status = loop {
         if let (true, Some(host)) = (channel_open, host.as_mut()) {
             // Right after a request, poll without sleeping for a moment: the
@@ -911,21 +1015,37 @@ pub(crate) fn serve_until(
             // waking an idle CPU costs more than the round trip itself.
             let wait = if last_request.elapsed() < HOT_SPIN {
                 Duration::ZERO
+            } else if stamped {
+                if idle {
+                    std::thread::sleep(STAMP_POLL);
+                }
+                Duration::ZERO
             } else {
                 Duration::from_millis(20)
             };
+            idle = false;
             match host.recv_line(Some(wait)) {
                 Ok(Some(line)) => {
-                    last_request = Instant::now();
                     // A child that died mid-request cannot read a reply;
                     // its exit is seen below, so reply errors are ignored.
                     let request = match Request::decode(&line) {
                         Ok(r) => r,
                         Err(e) => {
+                            last_request = Instant::now();
                             let _ = host.reply(&Reply::Error(e.to_string()));
                             continue;
                         }
                     };
+                    if !request.wants_reply() {
+                        // A window edge the process stamped itself: nobody
+                        // waits, so no hot polling either.
+                        if let Err(e) = apply_stamp(collection, &request) {
+                            let _ = collection.kill();
+                            return Err(RunError::Failed(e.to_string()));
+                        }
+                        continue;
+                    }
+                    last_request = Instant::now();
                     // The reply goes out as soon as the window is
                     // switched; the backend's slower bookkeeping follows
                     // while the op runs.
@@ -938,6 +1058,7 @@ pub(crate) fn serve_until(
                         Request::Resume { .. } => collection.resume_then(&mut tell),
                         Request::Pause => collection.pause_then(&mut tell),
                         Request::Detach => Ok(()),
+                        Request::OpenedAt { .. } | Request::ClosedAt { .. } => Ok(()),
                     };
                     match outcome {
                         Ok(()) if !replied => {
@@ -956,8 +1077,11 @@ pub(crate) fn serve_until(
                     }
                     continue;
                 }
-                Ok(None) => channel_open = false,
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Ok(None) => {
+                    channel_open = false;
+                    collection.stamps_done();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => idle = true,
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                     // An over-long request: its writer waits for a reply.
                     last_request = Instant::now();
@@ -974,7 +1098,10 @@ pub(crate) fn serve_until(
             return Err(RunError::Interrupted);
         }
         match collection.try_wait() {
-            Ok(Some(status)) => break status,
+            Ok(Some(status)) => {
+                last_stamps(collection, host.as_deref_mut());
+                break status;
+            }
             Ok(None) => {}
             Err(e) => {
                 let _ = collection.kill();
@@ -984,6 +1111,7 @@ pub(crate) fn serve_until(
         match done_at {
             None if done() => done_at = Some(Instant::now()),
             Some(at) if at.elapsed() >= DONE_GRACE => {
+                last_stamps(collection, host.as_deref_mut());
                 collection
                     .kill()
                     .map_err(|e| RunError::Failed(e.to_string()))?;
@@ -1012,6 +1140,43 @@ pub(crate) fn serve_until(
     })
 }
 
+/// Applies a window edge the profiled process stamped itself.
+fn apply_stamp(
+    collection: &mut dyn Collection,
+    request: &Request,
+) -> Result<(), lotus_core::ProfilerError> {
+    match request {
+        Request::OpenedAt { edge, .. } => collection.resume_at(edge),
+        Request::ClosedAt { edge } => collection.pause_at(edge),
+        _ => Ok(()),
+    }
+}
+
+/// The most lines [`last_stamps`] reads: a process that left a writer of
+/// the channel behind cannot keep the run going.
+const LAST_STAMPS: usize = 100_000;
+
+/// Once the process is gone (or done): the stamped edges it wrote just
+/// before, which nobody waited on, are read and applied; then the
+/// collection knows no more will come.
+fn last_stamps(collection: &mut dyn Collection, host: Option<&mut ControlHost>) {
+    if let Some(host) = host {
+        for _ in 0..LAST_STAMPS {
+            match host.recv_line(Some(Duration::ZERO)) {
+                Ok(Some(line)) => {
+                    if let Ok(request) = Request::decode(&line) {
+                        let _ = apply_stamp(collection, &request);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {}
+                Err(_) => break,
+            }
+        }
+    }
+    collection.stamps_done();
+}
+
 /// Runs one op once under the backend.
 #[allow(clippy::too_many_arguments)]
 fn run_once(
@@ -1033,7 +1198,7 @@ fn run_once(
         .path()
         .join(format!("result-{}-{run}.json", std::process::id()));
     let _ = std::fs::remove_file(&result_path);
-    let mut target = harness_target(backend, files, control_lib, spec, &result_path, opts);
+    let mut target = harness_target(backend, files, control_lib, spec, &result_path, opts, None);
     if let Some(name) = only {
         target.env.push((harness::ENV_ONLY_OP.into(), name.into()));
     }
@@ -1057,7 +1222,7 @@ fn run_once(
         None
     };
     target.output_fd = echo.as_ref().and_then(Echo::child_fd);
-    let copts = collect_options(opts, spec, run)?;
+    let copts = collect_options(backend, opts, spec, run)?;
 
     let mut collection = backend
         .collect(&target, &copts)
@@ -1079,6 +1244,7 @@ fn run_once(
         Some(opts.timeout),
         interrupted,
         &|| result_path.exists(),
+        copts.window_stamps,
     )?;
     let status = served.status;
     // Its last lines come before lotus's words about them.

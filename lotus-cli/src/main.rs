@@ -175,8 +175,8 @@ struct MapArgs {
     /// Live: op calls before the window opens.
     #[arg(long, default_value_t = 3)]
     warmup: u32,
-    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate; VTune and uProf get it as their sampling interval, see the README). 4000, as perf record's: a short window gets its thousands of samples quickly.
-    #[arg(long, short = 'F', default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate, and the mapping records the frequency used; VTune and uProf get it as their sampling interval, see the README). 10000: a window gets its 3000 samples in 0.3 s (perf record's 4000 disturbs the op less: use it where small shares matter more than time).
+    #[arg(long, short = 'F', default_value_t = lotus_backend_perf::DEFAULT_FREQUENCY_HZ, value_parser = clap::value_parser!(u64).range(1..))]
     frequency: u64,
     /// Live: samples each window should hold; with the backend's sampling interval it sets the window's length.
     #[arg(long, default_value_t = 3000)]
@@ -196,6 +196,12 @@ struct MapArgs {
     /// Live: skip the harness floor (the empty-op run that marks `baseline` functions).
     #[arg(long)]
     no_baseline: bool,
+    /// Live, perf: each resume and pause waits for lotus to mark the window and read its counters (cycles and instructions included). By default the op process stamps its window edges itself, reads its own CPU time, page faults and context switches, and goes on without waiting.
+    #[arg(long)]
+    round_trip: bool,
+    /// Live, perf: start one interpreter per run. By default the op is imported once per op and each run is a fresh process forked from it before the op's first call (setup, warm-up and window in the child).
+    #[arg(long)]
+    no_fork_server: bool,
     /// Live: the vendor analysis (VTune -collect TYPE, e.g. uarch-exploration; uProf --config TYPE).
     #[arg(long, value_name = "TYPE")]
     collect_type: Option<String>,
@@ -394,6 +400,8 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
                 keep_raw: args.keep_raw.clone(),
                 threads: live::threads::ThreadPlan::from_env(args.threads),
                 cwd: args.cwd.as_deref().map(live::op_folder).transpose()?,
+                round_trip: args.round_trip,
+                no_fork_server: args.no_fork_server,
             };
             for op in args.ops.iter().filter(|op| op.is_file()) {
                 harness::warn_if_op_folder_shared(op);

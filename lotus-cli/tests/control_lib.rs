@@ -151,6 +151,52 @@ fn resume_returns_only_after_the_reply() {
     assert_eq!(served.requests, ["resume Slow", "pause"]);
 }
 
+/// With `LOTUS_WINDOW_STAMPS=1` (lotus map under perf) resume and pause
+/// stamp their edge on CLOCK_MONOTONIC with the process's own counters and
+/// return without a reply: lotus here never answers, and the calls still
+/// return, in order, with times inside the span Python saw around them.
+#[test]
+fn stamped_edges_go_out_without_waiting_for_a_reply() {
+    let mut cmd = python_command(
+        "import lotus, time\n\
+         t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)\n\
+         lotus.resume('Stamped')\n\
+         x = sum(range(200000))\n\
+         lotus.pause()\n\
+         t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)\n\
+         print(t0, t1)\n",
+    );
+    cmd.env("LOTUS_WINDOW_STAMPS", "1");
+    let served = serve(cmd, |_, _| {});
+    served.assert_success();
+    let span: Vec<u64> = served
+        .stdout()
+        .split_whitespace()
+        .map(|v| v.parse().expect("a time"))
+        .collect();
+    let edges: Vec<Request> = served
+        .requests
+        .iter()
+        .map(|l| Request::decode(l).expect("a request"))
+        .collect();
+    let [Request::OpenedAt { op, edge: open }, Request::ClosedAt { edge: close }] =
+        edges.as_slice()
+    else {
+        panic!(
+            "expected an opened and a closed edge: {:?}",
+            served.requests
+        );
+    };
+    assert_eq!(op, "Stamped");
+    assert!(
+        span[0] <= open.at_ns && open.at_ns < close.at_ns && close.at_ns <= span[1],
+        "edges {open:?} {close:?} outside Python's span {span:?}"
+    );
+    // The loop between the edges used CPU time, and the process read it.
+    assert!(close.own.cpu_ns > open.own.cpu_ns, "{open:?} {close:?}");
+    assert!(close.own.cpu_ns - open.own.cpu_ns <= close.at_ns - open.at_ns + 1_000_000);
+}
+
 #[test]
 fn an_error_reply_raises_with_its_message() {
     let served = serve(

@@ -127,6 +127,8 @@ fn run_harness(
         name: opts.name.map(str::to_string),
         threads: None,
         cwd: None,
+        runs: None,
+        run_timeout: None,
     };
     let mut cmd = Command::new(python());
     cmd.arg(&files.harness)

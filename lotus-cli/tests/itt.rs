@@ -139,6 +139,8 @@ fn harness_args(op_file: &Path, result: &Path, warmup: u32) -> HarnessArgs {
         name: None,
         threads: None,
         cwd: None,
+        runs: None,
+        run_timeout: None,
     }
 }
 

@@ -219,6 +219,11 @@ pub struct CollectOptions {
     /// (`lotus profile` without `--windows`). Backends whose windows the
     /// lotus process switches get a window opened at once instead.
     pub whole_program: bool,
+    /// The profiled process stamps its own window edges and sends them
+    /// without waiting ([`crate::control::ENV_WINDOW_STAMPS`]): the
+    /// collection gets them through [`Collection::resume_at`] and
+    /// [`Collection::pause_at`]. Only where [`Profiler::takes_window_stamps`].
+    pub window_stamps: bool,
 }
 
 /// A target running under a profiler.
@@ -235,6 +240,16 @@ pub trait Collection: Send {
     fn kill(&mut self) -> Result<(), ProfilerError>;
     /// Ends the collection and reads what was measured.
     fn report(self: Box<Self>) -> Result<Report, ProfilerError>;
+    /// Ends the collection like [`Collection::report`], with one report
+    /// per window, in opening order: for a process whose windows are runs
+    /// of their own (lotus's fork server). Backends that cannot tell
+    /// windows apart refuse.
+    fn reports_per_window(self: Box<Self>) -> Result<Vec<Report>, ProfilerError> {
+        Err(ProfilerError::Other {
+            backend: "lotus".into(),
+            message: "this backend reports all windows together".into(),
+        })
+    }
     /// Opens a window like [`Collection::resume`], calling `tell` (which
     /// lets the profiled process go on) as soon as the window is open; a
     /// backend may do slow bookkeeping (reading counters) after `tell`,
@@ -252,6 +267,26 @@ pub trait Collection: Send {
         tell();
         Ok(())
     }
+    /// Records a window the profiled process opened at `edge` (its own
+    /// stamp on the samples' clock) without waiting for lotus; see
+    /// [`CollectOptions::window_stamps`]. Backends that cannot place a
+    /// window after the fact refuse.
+    fn resume_at(&mut self, edge: &crate::control::Edge) -> Result<(), ProfilerError> {
+        let _ = edge;
+        Err(ProfilerError::Other {
+            backend: "lotus".into(),
+            message: "this backend cannot take window edges stamped by the profiled process".into(),
+        })
+    }
+    /// Records the open window closing at `edge`; see
+    /// [`Collection::resume_at`].
+    fn pause_at(&mut self, edge: &crate::control::Edge) -> Result<(), ProfilerError> {
+        self.resume_at(edge)
+    }
+    /// Says no more stamped edges will come (the control channel closed, or
+    /// the process is gone): what was held back waiting for them can be
+    /// counted.
+    fn stamps_done(&mut self) {}
     /// What each closed window measured, in order. Backends that count
     /// nothing per window return an empty list.
     fn windows(&self) -> Vec<WindowStats> {
@@ -299,6 +334,13 @@ pub trait Profiler: Send + Sync {
     /// library), so no channel is opened.
     fn switches_windows(&self) -> bool {
         true
+    }
+    /// True when the profiled process may stamp its own window edges on
+    /// the samples' clock and tell lotus without waiting
+    /// ([`CollectOptions::window_stamps`]): the backend's windows are time
+    /// ranges it can apply after the fact (perf).
+    fn takes_window_stamps(&self) -> bool {
+        false
     }
     /// The time between two samples of a busy thread in a collection with
     /// `options`: the interval the backend hands its tool (which may differ

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
+use lotus_core::control::Edge;
 use lotus_core::{Collection, ProfilerError, Report, Unit, WindowStats};
 
 use crate::counting::{CounterKind, CounterStatus, Counters, Deltas};
@@ -137,6 +138,9 @@ pub struct PerfReport {
     /// What was written of the samples streamed as they came
     /// ([`crate::LinuxPerf::start_streaming`]); `None` otherwise.
     pub stream: Option<crate::StreamSummary>,
+    /// One report per window, in opening order, from
+    /// [`PerfCollection::finish_per_window`]; empty otherwise.
+    pub window_reports: Vec<Report>,
 }
 
 /// How the samplers were opened.
@@ -150,6 +154,9 @@ pub(crate) struct Sampling {
     pub members: Vec<perf_event::Counter>,
     /// The counters read with each sample.
     pub counters: crate::SampleCounters,
+    /// The profiled process stamps its own window edges
+    /// ([`lotus_core::CollectOptions::window_stamps`]).
+    pub stamped: bool,
 }
 
 struct ClosedWindow {
@@ -179,7 +186,16 @@ pub struct PerfCollection {
     /// Kept open for the samplers' groups; never read directly.
     _group_members: Vec<perf_event::Counter>,
     notes: Vec<String>,
+    /// Windows come as edges the profiled process stamped (see
+    /// [`Collection::resume_at`]); the open one's opening edge.
+    stamped: bool,
+    open_edge: Option<Edge>,
 }
+
+/// Why cycles and instructions have no per-window figure in windows the
+/// profiled process stamps itself.
+const NOT_READ_BY_THE_OP: &str = "not read in windows the op process stamps itself (a process \
+     cannot read them without waiting for lotus); `lotus map --round-trip` reads them";
 
 impl PerfCollection {
     pub(crate) fn new(
@@ -207,7 +223,31 @@ impl PerfCollection {
             sample_counters: sampling.counters,
             _group_members: sampling.members,
             notes,
+            stamped: sampling.stamped,
+            open_edge: None,
         }
+    }
+
+    /// What can be counted per window here: in stamped windows, what the
+    /// op process reads of itself (task-clock, context switches and page
+    /// faults of its own threads); cycles and instructions are not read.
+    fn window_counter_status(&self) -> Vec<CounterStatus> {
+        let mut status = self.counters.status();
+        if self.stamped {
+            for s in &mut status {
+                if !s.kind.is_hardware() {
+                    // getrusage and the process's CPU clock need no
+                    // permission.
+                    s.available = true;
+                    s.user_only = false;
+                    s.reason = None;
+                } else if s.available {
+                    s.available = false;
+                    s.reason = Some(NOT_READ_BY_THE_OP.into());
+                }
+            }
+        }
+        status
     }
 
     /// How windows switch sampling.
@@ -282,9 +322,28 @@ impl PerfCollection {
     /// Ends the collection: closes an open window, kills the target if it
     /// is still running (wait for it with [`Collection::try_wait`] first to
     /// let it finish), drains the last records and symbolizes.
-    pub fn finish(mut self) -> Result<PerfReport, ProfilerError> {
+    pub fn finish(self) -> Result<PerfReport, ProfilerError> {
+        self.finish_inner(false)
+    }
+
+    /// [`Self::finish`], with one report per window besides
+    /// ([`PerfReport::window_reports`]): where each window is a run of its
+    /// own (lotus's fork server runs each in a child of one process).
+    pub fn finish_per_window(self) -> Result<PerfReport, ProfilerError> {
+        self.finish_inner(true)
+    }
+
+    fn finish_inner(mut self, per_window: bool) -> Result<PerfReport, ProfilerError> {
         if self.is_open() {
             self.pause()?;
+        }
+        if let Some(open) = self.open_edge {
+            // The process never closed its window (it died in it): closed
+            // now, with no counts of its own after the opening.
+            self.pause_at(&Edge {
+                at_ns: crate::events::monotonic_ns(),
+                own: open.own,
+            })?;
         }
         if self.try_wait()?.is_none() || group_alive(self.pid) {
             self.kill()?;
@@ -300,6 +359,22 @@ impl PerfCollection {
         }
         let (rows, symbolize, kernel_note) = symbolize::rows(&model, &by_location);
         self.notes.extend(kernel_note);
+        let mut window_reports = Vec::new();
+        if per_window {
+            let mut by_window: Vec<HashMap<Location, u64>> = vec![HashMap::new(); windows.len()];
+            for (&(w, loc), &n) in &model.counts {
+                if let Some(counts) = by_window.get_mut(w) {
+                    *counts.entry(loc).or_insert(0) += n;
+                }
+            }
+            // Symbol tables are read once per process: these reuse them.
+            for counts in &by_window {
+                window_reports.push(Report {
+                    unit: Unit::Samples,
+                    rows: symbolize::rows(&model, counts).0,
+                });
+            }
+        }
 
         let mut total = PerfWindow {
             index: windows.len(),
@@ -312,7 +387,7 @@ impl PerfCollection {
         for w in &windows {
             total.add(w);
         }
-        let counters = self.counters.status();
+        let counters = self.window_counter_status();
         for c in &counters {
             if let Some(note) = c.note() {
                 let slot = match c.kind {
@@ -372,6 +447,7 @@ impl PerfCollection {
             samples_outside_windows: model.outside.samples,
             notes: std::mem::take(&mut self.notes),
             stream: drained.stream,
+            window_reports,
         })
     }
 
@@ -501,6 +577,54 @@ impl Collection for PerfCollection {
         deltas.map(drop)
     }
 
+    fn resume_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        if !self.stamped {
+            return Err(ProfilerError::Other {
+                backend: BACKEND.into(),
+                message: "a window edge stamped by the process came, but the collection \
+                          was not started for stamped windows"
+                    .into(),
+            });
+        }
+        if self.open_edge.is_none() {
+            drain.open_window_at(edge.at_ns);
+            self.open_edge = Some(*edge);
+        }
+        Ok(())
+    }
+
+    fn pause_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        let Some(open) = self.open_edge.take() else {
+            return Ok(());
+        };
+        let start = drain.close_window_at(edge.at_ns).unwrap_or(open.at_ns);
+        let (a, b) = (open.own, edge.own);
+        let mut deltas: Deltas = [None; 5];
+        for (i, kind) in CounterKind::ALL.iter().enumerate() {
+            deltas[i] = match kind {
+                CounterKind::TaskClock => Some(b.cpu_ns.saturating_sub(a.cpu_ns)),
+                CounterKind::ContextSwitches => {
+                    Some(b.context_switches.saturating_sub(a.context_switches))
+                }
+                CounterKind::PageFaults => Some(b.page_faults.saturating_sub(a.page_faults)),
+                _ => None,
+            };
+        }
+        self.closed.push(ClosedWindow {
+            duration: Duration::from_nanos(edge.at_ns.saturating_sub(start)),
+            deltas,
+        });
+        Ok(())
+    }
+
+    fn stamps_done(&mut self) {
+        if let Some(drain) = self.drain.as_ref() {
+            drain.lift_horizon();
+        }
+    }
+
     fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
         if self.exit.is_some() {
             return Ok(self.exit);
@@ -557,6 +681,10 @@ impl Collection for PerfCollection {
         Ok(self.finish()?.report)
     }
 
+    fn reports_per_window(self: Box<Self>) -> Result<Vec<Report>, ProfilerError> {
+        Ok(self.finish_per_window()?.window_reports)
+    }
+
     fn windows(&self) -> Vec<WindowStats> {
         // If the drain thread cannot answer, the counts published so far
         // are still the best figures there are.
@@ -570,7 +698,7 @@ impl Collection for PerfCollection {
                     .unwrap_or_default(),
             ),
         };
-        let status = self.counters.status();
+        let status = self.window_counter_status();
         figures.iter().map(|w| w.to_core(&status)).collect()
     }
 }

@@ -30,6 +30,11 @@ struct State {
     /// (start, end) times (CLOCK_MONOTONIC ns) of the windows so far; the
     /// last one has no end while it is open.
     windows: Vec<(u64, Option<u64>)>,
+    /// Where the profiled process stamps its own window edges: records are
+    /// replayed no further than the last edge heard of, since an edge
+    /// stamped later may still be on its way (`None`: no limit, lotus
+    /// stamps the edges itself before the records are replayed).
+    horizon: Option<u64>,
     flush_requested: u64,
     flush_done: u64,
     stop: bool,
@@ -86,6 +91,7 @@ impl Drain {
         sideband: Vec<Sampler>,
         sink: Option<Box<dyn lotus_core::trace::samples::SampleSink>>,
         counters: usize,
+        stamped: bool,
     ) -> Result<Drain, ProfilerError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -101,6 +107,9 @@ impl Drain {
         // SAFETY: eventfd returned a fresh descriptor nothing else owns.
         let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         let shared = Arc::new(Shared::default());
+        if stamped {
+            shared.lock().horizon = Some(0);
+        }
         let (stream, writer) = match sink {
             Some(sink) => {
                 let (stream, writer) = Stream::start(sink, counters)?;
@@ -139,6 +148,39 @@ impl Drain {
         if let Some(last) = st.windows.last_mut() {
             last.1.get_or_insert(now);
         }
+    }
+
+    /// Opens a window at `at` (CLOCK_MONOTONIC ns), an edge the profiled
+    /// process stamped, and moves the horizon there. An edge earlier than
+    /// the last window's end (two processes stamping at once) is taken at
+    /// that end, so windows stay ordered and disjoint.
+    pub(crate) fn open_window_at(&self, at: u64) {
+        let mut st = self.shared.lock();
+        let after = st.windows.last().map_or(0, |w| w.1.unwrap_or(w.0));
+        let at = at.max(after);
+        st.windows.push((at, None));
+        st.horizon = st.horizon.map(|h| h.max(at));
+    }
+
+    /// Closes the open window at `at`, a stamped edge (see
+    /// [`Self::open_window_at`]); returns the window's start.
+    pub(crate) fn close_window_at(&self, at: u64) -> Option<u64> {
+        let mut st = self.shared.lock();
+        let (start, end) = st.windows.last_mut()?;
+        if end.is_some() {
+            return None;
+        }
+        let at = at.max(*start);
+        *end = Some(at);
+        let start = *start;
+        st.horizon = st.horizon.map(|h| h.max(at));
+        Some(start)
+    }
+
+    /// No more stamped edges will come: every record can be replayed.
+    pub(crate) fn lift_horizon(&self) {
+        self.shared.lock().horizon = None;
+        self.poke();
     }
 
     /// Waits until every record stamped before now has been replayed, and
@@ -273,16 +315,15 @@ fn run(
                 }
             }
         }
-        let limit = if stop {
-            u64::MAX
-        } else if flush > flushed {
-            round
-        } else {
-            prev_round
+        // The windows and the horizon are read together: every edge
+        // stamped before the horizon is among these windows.
+        let (windows, horizon) = {
+            let st = shared.lock();
+            (st.windows.clone(), st.horizon)
         };
+        let limit = replay_limit(stop, flush > flushed, round, prev_round, horizon);
         pending.sort_by_key(|(t, ev)| (*t, ev.rank()));
         let ready = pending.partition_point(|(t, _)| *t <= limit);
-        let windows = shared.lock().windows.clone();
         let window = |t: u64| window_of(&windows, t);
         for (t, ev) in pending.drain(..ready) {
             match ev {
@@ -330,6 +371,20 @@ fn run(
             return model;
         }
     }
+}
+
+/// How far a round replays the queued records: everything when stopping;
+/// up to this round's start on a flush; else up to the previous round's
+/// start (every record of that period has been read by now). Where the
+/// profiled process stamps its own window edges, never past the last edge
+/// heard of (`horizon`): an edge stamped later may still be on its way,
+/// and records after it would land outside a window that holds them.
+fn replay_limit(stop: bool, flush: bool, round: u64, prev_round: u64, horizon: Option<u64>) -> u64 {
+    if stop {
+        return u64::MAX;
+    }
+    let limit = if flush { round } else { prev_round };
+    horizon.map_or(limit, |h| limit.min(h))
 }
 
 /// The window holding time `t`: windows are ordered and disjoint, each
@@ -384,7 +439,22 @@ fn wait(streams: &[Sampler], hung_up: &mut [bool], wake: &OwnedFd) {
 
 #[cfg(test)]
 mod tests {
-    use super::window_of;
+    use super::{replay_limit, window_of};
+
+    #[test]
+    fn records_past_the_last_stamped_edge_wait_until_the_edges_are_known() {
+        // Lotus stamps the edges itself: the previous round's start, or
+        // this one's on a flush.
+        assert_eq!(replay_limit(false, false, 200, 100, None), 100);
+        assert_eq!(replay_limit(false, true, 200, 100, None), 200);
+        // Stamped by the process: no further than the last edge heard of,
+        // even on a flush; before any edge, nothing is replayed.
+        assert_eq!(replay_limit(false, true, 200, 100, Some(150)), 150);
+        assert_eq!(replay_limit(false, false, 200, 100, Some(50)), 50);
+        assert_eq!(replay_limit(false, false, 200, 100, Some(0)), 0);
+        // The end (or no more edges: the horizon is lifted): everything.
+        assert_eq!(replay_limit(true, false, 200, 100, Some(0)), u64::MAX);
+    }
 
     #[test]
     fn times_fall_in_windows_or_outside() {

@@ -25,7 +25,7 @@ use crate::records::{READ_FORMAT, SAMPLE_TYPE, SAMPLE_TYPE_READ};
 use crate::sample_read::{SampleCounters, UnsupportedCounters};
 
 /// Ring buffer data size per CPU for samples: 256 KiB holds about 5,000
-/// samples, over a second at 4 kHz, while the drain thread reads every
+/// samples, half a second at 10 kHz, while the drain thread reads every
 /// 25 ms. Sized so that both buffers fit the default unprivileged
 /// `perf_event_mlock_kb` allowance (516 KiB per CPU).
 pub(crate) const SAMPLE_BUFFER: usize = 256 * 1024;

@@ -6,6 +6,9 @@
 //! - [`Backend::Channel`]: the lotus process switches the window (perf
 //!   marks the window's time range and reads its counters); the call asks
 //!   it over the pipes in `LOTUS_CONTROL_FDS` and waits for the answer.
+//!   With `LOTUS_WINDOW_STAMPS=1`, resume and pause instead stamp their
+//!   edge on CLOCK_MONOTONIC (the perf samples' clock) with this process's
+//!   own counters, send it, and return without waiting.
 //! - [`Backend::InProcess`]: the window is switched by a vendor API called
 //!   in this process (VTune's `__itt_resume`, uProf's `amdProfileResume`):
 //!   see [`crate::vendor`].
@@ -13,9 +16,12 @@
 //!   call fails with the reason.
 
 use std::ffi::CString;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use lotus_core::control::{Reply, Request, ENV_BACKEND, ENV_CONTROL_FDS};
+use lotus_core::control::{
+    Edge, OwnCounters, Reply, Request, ENV_BACKEND, ENV_CONTROL_FDS, ENV_WINDOW_STAMPS,
+};
 
 use crate::channel::Channel;
 use crate::error::ControlError;
@@ -72,6 +78,9 @@ pub(crate) struct ChannelState {
     /// Set when a read or write failed: the channel's position in the
     /// conversation is unknown, so no later call may use it.
     broken: Option<String>,
+    /// Resume and pause stamp their edge here and send it without waiting
+    /// (`LOTUS_WINDOW_STAMPS=1`); otherwise each waits for lotus's reply.
+    stamped: bool,
 }
 
 /// The process's control state.
@@ -80,8 +89,9 @@ pub(crate) struct Control {
     pub(crate) backend: Backend,
     /// `LOTUS_BACKEND`, for `lotus_backend()`.
     pub(crate) backend_name: Option<CString>,
-    /// The process the environment was read in: the channel's owner.
-    owner_pid: u32,
+    /// The process the environment was read in: the channel's owner
+    /// (until a forked child adopts it, see [`Control::adopt`]).
+    owner_pid: AtomicU32,
 }
 
 static CONTROL: OnceLock<Control> = OnceLock::new();
@@ -98,13 +108,23 @@ impl Control {
         Control {
             backend: choose(name.as_deref(), fds.as_deref()),
             backend_name: name.and_then(|n| CString::new(n).ok()),
-            owner_pid: std::process::id(),
+            owner_pid: AtomicU32::new(std::process::id()),
         }
     }
 
     /// Whether this process runs under lotus (its variables are set).
     pub(crate) fn active(&self) -> bool {
         !matches!(self.backend, Backend::Inactive)
+    }
+
+    /// Makes this process the channel's owner: for a child forked on
+    /// purpose (lotus's fork server forks one per run, after the op's
+    /// imports), whose parent leaves the channel alone until the child is
+    /// done. The lock is taken anew: the parent held it in no other thread
+    /// at the fork, or this child's calls would wait forever (the harness
+    /// forks from its only thread that calls lotus).
+    pub(crate) fn adopt(&self) {
+        self.owner_pid.store(std::process::id(), Ordering::SeqCst);
     }
 
     /// Performs `call` on the active backend.
@@ -117,11 +137,12 @@ impl Control {
                 // Before taking the lock: a child forked while another
                 // thread held it would wait forever.
                 let pid = std::process::id();
-                if pid != self.owner_pid {
+                let owner = self.owner_pid.load(Ordering::SeqCst);
+                if pid != owner {
                     return Err(ControlError::Forked {
                         call: call.c_name(),
                         pid,
-                        owner: self.owner_pid,
+                        owner,
                     });
                 }
                 lock(state).call(call)
@@ -155,6 +176,38 @@ impl ChannelState {
                 Call::Pause | Call::Detach => Ok(()),
             };
         };
+        if self.stamped {
+            let request = match call {
+                Call::Resume(op) => {
+                    // The counters first: the window starts after them.
+                    let own = own_counters();
+                    Some(Request::OpenedAt {
+                        op: op.to_string(),
+                        edge: Edge {
+                            at_ns: clock_ns(libc::CLOCK_MONOTONIC),
+                            own,
+                        },
+                    })
+                }
+                Call::Pause => {
+                    let at_ns = clock_ns(libc::CLOCK_MONOTONIC);
+                    Some(Request::ClosedAt {
+                        edge: Edge {
+                            at_ns,
+                            own: own_counters(),
+                        },
+                    })
+                }
+                Call::Detach => None,
+            };
+            if let Some(request) = request {
+                return channel.send_only(&request).inspect_err(|err| {
+                    if !matches!(err, ControlError::Refused { .. }) {
+                        self.broken = Some(err.to_string());
+                    }
+                });
+            }
+        }
         match channel.call(&call.request()) {
             Ok(Reply::Ok) => {
                 if call == Call::Detach {
@@ -176,6 +229,34 @@ impl ChannelState {
     }
 }
 
+/// `clock`'s time in nanoseconds.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live timespec; both clocks used here always exist.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// What this process can read of itself without waiting: its threads' CPU
+/// time, page faults and context switches.
+fn own_counters() -> OwnCounters {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a live, writable rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let n = |v: libc::c_long| u64::try_from(v).unwrap_or(0);
+    OwnCounters {
+        cpu_ns: clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID),
+        page_faults: n(usage.ru_minflt).saturating_add(n(usage.ru_majflt)),
+        context_switches: n(usage.ru_nvcsw).saturating_add(n(usage.ru_nivcsw)),
+    }
+}
+
 /// Decides the backend from `LOTUS_BACKEND` and `LOTUS_CONTROL_FDS`.
 fn choose(name: Option<&str>, fds: Option<&str>) -> Backend {
     match (name, fds) {
@@ -186,6 +267,7 @@ fn choose(name: Option<&str>, fds: Option<&str>) -> Backend {
             Ok(channel) => Backend::Channel(Mutex::new(ChannelState {
                 channel: Some(channel),
                 broken: None,
+                stamped: std::env::var_os(ENV_WINDOW_STAMPS).is_some_and(|v| v == "1"),
             })),
             Err(why) => Backend::Misconfigured(why),
         },

@@ -94,6 +94,24 @@ impl Channel {
         Ok(reply)
     }
 
+    /// Sends `request` and goes on: for stamped window edges, which get no
+    /// reply. The write blocks only while the pipe is full (lotus reads it
+    /// continuously).
+    pub(crate) fn send_only(&mut self, request: &Request) -> Result<(), ControlError> {
+        let line = request.encode();
+        if line.len() > MAX_REQUEST {
+            return Err(ControlError::Refused {
+                call: "lotus_resume",
+                reason: format!(
+                    "the request is {} bytes, over the control channel's {} KiB limit (is the op name really a name?)",
+                    line.len(),
+                    MAX_REQUEST / 1024
+                ),
+            });
+        }
+        self.send(line.as_bytes())
+    }
+
     /// Closes both descriptors (after `detach`).
     pub(crate) fn close(self) {
         // SAFETY: the descriptors were handed to this process for the

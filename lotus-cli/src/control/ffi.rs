@@ -74,6 +74,13 @@ pub extern "C" fn lotus_detach() -> c_int {
     guarded(|| Control::get().call(Call::Detach))
 }
 
+/// After fork: this process becomes the control channel's owner (the
+/// parent must not call the library until this child is done). 0.
+#[no_mangle]
+pub extern "C" fn lotus_adopt() -> c_int {
+    catch_unwind(crate::adopt).map_or(-1, |()| 0)
+}
+
 /// 1 when running under lotus, else 0.
 #[no_mangle]
 pub extern "C" fn lotus_active() -> c_int {

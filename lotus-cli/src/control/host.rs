@@ -49,6 +49,10 @@ use lotus_core::control::{Reply, Request, ENV_CONTROL_FDS};
 /// its reply, sees it at once.
 pub(crate) const MAX_REQUEST: usize = 64 * 1024;
 
+/// The request pipe's size asked for (the default unprivileged maximum,
+/// `/proc/sys/fs/pipe-max-size`).
+const REQUEST_PIPE_SIZE: libc::c_int = 1024 * 1024;
+
 /// The lotus side of one control channel (two pipes).
 #[derive(Debug)]
 pub struct ControlHost {
@@ -70,6 +74,17 @@ impl ControlHost {
     /// are made inheritable in the child only).
     pub fn new() -> io::Result<Self> {
         let (request_read, request_write) = pipe()?;
+        // Stamped window edges are written without waiting and read every
+        // few milliseconds: room for many before a writer would block.
+        // Best effort (the system may cap pipe sizes lower).
+        // SAFETY: fcntl on a descriptor this function owns.
+        unsafe {
+            libc::fcntl(
+                request_write.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                REQUEST_PIPE_SIZE,
+            )
+        };
         let (reply_read, reply_write) = pipe()?;
         Ok(ControlHost {
             requests: File::from(request_read),

@@ -68,6 +68,13 @@ pub fn active() -> bool {
     Control::get().active()
 }
 
+/// Makes this process the control channel's owner: for a child forked on
+/// purpose, whose parent does not call the library until the child is
+/// done (lotus's fork server runs each op run in such a child).
+pub fn adopt() {
+    Control::get().adopt()
+}
+
 /// The active backend's name (`LOTUS_BACKEND`), if set.
 pub fn backend() -> Option<&'static str> {
     Control::get()

@@ -143,6 +143,11 @@ mod tests {
                 stage: None,
                 program: false,
                 windows: vec![("Op".into(), 1)],
+                server: None,
+                runs_made: None,
+                child_exit: None,
+                child_signal: None,
+                child_timeout: false,
             },
             windows,
         }
