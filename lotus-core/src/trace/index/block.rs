@@ -1,0 +1,259 @@
+//! [`TraceIndex::load`]'s work per event, done on the parsing threads: each
+//! block of lines is summed up there as it is parsed ([`BlockSummary`]: events per
+//! kind, first start and last end, count, total and durations per op name
+//! and per kind, and the few events that are kept one by one: batches,
+//! waits, consumptions), and the index adds the summary
+//! ([`TraceIndex::add_block`]). The result is the one [`TraceIndex::add`]
+//! gives event by event (keys, ordinals and processes in the same order);
+//! the single thread that gathers the index only does work per block and
+//! per duration. Profiling `trace stats` at 10 million events showed that
+//! thread, taking each event from the parsers (and dropping it there,
+//! shared names and all), to be the bottleneck.
+
+use std::sync::Arc;
+
+use super::{BatchRec, DurRec, DurationKey, MainRec, TraceIndex};
+use crate::spill::SpillError;
+use crate::trace::event::{Event, Kind};
+use crate::trace::parse::{BadLine, Entry, EntrySink};
+use crate::trace::stats::WaitBucket;
+
+/// Count, total and (when kept) the durations of one key within a block.
+#[derive(Debug, Default)]
+struct Sums {
+    count: u64,
+    total_ns: i128,
+    durations: Vec<i64>,
+}
+
+impl Sums {
+    fn add(&mut self, dur: i64, keep: bool) {
+        self.count += 1;
+        self.total_ns += i128::from(dur);
+        if keep {
+            self.durations.push(dur);
+        }
+    }
+}
+
+/// What one block of lines adds to the index: its events summed up as
+/// they are parsed (it is the parser's [`EntrySink`]), one segment per
+/// process (a log's block has one).
+#[derive(Debug)]
+pub(crate) struct BlockSummary {
+    keep_durations: bool,
+    segments: Vec<Segment>,
+}
+
+/// The events of one process in a block, summed up.
+#[derive(Debug, Default)]
+struct Segment {
+    /// The first event: its process.
+    first: Option<Event>,
+    events: u64,
+    per_kind: [u64; Kind::ALL.len()],
+    min_start_ns: Option<u64>,
+    max_end_ns: Option<u64>,
+    /// Batches, waits and consumptions, with their place among the
+    /// segment's events.
+    kept: Vec<(u64, Event)>,
+    /// Per kind other than op, in [`Kind::ALL`]'s order.
+    kinds: [Sums; Kind::ALL.len()],
+    /// Per op name, in the order met.
+    ops: Vec<(Arc<str>, Sums)>,
+    /// The op of the last event: a block cycles through a few names.
+    last_op: usize,
+    /// The bad lines, in order.
+    bad: Vec<BadLine>,
+}
+
+/// Whether two hosts are the same: the one shared name of a log's
+/// process (compared by address), or equal names.
+fn same_host(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) => Arc::ptr_eq(x, y) || x == y,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+fn same_process(a: &Event, b: &Event) -> bool {
+    a.pid == b.pid && a.role == b.role && a.rank == b.rank && same_host(&a.host, &b.host)
+}
+
+impl BlockSummary {
+    /// An empty summary (`keep_durations`: each event's duration is kept,
+    /// for statistics).
+    pub(crate) fn new(keep_durations: bool) -> BlockSummary {
+        BlockSummary {
+            keep_durations,
+            segments: Vec::new(),
+        }
+    }
+}
+
+impl Segment {
+    fn add(&mut self, e: Event, keep: bool) {
+        let ordinal = self.events;
+        self.events += 1;
+        self.per_kind[e.kind as usize] += 1;
+        self.min_start_ns = Some(self.min_start_ns.map_or(e.start_ns, |m| m.min(e.start_ns)));
+        self.max_end_ns = Some(self.max_end_ns.map_or(e.end_ns(), |m| m.max(e.end_ns())));
+        let dur = i64::try_from(e.dur_ns).unwrap_or(i64::MAX);
+        if e.kind == Kind::Op {
+            let same = |(n, _): &(Arc<str>, Sums)| Arc::ptr_eq(n, &e.name) || *n == e.name;
+            let i = if self.ops.get(self.last_op).is_some_and(same) {
+                self.last_op
+            } else if let Some(i) = self.ops.iter().position(same) {
+                i
+            } else {
+                self.ops.push((Arc::clone(&e.name), Sums::default()));
+                self.ops.len() - 1
+            };
+            self.last_op = i;
+            self.ops[i].1.add(dur, keep);
+        } else {
+            self.kinds[e.kind as usize].add(dur, keep);
+        }
+        if matches!(e.kind, Kind::Batch | Kind::Wait | Kind::Consume) {
+            self.kept.push((ordinal, e.clone()));
+        }
+        if self.first.is_none() {
+            self.first = Some(e);
+        }
+    }
+}
+
+impl EntrySink for BlockSummary {
+    fn push(&mut self, entry: Entry) {
+        match entry {
+            Entry::Bad(b) => {
+                if self.segments.is_empty() {
+                    self.segments.push(Segment::default());
+                }
+                if let Some(s) = self.segments.last_mut() {
+                    s.bad.push(b);
+                }
+            }
+            Entry::Event(e) => {
+                let fits = self
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.first.as_ref().is_none_or(|f| same_process(f, &e)));
+                if !fits {
+                    self.segments.push(Segment::default());
+                }
+                if let Some(s) = self.segments.last_mut() {
+                    s.add(e, self.keep_durations);
+                }
+            }
+        }
+    }
+}
+
+impl TraceIndex {
+    /// Adds a block's summary: what [`TraceIndex::add`] of each of its
+    /// events would. `on_bad` sees each bad line. An error only when a
+    /// temporary file cannot be written.
+    pub(crate) fn add_block(
+        &mut self,
+        block: BlockSummary,
+        on_bad: &mut impl FnMut(&BadLine),
+    ) -> Result<(), SpillError> {
+        for segment in block.segments {
+            self.add_segment(segment, on_bad)?;
+        }
+        Ok(())
+    }
+
+    fn add_segment(
+        &mut self,
+        s: Segment,
+        on_bad: &mut impl FnMut(&BadLine),
+    ) -> Result<(), SpillError> {
+        for b in s.bad {
+            on_bad(&b);
+            self.warnings.push(b);
+        }
+        let Some(first) = &s.first else {
+            return Ok(());
+        };
+        let process = self.resolve(first);
+        let base = self.events;
+        self.events += s.events;
+        self.processes[process].events += s.events;
+        for (kind, n) in Kind::ALL.into_iter().zip(s.per_kind) {
+            if n > 0 {
+                *self.per_kind.entry(kind).or_insert(0) += n;
+            }
+        }
+        if let (Some(lo), Some(hi)) = (s.min_start_ns, s.max_end_ns) {
+            self.min_start_ns = Some(self.min_start_ns.map_or(lo, |m| m.min(lo)));
+            self.max_end_ns = Some(self.max_end_ns.map_or(hi, |m| m.max(hi)));
+        }
+        for (ordinal, e) in &s.kept {
+            let ordinal = base + ordinal;
+            let main = MainRec {
+                process,
+                batch: e.batch,
+                start_ns: e.start_ns,
+                dur_ns: e.dur_ns,
+                ready: e.ready,
+                ordinal,
+            };
+            match e.kind {
+                Kind::Batch => self.batches.push(BatchRec {
+                    process,
+                    batch: e.batch,
+                    start_ns: e.start_ns,
+                    dur_ns: e.dur_ns,
+                    ordinal,
+                })?,
+                Kind::Wait => {
+                    let b = WaitBucket::of(e.dur_ns, e.ready) as usize;
+                    self.wait_buckets[b].0 += 1;
+                    self.wait_buckets[b].1 = self.wait_buckets[b].1.saturating_add(e.dur_ns);
+                    self.waits.push(main)?;
+                }
+                _ => self.consumes.push(main)?,
+            }
+        }
+        // Keys in the order [`TraceIndex::add`] meets them: the kinds'
+        // exist from the start, op names are added in the order met.
+        for (kind, sums) in Kind::ALL.into_iter().zip(s.kinds) {
+            if sums.count > 0 {
+                self.add_sums(kind as u32, sums)?;
+            }
+        }
+        for (name, sums) in s.ops {
+            let key = match self.op_keys.get(&*name) {
+                Some(&k) => k,
+                None => {
+                    let k = self.keys.len() as u32;
+                    self.keys.push(DurationKey {
+                        kind: Kind::Op,
+                        name: Some(name.to_string()),
+                        count: 0,
+                        total_ns: 0,
+                    });
+                    self.op_keys.insert(name.to_string(), k);
+                    k
+                }
+            };
+            self.add_sums(key, sums)?;
+        }
+        Ok(())
+    }
+
+    fn add_sums(&mut self, key: u32, sums: Sums) -> Result<(), SpillError> {
+        let k = &mut self.keys[key as usize];
+        k.count += sums.count;
+        k.total_ns += sums.total_ns;
+        if let Some(d) = &mut self.durations {
+            for dur in sums.durations {
+                d.push(DurRec { key, dur })?;
+            }
+        }
+        Ok(())
+    }
+}
