@@ -257,3 +257,147 @@ impl TraceIndex {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spill::Budget;
+    use crate::trace::event::Role;
+
+    fn ev(name: &str, kind: Kind, pid: u32, start_ns: u64, dur_ns: u64, batch: u64) -> Event {
+        Event {
+            name: Arc::from(name),
+            kind,
+            pid,
+            role: if kind == Kind::Wait || kind == Kind::Consume {
+                Role::Main
+            } else {
+                Role::Worker
+            },
+            start_ns,
+            dur_ns,
+            batch: Some(batch),
+            sample: None,
+            ready: (kind == Kind::Wait).then_some(batch % 2 == 0),
+            host: Some(Arc::from("node1")),
+            rank: Some(0),
+            tid: None,
+        }
+    }
+
+    /// Everything the index gathered, for comparison.
+    fn gathered(ix: &mut TraceIndex) -> String {
+        let processes: Vec<(u32, u64, Vec<String>)> = ix
+            .processes
+            .iter()
+            .map(|p| (p.process.pid, p.events, p.files.clone()))
+            .collect();
+        let batches: Vec<BatchRec> = ix
+            .batches
+            .iter()
+            .expect("b")
+            .map(|r| r.expect("b"))
+            .collect();
+        let waits: Vec<MainRec> = ix.waits.iter().expect("w").map(|r| r.expect("w")).collect();
+        let consumes: Vec<MainRec> = ix
+            .consumes
+            .iter()
+            .expect("c")
+            .map(|r| r.expect("c"))
+            .collect();
+        let durations: Vec<DurRec> = ix
+            .take_durations()
+            .expect("durations")
+            .finish()
+            .expect("sorted")
+            .map(|r| r.expect("read"))
+            .collect();
+        format!(
+            "{} {:?} {:?} {:?} {:?} {processes:?} {batches:?} {waits:?} {consumes:?} {:?} {:?} {durations:?}",
+            ix.events,
+            ix.per_kind,
+            ix.min_start_ns,
+            ix.max_end_ns,
+            ix.keys,
+            ix.wait_buckets,
+            ix.warnings.shown,
+        )
+    }
+
+    /// Blocks summed up (one holding two processes' events, and bad
+    /// lines) give the index that adding each event gives: keys in the
+    /// order met, ordinals, processes, spools and durations alike.
+    #[test]
+    fn summed_blocks_give_what_each_event_gives() {
+        let mut entries = Vec::new();
+        for b in 0..40u64 {
+            let pid = if b % 10 < 7 { 11 } else { 12 };
+            for (i, op) in ["Decode", "Crop", "Decode", "Flip"].iter().enumerate() {
+                let start = b * 1000 + i as u64 * 100;
+                entries.push(Entry::Event(ev(
+                    op,
+                    Kind::Op,
+                    pid,
+                    start,
+                    50 + (b * 7 + i as u64) % 30,
+                    b,
+                )));
+            }
+            entries.push(Entry::Event(ev(
+                "Batch",
+                Kind::Batch,
+                pid,
+                b * 1000,
+                700 + b,
+                b,
+            )));
+            if b % 13 == 5 {
+                entries.push(Entry::Bad(BadLine {
+                    file: "log".into(),
+                    line: b,
+                    message: format!("bad {b}"),
+                }));
+            }
+            entries.push(Entry::Event(ev(
+                "Wait",
+                Kind::Wait,
+                10,
+                b * 1000 + 800,
+                b % 3,
+                b,
+            )));
+            entries.push(Entry::Event(ev(
+                "Consume",
+                Kind::Consume,
+                10,
+                b * 1000 + 900,
+                0,
+                b,
+            )));
+        }
+        let budget = Budget::new(64);
+        let mut one_by_one = TraceIndex::new(true, budget);
+        one_by_one.begin("", "log");
+        let mut summed = TraceIndex::new(true, budget);
+        summed.begin("", "log");
+        let mut bad_seen = Vec::new();
+        for chunk in entries.chunks(23) {
+            let mut block = BlockSummary::new(true);
+            for entry in chunk {
+                block.push(entry.clone());
+                match entry {
+                    Entry::Event(e) => {
+                        one_by_one.add(e).expect("add");
+                    }
+                    Entry::Bad(b) => one_by_one.warnings.push(b.clone()),
+                }
+            }
+            summed
+                .add_block(block, &mut |b: &BadLine| bad_seen.push(b.line))
+                .expect("add block");
+        }
+        assert_eq!(bad_seen, [5, 18, 31]);
+        assert!(summed.keys.len() > Kind::ALL.len() + 2, "op keys made");
+        assert_eq!(gathered(&mut summed), gathered(&mut one_by_one));
+    }
+}
