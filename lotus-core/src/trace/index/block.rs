@@ -278,7 +278,7 @@ mod tests {
             dur_ns,
             batch: Some(batch),
             sample: None,
-            ready: (kind == Kind::Wait).then_some(batch % 2 == 0),
+            ready: (kind == Kind::Wait).then_some(batch.is_multiple_of(2)),
             host: Some(Arc::from("node1")),
             rank: Some(0),
             tid: None,
