@@ -150,6 +150,13 @@ fn intern(names: &mut Names, name: &str) -> Arc<str> {
 pub(crate) trait EntrySink {
     /// Takes one entry.
     fn push(&mut self, entry: Entry);
+
+    /// Takes one event line of `parser`'s process: by default as the
+    /// [`Event`] it makes; a sink that only sums events up can take the
+    /// line's fields without one being built.
+    fn line_event(&mut self, parser: &LineParser, names: &mut Names, p: LineEvent<'_>) {
+        self.push(parser.event(names, p));
+    }
 }
 
 impl EntrySink for Vec<Entry> {
@@ -202,7 +209,7 @@ impl LineParser {
         self.line_no += 1;
         if !too_long {
             if let Some(p) = fast_event_line(raw) {
-                out.push(self.event(names, p));
+                out.line_event(self, names, p);
                 return;
             }
         }
@@ -229,14 +236,14 @@ impl LineParser {
             }
             return;
         }
-        out.push(match parse_event_line(line) {
-            Ok(p) => self.event(names, p),
-            Err(message) => self.bad(message),
-        });
+        match parse_event_line(line) {
+            Ok(p) => out.line_event(self, names, p),
+            Err(message) => out.push(self.bad(message)),
+        }
     }
 
     /// The event of a parsed line, in this parser's process.
-    fn event(&self, names: &mut Names, p: LineEvent<'_>) -> Entry {
+    pub(crate) fn event(&self, names: &mut Names, p: LineEvent<'_>) -> Entry {
         Entry::Event(Event {
             name: intern(names, p.name),
             kind: p.kind,

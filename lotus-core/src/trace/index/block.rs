@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::{BatchRec, DurRec, DurationKey, MainRec, TraceIndex};
 use crate::spill::SpillError;
 use crate::trace::event::{Event, Kind};
-use crate::trace::parse::{BadLine, Entry, EntrySink};
+use crate::trace::parse::{BadLine, Entry, EntrySink, LineEvent, LineParser, Names};
 use crate::trace::stats::WaitBucket;
 
 /// Count, total and (when kept) the durations of one key within a block.
@@ -93,29 +93,41 @@ impl BlockSummary {
 }
 
 impl Segment {
-    fn add(&mut self, e: Event, keep: bool) {
+    /// Counts one event; returns its place among the segment's events.
+    fn count(&mut self, kind: Kind, name: &str, start_ns: u64, dur_ns: u64, keep: bool) -> u64 {
         let ordinal = self.events;
         self.events += 1;
-        self.per_kind[e.kind as usize] += 1;
-        self.min_start_ns = Some(self.min_start_ns.map_or(e.start_ns, |m| m.min(e.start_ns)));
-        self.max_end_ns = Some(self.max_end_ns.map_or(e.end_ns(), |m| m.max(e.end_ns())));
-        let dur = i64::try_from(e.dur_ns).unwrap_or(i64::MAX);
-        if e.kind == Kind::Op {
-            let same = |(n, _): &(Arc<str>, Sums)| Arc::ptr_eq(n, &e.name) || *n == e.name;
+        self.per_kind[kind as usize] += 1;
+        let end_ns = start_ns.saturating_add(dur_ns);
+        self.min_start_ns = Some(self.min_start_ns.map_or(start_ns, |m| m.min(start_ns)));
+        self.max_end_ns = Some(self.max_end_ns.map_or(end_ns, |m| m.max(end_ns)));
+        let dur = i64::try_from(dur_ns).unwrap_or(i64::MAX);
+        if kind == Kind::Op {
+            let same = |(n, _): &(Arc<str>, Sums)| **n == *name;
             let i = if self.ops.get(self.last_op).is_some_and(same) {
                 self.last_op
             } else if let Some(i) = self.ops.iter().position(same) {
                 i
             } else {
-                self.ops.push((Arc::clone(&e.name), Sums::default()));
+                self.ops.push((Arc::from(name), Sums::default()));
                 self.ops.len() - 1
             };
             self.last_op = i;
             self.ops[i].1.add(dur, keep);
         } else {
-            self.kinds[e.kind as usize].add(dur, keep);
+            self.kinds[kind as usize].add(dur, keep);
         }
-        if matches!(e.kind, Kind::Batch | Kind::Wait | Kind::Consume) {
+        ordinal
+    }
+
+    /// Whether events of `kind` are kept one by one.
+    fn kept_kind(kind: Kind) -> bool {
+        matches!(kind, Kind::Batch | Kind::Wait | Kind::Consume)
+    }
+
+    fn add(&mut self, e: Event, keep: bool) {
+        let ordinal = self.count(e.kind, &e.name, e.start_ns, e.dur_ns, keep);
+        if Self::kept_kind(e.kind) {
             self.kept.push((ordinal, e.clone()));
         }
         if self.first.is_none() {
@@ -124,7 +136,48 @@ impl Segment {
     }
 }
 
+impl BlockSummary {
+    /// The segment for events of `fits`'s process: the last one, or a new
+    /// one.
+    fn segment(&mut self, fits: impl Fn(&Event) -> bool) -> &mut Segment {
+        let fits = self
+            .segments
+            .last()
+            .is_some_and(|s| s.first.as_ref().is_none_or(fits));
+        if !fits {
+            self.segments.push(Segment::default());
+        }
+        let last = self.segments.len() - 1;
+        &mut self.segments[last]
+    }
+}
+
 impl EntrySink for BlockSummary {
+    /// An event line summed up from its fields: an [`Event`] is made only
+    /// for the segment's first (its process) and the kept ones.
+    fn line_event(&mut self, parser: &LineParser, names: &mut Names, p: LineEvent<'_>) {
+        let keep = self.keep_durations;
+        let process = &parser.process;
+        let s = self.segment(|f| {
+            f.pid == process.pid
+                && f.role == process.role
+                && f.rank == process.rank
+                && same_host(&f.host, &process.host)
+        });
+        let kind = p.kind;
+        let ordinal = s.count(kind, p.name, p.start_ns, p.dur_ns, keep);
+        if Segment::kept_kind(kind) || s.first.is_none() {
+            if let Entry::Event(e) = parser.event(names, p) {
+                if Segment::kept_kind(kind) {
+                    s.kept.push((ordinal, e.clone()));
+                }
+                if s.first.is_none() {
+                    s.first = Some(e);
+                }
+            }
+        }
+    }
+
     fn push(&mut self, entry: Entry) {
         match entry {
             Entry::Bad(b) => {
@@ -136,16 +189,8 @@ impl EntrySink for BlockSummary {
                 }
             }
             Entry::Event(e) => {
-                let fits = self
-                    .segments
-                    .last()
-                    .is_some_and(|s| s.first.as_ref().is_none_or(|f| same_process(f, &e)));
-                if !fits {
-                    self.segments.push(Segment::default());
-                }
-                if let Some(s) = self.segments.last_mut() {
-                    s.add(e, self.keep_durations);
-                }
+                let keep = self.keep_durations;
+                self.segment(|f| same_process(f, &e)).add(e, keep);
             }
         }
     }
@@ -398,6 +443,58 @@ mod tests {
         }
         assert_eq!(bad_seen, [5, 18, 31]);
         assert!(summed.keys.len() > Kind::ALL.len() + 2, "op keys made");
+        assert_eq!(gathered(&mut summed), gathered(&mut one_by_one));
+    }
+
+    /// Lines parsed straight into a summary (no event built but the first
+    /// and the kept ones) give what their events added one by one give.
+    #[test]
+    fn lines_summed_as_parsed_give_what_their_events_give() {
+        use crate::trace::event::Process;
+        let mut text = String::new();
+        for b in 0..30u64 {
+            for (i, op) in ["Decode", "Crop", "Decode"].iter().enumerate() {
+                let start = b * 1000 + i as u64 * 100;
+                text += &format!("S{op},{start},{},kind=op,batch={b}\n", 40 + b % 9);
+            }
+            text += &format!("SBatch,{},{},kind=batch,batch={b}\n", b * 1000, 500 + b);
+            if b % 11 == 3 {
+                text += "not an event line\n  SSpaced , 1 , 2 \n";
+            }
+            text += &format!("SWait_{b},{},{}\n", b * 1000 + 600, b % 4);
+        }
+        let budget = Budget::new(64);
+        let process = Process {
+            pid: 7,
+            role: Role::Worker,
+            host: Some(Arc::from("node1")),
+            rank: Some(1),
+        };
+        let parse = |sink: &mut dyn FnMut(&mut LineParser, &[u8], &mut Names)| {
+            let mut parser = LineParser::new("log".into(), process.clone());
+            let mut names = Names::new();
+            for line in text.lines() {
+                sink(&mut parser, line.as_bytes(), &mut names);
+            }
+        };
+        let mut one_by_one = TraceIndex::new(true, budget);
+        one_by_one.begin("", "log");
+        let mut entries = Vec::new();
+        parse(&mut |p, line, names| p.line(line, false, names, &mut entries));
+        for entry in entries {
+            match entry {
+                Entry::Event(e) => {
+                    one_by_one.add(&e).expect("add");
+                }
+                Entry::Bad(b) => one_by_one.warnings.push(b),
+            }
+        }
+        let mut summed = TraceIndex::new(true, budget);
+        summed.begin("", "log");
+        let mut block = BlockSummary::new(true);
+        parse(&mut |p, line, names| p.line(line, false, names, &mut block));
+        summed.add_block(block, &mut |_| {}).expect("add block");
+        assert!(one_by_one.warnings.total > 0, "bad lines read");
         assert_eq!(gathered(&mut summed), gathered(&mut one_by_one));
     }
 }
