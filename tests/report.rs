@@ -45,6 +45,47 @@ fn fixed(v: &Value, places: usize) -> String {
         .map_or("-".to_string(), |x| format!("{x:.places$}"))
 }
 
+/// Opens `page` in headless Chromium (fixtures/report/cdp_check.py):
+/// asserts no console error, no request but the page itself and a
+/// screenshot written (`target/tmp/<shot>`); returns what the browser saw.
+fn open_in_browser(browser: &Path, page: &Path, shot: &str) -> Value {
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(shot);
+    let out = Command::new(any_python())
+        .arg(fixture("report/cdp_check.py"))
+        .args([browser.as_os_str(), page.as_os_str(), shot.as_os_str()])
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "cdp_check: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        seen["console_errors"],
+        serde_json::json!([]),
+        "no console errors"
+    );
+    let requests: Vec<&str> = seen["requests"]
+        .as_array()
+        .expect("requests")
+        .iter()
+        .map(|r| r.as_str().expect("url"))
+        .collect();
+    assert_eq!(
+        requests,
+        [seen["url"].as_str().expect("url")],
+        "no request but the page"
+    );
+    let png = fs::read(&shot).expect("screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "a screenshot"
+    );
+    println!("screenshot of the report: {}", shot.display());
+    seen
+}
+
 #[test]
 fn the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers() {
     let Some(browser) = chromium() else {
@@ -97,41 +138,7 @@ fn the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers() {
         "self-contained"
     );
 
-    // The browser's view of it.
-    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lotus-report.png");
-    let out = Command::new(any_python())
-        .arg(fixture("report/cdp_check.py"))
-        .args([browser.as_os_str(), page.as_os_str(), shot.as_os_str()])
-        .output()
-        .expect("python");
-    assert!(
-        out.status.success(),
-        "cdp_check: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(
-        seen["console_errors"],
-        serde_json::json!([]),
-        "no console errors"
-    );
-    let requests: Vec<&str> = seen["requests"]
-        .as_array()
-        .expect("requests")
-        .iter()
-        .map(|r| r.as_str().expect("url"))
-        .collect();
-    assert_eq!(
-        requests,
-        [seen["url"].as_str().expect("url")],
-        "no request but the page"
-    );
-    let png = fs::read(&shot).expect("screenshot");
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 20_000,
-        "a screenshot"
-    );
-    println!("screenshot of the report: {}", shot.display());
+    let seen = open_in_browser(&browser, &page, "lotus-report.png");
 
     // Every plot, with marks: bars beyond the legend's swatches, boxes'
     // whiskers; and the same plot as an SVG file.
@@ -304,4 +311,325 @@ fn the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers() {
         }
     }
     assert!(checked > 100, "{checked} figures checked");
+}
+
+/// Writes a sampled trace folder as `lotus trace run --sample` leaves it:
+/// a main process (pid 100) that waits for and consumes `batches` batches,
+/// one worker (pid 101) whose batches run `ops` one after the other, each
+/// 3 ms with a sample every 100 µs cycling through its functions (a
+/// function named twice gets twice the samples), a 1 ms gap after each op
+/// sampled in `collate` (outside every op), and, with `counters`, cycles
+/// and instructions read with each sample.
+fn sampled_folder(dir: &Path, batches: u64, ops: &[(&str, &[&str])], counters: bool) {
+    use lotus_core::trace::samples::{
+        write_sampling, CounterValues, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol,
+    };
+    fs::create_dir_all(dir).expect("mkdir");
+    // wall = monotonic + 1 s; samples are on the monotonic clock.
+    let off = 1_000_000_000u64;
+    const MS: u64 = 1_000_000;
+    let batch_ns = ops.len() as u64 * 4 * MS;
+    let mut symbols: Vec<String> = vec!["collate".into()];
+    let mut worker = format!("#lotus-trace v1 role=worker pid=101 wall_ns={off} monotonic_ns=0\n");
+    let mut main = format!("#lotus-trace v1 role=main pid=100 wall_ns={off} monotonic_ns=0\n");
+    let mut samples = Vec::new();
+    for b in 0..batches {
+        let t0 = b * batch_ns;
+        for (i, (op, functions)) in ops.iter().enumerate() {
+            let start = t0 + i as u64 * 4 * MS;
+            worker += &format!("S{op},{},{},kind=op,batch={b}\n", start + off, 3 * MS);
+            for j in 0..40u64 {
+                let (name, time) = if j < 30 {
+                    (
+                        functions[j as usize % functions.len()],
+                        start + j * 100_000 + 50_000,
+                    )
+                } else {
+                    ("collate", start + j * 100_000 + 50_000)
+                };
+                let symbol = symbols.iter().position(|s| s == name).unwrap_or_else(|| {
+                    symbols.push(name.to_string());
+                    symbols.len() - 1
+                }) as u32;
+                let c = [
+                    1000 + 37 * (j % 7) + 100 * symbol as u64,
+                    400 + 11 * (j % 5),
+                ];
+                samples.push(Sample {
+                    time_ns: time,
+                    pid: 101,
+                    tid: 101,
+                    symbol,
+                    kernel: false,
+                    counters: if counters {
+                        CounterValues::new(&c).expect("counters")
+                    } else {
+                        Default::default()
+                    },
+                });
+            }
+        }
+        worker += &format!("SBatch,{},{batch_ns},kind=batch,batch={b}\n", t0 + off);
+        let end = t0 + batch_ns + off;
+        main += &format!("SWait,{},{},kind=wait,batch={b},ready=0\n", end - MS, MS);
+        main += &format!("SConsume,{},0,kind=consume,batch={b}\n", end + MS);
+    }
+    fs::write(dir.join("lotus_worker_pid_101"), worker).expect("worker log");
+    fs::write(dir.join("lotus_main_pid_100"), main).expect("main log");
+    let mut w = SamplesWriter::create_with_counters(dir, "lotus", if counters { 2 } else { 0 })
+        .expect("samples");
+    let table: Vec<(u32, Symbol)> = symbols
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i as u32, Symbol::new(n, "/lib/libops.so")))
+        .collect();
+    w.symbols(&table).expect("symbols");
+    w.samples(&samples).expect("samples");
+    w.finish().expect("finish");
+    let mut meta = vec![
+        ("backend", "perf".to_string()),
+        ("frequency_hz", "10000".into()),
+        ("interval_ns", "100000".into()),
+        ("clock", "monotonic".into()),
+        ("status", "complete".into()),
+        ("samples", samples.len().to_string()),
+    ];
+    if counters {
+        meta.push(("counters", "cycles,instructions".into()));
+    }
+    write_sampling(&SampleFiles::of(dir, "lotus").sampling, &meta).expect("sampling");
+}
+
+/// A sampled trace and an isolated mapping: the page holds the in-pipeline
+/// attribution (table and plot) and the isolated mapping compared with the
+/// in-pipeline one built from the samples with no extra step, every figure
+/// equal to `attribute DIR --format json` and `show --against --format
+/// json`, and an op has the same colour in both plots.
+#[test]
+fn a_sampled_trace_reports_its_samples_and_the_mapping_comparison() {
+    let Some(browser) = chromium() else {
+        println!(
+            "skipped: a_sampled_trace_reports_its_samples_and_the_mapping_comparison: no chromium in /usr/bin (bash scripts/setup.sh --torch installs it as root with apt-get)"
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path();
+    let piped = d.join("piped");
+    sampled_folder(
+        &piped,
+        4,
+        &[
+            ("Decode", &["decode_huffman", "decode_huffman", "resize"]),
+            ("Normalize", &["normalize_kernel", "memcpy"]),
+        ],
+        true,
+    );
+    // Each op alone: Decode never resizes but runs an idct the pipeline
+    // never does; Normalize never copies.
+    let alone = d.join("alone");
+    sampled_folder(
+        &alone,
+        2,
+        &[
+            ("Decode", &["decode_huffman", "idct"]),
+            ("Normalize", &["normalize_kernel"]),
+        ],
+        false,
+    );
+    let isolated = d.join("isolated.json");
+    lotus_ok(&["map", "--from-trace", s(&alone), "--out", s(&isolated)]);
+    let in_pipeline = d.join("in_pipeline.json");
+    lotus_ok(&["map", "--from-trace", s(&piped), "--out", s(&in_pipeline)]);
+
+    let page = d.join("report.html");
+    let plot_dir = d.join("plots");
+    lotus_ok(&[
+        "report",
+        "--out",
+        s(&page),
+        "--trace",
+        s(&piped),
+        "--mapping",
+        s(&isolated),
+        "--plot-dir",
+        s(&plot_dir),
+    ]);
+    let seen = open_in_browser(&browser, &page, "lotus-report-sampled.png");
+    let plots: BTreeMap<String, &Value> = seen["plots"]
+        .as_array()
+        .expect("plots")
+        .iter()
+        .map(|p| (p["name"].as_str().expect("name").to_string(), p))
+        .collect();
+    for name in ["in_pipeline_piped", "coverage_1"] {
+        let p = plots
+            .get(name)
+            .unwrap_or_else(|| panic!("no plot {name}: {:?}", plots.keys()));
+        let rects = p["rects"].as_u64().unwrap_or(0);
+        assert!(rects >= 2, "{name}: {rects} bars");
+        assert_eq!(p["clipped"], serde_json::json!([]), "{name}: text cut");
+        for op in ["Decode", "Normalize"] {
+            assert!(
+                p["texts"]
+                    .as_array()
+                    .expect("texts")
+                    .iter()
+                    .any(|t| t.as_str() == Some(op)),
+                "{name}: {op} under its bar"
+            );
+        }
+    }
+    // An op's colour: the fill of the bar over its label's x, the same in
+    // both plots (read from the SVG files).
+    let fill_of = |name: &str| -> BTreeMap<String, String> {
+        let file = fs::read_to_string(plot_dir.join(format!("{name}.svg"))).expect("svg file");
+        let doc = roxmltree::Document::parse(&file).expect("well-formed SVG");
+        let x = |n: &roxmltree::Node, a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok());
+        let bars: Vec<(f64, f64, String)> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("rect"))
+            .filter_map(|n| {
+                Some((
+                    x(&n, "x")?,
+                    x(&n, "x")? + x(&n, "width")?,
+                    n.attribute("fill")?.to_string(),
+                ))
+            })
+            .collect();
+        ["Decode", "Normalize"]
+            .iter()
+            .map(|op| {
+                let label = doc
+                    .descendants()
+                    .find(|n| n.has_tag_name("text") && n.text().map(str::trim) == Some(op))
+                    .unwrap_or_else(|| panic!("{name}: no label {op}"));
+                let lx = x(&label, "x").expect("label x");
+                let fill = bars
+                    .iter()
+                    .filter(|(a, b, _)| *a <= lx && lx <= *b)
+                    .map(|(_, _, f)| f.clone())
+                    .next_back()
+                    .unwrap_or_else(|| panic!("{name}: no bar over {op}"));
+                (op.to_string(), fill)
+            })
+            .collect()
+    };
+    let (in_pipe, coverage) = (fill_of("in_pipeline_piped"), fill_of("coverage_1"));
+    assert_eq!(in_pipe, coverage, "an op's colour in both plots");
+    assert_ne!(
+        in_pipe["Decode"], in_pipe["Normalize"],
+        "two ops, two colours"
+    );
+
+    let cells = seen["cells"].as_object().expect("cells");
+    let cell = |k: &str| {
+        cells
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no cell {k}: {:?}", cells.keys().collect::<Vec<_>>()))
+            .to_string()
+    };
+    let att: Value = serde_json::from_str(&lotus_ok(&["attribute", s(&piped), "--format", "json"]))
+        .expect("attribution");
+    let mut checked = 0;
+    for r in att["rows"].as_array().expect("rows") {
+        let name = r["name"].as_str().expect("row");
+        let k = |f: &str| format!("in_pipeline/piped/{name}/{f}");
+        assert_eq!(cell(&k("samples")), r["samples"].to_string(), "{name}");
+        assert_eq!(cell(&k("cpu_ms")), ms(&r["cpu_ns"]), "{name}");
+        assert_eq!(
+            cell(&k("share")),
+            format!("{:.2}", r["share"].as_f64().expect("share") * 100.0)
+        );
+        let or_dash = |v: &Value| v.as_u64().map_or("-".to_string(), |c| c.to_string());
+        assert_eq!(cell(&k("calls")), or_dash(&r["calls"]), "{name}");
+        assert_eq!(
+            cell(&k("cpu_ms_per_call")),
+            if r["cpu_per_call_ns"].is_null() {
+                "-".to_string()
+            } else {
+                ms(&r["cpu_per_call_ns"])
+            }
+        );
+        for c in ["cycles", "instructions"] {
+            assert_eq!(
+                cell(&k(&format!("counters/{c}"))),
+                r["counters"][c].to_string(),
+                "{name} {c}"
+            );
+        }
+        assert_eq!(
+            cell(&k("counters/CPI")),
+            fixed(&r["cpi"], 2).replace('-', "")
+        );
+        let top = r["top_functions"][0]["function"].as_str().expect("top");
+        assert!(cell(&k("top")).starts_with(top), "{name}: top {top}");
+        checked += 8;
+    }
+    assert_eq!(
+        cell("in_pipeline/piped/total_samples"),
+        att["total_samples"].to_string()
+    );
+    let cmp: Value = serde_json::from_str(&lotus_ok(&[
+        "show",
+        s(&isolated),
+        "--against",
+        s(&in_pipeline),
+        "--format",
+        "json",
+    ]))
+    .expect("comparison");
+    for o in cmp["ops"].as_array().expect("ops") {
+        let op = o["op"].as_str().expect("op");
+        let k = |f: &str| format!("comparison/piped (its samples)/{op}/{f}");
+        assert_eq!(
+            cell(&k("coverage")),
+            format!("{:.1}", o["coverage"].as_f64().expect("coverage") * 100.0),
+            "{op}"
+        );
+        assert_eq!(cell(&k("listed")), o["listed"].to_string());
+        assert_eq!(
+            cell(&k("other_samples")).parse::<f64>().expect("number"),
+            o["other_samples"].as_f64().expect("samples")
+        );
+        assert_eq!(cell(&k("missed_count")), o["missed_count"].to_string());
+        assert_eq!(cell(&k("not_run_count")), o["not_run_count"].to_string());
+        for (list, key) in [("missed", "missed"), ("not_run", "not_run")] {
+            let text = cell(&k(key));
+            for f in o[list].as_array().expect("list").iter().take(5) {
+                let f = f["function"].as_str().expect("function");
+                assert!(text.contains(f), "{op} {list}: {f} in {text}");
+            }
+        }
+        checked += 7;
+    }
+    // What the fixture makes: resize and memcpy missed, idct never run.
+    let missed = cell("comparison/piped (its samples)/Decode/missed");
+    assert!(missed.starts_with("resize"), "{missed}");
+    let not_run = cell("comparison/piped (its samples)/Decode/not_run");
+    assert!(not_run.starts_with("idct"), "{not_run}");
+    assert!(checked > 20, "{checked} figures checked");
+
+    // --against names the in-pipeline mapping: the same figures.
+    let page2 = d.join("against.html");
+    lotus_ok(&[
+        "report",
+        "--out",
+        s(&page2),
+        "--mapping",
+        s(&isolated),
+        "--against",
+        s(&in_pipeline),
+    ]);
+    let html = fs::read_to_string(&page2).expect("page");
+    for o in cmp["ops"].as_array().expect("ops") {
+        let want = format!(
+            "data-key=\"comparison/{}/{}/coverage\">{:.1}<",
+            in_pipeline.display(),
+            o["op"].as_str().expect("op"),
+            o["coverage"].as_f64().expect("coverage") * 100.0
+        );
+        assert!(html.contains(&want), "{want}");
+    }
 }

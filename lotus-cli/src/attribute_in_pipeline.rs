@@ -38,7 +38,13 @@ pub fn run(
     let a = attribute_folder(dir, prefix, budget, top)
         .with_context(|| format!("cannot attribute the samples in {}", dir.display()))?;
     if let Some(path) = plot {
-        write_atomic(path, &svg_of(&a)?)?;
+        let colours = Colours::new(
+            a.rows
+                .iter()
+                .filter(|r| r.kind == RowKind::Op)
+                .map(|r| r.name.as_str()),
+        );
+        write_atomic(path, &svg_of(&a, &colours)?)?;
         crate::usage::note!("lotus: wrote {}", path.display());
     }
     let format =
@@ -64,9 +70,10 @@ pub fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--plot`: one bar per row (ops, then the other rows, as the table
-/// lists them), its CPU time, named with its top function.
-fn svg_of(a: &InPipelineAttribution) -> Result<String> {
+/// `--plot` (and `lotus report`'s plot of it): one bar per row (ops, then
+/// the other rows, as the table lists them), its CPU time, named with its
+/// top function, coloured by `colours` (the other rows grey).
+pub(crate) fn svg_of(a: &InPipelineAttribution, colours: &Colours) -> Result<String> {
     // Seconds once a bar would pass 10 000 ms: the axis stays readable.
     let top_ns = a.rows.iter().map(|r| r.cpu_ns).max().unwrap_or(0);
     let (unit, per_ns, decimals) = if top_ns >= 10_000_000_000 {
@@ -85,12 +92,6 @@ fn svg_of(a: &InPipelineAttribution) -> Result<String> {
             }),
         })
         .collect();
-    let colours = Colours::new(
-        a.rows
-            .iter()
-            .filter(|r| r.kind == RowKind::Op)
-            .map(|r| r.name.as_str()),
-    );
     let title = format!(
         "CPU time per row in the pipeline ({} samples at {} Hz{})",
         a.total_samples,
@@ -102,7 +103,7 @@ fn svg_of(a: &InPipelineAttribution) -> Result<String> {
         &format!("CPU time ({unit})"),
         &bars,
         decimals,
-        &colours,
+        colours,
     )
 }
 
@@ -147,7 +148,7 @@ fn has_cpi(a: &InPipelineAttribution) -> bool {
 }
 
 /// A row's counter columns, in the samples file's order, then CPI.
-fn counter_cells(a: &InPipelineAttribution, r: &AttributedRow) -> Vec<String> {
+pub(crate) fn counter_cells(a: &InPipelineAttribution, r: &AttributedRow) -> Vec<String> {
     let mut cells: Vec<String> = a
         .counters
         .iter()
@@ -160,7 +161,7 @@ fn counter_cells(a: &InPipelineAttribution, r: &AttributedRow) -> Vec<String> {
 }
 
 /// The counter columns' headers.
-fn counter_headers(a: &InPipelineAttribution) -> Vec<String> {
+pub(crate) fn counter_headers(a: &InPipelineAttribution) -> Vec<String> {
     let mut h = a.counters.clone();
     if has_cpi(a) {
         h.push("CPI".into());

@@ -28,6 +28,7 @@ mod plots;
 mod profile_cmd;
 mod program;
 mod report_cmd;
+mod report_samples;
 mod sampled_trace;
 mod trace_cmd;
 mod trace_run;

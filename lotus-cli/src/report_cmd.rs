@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! lotus report --out report.html [--trace DIR ...] [--configs] [--outliers flag|study]
-//!              [--mapping M --profile P ... [--op-times T]] [--plot-dir DIR]
+//!              [--mapping M [--profile P ... [--op-times T]] [--against OTHER]]
+//!              [--prefix lotus] [--plot-dir DIR]
 //! ```
 //!
 //! The page needs no network: its CSS is inline, its plots are inline SVG
@@ -14,7 +15,10 @@
 //! box plots of every wait and delay;
 //! per profile, each op's time and hardware metrics (CPI, top-down) and
 //! each op's native functions; and the `lotus trace view` command that
-//! makes the Perfetto timeline. Each figure shown carries `data-key` with
+//! makes the Perfetto timeline. For a sampled trace folder (`trace run
+//! --sample`), the in-pipeline attribution of its samples, and, with
+//! `--mapping`, the mapping compared with the in-pipeline one (built from
+//! the samples, or `--against`): [`crate::report_samples`]. Each figure shown carries `data-key` with
 //! what it is, so that a test (or a script) can check the page against
 //! `lotus trace stats --json` and `lotus attribute --format json`. With
 //! `--plot-dir`, each plot is also written there as an SVG file.
@@ -27,6 +31,7 @@ use anyhow::{bail, Context, Result};
 use lotus_core::attribute::{
     Attribution, FunctionAttribution, FunctionMapping, MatchMode, Options,
 };
+use lotus_core::spill::Budget;
 use lotus_core::trace::stats::{ConfigComparison, OutlierRule};
 
 use crate::attribute_cmd::{
@@ -34,6 +39,9 @@ use crate::attribute_cmd::{
 };
 use crate::output::write_atomic;
 use crate::plots::{box_plot, grouped_bars, Colours};
+use crate::report_samples::{
+    attribute, compare, comparison_section, in_pipeline_section, op_names, Sampled,
+};
 use crate::trace_cmd::{configurations_of, Computed, OutliersArg};
 
 /// `lotus report --format`.
@@ -71,13 +79,21 @@ pub struct ReportArgs {
     /// The ops' own times for shared functions (as `attribute`).
     #[arg(long, value_name = "CSV|DIR")]
     pub op_times: Option<PathBuf>,
+    /// The in-pipeline mapping to compare --mapping with (as `lotus show
+    /// MAPPING --against OTHER`); without it, each sampled trace's own,
+    /// built from its samples (as `lotus map --from-trace DIR`).
+    #[arg(long, value_name = "OTHER", requires = "mapping")]
+    pub against: Option<PathBuf>,
+    /// The samples' prefix in each trace folder (as `trace run --prefix`).
+    #[arg(long, default_value = "lotus")]
+    pub prefix: String,
     /// Also write each plot as an SVG file into this folder.
     #[arg(long, value_name = "DIR")]
     pub plot_dir: Option<PathBuf>,
 }
 
 /// HTML-escaped text.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -90,23 +106,25 @@ fn ms_cell(key: &str, ns: f64) -> String {
 }
 
 /// A number cell as given, keyed.
-fn cell(key: &str, text: String) -> String {
+pub(crate) fn cell(key: &str, text: String) -> String {
     format!("<td data-key=\"{}\">{}</td>", esc(key), esc(&text))
 }
 
 const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}\
 table{border-collapse:collapse;margin:8px 0 20px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
-td:first-child,th:first-child{text-align:left}td:first-child{max-width:520px;overflow-wrap:anywhere}th{background:#f0f0f0}figure{margin:12px 0;overflow-x:auto}\
+td:first-child,th:first-child,td.names{text-align:left}td:first-child{max-width:520px;overflow-wrap:anywhere}th{background:#f0f0f0}figure{margin:12px 0;overflow-x:auto}\
 figcaption{font-size:13px;color:#555}code{background:#f4f4f4;padding:1px 4px}h2{border-bottom:2px solid #ddd}";
 
-/// The plots, in order: (file name, SVG).
-struct Page {
-    html: String,
+/// The page being written, and its plots in order: (file name, SVG).
+pub(crate) struct Page {
+    /// The page so far.
+    pub(crate) html: String,
     plots: Vec<(String, String)>,
 }
 
 impl Page {
-    fn plot(&mut self, name: &str, caption: &str, svg: String) {
+    /// Adds a plot (`name`: its `data-plot` and file name) with its caption.
+    pub(crate) fn plot(&mut self, name: &str, caption: &str, svg: String) {
         let _ = writeln!(
             self.html,
             "<figure data-plot=\"{name}\">{svg}<figcaption>{}</figcaption></figure>",
@@ -118,9 +136,9 @@ impl Page {
 
 /// Runs `lotus report`.
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
-    if args.traces.is_empty() && args.profiles.is_empty() {
+    if args.traces.is_empty() && args.profiles.is_empty() && args.against.is_none() {
         bail!(
-            "nothing to report: give --trace DIR (a trace folder) and/or --mapping M --profile P"
+            "nothing to report: give --trace DIR (a trace folder) and/or --mapping M --profile P (or --against OTHER)"
         );
     }
     if !args.profiles.is_empty() && args.mapping.is_none() {
@@ -133,10 +151,29 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
             configs.push(Computed::of(label, dir, rule)?);
         }
     }
+    let budget = Budget::from_env()?;
+    let mut sampled = Vec::new();
+    for c in &configs {
+        sampled.push((c.label.clone(), attribute(&c.dir, &args.prefix, budget)?));
+    }
     // Attribution: per op and per function of each profile.
     let mut attributed: Vec<(LoadedProfile, Attribution, FunctionAttribution)> = Vec::new();
+    let mut compared = Vec::new();
     if let Some(mpath) = &args.mapping {
         let mapping = load_mapping(mpath)?;
+        let with_samples: Vec<(String, PathBuf)> = configs
+            .iter()
+            .zip(&sampled)
+            .filter(|(_, (_, s))| matches!(s, Sampled::With(_)))
+            .map(|(c, _)| (c.label.clone(), c.dir.clone()))
+            .collect();
+        compared = compare(
+            &mapping,
+            args.against.as_deref(),
+            &with_samples,
+            &args.prefix,
+            budget,
+        )?;
         let op_times = args.op_times.as_deref().map(load_op_times).transpose()?;
         let options = Options::new(MatchMode::Auto, op_times);
         let functions = FunctionMapping::of(&mapping, &options);
@@ -165,6 +202,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     for (_, a, _) in &attributed {
         names.extend(a.ops.iter().map(|o| o.op.clone()));
     }
+    names.extend(op_names(&sampled, &compared).map(str::to_string));
     let colours = Colours::new(names.iter().map(String::as_str));
 
     let mut page = Page {
@@ -179,6 +217,12 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     );
     if !configs.is_empty() {
         traces(&mut page, &mut configs, &colours, rule)?;
+    }
+    if sampled.iter().any(|(_, s)| !matches!(s, Sampled::Not)) {
+        in_pipeline_section(&mut page, &sampled, &colours)?;
+    }
+    if let (Some(mpath), false) = (&args.mapping, compared.is_empty()) {
+        comparison_section(&mut page, &mpath.display().to_string(), &compared, &colours)?;
     }
     if !attributed.is_empty() {
         attribution(&mut page, &attributed, &colours)?;

@@ -17,7 +17,7 @@ use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::event::Process;
-use super::parse::{parse_file_name, Entry, FileName, LineParser, Names, TraceReader};
+use super::parse::{parse_file_name, Entry, EntrySink, FileName, LineParser, Names, TraceReader};
 use super::TraceError;
 
 /// The bytes of lines in one block [`TraceFolder::read_all`] parses.
@@ -47,11 +47,12 @@ struct Block {
     failed: Option<TraceError>,
 }
 
-/// A block's entries.
-struct Parsed {
+/// A block's entries, in the caller's sink, filled on the parsing
+/// thread.
+struct Parsed<T> {
     file: usize,
     starts_file: bool,
-    entries: Vec<Entry>,
+    value: T,
     failed: Option<TraceError>,
 }
 
@@ -68,19 +69,23 @@ impl Block {
         }
     }
 
-    fn parse(mut self, names: &mut Names) -> Parsed {
-        let mut entries = std::mem::take(&mut self.parsed);
-        entries.reserve(self.ends.len());
+    /// Parses the block's lines into `sink` (made for it, with room for
+    /// `lines` entries).
+    fn parse<S: EntrySink>(mut self, names: &mut Names, sink: impl Fn(usize) -> S) -> Parsed<S> {
+        let mut out = sink(self.ends.len() + self.parsed.len());
+        for entry in std::mem::take(&mut self.parsed) {
+            out.push(entry);
+        }
         let mut start = 0;
         for &(end, too_long) in &self.ends {
             self.parser
-                .line(&self.text[start..end], too_long, names, &mut entries);
+                .line(&self.text[start..end], too_long, names, &mut out);
             start = end + 1;
         }
         Parsed {
             file: self.file,
             starts_file: self.starts_file,
-            entries,
+            value: out,
             failed: self.failed,
         }
     }
@@ -144,6 +149,14 @@ fn cut_log(i: usize, log: &LogFile, send: &mut impl FnMut(Block) -> bool) -> boo
             }
         }
     }
+}
+
+/// What [`TraceFolder::read_blocks`] hands over.
+pub(crate) enum Handed<'a, T> {
+    /// The blocks that follow come from this log.
+    File(&'a LogFile),
+    /// One block's entries, in the sink made for it.
+    Block(T),
 }
 
 /// What [`TraceFolder::read_all`] hands over.
@@ -218,27 +231,48 @@ impl TraceFolder {
         &self,
         mut f: impl FnMut(Item<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.read_blocks(Vec::with_capacity, |handed| match handed {
+            Handed::File(log) => f(Item::File(log)),
+            Handed::Block(entries) => {
+                for entry in entries {
+                    f(Item::Entry(entry))?;
+                }
+                Ok(())
+            }
+        })
+    }
+
+    /// [`TraceFolder::read_all`], with each block's entries put into a
+    /// sink that `sink` makes for it (given the block's lines) on its
+    /// parsing thread, so that work per event can be done there, in
+    /// parallel; the caller gets one sink per block of lines, in order.
+    pub(crate) fn read_blocks<T: EntrySink + Send, E: From<TraceError>>(
+        &self,
+        sink: impl Fn(usize) -> T + Sync,
+        mut f: impl FnMut(Handed<'_, T>) -> Result<(), E>,
+    ) -> Result<(), E> {
         use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, MAX_PARSERS);
         let mut to_workers: Vec<SyncSender<Block>> = Vec::new();
-        let mut from_workers: Vec<Receiver<Parsed>> = Vec::new();
+        let mut from_workers: Vec<Receiver<Parsed<T>>> = Vec::new();
         let mut worker_ends = Vec::new();
         for _ in 0..workers {
             let (tx, rx) = sync_channel::<Block>(BLOCKS_AHEAD);
-            let (ptx, prx) = sync_channel::<Parsed>(BLOCKS_AHEAD);
+            let (ptx, prx) = sync_channel::<Parsed<T>>(BLOCKS_AHEAD);
             to_workers.push(tx);
             from_workers.push(prx);
             worker_ends.push((rx, ptx));
         }
+        let sink = &sink;
         std::thread::scope(|scope| {
             // The parsers: blocks in, entries out, in the order received.
             for (rx, ptx) in worker_ends {
                 scope.spawn(move || {
                     let mut names = Names::new();
                     for block in rx {
-                        if ptx.send(block.parse(&mut names)).is_err() {
+                        if ptx.send(block.parse(&mut names, sink)).is_err() {
                             return;
                         }
                     }
@@ -261,17 +295,15 @@ impl TraceFolder {
             // The caller, taking parser k % workers's next result for block
             // k. The receivers are dropped when this returns, early or not,
             // so no thread waits on a full channel for ever.
-            let mut consume = move |outs: Vec<Receiver<Parsed>>| -> Result<(), E> {
+            let mut consume = move |outs: Vec<Receiver<Parsed<T>>>| -> Result<(), E> {
                 for k in 0.. {
                     let Ok(parsed) = outs[k % workers].recv() else {
                         return Ok(());
                     };
                     if parsed.starts_file {
-                        f(Item::File(&self.logs[parsed.file]))?;
+                        f(Handed::File(&self.logs[parsed.file]))?;
                     }
-                    for entry in parsed.entries {
-                        f(Item::Entry(entry))?;
-                    }
+                    f(Handed::Block(parsed.value))?;
                     if let Some(e) = parsed.failed {
                         return Err(e.into());
                     }

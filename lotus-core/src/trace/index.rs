@@ -18,12 +18,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::event::{Event, Kind, Process, Role};
-use super::folder::{Item, LogFile, TraceFolder};
-use super::parse::{BadLine, Entry};
+use super::folder::{Handed, LogFile, TraceFolder};
+use super::parse::BadLine;
 use super::stats::WaitBucket;
 use super::{TraceError, Warnings};
 use crate::spill::bytes::{Get, Put};
 use crate::spill::{Budget, Record, Sorter, SpillError, Spool};
+
+mod block;
+use block::BlockSummary;
 
 /// A process of the trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -391,19 +394,17 @@ impl TraceIndex {
         mut on_bad: impl FnMut(&BadLine),
     ) -> Result<TraceIndex, TraceError> {
         let mut index = TraceIndex::new(collect_durations, budget);
-        folder.read_all(|item| -> Result<(), TraceError> {
-            match item {
-                Item::File(log) => index.begin_file(log),
-                Item::Entry(Entry::Event(e)) => {
-                    index.add(&e)?;
+        // Each block is summed up on its parsing thread (see `block`).
+        folder.read_blocks(
+            |_| BlockSummary::new(collect_durations),
+            |handed| -> Result<(), TraceError> {
+                match handed {
+                    Handed::File(log) => index.begin_file(log),
+                    Handed::Block(summary) => index.add_block(summary, &mut on_bad)?,
                 }
-                Item::Entry(Entry::Bad(b)) => {
-                    on_bad(&b);
-                    index.warnings.push(b);
-                }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         Ok(index)
     }
 
