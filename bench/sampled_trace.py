@@ -22,7 +22,7 @@
    attribution: every sample in a row, each op's samples as generated.
 
 usage: python3 bench/sampled_trace.py [--lotus target/release/lotus]
-           [--reps 5] [--frequency F] [--samples 1000000,20000000]
+           [--reps 5] [--epochs 2] [--frequency F] [--samples 1000000,20000000]
            [--skip-overhead] [--skip-scale] [--keep DIR]
 """
 
@@ -46,9 +46,12 @@ PIPELINE = os.path.join(ROOT, "fixtures", "trace", "torch_pipeline.py")
 # --- 1. overhead ----------------------------------------------------------------
 
 
+EPOCHS = [2]
+
+
 def pipeline_args(data):
     return [PIPELINE, "--data", data, "--dataset", "jpeg", "--image-size", "200", "500",
-            "--workers", "2", "--batches", "16", "--batch-size", "8", "--epochs", "2", "--model"]
+            "--workers", "2", "--batches", "16", "--batch-size", "8", "--epochs", str(EPOCHS[0]), "--model"]
 
 
 def timed(cmd):
@@ -90,7 +93,7 @@ def overhead(lotus, python, reps, frequency, work):
         meta = dict(line.strip().split("=", 1) for line in f if "=" in line)
     plain = statistics.median(walls["plain"])
     plain_cpu = statistics.median(cpus["plain"])
-    print(f"\n## Overhead: torchvision pipeline, {reps} runs each, alternated "
+    print(f"\n## Overhead: torchvision pipeline, {EPOCHS[0]} epochs, {reps} runs each, alternated "
           f"(sampling at {meta.get('frequency_hz')} Hz; last run: {meta.get('samples')} samples, "
           f"{meta.get('lost', '0')} lost)\n")
     print("| run | median wall s | min | max | vs plain | median CPU s | vs plain |")
@@ -215,6 +218,7 @@ def main():
     ap.add_argument("--lotus", default=os.path.join(ROOT, "target", "release", "lotus"))
     ap.add_argument("--python", default=os.environ.get("LOTUS_PYTHON", os.path.join(ROOT, ".venv", "bin", "python")))
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--epochs", type=int, default=2, help="the pipeline's epochs (its length)")
     ap.add_argument("--frequency", type=int, default=0, help="0: trace run's default")
     ap.add_argument("--samples", default="1000000,20000000")
     ap.add_argument("--skip-overhead", action="store_true")
@@ -223,6 +227,7 @@ def main():
     args = ap.parse_args()
     if not os.access(args.lotus, os.X_OK):
         sys.exit(f"{args.lotus}: no lotus binary: cargo build --release -p lotus-cli")
+    EPOCHS[0] = args.epochs
     work = args.keep or tempfile.mkdtemp(prefix="lotus-bench-")
     os.makedirs(work, exist_ok=True)
     try:
