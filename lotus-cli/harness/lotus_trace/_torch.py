@@ -80,6 +80,22 @@ def _op_name(t):
 _OpClass = ()  # lotus_trace.wrap's class, set by install()
 
 
+def _transform_op(t, x):
+    """`t(x)` as an op span named after `t` (and an ITT task where one is
+    wanted). The span ends while the caller still holds `x`: freeing the
+    op's input (a decoded image, a tensor: munmap, page work) is the
+    pipeline's, not the op's, and an op mapped alone never pays it."""
+    name = _op_name(t)
+    t0 = _core.op_begin(name)
+    try:
+        out = t(x)
+    except BaseException:
+        _core.op_end_task()
+        raise
+    _core.op_event(name, t0, _now())
+    return out
+
+
 def _self_tracing(t):
     """Callables that write their own events (no op around them)."""
     return isinstance(t, _OpClass) or (bool(_traced_composes) and isinstance(t, _traced_composes))
@@ -107,18 +123,7 @@ def _patch_compose(mod):
             if _self_tracing(t):
                 img = t(img)
                 continue
-            # The span ends before `img` lets go of the op's input: freeing
-            # it (a decoded image, a tensor: munmap, page work) is the
-            # pipeline's, not the op's, and an op mapped alone never pays it.
-            name = _op_name(t)
-            t0 = _core.op_begin(name)
-            try:
-                out = t(img)
-            except BaseException:
-                _core.op_end_task()
-                raise
-            _core.op_event(name, t0, _now())
-            img = out
+            img = _transform_op(t, img)
         return img
 
     functools.update_wrapper(__call__, orig)
@@ -189,16 +194,7 @@ def _patch_folder(mod):
             if _self_tracing(transform):
                 sample = transform(sample)
             else:
-                # As in Compose: the input is let go after the span.
-                name = _op_name(transform)
-                t0 = _core.op_begin(name)
-                try:
-                    out = transform(sample)
-                except BaseException:
-                    _core.op_end_task()
-                    raise
-                _core.op_event(name, t0, _now())
-                sample = out
+                sample = _transform_op(transform, sample)
         if self.target_transform is not None:
             target = self.target_transform(target)
         return sample, target

@@ -471,16 +471,10 @@ impl TraceIndex {
         idx
     }
 
-    /// Adds one event; returns its process. An error only when a
-    /// temporary file cannot be written.
-    pub fn add(&mut self, e: &Event) -> Result<usize, SpillError> {
-        let process = self.resolve(e);
-        let ordinal = self.events;
-        self.events += 1;
-        self.processes[process].events += 1;
-        *self.per_kind.entry(e.kind).or_insert(0) += 1;
-        self.min_start_ns = Some(self.min_start_ns.map_or(e.start_ns, |m| m.min(e.start_ns)));
-        self.max_end_ns = Some(self.max_end_ns.map_or(e.end_ns(), |m| m.max(e.end_ns())));
+    /// Keeps what the statistics need one by one: a batch, a wait (and its
+    /// bucket), a consumption, at its place in reading order. Other kinds
+    /// are summed, not kept.
+    fn keep(&mut self, process: usize, e: &Event, ordinal: u64) -> Result<(), SpillError> {
         let main = MainRec {
             process,
             batch: e.batch,
@@ -506,6 +500,20 @@ impl TraceIndex {
             Kind::Consume => self.consumes.push(main)?,
             _ => {}
         }
+        Ok(())
+    }
+
+    /// Adds one event; returns its process. An error only when a
+    /// temporary file cannot be written.
+    pub fn add(&mut self, e: &Event) -> Result<usize, SpillError> {
+        let process = self.resolve(e);
+        let ordinal = self.events;
+        self.events += 1;
+        self.processes[process].events += 1;
+        *self.per_kind.entry(e.kind).or_insert(0) += 1;
+        self.min_start_ns = Some(self.min_start_ns.map_or(e.start_ns, |m| m.min(e.start_ns)));
+        self.max_end_ns = Some(self.max_end_ns.map_or(e.end_ns(), |m| m.max(e.end_ns())));
+        self.keep(process, e, ordinal)?;
         let key = match e.kind {
             Kind::Op => match self.op_keys.get(&*e.name) {
                 Some(&k) => k,

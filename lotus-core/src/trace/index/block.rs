@@ -12,11 +12,10 @@
 
 use std::sync::Arc;
 
-use super::{BatchRec, DurRec, DurationKey, MainRec, TraceIndex};
+use super::{DurRec, DurationKey, TraceIndex};
 use crate::spill::SpillError;
 use crate::trace::event::{Event, Kind};
 use crate::trace::parse::{BadLine, Entry, EntrySink, LineEvent, LineParser, Names};
-use crate::trace::stats::WaitBucket;
 
 /// Count, total and (when kept) the durations of one key within a block.
 #[derive(Debug, Default)]
@@ -237,31 +236,7 @@ impl TraceIndex {
             self.max_end_ns = Some(self.max_end_ns.map_or(hi, |m| m.max(hi)));
         }
         for (ordinal, e) in &s.kept {
-            let ordinal = base + ordinal;
-            let main = MainRec {
-                process,
-                batch: e.batch,
-                start_ns: e.start_ns,
-                dur_ns: e.dur_ns,
-                ready: e.ready,
-                ordinal,
-            };
-            match e.kind {
-                Kind::Batch => self.batches.push(BatchRec {
-                    process,
-                    batch: e.batch,
-                    start_ns: e.start_ns,
-                    dur_ns: e.dur_ns,
-                    ordinal,
-                })?,
-                Kind::Wait => {
-                    let b = WaitBucket::of(e.dur_ns, e.ready) as usize;
-                    self.wait_buckets[b].0 += 1;
-                    self.wait_buckets[b].1 = self.wait_buckets[b].1.saturating_add(e.dur_ns);
-                    self.waits.push(main)?;
-                }
-                _ => self.consumes.push(main)?,
-            }
+            self.keep(process, e, base + ordinal)?;
         }
         // Keys in the order [`TraceIndex::add`] meets them: the kinds'
         // exist from the start, op names are added in the order met.
@@ -305,6 +280,7 @@ impl TraceIndex {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{BatchRec, MainRec};
     use super::*;
     use crate::spill::Budget;
     use crate::trace::event::Role;
