@@ -26,6 +26,8 @@
 //!     match request {
 //!         Request::Resume { .. } => { /* enable counters */ }
 //!         Request::Pause | Request::Detach => { /* disable counters */ }
+//!         // Stamped edges: the process did not wait, so no reply.
+//!         Request::OpenedAt { .. } | Request::ClosedAt { .. } => continue,
 //!     }
 //!     host.reply(&Reply::Ok)?;
 //! }
