@@ -15,13 +15,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::ffi::OsStr;
 
+use common::sampled::{attribute_json, sampling, timers};
 use common::torch::torch_python;
 use common::trace_logs::{assert_ok, trace_run};
-use lotus_core::trace::samples::SampleFiles;
-use serde_json::Value;
 
 /// Sampling frequency: dense enough that every op but the flip gets a few
 /// hundred samples in a run of about 20 s of CPU here.
@@ -37,30 +35,6 @@ const OPS: [&str; 6] = [
     "Collation",
 ];
 
-/// Per op: (CPU ns, calls) as the workers measured them.
-fn measured(dir: &std::path::Path) -> BTreeMap<String, (u64, u64)> {
-    let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut reports = 0;
-    for entry in std::fs::read_dir(dir).expect("op-cpu folder") {
-        let path = entry.expect("entry").path();
-        if path.extension() != Some(OsStr::new("json")) {
-            continue;
-        }
-        reports += 1;
-        let r: Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
-        for (op, ns) in r["ops"].as_object().expect("ops") {
-            m.entry(op.clone()).or_default().0 += ns.as_u64().expect("ns");
-        }
-        for (op, n) in r["calls"].as_object().expect("calls") {
-            m.entry(op.clone()).or_default().1 += n.as_u64().expect("n");
-        }
-    }
-    // Two workers per epoch, two epochs, not persistent.
-    assert_eq!(reports, 4, "every worker wrote its timers");
-    m
-}
-
 /// One pipeline at a time: two at once on two CPUs would measure mostly
 /// how they get in each other's way.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -70,8 +44,8 @@ fn torchvision_attribution(test: &str, start_method: &str) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("trace");
-    let timers = tmp.path().join("timers");
-    std::fs::create_dir(&timers).expect("timers");
+    let timers_dir = tmp.path().join("timers");
+    std::fs::create_dir(&timers_dir).expect("timers");
     let data = tmp.path().join("data");
     let script = common::fixture("trace/torch_pipeline.py");
     let args: Vec<&OsStr> = vec![
@@ -95,22 +69,15 @@ fn torchvision_attribution(test: &str, start_method: &str) {
         OsStr::new(start_method),
         OsStr::new("--model"),
         OsStr::new("--op-cpu"),
-        timers.as_os_str(),
+        timers_dir.as_os_str(),
     ];
     let f = FREQUENCY_HZ.to_string();
     let out = trace_run(&dir, &["--sample", "-F", &f], &py, &args);
     assert_ok(&out, "trace run --sample");
-    let attributed = common::lotus(&[
-        "attribute",
-        dir.to_str().expect("utf8"),
-        "--format",
-        "json",
-        "--top",
-        "1000",
-    ]);
-    assert_ok(&attributed, "attribute DIR");
-    let a: Value = serde_json::from_slice(&attributed.stdout).expect("JSON");
-    let m = measured(&timers);
+    let a = attribute_json(&dir);
+    // Two workers per epoch, two epochs, not persistent.
+    let t = timers(&timers_dir, "ops_");
+    assert_eq!(t.reports, 4, "every worker wrote its timers");
     let rows = a["rows"].as_array().expect("rows");
     let row = |name: &str| {
         rows.iter()
@@ -118,16 +85,13 @@ fn torchvision_attribution(test: &str, start_method: &str) {
             .unwrap_or_else(|| panic!("no op row {name}: {a:#}"))
     };
     let interval_ns = 1e9 / FREQUENCY_HZ as f64;
-    let files = SampleFiles::open(&dir, "lotus").expect("sample files");
-    let sampling = files
-        .read_sampling()
-        .expect("sampling")
+    let sampling = sampling(&dir)
         .into_iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(" ");
 
-    let measured_total: u64 = OPS.iter().map(|op| m[*op].0).sum();
+    let measured_total: u64 = OPS.iter().map(|op| t.ops[*op]).sum();
     let attributed_total: u64 = OPS
         .iter()
         .map(|op| row(op)["cpu_ns"].as_u64().expect("cpu"))
@@ -136,7 +100,7 @@ fn torchvision_attribution(test: &str, start_method: &str) {
     let mut failures = Vec::new();
     for op in OPS {
         let r = row(op);
-        let (want, calls) = m[op];
+        let (want, calls) = (t.ops[op], t.calls[op]);
         let got = r["cpu_ns"].as_u64().expect("cpu") as f64;
         let samples = r["samples"].as_u64().expect("samples");
         let want = want as f64;

@@ -14,24 +14,14 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::Path;
 
 use common::python;
+use common::sampled::{attribute, kernel_pipeline, sampling, timers};
 use common::trace_logs::{assert_ok, trace_run};
-use lotus_core::trace::samples::{SampleFiles, SAMPLES_VERSION, SAMPLES_VERSION_COUNTERS};
+use lotus_core::trace::samples::{SAMPLES_VERSION, SAMPLES_VERSION_COUNTERS};
 use serde_json::Value;
-
-/// The sampling description, `note` lines left out.
-fn sampling(dir: &Path) -> BTreeMap<String, String> {
-    SampleFiles::of(dir, "lotus")
-        .read_sampling()
-        .expect("sampling")
-        .into_iter()
-        .filter(|(k, _)| k != "note")
-        .collect()
-}
 
 /// The samples file's format version.
 fn samples_version(dir: &Path) -> u32 {
@@ -51,61 +41,30 @@ fn has_cpu_pmu() -> bool {
         .unwrap_or(false)
 }
 
-fn attribute(dir: &Path, format: &str) -> std::process::Output {
-    let out = common::lotus(&[
-        "attribute",
-        dir.to_str().expect("utf8"),
-        "--format",
-        format,
-        "--top",
-        "1000",
-    ]);
-    assert_ok(&out, "attribute DIR");
-    out
-}
-
 /// The kernel pipeline (ops on C kernels, each op timed by the pipeline
 /// with the thread CPU clock of every thread that ran it), sampled with
 /// task-clock and context switches read with each sample.
 fn counters_per_op(start_method: &str) {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path().join("trace");
-    let reports = tmp.path().join("reports");
-    std::fs::create_dir(&reports).expect("reports");
-    let script = common::fixture("trace/kernel_pipeline.py");
-    let args = [
-        script.as_os_str(),
-        OsStr::new("--report-dir"),
-        reports.as_os_str(),
-        OsStr::new("--start-method"),
-        OsStr::new(start_method),
-        OsStr::new("--batches"),
-        OsStr::new("12"),
-        OsStr::new("--background"),
-    ];
-    let out = trace_run(
-        &dir,
+    let run = kernel_pipeline(
+        start_method,
         &[
-            "--sample",
             "--frequency",
             "2000",
             "--counters",
             "task-clock,context-switches",
         ],
-        &python(),
-        &args,
     );
-    assert_ok(&out, "trace run --sample --counters");
-    let meta = sampling(&dir);
+    let dir = &run.dir;
+    let meta = sampling(dir);
     assert_eq!(
         meta.get("counters").map(String::as_str),
         Some("task-clock,context-switches"),
         "{meta:?}"
     );
     assert!(!meta.contains_key("counters_unsupported"), "{meta:?}");
-    assert_eq!(samples_version(&dir), SAMPLES_VERSION_COUNTERS);
+    assert_eq!(samples_version(dir), SAMPLES_VERSION_COUNTERS);
 
-    let a: Value = serde_json::from_slice(&attribute(&dir, "json").stdout).expect("JSON");
+    let a: Value = serde_json::from_slice(&attribute(dir, "json").stdout).expect("JSON");
     assert_eq!(
         a["counters"],
         serde_json::json!(["task-clock", "context-switches"])
@@ -113,23 +72,7 @@ fn counters_per_op(start_method: &str) {
     assert!(a["counters_unsupported"].is_null(), "{a:#}");
 
     // What the pipeline measured per op, with each op's own thread CPU clocks.
-    let mut measured: BTreeMap<String, u64> = BTreeMap::new();
-    for entry in std::fs::read_dir(&reports).expect("reports") {
-        let path = entry.expect("entry").path();
-        let name = path
-            .file_name()
-            .expect("name")
-            .to_string_lossy()
-            .into_owned();
-        if !name.starts_with("worker_") {
-            continue;
-        }
-        let r: Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
-        for (op, ns) in r["ops"].as_object().expect("ops") {
-            *measured.entry(op.clone()).or_default() += ns.as_u64().expect("ns");
-        }
-    }
+    let measured = timers(&run.reports, "worker_").ops;
     assert_eq!(measured.len(), 2, "{measured:?}");
 
     let rows = a["rows"].as_array().expect("rows");
@@ -187,12 +130,12 @@ fn counters_per_op(start_method: &str) {
     );
 
     // The table and CSV carry a column per counter.
-    let table = String::from_utf8(attribute(&dir, "table").stdout).expect("utf8");
+    let table = String::from_utf8(attribute(dir, "table").stdout).expect("utf8");
     assert!(
         table.contains("task-clock") && table.contains("context-switches"),
         "{table}"
     );
-    let csv = String::from_utf8(attribute(&dir, "csv").stdout).expect("utf8");
+    let csv = String::from_utf8(attribute(dir, "csv").stdout).expect("utf8");
     let header = csv.lines().next().expect("header");
     assert!(header.ends_with(",task-clock,context-switches"), "{header}");
     eprintln!("{start_method}: {}", figures.join("; "));

@@ -11,6 +11,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 use common::python;
+use common::sampled::{attribute_json, kernel_pipeline, sampling, timers};
 use common::trace_logs::{assert_ok, trace_run};
 use lotus_core::trace::clock::{clock_pair_of_line, ClockMap};
 use lotus_core::trace::parse::parse_event_line;
@@ -219,21 +220,12 @@ fn sampled_run(ms: u32, extra: &[&str]) -> SampledRun {
     }
 }
 
-fn sampling(files: &SampleFiles) -> std::collections::BTreeMap<String, String> {
-    files
-        .read_sampling()
-        .expect("sampling")
-        .into_iter()
-        .filter(|(k, _)| k != "note")
-        .collect()
-}
-
 #[test]
 fn sampled_trace_writes_every_process_and_thread_samples_as_they_come() {
     let run = sampled_run(300, &[]);
     assert_ok(&run.out, "trace run --sample");
     let files = SampleFiles::open(&run.dir, "lotus").expect("sample files");
-    let meta = sampling(&files);
+    let meta = sampling(&run.dir);
     assert_eq!(meta["status"], "complete", "{meta:?}");
     assert_eq!(meta["clock"], "monotonic");
     let hz: u64 = meta["frequency_hz"].parse().expect("hz");
@@ -303,7 +295,7 @@ fn a_job_killed_mid_run_leaves_its_samples_readable() {
         run = String::from_utf8_lossy(&run.out.stderr)
     );
     let files = SampleFiles::open(&run.dir, "lotus").expect("sample files");
-    let meta = sampling(&files);
+    let meta = sampling(&run.dir);
     assert_eq!(meta["status"], "complete", "{meta:?}");
     let mut reader = files.samples().expect("samples");
     let n = reader.by_ref().filter(|s| s.is_ok()).count() as u64;
@@ -400,62 +392,18 @@ fn attribute_dir_errors_name_the_folder_and_what_to_do() {
 /// on C kernels of known cost, each op timed by the pipeline itself with
 /// the thread CPU clock), then `lotus attribute DIR --format json`.
 fn kernel_pipeline_attribution(start_method: &str) {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path().join("trace");
-    let reports = tmp.path().join("reports");
-    std::fs::create_dir(&reports).expect("reports");
-    let script = common::fixture("trace/kernel_pipeline.py");
-    let args = [
-        script.as_os_str(),
-        OsStr::new("--report-dir"),
-        reports.as_os_str(),
-        OsStr::new("--start-method"),
-        OsStr::new(start_method),
-        OsStr::new("--batches"),
-        OsStr::new("12"),
-        OsStr::new("--background"),
-    ];
-    let out = trace_run(&dir, &["--sample", "--frequency", "2000"], &python(), &args);
-    assert_ok(&out, "trace run --sample");
-    let attributed = common::lotus(&[
-        "attribute",
-        dir.to_str().expect("utf8"),
-        "--format",
-        "json",
-        "--top",
-        "1000",
-    ]);
-    assert_ok(&attributed, "attribute DIR");
-    let a: Value = serde_json::from_slice(&attributed.stdout).expect("JSON");
+    let run = kernel_pipeline(start_method, &["--frequency", "2000"]);
+    let dir = &run.dir;
+    let a = attribute_json(dir);
     assert_eq!(a["schema"], "lotus.in-pipeline/1");
 
     // What the pipeline measured, per op and for the background threads.
-    let mut measured: std::collections::BTreeMap<String, u64> = Default::default();
-    let mut calls: std::collections::BTreeMap<String, u64> = Default::default();
-    let mut background_ns = 0u64;
-    let mut worker_reports = 0;
-    for entry in std::fs::read_dir(&reports).expect("reports") {
-        let path = entry.expect("entry").path();
-        if !path
-            .file_name()
-            .expect("name")
-            .to_string_lossy()
-            .starts_with("worker_")
-        {
-            continue;
-        }
-        worker_reports += 1;
-        let r: Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
-        for (op, ns) in r["ops"].as_object().expect("ops") {
-            *measured.entry(op.clone()).or_default() += ns.as_u64().expect("ns");
-        }
-        for (op, n) in r["calls"].as_object().expect("calls") {
-            *calls.entry(op.clone()).or_default() += n.as_u64().expect("n");
-        }
-        background_ns += r["background_ns"].as_u64().expect("bg");
-    }
-    assert_eq!(worker_reports, 2, "both workers reported");
+    let t = timers(&run.reports, "worker_");
+    assert_eq!(t.reports, 2, "both workers reported");
+    let (measured, calls) = (&t.ops, &t.calls);
+    let background_ns = t
+        .background_ns
+        .expect("every worker reported its background threads");
 
     let rows = a["rows"].as_array().expect("rows");
     let row = |name: &str| {
@@ -531,10 +479,9 @@ fn kernel_pipeline_attribution(start_method: &str) {
     // The rows add up to every sample taken.
     let sum: u64 = rows.iter().map(|r| r["samples"].as_u64().expect("n")).sum();
     assert_eq!(sum, a["total_samples"].as_u64().expect("total"));
-    let files = SampleFiles::open(&dir, "lotus").expect("files");
-    assert_eq!(sampling(&files)["samples"], sum.to_string());
-    figures.push(view_spans_match_the_attribution(&dir, &a, &kernel_of));
-    plot_names_each_row_and_its_top_function(&dir, &a);
+    assert_eq!(sampling(dir)["samples"], sum.to_string());
+    figures.push(view_spans_match_the_attribution(dir, &a, &kernel_of));
+    plot_names_each_row_and_its_top_function(dir, &a);
     eprintln!("{start_method}: {}", figures.join("; "));
 }
 
@@ -716,7 +663,7 @@ fn without_perf_the_trace_still_runs_and_says_why() {
     assert!(log.contains("SSum,"), "{log}");
     let files = SampleFiles::of(&dir, "lotus");
     assert!(!files.samples.exists(), "no empty samples file left");
-    let meta = sampling(&files);
+    let meta = sampling(&dir);
     assert_eq!(meta["status"], "unavailable");
     let reason = meta["reason"].clone();
     assert!(reason.contains("Too many open files"), "{reason}");

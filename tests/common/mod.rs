@@ -4,6 +4,7 @@
 
 pub mod faults;
 pub mod mapping;
+pub mod sampled;
 pub mod torch;
 pub mod trace_check;
 pub mod trace_logs;
