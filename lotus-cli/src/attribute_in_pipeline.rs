@@ -18,7 +18,7 @@ use lotus_core::spill::Budget;
 use serde_json::json;
 
 use crate::attribute_cmd::AttributeFormat;
-use crate::output::write_atomic;
+use crate::output::{widest, write_atomic, NameWidth};
 use crate::plots::{labelled_bars, Colours, LabelledBar};
 
 /// The JSON schema name.
@@ -52,8 +52,8 @@ pub fn run(
     let text = match format {
         AttributeFormat::Json => serde_json::to_string_pretty(&json_of(&a))? + "\n",
         AttributeFormat::Csv => csv_of(&a)?,
-        AttributeFormat::Table => table_of(&a, false, (!wide).then(crate::names::table_width)),
-        AttributeFormat::Md => table_of(&a, true, None),
+        AttributeFormat::Table => table_of(&a, false, NameWidth::from_wide(wide)),
+        AttributeFormat::Md => table_of(&a, true, NameWidth::Full),
     };
     if out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv) {
         for note in &a.notes {
@@ -122,20 +122,13 @@ fn ms(ns: u64) -> String {
 /// How many top functions a table row names.
 const TOP_IN_TABLE: usize = 3;
 
-/// A row's top functions: in a terminal table one a line, each name
-/// shortened to `max` characters when given (C++ kernels run to hundreds:
-/// see [`crate::names`]); in Markdown on one line, in full.
-fn top_text(r: &AttributedRow, n: usize, max: Option<usize>, markdown: bool) -> String {
+/// A row's top functions, their names as the table shows them (`names`,
+/// in order): in a terminal table one a line, in Markdown on one line.
+fn top_text(r: &AttributedRow, names: &[String], markdown: bool) -> String {
     r.top_functions
         .iter()
-        .take(n)
-        .map(|f| {
-            let name = max.map_or_else(
-                || f.function.clone(),
-                |m| crate::names::shorten(&f.function, m),
-            );
-            format!("{name} ({:.0}%)", f.share * 100.0)
-        })
+        .zip(names)
+        .map(|(f, name)| format!("{name} ({:.0}%)", f.share * 100.0))
         .collect::<Vec<_>>()
         .join(if markdown { ", " } else { "\n" })
 }
@@ -169,9 +162,10 @@ pub(crate) fn counter_headers(a: &InPipelineAttribution) -> Vec<String> {
     h
 }
 
-/// The table (Markdown when `markdown`); `width`: the terminal's columns,
-/// which the top functions are shortened to fit (`None`: full names).
-fn table_of(a: &InPipelineAttribution, markdown: bool, width: Option<usize>) -> String {
+/// The table (Markdown when `markdown`); `names`: whether the top
+/// functions are shown whole or shortened to fit the width (C++ kernels
+/// run to hundreds of characters: see [`crate::names`]).
+fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> String {
     let mut header: Vec<String> = [
         "row",
         "kind",
@@ -203,23 +197,24 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, width: Option<usize>) -> 
             cells
         })
         .collect();
-    // The names get what the other columns leave of the width (their
-    // widest cells; UTF8_FULL_CONDENSED draws a bar at the left, then a
-    // space, the cell, a space and a bar per column).
-    let per_name = width.map(|w| {
-        let others: usize = (0..header.len() - 1)
-            .map(|c| {
-                rows.iter()
-                    .map(|r| r[c].chars().count())
-                    .chain([header[c].chars().count()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .sum();
-        w.saturating_sub(1 + 3 * header.len() + others + " (100%)".len())
-    });
+    // The names get what the other columns (their widest cells) leave of
+    // the width, less a share's " (100%)"; distinct names stay distinct.
+    let mut others: Vec<usize> = (0..header.len() - 1)
+        .map(|c| widest(&header[c], rows.iter().map(|r| &r[c])))
+        .collect();
+    others[0] += " (100%)".len();
+    let full: Vec<String> = a
+        .rows
+        .iter()
+        .flat_map(|r| r.top_functions.iter().take(TOP_IN_TABLE))
+        .map(|f| f.function.clone())
+        .collect();
+    let shown = names.names(&full, &others);
+    let mut at = 0;
     for (cells, r) in rows.iter_mut().zip(&a.rows) {
-        cells.push(top_text(r, TOP_IN_TABLE, per_name, markdown));
+        let n = r.top_functions.len().min(TOP_IN_TABLE);
+        cells.push(top_text(r, &shown[at..at + n], markdown));
+        at += n;
     }
     let mut text = String::new();
     if markdown {

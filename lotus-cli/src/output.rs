@@ -70,7 +70,7 @@ impl NameWidth {
 
     /// The table's function names: full, or shortened to what is left of
     /// the width once `others` columns (their widest cells) are drawn.
-    fn names(self, names: &[String], others: &[usize]) -> Vec<String> {
+    pub(crate) fn names(self, names: &[String], others: &[usize]) -> Vec<String> {
         match self {
             NameWidth::Full => names.to_vec(),
             NameWidth::Fit(width) => {
@@ -84,7 +84,8 @@ impl NameWidth {
     }
 }
 
-fn widest<'a>(header: &str, cells: impl Iterator<Item = &'a String>) -> usize {
+/// The widest of a column's cells and its header, in characters.
+pub(crate) fn widest<'a>(header: &str, cells: impl Iterator<Item = &'a String>) -> usize {
     cells
         .map(|c| c.chars().count())
         .chain(std::iter::once(header.chars().count()))
