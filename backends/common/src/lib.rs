@@ -108,12 +108,24 @@ pub(crate) fn signal_group(pgid: u32, signal: libc::c_int) -> io::Result<()> {
 /// tool); reaps the leader and returns its status.
 pub(crate) fn stop_group(child: &mut Child, grace: Duration) -> io::Result<ExitStatus> {
     signal_group(child.id(), libc::SIGINT)?;
-    let deadline = Instant::now() + grace;
-    while child.try_wait()?.is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(child, grace)?;
     signal_group(child.id(), libc::SIGKILL)?;
     child.wait()
+}
+
+/// Waits up to `limit` for `child` to exit, polling every 20 ms: its
+/// status, or `None` when it is still running at the limit.
+pub(crate) fn wait_for(child: &mut Child, limit: Duration) -> io::Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Opens (truncating) a log file and a second handle to it, for a child's

@@ -12,7 +12,7 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lotus_core::{Collection, ProfilerError, Report, Target};
 
@@ -208,23 +208,15 @@ impl VendorRun {
             })?;
         let tail = || crate::tail(&log_path, TAIL_LINES);
         let limit = report_limit();
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            let polled = child
-                .try_wait()
-                .map_err(io_error(format!("waiting for `{report_line}`")))?;
-            if let Some(status) = polled {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                let _ = crate::stop_group(&mut child, self.tool.stop_grace);
-                return Err(self.tool.error(format!(
-                    "`{report_line}` did not finish in {:.0} s and was stopped (set {REPORT_LIMIT_VAR}=SECONDS to allow longer); it said:\n{}",
-                    limit.as_secs_f64(),
-                    tail()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let waited = crate::wait_for(&mut child, limit)
+            .map_err(io_error(format!("waiting for `{report_line}`")))?;
+        let Some(status) = waited else {
+            let _ = crate::stop_group(&mut child, self.tool.stop_grace);
+            return Err(self.tool.error(format!(
+                "`{report_line}` did not finish in {:.0} s and was stopped (set {REPORT_LIMIT_VAR}=SECONDS to allow longer); it said:\n{}",
+                limit.as_secs_f64(),
+                tail()
+            )));
         };
         if !status.success() {
             return Err(self
