@@ -12,6 +12,7 @@ mod common;
 use std::ffi::OsStr;
 use std::path::Path;
 
+use common::mapping::op;
 use common::torch::torch_python;
 use common::{fixture, lotus_env};
 use serde_json::Value;
@@ -62,16 +63,6 @@ fn map_torch(
     assert!(run.status.success(), "lotus {args:?} failed:\n{stderr}");
     let text = std::fs::read_to_string(&out).expect("mapping written");
     (serde_json::from_str(&text).expect("mapping JSON"), stderr)
-}
-
-/// The op named `name` in `mapping`.
-fn op<'a>(mapping: &'a Value, name: &str) -> &'a Value {
-    mapping["ops"]
-        .as_array()
-        .expect("ops")
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("op {name} not in the mapping: {mapping}"))
 }
 
 /// The share of `op`'s samples in functions for which `pick(function,
