@@ -38,9 +38,10 @@ import sys
 import tempfile
 import time
 
+from scale_profile import measure  # wall, peak RSS (GNU time's %M), stdout
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
-GNU_TIME = "/usr/bin/time"
 PIPELINE = os.path.join(ROOT, "fixtures", "trace", "torch_pipeline.py")
 
 # --- 1. overhead ----------------------------------------------------------------
@@ -166,21 +167,6 @@ def write_folder(folder, samples):
         f.write("#lotus-sampling v1\nbackend=perf\nfrequency_hz=10000\ninterval_ns=100000\n"
                 f"clock=monotonic\nstatus=complete\nsamples={2 * per_worker}\nlost=0\n")
     return expected
-
-
-def measure(cmd):
-    fd, rss_file = tempfile.mkstemp(prefix="lotus-bench-rss-")
-    os.close(fd)
-    t0 = time.perf_counter()
-    p = subprocess.run([GNU_TIME, "-f", "%M", "-o", rss_file] + cmd,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - t0
-    if p.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr.decode(errors='replace')[-2000:]}")
-    with open(rss_file) as f:
-        rss = int(f.read().split()[-1]) / 1024.0
-    os.remove(rss_file)
-    return wall, rss, p.stdout
 
 
 def scale(lotus, counts, work):
