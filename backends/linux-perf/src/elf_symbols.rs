@@ -12,6 +12,14 @@
 //! over local, fewer leading underscores, then the longer name); a symbol
 //! without a size reaches the next symbol (here: not past its section).
 //! `.cold` parts keep their own symbols (`func.cold`), as perf shows them.
+//! PLT stubs, which no symbol covers, are `name@plt`.
+//!
+//! Only the tables' fixed-size entries are read up front; a name is read
+//! when a lookup lands on its symbol (or when perf's choice among symbols
+//! sharing an address needs it), and stubs, unwind ranges and uncovered
+//! code only when a lookup falls outside every symbol. libtorch's tables
+//! took 0.6 s to read whole; now 25 ms, and a job sampled in a few
+//! thousand of its functions reads a few thousand names.
 //!
 //! Code that no symbol covers is grouped by the unwind table's function
 //! ([`crate::unwind`]); code that neither covers (hand-written assembly
@@ -21,14 +29,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
+use std::ops::Range;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use object::elf;
 use object::read::elf::{ElfFile64, SectionHeader, Sym};
 use object::read::ReadCache;
-use object::{Endianness, Object, ObjectSection, ObjectSegment, SectionIndex};
+use object::{Endianness, Object, ObjectSection, ObjectSegment};
 
 use crate::code_scan::gap_function_starts;
 use crate::debug_link::debug_file;
@@ -38,6 +47,9 @@ use crate::unwind;
 /// The most bytes of one uncovered gap scanned for prologues.
 const MAX_GAP_SCAN: u64 = 16 << 20;
 
+/// The longest symbol name read (C++ names of a few KiB are common).
+const MAX_NAME: u64 = 1 << 20;
+
 /// A loadable segment: its file range and address.
 #[derive(Debug, Clone, Copy)]
 struct Segment {
@@ -46,20 +58,74 @@ struct Segment {
     address: u64,
 }
 
-/// One function symbol: [start, end) and its name in the arena.
+/// One function or label symbol as the table has it. Names are not read
+/// when the table is: a sampled program hits a few thousand of libtorch's
+/// 390,000 functions, and reading, checking and sorting every name was
+/// 90% of the 600 ms it took to read libtorch's tables (a sampled trace
+/// of a torch job paid that in every run). A name is read when a lookup
+/// lands on its symbol, or when several symbols share an address and
+/// perf's choice among them needs the names.
 #[derive(Debug, Clone, Copy)]
-struct Symbol {
+struct Entry {
     start: u64,
-    end: u64,
+    size: u64,
+    /// Offset of the name in its source's string table.
     name_at: u32,
-    name_len: u32,
+    /// Index into [`ModuleSymbols::sources`].
+    source: u8,
+    weak: bool,
+    global: bool,
+}
+
+/// Where names are read from.
+#[derive(Debug)]
+enum NameSource {
+    /// A string table in a file, read on demand: (file, offset, size).
+    File(File, u64, u64),
+    /// NUL-terminated names in memory (tests).
+    #[cfg(test)]
+    Memory(Vec<u8>),
+}
+
+impl NameSource {
+    /// The name at `at`, if it is valid UTF-8 and inside the table.
+    fn name(&self, at: u32) -> Option<String> {
+        let at = u64::from(at);
+        match self {
+            #[cfg(test)]
+            NameSource::Memory(bytes) => {
+                let rest = bytes.get(usize::try_from(at).ok()?..)?;
+                let len = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+                std::str::from_utf8(&rest[..len]).ok().map(str::to_string)
+            }
+            NameSource::File(file, offset, size) => {
+                let mut out = Vec::new();
+                let mut chunk = [0u8; 256];
+                let mut pos = at;
+                while pos < *size && pos - at < MAX_NAME {
+                    let want = usize::try_from((*size - pos).min(chunk.len() as u64)).ok()?;
+                    let n = file.read_at(&mut chunk[..want], offset + pos).ok()?;
+                    if n == 0 {
+                        return None;
+                    }
+                    if let Some(nul) = chunk[..n].iter().position(|&b| b == 0) {
+                        out.extend_from_slice(&chunk[..nul]);
+                        return String::from_utf8(out).ok();
+                    }
+                    out.extend_from_slice(&chunk[..n]);
+                    pos += n as u64;
+                }
+                None
+            }
+        }
+    }
 }
 
 /// How an address was resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Found<'a> {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
     /// A symbol names it; `start` is the symbol's file offset.
-    Named { name: &'a str, start: u64 },
+    Named { name: Arc<str>, start: u64 },
     /// An unwind-table function holds it, starting at file offset `start`.
     Unwind { start: u64 },
     /// Code that neither covers: the guessed function start.
@@ -68,73 +134,82 @@ pub(crate) enum Found<'a> {
     Nothing,
 }
 
+/// The symbol chosen among those starting at one address.
+#[derive(Debug, Clone)]
+struct Chosen {
+    end: u64,
+    name: Arc<str>,
+}
+
+/// Uncovered code ranges and the function starts guessed inside them.
+type Gaps = (Vec<(u64, u64)>, Vec<u64>);
+
+/// Code that symbols do not cover, read at the first lookup that needs
+/// each part (never, for most libraries with symbols): reading them all
+/// took libtorch 0.5 s.
+#[derive(Debug, Default)]
+struct Fallback {
+    /// `name@plt` stubs: (start, end, name), sorted.
+    plt: OnceLock<Vec<(u64, u64, Arc<str>)>>,
+    /// Unwind-table function ranges, sorted.
+    fdes: OnceLock<Vec<(u64, u64)>>,
+    /// Executable code no symbol, stub or FDE covers, and the function
+    /// starts guessed inside it; both sorted.
+    gaps: OnceLock<Gaps>,
+}
+
 /// The symbols, unwind ranges and uncovered code of one ELF file.
 #[derive(Debug, Default)]
 pub(crate) struct ModuleSymbols {
     segments: Vec<Segment>,
-    /// Sorted by start, one per start.
-    symbols: Vec<Symbol>,
-    names: String,
-    /// Unwind-table function ranges, sorted.
-    fdes: Vec<(u64, u64)>,
-    /// Executable code no symbol or FDE covers, sorted.
-    gaps: Vec<(u64, u64)>,
-    /// Function starts guessed inside `gaps`, sorted.
-    gap_starts: Vec<u64>,
-}
-
-/// A symbol as read, before duplicates are resolved.
-struct Candidate<'a> {
-    start: u64,
-    size: u64,
-    /// End of its section: where a size-less symbol stops at the latest.
-    limit: u64,
-    weak: bool,
-    global: bool,
-    name: &'a str,
-}
-
-impl Candidate<'_> {
-    /// perf's `choose_best_symbol` as an ordering key (greater is better);
-    /// the name itself breaks the last ties so the choice is stable.
-    fn rank(&self) -> (bool, bool, bool, std::cmp::Reverse<usize>, usize) {
-        let underscores = self.name.bytes().take_while(|&b| b == b'_').count();
-        (
-            self.size > 0,
-            !self.weak,
-            self.global,
-            std::cmp::Reverse(underscores),
-            self.name.len(),
-        )
-    }
-}
-
-/// The executable sections of `obj` by index: (start, end).
-fn executable_sections<'data, O: Object<'data>>(obj: &O) -> HashMap<SectionIndex, (u64, u64)> {
-    obj.sections()
-        .filter(|s| match s.flags() {
-            object::SectionFlags::Elf { sh_flags, .. } => {
-                sh_flags.0 & object::elf::SHF_EXECINSTR.0 != 0
-            }
-            _ => s.kind() == object::SectionKind::Text,
-        })
-        .map(|s| {
-            (
-                s.index(),
-                (s.address(), s.address().saturating_add(s.size())),
-            )
-        })
-        .collect()
+    /// Executable sections: (start, end, file offset), sorted.
+    sections: Vec<(u64, u64, u64)>,
+    /// Sorted by start; symbols sharing a start are adjacent.
+    entries: Vec<Entry>,
+    sources: Vec<NameSource>,
+    /// The symbol chosen per start, once asked for.
+    chosen: Mutex<HashMap<u64, Option<Chosen>>>,
+    /// The file, for the fallback.
+    file: Option<File>,
+    fallback: Fallback,
 }
 
 /// An ELF64 file read through a cache of the parts read so far.
 type Elf64<'data> = ElfFile64<'data, Endianness, &'data ReadCache<File>>;
 
+/// The executable sections of `obj`: (start, end, file offset) by section
+/// index, `None` for the others.
+fn executable_sections<'data, O: Object<'data>>(obj: &O) -> Vec<Option<(u64, u64, u64)>> {
+    let mut out = Vec::new();
+    for s in obj.sections() {
+        let exec = match s.flags() {
+            object::SectionFlags::Elf { sh_flags, .. } => {
+                sh_flags.0 & object::elf::SHF_EXECINSTR.0 != 0
+            }
+            _ => s.kind() == object::SectionKind::Text,
+        };
+        let i = s.index().0;
+        if out.len() <= i {
+            out.resize(i + 1, None);
+        }
+        if exec {
+            let file_at = s.file_range().map_or(u64::MAX, |(at, _)| at);
+            out[i] = Some((s.address(), s.address().saturating_add(s.size()), file_at));
+        }
+    }
+    out
+}
+
 /// Function and label symbols in executable sections of one of `elf`'s
-/// tables (`.dynsym` or `.symtab`). The string table is read whole, once:
-/// reading each name on its own costs one read per symbol (hundreds of
-/// thousands in libtorch).
-fn candidates<'data>(elf: &Elf64<'data>, dynamic: bool, out: &mut Vec<Candidate<'data>>) {
+/// tables (`.dynsym` or `.symtab`), names left in the file (see
+/// [`Entry`]); their string table becomes a [`NameSource`] in `sources`.
+fn read_table(
+    elf: &Elf64<'_>,
+    file: &File,
+    dynamic: bool,
+    sources: &mut Vec<NameSource>,
+    out: &mut Vec<Entry>,
+) {
     let endian = elf.endian();
     let table = if dynamic {
         elf.elf_dynamic_symbol_table()
@@ -144,13 +219,20 @@ fn candidates<'data>(elf: &Elf64<'data>, dynamic: bool, out: &mut Vec<Candidate<
     if table.is_empty() {
         return;
     }
-    let Ok(strings) = elf
-        .elf_section_table()
-        .section(table.string_section())
-        .and_then(|s| s.data(endian, elf.data()))
-    else {
+    let Ok(strings) = elf.elf_section_table().section(table.string_section()) else {
         return;
     };
+    if strings.sh_type(endian) == elf::SHT_NOBITS {
+        return;
+    }
+    let (Ok(clone), Ok(source)) = (file.try_clone(), u8::try_from(sources.len())) else {
+        return;
+    };
+    sources.push(NameSource::File(
+        clone,
+        strings.sh_offset(endian),
+        strings.sh_size(endian),
+    ));
     let sections = executable_sections(elf);
     for sym in table.iter() {
         let kind = sym.st_type();
@@ -160,43 +242,45 @@ fn candidates<'data>(elf: &Elf64<'data>, dynamic: bool, out: &mut Vec<Candidate<
         let Some(index) = sym.st_shndx(endian).index() else {
             continue;
         };
-        let Some(&(_, limit)) = sections.get(&SectionIndex(usize::from(index))) else {
+        if !matches!(sections.get(usize::from(index)), Some(Some(_))) {
             continue;
-        };
-        let Some(rest) = usize::try_from(sym.st_name(endian))
-            .ok()
-            .and_then(|at| strings.get(at..))
-        else {
-            continue;
-        };
-        let len = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-        let Ok(name) = std::str::from_utf8(&rest[..len]) else {
-            continue;
-        };
-        // `$x`/`$d`: ARM mapping symbols, not functions.
-        if name.is_empty() || name.starts_with('$') {
+        }
+        let name_at = sym.st_name(endian);
+        if name_at == 0 {
             continue;
         }
         let bind = sym.st_bind();
-        out.push(Candidate {
+        out.push(Entry {
             start: sym.st_value(endian),
             size: sym.st_size(endian),
-            limit,
+            name_at,
+            source,
             weak: bind == elf::STB_WEAK,
             global: bind != elf::STB_LOCAL,
-            name,
         });
     }
 }
 
+/// perf's `choose_best_symbol` as an ordering key (greater is better); the
+/// name itself breaks the last ties so the choice is stable.
+fn rank(e: &Entry, name: &str) -> (bool, bool, bool, std::cmp::Reverse<usize>, usize) {
+    let underscores = name.bytes().take_while(|&b| b == b'_').count();
+    (
+        e.size > 0,
+        !e.weak,
+        e.global,
+        std::cmp::Reverse(underscores),
+        name.len(),
+    )
+}
+
 impl ModuleSymbols {
-    /// Reads the ELF file at `path` (and its debug file, where it has no
-    /// `.symtab`).
+    /// Reads the symbol tables of the ELF file at `path` (and of its debug
+    /// file, where it has no `.symtab`), without their names.
     pub(crate) fn load(path: &Path) -> Result<ModuleSymbols, String> {
         let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
         let file = File::open(path).map_err(|e| fail(&e))?;
-        let reader = file.try_clone().map_err(|e| fail(&e))?;
-        let cache = ReadCache::new(file);
+        let cache = ReadCache::new(file.try_clone().map_err(|e| fail(&e))?);
         // 64-bit ELF only: lotus profiles x86-64 processes.
         let obj = Elf64::parse(&cache).map_err(|e| fail(&e))?;
         let mut out = ModuleSymbols {
@@ -211,167 +295,227 @@ impl ModuleSymbols {
                     }
                 })
                 .collect(),
+            sections: executable_sections(&obj).into_iter().flatten().collect(),
             ..ModuleSymbols::default()
         };
+        out.sections.sort_unstable();
 
-        let mut found = Vec::new();
-        candidates(&obj, true, &mut found);
-        let debug_cache;
-        let debug_obj;
+        let mut entries = Vec::new();
+        read_table(&obj, &file, true, &mut out.sources, &mut entries);
         if !obj.elf_symbol_table().is_empty() {
-            candidates(&obj, false, &mut found);
+            read_table(&obj, &file, false, &mut out.sources, &mut entries);
         } else if let Some(debug) = debug_file(&obj, path).and_then(|p| File::open(p).ok()) {
-            debug_cache = ReadCache::new(debug);
-            debug_obj = Elf64::parse(&debug_cache).ok();
-            if let Some(d) = &debug_obj {
-                candidates(d, false, &mut found);
-            }
-        }
-        let plt = plt_symbols(&obj);
-        let sections = executable_sections(&obj);
-        for (start, size, name) in &plt {
-            let limit = sections
-                .values()
-                .find(|&&(s, e)| *start >= s && *start < e)
-                .map_or(start + size, |&(_, e)| e);
-            found.push(Candidate {
-                start: *start,
-                size: *size,
-                limit,
-                weak: false,
-                global: true,
-                name,
-            });
-        }
-        out.take_symbols(found);
-        // Unwind tables are a fallback: a malformed one leaves none.
-        out.fdes = unwind::function_ranges(&obj).unwrap_or_default();
-        let x86_64 = obj.architecture() == object::Architecture::X86_64;
-        for section in obj.sections() {
-            let Some(&(start, end)) = sections.get(&section.index()) else {
-                continue;
-            };
-            let Some((file_at, _)) = section.file_range() else {
-                continue;
-            };
-            for (gap_start, gap_end) in out.uncovered(start, end) {
-                out.gaps.push((gap_start, gap_end));
-                let len = (gap_end - gap_start).min(MAX_GAP_SCAN);
-                let mut code = vec![0; usize::try_from(len).unwrap_or(0)];
-                // Padding between functions: too short to hold one.
-                if len < 16
-                    || reader
-                        .read_exact_at(&mut code, file_at + (gap_start - start))
-                        .is_err()
-                {
-                    out.gap_starts.push(gap_start);
-                    continue;
+            if let Ok(clone) = debug.try_clone() {
+                let debug_cache = ReadCache::new(clone);
+                if let Ok(d) = Elf64::parse(&debug_cache) {
+                    read_table(&d, &debug, false, &mut out.sources, &mut entries);
                 }
-                gap_function_starts(gap_start, &code, x86_64, &mut out.gap_starts);
             }
         }
-        out.gaps.sort_unstable();
-        out.gap_starts.sort_unstable();
+        entries.sort_unstable_by_key(|e| e.start);
+        out.entries = entries;
+        out.file = Some(file);
         Ok(out)
     }
 
-    /// Keeps one symbol per start and gives size-less ones their end.
-    fn take_symbols(&mut self, found: Vec<Candidate<'_>>) {
-        // Ranks computed once: hundreds of thousands of symbols in libtorch.
-        let mut ranked: Vec<_> = found.into_iter().map(|c| (c.rank(), c)).collect();
-        ranked.sort_unstable_by(|(ra, a), (rb, b)| {
-            a.start
-                .cmp(&b.start)
-                .then_with(|| rb.cmp(ra))
-                .then_with(|| a.name.cmp(b.name))
-        });
-        let mut found: Vec<Candidate<'_>> = ranked.into_iter().map(|(_, c)| c).collect();
-        found.dedup_by_key(|c| c.start);
-        for (i, c) in found.iter().enumerate() {
-            let end = if c.size > 0 {
-                c.start.saturating_add(c.size)
-            } else {
-                let next = found.get(i + 1).map_or(u64::MAX, |n| n.start);
-                next.min(c.limit).max(c.start)
-            };
-            let (Ok(name_at), Ok(name_len)) =
-                (u32::try_from(self.names.len()), u32::try_from(c.name.len()))
-            else {
-                break;
-            };
-            self.names.push_str(c.name);
-            self.symbols.push(Symbol {
-                start: c.start,
-                end,
-                name_at,
-                name_len,
-            });
-        }
+    /// The entries sharing `start`, where `end` (exclusive) is the index
+    /// after the last of them.
+    fn group(&self, end: usize) -> Range<usize> {
+        let start = self.entries[end - 1].start;
+        self.entries[..end].partition_point(|e| e.start < start)..end
     }
 
-    /// The parts of [start, end) that no symbol or FDE covers.
-    fn uncovered(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
-        let mut covered: Vec<(u64, u64)> = self
-            .symbols
+    /// The end of the executable section holding `address`.
+    fn section_end(&self, address: u64) -> Option<u64> {
+        let i = self.sections.partition_point(|&(s, _, _)| s <= address);
+        let &(_, end, _) = self.sections.get(i.checked_sub(1)?)?;
+        (address < end).then_some(end)
+    }
+
+    /// The symbol perf shows for the entries in `group`, one start, and
+    /// where it ends (a size-less symbol reaches the next start, not past
+    /// its section).
+    fn choose(&self, group: Range<usize>) -> Option<Chosen> {
+        let start = self.entries[group.start].start;
+        let mut cache = self.chosen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = cache.get(&start) {
+            return c.clone();
+        }
+        let best = self.entries[group.clone()]
             .iter()
-            .map(|s| (s.start, s.end))
-            .chain(self.fdes.iter().copied())
-            .filter(|&(s, e)| e > start && s < end)
-            .collect();
-        covered.sort_unstable();
-        let mut gaps = Vec::new();
-        let mut at = start;
-        for (s, e) in covered {
-            if s > at {
-                gaps.push((at, s));
+            .filter_map(|e| {
+                let name = self.sources.get(usize::from(e.source))?.name(e.name_at)?;
+                // `$x`/`$d`: ARM mapping symbols, not functions.
+                (!name.is_empty() && !name.starts_with('$')).then_some((e, name))
+            })
+            .max_by(|(a, na), (b, nb)| {
+                rank(a, na)
+                    .cmp(&rank(b, nb))
+                    .then_with(|| nb.as_str().cmp(na.as_str()))
+            });
+        let chosen = best.map(|(e, name)| {
+            let end = if e.size > 0 {
+                e.start.saturating_add(e.size)
+            } else {
+                let next = self.entries.get(group.end).map_or(u64::MAX, |n| n.start);
+                let limit = self.section_end(e.start).unwrap_or(next);
+                next.min(limit).max(e.start)
+            };
+            Chosen {
+                end,
+                name: Arc::from(name),
             }
-            at = at.max(e);
-        }
-        if at < end {
-            gaps.push((at, end));
-        }
-        gaps
+        });
+        cache.insert(start, chosen.clone());
+        chosen
     }
 
-    fn name(&self, s: &Symbol) -> &str {
-        let at = s.name_at as usize;
-        self.names.get(at..at + s.name_len as usize).unwrap_or("")
+    /// The extent of the entries sharing one start, without their names
+    /// (for telling covered code from uncovered).
+    fn extent(&self, group: Range<usize>) -> (u64, u64) {
+        let start = self.entries[group.start].start;
+        let sized = self.entries[group.clone()].iter().map(|e| e.size).max();
+        let end = match sized {
+            Some(size) if size > 0 => start.saturating_add(size),
+            _ => {
+                let next = self.entries.get(group.end).map_or(u64::MAX, |n| n.start);
+                next.min(self.section_end(start).unwrap_or(next))
+            }
+        };
+        (start, end.max(start))
     }
 
-    /// The address of file offset `offset`, and back.
-    fn address_of(&self, offset: u64) -> Option<(u64, &Segment)> {
+    /// The file parsed again, for the fallback's parts.
+    fn reparse<T: Default>(&self, read: impl FnOnce(&Elf64<'_>, &File) -> T) -> T {
+        let Some(file) = self.file.as_ref().and_then(|f| f.try_clone().ok()) else {
+            return T::default();
+        };
+        let Ok(reader) = file.try_clone() else {
+            return T::default();
+        };
+        let cache = ReadCache::new(file);
+        match Elf64::parse(&cache) {
+            Ok(obj) => read(&obj, &reader),
+            Err(_) => T::default(),
+        }
+    }
+
+    fn plt(&self) -> &[(u64, u64, Arc<str>)] {
+        self.fallback.plt.get_or_init(|| {
+            let mut plt: Vec<_> = self
+                .reparse(|obj, _| plt_symbols(obj))
+                .into_iter()
+                .map(|(start, size, name)| (start, start.saturating_add(size), Arc::from(name)))
+                .collect();
+            plt.sort_unstable_by_key(|p| p.0);
+            plt
+        })
+    }
+
+    fn fdes(&self) -> &[(u64, u64)] {
+        self.fallback.fdes.get_or_init(|| {
+            // Unwind tables are a fallback: a malformed one leaves none.
+            self.reparse(|obj, _| unwind::function_ranges(obj).unwrap_or_default())
+        })
+    }
+
+    fn gaps(&self) -> &Gaps {
+        self.fallback.gaps.get_or_init(|| {
+            let mut covered: Vec<(u64, u64)> = Vec::with_capacity(self.entries.len());
+            let mut end = 0;
+            while end < self.entries.len() {
+                let next = self.entries[end..]
+                    .iter()
+                    .position(|e| e.start != self.entries[end].start)
+                    .map_or(self.entries.len(), |n| end + n);
+                covered.push(self.extent(end..next));
+                end = next;
+            }
+            covered.extend(self.plt().iter().map(|&(s, e, _)| (s, e)));
+            covered.extend(self.fdes().iter().copied());
+            let covered = merged(covered);
+            let (mut gaps, mut starts) = self.reparse(|obj, reader| {
+                let x86_64 = obj.architecture() == object::Architecture::X86_64;
+                let (mut gaps, mut starts) = (Vec::new(), Vec::new());
+                for &(start, end, file_at) in &self.sections {
+                    for (gap_start, gap_end) in uncovered(&covered, start, end) {
+                        gaps.push((gap_start, gap_end));
+                        let len = (gap_end - gap_start).min(MAX_GAP_SCAN);
+                        let mut code = vec![0; usize::try_from(len).unwrap_or(0)];
+                        // Padding between functions: too short to hold one.
+                        if file_at == u64::MAX
+                            || len < 16
+                            || reader
+                                .read_exact_at(&mut code, file_at + (gap_start - start))
+                                .is_err()
+                        {
+                            starts.push(gap_start);
+                            continue;
+                        }
+                        gap_function_starts(gap_start, &code, x86_64, &mut starts);
+                    }
+                }
+                (gaps, starts)
+            });
+            gaps.sort_unstable();
+            starts.sort_unstable();
+            (gaps, starts)
+        })
+    }
+
+    /// The address of file offset `offset`.
+    fn address_of(&self, offset: u64) -> Option<u64> {
         let seg = self
             .segments
             .iter()
             .find(|s| offset >= s.offset && offset - s.offset < s.size)?;
-        Some((seg.address.checked_add(offset - seg.offset)?, seg))
+        seg.address.checked_add(offset - seg.offset)
     }
 
     /// Resolves file offset `offset`.
-    pub(crate) fn lookup(&self, offset: u64) -> Found<'_> {
-        let Some((address, _)) = self.address_of(offset) else {
+    pub(crate) fn lookup(&self, offset: u64) -> Found {
+        let Some(address) = self.address_of(offset) else {
             return Found::Nothing;
         };
         let start_offset = |start: u64| offset - (address - start);
         // The nearest symbol starting at or before the address; an
-        // enclosing one a few symbols back (one nested in another).
-        let i = self.symbols.partition_point(|s| s.start <= address);
-        for s in self.symbols[..i].iter().rev().take(8) {
-            if address < s.end {
+        // enclosing one a few starts back (one nested in another).
+        let mut end = self.entries.partition_point(|e| e.start <= address);
+        for _ in 0..8 {
+            if end == 0 {
+                break;
+            }
+            let group = self.group(end);
+            let start = self.entries[group.start].start;
+            if let Some(c) = self.choose(group.clone()) {
+                if address < c.end {
+                    return Found::Named {
+                        name: c.name,
+                        start: start_offset(start),
+                    };
+                }
+            }
+            end = group.start;
+        }
+        let plt = self.plt();
+        let i = plt.partition_point(|p| p.0 <= address);
+        if let Some((start, end, name)) = i.checked_sub(1).and_then(|i| plt.get(i)) {
+            if address < *end {
                 return Found::Named {
-                    name: self.name(s),
-                    start: start_offset(s.start),
+                    name: Arc::clone(name),
+                    start: start_offset(*start),
                 };
             }
         }
-        if let Some((start, _)) = unwind::containing(&self.fdes, address) {
+        if let Some((start, _)) = unwind::containing(self.fdes(), address) {
             return Found::Unwind {
                 start: start_offset(start),
             };
         }
-        if unwind::containing(&self.gaps, address).is_some() {
-            let i = self.gap_starts.partition_point(|&s| s <= address);
-            if let Some(&start) = i.checked_sub(1).and_then(|i| self.gap_starts.get(i)) {
+        let (gaps, gap_starts) = self.gaps();
+        if unwind::containing(gaps, address).is_some() {
+            let i = gap_starts.partition_point(|&s| s <= address);
+            if let Some(&start) = i.checked_sub(1).and_then(|i| gap_starts.get(i)) {
                 return Found::Gap {
                     start: start_offset(start),
                 };
@@ -380,11 +524,47 @@ impl ModuleSymbols {
         Found::Nothing
     }
 
-    /// How many symbols were kept.
+    /// How many distinct symbol starts were read.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.symbols.len()
+        let mut starts: Vec<u64> = self.entries.iter().map(|e| e.start).collect();
+        starts.dedup();
+        starts.len()
     }
+}
+
+/// Sorted ranges merged where they overlap or touch.
+fn merged(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (s, e) in ranges {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// The parts of [start, end) that no range of `covered` (sorted, disjoint:
+/// see [`merged`]) covers.
+fn uncovered(covered: &[(u64, u64)], start: u64, end: u64) -> Vec<(u64, u64)> {
+    let mut gaps = Vec::new();
+    let mut at = start;
+    let first = covered.partition_point(|&(_, e)| e <= start);
+    for &(s, e) in &covered[first..] {
+        if s >= end {
+            break;
+        }
+        if s > at {
+            gaps.push((at, s));
+        }
+        at = at.max(e);
+    }
+    if at < end {
+        gaps.push((at, end));
+    }
+    gaps
 }
 
 /// What identifies one version of a file: replaced or rebuilt libraries
@@ -423,69 +603,86 @@ pub(crate) fn module_symbols(path: &Path) -> Option<Arc<ModuleSymbols>> {
 mod tests {
     use super::*;
 
-    fn candidate(name: &str, start: u64, size: u64, weak: bool, global: bool) -> Candidate<'_> {
-        Candidate {
-            start,
-            size,
-            limit: 0x1000,
-            weak,
-            global,
-            name,
+    /// A module of `symbols` (name, start, size, weak, global), names held
+    /// in memory, one executable section [0, 0x1000).
+    fn module(symbols: &[(&str, u64, u64, bool, bool)]) -> ModuleSymbols {
+        let mut names = vec![0u8];
+        let mut entries = Vec::new();
+        for &(name, start, size, weak, global) in symbols {
+            entries.push(Entry {
+                start,
+                size,
+                name_at: u32::try_from(names.len()).expect("small"),
+                source: 0,
+                weak,
+                global,
+            });
+            names.extend_from_slice(name.as_bytes());
+            names.push(0);
         }
-    }
-
-    #[test]
-    fn one_symbol_per_address_as_perf_chooses() {
-        let mut m = ModuleSymbols {
+        entries.sort_by_key(|e| e.start);
+        ModuleSymbols {
             segments: vec![Segment {
                 offset: 0,
                 size: 0x2000,
                 address: 0,
             }],
+            sections: vec![(0, 0x1000, 0)],
+            entries,
+            sources: vec![NameSource::Memory(names)],
             ..ModuleSymbols::default()
-        };
-        m.take_symbols(vec![
-            candidate("__memcpy_alias", 0x100, 0x40, false, true),
-            candidate("memcpy", 0x100, 0x40, false, true),
-            candidate("memcpy_weak_but_long", 0x100, 0x40, true, true),
-            candidate("local_fn", 0x200, 0x10, false, false),
-            candidate("unsized", 0x300, 0, false, true),
-            candidate("next", 0x380, 0x10, false, true),
-            candidate("last_unsized", 0x400, 0, false, true),
+        }
+    }
+
+    fn named(found: Found) -> Option<(String, u64)> {
+        match found {
+            Found::Named { name, start } => Some((name.to_string(), start)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn one_symbol_per_address_as_perf_chooses() {
+        let m = module(&[
+            ("__memcpy_alias", 0x100, 0x40, false, true),
+            ("memcpy", 0x100, 0x40, false, true),
+            ("memcpy_weak_but_long", 0x100, 0x40, true, true),
+            ("local_fn", 0x200, 0x10, false, false),
+            ("unsized", 0x300, 0, false, true),
+            ("next", 0x380, 0x10, false, true),
+            ("last_unsized", 0x400, 0, false, true),
         ]);
         assert_eq!(m.len(), 5);
-        assert_eq!(
-            m.lookup(0x120),
-            Found::Named {
-                name: "memcpy",
-                start: 0x100
-            }
-        );
-        assert_eq!(
-            m.lookup(0x205),
-            Found::Named {
-                name: "local_fn",
-                start: 0x200
-            }
-        );
+        assert_eq!(named(m.lookup(0x120)), Some(("memcpy".into(), 0x100)));
+        assert_eq!(named(m.lookup(0x205)), Some(("local_fn".into(), 0x200)));
         // Between sized symbols: nothing names it.
         assert_eq!(m.lookup(0x250), Found::Nothing);
         // A size-less symbol reaches the next one, or its section's end.
-        assert_eq!(
-            m.lookup(0x37f),
-            Found::Named {
-                name: "unsized",
-                start: 0x300
-            }
-        );
-        assert_eq!(
-            m.lookup(0xfff),
-            Found::Named {
-                name: "last_unsized",
-                start: 0x400
-            }
-        );
+        assert_eq!(named(m.lookup(0x37f)), Some(("unsized".into(), 0x300)));
+        assert_eq!(named(m.lookup(0xfff)), Some(("last_unsized".into(), 0x400)));
         assert_eq!(m.lookup(0x1000), Found::Nothing);
+    }
+
+    #[test]
+    fn a_nested_symbol_leaves_its_container_named_around_it() {
+        let m = module(&[
+            ("outer", 0x100, 0x100, false, true),
+            ("inner", 0x140, 0x10, false, true),
+        ]);
+        assert_eq!(named(m.lookup(0x145)), Some(("inner".into(), 0x140)));
+        assert_eq!(named(m.lookup(0x1f0)), Some(("outer".into(), 0x100)));
+    }
+
+    #[test]
+    fn uncovered_code_is_what_no_merged_range_holds() {
+        let covered = merged(vec![(0x20, 0x30), (0x10, 0x18), (0x28, 0x40), (0x60, 0x70)]);
+        assert_eq!(covered, vec![(0x10, 0x18), (0x20, 0x40), (0x60, 0x70)]);
+        assert_eq!(
+            uncovered(&covered, 0x0, 0x80),
+            vec![(0x0, 0x10), (0x18, 0x20), (0x40, 0x60), (0x70, 0x80)]
+        );
+        assert_eq!(uncovered(&covered, 0x25, 0x65), vec![(0x40, 0x60)]);
+        assert_eq!(uncovered(&covered, 0x20, 0x40), Vec::<(u64, u64)>::new());
     }
 
     #[test]
