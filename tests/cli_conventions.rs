@@ -383,13 +383,15 @@ fn usage_errors_found_by_lotus_exit_2() {
 
 #[test]
 fn frequency_has_f_and_a_documented_default_per_command() {
-    for (cmd, default) in [("map", "10000"), ("profile", "1000")] {
+    for (cmd, default) in [
+        ("map", "Default under perf: 10000"),
+        ("profile", "[default: 1000]"),
+    ] {
         let text = help(cmd);
         assert!(text.contains("-F, --frequency"), "{text}");
-        assert!(
-            text.contains(&format!("[default: {default}]")),
-            "{cmd}: {text}"
-        );
+        // map's default under perf depends on what a sample costs here,
+        // so clap shows none and the help text says it.
+        assert!(text.contains(default), "{cmd}: {text}");
     }
 }
 

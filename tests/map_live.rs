@@ -105,6 +105,29 @@ const ALL_OPS: &[&str] = &[
 ];
 
 #[test]
+fn an_explicit_frequency_is_kept_and_said_so() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ops = op_files(&["RandomHorizontalFlip"]);
+    let settings = [
+        "-F",
+        "2500",
+        "--runs",
+        "1",
+        "--min-samples",
+        "300",
+        "--no-baseline",
+    ];
+    let (m, stderr) = map(&ops, &settings, &tmp.path().join("f.json"));
+    let env = &m["environment"];
+    let hz = default_frequency_in_force().min(2500);
+    assert_eq!(env["frequency_hz"], hz.to_string(), "{env}");
+    assert_eq!(env["frequency_source"], "given (-F)", "{env}");
+    // Lowering is for the default only.
+    assert!(!stderr.contains("note: sampling at"), "{stderr}");
+    assert!(env["sampling_cost_us"].is_string(), "{env}");
+}
+
+#[test]
 fn fixture_ops_map_to_their_kernels() {
     let tmp = tempfile::tempdir().expect("tmp");
     let ops = op_files(ALL_OPS);
@@ -114,10 +137,28 @@ fn fixture_ops_map_to_their_kernels() {
     assert_eq!(m["backend"], "perf");
     assert_eq!(m["unit"], "samples");
     assert!(m["failures"].is_null(), "{m}");
-    // 10 kHz by default, or the kernel's maximum where that is lower; the
-    // mapping says which.
-    let hz = default_frequency_in_force();
-    assert_eq!(m["environment"]["frequency_hz"], hz.to_string(), "{m}");
+    // 10 kHz by default, or the kernel's maximum where that is lower, or
+    // lower still where a sample costs the op so much that 10 kHz would
+    // slow it by more than 10%; the mapping says which, and the cost.
+    let env = &m["environment"];
+    let figure = |key: &str| -> f64 {
+        env[key]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{key} in {env}"))
+    };
+    let (hz, cost_us) = (figure("frequency_hz"), figure("sampling_cost_us"));
+    assert_eq!(env["frequency_source"], "default", "{env}");
+    let cap = default_frequency_in_force() as f64;
+    assert!(hz <= cap, "{env}");
+    let slowdown = |hz: f64| cost_us * 1e-6 * hz;
+    // As fast as the limit allows, in steps of 500 Hz, and not below 1 kHz.
+    assert!(hz == 1000.0 || slowdown(hz) <= 0.1 + 1e-3, "{env}");
+    assert!(hz == cap || slowdown(hz + 500.0) > 0.1 - 1e-3, "{env}");
+    assert!(
+        (figure("sampling_slowdown_pct") - slowdown(hz) * 100.0).abs() < 0.2,
+        "{env}"
+    );
 
     for name in ALL_OPS {
         let o = op(&m, name);
@@ -128,7 +169,7 @@ fn fixture_ops_map_to_their_kernels() {
         assert!(samples >= 1200.0, "{name}: window samples {w}; {stderr}");
         // Every CPU-millisecond of the op (kernel time included) is sampled.
         let cpu_s = w["counters"]["task-clock-ns"].as_f64().expect("task-clock") / 1e9;
-        let expected = cpu_s * hz as f64;
+        let expected = cpu_s * hz;
         assert!(
             samples >= 0.8 * expected && samples <= 1.2 * expected + 50.0,
             "{name}: {samples} samples for {cpu_s:.3} s of task-clock at {hz} Hz"

@@ -52,6 +52,9 @@ pub struct LiveOptions {
     pub warmup: u32,
     /// Sampling frequency, Hz.
     pub frequency: u64,
+    /// `-F` was given (else `frequency` is the backend's default, see
+    /// [`default_frequency`]).
+    pub frequency_given: bool,
     /// Samples a window should hold; sets the window's length with the
     /// frequency.
     pub min_samples: u64,
@@ -124,6 +127,31 @@ pub struct LiveOutcome {
     pub failures: Vec<(String, String)>,
     /// Ctrl-C stopped the mapping early.
     pub interrupted: bool,
+}
+
+/// The sampling frequency: `given`, else the backend's default. Under
+/// perf that is 10 kHz where a sample costs the op little, lower where it
+/// costs more (see [`lotus_backend_perf::default_frequency_for`]); a
+/// lowered default is said once.
+pub fn default_frequency(backend: &str, given: Option<u64>) -> u64 {
+    if let Some(hz) = given {
+        return hz;
+    }
+    if backend != "perf" {
+        return lotus_backend_perf::DEFAULT_FREQUENCY_HZ;
+    }
+    let cost = lotus_backend_perf::sampling_cost().ok();
+    let hz = lotus_backend_perf::default_frequency_for(cost);
+    if let Some(c) = cost.filter(|_| hz < lotus_backend_perf::DEFAULT_FREQUENCY_HZ) {
+        crate::usage::note!(
+            "lotus: note: sampling at {hz} Hz: here each sample costs the op {:.1} us, so {} Hz would slow it by {:.0}% and shift its functions' shares (-F {} to sample that fast anyway)",
+            c.per_sample.as_secs_f64() * 1e6,
+            lotus_backend_perf::DEFAULT_FREQUENCY_HZ,
+            c.slowdown_at(lotus_backend_perf::DEFAULT_FREQUENCY_HZ) * 100.0,
+            lotus_backend_perf::DEFAULT_FREQUENCY_HZ
+        );
+    }
+    hz
 }
 
 /// The Python interpreter: `--python`, else `$LOTUS_PYTHON`, else the
@@ -817,6 +845,28 @@ fn environment(
     env.insert("frequency_hz".into(), in_force.to_string());
     if in_force != opts.frequency {
         env.insert("frequency_requested_hz".into(), opts.frequency.to_string());
+    }
+    env.insert(
+        "frequency_source".into(),
+        if opts.frequency_given {
+            "given (-F)"
+        } else {
+            "default"
+        }
+        .into(),
+    );
+    // What a sample costs the op here, and so how much it slowed it.
+    if backend.name() == "perf" {
+        if let Ok(cost) = lotus_backend_perf::sampling_cost() {
+            env.insert(
+                "sampling_cost_us".into(),
+                format!("{:.2}", cost.per_sample.as_secs_f64() * 1e6),
+            );
+            env.insert(
+                "sampling_slowdown_pct".into(),
+                format!("{:.1}", cost.slowdown_at(in_force) * 100.0),
+            );
+        }
     }
     env.insert(
         "sample_interval_ms".into(),

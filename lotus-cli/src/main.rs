@@ -176,9 +176,9 @@ struct MapArgs {
     /// Live: op calls before the window opens.
     #[arg(long, default_value_t = 3)]
     warmup: u32,
-    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate, and the mapping records the frequency used; VTune and uProf get it as their sampling interval, see the README). 10000: a window gets its 3000 samples in 0.3 s (perf record's 4000 disturbs the op less: use it where small shares matter more than time).
-    #[arg(long, short = 'F', default_value_t = lotus_backend_perf::DEFAULT_FREQUENCY_HZ, value_parser = clap::value_parser!(u64).range(1..))]
-    frequency: u64,
+    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate, and the mapping records the frequency used; VTune and uProf get it as their sampling interval, see the README). Default under perf: 10000 (a window gets its 3000 samples in 0.3 s), lowered where each sample costs the op more, so that sampling slows it by under 10% (lotus measures the cost of a sample at start, about 0.1 s, and records it in the mapping); VTune and uProf: 10000.
+    #[arg(long, short = 'F', value_parser = clap::value_parser!(u64).range(1..))]
+    frequency: Option<u64>,
     /// Live: samples each window should hold; with the backend's sampling interval it sets the window's length.
     #[arg(long, default_value_t = 3000)]
     min_samples: u64,
@@ -388,7 +388,8 @@ fn cmd_map(args: MapArgs) -> Result<ExitCode> {
             let opts = live::LiveOptions {
                 runs: args.runs,
                 warmup: args.warmup,
-                frequency: args.frequency,
+                frequency: live::default_frequency(backend_name, args.frequency),
+                frequency_given: args.frequency.is_some(),
                 min_samples: args.min_samples,
                 min_window: Duration::from_millis(args.min_window_ms),
                 min_iterations: args.min_iterations,

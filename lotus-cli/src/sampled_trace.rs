@@ -140,6 +140,9 @@ pub fn run(
             ),
         );
     }
+    // What each sample costs the job's threads here, measured (0.1 s)
+    // before the job starts so that neither disturbs the other.
+    let cost = lotus_backend_perf::sampling_cost().ok();
     let mut options = CollectOptions::default();
     options.frequency_hz = Some(frequency);
     options.whole_program = true;
@@ -171,6 +174,16 @@ pub fn run(
             ("clock", "monotonic".to_string()),
             ("kernel", u8::from(kernel).to_string()),
         ];
+        if let Some(c) = cost {
+            pairs.push((
+                "sampling_cost_us",
+                format!("{:.2}", c.per_sample.as_secs_f64() * 1e6),
+            ));
+            pairs.push((
+                "sampling_slowdown_pct",
+                format!("{:.1}", c.slowdown_at(hz) * 100.0),
+            ));
+        }
         pairs.extend(counters.iter().cloned());
         pairs.extend(extra);
         pairs

@@ -68,6 +68,7 @@
 //!   stay zombies until this process exits.
 #![deny(missing_docs)]
 
+mod calibrate;
 mod code_scan;
 mod collection;
 mod counting;
@@ -92,6 +93,9 @@ use lotus_core::{
     Target, Unit,
 };
 
+pub use calibrate::{
+    default_frequency_for, sampling_cost, SamplingCost, MAX_SLOWDOWN, MIN_DEFAULT_HZ,
+};
 pub use collection::{PerfCollection, PerfReport, PerfWindow};
 pub use counting::{CounterKind, CounterStatus};
 pub use sample_read::{SampleCounters, UnsupportedCounters, DEFAULT_SAMPLE_COUNTERS};
@@ -105,7 +109,9 @@ pub const MLOCK_PATH: &str = "/proc/sys/kernel/perf_event_mlock_kb";
 /// The sampling frequency when [`CollectOptions::frequency_hz`] is `None`:
 /// 10 kHz. A map window then holds its 3000 samples in 0.3 s instead of
 /// 0.75 s at perf record's 4 kHz, and the functions' shares stay within
-/// run-to-run noise (issue 14 measured 20 kHz and above biasing them).
+/// run-to-run noise where a sample costs little (issue 14 measured 20 kHz
+/// and above biasing them). Where each sample costs the sampled code more
+/// (some virtual machines), [`default_frequency_for`] gives a lower one.
 pub const DEFAULT_FREQUENCY_HZ: u64 = 10_000;
 
 /// The frequency the samplers run at when `requested` Hz is asked for:

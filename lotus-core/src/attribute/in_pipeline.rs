@@ -53,6 +53,9 @@ use crate::trace::folder::{Item, LogFile};
 use crate::trace::samples::{Sample, SampleFiles, SymbolTable};
 use crate::trace::{Entry, Kind, Role, TraceFolder};
 
+/// The slowdown by sampling (percent) above which `attribute DIR` says so.
+const SLOWDOWN_NOTE_PCT: f64 = 5.0;
+
 /// How many top functions each row lists by default.
 pub const TOP_FUNCTIONS: usize = 5;
 /// A helper thread is an intra-op pool when its sampling rate outside the
@@ -528,6 +531,20 @@ impl SampledTrace {
         if let Some(u) = &counters_unsupported {
             let hardware = meta.get("counters_kind").map(String::as_str) == Some("hardware");
             notes.push(crate::trace::samples::unsupported_note(hardware, &u.reason));
+        }
+        // Sampling slows the sampled threads; where it did so noticeably
+        // (an expensive timer interrupt, as in some virtual machines), the
+        // CPU times include that and the shares of interrupt-sensitive code
+        // shift: say so, with the figure the collection measured.
+        if let Some(pct) = meta
+            .get("sampling_slowdown_pct")
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|&p| p >= SLOWDOWN_NOTE_PCT)
+        {
+            notes.push(format!(
+                "sampling at {frequency_hz} Hz slowed the job's threads by about {pct:.0}% here ({} us a sample): CPU times include it; a lower --frequency disturbs less",
+                meta.get("sampling_cost_us").map_or("?", String::as_str)
+            ));
         }
         if logs.bad_lines > 0 {
             notes.push(format!(
@@ -1115,6 +1132,33 @@ pub(crate) mod tests {
             said,
             vec!["hardware counters: not supported here (cycles: no PMU)"]
         );
+    }
+
+    #[test]
+    fn a_noticeable_slowdown_by_sampling_is_said_with_its_figure() {
+        for (pct, said) in [("12.5", true), ("1.9", false)] {
+            let dir = folder();
+            let files = SampleFiles::of(dir.path(), "lotus");
+            crate::trace::samples::write_sampling(
+                &files.sampling,
+                &[
+                    ("status", "complete".into()),
+                    ("frequency_hz", "5000".into()),
+                    ("sampling_cost_us", "25.00".into()),
+                    ("sampling_slowdown_pct", pct.into()),
+                ],
+            )
+            .expect("sampling");
+            let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+                .expect("attribute");
+            let notes = a.notes.join("\n");
+            assert_eq!(
+                notes.contains("slowed the job's threads by about 12%"),
+                said,
+                "{notes}"
+            );
+            assert_eq!(notes.contains("25.00 us a sample"), said, "{notes}");
+        }
     }
 
     #[test]

@@ -33,7 +33,9 @@
 //!   `note=` lines, `counters=` the counters the records carry, or
 //!   `counters_unsupported=`, `counters_kind=` (`hardware` or `software`)
 //!   and `counters_reason=` the counters asked for and the kernel's
-//!   refusal), rewritten whole at the start and the end.
+//!   refusal), `sampling_cost_us=` and `sampling_slowdown_pct=` (what a
+//!   sample costs the job's threads here, and the slowdown at this
+//!   frequency), rewritten whole at the start and the end.
 //!
 //! Memory stays flat however long the job: samples go to the file in
 //! blocks; only the symbol table (distinct functions) is kept.
