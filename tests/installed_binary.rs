@@ -128,3 +128,50 @@ fn a_copied_lotus_traces_itt_tasks_with_the_collector_it_carries() {
         "{text}"
     );
 }
+
+/// The control library `lotus map --dry-run` would load (the plan's
+/// `export LOTUS_CONTROL_LIB=...` line), with `env` set.
+fn planned_library(bin: &Path, env: Option<&Path>) -> String {
+    let mut cmd = Command::new(bin);
+    cmd.args(["map", "--backend", "perf", "--dry-run"])
+        .arg(fixture("ops/RandomHorizontalFlip.py"))
+        .env_remove("LOTUS_CONTROL_LIB")
+        .stdin(Stdio::null());
+    if let Some(lib) = env {
+        cmd.env("LOTUS_CONTROL_LIB", lib);
+    }
+    let o = cmd.output().expect("run lotus");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("export LOTUS_CONTROL_LIB="))
+        .unwrap_or_else(|| panic!("no control library in the plan:\n{stdout}"))
+        .trim_matches('\'')
+        .to_string()
+}
+
+#[test]
+fn an_explicit_control_library_wins_over_the_carried_copy() {
+    let (dir, bin) = lone_lotus();
+    // Without LOTUS_CONTROL_LIB: the carried copy, in the run's private
+    // harness folder (gone once lotus exits).
+    let carried = PathBuf::from(planned_library(&bin, None));
+    assert_eq!(
+        carried.file_name(),
+        Some(std::ffi::OsStr::new("liblotus_control.so"))
+    );
+    let folder = carried.parent().expect("folder");
+    assert!(
+        folder
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("lotus-harness-")),
+        "{}",
+        carried.display()
+    );
+    assert!(!folder.exists(), "{} left behind", folder.display());
+    // A library the user names is the one used.
+    let mine = dir.path().join("my_control.so");
+    fs::copy(common::control_lib(), &mine).expect("copy the library");
+    assert_eq!(planned_library(&bin, Some(&mine)), mine.to_string_lossy());
+}
