@@ -1,16 +1,23 @@
 //! Puts the commit lotus is built from into `lotus --version`
 //! (`LOTUS_GIT_COMMIT`: the short hash, `-dirty` when tracked files
 //! differ from it, `unknown` without git or outside this repository's
-//! checkout: a source tarball, a vendored copy).
+//! checkout: a source tarball, a vendored copy), and builds the control
+//! library the binary carries (`build/control_lib.rs`).
 
 use std::path::Path;
 use std::process::Command;
+
+#[path = "build/control_lib.rs"]
+mod control_lib;
 
 fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
     let workspace = Path::new(&manifest).parent().unwrap_or(Path::new("."));
     let commit = commit(workspace).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=LOTUS_GIT_COMMIT={commit}");
+    control_lib::build(workspace);
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=build/control_lib.rs");
 }
 
 /// Runs git in `dir`; its trimmed stdout when it succeeds.

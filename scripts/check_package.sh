@@ -8,7 +8,7 @@
 # Needs the crates.io index (network, or a warm cargo cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-crates=(lotus-core lotus-backend-common lotus-backend-perf lotus-backend-vtune lotus-backend-uprof lotus-cli)
+crates=(lotus-core lotus-backend-common lotus-backend-perf lotus-backend-vtune lotus-backend-uprof lotus-control lotus-cli)
 cargo package --workspace --no-verify --allow-dirty --quiet
 version=$(cargo metadata --no-deps --format-version 1 |
     sed -n 's/.*"name":"lotus-core","version":"\([^"]*\)".*/\1/p')
@@ -27,4 +27,12 @@ for c in "${crates[@]}"; do
         exit 1
     fi
 done
+# C users of the control library build against the header it ships.
+# (The listing is read whole first: grep -q stops early, and with pipefail
+# tar's SIGPIPE would fail the test.)
+listing=$(tar tzf "target/package/lotus-control-$version.crate")
+if ! grep -qx "lotus-control-$version/include/lotus.h" <<<"$listing"; then
+    echo "check_package: the lotus-control crate has no include/lotus.h" >&2
+    exit 1
+fi
 echo "check_package: ${#crates[@]} crates packaged with README and licenses (target/package/)"

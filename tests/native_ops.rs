@@ -79,7 +79,10 @@ fn compile(source: &Path, exe: &Path) -> PathBuf {
         .args(["-O1", "-g", "-fno-inline", "-o"])
         .arg(&exe)
         .arg(source)
-        .arg(format!("-I{}", root().join("lotus-cli/include").display()))
+        .arg(format!(
+            "-I{}",
+            root().join("lotus-control/include").display()
+        ))
         .arg(format!("-L{}", libdir.display()))
         .arg(format!("-Wl,-rpath,{}", libdir.display()))
         .arg("-llotus_control")

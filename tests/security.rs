@@ -157,8 +157,8 @@ fn ckernels_does_not_load_a_library_another_user_planted_in_its_cache() {
 }
 
 #[test]
-fn lotus_does_not_load_a_control_library_planted_above_its_folder() {
-    let test = "lotus_does_not_load_a_control_library_planted_above_its_folder";
+fn lotus_does_not_load_a_control_library_planted_above_or_beside_it() {
+    let test = "lotus_does_not_load_a_control_library_planted_above_or_beside_it";
     let Some(shared) = shared_folder(test) else {
         return;
     };
@@ -181,17 +181,33 @@ fn lotus_does_not_load_a_control_library_planted_above_its_folder() {
         ),
         "nobody dates it in the future",
     );
-    let out = Command::new(&lotus)
-        .args(["map", "--backend", "perf", "--dry-run"])
-        .arg(common::fixture("ops/Loader.py"))
-        .env_remove("LOTUS_CONTROL_LIB")
-        .output()
-        .expect("run lotus");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        !stdout.contains(&planted.display().to_string()),
-        "lotus would load nobody's library:\n{stdout}"
-    );
+    // And a lotus copied straight into the shared folder, beside it: the
+    // binary loads only the copy it carries.
+    let beside = shared.path().join("lotus");
+    std::fs::copy(env!("CARGO_BIN_EXE_lotus"), &beside).expect("copy lotus");
+    for lotus in [&lotus, &beside] {
+        let out = Command::new(lotus)
+            .args(["map", "--backend", "perf", "--dry-run"])
+            .arg(common::fixture("ops/Loader.py"))
+            .env_remove("LOTUS_CONTROL_LIB")
+            .output()
+            .expect("run lotus");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !stdout.contains(&planted.display().to_string()),
+            "{} would load nobody's library:\n{stdout}",
+            lotus.display()
+        );
+        assert!(
+            stdout.contains("LOTUS_CONTROL_LIB=/"),
+            "no control library in the plan:\n{stdout}"
+        );
+    }
     assert!(!marker.exists());
 }
 

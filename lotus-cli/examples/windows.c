@@ -2,11 +2,11 @@
  * A native program that opens lotus windows around the iterations of a
  * loop, so that `lotus map` sees the loop's functions and not the set-up's.
  *
- * Build against the control library built beside `lotus`
- * (cargo build --release puts both in target/release/):
+ * Build against the control library (crate lotus-control; a workspace
+ * `cargo build --release` puts liblotus_control.so in target/release/):
  *
  *   cc -O1 -g -o windows lotus-cli/examples/windows.c \
- *      -Ilotus-cli/include -Ltarget/release -Wl,-rpath,$PWD/target/release \
+ *      -Ilotus-control/include -Ltarget/release -Wl,-rpath,$PWD/target/release \
  *      -llotus_control
  *
  * and map it (an executable given in place of a .py file is an op of its

@@ -358,8 +358,7 @@ impl Progress {
 pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> Result<String> {
     let files = harness::write_harness()
         .context("cannot write the Python harness to a temporary folder")?;
-    let control_lib =
-        harness::control_library_path().unwrap_or_else(|| PathBuf::from(harness::CONTROL_LIBRARY));
+    let control_lib = crate::control_lib::path_for_run(files.dir.path())?;
     let probe = backend.probe();
     let runs_made = if backend.switches_windows()
         && backend.takes_window_stamps()
@@ -456,12 +455,7 @@ pub fn map_live(
             backend.name()
         );
     }
-    let control_lib = harness::control_library_path().ok_or_else(|| {
-        anyhow!(
-            "the control library {} is not beside the lotus binary; build the workspace (cargo build --release) so target/release holds both",
-            harness::CONTROL_LIBRARY
-        )
-    })?;
+    let control_lib = crate::control_lib::path_for_run(files.dir.path())?;
 
     let specs = op_specs(ops, opts.baseline);
 

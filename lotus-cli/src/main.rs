@@ -14,6 +14,7 @@
 mod attribute_cmd;
 mod attribute_in_pipeline;
 mod compare_cmd;
+mod control_lib;
 mod docs_cmd;
 mod echo;
 mod from_reports;

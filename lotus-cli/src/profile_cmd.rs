@@ -84,12 +84,16 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     // Without --out the profile goes to stdout: the program's own
     // output must not mix into it.
     target.stdout_to_stderr = out.is_none();
-    // The program can `import lotus` from the harness folder.
-    target.env.extend(live::control_env(
-        backend.as_ref(),
-        harness::control_library_path().as_deref(),
-    ));
+    // The program can `import lotus` from the harness folder, and reach
+    // lotus through the control library written beside it. A profile
+    // without windows needs no library: its failure is a warning.
     let files = harness::write_harness().context("cannot write the lotus Python module")?;
+    let control_lib = crate::control_lib::path_for_run(files.dir.path())
+        .inspect_err(|e| eprintln!("lotus: warning: {e}: the program cannot open windows"))
+        .ok();
+    target
+        .env
+        .extend(live::control_env(backend.as_ref(), control_lib.as_deref()));
     let pythonpath = match std::env::var_os("PYTHONPATH") {
         Some(p) if !p.is_empty() => {
             let mut v = files.dir.path().as_os_str().to_owned();

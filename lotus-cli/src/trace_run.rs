@@ -410,12 +410,13 @@ pub const ENV_TRACE_ITT: &str = "LOTUS_TRACE_ITT";
 
 /// Sets up ITT for the job: a collector the user set (VTune's, by oneAPI's
 /// environment or by `vtune` itself) stays, and the tracer marks the ops
-/// as tasks for it; otherwise lotus's control library, found the trusted
-/// way ([`crate::harness::control_library_path`]), becomes the collector
-/// and writes the tasks the job's libraries begin and end into the trace.
+/// as tasks for it; otherwise lotus's control library (the binary's copy,
+/// written into the tracer's private folder `private_dir`:
+/// [`crate::control_lib::path_for_run`]), becomes the collector and
+/// writes the tasks the job's libraries begin and end into the trace.
 /// The original format has no place for them (its readers take no header);
 /// lotus's collector is loaded only with `--itt-tasks`.
-fn itt_tasks_env(cmd: &mut Command, format: LogFormat, itt_tasks: bool) {
+fn itt_tasks_env(cmd: &mut Command, format: LogFormat, itt_tasks: bool, private_dir: &Path) {
     const COLLECTOR: &str = crate::live::ENV_ITT_COLLECTOR;
     cmd.env_remove(ENV_TRACE_ITT);
     if let Some(other) = std::env::var_os(COLLECTOR).filter(|v| !v.is_empty()) {
@@ -429,13 +430,12 @@ fn itt_tasks_env(cmd: &mut Command, format: LogFormat, itt_tasks: bool) {
     if format == LogFormat::Original || !itt_tasks {
         return;
     }
-    match crate::harness::control_library_path() {
-        Some(lib) => {
+    match crate::control_lib::path_for_run(private_dir) {
+        Ok(lib) => {
             cmd.env(COLLECTOR, lib).env(ENV_TRACE_ITT, "collect");
         }
-        None => crate::usage::note!(
-            "lotus: note: the control library {} is not beside the lotus binary: the ITT tasks of the job's libraries are not traced",
-            crate::harness::CONTROL_LIBRARY
+        Err(e) => crate::usage::note!(
+            "lotus: note: {e}: the ITT tasks of the job's libraries are not traced"
         ),
     }
 }
@@ -504,7 +504,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .env(ENV_TRACE_RUN, &run_id)
         .env(ENV_TRACE_STATUS, &status_dir)
         .env("PYTHONPATH", pythonpath);
-    itt_tasks_env(&mut cmd, args.format, args.itt_tasks);
+    itt_tasks_env(&mut cmd, args.format, args.itt_tasks, files.dir.path());
 
     // The job's processes that outlive its main process (workers of a
     // killed job, daemons) come to lotus, to be ended below.

@@ -72,7 +72,7 @@ pub mod env_help {
     /// `LOTUS_PYTHON`.
     pub const PYTHON: &str = "  LOTUS_PYTHON             the Python interpreter for ops (when --python is not given)\n  VIRTUAL_ENV              its python is used when neither --python nor LOTUS_PYTHON is given";
     /// `LOTUS_CONTROL_LIB`.
-    pub const CONTROL_LIB: &str = "  LOTUS_CONTROL_LIB        the control library (liblotus_control.so) to load, in place of the one beside lotus";
+    pub const CONTROL_LIB: &str = "  LOTUS_CONTROL_LIB        the control library (liblotus_control.so) to load, in place of the copy lotus carries";
     /// `VTUNE_PROFILER_DIR`.
     pub const VTUNE: &str = "  VTUNE_PROFILER_DIR       where VTune is installed (its bin64/vtune), when vtune is not on PATH";
     /// `AMDUPROF_HOME`, `LOTUS_UPROF_CONTROL_LIB`.

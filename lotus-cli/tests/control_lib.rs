@@ -460,7 +460,7 @@ int main(void) {
     .expect("write C source");
     let lib = control_lib();
     let lib_dir = lib.parent().expect("lib folder");
-    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lotus-control/include");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = Command::new(&cc)
         .arg("-Wall")

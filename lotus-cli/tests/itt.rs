@@ -98,8 +98,7 @@ fn tools() -> &'static Tools {
 }
 
 fn control_lib() -> PathBuf {
-    harness::control_library_path()
-        .expect("liblotus_control.so beside the test binary (built by cargo test)")
+    common::control_lib()
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -85,5 +85,5 @@ pub fn backend() -> Option<&'static str> {
 
 /// The crate README's examples, run as doctests so the README stays true.
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
