@@ -229,6 +229,13 @@ fn sampled_trace_writes_every_process_and_thread_samples_as_they_come() {
     assert_eq!(meta["status"], "complete", "{meta:?}");
     assert_eq!(meta["clock"], "monotonic");
     let hz: u64 = meta["frequency_hz"].parse().expect("hz");
+    // What a sample costs here, and the slowdown it means at this rate.
+    let cost_us: f64 = meta["sampling_cost_us"].parse().expect("cost");
+    let slowdown: f64 = meta["sampling_slowdown_pct"].parse().expect("slowdown");
+    assert!(
+        (cost_us * 1e-6 * hz as f64 * 100.0 - slowdown).abs() < 0.2,
+        "{meta:?}"
+    );
     let symbols = files.read_symbols().expect("symbols");
     let mut reader = files.samples().expect("samples");
     let (mut n, mut named) = (0u64, 0u64);

@@ -140,9 +140,6 @@ pub fn run(
             ),
         );
     }
-    // What each sample costs the job's threads here, measured (0.1 s)
-    // before the job starts so that neither disturbs the other.
-    let cost = lotus_backend_perf::sampling_cost().ok();
     let mut options = CollectOptions::default();
     options.frequency_hz = Some(frequency);
     options.whole_program = true;
@@ -165,7 +162,16 @@ pub fn run(
     if let Some(note) = collection.sample_counters().unsupported_note() {
         eprintln!("lotus: {note}; the samples carry no counters");
     }
-    let described = |status: &str, extra: Vec<(&'static str, String)>| {
+    // What each sample costs the job's threads here: measured (about
+    // 0.1 s of one CPU) while the job starts, not before it, so that the
+    // job's wall time does not pay for it; recorded at the end.
+    let calibration = std::thread::Builder::new()
+        .name("lotus-cost".into())
+        .spawn(|| lotus_backend_perf::sampling_cost().ok())
+        .ok();
+    let described = |status: &str,
+                     cost: Option<lotus_backend_perf::SamplingCost>,
+                     extra: Vec<(&'static str, String)>| {
         let mut pairs = vec![
             ("backend", "perf".to_string()),
             ("status", status.to_string()),
@@ -188,7 +194,7 @@ pub fn run(
         pairs.extend(extra);
         pairs
     };
-    write_sampling(&files.sampling, &described("running", Vec::new()))
+    write_sampling(&files.sampling, &described("running", None, Vec::new()))
         .with_context(|| format!("cannot write {}", files.sampling.display()))?;
     // The whole run is one window, open from now on.
     collection.resume()?;
@@ -219,7 +225,8 @@ pub fn run(
     let mut report = collection.finish()?;
     report.notes.retain(|n| !window_counter_notes.contains(n));
     let extra = summary(&report);
-    write_sampling(&files.sampling, &described("complete", extra))
+    let cost = calibration.and_then(|t| t.join().ok()).flatten();
+    write_sampling(&files.sampling, &described("complete", cost, extra))
         .with_context(|| format!("cannot write {}", files.sampling.display()))?;
     Ok(exit)
 }
