@@ -164,6 +164,8 @@ pub(crate) struct ModuleSymbols {
     segments: Vec<Segment>,
     /// Executable sections: (start, end, file offset), sorted.
     sections: Vec<(u64, u64, u64)>,
+    /// The PLT sections' (start, end): only lookups there read the stubs.
+    plt_sections: Vec<(u64, u64)>,
     /// Sorted by start; symbols sharing a start are adjacent.
     entries: Vec<Entry>,
     sources: Vec<NameSource>,
@@ -296,6 +298,14 @@ impl ModuleSymbols {
                 })
                 .collect(),
             sections: executable_sections(&obj).into_iter().flatten().collect(),
+            plt_sections: obj
+                .sections()
+                .filter(|s| {
+                    s.name()
+                        .is_ok_and(|n| crate::plt::PLT_SECTIONS.contains(&n))
+                })
+                .map(|s| (s.address(), s.address().saturating_add(s.size())))
+                .collect(),
             ..ModuleSymbols::default()
         };
         out.sections.sort_unstable();
@@ -497,7 +507,11 @@ impl ModuleSymbols {
             }
             end = group.start;
         }
-        let plt = self.plt();
+        let in_plt = self
+            .plt_sections
+            .iter()
+            .any(|&(s, e)| s <= address && address < e);
+        let plt = if in_plt { self.plt() } else { &[] };
         let i = plt.partition_point(|p| p.0 <= address);
         if let Some((start, end, name)) = i.checked_sub(1).and_then(|i| plt.get(i)) {
             if address < *end {

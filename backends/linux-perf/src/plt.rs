@@ -18,7 +18,7 @@ use object::{
 pub(crate) type PltSymbol = (u64, u64, String);
 
 /// The PLT sections that hold one stub per imported function.
-const PLT_SECTIONS: [&str; 3] = [".plt", ".plt.sec", ".plt.got"];
+pub(crate) const PLT_SECTIONS: [&str; 3] = [".plt", ".plt.sec", ".plt.got"];
 
 /// The GOT slot an x86-64 stub at `address` jumps through, from its bytes:
 /// `jmp *disp32(%rip)` (`ff 25`), optionally after `endbr64` and a `bnd`
