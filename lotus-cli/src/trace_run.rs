@@ -411,12 +411,12 @@ pub const ENV_TRACE_ITT: &str = "LOTUS_TRACE_ITT";
 /// Sets up ITT for the job: a collector the user set (VTune's, by oneAPI's
 /// environment or by `vtune` itself) stays, and the tracer marks the ops
 /// as tasks for it; otherwise lotus's control library, found the trusted
-/// way ([`crate::harness::control_library_path`]), becomes the collector
+/// way ([`crate::control_lib::control_library_path`]), becomes the collector
 /// and writes the tasks the job's libraries begin and end into the trace.
 /// The original format has no place for them (its readers take no header);
 /// lotus's collector is loaded only with `--itt-tasks`.
 fn itt_tasks_env(cmd: &mut Command, format: LogFormat, itt_tasks: bool) {
-    const COLLECTOR: &str = crate::live::ENV_ITT_COLLECTOR;
+    const COLLECTOR: &str = lotus_map::live::ENV_ITT_COLLECTOR;
     cmd.env_remove(ENV_TRACE_ITT);
     if let Some(other) = std::env::var_os(COLLECTOR).filter(|v| !v.is_empty()) {
         crate::usage::note!(
@@ -429,13 +429,13 @@ fn itt_tasks_env(cmd: &mut Command, format: LogFormat, itt_tasks: bool) {
     if format == LogFormat::Original || !itt_tasks {
         return;
     }
-    match crate::harness::control_library_path() {
+    match crate::control_lib::control_library_path() {
         Some(lib) => {
             cmd.env(COLLECTOR, lib).env(ENV_TRACE_ITT, "collect");
         }
         None => crate::usage::note!(
             "lotus: note: the control library {} is not beside the lotus binary: the ITT tasks of the job's libraries are not traced",
-            crate::harness::CONTROL_LIBRARY
+            lotus_map::harness::CONTROL_LIBRARY
         ),
     }
 }

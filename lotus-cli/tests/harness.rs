@@ -1,6 +1,5 @@
 //! The Python op harness, run as `lotus map` runs it (the files written by
-//! `harness::write_harness`, the control library from
-//! `harness::control_library_path`), with this test as the lotus side of
+//! `harness::write_harness`, this build's control library), with this test as the lotus side of
 //! the control channel.
 //!
 //! The fixture-op tests need Pillow and numpy in the Python they use
@@ -9,7 +8,7 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
-#[path = "../src/harness.rs"]
+#[path = "../../lotus-map/src/harness.rs"]
 mod harness;
 
 use std::path::{Path, PathBuf};
@@ -113,8 +112,7 @@ fn run_harness(
     let files = harness::write_harness().expect("write the harness");
     assert!(files.harness.is_file());
     assert!(files.dir.path().join("lotus.py").is_file());
-    let control_lib = harness::control_library_path()
-        .expect("liblotus_control.so beside the test binary (built by cargo test)");
+    let control_lib = common::control_lib();
     let dir = tempfile::tempdir().expect("temp dir");
     let result_path = dir.path().join("result.json");
     let args = HarnessArgs {

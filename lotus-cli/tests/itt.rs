@@ -17,7 +17,7 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
-#[path = "../src/harness.rs"]
+#[path = "../../lotus-map/src/harness.rs"]
 mod harness;
 
 use std::collections::BTreeMap;
@@ -98,8 +98,7 @@ fn tools() -> &'static Tools {
 }
 
 fn control_lib() -> PathBuf {
-    harness::control_library_path()
-        .expect("liblotus_control.so beside the test binary (built by cargo test)")
+    common::control_lib()
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -7,16 +7,15 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use lotus_backend_common::reaper::Reaper;
-use lotus_control::host::ControlHost;
 use lotus_core::Profiler;
 
-use super::{
-    collect_options, describe_failure, harness_target, runs_of, serve_until, LiveOptions, OpSpec,
-    RunContext, RunError, RunOutput, ECHO_SETTLE, REAP_LIMIT,
-};
+use super::run::describe_failure;
+use super::serve::{serve_until, RunError, ECHO_SETTLE, REAP_LIMIT};
+use super::{collect_options, harness_target, runs_of, LiveOptions, OpSpec, RunContext, RunOutput};
+use crate::control_host::ControlHost;
 use crate::echo::Echo;
+use crate::error::Context;
 use crate::harness::{self, HarnessResult, HarnessStage};
 
 /// How many runs the fork server makes for `spec`: all of `--runs`

@@ -1,19 +1,23 @@
-//! The Python op harness that `lotus map` runs each op file under, and the
-//! control library it loads.
+//! The Python op harness that a live mapping runs each op file under.
 //!
 //! The harness (`harness/lotus_harness.py`) and the `lotus` Python module
-//! (`harness/lotus.py`) are compiled into the binary and written to a temp
-//! folder per run with [`write_harness`]. The profiled command is then
+//! (`harness/lotus.py`) are compiled into the library and written to a
+//! temp folder per mapping with [`write_harness`] (a program that should
+//! `import lotus` can get the module the same way). The profiled command
+//! is then
 //!
 //! ```text
 //! python3 <dir>/lotus_harness.py --op-file OP.py --warmup N --window-ms MS \
 //!     --min-iterations K --result RESULT.json [--empty] [--name NAME] [--threads N] [--cwd DIR]
 //! ```
 //!
-//! ([`HarnessArgs::to_args`] builds the arguments after the script path)
-//! with `LOTUS_CONTROL_LIB` set to [`control_library_path`], `LOTUS_BACKEND`
-//! and, for perf, `LOTUS_CONTROL_FDS`. It writes a [`HarnessResult`] to
-//! RESULT.json and exits with one of the `EXIT_*` codes.
+//! (`HarnessArgs::to_args` builds the arguments after the script path)
+//! with [`ENV_CONTROL_LIB`] naming the control library the caller gave
+//! (`LiveOptions::new`), `LOTUS_BACKEND` and, for perf,
+//! `LOTUS_CONTROL_FDS`. It writes its result (`HarnessResult`) to
+//! RESULT.json and exits with one of the `EXIT_*` codes. The arguments and
+//! the result are this crate's business (its tests include this file to
+//! run the harness as the engine does).
 
 // This module is the harness's whole contract (every result field, every
 // exit code); a caller reads only part of it.
@@ -53,6 +57,7 @@ pub const EXIT_CONTROL: i32 = 4;
 
 /// The harness files written for one run; the folder is removed on drop.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct HarnessFiles {
     /// The temp folder holding `lotus_harness.py` and `lotus.py`.
     pub dir: tempfile::TempDir,
@@ -132,94 +137,9 @@ fn remove_stale_folders(tmp: &Path) {
     }
 }
 
-/// Finds the control library: `LOTUS_CONTROL_LIB` when it names a file,
-/// else `liblotus_control.so` beside the running executable. A cargo build
-/// tree is the one place with a second choice, and it stays inside that
-/// tree: the `lotus` binary in `target/<profile>/` may find it in `deps/`
-/// below, and a test binary in `target/<profile>/deps/` one folder up
-/// (only where that folder is a cargo profile folder, with `deps/` and
-/// `.fingerprint/`). The first that exists is taken, never the newest: a
-/// modification time is whatever the file's owner says it is. The library
-/// found, and every folder above it, must be owned by this user or root
-/// and writable by no one else (see [`lotus_backend_common::trust`]);
-/// otherwise it is not loaded and a warning says why.
-pub fn control_library_path() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os(ENV_CONTROL_LIB).map(PathBuf::from) {
-        if path.is_file() {
-            return Some(path);
-        }
-    }
-    let exe = std::env::current_exe().ok()?;
-    match control_library_near(&exe)? {
-        Ok(path) => Some(path),
-        Err(untrusted) => {
-            eprintln!("lotus: warning: the control library is not loaded: {untrusted}");
-            None
-        }
-    }
-}
-
-/// The control library for the executable `exe` (see
-/// [`control_library_path`]): `None` when there is none, an error when the
-/// one found is not trusted.
-fn control_library_near(
-    exe: &Path,
-) -> Option<Result<PathBuf, lotus_backend_common::trust::Untrusted>> {
-    let dir = exe.parent()?;
-    let is_profile_dir = |d: &Path| d.join("deps").is_dir() && d.join(".fingerprint").is_dir();
-    let beside = Some(dir.to_path_buf());
-    let below = is_profile_dir(dir).then(|| dir.join("deps"));
-    let above = dir
-        .parent()
-        .filter(|up| dir.file_name() == Some(std::ffi::OsStr::new("deps")) && is_profile_dir(up))
-        .map(Path::to_path_buf);
-    let found = [beside, below, above]
-        .into_iter()
-        .flatten()
-        .map(|d| d.join(CONTROL_LIBRARY))
-        .find(|p| p.is_file())?;
-    Some(lotus_backend_common::trust::check_file(&found).map(|()| found))
-}
-
-/// `program`, found by searching (the active virtual environment, PATH)
-/// rather than named by the user, with a warning on stderr when another
-/// user could change it or a folder above it: run by root, it would run
-/// their code as root. Not refused: a user's own interpreter run by that
-/// user is the common case, and `--python` names one explicitly.
-pub fn warn_if_others_can_change(program: PathBuf) -> PathBuf {
-    if let Err(untrusted) = lotus_backend_common::trust::check_file(&program) {
-        eprintln!(
-            "lotus: warning: the Python interpreter {} can be changed by another user ({untrusted}); pass --python to choose one only you and root can write",
-            program.display()
-        );
-    }
-    program
-}
-
-/// Warns on stderr when another user can write the op file `op` or its
-/// folder (sticky or not): the harness puts that folder first on
-/// `sys.path`, as Python does for a script, so a module dropped there by
-/// another user (`numpy.py`) would be imported in place of the real one,
-/// as root when lotus runs as root. Not refused: ops in a shared project
-/// folder are common, and the warning says what to do.
-pub fn warn_if_op_folder_shared(op: &Path) {
-    use lotus_backend_common::trust;
-    let folder = match op.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let checked = trust::check_path(folder, true).and_then(|()| trust::check_entry(op, false));
-    if let Err(untrusted) = checked {
-        eprintln!(
-            "lotus: warning: op file {}: {untrusted}: another user could put a module there that the op imports in place of the real one (its folder comes first on sys.path); move the op to a folder only you can write",
-            op.display()
-        );
-    }
-}
-
 /// The harness's command-line settings for one op run.
 #[derive(Debug, Clone)]
-pub struct HarnessArgs {
+pub(crate) struct HarnessArgs {
     /// The op file.
     pub op_file: PathBuf,
     /// Op calls before the window opens.
@@ -250,7 +170,7 @@ pub struct HarnessArgs {
 
 impl HarnessArgs {
     /// The arguments that follow the harness script's path.
-    pub fn to_args(&self) -> Vec<OsString> {
+    pub(crate) fn to_args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
             "--op-file".into(),
             self.op_file.clone().into(),
@@ -293,7 +213,7 @@ impl HarnessArgs {
 /// How the harness ran the op file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum HarnessMode {
+pub(crate) enum HarnessMode {
     /// The file defines `op`: the harness looped it in one window.
     Op,
     /// The file has no `op`: it ran as a script with its own windows.
@@ -303,7 +223,7 @@ pub enum HarnessMode {
 /// Where a harness run failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum HarnessStage {
+pub(crate) enum HarnessStage {
     /// Reading the op file.
     Read,
     /// Parsing it (a syntax error).
@@ -329,7 +249,7 @@ pub enum HarnessStage {
 
 /// What the harness wrote to its result file.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-pub struct HarnessResult {
+pub(crate) struct HarnessResult {
     /// The op's name: `--name`, the file's `NAME`, or its stem.
     pub name: String,
     /// How the file ran; absent when it could not be parsed.
@@ -391,7 +311,7 @@ pub struct HarnessResult {
 
 impl HarnessResult {
     /// Reads a result file; the error names the file.
-    pub fn read(path: &Path) -> std::io::Result<HarnessResult> {
+    pub(crate) fn read(path: &Path) -> std::io::Result<HarnessResult> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             std::io::Error::new(e.kind(), format!("harness result {}: {e}", path.display()))
         })?;
@@ -404,7 +324,7 @@ impl HarnessResult {
     }
 
     /// Mean time per op call inside the window, in ns (op mode).
-    pub fn ns_per_iteration(&self) -> Option<f64> {
+    pub(crate) fn ns_per_iteration(&self) -> Option<f64> {
         match (self.window_ns, self.iterations) {
             (Some(ns), Some(n)) if n > 0 => Some(ns as f64 / n as f64),
             _ => None,
@@ -415,87 +335,6 @@ impl HarnessResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::SystemTime;
-
-    fn touch(path: &Path, age: Duration) {
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        let file = std::fs::File::create(path).expect("create");
-        file.set_modified(SystemTime::now() - age)
-            .expect("set mtime");
-    }
-
-    fn near(exe: &Path) -> Option<PathBuf> {
-        control_library_near(exe).map(|r| r.expect("trusted"))
-    }
-
-    #[test]
-    fn the_control_library_beside_the_executable_wins_whatever_its_age() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let exe = dir.path().join("release/lotus");
-        assert_eq!(near(&exe), None);
-        touch(
-            &dir.path().join("release").join(CONTROL_LIBRARY),
-            Duration::from_secs(3600),
-        );
-        // One folder up, newer: never looked at (it is outside the install).
-        touch(&dir.path().join(CONTROL_LIBRARY), Duration::ZERO);
-        touch(
-            &dir.path().join("release/deps").join(CONTROL_LIBRARY),
-            Duration::ZERO,
-        );
-        assert_eq!(
-            near(&exe),
-            Some(dir.path().join("release").join(CONTROL_LIBRARY))
-        );
-        // An install beside which there is none does not look elsewhere
-        // (release/ is no cargo profile folder: no .fingerprint/).
-        std::fs::remove_file(dir.path().join("release").join(CONTROL_LIBRARY)).expect("rm");
-        assert_eq!(near(&exe), None);
-        let test_exe = dir.path().join("release/deps/harness-0123");
-        assert_eq!(
-            near(&test_exe),
-            Some(dir.path().join("release/deps").join(CONTROL_LIBRARY))
-        );
-    }
-
-    #[test]
-    fn a_cargo_build_tree_falls_back_inside_itself() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let profile = dir.path().join("target/debug");
-        std::fs::create_dir_all(profile.join(".fingerprint")).expect("mkdir");
-        touch(&profile.join("deps").join(CONTROL_LIBRARY), Duration::ZERO);
-        touch(
-            &dir.path().join("target").join(CONTROL_LIBRARY),
-            Duration::ZERO,
-        );
-        // `lotus` in target/debug finds deps/'s.
-        assert_eq!(
-            near(&profile.join("lotus")),
-            Some(profile.join("deps").join(CONTROL_LIBRARY))
-        );
-        // A test binary in deps/ finds it beside itself; with only the
-        // uplifted copy, one folder up, never two.
-        std::fs::remove_file(profile.join("deps").join(CONTROL_LIBRARY)).expect("rm");
-        assert_eq!(near(&profile.join("deps/harness-0123")), None);
-        touch(&profile.join(CONTROL_LIBRARY), Duration::from_secs(3600));
-        assert_eq!(
-            near(&profile.join("deps/harness-0123")),
-            Some(profile.join(CONTROL_LIBRARY))
-        );
-    }
-
-    #[test]
-    fn a_control_library_others_can_write_is_refused() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().expect("temp dir");
-        let lib = dir.path().join("bin").join(CONTROL_LIBRARY);
-        touch(&lib, Duration::ZERO);
-        std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-        let e = control_library_near(&dir.path().join("bin/lotus"))
-            .expect("found")
-            .expect_err("world-writable");
-        assert_eq!(e.path, lib);
-    }
 
     #[test]
     fn only_folders_of_a_lotus_that_is_gone_are_removed() {

@@ -1,0 +1,73 @@
+//! The lotus mapping engine: which native functions each Python op runs.
+//!
+//! - [`live::map_live`] runs each op file alone under any registered
+//!   backend ([`lotus_core::backend`]): one Python process per run (or one
+//!   fork server per op under perf) runs the harness, which calls the op's
+//!   `setup()`, warms up, opens a measurement window through the control
+//!   library and loops the op in it; the runs are merged by a
+//!   [`MergeRule`](lotus_core::MergeRule), and a harness floor (an empty
+//!   op) marks the functions every op shows as `baseline`.
+//! - [`from_reports::build`] reads vendor reports already on disk,
+//!   `DIR/<Op>/<run>.csv`.
+//! - [`output::render`] writes a mapping as a table, `lotus.mapping/1`
+//!   JSON, the original tool's schema, CSV or Markdown;
+//!   [`write::write_atomic`] puts text at a path so that a half-written
+//!   file never replaces a good one.
+//!
+//! Progress goes to a [`Progress`](progress::Progress) the caller gives;
+//! the library prints nothing. The control library the profiled processes
+//! load (`liblotus_control.so`) is named by the caller
+//! ([`live::LiveOptions::new`]).
+//!
+//! ```no_run
+//! use lotus_backend_perf as _; // registers the perf backend
+//! use lotus_map::live::{map_live, LiveOptions};
+//! use lotus_map::output::{render, Format, NameWidth};
+//! use lotus_map::progress::NoProgress;
+//! use std::sync::atomic::AtomicBool;
+//!
+//! let backend = lotus_core::backend("perf")?;
+//! let opts = LiveOptions::new("/usr/bin/python3", "target/debug/liblotus_control.so")
+//!     .with_runs(1)
+//!     .with_min_samples(500);
+//! let ops = ["fixtures/ops/RandomHorizontalFlip.py".into()];
+//! let outcome = map_live(backend.as_ref(), &ops, &opts, &mut NoProgress, &AtomicBool::new(false))?;
+//! print!("{}", render(&outcome.mapping, Format::Json, 0, NameWidth::Full)?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+mod echo;
+mod error;
+pub mod from_reports;
+pub mod harness;
+pub mod live;
+pub mod names;
+pub mod output;
+pub mod progress;
+pub mod write;
+
+// The lotus process's end of the control channel. It is the control
+// library's (`lotus-cli/src/control/host.rs`), compiled here too until
+// that library is a crate of its own that this one can depend on; then
+// this becomes `use lotus_control::host`. Its doctest names that crate, so
+// it is left out of this one's doctests.
+#[cfg(not(doctest))]
+#[path = "../../lotus-cli/src/control/host.rs"]
+#[allow(dead_code, missing_docs)]
+mod control_host;
+
+/// Collecting doctests resolves names but checks no bodies: a name stands
+/// in for the module left out.
+#[cfg(doctest)]
+mod control_host {
+    pub struct ControlHost;
+}
+
+pub use control_host::ControlHost;
+pub use error::{MapError, Result};
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
