@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use lotus_core::mapping::{Mapping, OpFailure};
+use lotus_core::mapping::Mapping;
 use lotus_core::MergeRule;
 use lotus_map::live::{self, LiveOptions};
 use lotus_map::output::{one_line, render, Format, NameWidth};
@@ -276,7 +276,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
     }
     let backend_name = args.backend.as_deref().unwrap_or_default();
     let backend = usage::backend(backend_name)?;
-    let (mut mapping, failures, interrupted) = match &args.from_reports {
+    let (mapping, interrupted) = match &args.from_reports {
         Some(dir) => {
             if !args.ops.is_empty() {
                 return Err(usage(
@@ -287,7 +287,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 return Err(usage("--from-reports reads VTune or uProf reports: use --backend vtune or --backend uprof (perf maps live: lotus map --backend perf ops/*.py)"));
             }
             let outcome = from_reports::build(backend.as_ref(), dir, args.rule)?;
-            (outcome.mapping, outcome.failures, false)
+            (outcome.into_mapping(), false)
         }
         None => {
             if args.ops.is_empty() {
@@ -340,16 +340,11 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 &mut progress,
                 &interrupted,
             )?;
-            (outcome.mapping, outcome.failures, outcome.interrupted)
+            let interrupted = outcome.interrupted;
+            (outcome.into_mapping(), interrupted)
         }
     };
-    mapping.failures = failures
-        .iter()
-        .map(|(op, error)| OpFailure {
-            op: op.clone(),
-            error: error.clone(),
-        })
-        .collect();
+    let failures = &mapping.failures;
     // A live mapping reports each failure as it happens.
     if args.from_reports.is_some() {
         for f in &mapping.failures {

@@ -118,6 +118,14 @@ pub struct Outcome {
     pub failures: Vec<(String, String)>,
 }
 
+impl Outcome {
+    /// The mapping with the failed ops listed in it (`failures`), as
+    /// `lotus map` writes it.
+    pub fn into_mapping(self) -> Mapping {
+        crate::live::with_failures(self.mapping, self.failures)
+    }
+}
+
 /// Reads every op's reports with `backend`'s reader and merges them.
 pub fn build(backend: &dyn Profiler, dir: &Path, rule: MergeRule) -> Result<Outcome> {
     let ops = scan(dir)?;

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use lotus_core::control::ENV_BACKEND;
-use lotus_core::mapping::{OpAccumulator, OpMapping, Settings, WindowSummary};
+use lotus_core::mapping::{OpAccumulator, OpFailure, OpMapping, Settings, WindowSummary};
 use lotus_core::{CollectOptions, Mapping, Profiler, Report, Target, Unit, WindowStats};
 
 use crate::error::{Context, MapError, Result};
@@ -49,6 +49,23 @@ pub struct LiveOutcome {
     pub failures: Vec<(String, String)>,
     /// Ctrl-C stopped the mapping early.
     pub interrupted: bool,
+}
+
+impl LiveOutcome {
+    /// The mapping with the failed ops listed in it (`failures`), as
+    /// `lotus map` writes it.
+    pub fn into_mapping(self) -> Mapping {
+        with_failures(self.mapping, self.failures)
+    }
+}
+
+/// `mapping` with `failures` (op, message) listed in it.
+pub(crate) fn with_failures(mut mapping: Mapping, failures: Vec<(String, String)>) -> Mapping {
+    mapping.failures = failures
+        .into_iter()
+        .map(|(op, error)| OpFailure { op, error })
+        .collect();
+    mapping
 }
 
 /// One finished run.
