@@ -165,7 +165,7 @@ pub(crate) fn counter_headers(a: &InPipelineAttribution) -> Vec<String> {
 
 /// The table (Markdown when `markdown`); `names`: whether the top
 /// functions are shown whole or shortened to fit the width (C++ kernels
-/// run to hundreds of characters: see [`lotus_map::names`]).
+/// run to hundreds of characters: see [`lotus_map::output::NameWidth`]).
 fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> String {
     let mut header: Vec<String> = [
         "row",

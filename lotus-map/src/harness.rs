@@ -34,26 +34,26 @@ const LOTUS_PY: &str = include_str!("../harness/lotus.py");
 
 /// Script mode: the one op name whose windows the harness opens (the
 /// others' `lotus.resume` / `lotus.pause` do nothing).
-pub const ENV_ONLY_OP: &str = "LOTUS_HARNESS_ONLY_OP";
+pub(crate) const ENV_ONLY_OP: &str = "LOTUS_HARNESS_ONLY_OP";
 /// The variable that names the control library for `lotus.py`.
 pub const ENV_CONTROL_LIB: &str = "LOTUS_CONTROL_LIB";
 /// The control library's file name.
 pub const CONTROL_LIBRARY: &str = "liblotus_control.so";
 
 /// Harness exit code: done.
-pub const EXIT_OK: i32 = 0;
+pub(crate) const EXIT_OK: i32 = 0;
 /// Harness exit code: the harness itself failed (a bug, or bad arguments
 /// rejected after parsing).
-pub const EXIT_HARNESS: i32 = 1;
+pub(crate) const EXIT_HARNESS: i32 = 1;
 /// Harness exit code: the op file cannot be read or has a syntax error
 /// (also argparse's code for bad arguments).
-pub const EXIT_BAD_FILE: i32 = 2;
+pub(crate) const EXIT_BAD_FILE: i32 = 2;
 /// Harness exit code: the op file raised (import, setup, warm-up, window,
 /// script).
-pub const EXIT_OP_RAISED: i32 = 3;
+pub(crate) const EXIT_OP_RAISED: i32 = 3;
 /// Harness exit code: the control library failed (resume or pause refused,
 /// library not loadable).
-pub const EXIT_CONTROL: i32 = 4;
+pub(crate) const EXIT_CONTROL: i32 = 4;
 
 /// The harness files written for one run; the folder is removed on drop.
 #[derive(Debug)]

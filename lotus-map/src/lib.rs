@@ -42,7 +42,7 @@ mod error;
 pub mod from_reports;
 pub mod harness;
 pub mod live;
-pub mod names;
+mod names;
 pub mod output;
 pub mod progress;
 pub mod write;
@@ -66,6 +66,41 @@ mod control_host {
 
 pub use control_host::ControlHost;
 pub use error::{MapError, Result};
+
+/// Internals that are not API: each block must fail to compile (E0603:
+/// private). The harness's arguments and result file:
+///
+/// ```compile_fail,E0603
+/// use lotus_map::harness::HarnessResult;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_map::harness::HarnessArgs;
+/// ```
+///
+/// The echo of an op's output, and the name shortener behind
+/// `output::NameWidth`:
+///
+/// ```compile_fail,E0603
+/// use lotus_map::echo::Echo;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_map::names::shorten_all;
+/// ```
+///
+/// Options and results are `#[non_exhaustive]`: built with
+/// `LiveOptions::new` and its `with_*` methods, never a literal.
+///
+/// ```compile_fail,E0639
+/// let _ = lotus_map::live::LiveOutcome {
+///     mapping: unimplemented!(),
+///     failures: Vec::new(),
+///     interrupted: false,
+/// };
+/// ```
+#[cfg(doctest)]
+pub struct PrivateInternals;
 
 /// The crate README's examples, run as doctests so the README stays true.
 #[cfg(doctest)]

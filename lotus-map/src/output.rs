@@ -42,7 +42,7 @@ pub enum NameWidth {
     /// In full (`--wide`).
     Full,
     /// Shortened so that each table fits this many columns (see
-    /// [`crate::names`]).
+    /// the crate's name shortener).
     Fit(usize),
 }
 
