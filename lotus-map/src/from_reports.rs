@@ -5,10 +5,11 @@
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use lotus_core::mapping::{OpAccumulator, Settings};
+use lotus_core::mapping::{OpAccumulator, OpFailure, Settings};
 use lotus_core::{Mapping, MergeRule, Profiler};
 
 use crate::error::{full_message, Context, MapError, Result};
+use crate::live::failure;
 
 /// Report file extensions read from an op folder.
 const REPORT_EXTENSIONS: &[&str] = &["csv", "tsv"];
@@ -113,16 +114,17 @@ fn has_report_extension(path: &Path) -> bool {
 pub struct Outcome {
     /// The mapping of every op that read cleanly.
     pub mapping: Mapping,
-    /// One (op, message) per op that failed (the op is left out of the
-    /// mapping).
-    pub failures: Vec<(String, String)>,
+    /// Each op that failed, with why (left out of `mapping`).
+    pub failures: Vec<OpFailure>,
 }
 
 impl Outcome {
     /// The mapping with the failed ops listed in it (`failures`), as
     /// `lotus map` writes it.
     pub fn into_mapping(self) -> Mapping {
-        crate::live::with_failures(self.mapping, self.failures)
+        let mut mapping = self.mapping;
+        mapping.failures = self.failures;
+        mapping
     }
 }
 
@@ -139,7 +141,7 @@ pub fn build(backend: &dyn Profiler, dir: &Path, rule: MergeRule) -> Result<Outc
                 // Each report's sum is finite; the runs' together must be
                 // too, or the op's total is written as `null`.
                 if !merged.samples.is_finite() {
-                    failures.push((
+                    failures.push(failure(
                         op.name.clone(),
                         format!(
                             "{}: the runs' values add up to more than a number can hold (are the reports garbled?)",
@@ -151,7 +153,7 @@ pub fn build(backend: &dyn Profiler, dir: &Path, rule: MergeRule) -> Result<Outc
                 max_runs = max_runs.max(acc.runs());
                 finished.push(merged);
             }
-            Err(e) => failures.push((
+            Err(e) => failures.push(failure(
                 op.name.clone(),
                 format!("{}: {}", op.dir.display(), full_message(&e)),
             )),

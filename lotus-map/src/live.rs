@@ -45,8 +45,8 @@ pub use serve::{serve, RunError, REAP_LIMIT};
 pub struct LiveOutcome {
     /// Every op that finished all its runs.
     pub mapping: Mapping,
-    /// One message per op that failed.
-    pub failures: Vec<(String, String)>,
+    /// Each op that failed, with why (left out of `mapping`).
+    pub failures: Vec<OpFailure>,
     /// Ctrl-C stopped the mapping early.
     pub interrupted: bool,
 }
@@ -55,17 +55,15 @@ impl LiveOutcome {
     /// The mapping with the failed ops listed in it (`failures`), as
     /// `lotus map` writes it.
     pub fn into_mapping(self) -> Mapping {
-        with_failures(self.mapping, self.failures)
+        let mut mapping = self.mapping;
+        mapping.failures = self.failures;
+        mapping
     }
 }
 
-/// `mapping` with `failures` (op, message) listed in it.
-pub(crate) fn with_failures(mut mapping: Mapping, failures: Vec<(String, String)>) -> Mapping {
-    mapping.failures = failures
-        .into_iter()
-        .map(|(op, error)| OpFailure { op, error })
-        .collect();
-    mapping
+/// The failure of `op`, saying `error`.
+pub(crate) fn failure(op: String, error: String) -> OpFailure {
+    OpFailure { op, error }
 }
 
 /// One finished run.
@@ -267,7 +265,7 @@ pub fn map_live(
         let mut mapped = Vec::new();
         match map_op(&ctx, spec, None, progress) {
             OpOutcome::Mapped(op) => mapped.push(op),
-            OpOutcome::Failed(name, why) => failures.push((name, why)),
+            OpOutcome::Failed(name, why) => failures.push(failure(name, why)),
             OpOutcome::Interrupted => {
                 was_interrupted = true;
                 break 'ops;
@@ -292,7 +290,7 @@ pub fn map_live(
                 for name in &names {
                     match map_op(&ctx, spec, Some(name), progress) {
                         OpOutcome::Mapped(op) => mapped.push(op),
-                        OpOutcome::Failed(name, why) => failures.push((name, why)),
+                        OpOutcome::Failed(name, why) => failures.push(failure(name, why)),
                         OpOutcome::Split(_) => {}
                         OpOutcome::Interrupted => {
                             was_interrupted = true;
@@ -308,7 +306,7 @@ pub fn map_live(
                 op.name = "(empty)".into();
                 baseline = Some(op);
             } else if finished.iter().any(|o| o.name == op.name) {
-                failures.push((
+                failures.push(failure(
                     op.name.clone(),
                     format!(
                         "{}: another op (file, or window name in a script) has the same name; set NAME in one of them or rename its windows",
