@@ -17,27 +17,31 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use lotus_core::control::ENV_BACKEND;
 use lotus_core::mapping::{OpAccumulator, OpFailure, OpMapping, Settings, WindowSummary};
-use lotus_core::{CollectOptions, Mapping, Profiler, Report, Target, Unit, WindowStats};
+use lotus_core::{CollectOptions, Mapping, Profiler, Report, WindowStats};
 
 use crate::error::{Context, MapError, Result};
-use crate::harness::{self, HarnessArgs, HarnessFiles, HarnessResult};
+use crate::harness::{self, HarnessFiles, HarnessResult};
 use crate::output::one_line;
 use crate::progress::{MessageKind, Progress};
 
 mod fork_server;
 mod options;
+mod process;
 mod run;
 mod run_checks;
 mod serve;
 pub mod threads;
+mod windows;
 use fork_server::{fork_server_runs, run_server};
 pub use options::LiveOptions;
+use process::{collect_options, environment, harness_target};
+pub use process::{control_env, ENV_ITT_COLLECTOR};
 use run::run_once;
 pub use run_checks::check_op_file;
 use run_checks::{empty_run, window_names};
 pub use serve::{serve, RunError, REAP_LIMIT};
+use windows::{add_windows, low_samples_warning, RunWindows};
 
 /// What a live mapping produced.
 #[derive(Debug)]
@@ -520,250 +524,3 @@ fn map_op(
         None => OpOutcome::Failed(spec.label.clone(), "no run finished".into()),
     }
 }
-
-/// How many windows a run opened and how long they were open.
-struct RunWindows {
-    count: u64,
-    ns: u64,
-}
-
-impl RunWindows {
-    /// Where lotus switched the windows it saw each one (and its length
-    /// on the samples' clock): those count, ITT's included. Otherwise (the
-    /// vendor's tool switched them) the harness's own account: the op
-    /// loop's one window, or a script's windows opened through the `lotus`
-    /// module and the stand-ins, timed around the calls.
-    fn of(out: &RunOutput) -> RunWindows {
-        if !out.windows.is_empty() {
-            return RunWindows {
-                count: out.windows.len() as u64,
-                ns: out.windows.iter().map(|w| w.duration_ns).sum(),
-            };
-        }
-        let count = match out.result.mode {
-            Some(harness::HarnessMode::Script) => out.result.windows.iter().map(|(_, n)| n).sum(),
-            _ => u64::from(out.result.window_ns.is_some()),
-        };
-        RunWindows {
-            count,
-            ns: out.result.window_ns.unwrap_or(0),
-        }
-    }
-}
-
-/// The warning for a run whose windows held under half the samples asked
-/// for. The op loop stops on CPU time, so few samples there mean the op
-/// mostly waited; a script's windows hold only what it runs between resume
-/// and pause (the study's scripts: one call each), so the cure is more
-/// runs or a loop inside the window. `script`: that run's windows.
-fn low_samples_warning(
-    shown: &str,
-    run: u32,
-    samples: u64,
-    wanted: u64,
-    script: Option<&RunWindows>,
-) -> String {
-    match script {
-        Some(w) => format!(
-            "{shown}: run {run}'s {} window(s) held only {samples} samples in {:.3} s (wanted {wanted}): a script's window holds only what the script runs inside it (one call, in the study's scripts); raise --runs, or loop the op between resume and pause",
-            w.count,
-            w.ns as f64 / 1e9
-        ),
-        None => format!(
-            "{shown}: run {run}'s window held only {samples} samples (wanted {wanted}); the op may mostly wait rather than compute"
-        ),
-    }
-}
-
-/// Adds a run's windows to the op's summary; returns the run's samples.
-fn add_windows(summary: &mut WindowSummary, out: &RunOutput, windows: &RunWindows) -> u64 {
-    summary.seconds += windows.ns as f64 / 1e9;
-    summary.windows += windows.count;
-    summary.iterations += out.result.iterations.unwrap_or(0);
-    let mut samples = 0;
-    for w in &out.windows {
-        samples += w.samples;
-        summary.lost_samples += w.lost_samples;
-        for (k, v) in &w.counters {
-            *summary.counters.entry(k.clone()).or_default() += v;
-        }
-        for (k, why) in &w.unsupported {
-            summary.unsupported.insert(k.clone(), why.clone());
-        }
-    }
-    if out.windows.is_empty() && out.report.unit == Unit::Samples {
-        samples = out.report.total() as u64;
-    }
-    summary.samples += samples;
-    samples
-}
-
-fn environment(
-    backend: &dyn Profiler,
-    backend_version: Option<String>,
-    opts: &LiveOptions,
-) -> std::collections::BTreeMap<String, String> {
-    let mut env = std::collections::BTreeMap::new();
-    env.insert("lotus".into(), env!("CARGO_PKG_VERSION").into());
-    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
-        env.insert("host".into(), h.trim().into());
-    }
-    // CPU model, CPUs, cores, kernel: for comparing hosts (`lotus compare`).
-    env.extend(lotus_core::host::facts());
-    if let Some(v) = backend_version {
-        env.insert("backend_version".into(), v);
-    }
-    env.insert("python".into(), opts.python.display().to_string());
-    // Bounded: an interpreter wrapper that hangs must not hang the mapping.
-    let mut version = std::process::Command::new(&opts.python);
-    version.arg("--version");
-    if let Ok(Some(out)) =
-        lotus_core::process::output_within(&mut version, lotus_core::profiler::VERSION_WAIT)
-    {
-        let v = String::from_utf8_lossy(if out.stdout.is_empty() {
-            &out.stderr
-        } else {
-            &out.stdout
-        })
-        .trim()
-        .to_string();
-        env.insert("python_version".into(), v);
-    }
-    // Under perf, the frequency the samplers ran at: the kernel caps it.
-    let in_force = if backend.name() == "perf" {
-        lotus_backend_perf::frequency_in_force(opts.frequency)
-    } else {
-        opts.frequency
-    };
-    env.insert("frequency_hz".into(), in_force.to_string());
-    if in_force != opts.frequency {
-        env.insert("frequency_requested_hz".into(), opts.frequency.to_string());
-    }
-    env.insert(
-        "sample_interval_ms".into(),
-        format!("{}", opts.sample_interval(backend).as_nanos() as f64 / 1e6),
-    );
-    opts.threads.record(&mut env);
-    if backend.switches_windows() {
-        let (edges, counters) = if opts.window_stamps(backend) {
-            (
-                "stamped by the op process on CLOCK_MONOTONIC, sent without waiting",
-                "read by the op process itself: task-clock (CLOCK_PROCESS_CPUTIME_ID), page-faults and context-switches (getrusage) of its own threads; no cycles or instructions",
-            )
-        } else {
-            (
-                "marked by lotus on request (round trip)",
-                "perf counters read by lotus at each edge (the process and everything it starts)",
-            )
-        };
-        env.insert("window_edges".into(), edges.into());
-        env.insert("window_counters".into(), counters.into());
-    }
-    env.insert(
-        "window_ms".into(),
-        opts.window(backend).as_millis().to_string(),
-    );
-    env
-}
-
-/// The backend options of one run; `--keep-raw` gets a folder per op and
-/// run.
-fn collect_options(
-    backend: &dyn Profiler,
-    opts: &LiveOptions,
-    spec: &OpSpec,
-    run: u32,
-) -> Result<CollectOptions> {
-    let mut copts = CollectOptions::default();
-    copts.frequency_hz = Some(opts.frequency);
-    copts.collect_type.clone_from(&opts.collect_type);
-    copts.window_stamps = opts.window_stamps(backend);
-    if let Some(root) = &opts.keep_raw {
-        let label: String = spec
-            .label
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let dir = root.join(format!("{label}-run{run}"));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("--keep-raw: cannot create {}", dir.display()))?;
-        copts.keep_raw = Some(dir);
-    }
-    Ok(copts)
-}
-
-/// The harness command for one run of `spec`, with the environment every
-/// backend gets (the channel's variables are added by the caller).
-fn harness_target(
-    backend: &dyn Profiler,
-    files: &HarnessFiles,
-    control_lib: &Path,
-    spec: &OpSpec,
-    result: &Path,
-    opts: &LiveOptions,
-    server_runs: Option<u32>,
-) -> Target {
-    let args = HarnessArgs {
-        op_file: spec
-            .file
-            .canonicalize()
-            .unwrap_or_else(|_| spec.file.to_path_buf()),
-        warmup: opts.warmup,
-        window: opts.window(backend),
-        min_iterations: opts.min_iterations,
-        result: result.to_path_buf(),
-        empty: spec.empty,
-        name: None,
-        threads: opts.threads.torch_threads,
-        cwd: opts.cwd.clone(),
-        runs: server_runs,
-        run_timeout: server_runs.map(|_| opts.timeout),
-    };
-    let mut target = Target::new(opts.python.clone());
-    target.args = std::iter::once(files.harness.clone().into_os_string())
-        .chain(args.to_args())
-        .collect();
-    // What an op prints is not the mapping: lotus's stdout carries
-    // only lotus's output.
-    target.stdout_to_stderr = true;
-    target.env.extend(control_env(backend, Some(control_lib)));
-    if opts.window_stamps(backend) {
-        target
-            .env
-            .push((lotus_core::control::ENV_WINDOW_STAMPS.into(), "1".into()));
-    }
-    target.env.extend(opts.threads.env());
-    target
-}
-
-/// The variables a profiled process needs to reach lotus: the backend's
-/// name and the control library. Scripts that open their own windows with
-/// ITT (`ittapi.resume()`, as the original Lotus op scripts do) reach
-/// lotus's own ITT collector, the control library, wherever lotus switches
-/// the windows, replacing any collector named in lotus's own environment
-/// (`map_live` says so); under VTune and uProf the environment's is kept.
-pub fn control_env(
-    backend: &dyn Profiler,
-    control_lib: Option<&Path>,
-) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    let mut env = vec![(ENV_BACKEND.into(), backend.name().into())];
-    if let Some(lib) = control_lib {
-        env.push((harness::ENV_CONTROL_LIB.into(), lib.into()));
-        // Where lotus switches the windows, ITT windows must reach its
-        // collector: one named in lotus's environment (oneAPI's setvars.sh
-        // sets VTune's) would take them, and the op would measure nothing.
-        if backend.switches_windows() {
-            env.push((ENV_ITT_COLLECTOR.into(), lib.into()));
-        }
-    }
-    env
-}
-
-/// The variable the ITT static part reads to find its collector library.
-pub const ENV_ITT_COLLECTOR: &str = "INTEL_LIBITTNOTIFY64";
