@@ -399,7 +399,11 @@ fn frequency_has_f_and_a_documented_default_per_command() {
 /// literals given to `env::var`/`env::var_os` and `ENV` constants.
 fn env_vars_read_in_sources() -> BTreeSet<String> {
     let mut found = BTreeSet::new();
-    let mut dirs = vec![root().join("lotus-cli/src"), root().join("lotus-core/src")];
+    let mut dirs = vec![
+        root().join("lotus-cli/src"),
+        root().join("lotus-map/src"),
+        root().join("lotus-core/src"),
+    ];
     for b in std::fs::read_dir(root().join("backends")).expect("backends") {
         dirs.push(b.expect("entry").path().join("src"));
     }

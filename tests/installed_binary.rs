@@ -24,14 +24,26 @@ fn lone_lotus() -> (tempfile::TempDir, PathBuf) {
 /// `bin` with `args`, with no control library named by the environment
 /// (the copy must find its own) and no ITT collector inherited.
 fn run(bin: &Path, args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(bin)
-        .args(args)
-        .env_remove("LOTUS_CONTROL_LIB")
-        .env_remove("INTEL_LIBITTNOTIFY64")
-        .env_remove("PYTHONPATH")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the copied lotus")
+    // ETXTBSY: another test thread forked while this one's copy was open
+    // for writing, and its child holds the descriptor until it execs.
+    const ETXTBSY: i32 = 26;
+    let mut tries = 0;
+    loop {
+        match Command::new(bin)
+            .args(args)
+            .env_remove("LOTUS_CONTROL_LIB")
+            .env_remove("INTEL_LIBITTNOTIFY64")
+            .env_remove("PYTHONPATH")
+            .stdin(Stdio::null())
+            .output()
+        {
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r.expect("run the copied lotus"),
+        }
+    }
 }
 
 #[test]

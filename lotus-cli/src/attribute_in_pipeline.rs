@@ -18,8 +18,9 @@ use lotus_core::spill::Budget;
 use serde_json::json;
 
 use crate::attribute_cmd::AttributeFormat;
-use crate::output::{widest, write_atomic, NameWidth};
 use crate::plots::{labelled_bars, Colours, LabelledBar};
+use lotus_map::output::{widest, NameWidth};
+use lotus_map::write::write_atomic;
 
 /// The JSON schema name.
 pub const SCHEMA: &str = "lotus.in-pipeline/1";
@@ -164,7 +165,7 @@ pub(crate) fn counter_headers(a: &InPipelineAttribution) -> Vec<String> {
 
 /// The table (Markdown when `markdown`); `names`: whether the top
 /// functions are shown whole or shortened to fit the width (C++ kernels
-/// run to hundreds of characters: see [`crate::names`]).
+/// run to hundreds of characters: see [`lotus_map::output::NameWidth`]).
 fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> String {
     let mut header: Vec<String> = [
         "row",

@@ -201,7 +201,7 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross]) -> String {
     let ratio = |v: Option<f64>| v.map_or("-".to_string(), |r| format!("{r:.2}x"));
     let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
     for o in ops {
-        let mut row = vec![Cell::new(crate::output::one_line(&o.op))];
+        let mut row = vec![Cell::new(lotus_map::output::one_line(&o.op))];
         for i in 0..labels.len() {
             let p = o.per_mapping[i];
             row.push(right(ms(p.and_then(|p| p.latency_s))));

@@ -21,7 +21,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-pub use crate::harness::{CONTROL_LIBRARY as FILE_NAME, ENV_CONTROL_LIB};
+pub use lotus_map::harness::{CONTROL_LIBRARY as FILE_NAME, ENV_CONTROL_LIB};
 
 /// The library built by `build.rs` from `lotus-control`.
 const EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/liblotus_control.so"));
@@ -76,6 +76,42 @@ pub fn write_embedded(dir: &Path) -> Result<PathBuf, ControlLibError> {
     })?;
     lotus_backend_common::trust::check_file(&path).map_err(ControlLibError::Untrusted)?;
     Ok(path)
+}
+
+/// `program`, found by searching (the active virtual environment, PATH)
+/// rather than named by the user, with a warning on stderr when another
+/// user could change it or a folder above it: run by root, it would run
+/// their code as root. Not refused: a user's own interpreter run by that
+/// user is the common case, and `--python` names one explicitly.
+pub fn warn_if_others_can_change(program: PathBuf) -> PathBuf {
+    if let Err(untrusted) = lotus_backend_common::trust::check_file(&program) {
+        eprintln!(
+            "lotus: warning: the Python interpreter {} can be changed by another user ({untrusted}); pass --python to choose one only you and root can write",
+            program.display()
+        );
+    }
+    program
+}
+
+/// Warns on stderr when another user can write the op file `op` or its
+/// folder (sticky or not): the harness puts that folder first on
+/// `sys.path`, as Python does for a script, so a module dropped there by
+/// another user (`numpy.py`) would be imported in place of the real one,
+/// as root when lotus runs as root. Not refused: ops in a shared project
+/// folder are common, and the warning says what to do.
+pub fn warn_if_op_folder_shared(op: &Path) {
+    use lotus_backend_common::trust;
+    let folder = match op.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let checked = trust::check_path(folder, true).and_then(|()| trust::check_entry(op, false));
+    if let Err(untrusted) = checked {
+        eprintln!(
+            "lotus: warning: op file {}: {untrusted}: another user could put a module there that the op imports in place of the real one (its folder comes first on sys.path); move the op to a folder only you can write",
+            op.display()
+        );
+    }
 }
 
 #[cfg(test)]

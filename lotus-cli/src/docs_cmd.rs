@@ -10,8 +10,8 @@ use anyhow::{Context, Result};
 use clap::{Command, CommandFactory};
 use clap_complete::Shell;
 
-use crate::output::write_atomic;
 use crate::usage::note;
+use lotus_map::write::write_atomic;
 
 /// `lotus completions` arguments.
 #[derive(Debug, clap::Args)]

@@ -10,8 +10,9 @@ use lotus_core::mapping::compare::{compare_mappings, ComparedFunction, MappingCo
 use lotus_core::mapping::Mapping;
 use serde_json::json;
 
-use crate::output::{one_line, Format};
+use crate::map_cmd::MapFormat as Format;
 use crate::usage::usage;
+use lotus_map::output::one_line;
 
 /// The JSON schema name.
 pub const SCHEMA: &str = "lotus.mapping-comparison/1";

@@ -9,7 +9,7 @@
 //! [`remove_on_oom`], and exits with status 1. Nothing on that path
 //! allocates: the message is written with `write(2)` from fixed bytes and
 //! a stack buffer. Files lotus writes are unnamed until complete
-//! (`output::write_atomic`), so no half-written output is left.
+//! (`lotus_map::write::write_atomic`), so no half-written output is left.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::CString;

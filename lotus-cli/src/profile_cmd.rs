@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use lotus_backend_common::reaper::Reaper;
-use lotus_control::host::ControlHost;
 use lotus_core::profile::{Partial, Profile};
 use lotus_core::{CollectOptions, Target};
+use lotus_map::ControlHost;
 
-use crate::harness;
-use crate::live::{self, RunError};
-use crate::output::{check_writable, write_atomic};
+use lotus_map::harness;
+use lotus_map::live::{self, RunError};
+use lotus_map::write::{check_writable, write_atomic};
 
 /// `lotus profile` arguments.
 #[derive(Debug, clap::Args)]
@@ -167,7 +167,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
                 ),
             }),
         ),
-        Err(RunError::Failed(why)) => bail!("{}: {why}", target.program.display()),
+        Err(e) => bail!("{}: {e}", target.program.display()),
     };
     if !args.windows && backend.switches_windows() {
         collection.pause()?;

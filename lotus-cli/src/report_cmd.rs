@@ -37,12 +37,12 @@ use lotus_core::trace::stats::{ConfigComparison, OutlierRule};
 use crate::attribute_cmd::{
     load_mapping, load_op_times, load_profile, name_profiles, LoadedProfile,
 };
-use crate::output::write_atomic;
 use crate::plots::{box_plot, grouped_bars, Colours};
 use crate::report_samples::{
     attribute, compare, comparison_section, in_pipeline_section, op_names, Sampled,
 };
 use crate::trace_cmd::{configurations_of, Computed, OutliersArg};
+use lotus_map::write::write_atomic;
 
 /// `lotus report --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -86,7 +86,7 @@ use lotus_core::trace::torch::{self, Alignment, TorchScan};
 use lotus_core::trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
 use serde::Serialize;
 
-use crate::output::{write_atomic, Pending};
+use lotus_map::write::{write_atomic, Pending};
 
 /// The schema tag of `lotus trace stats --json`.
 pub const STATS_SCHEMA: &str = "lotus.trace-stats/2";

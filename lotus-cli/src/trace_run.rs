@@ -417,7 +417,7 @@ pub const ENV_TRACE_ITT: &str = "LOTUS_TRACE_ITT";
 /// The original format has no place for them (its readers take no header);
 /// lotus's collector is loaded only with `--itt-tasks`.
 fn itt_tasks_env(cmd: &mut Command, format: LogFormat, itt_tasks: bool, private_dir: &Path) {
-    const COLLECTOR: &str = crate::live::ENV_ITT_COLLECTOR;
+    const COLLECTOR: &str = lotus_map::live::ENV_ITT_COLLECTOR;
     cmd.env_remove(ENV_TRACE_ITT);
     if let Some(other) = std::env::var_os(COLLECTOR).filter(|v| !v.is_empty()) {
         crate::usage::note!(

@@ -12,7 +12,7 @@ use std::time::Duration;
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
-use common::{any_python as python, control_lib, harness_dir};
+use common::{any_python as python, control_lib, map_harness_dir};
 use lotus_control::host::ControlHost;
 use lotus_core::control::{Reply, Request};
 
@@ -26,7 +26,7 @@ fn python_command(script: &str) -> Command {
     let mut cmd = Command::new(python());
     cmd.arg("-c")
         .arg(script)
-        .env("PYTHONPATH", harness_dir())
+        .env("PYTHONPATH", map_harness_dir())
         .env("LOTUS_CONTROL_LIB", control_lib())
         .env_remove("LOTUS_BACKEND")
         .env_remove("LOTUS_CONTROL_FDS")

@@ -8,7 +8,7 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
-#[path = "../src/harness.rs"]
+#[path = "../../lotus-map/src/harness.rs"]
 mod harness;
 
 use std::path::{Path, PathBuf};

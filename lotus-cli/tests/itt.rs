@@ -17,7 +17,7 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
-#[path = "../src/harness.rs"]
+#[path = "../../lotus-map/src/harness.rs"]
 mod harness;
 
 use std::collections::BTreeMap;

@@ -18,7 +18,7 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{control_lib, harness_dir};
+use common::{control_lib, map_harness_dir};
 use serde_json::Value;
 use standin::{Api, Flavor};
 
@@ -29,7 +29,7 @@ use standin::{Api, Flavor};
 fn python(args: &[&str], log: &Path) -> Command {
     let mut cmd = Command::new(standin::python());
     cmd.args(args)
-        .env("PYTHONPATH", harness_dir())
+        .env("PYTHONPATH", map_harness_dir())
         .env("LOTUS_CONTROL_LIB", control_lib())
         .env("LOTUS_BACKEND", "uprof")
         .env("UPROF_STANDIN_LOG", log)
@@ -325,7 +325,7 @@ fn the_harness_opens_one_window_around_the_op() {
     )
     .expect("op file");
     let result = tmp.path().join("result.json");
-    let harness = harness_dir().join("lotus_harness.py");
+    let harness = map_harness_dir().join("lotus_harness.py");
     let mut cmd = python(
         &[
             harness.to_str().expect("path"),
@@ -660,7 +660,7 @@ fn dry_run_shows_the_interval_the_cutoff_and_windows_sized_by_the_interval() {
 fn study_scripts_reach_uprof_through_the_stand_ins() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let lib = standin::build_library(&tmp.path().join("lib5.so"), Flavor::good(Api::V5));
-    let harness = harness_dir().join("lotus_harness.py");
+    let harness = map_harness_dir().join("lotus_harness.py");
     for (name, script) in [
         (
             "Amd.py",

@@ -149,9 +149,15 @@ pub fn control_lib() -> PathBuf {
     .unwrap_or_else(|| panic!("liblotus_control.so was not built beside {}", bin.display()))
 }
 
-/// The Python side of lotus (`lotus.py`, the harness, `lotus_trace`).
+/// The tracer's Python side (`lotus_trace`), which the binary carries.
 pub fn harness_dir() -> PathBuf {
     root().join("lotus-cli/harness")
+}
+
+/// The Python side of a live mapping (`lotus.py`, the op harness), which
+/// the `lotus_map` library carries.
+pub fn map_harness_dir() -> PathBuf {
+    root().join("lotus-map/harness")
 }
 
 /// Runs `lotus` with extra environment variables.

@@ -84,7 +84,7 @@ use lotus_core::mapping::{Mapping, MappingError};
 use lotus_core::profile::Profile;
 use lotus_core::{Row, Unit};
 
-use crate::output::write_atomic;
+use lotus_map::write::write_atomic;
 use render::View;
 
 /// The schema tag of `lotus attribute --format json`.

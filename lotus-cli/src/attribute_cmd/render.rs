@@ -1,6 +1,6 @@
 //! Rendering an attribution: JSON, CSV, terminal tables and Markdown.
 
-use crate::output::one_line;
+use lotus_map::output::one_line;
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};

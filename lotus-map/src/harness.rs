@@ -1,20 +1,23 @@
-//! The Python op harness that `lotus map` runs each op file under, and the
-//! control library it loads.
+//! The Python op harness that a live mapping runs each op file under.
 //!
 //! The harness (`harness/lotus_harness.py`) and the `lotus` Python module
-//! (`harness/lotus.py`) are compiled into the binary and written to a temp
-//! folder per run with [`write_harness`]. The profiled command is then
+//! (`harness/lotus.py`) are compiled into the library and written to a
+//! temp folder per mapping with [`write_harness`] (a program that should
+//! `import lotus` can get the module the same way). The profiled command
+//! is then
 //!
 //! ```text
 //! python3 <dir>/lotus_harness.py --op-file OP.py --warmup N --window-ms MS \
 //!     --min-iterations K --result RESULT.json [--empty] [--name NAME] [--threads N] [--cwd DIR]
 //! ```
 //!
-//! ([`HarnessArgs::to_args`] builds the arguments after the script path)
-//! with `LOTUS_CONTROL_LIB` set to the control library (the binary's
-//! embedded copy, written into the harness folder), `LOTUS_BACKEND`
-//! and, for perf, `LOTUS_CONTROL_FDS`. It writes a [`HarnessResult`] to
-//! RESULT.json and exits with one of the `EXIT_*` codes.
+//! (`HarnessArgs::to_args` builds the arguments after the script path)
+//! with [`ENV_CONTROL_LIB`] naming the control library the caller gave
+//! (`LiveOptions::new`), `LOTUS_BACKEND` and, for perf,
+//! `LOTUS_CONTROL_FDS`. It writes its result (`HarnessResult`) to
+//! RESULT.json and exits with one of the `EXIT_*` codes. The arguments and
+//! the result are this crate's business (its tests include this file to
+//! run the harness as the engine does).
 
 // This module is the harness's whole contract (every result field, every
 // exit code); a caller reads only part of it.
@@ -31,29 +34,30 @@ const LOTUS_PY: &str = include_str!("../harness/lotus.py");
 
 /// Script mode: the one op name whose windows the harness opens (the
 /// others' `lotus.resume` / `lotus.pause` do nothing).
-pub const ENV_ONLY_OP: &str = "LOTUS_HARNESS_ONLY_OP";
+pub(crate) const ENV_ONLY_OP: &str = "LOTUS_HARNESS_ONLY_OP";
 /// The variable that names the control library for `lotus.py`.
 pub const ENV_CONTROL_LIB: &str = "LOTUS_CONTROL_LIB";
 /// The control library's file name.
 pub const CONTROL_LIBRARY: &str = "liblotus_control.so";
 
 /// Harness exit code: done.
-pub const EXIT_OK: i32 = 0;
+pub(crate) const EXIT_OK: i32 = 0;
 /// Harness exit code: the harness itself failed (a bug, or bad arguments
 /// rejected after parsing).
-pub const EXIT_HARNESS: i32 = 1;
+pub(crate) const EXIT_HARNESS: i32 = 1;
 /// Harness exit code: the op file cannot be read or has a syntax error
 /// (also argparse's code for bad arguments).
-pub const EXIT_BAD_FILE: i32 = 2;
+pub(crate) const EXIT_BAD_FILE: i32 = 2;
 /// Harness exit code: the op file raised (import, setup, warm-up, window,
 /// script).
-pub const EXIT_OP_RAISED: i32 = 3;
+pub(crate) const EXIT_OP_RAISED: i32 = 3;
 /// Harness exit code: the control library failed (resume or pause refused,
 /// library not loadable).
-pub const EXIT_CONTROL: i32 = 4;
+pub(crate) const EXIT_CONTROL: i32 = 4;
 
 /// The harness files written for one run; the folder is removed on drop.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct HarnessFiles {
     /// The temp folder holding `lotus_harness.py` and `lotus.py`.
     pub dir: tempfile::TempDir,
@@ -133,45 +137,9 @@ fn remove_stale_folders(tmp: &Path) {
     }
 }
 
-/// `program`, found by searching (the active virtual environment, PATH)
-/// rather than named by the user, with a warning on stderr when another
-/// user could change it or a folder above it: run by root, it would run
-/// their code as root. Not refused: a user's own interpreter run by that
-/// user is the common case, and `--python` names one explicitly.
-pub fn warn_if_others_can_change(program: PathBuf) -> PathBuf {
-    if let Err(untrusted) = lotus_backend_common::trust::check_file(&program) {
-        eprintln!(
-            "lotus: warning: the Python interpreter {} can be changed by another user ({untrusted}); pass --python to choose one only you and root can write",
-            program.display()
-        );
-    }
-    program
-}
-
-/// Warns on stderr when another user can write the op file `op` or its
-/// folder (sticky or not): the harness puts that folder first on
-/// `sys.path`, as Python does for a script, so a module dropped there by
-/// another user (`numpy.py`) would be imported in place of the real one,
-/// as root when lotus runs as root. Not refused: ops in a shared project
-/// folder are common, and the warning says what to do.
-pub fn warn_if_op_folder_shared(op: &Path) {
-    use lotus_backend_common::trust;
-    let folder = match op.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let checked = trust::check_path(folder, true).and_then(|()| trust::check_entry(op, false));
-    if let Err(untrusted) = checked {
-        eprintln!(
-            "lotus: warning: op file {}: {untrusted}: another user could put a module there that the op imports in place of the real one (its folder comes first on sys.path); move the op to a folder only you can write",
-            op.display()
-        );
-    }
-}
-
 /// The harness's command-line settings for one op run.
 #[derive(Debug, Clone)]
-pub struct HarnessArgs {
+pub(crate) struct HarnessArgs {
     /// The op file.
     pub op_file: PathBuf,
     /// Op calls before the window opens.
@@ -202,7 +170,7 @@ pub struct HarnessArgs {
 
 impl HarnessArgs {
     /// The arguments that follow the harness script's path.
-    pub fn to_args(&self) -> Vec<OsString> {
+    pub(crate) fn to_args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
             "--op-file".into(),
             self.op_file.clone().into(),
@@ -245,7 +213,7 @@ impl HarnessArgs {
 /// How the harness ran the op file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum HarnessMode {
+pub(crate) enum HarnessMode {
     /// The file defines `op`: the harness looped it in one window.
     Op,
     /// The file has no `op`: it ran as a script with its own windows.
@@ -255,7 +223,7 @@ pub enum HarnessMode {
 /// Where a harness run failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum HarnessStage {
+pub(crate) enum HarnessStage {
     /// Reading the op file.
     Read,
     /// Parsing it (a syntax error).
@@ -281,7 +249,7 @@ pub enum HarnessStage {
 
 /// What the harness wrote to its result file.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-pub struct HarnessResult {
+pub(crate) struct HarnessResult {
     /// The op's name: `--name`, the file's `NAME`, or its stem.
     pub name: String,
     /// How the file ran; absent when it could not be parsed.
@@ -343,7 +311,7 @@ pub struct HarnessResult {
 
 impl HarnessResult {
     /// Reads a result file; the error names the file.
-    pub fn read(path: &Path) -> std::io::Result<HarnessResult> {
+    pub(crate) fn read(path: &Path) -> std::io::Result<HarnessResult> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             std::io::Error::new(e.kind(), format!("harness result {}: {e}", path.display()))
         })?;
@@ -356,7 +324,7 @@ impl HarnessResult {
     }
 
     /// Mean time per op call inside the window, in ns (op mode).
-    pub fn ns_per_iteration(&self) -> Option<f64> {
+    pub(crate) fn ns_per_iteration(&self) -> Option<f64> {
         match (self.window_ns, self.iterations) {
             (Some(ns), Some(n)) if n > 0 => Some(ns as f64 / n as f64),
             _ => None,

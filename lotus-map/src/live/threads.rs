@@ -18,7 +18,8 @@ use std::ffi::OsString;
 use lotus_core::Report;
 
 /// The thread-count variables of the OpenMP, MKL and OpenBLAS runtimes.
-pub const THREAD_VARS: [&str; 3] = ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"];
+pub(crate) const THREAD_VARS: [&str; 3] =
+    ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"];
 
 /// Where one variable's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +89,7 @@ impl ThreadPlan {
 
     /// The variables to add to the op process's environment (those kept
     /// from the user's environment are inherited and not repeated).
-    pub fn env(&self) -> Vec<(OsString, OsString)> {
+    pub(crate) fn env(&self) -> Vec<(OsString, OsString)> {
         self.vars
             .iter()
             .filter(|(_, _, src)| *src == Source::Lotus)
@@ -98,7 +99,7 @@ impl ThreadPlan {
 
     /// What the mapping's `environment` records: `threads` (how many, and
     /// why), `torch_threads`, and each runtime variable with its origin.
-    pub fn record(&self, env: &mut BTreeMap<String, String>) {
+    pub(crate) fn record(&self, env: &mut BTreeMap<String, String>) {
         let threads = match (self.explicit, self.torch_threads) {
             (Some(n), _) => format!("{n} (--threads)"),
             (None, Some(_)) => {
@@ -125,7 +126,7 @@ impl ThreadPlan {
 }
 
 /// Share of a report's samples above which an op is said to mostly spin.
-pub const SPIN_WARN_SHARE: f64 = 0.30;
+pub(crate) const SPIN_WARN_SHARE: f64 = 0.30;
 
 /// Whether a module is an OpenMP runtime (GNU's, Intel's, LLVM's; torch
 /// bundles GNU's as `libgomp-<hash>.so.1`).
@@ -149,7 +150,7 @@ fn is_wait_function(function: &str) -> bool {
 
 /// The part of `report`'s samples spent in an OpenMP runtime or a thread
 /// pool's yield and wait functions.
-pub fn spin_share(report: &Report) -> f64 {
+pub(crate) fn spin_share(report: &Report) -> f64 {
     let total = report.total();
     if total <= 0.0 {
         return 0.0;
@@ -165,7 +166,7 @@ pub fn spin_share(report: &Report) -> f64 {
 
 /// The warning for a run whose samples are mostly a thread pool spinning
 /// or waiting (more than [`SPIN_WARN_SHARE`]), if it is one.
-pub fn spin_warning(report: &Report, plan: &ThreadPlan) -> Option<String> {
+pub(crate) fn spin_warning(report: &Report, plan: &ThreadPlan) -> Option<String> {
     let share = spin_share(report);
     if share <= SPIN_WARN_SHARE {
         return None;

@@ -6,10 +6,10 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Result};
 use lotus_core::Profiler;
 
 use super::{OpSpec, RunOutput};
+use crate::error::{MapError, Result};
 use crate::harness::{self, HarnessResult};
 use crate::output::one_line;
 
@@ -102,17 +102,21 @@ pub(super) fn empty_run(
 
 /// Refuses an op file that is missing or not a regular file (a fifo would
 /// hang the harness's read), saying which.
-pub(crate) fn check_op_file(op: &Path) -> Result<()> {
-    let shown = one_line(&op.display().to_string());
+pub fn check_op_file(op: &Path) -> Result<()> {
+    let refuse = |why: String| MapError::OpFile {
+        path: op.to_path_buf(),
+        shown: one_line(&op.display().to_string()),
+        why,
+    };
     let meta = match std::fs::metadata(op) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("op file {shown}: no such file")
+            return Err(refuse("no such file".into()))
         }
-        Err(e) => bail!("op file {shown}: {e}"),
+        Err(e) => return Err(refuse(e.to_string())),
     };
     if let Some(what) = lotus_core::input::not_regular(meta.file_type()) {
-        bail!("op file {shown}: is {what}, not a regular file");
+        return Err(refuse(format!("is {what}, not a regular file")));
     }
     Ok(())
 }
@@ -185,6 +189,7 @@ mod tests {
 
         // Under a vendor's tool lotus sees no windows: an empty report of
         // a script that never called lotus.resume names both causes.
+        use lotus_backend_vtune as _;
         let vtune = lotus_core::backend("vtune").expect("vtune backend");
         let mut out = run(harness::HarnessMode::Script, Vec::new(), Vec::new());
         out.result.windows.clear();

@@ -7,17 +7,16 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use lotus_backend_common::reaper::Reaper;
-use lotus_control::host::ControlHost;
 use lotus_core::Profiler;
 
-use super::{
-    collect_options, describe_failure, harness_target, runs_of, serve_until, LiveOptions, OpSpec,
-    RunContext, RunError, RunOutput, ECHO_SETTLE, REAP_LIMIT,
-};
+use super::run::describe_failure;
+use super::serve::{serve_until, RunError, ECHO_SETTLE, REAP_LIMIT};
+use super::{collect_options, harness_target, runs_of, LiveOptions, OpSpec, RunContext, RunOutput};
 use crate::echo::Echo;
+use crate::error::Context;
 use crate::harness::{self, HarnessResult, HarnessStage};
+use lotus_control::host::ControlHost;
 
 /// How many runs the fork server makes for `spec`: all of `--runs`
 /// where the backend tells runs apart by process and time (perf: each run

@@ -5,15 +5,18 @@
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
-use lotus_core::mapping::{OpAccumulator, Settings};
+use lotus_core::mapping::{OpAccumulator, OpFailure, Settings};
 use lotus_core::{Mapping, MergeRule, Profiler};
+
+use crate::error::{full_message, Context, MapError, Result};
+use crate::live::failure;
 
 /// Report file extensions read from an op folder.
 const REPORT_EXTENSIONS: &[&str] = &["csv", "tsv"];
 
 /// One op folder and its reports, in run order.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct OpReports {
     /// The op's name (the folder's name).
     pub name: String,
@@ -42,10 +45,10 @@ pub fn scan(dir: &Path) -> Result<Vec<OpReports>> {
     let meta = std::fs::metadata(dir)
         .with_context(|| format!("--from-reports {}: cannot open the folder", dir.display()))?;
     if !meta.is_dir() {
-        bail!(
+        return Err(MapError::Folder(format!(
             "--from-reports {}: not a folder; expected a folder with one sub-folder per op holding one report per run (DIR/<Op>/<run>.csv)",
             dir.display()
-        );
+        )));
     }
     let mut op_dirs = Vec::new();
     let mut loose_reports = 0;
@@ -70,10 +73,10 @@ pub fn scan(dir: &Path) -> Result<Vec<OpReports>> {
         } else {
             String::new()
         };
-        bail!(
+        return Err(MapError::Folder(format!(
             "--from-reports {}: no op folders found{hint}; expected DIR/<Op>/<run>.csv, one sub-folder per op",
             dir.display()
-        );
+        )));
     }
     op_dirs.sort();
     let mut ops = Vec::with_capacity(op_dirs.len());
@@ -106,12 +109,23 @@ fn has_report_extension(path: &Path) -> bool {
 }
 
 /// What reading an op folder gave.
+#[derive(Debug)]
+#[non_exhaustive]
 pub struct Outcome {
     /// The mapping of every op that read cleanly.
     pub mapping: Mapping,
-    /// One (op, message) per op that failed (the op is left out of the
-    /// mapping).
-    pub failures: Vec<(String, String)>,
+    /// Each op that failed, with why (left out of `mapping`).
+    pub failures: Vec<OpFailure>,
+}
+
+impl Outcome {
+    /// The mapping with the failed ops listed in it (`failures`), as
+    /// `lotus map` writes it.
+    pub fn into_mapping(self) -> Mapping {
+        let mut mapping = self.mapping;
+        mapping.failures = self.failures;
+        mapping
+    }
 }
 
 /// Reads every op's reports with `backend`'s reader and merges them.
@@ -127,7 +141,7 @@ pub fn build(backend: &dyn Profiler, dir: &Path, rule: MergeRule) -> Result<Outc
                 // Each report's sum is finite; the runs' together must be
                 // too, or the op's total is written as `null`.
                 if !merged.samples.is_finite() {
-                    failures.push((
+                    failures.push(failure(
                         op.name.clone(),
                         format!(
                             "{}: the runs' values add up to more than a number can hold (are the reports garbled?)",
@@ -139,7 +153,10 @@ pub fn build(backend: &dyn Profiler, dir: &Path, rule: MergeRule) -> Result<Outc
                 max_runs = max_runs.max(acc.runs());
                 finished.push(merged);
             }
-            Err(e) => failures.push((op.name.clone(), format!("{}: {e:#}", op.dir.display()))),
+            Err(e) => failures.push(failure(
+                op.name.clone(),
+                format!("{}: {}", op.dir.display(), full_message(&e)),
+            )),
         }
     }
     let settings = Settings {
@@ -155,7 +172,9 @@ pub fn build(backend: &dyn Profiler, dir: &Path, rule: MergeRule) -> Result<Outc
 
 fn read_op(backend: &dyn Profiler, op: &OpReports) -> Result<OpAccumulator> {
     if op.reports.is_empty() {
-        bail!("no reports in this op folder (expected <run>.csv files, one per run)");
+        return Err(MapError::Folder(
+            "no reports in this op folder (expected <run>.csv files, one per run)".into(),
+        ));
     }
     let mut acc = OpAccumulator::new(op.name.clone());
     for path in &op.reports {

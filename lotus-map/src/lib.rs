@@ -1,0 +1,93 @@
+//! The lotus mapping engine: which native functions each Python op runs.
+//!
+//! - [`live::map_live`] runs each op file alone under any registered
+//!   backend ([`lotus_core::backend`]): one Python process per run (or one
+//!   fork server per op under perf) runs the harness, which calls the op's
+//!   `setup()`, warms up, opens a measurement window through the control
+//!   library and loops the op in it; the runs are merged by a
+//!   [`MergeRule`](lotus_core::MergeRule), and a harness floor (an empty
+//!   op) marks the functions every op shows as `baseline`.
+//! - [`from_reports::build`] reads vendor reports already on disk,
+//!   `DIR/<Op>/<run>.csv`.
+//! - [`output::render`] writes a mapping as a table, `lotus.mapping/1`
+//!   JSON, the original tool's schema, CSV or Markdown;
+//!   [`write::write_atomic`] puts text at a path so that a half-written
+//!   file never replaces a good one.
+//!
+//! Progress goes to a [`Progress`](progress::Progress) the caller gives;
+//! the library prints nothing. The control library the profiled processes
+//! load (`liblotus_control.so`) is named by the caller
+//! ([`live::LiveOptions::new`]).
+//!
+//! ```no_run
+//! use lotus_backend_perf as _; // registers the perf backend
+//! use lotus_map::live::{map_live, LiveOptions};
+//! use lotus_map::output::{render, Format, NameWidth};
+//! use lotus_map::progress::NoProgress;
+//! use std::sync::atomic::AtomicBool;
+//!
+//! let backend = lotus_core::backend("perf")?;
+//! let opts = LiveOptions::new("/usr/bin/python3", "target/debug/liblotus_control.so")
+//!     .with_runs(1)
+//!     .with_min_samples(500);
+//! let ops = ["fixtures/ops/RandomHorizontalFlip.py".into()];
+//! let outcome = map_live(backend.as_ref(), &ops, &opts, &mut NoProgress, &AtomicBool::new(false))?;
+//! print!("{}", render(&outcome.mapping, Format::Json, 0, NameWidth::Full)?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+mod echo;
+mod error;
+pub mod from_reports;
+pub mod harness;
+pub mod live;
+mod names;
+pub mod output;
+pub mod progress;
+pub mod write;
+
+pub use error::{MapError, Result};
+/// The lotus process's end of the control channel (the control library's
+/// `host`), for callers that serve a profiled program's windows themselves.
+pub use lotus_control::host::ControlHost;
+
+/// Internals that are not API: each block must fail to compile (E0603:
+/// private). The harness's arguments and result file:
+///
+/// ```compile_fail,E0603
+/// use lotus_map::harness::HarnessResult;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_map::harness::HarnessArgs;
+/// ```
+///
+/// The echo of an op's output, and the name shortener behind
+/// `output::NameWidth`:
+///
+/// ```compile_fail,E0603
+/// use lotus_map::echo::Echo;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_map::names::shorten_all;
+/// ```
+///
+/// Options and results are `#[non_exhaustive]`: built with
+/// `LiveOptions::new` and its `with_*` methods, never a literal.
+///
+/// ```compile_fail,E0639
+/// let _ = lotus_map::live::LiveOutcome {
+///     mapping: unimplemented!(),
+///     failures: Vec::new(),
+///     interrupted: false,
+/// };
+/// ```
+#[cfg(doctest)]
+pub struct PrivateInternals;
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,342 @@
+//! The mapping engine used as an outside Rust developer would: a new Cargo
+//! project outside the workspace, depending by path on the library crates
+//! only (`lotus-map`, `lotus-core`, the backends), maps a fixture op live
+//! through perf and builds a mapping from the fixture reports; its results
+//! are checked against `lotus map`'s on the same inputs. Also the
+//! `lotus-map` example that maps an op file, run as a user would.
+//!
+//! The consumer is built `--offline` with the workspace's `Cargo.lock`
+//! into `target/consumer` (shared from run to run), so it downloads
+//! nothing and rebuilds only what changed.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{control_lib, fixture, lotus, python, root, s};
+use serde_json::Value;
+
+/// The op mapped live, and the function its window must show.
+const OP: &str = "ops/RandomHorizontalFlip.py";
+const OP_NAME: &str = "RandomHorizontalFlip";
+const KERNEL: &str = "ImagingFlipLeftRight";
+/// The vendor reports mapped, and their backend.
+const REPORTS: &str = "reports/vtune/hotspots";
+
+/// Few samples: the window's length is not what is compared.
+const MIN_SAMPLES: &str = "300";
+const MIN_WINDOW_MS: u64 = 100;
+
+/// A line on the test's own stderr, which `cargo test` does not capture.
+fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn ok(out: &Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The consumer's manifest: path dependencies on the library crates.
+fn manifest() -> String {
+    let dep = |name: &str, dir: &str| {
+        format!(
+            "{name} = {{ path = {:?} }}\n",
+            root().join(dir).display().to_string()
+        )
+    };
+    format!(
+        "[package]\nname = \"lotus-consumer\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
+         # Not part of any workspace above the temporary folder.\n[workspace]\n\n[dependencies]\n{}{}{}{}",
+        dep("lotus-map", "lotus-map"),
+        dep("lotus-core", "lotus-core"),
+        dep("lotus-backend-perf", "backends/linux-perf"),
+        dep("lotus-backend-vtune", "backends/vtune"),
+    )
+}
+
+/// The consumer's program: `lotus-consumer OP REPORTS PYTHON CONTROL_LIB
+/// OUT` writes OUT/live.json and OUT/reports.json.
+const CONSUMER_MAIN: &str = r#"
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+// Naming the backend crates keeps their registrations.
+use lotus_backend_perf as _;
+use lotus_backend_vtune as _;
+use lotus_map::live::{map_live, LiveOptions};
+use lotus_map::output::{render, Format, NameWidth};
+use lotus_map::progress::NoProgress;
+use lotus_map::{from_reports, write::write_atomic};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    let [op, reports, python, control_lib, out] = &args[..] else {
+        return Err("usage: lotus-consumer OP REPORTS PYTHON CONTROL_LIB OUT".into());
+    };
+    let min_samples: u64 = std::env::var("CONSUMER_MIN_SAMPLES")?.parse()?;
+    let min_window: u64 = std::env::var("CONSUMER_MIN_WINDOW_MS")?.parse()?;
+
+    // (a) one op, live, through perf.
+    let perf = lotus_core::backend("perf")?;
+    let opts = LiveOptions::new(python, control_lib)
+        .with_runs(1)
+        .with_min_samples(min_samples)
+        .with_min_window(Duration::from_millis(min_window));
+    let live = map_live(perf.as_ref(), &[op.clone()], &opts, &mut NoProgress, &AtomicBool::new(false))?;
+    if !live.failures.is_empty() {
+        return Err(format!("live: {:?}", live.failures).into());
+    }
+    let json = render(&live.into_mapping(), Format::Json, 0, NameWidth::Full)?;
+    write_atomic(&out.join("live.json"), &json)?;
+
+    // (b) the vendor reports of a folder.
+    let vtune = lotus_core::backend("vtune")?;
+    let mapping = from_reports::build(vtune.as_ref(), reports, lotus_core::MergeRule::Union)?;
+    let json = render(&mapping.into_mapping(), Format::Json, 0, NameWidth::Full)?;
+    write_atomic(&out.join("reports.json"), &json)?;
+    Ok(())
+}
+"#;
+
+/// Runs cargo for the consumer in `dir`, offline, into the shared
+/// `target/consumer`.
+fn cargo(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO"))
+        .args(args)
+        .arg("--offline")
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", root().join("target/consumer"))
+        .output()
+        .expect("runs cargo")
+}
+
+/// Makes the consumer project in a fresh temporary folder (outside the
+/// workspace), builds it and returns the folder and its binary.
+fn build_consumer() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    assert!(
+        !dir.path().starts_with(root()),
+        "the consumer must be outside the workspace"
+    );
+    std::fs::create_dir(dir.path().join("src")).expect("mkdir src");
+    std::fs::write(dir.path().join("Cargo.toml"), manifest()).expect("manifest");
+    std::fs::write(dir.path().join("src/main.rs"), CONSUMER_MAIN).expect("main.rs");
+    // The workspace's resolution: the same crate versions, nothing to
+    // fetch, and what target/consumer already holds is reused.
+    std::fs::copy(root().join("Cargo.lock"), dir.path().join("Cargo.lock")).expect("lock");
+    let started = std::time::Instant::now();
+    ok(
+        &cargo(dir.path(), &["build", "--quiet"]),
+        "cargo build (consumer)",
+    );
+    say(&format!(
+        "consumer crate: built in {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    let tree = ok(
+        &cargo(dir.path(), &["tree", "--prefix", "none", "-e", "normal"]),
+        "cargo tree (consumer)",
+    );
+    let mut lines: Vec<&str> = tree.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines.sort_unstable();
+    lines.dedup();
+    // `sort -u` keeps a crate's first line and its repeats marked `(*)`
+    // apart; the distinct crates, the consumer left out, are fewer.
+    let mut crates: Vec<&str> = lines
+        .iter()
+        .map(|l| l.trim_end_matches(" (*)"))
+        .filter(|l| !l.starts_with("lotus-consumer "))
+        .collect();
+    crates.sort_unstable();
+    crates.dedup();
+    assert!(crates.iter().any(|l| l.starts_with("lotus-map ")), "{tree}");
+    say(&format!(
+        "consumer crate: `cargo tree --prefix none -e normal | sort -u | wc -l` = {}; {} distinct crates besides the consumer",
+        lines.len(),
+        crates.len()
+    ));
+    let bin = root().join("target/consumer/debug/lotus-consumer");
+    assert!(bin.is_file(), "no {}", bin.display());
+    (dir, bin)
+}
+
+/// The keys of a JSON object, sorted.
+fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().expect("an object").keys().cloned().collect();
+    k.sort();
+    k
+}
+
+/// The op named `name` in a mapping.
+fn op<'a>(mapping: &'a Value, name: &str) -> &'a Value {
+    mapping["ops"]
+        .as_array()
+        .expect("ops")
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("no op {name} in {mapping}"))
+}
+
+fn has_function(op: &Value, function: &str) -> bool {
+    op["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .any(|f| f["function"] == function)
+}
+
+/// A mapping without what differs from host to host and run to run (the
+/// `environment`: host, versions, interpreter).
+fn without_host(mut v: Value) -> Value {
+    v.as_object_mut().expect("object").remove("environment");
+    v
+}
+
+#[test]
+fn a_crate_outside_the_workspace_maps_as_lotus_map_does() {
+    let python = python();
+    let (_project, consumer) = build_consumer();
+    let out = tempfile::tempdir().expect("temp dir");
+    let op_file = fixture(OP);
+    let reports = fixture(REPORTS);
+    ok(
+        &Command::new(&consumer)
+            .arg(&op_file)
+            .arg(&reports)
+            .arg(&python)
+            .arg(control_lib())
+            .arg(out.path())
+            .env("CONSUMER_MIN_SAMPLES", MIN_SAMPLES)
+            .env("CONSUMER_MIN_WINDOW_MS", MIN_WINDOW_MS.to_string())
+            .output()
+            .expect("runs the consumer"),
+        "lotus-consumer",
+    );
+
+    let lotus_live = out.path().join("lotus-live.json");
+    let lotus_reports = out.path().join("lotus-reports.json");
+    ok(
+        &lotus(&[
+            "map",
+            "--backend",
+            "perf",
+            s(&op_file),
+            "--python",
+            s(&python),
+            "--runs",
+            "1",
+            "--min-samples",
+            MIN_SAMPLES,
+            "--min-window-ms",
+            &MIN_WINDOW_MS.to_string(),
+            "--out",
+            s(&lotus_live),
+        ]),
+        "lotus map (live)",
+    );
+    ok(
+        &lotus(&[
+            "map",
+            "--backend",
+            "vtune",
+            "--from-reports",
+            s(&reports),
+            "--out",
+            s(&lotus_reports),
+        ]),
+        "lotus map --from-reports",
+    );
+
+    // The reports: the same mapping, field for field.
+    let mine = read_json(&out.path().join("reports.json"));
+    let theirs = read_json(&lotus_reports);
+    assert!(!mine["ops"].as_array().expect("ops").is_empty(), "{mine}");
+    assert_eq!(without_host(mine), without_host(theirs));
+
+    // Live: the same op with its kernel, and the same fields at every
+    // level (the samples differ from run to run).
+    let mine = read_json(&out.path().join("live.json"));
+    let theirs = read_json(&lotus_live);
+    assert_eq!(keys(&mine), keys(&theirs));
+    assert_eq!(keys(&mine["settings"]), keys(&theirs["settings"]));
+    assert_eq!(keys(&mine["environment"]), keys(&theirs["environment"]));
+    assert_eq!(mine["schema"], theirs["schema"]);
+    assert_eq!(mine["backend"], "perf");
+    assert_eq!(mine["settings"], theirs["settings"]);
+    let (a, b) = (op(&mine, OP_NAME), op(&theirs, OP_NAME));
+    assert_eq!(keys(a), keys(b));
+    assert_eq!(mine["ops"].as_array().map(Vec::len), Some(1), "{mine}");
+    assert!(has_function(a, KERNEL), "consumer: no {KERNEL} in {a}");
+    assert!(has_function(b, KERNEL), "lotus map: no {KERNEL} in {b}");
+    let first = |o: &Value| keys(&o["functions"][0]);
+    assert_eq!(first(a), first(b));
+}
+
+/// `lotus-map/examples/map_op.rs`, built by cargo as a user would build
+/// it (not the copy `cargo test --all-targets` builds as a test harness).
+fn map_op_example() -> PathBuf {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--quiet",
+            "--example",
+            "map_op",
+            "--package",
+            "lotus-map",
+        ])
+        .arg("--message-format=json")
+        .current_dir(root())
+        .output()
+        .expect("runs cargo");
+    let stdout = ok(&out, "cargo build --example map_op");
+    // The artifact line of the example names its executable; cargo's JSON
+    // escapes nothing in a plain path, so a string search is enough here.
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("\"compiler-artifact\"") && l.contains("\"name\":\"map_op\""))
+        .expect("cargo names the example's artifact");
+    let key = "\"executable\":\"";
+    let start = line.find(key).expect("an executable") + key.len();
+    let end = start + line[start..].find('"').expect("closing quote");
+    PathBuf::from(&line[start..end])
+}
+
+#[test]
+fn the_map_op_example_maps_an_op_file_through_the_library() {
+    let out = Command::new(map_op_example())
+        .arg(fixture(OP))
+        .env("LOTUS_PYTHON", python())
+        .env("LOTUS_CONTROL_LIB", control_lib())
+        .env("LOTUS_EXAMPLE_RUNS", "2")
+        .env("LOTUS_EXAMPLE_MIN_SAMPLES", MIN_SAMPLES)
+        .output()
+        .expect("runs the example");
+    let stdout = ok(&out, "map_op");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mapping: Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    assert_eq!(mapping["schema"], "lotus.mapping/1");
+    assert_eq!(mapping["settings"]["runs"], 2);
+    let flip = op(&mapping, OP_NAME);
+    assert_eq!(flip["runs"], 2, "{flip}");
+    assert!(has_function(flip, KERNEL), "no {KERNEL} in {flip}");
+    // Progress went to the example's Progress, one line per run (the
+    // harness floor's and the op's two).
+    let runs = stderr.lines().filter(|l| l.contains(" run ")).count();
+    assert_eq!(runs, 3, "{stderr}");
+}
