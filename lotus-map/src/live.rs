@@ -227,7 +227,7 @@ pub fn map_live(
         return Err(MapError::ControlLibrary {
             path: opts.control_library.clone(),
             why: format!(
-                "not a file; give the path of {} (cargo build puts it beside the lotus binary)",
+                "not a file; give the path of {} (cargo build -p lotus-control puts it in target/<profile>/)",
                 harness::CONTROL_LIBRARY
             ),
         });
