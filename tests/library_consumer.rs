@@ -305,16 +305,7 @@ fn map_op_example() -> PathBuf {
         .output()
         .expect("runs cargo");
     let stdout = ok(&out, "cargo build --example map_op");
-    // The artifact line of the example names its executable; cargo's JSON
-    // escapes nothing in a plain path, so a string search is enough here.
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("\"compiler-artifact\"") && l.contains("\"name\":\"map_op\""))
-        .expect("cargo names the example's artifact");
-    let key = "\"executable\":\"";
-    let start = line.find(key).expect("an executable") + key.len();
-    let end = start + line[start..].find('"').expect("closing quote");
-    PathBuf::from(&line[start..end])
+    common::cargo_artifact::example_executable(&stdout, "map_op")
 }
 
 #[test]

@@ -255,6 +255,17 @@ pub(crate) fn emit(
     Ok(())
 }
 
+/// [`emit`] where and as `args` ask.
+fn emit_as_asked(mapping: &Mapping, args: &MapArgs) -> Result<()> {
+    emit(
+        mapping,
+        args.out.as_deref(),
+        args.format,
+        args.top,
+        args.wide,
+    )
+}
+
 /// Runs `lotus map`.
 pub fn run(args: MapArgs) -> Result<ExitCode> {
     if let Some(dir) = &args.from_trace {
@@ -265,13 +276,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
             args.dry_run,
         )?;
         let mapping = crate::map_from_trace::build(dir, &args.prefix)?;
-        emit(
-            &mapping,
-            args.out.as_deref(),
-            args.format,
-            args.top,
-            args.wide,
-        )?;
+        emit_as_asked(&mapping, &args)?;
         return Ok(ExitCode::SUCCESS);
     }
     let backend_name = args.backend.as_deref().unwrap_or_default();
@@ -364,25 +369,13 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
         }
     }
     if failures.is_empty() && !interrupted {
-        emit(
-            &mapping,
-            args.out.as_deref(),
-            args.format,
-            args.top,
-            args.wide,
-        )?;
+        emit_as_asked(&mapping, &args)?;
         return Ok(ExitCode::SUCCESS);
     }
     // Keep what finished: the ops that mapped are written, with the
     // failures listed in the mapping itself.
     if !mapping.ops.is_empty() {
-        emit(
-            &mapping,
-            args.out.as_deref(),
-            args.format,
-            args.top,
-            args.wide,
-        )?;
+        emit_as_asked(&mapping, &args)?;
     }
     if interrupted {
         eprintln!(

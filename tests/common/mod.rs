@@ -2,6 +2,7 @@
 //! `#[path]`, those in `lotus-cli/tests/`).
 #![allow(dead_code)]
 
+pub mod cargo_artifact;
 pub mod faults;
 pub mod mapping;
 pub mod sampled;

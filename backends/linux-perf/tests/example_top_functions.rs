@@ -1,6 +1,9 @@
 //! `examples/top_functions.rs` run as a user would: on a shell busy loop,
 //! its table checked against what the window measured.
 
+#[path = "../../../tests/common/cargo_artifact.rs"]
+mod cargo_artifact;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -20,16 +23,7 @@ fn example_binary() -> PathBuf {
         "cargo build --example top_functions: {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The artifact line of the example names its executable; cargo's JSON
-    // escapes nothing in a plain path, so a string search is enough here.
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("\"compiler-artifact\"") && l.contains("\"name\":\"top_functions\""))
-        .expect("cargo names the example's artifact");
-    let key = "\"executable\":\"";
-    let start = line.find(key).expect("an executable") + key.len();
-    let end = start + line[start..].find('"').expect("closing quote");
-    PathBuf::from(&line[start..end])
+    cargo_artifact::example_executable(&stdout, "top_functions")
 }
 
 #[test]
