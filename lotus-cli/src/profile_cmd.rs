@@ -106,10 +106,10 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     target.env.push(("PYTHONPATH".into(), pythonpath));
 
     let mut host = if args.windows && backend.switches_windows() {
-        let host = ControlHost::new().context("cannot create the control channel's pipes")?;
-        target.env.push(host.child_env());
-        target.keep_fds = host.child_fds();
-        Some(host)
+        Some(
+            ControlHost::for_target(&mut target)
+                .context("cannot create the control channel's pipes")?,
+        )
     } else {
         None
     };

@@ -68,9 +68,8 @@ pub(super) fn run_server(
         opts,
         Some(runs),
     );
-    let mut host = ControlHost::new().context("cannot create the control channel's pipes")?;
-    target.env.push(host.child_env());
-    target.keep_fds = host.child_fds();
+    let mut host = ControlHost::for_target(&mut target)
+        .context("cannot create the control channel's pipes")?;
     let mut echo = Echo::start().context("cannot create the pipe for the op's output")?;
     target.output_fd = echo.child_fd();
     let copts = collect_options(backend, opts, spec, 1)?;

@@ -45,10 +45,10 @@ pub(super) fn run_once(
     // other. Vendor backends switch their own windows in the profiled
     // process, and get no channel.
     let mut host = if backend.switches_windows() {
-        let host = ControlHost::new().context("cannot create the control channel's pipes")?;
-        target.env.push(host.child_env());
-        target.keep_fds = host.child_fds();
-        Some(host)
+        Some(
+            ControlHost::for_target(&mut target)
+                .context("cannot create the control channel's pipes")?,
+        )
     } else {
         None
     };
