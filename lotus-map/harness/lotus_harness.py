@@ -100,6 +100,11 @@ def parse_args(argv):
     p.add_argument(
         "--run-timeout", type=float, help="fork server: seconds one run may take before it is stopped"
     )
+    p.add_argument(
+        "--start-gate",
+        help="fork server: after the import, wait until this file exists before the first run "
+        "(lotus runs the harness floor meanwhile, so that the two never overlap)",
+    )
     args = p.parse_args(argv)
     if args.runs is not None and args.runs < 1:
         p.error("--runs must be at least 1")
@@ -740,6 +745,15 @@ def child_run(args, lotus, result, loaded, k):
         os._exit(code)
 
 
+def wait_for_gate(path, timeout_s):
+    """Waits until lotus creates `path` (the floor it ran beside this
+    import is done), or `timeout_s` (one run's limit) passes: then the runs
+    go on, as lotus would stop a floor that took that long."""
+    deadline = time.monotonic() + min(timeout_s, 3600.0)
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def serve_runs(args, lotus, result):
     """The fork server: imports the op once, then forks one child per run.
     Stops at the first run that fails (its RESULT.K says how, written here
@@ -747,6 +761,8 @@ def serve_runs(args, lotus, result):
     loaded = load_op(args, result)
     result["server"] = True
     timeout_s = args.run_timeout if args.run_timeout else float("inf")
+    if args.start_gate:
+        wait_for_gate(args.start_gate, timeout_s)
     made = 0
     for k in range(1, args.runs + 1):
         path = f"{args.result}.{k}"

@@ -15,7 +15,8 @@
 //! or crashes is reported, and the other ops are still mapped.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use lotus_core::mapping::{OpAccumulator, OpFailure, OpMapping, Settings, WindowSummary};
 use lotus_core::{CollectOptions, Mapping, Profiler, Report, WindowStats};
@@ -264,64 +265,119 @@ pub fn map_live(
         control_lib: &control_lib,
         opts,
         interrupted,
+        start_gate: None,
+        reap: true,
     };
-    'ops: for spec in &specs {
-        let mut mapped = Vec::new();
-        match map_op(&ctx, spec, None, progress) {
-            OpOutcome::Mapped(op) => mapped.push(op),
-            OpOutcome::Failed(name, why) => failures.push(failure(name, why)),
-            OpOutcome::Interrupted => {
-                was_interrupted = true;
-                break 'ops;
+    // The harness floor runs beside the first op's import (torch's takes
+    // seconds) rather than before it; that op's runs wait for it.
+    let beside = floor_beside_first_op(backend, &specs, opts);
+    let gate = files
+        .dir
+        .path()
+        .join(format!("floor-done-{}", std::process::id()));
+    std::thread::scope(|scope| {
+        let mut floor = None;
+        'ops: for (i, spec) in specs.iter().enumerate() {
+            if i == 0 && beside {
+                let floor_ctx = RunContext { reap: false, ..ctx };
+                let gate = gate.as_path();
+                floor = Some(scope.spawn(move || {
+                    let _open = OpenGate(gate);
+                    let mut heard = Heard::default();
+                    let outcome = map_op(&floor_ctx, spec, None, &mut heard);
+                    (outcome, heard)
+                }));
+                continue;
             }
-            OpOutcome::Split(names) => {
-                // A script that opens windows under several names: each
-                // name is its own op, measured in runs of its own (the
-                // first run, which mixed them, is not kept).
-                progress.message(
-                    MessageKind::Info,
-                    &format!(
-                        "{}: the script opens windows for {} ops ({}): mapping each in runs of its own",
-                        one_line(&spec.label),
-                        names.len(),
-                        one_line(&names.join(", "))
-                    ),
-                );
-                // Each name's runs, in place of the file's runs after the
-                // first.
-                let runs = u64::from(opts.runs);
-                progress.runs_added(names.len() as u64 * runs - (runs - 1));
-                for name in &names {
-                    match map_op(&ctx, spec, Some(name), progress) {
-                        OpOutcome::Mapped(op) => mapped.push(op),
-                        OpOutcome::Failed(name, why) => failures.push(failure(name, why)),
-                        OpOutcome::Split(_) => {}
-                        OpOutcome::Interrupted => {
-                            was_interrupted = true;
-                            break 'ops;
+            let ctx = match floor {
+                Some(_) => RunContext {
+                    start_gate: Some(gate.as_path()),
+                    ..ctx
+                },
+                None => ctx,
+            };
+            let outcome = map_op(&ctx, spec, None, progress);
+            if let Some(handle) = floor.take() {
+                let (floor_outcome, heard) = handle.join().unwrap_or_else(|_| {
+                    (
+                        OpOutcome::Failed(
+                            specs[0].label.clone(),
+                            "the thread that ran it panicked".into(),
+                        ),
+                        Heard::default(),
+                    )
+                });
+                heard.replay(progress);
+                match floor_outcome {
+                    OpOutcome::Mapped(mut op) => {
+                        op.name = "(empty)".into();
+                        baseline = Some(op);
+                    }
+                    OpOutcome::Failed(name, why) => failures.push(failure(name, why)),
+                    OpOutcome::Interrupted => was_interrupted = true,
+                    OpOutcome::Split(_) => {}
+                }
+            }
+            let mut mapped = Vec::new();
+            match outcome {
+                OpOutcome::Mapped(op) => mapped.push(op),
+                OpOutcome::Failed(name, why) => failures.push(failure(name, why)),
+                OpOutcome::Interrupted => {
+                    was_interrupted = true;
+                    break 'ops;
+                }
+                OpOutcome::Split(names) => {
+                    // A script that opens windows under several names: each
+                    // name is its own op, measured in runs of its own (the
+                    // first run, which mixed them, is not kept).
+                    progress.message(
+                        MessageKind::Info,
+                        &format!(
+                            "{}: the script opens windows for {} ops ({}): mapping each in runs of its own",
+                            one_line(&spec.label),
+                            names.len(),
+                            one_line(&names.join(", "))
+                        ),
+                    );
+                    // Each name's runs, in place of the file's runs after the
+                    // first.
+                    let runs = u64::from(opts.runs);
+                    progress.runs_added(names.len() as u64 * runs - (runs - 1));
+                    for name in &names {
+                        match map_op(&ctx, spec, Some(name), progress) {
+                            OpOutcome::Mapped(op) => mapped.push(op),
+                            OpOutcome::Failed(name, why) => failures.push(failure(name, why)),
+                            OpOutcome::Split(_) => {}
+                            OpOutcome::Interrupted => {
+                                was_interrupted = true;
+                                break 'ops;
+                            }
                         }
                     }
                 }
             }
-        }
-        for op in mapped {
-            if spec.empty {
-                let mut op = op;
-                op.name = "(empty)".into();
-                baseline = Some(op);
-            } else if finished.iter().any(|o| o.name == op.name) {
-                failures.push(failure(
-                    op.name.clone(),
-                    format!(
-                        "{}: another op (file, or window name in a script) has the same name; set NAME in one of them or rename its windows",
-                        spec.file.display()
-                    ),
-                ));
-            } else {
-                finished.push(op);
+            for op in mapped {
+                if spec.empty {
+                    let mut op = op;
+                    op.name = "(empty)".into();
+                    baseline = Some(op);
+                } else if finished.iter().any(|o| o.name == op.name) {
+                    failures.push(failure(
+                        op.name.clone(),
+                        format!(
+                            "{}: another op (file, or window name in a script) has the same name; set NAME in one of them or rename its windows",
+                            spec.file.display()
+                        ),
+                    ));
+                } else {
+                    finished.push(op);
+                }
+            }
+            if was_interrupted {
+                break 'ops;
             }
         }
-    }
+    });
     progress.finished();
 
     let settings = Settings {
@@ -342,12 +398,93 @@ pub fn map_live(
 }
 
 /// What stays the same for every run of a mapping.
+#[derive(Clone, Copy)]
 struct RunContext<'a> {
     backend: &'a dyn Profiler,
     files: &'a HarnessFiles,
     control_lib: &'a Path,
     opts: &'a LiveOptions,
     interrupted: &'a AtomicBool,
+    /// The fork server waits for this file before its first run (see
+    /// [`floor_beside_first_op`]).
+    start_gate: Option<&'a Path>,
+    /// Each run ends what it left behind (see `run_once`).
+    reap: bool,
+}
+
+/// Whether the harness floor (`specs[0]`, when asked for) runs beside the
+/// first op rather than before it: under a backend whose runs are told
+/// apart by process (perf), when that op's runs are made by the fork
+/// server (which imports it, then waits for the floor: see
+/// `--start-gate`) and there is a CPU for each. A torch op's import takes
+/// seconds that the floor's run fills.
+fn floor_beside_first_op(backend: &dyn Profiler, specs: &[OpSpec], opts: &LiveOptions) -> bool {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    match specs {
+        [floor, first, ..] => {
+            floor.empty && cpus >= 2 && fork_server_runs(backend, first, None, opts).is_some()
+        }
+        _ => false,
+    }
+}
+
+/// Creates the gate file when dropped: the floor beside the first op is
+/// done (or failed, or panicked), and that op's runs may start.
+struct OpenGate<'a>(&'a Path);
+
+impl Drop for OpenGate<'_> {
+    fn drop(&mut self) {
+        // In the harness's private folder: no one else can have put a
+        // file or link there.
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(self.0);
+    }
+}
+
+/// Waits (bounded by `limit`) until the gate file `gate` exists, or Ctrl-C.
+pub(super) fn wait_for_gate(gate: &Path, limit: Duration, interrupted: &AtomicBool) {
+    let deadline = Instant::now() + limit;
+    while !gate.exists() && Instant::now() < deadline && !interrupted.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// What a floor run beside an op reported, told to the caller's
+/// [`Progress`] once it is joined (a `Progress` is not shared between
+/// threads).
+#[derive(Default)]
+struct Heard(Vec<Heard1>);
+
+enum Heard1 {
+    Started(String),
+    Done(String),
+    Message(MessageKind, String),
+}
+
+impl Progress for Heard {
+    fn run_started(&mut self, what: &str) {
+        self.0.push(Heard1::Started(what.to_string()));
+    }
+    fn run_done(&mut self, line: &str) {
+        self.0.push(Heard1::Done(line.to_string()));
+    }
+    fn message(&mut self, kind: MessageKind, text: &str) {
+        self.0.push(Heard1::Message(kind, text.to_string()));
+    }
+}
+
+impl Heard {
+    fn replay(self, progress: &mut dyn Progress) {
+        for heard in self.0 {
+            match heard {
+                Heard1::Started(what) => progress.run_started(&what),
+                Heard1::Done(line) => progress.run_done(&line),
+                Heard1::Message(kind, text) => progress.message(kind, &text),
+            }
+        }
+    }
 }
 
 /// What mapping one op (file, or one window name of a script) gave.
@@ -393,6 +530,11 @@ fn map_op(
             Err(e) => served = Some(vec![Err(e)].into_iter()),
         }
     }
+    // A script declines the fork server; its runs, one process each, wait
+    // for the floor beside them (their reaper would end it).
+    if let (None, Some(gate)) = (&served, ctx.start_gate) {
+        wait_for_gate(gate, opts.timeout, ctx.interrupted);
+    }
     for run in 1..=runs {
         progress.run_started(&format!("{shown} run {run}/{runs}"));
         let out = match served.as_mut() {
@@ -410,6 +552,7 @@ fn map_op(
                 run,
                 opts,
                 ctx.interrupted,
+                ctx.reap,
             ),
         };
         let out = out.and_then(|out| match empty_run(ctx.backend, spec, only, &out) {

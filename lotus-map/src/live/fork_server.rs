@@ -49,6 +49,12 @@ pub(super) fn run_server(
 ) -> Result<Option<Vec<Result<RunOutput, RunError>>>, RunError> {
     let (backend, opts) = (ctx.backend, ctx.opts);
     let _reaper = Reaper::new(REAP_LIMIT);
+    // Dropped before the reaper: with the floor beside this op, its run
+    // must be over before the reaper ends every descendant of lotus (an
+    // op that fails at import gets here long before the floor is done).
+    let _floor_done = ctx
+        .start_gate
+        .map(|gate| FloorDone(gate, opts.timeout, ctx.interrupted));
     let result_path = ctx
         .files
         .dir
@@ -68,6 +74,11 @@ pub(super) fn run_server(
         opts,
         Some(runs),
     );
+    if let Some(gate) = ctx.start_gate {
+        // The floor runs beside this import: the runs wait for it.
+        target.args.push("--start-gate".into());
+        target.args.push(gate.as_os_str().to_owned());
+    }
     let mut host = ControlHost::for_target(&mut target)
         .context("cannot create the control channel's pipes")?;
     let mut echo = Echo::start().context("cannot create the pipe for the op's output")?;
@@ -178,4 +189,18 @@ fn child_failure(
         Some(result),
         printed,
     )))
+}
+
+/// Waits, when dropped, for the floor that runs beside the fork server
+/// (see [`super::wait_for_gate`]).
+struct FloorDone<'a>(
+    &'a std::path::Path,
+    Duration,
+    &'a std::sync::atomic::AtomicBool,
+);
+
+impl Drop for FloorDone<'_> {
+    fn drop(&mut self) {
+        super::wait_for_gate(self.0, self.1, self.2);
+    }
 }

@@ -26,15 +26,19 @@ pub(super) fn run_once(
     run: u32,
     opts: &LiveOptions,
     interrupted: &AtomicBool,
+    reap: bool,
 ) -> Result<RunOutput, RunError> {
     // Dropped last, on every way out: ends whatever the run left, also
     // daemons that left its process group (they would hold lotus's stdout
-    // and stderr open).
-    let _reaper = Reaper::new(REAP_LIMIT);
+    // and stderr open). Not for the floor run beside an op (`reap`
+    // false): a reaper ends every descendant of lotus, the op's too, and
+    // the floor runs only the harness's empty op, which leaves nothing.
+    let _reaper = reap.then(|| Reaper::new(REAP_LIMIT));
+    let which = if spec.empty { "floor" } else { "run" };
     let result_path = files
         .dir
         .path()
-        .join(format!("result-{}-{run}.json", std::process::id()));
+        .join(format!("result-{}-{which}{run}.json", std::process::id()));
     let _ = std::fs::remove_file(&result_path);
     let mut target = harness_target(backend, files, control_lib, spec, &result_path, opts, None);
     if let Some(name) = only {
