@@ -17,31 +17,19 @@
 //! the embedded copy is always there and always the one built with this
 //! binary, and every other place was one more a planted file could hide in.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-pub use lotus_map::harness::{CONTROL_LIBRARY as FILE_NAME, ENV_CONTROL_LIB};
+pub use lotus_map::harness::ENV_CONTROL_LIB;
 
 /// The library built by `build.rs` from `lotus-control`.
 const EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/liblotus_control.so"));
 
 /// Why the control library cannot be had.
-#[derive(Debug, thiserror::Error)]
-pub enum ControlLibError {
-    /// Writing the embedded copy failed.
-    #[error("cannot write the control library {}: {source}", path.display())]
-    Write {
-        /// The file that was being written.
-        path: PathBuf,
-        /// What failed.
-        source: std::io::Error,
-    },
-    /// The copy is in a place another user can change.
-    #[error(
-        "the control library is not loaded: {0}; set TMPDIR to a folder only you and root can write"
-    )]
-    Untrusted(lotus_backend_common::trust::Untrusted),
+pub use lotus_map::harness::WriteLibraryError as ControlLibError;
+
+/// The copy of the control library this binary carries.
+pub fn embedded() -> &'static [u8] {
+    EMBEDDED
 }
 
 /// The control library for a run whose private folder is `private_dir`
@@ -55,27 +43,10 @@ pub fn path_for_run(private_dir: &Path) -> Result<PathBuf, ControlLibError> {
     write_embedded(private_dir)
 }
 
-/// Writes the embedded library into `dir` as [`FILE_NAME`] and checks
+/// Writes the embedded library into `dir` as `liblotus_control.so` and checks
 /// the result can be trusted.
 pub fn write_embedded(dir: &Path) -> Result<PathBuf, ControlLibError> {
-    let path = dir.join(FILE_NAME);
-    let write = || -> std::io::Result<()> {
-        // Read and execute for the owner only: the profiled processes run
-        // as this user.
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o500)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)?;
-        file.write_all(EMBEDDED)
-    };
-    write().map_err(|source| ControlLibError::Write {
-        path: path.clone(),
-        source,
-    })?;
-    lotus_backend_common::trust::check_file(&path).map_err(ControlLibError::Untrusted)?;
-    Ok(path)
+    lotus_map::harness::write_control_library(dir, EMBEDDED)
 }
 
 /// `program`, found by searching (the active virtual environment, PATH)
@@ -133,7 +104,11 @@ mod tests {
         // Nor is a link at its name followed.
         let other = tempfile::tempdir().expect("temp dir");
         let target = other.path().join("elsewhere");
-        std::os::unix::fs::symlink(&target, other.path().join(FILE_NAME)).expect("symlink");
+        std::os::unix::fs::symlink(
+            &target,
+            other.path().join(lotus_map::harness::CONTROL_LIBRARY),
+        )
+        .expect("symlink");
         assert!(write_embedded(other.path()).is_err());
         assert!(!target.exists());
     }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use lotus_core::mapping::Mapping;
 use lotus_core::MergeRule;
@@ -301,7 +301,6 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 )));
             }
             let python = crate::program::find_python(args.python.as_deref())?;
-            let (_control_folder, control_lib) = control_library()?;
             let default_hz = args.frequency.is_none().then(|| {
                 let (hz, said) = live::default_frequency(backend_name);
                 if let Some(said) = said {
@@ -309,7 +308,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 }
                 hz
             });
-            let opts = LiveOptions::new(python, control_lib)
+            let opts = LiveOptions::new(python, harness::CONTROL_LIBRARY)
                 .with_runs(args.runs)
                 .with_warmup(args.warmup)
                 .with_frequency(args.frequency.unwrap_or_default())
@@ -326,6 +325,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 .with_round_trip(args.round_trip)
                 .with_fork_server(!args.no_fork_server)
                 .with_temp_folder_hook(crate::oom::remove_on_oom);
+            let opts = with_control_library(opts);
             let opts = match default_hz {
                 Some(hz) => opts.with_default_frequency(hz),
                 None => opts,
@@ -396,13 +396,17 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
     );
 }
 
-/// The control library the op processes load: `$LOTUS_CONTROL_LIB`, else
-/// the copy this binary carries, written into a private folder of its own
-/// (see [`crate::control_lib`]); the folder lives as long as the guard.
-fn control_library() -> Result<(harness::HarnessFiles, PathBuf)> {
-    let folder = harness::write_harness()
-        .context("cannot make a private temporary folder for the control library")?;
-    crate::oom::remove_on_oom(folder.dir.path());
-    let path = crate::control_lib::path_for_run(folder.dir.path())?;
-    Ok((folder, path))
+/// The control library the op processes load: `$LOTUS_CONTROL_LIB` when
+/// it names a file, else the copy this binary carries, which the engine
+/// writes into its own private harness folder (removed with it, also when
+/// lotus is killed: the harness removes its folder when lotus is gone).
+fn with_control_library(opts: LiveOptions) -> LiveOptions {
+    match std::env::var_os(harness::ENV_CONTROL_LIB).map(PathBuf::from) {
+        Some(path) if path.is_file() => {
+            let mut opts = opts;
+            opts.control_library = path;
+            opts
+        }
+        _ => opts.with_control_library_bytes(crate::control_lib::embedded()),
+    }
 }

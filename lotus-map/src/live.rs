@@ -127,7 +127,15 @@ fn op_specs(ops: &[PathBuf], baseline: bool) -> Vec<OpSpec<'_>> {
 pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> Result<String> {
     let files = harness::write_harness()
         .context("cannot write the Python harness to a temporary folder")?;
-    let control_lib = opts.control_library.clone();
+    let control_lib = match opts.control_library_bytes {
+        Some(bytes) => harness::write_control_library(files.dir.path(), bytes).map_err(|e| {
+            MapError::ControlLibrary {
+                path: files.dir.path().join(harness::CONTROL_LIBRARY),
+                why: e.to_string(),
+            }
+        })?,
+        None => opts.control_library.clone(),
+    };
     let probe = backend.probe();
     let runs_made = if backend.switches_windows()
         && backend.takes_window_stamps()
@@ -224,7 +232,7 @@ pub fn map_live(
                 .unwrap_or_else(|| "no reason given".into()),
         });
     }
-    if !opts.control_library.is_file() {
+    if opts.control_library_bytes.is_none() && !opts.control_library.is_file() {
         return Err(MapError::ControlLibrary {
             path: opts.control_library.clone(),
             why: format!(

@@ -40,6 +40,10 @@ pub struct LiveOptions {
     /// and where lotus switches the windows it is also their ITT
     /// collector. Run as root, give one only root can write.
     pub control_library: PathBuf,
+    /// The control library's bytes, written into the harness's private
+    /// folder for the mapping (and removed with it) in place of
+    /// `control_library` ([`LiveOptions::with_control_library_bytes`]).
+    pub control_library_bytes: Option<&'static [u8]>,
     /// Called with the harness's temporary folder once it is made (the
     /// `lotus` binary registers it for removal should memory run out).
     pub on_temp_folder: Option<fn(&Path)>,
@@ -85,6 +89,7 @@ impl LiveOptions {
             timeout: Duration::from_secs(120),
             python: python.into(),
             control_library: control_library.into(),
+            control_library_bytes: None,
             on_temp_folder: None,
             rule: MergeRule::Union,
             baseline: true,
@@ -107,6 +112,16 @@ impl LiveOptions {
     /// Op calls before each window.
     pub fn with_warmup(mut self, warmup: u32) -> Self {
         self.warmup = warmup;
+        self
+    }
+
+    /// The control library as bytes (a binary that carries its own): the
+    /// engine writes them into its private harness folder (see
+    /// [`crate::harness::write_control_library`]), which goes with the
+    /// harness when the mapping ends, even when lotus is killed, and loads
+    /// that copy instead of `control_library`.
+    pub fn with_control_library_bytes(mut self, bytes: &'static [u8]) -> Self {
+        self.control_library_bytes = Some(bytes);
         self
     }
 
