@@ -236,6 +236,26 @@ pub trait Collection: Send {
     fn pause(&mut self) -> Result<(), ProfilerError>;
     /// The target's exit status, if it has exited.
     fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError>;
+    /// Waits for the target to exit, at most `limit`: its exit status, or
+    /// `None` when it is still running then. (Polls [`Collection::try_wait`]
+    /// every few milliseconds: the backends' children are reaped by their
+    /// own code, which a blocking `waitpid` here would race.)
+    fn wait_timeout(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> Result<Option<ExitStatus>, ProfilerError> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.try_wait()? {
+                return Ok(Some(status));
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep((deadline - now).min(std::time::Duration::from_millis(5)));
+        }
+    }
     /// Stops the target and everything it started.
     fn kill(&mut self) -> Result<(), ProfilerError>;
     /// Ends the collection and reads what was measured.
@@ -457,6 +477,55 @@ mod tests {
         let reason = probe.reason.expect("reason");
         assert!(reason.contains("did not answer"), "{reason}");
         assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    /// A collection whose target exits after `polls` calls of try_wait.
+    struct ExitsAfter {
+        polls: u32,
+    }
+
+    impl Collection for ExitsAfter {
+        fn pid(&self) -> u32 {
+            1
+        }
+        fn resume(&mut self) -> Result<(), ProfilerError> {
+            Ok(())
+        }
+        fn pause(&mut self) -> Result<(), ProfilerError> {
+            Ok(())
+        }
+        fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+            use std::os::unix::process::ExitStatusExt;
+            if self.polls == 0 {
+                return Ok(Some(ExitStatus::from_raw(0)));
+            }
+            self.polls -= 1;
+            Ok(None)
+        }
+        fn kill(&mut self) -> Result<(), ProfilerError> {
+            Ok(())
+        }
+        fn report(self: Box<Self>) -> Result<Report, ProfilerError> {
+            Err(ProfilerError::Unsupported {
+                backend: "test".into(),
+                what: "reports".into(),
+            })
+        }
+    }
+
+    #[test]
+    fn wait_timeout_returns_the_status_or_gives_up_at_its_limit() {
+        use std::time::{Duration, Instant};
+        let mut soon = ExitsAfter { polls: 3 };
+        let status = soon.wait_timeout(Duration::from_secs(10)).expect("wait");
+        assert!(status.is_some_and(|s| s.success()));
+        let mut never = ExitsAfter { polls: u32::MAX };
+        let t0 = Instant::now();
+        assert_eq!(
+            never.wait_timeout(Duration::from_millis(50)).expect("wait"),
+            None
+        );
+        assert!(t0.elapsed() >= Duration::from_millis(50));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! to ten lines `samples  share  function  (module)`, most samples first.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lotus_backend_perf::LinuxPerf;
 use lotus_core::{CollectOptions, Collection, Target};
@@ -45,13 +45,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     std::thread::sleep(window);
     collection.pause()?;
 
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while collection.try_wait()?.is_none() {
-        if Instant::now() >= deadline {
-            collection.kill()?;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if collection.wait_timeout(Duration::from_secs(5))?.is_none() {
+        collection.kill()?;
     }
 
     let figures = collection.finish()?;
