@@ -226,6 +226,44 @@ pub struct CollectOptions {
     pub window_stamps: bool,
 }
 
+impl CollectOptions {
+    /// Samples at `hz` (capped by the backend where the system caps it).
+    ///
+    /// ```
+    /// use lotus_core::CollectOptions;
+    /// let o = CollectOptions::default().with_frequency_hz(4000).with_whole_program(true);
+    /// assert_eq!((o.frequency_hz, o.whole_program), (Some(4000), true));
+    /// ```
+    pub fn with_frequency_hz(mut self, hz: u64) -> Self {
+        self.frequency_hz = Some(hz);
+        self
+    }
+
+    /// Runs the vendor analysis `kind` (VTune `-collect`, uProf `--config`).
+    pub fn with_collect_type(mut self, kind: impl Into<String>) -> Self {
+        self.collect_type = Some(kind.into());
+        self
+    }
+
+    /// Keeps the vendor's raw result folder at `dir`.
+    pub fn with_keep_raw(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.keep_raw = Some(dir.into());
+        self
+    }
+
+    /// Measures the whole program from its start, not only its windows.
+    pub fn with_whole_program(mut self, whole: bool) -> Self {
+        self.whole_program = whole;
+        self
+    }
+
+    /// The profiled process stamps its own window edges (see the field).
+    pub fn with_window_stamps(mut self, stamps: bool) -> Self {
+        self.window_stamps = stamps;
+        self
+    }
+}
+
 /// A target running under a profiler.
 pub trait Collection: Send {
     /// The target's process id.
