@@ -129,12 +129,19 @@ fn torch_threads_from_the_flag_or_the_environment_spin_and_are_warned() {
     let threads = n.to_string();
     // --threads N: every runtime gets N, torch too, and the idle pool
     // threads spin while the op does its single-threaded part (Pillow).
+    // OMP_WAIT_POLICY=ACTIVE: the idle threads spin however busy the
+    // machine is (by default libgomp spins a while, then sleeps, and on a
+    // loaded machine the spinners get little CPU): what is tested is the
+    // warning on a pool that spins, not libgomp's spin-count heuristics.
     let (mapping, stderr) = map_torch(
         &py,
         &["torch_ops/ToTensor.py"],
         400,
         &["--threads", &threads],
-        &[("OMP_NUM_THREADS", OsStr::new("1"))],
+        &[
+            ("OMP_NUM_THREADS", OsStr::new("1")),
+            ("OMP_WAIT_POLICY", OsStr::new("ACTIVE")),
+        ],
     );
     let env = &mapping["environment"];
     assert_eq!(env["threads"], format!("{n} (--threads)"), "{env}");
