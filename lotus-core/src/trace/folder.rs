@@ -17,7 +17,9 @@ use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::event::Process;
-use super::parse::{parse_file_name, Entry, EntrySink, FileName, LineParser, Names, TraceReader};
+use super::parse::{
+    clean_text, parse_file_name, Entry, EntrySink, FileName, LineParser, Names, TraceReader,
+};
 use super::TraceError;
 
 /// The bytes of lines in one block [`TraceFolder::read_all`] parses.
@@ -76,10 +78,21 @@ impl Block {
         for entry in std::mem::take(&mut self.parsed) {
             out.push(entry);
         }
+        // Checked once for the whole block (most are clean): its lines
+        // then need no check of their own.
+        let clean = clean_text(&self.text)
+            .then(|| std::str::from_utf8(&self.text).ok())
+            .flatten();
         let mut start = 0;
         for &(end, too_long) in &self.ends {
-            self.parser
-                .line(&self.text[start..end], too_long, names, &mut out);
+            match clean {
+                Some(text) if !too_long => {
+                    self.parser.clean_line(&text[start..end], names, &mut out)
+                }
+                _ => self
+                    .parser
+                    .line(&self.text[start..end], too_long, names, &mut out),
+            }
             start = end + 1;
         }
         Parsed {

@@ -244,6 +244,19 @@ impl LineParser {
         }
     }
 
+    /// [`LineParser::line`] of a line of a block that [`clean_text`]
+    /// passed (so not cut for length either): the common line is read with
+    /// no check of its bytes.
+    pub(crate) fn clean_line(&mut self, line: &str, names: &mut Names, out: &mut impl EntrySink) {
+        match fast_fields(line) {
+            Some(p) => {
+                self.line_no += 1;
+                out.line_event(self, names, p);
+            }
+            None => self.line(line.as_bytes(), false, names, out),
+        }
+    }
+
     /// The event of a parsed line, in this parser's process.
     pub(crate) fn event(&self, names: &mut Names, p: LineEvent<'_>) -> Entry {
         Entry::Event(Event {
@@ -548,74 +561,131 @@ fn whole_number(text: &str, what: &str) -> Result<u64, String> {
     })
 }
 
-/// Plain digits that always fit a `u64` (1 to 19 of them), or `None`.
-fn plain_digits(digits: &[u8]) -> Option<u64> {
-    if !(1..=19).contains(&digits.len()) {
-        return None;
-    }
-    let mut v = 0u64;
-    for &d in digits {
-        let d = d.wrapping_sub(b'0');
-        if d > 9 {
-            return None;
-        }
-        v = v * 10 + u64::from(d);
-    }
-    Some(v)
+/// Whether `text` is printable ASCII with no spaces, but for line
+/// breaks: then each of its lines is UTF-8, needs no trimming and holds no
+/// NUL or control character, and [`fast_fields`] may read it. One pass
+/// with no early exit, so that it vectorizes: over a whole block of lines
+/// it costs less than a check of each line.
+pub(crate) fn clean_text(text: &[u8]) -> bool {
+    text.iter().fold(0u8, |odd, &b| {
+        odd | u8::from(b.wrapping_sub(0x21) > 0x7e - 0x21 && b != b'\n')
+    }) == 0
 }
 
-/// The common event line, read on bytes: printable ASCII with no spaces
-/// (so it is UTF-8, needs no trimming and holds no NUL or control
-/// character), plain numbers and known field values. `None` for anything
-/// else, which [`parse_event_line`] then reads (and explains when it is
-/// bad): this only takes lines that it reads the same way, so the two
-/// never disagree (tested, and fuzzed in `tests/prop_trace.rs`). Most of
-/// the time of reading a trace was spent on `char`s: decoding, trimming and
-/// splitting them.
+/// The common event line, read on bytes: printable ASCII with no spaces,
+/// plain numbers and known field values. `None` for anything else, which
+/// [`parse_event_line`] then reads (and explains when it is bad): this
+/// only takes lines that it reads the same way, so the two never disagree
+/// (tested, and fuzzed in `tests/prop_trace.rs`). Most of the time of
+/// reading a trace was spent on `char`s: decoding, trimming and splitting
+/// them.
 fn fast_event_line(raw: &[u8]) -> Option<LineEvent<'_>> {
-    // One pass over the bytes, no early exit, so that it vectorizes.
-    let odd = raw.iter().fold(0u8, |odd, &b| {
-        odd | u8::from(b.wrapping_sub(0x21) > 0x7e - 0x21)
-    });
-    if odd != 0 || raw.first() != Some(&b'S') {
+    if !clean_text(raw) || raw.contains(&b'\n') {
         return None;
     }
-    let comma_after = |at: usize| memchr::memchr(b',', &raw[at..]).map(|i| at + i);
-    let name_end = comma_after(0)?;
-    let start_end = comma_after(name_end + 1)?;
-    let dur_end = comma_after(start_end + 1).unwrap_or(raw.len());
-    let name = std::str::from_utf8(&raw[1..name_end]).ok()?;
-    if name.is_empty() {
+    fast_fields(std::str::from_utf8(raw).ok()?)
+}
+
+/// The digits of a number field from `at` to the next comma or the end:
+/// 1 to 19 plain digits (which always fit a `u64`), and where the field
+/// ends. `None` for anything else. Finding the field's end and reading
+/// its digits are one pass (a search for the comma, then a loop over the
+/// digits, was a fifth of the parsing threads' time).
+fn number_field(b: &[u8], at: usize) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    let mut i = at;
+    while let Some(&c) = b.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            if c == b',' {
+                break;
+            }
+            return None;
+        }
+        // Wrapping: past 19 digits the value is not used.
+        v = v.wrapping_mul(10).wrapping_add(u64::from(d));
+        i += 1;
+    }
+    (1..=19).contains(&(i - at)).then_some((v, i))
+}
+
+/// Where the field starting at `at` ends: the next comma, or the end.
+fn field_end(b: &[u8], at: usize) -> usize {
+    b[at..]
+        .iter()
+        .position(|&c| c == b',')
+        .map_or(b.len(), |i| at + i)
+}
+
+/// [`fast_event_line`] of a line known to be printable ASCII with no
+/// spaces (see [`clean_text`]).
+pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
+    let b = line.as_bytes();
+    if b.first() != Some(&b'S') {
         return None;
     }
-    let start_ns = plain_digits(&raw[name_end + 1..start_end])?;
-    let dur_ns = plain_digits(&raw[start_end + 1..dur_end])?;
+    let name_end = field_end(b, 1);
+    if name_end == 1 || name_end == b.len() {
+        return None;
+    }
+    // ASCII: every index is a character boundary.
+    let name = &line[1..name_end];
+    let (start_ns, start_end) = number_field(b, name_end + 1)?;
+    if start_end == b.len() {
+        return None;
+    }
+    let (dur_ns, dur_end) = number_field(b, start_end + 1)?;
     start_ns.checked_add(dur_ns)?;
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     let mut at = dur_end + 1;
-    while at < raw.len() {
-        let end = comma_after(at).unwrap_or(raw.len());
-        let field = &raw[at..end];
-        at = end + 1;
-        if field.is_empty() {
-            continue;
+    while at < b.len() {
+        // The key: up to the field's first `=`.
+        let mut eq = at;
+        while eq < b.len() && b[eq] != b'=' && b[eq] != b',' {
+            eq += 1;
         }
-        let eq = field.iter().position(|&b| b == b'=')?;
-        let (key, value) = (&field[..eq], &field[eq + 1..]);
-        match key {
-            b"kind" => kind = Some(Kind::parse(std::str::from_utf8(value).ok()?)?),
-            b"batch" => batch = Some(plain_digits(value)?),
-            b"sample" => sample = Some(plain_digits(value)?),
-            b"tid" => tid = Some(u32::try_from(plain_digits(value)?).ok()?),
-            b"ready" => {
-                ready = Some(match value {
-                    b"1" | b"true" => true,
-                    b"0" | b"false" => false,
-                    _ => return None,
-                })
+        if eq == b.len() || b[eq] == b',' {
+            if eq == at {
+                // An empty field.
+                at = eq + 1;
+                continue;
             }
-            _ => {}
+            return None;
         }
+        let v = eq + 1;
+        let end = match &b[at..eq] {
+            b"batch" => {
+                let (n, end) = number_field(b, v)?;
+                batch = Some(n);
+                end
+            }
+            b"sample" => {
+                let (n, end) = number_field(b, v)?;
+                sample = Some(n);
+                end
+            }
+            b"tid" => {
+                let (n, end) = number_field(b, v)?;
+                tid = Some(u32::try_from(n).ok()?);
+                end
+            }
+            key => {
+                let end = field_end(b, v);
+                match key {
+                    b"kind" => kind = Some(Kind::parse(&line[v..end])?),
+                    b"ready" => {
+                        ready = Some(match &b[v..end] {
+                            b"1" | b"true" => true,
+                            b"0" | b"false" => false,
+                            _ => return None,
+                        })
+                    }
+                    _ => {}
+                }
+                end
+            }
+        };
+        at = end + 1;
     }
     let fields = Fields {
         batch,
@@ -948,6 +1018,14 @@ mod tests {
             ",future=x,,",
             ",kin",
             ",batch=99999999999999999999",
+            ",=x",
+            ",batch=",
+            ",sample=1=2",
+            ",tid=-1",
+            ",kind=",
+            ",ready=1,",
+            ",x=1,kind=sample",
+            ",kind=op,kind=batch",
         ];
         let mut taken = 0;
         for name in names {
