@@ -23,7 +23,7 @@ use super::parse::{
 use super::TraceError;
 
 /// The bytes of lines in one block [`TraceFolder::read_all`] parses.
-const BLOCK_BYTES: usize = 128 * 1024;
+const BLOCK_BYTES: usize = 512 * 1024;
 /// Blocks waiting for each parsing thread, and parsed blocks waiting for
 /// the caller, at most.
 const BLOCKS_AHEAD: usize = 2;
@@ -560,7 +560,8 @@ mod tests {
         // lines, bad and blank lines, a line too long in the middle, a
         // BOM, no line break at the end.
         let mut text = String::from("#lotus-trace v1 role=worker pid=7 host=h9 rank=x\n");
-        for i in 0..40_000u64 {
+        // About ten blocks.
+        for i in 0..150_000u64 {
             text += &format!(
                 "SOp{},{},{},kind=op,batch={}\n",
                 i % 7,
@@ -588,7 +589,7 @@ mod tests {
         .expect("w");
         let f = TraceFolder::scan(root).expect("scan");
         let (one, all) = both_ways(&f);
-        assert!(one.len() > 40_000, "{}", one.len());
+        assert!(one.len() > 150_000, "{}", one.len());
         assert_eq!(one.len(), all.len());
         for (a, b) in one.iter().zip(&all) {
             assert_eq!(a, b);

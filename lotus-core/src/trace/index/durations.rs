@@ -51,10 +51,83 @@ impl Record for DurCount {
     }
 }
 
-/// The memory one distinct value is counted as: a table entry (value and
-/// count, 16 bytes) and its control byte, in a table that doubles when
-/// it is 7/8 full (so at worst a little under half full).
-const ENTRY_BYTES: usize = 40;
+/// The memory one distinct value is counted as: a table entry and its
+/// control byte, in a table that doubles when it is 7/8 full (so at worst
+/// a little under half full). A value and a count that fit 32 bits each
+/// (nearly all: durations under 4.3 s) take an entry of 8 bytes.
+const SMALL_ENTRY_BYTES: usize = 20;
+/// The same for an entry of 16 bytes (a value or a count past 32 bits).
+const WIDE_ENTRY_BYTES: usize = 40;
+
+/// One key's counts. Most values and counts fit 32 bits: their table has
+/// entries half the size, so twice as many of them stay in the caches and
+/// in the budget (profiled at 10 million events, the counting was bound
+/// by cache misses).
+#[derive(Debug, Default)]
+struct KeyCounts {
+    /// Values and counts of 32 bits. A count that would pass `u32::MAX`
+    /// moves to `wide` and starts again from 0 here.
+    small: FxHashMap<u32, u32>,
+    /// The other values, and the counts moved from `small`.
+    wide: FxHashMap<i64, u64>,
+}
+
+impl KeyCounts {
+    /// Counts one `dur`; the bytes its entry takes when it is a new one.
+    fn add(&mut self, dur: i64) -> usize {
+        if let Ok(small) = u32::try_from(dur) {
+            match self.small.entry(small) {
+                Entry::Occupied(mut e) => {
+                    let count = e.get_mut();
+                    match count.checked_add(1) {
+                        Some(c) => *count = c,
+                        None => {
+                            *count = 0;
+                            *self.wide.entry(dur).or_insert(0) += u64::from(u32::MAX) + 1;
+                        }
+                    }
+                    0
+                }
+                Entry::Vacant(e) => {
+                    e.insert(1);
+                    SMALL_ENTRY_BYTES
+                }
+            }
+        } else {
+            match self.wide.entry(dur) {
+                Entry::Occupied(mut e) => {
+                    *e.get_mut() += 1;
+                    0
+                }
+                Entry::Vacant(e) => {
+                    e.insert(1);
+                    WIDE_ENTRY_BYTES
+                }
+            }
+        }
+    }
+
+    /// Every value with its count, ascending, each once; emptied.
+    fn drain_sorted(&mut self) -> Vec<(i64, u64)> {
+        let mut all: Vec<(i64, u64)> = self
+            .small
+            .drain()
+            .map(|(d, c)| (i64::from(d), u64::from(c)))
+            .chain(self.wide.drain())
+            .filter(|&(_, c)| c > 0)
+            .collect();
+        all.sort_unstable();
+        // A value whose count moved to `wide` is in both tables.
+        all.dedup_by(|next, kept| {
+            let same = next.0 == kept.0;
+            if same {
+                kept.1 += next.1;
+            }
+            same
+        });
+        all
+    }
+}
 
 /// Every duration of every key, counted per value (see the module
 /// documentation).
@@ -64,11 +137,9 @@ pub(crate) struct Durations {
     /// Per key, each value met and how many times. Hashed with `FxHash`
     /// (`rustc-hash`): the keys are plain integers from our own logs'
     /// fields, and SipHash would cost more than the rest of the counting.
-    by_key: Vec<FxHashMap<i64, u64>>,
-    /// Entries in `by_key`, all keys together.
-    distinct: usize,
-    /// Entries the budget holds.
-    max_distinct: usize,
+    by_key: Vec<KeyCounts>,
+    /// The memory the entries of `by_key` take, all keys together.
+    bytes: usize,
     /// The counts handed over each time the budget was full.
     spilled: Option<Sorter<DurCount>>,
     /// Durations added.
@@ -81,8 +152,7 @@ impl Durations {
         Durations {
             budget,
             by_key: Vec::new(),
-            distinct: 0,
-            max_distinct: (budget.bytes / ENTRY_BYTES).max(16),
+            bytes: 0,
             spilled: None,
             len: 0,
         }
@@ -93,18 +163,16 @@ impl Durations {
     pub(crate) fn add(&mut self, key: u32, durs: &[i64]) -> Result<(), SpillError> {
         let k = key as usize;
         if self.by_key.len() <= k {
-            self.by_key.resize_with(k + 1, FxHashMap::default);
+            self.by_key.resize_with(k + 1, KeyCounts::default);
         }
         self.len += durs.len() as u64;
         for &dur in durs {
-            match self.by_key[k].entry(dur) {
-                Entry::Occupied(mut e) => *e.get_mut() += 1,
-                Entry::Vacant(e) => {
-                    e.insert(1);
-                    self.distinct += 1;
-                    if self.distinct >= self.max_distinct {
-                        self.spill()?;
-                    }
+            let new = self.by_key[k].add(dur);
+            if new > 0 {
+                self.bytes += new;
+                // At least 16 entries, however small the budget.
+                if self.bytes >= self.budget.bytes.max(16 * WIDE_ENTRY_BYTES) {
+                    self.spill()?;
                 }
             }
         }
@@ -117,7 +185,7 @@ impl Durations {
         let budget = self.budget;
         let sorter = self.spilled.get_or_insert_with(|| Sorter::new(budget));
         for (key, counts) in self.by_key.iter_mut().enumerate() {
-            for (dur, count) in counts.drain() {
+            for (dur, count) in counts.drain_sorted() {
                 sorter.push(DurCount {
                     key: key as u32,
                     dur,
@@ -125,7 +193,7 @@ impl Durations {
                 })?;
             }
         }
-        self.distinct = 0;
+        self.bytes = 0;
         Ok(())
     }
 
@@ -160,7 +228,7 @@ impl Durations {
 enum Inner {
     /// Nothing spilled: each key's values sorted in turn.
     Memory {
-        keys: std::vec::IntoIter<FxHashMap<i64, u64>>,
+        keys: std::vec::IntoIter<KeyCounts>,
         /// The key of `values`, plus one.
         key: u32,
         values: std::vec::IntoIter<(i64, u64)>,
@@ -193,9 +261,7 @@ impl Iterator for SortedDurations {
                         count,
                     }));
                 }
-                let mut sorted: Vec<(i64, u64)> = keys.next()?.into_iter().collect();
-                sorted.sort_unstable();
-                *values = sorted.into_iter();
+                *values = keys.next()?.drain_sorted().into_iter();
                 *key += 1;
             },
             Inner::Merged { sorted, next } => {
@@ -250,10 +316,12 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                // Keys with few and with many distinct values, one unused.
+                // Keys with few and with many distinct values, one unused;
+                // values past 32 bits, and negative ones (delays).
                 let key = (x % 4) as u32 * 2;
                 let spread = [3, 50, 5000, 1 << 40][(x >> 8) as usize % 4];
-                (key, (x >> 16) as i64 % spread)
+                let value = (x >> 16) as i64 % spread;
+                (key, if x.is_multiple_of(7) { -value } else { value })
             })
             .collect();
         let want = counted(&input);
@@ -274,5 +342,19 @@ mod tests {
                 .expect("read");
             assert_eq!(got, want, "budget {bytes}");
         }
+    }
+
+    /// A count that passes 32 bits goes on in the wide table, and the
+    /// value is handed out once with the whole count.
+    #[test]
+    fn a_count_past_32_bits_is_kept_whole() {
+        let mut k = KeyCounts::default();
+        k.small.insert(5, u32::MAX - 1);
+        for _ in 0..3 {
+            k.add(5);
+        }
+        k.add(7);
+        assert_eq!(k.drain_sorted(), vec![(5, u64::from(u32::MAX) + 2), (7, 1)]);
+        assert!(k.small.is_empty() && k.wide.is_empty());
     }
 }
