@@ -688,19 +688,31 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     let mut at = dur_end + 1;
     while at < b.len() {
-        // The key: up to the field's first `=`.
-        let mut eq = at;
-        while eq < b.len() && b[eq] != b'=' && b[eq] != b',' {
-            eq += 1;
-        }
-        if eq == b.len() || b[eq] == b',' {
-            if eq == at {
-                // An empty field.
-                at = eq + 1;
-                continue;
+        // The key: up to the field's first `=`. The keys the tracer writes
+        // on every line are known by their first bytes; others are found
+        // byte by byte.
+        let rest = &b[at..];
+        let eq = if rest.starts_with(b"kind=") {
+            at + 4
+        } else if rest.starts_with(b"batch=") {
+            at + 5
+        } else if rest.starts_with(b"sample=") {
+            at + 6
+        } else {
+            let mut eq = at;
+            while eq < b.len() && b[eq] != b'=' && b[eq] != b',' {
+                eq += 1;
             }
-            return None;
-        }
+            if eq == b.len() || b[eq] == b',' {
+                if eq == at {
+                    // An empty field.
+                    at = eq + 1;
+                    continue;
+                }
+                return None;
+            }
+            eq
+        };
         let v = eq + 1;
         let end = match &b[at..eq] {
             b"batch" => {
