@@ -65,7 +65,9 @@ impl Block {
             starts_file,
             parser,
             text: Vec::with_capacity(BLOCK_BYTES + 1024),
-            ends: Vec::new(),
+            // Room for lines of 48 bytes or more (a trace's are longer): a
+            // list grown by doubling was copied about twice over per block.
+            ends: Vec::with_capacity(BLOCK_BYTES / 48),
             parsed: Vec::new(),
             failed: None,
         }
@@ -143,7 +145,7 @@ fn cut_log(i: usize, log: &LogFile, send: &mut impl FnMut(Block) -> bool) -> boo
         // The whole lines after it, a buffer at a time.
         loop {
             let room = BLOCK_BYTES.saturating_sub(block.text.len());
-            match reader.take_lines(room, &mut block.text, &mut block.ends) {
+            match reader.read_lines_into(room, &mut block.text, &mut block.ends) {
                 Ok(0) => break,
                 Ok(n) => reader.skip_lines(n),
                 Err(e) => {
@@ -576,6 +578,11 @@ mod tests {
                 text += &"x".repeat(crate::trace::parse::MAX_LINE_BYTES + 10);
                 text += "\n\u{feff}SBatch,5,6,kind=batch\n";
             }
+            if i == 100_000 {
+                // Longer than a block.
+                text += &"y".repeat(BLOCK_BYTES + 1000);
+                text += "\n";
+            }
         }
         text += "SLast,1,2";
         fs::write(root.join("lotus_worker_pid_7"), &text).expect("w");
@@ -594,7 +601,12 @@ mod tests {
         for (a, b) in one.iter().zip(&all) {
             assert_eq!(a, b);
         }
-        assert!(all.iter().any(|e| e.contains("line longer than")));
+        assert_eq!(
+            all.iter()
+                .filter(|e| e.contains("line longer than"))
+                .count(),
+            2
+        );
         assert!(all.iter().any(|e| e.contains("rank 'x'")));
         assert!(all.iter().any(|e| e.contains("host: Some(\"h9\")")));
 
