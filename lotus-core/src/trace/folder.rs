@@ -145,7 +145,7 @@ fn cut_log(i: usize, log: &LogFile, send: &mut impl FnMut(Block) -> bool) -> boo
         // The whole lines after it, a buffer at a time.
         loop {
             let room = BLOCK_BYTES.saturating_sub(block.text.len());
-            match reader.read_lines_into(room, &mut block.text, &mut block.ends) {
+            match reader.take_lines(room, &mut block.text, &mut block.ends) {
                 Ok(0) => break,
                 Ok(n) => reader.skip_lines(n),
                 Err(e) => {

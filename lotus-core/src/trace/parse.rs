@@ -450,55 +450,6 @@ impl<R: BufRead> TraceReader<R> {
     }
 }
 
-/// Room in a block from which [`TraceReader::read_lines_into`] reads
-/// straight into it (less goes through the input's buffer).
-const DIRECT_READ_MIN: usize = 64 * 1024;
-
-impl TraceReader<std::io::BufReader<std::fs::File>> {
-    /// [`TraceReader::take_lines`], reading the file straight into `text`
-    /// when the input's buffer is empty and `max_bytes` is large: the
-    /// bytes are copied once, by the kernel, instead of into the buffer
-    /// and then into `text` (that second copy was 4% of `trace stats`'
-    /// time). What follows the last whole line read (a part of a line, or
-    /// a line too long) is given back by moving the file's position back,
-    /// and read again next time.
-    pub(crate) fn read_lines_into(
-        &mut self,
-        max_bytes: usize,
-        text: &mut Vec<u8>,
-        ends: &mut Vec<(usize, bool)>,
-    ) -> Result<u64, TraceError> {
-        use std::io::{Read, Seek, SeekFrom};
-        if !self.input.buffer().is_empty() || max_bytes < DIRECT_READ_MIN {
-            return self.take_lines(max_bytes, text, ends);
-        }
-        let io = |e: std::io::Error| TraceError::io(&self.parser.file, &e);
-        let base = text.len();
-        text.reserve(max_bytes);
-        let file = self.input.get_mut();
-        file.by_ref()
-            .take(max_bytes as u64)
-            .read_to_end(text)
-            .map_err(io)?;
-        let mut start = base;
-        let mut lines = 0;
-        for end in memchr::memchr_iter(b'\n', &text[base..]).map(|i| base + i) {
-            if end - start > MAX_LINE_BYTES {
-                break;
-            }
-            ends.push((end, false));
-            lines += 1;
-            start = end + 1;
-        }
-        let back = text.len() - start;
-        if back > 0 {
-            file.seek(SeekFrom::Current(-(back as i64))).map_err(io)?;
-            text.truncate(start);
-        }
-        Ok(lines)
-    }
-}
-
 impl<R: BufRead> Iterator for TraceReader<R> {
     type Item = Result<Entry, TraceError>;
 
