@@ -48,7 +48,7 @@ impl Budget {
     /// at once). Enough for the duration counts of a trace of tens of
     /// millions of short ops to stay in memory (`trace stats` at 10
     /// million events: CPU time 1.6 s instead of 2.3 s with 1 MiB, which
-    /// spilled every duration; peak memory 43 MiB instead of 19).
+    /// spilled every duration; peak memory about 45 MiB instead of 19).
     pub const DEFAULT_BYTES: usize = 16 << 20;
 
     /// The variable that sets the budget, in bytes.
