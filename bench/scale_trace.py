@@ -21,9 +21,10 @@ GNU time's %M):
 
 Printed: wall time and peak memory of each at each size, ratios against
 pandas, and how peak memory grows from one size to the next. lotus keeps at
-most LOTUS_SORT_BUFFER bytes (1 MiB by default) per sort in memory and the rest
+most LOTUS_SORT_BUFFER bytes (16 MiB by default) per sort in memory and the rest
 in unlinked temporary files, so its memory stops growing once those buffers
-are full; pandas holds every event.
+are full (durations are counted per distinct value, so they fill them only
+when a trace has millions of distinct durations); pandas holds every event.
 
 stats, the minimal pass and pandas run interleaved, --runs times each, and
 must give the same count and total duration per name; printed also: stats

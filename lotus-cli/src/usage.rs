@@ -89,7 +89,7 @@ pub mod env_help {
     /// `PYTHONPATH`.
     pub const PYTHONPATH: &str = "  PYTHONPATH               kept, after lotus's own Python folder (the lotus / lotus_trace module)";
     /// `LOTUS_SORT_BUFFER`.
-    pub const SORT_BUFFER: &str = "  LOTUS_SORT_BUFFER        bytes kept in memory per sort before spilling to files (default 1m; 64m, up to 64g)";
+    pub const SORT_BUFFER: &str = "  LOTUS_SORT_BUFFER        bytes kept in memory per sort before spilling to files (default 16m; 64m, up to 64g)";
     /// `COLUMNS`.
     pub const COLUMNS: &str = "  COLUMNS                  the width tables fit when the output is not a terminal (default 120; --wide: full names)";
     /// The thread-count variables of the op's process.

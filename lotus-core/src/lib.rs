@@ -68,7 +68,7 @@ pub struct ReadmeDoctests;
 /// ```
 ///
 /// ```compile_fail,E0603
-/// use lotus_core::trace::index::DurRec;
+/// use lotus_core::trace::index::DurCount;
 /// ```
 ///
 /// ```compile_fail,E0603

@@ -44,9 +44,12 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// The default: 1 MiB per sorter or spool (a few of them are alive at
-    /// once; measured, a smaller one costs time and saves little).
-    pub const DEFAULT_BYTES: usize = 1 << 20;
+    /// The default: 16 MiB per sorter or spool (a few of them are alive
+    /// at once). Enough for the duration counts of a trace of tens of
+    /// millions of short ops to stay in memory (`trace stats` at 10
+    /// million events: CPU time 1.6 s instead of 2.3 s with 1 MiB, which
+    /// spilled every duration; peak memory about 45 MiB instead of 19).
+    pub const DEFAULT_BYTES: usize = 16 << 20;
 
     /// The variable that sets the budget, in bytes.
     pub const ENV: &'static str = "LOTUS_SORT_BUFFER";
@@ -144,7 +147,7 @@ pub enum SpillError {
         value: String,
     },
     /// The budget variable is a number past [`Budget::MAX_BYTES`].
-    #[error("{env}={value:?} is too large: at most 64g ({max} bytes) per sort; the default is 1m, and a few megabytes are plenty (sorted data past the budget goes to temporary files)", env = Budget::ENV, max = Budget::MAX_BYTES)]
+    #[error("{env}={value:?} is too large: at most 64g ({max} bytes) per sort; the default is 16m, and a few tens of megabytes are plenty (sorted data past the budget goes to temporary files)", env = Budget::ENV, max = Budget::MAX_BYTES)]
     TooLarge {
         /// The value given.
         value: String,

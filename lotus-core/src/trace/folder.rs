@@ -17,13 +17,14 @@ use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::event::Process;
-use super::parse::{parse_file_name, Entry, EntrySink, FileName, LineParser, Names, TraceReader};
+use super::parse::{
+    clean_text, parse_file_name, Entry, EntrySink, FileName, LineParser, Names, TraceReader,
+};
 use super::TraceError;
 
 /// The bytes of lines in one block [`TraceFolder::read_all`] parses.
-const BLOCK_BYTES: usize = 128 * 1024;
-/// Blocks waiting for each parsing thread, and parsed blocks waiting for
-/// the caller, at most.
+const BLOCK_BYTES: usize = 512 * 1024;
+/// Parsed blocks waiting for the caller, per parsing thread, at most.
 const BLOCKS_AHEAD: usize = 2;
 /// Parsing threads at most.
 const MAX_PARSERS: usize = 8;
@@ -63,7 +64,9 @@ impl Block {
             starts_file,
             parser,
             text: Vec::with_capacity(BLOCK_BYTES + 1024),
-            ends: Vec::new(),
+            // Room for lines of 48 bytes or more (a trace's are longer): a
+            // list grown by doubling was copied about twice over per block.
+            ends: Vec::with_capacity(BLOCK_BYTES / 48),
             parsed: Vec::new(),
             failed: None,
         }
@@ -76,10 +79,21 @@ impl Block {
         for entry in std::mem::take(&mut self.parsed) {
             out.push(entry);
         }
+        // Checked once for the whole block (most are clean): its lines
+        // then need no check of their own.
+        let clean = clean_text(&self.text)
+            .then(|| std::str::from_utf8(&self.text).ok())
+            .flatten();
         let mut start = 0;
         for &(end, too_long) in &self.ends {
-            self.parser
-                .line(&self.text[start..end], too_long, names, &mut out);
+            match clean {
+                Some(text) if !too_long => {
+                    self.parser.clean_line(&text[start..end], names, &mut out)
+                }
+                _ => self
+                    .parser
+                    .line(&self.text[start..end], too_long, names, &mut out),
+            }
             start = end + 1;
         }
         Parsed {
@@ -91,63 +105,126 @@ impl Block {
     }
 }
 
-/// Cuts log `i` into blocks for `send` (false: the caller stopped). The
-/// first line is parsed here, so the header's host and rank reach every
-/// block's parser.
-fn cut_log(i: usize, log: &LogFile, send: &mut impl FnMut(Block) -> bool) -> bool {
-    let process = Process::new(log.name.role, log.name.pid);
-    let mut block = Block::new(i, true, LineParser::new(log.display.clone(), process));
-    let mut reader = match log.open() {
-        Ok(r) => r,
-        Err(e) => {
-            block.failed = Some(e);
-            return send(block);
-        }
-    };
-    let mut names = Names::new();
-    loop {
-        let too_long = match reader.read_line() {
-            Ok(Some(t)) => t,
-            // The last block goes even when empty: an empty log is still
-            // announced.
-            Ok(None) => return send(block),
-            Err(e) => {
-                block.failed = Some(e);
-                return send(block);
-            }
-        };
-        if reader.parser().line_no == 0 {
-            // Line 1, maybe a header: parsed here, so every later block's
-            // parser has its host and rank.
-            reader.parse_line(too_long, &mut names, &mut block.parsed);
-            block.parser = reader.parser().clone();
-            continue;
-        }
-        block.text.extend_from_slice(reader.raw());
-        block.ends.push((block.text.len(), too_long));
-        block.text.push(b'\n');
-        reader.skip_line();
-        // The whole lines after it, a buffer at a time.
-        loop {
-            let room = BLOCK_BYTES.saturating_sub(block.text.len());
-            match reader.take_lines(room, &mut block.text, &mut block.ends) {
-                Ok(0) => break,
-                Ok(n) => reader.skip_lines(n),
-                Err(e) => {
-                    block.failed = Some(e);
-                    return send(block);
+/// The log being cut into blocks.
+struct OpenLog {
+    /// Its index in [`TraceFolder::logs`].
+    i: usize,
+    reader: TraceReader<BufReader<File>>,
+    /// The next block is its first.
+    first: bool,
+}
+
+/// Cuts the logs into blocks, one at a time, for whichever parsing thread
+/// has its turn (see [`TraceFolder::read_blocks`]). The first line of a
+/// log is parsed here, so the header's host and rank reach every block's
+/// parser.
+struct Blocks<'a> {
+    logs: &'a [LogFile],
+    next_log: usize,
+    open: Option<OpenLog>,
+    names: Names,
+}
+
+impl Blocks<'_> {
+    /// The next block, or `None` when every log is read. A log's last
+    /// block goes even when empty (an empty log is still announced); a
+    /// block that failed ends its log.
+    fn next_block(&mut self) -> Option<Block> {
+        let open = match &mut self.open {
+            Some(open) => open,
+            None => {
+                let i = self.next_log;
+                let log = self.logs.get(i)?;
+                self.next_log += 1;
+                match log.open() {
+                    Ok(reader) => self.open.insert(OpenLog {
+                        i,
+                        reader,
+                        first: true,
+                    }),
+                    Err(e) => {
+                        let process = Process::new(log.name.role, log.name.pid);
+                        let mut block =
+                            Block::new(i, true, LineParser::new(log.display.clone(), process));
+                        block.failed = Some(e);
+                        return Some(block);
+                    }
                 }
             }
-            if room == 0 || block.text.len() >= BLOCK_BYTES {
-                break;
+        };
+        let reader = &mut open.reader;
+        let mut block = Block::new(open.i, open.first, reader.parser().clone());
+        open.first = false;
+        loop {
+            let too_long = match reader.read_line() {
+                Ok(Some(t)) => t,
+                Ok(None) => break,
+                Err(e) => {
+                    block.failed = Some(e);
+                    break;
+                }
+            };
+            if reader.parser().line_no == 0 {
+                // Line 1, maybe a header: parsed here, so every later
+                // block's parser has its host and rank.
+                reader.parse_line(too_long, &mut self.names, &mut block.parsed);
+                block.parser = reader.parser().clone();
+                continue;
+            }
+            block.text.extend_from_slice(reader.raw());
+            block.ends.push((block.text.len(), too_long));
+            block.text.push(b'\n');
+            reader.skip_line();
+            // The whole lines after it, a buffer at a time.
+            loop {
+                let room = BLOCK_BYTES.saturating_sub(block.text.len());
+                match reader.take_lines(room, &mut block.text, &mut block.ends) {
+                    Ok(0) => break,
+                    Ok(n) => reader.skip_lines(n),
+                    Err(e) => {
+                        block.failed = Some(e);
+                        self.open = None;
+                        return Some(block);
+                    }
+                }
+                if room == 0 || block.text.len() >= BLOCK_BYTES {
+                    break;
+                }
+            }
+            if block.text.len() >= BLOCK_BYTES {
+                return Some(block);
             }
         }
-        if block.text.len() >= BLOCK_BYTES {
-            let next = Block::new(i, false, reader.parser().clone());
-            if !send(std::mem::replace(&mut block, next)) {
-                return false;
-            }
-        }
+        self.open = None;
+        Some(block)
+    }
+}
+
+/// Whose turn it is to cut the next block, shared by the parsing threads.
+struct Turns<'a> {
+    /// The number of the next block.
+    next: usize,
+    /// Every thread stops: no more blocks, or the caller stopped, or a
+    /// thread failed.
+    stop: bool,
+    blocks: Blocks<'a>,
+}
+
+/// Sets [`Turns::stop`] when a parsing thread ends, however it ends (a
+/// panic included), so that no other thread waits for its turn for ever.
+struct StopOnExit<'a, 'b> {
+    turns: &'a std::sync::Mutex<Turns<'b>>,
+    changed: &'a std::sync::Condvar,
+}
+
+impl Drop for StopOnExit<'_, '_> {
+    fn drop(&mut self) {
+        let mut t = self
+            .turns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        t.stop = true;
+        self.changed.notify_all();
     }
 }
 
@@ -221,9 +298,9 @@ pub struct TraceFolder {
 
 impl TraceFolder {
     /// Every log's entries, in order (logs in path order, lines in file
-    /// order), each log announced before its entries. A thread reads the
-    /// logs and cuts them into blocks of lines; a few threads (one per
-    /// CPU, at most 8) parse the blocks; `f` gets them in order. Each
+    /// order), each log announced before its entries. A few threads (one
+    /// per CPU, at most 8) take turns to cut the logs into blocks of lines,
+    /// each parsing the blocks it cut; `f` gets them in order. Each
     /// thread stays at most a few blocks ahead, so memory is bounded
     /// whatever the trace's size. Stops at the first error, `f`'s or the
     /// logs'.
@@ -251,47 +328,68 @@ impl TraceFolder {
         sink: impl Fn(usize) -> T + Sync,
         mut f: impl FnMut(Handed<'_, T>) -> Result<(), E>,
     ) -> Result<(), E> {
-        use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+        use std::sync::mpsc::{sync_channel, Receiver};
+        use std::sync::{Condvar, Mutex, PoisonError};
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, MAX_PARSERS);
-        let mut to_workers: Vec<SyncSender<Block>> = Vec::new();
         let mut from_workers: Vec<Receiver<Parsed<T>>> = Vec::new();
         let mut worker_ends = Vec::new();
         for _ in 0..workers {
-            let (tx, rx) = sync_channel::<Block>(BLOCKS_AHEAD);
             let (ptx, prx) = sync_channel::<Parsed<T>>(BLOCKS_AHEAD);
-            to_workers.push(tx);
             from_workers.push(prx);
-            worker_ends.push((rx, ptx));
+            worker_ends.push(ptx);
         }
         let sink = &sink;
+        let turns = Mutex::new(Turns {
+            next: 0,
+            stop: false,
+            blocks: Blocks {
+                logs: &self.logs,
+                next_log: 0,
+                open: None,
+                names: Names::new(),
+            },
+        });
+        let changed = Condvar::new();
+        let (turns, changed) = (&turns, &changed);
         std::thread::scope(|scope| {
-            // The parsers: blocks in, entries out, in the order received.
-            for (rx, ptx) in worker_ends {
+            // The parsing threads: thread w cuts block k (k % workers == w)
+            // when its turn comes, right after block k - 1 is cut, then
+            // parses it while the next thread cuts the next block. Each
+            // cuts and parses its own blocks: the log's bytes are read into
+            // the cache of the thread that parses them (a reading thread
+            // of its own handed every byte over to another).
+            for (w, ptx) in worker_ends.into_iter().enumerate() {
                 scope.spawn(move || {
+                    let _stop = StopOnExit { turns, changed };
                     let mut names = Names::new();
-                    for block in rx {
+                    let mut k = w;
+                    loop {
+                        let block = {
+                            let mut t = turns.lock().unwrap_or_else(PoisonError::into_inner);
+                            while t.next != k && !t.stop {
+                                t = changed.wait(t).unwrap_or_else(PoisonError::into_inner);
+                            }
+                            if t.stop {
+                                return;
+                            }
+                            let block = t.blocks.next_block();
+                            t.next += 1;
+                            t.stop = block.is_none();
+                            changed.notify_all();
+                            block
+                        };
+                        let Some(block) = block else {
+                            return;
+                        };
                         if ptx.send(block.parse(&mut names, sink)).is_err() {
                             return;
                         }
+                        k += workers;
                     }
                 });
             }
-            // The reader: block k goes to parser k % workers.
-            scope.spawn(move || {
-                let mut next = 0usize;
-                let mut send = |block: Block| {
-                    let ok = to_workers[next % workers].send(block).is_ok();
-                    next += 1;
-                    ok
-                };
-                for (i, log) in self.logs.iter().enumerate() {
-                    if !cut_log(i, log, &mut send) {
-                        return;
-                    }
-                }
-            });
             // The caller, taking parser k % workers's next result for block
             // k. The receivers are dropped when this returns, early or not,
             // so no thread waits on a full channel for ever.
@@ -547,7 +645,8 @@ mod tests {
         // lines, bad and blank lines, a line too long in the middle, a
         // BOM, no line break at the end.
         let mut text = String::from("#lotus-trace v1 role=worker pid=7 host=h9 rank=x\n");
-        for i in 0..40_000u64 {
+        // About ten blocks.
+        for i in 0..150_000u64 {
             text += &format!(
                 "SOp{},{},{},kind=op,batch={}\n",
                 i % 7,
@@ -562,6 +661,11 @@ mod tests {
                 text += &"x".repeat(crate::trace::parse::MAX_LINE_BYTES + 10);
                 text += "\n\u{feff}SBatch,5,6,kind=batch\n";
             }
+            if i == 100_000 {
+                // Longer than a block.
+                text += &"y".repeat(BLOCK_BYTES + 1000);
+                text += "\n";
+            }
         }
         text += "SLast,1,2";
         fs::write(root.join("lotus_worker_pid_7"), &text).expect("w");
@@ -575,12 +679,17 @@ mod tests {
         .expect("w");
         let f = TraceFolder::scan(root).expect("scan");
         let (one, all) = both_ways(&f);
-        assert!(one.len() > 40_000, "{}", one.len());
+        assert!(one.len() > 150_000, "{}", one.len());
         assert_eq!(one.len(), all.len());
         for (a, b) in one.iter().zip(&all) {
             assert_eq!(a, b);
         }
-        assert!(all.iter().any(|e| e.contains("line longer than")));
+        assert_eq!(
+            all.iter()
+                .filter(|e| e.contains("line longer than"))
+                .count(),
+            2
+        );
         assert!(all.iter().any(|e| e.contains("rank 'x'")));
         assert!(all.iter().any(|e| e.contains("host: Some(\"h9\")")));
 
@@ -597,6 +706,40 @@ mod tests {
         });
         assert!(matches!(r, Err(TraceError::NoLogs { .. })));
         assert_eq!(seen, 5000);
+    }
+
+    /// A parsing thread that panics stops the others (which take turns
+    /// to cut blocks): the panic comes back to the caller instead of the
+    /// other threads waiting for the dead one's turn for ever.
+    #[test]
+    fn a_parsing_thread_that_panics_stops_them_all() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let tmp = tempdir();
+        let root = tmp.as_path();
+        let mut text = String::new();
+        for i in 0..200_000u64 {
+            text += &format!("SOp,{i},{},kind=op\n", i % 17);
+        }
+        fs::write(root.join("lotus_worker_pid_7"), &text).expect("w");
+        let f = TraceFolder::scan(root).expect("scan");
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let made = AtomicUsize::new(0);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                f.read_blocks(
+                    |lines| {
+                        assert!(made.fetch_add(1, Ordering::SeqCst) != 2, "third block");
+                        Vec::with_capacity(lines)
+                    },
+                    |_| -> Result<(), TraceError> { Ok(()) },
+                )
+            }));
+            let _ = done.send(r.is_err());
+        });
+        let panicked = finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("read_blocks came back");
+        assert!(panicked, "the panic reached the caller");
     }
 
     /// A fresh folder under the target directory (lotus-core has no

@@ -1,10 +1,10 @@
 //! What views and statistics need from a whole trace, gathered in one pass
 //! over its events: the processes, every batch, wait and consumption, the
 //! count and total of every op name and kind, and, for statistics, every
-//! event's duration (exact percentiles need them all). Batches, waits,
-//! consumptions and durations go through [`crate::spill`]: in memory up to
-//! a [`Budget`], in unlinked temporary files past it, so memory stays flat
-//! however long the trace.
+//! event's duration (exact percentiles need them all, counted per distinct
+//! value: see `durations`). Batches, waits, consumptions and durations go
+//! through [`crate::spill`]: in memory up to a [`Budget`], in unlinked
+//! temporary files past it, so memory stays flat however long the trace.
 //!
 //! Batches are matched to their consumption within a *group*: the logs of
 //! one run, which share a folder, a host and a rank (a process whose log
@@ -26,7 +26,9 @@ use crate::spill::bytes::{Get, Put};
 use crate::spill::{Budget, Record, Sorter, SpillError, Spool};
 
 mod block;
+mod durations;
 use block::BlockSummary;
+pub(crate) use durations::{DurCount, Durations};
 
 /// A process of the trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,29 +198,6 @@ impl Record for KeyedMain {
     }
 }
 
-/// One event's duration under its key (see [`TraceIndex::keys`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct DurRec {
-    /// The key: an index into [`TraceIndex::keys`].
-    pub key: u32,
-    /// The duration, ns.
-    pub dur: i64,
-}
-
-impl Record for DurRec {
-    const SIZE: usize = 12;
-    fn encode(&self, out: &mut [u8]) {
-        Put::new(out).u32(self.key).i64(self.dur);
-    }
-    fn decode(b: &[u8]) -> Self {
-        let mut g = Get::new(b);
-        DurRec {
-            key: g.u32(),
-            dur: g.i64(),
-        }
-    }
-}
-
 /// What durations are summed and summarized under: one op name, or one
 /// kind other than op (all its names together).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -338,7 +317,7 @@ pub struct TraceIndex {
     /// met.
     pub keys: Vec<DurationKey>,
     op_keys: HashMap<String, u32>,
-    durations: Option<Sorter<DurRec>>,
+    durations: Option<Durations>,
     /// Waits per bucket ([`WaitBucket::ALL`]'s order): count and total, ns.
     pub wait_buckets: [(u64, u64); 4],
     /// The bad lines.
@@ -373,7 +352,7 @@ impl TraceIndex {
                 })
                 .collect(),
             op_keys: HashMap::new(),
-            durations: collect_durations.then(|| Sorter::new(budget)),
+            durations: collect_durations.then(|| Durations::new(budget)),
             wait_buckets: [(0, 0); 4],
             warnings: Warnings::default(),
             current: None,
@@ -536,15 +515,15 @@ impl TraceIndex {
         k.count += 1;
         k.total_ns += i128::from(dur);
         if let Some(d) = &mut self.durations {
-            d.push(DurRec { key, dur })?;
+            d.add(key, &[dur])?;
         }
         Ok(process)
     }
 
-    /// Every event's duration, sorted by key then duration; `None` when
+    /// Every event's duration, counted per key and value; `None` when
     /// the index was gathered without durations, or they were taken
     /// already.
-    pub(crate) fn take_durations(&mut self) -> Option<Sorter<DurRec>> {
+    pub(crate) fn take_durations(&mut self) -> Option<Durations> {
         self.durations.take()
     }
 

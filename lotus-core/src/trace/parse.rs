@@ -244,6 +244,19 @@ impl LineParser {
         }
     }
 
+    /// [`LineParser::line`] of a line of a block that [`clean_text`]
+    /// passed (so not cut for length either): the common line is read with
+    /// no check of its bytes.
+    pub(crate) fn clean_line(&mut self, line: &str, names: &mut Names, out: &mut impl EntrySink) {
+        match fast_fields(line) {
+            Some(p) => {
+                self.line_no += 1;
+                out.line_event(self, names, p);
+            }
+            None => self.line(line.as_bytes(), false, names, out),
+        }
+    }
+
     /// The event of a parsed line, in this parser's process.
     pub(crate) fn event(&self, names: &mut Names, p: LineEvent<'_>) -> Entry {
         Entry::Event(Event {
@@ -548,74 +561,192 @@ fn whole_number(text: &str, what: &str) -> Result<u64, String> {
     })
 }
 
-/// Plain digits that always fit a `u64` (1 to 19 of them), or `None`.
-fn plain_digits(digits: &[u8]) -> Option<u64> {
-    if !(1..=19).contains(&digits.len()) {
-        return None;
-    }
-    let mut v = 0u64;
-    for &d in digits {
-        let d = d.wrapping_sub(b'0');
-        if d > 9 {
-            return None;
-        }
-        v = v * 10 + u64::from(d);
-    }
-    Some(v)
+/// Whether `text` is printable ASCII with no spaces, but for line
+/// breaks: then each of its lines is UTF-8, needs no trimming and holds no
+/// NUL or control character, and [`fast_fields`] may read it. One pass
+/// with no early exit, so that it vectorizes: over a whole block of lines
+/// it costs less than a check of each line.
+pub(crate) fn clean_text(text: &[u8]) -> bool {
+    text.iter().fold(0u8, |odd, &b| {
+        odd | u8::from(b.wrapping_sub(0x21) > 0x7e - 0x21 && b != b'\n')
+    }) == 0
 }
 
-/// The common event line, read on bytes: printable ASCII with no spaces
-/// (so it is UTF-8, needs no trimming and holds no NUL or control
-/// character), plain numbers and known field values. `None` for anything
-/// else, which [`parse_event_line`] then reads (and explains when it is
-/// bad): this only takes lines that it reads the same way, so the two
-/// never disagree (tested, and fuzzed in `tests/prop_trace.rs`). Most of
-/// the time of reading a trace was spent on `char`s: decoding, trimming and
-/// splitting them.
+/// The common event line, read on bytes: printable ASCII with no spaces,
+/// plain numbers and known field values. `None` for anything else, which
+/// [`parse_event_line`] then reads (and explains when it is bad): this
+/// only takes lines that it reads the same way, so the two never disagree
+/// (tested, and fuzzed in `tests/prop_trace.rs`). Most of the time of
+/// reading a trace was spent on `char`s: decoding, trimming and splitting
+/// them.
 fn fast_event_line(raw: &[u8]) -> Option<LineEvent<'_>> {
-    // One pass over the bytes, no early exit, so that it vectorizes.
-    let odd = raw.iter().fold(0u8, |odd, &b| {
-        odd | u8::from(b.wrapping_sub(0x21) > 0x7e - 0x21)
-    });
-    if odd != 0 || raw.first() != Some(&b'S') {
+    if !clean_text(raw) || raw.contains(&b'\n') {
         return None;
     }
-    let comma_after = |at: usize| memchr::memchr(b',', &raw[at..]).map(|i| at + i);
-    let name_end = comma_after(0)?;
-    let start_end = comma_after(name_end + 1)?;
-    let dur_end = comma_after(start_end + 1).unwrap_or(raw.len());
-    let name = std::str::from_utf8(&raw[1..name_end]).ok()?;
-    if name.is_empty() {
+    fast_fields(std::str::from_utf8(raw).ok()?)
+}
+
+/// The digits of a number field from `at` to the next comma or the end:
+/// 1 to 19 plain digits (which always fit a `u64`), and where the field
+/// ends. `None` for anything else. Finding the field's end and reading
+/// its digits are one pass (a search for the comma, then a loop over the
+/// digits, was a fifth of the parsing threads' time).
+fn number_field(b: &[u8], at: usize) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    let mut i = at;
+    // Eight digits at a time while there are eight (a start time has 19):
+    // a loop per digit is a chain of multiplies.
+    while let Some(word) = b.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        let w = u64::from_le_bytes(*word);
+        if !eight_ascii_digits(w) {
+            break;
+        }
+        v = v.wrapping_mul(100_000_000).wrapping_add(eight_digits(w));
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            if c == b',' {
+                break;
+            }
+            return None;
+        }
+        // Wrapping: past 19 digits the value is not used.
+        v = v.wrapping_mul(10).wrapping_add(u64::from(d));
+        i += 1;
+    }
+    (1..=19).contains(&(i - at)).then_some((v, i))
+}
+
+/// Eight bytes of `c`.
+const fn splat(c: u8) -> u64 {
+    u64::from_le_bytes([c; 8])
+}
+
+/// Whether the eight ASCII bytes of `w` (a line [`clean_text`] passed)
+/// are all digits: a byte below `0` sets its high bit when `0` is taken
+/// away (borrowing), one above `9` when 0x46 is added.
+fn eight_ascii_digits(w: u64) -> bool {
+    (w.wrapping_sub(splat(b'0')) | w.wrapping_add(splat(0x46))) & splat(0x80) == 0
+}
+
+/// Eight ASCII digits, the first in the lowest byte, as a number: pairs,
+/// then fours, then the eight, with one multiply each.
+fn eight_digits(w: u64) -> u64 {
+    let pairs = ((w & 0x0f00_0f00_0f00_0f00) >> 8) + (w & 0x000f_000f_000f_000f) * 10;
+    let fours = ((pairs & 0x00ff_0000_00ff_0000) >> 16) + (pairs & 0x0000_00ff_0000_00ff) * 100;
+    ((fours & 0x0000_ffff_0000_0000) >> 32) + (fours & 0x0000_0000_0000_ffff) * 10_000
+}
+
+/// Where the first comma is in `b` from `at` (at most `b.len()`) on, or
+/// `b.len()`, eight bytes at a time (a comma is a zero byte of the word
+/// xor commas, and the lowest zero byte of a word is found exactly by the
+/// borrow trick): for a name, whose length varies from line to line, a
+/// loop per byte ends on a mispredicted branch at a different place each
+/// time.
+fn comma_from(b: &[u8], at: usize) -> usize {
+    let mut i = at;
+    while let Some(word) = b.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        let x = u64::from_le_bytes(*word) ^ splat(b',');
+        let zero = x.wrapping_sub(splat(0x01)) & !x & splat(0x80);
+        if zero != 0 {
+            return i + (zero.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    field_end(b, i.min(b.len()))
+}
+
+/// Where the field starting at `at` ends: the next comma, or the end.
+fn field_end(b: &[u8], at: usize) -> usize {
+    b[at..]
+        .iter()
+        .position(|&c| c == b',')
+        .map_or(b.len(), |i| at + i)
+}
+
+/// [`fast_event_line`] of a line known to be printable ASCII with no
+/// spaces (see [`clean_text`]).
+pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
+    let b = line.as_bytes();
+    if b.first() != Some(&b'S') {
         return None;
     }
-    let start_ns = plain_digits(&raw[name_end + 1..start_end])?;
-    let dur_ns = plain_digits(&raw[start_end + 1..dur_end])?;
+    let name_end = comma_from(b, 1);
+    if name_end == 1 || name_end == b.len() {
+        return None;
+    }
+    // ASCII: every index is a character boundary.
+    let name = &line[1..name_end];
+    let (start_ns, start_end) = number_field(b, name_end + 1)?;
+    if start_end == b.len() {
+        return None;
+    }
+    let (dur_ns, dur_end) = number_field(b, start_end + 1)?;
     start_ns.checked_add(dur_ns)?;
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     let mut at = dur_end + 1;
-    while at < raw.len() {
-        let end = comma_after(at).unwrap_or(raw.len());
-        let field = &raw[at..end];
-        at = end + 1;
-        if field.is_empty() {
-            continue;
-        }
-        let eq = field.iter().position(|&b| b == b'=')?;
-        let (key, value) = (&field[..eq], &field[eq + 1..]);
-        match key {
-            b"kind" => kind = Some(Kind::parse(std::str::from_utf8(value).ok()?)?),
-            b"batch" => batch = Some(plain_digits(value)?),
-            b"sample" => sample = Some(plain_digits(value)?),
-            b"tid" => tid = Some(u32::try_from(plain_digits(value)?).ok()?),
-            b"ready" => {
-                ready = Some(match value {
-                    b"1" | b"true" => true,
-                    b"0" | b"false" => false,
-                    _ => return None,
-                })
+    while at < b.len() {
+        // The key: up to the field's first `=`. The keys the tracer writes
+        // on every line are known by their first bytes; others are found
+        // byte by byte.
+        let rest = &b[at..];
+        let eq = if rest.starts_with(b"kind=") {
+            at + 4
+        } else if rest.starts_with(b"batch=") {
+            at + 5
+        } else if rest.starts_with(b"sample=") {
+            at + 6
+        } else {
+            let mut eq = at;
+            while eq < b.len() && b[eq] != b'=' && b[eq] != b',' {
+                eq += 1;
             }
-            _ => {}
-        }
+            if eq == b.len() || b[eq] == b',' {
+                if eq == at {
+                    // An empty field.
+                    at = eq + 1;
+                    continue;
+                }
+                return None;
+            }
+            eq
+        };
+        let v = eq + 1;
+        let end = match &b[at..eq] {
+            b"batch" => {
+                let (n, end) = number_field(b, v)?;
+                batch = Some(n);
+                end
+            }
+            b"sample" => {
+                let (n, end) = number_field(b, v)?;
+                sample = Some(n);
+                end
+            }
+            b"tid" => {
+                let (n, end) = number_field(b, v)?;
+                tid = Some(u32::try_from(n).ok()?);
+                end
+            }
+            key => {
+                let end = field_end(b, v);
+                match key {
+                    b"kind" => kind = Some(Kind::parse(&line[v..end])?),
+                    b"ready" => {
+                        ready = Some(match &b[v..end] {
+                            b"1" | b"true" => true,
+                            b"0" | b"false" => false,
+                            _ => return None,
+                        })
+                    }
+                    _ => {}
+                }
+                end
+            }
+        };
+        at = end + 1;
     }
     let fields = Fields {
         batch,
@@ -719,31 +850,38 @@ struct Fields {
 
 /// The event of a line whose fields are read: where it has no `kind=`,
 /// the kind (and batch id and readiness, unless given) its name implies.
+#[inline]
 fn event(name: &str, kind: Option<Kind>, start_ns: u64, dur_ns: u64, f: Fields) -> LineEvent<'_> {
-    let Fields {
-        mut batch,
-        sample,
-        mut ready,
-        tid,
-    } = f;
-    let (name, kind) = match kind {
-        Some(k) => (name, k),
-        None => {
-            let inferred = infer_kind(name, dur_ns);
-            batch = batch.or(inferred.batch);
-            ready = ready.or(inferred.ready);
-            (inferred.name, inferred.kind)
-        }
-    };
+    match kind {
+        Some(kind) => LineEvent {
+            name,
+            kind,
+            start_ns,
+            dur_ns,
+            batch: f.batch,
+            sample: f.sample,
+            ready: f.ready,
+            tid: f.tid,
+        },
+        None => inferred_event(name, start_ns, dur_ns, f),
+    }
+}
+
+/// [`event`] of a line with no `kind=`: out of line, so that the common
+/// line's event is built in place (building it through one function for
+/// both was 5% of the parsing threads' time).
+#[inline(never)]
+fn inferred_event(name: &str, start_ns: u64, dur_ns: u64, f: Fields) -> LineEvent<'_> {
+    let inferred = infer_kind(name, dur_ns);
     LineEvent {
-        name,
-        kind,
+        name: inferred.name,
+        kind: inferred.kind,
         start_ns,
         dur_ns,
-        batch,
-        sample,
-        ready,
-        tid,
+        batch: f.batch.or(inferred.batch),
+        sample: f.sample,
+        ready: f.ready.or(inferred.ready),
+        tid: f.tid,
     }
 }
 
@@ -912,6 +1050,47 @@ mod tests {
         }
     }
 
+    /// The word-at-a-time helpers give what a loop over bytes gives.
+    #[test]
+    fn word_helpers_equal_byte_loops() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            // Half of them plain digits, some too many for a u64.
+            let alphabet: &[u8] = if next() % 2 == 0 {
+                b"0123456789"
+            } else {
+                b"0123456789,=/:S"
+            };
+            let len = (next() % 30) as usize;
+            let b: Vec<u8> = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            for at in 0..=len {
+                let want = b[at..]
+                    .iter()
+                    .position(|&c| c == b',')
+                    .map_or(len, |p| at + p);
+                assert_eq!(comma_from(&b, at), want, "{b:?} {at}");
+                let digits = &b[at..want];
+                let number = (digits.len() <= 19 && digits.iter().all(u8::is_ascii_digit))
+                    .then(|| std::str::from_utf8(digits).ok()?.parse::<u64>().ok())
+                    .flatten();
+                assert_eq!(
+                    number_field(&b, at),
+                    number.map(|n| (n, want)),
+                    "{:?} {at}",
+                    String::from_utf8_lossy(&b)
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_byte_path_reads_lines_as_the_char_path_does() {
         // Each piece, in every combination: the byte path takes a line
@@ -948,6 +1127,14 @@ mod tests {
             ",future=x,,",
             ",kin",
             ",batch=99999999999999999999",
+            ",=x",
+            ",batch=",
+            ",sample=1=2",
+            ",tid=-1",
+            ",kind=",
+            ",ready=1,",
+            ",x=1,kind=sample",
+            ",kind=op,kind=batch",
         ];
         let mut taken = 0;
         for name in names {

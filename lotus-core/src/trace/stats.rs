@@ -31,7 +31,7 @@
 use serde::Serialize;
 
 use super::event::Kind;
-use super::index::{BatchRow, DurRec, TraceIndex};
+use super::index::{BatchRow, DurCount, Durations, TraceIndex};
 use crate::spill::bytes::{Get, Put};
 use crate::spill::{Record, Sorted, Sorter, SpillError};
 
@@ -144,21 +144,35 @@ impl Streaming {
     }
 
     fn push(&mut self, v: i64) {
+        self.push_n(v, 1);
+    }
+
+    /// `v`, `n` times: what `n` calls of [`Streaming::push`] do (the
+    /// squares added one by one, in the same order, so the deviation is
+    /// the same to the last bit).
+    fn push_n(&mut self, v: i64, n: u64) {
+        if n == 0 {
+            return;
+        }
         let x = v as f64;
         if self.seen == 0 {
             self.min = v;
         }
         self.max = v;
-        self.squares += (x - self.mean) * (x - self.mean);
+        let square = (x - self.mean) * (x - self.mean);
+        for _ in 0..n {
+            self.squares += square;
+        }
+        let at = self.seen..self.seen + n;
         for r in &mut self.ranks {
-            if r.lo == self.seen {
+            if at.contains(&r.lo) {
                 r.x_lo = x;
             }
-            if r.hi == self.seen {
+            if at.contains(&r.hi) {
                 r.x_hi = x;
             }
         }
-        self.seen += 1;
+        self.seen += n;
     }
 
     /// The summary and the extra percentiles.
@@ -186,11 +200,11 @@ impl Streaming {
 /// A summary and the extra percentiles asked for.
 type Figures = (Summary, Vec<f64>);
 
-/// The summaries of a stream sorted by key then value; `counts[key]` and
-/// `totals[key]` are each key's count and sum, known beforehand. Each
+/// The summaries of a stream of counted values sorted by key then value;
+/// `keys[key]` is each key's count and sum, known beforehand. Each
 /// summary comes with the `extra` percentiles.
 fn summaries_by_key(
-    sorted: impl Iterator<Item = Result<DurRec, SpillError>>,
+    sorted: impl Iterator<Item = Result<DurCount, SpillError>>,
     keys: &[(u64, i128)],
     extra: &[f64],
 ) -> Result<Vec<Option<Figures>>, SpillError> {
@@ -199,14 +213,14 @@ fn summaries_by_key(
     for r in sorted {
         let r = r?;
         match &mut cur {
-            Some((k, s)) if *k == r.key => s.push(r.dur),
+            Some((k, s)) if *k == r.key => s.push_n(r.dur, r.count),
             _ => {
                 if let Some((k, s)) = cur.take() {
                     out[k as usize] = Some(s.finish());
                 }
                 let (n, total) = keys.get(r.key as usize).copied().unwrap_or((0, 0));
                 let mut s = Streaming::new(n, total, extra);
-                s.push(r.dur);
+                s.push_n(r.dur, r.count);
                 cur = Some((r.key, s));
             }
         }
@@ -742,9 +756,9 @@ impl TraceStats {
         let (low_fence, high_fence) = (batches.low_fence_ns, batches.high_fence_ns);
         let removing = rule == OutlierRule::Study && low_fence.is_some();
         let mut rows = Sorter::new(budget);
-        let mut delays = Sorter::new(budget);
+        let mut delays = Durations::new(budget);
         // The batches the study's rule keeps, for its figures recomputed.
-        let mut kept = Sorter::new(budget);
+        let mut kept = Durations::new(budget);
         let (mut kept_count, mut kept_total) = (0u64, 0i128);
         let (mut delay_total, mut unconsumed) = (0i128, 0u64);
         let (mut under_250ms, mut over_500ms) = (0u64, 0u64);
@@ -756,7 +770,7 @@ impl TraceStats {
                     delay_total += i128::from(d);
                     under_250ms += u64::from(d < 250_000_000);
                     over_500ms += u64::from(d > 500_000_000);
-                    delays.push(DurRec { key: 0, dur: d })?;
+                    delays.add(0, &[d])?;
                 }
                 None => unconsumed += 1,
             }
@@ -773,7 +787,7 @@ impl TraceStats {
                 let dur = dur.min(i64::MAX as u64) as i64;
                 kept_count += 1;
                 kept_total += i128::from(dur);
-                kept.push(DurRec { key: 0, dur })?;
+                kept.add(0, &[dur])?;
             }
             if let Some(side) = side {
                 outliers.push((
@@ -1023,6 +1037,42 @@ mod tests {
             let mean = total as f64 / n as f64;
             let var = f.iter().map(|a| (a - mean) * (a - mean)).sum::<f64>() / n as f64;
             assert_eq!(sum.std_ns, var.sqrt());
+        }
+    }
+
+    /// Values counted (each distinct value once, with how many) give the
+    /// figures of the values pushed one by one, to the last bit: ranks
+    /// inside a run of equal values, the deviation's order of additions.
+    #[test]
+    fn counted_values_give_what_each_value_gives() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for (n, spread) in [
+            (1usize, 5u64),
+            (7, 2),
+            (100, 3),
+            (1000, 40),
+            (5000, 100_000),
+        ] {
+            let mut v: Vec<i64> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % spread) as i64
+                })
+                .collect();
+            v.sort_unstable();
+            let total: i128 = v.iter().map(|&a| i128::from(a)).sum();
+            let extra = [25.0, 75.0, 0.0, 100.0];
+            let mut one_by_one = Streaming::new(n as u64, total, &extra);
+            for &a in &v {
+                one_by_one.push(a);
+            }
+            let mut counted = Streaming::new(n as u64, total, &extra);
+            for run in v.chunk_by(|a, b| a == b) {
+                counted.push_n(run[0], run.len() as u64);
+            }
+            assert_eq!(counted.finish(), one_by_one.finish(), "n={n}");
         }
     }
 

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::{DurRec, DurationKey, TraceIndex};
+use super::{DurationKey, TraceIndex};
 use crate::spill::SpillError;
 use crate::trace::event::{Event, Kind};
 use crate::trace::parse::{BadLine, Entry, EntrySink, LineEvent, LineParser, Names};
@@ -270,9 +270,7 @@ impl TraceIndex {
         k.count += sums.count;
         k.total_ns += sums.total_ns;
         if let Some(d) = &mut self.durations {
-            for dur in sums.durations {
-                d.push(DurRec { key, dur })?;
-            }
+            d.add(key, &sums.durations)?;
         }
         Ok(())
     }
@@ -326,7 +324,7 @@ mod tests {
             .expect("c")
             .map(|r| r.expect("c"))
             .collect();
-        let durations: Vec<DurRec> = ix
+        let durations: Vec<super::super::DurCount> = ix
             .take_durations()
             .expect("durations")
             .finish()
