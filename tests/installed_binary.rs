@@ -34,6 +34,9 @@ fn run(bin: &Path, args: &[&std::ffi::OsStr]) -> Output {
             .env_remove("LOTUS_CONTROL_LIB")
             .env_remove("INTEL_LIBITTNOTIFY64")
             .env_remove("PYTHONPATH")
+            // cargo test points it at target/<profile>/: an installed
+            // lotus has no such help to find a library by its bare name.
+            .env_remove("LD_LIBRARY_PATH")
             .stdin(Stdio::null())
             .output()
         {

@@ -134,7 +134,15 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
                 why: e.to_string(),
             }
         })?,
-        None => opts.control_library.clone(),
+        // Absolute: a bare name would send the loader through its search
+        // path (LD_LIBRARY_PATH, the system's), and the op runs elsewhere.
+        None => opts
+            .control_library
+            .canonicalize()
+            .map_err(|e| MapError::ControlLibrary {
+                path: opts.control_library.clone(),
+                why: e.to_string(),
+            })?,
     };
     let probe = backend.probe();
     let runs_made = if backend.switches_windows()
@@ -257,7 +265,24 @@ pub fn map_live(
             ),
         );
     }
-    let control_lib = opts.control_library.clone();
+    // The carried library goes into the harness's folder, and with it.
+    let control_lib = match opts.control_library_bytes {
+        Some(bytes) => harness::write_control_library(files.dir.path(), bytes).map_err(|e| {
+            MapError::ControlLibrary {
+                path: files.dir.path().join(harness::CONTROL_LIBRARY),
+                why: e.to_string(),
+            }
+        })?,
+        // Absolute: a bare name would send the loader through its search
+        // path (LD_LIBRARY_PATH, the system's), and the op runs elsewhere.
+        None => opts
+            .control_library
+            .canonicalize()
+            .map_err(|e| MapError::ControlLibrary {
+                path: opts.control_library.clone(),
+                why: e.to_string(),
+            })?,
+    };
 
     let specs = op_specs(ops, opts.baseline);
 
