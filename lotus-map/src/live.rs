@@ -120,22 +120,18 @@ fn op_specs(ops: &[PathBuf], baseline: bool) -> Vec<OpSpec<'_>> {
         .collect()
 }
 
-/// What `lotus map --dry-run` prints: for each op (and the harness floor),
-/// the exact commands and environment the backend would use, without
-/// running anything. Works where the backend's tool is missing, with a note
-/// saying so.
-pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> Result<String> {
-    let files = harness::write_harness()
-        .context("cannot write the Python harness to a temporary folder")?;
-    let control_lib = match opts.control_library_bytes {
+/// The control library the op processes load: the carried bytes written
+/// into the harness's folder (and removed with it), else the given path
+/// made absolute: a bare name would send the loader through its search
+/// path (LD_LIBRARY_PATH, the system's), and the op runs elsewhere.
+fn control_library_for(opts: &LiveOptions, files: &HarnessFiles) -> Result<PathBuf> {
+    let path = match opts.control_library_bytes {
         Some(bytes) => harness::write_control_library(files.dir.path(), bytes).map_err(|e| {
             MapError::ControlLibrary {
                 path: files.dir.path().join(harness::CONTROL_LIBRARY),
                 why: e.to_string(),
             }
         })?,
-        // Absolute: a bare name would send the loader through its search
-        // path (LD_LIBRARY_PATH, the system's), and the op runs elsewhere.
         None => opts
             .control_library
             .canonicalize()
@@ -144,6 +140,17 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
                 why: e.to_string(),
             })?,
     };
+    Ok(path)
+}
+
+/// What `lotus map --dry-run` prints: for each op (and the harness floor),
+/// the exact commands and environment the backend would use, without
+/// running anything. Works where the backend's tool is missing, with a note
+/// saying so.
+pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> Result<String> {
+    let files = harness::write_harness()
+        .context("cannot write the Python harness to a temporary folder")?;
+    let control_lib = control_library_for(opts, &files)?;
     let probe = backend.probe();
     let runs_made = if backend.switches_windows()
         && backend.takes_window_stamps()
@@ -265,24 +272,7 @@ pub fn map_live(
             ),
         );
     }
-    // The carried library goes into the harness's folder, and with it.
-    let control_lib = match opts.control_library_bytes {
-        Some(bytes) => harness::write_control_library(files.dir.path(), bytes).map_err(|e| {
-            MapError::ControlLibrary {
-                path: files.dir.path().join(harness::CONTROL_LIBRARY),
-                why: e.to_string(),
-            }
-        })?,
-        // Absolute: a bare name would send the loader through its search
-        // path (LD_LIBRARY_PATH, the system's), and the op runs elsewhere.
-        None => opts
-            .control_library
-            .canonicalize()
-            .map_err(|e| MapError::ControlLibrary {
-                path: opts.control_library.clone(),
-                why: e.to_string(),
-            })?,
-    };
+    let control_lib = control_library_for(opts, &files)?;
 
     let specs = op_specs(ops, opts.baseline);
 
