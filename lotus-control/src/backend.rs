@@ -230,7 +230,7 @@ impl ChannelState {
 }
 
 /// `clock`'s time in nanoseconds.
-fn clock_ns(clock: libc::clockid_t) -> u64 {
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

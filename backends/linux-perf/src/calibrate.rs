@@ -85,16 +85,7 @@ pub fn sampling_cost() -> Result<SamplingCost, String> {
 
 /// This thread's CPU time.
 fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(
-        u64::try_from(ts.tv_sec).unwrap_or(0),
-        u32::try_from(ts.tv_nsec).unwrap_or(0),
-    )
+    Duration::from_nanos(crate::events::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID))
 }
 
 /// `n` steps of a generator the optimizer cannot drop: ALU work with no

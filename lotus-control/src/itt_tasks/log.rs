@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use super::names::clean;
 use super::{recording, Recording, MAX_NAMES, OPEN_WAIT_NS};
+use crate::backend::clock_ns;
 
 /// The log: [`NOT_OPEN`], [`OPENING`], [`FAILED`] or its descriptor.
 static LOG_FD: AtomicI32 = AtomicI32::new(NOT_OPEN);
@@ -15,19 +16,6 @@ const OPENING: i32 = -2;
 const FAILED: i32 = -3;
 /// Bumped in a forked child (see the module docs).
 pub(super) static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// `CLOCK_REALTIME` or `CLOCK_MONOTONIC` in ns.
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock and out-parameter.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
 
 pub(super) fn wall_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
