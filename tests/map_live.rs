@@ -94,6 +94,16 @@ fn default_frequency_in_force() -> u64 {
     cap.map_or(10_000, |c| c.clamp(1, 10_000))
 }
 
+/// A figure the mapping's `environment` records as text (`frequency_hz`,
+/// `sampling_cost_us`, ...).
+fn env_figure(m: &Value, key: &str) -> f64 {
+    let env = &m["environment"];
+    env[key]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{key} in {env}"))
+}
+
 const ALL_OPS: &[&str] = &[
     "Loader",
     "RandomResizedCrop",
@@ -141,12 +151,7 @@ fn fixture_ops_map_to_their_kernels() {
     // lower still where a sample costs the op so much that 10 kHz would
     // slow it by more than 10%; the mapping says which, and the cost.
     let env = &m["environment"];
-    let figure = |key: &str| -> f64 {
-        env[key]
-            .as_str()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{key} in {env}"))
-    };
+    let figure = |key: &str| env_figure(&m, key);
     let (hz, cost_us) = (figure("frequency_hz"), figure("sampling_cost_us"));
     assert_eq!(env["frequency_source"], "default", "{env}");
     let cap = default_frequency_in_force() as f64;
@@ -632,10 +637,7 @@ fn a_window_on_a_crowded_cpu_still_holds_its_samples() {
     // It really was crowded: the window took well over its CPU time.
     assert!(wall_s > 2.0 * cpu_s, "{w}");
     assert!(samples >= 0.9 * 800.0, "{samples} samples: {w}\n{stderr}");
-    let hz: f64 = m["environment"]["frequency_hz"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .expect("frequency_hz");
+    let hz = env_figure(&m, "frequency_hz");
     assert!(samples >= 0.8 * cpu_s * hz, "{w}");
 }
 
@@ -679,10 +681,7 @@ fn stamped_windows_agree_with_the_round_trip_on_the_same_op() {
         let w = &o["window"];
         let samples = w["samples"].as_f64().expect("samples");
         let cpu_s = w["counters"]["task-clock-ns"].as_f64().expect("task-clock") / 1e9;
-        let hz: f64 = m["environment"]["frequency_hz"]
-            .as_str()
-            .and_then(|s| s.parse().ok())
-            .expect("frequency_hz");
+        let hz = env_figure(m, "frequency_hz");
         assert!(samples >= 1200.0, "{w}\n{stderr}");
         assert!(
             samples >= 0.8 * cpu_s * hz && samples <= 1.2 * cpu_s * hz + 50.0,
