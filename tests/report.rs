@@ -17,11 +17,19 @@ use std::process::Command;
 use common::{any_python, fixture, lotus_ok, s};
 use serde_json::Value;
 
-fn chromium() -> Option<PathBuf> {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+/// The system's Chromium; where there is none, `test` says by name that it
+/// is skipped.
+fn chromium_for(test: &str) -> Option<PathBuf> {
+    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .iter()
         .map(PathBuf::from)
-        .find(|p| p.is_file())
+        .find(|p| p.is_file());
+    if found.is_none() {
+        println!(
+            "skipped: {test}: no chromium in /usr/bin (bash scripts/setup.sh --torch installs it as root with apt-get)"
+        );
+    }
+    found
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -88,10 +96,9 @@ fn open_in_browser(browser: &Path, page: &Path, shot: &str) -> Value {
 
 #[test]
 fn the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers() {
-    let Some(browser) = chromium() else {
-        println!(
-            "skipped: the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers: no chromium in /usr/bin (bash scripts/setup.sh --torch installs it as root with apt-get)"
-        );
+    let Some(browser) =
+        chromium_for("the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers")
+    else {
         return;
     };
     let tmp = tempfile::tempdir().expect("tmp");
@@ -407,10 +414,9 @@ fn sampled_folder(dir: &Path, batches: u64, ops: &[(&str, &[&str])], counters: b
 /// json`, and an op has the same colour in both plots.
 #[test]
 fn a_sampled_trace_reports_its_samples_and_the_mapping_comparison() {
-    let Some(browser) = chromium() else {
-        println!(
-            "skipped: a_sampled_trace_reports_its_samples_and_the_mapping_comparison: no chromium in /usr/bin (bash scripts/setup.sh --torch installs it as root with apt-get)"
-        );
+    let Some(browser) =
+        chromium_for("a_sampled_trace_reports_its_samples_and_the_mapping_comparison")
+    else {
         return;
     };
     let tmp = tempfile::tempdir().expect("tmp");
