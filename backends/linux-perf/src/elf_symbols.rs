@@ -173,6 +173,8 @@ pub(crate) struct ModuleSymbols {
     chosen: Mutex<HashMap<u64, Option<Chosen>>>,
     /// The file, for the fallback.
     file: Option<File>,
+    /// x86-64 code (where the prologue scan of uncovered code applies).
+    x86_64: bool,
     fallback: Fallback,
 }
 
@@ -324,6 +326,7 @@ impl ModuleSymbols {
         }
         entries.sort_unstable_by_key(|e| e.start);
         out.entries = entries;
+        out.x86_64 = obj.architecture() == object::Architecture::X86_64;
         out.file = Some(file);
         Ok(out)
     }
@@ -396,24 +399,24 @@ impl ModuleSymbols {
     }
 
     /// The file parsed again, for the fallback's parts.
-    fn reparse<T: Default>(&self, read: impl FnOnce(&Elf64<'_>, &File) -> T) -> T {
+    fn reparse<T: Default>(&self, read: impl FnOnce(&Elf64<'_>) -> T) -> T {
         let Some(file) = self.file.as_ref().and_then(|f| f.try_clone().ok()) else {
-            return T::default();
-        };
-        let Ok(reader) = file.try_clone() else {
             return T::default();
         };
         let cache = ReadCache::new(file);
         match Elf64::parse(&cache) {
-            Ok(obj) => read(&obj, &reader),
+            Ok(obj) => read(&obj),
             Err(_) => T::default(),
         }
     }
 
+    // The closure is needed: `plt_symbols` itself is generic over one data
+    // lifetime, the closure over every one `reparse` may give it.
+    #[allow(clippy::redundant_closure)]
     fn plt(&self) -> &[(u64, u64, Arc<str>)] {
         self.fallback.plt.get_or_init(|| {
             let mut plt: Vec<_> = self
-                .reparse(|obj, _| plt_symbols(obj))
+                .reparse(|obj| plt_symbols(obj))
                 .into_iter()
                 .map(|(start, size, name)| (start, start.saturating_add(size), Arc::from(name)))
                 .collect();
@@ -425,12 +428,17 @@ impl ModuleSymbols {
     fn fdes(&self) -> &[(u64, u64)] {
         self.fallback.fdes.get_or_init(|| {
             // Unwind tables are a fallback: a malformed one leaves none.
-            self.reparse(|obj, _| unwind::function_ranges(obj).unwrap_or_default())
+            self.reparse(|obj| unwind::function_ranges(obj).unwrap_or_default())
         })
     }
 
     fn gaps(&self) -> &Gaps {
         self.fallback.gaps.get_or_init(|| {
+            // Without the file (a module built in memory) there is no
+            // code to scan, and no gap is claimed.
+            let Some(file) = self.file.as_ref() else {
+                return Gaps::default();
+            };
             let mut covered: Vec<(u64, u64)> = Vec::with_capacity(self.entries.len());
             let mut end = 0;
             while end < self.entries.len() {
@@ -444,29 +452,30 @@ impl ModuleSymbols {
             covered.extend(self.plt().iter().map(|&(s, e, _)| (s, e)));
             covered.extend(self.fdes().iter().copied());
             let covered = merged(covered);
-            let (mut gaps, mut starts) = self.reparse(|obj, reader| {
-                let x86_64 = obj.architecture() == object::Architecture::X86_64;
-                let (mut gaps, mut starts) = (Vec::new(), Vec::new());
-                for &(start, end, file_at) in &self.sections {
-                    for (gap_start, gap_end) in uncovered(&covered, start, end) {
-                        gaps.push((gap_start, gap_end));
-                        let len = (gap_end - gap_start).min(MAX_GAP_SCAN);
-                        let mut code = vec![0; usize::try_from(len).unwrap_or(0)];
-                        // Padding between functions: too short to hold one.
-                        if file_at == u64::MAX
-                            || len < 16
-                            || reader
-                                .read_exact_at(&mut code, file_at + (gap_start - start))
-                                .is_err()
-                        {
-                            starts.push(gap_start);
-                            continue;
+            // The code is read through the file kept open since the load:
+            // no second parse of the ELF file for it.
+            let (mut gaps, mut starts) = (Vec::new(), Vec::new());
+            for &(start, end, file_at) in &self.sections {
+                for (gap_start, gap_end) in uncovered(&covered, start, end) {
+                    gaps.push((gap_start, gap_end));
+                    let len = (gap_end - gap_start).min(MAX_GAP_SCAN);
+                    // Padding between functions: too short to hold one.
+                    let code = (file_at != u64::MAX && len >= 16)
+                        .then(|| {
+                            let mut code = vec![0; usize::try_from(len).ok()?];
+                            file.read_exact_at(&mut code, file_at + (gap_start - start))
+                                .ok()?;
+                            Some(code)
+                        })
+                        .flatten();
+                    match code {
+                        Some(code) => {
+                            gap_function_starts(gap_start, &code, self.x86_64, &mut starts)
                         }
-                        gap_function_starts(gap_start, &code, x86_64, &mut starts);
+                        None => starts.push(gap_start),
                     }
                 }
-                (gaps, starts)
-            });
+            }
             gaps.sort_unstable();
             starts.sort_unstable();
             (gaps, starts)
