@@ -553,11 +553,6 @@ fn map_op(
             Err(e) => served = Some(vec![Err(e)].into_iter()),
         }
     }
-    // A script declines the fork server; its runs, one process each, wait
-    // for the floor beside them (their reaper would end it).
-    if let (None, Some(gate)) = (&served, ctx.start_gate) {
-        wait_for_gate(gate, opts.timeout, ctx.interrupted);
-    }
     for run in 1..=runs {
         progress.run_started(&format!("{shown} run {run}/{runs}"));
         let out = match served.as_mut() {

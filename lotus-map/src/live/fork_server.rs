@@ -52,6 +52,9 @@ pub(super) fn run_server(
     // Dropped before the reaper: with the floor beside this op, its run
     // must be over before the reaper ends every descendant of lotus (an
     // op that fails at import gets here long before the floor is done).
+    // It also holds back a script, which declines the server: its runs,
+    // one process each with a reaper of their own, start only after this
+    // returns.
     let _floor_done = ctx
         .start_gate
         .map(|gate| FloorDone(gate, opts.timeout, ctx.interrupted));
