@@ -35,12 +35,18 @@ pub fn embedded() -> &'static [u8] {
 /// The control library for a run whose private folder is `private_dir`
 /// (see the module's documentation for the order).
 pub fn path_for_run(private_dir: &Path) -> Result<PathBuf, ControlLibError> {
-    if let Some(path) = std::env::var_os(ENV_CONTROL_LIB).map(PathBuf::from) {
-        if path.is_file() {
-            return Ok(path);
-        }
+    match named() {
+        Some(path) => Ok(path),
+        None => write_embedded(private_dir),
     }
-    write_embedded(private_dir)
+}
+
+/// The library `$LOTUS_CONTROL_LIB` names, when it names a file: it wins
+/// over the carried copy.
+pub fn named() -> Option<PathBuf> {
+    std::env::var_os(ENV_CONTROL_LIB)
+        .map(PathBuf::from)
+        .filter(|path| path.is_file())
 }
 
 /// Writes the embedded library into `dir` as `liblotus_control.so` and checks

@@ -401,12 +401,12 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
 /// writes into its own private harness folder (removed with it, also when
 /// lotus is killed: the harness removes its folder when lotus is gone).
 fn with_control_library(opts: LiveOptions) -> LiveOptions {
-    match std::env::var_os(harness::ENV_CONTROL_LIB).map(PathBuf::from) {
-        Some(path) if path.is_file() => {
+    match crate::control_lib::named() {
+        Some(path) => {
             let mut opts = opts;
             opts.control_library = path;
             opts
         }
-        _ => opts.with_control_library_bytes(crate::control_lib::embedded()),
+        None => opts.with_control_library_bytes(crate::control_lib::embedded()),
     }
 }
