@@ -70,6 +70,20 @@ impl Kind {
         })
     }
 
+    /// [`Kind::parse`] of bytes (a trace line's value, read in place).
+    pub(crate) fn parse_bytes(text: &[u8]) -> Option<Kind> {
+        Some(match text {
+            b"op" => Kind::Op,
+            b"sample" => Kind::Sample,
+            b"fetch" => Kind::Fetch,
+            b"batch" => Kind::Batch,
+            b"wait" => Kind::Wait,
+            b"consume" => Kind::Consume,
+            b"queue" => Kind::Queue,
+            _ => return None,
+        })
+    }
+
     /// Whether `lotus trace view --coarse` keeps events of this kind:
     /// batches, waits and consumptions.
     pub fn is_coarse(self) -> bool {

@@ -688,16 +688,24 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     let mut at = dur_end + 1;
     while at < b.len() {
-        // The key: up to the field's first `=`. The keys the tracer writes
-        // on every line are known by their first bytes; others are found
-        // byte by byte.
+        // The keys the tracer writes on every line are known by their
+        // first bytes and read in place (matching the key again after
+        // finding its `=` was a call to `memcmp` per field); others are
+        // found byte by byte.
         let rest = &b[at..];
-        let eq = if rest.starts_with(b"kind=") {
-            at + 4
+        let end = if rest.starts_with(b"kind=") {
+            let v = at + 5;
+            let end = comma_from(b, v);
+            kind = Some(Kind::parse_bytes(&b[v..end])?);
+            end
         } else if rest.starts_with(b"batch=") {
-            at + 5
+            let (n, end) = number_field(b, at + 6)?;
+            batch = Some(n);
+            end
         } else if rest.starts_with(b"sample=") {
-            at + 6
+            let (n, end) = number_field(b, at + 7)?;
+            sample = Some(n);
+            end
         } else {
             let mut eq = at;
             while eq < b.len() && b[eq] != b'=' && b[eq] != b',' {
@@ -711,39 +719,24 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
                 }
                 return None;
             }
-            eq
-        };
-        let v = eq + 1;
-        let end = match &b[at..eq] {
-            b"batch" => {
-                let (n, end) = number_field(b, v)?;
-                batch = Some(n);
-                end
-            }
-            b"sample" => {
-                let (n, end) = number_field(b, v)?;
-                sample = Some(n);
-                end
-            }
-            b"tid" => {
-                let (n, end) = number_field(b, v)?;
-                tid = Some(u32::try_from(n).ok()?);
-                end
-            }
-            key => {
-                let end = field_end(b, v);
-                match key {
-                    b"kind" => kind = Some(Kind::parse(&line[v..end])?),
-                    b"ready" => {
+            let v = eq + 1;
+            match &b[at..eq] {
+                b"tid" => {
+                    let (n, end) = number_field(b, v)?;
+                    tid = Some(u32::try_from(n).ok()?);
+                    end
+                }
+                key => {
+                    let end = field_end(b, v);
+                    if key == b"ready" {
                         ready = Some(match &b[v..end] {
                             b"1" | b"true" => true,
                             b"0" | b"false" => false,
                             _ => return None,
-                        })
+                        });
                     }
-                    _ => {}
+                    end
                 }
-                end
             }
         };
         at = end + 1;
