@@ -41,7 +41,7 @@ use object::{Endianness, Object, ObjectSection, ObjectSegment};
 
 use crate::code_scan::gap_function_starts;
 use crate::debug_link::debug_file;
-use crate::plt::plt_stub_at;
+use crate::plt::plt_symbols;
 use crate::unwind;
 
 /// The most bytes of one uncovered gap scanned for prologues.
@@ -149,9 +149,8 @@ type Gaps = (Vec<(u64, u64)>, Vec<u64>);
 /// took libtorch 0.5 s.
 #[derive(Debug, Default)]
 struct Fallback {
-    /// `name@plt` stubs looked up so far, by address: (start, end,
-    /// name), `None` where no stub there is named.
-    plt: Mutex<HashMap<u64, Option<(u64, u64, Arc<str>)>>>,
+    /// `name@plt` stubs: (start, end, name), sorted.
+    plt: OnceLock<Vec<(u64, u64, Arc<str>)>>,
     /// Unwind-table function ranges, sorted.
     fdes: OnceLock<Vec<(u64, u64)>>,
     /// Executable code no symbol, stub or FDE covers, and the function
@@ -411,21 +410,19 @@ impl ModuleSymbols {
         }
     }
 
-    /// The `name@plt` stub holding `address`: only that stub is decoded
-    /// (see [`plt_stub_at`]), once per address.
-    fn plt_stub(&self, address: u64) -> Option<(u64, u64, Arc<str>)> {
-        let mut cache = self
-            .fallback
-            .plt
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        cache
-            .entry(address)
-            .or_insert_with(|| {
-                self.reparse(|obj| plt_stub_at(obj, address))
-                    .map(|(start, size, name)| (start, start.saturating_add(size), Arc::from(name)))
-            })
-            .clone()
+    // The closure is needed: `plt_symbols` itself is generic over one data
+    // lifetime, the closure over every one `reparse` may give it.
+    #[allow(clippy::redundant_closure)]
+    fn plt(&self) -> &[(u64, u64, Arc<str>)] {
+        self.fallback.plt.get_or_init(|| {
+            let mut plt: Vec<_> = self
+                .reparse(|obj| plt_symbols(obj))
+                .into_iter()
+                .map(|(start, size, name)| (start, start.saturating_add(size), Arc::from(name)))
+                .collect();
+            plt.sort_unstable_by_key(|p| p.0);
+            plt
+        })
     }
 
     fn fdes(&self) -> &[(u64, u64)] {
@@ -452,8 +449,7 @@ impl ModuleSymbols {
                 covered.push(self.extent(end..next));
                 end = next;
             }
-            // Stubs fill the PLT sections: code there is never a gap.
-            covered.extend(self.plt_sections.iter().copied());
+            covered.extend(self.plt().iter().map(|&(s, e, _)| (s, e)));
             covered.extend(self.fdes().iter().copied());
             let covered = merged(covered);
             // The code is read through the file kept open since the load:
@@ -524,11 +520,13 @@ impl ModuleSymbols {
             .plt_sections
             .iter()
             .any(|&(s, e)| s <= address && address < e);
-        if let Some((start, end, name)) = in_plt.then(|| self.plt_stub(address)).flatten() {
-            if address < end {
+        let plt = if in_plt { self.plt() } else { &[] };
+        let i = plt.partition_point(|p| p.0 <= address);
+        if let Some((start, end, name)) = i.checked_sub(1).and_then(|i| plt.get(i)) {
+            if address < *end {
                 return Found::Named {
-                    name,
-                    start: start_offset(start),
+                    name: Arc::clone(name),
+                    start: start_offset(*start),
                 };
             }
         }
