@@ -9,7 +9,9 @@
    default frequency unless --frequency), each run a fresh process tree;
    wall time from outside and CPU time of the whole process tree, median
    of --reps. The overhead is the sampled run's median against the plain
-   run's (target: under 3% of wall time). On a shared machine wall times
+   run's (target: under 3% of wall time). Alongside, where the `perf`
+   binary exists, `perf record -e cpu-clock -F <same Hz>` of the same job:
+   what sampling alone costs here, measured in the same run. On a shared machine wall times
    swing by tens of percent with the neighbours' load; CPU time less so.
 
 2. Scale: a synthetic sampled trace folder of --samples samples (two
@@ -48,6 +50,9 @@ PIPELINE = os.path.join(ROOT, "fixtures", "trace", "torch_pipeline.py")
 
 
 EPOCHS = [2]
+# `lotus trace run --sample`'s default frequency (lotus-cli's
+# sampled_trace::DEFAULT_FREQUENCY_HZ), for the `perf record` row.
+DEFAULT_TRACE_HZ = 1000
 
 
 def pipeline_args(data):
@@ -75,13 +80,37 @@ def overhead(lotus, python, reps, frequency, work):
     # The images are written by the first run: not timed.
     timed([python] + pipeline_args(data))
     sample = ["--sample"] + (["-F", str(frequency)] if frequency else [])
+    # The job's own wall time too, from inside whatever runs it (GNU time
+    # around the interpreter): what the sampling costs the job itself,
+    # apart from what the tool does before and after it.
+    gnu_time = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+    job_files = {}
+
+    def job(name, i):
+        if not gnu_time:
+            return [python] + pipeline_args(data)
+        path = os.path.join(work, f"job-{name.replace(' ', '_')}-{i}.time")
+        job_files.setdefault(name, []).append(path)
+        return [gnu_time, "-q", "-f", "%e", "-o", path, python] + pipeline_args(data)
+
     methods = {
-        "plain": lambda i: [python] + pipeline_args(data),
+        "plain": lambda i: job("plain", i),
         "traced": lambda i: [lotus, "-q", "trace", "run", "--clean", "--out",
-                             os.path.join(work, f"t{i}"), "--", python] + pipeline_args(data),
+                             os.path.join(work, f"t{i}"), "--"] + job("traced", i),
         "traced+sampled": lambda i: [lotus, "-q", "trace", "run", "--clean", *sample, "--out",
-                                     os.path.join(work, f"s{i}"), "--", python] + pipeline_args(data),
+                                     os.path.join(work, f"s{i}"), "--"] + job("traced+sampled", i),
     }
+    # The alternative a user has: `perf record` of the same job at the
+    # same frequency (cpu-clock, no call graphs, as lotus samples), its
+    # samples written to a file and named later by `perf report` (not
+    # timed). Its overhead is the floor that sampling itself costs here.
+    perf = shutil.which("perf")
+    if perf:
+        hz = str(frequency or DEFAULT_TRACE_HZ)
+        methods["perf record"] = lambda i: [perf, "record", "-q", "-e", "cpu-clock", "-F", hz, "-o",
+                                            os.path.join(work, f"perf{i}.data"), "--"] + job("perf record", i)
+    else:
+        sys.stderr.write("  perf not found: the `perf record` row is left out\n")
     walls = {k: [] for k in methods}
     cpus = {k: [] for k in methods}
     for i in range(reps):
@@ -97,13 +126,30 @@ def overhead(lotus, python, reps, frequency, work):
     print(f"\n## Overhead: torchvision pipeline, {EPOCHS[0]} epochs, {reps} runs each, alternated "
           f"(sampling at {meta.get('frequency_hz')} Hz; last run: {meta.get('samples')} samples, "
           f"{meta.get('lost', '0')} lost)\n")
-    print("| run | median wall s | min | max | vs plain | median CPU s | vs plain |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    jobs = {}
+    for name, paths in job_files.items():
+        with_times = []
+        for path in paths:
+            with open(path) as f:
+                with_times.append(float(f.read().split()[-1]))
+        jobs[name] = statistics.median(with_times)
+    print("| run | median wall s | min | max | vs plain | median CPU s | vs plain | the job's own wall s | vs plain |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, w in walls.items():
         m = statistics.median(w)
         c = statistics.median(cpus[name])
+        j = jobs.get(name)
+        own = f"{j:.2f} | {(j / jobs['plain'] - 1) * 100:+.1f}%" if j and jobs.get("plain") else "- | -"
         print(f"| {name} | {m:.2f} | {min(w):.2f} | {max(w):.2f} | {(m / plain - 1) * 100:+.1f}% "
-              f"| {c:.2f} | {(c / plain_cpu - 1) * 100:+.1f}% |")
+              f"| {c:.2f} | {(c / plain_cpu - 1) * 100:+.1f}% | {own} |")
+    if "perf record" in walls:
+        lotus_s, perf_s = (statistics.median(walls[k]) for k in ("traced+sampled", "perf record"))
+        print(f"\ntraced+sampled against `perf record` at the same frequency: {lotus_s / perf_s:.3f}x its wall time "
+              f"({(lotus_s / plain - 1) * 100:+.1f}% against {(perf_s / plain - 1) * 100:+.1f}% over plain)")
+        if "perf record" in jobs and "plain" in jobs:
+            print(f"the job's own wall time: {(jobs['traced+sampled'] / jobs['plain'] - 1) * 100:+.1f}% under lotus, "
+                  f"{(jobs['perf record'] / jobs['plain'] - 1) * 100:+.1f}% under `perf record` (what sampling "
+                  "at this frequency costs the job here, whoever samples)")
 
 
 # --- 2. scale -------------------------------------------------------------------
