@@ -10,9 +10,7 @@
 use std::collections::HashMap;
 
 use object::read::elf::{ElfFile64, SectionHeader};
-use object::{
-    Endianness, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
-};
+use object::{Endianness, Object, ObjectSection};
 
 /// One synthesized stub symbol: (start address, size, `name@plt`).
 pub(crate) type PltSymbol = (u64, u64, String);
@@ -31,11 +29,14 @@ fn x86_64_slot(address: u64, code: &[u8]) -> Option<u64> {
     Some(next.wrapping_add_signed(i64::from(disp)))
 }
 
-/// `name@plt` symbols for the stubs of `obj` (x86-64 only: other
-/// architectures' stubs are left to the unwind-table grouping).
+/// `name@plt` symbols for every stub of `obj` (x86-64 only: other
+/// architectures' stubs are left to the unwind-table grouping), objdump's
+/// way: the reference [`stub_at`] is tested against.
+#[cfg(test)]
 pub(crate) fn plt_symbols<'data, R: object::ReadRef<'data>>(
     obj: &ElfFile64<'data, Endianness, R>,
 ) -> Vec<PltSymbol> {
+    use object::{ObjectSymbol, ObjectSymbolTable, RelocationTarget};
     if obj.architecture() != object::Architecture::X86_64 {
         return Vec::new();
     }
@@ -109,6 +110,204 @@ pub(crate) fn plt_symbols<'data, R: object::ReadRef<'data>>(
     out.sort_unstable_by_key(|p| p.0);
     out.dedup_by_key(|p| p.0);
     out
+}
+
+/// Where a section lies: its address, size, file offset and entry size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RawSection {
+    pub address: u64,
+    pub size: u64,
+    pub offset: u64,
+    pub entsize: u64,
+}
+
+impl RawSection {
+    /// `s` of an ELF file, where its bytes are in the file.
+    pub(crate) fn of<'data, R: object::ReadRef<'data>>(
+        s: &object::read::elf::ElfSection64<'data, '_, Endianness, R>,
+        endian: Endianness,
+    ) -> Option<RawSection> {
+        let (offset, size) = s.file_range()?;
+        Some(RawSection {
+            address: s.address(),
+            size,
+            offset,
+            entsize: s.elf_section_header().sh_entsize(endian),
+        })
+    }
+
+    fn holds(&self, address: u64) -> bool {
+        self.address <= address && address - self.address < self.size
+    }
+}
+
+/// What naming one stub at a time needs of a file, found when its symbol
+/// tables are read, so that a lookup reads a few bytes through the file
+/// kept open instead of parsing it again (a parse reads the symbol
+/// tables: 1.4 ms a lookup for libtorch).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PltLayout {
+    /// The PLT sections, in [`PLT_SECTIONS`] order.
+    pub stubs: Vec<RawSection>,
+    /// The relocation sections that apply through the dynamic symbols, in
+    /// section order.
+    pub relas: Vec<RawSection>,
+    pub dynsym: Option<RawSection>,
+    pub dynstr: Option<RawSection>,
+}
+
+impl PltLayout {
+    /// The layout of `obj`; empty (no stub is named) where it is not
+    /// x86-64 or has no dynamic symbols.
+    pub(crate) fn of<'data, R: object::ReadRef<'data>>(
+        obj: &ElfFile64<'data, Endianness, R>,
+    ) -> PltLayout {
+        let mut out = PltLayout::default();
+        let dynsym = obj.elf_dynamic_symbol_table();
+        if obj.architecture() != object::Architecture::X86_64 || dynsym.is_empty() {
+            return out;
+        }
+        let endian = obj.endian();
+        for name in PLT_SECTIONS {
+            if let Some(raw) = obj
+                .section_by_name(name)
+                .and_then(|s| RawSection::of(&s, endian))
+            {
+                out.stubs.push(raw);
+            }
+        }
+        for s in obj.sections() {
+            let header = s.elf_section_header();
+            if s.index() == dynsym.section() {
+                out.dynsym = RawSection::of(&s, endian);
+            } else if s.index() == dynsym.string_section() {
+                out.dynstr = RawSection::of(&s, endian);
+            } else if header.sh_type(endian) == object::elf::SHT_RELA
+                && header.sh_link(endian) as usize == dynsym.section().0
+            {
+                out.relas.extend(RawSection::of(&s, endian));
+            }
+        }
+        out
+    }
+}
+
+/// GOT slot -> the dynamic symbol of its first relocation that has one,
+/// from the raw relocation records (read once per file: 7 MB for libtorch).
+pub(crate) type SlotSymbols = HashMap<u64, u32>;
+
+/// Bytes of `file` at `offset`, or `None` where it cannot be read.
+fn read_at(file: &std::fs::File, offset: u64, len: usize) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0; len];
+    file.read_exact_at(&mut buf, offset).ok()?;
+    Some(buf)
+}
+
+/// [`SlotSymbols`] of a file.
+pub(crate) fn slot_symbols(layout: &PltLayout, file: &std::fs::File) -> SlotSymbols {
+    // Elf64_Rela: r_offset, r_info (symbol index in the high half), r_addend.
+    const RELA: usize = 24;
+    let mut out = SlotSymbols::new();
+    for rela in &layout.relas {
+        let Some(bytes) = usize::try_from(rela.size)
+            .ok()
+            .and_then(|len| read_at(file, rela.offset, len))
+        else {
+            continue;
+        };
+        for r in bytes.chunks_exact(RELA) {
+            let slot = u64::from_le_bytes(r[0..8].try_into().unwrap_or_default());
+            let sym = u32::from_le_bytes(r[12..16].try_into().unwrap_or_default());
+            if sym != 0 {
+                out.entry(slot).or_insert(sym);
+            }
+        }
+    }
+    out
+}
+
+/// The name of dynamic symbol `index`, read through the file.
+fn dynamic_name(layout: &PltLayout, file: &std::fs::File, index: u32) -> Option<String> {
+    // Elf64_Sym: st_name first.
+    const SYM: u64 = 24;
+    let (dynsym, dynstr) = (layout.dynsym?, layout.dynstr?);
+    let at = u64::from(index).checked_mul(SYM)?;
+    if at.checked_add(SYM)? > dynsym.size {
+        return None;
+    }
+    let sym = read_at(file, dynsym.offset + at, 4)?;
+    let name_at = u64::from(u32::from_le_bytes(sym[..4].try_into().ok()?));
+    let mut name = Vec::new();
+    let mut at = name_at;
+    // A piece at a time up to the NUL, within the string table.
+    while at < dynstr.size {
+        let len = (dynstr.size - at).min(256);
+        let piece = read_at(file, dynstr.offset + at, usize::try_from(len).ok()?)?;
+        match piece.iter().position(|&b| b == 0) {
+            Some(end) => {
+                name.extend_from_slice(&piece[..end]);
+                return Some(String::from_utf8_lossy(&name).into_owned());
+            }
+            None => name.extend_from_slice(&piece),
+        }
+        at += len;
+    }
+    None
+}
+
+/// The stub holding `address`, named as [`plt_symbols`] names it: (start,
+/// size, `name@plt`), or `None` where no stub there is named. Only that
+/// stub's bytes are read, and its GOT slot's symbol is found in `slots`.
+pub(crate) fn stub_at(
+    layout: &PltLayout,
+    file: &std::fs::File,
+    slots: &SlotSymbols,
+    address: u64,
+) -> Option<PltSymbol> {
+    let section = layout.stubs.iter().find(|s| s.holds(address))?;
+    let entry = if section.entsize >= 8 {
+        section.entsize
+    } else {
+        16
+    };
+    let index = (address - section.address) / entry;
+    let start = section.address + index * entry;
+    let len = entry.min(section.size - index * entry);
+    let code = read_at(
+        file,
+        section.offset + index * entry,
+        usize::try_from(len).ok()?,
+    )?;
+    let slot = x86_64_slot(start, &code)?;
+    let mut name = dynamic_name(layout, file, *slots.get(&slot)?)?;
+    if name.is_empty() {
+        // The first relocation's symbol has no name: as plt_symbols does,
+        // take the next relocation of the slot that has one.
+        name = later_named(layout, file, slot)?;
+    }
+    Some((start, entry, format!("{name}@plt")))
+}
+
+/// The first named symbol among the relocations of `slot` (the rare case
+/// where the first one's symbol has no name).
+fn later_named(layout: &PltLayout, file: &std::fs::File, slot: u64) -> Option<String> {
+    for rela in &layout.relas {
+        let bytes = read_at(file, rela.offset, usize::try_from(rela.size).ok()?)?;
+        for r in bytes.chunks_exact(24) {
+            if u64::from_le_bytes(r[0..8].try_into().ok()?) != slot {
+                continue;
+            }
+            let sym = u32::from_le_bytes(r[12..16].try_into().ok()?);
+            if sym == 0 {
+                continue;
+            }
+            if let Some(name) = dynamic_name(layout, file, sym).filter(|n| !n.is_empty()) {
+                return Some(name);
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
