@@ -142,6 +142,9 @@ struct Chosen {
     name: Arc<str>,
 }
 
+/// A named PLT stub: (start, end, `name@plt`).
+type Stub = (u64, u64, Arc<str>);
+
 /// Uncovered code ranges and the function starts guessed inside them.
 type Gaps = (Vec<(u64, u64)>, Vec<u64>);
 
@@ -154,7 +157,7 @@ struct Fallback {
     plt_slots: OnceLock<SlotSymbols>,
     /// `name@plt` stubs looked up so far, by address: (start, end, name),
     /// `None` where no stub there is named.
-    plt_found: Mutex<HashMap<u64, Option<(u64, u64, Arc<str>)>>>,
+    plt_found: Mutex<HashMap<u64, Option<Stub>>>,
     /// The unwind tables' bytes, read at the first lookup that needs them
     /// (`None`: not kept, every FDE is walked instead).
     eh_tables: OnceLock<Option<EhTables>>,
@@ -428,7 +431,7 @@ impl ModuleSymbols {
     /// [`stub_at`]), once per address. Synthesizing every stub of
     /// libtorch (30,000, from 300,000 relocations) took 80 ms; this reads
     /// the relocations once (7 MB, a few ms) and a few bytes per stub.
-    fn plt_stub(&self, address: u64) -> Option<(u64, u64, Arc<str>)> {
+    fn plt_stub(&self, address: u64) -> Option<Stub> {
         let file = self.file.as_ref()?;
         let mut found = self
             .fallback
