@@ -112,7 +112,9 @@ impl PerfWindow {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct PerfReport {
-    /// One row per (function, module), samples summed over all windows.
+    /// One row per (function, module), samples summed over all windows;
+    /// no rows when the samples were streamed (they and their names are
+    /// in the sink, see [`crate::LinuxPerf::start_streaming`]).
     pub report: Report,
     /// Per-window figures, in opening order.
     pub windows: Vec<PerfWindow>,
@@ -357,7 +359,15 @@ impl PerfCollection {
         for (&(_, loc), &n) in &model.counts {
             *by_location.entry(loc).or_insert(0) += n;
         }
-        let (rows, symbolize, kernel_note) = symbolize::rows(&model, &by_location);
+        // Streamed samples were named as they came, into the sink: naming
+        // them again here (reading every symbol table and the kernel's
+        // again, on this thread) added 60 ms to a sampled trace after its
+        // job had ended.
+        let (rows, symbolize, kernel_note) = if drained.stream.is_some() {
+            (Vec::new(), SymbolizeStats::default(), None)
+        } else {
+            symbolize::rows(&model, &by_location)
+        };
         self.notes.extend(kernel_note);
         let mut window_reports = Vec::new();
         if per_window {
