@@ -56,22 +56,13 @@ impl Kind {
 
     /// The kind named `text` (as in `kind=...`).
     pub fn parse(text: &str) -> Option<Kind> {
-        // A match on the literals (not a search through `ALL`): compared
-        // inline, once per event line.
-        Some(match text {
-            "op" => Kind::Op,
-            "sample" => Kind::Sample,
-            "fetch" => Kind::Fetch,
-            "batch" => Kind::Batch,
-            "wait" => Kind::Wait,
-            "consume" => Kind::Consume,
-            "queue" => Kind::Queue,
-            _ => return None,
-        })
+        Kind::parse_bytes(text.as_bytes())
     }
 
     /// [`Kind::parse`] of bytes (a trace line's value, read in place).
     pub(crate) fn parse_bytes(text: &[u8]) -> Option<Kind> {
+        // A match on the literals (not a search through `ALL`): compared
+        // inline, once per event line.
         Some(match text {
             b"op" => Kind::Op,
             b"sample" => Kind::Sample,
