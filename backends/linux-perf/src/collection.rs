@@ -355,10 +355,6 @@ impl PerfCollection {
         let model = drained.model;
         let windows = self.window_stats(&model.windows);
 
-        let mut by_location: HashMap<Location, u64> = HashMap::new();
-        for (&(_, loc), &n) in &model.counts {
-            *by_location.entry(loc).or_insert(0) += n;
-        }
         // Streamed samples were named as they came, into the sink: naming
         // them again here (reading every symbol table and the kernel's
         // again, on this thread) added 60 ms to a sampled trace after its
@@ -366,6 +362,10 @@ impl PerfCollection {
         let (rows, symbolize, kernel_note) = if drained.stream.is_some() {
             (Vec::new(), SymbolizeStats::default(), None)
         } else {
+            let mut by_location: HashMap<Location, u64> = HashMap::new();
+            for (&(_, loc), &n) in &model.counts {
+                *by_location.entry(loc).or_insert(0) += n;
+            }
             symbolize::rows(&model, &by_location)
         };
         self.notes.extend(kernel_note);

@@ -174,9 +174,8 @@ pub(crate) struct ModuleSymbols {
     segments: Vec<Segment>,
     /// Executable sections: (start, end, file offset), sorted.
     sections: Vec<(u64, u64, u64)>,
-    /// The PLT sections' (start, end): only lookups there read the stubs.
-    plt_sections: Vec<(u64, u64)>,
-    /// Where the stubs, relocations and dynamic symbols are in the file.
+    /// Where the stubs (the PLT sections: only lookups there read them),
+    /// relocations and dynamic symbols are in the file.
     plt_layout: PltLayout,
     /// Where the unwind tables are in the file.
     eh_layout: Option<EhLayout>,
@@ -314,14 +313,6 @@ impl ModuleSymbols {
                 })
                 .collect(),
             sections: executable_sections(&obj).into_iter().flatten().collect(),
-            plt_sections: obj
-                .sections()
-                .filter(|s| {
-                    s.name()
-                        .is_ok_and(|n| crate::plt::PLT_SECTIONS.contains(&n))
-                })
-                .map(|s| (s.address(), s.address().saturating_add(s.size())))
-                .collect(),
             plt_layout: PltLayout::of(&obj),
             eh_layout: EhLayout::of(&obj),
             ..ModuleSymbols::default()
@@ -490,7 +481,12 @@ impl ModuleSymbols {
                 end = next;
             }
             // Stubs fill the PLT sections: code there is never a gap.
-            covered.extend(self.plt_sections.iter().copied());
+            covered.extend(
+                self.plt_layout
+                    .stubs
+                    .iter()
+                    .map(|s| (s.address, s.address.saturating_add(s.size))),
+            );
             covered.extend(self.fdes().iter().copied());
             let covered = merged(covered);
             // The code is read through the file kept open since the load:
@@ -557,10 +553,7 @@ impl ModuleSymbols {
             }
             end = group.start;
         }
-        let in_plt = self
-            .plt_sections
-            .iter()
-            .any(|&(s, e)| s <= address && address < e);
+        let in_plt = self.plt_layout.stubs.iter().any(|s| s.holds(address));
         if let Some((start, end, name)) = in_plt.then(|| self.plt_stub(address)).flatten() {
             if address < end {
                 return Found::Named {

@@ -136,8 +136,14 @@ impl RawSection {
         })
     }
 
-    fn holds(&self, address: u64) -> bool {
+    /// Whether `address` is in the section.
+    pub(crate) fn holds(&self, address: u64) -> bool {
         self.address <= address && address - self.address < self.size
+    }
+
+    /// The section's bytes, read through `file`.
+    pub(crate) fn bytes(&self, file: &std::fs::File) -> Option<Vec<u8>> {
+        read_at(file, self.offset, usize::try_from(self.size).ok()?)
     }
 }
 
@@ -204,24 +210,23 @@ fn read_at(file: &std::fs::File, offset: u64, len: usize) -> Option<Vec<u8>> {
     Some(buf)
 }
 
+/// The (slot, dynamic symbol) of each relocation record in `bytes` (a
+/// relocation section's) that names a symbol.
+fn symbol_relocations(bytes: &[u8]) -> impl Iterator<Item = (u64, u32)> + '_ {
+    // Elf64_Rela: r_offset, r_info (symbol index in the high half), r_addend.
+    bytes.chunks_exact(24).filter_map(|r| {
+        let slot = u64::from_le_bytes(r[0..8].try_into().ok()?);
+        let sym = u32::from_le_bytes(r[12..16].try_into().ok()?);
+        (sym != 0).then_some((slot, sym))
+    })
+}
+
 /// [`SlotSymbols`] of a file.
 pub(crate) fn slot_symbols(layout: &PltLayout, file: &std::fs::File) -> SlotSymbols {
-    // Elf64_Rela: r_offset, r_info (symbol index in the high half), r_addend.
-    const RELA: usize = 24;
     let mut out = SlotSymbols::new();
-    for rela in &layout.relas {
-        let Some(bytes) = usize::try_from(rela.size)
-            .ok()
-            .and_then(|len| read_at(file, rela.offset, len))
-        else {
-            continue;
-        };
-        for r in bytes.chunks_exact(RELA) {
-            let slot = u64::from_le_bytes(r[0..8].try_into().unwrap_or_default());
-            let sym = u32::from_le_bytes(r[12..16].try_into().unwrap_or_default());
-            if sym != 0 {
-                out.entry(slot).or_insert(sym);
-            }
+    for bytes in layout.relas.iter().filter_map(|rela| rela.bytes(file)) {
+        for (slot, sym) in symbol_relocations(&bytes) {
+            out.entry(slot).or_insert(sym);
         }
     }
     out
@@ -292,16 +297,8 @@ pub(crate) fn stub_at(
 /// The first named symbol among the relocations of `slot` (the rare case
 /// where the first one's symbol has no name).
 fn later_named(layout: &PltLayout, file: &std::fs::File, slot: u64) -> Option<String> {
-    for rela in &layout.relas {
-        let bytes = read_at(file, rela.offset, usize::try_from(rela.size).ok()?)?;
-        for r in bytes.chunks_exact(24) {
-            if u64::from_le_bytes(r[0..8].try_into().ok()?) != slot {
-                continue;
-            }
-            let sym = u32::from_le_bytes(r[12..16].try_into().ok()?);
-            if sym == 0 {
-                continue;
-            }
+    for bytes in layout.relas.iter().filter_map(|rela| rela.bytes(file)) {
+        for (_, sym) in symbol_relocations(&bytes).filter(|&(s, _)| s == slot) {
             if let Some(name) = dynamic_name(layout, file, sym).filter(|n| !n.is_empty()) {
                 return Some(name);
             }

@@ -7,7 +7,6 @@
 //! instead of one per sampled address.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 use gimli::{BaseAddresses, CieOrFde, EhFrame, EhFrameHdr, RunTimeEndian, UnwindSection};
 use object::read::elf::ElfFile64;
@@ -96,14 +95,9 @@ impl EhLayout {
         if self.hdr.size.saturating_add(self.frame.size) > MAX_KEPT {
             return None;
         }
-        let read = |s: RawSection| {
-            let mut buf = vec![0; usize::try_from(s.size).ok()?];
-            file.read_exact_at(&mut buf, s.offset).ok()?;
-            Some(buf)
-        };
         Some(EhTables {
-            hdr: read(self.hdr)?,
-            frame: read(self.frame)?,
+            hdr: self.hdr.bytes(file)?,
+            frame: self.frame.bytes(file)?,
             layout: *self,
         })
     }
