@@ -26,6 +26,20 @@ pub mod reaper;
 pub mod trust;
 pub mod vendor;
 
+/// `clock`'s time in nanoseconds (`clock_gettime`): the monotonic clock
+/// that windows and samples are stamped on, and the CPU-time clocks.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live timespec; the clocks lotus reads always exist.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
 /// `program args...` as a shell would show it.
 pub fn command_line(program: &Path, args: &[OsString]) -> String {
     let mut target = Target::new(program);

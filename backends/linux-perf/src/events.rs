@@ -350,20 +350,7 @@ pub(crate) fn ensure_open_files(needed: u64) {
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock the records are stamped with.
 pub(crate) fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// `clock`'s time in nanoseconds.
-pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec; the clocks used here always exist.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
+    lotus_backend_common::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 #[cfg(test)]
