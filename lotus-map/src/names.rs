@@ -151,69 +151,76 @@ struct Scan<'a> {
     s: &'a [u8],
 }
 
-impl Scan<'_> {
+impl<'a> Scan<'a> {
+    /// The bytes from `from` on, with their positions; an `operator`
+    /// token is stepped over whole, so that its brackets do not count.
+    /// (The one walk that `split`, `close` and `simplify_component` share.)
+    fn bytes_from(&self, from: usize) -> impl Iterator<Item = (usize, u8)> + 'a {
+        let s = self.s;
+        let mut i = from;
+        std::iter::from_fn(move || {
+            while i < s.len() {
+                if let Some(skip) = operator_token(s, i) {
+                    i += skip;
+                    continue;
+                }
+                i += 1;
+                return Some((i - 1, s[i - 1]));
+            }
+            None
+        })
+    }
+
     /// Byte ranges of `s` split at `sep` where no bracket is open; `None`
     /// when the brackets do not balance.
     fn split(&self, sep: &[u8]) -> Option<Vec<(usize, usize)>> {
-        let s = self.s;
         let mut parts = Vec::new();
         let mut depth: i32 = 0;
         let mut start = 0;
-        let mut i = 0;
-        while i < s.len() {
-            if let Some(skip) = operator_token(s, i) {
-                i += skip;
-                continue;
+        for (i, b) in self.bytes_from(0) {
+            if i < start {
+                continue; // inside the separator just taken
             }
-            match s[i] {
-                b'<' | b'(' | b'{' | b'[' => depth += 1,
-                b'>' | b')' | b'}' | b']' => {
-                    depth -= 1;
+            match depth_change(b) {
+                0 if depth == 0 && self.s[i..].starts_with(sep) => {
+                    parts.push((start, i));
+                    start = i + sep.len();
+                }
+                0 => {}
+                change => {
+                    depth += change;
                     if depth < 0 {
                         return None;
                     }
                 }
-                _ => {
-                    if depth == 0 && s[i..].starts_with(sep) {
-                        parts.push((start, i));
-                        i += sep.len();
-                        start = i;
-                        continue;
-                    }
-                }
             }
-            i += 1;
         }
         if depth != 0 {
             return None;
         }
-        parts.push((start, s.len()));
+        parts.push((start, self.s.len()));
         Some(parts)
     }
 
     /// The end (exclusive) of the bracket group opening at `open`.
     fn close(&self, open: usize) -> Option<usize> {
-        let s = self.s;
         let mut depth = 0;
-        let mut i = open;
-        while i < s.len() {
-            if let Some(skip) = operator_token(s, i) {
-                i += skip;
-                continue;
+        for (i, b) in self.bytes_from(open) {
+            depth += depth_change(b);
+            if depth == 0 {
+                return Some(i + 1);
             }
-            match s[i] {
-                b'<' | b'(' | b'{' | b'[' => depth += 1,
-                b'>' | b')' | b'}' | b']' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Some(i + 1);
-                    }
-                }
-                _ => {}
-            }
-            i += 1;
         }
         None
+    }
+}
+
+/// +1 for an opening bracket, -1 for a closing one, else 0.
+fn depth_change(b: u8) -> i32 {
+    match b {
+        b'<' | b'(' | b'{' | b'[' => 1,
+        b'>' | b')' | b'}' | b']' => -1,
+        _ => 0,
     }
 }
 
@@ -324,34 +331,29 @@ fn simplify_component(component: &str) -> Option<String> {
     }
     let bytes = c.as_bytes();
     let scan = Scan { s: bytes };
-    let mut i = 0;
     let mut base_end = None;
     let mut targs = None;
-    while i < bytes.len() {
-        if let Some(skip) = operator_token(bytes, i) {
-            i += skip;
+    // Where the walk goes on after a bracket group it stepped over.
+    let mut resume = 0;
+    for (i, b) in scan.bytes_from(0) {
+        if i < resume {
             continue;
         }
-        match bytes[i] {
+        match b {
             b'<' if targs.is_none() => {
                 let end = scan.close(i)?;
                 base_end.get_or_insert(i);
                 targs = Some((i + 1, end - 1));
-                i = end;
-                continue;
+                resume = end;
             }
             b'(' => {
                 base_end.get_or_insert(i);
                 break;
             }
-            b'{' | b'[' => {
-                // `{unnamed type#1}`, `[abi:cxx11]`: kept as they are.
-                i = scan.close(i)?;
-                continue;
-            }
+            // `{unnamed type#1}`, `[abi:cxx11]`: kept as they are.
+            b'{' | b'[' => resume = scan.close(i)?,
             _ => {}
         }
-        i += 1;
     }
     let base = &c[..base_end.unwrap_or(c.len())];
     let Some((a, b)) = targs else {
