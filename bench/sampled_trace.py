@@ -142,6 +142,14 @@ def overhead(lotus, python, reps, frequency, work):
         own = f"{j:.2f} | {(j / jobs['plain'] - 1) * 100:+.1f}%" if j and jobs.get("plain") else "- | -"
         print(f"| {name} | {m:.2f} | {min(w):.2f} | {max(w):.2f} | {(m / plain - 1) * 100:+.1f}% "
               f"| {c:.2f} | {(c / plain_cpu - 1) * 100:+.1f}% | {own} |")
+    # The verdict, with the spread of the plain runs beside it: on a noisy
+    # machine a figure inside that spread says little either way.
+    sampled = (statistics.median(walls["traced+sampled"]) / plain - 1) * 100
+    q = statistics.quantiles(walls["plain"], n=4) if len(walls["plain"]) >= 2 else [plain, plain, plain]
+    print(f"\ntarget (traced and sampled under 3% over plain, wall, at the default frequency): "
+          f"{sampled:+.1f}%, {'met' if sampled < 3.0 else 'not met'}"
+          f"{' (not at the default: --frequency given)' if frequency else ''}; "
+          f"the plain runs' interquartile range is {(q[2] - q[0]) / plain * 100:.1f}% of their median")
     if "perf record" in walls:
         lotus_s, perf_s = (statistics.median(walls[k]) for k in ("traced+sampled", "perf record"))
         print(f"\ntraced+sampled against `perf record` at the same frequency: {lotus_s / perf_s:.3f}x its wall time "
