@@ -24,12 +24,8 @@ fn lone_lotus() -> (tempfile::TempDir, PathBuf) {
 /// `bin` with `args`, with no control library named by the environment
 /// (the copy must find its own) and no ITT collector inherited.
 fn run(bin: &Path, args: &[&std::ffi::OsStr]) -> Output {
-    // ETXTBSY: another test thread forked while this one's copy was open
-    // for writing, and its child holds the descriptor until it execs.
-    const ETXTBSY: i32 = 26;
-    let mut tries = 0;
-    loop {
-        match Command::new(bin)
+    output(
+        Command::new(bin)
             .args(args)
             .env_remove("LOTUS_CONTROL_LIB")
             .env_remove("INTEL_LIBITTNOTIFY64")
@@ -37,9 +33,19 @@ fn run(bin: &Path, args: &[&std::ffi::OsStr]) -> Output {
             // cargo test points it at target/<profile>/: an installed
             // lotus has no such help to find a library by its bare name.
             .env_remove("LD_LIBRARY_PATH")
-            .stdin(Stdio::null())
-            .output()
-        {
+            .stdin(Stdio::null()),
+    )
+}
+
+/// `cmd`'s output, started again while the copied binary is busy.
+/// ETXTBSY: another test thread forked while this one's copy was open for
+/// writing, and its child holds the descriptor until it execs (bounded:
+/// 100 tries 20 ms apart).
+fn output(cmd: &mut Command) -> Output {
+    const ETXTBSY: i32 = 26;
+    let mut tries = 0;
+    loop {
+        match cmd.output() {
             Err(e) if e.raw_os_error() == Some(ETXTBSY) && tries < 100 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(20));
@@ -155,7 +161,7 @@ fn planned_library(bin: &Path, env: Option<&Path>) -> String {
     if let Some(lib) = env {
         cmd.env("LOTUS_CONTROL_LIB", lib);
     }
-    let o = cmd.output().expect("run lotus");
+    let o = output(&mut cmd);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     stdout
