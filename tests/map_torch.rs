@@ -283,12 +283,11 @@ fn torchvision_ops_map_to_their_kernels_with_one_thread_by_default() {
             top(op)
         );
     }
-    let checks: [(&str, &str, Pick); 3] = [
+    // The crop's resampling and the loader's decode are the bulk of their
+    // op on any machine: at least half of the samples.
+    let checks: [(&str, &str, Pick); 2] = [
         ("RandomResizedCrop", "Pillow's resample kernels", |f, m| {
             m.starts_with("_imaging") && f.trim_start_matches('_').starts_with("ImagingResample")
-        }),
-        ("RandomHorizontalFlip", "Pillow's flip kernel", |f, m| {
-            m.starts_with("_imaging") && f == "ImagingFlipLeftRight"
         }),
         ("Loader", "the JPEG decoder's module", |_, m| {
             m.starts_with("libjpeg")
@@ -303,6 +302,88 @@ fn torchvision_ops_map_to_their_kernels_with_one_thread_by_default() {
             top(op)
         );
     }
+
+    // The flip's kernel is a fast copy under torchvision's Python wrapper
+    // and a torch.rand call, so its share of the op depends on the
+    // machine: 0.76-0.82 here, 0.45 on a CI machine. What the op's own
+    // timer says is the reference: the CPU time of Pillow's C-level
+    // transpose (the kernel, its allocation and one C call) against the
+    // whole op's, in one Python, interleaved. The kernel must hold at
+    // least 0.6 of that (the rest of the C call: allocation, page faults,
+    // and the sampler's noise at 400 samples) and be the op's hottest
+    // function.
+    let flip = op(&mapping, "RandomHorizontalFlip");
+    let kernel = |f: &str, m: &str| m.starts_with("_imaging") && f == "ImagingFlipLeftRight";
+    let part = share(flip, kernel);
+    let [whole_us, core_us] = cpu_per_call(
+        &py,
+        &fixture("torch_ops/RandomHorizontalFlip.py"),
+        ["op(x)", "x.im.transpose(0)"],
+    );
+    let reference = (core_us / whole_us).min(1.0);
+    let hottest = &flip["functions"][0];
+    assert!(
+        part >= 0.6 * reference
+            && kernel(
+                hottest["function"].as_str().unwrap_or(""),
+                hottest["module"].as_str().unwrap_or("")
+            ),
+        "RandomHorizontalFlip: {part:.2} in Pillow's flip kernel, against {reference:.2} \
+         of the op's CPU time in Pillow's C-level transpose ({core_us:.1} of {whole_us:.1} \
+         us a call, by the op's own timer):\n{}",
+        top(flip)
+    );
+}
+
+/// CPU time per call, in microseconds, of each of `exprs` (Python
+/// expressions of `x`, setup()'s value, in the namespace of the op file
+/// `op_file`), by the process's own CPU timer: one Python with one torch
+/// thread, as lotus gives the op; the expressions timed in turn, seven
+/// rounds of 200 calls, the fastest round of each kept.
+fn cpu_per_call<const N: usize>(py: &Path, op_file: &Path, exprs: [&str; N]) -> [f64; N] {
+    const TIMER: &str = r#"
+import importlib.util, json, sys, time
+path, exprs = sys.argv[1], sys.argv[2:]
+spec = importlib.util.spec_from_file_location("lotus_timed_op", path)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+if "torch" in sys.modules:
+    sys.modules["torch"].set_num_threads(1)
+x = mod.setup() if hasattr(mod, "setup") else None
+calls = [eval("lambda x: " + e, vars(mod)) for e in exprs]
+for call in calls:
+    for _ in range(20):
+        call(x)
+best = [float("inf")] * len(calls)
+for _ in range(7):
+    for i, call in enumerate(calls):
+        start = time.process_time_ns()
+        for _ in range(200):
+            call(x)
+        best[i] = min(best[i], (time.process_time_ns() - start) / 200 / 1000)
+print(json.dumps(best))
+"#;
+    let out = std::process::Command::new(py)
+        .arg("-c")
+        .arg(TIMER)
+        .arg(op_file)
+        .args(exprs)
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .expect("run the timer's Python");
+    assert!(
+        out.status.success(),
+        "timing {exprs:?} of {} failed:\n{}",
+        op_file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let times: Vec<f64> = serde_json::from_slice(&out.stdout).expect("the timer's JSON");
+    let times: [f64; N] = times.try_into().expect("one time per expression");
+    assert!(
+        times.iter().all(|t| t.is_finite() && *t > 0.0),
+        "timing {exprs:?}: {times:?}"
+    );
+    times
 }
 
 #[test]
