@@ -47,6 +47,17 @@ fn shorten_to(name: &str, max: usize) -> String {
     if chars(name) <= max {
         return name.to_string();
     }
+    // A PLT stub's `@plt` or a symbol version (`@@GLIBC_2.2.5`) says which
+    // code ran (the stub is not its function): the suffix is kept whole
+    // and the name before it shortened. Demangled C++ and Rust names hold
+    // no `@` of their own.
+    if let Some(at) = name.find('@').filter(|&at| at > 0) {
+        let (base, suffix) = name.split_at(at);
+        let room = max.saturating_sub(chars(suffix));
+        if room >= max / 2 {
+            return shorten_to(base, room) + suffix;
+        }
+    }
     let simple = simplify(name).unwrap_or_else(|| name.to_string());
     if chars(&simple) <= max {
         return simple;

@@ -350,6 +350,19 @@ fn lotus_names_what_perf_names(test: &str, dir: &Path, program: &Path, args: &[&
         "perf names, lotus does not: {missing:?}\n{}",
         top(&report, 25)
     );
+    // Every name lotus gives is demangled, `name@plt` stubs and versioned
+    // symbols included (perf shows `c10::isIncludedInAlias@plt`).
+    let mangled: Vec<&str> = report
+        .report
+        .rows
+        .iter()
+        .map(|r| r.function.as_str())
+        .filter(|f| f.starts_with("_Z") || f.starts_with("_R"))
+        .collect();
+    assert!(
+        mangled.is_empty(),
+        "{test}: names left mangled: {mangled:?}"
+    );
 }
 
 #[test]

@@ -116,3 +116,28 @@ fn malformed_names_are_cut_not_panicked_on() {
     let short = shorten_all(&refs, 30);
     assert_ne!(short[0], short[1]);
 }
+
+#[test]
+fn a_stub_or_version_suffix_is_kept_whole_after_the_shortened_name() {
+    let stub = "at::TensorIteratorConfig::add_owned_const_input(at::TensorBase const&)@plt";
+    assert_eq!(shorten(stub, 40), "at::…::add_owned_const_input@plt");
+    assert_eq!(
+        shorten(stub, 60),
+        "at::TensorIteratorConfig::add_owned_const_input@plt"
+    );
+    let versioned = "std::vector<std::pair<long, long>, std::allocator<std::pair<long, long> > >::_M_realloc_insert(int) const@@GLIBCXX_3.4";
+    assert_eq!(
+        shorten(versioned, 50),
+        "std::vector<…>::_M_realloc_insert@@GLIBCXX_3.4"
+    );
+    // A stub and its function stay apart however narrow the table.
+    let function = "at::TensorIteratorConfig::add_owned_const_input(at::TensorBase const&)";
+    for width in [24, 30, 40, 60] {
+        assert_ne!(shorten(stub, width), shorten(function, width), "{width}");
+        assert!(shorten(stub, width).chars().count() <= width, "{width}");
+    }
+    // A suffix longer than half the width is not kept whole: the name is
+    // still cut to fit.
+    let odd = format!("f@{}", "v".repeat(100));
+    assert!(shorten(&odd, 30).chars().count() <= 30);
+}
