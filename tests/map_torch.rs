@@ -304,14 +304,16 @@ fn torchvision_ops_map_to_their_kernels_with_one_thread_by_default() {
     }
 
     // The flip's kernel is a fast copy under torchvision's Python wrapper
-    // and a torch.rand call, so its share of the op depends on the
-    // machine: 0.76-0.82 here, 0.45 on a CI machine. What the op's own
-    // timer says is the reference: the CPU time of Pillow's C-level
-    // transpose (the kernel, its allocation and one C call) against the
-    // whole op's, in one Python, interleaved. The kernel must hold at
-    // least 0.6 of that (the rest of the C call: allocation, page faults,
-    // and the sampler's noise at 400 samples) and be the op's hottest
-    // function.
+    // and a torch.rand call, so its share of the op's samples depends on
+    // the machine and its load: 0.76-0.82 here on a quiet machine,
+    // 0.64-0.78 with a CPU hog per CPU, 0.45 in one CI run. The reference
+    // is what the op ran: the kernel takes at least the CPU time Pillow's
+    // C-level transpose takes by the op's own timer, unsampled (the
+    // kernel, its allocation and one C call; sampling only adds to it),
+    // out of the op's CPU time per call in the sampled window (its
+    // task-clock over its calls). The kernel must hold at least 0.7 of
+    // that (the transpose's allocation and C call are not the kernel's,
+    // and 400 samples are noisy) and be the op's hottest function.
     let flip = op(&mapping, "RandomHorizontalFlip");
     let kernel = |f: &str, m: &str| m.starts_with("_imaging") && f == "ImagingFlipLeftRight";
     let part = share(flip, kernel);
@@ -320,23 +322,25 @@ fn torchvision_ops_map_to_their_kernels_with_one_thread_by_default() {
         &fixture("torch_ops/RandomHorizontalFlip.py"),
         ["op(x)", "x.im.transpose(0)"],
     );
-    let reference = (core_us / whole_us).min(1.0);
     let window = &flip["window"];
-    let sampled_us = window["counters"]["task-clock-ns"]
+    let task_clock_ns = window["counters"]["task-clock-ns"]
         .as_f64()
-        .unwrap_or(f64::NAN)
-        / window["iterations"].as_f64().unwrap_or(f64::NAN)
-        / 1000.0;
+        .expect("the window's task-clock");
+    let calls = window["iterations"].as_f64().expect("the window's calls");
+    assert!(task_clock_ns > 0.0 && calls > 0.0, "{window}");
+    let sampled_us = task_clock_ns / calls / 1000.0;
+    let reference = (core_us / sampled_us).min(1.0);
     let hottest = &flip["functions"][0];
     assert!(
-        part >= 0.6 * reference
+        part >= 0.7 * reference
             && kernel(
                 hottest["function"].as_str().unwrap_or(""),
                 hottest["module"].as_str().unwrap_or("")
             ),
-        "RandomHorizontalFlip: {part:.2} in Pillow's flip kernel, against {reference:.2} \
-         of the op's CPU time in Pillow's C-level transpose ({core_us:.1} of {whole_us:.1} \
-         us a call, by the op's own timer; {sampled_us:.1} us a call in the sampled window):\n{}",
+        "RandomHorizontalFlip: {part:.2} of the samples in Pillow's flip kernel, against \
+         {reference:.2} of the op's CPU time a call that its C-level transpose takes \
+         ({core_us:.1} us unsampled, by the op's own timer, of {sampled_us:.1} us a call in \
+         the sampled window; the whole op unsampled: {whole_us:.1} us):\n{}",
         top(flip)
     );
 }
