@@ -100,9 +100,6 @@ fn top(op: &Value) -> String {
         .collect()
 }
 
-/// Which functions (name, module) a check counts.
-type Pick = fn(&str, &str) -> bool;
-
 fn in_openmp(_: &str, module: &str) -> bool {
     module.starts_with("libgomp") || module.starts_with("libiomp") || module.starts_with("libomp")
 }
@@ -283,25 +280,40 @@ fn torchvision_ops_map_to_their_kernels_with_one_thread_by_default() {
             top(op)
         );
     }
-    // The crop's resampling and the loader's decode are the bulk of their
-    // op on any machine: at least half of the samples.
-    let checks: [(&str, &str, Pick); 2] = [
-        ("RandomResizedCrop", "Pillow's resample kernels", |f, m| {
-            m.starts_with("_imaging") && f.trim_start_matches('_').starts_with("ImagingResample")
-        }),
-        ("Loader", "the JPEG decoder's module", |_, m| {
-            m.starts_with("libjpeg")
-        }),
-    ];
-    for (name, what, pick) in checks {
-        let op = op(&mapping, name);
-        let part = share(op, pick);
-        assert!(
-            part >= 0.5,
-            "{name}: only {part:.2} in {what}:\n{}",
-            top(op)
-        );
+    // The crop's resampling is the bulk of its op on any machine: 0.63-0.75
+    // of the samples here, quiet or with a CPU hog per CPU.
+    let crop = op(&mapping, "RandomResizedCrop");
+    let resample = share(crop, |f, m| {
+        m.starts_with("_imaging") && f.trim_start_matches('_').starts_with("ImagingResample")
+    });
+    assert!(
+        resample >= 0.5,
+        "RandomResizedCrop: only {resample:.2} in Pillow's resample kernels:\n{}",
+        top(crop)
+    );
+
+    // The loader's hottest module is the JPEG decoder's. Its share depends
+    // on the process: in some runs the C library's memmove takes 0.26-0.37
+    // of the samples (the op then costs ~1,000 us a call, not ~780; the
+    // decoder keeps 0.47-0.57), in the others 0.05-0.09 (the decoder
+    // 0.70-0.76).
+    let loader = op(&mapping, "Loader");
+    let mut modules: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
+    for f in loader["functions"].as_array().expect("functions") {
+        *modules
+            .entry(f["module"].as_str().unwrap_or(""))
+            .or_default() += f["share"].as_f64().unwrap_or(0.0);
     }
+    let (hottest_module, _) = modules
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .expect("a module");
+    let jpeg = share(loader, |_, m| m.starts_with("libjpeg"));
+    assert!(
+        jpeg >= 0.4 && hottest_module.starts_with("libjpeg"),
+        "Loader: {jpeg:.2} in the JPEG decoder's module, the hottest module is {hottest_module}:\n{}",
+        top(loader)
+    );
 
     // The flip's kernel is a fast copy under torchvision's Python wrapper
     // and a torch.rand call, so its share of the op's samples depends on
