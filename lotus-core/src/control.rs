@@ -84,6 +84,15 @@ pub enum Request {
         /// When, and the process's counters then.
         edge: Edge,
     },
+    /// Stop (`on: false`) or restart (`on: true`) sampling the process
+    /// while no window is open, and reply once done: in between the
+    /// process times its op unsampled, the reference that says how much
+    /// sampling slows the op (`lotus map`'s unsampled calls). Backends
+    /// whose samplers cannot be stopped from lotus refuse.
+    Sampling {
+        /// Whether sampling runs again.
+        on: bool,
+    },
 }
 
 /// The lotus process's answer.
@@ -117,6 +126,8 @@ impl Request {
                 line
             }
             Request::ClosedAt { edge } => format!("closed {}\n", edge.encode()),
+            Request::Sampling { on: true } => "sampling on\n".to_string(),
+            Request::Sampling { on: false } => "sampling off\n".to_string(),
         }
     }
 
@@ -148,6 +159,8 @@ impl Request {
             None if line == "resume" => Ok(Request::Resume { op: String::new() }),
             None if line == "pause" => Ok(Request::Pause),
             None if line == "detach" => Ok(Request::Detach),
+            Some(("sampling", "on")) => Ok(Request::Sampling { on: true }),
+            Some(("sampling", "off")) => Ok(Request::Sampling { on: false }),
             _ => Err(BadMessage(line.to_string())),
         }
     }
@@ -236,9 +249,14 @@ mod tests {
                     ..Edge::default()
                 },
             },
+            Request::Sampling { on: true },
+            Request::Sampling { on: false },
         ] {
             assert_eq!(Request::decode(&req.encode()), Ok(req));
         }
+        assert!(Request::Sampling { on: false }.wants_reply());
+        assert!(Request::decode("sampling").is_err());
+        assert!(Request::decode("sampling maybe").is_err());
         assert!(Request::decode("opened 1 2 3").is_err());
         assert!(Request::decode("closed 1 2 3 x").is_err());
         assert!(Request::decode("closed 1 2 3 4 5").is_err());

@@ -341,6 +341,16 @@ pub trait Collection: Send {
     fn pause_at(&mut self, edge: &crate::control::Edge) -> Result<(), ProfilerError> {
         self.resume_at(edge)
     }
+    /// Stops (`on: false`) or restarts (`on: true`) sampling while no
+    /// window is open ([`crate::control::Request::Sampling`]): the profiled
+    /// process then times its op unsampled. Backends that cannot refuse.
+    fn set_sampling(&mut self, on: bool) -> Result<(), ProfilerError> {
+        let _ = on;
+        Err(ProfilerError::Other {
+            backend: "lotus".into(),
+            message: "this backend cannot stop sampling outside a window".into(),
+        })
+    }
     /// Says no more stamped edges will come (the control channel closed, or
     /// the process is gone): what was held back waiting for them can be
     /// counted.

@@ -192,6 +192,9 @@ pub struct PerfCollection {
     /// [`Collection::resume_at`]); the open one's opening edge.
     stamped: bool,
     open_edge: Option<Edge>,
+    /// Sampling stopped outside windows at the process's request
+    /// ([`Collection::set_sampling`]).
+    sampling_off: bool,
 }
 
 /// Why cycles and instructions have no per-window figure in windows the
@@ -227,6 +230,7 @@ impl PerfCollection {
             notes,
             stamped: sampling.stamped,
             open_edge: None,
+            sampling_off: false,
         }
     }
 
@@ -498,6 +502,9 @@ impl Collection for PerfCollection {
         if self.is_open() {
             return Ok(());
         }
+        // A window always samples: sampling stopped for the process's
+        // unsampled calls restarts first.
+        self.set_sampling(true)?;
         let drain = self.drain.as_ref().ok_or_else(finished)?;
         match self.mode {
             WindowSwitch::Timestamps => {
@@ -547,7 +554,7 @@ impl Collection for PerfCollection {
     }
 
     fn resume_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), ProfilerError> {
-        if self.mode != WindowSwitch::Timestamps || self.is_open() {
+        if self.mode != WindowSwitch::Timestamps || self.is_open() || self.sampling_off {
             self.resume()?;
             tell();
             return Ok(());
@@ -597,6 +604,16 @@ impl Collection for PerfCollection {
                     .into(),
             });
         }
+        if self.sampling_off {
+            // The window opened before lotus could restart sampling: its
+            // first samples are missing, so it cannot count.
+            return Err(ProfilerError::Other {
+                backend: BACKEND.into(),
+                message: "the process opened a window while it had sampling stopped \
+                          (lotus_sampling(1) must come before lotus_resume)"
+                    .into(),
+            });
+        }
         if self.open_edge.is_none() {
             drain.open_window_at(edge.at_ns);
             self.open_edge = Some(*edge);
@@ -626,6 +643,28 @@ impl Collection for PerfCollection {
             duration: Duration::from_nanos(edge.at_ns.saturating_sub(start)),
             deltas,
         });
+        Ok(())
+    }
+
+    fn set_sampling(&mut self, on: bool) -> Result<(), ProfilerError> {
+        if on != self.sampling_off {
+            return Ok(());
+        }
+        if self.is_open() || self.open_edge.is_some() {
+            return Err(ProfilerError::Other {
+                backend: BACKEND.into(),
+                message: "sampling cannot stop while a window is open (pause first)".into(),
+            });
+        }
+        // Switched by ioctl, the samplers are off outside windows already.
+        if self.mode == WindowSwitch::Timestamps {
+            if on {
+                self.switch.enable()?;
+            } else {
+                self.switch.disable()?;
+            }
+        }
+        self.sampling_off = !on;
         Ok(())
     }
 

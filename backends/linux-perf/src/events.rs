@@ -242,16 +242,16 @@ fn open_with(
         let sampler = counter
             .sampled(SAMPLE_BUFFER)
             .map_err(|e| mmap_error(&what, e))?;
-        if !sampling {
-            // Switched by ioctl from the control thread while the drain
-            // thread owns the sampler: keep a duplicate descriptor.
-            // SAFETY: the descriptor is open for as long as `sampler` lives,
-            // and it is only borrowed here to duplicate it.
-            let dup = unsafe { BorrowedFd::borrow_raw(sampler.as_raw_fd()) }
-                .try_clone_to_owned()
-                .map_err(|e| event_io("duplicating a sampler descriptor", e))?;
-            fds.push(dup);
-        }
+        // Switched by ioctl from the control thread while the drain thread
+        // owns the sampler (each window in the ioctl mode; sampling stopped
+        // for a process's unsampled calls in either): keep a duplicate
+        // descriptor.
+        // SAFETY: the descriptor is open for as long as `sampler` lives,
+        // and it is only borrowed here to duplicate it.
+        let dup = unsafe { BorrowedFd::borrow_raw(sampler.as_raw_fd()) }
+            .try_clone_to_owned()
+            .map_err(|e| event_io("duplicating a sampler descriptor", e))?;
+        fds.push(dup);
         samplers.push(sampler);
 
         let what = format!("side-band tracking (mmap, fork, exec) of pid {pid} on CPU {cpu}");

@@ -102,6 +102,40 @@ fn only_the_window(switch: WindowSwitch) {
     }
 }
 
+/// `set_sampling(false)` stops the samplers outside windows (the unsampled
+/// calls `lotus map` times for its reference), `set_sampling(true)` and a
+/// window's resume start them again; stopping inside a window is refused.
+#[test]
+fn sampling_stopped_outside_windows_takes_no_samples() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_burn(dir.path());
+    let mut ch = Channel::new();
+    let target = ch.target(&exe, "phases", 0.5);
+    let mut c = start_with(&mut ch, &target, WindowSwitch::Timestamps);
+    ch.expect(b'a'); // phase A ran sampled (outside any window)
+    c.set_sampling(false).expect("stop sampling");
+    c.set_sampling(false).expect("stopping twice is no error");
+    ch.go();
+    ch.expect(b'b'); // phase B ran with sampling stopped
+    // A window restarts sampling, and sampling cannot stop inside it.
+    c.resume().expect("resume");
+    let refused = c.set_sampling(false).expect_err("stopped inside a window");
+    assert!(refused.to_string().contains("window is open"), "{refused}");
+    c.pause().expect("pause");
+    ch.go();
+    wait_exit(&mut c);
+    let report = c.finish().expect("finish");
+    // Each phase burned 0.5 s of CPU: A's samples alone are outside the
+    // window, about half a second's worth; with B's they would be twice.
+    let per_phase = report.frequency_hz as f64 * 0.5;
+    let outside = report.samples_outside_windows as f64;
+    assert!(
+        (0.5 * per_phase..1.5 * per_phase).contains(&outside),
+        "{outside} samples outside the window, {per_phase} expected for phase A alone"
+    );
+}
+
 #[test]
 fn switch_then_tell_keeps_samples_exact_and_counters_close() {
     // resume_then / pause_then tell the target before reading counters:

@@ -161,6 +161,7 @@ pub(crate) fn serve_until(
                         Request::Resume { .. } => collection.resume_then(&mut tell),
                         Request::Pause => collection.pause_then(&mut tell),
                         Request::Detach => Ok(()),
+                        Request::Sampling { on } => collection.set_sampling(on),
                         Request::OpenedAt { .. } | Request::ClosedAt { .. } => Ok(()),
                     };
                     match outcome {
