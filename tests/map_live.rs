@@ -927,3 +927,57 @@ def op(x):
         "no function marked baseline: {o}"
     );
 }
+
+/// After each window the harness calls the op again with sampling stopped
+/// (lotus stops the samplers over the control channel) and times the
+/// calls: the mapping keeps them beside the windows, each run's progress
+/// line says what sampling cost a call, and `lotus show` prints both
+/// figures. Sampling only adds work, so a sampled call takes at least
+/// about the CPU time of an unsampled one.
+#[test]
+fn each_op_is_timed_unsampled_after_its_windows() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ops = op_files(&["RandomHorizontalFlip"]);
+    let out = tmp.path().join("m.json");
+    let (m, stderr) = map(
+        &ops,
+        &[
+            "--runs",
+            "2",
+            "--warmup",
+            "2",
+            "--min-samples",
+            "1500",
+            "--no-baseline",
+        ],
+        &out,
+    );
+    let o = op(&m, "RandomHorizontalFlip");
+    let w = &o["window"];
+    let u = &w["unsampled"];
+    let calls = u["calls"].as_f64().expect("unsampled calls");
+    let cpu_s = u["cpu_seconds"].as_f64().expect("unsampled CPU");
+    let wall_s = u["seconds"].as_f64().expect("unsampled seconds");
+    // Two runs of a twentieth of a window's CPU time each (at most 25 ms).
+    assert!(calls >= 2.0 && cpu_s > 0.0 && cpu_s <= 0.2, "{w}");
+    assert!(wall_s >= 0.9 * cpu_s, "the op is single-threaded: {w}");
+    let sampled = w["counters"]["task-clock-ns"].as_f64().expect("task-clock")
+        / 1e9
+        / w["iterations"].as_f64().expect("calls");
+    let unsampled = cpu_s / calls;
+    assert!(
+        sampled >= 0.7 * unsampled && sampled <= 5.0 * unsampled,
+        "{sampled} s a call sampled against {unsampled} unsampled: {w}"
+    );
+    let runs_with_cost = stderr
+        .lines()
+        .filter(|l| l.contains("% CPU a call"))
+        .count();
+    assert_eq!(runs_with_cost, 2, "{stderr}");
+    let shown = lotus_env(&["show", out.to_str().expect("utf-8 path")], &[]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        text.contains("us CPU a call sampled against") && text.contains("unsampled"),
+        "{text}"
+    );
+}

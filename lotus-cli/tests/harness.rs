@@ -87,6 +87,7 @@ struct Options<'a> {
     empty: bool,
     name: Option<&'a str>,
     env: Vec<(&'a str, String)>,
+    unsampled_ms: Option<u64>,
 }
 
 impl Default for Options<'_> {
@@ -98,6 +99,7 @@ impl Default for Options<'_> {
             empty: false,
             name: None,
             env: Vec::new(),
+            unsampled_ms: None,
         }
     }
 }
@@ -127,6 +129,7 @@ fn run_harness(
         cwd: None,
         runs: None,
         run_timeout: None,
+        unsampled: opts.unsampled_ms.map(Duration::from_millis),
     };
     let mut cmd = Command::new(python());
     cmd.arg(&files.harness)
@@ -212,6 +215,77 @@ def setup():
 def op(f):
     f.write(b"call\n")
 "#;
+
+/// With `--unsampled-ms` the op is called again after the window, between
+/// "sampling off" and "sampling on" (each waiting for lotus's reply), for
+/// that much CPU time; the calls are timed in the result. Where lotus
+/// refuses, the result says why and the run still succeeds.
+#[test]
+fn after_the_window_the_op_runs_timed_with_sampling_stopped() {
+    let ops = tempfile::tempdir().expect("temp dir");
+    let op_file = write(ops.path(), "counted_op.py", COUNTING_OP);
+    write(ops.path(), "input.txt", "payload");
+    let count_file = ops.path().join("calls.txt");
+    let options = || Options {
+        warmup: 3,
+        window_ms: 20,
+        unsampled_ms: Some(10),
+        env: vec![("COUNT_FILE", count_file.display().to_string())],
+        ..Options::default()
+    };
+    let run = run_harness(&op_file, options(), |_, host| {
+        let calls = count_lines(&count_file);
+        host.reply(&Reply::Ok).expect("reply");
+        Some(calls.to_string())
+    });
+    let result = run.assert_ok();
+    assert_eq!(
+        run.requests,
+        ["resume Counted", "pause", "sampling off", "sampling on"]
+    );
+    let iterations = result.iterations.expect("iterations");
+    let unsampled = result.unsampled.expect("unsampled calls");
+    assert_eq!(
+        run.notes,
+        [
+            "3".to_string(),
+            (3 + iterations).to_string(),
+            (3 + iterations).to_string(),
+            (3 + iterations + unsampled.calls).to_string()
+        ],
+        "the unsampled calls come after the window, between off and on"
+    );
+    assert!(unsampled.calls >= 1, "{unsampled:?}");
+    // At least the CPU time asked for, unless the wall-clock cap (three
+    // times that) came first.
+    assert!(
+        unsampled.cpu_ns >= 10_000_000 || unsampled.wall_ns >= 30_000_000,
+        "{unsampled:?}"
+    );
+    assert_eq!(result.unsampled_error, None);
+
+    // lotus refuses to stop sampling: no reference, a reason, no failure.
+    std::fs::remove_file(&count_file).expect("reset the count");
+    let run = run_harness(&op_file, options(), |line, host| {
+        let reply = if line.starts_with("sampling") {
+            Reply::Error("this backend cannot stop sampling".into())
+        } else {
+            Reply::Ok
+        };
+        host.reply(&reply).expect("reply");
+        None
+    });
+    let result = run.assert_ok();
+    assert_eq!(run.requests, ["resume Counted", "pause", "sampling off"]);
+    assert_eq!(result.unsampled, None);
+    assert!(
+        result
+            .unsampled_error
+            .as_deref()
+            .is_some_and(|e| e.contains("cannot stop sampling")),
+        "{result:?}"
+    );
+}
 
 #[test]
 fn op_mode_warms_up_outside_the_window_then_loops_inside_it() {

@@ -140,6 +140,7 @@ fn harness_args(op_file: &Path, result: &Path, warmup: u32) -> HarnessArgs {
         cwd: None,
         runs: None,
         run_timeout: None,
+        unsampled: None,
     }
 }
 

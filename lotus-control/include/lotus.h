@@ -92,6 +92,16 @@ int lotus_pause(void);
 int lotus_detach(void);
 
 /*
+ * Stops (on == 0) or restarts (on != 0) sampling this process outside
+ * windows, and returns once lotus has done it: code timed in between runs
+ * unsampled (lotus map times the op so, as the reference for what
+ * sampling costs it). Not inside a window: lotus_resume restarts it
+ * anyway. Under VTune and uProf, and not under lotus: returns 0 and does
+ * nothing. 0 on success, -1 on failure (see lotus_last_error).
+ */
+int lotus_sampling(int on);
+
+/*
  * The message of this thread's most recent failed call, "" when none has
  * failed. Successful calls leave it unchanged. The pointer stays valid
  * until the next failing call on the same thread; copy it to keep it.

@@ -33,6 +33,8 @@ pub(crate) enum Call<'a> {
     Resume(&'a str),
     Pause,
     Detach,
+    /// Stop (`false`) or restart (`true`) sampling outside windows.
+    Sampling(bool),
 }
 
 impl Call<'_> {
@@ -41,6 +43,7 @@ impl Call<'_> {
             Call::Resume(_) => "lotus_resume",
             Call::Pause => "lotus_pause",
             Call::Detach => "lotus_detach",
+            Call::Sampling(_) => "lotus_sampling",
         }
     }
 
@@ -49,6 +52,7 @@ impl Call<'_> {
             Call::Resume(op) => Request::Resume { op: op.to_string() },
             Call::Pause => Request::Pause,
             Call::Detach => Request::Detach,
+            Call::Sampling(on) => Request::Sampling { on },
         }
     }
 }
@@ -133,6 +137,9 @@ impl Control {
         match &self.backend {
             Backend::Inactive => Ok(()),
             Backend::Misconfigured(why) => Err(ControlError::Misconfigured(why.clone())),
+            // The vendor's collection is paused outside windows already:
+            // nothing to stop or restart.
+            Backend::InProcess(_) if matches!(call, Call::Sampling(_)) => Ok(()),
             Backend::InProcess(vendor) => crate::vendor::call(*vendor, call),
             Backend::Channel(state) => {
                 // Before taking the lock: a child forked while another
@@ -170,7 +177,7 @@ impl ChannelState {
         }
         let Some(channel) = self.channel.as_mut() else {
             return match call {
-                Call::Resume(_) => Err(ControlError::Detached {
+                Call::Resume(_) | Call::Sampling(_) => Err(ControlError::Detached {
                     call: call.c_name(),
                 }),
                 // Nothing is open after a detach: closing again is a no-op.
@@ -199,7 +206,9 @@ impl ChannelState {
                         },
                     })
                 }
-                Call::Detach => None,
+                // Round trips: lotus stops or restarts sampling, then
+                // replies.
+                Call::Detach | Call::Sampling(_) => None,
             };
             if let Some(request) = request {
                 return channel.send_only(&request).inspect_err(|err| {

@@ -74,6 +74,16 @@ pub extern "C" fn lotus_detach() -> c_int {
     guarded(|| Control::get().call(Call::Detach))
 }
 
+/// Stops (`on` 0) or restarts (`on` non-zero) sampling this process
+/// outside windows, and returns once lotus has done it: the process can
+/// then time code unsampled (`lotus map`'s unsampled calls, the reference
+/// for what sampling costs the op). Not inside a window. Under VTune and
+/// uProf, and outside lotus, a no-op. 0, or -1 (see `lotus_last_error`).
+#[no_mangle]
+pub extern "C" fn lotus_sampling(on: c_int) -> c_int {
+    guarded(|| Control::get().call(Call::Sampling(on != 0)))
+}
+
 /// After fork: this process becomes the control channel's owner (the
 /// parent must not call the library until this child is done). 0.
 #[no_mangle]

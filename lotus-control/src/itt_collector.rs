@@ -175,6 +175,7 @@ fn route(call: Call<'_>, itt_name: &str) {
             match call {
                 Call::Resume(_) => WINDOW_OPEN.store(true, Ordering::SeqCst),
                 Call::Pause | Call::Detach => WINDOW_OPEN.store(false, Ordering::SeqCst),
+                Call::Sampling(_) => {}
             }
         }
         result

@@ -180,6 +180,60 @@ pub struct WindowSummary {
         deserialize_with = "read::unique_keys"
     )]
     pub unsupported: BTreeMap<String, String>,
+    /// The op's calls timed with sampling stopped right after each window,
+    /// summed over runs: the reference for what sampling cost each call
+    /// (see [`WindowSummary::sampling_cost`]). Absent where the backend
+    /// cannot stop sampling outside windows (VTune, uProf), for scripts,
+    /// and in mappings made before lotus timed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsampled: Option<UnsampledCalls>,
+}
+
+/// Op calls timed with sampling stopped (see [`WindowSummary::unsampled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct UnsampledCalls {
+    /// Calls timed.
+    pub calls: u64,
+    /// Their wall-clock seconds.
+    pub seconds: f64,
+    /// The op process's CPU seconds meanwhile (all its threads, the clock
+    /// a window's `task-clock-ns` reads).
+    pub cpu_seconds: f64,
+}
+
+/// What sampling cost an op's calls: its windows' CPU time per call
+/// against the same op's unsampled calls'.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplingCost {
+    /// CPU seconds a call in the windows (sampled).
+    pub sampled_cpu_s: f64,
+    /// CPU seconds a call with sampling stopped.
+    pub unsampled_cpu_s: f64,
+}
+
+impl SamplingCost {
+    /// How much more CPU time a sampled call took, as a fraction (0.48:
+    /// 48% more); negative within noise.
+    pub fn slowdown(&self) -> f64 {
+        self.sampled_cpu_s / self.unsampled_cpu_s - 1.0
+    }
+}
+
+impl WindowSummary {
+    /// What sampling cost each call, where the windows counted calls and
+    /// CPU time (`task-clock-ns`) and unsampled calls were timed.
+    pub fn sampling_cost(&self) -> Option<SamplingCost> {
+        let u = self.unsampled.as_ref()?;
+        let cpu_ns = *self.counters.get("task-clock-ns")?;
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        if self.iterations == 0 || u.calls == 0 || !positive(u.cpu_seconds) || !positive(cpu_ns) {
+            return None;
+        }
+        Some(SamplingCost {
+            sampled_cpu_s: cpu_ns / 1e9 / self.iterations as f64,
+            unsampled_cpu_s: u.cpu_seconds / u.calls as f64,
+        })
+    }
 }
 
 /// A function found under more than one op.
@@ -729,6 +783,36 @@ impl MappingError {
 mod tests {
     use super::*;
     use crate::row::Row;
+
+    #[test]
+    fn sampling_cost_compares_the_windows_calls_with_the_unsampled_ones() {
+        let mut w = WindowSummary {
+            iterations: 1000,
+            ..WindowSummary::default()
+        };
+        w.counters.insert("task-clock-ns".into(), 150_000_000.0);
+        assert_eq!(w.sampling_cost(), None, "no unsampled calls");
+        w.unsampled = Some(UnsampledCalls {
+            calls: 200,
+            seconds: 0.021,
+            cpu_seconds: 0.02,
+        });
+        let cost = w.sampling_cost().expect("both figures");
+        assert!((cost.sampled_cpu_s - 150e-6).abs() < 1e-12);
+        assert!((cost.unsampled_cpu_s - 100e-6).abs() < 1e-12);
+        assert!((cost.slowdown() - 0.5).abs() < 1e-9);
+        // The field round-trips, and a mapping written before it reads.
+        let text = serde_json::to_string(&w).expect("json");
+        let back: WindowSummary = serde_json::from_str(&text).expect("read back");
+        assert_eq!(back, w);
+        let old: WindowSummary =
+            serde_json::from_str(r#"{"seconds": 1.0, "iterations": 3, "samples": 9}"#)
+                .expect("old window");
+        assert_eq!(old.unsampled, None);
+        // No calls or no CPU time: no figure rather than a division by 0.
+        w.unsampled = Some(UnsampledCalls::default());
+        assert_eq!(w.sampling_cost(), None);
+    }
 
     fn report(rows: &[(&str, &str, f64)]) -> Report {
         Report {

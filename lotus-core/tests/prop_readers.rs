@@ -19,7 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use lotus_core::attribute::{AttributeError, OpTimes};
 use lotus_core::mapping::{
-    FunctionEntry, Mapping, MappingError, OpFailure, OpMapping, Settings, WindowSummary,
+    FunctionEntry, Mapping, MappingError, OpFailure, OpMapping, Settings, UnsampledCalls,
+    WindowSummary,
 };
 use lotus_core::profile::{Profile, ProfileError};
 use lotus_core::{MergeRule, Row, Unit};
@@ -188,6 +189,11 @@ fn op_mapping(name: String) -> impl Strategy<Value = OpMapping> {
                     lost_samples: 0,
                     counters: BTreeMap::from([("task-clock-ns".to_string(), seconds * 1e9)]),
                     unsupported: BTreeMap::new(),
+                    unsampled: (iterations % 3 == 0).then_some(UnsampledCalls {
+                        calls: iterations,
+                        seconds,
+                        cpu_seconds: seconds / 2.0,
+                    }),
                 }),
             };
             op.recompute();

@@ -84,6 +84,19 @@ if _lib_path:
         becomes this process's; the parent leaves it alone meanwhile."""
         _lib.lotus_adopt()
 
+    try:
+        _c_sampling = _lib.lotus_sampling
+    except AttributeError:
+        _c_sampling = None
+
+    def _sampling(on):
+        """Stop (False) or restart (True) sampling this process outside
+        windows; returns once lotus has (the harness's unsampled calls)."""
+        if _c_sampling is None:
+            raise RuntimeError(f"lotus: the control library {_lib_path} has no lotus_sampling")
+        if _c_sampling(1 if on else 0) != 0:
+            raise _error(_lib)
+
     def backend():
         """The active backend's name ("perf", "vtune", "uprof") or None."""
         name = _lib.lotus_backend()
@@ -98,7 +111,7 @@ elif os.environ.get(_ENV_FDS):
             "cannot reach the lotus process (was this started by lotus?)"
         )
 
-    resume = pause = detach = _missing
+    resume = pause = detach = _sampling = _missing
 
     def _adopt():
         """Nothing to adopt without the library."""
@@ -123,6 +136,9 @@ else:
         """Not under lotus: does nothing."""
 
     def _adopt():
+        """Not under lotus: does nothing."""
+
+    def _sampling(on):
         """Not under lotus: does nothing."""
 
     def active():

@@ -32,6 +32,8 @@ run.
 The result is written to --result as JSON (atomically):
   op mode:     {"name", "mode": "op", "iterations", "window_ns",
                 "window_cpu_ns", "warmup",
+                "unsampled": {"calls", "wall_ns", "cpu_ns"} (with --unsampled-ms),
+                "unsampled_error" (lotus could not stop sampling: no reference),
                 "setup_ns", "pid", "op_file", "torch_threads" (when torch is loaded)}
   script mode: {"name", "mode": "script", "pid", "op_file", "program" (a native program),
                 "windows": [[name given to lotus.resume, windows], ...],
@@ -99,6 +101,14 @@ def parse_args(argv):
     )
     p.add_argument(
         "--run-timeout", type=float, help="fork server: seconds one run may take before it is stopped"
+    )
+    p.add_argument(
+        "--unsampled-ms",
+        type=float,
+        default=0.0,
+        help="op mode: after the window, call the op with sampling stopped (lotus._sampling) "
+        "until the process has used this much CPU time, timing the calls: the reference for "
+        "what sampling costs each call (0: none)",
     )
     p.add_argument(
         "--start-gate",
@@ -404,6 +414,49 @@ def measure_op(args, lotus, result, name, setup, op):
     result["iterations"] = iterations
     result["window_ns"] = now - start
     result["window_cpu_ns"] = cpu() - cpu_start
+    if args.unsampled_ms > 0:
+        measure_unsampled(args, lotus, result, op, x)
+
+
+def measure_unsampled(args, lotus, result, op, x):
+    """Right after the window, with sampling stopped: op calls until the
+    process has used --unsampled-ms of CPU time (at least one; at most
+    WALL_CAP times that in wall time), timed as the window's are (the clock
+    and the CPU timer read after each call), in the same warm state. Their
+    CPU time per call against the window's says what sampling costs the
+    op. Where lotus cannot stop sampling, the reason is recorded and the
+    run goes on without one."""
+    try:
+        lotus._sampling(False)
+    except RuntimeError as e:
+        result["unsampled_error"] = str(e)
+        return
+    budget_ns = int(args.unsampled_ms * 1_000_000)
+    clock = time.perf_counter_ns
+    cpu = time.process_time_ns
+    calls = 0
+    try:
+        start = clock()
+        cpu_start = cpu()
+        while True:
+            op(x)
+            calls += 1
+            now = clock()
+            used = cpu() - cpu_start
+            if used >= budget_ns or now - start >= WALL_CAP * budget_ns:
+                break
+    except (Exception, SystemExit):
+        failure = raised("window")
+        try:
+            lotus._sampling(True)
+        except RuntimeError:
+            pass
+        raise failure
+    try:
+        lotus._sampling(True)
+    except RuntimeError:
+        raise control_failed("_sampling")
+    result["unsampled"] = {"calls": calls, "wall_ns": now - start, "cpu_ns": used}
 
 
 # Script mode: lotus measures one op name per run when a script opens

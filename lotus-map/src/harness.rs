@@ -214,6 +214,10 @@ pub(crate) struct HarnessArgs {
     pub runs: Option<u32>,
     /// Fork server: how long one run may take before it is stopped.
     pub run_timeout: Option<Duration>,
+    /// Op mode: after the window, call the op with sampling stopped for
+    /// this much CPU time, timing the calls (the reference for what
+    /// sampling costs each call).
+    pub unsampled: Option<Duration>,
 }
 
 impl HarnessArgs {
@@ -253,6 +257,10 @@ impl HarnessArgs {
         if let Some(limit) = self.run_timeout {
             args.push("--run-timeout".into());
             args.push(format!("{}", limit.as_secs_f64()).into());
+        }
+        if let Some(unsampled) = self.unsampled {
+            args.push("--unsampled-ms".into());
+            args.push(format!("{}", unsampled.as_secs_f64() * 1000.0).into());
         }
         args
     }
@@ -355,6 +363,24 @@ pub(crate) struct HarnessResult {
     /// A fork server's run still going at `--run-timeout` (it was stopped).
     #[serde(default)]
     pub child_timeout: bool,
+    /// Op mode with `--unsampled-ms`: the calls timed with sampling
+    /// stopped.
+    #[serde(default)]
+    pub unsampled: Option<UnsampledResult>,
+    /// Why lotus could not stop sampling for those calls.
+    #[serde(default)]
+    pub unsampled_error: Option<String>,
+}
+
+/// The harness's calls with sampling stopped ([`HarnessResult::unsampled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+pub(crate) struct UnsampledResult {
+    /// Calls made.
+    pub calls: u64,
+    /// Wall-clock time they took, in ns.
+    pub wall_ns: u64,
+    /// The process's CPU time meanwhile, in ns.
+    pub cpu_ns: u64,
 }
 
 impl HarnessResult {
@@ -428,6 +454,7 @@ mod tests {
             cwd: Some("/repo".into()),
             runs: None,
             run_timeout: None,
+            unsampled: Some(Duration::from_millis(25)),
         };
         let args: Vec<String> = args
             .to_args()
@@ -453,7 +480,9 @@ mod tests {
                 "--threads",
                 "1",
                 "--cwd",
-                "/repo"
+                "/repo",
+                "--unsampled-ms",
+                "25"
             ]
         );
     }
@@ -467,6 +496,20 @@ mod tests {
         .expect("op result");
         assert_eq!(ok.mode, Some(HarnessMode::Op));
         assert_eq!(ok.ns_per_iteration(), Some(200.0));
+        assert_eq!(ok.unsampled, None);
+        let timed: HarnessResult = serde_json::from_str(
+            r#"{"name": "Crop", "mode": "op", "pid": 42,
+                "unsampled": {"calls": 7, "wall_ns": 900, "cpu_ns": 800}}"#,
+        )
+        .expect("op result with unsampled calls");
+        assert_eq!(
+            timed.unsampled,
+            Some(UnsampledResult {
+                calls: 7,
+                wall_ns: 900,
+                cpu_ns: 800
+            })
+        );
         let failed: HarnessResult = serde_json::from_str(
             r#"{"name": "Crop", "pid": 42, "error": "Traceback ...", "stage": "parse"}"#,
         )

@@ -42,7 +42,9 @@ use run::run_once;
 pub use run_checks::check_op_file;
 use run_checks::{empty_run, window_names};
 pub use serve::{serve, RunError, REAP_LIMIT};
-use windows::{add_windows, low_samples_warning, RunWindows};
+use windows::{
+    add_windows, low_samples_warning, run_sampling_cost, sampling_cost_warning, RunWindows,
+};
 
 /// What a live mapping produced.
 #[derive(Debug)]
@@ -637,11 +639,21 @@ fn map_op(
                 out.result.window_ns.unwrap_or(0) as f64 / 1e9
             )
         };
+        let cost = run_sampling_cost(&out).map_or_else(String::new, |c| format!(", {c}"));
         progress.run_done(&format!(
-            "{shown} run {run}/{runs}: {} samples, {what}, {} functions",
+            "{shown} run {run}/{runs}: {} samples, {what}, {} functions{cost}",
             samples,
             out.report.rows.len()
         ));
+        if let Some(why) = &out.result.unsampled_error {
+            progress.message(
+                MessageKind::Warning,
+                &format!(
+                    "{shown}: run {run}: lotus could not stop sampling to time the op unsampled ({}); the mapping has no sampling cost for it",
+                    one_line(why)
+                ),
+            );
+        }
         if let Some(why) = threads::spin_warning(&out.report, &opts.threads) {
             progress.message(MessageKind::Warning, &format!("{shown}: run {run}: {why}"));
         }
@@ -678,6 +690,9 @@ fn map_op(
                         spec.file.display()
                     ),
                 );
+            }
+            if let Some(why) = sampling_cost_warning(&shown, &summary, opts.frequency) {
+                progress.message(MessageKind::Warning, &why);
             }
             op.window = Some(summary);
             OpOutcome::Mapped(op)

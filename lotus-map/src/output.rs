@@ -194,8 +194,20 @@ fn render_table(mapping: &Mapping, top: usize, width: NameWidth) -> String {
     let imported = mapping.imported_from.is_some();
     let mut out = format!("lotus mapping: {}\n", header_line(mapping));
     for op in &mapping.ops {
+        let cost = op
+            .window
+            .as_ref()
+            .and_then(|w| w.sampling_cost())
+            .map_or_else(String::new, |c| {
+                format!(
+                    ", {:.1} us CPU a call sampled against {:.1} us unsampled ({:+.0}%)",
+                    c.sampled_cpu_s * 1e6,
+                    c.unsampled_cpu_s * 1e6,
+                    c.slowdown() * 100.0
+                )
+            });
         out += &format!(
-            "\n{}  ({} function(s), {} run(s), {} {})\n",
+            "\n{}  ({} function(s), {} run(s), {} {}{cost})\n",
             one_line(&op.name),
             op.functions.len(),
             op.runs,

@@ -118,7 +118,7 @@ fn sampling_stopped_outside_windows_takes_no_samples() {
     c.set_sampling(false).expect("stopping twice is no error");
     ch.go();
     ch.expect(b'b'); // phase B ran with sampling stopped
-    // A window restarts sampling, and sampling cannot stop inside it.
+                     // A window restarts sampling, and sampling cannot stop inside it.
     c.resume().expect("resume");
     let refused = c.set_sampling(false).expect_err("stopped inside a window");
     assert!(refused.to_string().contains("window is open"), "{refused}");

@@ -285,7 +285,7 @@ pub fn default_frequency(backend: &str) -> (u64, Option<String>) {
     let hz = lotus_backend_perf::default_frequency_for(cost);
     let note = cost.filter(|_| hz < full).map(|c| {
         format!(
-            "sampling at {hz} Hz: here each sample costs the op {:.1} us, so {full} Hz would slow it by {:.0}% and shift its functions' shares (-F {full} to sample that fast anyway)",
+            "sampling at {hz} Hz: here each sample costs a compute loop {:.1} us of CPU, so {full} Hz would slow it by {:.0}% and shift an op's function shares (-F {full} to sample that fast anyway; each op's own cost is measured and warned about)",
             c.per_sample.as_secs_f64() * 1e6,
             c.slowdown_at(full) * 100.0,
         )

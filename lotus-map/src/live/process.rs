@@ -3,6 +3,7 @@
 //! options, and what the mapping records about the environment it ran in.
 
 use std::path::Path;
+use std::time::Duration;
 
 use lotus_core::control::ENV_BACKEND;
 use lotus_core::{CollectOptions, Profiler, Target};
@@ -162,6 +163,7 @@ pub(super) fn harness_target(
         cwd: opts.cwd.clone(),
         runs: server_runs,
         run_timeout: server_runs.map(|_| opts.timeout),
+        unsampled: unsampled_budget(backend, spec, opts),
     };
     let mut target = Target::new(opts.python.clone());
     target.args = std::iter::once(files.harness.clone().into_os_string())
@@ -178,6 +180,17 @@ pub(super) fn harness_target(
     }
     target.env.extend(opts.threads.env());
     target
+}
+
+/// How long an op's calls are timed with sampling stopped after each
+/// window (the reference for what sampling costs a call): a twentieth of
+/// the window's CPU time, at most 25 ms (a few hundred calls of a 0.1 ms
+/// op; at least one call however slow the op), where lotus can stop
+/// sampling outside windows (perf). Not for the harness floor nor for
+/// scripts (the harness times only op mode).
+fn unsampled_budget(backend: &dyn Profiler, spec: &OpSpec, opts: &LiveOptions) -> Option<Duration> {
+    const MOST: Duration = Duration::from_millis(25);
+    (backend.switches_windows() && !spec.empty).then(|| (opts.window(backend) / 20).min(MOST))
 }
 
 /// The variables a profiled process needs to reach lotus: the backend's

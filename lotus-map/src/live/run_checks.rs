@@ -152,6 +152,8 @@ mod tests {
                 child_exit: None,
                 child_signal: None,
                 child_timeout: false,
+                unsampled: None,
+                unsampled_error: None,
             },
             windows,
         }

@@ -70,6 +70,12 @@ pub(super) fn add_windows(
     summary.seconds += windows.ns as f64 / 1e9;
     summary.windows += windows.count;
     summary.iterations += out.result.iterations.unwrap_or(0);
+    if let Some(u) = out.result.unsampled {
+        let sum = summary.unsampled.get_or_insert_with(Default::default);
+        sum.calls += u.calls;
+        sum.seconds += u.wall_ns as f64 / 1e9;
+        sum.cpu_seconds += u.cpu_ns as f64 / 1e9;
+    }
     let mut samples = 0;
     for w in &out.windows {
         samples += w.samples;
@@ -86,4 +92,118 @@ pub(super) fn add_windows(
     }
     summary.samples += samples;
     samples
+}
+
+/// A slowdown from sampling past this (the op's calls' CPU time in the
+/// windows against its unsampled calls') is warned about: twice what
+/// lotus's default frequency aims at
+/// ([`lotus_backend_perf::MAX_SLOWDOWN`]).
+pub(super) const SLOWDOWN_WARNING: f64 = 2.0 * lotus_backend_perf::MAX_SLOWDOWN;
+
+/// Fewer unsampled calls than this give too rough a reference to warn on.
+const MIN_UNSAMPLED_CALLS: u64 = 10;
+
+/// The run's progress words for what sampling cost its calls: `sampling
+/// +48% CPU a call` (its window's CPU per call against its unsampled
+/// calls').
+pub(super) fn run_sampling_cost(out: &RunOutput) -> Option<String> {
+    let u = out.result.unsampled?;
+    let calls = out.result.iterations?;
+    let cpu: f64 = out
+        .windows
+        .iter()
+        .filter_map(|w| w.counters.get("task-clock-ns"))
+        .sum();
+    if u.calls == 0 || u.cpu_ns == 0 || calls == 0 || !cpu.is_finite() || cpu <= 0.0 {
+        return None;
+    }
+    let sampled = cpu / calls as f64;
+    let unsampled = u.cpu_ns as f64 / u.calls as f64;
+    Some(format!(
+        "sampling {:+.0}% CPU a call",
+        (sampled / unsampled - 1.0) * 100.0
+    ))
+}
+
+/// The warning for an op whose calls sampling slowed by more than
+/// [`SLOWDOWN_WARNING`], with what a sample cost it and the frequency that
+/// would keep the slowdown at lotus's aim; `None` below it, or without a
+/// reference of enough calls.
+pub(super) fn sampling_cost_warning(
+    shown: &str,
+    summary: &WindowSummary,
+    hz: u64,
+) -> Option<String> {
+    let cost = summary.sampling_cost()?;
+    let unsampled = summary.unsampled?;
+    let slowdown = cost.slowdown();
+    if unsampled.calls < MIN_UNSAMPLED_CALLS
+        || slowdown <= SLOWDOWN_WARNING
+        || summary.iterations == 0
+    {
+        return None;
+    }
+    let samples_per_call = summary.samples as f64 / summary.iterations as f64;
+    let per_sample_us =
+        (cost.sampled_cpu_s - cost.unsampled_cpu_s) * 1e6 / samples_per_call.max(f64::MIN_POSITIVE);
+    // The slowdown grows with the frequency: this one keeps it at the aim.
+    let aim = lotus_backend_perf::MAX_SLOWDOWN;
+    let suggested = ((hz as f64 * aim / slowdown) / 100.0).floor() as u64 * 100;
+    Some(format!(
+        "{shown}: sampling at {hz} Hz made each call take {:.0}% more CPU time ({:.1} us against {:.1} us in {} calls with sampling stopped; a sample costs this op about {per_sample_us:.0} us here, more than on a compute loop, as for memory-heavy code in virtual machines): the windows' time per call is the sampled op's (the mapping keeps both); -F {} keeps the slowdown near {:.0}%",
+        slowdown * 100.0,
+        cost.sampled_cpu_s * 1e6,
+        cost.unsampled_cpu_s * 1e6,
+        unsampled.calls,
+        suggested.max(100),
+        aim * 100.0,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lotus_core::mapping::UnsampledCalls;
+
+    fn summary(sampled_us: f64, unsampled_calls: u64) -> WindowSummary {
+        let mut w = WindowSummary {
+            iterations: 1000,
+            samples: 800,
+            ..WindowSummary::default()
+        };
+        w.counters
+            .insert("task-clock-ns".into(), sampled_us * 1000.0 * 1000.0);
+        w.unsampled = Some(UnsampledCalls {
+            calls: unsampled_calls,
+            seconds: unsampled_calls as f64 * 100e-6,
+            cpu_seconds: unsampled_calls as f64 * 100e-6,
+        });
+        w
+    }
+
+    #[test]
+    fn a_slowdown_past_the_limit_is_warned_with_the_cost_and_a_frequency() {
+        // 150 us a call sampled against 100 us: +50% at 5000 Hz, 0.8
+        // samples a call, so 62.5 us a sample; 10% needs 1000 Hz.
+        let why = sampling_cost_warning("Flip", &summary(150.0, 200), 5000).expect("warned");
+        assert!(why.contains("50% more CPU time"), "{why}");
+        assert!(
+            why.contains("150.0 us against 100.0 us in 200 calls"),
+            "{why}"
+        );
+        assert!(why.contains("about 62 us"), "{why}");
+        assert!(why.contains("-F 1000 "), "{why}");
+        // Under the limit, or with too few unsampled calls: no warning.
+        assert_eq!(
+            sampling_cost_warning("Flip", &summary(115.0, 200), 5000),
+            None
+        );
+        assert_eq!(
+            sampling_cost_warning("Flip", &summary(150.0, 3), 5000),
+            None
+        );
+        // The suggestion never goes below 100 Hz.
+        let why = sampling_cost_warning("Flip", &summary(10_000.0, 200), 100).expect("warned");
+        assert!(why.contains("-F 100 "), "{why}");
+    }
 }
