@@ -83,7 +83,9 @@ fn live_mappings_record_their_host_and_compare_per_call() {
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
     assert_eq!(env["kernel"].as_str(), Some(kernel.trim()));
 
-    // Another host: slower wall clock (x2.5), more CPU (x1.5) per call.
+    // Another host: slower wall clock (x2.5), more CPU (x1.5) per call,
+    // of which its own cost (the calls timed unsampled) is x1.2: the rest
+    // is what sampling costs more there.
     let b = d.join("other.json");
     m["environment"]["host"] = "other-node".into();
     m["environment"]["cpu_model"] = "Other CPU 9000".into();
@@ -93,6 +95,10 @@ fn live_mappings_record_their_host_and_compare_per_call() {
         w["seconds"] = (sec * 2.5).into();
         let tc = w["counters"]["task-clock-ns"].as_f64().expect("tc");
         w["counters"]["task-clock-ns"] = (tc * 1.5).into();
+        let own = w["unsampled"]["cpu_seconds"]
+            .as_f64()
+            .expect("a perf mapping times each op unsampled");
+        w["unsampled"]["cpu_seconds"] = (own * 1.2).into();
     }
     fs::write(&b, serde_json::to_string_pretty(&m).expect("json")).expect("write");
 
@@ -126,11 +132,21 @@ fn live_mappings_record_their_host_and_compare_per_call() {
         assert!(close(lr, (sec_b / calls_b) / (sec / calls)), "{lr}");
         assert!(close(cr, (tc_b / calls_b) / (tc / calls)), "{cr}");
         assert!(close(lr, 2.5) && close(cr, 1.5));
+        assert!(
+            pa["unsampled_cpu_s"].as_f64().is_some_and(|c| c > 0.0),
+            "{o}"
+        );
+        let ur = o["unsampled_cpu_ratio"][1].as_f64().expect("ratio");
+        assert!(close(ur, 1.2), "{ur}");
         assert_eq!(o["latency_ratio"][0].as_f64(), Some(1.0));
     }
     let t = lotus_ok(&["compare", s(&a), s(&b)]);
     assert!(
-        t.contains("Other CPU 9000") && t.contains("2.50x") && t.contains("1.50x"),
+        t.contains("Other CPU 9000")
+            && t.contains("2.50x")
+            && t.contains("1.50x")
+            && t.contains("1.20x")
+            && t.contains("CPU ms unsampled"),
         "{t}"
     );
     let c = lotus_ok(&["compare", s(&a), s(&b), "--format", "csv"]);

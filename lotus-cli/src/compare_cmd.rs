@@ -10,8 +10,10 @@
 //!  "mappings": [{"label": "xeon", "file": "xeon.json",
 //!                "host": {"host": "node1", "cpu_model": "...", "cpus": "32", "cpu_cores": "16", "kernel": "6.1.0"}}],
 //!  "ops": [{"op": "Loader",
-//!           "per_mapping": [{"calls": 400, "latency_s": 0.0021, "cpu_s": 0.0020}, null],
-//!           "latency_ratio": [1.0, null], "cpu_ratio": [1.0, null]}]}
+//!           "per_mapping": [{"calls": 400, "latency_s": 0.0021, "cpu_s": 0.0020,
+//!                            "unsampled_cpu_s": 0.0018}, null],
+//!           "latency_ratio": [1.0, null], "cpu_ratio": [1.0, null],
+//!           "unsampled_cpu_ratio": [1.0, null]}]}
 //! ```
 
 use std::collections::BTreeMap;
@@ -145,6 +147,8 @@ fn csv(labels: &[String], ops: &[OpAcross]) -> Result<String> {
         "cpu_s",
         "latency_ratio",
         "cpu_ratio",
+        "unsampled_cpu_s",
+        "unsampled_cpu_ratio",
     ])?;
     let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     for o in ops {
@@ -158,6 +162,8 @@ fn csv(labels: &[String], ops: &[OpAcross]) -> Result<String> {
                 num(p.and_then(|p| p.cpu_s)),
                 num(o.latency_ratio[i]),
                 num(o.cpu_ratio[i]),
+                num(p.and_then(|p| p.unsampled_cpu_s)),
+                num(o.unsampled_cpu_ratio[i]),
             ])?;
         }
     }
@@ -187,13 +193,24 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross]) -> String {
             get("kernel"),
         ]);
     }
+    // Columns for the unsampled CPU per call where any mapping has it.
+    let unsampled = ops
+        .iter()
+        .flat_map(|o| o.per_mapping.iter().flatten())
+        .any(|p| p.unsampled_cpu_s.is_some());
     let mut header = vec!["op".to_string()];
     for (i, l) in labels.iter().enumerate() {
         header.push(format!("{l} latency ms"));
         header.push(format!("{l} CPU ms"));
+        if unsampled {
+            header.push(format!("{l} CPU ms unsampled"));
+        }
         if i > 0 {
             header.push(format!("{l} / {} latency", labels[0]));
             header.push(format!("{l} / {} CPU", labels[0]));
+            if unsampled {
+                header.push(format!("{l} / {} CPU unsampled", labels[0]));
+            }
         }
     }
     let mut t = new(header);
@@ -206,15 +223,21 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross]) -> String {
             let p = o.per_mapping[i];
             row.push(right(ms(p.and_then(|p| p.latency_s))));
             row.push(right(ms(p.and_then(|p| p.cpu_s))));
+            if unsampled {
+                row.push(right(ms(p.and_then(|p| p.unsampled_cpu_s))));
+            }
             if i > 0 {
                 row.push(right(ratio(o.latency_ratio[i])));
                 row.push(right(ratio(o.cpu_ratio[i])));
+                if unsampled {
+                    row.push(right(ratio(o.unsampled_cpu_ratio[i])));
+                }
             }
         }
         t.add_row(row);
     }
     format!(
-        "Hosts\n{hosts}\n\nOps per call (latency: window time / calls; CPU: task-clock / calls; ratios over {})\n{t}\n",
+        "Hosts\n{hosts}\n\nOps per call (latency: window time / calls; CPU: task-clock / calls; CPU unsampled: calls timed with sampling stopped, the op's own cost; ratios over {})\n{t}\n",
         labels[0]
     )
 }

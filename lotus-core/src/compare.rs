@@ -7,6 +7,11 @@
 //! - latency per call = window seconds / calls;
 //! - CPU per call = `task-clock-ns` / 1e9 / calls (the op's own process's
 //!   CPU time inside its windows);
+//! - unsampled CPU per call = the CPU per call of the op's calls timed
+//!   with sampling stopped after its windows
+//!   ([`WindowSummary::unsampled`](crate::mapping::WindowSummary::unsampled)):
+//!   the op's own cost, free of what sampling cost it on that host (a
+//!   sample costs more on some machines than on others);
 //! - ratio = this mapping's figure / the first mapping's (above 1: slower
 //!   here).
 //!
@@ -32,6 +37,9 @@ pub struct PerCall {
     pub latency_s: Option<f64>,
     /// CPU seconds per call.
     pub cpu_s: Option<f64>,
+    /// CPU seconds per call with sampling stopped (mappings that timed
+    /// the op so).
+    pub unsampled_cpu_s: Option<f64>,
 }
 
 impl PerCall {
@@ -46,6 +54,7 @@ impl PerCall {
             calls: w.iterations,
             latency_s: (w.seconds > 0.0).then(|| w.seconds / n),
             cpu_s: w.counters.get(TASK_CLOCK_NS).map(|ns| ns / 1e9 / n),
+            unsampled_cpu_s: w.sampling_cost().map(|c| c.unsampled_cpu_s),
         })
     }
 }
@@ -62,6 +71,8 @@ pub struct OpAcross {
     pub latency_ratio: Vec<Option<f64>>,
     /// CPU per call over the first mapping's, per mapping.
     pub cpu_ratio: Vec<Option<f64>>,
+    /// Unsampled CPU per call over the first mapping's, per mapping.
+    pub unsampled_cpu_ratio: Vec<Option<f64>>,
 }
 
 /// Every op of the mappings, in the first mapping's order, then ops only
@@ -95,6 +106,7 @@ pub fn compare(mappings: &[&Mapping]) -> Vec<OpAcross> {
                 op: name.to_string(),
                 latency_ratio: ratio(|p| p.latency_s),
                 cpu_ratio: ratio(|p| p.cpu_s),
+                unsampled_cpu_ratio: ratio(|p| p.unsampled_cpu_s),
                 per_mapping: per,
             }
         })
@@ -158,5 +170,42 @@ mod tests {
         assert_eq!(c[1].per_mapping[1], None);
         assert_eq!(c[1].cpu_ratio, vec![None, None]);
         assert_eq!(c[2].latency_ratio, vec![None, None]);
+        assert_eq!(pa.unsampled_cpu_s, None, "no unsampled calls in a");
+        assert_eq!(c[0].unsampled_cpu_ratio, vec![None, None]);
+    }
+
+    #[test]
+    fn unsampled_figures_compare_the_ops_own_cost() {
+        let timed = |cpu_ns: f64, unsampled_cpu_s: f64| {
+            let mut o = op("A", 2.0, 100, Some(cpu_ns));
+            if let Some(w) = o.window.as_mut() {
+                w.unsampled = Some(crate::mapping::UnsampledCalls {
+                    calls: 10,
+                    seconds: unsampled_cpu_s,
+                    cpu_seconds: unsampled_cpu_s,
+                });
+            }
+            o
+        };
+        // Host b samples at a higher cost: its sampled CPU per call is
+        // 1.5 times a's, its own cost only 1.2 times.
+        let a = Mapping::new(
+            "perf",
+            Unit::Samples,
+            Settings::default(),
+            vec![timed(1e9, 0.08)],
+        );
+        let b = Mapping::new(
+            "perf",
+            Unit::Samples,
+            Settings::default(),
+            vec![timed(1.5e9, 0.096)],
+        );
+        let c = compare(&[&a, &b]);
+        let pb = c[0].per_mapping[1].expect("A in b");
+        assert!((pb.unsampled_cpu_s.expect("timed") - 0.0096).abs() < 1e-12);
+        let r = c[0].unsampled_cpu_ratio[1].expect("ratio");
+        assert!((r - 1.2).abs() < 1e-9, "{r}");
+        assert!((c[0].cpu_ratio[1].expect("ratio") - 1.5).abs() < 1e-9);
     }
 }
