@@ -65,7 +65,7 @@ pub(crate) fn open_error(what: &str, e: io::Error) -> ProfilerError {
         },
         Some(libc::EMFILE) | Some(libc::ENFILE) => ProfilerError::Io {
             context: format!(
-                "opening {what}: out of file descriptors (perf needs about three per CPU, \
+                "opening {what}: out of file descriptors (perf needs about four per CPU, \
                  {} CPUs here, plus its own files; the open-file limit is {}): raise it, \
                  e.g. `ulimit -n 4096` before running lotus",
                 crate::events::online_cpus().len(),

@@ -250,7 +250,7 @@ fn open_with(
         // and it is only borrowed here to duplicate it.
         let dup = unsafe { BorrowedFd::borrow_raw(sampler.as_raw_fd()) }
             .try_clone_to_owned()
-            .map_err(|e| event_io("duplicating a sampler descriptor", e))?;
+            .map_err(|e| open_error(&format!("a second descriptor for {what}"), e))?;
         fds.push(dup);
         samplers.push(sampler);
 
