@@ -26,6 +26,7 @@
 //!     match request {
 //!         Request::Resume { .. } => { /* enable counters */ }
 //!         Request::Pause | Request::Detach => { /* disable counters */ }
+//!         Request::Sampling { .. } => { /* stop or restart sampling outside windows */ }
 //!         // Stamped edges: the process did not wait, so no reply.
 //!         Request::OpenedAt { .. } | Request::ClosedAt { .. } => continue,
 //!     }
