@@ -46,6 +46,20 @@ fn hot_functions(switch: WindowSwitch) {
     assert!(w.duration.as_secs_f64() >= 1.0, "{:?}", w.duration);
 }
 
+/// The burn program (built in `dir`) in its "phases" mode under perf,
+/// once its phase A (0.5 s of CPU, no window open) has run.
+fn after_phase_a(
+    dir: &std::path::Path,
+    switch: WindowSwitch,
+) -> (Channel, lotus_backend_perf::PerfCollection) {
+    let exe = build_burn(dir);
+    let mut ch = Channel::new();
+    let target = ch.target(&exe, "phases", 0.5);
+    let c = start_with(&mut ch, &target, switch);
+    ch.expect(b'a');
+    (ch, c)
+}
+
 #[test]
 fn only_the_open_window_is_sampled() {
     for switch in [WindowSwitch::Timestamps, WindowSwitch::Ioctl] {
@@ -56,11 +70,7 @@ fn only_the_open_window_is_sampled() {
 fn only_the_window(switch: WindowSwitch) {
     let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
-    let exe = build_burn(dir.path());
-    let mut ch = Channel::new();
-    let target = ch.target(&exe, "phases", 0.5);
-    let mut c = start_with(&mut ch, &target, switch);
-    ch.expect(b'a'); // phase A ran, unprofiled
+    let (mut ch, mut c) = after_phase_a(dir.path(), switch); // phase A ran, unprofiled
     c.resume().expect("resume");
     ch.go();
     ch.expect(b'b'); // phase B ran in the window
@@ -109,11 +119,8 @@ fn only_the_window(switch: WindowSwitch) {
 fn sampling_stopped_outside_windows_takes_no_samples() {
     let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
-    let exe = build_burn(dir.path());
-    let mut ch = Channel::new();
-    let target = ch.target(&exe, "phases", 0.5);
-    let mut c = start_with(&mut ch, &target, WindowSwitch::Timestamps);
-    ch.expect(b'a'); // phase A ran sampled (outside any window)
+    // Phase A ran sampled (outside any window).
+    let (mut ch, mut c) = after_phase_a(dir.path(), WindowSwitch::Timestamps);
     c.set_sampling(false).expect("stop sampling");
     c.set_sampling(false).expect("stopping twice is no error");
     ch.go();
@@ -143,11 +150,7 @@ fn switch_then_tell_keeps_samples_exact_and_counters_close() {
     // adds only the moment between the switch and the read.
     let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
-    let exe = build_burn(dir.path());
-    let mut ch = Channel::new();
-    let target = ch.target(&exe, "phases", 0.5);
-    let mut c = start_with(&mut ch, &target, WindowSwitch::Timestamps);
-    ch.expect(b'a');
+    let (mut ch, mut c) = after_phase_a(dir.path(), WindowSwitch::Timestamps);
     let mut told = 0;
     c.resume_then(&mut || {
         told += 1;
