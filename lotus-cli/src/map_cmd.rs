@@ -60,7 +60,7 @@ pub struct MapArgs {
     /// Live: op calls before the window opens.
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,
-    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate, and the mapping records the frequency used; VTune and uProf get it as their sampling interval, see the README). Default under perf: 10000 (a window gets its 3000 samples in 0.3 s), lowered where each sample costs the op more, so that sampling slows it by under 10% (lotus measures the cost of a sample at start, about 0.1 s, and records it in the mapping); VTune and uProf: 10000.
+    /// Live: sampling frequency in Hz (perf: the kernel caps it at perf_event_max_sample_rate, and the mapping records the frequency used; VTune and uProf get it as their sampling interval, see the README). Default under perf: 10000 (a window gets its 3000 samples in 0.3 s), lowered where a sample costs more, so that sampling slows a compute loop by under 10% (lotus measures that at start, about 0.1 s, and records it in the mapping; each op's own cost is measured too, by calls timed with sampling stopped, and warned about past 20%); VTune and uProf: 10000.
     #[arg(long, short = 'F', value_parser = clap::value_parser!(u64).range(1..))]
     pub frequency: Option<u64>,
     /// Live: samples each window should hold; with the backend's sampling interval it sets the window's length.
