@@ -231,6 +231,11 @@ impl ChannelState {
                 call: call.c_name(),
                 reason,
             }),
+            Ok(other) => {
+                let err = ControlError::BadReply(format!("{other:?}"));
+                self.broken = Some(err.to_string());
+                Err(err)
+            }
             Err(err) => {
                 self.broken = Some(err.to_string());
                 Err(err)

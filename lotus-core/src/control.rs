@@ -59,8 +59,11 @@ pub struct Edge {
     pub own: OwnCounters,
 }
 
-/// A profiled process's request.
+/// A profiled process's request. New requests come with new versions
+/// (`Sampling` did): a lotus side answers one it does not know with an
+/// error.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Request {
     /// Open a window for the named op.
     Resume {
@@ -97,6 +100,7 @@ pub enum Request {
 
 /// The lotus process's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Reply {
     /// Done: the window is open (or closed).
     Ok,

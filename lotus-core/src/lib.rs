@@ -101,5 +101,16 @@ pub struct PrivateInternals;
 ///     }
 /// }
 /// ```
+///
+/// ```compile_fail,E0004
+/// fn name(r: lotus_core::control::Request) -> &'static str {
+///     use lotus_core::control::Request::*;
+///     match r {
+///         Resume { .. } => "resume", Pause => "pause", Detach => "detach",
+///         OpenedAt { .. } => "opened", ClosedAt { .. } => "closed",
+///         Sampling { .. } => "sampling",
+///     }
+/// }
+/// ```
 #[cfg(doctest)]
 pub struct NonExhaustive;

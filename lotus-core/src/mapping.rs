@@ -191,6 +191,7 @@ pub struct WindowSummary {
 
 /// Op calls timed with sampling stopped (see [`WindowSummary::unsampled`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
 pub struct UnsampledCalls {
     /// Calls timed.
     pub calls: u64,
@@ -201,9 +202,22 @@ pub struct UnsampledCalls {
     pub cpu_seconds: f64,
 }
 
+impl UnsampledCalls {
+    /// `calls` that took `seconds` of wall-clock time and `cpu_seconds` of
+    /// the process's CPU time.
+    pub fn new(calls: u64, seconds: f64, cpu_seconds: f64) -> Self {
+        UnsampledCalls {
+            calls,
+            seconds,
+            cpu_seconds,
+        }
+    }
+}
+
 /// What sampling cost an op's calls: its windows' CPU time per call
 /// against the same op's unsampled calls'.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct SamplingCost {
     /// CPU seconds a call in the windows (sampled).
     pub sampled_cpu_s: f64,

@@ -189,11 +189,11 @@ fn op_mapping(name: String) -> impl Strategy<Value = OpMapping> {
                     lost_samples: 0,
                     counters: BTreeMap::from([("task-clock-ns".to_string(), seconds * 1e9)]),
                     unsupported: BTreeMap::new(),
-                    unsampled: (iterations % 3 == 0).then_some(UnsampledCalls {
-                        calls: iterations,
+                    unsampled: (iterations % 3 == 0).then_some(UnsampledCalls::new(
+                        iterations,
                         seconds,
-                        cpu_seconds: seconds / 2.0,
-                    }),
+                        seconds / 2.0,
+                    )),
                 }),
             };
             op.recompute();

@@ -163,6 +163,13 @@ pub(crate) fn serve_until(
                         Request::Detach => Ok(()),
                         Request::Sampling { on } => collection.set_sampling(on),
                         Request::OpenedAt { .. } | Request::ClosedAt { .. } => Ok(()),
+                        // Whatever a newer control library may ask.
+                        _ => Err(lotus_core::ProfilerError::Other {
+                            backend: "lotus".into(),
+                            message: "a control request this lotus does not know (is the \
+                                      control library from another version?)"
+                                .into(),
+                        }),
                     };
                     match outcome {
                         Ok(()) if !replied => {

@@ -173,11 +173,11 @@ mod tests {
         };
         w.counters
             .insert("task-clock-ns".into(), sampled_us * 1000.0 * 1000.0);
-        w.unsampled = Some(UnsampledCalls {
-            calls: unsampled_calls,
-            seconds: unsampled_calls as f64 * 100e-6,
-            cpu_seconds: unsampled_calls as f64 * 100e-6,
-        });
+        w.unsampled = Some(UnsampledCalls::new(
+            unsampled_calls,
+            unsampled_calls as f64 * 100e-6,
+            unsampled_calls as f64 * 100e-6,
+        ));
         w
     }
 
