@@ -27,9 +27,9 @@
 //!         Request::Resume { .. } => { /* enable counters */ }
 //!         Request::Pause | Request::Detach => { /* disable counters */ }
 //!         Request::Sampling { .. } => { /* stop or restart sampling outside windows */ }
-//!         _ => { /* a request of a newer version */ }
 //!         // Stamped edges: the process did not wait, so no reply.
 //!         Request::OpenedAt { .. } | Request::ClosedAt { .. } => continue,
+//!         _ => { /* a request of a newer version */ }
 //!     }
 //!     host.reply(&Reply::Ok)?;
 //! }

@@ -238,7 +238,7 @@ impl WindowSummary {
     /// CPU time (`task-clock-ns`) and unsampled calls were timed.
     pub fn sampling_cost(&self) -> Option<SamplingCost> {
         let u = self.unsampled.as_ref()?;
-        let cpu_ns = *self.counters.get("task-clock-ns")?;
+        let cpu_ns = *self.counters.get(crate::compare::TASK_CLOCK_NS)?;
         let positive = |x: f64| x.is_finite() && x > 0.0;
         if self.iterations == 0 || u.calls == 0 || !positive(u.cpu_seconds) || !positive(cpu_ns) {
             return None;

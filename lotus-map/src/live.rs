@@ -639,7 +639,8 @@ fn map_op(
                 out.result.window_ns.unwrap_or(0) as f64 / 1e9
             )
         };
-        let cost = run_sampling_cost(&out).map_or_else(String::new, |c| format!(", {c}"));
+        let cost =
+            run_sampling_cost(&out, &run_windows).map_or_else(String::new, |c| format!(", {c}"));
         progress.run_done(&format!(
             "{shown} run {run}/{runs}: {} samples, {what}, {} functions{cost}",
             samples,

@@ -64,7 +64,8 @@ pub(crate) fn call(call: Call<'_>) -> Result<(), ControlError> {
                 ittapi::detach();
             }
         }
-        // Outside windows VTune's collection is paused already.
+        // Answered by `Control::call` before it gets here: outside windows
+        // VTune's collection is paused already.
         Call::Sampling(_) => {}
     }
     // The first call loaded the collector; when that was this very library

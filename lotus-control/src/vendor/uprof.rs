@@ -226,7 +226,8 @@ pub(crate) fn call(call: Call<'_>) -> Result<(), ControlError> {
             }
             state.detached = true;
         }
-        // Outside windows uProf's collection is paused already.
+        // Answered by `Control::call` before it gets here: outside windows
+        // uProf's collection is paused already.
         Call::Sampling(_) => {}
     }
     Ok(())

@@ -105,23 +105,15 @@ const MIN_UNSAMPLED_CALLS: u64 = 10;
 
 /// The run's progress words for what sampling cost its calls: `sampling
 /// +48% CPU a call` (its window's CPU per call against its unsampled
-/// calls').
-pub(super) fn run_sampling_cost(out: &RunOutput) -> Option<String> {
-    let u = out.result.unsampled?;
-    let calls = out.result.iterations?;
-    let cpu: f64 = out
-        .windows
-        .iter()
-        .filter_map(|w| w.counters.get("task-clock-ns"))
-        .sum();
-    if u.calls == 0 || u.cpu_ns == 0 || calls == 0 || !cpu.is_finite() || cpu <= 0.0 {
-        return None;
-    }
-    let sampled = cpu / calls as f64;
-    let unsampled = u.cpu_ns as f64 / u.calls as f64;
+/// calls', as [`WindowSummary::sampling_cost`] gives them for the run's
+/// windows alone).
+pub(super) fn run_sampling_cost(out: &RunOutput, windows: &RunWindows) -> Option<String> {
+    let mut run = WindowSummary::default();
+    add_windows(&mut run, out, windows);
+    let cost = run.sampling_cost()?;
     Some(format!(
         "sampling {:+.0}% CPU a call",
-        (sampled / unsampled - 1.0) * 100.0
+        cost.slowdown() * 100.0
     ))
 }
 
@@ -137,10 +129,8 @@ pub(super) fn sampling_cost_warning(
     let cost = summary.sampling_cost()?;
     let unsampled = summary.unsampled?;
     let slowdown = cost.slowdown();
-    if unsampled.calls < MIN_UNSAMPLED_CALLS
-        || slowdown <= SLOWDOWN_WARNING
-        || summary.iterations == 0
-    {
+    // `sampling_cost` has checked that the windows counted calls.
+    if unsampled.calls < MIN_UNSAMPLED_CALLS || slowdown <= SLOWDOWN_WARNING {
         return None;
     }
     let samples_per_call = summary.samples as f64 / summary.iterations as f64;
