@@ -368,38 +368,14 @@ def measure_op(args, lotus, result, name, setup, op):
     # The window's length is counted in this process's CPU time (all its
     # threads), not wall time: samples come from CPU time, so a window that
     # shares the machine with other work still holds the samples asked for.
-    # Ops that mostly wait (on I/O, or on worker processes whose CPU time is
-    # not this process's) stop at WALL_CAP times the length in wall time,
-    # less the time spent waiting for a CPU on a busy machine.
-    window_ns = int(args.window_ms * 1_000_000)
-    wall_cap_ns = WALL_CAP * window_ns
-    next_wall_check = wall_cap_ns
-    min_iterations = args.min_iterations
-    clock = time.perf_counter_ns
-    cpu = time.process_time_ns
-    iterations = 0
     try:
         lotus.resume(name)
     except RuntimeError:
         raise control_failed("resume")
     try:
-        start = clock()
-        cpu_start = cpu()
-        delay_start = run_delay_ns()
-        while True:
-            op(x)
-            iterations += 1
-            now = clock()
-            if iterations < min_iterations:
-                continue
-            if cpu() - cpu_start >= window_ns:
-                break
-            if now - start >= next_wall_check:
-                delay = run_delay_ns()
-                waited = delay - delay_start if delay is not None and delay_start is not None else 0
-                if now - start - waited >= wall_cap_ns:
-                    break
-                next_wall_check = now - start + WALL_CHECK_NS
+        iterations, wall_ns, cpu_ns = loop_op(
+            op, x, int(args.window_ms * 1_000_000), args.min_iterations
+        )
     except (Exception, SystemExit):
         failure = raised("window")
         try:
@@ -412,39 +388,60 @@ def measure_op(args, lotus, result, name, setup, op):
     except RuntimeError:
         raise control_failed("pause")
     result["iterations"] = iterations
-    result["window_ns"] = now - start
-    result["window_cpu_ns"] = cpu() - cpu_start
+    result["window_ns"] = wall_ns
+    result["window_cpu_ns"] = cpu_ns
     if args.unsampled_ms > 0:
         measure_unsampled(args, lotus, result, op, x)
 
 
+def loop_op(op, x, budget_ns, min_calls):
+    """Calls op(x) until the process has used budget_ns of CPU time and
+    made min_calls calls (at least one), reading the clock and the CPU
+    timer after each call; returns (calls, wall ns, CPU ns). Ops that
+    mostly wait (on I/O, or on worker processes whose CPU time is not this
+    process's) stop at WALL_CAP times the budget in wall time, less the
+    time spent waiting for a CPU on a busy machine. The window and the
+    unsampled calls after it are timed by this one loop."""
+    wall_cap_ns = WALL_CAP * budget_ns
+    next_wall_check = wall_cap_ns
+    clock = time.perf_counter_ns
+    cpu = time.process_time_ns
+    calls = 0
+    start = clock()
+    cpu_start = cpu()
+    delay_start = run_delay_ns()
+    while True:
+        op(x)
+        calls += 1
+        now = clock()
+        if calls < min_calls:
+            continue
+        used = cpu() - cpu_start
+        if used >= budget_ns:
+            break
+        if now - start >= next_wall_check:
+            delay = run_delay_ns()
+            waited = delay - delay_start if delay is not None and delay_start is not None else 0
+            if now - start - waited >= wall_cap_ns:
+                break
+            next_wall_check = now - start + WALL_CHECK_NS
+    return calls, now - start, used
+
+
 def measure_unsampled(args, lotus, result, op, x):
     """Right after the window, with sampling stopped: op calls until the
-    process has used --unsampled-ms of CPU time (at least one; at most
-    WALL_CAP times that in wall time), timed as the window's are (the clock
-    and the CPU timer read after each call), in the same warm state. Their
-    CPU time per call against the window's says what sampling costs the
-    op. Where lotus cannot stop sampling, the reason is recorded and the
-    run goes on without one."""
+    process has used --unsampled-ms of CPU time (at least one call), timed
+    by the window's own loop (loop_op), in the same warm state. Their CPU
+    time per call against the window's says what sampling costs the op.
+    Where lotus cannot stop sampling, the reason is recorded and the run
+    goes on without one."""
     try:
         lotus._sampling(False)
     except RuntimeError as e:
         result["unsampled_error"] = str(e)
         return
-    budget_ns = int(args.unsampled_ms * 1_000_000)
-    clock = time.perf_counter_ns
-    cpu = time.process_time_ns
-    calls = 0
     try:
-        start = clock()
-        cpu_start = cpu()
-        while True:
-            op(x)
-            calls += 1
-            now = clock()
-            used = cpu() - cpu_start
-            if used >= budget_ns or now - start >= WALL_CAP * budget_ns:
-                break
+        calls, wall_ns, cpu_ns = loop_op(op, x, int(args.unsampled_ms * 1_000_000), 1)
     except (Exception, SystemExit):
         failure = raised("window")
         try:
@@ -456,7 +453,7 @@ def measure_unsampled(args, lotus, result, op, x):
         lotus._sampling(True)
     except RuntimeError:
         raise control_failed("_sampling")
-    result["unsampled"] = {"calls": calls, "wall_ns": now - start, "cpu_ns": used}
+    result["unsampled"] = {"calls": calls, "wall_ns": wall_ns, "cpu_ns": cpu_ns}
 
 
 # Script mode: lotus measures one op name per run when a script opens
