@@ -14,7 +14,6 @@
 //! [`KERNEL_MODULE`] (or `[ext4]` and the like for loadable modules).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lotus_core::demangle::demangle;
@@ -112,12 +111,11 @@ impl SymbolizeStats {
 }
 
 /// Symbolizes one file's offsets from its symbol tables (read once per
-/// process, see [`module_symbols`]).
-fn resolve_file(path: &str, offsets: &[u64]) -> Vec<Resolved> {
-    let Some(symbols) = module_symbols(Path::new(path)) else {
-        return offsets.iter().map(|_| Resolved::unknown()).collect();
-    };
-    offsets
+/// process, see [`module_symbols`]); or says why the file could not be
+/// read (its offsets are then `[unknown]`).
+fn resolve_file(module: &Module, offsets: &[u64]) -> Result<Vec<Resolved>, String> {
+    let symbols = module_symbols(module)?;
+    Ok(offsets
         .iter()
         .map(|&offset| match symbols.lookup(offset) {
             Found::Named { name, start } => Resolved {
@@ -128,6 +126,50 @@ fn resolve_file(path: &str, offsets: &[u64]) -> Vec<Resolved> {
             Found::Unwind { start } => Resolved::grouped(start, How::UnwindTable),
             Found::Gap { start } => Resolved::grouped(start, How::CodeScan),
             Found::Nothing => Resolved::unknown(),
+        })
+        .collect())
+}
+
+/// Why the samples of a module that is not a file lotus can open are
+/// unnamed: a file deleted after it was mapped. `None` for the others
+/// (anonymous memory, JIT code in `memfd:`, pseudo-modules).
+fn unopenable_reason(m: &Module) -> Option<String> {
+    let path = m.name.strip_suffix(" (deleted)")?;
+    (path.starts_with('/') && !path.starts_with("/memfd:"))
+        .then(|| format!("{path} was deleted after it was mapped"))
+}
+
+/// Notes for samples that could not be named, one per module:
+/// "N samples (x%) in MODULE could not be named: REASON", most samples
+/// first. `failed` holds the reason per module; `counts` every sample.
+fn unnamed_notes(
+    model: &Model,
+    counts: &HashMap<Location, u64>,
+    failed: &BTreeMap<ModuleId, String>,
+) -> Vec<String> {
+    let total: u64 = counts.values().sum();
+    let mut per_module: BTreeMap<ModuleId, u64> = BTreeMap::new();
+    for (loc, &n) in counts {
+        if let Location::Module { module, .. } = *loc {
+            if failed.contains_key(&module) {
+                *per_module.entry(module).or_insert(0) += n;
+            }
+        }
+    }
+    let mut rows: Vec<(u64, ModuleId)> = per_module.into_iter().map(|(m, n)| (n, m)).collect();
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    rows.into_iter()
+        .map(|(n, module)| {
+            let pct = if total > 0 {
+                100.0 * n as f64 / total as f64
+            } else {
+                0.0
+            };
+            format!(
+                "{n} samples ({pct:.1}%) in {} could not be named: {}",
+                module_label(model, module),
+                failed[&module]
+            )
         })
         .collect()
 }
@@ -288,24 +330,28 @@ fn resolve_kernel_from(
 }
 
 /// Rows for the sample counts in `counts` ((location) -> samples), one per
-/// (function, module), most samples first; and a note when kernel samples
-/// could not be named.
+/// (function, module), most samples first; and notes for samples that
+/// could not be named (a module that could not be read, with how many
+/// samples it holds; kernel samples without kernel symbols).
 pub(crate) fn rows(
     model: &Model,
     counts: &HashMap<Location, u64>,
-) -> (Vec<Row>, SymbolizeStats, Option<String>) {
+) -> (Vec<Row>, SymbolizeStats, Vec<String>) {
     let t0 = Instant::now();
     let mut stats = SymbolizeStats::default();
+    let mut failed: BTreeMap<ModuleId, String> = BTreeMap::new();
     // Offsets per file module (and the vDSO), sorted (a stable order).
     let mut by_module: BTreeMap<ModuleId, Vec<u64>> = BTreeMap::new();
     for loc in counts.keys() {
         if let Location::Module { module, offset } = *loc {
-            if model
-                .modules
-                .get(module as usize)
-                .is_some_and(|m| m.keeps_offsets())
-            {
-                by_module.entry(module).or_default().push(offset);
+            match model.modules.get(module as usize) {
+                Some(m) if m.keeps_offsets() => by_module.entry(module).or_default().push(offset),
+                Some(m) => {
+                    if let Some(reason) = unopenable_reason(m) {
+                        failed.insert(module, reason);
+                    }
+                }
+                None => {}
             }
         }
     }
@@ -315,7 +361,10 @@ pub(crate) fn rows(
         offsets.dedup();
         let m = &model.modules[*module as usize];
         let resolved_offsets = if m.is_file {
-            resolve_file(&m.name, offsets)
+            resolve_file(m, offsets).unwrap_or_else(|reason| {
+                failed.insert(*module, reason);
+                offsets.iter().map(|_| Resolved::unknown()).collect()
+            })
         } else {
             resolve_vdso(offsets)
         };
@@ -382,7 +431,9 @@ pub(crate) fn rows(
             .then_with(|| a.module.cmp(&b.module))
     });
     stats.elapsed = t0.elapsed();
-    (rows, stats, kernel_note)
+    let mut notes = unnamed_notes(model, counts, &failed);
+    notes.extend(kernel_note);
+    (rows, stats, notes)
 }
 
 /// Names locations one batch at a time, for samples streamed as they come
@@ -429,7 +480,10 @@ impl LocationNamer {
             offsets.dedup();
             let m = &modules[*module as usize];
             let names = if m.is_file {
-                resolve_file(&m.name, offsets)
+                // A streamed sample's module that cannot be read: its
+                // samples are `[unknown]` (the stream has no notes).
+                resolve_file(m, offsets)
+                    .unwrap_or_else(|_| offsets.iter().map(|_| Resolved::unknown()).collect())
             } else {
                 resolve_vdso(offsets)
             };
