@@ -808,6 +808,19 @@ fn open_failure(path: &str, e: &io::Error) -> String {
     }
 }
 
+/// `open()`, run again once after the cache of symbol tables is emptied
+/// (closing the descriptors it held) where it failed for want of
+/// descriptors (a low `ulimit -n`).
+pub(crate) fn with_descriptors<T>(open: impl Fn() -> io::Result<T>) -> io::Result<T> {
+    match open() {
+        Err(e) if out_of_descriptors(&e) => {
+            LOADED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            open()
+        }
+        other => other,
+    }
+}
+
 /// Whether `e` says this process is out of descriptors.
 fn out_of_descriptors(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
@@ -861,14 +874,7 @@ fn open_module(module: &Module) -> io::Result<(File, Metadata)> {
 /// what it held) and the open tried again: the tables are then read again
 /// when next needed, which costs time, not names.
 pub(crate) fn module_symbols(module: &Module) -> Result<Arc<ModuleSymbols>, String> {
-    let opened = match open_module(module) {
-        Err(e) if out_of_descriptors(&e) => {
-            LOADED.lock().unwrap_or_else(|p| p.into_inner()).clear();
-            open_module(module)
-        }
-        other => other,
-    };
-    let (file, meta) = opened.map_err(|e| match e.kind() {
+    let (file, meta) = with_descriptors(|| open_module(module)).map_err(|e| match e.kind() {
         io::ErrorKind::Other => e.to_string(),
         _ => open_failure(&module.name, &e),
     })?;

@@ -22,7 +22,7 @@ use lotus_core::Row;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
-use crate::elf_symbols::{module_symbols, Found};
+use crate::elf_symbols::{module_symbols, with_descriptors, Found};
 use crate::kallsyms::{KernelSymbols, KALLSYMS_PATH};
 use crate::model::{Location, Model, Module, ModuleId, VDSO};
 
@@ -139,6 +139,15 @@ fn unopenable_reason(m: &Module) -> Option<String> {
         .then(|| format!("{path} was deleted after it was mapped"))
 }
 
+/// `n` as a percentage of `total` (0 for no total).
+fn percent(n: u64, total: u64) -> f64 {
+    if total > 0 {
+        100.0 * n as f64 / total as f64
+    } else {
+        0.0
+    }
+}
+
 /// Notes for samples that could not be named, one per module:
 /// "N samples (x%) in MODULE could not be named: REASON", most samples
 /// first. `failed` holds the reason per module; `counts` every sample.
@@ -160,13 +169,9 @@ fn unnamed_notes(
     rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     rows.into_iter()
         .map(|(n, module)| {
-            let pct = if total > 0 {
-                100.0 * n as f64 / total as f64
-            } else {
-                0.0
-            };
             format!(
-                "{n} samples ({pct:.1}%) in {} could not be named: {}",
+                "{n} samples ({:.1}%) in {} could not be named: {}",
+                percent(n, total),
                 module_label(model, module),
                 failed[&module]
             )
@@ -271,15 +276,23 @@ fn resolve_kernel(addresses: &[u64], stats: &mut SymbolizeStats) -> (KernelNames
     if addresses.is_empty() {
         return (HashMap::new(), None);
     }
-    resolve_kernel_from(addresses, kernel_table().as_ref(), stats)
+    match kernel_table() {
+        Ok(table) => resolve_kernel_from(addresses, Ok(table), stats),
+        Err(e) => resolve_kernel_from(addresses, Err(&e), stats),
+    }
 }
 
 /// The kernel's symbol table, read once per process: `lotus map` reports
 /// many runs, and `/proc/kallsyms` (some 200,000 lines) changes only when a
-/// module is loaded, which a mapping does not wait for.
-fn kernel_table() -> &'static std::io::Result<KernelSymbols> {
-    static TABLE: std::sync::OnceLock<std::io::Result<KernelSymbols>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(KernelSymbols::load)
+/// module is loaded, which a mapping does not wait for. A failure is not
+/// kept (it may be passing: too many files open at that moment).
+fn kernel_table() -> std::io::Result<&'static KernelSymbols> {
+    static TABLE: std::sync::OnceLock<KernelSymbols> = std::sync::OnceLock::new();
+    if let Some(table) = TABLE.get() {
+        return Ok(table);
+    }
+    let loaded = with_descriptors(KernelSymbols::load)?;
+    Ok(TABLE.get_or_init(|| loaded))
 }
 
 /// [`resolve_kernel`] from the table `loaded`.
@@ -383,6 +396,19 @@ pub(crate) fn rows(
         .collect();
     kernel_addresses.sort_unstable();
     let (kernel, kernel_note) = resolve_kernel(&kernel_addresses, &mut stats);
+    // The note says how many samples it is about.
+    let kernel_note = kernel_note.map(|note| {
+        let total: u64 = counts.values().sum();
+        let n: u64 = counts
+            .iter()
+            .filter(|(loc, _)| matches!(loc, Location::Kernel { .. }))
+            .map(|(_, &n)| n)
+            .sum();
+        format!(
+            "{note}: {n} samples ({:.1}%) in {KERNEL_MODULE} could not be named",
+            percent(n, total)
+        )
+    });
 
     // (function, module label) -> (samples, start)
     let mut grouped: HashMap<(String, String), (u64, Option<u64>)> = HashMap::new();
@@ -495,7 +521,9 @@ impl LocationNamer {
         let kernel = if kernel_addresses.is_empty() {
             HashMap::new()
         } else {
-            let table = self.kernel.get_or_insert_with(KernelSymbols::load);
+            let table = self
+                .kernel
+                .get_or_insert_with(|| with_descriptors(KernelSymbols::load));
             let (names, note) =
                 resolve_kernel_from(&kernel_addresses, table.as_ref(), &mut self.stats);
             if self.kernel_note.is_none() {

@@ -408,11 +408,45 @@ fn a_sparse_elf_claiming_1e8_symbols_is_refused_with_little_memory() {
 /// Set in the child of [`at_ulimit_n_20_library_functions_are_named_or_counted`].
 const FD_CHILD: &str = "LOTUS_TEST_FD_LIMIT_CHILD";
 
-/// The lotus side (this test binary, run again) at `ulimit -n 20`, on a
-/// job whose samples land in a shared library: the library's functions
-/// are named, or a note gives how many samples are not and why. (With
-/// three descriptors kept per library read, the libraries after the
-/// first few came out `[unknown]` without a word.)
+/// The libraries `many_libs` burns CPU in.
+const LIBS: usize = 6;
+
+/// Builds `dir/libhotN.so` (N = 1..=6, libhot.c with its functions
+/// renamed `hot_entry_N`, `hot_kernel_N`; symbols kept) and
+/// `dir/many_libs` linked to all of them.
+fn build_many_libs(dir: &Path) -> Vec<PathBuf> {
+    let mut libs = Vec::new();
+    for n in 1..=LIBS {
+        let lib = dir.join(format!("libhot{n}.so"));
+        run(Command::new("gcc")
+            .args(["-O1", "-fPIC", "-shared"])
+            .arg(format!("-Dhot_entry=hot_entry_{n}"))
+            .arg(format!("-Dhot_kernel=hot_kernel_{n}"))
+            .arg(format!("-Dhot_sink=hot_sink_{n}"))
+            .arg("-o")
+            .arg(&lib)
+            .arg(Path::new(DATA).join("libhot.c")));
+        libs.push(lib);
+    }
+    let mut link = Command::new("gcc");
+    link.args(["-O1", "-o"])
+        .arg(dir.join("many_libs"))
+        .arg(Path::new(DATA).join("many_libs.c"))
+        .arg(format!("-L{}", dir.display()))
+        .arg(format!("-Wl,-rpath,{}", dir.display()));
+    for n in 1..=LIBS {
+        link.arg(format!("-lhot{n}"));
+    }
+    run(&mut link);
+    libs
+}
+
+/// The lotus side (this test binary, run again) at `ulimit -n 20` (or
+/// the lowest limit perf can start under here: it needs some descriptors
+/// per CPU), on a job whose samples land in six shared libraries: each
+/// library's functions are named, or a note gives how many samples are
+/// not and why. (Three descriptors were kept per library read, so the
+/// libraries after the first few came out `[unknown]` without a word.)
 #[test]
 fn at_ulimit_n_20_library_functions_are_named_or_counted() {
     if std::env::var_os(FD_CHILD).is_some() {
@@ -420,9 +454,7 @@ fn at_ulimit_n_20_library_functions_are_named_or_counted() {
     }
     let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
-    let (lib, _) = build_lib_and_burn(dir.path(), dir.path());
-    // 20 where perf can start with that few (it needs some per CPU); else
-    // the lowest limit where it can: the fewest left for symbolizing.
+    let libs = build_many_libs(dir.path());
     let mut found = None;
     for limit in (20..=200).step_by(2) {
         let mut child = Command::new(std::env::current_exe().expect("own exe"));
@@ -460,7 +492,6 @@ fn at_ulimit_n_20_library_functions_are_named_or_counted() {
         }
     }
     let stdout = found.expect("perf could not start under any limit up to 200");
-    let module = lib.to_string_lossy();
     let rows: Vec<(f64, &str, &str)> = stdout
         .lines()
         .filter_map(|l| {
@@ -468,53 +499,66 @@ fn at_ulimit_n_20_library_functions_are_named_or_counted() {
             Some((f.next()?.parse().ok()?, f.next()?, f.next()?))
         })
         .collect();
-    assert!(!rows.is_empty(), "the child reported no rows");
-    let in_module: f64 = rows.iter().filter(|r| r.2 == module).map(|r| r.0).sum();
-    let named: f64 = rows
-        .iter()
-        .filter(|r| r.2 == module && r.1 == "hot_kernel")
-        .map(|r| r.0)
-        .sum();
-    assert!(in_module >= 20.0, "too few samples in {module}");
-    let note = stdout
+    let notes: Vec<&str> = stdout
         .lines()
         .filter_map(|l| l.strip_prefix("note\t"))
-        .find(|n| n.contains(&format!(" in {module} could not be named: ")));
-    match note {
-        None => assert!(
-            named >= 0.9 * in_module,
-            "{module}: {named} of {in_module} named"
-        ),
-        Some(note) => assert!(
-            note.starts_with(&format!("{in_module} samples (")),
-            "{note}"
-        ),
-    }
-    // Every module's unnamed samples are accounted for: a module whose
-    // samples are all `[unknown]` has a note.
-    let mut modules: Vec<&str> = rows.iter().map(|r| r.2).collect();
-    modules.sort_unstable();
-    modules.dedup();
-    for m in modules.into_iter().filter(|m| m.starts_with('/')) {
-        let all_unknown = rows.iter().filter(|r| r.2 == m).all(|r| r.1 == "[unknown]");
-        let noted = stdout.lines().any(|l| {
-            l.starts_with("note\t") && l.contains(&format!(" in {m} could not be named: "))
-        });
-        assert!(!all_unknown || noted, "{m}: all [unknown], no note");
+        .collect();
+    // Kernel samples too: named from kallsyms, or counted in a note.
+    let kernel: f64 = rows.iter().filter(|r| r.2 == "[kernel]").map(|r| r.0).sum();
+    let kernel_unnamed: f64 = rows
+        .iter()
+        .filter(|r| r.2 == "[kernel]" && r.1 == "[kernel]")
+        .map(|r| r.0)
+        .sum();
+    let kernel_noted = notes.iter().any(|n| {
+        n.ends_with(&format!(
+            ": {kernel_unnamed} samples ({:.1}%) in [kernel] could not be named",
+            100.0 * kernel_unnamed / rows.iter().map(|r| r.0).sum::<f64>()
+        ))
+    });
+    assert!(
+        kernel_unnamed == 0.0 || kernel_noted,
+        "{kernel_unnamed} of {kernel} kernel samples unnamed, no note with the figure: {notes:?}"
+    );
+    for (n, lib) in libs.iter().enumerate() {
+        let module = lib.to_string_lossy();
+        let in_module: f64 = rows.iter().filter(|r| r.2 == module).map(|r| r.0).sum();
+        let function = format!("hot_kernel_{}", n + 1);
+        let named: f64 = rows
+            .iter()
+            .filter(|r| r.2 == module && r.1 == function)
+            .map(|r| r.0)
+            .sum();
+        assert!(in_module >= 20.0, "too few samples in {module}");
+        let note = notes
+            .iter()
+            .find(|n| n.contains(&format!(" in {module} could not be named: ")));
+        match note {
+            None => assert!(
+                named >= 0.9 * in_module,
+                "{module}: {named} of {in_module} named, no note"
+            ),
+            Some(note) => assert!(
+                note.starts_with(&format!("{in_module} samples (")),
+                "{note}"
+            ),
+        }
     }
 }
 
 /// The child's part of [`at_ulimit_n_20_library_functions_are_named_or_counted`]
-/// (does nothing in a normal run): profiles `burn` in the library and
-/// prints the rows and notes.
+/// (does nothing in a normal run): profiles `many_libs` and prints the
+/// rows and notes.
 #[test]
 fn low_fd_limit_child() {
     let Some(dir) = std::env::var_os(FD_CHILD) else {
         return;
     };
-    let exe = Path::new(&dir).join("burn");
+    let exe = Path::new(&dir).join("many_libs");
     let mut ch = Channel::new();
-    let target = ch.target(&exe, "lib", 0.4);
+    // Channel::target passes a mode; many_libs takes OUT IN SECONDS.
+    let mut target = ch.target(&exe, "", 0.6);
+    target.args.remove(2);
     let started =
         LinuxPerf.start_with(&target, &CollectOptions::default(), &PerfOptions::default());
     let mut c = match started {
