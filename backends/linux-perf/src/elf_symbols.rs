@@ -826,12 +826,60 @@ fn out_of_descriptors(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
+/// A mapped file held open since its mapping was seen.
+#[derive(Debug, Clone)]
+pub(crate) struct Pinned(Arc<File>, Metadata);
+
+impl PartialEq for Pinned {
+    fn eq(&self, other: &Pinned) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Pinned {}
+
+/// The fewest descriptors this process may open (`ulimit -n`) for a file
+/// to be pinned, and the share of them that may be open already: a pin
+/// costs a descriptor for as long as the module is known, and at a low
+/// limit perf's own descriptors and the symbol tables come first.
+const MIN_LIMIT_TO_PIN: u64 = 1024;
+const MAX_OPEN_SHARE_TO_PIN: u64 = 2;
+
+/// Opens the file that `pid` mapped at `[start, end)` through
+/// `/proc/PID/map_files` (root or the same user), when the mapping is
+/// seen, so that the file the process really mapped can be read after
+/// the process exited, whatever its path names by then (another user's
+/// library swapped for a FIFO or for other code). `None` where that
+/// cannot be opened, is not the file the kernel said (`id`), or
+/// descriptors are scarce (see [`MIN_LIMIT_TO_PIN`]).
+pub(crate) fn pin_mapped(pid: u32, start: u64, end: u64, id: Option<FileId>) -> Option<Pinned> {
+    // SAFETY: an all-zero rlimit is a valid buffer.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid buffer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
+        || lim.rlim_cur < MIN_LIMIT_TO_PIN
+    {
+        return None;
+    }
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    if open >= lim.rlim_cur / MAX_OPEN_SHARE_TO_PIN {
+        return None;
+    }
+    let link = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
+    let (file, meta) = open_regular(Path::new(&link)).ok()?;
+    id.is_none_or(|id| is_mapped_file(&file, &meta, id))
+        .then(|| Pinned(Arc::new(file), meta))
+}
+
 /// Opens the file `module` maps: while a process that mapped it lives,
 /// through `/proc/PID/map_files/START-END` (the very inode it mapped,
 /// even if the path now names another file or nothing; root or the same
 /// user only); else by its path, which must still be the file the kernel
 /// said was mapped (device and inode, where the record gave them).
-fn open_module(module: &Module) -> io::Result<(File, Metadata)> {
+fn open_module(module: &Module) -> io::Result<(Arc<File>, Metadata)> {
+    if let Some(Pinned(file, meta)) = &module.pinned {
+        return Ok((Arc::clone(file), meta.clone()));
+    }
     for &(pid, start, end) in module.mapped_at.iter().rev() {
         let link = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
         match open_regular(Path::new(&link)) {
@@ -840,7 +888,7 @@ fn open_module(module: &Module) -> io::Result<(File, Metadata)> {
                     .file_id
                     .is_none_or(|id| is_mapped_file(&file, &meta, id))
                 {
-                    return Ok((file, meta));
+                    return Ok((Arc::new(file), meta));
                 }
                 // Another file is mapped there now.
             }
@@ -861,7 +909,7 @@ fn open_module(module: &Module) -> io::Result<(File, Metadata)> {
             )));
         }
     }
-    Ok((file, meta))
+    Ok((Arc::new(file), meta))
 }
 
 /// The symbols of the file `module` maps (opened by [`open_module`]), read
@@ -892,7 +940,7 @@ pub(crate) fn module_symbols(module: &Module) -> Result<Arc<ModuleSymbols>, Stri
     // Read under the lock: two reports symbolizing the same library at once
     // read it once.
     let symbols = Arc::new(ModuleSymbols::load_from(
-        Arc::new(file),
+        file,
         &meta,
         Path::new(&module.name),
     )?);
@@ -1111,6 +1159,7 @@ mod tests {
             is_file: true,
             file_id: None,
             mapped_at: Vec::new(),
+            pinned: None,
         }
     }
 
@@ -1242,5 +1291,142 @@ mod tests {
             checked >= 20,
             "no system library with PLT stubs among {candidates:?}: the test needs libstdc++ or zlib"
         );
+    }
+
+    /// A small system library, copied to `dir/name` (a file of the test's
+    /// own), or `None` where there is none.
+    fn library_copy(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+        let source = [
+            "/usr/lib/x86_64-linux-gnu/libz.so.1",
+            "/lib64/libz.so.1",
+            "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+        ]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())?;
+        let to = dir.join(name);
+        std::fs::copy(source, &to).expect("copy");
+        Some(to)
+    }
+
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    }
+
+    /// A FIFO (which `open(O_RDONLY)` would wait on for a writer, for
+    /// ever) and a folder are refused at once, saying what they are.
+    #[test]
+    fn only_regular_files_are_opened() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("lib.so");
+        mkfifo(&fifo);
+        let e = open_regular(&fifo).expect_err("a FIFO");
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+        let e = open_regular(dir.path()).expect_err("a folder");
+        assert!(e.to_string().contains("a folder"), "{e}");
+        assert!(open_regular(Path::new("/dev/null")).is_err());
+    }
+
+    /// A library mapped here and then replaced by a FIFO at its path is
+    /// read through `map_files` (the inode mapped) while the mapping
+    /// lives; by path, the FIFO is refused, and a regular file put there
+    /// instead is refused as not the file mapped.
+    #[test]
+    fn a_replaced_library_is_read_from_the_mapping_or_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some(lib) = library_copy(dir.path(), "lib.so") else {
+            eprintln!("skipped: no system library to copy");
+            return;
+        };
+        let meta = std::fs::metadata(&lib).expect("stat");
+        let file = File::open(&lib).expect("open");
+        let len = usize::try_from(meta.len()).expect("size");
+        // SAFETY: a fresh private read-only mapping of a file we hold.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED);
+        let start = at as u64;
+        let end = (start + meta.len()).next_multiple_of(4096);
+        std::fs::remove_file(&lib).expect("rm");
+        mkfifo(&lib);
+        let mut module = file_module(&lib.to_string_lossy());
+        module.file_id = Some((meta.dev(), meta.ino()));
+        module.mapped_at = vec![(std::process::id(), start, end)];
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if root {
+            let symbols = module_symbols(&module).expect("read through map_files");
+            assert!(symbols.len() > 10, "{} symbols", symbols.len());
+            let pinned = pin_mapped(std::process::id(), start, end, module.file_id);
+            assert!(pinned.is_some(), "not pinned");
+            // Not the file the kernel said was mapped: not pinned.
+            assert!(pin_mapped(std::process::id(), start, end, Some((0, 1))).is_none());
+        }
+        module.mapped_at.clear();
+        let e = module_symbols(&module).expect_err("a FIFO by path");
+        assert!(e.contains("a FIFO"), "{e}");
+        std::fs::remove_file(&lib).expect("rm");
+        library_copy(dir.path(), "lib.so").expect("copy again");
+        let e = module_symbols(&module).expect_err("another file by path");
+        assert!(e.contains("was replaced since it was mapped"), "{e}");
+        // SAFETY: the mapping made above.
+        assert_eq!(unsafe { libc::munmap(at, len) }, 0);
+    }
+
+    /// A separate debug file (found by path) is read only when no other
+    /// user can have written it.
+    #[test]
+    fn debug_files_others_can_write_are_not_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let debug = dir.path().join("lib.debug");
+        std::fs::write(&debug, b"\x7fELF").expect("write");
+        std::fs::set_permissions(&debug, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(open_trusted(&debug).is_some());
+        std::fs::set_permissions(&debug, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        assert!(open_trusted(&debug).is_none(), "world-writable");
+        std::fs::set_permissions(&debug, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&debug, Some(65534), Some(65534)).expect("chown");
+            assert!(open_trusted(&debug).is_none(), "owned by nobody");
+        }
+    }
+
+    /// A symbol table whose header claims more than the file holds is
+    /// refused before anything is read by it.
+    #[test]
+    fn a_table_claimed_past_the_end_of_the_file_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some(lib) = library_copy(dir.path(), "lib.so") else {
+            eprintln!("skipped: no system library to copy");
+            return;
+        };
+        let bytes = std::fs::read(&lib).expect("read");
+        let obj = ElfFile64::<Endianness>::parse(&*bytes).expect("ELF");
+        let dynsym = obj.elf_dynamic_symbol_table().section().0 as u64;
+        let shoff = u64::from_le_bytes(bytes[0x28..0x30].try_into().expect("8 bytes"));
+        // sh_size of .dynsym: 10^8 symbols.
+        let at = shoff + 64 * dynsym + 0x20;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&lib)
+            .expect("open");
+        file.write_all_at(&(100_000_000u64 * 24).to_le_bytes(), at)
+            .expect("patch");
+        let (file, meta) = open_regular(&lib).expect("open");
+        let e = check_tables(&file, meta.len()).expect_err("refused");
+        assert!(e.contains("past the end of the file"), "{e}");
+        let e = ModuleSymbols::load(&lib).expect_err("refused");
+        assert!(e.contains(".dynsym"), "{e}");
     }
 }

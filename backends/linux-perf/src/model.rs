@@ -31,6 +31,11 @@ pub(crate) struct Module {
     /// such a process lives, `/proc/PID/map_files/START-END` opens the
     /// file it mapped, whatever its path names by then.
     pub mapped_at: Vec<(u32, u64, u64)>,
+    /// The file as the first process mapped it, opened through its
+    /// `map_files` entry when the mapping was seen (where descriptors are
+    /// plentiful): names its code even after the process exited and its
+    /// path was pointed elsewhere. See [`crate::elf_symbols::pin_mapped`].
+    pub pinned: Option<crate::elf_symbols::Pinned>,
 }
 
 /// How many mappings of one module [`Module::mapped_at`] keeps.
@@ -240,6 +245,7 @@ impl Model {
             is_file,
             file_id,
             mapped_at: Vec::new(),
+            pinned: None,
         });
         self.by_name.insert(key, id);
         id
@@ -277,6 +283,14 @@ impl Model {
                 let module = self.module_of(filename, file_id);
                 if let Some(m) = self.modules.get_mut(module as usize) {
                     if m.is_file {
+                        if m.mapped_at.is_empty() {
+                            m.pinned = crate::elf_symbols::pin_mapped(
+                                pid,
+                                start,
+                                start.saturating_add(len),
+                                file_id,
+                            );
+                        }
                         // The latest few: a process that mapped it last
                         // is the likeliest to be alive at the end.
                         if m.mapped_at.len() == MAX_MAPPED_AT {
