@@ -26,7 +26,7 @@ pub(crate) struct Module {
     /// (device, inode) of the file mapped, where the kernel said (a
     /// module is one file: the same path with another inode is another
     /// module).
-    pub file_id: Option<(u64, u64)>,
+    pub file_id: Option<FileId>,
     /// Where it was mapped, (pid, start, end), the last few times: while
     /// such a process lives, `/proc/PID/map_files/START-END` opens the
     /// file it mapped, whatever its path names by then.
@@ -37,6 +37,9 @@ pub(crate) struct Module {
     /// path was pointed elsewhere. See [`crate::elf_symbols::pin_mapped`].
     pub pinned: Option<crate::elf_symbols::Pinned>,
 }
+
+/// (device, inode) of a mapped file.
+type FileId = crate::elf_symbols::FileId;
 
 /// How many mappings of one module [`Module::mapped_at`] keeps.
 const MAX_MAPPED_AT: usize = 8;
@@ -140,7 +143,7 @@ pub(crate) struct WindowCounts {
 pub(crate) struct Model {
     /// Every module seen, by [`ModuleId`].
     pub modules: Vec<Module>,
-    by_name: HashMap<(Vec<u8>, Option<(u64, u64)>), ModuleId>,
+    by_name: HashMap<(Vec<u8>, Option<FileId>), ModuleId>,
     spaces: HashMap<u32, AddressSpace>,
     /// Samples by (window, location).
     pub counts: HashMap<(usize, Location), u64>,
@@ -229,7 +232,7 @@ impl Model {
 
     /// The module of the file `name` with (device, inode) `file_id`,
     /// interned.
-    pub(crate) fn module_of(&mut self, name: &[u8], file_id: Option<(u64, u64)>) -> ModuleId {
+    pub(crate) fn module_of(&mut self, name: &[u8], file_id: Option<FileId>) -> ModuleId {
         let key = (name.to_vec(), file_id);
         if let Some(&id) = self.by_name.get(&key) {
             return id;

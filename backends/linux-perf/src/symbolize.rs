@@ -139,6 +139,15 @@ fn unopenable_reason(m: &Module) -> Option<String> {
         .then(|| format!("{path} was deleted after it was mapped"))
 }
 
+/// "1 sample", "N samples".
+fn samples(n: u64) -> String {
+    if n == 1 {
+        "1 sample".to_string()
+    } else {
+        format!("{n} samples")
+    }
+}
+
 /// `n` as a percentage of `total` (0 for no total).
 fn percent(n: u64, total: u64) -> f64 {
     if total > 0 {
@@ -170,7 +179,8 @@ fn unnamed_notes(
     rows.into_iter()
         .map(|(n, module)| {
             format!(
-                "{n} samples ({:.1}%) in {} could not be named: {}",
+                "{} ({:.1}%) in {} could not be named: {}",
+                samples(n),
                 percent(n, total),
                 module_label(model, module),
                 failed[&module]
@@ -405,7 +415,8 @@ pub(crate) fn rows(
             .map(|(_, &n)| n)
             .sum();
         format!(
-            "{note}: {n} samples ({:.1}%) in {KERNEL_MODULE} could not be named",
+            "{note}: {} ({:.1}%) in {KERNEL_MODULE} could not be named",
+            samples(n),
             percent(n, total)
         )
     });
@@ -471,6 +482,13 @@ pub(crate) struct LocationNamer {
     pub stats: SymbolizeStats,
     /// Said when kernel functions cannot be named (once).
     pub kernel_note: Option<String>,
+    /// Modules that could not be read: (label, why).
+    failed: BTreeMap<ModuleId, (String, String)>,
+    /// Samples counted ([`Self::count`]): all, in the kernel, and in
+    /// each module of `failed`.
+    samples: u64,
+    kernel_samples: u64,
+    unnamed: BTreeMap<ModuleId, u64>,
 }
 
 impl LocationNamer {
@@ -479,7 +497,55 @@ impl LocationNamer {
             kernel: None,
             stats: SymbolizeStats::default(),
             kernel_note: None,
+            failed: BTreeMap::new(),
+            samples: 0,
+            kernel_samples: 0,
+            unnamed: BTreeMap::new(),
         }
+    }
+
+    /// Counts samples at `locs` (named already), for [`Self::notes`].
+    pub(crate) fn count(&mut self, locs: impl IntoIterator<Item = Location>) {
+        for loc in locs {
+            self.samples += 1;
+            match loc {
+                Location::Module { module, .. } if self.failed.contains_key(&module) => {
+                    *self.unnamed.entry(module).or_insert(0) += 1;
+                }
+                Location::Kernel { .. } => self.kernel_samples += 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// Notes for the samples counted that could not be named: "N samples
+    /// (x%) in MODULE could not be named: REASON", as [`rows`] says them.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        let mut out: Vec<(u64, String)> = self
+            .unnamed
+            .iter()
+            .filter_map(|(module, &n)| {
+                let (label, why) = self.failed.get(module)?;
+                Some((
+                    n,
+                    format!(
+                        "{} ({:.1}%) in {label} could not be named: {why}",
+                        samples(n),
+                        percent(n, self.samples)
+                    ),
+                ))
+            })
+            .collect();
+        out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let mut notes: Vec<String> = out.into_iter().map(|(_, note)| note).collect();
+        if let Some(note) = &self.kernel_note {
+            notes.push(format!(
+                "{note}: {} ({:.1}%) in {KERNEL_MODULE} could not be named",
+                samples(self.kernel_samples),
+                percent(self.kernel_samples, self.samples)
+            ));
+        }
+        notes
     }
 
     /// (function, module label) per location, in order; functions
@@ -497,6 +563,14 @@ impl LocationNamer {
                     by_module.entry(module).or_default().push(offset)
                 }
                 Location::Kernel { address } => kernel_addresses.push(address),
+                Location::Module { module, .. } => {
+                    let why = modules.get(module as usize).and_then(unopenable_reason);
+                    if let Some(why) = why {
+                        self.failed
+                            .entry(module)
+                            .or_insert_with(|| (module_label_of(modules, module), why));
+                    }
+                }
                 _ => {}
             }
         }
@@ -506,10 +580,11 @@ impl LocationNamer {
             offsets.dedup();
             let m = &modules[*module as usize];
             let names = if m.is_file {
-                // A streamed sample's module that cannot be read: its
-                // samples are `[unknown]` (the stream has no notes).
-                resolve_file(m, offsets)
-                    .unwrap_or_else(|_| offsets.iter().map(|_| Resolved::unknown()).collect())
+                resolve_file(m, offsets).unwrap_or_else(|why| {
+                    self.failed
+                        .insert(*module, (module_label_of(modules, *module), why));
+                    offsets.iter().map(|_| Resolved::unknown()).collect()
+                })
             } else {
                 resolve_vdso(offsets)
             };
@@ -625,5 +700,62 @@ ffffffffc0300000 t ext4_readdir\t[ext4]
         assert!(r[0].function.ends_with("clock_gettime"), "{r:?}");
         assert_eq!(r[0].start, Some(off));
         assert_eq!(r[1].function, UNKNOWN_FUNCTION);
+    }
+
+    /// Samples in modules that could not be read (a FIFO where the
+    /// library was, a file gone, a file deleted after it was mapped) are
+    /// counted in one note per module, with the figure, by [`rows`] and
+    /// by the streamed namer alike.
+    #[test]
+    fn samples_in_a_module_that_cannot_be_read_are_counted_in_a_note() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("lib.so");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let fifo = fifo.to_string_lossy().into_owned();
+        let mut model = Model::default();
+        let lib = model.module(fifo.as_bytes());
+        let gone = model.module(b"/nonexistent/libgone.so");
+        let deleted = model.module(b"/tmp/libx.so (deleted)");
+        let at = |module, offset| Location::Module { module, offset };
+        let all = [
+            at(lib, 0x10),
+            at(lib, 0x10),
+            at(lib, 0x10),
+            at(lib, 0x20),
+            at(gone, 0x30),
+            at(gone, 0x30),
+            at(deleted, 0),
+            Location::Unmapped,
+            Location::Unmapped,
+        ];
+        let mut counts: HashMap<Location, u64> = HashMap::new();
+        for loc in all {
+            *counts.entry(loc).or_insert(0) += 1;
+        }
+        let expected = vec![
+            format!("4 samples (44.4%) in {fifo} could not be named: not a regular file (a FIFO)"),
+            "2 samples (22.2%) in /nonexistent/libgone.so could not be named: \
+             /nonexistent/libgone.so is gone (deleted or renamed since it was mapped)"
+                .to_string(),
+            "1 sample (11.1%) in [tmp/libx.so (deleted)] could not be named: \
+             /tmp/libx.so was deleted after it was mapped"
+                .to_string(),
+        ];
+        let (rows, _, notes) = rows(&model, &counts);
+        assert_eq!(notes, expected);
+        assert!(rows
+            .iter()
+            .filter(|r| r.module != "[unknown]")
+            .all(|r| r.function == UNKNOWN_FUNCTION));
+
+        let mut namer = LocationNamer::new();
+        let mut distinct = all.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        namer.name(&model.modules, &distinct);
+        namer.count(all);
+        assert_eq!(namer.notes(), expected);
     }
 }
