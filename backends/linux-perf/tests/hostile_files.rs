@@ -346,11 +346,16 @@ fn a_sparse_elf_claiming_1e8_symbols_is_refused_with_little_memory() {
     write_sparse_elf(&elf);
     let meta = std::fs::metadata(&elf).expect("stat");
     assert!(meta.len() > 2_000_000_000, "{}", meta.len());
-    assert!(
-        meta.blocks() * 512 <= 64 << 10,
-        "not sparse here: {} bytes on disk",
-        meta.blocks() * 512
-    );
+    if meta.blocks() * 512 > 64 << 10 {
+        skip(
+            "a_sparse_elf_claiming_1e8_symbols_is_refused_with_little_memory",
+            &format!(
+                "the temp folder's filesystem keeps no holes ({} bytes on disk)",
+                meta.blocks() * 512
+            ),
+        );
+        return;
+    }
     let exe = dir.path().join("map_exec");
     run(Command::new("gcc")
         .args(["-O1", "-o"])
