@@ -950,17 +950,20 @@ pub(crate) fn module_symbols(module: &Module) -> Result<Arc<ModuleSymbols>, Stri
 
 /// Section types whose contents are read whole (by the `object` parse or
 /// by this crate) and so must be bounded by the data really in the file.
-const READ_WHOLE: [u32; 6] = [
+const READ_WHOLE: [u32; 7] = [
     elf::SHT_SYMTAB.0,
     elf::SHT_DYNSYM.0,
     elf::SHT_STRTAB.0,
     elf::SHT_SYMTAB_SHNDX.0,
     elf::SHT_RELA.0,
     elf::SHT_REL.0,
+    // The build ID, looked for in every note.
+    elf::SHT_NOTE.0,
 ];
 
-/// Sections read whole that are found by name (the unwind tables).
-const READ_WHOLE_NAMED: [&[u8]; 2] = [b".eh_frame", b".eh_frame_hdr"];
+/// Sections read whole that are found by name (the unwind tables, the
+/// debug link).
+const READ_WHOLE_NAMED: [&[u8]; 3] = [b".eh_frame", b".eh_frame_hdr", b".gnu_debuglink"];
 
 /// Holes tolerated in one table before it is refused (a linker may leave
 /// page padding unwritten; a real table has none).
@@ -1032,6 +1035,7 @@ fn check_tables(file: &File, len: u64) -> Result<(), String> {
     let shentsize = u64::from(u16_at(&header, 0x3a));
     let mut shnum = u64::from(u16_at(&header, 0x3c));
     let shstrndx = u64::from(u16_at(&header, 0x3e));
+    check_note_segments(file, len, &header)?;
     if shoff == 0 {
         return Ok(());
     }
@@ -1098,6 +1102,50 @@ fn check_tables(file: &File, len: u64) -> Result<(), String> {
             }
         }
         check_data(file, &what, off, end)?;
+    }
+    Ok(())
+}
+
+/// [`check_tables`] for the note segments (where a file without section
+/// headers keeps its build ID, read whole), from the ELF header `header`.
+fn check_note_segments(file: &File, len: u64, header: &[u8]) -> Result<(), String> {
+    let u64_at = |b: &[u8], at: usize| {
+        b.get(at..at + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
+    let (phoff, phentsize, phnum) = (
+        u64_at(header, 0x20),
+        u64::from(u16_at(header, 0x36)),
+        u64::from(u16_at(header, 0x38)),
+    );
+    if phoff == 0 || phnum == 0 {
+        return Ok(());
+    }
+    if phentsize != 56 {
+        return Err(format!(
+            "program header size {phentsize}, not 64-bit ELF's 56"
+        ));
+    }
+    // At most 65535 headers of 56 bytes: 3.5 MiB, and inside the file.
+    let end = phoff
+        .checked_add(phnum * 56)
+        .filter(|&e| e <= len)
+        .ok_or_else(|| format!("{phnum} program headers at offset {phoff} would lie past the end of the file ({len} bytes)"))?;
+    check_data(file, "the program headers", phoff, end)?;
+    let mut headers = vec![0; usize::try_from(end - phoff).map_err(|e| e.to_string())?];
+    file.read_exact_at(&mut headers, phoff)
+        .map_err(|e| format!("unreadable program headers: {e}"))?;
+    for h in headers.chunks_exact(56) {
+        if u32::from_le_bytes([h[0], h[1], h[2], h[3]]) != elf::PT_NOTE.0 {
+            continue;
+        }
+        let (off, size) = (u64_at(h, 8), u64_at(h, 32));
+        let end = off.checked_add(size).filter(|&e| e <= len).ok_or_else(|| {
+            format!("a note segment claims {size} bytes at offset {off}, past the end of the file ({len} bytes)")
+        })?;
+        check_data(file, "a note segment", off, end)?;
     }
     Ok(())
 }
@@ -1430,5 +1478,26 @@ mod tests {
         assert!(e.contains("past the end of the file"), "{e}");
         let e = ModuleSymbols::load(&lib).expect_err("refused");
         assert!(e.contains(".dynsym"), "{e}");
+
+        // A note segment (where the build ID is looked for) likewise.
+        let lib = library_copy(dir.path(), "notes.so").expect("copy");
+        let phoff = u64::from_le_bytes(bytes[0x20..0x28].try_into().expect("8 bytes"));
+        let phnum = u64::from(u16::from_le_bytes([bytes[0x38], bytes[0x39]]));
+        let note = (0..phnum)
+            .map(|i| phoff + 56 * i)
+            .find(|&at| {
+                let at = usize::try_from(at).expect("small");
+                u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) == elf::PT_NOTE.0
+            })
+            .expect("a library with a note segment");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&lib)
+            .expect("open");
+        file.write_all_at(&(1u64 << 40).to_le_bytes(), note + 32)
+            .expect("patch");
+        let (file, meta) = open_regular(&lib).expect("open");
+        let e = check_tables(&file, meta.len()).expect_err("refused");
+        assert!(e.contains("a note segment"), "{e}");
     }
 }
