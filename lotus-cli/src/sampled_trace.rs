@@ -276,7 +276,7 @@ fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
             }
         ),
     }
-    for note in report.notes.iter().chain(&stream.kernel_note) {
+    for note in report.notes.iter().chain(&stream.notes) {
         pairs.push(("note", note.clone()));
     }
     pairs

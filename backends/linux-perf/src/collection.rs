@@ -363,8 +363,8 @@ impl PerfCollection {
         // them again here (reading every symbol table and the kernel's
         // again, on this thread) added 60 ms to a sampled trace after its
         // job had ended.
-        let (rows, symbolize, kernel_note) = if drained.stream.is_some() {
-            (Vec::new(), SymbolizeStats::default(), None)
+        let (rows, symbolize, symbol_notes) = if drained.stream.is_some() {
+            (Vec::new(), SymbolizeStats::default(), Vec::new())
         } else {
             let mut by_location: HashMap<Location, u64> = HashMap::new();
             for (&(_, loc), &n) in &model.counts {
@@ -372,7 +372,7 @@ impl PerfCollection {
             }
             symbolize::rows(&model, &by_location)
         };
-        self.notes.extend(kernel_note);
+        self.notes.extend(symbol_notes);
         let mut window_reports = Vec::new();
         if per_window {
             let mut by_window: Vec<HashMap<Location, u64>> = vec![HashMap::new(); windows.len()];

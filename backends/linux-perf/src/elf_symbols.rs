@@ -28,10 +28,11 @@
 //! [`crate::code_scan`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
+use std::fs::{File, Metadata};
+use std::io;
 use std::ops::Range;
-use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use object::elf;
@@ -41,6 +42,7 @@ use object::{Endianness, Object, ObjectSection, ObjectSegment};
 
 use crate::code_scan::gap_function_starts;
 use crate::debug_link::debug_file;
+use crate::model::Module;
 use crate::plt::{slot_symbols, stub_at, PltLayout, SlotSymbols};
 use crate::unwind;
 use crate::unwind::{EhLayout, EhTables};
@@ -82,7 +84,7 @@ struct Entry {
 #[derive(Debug)]
 enum NameSource {
     /// A string table in a file, read on demand: (file, offset, size).
-    File(File, u64, u64),
+    File(Arc<File>, u64, u64),
     /// NUL-terminated names in memory (tests).
     #[cfg(test)]
     Memory(Vec<u8>),
@@ -184,15 +186,57 @@ pub(crate) struct ModuleSymbols {
     sources: Vec<NameSource>,
     /// The symbol chosen per start, once asked for.
     chosen: Mutex<HashMap<u64, Option<Chosen>>>,
-    /// The file, for the fallback.
-    file: Option<File>,
+    /// The file, for the fallback (one descriptor per module, shared with
+    /// its name sources: see [`module_symbols`]).
+    file: Option<Arc<File>>,
     /// x86-64 code (where the prologue scan of uncovered code applies).
     x86_64: bool,
     fallback: Fallback,
 }
 
 /// An ELF64 file read through a cache of the parts read so far.
-type Elf64<'data> = ElfFile64<'data, Endianness, &'data ReadCache<File>>;
+type Elf64<'data, 'f> = ElfFile64<'data, Endianness, &'data ReadCache<At<'f>>>;
+
+/// A file read with `pread` from a position of its own, for
+/// [`ReadCache`]: the descriptor is shared (one per module, see
+/// [`module_symbols`]), so its file offset is not used.
+#[derive(Debug)]
+struct At<'f> {
+    file: &'f File,
+    pos: u64,
+}
+
+impl<'f> At<'f> {
+    fn new(file: &'f File) -> Self {
+        At { file, pos: 0 }
+    }
+}
+
+impl io::Read for At<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl io::Seek for At<'_> {
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        let base = match to {
+            io::SeekFrom::Start(at) => {
+                self.pos = at;
+                return Ok(at);
+            }
+            io::SeekFrom::End(d) => (self.file.metadata()?.len(), d),
+            io::SeekFrom::Current(d) => (self.pos, d),
+        };
+        self.pos = base
+            .0
+            .checked_add_signed(base.1)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        Ok(self.pos)
+    }
+}
 
 /// The executable sections of `obj`: (start, end, file offset) by section
 /// index, `None` for the others.
@@ -221,8 +265,8 @@ fn executable_sections<'data, O: Object<'data>>(obj: &O) -> Vec<Option<(u64, u64
 /// tables (`.dynsym` or `.symtab`), names left in the file (see
 /// [`Entry`]); their string table becomes a [`NameSource`] in `sources`.
 fn read_table(
-    elf: &Elf64<'_>,
-    file: &File,
+    elf: &Elf64<'_, '_>,
+    file: &Arc<File>,
     dynamic: bool,
     sources: &mut Vec<NameSource>,
     out: &mut Vec<Entry>,
@@ -242,11 +286,11 @@ fn read_table(
     if strings.sh_type(endian) == elf::SHT_NOBITS {
         return;
     }
-    let (Ok(clone), Ok(source)) = (file.try_clone(), u8::try_from(sources.len())) else {
+    let Ok(source) = u8::try_from(sources.len()) else {
         return;
     };
     sources.push(NameSource::File(
-        clone,
+        Arc::clone(file),
         strings.sh_offset(endian),
         strings.sh_size(endian),
     ));
@@ -294,12 +338,25 @@ fn rank(e: &Entry, name: &str) -> (bool, bool, bool, std::cmp::Reverse<usize>, u
 impl ModuleSymbols {
     /// Reads the symbol tables of the ELF file at `path` (and of its debug
     /// file, where it has no `.symtab`), without their names.
+    #[cfg(test)]
     pub(crate) fn load(path: &Path) -> Result<ModuleSymbols, String> {
-        let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-        let file = File::open(path).map_err(|e| fail(&e))?;
-        let cache = ReadCache::new(file.try_clone().map_err(|e| fail(&e))?);
+        let (file, meta) = open_regular(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        ModuleSymbols::load_from(Arc::new(file), &meta, path)
+    }
+
+    /// Reads the symbol tables of `file` (opened by [`open_regular`], its
+    /// metadata `meta`; mapped from `path`) and of its debug file, where it
+    /// has no `.symtab`, without their names. The tables are checked
+    /// against the file's real size first ([`check_tables`]).
+    pub(crate) fn load_from(
+        file: Arc<File>,
+        meta: &Metadata,
+        path: &Path,
+    ) -> Result<ModuleSymbols, String> {
+        check_tables(&file, meta.len())?;
+        let cache = ReadCache::new(At::new(&file));
         // 64-bit ELF only: lotus profiles x86-64 processes.
-        let obj = Elf64::parse(&cache).map_err(|e| fail(&e))?;
+        let obj = Elf64::parse(&cache).map_err(|e| format!("not a 64-bit ELF file: {e}"))?;
         let mut out = ModuleSymbols {
             segments: obj
                 .segments()
@@ -323,12 +380,14 @@ impl ModuleSymbols {
         read_table(&obj, &file, true, &mut out.sources, &mut entries);
         if !obj.elf_symbol_table().is_empty() {
             read_table(&obj, &file, false, &mut out.sources, &mut entries);
-        } else if let Some(debug) = debug_file(&obj, path).and_then(|p| File::open(p).ok()) {
-            if let Ok(clone) = debug.try_clone() {
-                let debug_cache = ReadCache::new(clone);
-                if let Ok(d) = Elf64::parse(&debug_cache) {
-                    read_table(&d, &debug, false, &mut out.sources, &mut entries);
-                }
+        } else if let Some((debug, _)) = debug_file(&obj, path)
+            .and_then(|p| open_trusted(&p))
+            .filter(|(debug, meta)| check_tables(debug, meta.len()).is_ok())
+        {
+            let debug = Arc::new(debug);
+            let debug_cache = ReadCache::new(At::new(&debug));
+            if let Ok(d) = Elf64::parse(&debug_cache) {
+                read_table(&d, &debug, false, &mut out.sources, &mut entries);
             }
         }
         entries.sort_unstable_by_key(|e| e.start);
@@ -406,11 +465,11 @@ impl ModuleSymbols {
     }
 
     /// The file parsed again, for the fallback's parts.
-    fn reparse<T: Default>(&self, read: impl FnOnce(&Elf64<'_>) -> T) -> T {
-        let Some(file) = self.file.as_ref().and_then(|f| f.try_clone().ok()) else {
+    fn reparse<T: Default>(&self, read: impl FnOnce(&Elf64<'_, '_>) -> T) -> T {
+        let Some(file) = self.file.as_deref() else {
             return T::default();
         };
-        let cache = ReadCache::new(file);
+        let cache = ReadCache::new(At::new(file));
         match Elf64::parse(&cache) {
             Ok(obj) => read(&obj),
             Err(_) => T::default(),
@@ -626,14 +685,247 @@ fn uncovered(covered: &[(u64, u64)], start: u64, end: u64) -> Vec<(u64, u64)> {
 /// are read again.
 type FileVersion = (u64, u64, u64, i64, i64);
 
-/// Symbol tables read so far in this process, by path.
-static LOADED: Mutex<BTreeMap<PathBuf, (FileVersion, Arc<ModuleSymbols>)>> =
-    Mutex::new(BTreeMap::new());
+/// (device, inode) of a file, as `fstat` gives them: what the kernel says
+/// a process mapped (the perf MMAP2 record).
+pub(crate) type FileId = (u64, u64);
 
-/// The symbols of the file at `path`, read once per version of the file
-/// in this process; `None` when it cannot be read as ELF.
-pub(crate) fn module_symbols(path: &Path) -> Option<Arc<ModuleSymbols>> {
-    let meta = std::fs::metadata(path).ok()?;
+/// Symbol tables read so far in this process, by file version (not by
+/// path: a path names whatever is there now, the version what was read).
+static LOADED: Mutex<BTreeMap<FileVersion, Arc<ModuleSymbols>>> = Mutex::new(BTreeMap::new());
+
+/// Opens `path` for reading without blocking and without side effects,
+/// and only if it is a regular file: a FIFO or device put where a library
+/// was (by whoever owns its folder) is refused at once, not waited on.
+///
+/// The path is opened `O_PATH` first (which opens nothing: no driver's
+/// `open`, no FIFO wait), checked with `fstat`, and only then reopened for
+/// reading through `/proc/self/fd` (the same inode, whatever the path
+/// names by then) with `O_RDONLY|O_NONBLOCK|O_NOCTTY|O_CLOEXEC`.
+pub(crate) fn open_regular(path: &Path) -> io::Result<(File, Metadata)> {
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = handle.metadata()?;
+    refuse_unless_regular(&meta)?;
+    let reopened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&handle)
+        ));
+    let file = match reopened {
+        Ok(f) => f,
+        // No /proc (a chroot): the path itself, with the same flags.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+            .open(path)?,
+        Err(e) => return Err(e),
+    };
+    let opened = file.metadata()?;
+    refuse_unless_regular(&opened)?;
+    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+        return Err(io::Error::other("replaced while it was being opened"));
+    }
+    Ok((file, opened))
+}
+
+/// An error unless `meta` is a regular file's.
+fn refuse_unless_regular(meta: &Metadata) -> io::Result<()> {
+    let t = meta.file_type();
+    if t.is_file() {
+        return Ok(());
+    }
+    let kind = if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_dir() {
+        "a folder"
+    } else {
+        "not a file"
+    };
+    Err(io::Error::other(format!("not a regular file ({kind})")))
+}
+
+/// [`open_regular`], for a file found by its path alone (a separate debug
+/// file): only one owned by root or by this user and writable by no one
+/// else, so that another user cannot choose what it says.
+pub(crate) fn open_trusted(path: &Path) -> Option<(File, Metadata)> {
+    let (file, meta) = open_regular(path).ok()?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let owner_ok = meta.uid() == 0 || meta.uid() == me;
+    (owner_ok && meta.mode() & 0o022 == 0).then_some((file, meta))
+}
+
+/// Filesystems whose `stat` device number is not the one the kernel
+/// reports for a mapping (overlayfs stacks on another filesystem's inodes,
+/// btrfs gives each subvolume a device of its own): there the inode
+/// number alone identifies the file.
+fn stat_device_differs(file: &File) -> bool {
+    const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+    const BTRFS_SUPER_MAGIC: i64 = 0x9123_683e;
+    // SAFETY: an all-zero statfs is a valid buffer for fstatfs to fill.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and a valid buffer.
+    let ok = unsafe { libc::fstatfs(std::os::fd::AsRawFd::as_raw_fd(file), &mut fs) } == 0;
+    #[allow(clippy::unnecessary_cast)]
+    let kind = fs.f_type as i64;
+    ok && (kind == OVERLAYFS_SUPER_MAGIC || kind == BTRFS_SUPER_MAGIC)
+}
+
+/// Whether `file` (with metadata `meta`) is the file the kernel said was
+/// mapped, `id`.
+fn is_mapped_file(file: &File, meta: &Metadata, id: FileId) -> bool {
+    meta.ino() == id.1 && (meta.dev() == id.0 || stat_device_differs(file))
+}
+
+/// Why a module's file could not be opened, in words for a note.
+fn open_failure(path: &str, e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EMFILE) => {
+            // SAFETY: an all-zero rlimit is a valid buffer.
+            let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+            // SAFETY: a valid buffer.
+            let soft = (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0)
+                .then_some(lim.rlim_cur);
+            match soft {
+                Some(n) => {
+                    format!("too many open files (`ulimit -n` is {n}): raise it and run again")
+                }
+                None => "too many open files: raise `ulimit -n` and run again".to_string(),
+            }
+        }
+        Some(libc::ENFILE) => "the system's open-file table is full".to_string(),
+        Some(libc::ENOENT) => format!("{path} is gone (deleted or renamed since it was mapped)"),
+        Some(libc::EACCES) | Some(libc::EPERM) => format!("{path}: permission denied"),
+        _ => format!("{path}: {e}"),
+    }
+}
+
+/// `open()`, run again once after the cache of symbol tables is emptied
+/// (closing the descriptors it held) where it failed for want of
+/// descriptors (a low `ulimit -n`).
+pub(crate) fn with_descriptors<T>(open: impl Fn() -> io::Result<T>) -> io::Result<T> {
+    match open() {
+        Err(e) if out_of_descriptors(&e) => {
+            LOADED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            open()
+        }
+        other => other,
+    }
+}
+
+/// Whether `e` says this process is out of descriptors.
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// A mapped file held open since its mapping was seen.
+#[derive(Debug, Clone)]
+pub(crate) struct Pinned(Arc<File>, Metadata);
+
+impl PartialEq for Pinned {
+    fn eq(&self, other: &Pinned) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Pinned {}
+
+/// The fewest descriptors this process may open (`ulimit -n`) for a file
+/// to be pinned, and the share of them that may be open already: a pin
+/// costs a descriptor for as long as the module is known, and at a low
+/// limit perf's own descriptors and the symbol tables come first.
+const MIN_LIMIT_TO_PIN: u64 = 1024;
+const MAX_OPEN_SHARE_TO_PIN: u64 = 2;
+
+/// Opens the file that `pid` mapped at `[start, end)` through
+/// `/proc/PID/map_files` (root or the same user), when the mapping is
+/// seen, so that the file the process really mapped can be read after
+/// the process exited, whatever its path names by then (another user's
+/// library swapped for a FIFO or for other code). `None` where that
+/// cannot be opened, is not the file the kernel said (`id`), or
+/// descriptors are scarce (see [`MIN_LIMIT_TO_PIN`]).
+pub(crate) fn pin_mapped(pid: u32, start: u64, end: u64, id: Option<FileId>) -> Option<Pinned> {
+    // SAFETY: an all-zero rlimit is a valid buffer.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid buffer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
+        || lim.rlim_cur < MIN_LIMIT_TO_PIN
+    {
+        return None;
+    }
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    if open >= lim.rlim_cur / MAX_OPEN_SHARE_TO_PIN {
+        return None;
+    }
+    let link = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
+    let (file, meta) = open_regular(Path::new(&link)).ok()?;
+    id.is_none_or(|id| is_mapped_file(&file, &meta, id))
+        .then(|| Pinned(Arc::new(file), meta))
+}
+
+/// Opens the file `module` maps: while a process that mapped it lives,
+/// through `/proc/PID/map_files/START-END` (the very inode it mapped,
+/// even if the path now names another file or nothing; root or the same
+/// user only); else by its path, which must still be the file the kernel
+/// said was mapped (device and inode, where the record gave them).
+fn open_module(module: &Module) -> io::Result<(Arc<File>, Metadata)> {
+    if let Some(Pinned(file, meta)) = &module.pinned {
+        return Ok((Arc::clone(file), meta.clone()));
+    }
+    for &(pid, start, end) in module.mapped_at.iter().rev() {
+        let link = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
+        match open_regular(Path::new(&link)) {
+            Ok((file, meta)) => {
+                if module
+                    .file_id
+                    .is_none_or(|id| is_mapped_file(&file, &meta, id))
+                {
+                    return Ok((Arc::new(file), meta));
+                }
+                // Another file is mapped there now.
+            }
+            Err(e) if out_of_descriptors(&e) => return Err(e),
+            // The process is gone, or this user may not read its map_files.
+            Err(_) => {}
+        }
+    }
+    let (file, meta) = open_regular(Path::new(&module.name))?;
+    if let Some(id) = module.file_id {
+        if !is_mapped_file(&file, &meta, id) {
+            return Err(io::Error::other(format!(
+                "{} was replaced since it was mapped (the path is now inode {}, \
+                 the process mapped inode {})",
+                module.name,
+                meta.ino(),
+                id.1
+            )));
+        }
+    }
+    Ok((Arc::new(file), meta))
+}
+
+/// The symbols of the file `module` maps (opened by [`open_module`]), read
+/// once per version of the file in this process; or why they cannot be
+/// read, in words for a note.
+///
+/// Each module read holds one descriptor (shared by its name sources;
+/// two with a debug file) while it stays cached. When this process runs
+/// out of descriptors (a low `ulimit -n`), the cache is emptied (closing
+/// what it held) and the open tried again: the tables are then read again
+/// when next needed, which costs time, not names.
+pub(crate) fn module_symbols(module: &Module) -> Result<Arc<ModuleSymbols>, String> {
+    let (file, meta) = with_descriptors(|| open_module(module)).map_err(|e| match e.kind() {
+        io::ErrorKind::Other => e.to_string(),
+        _ => open_failure(&module.name, &e),
+    })?;
     let version = (
         meta.dev(),
         meta.ino(),
@@ -642,16 +934,237 @@ pub(crate) fn module_symbols(path: &Path) -> Option<Arc<ModuleSymbols>> {
         meta.mtime_nsec(),
     );
     let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((v, symbols)) = loaded.get(path) {
-        if *v == version {
-            return Some(Arc::clone(symbols));
-        }
+    if let Some(symbols) = loaded.get(&version) {
+        return Ok(Arc::clone(symbols));
     }
     // Read under the lock: two reports symbolizing the same library at once
     // read it once.
-    let symbols = Arc::new(ModuleSymbols::load(path).ok()?);
-    loaded.insert(path.to_path_buf(), (version, Arc::clone(&symbols)));
-    Some(symbols)
+    let symbols = Arc::new(ModuleSymbols::load_from(
+        file,
+        &meta,
+        Path::new(&module.name),
+    )?);
+    loaded.insert(version, Arc::clone(&symbols));
+    Ok(symbols)
+}
+
+/// Section types whose contents are read whole (by the `object` parse or
+/// by this crate) and so must be bounded by the data really in the file.
+const READ_WHOLE: [u32; 7] = [
+    elf::SHT_SYMTAB.0,
+    elf::SHT_DYNSYM.0,
+    elf::SHT_STRTAB.0,
+    elf::SHT_SYMTAB_SHNDX.0,
+    elf::SHT_RELA.0,
+    elf::SHT_REL.0,
+    // The build ID, looked for in every note.
+    elf::SHT_NOTE.0,
+];
+
+/// Sections read whole that are found by name (the unwind tables, the
+/// debug link).
+const READ_WHOLE_NAMED: [&[u8]; 3] = [b".eh_frame", b".eh_frame_hdr", b".gnu_debuglink"];
+
+/// Holes tolerated in one table before it is refused (a linker may leave
+/// page padding unwritten; a real table has none).
+const MAX_TABLE_HOLES: u64 = 1 << 20;
+
+/// How many bytes of `file`'s `[start, end)` hold data, from the
+/// filesystem's record of holes (`SEEK_DATA`/`SEEK_HOLE`); all of them
+/// where it keeps none. At most `MAX_EXTENTS` extents are walked, and the
+/// rest is counted as holes: a file cut into that many pieces of data is
+/// crafted (filesystems report a written file's data as one extent), and
+/// counting the rest as data would let a few MiB on disk claim GiBs.
+fn data_bytes(file: &File, start: u64, end: u64) -> u64 {
+    const MAX_EXTENTS: usize = 1 << 16;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(file);
+    let seek = |at: u64, whence: libc::c_int| -> Option<u64> {
+        let at = libc::off_t::try_from(at).ok()?;
+        // SAFETY: lseek on a valid descriptor; it changes only the file
+        // offset, which nothing here reads (reads use pread).
+        let r = unsafe { libc::lseek(fd, at, whence) };
+        u64::try_from(r).ok()
+    };
+    let mut at = start;
+    let mut data = 0;
+    for _ in 0..MAX_EXTENTS {
+        if at >= end {
+            return data;
+        }
+        // No data from here (ENXIO) or no hole support: done.
+        let Some(from) = seek(at, libc::SEEK_DATA) else {
+            return data;
+        };
+        if from >= end {
+            return data;
+        }
+        let to = seek(from, libc::SEEK_HOLE).unwrap_or(end).min(end);
+        data += to.saturating_sub(from);
+        at = to.max(from + 1);
+    }
+    data
+}
+
+/// Checks, before the file is parsed, that every table read whole lies
+/// inside the file (`len` bytes) and is made of data the file really holds:
+/// a sparse file of 20 KiB on disk whose headers claim 10^8 symbols would
+/// otherwise have the parse allocate and zero gigabytes. Only the ELF
+/// header and the section headers are read (the latter bounded the same
+/// way).
+fn check_tables(file: &File, len: u64) -> Result<(), String> {
+    let read = |at: u64, n: usize| -> Result<Vec<u8>, String> {
+        let mut buf = vec![0; n];
+        file.read_exact_at(&mut buf, at)
+            .map_err(|e| format!("unreadable ELF headers: {e}"))?;
+        Ok(buf)
+    };
+    let header = read(0, 64)?;
+    // Other files (not ELF, 32-bit, big-endian) are refused by the parse.
+    if header[..4] != *b"\x7fELF"
+        || header[4] != elf::ELFCLASS64.0
+        || header[5] != elf::ELFDATA2LSB.0
+    {
+        return Ok(());
+    }
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
+    let u32_at =
+        |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or([0; 4]));
+    let u64_at =
+        |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
+    let shoff = u64_at(&header, 0x28);
+    let shentsize = u64::from(u16_at(&header, 0x3a));
+    let mut shnum = u64::from(u16_at(&header, 0x3c));
+    let shstrndx = u64::from(u16_at(&header, 0x3e));
+    check_note_segments(file, len, &header)?;
+    if shoff == 0 {
+        return Ok(());
+    }
+    if shentsize != 64 {
+        return Err(format!("section header size {shentsize}, not 64"));
+    }
+    if shnum == 0 {
+        // Extended numbering: the count is section 0's sh_size.
+        shnum = u64_at(&read(shoff, 64)?, 0x20);
+    }
+    let table_end = shnum
+        .checked_mul(64)
+        .and_then(|n| n.checked_add(shoff))
+        .filter(|&end| end <= len)
+        .ok_or_else(|| {
+            format!("{shnum} section headers at offset {shoff} would lie past the end of the file ({len} bytes)")
+        })?;
+    check_data(file, "the section headers", shoff, table_end)?;
+    let headers = read(
+        shoff,
+        usize::try_from(table_end - shoff).map_err(|e| e.to_string())?,
+    )?;
+    let section = |i: u64| {
+        let at = usize::try_from(i * 64).unwrap_or(usize::MAX);
+        headers.get(at..at.saturating_add(64))
+    };
+    // Section names, where the name table is sound (used only to find the
+    // unwind tables).
+    let names = section(shstrndx).and_then(|h| {
+        let (off, size) = (u64_at(h, 0x18), u64_at(h, 0x20));
+        let end = off.checked_add(size).filter(|&e| e <= len)?;
+        (size <= 1 << 20 && data_bytes(file, off, end) == size)
+            .then(|| read(off, usize::try_from(size).ok()?).ok())
+            .flatten()
+    });
+    for i in 0..shnum {
+        let Some(h) = section(i) else { break };
+        let (kind, off, size) = (u32_at(h, 0x04), u64_at(h, 0x18), u64_at(h, 0x20));
+        let name = names.as_ref().and_then(|n| {
+            let rest = n.get(usize::try_from(u32_at(h, 0)).ok()?..)?;
+            Some(&rest[..rest.iter().position(|&b| b == 0)?])
+        });
+        let whole =
+            READ_WHOLE.contains(&kind) || name.is_some_and(|n| READ_WHOLE_NAMED.contains(&n));
+        if !whole || size == 0 {
+            continue;
+        }
+        let what = match name {
+            Some(n) => format!("section {}", String::from_utf8_lossy(n)),
+            None => format!("section {i}"),
+        };
+        let end = off
+            .checked_add(size)
+            .filter(|&e| e <= len)
+            .ok_or_else(|| {
+                format!("{what} claims {size} bytes at offset {off}, past the end of the file ({len} bytes)")
+            })?;
+        if kind == elf::SHT_SYMTAB.0 || kind == elf::SHT_DYNSYM.0 {
+            let entsize = u64_at(h, 0x38);
+            if entsize != 24 || size % 24 != 0 {
+                return Err(format!(
+                    "{what}: {size} bytes of {entsize}-byte symbols (64-bit symbols are 24 bytes)"
+                ));
+            }
+        }
+        check_data(file, &what, off, end)?;
+    }
+    Ok(())
+}
+
+/// [`check_tables`] for the note segments (where a file without section
+/// headers keeps its build ID, read whole), from the ELF header `header`.
+fn check_note_segments(file: &File, len: u64, header: &[u8]) -> Result<(), String> {
+    let u64_at = |b: &[u8], at: usize| {
+        b.get(at..at + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
+    let (phoff, phentsize, phnum) = (
+        u64_at(header, 0x20),
+        u64::from(u16_at(header, 0x36)),
+        u64::from(u16_at(header, 0x38)),
+    );
+    if phoff == 0 || phnum == 0 {
+        return Ok(());
+    }
+    if phentsize != 56 {
+        return Err(format!(
+            "program header size {phentsize}, not 64-bit ELF's 56"
+        ));
+    }
+    // At most 65535 headers of 56 bytes: 3.5 MiB, and inside the file.
+    let end = phoff
+        .checked_add(phnum * 56)
+        .filter(|&e| e <= len)
+        .ok_or_else(|| format!("{phnum} program headers at offset {phoff} would lie past the end of the file ({len} bytes)"))?;
+    check_data(file, "the program headers", phoff, end)?;
+    let mut headers = vec![0; usize::try_from(end - phoff).map_err(|e| e.to_string())?];
+    file.read_exact_at(&mut headers, phoff)
+        .map_err(|e| format!("unreadable program headers: {e}"))?;
+    for h in headers.chunks_exact(56) {
+        if u32::from_le_bytes([h[0], h[1], h[2], h[3]]) != elf::PT_NOTE.0 {
+            continue;
+        }
+        let (off, size) = (u64_at(h, 8), u64_at(h, 32));
+        let end = off.checked_add(size).filter(|&e| e <= len).ok_or_else(|| {
+            format!("a note segment claims {size} bytes at offset {off}, past the end of the file ({len} bytes)")
+        })?;
+        check_data(file, "a note segment", off, end)?;
+    }
+    Ok(())
+}
+
+/// An error when `[start, end)` of `file` (a table read whole) is more
+/// hole than data.
+fn check_data(file: &File, what: &str, start: u64, end: u64) -> Result<(), String> {
+    let size = end - start;
+    if size <= MAX_TABLE_HOLES {
+        return Ok(());
+    }
+    let data = data_bytes(file, start, end);
+    if size - data > MAX_TABLE_HOLES {
+        return Err(format!(
+            "{what} claims {size} bytes but the file holds {data} bytes of data there \
+             (a sparse file): not read"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -686,6 +1199,17 @@ mod tests {
             entries,
             sources: vec![NameSource::Memory(names)],
             ..ModuleSymbols::default()
+        }
+    }
+
+    /// A file module at `path`, with no mapping or identity known.
+    fn file_module(path: &str) -> Module {
+        Module {
+            name: path.to_string(),
+            is_file: true,
+            file_id: None,
+            mapped_at: Vec::new(),
+            pinned: None,
         }
     }
 
@@ -743,6 +1267,7 @@ mod tests {
     #[test]
     fn own_binary_names_its_functions_once_per_version() {
         let exe = std::env::current_exe().expect("current exe");
+        let exe = file_module(&exe.to_string_lossy());
         let a = module_symbols(&exe).expect("own binary");
         let b = module_symbols(&exe).expect("own binary");
         assert!(Arc::ptr_eq(&a, &b), "read twice");
@@ -816,5 +1341,163 @@ mod tests {
             checked >= 20,
             "no system library with PLT stubs among {candidates:?}: the test needs libstdc++ or zlib"
         );
+    }
+
+    /// A small system library, copied to `dir/name` (a file of the test's
+    /// own), or `None` where there is none.
+    fn library_copy(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+        let source = [
+            "/usr/lib/x86_64-linux-gnu/libz.so.1",
+            "/lib64/libz.so.1",
+            "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+        ]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())?;
+        let to = dir.join(name);
+        std::fs::copy(source, &to).expect("copy");
+        Some(to)
+    }
+
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    }
+
+    /// A FIFO (which `open(O_RDONLY)` would wait on for a writer, for
+    /// ever) and a folder are refused at once, saying what they are.
+    #[test]
+    fn only_regular_files_are_opened() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("lib.so");
+        mkfifo(&fifo);
+        let e = open_regular(&fifo).expect_err("a FIFO");
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+        let e = open_regular(dir.path()).expect_err("a folder");
+        assert!(e.to_string().contains("a folder"), "{e}");
+        assert!(open_regular(Path::new("/dev/null")).is_err());
+    }
+
+    /// A library mapped here and then replaced by a FIFO at its path is
+    /// read through `map_files` (the inode mapped) while the mapping
+    /// lives; by path, the FIFO is refused, and a regular file put there
+    /// instead is refused as not the file mapped.
+    #[test]
+    fn a_replaced_library_is_read_from_the_mapping_or_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some(lib) = library_copy(dir.path(), "lib.so") else {
+            eprintln!("skipped: no system library to copy");
+            return;
+        };
+        let meta = std::fs::metadata(&lib).expect("stat");
+        let file = File::open(&lib).expect("open");
+        let len = usize::try_from(meta.len()).expect("size");
+        // SAFETY: a fresh private read-only mapping of a file we hold.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED);
+        let start = at as u64;
+        let end = (start + meta.len()).next_multiple_of(4096);
+        std::fs::remove_file(&lib).expect("rm");
+        mkfifo(&lib);
+        let mut module = file_module(&lib.to_string_lossy());
+        module.file_id = Some((meta.dev(), meta.ino()));
+        module.mapped_at = vec![(std::process::id(), start, end)];
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if root {
+            let symbols = module_symbols(&module).expect("read through map_files");
+            assert!(symbols.len() > 10, "{} symbols", symbols.len());
+            let pinned = pin_mapped(std::process::id(), start, end, module.file_id);
+            assert!(pinned.is_some(), "not pinned");
+            // Not the file the kernel said was mapped: not pinned.
+            assert!(pin_mapped(std::process::id(), start, end, Some((0, 1))).is_none());
+        }
+        module.mapped_at.clear();
+        let e = module_symbols(&module).expect_err("a FIFO by path");
+        assert!(e.contains("a FIFO"), "{e}");
+        std::fs::remove_file(&lib).expect("rm");
+        library_copy(dir.path(), "lib.so").expect("copy again");
+        let e = module_symbols(&module).expect_err("another file by path");
+        assert!(e.contains("was replaced since it was mapped"), "{e}");
+        // SAFETY: the mapping made above.
+        assert_eq!(unsafe { libc::munmap(at, len) }, 0);
+    }
+
+    /// A separate debug file (found by path) is read only when no other
+    /// user can have written it.
+    #[test]
+    fn debug_files_others_can_write_are_not_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let debug = dir.path().join("lib.debug");
+        std::fs::write(&debug, b"\x7fELF").expect("write");
+        std::fs::set_permissions(&debug, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(open_trusted(&debug).is_some());
+        std::fs::set_permissions(&debug, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        assert!(open_trusted(&debug).is_none(), "world-writable");
+        std::fs::set_permissions(&debug, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&debug, Some(65534), Some(65534)).expect("chown");
+            assert!(open_trusted(&debug).is_none(), "owned by nobody");
+        }
+    }
+
+    /// A symbol table whose header claims more than the file holds is
+    /// refused before anything is read by it.
+    #[test]
+    fn a_table_claimed_past_the_end_of_the_file_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some(lib) = library_copy(dir.path(), "lib.so") else {
+            eprintln!("skipped: no system library to copy");
+            return;
+        };
+        let bytes = std::fs::read(&lib).expect("read");
+        let obj = ElfFile64::<Endianness>::parse(&*bytes).expect("ELF");
+        let dynsym = obj.elf_dynamic_symbol_table().section().0 as u64;
+        let shoff = u64::from_le_bytes(bytes[0x28..0x30].try_into().expect("8 bytes"));
+        // sh_size of .dynsym: 10^8 symbols.
+        let at = shoff + 64 * dynsym + 0x20;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&lib)
+            .expect("open");
+        file.write_all_at(&(100_000_000u64 * 24).to_le_bytes(), at)
+            .expect("patch");
+        let (file, meta) = open_regular(&lib).expect("open");
+        let e = check_tables(&file, meta.len()).expect_err("refused");
+        assert!(e.contains("past the end of the file"), "{e}");
+        let e = ModuleSymbols::load(&lib).expect_err("refused");
+        assert!(e.contains(".dynsym"), "{e}");
+
+        // A note segment (where the build ID is looked for) likewise.
+        let lib = library_copy(dir.path(), "notes.so").expect("copy");
+        let phoff = u64::from_le_bytes(bytes[0x20..0x28].try_into().expect("8 bytes"));
+        let phnum = u64::from(u16::from_le_bytes([bytes[0x38], bytes[0x39]]));
+        let note = (0..phnum)
+            .map(|i| phoff + 56 * i)
+            .find(|&at| {
+                let at = usize::try_from(at).expect("small");
+                u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) == elf::PT_NOTE.0
+            })
+            .expect("a library with a note segment");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&lib)
+            .expect("open");
+        file.write_all_at(&(1u64 << 40).to_le_bytes(), note + 32)
+            .expect("patch");
+        let (file, meta) = open_regular(&lib).expect("open");
+        let e = check_tables(&file, meta.len()).expect_err("refused");
+        assert!(e.contains("a note segment"), "{e}");
     }
 }

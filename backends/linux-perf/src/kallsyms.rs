@@ -13,6 +13,9 @@
 //! kept, and the table says so ([`KernelSymbols::zeroed`]).
 
 use std::io::{self, BufRead};
+use std::path::Path;
+
+use crate::elf_symbols::open_regular;
 
 /// Where the kernel lists its symbols.
 pub(crate) const KALLSYMS_PATH: &str = "/proc/kallsyms";
@@ -124,7 +127,7 @@ impl KernelSymbols {
 
     /// Reads and parses [`KALLSYMS_PATH`].
     pub(crate) fn load() -> io::Result<KernelSymbols> {
-        let file = std::fs::File::open(KALLSYMS_PATH)?;
+        let (file, _) = open_regular(Path::new(KALLSYMS_PATH))?;
         Self::parse(io::BufReader::with_capacity(1 << 16, file))
     }
 
@@ -160,7 +163,7 @@ impl KernelSymbols {
 /// Whether this process sees kernel addresses in kallsyms (the first text
 /// symbol has a non-zero address): `Ok(false)` when they are zeroed.
 pub(crate) fn addresses_visible() -> io::Result<bool> {
-    let file = std::fs::File::open(KALLSYMS_PATH)?;
+    let (file, _) = open_regular(Path::new(KALLSYMS_PATH))?;
     for line in io::BufReader::new(file).lines().take(1000) {
         let line = line?;
         let mut fields = line.split_whitespace();

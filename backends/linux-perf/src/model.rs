@@ -23,7 +23,26 @@ pub(crate) struct Module {
     pub name: String,
     /// True for a regular file that can be opened for symbols.
     pub is_file: bool,
+    /// (device, inode) of the file mapped, where the kernel said (a
+    /// module is one file: the same path with another inode is another
+    /// module).
+    pub file_id: Option<FileId>,
+    /// Where it was mapped, (pid, start, end), the last few times: while
+    /// such a process lives, `/proc/PID/map_files/START-END` opens the
+    /// file it mapped, whatever its path names by then.
+    pub mapped_at: Vec<(u32, u64, u64)>,
+    /// The file as the first process mapped it, opened through its
+    /// `map_files` entry when the mapping was seen (where descriptors are
+    /// plentiful): names its code even after the process exited and its
+    /// path was pointed elsewhere. See [`crate::elf_symbols::pin_mapped`].
+    pub pinned: Option<crate::elf_symbols::Pinned>,
 }
+
+/// (device, inode) of a mapped file.
+type FileId = crate::elf_symbols::FileId;
+
+/// How many mappings of one module [`Module::mapped_at`] keeps.
+const MAX_MAPPED_AT: usize = 8;
 
 /// The kernel's vDSO: not a file, but symbolized from this process's copy
 /// (the same image in every process of the same ABI).
@@ -124,7 +143,7 @@ pub(crate) struct WindowCounts {
 pub(crate) struct Model {
     /// Every module seen, by [`ModuleId`].
     pub modules: Vec<Module>,
-    by_name: HashMap<Vec<u8>, ModuleId>,
+    by_name: HashMap<(Vec<u8>, Option<FileId>), ModuleId>,
     spaces: HashMap<u32, AddressSpace>,
     /// Samples by (window, location).
     pub counts: HashMap<(usize, Location), u64>,
@@ -206,8 +225,16 @@ impl Event {
 
 impl Model {
     /// The module named `name`, interned.
+    #[cfg(test)]
     pub(crate) fn module(&mut self, name: &[u8]) -> ModuleId {
-        if let Some(&id) = self.by_name.get(name) {
+        self.module_of(name, None)
+    }
+
+    /// The module of the file `name` with (device, inode) `file_id`,
+    /// interned.
+    pub(crate) fn module_of(&mut self, name: &[u8], file_id: Option<FileId>) -> ModuleId {
+        let key = (name.to_vec(), file_id);
+        if let Some(&id) = self.by_name.get(&key) {
             return id;
         }
         let id = self.modules.len() as ModuleId;
@@ -219,8 +246,11 @@ impl Model {
         self.modules.push(Module {
             name: text,
             is_file,
+            file_id,
+            mapped_at: Vec::new(),
+            pinned: None,
         });
-        self.by_name.insert(name.to_vec(), id);
+        self.by_name.insert(key, id);
         id
     }
 
@@ -250,14 +280,36 @@ impl Model {
                 len,
                 pgoff,
                 filename,
+                file_id,
                 ..
-            } => Event::Mmap {
-                pid,
-                start,
-                len,
-                pgoff,
-                module: self.module(filename),
-            },
+            } => {
+                let module = self.module_of(filename, file_id);
+                if let Some(m) = self.modules.get_mut(module as usize) {
+                    if m.is_file {
+                        if m.mapped_at.is_empty() {
+                            m.pinned = crate::elf_symbols::pin_mapped(
+                                pid,
+                                start,
+                                start.saturating_add(len),
+                                file_id,
+                            );
+                        }
+                        // The latest few: a process that mapped it last
+                        // is the likeliest to be alive at the end.
+                        if m.mapped_at.len() == MAX_MAPPED_AT {
+                            m.mapped_at.remove(0);
+                        }
+                        m.mapped_at.push((pid, start, start.saturating_add(len)));
+                    }
+                }
+                Event::Mmap {
+                    pid,
+                    start,
+                    len,
+                    pgoff,
+                    module,
+                }
+            }
             Record::Fork { pid, ppid, .. } => Event::Fork { pid, ppid },
             Record::Exec { pid, .. } => Event::Exec { pid },
             Record::Lost { count, .. } => Event::Lost { count },

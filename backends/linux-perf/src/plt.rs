@@ -122,12 +122,18 @@ pub(crate) struct RawSection {
 }
 
 impl RawSection {
-    /// `s` of an ELF file, where its bytes are in the file.
+    /// `s` of an ELF file, where its bytes are in the file (all of them:
+    /// a header claiming more than the file holds gives `None`, so that no
+    /// read is sized by it).
     pub(crate) fn of<'data, R: object::ReadRef<'data>>(
         s: &object::read::elf::ElfSection64<'data, '_, Endianness, R>,
         endian: Endianness,
+        file_len: u64,
     ) -> Option<RawSection> {
         let (offset, size) = s.file_range()?;
+        if offset.checked_add(size)? > file_len {
+            return None;
+        }
         Some(RawSection {
             address: s.address(),
             size,
@@ -174,10 +180,11 @@ impl PltLayout {
             return out;
         }
         let endian = obj.endian();
+        let len = obj.data().len().unwrap_or(0);
         for name in PLT_SECTIONS {
             if let Some(raw) = obj
                 .section_by_name(name)
-                .and_then(|s| RawSection::of(&s, endian))
+                .and_then(|s| RawSection::of(&s, endian, len))
             {
                 out.stubs.push(raw);
             }
@@ -185,13 +192,13 @@ impl PltLayout {
         for s in obj.sections() {
             let header = s.elf_section_header();
             if s.index() == dynsym.section() {
-                out.dynsym = RawSection::of(&s, endian);
+                out.dynsym = RawSection::of(&s, endian, len);
             } else if s.index() == dynsym.string_section() {
-                out.dynstr = RawSection::of(&s, endian);
+                out.dynstr = RawSection::of(&s, endian, len);
             } else if header.sh_type(endian) == object::elf::SHT_RELA
                 && header.sh_link(endian) as usize == dynsym.section().0
             {
-                out.relas.extend(RawSection::of(&s, endian));
+                out.relas.extend(RawSection::of(&s, endian, len));
             }
         }
         out

@@ -38,6 +38,9 @@ const MISC_CPUMODE_MASK: u16 = 7;
 const MISC_KERNEL: u16 = 1;
 /// `misc` bit of a COMM record caused by exec.
 const MISC_COMM_EXEC: u16 = 1 << 13;
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an MMAP2 record carries a build ID
+/// where the device and inode would be.
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 /// The `pid, tid, time` trailer `sample_id_all` adds to non-sample records.
 const SAMPLE_ID_LEN: usize = 16;
 
@@ -81,6 +84,9 @@ pub(crate) enum Record<'a> {
         pgoff: u64,
         /// Path or pseudo-name (`//anon`, `[vdso]`), without the NULs.
         filename: &'a [u8],
+        /// (device, inode) of the mapped file, as `stat` numbers them
+        /// (MMAP2 records that carry them, not a build ID).
+        file_id: Option<(u64, u64)>,
         /// Timestamp.
         time: u64,
     },
@@ -199,6 +205,14 @@ pub(crate) fn parse(ty: u32, misc: u16, body: &[u8]) -> Option<Record<'_>> {
             // maj, min, ino, ino_generation (or the build id): 24 bytes;
             // prot, flags: 8 bytes; then the name.
             filename: c_str(body, 64, trailer_start?)?,
+            file_id: if misc & MISC_MMAP_BUILD_ID == 0 {
+                Some((
+                    libc::makedev(u32_at(body, 32)?, u32_at(body, 36)?),
+                    u64_at(body, 40)?,
+                ))
+            } else {
+                None
+            },
             time: trailer_time(body)?,
         },
         RECORD_MMAP => Record::Mmap {
@@ -207,6 +221,7 @@ pub(crate) fn parse(ty: u32, misc: u16, body: &[u8]) -> Option<Record<'_>> {
             len: u64_at(body, 16)?,
             pgoff: u64_at(body, 24)?,
             filename: c_str(body, 32, trailer_start?)?,
+            file_id: None,
             time: trailer_time(body)?,
         },
         RECORD_FORK => Record::Fork {
@@ -315,7 +330,10 @@ mod tests {
         push64(&mut b, 0x7f00_0000_1000);
         push64(&mut b, 0x2000);
         push64(&mut b, 0x1000);
-        b.extend_from_slice(&[0u8; 24]); // maj, min, ino, generation
+        push32(&mut b, 0xfe); // maj
+        push32(&mut b, 1); // min
+        push64(&mut b, 326_970); // ino
+        push64(&mut b, 0); // generation
         push32(&mut b, 5); // prot
         push32(&mut b, 2); // flags
         b.extend_from_slice(b"/lib/libz.so\0\0\0\0");
@@ -328,9 +346,15 @@ mod tests {
                 len: 0x2000,
                 pgoff: 0x1000,
                 filename: b"/lib/libz.so",
+                file_id: Some((libc::makedev(0xfe, 1), 326_970)),
                 time: 99
             })
         );
+        // With a build ID where the device and inode would be: none.
+        match parse(RECORD_MMAP2, MISC_MMAP_BUILD_ID, &b) {
+            Some(Record::Mmap { file_id, .. }) => assert_eq!(file_id, None),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -63,6 +63,10 @@ pub struct StreamSummary {
     pub error: Option<String>,
     /// Why kernel functions are unnamed, where they are.
     pub kernel_note: Option<String>,
+    /// Samples that could not be named, with how many and why (a module
+    /// that could not be read; kernel functions, `kernel_note` with the
+    /// figure): what to show, `kernel_note` included.
+    pub notes: Vec<String>,
 }
 
 /// The drain thread's end of the stream.
@@ -202,6 +206,7 @@ fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>, queue: &Queue) ->
             });
             ids.insert(*loc, id);
         }
+        namer.count(round.iter().map(|p| p.loc));
         block.clear();
         block.extend(round.iter().map(|p| Sample {
             time_ns: p.time,
@@ -227,6 +232,7 @@ fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>, queue: &Queue) ->
             summary.error = Some(e.to_string());
         }
     }
+    summary.notes = namer.notes();
     summary.kernel_note = namer.kernel_note.take();
     summary
 }

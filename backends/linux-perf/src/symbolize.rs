@@ -14,7 +14,6 @@
 //! [`KERNEL_MODULE`] (or `[ext4]` and the like for loadable modules).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lotus_core::demangle::demangle;
@@ -23,7 +22,7 @@ use lotus_core::Row;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
-use crate::elf_symbols::{module_symbols, Found};
+use crate::elf_symbols::{module_symbols, with_descriptors, Found};
 use crate::kallsyms::{KernelSymbols, KALLSYMS_PATH};
 use crate::model::{Location, Model, Module, ModuleId, VDSO};
 
@@ -112,12 +111,11 @@ impl SymbolizeStats {
 }
 
 /// Symbolizes one file's offsets from its symbol tables (read once per
-/// process, see [`module_symbols`]).
-fn resolve_file(path: &str, offsets: &[u64]) -> Vec<Resolved> {
-    let Some(symbols) = module_symbols(Path::new(path)) else {
-        return offsets.iter().map(|_| Resolved::unknown()).collect();
-    };
-    offsets
+/// process, see [`module_symbols`]); or says why the file could not be
+/// read (its offsets are then `[unknown]`).
+fn resolve_file(module: &Module, offsets: &[u64]) -> Result<Vec<Resolved>, String> {
+    let symbols = module_symbols(module)?;
+    Ok(offsets
         .iter()
         .map(|&offset| match symbols.lookup(offset) {
             Found::Named { name, start } => Resolved {
@@ -128,6 +126,65 @@ fn resolve_file(path: &str, offsets: &[u64]) -> Vec<Resolved> {
             Found::Unwind { start } => Resolved::grouped(start, How::UnwindTable),
             Found::Gap { start } => Resolved::grouped(start, How::CodeScan),
             Found::Nothing => Resolved::unknown(),
+        })
+        .collect())
+}
+
+/// Why the samples of a module that is not a file lotus can open are
+/// unnamed: a file deleted after it was mapped. `None` for the others
+/// (anonymous memory, JIT code in `memfd:`, pseudo-modules).
+fn unopenable_reason(m: &Module) -> Option<String> {
+    let path = m.name.strip_suffix(" (deleted)")?;
+    (path.starts_with('/') && !path.starts_with("/memfd:"))
+        .then(|| format!("{path} was deleted after it was mapped"))
+}
+
+/// "1 sample", "N samples".
+fn samples(n: u64) -> String {
+    if n == 1 {
+        "1 sample".to_string()
+    } else {
+        format!("{n} samples")
+    }
+}
+
+/// `n` as a percentage of `total` (0 for no total).
+fn percent(n: u64, total: u64) -> f64 {
+    if total > 0 {
+        100.0 * n as f64 / total as f64
+    } else {
+        0.0
+    }
+}
+
+/// Notes for samples that could not be named, one per module:
+/// "N samples (x%) in MODULE could not be named: REASON", most samples
+/// first. `failed` holds the reason per module; `counts` every sample.
+fn unnamed_notes(
+    model: &Model,
+    counts: &HashMap<Location, u64>,
+    failed: &BTreeMap<ModuleId, String>,
+) -> Vec<String> {
+    let total: u64 = counts.values().sum();
+    let mut per_module: BTreeMap<ModuleId, u64> = BTreeMap::new();
+    for (loc, &n) in counts {
+        if let Location::Module { module, .. } = *loc {
+            if failed.contains_key(&module) {
+                *per_module.entry(module).or_insert(0) += n;
+            }
+        }
+    }
+    let mut rows: Vec<(u64, ModuleId)> = per_module.into_iter().map(|(m, n)| (n, m)).collect();
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    rows.into_iter()
+        .map(|(n, module)| {
+            format!(
+                "{} ({:.1}%) in {} could not be named: {}",
+                samples(n),
+                percent(n, total),
+                module_label(model, module),
+                failed[&module]
+            )
         })
         .collect()
 }
@@ -229,15 +286,23 @@ fn resolve_kernel(addresses: &[u64], stats: &mut SymbolizeStats) -> (KernelNames
     if addresses.is_empty() {
         return (HashMap::new(), None);
     }
-    resolve_kernel_from(addresses, kernel_table().as_ref(), stats)
+    match kernel_table() {
+        Ok(table) => resolve_kernel_from(addresses, Ok(table), stats),
+        Err(e) => resolve_kernel_from(addresses, Err(&e), stats),
+    }
 }
 
 /// The kernel's symbol table, read once per process: `lotus map` reports
 /// many runs, and `/proc/kallsyms` (some 200,000 lines) changes only when a
-/// module is loaded, which a mapping does not wait for.
-fn kernel_table() -> &'static std::io::Result<KernelSymbols> {
-    static TABLE: std::sync::OnceLock<std::io::Result<KernelSymbols>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(KernelSymbols::load)
+/// module is loaded, which a mapping does not wait for. A failure is not
+/// kept (it may be passing: too many files open at that moment).
+fn kernel_table() -> std::io::Result<&'static KernelSymbols> {
+    static TABLE: std::sync::OnceLock<KernelSymbols> = std::sync::OnceLock::new();
+    if let Some(table) = TABLE.get() {
+        return Ok(table);
+    }
+    let loaded = with_descriptors(KernelSymbols::load)?;
+    Ok(TABLE.get_or_init(|| loaded))
 }
 
 /// [`resolve_kernel`] from the table `loaded`.
@@ -288,24 +353,28 @@ fn resolve_kernel_from(
 }
 
 /// Rows for the sample counts in `counts` ((location) -> samples), one per
-/// (function, module), most samples first; and a note when kernel samples
-/// could not be named.
+/// (function, module), most samples first; and notes for samples that
+/// could not be named (a module that could not be read, with how many
+/// samples it holds; kernel samples without kernel symbols).
 pub(crate) fn rows(
     model: &Model,
     counts: &HashMap<Location, u64>,
-) -> (Vec<Row>, SymbolizeStats, Option<String>) {
+) -> (Vec<Row>, SymbolizeStats, Vec<String>) {
     let t0 = Instant::now();
     let mut stats = SymbolizeStats::default();
+    let mut failed: BTreeMap<ModuleId, String> = BTreeMap::new();
     // Offsets per file module (and the vDSO), sorted (a stable order).
     let mut by_module: BTreeMap<ModuleId, Vec<u64>> = BTreeMap::new();
     for loc in counts.keys() {
         if let Location::Module { module, offset } = *loc {
-            if model
-                .modules
-                .get(module as usize)
-                .is_some_and(|m| m.keeps_offsets())
-            {
-                by_module.entry(module).or_default().push(offset);
+            match model.modules.get(module as usize) {
+                Some(m) if m.keeps_offsets() => by_module.entry(module).or_default().push(offset),
+                Some(m) => {
+                    if let Some(reason) = unopenable_reason(m) {
+                        failed.insert(module, reason);
+                    }
+                }
+                None => {}
             }
         }
     }
@@ -315,7 +384,10 @@ pub(crate) fn rows(
         offsets.dedup();
         let m = &model.modules[*module as usize];
         let resolved_offsets = if m.is_file {
-            resolve_file(&m.name, offsets)
+            resolve_file(m, offsets).unwrap_or_else(|reason| {
+                failed.insert(*module, reason);
+                offsets.iter().map(|_| Resolved::unknown()).collect()
+            })
         } else {
             resolve_vdso(offsets)
         };
@@ -334,6 +406,20 @@ pub(crate) fn rows(
         .collect();
     kernel_addresses.sort_unstable();
     let (kernel, kernel_note) = resolve_kernel(&kernel_addresses, &mut stats);
+    // The note says how many samples it is about.
+    let kernel_note = kernel_note.map(|note| {
+        let total: u64 = counts.values().sum();
+        let n: u64 = counts
+            .iter()
+            .filter(|(loc, _)| matches!(loc, Location::Kernel { .. }))
+            .map(|(_, &n)| n)
+            .sum();
+        format!(
+            "{note}: {} ({:.1}%) in {KERNEL_MODULE} could not be named",
+            samples(n),
+            percent(n, total)
+        )
+    });
 
     // (function, module label) -> (samples, start)
     let mut grouped: HashMap<(String, String), (u64, Option<u64>)> = HashMap::new();
@@ -382,7 +468,9 @@ pub(crate) fn rows(
             .then_with(|| a.module.cmp(&b.module))
     });
     stats.elapsed = t0.elapsed();
-    (rows, stats, kernel_note)
+    let mut notes = unnamed_notes(model, counts, &failed);
+    notes.extend(kernel_note);
+    (rows, stats, notes)
 }
 
 /// Names locations one batch at a time, for samples streamed as they come
@@ -394,6 +482,13 @@ pub(crate) struct LocationNamer {
     pub stats: SymbolizeStats,
     /// Said when kernel functions cannot be named (once).
     pub kernel_note: Option<String>,
+    /// Modules that could not be read: (label, why).
+    failed: BTreeMap<ModuleId, (String, String)>,
+    /// Samples counted ([`Self::count`]): all, in the kernel, and in
+    /// each module of `failed`.
+    samples: u64,
+    kernel_samples: u64,
+    unnamed: BTreeMap<ModuleId, u64>,
 }
 
 impl LocationNamer {
@@ -402,7 +497,55 @@ impl LocationNamer {
             kernel: None,
             stats: SymbolizeStats::default(),
             kernel_note: None,
+            failed: BTreeMap::new(),
+            samples: 0,
+            kernel_samples: 0,
+            unnamed: BTreeMap::new(),
         }
+    }
+
+    /// Counts samples at `locs` (named already), for [`Self::notes`].
+    pub(crate) fn count(&mut self, locs: impl IntoIterator<Item = Location>) {
+        for loc in locs {
+            self.samples += 1;
+            match loc {
+                Location::Module { module, .. } if self.failed.contains_key(&module) => {
+                    *self.unnamed.entry(module).or_insert(0) += 1;
+                }
+                Location::Kernel { .. } => self.kernel_samples += 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// Notes for the samples counted that could not be named: "N samples
+    /// (x%) in MODULE could not be named: REASON", as [`rows`] says them.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        let mut out: Vec<(u64, String)> = self
+            .unnamed
+            .iter()
+            .filter_map(|(module, &n)| {
+                let (label, why) = self.failed.get(module)?;
+                Some((
+                    n,
+                    format!(
+                        "{} ({:.1}%) in {label} could not be named: {why}",
+                        samples(n),
+                        percent(n, self.samples)
+                    ),
+                ))
+            })
+            .collect();
+        out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let mut notes: Vec<String> = out.into_iter().map(|(_, note)| note).collect();
+        if let Some(note) = &self.kernel_note {
+            notes.push(format!(
+                "{note}: {} ({:.1}%) in {KERNEL_MODULE} could not be named",
+                samples(self.kernel_samples),
+                percent(self.kernel_samples, self.samples)
+            ));
+        }
+        notes
     }
 
     /// (function, module label) per location, in order; functions
@@ -420,6 +563,14 @@ impl LocationNamer {
                     by_module.entry(module).or_default().push(offset)
                 }
                 Location::Kernel { address } => kernel_addresses.push(address),
+                Location::Module { module, .. } => {
+                    let why = modules.get(module as usize).and_then(unopenable_reason);
+                    if let Some(why) = why {
+                        self.failed
+                            .entry(module)
+                            .or_insert_with(|| (module_label_of(modules, module), why));
+                    }
+                }
                 _ => {}
             }
         }
@@ -429,7 +580,11 @@ impl LocationNamer {
             offsets.dedup();
             let m = &modules[*module as usize];
             let names = if m.is_file {
-                resolve_file(&m.name, offsets)
+                resolve_file(m, offsets).unwrap_or_else(|why| {
+                    self.failed
+                        .insert(*module, (module_label_of(modules, *module), why));
+                    offsets.iter().map(|_| Resolved::unknown()).collect()
+                })
             } else {
                 resolve_vdso(offsets)
             };
@@ -441,7 +596,9 @@ impl LocationNamer {
         let kernel = if kernel_addresses.is_empty() {
             HashMap::new()
         } else {
-            let table = self.kernel.get_or_insert_with(KernelSymbols::load);
+            let table = self
+                .kernel
+                .get_or_insert_with(|| with_descriptors(KernelSymbols::load));
             let (names, note) =
                 resolve_kernel_from(&kernel_addresses, table.as_ref(), &mut self.stats);
             if self.kernel_note.is_none() {
@@ -543,5 +700,62 @@ ffffffffc0300000 t ext4_readdir\t[ext4]
         assert!(r[0].function.ends_with("clock_gettime"), "{r:?}");
         assert_eq!(r[0].start, Some(off));
         assert_eq!(r[1].function, UNKNOWN_FUNCTION);
+    }
+
+    /// Samples in modules that could not be read (a FIFO where the
+    /// library was, a file gone, a file deleted after it was mapped) are
+    /// counted in one note per module, with the figure, by [`rows`] and
+    /// by the streamed namer alike.
+    #[test]
+    fn samples_in_a_module_that_cannot_be_read_are_counted_in_a_note() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("lib.so");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let fifo = fifo.to_string_lossy().into_owned();
+        let mut model = Model::default();
+        let lib = model.module(fifo.as_bytes());
+        let gone = model.module(b"/nonexistent/libgone.so");
+        let deleted = model.module(b"/tmp/libx.so (deleted)");
+        let at = |module, offset| Location::Module { module, offset };
+        let all = [
+            at(lib, 0x10),
+            at(lib, 0x10),
+            at(lib, 0x10),
+            at(lib, 0x20),
+            at(gone, 0x30),
+            at(gone, 0x30),
+            at(deleted, 0),
+            Location::Unmapped,
+            Location::Unmapped,
+        ];
+        let mut counts: HashMap<Location, u64> = HashMap::new();
+        for loc in all {
+            *counts.entry(loc).or_insert(0) += 1;
+        }
+        let expected = vec![
+            format!("4 samples (44.4%) in {fifo} could not be named: not a regular file (a FIFO)"),
+            "2 samples (22.2%) in /nonexistent/libgone.so could not be named: \
+             /nonexistent/libgone.so is gone (deleted or renamed since it was mapped)"
+                .to_string(),
+            "1 sample (11.1%) in [tmp/libx.so (deleted)] could not be named: \
+             /tmp/libx.so was deleted after it was mapped"
+                .to_string(),
+        ];
+        let (rows, _, notes) = rows(&model, &counts);
+        assert_eq!(notes, expected);
+        assert!(rows
+            .iter()
+            .filter(|r| r.module != "[unknown]")
+            .all(|r| r.function == UNKNOWN_FUNCTION));
+
+        let mut namer = LocationNamer::new();
+        let mut distinct = all.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        namer.name(&model.modules, &distinct);
+        namer.count(all);
+        assert_eq!(namer.notes(), expected);
     }
 }

@@ -77,9 +77,10 @@ impl EhLayout {
         if !obj.is_little_endian() {
             return None;
         }
+        let len = obj.data().len().ok()?;
         let raw = |name| {
             obj.section_by_name(name)
-                .and_then(|s| RawSection::of(&s, endian))
+                .and_then(|s| RawSection::of(&s, endian, len))
         };
         Some(EhLayout {
             hdr: raw(".eh_frame_hdr")?,
