@@ -173,7 +173,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("lotus: error: {e:#}");
+            usage::say!("lotus: error: {e:#}");
             ExitCode::from(usage::exit_status(&e))
         }
     }

@@ -164,8 +164,8 @@ impl TerminalProgress {
 
     fn say(&self, line: &str) {
         match &self.bar {
-            Some(bar) => bar.println(line),
-            None => eprintln!("lotus: {line}"),
+            Some(bar) => bar.println(lotus_core::text::printable(line)),
+            None => crate::usage::say!("lotus: {line}"),
         }
     }
 }
@@ -180,7 +180,7 @@ impl Progress for TerminalProgress {
 
     fn run_started(&mut self, what: &str) {
         if let Some(bar) = &self.bar {
-            bar.set_message(what.to_string());
+            bar.set_message(lotus_core::text::one_line(what).into_owned());
         }
     }
 
@@ -189,7 +189,7 @@ impl Progress for TerminalProgress {
         match &self.bar {
             Some(bar) => {
                 bar.inc(1);
-                bar.println(line);
+                bar.println(lotus_core::text::printable(line));
             }
             None => note!("lotus: [{}/{}] {line}", self.done, self.total),
         }
@@ -365,7 +365,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
     // A live mapping reports each failure as it happens.
     if args.from_reports.is_some() {
         for f in &mapping.failures {
-            eprintln!("lotus: error: op {}: {}", one_line(&f.op), f.error);
+            crate::usage::say!("lotus: error: op {}: {}", one_line(&f.op), f.error);
         }
     }
     if failures.is_empty() && !interrupted {
@@ -378,7 +378,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
         emit_as_asked(&mapping, &args)?;
     }
     if interrupted {
-        eprintln!(
+        crate::usage::say!(
             "lotus: interrupted: stopped the running op; {} finished op(s) kept",
             mapping.ops.len()
         );

@@ -89,7 +89,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     // without windows needs no library: its failure is a warning.
     let files = harness::write_harness().context("cannot write the lotus Python module")?;
     let control_lib = crate::control_lib::path_for_run(files.dir.path())
-        .inspect_err(|e| eprintln!("lotus: warning: {e}: the program cannot open windows"))
+        .inspect_err(|e| crate::usage::say!("lotus: warning: {e}: the program cannot open windows"))
         .ok();
     target
         .env
@@ -216,23 +216,23 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         None => print!("{text}"),
     }
     if args.windows && windows.is_empty() && backend.switches_windows() {
-        eprintln!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");
+        crate::usage::say!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");
     }
     if let Some(partial) = &partial {
         let whole = "; the profile holds what was sampled until then (marked \"partial\")";
         if partial.reason == Partial::TIMEOUT {
-            eprintln!(
+            crate::usage::say!(
                 "lotus: error: {}: {}{whole}; give a longer --timeout (or none) to profile the whole run",
                 target.program.display(),
                 partial.message
             );
             return Ok(ExitCode::FAILURE);
         }
-        eprintln!("lotus: {}{whole}", partial.message);
+        crate::usage::say!("lotus: {}{whole}", partial.message);
         return Ok(ExitCode::from(130));
     }
     if let Some(status) = status.filter(|s| !s.success()) {
-        eprintln!("lotus: the program exited with {status}; its profile was written");
+        crate::usage::say!("lotus: the program exited with {status}; its profile was written");
         return Ok(ExitCode::from(
             status.code().map_or(1, |c| c.clamp(1, 255) as u8),
         ));
