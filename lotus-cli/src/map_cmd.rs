@@ -87,6 +87,9 @@ pub struct MapArgs {
     /// Live, perf: start one interpreter per run. By default the op is imported once per op and each run is a fresh process forked from it before the op's first call (setup, warm-up and window in the child).
     #[arg(long)]
     pub no_fork_server: bool,
+    /// Live: the most window names of one script that are mapped (a script that opens windows under N names is run once, then `--runs` times per name); past it the first ones opened are mapped and the others left out, with a warning.
+    #[arg(long, value_name = "N", default_value_t = live::MAX_WINDOW_NAMES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub max_window_names: usize,
     /// Live: the vendor analysis (VTune -collect TYPE, e.g. uarch-exploration; uProf --config TYPE).
     #[arg(long, value_name = "TYPE")]
     pub collect_type: Option<String>,
@@ -324,6 +327,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 .with_cwd(args.cwd.as_deref())?
                 .with_round_trip(args.round_trip)
                 .with_fork_server(!args.no_fork_server)
+                .with_max_window_names(args.max_window_names)
                 .with_temp_folder_hook(crate::oom::remove_on_oom);
             let opts = with_control_library(opts);
             let opts = match default_hz {
