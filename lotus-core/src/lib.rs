@@ -43,6 +43,7 @@ pub mod trace;
 pub use mapping::{Mapping, MergeRule};
 pub use profiler::{
     CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError, Target, WindowStats,
+    WindowTotals,
 };
 pub use registry::{backend, backends, BackendRegistration};
 pub use report_error::ReportError;

@@ -39,7 +39,7 @@ pub(super) fn empty_run(
     out: &RunOutput,
 ) -> Option<String> {
     let script = out.result.mode == Some(harness::HarnessMode::Script);
-    if backend.switches_windows() && out.windows.is_empty() {
+    if backend.switches_windows() && out.windows.count == 0 {
         let empty_file = std::fs::read_to_string(spec.file)
             .map(|t| {
                 t.lines()
@@ -67,8 +67,8 @@ pub(super) fn empty_run(
         };
         return Some(why);
     }
-    let samples: u64 = out.windows.iter().map(|w| w.samples).sum();
-    let nothing = if out.windows.is_empty() {
+    let samples = out.windows.samples;
+    let nothing = if out.windows.count == 0 {
         out.report.rows.is_empty() || out.report.total() <= 0.0
     } else {
         samples == 0 || out.report.rows.is_empty()
@@ -83,10 +83,10 @@ pub(super) fn empty_run(
         ));
     }
     if nothing {
-        let windows = if out.windows.is_empty() {
+        let windows = if out.windows.count == 0 {
             String::from("its measurement window(s)")
         } else {
-            format!("its {} measurement window(s)", out.windows.len())
+            format!("its {} measurement window(s)", out.windows.count)
         };
         return Some(format!(
             "{windows} held no samples: the code inside did not run on the CPU (does it only sleep or wait, or do its work in another process?); measure code that computes{}",
@@ -126,7 +126,7 @@ mod tests {
     use super::*;
     use crate::harness::HarnessResult;
     use lotus_core::Row;
-    use lotus_core::{Report, Unit, WindowStats};
+    use lotus_core::{Report, Unit, WindowStats, WindowTotals};
 
     fn run(mode: harness::HarnessMode, windows: Vec<WindowStats>, rows: Vec<Row>) -> RunOutput {
         RunOutput {
@@ -155,7 +155,10 @@ mod tests {
                 unsampled: None,
                 unsampled_error: None,
             },
-            windows,
+            windows: windows.iter().fold(WindowTotals::default(), |mut t, w| {
+                t.add(w);
+                t
+            }),
         }
     }
 
