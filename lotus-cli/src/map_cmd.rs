@@ -341,7 +341,9 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 for op in &args.ops {
                     live::check_op_file(op)?;
                 }
-                print!("{}", live::dry_run(backend.as_ref(), &args.ops, &opts)?);
+                // Paths and a tool's notes: control characters escaped.
+                let plan = live::dry_run(backend.as_ref(), &args.ops, &opts)?;
+                print!("{}", lotus_core::text::printable(&plan));
                 return Ok(ExitCode::SUCCESS);
             }
             if let Some(out) = args.out.as_deref().filter(|o| !usage::is_stdout(o)) {
