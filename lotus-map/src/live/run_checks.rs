@@ -19,10 +19,13 @@ pub(super) fn window_names(result: &HarnessResult) -> Vec<String> {
     if result.mode != Some(harness::HarnessMode::Script) {
         return Vec::new();
     }
+    // A set beside the list: a script may give thousands of names (one per
+    // batch), and a scan of the list per name would take their square.
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut names: Vec<String> = Vec::new();
     for (name, _) in &result.windows {
         let name = if name.is_empty() { &result.name } else { name };
-        if !names.contains(name) {
+        if seen.insert(name.as_str()) {
             names.push(name.clone());
         }
     }
@@ -160,6 +163,25 @@ mod tests {
                 t
             }),
         }
+    }
+
+    /// Names in first-seen order, once each, the unnamed window under the
+    /// file's op name; 100,000 distinct names are listed all.
+    #[test]
+    fn window_names_are_listed_once_in_first_seen_order() {
+        let mut out = run(harness::HarnessMode::Script, Vec::new(), Vec::new());
+        out.result.windows = vec![
+            ("b".into(), 1),
+            (String::new(), 2),
+            ("a".into(), 1),
+            ("b".into(), 3),
+            ("Op".into(), 1),
+        ];
+        assert_eq!(window_names(&out.result), ["b", "Op", "a"]);
+        out.result.windows = (0..100_000).map(|i| (format!("batch{i}"), 1)).collect();
+        let names = window_names(&out.result);
+        assert_eq!(names.len(), 100_000);
+        assert_eq!(names[99_999], "batch99999");
     }
 
     /// A window that held no samples (the code inside only slept) is a
