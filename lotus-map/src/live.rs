@@ -646,8 +646,13 @@ fn map_op(
         if acc.is_none() {
             let names = window_names(&out.result);
             if only.is_none() && names.len() >= 2 {
+                let each = if names.len() > opts.max_window_names {
+                    format!("the first {}", opts.max_window_names)
+                } else {
+                    "each".to_string()
+                };
                 progress.run_done(&format!(
-                    "{shown} run {run}/{runs}: windows for {} ops, each mapped in runs of its own",
+                    "{shown} run {run}/{runs}: windows for {} ops, {each} mapped in runs of its own",
                     names.len()
                 ));
                 return OpOutcome::Split(names);
