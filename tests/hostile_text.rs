@@ -377,3 +377,48 @@ fn compare_refuses_impossible_window_figures_naming_file_op_and_field() {
         "{out}"
     );
 }
+
+/// A mapping or a profile holding a figure such as 1e300 is shown in
+/// exponent form by `lotus show` and `lotus attribute`, never as a
+/// 301-digit number.
+#[test]
+fn huge_figures_in_a_mapping_or_a_profile_print_bounded() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path();
+    let m = d.join("big.json");
+    write(
+        &m,
+        &json!({"schema": "lotus.mapping/1", "backend": "perf", "settings": {"rule": "union"},
+                "unit": "samples", "shared": [],
+                "ops": [{"name": "A", "runs": 1, "samples": 1e300, "functions": [
+                    {"function": "f", "module": "m", "samples": 1e300, "share": 1.0, "runs_seen": 1}]}]}),
+    );
+    let p = d.join("big_profile.json");
+    write(
+        &p,
+        &json!({"schema": "lotus.profile/1", "backend": "perf", "unit": "samples",
+                "rows": [{"function": "f", "module": "m", "value": 1e300}]}),
+    );
+    let long_digits = |text: &str| {
+        text.split(|c: char| !c.is_ascii_digit())
+            .any(|run| run.len() > 20)
+    };
+    for args in [
+        vec!["show", s(&m)],
+        vec!["show", s(&m), "--format", "md"],
+        vec!["attribute", "--mapping", s(&m), "--profile", s(&p)],
+        vec![
+            "attribute",
+            "--mapping",
+            s(&m),
+            "--profile",
+            s(&p),
+            "--format",
+            "md",
+        ],
+    ] {
+        let out = common::lotus_ok(&args);
+        assert!(!long_digits(&out), "{args:?}: {out}");
+        assert!(out.contains("e300"), "{args:?}: {out}");
+    }
+}

@@ -113,11 +113,13 @@ pub fn render(mapping: &Mapping, format: Format, top: usize, names: NameWidth) -
     })
 }
 
+/// A figure of the mapping as tables show it, bounded in width whatever
+/// the file holds ([`lotus_core::text::figure`]).
 fn value_text(unit: Unit, v: f64) -> String {
     match unit {
-        Unit::Samples if v.fract() == 0.0 => format!("{v:.0}"),
-        Unit::Samples => format!("{v:.1}"),
-        Unit::Seconds => format!("{v:.3}"),
+        Unit::Samples if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
+        Unit::Samples => lotus_core::text::figure(v, 1),
+        Unit::Seconds => lotus_core::text::figure(v, 3),
     }
 }
 

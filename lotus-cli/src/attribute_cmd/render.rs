@@ -1,6 +1,6 @@
 //! Rendering an attribution: JSON, CSV, terminal tables and Markdown.
 
-use lotus_core::text::{csv_number, csv_record, one_line, printable};
+use lotus_core::text::{csv_number, csv_record, figure, one_line, printable};
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
@@ -116,11 +116,12 @@ fn figures(p: &LoadedProfile, o: &OpShare) -> Figures {
 }
 
 /// A value in the profile's own terms: `12.345 s` or `1234 samples`.
+/// Bounded in width whatever the profile holds.
 pub(super) fn amount(p: &LoadedProfile, v: f64) -> String {
     match p.seconds_per_unit() {
-        Some(k) => format!("{:.3} s", v * k),
-        None if v.fract() == 0.0 => format!("{v:.0} samples"),
-        None => format!("{v:.1} samples"),
+        Some(k) => format!("{} s", figure(v * k, 3)),
+        None if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0} samples"),
+        None => format!("{} samples", figure(v, 1)),
     }
 }
 
