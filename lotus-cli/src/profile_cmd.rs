@@ -172,7 +172,8 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     if !args.windows && backend.switches_windows() {
         collection.pause()?;
     }
-    let windows = collection.windows();
+    // Summed: a program's windows cost no memory each.
+    let windows = collection.window_totals();
     let report = collection.report()?;
     let mut profile = Profile::new(backend.name(), report);
     if backend.name() == "perf" {
@@ -180,15 +181,16 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     }
     profile.command = args.command.clone();
     profile.partial.clone_from(&partial);
-    let samples: u64 = windows.iter().map(|w| w.samples).sum();
+    let samples = windows.samples;
     let task_clock: f64 = windows
-        .iter()
-        .filter_map(|w| w.counters.get("task-clock-ns"))
-        .sum();
-    if !windows.is_empty() {
+        .counters
+        .get("task-clock-ns")
+        .copied()
+        .unwrap_or(0.0);
+    if windows.count > 0 {
         profile
             .environment
-            .insert("windows".into(), windows.len().to_string());
+            .insert("windows".into(), windows.count.to_string());
         profile
             .environment
             .insert("samples".into(), samples.to_string());
@@ -206,16 +208,16 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
                 "lotus: wrote {} ({} functions{})",
                 path.display(),
                 profile.rows.len(),
-                if windows.is_empty() {
+                if windows.count == 0 {
                     String::new()
                 } else {
-                    format!(", {samples} samples in {} window(s)", windows.len())
+                    format!(", {samples} samples in {} window(s)", windows.count)
                 }
             );
         }
         None => print!("{text}"),
     }
-    if args.windows && windows.is_empty() && backend.switches_windows() {
+    if args.windows && windows.count == 0 && backend.switches_windows() {
         crate::usage::say!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");
     }
     if let Some(partial) = &partial {
