@@ -422,3 +422,58 @@ fn huge_figures_in_a_mapping_or_a_profile_print_bounded() {
         assert!(out.contains("e300"), "{args:?}: {out}");
     }
 }
+
+/// `lotus trace stats --op-times` writes an op whose name starts a
+/// formula behind a `'`, and `lotus attribute --op-times` reads the name
+/// back as it was.
+#[test]
+fn op_times_guard_formula_names_and_read_them_back() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    fs::create_dir(&dir).expect("mkdir");
+    fs::write(
+        dir.join("lotustrace_log_worker_pid_101"),
+        "S=cmd|calc,100,400,kind=op\nSLoader,600,100,kind=op\nSBatch_0,100,800,kind=batch,batch=0\n",
+    )
+    .expect("write");
+    let times = tmp.path().join("op_times.csv");
+    common::lotus_ok(&["trace", "stats", s(&dir), "--op-times", s(&times)]);
+    let text = fs::read_to_string(&times).expect("op times");
+    assert!(text.contains("\n'=cmd|calc,"), "{text}");
+
+    // Read back: the op of the mapping named `=cmd|calc` gets its time.
+    let m = tmp.path().join("m.json");
+    let mut mapping = mapping("=cmd|calc", 2.0, 100, 1.5e9);
+    mapping["ops"][1]["name"] = "Loader".into();
+    mapping["shared"] = json!([]);
+    write(&m, &mapping);
+    let prof = tmp.path().join("p.json");
+    write(&prof, &profile());
+    let out = common::lotus_ok(&[
+        "attribute",
+        "--mapping",
+        s(&m),
+        "--profile",
+        s(&prof),
+        "--op-times",
+        s(&times),
+        "--format",
+        "json",
+    ]);
+    assert!(
+        !out.contains("'=cmd"),
+        "the guard is not part of the name: {out}"
+    );
+    let o = lotus(&[
+        "attribute",
+        "--mapping",
+        s(&m),
+        "--profile",
+        s(&prof),
+        "--op-times",
+        s(&times),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("'=cmd"), "no op time goes unmatched: {err}");
+}
