@@ -186,3 +186,89 @@ fn an_over_long_window_name_is_refused_at_once_not_at_the_timeout() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(op_names(&m.expect("mapping")), ["Ok"]);
 }
+
+/// A script that gives `lotus.resume` 200 distinct names is not run 201
+/// times: lotus maps the first `--max-window-names` (64 by default) in
+/// runs of their own, warns naming the script and the count, and says in
+/// its progress how many runs the script takes. The script counts its own
+/// runs (a line each in a file).
+#[test]
+fn a_script_with_many_window_names_is_run_a_bounded_number_of_times() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let runs_file = tmp.path().join("runs.txt");
+    let script = tmp.path().join("PerBatch.py");
+    std::fs::write(
+        &script,
+        format!(
+            r#"
+import time
+import lotus
+
+with open({runs:?}, "a") as f:
+    f.write("run\n")
+
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        sum(range(1000))
+
+for i in range(200):
+    lotus.resume(f"batch{{i}}")
+    burn(0.004)
+    lotus.pause()
+"#,
+            runs = runs_file.to_str().expect("utf-8")
+        ),
+    )
+    .expect("write");
+    let out = tmp.path().join("m.json");
+    let py = python();
+    let o = lotus_env(
+        &[
+            "map",
+            "--backend",
+            "perf",
+            "--runs",
+            "1",
+            "--min-samples",
+            "1",
+            "--no-baseline",
+            "--timeout",
+            "120",
+            "--max-window-names",
+            "4",
+            "--python",
+            py.to_str().expect("p"),
+            "--out",
+            out.to_str().expect("p"),
+            script.to_str().expect("p"),
+        ],
+        &[],
+    );
+    let (code, m, stderr) = map_result(&o, &out);
+    assert_eq!(code, 0, "{stderr}");
+    let m = m.expect("mapping");
+    assert_eq!(
+        op_names(&m),
+        ["batch0", "batch1", "batch2", "batch3"],
+        "the first names opened: {stderr}"
+    );
+    let runs = std::fs::read_to_string(&runs_file).expect("runs file");
+    assert_eq!(
+        runs.lines().count(),
+        5,
+        "one run, then one per name mapped: {stderr}"
+    );
+    assert!(
+        stderr.contains("PerBatch")
+            && stderr.contains("200 names")
+            && stderr.contains("196 left out")
+            && stderr.contains("--max-window-names"),
+        "the warning: {stderr}"
+    );
+    assert!(
+        stderr.contains("windows for 200 ops")
+            && stderr.contains("4 run(s) of the script after its first"),
+        "the progress says how many runs: {stderr}"
+    );
+}

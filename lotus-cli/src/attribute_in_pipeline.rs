@@ -53,18 +53,24 @@ pub fn run(
     let text = match format {
         AttributeFormat::Json => serde_json::to_string_pretty(&json_of(&a))? + "\n",
         AttributeFormat::Csv => csv_of(&a)?,
-        AttributeFormat::Table => table_of(&a, false, NameWidth::from_wide(wide)),
-        AttributeFormat::Md => table_of(&a, true, NameWidth::Full),
+        // Names from the trace: control characters escaped.
+        AttributeFormat::Table => {
+            lotus_core::text::printable(&table_of(&a, false, NameWidth::from_wide(wide)))
+                .into_owned()
+        }
+        AttributeFormat::Md => {
+            lotus_core::text::printable(&table_of(&a, true, NameWidth::Full)).into_owned()
+        }
     };
     if out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv) {
         for note in &a.notes {
-            eprintln!("lotus: note: {note}");
+            crate::usage::say!("lotus: note: {note}");
         }
     }
     match out {
         Some(path) => {
             write_atomic(path, &text)?;
-            eprintln!("lotus: wrote {}", path.display());
+            crate::usage::say!("lotus: wrote {}", path.display());
         }
         None => print!("{text}"),
     }
@@ -272,7 +278,7 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
     .map(String::from)
     .to_vec();
     header.extend(counter_headers(a).into_iter().map(|h| h.to_lowercase()));
-    w.write_record(&header)?;
+    w.write_record(lotus_core::text::csv_record(&header))?;
     for r in &a.rows {
         let top = r.top_functions.first();
         let mut cells = vec![
@@ -287,7 +293,7 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
             top.map_or(String::new(), |f| f.module.clone()),
         ];
         cells.extend(counter_cells(a, r));
-        w.write_record(&cells)?;
+        w.write_record(lotus_core::text::csv_record(&cells))?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
 }

@@ -22,8 +22,9 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
-use lotus_core::compare::{compare, host_of, OpAcross};
+use lotus_core::compare::{check_figures, compare, host_of, OpAcross};
 use lotus_core::mapping::Mapping;
+use lotus_core::text::{csv_number, csv_record, figure, one_line, printable};
 use serde::Serialize;
 
 /// The schema tag of `lotus compare --format json`.
@@ -76,7 +77,11 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         }
         let f = lotus_core::input::open_regular(path)
             .with_context(|| format!("cannot read mapping {name}"))?;
-        mappings.push(Mapping::from_reader(f, &name)?);
+        let m = Mapping::from_reader(f, &name)?;
+        // Another host's figures are data: ones no window can have
+        // measured are refused here rather than printed.
+        check_figures(&m, &name)?;
+        mappings.push(m);
     }
     let mut labels: Vec<String> = args
         .files
@@ -107,7 +112,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     }
     for (m, (l, p)) in mappings.iter().zip(labels.iter().zip(&args.files)) {
         if m.ops.iter().all(|o| o.window.is_none()) {
-            eprintln!(
+            crate::usage::say!(
                 "lotus: note: {l} ({}): no windows (a mapping from reports?): no per-call figures",
                 p.display()
             );
@@ -131,7 +136,8 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
             serde_json::to_string_pretty(&out)? + "\n"
         }
         CompareFormat::Csv => csv(&labels, &ops)?,
-        CompareFormat::Table => table(&mappings, &labels, &ops),
+        // Names and hosts from the files: control characters escaped.
+        CompareFormat::Table => printable(&table(&mappings, &labels, &ops)).into_owned(),
     };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
@@ -139,7 +145,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
 
 fn csv(labels: &[String], ops: &[OpAcross]) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
+    w.write_record(csv_record([
         "op",
         "mapping",
         "calls",
@@ -149,12 +155,12 @@ fn csv(labels: &[String], ops: &[OpAcross]) -> Result<String> {
         "cpu_ratio",
         "unsampled_cpu_s",
         "unsampled_cpu_ratio",
-    ])?;
-    let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    ]))?;
+    let num = |v: Option<f64>| v.map(csv_number).unwrap_or_default();
     for o in ops {
         for (i, l) in labels.iter().enumerate() {
             let p = o.per_mapping[i];
-            w.write_record([
+            w.write_record(csv_record([
                 o.op.clone(),
                 l.clone(),
                 p.map(|p| p.calls.to_string()).unwrap_or_default(),
@@ -164,7 +170,7 @@ fn csv(labels: &[String], ops: &[OpAcross]) -> Result<String> {
                 num(o.cpu_ratio[i]),
                 num(p.and_then(|p| p.unsampled_cpu_s)),
                 num(o.unsampled_cpu_ratio[i]),
-            ])?;
+            ]))?;
         }
     }
     Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
@@ -184,14 +190,17 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross]) -> String {
     for (m, l) in mappings.iter().zip(labels) {
         let h = host_of(m);
         let get = |k: &str| h.get(k).cloned().unwrap_or_else(|| "-".into());
-        hosts.add_row(vec![
-            l.clone(),
-            get("host"),
-            get("cpu_model"),
-            get("cpus"),
-            get("cpu_cores"),
-            get("kernel"),
-        ]);
+        hosts.add_row(
+            [
+                l.clone(),
+                get("host"),
+                get("cpu_model"),
+                get("cpus"),
+                get("cpu_cores"),
+                get("kernel"),
+            ]
+            .map(|c| one_line(&c).into_owned()),
+        );
     }
     // Columns for the unsampled CPU per call where any mapping has it.
     let unsampled = ops
@@ -199,6 +208,7 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross]) -> String {
         .flat_map(|o| o.per_mapping.iter().flatten())
         .any(|p| p.unsampled_cpu_s.is_some());
     let mut header = vec!["op".to_string()];
+    let labels: Vec<String> = labels.iter().map(|l| one_line(l).into_owned()).collect();
     for (i, l) in labels.iter().enumerate() {
         header.push(format!("{l} latency ms"));
         header.push(format!("{l} CPU ms"));
@@ -214,11 +224,12 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross]) -> String {
         }
     }
     let mut t = new(header);
-    let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{:.4}", s * 1e3));
-    let ratio = |v: Option<f64>| v.map_or("-".to_string(), |r| format!("{r:.2}x"));
+    // Bounded precision: a figure far from 1 in exponent form.
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| figure(s * 1e3, 4));
+    let ratio = |v: Option<f64>| v.map_or("-".to_string(), |r| format!("{}x", figure(r, 2)));
     let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
     for o in ops {
-        let mut row = vec![Cell::new(lotus_map::output::one_line(&o.op))];
+        let mut row = vec![Cell::new(one_line(&o.op))];
         for i in 0..labels.len() {
             let p = o.per_mapping[i];
             row.push(right(ms(p.and_then(|p| p.latency_s))));

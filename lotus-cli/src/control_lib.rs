@@ -62,7 +62,7 @@ pub fn write_embedded(dir: &Path) -> Result<PathBuf, ControlLibError> {
 /// user is the common case, and `--python` names one explicitly.
 pub fn warn_if_others_can_change(program: PathBuf) -> PathBuf {
     if let Err(untrusted) = lotus_backend_common::trust::check_file(&program) {
-        eprintln!(
+        crate::usage::say!(
             "lotus: warning: the Python interpreter {} can be changed by another user ({untrusted}); pass --python to choose one only you and root can write",
             program.display()
         );
@@ -84,7 +84,7 @@ pub fn warn_if_op_folder_shared(op: &Path) {
     };
     let checked = trust::check_path(folder, true).and_then(|()| trust::check_entry(op, false));
     if let Err(untrusted) = checked {
-        eprintln!(
+        crate::usage::say!(
             "lotus: warning: op file {}: {untrusted}: another user could put a module there that the op imports in place of the real one (its folder comes first on sys.path); move the op to a folder only you can write",
             op.display()
         );

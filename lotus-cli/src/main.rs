@@ -173,7 +173,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("lotus: error: {e:#}");
+            usage::say!("lotus: error: {e:#}");
             ExitCode::from(usage::exit_status(&e))
         }
     }
@@ -201,19 +201,22 @@ fn cmd_backends(json: bool) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(ExitCode::SUCCESS);
     }
+    // A tool's words (its version line, why it cannot run): control
+    // characters (a coloured banner) escaped.
+    use lotus_core::text::{one_line, printable};
     for (desc, p) in &probes {
         println!(
             "{:<6} {:<4} {}",
             p.backend,
             if p.available { "yes" } else { "no" },
-            p.version.as_deref().unwrap_or("-")
+            one_line(p.version.as_deref().unwrap_or("-"))
         );
         println!("       {desc}");
         if let Some(reason) = &p.reason {
-            println!("       not available: {reason}");
+            println!("       not available: {}", printable(reason));
         }
         for note in &p.notes {
-            println!("       {note}");
+            println!("       {}", printable(note));
         }
     }
     Ok(ExitCode::SUCCESS)

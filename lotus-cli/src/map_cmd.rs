@@ -87,6 +87,9 @@ pub struct MapArgs {
     /// Live, perf: start one interpreter per run. By default the op is imported once per op and each run is a fresh process forked from it before the op's first call (setup, warm-up and window in the child).
     #[arg(long)]
     pub no_fork_server: bool,
+    /// Live: the most window names of one script that are mapped (a script that opens windows under N names is run once, then `--runs` times per name); past it the first ones opened are mapped and the others left out, with a warning.
+    #[arg(long, value_name = "N", default_value_t = live::MAX_WINDOW_NAMES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub max_window_names: usize,
     /// Live: the vendor analysis (VTune -collect TYPE, e.g. uarch-exploration; uProf --config TYPE).
     #[arg(long, value_name = "TYPE")]
     pub collect_type: Option<String>,
@@ -164,8 +167,8 @@ impl TerminalProgress {
 
     fn say(&self, line: &str) {
         match &self.bar {
-            Some(bar) => bar.println(line),
-            None => eprintln!("lotus: {line}"),
+            Some(bar) => bar.println(lotus_core::text::printable(line)),
+            None => crate::usage::say!("lotus: {line}"),
         }
     }
 }
@@ -180,7 +183,7 @@ impl Progress for TerminalProgress {
 
     fn run_started(&mut self, what: &str) {
         if let Some(bar) = &self.bar {
-            bar.set_message(what.to_string());
+            bar.set_message(lotus_core::text::one_line(what).into_owned());
         }
     }
 
@@ -189,7 +192,7 @@ impl Progress for TerminalProgress {
         match &self.bar {
             Some(bar) => {
                 bar.inc(1);
-                bar.println(line);
+                bar.println(lotus_core::text::printable(line));
             }
             None => note!("lotus: [{}/{}] {line}", self.done, self.total),
         }
@@ -324,6 +327,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 .with_cwd(args.cwd.as_deref())?
                 .with_round_trip(args.round_trip)
                 .with_fork_server(!args.no_fork_server)
+                .with_max_window_names(args.max_window_names)
                 .with_temp_folder_hook(crate::oom::remove_on_oom);
             let opts = with_control_library(opts);
             let opts = match default_hz {
@@ -337,7 +341,9 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 for op in &args.ops {
                     live::check_op_file(op)?;
                 }
-                print!("{}", live::dry_run(backend.as_ref(), &args.ops, &opts)?);
+                // Paths and a tool's notes: control characters escaped.
+                let plan = live::dry_run(backend.as_ref(), &args.ops, &opts)?;
+                print!("{}", lotus_core::text::printable(&plan));
                 return Ok(ExitCode::SUCCESS);
             }
             if let Some(out) = args.out.as_deref().filter(|o| !usage::is_stdout(o)) {
@@ -365,7 +371,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
     // A live mapping reports each failure as it happens.
     if args.from_reports.is_some() {
         for f in &mapping.failures {
-            eprintln!("lotus: error: op {}: {}", one_line(&f.op), f.error);
+            crate::usage::say!("lotus: error: op {}: {}", one_line(&f.op), f.error);
         }
     }
     if failures.is_empty() && !interrupted {
@@ -378,7 +384,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
         emit_as_asked(&mapping, &args)?;
     }
     if interrupted {
-        eprintln!(
+        crate::usage::say!(
             "lotus: interrupted: stopped the running op; {} finished op(s) kept",
             mapping.ops.len()
         );

@@ -47,7 +47,11 @@ pub fn run(
                 "--against prints a comparison, not a mapping: use --format table, json, csv or md",
             )),
         };
-    print!("{text}");
+    // Names from the files: control characters escaped in the text views.
+    match format {
+        Format::Table | Format::Md => print!("{}", lotus_core::text::printable(&text)),
+        _ => print!("{text}"),
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -130,7 +134,7 @@ fn table_of(c: &MappingComparison, name: &str, other_name: &str, markdown: bool)
 /// row), `missed` or `not_run`.
 fn csv_of(c: &MappingComparison) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
+    w.write_record(lotus_core::text::csv_record([
         "op",
         "kind",
         "coverage",
@@ -140,9 +144,9 @@ fn csv_of(c: &MappingComparison) -> Result<String> {
         "module",
         "samples",
         "share",
-    ])?;
+    ]))?;
     for o in &c.ops {
-        w.write_record([
+        w.write_record(lotus_core::text::csv_record([
             o.op.clone(),
             "coverage".into(),
             o.coverage.map_or(String::new(), |x| format!("{x:.6}")),
@@ -152,10 +156,10 @@ fn csv_of(c: &MappingComparison) -> Result<String> {
             String::new(),
             String::new(),
             String::new(),
-        ])?;
+        ]))?;
         for (kind, fs) in [("missed", &o.missed), ("not_run", &o.not_run)] {
             for f in fs {
-                w.write_record([
+                w.write_record(lotus_core::text::csv_record([
                     o.op.clone(),
                     kind.into(),
                     String::new(),
@@ -165,7 +169,7 @@ fn csv_of(c: &MappingComparison) -> Result<String> {
                     f.module.clone(),
                     f.samples.to_string(),
                     format!("{:.6}", f.share),
-                ])?;
+                ]))?;
             }
         }
     }

@@ -89,7 +89,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     // without windows needs no library: its failure is a warning.
     let files = harness::write_harness().context("cannot write the lotus Python module")?;
     let control_lib = crate::control_lib::path_for_run(files.dir.path())
-        .inspect_err(|e| eprintln!("lotus: warning: {e}: the program cannot open windows"))
+        .inspect_err(|e| crate::usage::say!("lotus: warning: {e}: the program cannot open windows"))
         .ok();
     target
         .env
@@ -172,7 +172,8 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     if !args.windows && backend.switches_windows() {
         collection.pause()?;
     }
-    let windows = collection.windows();
+    // Summed: a program's windows cost no memory each.
+    let windows = collection.window_totals();
     let report = collection.report()?;
     let mut profile = Profile::new(backend.name(), report);
     if backend.name() == "perf" {
@@ -180,15 +181,16 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     }
     profile.command = args.command.clone();
     profile.partial.clone_from(&partial);
-    let samples: u64 = windows.iter().map(|w| w.samples).sum();
+    let samples = windows.samples;
     let task_clock: f64 = windows
-        .iter()
-        .filter_map(|w| w.counters.get("task-clock-ns"))
-        .sum();
-    if !windows.is_empty() {
+        .counters
+        .get("task-clock-ns")
+        .copied()
+        .unwrap_or(0.0);
+    if windows.count > 0 {
         profile
             .environment
-            .insert("windows".into(), windows.len().to_string());
+            .insert("windows".into(), windows.count.to_string());
         profile
             .environment
             .insert("samples".into(), samples.to_string());
@@ -206,33 +208,33 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
                 "lotus: wrote {} ({} functions{})",
                 path.display(),
                 profile.rows.len(),
-                if windows.is_empty() {
+                if windows.count == 0 {
                     String::new()
                 } else {
-                    format!(", {samples} samples in {} window(s)", windows.len())
+                    format!(", {samples} samples in {} window(s)", windows.count)
                 }
             );
         }
         None => print!("{text}"),
     }
-    if args.windows && windows.is_empty() && backend.switches_windows() {
-        eprintln!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");
+    if args.windows && windows.count == 0 && backend.switches_windows() {
+        crate::usage::say!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");
     }
     if let Some(partial) = &partial {
         let whole = "; the profile holds what was sampled until then (marked \"partial\")";
         if partial.reason == Partial::TIMEOUT {
-            eprintln!(
+            crate::usage::say!(
                 "lotus: error: {}: {}{whole}; give a longer --timeout (or none) to profile the whole run",
                 target.program.display(),
                 partial.message
             );
             return Ok(ExitCode::FAILURE);
         }
-        eprintln!("lotus: {}{whole}", partial.message);
+        crate::usage::say!("lotus: {}{whole}", partial.message);
         return Ok(ExitCode::from(130));
     }
     if let Some(status) = status.filter(|s| !s.success()) {
-        eprintln!("lotus: the program exited with {status}; its profile was written");
+        crate::usage::say!("lotus: the program exited with {status}; its profile was written");
         return Ok(ExitCode::from(
             status.code().map_or(1, |c| c.clamp(1, 255) as u8),
         ));

@@ -92,9 +92,12 @@ pub struct ReportArgs {
     pub plot_dir: Option<PathBuf>,
 }
 
-/// HTML-escaped text.
+/// HTML-escaped text; control characters but line breaks and tabs (which
+/// HTML cannot show, and which would reach a terminal the page is printed
+/// to) shown escaped as `\x1b` ([`lotus_core::text::printable`]).
 pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
+    lotus_core::text::printable(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")

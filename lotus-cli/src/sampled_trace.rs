@@ -160,7 +160,7 @@ pub fn run(
     let kernel = collection.kernel_samples();
     let counters = counter_pairs(collection.sample_counters());
     if let Some(note) = collection.sample_counters().unsupported_note() {
-        eprintln!("lotus: {note}; the samples carry no counters");
+        crate::usage::say!("lotus: {note}; the samples carry no counters");
     }
     // What each sample costs the job's threads here: measured (about
     // 0.1 s of one CPU) while the job starts, not before it, so that the
@@ -234,7 +234,7 @@ pub fn run(
 /// Runs `cmd` without samples, saying why (on stderr and in
 /// `<prefix>.sampling`).
 fn unavailable(cmd: &mut Command, files: &SampleFiles, reason: String) -> Result<ExitStatus> {
-    eprintln!("lotus: no samples: {reason}; the trace runs without them");
+    crate::usage::say!("lotus: no samples: {reason}; the trace runs without them");
     write_sampling(
         &files.sampling,
         &[
@@ -258,13 +258,13 @@ fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
     ];
     match &stream.error {
         Some(e) => {
-            eprintln!(
+            crate::usage::say!(
                 "lotus: writing the samples failed after {} of them: {e}",
                 stream.samples
             );
             pairs.push(("write_error", e.clone()));
         }
-        None => eprintln!(
+        None => crate::usage::say!(
             "lotus: {} samples at {} Hz ({} functions){}",
             stream.samples,
             report.frequency_hz,

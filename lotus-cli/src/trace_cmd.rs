@@ -75,6 +75,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArra
 use lotus_core::attribute::in_pipeline::TOP_FUNCTIONS;
 use lotus_core::attribute::span_samples::SpanSamples;
 use lotus_core::spill::Budget;
+use lotus_core::text::{csv_cell, one_line, printable};
 use lotus_core::trace::chrome::{ChromeWriter, Flows};
 use lotus_core::trace::folder::Item;
 use lotus_core::trace::ranks::{process_ranks, rank_stats_with, RankStats};
@@ -228,10 +229,10 @@ pub fn run(command: TraceCommand) -> Result<ExitCode> {
 /// Prints the bad lines (the first [`Warnings::KEEP`]) to stderr.
 fn report_warnings(w: &Warnings) {
     for bad in &w.shown {
-        eprintln!("lotus: warning: {bad} (line skipped)");
+        crate::usage::say!("lotus: warning: {bad} (line skipped)");
     }
     if w.not_shown() > 0 {
-        eprintln!(
+        crate::usage::say!(
             "lotus: warning: {} more bad line(s) skipped, not shown",
             w.not_shown()
         );
@@ -266,7 +267,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     // Views already made of a trace (lotus's, the study's *_coarse.json):
     // merged, they would show everything twice.
     for v in &folder.views {
-        eprintln!(
+        crate::usage::say!(
             "lotus: note: {}: a view of a trace (lotus's or the study's), not a profiler trace: left out",
             v.display()
         );
@@ -385,7 +386,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         Ok(())
     })?;
     if flows.mismatched > 0 {
-        eprintln!(
+        crate::usage::say!(
             "lotus: warning: {} flow arrow end(s) left out: the logs changed between the two passes over them",
             flows.mismatched
         );
@@ -394,7 +395,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         Some(s) => {
             s.finish()?;
             if s.mismatched > 0 {
-                eprintln!(
+                crate::usage::say!(
                     "lotus: warning: {} sample(s) of op spans left out: the logs changed between the two passes over them",
                     s.mismatched
                 );
@@ -483,7 +484,7 @@ fn sampled_spans(dir: &Path, prefix: &str) -> Result<Option<SpanSamples>> {
             Ok(Some(s))
         }
         Err(e) => {
-            eprintln!(
+            crate::usage::say!(
                 "lotus: warning: the samples in {} are left out of the view: {e}",
                 dir.display()
             );
@@ -722,7 +723,7 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
             write_json(&one.json(rows))?;
         } else {
             print!("{}", render(&one.dir, &one.folder, &one.stats));
-            print!("{}", render_ranks(&one.ranks));
+            print!("{}", printable(&render_ranks(&one.ranks)));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -750,12 +751,12 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
         })?;
     } else {
         for c in &computed {
-            println!("=== Configuration {} ===", c.label);
+            println!("=== Configuration {} ===", one_line(&c.label));
             print!("{}", render(&c.dir, &c.folder, &c.stats));
-            print!("{}", render_ranks(&c.ranks));
+            print!("{}", printable(&render_ranks(&c.ranks)));
             println!();
         }
-        print!("{}", render_comparison(&comparison, rule));
+        print!("{}", printable(&render_comparison(&comparison, rule)));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -772,8 +773,10 @@ fn write_op_times(path: &Path, index: &TraceIndex) -> Result<()> {
     }
     for (op, ns) in &totals {
         // Op names may hold commas or quotes (a transform's repr): quote
-        // them as CSV does.
-        let name = if op.contains([',', '"', '\n']) {
+        // them as CSV does; one a spreadsheet would run as a formula gets
+        // a leading `'`.
+        let op = csv_cell(op);
+        let name = if op.contains([',', '"', '\n', '\r']) {
             format!("\"{}\"", op.replace('"', "\"\""))
         } else {
             op.to_string()
@@ -804,7 +807,7 @@ fn render_comparison(c: &ConfigComparison, rule: OutlierRule) -> String {
     let ratio = |v: Option<f64>| right(v.map_or_else(|| "-".to_string(), |r| format!("{r:.2}x")));
     for r in &c.configurations {
         t.add_row(vec![
-            Cell::new(&r.label),
+            Cell::new(one_line(&r.label)),
             right(r.batches.to_string()),
             opt(r.p50_ns),
             opt(r.iqr_ns),
@@ -855,8 +858,13 @@ fn summary_cells(s: &Summary) -> Vec<Cell> {
 
 const SUMMARY_HEADER: [&str; 7] = ["count", "total", "mean", "p50", "p95", "p99", "std"];
 
-/// The terminal report.
+/// The terminal report: names from the trace (ops, the folder) on one
+/// line each, control characters escaped.
 fn render(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
+    printable(&render_raw(dir, folder, s)).into_owned()
+}
+
+fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
     let mains = s.processes.iter().filter(|p| p.role == "main").count();
     let mut out = format!(
         "lotus trace stats: {}\n{} event(s) from {} process(es) ({mains} main, {} worker) in {} file(s)",
@@ -877,7 +885,7 @@ fn render(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
         h.extend(SUMMARY_HEADER);
         let mut t = table(&h);
         for o in &s.ops {
-            let mut row = vec![Cell::new(&o.name)];
+            let mut row = vec![Cell::new(one_line(&o.name))];
             row.extend(summary_cells(&o.summary));
             t.add_row(row);
         }
@@ -1055,7 +1063,7 @@ fn render_ranks(ranks: &[RankStats]) -> String {
             Cell::new(if r.hosts.is_empty() {
                 "-".to_string()
             } else {
-                r.hosts.join(" ")
+                one_line(&r.hosts.join(" ")).into_owned()
             }),
             right(format!(
                 "{mains} main, {} worker",

@@ -476,7 +476,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
                 .with_context(|| format!("--clean: cannot remove {}", log.display()))?;
         }
     } else if !before.is_empty() {
-        eprintln!(
+        crate::usage::say!(
             "lotus: warning: {} already holds {} trace log(s) with prefix '{}'; they stay and will be read with this run's (--clean removes them)",
             out.display(),
             before.len(),
@@ -509,7 +509,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     // The job's processes that outlive its main process (workers of a
     // killed job, daemons) come to lotus, to be ended below.
     if let Err(e) = reaper::become_subreaper() {
-        eprintln!("lotus: warning: processes the program leaves may outlive it: {e}");
+        crate::usage::say!("lotus: warning: processes the program leaves may outlive it: {e}");
     }
     // Ctrl-C reaches the program (same process group); lotus waits for it
     // to finish and passes its exit status through.
@@ -560,7 +560,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .sum();
     let failures = trace_failures(&status_dir);
     if new.is_empty() && itt_logs == 0 && failures.is_empty() {
-        eprintln!(
+        crate::usage::say!(
             "lotus: no trace written to {}: was the program Python, and did it run a DataLoader or traced code? (lotus_trace needs Python 3.8+)",
             out.display()
         );
@@ -580,13 +580,13 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         );
     }
     if !status.success() {
-        eprintln!("lotus: the program exited with {status}");
+        crate::usage::say!("lotus: the program exited with {status}");
     }
     if !failures.is_empty() {
         for failure in &failures {
-            eprintln!("lotus: {failure}");
+            crate::usage::say!("lotus: {failure}");
         }
-        eprintln!(
+        crate::usage::say!(
             "lotus: error: the trace in {} is incomplete: {} process(es) could not write their logs (above); free space there (or choose another --out) and run again",
             out.display(),
             failures.len()

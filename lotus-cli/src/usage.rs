@@ -50,11 +50,21 @@ pub fn quiet() -> bool {
 macro_rules! note {
     ($($arg:tt)*) => {
         if !$crate::usage::quiet() {
-            eprintln!($($arg)*);
+            $crate::usage::say!($($arg)*);
         }
     };
 }
 pub(crate) use note;
+
+/// Prints a line to stderr (`eprintln!`'s arguments) that may quote data
+/// (names, paths, a tool's words): control characters are shown escaped
+/// ([`lotus_core::text::printable`]), never sent raw to the terminal.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        eprintln!("{}", lotus_core::text::printable(&format!($($arg)*)))
+    };
+}
+pub(crate) use say;
 
 /// Whether an `--out` path means standard output (`-`, as in perf, samply
 /// and hyperfine's exports).

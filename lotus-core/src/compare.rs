@@ -17,12 +17,17 @@
 //!
 //! A mapping made from vendor reports has no windows: its figures are
 //! `None`, and so are ratios that need them.
+//!
+//! A mapping from another host is data: [`check_figures`] refuses window
+//! figures no window can have measured (see its bounds) before they are
+//! compared, naming the file, the op and the field.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::mapping::{Mapping, OpMapping};
+use crate::text::{figure, one_line};
 
 /// The counter of a window's CPU time, in ns.
 pub const TASK_CLOCK_NS: &str = "task-clock-ns";
@@ -113,6 +118,147 @@ pub fn compare(mappings: &[&Mapping]) -> Vec<OpAcross> {
         .collect()
 }
 
+/// The most seconds an op's windows (or its unsampled calls) may add up
+/// to over all runs of a mapping: about 116 days.
+pub const MAX_SECONDS: f64 = 1e7;
+
+/// The most CPUs a host may say it has (`environment.cpus`).
+pub const MAX_CPUS: u64 = 65_536;
+
+/// CPU time measured against wall-clock time: their clocks differ a little
+/// (the counter and the window's edges are read apart), so a window may
+/// show this much more CPU time than its seconds times the CPUs, plus
+/// [`CPU_SLACK_S`].
+pub const CPU_TOLERANCE: f64 = 1.25;
+
+/// See [`CPU_TOLERANCE`].
+pub const CPU_SLACK_S: f64 = 0.05;
+
+/// A window figure of a mapping that no window can have measured.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+#[error("{file}: op {op}: {field} = {value}: {why}; this is not what `lotus map` measures: remake the mapping with `lotus map` on that host, or correct the field")]
+pub struct BadFigure {
+    /// The mapping file, as given.
+    pub file: String,
+    /// The op (control characters escaped).
+    pub op: String,
+    /// The field, as a path in the file (`window.seconds`,
+    /// `window.counters.task-clock-ns`).
+    pub field: String,
+    /// Its value, as lotus prints figures (bounded width).
+    pub value: String,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+/// Checks every op's window figures in `m` (read from `file`) before they
+/// are compared; the first impossible one is the error. The bounds:
+///
+/// - every figure finite and not negative (JSON cannot hold NaN, but a
+///   hand-made file can hold `1e308` or `-1`);
+/// - `window.seconds` and `window.unsampled.seconds` at most
+///   [`MAX_SECONDS`];
+/// - CPU time (`window.counters.task-clock-ns`, `window.unsampled.cpu_seconds`)
+///   at most the matching wall-clock seconds times the host's CPUs
+///   (`environment.cpus`, 1 to [`MAX_CPUS`]; [`MAX_CPUS`] where the
+///   mapping does not say), within [`CPU_TOLERANCE`] and [`CPU_SLACK_S`]:
+///   so CPU per call is never more than latency per call times the CPUs;
+/// - unsampled calls at least 1 where their CPU time is above 0.
+///
+/// Every other counter need only be finite and not negative.
+pub fn check_figures(m: &Mapping, file: &str) -> Result<(), BadFigure> {
+    let bad = |op: &str, field: &str, value: f64, why: String| BadFigure {
+        file: file.to_string(),
+        op: one_line(op).into_owned(),
+        field: field.to_string(),
+        value: figure(value, 3),
+        why,
+    };
+    let cpus = match m.environment.get("cpus") {
+        None => MAX_CPUS,
+        Some(text) => match text.trim().parse::<u64>() {
+            Ok(n) if (1..=MAX_CPUS).contains(&n) => n,
+            _ => {
+                return Err(BadFigure {
+                    file: file.to_string(),
+                    op: "-".into(),
+                    field: "environment.cpus".into(),
+                    value: format!("'{}'", one_line(&crate::report_error::shorten(text, 40))),
+                    why: format!("not a count of CPUs from 1 to {MAX_CPUS}"),
+                })
+            }
+        },
+    };
+    let cpu_bound = |seconds: f64| seconds * cpus as f64 * CPU_TOLERANCE + CPU_SLACK_S;
+    let plain = |op: &str, field: &str, v: f64, max: f64| {
+        if !v.is_finite() || v < 0.0 {
+            Err(bad(op, field, v, "not a figure of 0 or more".into()))
+        } else if v > max {
+            Err(bad(op, field, v, format!("more than {}", figure(max, 0))))
+        } else {
+            Ok(())
+        }
+    };
+    for op in &m.ops {
+        let Some(w) = &op.window else { continue };
+        let name = op.name.as_str();
+        plain(name, "window.seconds", w.seconds, MAX_SECONDS)?;
+        for (k, v) in &w.counters {
+            plain(
+                name,
+                &format!("window.counters.{}", one_line(k)),
+                *v,
+                f64::MAX,
+            )?;
+        }
+        if let Some(ns) = w.counters.get(TASK_CLOCK_NS) {
+            let max = cpu_bound(w.seconds);
+            if ns / 1e9 > max {
+                return Err(bad(
+                    name,
+                    &format!("window.counters.{TASK_CLOCK_NS}"),
+                    *ns,
+                    format!(
+                        "{} s of CPU time in windows open {} s on {cpus} CPU(s)",
+                        figure(ns / 1e9, 3),
+                        figure(w.seconds, 3)
+                    ),
+                ));
+            }
+        }
+        if let Some(u) = &w.unsampled {
+            plain(name, "window.unsampled.seconds", u.seconds, MAX_SECONDS)?;
+            plain(
+                name,
+                "window.unsampled.cpu_seconds",
+                u.cpu_seconds,
+                f64::MAX,
+            )?;
+            if u.cpu_seconds > cpu_bound(u.seconds) {
+                return Err(bad(
+                    name,
+                    "window.unsampled.cpu_seconds",
+                    u.cpu_seconds,
+                    format!(
+                        "more CPU time than {} s of calls on {cpus} CPU(s) can hold",
+                        figure(u.seconds, 3)
+                    ),
+                ));
+            }
+            if u.calls == 0 && u.cpu_seconds > 0.0 {
+                return Err(bad(
+                    name,
+                    "window.unsampled.calls",
+                    0.0,
+                    "CPU time without a call".into(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What a mapping says of its host: `host`, `cpu_model`, `cpus`,
 /// `cpu_cores`, `kernel` (see [`crate::host`]), those it has.
 pub fn host_of(m: &Mapping) -> BTreeMap<String, String> {
@@ -172,6 +318,70 @@ mod tests {
         assert_eq!(c[2].latency_ratio, vec![None, None]);
         assert_eq!(pa.unsampled_cpu_s, None, "no unsampled calls in a");
         assert_eq!(c[0].unsampled_cpu_ratio, vec![None, None]);
+    }
+
+    #[test]
+    fn impossible_figures_are_refused_naming_the_op_and_field() {
+        let mut m = Mapping::new(
+            "perf",
+            Unit::Samples,
+            Settings::default(),
+            vec![op("A", 2.0, 100, Some(1.5e9))],
+        );
+        m.environment.insert("cpus".into(), "4".into());
+        assert_eq!(check_figures(&m, "m.json"), Ok(()));
+        let field = |m: &Mapping| check_figures(m, "m.json").map_err(|e| e.field);
+        let set = |f: &dyn Fn(&mut WindowSummary)| {
+            let mut m = m.clone();
+            f(m.ops[0].window.as_mut().expect("window"));
+            m
+        };
+        assert_eq!(
+            field(&set(&|w| w.seconds = 1e300)),
+            Err("window.seconds".into())
+        );
+        assert_eq!(
+            field(&set(&|w| w.seconds = -1.0)),
+            Err("window.seconds".into())
+        );
+        // 2 s on 4 CPUs hold at most 10.05 s of CPU time.
+        let tc = "window.counters.task-clock-ns".to_string();
+        assert_eq!(
+            field(&set(&|w| {
+                w.counters.insert(TASK_CLOCK_NS.into(), 11e9);
+            })),
+            Err(tc.clone())
+        );
+        assert_eq!(
+            field(&set(&|w| {
+                w.counters.insert(TASK_CLOCK_NS.into(), -5.0);
+            })),
+            Err(tc)
+        );
+        assert_eq!(
+            field(&set(&|w| {
+                w.unsampled = Some(crate::mapping::UnsampledCalls::new(0, 1.0, 0.5));
+            })),
+            Err("window.unsampled.calls".into())
+        );
+        assert_eq!(
+            field(&set(&|w| {
+                w.unsampled = Some(crate::mapping::UnsampledCalls::new(3, 0.001, 1e300));
+            })),
+            Err("window.unsampled.cpu_seconds".into())
+        );
+        let mut bad_cpus = m.clone();
+        bad_cpus
+            .environment
+            .insert("cpus".into(), "99999999999999999999".into());
+        assert_eq!(field(&bad_cpus), Err("environment.cpus".into()));
+        let e = check_figures(&set(&|w| w.seconds = 1e300), "m.json").expect_err("bad");
+        let text = e.to_string();
+        assert!(
+            text.starts_with("m.json: op A: window.seconds = 1.000e300"),
+            "{text}"
+        );
+        assert!(text.len() < 300, "{text}");
     }
 
     #[test]

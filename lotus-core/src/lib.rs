@@ -17,6 +17,8 @@
 //!   (temporary files past a budget), so long traces read in flat memory.
 //! - [`trace`]: pipeline trace logs (per-process op, sample and batch
 //!   timings), their statistics and their Chrome trace view.
+//! - [`text`]: names from data made safe to print (control characters
+//!   escaped), CSV cells a spreadsheet will not run, bounded figures.
 //!
 //! Nothing here does FFI or talks to a vendor tool.
 #![deny(missing_docs)]
@@ -35,11 +37,13 @@ pub mod registry;
 pub mod report_error;
 pub mod row;
 pub mod spill;
+pub mod text;
 pub mod trace;
 
 pub use mapping::{Mapping, MergeRule};
 pub use profiler::{
     CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError, Target, WindowStats,
+    WindowTotals,
 };
 pub use registry::{backend, backends, BackendRegistration};
 pub use report_error::ReportError;

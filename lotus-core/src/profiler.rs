@@ -360,6 +360,63 @@ pub trait Collection: Send {
     fn windows(&self) -> Vec<WindowStats> {
         Vec::new()
     }
+    /// Every closed window so far, summed ([`WindowTotals`]): what a
+    /// caller that needs no window on its own keeps, in the same memory
+    /// whether the process opened one window or a million. The default
+    /// sums [`Collection::windows`]; a backend that keeps many windows
+    /// should sum its own records without building that list.
+    fn window_totals(&self) -> WindowTotals {
+        let mut totals = WindowTotals::default();
+        for w in self.windows() {
+            totals.add(&w);
+        }
+        totals
+    }
+}
+
+/// Windows summed: how many, how long, their samples and counters
+/// ([`Collection::window_totals`]). Its size does not grow with the
+/// windows.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[non_exhaustive]
+pub struct WindowTotals {
+    /// Windows closed.
+    pub count: u64,
+    /// How long they were open, summed, in nanoseconds (saturating).
+    pub duration_ns: u64,
+    /// Samples taken in them.
+    pub samples: u64,
+    /// Samples the kernel dropped in them.
+    pub lost_samples: u64,
+    /// Counted events summed over the windows that measured them.
+    pub counters: BTreeMap<String, f64>,
+    /// Counters some window could not measure, with the (last) reason.
+    pub unsupported: BTreeMap<String, String>,
+}
+
+impl WindowTotals {
+    /// One window, as a total of one.
+    pub fn of(w: &WindowStats) -> WindowTotals {
+        let mut t = WindowTotals::default();
+        t.add(w);
+        t
+    }
+
+    /// Adds window `w`.
+    pub fn add(&mut self, w: &WindowStats) {
+        self.count += 1;
+        self.duration_ns = self.duration_ns.saturating_add(w.duration_ns);
+        self.samples = self.samples.saturating_add(w.samples);
+        self.lost_samples = self.lost_samples.saturating_add(w.lost_samples);
+        for (k, v) in &w.counters {
+            *self.counters.entry(k.clone()).or_default() += v;
+        }
+        for (k, why) in &w.unsupported {
+            if self.unsupported.get(k) != Some(why) {
+                self.unsupported.insert(k.clone(), why.clone());
+            }
+        }
+    }
 }
 
 /// What one measurement window held.
@@ -507,6 +564,24 @@ pub enum ProfilerError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn window_totals_sum_windows_and_keep_why_a_counter_is_missing() {
+        let w = |ns: u64, samples: u64, tc: f64| WindowStats {
+            duration_ns: ns,
+            samples,
+            lost_samples: 1,
+            counters: [("task-clock-ns".to_string(), tc)].into(),
+            unsupported: [("cycles".to_string(), "no PMU".to_string())].into(),
+        };
+        let mut t = WindowTotals::of(&w(10, 2, 5.0));
+        t.add(&w(u64::MAX, 3, 7.0));
+        assert_eq!(t.count, 2);
+        assert_eq!(t.duration_ns, u64::MAX, "saturates");
+        assert_eq!((t.samples, t.lost_samples), (5, 2));
+        assert_eq!(t.counters["task-clock-ns"], 12.0);
+        assert_eq!(t.unsupported["cycles"], "no PMU");
+    }
 
     #[test]
     fn a_tool_that_hangs_on_version_is_unavailable_in_time() {

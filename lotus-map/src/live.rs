@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use lotus_core::mapping::{OpAccumulator, OpFailure, OpMapping, Settings, WindowSummary};
-use lotus_core::{CollectOptions, Mapping, Profiler, Report, WindowStats};
+use lotus_core::{CollectOptions, Mapping, Profiler, Report, WindowTotals};
 
 use crate::error::{Context, MapError, Result};
 use crate::harness::{self, HarnessFiles, HarnessResult};
@@ -35,7 +35,7 @@ mod serve;
 pub mod threads;
 mod windows;
 use fork_server::{fork_server_runs, run_server};
-pub use options::{default_frequency, LiveOptions};
+pub use options::{default_frequency, LiveOptions, MAX_WINDOW_NAMES};
 use process::{collect_options, environment, harness_target};
 pub use process::{control_env, ENV_ITT_COLLECTOR};
 use run::run_once;
@@ -77,7 +77,9 @@ pub(crate) fn failure(op: String, error: String) -> OpFailure {
 pub(crate) struct RunOutput {
     report: Report,
     result: HarnessResult,
-    windows: Vec<WindowStats>,
+    /// Its windows summed: a run's memory does not grow with the windows
+    /// a script opens (300,000 of them cost what one does).
+    windows: WindowTotals,
 }
 
 /// One op to map: its file, and whether it is the empty floor.
@@ -351,22 +353,20 @@ pub fn map_live(
                     was_interrupted = true;
                     break 'ops;
                 }
-                OpOutcome::Split(names) => {
+                OpOutcome::Split(mut names) => {
                     // A script that opens windows under several names: each
                     // name is its own op, measured in runs of its own (the
-                    // first run, which mixed them, is not kept).
-                    progress.message(
-                        MessageKind::Info,
-                        &format!(
-                            "{}: the script opens windows for {} ops ({}): mapping each in runs of its own",
-                            one_line(&spec.label),
-                            names.len(),
-                            one_line(&names.join(", "))
-                        ),
-                    );
+                    // first run, which mixed them, is not kept); at most
+                    // `max_window_names` of them.
+                    let runs = u64::from(opts.runs);
+                    let (info, warning) = split_messages(spec, &names, opts);
+                    progress.message(MessageKind::Info, &info);
+                    if let Some(warning) = warning {
+                        progress.message(MessageKind::Warning, &warning);
+                    }
+                    names.truncate(opts.max_window_names);
                     // Each name's runs, in place of the file's runs after the
                     // first.
-                    let runs = u64::from(opts.runs);
                     progress.runs_added(names.len() as u64 * runs - (runs - 1));
                     for name in &names {
                         match map_op(&ctx, spec, Some(name), progress) {
@@ -525,6 +525,46 @@ enum OpOutcome {
     Interrupted,
 }
 
+/// How many names of a split script are shown in its progress line.
+const NAMES_SHOWN: usize = 8;
+
+/// What a script that opens windows under several `names` is told: the
+/// progress line (the names, and the runs mapping them takes), and the
+/// warning when there are more than `max_window_names` (which are mapped,
+/// how many are left out, what to do).
+fn split_messages(spec: &OpSpec, names: &[String], opts: &LiveOptions) -> (String, Option<String>) {
+    let script = one_line(&spec.label);
+    let file = one_line(&spec.file.display().to_string());
+    let mapped = names.len().min(opts.max_window_names);
+    let runs = u64::from(opts.runs);
+    let shown: Vec<&str> = names.iter().take(NAMES_SHOWN).map(String::as_str).collect();
+    let more = if names.len() > NAMES_SHOWN {
+        format!(", … {} more", names.len() - NAMES_SHOWN)
+    } else {
+        String::new()
+    };
+    let info = format!(
+        "{script}: the script opens windows for {} ops ({}{more}): mapping {} in runs of its own, {} run(s) of the script after its first",
+        names.len(),
+        one_line(&shown.join(", ")),
+        if mapped == names.len() {
+            "each".to_string()
+        } else {
+            format!("the first {mapped}")
+        },
+        mapped as u64 * runs
+    );
+    let warning = (names.len() > mapped).then(|| {
+        format!(
+            "{script} ({file}): the script opens windows under {} names, more than the {} lotus maps of one script (each takes {runs} run(s) of its own): the first {mapped} (in the order opened) are mapped, the other {} left out; give the windows one name per op (not one per sample or batch), or raise --max-window-names",
+            names.len(),
+            opts.max_window_names,
+            names.len() - mapped
+        )
+    });
+    (info, warning)
+}
+
 /// Maps `spec` (with `only`, the windows of that one name of its script)
 /// over `--runs` runs.
 fn map_op(
@@ -606,8 +646,13 @@ fn map_op(
         if acc.is_none() {
             let names = window_names(&out.result);
             if only.is_none() && names.len() >= 2 {
+                let each = if names.len() > opts.max_window_names {
+                    format!("the first {}", opts.max_window_names)
+                } else {
+                    "each".to_string()
+                };
                 progress.run_done(&format!(
-                    "{shown} run {run}/{runs}: windows for {} ops, each mapped in runs of its own",
+                    "{shown} run {run}/{runs}: windows for {} ops, {each} mapped in runs of its own",
                     names.len()
                 ));
                 return OpOutcome::Split(names);
@@ -658,7 +703,7 @@ fn map_op(
         if let Some(why) = threads::spin_warning(&out.report, &opts.threads) {
             progress.message(MessageKind::Warning, &format!("{shown}: run {run}: {why}"));
         }
-        let lost: u64 = out.windows.iter().map(|w| w.lost_samples).sum();
+        let lost = out.windows.lost_samples;
         if lost > 0 {
             progress.message(
                 MessageKind::Warning,

@@ -104,22 +104,28 @@ pub fn render(mapping: &Mapping, format: Format, top: usize, names: NameWidth) -
                 + "\n"
         }
         Format::Csv => render_csv(mapping)?,
-        Format::Md => render_md(mapping, top),
-        Format::Table => render_table(mapping, top, names),
+        // Names from the file are on one line already; the rest of the
+        // text (backend, rule, what it was imported from) too is data.
+        Format::Md => lotus_core::text::printable(&render_md(mapping, top)).into_owned(),
+        Format::Table => {
+            lotus_core::text::printable(&render_table(mapping, top, names)).into_owned()
+        }
     })
 }
 
+/// A figure of the mapping as tables show it, bounded in width whatever
+/// the file holds ([`lotus_core::text::figure`]).
 fn value_text(unit: Unit, v: f64) -> String {
     match unit {
-        Unit::Samples if v.fract() == 0.0 => format!("{v:.0}"),
-        Unit::Samples => format!("{v:.1}"),
-        Unit::Seconds => format!("{v:.3}"),
+        Unit::Samples if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
+        Unit::Samples => lotus_core::text::figure(v, 1),
+        Unit::Seconds => lotus_core::text::figure(v, 3),
     }
 }
 
 fn render_csv(mapping: &Mapping) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
+    w.write_record(lotus_core::text::csv_record([
         "op",
         "function",
         "module",
@@ -128,7 +134,7 @@ fn render_csv(mapping: &Mapping) -> Result<String> {
         "runs_seen",
         "runs",
         "shared_with",
-    ])
+    ]))
     .context("writing CSV")?;
     // One lookup per row, not a scan of the shared list (a mapping may
     // hold a million functions).
@@ -150,7 +156,7 @@ fn render_csv(mapping: &Mapping) -> Result<String> {
                         .collect()
                 })
                 .unwrap_or_default();
-            w.write_record([
+            w.write_record(lotus_core::text::csv_record([
                 op.name.as_str(),
                 &f.function,
                 &f.module,
@@ -159,7 +165,7 @@ fn render_csv(mapping: &Mapping) -> Result<String> {
                 &f.runs_seen.to_string(),
                 &op.runs.to_string(),
                 &others.join(";"),
-            ])
+            ]))
             .context("writing CSV")?;
         }
     }
@@ -199,11 +205,14 @@ fn render_table(mapping: &Mapping, top: usize, width: NameWidth) -> String {
             .as_ref()
             .and_then(|w| w.sampling_cost())
             .map_or_else(String::new, |c| {
+                // Bounded width, whatever figures the file holds.
+                let slowdown = c.slowdown() * 100.0;
                 format!(
-                    ", {:.1} us CPU a call sampled against {:.1} us unsampled ({:+.0}%)",
-                    c.sampled_cpu_s * 1e6,
-                    c.unsampled_cpu_s * 1e6,
-                    c.slowdown() * 100.0
+                    ", {} us CPU a call sampled against {} us unsampled ({}{}%)",
+                    lotus_core::text::figure(c.sampled_cpu_s * 1e6, 1),
+                    lotus_core::text::figure(c.unsampled_cpu_s * 1e6, 1),
+                    if slowdown >= 0.0 { "+" } else { "" },
+                    lotus_core::text::figure(slowdown, 0)
                 )
             });
         out += &format!(
@@ -315,22 +324,12 @@ fn render_table(mapping: &Mapping, top: usize, width: NameWidth) -> String {
 }
 
 /// `name` on one line: a newline or other control character (in a file
-/// name, an op's `NAME`, a function) is shown escaped (`\\n`) so that it
-/// cannot break a progress line, a table row or a Markdown heading. CSV
-/// and JSON quote such names themselves and keep them as they are.
+/// name, an op's `NAME`, a function) is shown escaped (`\\n`, `\\x1b`) so
+/// that it cannot break a progress line, a table row or a Markdown heading,
+/// nor drive the terminal; [`lotus_core::text::one_line`] is the one rule.
+/// CSV and JSON quote such names themselves and keep them as they are.
 pub fn one_line(name: &str) -> String {
-    if !name.chars().any(char::is_control) {
-        return name.to_string();
-    }
-    name.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    lotus_core::text::one_line(name).into_owned()
 }
 
 fn md_escape(s: &str) -> String {

@@ -5,7 +5,7 @@ use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use lotus_core::control::Edge;
-use lotus_core::{Collection, ProfilerError, Report, Unit, WindowStats};
+use lotus_core::{Collection, ProfilerError, Report, Unit, WindowStats, WindowTotals};
 
 use crate::counting::{CounterKind, CounterStatus, Counters, Deltas};
 use crate::drain::Drain;
@@ -298,31 +298,36 @@ impl PerfCollection {
     }
 
     fn window_stats(&self, counts: &[WindowCounts]) -> Vec<PerfWindow> {
-        self.closed
-            .iter()
-            .enumerate()
-            .map(|(index, w)| {
-                let c = counts.get(index).copied().unwrap_or_default();
-                let d = |k: CounterKind| {
-                    CounterKind::ALL
-                        .iter()
-                        .position(|&x| x == k)
-                        .and_then(|i| w.deltas[i])
-                };
-                PerfWindow {
-                    index,
-                    duration: w.duration,
-                    samples: c.samples,
-                    lost: c.lost,
-                    throttled: c.throttled,
-                    task_clock_ns: d(CounterKind::TaskClock).unwrap_or(0),
-                    context_switches: d(CounterKind::ContextSwitches),
-                    page_faults: d(CounterKind::PageFaults),
-                    cycles: d(CounterKind::Cycles),
-                    instructions: d(CounterKind::Instructions),
-                }
-            })
-            .collect()
+        self.window_iter(counts).collect()
+    }
+
+    /// The closed windows' figures one at a time (a caller that sums them
+    /// holds no list).
+    fn window_iter<'a>(
+        &'a self,
+        counts: &'a [WindowCounts],
+    ) -> impl Iterator<Item = PerfWindow> + 'a {
+        self.closed.iter().enumerate().map(move |(index, w)| {
+            let c = counts.get(index).copied().unwrap_or_default();
+            let d = |k: CounterKind| {
+                CounterKind::ALL
+                    .iter()
+                    .position(|&x| x == k)
+                    .and_then(|i| w.deltas[i])
+            };
+            PerfWindow {
+                index,
+                duration: w.duration,
+                samples: c.samples,
+                lost: c.lost,
+                throttled: c.throttled,
+                task_clock_ns: d(CounterKind::TaskClock).unwrap_or(0),
+                context_switches: d(CounterKind::ContextSwitches),
+                page_faults: d(CounterKind::PageFaults),
+                cycles: d(CounterKind::Cycles),
+                instructions: d(CounterKind::Instructions),
+            }
+        })
     }
 
     /// Ends the collection: closes an open window, kills the target if it
@@ -749,6 +754,21 @@ impl Collection for PerfCollection {
         };
         let status = self.window_counter_status();
         figures.iter().map(|w| w.to_core(&status)).collect()
+    }
+
+    fn window_totals(&self) -> WindowTotals {
+        // Summed as they are made: a script's 300,000 windows are never
+        // held in lotus-core's form (a kilobyte and more each).
+        let counts = match self.drain.as_ref() {
+            Some(d) => d.flush().unwrap_or_else(|_| d.published()),
+            None => Vec::new(),
+        };
+        let status = self.window_counter_status();
+        let mut totals = WindowTotals::default();
+        for w in self.window_iter(&counts) {
+            totals.add(&w.to_core(&status));
+        }
+        totals
     }
 }
 

@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
 use lotus_core::attribute::{FunctionAttribution, OpShare};
+use lotus_core::text::{csv_number, csv_record, one_line, printable};
 use lotus_core::Unit;
 use serde::Serialize;
 
@@ -178,8 +179,8 @@ impl FunctionView<'_> {
         header.extend(["share", "rows", "cpi"].map(String::from));
         header.extend(counters.iter().cloned());
         header.extend(metrics.iter().cloned());
-        w.write_record(&header)?;
-        let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+        w.write_record(csv_record(&header))?;
+        let num = |v: Option<f64>| v.map(csv_number).unwrap_or_default();
         for (p, a) in self.profiles.iter().zip(self.results) {
             for f in &a.functions {
                 let o = &f.figures;
@@ -199,10 +200,10 @@ impl FunctionView<'_> {
                 if any_samples {
                     rec.push(num((p.unit == Unit::Samples).then_some(o.value)));
                 }
-                rec.extend([o.share.to_string(), o.rows.to_string(), num(o.cpi)]);
+                rec.extend([csv_number(o.share), o.rows.to_string(), num(o.cpi)]);
                 rec.extend(counters.iter().map(|c| num(o.counters.get(c).copied())));
                 rec.extend(metrics.iter().map(|m| num(o.metrics.get(m).copied())));
-                w.write_record(&rec)?;
+                w.write_record(csv_record(&rec))?;
             }
         }
         Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
@@ -302,19 +303,20 @@ impl FunctionView<'_> {
     pub(super) fn table(&self) -> String {
         let mut out = self.header_line() + "\n";
         for (title, g) in self.grids(false) {
-            out += &format!("\n{title}\n");
+            out += &format!("\n{}\n", one_line(&title));
             out += &g.terminal();
         }
-        out
+        // Names and paths from the files: control characters escaped.
+        printable(&out).into_owned()
     }
 
     /// Markdown tables (every metric).
     pub(super) fn markdown(&self) -> String {
         let mut out = format!("{}\n", self.header_line());
         for (title, g) in self.grids(true) {
-            out += &format!("\n### {title}\n\n");
+            out += &format!("\n### {}\n\n", one_line(&title));
             out += &g.markdown();
         }
-        out
+        printable(&out).into_owned()
     }
 }

@@ -349,7 +349,7 @@ fn check_matches(a: &Attribution, p: &LoadedProfile, mapping: &str) -> Result<()
             p.path.display()
         );
     }
-    eprintln!(
+    crate::usage::say!(
         "lotus: warning: {}: no function of op(s) {ops} matches a function of the profile ({hint})",
         p.path.display()
     );
@@ -410,10 +410,10 @@ pub(crate) fn load_op_times(path: &Path) -> Result<OpTimes> {
     let file = if path.is_dir() {
         if let Some((times, warnings)) = OpTimes::read_trace_dir(path)? {
             for bad in &warnings.shown {
-                eprintln!("lotus: warning: {bad} (line skipped)");
+                crate::usage::say!("lotus: warning: {bad} (line skipped)");
             }
             if warnings.not_shown() > 0 {
-                eprintln!(
+                crate::usage::say!(
                     "lotus: warning: {} more bad line(s) skipped, not shown",
                     warnings.not_shown()
                 );
@@ -530,7 +530,7 @@ pub fn load_profile(
     if first.starts_with('{') || first.starts_with('[') {
         let p = Profile::read_json(&mut input, &name)?;
         if let Some(partial) = &p.partial {
-            eprintln!(
+            crate::usage::say!(
                 "lotus: warning: {name} is a partial profile ({}: {}): it covers only part of its run",
                 partial.reason, partial.message
             );

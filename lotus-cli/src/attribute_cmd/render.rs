@@ -1,6 +1,6 @@
 //! Rendering an attribution: JSON, CSV, terminal tables and Markdown.
 
-use lotus_map::output::one_line;
+use lotus_core::text::{csv_number, csv_record, figure, one_line, printable};
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
@@ -116,11 +116,12 @@ fn figures(p: &LoadedProfile, o: &OpShare) -> Figures {
 }
 
 /// A value in the profile's own terms: `12.345 s` or `1234 samples`.
+/// Bounded in width whatever the profile holds.
 pub(super) fn amount(p: &LoadedProfile, v: f64) -> String {
     match p.seconds_per_unit() {
-        Some(k) => format!("{:.3} s", v * k),
-        None if v.fract() == 0.0 => format!("{v:.0} samples"),
-        None => format!("{v:.1} samples"),
+        Some(k) => format!("{} s", figure(v * k, 3)),
+        None if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0} samples"),
+        None => format!("{} samples", figure(v, 1)),
     }
 }
 
@@ -282,8 +283,8 @@ impl View<'_> {
         header.extend(["rows", "cpi", "split"].map(String::from));
         header.extend(counters.iter().cloned());
         header.extend(metrics.iter().cloned());
-        w.write_record(&header)?;
-        let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+        w.write_record(csv_record(&header))?;
+        let num = |v: Option<f64>| v.map(csv_number).unwrap_or_default();
         for (p, a) in self.profiles.iter().zip(self.results) {
             for o in &a.ops {
                 let f = figures(p, o);
@@ -291,7 +292,7 @@ impl View<'_> {
                     p.name.clone(),
                     o.op.clone(),
                     num(f.seconds.map(|s| s[0])),
-                    o.share.to_string(),
+                    csv_number(o.share),
                     num(f.seconds.map(|s| s[1])),
                     num(f.seconds.map(|s| s[2])),
                 ];
@@ -303,7 +304,7 @@ impl View<'_> {
                 rec.push(a.split.to_string());
                 rec.extend(counters.iter().map(|c| num(o.counters.get(c).copied())));
                 rec.extend(metrics.iter().map(|m| num(o.metrics.get(m).copied())));
-                w.write_record(&rec)?;
+                w.write_record(csv_record(&rec))?;
             }
         }
         Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
@@ -312,7 +313,7 @@ impl View<'_> {
     fn header_line(&self) -> String {
         format!(
             "mapping {} ({} op(s)), match {}, split: {}",
-            self.mapping,
+            one_line(self.mapping),
             self.op_count,
             self.match_mode(),
             self.split()
@@ -441,7 +442,11 @@ impl View<'_> {
             out += &self.comparison().terminal();
         }
         for (p, a) in self.profiles.iter().zip(self.results) {
-            out += &format!("\n{}: {}\n", p.name, Self::profile_line(p, a));
+            out += &format!(
+                "\n{}: {}\n",
+                one_line(&p.name),
+                one_line(&Self::profile_line(p, a))
+            );
             out += &Self::detail(p, a).terminal();
             if let Some(g) = Self::metrics(a, self.wide) {
                 out += &format!(
@@ -454,7 +459,9 @@ impl View<'_> {
                 out += &format!("note: {note}\n");
             }
         }
-        out
+        // Names, paths and notes from the files: control characters
+        // escaped (cells are on one line already).
+        printable(&out).into_owned()
     }
 
     pub(super) fn markdown(&self) -> String {
@@ -487,6 +494,6 @@ impl View<'_> {
                 }
             }
         }
-        out
+        printable(&out).into_owned()
     }
 }

@@ -126,6 +126,9 @@ impl OpTimes {
                     ),
                 ));
             };
+            // A name lotus wrote with a leading `'` (a formula guard,
+            // `crate::text::csv_cell`) reads back as it was.
+            let op = &crate::text::csv_uncell(op);
             if op.is_empty() {
                 return Err(err(line_no, "empty op name".into()));
             }

@@ -508,18 +508,8 @@ const QUOTE_CHARS: usize = 80;
 
 /// At most [`QUOTE_CHARS`] of `line`, control characters escaped.
 fn quote(line: &str) -> String {
-    let mut s: String = line
-        .chars()
-        .take(QUOTE_CHARS)
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect();
+    let head: String = line.chars().take(QUOTE_CHARS).collect();
+    let mut s = crate::text::one_line(&head).into_owned();
     if line.chars().count() > QUOTE_CHARS {
         s.push('…');
     }
@@ -1174,7 +1164,7 @@ mod tests {
             ("SLoader,1,2,kin", "field 'kin' is not key=value"),
             ("SLoader,1,2,batch=x", "batch id 'x'"),
             ("SWait,1,2,ready=2", "ready '2'"),
-            ("SLo\u{1}ader,1,2", "name 'Lo\\u{1}ader'"),
+            ("SLo\u{1}ader,1,2", "name 'Lo\\x01ader'"),
             ("SLo ader,1,2", "spaces or control characters"),
             ("\0\0\0", "NUL bytes"),
         ];

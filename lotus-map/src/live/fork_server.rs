@@ -155,7 +155,7 @@ pub(super) fn run_server(
         outs.push(Ok(RunOutput {
             report: report.clone(),
             result,
-            windows: vec![window.clone()],
+            windows: lotus_core::WindowTotals::of(window),
         }));
     }
     Ok(Some(outs))

@@ -69,7 +69,19 @@ pub struct LiveOptions {
     /// runs (under perf: one process per op imports it once and forks a
     /// child per run).
     pub no_fork_server: bool,
+    /// The most window names of one script that are mapped: each name is
+    /// mapped in runs of its own (a script giving `lotus.resume` N names
+    /// costs 1 + N × `runs` runs), so past this many the first ones (in
+    /// the order the script opened them) are mapped and the others left
+    /// out, with a warning ([`MAX_WINDOW_NAMES`] by default).
+    pub max_window_names: usize,
 }
+
+/// The default of [`LiveOptions::max_window_names`]: more ops than one
+/// pipeline has (the study's have under 20), few enough that a script
+/// naming its windows per sample or per batch (`f"batch{i}"`) cannot make
+/// lotus run it thousands of times.
+pub const MAX_WINDOW_NAMES: usize = 64;
 
 impl LiveOptions {
     /// The `lotus map` defaults: 3 runs of 3 warm-up calls each, windows
@@ -100,7 +112,15 @@ impl LiveOptions {
             cwd: None,
             round_trip: false,
             no_fork_server: false,
+            max_window_names: MAX_WINDOW_NAMES,
         }
+    }
+
+    /// The most window names of one script that are mapped (at least 1;
+    /// see [`LiveOptions::max_window_names`]).
+    pub fn with_max_window_names(mut self, names: usize) -> Self {
+        self.max_window_names = names.max(1);
+        self
     }
 
     /// Runs (processes) per op; at least one.

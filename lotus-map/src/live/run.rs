@@ -110,7 +110,7 @@ pub(super) fn run_once(
             printed,
         )));
     }
-    let windows = collection.windows();
+    let windows = collection.window_totals();
     let report = collection
         .report()
         .map_err(|e| RunError::Failed(e.to_string()))?;

@@ -19,10 +19,13 @@ pub(super) fn window_names(result: &HarnessResult) -> Vec<String> {
     if result.mode != Some(harness::HarnessMode::Script) {
         return Vec::new();
     }
+    // A set beside the list: a script may give thousands of names (one per
+    // batch), and a scan of the list per name would take their square.
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut names: Vec<String> = Vec::new();
     for (name, _) in &result.windows {
         let name = if name.is_empty() { &result.name } else { name };
-        if !names.contains(name) {
+        if seen.insert(name.as_str()) {
             names.push(name.clone());
         }
     }
@@ -39,7 +42,7 @@ pub(super) fn empty_run(
     out: &RunOutput,
 ) -> Option<String> {
     let script = out.result.mode == Some(harness::HarnessMode::Script);
-    if backend.switches_windows() && out.windows.is_empty() {
+    if backend.switches_windows() && out.windows.count == 0 {
         let empty_file = std::fs::read_to_string(spec.file)
             .map(|t| {
                 t.lines()
@@ -67,8 +70,8 @@ pub(super) fn empty_run(
         };
         return Some(why);
     }
-    let samples: u64 = out.windows.iter().map(|w| w.samples).sum();
-    let nothing = if out.windows.is_empty() {
+    let samples = out.windows.samples;
+    let nothing = if out.windows.count == 0 {
         out.report.rows.is_empty() || out.report.total() <= 0.0
     } else {
         samples == 0 || out.report.rows.is_empty()
@@ -83,10 +86,10 @@ pub(super) fn empty_run(
         ));
     }
     if nothing {
-        let windows = if out.windows.is_empty() {
+        let windows = if out.windows.count == 0 {
             String::from("its measurement window(s)")
         } else {
-            format!("its {} measurement window(s)", out.windows.len())
+            format!("its {} measurement window(s)", out.windows.count)
         };
         return Some(format!(
             "{windows} held no samples: the code inside did not run on the CPU (does it only sleep or wait, or do its work in another process?); measure code that computes{}",
@@ -126,7 +129,7 @@ mod tests {
     use super::*;
     use crate::harness::HarnessResult;
     use lotus_core::Row;
-    use lotus_core::{Report, Unit, WindowStats};
+    use lotus_core::{Report, Unit, WindowStats, WindowTotals};
 
     fn run(mode: harness::HarnessMode, windows: Vec<WindowStats>, rows: Vec<Row>) -> RunOutput {
         RunOutput {
@@ -155,8 +158,30 @@ mod tests {
                 unsampled: None,
                 unsampled_error: None,
             },
-            windows,
+            windows: windows.iter().fold(WindowTotals::default(), |mut t, w| {
+                t.add(w);
+                t
+            }),
         }
+    }
+
+    /// Names in first-seen order, once each, the unnamed window under the
+    /// file's op name; 100,000 distinct names are listed all.
+    #[test]
+    fn window_names_are_listed_once_in_first_seen_order() {
+        let mut out = run(harness::HarnessMode::Script, Vec::new(), Vec::new());
+        out.result.windows = vec![
+            ("b".into(), 1),
+            (String::new(), 2),
+            ("a".into(), 1),
+            ("b".into(), 3),
+            ("Op".into(), 1),
+        ];
+        assert_eq!(window_names(&out.result), ["b", "Op", "a"]);
+        out.result.windows = (0..100_000).map(|i| (format!("batch{i}"), 1)).collect();
+        let names = window_names(&out.result);
+        assert_eq!(names.len(), 100_000);
+        assert_eq!(names[99_999], "batch99999");
     }
 
     /// A window that held no samples (the code inside only slept) is a

@@ -20,10 +20,10 @@ impl RunWindows {
     /// loop's one window, or a script's windows opened through the `lotus`
     /// module and the stand-ins, timed around the calls.
     pub(super) fn of(out: &RunOutput) -> RunWindows {
-        if !out.windows.is_empty() {
+        if out.windows.count > 0 {
             return RunWindows {
-                count: out.windows.len() as u64,
-                ns: out.windows.iter().map(|w| w.duration_ns).sum(),
+                count: out.windows.count,
+                ns: out.windows.duration_ns,
             };
         }
         let count = match out.result.mode {
@@ -76,18 +76,16 @@ pub(super) fn add_windows(
         sum.seconds += u.wall_ns as f64 / 1e9;
         sum.cpu_seconds += u.cpu_ns as f64 / 1e9;
     }
-    let mut samples = 0;
-    for w in &out.windows {
-        samples += w.samples;
-        summary.lost_samples += w.lost_samples;
-        for (k, v) in &w.counters {
-            *summary.counters.entry(k.clone()).or_default() += v;
-        }
-        for (k, why) in &w.unsupported {
-            summary.unsupported.insert(k.clone(), why.clone());
-        }
+    let w = &out.windows;
+    let mut samples = w.samples;
+    summary.lost_samples += w.lost_samples;
+    for (k, v) in &w.counters {
+        *summary.counters.entry(k.clone()).or_default() += v;
     }
-    if out.windows.is_empty() && out.report.unit == Unit::Samples {
+    for (k, why) in &w.unsupported {
+        summary.unsupported.insert(k.clone(), why.clone());
+    }
+    if w.count == 0 && out.report.unit == Unit::Samples {
         samples = out.report.total() as u64;
     }
     summary.samples += samples;
