@@ -19,8 +19,22 @@ log):
   main process waiting for the next batch (ready=1 when it had already
   arrived out of order), with the batch id the workers saw.
 - `_BaseDataLoaderIter.__next__`: SConsume, when the loop gets the batch.
+- `_MapDatasetFetcher.fetch` also makes each `dataset[i]` (and a
+  dataset's `__getitems__`) an op span named after the dataset's class
+  (through Subset, the wrapped dataset's); `_IterableDatasetFetcher.fetch`
+  each `next()` of the dataset's iterator, and writes no batch for a fetch
+  that delivered nothing (StopIteration); `_worker_loop`'s `init_fn` (the
+  worker_init_fn) is an op span named after it.
 - `torchvision.transforms.Compose.__call__` and `transforms.v2.Compose.
-  forward`: each transform, per sample, by its class name.
+  forward`: each transform, per sample, by its class name (a function by
+  its qualname, a lambda by `<lambda>@file.py:LINE`); a Compose inside a
+  Compose or a wrapper is a `Compose` span, parent of its transforms'.
+- v1 `RandomApply.forward`, `RandomOrder.__call__`, `RandomChoice.__call__`
+  and `autoaugment._apply_op`; v2 `Transform.__call__` (every v2 transform,
+  wherever called: wrappers, MixUp / CutMix in a collate_fn) and
+  `_AutoAugmentBase._apply_image_or_video_transform`: a wrapper's
+  transforms (a policy's ops, by op name) are child spans of its span.
+- albumentations (`_albumentations`) and `--op` (`_ops`).
 - `torchvision.datasets.DatasetFolder.__getitem__` (ImageFolder too): the
   sample, `Loader` (the image load) and the transform.
 
