@@ -233,6 +233,20 @@ fn albumentations_with_cv2_decode_in_a_custom_dataset() {
     }
     r.check_nested("GaussianBlur", "OneOf");
     r.check_nested("MotionBlur", "OneOf");
+    r.check_nested("RandomBrightnessContrast", "Sequential");
+    r.check_nested("HueSaturationValue", "Sequential");
+    let some: Vec<&str> = ["Sharpen", "Emboss", "CLAHE"]
+        .into_iter()
+        .filter(|op| !r.named(op).is_empty())
+        .collect();
+    assert!(!some.is_empty(), "no transform of the SomeOf ran");
+    for op in some {
+        r.check_nested(op, "SomeOf");
+    }
+    // No --op on Python before 3.12: lotus says once how to see finer.
+    if python_before_3_12(&py) {
+        assert_eq!(r.stderr.matches(FINER_NOTE).count(), 1, "{}", r.stderr);
+    }
     // The outermost A.Compose is no row: its transforms are.
     assert!(r.named("Compose").is_empty(), "{:?}", r.named("Compose"));
     assert_eq!(r.batches(), 6);
@@ -245,7 +259,38 @@ const PLAIN_OPS: &[&str] = &[
     "plain_ops:augment",
     "--op",
     "plain_ops:Normalizer.norm*",
+    "--op",
+    "plain_ops:tiles",
+    "--op",
+    "__main__:sample",
 ];
+
+/// The note `lotus trace run` prints on Python before 3.12 without --op.
+const FINER_NOTE: &str = "spans stop at each dataset's __getitem__";
+
+fn python_before_3_12(py: &Path) -> bool {
+    Command::new(py)
+        .args([
+            "-c",
+            "import sys; sys.exit(0 if sys.version_info < (3, 12) else 1)",
+        ])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The --op checks both datasets share: each function its own row, in the
+/// script's `sample` (an op from `__main__`), in the dataset's span; the
+/// generator `tiles` a span per step (4 tiles and its end, per sample).
+fn check_plain(r: &Run, test: &str, dataset: &str) {
+    r.check_against_truth(test, &["tiles"]);
+    r.check_nested("sample", dataset);
+    for op in ["decode", "augment", "Normalizer.normalize", "tiles"] {
+        r.check_nested(op, "sample");
+    }
+    assert_eq!(r.named("sample").len(), 40);
+    assert_eq!(r.named("tiles").len(), 40 * 5);
+    assert!(!r.stderr.contains(FINER_NOTE), "{}", r.stderr);
+}
 
 #[test]
 fn plain_functions_from_getitem_traced_with_op() {
@@ -256,10 +301,7 @@ fn plain_functions_from_getitem_traced_with_op() {
     let mut extra = PLAIN_OPS.to_vec();
     extra.extend(["--op", "no_such_module:load", "--op", "plain_ops:no_such_*"]);
     let r = run(&py, "plain_functions.py", &["map"], &extra);
-    r.check_against_truth(test, &[]);
-    for op in ["decode", "augment", "Normalizer.normalize"] {
-        r.check_nested(op, "Items");
-    }
+    check_plain(&r, test, "Items");
     assert_eq!(r.batches(), 10);
     // The specs that matched nothing: a warning each, naming it; the run
     // still succeeded (assert_ok).
@@ -271,13 +313,13 @@ fn plain_functions_from_getitem_traced_with_op() {
             r.stderr
         );
     }
-    assert!(
-        !r.stderr.contains("--op plain_ops:decode matched nothing"),
-        "{}",
-        r.stderr
-    );
-    // With --op, no note that finer spans need it.
-    assert!(!r.stderr.contains("need"), "{}", r.stderr);
+    for spec in PLAIN_OPS.iter().filter(|s| **s != "--op") {
+        assert!(
+            !r.stderr.contains(&format!("--op {spec} matched nothing")),
+            "{}",
+            r.stderr
+        );
+    }
 }
 
 #[test]
@@ -287,10 +329,7 @@ fn iterable_dataset_yields_are_spans_and_only_delivered_batches_count() {
         return;
     };
     let r = run(&py, "plain_functions.py", &["iterable"], PLAIN_OPS);
-    r.check_against_truth(test, &[]);
-    for op in ["decode", "augment", "Normalizer.normalize"] {
-        r.check_nested(op, "Stream");
-    }
+    check_plain(&r, test, "Stream");
     // 40 items, batches of 4: 10 delivered; each of the 2 workers' last
     // fetch delivered nothing and is no batch.
     assert_eq!(r.batches(), 10);
@@ -339,7 +378,39 @@ fn torchvision_v2_recipe_wrappers_and_mixup_in_collate_fn() {
             "{c:?} outside its RandomChoice"
         );
     }
+    check_policy(&r, "RandAugment");
     assert_eq!(r.batches(), 6);
+}
+
+/// The ops an AutoAugment-style policy applies (torchvision's names).
+const POLICY_OPS: &[&str] = &[
+    "Identity",
+    "ShearX",
+    "ShearY",
+    "TranslateX",
+    "TranslateY",
+    "Rotate",
+    "Brightness",
+    "Color",
+    "Contrast",
+    "Sharpness",
+    "Posterize",
+    "Solarize",
+    "AutoContrast",
+    "Equalize",
+];
+
+/// Each op `policy` applied is its own span inside the policy's.
+fn check_policy(r: &Run, policy: &str) {
+    let applied: Vec<&str> = POLICY_OPS
+        .iter()
+        .copied()
+        .filter(|op| !r.named(op).is_empty())
+        .collect();
+    assert!(!applied.is_empty(), "no op of {policy} is a span");
+    for op in applied {
+        r.check_nested(op, policy);
+    }
 }
 
 #[test]
@@ -354,6 +425,9 @@ fn nested_composes_and_two_lambdas() {
         r.check_nested(op, "Compose");
     }
     r.check_nested("ColorJitter", "RandomApply");
+    r.check_nested("RandomHorizontalFlip", "RandomOrder");
+    r.check_nested("RandomVerticalFlip", "RandomOrder");
+    check_policy(&r, "TrivialAugmentWide");
     // An inner Compose is a span inside the dataset's; the outer is none.
     assert_eq!(r.named("Compose").len(), 2 * 48);
     r.check_nested("Compose", "Pictures");
