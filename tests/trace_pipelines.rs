@@ -323,6 +323,18 @@ fn plain_functions_from_getitem_traced_with_op() {
 }
 
 #[test]
+fn a_dataset_with_getitems_is_one_span_per_batch() {
+    let test = "a_dataset_with_getitems_is_one_span_per_batch";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let r = run(&py, "plain_functions.py", &["getitems"], PLAIN_OPS);
+    check_plain(&r, test, "Batched");
+    assert_eq!(r.named("Batched").len(), 10);
+    assert_eq!(r.batches(), 10);
+}
+
+#[test]
 fn iterable_dataset_yields_are_spans_and_only_delivered_batches_count() {
     let test = "iterable_dataset_yields_are_spans_and_only_delivered_batches_count";
     let Some(py) = common::torch::torch_python(test) else {
