@@ -7,14 +7,16 @@
 //! more, delivered batches only; and `--op`'s warnings and usage errors,
 //! and `lotus_trace` / `lotus` imported outside lotus.
 //!
-//! The albumentations pipeline needs albumentations and opencv: importable
-//! by $LOTUS_PYTHON, or from the folder $LOTUS_PIPELINE_PYTHONPATH names
-//! (added to the job's PYTHONPATH); without them it is skipped and says so
-//! (`LOTUS_REQUIRE_ALBUMENTATIONS=1` makes that a failure).
+//! The albumentations pipeline needs albumentations and opencv, the kornia
+//! one kornia: importable by $LOTUS_PYTHON, or from the folder
+//! $LOTUS_PIPELINE_PYTHONPATH names (added to the job's PYTHONPATH);
+//! without them the test is skipped and says so
+//! (`LOTUS_REQUIRE_PIPELINE_PACKAGES=1` makes that a failure).
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -191,10 +193,13 @@ impl Run {
     }
 }
 
-fn albumentations_python(test: &str) -> Option<PathBuf> {
+/// The Python to run `test` with, when it has torch and can import
+/// `modules` (from $LOTUS_PIPELINE_PYTHONPATH too); `None` (skipped, and
+/// said so) when it cannot, unless $LOTUS_REQUIRE_PIPELINE_PACKAGES=1.
+fn python_with(test: &str, modules: &str, packages: &str) -> Option<PathBuf> {
     let py = common::torch::torch_python(test)?;
     let ok = Command::new(&py)
-        .args(["-c", "import albumentations, cv2"])
+        .args(["-c", &format!("import {modules}")])
         .env("PYTHONPATH", pythonpath())
         .output()
         .is_ok_and(|o| o.status.success());
@@ -202,21 +207,42 @@ fn albumentations_python(test: &str) -> Option<PathBuf> {
         return Some(py);
     }
     assert!(
-        std::env::var_os("LOTUS_REQUIRE_ALBUMENTATIONS").is_none_or(|v| v != "1"),
-        "{test}: LOTUS_REQUIRE_ALBUMENTATIONS=1 but {} cannot import albumentations and cv2 (set LOTUS_PIPELINE_PYTHONPATH to where they are installed)",
+        std::env::var_os("LOTUS_REQUIRE_PIPELINE_PACKAGES").is_none_or(|v| v != "1"),
+        "{test}: LOTUS_REQUIRE_PIPELINE_PACKAGES=1 but {} cannot import {modules} (pip install {packages}, or set LOTUS_PIPELINE_PYTHONPATH to where they are installed)",
         py.display()
     );
-    eprintln!(
-        "skipped: {test}: albumentations and cv2 not importable by {} (pip install albumentations opencv-python-headless, or set LOTUS_PIPELINE_PYTHONPATH)",
+    // Not eprintln!: the test harness would swallow it.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {test}: {modules} not importable by {} (pip install {packages}, or set LOTUS_PIPELINE_PYTHONPATH)",
         py.display()
     );
     None
 }
 
 #[test]
+fn kornia_augmentations_in_the_collate_fn() {
+    let test = "kornia_augmentations_in_the_collate_fn";
+    let Some(py) = python_with(test, "kornia", "kornia") else {
+        return;
+    };
+    let r = run(&py, "kornia_batch.py", &[], &[]);
+    r.check_against_truth(test, &[]);
+    for op in ["RandomHorizontalFlip", "ColorJitter", "RandomAffine"] {
+        r.check_nested(op, "Collation");
+        assert_eq!(r.named(op).len(), 6, "{op}: once per batch");
+    }
+    assert_eq!(r.batches(), 6);
+}
+
+#[test]
 fn albumentations_with_cv2_decode_in_a_custom_dataset() {
     let test = "albumentations_with_cv2_decode_in_a_custom_dataset";
-    let Some(py) = albumentations_python(test) else {
+    let Some(py) = python_with(
+        test,
+        "albumentations, cv2",
+        "albumentations opencv-python-headless",
+    ) else {
         return;
     };
     let r = run(&py, "albu_cv2.py", &[], &[]);

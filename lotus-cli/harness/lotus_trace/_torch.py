@@ -34,6 +34,8 @@ log):
   wherever called: wrappers, MixUp / CutMix in a collate_fn) and
   `_AutoAugmentBase._apply_image_or_video_transform`: a wrapper's
   transforms (a policy's ops, by op name) are child spans of its span.
+- kornia's augmentations (`_BasicAugmentationBase`, through nn.Module's
+  `__call__`): each call a span named after its class.
 - albumentations (`_albumentations`) and `--op` (`_ops`).
 - `torchvision.datasets.DatasetFolder.__getitem__` (ImageFolder too): the
   sample, `Loader` (the image load) and the transform.
@@ -353,6 +355,35 @@ def _patch_v2_transform(mod):
 
     def __call__(self, *args, **kwargs):
         if not _core._on or (bool(_traced_composes) and isinstance(self, _traced_composes)):
+            return base(self, *args, **kwargs)
+        return _core.call_op(_op_name(self), base, self, *args, **kwargs)
+
+    cls.__call__ = _mark(__call__, base)
+    _self_spanning = _self_spanning + (cls,)
+
+
+def _patch_kornia(mod):
+    """kornia.augmentation.base._BasicAugmentationBase (kornia 0.6 to 0.9,
+    called through nn.Module's `__call__`): every augmentation's call, on
+    its own or run by a container (AugmentationSequential, ImageSequential
+    call each module), is a span named after its class. The containers are
+    nn.Sequential and write no span (nested ones run their modules directly,
+    which are the spans)."""
+    global _self_spanning
+    cls = getattr(mod, "_BasicAugmentationBase", None)
+    if cls is None:
+        return _note("kornia augmentations", "no _BasicAugmentationBase in kornia.augmentation.base")
+    if "__call__" in cls.__dict__:
+        if _patched(cls.__dict__["__call__"]):
+            return
+        return _note("kornia augmentations", "_BasicAugmentationBase has a __call__ of its own (this kornia is newer)")
+    nn = sys.modules.get("torch.nn")
+    base = getattr(getattr(nn, "Module", None), "__call__", None)
+    if base is None or cls.__call__ is not base:
+        return _note("kornia augmentations", "_BasicAugmentationBase is not called through nn.Module.__call__")
+
+    def __call__(self, *args, **kwargs):
+        if not _core._on:
             return base(self, *args, **kwargs)
         return _core.call_op(_op_name(self), base, self, *args, **kwargs)
 
@@ -694,6 +725,7 @@ _HOOKS = {
     "torchvision.transforms.v2._container": _patch_compose_v2,
     "torchvision.transforms.v2._auto_augment": _patch_v2_autoaugment,
     "torchvision.datasets.folder": _patch_folder,
+    "kornia.augmentation.base": _patch_kornia,
 }
 
 
