@@ -4,7 +4,10 @@
 Every event is one line, `S<Name>,<start_ns>,<duration_ns>` (the original
 fork's format) followed by `,key=value` fields (`kind=`, `batch=`,
 `sample=`, `ready=`, and `tid=`, the native id of the thread that ran the
-span, where it is not the process's main thread). Times are
+span, where it is not the process's main thread; and, on op spans, `cpu=`,
+the CPU time that thread ran during the span, `time.thread_time_ns()` read
+at its start and end). Op spans nest: on one thread, an op span inside
+another is its child. Times are
 `time.time_ns()`, the wall clock every process of every machine shares.
 Where that clock stands against CLOCK_MONOTONIC (the clock perf stamps its
 samples with) is measured, not assumed: the header's `wall_ns=` and
