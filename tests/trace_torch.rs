@@ -128,9 +128,11 @@ fn torch_trace(test: &str, t: &TorchRun) -> Option<Traced> {
 
 // --- the JPEG pipeline ------------------------------------------------------------
 
-/// The ops of one sample of the JPEG pipeline, in order: the image load,
-/// then each transform of the Compose.
+/// The ops of one sample of the JPEG pipeline, in order: the dataset's
+/// __getitem__ (the parent of the others), the image load, then each
+/// transform of the Compose.
 const JPEG_V1_OPS: &[&str] = &[
+    "ImageFolder",
     "Loader",
     "RandomResizedCrop",
     "RandomHorizontalFlip",
@@ -138,6 +140,7 @@ const JPEG_V1_OPS: &[&str] = &[
     "Normalize",
 ];
 const JPEG_V2_OPS: &[&str] = &[
+    "ImageFolder",
     "Loader",
     "RandomResizedCrop",
     "RandomHorizontalFlip",
@@ -245,8 +248,15 @@ fn check_jpeg(t: &TorchRun, logs: &[&Log], report: &Value, ops: &[&str]) -> Vec<
     // Workers: batch ids restart each epoch; the k-th Batch of id b (in
     // order of start) is epoch k's.
     let mut by_id: BTreeMap<u64, Vec<(u32, &Ev)>> = BTreeMap::new();
+    // The worker_init_fn: one op span per worker, before any batch.
+    let is_init = |e: &Ev| e.name == "record_worker" && e.kind() == "op" && e.batch().is_none();
     for (pid, log) in &worker_logs {
-        for e in &log.events {
+        assert_eq!(
+            log.events.iter().filter(|e| is_init(e)).count(),
+            1,
+            "worker {pid}: its worker_init_fn"
+        );
+        for e in log.events.iter().filter(|e| !is_init(e)) {
             assert!(
                 matches!(e.kind(), "op" | "sample" | "fetch" | "batch"),
                 "worker {pid}: {e:?}"
@@ -334,9 +344,9 @@ fn check_jpeg(t: &TorchRun, logs: &[&Log], report: &Value, ops: &[&str]) -> Vec<
     }
     for (pid, log) in &worker_logs {
         assert_eq!(
-            accounted.get(pid).copied().unwrap_or(0),
+            accounted.get(pid).copied().unwrap_or(0) + 1,
             log.events.len(),
-            "worker {pid}: every event belongs to a batch"
+            "worker {pid}: every event but its worker_init_fn's belongs to a batch"
         );
     }
 

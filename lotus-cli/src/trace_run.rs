@@ -51,6 +51,14 @@ const TRACER_FILES: &[(&str, &str)] = &[
         include_str!("../harness/lotus_trace/_torch.py"),
     ),
     (
+        "lotus_trace/_albumentations.py",
+        include_str!("../harness/lotus_trace/_albumentations.py"),
+    ),
+    (
+        "lotus_trace/_ops.py",
+        include_str!("../harness/lotus_trace/_ops.py"),
+    ),
+    (
         "lotus_trace/_boot/sitecustomize.py",
         include_str!("../harness/lotus_trace/_boot/sitecustomize.py"),
     ),
@@ -183,6 +191,8 @@ pub struct TraceRunArgs {
     /// read: no header, no fields; batch ids in the names).
     #[arg(long, value_enum, default_value = "lotus")]
     pub format: LogFormat,
+    #[command(flatten)]
+    pub ops: crate::trace_cmd::OpArgs,
     /// The program and its arguments, e.g. `python train.py --epochs 1`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -505,6 +515,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .env(ENV_TRACE_STATUS, &status_dir)
         .env("PYTHONPATH", pythonpath);
     itt_tasks_env(&mut cmd, args.format, args.itt_tasks, files.dir.path());
+    args.ops.apply(&mut cmd);
 
     // The job's processes that outlive its main process (workers of a
     // killed job, daemons) come to lotus, to be ended below.
@@ -579,6 +590,7 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
             bytes
         );
     }
+    args.ops.report(&status_dir);
     if !status.success() {
         crate::usage::say!("lotus: the program exited with {status}");
     }

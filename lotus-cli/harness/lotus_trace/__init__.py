@@ -8,12 +8,20 @@ python train.py`, which needs no change to the code):
     lotus_trace.enable("trace/")          # before the DataLoader starts
 
 With torch and torchvision importable, the DataLoader (workers and main
-process), `transforms.Compose` (v1 and v2) and `DatasetFolder` /
-`ImageFolder` are traced with no other change. Anything else is traced by
-wrapping it:
+process), every dataset's `__getitem__` / `__getitems__` (an op named after
+the dataset's class), each item an IterableDataset yields, the
+worker_init_fn, `transforms.Compose` (v1 and v2), the wrappers (RandomApply,
+RandomChoice, RandomOrder, the AutoAugment-style policies' ops: children of
+the wrapper's span), every v2 transform wherever it is called (MixUp and
+CutMix in a collate_fn), albumentations' transforms and containers, and
+`DatasetFolder` / `ImageFolder` are traced with no other change; `lotus
+trace run --op MODULE:QUALNAME` names functions of your own. Anything else
+is traced by marking it:
 
     crop = lotus_trace.wrap(my_crop, "Crop")      # an op, per call
     ds = lotus_trace.TracedDataset(my_dataset)    # SSample per __getitem__
+    with lotus_trace.span("Decode"):               # a block, as an op
+        img = decode(raw)
 
 A pipeline of its own (no torch) marks its batches:
 
@@ -31,8 +39,11 @@ Each process writes `<DIR>/<prefix>_main_pid_<pid>` or
 `<DIR>/<prefix>_worker_pid_<pid>` (`<prefix>.<n>_...` when a file or link is
 already at that name: a log is always a new file of its own): lines `S<Name>,<start_ns>,<duration_ns>`
 (the original Lotus fork's format) with `,kind=...,batch=...,sample=...`
-fields, wall-clock nanoseconds (`time.time_ns()`). When tracing is off
-every function here is a cheap pass-through.
+fields, wall-clock nanoseconds (`time.time_ns()`), and `,cpu=` on op spans
+(the CPU time their thread ran). When tracing is off every function here is
+a cheap pass-through: `import lotus_trace` works in any Python with this
+package's folder on sys.path, and marked code runs unchanged outside a
+lotus run.
 """
 
 import functools as _functools
@@ -101,10 +112,9 @@ class _Op:
 
 
 def _default_name(fn):
-    name = getattr(fn, "__name__", None)
-    if not isinstance(name, str) or name == "<lambda>":
-        name = type(fn).__name__
-    return name
+    # A function by its qualified name, a lambda by `<lambda>@file.py:LINE`,
+    # any other callable by its class's name (as lotus names ops itself).
+    return _core.callable_name(fn)
 
 
 def wrap(fn=None, name=None):
@@ -122,7 +132,18 @@ def wrap(fn=None, name=None):
 
 
 class span:
-    """`with lotus_trace.span("Decode"):` times a block as an op."""
+    """Times a block of code as the op `name`:
+
+        with lotus_trace.span("Decode"):
+            img = decode(raw)
+
+    Under `lotus trace run` (or after `enable()`) the block is one op span
+    in the log, in the current batch and sample, with the CPU time its
+    thread ran (`cpu=`); a span inside another op's span (a transform's,
+    the dataset's `__getitem__`) is its child, so its time is its own row
+    and no longer the parent's. Outside a lotus run it does nothing: the
+    block runs unchanged, so the mark can stay in the code. Not
+    re-entrant: use a new `span(...)` for each block."""
 
     __slots__ = ("name", "t0")
 

@@ -4,7 +4,10 @@
 Every event is one line, `S<Name>,<start_ns>,<duration_ns>` (the original
 fork's format) followed by `,key=value` fields (`kind=`, `batch=`,
 `sample=`, `ready=`, and `tid=`, the native id of the thread that ran the
-span, where it is not the process's main thread). Times are
+span, where it is not the process's main thread; and, on op spans, `cpu=`,
+the CPU time that thread ran during the span, `time.thread_time_ns()` read
+at its start and end). Op spans nest: on one thread, an op span inside
+another is its child. Times are
 `time.time_ns()`, the wall clock every process of every machine shares.
 Where that clock stands against CLOCK_MONOTONIC (the clock perf stamps its
 samples with) is measured, not assumed: the header's `wall_ns=` and
@@ -48,6 +51,9 @@ import threading
 import time
 
 _now = time.time_ns
+# This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), read at each op span's
+# start and end for its `cpu=` field.
+_cpu = time.thread_time_ns
 
 # Lines buffered before a write.
 _FLUSH_EVERY = 512
@@ -385,12 +391,13 @@ def _rename(role):
 
 
 def op_begin(name):
-    """The start of op `name`'s span, now: returns its start time. Under a
-    foreign ITT collector the op's ITT task begins too; `op_event` (or
-    `op_end_task`, when the op raised) ends it."""
+    """The start of op `name`'s span, now: returns its token, (start time,
+    this thread's CPU time), for `op_event`. Under a foreign ITT collector
+    the op's ITT task begins too; `op_event` (or `op_end_task`, when the op
+    raised) ends it."""
     if _itt is not None:
         _itt.begin(name)
-    return _now()
+    return (_now(), _cpu())
 
 
 def op_end_task():
@@ -400,9 +407,18 @@ def op_end_task():
         _itt.end()
 
 
-def op_event(name, t0, t1):
+def op_event(name, token, t1):
     """An op (a transform, the loader, any wrapped callable) that ran from
-    t0 to t1, in the current batch and sample (begun with `op_begin`)."""
+    the start `token` (`op_begin`'s) to t1, in the current batch and sample.
+    `,cpu=` is the CPU time this thread ran from `op_begin` to now (a bare
+    start time for a token writes no `cpu=`). Spans nest: a span inside
+    another on the same thread is its child (no field says so)."""
+    if type(token) is tuple:
+        t0, c0 = token
+        cpu = f",cpu={_cpu() - c0}"
+    else:
+        t0 = token
+        cpu = ""
     if _itt is not None:
         _itt.end()
     c = _ctx
@@ -411,13 +427,111 @@ def op_event(name, t0, t1):
     tid = c.tid if c.tid is not None else _tid()
     if b is None:
         if s is None:
-            _emit(f"S{name},{t0},{t1 - t0},kind=op{tid}\n")
+            _emit(f"S{name},{t0},{t1 - t0},kind=op{tid}{cpu}\n")
         else:
-            _emit(f"S{name},{t0},{t1 - t0},kind=op,sample={s}{tid}\n")
+            _emit(f"S{name},{t0},{t1 - t0},kind=op,sample={s}{tid}{cpu}\n")
     elif s is None:
-        _emit(f"S{name},{t0},{t1 - t0},kind=op,batch={b}{tid}\n")
+        _emit(f"S{name},{t0},{t1 - t0},kind=op,batch={b}{tid}{cpu}\n")
     else:
-        _emit(f"S{name},{t0},{t1 - t0},kind=op,batch={b},sample={s}{tid}\n")
+        _emit(f"S{name},{t0},{t1 - t0},kind=op,batch={b},sample={s}{tid}{cpu}\n")
+
+
+def call_op(name, fn, *args, **kwargs):
+    """`fn(*args, **kwargs)` as an op span named `name` (a span of an op
+    that raised is not written)."""
+    token = op_begin(name)
+    try:
+        out = fn(*args, **kwargs)
+    except BaseException:
+        op_end_task()
+        raise
+    op_event(name, token, _now())
+    return out
+
+
+# --- op names -----------------------------------------------------------------
+
+# Every op name given out in this process, and what it names (a class, a
+# code object, a builtin): two different callables never share a name.
+_claimed = {}
+_callable_names = {}
+
+
+def claim_name(key, short, qualified):
+    """`short` as the op name of `key`, or, when another callable already
+    has it, `qualified` (`module.qualname`), then `qualified#2`, ..."""
+    for name in (short, qualified):
+        owner = _claimed.setdefault(name, key)
+        if owner is key or owner == key:
+            return name
+    n = 2
+    while True:
+        name = f"{qualified}#{n}"
+        owner = _claimed.setdefault(name, key)
+        if owner is key or owner == key:
+            return name
+        n += 1
+
+
+def _function_name(fn):
+    """A function's op name: its `__qualname__`; a lambda's
+    `<lambda>@file.py:LINE`."""
+    code = getattr(fn, "__code__", None)
+    qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    module = getattr(fn, "__module__", None) or "?"
+    if code is not None and "<lambda>" in qual:
+        short = f"<lambda>@{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+        # Lambdas on one line: told apart by the column they start at.
+        col = None
+        positions = getattr(code, "co_positions", None)
+        if positions is not None:
+            col = min((p[2] for p in positions() if p[2] and p[0] == code.co_firstlineno), default=None)
+        qualified = f"{short}:{col}" if col is not None else f"<lambda>@{code.co_filename}:{code.co_firstlineno}"
+        return code, clean_name(short), clean_name(qualified)
+    return (code if code is not None else fn), clean_name(qual), clean_name(f"{module}.{qual}")
+
+
+def callable_name(obj):
+    """The op name of a callable: a function or method by its
+    `__qualname__` (a lambda by `<lambda>@file.py:LINE`), a partial by its
+    function's, torchvision's `Lambda(f)` by `f`'s, any other object by its
+    class's name; `module.qualname` where two callables would share one.
+    Names are kept per class and per code object (not per object: a
+    callable made per call is not kept alive)."""
+    k = type(obj)
+    name = _callable_names.get(k)
+    if name is not None:
+        return name
+    code = getattr(obj, "__code__", None) if k.__name__ in ("function", "method") else None
+    if code is not None:
+        name = _callable_names.get(code)
+        if name is None:
+            key, short, qualified = _function_name(getattr(obj, "__func__", obj))
+            name = _callable_names[code] = claim_name(key, short, qualified)
+        return name
+    if k.__name__ == "method":
+        return callable_name(obj.__func__)
+    if k.__name__ == "builtin_function_or_method":
+        try:
+            name = _callable_names.get(obj)
+        except TypeError:
+            name = None
+        if name is None:
+            key, short, qualified = _function_name(obj)
+            name = claim_name(key, short, qualified)
+            try:
+                _callable_names[obj] = name
+            except TypeError:
+                pass
+        return name
+    if k.__name__ == "partial" and callable(getattr(obj, "func", None)):
+        return callable_name(obj.func)
+    if k.__name__ == "Lambda":
+        lambd = getattr(obj, "lambd", None)
+        if callable(lambd):
+            return callable_name(lambd)
+    name = _callable_names[k] = claim_name(k, clean_name(k.__name__), clean_name(f"{k.__module__}.{k.__qualname__}"))
+    return name
 
 
 def sample_call(get, index, name="Sample"):
@@ -452,11 +566,11 @@ class BatchSpan:
     there is none) and SBatch (the whole block), all with `batch=<id>`.
     In a worker the log is written at the end of each batch."""
 
-    __slots__ = ("batch", "t0", "c0", "c1", "_prev", "_active")
+    __slots__ = ("batch", "t0", "c0", "c1", "cpu", "_prev", "_active")
 
     def __init__(self, batch_id):
         self.batch = int(batch_id) if batch_id is not None else None
-        self.t0 = self.c0 = self.c1 = None
+        self.t0 = self.c0 = self.c1 = self.cpu = None
         self._prev = None
         self._active = False
 
@@ -477,17 +591,22 @@ class BatchSpan:
         with _Collate(self):
             return fn(data)
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         if not self._active:
             return False
         self._active = False
         t1 = _now()
         _ctx.batch = self._prev
+        if exc_type is not None and issubclass(exc_type, StopIteration):
+            # A fetch that delivered nothing (an IterableDataset's end in a
+            # worker): no batch, so none in the batch statistics.
+            return False
         b = self.batch
         t0 = self.t0
         tid = _tid()
         if self.c0 is not None and self.c1 is not None:
-            _emit(f"SCollation,{self.c0},{self.c1 - self.c0},kind=op,batch={b}{tid}\n")
+            cpu = f",cpu={self.cpu}" if self.cpu is not None else ""
+            _emit(f"SCollation,{self.c0},{self.c1 - self.c0},kind=op,batch={b}{tid}{cpu}\n")
             fetch_end = self.c0
         else:
             fetch_end = t1
@@ -506,11 +625,12 @@ class _Collate:
 
     def __enter__(self):
         if self.span._active:
-            self.span.c0 = op_begin("Collation")
+            self.span.c0, self.span.cpu = op_begin("Collation")
         return self
 
     def __exit__(self, *exc):
         if self.span._active:
+            self.span.cpu = _cpu() - self.span.cpu
             self.span.c1 = _now()
             op_end_task()  # the span is written with the batch's
         return False
@@ -658,10 +778,9 @@ def enable(out_dir=None, prefix=None, torch=None):
         _itt = itt.load()
     _itt_collect = os.environ.get("LOTUS_TRACE_ITT") == "collect"
     _on = True
-    if torch:
-        from . import _torch
+    from . import _torch
 
-        _torch.install()
+    _torch.install(torch)
     return _dir
 
 

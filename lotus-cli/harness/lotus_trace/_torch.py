@@ -19,8 +19,24 @@ log):
   main process waiting for the next batch (ready=1 when it had already
   arrived out of order), with the batch id the workers saw.
 - `_BaseDataLoaderIter.__next__`: SConsume, when the loop gets the batch.
+- `_MapDatasetFetcher.fetch` also makes each `dataset[i]` (and a
+  dataset's `__getitems__`) an op span named after the dataset's class
+  (through Subset, the wrapped dataset's); `_IterableDatasetFetcher.fetch`
+  each `next()` of the dataset's iterator, and writes no batch for a fetch
+  that delivered nothing (StopIteration); `_worker_loop`'s `init_fn` (the
+  worker_init_fn) is an op span named after it.
 - `torchvision.transforms.Compose.__call__` and `transforms.v2.Compose.
-  forward`: each transform, per sample, by its class name.
+  forward`: each transform, per sample, by its class name (a function by
+  its qualname, a lambda by `<lambda>@file.py:LINE`); a Compose inside a
+  Compose or a wrapper is a `Compose` span, parent of its transforms'.
+- v1 `RandomApply.forward`, `RandomOrder.__call__`, `RandomChoice.__call__`
+  and `autoaugment._apply_op`; v2 `Transform.__call__` (every v2 transform,
+  wherever called: wrappers, MixUp / CutMix in a collate_fn) and
+  `_AutoAugmentBase._apply_image_or_video_transform`: a wrapper's
+  transforms (a policy's ops, by op name) are child spans of its span.
+- kornia's augmentations (`_BasicAugmentationBase`, through nn.Module's
+  `__call__`): each call a span named after its class.
+- albumentations (`_albumentations`) and `--op` (`_ops`).
 - `torchvision.datasets.DatasetFolder.__getitem__` (ImageFolder too): the
   sample, `Loader` (the image load) and the transform.
 
@@ -32,7 +48,7 @@ import functools
 import sys
 import types
 
-from . import _core
+from . import _core, _ops
 
 _now = _core._now
 _ctx = _core._ctx
@@ -57,38 +73,26 @@ def _patched(fn):
 
 
 def _op_name(t):
-    """The op name of a transform: its class's name; a function's own name."""
-    k = type(t)
-    if k in (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial):
-        try:
-            n = _names.get(t)
-        except TypeError:
-            n = None
-        if n is None:
-            n = _core.clean_name(getattr(t, "__name__", None) or getattr(getattr(t, "func", None), "__name__", None) or k.__name__)
-            try:
-                _names[t] = n
-            except TypeError:
-                pass
-        return n
-    n = _names.get(k)
-    if n is None:
-        n = _names[k] = _core.clean_name(k.__name__)
-    return n
+    """The op name of a transform: its class's name; a function's
+    qualified name (`_core.callable_name`)."""
+    return _core.callable_name(t)
 
 
 _OpClass = ()  # lotus_trace.wrap's class, set by install()
+# Classes whose every call writes its own op span (torchvision v2's
+# Transform, albumentations' transforms), set as their modules are hooked.
+_self_spanning = ()
 
 
-def _transform_op(t, x):
-    """`t(x)` as an op span named after `t` (and an ITT task where one is
-    wanted). The span ends while the caller still holds `x`: freeing the
-    op's input (a decoded image, a tensor: munmap, page work) is the
-    pipeline's, not the op's, and an op mapped alone never pays it."""
+def _transform_op(t, *args):
+    """`t(*args)` as an op span named after `t` (and an ITT task where one
+    is wanted). The span ends while the caller still holds the input:
+    freeing the op's input (a decoded image, a tensor: munmap, page work)
+    is the pipeline's, not the op's, and an op mapped alone never pays it."""
     name = _op_name(t)
     t0 = _core.op_begin(name)
     try:
-        out = t(x)
+        out = t(*args)
     except BaseException:
         _core.op_end_task()
         raise
@@ -97,8 +101,28 @@ def _transform_op(t, x):
 
 
 def _self_tracing(t):
-    """Callables that write their own events (no op around them)."""
-    return isinstance(t, _OpClass) or (bool(_traced_composes) and isinstance(t, _traced_composes))
+    """Callables that write their own span (no op around them). A Compose
+    is not one: inside another Compose or a wrapper it is a parent span
+    (`Compose`) of its transforms' spans."""
+    if isinstance(t, _OpClass):
+        return True
+    return bool(_self_spanning) and isinstance(t, _self_spanning) and not (bool(_traced_composes) and isinstance(t, _traced_composes))
+
+
+def _apply(t, *args):
+    """A transform inside a Compose or a wrapper: its own span (child of
+    the wrapper's), unless it writes one itself."""
+    if _self_tracing(t):
+        return t(*args)
+    return _transform_op(t, *args)
+
+
+def _top_level(t, x):
+    """The transform a dataset applies: a Compose (its transforms are the
+    spans) or one transform."""
+    if _self_tracing(t) or (bool(_traced_composes) and isinstance(t, _traced_composes)):
+        return t(x)
+    return _transform_op(t, x)
 
 
 # --- torchvision ------------------------------------------------------------
@@ -120,10 +144,7 @@ def _patch_compose(mod):
         if not _core._on:
             return orig(self, img)
         for t in self.transforms:
-            if _self_tracing(t):
-                img = t(img)
-                continue
-            img = _transform_op(t, img)
+            img = _apply(t, img)
         return img
 
     functools.update_wrapper(__call__, orig)
@@ -149,17 +170,7 @@ def _patch_compose_v2(mod):
         needs_unpacking = len(inputs) > 1
         outputs = None
         for transform in self.transforms:
-            if _self_tracing(transform):
-                outputs = transform(*inputs)
-            else:
-                name = _op_name(transform)
-                t0 = _core.op_begin(name)
-                try:
-                    outputs = transform(*inputs)
-                except BaseException:
-                    _core.op_end_task()
-                    raise
-                _core.op_event(name, t0, _now())
+            outputs = _apply(transform, *inputs)
             inputs = outputs if needs_unpacking else (outputs,)
         return outputs
 
@@ -191,10 +202,7 @@ def _patch_folder(mod):
         _core.op_event("Loader", t0, _now())
         transform = self.transform
         if transform is not None:
-            if _self_tracing(transform):
-                sample = transform(sample)
-            else:
-                sample = _transform_op(transform, sample)
+            sample = _top_level(transform, sample)
         if self.target_transform is not None:
             target = self.target_transform(target)
         return sample, target
@@ -206,6 +214,181 @@ def _patch_folder(mod):
 
     functools.update_wrapper(__getitem__, orig)
     cls.__getitem__ = _mark(__getitem__, orig)
+
+
+def _code_names(fn):
+    code = getattr(fn, "__code__", None)
+    return set(code.co_names) if code is not None else None
+
+
+def _patch_v1_wrappers(mod):
+    """torchvision.transforms (v1) RandomApply, RandomOrder, RandomChoice
+    (torchvision 0.8 to 0.2x: the loops below are theirs): each transform
+    they run is a child span of theirs (the wrapper's own span is the one
+    its Compose writes)."""
+    _patch_compose(mod)
+    apply_cls = getattr(mod, "RandomApply", None)
+    orig = getattr(apply_cls, "forward", None)
+    names = _code_names(orig)
+    if names is None or not {"p", "rand", "transforms"} <= names:
+        _note("torchvision.transforms.RandomApply", "RandomApply.forward is not the expected loop")
+    elif not _patched(orig):
+        torch = sys.modules.get("torch")
+
+        def forward(self, img):
+            if not _core._on:
+                return orig(self, img)
+            if self.p < torch.rand(1):
+                return img
+            for t in self.transforms:
+                img = _apply(t, img)
+            return img
+
+        functools.update_wrapper(forward, orig)
+        apply_cls.forward = _mark(forward, orig)
+
+    order_cls = getattr(mod, "RandomOrder", None)
+    orig_order = getattr(order_cls, "__call__", None)
+    names = _code_names(orig_order)
+    if names is None or not {"shuffle", "transforms"} <= names:
+        _note("torchvision.transforms.RandomOrder", "RandomOrder.__call__ is not the expected loop")
+    elif not _patched(orig_order):
+        import random
+
+        def order_call(self, img):
+            if not _core._on:
+                return orig_order(self, img)
+            order = list(range(len(self.transforms)))
+            random.shuffle(order)
+            for i in order:
+                img = _apply(self.transforms[i], img)
+            return img
+
+        functools.update_wrapper(order_call, orig_order)
+        order_cls.__call__ = _mark(order_call, orig_order)
+
+    choice_cls = getattr(mod, "RandomChoice", None)
+    orig_choice = getattr(choice_cls, "__call__", None)
+    names = _code_names(orig_choice)
+    if names is None or not {"choices", "transforms", "p"} <= names:
+        _note("torchvision.transforms.RandomChoice", "RandomChoice.__call__ is not random.choices over self.transforms")
+    elif not _patched(orig_choice):
+        import random
+
+        def choice_call(self, *args):
+            if not _core._on:
+                return orig_choice(self, *args)
+            t = random.choices(self.transforms, weights=self.p)[0]
+            return _apply(t, *args)
+
+        functools.update_wrapper(choice_call, orig_choice)
+        choice_cls.__call__ = _mark(choice_call, orig_choice)
+
+
+def _policy_op_name(op_name):
+    """An AutoAugment-style policy's op (`Rotate`, `ShearX`, ...): a child
+    span of the policy's, named after the op."""
+    return _core.claim_name(("policy-op", op_name), _core.clean_name(op_name), _core.clean_name(f"AutoAugment.{op_name}"))
+
+
+def _patch_v1_autoaugment(mod):
+    """torchvision.transforms.autoaugment (0.10 to 0.2x): AutoAugment,
+    RandAugment, TrivialAugmentWide and AugMix apply each op through the
+    module's `_apply_op(img, op_name, magnitude, ...)`: each application is
+    a span named after the op, a child of the policy's."""
+    orig = getattr(mod, "_apply_op", None)
+    code = getattr(orig, "__code__", None)
+    if code is None or code.co_varnames[:2] != ("img", "op_name"):
+        return _note("torchvision.transforms.autoaugment", "no _apply_op(img, op_name, ...): the policies' ops are not spans")
+    if _patched(orig):
+        return
+
+    def _apply_op(img, op_name, *args, **kwargs):
+        if not _core._on:
+            return orig(img, op_name, *args, **kwargs)
+        return _core.call_op(_policy_op_name(op_name), orig, img, op_name, *args, **kwargs)
+
+    functools.update_wrapper(_apply_op, orig)
+    mod._apply_op = _mark(_apply_op, orig)
+
+
+def _patch_v2_autoaugment(mod):
+    """torchvision.transforms.v2._auto_augment (0.16 to 0.2x): each op a
+    policy applies (`_apply_image_or_video_transform(image, transform_id,
+    ...)`) is a span named after it, a child of the policy's."""
+    cls = getattr(mod, "_AutoAugmentBase", None)
+    orig = getattr(cls, "_apply_image_or_video_transform", None)
+    code = getattr(orig, "__code__", None)
+    if code is None or code.co_varnames[:3] != ("self", "image", "transform_id"):
+        return _note("torchvision.transforms.v2 AutoAugment", "no _apply_image_or_video_transform(image, transform_id, ...): the policies' ops are not spans")
+    if _patched(orig):
+        return
+
+    def apply(self, image, transform_id, *args, **kwargs):
+        if not _core._on:
+            return orig(self, image, transform_id, *args, **kwargs)
+        return _core.call_op(_policy_op_name(transform_id), orig, self, image, transform_id, *args, **kwargs)
+
+    functools.update_wrapper(apply, orig)
+    cls._apply_image_or_video_transform = _mark(apply, orig)
+
+
+def _patch_v2_transform(mod):
+    """torchvision.transforms.v2.Transform (0.16 to 0.2x; nn.Module's
+    `__call__`): every call of a v2 transform, wherever it is made (a
+    Compose, a wrapper such as RandomApply or RandomChoice, a collate_fn
+    applying MixUp or CutMix) is a span named after its class; what it
+    calls inside are its children. A v2 Compose writes none of its own
+    (its transforms are the spans), unless a Compose or a wrapper runs it."""
+    global _self_spanning
+    cls = getattr(mod, "Transform", None)
+    if cls is None:
+        return _note("torchvision.transforms.v2.Transform", "no Transform class")
+    if "__call__" in cls.__dict__:
+        if _patched(cls.__dict__["__call__"]):
+            return
+        return _note("torchvision.transforms.v2.Transform", "Transform has a __call__ of its own (this torchvision is newer)")
+    nn = sys.modules.get("torch.nn")
+    base = getattr(getattr(nn, "Module", None), "__call__", None)
+    if base is None or cls.__call__ is not base:
+        return _note("torchvision.transforms.v2.Transform", "Transform is not called through nn.Module.__call__")
+
+    def __call__(self, *args, **kwargs):
+        if not _core._on or (bool(_traced_composes) and isinstance(self, _traced_composes)):
+            return base(self, *args, **kwargs)
+        return _core.call_op(_op_name(self), base, self, *args, **kwargs)
+
+    cls.__call__ = _mark(__call__, base)
+    _self_spanning = _self_spanning + (cls,)
+
+
+def _patch_kornia(mod):
+    """kornia.augmentation.base._BasicAugmentationBase (kornia 0.6 to 0.9,
+    called through nn.Module's `__call__`): every augmentation's call, on
+    its own or run by a container (AugmentationSequential, ImageSequential
+    call each module), is a span named after its class. The containers are
+    nn.Sequential and write no span (nested ones run their modules directly,
+    which are the spans)."""
+    global _self_spanning
+    cls = getattr(mod, "_BasicAugmentationBase", None)
+    if cls is None:
+        return _note("kornia augmentations", "no _BasicAugmentationBase in kornia.augmentation.base")
+    if "__call__" in cls.__dict__:
+        if _patched(cls.__dict__["__call__"]):
+            return
+        return _note("kornia augmentations", "_BasicAugmentationBase has a __call__ of its own (this kornia is newer)")
+    nn = sys.modules.get("torch.nn")
+    base = getattr(getattr(nn, "Module", None), "__call__", None)
+    if base is None or cls.__call__ is not base:
+        return _note("kornia augmentations", "_BasicAugmentationBase is not called through nn.Module.__call__")
+
+    def __call__(self, *args, **kwargs):
+        if not _core._on:
+            return base(self, *args, **kwargs)
+        return _core.call_op(_op_name(self), base, self, *args, **kwargs)
+
+    cls.__call__ = _mark(__call__, base)
+    _self_spanning = _self_spanning + (cls,)
 
 
 # --- torch.utils.data: workers and fetchers -----------------------------------
@@ -255,10 +438,14 @@ def _patch_worker(mod):
         if not _core._on:
             return orig(*args, **kwargs)
         _core.set_role("worker")
+        _ops.at_dataloader()
         if sig is not None:
             try:
                 bound = sig.bind(*args, **kwargs)
                 bound.arguments["index_queue"] = _IndexQueue(bound.arguments["index_queue"])
+                init_fn = bound.arguments.get("init_fn")
+                if init_fn is not None and callable(init_fn):
+                    bound.arguments["init_fn"] = _worker_init(init_fn)
                 args, kwargs = bound.args, bound.kwargs
             except TypeError:
                 pass
@@ -268,6 +455,17 @@ def _patch_worker(mod):
             _core.flush()
 
     mod._worker_loop = _mark(_worker_loop, orig)
+
+
+def _worker_init(init_fn):
+    """The DataLoader's worker_init_fn, as an op span named after it."""
+
+    def init(*args, **kwargs):
+        if not _core._on:
+            return init_fn(*args, **kwargs)
+        return _core.call_op(_op_name(init_fn), init_fn, *args, **kwargs)
+
+    return init
 
 
 def _subset_getitems():
@@ -282,8 +480,69 @@ def _patch_fetch(mod):
     orig = getattr(cls, "fetch", None) if cls is not None else None
     if orig is None:
         return _note("batches of iterable datasets", "no _IterableDatasetFetcher.fetch")
-    if not _patched(orig):
+    if _patched(orig):
+        return
+    names = _code_names(orig)
+    if names is None or not {"ended", "auto_collation", "dataset_iter", "drop_last", "collate_fn"} <= names:
+        _note("samples of iterable datasets", "_IterableDatasetFetcher.fetch is not the expected loop; batches traced as a whole")
         cls.fetch = _mark(_collate_swapping_fetch(orig), orig)
+        return
+
+    def fetch(self, possibly_batched_index):
+        # torch 1.x to 2.x's loop, each next() of the dataset's iterator an
+        # op span named after the dataset's class. A fetch that delivers
+        # nothing (StopIteration) writes no batch (BatchSpan).
+        if not _core._on:
+            return orig(self, possibly_batched_index)
+        with _core.BatchSpan(_ctx.batch) as span:
+            if self.ended:
+                raise StopIteration
+            name = _dataset_name(self.dataset)
+            it = self.dataset_iter
+            if self.auto_collation:
+                data = []
+                for _ in possibly_batched_index:
+                    try:
+                        data.append(_core.call_op(name, next, it))
+                    except StopIteration:
+                        self.ended = True
+                        break
+                if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
+                    raise StopIteration
+            else:
+                data = _core.call_op(name, next, it)
+            return span.run_collate(self.collate_fn, data)
+
+    functools.update_wrapper(fetch, orig)
+    cls.fetch = _mark(fetch, orig)
+
+
+def _dataset_name(ds):
+    """A dataset's op name: its class's; through Subset and TracedDataset,
+    the wrapped dataset's (whose __getitem__ does the work)."""
+    for _ in range(8):
+        k = type(ds).__name__
+        inner = getattr(ds, "dataset", None) if k in ("Subset", "TracedDataset") else None
+        if inner is None:
+            break
+        ds = inner
+    return _op_name(ds)
+
+
+def _dataset_op(name, get):
+    """`get` (a dataset's __getitem__ or __getitems__) as an op span `name`."""
+
+    def call(arg):
+        t0 = _core.op_begin(name)
+        try:
+            out = get(arg)
+        except BaseException:
+            _core.op_end_task()
+            raise
+        _core.op_event(name, t0, _now())
+        return out
+
+    return call
 
 
 def _collate_swapping_fetch(orig):
@@ -337,13 +596,14 @@ def _patch_map_fetch(mod):
                     inner = getattr(ds.dataset, "__getitems__", None)
                     if not callable(inner):
                         getitems = None
+                name = _dataset_name(ds)
                 if getitems:
-                    data = getitems(possibly_batched_index)
+                    data = _dataset_op(name, getitems)(possibly_batched_index)
                 else:
-                    get = ds.__getitem__
+                    get = _dataset_op(name, ds.__getitem__)
                     data = [sample_call(get, idx) for idx in possibly_batched_index]
             else:
-                data = sample_call(ds.__getitem__, possibly_batched_index)
+                data = sample_call(_dataset_op(_dataset_name(ds), ds.__getitem__), possibly_batched_index)
             return span.run_collate(self.collate_fn, data)
 
     functools.update_wrapper(fetch, orig)
@@ -368,6 +628,8 @@ def _patch_dataloader(mod):
             if not _core._on:
                 return orig_next(self)
             self._lotus_bid = None
+            if not _ops._main_done:
+                _ops.at_dataloader()
             data = orig_next(self)
             bid = self._lotus_bid
             if bid is not None:
@@ -457,17 +719,41 @@ _HOOKS = {
     "torch.utils.data._utils.worker": _patch_worker,
     "torch.utils.data._utils.fetch": _patch_fetch,
     "torch.utils.data.dataloader": _patch_dataloader,
-    "torchvision.transforms.transforms": _patch_compose,
+    "torchvision.transforms.transforms": _patch_v1_wrappers,
+    "torchvision.transforms.autoaugment": _patch_v1_autoaugment,
+    "torchvision.transforms.v2._transform": _patch_v2_transform,
     "torchvision.transforms.v2._container": _patch_compose_v2,
+    "torchvision.transforms.v2._auto_augment": _patch_v2_autoaugment,
     "torchvision.datasets.folder": _patch_folder,
+    "kornia.augmentation.base": _patch_kornia,
 }
 
 
+# Hooks added at install: module name -> [hook] (albumentations, --op).
+_extra_hooks = {}
+
+
 def _run_hook(name, module):
-    try:
-        _HOOKS[name](module)
-    except Exception as e:  # a hook must never break the user's import
-        _note(name, f"{type(e).__name__}: {e}")
+    hooks = ([_HOOKS[name]] if name in _HOOKS else []) + _extra_hooks.get(name, [])
+    for hook in hooks:
+        try:
+            hook(module)
+        except Exception as e:  # a hook must never break the user's import
+            _note(name, f"{type(e).__name__}: {e}")
+
+
+def add_hook(name, hook):
+    """Runs `hook(module)` on module `name`: now if it is imported, else
+    right after its import (the meta_path finder)."""
+    _extra_hooks.setdefault(name, []).append(hook)
+    module = sys.modules.get(name)
+    if module is not None:
+        try:
+            hook(module)
+        except Exception as e:
+            _note(name, f"{type(e).__name__}: {e}")
+    elif _finder is not None:
+        _finder.pending[name] = True
 
 
 class _PostImportFinder:
@@ -518,21 +804,27 @@ class _PostImportFinder:
 _finder = None
 
 
-def install():
-    """Patches what is imported, and hooks the imports of the rest."""
+def install(torch=True):
+    """Patches what is imported, and hooks the imports of the rest: torch,
+    torchvision and albumentations (with `torch`), and the functions
+    `lotus trace run --op` names ($LOTUS_TRACE_OPS, always)."""
     global _finder, _OpClass
-    from . import _Op
+    from . import _Op, _albumentations, _ops
 
     _OpClass = _Op
-    pending = {}
-    for name in _HOOKS:
-        module = sys.modules.get(name)
-        if module is not None:
-            _run_hook(name, module)
-        else:
-            pending[name] = True
     if _finder is None:
-        _finder = _PostImportFinder(pending)
+        _finder = _PostImportFinder({})
         sys.meta_path.insert(0, _finder)
-    else:
+    if torch:
+        for name, hook in _albumentations.HOOKS.items():
+            if hook not in _extra_hooks.get(name, []):
+                _extra_hooks.setdefault(name, []).append(hook)
+        pending = {}
+        for name in list(_HOOKS) + list(_albumentations.HOOKS):
+            module = sys.modules.get(name)
+            if module is not None:
+                _run_hook(name, module)
+            else:
+                pending[name] = True
         _finder.pending.update(pending)
+    _ops.install(add_hook)

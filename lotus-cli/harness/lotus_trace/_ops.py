@@ -1,0 +1,206 @@
+"""`lotus trace run --op MODULE:QUALNAME`: the user's own functions and
+methods as op spans, with no change to their code.
+
+$LOTUS_TRACE_OPS holds the specs, one a line (lotus checked their form).
+In every traced process each spec's module is hooked as it is imported
+(`_torch`'s meta_path finder; at once when it already is): each function
+of the module, and each function, staticmethod and classmethod of its
+classes (nested ones too), whose `__qualname__` matches QUALNAME (a glob,
+`fnmatch`'s, case-sensitive: `*` matches dots too), and that the module
+itself defines, is replaced by a wrapper that writes one op span per call,
+named after its qualname (`module.qualname` where another callable has that
+name). A generator function's span is each step of it (`next`), not its
+creation. `__main__` is the script: it runs before anything could be hooked
+after it, so its functions are wrapped when a DataLoader worker starts and
+at the main process's first batch.
+
+A match writes `# lotus-trace: op-matched MODULE:QUALNAME` in the log and,
+under `lotus trace run`, a file `op_matched_<n>` (n: the spec's line) in
+its private status folder: at the end lotus warns of each spec no process
+matched.
+"""
+
+import fnmatch
+import functools
+import inspect
+import os
+import sys
+
+from . import _core
+
+ENV = "LOTUS_TRACE_OPS"
+
+# (line number, module, qualname glob, spec text)
+_specs = []
+_matched = set()
+_main_done = False
+
+
+def _parse(text):
+    specs = []
+    for n, line in enumerate(text.splitlines()):
+        line = line.strip()
+        if not line:
+            continue
+        module, sep, qual = line.partition(":")
+        if not sep or not module or not qual:
+            _core.note(f"--op {line!r} ignored: not MODULE:QUALNAME")
+            continue
+        specs.append((n, module, qual, line))
+    return specs
+
+
+def _status_mark(name):
+    """An empty file `name` in lotus's private status folder (once: one
+    already there says the same)."""
+    status = _core._status_dir
+    if not status:
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        os.close(os.open(os.path.join(status, name), flags, 0o600))
+    except OSError:
+        pass
+
+
+def _record(spec):
+    n, _module, _qual, text = spec
+    if n in _matched:
+        return
+    _matched.add(n)
+    _core.note(f"op-matched {text}")
+    _status_mark(f"op_matched_{n}")
+
+
+def _wrap(fn, name):
+    """`fn` writing one op span `name` per call (per step for a generator)."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def gen(*args, **kwargs):
+            it = fn(*args, **kwargs)
+            if not _core._on:
+                return (yield from it)
+            while True:
+                token = _core.op_begin(name)
+                try:
+                    value = next(it)
+                except StopIteration as stop:
+                    _core.op_event(name, token, _core._now())
+                    return stop.value
+                except BaseException:
+                    _core.op_end_task()
+                    raise
+                _core.op_event(name, token, _core._now())
+                yield value
+
+        wrapper = gen
+    else:
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if not _core._on:
+                return fn(*args, **kwargs)
+            return _core.call_op(name, fn, *args, **kwargs)
+
+        wrapper = call
+    wrapper.__lotus_op__ = True
+    return wrapper
+
+
+def _name_of(fn, module_name):
+    qual = fn.__qualname__
+    code = getattr(fn, "__code__", fn)
+    return _core.claim_name(code, _core.clean_name(qual), _core.clean_name(f"{module_name}.{qual}"))
+
+
+def _candidates(owner, module_name, depth=0):
+    """(holder, attribute, function, kind) for what `owner` (a module or a
+    class) defines: functions, and a class's static and class methods."""
+    for attr, value in list(vars(owner).items()):
+        kind = None
+        fn = value
+        if isinstance(value, staticmethod):
+            kind, fn = staticmethod, value.__func__
+        elif isinstance(value, classmethod):
+            kind, fn = classmethod, value.__func__
+        if inspect.isfunction(fn):
+            if getattr(fn, "__module__", None) == module_name and not getattr(fn, "__lotus_op__", False):
+                yield owner, attr, fn, kind
+        elif isinstance(value, type) and value.__module__ == module_name and depth < 4:
+            if owner is value:
+                continue
+            yield from _candidates(value, module_name, depth + 1)
+
+
+def _hook_module(module, names):
+    """Wraps what the specs for module names `names` match in `module`."""
+    specs = [s for s in _specs if s[1] in names]
+    if not specs:
+        return
+    module_name = getattr(module, "__name__", None)
+    for holder, attr, fn, kind in list(_candidates(module, module_name)):
+        qual = getattr(fn, "__qualname__", attr)
+        hits = [s for s in specs if fnmatch.fnmatchcase(qual, s[2])]
+        if not hits:
+            continue
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            _core.note(f"--op: {module_name}:{qual} not wrapped (a coroutine function: its span would end before it runs)")
+            continue
+        wrapped = _wrap(fn, _name_of(fn, module_name))
+        try:
+            setattr(holder, attr, kind(wrapped) if kind is not None else wrapped)
+        except (AttributeError, TypeError) as e:
+            _core.note(f"--op: {module_name}:{qual} not wrapped ({type(e).__name__}: {e})")
+            continue
+        for s in hits:
+            _record(s)
+
+
+def at_dataloader():
+    """At a worker's start and the main process's first batch: wraps the
+    script's functions the specs name, and, on Python before 3.12 with no
+    --op, has lotus say (once per run) that spans finer than the dataset's
+    need --op (a file `note_finer_spans` in its status folder)."""
+    global _main_done
+    if _main_done:
+        return
+    if not _specs and sys.version_info < (3, 12):
+        _status_mark("note_finer_spans")
+    wrap_main()
+    _main_done = True
+
+
+def wrap_main():
+    """Wraps what the `__main__` specs match in the script (a spawned
+    worker's copy of it is `__mp_main__`): once per process, when its
+    functions are all defined (a worker's start, the first batch)."""
+    global _main_done
+    if _main_done or not _specs:
+        return
+    _main_done = True
+    for name in ("__main__", "__mp_main__"):
+        module = sys.modules.get(name)
+        if module is not None:
+            try:
+                _hook_module(module, ("__main__", name))
+            except Exception as e:  # never break the job
+                _core.note(f"--op in {name}: {type(e).__name__}: {e}")
+
+
+def install(add_hook):
+    """Hooks the modules $LOTUS_TRACE_OPS names."""
+    global _specs
+    text = os.environ.get(ENV, "")
+    if not text.strip():
+        return
+    _specs = _parse(text)
+    for module in sorted({s[1] for s in _specs}):
+        if module in ("__main__", "__mp_main__"):
+            continue
+        add_hook(module, functools.partial(_hook_module, names=(module,)))
+
+
+def specs():
+    """Whether any --op was given."""
+    return bool(_specs)

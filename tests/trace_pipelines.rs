@@ -1,0 +1,561 @@
+//! Every op of real pipelines seen (issue 24, the tracer's side): the
+//! pipelines under `fixtures/pipelines/`, as users write them, each timing
+//! its own ops with `time.thread_time_ns()` (the truth, per process, in
+//! JSON files), run under `lotus trace run`. Checked from the logs: every
+//! op named, each wrapped transform its own span inside its wrapper's,
+//! each op's summed `cpu=` within 10% of the truth for ops of 0.1 s or
+//! more, delivered batches only; and `--op`'s warnings and usage errors,
+//! and `lotus_trace` / `lotus` imported outside lotus.
+//!
+//! The albumentations pipeline needs albumentations and opencv, the kornia
+//! one kornia: importable by $LOTUS_PYTHON, or from the folder
+//! $LOTUS_PIPELINE_PYTHONPATH names (added to the job's PYTHONPATH);
+//! without them the test is skipped and says so
+//! (`LOTUS_REQUIRE_PIPELINE_PACKAGES=1` makes that a failure).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::trace_logs::{assert_ok, read_logs, Ev, Log};
+
+/// The job's PYTHONPATH beyond the fixtures' folder.
+fn extra_pythonpath() -> Option<PathBuf> {
+    std::env::var_os("LOTUS_PIPELINE_PYTHONPATH")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
+
+fn pythonpath() -> std::ffi::OsString {
+    let mut parts = vec![common::fixture("pipelines")];
+    parts.extend(extra_pythonpath());
+    std::env::join_paths(parts).expect("PYTHONPATH")
+}
+
+/// `lotus trace run --out DIR [extra] -- python fixtures/pipelines/SCRIPT ARGS`,
+/// the truth written to TRUTH.
+fn run_pipeline(
+    dir: &Path,
+    truth: &Path,
+    extra: &[&str],
+    py: &Path,
+    script: &str,
+    args: &[&str],
+) -> Output {
+    std::fs::create_dir_all(truth).expect("truth folder");
+    Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "run", "--out"])
+        .arg(dir)
+        .args(extra)
+        .arg("--")
+        .arg(py)
+        .arg(common::fixture("pipelines").join(script))
+        .args(args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONPATH", pythonpath())
+        .env("TRUTH_DIR", truth)
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("LOTUS_TRACE_OPS")
+        .output()
+        .expect("run lotus")
+}
+
+/// Each op's truth: (thread CPU ns, calls), summed over the processes.
+fn read_truth(dir: &Path) -> BTreeMap<String, (u64, u64)> {
+    let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("truth folder") {
+        let path = entry.expect("entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("truth")).expect("JSON");
+        for (name, t) in v["ops"].as_object().expect("ops") {
+            let e = out.entry(name.clone()).or_default();
+            e.0 += t["cpu_ns"].as_u64().expect("cpu_ns");
+            e.1 += t["calls"].as_u64().expect("calls");
+        }
+    }
+    out
+}
+
+/// A traced run of one pipeline.
+struct Run {
+    logs: Vec<Log>,
+    truth: BTreeMap<String, (u64, u64)>,
+    stderr: String,
+    _tmp: tempfile::TempDir,
+}
+
+fn run(py: &Path, script: &str, args: &[&str], extra: &[&str]) -> Run {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("trace");
+    let truth = tmp.path().join("truth");
+    let out = run_pipeline(&dir, &truth, extra, py, script, args);
+    assert_ok(&out, script);
+    Run {
+        logs: read_logs(&dir),
+        truth: read_truth(&truth),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        _tmp: tmp,
+    }
+}
+
+/// An event and the process it is in.
+type At<'a> = (u32, &'a Ev);
+
+impl Run {
+    fn ops(&self) -> Vec<At<'_>> {
+        self.logs
+            .iter()
+            .flat_map(|l| l.events.iter().map(move |e| (l.pid, e)))
+            .filter(|(_, e)| e.kind() == "op")
+            .collect()
+    }
+
+    fn named(&self, name: &str) -> Vec<At<'_>> {
+        self.ops()
+            .into_iter()
+            .filter(|(_, e)| e.name == name)
+            .collect()
+    }
+
+    /// Each op's summed `cpu=` and span count; every op span has `cpu=`.
+    fn cpu(&self) -> BTreeMap<String, (u64, u64)> {
+        let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for (pid, e) in self.ops() {
+            let cpu = e
+                .num("cpu")
+                .unwrap_or_else(|| panic!("pid {pid}: an op span without cpu=: {e:?}"));
+            let c = out.entry(e.name.clone()).or_default();
+            c.0 += cpu;
+            c.1 += 1;
+        }
+        out
+    }
+
+    /// Every op the truth times of 0.1 s or more: a row, with as many
+    /// spans as calls, its CPU within 10%; every op it times at all: a row.
+    fn check_against_truth(&self, what: &str, skip: &[&str]) {
+        let cpu = self.cpu();
+        let mut checked = 0;
+        for (name, &(truth_ns, calls)) in &self.truth {
+            if skip.contains(&name.as_str()) {
+                continue;
+            }
+            let &(ns, spans) = cpu
+                .get(name)
+                .unwrap_or_else(|| panic!("{what}: no op {name} in the trace: {cpu:?}"));
+            assert_eq!(spans, calls, "{what}: {name}: one span per call");
+            if truth_ns >= 100_000_000 {
+                let err = (ns as f64 - truth_ns as f64).abs() / truth_ns as f64;
+                assert!(
+                    err <= 0.10,
+                    "{what}: {name}: spans' cpu {ns} ns against the truth's {truth_ns} ns ({:.1}%)",
+                    err * 100.0
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            checked > 0,
+            "{what}: no op of 0.1 s or more to check: {:?}",
+            self.truth
+        );
+    }
+
+    /// Each `child` span lies within a `parent` span of the same process
+    /// and thread (its parent in the tree); there is at least one.
+    fn check_nested(&self, child: &str, parent: &str) {
+        let parents = self.named(parent);
+        let children = self.named(child);
+        assert!(!children.is_empty(), "no {child} span");
+        for (pid, c) in &children {
+            assert!(
+                parents.iter().any(|(ppid, p)| ppid == pid
+                    && p.fields.get("tid") == c.fields.get("tid")
+                    && c.within(p)),
+                "{child} in pid {pid} is not inside a {parent} span: {c:?}"
+            );
+        }
+    }
+
+    /// The batches the workers wrote.
+    fn batches(&self) -> usize {
+        self.logs
+            .iter()
+            .flat_map(|l| &l.events)
+            .filter(|e| e.kind() == "batch")
+            .count()
+    }
+}
+
+/// The Python to run `test` with, when it has torch and can import
+/// `modules` (from $LOTUS_PIPELINE_PYTHONPATH too); `None` (skipped, and
+/// said so) when it cannot, unless $LOTUS_REQUIRE_PIPELINE_PACKAGES=1.
+fn python_with(test: &str, modules: &str, packages: &str) -> Option<PathBuf> {
+    let py = common::torch::torch_python(test)?;
+    let ok = Command::new(&py)
+        .args(["-c", &format!("import {modules}")])
+        .env("PYTHONPATH", pythonpath())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(py);
+    }
+    assert!(
+        std::env::var_os("LOTUS_REQUIRE_PIPELINE_PACKAGES").is_none_or(|v| v != "1"),
+        "{test}: LOTUS_REQUIRE_PIPELINE_PACKAGES=1 but {} cannot import {modules} (pip install {packages}, or set LOTUS_PIPELINE_PYTHONPATH to where they are installed)",
+        py.display()
+    );
+    // Not eprintln!: the test harness would swallow it.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {test}: {modules} not importable by {} (pip install {packages}, or set LOTUS_PIPELINE_PYTHONPATH)",
+        py.display()
+    );
+    None
+}
+
+#[test]
+fn kornia_augmentations_in_the_collate_fn() {
+    let test = "kornia_augmentations_in_the_collate_fn";
+    let Some(py) = python_with(test, "kornia", "kornia") else {
+        return;
+    };
+    let r = run(&py, "kornia_batch.py", &[], &[]);
+    r.check_against_truth(test, &[]);
+    for op in ["RandomHorizontalFlip", "ColorJitter", "RandomAffine"] {
+        r.check_nested(op, "Collation");
+        assert_eq!(r.named(op).len(), 6, "{op}: once per batch");
+    }
+    assert_eq!(r.batches(), 6);
+}
+
+#[test]
+fn albumentations_with_cv2_decode_in_a_custom_dataset() {
+    let test = "albumentations_with_cv2_decode_in_a_custom_dataset";
+    let Some(py) = python_with(
+        test,
+        "albumentations, cv2",
+        "albumentations opencv-python-headless",
+    ) else {
+        return;
+    };
+    let r = run(&py, "albu_cv2.py", &[], &[]);
+    r.check_against_truth(test, &[]);
+    for op in [
+        "RandomResizedCrop",
+        "HorizontalFlip",
+        "ColorJitter",
+        "OneOf",
+        "Normalize",
+        "ToTensorV2",
+    ] {
+        r.check_nested(op, "JpegFolder");
+    }
+    r.check_nested("GaussianBlur", "OneOf");
+    r.check_nested("MotionBlur", "OneOf");
+    r.check_nested("RandomBrightnessContrast", "Sequential");
+    r.check_nested("HueSaturationValue", "Sequential");
+    let some: Vec<&str> = ["Sharpen", "Emboss", "CLAHE"]
+        .into_iter()
+        .filter(|op| !r.named(op).is_empty())
+        .collect();
+    assert!(!some.is_empty(), "no transform of the SomeOf ran");
+    for op in some {
+        r.check_nested(op, "SomeOf");
+    }
+    // No --op on Python before 3.12: lotus says once how to see finer.
+    if python_before_3_12(&py) {
+        assert_eq!(r.stderr.matches(FINER_NOTE).count(), 1, "{}", r.stderr);
+    }
+    // The outermost A.Compose is no row: its transforms are.
+    assert!(r.named("Compose").is_empty(), "{:?}", r.named("Compose"));
+    assert_eq!(r.batches(), 6);
+}
+
+const PLAIN_OPS: &[&str] = &[
+    "--op",
+    "plain_ops:decode",
+    "--op",
+    "plain_ops:augment",
+    "--op",
+    "plain_ops:Normalizer.norm*",
+    "--op",
+    "plain_ops:tiles",
+    "--op",
+    "__main__:sample",
+];
+
+/// The note `lotus trace run` prints on Python before 3.12 without --op.
+const FINER_NOTE: &str = "spans stop at each dataset's __getitem__";
+
+fn python_before_3_12(py: &Path) -> bool {
+    Command::new(py)
+        .args([
+            "-c",
+            "import sys; sys.exit(0 if sys.version_info < (3, 12) else 1)",
+        ])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The --op checks both datasets share: each function its own row, in the
+/// script's `sample` (an op from `__main__`), in the dataset's span; the
+/// generator `tiles` a span per step (4 tiles and its end, per sample).
+fn check_plain(r: &Run, test: &str, dataset: &str) {
+    r.check_against_truth(test, &["tiles"]);
+    r.check_nested("sample", dataset);
+    for op in ["decode", "augment", "Normalizer.normalize", "tiles"] {
+        r.check_nested(op, "sample");
+    }
+    assert_eq!(r.named("sample").len(), 40);
+    assert_eq!(r.named("tiles").len(), 40 * 5);
+    assert!(!r.stderr.contains(FINER_NOTE), "{}", r.stderr);
+}
+
+#[test]
+fn plain_functions_from_getitem_traced_with_op() {
+    let test = "plain_functions_from_getitem_traced_with_op";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let mut extra = PLAIN_OPS.to_vec();
+    extra.extend(["--op", "no_such_module:load", "--op", "plain_ops:no_such_*"]);
+    let r = run(&py, "plain_functions.py", &["map"], &extra);
+    check_plain(&r, test, "Items");
+    assert_eq!(r.batches(), 10);
+    // The specs that matched nothing: a warning each, naming it; the run
+    // still succeeded (assert_ok).
+    for spec in ["no_such_module:load", "plain_ops:no_such_*"] {
+        assert!(
+            r.stderr
+                .contains(&format!("warning: --op {spec} matched nothing")),
+            "{spec}: {}",
+            r.stderr
+        );
+    }
+    for spec in PLAIN_OPS.iter().filter(|s| **s != "--op") {
+        assert!(
+            !r.stderr.contains(&format!("--op {spec} matched nothing")),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn a_dataset_with_getitems_is_one_span_per_batch() {
+    let test = "a_dataset_with_getitems_is_one_span_per_batch";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let r = run(&py, "plain_functions.py", &["getitems"], PLAIN_OPS);
+    check_plain(&r, test, "Batched");
+    assert_eq!(r.named("Batched").len(), 10);
+    assert_eq!(r.batches(), 10);
+}
+
+#[test]
+fn iterable_dataset_yields_are_spans_and_only_delivered_batches_count() {
+    let test = "iterable_dataset_yields_are_spans_and_only_delivered_batches_count";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let r = run(&py, "plain_functions.py", &["iterable"], PLAIN_OPS);
+    check_plain(&r, test, "Stream");
+    // 40 items, batches of 4: 10 delivered; each of the 2 workers' last
+    // fetch delivered nothing and is no batch.
+    assert_eq!(r.batches(), 10);
+    let fetches = r
+        .logs
+        .iter()
+        .flat_map(|l| &l.events)
+        .filter(|e| e.kind() == "fetch")
+        .count();
+    assert_eq!(fetches, 10);
+}
+
+#[test]
+fn torchvision_v2_recipe_wrappers_and_mixup_in_collate_fn() {
+    let test = "torchvision_v2_recipe_wrappers_and_mixup_in_collate_fn";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let r = run(&py, "tv2_mixup.py", &[], &[]);
+    r.check_against_truth(test, &[]);
+    r.check_nested("GaussianBlur", "RandomApply");
+    r.check_nested("RandomApply", "Images");
+    for op in ["MixUp", "CutMix"] {
+        if !r.named(op).is_empty() {
+            r.check_nested(op, "RandomChoice");
+            r.check_nested(op, "Collation");
+        }
+    }
+    assert!(
+        !r.named("MixUp").is_empty() || !r.named("CutMix").is_empty(),
+        "neither MixUp nor CutMix"
+    );
+    let in_samples: Vec<At<'_>> = r
+        .named("RandomChoice")
+        .into_iter()
+        .filter(|(_, e)| e.sample().is_some())
+        .collect();
+    assert_eq!(in_samples.len(), 48, "RandomChoice once per sample");
+    for (_, c) in r
+        .named("Grayscale")
+        .into_iter()
+        .chain(r.named("RandomRotation"))
+    {
+        assert!(
+            in_samples.iter().any(|(_, p)| c.within(p)),
+            "{c:?} outside its RandomChoice"
+        );
+    }
+    check_policy(&r, "RandAugment");
+    assert_eq!(r.batches(), 6);
+}
+
+/// The ops an AutoAugment-style policy applies (torchvision's names).
+const POLICY_OPS: &[&str] = &[
+    "Identity",
+    "ShearX",
+    "ShearY",
+    "TranslateX",
+    "TranslateY",
+    "Rotate",
+    "Brightness",
+    "Color",
+    "Contrast",
+    "Sharpness",
+    "Posterize",
+    "Solarize",
+    "AutoContrast",
+    "Equalize",
+];
+
+/// Each op `policy` applied is its own span inside the policy's.
+fn check_policy(r: &Run, policy: &str) {
+    let applied: Vec<&str> = POLICY_OPS
+        .iter()
+        .copied()
+        .filter(|op| !r.named(op).is_empty())
+        .collect();
+    assert!(!applied.is_empty(), "no op of {policy} is a span");
+    for op in applied {
+        r.check_nested(op, policy);
+    }
+}
+
+#[test]
+fn nested_composes_and_two_lambdas() {
+    let test = "nested_composes_and_two_lambdas";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let r = run(&py, "nested_compose.py", &[], &[]);
+    r.check_against_truth(test, &["scale", "shift"]);
+    for op in ["Resize", "CenterCrop", "ToTensor", "Normalize"] {
+        r.check_nested(op, "Compose");
+    }
+    r.check_nested("ColorJitter", "RandomApply");
+    r.check_nested("RandomHorizontalFlip", "RandomOrder");
+    r.check_nested("RandomVerticalFlip", "RandomOrder");
+    check_policy(&r, "TrivialAugmentWide");
+    // An inner Compose is a span inside the dataset's; the outer is none.
+    assert_eq!(r.named("Compose").len(), 2 * 48);
+    r.check_nested("Compose", "Pictures");
+    // Two different lambdas: two rows, by file and line.
+    let lambdas: BTreeSet<&str> = r
+        .ops()
+        .into_iter()
+        .map(|(_, e)| e.name.as_str())
+        .filter(|n| n.starts_with("<lambda>@nested_compose.py:"))
+        .collect();
+    assert_eq!(lambdas.len(), 2, "{lambdas:?}");
+    for name in &lambdas {
+        assert_eq!(r.named(name).len(), 48, "{name}");
+    }
+    assert_eq!(r.batches(), 6);
+}
+
+#[test]
+fn malformed_op_is_a_usage_error() {
+    for bad in [
+        "decode",
+        ":decode",
+        "plain_ops:",
+        "plain ops:decode",
+        "plain_ops:de-code",
+        "9mod:f",
+        "a..b:f",
+    ] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
+            .args(["trace", "run", "--out"])
+            .arg(tmp.path().join("t"))
+            .args(["--op", bad, "--", "true"])
+            .output()
+            .expect("run lotus");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--op {bad}: {stderr}");
+        assert!(stderr.contains("MODULE:QUALNAME"), "--op {bad}: {stderr}");
+        assert!(!tmp.path().join("t").exists(), "--op {bad}: nothing run");
+    }
+}
+
+/// Marked code outside lotus: `import lotus_trace, lotus` works and every
+/// mark runs the code unchanged, writing nothing.
+#[test]
+fn lotus_trace_and_lotus_import_outside_lotus_and_do_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let code = r#"
+import os, pickle
+import lotus_trace, lotus
+def double(x):
+    return 2 * x
+w = lotus_trace.wrap(double)
+assert w(21) == 42
+assert lotus_trace.wrap(name="Named")(double)(1) == 2
+with lotus_trace.span("Decode") as s:
+    y = double(4)
+assert y == 8
+class DS:
+    def __getitem__(self, i):
+        return i * 3
+    def __len__(self):
+        return 5
+ds = lotus_trace.TracedDataset(DS())
+assert [ds[i] for i in range(len(ds))] == [0, 3, 6, 9, 12]
+with lotus_trace.worker_batch(0) as b:
+    with b.collate():
+        pass
+with lotus_trace.main_wait(0):
+    pass
+lotus_trace.main_consume(0)
+assert pickle.loads(pickle.dumps(w))(5) == 10
+assert not lotus_trace.enabled() and lotus_trace.trace_dir() is None
+lotus.resume("Op"); lotus.pause()
+assert not lotus.active()
+print("ok", sorted(os.listdir(".")))
+"#;
+    let parts = [common::harness_dir(), common::map_harness_dir()];
+    let py =
+        std::env::var_os("LOTUS_PYTHON").map_or_else(|| PathBuf::from("python3"), PathBuf::from);
+    let out = Command::new(&py)
+        .args(["-c", code])
+        .current_dir(tmp.path())
+        .env("PYTHONPATH", std::env::join_paths(parts).expect("path"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("LOTUS_CONTROL_LIB")
+        .env_remove("LOTUS_CONTROL_FDS")
+        .output()
+        .expect("run python");
+    assert_ok(&out, "import lotus_trace, lotus outside lotus");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok []");
+}
