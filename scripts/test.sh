@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh machine: installs what the tests need (a
-# Python virtual environment in .venv with Pillow, numpy, ittapi, torch and
-# torchvision; see scripts/setup.sh), then the whole workspace's tests.
-# LOTUS_REQUIRE_TORCH=1 makes the torch tests fail, not skip, where torch
-# cannot be imported. Exits non-zero when any test fails.
+# Python virtual environment in .venv with Pillow, numpy, ittapi, torch,
+# torchvision, albumentations, OpenCV and kornia; see scripts/setup.sh),
+# then the whole workspace's tests. LOTUS_REQUIRE_TORCH=1 and
+# LOTUS_REQUIRE_PIPELINE_PACKAGES=1 make the tests that need them fail, not
+# skip, where they cannot be imported. Exits non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOTUS_SKIP_BUILD=1 bash scripts/setup.sh --torch
 export LOTUS_PYTHON="$PWD/.venv/bin/python"
 export LOTUS_REQUIRE_TORCH=1
+export LOTUS_REQUIRE_PIPELINE_PACKAGES=1
 cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
