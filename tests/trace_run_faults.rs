@@ -351,3 +351,30 @@ time.sleep(120)
     assert!(!left, "the job ran on after lotus was killed");
     assert!(tmp.path().join("kill.got").exists());
 }
+
+/// `--sample --format original` is refused before the job runs: the
+/// original format's lines carry no sample ids, so the samples could never
+/// be attributed.
+#[test]
+fn sampling_an_original_format_trace_is_a_usage_error() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let ran = tmp.path().join("ran");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(["trace", "run", "--sample", "--format", "original", "--out"])
+        .arg(&dir)
+        .arg("--")
+        .arg(python())
+        .args(["-c", "import sys; open(sys.argv[1], 'w').close()"])
+        .arg(&ran)
+        .env_remove("PYTHONPATH");
+    let out = cmd.output().expect("run lotus");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--format original") && err.contains("sample ids"),
+        "{err}"
+    );
+    assert!(!ran.exists(), "the job ran");
+    assert!(!dir.join("lotus.samples").exists());
+}

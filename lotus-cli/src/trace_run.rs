@@ -459,6 +459,13 @@ fn pass_through(status: std::process::ExitStatus) -> ExitCode {
 /// Runs `lotus trace run`.
 pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     check_prefix(&args.prefix)?;
+    if args.sample && args.format == LogFormat::Original {
+        // Refused before anything runs: the samples could never be
+        // attributed, and the job would have run for nothing.
+        return Err(crate::usage::usage(
+            "--sample cannot be used with --format original: the original format's lines carry no sample ids, batch fields or clock pairs, so `lotus attribute` could never credit the samples to ops. Drop --format original (the lotus format is read by `lotus trace view` and `lotus attribute`), or drop --sample",
+        ));
+    }
     let (program, rest) = args
         .command
         .split_first()
