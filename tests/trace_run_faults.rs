@@ -378,3 +378,84 @@ fn sampling_an_original_format_trace_is_a_usage_error() {
     assert!(!ran.exists(), "the job ran");
     assert!(!dir.join("lotus.samples").exists());
 }
+
+/// Waits up to `limit` for `child`; kills it (and fails) when it runs on.
+fn wait_bounded(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The `SOp,` lines of the main logs in `dir`.
+fn op_lines(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains("_main_pid_"))
+                .map(|e| {
+                    std::fs::read_to_string(e.path())
+                        .unwrap_or_default()
+                        .lines()
+                        .filter(|l| l.starts_with("SOp,"))
+                        .count()
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Emits `sys.argv[2]` op events (fewer than a write's worth: they stay
+/// buffered), says how many in `sys.argv[1]`, then sleeps.
+const EVENTS_THEN_SLEEP: &str = "import os, sys, time, lotus_trace\n\
+f = lotus_trace.wrap(lambda: None, 'Op')\n\
+n = int(sys.argv[2])\n\
+for _ in range(n):\n    f()\n\
+with open(sys.argv[1] + '.tmp', 'w') as out:\n    out.write(str(n))\n\
+os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n\
+time.sleep(120)\n";
+
+/// SIGTERM, SIGHUP or SIGINT sent to lotus is passed on to the job, whose
+/// tracer writes the events it buffered before the program's action for
+/// the signal (here the default: death by it; KeyboardInterrupt for
+/// SIGINT); lotus exits 128 + the signal, as shells expect.
+#[test]
+fn a_job_ended_by_a_signal_to_lotus_keeps_its_buffered_events() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for (signal, name) in [
+        (libc::SIGTERM, "term"),
+        (libc::SIGHUP, "hup"),
+        (libc::SIGINT, "int"),
+    ] {
+        let ready = tmp.path().join(name);
+        let dir = tmp.path().join(format!("trace-{name}"));
+        let log = tmp.path().join(format!("{name}.stderr"));
+        let mut cmd = trace_run(&dir, EVENTS_THEN_SLEEP, &[&ready]);
+        cmd.arg("240")
+            .stderr(std::fs::File::create(&log).expect("log"));
+        let mut lotus = cmd.spawn().expect("lotus");
+        wait_for(&ready, &mut lotus);
+        let emitted: usize = std::fs::read_to_string(&ready)
+            .expect("count")
+            .parse()
+            .expect("count");
+        // SAFETY: kill(2) of lotus, our child.
+        unsafe { libc::kill(lotus.id() as libc::pid_t, signal) };
+        let status = wait_bounded(&mut lotus, Duration::from_secs(30), name);
+        let err = std::fs::read_to_string(&log).expect("stderr");
+        assert_eq!(status.code(), Some(128 + signal), "{name}: {err}");
+        if signal == libc::SIGINT {
+            assert!(err.contains("KeyboardInterrupt"), "{name}: {err}");
+        }
+        assert_eq!(op_lines(&dir), emitted, "{name}: {err}");
+        assert!(err.contains("1 log(s) (1 main, 0 worker)"), "{name}: {err}");
+    }
+}

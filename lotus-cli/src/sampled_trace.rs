@@ -208,8 +208,9 @@ pub fn run(
             // SAFETY: kill with a process group id and a signal number.
             unsafe { libc::kill(-(collection.pid() as libc::pid_t), libc::SIGINT) };
         }
-        if let Some(signal) = crate::trace_run::signal_to_forward() {
-            // SIGTERM or SIGHUP sent to lotus: the job's group gets it too.
+        if let Some(signal) = crate::trace_run::signal_to_forward().filter(|&s| s != libc::SIGINT) {
+            // SIGTERM or SIGHUP sent to lotus: the job's group gets it too
+            // (SIGINT, above, once).
             // SAFETY: kill with a process group id and a signal number.
             unsafe { libc::kill(-(collection.pid() as libc::pid_t), signal) };
         }

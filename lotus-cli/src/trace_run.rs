@@ -74,27 +74,56 @@ const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 /// on.
 const POLL: Duration = Duration::from_millis(20);
 
-/// The last SIGTERM or SIGHUP lotus received, still to be passed on to the
-/// job (0: none).
+/// The last SIGTERM, SIGHUP or SIGINT lotus received that is still to be
+/// passed on to the job (0: none).
 static FORWARD: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn remember_signal(signal: libc::c_int) {
+/// `si_code` of a signal the kernel sent (a terminal's Ctrl-C), as opposed
+/// to one a process sent with kill(2) (`SI_USER`, 0, and below).
+const SI_KERNEL: libc::c_int = 0x80;
+
+extern "C" fn remember_signal(
+    signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _context: *mut libc::c_void,
+) {
+    if signal == libc::SIGINT {
+        crate::sampled_trace::INTERRUPTED.store(true, Ordering::SeqCst);
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO
+        // handler; only its si_code is read.
+        let code = if info.is_null() {
+            0
+        } else {
+            unsafe { (*info).si_code }
+        };
+        // A terminal's Ctrl-C went to the whole foreground process group,
+        // the job included: passing it on would interrupt the job twice.
+        if code == SI_KERNEL {
+            return;
+        }
+    }
     FORWARD.store(signal, Ordering::SeqCst);
 }
 
-/// SIGTERM and SIGHUP sent to lotus alone (a batch system ending the job,
-/// `kill PID`) are passed on to the job, which would otherwise run on while
-/// lotus waits for it. (SIGINT from a terminal reaches the job directly: it
-/// is in lotus's process group.) Replaces the handlers `ctrlc` installed
-/// for these two.
+/// SIGTERM, SIGHUP and SIGINT sent to lotus alone (a batch system ending
+/// the job, `kill PID`, `kill -INT PID`) are passed on to the job, which
+/// would otherwise run on while lotus waits for it. SIGINT from a terminal
+/// reaches a plain job directly (it is in lotus's process group) and is not
+/// passed on again; a sampled job has a group of its own and gets every
+/// SIGINT through [`crate::sampled_trace::INTERRUPTED`]. Hand-written
+/// rather than `ctrlc`'s: the handler needs `si_code` to tell a terminal's
+/// Ctrl-C from a kill(2).
 fn forward_termination_signals() {
-    for signal in [libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction with a handler that only stores to an
-        // atomic (async-signal-safe); the old action is not needed.
+    for signal in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
+        // SAFETY: a zeroed sigaction with a handler that only reads its
+        // siginfo and stores to atomics (async-signal-safe); the old action
+        // is not needed.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = remember_signal as extern "C" fn(libc::c_int) as usize;
-            action.sa_flags = libc::SA_RESTART;
+            action.sa_sigaction = remember_signal
+                as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+                as usize;
+            action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }
@@ -518,11 +547,9 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     if let Err(e) = reaper::become_subreaper() {
         eprintln!("lotus: warning: processes the program leaves may outlive it: {e}");
     }
-    // Ctrl-C reaches the program (same process group); lotus waits for it
-    // to finish and passes its exit status through.
-    let _ = ctrlc::set_handler(|| {
-        crate::sampled_trace::INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst)
-    });
+    // Ctrl-C reaches the program (same process group), kill -INT of lotus
+    // is passed on; lotus waits for it to finish and passes its exit status
+    // through.
     forward_termination_signals();
     let status = if args.sample {
         crate::sampled_trace::prepare(&out, &args.prefix, args.clean)?;

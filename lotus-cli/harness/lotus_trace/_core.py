@@ -13,7 +13,9 @@ a `# lotus-trace: clock wall_ns=... monotonic_ns=...` line (so drift
 shows). Lines go to a list and are written to the
 process's file in blocks: every `_FLUSH_EVERY` lines, at the end of each
 batch in a worker (workers may leave through `os._exit`), at exit (atexit,
-and multiprocessing's own exit hook in child processes), and by `flush()`.
+and multiprocessing's own exit hook in child processes), on SIGTERM, SIGINT
+and SIGHUP (before the program's own action for them: see
+`_on_end_signal`), and by `flush()`.
 The file, `<dir>/<prefix>_<role>_pid_<pid>`, is created at the first write:
 a process that traces nothing leaves no file.
 
@@ -269,10 +271,19 @@ def _flush_collector():
 def flush():
     """Writes the buffered lines to this process's file (and, under lotus's
     ITT collector, this thread's ended ITT tasks to theirs)."""
+    _flush()
+
+
+def _flush(timeout=-1):
+    """`flush()`, giving up after `timeout` seconds waiting for the lock
+    (a signal handler or the watch thread must not wait forever on a
+    thread, possibly the one it interrupted, that holds it)."""
     global _buf, _last_flush, _failed
     if _itt_collect:
         _flush_collector()
-    with _lock:
+    if not _lock.acquire(timeout=timeout):
+        return
+    try:
         if not _buf or _failed or _dir is None:
             return
         lines, _buf = _buf, []
@@ -287,6 +298,8 @@ def flush():
             message = f"cannot write the trace of pid {_pid} to {_path or _dir}: {e}; tracing stops here"
             sys.stderr.write(f"lotus_trace: {message}\n")
             _report_failure(message)
+    finally:
+        _lock.release()
 
 
 def _as_original(line):
@@ -586,12 +599,64 @@ def _hook_multiprocessing_exit():
             pass
 
 
+# The signals that end a job (`kill`, a batch system, Ctrl-C, a closed
+# terminal): the buffered events are written before the action the program
+# had for them (its handler, KeyboardInterrupt, or the default: death).
+_END_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+_prev_handlers = {}
+
+
+def _on_end_signal(signum, frame):
+    """Writes what is buffered, then does what was to be done for `signum`
+    before lotus_trace: the program's handler, Python's KeyboardInterrupt
+    for SIGINT, or the default action (the process dies by the signal)."""
+    _flush(timeout=0.5)
+    import signal
+
+    prev = _prev_handlers.get(signum, signal.SIG_DFL)
+    if callable(prev):
+        return prev(signum, frame)
+    # SIG_DFL: die by the signal, as without lotus_trace (a parent sees
+    # the same status).
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _install_signal_flush():
+    """Flushes on SIGTERM, SIGINT and SIGHUP (see `_on_end_signal`): without
+    it a job ended by one of them loses every buffered event, atexit not
+    running for a death by signal. A signal the process ignores stays
+    ignored (nohup); one handled in C (not by Python) is left alone; a
+    handler the program sets later replaces this one (its exit, if any,
+    runs atexit, which flushes). Only from the main thread, where Python
+    allows handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        import signal
+    except ImportError:
+        return
+    for name in _END_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        try:
+            prev = signal.getsignal(signum)
+            if prev is None or prev is signal.SIG_IGN or prev is _on_end_signal:
+                continue
+            _prev_handlers[signum] = prev
+            signal.signal(signum, _on_end_signal)
+        except (ValueError, OSError, RuntimeError):
+            continue
+
+
 def _install_process_hooks():
     global _hooks_installed
     if _hooks_installed:
         return
     _hooks_installed = True
     atexit.register(flush)
+    _install_signal_flush()
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(
             before=_before_fork,
