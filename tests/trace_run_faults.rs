@@ -459,3 +459,80 @@ fn a_job_ended_by_a_signal_to_lotus_keeps_its_buffered_events() {
         assert!(err.contains("1 log(s) (1 main, 0 worker)"), "{name}: {err}");
     }
 }
+
+/// A job with workers started both ways (two forked, one spawned), all of
+/// them looping for ever; it writes its pids (main first) to
+/// `sys.argv[1]` once they all run.
+const JOB_WITH_WORKERS: &str = r#"import multiprocessing as mp, os, sys, time
+def work(ready):
+    ready.put(os.getpid())
+    while True:
+        time.sleep(0.05)
+if __name__ == '__main__':
+    fork, spawn = mp.get_context('fork'), mp.get_context('spawn')
+    q = spawn.Queue()
+    workers = [fork.Process(target=work, args=(q,)) for _ in range(2)]
+    workers.append(spawn.Process(target=work, args=(q,)))
+    for w in workers:
+        w.start()
+    pids = [q.get(timeout=60) for _ in workers]
+    with open(sys.argv[1] + '.tmp', 'w') as f:
+        f.write(' '.join(str(p) for p in [os.getpid()] + pids))
+    os.rename(sys.argv[1] + '.tmp', sys.argv[1])
+    time.sleep(120)
+"#;
+
+/// `kill -9` of lotus (plain and with `--sample`): the job's main process
+/// and its workers, forked or spawned, end within a bounded time (the
+/// tracer in each watches lotus), instead of running on unwatched.
+#[test]
+fn a_killed_lotus_leaves_no_process_of_the_job_running() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let script = tmp.path().join("job.py");
+    std::fs::write(&script, JOB_WITH_WORKERS).expect("job");
+    for sample in [false, true] {
+        let name = if sample { "sampled" } else { "plain" };
+        let pids = tmp.path().join(format!("{name}.pids"));
+        let log = tmp.path().join(format!("{name}.stderr"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+        cmd.args(["trace", "run", "--out"])
+            .arg(tmp.path().join(format!("trace-{name}")));
+        if sample {
+            cmd.arg("--sample");
+        }
+        cmd.arg("--")
+            .arg(python())
+            .arg(&script)
+            .arg(&pids)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env_remove("LOTUS_TRACE_DIR")
+            .env_remove("PYTHONPATH")
+            .stderr(std::fs::File::create(&log).expect("log"));
+        let mut lotus = cmd.spawn().expect("lotus");
+        wait_for(&pids, &mut lotus);
+        let ids: Vec<u32> = std::fs::read_to_string(&pids)
+            .expect("pids")
+            .split_whitespace()
+            .map(|p| p.parse().expect("pid"))
+            .collect();
+        assert_eq!(ids.len(), 4, "{name}: main and 3 workers");
+        // SAFETY: kill(2) of lotus, our child.
+        unsafe { libc::kill(lotus.id() as libc::pid_t, libc::SIGKILL) };
+        let _ = lotus.wait();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut left: Vec<u32> = ids.clone();
+        while !left.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            left.retain(|&p| alive(p));
+        }
+        for &pid in &left {
+            // SAFETY: kill(2); the test's own leftovers.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        let err = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            left.is_empty(),
+            "{name}: {left:?} of {ids:?} (main first) still run 20 s after lotus was killed\n{err}"
+        );
+    }
+}

@@ -67,6 +67,12 @@ pub const ENV_TRACE_RUN: &str = "LOTUS_TRACE_RUN";
 /// The variable naming lotus's private folder where a process that could
 /// not write its trace leaves `failed_pid_<pid>`.
 pub const ENV_TRACE_STATUS: &str = "LOTUS_TRACE_STATUS";
+/// The variable naming lotus itself, `<pid>:<start time>` (see
+/// [`reaper::start_time`]): the tracer in every process of the job watches
+/// it and ends its process (after writing what it buffered) when lotus is
+/// gone, killed outright (`kill -9`, the OOM killer) before it could end
+/// the job.
+pub const ENV_TRACE_LOTUS: &str = "LOTUS_TRACE_LOTUS";
 /// How long the processes a job leaves have, after SIGTERM, before SIGKILL.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
@@ -142,12 +148,20 @@ pub(crate) fn signal_to_forward() -> Option<libc::c_int> {
 /// SIGHUP on to it; should lotus be killed outright, the job gets SIGTERM
 /// (a parent-death signal) instead of running on unwatched.
 fn run_plain(cmd: &mut Command, program: &Path) -> Result<std::process::ExitStatus> {
-    // SAFETY: prctl is async-signal-safe; it only asks the kernel for a
-    // signal when lotus dies.
+    // SAFETY: getpid(2) cannot fail.
+    let lotus_pid = unsafe { libc::getpid() };
+    // SAFETY: prctl and getppid are async-signal-safe; prctl only asks the
+    // kernel for a signal when lotus (this thread, which waits for the job
+    // to its end) dies.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
+            }
+            // lotus died between the fork and the prctl: no signal will
+            // come, so do not run unwatched.
+            if libc::getppid() != lotus_pid {
+                return Err(io::Error::from_raw_os_error(libc::ECANCELED));
             }
             Ok(())
         });
@@ -540,6 +554,18 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .env(ENV_TRACE_RUN, &run_id)
         .env(ENV_TRACE_STATUS, &status_dir)
         .env("PYTHONPATH", pythonpath);
+    let me = std::process::id();
+    match reaper::start_time(me) {
+        Some(started) => {
+            cmd.env(ENV_TRACE_LOTUS, format!("{me}:{started}"));
+        }
+        None => {
+            cmd.env_remove(ENV_TRACE_LOTUS);
+            eprintln!(
+                "lotus: warning: /proc/{me}/stat cannot be read: should lotus be killed, the job's workers would run on"
+            );
+        }
+    }
     itt_tasks_env(&mut cmd, args.format, args.itt_tasks, files.dir.path());
 
     // The job's processes that outlive its main process (workers of a

@@ -577,6 +577,12 @@ def _after_fork_child():
     # The forking thread is the child's main thread now.
     _ctx.tid = None
     _child_setup = True
+    # Threads do not survive a fork: the child watches lotus on its own.
+    if _lotus is not None:
+        try:
+            _start_lotus_watch()
+        except Exception:
+            pass
 
 
 def _setup_child():
@@ -650,6 +656,103 @@ def _install_signal_flush():
             continue
 
 
+# --- lotus's death ------------------------------------------------------------
+
+# How long a process has, once lotus is gone and it was sent SIGTERM, to
+# end by itself (its own handler may run) before it leaves with os._exit.
+_LOTUS_GONE_GRACE = 3.0
+# Where pidfd_open is missing (Python < 3.9, Linux < 5.3): how often the
+# watch thread looks at /proc.
+_LOTUS_POLL = 1.0
+_lotus = None  # (pid, start time) of `lotus trace run`, from $LOTUS_TRACE_LOTUS
+_lotus_fd = None  # a pidfd of lotus, kept across fork
+
+
+def _start_time(pid):
+    """Field 22 of /proc/<pid>/stat (start time, clock ticks), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+        return int(text[text.rindex(b")") + 1 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _lotus_alive():
+    pid, started = _lotus
+    return _start_time(pid) == started
+
+
+def _watch_lotus():
+    """The watch thread: waits until lotus is gone, then ends this process.
+    Blocks in poll(2) on a pidfd of lotus (readable once it exits); where
+    there is none, looks at /proc every `_LOTUS_POLL` seconds."""
+    fd = _lotus_fd
+    try:
+        if fd is not None:
+            import select
+
+            p = select.poll()
+            p.register(fd, select.POLLIN)
+            while not p.poll():
+                pass
+        else:
+            while _lotus_alive():
+                time.sleep(_LOTUS_POLL)
+    except Exception:
+        # Cannot watch (an interpreter shutting down): only the /proc look.
+        while _lotus_alive():
+            time.sleep(_LOTUS_POLL)
+    _lotus_gone()
+
+
+def _lotus_gone():
+    """lotus was killed before it could end the job: write what is
+    buffered, then end the process as lotus would have (SIGTERM; the
+    whole process group when this process leads one of its own, as a
+    sampled job's main process does, so that the programs it started end
+    too), and leave with os._exit if it is still here after a grace."""
+    _flush(timeout=1.0)
+    sys.stderr.write(f"lotus_trace: lotus (pid {_lotus[0]}) is gone: ending pid {os.getpid()}\n")
+    import signal
+
+    try:
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpid(), signal.SIGTERM)
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)
+    except OSError:
+        pass
+    time.sleep(_LOTUS_GONE_GRACE)
+    _flush(timeout=0.5)
+    os._exit(128 + signal.SIGTERM)
+
+
+def _start_lotus_watch():
+    """Starts the watch thread when `lotus trace run` named itself in
+    $LOTUS_TRACE_LOTUS (`<pid>:<start time>`). A process started after
+    lotus died (its pid gone or reused: the start time differs) ends at
+    once."""
+    global _lotus, _lotus_fd
+    if _lotus is None:
+        spec = os.environ.get("LOTUS_TRACE_LOTUS", "")
+        pid, _, started = spec.partition(":")
+        if not (pid.isdigit() and started.isdigit()):
+            return
+        _lotus = (int(pid), int(started))
+        try:
+            _lotus_fd = os.pidfd_open(_lotus[0])
+        except (AttributeError, OSError):
+            _lotus_fd = None
+        # Checked after the pidfd is open: it then names this very process.
+        if not _lotus_alive():
+            if _lotus_fd is not None:
+                os.close(_lotus_fd)
+                _lotus_fd = None
+    t = threading.Thread(target=_watch_lotus, name="lotus_trace-watch", daemon=True)
+    t.start()
+
+
 def _install_process_hooks():
     global _hooks_installed
     if _hooks_installed:
@@ -657,6 +760,7 @@ def _install_process_hooks():
     _hooks_installed = True
     atexit.register(flush)
     _install_signal_flush()
+    _start_lotus_watch()
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(
             before=_before_fork,
