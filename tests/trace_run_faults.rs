@@ -536,3 +536,60 @@ fn a_killed_lotus_leaves_no_process_of_the_job_running() {
         );
     }
 }
+
+/// The `key=value` lines of `DIR/lotus.sampling`.
+fn sampling_of(dir: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(dir.join("lotus.sampling"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn sampling_value(pairs: &[(String, String)], key: &str) -> Option<String> {
+    pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+}
+
+/// `--sample` into a file system that fills up: lotus exits non-zero
+/// with a message, and the status in `lotus.sampling` says the run failed
+/// and why (disk full), not `running` or `complete`.
+#[test]
+fn a_sampled_trace_on_a_full_file_system_says_so_in_its_status() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mnt = tmp.path().join("small");
+    let _fs = match Tmpfs::mount(&mnt, "64k") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!(
+                "skipped: a_sampled_trace_on_a_full_file_system_says_so_in_its_status: {why}"
+            );
+            return;
+        }
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(["trace", "run", "--sample", "--out"])
+        .arg(&mnt)
+        .arg("--")
+        .arg(python())
+        .args(["-c", MANY_EVENTS, "50000"])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH");
+    let out = cmd.output().expect("run lotus");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let pairs = sampling_of(&mnt);
+    let status = sampling_value(&pairs, "status");
+    if status.as_deref() == Some("unavailable") {
+        eprintln!("skipped: a_sampled_trace_on_a_full_file_system_says_so_in_its_status: perf cannot sample here");
+        return;
+    }
+    assert_eq!(status.as_deref(), Some("failed"), "{pairs:?}\n{err}");
+    let reason = sampling_value(&pairs, "reason").unwrap_or_default();
+    assert!(reason.starts_with("disk full"), "{reason}");
+    assert!(sampling_value(&pairs, "lotus_pid").is_some(), "{pairs:?}");
+}

@@ -646,6 +646,16 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         for failure in &failures {
             eprintln!("lotus: {failure}");
         }
+        if args.sample {
+            let reason = format!(
+                "{} process(es) could not write their trace logs; the first: {}",
+                failures.len(),
+                failures[0]
+            );
+            if let Err(e) = crate::sampled_trace::mark_failed(&out, &args.prefix, &reason) {
+                eprintln!("lotus: {e:#}");
+            }
+        }
         eprintln!(
             "lotus: error: the trace in {} is incomplete: {} process(es) could not write their logs (above); free space there (or choose another --out) and run again",
             out.display(),
