@@ -534,6 +534,17 @@ fn a_killed_lotus_leaves_no_process_of_the_job_running() {
             left.is_empty(),
             "{name}: {left:?} of {ids:?} (main first) still run 20 s after lotus was killed\n{err}"
         );
+        if sample {
+            // The status names the dead lotus, for readers to say so.
+            let pairs = sampling_of(&tmp.path().join(format!("trace-{name}")));
+            if sampling_value(&pairs, "status").as_deref() == Some("running") {
+                assert_eq!(
+                    sampling_value(&pairs, "lotus_pid"),
+                    Some(lotus.id().to_string()),
+                    "{pairs:?}"
+                );
+            }
+        }
     }
 }
 
