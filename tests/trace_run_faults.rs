@@ -604,3 +604,46 @@ fn a_sampled_trace_on_a_full_file_system_says_so_in_its_status() {
     assert!(reason.starts_with("disk full"), "{reason}");
     assert!(sampling_value(&pairs, "lotus_pid").is_some(), "{pairs:?}");
 }
+
+/// A job that drops its privileges (to `nobody`) cannot write its logs
+/// into root's trace folder, nor a report into lotus's private folder:
+/// each of its processes (the main one and a child forked after the drop)
+/// reports the loss through the inherited report pipe, and lotus exits
+/// non-zero naming them and why, instead of 0 with "no trace written: was
+/// the program Python?".
+#[test]
+fn processes_that_dropped_privileges_report_their_lost_trace() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "skipped: processes_that_dropped_privileges_report_their_lost_trace: not root: cannot drop to another user"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let job = "import os, lotus_trace\n\
+os.setgroups([]); os.setgid(65534); os.setuid(65534)\n\
+f = lotus_trace.wrap(lambda: None, 'Op')\n\
+pid = os.fork()\n\
+for _ in range(3):\n    f()\n\
+if pid == 0:\n    lotus_trace.flush()\n    os._exit(0)\n\
+os.waitpid(pid, 0)\n";
+    let out = trace_run(&tmp.path().join("trace"), job, &[])
+        .output()
+        .expect("run lotus");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let reported = err
+        .lines()
+        .filter(|l| {
+            l.starts_with("lotus: cannot write the trace of pid") && l.contains("Permission denied")
+        })
+        .count();
+    assert_eq!(reported, 2, "both processes are named\n{err}");
+    assert!(
+        err.contains("2 process(es) could not write their logs"),
+        "{err}"
+    );
+    assert!(err.contains("setpriv"), "the fix is named\n{err}");
+    assert!(!err.contains("was the program Python"), "{err}");
+}

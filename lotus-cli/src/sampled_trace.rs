@@ -241,9 +241,11 @@ pub fn run(
     prefix: &str,
     frequency: u64,
     counters: &CounterList,
+    keep_fds: &[std::os::fd::RawFd],
 ) -> Result<ExitStatus> {
     let files = SampleFiles::of(out, prefix);
     let mut target = Target::new(cmd.get_program());
+    target.keep_fds = keep_fds.to_vec();
     target.args = cmd.get_args().map(Into::into).collect();
     target.env = cmd
         .get_envs()

@@ -73,6 +73,13 @@ pub const ENV_TRACE_STATUS: &str = "LOTUS_TRACE_STATUS";
 /// gone, killed outright (`kill -9`, the OOM killer) before it could end
 /// the job.
 pub const ENV_TRACE_LOTUS: &str = "LOTUS_TRACE_LOTUS";
+/// The variable naming the report pipe, `<fd>:<inode>`: a process of the
+/// job that cannot write its trace writes one line, `<pid>\t<message>`,
+/// to that descriptor (it inherited it), when the descriptor is that pipe
+/// (the inode tells). It works where the status folder cannot: in a
+/// process that dropped its privileges (`os.setuid`), which can no longer
+/// create a file in lotus's private folder.
+pub const ENV_TRACE_REPORT: &str = "LOTUS_TRACE_REPORT_FD";
 /// How long the processes a job leaves have, after SIGTERM, before SIGKILL.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
@@ -377,9 +384,87 @@ fn untrusted_out(out: &Path, why: &trust::Untrusted) -> anyhow::Error {
     )
 }
 
-/// What the processes that could not write their trace left in the status
-/// folder: one message per process.
-fn trace_failures(status: &Path) -> Vec<String> {
+/// The report pipe: the job inherits its write end (non-blocking: a full
+/// pipe never stalls the job; the tracer then falls back to the status
+/// folder); a thread of lotus reads it to its end, when every process of
+/// the job is gone.
+struct Reports {
+    write: Option<std::os::fd::OwnedFd>,
+    /// `<fd>:<inode>` for [`ENV_TRACE_REPORT`].
+    env: String,
+    read: std::sync::mpsc::Receiver<Vec<u8>>,
+}
+
+impl Reports {
+    fn new() -> io::Result<Reports> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let (read, write) = std::io::pipe()?;
+        let write: std::os::fd::OwnedFd = write.into();
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe {
+            let fd = write.as_raw_fd();
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        let inode = {
+            use std::os::unix::fs::MetadataExt;
+            let dup = write.as_fd().try_clone_to_owned()?;
+            std::fs::File::from(dup).metadata()?.ino()
+        };
+        let env = format!("{}:{inode}", write.as_raw_fd());
+        let (send, recv) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("lotus-reports".into())
+            .spawn(move || {
+                use std::io::Read;
+                let mut read = read;
+                let mut all = Vec::new();
+                // At most 1 MiB: a message is one line of a few hundred bytes.
+                let _ = (&mut read).take(1 << 20).read_to_end(&mut all);
+                let _ = send.send(all);
+            })?;
+        Ok(Reports {
+            write: Some(write),
+            env,
+            read: recv,
+        })
+    }
+
+    /// The write end's number, for the job to inherit.
+    fn fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.write.as_ref().map(|w| w.as_raw_fd())
+    }
+
+    /// Closes lotus's copy of the write end (once the job is started).
+    fn started(&mut self) {
+        self.write = None;
+    }
+
+    /// The messages the job's processes wrote: waits up to `limit` for
+    /// the pipe's end (every process of the job ended: lotus ended those it
+    /// left), then takes what came.
+    fn messages(mut self, limit: Duration) -> Vec<(String, String)> {
+        self.write = None;
+        let bytes = self.read.recv_timeout(limit).unwrap_or_default();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|l| {
+                let (pid, message) = l.split_once('\t')?;
+                pid.bytes()
+                    .all(|b| b.is_ascii_digit())
+                    .then(|| (pid.to_string(), message.trim().to_string()))
+            })
+            .collect()
+    }
+}
+
+/// What the processes that could not write their trace reported, through
+/// the report pipe (`piped`) or in the status folder: one message per
+/// process.
+fn trace_failures(status: &Path, piped: Vec<(String, String)>) -> Vec<String> {
     let mut failures: Vec<(String, String)> = std::fs::read_dir(status)
         .into_iter()
         .flatten()
@@ -399,6 +484,11 @@ fn trace_failures(status: &Path) -> Vec<String> {
             ))
         })
         .collect();
+    for (pid, message) in piped {
+        if !failures.iter().any(|(p, _)| *p == pid) {
+            failures.push((pid, message));
+        }
+    }
     failures.sort();
     failures.into_iter().map(|(_, m)| m).collect()
 }
@@ -499,8 +589,44 @@ fn pass_through(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Whether `error` comes from running out of file descriptors (EMFILE,
+/// ENFILE).
+fn out_of_descriptors(error: &anyhow::Error) -> bool {
+    error.chain().any(|e| {
+        e.downcast_ref::<io::Error>()
+            .and_then(io::Error::raw_os_error)
+            .is_some_and(|c| c == libc::EMFILE || c == libc::ENFILE)
+    })
+}
+
+/// `error`, with the descriptor limit and its fix named when it comes from
+/// running out of descriptors.
+fn with_descriptor_hint(error: anyhow::Error) -> anyhow::Error {
+    if !out_of_descriptors(&error) {
+        return error;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit with a live rlimit.
+    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let limit = if known {
+        format!("{}", limit.rlim_cur)
+    } else {
+        "unknown".into()
+    };
+    error.context(format!(
+        "lotus ran out of file descriptors (the limit, `ulimit -n`, is {limit}): nothing was left behind; raise the limit, e.g. `ulimit -n 4096`, and run again"
+    ))
+}
+
 /// Runs `lotus trace run`.
 pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
+    run_traced(args).map_err(with_descriptor_hint)
+}
+
+fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     check_prefix(&args.prefix)?;
     if args.sample && args.format == LogFormat::Original {
         // Refused before anything runs: the samples could never be
@@ -554,6 +680,19 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .env(ENV_TRACE_RUN, &run_id)
         .env(ENV_TRACE_STATUS, &status_dir)
         .env("PYTHONPATH", pythonpath);
+    let mut reports =
+        Some(Reports::new().context(
+            "cannot make the pipe through which the job's processes report a lost trace",
+        )?);
+    if let Some(r) = &reports {
+        cmd.env(ENV_TRACE_REPORT, &r.env);
+        if let Some(fd) = r.fd() {
+            // SAFETY: the hook only calls fcntl (async-signal-safe).
+            unsafe {
+                cmd.pre_exec(move || lotus_backend_common::clear_cloexec(fd));
+            }
+        }
+    }
     let me = std::process::id();
     match reaper::start_time(me) {
         Some(started) => {
@@ -577,12 +716,24 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     // is passed on; lotus waits for it to finish and passes its exit status
     // through.
     forward_termination_signals();
+    let keep: Vec<std::os::fd::RawFd> =
+        reports.as_ref().and_then(Reports::fd).into_iter().collect();
     let status = if args.sample {
         crate::sampled_trace::prepare(&out, &args.prefix, args.clean)?;
-        crate::sampled_trace::run(&mut cmd, &out, &args.prefix, args.frequency, &args.counters)?
+        crate::sampled_trace::run(
+            &mut cmd,
+            &out,
+            &args.prefix,
+            args.frequency,
+            &args.counters,
+            &keep,
+        )?
     } else {
         run_plain(&mut cmd, &program_path)?
     };
+    if let Some(r) = &mut reports {
+        r.started();
+    }
     let ended = reaper::end_descendants(LEFTOVER_GRACE, LEFTOVER_GRACE + Duration::from_secs(5));
     if ended > 0 {
         crate::usage::note!(
@@ -618,7 +769,10 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .filter_map(|p| std::fs::metadata(p).ok())
         .map(|m| m.len())
         .sum();
-    let failures = trace_failures(&status_dir);
+    let piped = reports
+        .map(|r| r.messages(Duration::from_secs(2)))
+        .unwrap_or_default();
+    let failures = trace_failures(&status_dir, piped);
     if new.is_empty() && itt_logs == 0 && failures.is_empty() {
         eprintln!(
             "lotus: no trace written to {}: was the program Python, and did it run a DataLoader or traced code? (lotus_trace needs Python 3.8+)",
@@ -656,8 +810,19 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
                 eprintln!("lotus: {e:#}");
             }
         }
+        let denied = failures
+            .iter()
+            .filter(|f| f.contains("Permission denied") || f.contains("Errno 13"))
+            .count();
+        let fix = if denied > 0 {
+            format!(
+                "{denied} of them were refused the folder (a process that dropped its privileges, e.g. os.setuid, runs as a user that may not write there, nor into lotus's private folder): run lotus itself as that user (e.g. `setpriv --reuid=USER --regid=GROUP --init-groups lotus trace run ...`) rather than dropping privileges inside the job"
+            )
+        } else {
+            "free space there (or choose another --out) and run again".into()
+        };
         eprintln!(
-            "lotus: error: the trace in {} is incomplete: {} process(es) could not write their logs (above); free space there (or choose another --out) and run again",
+            "lotus: error: the trace in {} is incomplete: {} process(es) could not write their logs (above); {fix}",
             out.display(),
             failures.len()
         );

@@ -224,11 +224,36 @@ def _open():
     raise OSError(errno.EEXIST, f"{_MAX_NAMES} log names for this pid are all taken (files or links already there)")
 
 
+def _report_pipe(message):
+    """Writes `<pid>\t<message>` to lotus's report pipe, $LOTUS_TRACE_REPORT_FD
+    (`<fd>:<inode>`), when this process holds that very pipe (inherited:
+    a forked child, an exec'd program; the inode tells it from another
+    file that took the number). One write of at most PIPE_BUF bytes: whole,
+    never mixed with another process's. Works after the process dropped its
+    privileges. Whether it was written."""
+    spec = os.environ.get("LOTUS_TRACE_REPORT_FD", "")
+    fd, _, inode = spec.partition(":")
+    if not (fd.isdigit() and inode.isdigit()):
+        return False
+    try:
+        import stat
+
+        st = os.fstat(int(fd))
+        if not stat.S_ISFIFO(st.st_mode) or st.st_ino != int(inode):
+            return False
+        line = f"{os.getpid()}\t{' '.join(message.split())}"
+        data = line.encode("utf-8", "replace")[:4000] + b"\n"
+        return os.write(int(fd), data) == len(data)
+    except OSError:
+        return False
+
+
 def _report_failure(message):
-    """Tells `lotus trace run` that this process's trace is incomplete: a
-    file in its private status folder (creating an empty file needs no free
-    space on most file systems; the folder is lotus's, not the trace's)."""
-    if not _status_dir:
+    """Tells `lotus trace run` that this process's trace is incomplete:
+    through its report pipe (see `_report_pipe`), else a file in its
+    private status folder (creating an empty file needs no free space on
+    most file systems; the folder is lotus's, not the trace's)."""
+    if _report_pipe(message) or not _status_dir:
         return
     try:
         fd = os.open(os.path.join(_status_dir, f"failed_pid_{_pid}"), _CREATE_FLAGS & ~os.O_APPEND, 0o600)
