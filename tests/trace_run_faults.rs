@@ -647,3 +647,85 @@ os.waitpid(pid, 0)\n";
     assert!(err.contains("setpriv"), "the fix is named\n{err}");
     assert!(!err.contains("was the program Python"), "{err}");
 }
+
+/// `lotus trace run [--sample] --out DIR` of three events with TMPDIR
+/// `tmp`, under the descriptor limit `limit` (soft and hard) when given.
+fn limited_run(dir: &Path, tmp: &Path, sample: bool, limit: Option<u64>) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(["trace", "run"]);
+    if sample {
+        cmd.arg("--sample");
+    }
+    cmd.arg("--out")
+        .arg(dir)
+        .arg("--")
+        .arg(python())
+        .args(["-c", MANY_EVENTS, "3"])
+        .env("TMPDIR", tmp)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH");
+    if let Some(n) = limit {
+        // SAFETY: setrlimit is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
+/// With `ulimit -n` 4 or 5 (plain and `--sample`), lotus fails at once,
+/// naming the limit and the fix, and leaves neither a tracer folder in
+/// its TMPDIR nor an empty `lotus.samples`; an empty `lotus.samples` a
+/// killed run left does not block the next run into the same folder.
+#[test]
+fn too_few_descriptors_fail_cleanly_and_leave_nothing_to_block_the_next_run() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let lotus_tmp = tmp.path().join("lotus-tmp");
+    std::fs::create_dir(&lotus_tmp).expect("mkdir");
+    let dir = tmp.path().join("trace");
+    for limit in [4, 5] {
+        for sample in [false, true] {
+            let out = limited_run(&dir, &lotus_tmp, sample, Some(limit))
+                .output()
+                .expect("run lotus");
+            let err = stderr(&out);
+            let what = format!("ulimit -n {limit}, sample {sample}");
+            assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+            assert!(
+                err.contains(&format!("is {limit}")) && err.contains("ulimit -n 4096"),
+                "{what}: the limit and the fix are named: {err}"
+            );
+            assert!(!err.contains("panicked"), "{what}: {err}");
+            let left: Vec<_> = std::fs::read_dir(&lotus_tmp)
+                .expect("tmp")
+                .flatten()
+                .map(|e| e.path())
+                .collect();
+            assert!(left.is_empty(), "{what}: left in TMPDIR: {left:?}");
+            assert!(
+                !dir.join("lotus.samples").exists(),
+                "{what}: an empty lotus.samples is left"
+            );
+        }
+    }
+    // What a run killed before its first sample leaves.
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("lotus.samples"), "").expect("empty samples");
+    let out = limited_run(&dir, &lotus_tmp, true, None)
+        .output()
+        .expect("run lotus");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("removed the empty sample file(s)"), "{err}");
+}

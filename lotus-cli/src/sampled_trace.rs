@@ -210,12 +210,41 @@ fn failed_pairs(error: &str) -> [(&'static str, String); 2] {
     [("status", "failed".into()), ("reason", reason)]
 }
 
+/// Whether `path` is an empty regular file of this user's: what a run
+/// killed (or failed) before its first write leaves, removed rather than
+/// blocking the next run.
+fn empty_and_ours(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    path.symlink_metadata()
+        .is_ok_and(|m| m.is_file() && m.len() == 0 && m.uid() == me)
+}
+
 /// Removes the sample files of `prefix` in `out` (`--clean`), or fails
-/// when there are some: samples of two runs cannot be told apart.
+/// when there are some: samples of two runs cannot be told apart. Empty
+/// files of this user's (a run killed before it sampled anything) hold no
+/// samples: they are removed, with a note.
 pub fn prepare(out: &Path, prefix: &str, clean: bool) -> Result<()> {
     let files = SampleFiles::of(out, prefix);
     let existing = files.existing();
     if existing.is_empty() {
+        return Ok(());
+    }
+    if !clean && existing.iter().all(|p| empty_and_ours(p)) {
+        for path in &existing {
+            std::fs::remove_file(path)
+                .with_context(|| format!("cannot remove the empty {}", path.display()))?;
+        }
+        crate::usage::note!(
+            "lotus: note: removed the empty sample file(s) an earlier run left in {} ({})",
+            out.display(),
+            existing
+                .iter()
+                .map(|p| p.file_name().unwrap_or_default().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         return Ok(());
     }
     if !clean {
@@ -266,8 +295,24 @@ pub fn run(
     options.frequency_hz = Some(frequency);
     options.whole_program = true;
     let perf = PerfOptions::default().with_sample_counters(counters.0.clone());
-    let writer = SamplesWriter::create(out, prefix)
-        .with_context(|| format!("cannot create the sample files in {}", out.display()))?;
+    let writer = match SamplesWriter::create(out, prefix) {
+        Ok(w) => w,
+        Err(e) => {
+            // `prepare` left none: what is there now is this run's, cut
+            // short (one created, the next refused). Leave nothing that
+            // would block the next run.
+            for path in [&files.samples, &files.symbols] {
+                if path
+                    .symlink_metadata()
+                    .is_ok_and(|m| m.is_file() && m.len() <= 64)
+                {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            return Err(anyhow::Error::new(e))
+                .with_context(|| format!("cannot create the sample files in {}", out.display()));
+        }
+    };
     let mut collection = match LinuxPerf.start_streaming(&target, &options, &perf, Box::new(writer))
     {
         Ok(c) => c,

@@ -626,8 +626,35 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     run_traced(args).map_err(with_descriptor_hint)
 }
 
+/// The fewest file descriptors `trace run` asks for before it creates
+/// anything: lotus's own (the report pipe, the spawn's pipes, the tracer's
+/// files, and removing its temp folder, a descriptor per level) with room
+/// to spare. Below it, a run would fail half-way and leave a half-removed
+/// tracer folder or an empty samples file.
+const MIN_DESCRIPTORS: u64 = 16;
+
+/// Fails when the descriptor limit is below [`MIN_DESCRIPTORS`].
+fn check_descriptor_limit() -> Result<()> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit with a live rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Ok(());
+    }
+    let current = u64::from(limit.rlim_cur);
+    if current < MIN_DESCRIPTORS {
+        return Err(anyhow!(
+            "lotus trace run needs at least {MIN_DESCRIPTORS} file descriptors and the limit (`ulimit -n`) is {current}: raise it, e.g. `ulimit -n 4096`, and run again (nothing was run or written)"
+        ));
+    }
+    Ok(())
+}
+
 fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     check_prefix(&args.prefix)?;
+    check_descriptor_limit()?;
     if args.sample && args.format == LogFormat::Original {
         // Refused before anything runs: the samples could never be
         // attributed, and the job would have run for nothing.
