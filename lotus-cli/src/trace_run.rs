@@ -643,7 +643,7 @@ fn check_descriptor_limit() -> Result<()> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
         return Ok(());
     }
-    let current = u64::from(limit.rlim_cur);
+    let current = limit.rlim_cur;
     if current < MIN_DESCRIPTORS {
         return Err(anyhow!(
             "lotus trace run needs at least {MIN_DESCRIPTORS} file descriptors and the limit (`ulimit -n`) is {current}: raise it, e.g. `ulimit -n 4096`, and run again (nothing was run or written)"
