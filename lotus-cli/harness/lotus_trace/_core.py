@@ -603,9 +603,9 @@ def _after_fork_child():
     _ctx.tid = None
     _child_setup = True
     # Threads do not survive a fork: the child watches lotus on its own.
-    if _lotus is not None:
+    if _lotus is not None or os.environ.get("LOTUS_TRACE_LOTUS"):
         try:
-            _start_lotus_watch()
+            _start_lotus_watch(forked=True)
         except Exception:
             pass
 
@@ -753,11 +753,29 @@ def _lotus_gone():
     os._exit(128 + signal.SIGTERM)
 
 
-def _start_lotus_watch():
+def _has_parent_death_signal():
+    """Whether the kernel signals this process when its parent dies
+    (prctl PR_GET_PDEATHSIG): what lotus sets on a plain job's main
+    process."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        sig = ctypes.c_int(0)
+        return libc.prctl(2, ctypes.byref(sig), 0, 0, 0) == 0 and sig.value != 0
+    except Exception:
+        return False
+
+
+def _start_lotus_watch(forked=False):
     """Starts the watch thread when `lotus trace run` named itself in
     $LOTUS_TRACE_LOTUS (`<pid>:<start time>`). A process started after
     lotus died (its pid gone or reused: the start time differs) ends at
-    once."""
+    once. Not in a process lotus itself started with a parent-death signal
+    (a plain job's main process: the kernel ends it with lotus, and its
+    SIGTERM handler writes its events): a thread there would have Python
+    3.12+ warn at each os.fork() of the program's own code (a
+    DeprecationWarning). Forked children lose that signal: they watch."""
     global _lotus, _lotus_fd
     if _lotus is None:
         spec = os.environ.get("LOTUS_TRACE_LOTUS", "")
@@ -774,6 +792,8 @@ def _start_lotus_watch():
             if _lotus_fd is not None:
                 os.close(_lotus_fd)
                 _lotus_fd = None
+        elif not forked and os.getppid() == _lotus[0] and _has_parent_death_signal():
+            return
     t = threading.Thread(target=_watch_lotus, name="lotus_trace-watch", daemon=True)
     t.start()
 
