@@ -792,3 +792,52 @@ assert status == 0\n";
     assert!(!err.contains("DeprecationWarning"), "{err}");
     assert!(err.contains("1 log(s) (1 main, 0 worker)"), "{err}");
 }
+
+/// `--sample` where perf cannot start (too few descriptors for its
+/// events): the job runs without samples, and SIGTERM sent to lotus still
+/// reaches it (before, lotus waited for it without passing the signal on).
+#[test]
+fn a_sampled_job_without_perf_still_gets_the_signals_sent_to_lotus() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ready = tmp.path().join("ready");
+    let dir = tmp.path().join("trace");
+    let log = tmp.path().join("stderr");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(["trace", "run", "--sample", "--out"])
+        .arg(&dir)
+        .arg("--")
+        .arg(python())
+        .args(["-c", EVENTS_THEN_SLEEP])
+        .arg(&ready)
+        .arg("50")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH")
+        .stderr(std::fs::File::create(&log).expect("log"));
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 10,
+                rlim_max: 10,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut lotus = cmd.spawn().expect("lotus");
+    wait_for(&ready, &mut lotus);
+    // SAFETY: kill(2) of lotus, our child.
+    unsafe { libc::kill(lotus.id() as libc::pid_t, libc::SIGTERM) };
+    let status = wait_bounded(&mut lotus, Duration::from_secs(30), "lotus");
+    let err = std::fs::read_to_string(&log).expect("stderr");
+    if !err.contains("no samples") {
+        eprintln!("skipped: a_sampled_job_without_perf_still_gets_the_signals_sent_to_lotus: perf started with 10 descriptors: {err}");
+        return;
+    }
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert_eq!(op_lines(&dir), 50, "{err}");
+}

@@ -465,8 +465,9 @@ fn unavailable(cmd: &mut Command, files: &SampleFiles, reason: String) -> Result
         ],
     )
     .with_context(|| format!("cannot write {}", files.sampling.display()))?;
-    cmd.status()
-        .with_context(|| format!("cannot start {}", cmd.get_program().to_string_lossy()))
+    // As without --sample: signals passed on, a parent-death signal.
+    let program = std::path::PathBuf::from(cmd.get_program());
+    crate::trace_run::run_plain(cmd, &program)
 }
 
 /// The end figures for `<prefix>.sampling`, and what the user is told.

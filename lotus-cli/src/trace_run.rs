@@ -154,7 +154,7 @@ pub(crate) fn signal_to_forward() -> Option<libc::c_int> {
 /// Runs `cmd` (in lotus's process group) to its end, passing SIGTERM and
 /// SIGHUP on to it; should lotus be killed outright, the job gets SIGTERM
 /// (a parent-death signal) instead of running on unwatched.
-fn run_plain(cmd: &mut Command, program: &Path) -> Result<std::process::ExitStatus> {
+pub(crate) fn run_plain(cmd: &mut Command, program: &Path) -> Result<std::process::ExitStatus> {
     // SAFETY: getpid(2) cannot fail.
     let lotus_pid = unsafe { libc::getpid() };
     // SAFETY: prctl and getppid are async-signal-safe; prctl only asks the
@@ -627,11 +627,13 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
 }
 
 /// The fewest file descriptors `trace run` asks for before it creates
-/// anything: lotus's own (the report pipe, the spawn's pipes, the tracer's
-/// files, and removing its temp folder, a descriptor per level) with room
-/// to spare. Below it, a run would fail half-way and leave a half-removed
-/// tracer folder or an empty samples file.
-const MIN_DESCRIPTORS: u64 = 16;
+/// anything: the three standard ones and lotus's own (the report pipe, the
+/// spawn's pipe, the tracer's files, and removing its temp folder, a
+/// descriptor per level); measured: 7 run a plain trace, 8 a sampled one
+/// without perf (perf itself needs more, and says so). Below it, a run
+/// would fail half-way and leave a half-removed tracer folder or an empty
+/// samples file.
+const MIN_DESCRIPTORS: u64 = 8;
 
 /// Fails when the descriptor limit is below [`MIN_DESCRIPTORS`].
 fn check_descriptor_limit() -> Result<()> {
