@@ -17,8 +17,20 @@
 //! log's header), so that only this run's logs are counted; a process that
 //! cannot write its log says so through a file in lotus's private status
 //! folder (`LOTUS_TRACE_STATUS`), and lotus reports the loss and exits
-//! non-zero. lotus is the job's subreaper: when the main process ends,
-//! every process it left (workers, daemons) is ended too.
+//! non-zero. A process that dropped its privileges (and can no longer
+//! create that file) reports through an inherited pipe instead
+//! (`LOTUS_TRACE_REPORT_FD`). lotus is the job's subreaper: when the main
+//! process ends, every process it left (workers, daemons) is ended too.
+//!
+//! Signals and faults: SIGTERM, SIGHUP and SIGINT sent to lotus are passed
+//! on to the job (a terminal's Ctrl-C reaches a plain job directly and is
+//! not passed on twice); the tracer writes its buffered events on each of
+//! them before the program's own action. Should lotus be killed outright
+//! (`kill -9`, the OOM killer), the job does not run on unwatched: its main
+//! process gets a parent-death signal (plain runs), and the tracer in every
+//! process watches lotus (`LOTUS_TRACE_LOTUS`, `<pid>:<start time>`) and
+//! ends its process once lotus is gone. Below 8 file descriptors lotus
+//! refuses at once, before it creates anything.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
