@@ -184,9 +184,16 @@ fn out_of_memory(size: usize) -> ! {
     write_stderr(&digits[i..]);
     write_stderr(
         b" bytes failed, past the memory this process may use (ulimit -v, a cgroup \
-          limit, or the machine's memory): give lotus more memory, or a smaller input. \
-          No partial output was written and the harness folder was removed.\n",
+          limit, or the machine's memory): give lotus more memory, or a smaller input. ",
     );
+    if STATUS_PATH.load(Ordering::SeqCst).is_null() {
+        write_stderr(b"No partial output was written and the harness folder was removed.\n");
+    } else {
+        write_stderr(
+            b"The job was ended; what it traced and the samples so far stay in the trace \
+              folder, whose status says the run failed (out of memory).\n",
+        );
+    }
     let group = JOB_GROUP.load(Ordering::SeqCst);
     if group > 0 {
         // SAFETY: kill(2) of the job's process group.
