@@ -430,15 +430,32 @@ time.sleep(120)\n";
 #[test]
 fn a_job_ended_by_a_signal_to_lotus_keeps_its_buffered_events() {
     let tmp = tempfile::tempdir().expect("tmp");
-    for (signal, name) in [
-        (libc::SIGTERM, "term"),
-        (libc::SIGHUP, "hup"),
-        (libc::SIGINT, "int"),
+    for (signal, sig, sample) in [
+        (libc::SIGTERM, "term", false),
+        (libc::SIGHUP, "hup", false),
+        (libc::SIGINT, "int", false),
+        (libc::SIGTERM, "term", true),
+        (libc::SIGINT, "int", true),
     ] {
+        let name = format!("{sig}{}", if sample { "-sampled" } else { "" });
+        let name = name.as_str();
         let ready = tmp.path().join(name);
         let dir = tmp.path().join(format!("trace-{name}"));
         let log = tmp.path().join(format!("{name}.stderr"));
         let mut cmd = trace_run(&dir, EVENTS_THEN_SLEEP, &[&ready]);
+        if sample {
+            // `--sample` goes before `--out`: rebuild the arguments.
+            cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+            cmd.args(["trace", "run", "--sample", "--out"])
+                .arg(&dir)
+                .arg("--")
+                .arg(python())
+                .args(["-c", EVENTS_THEN_SLEEP])
+                .arg(&ready)
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .env_remove("LOTUS_TRACE_DIR")
+                .env_remove("PYTHONPATH");
+        }
         cmd.arg("240")
             .stderr(std::fs::File::create(&log).expect("log"));
         let mut lotus = cmd.spawn().expect("lotus");
