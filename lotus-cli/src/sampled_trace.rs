@@ -191,10 +191,14 @@ pub fn mark_failed(out: &Path, prefix: &str, reason: &str) -> Result<()> {
     new.insert(1, reason);
     let status = StatusFile {
         path: files.sampling.clone(),
-        reserved: std::fs::OpenOptions::new()
-            .write(true)
-            .open(&files.sampling)
-            .ok(),
+        reserved: {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&files.sampling)
+                .ok()
+        },
     };
     status.finish(&new)
 }
@@ -447,8 +451,10 @@ pub fn run(
         pairs.insert(2, reason);
     }
     pairs.extend(lotus);
-    status.finish(&pairs)?;
+    // The last word is written below: an allocation failing while it is
+    // written must not put the older one back.
     crate::oom::on_oom_write_cancel();
+    status.finish(&pairs)?;
     Ok(exit)
 }
 
