@@ -219,10 +219,11 @@ fn write_stderr(bytes: &[u8]) {
     }
 }
 
-/// Removes the files of `dir` (one level: the harness folder has no
-/// sub-folders but a possible `__pycache__`, removed one level down) and
-/// the folder itself, best effort. Uses the C library only (`opendir`
-/// allocates through malloc, not through this allocator, and little).
+/// Removes `dir`, its files and its folders down to [`REMOVE_DEPTH`]
+/// levels (a harness folder's `__pycache__`; the tracer's
+/// `lotus_trace/_boot/__pycache__`), best effort. Uses the C library only
+/// (`opendir` allocates through malloc, not through this allocator, and
+/// little); the recursion is bounded and allocates nothing.
 ///
 /// # Safety
 /// `dir` must be a valid NUL-terminated path.
@@ -234,15 +235,18 @@ unsafe fn remove_flat_dir(dir: *const libc::c_char) {
         if fd < 0 {
             return;
         }
-        remove_entries(fd);
+        remove_entries(fd, REMOVE_DEPTH);
         libc::close(fd);
         libc::rmdir(dir);
     }
 }
 
+/// How many levels of folders below a registered folder are removed.
+const REMOVE_DEPTH: u32 = 4;
+
 /// Unlinks the entries of the open folder `fd`, and empties and removes
-/// its sub-folders one level down. Consumes nothing: `fd` stays open.
-unsafe fn remove_entries(fd: libc::c_int) {
+/// its sub-folders, `depth` levels down. Consumes nothing: `fd` stays open.
+unsafe fn remove_entries(fd: libc::c_int, depth: u32) {
     // SAFETY: `fd` is an open folder; every name comes from its readdir.
     unsafe {
         for_each_entry(fd, |name| {
@@ -250,26 +254,20 @@ unsafe fn remove_entries(fd: libc::c_int) {
             if bytes == b"." || bytes == b".." {
                 return;
             }
-            if libc::unlinkat(fd, name, 0) != 0 {
+            if libc::unlinkat(fd, name, 0) != 0 && depth > 0 {
                 let sub = libc::openat(
                     fd,
                     name,
                     libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
                 );
                 if sub >= 0 {
-                    remove_files_only(sub);
+                    remove_entries(sub, depth - 1);
                     libc::close(sub);
                     libc::unlinkat(fd, name, libc::AT_REMOVEDIR);
                 }
             }
         });
     }
-}
-
-/// Unlinks the plain entries of the open folder `fd`.
-unsafe fn remove_files_only(fd: libc::c_int) {
-    // SAFETY: `fd` is an open folder; every name comes from its readdir.
-    unsafe { for_each_entry(fd, |name| libc::unlinkat(fd, name, 0)) };
 }
 
 /// Calls `f` with the NUL-terminated name of each entry of the open folder
@@ -354,7 +352,7 @@ mod tests {
     }
 
     #[test]
-    fn a_registered_folder_is_removed_with_its_files_and_cache() {
+    fn a_registered_folder_is_removed_with_its_files_and_sub_folders() {
         let dir = tempfile::Builder::new()
             .prefix("lotus-oom-test-")
             .tempdir()
@@ -364,6 +362,12 @@ mod tests {
         std::fs::write(path.join(".lotus-result-1.json"), "{}").expect("write");
         std::fs::create_dir(path.join("__pycache__")).expect("mkdir");
         std::fs::write(path.join("__pycache__/lotus.pyc"), "x").expect("write");
+        // The tracer's folder: three levels.
+        let deep = path.join("lotus_trace/_boot/__pycache__");
+        std::fs::create_dir_all(&deep).expect("mkdir");
+        std::fs::write(deep.join("sitecustomize.pyc"), "x").expect("write");
+        std::fs::write(path.join("lotus_trace/_core.py"), "x").expect("write");
+        std::fs::create_dir(path.join("status")).expect("mkdir");
         let c = CString::new(path.as_os_str().as_bytes()).expect("path");
         // SAFETY: a valid NUL-terminated path.
         unsafe { remove_flat_dir(c.as_ptr()) };

@@ -702,6 +702,8 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     }
 
     let files = write_tracer().context("cannot write the lotus_trace Python package")?;
+    // Out of memory, lotus exits at once: the tracer's folder goes too.
+    crate::oom::remove_on_oom(files.dir.path());
     let status_dir = files.dir.path().join("status");
     std::fs::create_dir(&status_dir).context("cannot create the tracer's status folder")?;
     let run_id = new_run_id();
