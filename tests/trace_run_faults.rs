@@ -858,3 +858,47 @@ fn a_sampled_job_without_perf_still_gets_the_signals_sent_to_lotus() {
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
     assert_eq!(op_lines(&dir), 50, "{err}");
 }
+
+/// A job started as another user (`setpriv` in the command) reads the
+/// tracer (its temp folder must stay readable to all: 0755), cannot write
+/// into root's trace folder, and says so through the report pipe: lotus
+/// exits 1 naming the process and the fix, not 0 with "was the program
+/// Python?".
+#[test]
+fn a_job_started_as_another_user_reports_its_lost_trace() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: a_job_started_as_another_user_reports_its_lost_trace: not root");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: a_job_started_as_another_user_reports_its_lost_trace: no setpriv");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "run", "--out"])
+        .arg(tmp.path().join("trace"))
+        .args([
+            "--",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .arg(python())
+        .args(["-c", MANY_EVENTS, "3"])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH")
+        .output()
+        .expect("run lotus");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("lotus: cannot write the trace of pid") && err.contains("Permission denied"),
+        "{err}"
+    );
+    assert!(err.contains("setpriv"), "{err}");
+    assert!(!err.contains("was the program Python"), "{err}");
+}
