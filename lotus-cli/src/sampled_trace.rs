@@ -90,12 +90,165 @@ fn counter_pairs(counters: &SampleCounters) -> Vec<(&'static str, String)> {
 /// How often lotus looks whether the job has ended.
 const POLL: Duration = Duration::from_millis(20);
 
+/// Bytes reserved at the end of `<prefix>.sampling` while the run goes on
+/// (a `#` line, which readers skip): the last word (`status=failed`,
+/// `reason=disk full ...`) can then be written in place over blocks the
+/// file already holds, on a file system with no space left for a new file.
+const STATUS_RESERVE: usize = 4096;
+
+/// `<prefix>.sampling` as the run goes on: the description written whole
+/// at the start, kept open so that its end can be written even when no
+/// new file can be made (a full disk) or no allocation is possible (out
+/// of memory: [`crate::oom::on_oom_write`]).
+struct StatusFile {
+    path: std::path::PathBuf,
+    /// The file as written at the start (`status=running`, padded by
+    /// [`STATUS_RESERVE`]).
+    reserved: Option<std::fs::File>,
+}
+
+/// The text of a `.sampling` file for `pairs` (as `write_sampling` writes
+/// it).
+fn sampling_text(pairs: &[(&str, String)]) -> String {
+    let mut text = format!("{}\n", lotus_core::trace::samples::SAMPLING_TAG);
+    for (k, v) in pairs {
+        text += &format!("{k}={}\n", v.replace(['\n', '\r'], " "));
+    }
+    text
+}
+
+impl StatusFile {
+    /// Writes the `running` description (with lotus's pid and start time,
+    /// so that a reader can tell a lotus killed outright from one still
+    /// running) and reserves room for the last word.
+    fn start(path: &Path, pairs: &[(&str, String)]) -> Result<StatusFile> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        write_sampling(path, pairs).with_context(|| format!("cannot write {}", path.display()))?;
+        let reserved = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .and_then(|mut f| {
+                let mut pad = vec![b' '; STATUS_RESERVE];
+                pad[0] = b'#';
+                pad[STATUS_RESERVE - 1] = b'\n';
+                std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0))?;
+                f.write_all(&pad)?;
+                Ok(f)
+            })
+            .ok();
+        Ok(StatusFile {
+            path: path.to_path_buf(),
+            reserved,
+        })
+    }
+
+    /// Writes the description `pairs` whole (a new file renamed over the
+    /// old); where that fails (no space for a new file), over the reserved
+    /// file in place.
+    fn finish(&self, pairs: &[(&str, String)]) -> Result<()> {
+        let whole = match write_sampling(&self.path, pairs) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let in_place = || -> std::io::Result<()> {
+            use std::os::unix::fs::FileExt;
+            let file = self.reserved.as_ref().ok_or(std::io::ErrorKind::NotFound)?;
+            let text = sampling_text(pairs);
+            file.write_all_at(text.as_bytes(), 0)?;
+            file.set_len(text.len() as u64)?;
+            Ok(())
+        };
+        in_place().map_err(|_| {
+            anyhow::Error::new(whole).context(format!("cannot write {}", self.path.display()))
+        })
+    }
+}
+
+/// Marks the sampling of `prefix` in `out` failed for `reason` (a trace
+/// that could not be written, found once the job ended): `status=failed`
+/// and `reason=` replace the status the run wrote.
+pub fn mark_failed(out: &Path, prefix: &str, reason: &str) -> Result<()> {
+    let files = SampleFiles::of(out, prefix);
+    let pairs = files
+        .read_sampling()
+        .with_context(|| format!("cannot read {}", files.sampling.display()))?;
+    if pairs
+        .iter()
+        .any(|(k, v)| k == "status" && v == "unavailable")
+        || pairs.is_empty()
+    {
+        return Ok(());
+    }
+    let mut new: Vec<(&str, String)> = pairs
+        .iter()
+        .filter(|(k, _)| k != "status" && k != "reason")
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    let [st, reason] = failed_pairs(reason);
+    new.insert(0, st);
+    new.insert(1, reason);
+    let status = StatusFile {
+        path: files.sampling.clone(),
+        reserved: {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&files.sampling)
+                .ok()
+        },
+    };
+    status.finish(&new)
+}
+
+/// The `status=` and `reason=` of a run that went wrong: disk full where
+/// `error` says so (ENOSPC), else `error` itself.
+fn failed_pairs(error: &str) -> [(&'static str, String); 2] {
+    let reason = if error.contains("No space left on device") || error.contains("os error 28") {
+        format!("disk full: {error}")
+    } else {
+        error.to_string()
+    };
+    [("status", "failed".into()), ("reason", reason)]
+}
+
+/// Whether `path` is an empty regular file of this user's: what a run
+/// killed (or failed) before its first write leaves, removed rather than
+/// blocking the next run.
+fn empty_and_ours(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    path.symlink_metadata()
+        .is_ok_and(|m| m.is_file() && m.len() == 0 && m.uid() == me)
+}
+
 /// Removes the sample files of `prefix` in `out` (`--clean`), or fails
-/// when there are some: samples of two runs cannot be told apart.
+/// when there are some: samples of two runs cannot be told apart. Empty
+/// files of this user's (a run killed before it sampled anything) hold no
+/// samples: they are removed, with a note.
 pub fn prepare(out: &Path, prefix: &str, clean: bool) -> Result<()> {
     let files = SampleFiles::of(out, prefix);
     let existing = files.existing();
     if existing.is_empty() {
+        return Ok(());
+    }
+    if !clean && existing.iter().all(|p| empty_and_ours(p)) {
+        for path in &existing {
+            std::fs::remove_file(path)
+                .with_context(|| format!("cannot remove the empty {}", path.display()))?;
+        }
+        crate::usage::note!(
+            "lotus: note: removed the empty sample file(s) an earlier run left in {} ({})",
+            out.display(),
+            existing
+                .iter()
+                .map(|p| p.file_name().unwrap_or_default().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         return Ok(());
     }
     if !clean {
@@ -121,9 +274,11 @@ pub fn run(
     prefix: &str,
     frequency: u64,
     counters: &CounterList,
+    keep_fds: &[std::os::fd::RawFd],
 ) -> Result<ExitStatus> {
     let files = SampleFiles::of(out, prefix);
     let mut target = Target::new(cmd.get_program());
+    target.keep_fds = keep_fds.to_vec();
     target.args = cmd.get_args().map(Into::into).collect();
     target.env = cmd
         .get_envs()
@@ -144,8 +299,24 @@ pub fn run(
     options.frequency_hz = Some(frequency);
     options.whole_program = true;
     let perf = PerfOptions::default().with_sample_counters(counters.0.clone());
-    let writer = SamplesWriter::create(out, prefix)
-        .with_context(|| format!("cannot create the sample files in {}", out.display()))?;
+    let writer = match SamplesWriter::create(out, prefix) {
+        Ok(w) => w,
+        Err(e) => {
+            // `prepare` left none: what is there now is this run's, cut
+            // short (one created, the next refused). Leave nothing that
+            // would block the next run.
+            for path in [&files.samples, &files.symbols] {
+                if path
+                    .symlink_metadata()
+                    .is_ok_and(|m| m.is_file() && m.len() <= 64)
+                {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            return Err(anyhow::Error::new(e))
+                .with_context(|| format!("cannot create the sample files in {}", out.display()));
+        }
+    };
     let mut collection = match LinuxPerf.start_streaming(&target, &options, &perf, Box::new(writer))
     {
         Ok(c) => c,
@@ -194,22 +365,69 @@ pub fn run(
         pairs.extend(extra);
         pairs
     };
-    write_sampling(&files.sampling, &described("running", None, Vec::new()))
-        .with_context(|| format!("cannot write {}", files.sampling.display()))?;
+    let me = std::process::id();
+    let lotus = vec![
+        ("lotus_pid", me.to_string()),
+        (
+            "lotus_start",
+            lotus_backend_common::reaper::start_time(me)
+                .map_or_else(|| "-".into(), |t| t.to_string()),
+        ),
+    ];
+    let status =
+        match StatusFile::start(&files.sampling, &described("running", None, lotus.clone())) {
+            Ok(status) => status,
+            Err(e) => {
+                // The job never ran (dropping the collection ends it): leave no
+                // empty sample files to block the next run.
+                drop(collection);
+                let _ = std::fs::remove_file(&files.samples);
+                let _ = std::fs::remove_file(&files.symbols);
+                return Err(e);
+            }
+        };
+    // Out of memory from here on: the status says so, and the job's group
+    // is ended (see crate::oom).
+    {
+        let mut oom = described("failed", None, lotus.clone());
+        oom.insert(
+            2,
+            (
+                "reason",
+                "out of memory: lotus could not allocate; the job was ended".into(),
+            ),
+        );
+        crate::oom::on_oom_write(&files.sampling, sampling_text(&oom).into_bytes());
+        crate::oom::on_oom_signal_group(collection.pid());
+    }
+    // Every way out below writes the last word: failed with why, or
+    // complete.
+    let fail = |e: anyhow::Error| -> anyhow::Error {
+        crate::oom::on_oom_write_cancel();
+        let mut pairs = described("failed", None, lotus.clone());
+        let [st, reason] = failed_pairs(&format!("{e:#}"));
+        pairs[1] = st;
+        pairs.insert(2, reason);
+        if let Err(w) = status.finish(&pairs) {
+            eprintln!("lotus: {w:#}");
+        }
+        e
+    };
     // The whole run is one window, open from now on.
-    collection.resume()?;
+    collection.resume().map_err(|e| fail(e.into()))?;
     let mut interrupted = false;
     let exit = loop {
-        if let Some(status) = collection.try_wait()? {
-            break status;
+        if let Some(exit) = collection.try_wait().map_err(|e| fail(e.into()))? {
+            break exit;
         }
         if INTERRUPTED.swap(false, Ordering::SeqCst) && !interrupted {
             interrupted = true;
             // SAFETY: kill with a process group id and a signal number.
             unsafe { libc::kill(-(collection.pid() as libc::pid_t), libc::SIGINT) };
         }
-        if let Some(signal) = crate::trace_run::signal_to_forward() {
-            // SIGTERM or SIGHUP sent to lotus: the job's group gets it too.
+        if let Some(signal) = crate::trace_run::signal_to_forward().filter(|&s| s != libc::SIGINT) {
+            // SIGTERM or SIGHUP sent to lotus: the job's group gets it too
+            // (SIGINT, above, once).
             // SAFETY: kill with a process group id and a signal number.
             unsafe { libc::kill(-(collection.pid() as libc::pid_t), signal) };
         }
@@ -222,12 +440,21 @@ pub fn run(
         .iter()
         .filter_map(|c| c.note())
         .collect();
-    let mut report = collection.finish()?;
+    let mut report = collection.finish().map_err(|e| fail(e.into()))?;
     report.notes.retain(|n| !window_counter_notes.contains(n));
     let extra = summary(&report);
     let cost = calibration.and_then(|t| t.join().ok()).flatten();
-    write_sampling(&files.sampling, &described("complete", cost, extra))
-        .with_context(|| format!("cannot write {}", files.sampling.display()))?;
+    let mut pairs = described("complete", cost, extra);
+    if let Some(e) = report.stream.as_ref().and_then(|s| s.error.as_ref()) {
+        let [st, reason] = failed_pairs(&format!("writing the samples failed: {e}"));
+        pairs[1] = st;
+        pairs.insert(2, reason);
+    }
+    pairs.extend(lotus);
+    // The last word is written below: an allocation failing while it is
+    // written must not put the older one back.
+    crate::oom::on_oom_write_cancel();
+    status.finish(&pairs)?;
     Ok(exit)
 }
 
@@ -244,8 +471,9 @@ fn unavailable(cmd: &mut Command, files: &SampleFiles, reason: String) -> Result
         ],
     )
     .with_context(|| format!("cannot write {}", files.sampling.display()))?;
-    cmd.status()
-        .with_context(|| format!("cannot start {}", cmd.get_program().to_string_lossy()))
+    // As without --sample: signals passed on, a parent-death signal.
+    let program = std::path::PathBuf::from(cmd.get_program());
+    crate::trace_run::run_plain(cmd, &program)
 }
 
 /// The end figures for `<prefix>.sampling`, and what the user is told.

@@ -17,8 +17,20 @@
 //! log's header), so that only this run's logs are counted; a process that
 //! cannot write its log says so through a file in lotus's private status
 //! folder (`LOTUS_TRACE_STATUS`), and lotus reports the loss and exits
-//! non-zero. lotus is the job's subreaper: when the main process ends,
-//! every process it left (workers, daemons) is ended too.
+//! non-zero. A process that dropped its privileges (and can no longer
+//! create that file) reports through an inherited pipe instead
+//! (`LOTUS_TRACE_REPORT_FD`). lotus is the job's subreaper: when the main
+//! process ends, every process it left (workers, daemons) is ended too.
+//!
+//! Signals and faults: SIGTERM, SIGHUP and SIGINT sent to lotus are passed
+//! on to the job (a terminal's Ctrl-C reaches a plain job directly and is
+//! not passed on twice); the tracer writes its buffered events on each of
+//! them before the program's own action. Should lotus be killed outright
+//! (`kill -9`, the OOM killer), the job does not run on unwatched: its main
+//! process gets a parent-death signal (plain runs), and the tracer in every
+//! process watches lotus (`LOTUS_TRACE_LOTUS`, `<pid>:<start time>`) and
+//! ends its process once lotus is gone. Below 8 file descriptors lotus
+//! refuses at once, before it creates anything.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -75,6 +87,19 @@ pub const ENV_TRACE_RUN: &str = "LOTUS_TRACE_RUN";
 /// The variable naming lotus's private folder where a process that could
 /// not write its trace leaves `failed_pid_<pid>`.
 pub const ENV_TRACE_STATUS: &str = "LOTUS_TRACE_STATUS";
+/// The variable naming lotus itself, `<pid>:<start time>` (see
+/// [`reaper::start_time`]): the tracer in every process of the job watches
+/// it and ends its process (after writing what it buffered) when lotus is
+/// gone, killed outright (`kill -9`, the OOM killer) before it could end
+/// the job.
+pub const ENV_TRACE_LOTUS: &str = "LOTUS_TRACE_LOTUS";
+/// The variable naming the report pipe, `<fd>:<inode>`: a process of the
+/// job that cannot write its trace writes one line, `<pid>\t<message>`,
+/// to that descriptor (it inherited it), when the descriptor is that pipe
+/// (the inode tells). It works where the status folder cannot: in a
+/// process that dropped its privileges (`os.setuid`), which can no longer
+/// create a file in lotus's private folder.
+pub const ENV_TRACE_REPORT: &str = "LOTUS_TRACE_REPORT_FD";
 /// How long the processes a job leaves have, after SIGTERM, before SIGKILL.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
@@ -82,27 +107,56 @@ const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 /// on.
 const POLL: Duration = Duration::from_millis(20);
 
-/// The last SIGTERM or SIGHUP lotus received, still to be passed on to the
-/// job (0: none).
+/// The last SIGTERM, SIGHUP or SIGINT lotus received that is still to be
+/// passed on to the job (0: none).
 static FORWARD: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn remember_signal(signal: libc::c_int) {
+/// `si_code` of a signal the kernel sent (a terminal's Ctrl-C), as opposed
+/// to one a process sent with kill(2) (`SI_USER`, 0, and below).
+const SI_KERNEL: libc::c_int = 0x80;
+
+extern "C" fn remember_signal(
+    signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _context: *mut libc::c_void,
+) {
+    if signal == libc::SIGINT {
+        crate::sampled_trace::INTERRUPTED.store(true, Ordering::SeqCst);
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO
+        // handler; only its si_code is read.
+        let code = if info.is_null() {
+            0
+        } else {
+            unsafe { (*info).si_code }
+        };
+        // A terminal's Ctrl-C went to the whole foreground process group,
+        // the job included: passing it on would interrupt the job twice.
+        if code == SI_KERNEL {
+            return;
+        }
+    }
     FORWARD.store(signal, Ordering::SeqCst);
 }
 
-/// SIGTERM and SIGHUP sent to lotus alone (a batch system ending the job,
-/// `kill PID`) are passed on to the job, which would otherwise run on while
-/// lotus waits for it. (SIGINT from a terminal reaches the job directly: it
-/// is in lotus's process group.) Replaces the handlers `ctrlc` installed
-/// for these two.
+/// SIGTERM, SIGHUP and SIGINT sent to lotus alone (a batch system ending
+/// the job, `kill PID`, `kill -INT PID`) are passed on to the job, which
+/// would otherwise run on while lotus waits for it. SIGINT from a terminal
+/// reaches a plain job directly (it is in lotus's process group) and is not
+/// passed on again; a sampled job has a group of its own and gets every
+/// SIGINT through [`crate::sampled_trace::INTERRUPTED`]. Hand-written
+/// rather than `ctrlc`'s: the handler needs `si_code` to tell a terminal's
+/// Ctrl-C from a kill(2).
 fn forward_termination_signals() {
-    for signal in [libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction with a handler that only stores to an
-        // atomic (async-signal-safe); the old action is not needed.
+    for signal in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
+        // SAFETY: a zeroed sigaction with a handler that only reads its
+        // siginfo and stores to atomics (async-signal-safe); the old action
+        // is not needed.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = remember_signal as extern "C" fn(libc::c_int) as usize;
-            action.sa_flags = libc::SA_RESTART;
+            action.sa_sigaction = remember_signal
+                as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+                as usize;
+            action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }
@@ -120,13 +174,21 @@ pub(crate) fn signal_to_forward() -> Option<libc::c_int> {
 /// Runs `cmd` (in lotus's process group) to its end, passing SIGTERM and
 /// SIGHUP on to it; should lotus be killed outright, the job gets SIGTERM
 /// (a parent-death signal) instead of running on unwatched.
-fn run_plain(cmd: &mut Command, program: &Path) -> Result<std::process::ExitStatus> {
-    // SAFETY: prctl is async-signal-safe; it only asks the kernel for a
-    // signal when lotus dies.
+pub(crate) fn run_plain(cmd: &mut Command, program: &Path) -> Result<std::process::ExitStatus> {
+    // SAFETY: getpid(2) cannot fail.
+    let lotus_pid = unsafe { libc::getpid() };
+    // SAFETY: prctl and getppid are async-signal-safe; prctl only asks the
+    // kernel for a signal when lotus (this thread, which waits for the job
+    // to its end) dies.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
+            }
+            // lotus died between the fork and the prctl: no signal will
+            // come, so do not run unwatched.
+            if libc::getppid() != lotus_pid {
+                return Err(io::Error::from_raw_os_error(libc::ECANCELED));
             }
             Ok(())
         });
@@ -344,9 +406,87 @@ fn untrusted_out(out: &Path, why: &trust::Untrusted) -> anyhow::Error {
     )
 }
 
-/// What the processes that could not write their trace left in the status
-/// folder: one message per process.
-fn trace_failures(status: &Path) -> Vec<String> {
+/// The report pipe: the job inherits its write end (non-blocking: a full
+/// pipe never stalls the job; the tracer then falls back to the status
+/// folder); a thread of lotus reads it to its end, when every process of
+/// the job is gone.
+struct Reports {
+    write: Option<std::os::fd::OwnedFd>,
+    /// `<fd>:<inode>` for [`ENV_TRACE_REPORT`].
+    env: String,
+    read: std::sync::mpsc::Receiver<Vec<u8>>,
+}
+
+impl Reports {
+    fn new() -> io::Result<Reports> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let (read, write) = std::io::pipe()?;
+        let write: std::os::fd::OwnedFd = write.into();
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe {
+            let fd = write.as_raw_fd();
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        let inode = {
+            use std::os::unix::fs::MetadataExt;
+            let dup = write.as_fd().try_clone_to_owned()?;
+            std::fs::File::from(dup).metadata()?.ino()
+        };
+        let env = format!("{}:{inode}", write.as_raw_fd());
+        let (send, recv) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("lotus-reports".into())
+            .spawn(move || {
+                use std::io::Read;
+                let mut read = read;
+                let mut all = Vec::new();
+                // At most 1 MiB: a message is one line of a few hundred bytes.
+                let _ = (&mut read).take(1 << 20).read_to_end(&mut all);
+                let _ = send.send(all);
+            })?;
+        Ok(Reports {
+            write: Some(write),
+            env,
+            read: recv,
+        })
+    }
+
+    /// The write end's number, for the job to inherit.
+    fn fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.write.as_ref().map(|w| w.as_raw_fd())
+    }
+
+    /// Closes lotus's copy of the write end (once the job is started).
+    fn started(&mut self) {
+        self.write = None;
+    }
+
+    /// The messages the job's processes wrote: waits up to `limit` for
+    /// the pipe's end (every process of the job ended: lotus ended those it
+    /// left), then takes what came.
+    fn messages(mut self, limit: Duration) -> Vec<(String, String)> {
+        self.write = None;
+        let bytes = self.read.recv_timeout(limit).unwrap_or_default();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|l| {
+                let (pid, message) = l.split_once('\t')?;
+                pid.bytes()
+                    .all(|b| b.is_ascii_digit())
+                    .then(|| (pid.to_string(), message.trim().to_string()))
+            })
+            .collect()
+    }
+}
+
+/// What the processes that could not write their trace reported, through
+/// the report pipe (`piped`) or in the status folder: one message per
+/// process.
+fn trace_failures(status: &Path, piped: Vec<(String, String)>) -> Vec<String> {
     let mut failures: Vec<(String, String)> = std::fs::read_dir(status)
         .into_iter()
         .flatten()
@@ -366,6 +506,11 @@ fn trace_failures(status: &Path) -> Vec<String> {
             ))
         })
         .collect();
+    for (pid, message) in piped {
+        if !failures.iter().any(|(p, _)| *p == pid) {
+            failures.push((pid, message));
+        }
+    }
     failures.sort();
     failures.into_iter().map(|(_, m)| m).collect()
 }
@@ -466,9 +611,81 @@ fn pass_through(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Whether `error` comes from running out of file descriptors (EMFILE,
+/// ENFILE).
+fn out_of_descriptors(error: &anyhow::Error) -> bool {
+    error.chain().any(|e| {
+        e.downcast_ref::<io::Error>()
+            .and_then(io::Error::raw_os_error)
+            .is_some_and(|c| c == libc::EMFILE || c == libc::ENFILE)
+    })
+}
+
+/// `error`, with the descriptor limit and its fix named when it comes from
+/// running out of descriptors.
+fn with_descriptor_hint(error: anyhow::Error) -> anyhow::Error {
+    if !out_of_descriptors(&error) {
+        return error;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit with a live rlimit.
+    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let limit = if known {
+        format!("{}", limit.rlim_cur)
+    } else {
+        "unknown".into()
+    };
+    error.context(format!(
+        "lotus ran out of file descriptors (the limit, `ulimit -n`, is {limit}): nothing was left behind; raise the limit, e.g. `ulimit -n 4096`, and run again"
+    ))
+}
+
 /// Runs `lotus trace run`.
 pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
+    run_traced(args).map_err(with_descriptor_hint)
+}
+
+/// The fewest file descriptors `trace run` asks for before it creates
+/// anything: the three standard ones and lotus's own (the report pipe, the
+/// spawn's pipe, the tracer's files, and removing its temp folder, a
+/// descriptor per level); measured: 7 run a plain trace, 8 a sampled one
+/// without perf (perf itself needs more, and says so). Below it, a run
+/// would fail half-way and leave a half-removed tracer folder or an empty
+/// samples file.
+const MIN_DESCRIPTORS: u64 = 8;
+
+/// Fails when the descriptor limit is below [`MIN_DESCRIPTORS`].
+fn check_descriptor_limit() -> Result<()> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit with a live rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Ok(());
+    }
+    let current = limit.rlim_cur;
+    if current < MIN_DESCRIPTORS {
+        return Err(anyhow!(
+            "lotus trace run needs at least {MIN_DESCRIPTORS} file descriptors and the limit (`ulimit -n`) is {current}: raise it, e.g. `ulimit -n 4096`, and run again (nothing was run or written)"
+        ));
+    }
+    Ok(())
+}
+
+fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     check_prefix(&args.prefix)?;
+    check_descriptor_limit()?;
+    if args.sample && args.format == LogFormat::Original {
+        // Refused before anything runs: the samples could never be
+        // attributed, and the job would have run for nothing.
+        return Err(crate::usage::usage(
+            "--sample cannot be used with --format original: the original format's lines carry no sample ids, batch fields or clock pairs, so `lotus attribute` could never credit the samples to ops. Drop --format original (the lotus format is read by `lotus trace view` and `lotus attribute`), or drop --sample",
+        ));
+    }
     let (program, rest) = args
         .command
         .split_first()
@@ -495,6 +712,8 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     }
 
     let files = write_tracer().context("cannot write the lotus_trace Python package")?;
+    // Out of memory, lotus exits at once: the tracer's folder goes too.
+    crate::oom::remove_on_oom(files.dir.path());
     let status_dir = files.dir.path().join("status");
     std::fs::create_dir(&status_dir).context("cannot create the tracer's status folder")?;
     let run_id = new_run_id();
@@ -514,6 +733,31 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .env(ENV_TRACE_RUN, &run_id)
         .env(ENV_TRACE_STATUS, &status_dir)
         .env("PYTHONPATH", pythonpath);
+    let mut reports =
+        Some(Reports::new().context(
+            "cannot make the pipe through which the job's processes report a lost trace",
+        )?);
+    if let Some(r) = &reports {
+        cmd.env(ENV_TRACE_REPORT, &r.env);
+        if let Some(fd) = r.fd() {
+            // SAFETY: the hook only calls fcntl (async-signal-safe).
+            unsafe {
+                cmd.pre_exec(move || lotus_backend_common::clear_cloexec(fd));
+            }
+        }
+    }
+    let me = std::process::id();
+    match reaper::start_time(me) {
+        Some(started) => {
+            cmd.env(ENV_TRACE_LOTUS, format!("{me}:{started}"));
+        }
+        None => {
+            cmd.env_remove(ENV_TRACE_LOTUS);
+            eprintln!(
+                "lotus: warning: /proc/{me}/stat cannot be read: should lotus be killed, the job's workers would run on"
+            );
+        }
+    }
     itt_tasks_env(&mut cmd, args.format, args.itt_tasks, files.dir.path());
     args.ops.apply(&mut cmd);
 
@@ -522,18 +766,28 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     if let Err(e) = reaper::become_subreaper() {
         crate::usage::say!("lotus: warning: processes the program leaves may outlive it: {e}");
     }
-    // Ctrl-C reaches the program (same process group); lotus waits for it
-    // to finish and passes its exit status through.
-    let _ = ctrlc::set_handler(|| {
-        crate::sampled_trace::INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst)
-    });
+    // Ctrl-C reaches the program (same process group), kill -INT of lotus
+    // is passed on; lotus waits for it to finish and passes its exit status
+    // through.
     forward_termination_signals();
+    let keep: Vec<std::os::fd::RawFd> =
+        reports.as_ref().and_then(Reports::fd).into_iter().collect();
     let status = if args.sample {
         crate::sampled_trace::prepare(&out, &args.prefix, args.clean)?;
-        crate::sampled_trace::run(&mut cmd, &out, &args.prefix, args.frequency, &args.counters)?
+        crate::sampled_trace::run(
+            &mut cmd,
+            &out,
+            &args.prefix,
+            args.frequency,
+            &args.counters,
+            &keep,
+        )?
     } else {
         run_plain(&mut cmd, &program_path)?
     };
+    if let Some(r) = &mut reports {
+        r.started();
+    }
     let ended = reaper::end_descendants(LEFTOVER_GRACE, LEFTOVER_GRACE + Duration::from_secs(5));
     if ended > 0 {
         crate::usage::note!(
@@ -569,7 +823,10 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         .filter_map(|p| std::fs::metadata(p).ok())
         .map(|m| m.len())
         .sum();
-    let failures = trace_failures(&status_dir);
+    let piped = reports
+        .map(|r| r.messages(Duration::from_secs(2)))
+        .unwrap_or_default();
+    let failures = trace_failures(&status_dir, piped);
     if new.is_empty() && itt_logs == 0 && failures.is_empty() {
         crate::usage::say!(
             "lotus: no trace written to {}: was the program Python, and did it run a DataLoader or traced code? (lotus_trace needs Python 3.8+)",
@@ -598,8 +855,29 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
         for failure in &failures {
             crate::usage::say!("lotus: {failure}");
         }
+        if args.sample {
+            let reason = format!(
+                "{} process(es) could not write their trace logs; the first: {}",
+                failures.len(),
+                failures[0]
+            );
+            if let Err(e) = crate::sampled_trace::mark_failed(&out, &args.prefix, &reason) {
+                eprintln!("lotus: {e:#}");
+            }
+        }
+        let denied = failures
+            .iter()
+            .filter(|f| f.contains("Permission denied") || f.contains("Errno 13"))
+            .count();
+        let fix = if denied > 0 {
+            format!(
+                "{denied} of them were refused the folder (a process that dropped its privileges, e.g. os.setuid, runs as a user that may not write there, nor into lotus's private folder): run lotus itself as that user (e.g. `setpriv --reuid=USER --regid=GROUP --init-groups lotus trace run ...`) rather than dropping privileges inside the job"
+            )
+        } else {
+            "free space there (or choose another --out) and run again".into()
+        };
         crate::usage::say!(
-            "lotus: error: the trace in {} is incomplete: {} process(es) could not write their logs (above); free space there (or choose another --out) and run again",
+            "lotus: error: the trace in {} is incomplete: {} process(es) could not write their logs (above); {fix}",
             out.display(),
             failures.len()
         );

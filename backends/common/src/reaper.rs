@@ -38,6 +38,21 @@ fn stat_of(pid: u32) -> Option<(u32, bool)> {
     Some((ppid, state == "Z" || state == "X"))
 }
 
+/// When process `pid` started: field 22 of `/proc/<pid>/stat`, in clock
+/// ticks since boot. With the pid, it names one process for good (a pid
+/// alone may be reused once the process is gone): a reader of a status
+/// that names a lotus pid compares it to tell "lotus was killed" from
+/// "still running".
+pub fn start_time(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "state" is the first field after the command name's ')': field 3.
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(22 - 3)?
+        .parse()
+        .ok()
+}
+
 /// The live (not zombie) descendants of `ancestor`, and which of them are
 /// its own children; zombies among its children are in the second list.
 fn scan(ancestor: u32) -> (Vec<u32>, Vec<u32>) {
@@ -146,5 +161,21 @@ impl Reaper {
 impl Drop for Reaper {
     fn drop(&mut self) {
         kill_descendants(self.limit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_time_names_a_live_process_and_none_for_a_gone_one() {
+        let me = std::process::id();
+        let t = start_time(me).expect("our own start time");
+        assert_eq!(start_time(me), Some(t), "stable");
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        child.wait().expect("wait");
+        assert_eq!(start_time(pid), None, "a reaped child has no /proc entry");
     }
 }

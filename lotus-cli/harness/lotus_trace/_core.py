@@ -16,7 +16,9 @@ a `# lotus-trace: clock wall_ns=... monotonic_ns=...` line (so drift
 shows). Lines go to a list and are written to the
 process's file in blocks: every `_FLUSH_EVERY` lines, at the end of each
 batch in a worker (workers may leave through `os._exit`), at exit (atexit,
-and multiprocessing's own exit hook in child processes), and by `flush()`.
+and multiprocessing's own exit hook in child processes), on SIGTERM, SIGINT
+and SIGHUP (before the program's own action for them: see
+`_on_end_signal`), and by `flush()`.
 The file, `<dir>/<prefix>_<role>_pid_<pid>`, is created at the first write:
 a process that traces nothing leaves no file.
 
@@ -228,11 +230,36 @@ def _open():
     raise OSError(errno.EEXIST, f"{_MAX_NAMES} log names for this pid are all taken (files or links already there)")
 
 
+def _report_pipe(message):
+    """Writes `<pid>\t<message>` to lotus's report pipe, $LOTUS_TRACE_REPORT_FD
+    (`<fd>:<inode>`), when this process holds that very pipe (inherited:
+    a forked child, an exec'd program; the inode tells it from another
+    file that took the number). One write of at most PIPE_BUF bytes: whole,
+    never mixed with another process's. Works after the process dropped its
+    privileges. Whether it was written."""
+    spec = os.environ.get("LOTUS_TRACE_REPORT_FD", "")
+    fd, _, inode = spec.partition(":")
+    if not (fd.isdigit() and inode.isdigit()):
+        return False
+    try:
+        import stat
+
+        st = os.fstat(int(fd))
+        if not stat.S_ISFIFO(st.st_mode) or st.st_ino != int(inode):
+            return False
+        line = f"{os.getpid()}\t{' '.join(message.split())}"
+        data = line.encode("utf-8", "replace")[:4000] + b"\n"
+        return os.write(int(fd), data) == len(data)
+    except OSError:
+        return False
+
+
 def _report_failure(message):
-    """Tells `lotus trace run` that this process's trace is incomplete: a
-    file in its private status folder (creating an empty file needs no free
-    space on most file systems; the folder is lotus's, not the trace's)."""
-    if not _status_dir:
+    """Tells `lotus trace run` that this process's trace is incomplete:
+    through its report pipe (see `_report_pipe`), else a file in its
+    private status folder (creating an empty file needs no free space on
+    most file systems; the folder is lotus's, not the trace's)."""
+    if _report_pipe(message) or not _status_dir:
         return
     try:
         fd = os.open(os.path.join(_status_dir, f"failed_pid_{_pid}"), _CREATE_FLAGS & ~os.O_APPEND, 0o600)
@@ -275,10 +302,19 @@ def _flush_collector():
 def flush():
     """Writes the buffered lines to this process's file (and, under lotus's
     ITT collector, this thread's ended ITT tasks to theirs)."""
+    _flush()
+
+
+def _flush(timeout=-1):
+    """`flush()`, giving up after `timeout` seconds waiting for the lock
+    (a signal handler or the watch thread must not wait forever on a
+    thread, possibly the one it interrupted, that holds it)."""
     global _buf, _last_flush, _failed
     if _itt_collect:
         _flush_collector()
-    with _lock:
+    if not _lock.acquire(timeout=timeout):
+        return
+    try:
         if not _buf or _failed or _dir is None:
             return
         lines, _buf = _buf, []
@@ -293,6 +329,8 @@ def flush():
             message = f"cannot write the trace of pid {_pid} to {_path or _dir}: {e}; tracing stops here"
             sys.stderr.write(f"lotus_trace: {message}\n")
             _report_failure(message)
+    finally:
+        _lock.release()
 
 
 def _as_original(line):
@@ -684,6 +722,12 @@ def _after_fork_child():
     # The forking thread is the child's main thread now.
     _ctx.tid = None
     _child_setup = True
+    # Threads do not survive a fork: the child watches lotus on its own.
+    if _lotus is not None or os.environ.get("LOTUS_TRACE_LOTUS"):
+        try:
+            _start_lotus_watch(forked=True)
+        except Exception:
+            pass
 
 
 def _setup_child():
@@ -706,12 +750,182 @@ def _hook_multiprocessing_exit():
             pass
 
 
+# The signals that end a job (`kill`, a batch system, Ctrl-C, a closed
+# terminal): the buffered events are written before the action the program
+# had for them (its handler, KeyboardInterrupt, or the default: death).
+_END_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+_prev_handlers = {}
+
+
+def _on_end_signal(signum, frame):
+    """Writes what is buffered, then does what was to be done for `signum`
+    before lotus_trace: the program's handler, Python's KeyboardInterrupt
+    for SIGINT, or the default action (the process dies by the signal)."""
+    _flush(timeout=0.5)
+    import signal
+
+    prev = _prev_handlers.get(signum, signal.SIG_DFL)
+    if callable(prev):
+        return prev(signum, frame)
+    # SIG_DFL: die by the signal, as without lotus_trace (a parent sees
+    # the same status).
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _install_signal_flush():
+    """Flushes on SIGTERM, SIGINT and SIGHUP (see `_on_end_signal`): without
+    it a job ended by one of them loses every buffered event, atexit not
+    running for a death by signal. A signal the process ignores stays
+    ignored (nohup); one handled in C (not by Python) is left alone; a
+    handler the program sets later replaces this one (its exit, if any,
+    runs atexit, which flushes). Only from the main thread, where Python
+    allows handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        import signal
+    except ImportError:
+        return
+    for name in _END_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        try:
+            prev = signal.getsignal(signum)
+            if prev is None or prev is signal.SIG_IGN or prev is _on_end_signal:
+                continue
+            _prev_handlers[signum] = prev
+            signal.signal(signum, _on_end_signal)
+        except (ValueError, OSError, RuntimeError):
+            continue
+
+
+# --- lotus's death ------------------------------------------------------------
+
+# How long a process has, once lotus is gone and it was sent SIGTERM, to
+# end by itself (its own handler may run) before it leaves with os._exit.
+_LOTUS_GONE_GRACE = 3.0
+# Where pidfd_open is missing (Python < 3.9, Linux < 5.3): how often the
+# watch thread looks at /proc.
+_LOTUS_POLL = 1.0
+_lotus = None  # (pid, start time) of `lotus trace run`, from $LOTUS_TRACE_LOTUS
+_lotus_fd = None  # a pidfd of lotus, kept across fork
+
+
+def _start_time(pid):
+    """Field 22 of /proc/<pid>/stat (start time, clock ticks), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+        return int(text[text.rindex(b")") + 1 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _lotus_alive():
+    pid, started = _lotus
+    return _start_time(pid) == started
+
+
+def _watch_lotus():
+    """The watch thread: waits until lotus is gone, then ends this process.
+    Blocks in poll(2) on a pidfd of lotus (readable once it exits); where
+    there is none, looks at /proc every `_LOTUS_POLL` seconds."""
+    fd = _lotus_fd
+    try:
+        if fd is not None:
+            import select
+
+            p = select.poll()
+            p.register(fd, select.POLLIN)
+            while not p.poll():
+                pass
+        else:
+            while _lotus_alive():
+                time.sleep(_LOTUS_POLL)
+    except Exception:
+        # Cannot watch (an interpreter shutting down): only the /proc look.
+        while _lotus_alive():
+            time.sleep(_LOTUS_POLL)
+    _lotus_gone()
+
+
+def _lotus_gone():
+    """lotus was killed before it could end the job: write what is
+    buffered, then end the process as lotus would have (SIGTERM; the
+    whole process group when this process leads one of its own, as a
+    sampled job's main process does, so that the programs it started end
+    too), and leave with os._exit if it is still here after a grace."""
+    _flush(timeout=1.0)
+    sys.stderr.write(f"lotus_trace: lotus (pid {_lotus[0]}) is gone: ending pid {os.getpid()}\n")
+    import signal
+
+    try:
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpid(), signal.SIGTERM)
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)
+    except OSError:
+        pass
+    time.sleep(_LOTUS_GONE_GRACE)
+    _flush(timeout=0.5)
+    os._exit(128 + signal.SIGTERM)
+
+
+def _has_parent_death_signal():
+    """Whether the kernel signals this process when its parent dies
+    (prctl PR_GET_PDEATHSIG): what lotus sets on a plain job's main
+    process."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        sig = ctypes.c_int(0)
+        return libc.prctl(2, ctypes.byref(sig), 0, 0, 0) == 0 and sig.value != 0
+    except Exception:
+        return False
+
+
+def _start_lotus_watch(forked=False):
+    """Starts the watch thread when `lotus trace run` named itself in
+    $LOTUS_TRACE_LOTUS (`<pid>:<start time>`). A process started after
+    lotus died (its pid gone or reused: the start time differs) ends at
+    once. Not in a process lotus itself started with a parent-death signal
+    (a plain job's main process: the kernel ends it with lotus, and its
+    SIGTERM handler writes its events): a thread there would have Python
+    3.12+ warn at each os.fork() of the program's own code (a
+    DeprecationWarning). Forked children lose that signal: they watch."""
+    global _lotus, _lotus_fd
+    if _lotus is None:
+        spec = os.environ.get("LOTUS_TRACE_LOTUS", "")
+        pid, _, started = spec.partition(":")
+        if not (pid.isdigit() and started.isdigit()):
+            return
+        _lotus = (int(pid), int(started))
+        try:
+            _lotus_fd = os.pidfd_open(_lotus[0])
+        except (AttributeError, OSError):
+            _lotus_fd = None
+        # Checked after the pidfd is open: it then names this very process.
+        if not _lotus_alive():
+            if _lotus_fd is not None:
+                os.close(_lotus_fd)
+                _lotus_fd = None
+        elif not forked and os.getppid() == _lotus[0] and _has_parent_death_signal():
+            return
+    t = threading.Thread(target=_watch_lotus, name="lotus_trace-watch", daemon=True)
+    t.start()
+
+
 def _install_process_hooks():
     global _hooks_installed
     if _hooks_installed:
         return
     _hooks_installed = True
     atexit.register(flush)
+    _install_signal_flush()
+    _start_lotus_watch()
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(
             before=_before_fork,

@@ -687,10 +687,7 @@ impl SampledTrace {
             ));
         }
         if self.meta.get("status").map(String::as_str) != Some("complete") {
-            self.notes.push(
-                "partial: the sampling did not end normally (lotus was stopped while the job ran); what was written is analysed"
-                    .into(),
-            );
+            self.notes.push(how_it_ended(&self.meta));
         }
         let lost = self.lost_samples();
         if lost > 0 {
@@ -891,6 +888,49 @@ fn row_name(target: &Target, ops: &[String]) -> String {
         Target::Independent(role) => format!("independent threads ({role})"),
         Target::Untraced => "untraced processes".to_string(),
     }
+}
+
+/// The note on a sampling that did not end `complete`: it failed (and
+/// why), or its status still says `running` and lotus, named by
+/// `lotus_pid=` and `lotus_start=` (its start time, so a reused pid is not
+/// taken for it), is gone (killed outright) or still running.
+fn how_it_ended(meta: &HashMap<String, String>) -> String {
+    const TAIL: &str = "what was written is analysed";
+    match meta.get("status").map(String::as_str) {
+        Some("failed") => format!(
+            "partial: the sampling failed ({}); {TAIL}",
+            meta.get("reason").map_or("no reason given", String::as_str)
+        ),
+        Some("running") => {
+            let pid = meta.get("lotus_pid").and_then(|p| p.parse::<u32>().ok());
+            let start = meta.get("lotus_start").and_then(|t| t.parse::<u64>().ok());
+            match (pid, start) {
+                (Some(pid), Some(start)) if process_start(pid) == Some(start) => format!(
+                    "partial: lotus (pid {pid}) is still sampling this run; {TAIL} so far"
+                ),
+                (Some(pid), Some(_)) => format!(
+                    "partial: lotus (pid {pid}) was killed while the job ran (its status still says running); {TAIL}"
+                ),
+                _ => format!(
+                    "partial: the sampling did not end normally (lotus was stopped while the job ran); {TAIL}"
+                ),
+            }
+        }
+        _ => format!(
+            "partial: the sampling did not end normally (lotus was stopped while the job ran); {TAIL}"
+        ),
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat` (the process's start time), or None when
+/// there is no such process.
+fn process_start(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -1132,6 +1172,42 @@ pub(crate) mod tests {
             said,
             vec!["hardware counters: not supported here (cycles: no PMU)"]
         );
+    }
+
+    #[test]
+    fn a_sampling_that_did_not_complete_says_how_it_ended() {
+        let meta = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let failed = how_it_ended(&meta(&[("status", "failed"), ("reason", "disk full: x")]));
+        assert!(
+            failed.contains("the sampling failed (disk full: x)"),
+            "{failed}"
+        );
+        let me = std::process::id();
+        let start = process_start(me).expect("our start time").to_string();
+        let mine = me.to_string();
+        let running = how_it_ended(&meta(&[
+            ("status", "running"),
+            ("lotus_pid", &mine),
+            ("lotus_start", &start),
+        ]));
+        assert!(running.contains("is still sampling"), "{running}");
+        let other_start = (process_start(me).expect("start") + 1).to_string();
+        let killed = how_it_ended(&meta(&[
+            ("status", "running"),
+            ("lotus_pid", &mine),
+            ("lotus_start", &other_start),
+        ]));
+        assert!(
+            killed.contains(&format!("lotus (pid {me}) was killed")),
+            "{killed}"
+        );
+        let old = how_it_ended(&meta(&[("status", "running")]));
+        assert!(old.contains("did not end normally"), "{old}");
     }
 
     #[test]

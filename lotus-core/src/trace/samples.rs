@@ -29,7 +29,11 @@
 //!   read as `[unknown]`).
 //! - `<prefix>.sampling`: `key=value` lines about the collection (backend,
 //!   `frequency_hz`, `interval_ns`, `clock=monotonic`, `status=running`
-//!   while it runs and `complete` at the end, sample and lost counts,
+//!   while it runs (with `lotus_pid=` and `lotus_start=`, lotus's pid and
+//!   start time, so that a reader can tell a lotus killed outright from one
+//!   still running) and `complete` at the end, or `failed` with `reason=`
+//!   (`disk full: ...`, `out of memory: ...`, a trace that could not be
+//!   written), sample and lost counts,
 //!   `note=` lines, `counters=` the counters the records carry, or
 //!   `counters_unsupported=`, `counters_kind=` (`hardware` or `software`)
 //!   and `counters_reason=` the counters asked for and the kernel's
