@@ -239,7 +239,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
         "{} samples at {} Hz ({} ms of CPU){}\n",
         a.total_samples,
         a.frequency_hz,
-        ms(a.total_samples * a.interval_ns),
+        ms(a.total_samples.saturating_mul(a.interval_ns)),
         if a.partial { "; PARTIAL" } else { "" }
     );
     if !a.counters.is_empty() {

@@ -279,7 +279,8 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
                 continue;
             }
             let shown = path.display().to_string();
-            let f = lotus_core::input::open_regular(path)
+            let f = folder
+                .open_file(path)
                 .with_context(|| format!("cannot open {shown}"))?;
             torch_traces.push((path.clone(), torch::scan(f, &shown)?));
         }
@@ -416,7 +417,8 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         if let Some(note) = a.note() {
             crate::usage::note!("lotus: note: {shown} {note}");
         }
-        let f = lotus_core::input::open_regular(path)
+        let f = folder
+            .open_file(path)
             .with_context(|| format!("cannot open {shown}"))?;
         let before = w.others;
         torch::for_each_shifted(f, &shown, a.offset_us(base), &mut |ev| {
@@ -471,7 +473,14 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
 /// (`None` when it holds none, or when they cannot be credited: a warning
 /// says why, and the view is written without them).
 fn sampled_spans(dir: &Path, prefix: &str) -> Result<Option<SpanSamples>> {
-    if !dir.is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
+    // A samples file of any kind (a fifo or a link out of the folder
+    // included: reading it says why it is left out).
+    if !dir.is_dir()
+        || SampleFiles::of(dir, prefix)
+            .samples
+            .symlink_metadata()
+            .is_err()
+    {
         return Ok(None);
     }
     let budget = Budget::from_env()?;
