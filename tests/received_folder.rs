@@ -67,6 +67,8 @@ fn lotus_within(args: &[&str], limit: Duration) -> Run {
             Ok(())
         });
     }
+    // Reaped below by wait4 (for its own peak memory), not by Child::wait.
+    #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().expect("run lotus");
     let pid = child.id() as libc::pid_t;
     let start = Instant::now();

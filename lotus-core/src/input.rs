@@ -127,10 +127,9 @@ impl Folder {
         let read = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
         // What is there, without opening it for reading: opening a device
         // or a fifo for reading can block or act on the device.
-        let peek = match self.openat_beneath(rel, OFlags::PATH | OFlags::CLOEXEC) {
-            Ok(fd) => Some(fd),
-            Err(Fallback) => None,
-        };
+        let peek = self
+            .openat_beneath(rel, OFlags::PATH | OFlags::CLOEXEC)
+            .ok();
         let fd = match peek {
             Some(peek) => {
                 refuse_unless_regular(&File::from(peek?))?;
@@ -390,5 +389,117 @@ mod tests {
         let mut text = String::new();
         io::Read::read_to_string(&mut open_regular(&file).expect("file"), &mut text).expect("read");
         assert_eq!(text, "x");
+    }
+
+    #[test]
+    fn folder_files_open_inside_the_folder_only() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("trace");
+        std::fs::create_dir_all(root.join("sub")).expect("mkdir");
+        std::fs::write(root.join("sub/log"), "inside").expect("write");
+        std::fs::write(dir.path().join("secret"), "outside").expect("write");
+        symlink("sub/log", root.join("in")).expect("link");
+        symlink("../secret", root.join("up")).expect("link");
+        symlink(dir.path().join("secret"), root.join("abs")).expect("link");
+        symlink("/dev/zero", root.join("zero")).expect("link");
+        symlink("/proc/self/fd/0", root.join("magic")).expect("link");
+        let made = std::process::Command::new("mkfifo")
+            .arg(root.join("fifo"))
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let folder = Folder::open(&root).expect("folder");
+        let read = |rel: &str| -> io::Result<String> {
+            let mut text = String::new();
+            folder
+                .open_file(Path::new(rel))?
+                .read_to_string(&mut text)?;
+            Ok(text)
+        };
+        assert_eq!(read("sub/log").expect("file"), "inside");
+        // A link that stays inside is followed.
+        assert_eq!(read("in").expect("link inside"), "inside");
+        for out in ["up", "abs", "zero"] {
+            let e = read(out).expect_err(out);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{out}: {e}");
+            assert!(
+                e.to_string().contains("leads out of the folder")
+                    && e.to_string().contains("copy the real file in"),
+                "{out}: {e}"
+            );
+        }
+        // An absolute link to /proc is out of the folder before it is magic.
+        let e = read("magic").expect_err("magic link");
+        assert!(e.to_string().contains("leads out of the folder"), "{e}");
+        // Refused at once, never opened for reading (it would block).
+        let e = read("fifo").expect_err("fifo");
+        assert_eq!(e.to_string(), "is a fifo (named pipe), not a regular file");
+        let e = read("sub").expect_err("folder");
+        assert!(e.to_string().contains("a folder"), "{e}");
+        assert_eq!(
+            read("none").expect_err("missing").kind(),
+            io::ErrorKind::NotFound
+        );
+
+        // Without openat2, no link is followed at all, not even inside.
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        let e = folder
+            .open_following_no_link(Path::new("in"), flags)
+            .expect_err("link");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        std::fs::create_dir(dir.path().join("elsewhere")).expect("mkdir");
+        std::fs::write(dir.path().join("elsewhere/log"), "x").expect("write");
+        symlink(dir.path().join("elsewhere"), root.join("linked_dir")).expect("link");
+        assert!(folder
+            .open_following_no_link(Path::new("linked_dir/log"), flags)
+            .is_err());
+        assert!(folder
+            .open_following_no_link(Path::new("sub/log"), flags)
+            .is_ok());
+        assert!(folder
+            .open_following_no_link(Path::new("../secret"), flags)
+            .is_err());
+    }
+
+    #[test]
+    fn a_file_is_read_no_further_than_its_size_at_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("log");
+        std::fs::write(&path, "0123456789").expect("write");
+        let folder = Folder::open(dir.path()).expect("folder");
+        let mut f = folder.open_file(Path::new("log")).expect("open");
+        assert_eq!(f.size(), 10);
+        // It grows while read: the reader stops where it ended at open.
+        std::fs::write(&path, "0123456789abcdefghij").expect("grow");
+        let mut text = String::new();
+        f.read_to_string(&mut text).expect("read");
+        assert_eq!(text, "0123456789");
+        assert_eq!(f.seek(SeekFrom::End(-3)).expect("seek"), 7);
+        let mut tail = String::new();
+        f.read_to_string(&mut tail).expect("read");
+        assert_eq!(tail, "789");
+        assert_eq!(f.seek(SeekFrom::Start(1000)).expect("seek"), 10);
+    }
+
+    #[test]
+    fn lines_are_bounded_and_a_cut_last_line_is_flagged() {
+        let text = b"short\nxxxxxxxxxxxxxxxxxxxx\n\ncut";
+        let mut lines = Vec::new();
+        for_each_line(&text[..], 8, |l| -> io::Result<()> {
+            lines.push((l.no, l.bytes.to_vec(), l.too_long, l.ended));
+            Ok(())
+        })
+        .expect("lines");
+        assert_eq!(
+            lines,
+            vec![
+                (1, b"short".to_vec(), false, true),
+                (2, b"xxxxxxxx".to_vec(), true, true),
+                (3, Vec::new(), false, true),
+                (4, b"cut".to_vec(), false, false),
+            ]
+        );
+        assert_eq!(escaped("a\u{1b}[31m\tb"), "a\\u{1b}[31m\\tb");
     }
 }

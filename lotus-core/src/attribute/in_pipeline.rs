@@ -1106,6 +1106,79 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn empty_logs_are_skipped_and_unusable_logs_say_why() {
+        let dir = folder();
+        let budget = Budget::default();
+        std::fs::write(dir.path().join("lotus_main_pid_5"), "").expect("empty");
+        // Only a cut line: nothing complete was written either.
+        std::fs::write(dir.path().join("lotus_worker_pid_6"), "#lotus-tr").expect("cut");
+        let a = attribute_folder(dir.path(), "lotus", budget, 5).expect("attributed");
+        for log in ["lotus_main_pid_5", "lotus_worker_pid_6"] {
+            assert!(
+                a.notes
+                    .iter()
+                    .any(|n| n.contains(log) && n.contains("empty: the process wrote nothing")),
+                "{:?}",
+                a.notes
+            );
+        }
+        assert!(a.rows.iter().any(|r| r.name == "A" && r.samples > 0));
+        std::fs::write(dir.path().join("lotus_main_pid_5"), "SBatchWait_0,5,1000\n").expect("w");
+        let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("original");
+        assert!(matches!(e, InPipelineError::OriginalFormat { .. }), "{e}");
+        assert!(e.to_string().contains("without `--format original`"), "{e}");
+        std::fs::write(
+            dir.path().join("lotus_main_pid_5"),
+            "#lotus-trace v1 role=main pid=5\nSWait,5,1000,kind=wait\n",
+        )
+        .expect("w");
+        let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("old");
+        assert!(matches!(e, InPipelineError::NoClock { .. }), "{e}");
+    }
+
+    #[test]
+    fn sampling_figures_that_cannot_be_trusted_are_refused_by_name() {
+        let dir = folder();
+        let budget = Budget::default();
+        let sampling = SampleFiles::of(dir.path(), "lotus").sampling;
+        let write = |pairs: &[(&str, String)]| {
+            crate::trace::samples::write_sampling(&sampling, pairs).expect("sampling")
+        };
+        write(&[
+            ("status", "complete".into()),
+            ("interval_ns", u64::MAX.to_string()),
+        ]);
+        let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("overflow");
+        assert!(matches!(e, InPipelineError::Overflow { .. }), "{e}");
+        assert!(
+            e.to_string().contains(&format!("interval_ns={}", u64::MAX)),
+            "{e}"
+        );
+        // The largest interval the file's samples can be multiplied by
+        // still reads.
+        let records = samples_of(&SampleFiles::of(dir.path(), "lotus"))
+            .expect("samples")
+            .most_records();
+        write(&[
+            ("status", "complete".into()),
+            ("interval_ns", (u64::MAX / records).to_string()),
+        ]);
+        attribute_folder(dir.path(), "lotus", budget, 5).expect("largest interval");
+        write(&[("status", "complete".into()), ("status", "running".into())]);
+        let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("twice");
+        assert!(e.to_string().contains("`status=` is given twice"), "{e}");
+        write(&[
+            ("status", "complete".into()),
+            ("counters", "\u{1b}x,\u{1b}x".into()),
+        ]);
+        let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("counter twice");
+        assert!(
+            e.to_string().contains("counter '\\u{1b}x' is named twice"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn the_rule_on_a_small_folder() {
         let dir = folder();
         let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)

@@ -893,6 +893,75 @@ mod tests {
     }
 
     #[test]
+    fn symbols_lines_that_cannot_be_read_are_skipped_and_counted() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let files = SampleFiles::of(dir.path(), "lotus");
+        // An id of 20 million in a 39-byte line: skipped, no slot made;
+        // bad UTF-8 and a line that is not three fields: skipped; the cut
+        // last line: dropped without a word.
+        let mut text = b"#lotus-symbols v1\n0\tf\tm\n20000000\tbig_function_name\t/lib/xyz.so\n1\tg\xff\tm\n2 no tabs\n3\th\tm\n4\tcu".to_vec();
+        std::fs::write(&files.symbols, &text).expect("w");
+        let table = files.read_symbols().expect("read");
+        assert_eq!(table.len(), 2);
+        assert_eq!(table.get(0).function, "f");
+        assert_eq!(table.get(3).function, "h");
+        assert_eq!(table.get(20_000_000).function, UNKNOWN_SYMBOL);
+        assert_eq!(table.get(4).function, UNKNOWN_SYMBOL);
+        assert_eq!(table.skipped_count(), 3);
+        let lines: Vec<u64> = table.skipped().iter().map(|s| s.line).collect();
+        assert_eq!(lines, vec![3, 4, 5]);
+        let note = table.skipped_note(&files.symbols).expect("note");
+        assert!(note.contains("lotus.symbols: 3 line(s) skipped"), "{note}");
+        assert!(note.contains("line 4: not UTF-8 text"), "{note}");
+        assert!(note.contains("id 20000000 is past"), "{note}");
+        // Many bad lines: the first few named, all counted.
+        text.clear();
+        for i in 0..1000 {
+            text.extend_from_slice(format!("x{i}\tf\tm\n").as_bytes());
+        }
+        std::fs::write(&files.symbols, &text).expect("w");
+        let table = files.read_symbols().expect("read");
+        assert_eq!(table.skipped_count(), 1000);
+        assert_eq!(table.skipped().len(), SKIPPED_KEPT);
+        let note = table.skipped_note(&files.symbols).expect("note");
+        assert!(note.contains("; 995 more"), "{note}");
+    }
+
+    #[test]
+    fn sample_files_inside_the_folder_only_and_bounded() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut w = SamplesWriter::create(dir.path(), "run").expect("create");
+        w.samples(&[sample(1, 0), sample(2, 0)]).expect("block");
+        w.finish().expect("finish");
+        let files = SampleFiles::open(dir.path(), "run").expect("open");
+        assert_eq!(files.samples().expect("r").most_records(), 2);
+        std::fs::remove_file(&files.symbols).expect("rm");
+        std::os::unix::fs::symlink("/dev/zero", &files.symbols).expect("link");
+        let e = files.read_symbols().expect_err("link out");
+        assert!(
+            e.to_string()
+                .contains("run.symbols: is a symbolic link that leads out"),
+            "{e}"
+        );
+        std::fs::write(
+            &files.sampling,
+            b"#lotus-sampling v1\nstatus=compl\xffte\nnote=a=b\n",
+        )
+        .expect("w");
+        assert_eq!(
+            files.read_sampling().expect("lossy"),
+            vec![
+                ("status".to_string(), "compl\u{fffd}te".to_string()),
+                ("note".to_string(), "a=b".to_string())
+            ]
+        );
+        std::fs::remove_file(&files.samples).expect("rm");
+        std::os::unix::fs::symlink("/etc/passwd", &files.samples).expect("link");
+        let e = SampleFiles::open(dir.path(), "run").expect_err("link out");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    }
+
+    #[test]
     fn not_a_samples_file_or_none() {
         let dir = tempfile::tempdir().expect("tmp");
         let err = SampleFiles::open(dir.path(), "lotus").expect_err("none");
