@@ -545,3 +545,42 @@ fn empty_logs_are_skipped_and_the_format_is_named_where_it_is_the_cause() {
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert!(run.stderr.contains("older lotus"), "{}", run.stderr);
 }
+
+/// Names from a received folder (a function in `lotus.symbols`, a
+/// counter, a log line) holding terminal escapes are shown escaped: a
+/// folder cannot drive the user's terminal.
+#[test]
+fn terminal_escapes_in_a_folder_are_shown_escaped() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("t");
+    sampled_folder(&dir, Some("cycles,\u{1b}]0;owned\u{7}"));
+    let log = dir.join("lotus_worker_pid_10");
+    let text = fs::read_to_string(&log).expect("log");
+    fs::write(&log, text.replace("SBlur,", "SBl\u{1b}[2Jur,")).expect("log");
+    let symbols = SampleFiles::of(&dir, "lotus").symbols;
+    let text = fs::read_to_string(&symbols).expect("symbols");
+    fs::write(
+        &symbols,
+        text.replace("flip_kernel", "flip\u{1b}[31m_kernel"),
+    )
+    .expect("symbols");
+    let run = lotus_within(&["attribute", s(&dir)], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(!run.all().contains('\u{1b}'), "raw escape:\n{}", run.all());
+    assert!(
+        run.stdout.contains("flip\\u{1b}[31m_kernel")
+            && run.stdout.contains("\\u{1b}]0;owned\\u{7}"),
+        "{}",
+        run.stdout
+    );
+    // The log line with an escape in its op's name is skipped and counted
+    // (not quoted) by attribute, and quoted escaped by trace stats.
+    assert!(
+        run.stdout.contains("1 log lines could not be read"),
+        "{}",
+        run.stdout
+    );
+    let run = lotus_within(&["trace", "stats", s(&dir)], LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(!run.all().contains('\u{1b}'), "raw escape:\n{}", run.all());
+}

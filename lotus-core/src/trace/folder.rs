@@ -22,7 +22,7 @@
 use std::fs;
 use std::io::{BufReader, Read};
 
-use crate::input::{Folder, SizedFile};
+use crate::input::{escaped, Folder, SizedFile};
 use std::path::{Path, PathBuf};
 
 use super::event::Process;
@@ -512,13 +512,15 @@ impl TraceFolder {
                     // lose that process's events in silence.
                     if let Err(e) = opened.open_file(rel_file) {
                         return Err(TraceError::Io {
-                            path: path.display().to_string(),
+                            path: escaped(&path.display().to_string()),
                             message: format!("{e}: a trace log must be a file in the folder"),
                         });
                     }
                     let rel = dir.strip_prefix(root).unwrap_or(&dir);
                     folder.logs.push(LogFile {
-                        display: path.display().to_string(),
+                        // A received folder's names may hold anything:
+                        // shown with control characters escaped.
+                        display: escaped(&path.display().to_string()),
                         folder: rel.display().to_string(),
                         path,
                         name: parsed,
@@ -534,7 +536,7 @@ impl TraceFolder {
                                 && e.kind() == std::io::ErrorKind::InvalidInput =>
                         {
                             return Err(TraceError::Io {
-                                path: path.display().to_string(),
+                                path: escaped(&path.display().to_string()),
                                 message: e.to_string(),
                             });
                         }
