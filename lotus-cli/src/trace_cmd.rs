@@ -243,6 +243,16 @@ fn report_warnings(w: &Warnings) {
 /// in temporary files past it).
 fn load(dir: &Path, durations: bool) -> Result<(TraceFolder, TraceIndex)> {
     let folder = TraceFolder::scan(dir)?;
+    // An empty log (a disk-full trace, a process killed before it wrote)
+    // has no events: said by name, the others are read.
+    for log in &folder.logs {
+        if log.open_file().is_ok_and(|f| f.size() == 0) {
+            crate::usage::note!(
+                "lotus: note: {}: empty: the process wrote nothing (disk full, or killed before it wrote?); skipped",
+                log.display
+            );
+        }
+    }
     let budget = Budget::from_env()?;
     let index = TraceIndex::load(&folder, durations, budget, |_| {})?;
     report_warnings(&index.warnings);
