@@ -824,6 +824,8 @@ pub fn attribute_folder(
     let mut counts: HashMap<Target, u64> = HashMap::new();
     let mut functions: HashMap<(Target, u32), u64> = HashMap::new();
     let mut sums: HashMap<Target, Vec<u64>> = HashMap::new();
+    // Counters whose sum went past what a u64 holds (saturated, said).
+    let mut saturated: Vec<bool> = Vec::new();
     let total = trace.credit(|c| {
         *counts.entry(c.target).or_default() += 1;
         *functions.entry((c.target, c.sample.symbol)).or_default() += 1;
@@ -831,8 +833,12 @@ pub fn attribute_folder(
             let sum = sums
                 .entry(c.target)
                 .or_insert_with(|| vec![0; c.sample.counters.len()]);
-            for (acc, v) in sum.iter_mut().zip(c.sample.counters.as_slice()) {
-                *acc = acc.saturating_add(*v);
+            for (i, (acc, v)) in sum.iter_mut().zip(c.sample.counters.as_slice()).enumerate() {
+                *acc = acc.checked_add(*v).unwrap_or_else(|| {
+                    saturated.resize(saturated.len().max(i + 1), false);
+                    saturated[i] = true;
+                    u64::MAX
+                });
             }
         }
         Ok(())
@@ -932,10 +938,22 @@ pub fn attribute_folder(
     let mut counter_totals: BTreeMap<String, u64> =
         counters.iter().map(|c| (c.clone(), 0)).collect();
     for sum in sums.values() {
-        for (name, v) in counters.iter().zip(sum) {
+        for (i, (name, v)) in counters.iter().zip(sum).enumerate() {
             let t = counter_totals.entry(name.clone()).or_default();
-            *t = t.saturating_add(*v);
+            *t = t.checked_add(*v).unwrap_or_else(|| {
+                saturated.resize(saturated.len().max(i + 1), false);
+                saturated[i] = true;
+                u64::MAX
+            });
         }
+    }
+    for (name, _) in counters.iter().zip(&saturated).filter(|(_, s)| **s) {
+        trace.notes.push(format!(
+            "{}: counter '{}': its deltas add up past what lotus can count ({}): shown as that maximum; the file is damaged or was not written by lotus",
+            trace.files.samples.display(),
+            crate::input::escaped(name),
+            u64::MAX
+        ));
     }
     Ok(InPipelineAttribution {
         frequency_hz: trace.frequency_hz,
@@ -1134,6 +1152,46 @@ pub(crate) mod tests {
         .expect("w");
         let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("old");
         assert!(matches!(e, InPipelineError::NoClock { .. }), "{e}");
+    }
+
+    #[test]
+    fn counter_sums_past_u64_saturate_and_say_so() {
+        use crate::trace::samples::CounterValues;
+        let dir = folder();
+        let files = SampleFiles::of(dir.path(), "lotus");
+        std::fs::remove_file(&files.samples).expect("rm");
+        std::fs::remove_file(&files.symbols).expect("rm");
+        let mut w = SamplesWriter::create_with_counters(dir.path(), "lotus", 2).expect("w");
+        let samples: Vec<Sample> = (0..3u64)
+            .map(|i| Sample {
+                time_ns: 1000 + i,
+                pid: 10,
+                tid: 10,
+                symbol: 0,
+                kernel: false,
+                counters: CounterValues::new(&[u64::MAX / 2, 7]).expect("2"),
+            })
+            .collect();
+        w.samples(&samples).expect("samples");
+        w.finish().expect("finish");
+        crate::trace::samples::write_sampling(
+            &files.sampling,
+            &[
+                ("status", "complete".into()),
+                ("counters", "cycles,instructions".into()),
+            ],
+        )
+        .expect("sampling");
+        let a = attribute_folder(dir.path(), "lotus", Budget::default(), 5).expect("attributed");
+        assert_eq!(a.counter_totals["cycles"], u64::MAX);
+        assert_eq!(a.counter_totals["instructions"], 21);
+        let said: Vec<&String> = a
+            .notes
+            .iter()
+            .filter(|n| n.contains("add up past"))
+            .collect();
+        assert_eq!(said.len(), 1, "{:?}", a.notes);
+        assert!(said[0].contains("counter 'cycles'"), "{}", said[0]);
     }
 
     #[test]
