@@ -333,14 +333,14 @@ fn a_file_linked_out_of_the_folder_is_refused_and_never_quoted() {
     }
 }
 
-/// A fifo, and a link to `/dev/zero`, as `lotus.symbols` or
-/// `lotus.sampling`: every reader ends at once with an error naming the
+/// A fifo, and a link to `/dev/zero`, as `lotus.samples`, `lotus.symbols`
+/// or `lotus.sampling`: every reader ends at once with an error naming the
 /// file and what it is (or, `trace view`, leaves the samples out saying
 /// why), never blocking or reading without end.
 #[test]
 fn fifos_and_endless_files_as_sample_files_end_in_bounded_time() {
     let tmp = tempfile::tempdir().expect("tmp");
-    for name in ["lotus.symbols", "lotus.sampling"] {
+    for name in ["lotus.samples", "lotus.symbols", "lotus.sampling"] {
         for kind in ["fifo", "/dev/zero"] {
             let dir = tmp
                 .path()
