@@ -592,3 +592,45 @@ fn terminal_escapes_in_a_folder_are_shown_escaped() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(!run.all().contains('\u{1b}'), "raw escape:\n{}", run.all());
 }
+
+/// `--op-times DIR` reads the `op_times.csv` of a trace folder inside
+/// the folder too: a link out of it is refused by name, never quoted.
+#[test]
+fn an_op_times_csv_linked_out_of_a_trace_folder_is_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let secret = secret_file(tmp.path());
+    let dir = tmp.path().join("t");
+    fs::create_dir(&dir).expect("mkdir");
+    symlink(&secret, dir.join("op_times.csv")).expect("link");
+    let mapping = tmp.path().join("m.json");
+    fs::write(
+        &mapping,
+        r#"{"schema": "lotus.mapping/1", "backend": "perf", "settings": {"rule": "union"},
+  "unit": "samples", "shared": [],
+  "ops": [
+    {"name": "Loader", "runs": 1, "samples": 10, "functions": [
+      {"function": "decode_mcu", "module": "libjpeg.so.9", "samples": 10, "share": 1.0, "runs_seen": 1}]}
+  ]}"#,
+    )
+    .expect("mapping");
+    let profile = common::fixture("attribute/profile_samples.json");
+    let run = lotus_within(
+        &[
+            "attribute",
+            "--mapping",
+            s(&mapping),
+            "--profile",
+            s(&profile),
+            "--op-times",
+            s(&dir),
+        ],
+        LIMIT,
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(!run.all().contains(SECRET), "{}", run.all());
+    assert!(
+        run.stderr.contains("op_times.csv") && run.stderr.contains("leads out of the folder"),
+        "{}",
+        run.stderr
+    );
+}
