@@ -300,14 +300,15 @@ struct Logs {
 }
 
 /// The clock pairs of `log` (its `#` lines): a span's time needs those
-/// on both sides of it, so they are read before its events. `None` for a
-/// log with nothing in it (no complete line: the process wrote nothing,
-/// or was killed, or the disk was full); an error for a log whose events
+/// on both sides of it, so they are read before its events. `Ok(Err(why))`
+/// for a log with nothing in it (no complete line: the process wrote
+/// nothing, or was killed, or the disk was full); an error for a log whose events
 /// have no clock pairs, saying why (an older lotus's header, or the
 /// original format).
-fn clock_of(log: &LogFile) -> Result<Option<ClockMap>, InPipelineError> {
+fn clock_of(log: &LogFile) -> Result<Result<ClockMap, String>, InPipelineError> {
     let io = |e: std::io::Error| InPipelineError::Io(format!("{}: {e}", log.display));
     let file = log.open_file().map_err(io)?;
+    let size = file.size();
     let mut pairs = Vec::new();
     let (mut header, mut content) = (false, false);
     crate::input::for_each_line(
@@ -335,10 +336,14 @@ fn clock_of(log: &LogFile) -> Result<Option<ClockMap>, InPipelineError> {
     .map_err(io)?;
     let clock = ClockMap::new(pairs);
     if !clock.is_empty() {
-        return Ok(Some(clock));
+        return Ok(Ok(clock));
     }
     if !content {
-        return Ok(None);
+        return Ok(Err(if size == 0 {
+            "empty: the process wrote nothing (disk full, or killed before it wrote?)".into()
+        } else {
+            "no complete line: the process was stopped while writing its first line (disk full, or killed?)".into()
+        }));
     }
     let path = log.display.clone();
     Err(if header {
@@ -368,10 +373,10 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
             Item::File(log) => {
                 roles.insert(log.name.pid, log.name.role);
                 clock = match clock_of(log)? {
-                    Some(clock) => clock,
-                    None => {
+                    Ok(clock) => clock,
+                    Err(why) => {
                         skipped_logs.push(format!(
-                            "{}: empty: the process wrote nothing (disk full, or killed before it wrote?); skipped, the other logs are analysed",
+                            "{}: {why}; skipped, the other logs are analysed",
                             crate::input::escaped(&log.display)
                         ));
                         ClockMap::new(Vec::new())
@@ -1131,11 +1136,12 @@ pub(crate) mod tests {
         // Only a cut line: nothing complete was written either.
         std::fs::write(dir.path().join("lotus_worker_pid_6"), "#lotus-tr").expect("cut");
         let a = attribute_folder(dir.path(), "lotus", budget, 5).expect("attributed");
-        for log in ["lotus_main_pid_5", "lotus_worker_pid_6"] {
+        for (log, why) in [
+            ("lotus_main_pid_5", "empty: the process wrote nothing"),
+            ("lotus_worker_pid_6", "no complete line"),
+        ] {
             assert!(
-                a.notes
-                    .iter()
-                    .any(|n| n.contains(log) && n.contains("empty: the process wrote nothing")),
+                a.notes.iter().any(|n| n.contains(log) && n.contains(why)),
                 "{:?}",
                 a.notes
             );
