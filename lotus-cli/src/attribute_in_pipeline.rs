@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::attribute_cmd::AttributeFormat;
 use crate::plots::{labelled_bars, Colours, LabelledBar};
-use lotus_map::output::{widest, NameWidth};
+use lotus_map::output::{one_line, widest, NameWidth};
 use lotus_map::write::write_atomic;
 
 /// The JSON schema name.
@@ -184,14 +184,16 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
     ]
     .map(String::from)
     .to_vec();
-    header.extend(counter_headers(a));
+    header.extend(counter_headers(a).iter().map(|h| one_line(h)));
     header.push("top functions".into());
     let mut rows: Vec<Vec<String>> = a
         .rows
         .iter()
         .map(|r| {
+            // Names come from a trace folder (often received from
+            // elsewhere): control characters are shown escaped.
             let mut cells = vec![
-                r.name.clone(),
+                one_line(&r.name),
                 format!("{:?}", r.kind).to_lowercase(),
                 r.samples.to_string(),
                 ms(r.cpu_ns),
@@ -214,7 +216,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
         .rows
         .iter()
         .flat_map(|r| r.top_functions.iter().take(TOP_IN_TABLE))
-        .map(|f| f.function.clone())
+        .map(|f| one_line(&f.function))
         .collect();
     let shown = names.names(&full, &others);
     let mut at = 0;
@@ -245,14 +247,20 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
         "{} samples at {} Hz ({} ms of CPU){}\n",
         a.total_samples,
         a.frequency_hz,
-        ms(a.total_samples * a.interval_ns),
+        ms(a.total_samples.saturating_mul(a.interval_ns)),
         if a.partial { "; PARTIAL" } else { "" }
     );
     if !a.counters.is_empty() {
         let totals: Vec<String> = a
             .counters
             .iter()
-            .map(|c| format!("{c} {}", a.counter_totals.get(c).copied().unwrap_or(0)))
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    one_line(c),
+                    a.counter_totals.get(c).copied().unwrap_or(0)
+                )
+            })
             .collect();
         text += &format!("counters over every sample: {}\n", totals.join(", "));
     }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use lotus_core::mapping::from_trace::mapping_from_trace;
+use lotus_core::mapping::from_trace::mapping_from_trace_with_notes;
 use lotus_core::mapping::Mapping;
 use lotus_core::spill::Budget;
 
@@ -34,6 +34,11 @@ pub fn check_alone(
 /// Builds the mapping of `dir`'s samples (prefix `prefix`).
 pub fn build(dir: &Path, prefix: &str) -> Result<Mapping> {
     let budget = Budget::from_env()?;
-    mapping_from_trace(dir, prefix, budget)
-        .with_context(|| format!("cannot map the samples in {}", dir.display()))
+    let (mapping, notes) = mapping_from_trace_with_notes(dir, prefix, budget)
+        .with_context(|| format!("cannot map the samples in {}", dir.display()))?;
+    // On stderr: stdout carries only the mapping.
+    for note in notes {
+        eprintln!("lotus: note: {note}");
+    }
+    Ok(mapping)
 }

@@ -244,6 +244,16 @@ fn report_warnings(w: &Warnings) {
 /// in temporary files past it).
 fn load(dir: &Path, durations: bool) -> Result<(TraceFolder, TraceIndex)> {
     let folder = TraceFolder::scan(dir)?;
+    // An empty log (a disk-full trace, a process killed before it wrote)
+    // has no events: said by name, the others are read.
+    for log in &folder.logs {
+        if log.open_file().is_ok_and(|f| f.size() == 0) {
+            crate::usage::note!(
+                "lotus: note: {}: empty: the process wrote nothing (disk full, or killed before it wrote?); skipped",
+                log.display
+            );
+        }
+    }
     let budget = Budget::from_env()?;
     let index = TraceIndex::load(&folder, durations, budget, |_| {})?;
     report_warnings(&index.warnings);
@@ -280,7 +290,8 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
                 continue;
             }
             let shown = path.display().to_string();
-            let f = lotus_core::input::open_regular(path)
+            let f = folder
+                .open_file(path)
                 .with_context(|| format!("cannot open {shown}"))?;
             torch_traces.push((path.clone(), torch::scan(f, &shown)?));
         }
@@ -417,7 +428,8 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         if let Some(note) = a.note() {
             crate::usage::note!("lotus: note: {shown} {note}");
         }
-        let f = lotus_core::input::open_regular(path)
+        let f = folder
+            .open_file(path)
             .with_context(|| format!("cannot open {shown}"))?;
         let before = w.others;
         torch::for_each_shifted(f, &shown, a.offset_us(base), &mut |ev| {
@@ -472,7 +484,14 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
 /// (`None` when it holds none, or when they cannot be credited: a warning
 /// says why, and the view is written without them).
 fn sampled_spans(dir: &Path, prefix: &str) -> Result<Option<SpanSamples>> {
-    if !dir.is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
+    // A samples file of any kind (a fifo or a link out of the folder
+    // included: reading it says why it is left out).
+    if !dir.is_dir()
+        || SampleFiles::of(dir, prefix)
+            .samples
+            .symlink_metadata()
+            .is_err()
+    {
         return Ok(None);
     }
     let budget = Budget::from_env()?;

@@ -7,11 +7,23 @@
 //! [`open_regular`] opens without blocking (`O_NONBLOCK`, which regular
 //! files ignore), then checks what the descriptor is, so a path swapped
 //! between a check and the open cannot slip through.
+//!
+//! The files of a trace folder, which users often receive from another
+//! machine, are opened through [`Folder`] instead: relative to the
+//! folder's descriptor, never through a link that leads out of it, regular
+//! files only, and read no further than the size they had when opened
+//! ([`SizedFile`]), so that neither a link to `/dev/zero` or to a file of
+//! another user, nor a fifo, nor a file growing under lotus can make a
+//! reader block, run out of memory or quote what is not the folder's.
 
 use std::fs::{File, FileType, OpenOptions};
-use std::io;
+use std::io::{self, BufRead, Read, Seek, SeekFrom};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 
 /// What a file that is not a regular file is, in words ("a fifo (named
 /// pipe)"); `None` for a regular file.
@@ -51,6 +63,308 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
     }
 }
 
+/// A folder whose files are opened relative to it (a trace folder): see
+/// [`Folder::open_file`].
+#[derive(Debug)]
+pub struct Folder {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+/// A regular file opened for reading, read no further than its size when
+/// it was opened: a file that grows while it is read (a trace still being
+/// written) ends where it ended then.
+#[derive(Debug)]
+pub struct SizedFile {
+    file: File,
+    size: u64,
+    pos: u64,
+}
+
+impl Folder {
+    /// Opens the folder `path` (a link given by the user is the user's
+    /// choice and is followed; links inside it are what
+    /// [`Folder::open_file`] guards against).
+    pub fn open(path: &Path) -> io::Result<Folder> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY
+                | OFlags::DIRECTORY
+                | OFlags::NONBLOCK
+                | OFlags::NOCTTY
+                | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Folder {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The folder's path, as given.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens `rel` (a path inside the folder) for reading. The rule:
+    ///
+    /// - symbolic links are followed only while they stay inside the
+    ///   folder (`openat2` with `RESOLVE_BENEATH`): a link that leads out
+    ///   of it (an absolute target, or `..` past the folder) is refused,
+    ///   saying to copy the real file in, and so are `/proc` "magic"
+    ///   links. On a kernel without `openat2` (before Linux 5.6, or one
+    ///   that forbids it) no link is followed at all;
+    /// - only a regular file is opened for reading: a fifo, device,
+    ///   socket or folder is refused, saying what it is, without blocking
+    ///   and without opening it for reading (it is looked at through an
+    ///   `O_PATH` descriptor first, and the file opened is checked again);
+    /// - the file is read no further than its size when opened.
+    ///
+    /// Errors are of kind `InvalidInput` for what the rule refuses, with
+    /// a text to follow the file's name ("is a fifo (named pipe), not a
+    /// regular file").
+    pub fn open_file(&self, rel: &Path) -> io::Result<SizedFile> {
+        let read = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        // What is there, without opening it for reading: opening a device
+        // or a fifo for reading can block or act on the device.
+        let peek = self
+            .openat_beneath(rel, OFlags::PATH | OFlags::CLOEXEC)
+            .ok();
+        let fd = match peek {
+            Some(peek) => {
+                refuse_unless_regular(&File::from(peek?))?;
+                match self.openat_beneath(rel, read) {
+                    Ok(fd) => fd?,
+                    Err(Fallback) => self.open_following_no_link(rel, read)?,
+                }
+            }
+            None => self.open_following_no_link(rel, read)?,
+        };
+        let file = File::from(fd);
+        let size = refuse_unless_regular(&file)?;
+        Ok(SizedFile { file, size, pos: 0 })
+    }
+
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`; `Err(Fallback)`
+    /// when the kernel has no `openat2` (or forbids it, as some container
+    /// runtimes' filters do).
+    fn openat_beneath(&self, rel: &Path, flags: OFlags) -> Result<io::Result<OwnedFd>, Fallback> {
+        match rustix::fs::openat2(
+            &self.fd,
+            rel,
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => Ok(Ok(fd)),
+            Err(Errno::NOSYS | Errno::PERM) => Err(Fallback),
+            Err(Errno::XDEV) => Ok(Err(refused(format!(
+                "is a symbolic link that leads out of the folder {}: lotus reads only files inside a trace folder (copy the real file in instead of linking to it)",
+                escaped(&self.path.display().to_string())
+            )))),
+            Err(Errno::LOOP) => Ok(Err(refused(
+                "is a symbolic link lotus does not follow (a loop of links, or a /proc link): copy the real file in".to_string(),
+            ))),
+            Err(e) => Ok(Err(e.into())),
+        }
+    }
+
+    /// Opens `rel` one component at a time with `O_NOFOLLOW`: no link is
+    /// followed, inside the folder or out (the rule where `openat2` is
+    /// missing).
+    pub(crate) fn open_following_no_link(&self, rel: &Path, flags: OFlags) -> io::Result<OwnedFd> {
+        let names: Vec<&std::ffi::OsStr> = rel
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .map(|c| match c {
+                Component::Normal(name) => Ok(name),
+                _ => Err(refused(format!(
+                    "is not a path inside the folder {}",
+                    escaped(&self.path.display().to_string())
+                ))),
+            })
+            .collect::<io::Result<_>>()?;
+        let Some((last, dirs)) = names.split_last() else {
+            return Err(refused("is the folder itself, not a file in it".into()));
+        };
+        let link = || {
+            refused(
+                "is a symbolic link (or lies under one): lotus follows no link in a trace folder on this kernel (no openat2): copy the real file in".into(),
+            )
+        };
+        let mut at: Option<OwnedFd> = None;
+        for name in dirs {
+            let next = rustix::fs::openat(
+                at.as_ref().map_or(self.fd.as_fd(), AsFd::as_fd),
+                *name,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            );
+            at = Some(match next {
+                Ok(fd) => fd,
+                Err(Errno::LOOP | Errno::NOTDIR) => return Err(link()),
+                Err(e) => return Err(e.into()),
+            });
+        }
+        let opened = rustix::fs::openat(
+            at.as_ref().map_or(self.fd.as_fd(), AsFd::as_fd),
+            *last,
+            flags | OFlags::NOFOLLOW,
+            Mode::empty(),
+        );
+        match opened {
+            Ok(fd) => Ok(fd),
+            Err(Errno::LOOP) => Err(link()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The kernel cannot resolve beneath a folder (no `openat2`).
+struct Fallback;
+
+fn refused(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// The size of `file` if it is a regular file; else the error saying
+/// what it is.
+fn refuse_unless_regular(file: &File) -> io::Result<u64> {
+    let meta = file.metadata()?;
+    match not_regular(meta.file_type()) {
+        None => Ok(meta.len()),
+        Some(what) => Err(refused(format!("is {what}, not a regular file"))),
+    }
+}
+
+impl SizedFile {
+    /// Opens `path`, a file the user named, as [`open_regular`] does
+    /// (links followed: the user's choice), to be read no further than its
+    /// size now.
+    pub fn open_named(path: &Path) -> io::Result<SizedFile> {
+        let file = open_regular(path)?;
+        let size = file.metadata()?.len();
+        Ok(SizedFile { file, size, pos: 0 })
+    }
+
+    /// Its size when it was opened: no more is ever read.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+impl Read for SizedFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.size.saturating_sub(self.pos);
+        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        if n == 0 {
+            return Ok(0);
+        }
+        let k = self.file.read(&mut buf[..n])?;
+        self.pos += k as u64;
+        Ok(k)
+    }
+}
+
+impl Seek for SizedFile {
+    /// Seeks within the size seen at open (a place past it is its end).
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let at = match to {
+            SeekFrom::Start(n) => i128::from(n),
+            SeekFrom::End(d) => i128::from(self.size) + i128::from(d),
+            SeekFrom::Current(d) => i128::from(self.pos) + i128::from(d),
+        };
+        if at < 0 {
+            return Err(refused("seek before the start of the file".into()));
+        }
+        let at = u64::try_from(at).unwrap_or(u64::MAX).min(self.size);
+        self.pos = self.file.seek(SeekFrom::Start(at))?;
+        Ok(self.pos)
+    }
+}
+
+/// `text` with control characters escaped (`\n`, `\u{1b}`): for
+/// messages that quote what a file holds, so that a received file cannot
+/// put raw terminal escapes on the user's terminal.
+pub fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// One line of a file read by [`for_each_line`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Line<'a> {
+    /// Its number, from 1.
+    pub no: u64,
+    /// Its bytes, without the line break; at most the length limit.
+    pub bytes: &'a [u8],
+    /// It was longer than the limit: `bytes` is its start.
+    pub too_long: bool,
+    /// It ends with a line break (false only for a last line cut short).
+    pub ended: bool,
+}
+
+/// Hands each line of `input` to `f`, holding at most `max` bytes of a
+/// line (a longer one comes cut, [`Line::too_long`]): memory stays bounded
+/// whatever the file holds, a 10 GB line without a break included.
+pub fn for_each_line<R: BufRead, E: From<io::Error>>(
+    mut input: R,
+    max: usize,
+    mut f: impl FnMut(Line<'_>) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut line: Vec<u8> = Vec::new();
+    let mut too_long = false;
+    let mut no = 0u64;
+    loop {
+        let available = match input.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if available.is_empty() {
+            if !line.is_empty() || too_long {
+                no += 1;
+                f(Line {
+                    no,
+                    bytes: &line,
+                    too_long,
+                    ended: false,
+                })?;
+            }
+            return Ok(());
+        }
+        let (take, used, ends) = match memchr::memchr(b'\n', available) {
+            Some(i) => (&available[..i], i + 1, true),
+            None => (available, available.len(), false),
+        };
+        let room = max.saturating_sub(line.len());
+        if take.len() > room {
+            too_long = true;
+        }
+        line.extend_from_slice(&take[..take.len().min(room)]);
+        input.consume(used);
+        if ends {
+            no += 1;
+            f(Line {
+                no,
+                bytes: &line,
+                too_long,
+                ended: true,
+            })?;
+            line.clear();
+            too_long = false;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +389,117 @@ mod tests {
         let mut text = String::new();
         io::Read::read_to_string(&mut open_regular(&file).expect("file"), &mut text).expect("read");
         assert_eq!(text, "x");
+    }
+
+    #[test]
+    fn folder_files_open_inside_the_folder_only() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("trace");
+        std::fs::create_dir_all(root.join("sub")).expect("mkdir");
+        std::fs::write(root.join("sub/log"), "inside").expect("write");
+        std::fs::write(dir.path().join("secret"), "outside").expect("write");
+        symlink("sub/log", root.join("in")).expect("link");
+        symlink("../secret", root.join("up")).expect("link");
+        symlink(dir.path().join("secret"), root.join("abs")).expect("link");
+        symlink("/dev/zero", root.join("zero")).expect("link");
+        symlink("/proc/self/fd/0", root.join("magic")).expect("link");
+        let made = std::process::Command::new("mkfifo")
+            .arg(root.join("fifo"))
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let folder = Folder::open(&root).expect("folder");
+        let read = |rel: &str| -> io::Result<String> {
+            let mut text = String::new();
+            folder
+                .open_file(Path::new(rel))?
+                .read_to_string(&mut text)?;
+            Ok(text)
+        };
+        assert_eq!(read("sub/log").expect("file"), "inside");
+        // A link that stays inside is followed.
+        assert_eq!(read("in").expect("link inside"), "inside");
+        for out in ["up", "abs", "zero"] {
+            let e = read(out).expect_err(out);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{out}: {e}");
+            assert!(
+                e.to_string().contains("leads out of the folder")
+                    && e.to_string().contains("copy the real file in"),
+                "{out}: {e}"
+            );
+        }
+        // An absolute link to /proc is out of the folder before it is magic.
+        let e = read("magic").expect_err("magic link");
+        assert!(e.to_string().contains("leads out of the folder"), "{e}");
+        // Refused at once, never opened for reading (it would block).
+        let e = read("fifo").expect_err("fifo");
+        assert_eq!(e.to_string(), "is a fifo (named pipe), not a regular file");
+        let e = read("sub").expect_err("folder");
+        assert!(e.to_string().contains("a folder"), "{e}");
+        assert_eq!(
+            read("none").expect_err("missing").kind(),
+            io::ErrorKind::NotFound
+        );
+
+        // Without openat2, no link is followed at all, not even inside.
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        let e = folder
+            .open_following_no_link(Path::new("in"), flags)
+            .expect_err("link");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        std::fs::create_dir(dir.path().join("elsewhere")).expect("mkdir");
+        std::fs::write(dir.path().join("elsewhere/log"), "x").expect("write");
+        symlink(dir.path().join("elsewhere"), root.join("linked_dir")).expect("link");
+        assert!(folder
+            .open_following_no_link(Path::new("linked_dir/log"), flags)
+            .is_err());
+        assert!(folder
+            .open_following_no_link(Path::new("sub/log"), flags)
+            .is_ok());
+        assert!(folder
+            .open_following_no_link(Path::new("../secret"), flags)
+            .is_err());
+    }
+
+    #[test]
+    fn a_file_is_read_no_further_than_its_size_at_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("log");
+        std::fs::write(&path, "0123456789").expect("write");
+        let folder = Folder::open(dir.path()).expect("folder");
+        let mut f = folder.open_file(Path::new("log")).expect("open");
+        assert_eq!(f.size(), 10);
+        // It grows while read: the reader stops where it ended at open.
+        std::fs::write(&path, "0123456789abcdefghij").expect("grow");
+        let mut text = String::new();
+        f.read_to_string(&mut text).expect("read");
+        assert_eq!(text, "0123456789");
+        assert_eq!(f.seek(SeekFrom::End(-3)).expect("seek"), 7);
+        let mut tail = String::new();
+        f.read_to_string(&mut tail).expect("read");
+        assert_eq!(tail, "789");
+        assert_eq!(f.seek(SeekFrom::Start(1000)).expect("seek"), 10);
+    }
+
+    #[test]
+    fn lines_are_bounded_and_a_cut_last_line_is_flagged() {
+        let text = b"short\nxxxxxxxxxxxxxxxxxxxx\n\ncut";
+        let mut lines = Vec::new();
+        for_each_line(&text[..], 8, |l| -> io::Result<()> {
+            lines.push((l.no, l.bytes.to_vec(), l.too_long, l.ended));
+            Ok(())
+        })
+        .expect("lines");
+        assert_eq!(
+            lines,
+            vec![
+                (1, b"short".to_vec(), false, true),
+                (2, b"xxxxxxxx".to_vec(), true, true),
+                (3, Vec::new(), false, true),
+                (4, b"cut".to_vec(), false, false),
+            ]
+        );
+        assert_eq!(escaped("a\u{1b}[31m\tb"), "a\\u{1b}[31m\\tb");
     }
 }

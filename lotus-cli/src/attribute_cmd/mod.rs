@@ -421,13 +421,19 @@ pub(crate) fn load_op_times(path: &Path) -> Result<OpTimes> {
             return Ok(times);
         }
         let f = path.join(TRACE_OP_TIMES);
-        if !f.is_file() {
+        if f.symlink_metadata().is_err() {
             bail!(
                 "--op-times {}: a folder is read as a lotus trace (its <prefix>_main_pid_<pid> / <prefix>_worker_pid_<pid> logs, or an {TRACE_OP_TIMES}), and this one has none; give a CSV of op,seconds (one line per op) instead",
                 path.display()
             );
         }
-        f
+        // A file of the trace folder: opened inside it, as its logs are
+        // (no link out of the folder, regular files only, bounded).
+        let name = f.display().to_string();
+        let opened = lotus_core::input::Folder::open(path)
+            .and_then(|dir| dir.open_file(Path::new(TRACE_OP_TIMES)))
+            .with_context(|| format!("cannot open --op-times {name}"))?;
+        return Ok(OpTimes::read_csv(&mut BufReader::new(opened), &name)?);
     } else {
         path.to_path_buf()
     };

@@ -41,7 +41,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::Path;
 
 use serde::Serialize;
@@ -83,6 +83,23 @@ pub enum InPipelineError {
     NoClock {
         /// The log.
         path: String,
+    },
+    /// A log in the original format (`lotus trace run --format original`,
+    /// or the original PyTorch fork): no header, no clock pairs.
+    #[error("{path}: a log in the original format (`lotus trace run --format original`, or the original PyTorch fork): it has no header and no clock pairs, so its spans cannot be put on the samples' clock; `lotus attribute` needs a trace taken with `lotus trace run --sample` without `--format original` (`lotus trace view` and `lotus trace stats` read this one as it is)")]
+    OriginalFormat {
+        /// The log.
+        path: String,
+    },
+    /// A figure of a trace file past what lotus can count.
+    #[error("{path}: {field}: {message}")]
+    Overflow {
+        /// The file.
+        path: String,
+        /// The field (`interval_ns=...`).
+        field: String,
+        /// What overflows.
+        message: String,
     },
 }
 
@@ -278,29 +295,62 @@ struct Logs {
     traced_threads: HashSet<(u32, u32)>,
     spans: Spool<SpanRec>,
     bad_lines: u64,
+    /// Logs skipped (empty: the process wrote nothing), each with why.
+    skipped_logs: Vec<String>,
 }
 
 /// The clock pairs of `log` (its `#` lines): a span's time needs those
-/// on both sides of it, so they are read before its events.
-fn clock_of(log: &LogFile) -> Result<ClockMap, InPipelineError> {
+/// on both sides of it, so they are read before its events. `Ok(Err(why))`
+/// for a log with nothing in it (no complete line: the process wrote
+/// nothing, or was killed, or the disk was full); an error for a log whose events
+/// have no clock pairs, saying why (an older lotus's header, or the
+/// original format).
+fn clock_of(log: &LogFile) -> Result<Result<ClockMap, String>, InPipelineError> {
     let io = |e: std::io::Error| InPipelineError::Io(format!("{}: {e}", log.display));
-    let file = crate::input::open_regular(&log.path).map_err(io)?;
+    let file = log.open_file().map_err(io)?;
+    let size = file.size();
     let mut pairs = Vec::new();
-    for line in BufReader::new(file).split(b'\n') {
-        let line = line.map_err(io)?;
-        if line.first() == Some(&b'#') {
-            if let Some(p) = std::str::from_utf8(&line).ok().and_then(clock_pair_of_line) {
-                pairs.push(p);
+    let (mut header, mut content) = (false, false);
+    crate::input::for_each_line(
+        BufReader::new(file),
+        crate::trace::parse::MAX_LINE_BYTES,
+        |line| -> std::io::Result<()> {
+            if !line.ended || line.bytes.iter().all(u8::is_ascii_whitespace) {
+                return Ok(());
             }
-        }
-    }
+            content = true;
+            if line.bytes.first() == Some(&b'#') {
+                header |= line
+                    .bytes
+                    .starts_with(crate::trace::parse::HEADER_TAG.as_bytes());
+                if let Some(p) = std::str::from_utf8(line.bytes)
+                    .ok()
+                    .and_then(clock_pair_of_line)
+                {
+                    pairs.push(p);
+                }
+            }
+            Ok(())
+        },
+    )
+    .map_err(io)?;
     let clock = ClockMap::new(pairs);
-    if clock.is_empty() {
-        return Err(InPipelineError::NoClock {
-            path: log.display.clone(),
-        });
+    if !clock.is_empty() {
+        return Ok(Ok(clock));
     }
-    Ok(clock)
+    if !content {
+        return Ok(Err(if size == 0 {
+            "empty: the process wrote nothing (disk full, or killed before it wrote?)".into()
+        } else {
+            "no complete line: the process was stopped while writing its first line (disk full, or killed?)".into()
+        }));
+    }
+    let path = log.display.clone();
+    Err(if header {
+        InPipelineError::NoClock { path }
+    } else {
+        InPipelineError::OriginalFormat { path }
+    })
 }
 
 /// Reads the op spans of every log, through the reader `lotus trace view`
@@ -317,11 +367,21 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     let mut bad_lines = 0u64;
     let mut clock = ClockMap::new(Vec::new());
     let mut next_id = 0u64;
+    let mut skipped_logs = Vec::new();
     folder.read_all(|item| -> Result<(), InPipelineError> {
         let e = match item {
             Item::File(log) => {
                 roles.insert(log.name.pid, log.name.role);
-                clock = clock_of(log)?;
+                clock = match clock_of(log)? {
+                    Ok(clock) => clock,
+                    Err(why) => {
+                        skipped_logs.push(format!(
+                            "{}: {why}; skipped, the other logs are analysed",
+                            crate::input::escaped(&log.display)
+                        ));
+                        ClockMap::new(Vec::new())
+                    }
+                };
                 return Ok(());
             }
             Item::Entry(Entry::Bad(_)) => {
@@ -379,6 +439,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
         traced_threads,
         spans,
         bad_lines,
+        skipped_logs,
     })
 }
 
@@ -456,7 +517,8 @@ pub(crate) struct Credit<'a> {
 
 fn samples_of(
     files: &SampleFiles,
-) -> Result<crate::trace::samples::SampleReader<BufReader<std::fs::File>>, InPipelineError> {
+) -> Result<crate::trace::samples::SampleReader<BufReader<crate::input::SizedFile>>, InPipelineError>
+{
     files
         .samples()
         .map_err(|e| InPipelineError::Io(e.to_string()))
@@ -497,22 +559,40 @@ impl SampledTrace {
         budget: Budget,
     ) -> Result<SampledTrace, InPipelineError> {
         let files = SampleFiles::of(dir, prefix);
-        let meta: HashMap<String, String> = files
+        let mut meta: HashMap<String, String> = HashMap::new();
+        for (k, v) in files
             .read_sampling()
             .map_err(|e| InPipelineError::Io(e.to_string()))?
-            .into_iter()
-            .filter(|(k, _)| k != "note")
-            .collect();
+        {
+            if k == "note" {
+                continue;
+            }
+            if meta.contains_key(&k) {
+                return Err(InPipelineError::Io(format!(
+                    "{}: `{}=` is given twice: the file is damaged or was not written by lotus; trace again",
+                    files.sampling.display(),
+                    crate::input::escaped(&k)
+                )));
+            }
+            meta.insert(k, v);
+        }
         if meta.get("status").map(String::as_str) == Some("unavailable") {
             return Err(InPipelineError::NoSamples(format!(
                 "{}: the trace was taken without samples: {}",
                 dir.display(),
-                meta.get("reason")
-                    .map_or("perf could not run", String::as_str)
+                crate::input::escaped(
+                    meta.get("reason")
+                        .map_or("perf could not run", String::as_str)
+                )
             )));
         }
-        let files = SampleFiles::open(dir, prefix)
-            .map_err(|e| InPipelineError::NoSamples(e.to_string()))?;
+        let files = SampleFiles::open(dir, prefix).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                InPipelineError::NoSamples(e.to_string())
+            } else {
+                InPipelineError::Io(e.to_string())
+            }
+        })?;
         let symbols: SymbolTable = files
             .read_symbols()
             .map_err(|e| InPipelineError::Io(e.to_string()))?;
@@ -520,6 +600,19 @@ impl SampledTrace {
         let frequency_hz = num("frequency_hz").unwrap_or(1000).max(1);
         let interval_ns = num("interval_ns").unwrap_or(1_000_000_000 / frequency_hz);
         let counters = counter_names(&meta, &files)?;
+        // Every CPU time is samples times the interval: one that cannot
+        // hold the samples the file can hold is refused here, by name,
+        // rather than wrapped later.
+        let most_samples = samples_of(&files)?.most_records();
+        if most_samples.checked_mul(interval_ns).is_none() {
+            return Err(InPipelineError::Overflow {
+                path: files.sampling.display().to_string(),
+                field: format!("interval_ns={interval_ns}"),
+                message: format!(
+                    "the samples file holds up to {most_samples} samples, and that many times this interval is past what lotus can count in ns: the file is damaged or was not written by lotus; trace again"
+                ),
+            });
+        }
         let counters_unsupported =
             meta.get("counters_unsupported")
                 .map(|names| CountersUnsupported {
@@ -527,10 +620,14 @@ impl SampledTrace {
                     reason: meta.get("counters_reason").cloned().unwrap_or_default(),
                 });
         let logs = read_logs(dir, budget)?;
-        let mut notes = Vec::new();
+        let mut notes = logs.skipped_logs.clone();
+        notes.extend(symbols.skipped_note(&files.symbols));
         if let Some(u) = &counters_unsupported {
             let hardware = meta.get("counters_kind").map(String::as_str) == Some("hardware");
-            notes.push(crate::trace::samples::unsupported_note(hardware, &u.reason));
+            notes.push(crate::trace::samples::unsupported_note(
+                hardware,
+                &crate::input::escaped(&u.reason),
+            ));
         }
         // Sampling slows the sampled threads; where it did so noticeably
         // (an expensive timer interrupt, as in some virtual machines), the
@@ -543,7 +640,7 @@ impl SampledTrace {
         {
             notes.push(format!(
                 "sampling at {frequency_hz} Hz slowed the job's threads by about {pct:.0}% here ({} us a sample): CPU times include it; a lower --frequency disturbs less",
-                meta.get("sampling_cost_us").map_or("?", String::as_str)
+                crate::input::escaped(meta.get("sampling_cost_us").map_or("?", String::as_str))
             ));
         }
         if logs.bad_lines > 0 {
@@ -729,6 +826,8 @@ pub fn attribute_folder(
     let mut counts: HashMap<Target, u64> = HashMap::new();
     let mut functions: HashMap<(Target, u32), u64> = HashMap::new();
     let mut sums: HashMap<Target, Vec<u64>> = HashMap::new();
+    // Counters whose sum went past what a u64 holds (saturated, said).
+    let mut saturated: Vec<bool> = Vec::new();
     let total = trace.credit(|c| {
         *counts.entry(c.target).or_default() += 1;
         *functions.entry((c.target, c.sample.symbol)).or_default() += 1;
@@ -736,8 +835,12 @@ pub fn attribute_folder(
             let sum = sums
                 .entry(c.target)
                 .or_insert_with(|| vec![0; c.sample.counters.len()]);
-            for (acc, v) in sum.iter_mut().zip(c.sample.counters.as_slice()) {
-                *acc = acc.saturating_add(*v);
+            for (i, (acc, v)) in sum.iter_mut().zip(c.sample.counters.as_slice()).enumerate() {
+                *acc = acc.checked_add(*v).unwrap_or_else(|| {
+                    saturated.resize(saturated.len().max(i + 1), false);
+                    saturated[i] = true;
+                    u64::MAX
+                });
             }
         }
         Ok(())
@@ -776,7 +879,13 @@ pub fn attribute_folder(
                 }
             })
             .collect();
-        let cpu_ns = n * interval_ns;
+        let cpu_ns = n
+            .checked_mul(interval_ns)
+            .ok_or_else(|| InPipelineError::Overflow {
+                path: trace.files.sampling.display().to_string(),
+                field: format!("interval_ns={interval_ns}"),
+                message: format!("{n} samples times this interval is past what lotus can count in ns: the file is damaged or was not written by lotus"),
+            })?;
         let row_counters: BTreeMap<String, u64> = match sums.get(&target) {
             Some(sum) => counters.iter().cloned().zip(sum.iter().copied()).collect(),
             None => counters.iter().map(|c| (c.clone(), 0)).collect(),
@@ -831,10 +940,22 @@ pub fn attribute_folder(
     let mut counter_totals: BTreeMap<String, u64> =
         counters.iter().map(|c| (c.clone(), 0)).collect();
     for sum in sums.values() {
-        for (name, v) in counters.iter().zip(sum) {
+        for (i, (name, v)) in counters.iter().zip(sum).enumerate() {
             let t = counter_totals.entry(name.clone()).or_default();
-            *t = t.saturating_add(*v);
+            *t = t.checked_add(*v).unwrap_or_else(|| {
+                saturated.resize(saturated.len().max(i + 1), false);
+                saturated[i] = true;
+                u64::MAX
+            });
         }
+    }
+    for (name, _) in counters.iter().zip(&saturated).filter(|(_, s)| **s) {
+        trace.notes.push(format!(
+            "{}: counter '{}': its deltas add up past what lotus can count ({}): shown as that maximum; the file is damaged or was not written by lotus",
+            trace.files.samples.display(),
+            crate::input::escaped(name),
+            u64::MAX
+        ));
     }
     Ok(InPipelineAttribution {
         frequency_hz: trace.frequency_hz,
@@ -863,6 +984,17 @@ fn counter_names(
         .get("counters")
         .map(|v| v.split(',').map(str::to_string).collect())
         .unwrap_or_default();
+    // Each counter is a column of its own: one named twice would merge
+    // two columns into one in silence.
+    for (i, name) in named.iter().enumerate() {
+        if named[..i].contains(name) {
+            return Err(InPipelineError::Io(format!(
+                "{}: counter '{}' is named twice in `counters=`: the file is damaged or was not written by lotus; trace again",
+                files.sampling.display(),
+                crate::input::escaped(name)
+            )));
+        }
+    }
     if named.len() != carried {
         return Err(InPipelineError::Io(format!(
             "{}: its records carry {carried} counter values, but {} names {} (`counters=`): the two files are not of the same run; trace again",
@@ -1034,6 +1166,120 @@ pub(crate) mod tests {
             });
         }
         sampled_folder(&log, &symbols, &samples, 100)
+    }
+
+    #[test]
+    fn empty_logs_are_skipped_and_unusable_logs_say_why() {
+        let dir = folder();
+        let budget = Budget::default();
+        std::fs::write(dir.path().join("lotus_main_pid_5"), "").expect("empty");
+        // Only a cut line: nothing complete was written either.
+        std::fs::write(dir.path().join("lotus_worker_pid_6"), "#lotus-tr").expect("cut");
+        let a = attribute_folder(dir.path(), "lotus", budget, 5).expect("attributed");
+        for (log, why) in [
+            ("lotus_main_pid_5", "empty: the process wrote nothing"),
+            ("lotus_worker_pid_6", "no complete line"),
+        ] {
+            assert!(
+                a.notes.iter().any(|n| n.contains(log) && n.contains(why)),
+                "{:?}",
+                a.notes
+            );
+        }
+        assert!(a.rows.iter().any(|r| r.name == "A" && r.samples > 0));
+        std::fs::write(dir.path().join("lotus_main_pid_5"), "SBatchWait_0,5,1000\n").expect("w");
+        let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("original");
+        assert!(matches!(e, InPipelineError::OriginalFormat { .. }), "{e}");
+        assert!(e.to_string().contains("without `--format original`"), "{e}");
+        std::fs::write(
+            dir.path().join("lotus_main_pid_5"),
+            "#lotus-trace v1 role=main pid=5\nSWait,5,1000,kind=wait\n",
+        )
+        .expect("w");
+        let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("old");
+        assert!(matches!(e, InPipelineError::NoClock { .. }), "{e}");
+    }
+
+    #[test]
+    fn counter_sums_past_u64_saturate_and_say_so() {
+        use crate::trace::samples::CounterValues;
+        let dir = folder();
+        let files = SampleFiles::of(dir.path(), "lotus");
+        std::fs::remove_file(&files.samples).expect("rm");
+        std::fs::remove_file(&files.symbols).expect("rm");
+        let mut w = SamplesWriter::create_with_counters(dir.path(), "lotus", 2).expect("w");
+        let samples: Vec<Sample> = (0..3u64)
+            .map(|i| Sample {
+                time_ns: 1000 + i,
+                pid: 10,
+                tid: 10,
+                symbol: 0,
+                kernel: false,
+                counters: CounterValues::new(&[u64::MAX / 2, 7]).expect("2"),
+            })
+            .collect();
+        w.samples(&samples).expect("samples");
+        w.finish().expect("finish");
+        crate::trace::samples::write_sampling(
+            &files.sampling,
+            &[
+                ("status", "complete".into()),
+                ("counters", "cycles,instructions".into()),
+            ],
+        )
+        .expect("sampling");
+        let a = attribute_folder(dir.path(), "lotus", Budget::default(), 5).expect("attributed");
+        assert_eq!(a.counter_totals["cycles"], u64::MAX);
+        assert_eq!(a.counter_totals["instructions"], 21);
+        let said: Vec<&String> = a
+            .notes
+            .iter()
+            .filter(|n| n.contains("add up past"))
+            .collect();
+        assert_eq!(said.len(), 1, "{:?}", a.notes);
+        assert!(said[0].contains("counter 'cycles'"), "{}", said[0]);
+    }
+
+    #[test]
+    fn sampling_figures_that_cannot_be_trusted_are_refused_by_name() {
+        let dir = folder();
+        let budget = Budget::default();
+        let sampling = SampleFiles::of(dir.path(), "lotus").sampling;
+        let write = |pairs: &[(&str, String)]| {
+            crate::trace::samples::write_sampling(&sampling, pairs).expect("sampling")
+        };
+        write(&[
+            ("status", "complete".into()),
+            ("interval_ns", u64::MAX.to_string()),
+        ]);
+        let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("overflow");
+        assert!(matches!(e, InPipelineError::Overflow { .. }), "{e}");
+        assert!(
+            e.to_string().contains(&format!("interval_ns={}", u64::MAX)),
+            "{e}"
+        );
+        // The largest interval the file's samples can be multiplied by
+        // still reads.
+        let records = samples_of(&SampleFiles::of(dir.path(), "lotus"))
+            .expect("samples")
+            .most_records();
+        write(&[
+            ("status", "complete".into()),
+            ("interval_ns", (u64::MAX / records).to_string()),
+        ]);
+        attribute_folder(dir.path(), "lotus", budget, 5).expect("largest interval");
+        write(&[("status", "complete".into()), ("status", "running".into())]);
+        let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("twice");
+        assert!(e.to_string().contains("`status=` is given twice"), "{e}");
+        write(&[
+            ("status", "complete".into()),
+            ("counters", "\u{1b}x,\u{1b}x".into()),
+        ]);
+        let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("counter twice");
+        assert!(
+            e.to_string().contains("counter '\\u{1b}x' is named twice"),
+            "{e}"
+        );
     }
 
     #[test]

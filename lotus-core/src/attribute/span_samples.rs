@@ -185,7 +185,7 @@ impl SpanSamples {
         }
         Ok(SpanSample {
             cpu_samples: samples,
-            cpu_ms: (samples * self.interval_ns) as f64 / 1e6,
+            cpu_ms: samples.saturating_mul(self.interval_ns) as f64 / 1e6,
             top_functions: best
                 .into_iter()
                 .map(|(n, symbol)| SpanFunction::of(&self.symbols, symbol, n, samples))

@@ -31,6 +31,17 @@ pub fn mapping_from_trace(
     prefix: &str,
     budget: Budget,
 ) -> Result<Mapping, InPipelineError> {
+    mapping_from_trace_with_notes(dir, prefix, budget).map(|(m, _)| m)
+}
+
+/// [`mapping_from_trace`], with what is worth telling the user about the
+/// folder (the attribution's notes: logs skipped, symbols lines skipped, a
+/// partial run).
+pub fn mapping_from_trace_with_notes(
+    dir: &Path,
+    prefix: &str,
+    budget: Budget,
+) -> Result<(Mapping, Vec<String>), InPipelineError> {
     let a = attribute_folder(dir, prefix, budget, usize::MAX)?;
     let backend = SampleFiles::of(dir, prefix)
         .read_sampling()
@@ -85,7 +96,7 @@ pub fn mapping_from_trace(
     if a.partial {
         env.insert("partial".into(), "true".into());
     }
-    Ok(m)
+    Ok((m, a.notes))
 }
 
 /// A module's file name (`/usr/lib/libc.so.6` -> `libc.so.6`), as live

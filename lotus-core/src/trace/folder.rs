@@ -11,9 +11,18 @@
 //! put everything in the view twice. Names starting with `.`
 //! are skipped, and so are links to folders. Files are listed in path
 //! order, so results do not depend on the file system's order.
+//!
+//! Every file of the folder is opened through [`crate::input::Folder`]:
+//! relative to the folder, never through a link that leads out of it,
+//! regular files only, read no further than their size when opened. A
+//! folder received from another machine is read as it is, and nothing
+//! outside it is read or quoted: a log (or profiler trace) that is a link
+//! out of the folder is refused by name, saying to copy the real file in.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{BufReader, Read};
+
+use crate::input::{escaped, Folder, SizedFile};
 use std::path::{Path, PathBuf};
 
 use super::event::Process;
@@ -112,7 +121,7 @@ impl Block {
 struct OpenLog {
     /// Its index in [`TraceFolder::logs`].
     i: usize,
-    reader: TraceReader<BufReader<File>>,
+    reader: TraceReader<BufReader<SizedFile>>,
     /// The next block is its first.
     first: bool,
 }
@@ -269,18 +278,34 @@ pub struct LogFile {
     pub folder: String,
     /// What its name says.
     pub name: FileName,
+    /// The trace folder it was found in (its own path when the log was
+    /// named alone).
+    root: PathBuf,
 }
 
 impl LogFile {
-    /// Opens it for reading.
-    pub fn open(&self) -> Result<TraceReader<BufReader<File>>, TraceError> {
-        let f = crate::input::open_regular(&self.path)
+    /// Opens it for reading, as [`LogFile::open_file`] does.
+    pub fn open(&self) -> Result<TraceReader<BufReader<SizedFile>>, TraceError> {
+        let f = self
+            .open_file()
             .map_err(|e| TraceError::io(&self.display, &e))?;
         Ok(TraceReader::new(
             BufReader::with_capacity(256 * 1024, f),
             self.display.clone(),
             Process::new(self.name.role, self.name.pid),
         ))
+    }
+
+    /// Opens its bytes for reading: inside its trace folder through
+    /// [`Folder::open_file`] (no link out of the folder, regular files
+    /// only, no further than its size now); a log named alone on the
+    /// command line is the user's choice, opened as named.
+    pub fn open_file(&self) -> std::io::Result<SizedFile> {
+        if self.path == self.root {
+            return SizedFile::open_named(&self.path);
+        }
+        let rel = self.path.strip_prefix(&self.root).unwrap_or(&self.path);
+        Folder::open(&self.root)?.open_file(rel)
     }
 }
 
@@ -300,6 +325,17 @@ pub struct TraceFolder {
 }
 
 impl TraceFolder {
+    /// Opens `path`, one of the folder's files (a profiler trace found by
+    /// [`TraceFolder::scan`]), inside the folder as
+    /// [`Folder::open_file`] does: no link out of it, regular files only,
+    /// read no further than its size now.
+    pub fn open_file(&self, path: &Path) -> std::io::Result<SizedFile> {
+        match path.strip_prefix(&self.root) {
+            Ok(rel) if !rel.as_os_str().is_empty() => Folder::open(&self.root)?.open_file(rel),
+            _ => SizedFile::open_named(path),
+        }
+    }
+
     /// Every log's entries, in order (logs in path order, lines in file
     /// order), each log announced before its entries. A few threads (one
     /// per CPU, at most 8) take turns to cut the logs into blocks of lines,
@@ -437,11 +473,13 @@ impl TraceFolder {
                     display: shown,
                     folder: String::new(),
                     name,
+                    root: root.to_path_buf(),
                 }),
                 None => return Err(TraceError::NoLogs { path: shown }),
             }
             return Ok(folder);
         }
+        let opened = Folder::open(root).map_err(|e| TraceError::io(&shown, &e))?;
         let mut stack = vec![root.to_path_buf()];
         while let Some(dir) = stack.pop() {
             let entries = fs::read_dir(&dir).map_err(|e| TraceError::io(dir.display(), &e))?;
@@ -462,37 +500,55 @@ impl TraceFolder {
                 let Ok(link_meta) = fs::symlink_metadata(&path) else {
                     continue;
                 };
-                // Named like a log, it must be one: a fifo would block the
-                // reading, and skipping it would lose that process's events
-                // in silence.
-                if parse_file_name(name).is_some() {
-                    if let Ok(meta) = fs::metadata(&path) {
-                        if let Some(what) = crate::input::not_regular(meta.file_type()) {
-                            return Err(not_a_log_file(path.display(), what));
-                        }
-                    }
-                }
                 if link_meta.is_dir() {
                     subdirs.push(path);
                     continue;
                 }
-                // A link counts where it leads to a file.
-                if !path.is_file() {
-                    continue;
-                }
+                let rel_file = path.strip_prefix(root).unwrap_or(&path);
                 if let Some(parsed) = parse_file_name(name) {
+                    // Named like a log, it must be one: a fifo would block
+                    // the reading, a link out of the folder would read
+                    // (and quote) another file, and skipping either would
+                    // lose that process's events in silence.
+                    if let Err(e) = opened.open_file(rel_file) {
+                        return Err(TraceError::Io {
+                            path: escaped(&path.display().to_string()),
+                            message: format!("{e}: a trace log must be a file in the folder"),
+                        });
+                    }
                     let rel = dir.strip_prefix(root).unwrap_or(&dir);
                     folder.logs.push(LogFile {
-                        display: path.display().to_string(),
+                        // A received folder's names may hold anything:
+                        // shown with control characters escaped.
+                        display: escaped(&path.display().to_string()),
                         folder: rel.display().to_string(),
                         path,
                         name: parsed,
+                        root: root.to_path_buf(),
                     });
-                } else if looks_like_torch_trace(name) && sniff_torch_trace(&path) {
-                    if is_view(name, &path) {
-                        folder.views.push(path);
-                    } else {
-                        folder.torch.push(path);
+                } else if looks_like_torch_trace(name) {
+                    let mut file = match opened.open_file(rel_file) {
+                        Ok(f) => f,
+                        // A link out of the folder is refused by name: a
+                        // profiler trace of someone else's would be merged.
+                        Err(e)
+                            if link_meta.file_type().is_symlink()
+                                && e.kind() == std::io::ErrorKind::InvalidInput =>
+                        {
+                            return Err(TraceError::Io {
+                                path: escaped(&path.display().to_string()),
+                                message: e.to_string(),
+                            });
+                        }
+                        // Not a file (a fifo, a device): not a profiler trace.
+                        Err(_) => continue,
+                    };
+                    if sniff_torch_trace(&mut file) {
+                        if is_view(name, &mut file) {
+                            folder.views.push(path);
+                        } else {
+                            folder.torch.push(path);
+                        }
                     }
                 }
             }
@@ -523,19 +579,19 @@ pub fn looks_like_torch_trace(name: &str) -> bool {
     name.ends_with(".pt.trace.json") || (name.ends_with(".json") && name.contains("trace"))
 }
 
-/// Whether the start of `path` holds `"traceEvents"`.
-fn sniff_torch_trace(path: &Path) -> bool {
-    let Ok(f) = File::open(path) else {
-        return false;
-    };
+/// Whether the start of `file` holds `"traceEvents"`.
+fn sniff_torch_trace(file: &mut SizedFile) -> bool {
+    use std::io::{Seek, SeekFrom};
     let mut head = Vec::new();
-    if f.take(SNIFF_BYTES).read_to_end(&mut head).is_err() {
+    if file.seek(SeekFrom::Start(0)).is_err()
+        || file.take(SNIFF_BYTES).read_to_end(&mut head).is_err()
+    {
         return false;
     }
     String::from_utf8_lossy(&head).contains("\"traceEvents\"")
 }
 
-/// Whether a trace-event JSON file (`name` at `path`) is a view made of a
+/// Whether a trace-event JSON file (`name`, opened as `f`) is a view made of a
 /// trace rather than a profiler's own trace: `lotus trace view`'s output
 /// ([`VIEW_MARK`] at its start), or the original study's
 /// (`visualization_augmenter.py` in rajveerb/lotus writes the profiler
@@ -543,22 +599,19 @@ fn sniff_torch_trace(path: &Path) -> bool {
 /// `X_fine.json`, or with no profiler trace a file of those events alone:
 /// its `SBatchPreprocessed_<id>` / `SBatchConsumed_<id>` spans, at the
 /// end).
-pub fn is_view(name: &str, path: &Path) -> bool {
+pub fn is_view(name: &str, f: &mut SizedFile) -> bool {
+    use std::io::{Seek, SeekFrom};
     if name.ends_with("_coarse.json") || name.ends_with("_fine.json") {
         return true;
     }
-    let Ok(mut f) = File::open(path) else {
-        return false;
-    };
     let mut head = Vec::new();
-    if (&mut f).take(SNIFF_BYTES).read_to_end(&mut head).is_err() {
+    if f.seek(SeekFrom::Start(0)).is_err() || f.take(SNIFF_BYTES).read_to_end(&mut head).is_err() {
         return false;
     }
     if String::from_utf8_lossy(&head).contains(VIEW_MARK) {
         return true;
     }
-    use std::io::{Seek, SeekFrom};
-    let len = f.metadata().map_or(0, |m| m.len());
+    let len = f.size();
     let mut tail = Vec::new();
     if f.seek(SeekFrom::Start(len.saturating_sub(SNIFF_BYTES)))
         .is_err()

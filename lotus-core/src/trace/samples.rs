@@ -44,6 +44,15 @@
 //! Memory stays flat however long the job: samples go to the file in
 //! blocks; only the symbol table (distinct functions) is kept.
 //!
+//! Reading: the three files are opened inside their folder through
+//! [`crate::input::Folder`] (no link out of the folder, regular files only,
+//! read no further than their size when opened), since a folder is often
+//! received from another machine. A symbols line that is not UTF-8 text,
+//! or not `id<TAB>function<TAB>module`, or whose id is past what the file's
+//! size can hold (ids are numbered from 0, one line each), is skipped and
+//! counted ([`SymbolTable::skipped`]); a cut last line is dropped without a
+//! word; the table holds only the ids that have a line.
+//!
 //! ```
 //! use lotus_core::trace::samples::{Sample, SampleFiles, SampleSink, SamplesWriter, Symbol};
 //!
@@ -62,10 +71,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use crate::input::{escaped, for_each_line, Folder, SizedFile};
 
 /// The first 8 bytes of a samples file.
 pub const SAMPLES_MAGIC: &[u8; 8] = b"LOTUSSMP";
@@ -215,6 +227,8 @@ pub struct SampleFiles {
     pub symbols: PathBuf,
     /// `<prefix>.sampling`.
     pub sampling: PathBuf,
+    /// The folder they are in.
+    dir: PathBuf,
 }
 
 impl SampleFiles {
@@ -224,24 +238,37 @@ impl SampleFiles {
             samples: dir.join(format!("{prefix}.samples")),
             symbols: dir.join(format!("{prefix}.symbols")),
             sampling: dir.join(format!("{prefix}.sampling")),
+            dir: dir.to_path_buf(),
         }
     }
 
     /// The files of `prefix` in `dir`; an error naming the folder when it
-    /// holds no samples file.
+    /// holds no samples file (of kind `NotFound`), or naming the samples
+    /// file when it is not one lotus reads (a fifo, a device, a link out
+    /// of the folder: see [`Folder::open_file`]).
     pub fn open(dir: &Path, prefix: &str) -> io::Result<SampleFiles> {
         let f = SampleFiles::of(dir, prefix);
-        if !f.samples.is_file() {
-            return Err(io::Error::new(
+        match f.open_in_folder(&f.samples) {
+            Ok(_) => Ok(f),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
                     "{}: no samples ({} is missing): trace with `lotus trace run --sample`",
                     dir.display(),
                     f.samples.display()
                 ),
-            ));
+            )),
+            Err(e) => Err(e),
         }
-        Ok(f)
+    }
+
+    /// Opens one of the three files inside the folder (see
+    /// [`Folder::open_file`]); errors name the file.
+    fn open_in_folder(&self, path: &Path) -> io::Result<SizedFile> {
+        let name = path.file_name().map_or(path, Path::new);
+        Folder::open(&self.dir)
+            .and_then(|folder| folder.open_file(name))
+            .map_err(|e| with_path(path, e))
     }
 
     /// Any of the three files that exists.
@@ -253,33 +280,63 @@ impl SampleFiles {
             .collect()
     }
 
-    /// The symbol table (ids with no line read as `[unknown]`).
+    /// The symbol table (ids with no line read as `[unknown]`); an empty
+    /// one when the file is missing.
     pub fn read_symbols(&self) -> io::Result<SymbolTable> {
-        SymbolTable::read(&self.symbols)
+        match self.open_in_folder(&self.symbols) {
+            Ok(file) => SymbolTable::read_from(file, &self.symbols),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(SymbolTable::empty()),
+            Err(e) => Err(e),
+        }
     }
 
     /// The sampling description's `key=value` pairs, in file order
-    /// (`note` may repeat); empty when the file is missing.
+    /// (`note` may repeat); empty when the file is missing. Text that is
+    /// not UTF-8 is read with U+FFFD in its place; a line is at most
+    /// [`MAX_SAMPLING_LINE`] bytes (the rest is dropped).
     pub fn read_sampling(&self) -> io::Result<Vec<(String, String)>> {
-        let text = match std::fs::read_to_string(&self.sampling) {
-            Ok(t) => t,
+        let file = match self.open_in_folder(&self.sampling) {
+            Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
-        Ok(text
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect())
+        let mut pairs = Vec::new();
+        for_each_line(
+            BufReader::new(file),
+            MAX_SAMPLING_LINE,
+            |line| -> io::Result<()> {
+                let text = String::from_utf8_lossy(line.bytes);
+                if !text.starts_with('#') {
+                    if let Some((k, v)) = text.split_once('=') {
+                        pairs.push((k.to_string(), v.to_string()));
+                    }
+                }
+                Ok(())
+            },
+        )
+        .map_err(|e| with_path(&self.sampling, e))?;
+        Ok(pairs)
     }
 
-    /// A streaming reader of the samples.
-    pub fn samples(&self) -> io::Result<SampleReader<BufReader<File>>> {
-        let file = File::open(&self.samples).map_err(|e| with_path(&self.samples, e))?;
-        SampleReader::new(BufReader::with_capacity(1 << 16, file), &self.samples)
+    /// A streaming reader of the samples, which stops at the size the
+    /// file had when opened.
+    pub fn samples(&self) -> io::Result<SampleReader<BufReader<SizedFile>>> {
+        let file = self.open_in_folder(&self.samples)?;
+        let size = file.size();
+        let mut reader = SampleReader::new(BufReader::with_capacity(1 << 16, file), &self.samples)?;
+        reader.most = size.saturating_sub(HEADER_BYTES as u64) / reader.record.len() as u64;
+        Ok(reader)
     }
 }
+
+/// The longest line of a sampling description that is read whole.
+pub const MAX_SAMPLING_LINE: usize = 64 * 1024;
+/// The longest line of a symbols file that is read whole (a longer one is
+/// skipped and counted).
+pub const MAX_SYMBOL_LINE: usize = 64 * 1024;
+/// The fewest bytes a symbols line takes (`0<TAB><TAB>` and its line
+/// break): a file of `n` bytes holds at most `n / 4` ids.
+const MIN_SYMBOL_LINE: u64 = 4;
 
 fn with_path(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
@@ -450,66 +507,154 @@ pub fn unsupported_note(hardware: bool, reason: &str) -> String {
 /// The symbols of a sampled trace, by id.
 #[derive(Debug, Clone)]
 pub struct SymbolTable {
-    by_id: Vec<Option<Symbol>>,
+    /// Only the ids that have a line: an id is never a number of slots.
+    by_id: HashMap<u32, Symbol>,
     unknown: Symbol,
+    /// The first few lines skipped.
+    skipped: Vec<SkippedLine>,
+    skipped_count: usize,
 }
 
+/// A line of a symbols file that was skipped, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SkippedLine {
+    /// Its number, from 1.
+    pub line: u64,
+    /// Why ("not UTF-8 text").
+    pub why: String,
+}
+
+/// How many skipped lines a [`SymbolTable`] remembers by number (the rest
+/// are counted).
+const SKIPPED_KEPT: usize = 5;
+
 impl SymbolTable {
-    /// Reads a symbols file; a cut last line (no line break) is dropped.
-    pub fn read(path: &Path) -> io::Result<SymbolTable> {
-        let mut table = SymbolTable {
-            by_id: Vec::new(),
+    fn empty() -> SymbolTable {
+        SymbolTable {
+            by_id: HashMap::new(),
             unknown: Symbol::new(UNKNOWN_SYMBOL, UNKNOWN_SYMBOL),
-        };
-        let file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(table),
-            Err(e) => return Err(with_path(path, e)),
-        };
-        let mut reader = BufReader::new(file);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if reader
-                .read_line(&mut line)
-                .map_err(|e| with_path(path, e))?
-                == 0
-            {
-                break;
+            skipped: Vec::new(),
+            skipped_count: 0,
+        }
+    }
+
+    /// Reads the symbols file `path` (a file the user named, links
+    /// followed: a trace folder's is read through
+    /// [`SampleFiles::read_symbols`]); an empty table when it is missing.
+    /// See [`SymbolTable::read_from`].
+    pub fn read(path: &Path) -> io::Result<SymbolTable> {
+        match SizedFile::open_named(path) {
+            Ok(file) => SymbolTable::read_from(file, path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(SymbolTable::empty()),
+            Err(e) => Err(with_path(path, e)),
+        }
+    }
+
+    /// Reads a symbols file (named `path` in errors), no further than its
+    /// size when opened. A cut last line (no line break) is dropped; a
+    /// line that is not UTF-8 text, not `id<TAB>function<TAB>module`, or
+    /// whose id is past what the file can hold is skipped and counted
+    /// ([`SymbolTable::skipped`], [`SymbolTable::skipped_note`]).
+    pub fn read_from(file: SizedFile, path: &Path) -> io::Result<SymbolTable> {
+        let most_ids = file.size() / MIN_SYMBOL_LINE;
+        let mut table = SymbolTable::empty();
+        let (mut skipped, mut skipped_count) = (Vec::new(), 0);
+        let mut skip = |line: u64, why: String| {
+            skipped_count += 1;
+            if skipped.len() < SKIPPED_KEPT {
+                skipped.push(SkippedLine { line, why });
             }
-            let Some(body) = line.strip_suffix('\n') else {
-                break;
+        };
+        let mut by_id = HashMap::new();
+        for_each_line(BufReader::new(file), MAX_SYMBOL_LINE, |line| -> io::Result<()> {
+            if !line.ended {
+                // A cut last line: the run was stopped while writing it.
+                return Ok(());
+            }
+            if line.too_long {
+                skip(line.no, format!("longer than {MAX_SYMBOL_LINE} bytes"));
+                return Ok(());
+            }
+            let Ok(body) = std::str::from_utf8(line.bytes) else {
+                skip(line.no, "not UTF-8 text".into());
+                return Ok(());
             };
             if body.starts_with('#') {
-                continue;
+                return Ok(());
             }
             let mut parts = body.splitn(3, '\t');
             let (Some(id), Some(function), Some(module)) =
                 (parts.next(), parts.next(), parts.next())
             else {
-                continue;
+                skip(line.no, "not id<TAB>function<TAB>module".into());
+                return Ok(());
             };
-            let Ok(id) = id.parse::<u32>() else { continue };
-            let i = id as usize;
-            if table.by_id.len() <= i {
-                table.by_id.resize(i + 1, None);
+            let Ok(id) = id.parse::<u32>() else {
+                skip(line.no, format!("id '{}' is not a number", escaped(id)));
+                return Ok(());
+            };
+            if u64::from(id) > most_ids {
+                skip(
+                    line.no,
+                    format!("id {id} is past what a file of this size can hold (ids count its lines from 0)"),
+                );
+                return Ok(());
             }
-            table.by_id[i] = Some(Symbol::new(function, module));
-        }
+            by_id.insert(id, Symbol::new(function, module));
+            Ok(())
+        })
+        .map_err(|e| with_path(path, e))?;
+        table.by_id = by_id;
+        table.skipped = skipped;
+        table.skipped_count = skipped_count;
         Ok(table)
+    }
+
+    /// The lines skipped (the first few, by number; see
+    /// [`SymbolTable::skipped_count`] for how many).
+    pub fn skipped(&self) -> &[SkippedLine] {
+        &self.skipped
+    }
+
+    /// How many lines were skipped.
+    pub fn skipped_count(&self) -> usize {
+        self.skipped_count
+    }
+
+    /// One line for the user about the skipped lines of `path`, if any:
+    /// `lotus.symbols: 2 line(s) skipped (line 3: not UTF-8 text; ...)`.
+    pub fn skipped_note(&self, path: &Path) -> Option<String> {
+        if self.skipped_count == 0 {
+            return None;
+        }
+        let shown: Vec<String> = self
+            .skipped()
+            .iter()
+            .map(|s| format!("line {}: {}", s.line, s.why))
+            .collect();
+        let more = self.skipped_count - shown.len();
+        Some(format!(
+            "{}: {} line(s) skipped ({}{}); their samples read as {UNKNOWN_SYMBOL}",
+            escaped(&path.display().to_string()),
+            self.skipped_count,
+            shown.join("; "),
+            if more > 0 {
+                format!("; {more} more")
+            } else {
+                String::new()
+            }
+        ))
     }
 
     /// The symbol of `id` (`[unknown]` for an id with no line).
     pub fn get(&self, id: u32) -> &Symbol {
-        self.by_id
-            .get(id as usize)
-            .and_then(Option::as_ref)
-            .unwrap_or(&self.unknown)
+        self.by_id.get(&id).unwrap_or(&self.unknown)
     }
 
     /// How many ids have a line.
     pub fn len(&self) -> usize {
-        self.by_id.iter().filter(|s| s.is_some()).count()
+        self.by_id.len()
     }
 
     /// Whether no id has a line.
@@ -528,6 +673,7 @@ pub struct SampleReader<R> {
     done: bool,
     counters: usize,
     record: Vec<u8>,
+    most: u64,
 }
 
 impl<R: Read> SampleReader<R> {
@@ -567,7 +713,14 @@ impl<R: Read> SampleReader<R> {
             done: false,
             counters,
             record: vec![0; size],
+            most: u64::MAX,
         })
+    }
+
+    /// The most records it can read: what the file's size held when it
+    /// was opened ([`SampleFiles::samples`]); `u64::MAX` when not known.
+    pub fn most_records(&self) -> u64 {
+        self.most
     }
 
     /// How many counter values each record carries (0 in version 1).
@@ -741,6 +894,75 @@ mod tests {
             let err = SampleReader::new(&head[..], Path::new("x.samples")).expect_err("bad");
             assert!(err.to_string().contains("version 2"), "{err}");
         }
+    }
+
+    #[test]
+    fn symbols_lines_that_cannot_be_read_are_skipped_and_counted() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let files = SampleFiles::of(dir.path(), "lotus");
+        // An id of 20 million in a 39-byte line: skipped, no slot made;
+        // bad UTF-8 and a line that is not three fields: skipped; the cut
+        // last line: dropped without a word.
+        let mut text = b"#lotus-symbols v1\n0\tf\tm\n20000000\tbig_function_name\t/lib/xyz.so\n1\tg\xff\tm\n2 no tabs\n3\th\tm\n4\tcu".to_vec();
+        std::fs::write(&files.symbols, &text).expect("w");
+        let table = files.read_symbols().expect("read");
+        assert_eq!(table.len(), 2);
+        assert_eq!(table.get(0).function, "f");
+        assert_eq!(table.get(3).function, "h");
+        assert_eq!(table.get(20_000_000).function, UNKNOWN_SYMBOL);
+        assert_eq!(table.get(4).function, UNKNOWN_SYMBOL);
+        assert_eq!(table.skipped_count(), 3);
+        let lines: Vec<u64> = table.skipped().iter().map(|s| s.line).collect();
+        assert_eq!(lines, vec![3, 4, 5]);
+        let note = table.skipped_note(&files.symbols).expect("note");
+        assert!(note.contains("lotus.symbols: 3 line(s) skipped"), "{note}");
+        assert!(note.contains("line 4: not UTF-8 text"), "{note}");
+        assert!(note.contains("id 20000000 is past"), "{note}");
+        // Many bad lines: the first few named, all counted.
+        text.clear();
+        for i in 0..1000 {
+            text.extend_from_slice(format!("x{i}\tf\tm\n").as_bytes());
+        }
+        std::fs::write(&files.symbols, &text).expect("w");
+        let table = files.read_symbols().expect("read");
+        assert_eq!(table.skipped_count(), 1000);
+        assert_eq!(table.skipped().len(), SKIPPED_KEPT);
+        let note = table.skipped_note(&files.symbols).expect("note");
+        assert!(note.contains("; 995 more"), "{note}");
+    }
+
+    #[test]
+    fn sample_files_inside_the_folder_only_and_bounded() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut w = SamplesWriter::create(dir.path(), "run").expect("create");
+        w.samples(&[sample(1, 0), sample(2, 0)]).expect("block");
+        w.finish().expect("finish");
+        let files = SampleFiles::open(dir.path(), "run").expect("open");
+        assert_eq!(files.samples().expect("r").most_records(), 2);
+        std::fs::remove_file(&files.symbols).expect("rm");
+        std::os::unix::fs::symlink("/dev/zero", &files.symbols).expect("link");
+        let e = files.read_symbols().expect_err("link out");
+        assert!(
+            e.to_string()
+                .contains("run.symbols: is a symbolic link that leads out"),
+            "{e}"
+        );
+        std::fs::write(
+            &files.sampling,
+            b"#lotus-sampling v1\nstatus=compl\xffte\nnote=a=b\n",
+        )
+        .expect("w");
+        assert_eq!(
+            files.read_sampling().expect("lossy"),
+            vec![
+                ("status".to_string(), "compl\u{fffd}te".to_string()),
+                ("note".to_string(), "a=b".to_string())
+            ]
+        );
+        std::fs::remove_file(&files.samples).expect("rm");
+        std::os::unix::fs::symlink("/etc/passwd", &files.samples).expect("link");
+        let e = SampleFiles::open(dir.path(), "run").expect_err("link out");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
     }
 
     #[test]
