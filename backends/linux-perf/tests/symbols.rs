@@ -315,14 +315,19 @@ fn plt_stubs_are_named(flags: &[&str]) {
         assert!(sections.contains(".plt.sec"), "no .plt.sec:\n{sections}");
     }
     let exe = build_burn_for(dir.path());
-    let report = profile_window(&exe, "lib", 0.6);
+    // The stub's share of the samples depends on the machine and its load,
+    // not on the window's length: 38 of 6,000 samples in 0.6 s of the
+    // phase's CPU with the other CPU busy, 21-42 in 1.5 s (against the 50
+    // once required here). What is checked is that its row is named as
+    // perf names it, with more samples than a stray few could make.
+    let report = profile_window(&exe, "lib", 1.0);
     eprintln!("{:?}\n{}", report.symbolize, top(&report, 8));
     let rows = rows_in(&report, "libhot.so");
     let stub = rows
         .iter()
         .find(|r| r.0 == "tiny_add@plt")
         .map_or(0.0, |r| r.1);
-    assert!(stub >= 50.0, "{}", top(&report, 8));
+    assert!(stub >= 10.0, "{}", top(&report, 8));
     assert!(
         rows.iter()
             .all(|r| !r.0.starts_with("func@") && r.0 != "[unknown]"),
