@@ -17,7 +17,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use lotus_core::ProfilerError;
 use perf_event::events::Software;
-use perf_event::{Builder, Clock, Counter, Sampler};
+use perf_event::{Builder, Clock, Counter, ReadFormat, Sampler};
 
 use crate::counting::CounterKind;
 use crate::error::{event_io, is_permission, mmap_error, open_error};
@@ -43,16 +43,22 @@ pub(crate) struct Streams {
     pub switch: Switch,
     /// Whether the samplers sample kernel mode too.
     pub kernel: bool,
+    /// Whether the samplers read with each sample (Linux 6.12 or later),
+    /// which keeps each thread's timer its own (see `crate::coverage`).
+    pub separate_threads: bool,
     /// The members of the samplers' counter groups (kept open).
     pub members: Vec<Counter>,
     /// The counters read with each sample.
     pub counters: SampleCounters,
 }
 
-/// Enables and disables a set of events by ioctl.
+/// Enables and disables a set of events by ioctl, and reads their counts.
 #[derive(Debug)]
 pub(crate) struct Switch {
     fds: Vec<OwnedFd>,
+    /// The events read their counter group ([`READ_FORMAT`]): a read
+    /// gives `nr`, then value and id pairs, the leader's first.
+    group: bool,
 }
 
 impl Switch {
@@ -69,6 +75,32 @@ impl Switch {
             }
         }
         Ok(())
+    }
+
+    /// What each event counted (its own and its inherited copies', those
+    /// of exited threads included): for the samplers, the nanoseconds of
+    /// CPU time the target ran on that CPU while sampling was on. `None`
+    /// if one cannot be read.
+    pub(crate) fn counts(&self) -> Option<Vec<u64>> {
+        // nr, then (value, id) for the leader and every member.
+        let mut buf = [0u64; 2 + 2 * (1 + lotus_core::trace::samples::MAX_COUNTERS)];
+        self.fds
+            .iter()
+            .map(|fd| {
+                // SAFETY: reads at most the buffer's size into it, from a
+                // descriptor this struct owns.
+                let n = unsafe {
+                    libc::read(
+                        fd.as_raw_fd(),
+                        buf.as_mut_ptr().cast(),
+                        std::mem::size_of_val(&buf),
+                    )
+                };
+                let words = usize::try_from(n).ok()? / 8;
+                let at = usize::from(self.group);
+                (words > at).then(|| buf[at])
+            })
+            .collect()
     }
 
     /// `PERF_EVENT_IOC_DISABLE` on every event. Tries them all even when one
@@ -182,9 +214,10 @@ fn open_with(
     let mut fds = Vec::with_capacity(cpus.len());
     let mut members = Vec::with_capacity(cpus.len() * counters.len());
     let read = !counters.is_empty();
+    let mut own_read = true;
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
-        let build = |kernel: bool| {
+        let build = |kernel: bool, own_read: bool| {
             let mut b = Builder::new(Software::CPU_CLOCK);
             b.observe_pid(pid)
                 .one_cpu(cpu)
@@ -194,24 +227,47 @@ fn open_with(
                 .sample_frequency(frequency_hz)
                 .sample(SAMPLE_TYPE)
                 .sample_id_all(true)
+                // Each thread's copy writes its count when the thread
+                // exits (PERF_RECORD_READ): its exact CPU time, against
+                // which its samples are checked (see `crate::coverage`).
+                .inherit_stat(true)
                 .clockid(Clock::MONOTONIC)
                 .wakeup_watermark(SAMPLE_BUFFER / 4)
                 .enabled(sampling);
             if read {
                 b.sample(SAMPLE_TYPE_READ).read_format(READ_FORMAT);
+            } else {
+                // The count alone (the crate's default adds the enabled
+                // and running times): what the thread's exit record and
+                // `Switch::counts` read.
+                b.read_format(ReadFormat::empty());
+                if own_read {
+                    // Each sample reads its thread's count too: unused,
+                    // but an inherited event that does keeps the kernel
+                    // from swapping two threads' copies at a switch
+                    // between them (Linux 6.12 or later), which would let
+                    // a thread that exits take away the timer progress
+                    // of the one that ran before it (see
+                    // `crate::coverage`).
+                    b.sample(SAMPLE_TYPE_READ);
+                }
             }
             b.build()
         };
-        let counter = match build(kernel) {
-            // Kernel mode needs perf_event_paranoid <= 1 or CAP_PERFMON:
-            // without, sample user mode only (on every CPU: the first
-            // refusal decides).
-            Err(e) if kernel && is_permission(&e) => {
-                kernel = false;
-                build(false)
-            }
-            r => r,
-        };
+        let mut counter = build(kernel, own_read);
+        // Kernel mode needs perf_event_paranoid <= 1 or CAP_PERFMON:
+        // without, sample user mode only (on every CPU: the first refusal
+        // decides).
+        if kernel && matches!(&counter, Err(e) if is_permission(e)) {
+            kernel = false;
+            counter = build(false, own_read);
+        }
+        // Reading with each sample of an inherited event needs Linux 6.12.
+        if !read && own_read && matches!(&counter, Err(e) if e.raw_os_error() == Some(libc::EINVAL))
+        {
+            own_read = false;
+            counter = build(kernel, false);
+        }
         let mut counter = match counter {
             Ok(c) => c,
             Err(e) if read && plain_sampler_opens(pid, cpu, kernel) => {
@@ -281,8 +337,9 @@ fn open_with(
     Ok(Ok(Streams {
         samplers,
         sideband,
-        switch: Switch { fds },
+        switch: Switch { fds, group: read },
         kernel,
+        separate_threads: read || own_read,
         members,
         counters: SampleCounters {
             read: counters.to_vec(),

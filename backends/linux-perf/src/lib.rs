@@ -72,6 +72,7 @@ mod calibrate;
 mod code_scan;
 mod collection;
 mod counting;
+mod coverage;
 mod debug_link;
 mod drain;
 mod elf_symbols;
@@ -98,6 +99,7 @@ pub use calibrate::{
 };
 pub use collection::{PerfCollection, PerfReport, PerfWindow};
 pub use counting::{CounterKind, CounterStatus};
+pub use coverage::{ProcessCoverage, SampleCoverage};
 pub use sample_read::{SampleCounters, UnsupportedCounters, DEFAULT_SAMPLE_COUNTERS};
 pub use stream::StreamSummary;
 pub use symbolize::{SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION};
@@ -305,6 +307,7 @@ impl LinuxPerf {
             sideband,
             switch,
             kernel,
+            separate_threads,
             members,
             counters: sample_counters,
         } = streams;
@@ -319,6 +322,7 @@ impl LinuxPerf {
             sink,
             sample_counters.read.len(),
             options.window_stamps,
+            1_000_000_000 / frequency_hz.max(1),
         ) {
             Ok(d) => d,
             Err(e) => {
@@ -339,6 +343,7 @@ impl LinuxPerf {
                 members,
                 counters: sample_counters,
                 stamped: options.window_stamps,
+                separate_threads,
             },
             notes,
         ))

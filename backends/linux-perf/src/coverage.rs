@@ -1,0 +1,412 @@
+//! How much of the CPU time the target ran its samples cover, per process,
+//! and the samples that stand for the last partial period of each thread.
+//!
+//! Why short-lived threads were barely sampled: `cpu-clock` samples on an
+//! hrtimer that runs while the thread runs, and each thread gets its own
+//! copy of the sampler (one per CPU, through `inherit`) whose timer starts
+//! a full period when the thread is first scheduled on that CPU. The first
+//! sample comes only after a whole period of that thread's CPU time there,
+//! and what the thread runs after its last sample is never sampled: a
+//! thread that ran 0.3 ms at 1 kHz is never sampled, one that ran 2.9 ms
+//! gets 2 samples. Worse, at a switch between two threads of the target
+//! on one CPU the kernel swaps their copies instead of stopping one and
+//! starting the other, so the timer's progress passes to the next thread,
+//! and is thrown away when that thread exits: a thread that starts short
+//! threads one after another and waits for each lost all its samples too.
+//! Work split into many short threads lost nearly all its samples, with no
+//! record lost and no note (`perf record` does the same). Samplers that
+//! read with each sample (see `crate::events`) keep the kernel from
+//! swapping (Linux 6.12 or later).
+//!
+//! The samplers set `inherit_stat`, so the kernel writes each thread's
+//! count on each CPU (a `PERF_RECORD_READ`: the CPU time it ran there
+//! while sampling was on) into the ring buffer when it exits. Against the
+//! thread's samples on that CPU, that gives the unsampled tail: less than
+//! one period when no sample was lost. The tails of a process are carried
+//! over from thread to thread, and each time they add up to one period a
+//! sample is added for the exiting thread, at its exit, where it was last
+//! sampled (`[unknown]` when it never was): the samples then cover the CPU
+//! time the threads ran, to within a period or two per process. What the
+//! count says beyond a period per thread and CPU is missing (samples lost,
+//! the kernel throttling, kernel mode not sampled) and is reported, not
+//! made up.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// What the samples of one process cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ProcessCoverage {
+    /// The process id.
+    pub pid: u32,
+    /// The CPU time its threads ran while sampling was on, as the kernel
+    /// counted it (nanoseconds): the exited threads' counts, and for the
+    /// target's first thread what the samplers counted in all.
+    pub cpu_ns: u64,
+    /// Samples the kernel took of it.
+    pub samples: u64,
+    /// Samples added for its threads' unsampled tails (see the module
+    /// docs of `coverage`).
+    pub added: u64,
+    /// Threads of it whose counts came (threads that exited).
+    pub threads: u64,
+}
+
+impl ProcessCoverage {
+    /// CPU time the samples cover, taken and added, at `period_ns` each.
+    pub fn sampled_ns(&self, period_ns: u64) -> u64 {
+        (self.samples + self.added).saturating_mul(period_ns)
+    }
+}
+
+/// What the samples cover, for the whole run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SampleCoverage {
+    /// One sampling period (nanoseconds).
+    pub period_ns: u64,
+    /// Per process, by pid: only processes with counted CPU time or samples.
+    pub processes: Vec<ProcessCoverage>,
+    /// The CPU time the whole target ran while sampling was on, as the
+    /// samplers counted it (nanoseconds); `None` where they could not be
+    /// read.
+    pub cpu_ns: Option<u64>,
+}
+
+impl SampleCoverage {
+    /// Samples taken, all processes.
+    pub fn samples(&self) -> u64 {
+        self.processes.iter().map(|p| p.samples).sum()
+    }
+
+    /// Samples added for unsampled tails, all processes.
+    pub fn added(&self) -> u64 {
+        self.processes.iter().map(|p| p.added).sum()
+    }
+
+    /// The process `pid`'s figures.
+    pub fn process(&self, pid: u32) -> Option<&ProcessCoverage> {
+        self.processes.iter().find(|p| p.pid == pid)
+    }
+}
+
+/// One thread's sampler copy on one CPU, as the replay goes.
+#[derive(Debug, Default, Clone, Copy)]
+struct Copy {
+    pid: u32,
+    samples: u64,
+}
+
+/// Where a thread was last sampled: what an added sample of it repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LastSample {
+    pub ip: u64,
+    pub kernel: bool,
+}
+
+/// An added sample: for thread `tid` of `pid`, at `last` (`None`: never
+/// sampled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Added {
+    pub pid: u32,
+    pub tid: u32,
+    pub last: Option<LastSample>,
+}
+
+/// The drain thread's tally, fed in replay (time) order.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    period_ns: u64,
+    /// Samplers (CPUs): a thread sends a count from each.
+    streams: u64,
+    /// By (stream, tid): the thread's samples on that CPU's sampler.
+    copies: HashMap<(u32, u32), Copy>,
+    /// By tid: where it was last sampled. Kept past the thread's exit
+    /// record, which the kernel writes before the thread's counts (a
+    /// reused id's first sample replaces it).
+    last: HashMap<u32, LastSample>,
+    /// By pid: figures, and the tails not yet made into a sample (ns;
+    /// below zero where the copies took more samples than their counts'
+    /// whole periods).
+    processes: BTreeMap<u32, (ProcessCoverage, i64)>,
+    /// Counted CPU time by stream, summed over the threads that exited.
+    exited_ns: HashMap<u32, u64>,
+}
+
+impl Tally {
+    /// A tally for `streams` samplers taking one sample every `period_ns`.
+    pub(crate) fn new(period_ns: u64, streams: usize) -> Tally {
+        Tally {
+            period_ns: period_ns.max(1),
+            streams: (streams as u64).max(1),
+            ..Tally::default()
+        }
+    }
+
+    fn process(&mut self, pid: u32) -> &mut (ProcessCoverage, i64) {
+        self.processes.entry(pid).or_insert_with(|| {
+            (
+                ProcessCoverage {
+                    pid,
+                    ..ProcessCoverage::default()
+                },
+                0,
+            )
+        })
+    }
+
+    /// A sample the kernel took, from ring buffer `stream`.
+    pub(crate) fn sample(&mut self, stream: u32, pid: u32, tid: u32, ip: u64, kernel: bool) {
+        let copy = self.copies.entry((stream, tid)).or_default();
+        copy.pid = pid;
+        copy.samples += 1;
+        self.last.insert(tid, LastSample { ip, kernel });
+        self.process(pid).0.samples += 1;
+    }
+
+    /// Thread `tid` of `pid` exited having run `ns` on `stream`'s CPU: the
+    /// samples to add for it (0 or more; more only if a thread's tail
+    /// completes the carry of several).
+    pub(crate) fn thread_cpu(&mut self, stream: u32, pid: u32, tid: u32, ns: u64) -> Vec<Added> {
+        let period = self.period_ns;
+        let samples = self.copies.remove(&(stream, tid)).map_or(0, |c| c.samples);
+        *self.exited_ns.entry(stream).or_insert(0) += ns;
+        // The timer fires after each whole period: `samples` periods were
+        // sampled, the rest of the count is the tail (less than a period)
+        // and, beyond it, whole periods whose samples are missing.
+        // The tail, signed: a copy can also hold a sample more than its
+        // count's whole periods where the kernel passed a timer's progress
+        // from one thread to the next (see the module docs). Whole periods
+        // beyond the tail are missing samples: reported, not added.
+        let period_i = i64::try_from(period).unwrap_or(i64::MAX);
+        let sampled = i128::from(samples) * i128::from(period);
+        let tail = i128::from(ns) - sampled;
+        let tail = if tail >= i128::from(period) {
+            tail % i128::from(period)
+        } else {
+            tail.max(-i128::from(period))
+        };
+        // Within (-period, period): fits.
+        let tail = tail as i64;
+        let last = self.last.get(&tid).copied();
+        let (figures, carry) = self.process(pid);
+        figures.cpu_ns = figures.cpu_ns.saturating_add(ns);
+        figures.threads += 1;
+        *carry += tail;
+        let mut added = Vec::new();
+        while *carry >= period_i {
+            *carry -= period_i;
+            figures.added += 1;
+            added.push(Added { pid, tid, last });
+        }
+        added
+    }
+
+    /// The figures, given `target` (the first process) and what the
+    /// samplers counted in all on each stream (`None` when unread).
+    ///
+    /// One thread never sends a count: the one holding the samplers
+    /// themselves (not copies) when it exited. That is the target's first
+    /// thread, unless the kernel swapped its events with another thread's
+    /// (see `crate::events`): then it is the one sampled thread that sent
+    /// no count. Its time is the total less the other threads' counts.
+    pub(crate) fn finish(mut self, target: u32, totals: Option<Vec<u64>>) -> SampleCoverage {
+        let cpu_ns = totals.as_ref().map(|t| t.iter().sum::<u64>());
+        let streams = self.streams;
+        if let Some(totals) = totals {
+            let own: u64 = totals
+                .iter()
+                .enumerate()
+                .map(|(s, &t)| {
+                    t.saturating_sub(self.exited_ns.get(&(s as u32)).copied().unwrap_or(0))
+                })
+                .sum();
+            let mut left: Vec<u32> = self.copies.values().map(|c| c.pid).collect();
+            left.sort_unstable();
+            left.dedup();
+            let holder = match left[..] {
+                [pid] => pid,
+                _ => target,
+            };
+            let figures = &mut self.process(holder).0;
+            figures.cpu_ns = figures.cpu_ns.saturating_add(own);
+        }
+        SampleCoverage {
+            period_ns: self.period_ns,
+            processes: self
+                .processes
+                .into_values()
+                .map(|(mut p, _)| {
+                    // Counted per copy so far.
+                    p.threads = p.threads.div_ceil(streams);
+                    p
+                })
+                .collect(),
+            cpu_ns,
+        }
+    }
+}
+
+/// The notes for the user: the samples added, and every process whose
+/// samples miss more of its CPU time than sampling's own error explains.
+/// `kernel` says whether kernel mode was sampled.
+pub(crate) fn notes(coverage: &SampleCoverage, kernel: bool, separate: bool) -> Vec<String> {
+    let period = coverage.period_ns.max(1);
+    let secs = |ns: u64| ns as f64 / 1e9;
+    let mut notes = Vec::new();
+    let added = coverage.added();
+    if added > 0 {
+        let threads: u64 = coverage.processes.iter().map(|p| p.threads).sum();
+        let threads = if threads == 1 {
+            "1 thread".to_string()
+        } else {
+            format!("{threads} threads")
+        };
+        let how = if separate {
+            "the kernel's sampling timer starts anew for each thread on each CPU, so a \
+             thread's last partial period is never sampled"
+        } else {
+            "the kernel's sampling timer starts anew for each thread on each CPU, and this \
+             kernel (before 6.12) lets a thread that exits take away the timer progress of \
+             the one that ran before it: the samples added stand for both"
+        };
+        notes.push(format!(
+            "{added} samples ({:.3} s) were added for the CPU time {threads} ran after their \
+             last sample before exiting ({how}); each stands at its thread's exit, in the \
+             function it was last sampled in ([unknown] if it never was)",
+            secs(added.saturating_mul(period))
+        ));
+    }
+    let mut short: Vec<(&ProcessCoverage, u64)> = coverage
+        .processes
+        .iter()
+        .filter_map(|p| {
+            let sampled = p.sampled_ns(period);
+            let missing = p.cpu_ns.saturating_sub(sampled);
+            // Sampling's error: the tails (added up to less than a period
+            // per process, a period more for the first thread's), and the
+            // statistical spread of the count; beyond both and 5% of the
+            // time, samples are missing.
+            let expected = p.cpu_ns / period;
+            let allowance = (2 + 3 * (expected as f64).sqrt() as u64) * period;
+            (missing > allowance && missing * 20 > p.cpu_ns).then_some((p, missing))
+        })
+        .collect();
+    short.sort_by_key(|&(p, missing)| (std::cmp::Reverse(missing), p.pid));
+    const SHOWN: usize = 5;
+    let why = if kernel {
+        "samples were lost or throttled"
+    } else {
+        "kernel mode is not sampled, or samples were lost or throttled"
+    };
+    for (p, _) in short.iter().take(SHOWN) {
+        let sampled = p.sampled_ns(period);
+        notes.push(format!(
+            "samples cover {:.3} s of the {:.3} s CPU process {} ran ({:.0}%): {why}",
+            secs(sampled),
+            secs(p.cpu_ns),
+            p.pid,
+            100.0 * sampled as f64 / p.cpu_ns as f64
+        ));
+    }
+    if short.len() > SHOWN {
+        let missing: u64 = short[SHOWN..].iter().map(|(_, m)| m).sum();
+        notes.push(format!(
+            "and {} more processes whose samples miss {:.3} s of their CPU time",
+            short.len() - SHOWN,
+            secs(missing)
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u64 = 1_000_000;
+
+    #[test]
+    fn tails_add_up_to_samples_per_process() {
+        let mut t = Tally::new(P, 2);
+        // Thread 11 of process 10: 2 samples on CPU 0, ran 2.6 periods
+        // there and 0.3 on CPU 1 (never sampled there).
+        t.sample(0, 10, 11, 0x1000, false);
+        t.sample(0, 10, 11, 0x2000, false);
+        assert!(t.thread_cpu(0, 10, 11, 2 * P + 600_000).is_empty());
+        let added = t.thread_cpu(1, 10, 11, 300_000);
+        assert!(added.is_empty(), "0.9 of a period carried");
+        // Thread 12 never sampled: its 0.4 completes a period.
+        let added = t.thread_cpu(0, 10, 12, 400_000);
+        assert_eq!(
+            added,
+            [Added {
+                pid: 10,
+                tid: 12,
+                last: None
+            }]
+        );
+        // Another process carries its own.
+        assert!(t.thread_cpu(1, 20, 21, 900_000).is_empty());
+        let cov = t.finish(10, None);
+        let p = cov.process(10).expect("10");
+        assert_eq!((p.samples, p.added, p.threads), (2, 1, 2));
+        assert_eq!(p.cpu_ns, 3 * P + 300_000);
+        assert_eq!(cov.process(20).expect("20").added, 0);
+        assert_eq!(cov.cpu_ns, None);
+    }
+
+    #[test]
+    fn an_added_sample_repeats_where_the_thread_was_last_sampled() {
+        let mut t = Tally::new(P, 2);
+        t.sample(0, 10, 11, 0x1000, false);
+        t.sample(1, 10, 11, 0xffff_0000, true);
+        let added = t.thread_cpu(1, 10, 11, P + P / 2);
+        assert!(added.is_empty());
+        let added = t.thread_cpu(0, 10, 11, P + P / 2);
+        assert_eq!(
+            added[0].last,
+            Some(LastSample {
+                ip: 0xffff_0000,
+                kernel: true
+            })
+        );
+    }
+
+    #[test]
+    fn missing_periods_are_not_added_but_reported() {
+        let mut t = Tally::new(P, 2);
+        // 100 periods counted, 40 sampled: 60 missing, none added.
+        for _ in 0..40 {
+            t.sample(0, 10, 11, 0x1000, false);
+        }
+        assert!(t.thread_cpu(0, 10, 11, 100 * P).is_empty());
+        // The first thread: the samplers counted 10 periods more in all.
+        for _ in 0..10 {
+            t.sample(0, 10, 10, 0x1000, false);
+        }
+        let cov = t.finish(10, Some(vec![110 * P]));
+        assert_eq!(cov.cpu_ns, Some(110 * P));
+        let p = cov.process(10).expect("10");
+        assert_eq!((p.cpu_ns, p.samples), (110 * P, 50));
+        let notes = notes(&cov, true, true);
+        assert_eq!(
+            notes,
+            [
+                "samples cover 0.050 s of the 0.110 s CPU process 10 ran (45%): samples were lost \
+              or throttled"
+            ]
+        );
+        // Within sampling's error: no note.
+        let mut t = Tally::new(P, 2);
+        for _ in 0..98 {
+            t.sample(0, 10, 11, 0x1000, false);
+        }
+        t.thread_cpu(0, 10, 11, 100 * P);
+        assert!(notes_of(t).is_empty());
+    }
+
+    fn notes_of(t: Tally) -> Vec<String> {
+        notes(&t.finish(10, None), true, true)
+    }
+}
