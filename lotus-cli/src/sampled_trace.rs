@@ -276,6 +276,17 @@ fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
             }
         ),
     }
+    // What the samples cover of the CPU time the job ran: the samplers'
+    // count, and the samples added for exited threads' last periods (in
+    // `samples`); where samples are missing, a note says so with the
+    // figures, here and on stderr.
+    if let Some(cpu_ns) = report.coverage.cpu_ns {
+        pairs.push(("cpu_ns", cpu_ns.to_string()));
+    }
+    pairs.push(("samples_added", report.coverage.added().to_string()));
+    for note in report.coverage.notes() {
+        eprintln!("lotus: note: {note}");
+    }
     for note in report.notes.iter().chain(&stream.kernel_note) {
         pairs.push(("note", note.clone()));
     }

@@ -451,12 +451,13 @@ impl PerfCollection {
             ));
         }
         // Every process has exited: the samplers' counts are final.
-        let coverage = drained.tally.finish(self.pid, self.switch.counts());
-        self.notes.extend(crate::coverage::notes(
-            &coverage,
+        let coverage = drained.tally.finish_with(
+            self.pid,
+            self.switch.counts(),
             self.kernel_samples,
             self.separate_threads,
-        ));
+        );
+        self.notes.extend(coverage.notes());
         if drained.malformed > 0 {
             self.notes.push(format!(
                 "{} unreadable perf records skipped",

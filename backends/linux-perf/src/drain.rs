@@ -90,7 +90,7 @@ impl Drain {
     /// Starts the thread; it owns the ring buffers from now on. With
     /// `sink`, every sample in a window also goes to it as it comes,
     /// carrying `counters` counter deltas. The samplers take a sample
-    /// every `period_ns` of CPU time.
+    /// every `period_ns` of CPU time, of kernel mode too when `kernel`.
     pub(crate) fn start(
         samplers: Vec<Sampler>,
         sideband: Vec<Sampler>,
@@ -98,6 +98,7 @@ impl Drain {
         counters: usize,
         stamped: bool,
         period_ns: u64,
+        kernel: bool,
     ) -> Result<Drain, ProfilerError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -131,6 +132,7 @@ impl Drain {
                     first_sideband,
                     counters,
                     period_ns,
+                    kernel,
                 };
                 run(streams, ends, &s, &w, stream)
             })
@@ -301,6 +303,8 @@ struct Ends {
     counters: usize,
     /// One sampling period (ns).
     period_ns: u64,
+    /// Kernel mode is sampled.
+    kernel: bool,
 }
 
 fn run(
@@ -313,7 +317,7 @@ fn run(
     let _guard = FinishGuard(shared);
     let first_sideband = ends.first_sideband;
     let mut model = Model::default();
-    let mut tally = Tally::new(ends.period_ns, first_sideband);
+    let mut tally = Tally::new(ends.period_ns, first_sideband, ends.kernel);
     // An added sample carries no counter deltas (nothing was read for it).
     let no_counters = CounterValues::new(&[0; MAX_COUNTERS][..ends.counters.min(MAX_COUNTERS)])
         .unwrap_or_default();
@@ -380,6 +384,7 @@ fn run(
                     }
                 }
                 Event::Exit { tid } => deltas.exit(tid),
+                Event::Lost { .. } | Event::Throttle => tally.dropped(),
                 Event::ThreadCpu {
                     pid,
                     tid,

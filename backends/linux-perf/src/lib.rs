@@ -323,6 +323,7 @@ impl LinuxPerf {
             sample_counters.read.len(),
             options.window_stamps,
             1_000_000_000 / frequency_hz.max(1),
+            kernel,
         ) {
             Ok(d) => d,
             Err(e) => {
