@@ -732,7 +732,7 @@ fn a_sampled_trace_covers_the_cpu_time_of_short_lived_threads() {
     // little more than process_time sees (its last lines, the interpreter's
     // exit), and miss the kernel's work for each thread before and after
     // its sampler copies (about 20 us a thread here): 0.85 leaves room for
-    // both on 500 samples and more. Before the fix, under 0.3: a thread
+    // both on 500 samples and more. Before the fix, about 0.55: a thread
     // under one period was never sampled.
     let ratio = (n * interval) as f64 / cpu_ns as f64;
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -244,3 +244,31 @@ fn samples_known_to_be_missing_are_reported_with_the_figure() {
         .unwrap_or_else(|| panic!("no note {want:?} in {:#?}", report.notes));
     assert!(note.contains("kernel mode is not sampled"), "{note}");
 }
+
+/// Not a check: the figures of the report (sampled CPU over the job's own
+/// CPU, at 1 kHz and at the backend's default frequency), printed.
+/// `cargo test -p lotus-backend-perf --test short_threads -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn measure() {
+    let _serial = serial();
+    for hz in [Some(HZ), None] {
+        for (mode, count, us) in [
+            ("serial", 300, 10_000),
+            ("batch", 300, 10_000),
+            ("serial", 1000, 300),
+            ("batch", 1000, 300),
+            ("fork", 1000, 300),
+            ("worker", 1000, 300),
+        ] {
+            let run = run(mode, count, us, hz, WindowSwitch::Timestamps);
+            println!(
+                "MEASURE {:>5} Hz {mode:>6} {count:>4} x {us:>5} us: sampled {:.3} s / job {:.3} s = {:.3}",
+                run.report.frequency_hz,
+                run.sampled_s(),
+                run.job_s(),
+                run.sampled_s() / run.job_s()
+            );
+        }
+    }
+}
