@@ -6,7 +6,13 @@
 //! switched by ioctl, as [`crate::WindowSwitch`] says.
 //!
 //! Both observe the target with `inherit`, so every process and thread it
-//! starts is covered. A disabled event emits no side-band records, which is
+//! starts is covered: each gets its own copy of every event, whose
+//! samples go to the original's ring buffer. The samplers set
+//! `inherit_stat`, so a copy writes its count (the thread's CPU time on
+//! that CPU) when its thread exits, and read with each sample (where the
+//! kernel allows it with `inherit`, Linux 6.12), which keeps the kernel
+//! from swapping two threads' copies at a switch between them: see
+//! `crate::coverage` for why both matter to short-lived threads. A disabled event emits no side-band records, which is
 //! why mappings come from the separate always-enabled dummy event (what
 //! `perf record --delay` does too). Both stamp records with
 //! `CLOCK_MONOTONIC`, so records from different buffers can be put in one
