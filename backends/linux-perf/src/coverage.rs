@@ -138,9 +138,11 @@ pub(crate) struct Tally {
     /// By (stream, tid): the thread's samples on that CPU's sampler.
     copies: HashMap<(u32, u32), Copy>,
     /// By tid: where it was last sampled. Kept past the thread's exit
-    /// record, which the kernel writes before the thread's counts (a
-    /// reused id's first sample replaces it).
+    /// record, which the kernel writes before the thread's counts, until
+    /// its last count.
     last: HashMap<u32, LastSample>,
+    /// By tid: the counts come so far of a thread that is exiting.
+    counted: HashMap<u32, u64>,
     /// By pid: figures, and the tails not yet made into a sample (ns;
     /// below zero where the copies took more samples than their counts'
     /// whole periods).
@@ -217,6 +219,13 @@ impl Tally {
         };
         let tail = i64::try_from(tail).unwrap_or(i64::MAX);
         let last = self.last.get(&tid).copied();
+        let counts = self.counted.entry(tid).or_insert(0);
+        *counts += 1;
+        if *counts >= self.streams {
+            // Its last count: the thread is gone, its id free.
+            self.counted.remove(&tid);
+            self.last.remove(&tid);
+        }
         let (figures, carry) = self.process(pid);
         figures.cpu_ns = figures.cpu_ns.saturating_add(ns);
         figures.threads += 1;
@@ -390,6 +399,8 @@ mod tests {
                 last: None
             }]
         );
+        // Thread 11 sent its counts from both CPUs: forgotten.
+        assert!(!t.last.contains_key(&11) && !t.counted.contains_key(&11));
         // Another process carries its own.
         assert!(t.thread_cpu(1, 20, 21, 900_000).is_empty());
         let cov = t.finish(10, None);
