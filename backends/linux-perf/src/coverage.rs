@@ -115,7 +115,19 @@ struct Copy {
 pub(crate) struct LastSample {
     pub ip: u64,
     pub kernel: bool,
+    /// When (CLOCK_MONOTONIC ns).
+    pub time: u64,
+    /// The thread's samples so far, all CPUs.
+    pub samples: u64,
 }
+
+/// How recent (in sampling periods of wall time) the last sample of a
+/// thread with many samples must be at its exit for its unsampled tail to
+/// be added there (see [`Tally::thread_cpu`]).
+pub(crate) const RECENT_PERIODS: u64 = 10;
+/// Threads with fewer samples always add their tails at their exit: the
+/// tail is more than 2% of their time.
+pub(crate) const FEW_SAMPLES: u64 = 50;
 
 /// An added sample: for thread `tid` of `pid`, at `last` (`None`: never
 /// sampled).
@@ -182,18 +194,53 @@ impl Tally {
     }
 
     /// A sample the kernel took, from ring buffer `stream`.
-    pub(crate) fn sample(&mut self, stream: u32, pid: u32, tid: u32, ip: u64, kernel: bool) {
+    pub(crate) fn sample(
+        &mut self,
+        time: u64,
+        stream: u32,
+        pid: u32,
+        tid: u32,
+        ip: u64,
+        kernel: bool,
+    ) {
         let copy = self.copies.entry((stream, tid)).or_default();
         copy.pid = pid;
         copy.samples += 1;
-        self.last.insert(tid, LastSample { ip, kernel });
+        let samples = self.last.get(&tid).map_or(0, |l| l.samples) + 1;
+        self.last.insert(
+            tid,
+            LastSample {
+                ip,
+                kernel,
+                time,
+                samples,
+            },
+        );
         self.process(pid).0.samples += 1;
     }
 
-    /// Thread `tid` of `pid` exited having run `ns` on `stream`'s CPU: the
-    /// samples to add for it (0 or more; more only if a thread's tail
-    /// completes the carry of several).
-    pub(crate) fn thread_cpu(&mut self, stream: u32, pid: u32, tid: u32, ns: u64) -> Vec<Added> {
+    /// Thread `tid` of `pid` exited at `time` having run `ns` on
+    /// `stream`'s CPU: the samples to add for it (0 or more; more only if
+    /// a thread's tail completes the carry of several).
+    ///
+    /// The samples must be written in time order, so an added sample
+    /// stands at the exit. That is where a short thread's tail ran, but
+    /// the tail of a long-lived thread that had long been idle (a pool's
+    /// thread at the end of the run) ran long before, in whatever it did
+    /// then: added at its exit it would count where the thread did not
+    /// run. So a thread adds its tail only if it took fewer than
+    /// [`FEW_SAMPLES`] samples (its tail is a large part of its time), or
+    /// its last sample came within [`RECENT_PERIODS`] periods of its exit;
+    /// a tail left out is less than a period a CPU, a small part of such
+    /// a thread's samples, and counted as missing.
+    pub(crate) fn thread_cpu(
+        &mut self,
+        time: u64,
+        stream: u32,
+        pid: u32,
+        tid: u32,
+        ns: u64,
+    ) -> Vec<Added> {
         let period = self.period_ns;
         let samples = self.copies.remove(&(stream, tid)).map_or(0, |c| c.samples);
         *self.exited_ns.entry(stream).or_insert(0) += ns;
@@ -218,6 +265,11 @@ impl Tally {
             tail.max(-i128::from(period))
         };
         let tail = i64::try_from(tail).unwrap_or(i64::MAX);
+        let adds = self.last.get(&tid).is_none_or(|l| {
+            l.samples < FEW_SAMPLES
+                || time.saturating_sub(l.time) <= period.saturating_mul(RECENT_PERIODS)
+        });
+        let tail = if adds { tail } else { tail.min(0) };
         let last = self.last.get(&tid).copied();
         let counts = self.counted.entry(tid).or_insert(0);
         *counts += 1;
@@ -384,13 +436,13 @@ mod tests {
         let mut t = Tally::new(P, 2, true);
         // Thread 11 of process 10: 2 samples on CPU 0, ran 2.6 periods
         // there and 0.3 on CPU 1 (never sampled there).
-        t.sample(0, 10, 11, 0x1000, false);
-        t.sample(0, 10, 11, 0x2000, false);
-        assert!(t.thread_cpu(0, 10, 11, 2 * P + 600_000).is_empty());
-        let added = t.thread_cpu(1, 10, 11, 300_000);
+        t.sample(0, 0, 10, 11, 0x1000, false);
+        t.sample(0, 0, 10, 11, 0x2000, false);
+        assert!(t.thread_cpu(0, 0, 10, 11, 2 * P + 600_000).is_empty());
+        let added = t.thread_cpu(0, 1, 10, 11, 300_000);
         assert!(added.is_empty(), "0.9 of a period carried");
         // Thread 12 never sampled: its 0.4 completes a period.
-        let added = t.thread_cpu(0, 10, 12, 400_000);
+        let added = t.thread_cpu(0, 0, 10, 12, 400_000);
         assert_eq!(
             added,
             [Added {
@@ -402,7 +454,7 @@ mod tests {
         // Thread 11 sent its counts from both CPUs: forgotten.
         assert!(!t.last.contains_key(&11) && !t.counted.contains_key(&11));
         // Another process carries its own.
-        assert!(t.thread_cpu(1, 20, 21, 900_000).is_empty());
+        assert!(t.thread_cpu(0, 1, 20, 21, 900_000).is_empty());
         let cov = t.finish(10, None);
         let p = cov.process(10).expect("10");
         assert_eq!((p.samples, p.added, p.threads), (2, 1, 2));
@@ -414,16 +466,18 @@ mod tests {
     #[test]
     fn an_added_sample_repeats_where_the_thread_was_last_sampled() {
         let mut t = Tally::new(P, 2, true);
-        t.sample(0, 10, 11, 0x1000, false);
-        t.sample(1, 10, 11, 0xffff_0000, true);
-        let added = t.thread_cpu(1, 10, 11, P + P / 2);
+        t.sample(0, 0, 10, 11, 0x1000, false);
+        t.sample(0, 1, 10, 11, 0xffff_0000, true);
+        let added = t.thread_cpu(0, 1, 10, 11, P + P / 2);
         assert!(added.is_empty());
-        let added = t.thread_cpu(0, 10, 11, P + P / 2);
+        let added = t.thread_cpu(0, 0, 10, 11, P + P / 2);
         assert_eq!(
             added[0].last,
             Some(LastSample {
                 ip: 0xffff_0000,
-                kernel: true
+                kernel: true,
+                time: 0,
+                samples: 2,
             })
         );
     }
@@ -435,12 +489,12 @@ mod tests {
         // none added.
         t.dropped();
         for _ in 0..40 {
-            t.sample(0, 10, 11, 0x1000, false);
+            t.sample(0, 0, 10, 11, 0x1000, false);
         }
-        assert!(t.thread_cpu(0, 10, 11, 100 * P).is_empty());
+        assert!(t.thread_cpu(0, 0, 10, 11, 100 * P).is_empty());
         // The first thread: the samplers counted 10 periods more in all.
         for _ in 0..10 {
-            t.sample(0, 10, 10, 0x1000, false);
+            t.sample(0, 0, 10, 10, 0x1000, false);
         }
         let cov = t.finish(10, Some(vec![110 * P]));
         assert_eq!(cov.cpu_ns, Some(110 * P));
@@ -458,9 +512,9 @@ mod tests {
         let mut t = Tally::new(P, 2, true);
         t.dropped();
         for _ in 0..98 {
-            t.sample(0, 10, 11, 0x1000, false);
+            t.sample(0, 0, 10, 11, 0x1000, false);
         }
-        t.thread_cpu(0, 10, 11, 100 * P);
+        t.thread_cpu(0, 0, 10, 11, 100 * P);
         assert!(notes_of(t).is_empty());
     }
 
@@ -468,10 +522,35 @@ mod tests {
     fn with_nothing_dropped_a_late_timer_s_missing_period_is_added() {
         let mut t = Tally::new(P, 2, true);
         // 1.05 periods, no sample: the timer fired after the thread left.
-        assert_eq!(t.thread_cpu(0, 10, 11, P + P / 20).len(), 1);
+        assert_eq!(t.thread_cpu(0, 0, 10, 11, P + P / 20).len(), 1);
         // Kernel mode not sampled: samples may be missing, not added.
         let mut t = Tally::new(P, 2, false);
-        assert!(t.thread_cpu(0, 10, 11, P + P / 20).is_empty());
+        assert!(t.thread_cpu(0, 0, 10, 11, P + P / 20).is_empty());
+    }
+
+    #[test]
+    fn a_thread_long_idle_before_its_exit_adds_nothing_there() {
+        let mut t = Tally::new(P, 1, true);
+        // Sampled 60 times up to 60 ms, exits 1 s later with 0.9 of a
+        // period unsampled: nothing added (the tail ran long before).
+        for i in 1..=60 {
+            t.sample(i * 1_000_000, 0, 10, 11, 0x1000, false);
+        }
+        assert!(t
+            .thread_cpu(1_000_000_000, 0, 10, 11, 60 * P + 900_000)
+            .is_empty());
+        // The next thread's tail starts the carry afresh.
+        assert!(t.thread_cpu(1_000_000_000, 0, 10, 12, 500_000).is_empty());
+        assert_eq!(t.thread_cpu(1_000_000_000, 0, 10, 13, 500_000).len(), 1);
+        // One sampled just before its exit adds its tail, and one with
+        // few samples however long it was idle.
+        let mut t = Tally::new(P, 1, true);
+        for i in 1..=60 {
+            t.sample(i * 1_000_000, 0, 10, 11, 0x1000, false);
+        }
+        assert_eq!(t.thread_cpu(62_000_000, 0, 10, 11, 61 * P).len(), 1);
+        t.sample(1_000_000, 0, 10, 12, 0x1000, false);
+        assert_eq!(t.thread_cpu(1_000_000_000, 0, 10, 12, 2 * P).len(), 1);
     }
 
     fn notes_of(t: Tally) -> Vec<String> {

@@ -368,7 +368,7 @@ fn run(
                     stream: from,
                     counters,
                 } => {
-                    tally.sample(from, pid, tid, ip, kernel);
+                    tally.sample(t, from, pid, tid, ip, kernel);
                     // Every sample moves its thread's totals, in a window
                     // or not, so a delta covers only its own interval.
                     let counters = deltas.delta(from, tid, counters);
@@ -393,7 +393,7 @@ fn run(
                 } => {
                     // The thread's unsampled tails, a period's worth: one
                     // sample at its exit (see `crate::coverage`).
-                    for added in tally.thread_cpu(from, pid, tid, ns) {
+                    for added in tally.thread_cpu(t, from, pid, tid, ns) {
                         let (ip, kernel) = added.last.map_or((0, false), |l| (l.ip, l.kernel));
                         if let Some(stream) = stream.as_mut().filter(|_| window(t).is_some()) {
                             stream.push(Placed {
