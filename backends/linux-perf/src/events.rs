@@ -173,7 +173,9 @@ pub(crate) fn max_sample_rate() -> Option<u64> {
 /// and the kernel allows it ([`Streams::kernel`] says whether it did).
 /// Each sampler reads `counters` with every sample where the kernel
 /// allows it; where it does not, the samplers open without them and
-/// [`Streams::counters`] says why.
+/// [`Streams::counters`] says why. With `separate`, the samplers read
+/// with each sample anyway, where the kernel allows it, to keep each
+/// thread's timer its own ([`crate::ThreadTimers`]).
 pub(crate) fn open(
     pid: u32,
     cpus: &[usize],
@@ -181,17 +183,26 @@ pub(crate) fn open(
     sampling: bool,
     kernel: bool,
     counters: &[CounterKind],
+    separate: bool,
 ) -> Result<Streams, ProfilerError> {
-    match open_with(pid, cpus, frequency_hz, sampling, kernel, counters)? {
+    let open = |counters: &[CounterKind]| {
+        open_with(
+            pid,
+            cpus,
+            frequency_hz,
+            sampling,
+            kernel,
+            counters,
+            separate,
+        )
+    };
+    match open(counters)? {
         Ok(streams) => Ok(streams),
         Err(reason) => {
-            let mut streams =
-                open_with(pid, cpus, frequency_hz, sampling, kernel, &[])?.map_err(|reason| {
-                    ProfilerError::Other {
-                        backend: crate::BACKEND.into(),
-                        message: reason,
-                    }
-                })?;
+            let mut streams = open(&[])?.map_err(|reason| ProfilerError::Other {
+                backend: crate::BACKEND.into(),
+                message: reason,
+            })?;
             streams.counters.unsupported = Some(UnsupportedCounters {
                 asked: counters.to_vec(),
                 reason,
@@ -210,6 +221,7 @@ fn open_with(
     sampling: bool,
     mut kernel: bool,
     counters: &[CounterKind],
+    separate: bool,
 ) -> Result<Result<Streams, String>, ProfilerError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
         backend: crate::BACKEND.into(),
@@ -220,7 +232,7 @@ fn open_with(
     let mut fds = Vec::with_capacity(cpus.len());
     let mut members = Vec::with_capacity(cpus.len() * counters.len());
     let read = !counters.is_empty();
-    let mut own_read = true;
+    let mut own_read = separate;
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
         let build = |kernel: bool, own_read: bool| {
