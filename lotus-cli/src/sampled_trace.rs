@@ -4,6 +4,13 @@
 //! folder as it comes (`<prefix>.samples`, `<prefix>.symbols`,
 //! `<prefix>.sampling`: see [`lotus_core::trace::samples`]).
 //!
+//! At the end `<prefix>.sampling` also says what the samples cover:
+//! `cpu_ns=` (the CPU time the job ran while sampled, as the kernel counted
+//! it) and `samples_added=` (samples, among `samples=`, that stand for the
+//! unsampled last period of exited threads; see `lotus_backend_perf`'s
+//! `SampleCoverage`); where samples are known to be missing, a `note=`
+//! line and lotus's output say so with the figures.
+//!
 //! Where perf cannot run (no `perf_event_open`, not permitted), the job is
 //! traced without samples and lotus says why, in its output and in
 //! `<prefix>.sampling` (`status=unavailable`), so that `lotus attribute
@@ -503,6 +510,17 @@ fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
                 String::new()
             }
         ),
+    }
+    // What the samples cover of the CPU time the job ran: the samplers'
+    // count, and the samples added for exited threads' last periods (in
+    // `samples`); where samples are missing, a note says so with the
+    // figures, here and on stderr.
+    if let Some(cpu_ns) = report.coverage.cpu_ns {
+        pairs.push(("cpu_ns", cpu_ns.to_string()));
+    }
+    pairs.push(("samples_added", report.coverage.added().to_string()));
+    for note in report.coverage.notes() {
+        crate::usage::say!("lotus: note: {note}");
     }
     for note in report.notes.iter().chain(&stream.notes) {
         pairs.push(("note", note.clone()));

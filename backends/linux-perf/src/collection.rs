@@ -143,6 +143,10 @@ pub struct PerfReport {
     /// One report per window, in opening order, from
     /// [`PerfCollection::finish_per_window`]; empty otherwise.
     pub window_reports: Vec<Report>,
+    /// What the samples cover of the CPU time each process ran, over the
+    /// whole run (in windows or not), and the samples added for threads'
+    /// unsampled last periods; `notes` says where samples are missing.
+    pub coverage: crate::SampleCoverage,
 }
 
 /// How the samplers were opened.
@@ -159,6 +163,9 @@ pub(crate) struct Sampling {
     /// The profiled process stamps its own window edges
     /// ([`lotus_core::CollectOptions::window_stamps`]).
     pub stamped: bool,
+    /// Each thread's sampler copy keeps its own timer (see
+    /// `crate::coverage`).
+    pub separate_threads: bool,
 }
 
 struct ClosedWindow {
@@ -195,6 +202,8 @@ pub struct PerfCollection {
     /// Sampling stopped outside windows at the process's request
     /// ([`Collection::set_sampling`]).
     sampling_off: bool,
+    /// See [`Sampling::separate_threads`].
+    separate_threads: bool,
 }
 
 /// Why cycles and instructions have no per-window figure in windows the
@@ -231,6 +240,7 @@ impl PerfCollection {
             stamped: sampling.stamped,
             open_edge: None,
             sampling_off: false,
+            separate_threads: sampling.separate_threads,
         }
     }
 
@@ -445,6 +455,14 @@ impl PerfCollection {
                 drained.sideband_lost
             ));
         }
+        // Every process has exited: the samplers' counts are final.
+        let coverage = drained.tally.finish_with(
+            self.pid,
+            self.switch.counts(),
+            self.kernel_samples,
+            self.separate_threads,
+        );
+        self.notes.extend(coverage.notes());
         if drained.malformed > 0 {
             self.notes.push(format!(
                 "{} unreadable perf records skipped",
@@ -467,6 +485,7 @@ impl PerfCollection {
             notes: std::mem::take(&mut self.notes),
             stream: drained.stream,
             window_reports,
+            coverage,
         })
     }
 

@@ -13,9 +13,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use lotus_core::trace::samples::{CounterValues, MAX_COUNTERS};
 use lotus_core::ProfilerError;
 use perf_event::Sampler;
 
+use crate::coverage::Tally;
 use crate::events::monotonic_ns;
 use crate::model::{Event, Model, WindowCounts};
 use crate::records;
@@ -65,7 +67,7 @@ impl Shared {
 pub(crate) struct Drain {
     shared: Arc<Shared>,
     wake: Arc<OwnedFd>,
-    handle: Option<JoinHandle<Model>>,
+    handle: Option<JoinHandle<(Model, Tally)>>,
     /// The sample writer, when samples are streamed.
     writer: Option<JoinHandle<StreamSummary>>,
 }
@@ -80,18 +82,23 @@ pub(crate) struct Drained {
     pub sideband_lost: u64,
     /// What the sample writer did, when samples were streamed.
     pub stream: Option<StreamSummary>,
+    /// The samples and counted CPU time of each process.
+    pub tally: Tally,
 }
 
 impl Drain {
     /// Starts the thread; it owns the ring buffers from now on. With
     /// `sink`, every sample in a window also goes to it as it comes,
-    /// carrying `counters` counter deltas.
+    /// carrying `counters` counter deltas. The samplers take a sample
+    /// every `period_ns` of CPU time, of kernel mode too when `kernel`.
     pub(crate) fn start(
         samplers: Vec<Sampler>,
         sideband: Vec<Sampler>,
         sink: Option<Box<dyn lotus_core::trace::samples::SampleSink>>,
         counters: usize,
         stamped: bool,
+        period_ns: u64,
+        kernel: bool,
     ) -> Result<Drain, ProfilerError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -120,7 +127,15 @@ impl Drain {
         let (s, w) = (Arc::clone(&shared), Arc::clone(&wake));
         let handle = std::thread::Builder::new()
             .name("lotus-perf-drain".into())
-            .spawn(move || run(streams, first_sideband, &s, &w, stream))
+            .spawn(move || {
+                let ends = Ends {
+                    first_sideband,
+                    counters,
+                    period_ns,
+                    kernel,
+                };
+                run(streams, ends, &s, &w, stream)
+            })
             .map_err(|source| ProfilerError::Io {
                 context: "starting the drain thread".into(),
                 source,
@@ -223,7 +238,7 @@ impl Drain {
         self.shared.lock().stop = true;
         self.poke();
         let handle = self.handle.take().ok_or_else(stopped)?;
-        let model = handle.join().map_err(|_| stopped())?;
+        let (model, tally) = handle.join().map_err(|_| stopped())?;
         // The drain thread has dropped its end: the writer finishes.
         let stream = match self.writer.take() {
             Some(w) => Some(w.join().map_err(|_| ProfilerError::Other {
@@ -238,6 +253,7 @@ impl Drain {
             malformed: st.malformed,
             sideband_lost: st.sideband_lost,
             stream,
+            tally,
         })
     }
 
@@ -279,15 +295,32 @@ impl Drop for FinishGuard<'_> {
     }
 }
 
+/// What the drain thread knows of its buffers and samples.
+struct Ends {
+    /// The index of the first side-band buffer (the samplers' come first).
+    first_sideband: usize,
+    /// Counters each sample carries.
+    counters: usize,
+    /// One sampling period (ns).
+    period_ns: u64,
+    /// Kernel mode is sampled.
+    kernel: bool,
+}
+
 fn run(
     mut streams: Vec<Sampler>,
-    first_sideband: usize,
+    ends: Ends,
     shared: &Shared,
     wake: &OwnedFd,
     mut stream: Option<Stream>,
-) -> Model {
+) -> (Model, Tally) {
     let _guard = FinishGuard(shared);
+    let first_sideband = ends.first_sideband;
     let mut model = Model::default();
+    let mut tally = Tally::new(ends.period_ns, first_sideband, ends.kernel);
+    // An added sample carries no counter deltas (nothing was read for it).
+    let no_counters = CounterValues::new(&[0; MAX_COUNTERS][..ends.counters.min(MAX_COUNTERS)])
+        .unwrap_or_default();
     let mut pending: Vec<(u64, Event)> = Vec::new();
     let mut hung_up = vec![false; streams.len()];
     let mut prev_round = 0u64;
@@ -335,6 +368,7 @@ fn run(
                     stream: from,
                     counters,
                 } => {
+                    tally.sample(t, from, pid, tid, ip, kernel);
                     // Every sample moves its thread's totals, in a window
                     // or not, so a delta covers only its own interval.
                     let counters = deltas.delta(from, tid, counters);
@@ -350,6 +384,38 @@ fn run(
                     }
                 }
                 Event::Exit { tid } => deltas.exit(tid),
+                Event::Lost { .. } | Event::Throttle => tally.dropped(),
+                Event::ThreadCpu {
+                    pid,
+                    tid,
+                    ns,
+                    stream: from,
+                } => {
+                    // The thread's unsampled tails, a period's worth: one
+                    // sample at its exit (see `crate::coverage`).
+                    for added in tally.thread_cpu(t, from, pid, tid, ns) {
+                        let (ip, kernel) = added.last.map_or((0, false), |l| (l.ip, l.kernel));
+                        if let Some(stream) = stream.as_mut().filter(|_| window(t).is_some()) {
+                            stream.push(Placed {
+                                time: t,
+                                pid,
+                                tid,
+                                loc: model.locate(pid, ip, kernel),
+                                kernel,
+                                counters: no_counters,
+                            });
+                        }
+                        let sample = Event::Sample {
+                            pid,
+                            tid,
+                            ip,
+                            kernel,
+                            stream: from,
+                            counters: no_counters,
+                        };
+                        model.apply(t, sample, window);
+                    }
+                }
                 _ => {}
             }
             model.apply(t, ev, window);
@@ -368,7 +434,7 @@ fn run(
         }
         shared.changed.notify_all();
         if stop {
-            return model;
+            return (model, tally);
         }
     }
 }

@@ -6,7 +6,13 @@
 //! switched by ioctl, as [`crate::WindowSwitch`] says.
 //!
 //! Both observe the target with `inherit`, so every process and thread it
-//! starts is covered. A disabled event emits no side-band records, which is
+//! starts is covered: each gets its own copy of every event, whose
+//! samples go to the original's ring buffer. The samplers set
+//! `inherit_stat`, so a copy writes its count (the thread's CPU time on
+//! that CPU) when its thread exits, and read with each sample (where the
+//! kernel allows it with `inherit`, Linux 6.12), which keeps the kernel
+//! from swapping two threads' copies at a switch between them: see
+//! `crate::coverage` for why both matter to short-lived threads. A disabled event emits no side-band records, which is
 //! why mappings come from the separate always-enabled dummy event (what
 //! `perf record --delay` does too). Both stamp records with
 //! `CLOCK_MONOTONIC`, so records from different buffers can be put in one
@@ -17,7 +23,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use lotus_core::ProfilerError;
 use perf_event::events::Software;
-use perf_event::{Builder, Clock, Counter, Sampler};
+use perf_event::{Builder, Clock, Counter, ReadFormat, Sampler};
 
 use crate::counting::CounterKind;
 use crate::error::{event_io, is_permission, mmap_error, open_error};
@@ -43,16 +49,22 @@ pub(crate) struct Streams {
     pub switch: Switch,
     /// Whether the samplers sample kernel mode too.
     pub kernel: bool,
+    /// Whether the samplers read with each sample (Linux 6.12 or later),
+    /// which keeps each thread's timer its own (see `crate::coverage`).
+    pub separate_threads: bool,
     /// The members of the samplers' counter groups (kept open).
     pub members: Vec<Counter>,
     /// The counters read with each sample.
     pub counters: SampleCounters,
 }
 
-/// Enables and disables a set of events by ioctl.
+/// Enables and disables a set of events by ioctl, and reads their counts.
 #[derive(Debug)]
 pub(crate) struct Switch {
     fds: Vec<OwnedFd>,
+    /// The events read their counter group ([`READ_FORMAT`]): a read
+    /// gives `nr`, then value and id pairs, the leader's first.
+    group: bool,
 }
 
 impl Switch {
@@ -69,6 +81,32 @@ impl Switch {
             }
         }
         Ok(())
+    }
+
+    /// What each event counted (its own and its inherited copies', those
+    /// of exited threads included): for the samplers, the nanoseconds of
+    /// CPU time the target ran on that CPU while sampling was on. `None`
+    /// if one cannot be read.
+    pub(crate) fn counts(&self) -> Option<Vec<u64>> {
+        // nr, then (value, id) for the leader and every member.
+        let mut buf = [0u64; 2 + 2 * (1 + lotus_core::trace::samples::MAX_COUNTERS)];
+        self.fds
+            .iter()
+            .map(|fd| {
+                // SAFETY: reads at most the buffer's size into it, from a
+                // descriptor this struct owns.
+                let n = unsafe {
+                    libc::read(
+                        fd.as_raw_fd(),
+                        buf.as_mut_ptr().cast(),
+                        std::mem::size_of_val(&buf),
+                    )
+                };
+                let words = usize::try_from(n).ok()? / 8;
+                let at = usize::from(self.group);
+                (words > at).then(|| buf[at])
+            })
+            .collect()
     }
 
     /// `PERF_EVENT_IOC_DISABLE` on every event. Tries them all even when one
@@ -135,7 +173,9 @@ pub(crate) fn max_sample_rate() -> Option<u64> {
 /// and the kernel allows it ([`Streams::kernel`] says whether it did).
 /// Each sampler reads `counters` with every sample where the kernel
 /// allows it; where it does not, the samplers open without them and
-/// [`Streams::counters`] says why.
+/// [`Streams::counters`] says why. With `separate`, the samplers read
+/// with each sample anyway, where the kernel allows it, to keep each
+/// thread's timer its own ([`crate::ThreadTimers`]).
 pub(crate) fn open(
     pid: u32,
     cpus: &[usize],
@@ -143,17 +183,26 @@ pub(crate) fn open(
     sampling: bool,
     kernel: bool,
     counters: &[CounterKind],
+    separate: bool,
 ) -> Result<Streams, ProfilerError> {
-    match open_with(pid, cpus, frequency_hz, sampling, kernel, counters)? {
+    let open = |counters: &[CounterKind]| {
+        open_with(
+            pid,
+            cpus,
+            frequency_hz,
+            sampling,
+            kernel,
+            counters,
+            separate,
+        )
+    };
+    match open(counters)? {
         Ok(streams) => Ok(streams),
         Err(reason) => {
-            let mut streams =
-                open_with(pid, cpus, frequency_hz, sampling, kernel, &[])?.map_err(|reason| {
-                    ProfilerError::Other {
-                        backend: crate::BACKEND.into(),
-                        message: reason,
-                    }
-                })?;
+            let mut streams = open(&[])?.map_err(|reason| ProfilerError::Other {
+                backend: crate::BACKEND.into(),
+                message: reason,
+            })?;
             streams.counters.unsupported = Some(UnsupportedCounters {
                 asked: counters.to_vec(),
                 reason,
@@ -172,6 +221,7 @@ fn open_with(
     sampling: bool,
     mut kernel: bool,
     counters: &[CounterKind],
+    separate: bool,
 ) -> Result<Result<Streams, String>, ProfilerError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
         backend: crate::BACKEND.into(),
@@ -182,9 +232,10 @@ fn open_with(
     let mut fds = Vec::with_capacity(cpus.len());
     let mut members = Vec::with_capacity(cpus.len() * counters.len());
     let read = !counters.is_empty();
+    let mut own_read = separate;
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
-        let build = |kernel: bool| {
+        let build = |kernel: bool, own_read: bool| {
             let mut b = Builder::new(Software::CPU_CLOCK);
             b.observe_pid(pid)
                 .one_cpu(cpu)
@@ -194,24 +245,47 @@ fn open_with(
                 .sample_frequency(frequency_hz)
                 .sample(SAMPLE_TYPE)
                 .sample_id_all(true)
+                // Each thread's copy writes its count when the thread
+                // exits (PERF_RECORD_READ): its exact CPU time, against
+                // which its samples are checked (see `crate::coverage`).
+                .inherit_stat(true)
                 .clockid(Clock::MONOTONIC)
                 .wakeup_watermark(SAMPLE_BUFFER / 4)
                 .enabled(sampling);
             if read {
                 b.sample(SAMPLE_TYPE_READ).read_format(READ_FORMAT);
+            } else {
+                // The count alone (the crate's default adds the enabled
+                // and running times): what the thread's exit record and
+                // `Switch::counts` read.
+                b.read_format(ReadFormat::empty());
+                if own_read {
+                    // Each sample reads its thread's count too: unused,
+                    // but an inherited event that does keeps the kernel
+                    // from swapping two threads' copies at a switch
+                    // between them (Linux 6.12 or later), which would let
+                    // a thread that exits take away the timer progress
+                    // of the one that ran before it (see
+                    // `crate::coverage`).
+                    b.sample(SAMPLE_TYPE_READ);
+                }
             }
             b.build()
         };
-        let counter = match build(kernel) {
-            // Kernel mode needs perf_event_paranoid <= 1 or CAP_PERFMON:
-            // without, sample user mode only (on every CPU: the first
-            // refusal decides).
-            Err(e) if kernel && is_permission(&e) => {
-                kernel = false;
-                build(false)
-            }
-            r => r,
-        };
+        let mut counter = build(kernel, own_read);
+        // Kernel mode needs perf_event_paranoid <= 1 or CAP_PERFMON:
+        // without, sample user mode only (on every CPU: the first refusal
+        // decides).
+        if kernel && matches!(&counter, Err(e) if is_permission(e)) {
+            kernel = false;
+            counter = build(false, own_read);
+        }
+        // Reading with each sample of an inherited event needs Linux 6.12.
+        if !read && own_read && matches!(&counter, Err(e) if e.raw_os_error() == Some(libc::EINVAL))
+        {
+            own_read = false;
+            counter = build(kernel, false);
+        }
         let mut counter = match counter {
             Ok(c) => c,
             Err(e) if read && plain_sampler_opens(pid, cpu, kernel) => {
@@ -281,8 +355,9 @@ fn open_with(
     Ok(Ok(Streams {
         samplers,
         sideband,
-        switch: Switch { fds },
+        switch: Switch { fds, group: read },
         kernel,
+        separate_threads: read || own_read,
         members,
         counters: SampleCounters {
             read: counters.to_vec(),

@@ -170,6 +170,14 @@ pub(crate) enum Event {
     },
     /// See [`Record::Exit`].
     Exit { tid: u32 },
+    /// See [`Record::ThreadCpu`]; `stream` as for samples (the CPU's
+    /// sampler the count is from).
+    ThreadCpu {
+        pid: u32,
+        tid: u32,
+        ns: u64,
+        stream: u32,
+    },
     /// See [`Record::Mmap`].
     Mmap {
         pid: u32,
@@ -189,8 +197,8 @@ pub(crate) enum Event {
 }
 
 impl Event {
-    /// A sample marked as read from ring buffer `stream`; other events
-    /// unchanged.
+    /// A sample (or a thread's CPU count) marked as read from ring buffer
+    /// `stream`; other events unchanged.
     pub(crate) fn on_stream(self, stream: u32) -> Event {
         match self {
             Event::Sample {
@@ -208,16 +216,22 @@ impl Event {
                 stream,
                 counters,
             },
+            Event::ThreadCpu { pid, tid, ns, .. } => Event::ThreadCpu {
+                pid,
+                tid,
+                ns,
+                stream,
+            },
             other => other,
         }
     }
 
     /// Side-band records sort before samples of the same instant, exits
-    /// after them.
+    /// (and a thread's CPU count, written at its exit) after them.
     pub(crate) fn rank(&self) -> u8 {
         match self {
             Event::Fork { .. } | Event::Exec { .. } | Event::Mmap { .. } => 0,
-            Event::Exit { .. } => 2,
+            Event::Exit { .. } | Event::ThreadCpu { .. } => 2,
             _ => 1,
         }
     }
@@ -274,6 +288,12 @@ impl Model {
                 counters,
             },
             Record::Exit { tid, .. } => Event::Exit { tid },
+            Record::ThreadCpu { pid, tid, ns, .. } => Event::ThreadCpu {
+                pid,
+                tid,
+                ns,
+                stream: 0,
+            },
             Record::Mmap {
                 pid,
                 start,
@@ -372,6 +392,8 @@ impl Model {
             // may still be replayed); the drain thread drops the thread's
             // counter totals.
             Event::Exit { .. } => {}
+            // Counted by the drain thread's coverage (see `crate::coverage`).
+            Event::ThreadCpu { .. } => {}
             Event::Lost { count } => self.window_mut(window(time).unwrap_or(0)).lost += count,
             Event::Throttle => self.window_mut(window(time).unwrap_or(0)).throttled += 1,
         }

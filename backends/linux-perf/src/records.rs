@@ -30,6 +30,7 @@ const RECORD_COMM: u32 = 3;
 const RECORD_EXIT: u32 = 4;
 const RECORD_THROTTLE: u32 = 5;
 const RECORD_FORK: u32 = 7;
+const RECORD_READ: u32 = 8;
 const RECORD_SAMPLE: u32 = 9;
 const RECORD_MMAP2: u32 = 10;
 /// `misc` bits saying which mode the CPU was in (`PERF_RECORD_MISC_CPUMODE_MASK`).
@@ -70,6 +71,20 @@ pub(crate) enum Record<'a> {
         /// Thread id.
         tid: u32,
         /// Timestamp.
+        time: u64,
+    },
+    /// A thread's sampler copy on one CPU ended with the thread
+    /// (`PERF_RECORD_READ`, written at its exit because the samplers set
+    /// `inherit_stat`): the CPU time `ns` it counted, which is the CPU
+    /// time thread `tid` of `pid` ran on that CPU while sampling was on.
+    ThreadCpu {
+        /// Process id.
+        pid: u32,
+        /// Thread id.
+        tid: u32,
+        /// The sampler's `cpu-clock` count: nanoseconds.
+        ns: u64,
+        /// Timestamp (the thread's exit).
         time: u64,
     },
     /// An executable mapping appeared in `pid`.
@@ -131,6 +146,7 @@ impl Record<'_> {
             | Record::Fork { time, .. }
             | Record::Exec { time, .. }
             | Record::Exit { time, .. }
+            | Record::ThreadCpu { time, .. }
             | Record::Lost { time, .. }
             | Record::Throttle { time } => *time,
             Record::Other => 0,
@@ -164,7 +180,10 @@ fn c_str(b: &[u8], at: usize, end: usize) -> Option<&[u8]> {
 /// left out; empty when the body ends at `at` (no group read). `None`
 /// when it is cut or holds more members than a sample can carry.
 fn group_values(body: &[u8], at: usize) -> Option<CounterValues> {
-    if body.len() <= at {
+    // Nothing read, or the sampler's own count alone (a sampler that reads
+    // with each sample only to keep its threads' copies apart, see
+    // `crate::events`).
+    if body.len() <= at || body.len() == at + 8 {
         return Some(CounterValues::default());
     }
     let nr = usize::try_from(u64_at(body, at)?).ok()?;
@@ -177,6 +196,22 @@ fn group_values(body: &[u8], at: usize) -> Option<CounterValues> {
         *v = u64_at(body, at + 8 + 16 * (k + 1))?;
     }
     CounterValues::new(&values[..nr - 1])
+}
+
+/// The leader's value in a `PERF_RECORD_READ` body: `pid, tid`, the read
+/// values, the `sample_id_all` trailer. The samplers' read format is
+/// either nothing (one value: the body is 32 bytes) or [`READ_FORMAT`]
+/// (`nr`, then `nr` pairs of value and id, the leader first: 48 bytes or
+/// more), so the length tells which.
+fn read_value(body: &[u8]) -> Option<u64> {
+    const PLAIN: usize = 8 + 8 + SAMPLE_ID_LEN;
+    if body.len() == PLAIN {
+        return u64_at(body, 8);
+    }
+    let nr = usize::try_from(u64_at(body, 8)?).ok()?;
+    let len = nr.checked_mul(16)?.checked_add(PLAIN)?;
+    (nr > 0 && body.len() == len).then_some(())?;
+    u64_at(body, 16)
 }
 
 /// Parses a record body (without its 8-byte header) of type `ty`. `None`
@@ -196,6 +231,12 @@ pub(crate) fn parse(ty: u32, misc: u16, body: &[u8]) -> Option<Record<'_>> {
             pid: u32_at(body, 0)?,
             tid: u32_at(body, 8)?,
             time: u64_at(body, 16)?,
+        },
+        RECORD_READ => Record::ThreadCpu {
+            pid: u32_at(body, 0)?,
+            tid: u32_at(body, 4)?,
+            ns: read_value(body)?,
+            time: trailer_time(body)?,
         },
         RECORD_MMAP2 => Record::Mmap {
             pid: u32_at(body, 0)?,
@@ -300,8 +341,46 @@ mod tests {
             parse(RECORD_SAMPLE, 0, &g),
             Some(Record::Sample { counters, .. }) if counters.as_slice() == [7_000, 9]
         ));
+        // The sampler's own count alone (no group): no counters.
+        let mut own = b.clone();
+        push64(&mut own, 500);
+        assert!(matches!(
+            parse(RECORD_SAMPLE, 0, &own),
+            Some(Record::Sample { counters, .. }) if counters.is_empty()
+        ));
         // Cut inside the group: not read as a sample with wrong values.
         assert_eq!(parse(RECORD_SAMPLE, 0, &g[..g.len() - 8]), None);
+    }
+
+    #[test]
+    fn thread_cpu_plain_and_grouped() {
+        // read_format 0: pid, tid, value, trailer.
+        let mut b = Vec::new();
+        push32(&mut b, 10);
+        push32(&mut b, 12);
+        push64(&mut b, 345_678);
+        trailer(&mut b, 10, 88);
+        let want = Some(Record::ThreadCpu {
+            pid: 10,
+            tid: 12,
+            ns: 345_678,
+            time: 88,
+        });
+        assert_eq!(parse(RECORD_READ, 0, &b), want);
+        // GROUP | ID: nr, then (value, id) pairs, the leader first.
+        let mut g = Vec::new();
+        push32(&mut g, 10);
+        push32(&mut g, 12);
+        push64(&mut g, 2);
+        for (value, id) in [(345_678, 1), (9_000, 2)] {
+            push64(&mut g, value);
+            push64(&mut g, id);
+        }
+        trailer(&mut g, 10, 88);
+        assert_eq!(parse(RECORD_READ, 0, &g), want);
+        // A group cut short, or an nr that does not fit: unreadable.
+        assert_eq!(parse(RECORD_READ, 0, &g[..g.len() - 8]), None);
+        assert_eq!(parse(RECORD_READ, 0, &b[..24]), None);
     }
 
     #[test]
