@@ -642,6 +642,7 @@ mod tests {
             host: None,
             rank: None,
             tid: None,
+            cpu_ns: None,
         }
     }
 

@@ -1101,6 +1101,7 @@ mod tests {
             host: None,
             rank: None,
             tid: None,
+            cpu_ns: None,
         };
         for w in 0..2u32 {
             ix.begin("", &format!("w{w}"));

@@ -301,6 +301,7 @@ mod tests {
             host: Some(Arc::from("node1")),
             rank: Some(0),
             tid: None,
+            cpu_ns: None,
         }
     }
 
