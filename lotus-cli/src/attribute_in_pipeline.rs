@@ -1,7 +1,9 @@
 //! `lotus attribute DIR`: a sampled trace folder's samples credited to its
 //! ops (the rule: [`lotus_core::attribute::in_pipeline`]), as a table,
 //! Markdown, CSV or JSON (`lotus.in-pipeline/1`), and with `--plot` as a
-//! bar chart of CPU time per row. Counters read with each sample add a
+//! bar chart of CPU time per row. Ops nested in ops show as a tree (each
+//! under its parent, indented); each row has its exclusive CPU (which add
+//! up to the total), its 95% `±` and its inclusive CPU. Counters read with each sample add a
 //! column each (CSV: named as in the samples), and CPI where cycles and
 //! instructions are both read; JSON has them per row in `counters` (and
 //! `cpi`).
@@ -12,7 +14,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use lotus_core::attribute::in_pipeline::{
-    attribute_folder, AttributedRow, InPipelineAttribution, RowKind,
+    attribute_folder, AttributedRow, CpuSource, InPipelineAttribution, RowKind,
 };
 use lotus_core::spill::Budget;
 use serde_json::json;
@@ -163,18 +165,33 @@ pub(crate) fn counter_headers(a: &InPipelineAttribution) -> Vec<String> {
     h
 }
 
+/// A row's name as the table shows it: an op inside another under its
+/// parent, marked `└ ` and indented by its depth, so the rows show the
+/// tree (Markdown keeps the mark: it drops leading spaces).
+fn tree_name(r: &AttributedRow) -> String {
+    if r.depth == 0 {
+        r.name.clone()
+    } else {
+        format!("{}└ {}", "  ".repeat(r.depth as usize - 1), r.name)
+    }
+}
+
 /// The table (Markdown when `markdown`); `names`: whether the top
 /// functions are shown whole or shortened to fit the width (C++ kernels
 /// run to hundreds of characters: see [`lotus_map::output::NameWidth`]).
+/// Columns: the row (ops as a tree), its samples, its exclusive CPU with
+/// that figure's 95% `±` (one cell: the table stays narrower), its
+/// inclusive CPU, its share of the total, its
+/// calls and inclusive CPU per call, counters, top functions.
 fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> String {
     let mut header: Vec<String> = [
         "row",
-        "kind",
         "samples",
-        "CPU ms",
+        "CPU ms ±95%",
+        "incl ms",
         "share %",
         "calls",
-        "CPU ms/call",
+        "ms/call",
     ]
     .map(String::from)
     .to_vec();
@@ -185,10 +202,14 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
         .iter()
         .map(|r| {
             let mut cells = vec![
-                r.name.clone(),
-                format!("{:?}", r.kind).to_lowercase(),
+                tree_name(r),
                 r.samples.to_string(),
-                ms(r.cpu_ns),
+                format!("{} ±{}", ms(r.cpu_ns), ms(r.uncertainty_ns)),
+                if r.kind == RowKind::Op {
+                    ms(r.inclusive_cpu_ns)
+                } else {
+                    String::new()
+                },
                 format!("{:.1}", r.share * 100.0),
                 r.calls.map_or(String::new(), |c| c.to_string()),
                 r.cpu_per_call_ns
@@ -236,11 +257,20 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
         text += &format!("{t}\n");
     }
     text += &format!(
-        "{} samples at {} Hz ({} ms of CPU){}\n",
+        "{} samples at {} Hz; {} ms of CPU, the rows' CPU ms (exclusive: an op's own, not its children's) add up to it{}\n",
         a.total_samples,
         a.frequency_hz,
-        ms(a.total_samples * a.interval_ns),
+        ms(a.total_cpu_ns),
         if a.partial { "; PARTIAL" } else { "" }
+    );
+    let ops = a.rows.iter().filter(|r| r.kind == RowKind::Op).count();
+    let exact = a
+        .rows
+        .iter()
+        .filter(|r| r.kind == RowKind::Op && r.cpu_source == CpuSource::Exact)
+        .count();
+    text += &format!(
+        "±: 95% interval of a figure from samples (1.96·√n sampling intervals); {exact} of {ops} op rows exact from the spans' thread CPU clock (± from their pool threads' samples only)\n"
     );
     if !a.counters.is_empty() {
         let totals: Vec<String> = a
@@ -266,6 +296,15 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         "share",
         "calls",
         "cpu_per_call_ns",
+        "path",
+        "parent",
+        "depth",
+        "inclusive_samples",
+        "pool_samples",
+        "inclusive_cpu_ns",
+        "cpu_source",
+        "uncertainty_ns",
+        "inclusive_uncertainty_ns",
         "top_function",
         "top_module",
     ]
@@ -283,6 +322,19 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
             format!("{:.6}", r.share),
             r.calls.map_or(String::new(), |c| c.to_string()),
             r.cpu_per_call_ns.map_or(String::new(), |c| c.to_string()),
+            r.path.clone(),
+            r.parent.clone().unwrap_or_default(),
+            r.depth.to_string(),
+            r.inclusive_samples.to_string(),
+            r.pool_samples.to_string(),
+            r.inclusive_cpu_ns.to_string(),
+            match r.cpu_source {
+                CpuSource::Exact => "exact",
+                _ => "sampled",
+            }
+            .to_string(),
+            r.uncertainty_ns.to_string(),
+            r.inclusive_uncertainty_ns.to_string(),
             top.map_or(String::new(), |f| f.function.clone()),
             top.map_or(String::new(), |f| f.module.clone()),
         ];

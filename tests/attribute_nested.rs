@@ -1,0 +1,244 @@
+//! Nested op spans through `lotus trace run --sample` and `lotus attribute
+//! DIR`: fixtures/trace/nested_pipeline.py runs, in two forked DataLoader
+//! workers, a torchvision Compose holding a transform (`Jitter`), a Compose
+//! wrapped with `lotus_trace.wrap` (`Inner`, holding `Blur` and `Sharpen`)
+//! and a transform that opens `lotus_trace.span("Mix")` around a wrapped
+//! function (`Stage/Mix/Scale`). Each op times its whole call with the
+//! thread CPU clock (its children's time in it), written per worker as
+//! ground truth keyed by the op's path.
+//!
+//! Checked: every op is its own row under its parent; each op's inclusive
+//! CPU within 10% of its own timer (each ran 0.1 s or more); the exclusive
+//! shares within 2 points of the timers' (a parent's timer less its
+//! children's); the rows' exclusive CPU adds up to the total; calls exact;
+//! the "outside every op" note only where the Dataset does work outside
+//! every op (more than 5% of the workers' CPU).
+//!
+//! Torch: see tests/common/torch.rs (skipped by name without torch, a
+//! failure with LOTUS_REQUIRE_TORCH=1).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::Path;
+
+use common::sampled::{attribute, attribute_json};
+use common::torch::torch_python;
+use common::trace_logs::{assert_ok, trace_run};
+use serde_json::Value;
+
+/// Dense enough that the smallest op (Sharpen, about 0.17 s) gets some
+/// 850 samples.
+const FREQUENCY_HZ: &str = "5000";
+
+/// One pipeline at a time: two at once on two CPUs measure mostly how
+/// they get in each other's way.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The ops and their parents' paths, as the fixture nests them.
+const TREE: [(&str, Option<&str>); 7] = [
+    ("Jitter", None),
+    ("Inner", None),
+    ("Inner/Blur", Some("Inner")),
+    ("Inner/Sharpen", Some("Inner")),
+    ("Stage", None),
+    ("Stage/Mix", Some("Stage")),
+    ("Stage/Mix/Scale", Some("Stage/Mix")),
+];
+
+/// What the workers measured: per path CPU ns and calls, the CPU of the
+/// work done outside every op, the workers' own thread CPU.
+#[derive(Debug, Default)]
+struct Truth {
+    ops: BTreeMap<String, u64>,
+    calls: BTreeMap<String, u64>,
+    outside_ns: u64,
+    worker_ns: u64,
+    reports: usize,
+}
+
+fn truth(dir: &Path) -> Truth {
+    let mut t = Truth::default();
+    for entry in std::fs::read_dir(dir).expect("reports") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("name").to_string_lossy();
+        if !name.starts_with("worker_") || !name.ends_with(".json") {
+            continue;
+        }
+        t.reports += 1;
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+        for (op, ns) in r["ops"].as_object().expect("ops") {
+            *t.ops.entry(op.clone()).or_default() += ns.as_u64().expect("ns");
+        }
+        for (op, n) in r["calls"].as_object().expect("calls") {
+            *t.calls.entry(op.clone()).or_default() += n.as_u64().expect("n");
+        }
+        t.outside_ns += r["outside_ns"].as_u64().expect("outside");
+        t.worker_ns += r["worker_ns"].as_u64().expect("worker");
+    }
+    t
+}
+
+/// A sampled run of the fixture (`extra`: its arguments): the attribution
+/// as JSON, the truth, the table.
+fn run(py: &Path, extra: &[&str]) -> (Value, Truth, String) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let reports = tmp.path().join("reports");
+    std::fs::create_dir(&reports).expect("reports");
+    let script = common::fixture("trace/nested_pipeline.py");
+    let mut args: Vec<&OsStr> = vec![
+        script.as_os_str(),
+        OsStr::new("--report-dir"),
+        reports.as_os_str(),
+    ];
+    args.extend(extra.iter().map(OsStr::new));
+    let out = trace_run(&dir, &["--sample", "-F", FREQUENCY_HZ], py, &args);
+    assert_ok(&out, "trace run --sample");
+    let a = attribute_json(&dir);
+    let table = String::from_utf8(attribute(&dir, "table").stdout).expect("utf-8");
+    let t = truth(&reports);
+    assert_eq!(t.reports, 2, "both workers reported");
+    (a, t, table)
+}
+
+fn op_row<'a>(a: &'a Value, path: &str) -> &'a Value {
+    a["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["path"] == path && r["kind"] == "op")
+        .unwrap_or_else(|| panic!("no op row {path}: {a:#}"))
+}
+
+/// The rows' exclusive samples and CPU add up to the totals.
+fn exclusive_adds_up(a: &Value) {
+    let rows = a["rows"].as_array().expect("rows");
+    let sum = |k: &str| rows.iter().map(|r| r[k].as_u64().expect(k)).sum::<u64>();
+    assert_eq!(sum("samples"), a["total_samples"].as_u64().expect("total"));
+    assert_eq!(sum("cpu_ns"), a["total_cpu_ns"].as_u64().expect("total"));
+    let shares: f64 = rows.iter().map(|r| r["share"].as_f64().expect("s")).sum();
+    assert!((shares - 1.0).abs() < 1e-6, "{shares}");
+}
+
+#[test]
+fn nested_ops_are_rows_of_a_tree_within_10_percent_of_their_timers() {
+    let Some(py) = torch_python("nested_ops_are_rows_of_a_tree_within_10_percent_of_their_timers")
+    else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (a, t, table) = run(&py, &["--batches", "16"]);
+    exclusive_adds_up(&a);
+
+    // Exclusive truth: a timer less its children's.
+    let excl = |path: &str| -> f64 {
+        let children: u64 = TREE
+            .iter()
+            .filter(|(_, p)| *p == Some(path))
+            .map(|(c, _)| t.ops[*c])
+            .sum();
+        t.ops[path] as f64 - children as f64
+    };
+    let excl_total: f64 = TREE.iter().map(|(p, _)| excl(p)).sum();
+    let got_total: f64 = TREE
+        .iter()
+        .map(|(p, _)| op_row(&a, p)["cpu_ns"].as_u64().expect("cpu") as f64)
+        .sum();
+    let mut figures = Vec::new();
+    let mut failures = Vec::new();
+    for (path, parent) in TREE {
+        let r = op_row(&a, path);
+        assert_eq!(r["parent"].as_str(), parent, "{path}'s parent");
+        assert_eq!(
+            r["depth"].as_u64(),
+            Some(path.matches('/').count() as u64),
+            "{path}"
+        );
+        assert_eq!(r["name"].as_str(), path.rsplit('/').next(), "{path}'s name");
+        assert_eq!(r["calls"].as_u64(), Some(t.calls[path]), "{path}: calls");
+        let want = t.ops[path] as f64;
+        let got = r["inclusive_cpu_ns"].as_u64().expect("incl") as f64;
+        let share_want = excl(path) / excl_total * 100.0;
+        let share_got = r["cpu_ns"].as_u64().expect("cpu") as f64 / got_total * 100.0;
+        figures.push(format!(
+            "{path}: inclusive {:.1} ms, timer {:.1} ms ({:+.1}%), exclusive share {share_got:.1}% vs {share_want:.1}%, ± {:.1} ms",
+            got / 1e6,
+            want / 1e6,
+            (got - want) / want * 100.0,
+            r["inclusive_uncertainty_ns"].as_u64().expect("±") as f64 / 1e6
+        ));
+        assert!(
+            want >= 0.1e9,
+            "{path} ran {want} ns: the fixture needs more work"
+        );
+        if (got - want).abs() > 0.10 * want {
+            failures.push(format!("{path}: off by more than 10%"));
+        }
+        if (share_got - share_want).abs() > 2.0 {
+            failures.push(format!("{path}: share off by more than 2 points"));
+        }
+        // A parent's inclusive figure holds its children's.
+        let children: u64 = TREE
+            .iter()
+            .filter(|(_, p)| *p == Some(path))
+            .map(|(c, _)| op_row(&a, c)["inclusive_cpu_ns"].as_u64().expect("incl"))
+            .sum();
+        assert_eq!(
+            r["inclusive_cpu_ns"].as_u64().expect("incl"),
+            r["cpu_ns"].as_u64().expect("cpu") + children,
+            "{path}"
+        );
+    }
+    eprintln!("{}", figures.join("\n"));
+    assert!(failures.is_empty(), "{failures:?}\n{}", figures.join("\n"));
+
+    // Nothing done outside the ops: nothing said.
+    assert_eq!(a["unseen"], serde_json::json!([]), "{:#}", a["notes"]);
+    assert!(!table.contains("outside every op"), "{table}");
+    // The table shows the tree: each child under its parent, marked.
+    let lines: Vec<&str> = table.lines().collect();
+    let at = |cell: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(&format!("│ {cell} ")))
+            .unwrap_or_else(|| panic!("no line for {cell:?}:\n{table}"))
+    };
+    assert!(
+        at("Stage") < at("└ Mix") && at("└ Mix") < at("  └ Scale"),
+        "{table}"
+    );
+    assert!(
+        at("Inner") < at("└ Blur") && at("Inner") < at("└ Sharpen"),
+        "{table}"
+    );
+    assert!(table.contains("±"), "{table}");
+}
+
+#[test]
+fn work_outside_every_op_is_said_with_its_figure() {
+    let Some(py) = torch_python("work_outside_every_op_is_said_with_its_figure") else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // As much work in __getitem__, outside every op, as Jitter does.
+    let (a, t, table) = run(&py, &["--batches", "8", "--outside-work", "40"]);
+    exclusive_adds_up(&a);
+    let unseen = a["unseen"].as_array().expect("unseen");
+    assert_eq!(unseen.len(), 1, "{:#}", a["unseen"]);
+    let u = &unseen[0];
+    assert_eq!(u["role"], "worker");
+    let share = u["share"].as_f64().expect("share");
+    let want_share = t.outside_ns as f64 / t.worker_ns as f64;
+    assert!(share > 0.05, "{share}");
+    // The row also holds the DataLoader's own machinery (a few percent).
+    assert!(
+        share >= want_share - 0.03 && share <= want_share + 0.06,
+        "outside every op: {share:.3} of the workers' CPU, the workers measured {want_share:.3}"
+    );
+    let said = format!("{:.0}% of the DataLoader workers' CPU", share * 100.0);
+    assert!(table.contains(&said), "{said}:\n{table}");
+    assert!(table.contains("--op MODULE:QUALNAME"), "{table}");
+}
