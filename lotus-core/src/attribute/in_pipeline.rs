@@ -1683,7 +1683,7 @@ pub(crate) mod tests {
     /// `cpu=` per span where given); the main thread sampled every 100 ns
     /// at `main_times`, a pool thread 11 one ns after each main sample in
     /// A.
-    fn nested_folder(cpu: [Option<u64>; 4], main_times: &[u64]) -> tempfile::TempDir {
+    pub(crate) fn nested_folder(cpu: [Option<u64>; 4], main_times: &[u64]) -> tempfile::TempDir {
         let off = 1_000_000u64;
         let span = |name: &str, start: u64, end: u64, cpu: Option<u64>| {
             format!(
@@ -1729,7 +1729,7 @@ pub(crate) mod tests {
         sampled_folder(&log, &symbols, &samples, 100)
     }
 
-    fn every_100_ns(from: u64, to: u64) -> Vec<u64> {
+    pub(crate) fn every_100_ns(from: u64, to: u64) -> Vec<u64> {
         (from..to).step_by(100).collect()
     }
 
