@@ -82,8 +82,8 @@ fn truth(dir: &Path) -> Truth {
 }
 
 /// A sampled run of the fixture (`extra`: its arguments): the attribution
-/// as JSON, the truth, the table.
-fn run(py: &Path, extra: &[&str]) -> (Value, Truth, String) {
+/// as JSON, the truth, the table, `lotus trace stats DIR`.
+fn run(py: &Path, extra: &[&str]) -> (Value, Truth, String, String) {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("trace");
     let reports = tmp.path().join("reports");
@@ -99,9 +99,10 @@ fn run(py: &Path, extra: &[&str]) -> (Value, Truth, String) {
     assert_ok(&out, "trace run --sample");
     let a = attribute_json(&dir);
     let table = String::from_utf8(attribute(&dir, "table").stdout).expect("utf-8");
+    let stats = common::lotus_ok(&["trace", "stats", dir.to_str().expect("utf-8")]);
     let t = truth(&reports);
     assert_eq!(t.reports, 2, "both workers reported");
-    (a, t, table)
+    (a, t, table, stats)
 }
 
 fn op_row<'a>(a: &'a Value, path: &str) -> &'a Value {
@@ -130,7 +131,7 @@ fn nested_ops_are_rows_of_a_tree_within_10_percent_of_their_timers() {
         return;
     };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let (a, t, table) = run(&py, &["--batches", "16"]);
+    let (a, t, table, stats) = run(&py, &["--batches", "16"]);
     exclusive_adds_up(&a);
 
     // Exclusive truth: a timer less its children's.
@@ -198,6 +199,7 @@ fn nested_ops_are_rows_of_a_tree_within_10_percent_of_their_timers() {
     // Nothing done outside the ops: nothing said.
     assert_eq!(a["unseen"], serde_json::json!([]), "{:#}", a["notes"]);
     assert!(!table.contains("outside every op"), "{table}");
+    assert!(!stats.contains("outside every op"), "{stats}");
     // The table shows the tree: each child under its parent, marked.
     let lines: Vec<&str> = table.lines().collect();
     let at = |cell: &str| {
@@ -224,7 +226,7 @@ fn work_outside_every_op_is_said_with_its_figure() {
     };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     // As much work in __getitem__, outside every op, as Jitter does.
-    let (a, t, table) = run(&py, &["--batches", "8", "--outside-work", "40"]);
+    let (a, t, table, stats) = run(&py, &["--batches", "8", "--outside-work", "40"]);
     exclusive_adds_up(&a);
     let unseen = a["unseen"].as_array().expect("unseen");
     assert_eq!(unseen.len(), 1, "{:#}", a["unseen"]);
@@ -241,4 +243,57 @@ fn work_outside_every_op_is_said_with_its_figure() {
     let said = format!("{:.0}% of the DataLoader workers' CPU", share * 100.0);
     assert!(table.contains(&said), "{said}:\n{table}");
     assert!(table.contains("--op MODULE:QUALNAME"), "{table}");
+    // `trace stats` says it too.
+    assert!(
+        stats.contains(&said) && stats.contains("lotus_trace.span"),
+        "{said}:\n{stats}"
+    );
+}
+
+/// `lotus trace stats DIR` of logs whose op spans say their thread's CPU
+/// (`cpu=`): the ops table gains the CPU columns, summed where every span
+/// says it; logs without it keep the table as it was.
+#[test]
+fn trace_stats_shows_the_spans_cpu() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        tmp.path().join("lotus_worker_pid_10"),
+        "#lotus-trace v1 role=worker pid=10\n\
+         SBlur,1000,3000000,kind=op,batch=0,cpu=2000000\n\
+         SBlur,5000000,3000000,kind=op,batch=0,cpu=1000000\n\
+         SCrop,9000000,1000000,kind=op,batch=0\n",
+    )
+    .expect("log");
+    let d = tmp.path().to_str().expect("utf-8");
+    let text = common::lotus_ok(&["trace", "stats", d]);
+    let blur = text
+        .lines()
+        .find(|l| l.contains("Blur"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        blur.contains("3.000") && blur.contains("1.500"),
+        "Blur's CPU 3 ms, 1.5 ms a call:\n{text}"
+    );
+    assert!(text.contains("cpu mean"), "{text}");
+    let json: Value =
+        serde_json::from_str(&common::lotus_ok(&["trace", "stats", d, "--json"])).expect("JSON");
+    let op = |n: &str| {
+        json["ops"]
+            .as_array()
+            .expect("ops")
+            .iter()
+            .find(|o| o["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("{n}: {json:#}"))
+    };
+    assert_eq!(op("Blur")["cpu_ns"], 3_000_000);
+    assert!(op("Crop").get("cpu_ns").is_none(), "{json:#}");
+
+    std::fs::write(
+        tmp.path().join("lotus_worker_pid_10"),
+        "#lotus-trace v1 role=worker pid=10\nSBlur,1000,3000000,kind=op,batch=0\n",
+    )
+    .expect("log");
+    let text = common::lotus_ok(&["trace", "stats", d]);
+    assert!(!text.contains("cpu mean"), "{text}");
 }
