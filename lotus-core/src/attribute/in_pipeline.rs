@@ -203,12 +203,14 @@ pub struct AttributedRow {
 pub struct Unseen {
     /// The processes' role.
     pub role: Role,
-    /// Samples outside every op (on traced threads, and pool threads
-    /// while no op ran).
+    /// Samples outside every op: for the workers, on their traced
+    /// threads (and pool threads while no op ran); for a main process, on
+    /// the thread running a batch (`num_workers=0`) while it did.
     pub samples: u64,
     /// Their CPU time, ns.
     pub cpu_ns: u64,
-    /// Share of the role's samples (0..1).
+    /// Share of the workers' samples, or of the main process's samples in
+    /// its batches (0..1).
     pub share: f64,
     /// The functions with the most of those samples.
     pub top_functions: Vec<TopFunction>,
@@ -219,7 +221,7 @@ impl Unseen {
     pub fn message(&self) -> String {
         let who = match self.role {
             Role::Worker => "the DataLoader workers' CPU",
-            Role::Main => "the main process's CPU",
+            Role::Main => "the main process's CPU in its batches (the DataLoader at work there)",
         };
         let tops: Vec<String> = self
             .top_functions
@@ -538,6 +540,9 @@ struct Logs {
     ops: Vec<String>,
     /// Threads with op spans of their own.
     traced_threads: HashSet<(u32, u32)>,
+    /// The main processes' batch spans (the DataLoader at work in the
+    /// main process: `num_workers=0`), per thread, sorted by start.
+    loader_spans: HashMap<(u32, u32), Vec<(u64, u64)>>,
     spans: Spool<SpanRec>,
     bad_lines: u64,
 }
@@ -574,6 +579,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     let mut ops: Vec<String> = Vec::new();
     let mut op_ids: HashMap<String, u32> = HashMap::new();
     let mut traced_threads = HashSet::new();
+    let mut loader_spans: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
     let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
     let mut bad_lines = 0u64;
     let mut clock = ClockMap::new(Vec::new());
@@ -593,6 +599,18 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
         };
         let id = next_id;
         next_id += 1;
+        if e.kind == Kind::Batch && e.role == Role::Main {
+            if let (Some(start), Some(end)) = (
+                clock.to_monotonic(e.start_ns),
+                clock.to_monotonic(e.end_ns()),
+            ) {
+                loader_spans
+                    .entry((e.pid, e.tid.unwrap_or(e.pid)))
+                    .or_default()
+                    .push((start, end));
+            }
+            return Ok(());
+        }
         if e.kind != Kind::Op {
             return Ok(());
         }
@@ -636,6 +654,12 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
         roles,
         ops,
         traced_threads,
+        loader_spans: {
+            for v in loader_spans.values_mut() {
+                v.sort_unstable();
+            }
+            loader_spans
+        },
         spans,
         bad_lines,
     })
@@ -1010,7 +1034,27 @@ pub fn attribute_folder(
     let mut functions: HashMap<(Target, u32), u64> = HashMap::new();
     let mut sums: HashMap<Target, Vec<u64>> = HashMap::new();
     let roles = trace.logs.roles.clone();
+    // The main processes' DataLoader at work (num_workers=0): samples of
+    // the thread running a batch, and those of them outside every op.
+    let loader = trace.logs.loader_spans.clone();
+    let mut cursors: HashMap<(u32, u32), usize> = HashMap::new();
+    let (mut in_loader, mut loader_outside) = (0u64, 0u64);
+    let mut loader_functions: HashMap<u32, u64> = HashMap::new();
     let total = trace.credit(|c| {
+        let s = c.sample;
+        if let Some(spans) = loader.get(&(s.pid, s.tid)) {
+            let i = cursors.entry((s.pid, s.tid)).or_insert(0);
+            while spans.get(*i).is_some_and(|b| b.1 <= s.time_ns) {
+                *i += 1;
+            }
+            if spans.get(*i).is_some_and(|b| b.0 <= s.time_ns) {
+                in_loader += 1;
+                if c.target == Target::Outside(Role::Main) {
+                    loader_outside += 1;
+                    *loader_functions.entry(s.symbol).or_default() += 1;
+                }
+            }
+        }
         *counts.entry(c.target).or_default() += 1;
         if let (true, Target::Op(p)) = (c.pool, c.target) {
             *pools.entry(p).or_default() += 1;
@@ -1148,27 +1192,40 @@ pub fn attribute_folder(
             *t = t.saturating_add(*v);
         }
     }
+    // The workers' CPU outside every op; the main process's only within
+    // its batches (its CPU outside them is the training step's).
     let mut unseen = Vec::new();
-    for role in [Role::Worker, Role::Main] {
-        let n = counts.get(&Target::Outside(role)).copied().unwrap_or(0);
-        let of = role_samples.get(&role).copied().unwrap_or(0);
-        // The main process's outside time is mostly the training step,
-        // not the pipeline: it is judged only where it ran no worker
-        // (the pipeline ran in it) and ran ops.
-        let judged = match role {
-            Role::Worker => true,
-            Role::Main => {
-                !role_samples.contains_key(&Role::Worker)
-                    && rows.iter().any(|r| r.kind == RowKind::Op)
+    let worker_outside = counts
+        .get(&Target::Outside(Role::Worker))
+        .copied()
+        .unwrap_or(0);
+    let worker_samples = role_samples.get(&Role::Worker).copied().unwrap_or(0);
+    let outside_name = row_name(&Target::Outside(Role::Worker), &logs.ops);
+    let worker_tops = rows
+        .iter()
+        .find(|r| r.path == outside_name)
+        .map(|r| r.top_functions.clone())
+        .unwrap_or_default();
+    let mut loader_tops: Vec<(u32, u64)> = loader_functions.into_iter().collect();
+    loader_tops.sort_by_key(|&(sym, k)| (Reverse(k), sym));
+    let loader_tops: Vec<TopFunction> = loader_tops
+        .into_iter()
+        .take(top)
+        .map(|(sym, k)| {
+            let s = trace.symbols.get(sym);
+            TopFunction {
+                function: s.function.clone(),
+                module: s.module.clone(),
+                samples: k,
+                share: k as f64 / loader_outside as f64,
             }
-        };
-        if judged && of > 0 && n as f64 * 100.0 > UNSEEN_PCT * of as f64 {
-            let name = row_name(&Target::Outside(role), &logs.ops);
-            let top_functions = rows
-                .iter()
-                .find(|r| r.path == name)
-                .map(|r| r.top_functions.clone())
-                .unwrap_or_default();
+        })
+        .collect();
+    for (role, n, of, top_functions) in [
+        (Role::Worker, worker_outside, worker_samples, worker_tops),
+        (Role::Main, loader_outside, in_loader, loader_tops),
+    ] {
+        if of > 0 && n as f64 * 100.0 > UNSEEN_PCT * of as f64 {
             unseen.push(Unseen {
                 role,
                 samples: n,
@@ -1901,6 +1958,77 @@ pub(crate) mod tests {
             !a.notes.join("\n").contains("outside every op"),
             "{:?}",
             a.notes
+        );
+    }
+
+    /// A main process (pid 10, no workers) running batches itself over
+    /// [1000, 3000) and [4000, 6000), op A over [1000, 1500) and
+    /// [4000, 4500) in them, its training step over [6000, 9000); sampled
+    /// every 100 ns throughout.
+    fn main_only_folder() -> tempfile::TempDir {
+        let off = 1_000_000u64;
+        let log = format!(
+            "#lotus-trace v1 role=main pid=10 wall_ns={off} monotonic_ns=0\n\
+             SA,{},500,kind=op,batch=0\nSBatch,{},2000,kind=batch,batch=0\n\
+             SA,{},500,kind=op,batch=1\nSBatch,{},2000,kind=batch,batch=1\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=9000\n",
+            1000 + off,
+            1000 + off,
+            4000 + off,
+            4000 + off,
+            9000 + off
+        );
+        let samples: Vec<Sample> = every_100_ns(0, 9000)
+            .into_iter()
+            .map(|t| Sample {
+                time_ns: t,
+                pid: 10,
+                tid: 10,
+                symbol: u32::from(!(1000..3000).contains(&t) && !(4000..6000).contains(&t)),
+                kernel: false,
+                counters: Default::default(),
+            })
+            .collect();
+        let dir = sampled_folder(
+            &log,
+            &[
+                (0, Symbol::new("decode", "/py")),
+                (1, Symbol::new("train_step", "/py")),
+            ],
+            &samples,
+            100,
+        );
+        std::fs::rename(
+            dir.path().join("lotus_worker_pid_10"),
+            dir.path().join("lotus_main_pid_10"),
+        )
+        .expect("rename");
+        dir
+    }
+
+    #[test]
+    fn a_main_process_batch_work_outside_every_op_is_said() {
+        let dir = main_only_folder();
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        // In its batches: 40 samples, 10 in A, 30 outside every op; the
+        // training step's 50 outside the batches are not judged.
+        assert_eq!(row_at(&a, "A").samples, 10);
+        assert_eq!(row_at(&a, "outside any op (main)").samples, 80);
+        assert_eq!(a.unseen.len(), 1, "{:?}", a.unseen);
+        let u = &a.unseen[0];
+        assert_eq!((u.role, u.samples), (Role::Main, 30));
+        assert!((u.share - 0.75).abs() < 1e-9);
+        assert_eq!(u.top_functions[0].function, "decode");
+        assert_eq!(
+            u.top_functions.len(),
+            1,
+            "train_step is outside the batches"
+        );
+        let notes = a.notes.join("\n");
+        assert!(
+            notes.contains("75% of the main process's CPU in its batches"),
+            "{notes}"
         );
     }
 
