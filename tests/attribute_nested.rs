@@ -241,6 +241,8 @@ fn work_outside_every_op_is_said_with_its_figure() {
         "outside every op: {share:.3} of the workers' CPU, the workers measured {want_share:.3}"
     );
     let said = format!("{:.0}% of the DataLoader workers' CPU", share * 100.0);
+    // The notes under the table are wrapped to its width.
+    let table = table.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(table.contains(&said), "{said}:\n{table}");
     assert!(table.contains("--op MODULE:QUALNAME"), "{table}");
     // `trace stats` says it too.

@@ -256,34 +256,68 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
         }
         text += &format!("{t}\n");
     }
-    text += &format!(
-        "{} samples at {} Hz; {} ms of CPU, the rows' CPU ms (exclusive: an op's own, not its children's) add up to it{}\n",
+    let mut footer = vec![format!(
+        "{} samples at {} Hz, {} ms of CPU: the rows' CPU ms (each its own, not that of the ops inside it) add up to it{}",
         a.total_samples,
         a.frequency_hz,
         ms(a.total_cpu_ns),
         if a.partial { "; PARTIAL" } else { "" }
-    );
+    )];
     let ops = a.rows.iter().filter(|r| r.kind == RowKind::Op).count();
     let exact = a
         .rows
         .iter()
         .filter(|r| r.kind == RowKind::Op && r.cpu_source == CpuSource::Exact)
         .count();
-    text += &format!(
-        "±: 95% interval of a figure from samples (1.96·√n sampling intervals); {exact} of {ops} op rows exact from the spans' thread CPU clock (± from their pool threads' samples only)\n"
-    );
+    footer.push(format!(
+        "±: the 95% interval of a figure from samples (1.96·√n sampling intervals); {exact} of {ops} op rows exact from the spans' thread CPU clock (± from their pool threads' samples only)"
+    ));
     if !a.counters.is_empty() {
         let totals: Vec<String> = a
             .counters
             .iter()
             .map(|c| format!("{c} {}", a.counter_totals.get(c).copied().unwrap_or(0)))
             .collect();
-        text += &format!("counters over every sample: {}\n", totals.join(", "));
+        footer.push(format!("counters over every sample: {}", totals.join(", ")));
     }
-    for note in &a.notes {
-        text += &format!("note: {note}\n");
+    footer.extend(a.notes.iter().map(|n| format!("note: {n}")));
+    // The lines under the table fit the width the table fits.
+    let width = match names {
+        NameWidth::Fit(w) if !markdown => Some(w),
+        _ => None,
+    };
+    for line in footer {
+        match width {
+            Some(w) => text += &wrap(&line, w),
+            None => text += &line,
+        }
+        text.push('\n');
     }
     text
+}
+
+/// `line` cut at spaces into lines of at most `width` characters (a word
+/// longer than that stands alone), the ones after the first indented by
+/// two spaces. Hand-written: a dozen lines, where a crate (textwrap)
+/// would bring its own dependencies for the one use.
+fn wrap(line: &str, width: usize) -> String {
+    let width = width.max(20);
+    let mut out = String::new();
+    let mut current = String::new();
+    for word in line.split(' ') {
+        let len = current.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            out += &current;
+            out.push('\n');
+            current = format!("  {word}");
+        } else {
+            if len > 0 {
+                current.push(' ');
+            }
+            current += word;
+        }
+    }
+    out + &current
 }
 
 fn csv_of(a: &InPipelineAttribution) -> Result<String> {
@@ -342,4 +376,28 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         w.write_record(&cells)?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap;
+
+    #[test]
+    fn lines_are_wrapped_at_spaces_to_the_width() {
+        let text = "note: 12% of the DataLoader workers' CPU ran outside every op";
+        let wrapped = wrap(text, 24);
+        assert!(
+            wrapped.lines().all(|l| l.chars().count() <= 24),
+            "{wrapped}"
+        );
+        assert_eq!(
+            wrapped.split_whitespace().collect::<Vec<_>>().join(" "),
+            text
+        );
+        assert!(
+            wrapped.lines().skip(1).all(|l| l.starts_with("  ")),
+            "{wrapped}"
+        );
+        assert_eq!(wrap("short", 80), "short");
+    }
 }
