@@ -181,9 +181,11 @@ fn tree_name(r: &AttributedRow) -> String {
 /// run to hundreds of characters: see [`lotus_map::output::NameWidth`]).
 /// Columns: the row (ops as a tree), its samples, its exclusive CPU with
 /// that figure's 95% `±` (one cell: the table stays narrower), its
-/// inclusive CPU, its share of the total, its
-/// calls and inclusive CPU per call, counters, top functions.
+/// inclusive CPU (only where ops nest: else it is the exclusive one), its
+/// share of the total, its calls and inclusive CPU per call, counters, top
+/// functions.
 fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> String {
+    let nested = a.rows.iter().any(|r| r.depth > 0);
     let mut header: Vec<String> = [
         "row",
         "samples",
@@ -195,6 +197,9 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
     ]
     .map(String::from)
     .to_vec();
+    if !nested {
+        header.remove(3);
+    }
     header.extend(counter_headers(a));
     header.push("top functions".into());
     let mut rows: Vec<Vec<String>> = a
@@ -215,6 +220,9 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
                 r.cpu_per_call_ns
                     .map_or(String::new(), |c| format!("{:.3}", c as f64 / 1e6)),
             ];
+            if !nested {
+                cells.remove(3);
+            }
             cells.extend(counter_cells(a, r));
             cells
         })
