@@ -113,6 +113,10 @@ pub struct TopFunction {
     pub samples: u64,
     /// Share of the row's samples (0..1).
     pub share: f64,
+    /// Its part of the row's CPU time, ns: the row's `cpu_ns` divided
+    /// among its functions by their samples (for an exact row, the
+    /// samples divide the thread clock's figure).
+    pub cpu_ns: u64,
 }
 
 /// Where a row's CPU time comes from.
@@ -1097,6 +1101,7 @@ pub fn attribute_folder(
                     module: s.module.clone(),
                     samples: k,
                     share: k as f64 / n as f64,
+                    cpu_ns: 0,
                 }
             })
             .collect()
@@ -1183,6 +1188,9 @@ pub fn attribute_folder(
         } else {
             0.0
         };
+        for f in &mut r.top_functions {
+            f.cpu_ns = (f.share * r.cpu_ns as f64).round() as u64;
+        }
     }
     let mut counter_totals: BTreeMap<String, u64> =
         counters.iter().map(|c| (c.clone(), 0)).collect();
@@ -1218,6 +1226,7 @@ pub fn attribute_folder(
                 module: s.module.clone(),
                 samples: k,
                 share: k as f64 / loader_outside as f64,
+                cpu_ns: k.saturating_mul(interval_ns),
             }
         })
         .collect();
@@ -1869,6 +1878,14 @@ pub(crate) mod tests {
         assert_eq!(ra.uncertainty_ns, sampled_uncertainty_ns(30, 100));
         assert_eq!(ra.inclusive_uncertainty_ns, sampled_uncertainty_ns(40, 100));
         assert_eq!(row_at(&a, "C").cpu_ns, 150);
+        // The samples divide the exact figure among the functions: A's
+        // 30 main-thread samples and 30 pool samples, half each.
+        let f: Vec<(&str, u64)> = ra
+            .top_functions
+            .iter()
+            .map(|f| (f.function.as_str(), f.cpu_ns))
+            .collect();
+        assert_eq!(f, vec![("main_fn", 2600), ("pool_fn", 2600)]);
         assert_eq!(row_at(&a, "C").uncertainty_ns, 0);
         assert_eq!(ra.cpu_per_call_ns, Some(ra.inclusive_cpu_ns));
         assert_eq!(a.rows.iter().map(|r| r.cpu_ns).sum::<u64>(), a.total_cpu_ns);
