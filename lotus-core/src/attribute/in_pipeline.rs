@@ -742,6 +742,8 @@ pub(crate) struct Credit<'a> {
     /// Whether the sample is a pool thread's, credited to the op its
     /// process's main thread was in.
     pub(crate) pool: bool,
+    /// The role of its process, where it wrote a log.
+    pub(crate) role: Option<Role>,
 }
 
 fn samples_of(
@@ -940,9 +942,10 @@ impl SampledTrace {
             sweep.advance(s.time_ns)?;
             total += 1;
             let mut pool = false;
-            let (target, span) = match logs.roles.get(&s.pid) {
+            let role = logs.roles.get(&s.pid).copied();
+            let (target, span) = match role {
                 None => (Target::Untraced, None),
-                Some(&role) => {
+                Some(role) => {
                     let own = sweep.innermost(s.pid, s.tid, s.time_ns);
                     if let Some(span) = own {
                         (Target::Op(span.path), Some(span.id))
@@ -966,6 +969,7 @@ impl SampledTrace {
                 target,
                 span,
                 pool,
+                role,
             })?;
         }
         self.tree = sweep.finish()?;
@@ -1034,10 +1038,9 @@ pub fn attribute_folder(
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
     let mut counts: HashMap<Target, u64> = HashMap::new();
     let mut pools: HashMap<u32, u64> = HashMap::new();
-    let mut role_samples: HashMap<Role, u64> = HashMap::new();
+    let mut worker_samples = 0u64;
     let mut functions: HashMap<(Target, u32), u64> = HashMap::new();
     let mut sums: HashMap<Target, Vec<u64>> = HashMap::new();
-    let roles = trace.logs.roles.clone();
     // The main processes' DataLoader at work (num_workers=0): samples of
     // the thread running a batch, and those of them outside every op.
     let loader = trace.logs.loader_spans.clone();
@@ -1046,7 +1049,10 @@ pub fn attribute_folder(
     let mut loader_functions: HashMap<u32, u64> = HashMap::new();
     let total = trace.credit(|c| {
         let s = c.sample;
-        if let Some(spans) = loader.get(&(s.pid, s.tid)) {
+        if let Some(spans) = (c.role == Some(Role::Main) && !loader.is_empty())
+            .then(|| loader.get(&(s.pid, s.tid)))
+            .flatten()
+        {
             let i = cursors.entry((s.pid, s.tid)).or_insert(0);
             while spans.get(*i).is_some_and(|b| b.1 <= s.time_ns) {
                 *i += 1;
@@ -1063,8 +1069,8 @@ pub fn attribute_folder(
         if let (true, Target::Op(p)) = (c.pool, c.target) {
             *pools.entry(p).or_default() += 1;
         }
-        if let Some(&role) = roles.get(&c.sample.pid) {
-            *role_samples.entry(role).or_default() += 1;
+        if c.role == Some(Role::Worker) {
+            worker_samples += 1;
         }
         *functions.entry((c.target, c.sample.symbol)).or_default() += 1;
         if !c.sample.counters.is_empty() {
@@ -1207,7 +1213,6 @@ pub fn attribute_folder(
         .get(&Target::Outside(Role::Worker))
         .copied()
         .unwrap_or(0);
-    let worker_samples = role_samples.get(&Role::Worker).copied().unwrap_or(0);
     let outside_name = row_name(&Target::Outside(Role::Worker), &logs.ops);
     let worker_tops = rows
         .iter()
