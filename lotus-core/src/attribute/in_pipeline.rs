@@ -23,6 +23,32 @@
 //! and "untraced processes" (processes of the job that wrote no log). The
 //! rows add up to every sample read.
 //!
+//! **The op tree.** Spans nest: on one thread, a span that starts while
+//! another is open is its child (the tracer's spans are calls, so they nest
+//! in time). An op row is keyed by its path, the ops open around it then
+//! its own name (`RandomApply/GaussianBlur`): a row's samples are its own
+//! (exclusive: the rule credits the innermost span), its inclusive figures
+//! add those of the rows under it, and the rows come as a tree (each
+//! after its parent, siblings by inclusive CPU). Deeper than
+//! [`MAX_DEPTH`] levels, spans are counted in their ancestor.
+//!
+//! **Exact CPU.** Where every span of a row and of its children says its
+//! own thread's CPU time (`cpu=`, read from the thread's CPU clock at the
+//! span's start and end), the row's CPU is exact on that thread: its spans'
+//! `cpu=` less its children's; its pool threads' samples (times the
+//! interval) are added. Elsewhere it is its samples times the interval.
+//! A figure resting on `n` samples has a 95% interval of ±1.96·√n
+//! intervals (a Poisson count; [`sampled_uncertainty_ns`]), given per row;
+//! op rows uncertain past [`UNCERTAIN_PCT`] are named in a note. The rows'
+//! exclusive CPU add up to [`InPipelineAttribution::total_cpu_ns`], the
+//! shares are of it.
+//!
+//! **What was not seen.** Where more than [`UNSEEN_PCT`] of the workers'
+//! samples (or of a main process's samples inside its own batches, when
+//! it runs the DataLoader itself) are outside every op, a note says so
+//! with the figure, the top functions there and what to do ([`Unseen`],
+//! [`unseen_work`]).
+//!
 //! Counters read with each sample (samples file version 2; see
 //! [`crate::trace::samples`]) follow their sample: each sample's deltas,
 //! which cover its thread's interval since its previous sample, are added
