@@ -299,3 +299,108 @@ fn trace_stats_shows_the_spans_cpu() {
     let text = common::lotus_ok(&["trace", "stats", d]);
     assert!(!text.contains("cpu mean"), "{text}");
 }
+
+/// A sampled trace folder written here whose op spans say their thread's
+/// CPU (`cpu=`): op A over [1000, 5000) ns holding B over [2000, 3000),
+/// sampled every 100 ns on the worker's main thread (`interval_ns` 100).
+/// `cpu` gives A's and B's `cpu=` (or none).
+fn folder_with_cpu(cpu: Option<(u64, u64)>) -> tempfile::TempDir {
+    use lotus_core::trace::samples::{
+        write_sampling, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol,
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let off = 1_000_000_000u64;
+    let (a, b) = match cpu {
+        Some((a, b)) => (format!(",cpu={a}"), format!(",cpu={b}")),
+        None => (String::new(), String::new()),
+    };
+    std::fs::write(
+        dir.path().join("lotus_worker_pid_10"),
+        format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
+             SB,{},1000,kind=op{b}\nSA,{},4000,kind=op{a}\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=9000\n",
+            2000 + off,
+            1000 + off,
+            9000 + off
+        ),
+    )
+    .expect("log");
+    let mut w = SamplesWriter::create(dir.path(), "lotus").expect("samples");
+    w.symbols(&[(0, Symbol::new("work", "/lib/libwork.so"))])
+        .expect("symbols");
+    let samples: Vec<Sample> = (10..50u64)
+        .map(|i| Sample {
+            time_ns: i * 100,
+            pid: 10,
+            tid: 10,
+            symbol: 0,
+            kernel: false,
+            counters: Default::default(),
+        })
+        .collect();
+    w.samples(&samples).expect("samples");
+    w.finish().expect("finish");
+    write_sampling(
+        &SampleFiles::of(dir.path(), "lotus").sampling,
+        &[
+            ("backend", "perf".into()),
+            ("frequency_hz", "10000000".into()),
+            ("interval_ns", "100".into()),
+            ("status", "complete".into()),
+        ],
+    )
+    .expect("sampling");
+    dir
+}
+
+/// `cpu=` in the logs reaches every output: JSON rows say `exact` with the
+/// thread clock's figures (exclusive: A's less B's), CSV has the same, the
+/// table says how many rows are exact; logs without it give `sampled`.
+#[test]
+fn exact_cpu_from_the_spans_reaches_json_csv_and_table() {
+    let dir = folder_with_cpu(Some((3500, 900)));
+    let a = attribute_json(dir.path());
+    let (ra, rb) = (op_row(&a, "A"), op_row(&a, "A/B"));
+    assert_eq!(ra["cpu_source"], "exact", "{a:#}");
+    assert_eq!(ra["cpu_ns"], 3500 - 900);
+    assert_eq!(ra["inclusive_cpu_ns"], 3500);
+    assert_eq!(ra["uncertainty_ns"], 0);
+    assert_eq!(rb["cpu_ns"], 900);
+    assert_eq!(rb["parent"], "A");
+    assert_eq!(ra["samples"], 30);
+    assert_eq!(ra["inclusive_samples"], 40);
+    assert_eq!(ra["top_functions"][0]["cpu_ns"], 2600);
+    exclusive_adds_up(&a);
+
+    let csv_text = String::from_utf8(attribute(dir.path(), "csv").stdout).expect("utf-8");
+    let mut r = csv::Reader::from_reader(csv_text.as_bytes());
+    let h = r.headers().expect("header").clone();
+    let col = |n: &str| {
+        h.iter()
+            .position(|x| x == n)
+            .unwrap_or_else(|| panic!("{n}"))
+    };
+    let b = r
+        .records()
+        .map(|x| x.expect("record"))
+        .find(|x| &x[col("path")] == "A/B")
+        .expect("A/B");
+    assert_eq!(&b[col("cpu_source")], "exact");
+    assert_eq!(&b[col("cpu_ns")], "900");
+    assert_eq!(&b[col("parent")], "A");
+    assert_eq!(&b[col("depth")], "1");
+
+    let table = String::from_utf8(attribute(dir.path(), "table").stdout).expect("utf-8");
+    let table = table.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(table.contains("2 of 2 op rows exact"), "{table}");
+
+    // The same logs without cpu=: every row from the samples, with its ±.
+    let dir = folder_with_cpu(None);
+    let a = attribute_json(dir.path());
+    let ra = op_row(&a, "A");
+    assert_eq!(ra["cpu_source"], "sampled");
+    assert_eq!(ra["cpu_ns"], 3000);
+    // 1.96 * sqrt(30) * 100 ns.
+    assert_eq!(ra["uncertainty_ns"], 1074);
+}
