@@ -272,13 +272,23 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
         if a.partial { "; PARTIAL" } else { "" }
     )];
     let ops = a.rows.iter().filter(|r| r.kind == RowKind::Op).count();
-    let exact = a
-        .rows
-        .iter()
-        .filter(|r| r.kind == RowKind::Op && r.cpu_source == CpuSource::Exact)
-        .count();
+    let source = |s: CpuSource| {
+        a.rows
+            .iter()
+            .filter(|r| r.kind == RowKind::Op && r.cpu_source == s)
+            .count()
+    };
+    let (exact, partly) = (
+        source(CpuSource::Exact),
+        source(CpuSource::ClockLessSampled),
+    );
     footer.push(format!(
-        "±: the 95% interval of a figure from samples (1.96·√n sampling intervals); {exact} of {ops} op rows exact from the spans' thread CPU clock (± from their pool threads' samples only)"
+        "±: the 95% interval of a figure from samples (1.96·√n sampling intervals); {exact} of {ops} op rows exact from the spans' thread CPU clock (± from their pool threads' samples only){}",
+        if partly > 0 {
+            format!(", {partly} from it less the samples of ops inside them that lack it")
+        } else {
+            String::new()
+        }
     ));
     if !a.counters.is_empty() {
         let totals: Vec<String> = a
@@ -370,11 +380,10 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
             r.inclusive_samples.to_string(),
             r.pool_samples.to_string(),
             r.inclusive_cpu_ns.to_string(),
-            match r.cpu_source {
-                CpuSource::Exact => "exact",
-                _ => "sampled",
-            }
-            .to_string(),
+            serde_json::to_value(r.cpu_source)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
             r.uncertainty_ns.to_string(),
             r.inclusive_uncertainty_ns.to_string(),
             top.map_or(String::new(), |f| f.function.clone()),

@@ -36,7 +36,10 @@
 //! own thread's CPU time (`cpu=`, read from the thread's CPU clock at the
 //! span's start and end), the row's CPU is exact on that thread: its spans'
 //! `cpu=` less its children's; its pool threads' samples (times the
-//! interval) are added. Elsewhere it is its samples times the interval.
+//! interval) are added. A row whose spans say `cpu=` but some child's do
+//! not (an ITT task inside a Python op) takes that child's own-thread
+//! samples off its clock instead ([`CpuSource::ClockLessSampled`]).
+//! Elsewhere it is its samples times the interval.
 //! A figure resting on `n` samples has a 95% interval of ±1.96·√n
 //! intervals (a Poisson count; [`sampled_uncertainty_ns`]), given per row;
 //! op rows uncertain past [`UNCERTAIN_PCT`] are named in a note. The rows'
@@ -155,6 +158,11 @@ pub enum CpuSource {
     Exact,
     /// Samples times the sampling interval.
     Sampled,
+    /// The spans' own-thread CPU clock less what the ops inside it ran,
+    /// some of which is known from samples only (an op inside it whose
+    /// spans do not say `cpu=`: an ITT task, an older tracer's span); its
+    /// `±` covers those samples.
+    ClockLessSampled,
 }
 
 /// How many standard deviations a `±` spans: 1.96, a 95% interval.
@@ -1313,12 +1321,15 @@ struct Figures {
     inclusive_basis: u64,
 }
 
-/// Each path's exclusive and inclusive figures. A path's CPU is exact
-/// where every span of it and of its children says `cpu=`: its own
-/// thread's CPU is its spans' `cpu=` less its children's (children run on
-/// the same thread), and its pool threads' samples are added. Otherwise
-/// it is its samples times the interval. Inclusive figures sum the
-/// subtree's exclusive ones (a child's id is above its parent's).
+/// Each path's exclusive and inclusive figures. A path's CPU comes from
+/// the thread clock where every span of it says `cpu=`: its own thread's
+/// CPU is its spans' `cpu=` less its children's (children run on the same
+/// thread): their `cpu=` where every span of theirs says it (the row is
+/// then exact), else their own-thread samples times the interval (the row
+/// is then partly sampled: [`CpuSource::ClockLessSampled`]); its pool
+/// threads' samples (times the interval) are added. Otherwise it is its
+/// samples times the interval. Inclusive figures sum the subtree's
+/// exclusive ones (a child's id is above its parent's).
 fn op_figures(
     tree: &Tree,
     counts: &HashMap<Target, u64>,
@@ -1330,37 +1341,55 @@ fn op_figures(
         let st = tree.stats[p];
         st.calls > 0 && st.with_cpu == st.calls
     };
-    let mut children_cpu = vec![0u64; n];
-    let mut children_all_cpu = vec![true; n];
-    for (p, node) in tree.nodes.iter().enumerate() {
-        if let Some(q) = node.parent {
-            let q = q as usize;
-            children_cpu[q] = children_cpu[q].saturating_add(tree.stats[p].cpu_ns);
-            children_all_cpu[q] &= all_cpu(p);
+    let samples: Vec<u64> = (0..n)
+        .map(|p| counts.get(&Target::Op(p as u32)).copied().unwrap_or(0))
+        .collect();
+    let pool: Vec<u64> = (0..n)
+        .map(|p| pools.get(&(p as u32)).copied().unwrap_or(0))
+        .collect();
+    // Samples of each subtree on its own thread (not its pools').
+    let mut own_thread: Vec<u64> = (0..n).map(|p| samples[p] - pool[p]).collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for p in (0..n).rev() {
+        if let Some(q) = tree.nodes[p].parent {
+            own_thread[q as usize] += own_thread[p];
+            children[q as usize].push(p);
         }
     }
     let mut figures: Vec<Figures> = (0..n)
         .map(|p| {
-            let samples = counts.get(&Target::Op(p as u32)).copied().unwrap_or(0);
-            let pool_samples = pools.get(&(p as u32)).copied().unwrap_or(0);
-            let (cpu_ns, source, basis) = if all_cpu(p) && children_all_cpu[p] {
-                let own = tree.stats[p].cpu_ns.saturating_sub(children_cpu[p]);
+            let (cpu_ns, source, basis) = if all_cpu(p) {
+                let (mut less, mut basis, mut sampled) = (0u64, pool[p], false);
+                for &c in &children[p] {
+                    if all_cpu(c) {
+                        less = less.saturating_add(tree.stats[c].cpu_ns);
+                    } else {
+                        less = less.saturating_add(own_thread[c].saturating_mul(interval_ns));
+                        basis += own_thread[c];
+                        sampled = true;
+                    }
+                }
+                let own = tree.stats[p].cpu_ns.saturating_sub(less);
                 (
-                    own.saturating_add(pool_samples.saturating_mul(interval_ns)),
-                    CpuSource::Exact,
-                    pool_samples,
+                    own.saturating_add(pool[p].saturating_mul(interval_ns)),
+                    if sampled {
+                        CpuSource::ClockLessSampled
+                    } else {
+                        CpuSource::Exact
+                    },
+                    basis,
                 )
             } else {
                 (
-                    samples.saturating_mul(interval_ns),
+                    samples[p].saturating_mul(interval_ns),
                     CpuSource::Sampled,
-                    samples,
+                    samples[p],
                 )
             };
             Figures {
-                samples,
-                pool_samples,
-                inclusive_samples: samples,
+                samples: samples[p],
+                pool_samples: pool[p],
+                inclusive_samples: samples[p],
                 cpu_ns,
                 inclusive_cpu_ns: cpu_ns,
                 source,
@@ -1921,8 +1950,9 @@ pub(crate) mod tests {
         assert_eq!(ra.cpu_per_call_ns, Some(ra.inclusive_cpu_ns));
         assert_eq!(a.rows.iter().map(|r| r.cpu_ns).sum::<u64>(), a.total_cpu_ns);
 
-        // A child without cpu=: it and its parent rest on samples; the
-        // grandparent, whose children all say, stays exact.
+        // A child without cpu=: it rests on samples, its parent's clock
+        // less its samples; the grandparent, whose children all say, stays
+        // exact.
         let cpu = [Some(3000), Some(800), None, Some(150)];
         let a = attribute_folder(
             nested_folder(cpu, &every_100_ns(0, 6000)).path(),
@@ -1933,8 +1963,13 @@ pub(crate) mod tests {
         .expect("attribute");
         assert_eq!(row_at(&a, "A/B/C").cpu_source, CpuSource::Sampled);
         assert_eq!(row_at(&a, "A/B/C").cpu_ns, 600);
-        assert_eq!(row_at(&a, "A/B").cpu_source, CpuSource::Sampled);
-        assert_eq!(row_at(&a, "A/B").cpu_ns, 1400);
+        // B: its clock less C's 3 own-thread samples, plus its pool's 7.
+        assert_eq!(row_at(&a, "A/B").cpu_source, CpuSource::ClockLessSampled);
+        assert_eq!(row_at(&a, "A/B").cpu_ns, 800 - 300 + 700);
+        assert_eq!(
+            row_at(&a, "A/B").uncertainty_ns,
+            sampled_uncertainty_ns(7 + 3, 100)
+        );
         assert_eq!(row_at(&a, "A").cpu_source, CpuSource::Exact);
         assert_eq!(row_at(&a, "A").cpu_ns, 3000 - 800 + 3000);
     }
