@@ -1,7 +1,9 @@
 //! `lotus attribute DIR`: a sampled trace folder's samples credited to its
 //! ops (the rule: [`lotus_core::attribute::in_pipeline`]), as a table,
 //! Markdown, CSV or JSON (`lotus.in-pipeline/1`), and with `--plot` as a
-//! bar chart of CPU time per row. Counters read with each sample add a
+//! bar chart of CPU time per row. Ops nested in ops show as a tree (each
+//! under its parent, indented); each row has its exclusive CPU (which add
+//! up to the total), its 95% `±` and its inclusive CPU. Counters read with each sample add a
 //! column each (CSV: named as in the samples), and CPI where cycles and
 //! instructions are both read; JSON has them per row in `counters` (and
 //! `cpi`).
@@ -12,7 +14,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use lotus_core::attribute::in_pipeline::{
-    attribute_folder, AttributedRow, InPipelineAttribution, RowKind,
+    attribute_folder, AttributedRow, CpuSource, InPipelineAttribution, RowKind,
 };
 use lotus_core::spill::Budget;
 use serde_json::json;
@@ -169,21 +171,41 @@ pub(crate) fn counter_headers(a: &InPipelineAttribution) -> Vec<String> {
     h
 }
 
+/// A row's name as the table shows it: an op inside another under its
+/// parent, marked `└ ` and indented by its depth, so the rows show the
+/// tree (Markdown keeps the mark: it drops leading spaces).
+fn tree_name(r: &AttributedRow) -> String {
+    if r.depth == 0 {
+        r.name.clone()
+    } else {
+        format!("{}└ {}", "  ".repeat(r.depth as usize - 1), r.name)
+    }
+}
+
 /// The table (Markdown when `markdown`); `names`: whether the top
 /// functions are shown whole or shortened to fit the width (C++ kernels
 /// run to hundreds of characters: see [`lotus_map::output::NameWidth`]).
+/// Columns: the row (ops as a tree), its samples, its exclusive CPU with
+/// that figure's 95% `±` (one cell: the table stays narrower), its
+/// inclusive CPU (only where ops nest: else it is the exclusive one), its
+/// share of the total, its calls and inclusive CPU per call, counters, top
+/// functions.
 fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> String {
+    let nested = a.rows.iter().any(|r| r.depth > 0);
     let mut header: Vec<String> = [
         "row",
-        "kind",
         "samples",
-        "CPU ms",
+        "CPU ms ±95%",
+        "incl ms",
         "share %",
         "calls",
-        "CPU ms/call",
+        "ms/call",
     ]
     .map(String::from)
     .to_vec();
+    if !nested {
+        header.remove(3);
+    }
     header.extend(counter_headers(a).iter().map(|h| one_line(h)));
     header.push("top functions".into());
     let mut rows: Vec<Vec<String>> = a
@@ -193,15 +215,22 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
             // Names come from a trace folder (often received from
             // elsewhere): control characters are shown escaped.
             let mut cells = vec![
-                one_line(&r.name),
-                format!("{:?}", r.kind).to_lowercase(),
+                one_line(&tree_name(r)),
                 r.samples.to_string(),
-                ms(r.cpu_ns),
+                format!("{} ±{}", ms(r.cpu_ns), ms(r.uncertainty_ns)),
+                if r.kind == RowKind::Op {
+                    ms(r.inclusive_cpu_ns)
+                } else {
+                    String::new()
+                },
                 format!("{:.1}", r.share * 100.0),
                 r.calls.map_or(String::new(), |c| c.to_string()),
                 r.cpu_per_call_ns
                     .map_or(String::new(), |c| format!("{:.3}", c as f64 / 1e6)),
             ];
+            if !nested {
+                cells.remove(3);
+            }
             cells.extend(counter_cells(a, r));
             cells
         })
@@ -243,13 +272,32 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
         }
         text += &format!("{t}\n");
     }
-    text += &format!(
-        "{} samples at {} Hz ({} ms of CPU){}\n",
+    let mut footer = vec![format!(
+        "{} samples at {} Hz, {} ms of CPU: the rows' CPU ms (each its own, not that of the ops inside it) add up to it{}",
         a.total_samples,
         a.frequency_hz,
-        ms(a.total_samples.saturating_mul(a.interval_ns)),
+        ms(a.total_cpu_ns),
         if a.partial { "; PARTIAL" } else { "" }
+    )];
+    let ops = a.rows.iter().filter(|r| r.kind == RowKind::Op).count();
+    let source = |s: CpuSource| {
+        a.rows
+            .iter()
+            .filter(|r| r.kind == RowKind::Op && r.cpu_source == s)
+            .count()
+    };
+    let (exact, partly) = (
+        source(CpuSource::Exact),
+        source(CpuSource::ClockLessSampled),
     );
+    footer.push(format!(
+        "±: the 95% interval of a figure from samples (1.96·√n sampling intervals); {exact} of {ops} op rows exact from the spans' thread CPU clock (± from their pool threads' samples only){}",
+        if partly > 0 {
+            format!(", {partly} from it less the samples of ops inside them that lack it")
+        } else {
+            String::new()
+        }
+    ));
     if !a.counters.is_empty() {
         let totals: Vec<String> = a
             .counters
@@ -262,12 +310,46 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
                 )
             })
             .collect();
-        text += &format!("counters over every sample: {}\n", totals.join(", "));
+        footer.push(format!("counters over every sample: {}", totals.join(", ")));
     }
-    for note in &a.notes {
-        text += &format!("note: {note}\n");
+    footer.extend(a.notes.iter().map(|n| format!("note: {n}")));
+    // The lines under the table fit the width the table fits.
+    let width = match names {
+        NameWidth::Fit(w) if !markdown => Some(w),
+        _ => None,
+    };
+    for line in footer {
+        match width {
+            Some(w) => text += &wrap(&line, w),
+            None => text += &line,
+        }
+        text.push('\n');
     }
     text
+}
+
+/// `line` cut at spaces into lines of at most `width` characters (a word
+/// longer than that stands alone), the ones after the first indented by
+/// two spaces. Hand-written: a dozen lines, where a crate (textwrap)
+/// would bring its own dependencies for the one use.
+fn wrap(line: &str, width: usize) -> String {
+    let width = width.max(20);
+    let mut out = String::new();
+    let mut current = String::new();
+    for word in line.split(' ') {
+        let len = current.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            out += &current;
+            out.push('\n');
+            current = format!("  {word}");
+        } else {
+            if len > 0 {
+                current.push(' ');
+            }
+            current += word;
+        }
+    }
+    out + &current
 }
 
 fn csv_of(a: &InPipelineAttribution) -> Result<String> {
@@ -280,6 +362,15 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         "share",
         "calls",
         "cpu_per_call_ns",
+        "path",
+        "parent",
+        "depth",
+        "inclusive_samples",
+        "pool_samples",
+        "inclusive_cpu_ns",
+        "cpu_source",
+        "uncertainty_ns",
+        "inclusive_uncertainty_ns",
         "top_function",
         "top_module",
     ]
@@ -297,6 +388,18 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
             format!("{:.6}", r.share),
             r.calls.map_or(String::new(), |c| c.to_string()),
             r.cpu_per_call_ns.map_or(String::new(), |c| c.to_string()),
+            r.path.clone(),
+            r.parent.clone().unwrap_or_default(),
+            r.depth.to_string(),
+            r.inclusive_samples.to_string(),
+            r.pool_samples.to_string(),
+            r.inclusive_cpu_ns.to_string(),
+            serde_json::to_value(r.cpu_source)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+            r.uncertainty_ns.to_string(),
+            r.inclusive_uncertainty_ns.to_string(),
             top.map_or(String::new(), |f| f.function.clone()),
             top.map_or(String::new(), |f| f.module.clone()),
         ];
@@ -304,4 +407,28 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         w.write_record(lotus_core::text::csv_record(&cells))?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap;
+
+    #[test]
+    fn lines_are_wrapped_at_spaces_to_the_width() {
+        let text = "note: 12% of the DataLoader workers' CPU ran outside every op";
+        let wrapped = wrap(text, 24);
+        assert!(
+            wrapped.lines().all(|l| l.chars().count() <= 24),
+            "{wrapped}"
+        );
+        assert_eq!(
+            wrapped.split_whitespace().collect::<Vec<_>>().join(" "),
+            text
+        );
+        assert!(
+            wrapped.lines().skip(1).all(|l| l.starts_with("  ")),
+            "{wrapped}"
+        );
+        assert_eq!(wrap("short", 80), "short");
+    }
 }

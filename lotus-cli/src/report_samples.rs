@@ -120,7 +120,7 @@ pub fn in_pipeline_section(
     sampled: &[(String, Sampled)],
     colours: &Colours,
 ) -> Result<()> {
-    page.html += "<h2>Samples in the pipeline</h2>\n<p>Each sample of a sampled trace (<code>lotus trace run --sample</code>) credited to the op span its thread was running, as <code>lotus attribute DIR</code>: CPU time is samples times the sampling interval.</p>\n";
+    page.html += "<h2>Samples in the pipeline</h2>\n<p>Each sample of a sampled trace (<code>lotus trace run --sample</code>) credited to the innermost op span its thread was running, as <code>lotus attribute DIR</code>: an op inside another is shown by its path (<code>Outer/Inner</code>); CPU ms is the row's own (exclusive; the rows add up to the total), from the spans' thread CPU clock where the trace has it, else samples times the sampling interval; ± ms is its 95% interval from the samples (1.96·√n intervals); incl ms adds the ops inside it.</p>\n";
     for (i, (label, s)) in sampled.iter().enumerate() {
         let a = match s {
             Sampled::Not => continue,
@@ -137,7 +137,7 @@ pub fn in_pipeline_section(
         };
         let _ = write!(
             page.html,
-            "<h3>{}</h3><table><tr><th>row</th><th>kind</th><th>samples</th><th>CPU ms</th><th>share %</th><th>calls</th><th>CPU ms/call</th>",
+            "<h3>{}</h3><table><tr><th>row</th><th>kind</th><th>samples</th><th>CPU ms</th><th>± ms</th><th>incl ms</th><th>share %</th><th>calls</th><th>CPU ms/call</th>",
             esc(label)
         );
         let headers = counter_headers(a);
@@ -146,13 +146,23 @@ pub fn in_pipeline_section(
         }
         page.html += "<th>top functions</th></tr>\n";
         for r in &a.rows {
-            let k = |f: &str| format!("in_pipeline/{label}/{}/{f}", r.name);
+            // Keyed and shown by path: an op may run at several places in
+            // the op tree (`RandomApply/GaussianBlur`).
+            let k = |f: &str| format!("in_pipeline/{label}/{}/{f}", r.path);
             let mut row = format!(
-                "<tr><td>{}</td><td>{}</td>{}{}{}{}{}",
-                esc(&r.name),
+                "<tr><td>{}</td><td>{}</td>{}{}{}{}{}{}{}",
+                esc(&r.path),
                 format!("{:?}", r.kind).to_lowercase(),
                 cell(&k("samples"), r.samples.to_string()),
                 cell(&k("cpu_ms"), format!("{:.3}", r.cpu_ns as f64 / 1e6)),
+                cell(
+                    &k("uncertainty_ms"),
+                    format!("{:.3}", r.uncertainty_ns as f64 / 1e6)
+                ),
+                cell(
+                    &k("inclusive_cpu_ms"),
+                    format!("{:.3}", r.inclusive_cpu_ns as f64 / 1e6)
+                ),
                 cell(&k("share"), format!("{:.2}", r.share * 100.0)),
                 cell(&k("calls"), r.calls.map_or("-".into(), |c| c.to_string())),
                 cell(
@@ -194,7 +204,7 @@ pub fn in_pipeline_section(
         }
         page.plot(
             &format!("in_pipeline_{}", slug(label, i)),
-            "CPU time of each op in the pipeline (from its samples), then of the rows outside any op (grey); under each bar its top function.",
+            "CPU time of each op in the pipeline (its own, not the ops inside it), then of the rows outside any op (grey); under each bar its top function.",
             svg_of(a, colours)?,
         );
     }

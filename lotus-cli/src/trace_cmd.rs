@@ -480,6 +480,37 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Where the folder holds samples (`lotus trace run --sample`, the
+/// default prefix): what the workers ran outside every op, past 5% of
+/// their CPU ([`lotus_core::attribute::in_pipeline::unseen_work`]), as
+/// notes. Nothing when it holds none; a warning (and nothing) when they
+/// cannot be read: the statistics stand without them.
+fn unseen_notes(dir: &Path) -> Vec<String> {
+    if !dir.is_dir() || !SampleFiles::of(dir, "lotus").samples.is_file() {
+        return Vec::new();
+    }
+    let budget = match Budget::from_env() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!(
+                "lotus: warning: the samples in {} are not read: {e}",
+                dir.display()
+            );
+            return Vec::new();
+        }
+    };
+    match lotus_core::attribute::in_pipeline::unseen_work(dir, "lotus", budget) {
+        Ok(unseen) => unseen.iter().map(|u| u.message()).collect(),
+        Err(e) => {
+            eprintln!(
+                "lotus: warning: the samples in {} are not read (what ran outside every op is not said): {e}",
+                dir.display()
+            );
+            Vec::new()
+        }
+    }
+}
+
 /// The per-span samples of `dir` when it holds samples of `prefix`
 /// (`None` when it holds none, or when they cannot be credited: a warning
 /// says why, and the view is written without them).
@@ -737,12 +768,19 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
     }
     if !several {
         let mut one = computed.pop().context("no trace")?;
+        let unseen = unseen_notes(&one.dir);
         if args.json {
             let rows = one.rows.take();
             write_json(&one.json(rows))?;
+            for note in &unseen {
+                crate::usage::say!("lotus: note: {note}");
+            }
         } else {
             print!("{}", render(&one.dir, &one.folder, &one.stats));
             print!("{}", printable(&render_ranks(&one.ranks)));
+            for note in &unseen {
+                println!("{}", printable(&format!("note: {note}")));
+            }
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -902,14 +940,26 @@ fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
         out += "\nOps\n";
         let mut h = vec!["op"];
         h.extend(SUMMARY_HEADER);
+        // The spans' own-thread CPU (`cpu=`), where the tracer wrote it.
+        let with_cpu = s.ops.iter().any(|o| o.cpu_ns.is_some());
+        if with_cpu {
+            h.extend(["cpu", "cpu mean"]);
+        }
         let mut t = table(&h);
         for o in &s.ops {
             let mut row = vec![Cell::new(one_line(&o.name))];
             row.extend(summary_cells(&o.summary));
+            if with_cpu {
+                let cell = |v: Option<u64>| right(v.map_or(String::new(), |v| ms(v as f64)));
+                row.extend([cell(o.cpu_ns), cell(o.cpu_per_call_ns)]);
+            }
             t.add_row(row);
         }
         out += &t.to_string();
         out.push('\n');
+        if with_cpu {
+            out += "cpu: the spans' own thread's CPU time (an op's includes the ops run inside it); empty where a span of the op does not say it\n";
+        }
     }
     if !s.kinds.is_empty() {
         out += "\nOther spans, per kind\n";

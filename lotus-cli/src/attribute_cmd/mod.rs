@@ -133,7 +133,9 @@ pub enum MatchArg {
 #[derive(Debug, clap::Args)]
 pub struct AttributeArgs {
     /// A sampled trace folder (`lotus trace run --sample --out DIR`): its
-    /// samples credited to the op spans that were running, no mapping.
+    /// samples credited to the innermost op span that was running, no
+    /// mapping; ops inside ops shown as a tree, each with its own
+    /// (exclusive) and inclusive CPU and a 95% ± where it rests on samples.
     #[arg(value_name = "DIR", conflicts_with_all = ["mapping", "profiles", "op_times"])]
     pub dir: Option<PathBuf>,
     /// The samples' prefix in DIR (as `trace run --prefix`).

@@ -23,6 +23,35 @@
 //! and "untraced processes" (processes of the job that wrote no log). The
 //! rows add up to every sample read.
 //!
+//! **The op tree.** Spans nest: on one thread, a span that starts while
+//! another is open is its child (the tracer's spans are calls, so they nest
+//! in time). An op row is keyed by its path, the ops open around it then
+//! its own name (`RandomApply/GaussianBlur`): a row's samples are its own
+//! (exclusive: the rule credits the innermost span), its inclusive figures
+//! add those of the rows under it, and the rows come as a tree (each
+//! after its parent, siblings by inclusive CPU). Deeper than
+//! [`MAX_DEPTH`] levels, spans are counted in their ancestor.
+//!
+//! **Exact CPU.** Where every span of a row and of its children says its
+//! own thread's CPU time (`cpu=`, read from the thread's CPU clock at the
+//! span's start and end), the row's CPU is exact on that thread: its spans'
+//! `cpu=` less its children's; its pool threads' samples (times the
+//! interval) are added. A row whose spans say `cpu=` but some child's do
+//! not (an ITT task inside a Python op) takes that child's own-thread
+//! samples off its clock instead ([`CpuSource::ClockLessSampled`]).
+//! Elsewhere it is its samples times the interval.
+//! A figure resting on `n` samples has a 95% interval of ±1.96·√n
+//! intervals (a Poisson count; [`sampled_uncertainty_ns`]), given per row;
+//! op rows uncertain past [`UNCERTAIN_PCT`] are named in a note. The rows'
+//! exclusive CPU add up to [`InPipelineAttribution::total_cpu_ns`], the
+//! shares are of it.
+//!
+//! **What was not seen.** Where more than [`UNSEEN_PCT`] of the workers'
+//! samples (or of a main process's samples inside its own batches, when
+//! it runs the DataLoader itself) are outside every op, a note says so
+//! with the figure, the top functions there and what to do ([`Unseen`],
+//! [`unseen_work`]).
+//!
 //! Counters read with each sample (samples file version 2; see
 //! [`crate::trace::samples`]) follow their sample: each sample's deltas,
 //! which cover its thread's interval since its previous sample, are added
@@ -130,7 +159,46 @@ pub struct TopFunction {
     pub samples: u64,
     /// Share of the row's samples (0..1).
     pub share: f64,
+    /// Its part of the row's CPU time, ns: the row's `cpu_ns` divided
+    /// among its functions by their samples (for an exact row, the
+    /// samples divide the thread clock's figure).
+    pub cpu_ns: u64,
 }
+
+/// Where a row's CPU time comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CpuSource {
+    /// The spans' own-thread CPU clock (`cpu=`; exclusive: the spans' less
+    /// their children's), plus the samples of the op's pool threads.
+    Exact,
+    /// Samples times the sampling interval.
+    Sampled,
+    /// The spans' own-thread CPU clock less what the ops inside it ran,
+    /// some of which is known from samples only (an op inside it whose
+    /// spans do not say `cpu=`: an ITT task, an older tracer's span); its
+    /// `±` covers those samples.
+    ClockLessSampled,
+}
+
+/// How many standard deviations a `±` spans: 1.96, a 95% interval.
+pub const Z95: f64 = 1.96;
+
+/// The 95% half-width of a CPU time resting on `n` samples taken every
+/// `interval_ns`: a sample count is a Poisson count, of standard
+/// deviation √n, so `±` is 1.96·√n·interval.
+pub fn sampled_uncertainty_ns(n: u64, interval_ns: u64) -> u64 {
+    (Z95 * (n as f64).sqrt() * interval_ns as f64).round() as u64
+}
+
+/// A row whose `±` passes this share of its CPU time (percent) is said
+/// to be uncertain.
+pub const UNCERTAIN_PCT: f64 = 5.0;
+
+/// Above this share (percent) of a role's CPU outside every op,
+/// `attribute` says what was not seen.
+pub const UNSEEN_PCT: f64 = 5.0;
 
 /// One row of the attribution.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -138,17 +206,40 @@ pub struct TopFunction {
 pub struct AttributedRow {
     /// The op's name, or the row's (`outside any op (worker)`).
     pub name: String,
+    /// The row's key: for an op its path, the op spans open around it on
+    /// its thread then its own name, joined by `/`
+    /// (`RandomApply/GaussianBlur`); for the other rows their name.
+    pub path: String,
+    /// For an op run inside another: the parent's path.
+    pub parent: Option<String>,
+    /// How many ops it runs inside (0: at the top).
+    pub depth: u32,
     /// What it stands for.
     pub kind: RowKind,
-    /// Samples credited.
+    /// Samples credited to it, not to an op inside it (exclusive): the
+    /// rows' samples add up to every sample read.
     pub samples: u64,
-    /// CPU time: samples times the sampling interval, ns.
+    /// Its samples and those of the ops inside it (inclusive).
+    pub inclusive_samples: u64,
+    /// Of `samples`, those of its pool threads.
+    pub pool_samples: u64,
+    /// Exclusive CPU time, ns (see `cpu_source`): the rows' add up to
+    /// [`InPipelineAttribution::total_cpu_ns`].
     pub cpu_ns: u64,
-    /// Share of all samples (0..1).
+    /// Inclusive CPU time: its own and that of the ops inside it, ns.
+    pub inclusive_cpu_ns: u64,
+    /// Where `cpu_ns` comes from.
+    pub cpu_source: CpuSource,
+    /// The 95% half-width of `cpu_ns`, ns: from the samples it rests on
+    /// ([`sampled_uncertainty_ns`]; for an exact row, its pool samples).
+    pub uncertainty_ns: u64,
+    /// The 95% half-width of `inclusive_cpu_ns`, ns.
+    pub inclusive_uncertainty_ns: u64,
+    /// Share of the total CPU time (exclusive; 0..1).
     pub share: f64,
-    /// Op spans of this name (ops only).
+    /// Op spans of this path (ops only).
     pub calls: Option<u64>,
-    /// CPU time per call, ns (ops only).
+    /// Inclusive CPU time per call, ns (ops only).
     pub cpu_per_call_ns: Option<u64>,
     /// The functions with the most samples, most first.
     pub top_functions: Vec<TopFunction>,
@@ -158,6 +249,63 @@ pub struct AttributedRow {
     /// Cycles per instruction, where both are read and instructions are
     /// not 0.
     pub cpi: Option<f64>,
+}
+
+/// CPU of the processes of one role that ran outside every op span: work
+/// lotus saw but cannot name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Unseen {
+    /// The processes' role.
+    pub role: Role,
+    /// Samples outside every op: for the workers, on their traced
+    /// threads (and pool threads while no op ran); for a main process, on
+    /// the thread running a batch (`num_workers=0`) while it did.
+    pub samples: u64,
+    /// Their CPU time, ns.
+    pub cpu_ns: u64,
+    /// Share of the workers' samples, or of the main process's samples in
+    /// its batches (0..1).
+    pub share: f64,
+    /// The functions with the most of those samples.
+    pub top_functions: Vec<TopFunction>,
+}
+
+impl Unseen {
+    /// What to tell the user: the figure, the top functions, what to do.
+    pub fn message(&self) -> String {
+        let who = match self.role {
+            Role::Worker => "the DataLoader workers' CPU",
+            Role::Main => "the main process's CPU in its batches (the DataLoader at work there)",
+        };
+        let tops: Vec<String> = self
+            .top_functions
+            .iter()
+            .take(3)
+            .map(|f| format!("{} ({:.0}%)", f.function, f.share * 100.0))
+            .collect();
+        format!(
+            "{:.0}% of {who} ({:.1} ms) ran outside every op, so no op row shows it{}: name the functions that run it with `lotus trace run --op MODULE:QUALNAME`, or mark them in the code with `lotus_trace.wrap(fn)` or `with lotus_trace.span(\"name\"):`",
+            self.share * 100.0,
+            self.cpu_ns as f64 / 1e6,
+            if tops.is_empty() {
+                String::new()
+            } else {
+                format!(" (top functions there: {})", tops.join(", "))
+            }
+        )
+    }
+}
+
+/// The work of a sampled trace folder's processes that ran outside every
+/// op, where over [`UNSEEN_PCT`] of their role's CPU: what `attribute`
+/// says at its end, for a caller (`lotus trace run --sample`) to say too.
+pub fn unseen_work(
+    dir: &Path,
+    prefix: &str,
+    budget: Budget,
+) -> Result<Vec<Unseen>, InPipelineError> {
+    Ok(attribute_folder(dir, prefix, budget, TOP_FUNCTIONS)?.unseen)
 }
 
 /// Counters that were asked for but could not be read.
@@ -185,8 +333,13 @@ pub struct InPipelineAttribution {
     /// Whether the collection did not end normally (lotus stopped while the
     /// job ran, or a cut file): what was written is analysed.
     pub partial: bool,
-    /// Ops first (most samples first), then the other rows.
+    /// The rows' exclusive CPU times summed, ns.
+    pub total_cpu_ns: u64,
+    /// Ops first, as a tree (each op followed by the ops inside it; the
+    /// most inclusive CPU first at each level), then the other rows.
     pub rows: Vec<AttributedRow>,
+    /// Where more than [`UNSEEN_PCT`] of a role's CPU ran outside every op.
+    pub unseen: Vec<Unseen>,
     /// The counters read with each sample, in the samples file's order.
     pub counters: Vec<String>,
     /// Each counter summed over every sample (the rows add up to it).
@@ -201,11 +354,20 @@ pub struct InPipelineAttribution {
     pub notes: Vec<String>,
 }
 
+/// A span's `cpu` when its log line has no `cpu=`.
+const NO_CPU: u64 = u64::MAX;
+
+/// How deep spans nest before deeper ones are folded into their ancestor
+/// (a recursive function named with `--op` would otherwise make a row per
+/// level).
+pub const MAX_DEPTH: u32 = 32;
+
 /// One op span on the samples' clock. `id` is the span's place in
 /// reading order among every event of the folder (the count
 /// [`crate::trace::TraceFolder::read_all`] gives, the key `lotus trace
-/// view` finds its events by).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// view` finds its events by). `cpu` is its own thread's CPU time during
+/// it (`cpu=`), [`NO_CPU`] where the log does not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct SpanRec {
     start: u64,
     end: u64,
@@ -213,10 +375,42 @@ struct SpanRec {
     tid: u32,
     op: u32,
     id: u64,
+    cpu: u64,
+}
+
+impl SpanRec {
+    /// The order of the sweep: by start; at one start the longer span
+    /// first (a parent before the children that start with it); at one
+    /// start and end the later written first (a span's line is written
+    /// when it ends, so a parent's after its child's).
+    fn key(&self) -> (u64, Reverse<u64>, Reverse<u64>, u32, u32) {
+        (
+            self.start,
+            Reverse(self.end),
+            Reverse(self.id),
+            self.pid,
+            self.tid,
+        )
+    }
+}
+
+impl Ord for SpanRec {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key()
+            .cmp(&other.key())
+            .then_with(|| self.op.cmp(&other.op))
+            .then_with(|| self.cpu.cmp(&other.cpu))
+    }
+}
+
+impl PartialOrd for SpanRec {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl Record for SpanRec {
-    const SIZE: usize = 36;
+    const SIZE: usize = 44;
     fn encode(&self, out: &mut [u8]) {
         Put::new(out)
             .u64(self.start)
@@ -224,7 +418,8 @@ impl Record for SpanRec {
             .u32(self.pid)
             .u32(self.tid)
             .u32(self.op)
-            .u64(self.id);
+            .u64(self.id)
+            .u64(self.cpu);
     }
     fn decode(b: &[u8]) -> Self {
         let mut g = Get::new(b);
@@ -235,15 +430,87 @@ impl Record for SpanRec {
             tid: g.u32(),
             op: g.u32(),
             id: g.u64(),
+            cpu: g.u64(),
         }
     }
 }
 
-/// The op spans open at the time of the last sample, per thread.
+/// One place in the op tree: an op under a parent path (`None`: at the
+/// top of its thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PathNode {
+    parent: Option<u32>,
+    op: u32,
+    depth: u32,
+}
+
+/// What the spans of one path add up to.
+#[derive(Debug, Clone, Copy, Default)]
+struct PathStats {
+    /// Spans of this path.
+    calls: u64,
+    /// Of them, those whose line says `cpu=`.
+    with_cpu: u64,
+    /// Their `cpu=` summed, ns.
+    cpu_ns: u64,
+}
+
+/// The op paths the sweep met (an op's path: the ops open around it on
+/// its thread, outermost first), each with its spans' calls and CPU.
+/// A child path's id is always above its parent's.
+#[derive(Debug, Default)]
+struct Tree {
+    nodes: Vec<PathNode>,
+    stats: Vec<PathStats>,
+    index: HashMap<(Option<u32>, u32), u32>,
+    /// Spans nested deeper than [`MAX_DEPTH`], counted in their ancestor.
+    folded: u64,
+}
+
+impl Tree {
+    /// The path of op `op` under `parent`, made on first sight.
+    fn intern(&mut self, parent: Option<u32>, op: u32) -> u32 {
+        if let Some(&p) = self.index.get(&(parent, op)) {
+            return p;
+        }
+        let depth = parent.map_or(0, |p| self.nodes[p as usize].depth + 1);
+        let id = self.nodes.len() as u32;
+        self.nodes.push(PathNode { parent, op, depth });
+        self.stats.push(PathStats::default());
+        self.index.insert((parent, op), id);
+        id
+    }
+
+    /// `A/B/C`: the op names of path `p`, outermost first.
+    fn name(&self, p: u32, ops: &[String]) -> String {
+        let mut parts = Vec::new();
+        let mut at = Some(p);
+        while let Some(q) = at {
+            let n = self.nodes[q as usize];
+            parts.push(ops[n.op as usize].as_str());
+            at = n.parent;
+        }
+        parts.reverse();
+        parts.join("/")
+    }
+}
+
+/// A span open in the sweep, with its place in the tree.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    start: u64,
+    end: u64,
+    path: u32,
+    id: u64,
+}
+
+/// The op spans open at the time of the last sample, per thread, and the
+/// tree of the spans taken in so far.
 struct Sweep<I: Iterator<Item = Result<SpanRec, SpillError>>> {
     spans: std::iter::Peekable<I>,
-    open: HashMap<(u32, u32), Vec<SpanRec>>,
+    open: HashMap<(u32, u32), Vec<Open>>,
     pushed: u64,
+    tree: Tree,
 }
 
 impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
@@ -252,10 +519,13 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
             spans: spans.peekable(),
             open: HashMap::new(),
             pushed: 0,
+            tree: Tree::default(),
         }
     }
 
-    /// Takes in every span that starts at or before `t`.
+    /// Takes in every span that starts at or before `t`. A span's parent
+    /// is the innermost span open on its thread when it starts (spans are
+    /// taken in by start, a parent before its children).
     fn advance(&mut self, t: u64) -> Result<(), SpillError> {
         while let Some(next) = self.spans.peek() {
             match next {
@@ -263,11 +533,39 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
                 _ => {}
             }
             let s = self.spans.next().expect("peeked")?;
-            self.open.entry((s.pid, s.tid)).or_default().push(s);
+            let list = self.open.entry((s.pid, s.tid)).or_default();
+            list.retain(|o| o.end > s.start);
+            let parent = list.last().map(|o| o.path);
+            let deep = parent.is_some_and(|p| self.tree.nodes[p as usize].depth + 1 >= MAX_DEPTH);
+            let path = match parent {
+                Some(p) if deep => {
+                    self.tree.folded += 1;
+                    p
+                }
+                _ => {
+                    let path = self.tree.intern(parent, s.op);
+                    let st = &mut self.tree.stats[path as usize];
+                    st.calls += 1;
+                    if s.cpu != NO_CPU {
+                        st.with_cpu += 1;
+                        st.cpu_ns = st.cpu_ns.saturating_add(s.cpu);
+                    }
+                    path
+                }
+            };
+            list.push(Open {
+                start: s.start,
+                end: s.end,
+                path,
+                id: s.id,
+            });
             self.pushed += 1;
             if self.pushed.is_multiple_of(4096) {
+                // Spans come by start: one that ended by this one's start
+                // is no parent of a later span, nor open at a later sample.
+                let now = s.start;
                 self.open.retain(|_, v| {
-                    v.retain(|s| s.end > t);
+                    v.retain(|o| o.end > now);
                     !v.is_empty()
                 });
             }
@@ -275,24 +573,31 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
         Ok(())
     }
 
-    /// The innermost span open on thread (pid, tid) at `t`.
-    fn innermost(&mut self, pid: u32, tid: u32, t: u64) -> Option<SpanRec> {
+    /// Takes in the spans left (those after the last sample), so that the
+    /// tree counts every span.
+    fn finish(mut self) -> Result<Tree, SpillError> {
+        self.advance(u64::MAX)?;
+        Ok(self.tree)
+    }
+
+    /// The innermost span open on thread (pid, tid) at `t`: the last
+    /// taken in of those still open.
+    fn innermost(&mut self, pid: u32, tid: u32, t: u64) -> Option<Open> {
         let list = self.open.get_mut(&(pid, tid))?;
         list.retain(|s| s.end > t);
-        list.iter()
-            .filter(|s| s.start <= t)
-            .max_by_key(|s| (s.start, Reverse(s.end)))
-            .copied()
+        list.iter().rev().find(|s| s.start <= t).copied()
     }
 }
 
-/// What the logs hold: processes, op names and calls, spans sorted.
+/// What the logs hold: processes, op names, spans sorted.
 struct Logs {
     roles: HashMap<u32, Role>,
     ops: Vec<String>,
-    calls: Vec<u64>,
     /// Threads with op spans of their own.
     traced_threads: HashSet<(u32, u32)>,
+    /// The main processes' batch spans (the DataLoader at work in the
+    /// main process: `num_workers=0`), per thread, sorted by start.
+    loader_spans: HashMap<(u32, u32), Vec<(u64, u64)>>,
     spans: Spool<SpanRec>,
     bad_lines: u64,
     /// Logs skipped (empty: the process wrote nothing), each with why.
@@ -361,8 +666,8 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     let mut roles = HashMap::new();
     let mut ops: Vec<String> = Vec::new();
     let mut op_ids: HashMap<String, u32> = HashMap::new();
-    let mut calls: Vec<u64> = Vec::new();
     let mut traced_threads = HashSet::new();
+    let mut loader_spans: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
     let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
     let mut bad_lines = 0u64;
     let mut clock = ClockMap::new(Vec::new());
@@ -392,6 +697,18 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
         };
         let id = next_id;
         next_id += 1;
+        if e.kind == Kind::Batch && e.role == Role::Main {
+            if let (Some(start), Some(end)) = (
+                clock.to_monotonic(e.start_ns),
+                clock.to_monotonic(e.end_ns()),
+            ) {
+                loader_spans
+                    .entry((e.pid, e.tid.unwrap_or(e.pid)))
+                    .or_default()
+                    .push((start, end));
+            }
+            return Ok(());
+        }
         if e.kind != Kind::Op {
             return Ok(());
         }
@@ -407,12 +724,10 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
             None => {
                 let op = ops.len() as u32;
                 ops.push(e.name.to_string());
-                calls.push(0);
                 op_ids.insert(e.name.to_string(), op);
                 op
             }
         };
-        calls[op as usize] += 1;
         let pid = e.pid;
         let tid = e.tid.unwrap_or(pid);
         if tid != pid {
@@ -425,6 +740,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
             tid,
             op,
             id,
+            cpu: e.cpu_ns.unwrap_or(NO_CPU),
         })?;
         Ok(())
     })?;
@@ -435,8 +751,13 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     Ok(Logs {
         roles,
         ops,
-        calls,
         traced_threads,
+        loader_spans: {
+            for v in loader_spans.values_mut() {
+                v.sort_unstable();
+            }
+            loader_spans
+        },
         spans,
         bad_lines,
         skipped_logs,
@@ -499,7 +820,7 @@ fn main_op_time_in_windows(
 /// Where the rule credits a sample: a row of the attribution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Target {
-    /// The op of this id (its place in [`SampledTrace::ops`]).
+    /// The op path of this id (its place in the sweep's tree).
     Op(u32),
     Outside(Role),
     Independent(Role),
@@ -513,6 +834,11 @@ pub(crate) struct Credit<'a> {
     pub(crate) sample: &'a Sample,
     pub(crate) target: Target,
     pub(crate) span: Option<u64>,
+    /// Whether the sample is a pool thread's, credited to the op its
+    /// process's main thread was in.
+    pub(crate) pool: bool,
+    /// The role of its process, where it wrote a log.
+    pub(crate) role: Option<Role>,
 }
 
 fn samples_of(
@@ -540,6 +866,8 @@ pub(crate) struct SampledTrace {
     /// Counters asked for and refused by the kernel, with its reason.
     pub(crate) counters_unsupported: Option<CountersUnsupported>,
     logs: Logs,
+    /// The op tree of the spans, once [`SampledTrace::credit`] swept them.
+    tree: Tree,
     pools: HashSet<(u32, u32)>,
     pool_threads: Vec<String>,
     independent_threads: Vec<String>,
@@ -658,6 +986,7 @@ impl SampledTrace {
             counters,
             counters_unsupported,
             logs,
+            tree: Tree::default(),
             pools: HashSet::new(),
             pool_threads: Vec::new(),
             independent_threads: Vec::new(),
@@ -738,36 +1067,48 @@ impl SampledTrace {
         let logs = &mut self.logs;
         let mut total = 0u64;
         let mut reader = samples_of(&self.files)?;
-        {
-            let mut sweep = Sweep::new(logs.spans.iter()?);
-            for s in reader.by_ref() {
-                let s: Sample = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
-                sweep.advance(s.time_ns)?;
-                total += 1;
-                let (target, span) = match logs.roles.get(&s.pid) {
-                    None => (Target::Untraced, None),
-                    Some(&role) => {
-                        let own = sweep.innermost(s.pid, s.tid, s.time_ns);
-                        if let Some(span) = own {
-                            (Target::Op(span.op), Some(span.id))
-                        } else if s.tid == s.pid || logs.traced_threads.contains(&(s.pid, s.tid)) {
-                            (Target::Outside(role), None)
-                        } else if self.pools.contains(&(s.pid, s.tid)) {
-                            match sweep.innermost(s.pid, s.pid, s.time_ns) {
-                                Some(span) => (Target::Op(span.op), Some(span.id)),
-                                None => (Target::Outside(role), None),
+        let mut sweep = Sweep::new(logs.spans.iter()?);
+        for s in reader.by_ref() {
+            let s: Sample = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
+            sweep.advance(s.time_ns)?;
+            total += 1;
+            let mut pool = false;
+            let role = logs.roles.get(&s.pid).copied();
+            let (target, span) = match role {
+                None => (Target::Untraced, None),
+                Some(role) => {
+                    let own = sweep.innermost(s.pid, s.tid, s.time_ns);
+                    if let Some(span) = own {
+                        (Target::Op(span.path), Some(span.id))
+                    } else if s.tid == s.pid || logs.traced_threads.contains(&(s.pid, s.tid)) {
+                        (Target::Outside(role), None)
+                    } else if self.pools.contains(&(s.pid, s.tid)) {
+                        match sweep.innermost(s.pid, s.pid, s.time_ns) {
+                            Some(span) => {
+                                pool = true;
+                                (Target::Op(span.path), Some(span.id))
                             }
-                        } else {
-                            (Target::Independent(role), None)
+                            None => (Target::Outside(role), None),
                         }
+                    } else {
+                        (Target::Independent(role), None)
                     }
-                };
-                f(Credit {
-                    sample: &s,
-                    target,
-                    span,
-                })?;
-            }
+                }
+            };
+            f(Credit {
+                sample: &s,
+                target,
+                span,
+                pool,
+                role,
+            })?;
+        }
+        self.tree = sweep.finish()?;
+        if self.tree.folded > 0 {
+            self.notes.push(format!(
+                "{} op spans nested deeper than {MAX_DEPTH} levels were counted in their ancestor",
+                self.tree.folded
+            ));
         }
         self.cut_bytes = reader.cut_bytes();
         self.note_how_it_ended();
@@ -824,12 +1165,43 @@ pub fn attribute_folder(
 ) -> Result<InPipelineAttribution, InPipelineError> {
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
     let mut counts: HashMap<Target, u64> = HashMap::new();
+    let mut pools: HashMap<u32, u64> = HashMap::new();
+    let mut worker_samples = 0u64;
     let mut functions: HashMap<(Target, u32), u64> = HashMap::new();
     let mut sums: HashMap<Target, Vec<u64>> = HashMap::new();
     // Counters whose sum went past what a u64 holds (saturated, said).
     let mut saturated: Vec<bool> = Vec::new();
+    // The main processes' DataLoader at work (num_workers=0): samples of
+    // the thread running a batch, and those of them outside every op.
+    let loader = trace.logs.loader_spans.clone();
+    let mut cursors: HashMap<(u32, u32), usize> = HashMap::new();
+    let (mut in_loader, mut loader_outside) = (0u64, 0u64);
+    let mut loader_functions: HashMap<u32, u64> = HashMap::new();
     let total = trace.credit(|c| {
+        let s = c.sample;
+        if let Some(spans) = (c.role == Some(Role::Main) && !loader.is_empty())
+            .then(|| loader.get(&(s.pid, s.tid)))
+            .flatten()
+        {
+            let i = cursors.entry((s.pid, s.tid)).or_insert(0);
+            while spans.get(*i).is_some_and(|b| b.1 <= s.time_ns) {
+                *i += 1;
+            }
+            if spans.get(*i).is_some_and(|b| b.0 <= s.time_ns) {
+                in_loader += 1;
+                if c.target == Target::Outside(Role::Main) {
+                    loader_outside += 1;
+                    *loader_functions.entry(s.symbol).or_default() += 1;
+                }
+            }
+        }
         *counts.entry(c.target).or_default() += 1;
+        if let (true, Target::Op(p)) = (c.pool, c.target) {
+            *pools.entry(p).or_default() += 1;
+        }
+        if c.role == Some(Role::Worker) {
+            worker_samples += 1;
+        }
         *functions.entry((c.target, c.sample.symbol)).or_default() += 1;
         if !c.sample.counters.is_empty() {
             let sum = sums
@@ -849,24 +1221,17 @@ pub fn attribute_folder(
     let partial = trace.partial();
     let interval_ns = trace.interval_ns;
     let logs = &trace.logs;
+    let tree = &trace.tree;
+    let figures = op_figures(tree, &counts, &pools, interval_ns);
 
     let mut tops: HashMap<Target, Vec<(u32, u64)>> = HashMap::new();
     for ((target, symbol), n) in functions {
         tops.entry(target).or_default().push((symbol, n));
     }
-    let mut rows = Vec::new();
-    let mut targets: Vec<(Target, u64)> = counts.into_iter().collect();
-    targets.sort_by_key(|(t, n)| {
-        (
-            !matches!(t, Target::Op(_)),
-            Reverse(*n),
-            row_name(t, &logs.ops),
-        )
-    });
-    for (target, n) in targets {
+    let mut top_of = |target: Target, n: u64, top: usize| -> Vec<TopFunction> {
         let mut functions = tops.remove(&target).unwrap_or_default();
         functions.sort_by_key(|&(sym, k)| (Reverse(k), sym));
-        let top_functions = functions
+        functions
             .into_iter()
             .take(top)
             .map(|(sym, k)| {
@@ -876,26 +1241,64 @@ pub fn attribute_folder(
                     module: s.module.clone(),
                     samples: k,
                     share: k as f64 / n as f64,
+                    cpu_ns: 0,
                 }
             })
-            .collect();
-        let cpu_ns = n
-            .checked_mul(interval_ns)
-            .ok_or_else(|| InPipelineError::Overflow {
-                path: trace.files.sampling.display().to_string(),
-                field: format!("interval_ns={interval_ns}"),
-                message: format!("{n} samples times this interval is past what lotus can count in ns: the file is damaged or was not written by lotus"),
-            })?;
-        let row_counters: BTreeMap<String, u64> = match sums.get(&target) {
+            .collect()
+    };
+    let row_counters = |target: Target| -> BTreeMap<String, u64> {
+        match sums.get(&target) {
             Some(sum) => counters.iter().cloned().zip(sum.iter().copied()).collect(),
             None => counters.iter().map(|c| (c.clone(), 0)).collect(),
-        };
-        let calls = match target {
-            Target::Op(op) => Some(logs.calls[op as usize]),
-            _ => None,
-        };
+        }
+    };
+    let mut rows = Vec::new();
+    // Ops, every path the sweep met (those that got no sample too), as a
+    // tree: each after its parent, siblings by inclusive CPU.
+    for p in tree_order(tree, &figures) {
+        let f = &figures[p as usize];
+        let node = tree.nodes[p as usize];
+        let target = Target::Op(p);
+        let calls = tree.stats[p as usize].calls;
+        let row_counters = row_counters(target);
         rows.push(AttributedRow {
-            name: row_name(&target, &logs.ops),
+            name: logs.ops[node.op as usize].clone(),
+            path: tree.name(p, &logs.ops),
+            parent: node.parent.map(|q| tree.name(q, &logs.ops)),
+            depth: node.depth,
+            kind: RowKind::Op,
+            samples: f.samples,
+            inclusive_samples: f.inclusive_samples,
+            pool_samples: f.pool_samples,
+            cpu_ns: f.cpu_ns,
+            inclusive_cpu_ns: f.inclusive_cpu_ns,
+            cpu_source: f.source,
+            uncertainty_ns: sampled_uncertainty_ns(f.basis, interval_ns),
+            inclusive_uncertainty_ns: sampled_uncertainty_ns(f.inclusive_basis, interval_ns),
+            share: 0.0,
+            calls: Some(calls),
+            cpu_per_call_ns: (calls > 0).then(|| f.inclusive_cpu_ns / calls),
+            top_functions: top_of(target, f.samples, top),
+            cpi: cpi_of(&row_counters),
+            counters: row_counters,
+        });
+    }
+    let mut others: Vec<(Target, u64)> = counts
+        .iter()
+        .filter(|(t, _)| !matches!(t, Target::Op(_)))
+        .map(|(t, n)| (*t, *n))
+        .collect();
+    others.sort_by_key(|(t, n)| (Reverse(*n), row_name(t, &logs.ops)));
+    for (target, n) in others {
+        let name = row_name(&target, &logs.ops);
+        let cpu_ns = n.saturating_mul(interval_ns);
+        let unc = sampled_uncertainty_ns(n, interval_ns);
+        let row_counters = row_counters(target);
+        rows.push(AttributedRow {
+            path: name.clone(),
+            name,
+            parent: None,
+            depth: 0,
             kind: match target {
                 Target::Op(_) => RowKind::Op,
                 Target::Outside(_) => RowKind::Outside,
@@ -903,40 +1306,32 @@ pub fn attribute_folder(
                 Target::Untraced => RowKind::Untraced,
             },
             samples: n,
+            inclusive_samples: n,
+            pool_samples: 0,
             cpu_ns,
-            share: if total > 0 {
-                n as f64 / total as f64
-            } else {
-                0.0
-            },
-            calls,
-            cpu_per_call_ns: calls.filter(|&c| c > 0).map(|c| cpu_ns / c),
-            top_functions,
+            inclusive_cpu_ns: cpu_ns,
+            cpu_source: CpuSource::Sampled,
+            uncertainty_ns: unc,
+            inclusive_uncertainty_ns: unc,
+            share: 0.0,
+            calls: None,
+            cpu_per_call_ns: None,
+            top_functions: top_of(target, n, top),
             cpi: cpi_of(&row_counters),
             counters: row_counters,
         });
     }
-    // Ops that ran but got no samples still show, with their calls.
-    for (op, name) in logs.ops.iter().enumerate() {
-        if !rows
-            .iter()
-            .any(|r| r.kind == RowKind::Op && &r.name == name)
-        {
-            rows.push(AttributedRow {
-                name: name.clone(),
-                kind: RowKind::Op,
-                samples: 0,
-                cpu_ns: 0,
-                share: 0.0,
-                calls: Some(logs.calls[op]),
-                cpu_per_call_ns: Some(0),
-                top_functions: Vec::new(),
-                counters: counters.iter().map(|c| (c.clone(), 0)).collect(),
-                cpi: None,
-            });
+    let total_cpu_ns = rows.iter().fold(0u64, |a, r| a.saturating_add(r.cpu_ns));
+    for r in &mut rows {
+        r.share = if total_cpu_ns > 0 {
+            r.cpu_ns as f64 / total_cpu_ns as f64
+        } else {
+            0.0
+        };
+        for f in &mut r.top_functions {
+            f.cpu_ns = (f.share * r.cpu_ns as f64).round() as u64;
         }
     }
-    rows.sort_by_key(|r| r.kind != RowKind::Op);
     let mut counter_totals: BTreeMap<String, u64> =
         counters.iter().map(|c| (c.clone(), 0)).collect();
     for sum in sums.values() {
@@ -957,20 +1352,228 @@ pub fn attribute_folder(
             u64::MAX
         ));
     }
+    // The workers' CPU outside every op; the main process's only within
+    // its batches (its CPU outside them is the training step's).
+    let mut unseen = Vec::new();
+    let worker_outside = counts
+        .get(&Target::Outside(Role::Worker))
+        .copied()
+        .unwrap_or(0);
+    let outside_name = row_name(&Target::Outside(Role::Worker), &logs.ops);
+    let worker_tops = rows
+        .iter()
+        .find(|r| r.path == outside_name)
+        .map(|r| r.top_functions.clone())
+        .unwrap_or_default();
+    let mut loader_tops: Vec<(u32, u64)> = loader_functions.into_iter().collect();
+    loader_tops.sort_by_key(|&(sym, k)| (Reverse(k), sym));
+    let loader_tops: Vec<TopFunction> = loader_tops
+        .into_iter()
+        .take(top)
+        .map(|(sym, k)| {
+            let s = trace.symbols.get(sym);
+            TopFunction {
+                function: s.function.clone(),
+                module: s.module.clone(),
+                samples: k,
+                share: k as f64 / loader_outside as f64,
+                cpu_ns: k.saturating_mul(interval_ns),
+            }
+        })
+        .collect();
+    for (role, n, of, top_functions) in [
+        (Role::Worker, worker_outside, worker_samples, worker_tops),
+        (Role::Main, loader_outside, in_loader, loader_tops),
+    ] {
+        if of > 0 && n as f64 * 100.0 > UNSEEN_PCT * of as f64 {
+            unseen.push(Unseen {
+                role,
+                samples: n,
+                cpu_ns: n.saturating_mul(interval_ns),
+                share: n as f64 / of as f64,
+                top_functions,
+            });
+        }
+    }
+    let lost_samples = trace.lost_samples();
+    let mut notes = trace.notes;
+    notes.extend(unseen.iter().map(Unseen::message));
+    if let Some(note) = uncertainty_note(&rows) {
+        notes.push(note);
+    }
     Ok(InPipelineAttribution {
         frequency_hz: trace.frequency_hz,
         interval_ns,
         total_samples: total,
-        lost_samples: trace.lost_samples(),
+        lost_samples,
         partial,
+        total_cpu_ns,
         rows,
+        unseen,
         counters,
         counter_totals,
         counters_unsupported: trace.counters_unsupported.clone(),
         pool_threads: trace.pool_threads,
         independent_threads: trace.independent_threads,
-        notes: trace.notes,
+        notes,
     })
+}
+
+/// The figures of one op path.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    samples: u64,
+    pool_samples: u64,
+    inclusive_samples: u64,
+    cpu_ns: u64,
+    inclusive_cpu_ns: u64,
+    source: CpuSource,
+    /// The samples `cpu_ns` rests on (for an exact row, its pool's).
+    basis: u64,
+    inclusive_basis: u64,
+}
+
+/// Each path's exclusive and inclusive figures. A path's CPU comes from
+/// the thread clock where every span of it says `cpu=`: its own thread's
+/// CPU is its spans' `cpu=` less its children's (children run on the same
+/// thread): their `cpu=` where every span of theirs says it (the row is
+/// then exact), else their own-thread samples times the interval (the row
+/// is then partly sampled: [`CpuSource::ClockLessSampled`]); its pool
+/// threads' samples (times the interval) are added. Otherwise it is its
+/// samples times the interval. Inclusive figures sum the subtree's
+/// exclusive ones (a child's id is above its parent's).
+fn op_figures(
+    tree: &Tree,
+    counts: &HashMap<Target, u64>,
+    pools: &HashMap<u32, u64>,
+    interval_ns: u64,
+) -> Vec<Figures> {
+    let n = tree.nodes.len();
+    let all_cpu = |p: usize| {
+        let st = tree.stats[p];
+        st.calls > 0 && st.with_cpu == st.calls
+    };
+    let samples: Vec<u64> = (0..n)
+        .map(|p| counts.get(&Target::Op(p as u32)).copied().unwrap_or(0))
+        .collect();
+    let pool: Vec<u64> = (0..n)
+        .map(|p| pools.get(&(p as u32)).copied().unwrap_or(0))
+        .collect();
+    // Samples of each subtree on its own thread (not its pools').
+    let mut own_thread: Vec<u64> = (0..n).map(|p| samples[p] - pool[p]).collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for p in (0..n).rev() {
+        if let Some(q) = tree.nodes[p].parent {
+            own_thread[q as usize] += own_thread[p];
+            children[q as usize].push(p);
+        }
+    }
+    let mut figures: Vec<Figures> = (0..n)
+        .map(|p| {
+            let (cpu_ns, source, basis) = if all_cpu(p) {
+                let (mut less, mut basis, mut sampled) = (0u64, pool[p], false);
+                for &c in &children[p] {
+                    if all_cpu(c) {
+                        less = less.saturating_add(tree.stats[c].cpu_ns);
+                    } else {
+                        less = less.saturating_add(own_thread[c].saturating_mul(interval_ns));
+                        basis += own_thread[c];
+                        sampled = true;
+                    }
+                }
+                let own = tree.stats[p].cpu_ns.saturating_sub(less);
+                (
+                    own.saturating_add(pool[p].saturating_mul(interval_ns)),
+                    if sampled {
+                        CpuSource::ClockLessSampled
+                    } else {
+                        CpuSource::Exact
+                    },
+                    basis,
+                )
+            } else {
+                (
+                    samples[p].saturating_mul(interval_ns),
+                    CpuSource::Sampled,
+                    samples[p],
+                )
+            };
+            Figures {
+                samples: samples[p],
+                pool_samples: pool[p],
+                inclusive_samples: samples[p],
+                cpu_ns,
+                inclusive_cpu_ns: cpu_ns,
+                source,
+                basis,
+                inclusive_basis: basis,
+            }
+        })
+        .collect();
+    for p in (0..n).rev() {
+        if let Some(q) = tree.nodes[p].parent {
+            let c = figures[p];
+            let f = &mut figures[q as usize];
+            f.inclusive_samples += c.inclusive_samples;
+            f.inclusive_cpu_ns = f.inclusive_cpu_ns.saturating_add(c.inclusive_cpu_ns);
+            f.inclusive_basis += c.inclusive_basis;
+        }
+    }
+    figures
+}
+
+/// The paths in table order: depth first, siblings by inclusive CPU (most
+/// first), then by name.
+fn tree_order(tree: &Tree, figures: &[Figures]) -> Vec<u32> {
+    let mut children: HashMap<Option<u32>, Vec<u32>> = HashMap::new();
+    for (p, node) in tree.nodes.iter().enumerate() {
+        children.entry(node.parent).or_default().push(p as u32);
+    }
+    for list in children.values_mut() {
+        list.sort_by_key(|&p| (Reverse(figures[p as usize].inclusive_cpu_ns), p));
+    }
+    let mut order = Vec::with_capacity(tree.nodes.len());
+    let mut stack: Vec<u32> = children
+        .get(&None)
+        .map(|l| l.iter().rev().copied().collect())
+        .unwrap_or_default();
+    while let Some(p) = stack.pop() {
+        order.push(p);
+        if let Some(l) = children.get(&Some(p)) {
+            stack.extend(l.iter().rev());
+        }
+    }
+    order
+}
+
+/// The note on op rows whose `±` passes [`UNCERTAIN_PCT`] of their CPU.
+fn uncertainty_note(rows: &[AttributedRow]) -> Option<String> {
+    let mut uncertain: Vec<(&AttributedRow, f64)> = rows
+        .iter()
+        .filter(|r| r.kind == RowKind::Op && r.cpu_ns > 0)
+        .map(|r| (r, r.uncertainty_ns as f64 * 100.0 / r.cpu_ns as f64))
+        .filter(|(_, pct)| *pct > UNCERTAIN_PCT)
+        .collect();
+    if uncertain.is_empty() {
+        return None;
+    }
+    uncertain.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let named: Vec<String> = uncertain
+        .iter()
+        .take(5)
+        .map(|(r, pct)| format!("{} (±{pct:.0}%)", r.path))
+        .collect();
+    let more = uncertain.len().saturating_sub(named.len());
+    Some(format!(
+        "{} op rows rest on too few samples to be known within {UNCERTAIN_PCT:.0}%: {}{}; ± is a 95% interval, 1.96·√n sampling intervals for n samples; a higher --frequency or a longer run narrows it (spans with cpu= from the tracer are exact on their own thread)",
+        uncertain.len(),
+        named.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// The names of the counters the samples carry: `counters=` of the
@@ -1513,6 +2116,348 @@ pub(crate) mod tests {
             notes.contains("cut record") && notes.contains("partial"),
             "{notes}"
         );
+    }
+
+    /// A worker (pid 10) whose main thread runs op A over [1000, 5000)
+    /// holding B over [2000, 3000) holding C over [2200, 2500), then C
+    /// again at the top over [5200, 5400) (monotonic; the lines written in
+    /// the order the spans end, as the tracer writes them, with `cpu`'s
+    /// `cpu=` per span where given); the main thread sampled every 100 ns
+    /// at `main_times`, a pool thread 11 one ns after each main sample in
+    /// A.
+    pub(crate) fn nested_folder(cpu: [Option<u64>; 4], main_times: &[u64]) -> tempfile::TempDir {
+        let off = 1_000_000u64;
+        let span = |name: &str, start: u64, end: u64, cpu: Option<u64>| {
+            format!(
+                "S{name},{},{},kind=op{}\n",
+                start + off,
+                end - start,
+                cpu.map_or(String::new(), |c| format!(",cpu={c}"))
+            )
+        };
+        let log = format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n{}{}{}{}# lotus-trace: clock wall_ns={} monotonic_ns=9000\n",
+            span("C", 2200, 2500, cpu[2]),
+            span("B", 2000, 3000, cpu[1]),
+            span("A", 1000, 5000, cpu[0]),
+            span("C", 5200, 5400, cpu[3]),
+            9000 + off
+        );
+        let symbols = [
+            (0, Symbol::new("main_fn", "/py")),
+            (1, Symbol::new("pool_fn", "/k.so")),
+        ];
+        let mut samples = Vec::new();
+        for &t in main_times {
+            samples.push(Sample {
+                time_ns: t,
+                pid: 10,
+                tid: 10,
+                symbol: 0,
+                kernel: false,
+                counters: Default::default(),
+            });
+            if (1000..5000).contains(&t) {
+                samples.push(Sample {
+                    time_ns: t + 1,
+                    pid: 10,
+                    tid: 11,
+                    symbol: 1,
+                    kernel: false,
+                    counters: Default::default(),
+                });
+            }
+        }
+        sampled_folder(&log, &symbols, &samples, 100)
+    }
+
+    pub(crate) fn every_100_ns(from: u64, to: u64) -> Vec<u64> {
+        (from..to).step_by(100).collect()
+    }
+
+    fn row_at<'a>(a: &'a InPipelineAttribution, path: &str) -> &'a AttributedRow {
+        a.rows
+            .iter()
+            .find(|r| r.path == path)
+            .unwrap_or_else(|| panic!("{path}: {a:#?}"))
+    }
+
+    #[test]
+    fn nested_spans_credit_the_innermost_and_form_a_tree() {
+        let dir = nested_folder([None; 4], &every_100_ns(0, 6000));
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        // Main thread: A 40 samples, of them B 10, of them C 3; the pool's
+        // 40 follow the main thread's innermost op.
+        let (ra, rb, rc) = (row_at(&a, "A"), row_at(&a, "A/B"), row_at(&a, "A/B/C"));
+        assert_eq!(
+            (ra.samples, ra.pool_samples, ra.inclusive_samples),
+            (60, 30, 80)
+        );
+        assert_eq!(
+            (rb.samples, rb.pool_samples, rb.inclusive_samples),
+            (14, 7, 20)
+        );
+        assert_eq!(
+            (rc.samples, rc.pool_samples, rc.inclusive_samples),
+            (6, 3, 6)
+        );
+        assert_eq!((rc.name.as_str(), rc.depth), ("C", 2));
+        assert_eq!(rc.parent.as_deref(), Some("A/B"));
+        assert_eq!(rb.parent.as_deref(), Some("A"));
+        assert_eq!(ra.parent, None);
+        // C at the top is a row of its own.
+        let top_c = row_at(&a, "C");
+        assert_eq!((top_c.samples, top_c.depth, top_c.calls), (2, 0, Some(1)));
+        // Old logs: no cpu=, every figure from the samples.
+        assert!(a.rows.iter().all(|r| r.cpu_source == CpuSource::Sampled));
+        assert_eq!((ra.cpu_ns, ra.inclusive_cpu_ns), (6000, 8000));
+        assert_eq!(ra.uncertainty_ns, sampled_uncertainty_ns(60, 100));
+        assert_eq!(sampled_uncertainty_ns(60, 100), 1518);
+        assert_eq!(ra.inclusive_uncertainty_ns, sampled_uncertainty_ns(80, 100));
+        // The tree in table order: A, its subtree, then C at the top.
+        let paths: Vec<&str> = a
+            .rows
+            .iter()
+            .filter(|r| r.kind == RowKind::Op)
+            .map(|r| r.path.as_str())
+            .collect();
+        assert_eq!(paths, vec!["A", "A/B", "A/B/C", "C"]);
+        // Exclusive figures add up to the totals.
+        assert_eq!(
+            a.rows.iter().map(|r| r.samples).sum::<u64>(),
+            a.total_samples
+        );
+        assert_eq!(a.rows.iter().map(|r| r.cpu_ns).sum::<u64>(), a.total_cpu_ns);
+        assert!((a.rows.iter().map(|r| r.share).sum::<f64>() - 1.0).abs() < 1e-9);
+        assert_eq!(row_at(&a, "outside any op (worker)").samples, 18);
+    }
+
+    #[test]
+    fn cpu_of_the_spans_is_exact_and_takes_precedence_over_samples() {
+        let cpu = [Some(3000), Some(800), Some(250), Some(150)];
+        let a = attribute_folder(
+            nested_folder(cpu, &every_100_ns(0, 6000)).path(),
+            "lotus",
+            Budget::new(64),
+            TOP_FUNCTIONS,
+        )
+        .expect("attribute");
+        let (ra, rb, rc) = (row_at(&a, "A"), row_at(&a, "A/B"), row_at(&a, "A/B/C"));
+        // Own thread: the spans' cpu= less their children's; pool samples
+        // added (and only they make the figure uncertain).
+        assert_eq!(rc.cpu_ns, 250 + 3 * 100);
+        assert_eq!(rb.cpu_ns, 800 - 250 + 7 * 100);
+        assert_eq!(ra.cpu_ns, 3000 - 800 + 30 * 100);
+        assert_eq!(ra.inclusive_cpu_ns, ra.cpu_ns + rb.cpu_ns + rc.cpu_ns);
+        assert_eq!(ra.cpu_source, CpuSource::Exact);
+        assert_eq!(ra.uncertainty_ns, sampled_uncertainty_ns(30, 100));
+        assert_eq!(ra.inclusive_uncertainty_ns, sampled_uncertainty_ns(40, 100));
+        assert_eq!(row_at(&a, "C").cpu_ns, 150);
+        // The samples divide the exact figure among the functions: A's
+        // 30 main-thread samples and 30 pool samples, half each.
+        let f: Vec<(&str, u64)> = ra
+            .top_functions
+            .iter()
+            .map(|f| (f.function.as_str(), f.cpu_ns))
+            .collect();
+        assert_eq!(f, vec![("main_fn", 2600), ("pool_fn", 2600)]);
+        assert_eq!(row_at(&a, "C").uncertainty_ns, 0);
+        assert_eq!(ra.cpu_per_call_ns, Some(ra.inclusive_cpu_ns));
+        assert_eq!(a.rows.iter().map(|r| r.cpu_ns).sum::<u64>(), a.total_cpu_ns);
+
+        // A child without cpu=: it rests on samples, its parent's clock
+        // less its samples; the grandparent, whose children all say, stays
+        // exact.
+        let cpu = [Some(3000), Some(800), None, Some(150)];
+        let a = attribute_folder(
+            nested_folder(cpu, &every_100_ns(0, 6000)).path(),
+            "lotus",
+            Budget::new(64),
+            TOP_FUNCTIONS,
+        )
+        .expect("attribute");
+        assert_eq!(row_at(&a, "A/B/C").cpu_source, CpuSource::Sampled);
+        assert_eq!(row_at(&a, "A/B/C").cpu_ns, 600);
+        // B: its clock less C's 3 own-thread samples, plus its pool's 7.
+        assert_eq!(row_at(&a, "A/B").cpu_source, CpuSource::ClockLessSampled);
+        assert_eq!(row_at(&a, "A/B").cpu_ns, 800 - 300 + 700);
+        assert_eq!(
+            row_at(&a, "A/B").uncertainty_ns,
+            sampled_uncertainty_ns(7 + 3, 100)
+        );
+        assert_eq!(row_at(&a, "A").cpu_source, CpuSource::Exact);
+        assert_eq!(row_at(&a, "A").cpu_ns, 3000 - 800 + 3000);
+    }
+
+    #[test]
+    fn a_parent_and_child_of_one_start_and_end_nest_as_written() {
+        let off = 1_000_000u64;
+        // Q (the child) ends first, so its line comes first.
+        let log = format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\nSQ,{},1000,kind=op\nSP,{},1000,kind=op\n# lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
+            1000 + off,
+            1000 + off,
+            5000 + off
+        );
+        let samples: Vec<Sample> = every_100_ns(1000, 2000)
+            .into_iter()
+            .map(|t| Sample {
+                time_ns: t,
+                pid: 10,
+                tid: 10,
+                symbol: 0,
+                kernel: false,
+                counters: Default::default(),
+            })
+            .collect();
+        let dir = sampled_folder(&log, &[(0, Symbol::new("f", "/py"))], &samples, 100);
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        assert_eq!(row_at(&a, "P/Q").samples, 10);
+        assert_eq!(row_at(&a, "P").samples, 0);
+        assert_eq!(row_at(&a, "P").inclusive_samples, 10);
+    }
+
+    #[test]
+    fn work_outside_every_op_is_said_past_five_percent() {
+        // 18 of the worker's 100 samples outside every op.
+        let a = attribute_folder(
+            nested_folder([None; 4], &every_100_ns(0, 6000)).path(),
+            "lotus",
+            Budget::new(64),
+            TOP_FUNCTIONS,
+        )
+        .expect("attribute");
+        assert_eq!(a.unseen.len(), 1, "{:?}", a.unseen);
+        let u = &a.unseen[0];
+        assert_eq!((u.role, u.samples, u.cpu_ns), (Role::Worker, 18, 1800));
+        assert!((u.share - 0.18).abs() < 1e-9);
+        let notes = a.notes.join("\n");
+        assert!(
+            notes.contains("18% of the DataLoader workers' CPU")
+                && notes.contains("main_fn (100%)")
+                && notes.contains("--op MODULE:QUALNAME")
+                && notes.contains("lotus_trace.span"),
+            "{notes}"
+        );
+        // 2 of 82 (under 5%): nothing said.
+        let mut times = every_100_ns(1000, 5000);
+        times.extend([5200, 5300, 5500, 5600]);
+        let a = attribute_folder(
+            nested_folder([None; 4], &times).path(),
+            "lotus",
+            Budget::new(64),
+            TOP_FUNCTIONS,
+        )
+        .expect("attribute");
+        assert_eq!(row_at(&a, "outside any op (worker)").samples, 2);
+        assert!(a.unseen.is_empty(), "{:?}", a.unseen);
+        assert!(
+            !a.notes.join("\n").contains("outside every op"),
+            "{:?}",
+            a.notes
+        );
+    }
+
+    /// A main process (pid 10, no workers) running batches itself over
+    /// [1000, 3000) and [4000, 6000), op A over [1000, 1500) and
+    /// [4000, 4500) in them, its training step over [6000, 9000); sampled
+    /// every 100 ns throughout.
+    fn main_only_folder() -> tempfile::TempDir {
+        let off = 1_000_000u64;
+        let log = format!(
+            "#lotus-trace v1 role=main pid=10 wall_ns={off} monotonic_ns=0\n\
+             SA,{},500,kind=op,batch=0\nSBatch,{},2000,kind=batch,batch=0\n\
+             SA,{},500,kind=op,batch=1\nSBatch,{},2000,kind=batch,batch=1\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=9000\n",
+            1000 + off,
+            1000 + off,
+            4000 + off,
+            4000 + off,
+            9000 + off
+        );
+        let samples: Vec<Sample> = every_100_ns(0, 9000)
+            .into_iter()
+            .map(|t| Sample {
+                time_ns: t,
+                pid: 10,
+                tid: 10,
+                symbol: u32::from(!(1000..3000).contains(&t) && !(4000..6000).contains(&t)),
+                kernel: false,
+                counters: Default::default(),
+            })
+            .collect();
+        let dir = sampled_folder(
+            &log,
+            &[
+                (0, Symbol::new("decode", "/py")),
+                (1, Symbol::new("train_step", "/py")),
+            ],
+            &samples,
+            100,
+        );
+        std::fs::rename(
+            dir.path().join("lotus_worker_pid_10"),
+            dir.path().join("lotus_main_pid_10"),
+        )
+        .expect("rename");
+        dir
+    }
+
+    #[test]
+    fn a_main_process_batch_work_outside_every_op_is_said() {
+        let dir = main_only_folder();
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        // In its batches: 40 samples, 10 in A, 30 outside every op; the
+        // training step's 50 outside the batches are not judged.
+        assert_eq!(row_at(&a, "A").samples, 10);
+        assert_eq!(row_at(&a, "outside any op (main)").samples, 80);
+        assert_eq!(a.unseen.len(), 1, "{:?}", a.unseen);
+        let u = &a.unseen[0];
+        assert_eq!((u.role, u.samples), (Role::Main, 30));
+        assert!((u.share - 0.75).abs() < 1e-9);
+        assert_eq!(u.top_functions[0].function, "decode");
+        assert_eq!(
+            u.top_functions.len(),
+            1,
+            "train_step is outside the batches"
+        );
+        let notes = a.notes.join("\n");
+        assert!(
+            notes.contains("75% of the main process's CPU in its batches"),
+            "{notes}"
+        );
+    }
+
+    #[test]
+    fn rows_resting_on_few_samples_are_said_uncertain() {
+        let a = attribute_folder(
+            nested_folder([None; 4], &every_100_ns(0, 6000)).path(),
+            "lotus",
+            Budget::new(64),
+            TOP_FUNCTIONS,
+        )
+        .expect("attribute");
+        let notes = a.notes.join("\n");
+        // C at the top: 2 samples, ±138%.
+        assert!(
+            notes.contains("4 op rows rest on too few samples") && notes.contains("C (±138%)"),
+            "{notes}"
+        );
+        // Exact rows with no pool are certain.
+        let cpu = [Some(3000), Some(800), Some(250), Some(150)];
+        let a = attribute_folder(
+            nested_folder(cpu, &every_100_ns(0, 6000)).path(),
+            "lotus",
+            Budget::new(64),
+            TOP_FUNCTIONS,
+        )
+        .expect("attribute");
+        let notes = a.notes.join("\n");
+        assert!(notes.contains("3 op rows rest on too few"), "{notes}");
+        assert!(!notes.contains(" C (±"), "{notes}");
     }
 
     #[test]

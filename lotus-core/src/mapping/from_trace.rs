@@ -53,29 +53,58 @@ pub fn mapping_from_trace_with_notes(
         })
         .unwrap_or_else(|| "perf".to_string());
     let mut op_samples = 0u64;
-    let ops: Vec<OpMapping> = a
-        .rows
-        .iter()
-        .filter(|r| r.kind == RowKind::Op)
-        .map(|r| {
-            op_samples += r.samples;
-            OpMapping {
-                name: r.name.clone(),
-                runs: 1,
-                samples: r.samples as f64,
-                functions: r
-                    .top_functions
-                    .iter()
-                    .map(|f| FunctionEntry {
+    // One op per name: an op that ran at several places in the op tree
+    // (`Normalize` at the top and inside `RandomApply`) is one callable,
+    // its rows' own (exclusive) samples and functions summed.
+    let mut by_name: Vec<(String, u64, Vec<FunctionEntry>)> = Vec::new();
+    let mut index: std::collections::HashMap<(usize, String, String), usize> =
+        std::collections::HashMap::new();
+    for r in a.rows.iter().filter(|r| r.kind == RowKind::Op) {
+        op_samples += r.samples;
+        let at = match by_name.iter().position(|(n, _, _)| *n == r.name) {
+            Some(at) => at,
+            None => {
+                by_name.push((r.name.clone(), 0, Vec::new()));
+                by_name.len() - 1
+            }
+        };
+        let (_, samples, functions) = &mut by_name[at];
+        *samples += r.samples;
+        for f in &r.top_functions {
+            let module = module_file_name(&f.module);
+            match index.get(&(at, f.function.clone(), module.clone())) {
+                Some(&i) => functions[i].samples += f.samples as f64,
+                None => {
+                    index.insert((at, f.function.clone(), module.clone()), functions.len());
+                    functions.push(FunctionEntry {
                         function: f.function.clone(),
-                        module: module_file_name(&f.module),
+                        module,
                         samples: f.samples as f64,
-                        share: f.share,
+                        share: 0.0,
                         runs_seen: 1,
                         module_path: f.module.contains('/').then(|| f.module.clone()),
                         baseline: None,
                     })
-                    .collect(),
+                }
+            }
+        }
+    }
+    let ops: Vec<OpMapping> = by_name
+        .into_iter()
+        .map(|(name, samples, mut functions)| {
+            for e in &mut functions {
+                e.share = if samples > 0 {
+                    e.samples / samples as f64
+                } else {
+                    0.0
+                };
+            }
+            functions.sort_by(|x, y| y.samples.total_cmp(&x.samples));
+            OpMapping {
+                name,
+                runs: 1,
+                samples: samples as f64,
+                functions,
                 window: None,
             }
         })
@@ -109,7 +138,28 @@ fn module_file_name(module: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::module_file_name;
+    use super::*;
+    use crate::attribute::in_pipeline::tests::{every_100_ns, nested_folder};
+
+    #[test]
+    fn an_op_at_several_places_in_the_tree_is_one_op() {
+        // C runs inside A/B (3 main and 3 pool samples) and at the top (2).
+        let dir = nested_folder([None; 4], &every_100_ns(0, 6000));
+        let m = mapping_from_trace(dir.path(), "lotus", Budget::new(64)).expect("mapping");
+        let names: Vec<&str> = m.ops.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, vec!["A", "B", "C"]);
+        let c = &m.ops[2];
+        assert_eq!(c.samples, 8.0);
+        let f: Vec<(&str, f64, f64)> = c
+            .functions
+            .iter()
+            .map(|e| (e.function.as_str(), e.samples, e.share))
+            .collect();
+        assert_eq!(
+            f,
+            vec![("main_fn", 5.0, 5.0 / 8.0), ("pool_fn", 3.0, 3.0 / 8.0)]
+        );
+    }
 
     #[test]
     fn modules_are_named_by_file_name() {

@@ -429,6 +429,7 @@ mod tests {
             host: None,
             rank: None,
             tid: None,
+            cpu_ns: None,
         };
         let consume = Event {
             name: "Consume".into(),
@@ -481,6 +482,7 @@ mod tests {
             host: None,
             rank: None,
             tid: None,
+            cpu_ns: None,
         };
         let mut w = ChromeWriter::begin(Vec::new(), 0, &serde_json::json!({})).expect("begin");
         w.span_with(7, &op, Some(&More { cpu_samples: 3 }))

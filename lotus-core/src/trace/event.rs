@@ -196,6 +196,10 @@ pub struct Event {
     /// The native id of the thread that ran it, where the log says
     /// (`tid=`; `None`: the process's main thread).
     pub tid: Option<u32>,
+    /// For an op: the CPU time its own thread ran during it, ns, where the
+    /// log says (`cpu=`, read from the thread's CPU clock at the span's
+    /// start and end; `None` in logs written before it was).
+    pub cpu_ns: Option<u64>,
 }
 
 impl Event {

@@ -211,6 +211,10 @@ pub struct DurationKey {
     pub count: u64,
     /// Their total duration, ns.
     pub total_ns: i128,
+    /// How many of them say their own thread's CPU time (`cpu=`).
+    pub cpu_count: u64,
+    /// That CPU time summed, ns.
+    pub cpu_ns: u128,
 }
 
 /// The next record of a sorted stream, kept for a look before taking it.
@@ -349,6 +353,8 @@ impl TraceIndex {
                     name: None,
                     count: 0,
                     total_ns: 0,
+                    cpu_count: 0,
+                    cpu_ns: 0,
                 })
                 .collect(),
             op_keys: HashMap::new(),
@@ -503,6 +509,8 @@ impl TraceIndex {
                         name: Some(e.name.to_string()),
                         count: 0,
                         total_ns: 0,
+                        cpu_count: 0,
+                        cpu_ns: 0,
                     });
                     self.op_keys.insert(e.name.to_string(), k);
                     k
@@ -514,6 +522,10 @@ impl TraceIndex {
         let k = &mut self.keys[key as usize];
         k.count += 1;
         k.total_ns += i128::from(dur);
+        if let Some(c) = e.cpu_ns {
+            k.cpu_count += 1;
+            k.cpu_ns += u128::from(c);
+        }
         if let Some(d) = &mut self.durations {
             d.add(key, &[dur])?;
         }
@@ -642,6 +654,7 @@ mod tests {
             host: None,
             rank: None,
             tid: None,
+            cpu_ns: None,
         }
     }
 

@@ -272,6 +272,7 @@ impl LineParser {
             host: self.process.host.clone(),
             rank: self.process.rank,
             tid: p.tid,
+            cpu_ns: p.cpu_ns,
         })
     }
 
@@ -501,6 +502,25 @@ pub struct LineEvent<'a> {
     /// The native id of the thread that ran it, where it is not the
     /// process's main thread (`tid=`; `None` means the main thread).
     pub tid: Option<u32>,
+    /// The CPU time the span's own thread ran during it, ns (`cpu=`; at
+    /// most the duration plus [`CPU_SLACK_NS`]; `None` in older logs).
+    pub cpu_ns: Option<u64>,
+}
+
+/// How far a span's `cpu=` may pass its duration: the thread's CPU clock
+/// and the wall clock are read at slightly different instants, so a span
+/// that ran all the time may read a little more CPU than wall time; past
+/// this the field is wrong and the line is bad.
+pub const CPU_SLACK_NS: u64 = 1_000_000;
+
+/// Checks a span's `cpu=` against its duration ([`CPU_SLACK_NS`]).
+fn cpu_within(cpu_ns: u64, dur_ns: u64) -> Result<u64, String> {
+    if cpu_ns > dur_ns.saturating_add(CPU_SLACK_NS) {
+        return Err(format!(
+            "cpu time {cpu_ns} ns is more than the span's duration {dur_ns} ns: a thread cannot run longer than the span lasted (a garbled line?)"
+        ));
+    }
+    Ok(cpu_ns)
 }
 
 /// How much of a bad line is quoted in its message.
@@ -676,6 +696,7 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
     let (dur_ns, dur_end) = number_field(b, start_end + 1)?;
     start_ns.checked_add(dur_ns)?;
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
+    let mut cpu = None;
     let mut at = dur_end + 1;
     while at < b.len() {
         // The keys the tracer writes on every line are known by their
@@ -716,6 +737,11 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
                     tid = Some(u32::try_from(n).ok()?);
                     end
                 }
+                b"cpu" => {
+                    let (n, end) = number_field(b, v)?;
+                    cpu = Some(cpu_within(n, dur_ns).ok()?);
+                    end
+                }
                 key => {
                     let end = field_end(b, v);
                     if key == b"ready" {
@@ -736,6 +762,7 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
         sample,
         ready,
         tid,
+        cpu,
     };
     Some(event(name, kind, start_ns, dur_ns, fields))
 }
@@ -777,6 +804,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         ));
     }
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
+    let mut cpu = None;
     for field in fields {
         let field = field.trim();
         if field.is_empty() {
@@ -802,6 +830,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
                     u32::try_from(id).map_err(|_| format!("thread id {id} is not a thread id"))?,
                 )
             }
+            "cpu" => cpu = Some(cpu_within(whole_number(value, "cpu time")?, dur_ns)?),
             "ready" => {
                 ready = Some(match value.trim() {
                     "1" | "true" => true,
@@ -818,6 +847,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         sample,
         ready,
         tid,
+        cpu,
     };
     Ok(event(name, kind, start_ns, dur_ns, fields))
 }
@@ -829,6 +859,7 @@ struct Fields {
     sample: Option<u64>,
     ready: Option<bool>,
     tid: Option<u32>,
+    cpu: Option<u64>,
 }
 
 /// The event of a line whose fields are read: where it has no `kind=`,
@@ -845,6 +876,7 @@ fn event(name: &str, kind: Option<Kind>, start_ns: u64, dur_ns: u64, f: Fields) 
             sample: f.sample,
             ready: f.ready,
             tid: f.tid,
+            cpu_ns: f.cpu,
         },
         None => inferred_event(name, start_ns, dur_ns, f),
     }
@@ -865,6 +897,7 @@ fn inferred_event(name: &str, start_ns: u64, dur_ns: u64, f: Fields) -> LineEven
         sample: f.sample,
         ready: f.ready.or(inferred.ready),
         tid: f.tid,
+        cpu_ns: f.cpu,
     }
 }
 
@@ -983,7 +1016,8 @@ mod tests {
                 batch: Some(3),
                 sample: Some(97),
                 ready: None,
-                tid: None
+                tid: None,
+                cpu_ns: None
             }
         );
         let e = parse_event_line("SBlur,100,20,kind=op,tid=4243").expect("with a thread");
@@ -1075,6 +1109,41 @@ mod tests {
     }
 
     #[test]
+    fn cpu_time_is_read_checked_and_optional() {
+        let e = parse_event_line("SBlur,100,5000000,kind=op,cpu=4000000,tid=3").expect("cpu");
+        assert_eq!((e.cpu_ns, e.tid), (Some(4_000_000), Some(3)));
+        let fast = fast_event_line(b"SBlur,100,5000000,kind=op,cpu=4000000,tid=3").expect("fast");
+        assert_eq!(fast, e);
+        // Old logs: no cpu=.
+        assert_eq!(
+            parse_event_line("SBlur,100,20,kind=op")
+                .expect("old")
+                .cpu_ns,
+            None
+        );
+        // A little over the duration (the two clocks read apart) is kept.
+        assert_eq!(
+            parse_event_line("SBlur,100,20,kind=op,cpu=1000020")
+                .expect("slack")
+                .cpu_ns,
+            Some(1_000_020)
+        );
+        for (bad, says) in [
+            (
+                "SBlur,100,20,kind=op,cpu=1000021",
+                "more than the span's duration",
+            ),
+            ("SBlur,100,20,kind=op,cpu=x", "cpu time 'x'"),
+            ("SBlur,100,20,kind=op,cpu=-3", "negative"),
+            ("SBlur,100,20,kind=op,cpu=99999999999999999999", "overflows"),
+        ] {
+            let err = parse_event_line(bad).expect_err(bad);
+            assert!(err.contains(says), "{bad}: {err}");
+            assert_eq!(fast_event_line(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn the_byte_path_reads_lines_as_the_char_path_does() {
         // Each piece, in every combination: the byte path takes a line
         // only where it reads it exactly as parse_event_line does, and
@@ -1118,6 +1187,11 @@ mod tests {
             ",ready=1,",
             ",x=1,kind=sample",
             ",kind=op,kind=batch",
+            ",kind=op,cpu=0",
+            ",kind=op,cpu=1000001",
+            ",kind=op,tid=7,cpu=x",
+            ",cpu=-1",
+            ",cpu=18446744073709551615",
         ];
         let mut taken = 0;
         for name in names {
@@ -1141,6 +1215,7 @@ mod tests {
         ] {
             assert!(fast_event_line(common.as_bytes()).is_some(), "{common}");
         }
+        assert!(fast_event_line(b"SA,1,2,kind=op,tid=7,cpu=2").is_some());
         for other in ["SA,1,2\r", " SA,1,2", "SA,1,2,kind=op ", "SA,1", "SA\0,1,2"] {
             assert_eq!(fast_event_line(other.as_bytes()), None, "{other:?}");
         }

@@ -240,6 +240,14 @@ pub struct NamedSummary {
     /// The figures.
     #[serde(flatten)]
     pub summary: Summary,
+    /// For an op whose every span says its own thread's CPU time
+    /// (`cpu=`): that time summed, ns (a span's includes the ops run
+    /// inside it). Absent for older logs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
+    /// `cpu_ns` per span, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_per_call_ns: Option<u64>,
 }
 
 /// The summary of the events of one kind.
@@ -667,10 +675,18 @@ impl TraceStats {
                 continue;
             };
             match (&k.name, k.kind) {
-                (Some(name), Kind::Op) => ops.push(NamedSummary {
-                    name: name.clone(),
-                    summary: summary.clone(),
-                }),
+                (Some(name), Kind::Op) => {
+                    // CPU only where every span says it: a sum over some
+                    // would pass for the op's whole.
+                    let cpu_ns = (k.count > 0 && k.cpu_count == k.count)
+                        .then(|| u64::try_from(k.cpu_ns).unwrap_or(u64::MAX));
+                    ops.push(NamedSummary {
+                        name: name.clone(),
+                        summary: summary.clone(),
+                        cpu_ns,
+                        cpu_per_call_ns: cpu_ns.map(|c| c / k.count),
+                    })
+                }
                 (None, kind) if kind != Kind::Op => kinds.push(KindSummary {
                     kind,
                     summary: summary.clone(),
@@ -1076,6 +1092,54 @@ mod tests {
         }
     }
 
+    /// An op's CPU (`cpu=`) is summed where every span of it says it;
+    /// an op with a span that does not has none (older logs, mixed).
+    #[test]
+    fn op_cpu_is_summed_where_every_span_says_it() {
+        use crate::trace::{Event, Role};
+        let ev = |name: &str, start, cpu: Option<u64>| Event {
+            name: name.into(),
+            kind: Kind::Op,
+            pid: 3,
+            role: Role::Worker,
+            start_ns: start,
+            dur_ns: 100,
+            batch: Some(0),
+            sample: None,
+            ready: None,
+            host: None,
+            rank: None,
+            tid: None,
+            cpu_ns: cpu,
+        };
+        let mut ix = TraceIndex::new(true, crate::spill::Budget::new(64));
+        ix.begin("", "w");
+        for (i, (name, cpu)) in [
+            ("Blur", Some(60)),
+            ("Blur", Some(80)),
+            ("Crop", Some(50)),
+            ("Crop", None),
+            ("Old", None),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            ix.add(&ev(name, 1000 * i as u64, cpu)).expect("add");
+        }
+        let (stats, _) = TraceStats::compute(&mut ix).expect("stats");
+        let op = |n: &str| stats.ops.iter().find(|o| o.name == n).expect(n);
+        assert_eq!(op("Blur").cpu_ns, Some(140));
+        assert_eq!(op("Blur").cpu_per_call_ns, Some(70));
+        assert_eq!(op("Crop").cpu_ns, None);
+        assert_eq!(op("Old").cpu_ns, None);
+        let json = serde_json::to_value(op("Blur")).expect("json");
+        assert_eq!(json["cpu_ns"], 140);
+        assert!(serde_json::to_value(op("Old"))
+            .expect("json")
+            .get("cpu_ns")
+            .is_none());
+    }
+
     /// A pipeline's events: 2 workers, 3 ops per sample, 4 samples per
     /// batch, waits and consumptions in the main process (some batches
     /// never consumed, one consumption of a batch nobody made).
@@ -1101,6 +1165,7 @@ mod tests {
             host: None,
             rank: None,
             tid: None,
+            cpu_ns: None,
         };
         for w in 0..2u32 {
             ix.begin("", &format!("w{w}"));

@@ -17,18 +17,25 @@ use crate::spill::SpillError;
 use crate::trace::event::{Event, Kind};
 use crate::trace::parse::{BadLine, Entry, EntrySink, LineEvent, LineParser, Names};
 
-/// Count, total and (when kept) the durations of one key within a block.
+/// Count, total, CPU (`cpu=`) and (when kept) the durations of one key
+/// within a block.
 #[derive(Debug, Default)]
 struct Sums {
     count: u64,
     total_ns: i128,
+    cpu_count: u64,
+    cpu_ns: u128,
     durations: Vec<i64>,
 }
 
 impl Sums {
-    fn add(&mut self, dur: i64, keep: bool) {
+    fn add(&mut self, dur: i64, cpu: Option<u64>, keep: bool) {
         self.count += 1;
         self.total_ns += i128::from(dur);
+        if let Some(c) = cpu {
+            self.cpu_count += 1;
+            self.cpu_ns += u128::from(c);
+        }
         if keep {
             self.durations.push(dur);
         }
@@ -93,7 +100,13 @@ impl BlockSummary {
 
 impl Segment {
     /// Counts one event; returns its place among the segment's events.
-    fn count(&mut self, kind: Kind, name: &str, start_ns: u64, dur_ns: u64, keep: bool) -> u64 {
+    fn count(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        (start_ns, dur_ns, cpu): (u64, u64, Option<u64>),
+        keep: bool,
+    ) -> u64 {
         let ordinal = self.events;
         self.events += 1;
         self.per_kind[kind as usize] += 1;
@@ -112,9 +125,9 @@ impl Segment {
                 self.ops.len() - 1
             };
             self.last_op = i;
-            self.ops[i].1.add(dur, keep);
+            self.ops[i].1.add(dur, cpu, keep);
         } else {
-            self.kinds[kind as usize].add(dur, keep);
+            self.kinds[kind as usize].add(dur, cpu, keep);
         }
         ordinal
     }
@@ -125,7 +138,7 @@ impl Segment {
     }
 
     fn add(&mut self, e: Event, keep: bool) {
-        let ordinal = self.count(e.kind, &e.name, e.start_ns, e.dur_ns, keep);
+        let ordinal = self.count(e.kind, &e.name, (e.start_ns, e.dur_ns, e.cpu_ns), keep);
         if Self::kept_kind(e.kind) {
             self.kept.push((ordinal, e.clone()));
         }
@@ -164,7 +177,7 @@ impl EntrySink for BlockSummary {
                 && same_host(&f.host, &process.host)
         });
         let kind = p.kind;
-        let ordinal = s.count(kind, p.name, p.start_ns, p.dur_ns, keep);
+        let ordinal = s.count(kind, p.name, (p.start_ns, p.dur_ns, p.cpu_ns), keep);
         if Segment::kept_kind(kind) || s.first.is_none() {
             if let Entry::Event(e) = parser.event(names, p) {
                 if Segment::kept_kind(kind) {
@@ -255,6 +268,8 @@ impl TraceIndex {
                         name: Some(name.to_string()),
                         count: 0,
                         total_ns: 0,
+                        cpu_count: 0,
+                        cpu_ns: 0,
                     });
                     self.op_keys.insert(name.to_string(), k);
                     k
@@ -269,6 +284,8 @@ impl TraceIndex {
         let k = &mut self.keys[key as usize];
         k.count += sums.count;
         k.total_ns += sums.total_ns;
+        k.cpu_count += sums.cpu_count;
+        k.cpu_ns += sums.cpu_ns;
         if let Some(d) = &mut self.durations {
             d.add(key, &sums.durations)?;
         }
@@ -301,6 +318,7 @@ mod tests {
             host: Some(Arc::from("node1")),
             rank: Some(0),
             tid: None,
+            cpu_ns: None,
         }
     }
 
@@ -429,7 +447,13 @@ mod tests {
         for b in 0..30u64 {
             for (i, op) in ["Decode", "Crop", "Decode"].iter().enumerate() {
                 let start = b * 1000 + i as u64 * 100;
-                text += &format!("S{op},{start},{},kind=op,batch={b}\n", 40 + b % 9);
+                // Some spans say their thread's CPU time (cpu=), some not.
+                let cpu = if b % 2 == 0 {
+                    format!(",cpu={}", 30 + b % 7)
+                } else {
+                    String::new()
+                };
+                text += &format!("S{op},{start},{},kind=op,batch={b}{cpu}\n", 40 + b % 9);
             }
             text += &format!("SBatch,{},{},kind=batch,batch={b}\n", b * 1000, 500 + b);
             if b % 11 == 3 {
@@ -469,6 +493,9 @@ mod tests {
         parse(&mut |p, line, names| p.line(line, false, names, &mut block));
         summed.add_block(block, &mut |_| {}).expect("add block");
         assert!(one_by_one.warnings.total > 0, "bad lines read");
+        let decode = &summed.keys[summed.op_keys["Decode"] as usize];
+        assert_eq!(decode.cpu_count, 30);
+        assert!(decode.cpu_ns > 0);
         assert_eq!(gathered(&mut summed), gathered(&mut one_by_one));
     }
 }
