@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use lotus_core::Target;
 
 pub mod reaper;
-pub mod trust;
+/// Whether a path is under the control of this user alone (moved to
+/// `lotus-sys`; kept here so that callers compile unchanged).
+pub use lotus_sys::trust;
 pub mod vendor;
 
 /// `clock`'s time in nanoseconds (`clock_gettime`): the monotonic clock
