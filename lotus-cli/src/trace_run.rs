@@ -323,8 +323,15 @@ fn check_out_folder(out: &Path) -> Result<PathBuf> {
     if let Some(existing) = absolute.ancestors().skip(1).find(|a| a.exists()) {
         trust::check_path(existing, false).map_err(|u| untrusted_out(out, &u))?;
     }
-    lotus_sys::create_dir_all(&absolute, 0o755)
-        .with_context(|| format!("cannot create the trace folder {}", out.display()))?;
+    lotus_sys::create_dir_all(&absolute, 0o755).map_err(|e| match e {
+        lotus_sys::Error::Untrusted { .. } => {
+            anyhow!(
+                "the trace folder {} is not safe to write: {e}",
+                out.display()
+            )
+        }
+        e => anyhow!(e).context(format!("cannot create the trace folder {}", out.display())),
+    })?;
     let canonical = std::fs::canonicalize(&absolute)
         .with_context(|| format!("cannot resolve {}", out.display()))?;
     trust::check_path(&absolute, true).map_err(|u| untrusted_out(out, &u))?;
