@@ -614,18 +614,19 @@ fn out_survives_another_user_swapping_the_name_for_a_link() {
         std::fs::write(&stop, "").expect("stop");
         swapper.wait().expect("exchange");
         let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            std::fs::read_to_string(&secret).expect("secret"),
+            text,
+            "trial {trial}: root's file was overwritten through the swapped link: {err}"
+        );
         if o.status.success() {
             written += 1;
+            // Only where nobody cannot replace root's entries.
             assert!(std::ptr::eq(folder, shared.path()), "{err}");
         } else {
             assert_eq!(o.status.code(), Some(1), "{err}");
             assert!(err.contains("owned by user 65534"), "{err}");
         }
-        assert_eq!(
-            std::fs::read_to_string(&secret).expect("secret"),
-            text,
-            "trial {trial}: root's file was overwritten through the swapped link"
-        );
     }
     eprintln!("{test}: {written} of 8 trials written (in the sticky folder), the rest refused");
 }
@@ -717,7 +718,8 @@ fn a_replaced_file_gets_the_umask_mode_not_another_users_setuid_mode() {
     let Some(shared) = shared_folder(test) else {
         return;
     };
-    let out = shared.path().join("view.json");
+    // A report (any output but `trace view`'s, which was made 0644).
+    let out = shared.path().join("page.html");
     run_ok(
         as_nobody(Command::new("sh").args(["-c", "touch \"$1\" && chmod 6777 \"$1\"", "sh"]))
             .arg(&out),
@@ -727,7 +729,7 @@ fn a_replaced_file_gets_the_umask_mode_not_another_users_setuid_mode() {
         Command::new("sh")
             .args(["-c", "umask 022 && exec \"$@\"", "sh"])
             .arg(env!("CARGO_BIN_EXE_lotus"))
-            .args(["trace", "view"])
+            .args(["report", "--trace"])
             .arg(common::fixture("traces/original"))
             .arg("--out")
             .arg(&out),
@@ -744,14 +746,10 @@ fn a_replaced_file_gets_the_umask_mode_not_another_users_setuid_mode() {
     );
 }
 
-/// A TMPDIR of root's that every user may write, not sticky; nobody's
-/// folder `planted` with a `sitecustomize`, harness and `lotus` module that
-/// each create `marker`.
-fn open_tmpdir(shared: &Path, marker: &Path) -> (PathBuf, PathBuf) {
-    let tmp = shared.join("opentmp");
-    std::fs::create_dir(&tmp).expect("mkdir");
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    let planted = shared.join("planted");
+/// nobody's folder `shared/<name>` with a `sitecustomize`, `lotus_trace`
+/// package, harness and `lotus` module that each create `marker`.
+fn plant_python(shared: &Path, name: &str, marker: &Path) -> PathBuf {
+    let planted = shared.join(name);
     let code = format!("open({:?}, 'w').close()\n", marker.display().to_string());
     run_ok(
         as_nobody(Command::new("sh").args([
@@ -763,7 +761,7 @@ fn open_tmpdir(shared: &Path, marker: &Path) -> (PathBuf, PathBuf) {
         .arg(&code),
         "nobody plants Python",
     );
-    (tmp, planted)
+    planted
 }
 
 #[test]
@@ -773,43 +771,51 @@ fn trace_run_and_map_refuse_a_tmpdir_others_can_write() {
         return;
     };
     let marker = private_marker(shared.path());
-    let (tmp, planted) = open_tmpdir(shared.path(), &marker);
+    // root's TMPDIR that every user may write, not sticky.
+    let tmp = shared.path().join("opentmp");
+    std::fs::create_dir(&tmp).expect("mkdir");
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let swap = attacker_tool(shared.path(), "swap", SWAP_C);
-    let stop = shared.path().join("stop");
-    let mut swapper = as_nobody(
-        Command::new(&swap)
-            .arg(&tmp)
-            .arg("lotus-")
-            .arg(&planted)
-            .arg(&stop),
-    )
-    .spawn()
-    .expect("swap");
-    let trace = shared.path().join("root-trace");
-    let traced = output_bounded(
-        Command::new(env!("CARGO_BIN_EXE_lotus"))
-            .args(["trace", "run", "--out"])
-            .arg(&trace)
+    let trace_run = {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+        cmd.args(["trace", "run", "--out"])
+            .arg(shared.path().join("root-trace"))
             .arg("--")
             .arg(common::any_python())
             .args(["-c", "import time; time.sleep(0.5)"])
-            .env("TMPDIR", &tmp)
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env_remove("PYTHONPATH"),
-    );
-    let mapped = output_bounded(
-        Command::new(env!("CARGO_BIN_EXE_lotus"))
-            .args(["map", "--backend", "perf", "--out"])
+            .env_remove("PYTHONPATH");
+        cmd
+    };
+    let map = {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+        cmd.args(["map", "--backend", "perf", "--out"])
             .arg(marker.with_file_name("map.json"))
             .arg(common::fixture("ops/Loader.py"))
-            .env("TMPDIR", &tmp)
             .env("LOTUS_CONTROL_LIB", common::control_lib())
-            .env("LOTUS_PYTHON", common::any_python())
-            .env("PYTHONDONTWRITEBYTECODE", "1"),
-    );
-    std::fs::write(&stop, "").expect("stop");
-    swapper.wait().expect("swap");
-    for (what, o) in [("trace run", &traced), ("map", &mapped)] {
+            .env("LOTUS_PYTHON", common::any_python());
+        cmd
+    };
+    for (what, mut cmd) in [("trace run", trace_run), ("map", map)] {
+        // nobody swaps each folder lotus makes there for their own.
+        let planted = plant_python(
+            shared.path(),
+            &format!("planted-{}", what.replace(' ', "-")),
+            &marker,
+        );
+        let stop = shared.path().join("stop");
+        let _ = std::fs::remove_file(&stop);
+        let mut swapper = as_nobody(
+            Command::new(&swap)
+                .arg(&tmp)
+                .arg("lotus-")
+                .arg(&planted)
+                .arg(&stop),
+        )
+        .spawn()
+        .expect("swap");
+        let o = output_bounded(cmd.env("TMPDIR", &tmp).env("PYTHONDONTWRITEBYTECODE", "1"));
+        std::fs::write(&stop, "").expect("stop");
+        swapper.wait().expect("swap");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
             !marker.exists(),
