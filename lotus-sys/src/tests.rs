@@ -224,7 +224,7 @@ fn devices_folders_and_missing_folders() {
     // A file on the way.
     std::fs::write(dir.path().join("file"), "").expect("write");
     let e = write_file(&dir.path().join("file/out"), b"x").expect_err("a file on the way");
-    assert!(e.to_string().contains("is not a folder"), "{e}");
+    assert!(e.to_string().contains("Not a directory"), "{e}");
     create_dir_all(&dir.path().join("made/deeper"), 0o755).expect("mkdir");
     write_file(&dir.path().join("made/deeper/out"), b"x").expect("write");
     // Relative paths: joined to the working folder.

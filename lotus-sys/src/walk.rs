@@ -201,11 +201,21 @@ impl<'a> Walk<'a> {
                 Ok(())
             }
             libc::S_IFLNK => self.follow(fd.as_fd(), &at, &st),
-            _ => Err(self.untrusted(
-                st.st_mode,
-                &at,
-                "is on the way but is not a folder".to_string(),
-            )),
+            // A file where a folder should be: no trust question, the
+            // kernel's answer.
+            _ => Err(Error::Io {
+                action: self.action,
+                path: self.shown.to_path_buf(),
+                source: io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    format!(
+                        "{} {}: Not a directory (os error {})",
+                        noun(st.st_mode),
+                        at.display(),
+                        libc::ENOTDIR
+                    ),
+                ),
+            }),
         }
     }
 
