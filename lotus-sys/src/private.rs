@@ -149,10 +149,14 @@ pub fn remove_stale_folders(dir: &Path, prefix: &str) {
 /// A folder of this user alone (mode 0700), with a name others cannot
 /// guess, removed with all it holds on drop (through descriptors: a link
 /// in it is removed, never followed) unless [`PrivateDir::keep`] is called.
+///
+/// It holds no descriptor between calls (a run near its descriptor limit
+/// keeps them all): each call walks to the folder again, from `/`, with
+/// the same checks.
 pub struct PrivateDir {
-    parent: OwnedFd,
+    /// The folder it was made in (walked and checked), links resolved.
+    parent: PathBuf,
     name: CString,
-    fd: OwnedFd,
     path: PathBuf,
     keep: bool,
 }
@@ -215,15 +219,14 @@ impl PrivateDir {
         )
         .map_err(fail)?;
         let dir = PrivateDir {
-            parent: root.fd,
+            parent: root.path.clone(),
             name,
-            fd,
             path,
             keep: false,
         };
         // The umask may have taken bits away; nothing else may add any.
-        sys::fchmod(dir.fd.as_fd(), 0o700).map_err(fail)?;
-        let st = sys::fstat(dir.fd.as_fd()).map_err(fail)?;
+        sys::fchmod(fd.as_fd(), 0o700).map_err(fail)?;
+        let st = sys::fstat(fd.as_fd()).map_err(fail)?;
         if st.st_uid != sys::euid() || st.st_mode & 0o7777 != 0o700 {
             return Err(fail(io::Error::other(format!(
                 "the new folder is owned by user {} with mode {:o}, not this user's with 0700",
@@ -253,9 +256,14 @@ impl PrivateDir {
         }
     }
 
+    /// The folder itself, walked from `/` (see the type's doc).
+    fn open(&self) -> Result<OwnedFd> {
+        open_folder(&self.path, "create", None).map(|f| f.fd)
+    }
+
     /// The folder of `rel`'s parent inside this one, and `rel`'s last name;
     /// `rel` must be relative, of plain names.
-    fn parent_of(&self, rel: &Path) -> Result<(Option<OwnedFd>, CString)> {
+    fn parent_of(&self, rel: &Path) -> Result<(OwnedFd, CString)> {
         let invalid = || {
             self.fail(
                 rel,
@@ -275,18 +283,16 @@ impl PrivateDir {
         let Some(last) = parts.pop() else {
             return Err(invalid());
         };
-        let mut here: Option<OwnedFd> = None;
+        let mut here = self.open()?;
         for part in parts {
             let name = sys::cstr(part).map_err(|e| self.fail(rel, e))?;
-            let at = here.as_ref().map_or(self.fd.as_fd(), |f| f.as_fd());
-            let next = sys::openat(
-                Some(at),
+            here = sys::openat(
+                Some(here.as_fd()),
                 &name,
                 libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
                 0,
             )
             .map_err(|e| self.fail(rel, e))?;
-            here = Some(next);
         }
         let last = sys::cstr(last).map_err(|e| self.fail(rel, e))?;
         Ok((here, last))
@@ -297,9 +303,8 @@ impl PrivateDir {
     /// through a link or over a file already there.
     pub fn create_file(&self, rel: &Path, mode: u32) -> Result<File> {
         let (parent, name) = self.parent_of(rel)?;
-        let at = parent.as_ref().map_or(self.fd.as_fd(), |f| f.as_fd());
         sys::openat(
-            Some(at),
+            Some(parent.as_fd()),
             &name,
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
             mode,
@@ -320,8 +325,7 @@ impl PrivateDir {
     /// its path.
     pub fn create_dir(&self, rel: &Path) -> Result<PathBuf> {
         let (parent, name) = self.parent_of(rel)?;
-        let at = parent.as_ref().map_or(self.fd.as_fd(), |f| f.as_fd());
-        sys::mkdirat(at, &name, 0o700).map_err(|e| self.fail(rel, e))?;
+        sys::mkdirat(parent.as_fd(), &name, 0o700).map_err(|e| self.fail(rel, e))?;
         Ok(self.path.join(rel))
     }
 }
@@ -331,7 +335,9 @@ impl Drop for PrivateDir {
         if !self.keep {
             // Best effort: a folder left behind is removed by the next
             // lotus (its owner file names a process that is gone).
-            let _ = remove_tree(self.parent.as_fd(), &self.name, 0);
+            if let Ok(parent) = open_folder(&self.parent, "clean", None) {
+                let _ = remove_tree(parent.fd.as_fd(), &self.name, 0);
+            }
         }
     }
 }
