@@ -297,3 +297,26 @@ fn temp_files_have_no_name_and_mode_0600() {
     assert_eq!(meta.mode() & 0o777, 0o600);
     assert_eq!(meta.nlink(), 0);
 }
+
+#[test]
+fn a_descriptor_named_in_proc_is_written_in_place() {
+    // `/dev/stdout` leads to `/proc/self/fd/1`, the kernel's link to an open
+    // file (here a pipe: its "text" is no path).
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: pipe(2) just gave us these descriptors.
+    let (read, write) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    let path = format!("/proc/self/fd/{}", fds[1]);
+    write_file(Path::new(&path), b"through /proc").expect("write");
+    drop(write);
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut &read, &mut text).expect("read");
+    assert_eq!(text, "through /proc");
+}
