@@ -12,7 +12,7 @@ pub enum Error {
     #[error(
         "cannot {action} {}: {} {}; another user could swap it and send what lotus writes (as this user) elsewhere. Use a path whose folders and links only you and root can change (e.g. under your home folder), or remove what another user put there",
         path.display(),
-        component.display(),
+        component,
         why
     )]
     Untrusted {
@@ -20,9 +20,9 @@ pub enum Error {
         action: &'static str,
         /// The path the caller gave.
         path: PathBuf,
-        /// The component that failed the check (named by its kind: "the
+        /// The component that failed the check, named with its kind ("the
         /// symbolic link /tmp/x").
-        component: PathBuf,
+        component: String,
         /// What is wrong with it ("is owned by user 65534, ...").
         why: String,
     },
@@ -31,14 +31,14 @@ pub enum Error {
     #[error(
         "the temporary folder {} (TMPDIR) is not safe: {} {}; another user could replace what lotus puts there (code the profiled job runs). Set TMPDIR to a folder only you and root can write, e.g. `mkdir -m 700 ~/tmp && export TMPDIR=~/tmp`",
         tmpdir.display(),
-        component.display(),
+        component,
         why
     )]
     UnsafeTmpDir {
         /// The temporary folder (`TMPDIR`, else `/tmp`).
         tmpdir: PathBuf,
-        /// The component that failed the check.
-        component: PathBuf,
+        /// The component that failed the check, named with its kind.
+        component: String,
         /// What is wrong with it.
         why: String,
     },

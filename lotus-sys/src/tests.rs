@@ -99,10 +99,7 @@ fn a_folder_others_can_write_on_the_way_is_refused_a_sticky_one_is_not() {
         chmod(&shared, mode);
         match write_file(&out, b"x") {
             Err(Error::Untrusted { component, why, .. }) => {
-                assert_eq!(
-                    component.display().to_string(),
-                    format!("the folder {}", shared.display())
-                );
+                assert_eq!(component, format!("the folder {}", shared.display()));
                 assert!(why.contains("can be written by"), "{why}");
             }
             other => panic!("mode {mode:o}: {other:?}"),

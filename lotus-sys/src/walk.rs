@@ -110,7 +110,7 @@ impl<'a> Walk<'a> {
         Error::Untrusted {
             action: self.action,
             path: self.shown.to_path_buf(),
-            component: PathBuf::from(format!("{} {}", noun(mode), at.display())),
+            component: format!("{} {}", noun(mode), at.display()),
             why,
         }
     }
