@@ -477,3 +477,464 @@ fn an_op_in_a_folder_others_can_write_is_warned_about() {
         "{err}"
     );
 }
+
+// ---- Where lotus writes (issue 23): one output writer, one private-folder
+// maker.
+
+/// Compiles the C program `source` into a folder only root can write, for
+/// `nobody` to run (an attacker's tool).
+fn attacker_tool(shared: &Path, name: &str, source: &str) -> PathBuf {
+    let dir = shared.join("tools");
+    if !dir.exists() {
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, source).expect("write");
+    let exe = dir.join(name);
+    run_ok(
+        Command::new("cc").arg("-O1").arg("-o").arg(&exe).arg(&c),
+        "cc the attacker's tool",
+    );
+    exe
+}
+
+/// `exchange A B STOP`: swaps A and B (renameat2 RENAME_EXCHANGE) in a loop
+/// until STOP exists (at most 120 s).
+const EXCHANGE_C: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc != 4) return 2;
+    time_t end = time(0) + 120;
+    for (unsigned long i = 0; time(0) < end; i++) {
+        syscall(SYS_renameat2, AT_FDCWD, argv[1], AT_FDCWD, argv[2], 2 /* RENAME_EXCHANGE */);
+        if (i % 1024 == 0 && access(argv[3], F_OK) == 0) return 0;
+    }
+    return 0;
+}
+"#;
+
+/// `swap DIR PREFIX PLANTED STOP`: whenever a folder named PREFIX* appears
+/// in DIR, moves it aside and puts PLANTED (a folder of nobody's) in its
+/// place; until STOP exists (at most 120 s).
+const SWAP_C: &str = r#"
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc != 5) return 2;
+    time_t end = time(0) + 120;
+    size_t n = strlen(argv[2]);
+    char from[4096], aside[4096];
+    while (time(0) < end && access(argv[4], F_OK) != 0) {
+        DIR *d = opendir(argv[1]);
+        if (!d) return 3;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (strncmp(e->d_name, argv[2], n) != 0 || strstr(e->d_name, ".aside")) continue;
+            snprintf(from, sizeof from, "%s/%s", argv[1], e->d_name);
+            snprintf(aside, sizeof aside, "%s/%s.aside", argv[1], e->d_name);
+            if (rename(from, aside) == 0) rename(argv[3], from);
+        }
+        closedir(d);
+    }
+    return 0;
+}
+"#;
+
+/// Runs `cmd` with its output, failing the test if it takes past 120 s
+/// (a FIFO with no reader used to hang lotus).
+fn output_bounded(cmd: &mut Command) -> Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    common::faults::wait_bounded(child, std::time::Duration::from_secs(120), "lotus-sec-")
+}
+
+/// `lotus trace view` of the fixture trace, written to `out`.
+fn view_to(out: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(["trace", "view"])
+        .arg(common::fixture("traces/original"))
+        .arg("--out")
+        .arg(out);
+    cmd
+}
+
+#[test]
+fn out_survives_another_user_swapping_the_name_for_a_link() {
+    let test = "out_survives_another_user_swapping_the_name_for_a_link";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let (secret, text) = victim(shared.path());
+    let exchange = attacker_tool(shared.path(), "exchange", EXCHANGE_C);
+    // nobody's own folder, and root's sticky shared one: in each, nobody
+    // swaps a file of theirs at the output's name with a link to root's
+    // file while root writes the output there.
+    let theirs = shared.path().join("theirs");
+    run_ok(
+        as_nobody(Command::new("mkdir").args(["-m", "755"]).arg(&theirs)),
+        "nobody's folder",
+    );
+    let mut written = 0;
+    for trial in 0..8 {
+        let folder = if trial % 2 == 0 {
+            &theirs
+        } else {
+            shared.path()
+        };
+        let out = folder.join(format!("view{trial}.json"));
+        let link = folder.join(format!("alt{trial}"));
+        let stop = shared.path().join(format!("stop{trial}"));
+        run_ok(
+            as_nobody(Command::new("sh").args([
+                "-c",
+                "echo theirs > \"$1\" && ln -s \"$2\" \"$3\"",
+                "sh",
+            ]))
+            .arg(&out)
+            .arg(&secret)
+            .arg(&link),
+            "nobody plants the pair",
+        );
+        let mut swapper = as_nobody(Command::new(&exchange).arg(&out).arg(&link).arg(&stop))
+            .spawn()
+            .expect("exchange");
+        let o = output_bounded(&mut view_to(&out));
+        std::fs::write(&stop, "").expect("stop");
+        swapper.wait().expect("exchange");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            std::fs::read_to_string(&secret).expect("secret"),
+            text,
+            "trial {trial}: root's file was overwritten through the swapped link: {err}"
+        );
+        if o.status.success() {
+            written += 1;
+            // Only where nobody cannot replace root's entries.
+            assert!(std::ptr::eq(folder, shared.path()), "{err}");
+        } else {
+            assert_eq!(o.status.code(), Some(1), "{err}");
+            assert!(err.contains("owned by user 65534"), "{err}");
+        }
+    }
+    eprintln!("{test}: {written} of 8 trials written (in the sticky folder), the rest refused");
+}
+
+#[test]
+fn a_link_of_another_user_above_out_plot_dir_or_man_out_is_refused() {
+    let test = "a_link_of_another_user_above_out_plot_dir_or_man_out_is_refused";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let (secret, text) = victim(shared.path());
+    let root_files = secret.parent().expect("folder").to_path_buf();
+    // nobody's link, in the shared folder, to root's folder.
+    let via = shared.path().join("via");
+    run_ok(
+        as_nobody(Command::new("ln").arg("-s").arg(&root_files).arg(&via)),
+        "nobody plants a link",
+    );
+    let trace = common::fixture("traces/original");
+    let cases: Vec<Vec<std::ffi::OsString>> = vec![
+        vec![
+            "trace".into(),
+            "view".into(),
+            trace.clone().into(),
+            "--out".into(),
+            via.join("secret").into(),
+        ],
+        vec![
+            "report".into(),
+            "--trace".into(),
+            trace.clone().into(),
+            "--out".into(),
+            shared.path().join("page.html").into(),
+            "--plot-dir".into(),
+            via.join("plots").into(),
+        ],
+        vec!["man".into(), "--out".into(), via.join("man").into()],
+    ];
+    for args in cases {
+        let o = output_bounded(Command::new(env!("CARGO_BIN_EXE_lotus")).args(&args));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("the symbolic link {}", via.display()))
+                && err.contains("owned by user 65534"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), text);
+    assert!(!root_files.join("plots").exists() && !root_files.join("man").exists());
+}
+
+/// `mkfifo PATH` as `nobody`.
+fn nobody_fifo(path: &Path) {
+    run_ok(
+        as_nobody(Command::new("mkfifo").args(["-m", "666"]).arg(path)),
+        "nobody plants a FIFO",
+    );
+}
+
+#[test]
+fn a_fifo_at_out_is_refused_or_fails_at_once_never_hangs() {
+    let test = "a_fifo_at_out_is_refused_or_fails_at_once_never_hangs";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    // nobody's FIFO: nobody would read root's output.
+    let theirs = shared.path().join("view.json");
+    nobody_fifo(&theirs);
+    let o = output_bounded(&mut view_to(&theirs));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the FIFO") && err.contains("owned by user 65534"),
+        "{err}"
+    );
+    // Root's own FIFO with no reader: an error at once, not a hang.
+    let mine = shared.path().join("root-files-fifo");
+    run_ok(Command::new("mkfifo").arg(&mine), "mkfifo");
+    let o = output_bounded(&mut view_to(&mine));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no process is reading"), "{err}");
+}
+
+#[test]
+fn a_replaced_file_gets_the_umask_mode_not_another_users_setuid_mode() {
+    let test = "a_replaced_file_gets_the_umask_mode_not_another_users_setuid_mode";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    // A report (any output but `trace view`'s, which was made 0644).
+    let out = shared.path().join("page.html");
+    run_ok(
+        as_nobody(Command::new("sh").args(["-c", "touch \"$1\" && chmod 6777 \"$1\"", "sh"]))
+            .arg(&out),
+        "nobody pre-creates the output",
+    );
+    let o = output_bounded(
+        Command::new("sh")
+            .args(["-c", "umask 022 && exec \"$@\"", "sh"])
+            .arg(env!("CARGO_BIN_EXE_lotus"))
+            .args(["report", "--trace"])
+            .arg(common::fixture("traces/original"))
+            .arg("--out")
+            .arg(&out),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let meta = std::fs::metadata(&out).expect("out");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(meta.uid(), 0);
+    assert_eq!(
+        meta.mode() & 0o7777,
+        0o644,
+        "mode {:o}",
+        meta.mode() & 0o7777
+    );
+}
+
+/// nobody's folder `shared/<name>` with a `sitecustomize`, `lotus_trace`
+/// package, harness and `lotus` module that each create `marker`.
+fn plant_python(shared: &Path, name: &str, marker: &Path) -> PathBuf {
+    let planted = shared.join(name);
+    let code = format!("open({:?}, 'w').close()\n", marker.display().to_string());
+    run_ok(
+        as_nobody(Command::new("sh").args([
+            "-c",
+            "mkdir -p \"$1/lotus_trace/_boot\" && for f in lotus_trace/_boot/sitecustomize.py lotus_trace/__init__.py lotus_harness.py lotus.py; do printf '%s' \"$2\" > \"$1/$f\"; done",
+            "sh",
+        ]))
+        .arg(&planted)
+        .arg(&code),
+        "nobody plants Python",
+    );
+    planted
+}
+
+#[test]
+fn trace_run_and_map_refuse_a_tmpdir_others_can_write() {
+    let test = "trace_run_and_map_refuse_a_tmpdir_others_can_write";
+    let Some(shared) = shared_folder(test) else {
+        return;
+    };
+    let marker = private_marker(shared.path());
+    // root's TMPDIR that every user may write, not sticky.
+    let tmp = shared.path().join("opentmp");
+    std::fs::create_dir(&tmp).expect("mkdir");
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let swap = attacker_tool(shared.path(), "swap", SWAP_C);
+    let trace_run = {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+        cmd.args(["trace", "run", "--out"])
+            .arg(shared.path().join("root-trace"))
+            .arg("--")
+            .arg(common::any_python())
+            .args(["-c", "import time; time.sleep(0.5)"])
+            .env_remove("PYTHONPATH");
+        cmd
+    };
+    let map = {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+        cmd.args(["map", "--backend", "perf", "--out"])
+            .arg(marker.with_file_name("map.json"))
+            .arg(common::fixture("ops/Loader.py"))
+            .env("LOTUS_CONTROL_LIB", common::control_lib())
+            .env("LOTUS_PYTHON", common::any_python());
+        cmd
+    };
+    for (what, mut cmd) in [("trace run", trace_run), ("map", map)] {
+        // nobody swaps each folder lotus makes there for their own.
+        let planted = plant_python(
+            shared.path(),
+            &format!("planted-{}", what.replace(' ', "-")),
+            &marker,
+        );
+        let stop = shared.path().join("stop");
+        let _ = std::fs::remove_file(&stop);
+        let mut swapper = as_nobody(
+            Command::new(&swap)
+                .arg(&tmp)
+                .arg("lotus-")
+                .arg(&planted)
+                .arg(&stop),
+        )
+        .spawn()
+        .expect("swap");
+        let o = output_bounded(cmd.env("TMPDIR", &tmp).env("PYTHONDONTWRITEBYTECODE", "1"));
+        std::fs::write(&stop, "").expect("stop");
+        swapper.wait().expect("swap");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !marker.exists(),
+            "{what}: nobody's Python ran as root: {err}"
+        );
+        assert!(!o.status.success(), "{what}: {err}");
+        assert!(
+            err.contains("(TMPDIR) is not safe")
+                && err.contains(&tmp.display().to_string())
+                && err.contains("can be written by every user"),
+            "{what}: {err}"
+        );
+    }
+}
+
+/// The mode bits of `path`.
+fn mode_of(path: &Path) -> u32 {
+    std::fs::metadata(path).expect("meta").permissions().mode() & 0o7777
+}
+
+#[test]
+fn under_umask_077_outputs_are_0600_and_private_folders_0700() {
+    // Any user can check this one.
+    let dir = tempfile::tempdir().expect("tmp");
+    let trace = dir.path().join("trace");
+    let folders = dir.path().join("folders.txt");
+    // The job says the mode of the tracer's folder (on its PYTHONPATH).
+    let job = "import os, sys\nimport lotus_trace\nlotus_trace.wrap(lambda: None, 'Op')()\np = os.environ['PYTHONPATH'].split(':')[1]\nopen(sys.argv[1], 'w').write(oct(os.stat(p).st_mode & 0o7777))\n";
+    let o = output_bounded(
+        Command::new("sh")
+            .args(["-c", "umask 077 && exec \"$@\"", "sh"])
+            .arg(env!("CARGO_BIN_EXE_lotus"))
+            .args(["trace", "run", "--sample", "--out"])
+            .arg(&trace)
+            .arg("--")
+            .arg(common::any_python())
+            .args(["-c", job])
+            .arg(&folders)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env_remove("PYTHONPATH"),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&folders).expect("job's report"),
+        "0o700",
+        "the tracer's folder"
+    );
+    assert_eq!(mode_of(&trace.join("lotus.sampling")), 0o600);
+    let view = dir.path().join("view.json");
+    let o = output_bounded(
+        Command::new("sh")
+            .args(["-c", "umask 077 && exec \"$@\"", "sh"])
+            .arg(env!("CARGO_BIN_EXE_lotus"))
+            .args(["trace", "view"])
+            .arg(&trace)
+            .arg("--out")
+            .arg(&view),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(mode_of(&view), 0o600);
+}
+
+#[test]
+fn tracer_folders_of_a_killed_trace_run_are_removed_by_the_next() {
+    // Any user can check this one.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let trace = tmp.path().join("trace");
+    let pidfile = tmp.path().join("job.pid");
+    let job = "import os, sys, time\nopen(sys.argv[1] + '.tmp', 'w').write(str(os.getpid()))\nos.rename(sys.argv[1] + '.tmp', sys.argv[1])\ntime.sleep(120)\n";
+    let lotus = |job: &str, extra: &[&Path]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+        cmd.args(["trace", "run", "--out"])
+            .arg(&trace)
+            .arg("--")
+            .arg(common::any_python())
+            .args(["-c", job])
+            .args(extra)
+            .env("TMPDIR", tmp.path())
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env_remove("PYTHONPATH");
+        cmd
+    };
+    let tracer_folders = || -> Vec<PathBuf> {
+        std::fs::read_dir(tmp.path())
+            .expect("ls")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("lotus-trace-"))
+            })
+            .collect()
+    };
+    let mut first = lotus(job, &[&pidfile])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("lotus");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !pidfile.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let job_pid: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    // SAFETY: kill(2) with pids this test started.
+    unsafe {
+        libc::kill(first.id() as i32, libc::SIGKILL);
+        libc::kill(job_pid, libc::SIGKILL);
+    }
+    first.wait().expect("wait");
+    assert_eq!(tracer_folders().len(), 1, "the killed run's folder is left");
+    let o = output_bounded(&mut lotus("pass", &[]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(tracer_folders(), Vec::<PathBuf>::new());
+}

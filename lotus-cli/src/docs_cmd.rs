@@ -53,8 +53,7 @@ pub fn man<C: CommandFactory>(args: ManArgs, version: &'static str) -> Result<Ex
     match args.out.filter(|d| !crate::usage::is_stdout(d)) {
         None => write_stdout(&render(cmd)?)?,
         Some(dir) => {
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+            lotus_sys::create_dir_all(&dir, 0o777).context("man --out")?;
             let mut pages = Vec::new();
             collect_pages(cmd, version, &mut pages);
             for (name, page) in &pages {

@@ -239,8 +239,8 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         write_atomic(&args.out, &page.html)?;
     }
     if let Some(dir) = &args.plot_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("--plot-dir {}: cannot create it: {e}", dir.display()))?;
+        lotus_sys::create_dir_all(dir, 0o777)
+            .map_err(|e| anyhow::anyhow!("--plot-dir {}: {e}", dir.display()))?;
         for (name, svg) in &page.plots {
             write_atomic(&dir.join(name), svg)?;
         }

@@ -456,8 +456,6 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     let out = w.finish().map_err(write_err)?;
     drop(out);
     if let Some(p) = sink {
-        // A view is for sharing: readable by all.
-        p.readable_by_all();
         p.finish()?;
     }
     let torch_note = if torch_traces.is_empty() {

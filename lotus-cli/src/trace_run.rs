@@ -269,11 +269,11 @@ pub enum LogFormat {
     Original,
 }
 
-/// The tracer written to a temp folder; removed on drop.
+/// The tracer written to a private folder; removed on drop.
 #[derive(Debug)]
 pub struct TracerFiles {
-    /// The temp folder; `lotus_trace/` is in it.
-    pub dir: tempfile::TempDir,
+    /// The private folder (0700); `lotus_trace/` is in it.
+    pub dir: lotus_sys::PrivateDir,
     /// The folder of the start-up hook (`lotus_trace/_boot`).
     pub boot: PathBuf,
 }
@@ -301,15 +301,23 @@ impl TracerFiles {
 }
 
 /// Writes the `lotus_trace` package (and its start-up hook) into a fresh
-/// temp folder.
+/// private folder (mode 0700, in a `TMPDIR` that passes the trust check,
+/// refused otherwise: the job runs the `sitecustomize` there). Folders
+/// left by a `trace run` that was killed are removed first.
 pub fn write_tracer() -> io::Result<TracerFiles> {
-    let dir = tempfile::Builder::new().prefix("lotus-trace-").tempdir()?;
+    let dir = lotus_sys::PrivateDir::new("lotus-trace-")?;
+    let mut made = std::collections::BTreeSet::new();
     for (rel, text) in TRACER_FILES {
-        let path = dir.path().join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
+        let rel = Path::new(rel);
+        // The package's folders, outermost first, each made once.
+        let mut parents: Vec<&Path> = rel.ancestors().skip(1).collect();
+        parents.reverse();
+        for parent in parents.into_iter().filter(|p| !p.as_os_str().is_empty()) {
+            if made.insert(parent.to_path_buf()) {
+                dir.create_dir(parent)?;
+            }
         }
-        std::fs::write(&path, text)?;
+        dir.write(rel, text.as_bytes())?;
     }
     let boot = dir.path().join("lotus_trace").join("_boot");
     Ok(TracerFiles { dir, boot })
@@ -381,18 +389,21 @@ fn is_log_of_run(path: &Path, run_id: &str) -> bool {
 /// about: a warning scrolls away while root's job writes into a folder
 /// another user controls; the fix (a folder of one's own) is one command.
 fn check_out_folder(out: &Path) -> Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
     let absolute = std::path::absolute(out)
         .with_context(|| format!("cannot resolve the trace folder {}", out.display()))?;
     // The folders above must be safe before anything is created under them.
     if let Some(existing) = absolute.ancestors().skip(1).find(|a| a.exists()) {
         trust::check_path(existing, false).map_err(|u| untrusted_out(out, &u))?;
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(&absolute)
-        .with_context(|| format!("cannot create the trace folder {}", out.display()))?;
+    lotus_sys::create_dir_all(&absolute, 0o755).map_err(|e| match e {
+        lotus_sys::Error::Untrusted { .. } => {
+            anyhow!(
+                "the trace folder {} is not safe to write: {e}",
+                out.display()
+            )
+        }
+        e => anyhow!(e).context(format!("cannot create the trace folder {}", out.display())),
+    })?;
     let canonical = std::fs::canonicalize(&absolute)
         .with_context(|| format!("cannot resolve {}", out.display()))?;
     trust::check_path(&absolute, true).map_err(|u| untrusted_out(out, &u))?;
@@ -714,8 +725,10 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     let files = write_tracer().context("cannot write the lotus_trace Python package")?;
     // Out of memory, lotus exits at once: the tracer's folder goes too.
     crate::oom::remove_on_oom(files.dir.path());
-    let status_dir = files.dir.path().join("status");
-    std::fs::create_dir(&status_dir).context("cannot create the tracer's status folder")?;
+    let status_dir = files
+        .dir
+        .create_dir(Path::new("status"))
+        .context("cannot create the tracer's status folder")?;
     let run_id = new_run_id();
     let pythonpath = files.pythonpath(std::env::var_os("PYTHONPATH").as_deref());
     let mut cmd = Command::new(&program_path);

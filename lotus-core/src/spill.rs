@@ -270,7 +270,8 @@ impl<R: Record + Ord + Send + 'static> Sorter<R> {
         if let Some(f) = &self.file {
             return Ok(Arc::clone(f));
         }
-        let f = Arc::new(tempfile::tempfile().map_err(|e| SpillError::io(self.budget, e))?);
+        let f =
+            Arc::new(lotus_sys::temp_file().map_err(|e| SpillError::io(self.budget, e.into()))?);
         self.file = Some(Arc::clone(&f));
         Ok(f)
     }
@@ -658,7 +659,8 @@ impl<R: Record> Spool<R> {
             None => {
                 self.buf.push(r);
                 if self.buf.len() >= self.cap {
-                    let file = tempfile::tempfile().map_err(|e| SpillError::io(self.budget, e))?;
+                    let file = lotus_sys::temp_file()
+                        .map_err(|e| SpillError::io(self.budget, e.into()))?;
                     let mut w = BufWriter::with_capacity(WRITE_BUF, file);
                     for r in std::mem::take(&mut self.buf) {
                         r.encode(&mut self.bytes);

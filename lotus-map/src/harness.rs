@@ -59,31 +59,24 @@ pub(crate) const EXIT_CONTROL: i32 = 4;
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct HarnessFiles {
-    /// The temp folder holding `lotus_harness.py` and `lotus.py`.
-    pub dir: tempfile::TempDir,
+    /// The private folder (0700) holding `lotus_harness.py` and
+    /// `lotus.py`.
+    pub dir: lotus_sys::PrivateDir,
     /// `lotus_harness.py` in `dir`: the script to run with Python.
     pub harness: PathBuf,
 }
 
 /// The prefix of harness folders' names.
 const FOLDER_PREFIX: &str = "lotus-harness-";
-/// The file in a harness folder that names the lotus process that made it:
-/// its pid and start time (`/proc/<pid>/stat`), so that a later lotus can
-/// tell the folder of a killed lotus from a running one's.
-const OWNER_FILE: &str = "lotus.owner";
 
-/// Writes the harness and the `lotus` module into a fresh temp folder.
-/// Folders left by a lotus that was killed (SIGKILL cannot be caught) are
-/// removed first.
+/// Writes the harness and the `lotus` module into a fresh private folder
+/// (mode 0700, in a `TMPDIR` that passes the trust check, refused
+/// otherwise: the job runs what is there). Folders left by a lotus that
+/// was killed (SIGKILL cannot be caught) are removed first.
 pub fn write_harness() -> std::io::Result<HarnessFiles> {
-    remove_stale_folders(&std::env::temp_dir());
-    let dir = tempfile::Builder::new().prefix(FOLDER_PREFIX).tempdir()?;
-    if let Some(stamp) = owner_stamp(std::process::id()) {
-        std::fs::write(dir.path().join(OWNER_FILE), stamp)?;
-    }
-    let harness = dir.path().join("lotus_harness.py");
-    std::fs::write(&harness, HARNESS_PY)?;
-    std::fs::write(dir.path().join("lotus.py"), LOTUS_PY)?;
+    let dir = lotus_sys::PrivateDir::new(FOLDER_PREFIX)?;
+    let harness = dir.write(Path::new("lotus_harness.py"), HARNESS_PY.as_bytes())?;
+    dir.write(Path::new("lotus.py"), LOTUS_PY.as_bytes())?;
     Ok(HarnessFiles { dir, harness })
 }
 
@@ -133,56 +126,6 @@ pub fn write_control_library(dir: &Path, bytes: &[u8]) -> Result<PathBuf, WriteL
     })?;
     lotus_backend_common::trust::check_file(&path).map_err(WriteLibraryError::Untrusted)?;
     Ok(path)
-}
-
-/// `"<pid> <start time>"` of a running process, or `None` when it is gone.
-fn owner_stamp(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command name (in parentheses, which may hold anything):
-    // state is field 3, the start time field 22.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let start = rest.split_whitespace().nth(19)?;
-    Some(format!("{pid} {start}"))
-}
-
-/// Removes the harness folders in `tmp` that a killed lotus left: a real
-/// folder (not a link) named `lotus-harness-*`, owned by this user, whose
-/// owner file names a process that is gone (its pid is free, or taken by a
-/// process started at another time). Folders without an owner file, or of
-/// another user, are left alone.
-fn remove_stale_folders(tmp: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid(2) cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if !entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(FOLDER_PREFIX)
-        {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if !meta.is_dir() || meta.uid() != me {
-            continue;
-        }
-        let Ok(stamp) = std::fs::read_to_string(path.join(OWNER_FILE)) else {
-            continue;
-        };
-        let Some(pid) = stamp.split_whitespace().next().and_then(|p| p.parse().ok()) else {
-            continue;
-        };
-        if owner_stamp(pid).as_deref() != Some(stamp.trim()) {
-            // remove_dir_all does not follow links inside the folder.
-            let _ = std::fs::remove_dir_all(&path);
-        }
-    }
 }
 
 /// The harness's command-line settings for one op run.
@@ -409,36 +352,6 @@ impl HarnessResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_folders_of_a_lotus_that_is_gone_are_removed() {
-        let tmp = tempfile::tempdir().expect("temp dir");
-        let folder = |name: &str, owner: Option<&str>| {
-            let dir = tmp.path().join(name);
-            std::fs::create_dir(&dir).expect("mkdir");
-            std::fs::write(dir.join("lotus_harness.py"), "").expect("write");
-            if let Some(owner) = owner {
-                std::fs::write(dir.join(OWNER_FILE), owner).expect("write");
-            }
-            dir
-        };
-        let mut gone = std::process::Command::new("true").spawn().expect("true");
-        gone.wait().expect("wait");
-        let stale = folder("lotus-harness-stale", Some(&format!("{} 1", gone.id())));
-        let reused = folder(
-            "lotus-harness-reused",
-            Some(&format!("{} 1", std::process::id())),
-        );
-        let live = folder(
-            "lotus-harness-live",
-            owner_stamp(std::process::id()).as_deref(),
-        );
-        let unstamped = folder("lotus-harness-old", None);
-        let other = folder("not-lotus", Some(&format!("{} 1", gone.id())));
-        remove_stale_folders(tmp.path());
-        assert!(!stale.exists() && !reused.exists());
-        assert!(live.exists() && unstamped.exists() && other.exists());
-    }
 
     #[test]
     fn args_carry_every_setting() {

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use lotus_core::Target;
 
 pub mod reaper;
-pub mod trust;
+/// Whether a path is under the control of this user alone (moved to
+/// `lotus-sys`; kept here so that callers compile unchanged).
+pub use lotus_sys::trust;
 pub mod vendor;
 
 /// `clock`'s time in nanoseconds (`clock_gettime`): the monotonic clock
@@ -143,12 +145,16 @@ pub(crate) fn wait_for(child: &mut Child, limit: Duration) -> io::Result<Option<
 }
 
 /// Opens (truncating) a log file and a second handle to it, for a child's
-/// stdout and stderr.
+/// stdout and stderr. `path` is in lotus's private folder for the run
+/// (`lotus_sys::PrivateDir`, mode 0700): never through a link all the same.
 pub(crate) fn log_pair(path: &Path) -> io::Result<(File, File)> {
+    use std::os::unix::fs::OpenOptionsExt;
     let log = OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
     let again = log.try_clone()?;
     Ok((log, again))

@@ -41,7 +41,7 @@ use lotus_backend_common as common;
 use lotus_backend_common::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
 use lotus_core::profiler::shell_quote;
 use lotus_core::{CollectOptions, CollectPlan, ProfilerError, Report, Target};
-use tempfile::TempDir;
+use lotus_sys::PrivateDir;
 
 use crate::report::read_report;
 
@@ -240,7 +240,7 @@ pub(crate) type UProfCollection = VendorCollection<UProfFiles>;
 pub(crate) struct UProfFiles {
     /// Logs, and (without keep_raw) `D` and `F`; deleted on drop (after the
     /// collect command is stopped).
-    _work: TempDir,
+    _work: PrivateDir,
     /// `D`.
     raw: PathBuf,
     /// `F`.
@@ -254,28 +254,20 @@ pub(crate) fn start(
     target: &Target,
     options: &CollectOptions,
 ) -> Result<UProfCollection, ProfilerError> {
-    let work = tempfile::Builder::new()
-        .prefix("lotus-uprof-")
-        .tempdir()
-        .map_err(io_error("cannot create a temporary folder for AMDuProfCLI"))?;
+    let work = PrivateDir::new("lotus-uprof-")
+        .map_err(|e| io_error("cannot create a temporary folder for AMDuProfCLI")(e.into()))?;
     let (raw, report_file) = match &options.keep_raw {
         Some(keep) => {
-            std::fs::create_dir_all(keep)
-                .map_err(io_error(format!("--keep-raw {}", keep.display())))?;
-            let raw = tempfile::Builder::new()
-                .prefix(KEPT_PREFIX)
-                .tempdir_in(keep)
-                .map_err(io_error(format!(
-                    "cannot create a folder in --keep-raw {}",
-                    keep.display()
-                )))?
+            let raw = PrivateDir::new_in(keep, KEPT_PREFIX)
+                .map_err(|e| io_error(format!("--keep-raw {}", keep.display()))(e.into()))?
                 .keep();
             let report = raw.join("report.csv");
             (raw, report)
         }
         None => {
-            let raw = work.path().join("raw");
-            std::fs::create_dir(&raw).map_err(io_error(format!("creating {}", raw.display())))?;
+            let raw = work
+                .create_dir(Path::new("raw"))
+                .map_err(|e| io_error("creating the raw folder")(e.into()))?;
             (raw, work.path().join("report.csv"))
         }
     };

@@ -169,7 +169,7 @@ pub fn plan(vtune: Option<&Path>, target: &Target, options: &CollectOptions) -> 
 /// The collection's folder: temporary (deleted on drop) or kept.
 #[derive(Debug)]
 enum Folder {
-    Temporary(tempfile::TempDir),
+    Temporary(lotus_sys::PrivateDir),
     Kept(PathBuf),
 }
 
@@ -199,22 +199,13 @@ pub(crate) fn start(
 ) -> Result<VTuneCollection, ProfilerError> {
     let folder = match &options.keep_raw {
         Some(keep) => {
-            std::fs::create_dir_all(keep)
-                .map_err(io_error(format!("--keep-raw {}", keep.display())))?;
-            let dir = tempfile::Builder::new()
-                .prefix(KEPT_PREFIX)
-                .tempdir_in(keep)
-                .map_err(io_error(format!(
-                    "cannot create a folder in --keep-raw {}",
-                    keep.display()
-                )))?;
+            let dir = lotus_sys::PrivateDir::new_in(keep, KEPT_PREFIX)
+                .map_err(|e| io_error(format!("--keep-raw {}", keep.display()))(e.into()))?;
             Folder::Kept(dir.keep())
         }
         None => Folder::Temporary(
-            tempfile::Builder::new()
-                .prefix("lotus-vtune-")
-                .tempdir()
-                .map_err(io_error("cannot create a temporary folder for vtune"))?,
+            lotus_sys::PrivateDir::new("lotus-vtune-")
+                .map_err(|e| io_error("cannot create a temporary folder for vtune")(e.into()))?,
         ),
     };
     let result = folder.path().join(RESULT_DIR);

@@ -801,30 +801,16 @@ mod tests {
         assert!(panicked, "the panic reached the caller");
     }
 
-    /// A fresh folder under the target directory (lotus-core has no
-    /// tempfile dependency).
+    /// A fresh folder with a name no one can guess (not a predictable
+    /// `/tmp` path: the tests may run as root).
     fn tempdir() -> TempDir {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "lotus-trace-folder-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).expect("mkdir");
-        TempDir(p)
+        TempDir(tempfile::tempdir().expect("tmp"))
     }
 
-    struct TempDir(PathBuf);
+    struct TempDir(tempfile::TempDir);
     impl TempDir {
         fn as_path(&self) -> &Path {
-            &self.0
-        }
-    }
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
+            self.0.path()
         }
     }
 }

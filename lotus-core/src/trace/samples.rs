@@ -472,22 +472,14 @@ impl SampleSink for SamplesWriter {
 }
 
 /// Writes the sampling description (`key=value` lines) to `path`: whole,
-/// through a private temporary file renamed over it.
+/// through lotus's one output writer (a temporary file in the folder,
+/// renamed over it; mode 0666 less the umask).
 pub fn write_sampling(path: &Path, pairs: &[(&str, String)]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".lotus-sampling-")
-        .tempfile_in(dir)
-        .map_err(|e| with_path(dir, e))?;
     let mut text = format!("{SAMPLING_TAG}\n");
     for (k, v) in pairs {
         text += &format!("{k}={}\n", v.replace(['\n', '\r'], " "));
     }
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file()
-        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
-    tmp.persist(path).map_err(|e| with_path(path, e.error))?;
-    Ok(())
+    lotus_sys::write_file(path, text.as_bytes()).map_err(io::Error::from)
 }
 
 /// The one line that says the counters asked for were refused, with the

@@ -130,8 +130,7 @@ pub(super) fn collect_options(
             })
             .collect();
         let dir = root.join(format!("{label}-run{run}"));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("--keep-raw: cannot create {}", dir.display()))?;
+        lotus_sys::create_dir_all(&dir, 0o755).context("--keep-raw")?;
         copts.keep_raw = Some(dir);
     }
     Ok(copts)

@@ -39,14 +39,39 @@ impl fmt::Display for Untrusted {
 
 impl std::error::Error for Untrusted {}
 
-/// This process's effective user id.
-pub(crate) fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+use crate::sys::euid;
+
+/// Whether `uid` is this user or root.
+pub(crate) fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == euid()
 }
 
-fn trusted_owner(uid: u32) -> bool {
-    uid == 0 || uid == euid()
+/// The rule of [`check_entry`] on an entry's owner and mode (`S_IF*` type
+/// bits included): `Err` says what is wrong.
+pub(crate) fn verdict(uid: u32, mode: u32, sticky_ok: bool) -> Result<(), String> {
+    if !trusted_owner(uid) {
+        return Err(format!(
+            "is owned by user {uid}, not by this user ({}) or root",
+            euid()
+        ));
+    }
+    let kind = mode & libc::S_IFMT;
+    // A link's own permission bits mean nothing.
+    if kind == libc::S_IFLNK || mode & SHARED_WRITE == 0 {
+        return Ok(());
+    }
+    if kind == libc::S_IFDIR && sticky_ok && mode & STICKY != 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "can be written by {} (mode {:o})",
+        if mode & 0o002 != 0 {
+            "every user"
+        } else {
+            "its group"
+        },
+        mode & 0o7777
+    ))
 }
 
 fn untrusted(path: &Path, why: String) -> Untrusted {
@@ -62,36 +87,7 @@ fn untrusted(path: &Path, why: String) -> Untrusted {
 pub fn check_entry(path: &Path, sticky_ok: bool) -> Result<(), Untrusted> {
     let meta = std::fs::symlink_metadata(path)
         .map_err(|e| untrusted(path, format!("cannot be examined ({e})")))?;
-    if !trusted_owner(meta.uid()) {
-        return Err(untrusted(
-            path,
-            format!(
-                "is owned by user {}, not by this user ({}) or root",
-                meta.uid(),
-                euid()
-            ),
-        ));
-    }
-    let mode = meta.mode();
-    // A link's own permission bits mean nothing.
-    if meta.file_type().is_symlink() || mode & SHARED_WRITE == 0 {
-        return Ok(());
-    }
-    if meta.is_dir() && sticky_ok && mode & STICKY != 0 {
-        return Ok(());
-    }
-    Err(untrusted(
-        path,
-        format!(
-            "can be written by {} (mode {:o})",
-            if mode & 0o002 != 0 {
-                "every user"
-            } else {
-                "its group"
-            },
-            mode & 0o7777
-        ),
-    ))
+    verdict(meta.uid(), meta.mode(), sticky_ok).map_err(|why| untrusted(path, why))
 }
 
 /// Checks `path` and every folder above it, following symbolic links the

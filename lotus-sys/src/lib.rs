@@ -1,0 +1,45 @@
+//! Where lotus writes, and what it trusts.
+//!
+//! lotus often runs as root. Every file it writes goes through one writer,
+//! [`OutputFile`] ([`write_file`], [`check_writable`], [`create_dir_all`]),
+//! and every temporary folder or file it makes through one maker,
+//! [`PrivateDir`] ([`temp_file`]):
+//!
+//! - The path is made absolute (joined to the working folder) and walked
+//!   from `/` one component at a time with `openat(O_PATH|O_NOFOLLOW)`,
+//!   each checked with `fstat` on the descriptor held, never looked up by
+//!   name again. A folder on the way must be owned by this user or root and
+//!   not writable by group or others unless sticky (`/tmp`). A symbolic
+//!   link on the way or at the end is followed (by the walk, at most 40)
+//!   only when this user or root owns it; it sits in a folder that passed.
+//!   Another user's link, or a FIFO or device on the way, is refused,
+//!   naming it.
+//! - A regular file (or nothing) at the name: the text goes to a temporary
+//!   file made in the already-opened folder (`O_TMPFILE`, else
+//!   `O_CREAT|O_EXCL|O_NOFOLLOW`), mode 0666 less the umask (never copied
+//!   from the file it replaces), then renamed over the name within that
+//!   folder. Nothing half-written is ever at the name.
+//! - A FIFO or character device at the name (`/dev/stdout`, `/dev/null`)
+//!   is written in place when this user or root owns it; it is opened
+//!   without waiting, so a FIFO no process reads is an error at once.
+//! - A private folder is made with `mkdirat` (mode 0700, a random name) in
+//!   `TMPDIR` (else `/tmp`) once that passes the same check (refused
+//!   otherwise, naming `TMPDIR`), and removed through descriptors.
+//!
+//! [`trust`] holds the rule itself, for what lotus loads or executes.
+#![deny(missing_docs)]
+
+mod error;
+mod output;
+mod private;
+mod sys;
+mod walk;
+
+pub mod trust;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::{Error, Result};
+pub use output::{check_writable, create_dir_all, write_file, OutputFile};
+pub use private::{owner_stamp, remove_stale_folders, temp_dir, temp_file, PrivateDir, OWNER_FILE};
