@@ -559,3 +559,159 @@ print("ok", sorted(os.listdir(".")))
     assert_ok(&out, "import lotus_trace, lotus outside lotus");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok []");
 }
+
+// --- With lotus's defaults: `trace run --sample`, then `attribute DIR` ---
+
+/// `lotus trace run --sample` at lotus's default frequency (no `-F`) of one
+/// pipeline, then `lotus attribute DIR --format json`: the attribution, the
+/// truth, and the batches the workers delivered (`trace stats --json`).
+fn attributed(
+    py: &Path,
+    script: &str,
+    args: &[&str],
+    extra: &[&str],
+) -> (serde_json::Value, BTreeMap<String, (u64, u64)>, u64) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("trace");
+    let truth = tmp.path().join("truth");
+    let mut with_sample = vec!["--sample"];
+    with_sample.extend(extra);
+    let out = run_pipeline(&dir, &truth, &with_sample, py, script, args);
+    assert_ok(&out, script);
+    let a = common::sampled::attribute_json(&dir);
+    let stats: serde_json::Value = serde_json::from_str(&common::lotus_ok(&[
+        "trace",
+        "stats",
+        dir.to_str().expect("utf-8"),
+        "--json",
+    ]))
+    .expect("stats JSON");
+    let batches = stats["batches"]["count"]
+        .as_u64()
+        .or_else(|| stats["batch_count"].as_u64())
+        .unwrap_or_else(|| panic!("{script}: no batch count in trace stats: {stats:#}"));
+    (a, read_truth(&truth), batches)
+}
+
+/// Each op the pipeline times (by name, inclusive of what it runs) against
+/// the attribution's op rows of that name (their inclusive CPU, summed over
+/// the places the op runs in the tree, a row inside a row of the same name
+/// not counted twice): every op a row; each of 0.1 s or more within 10%,
+/// and its share of the attributed CPU within 2 points of the truth's; the
+/// workers' CPU outside every op under 5% (nothing said as unseen).
+fn check_attributed(
+    what: &str,
+    a: &serde_json::Value,
+    truth: &BTreeMap<String, (u64, u64)>,
+    skip: &[&str],
+) {
+    let rows: Vec<&serde_json::Value> = a["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter(|r| r["kind"] == "op")
+        .collect();
+    let total = a["total_cpu_ns"].as_u64().expect("total_cpu_ns") as f64;
+    let mut figures = Vec::new();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (name, &(truth_ns, _)) in truth {
+        if skip.contains(&name.as_str()) {
+            continue;
+        }
+        let mine: Vec<&&serde_json::Value> = rows
+            .iter()
+            .filter(|r| r["name"] == name.as_str())
+            .filter(|r| {
+                let path = r["path"].as_str().expect("path");
+                !path.rsplit('/').skip(1).any(|p| p == name)
+            })
+            .collect();
+        if mine.is_empty() {
+            failures.push(format!("{name}: no op row"));
+            continue;
+        }
+        let got: f64 = mine
+            .iter()
+            .map(|r| r["inclusive_cpu_ns"].as_u64().expect("inclusive_cpu_ns") as f64)
+            .sum();
+        let want = truth_ns as f64;
+        let share_gap = (got - want).abs() / total * 100.0;
+        figures.push(format!(
+            "{name}: {:.1} ms against its timer's {:.1} ms ({:+.1}%), share gap {share_gap:.2} points",
+            got / 1e6,
+            want / 1e6,
+            (got - want) / want.max(1.0) * 100.0
+        ));
+        if want >= 0.1e9 {
+            checked += 1;
+            if (got - want).abs() > 0.10 * want {
+                failures.push(format!("{name}: off by more than 10%"));
+            }
+            if share_gap > 2.0 {
+                failures.push(format!("{name}: share off by more than 2 points"));
+            }
+        }
+    }
+    eprintln!("{what}:\n{}", figures.join("\n"));
+    assert!(checked > 0, "{what}: no op of 0.1 s or more: {truth:?}");
+    assert!(
+        failures.is_empty(),
+        "{what}: {failures:?}\n{}",
+        figures.join("\n")
+    );
+    assert_eq!(
+        a["unseen"],
+        serde_json::json!([]),
+        "{what}: work outside every op said: {:#}",
+        a["notes"]
+    );
+}
+
+#[test]
+fn with_defaults_albumentations_ops_are_attributed_within_10_percent() {
+    let test = "with_defaults_albumentations_ops_are_attributed_within_10_percent";
+    let Some(py) = python_with(
+        test,
+        "albumentations, cv2",
+        "albumentations opencv-python-headless",
+    ) else {
+        return;
+    };
+    let (a, truth, batches) = attributed(&py, "albu_cv2.py", &[], &[]);
+    check_attributed(test, &a, &truth, &[]);
+    assert_eq!(batches, 6, "{test}: delivered batches");
+}
+
+#[test]
+fn with_defaults_plain_functions_are_attributed_within_10_percent() {
+    let test = "with_defaults_plain_functions_are_attributed_within_10_percent";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    for (mode, dataset) in [("map", "Items"), ("iterable", "Stream")] {
+        let (a, truth, batches) = attributed(&py, "plain_functions.py", &[mode], PLAIN_OPS);
+        check_attributed(&format!("{test} ({mode})"), &a, &truth, &[dataset]);
+        assert_eq!(batches, 10, "{test} ({mode}): delivered batches only");
+    }
+}
+
+#[test]
+fn with_defaults_torchvision_v2_recipe_is_attributed_within_10_percent() {
+    let test = "with_defaults_torchvision_v2_recipe_is_attributed_within_10_percent";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let (a, truth, _) = attributed(&py, "tv2_mixup.py", &[], &[]);
+    check_attributed(test, &a, &truth, &[]);
+}
+
+#[test]
+fn with_defaults_nested_composes_are_attributed_within_10_percent() {
+    let test = "with_defaults_nested_composes_are_attributed_within_10_percent";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let (a, truth, _) = attributed(&py, "nested_compose.py", &[], &[]);
+    check_attributed(test, &a, &truth, &["scale", "shift"]);
+}
