@@ -586,9 +586,8 @@ fn attributed(
         "--json",
     ]))
     .expect("stats JSON");
-    let batches = stats["batches"]["count"]
+    let batches = stats["batches"]["summary"]["count"]
         .as_u64()
-        .or_else(|| stats["batch_count"].as_u64())
         .unwrap_or_else(|| panic!("{script}: no batch count in trace stats: {stats:#}"));
     (a, read_truth(&truth), batches)
 }

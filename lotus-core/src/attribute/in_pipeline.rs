@@ -284,8 +284,12 @@ impl Unseen {
             .take(3)
             .map(|f| format!("{} ({:.0}%)", f.function, f.share * 100.0))
             .collect();
+        let within = match self.role {
+            Role::Worker => " within their batches",
+            Role::Main => "",
+        };
         format!(
-            "{:.0}% of {who} ({:.1} ms) ran outside every op, so no op row shows it{}: name the functions that run it with `lotus trace run --op MODULE:QUALNAME`, or mark them in the code with `lotus_trace.wrap(fn)` or `with lotus_trace.span(\"name\"):`",
+            "{:.0}% of {who} ({:.1} ms) ran{within} outside every op, so no op row shows it{}: name the functions that run it with `lotus trace run --op MODULE:QUALNAME`, or mark them in the code with `lotus_trace.wrap(fn)` or `with lotus_trace.span(\"name\"):`",
             self.share * 100.0,
             self.cpu_ns as f64 / 1e6,
             if tops.is_empty() {
@@ -598,6 +602,10 @@ struct Logs {
     /// The main processes' batch spans (the DataLoader at work in the
     /// main process: `num_workers=0`), per thread, sorted by start.
     loader_spans: HashMap<(u32, u32), Vec<(u64, u64)>>,
+    /// The workers' batch spans, per thread, sorted by start: their CPU
+    /// outside every op is judged within them (a worker's start-up, its
+    /// wait for the next index and its exit are no op's).
+    worker_batches: HashMap<(u32, u32), Vec<(u64, u64)>>,
     spans: Spool<SpanRec>,
     bad_lines: u64,
     /// Logs skipped (empty: the process wrote nothing), each with why.
@@ -668,6 +676,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     let mut op_ids: HashMap<String, u32> = HashMap::new();
     let mut traced_threads = HashSet::new();
     let mut loader_spans: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
+    let mut worker_batches: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
     let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
     let mut bad_lines = 0u64;
     let mut clock = ClockMap::new(Vec::new());
@@ -697,12 +706,16 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
         };
         let id = next_id;
         next_id += 1;
-        if e.kind == Kind::Batch && e.role == Role::Main {
+        if e.kind == Kind::Batch {
             if let (Some(start), Some(end)) = (
                 clock.to_monotonic(e.start_ns),
                 clock.to_monotonic(e.end_ns()),
             ) {
-                loader_spans
+                let spans = match e.role {
+                    Role::Main => &mut loader_spans,
+                    Role::Worker => &mut worker_batches,
+                };
+                spans
                     .entry((e.pid, e.tid.unwrap_or(e.pid)))
                     .or_default()
                     .push((start, end));
@@ -757,6 +770,12 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
                 v.sort_unstable();
             }
             loader_spans
+        },
+        worker_batches: {
+            for v in worker_batches.values_mut() {
+                v.sort_unstable();
+            }
+            worker_batches
         },
         spans,
         bad_lines,
@@ -1177,8 +1196,33 @@ pub fn attribute_folder(
     let mut cursors: HashMap<(u32, u32), usize> = HashMap::new();
     let (mut in_loader, mut loader_outside) = (0u64, 0u64);
     let mut loader_functions: HashMap<u32, u64> = HashMap::new();
+    // The workers' samples outside every op within their batches (where
+    // a worker has no batch span at all, every one of them), and the
+    // functions there.
+    let batches = trace.logs.worker_batches.clone();
+    let batched_pids: HashSet<u32> = batches.keys().map(|&(pid, _)| pid).collect();
+    let mut batch_cursors: HashMap<(u32, u32), usize> = HashMap::new();
+    let mut worker_outside = 0u64;
+    let mut worker_functions: HashMap<u32, u64> = HashMap::new();
     let total = trace.credit(|c| {
         let s = c.sample;
+        if c.role == Some(Role::Worker) && c.target == Target::Outside(Role::Worker) {
+            let in_batch = if batched_pids.contains(&s.pid) {
+                batches.get(&(s.pid, s.tid)).is_some_and(|spans| {
+                    let i = batch_cursors.entry((s.pid, s.tid)).or_insert(0);
+                    while spans.get(*i).is_some_and(|b| b.1 <= s.time_ns) {
+                        *i += 1;
+                    }
+                    spans.get(*i).is_some_and(|b| b.0 <= s.time_ns)
+                })
+            } else {
+                true
+            };
+            if in_batch {
+                worker_outside += 1;
+                *worker_functions.entry(s.symbol).or_default() += 1;
+            }
+        }
         if let Some(spans) = (c.role == Some(Role::Main) && !loader.is_empty())
             .then(|| loader.get(&(s.pid, s.tid)))
             .flatten()
@@ -1352,19 +1396,27 @@ pub fn attribute_folder(
             u64::MAX
         ));
     }
-    // The workers' CPU outside every op; the main process's only within
-    // its batches (its CPU outside them is the training step's).
+    // The workers' CPU outside every op within their batches (outside
+    // them: start-up, the wait for the next index, exit); the main
+    // process's only within its batches (its CPU outside them is the
+    // training step's).
     let mut unseen = Vec::new();
-    let worker_outside = counts
-        .get(&Target::Outside(Role::Worker))
-        .copied()
-        .unwrap_or(0);
-    let outside_name = row_name(&Target::Outside(Role::Worker), &logs.ops);
-    let worker_tops = rows
-        .iter()
-        .find(|r| r.path == outside_name)
-        .map(|r| r.top_functions.clone())
-        .unwrap_or_default();
+    let mut worker_tops: Vec<(u32, u64)> = worker_functions.into_iter().collect();
+    worker_tops.sort_by_key(|&(sym, k)| (Reverse(k), sym));
+    let worker_tops: Vec<TopFunction> = worker_tops
+        .into_iter()
+        .take(top)
+        .map(|(sym, k)| {
+            let s = trace.symbols.get(sym);
+            TopFunction {
+                function: s.function.clone(),
+                module: s.module.clone(),
+                samples: k,
+                share: k as f64 / worker_outside as f64,
+                cpu_ns: k.saturating_mul(interval_ns),
+            }
+        })
+        .collect();
     let mut loader_tops: Vec<(u32, u64)> = loader_functions.into_iter().collect();
     loader_tops.sort_by_key(|&(sym, k)| (Reverse(k), sym));
     let loader_tops: Vec<TopFunction> = loader_tops
@@ -2358,6 +2410,34 @@ pub(crate) mod tests {
             "{:?}",
             a.notes
         );
+    }
+
+    /// A worker's CPU outside every op is judged within its batches: its
+    /// start-up before the first, its wait and its exit after the last are
+    /// no op's, and say nothing (they stay in the worker's outside row).
+    #[test]
+    fn a_workers_work_outside_its_batches_is_not_said_unseen() {
+        let times = every_100_ns(0, 9000);
+        let plain = nested_folder([None; 4], &times);
+        let a = attribute_folder(plain.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        // No batch span: every sample outside the ops counts.
+        assert_eq!(a.unseen.len(), 1, "{:?}", a.unseen);
+        assert_eq!(a.unseen[0].samples, 48);
+        // The same worker with one batch over [1000, 5600): 4 of its
+        // samples in the batch are outside every op (of 130: said nothing).
+        let log = std::fs::read_to_string(plain.path().join("lotus_worker_pid_10")).expect("log");
+        let batch = format!("SBatch,{},4600,kind=batch,batch=0\n", 1000 + 1_000_000u64);
+        let log = log.replacen(
+            "# lotus-trace: clock",
+            &format!("{batch}# lotus-trace: clock"),
+            1,
+        );
+        std::fs::write(plain.path().join("lotus_worker_pid_10"), log).expect("write");
+        let a = attribute_folder(plain.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        assert!(a.unseen.is_empty(), "{:?}", a.unseen);
+        assert_eq!(row_at(&a, "outside any op (worker)").samples, 48);
     }
 
     /// A main process (pid 10, no workers) running batches itself over
