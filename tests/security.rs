@@ -837,13 +837,14 @@ fn mode_of(path: &Path) -> u32 {
 }
 
 #[test]
-fn under_umask_077_outputs_are_0600_and_private_folders_0700() {
+fn under_umask_077_outputs_are_0600_and_private_folders_0700_the_tracers_0755() {
     // Any user can check this one.
     let dir = tempfile::tempdir().expect("tmp");
     let trace = dir.path().join("trace");
     let folders = dir.path().join("folders.txt");
-    // The job says the mode of the tracer's folder (on its PYTHONPATH).
-    let job = "import os, sys\nimport lotus_trace\nlotus_trace.wrap(lambda: None, 'Op')()\np = os.environ['PYTHONPATH'].split(':')[1]\nopen(sys.argv[1], 'w').write(oct(os.stat(p).st_mode & 0o7777))\n";
+    // The job says the mode of the tracer's folder (on its PYTHONPATH) and
+    // of its status folder ($LOTUS_TRACE_STATUS).
+    let job = "import os, sys\nimport lotus_trace\nlotus_trace.wrap(lambda: None, 'Op')()\np = os.environ['PYTHONPATH'].split(':')[1]\nq = os.environ['LOTUS_TRACE_STATUS']\nopen(sys.argv[1], 'w').write(oct(os.stat(p).st_mode & 0o7777) + ' ' + oct(os.stat(q).st_mode & 0o7777))\n";
     let o = output_bounded(
         Command::new("sh")
             .args(["-c", "umask 077 && exec \"$@\"", "sh"])
@@ -858,10 +859,13 @@ fn under_umask_077_outputs_are_0600_and_private_folders_0700() {
             .env_remove("PYTHONPATH"),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The tracer's folder is readable by all and writable by none but
+    // lotus (job processes of another user import the tracer from it: see
+    // `PrivateDir::readable_by_all`); its status folder is private.
     assert_eq!(
         std::fs::read_to_string(&folders).expect("job's report"),
-        "0o700",
-        "the tracer's folder"
+        "0o755 0o700",
+        "the tracer's folder and its status folder"
     );
     assert_eq!(mode_of(&trace.join("lotus.sampling")), 0o600);
     let view = dir.path().join("view.json");

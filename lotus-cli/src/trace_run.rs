@@ -319,6 +319,11 @@ pub fn write_tracer() -> io::Result<TracerFiles> {
         }
         dir.write(rel, text.as_bytes())?;
     }
+    // Job processes that run as another user import the tracer too (see
+    // `readable_by_all`); the status folder made later stays 0700.
+    let mut shared: Vec<&Path> = made.iter().map(PathBuf::as_path).collect();
+    shared.extend(TRACER_FILES.iter().map(|(rel, _)| Path::new(*rel)));
+    dir.readable_by_all(&shared)?;
     let boot = dir.path().join("lotus_trace").join("_boot");
     Ok(TracerFiles { dir, boot })
 }

@@ -321,6 +321,58 @@ impl PrivateDir {
         Ok(self.path.join(rel))
     }
 
+    /// Lets every user read (never write) the folder itself and the files
+    /// and folders `rels` name in it: the folder and each named folder
+    /// 0755, each named file 0644, whatever the umask; what is not named
+    /// (a status folder, the owner file) keeps its mode.
+    ///
+    /// For the tracer's folder alone: processes of a traced job that run
+    /// as another user (`setpriv`, `os.setuid`) must still import the
+    /// tracer, to report through lotus's pipe that they cannot write their
+    /// logs; with the folder at 0700 they would run untraced without a
+    /// word. It holds lotus's own Python source and nothing another user
+    /// could change or learn from.
+    pub fn readable_by_all(&self, rels: &[&Path]) -> Result<()> {
+        let root = self.open_readable()?;
+        sys::fchmod(root.as_fd(), 0o755).map_err(|e| self.fail(Path::new(""), e))?;
+        for rel in rels {
+            let (parent, name) = self.parent_of(rel)?;
+            let fd = sys::openat(
+                Some(parent.as_fd()),
+                &name,
+                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+                0,
+            )
+            .map_err(|e| self.fail(rel, e))?;
+            let st = sys::fstat(fd.as_fd()).map_err(|e| self.fail(rel, e))?;
+            let mode = match sys::kind(&st) {
+                libc::S_IFDIR => 0o755,
+                libc::S_IFREG => 0o644,
+                _ => {
+                    return Err(self.fail(
+                        rel,
+                        io::Error::new(io::ErrorKind::InvalidInput, "not a file or folder"),
+                    ))
+                }
+            };
+            sys::fchmod(fd.as_fd(), mode).map_err(|e| self.fail(rel, e))?;
+        }
+        Ok(())
+    }
+
+    /// The folder itself, opened for reading (fchmod needs a real
+    /// descriptor, not an `O_PATH` one).
+    fn open_readable(&self) -> Result<OwnedFd> {
+        let parent = open_folder(&self.parent, "create", None)?;
+        sys::openat(
+            Some(parent.fd.as_fd()),
+            &self.name,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )
+        .map_err(|e| self.fail(Path::new(""), e))
+    }
+
     /// Makes the folder `rel` (mode 0700; its parent must exist) and gives
     /// its path.
     pub fn create_dir(&self, rel: &Path) -> Result<PathBuf> {

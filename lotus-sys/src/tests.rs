@@ -317,3 +317,34 @@ fn a_descriptor_named_in_proc_is_written_in_place() {
     std::io::Read::read_to_string(&mut &read, &mut text).expect("read");
     assert_eq!(text, "through /proc");
 }
+
+#[test]
+fn readable_by_all_opens_only_what_it_names_and_never_follows_a_link() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = PrivateDir::new_in(dir.path(), "lotus-test-").expect("private");
+    let mode = |rel: &str| {
+        std::fs::symlink_metadata(p.path().join(rel))
+            .expect("meta")
+            .mode()
+            & 0o7777
+    };
+    p.create_dir(Path::new("pkg")).expect("mkdir");
+    p.create_file(Path::new("pkg/a.py"), 0o600).expect("file");
+    p.create_dir(Path::new("status")).expect("mkdir");
+    p.readable_by_all(&[Path::new("pkg"), Path::new("pkg/a.py")])
+        .expect("share");
+    assert_eq!(
+        (mode(""), mode("pkg"), mode("pkg/a.py"), mode("status")),
+        (0o755, 0o755, 0o644, 0o700)
+    );
+    // A link among the names is refused, and what it points to untouched.
+    let outside = dir.path().join("outside.txt");
+    std::fs::write(&outside, "x").expect("write");
+    chmod(&outside, 0o600);
+    std::os::unix::fs::symlink(&outside, p.path().join("pkg/link")).expect("link");
+    assert!(p.readable_by_all(&[Path::new("pkg/link")]).is_err());
+    assert_eq!(
+        std::fs::metadata(&outside).expect("meta").mode() & 0o7777,
+        0o600
+    );
+}
