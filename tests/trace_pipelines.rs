@@ -714,3 +714,59 @@ fn with_defaults_nested_composes_are_attributed_within_10_percent() {
     let (a, truth, _) = attributed(&py, "nested_compose.py", &[], &[]);
     check_attributed(test, &a, &truth, &["scale", "shift"]);
 }
+
+/// `lotus trace run --sample` says at its end what the workers ran in
+/// their batches outside every op, past 5% of their CPU (with the figure
+/// and what to do), as `attribute` does; and nothing where the ops cover
+/// the batches (fixtures/trace/pipeline.py, which marks its own batches
+/// and ops with lotus_trace, without torch).
+#[test]
+fn trace_run_sample_says_what_ran_outside_every_op() {
+    let py = common::any_python();
+    let run = |unmarked: &str| {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("trace");
+        let script = common::fixture("trace/pipeline.py");
+        let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
+            .args(["trace", "run", "--sample", "--out"])
+            .arg(&dir)
+            .arg("--")
+            .arg(&py)
+            .arg(&script)
+            .args([
+                "--batches",
+                "12",
+                "--workers",
+                "2",
+                "--sleep-ms",
+                "0",
+                "--spin-ms",
+                "3",
+                "--unmarked-ms",
+                unmarked,
+            ])
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env_remove("LOTUS_TRACE_DIR")
+            .output()
+            .expect("run lotus");
+        assert_ok(&out, "trace run --sample");
+        let a = common::sampled::attribute_json(&dir);
+        (String::from_utf8_lossy(&out.stderr).into_owned(), a)
+    };
+    // 12 ms of each batch's 24 outside every op: about half.
+    let (stderr, a) = run("12");
+    let unseen = a["unseen"].as_array().expect("unseen");
+    assert_eq!(unseen.len(), 1, "{:#}", a["unseen"]);
+    let share = unseen[0]["share"].as_f64().expect("share");
+    assert!(share > 0.3, "{share}: {:#}", a["unseen"]);
+    let said = format!("{:.0}% of the DataLoader workers' CPU", share * 100.0);
+    assert!(
+        stderr.contains(&said)
+            && stderr.contains("within their batches outside every op")
+            && stderr.contains("--op MODULE:QUALNAME"),
+        "{said}:\n{stderr}"
+    );
+    let (stderr, a) = run("0");
+    assert_eq!(a["unseen"], serde_json::json!([]), "{:#}", a["notes"]);
+    assert!(!stderr.contains("outside every op"), "{stderr}");
+}

@@ -478,13 +478,13 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Where the folder holds samples (`lotus trace run --sample`, the
-/// default prefix): what the workers ran outside every op, past 5% of
-/// their CPU ([`lotus_core::attribute::in_pipeline::unseen_work`]), as
-/// notes. Nothing when it holds none; a warning (and nothing) when they
-/// cannot be read: the statistics stand without them.
-fn unseen_notes(dir: &Path) -> Vec<String> {
-    if !dir.is_dir() || !SampleFiles::of(dir, "lotus").samples.is_file() {
+/// Where the folder holds samples of `prefix` (`lotus trace run
+/// --sample`): what the workers ran outside every op, past 5% of their CPU
+/// ([`lotus_core::attribute::in_pipeline::unseen_work`]), as notes.
+/// Nothing when it holds none; a warning (and nothing) when they cannot be
+/// read: the statistics (or the trace) stand without them.
+pub(crate) fn unseen_notes(dir: &Path, prefix: &str) -> Vec<String> {
+    if !dir.is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
         return Vec::new();
     }
     let budget = match Budget::from_env() {
@@ -497,7 +497,7 @@ fn unseen_notes(dir: &Path) -> Vec<String> {
             return Vec::new();
         }
     };
-    match lotus_core::attribute::in_pipeline::unseen_work(dir, "lotus", budget) {
+    match lotus_core::attribute::in_pipeline::unseen_work(dir, prefix, budget) {
         Ok(unseen) => unseen.iter().map(|u| u.message()).collect(),
         Err(e) => {
             eprintln!(
@@ -766,7 +766,7 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
     }
     if !several {
         let mut one = computed.pop().context("no trace")?;
-        let unseen = unseen_notes(&one.dir);
+        let unseen = unseen_notes(&one.dir, "lotus");
         if args.json {
             let rows = one.rows.take();
             write_json(&one.json(rows))?;

@@ -866,6 +866,13 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
         );
     }
     args.ops.report(&status_dir);
+    // What the workers ran outside every op, said now rather than only by
+    // a later `attribute` (issue 24: say what was not seen).
+    if args.sample && !new.is_empty() {
+        for note in crate::trace_cmd::unseen_notes(&out, &args.prefix) {
+            crate::usage::say!("lotus: note: {note}");
+        }
+    }
     if !status.success() {
         crate::usage::say!("lotus: the program exited with {status}");
     }
