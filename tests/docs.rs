@@ -192,7 +192,11 @@ fn broken_links() -> Vec<String> {
     };
     for doc in documents() {
         let text = std::fs::read_to_string(&doc).expect("a readable document");
-        let name = doc.strip_prefix(&root).unwrap_or(&doc).display().to_string();
+        let name = doc
+            .strip_prefix(&root)
+            .unwrap_or(&doc)
+            .display()
+            .to_string();
         let in_book = doc.starts_with(&book);
         for (n, line) in text.lines().enumerate() {
             if line.contains("../shared") || line.contains("shared/DESIGN") {
@@ -274,13 +278,28 @@ fn readme_is_a_guide_of_at_most_300_lines() {
     assert!(lines <= 300, "README.md has {lines} lines; at most 300");
     // The first screen: the pip install and the two checkout commands.
     let head: String = readme.lines().take(40).collect::<Vec<_>>().join("\n");
-    for needle in ["pip install", "bash scripts/demo.sh", "bash scripts/test.sh"] {
-        assert!(head.contains(needle), "README.md's first 40 lines lack `{needle}`");
+    for needle in [
+        "pip install",
+        "bash scripts/demo.sh",
+        "bash scripts/test.sh",
+    ] {
+        assert!(
+            head.contains(needle),
+            "README.md's first 40 lines lack `{needle}`"
+        );
     }
     // The quick start on one's own script within the first 80 lines.
     let quick: String = readme.lines().take(80).collect::<Vec<_>>().join("\n");
-    for needle in ["lotus trace run", "--sample", "lotus attribute", "lotus report"] {
-        assert!(quick.contains(needle), "README.md's first 80 lines lack `{needle}`");
+    for needle in [
+        "lotus trace run",
+        "--sample",
+        "lotus attribute",
+        "lotus report",
+    ] {
+        assert!(
+            quick.contains(needle),
+            "README.md's first 80 lines lack `{needle}`"
+        );
     }
 }
 
@@ -316,5 +335,8 @@ fn the_checker_finds_what_it_must() {
         vec!["a.md#b", "c.md"]
     );
     assert_eq!(targets("[ref]: ../x.md"), vec!["../x.md"]);
-    assert_eq!(targets("{{#include ../../bench/README.md:2:}}"), vec!["include:../../bench/README.md"]);
+    assert_eq!(
+        targets("{{#include ../../bench/README.md:2:}}"),
+        vec!["include:../../bench/README.md"]
+    );
 }
