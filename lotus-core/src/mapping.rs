@@ -187,6 +187,14 @@ pub struct WindowSummary {
     /// and in mappings made before lotus timed them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsampled: Option<UnsampledCalls>,
+    /// What the backend knows the op's samples miss, each with its figure
+    /// and the run it is about (e.g. "run 1: samples cover 0.72 s of the
+    /// 0.97 s CPU process 1234 ran (74%)": kernel mode not sampled, lost
+    /// or throttled samples, modules that could not be named). Absent when
+    /// there is nothing to say, and in mappings made before lotus kept
+    /// them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Op calls timed with sampling stopped (see [`WindowSummary::unsampled`]).
