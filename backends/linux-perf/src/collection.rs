@@ -149,6 +149,9 @@ pub(crate) struct Sampling {
     /// Each thread's sampler copy keeps its own timer (see
     /// `crate::coverage`).
     pub separate_threads: bool,
+    /// Keep a record of each closed window (see [`Closed`]); otherwise
+    /// they are kept summed only.
+    pub each_window: bool,
 }
 
 struct ClosedWindow {
@@ -195,6 +198,71 @@ impl Closed {
         if self.keep_each {
             self.each.push(w);
         }
+    }
+
+    /// The closed windows summed, samples from `counts` (the drain's,
+    /// per window). A counter is `None` if some window did not measure it.
+    fn total(&self, counts: &[WindowCounts]) -> PerfWindow {
+        let c = self;
+        let mut total = PerfWindow {
+            index: c.count,
+            duration: c.duration,
+            task_clock_ns: c.sums[0],
+            ..PerfWindow::default()
+        };
+        for w in counts.iter().take(c.count) {
+            total.samples = total.samples.saturating_add(w.samples);
+            total.lost = total.lost.saturating_add(w.lost);
+            total.throttled = total.throttled.saturating_add(w.throttled);
+        }
+        let sum = |k: CounterKind| {
+            let i = CounterKind::ALL.iter().position(|&x| x == k)?;
+            (!c.missing[i]).then_some(c.sums[i])
+        };
+        total.context_switches = sum(CounterKind::ContextSwitches);
+        total.page_faults = sum(CounterKind::PageFaults);
+        total.cycles = sum(CounterKind::Cycles);
+        total.instructions = sum(CounterKind::Instructions);
+        total
+    }
+
+    /// [`Self::total`] in lotus-core's form: what [`WindowTotals::add`]
+    /// over every window's [`PerfWindow::to_core`] would give, without a
+    /// record per window.
+    fn totals_core(&self, counts: &[WindowCounts], status: &[CounterStatus]) -> WindowTotals {
+        let mut totals = WindowTotals::default();
+        let c = self;
+        if c.count == 0 {
+            return totals;
+        }
+        let total = self.total(counts);
+        totals.count = c.count as u64;
+        totals.duration_ns = u64::try_from(c.duration.as_nanos()).unwrap_or(u64::MAX);
+        totals.samples = total.samples;
+        totals.lost_samples = total.lost;
+        // `to_core` gives every window a task-clock figure (0 if unread).
+        totals
+            .counters
+            .insert("task-clock-ns".to_string(), total.task_clock_ns as f64);
+        for (i, kind) in CounterKind::ALL.iter().enumerate() {
+            if *kind == CounterKind::TaskClock {
+                continue;
+            }
+            if c.measured[i] {
+                totals
+                    .counters
+                    .insert(kind.name().to_string(), c.sums[i] as f64);
+            }
+            if c.missing[i] {
+                let reason = status
+                    .iter()
+                    .find(|s| s.kind == *kind)
+                    .and_then(|s| s.reason.clone())
+                    .unwrap_or_else(|| "not measured".to_string());
+                totals.unsupported.insert(kind.name().to_string(), reason);
+            }
+        }
+        totals
     }
 }
 
@@ -245,7 +313,6 @@ impl PerfCollection {
         drain: Drain,
         sampling: Sampling,
         notes: Vec<String>,
-        each_window: bool,
     ) -> Self {
         PerfCollection {
             mode,
@@ -258,7 +325,7 @@ impl PerfCollection {
             drain: Some(drain),
             open_since: None,
             closed: Closed {
-                keep_each: each_window,
+                keep_each: sampling.each_window,
                 ..Closed::default()
             },
             frequency_hz: sampling.frequency_hz,
@@ -340,70 +407,13 @@ impl PerfCollection {
         self.window_iter(counts).collect()
     }
 
-    /// The closed windows summed, samples from `counts` (the drain's,
-    /// per window). A counter is `None` if some window did not measure it.
     fn total(&self, counts: &[WindowCounts]) -> PerfWindow {
-        let c = &self.closed;
-        let mut total = PerfWindow {
-            index: c.count,
-            duration: c.duration,
-            task_clock_ns: c.sums[0],
-            ..PerfWindow::default()
-        };
-        for w in counts.iter().take(c.count) {
-            total.samples = total.samples.saturating_add(w.samples);
-            total.lost = total.lost.saturating_add(w.lost);
-            total.throttled = total.throttled.saturating_add(w.throttled);
-        }
-        let sum = |k: CounterKind| {
-            let i = CounterKind::ALL.iter().position(|&x| x == k)?;
-            (!c.missing[i]).then_some(c.sums[i])
-        };
-        total.context_switches = sum(CounterKind::ContextSwitches);
-        total.page_faults = sum(CounterKind::PageFaults);
-        total.cycles = sum(CounterKind::Cycles);
-        total.instructions = sum(CounterKind::Instructions);
-        total
+        self.closed.total(counts)
     }
 
-    /// [`Self::total`] in lotus-core's form: what [`WindowTotals::add`]
-    /// over every window's [`PerfWindow::to_core`] would give, without a
-    /// record per window.
     fn totals_core(&self, counts: &[WindowCounts]) -> WindowTotals {
-        let mut totals = WindowTotals::default();
-        let c = &self.closed;
-        if c.count == 0 {
-            return totals;
-        }
-        let total = self.total(counts);
-        let status = self.window_counter_status();
-        totals.count = c.count as u64;
-        totals.duration_ns = u64::try_from(c.duration.as_nanos()).unwrap_or(u64::MAX);
-        totals.samples = total.samples;
-        totals.lost_samples = total.lost;
-        // `to_core` gives every window a task-clock figure (0 if unread).
-        totals
-            .counters
-            .insert("task-clock-ns".to_string(), total.task_clock_ns as f64);
-        for (i, kind) in CounterKind::ALL.iter().enumerate() {
-            if *kind == CounterKind::TaskClock {
-                continue;
-            }
-            if c.measured[i] {
-                totals
-                    .counters
-                    .insert(kind.name().to_string(), c.sums[i] as f64);
-            }
-            if c.missing[i] {
-                let reason = status
-                    .iter()
-                    .find(|s| s.kind == *kind)
-                    .and_then(|s| s.reason.clone())
-                    .unwrap_or_else(|| "not measured".to_string());
-                totals.unsupported.insert(kind.name().to_string(), reason);
-            }
-        }
-        totals
+        self.closed
+            .totals_core(counts, &self.window_counter_status())
     }
 
     /// The closed windows' figures one at a time (a caller that sums them
@@ -907,5 +917,89 @@ impl Drop for PerfCollection {
         if self.exit.is_none() || group_alive(self.pid) {
             let _ = self.kill();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Summed as they close, the windows give what summing each window's
+    /// `to_core` gives: counts, durations, samples, counters summed over
+    /// the windows that measured them, the reason for those some window
+    /// did not.
+    #[test]
+    fn windows_summed_as_they_close_equal_the_sum_of_each() {
+        let status = vec![CounterStatus {
+            kind: CounterKind::Cycles,
+            available: false,
+            user_only: false,
+            reason: Some("no PMU".into()),
+        }];
+        let mut closed = Closed {
+            keep_each: true,
+            ..Closed::default()
+        };
+        let windows: [Deltas; 3] = [
+            [Some(10), Some(1), None, None, None],
+            [Some(20), None, Some(3), None, None],
+            [None, Some(2), Some(4), Some(7), None],
+        ];
+        for (i, deltas) in windows.into_iter().enumerate() {
+            closed.push(ClosedWindow {
+                duration: Duration::from_millis(i as u64 + 1),
+                deltas,
+            });
+        }
+        let counts = [
+            WindowCounts {
+                samples: 5,
+                lost: 1,
+                throttled: 0,
+            },
+            WindowCounts {
+                samples: 7,
+                lost: 0,
+                throttled: 2,
+            },
+            WindowCounts::default(),
+        ];
+        let mut each = WindowTotals::default();
+        for (index, w) in closed.each.iter().enumerate() {
+            let d = |k: CounterKind| {
+                let i = CounterKind::ALL.iter().position(|&x| x == k).expect("kind");
+                w.deltas[i]
+            };
+            let pw = PerfWindow {
+                index,
+                duration: w.duration,
+                samples: counts[index].samples,
+                lost: counts[index].lost,
+                throttled: counts[index].throttled,
+                task_clock_ns: d(CounterKind::TaskClock).unwrap_or(0),
+                context_switches: d(CounterKind::ContextSwitches),
+                page_faults: d(CounterKind::PageFaults),
+                cycles: d(CounterKind::Cycles),
+                instructions: d(CounterKind::Instructions),
+            };
+            each.add(&pw.to_core(&status));
+        }
+        assert_eq!(closed.totals_core(&counts, &status), each);
+        let total = closed.total(&counts);
+        assert_eq!((total.samples, total.lost, total.throttled), (12, 1, 2));
+        assert_eq!(total.task_clock_ns, 30);
+        assert_eq!(total.context_switches, None, "a window did not count it");
+        assert_eq!(total.duration, Duration::from_millis(6));
+        // Kept summed only, the windows cost no record each.
+        let mut summed = Closed::default();
+        for deltas in windows {
+            summed.push(ClosedWindow {
+                duration: Duration::ZERO,
+                deltas,
+            });
+        }
+        assert!(summed.each.is_empty());
+        assert_eq!(summed.count, 3);
+        assert_eq!(summed.sums, closed.sums);
     }
 }

@@ -384,9 +384,9 @@ impl LinuxPerf {
                 counters: sample_counters,
                 stamped: options.window_stamps,
                 separate_threads,
+                each_window,
             },
             notes,
-            each_window,
         ))
     }
 }
