@@ -460,6 +460,14 @@ impl PerfCollection {
     }
 
     fn finish_inner(mut self, per_window: bool) -> Result<PerfReport, ProfilerError> {
+        if per_window && !self.closed.keep_each {
+            return Err(ProfilerError::Other {
+                backend: BACKEND.into(),
+                message: "one report per window was asked of a collection that keeps its \
+                          windows summed (start it with CollectOptions::each_window)"
+                    .into(),
+            });
+        }
         if self.is_open() {
             self.pause()?;
         }

@@ -370,6 +370,9 @@ impl LinuxPerf {
                 return Err(e);
             }
         };
+        if !each_window {
+            drain.sum_windows();
+        }
         let child = gated.release()?;
         Ok(PerfCollection::new(
             perf.window_switch,
