@@ -806,6 +806,23 @@ mod tests {
     use super::*;
     use crate::row::Row;
 
+    /// `window.notes` is optional: a window without it (older mappings)
+    /// reads with none, none is written when empty, and notes round-trip.
+    #[test]
+    fn window_notes_are_optional_and_kept() {
+        let mut w: WindowSummary =
+            serde_json::from_str(r#"{"seconds": 1.0, "iterations": 3, "samples": 9}"#)
+                .expect("an old window reads");
+        assert!(w.notes.is_empty());
+        let text = serde_json::to_string(&w).expect("json");
+        assert!(!text.contains("notes"), "{text}");
+        w.notes
+            .push("run 1: 5 samples (50.0%) in [x] could not be named: y".into());
+        let back: WindowSummary =
+            serde_json::from_str(&serde_json::to_string(&w).expect("json")).expect("reads");
+        assert_eq!(back.notes, w.notes);
+    }
+
     #[test]
     fn sampling_cost_compares_the_windows_calls_with_the_unsampled_ones() {
         let mut w = WindowSummary {
