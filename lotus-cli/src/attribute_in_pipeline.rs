@@ -17,6 +17,7 @@ use lotus_core::attribute::in_pipeline::{
     attribute_folder, AttributedRow, CpuSource, InPipelineAttribution, RowKind,
 };
 use lotus_core::spill::Budget;
+use lotus_core::trace::samples::SampleFiles;
 use serde_json::json;
 
 use crate::attribute_cmd::AttributeFormat;
@@ -38,8 +39,16 @@ pub fn run(
     plot: Option<&Path>,
 ) -> Result<ExitCode> {
     let budget = Budget::from_env()?;
-    let a = attribute_folder(dir, prefix, budget, top)
+    let mut a = attribute_folder(dir, prefix, budget, top)
         .with_context(|| format!("cannot attribute the samples in {}", dir.display()))?;
+    // What the collection knew the samples miss (its `note=` lines), and
+    // what they cover of the CPU the job ran (`cpu_ns=`) when short: said
+    // with the rows, in every format.
+    let files = SampleFiles::of(dir, prefix);
+    let coverage = files
+        .read_coverage()
+        .with_context(|| format!("cannot read {}", files.sampling.display()))?;
+    a.notes.extend(coverage.all_notes());
     if let Some(path) = plot {
         let colours = Colours::new(
             a.rows

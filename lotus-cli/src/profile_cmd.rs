@@ -174,7 +174,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     }
     // Summed: a program's windows cost no memory each.
     let windows = collection.window_totals();
-    let report = collection.report()?;
+    let (report, notes) = collection.report_noted()?;
     let mut profile = Profile::new(backend.name(), report);
     if backend.name() == "perf" {
         profile.sample_interval_s = Some(1.0 / args.frequency as f64);
@@ -216,6 +216,11 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
             );
         }
         None => print!("{text}"),
+    }
+    // Where samples are known to be missing, the figure is said (the
+    // profile file has no place for notes).
+    for note in &notes {
+        crate::usage::say!("lotus: note: {note}");
     }
     if args.windows && windows.count == 0 && backend.switches_windows() {
         crate::usage::say!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");

@@ -187,6 +187,14 @@ pub struct WindowSummary {
     /// and in mappings made before lotus timed them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsampled: Option<UnsampledCalls>,
+    /// What the backend knows the op's samples miss, each with its figure
+    /// and the run it is about (e.g. "run 1: samples cover 0.72 s of the
+    /// 0.97 s CPU process 1234 ran (74%)": kernel mode not sampled, lost
+    /// or throttled samples, modules that could not be named). Absent when
+    /// there is nothing to say, and in mappings made before lotus kept
+    /// them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Op calls timed with sampling stopped (see [`WindowSummary::unsampled`]).
@@ -797,6 +805,23 @@ impl MappingError {
 mod tests {
     use super::*;
     use crate::row::Row;
+
+    /// `window.notes` is optional: a window without it (older mappings)
+    /// reads with none, none is written when empty, and notes round-trip.
+    #[test]
+    fn window_notes_are_optional_and_kept() {
+        let mut w: WindowSummary =
+            serde_json::from_str(r#"{"seconds": 1.0, "iterations": 3, "samples": 9}"#)
+                .expect("an old window reads");
+        assert!(w.notes.is_empty());
+        let text = serde_json::to_string(&w).expect("json");
+        assert!(!text.contains("notes"), "{text}");
+        w.notes
+            .push("run 1: 5 samples (50.0%) in [x] could not be named: y".into());
+        let back: WindowSummary =
+            serde_json::from_str(&serde_json::to_string(&w).expect("json")).expect("reads");
+        assert_eq!(back.notes, w.notes);
+    }
 
     #[test]
     fn sampling_cost_compares_the_windows_calls_with_the_unsampled_ones() {

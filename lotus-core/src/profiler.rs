@@ -224,6 +224,12 @@ pub struct CollectOptions {
     /// collection gets them through [`Collection::resume_at`] and
     /// [`Collection::pause_at`]. Only where [`Profiler::takes_window_stamps`].
     pub window_stamps: bool,
+    /// The caller will ask for each window on its own
+    /// ([`Collection::windows`], [`Collection::reports_per_window`]).
+    /// Without it a backend may keep the closed windows summed only
+    /// ([`Collection::window_totals`]), in the same memory for one window
+    /// or a million.
+    pub each_window: bool,
 }
 
 impl CollectOptions {
@@ -254,6 +260,12 @@ impl CollectOptions {
     /// Measures the whole program from its start, not only its windows.
     pub fn with_whole_program(mut self, whole: bool) -> Self {
         self.whole_program = whole;
+        self
+    }
+
+    /// The caller will ask for each window on its own (see the field).
+    pub fn with_each_window(mut self, each: bool) -> Self {
+        self.each_window = each;
         self
     }
 
@@ -308,6 +320,22 @@ pub trait Collection: Send {
             message: "this backend reports all windows together".into(),
         })
     }
+    /// Ends the collection like [`Collection::report`], with the notes the
+    /// backend has on what the report is known to miss, each with its
+    /// figure (e.g. "samples cover 0.72 s of the 0.97 s CPU process 1234
+    /// ran (74%)", lost or throttled samples, modules that could not be
+    /// named). The default: [`Collection::report`] and no notes.
+    fn report_noted(self: Box<Self>) -> Result<(Report, Vec<String>), ProfilerError> {
+        Ok((self.report()?, Vec::new()))
+    }
+    /// [`Collection::reports_per_window`], with the notes on the whole
+    /// collection (see [`Collection::report_noted`]). The default: no
+    /// notes.
+    fn reports_per_window_noted(
+        self: Box<Self>,
+    ) -> Result<(Vec<Report>, Vec<String>), ProfilerError> {
+        Ok((self.reports_per_window()?, Vec::new()))
+    }
     /// Opens a window like [`Collection::resume`], calling `tell` (which
     /// lets the profiled process go on) as soon as the window is open; a
     /// backend may do slow bookkeeping (reading counters) after `tell`,
@@ -356,7 +384,9 @@ pub trait Collection: Send {
     /// counted.
     fn stamps_done(&mut self) {}
     /// What each closed window measured, in order. Backends that count
-    /// nothing per window return an empty list.
+    /// nothing per window return an empty list, and so may a backend whose
+    /// collection was started without [`CollectOptions::each_window`] (it
+    /// then keeps only [`Collection::window_totals`]).
     fn windows(&self) -> Vec<WindowStats> {
         Vec::new()
     }

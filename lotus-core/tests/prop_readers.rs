@@ -189,6 +189,7 @@ fn op_mapping(name: String) -> impl Strategy<Value = OpMapping> {
                     lost_samples: 0,
                     counters: BTreeMap::from([("task-clock-ns".to_string(), seconds * 1e9)]),
                     unsupported: BTreeMap::new(),
+                    notes: Vec::new(),
                     unsampled: (iterations % 3 == 0).then_some(UnsampledCalls::new(
                         iterations,
                         seconds,

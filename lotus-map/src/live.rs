@@ -80,6 +80,12 @@ pub(crate) struct RunOutput {
     /// Its windows summed: a run's memory does not grow with the windows
     /// a script opens (300,000 of them cost what one does).
     windows: WindowTotals,
+    /// What the backend knows the run's samples miss, with the figures
+    /// ([`lotus_core::Collection::report_noted`]).
+    notes: Vec<String>,
+    /// The runs `notes` are about ("run 2"; a fork server's notes are
+    /// about all its runs, told with the first).
+    notes_of: String,
 }
 
 /// One op to map: its file, and whether it is the empty floor.
@@ -702,6 +708,14 @@ fn map_op(
         }
         if let Some(why) = threads::spin_warning(&out.report, &opts.threads) {
             progress.message(MessageKind::Warning, &format!("{shown}: run {run}: {why}"));
+        }
+        for note in &out.notes {
+            let of = &out.notes_of;
+            progress.message(
+                MessageKind::Warning,
+                &format!("{shown}: {of}: {}", one_line(note)),
+            );
+            summary.notes.push(format!("{of}: {note}"));
         }
         let lost = out.windows.lost_samples;
         if lost > 0 {

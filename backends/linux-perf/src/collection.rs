@@ -49,26 +49,6 @@ pub struct PerfWindow {
 }
 
 impl PerfWindow {
-    fn add(&mut self, other: &PerfWindow) {
-        fn opt(a: &mut Option<u64>, b: Option<u64>) {
-            *a = match (*a, b) {
-                (Some(x), Some(y)) => Some(x.saturating_add(y)),
-                _ => None,
-            };
-        }
-        self.duration += other.duration;
-        self.samples += other.samples;
-        self.lost += other.lost;
-        self.throttled += other.throttled;
-        self.task_clock_ns = self.task_clock_ns.saturating_add(other.task_clock_ns);
-        opt(&mut self.context_switches, other.context_switches);
-        opt(&mut self.page_faults, other.page_faults);
-        opt(&mut self.cycles, other.cycles);
-        opt(&mut self.instructions, other.instructions);
-    }
-}
-
-impl PerfWindow {
     /// The window in lotus-core's form: counters by perf event name
     /// (`task-clock-ns`, `context-switches`, `page-faults`, `cycles`,
     /// `instructions`), and the unsupported ones with the reason from
@@ -116,7 +96,10 @@ pub struct PerfReport {
     /// no rows when the samples were streamed (they and their names are
     /// in the sink, see [`crate::LinuxPerf::start_streaming`]).
     pub report: Report,
-    /// Per-window figures, in opening order.
+    /// Per-window figures, in opening order: from [`crate::LinuxPerf::start`]
+    /// and its kin, or a collection started through the trait with
+    /// [`lotus_core::CollectOptions::each_window`]; empty otherwise (the
+    /// windows were kept summed only, in `total`).
     pub windows: Vec<PerfWindow>,
     /// The windows summed (`index` is the number of windows; a counter is
     /// `None` if it is unsupported).
@@ -166,11 +149,121 @@ pub(crate) struct Sampling {
     /// Each thread's sampler copy keeps its own timer (see
     /// `crate::coverage`).
     pub separate_threads: bool,
+    /// Keep a record of each closed window (see [`Closed`]); otherwise
+    /// they are kept summed only.
+    pub each_window: bool,
 }
 
 struct ClosedWindow {
     duration: Duration,
     deltas: Deltas,
+}
+
+/// The closed windows: each one's duration and counter deltas where a
+/// caller asked for each window ([`lotus_core::CollectOptions::each_window`],
+/// or [`crate::LinuxPerf::start`]'s typed API), and always their sum, so a
+/// caller that needs the totals only keeps the same few bytes for one
+/// window or a million.
+#[derive(Default)]
+struct Closed {
+    /// One record per window, in order; empty unless `keep_each`.
+    each: Vec<ClosedWindow>,
+    /// Whether `each` is kept.
+    keep_each: bool,
+    /// Windows closed.
+    count: usize,
+    /// Their durations, summed.
+    duration: Duration,
+    /// Each counter's deltas summed over the windows that measured it.
+    sums: [u64; 5],
+    /// Some window measured the counter.
+    measured: [bool; 5],
+    /// Some window did not.
+    missing: [bool; 5],
+}
+
+impl Closed {
+    fn push(&mut self, w: ClosedWindow) {
+        self.count += 1;
+        self.duration = self.duration.saturating_add(w.duration);
+        for (i, d) in w.deltas.iter().enumerate() {
+            match d {
+                Some(v) => {
+                    self.sums[i] = self.sums[i].saturating_add(*v);
+                    self.measured[i] = true;
+                }
+                None => self.missing[i] = true,
+            }
+        }
+        if self.keep_each {
+            self.each.push(w);
+        }
+    }
+
+    /// The closed windows summed, samples from `counts` (the drain's,
+    /// per window). A counter is `None` if some window did not measure it.
+    fn total(&self, counts: &[WindowCounts]) -> PerfWindow {
+        let c = self;
+        let mut total = PerfWindow {
+            index: c.count,
+            duration: c.duration,
+            task_clock_ns: c.sums[0],
+            ..PerfWindow::default()
+        };
+        for w in counts.iter().take(c.count) {
+            total.samples = total.samples.saturating_add(w.samples);
+            total.lost = total.lost.saturating_add(w.lost);
+            total.throttled = total.throttled.saturating_add(w.throttled);
+        }
+        let sum = |k: CounterKind| {
+            let i = CounterKind::ALL.iter().position(|&x| x == k)?;
+            (!c.missing[i]).then_some(c.sums[i])
+        };
+        total.context_switches = sum(CounterKind::ContextSwitches);
+        total.page_faults = sum(CounterKind::PageFaults);
+        total.cycles = sum(CounterKind::Cycles);
+        total.instructions = sum(CounterKind::Instructions);
+        total
+    }
+
+    /// [`Self::total`] in lotus-core's form: what [`WindowTotals::add`]
+    /// over every window's [`PerfWindow::to_core`] would give, without a
+    /// record per window.
+    fn totals_core(&self, counts: &[WindowCounts], status: &[CounterStatus]) -> WindowTotals {
+        let mut totals = WindowTotals::default();
+        let c = self;
+        if c.count == 0 {
+            return totals;
+        }
+        let total = self.total(counts);
+        totals.count = c.count as u64;
+        totals.duration_ns = u64::try_from(c.duration.as_nanos()).unwrap_or(u64::MAX);
+        totals.samples = total.samples;
+        totals.lost_samples = total.lost;
+        // `to_core` gives every window a task-clock figure (0 if unread).
+        totals
+            .counters
+            .insert("task-clock-ns".to_string(), total.task_clock_ns as f64);
+        for (i, kind) in CounterKind::ALL.iter().enumerate() {
+            if *kind == CounterKind::TaskClock {
+                continue;
+            }
+            if c.measured[i] {
+                totals
+                    .counters
+                    .insert(kind.name().to_string(), c.sums[i] as f64);
+            }
+            if c.missing[i] {
+                let reason = status
+                    .iter()
+                    .find(|s| s.kind == *kind)
+                    .and_then(|s| s.reason.clone())
+                    .unwrap_or_else(|| "not measured".to_string());
+                totals.unsupported.insert(kind.name().to_string(), reason);
+            }
+        }
+        totals
+    }
 }
 
 /// A target running under the perf backend.
@@ -188,7 +281,7 @@ pub struct PerfCollection {
     counters: Counters,
     drain: Option<Drain>,
     open_since: Option<Instant>,
-    closed: Vec<ClosedWindow>,
+    closed: Closed,
     frequency_hz: u64,
     kernel_samples: bool,
     sample_counters: crate::SampleCounters,
@@ -231,7 +324,10 @@ impl PerfCollection {
             counters,
             drain: Some(drain),
             open_since: None,
-            closed: Vec::new(),
+            closed: Closed {
+                keep_each: sampling.each_window,
+                ..Closed::default()
+            },
             frequency_hz: sampling.frequency_hz,
             kernel_samples: sampling.kernel,
             sample_counters: sampling.counters,
@@ -311,13 +407,22 @@ impl PerfCollection {
         self.window_iter(counts).collect()
     }
 
+    fn total(&self, counts: &[WindowCounts]) -> PerfWindow {
+        self.closed.total(counts)
+    }
+
+    fn totals_core(&self, counts: &[WindowCounts]) -> WindowTotals {
+        self.closed
+            .totals_core(counts, &self.window_counter_status())
+    }
+
     /// The closed windows' figures one at a time (a caller that sums them
     /// holds no list).
     fn window_iter<'a>(
         &'a self,
         counts: &'a [WindowCounts],
     ) -> impl Iterator<Item = PerfWindow> + 'a {
-        self.closed.iter().enumerate().map(move |(index, w)| {
+        self.closed.each.iter().enumerate().map(move |(index, w)| {
             let c = counts.get(index).copied().unwrap_or_default();
             let d = |k: CounterKind| {
                 CounterKind::ALL
@@ -355,6 +460,14 @@ impl PerfCollection {
     }
 
     fn finish_inner(mut self, per_window: bool) -> Result<PerfReport, ProfilerError> {
+        if per_window && !self.closed.keep_each {
+            return Err(ProfilerError::Other {
+                backend: BACKEND.into(),
+                message: "one report per window was asked of a collection that keeps its \
+                          windows summed (start it with CollectOptions::each_window)"
+                    .into(),
+            });
+        }
         if self.is_open() {
             self.pause()?;
         }
@@ -372,7 +485,10 @@ impl PerfCollection {
         let drain = self.drain.take().ok_or_else(finished)?;
         let drained = drain.finish()?;
         let model = drained.model;
+        // Empty unless each window was kept (then 300,000 windows would
+        // cost a record each here too).
         let windows = self.window_stats(&model.windows);
+        let mut total = self.total(&model.windows);
 
         // Streamed samples were named as they came, into the sink: naming
         // them again here (reading every symbol table and the kernel's
@@ -390,7 +506,8 @@ impl PerfCollection {
         self.notes.extend(symbol_notes);
         let mut window_reports = Vec::new();
         if per_window {
-            let mut by_window: Vec<HashMap<Location, u64>> = vec![HashMap::new(); windows.len()];
+            let mut by_window: Vec<HashMap<Location, u64>> =
+                vec![HashMap::new(); self.closed.count];
             for (&(w, loc), &n) in &model.counts {
                 if let Some(counts) = by_window.get_mut(w) {
                     *counts.entry(loc).or_insert(0) += n;
@@ -405,17 +522,6 @@ impl PerfCollection {
             }
         }
 
-        let mut total = PerfWindow {
-            index: windows.len(),
-            context_switches: Some(0),
-            page_faults: Some(0),
-            cycles: Some(0),
-            instructions: Some(0),
-            ..PerfWindow::default()
-        };
-        for w in &windows {
-            total.add(w);
-        }
         let counters = self.window_counter_status();
         for c in &counters {
             if let Some(note) = c.note() {
@@ -509,6 +615,18 @@ fn finished() -> ProfilerError {
         backend: BACKEND.into(),
         message: "the collection has already ended".into(),
     }
+}
+
+/// The report's notes less those on counters that cannot be counted here
+/// (the trait's windows carry them, in [`WindowStats::unsupported`]): what
+/// is known to be missing from the samples, with the figures.
+fn sample_notes(r: &PerfReport) -> Vec<String> {
+    let counter_notes: Vec<String> = r.counters.iter().filter_map(|c| c.note()).collect();
+    r.notes
+        .iter()
+        .filter(|n| !counter_notes.contains(n))
+        .cloned()
+        .collect()
 }
 
 /// True while any process is left in the group `pgid`.
@@ -758,6 +876,20 @@ impl Collection for PerfCollection {
         Ok(self.finish_per_window()?.window_reports)
     }
 
+    fn report_noted(self: Box<Self>) -> Result<(Report, Vec<String>), ProfilerError> {
+        let r = self.finish()?;
+        let notes = sample_notes(&r);
+        Ok((r.report, notes))
+    }
+
+    fn reports_per_window_noted(
+        self: Box<Self>,
+    ) -> Result<(Vec<Report>, Vec<String>), ProfilerError> {
+        let r = self.finish_per_window()?;
+        let notes = sample_notes(&r);
+        Ok((r.window_reports, notes))
+    }
+
     fn windows(&self) -> Vec<WindowStats> {
         // If the drain thread cannot answer, the counts published so far
         // are still the best figures there are.
@@ -782,12 +914,7 @@ impl Collection for PerfCollection {
             Some(d) => d.flush().unwrap_or_else(|_| d.published()),
             None => Vec::new(),
         };
-        let status = self.window_counter_status();
-        let mut totals = WindowTotals::default();
-        for w in self.window_iter(&counts) {
-            totals.add(&w.to_core(&status));
-        }
-        totals
+        self.totals_core(&counts)
     }
 }
 
@@ -798,5 +925,89 @@ impl Drop for PerfCollection {
         if self.exit.is_none() || group_alive(self.pid) {
             let _ = self.kill();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Summed as they close, the windows give what summing each window's
+    /// `to_core` gives: counts, durations, samples, counters summed over
+    /// the windows that measured them, the reason for those some window
+    /// did not.
+    #[test]
+    fn windows_summed_as_they_close_equal_the_sum_of_each() {
+        let status = vec![CounterStatus {
+            kind: CounterKind::Cycles,
+            available: false,
+            user_only: false,
+            reason: Some("no PMU".into()),
+        }];
+        let mut closed = Closed {
+            keep_each: true,
+            ..Closed::default()
+        };
+        let windows: [Deltas; 3] = [
+            [Some(10), Some(1), None, None, None],
+            [Some(20), None, Some(3), None, None],
+            [None, Some(2), Some(4), Some(7), None],
+        ];
+        for (i, deltas) in windows.into_iter().enumerate() {
+            closed.push(ClosedWindow {
+                duration: Duration::from_millis(i as u64 + 1),
+                deltas,
+            });
+        }
+        let counts = [
+            WindowCounts {
+                samples: 5,
+                lost: 1,
+                throttled: 0,
+            },
+            WindowCounts {
+                samples: 7,
+                lost: 0,
+                throttled: 2,
+            },
+            WindowCounts::default(),
+        ];
+        let mut each = WindowTotals::default();
+        for (index, w) in closed.each.iter().enumerate() {
+            let d = |k: CounterKind| {
+                let i = CounterKind::ALL.iter().position(|&x| x == k).expect("kind");
+                w.deltas[i]
+            };
+            let pw = PerfWindow {
+                index,
+                duration: w.duration,
+                samples: counts[index].samples,
+                lost: counts[index].lost,
+                throttled: counts[index].throttled,
+                task_clock_ns: d(CounterKind::TaskClock).unwrap_or(0),
+                context_switches: d(CounterKind::ContextSwitches),
+                page_faults: d(CounterKind::PageFaults),
+                cycles: d(CounterKind::Cycles),
+                instructions: d(CounterKind::Instructions),
+            };
+            each.add(&pw.to_core(&status));
+        }
+        assert_eq!(closed.totals_core(&counts, &status), each);
+        let total = closed.total(&counts);
+        assert_eq!((total.samples, total.lost, total.throttled), (12, 1, 2));
+        assert_eq!(total.task_clock_ns, 30);
+        assert_eq!(total.context_switches, None, "a window did not count it");
+        assert_eq!(total.duration, Duration::from_millis(6));
+        // Kept summed only, the windows cost no record each.
+        let mut summed = Closed::default();
+        for deltas in windows {
+            summed.push(ClosedWindow {
+                duration: Duration::ZERO,
+                deltas,
+            });
+        }
+        assert!(summed.each.is_empty());
+        assert_eq!(summed.count, 3);
+        assert_eq!(summed.sums, closed.sums);
     }
 }

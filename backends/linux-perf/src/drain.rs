@@ -44,6 +44,9 @@ struct State {
     finished: bool,
     /// Per-window counts as of the last replay.
     published: Vec<WindowCounts>,
+    /// Count every window's samples as window 0's (see
+    /// [`Drain::sum_windows`]).
+    summed: bool,
     /// Records the parser could not read (never expected).
     malformed: u64,
     /// Side-band records (mappings, forks, execs) the kernel dropped.
@@ -146,6 +149,15 @@ impl Drain {
             handle: Some(handle),
             writer,
         })
+    }
+
+    /// Counts the samples of every window together, as window 0's: the
+    /// per-window counts (and the counts by window and location) then stay
+    /// one window's size however many windows there are. For a collection
+    /// whose caller asked for the totals only; called before any window
+    /// opens.
+    pub(crate) fn sum_windows(&self) {
+        self.shared.lock().summed = true;
     }
 
     /// Opens a window now. The clock is read under the lock the drain
@@ -350,14 +362,14 @@ fn run(
         }
         // The windows and the horizon are read together: every edge
         // stamped before the horizon is among these windows.
-        let (windows, horizon) = {
+        let (windows, horizon, summed) = {
             let st = shared.lock();
-            (st.windows.clone(), st.horizon)
+            (st.windows.clone(), st.horizon, st.summed)
         };
         let limit = replay_limit(stop, flush > flushed, round, prev_round, horizon);
         pending.sort_by_key(|(t, ev)| (*t, ev.rank()));
         let ready = pending.partition_point(|(t, _)| *t <= limit);
-        let window = |t: u64| window_of(&windows, t);
+        let window = |t: u64| window_of(&windows, t).map(|i| if summed { 0 } else { i });
         for (t, ev) in pending.drain(..ready) {
             match ev {
                 Event::Sample {

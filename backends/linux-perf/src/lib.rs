@@ -269,7 +269,7 @@ impl LinuxPerf {
         options: &CollectOptions,
         perf: &PerfOptions,
     ) -> Result<PerfCollection, ProfilerError> {
-        self.start_inner(target, options, perf, None)
+        self.start_inner(target, options, perf, None, true)
     }
 
     /// [`Self::start_with`], and every sample taken inside a window goes
@@ -283,7 +283,7 @@ impl LinuxPerf {
         perf: &PerfOptions,
         sink: Box<dyn lotus_core::trace::samples::SampleSink>,
     ) -> Result<PerfCollection, ProfilerError> {
-        self.start_inner(target, options, perf, Some(sink))
+        self.start_inner(target, options, perf, Some(sink), true)
     }
 
     fn start_inner(
@@ -292,6 +292,7 @@ impl LinuxPerf {
         options: &CollectOptions,
         perf: &PerfOptions,
         sink: Option<Box<dyn lotus_core::trace::samples::SampleSink>>,
+        each_window: bool,
     ) -> Result<PerfCollection, ProfilerError> {
         let running = perf.window_switch == WindowSwitch::Timestamps;
         let mut notes = Vec::new();
@@ -369,6 +370,9 @@ impl LinuxPerf {
                 return Err(e);
             }
         };
+        if !each_window {
+            drain.sum_windows();
+        }
         let child = gated.release()?;
         Ok(PerfCollection::new(
             perf.window_switch,
@@ -383,6 +387,7 @@ impl LinuxPerf {
                 counters: sample_counters,
                 stamped: options.window_stamps,
                 separate_threads,
+                each_window,
             },
             notes,
         ))
@@ -419,7 +424,15 @@ impl Profiler for LinuxPerf {
         target: &Target,
         options: &CollectOptions,
     ) -> Result<Box<dyn Collection>, ProfilerError> {
-        Ok(Box::new(self.start(target, options)?))
+        // Each window is kept only where the caller asks for each (the
+        // fork server): the map engine and `lotus profile` sum them.
+        Ok(Box::new(self.start_inner(
+            target,
+            options,
+            &PerfOptions::default(),
+            None,
+            options.each_window,
+        )?))
     }
 
     /// One period of the frequency in force: the kernel caps it at

@@ -318,6 +318,12 @@ impl SampleFiles {
         Ok(pairs)
     }
 
+    /// What the sampling description says of missing samples
+    /// ([`SamplingCoverage`]); empty when the file is missing.
+    pub fn read_coverage(&self) -> io::Result<SamplingCoverage> {
+        Ok(SamplingCoverage::from_pairs(&self.read_sampling()?))
+    }
+
     /// A streaming reader of the samples, which stops at the size the
     /// file had when opened.
     pub fn samples(&self) -> io::Result<SampleReader<BufReader<SizedFile>>> {
@@ -326,6 +332,92 @@ impl SampleFiles {
         let mut reader = SampleReader::new(BufReader::with_capacity(1 << 16, file), &self.samples)?;
         reader.most = size.saturating_sub(HEADER_BYTES as u64) / reader.record.len() as u64;
         Ok(reader)
+    }
+}
+
+/// What a sampling description says of the samples known to be missing:
+/// its `note=` lines, and the figures to set the samples against the CPU
+/// time the job ran ([`SamplingCoverage::shortfall_note`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SamplingCoverage {
+    /// The `note=` lines, in file order (each a known loss with its
+    /// figure, as the collection said it).
+    pub notes: Vec<String>,
+    /// `cpu_ns=`: the CPU time the job's processes ran, where the sampler
+    /// could count it.
+    pub cpu_ns: Option<u64>,
+    /// `samples=`: the samples written.
+    pub samples: Option<u64>,
+    /// `interval_ns=` (or one period of `frequency_hz=`): the CPU time a
+    /// sample stands for.
+    pub interval_ns: Option<u64>,
+}
+
+/// Under this share of the job's CPU time, samples that cover less are
+/// said ([`SamplingCoverage::shortfall_note`]).
+pub const COVERAGE_WARN_BELOW: f64 = 0.95;
+
+impl SamplingCoverage {
+    /// Reads the keys from a description's pairs
+    /// ([`SampleFiles::read_sampling`]); a number that does not parse is
+    /// taken as absent (the figure then goes unsaid, never wrong).
+    pub fn from_pairs(pairs: &[(String, String)]) -> SamplingCoverage {
+        let num = |key: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == key)
+                .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+        };
+        let interval_ns = num("interval_ns").filter(|&n| n > 0).or_else(|| {
+            num("frequency_hz")
+                .filter(|&hz| hz > 0)
+                .map(|hz| (1_000_000_000 / hz).max(1))
+        });
+        SamplingCoverage {
+            notes: pairs
+                .iter()
+                .filter(|(k, _)| k == "note")
+                .map(|(_, v)| v.clone())
+                .collect(),
+            cpu_ns: num("cpu_ns"),
+            samples: num("samples"),
+            interval_ns,
+        }
+    }
+
+    /// The CPU time the samples stand for (samples × interval), where both
+    /// are known.
+    pub fn covered_ns(&self) -> Option<u64> {
+        Some(self.samples?.saturating_mul(self.interval_ns?))
+    }
+
+    /// What the samples cover of `cpu_ns=` when it is under
+    /// [`COVERAGE_WARN_BELOW`] (e.g. "the samples cover 0.720 s of the
+    /// 0.970 s CPU the job ran (74%)..."); `None` when a figure is missing
+    /// or the samples cover enough.
+    pub fn shortfall_note(&self) -> Option<String> {
+        let cpu = self.cpu_ns.filter(|&n| n > 0)?;
+        let covered = self.covered_ns()?;
+        let share = covered as f64 / cpu as f64;
+        (share < COVERAGE_WARN_BELOW).then(|| {
+            format!(
+                "the samples cover {:.3} s of the {:.3} s CPU the job ran ({:.0}%: {} samples \
+                 x {} us against cpu_ns={cpu}): the rest is missing from every row",
+                covered as f64 / 1e9,
+                cpu as f64 / 1e9,
+                (share * 100.0).floor(),
+                self.samples.unwrap_or(0),
+                self.interval_ns.unwrap_or(0) as f64 / 1e3,
+            )
+        })
+    }
+
+    /// Every note to show: the `note=` lines, then the shortfall.
+    pub fn all_notes(&self) -> Vec<String> {
+        let mut notes = self.notes.clone();
+        notes.extend(self.shortfall_note());
+        notes
     }
 }
 
@@ -969,6 +1061,45 @@ mod tests {
             err.to_string().contains("not a lotus samples file"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn coverage_reads_notes_and_says_a_shortfall_with_its_figures() {
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let c = SamplingCoverage::from_pairs(&pairs(&[
+            ("frequency_hz", "1000"),
+            ("interval_ns", "1000000"),
+            ("samples", "720"),
+            ("cpu_ns", "970000000"),
+            ("note", "5 samples were lost"),
+            ("note", "kernel mode was not sampled"),
+        ]));
+        assert_eq!(c.notes.len(), 2);
+        assert_eq!(c.covered_ns(), Some(720_000_000));
+        let short = c.shortfall_note().expect("74% is short");
+        assert!(short.contains("0.720 s of the 0.970 s"), "{short}");
+        assert!(short.contains("(74%"), "{short}");
+        assert_eq!(c.all_notes().len(), 3);
+        // 96%: enough; no cpu_ns: nothing to set against; garbage: absent.
+        let enough = SamplingCoverage::from_pairs(&pairs(&[
+            ("frequency_hz", "1000"),
+            ("samples", "960"),
+            ("cpu_ns", "1000000000"),
+        ]));
+        assert_eq!(enough.interval_ns, Some(1_000_000));
+        assert_eq!(enough.shortfall_note(), None);
+        let none = SamplingCoverage::from_pairs(&pairs(&[("samples", "1"), ("cpu_ns", "x")]));
+        assert_eq!(none.shortfall_note(), None);
+        let huge = SamplingCoverage::from_pairs(&pairs(&[
+            ("interval_ns", "18446744073709551615"),
+            ("samples", "18446744073709551615"),
+            ("cpu_ns", "1"),
+        ]));
+        assert_eq!(huge.shortfall_note(), None, "saturates, no panic");
     }
 
     #[test]

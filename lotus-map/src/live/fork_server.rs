@@ -86,7 +86,8 @@ pub(super) fn run_server(
         .context("cannot create the control channel's pipes")?;
     let mut echo = Echo::start().context("cannot create the pipe for the op's output")?;
     target.output_fd = echo.child_fd();
-    let copts = collect_options(backend, opts, spec, 1)?;
+    // Each run is a window: its figures are asked for one by one.
+    let copts = collect_options(backend, opts, spec, 1)?.with_each_window(true);
     let mut collection = backend
         .collect(&target, &copts)
         .map_err(|e| RunError::Failed(e.to_string()))?;
@@ -127,11 +128,12 @@ pub(super) fn run_server(
         )));
     }
     let windows = collection.windows();
-    let reports = collection
-        .reports_per_window()
+    let (reports, notes) = collection
+        .reports_per_window_noted()
         .map_err(|e| RunError::Failed(e.to_string()))?;
     let mut outs = Vec::new();
-    for k in 1..=server.runs_made.unwrap_or(0).min(runs) {
+    let runs_made = server.runs_made.unwrap_or(0).min(runs);
+    for k in 1..=runs_made {
         let result = match HarnessResult::read(&run_path(k)) {
             Ok(r) => r,
             Err(e) => {
@@ -156,6 +158,9 @@ pub(super) fn run_server(
             report: report.clone(),
             result,
             windows: lotus_core::WindowTotals::of(window),
+            // The server's notes cover all its runs: told with the first.
+            notes: if i == 0 { notes.clone() } else { Vec::new() },
+            notes_of: format!("runs 1-{runs_made} (one fork server)"),
         }));
     }
     Ok(Some(outs))

@@ -111,8 +111,8 @@ pub(super) fn run_once(
         )));
     }
     let windows = collection.window_totals();
-    let report = collection
-        .report()
+    let (report, notes) = collection
+        .report_noted()
         .map_err(|e| RunError::Failed(e.to_string()))?;
     let result = result.ok_or_else(|| RunError::Failed(no_result(0, printed)))?;
     if let Some(err) = &result.error {
@@ -122,6 +122,8 @@ pub(super) fn run_once(
         report,
         result,
         windows,
+        notes,
+        notes_of: format!("run {run}"),
     })
 }
 

@@ -162,6 +162,8 @@ mod tests {
                 t.add(w);
                 t
             }),
+            notes: Vec::new(),
+            notes_of: String::new(),
         }
     }
 
