@@ -235,14 +235,19 @@ fn kornia_augmentations_in_the_collate_fn() {
     assert_eq!(r.batches(), 6);
 }
 
-#[test]
-fn albumentations_with_cv2_decode_in_a_custom_dataset() {
-    let test = "albumentations_with_cv2_decode_in_a_custom_dataset";
-    let Some(py) = python_with(
+/// The Python to run the albumentations pipeline with (see `python_with`).
+fn albumentations_python(test: &str) -> Option<PathBuf> {
+    python_with(
         test,
         "albumentations, cv2",
         "albumentations opencv-python-headless",
-    ) else {
+    )
+}
+
+#[test]
+fn albumentations_with_cv2_decode_in_a_custom_dataset() {
+    let test = "albumentations_with_cv2_decode_in_a_custom_dataset";
+    let Some(py) = albumentations_python(test) else {
         return;
     };
     let r = run(&py, "albu_cv2.py", &[], &[]);
@@ -670,11 +675,7 @@ fn check_attributed(
 #[test]
 fn with_defaults_albumentations_ops_are_attributed_within_10_percent() {
     let test = "with_defaults_albumentations_ops_are_attributed_within_10_percent";
-    let Some(py) = python_with(
-        test,
-        "albumentations, cv2",
-        "albumentations opencv-python-headless",
-    ) else {
+    let Some(py) = albumentations_python(test) else {
         return;
     };
     let (a, truth, batches) = attributed(&py, "albu_cv2.py", &[], &[]);

@@ -1401,38 +1401,26 @@ pub fn attribute_folder(
     // process's only within its batches (its CPU outside them is the
     // training step's).
     let mut unseen = Vec::new();
-    let mut worker_tops: Vec<(u32, u64)> = worker_functions.into_iter().collect();
-    worker_tops.sort_by_key(|&(sym, k)| (Reverse(k), sym));
-    let worker_tops: Vec<TopFunction> = worker_tops
-        .into_iter()
-        .take(top)
-        .map(|(sym, k)| {
-            let s = trace.symbols.get(sym);
-            TopFunction {
-                function: s.function.clone(),
-                module: s.module.clone(),
-                samples: k,
-                share: k as f64 / worker_outside as f64,
-                cpu_ns: k.saturating_mul(interval_ns),
-            }
-        })
-        .collect();
-    let mut loader_tops: Vec<(u32, u64)> = loader_functions.into_iter().collect();
-    loader_tops.sort_by_key(|&(sym, k)| (Reverse(k), sym));
-    let loader_tops: Vec<TopFunction> = loader_tops
-        .into_iter()
-        .take(top)
-        .map(|(sym, k)| {
-            let s = trace.symbols.get(sym);
-            TopFunction {
-                function: s.function.clone(),
-                module: s.module.clone(),
-                samples: k,
-                share: k as f64 / loader_outside as f64,
-                cpu_ns: k.saturating_mul(interval_ns),
-            }
-        })
-        .collect();
+    // The top functions of `counts` (samples per symbol) of `of` samples.
+    let tops = |counts: HashMap<u32, u64>, of: u64| -> Vec<TopFunction> {
+        let mut by: Vec<(u32, u64)> = counts.into_iter().collect();
+        by.sort_by_key(|&(sym, k)| (Reverse(k), sym));
+        by.into_iter()
+            .take(top)
+            .map(|(sym, k)| {
+                let s = trace.symbols.get(sym);
+                TopFunction {
+                    function: s.function.clone(),
+                    module: s.module.clone(),
+                    samples: k,
+                    share: k as f64 / of as f64,
+                    cpu_ns: k.saturating_mul(interval_ns),
+                }
+            })
+            .collect()
+    };
+    let worker_tops = tops(worker_functions, worker_outside);
+    let loader_tops = tops(loader_functions, loader_outside);
     for (role, n, of, top_functions) in [
         (Role::Worker, worker_outside, worker_samples, worker_tops),
         (Role::Main, loader_outside, in_loader, loader_tops),
