@@ -439,7 +439,7 @@ fn a_bad_symbols_line_is_skipped_by_name_and_a_cut_last_line_dropped() {
             run.stderr
         );
         assert!(!run.all().contains('\u{1b}'), "raw escape: {}", run.all());
-        assert!(run.stderr.contains("\\u{1b}"), "{}", run.stderr);
+        assert!(run.stderr.contains("\\x1b"), "{}", run.stderr);
         assert!(!run.stderr.contains("cut_funct"), "{}", run.stderr);
         assert!(run.stdout.contains("flip_kernel"), "{}", run.stdout);
     }
@@ -576,8 +576,7 @@ fn terminal_escapes_in_a_folder_are_shown_escaped() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(!run.all().contains('\u{1b}'), "raw escape:\n{}", run.all());
     assert!(
-        run.stdout.contains("flip\\u{1b}[31m_kernel")
-            && run.stdout.contains("\\u{1b}]0;owned\\u{7}"),
+        run.stdout.contains("flip\\x1b[31m_kernel") && run.stdout.contains("\\x1b]0;owned\\x07"),
         "{}",
         run.stdout
     );

@@ -283,19 +283,12 @@ impl Seek for SizedFile {
     }
 }
 
-/// `text` with control characters escaped (`\n`, `\u{1b}`): for
+/// `text` with control characters escaped (`\n`, `\x1b`): for
 /// messages that quote what a file holds, so that a received file cannot
-/// put raw terminal escapes on the user's terminal.
+/// put raw terminal escapes on the user's terminal. The one rule of
+/// [`crate::text::one_line`], which every view uses.
 pub fn escaped(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::text::one_line(text).into_owned()
 }
 
 /// One line of a file read by [`for_each_line`].
@@ -500,6 +493,6 @@ mod tests {
                 (4, b"cut".to_vec(), false, false),
             ]
         );
-        assert_eq!(escaped("a\u{1b}[31m\tb"), "a\\u{1b}[31m\\tb");
+        assert_eq!(escaped("a\u{1b}[31m\tb"), "a\\x1b[31m\\tb");
     }
 }

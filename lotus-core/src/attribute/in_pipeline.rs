@@ -1920,7 +1920,7 @@ pub(crate) mod tests {
         ]);
         let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("counter twice");
         assert!(
-            e.to_string().contains("counter '\\u{1b}x' is named twice"),
+            e.to_string().contains("counter '\\x1bx' is named twice"),
             "{e}"
         );
     }
