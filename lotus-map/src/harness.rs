@@ -1,7 +1,7 @@
 //! The Python op harness that a live mapping runs each op file under.
 //!
-//! The harness (`lotus-python/harness/lotus_harness.py`) and the `lotus`
-//! Python module (`lotus-python/python/lotus.py`), from the `lotus_python`
+//! The harness (`lotus-python/python/lotus_harness.py`) and the `lotus`
+//! Python module (`lotus-python/python/lotus/__init__.py`), from the `lotus_python`
 //! crate, are compiled into the library and written to a
 //! temp folder per mapping with [`write_harness`] (a program that should
 //! `import lotus` can get the module the same way). The profiled command

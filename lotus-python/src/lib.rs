@@ -1,10 +1,10 @@
 //! The Python side of lotus as source strings.
 //!
-//! One folder holds every Python file lotus runs (`python/`, `harness/`
-//! beside this crate's `src/`): the `lotus` binary writes them from these
+//! One folder holds every Python file lotus runs (`python/`, beside this
+//! crate's `src/`): the `lotus` binary writes them from these
 //! constants into a temp folder per run, and the `lotus-profiler` wheel
-//! (`pyproject.toml` at the workspace root, maturin) installs `python/`
-//! as the modules `lotus` and `lotus_trace`. A crate of its own because
+//! (`pyproject.toml` at the workspace root, maturin) installs from it
+//! the packages `lotus` and `lotus_trace`. A crate of its own because
 //! two crates embed the files (`lotus-cli`: the tracer; `lotus-map`: the
 //! harness and `lotus.py`) and a packaged crate cannot `include_str!` a
 //! file outside its own folder: each would need a copy, and the copies
@@ -45,13 +45,15 @@ pub const TRACER_FILES: &[(&str, &str)] = &[
     ),
 ];
 
-/// The `lotus` Python module's source (`python/lotus.py`): measurement
-/// windows from Python, no-ops outside a lotus run.
-pub const LOTUS_PY: &str = include_str!("../python/lotus.py");
+/// The `lotus` Python module's source (`python/lotus/__init__.py`, a
+/// package so that the wheel installs it; lotus writes it as `lotus.py`):
+/// measurement windows from Python, no-ops outside a lotus run.
+pub const LOTUS_PY: &str = include_str!("../python/lotus/__init__.py");
 
-/// The op harness's source (`harness/lotus_harness.py`), which a live
+/// The op harness's source (`python/lotus_harness.py`; not in the wheel:
+/// only lotus runs it), which a live
 /// mapping runs each op file under.
-pub const HARNESS_PY: &str = include_str!("../harness/lotus_harness.py");
+pub const HARNESS_PY: &str = include_str!("../python/lotus_harness.py");
 
 #[cfg(test)]
 mod tests {

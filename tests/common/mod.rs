@@ -158,7 +158,7 @@ pub fn harness_dir() -> PathBuf {
 /// The Python side of a live mapping (`lotus.py`, the op harness), which
 /// the `lotus_map` library carries.
 pub fn map_harness_dir() -> PathBuf {
-    root().join("lotus-python/harness")
+    root().join("lotus-python/python")
 }
 
 /// Runs `lotus` with extra environment variables.
