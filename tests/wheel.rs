@@ -18,6 +18,7 @@ use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
 
 use common::{any_python, fixture, root};
 
@@ -26,6 +27,11 @@ use common::{any_python, fixture, root};
 fn work_dir() -> PathBuf {
     root().join("target/wheel-test")
 }
+
+/// Held by a test while it builds: the two tests' release builds share
+/// `target/release` and would otherwise wait on each other's cargo lock
+/// (or, outside cargo's lock, on maturin's copy of the binary).
+static BUILDING: Mutex<()> = Mutex::new(());
 
 /// `cmd`'s output, failing the test with `what`, the command and its
 /// output when it does not succeed.
@@ -108,10 +114,10 @@ fn build_wheel(python: &Path) -> PathBuf {
     wheels[0].clone()
 }
 
-/// A fresh venv (no system site-packages) with `wheel` installed by pip
-/// from the file alone (`--no-index`: nothing downloaded); its folder.
-fn install(python: &Path, wheel: &Path) -> PathBuf {
-    let venv = work_dir().join("venv");
+/// A fresh venv `target/wheel-test/<name>` (no system site-packages)
+/// where `pip install <args>` ran; its folder.
+fn install(python: &Path, name: &str, args: &[&OsStr]) -> PathBuf {
+    let venv = work_dir().join(name);
     let _ = fs::remove_dir_all(&venv);
     run_ok(
         Command::new(python).arg("-m").arg("venv").arg(&venv),
@@ -119,9 +125,11 @@ fn install(python: &Path, wheel: &Path) -> PathBuf {
     );
     run_ok(
         Command::new(venv.join("bin/python"))
-            .args(["-m", "pip", "install", "--quiet", "--no-index"])
-            .arg(wheel),
-        "pip install the wheel",
+            .args(["-m", "pip", "install", "--quiet"])
+            .args(args)
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS"),
+        "pip install",
     );
     venv
 }
@@ -171,16 +179,14 @@ for m in (lotus_trace, lotus):
 assert not os.path.exists(os.path.join(site, "lotus_harness.py"))
 "#;
 
-#[test]
-fn the_wheel_installs_a_working_lotus_and_no_op_modules_into_a_fresh_venv() {
-    let python = any_python();
-    fs::create_dir_all(work_dir()).expect("target/wheel-test");
-    let wheel = build_wheel(&python);
-    let venv = install(&python, &wheel);
-
+/// Checks what an install into `venv` gave: `lotus` on the venv's PATH,
+/// of this version; `lotus` and `lotus_trace` importable, doing nothing,
+/// byte for byte the files the binary embeds, and nothing else installed
+/// (not the op harness). Returns a scratch folder to work in.
+fn check_installed(venv: &Path) -> tempfile::TempDir {
     // `lotus` is on the venv's PATH and is this version.
     let out = run_ok(
-        venv_command(&venv, "python")
+        venv_command(venv, "python")
             .args(["-c", "import shutil, sys; print(shutil.which('lotus'))"]),
         "shutil.which('lotus')",
     );
@@ -189,7 +195,7 @@ fn the_wheel_installs_a_working_lotus_and_no_op_modules_into_a_fresh_venv() {
         venv.join("bin/lotus")
     );
     let out = run_ok(
-        venv_command(&venv, "lotus").arg("--version"),
+        venv_command(venv, "lotus").arg("--version"),
         "lotus --version",
     );
     let version = String::from_utf8_lossy(&out.stdout);
@@ -202,7 +208,7 @@ fn the_wheel_installs_a_working_lotus_and_no_op_modules_into_a_fresh_venv() {
     // folder (which is what the binary embeds: lotus_python's constants).
     let cwd = tempfile::tempdir().expect("temp dir");
     let out = run_ok(
-        venv_command(&venv, "python")
+        venv_command(venv, "python")
             .args(["-c", NO_OP])
             .current_dir(cwd.path()),
         "import lotus_trace, lotus outside a lotus run",
@@ -221,7 +227,7 @@ fn the_wheel_installs_a_working_lotus_and_no_op_modules_into_a_fresh_venv() {
     assert_eq!(installed, expected, "the installed Python files");
     let site = String::from_utf8_lossy(
         &run_ok(
-            venv_command(&venv, "python").args([
+            venv_command(venv, "python").args([
                 "-c",
                 "import sysconfig; print(sysconfig.get_paths()['purelib'])",
             ]),
@@ -242,6 +248,20 @@ fn the_wheel_installs_a_working_lotus_and_no_op_modules_into_a_fresh_venv() {
             "{rel}: the installed file differs from the embedded one"
         );
     }
+    cwd
+}
+
+#[test]
+fn the_wheel_installs_a_working_lotus_and_no_op_modules_into_a_fresh_venv() {
+    let python = any_python();
+    fs::create_dir_all(work_dir()).expect("target/wheel-test");
+    let venv = {
+        let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        let wheel = build_wheel(&python);
+        // --no-index: the wheel alone, nothing downloaded.
+        install(&python, "venv", &["--no-index".as_ref(), wheel.as_os_str()])
+    };
+    let cwd = check_installed(&venv);
 
     // The installed lotus traces a pipeline (two forked workers) and reads
     // the trace back.
@@ -287,4 +307,17 @@ fn the_wheel_installs_a_working_lotus_and_no_op_modules_into_a_fresh_venv() {
     // 4 batches of 2 samples, each sample running Sleep and Spin once.
     assert_eq!(count("Spin"), Some(8), "{stats}");
     assert_eq!(count("Sleep"), Some(8), "{stats}");
+}
+
+/// `pip install .` from the checkout (maturin as the build backend, which
+/// pip's build isolation fetches from PyPI) gives the same install.
+#[test]
+fn pip_install_from_the_checkout_gives_lotus_and_the_modules() {
+    let python = any_python();
+    fs::create_dir_all(work_dir()).expect("target/wheel-test");
+    let venv = {
+        let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        install(&python, "venv-pip", &[root().as_os_str()])
+    };
+    check_installed(&venv);
 }
