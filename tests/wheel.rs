@@ -307,6 +307,33 @@ fn the_wheel_installs_a_working_lotus_and_no_op_modules_into_a_fresh_venv() {
     // 4 batches of 2 samples, each sample running Sleep and Spin once.
     assert_eq!(count("Spin"), Some(8), "{stats}");
     assert_eq!(count("Sleep"), Some(8), "{stats}");
+
+    // The installed lotus_trace traces on its own too, switched on in the
+    // code (`lotus_trace.enable(DIR)`, here the fixture's --enable), and
+    // the installed lotus reads that trace.
+    let enabled = cwd.path().join("enabled");
+    run_ok(
+        venv_command(&venv, "python")
+            .arg(fixture("trace/pipeline.py"))
+            .args(["--workers", "2", "--batches", "4", "--batch-size", "2"])
+            .arg("--enable")
+            .arg(&enabled),
+        "the pipeline with lotus_trace.enable() from the installed module",
+    );
+    let out = run_ok(
+        venv_command(&venv, "lotus")
+            .args(["trace", "stats", "--json"])
+            .arg(&enabled),
+        "lotus trace stats of the enable() trace",
+    );
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats JSON");
+    let workers = stats["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter(|p| p["role"] == "worker" && p["events"].as_u64() > Some(0))
+        .count();
+    assert_eq!(workers, 2, "{stats}");
 }
 
 /// `pip install .` from the checkout (maturin as the build backend, which
