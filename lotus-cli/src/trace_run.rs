@@ -2,7 +2,7 @@
 //! with tracing on and no change to its code.
 //!
 //! The `lotus_trace` Python package (compiled into the binary from
-//! `harness/lotus_trace/`) is written to a temp folder with
+//! `lotus-python/python/lotus_trace/`) is written to a temp folder with
 //! [`write_tracer`]; the folder and the package's start-up hook
 //! (`lotus_trace/_boot/sitecustomize.py`) go first on `PYTHONPATH`, and
 //! `LOTUS_TRACE_DIR` names the trace folder. Every Python process the
@@ -44,37 +44,9 @@ use lotus_backend_common::{reaper, trust};
 
 use anyhow::{anyhow, Context, Result};
 
-/// The tracer's files, relative to the folder they are written to.
-const TRACER_FILES: &[(&str, &str)] = &[
-    (
-        "lotus_trace/__init__.py",
-        include_str!("../harness/lotus_trace/__init__.py"),
-    ),
-    (
-        "lotus_trace/_core.py",
-        include_str!("../harness/lotus_trace/_core.py"),
-    ),
-    (
-        "lotus_trace/_itt.py",
-        include_str!("../harness/lotus_trace/_itt.py"),
-    ),
-    (
-        "lotus_trace/_torch.py",
-        include_str!("../harness/lotus_trace/_torch.py"),
-    ),
-    (
-        "lotus_trace/_albumentations.py",
-        include_str!("../harness/lotus_trace/_albumentations.py"),
-    ),
-    (
-        "lotus_trace/_ops.py",
-        include_str!("../harness/lotus_trace/_ops.py"),
-    ),
-    (
-        "lotus_trace/_boot/sitecustomize.py",
-        include_str!("../harness/lotus_trace/_boot/sitecustomize.py"),
-    ),
-];
+/// The tracer's files, relative to the folder they are written to (the
+/// `lotus_python` crate owns them, shared with the wheel).
+const TRACER_FILES: &[(&str, &str)] = lotus_python::TRACER_FILES;
 
 /// The variable that names the trace folder (read by the start-up hook).
 pub const ENV_TRACE_DIR: &str = "LOTUS_TRACE_DIR";

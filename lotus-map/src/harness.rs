@@ -1,7 +1,8 @@
 //! The Python op harness that a live mapping runs each op file under.
 //!
-//! The harness (`harness/lotus_harness.py`) and the `lotus` Python module
-//! (`harness/lotus.py`) are compiled into the library and written to a
+//! The harness (`lotus-python/python/lotus_harness.py`) and the `lotus`
+//! Python module (`lotus-python/python/lotus/__init__.py`), from the `lotus_python`
+//! crate, are compiled into the library and written to a
 //! temp folder per mapping with [`write_harness`] (a program that should
 //! `import lotus` can get the module the same way). The profiled command
 //! is then
@@ -28,9 +29,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The harness script's source.
-const HARNESS_PY: &str = include_str!("../harness/lotus_harness.py");
+const HARNESS_PY: &str = lotus_python::HARNESS_PY;
 /// The `lotus` Python module's source.
-const LOTUS_PY: &str = include_str!("../harness/lotus.py");
+const LOTUS_PY: &str = lotus_python::LOTUS_PY;
 
 /// Script mode: the one op name whose windows the harness opens (the
 /// others' `lotus.resume` / `lotus.pause` do nothing).

@@ -1,0 +1,350 @@
+//! The pip install story: the `lotus-profiler` wheel (`pyproject.toml` at
+//! the workspace root, maturin's `bin` bindings) built from this checkout
+//! with a release build, installed into a fresh venv with pip, gives a
+//! `lotus` on the venv's PATH that traces a pipeline, and the Python
+//! modules `lotus` and `lotus_trace`, importable and doing nothing outside
+//! a lotus run, byte for byte the files the binary carries.
+//!
+//! maturin: `LOTUS_MATURIN` names one; otherwise the test installs it from
+//! PyPI into a private venv under `target/wheel-test/` (once; kept for the
+//! next run) and fails with a clear message where it cannot. The release
+//! build reuses the workspace's `target/release`, so only lotus's own
+//! crates recompile after a change. Needs no torch: the traced pipeline is
+//! fixtures/trace/pipeline.py (multiprocessing workers).
+
+mod common;
+
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+
+use common::{any_python, fixture, root};
+
+/// The folder this test builds and installs into (kept between runs: the
+/// maturin venv is reused, the wheel and the test venv are made afresh).
+fn work_dir() -> PathBuf {
+    root().join("target/wheel-test")
+}
+
+/// Held by a test while it builds: the two tests' release builds share
+/// `target/release` and would otherwise wait on each other's cargo lock
+/// (or, outside cargo's lock, on maturin's copy of the binary).
+static BUILDING: Mutex<()> = Mutex::new(());
+
+/// `cmd`'s output, failing the test with `what`, the command and its
+/// output when it does not succeed.
+fn run_ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {cmd:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A maturin to build with: `LOTUS_MATURIN`, or one installed from PyPI
+/// into `target/wheel-test/maturin-venv`.
+fn maturin(python: &Path) -> PathBuf {
+    if let Some(m) = std::env::var_os("LOTUS_MATURIN") {
+        return m.into();
+    }
+    let venv = work_dir().join("maturin-venv");
+    let bin = venv.join("bin/maturin");
+    if bin.exists() {
+        return bin;
+    }
+    run_ok(
+        Command::new(python).arg("-m").arg("venv").arg(&venv),
+        "creating a venv for maturin (python -m venv)",
+    );
+    let out = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "maturin>=1.5,<2"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run pip");
+    if !out.status.success() {
+        // A half-made venv would be taken as ready next time.
+        let _ = fs::remove_dir_all(&venv);
+        panic!(
+            "cannot install maturin from PyPI into {} (no network?): install it \
+             (`pip install maturin`) and set LOTUS_MATURIN to its path\n{}",
+            venv.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    bin
+}
+
+/// Builds the wheel into a fresh `target/wheel-test/wheels`; its path.
+fn build_wheel(python: &Path) -> PathBuf {
+    let maturin = maturin(python);
+    let out_dir = work_dir().join("wheels");
+    let _ = fs::remove_dir_all(&out_dir);
+    run_ok(
+        Command::new(&maturin)
+            .args(["build", "--release", "--quiet", "--out"])
+            .arg(&out_dir)
+            .arg("--interpreter")
+            .arg(python)
+            .current_dir(root())
+            // cargo test's own settings are not the wheel's.
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS"),
+        "maturin build --release",
+    );
+    let wheels: Vec<PathBuf> = fs::read_dir(&out_dir)
+        .expect("the wheel folder")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension() == Some(OsStr::new("whl")))
+        .collect();
+    assert_eq!(wheels.len(), 1, "one wheel expected: {wheels:?}");
+    let name = wheels[0].file_name().expect("name").to_string_lossy();
+    assert!(
+        name.starts_with(&format!("lotus_profiler-{}-", env!("CARGO_PKG_VERSION"))),
+        "the wheel's name and version: {name}"
+    );
+    wheels[0].clone()
+}
+
+/// A fresh venv `target/wheel-test/<name>` (no system site-packages)
+/// where `pip install <args>` ran; its folder.
+fn install(python: &Path, name: &str, args: &[&OsStr]) -> PathBuf {
+    let venv = work_dir().join(name);
+    let _ = fs::remove_dir_all(&venv);
+    run_ok(
+        Command::new(python).arg("-m").arg("venv").arg(&venv),
+        "python -m venv",
+    );
+    run_ok(
+        Command::new(venv.join("bin/python"))
+            .args(["-m", "pip", "install", "--quiet"])
+            .args(args)
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS"),
+        "pip install",
+    );
+    venv
+}
+
+/// The installed venv's `bin` first on PATH, nothing of lotus's in the
+/// environment: what a user's shell with the venv activated has.
+fn venv_command(venv: &Path, program: &str) -> Command {
+    let bin = venv.join("bin");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut parts = vec![bin.clone()];
+    parts.extend(std::env::split_paths(&path));
+    let mut cmd = Command::new(bin.join(program));
+    cmd.env("PATH", std::env::join_paths(parts).expect("PATH"))
+        .env("VIRTUAL_ENV", venv)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("PYTHONPATH")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("LOTUS_CONTROL_LIB")
+        .env_remove("LOTUS_CONTROL_FDS")
+        .env_remove("LD_LIBRARY_PATH");
+    cmd
+}
+
+/// Outside a lotus run the installed modules import and do nothing, and
+/// they are the files of lotus-python/python (the ones the binary
+/// embeds). Prints each module file's path relative to site-packages.
+const NO_OP: &str = r#"
+import os, sys, sysconfig
+import lotus_trace, lotus
+site = sysconfig.get_paths()["purelib"]
+assert lotus_trace.__file__.startswith(site), (lotus_trace.__file__, site)
+assert lotus.__file__.startswith(site), (lotus.__file__, site)
+def double(x):
+    return 2 * x
+assert lotus_trace.wrap(double)(21) == 42
+with lotus_trace.span("Decode"):
+    pass
+assert not lotus_trace.enabled() and lotus_trace.trace_dir() is None
+lotus.resume("Op"); lotus.pause()
+assert not lotus.active()
+assert os.listdir(".") == [], os.listdir(".")
+for m in (lotus_trace, lotus):
+    for root_dir, _, files in os.walk(os.path.dirname(m.__file__)):
+        for f in files:
+            if not f.endswith(".pyc"):  # pip compiles them on install
+                print(os.path.relpath(os.path.join(root_dir, f), site))
+assert not os.path.exists(os.path.join(site, "lotus_harness.py"))
+"#;
+
+/// Checks what an install into `venv` gave: `lotus` on the venv's PATH,
+/// of this version; `lotus` and `lotus_trace` importable, doing nothing,
+/// byte for byte the files the binary embeds, and nothing else installed
+/// (not the op harness). Returns a scratch folder to work in.
+fn check_installed(venv: &Path) -> tempfile::TempDir {
+    // `lotus` is on the venv's PATH and is this version.
+    let out = run_ok(
+        venv_command(venv, "python")
+            .args(["-c", "import shutil, sys; print(shutil.which('lotus'))"]),
+        "shutil.which('lotus')",
+    );
+    assert_eq!(
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()),
+        venv.join("bin/lotus")
+    );
+    let out = run_ok(
+        venv_command(venv, "lotus").arg("--version"),
+        "lotus --version",
+    );
+    let version = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        version.contains(env!("CARGO_PKG_VERSION")),
+        "lotus --version: {version}"
+    );
+
+    // The modules: no-ops outside lotus, the same files as the source
+    // folder (which is what the binary embeds: lotus_python's constants).
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let out = run_ok(
+        venv_command(venv, "python")
+            .args(["-c", NO_OP])
+            .current_dir(cwd.path()),
+        "import lotus_trace, lotus outside a lotus run",
+    );
+    let mut installed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    installed.sort();
+    let mut expected: Vec<String> = lotus_python::TRACER_FILES
+        .iter()
+        .map(|(p, _)| p.to_string())
+        .chain(["lotus/__init__.py".to_string()])
+        .collect();
+    expected.sort();
+    assert_eq!(installed, expected, "the installed Python files");
+    let site = String::from_utf8_lossy(
+        &run_ok(
+            venv_command(venv, "python").args([
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ]),
+            "site-packages",
+        )
+        .stdout,
+    )
+    .trim()
+    .to_string();
+    let embedded = lotus_python::TRACER_FILES
+        .iter()
+        .copied()
+        .chain([("lotus/__init__.py", lotus_python::LOTUS_PY)]);
+    for (rel, text) in embedded {
+        let got = fs::read_to_string(Path::new(&site).join(rel)).expect("installed file");
+        assert!(
+            got == text,
+            "{rel}: the installed file differs from the embedded one"
+        );
+    }
+    cwd
+}
+
+#[test]
+fn the_wheel_installs_a_working_lotus_and_no_op_modules_into_a_fresh_venv() {
+    let python = any_python();
+    fs::create_dir_all(work_dir()).expect("target/wheel-test");
+    let venv = {
+        let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        let wheel = build_wheel(&python);
+        // --no-index: the wheel alone, nothing downloaded.
+        install(&python, "venv", &["--no-index".as_ref(), wheel.as_os_str()])
+    };
+    let cwd = check_installed(&venv);
+
+    // The installed lotus traces a pipeline (two forked workers) and reads
+    // the trace back.
+    let trace = cwd.path().join("trace");
+    let out = run_ok(
+        venv_command(&venv, "lotus")
+            .args(["trace", "run", "--no-torch", "--out"])
+            .arg(&trace)
+            .arg("--")
+            .arg(venv.join("bin/python"))
+            .arg(fixture("trace/pipeline.py"))
+            .args([
+                "--workers",
+                "2",
+                "--batches",
+                "4",
+                "--batch-size",
+                "2",
+                "--sleep-ms",
+                "1",
+                "--spin-ms",
+                "1",
+            ]),
+        "the installed lotus trace run",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("(1 main, 2 worker)"), "{stderr}");
+    let out = run_ok(
+        venv_command(&venv, "lotus")
+            .args(["trace", "stats", "--json"])
+            .arg(&trace),
+        "the installed lotus trace stats",
+    );
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats JSON");
+    let count = |op: &str| {
+        stats["ops"]
+            .as_array()
+            .expect("ops")
+            .iter()
+            .find(|o| o["name"] == op)
+            .and_then(|o| o["count"].as_u64())
+    };
+    // 4 batches of 2 samples, each sample running Sleep and Spin once.
+    assert_eq!(count("Spin"), Some(8), "{stats}");
+    assert_eq!(count("Sleep"), Some(8), "{stats}");
+
+    // The installed lotus_trace traces on its own too, switched on in the
+    // code (`lotus_trace.enable(DIR)`, here the fixture's --enable), and
+    // the installed lotus reads that trace.
+    let enabled = cwd.path().join("enabled");
+    run_ok(
+        venv_command(&venv, "python")
+            .arg(fixture("trace/pipeline.py"))
+            .args(["--workers", "2", "--batches", "4", "--batch-size", "2"])
+            .arg("--enable")
+            .arg(&enabled),
+        "the pipeline with lotus_trace.enable() from the installed module",
+    );
+    let out = run_ok(
+        venv_command(&venv, "lotus")
+            .args(["trace", "stats", "--json"])
+            .arg(&enabled),
+        "lotus trace stats of the enable() trace",
+    );
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats JSON");
+    let workers = stats["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter(|p| p["role"] == "worker" && p["events"].as_u64() > Some(0))
+        .count();
+    assert_eq!(workers, 2, "{stats}");
+}
+
+/// `pip install .` from the checkout (maturin as the build backend, which
+/// pip's build isolation fetches from PyPI) gives the same install.
+#[test]
+fn pip_install_from_the_checkout_gives_lotus_and_the_modules() {
+    let python = any_python();
+    fs::create_dir_all(work_dir()).expect("target/wheel-test");
+    let venv = {
+        let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        install(&python, "venv-pip", &[root().as_os_str()])
+    };
+    check_installed(&venv);
+}
