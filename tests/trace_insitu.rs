@@ -635,8 +635,8 @@ fn without_perf_the_trace_still_runs_and_says_why() {
     unsafe {
         cmd.pre_exec(|| {
             let lim = libc::rlimit {
-                rlim_cur: 8,
-                rlim_max: 8,
+                rlim_cur: 10,
+                rlim_max: 10,
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
                 return Err(std::io::Error::last_os_error());
@@ -654,7 +654,7 @@ fn without_perf_the_trace_still_runs_and_says_why() {
     while child.try_wait().expect("wait").is_none() {
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
-            panic!("lotus trace run --sample did not end within 120 s with 8 descriptors");
+            panic!("lotus trace run --sample did not end within 120 s with 10 descriptors");
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

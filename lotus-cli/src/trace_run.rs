@@ -29,7 +29,7 @@
 //! (`kill -9`, the OOM killer), the job does not run on unwatched: its main
 //! process gets a parent-death signal (plain runs), and the tracer in every
 //! process watches lotus (`LOTUS_TRACE_LOTUS`, `<pid>:<start time>`) and
-//! ends its process once lotus is gone. Below 8 file descriptors lotus
+//! ends its process once lotus is gone. Below 10 file descriptors lotus
 //! refuses at once, before it creates anything.
 
 use std::ffi::{OsStr, OsString};
@@ -639,11 +639,12 @@ pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
 /// The fewest file descriptors `trace run` asks for before it creates
 /// anything: the three standard ones and lotus's own (the report pipe, the
 /// spawn's pipe, the tracer's files, and removing its temp folder, a
-/// descriptor per level); measured: 7 run a plain trace, 8 a sampled one
-/// without perf (perf itself needs more, and says so). Below it, a run
-/// would fail half-way and leave a half-removed tracer folder or an empty
-/// samples file.
-const MIN_DESCRIPTORS: u64 = 8;
+/// descriptor per level, and the one output writer's walk to
+/// `lotus.sampling`, a descriptor per folder it holds); measured: 10 run a
+/// sampled trace without perf (9 failed writing `lotus.sampling`; perf
+/// itself needs more, and says so). Below it, a run would fail half-way
+/// and leave a half-removed tracer folder or an empty samples file.
+const MIN_DESCRIPTORS: u64 = 10;
 
 /// Fails when the descriptor limit is below [`MIN_DESCRIPTORS`].
 fn check_descriptor_limit() -> Result<()> {
