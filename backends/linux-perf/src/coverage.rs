@@ -283,7 +283,13 @@ impl Tally {
         figures.threads += 1;
         *carry += tail;
         let mut added = Vec::new();
-        while *carry >= period_i {
+        // Only a thread whose own tail may be added stands for the carry:
+        // the carry of other threads' tails given to a long-idle thread
+        // at its exit would count where it did not run (a pool's thread
+        // at the end of a run, then judged busy outside the ops and taken
+        // for an independent one by `lotus attribute`). The carry waits
+        // for the next thread that adds.
+        while adds && *carry >= period_i {
             *carry -= period_i;
             figures.added += 1;
             added.push(Added { pid, tid, last });
