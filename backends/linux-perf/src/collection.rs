@@ -622,9 +622,20 @@ fn finished() -> ProfilerError {
 /// is known to be missing from the samples, with the figures.
 fn sample_notes(r: &PerfReport) -> Vec<String> {
     let counter_notes: Vec<String> = r.counters.iter().filter_map(|c| c.note()).collect();
+    // The samples added for exited threads' tails are said only where they
+    // are 1% of the samples or more: a few in thousands are routine (every
+    // op's run ends threads), and a warning per op for them would bury the
+    // notes on samples that are missing.
+    let taken: u64 = r.coverage.processes.iter().map(|p| p.samples).sum();
+    let added = r.coverage.added();
+    let routine = added.saturating_mul(100) < taken;
+    let added_note = format!("{added} samples (");
     r.notes
         .iter()
         .filter(|n| !counter_notes.contains(n))
+        .filter(|n| {
+            !(routine && n.starts_with(&added_note) && n.contains(" were added for the CPU time "))
+        })
         .cloned()
         .collect()
 }
