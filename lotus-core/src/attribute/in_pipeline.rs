@@ -593,6 +593,37 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
     }
 }
 
+/// Per-thread spans (sorted by start, not overlapping) met by samples in
+/// time order: one cursor per thread, so each span is passed once.
+struct SpanCursor {
+    spans: HashMap<(u32, u32), Vec<(u64, u64)>>,
+    at: HashMap<(u32, u32), usize>,
+}
+
+impl SpanCursor {
+    fn new(spans: HashMap<(u32, u32), Vec<(u64, u64)>>) -> SpanCursor {
+        SpanCursor {
+            spans,
+            at: HashMap::new(),
+        }
+    }
+
+    /// Whether `time` lies in one of thread `tid` of `pid`'s spans; `None`
+    /// when that thread has none. Times must not go back per thread.
+    fn inside(&mut self, pid: u32, tid: u32, time: u64) -> Option<bool> {
+        // Most traces have no such spans: no hashing per sample then.
+        if self.spans.is_empty() {
+            return None;
+        }
+        let spans = self.spans.get(&(pid, tid))?;
+        let i = self.at.entry((pid, tid)).or_insert(0);
+        while spans.get(*i).is_some_and(|b| b.1 <= time) {
+            *i += 1;
+        }
+        Some(spans.get(*i).is_some_and(|b| b.0 <= time))
+    }
+}
+
 /// What the logs hold: processes, op names, spans sorted.
 struct Logs {
     roles: HashMap<u32, Role>,
@@ -1192,51 +1223,31 @@ pub fn attribute_folder(
     let mut saturated: Vec<bool> = Vec::new();
     // The main processes' DataLoader at work (num_workers=0): samples of
     // the thread running a batch, and those of them outside every op.
-    let loader = trace.logs.loader_spans.clone();
-    let mut cursors: HashMap<(u32, u32), usize> = HashMap::new();
+    let mut loader = SpanCursor::new(std::mem::take(&mut trace.logs.loader_spans));
     let (mut in_loader, mut loader_outside) = (0u64, 0u64);
     let mut loader_functions: HashMap<u32, u64> = HashMap::new();
     // The workers' samples outside every op within their batches (where
     // a worker has no batch span at all, every one of them), and the
     // functions there.
-    let batches = trace.logs.worker_batches.clone();
-    let batched_pids: HashSet<u32> = batches.keys().map(|&(pid, _)| pid).collect();
-    let mut batch_cursors: HashMap<(u32, u32), usize> = HashMap::new();
+    let mut batches = SpanCursor::new(std::mem::take(&mut trace.logs.worker_batches));
+    let batched_pids: HashSet<u32> = batches.spans.keys().map(|&(pid, _)| pid).collect();
     let mut worker_outside = 0u64;
     let mut worker_functions: HashMap<u32, u64> = HashMap::new();
     let total = trace.credit(|c| {
         let s = c.sample;
         if c.role == Some(Role::Worker) && c.target == Target::Outside(Role::Worker) {
-            let in_batch = if batched_pids.contains(&s.pid) {
-                batches.get(&(s.pid, s.tid)).is_some_and(|spans| {
-                    let i = batch_cursors.entry((s.pid, s.tid)).or_insert(0);
-                    while spans.get(*i).is_some_and(|b| b.1 <= s.time_ns) {
-                        *i += 1;
-                    }
-                    spans.get(*i).is_some_and(|b| b.0 <= s.time_ns)
-                })
-            } else {
-                true
-            };
+            let in_batch = !batched_pids.contains(&s.pid)
+                || batches.inside(s.pid, s.tid, s.time_ns) == Some(true);
             if in_batch {
                 worker_outside += 1;
                 *worker_functions.entry(s.symbol).or_default() += 1;
             }
         }
-        if let Some(spans) = (c.role == Some(Role::Main) && !loader.is_empty())
-            .then(|| loader.get(&(s.pid, s.tid)))
-            .flatten()
-        {
-            let i = cursors.entry((s.pid, s.tid)).or_insert(0);
-            while spans.get(*i).is_some_and(|b| b.1 <= s.time_ns) {
-                *i += 1;
-            }
-            if spans.get(*i).is_some_and(|b| b.0 <= s.time_ns) {
-                in_loader += 1;
-                if c.target == Target::Outside(Role::Main) {
-                    loader_outside += 1;
-                    *loader_functions.entry(s.symbol).or_default() += 1;
-                }
+        if c.role == Some(Role::Main) && loader.inside(s.pid, s.tid, s.time_ns) == Some(true) {
+            in_loader += 1;
+            if c.target == Target::Outside(Role::Main) {
+                loader_outside += 1;
+                *loader_functions.entry(s.symbol).or_default() += 1;
             }
         }
         *counts.entry(c.target).or_default() += 1;
