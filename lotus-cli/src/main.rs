@@ -26,6 +26,7 @@ mod program;
 mod report_cmd;
 mod report_samples;
 mod sampled_trace;
+mod table;
 mod trace_cmd;
 mod trace_run;
 mod usage;
