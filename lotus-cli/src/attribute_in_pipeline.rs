@@ -12,9 +12,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use lotus_core::attribute::in_pipeline::{
-    attribute_folder, AttributedRow, CpuSource, InPipelineAttribution, RowKind,
+    attribute_folder, AttributedRow, CpuSource, InPipelineAttribution, RowKind, TopFunction,
 };
 use lotus_core::spill::Budget;
 use lotus_core::trace::samples::SampleFiles;
@@ -22,7 +21,8 @@ use serde_json::json;
 
 use crate::attribute_cmd::AttributeFormat;
 use crate::plots::{labelled_bars, Colours, LabelledBar};
-use lotus_map::output::{one_line, widest, NameWidth};
+use crate::table;
+use lotus_map::output::one_line;
 use lotus_map::write::write_atomic;
 
 /// The JSON schema name.
@@ -66,11 +66,11 @@ pub fn run(
         AttributeFormat::Csv => csv_of(&a)?,
         // Names from the trace: control characters escaped.
         AttributeFormat::Table => {
-            lotus_core::text::printable(&table_of(&a, false, NameWidth::from_wide(wide)))
-                .into_owned()
+            let width = (!wide).then(table::width);
+            lotus_core::text::printable(&table_of(&a, false, top, width)).into_owned()
         }
         AttributeFormat::Md => {
-            lotus_core::text::printable(&table_of(&a, true, NameWidth::Full)).into_owned()
+            lotus_core::text::printable(&table_of(&a, true, top, None)).into_owned()
         }
     };
     if out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv) {
@@ -137,18 +137,52 @@ fn ms(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1e6)
 }
 
-/// How many top functions a table row names.
-const TOP_IN_TABLE: usize = 3;
+/// The first `top` of a row's top functions.
+fn listed(r: &AttributedRow, top: usize) -> impl Iterator<Item = &TopFunction> {
+    r.top_functions.iter().take(top)
+}
 
-/// A row's top functions, their names as the table shows them (`names`,
-/// in order): in a terminal table one a line, in Markdown on one line.
-fn top_text(r: &AttributedRow, names: &[String], markdown: bool) -> String {
-    r.top_functions
+/// Modules longer than this are cut (at their end) in terminal tables.
+const MODULE_MAX: usize = 18;
+
+/// Per row, its top functions (at most `top`), their modules' file names
+/// and their shares: three cells, one function a line, the names as
+/// [`table::short_names`] gives them for `room` columns (`usize::MAX`:
+/// whole).
+fn top_columns(a: &InPipelineAttribution, top: usize, room: usize) -> Vec<[String; 3]> {
+    let full: Vec<String> = a
+        .rows
         .iter()
-        .zip(names)
-        .map(|(f, name)| format!("{name} ({:.0}%)", f.share * 100.0))
-        .collect::<Vec<_>>()
-        .join(if markdown { ", " } else { "\n" })
+        .flat_map(|r| listed(r, top))
+        .map(|f| one_line(&f.function))
+        .collect();
+    let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+    let shown = table::short_names(&refs, room);
+    let module = |f: &TopFunction| {
+        let m = one_line(&table::module_name(&f.module));
+        if room == usize::MAX {
+            m
+        } else {
+            table::cut_right(&m, MODULE_MAX)
+        }
+    };
+    let mut at = 0;
+    a.rows
+        .iter()
+        .map(|r| {
+            let fs: Vec<&TopFunction> = listed(r, top).collect();
+            let names = shown[at..at + fs.len()].join("\n");
+            at += fs.len();
+            [
+                names,
+                fs.iter().map(|f| module(f)).collect::<Vec<_>>().join("\n"),
+                fs.iter()
+                    .map(|f| format!("{:.0}%", f.share * 100.0))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ]
+        })
+        .collect()
 }
 
 /// Whether the rows have a CPI column: cycles and instructions both read.
@@ -191,15 +225,21 @@ fn tree_name(r: &AttributedRow) -> String {
     }
 }
 
-/// The table (Markdown when `markdown`); `names`: whether the top
-/// functions are shown whole or shortened to fit the width (C++ kernels
-/// run to hundreds of characters: see [`lotus_map::output::NameWidth`]).
+/// The table (Markdown when `markdown`), each row with its `top`
+/// functions and their modules; `width`: the width a terminal table fits,
+/// its function names shortened to it ([`table::short_names`]), `None`
+/// for the names whole (`--wide`).
 /// Columns: the row (ops as a tree), its samples, its exclusive CPU with
 /// that figure's 95% `±` (one cell: the table stays narrower), its
 /// inclusive CPU (only where ops nest: else it is the exclusive one), its
 /// share of the total, its calls and inclusive CPU per call, counters, top
 /// functions.
-fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> String {
+fn table_of(
+    a: &InPipelineAttribution,
+    markdown: bool,
+    top: usize,
+    width: Option<usize>,
+) -> String {
     let nested = a.rows.iter().any(|r| r.depth > 0);
     let mut header: Vec<String> = [
         "row",
@@ -216,7 +256,6 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
         header.remove(3);
     }
     header.extend(counter_headers(a).iter().map(|h| one_line(h)));
-    header.push("top functions".into());
     let mut rows: Vec<Vec<String>> = a
         .rows
         .iter()
@@ -244,27 +283,21 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
             cells
         })
         .collect();
-    // The names get what the other columns (their widest cells) leave of
-    // the width, less a share's " (100%)"; distinct names stay distinct.
-    let mut others: Vec<usize> = (0..header.len() - 1)
-        .map(|c| widest(&header[c], rows.iter().map(|r| &r[c])))
-        .collect();
-    others[0] += " (100%)".len();
-    let full: Vec<String> = a
-        .rows
-        .iter()
-        .flat_map(|r| r.top_functions.iter().take(TOP_IN_TABLE))
-        .map(|f| one_line(&f.function))
-        .collect();
-    let shown = names.names(&full, &others);
-    let mut at = 0;
-    for (cells, r) in rows.iter_mut().zip(&a.rows) {
-        let n = r.top_functions.len().min(TOP_IN_TABLE);
-        cells.push(top_text(r, &shown[at..at + n], markdown));
-        at += n;
-    }
     let mut text = String::new();
     if markdown {
+        for (cells, r) in rows.iter_mut().zip(&a.rows) {
+            let tops: Vec<String> = listed(r, top)
+                .map(|f| {
+                    format!(
+                        "{} ({}) {:.0}%",
+                        one_line(&f.function),
+                        one_line(&table::module_name(&f.module)),
+                        f.share * 100.0
+                    )
+                })
+                .collect();
+            cells.push(tops.join(", "));
+        }
         text += &format!(
             "| {} |\n|{}\n",
             header.join(" | "),
@@ -274,12 +307,34 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
             text += &format!("| {} |\n", r.join(" | ").replace('\n', " "));
         }
     } else {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED).set_header(header);
-        for r in rows {
-            t.add_row(r);
+        // The top functions get what the other columns leave of the
+        // width (in a part of the table of their own where that is too
+        // little: see [`table::Grid`]), their modules and shares beside
+        // them.
+        let tops = top_columns(a, top, if width.is_some() { 1 } else { usize::MAX });
+        let names_col = header.len();
+        header.extend(["function", "module", "%"].map(String::from));
+        let columns: Vec<table::Column> = header
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                if i == 0 || i == names_col || i == names_col + 1 {
+                    table::Column::left(h)
+                } else {
+                    table::Column::right(h)
+                }
+            })
+            .collect();
+        for (cells, [_, module, share]) in rows.iter_mut().zip(tops) {
+            cells.extend([String::new(), module, share]);
         }
-        text += &format!("{t}\n");
+        let grid = table::Grid::new(columns, rows).names(names_col, 2, table::NAME_MIN, |room| {
+            top_columns(a, top, room)
+                .into_iter()
+                .map(|[names, ..]| names)
+                .collect()
+        });
+        text += &grid.render(width);
     }
     let mut footer = vec![format!(
         "{} samples at {} Hz, {} ms of CPU: the rows' CPU ms (each its own, not that of the ops inside it) add up to it{}",
@@ -323,42 +378,15 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
     }
     footer.extend(a.notes.iter().map(|n| format!("note: {n}")));
     // The lines under the table fit the width the table fits.
-    let width = match names {
-        NameWidth::Fit(w) if !markdown => Some(w),
-        _ => None,
-    };
+    let width = width.filter(|_| !markdown);
     for line in footer {
         match width {
-            Some(w) => text += &wrap(&line, w),
+            Some(w) => text += &table::wrap(&line, w),
             None => text += &line,
         }
         text.push('\n');
     }
     text
-}
-
-/// `line` cut at spaces into lines of at most `width` characters (a word
-/// longer than that stands alone), the ones after the first indented by
-/// two spaces. Hand-written: a dozen lines, where a crate (textwrap)
-/// would bring its own dependencies for the one use.
-fn wrap(line: &str, width: usize) -> String {
-    let width = width.max(20);
-    let mut out = String::new();
-    let mut current = String::new();
-    for word in line.split(' ') {
-        let len = current.chars().count();
-        if len > 0 && len + 1 + word.chars().count() > width {
-            out += &current;
-            out.push('\n');
-            current = format!("  {word}");
-        } else {
-            if len > 0 {
-                current.push(' ');
-            }
-            current += word;
-        }
-    }
-    out + &current
 }
 
 fn csv_of(a: &InPipelineAttribution) -> Result<String> {
@@ -416,28 +444,4 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         w.write_record(lotus_core::text::csv_record(&cells))?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::wrap;
-
-    #[test]
-    fn lines_are_wrapped_at_spaces_to_the_width() {
-        let text = "note: 12% of the DataLoader workers' CPU ran outside every op";
-        let wrapped = wrap(text, 24);
-        assert!(
-            wrapped.lines().all(|l| l.chars().count() <= 24),
-            "{wrapped}"
-        );
-        assert_eq!(
-            wrapped.split_whitespace().collect::<Vec<_>>().join(" "),
-            text
-        );
-        assert!(
-            wrapped.lines().skip(1).all(|l| l.starts_with("  ")),
-            "{wrapped}"
-        );
-        assert_eq!(wrap("short", 80), "short");
-    }
 }

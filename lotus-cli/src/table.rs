@@ -40,12 +40,9 @@ pub const DEFAULT_WIDTH: usize = 100;
 /// Tables are never fitted to fewer columns than this.
 pub const MIN_WIDTH: usize = 40;
 
-/// A C name up to this many characters is never shortened; names
-/// columns are at least this wide where the table can give them room.
+/// Names columns are at least this wide where the table can give them
+/// room (else they go to a part of the table of their own).
 pub const NAME_MIN: usize = 24;
-
-/// A C name longer than this is cut (at its end) where room is short.
-const C_NAME_WHOLE: usize = 40;
 
 /// The width tables fit: `COLUMNS` where set (a positive number), else the
 /// terminal's where standard output is one, else [`DEFAULT_WIDTH`]; never
@@ -107,6 +104,33 @@ pub fn wrap(line: &str, width: usize) -> String {
         }
     }
     out + &current
+}
+
+/// `line` cut at spaces into lines of at most `width` columns, no indent
+/// (a word longer than that is cut at its end).
+pub fn wrap_plain(line: &str, width: usize) -> String {
+    // A tree's indent is kept on each line.
+    let body = line.trim_start_matches(' ');
+    let indent = &line[..line.len() - body.len()];
+    let width = width.saturating_sub(indent.len()).max(8);
+    let mut lines: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for word in body.split(' ') {
+        let word = cut_right(word, width);
+        let len = display_width(&current);
+        if len > 0 && len + 1 + display_width(&word) > width {
+            lines.push(std::mem::take(&mut current));
+        } else if len > 0 {
+            current.push(' ');
+        }
+        current += &word;
+    }
+    lines.push(current);
+    lines
+        .iter()
+        .map(|l| format!("{indent}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Every line of `text` wrapped to `width` ([`wrap`]).
@@ -197,11 +221,7 @@ const LEVELS: usize = 3;
 /// falls back to the code it calls, then the tail is cut.
 fn fit_name(name: &str, level: usize, max: usize) -> String {
     if is_c_name(name) {
-        return if display_width(name) <= max.max(C_NAME_WHOLE) {
-            name.to_string()
-        } else {
-            cut_right(name, max)
-        };
+        return cut_right(name, max);
     }
     let candidates = short_at(name, level);
     for c in &candidates {
@@ -490,7 +510,15 @@ type NamesFn<'a> = Box<dyn Fn(usize) -> Vec<String> + 'a>;
 pub struct Grid<'a> {
     columns: Vec<Column>,
     rows: Vec<Vec<String>>,
-    names: Option<(usize, usize, NamesFn<'a>)>,
+    names: Option<Names<'a>>,
+}
+
+/// A [`Grid`]'s names column, and the columns that go with it.
+struct Names<'a> {
+    column: usize,
+    companions: usize,
+    min: usize,
+    cells: NamesFn<'a>,
 }
 
 /// The columns one table of `widths` takes, borders included
@@ -512,15 +540,21 @@ impl<'a> Grid<'a> {
 
     /// Column `column` holds names: `cells(room)` gives its cells for a
     /// room of `room` columns, `usize::MAX` for the names whole; it gets
-    /// at least `min` columns (in a part of its own where the others leave
-    /// less).
+    /// at least `min` columns (in a part of its own, with the key and its
+    /// `companions` columns after it, where the others leave less).
     pub fn names(
         mut self,
         column: usize,
+        companions: usize,
         min: usize,
         cells: impl Fn(usize) -> Vec<String> + 'a,
     ) -> Self {
-        self.names = Some((column, min, Box::new(cells)));
+        self.names = Some(Names {
+            column,
+            companions,
+            min,
+            cells: Box::new(cells),
+        });
         self
     }
 
@@ -529,50 +563,64 @@ impl<'a> Grid<'a> {
     pub fn render(&self, width: Option<usize>) -> String {
         let mut rows = self.rows.clone();
         let n = self.columns.len();
+        let all: Vec<usize> = (0..n).collect();
         let Some(width) = width else {
-            if let Some((col, _, cells)) = &self.names {
-                fill(&mut rows, *col, cells(usize::MAX));
+            if let Some(names) = &self.names {
+                fill(&mut rows, names.column, (names.cells)(usize::MAX));
             }
-            return draw(&self.columns, &rows, &(0..n).collect::<Vec<_>>(), None);
+            return draw(&self.columns, &rows, &all, None);
         };
-        let col_width = |rows: &[Vec<String>], c: usize| {
-            rows.iter()
-                .map(|r| display_width(&r[c]))
-                .chain([display_width(&self.columns[c].header)])
-                .max()
-                .unwrap_or(0)
-        };
-        // The key column is at most a third of the width.
-        let key_max = (width / 3).max(16);
-        if col_width(&rows, 0) > key_max && self.names.as_ref().is_none_or(|(c, ..)| *c != 0) {
-            for r in &mut rows {
-                r[0] = r[0]
-                    .lines()
-                    .map(|l| cut_right(l, key_max))
-                    .collect::<Vec<_>>()
-                    .join("\n");
+        // The key column is at most a fifth of the width, its cells
+        // wrapped at spaces.
+        let key_max = (width / 5).max(14);
+        match &self.names {
+            Some(names) if names.column == 0 => {
+                fill(&mut rows, 0, (names.cells)(key_max));
+            }
+            _ => {
+                for r in &mut rows {
+                    r[0] = r[0]
+                        .lines()
+                        .map(|l| wrap_plain(l, key_max))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                }
             }
         }
-        let names_col = self.names.as_ref().map(|(c, ..)| *c);
-        let fixed: Vec<usize> = (0..n).filter(|&c| Some(c) != names_col).collect();
-        let widths: Vec<usize> = (0..n).map(|c| col_width(&rows, c)).collect();
-        let fixed_sum: usize = fixed.iter().map(|&c| widths[c]).sum();
-        let Some((col, min, cells)) = &self.names else {
-            return self.fold(&rows, &widths, &fixed, width);
+        let widths: Vec<usize> = (0..n)
+            .map(|c| {
+                rows.iter()
+                    .map(|r| display_width(&r[c]))
+                    .chain([display_width(&self.columns[c].header)])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let Some(names) = self.names.as_ref().filter(|names| names.column > 0) else {
+            return self.fold(&rows, &widths, &all, width);
         };
-        let all: Vec<usize> = (0..n).collect();
-        let room = width.saturating_sub(1 + 3 * n + fixed_sum);
-        if room >= *min {
-            fill(&mut rows, *col, cells(room));
+        let group: Vec<usize> = (names.column..=names.column + names.companions)
+            .filter(|&c| c < n)
+            .collect();
+        let others: usize = all
+            .iter()
+            .filter(|&&c| c != names.column)
+            .map(|&c| widths[c])
+            .sum();
+        let room = width.saturating_sub(1 + 3 * n + others);
+        if room >= names.min {
+            fill(&mut rows, names.column, (names.cells)(room));
             return draw(&self.columns, &rows, &all, Some(width));
         }
-        // Folded: the other columns, then the key and the names.
+        // Folded: the other columns, then the key with the names.
+        let fixed: Vec<usize> = all.iter().copied().filter(|c| !group.contains(c)).collect();
         let mut out = self.fold(&rows, &widths, &fixed, width);
-        let key = if *col == 0 { vec![0] } else { vec![0, *col] };
-        let key_width = if *col == 0 { 0 } else { widths[0] + 3 };
-        let room = width.saturating_sub(1 + 3 + key_width).max(12);
-        fill(&mut rows, *col, cells(room));
-        out += &draw(&self.columns, &rows, &key, Some(width));
+        let mut part = vec![0];
+        part.extend(&group);
+        let companions: usize = group[1..].iter().map(|&c| widths[c] + 3).sum();
+        let room = width.saturating_sub(1 + 3 + widths[0] + 3 + companions).max(12);
+        fill(&mut rows, names.column, (names.cells)(room));
+        out += &draw(&self.columns, &rows, &part, Some(width));
         out
     }
 
@@ -648,8 +696,13 @@ mod tests {
     #[test]
     fn c_names_stay_whole_and_cpp_names_are_cut_to_their_own_name() {
         assert_eq!(
-            short_names(&["__memmove_avx512_unaligned_erms"], 20),
+            short_names(&["__memmove_avx512_unaligned_erms"], 40),
             ["__memmove_avx512_unaligned_erms"]
+        );
+        // Too long for its room: cut at its end, never its start.
+        assert_eq!(
+            short_names(&["__memmove_avx512_unaligned_erms"], 20),
+            ["__memmove_avx512_un…"]
         );
         let kernel = "void at::native::(anonymous namespace)::cpu_kernel_vec<at::TensorIteratorBase&, float (float)>(at::TensorIteratorBase&, float (float)&&)::{lambda()#1}::operator()() const";
         assert_eq!(short_names(&[kernel], 60), ["cpu_kernel_vec::λ1"]);
@@ -689,6 +742,15 @@ mod tests {
     }
 
     #[test]
+    fn keys_are_wrapped_at_spaces() {
+        assert_eq!(
+            wrap_plain("independent threads (worker)", 16),
+            "independent\nthreads (worker)"
+        );
+        assert_eq!(wrap_plain("  └ Normalize", 16), "  └ Normalize");
+    }
+
+    #[test]
     fn modules_are_shown_by_their_file_name() {
         assert_eq!(
             module_name("/usr/lib/x86_64-linux-gnu/libjpeg.so.62"),
@@ -714,7 +776,7 @@ mod tests {
             "99.9".to_string(),
             String::new(),
         ]];
-        let grid = Grid::new(columns.clone(), rows.clone()).names(3, 24, |room| {
+        let grid = Grid::new(columns.clone(), rows.clone()).names(3, 0, 24, |room| {
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
             short_names(&refs, room)
         });
