@@ -246,7 +246,7 @@ fn table_of(
         "samples",
         "CPU ms ±95%",
         "incl ms",
-        "share %",
+        "CPU %",
         "calls",
         "ms/call",
     ]

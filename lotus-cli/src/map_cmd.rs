@@ -21,8 +21,9 @@ use crate::usage::{self, note, usage};
 
 #[derive(Debug, clap::Args)]
 pub struct MapArgs {
-    /// Profiler backend (see `lotus backends`).
-    #[arg(long, required_unless_present = "from_trace")]
+    /// Profiler backend (see `lotus backends`); by default the one that
+    /// can run here (where several can, say which).
+    #[arg(long)]
     pub backend: Option<String>,
     /// Read a sampled trace folder (`lotus trace run --sample --out DIR`)
     /// instead of running anything: each op's native functions as measured
@@ -282,8 +283,8 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
         emit_as_asked(&mapping, &args)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let backend_name = args.backend.as_deref().unwrap_or_default();
-    let backend = usage::backend(backend_name)?;
+    let (backend_name, backend) = usage::backend_or_usable(args.backend.as_deref())?;
+    let backend_name = backend_name.as_str();
     let (mapping, interrupted) = match &args.from_reports {
         Some(dir) => {
             if !args.ops.is_empty() {

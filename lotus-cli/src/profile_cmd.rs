@@ -21,9 +21,10 @@ use lotus_map::write::{check_writable, write_atomic};
 /// `lotus profile` arguments.
 #[derive(Debug, clap::Args)]
 pub struct ProfileArgs {
-    /// Profiler backend (see `lotus backends`).
+    /// Profiler backend (see `lotus backends`); by default the one that
+    /// can run here (where several can, say which).
     #[arg(long)]
-    backend: String,
+    backend: Option<String>,
     /// Write the profile here (default, or `-`: standard output).
     #[arg(long, short)]
     out: Option<PathBuf>,
@@ -62,7 +63,7 @@ pub enum ProfileFormat {
 /// Runs `lotus profile`.
 pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let ProfileFormat::Json = args.format;
-    let backend = crate::usage::backend(&args.backend)?;
+    let (_, backend) = crate::usage::backend_or_usable(args.backend.as_deref())?;
     // `--out -` is standard output, as no --out is.
     let out = args.out.clone().filter(|p| !crate::usage::is_stdout(p));
     let probe = backend.probe();

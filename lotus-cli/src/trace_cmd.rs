@@ -1230,3 +1230,35 @@ impl OpArgs {
         }
     }
 }
+
+/// The one line `trace run` ends with (on stderr, not with `-q`): what to
+/// run next on the folder it wrote: `attribute` where it was sampled,
+/// `trace stats` where not, then the report.
+pub(crate) fn next_hint(out: &Path, prefix: &str, sampled: bool) -> String {
+    let dir = shell_word(&out.display().to_string());
+    let prefix = if prefix == "lotus" {
+        String::new()
+    } else {
+        format!(" --prefix {}", shell_word(prefix))
+    };
+    let first = if sampled {
+        format!("lotus attribute {dir}{prefix}")
+    } else {
+        format!("lotus trace stats {dir}")
+    };
+    format!("next: {first}    (then lotus report --trace {dir} --out report.html)")
+}
+
+/// `s` as one shell word: as it is where it holds only safe characters,
+/// else in single quotes.
+fn shell_word(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c));
+    if safe {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}

@@ -849,6 +849,12 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     if !status.success() {
         crate::usage::say!("lotus: the program exited with {status}");
     }
+    if failures.is_empty() && !new.is_empty() {
+        crate::usage::note!(
+            "{}",
+            crate::trace_cmd::next_hint(&out, &args.prefix, args.sample)
+        );
+    }
     if !failures.is_empty() {
         for failure in &failures {
             crate::usage::say!("lotus: {failure}");

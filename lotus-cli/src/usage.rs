@@ -23,6 +23,57 @@ pub fn backend(name: &str) -> anyhow::Result<Box<dyn lotus_core::Profiler>> {
     lotus_core::backend(name).map_err(|e| usage(e.to_string()))
 }
 
+/// The backend `--backend` names, or, where it was left out, the one
+/// that can run here (said in a note); several that can: a usage error
+/// listing them; none: an error saying why each cannot (as `lotus
+/// backends` does). Returns its name too.
+pub fn backend_or_usable(
+    name: Option<&str>,
+) -> anyhow::Result<(String, Box<dyn lotus_core::Profiler>)> {
+    if let Some(name) = name {
+        return Ok((name.to_string(), backend(name)?));
+    }
+    let probes: Vec<(Box<dyn lotus_core::Profiler>, lotus_core::Probe)> = lotus_core::backends()
+        .into_iter()
+        .map(|b| {
+            let p = b.probe();
+            (b, p)
+        })
+        .collect();
+    let usable: Vec<&str> = probes
+        .iter()
+        .filter(|(_, p)| p.available)
+        .map(|(b, _)| b.name())
+        .collect();
+    match usable.as_slice() {
+        [one] => {
+            let one = one.to_string();
+            note!("lotus: using the {one} backend, the one that can run here (--backend to choose)");
+            Ok((one.clone(), backend(&one)?))
+        }
+        [] => {
+            let why: Vec<String> = probes
+                .iter()
+                .map(|(b, p)| {
+                    format!(
+                        "{}: {}",
+                        b.name(),
+                        p.reason.as_deref().unwrap_or("not available")
+                    )
+                })
+                .collect();
+            anyhow::bail!(
+                "no profiler backend can run here ({}); `lotus backends` says more",
+                why.join("; ")
+            )
+        }
+        several => Err(usage(format!(
+            "several backends can run here ({}): choose one with --backend",
+            several.join(", ")
+        ))),
+    }
+}
+
 /// The exit status for `error`: 2 for a usage error, 1 otherwise.
 pub fn exit_status(error: &anyhow::Error) -> u8 {
     if error.downcast_ref::<UsageError>().is_some() {
