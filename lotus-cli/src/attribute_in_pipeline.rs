@@ -234,12 +234,7 @@ fn tree_name(r: &AttributedRow) -> String {
 /// inclusive CPU (only where ops nest: else it is the exclusive one), its
 /// share of the total, its calls and inclusive CPU per call, counters, top
 /// functions.
-fn table_of(
-    a: &InPipelineAttribution,
-    markdown: bool,
-    top: usize,
-    width: Option<usize>,
-) -> String {
+fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option<usize>) -> String {
     let nested = a.rows.iter().any(|r| r.depth > 0);
     let mut header: Vec<String> = [
         "row",

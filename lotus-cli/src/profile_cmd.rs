@@ -28,9 +28,15 @@ pub struct ProfileArgs {
     /// Write the profile here (default, or `-`: standard output).
     #[arg(long, short)]
     out: Option<PathBuf>,
-    /// Output format: lotus.profile/1 JSON, the one `lotus attribute` reads (its tables show the profile by op).
-    #[arg(long, value_enum, default_value = "json")]
-    format: ProfileFormat,
+    /// Output format: lotus.profile/1 JSON (the one `lotus attribute` reads; its tables show the profile by op), or its functions as a table, CSV or Markdown. By default a table on a terminal, JSON when writing --out or into a pipe.
+    #[arg(long, value_enum)]
+    format: Option<ProfileFormat>,
+    /// Functions listed in a table or Markdown, the busiest first (0: all).
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+    /// Tables show function names in full.
+    #[arg(long)]
+    wide: bool,
     /// Measure only inside the windows the program opens itself (lotus_resume /
     /// lotus_pause, `import lotus`, or ITT), not the whole run.
     #[arg(long)]
@@ -52,17 +58,156 @@ pub struct ProfileArgs {
     command: Vec<String>,
 }
 
-/// `lotus profile --format`: one format today, named so scripts can ask
-/// for it as for every other command's data.
+/// `lotus profile --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProfileFormat {
+    /// The busiest functions, with their modules and shares.
+    Table,
     /// `lotus.profile/1` JSON.
     Json,
+    /// One row per function (every counter a column).
+    Csv,
+    /// A Markdown table of the busiest functions.
+    Md,
+}
+
+impl ProfileFormat {
+    /// The format where `--format` is not given: JSON into a file (or the
+    /// format its extension names) or a pipe, a table on a terminal.
+    fn default_for(out: Option<&std::path::Path>, terminal: bool) -> ProfileFormat {
+        match out.and_then(|p| p.extension()).and_then(|e| e.to_str()) {
+            Some("csv") => ProfileFormat::Csv,
+            Some("md") => ProfileFormat::Md,
+            Some("txt") => ProfileFormat::Table,
+            _ if out.is_none() && terminal => ProfileFormat::Table,
+            _ => ProfileFormat::Json,
+        }
+    }
+}
+
+/// The profile's functions, the busiest first: `top` of them (0: all) in
+/// a table fitted to `width` (`None`: names whole) or Markdown, or all of
+/// them in CSV.
+fn render_rows(
+    profile: &Profile,
+    format: ProfileFormat,
+    top: usize,
+    width: Option<usize>,
+) -> Result<String> {
+    use crate::table::{self, Column, Grid};
+    use lotus_core::text::{csv_number, csv_record, printable};
+    use lotus_map::output::one_line;
+    let total: f64 = profile.rows.iter().map(|r| r.value).sum();
+    let mut order: Vec<&lotus_core::Row> = profile.rows.iter().collect();
+    order.sort_by(|a, b| b.value.total_cmp(&a.value));
+    let unit = profile.unit.label();
+    let share = |v: f64| if total > 0.0 { v / total } else { 0.0 };
+    if format == ProfileFormat::Csv {
+        let counters: std::collections::BTreeSet<&String> =
+            order.iter().flat_map(|r| r.counters.keys()).collect();
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let mut header: Vec<String> = ["function", "module", unit, "share"]
+            .map(String::from)
+            .to_vec();
+        header.extend(counters.iter().map(|c| c.to_string()));
+        w.write_record(csv_record(&header))?;
+        for r in &order {
+            let mut rec = vec![
+                r.function.clone(),
+                r.module.clone(),
+                csv_number(r.value),
+                csv_number(share(r.value)),
+            ];
+            rec.extend(counters.iter().map(|c| {
+                r.counters
+                    .get(*c)
+                    .map(|v| csv_number(*v))
+                    .unwrap_or_default()
+            }));
+            w.write_record(csv_record(&rec))?;
+        }
+        return Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?);
+    }
+    let shown = if top == 0 {
+        order.len()
+    } else {
+        top.min(order.len())
+    };
+    let rows = &order[..shown];
+    let figure = |v: f64| {
+        lotus_core::text::figure(
+            v,
+            if profile.unit == lotus_core::Unit::Seconds {
+                3
+            } else {
+                0
+            },
+        )
+    };
+    let mut out = format!(
+        "lotus profile: {} backend, {} function(s), {} {unit} in all\n",
+        one_line(&profile.backend),
+        profile.rows.len(),
+        figure(total)
+    );
+    if format == ProfileFormat::Md {
+        out += &format!("\n| function | module | {unit} | share |\n|---|---|---:|---:|\n");
+        for r in rows {
+            out += &format!(
+                "| `{}` | {} | {} | {:.1}% |\n",
+                one_line(&r.function).replace('|', "\\|").replace('`', "'"),
+                one_line(&table::module_name(&r.module)).replace('|', "\\|"),
+                figure(r.value),
+                100.0 * share(r.value)
+            );
+        }
+    } else {
+        let cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                let module = one_line(&table::module_name(&r.module));
+                vec![
+                    String::new(),
+                    if width.is_some() {
+                        table::cut_right(&module, 24)
+                    } else {
+                        module
+                    },
+                    figure(r.value),
+                    format!("{:.1}%", 100.0 * share(r.value)),
+                ]
+            })
+            .collect();
+        let full: Vec<String> = rows.iter().map(|r| one_line(&r.function)).collect();
+        let grid = Grid::new(
+            vec![
+                Column::left("function"),
+                Column::left("module"),
+                Column::right(unit),
+                Column::right("share"),
+            ],
+            cells,
+        )
+        .names(0, 0, table::NAME_MIN, |room| {
+            let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+            table::short_names(&refs, room)
+        });
+        out += &grid.render(width);
+    }
+    if shown < order.len() {
+        out += &format!("… {} more (--top 0 shows all)\n", order.len() - shown);
+    }
+    Ok(printable(&out).into_owned())
 }
 
 /// Runs `lotus profile`.
 pub fn run(args: ProfileArgs) -> Result<ExitCode> {
-    let ProfileFormat::Json = args.format;
+    let format = args.format.unwrap_or_else(|| {
+        ProfileFormat::default_for(
+            args.out.as_deref().filter(|p| !crate::usage::is_stdout(p)),
+            std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        )
+    });
     let (_, backend) = crate::usage::backend_or_usable(args.backend.as_deref())?;
     // `--out -` is standard output, as no --out is.
     let out = args.out.clone().filter(|p| !crate::usage::is_stdout(p));
@@ -199,9 +344,14 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
             .environment
             .insert("task_clock_s".into(), format!("{:.6}", task_clock / 1e9));
     }
-    let mut text = Vec::new();
-    profile.write_json(&mut text)?;
-    let text = String::from_utf8(text)?;
+    let text = if format == ProfileFormat::Json {
+        let mut text = Vec::new();
+        profile.write_json(&mut text)?;
+        String::from_utf8(text)?
+    } else {
+        let width = (!args.wide).then(crate::table::width);
+        render_rows(&profile, format, args.top, width)?
+    };
     match &out {
         Some(path) => {
             write_atomic(path, &text)?;

@@ -575,7 +575,20 @@ impl<'a> Grid<'a> {
         let key_max = (width / 5).max(14);
         match &self.names {
             Some(names) if names.column == 0 => {
-                fill(&mut rows, 0, (names.cells)(key_max));
+                // The names are the key: they get what the others leave.
+                let others: usize = (1..n)
+                    .map(|c| {
+                        rows.iter()
+                            .map(|r| display_width(&r[c]))
+                            .chain([display_width(&self.columns[c].header)])
+                            .max()
+                            .unwrap_or(0)
+                    })
+                    .sum();
+                let room = width
+                    .saturating_sub(1 + 3 * n + others)
+                    .max(names.min.min(width / 2));
+                fill(&mut rows, 0, (names.cells)(room));
             }
             _ => {
                 for r in &mut rows {
@@ -618,7 +631,9 @@ impl<'a> Grid<'a> {
         let mut part = vec![0];
         part.extend(&group);
         let companions: usize = group[1..].iter().map(|&c| widths[c] + 3).sum();
-        let room = width.saturating_sub(1 + 3 + widths[0] + 3 + companions).max(12);
+        let room = width
+            .saturating_sub(1 + 3 + widths[0] + 3 + companions)
+            .max(12);
         fill(&mut rows, names.column, (names.cells)(room));
         out += &draw(&self.columns, &rows, &part, Some(width));
         out

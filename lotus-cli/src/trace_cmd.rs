@@ -1253,8 +1253,7 @@ pub(crate) fn next_hint(out: &Path, prefix: &str, sampled: bool) -> String {
 /// else in single quotes.
 fn shell_word(s: &str) -> String {
     let safe = !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c));
     if safe {
         s.to_string()

@@ -48,7 +48,9 @@ pub fn backend_or_usable(
     match usable.as_slice() {
         [one] => {
             let one = one.to_string();
-            note!("lotus: using the {one} backend, the one that can run here (--backend to choose)");
+            note!(
+                "lotus: using the {one} backend, the one that can run here (--backend to choose)"
+            );
             Ok((one.clone(), backend(&one)?))
         }
         [] => {
