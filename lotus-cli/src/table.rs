@@ -134,10 +134,25 @@ pub fn wrap_plain(line: &str, width: usize) -> String {
 }
 
 /// Every line of `text` wrapped to `width` ([`wrap`]).
+/// Lines that fit are kept as they are; a longer one keeps its indent,
+/// its continuation lines two spaces more.
 pub fn wrap_lines(text: &str, width: usize) -> String {
     let mut out = String::new();
     for line in text.lines() {
-        out += &wrap(line, width);
+        if display_width(line) <= width {
+            out += line;
+        } else {
+            let body = line.trim_start_matches(' ');
+            let indent = &line[..line.len() - body.len()];
+            let wrapped = wrap(body, width.saturating_sub(indent.len()));
+            for (i, l) in wrapped.lines().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                out += indent;
+                out += l;
+            }
+        }
         out.push('\n');
     }
     out

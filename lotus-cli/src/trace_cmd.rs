@@ -71,7 +71,6 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
 use lotus_core::attribute::in_pipeline::TOP_FUNCTIONS;
 use lotus_core::attribute::span_samples::SpanSamples;
 use lotus_core::spill::Budget;
@@ -167,10 +166,12 @@ pub struct StatsArgs {
     /// removed, every batch figure recomputed).
     #[arg(long, value_enum, default_value = "flag")]
     pub outliers: OutliersArg,
-    /// Output format: tables, or lotus.trace-stats/2 JSON
-    /// (lotus.trace-stats-configs/1 for several configurations).
+    /// Output format: tables (fitted to the width), lotus.trace-stats/2
+    /// JSON (lotus.trace-stats-configs/1 for several configurations), CSV
+    /// (one row per op, span kind, and the batch, wait and delay
+    /// summaries) or Markdown.
     #[arg(long, value_enum, default_value = "table")]
-    pub format: crate::DataFormat,
+    pub format: StatsFormat,
     /// The same as --format json (kept for scripts).
     #[arg(long, conflicts_with = "format")]
     pub json: bool,
@@ -178,6 +179,70 @@ pub struct StatsArgs {
     /// attribute --op-times`).
     #[arg(long, value_name = "FILE")]
     pub op_times: Option<PathBuf>,
+}
+
+/// `lotus trace stats --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatsFormat {
+    /// Tables fitted to the terminal's width.
+    Table,
+    /// `lotus.trace-stats/2` JSON.
+    Json,
+    /// One row per op, span kind and summary.
+    Csv,
+    /// Markdown tables.
+    Md,
+}
+
+/// How a table is written: for the terminal, fitted to a width, or as
+/// Markdown.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Terminal(usize),
+    Markdown,
+}
+
+/// `header` and `rows` as a table: its first `left` columns aligned
+/// left, the others (numbers) right; ends with a newline.
+fn emit(mode: Mode, header: &[&str], left: usize, rows: Vec<Vec<String>>) -> String {
+    match mode {
+        Mode::Terminal(width) => {
+            let columns = header
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    if i < left {
+                        crate::table::Column::left(h)
+                    } else {
+                        crate::table::Column::right(h)
+                    }
+                })
+                .collect();
+            crate::table::Grid::new(columns, rows).render(Some(width))
+        }
+        Mode::Markdown => {
+            let cell = |c: &str| one_line(c).replace('|', "\\|");
+            let mut out = format!(
+                "\n| {} |\n|{}\n",
+                header
+                    .iter()
+                    .map(|h| cell(h))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                (0..header.len())
+                    .map(|i| if i < left { "---|" } else { "---:|" })
+                    .collect::<String>()
+            );
+            for r in rows {
+                out += &format!(
+                    "| {} |\n",
+                    r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+                );
+            }
+            out.push('\n');
+            out
+        }
+    }
 }
 
 /// `--outliers`'s choices.
@@ -211,7 +276,7 @@ pub fn run(command: TraceCommand) -> Result<ExitCode> {
         }
         TraceCommand::View(args) => view(args),
         TraceCommand::Stats(mut args) => {
-            args.json |= args.format == crate::DataFormat::Json;
+            args.json |= args.format == StatsFormat::Json;
             if args
                 .op_times
                 .as_deref()
@@ -773,12 +838,19 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
             for note in &unseen {
                 crate::usage::say!("lotus: note: {note}");
             }
-        } else {
-            print!("{}", render(&one.dir, &one.folder, &one.stats));
-            print!("{}", printable(&render_ranks(&one.ranks)));
+        } else if args.format == StatsFormat::Csv {
+            print!("{}", stats_csv(&[&one])?);
             for note in &unseen {
-                println!("{}", printable(&format!("note: {note}")));
+                crate::usage::say!("lotus: note: {note}");
             }
+        } else {
+            let mode = mode_of(args.format);
+            let mut text = render(&one.dir, &one.folder, &one.stats, mode);
+            text += &printable(&render_ranks(&one.ranks, mode));
+            for note in &unseen {
+                text += &format!("{}\n", printable(&format!("note: {note}")));
+            }
+            print!("{}", fit_lines(&text, mode));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -804,16 +876,110 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
             configurations,
             comparison,
         })?;
+    } else if args.format == StatsFormat::Csv {
+        print!("{}", stats_csv(&computed.iter().collect::<Vec<_>>())?);
     } else {
+        let mode = mode_of(args.format);
+        let mut text = String::new();
         for c in &computed {
-            println!("=== Configuration {} ===", one_line(&c.label));
-            print!("{}", render(&c.dir, &c.folder, &c.stats));
-            print!("{}", printable(&render_ranks(&c.ranks)));
-            println!();
+            text += &format!("=== Configuration {} ===\n", one_line(&c.label));
+            text += &render(&c.dir, &c.folder, &c.stats, mode);
+            text += &printable(&render_ranks(&c.ranks, mode));
+            text.push('\n');
         }
-        print!("{}", printable(&render_comparison(&comparison, rule)));
+        text += &printable(&render_comparison(&comparison, rule, mode));
+        print!("{}", fit_lines(&text, mode));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The table mode of `format` (tables and Markdown).
+fn mode_of(format: StatsFormat) -> Mode {
+    match format {
+        StatsFormat::Md => Mode::Markdown,
+        _ => Mode::Terminal(crate::table::width()),
+    }
+}
+
+/// The text's lines wrapped to the width on a terminal (the tables fit
+/// it already); Markdown as it is.
+fn fit_lines(text: &str, mode: Mode) -> String {
+    match mode {
+        Mode::Terminal(width) => crate::table::wrap_lines(text, width),
+        Mode::Markdown => text.to_string(),
+    }
+}
+
+/// `trace stats --format csv`: one row per op, span kind, and the batch
+/// preprocessing, main-process wait and delay summaries, per
+/// configuration; times in ms.
+fn stats_csv(computed: &[&Computed]) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(lotus_core::text::csv_record([
+        "configuration",
+        "section",
+        "name",
+        "count",
+        "total_ms",
+        "mean_ms",
+        "p50_ms",
+        "p95_ms",
+        "p99_ms",
+        "std_ms",
+        "min_ms",
+        "max_ms",
+        "cpu_ms",
+        "cpu_mean_ms",
+    ]))?;
+    let ms = |v: f64| format!("{:.6}", v / 1e6);
+    let opt = |v: Option<u64>| v.map_or(String::new(), |v| ms(v as f64));
+    for c in computed {
+        let s = &c.stats;
+        let mut row = |section: &str, name: &str, sum: &Summary, cpu: [String; 2]| {
+            let mut rec = vec![
+                c.label.clone(),
+                section.to_string(),
+                name.to_string(),
+                sum.count.to_string(),
+                ms(sum.total_ns as f64),
+                ms(sum.mean_ns),
+                ms(sum.p50_ns),
+                ms(sum.p95_ns),
+                ms(sum.p99_ns),
+                ms(sum.std_ns),
+                ms(sum.min_ns as f64),
+                ms(sum.max_ns as f64),
+            ];
+            rec.extend(cpu);
+            w.write_record(lotus_core::text::csv_record(&rec))
+        };
+        for o in &s.ops {
+            row(
+                "op",
+                &o.name,
+                &o.summary,
+                [opt(o.cpu_ns), opt(o.cpu_per_call_ns)],
+            )?;
+        }
+        for k in &s.kinds {
+            row("kind", &k.kind.to_string(), &k.summary, Default::default())?;
+        }
+        if let Some(sum) = &s.batches.summary {
+            row("batches", "preprocessing", sum, Default::default())?;
+        }
+        if let Some(sum) = &s.wait.summary {
+            row("wait", "main process", sum, Default::default())?;
+        }
+        if let Some(sum) = &s.delay.summary {
+            row(
+                "delay",
+                "preprocessing to consumption",
+                sum,
+                Default::default(),
+            )?;
+        }
+    }
+    Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
 }
 
 /// Writes each op's total time as `op,seconds`.
@@ -844,34 +1010,42 @@ fn write_op_times(path: &Path, index: &TraceIndex) -> Result<()> {
 }
 
 /// The study's comparison of configurations, as a table.
-fn render_comparison(c: &ConfigComparison, rule: OutlierRule) -> String {
+fn render_comparison(c: &ConfigComparison, rule: OutlierRule, mode: Mode) -> String {
     let mut out = format!(
         "Configurations compared (batch preprocessing time; outliers: {})\n",
         rule.describe()
     );
-    let mut t = table(&[
-        "configuration",
-        "batches",
-        "p50 ms",
-        "IQR ms",
-        "std ms",
-        "IQR / smallest",
-        "std / smallest",
-    ]);
-    let opt = |v: Option<f64>| right(v.map_or_else(|| "-".to_string(), ms));
-    let ratio = |v: Option<f64>| right(v.map_or_else(|| "-".to_string(), |r| format!("{r:.2}x")));
-    for r in &c.configurations {
-        t.add_row(vec![
-            Cell::new(one_line(&r.label)),
-            right(r.batches.to_string()),
-            opt(r.p50_ns),
-            opt(r.iqr_ns),
-            opt(r.std_ns),
-            ratio(r.iqr_normalized),
-            ratio(r.std_normalized),
-        ]);
-    }
-    out += &t.to_string();
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), ms);
+    let ratio = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |r| format!("{r:.2}x"));
+    let rows = c
+        .configurations
+        .iter()
+        .map(|r| {
+            vec![
+                one_line(&r.label).into_owned(),
+                r.batches.to_string(),
+                opt(r.p50_ns),
+                opt(r.iqr_ns),
+                opt(r.std_ns),
+                ratio(r.iqr_normalized),
+                ratio(r.std_normalized),
+            ]
+        })
+        .collect();
+    out += &emit(
+        mode,
+        &[
+            "configuration",
+            "batches",
+            "p50 ms",
+            "IQR ms",
+            "std ms",
+            "IQR / smallest",
+            "std / smallest",
+        ],
+        1,
+        rows,
+    );
     out += &format!(
         "\nMaximum normalized IQR across configurations: {}\nMaximum normalized standard deviation across configurations: {}\n",
         c.max_normalized_iqr.map_or("-".to_string(), |r| format!("{r:.2}x")),
@@ -887,27 +1061,15 @@ fn ms(ns: f64) -> String {
     format!("{:.3}", ns / 1e6)
 }
 
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header.to_vec());
-    t
-}
-
-fn right(s: String) -> Cell {
-    Cell::new(s).set_alignment(CellAlignment::Right)
-}
-
-fn summary_cells(s: &Summary) -> Vec<Cell> {
+fn summary_cells(s: &Summary) -> Vec<String> {
     vec![
-        right(s.count.to_string()),
-        right(ms(s.total_ns as f64)),
-        right(ms(s.mean_ns)),
-        right(ms(s.p50_ns)),
-        right(ms(s.p95_ns)),
-        right(ms(s.p99_ns)),
-        right(ms(s.std_ns)),
+        s.count.to_string(),
+        ms(s.total_ns as f64),
+        ms(s.mean_ns),
+        ms(s.p50_ns),
+        ms(s.p95_ns),
+        ms(s.p99_ns),
+        ms(s.std_ns),
     ]
 }
 
@@ -915,11 +1077,11 @@ const SUMMARY_HEADER: [&str; 7] = ["count", "total", "mean", "p50", "p95", "p99"
 
 /// The terminal report: names from the trace (ops, the folder) on one
 /// line each, control characters escaped.
-fn render(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
-    printable(&render_raw(dir, folder, s)).into_owned()
+fn render(dir: &Path, folder: &TraceFolder, s: &TraceStats, mode: Mode) -> String {
+    printable(&render_raw(dir, folder, s, mode)).into_owned()
 }
 
-fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
+fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats, mode: Mode) -> String {
     let mains = s.processes.iter().filter(|p| p.role == "main").count();
     let mut out = format!(
         "lotus trace stats: {}\n{} event(s) from {} process(es) ({mains} main, {} worker) in {} file(s)",
@@ -943,18 +1105,20 @@ fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
         if with_cpu {
             h.extend(["cpu", "cpu mean"]);
         }
-        let mut t = table(&h);
-        for o in &s.ops {
-            let mut row = vec![Cell::new(one_line(&o.name))];
-            row.extend(summary_cells(&o.summary));
-            if with_cpu {
-                let cell = |v: Option<u64>| right(v.map_or(String::new(), |v| ms(v as f64)));
-                row.extend([cell(o.cpu_ns), cell(o.cpu_per_call_ns)]);
-            }
-            t.add_row(row);
-        }
-        out += &t.to_string();
-        out.push('\n');
+        let rows = s
+            .ops
+            .iter()
+            .map(|o| {
+                let mut row = vec![one_line(&o.name).into_owned()];
+                row.extend(summary_cells(&o.summary));
+                if with_cpu {
+                    let cell = |v: Option<u64>| v.map_or(String::new(), |v| ms(v as f64));
+                    row.extend([cell(o.cpu_ns), cell(o.cpu_per_call_ns)]);
+                }
+                row
+            })
+            .collect();
+        out += &emit(mode, &h, 1, rows);
         if with_cpu {
             out += "cpu: the spans' own thread's CPU time (an op's includes the ops run inside it); empty where a span of the op does not say it\n";
         }
@@ -963,14 +1127,16 @@ fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
         out += "\nOther spans, per kind\n";
         let mut h = vec!["kind"];
         h.extend(SUMMARY_HEADER);
-        let mut t = table(&h);
-        for k in &s.kinds {
-            let mut row = vec![Cell::new(k.kind.as_str())];
-            row.extend(summary_cells(&k.summary));
-            t.add_row(row);
-        }
-        out += &t.to_string();
-        out.push('\n');
+        let rows = s
+            .kinds
+            .iter()
+            .map(|k| {
+                let mut row = vec![k.kind.to_string()];
+                row.extend(summary_cells(&k.summary));
+                row
+            })
+            .collect();
+        out += &emit(mode, &h, 1, rows);
     }
 
     let b = &s.batches;
@@ -1047,17 +1213,20 @@ fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
                 ms(sum.p95_ns),
                 ms(sum.p99_ns)
             );
-            let mut t = table(&["wait", "batches", "share", "total ms"]);
-            for row in &s.wait.buckets {
-                t.add_row(vec![
-                    Cell::new(WaitBucket::label(row.bucket)),
-                    right(row.count.to_string()),
-                    right(format!("{:.1}%", 100.0 * row.share)),
-                    right(ms(row.total_ns as f64)),
-                ]);
-            }
-            out += &t.to_string();
-            out.push('\n');
+            let rows = s
+                .wait
+                .buckets
+                .iter()
+                .map(|row| {
+                    vec![
+                        WaitBucket::label(row.bucket).to_string(),
+                        row.count.to_string(),
+                        format!("{:.1}%", 100.0 * row.share),
+                        ms(row.total_ns as f64),
+                    ]
+                })
+                .collect();
+            out += &emit(mode, &["wait", "batches", "share", "total ms"], 1, rows);
         }
         None => out += "\nMain-process wait: no wait events\n",
     }
@@ -1097,7 +1266,7 @@ fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats) -> String {
 
 /// The per-rank table: one row per rank of a distributed job (nothing
 /// when no log names a rank).
-fn render_ranks(ranks: &[RankStats]) -> String {
+fn render_ranks(ranks: &[RankStats], mode: Mode) -> String {
     if ranks.is_empty() {
         return String::new();
     }
@@ -1105,50 +1274,53 @@ fn render_ranks(ranks: &[RankStats]) -> String {
         "\nPer rank ({} rank(s); `--format json` gives each rank's full statistics under \"ranks\")\n",
         ranks.len()
     );
-    let mut t = table(&[
-        "rank",
-        "host",
-        "processes",
-        "events",
-        "batches",
-        "batch mean",
-        "batch p50",
-        "batch p95",
-        "waits",
-        "wait total",
-        "wait p95",
-        "delay p50",
-    ]);
-    let opt = |v: Option<f64>| right(v.map_or_else(|| "-".to_string(), ms));
-    for r in ranks {
-        let s = &r.stats;
-        let mains = s.processes.iter().filter(|p| p.role == "main").count();
-        let b = s.batches.summary.as_ref();
-        let w = s.wait.summary.as_ref();
-        t.add_row(vec![
-            right(r.rank.to_string()),
-            Cell::new(if r.hosts.is_empty() {
-                "-".to_string()
-            } else {
-                one_line(&r.hosts.join(" ")).into_owned()
-            }),
-            right(format!(
-                "{mains} main, {} worker",
-                s.processes.len() - mains
-            )),
-            right(s.events.to_string()),
-            right(b.map_or(0, |b| b.count).to_string()),
-            opt(b.map(|b| b.mean_ns)),
-            opt(b.map(|b| b.p50_ns)),
-            opt(b.map(|b| b.p95_ns)),
-            right(w.map_or(0, |w| w.count).to_string()),
-            opt(w.map(|w| w.total_ns as f64)),
-            opt(w.map(|w| w.p95_ns)),
-            opt(s.delay.summary.as_ref().map(|d| d.p50_ns)),
-        ]);
-    }
-    out += &t.to_string();
-    out.push('\n');
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), ms);
+    let rows = ranks
+        .iter()
+        .map(|r| {
+            let s = &r.stats;
+            let mains = s.processes.iter().filter(|p| p.role == "main").count();
+            let b = s.batches.summary.as_ref();
+            let w = s.wait.summary.as_ref();
+            vec![
+                r.rank.to_string(),
+                if r.hosts.is_empty() {
+                    "-".to_string()
+                } else {
+                    one_line(&r.hosts.join(" ")).into_owned()
+                },
+                format!("{mains} main, {} worker", s.processes.len() - mains),
+                s.events.to_string(),
+                b.map_or(0, |b| b.count).to_string(),
+                opt(b.map(|b| b.mean_ns)),
+                opt(b.map(|b| b.p50_ns)),
+                opt(b.map(|b| b.p95_ns)),
+                w.map_or(0, |w| w.count).to_string(),
+                opt(w.map(|w| w.total_ns as f64)),
+                opt(w.map(|w| w.p95_ns)),
+                opt(s.delay.summary.as_ref().map(|d| d.p50_ns)),
+            ]
+        })
+        .collect();
+    out += &emit(
+        mode,
+        &[
+            "rank",
+            "host",
+            "processes",
+            "events",
+            "batches",
+            "batch mean",
+            "batch p50",
+            "batch p95",
+            "waits",
+            "wait total",
+            "wait p95",
+            "delay p50",
+        ],
+        2,
+        rows,
+    );
     out
 }
 
