@@ -21,7 +21,7 @@
 //! would read alike, scope is added back (the enclosing namespace or
 //! class, then the parameter list) until they differ, and as a last resort
 //! a short hash of the full name. Nothing is ever cut from the left: a
-//! name too long for its column loses its tail (`…`). [`with_module`] adds
+//! name too long for its column loses its tail (`…`). [`module_name`] gives
 //! the module's file name (`libjpeg.so.62`, `[kernel]`), which tables
 //! always show. JSON, CSV, Markdown and `--wide` keep the full names.
 //!
@@ -175,11 +175,6 @@ pub fn module_name(module: &str) -> String {
         .to_string()
 }
 
-/// `name (module)`, the module as [`module_name`] gives it.
-pub fn with_module(name: &str, module: &str) -> String {
-    format!("{name} ({})", module_name(module))
-}
-
 /// Whether `name` is a plain C name (no scope, template or parameters).
 fn is_c_name(name: &str) -> bool {
     !name.contains("::") && !name.contains('<') && !name.contains('(')
@@ -206,9 +201,10 @@ pub fn short_names(names: &[&str], max: usize) -> Vec<String> {
             short[i] = shown(i, level[i]);
         }
     }
+    // Still alike: their own names, told apart by a hash of the full name.
     for i in clashes(names, &short) {
         let tag = format!(" #{:06x}", fnv1a(names[i]) & 0xff_ffff);
-        short[i] = cut_right(&short[i], max.saturating_sub(tag.len())) + &tag;
+        short[i] = fit_name(names[i], 0, max.saturating_sub(tag.len())) + &tag;
     }
     short
 }
@@ -376,9 +372,13 @@ fn components(name: &str) -> Option<Vec<Component>> {
             continue;
         }
         if let Some(rest) = c.strip_prefix("{lambda(") {
-            let n = rest
-                .rfind('#')
-                .map_or("", |h| rest[h + 1..].trim_end_matches('}'));
+            // `{lambda(float)#1}`, possibly followed by `&` or `&&`.
+            let n: String = rest.rfind('#').map_or(String::new(), |h| {
+                rest[h + 1..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect()
+            });
             out.push(Component {
                 base: format!("λ{n}"),
                 targs: None,
@@ -585,9 +585,50 @@ impl<'a> Grid<'a> {
             }
             return draw(&self.columns, &rows, &all, None);
         };
-        // The key column is at most a fifth of the width, its cells
-        // wrapped at spaces.
-        let key_max = (width / 5).max(14);
+        let col_width = |rows: &[Vec<String>], c: usize| {
+            rows.iter()
+                .map(|r| display_width(&r[c]))
+                .chain([display_width(&self.columns[c].header)])
+                .max()
+                .unwrap_or(0)
+        };
+        // The key column gives up what the table lacks to fit the width
+        // (its cells wrapped at spaces), down to a fifth of the width;
+        // where that is not enough the table is folded.
+        let key_max = {
+            let natural: Vec<usize> = (0..n).map(|c| col_width(&rows, c)).collect();
+            let group = self
+                .names
+                .as_ref()
+                .filter(|names| names.column > 0)
+                .map(|names| names.column..=names.column + names.companions);
+            let fixed: Vec<usize> = (0..n)
+                .filter(|c| !group.as_ref().is_some_and(|g| g.contains(c)))
+                .map(|c| natural[c])
+                .collect();
+            let mut need = drawn(&fixed);
+            let floor = (width / 5).max(14).min(natural[0]);
+            if let (Some(names), Some(g)) = (&self.names, &group) {
+                let with: usize = need
+                    + names.min
+                    + 3
+                    + g.clone()
+                        .skip(1)
+                        .filter(|&c| c < n)
+                        .map(|c| natural[c] + 3)
+                        .sum::<usize>();
+                if with <= width + natural[0] - floor {
+                    need = with;
+                }
+            }
+            if need > width + natural[0] - floor {
+                // Folded whatever the key gives up: it keeps its width
+                // (up to two fifths of the line).
+                natural[0].min(width * 2 / 5)
+            } else {
+                natural[0].saturating_sub(need.saturating_sub(width))
+            }
+        };
         match &self.names {
             Some(names) if names.column == 0 => {
                 // The names are the key: they get what the others leave.
@@ -600,9 +641,12 @@ impl<'a> Grid<'a> {
                             .unwrap_or(0)
                     })
                     .sum();
-                let room = width
-                    .saturating_sub(1 + 3 * n + others)
-                    .max(names.min.min(width / 2));
+                // Where the others leave too little, the table is folded
+                // and the names get two fifths of the width.
+                let mut room = width.saturating_sub(1 + 3 * n + others);
+                if room < names.min {
+                    room = room.max(width * 2 / 5);
+                }
                 fill(&mut rows, 0, (names.cells)(room));
             }
             _ => {
@@ -615,15 +659,7 @@ impl<'a> Grid<'a> {
                 }
             }
         }
-        let widths: Vec<usize> = (0..n)
-            .map(|c| {
-                rows.iter()
-                    .map(|r| display_width(&r[c]))
-                    .chain([display_width(&self.columns[c].header)])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
+        let widths: Vec<usize> = (0..n).map(|c| col_width(&rows, c)).collect();
         let Some(names) = self.names.as_ref().filter(|names| names.column > 0) else {
             return self.fold(&rows, &widths, &all, width);
         };
@@ -788,7 +824,7 @@ mod tests {
         );
         assert_eq!(module_name("[kernel.kallsyms]"), "[kernel]");
         assert_eq!(module_name("[Unknown]"), "?");
-        assert_eq!(with_module("f", "/a/cv2.abi3.so"), "f (cv2.abi3.so)");
+        assert_eq!(module_name("/a/cv2.abi3.so"), "cv2.abi3.so");
     }
 
     #[test]

@@ -30,7 +30,8 @@ use lotus_core::text::{csv_number, csv_record, one_line, printable};
 use lotus_core::Unit;
 use serde::Serialize;
 
-use super::render::{amount, metric_text, pct, shorten, Grid, JsonProfileHead};
+use super::render::{amount, metric_text, pct, Grid, JsonProfileHead};
+use crate::table;
 use super::LoadedProfile;
 
 /// The schema tag of `lotus attribute --by function --format json`.
@@ -42,6 +43,8 @@ pub(super) struct FunctionView<'a> {
     pub(super) match_mode: String,
     pub(super) profiles: &'a [LoadedProfile],
     pub(super) results: &'a [FunctionAttribution],
+    /// `--wide`: names in tables in full.
+    pub(super) wide: bool,
 }
 
 #[derive(Serialize)]
@@ -249,8 +252,12 @@ impl FunctionView<'_> {
                     .map(|f| {
                         let o = &f.figures;
                         let mut row = vec![
-                            shorten(&f.function, 48),
-                            shorten(&f.module, 32),
+                            f.function.clone(),
+                            if self.wide {
+                                table::module_name(&f.module)
+                            } else {
+                                table::cut_right(&table::module_name(&f.module), 24)
+                            },
                             credits(f),
                             amount(p, o.value),
                             pct(o.share),
@@ -284,6 +291,7 @@ impl FunctionView<'_> {
                         header,
                         rows,
                         right_from: 3,
+                        names: Some(0),
                     },
                 )
             })
@@ -301,13 +309,19 @@ impl FunctionView<'_> {
 
     /// Terminal tables.
     pub(super) fn table(&self) -> String {
+        let width = (!self.wide).then(table::width);
         let mut out = self.header_line() + "\n";
         for (title, g) in self.grids(false) {
             out += &format!("\n{}\n", one_line(&title));
-            out += &g.terminal();
+            out += &g.terminal(width);
         }
-        // Names and paths from the files: control characters escaped.
-        printable(&out).into_owned()
+        // Names and paths from the files: control characters escaped;
+        // lines wrapped to the width (the tables fit it already).
+        let out = printable(&out).into_owned();
+        match width {
+            Some(w) => table::wrap_lines(&out, w),
+            None => out,
+        }
     }
 
     /// Markdown tables (every metric).

@@ -297,6 +297,7 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
             match_mode: match_mode.to_string(),
             profiles: &profiles,
             results: &per_function,
+            wide: args.wide,
         };
         match format {
             AttributeFormat::Json => fv.json()?,

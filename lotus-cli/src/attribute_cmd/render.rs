@@ -1,10 +1,10 @@
 //! Rendering an attribution: JSON, CSV, terminal tables and Markdown.
 
+use crate::table;
 use lotus_core::text::{csv_number, csv_record, figure, one_line, printable};
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
 use lotus_core::attribute::{Attribution, OpShare};
 use lotus_core::Unit;
 use serde::Serialize;
@@ -152,26 +152,45 @@ pub(super) struct Grid {
     pub(super) rows: Vec<Vec<String>>,
     /// Columns aligned right (numbers).
     pub(super) right_from: usize,
+    /// The column of function names, given whole: a terminal table
+    /// shortens them to the room the other columns leave.
+    pub(super) names: Option<usize>,
 }
 
 impl Grid {
-    pub(super) fn terminal(&self) -> String {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Disabled)
-            .set_header(self.header.iter().map(|h| one_line(h)));
-        for row in &self.rows {
-            t.add_row(row.iter().enumerate().map(|(i, c)| {
-                // A newline in an op's name would split its row.
-                let cell = Cell::new(one_line(c));
+    /// A terminal table fitted to `width` ([`crate::table::Grid`]); `None`:
+    /// names whole (`--wide`).
+    pub(super) fn terminal(&self, width: Option<usize>) -> String {
+        let columns = self
+            .header
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
                 if i >= self.right_from {
-                    cell.set_alignment(CellAlignment::Right)
+                    table::Column::right(&one_line(h))
                 } else {
-                    cell
+                    table::Column::left(&one_line(h))
                 }
-            }));
+            })
+            .collect();
+        // A newline in an op's name would split its row.
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(|c| one_line(c).into_owned()).collect())
+            .collect();
+        let full: Vec<String> = match self.names {
+            Some(c) => rows.iter().map(|r| r[c].clone()).collect(),
+            None => Vec::new(),
+        };
+        let mut grid = table::Grid::new(columns, rows);
+        if let Some(c) = self.names {
+            grid = grid.names(c, 0, table::NAME_MIN, |room| {
+                let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+                table::short_names(&refs, room)
+            });
         }
-        t.to_string() + "\n"
+        grid.render(width)
     }
 
     pub(super) fn markdown(&self) -> String {
@@ -358,6 +377,7 @@ impl View<'_> {
             header,
             rows,
             right_from: 1,
+            names: None,
         }
     }
 
@@ -399,6 +419,7 @@ impl View<'_> {
             header,
             rows,
             right_from: 1,
+            names: None,
         }
     }
 
@@ -432,14 +453,16 @@ impl View<'_> {
             header,
             rows,
             right_from: 1,
+            names: None,
         })
     }
 
     pub(super) fn table(&self) -> String {
+        let width = (!self.wide).then(table::width);
         let mut out = format!("lotus attribution: {}\n", self.header_line());
         if self.profiles.len() > 1 {
             out += "\nCPU time per op and share of each profile\n";
-            out += &self.comparison().terminal();
+            out += &self.comparison().terminal(width);
         }
         for (p, a) in self.profiles.iter().zip(self.results) {
             out += &format!(
@@ -447,21 +470,26 @@ impl View<'_> {
                 one_line(&p.name),
                 one_line(&Self::profile_line(p, a))
             );
-            out += &Self::detail(p, a).terminal();
+            out += &Self::detail(p, a).terminal(width);
             if let Some(g) = Self::metrics(a, self.wide) {
                 out += &format!(
                     "metrics per op, weighted by {}\n",
                     a.clockticks.as_deref().unwrap_or("clockticks")
                 );
-                out += &g.terminal();
+                out += &g.terminal(width);
             }
             for note in &a.notes {
                 out += &format!("note: {note}\n");
             }
         }
         // Names, paths and notes from the files: control characters
-        // escaped (cells are on one line already).
-        printable(&out).into_owned()
+        // escaped (cells are on one line already); lines longer than the
+        // width wrapped (the tables fit it already).
+        let out = printable(&out).into_owned();
+        match width {
+            Some(w) => table::wrap_lines(&out, w),
+            None => out,
+        }
     }
 
     pub(super) fn markdown(&self) -> String {
