@@ -240,7 +240,16 @@ fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
         let file = lotus_core::input::open_regular(other_path)
             .with_context(|| format!("cannot read {other_name}"))?;
         let other = Mapping::from_reader(file, &other_name)?;
-        return mapping_against::run(&mapping, &name, &other, &other_name, args.format, args.top);
+        let width = (!args.wide).then(crate::table::width);
+        return mapping_against::run(
+            &mapping,
+            &name,
+            &other,
+            &other_name,
+            args.format,
+            args.top,
+            width,
+        );
     }
     if args.format == MapFormat::Json {
         // Streamed: the JSON of a large mapping is never held whole.

@@ -5,8 +5,9 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use lotus_core::mapping::compare::{compare_mappings, ComparedFunction, MappingComparison};
+use lotus_core::mapping::compare::{
+    compare_mappings, ComparedFunction, MappingComparison, OpComparison,
+};
 use lotus_core::mapping::Mapping;
 use serde_json::json;
 
@@ -18,7 +19,8 @@ use lotus_map::output::one_line;
 pub const SCHEMA: &str = "lotus.mapping-comparison/1";
 
 /// Prints the comparison of `mapping` (named `name`) against `other`
-/// (named `other_name`), `top` missed / not-run functions per op (0: all).
+/// (named `other_name`), `top` missed / not-run functions per op (0: all);
+/// a table fits `width` (`None`: names whole, `--wide`).
 pub fn run(
     mapping: &Mapping,
     name: &str,
@@ -26,6 +28,7 @@ pub fn run(
     other_name: &str,
     format: Format,
     top: usize,
+    width: Option<usize>,
 ) -> Result<ExitCode> {
     let top = if top == 0 { usize::MAX } else { top };
     let c = compare_mappings(mapping, other, top);
@@ -41,15 +44,22 @@ pub fn run(
                 serde_json::to_string_pretty(&v)? + "\n"
             }
             Format::Csv => csv_of(&c)?,
-            Format::Table => table_of(&c, name, other_name, false),
-            Format::Md => table_of(&c, name, other_name, true),
+            Format::Table => table_of(&c, name, other_name, false, width),
+            Format::Md => table_of(&c, name, other_name, true, None),
             Format::Lotus => return Err(usage(
                 "--against prints a comparison, not a mapping: use --format table, json, csv or md",
             )),
         };
     // Names from the files: control characters escaped in the text views.
     match format {
-        Format::Table | Format::Md => print!("{}", lotus_core::text::printable(&text)),
+        Format::Table => {
+            let text = lotus_core::text::printable(&text);
+            match width {
+                Some(w) => print!("{}", crate::table::wrap_lines(&text, w)),
+                None => print!("{text}"),
+            }
+        }
+        Format::Md => print!("{}", lotus_core::text::printable(&text)),
         _ => print!("{text}"),
     }
     Ok(ExitCode::SUCCESS)
@@ -59,15 +69,76 @@ fn percent(x: Option<f64>) -> String {
     x.map_or_else(|| "-".to_string(), |x| format!("{:.1}", x * 100.0))
 }
 
-fn names(fs: &[ComparedFunction], n: usize) -> String {
+fn names(fs: &[ComparedFunction]) -> String {
     fs.iter()
-        .take(n)
-        .map(|f| format!("{} ({:.0}%)", one_line(&f.function), f.share * 100.0))
+        .map(|f| {
+            format!(
+                "{} ({}, {:.0}%)",
+                one_line(&f.function),
+                one_line(&crate::table::module_name(&f.module)),
+                f.share * 100.0
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-fn table_of(c: &MappingComparison, name: &str, other_name: &str, markdown: bool) -> String {
+/// An op's missed then never-run functions, each with its list's name.
+fn listed(o: &OpComparison) -> Vec<(&ComparedFunction, &'static str)> {
+    o.missed
+        .iter()
+        .map(|f| (f, "missed"))
+        .chain(o.not_run.iter().map(|f| (f, "never run")))
+        .collect()
+}
+
+/// Per op, its missed then its never-run functions (as many as `--top`
+/// kept): their names shortened for `room` columns, modules, shares and
+/// which list each is in, one a line.
+fn function_cells(c: &MappingComparison, room: usize) -> Vec<[String; 4]> {
+    let full: Vec<String> = c
+        .ops
+        .iter()
+        .flat_map(|o| listed(o))
+        .map(|(f, _)| one_line(&f.function))
+        .collect();
+    let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+    let shown = crate::table::short_names(&refs, room);
+    let mut at = 0;
+    c.ops
+        .iter()
+        .map(|o| {
+            let fs = listed(o);
+            let names = shown[at..at + fs.len()].join("\n");
+            at += fs.len();
+            let module = |f: &ComparedFunction| {
+                let m = one_line(&crate::table::module_name(&f.module));
+                if room == usize::MAX {
+                    m
+                } else {
+                    crate::table::cut_right(&m, 18)
+                }
+            };
+            [
+                names,
+                fs.iter().map(|(f, _)| module(f)).collect::<Vec<_>>().join("\n"),
+                fs.iter()
+                    .map(|(f, _)| format!("{:.0}%", f.share * 100.0))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                fs.iter().map(|(_, k)| *k).collect::<Vec<_>>().join("\n"),
+            ]
+        })
+        .collect()
+}
+
+fn table_of(
+    c: &MappingComparison,
+    name: &str,
+    other_name: &str,
+    markdown: bool,
+    width: Option<usize>,
+) -> String {
     let header = [
         "op",
         "coverage %",
@@ -85,8 +156,8 @@ fn table_of(c: &MappingComparison, name: &str, other_name: &str, markdown: bool)
                 percent(o.coverage),
                 o.listed.to_string(),
                 format!("{}", o.other_samples),
-                format!("{} of {}", names(&o.missed, 3), o.missed_count),
-                format!("{} of {}", names(&o.not_run, 3), o.not_run_count),
+                format!("{} of {}", names(&o.missed), o.missed_count),
+                format!("{} of {}", names(&o.not_run), o.not_run_count),
             ]
         })
         .collect();
@@ -106,12 +177,61 @@ fn table_of(c: &MappingComparison, name: &str, other_name: &str, markdown: bool)
             text += &format!("| {} |\n", cells.join(" | "));
         }
     } else {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED).set_header(header);
-        for r in rows {
-            t.add_row(r);
-        }
-        text += &format!("{t}\n");
+        // The functions one a line, with their modules, shares and list,
+        // fitted to the width ([`crate::table::Grid`]).
+        use crate::table::Column;
+        let columns = vec![
+            Column::left("op"),
+            Column::right("coverage %"),
+            Column::right("listed"),
+            Column::right("samples in other"),
+            Column::right("missed"),
+            Column::right("never run"),
+            Column::left("function"),
+            Column::left("module"),
+            Column::right("share"),
+            Column::left("list"),
+        ];
+        let whole = function_cells(c, usize::MAX);
+        let rows: Vec<Vec<String>> = c
+            .ops
+            .iter()
+            .zip(whole)
+            .map(|(o, [_, module, share, list])| {
+                vec![
+                    one_line(&o.op),
+                    percent(o.coverage),
+                    o.listed.to_string(),
+                    format!("{}", o.other_samples),
+                    o.missed_count.to_string(),
+                    o.not_run_count.to_string(),
+                    String::new(),
+                    if width.is_some() {
+                        module
+                            .lines()
+                            .map(|m| crate::table::cut_right(m, 18))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    } else {
+                        module
+                    },
+                    share,
+                    list,
+                ]
+            })
+            .collect();
+        let grid = crate::table::Grid::new(columns, rows).names(
+            6,
+            3,
+            crate::table::NAME_MIN,
+            |room| {
+                function_cells(c, room)
+                    .into_iter()
+                    .map(|[names, ..]| names)
+                    .collect()
+            },
+        );
+        text += &grid.render(width);
     }
     if !c.only_in_mapping.is_empty() {
         text += &format!(
