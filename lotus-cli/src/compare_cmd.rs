@@ -21,7 +21,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
 use lotus_core::compare::{check_figures, compare, host_of, OpAcross};
 use lotus_core::mapping::Mapping;
 use lotus_core::text::{csv_number, csv_record, figure, one_line, printable};
@@ -137,7 +136,9 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         }
         CompareFormat::Csv => csv(&labels, &ops)?,
         // Names and hosts from the files: control characters escaped.
-        CompareFormat::Table => printable(&table(&mappings, &labels, &ops)).into_owned(),
+        CompareFormat::Table => {
+            printable(&table(&mappings, &labels, &ops, crate::table::width())).into_owned()
+        }
     };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
@@ -176,21 +177,14 @@ fn csv(labels: &[String], ops: &[OpAcross]) -> Result<String> {
     Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
 }
 
-fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross]) -> String {
-    let new = |header: Vec<String>| {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Disabled)
-            .set_header(header);
-        t
-    };
-    let mut hosts = new(["mapping", "host", "CPU model", "CPUs", "cores", "kernel"]
-        .map(String::from)
-        .to_vec());
-    for (m, l) in mappings.iter().zip(labels) {
-        let h = host_of(m);
-        let get = |k: &str| h.get(k).cloned().unwrap_or_else(|| "-".into());
-        hosts.add_row(
+fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross], width: usize) -> String {
+    use crate::table::{Column, Grid};
+    let host_rows: Vec<Vec<String>> = mappings
+        .iter()
+        .zip(labels)
+        .map(|(m, l)| {
+            let h = host_of(m);
+            let get = |k: &str| h.get(k).cloned().unwrap_or_else(|| "-".into());
             [
                 l.clone(),
                 get("host"),
@@ -199,9 +193,22 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross]) -> String {
                 get("cpu_cores"),
                 get("kernel"),
             ]
-            .map(|c| one_line(&c).into_owned()),
-        );
-    }
+            .map(|c| one_line(&c).into_owned())
+            .to_vec()
+        })
+        .collect();
+    let hosts = Grid::new(
+        vec![
+            Column::left("mapping"),
+            Column::left("host"),
+            Column::left("CPU model"),
+            Column::right("CPUs"),
+            Column::right("cores"),
+            Column::left("kernel"),
+        ],
+        host_rows,
+    )
+    .render(Some(width));
     // Columns for the unsampled CPU per call where any mapping has it.
     let unsampled = ops
         .iter()
@@ -223,32 +230,46 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross]) -> String {
             }
         }
     }
-    let mut t = new(header);
     // Bounded precision: a figure far from 1 in exponent form.
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| figure(s * 1e3, 4));
     let ratio = |v: Option<f64>| v.map_or("-".to_string(), |r| format!("{}x", figure(r, 2)));
-    let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
-    for o in ops {
-        let mut row = vec![Cell::new(one_line(&o.op))];
-        for i in 0..labels.len() {
-            let p = o.per_mapping[i];
-            row.push(right(ms(p.and_then(|p| p.latency_s))));
-            row.push(right(ms(p.and_then(|p| p.cpu_s))));
-            if unsampled {
-                row.push(right(ms(p.and_then(|p| p.unsampled_cpu_s))));
-            }
-            if i > 0 {
-                row.push(right(ratio(o.latency_ratio[i])));
-                row.push(right(ratio(o.cpu_ratio[i])));
+    let rows: Vec<Vec<String>> = ops
+        .iter()
+        .map(|o| {
+            let mut row = vec![one_line(&o.op).into_owned()];
+            for i in 0..labels.len() {
+                let p = o.per_mapping[i];
+                row.push(ms(p.and_then(|p| p.latency_s)));
+                row.push(ms(p.and_then(|p| p.cpu_s)));
                 if unsampled {
-                    row.push(right(ratio(o.unsampled_cpu_ratio[i])));
+                    row.push(ms(p.and_then(|p| p.unsampled_cpu_s)));
+                }
+                if i > 0 {
+                    row.push(ratio(o.latency_ratio[i]));
+                    row.push(ratio(o.cpu_ratio[i]));
+                    if unsampled {
+                        row.push(ratio(o.unsampled_cpu_ratio[i]));
+                    }
                 }
             }
-        }
-        t.add_row(row);
-    }
-    format!(
-        "Hosts\n{hosts}\n\nOps per call (latency: window time / calls; CPU: task-clock / calls; CPU unsampled: calls timed with sampling stopped, the op's own cost; ratios over {})\n{t}\n",
+            row
+        })
+        .collect();
+    let columns = header
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            if i == 0 {
+                Column::left(h)
+            } else {
+                Column::right(h)
+            }
+        })
+        .collect();
+    let t = Grid::new(columns, rows).render(Some(width));
+    let text = format!(
+        "Hosts\n{hosts}\nOps per call (latency: window time / calls; CPU: task-clock / calls; CPU unsampled: calls timed with sampling stopped, the op's own cost; ratios over {})\n{t}",
         labels[0]
-    )
+    );
+    crate::table::wrap_lines(&text, width)
 }

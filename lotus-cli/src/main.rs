@@ -44,7 +44,6 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use lotus_core::mapping::Mapping;
 use lotus_core::MergeRule;
-use lotus_map::output::{render, NameWidth};
 
 use map_cmd::{MapArgs, MapFormat};
 use usage::env_help;
@@ -259,7 +258,9 @@ fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
         std::io::Write::flush(&mut out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let names = NameWidth::from_wide(args.wide);
-    print!("{}", render(&mapping, args.format.into(), args.top, names)?);
+    print!(
+        "{}",
+        map_cmd::render_mapping(&mapping, args.format.into(), args.top, args.wide)?
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -224,22 +224,21 @@ pub(crate) fn emit(
     top: usize,
     wide: bool,
 ) -> Result<()> {
-    let names = NameWidth::from_wide(wide);
     match out {
         Some(path) if usage::is_stdout(path) => {
             print!(
                 "{}",
-                render(
+                render_mapping(
                     mapping,
                     format.map_or(Format::Json, Format::from),
                     top,
-                    names
+                    wide
                 )?
             );
         }
         Some(path) => {
             let format = format.map_or_else(|| Format::from_path(path), Format::from);
-            write::write_atomic(path, &render(mapping, format, top, names)?)?;
+            write::write_atomic(path, &render_mapping(mapping, format, top, wide)?)?;
             note!(
                 "lotus: wrote {} ({} op(s))",
                 one_line(&path.display().to_string()),
@@ -248,11 +247,11 @@ pub(crate) fn emit(
         }
         None => print!(
             "{}",
-            render(
+            render_mapping(
                 mapping,
                 format.map_or(Format::Table, Format::from),
                 top,
-                names
+                wide
             )?
         ),
     }
@@ -416,4 +415,181 @@ fn with_control_library(opts: LiveOptions) -> LiveOptions {
         }
         None => opts.with_control_library_bytes(crate::control_lib::embedded()),
     }
+}
+
+/// A mapping rendered in `format`: the table fitted to the width (or,
+/// with `wide`, its names whole) by [`crate::table`], the other formats
+/// by [`lotus_map::output::render`].
+pub(crate) fn render_mapping(
+    mapping: &Mapping,
+    format: Format,
+    top: usize,
+    wide: bool,
+) -> Result<String> {
+    if format != Format::Table {
+        return Ok(render(mapping, format, top, NameWidth::Full)?);
+    }
+    let width = (!wide).then(crate::table::width);
+    let text = lotus_core::text::printable(&mapping_table(mapping, top, width)).into_owned();
+    Ok(match width {
+        Some(w) => crate::table::wrap_lines(&text, w),
+        None => text,
+    })
+}
+
+/// A figure of the mapping as tables show it, bounded in width whatever
+/// the file holds.
+fn value_text(unit: lotus_core::Unit, v: f64) -> String {
+    match unit {
+        lotus_core::Unit::Samples if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
+        lotus_core::Unit::Samples => lotus_core::text::figure(v, 1),
+        lotus_core::Unit::Seconds => lotus_core::text::figure(v, 3),
+    }
+}
+
+/// The terminal tables of a mapping: per op its functions (the first
+/// `top`, 0: all) with their modules, samples, shares and runs seen, then
+/// the functions several ops share.
+fn mapping_table(mapping: &Mapping, top: usize, width: Option<usize>) -> String {
+    use crate::table::{self, Column, Grid};
+    const BASELINE_TAG: &str = " [baseline]";
+    let imported = mapping.imported_from.is_some();
+    let unit = mapping.unit.label();
+    let mut out = format!(
+        "lotus mapping: backend {}, rule {}",
+        mapping.backend, mapping.settings.rule
+    );
+    if let Some(runs) = mapping.settings.runs {
+        out += &format!(", {runs} run(s) per op");
+    }
+    if let Some(w) = mapping.settings.warmup {
+        out += &format!(", {w} warm-up call(s)");
+    }
+    if let Some(from) = &mapping.imported_from {
+        out += &format!(" (read from the {from} schema: no samples or run counts)");
+    }
+    out.push('\n');
+    let module = |m: &str| {
+        let m = one_line(&table::module_name(m));
+        if width.is_some() {
+            table::cut_right(&m, 24)
+        } else {
+            m
+        }
+    };
+    let shown_of = |n: usize| if top == 0 { n } else { top.min(n) };
+    for op in &mapping.ops {
+        let cost = op
+            .window
+            .as_ref()
+            .and_then(|w| w.sampling_cost())
+            .map_or_else(String::new, |c| {
+                let slowdown = c.slowdown() * 100.0;
+                format!(
+                    ", {} us CPU a call sampled against {} us unsampled ({}{}%)",
+                    lotus_core::text::figure(c.sampled_cpu_s * 1e6, 1),
+                    lotus_core::text::figure(c.unsampled_cpu_s * 1e6, 1),
+                    if slowdown >= 0.0 { "+" } else { "" },
+                    lotus_core::text::figure(slowdown, 0)
+                )
+            });
+        out += &format!(
+            "\n{}  ({} function(s), {} run(s), {} {unit}{cost})\n",
+            one_line(&op.name),
+            op.functions.len(),
+            op.runs,
+            value_text(mapping.unit, op.samples),
+        );
+        let functions = &op.functions[..shown_of(op.functions.len())];
+        let rows: Vec<Vec<String>> = functions
+            .iter()
+            .map(|f| {
+                if imported {
+                    vec![
+                        String::new(),
+                        module(&f.module),
+                        "-".into(),
+                        "-".into(),
+                        "-".into(),
+                    ]
+                } else {
+                    vec![
+                        String::new(),
+                        module(&f.module),
+                        value_text(mapping.unit, f.samples),
+                        format!("{:.1}%", 100.0 * f.share),
+                        format!("{}/{}", f.runs_seen, op.runs),
+                    ]
+                }
+            })
+            .collect();
+        let full: Vec<String> = functions.iter().map(|f| one_line(&f.function)).collect();
+        let baseline: Vec<bool> = functions.iter().map(|f| f.baseline == Some(true)).collect();
+        let grid = Grid::new(
+            vec![
+                Column::left("function"),
+                Column::left("module"),
+                Column::right(unit),
+                Column::right("share"),
+                Column::right("runs seen"),
+            ],
+            rows,
+        )
+        .names(0, 0, table::NAME_MIN, |room| {
+            let tagged = baseline.iter().any(|b| *b);
+            let room = if tagged && room != usize::MAX {
+                room.saturating_sub(BASELINE_TAG.len())
+            } else {
+                room
+            };
+            let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+            table::short_names(&refs, room)
+                .into_iter()
+                .zip(&baseline)
+                .map(|(n, b)| if *b { n + BASELINE_TAG } else { n })
+                .collect()
+        });
+        out += &grid.render(width);
+        if functions.len() < op.functions.len() {
+            out += &format!(
+                "  … {} more (use --top 0 to show all)\n",
+                op.functions.len() - functions.len()
+            );
+        }
+    }
+    out += &format!("\nshared functions: {}\n", mapping.shared.len());
+    if !mapping.shared.is_empty() {
+        let shared = &mapping.shared[..shown_of(mapping.shared.len())];
+        let rows: Vec<Vec<String>> = shared
+            .iter()
+            .map(|s| {
+                vec![
+                    String::new(),
+                    module(&s.module),
+                    one_line(&s.ops.join(", ")),
+                ]
+            })
+            .collect();
+        let full: Vec<String> = shared.iter().map(|s| one_line(&s.function)).collect();
+        let grid = Grid::new(
+            vec![
+                Column::left("function"),
+                Column::left("module"),
+                Column::left("ops"),
+            ],
+            rows,
+        )
+        .names(0, 0, table::NAME_MIN, |room| {
+            let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+            table::short_names(&refs, room)
+        });
+        out += &grid.render(width);
+        if shared.len() < mapping.shared.len() {
+            out += &format!(
+                "  … {} more (use --top 0 to show all)\n",
+                mapping.shared.len() - shared.len()
+            );
+        }
+    }
+    out
 }

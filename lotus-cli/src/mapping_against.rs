@@ -121,7 +121,10 @@ fn function_cells(c: &MappingComparison, room: usize) -> Vec<[String; 4]> {
             };
             [
                 names,
-                fs.iter().map(|(f, _)| module(f)).collect::<Vec<_>>().join("\n"),
+                fs.iter()
+                    .map(|(f, _)| module(f))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 fs.iter()
                     .map(|(f, _)| format!("{:.0}%", f.share * 100.0))
                     .collect::<Vec<_>>()
@@ -220,17 +223,13 @@ fn table_of(
                 ]
             })
             .collect();
-        let grid = crate::table::Grid::new(columns, rows).names(
-            6,
-            3,
-            crate::table::NAME_MIN,
-            |room| {
+        let grid =
+            crate::table::Grid::new(columns, rows).names(6, 3, crate::table::NAME_MIN, |room| {
                 function_cells(c, room)
                     .into_iter()
                     .map(|[names, ..]| names)
                     .collect()
-            },
-        );
+            });
         text += &grid.render(width);
     }
     if !c.only_in_mapping.is_empty() {

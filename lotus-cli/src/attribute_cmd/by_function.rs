@@ -31,8 +31,8 @@ use lotus_core::Unit;
 use serde::Serialize;
 
 use super::render::{amount, metric_text, pct, Grid, JsonProfileHead};
-use crate::table;
 use super::LoadedProfile;
+use crate::table;
 
 /// The schema tag of `lotus attribute --by function --format json`.
 pub const SCHEMA: &str = "lotus.attribution-functions/1";
