@@ -258,12 +258,19 @@ fn attribute_of_a_sampled_trace_fits_its_names_too() {
     let short = table(&[]);
     let widest = |t: &str| t.lines().map(|l| l.chars().count()).max().unwrap_or(0);
     assert!(widest(&short) <= 140, "not fitted to 140 columns:\n{short}");
-    // One function a line, each distinct, each ending with its share.
+    // One function a line, each distinct, its module and share in the
+    // table's last columns (… ┆ function ┆ module ┆ %).
     let cells: Vec<&str> = short
         .lines()
-        .filter_map(|l| l.trim_end_matches('│').rsplit('┆').next())
-        .map(str::trim)
-        .filter(|c| c.ends_with("(33%)") || c.ends_with("(34%)"))
+        .map(|l| {
+            l.trim_end_matches('│')
+                .split('┆')
+                .map(str::trim)
+                .collect::<Vec<_>>()
+        })
+        .filter(|c| c.len() >= 4 && matches!(c[c.len() - 1], "33%" | "34%"))
+        .inspect(|c| assert_eq!(c[c.len() - 2], "libtorch_cpu.so", "{short}"))
+        .map(|c| c[c.len() - 3])
         .collect();
     assert_eq!(cells.len(), 3, "three functions, one a line:\n{short}");
     assert_eq!(cells.iter().collect::<HashSet<_>>().len(), 3, "{short}");
