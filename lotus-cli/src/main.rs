@@ -98,6 +98,7 @@ enum Command {
     Show(ShowArgs),
     /// Ops of live mappings from different hosts side by side: latency and
     /// CPU per call, with ratios to the first.
+    #[command(after_help = env_help::compare())]
     Compare(compare_cmd::CompareArgs),
     /// Profile a whole program (all its processes and threads), or the windows it opens.
     #[command(after_help = env_help::profile())]

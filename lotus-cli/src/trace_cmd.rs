@@ -111,7 +111,7 @@ pub enum TraceCommand {
     View(ViewArgs),
     /// Per-op times, per-batch preprocessing time (IQR outliers), the main
     /// process's waits and the delay from preprocessing to consumption.
-    #[command(after_help = crate::usage::env_help::trace_read())]
+    #[command(after_help = crate::usage::env_help::trace_stats())]
     Stats(StatsArgs),
 }
 
