@@ -1,7 +1,8 @@
 //! Answers at a glance (issue 25): every command that prints a table fits
 //! `COLUMNS` (80 and 120; 100 where neither `COLUMNS` nor a terminal says
 //! a width), names the module of each function, honours `--top`, and
-//! offers csv/md/json; `--backend` defaults to the one usable backend;
+//! offers csv/md/json (`trace stats`, `profile`, `compare`, `backends`
+//! gained them); `--backend` defaults to the one usable backend;
 //! `profile` prints a table where asked (a terminal's default); `trace
 //! run` ends with a "next:" hint. The inputs are real: a sampled run of
 //! fixtures/trace/kernel_pipeline.py, the study's VTune reports, the torch
@@ -304,6 +305,39 @@ fn compare_fits_and_map_takes_the_one_usable_backend() {
     let b = tmp.path().join("there.json");
     std::fs::write(&b, other.to_string()).expect("write");
     fits_at_80_and_120(&["compare", s(&a), s(&b)], "compare");
+    let md = at(None, &["compare", s(&a), s(&b), "--format", "md"]);
+    assert!(
+        md.contains("| mapping | host | CPU model |") && md.contains("| Sort |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn backends_fit_and_come_as_csv_and_md() {
+    fits_at_80_and_120(&["backends"], "backends");
+    let csv = at(None, &["backends", "--format", "csv"]);
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    assert_eq!(
+        reader.headers().expect("header").iter().collect::<Vec<_>>(),
+        [
+            "name",
+            "available",
+            "version",
+            "description",
+            "reason",
+            "notes"
+        ]
+    );
+    let names: Vec<String> = reader
+        .records()
+        .map(|r| r.expect("row")[0].to_string())
+        .collect();
+    assert_eq!(names, ["perf", "uprof", "vtune"], "{csv}");
+    let md = at(None, &["backends", "--format", "md"]);
+    assert!(
+        md.starts_with("| name | available |") && md.contains("| perf |"),
+        "{md}"
+    );
 }
 
 #[test]

@@ -38,6 +38,8 @@ pub enum CompareFormat {
     Json,
     /// One row per (op, mapping).
     Csv,
+    /// Markdown tables.
+    Md,
 }
 
 /// `lotus compare`'s arguments.
@@ -136,9 +138,14 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         }
         CompareFormat::Csv => csv(&labels, &ops)?,
         // Names and hosts from the files: control characters escaped.
-        CompareFormat::Table => {
-            printable(&table(&mappings, &labels, &ops, crate::table::width())).into_owned()
-        }
+        CompareFormat::Table => printable(&table(
+            &mappings,
+            &labels,
+            &ops,
+            Some(crate::table::width()),
+        ))
+        .into_owned(),
+        CompareFormat::Md => printable(&table(&mappings, &labels, &ops, None)).into_owned(),
     };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
@@ -177,7 +184,14 @@ fn csv(labels: &[String], ops: &[OpAcross]) -> Result<String> {
     Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
 }
 
-fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross], width: usize) -> String {
+/// The hosts and the ops side by side: terminal tables fitted to `width`,
+/// or Markdown (`None`).
+fn table(
+    mappings: &[Mapping],
+    labels: &[String],
+    ops: &[OpAcross],
+    width: Option<usize>,
+) -> String {
     use crate::table::{Column, Grid};
     let host_rows: Vec<Vec<String>> = mappings
         .iter()
@@ -197,7 +211,11 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross], width: usize
             .to_vec()
         })
         .collect();
-    let hosts = Grid::new(
+    let render = |g: Grid| match width {
+        Some(w) => g.render(Some(w)),
+        None => format!("\n{}", g.markdown()),
+    };
+    let hosts = render(Grid::new(
         vec![
             Column::left("mapping"),
             Column::left("host"),
@@ -207,8 +225,7 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross], width: usize
             Column::left("kernel"),
         ],
         host_rows,
-    )
-    .render(Some(width));
+    ));
     // Columns for the unsampled CPU per call where any mapping has it.
     let unsampled = ops
         .iter()
@@ -266,10 +283,13 @@ fn table(mappings: &[Mapping], labels: &[String], ops: &[OpAcross], width: usize
             }
         })
         .collect();
-    let t = Grid::new(columns, rows).render(Some(width));
+    let t = render(Grid::new(columns, rows));
     let text = format!(
         "Hosts\n{hosts}\nOps per call (latency: window time / calls; CPU: task-clock / calls; CPU unsampled: calls timed with sampling stopped, the op's own cost; ratios over {})\n{t}",
         labels[0]
     );
-    crate::table::wrap_lines(&text, width)
+    match width {
+        Some(w) => crate::table::wrap_lines(&text, w),
+        None => text,
+    }
 }

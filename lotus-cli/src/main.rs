@@ -121,13 +121,17 @@ enum Command {
     Man(docs_cmd::ManArgs),
 }
 
-/// The formats of commands whose data has a table and a JSON form.
+/// The formats of `lotus backends`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DataFormat {
     /// A readable table.
     Table,
     /// JSON.
     Json,
+    /// One row per backend.
+    Csv,
+    /// A Markdown table.
+    Md,
 }
 
 #[derive(Debug, clap::Args)]
@@ -160,7 +164,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     usage::set_quiet(cli.quiet);
     let result = match cli.command {
-        Command::Backends { format, json } => cmd_backends(json || format == DataFormat::Json),
+        Command::Backends { format, json } => {
+            cmd_backends(if json { DataFormat::Json } else { format })
+        }
         Command::Map(args) => map_cmd::run(args),
         Command::Show(args) => cmd_show(args),
         Command::Compare(args) => compare_cmd::run(args),
@@ -180,12 +186,54 @@ fn main() -> ExitCode {
     }
 }
 
-fn cmd_backends(json: bool) -> Result<ExitCode> {
+fn cmd_backends(format: DataFormat) -> Result<ExitCode> {
     let probes: Vec<_> = lotus_core::backends()
         .iter()
         .map(|b| (b.description(), b.probe()))
         .collect();
-    if json {
+    if matches!(format, DataFormat::Csv | DataFormat::Md) {
+        let rows: Vec<[String; 6]> = probes
+            .iter()
+            .map(|(desc, p)| {
+                [
+                    p.backend.clone(),
+                    if p.available { "yes" } else { "no" }.to_string(),
+                    p.version.clone().unwrap_or_default(),
+                    desc.to_string(),
+                    p.reason.clone().unwrap_or_default(),
+                    p.notes.join("; "),
+                ]
+            })
+            .collect();
+        let header = [
+            "name",
+            "available",
+            "version",
+            "description",
+            "reason",
+            "notes",
+        ];
+        if format == DataFormat::Csv {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record(lotus_core::text::csv_record(header))?;
+            for r in &rows {
+                w.write_record(lotus_core::text::csv_record(r))?;
+            }
+            print!("{}", String::from_utf8(w.into_inner()?)?);
+        } else {
+            let cell = |c: &str| lotus_core::text::one_line(c).replace('|', "\\|");
+            let mut out = format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(6));
+            for r in &rows {
+                out += &format!(
+                    "| {} |\n",
+                    r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+                );
+            }
+            print!("{}", lotus_core::text::printable(&out));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if format == DataFormat::Json {
         let list: Vec<_> = probes
             .iter()
             .map(|(desc, p)| {
@@ -205,21 +253,24 @@ fn cmd_backends(json: bool) -> Result<ExitCode> {
     // A tool's words (its version line, why it cannot run): control
     // characters (a coloured banner) escaped.
     use lotus_core::text::{one_line, printable};
+    let mut out = String::new();
     for (desc, p) in &probes {
-        println!(
-            "{:<6} {:<4} {}",
+        out += &format!(
+            "{:<6} {:<4} {}\n",
             p.backend,
             if p.available { "yes" } else { "no" },
             one_line(p.version.as_deref().unwrap_or("-"))
         );
-        println!("       {desc}");
+        out += &format!("       {desc}\n");
         if let Some(reason) = &p.reason {
-            println!("       not available: {}", printable(reason));
+            out += &format!("       not available: {}\n", printable(reason));
         }
         for note in &p.notes {
-            println!("       {}", printable(note));
+            out += &format!("       {}\n", printable(note));
         }
     }
+    // Long reasons wrapped to the width, as tables are.
+    print!("{}", table::wrap_lines(&out, table::width()));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -573,6 +573,34 @@ impl<'a> Grid<'a> {
         self
     }
 
+    /// The table as Markdown, names whole, each cell on one line.
+    pub fn markdown(&self) -> String {
+        let mut rows = self.rows.clone();
+        if let Some(names) = &self.names {
+            fill(&mut rows, names.column, (names.cells)(usize::MAX));
+        }
+        let cell = |c: &str| lotus_core::text::one_line(&c.replace('\n', ", ")).replace('|', "\\|");
+        let mut out = format!(
+            "| {} |\n|{}\n",
+            self.columns
+                .iter()
+                .map(|c| cell(&c.header))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            self.columns
+                .iter()
+                .map(|c| if c.right { "---:|" } else { "---|" })
+                .collect::<String>()
+        );
+        for r in &rows {
+            out += &format!(
+                "| {} |\n",
+                r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+            );
+        }
+        out
+    }
+
     /// The table drawn in at most `width` columns (`None`: as wide as its
     /// cells, names whole).
     pub fn render(&self, width: Option<usize>) -> String {
