@@ -82,6 +82,21 @@ pub fn cut_right(s: &str, max: usize) -> String {
     out
 }
 
+/// `s` in at most `max` columns: its head, `…`, and its tail (a third
+/// of the room).
+fn cut_middle(s: &str, max: usize) -> String {
+    if display_width(s) <= max {
+        return s.to_string();
+    }
+    let cs: Vec<char> = s.chars().collect();
+    let tail = (max.saturating_sub(1) / 3).min(cs.len());
+    let head = max.saturating_sub(1 + tail).min(cs.len() - tail);
+    let mut out: String = cs[..head].iter().collect();
+    out.push('…');
+    out.extend(&cs[cs.len() - tail..]);
+    out
+}
+
 /// `line` cut at spaces into lines of at most `width` columns (a word
 /// longer than that is cut at its end), the ones after the first indented
 /// by two spaces.
@@ -109,9 +124,15 @@ pub fn wrap(line: &str, width: usize) -> String {
 /// `line` cut at spaces into lines of at most `width` columns, no indent
 /// (a word longer than that is cut at its end).
 pub fn wrap_plain(line: &str, width: usize) -> String {
-    // A tree's indent is kept on each line.
+    if display_width(line) <= width {
+        return line.to_string();
+    }
+    // A tree's indent is kept on each line, its mark (`└ `) with the
+    // name it marks.
     let body = line.trim_start_matches(' ');
     let indent = &line[..line.len() - body.len()];
+    let marked = body.strip_prefix("└ ").map(|rest| format!("└\u{a0}{rest}"));
+    let body = marked.as_deref().unwrap_or(body);
     let width = width.saturating_sub(indent.len()).max(8);
     let mut lines: Vec<String> = Vec::new();
     let mut current = String::new();
@@ -199,6 +220,13 @@ pub fn short_names(names: &[&str], max: usize) -> Vec<String> {
         for i in clashing {
             level[i] += 1;
             short[i] = shown(i, level[i]);
+        }
+    }
+    // C names cut alike at their end: their heads and tails, the middle
+    // elided (`_raw_spin…irqrestore`).
+    for i in clashes(names, &short) {
+        if is_c_name(names[i]) {
+            short[i] = cut_middle(names[i], max);
         }
     }
     // Still alike: their own names, told apart by a hash of the full name.
@@ -709,9 +737,20 @@ impl<'a> Grid<'a> {
         let mut out = self.fold(&rows, &widths, &fixed, width);
         let mut part = vec![0];
         part.extend(&group);
+        // In the names' part the key is narrow (a quarter of the width,
+        // wrapped at spaces): the names are what that part is for.
+        let key = (width / 4).max(14);
+        for (r, original) in rows.iter_mut().zip(&self.rows) {
+            r[0] = original[0]
+                .lines()
+                .map(|l| wrap_plain(l, key))
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
+        let key_width = col_width(&rows, 0);
         let companions: usize = group[1..].iter().map(|&c| widths[c] + 3).sum();
         let room = width
-            .saturating_sub(1 + 3 + widths[0] + 3 + companions)
+            .saturating_sub(1 + 3 + key_width + 3 + companions)
             .max(12);
         fill(&mut rows, names.column, (names.cells)(room));
         out += &draw(&self.columns, &rows, &part, Some(width));
@@ -810,6 +849,11 @@ mod tests {
             short_names(&["at::TensorBase::sizes() const"], 40),
             ["sizes"]
         );
+        // C names that would read alike keep their tails too.
+        assert_eq!(
+            short_names(&["_raw_spin_unlock_irqrestore", "_raw_spin_unlock_irq"], 14),
+            ["_raw_spin…tore", "_raw_spin…_irq"]
+        );
         // Never cut from the left.
         let long = format!("ns::{}", "x".repeat(60));
         let s = &short_names(&[&long], 30)[0];
@@ -842,6 +886,10 @@ mod tests {
             "independent\nthreads (worker)"
         );
         assert_eq!(wrap_plain("  └ Normalize", 16), "  └ Normalize");
+        assert_eq!(
+            wrap_plain("└ RandomResizedCrop", 16),
+            "└\u{a0}RandomResized…"
+        );
     }
 
     #[test]
