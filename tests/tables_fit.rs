@@ -381,3 +381,55 @@ fn trace_run_ends_with_what_to_run_next_unless_quiet() {
     let quiet = tmp.path().join("quiet");
     assert_eq!(hint(&quiet, &["-q"]), None);
 }
+
+/// The torchvision pipeline of tests/attribute_torch.rs (one epoch): its
+/// attribution's tables fit 80 and 120 columns, torch's kernels read by
+/// their own names, JPEG decoding by its library.
+#[test]
+fn attribute_of_the_torch_pipeline_fits() {
+    let Some(py) = common::torch::torch_python("attribute_of_the_torch_pipeline_fits") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let timers = tmp.path().join("timers");
+    std::fs::create_dir(&timers).expect("timers");
+    let data = tmp.path().join("data");
+    let script = fixture("trace/torch_pipeline.py");
+    let args: Vec<&OsStr> = [
+        script.as_os_str(),
+        OsStr::new("--data"),
+        data.as_os_str(),
+        OsStr::new("--dataset"),
+        OsStr::new("jpeg"),
+        OsStr::new("--image-size"),
+        OsStr::new("200"),
+        OsStr::new("500"),
+        OsStr::new("--workers"),
+        OsStr::new("2"),
+        OsStr::new("--batches"),
+        OsStr::new("16"),
+        OsStr::new("--batch-size"),
+        OsStr::new("8"),
+        OsStr::new("--epochs"),
+        OsStr::new("1"),
+        OsStr::new("--model"),
+        OsStr::new("--op-cpu"),
+        timers.as_os_str(),
+    ]
+    .to_vec();
+    let out = common::trace_logs::trace_run(&dir, &["--sample"], &py, &args);
+    common::trace_logs::assert_ok(&out, "trace run --sample");
+    let d = s(&dir);
+    let [t80, t120] = fits_at_80_and_120(&["attribute", d], "attribute DIR (torch)");
+    for t in [&t80, &t120] {
+        assert!(t.contains("libtorch_cpu.so"), "{t}");
+        assert!(
+            t.contains("_kernel::λ"),
+            "torch kernels by their own names:\n{t}"
+        );
+        assert!(!t.contains("void "), "return types kept:\n{t}");
+        assert!(t.contains("└ Loader"), "{t}");
+    }
+    fits_at_80_and_120(&["trace", "stats", d], "trace stats (torch)");
+}

@@ -1433,3 +1433,26 @@ fn shell_word(s: &str) -> String {
         format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
+
+#[cfg(test)]
+mod hint_tests {
+    use super::next_hint;
+    use std::path::Path;
+
+    #[test]
+    fn the_hint_names_the_folder_as_one_shell_word() {
+        assert_eq!(
+            next_hint(Path::new("/tmp/run 1"), "lotus", true),
+            "next: lotus attribute '/tmp/run 1'    (then lotus report --trace '/tmp/run 1' --out report.html)"
+        );
+        assert_eq!(
+            next_hint(Path::new("out"), "mine", false),
+            "next: lotus trace stats out    (then lotus report --trace out --out report.html)"
+        );
+        assert_eq!(
+            next_hint(Path::new("out"), "mine", true),
+            "next: lotus attribute out --prefix mine    (then lotus report --trace out --out report.html)"
+        );
+        assert!(next_hint(Path::new("it's"), "lotus", true).contains(r"'it'\''s'"));
+    }
+}
