@@ -142,14 +142,23 @@ fn listed(r: &AttributedRow, top: usize) -> impl Iterator<Item = &TopFunction> {
     r.top_functions.iter().take(top)
 }
 
-/// Modules longer than this are cut (at their end) in terminal tables.
-const MODULE_MAX: usize = 18;
+/// How many columns a module's name may take in a terminal table `width`
+/// wide (longer ones are cut at their end): a sixth of the width, 16 to
+/// 28 (`libpython3.11.so.1.0` whole from 120 columns).
+fn module_max(width: usize) -> usize {
+    (width / 6).clamp(16, 28)
+}
 
 /// Per row, its top functions (at most `top`), their modules' file names
 /// and their shares: three cells, one function a line, the names as
 /// [`table::short_names`] gives them for `room` columns (`usize::MAX`:
 /// whole).
-fn top_columns(a: &InPipelineAttribution, top: usize, room: usize) -> Vec<[String; 3]> {
+fn top_columns(
+    a: &InPipelineAttribution,
+    top: usize,
+    room: usize,
+    module_max: usize,
+) -> Vec<[String; 3]> {
     let full: Vec<String> = a
         .rows
         .iter()
@@ -163,7 +172,7 @@ fn top_columns(a: &InPipelineAttribution, top: usize, room: usize) -> Vec<[Strin
         if room == usize::MAX {
             m
         } else {
-            table::cut_right(&m, MODULE_MAX)
+            table::cut_right(&m, module_max)
         }
     };
     let mut at = 0;
@@ -306,7 +315,13 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option
         // width (in a part of the table of their own where that is too
         // little: see [`table::Grid`]), their modules and shares beside
         // them.
-        let tops = top_columns(a, top, if width.is_some() { 1 } else { usize::MAX });
+        let module_width = width.map_or(usize::MAX, module_max);
+        let tops = top_columns(
+            a,
+            top,
+            if width.is_some() { 1 } else { usize::MAX },
+            module_width,
+        );
         let names_col = header.len();
         header.extend(["function", "module", "%"].map(String::from));
         let columns: Vec<table::Column> = header
@@ -324,7 +339,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option
             cells.extend([String::new(), module, share]);
         }
         let grid = table::Grid::new(columns, rows).names(names_col, 2, table::NAME_MIN, |room| {
-            top_columns(a, top, room)
+            top_columns(a, top, room, module_width)
                 .into_iter()
                 .map(|[names, ..]| names)
                 .collect()
