@@ -87,7 +87,7 @@ fn attribute_of_a_sampled_run_fits_names_modules_and_honours_top() {
                 .unwrap_or_else(|| panic!("no lotus_fixture_blur row:\n{t}"));
             let at = blur.iter().position(|c| c == "lotus_fixture_blur").unwrap();
             assert!(
-                blur[at + 1].starts_with("liblotus_fixture"),
+                blur[at + 1].starts_with("liblotus_fixtur"),
                 "module of lotus_fixture_blur: {blur:?}\n{t}"
             );
             assert!(!t.contains("func@0x") || t.contains(".so"), "{t}");
@@ -127,6 +127,19 @@ fn attribute_of_a_sampled_run_fits_names_modules_and_honours_top() {
     }
     // Unset COLUMNS, not a terminal: the documented default, 100.
     assert_fits(&at(None, &["attribute", dir]), 100, "attribute DIR");
+    // Markdown: every line of the table has the header's columns, the
+    // functions with their modules.
+    let md = at(None, &["attribute", dir, "--format", "md"]);
+    let bars: Vec<usize> = md
+        .lines()
+        .filter(|l| l.starts_with("| "))
+        .map(|l| l.matches(" | ").count())
+        .collect();
+    assert!(bars.len() > 2 && bars.iter().all(|b| *b == bars[0]), "{md}");
+    assert!(
+        md.contains("| top functions |") && md.contains("(liblotus_fixture"),
+        "{md}"
+    );
 
     // trace stats: tables fit; csv and md too.
     fits_at_80_and_120(&["trace", "stats", dir], "trace stats");

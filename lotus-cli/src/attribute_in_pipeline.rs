@@ -302,6 +302,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option
                 .collect();
             cells.push(tops.join(", "));
         }
+        header.push("top functions".into());
         text += &format!(
             "| {} |\n|{}\n",
             header.join(" | "),
