@@ -69,10 +69,27 @@ pub fn backend_or_usable(
                 why.join("; ")
             )
         }
-        several => Err(usage(format!(
-            "several backends can run here ({}): choose one with --backend",
-            several.join(", ")
-        ))),
+        several => Err(usage(several_usable(several))),
+    }
+}
+
+/// The usage error where `--backend` is left out and several can run.
+fn several_usable(names: &[&str]) -> String {
+    format!(
+        "several backends can run here ({}): choose one with --backend (e.g. --backend {})",
+        names.join(", "),
+        names[0]
+    )
+}
+
+#[cfg(test)]
+mod backend_tests {
+    #[test]
+    fn several_usable_backends_are_listed_for_the_user_to_choose() {
+        assert_eq!(
+            super::several_usable(&["perf", "vtune"]),
+            "several backends can run here (perf, vtune): choose one with --backend (e.g. --backend perf)"
+        );
     }
 }
 
