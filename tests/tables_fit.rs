@@ -446,3 +446,39 @@ fn attribute_of_the_torch_pipeline_fits() {
     }
     fits_at_80_and_120(&["trace", "stats", d], "trace stats (torch)");
 }
+
+/// On a terminal (a pseudo-terminal from util-linux `script`), `lotus
+/// profile` with no `--format` prints the table, not the JSON.
+#[test]
+fn profile_on_a_terminal_prints_a_table() {
+    let Ok(script) = which_script() else {
+        println!("skipped: profile_on_a_terminal_prints_a_table: no `script` (util-linux) to make a terminal");
+        return;
+    };
+    let py = python();
+    let command = format!(
+        "{} -q profile --top 3 -- {} -c 'sum(range(3000000))'",
+        env!("CARGO_BIN_EXE_lotus"),
+        py.display()
+    );
+    let out = std::process::Command::new(script)
+        .args(["-qec", &command, "/dev/null"])
+        .env("COLUMNS", "80")
+        .output()
+        .expect("run script");
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("lotus profile: perf backend"), "{text}");
+    assert!(text.contains("│ function"), "a table:\n{text}");
+    assert!(!text.contains("\"schema\""), "JSON on a terminal:\n{text}");
+    assert_fits(&text, 80, "profile on a terminal");
+}
+
+/// util-linux `script`, where installed.
+fn which_script() -> Result<std::path::PathBuf, ()> {
+    ["/usr/bin/script", "/bin/script"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.exists())
+        .ok_or(())
+}
