@@ -10,7 +10,9 @@
 //! (the lines may then be wider).
 //!
 //! **Names.** [`short_names`] shortens function names from the right
-//! place: a C name is kept whole; a demangled C++ (or Rust) name is cut
+//! place: a C name is kept whole (where it is longer than its column,
+//! cut at its end; two cut alike keep head and tail, `_raw_spin…tore`);
+//! a demangled C++ (or Rust) name is cut
 //! down to its own name: the return type, parameter list, template
 //! arguments and leading namespaces go, the last component stays with the
 //! lambdas inside it (`at::native::(anonymous
@@ -25,9 +27,10 @@
 //! the module's file name (`libjpeg.so.62`, `[kernel]`), which tables
 //! always show. JSON, CSV, Markdown and `--wide` keep the full names.
 //!
-//! Hand-written: demanglers render names, none abbreviates them (inferno
-//! and samply, read for comparison, cut template arguments and keep the
-//! whole scope, which is the long part of a torch kernel's name).
+//! Hand-written: demanglers render names, none abbreviates them, and
+//! inferno's perf collapser (read for comparison, `tidy_generic`) drops
+//! only the argument list, keeping the whole scope and the template
+//! arguments, which are the long part of a torch kernel's name.
 
 use std::collections::HashMap;
 
