@@ -576,6 +576,17 @@ fn attributed(
     args: &[&str],
     extra: &[&str],
 ) -> (serde_json::Value, BTreeMap<String, (u64, u64)>, u64) {
+    attributed_in(py, script, args, extra, |_| {})
+}
+
+/// [`attributed`], with `look` shown the trace folder before it goes.
+fn attributed_in(
+    py: &Path,
+    script: &str,
+    args: &[&str],
+    extra: &[&str],
+    look: impl FnOnce(&Path),
+) -> (serde_json::Value, BTreeMap<String, (u64, u64)>, u64) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("trace");
     let truth = tmp.path().join("truth");
@@ -594,8 +605,40 @@ fn attributed(
     let batches = stats["batches"]["summary"]["count"]
         .as_u64()
         .unwrap_or_else(|| panic!("{script}: no batch count in trace stats: {stats:#}"));
+    look(&dir);
     (a, read_truth(&truth), batches)
 }
+
+/// [`attributed`], and the threads the tracer named as DataLoader
+/// machinery (`kind=thread` lines): `pid/tid`, the log's role, the name.
+fn attributed_with_threads(
+    py: &Path,
+    script: &str,
+    args: &[&str],
+    extra: &[&str],
+) -> (Attributed, Vec<(String, String, String)>) {
+    let mut machinery = Vec::new();
+    let (a, truth, batches) = attributed_in(py, script, args, extra, |dir| {
+        for entry in std::fs::read_dir(dir).expect("trace folder") {
+            let path = entry.expect("entry").path();
+            let file = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let Some(rest) = file.strip_prefix("lotus_") else {
+                continue;
+            };
+            let (role, pid) = rest.split_once("_pid_").unwrap_or(("", ""));
+            let text = std::fs::read_to_string(&path).expect("log");
+            for line in text.lines().filter(|l| l.contains(",kind=thread,")) {
+                let name = line[1..].split(',').next().unwrap_or("").to_string();
+                let tid = line.rsplit("tid=").next().unwrap_or("").to_string();
+                machinery.push((format!("{pid}/{tid}"), role.to_string(), name));
+            }
+        }
+    });
+    ((a, truth, batches), machinery)
+}
+
+/// What [`attributed`] gives: the attribution, the truth, the batches.
+type Attributed = (serde_json::Value, BTreeMap<String, (u64, u64)>, u64);
 
 /// Each op the pipeline times (by name, inclusive of what it runs) against
 /// the attribution's op rows of that name (their inclusive CPU, summed over
@@ -678,9 +721,29 @@ fn with_defaults_albumentations_ops_are_attributed_within_10_percent() {
     let Some(py) = albumentations_python(test) else {
         return;
     };
-    let (a, truth, batches) = attributed(&py, "albu_cv2.py", &[], &[]);
+    let ((a, truth, batches), machinery) = attributed_with_threads(&py, "albu_cv2.py", &[], &[]);
     check_attributed(test, &a, &truth, &[]);
     assert_eq!(batches, 6, "{test}: delivered batches");
+    // Each worker's queue feeder thread (which sends its batches and
+    // collects garbage there, while the next batch's ops run) is named in
+    // its log, and never taken for an op's thread pool.
+    let feeders: Vec<&String> = machinery
+        .iter()
+        .filter(|(_, role, name)| role == "worker" && name == "QueueFeederThread")
+        .map(|(thread, _, _)| thread)
+        .collect();
+    assert_eq!(
+        feeders.len(),
+        2,
+        "{test}: one feeder per worker: {machinery:?}"
+    );
+    let pools = a["pool_threads"].as_array().expect("pool_threads");
+    for (thread, _, name) in &machinery {
+        assert!(
+            !pools.iter().any(|p| p == thread.as_str()),
+            "{test}: {name} thread {thread} taken for a pool: {pools:?}"
+        );
+    }
 }
 
 #[test]
