@@ -834,3 +834,106 @@ fn trace_run_sample_says_what_ran_outside_every_op() {
     assert_eq!(a["unseen"], serde_json::json!([]), "{:#}", a["notes"]);
     assert!(!stderr.contains("outside every op"), "{stderr}");
 }
+
+/// A Python 3.12+ that imports torch: `$LOTUS_PYTHON312`, else the
+/// repository's `.venv312` (made by `scripts/setup.sh --torch` where a
+/// Python 3.12 or 3.13 is found). Skipped by name without one, a failure
+/// with LOTUS_REQUIRE_PIPELINE_PACKAGES=1.
+fn python_312_with_torch(test: &str) -> Option<PathBuf> {
+    let py = std::env::var_os("LOTUS_PYTHON312")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::root().join(".venv312/bin/python"));
+    let ok = Command::new(&py)
+        .args([
+            "-c",
+            "import sys, torch, numpy; sys.exit(0 if sys.version_info >= (3, 12) else 3)",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(py);
+    }
+    assert!(
+        std::env::var_os("LOTUS_REQUIRE_PIPELINE_PACKAGES").is_none_or(|v| v != "1"),
+        "{test}: LOTUS_REQUIRE_PIPELINE_PACKAGES=1 but {} is no Python 3.12+ importing torch and numpy (bash scripts/setup.sh --torch makes .venv312 where pyenv or PATH has Python 3.12 or 3.13; or set LOTUS_PYTHON312)",
+        py.display()
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {test}: no Python 3.12+ with torch at {} (bash scripts/setup.sh --torch, or set LOTUS_PYTHON312)",
+        py.display()
+    );
+    None
+}
+
+/// On Python 3.12+, with no --op and no mark, the functions a dataset's
+/// `__getitem__` (map-style) or iterator (IterableDataset) calls are each
+/// a child span of the dataset's (sys.monitoring): each within 10% of its
+/// own timer, shares within 2 points, calls exact, nothing unseen, and no
+/// note telling to use --op.
+#[test]
+fn on_python_312_the_calls_of_getitem_are_ops_with_no_flag() {
+    let test = "on_python_312_the_calls_of_getitem_are_ops_with_no_flag";
+    let Some(py) = python_312_with_torch(test) else {
+        return;
+    };
+    for (mode, dataset) in [("map", "Frames"), ("iterable", "FrameStream")] {
+        let what = format!("{test} ({mode})");
+        let (a, truth, batches) = attributed(&py, "getitem_calls.py", &[mode], &[]);
+        check_attributed(&what, &a, &truth, &[]);
+        assert_eq!(batches, 10, "{what}: delivered batches");
+        let rows = a["rows"].as_array().expect("rows");
+        for f in ["decode", "augment", "Normalizer.normalize"] {
+            let path = format!("{dataset}/{f}");
+            let row = rows
+                .iter()
+                .find(|r| r["path"] == path.as_str())
+                .unwrap_or_else(|| panic!("{what}: no row {path}: {a:#}"));
+            assert_eq!(row["calls"], 40, "{what}: {path}: every call");
+        }
+        // The tiny calls of __getitem__ (the truth timer's, len) stay
+        // the dataset's own time: no row.
+        assert!(
+            !rows.iter().any(|r| r["name"] == "timed"),
+            "{what}: a tiny callee made a row"
+        );
+    }
+    // And the note for Python before 3.12 is not said here.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = run_pipeline(
+        &tmp.path().join("trace"),
+        &tmp.path().join("truth"),
+        &[],
+        &py,
+        "getitem_calls.py",
+        &["map"],
+    );
+    assert_ok(&out, "getitem_calls.py");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains(FINER_NOTE), "{stderr}");
+}
+
+/// Before Python 3.12 the same pipeline's dataset rows are whole (no
+/// finer spans: sys.monitoring is 3.12's), and lotus says once how to
+/// get them.
+#[test]
+fn before_python_312_getitem_is_one_row_and_lotus_says_how_to_see_inside() {
+    let test = "before_python_312_getitem_is_one_row_and_lotus_says_how_to_see_inside";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    if !python_before_3_12(&py) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: {test}: {} is Python 3.12+",
+            py.display()
+        );
+        return;
+    }
+    let r = run(&py, "getitem_calls.py", &["map"], &[]);
+    assert!(!r.named("Frames").is_empty(), "no Frames spans");
+    for f in ["decode", "augment", "Normalizer.normalize"] {
+        assert!(r.named(f).is_empty(), "{f}: a span before 3.12");
+    }
+    assert_eq!(r.stderr.matches(FINER_NOTE).count(), 1, "{}", r.stderr);
+}

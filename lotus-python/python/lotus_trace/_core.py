@@ -460,8 +460,12 @@ def op_event(name, token, t1):
     if _itt is not None:
         _itt.end()
     c = _ctx
-    b = c.batch
-    s = c.sample
+    _op_line(name, t0, t1, cpu, c.batch, c.sample)
+
+
+def _op_line(name, t0, t1, cpu, b, s):
+    """An op span's line (`op_event`'s), `cpu` its `,cpu=` field or ""."""
+    c = _ctx
     tid = c.tid if c.tid is not None else _tid()
     if b is None:
         if s is None:
