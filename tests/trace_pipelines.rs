@@ -937,3 +937,46 @@ fn before_python_312_getitem_is_one_row_and_lotus_says_how_to_see_inside() {
     }
     assert_eq!(r.stderr.matches(FINER_NOTE).count(), 1, "{}", r.stderr);
 }
+
+/// A Hugging Face `datasets.Dataset` whose `set_transform` function runs
+/// timm's training transform (RandAugment inside), in a DataLoader, and
+/// timm's Mixup in the training loop (fixtures/pipelines/hf_timm.py): the
+/// transform function a row under the dataset's, each RandAugment op a row
+/// under RandAugment, Mixup a row of the main process; checked against the
+/// pipeline's own timers at lotus's defaults.
+#[test]
+fn hugging_face_set_transform_and_timm_augmentations() {
+    let test = "hugging_face_set_transform_and_timm_augmentations";
+    let Some(py) = python_with(test, "datasets, timm", "datasets timm") else {
+        return;
+    };
+    let (a, truth, batches) = attributed(&py, "hf_timm.py", &[], &[]);
+    check_attributed(test, &a, &truth, &[]);
+    assert_eq!(batches, 12, "{test}: delivered batches");
+    let rows = a["rows"].as_array().expect("rows");
+    let path_of = |name: &str| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r["name"] == name)
+            .map(|r| r["path"].as_str().expect("path").to_string())
+            .collect()
+    };
+    assert_eq!(path_of("augment_batch"), ["Dataset/augment_batch"]);
+    assert_eq!(
+        path_of("RandAugment"),
+        ["Dataset/augment_batch/RandAugment"]
+    );
+    let ops: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|r| {
+            r["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("Dataset/augment_batch/RandAugment/"))
+        })
+        .collect();
+    assert!(ops.len() >= 5, "{test}: RandAugment's ops: {ops:?}");
+    let mixup = rows
+        .iter()
+        .find(|r| r["path"] == "Mixup")
+        .unwrap_or_else(|| panic!("{test}: no Mixup row: {a:#}"));
+    assert_eq!(mixup["calls"], 12, "{test}: Mixup once per batch");
+}

@@ -36,7 +36,8 @@ log):
   transforms (a policy's ops, by op name) are child spans of its span.
 - kornia's augmentations (`_BasicAugmentationBase`, through nn.Module's
   `__call__`): each call a span named after its class.
-- albumentations (`_albumentations`) and `--op` (`_ops`).
+- albumentations (`_albumentations`), Hugging Face datasets' transforms
+  and timm's augmentations (`_libraries`), and `--op` (`_ops`).
 - `torchvision.datasets.DatasetFolder.__getitem__` (ImageFolder too): the
   sample, `Loader` (the image load) and the transform.
 
@@ -831,18 +832,19 @@ def install(torch=True):
     torchvision and albumentations (with `torch`), and the functions
     `lotus trace run --op` names ($LOTUS_TRACE_OPS, always)."""
     global _finder, _OpClass
-    from . import _Op, _albumentations, _ops
+    from . import _Op, _albumentations, _libraries, _ops
 
     _OpClass = _Op
     if _finder is None:
         _finder = _PostImportFinder({})
         sys.meta_path.insert(0, _finder)
     if torch:
-        for name, hook in _albumentations.HOOKS.items():
+        more = {**_albumentations.HOOKS, **_libraries.HOOKS}
+        for name, hook in more.items():
             if hook not in _extra_hooks.get(name, []):
                 _extra_hooks.setdefault(name, []).append(hook)
         pending = {}
-        for name in list(_HOOKS) + list(_albumentations.HOOKS):
+        for name in list(_HOOKS) + list(more):
             module = sys.modules.get(name)
             if module is not None:
                 _run_hook(name, module)
