@@ -54,10 +54,17 @@ _watched = set()  # dataset code objects with local CALL events
 _returns = set()  # callee code objects with local PY_RETURN events
 _written = set()  # callee names written once (then always)
 _first = {}  # callee name -> its first call of MIN_NS CPU or more, until written
+_callees = {}  # callee key (`_key`) -> (name, Python code ending it), or None: traced already
+_quiet = {}  # callee key -> its calls in a row under MIN_NS of CPU, while not written
+# After this many calls in a row under MIN_NS, a callee not written is
+# timed by the wall clock alone until one call runs MIN_NS long.
+QUIET_AFTER = 8
 _FunctionType = types.FunctionType
 _MethodType = types.MethodType
 _BuiltinType = types.BuiltinFunctionType
-_here = os.path.dirname(os.path.abspath(__file__))
+# Code of this package: its files' names start so (as Python gives them,
+# from the folder it imported the package from).
+_here_prefix = os.path.join(os.path.dirname(__file__), "")
 
 
 class _Thread(threading.local):
@@ -115,7 +122,7 @@ def dataset_code(get):
 
 
 def _is_ours(code):
-    return os.path.dirname(os.path.abspath(code.co_filename)) == _here
+    return code.co_filename.startswith(_here_prefix)
 
 
 def enter(code):
@@ -167,30 +174,61 @@ def _entry(code, frame):
     return e
 
 
+def _key(callee):
+    """What a callee's decisions are kept by: a function's code, a C
+    function itself, an object's class (or a class itself)."""
+    t = type(callee)
+    if t is _FunctionType:
+        return callee.__code__
+    if t is _MethodType:
+        return getattr(callee.__func__, "__code__", t)
+    if t is _BuiltinType or t is type:
+        try:
+            hash(callee)
+            return callee
+        except TypeError:
+            return t
+    return t
+
+
+def _callee(callee, key):
+    """A callee's (name, Python code that ends it or None), or None when
+    lotus traces it already: worked out once per key."""
+    fn = callee.__func__ if type(callee) is _MethodType else callee
+    if _traced(callee):
+        info = None
+    else:
+        # A plain Python function, or a bound method of one (a method kept
+        # in a variable or an attribute): no C_RETURN, its PY_RETURN ends
+        # it.
+        fcode = fn.__code__ if type(fn) is _FunctionType else None
+        if fcode is not None and fcode not in _returns:
+            _mon.set_local_events(_tool, fcode, _mon.events.PY_RETURN)
+            _returns.add(fcode)
+        info = (_name(callee), fcode)
+    _callees[key] = info
+    return info
+
+
 def _on_call(code, offset, callee, arg0):
     e = _entry(code, sys._getframe(1))
     if e is None:
         return
     e[2] = None  # a Python callee before this one raised: not written
-    if _traced(callee):
-        return
-    fcode = None
-    # A plain Python function, or a bound method of one (a method kept in a
-    # variable or an attribute): no C_RETURN, its PY_RETURN ends it.
-    fn = callee.__func__ if type(callee) is _MethodType else callee
-    if type(fn) is _FunctionType:
-        fcode = fn.__code__
-        if fcode not in _returns:
-            try:
-                _mon.set_local_events(_tool, fcode, _mon.events.PY_RETURN)
-            except (ValueError, TypeError):
-                return
-            _returns.add(fcode)
     try:
-        name = _name(callee)
+        key = _key(callee)
+        info = _callees[key] if key in _callees else _callee(callee, key)
     except Exception:
         return
-    e[2] = [name, _core._now(), _core._cpu(), fcode]
+    if info is None:
+        return
+    name, fcode = info
+    if _quiet.get(key, 0) >= QUIET_AFTER and name not in _written:
+        # Many calls in a row under MIN_NS: its wall time alone is
+        # watched (the thread's CPU clock costs a system call).
+        e[2] = [name, _core._now(), None, fcode, key]
+    else:
+        e[2] = [name, _core._now(), _core._cpu(), fcode, key]
 
 
 def _on_c_return(code, offset, callee, arg0):
@@ -220,9 +258,14 @@ def _on_py_return(code, offset, retval):
 
 
 def _write(p):
-    name, t0, c0, _ = p
-    cpu = _core._cpu() - c0
+    name, t0, c0, _, key = p
     t1 = _core._now()
+    if c0 is None:
+        # A quiet callee: measured afresh once one call ran MIN_NS long.
+        if t1 - t0 >= MIN_NS:
+            _quiet[key] = 0
+        return
+    cpu = _core._cpu() - c0
     c = _core._ctx
     if name not in _written:
         # Not written yet: only once two of its calls ran MIN_NS of CPU
@@ -230,6 +273,7 @@ def _write(p):
         # set-up, in any tiny callee); the first is kept until then, and
         # written with the second.
         if cpu < MIN_NS:
+            _quiet[key] = _quiet.get(key, 0) + 1
             return
         first = _first.get(name)
         if first is None:
