@@ -6,6 +6,7 @@
 #
 #   bash scripts/setup.sh           # the light set-up (the demo's)
 #   bash scripts/setup.sh --torch   # also torch, torchvision, pandas, albumentations,
+#                                   # Hugging Face datasets, timm,
 #                                   # OpenCV and kornia (the tests')
 #
 # --torch installs the pinned torch and torchvision below unless .venv can
@@ -18,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TORCH_PINS=(torch==2.15.0 torchvision==0.29.2)
-AUG_PINS=(albumentations==2.0.8 opencv-python-headless==5.0.0.93 kornia==0.9.0)
+AUG_PINS=(albumentations==2.0.8 opencv-python-headless==5.0.0.93 kornia==0.9.0 datasets==5.2.0 timm==1.0.31)
 want_torch=0
 for arg in "$@"; do
     case "$arg" in
@@ -62,11 +63,52 @@ if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import torch, torchvision' 2>
     pip_install "${TORCH_PINS[@]}"
 fi
 # Augmentation libraries other than torchvision: the tracer's hooks for
-# albumentations (with OpenCV's decoder) and kornia are tested on pipelines
-# written with them (tests/trace_pipelines.rs, fixtures/pipelines/).
-if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import albumentations, cv2, kornia' 2>/dev/null; then
+# albumentations (with OpenCV's decoder), kornia, Hugging Face datasets'
+# set_transform and timm are tested on pipelines written with them
+# (tests/trace_pipelines.rs, fixtures/pipelines/).
+if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import albumentations, cv2, kornia, datasets, timm' 2>/dev/null; then
     echo "setup: installing ${AUG_PINS[*]} into .venv (the pipelines of the tracer's tests)" >&2
     pip_install "${AUG_PINS[@]}"
+fi
+# A Python 3.12+ venv, .venv312 (ignored by git), for the tracer's spans
+# finer than a dataset's __getitem__ (sys.monitoring is 3.12's): numpy and
+# the same torch, installed without its CUDA dependencies, which it finds
+# in .venv instead (the NVIDIA wheels hold plain shared libraries, the same
+# for every Python; a .pth file puts .venv312/cuda-from-venv, a link to
+# .venv's `nvidia` folder, on its path). About 1.4 GB instead of 5.4.
+# Where no Python 3.12 or 3.13 is found (pyenv's, or python3.12/python3.13
+# on PATH), the tests that need it say they are skipped.
+find_python312() {
+    local p
+    for p in "${LOTUS_PYTHON312_BASE:-}" "$HOME"/.pyenv/versions/3.12*/bin/python3 "$HOME"/.pyenv/versions/3.13*/bin/python3 \
+        "$(command -v python3.12 || true)" "$(command -v python3.13 || true)"; do
+        if [ -n "$p" ] && [ -x "$p" ]; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+if [ "$want_torch" = 1 ] && ! .venv312/bin/python -c 'import torch, numpy' 2>/dev/null; then
+    if py312=$(find_python312); then
+        echo "setup: creating .venv312 with $($py312 --version 2>&1): numpy and ${TORCH_PINS[0]} (its CUDA libraries from .venv)" >&2
+        [ -x .venv312/bin/python ] || "$py312" -m venv .venv312
+        nvidia=$(.venv/bin/python -c 'import os, sysconfig; print(os.path.join(sysconfig.get_paths()["purelib"], "nvidia"))')
+        mkdir -p .venv312/cuda-from-venv
+        ln -sfn "$nvidia" .venv312/cuda-from-venv/nvidia
+        site=$(.venv312/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+        echo "$PWD/.venv312/cuda-from-venv" > "$site/lotus-cuda-from-venv.pth"
+        # pip's resolver complains of the CUDA wheels left out: its
+        # messages are kept in .venv312/pip.log, shown if torch fails.
+        { .venv312/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "${TORCH_PINS[0]}" &&
+            .venv312/bin/python -m pip install --quiet --disable-pip-version-check numpy filelock typing-extensions sympy networkx jinja2 fsspec 'setuptools>=77.0.3'; } 2>.venv312/pip.log || true
+        if ! .venv312/bin/python -c 'import torch, numpy'; then
+            cat .venv312/pip.log >&2
+            echo "setup: warning: .venv312 cannot import torch; the Python 3.12 tests will fail (LOTUS_REQUIRE_PIPELINE_PACKAGES=1) or be skipped" >&2
+        fi
+    else
+        echo "setup: warning: no Python 3.12 or 3.13 found (pyenv, PATH); the tests of finer spans are skipped" >&2
+    fi
 fi
 if [ "${LOTUS_SKIP_BUILD:-0}" != 1 ]; then
     cargo build --release --quiet

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh machine: installs what the tests need (a
 # Python virtual environment in .venv with Pillow, numpy, ittapi, torch,
-# torchvision, albumentations, OpenCV and kornia; see scripts/setup.sh),
+# torchvision, albumentations, OpenCV, kornia, Hugging Face datasets and
+# timm, and a Python 3.12+ one in .venv312; see scripts/setup.sh),
 # then the whole workspace's tests. LOTUS_REQUIRE_TORCH=1 and
 # LOTUS_REQUIRE_PIPELINE_PACKAGES=1 make the tests that need them fail, not
 # skip, where they cannot be imported. Exits non-zero when any test fails.

@@ -576,6 +576,17 @@ fn attributed(
     args: &[&str],
     extra: &[&str],
 ) -> (serde_json::Value, BTreeMap<String, (u64, u64)>, u64) {
+    attributed_in(py, script, args, extra, |_| {})
+}
+
+/// [`attributed`], with `look` shown the trace folder before it goes.
+fn attributed_in(
+    py: &Path,
+    script: &str,
+    args: &[&str],
+    extra: &[&str],
+    look: impl FnOnce(&Path),
+) -> (serde_json::Value, BTreeMap<String, (u64, u64)>, u64) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("trace");
     let truth = tmp.path().join("truth");
@@ -594,8 +605,40 @@ fn attributed(
     let batches = stats["batches"]["summary"]["count"]
         .as_u64()
         .unwrap_or_else(|| panic!("{script}: no batch count in trace stats: {stats:#}"));
+    look(&dir);
     (a, read_truth(&truth), batches)
 }
+
+/// [`attributed`], and the threads the tracer named as DataLoader
+/// machinery (`kind=thread` lines): `pid/tid`, the log's role, the name.
+fn attributed_with_threads(
+    py: &Path,
+    script: &str,
+    args: &[&str],
+    extra: &[&str],
+) -> (Attributed, Vec<(String, String, String)>) {
+    let mut machinery = Vec::new();
+    let (a, truth, batches) = attributed_in(py, script, args, extra, |dir| {
+        for entry in std::fs::read_dir(dir).expect("trace folder") {
+            let path = entry.expect("entry").path();
+            let file = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let Some(rest) = file.strip_prefix("lotus_") else {
+                continue;
+            };
+            let (role, pid) = rest.split_once("_pid_").unwrap_or(("", ""));
+            let text = std::fs::read_to_string(&path).expect("log");
+            for line in text.lines().filter(|l| l.contains(",kind=thread,")) {
+                let name = line[1..].split(',').next().unwrap_or("").to_string();
+                let tid = line.rsplit("tid=").next().unwrap_or("").to_string();
+                machinery.push((format!("{pid}/{tid}"), role.to_string(), name));
+            }
+        }
+    });
+    ((a, truth, batches), machinery)
+}
+
+/// What [`attributed`] gives: the attribution, the truth, the batches.
+type Attributed = (serde_json::Value, BTreeMap<String, (u64, u64)>, u64);
 
 /// Each op the pipeline times (by name, inclusive of what it runs) against
 /// the attribution's op rows of that name (their inclusive CPU, summed over
@@ -678,9 +721,29 @@ fn with_defaults_albumentations_ops_are_attributed_within_10_percent() {
     let Some(py) = albumentations_python(test) else {
         return;
     };
-    let (a, truth, batches) = attributed(&py, "albu_cv2.py", &[], &[]);
+    let ((a, truth, batches), machinery) = attributed_with_threads(&py, "albu_cv2.py", &[], &[]);
     check_attributed(test, &a, &truth, &[]);
     assert_eq!(batches, 6, "{test}: delivered batches");
+    // Each worker's queue feeder thread (which sends its batches and
+    // collects garbage there, while the next batch's ops run) is named in
+    // its log, and never taken for an op's thread pool.
+    let feeders: Vec<&String> = machinery
+        .iter()
+        .filter(|(_, role, name)| role == "worker" && name == "QueueFeederThread")
+        .map(|(thread, _, _)| thread)
+        .collect();
+    assert_eq!(
+        feeders.len(),
+        2,
+        "{test}: one feeder per worker: {machinery:?}"
+    );
+    let pools = a["pool_threads"].as_array().expect("pool_threads");
+    for (thread, _, name) in &machinery {
+        assert!(
+            !pools.iter().any(|p| p == thread.as_str()),
+            "{test}: {name} thread {thread} taken for a pool: {pools:?}"
+        );
+    }
 }
 
 #[test]
@@ -770,4 +833,150 @@ fn trace_run_sample_says_what_ran_outside_every_op() {
     let (stderr, a) = run("0");
     assert_eq!(a["unseen"], serde_json::json!([]), "{:#}", a["notes"]);
     assert!(!stderr.contains("outside every op"), "{stderr}");
+}
+
+/// A Python 3.12+ that imports torch: `$LOTUS_PYTHON312`, else the
+/// repository's `.venv312` (made by `scripts/setup.sh --torch` where a
+/// Python 3.12 or 3.13 is found). Skipped by name without one, a failure
+/// with LOTUS_REQUIRE_PIPELINE_PACKAGES=1.
+fn python_312_with_torch(test: &str) -> Option<PathBuf> {
+    let py = std::env::var_os("LOTUS_PYTHON312")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::root().join(".venv312/bin/python"));
+    let ok = Command::new(&py)
+        .args([
+            "-c",
+            "import sys, torch, numpy; sys.exit(0 if sys.version_info >= (3, 12) else 3)",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(py);
+    }
+    assert!(
+        std::env::var_os("LOTUS_REQUIRE_PIPELINE_PACKAGES").is_none_or(|v| v != "1"),
+        "{test}: LOTUS_REQUIRE_PIPELINE_PACKAGES=1 but {} is no Python 3.12+ importing torch and numpy (bash scripts/setup.sh --torch makes .venv312 where pyenv or PATH has Python 3.12 or 3.13; or set LOTUS_PYTHON312)",
+        py.display()
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {test}: no Python 3.12+ with torch at {} (bash scripts/setup.sh --torch, or set LOTUS_PYTHON312)",
+        py.display()
+    );
+    None
+}
+
+/// On Python 3.12+, with no --op and no mark, the functions a dataset's
+/// `__getitem__` (map-style) or iterator (IterableDataset) calls are each
+/// a child span of the dataset's (sys.monitoring): each within 10% of its
+/// own timer, shares within 2 points, calls exact, nothing unseen, and no
+/// note telling to use --op.
+#[test]
+fn on_python_312_the_calls_of_getitem_are_ops_with_no_flag() {
+    let test = "on_python_312_the_calls_of_getitem_are_ops_with_no_flag";
+    let Some(py) = python_312_with_torch(test) else {
+        return;
+    };
+    for (mode, dataset) in [("map", "Frames"), ("iterable", "FrameStream")] {
+        let what = format!("{test} ({mode})");
+        let (a, truth, batches) = attributed(&py, "getitem_calls.py", &[mode], &[]);
+        check_attributed(&what, &a, &truth, &[]);
+        assert_eq!(batches, 10, "{what}: delivered batches");
+        let rows = a["rows"].as_array().expect("rows");
+        for f in ["decode", "augment", "Normalizer.normalize"] {
+            let path = format!("{dataset}/{f}");
+            let row = rows
+                .iter()
+                .find(|r| r["path"] == path.as_str())
+                .unwrap_or_else(|| panic!("{what}: no row {path}: {a:#}"));
+            assert_eq!(row["calls"], 40, "{what}: {path}: every call");
+        }
+        // The tiny calls of __getitem__ (the truth timer's, len) stay
+        // the dataset's own time: no row.
+        assert!(
+            !rows.iter().any(|r| r["name"] == "timed"),
+            "{what}: a tiny callee made a row"
+        );
+    }
+    // And the note for Python before 3.12 is not said here.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = run_pipeline(
+        &tmp.path().join("trace"),
+        &tmp.path().join("truth"),
+        &[],
+        &py,
+        "getitem_calls.py",
+        &["map"],
+    );
+    assert_ok(&out, "getitem_calls.py");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains(FINER_NOTE), "{stderr}");
+}
+
+/// Before Python 3.12 the same pipeline's dataset rows are whole (no
+/// finer spans: sys.monitoring is 3.12's), and lotus says once how to
+/// get them.
+#[test]
+fn before_python_312_getitem_is_one_row_and_lotus_says_how_to_see_inside() {
+    let test = "before_python_312_getitem_is_one_row_and_lotus_says_how_to_see_inside";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    if !python_before_3_12(&py) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: {test}: {} is Python 3.12+",
+            py.display()
+        );
+        return;
+    }
+    let r = run(&py, "getitem_calls.py", &["map"], &[]);
+    assert!(!r.named("Frames").is_empty(), "no Frames spans");
+    for f in ["decode", "augment", "Normalizer.normalize"] {
+        assert!(r.named(f).is_empty(), "{f}: a span before 3.12");
+    }
+    assert_eq!(r.stderr.matches(FINER_NOTE).count(), 1, "{}", r.stderr);
+}
+
+/// A Hugging Face `datasets.Dataset` whose `set_transform` function runs
+/// timm's training transform (RandAugment inside), in a DataLoader, and
+/// timm's Mixup in the training loop (fixtures/pipelines/hf_timm.py): the
+/// transform function a row under the dataset's, each RandAugment op a row
+/// under RandAugment, Mixup a row of the main process; checked against the
+/// pipeline's own timers at lotus's defaults.
+#[test]
+fn hugging_face_set_transform_and_timm_augmentations() {
+    let test = "hugging_face_set_transform_and_timm_augmentations";
+    let Some(py) = python_with(test, "datasets, timm", "datasets timm") else {
+        return;
+    };
+    let (a, truth, batches) = attributed(&py, "hf_timm.py", &[], &[]);
+    check_attributed(test, &a, &truth, &[]);
+    assert_eq!(batches, 12, "{test}: delivered batches");
+    let rows = a["rows"].as_array().expect("rows");
+    let path_of = |name: &str| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r["name"] == name)
+            .map(|r| r["path"].as_str().expect("path").to_string())
+            .collect()
+    };
+    assert_eq!(path_of("augment_batch"), ["Dataset/augment_batch"]);
+    assert_eq!(
+        path_of("RandAugment"),
+        ["Dataset/augment_batch/RandAugment"]
+    );
+    let ops: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|r| {
+            r["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("Dataset/augment_batch/RandAugment/"))
+        })
+        .collect();
+    assert!(ops.len() >= 5, "{test}: RandAugment's ops: {ops:?}");
+    let mixup = rows
+        .iter()
+        .find(|r| r["path"] == "Mixup")
+        .unwrap_or_else(|| panic!("{test}: no Mixup row: {a:#}"));
+    assert_eq!(mixup["calls"], 12, "{test}: Mixup once per batch");
 }

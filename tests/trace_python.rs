@@ -140,6 +140,14 @@ fn check_pipeline(dir: &Path, report: &Value, p: &Pipeline, t_before: u64, t_aft
     let mut batch_ev: HashMap<u64, (u32, Ev)> = HashMap::new();
     for (pid, log) in &worker_logs {
         let mut own: Vec<&Ev> = Vec::new();
+        // The tracer names the DataLoader's machinery threads.
+        for e in &log.threads {
+            assert!(
+                ["lotus_trace-watch", "QueueFeederThread", "ResourceSharer"]
+                    .contains(&e.name.as_str()),
+                "unexpected thread named in a worker: {e:?}"
+            );
+        }
         for e in &log.events {
             assert!(
                 ["Sleep", "Spin", "Sample", "Fetch", "Collation", "Batch"]

@@ -449,6 +449,13 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
         };
         let p = index.resolve(&e);
         let pid = index.processes[p].out_pid;
+        if e.kind == Kind::Thread {
+            // A thread's name, for its track; not a span.
+            if let Some(tid) = e.tid {
+                w.thread(pid, u64::from(tid), &e.name).map_err(write_err)?;
+            }
+            return Ok(());
+        }
         let samples = match (&mut span_samples, e.kind) {
             (Some(s), Kind::Op) => Some(s.at(at)?),
             _ => None,

@@ -36,6 +36,14 @@ pub const TRACER_FILES: &[(&str, &str)] = &[
         include_str!("../python/lotus_trace/_albumentations.py"),
     ),
     (
+        "lotus_trace/_libraries.py",
+        include_str!("../python/lotus_trace/_libraries.py"),
+    ),
+    (
+        "lotus_trace/_finer.py",
+        include_str!("../python/lotus_trace/_finer.py"),
+    ),
+    (
         "lotus_trace/_ops.py",
         include_str!("../python/lotus_trace/_ops.py"),
     ),

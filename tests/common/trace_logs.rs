@@ -53,8 +53,11 @@ pub struct Log {
     pub pid: u32,
     /// The header's `key=value` words.
     pub header: BTreeMap<String, String>,
-    /// The events, in file order.
+    /// The events, in file order (the threads named apart).
     pub events: Vec<Ev>,
+    /// The tracer's `kind=thread` lines: the DataLoader's machinery
+    /// threads it named (a name, not a span).
+    pub threads: Vec<Ev>,
     /// The `#` lines after the header, without the `#`.
     pub comments: Vec<String>,
 }
@@ -125,19 +128,26 @@ pub fn read_logs(dir: &Path) -> Vec<Log> {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let mut events = Vec::new();
+        let mut threads = Vec::new();
         let mut comments = Vec::new();
         for (i, line) in lines.enumerate() {
             if let Some(c) = line.strip_prefix('#') {
                 comments.push(c.to_string());
                 continue;
             }
-            events.push(parse_line(line, &name, i + 2));
+            let e = parse_line(line, &name, i + 2);
+            if e.kind() == "thread" {
+                threads.push(e);
+            } else {
+                events.push(e);
+            }
         }
         logs.push(Log {
             role: role.to_string(),
             pid,
             header,
             events,
+            threads,
             comments,
         });
     }

@@ -630,6 +630,10 @@ struct Logs {
     ops: Vec<String>,
     /// Threads with op spans of their own.
     traced_threads: HashSet<(u32, u32)>,
+    /// Threads the tracer named as the DataLoader's own machinery
+    /// (`kind=thread`: a queue's feeder thread, the resource sharer,
+    /// lotus's watch): never an op's pool, whatever their rates.
+    machinery_threads: HashSet<(u32, u32)>,
     /// The main processes' batch spans (the DataLoader at work in the
     /// main process: `num_workers=0`), per thread, sorted by start.
     loader_spans: HashMap<(u32, u32), Vec<(u64, u64)>>,
@@ -706,6 +710,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     let mut ops: Vec<String> = Vec::new();
     let mut op_ids: HashMap<String, u32> = HashMap::new();
     let mut traced_threads = HashSet::new();
+    let mut machinery_threads = HashSet::new();
     let mut loader_spans: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
     let mut worker_batches: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
     let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
@@ -753,6 +758,12 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
             }
             return Ok(());
         }
+        if e.kind == Kind::Thread {
+            if let Some(tid) = e.tid {
+                machinery_threads.insert((e.pid, tid));
+            }
+            return Ok(());
+        }
         if e.kind != Kind::Op {
             return Ok(());
         }
@@ -796,6 +807,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
         roles,
         ops,
         traced_threads,
+        machinery_threads,
         loader_spans: {
             for v in loader_spans.values_mut() {
                 v.sort_unstable();
@@ -1094,8 +1106,16 @@ impl SampledTrace {
                 0.0
             };
             let rate_out = h.outside as f64 / outside_ns as f64;
-            // A thread seen only inside ops (its window all op time) is a pool.
-            if h.inside > 0 && (h.outside == 0 || rate_out < POOL_RATE_RATIO * rate_in) {
+            // A thread seen only inside ops (its window all op time) is a
+            // pool; one the tracer named as the DataLoader's machinery
+            // never is (a queue's feeder thread runs right after each
+            // batch, while the next one's ops run, and collects the
+            // garbage of those ops: 120 ms credited to a dataset's row
+            // in one run when it was taken for its pool).
+            if !logs.machinery_threads.contains(&key)
+                && h.inside > 0
+                && (h.outside == 0 || rate_out < POOL_RATE_RATIO * rate_in)
+            {
                 self.pools.insert(key);
                 self.pool_threads.push(format!("{}/{}", key.0, key.1));
             } else {
@@ -1964,6 +1984,36 @@ pub(crate) mod tests {
         );
         assert_eq!(a.total_samples, 170);
         assert!(!a.partial);
+    }
+
+    /// A thread the tracer names as the DataLoader's machinery
+    /// (`kind=thread`: a queue's feeder thread) is never a pool, even busy
+    /// only while ops run: [`folder`]'s pool thread 11, so named, is
+    /// independent, and its samples leave the ops.
+    #[test]
+    fn a_machinery_thread_is_never_a_pool() {
+        let dir = folder();
+        let log = dir.path().join("lotus_worker_pid_10");
+        let mut text = std::fs::read_to_string(&log).expect("log");
+        text.push_str("SQueueFeederThread,1001500,0,kind=thread,tid=11\n");
+        std::fs::write(&log, text).expect("log");
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        let row = |name: &str| {
+            a.rows
+                .iter()
+                .find(|r| r.name == name)
+                .unwrap_or_else(|| panic!("{name}: {a:#?}"))
+        };
+        assert!(a.pool_threads.is_empty(), "{:?}", a.pool_threads);
+        assert_eq!(a.independent_threads, vec!["10/11", "10/12"]);
+        assert_eq!(row("A").samples, 10);
+        assert_eq!(row("B").samples, 10);
+        assert_eq!(row("independent threads (worker)").samples, 70);
+        assert_eq!(
+            a.rows.iter().map(|r| r.samples).sum::<u64>(),
+            a.total_samples
+        );
     }
 
     /// [`folder`] with its samples rewritten to carry cycles and

@@ -312,6 +312,24 @@ impl<W: Write> ChromeWriter<W> {
         Ok(())
     }
 
+    /// Names thread `tid`'s track on process `pid` (a [`Kind::Thread`]
+    /// event of the tracer: the DataLoader's machinery threads).
+    pub fn thread(&mut self, pid: u64, tid: u64, name: &str) -> io::Result<()> {
+        self.write(&Metadata::<i64> {
+            name: "thread_name",
+            ph: "M",
+            ts: 0.0,
+            pid,
+            tid,
+            args: MetaArgs {
+                name: Some(name),
+                sort_index: None,
+            },
+        })?;
+        self.others += 1;
+        Ok(())
+    }
+
     /// One event as a complete (`X`) event on process `pid`'s track.
     pub fn span(&mut self, pid: u64, e: &Event) -> io::Result<()> {
         self.span_with::<()>(pid, e, None)

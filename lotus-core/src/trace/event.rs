@@ -27,11 +27,16 @@ pub enum Kind {
     /// The main process handing batch `batch`'s indices to a worker (the
     /// original fork's `SBatchQueued_<id>`).
     Queue,
+    /// A thread of the process named by the tracer (a point in time: its
+    /// name is the thread's, `tid=` the thread): the DataLoader's own
+    /// machinery (a multiprocessing queue's feeder thread, the resource
+    /// sharer, lotus's watch thread), never an op's thread pool.
+    Thread,
 }
 
 impl Kind {
     /// Every kind, in display order.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Op,
         Kind::Sample,
         Kind::Fetch,
@@ -39,6 +44,7 @@ impl Kind {
         Kind::Wait,
         Kind::Consume,
         Kind::Queue,
+        Kind::Thread,
     ];
 
     /// The kind's name in logs (`kind=...`) and outputs.
@@ -51,6 +57,7 @@ impl Kind {
             Kind::Wait => "wait",
             Kind::Consume => "consume",
             Kind::Queue => "queue",
+            Kind::Thread => "thread",
         }
     }
 
@@ -71,6 +78,7 @@ impl Kind {
             b"wait" => Kind::Wait,
             b"consume" => Kind::Consume,
             b"queue" => Kind::Queue,
+            b"thread" => Kind::Thread,
             _ => return None,
         })
     }

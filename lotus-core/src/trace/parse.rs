@@ -1020,6 +1020,11 @@ mod tests {
                 cpu_ns: None
             }
         );
+        let e = parse_event_line("SQueueFeederThread,100,0,kind=thread,tid=77").expect("thread");
+        assert_eq!(
+            (e.name, e.kind, e.tid, e.dur_ns),
+            ("QueueFeederThread", Kind::Thread, Some(77), 0)
+        );
         let e = parse_event_line("SBlur,100,20,kind=op,tid=4243").expect("with a thread");
         assert_eq!(e.tid, Some(4243));
         assert!(parse_event_line("SBlur,100,20,kind=op,tid=99999999999").is_err());

@@ -460,8 +460,12 @@ def op_event(name, token, t1):
     if _itt is not None:
         _itt.end()
     c = _ctx
-    b = c.batch
-    s = c.sample
+    _op_line(name, t0, t1, cpu, c.batch, c.sample)
+
+
+def _op_line(name, t0, t1, cpu, b, s):
+    """An op span's line (`op_event`'s), `cpu` its `,cpu=` field or ""."""
+    c = _ctx
     tid = c.tid if c.tid is not None else _tid()
     if b is None:
         if s is None:
@@ -651,6 +655,7 @@ class BatchSpan:
         _emit(f"SFetch,{t0},{fetch_end - t0},kind=fetch,batch={b}{tid}\n")
         _emit(f"SBatch,{t0},{t1 - t0},kind=batch,batch={b}{tid}\n")
         if _role == "worker":
+            name_threads()
             flush()
         return False
 
@@ -686,7 +691,55 @@ def consume_event(batch_id, t=None):
         t = _now()
     _emit(f"SConsume,{t},0,kind=consume,batch={int(batch_id)}{_tid()}\n")
     if t - _last_flush > _MAIN_FLUSH_NS:
+        name_threads()
         flush()
+
+
+# --- threads ----------------------------------------------------------------
+
+# Native ids of the threads of this process named already (`name_threads`).
+_named_threads = set()
+
+
+def _machinery_name(t, sharer):
+    """The name of thread `t` as DataLoader machinery, or None: a
+    multiprocessing queue's feeder thread (it pickles and sends each batch,
+    and collects garbage when its allocations cross the threshold), the
+    resource sharer's (file descriptors of shared tensors), torch's
+    pin-memory thread, and lotus_trace's own watch thread."""
+    name = t.name
+    if name == "QueueFeederThread" or name == "lotus_trace-watch":
+        return name
+    if sharer is not None and t is sharer:
+        return "ResourceSharer"
+    target = getattr(getattr(t, "_target", None), "__name__", "")
+    if target == "_pin_memory_loop":
+        return "PinMemory"
+    return None
+
+
+def name_threads():
+    """Writes a `kind=thread` line for each thread of this process that is
+    the DataLoader's own machinery (see `_machinery_name`), once each:
+    lotus never takes them for an op's thread pool, however their work
+    falls in time. Called at the end of each batch in a worker and at a
+    flush of the main process (never from a signal handler: it takes
+    threading's lock). Not in the original format, which has no kinds."""
+    if _original:
+        return
+    rs = sys.modules.get("multiprocessing.resource_sharer")
+    sharer = getattr(getattr(rs, "_resource_sharer", None), "_thread", None)
+    main = threading.main_thread()
+    for t in threading.enumerate():
+        if t is main:
+            continue
+        nid = getattr(t, "native_id", None)
+        if nid is None or nid in _named_threads or nid == os.getpid():
+            continue
+        name = _machinery_name(t, sharer)
+        if name is not None:
+            _named_threads.add(nid)
+            _emit(f"S{name},{_now()},0,kind=thread,tid={nid}\n")
 
 
 # --- processes --------------------------------------------------------------
@@ -716,6 +769,7 @@ def _after_fork_child():
     _role = None
     _last_flush = 0
     _notes_seen.clear()
+    _named_threads.clear()
     _ctx.batch = None
     _ctx.sample = None
     _ctx.in_sample = False

@@ -36,7 +36,8 @@ log):
   transforms (a policy's ops, by op name) are child spans of its span.
 - kornia's augmentations (`_BasicAugmentationBase`, through nn.Module's
   `__call__`): each call a span named after its class.
-- albumentations (`_albumentations`) and `--op` (`_ops`).
+- albumentations (`_albumentations`), Hugging Face datasets' transforms
+  and timm's augmentations (`_libraries`), and `--op` (`_ops`).
 - `torchvision.datasets.DatasetFolder.__getitem__` (ImageFolder too): the
   sample, `Loader` (the image load) and the transform.
 
@@ -48,7 +49,7 @@ import functools
 import sys
 import types
 
-from . import _core, _ops
+from . import _core, _finer, _ops
 
 _now = _core._now
 _ctx = _core._ctx
@@ -499,18 +500,19 @@ def _patch_fetch(mod):
                 raise StopIteration
             name = _dataset_name(self.dataset)
             it = self.dataset_iter
+            step = _dataset_op(name, next, _finer.dataset_code(it) if _finer.available() else None)
             if self.auto_collation:
                 data = []
                 for _ in possibly_batched_index:
                     try:
-                        data.append(_core.call_op(name, next, it))
+                        data.append(step(it))
                     except StopIteration:
                         self.ended = True
                         break
                 if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
                     raise StopIteration
             else:
-                data = _core.call_op(name, next, it)
+                data = step(it)
             return span.run_collate(self.collate_fn, data)
 
     functools.update_wrapper(fetch, orig)
@@ -520,29 +522,48 @@ def _patch_fetch(mod):
 def _dataset_name(ds):
     """A dataset's op name: its class's; through Subset and TracedDataset,
     the wrapped dataset's (whose __getitem__ does the work)."""
+    return _op_name(_inner_dataset(ds))
+
+
+def _inner_dataset(ds):
+    """The dataset whose own code does the work: through Subset and
+    TracedDataset, the wrapped one."""
     for _ in range(8):
-        k = type(ds).__name__
-        inner = getattr(ds, "dataset", None) if k in ("Subset", "TracedDataset") else None
+        inner = getattr(ds, "dataset", None) if type(ds).__name__ in ("Subset", "TracedDataset") else None
         if inner is None:
             break
         ds = inner
-    return _op_name(ds)
+    return ds
 
 
-def _dataset_op(name, get):
-    """`get` (a dataset's __getitem__ or __getitems__) as an op span `name`."""
+def _dataset_op(name, get, code=None):
+    """`get` (a dataset's __getitem__ or __getitems__, or next of an
+    IterableDataset's iterator) as an op span `name`; on Python 3.12+ the
+    calls `code` (the dataset's own code, `_finer.dataset_code`) makes are
+    its child spans."""
 
     def call(arg):
         t0 = _core.op_begin(name)
+        fin = _finer.enter(code)
         try:
             out = get(arg)
         except BaseException:
+            _finer.leave(fin)
             _core.op_end_task()
             raise
+        _finer.leave(fin)
         _core.op_event(name, t0, _now())
         return out
 
     return call
+
+
+def _getter_code(ds, attr):
+    """The code of the inner dataset's `attr` (`__getitem__`,
+    `__getitems__`) for finer spans, or None."""
+    if not _finer.available():
+        return None
+    return _finer.dataset_code(getattr(_inner_dataset(ds), attr, None))
 
 
 def _collate_swapping_fetch(orig):
@@ -598,12 +619,14 @@ def _patch_map_fetch(mod):
                         getitems = None
                 name = _dataset_name(ds)
                 if getitems:
-                    data = _dataset_op(name, getitems)(possibly_batched_index)
+                    code = _getter_code(ds, "__getitems__")
+                    data = _dataset_op(name, getitems, code)(possibly_batched_index)
                 else:
-                    get = _dataset_op(name, ds.__getitem__)
+                    get = _dataset_op(name, ds.__getitem__, _getter_code(ds, "__getitem__"))
                     data = [sample_call(get, idx) for idx in possibly_batched_index]
             else:
-                data = sample_call(_dataset_op(_dataset_name(ds), ds.__getitem__), possibly_batched_index)
+                get = _dataset_op(_dataset_name(ds), ds.__getitem__, _getter_code(ds, "__getitem__"))
+                data = sample_call(get, possibly_batched_index)
             return span.run_collate(self.collate_fn, data)
 
     functools.update_wrapper(fetch, orig)
@@ -809,18 +832,19 @@ def install(torch=True):
     torchvision and albumentations (with `torch`), and the functions
     `lotus trace run --op` names ($LOTUS_TRACE_OPS, always)."""
     global _finder, _OpClass
-    from . import _Op, _albumentations, _ops
+    from . import _Op, _albumentations, _libraries, _ops
 
     _OpClass = _Op
     if _finder is None:
         _finder = _PostImportFinder({})
         sys.meta_path.insert(0, _finder)
     if torch:
-        for name, hook in _albumentations.HOOKS.items():
+        more = {**_albumentations.HOOKS, **_libraries.HOOKS}
+        for name, hook in more.items():
             if hook not in _extra_hooks.get(name, []):
                 _extra_hooks.setdefault(name, []).append(hook)
         pending = {}
-        for name in list(_HOOKS) + list(_albumentations.HOOKS):
+        for name in list(_HOOKS) + list(more):
             module = sys.modules.get(name)
             if module is not None:
                 _run_hook(name, module)

@@ -126,7 +126,9 @@ impl Segment {
             };
             self.last_op = i;
             self.ops[i].1.add(dur, cpu, keep);
-        } else {
+        } else if kind != Kind::Thread {
+            // A thread's name is not a span: no duration to summarise
+            // (as in [`super::TraceIndex::add`]).
             self.kinds[kind as usize].add(dur, cpu, keep);
         }
         ordinal
