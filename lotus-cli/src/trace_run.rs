@@ -700,6 +700,12 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
         );
     }
 
+    // What `lotus report` shows at the top of its page: the command, host,
+    // CPU, date and lotus version (`<prefix>.run`). Without it the trace
+    // is still whole: a warning, and the run goes on.
+    if let Err(e) = crate::report_page::RunRecord::now(&args.command).write(&out, &args.prefix) {
+        crate::usage::say!("lotus: warning: {e:#}; the report will not show the run's command");
+    }
     let files = write_tracer().context("cannot write the lotus_trace Python package")?;
     // Out of memory, lotus exits at once: the tracer's folder goes too.
     crate::oom::remove_on_oom(files.dir.path());
