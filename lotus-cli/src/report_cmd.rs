@@ -46,8 +46,8 @@ use crate::attribute_cmd::{
 };
 use crate::plots::{box_plot, grouped_bars, Colours};
 use crate::report_page::{
-    heading, keyed, module_cell, para, text, Block, Cell, PageContext, Part, RunInfo, RunRecord,
-    VerdictPlaceholder,
+    heading, keyed, module_cell, para, short_name, text, Block, Cell, PageContext, Part, RunInfo,
+    RunRecord, VerdictPlaceholder,
 };
 use crate::report_samples::{
     attribute, compare, comparison_section, in_pipeline_section, op_names, Sampled,
@@ -377,7 +377,7 @@ fn glance(configs: &[Computed], cpus: &[OpCpu]) -> Vec<Vec<Part>> {
             parts.push(text("; the op that takes longest: "));
             parts.push(keyed(
                 format!("glance/{}/top_op", c.label),
-                top.name.clone(),
+                short_name(&top.name, 48),
             ));
             parts.push(text(format!(
                 " ({:.1} ms in all, {:.3} ms a call{})",

@@ -202,7 +202,7 @@ pub(crate) fn module_cell(module: &str) -> Cell {
 }
 
 /// A tooltip's text, bounded.
-fn tooltip(full: &str) -> String {
+pub(crate) fn tooltip(full: &str) -> String {
     if full.chars().count() <= TOOLTIP_MAX {
         full.to_string()
     } else {

@@ -19,6 +19,7 @@ use lotus_core::trace::{Entry, Kind, Role};
 use serde::Serialize;
 
 use crate::plots::Colours;
+use crate::report_page::short_name;
 use crate::trace_cmd::Computed;
 
 /// The most spans drawn in one timeline.
@@ -92,8 +93,8 @@ pub struct Timeline {
     lanes: Vec<Lane>,
     /// The initial ticks (the script redraws them on zoom).
     ticks: Vec<Tick>,
-    /// The ops' colours, for its legend.
-    legend: Vec<(String, String)>,
+    /// The ops' colours, for its legend: (short name, whole name, colour).
+    legend: Vec<(String, String, String)>,
     /// Spans drawn, and spans in the trace.
     shown: u64,
     total: u64,
@@ -176,7 +177,10 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
                 (
                     1,
                     hex(colours, &e.name),
-                    format!("{}{batch}: {d:.3} ms{cpu}", e.name),
+                    format!(
+                        "{}{batch}: {d:.3} ms{cpu}",
+                        crate::report_page::tooltip(&e.name)
+                    ),
                 )
             }
             Kind::Wait => (
@@ -271,7 +275,13 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
             ticks: ticks(duration_ms),
             legend: ops_seen
                 .iter()
-                .map(|n| (n.clone(), hex(colours, n)))
+                .map(|n| {
+                    (
+                        short_name(n, 40),
+                        crate::report_page::tooltip(n),
+                        hex(colours, n),
+                    )
+                })
                 .collect(),
             shown,
             total,

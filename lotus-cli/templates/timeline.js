@@ -55,7 +55,11 @@
     var dragFrom = null;
     plot.addEventListener("pointerdown", function (ev) {
       dragFrom = [ev.clientX, t0, t1];
-      plot.setPointerCapture(ev.pointerId);
+      try {
+        plot.setPointerCapture(ev.pointerId);
+      } catch (e) {
+        // A pointer the browser no longer knows: the drag works without.
+      }
       plot.style.cursor = "grabbing";
     });
     plot.addEventListener("pointermove", function (ev) {
