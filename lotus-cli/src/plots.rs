@@ -253,15 +253,21 @@ pub fn labelled_bars(
     colours: &Colours,
 ) -> Result<String> {
     let n = bars.len().max(1);
-    let slot = bars
+    // A slot holds its label whole; its note too, up to a chart sized for
+    // a page (about 1,400 px in all), past which notes are cut in the
+    // middle.
+    let label_slot = bars
         .iter()
-        .map(|b| text_width(&b.label, 13).max(text_width(&b.note, 11).min(NOTE_MAX_PX)) + 16)
+        .map(|b| text_width(&b.label, 13) + 16)
+        .max()
+        .unwrap_or(0);
+    let note_slot = bars
+        .iter()
+        .map(|b| text_width(&b.note, 11).min(NOTE_MAX_PX) + 16)
         .max()
         .unwrap_or(0)
-        .max(90)
-        // Sized for a page: about 1,400 px in all, each bar's notes cut in
-        // the middle to its slot (at least 90 px).
-        .min((PAGE_PX.saturating_sub(110) / n as u32).max(90));
+        .min(PAGE_PX.saturating_sub(110) / n as u32);
+    let slot = label_slot.max(note_slot).max(90);
     let width = (slot * n as u32 + 110).max(560);
     let height = 440u32;
     let top = bars

@@ -426,7 +426,7 @@ fn runs_compared(
     let base = &configs[0];
     page.h(2, "Runs compared");
     page.p(vec![text(format!(
-        "Each run against {} (the first given), per op: wall time a call (mean of its spans) and CPU time a call (its spans' own thread CPU clock, or its samples), in ms; the change, and the change as a share of {}'s. Negative: faster.",
+        "Each run against {} (the first given), per op: wall time a call (the mean of its spans) and CPU time a call (its spans' own thread CPU clock, or its samples), in ms; Δ: the change, in ms and as a share of {}'s (negative: faster).",
         base.label, base.label
     ))]);
     for (i, c) in configs.iter().enumerate().skip(1) {
@@ -469,14 +469,14 @@ fn runs_compared(
         let b = &c.label;
         let headers = [
             "op".to_string(),
-            format!("time/call {a}"),
-            format!("time/call {b}"),
-            "change".to_string(),
-            "change %".to_string(),
+            format!("wall/call {a}"),
+            format!("wall/call {b}"),
+            "Δ".to_string(),
+            "Δ %".to_string(),
             format!("CPU/call {a}"),
             format!("CPU/call {b}"),
-            "change".to_string(),
-            "change %".to_string(),
+            "Δ".to_string(),
+            "Δ %".to_string(),
         ];
         page.push(Block::Table {
             headers: headers.to_vec(),

@@ -120,7 +120,7 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
     let count = |k: Kind| index.per_kind.get(&k).copied().unwrap_or(0);
     let (n_op, n_other) = (count(Kind::Op), count(Kind::Batch) + count(Kind::Wait));
     let total = n_op + n_other;
-    let other_quota = n_other.min(MAX_SPANS / 2).max(1);
+    let other_quota = n_other.clamp(1, MAX_SPANS / 2);
     let op_quota = (MAX_SPANS - other_quota.min(n_other)).max(1);
     let other_every = n_other.div_ceil(other_quota).max(1);
     let op_every = n_op.div_ceil(op_quota).max(1);
@@ -318,7 +318,7 @@ fn ordinal(n: u64) -> String {
 
 /// About 8 round ticks over `0..duration_ms`.
 fn ticks(duration_ms: f64) -> Vec<Tick> {
-    if !(duration_ms > 0.0) {
+    if duration_ms.is_nan() || duration_ms <= 0.0 {
         return Vec::new();
     }
     let raw = duration_ms / 8.0;
