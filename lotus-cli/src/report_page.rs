@@ -192,9 +192,10 @@ impl Cell {
 pub(crate) fn module_cell(module: &str) -> Cell {
     let base = module.rsplit('/').next().unwrap_or(module);
     let base = if base.is_empty() { module } else { base };
+    let shown = crate::plots::fit(base, 28 * 6, 10);
     Cell {
-        title: (base != module).then(|| tooltip(module)),
-        lines: vec![crate::plots::fit(base, 48 * 6, 10)],
+        title: (shown != module).then(|| tooltip(module)),
+        lines: vec![shown],
         key: None,
         class: "name",
         swatch: None,
@@ -562,6 +563,23 @@ mod tests {
         assert_eq!(short_name("func@0x59620", 48), "func@0x59620");
         let long = "a".repeat(300);
         assert!(short_name(&long, 48).chars().count() <= 48);
+    }
+
+    #[test]
+    fn a_module_shows_its_file_name_and_its_whole_name_in_its_tooltip() {
+        let c = module_cell("/usr/lib/x86_64-linux-gnu/libjpeg.so.8");
+        assert_eq!(c.lines, ["libjpeg.so.8"]);
+        assert_eq!(
+            c.title.as_deref(),
+            Some("/usr/lib/x86_64-linux-gnu/libjpeg.so.8")
+        );
+        let c = module_cell("_imaging.cpython-310-x86_64-linux-gnu.so");
+        assert!(c.lines[0].contains('…') && c.lines[0].chars().count() <= 28);
+        assert_eq!(
+            c.title.as_deref(),
+            Some("_imaging.cpython-310-x86_64-linux-gnu.so")
+        );
+        assert_eq!(module_cell("libc.so.6").title, None);
     }
 
     #[test]
