@@ -583,6 +583,29 @@ mod tests {
     }
 
     #[test]
+    fn the_verdict_comes_first_after_the_runs() {
+        let mut ctx = PageContext {
+            version: "0",
+            outliers: "x".into(),
+            runs: vec![RunInfo::of("a", Path::new("/t"), None, &[], None)],
+            verdict: Some(VerdictPlaceholder {
+                headline: "Training waited for data 40% of the loop.".into(),
+                points: vec!["Use more workers.".into()],
+            }),
+            summary: vec![vec![text("figures")]],
+            timelines: Vec::new(),
+            blocks: vec![heading(2, "Ops")],
+        };
+        let html = render(&ctx, &[]).expect("page");
+        let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("{s}: {html}"));
+        assert!(at("data-run=") < at("id=\"verdict\""));
+        assert!(at("Training waited") < at("id=\"summary\""));
+        assert!(at("Use more workers.") < at("<h2>Ops</h2>"));
+        ctx.verdict = None;
+        assert!(!render(&ctx, &[]).expect("page").contains("id=\"verdict\""));
+    }
+
+    #[test]
     fn a_hostile_name_renders_inert() {
         let ctx = PageContext {
             version: "0",
