@@ -205,6 +205,21 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
         let p = &index.processes[i].process;
         (p.rank, matches!(p.role, Role::Worker), p.pid)
     });
+    // The host in a lane's name only where the trace has several.
+    let hosts: BTreeSet<Option<&str>> = index
+        .processes
+        .iter()
+        .map(|p| p.process.host.as_deref())
+        .collect();
+    let lane_label = |p: &lotus_core::trace::Process| {
+        if hosts.len() > 1 {
+            p.label()
+        } else {
+            let mut q = p.clone();
+            q.host = None;
+            q.label()
+        }
+    };
     let mut lanes = Vec::new();
     let mut y = 0.0;
     for i in order {
@@ -245,7 +260,7 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
         }
         let rows = 1 + deepest;
         lanes.push(Lane {
-            label: index.processes[i].process.label(),
+            label: lane_label(&index.processes[i].process),
             y,
             rows,
             spans,
