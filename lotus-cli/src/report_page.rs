@@ -241,7 +241,7 @@ pub(crate) enum Block {
         name: String,
         /// Its caption.
         caption: String,
-        /// Its index in [`Page::plots`].
+        /// Its index in the page's plots (`report_cmd::Page`).
         index: usize,
     },
 }
