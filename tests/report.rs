@@ -584,6 +584,16 @@ fn a_sampled_trace_reports_its_samples_and_the_mapping_comparison() {
         cell("in_pipeline/piped/total_samples"),
         att["total_samples"].to_string()
     );
+    // The logs carry no `cpu=`: the ops table's CPU a call is the samples'.
+    for op in ["Decode", "Normalize"] {
+        let want = cell(&format!("in_pipeline/piped/{op}/cpu_ms_per_call"));
+        assert_ne!(want, "-", "{op}");
+        assert_eq!(
+            cell(&format!("trace/piped/ops/{op}/cpu_per_call_ms")),
+            want,
+            "{op}"
+        );
+    }
     let cmp: Value = serde_json::from_str(&lotus_ok(&[
         "show",
         s(&isolated),

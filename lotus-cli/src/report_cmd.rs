@@ -275,7 +275,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         runs_compared(&mut page, &configs, &cpus, &sampled);
     }
     if !configs.is_empty() {
-        traces(&mut page, &mut configs, &cpus, &colours, rule)?;
+        traces(&mut page, &mut configs, &cpus, &sampled, &colours, rule)?;
     }
     if sampled.iter().any(|(_, s)| !matches!(s, Sampled::Not)) {
         in_pipeline_section(&mut page, &sampled, &colours)?;
@@ -490,14 +490,16 @@ fn traces(
     page: &mut Page,
     configs: &mut [Computed],
     cpus: &[OpCpu],
+    sampled: &[(String, Sampled)],
     colours: &Colours,
     rule: OutlierRule,
 ) -> Result<()> {
     let labels: Vec<String> = configs.iter().map(|c| c.label.clone()).collect();
     page.h(2, "Ops");
-    page.p(vec![text("Each op's spans in all processes: wall time (total, mean a call, percentiles) and, where the trace has the spans' thread CPU clock, CPU time a call. Hover a shortened name for the whole of it.")]);
-    for (c, cpu) in configs.iter().zip(cpus) {
+    page.p(vec![text("Each op's spans in all processes: wall time (total, mean a call, percentiles) and CPU time a call (the spans' own thread CPU clock where the trace has it, else the op's samples; - where it has neither). Hover a shortened name for the whole of it.")]);
+    for (i, (c, cpu)) in configs.iter().zip(cpus).enumerate() {
         page.h(3, c.label.clone());
+        let samples = sampled.get(i).map(|s| &s.1);
         let rows = c
             .stats
             .ops
@@ -512,7 +514,7 @@ fn traces(
                     ms_cell(&k("mean_ns"), s.mean_ns),
                     cell(
                         &k("cpu_per_call_ms"),
-                        cpu_per_call_ms(cpu, None, &o.name)
+                        cpu_per_call_ms(cpu, samples, &o.name)
                             .map_or("-".to_string(), |v| format!("{v:.3}")),
                     ),
                     ms_cell(&k("p50_ns"), s.p50_ns),
