@@ -53,6 +53,16 @@ fn fixed(v: &Value, places: usize) -> String {
         .map_or("-".to_string(), |x| format!("{x:.places$}"))
 }
 
+/// The page loads nothing: no `src=` or `href=` to a file or a server, no
+/// `http(s)://` anywhere (inline SVG needs no namespace URL), one inline
+/// script at most (the timeline's).
+pub fn assert_self_contained(html: &str) {
+    for bad in ["<link", "src=", "href=", "http://", "https://", "url("] {
+        assert!(!html.contains(bad), "self-contained: {bad} in the page");
+    }
+    assert!(html.matches("<script").count() <= 1, "one inline script");
+}
+
 /// Opens `page` in headless Chromium (fixtures/report/cdp_check.py):
 /// asserts no console error, no request but the page itself and a
 /// screenshot written (`target/tmp/<shot>`); returns what the browser saw.
@@ -140,10 +150,7 @@ fn the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers() {
     }
     lotus_ok(&args);
     let html = fs::read_to_string(&page).expect("page");
-    assert!(
-        !html.contains("<script") && !html.contains("<link"),
-        "self-contained"
-    );
+    assert_self_contained(&html);
 
     let seen = open_in_browser(&browser, &page, "lotus-report.png");
 
@@ -577,6 +584,16 @@ fn a_sampled_trace_reports_its_samples_and_the_mapping_comparison() {
         cell("in_pipeline/piped/total_samples"),
         att["total_samples"].to_string()
     );
+    // The logs carry no `cpu=`: the ops table's CPU a call is the samples'.
+    for op in ["Decode", "Normalize"] {
+        let want = cell(&format!("in_pipeline/piped/{op}/cpu_ms_per_call"));
+        assert_ne!(want, "-", "{op}");
+        assert_eq!(
+            cell(&format!("trace/piped/ops/{op}/cpu_per_call_ms")),
+            want,
+            "{op}"
+        );
+    }
     let cmp: Value = serde_json::from_str(&lotus_ok(&[
         "show",
         s(&isolated),
@@ -628,7 +645,10 @@ fn a_sampled_trace_reports_its_samples_and_the_mapping_comparison() {
         "--against",
         s(&in_pipeline),
     ]);
-    let html = fs::read_to_string(&page2).expect("page");
+    // The engine escapes `/` in attributes too (`&#x2f;`).
+    let html = fs::read_to_string(&page2)
+        .expect("page")
+        .replace("&#x2f;", "/");
     for o in cmp["ops"].as_array().expect("ops") {
         let want = format!(
             "data-key=\"comparison/{}/{}/coverage\">{:.1}<",

@@ -14,6 +14,9 @@ const CHAR_WIDTH: f64 = 0.6;
 
 /// `text` cut in the middle (`…`) to fit `width_px` at `font_px`.
 pub fn fit(text: &str, width_px: u32, font_px: u32) -> String {
+    // Control characters shown escaped (`\x1b`), as lotus prints them.
+    let text = lotus_core::text::printable(text);
+    let text = text.as_ref();
     let max = ((width_px as f64) / (font_px as f64 * CHAR_WIDTH)).floor() as usize;
     let n = text.chars().count();
     if n <= max || max < 5 {
@@ -23,6 +26,22 @@ pub fn fit(text: &str, width_px: u32, font_px: u32) -> String {
     let head: String = text.chars().take(keep - keep / 2).collect();
     let tail: String = text.chars().skip(n - keep / 2).collect();
     format!("{head}…{tail}")
+}
+
+/// `svg` (plotters', `<svg width="W" height="H" viewBox=...`) for a page:
+/// scaled to the page's width, never wider than drawn (`max-width: W px`),
+/// and without its namespace URL (inline SVG needs none, and the page names
+/// no URL).
+pub fn for_page(svg: &str) -> String {
+    let svg = svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1);
+    let width = svg
+        .split_once("width=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .and_then(|(w, _)| w.parse::<u32>().ok());
+    match width {
+        Some(w) => svg.replacen("<svg ", &format!("<svg style=\"max-width:{w}px\" "), 1),
+        None => svg,
+    }
 }
 
 /// The pixel width `text` takes at `font_px`.
@@ -217,6 +236,9 @@ pub struct LabelledBar {
     pub note: String,
 }
 
+/// The width a chart is drawn for where it can choose (a page's).
+const PAGE_PX: u32 = 1400;
+
 /// The widest a bar's note may make its slot, in pixels (a long C++ name
 /// is cut in the middle instead).
 const NOTE_MAX_PX: u32 = 240;
@@ -231,12 +253,21 @@ pub fn labelled_bars(
     colours: &Colours,
 ) -> Result<String> {
     let n = bars.len().max(1);
-    let slot = bars
+    // A slot holds its label whole; its note too, up to a chart sized for
+    // a page (about 1,400 px in all), past which notes are cut in the
+    // middle.
+    let label_slot = bars
         .iter()
-        .map(|b| text_width(&b.label, 13).max(text_width(&b.note, 11).min(NOTE_MAX_PX)) + 16)
+        .map(|b| text_width(&b.label, 13) + 16)
+        .max()
+        .unwrap_or(0);
+    let note_slot = bars
+        .iter()
+        .map(|b| text_width(&b.note, 11).min(NOTE_MAX_PX) + 16)
         .max()
         .unwrap_or(0)
-        .max(90);
+        .min(PAGE_PX.saturating_sub(110) / n as u32);
+    let slot = label_slot.max(note_slot).max(90);
     let width = (slot * n as u32 + 110).max(560);
     let height = 440u32;
     let top = bars

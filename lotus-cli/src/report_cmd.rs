@@ -8,22 +8,29 @@
 //!              [--prefix lotus] [--plot-dir DIR]
 //! ```
 //!
-//! The page needs no network: its CSS is inline, its plots are inline SVG
-//! (drawn with plotters, [`crate::plots`]), and it has no script. It
-//! holds, per configuration, the per-op table and the op-time plot, the
-//! batch preprocessing time box plots, the wait buckets and delay shares,
-//! box plots of every wait and delay;
-//! per profile, each op's time and hardware metrics (CPI, top-down) and
-//! each op's native functions; and the `lotus trace view` command that
-//! makes the Perfetto timeline. For a sampled trace folder (`trace run
-//! --sample`), the in-pipeline attribution of its samples, and, with
-//! `--mapping`, the mapping compared with the in-pipeline one (built from
-//! the samples, or `--against`): [`crate::report_samples`]. Each figure shown carries `data-key` with
-//! what it is, so that a test (or a script) can check the page against
-//! `lotus trace stats --json` and `lotus attribute --format json`. With
-//! `--plot-dir`, each plot is also written there as an SVG file.
+//! The page needs no network: its CSS and its one script (the timeline's
+//! zoom and pan) are inline, its plots are inline SVG (drawn with
+//! plotters, [`crate::plots`]), sized to the page. It is rendered from
+//! `templates/report.html` by a template engine that escapes every text
+//! ([`crate::report_page`]). From the top: each run's command, host, CPU,
+//! date and lotus version (`lotus.run`, written by `lotus trace run`); the
+//! verdict; a few figures at a glance; a timeline of each trace
+//! ([`crate::report_timeline`]); with two runs or more, each against the
+//! first per op (wall and CPU time a call); per configuration, the per-op
+//! table (wall and CPU a call side by side) and the op-time plot, the batch
+//! preprocessing time box plots, the wait buckets and delay shares, box
+//! plots of every wait and delay; per profile, each op's time and hardware
+//! metrics (CPI, top-down) and each op's native functions (names shortened,
+//! whole in their tooltip, with their module); and the `lotus trace view`
+//! command that makes the Perfetto timeline. For a sampled trace folder
+//! (`trace run --sample`), the in-pipeline attribution of its samples, and,
+//! with `--mapping`, the mapping compared with the in-pipeline one (built
+//! from the samples, or `--against`): [`crate::report_samples`]. Each
+//! figure shown carries `data-key` with what it is, so that a test (or a
+//! script) can check the page against `lotus trace stats --json` and
+//! `lotus attribute --format json`. With `--plot-dir`, each plot is also
+//! written there as an SVG file.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,10 +45,16 @@ use crate::attribute_cmd::{
     load_mapping, load_op_times, load_profile, name_profiles, LoadedProfile,
 };
 use crate::plots::{box_plot, grouped_bars, Colours};
+use crate::report_page::{
+    heading, keyed, module_cell, para, short_name, text, Block, Cell, PageContext, Part, RunInfo,
+    RunRecord, VerdictPlaceholder,
+};
 use crate::report_samples::{
     attribute, compare, comparison_section, in_pipeline_section, op_names, Sampled,
 };
+use crate::report_timeline::OpCpu;
 use crate::trace_cmd::{configurations_of, Computed, OutliersArg};
+use lotus_core::attribute::in_pipeline::RowKind;
 use lotus_map::write::write_atomic;
 
 /// `lotus report --format`.
@@ -92,47 +105,55 @@ pub struct ReportArgs {
     pub plot_dir: Option<PathBuf>,
 }
 
-/// HTML-escaped text; control characters but line breaks and tabs (which
-/// HTML cannot show, and which would reach a terminal the page is printed
-/// to) shown escaped as `\x1b` ([`lotus_core::text::printable`]).
-pub(crate) fn esc(s: &str) -> String {
-    lotus_core::text::printable(s)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// A number cell: ms with 3 decimals (`ns` given), keyed.
-fn ms_cell(key: &str, ns: f64) -> String {
-    format!("<td data-key=\"{}\">{:.3}</td>", esc(key), ns / 1e6)
+fn ms_cell(key: &str, ns: f64) -> Cell {
+    Cell::num(key, format!("{:.3}", ns / 1e6))
 }
 
 /// A number cell as given, keyed.
-pub(crate) fn cell(key: &str, text: String) -> String {
-    format!("<td data-key=\"{}\">{}</td>", esc(key), esc(&text))
+pub(crate) fn cell(key: &str, text: String) -> Cell {
+    Cell::num(key, text)
 }
 
-const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}\
-table{border-collapse:collapse;margin:8px 0 20px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
-td:first-child,th:first-child,td.names{text-align:left}td:first-child{max-width:520px;overflow-wrap:anywhere}th{background:#f0f0f0}figure{margin:12px 0;overflow-x:auto}\
-figcaption{font-size:13px;color:#555}code{background:#f4f4f4;padding:1px 4px}h2{border-bottom:2px solid #ddd}";
-
-/// The page being written, and its plots in order: (file name, SVG).
+/// The page being built: its blocks and its plots in order: (file name,
+/// SVG).
 pub(crate) struct Page {
-    /// The page so far.
-    pub(crate) html: String,
+    /// The blocks so far.
+    pub(crate) blocks: Vec<Block>,
     plots: Vec<(String, String)>,
 }
 
 impl Page {
+    /// Adds a block.
+    pub(crate) fn push(&mut self, b: Block) {
+        self.blocks.push(b);
+    }
+
+    /// Adds a heading.
+    pub(crate) fn h(&mut self, level: u8, t: impl Into<String>) {
+        self.blocks.push(heading(level, t));
+    }
+
+    /// Adds a paragraph.
+    pub(crate) fn p(&mut self, parts: Vec<Part>) {
+        self.blocks.push(para(parts));
+    }
+
+    /// Adds a table.
+    pub(crate) fn table(&mut self, headers: &[&str], rows: Vec<Vec<Cell>>) {
+        self.blocks.push(Block::Table {
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            rows,
+        });
+    }
+
     /// Adds a plot (`name`: its `data-plot` and file name) with its caption.
     pub(crate) fn plot(&mut self, name: &str, caption: &str, svg: String) {
-        let _ = writeln!(
-            self.html,
-            "<figure data-plot=\"{name}\">{svg}<figcaption>{}</figcaption></figure>",
-            esc(caption)
-        );
+        self.blocks.push(Block::Plot {
+            name: name.to_string(),
+            caption: caption.to_string(),
+            index: self.plots.len(),
+        });
         self.plots.push((format!("{name}.svg"), svg));
     }
 }
@@ -208,18 +229,53 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     names.extend(op_names(&sampled, &compared).map(str::to_string));
     let colours = Colours::new(names.iter().map(String::as_str));
 
+    // The top: each run's command, host, CPU, date; then the timelines
+    // (their pass also sums each op's CPU time).
+    let mut runs = Vec::new();
+    let mut timelines = Vec::new();
+    let mut cpus = Vec::new();
+    for c in configs.iter_mut() {
+        let record = match RunRecord::read(&c.dir, &args.prefix) {
+            Ok(r) => r,
+            Err(e) => {
+                crate::usage::say!("lotus: warning: {e:#}; the page says the run is not recorded");
+                None
+            }
+        };
+        let hosts: Vec<String> = {
+            let mut h: Vec<String> = c
+                .stats
+                .processes
+                .iter()
+                .filter_map(|p| p.host.clone())
+                .collect();
+            h.sort();
+            h.dedup();
+            h
+        };
+        let (tl, cpu) = crate::report_timeline::of(c, &colours)?;
+        let first = c.folder_and_index().1.min_start_ns;
+        runs.push(RunInfo::of(
+            &c.label,
+            &c.dir,
+            record.as_ref(),
+            &hosts,
+            first,
+        ));
+        timelines.push(tl);
+        cpus.push(cpu);
+    }
+
     let mut page = Page {
-        html: String::new(),
+        blocks: Vec::new(),
         plots: Vec::new(),
     };
-    let _ = write!(
-        page.html,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>lotus report</title><style>{CSS}</style></head><body>\n<h1>lotus report</h1>\n<p>Made by lotus {}. Times in ms unless said; percentiles by linear interpolation (numpy's default), std over the population. Outliers: {}.</p>\n",
-        env!("CARGO_PKG_VERSION"),
-        esc(rule.describe())
-    );
+    let summary = glance(&configs, &cpus);
+    if configs.len() > 1 {
+        runs_compared(&mut page, &configs, &cpus, &sampled);
+    }
     if !configs.is_empty() {
-        traces(&mut page, &mut configs, &colours, rule)?;
+        traces(&mut page, &mut configs, &cpus, &sampled, &colours, rule)?;
     }
     if sampled.iter().any(|(_, s)| !matches!(s, Sampled::Not)) {
         in_pipeline_section(&mut page, &sampled, &colours)?;
@@ -230,13 +286,29 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     if !attributed.is_empty() {
         attribution(&mut page, &attributed, &colours)?;
     }
-    page.html += "</body></html>\n";
+    let ctx = PageContext {
+        version: env!("CARGO_PKG_VERSION"),
+        outliers: rule.describe().to_string(),
+        runs,
+        // TODO(verdict): the verdict branch's verdict, computed from the
+        // trace, goes here.
+        verdict: None::<VerdictPlaceholder>,
+        summary,
+        timelines,
+        blocks: std::mem::take(&mut page.blocks),
+    };
+    let svgs: Vec<String> = page
+        .plots
+        .iter()
+        .map(|(_, svg)| crate::plots::for_page(svg))
+        .collect();
+    let html = crate::report_page::render(&ctx, &svgs)?;
     let ReportFormat::Html = args.format;
     let to_stdout = crate::usage::is_stdout(&args.out);
     if to_stdout {
-        print!("{}", page.html);
+        print!("{html}");
     } else {
-        write_atomic(&args.out, &page.html)?;
+        write_atomic(&args.out, &html)?;
     }
     if let Some(dir) = &args.plot_dir {
         lotus_sys::create_dir_all(dir, 0o777)
@@ -262,47 +334,208 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// CPU ms per call of `op` in a configuration: from its spans' thread CPU
+/// clock where they carry it, else from its samples (`lotus attribute
+/// DIR`'s row of the op).
+fn cpu_per_call_ms(cpu: &OpCpu, sampled: Option<&Sampled>, op: &str) -> Option<f64> {
+    if let Some(&(ns, with, _)) = cpu.get(op) {
+        if with > 0 {
+            return Some(ns as f64 / with as f64 / 1e6);
+        }
+    }
+    match sampled {
+        Some(Sampled::With(a)) => a
+            .rows
+            .iter()
+            .find(|r| r.kind == RowKind::Op && r.path == op)
+            .and_then(|r| r.cpu_per_call_ns)
+            .map(|ns| ns as f64 / 1e6),
+        _ => None,
+    }
+}
+
+/// A few figures of each run at a glance.
+fn glance(configs: &[Computed], cpus: &[OpCpu]) -> Vec<Vec<Part>> {
+    let mut out = Vec::new();
+    for (c, cpu) in configs.iter().zip(cpus) {
+        let s = &c.stats;
+        let workers = s.processes.iter().filter(|p| p.role == "worker").count();
+        let batches = s.batches.summary.as_ref().map_or(0, |b| b.count);
+        let mut parts = vec![text(format!(
+            "{}: {workers} worker(s), {batches} batch(es)",
+            c.label
+        ))];
+        if let Some(w) = &s.wait.summary {
+            parts.push(text("; the main process waited for data "));
+            parts.push(keyed(
+                format!("glance/{}/wait_ms", c.label),
+                format!("{:.1}", w.total_ns as f64 / 1e6),
+            ));
+            parts.push(text(format!(" ms in all ({} wait(s))", w.count)));
+        }
+        if let Some(top) = s.ops.first() {
+            parts.push(text("; the op that takes longest: "));
+            parts.push(keyed(
+                format!("glance/{}/top_op", c.label),
+                short_name(&top.name, 48),
+            ));
+            parts.push(text(format!(
+                " ({:.1} ms in all, {:.3} ms a call{})",
+                top.summary.total_ns as f64 / 1e6,
+                top.summary.mean_ns / 1e6,
+                cpu_per_call_ms(cpu, None, &top.name)
+                    .map_or(String::new(), |c| format!(", {c:.3} ms CPU a call"))
+            )));
+        }
+        parts.push(text("."));
+        out.push(parts);
+    }
+    out
+}
+
+/// `new` against `old`: the difference and its share of `old`.
+fn delta_cells(key: &str, old: Option<f64>, new: Option<f64>) -> [Cell; 4] {
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    let (d, pct) = match (old, new) {
+        (Some(a), Some(b)) => (
+            format!("{:+.3}", b - a),
+            if a > 0.0 {
+                format!("{:+.1}", 100.0 * (b - a) / a)
+            } else {
+                "-".to_string()
+            },
+        ),
+        _ => ("-".to_string(), "-".to_string()),
+    };
+    [
+        Cell::plain_num(f(old)),
+        Cell::plain_num(f(new)),
+        Cell::num(format!("{key}_delta_ms"), d),
+        Cell::num(format!("{key}_delta_pct"), pct),
+    ]
+}
+
+/// Two runs or more: each against the first, per op: time and CPU per
+/// call, and how much they changed.
+fn runs_compared(
+    page: &mut Page,
+    configs: &[Computed],
+    cpus: &[OpCpu],
+    sampled: &[(String, Sampled)],
+) {
+    let base = &configs[0];
+    page.h(2, "Runs compared");
+    page.p(vec![text(format!(
+        "Each run against {} (the first given), per op: wall time a call (the mean of its spans) and CPU time a call (its spans' own thread CPU clock, or its samples), in ms; Δ: the change, in ms and as a share of {}'s (negative: faster).",
+        base.label, base.label
+    ))]);
+    for (i, c) in configs.iter().enumerate().skip(1) {
+        page.h(3, format!("{} against {}", c.label, base.label));
+        let mut ops: Vec<&str> = base
+            .stats
+            .ops
+            .iter()
+            .chain(&c.stats.ops)
+            .map(|o| o.name.as_str())
+            .collect();
+        ops.sort_unstable();
+        ops.dedup();
+        let mean = |cc: &Computed, op: &str| {
+            cc.stats
+                .ops
+                .iter()
+                .find(|o| o.name == op)
+                .map(|o| o.summary.mean_ns / 1e6)
+        };
+        let rows = ops
+            .iter()
+            .map(|op| {
+                let k = |f: &str| format!("compare/{}/{op}/{f}", c.label);
+                let mut row = vec![Cell::name(op)];
+                row.extend(delta_cells(
+                    &k("time_per_call"),
+                    mean(base, op),
+                    mean(c, op),
+                ));
+                row.extend(delta_cells(
+                    &k("cpu_per_call"),
+                    cpu_per_call_ms(&cpus[0], sampled.first().map(|s| &s.1), op),
+                    cpu_per_call_ms(&cpus[i], sampled.get(i).map(|s| &s.1), op),
+                ));
+                row
+            })
+            .collect();
+        let a = &base.label;
+        let b = &c.label;
+        let headers = [
+            "op".to_string(),
+            format!("wall/call {a}"),
+            format!("wall/call {b}"),
+            "Δ".to_string(),
+            "Δ %".to_string(),
+            format!("CPU/call {a}"),
+            format!("CPU/call {b}"),
+            "Δ".to_string(),
+            "Δ %".to_string(),
+        ];
+        page.push(Block::Table {
+            headers: headers.to_vec(),
+            rows,
+        });
+    }
+}
+
 /// The trace sections: ops, batches, waits, delays, per configuration.
 fn traces(
     page: &mut Page,
     configs: &mut [Computed],
+    cpus: &[OpCpu],
+    sampled: &[(String, Sampled)],
     colours: &Colours,
     rule: OutlierRule,
 ) -> Result<()> {
     let labels: Vec<String> = configs.iter().map(|c| c.label.clone()).collect();
-    page.html += "<h2>Traces</h2>\n<p>The timeline of each: <code>lotus trace view DIR --out trace.json</code>, then open trace.json in the Perfetto UI (ui.perfetto.dev) or chrome://tracing:</p><ul>\n";
-    for c in configs.iter() {
-        let _ = writeln!(
-            page.html,
-            "<li>{}: <code>lotus trace view {} --out {}_trace.json</code></li>",
-            esc(&c.label),
-            esc(&c.dir.display().to_string()),
-            esc(&c.label)
+    page.h(2, "Ops");
+    page.p(vec![text("Each op's spans in all processes: wall time (total, mean a call, percentiles) and CPU time a call (the spans' own thread CPU clock where the trace has it, else the op's samples; - where it has neither). Hover a shortened name for the whole of it.")]);
+    for (i, (c, cpu)) in configs.iter().zip(cpus).enumerate() {
+        page.h(3, c.label.clone());
+        let samples = sampled.get(i).map(|s| &s.1);
+        let rows = c
+            .stats
+            .ops
+            .iter()
+            .map(|o| {
+                let k = |f: &str| format!("trace/{}/ops/{}/{f}", c.label, o.name);
+                let s = &o.summary;
+                vec![
+                    Cell::name(&o.name).swatch(crate::report_timeline::hex(colours, &o.name)),
+                    cell(&k("count"), s.count.to_string()),
+                    ms_cell(&k("total_ns"), s.total_ns as f64),
+                    ms_cell(&k("mean_ns"), s.mean_ns),
+                    cell(
+                        &k("cpu_per_call_ms"),
+                        cpu_per_call_ms(cpu, samples, &o.name)
+                            .map_or("-".to_string(), |v| format!("{v:.3}")),
+                    ),
+                    ms_cell(&k("p50_ns"), s.p50_ns),
+                    ms_cell(&k("p95_ns"), s.p95_ns),
+                    ms_cell(&k("std_ns"), s.std_ns),
+                ]
+            })
+            .collect();
+        page.table(
+            &[
+                "op",
+                "calls",
+                "total",
+                "wall/call",
+                "CPU/call",
+                "p50",
+                "p95",
+                "std",
+            ],
+            rows,
         );
-    }
-    page.html += "</ul>\n<h3>Ops</h3>\n";
-    for c in configs.iter() {
-        let _ = writeln!(
-            page.html,
-            "<h4>{}</h4><table><tr><th>op</th><th>count</th><th>total</th><th>mean</th><th>p50</th><th>p95</th><th>std</th></tr>",
-            esc(&c.label)
-        );
-        for o in &c.stats.ops {
-            let k = |f: &str| format!("trace/{}/ops/{}/{f}", c.label, o.name);
-            let s = &o.summary;
-            let _ = writeln!(
-                page.html,
-                "<tr><td>{}</td>{}{}{}{}{}{}</tr>",
-                esc(&o.name),
-                cell(&k("count"), s.count.to_string()),
-                ms_cell(&k("total_ns"), s.total_ns as f64),
-                ms_cell(&k("mean_ns"), s.mean_ns),
-                ms_cell(&k("p50_ns"), s.p50_ns),
-                ms_cell(&k("p95_ns"), s.p95_ns),
-                ms_cell(&k("std_ns"), s.std_ns),
-            );
-        }
-        page.html += "</table>\n";
     }
     let mut ops: Vec<String> = configs
         .iter()
@@ -341,16 +574,15 @@ fn traces(
         );
     }
 
-    page.html += "<h3>Batch preprocessing time</h3>\n<table><tr><th>configuration</th><th>batches</th><th>mean</th><th>p50</th><th>Q1</th><th>Q3</th><th>std</th><th>min</th><th>max</th><th>outliers</th></tr>\n";
+    page.h(2, "Batch preprocessing time");
     let mut boxes = Vec::new();
+    let mut rows = Vec::new();
     for c in configs.iter() {
         let b = &c.stats.batches;
         let k = |f: &str| format!("trace/{}/batches/{f}", c.label);
         if let (Some(s), Some(q1), Some(q3)) = (&b.summary, b.q1_ns, b.q3_ns) {
-            let _ = writeln!(
-                page.html,
-                "<tr><td>{}</td>{}{}{}{}{}{}{}{}{}</tr>",
-                esc(&c.label),
+            rows.push(vec![
+                Cell::text(c.label.clone()),
                 cell(&k("count"), s.count.to_string()),
                 ms_cell(&k("mean_ns"), s.mean_ns),
                 ms_cell(&k("p50_ns"), s.p50_ns),
@@ -360,14 +592,28 @@ fn traces(
                 ms_cell(&k("min_ns"), s.min_ns as f64),
                 ms_cell(&k("max_ns"), s.max_ns as f64),
                 cell(&k("outliers"), b.outliers.len().to_string()),
-            );
+            ]);
             boxes.push((
                 c.label.clone(),
                 [s.min_ns as f64, q1, s.p50_ns, q3, s.max_ns as f64].map(|v| v / 1e6),
             ));
         }
     }
-    page.html += "</table>\n";
+    page.table(
+        &[
+            "configuration",
+            "batches",
+            "mean",
+            "p50",
+            "Q1",
+            "Q3",
+            "std",
+            "min",
+            "max",
+            "outliers",
+        ],
+        rows,
+    );
     if configs.len() > 1 {
         let cmp = ConfigComparison::of(
             &configs
@@ -380,12 +626,19 @@ fn traces(
                 format!("{r:.2}x")
             })
         };
-        let _ = writeln!(
-            page.html,
-            "<p>Across configurations (the study's comparison): maximum normalized IQR <span data-key=\"trace/comparison/max_normalized_iqr\">{}</span>, maximum normalized standard deviation <span data-key=\"trace/comparison/max_normalized_std\">{}</span>.</p>",
-            ratio(cmp.max_normalized_iqr),
-            ratio(cmp.max_normalized_std)
-        );
+        page.p(vec![
+            text("Across configurations (the study's comparison): maximum normalized IQR "),
+            keyed(
+                "trace/comparison/max_normalized_iqr",
+                ratio(cmp.max_normalized_iqr),
+            ),
+            text(", maximum normalized standard deviation "),
+            keyed(
+                "trace/comparison/max_normalized_std",
+                ratio(cmp.max_normalized_std),
+            ),
+            text("."),
+        ]);
     }
     if !boxes.is_empty() {
         let svg = box_plot(
@@ -400,7 +653,7 @@ fn traces(
         );
     }
 
-    page.html += "<h3>Waits and delays</h3>\n<table><tr><th>configuration</th><th>waits</th><th>none</th><th>&lt; 1 ms</th><th>1 ms - 500 ms</th><th>&gt; 500 ms</th><th>delays</th><th>delay p50</th><th>delay p95</th><th>&lt; 250 ms</th><th>&gt; 500 ms</th></tr>\n";
+    page.h(2, "Waits and delays");
     let bucket_names: Vec<String> = lotus_core::trace::stats::WaitBucket::ALL
         .iter()
         .map(|b| b.label().to_string())
@@ -414,34 +667,38 @@ fn traces(
         .iter()
         .map(|n| (n.to_string(), Vec::new()))
         .collect();
+    let mut rows = Vec::new();
     for c in configs.iter() {
         let s = &c.stats;
         let k = |f: &str| format!("trace/{}/{f}", c.label);
         let waits = s.wait.summary.as_ref().map_or(0, |w| w.count);
-        let mut row = format!(
-            "<tr><td>{}</td>{}",
-            esc(&c.label),
-            cell(&k("wait/count"), waits.to_string())
-        );
+        let mut row = vec![
+            Cell::text(c.label.clone()),
+            cell(&k("wait/count"), waits.to_string()),
+        ];
         for (i, b) in s.wait.buckets.iter().enumerate() {
-            row += &cell(
+            row.push(cell(
                 &format!("trace/{}/wait/{}", c.label, b.bucket.as_str()),
                 b.count.to_string(),
-            );
+            ));
             wait_series[i].1.push(b.count as f64);
         }
         let d = &s.delay;
         let n = d.summary.as_ref().map_or(0, |x| x.count);
-        row += &cell(&k("delay/count"), n.to_string());
-        row += &d
-            .summary
-            .as_ref()
-            .map_or("<td>-</td><td>-</td>".to_string(), |x| {
-                ms_cell(&k("delay/p50_ns"), x.p50_ns) + &ms_cell(&k("delay/p95_ns"), x.p95_ns)
-            });
-        row += &cell(&k("delay/under_250ms"), d.under_250ms.to_string());
-        row += &cell(&k("delay/over_500ms"), d.over_500ms.to_string());
-        page.html += &(row + "</tr>\n");
+        row.push(cell(&k("delay/count"), n.to_string()));
+        match &d.summary {
+            Some(x) => {
+                row.push(ms_cell(&k("delay/p50_ns"), x.p50_ns));
+                row.push(ms_cell(&k("delay/p95_ns"), x.p95_ns));
+            }
+            None => {
+                row.push(Cell::plain_num("-"));
+                row.push(Cell::plain_num("-"));
+            }
+        }
+        row.push(cell(&k("delay/under_250ms"), d.under_250ms.to_string()));
+        row.push(cell(&k("delay/over_500ms"), d.over_500ms.to_string()));
+        rows.push(row);
         let mid = n.saturating_sub(d.under_250ms + d.over_500ms);
         for (i, v) in [d.under_250ms, mid, d.over_500ms].iter().enumerate() {
             delay_series[i].1.push(if n > 0 {
@@ -451,7 +708,22 @@ fn traces(
             });
         }
     }
-    page.html += "</table>\n";
+    page.table(
+        &[
+            "configuration",
+            "waits",
+            "none",
+            "< 1 ms",
+            "1 ms - 500 ms",
+            "> 500 ms",
+            "delays",
+            "delay p50",
+            "delay p95",
+            "< 250 ms",
+            "> 500 ms",
+        ],
+        rows,
+    );
     let fixed = Colours::new(bucket_names.iter().map(String::as_str).chain(delay_names));
     let svg = grouped_bars(
         "Main-process waits per batch, by bucket",
@@ -526,7 +798,7 @@ fn attribution(
     attributed: &[(LoadedProfile, Attribution, FunctionAttribution)],
     colours: &Colours,
 ) -> Result<()> {
-    page.html += "<h2>Profiles attributed to ops</h2>\n";
+    page.h(2, "Profiles attributed to ops");
     let metrics = crate::attribute_cmd::TOP_DOWN_METRICS;
     for (p, a, _) in attributed {
         let present: Vec<&str> = metrics
@@ -534,43 +806,39 @@ fn attribution(
             .copied()
             .filter(|m| a.ops.iter().any(|o| o.metrics.contains_key(*m)))
             .collect();
-        let _ = write!(
-            page.html,
-            "<h3>{} ({})</h3><table><tr><th>op</th><th>CPU time (s)</th><th>share</th><th>CPI</th>",
-            esc(&p.name),
-            esc(p.format)
-        );
-        for m in &present {
-            let _ = write!(page.html, "<th>{}</th>", esc(m));
-        }
-        page.html += "</tr>\n";
+        page.h(3, format!("{} ({})", p.name, p.format));
+        let mut headers = vec!["op", "CPU time (s)", "share", "CPI"];
+        headers.extend(present.iter().copied());
         let k_s = p.seconds_per_unit();
-        for o in &a.ops {
-            let k = |f: &str| format!("attribution/{}/{}/{f}", p.name, o.op);
-            let mut row = format!(
-                "<tr><td>{}</td>{}{}{}",
-                esc(&o.op),
-                cell(
-                    &k("cpu_time_s"),
-                    k_s.map_or("-".to_string(), |s| format!("{:.3}", o.value * s))
-                ),
-                cell(&k("share"), format!("{:.4}", o.share)),
-                cell(
-                    &k("cpi"),
-                    o.cpi.map_or("-".to_string(), |c| format!("{c:.3}"))
-                ),
-            );
-            for m in &present {
-                row += &cell(
-                    &k(&format!("topdown/{m}")),
-                    o.metrics
-                        .get(*m)
-                        .map_or("-".to_string(), |v| format!("{v:.2}")),
-                );
-            }
-            page.html += &(row + "</tr>\n");
-        }
-        page.html += "</table>\n";
+        let rows = a
+            .ops
+            .iter()
+            .map(|o| {
+                let k = |f: &str| format!("attribution/{}/{}/{f}", p.name, o.op);
+                let mut row = vec![
+                    Cell::name(&o.op).swatch(crate::report_timeline::hex(colours, &o.op)),
+                    cell(
+                        &k("cpu_time_s"),
+                        k_s.map_or("-".to_string(), |s| format!("{:.3}", o.value * s)),
+                    ),
+                    cell(&k("share"), format!("{:.4}", o.share)),
+                    cell(
+                        &k("cpi"),
+                        o.cpi.map_or("-".to_string(), |c| format!("{c:.3}")),
+                    ),
+                ];
+                for m in &present {
+                    row.push(cell(
+                        &k(&format!("topdown/{m}")),
+                        o.metrics
+                            .get(*m)
+                            .map_or("-".to_string(), |v| format!("{v:.2}")),
+                    ));
+                }
+                row
+            })
+            .collect();
+        page.table(&headers, rows);
     }
     let groups: Vec<String> = attributed.iter().map(|(p, _, _)| p.name.clone()).collect();
     let ops: Vec<String> = attributed[0].1.ops.iter().map(|o| o.op.clone()).collect();
@@ -625,9 +893,9 @@ fn attribution(
         );
     }
 
-    page.html += "<h2>Native functions of each op</h2>\n";
+    page.h(2, "Native functions of each op");
     for (p, _, f) in attributed {
-        let _ = writeln!(page.html, "<h3>{}</h3>", esc(&p.name));
+        page.h(3, p.name.clone());
         let k_s = p.seconds_per_unit();
         for op in &ops {
             let mine: Vec<_> = f
@@ -638,43 +906,50 @@ fn attribution(
             if mine.is_empty() {
                 continue;
             }
-            let _ = writeln!(
-                page.html,
-                "<h4>{}</h4><table><tr><th>function</th><th>module</th><th>part</th><th>CPU time (s)</th><th>CPI</th><th>Retiring</th></tr>",
-                esc(op)
+            page.h(4, op.clone());
+            let rows = mine
+                .into_iter()
+                .map(|x| {
+                    let part = x.ops.iter().find(|c| &c.op == op).map_or(0.0, |c| c.part);
+                    let k = |fld: &str| {
+                        format!(
+                            "functions/{}/{}/{}/{}/{fld}",
+                            p.name, op, x.function, x.module
+                        )
+                    };
+                    vec![
+                        Cell::name(&x.function),
+                        module_cell(&x.module),
+                        cell(&k("part"), format!("{part:.3}")),
+                        cell(
+                            &k("cpu_time_s"),
+                            k_s.map_or("-".to_string(), |s| format!("{:.3}", x.figures.value * s)),
+                        ),
+                        cell(
+                            &k("cpi"),
+                            x.figures.cpi.map_or("-".to_string(), |c| format!("{c:.3}")),
+                        ),
+                        cell(
+                            &k("retiring"),
+                            x.figures
+                                .metrics
+                                .get("Retiring")
+                                .map_or("-".to_string(), |v| format!("{v:.2}")),
+                        ),
+                    ]
+                })
+                .collect();
+            page.table(
+                &[
+                    "function",
+                    "module",
+                    "part",
+                    "CPU time (s)",
+                    "CPI",
+                    "Retiring",
+                ],
+                rows,
             );
-            for x in mine {
-                let part = x.ops.iter().find(|c| &c.op == op).map_or(0.0, |c| c.part);
-                let k = |fld: &str| {
-                    format!(
-                        "functions/{}/{}/{}/{}/{fld}",
-                        p.name, op, x.function, x.module
-                    )
-                };
-                let _ = writeln!(
-                    page.html,
-                    "<tr><td>{}</td><td>{}</td>{}{}{}{}</tr>",
-                    esc(&x.function),
-                    esc(&x.module),
-                    cell(&k("part"), format!("{part:.3}")),
-                    cell(
-                        &k("cpu_time_s"),
-                        k_s.map_or("-".to_string(), |s| format!("{:.3}", x.figures.value * s))
-                    ),
-                    cell(
-                        &k("cpi"),
-                        x.figures.cpi.map_or("-".to_string(), |c| format!("{c:.3}"))
-                    ),
-                    cell(
-                        &k("retiring"),
-                        x.figures
-                            .metrics
-                            .get("Retiring")
-                            .map_or("-".to_string(), |v| format!("{v:.2}"))
-                    ),
-                );
-            }
-            page.html += "</table>\n";
         }
     }
     Ok(())

@@ -5,7 +5,6 @@
 //! built from the samples here (as `lotus map --from-trace DIR`) unless
 //! `--against` names one.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -20,7 +19,8 @@ use lotus_core::trace::samples::SampleFiles;
 
 use crate::attribute_in_pipeline::{counter_cells, counter_headers, svg_of};
 use crate::plots::{labelled_bars, Colours, LabelledBar};
-use crate::report_cmd::{cell, esc, Page};
+use crate::report_cmd::{cell, Page};
+use crate::report_page::{code, keyed, short_name, text, Cell};
 
 /// Missed and never-run functions shown per op (the JSON of `show
 /// --against` lists 20 by default; a page cell holds fewer).
@@ -113,6 +113,30 @@ fn slug(label: &str, i: usize) -> String {
     }
 }
 
+/// A row's top functions: each shortened, with its module's file name and
+/// its share; the whole names in the cell's tooltip.
+fn functions_cell<'a>(
+    key: String,
+    fs: impl Iterator<Item = (&'a str, &'a str, f64)>,
+    more: usize,
+) -> Cell {
+    let (mut full, mut short) = (Vec::new(), Vec::new());
+    for (f, module, share) in fs {
+        let base = module.rsplit('/').next().unwrap_or(module);
+        full.push(format!("{f} ({module}, {:.0}%)", share * 100.0));
+        short.push(format!(
+            "{} ({}, {:.0}%)",
+            short_name(f, 40),
+            short_name(base, 24),
+            share * 100.0
+        ));
+    }
+    if more > 0 {
+        short.push(format!("and {more} more"));
+    }
+    Cell::names(key, &full, short)
+}
+
 /// The section of each sampled configuration's attribution: its table
 /// (the figures of `lotus attribute DIR --format json`) and its plot.
 pub fn in_pipeline_section(
@@ -120,87 +144,102 @@ pub fn in_pipeline_section(
     sampled: &[(String, Sampled)],
     colours: &Colours,
 ) -> Result<()> {
-    page.html += "<h2>Samples in the pipeline</h2>\n<p>Each sample of a sampled trace (<code>lotus trace run --sample</code>) credited to the innermost op span its thread was running, as <code>lotus attribute DIR</code>: an op inside another is shown by its path (<code>Outer/Inner</code>); CPU ms is the row's own (exclusive; the rows add up to the total), from the spans' thread CPU clock where the trace has it, else samples times the sampling interval; ± ms is its 95% interval from the samples (1.96·√n intervals); incl ms adds the ops inside it.</p>\n";
+    page.h(2, "Samples in the pipeline");
+    page.p(vec![
+        text("Each sample of a sampled trace ("),
+        code("lotus trace run --sample"),
+        text(") credited to the innermost op span its thread was running, as "),
+        code("lotus attribute DIR"),
+        text(": an op inside another is shown by its path ("),
+        code("Outer/Inner"),
+        text("); CPU ms is the row's own (exclusive; the rows add up to the total), from the spans' thread CPU clock where the trace has it, else samples times the sampling interval; ± ms is its 95% interval from the samples (1.96·√n intervals); incl ms adds the ops inside it. Hover a function for its whole name and module."),
+    ]);
     for (i, (label, s)) in sampled.iter().enumerate() {
         let a = match s {
             Sampled::Not => continue,
             Sampled::Without(why) => {
-                let _ = writeln!(
-                    page.html,
-                    "<h3>{}</h3><p>No samples: {}</p>",
-                    esc(label),
-                    esc(why)
-                );
+                page.h(3, label.clone());
+                page.p(vec![text(format!("No samples: {why}"))]);
                 continue;
             }
             Sampled::With(a) => a,
         };
-        let _ = write!(
-            page.html,
-            "<h3>{}</h3><table><tr><th>row</th><th>kind</th><th>samples</th><th>CPU ms</th><th>± ms</th><th>incl ms</th><th>share %</th><th>calls</th><th>CPU ms/call</th>",
-            esc(label)
-        );
+        page.h(3, label.clone());
         let headers = counter_headers(a);
-        for h in &headers {
-            let _ = write!(page.html, "<th>{}</th>", esc(h));
+        let mut head: Vec<&str> = vec![
+            "row",
+            "kind",
+            "samples",
+            "CPU ms",
+            "± ms",
+            "incl ms",
+            "share %",
+            "calls",
+            "CPU ms/call",
+        ];
+        head.extend(headers.iter().map(String::as_str));
+        head.push("top functions");
+        let rows = a
+            .rows
+            .iter()
+            .map(|r| {
+                // Keyed and shown by path: an op may run at several places
+                // in the op tree (`RandomApply/GaussianBlur`).
+                let k = |f: &str| format!("in_pipeline/{label}/{}/{f}", r.path);
+                let mut name = Cell::name(&r.path);
+                if r.kind == RowKind::Op {
+                    name = name.swatch(crate::report_timeline::hex(colours, &r.name));
+                }
+                let mut row = vec![
+                    name,
+                    Cell::text(format!("{:?}", r.kind).to_lowercase()),
+                    cell(&k("samples"), r.samples.to_string()),
+                    cell(&k("cpu_ms"), format!("{:.3}", r.cpu_ns as f64 / 1e6)),
+                    cell(
+                        &k("uncertainty_ms"),
+                        format!("{:.3}", r.uncertainty_ns as f64 / 1e6),
+                    ),
+                    cell(
+                        &k("inclusive_cpu_ms"),
+                        format!("{:.3}", r.inclusive_cpu_ns as f64 / 1e6),
+                    ),
+                    cell(&k("share"), format!("{:.2}", r.share * 100.0)),
+                    cell(&k("calls"), r.calls.map_or("-".into(), |c| c.to_string())),
+                    cell(
+                        &k("cpu_ms_per_call"),
+                        r.cpu_per_call_ns
+                            .map_or("-".into(), |c| format!("{:.3}", c as f64 / 1e6)),
+                    ),
+                ];
+                for (h, v) in headers.iter().zip(counter_cells(a, r)) {
+                    row.push(cell(&k(&format!("counters/{h}")), v));
+                }
+                row.push(functions_cell(
+                    k("top"),
+                    r.top_functions
+                        .iter()
+                        .take(TOP_IN_ROW)
+                        .map(|f| (f.function.as_str(), f.module.as_str(), f.share)),
+                    0,
+                ));
+                row
+            })
+            .collect();
+        page.table(&head, rows);
+        let mut parts = vec![
+            keyed(
+                format!("in_pipeline/{label}/total_samples"),
+                a.total_samples.to_string(),
+            ),
+            text(format!(" samples at {} Hz", a.frequency_hz)),
+        ];
+        if a.partial {
+            parts.push(text("; PARTIAL: the collection did not end normally"));
         }
-        page.html += "<th>top functions</th></tr>\n";
-        for r in &a.rows {
-            // Keyed and shown by path: an op may run at several places in
-            // the op tree (`RandomApply/GaussianBlur`).
-            let k = |f: &str| format!("in_pipeline/{label}/{}/{f}", r.path);
-            let mut row = format!(
-                "<tr><td>{}</td><td>{}</td>{}{}{}{}{}{}{}",
-                esc(&r.path),
-                format!("{:?}", r.kind).to_lowercase(),
-                cell(&k("samples"), r.samples.to_string()),
-                cell(&k("cpu_ms"), format!("{:.3}", r.cpu_ns as f64 / 1e6)),
-                cell(
-                    &k("uncertainty_ms"),
-                    format!("{:.3}", r.uncertainty_ns as f64 / 1e6)
-                ),
-                cell(
-                    &k("inclusive_cpu_ms"),
-                    format!("{:.3}", r.inclusive_cpu_ns as f64 / 1e6)
-                ),
-                cell(&k("share"), format!("{:.2}", r.share * 100.0)),
-                cell(&k("calls"), r.calls.map_or("-".into(), |c| c.to_string())),
-                cell(
-                    &k("cpu_ms_per_call"),
-                    r.cpu_per_call_ns
-                        .map_or("-".into(), |c| format!("{:.3}", c as f64 / 1e6))
-                ),
-            );
-            for (h, v) in headers.iter().zip(counter_cells(a, r)) {
-                row += &cell(&k(&format!("counters/{h}")), v);
-            }
-            let tops: Vec<String> = r
-                .top_functions
-                .iter()
-                .take(TOP_IN_ROW)
-                .map(|f| format!("{} ({:.0}%)", esc(&f.function), f.share * 100.0))
-                .collect();
-            let _ = writeln!(
-                page.html,
-                "{row}<td class=\"names\" data-key=\"{}\">{}</td></tr>",
-                esc(&k("top")),
-                tops.join("<br>")
-            );
-        }
-        let _ = writeln!(
-            page.html,
-            "</table><p><span data-key=\"in_pipeline/{}/total_samples\">{}</span> samples at {} Hz{}.</p>",
-            esc(label),
-            a.total_samples,
-            a.frequency_hz,
-            if a.partial {
-                "; PARTIAL: the collection did not end normally"
-            } else {
-                ""
-            }
-        );
+        parts.push(text("."));
+        page.p(parts);
         for note in &a.notes {
-            let _ = writeln!(page.html, "<p>Note: {}</p>", esc(note));
+            page.p(vec![text(format!("Note: {note}"))]);
         }
         page.plot(
             &format!("in_pipeline_{}", slug(label, i)),
@@ -211,87 +250,116 @@ pub fn in_pipeline_section(
     Ok(())
 }
 
-fn functions_text(fs: &[ComparedFunction], count: usize) -> String {
-    let mut names: Vec<String> = fs
-        .iter()
-        .map(|f| format!("{} ({:.0}%)", esc(&f.function), f.share * 100.0))
-        .collect();
-    if count > fs.len() {
-        names.push(format!("and {} more", count - fs.len()));
-    }
-    names.join("<br>")
-}
-
 /// The comparison section: per op, the share of its in-pipeline samples
-/// that fall in functions the isolated mapping lists, the top missed
-/// functions, those listed but never run (the figures of `lotus show
-/// MAPPING --against OTHER --format json`), and a plot of the coverage.
+/// that fall in functions the isolated mapping lists, the top functions it
+/// misses, those it lists that did not run in the pipeline (the figures of
+/// `lotus show MAPPING --against OTHER --format json`), what to do, and a
+/// plot of the share found.
 pub fn comparison_section(
     page: &mut Page,
     mapping_name: &str,
     compared: &[Compared],
     colours: &Colours,
 ) -> Result<()> {
-    let _ = writeln!(
-        page.html,
-        "<h2>Isolated mapping against the pipeline</h2>\n<p>{} against each in-pipeline mapping, as <code>lotus show MAPPING --against OTHER</code>: coverage is the share of each op's samples in the pipeline that fall in functions the isolated mapping lists for it.</p>",
-        esc(mapping_name)
-    );
+    page.h(2, "Isolated mapping against the pipeline");
+    page.p(vec![
+        code(mapping_name.to_string()),
+        text(" against each in-pipeline mapping, as "),
+        code("lotus show MAPPING --against OTHER"),
+        text(": for each op, how much of its samples in the pipeline fall in functions the isolated mapping lists for it (found %), the functions the pipeline ran that the mapping misses, and those the mapping lists that did not run in the pipeline."),
+    ]);
     for (i, c) in compared.iter().enumerate() {
         let m = &c.comparison;
-        let _ = writeln!(
-            page.html,
-            "<h3>against {}</h3><table><tr><th>op</th><th>coverage %</th><th>listed</th><th>samples in the pipeline</th><th>top missed</th><th>missed</th><th>listed, never run</th><th>never run</th></tr>",
-            esc(&c.against)
-        );
+        page.h(3, format!("against {}", c.against));
         let key = |op: &str, f: &str| format!("comparison/{}/{op}/{f}", c.against);
         let mut bars = Vec::new();
-        for o in &m.ops {
-            let k = |f: &str| key(&o.op, f);
-            let _ = writeln!(
-                page.html,
-                "<tr><td>{}</td>{}{}{}<td class=\"names\" data-key=\"{}\">{}</td>{}<td class=\"names\" data-key=\"{}\">{}</td>{}</tr>",
-                esc(&o.op),
-                cell(
-                    &k("coverage"),
-                    o.coverage
-                        .map_or("-".into(), |x| format!("{:.1}", x * 100.0))
-                ),
-                cell(&k("listed"), o.listed.to_string()),
-                cell(&k("other_samples"), format!("{}", o.other_samples)),
-                esc(&k("missed")),
-                functions_text(&o.missed, o.missed_count),
-                cell(&k("missed_count"), o.missed_count.to_string()),
-                esc(&k("not_run")),
-                functions_text(&o.not_run, o.not_run_count),
-                cell(&k("not_run_count"), o.not_run_count.to_string()),
-            );
-            if let Some(x) = o.coverage {
-                bars.push(LabelledBar {
-                    label: o.op.clone(),
-                    value: x * 100.0,
-                    note: o.missed.first().map_or(String::new(), |f| {
-                        format!("missed: {} ({:.0}%)", f.function, f.share * 100.0)
-                    }),
-                });
-            }
+        let mut low = Vec::new();
+        let fs = |v: &[ComparedFunction]| -> Vec<(String, String, f64)> {
+            v.iter()
+                .map(|f| (f.function.clone(), f.module.clone(), f.share))
+                .collect()
+        };
+        let rows = m
+            .ops
+            .iter()
+            .map(|o| {
+                let k = |f: &str| key(&o.op, f);
+                if o.coverage.is_some_and(|x| x < 0.8) {
+                    low.push(o.op.clone());
+                }
+                if let Some(x) = o.coverage {
+                    bars.push(LabelledBar {
+                        label: o.op.clone(),
+                        value: x * 100.0,
+                        note: o.missed.first().map_or(String::new(), |f| {
+                            format!("missed: {} ({:.0}%)", f.function, f.share * 100.0)
+                        }),
+                    });
+                }
+                let missed = fs(&o.missed);
+                let not_run = fs(&o.not_run);
+                vec![
+                    Cell::name(&o.op).swatch(crate::report_timeline::hex(colours, &o.op)),
+                    cell(
+                        &k("coverage"),
+                        o.coverage
+                            .map_or("-".into(), |x| format!("{:.1}", x * 100.0)),
+                    ),
+                    cell(&k("listed"), o.listed.to_string()),
+                    cell(&k("other_samples"), format!("{}", o.other_samples)),
+                    functions_cell(
+                        k("missed"),
+                        missed.iter().map(|(f, m, s)| (f.as_str(), m.as_str(), *s)),
+                        o.missed_count.saturating_sub(o.missed.len()),
+                    ),
+                    cell(&k("missed_count"), o.missed_count.to_string()),
+                    functions_cell(
+                        k("not_run"),
+                        not_run.iter().map(|(f, m, s)| (f.as_str(), m.as_str(), *s)),
+                        o.not_run_count.saturating_sub(o.not_run.len()),
+                    ),
+                    cell(&k("not_run_count"), o.not_run_count.to_string()),
+                ]
+            })
+            .collect();
+        page.table(
+            &[
+                "op",
+                "found %",
+                "functions in the mapping",
+                "samples in the pipeline",
+                "run in the pipeline, not in the mapping",
+                "how many",
+                "in the mapping, not run in the pipeline",
+                "how many",
+            ],
+            rows,
+        );
+        if !low.is_empty() {
+            page.p(vec![
+                text(format!(
+                    "What to do: the isolated mapping misses much of what {} run in the pipeline; map the ops where they run, from the sampled trace itself (",
+                    low.join(", ")
+                )),
+                code("lotus map --from-trace DIR --out M.json"),
+                text("), and attribute with that mapping."),
+            ]);
         }
-        page.html += "</table>\n";
         for (what, ops) in [
             ("only in the isolated mapping", &m.only_in_mapping),
             ("only in the pipeline", &m.only_in_other),
         ] {
             if !ops.is_empty() {
-                let _ = writeln!(page.html, "<p>Ops {what}: {}.</p>", esc(&ops.join(", ")));
+                page.p(vec![text(format!("Ops {what}: {}.", ops.join(", ")))]);
             }
         }
         if !bars.is_empty() {
             let svg = labelled_bars(
                 &format!(
-                    "Coverage of each op's samples in the pipeline ({})",
+                    "Share of each op's samples in the pipeline found in the mapping ({})",
                     c.against
                 ),
-                "coverage (%)",
+                "found in the mapping (%)",
                 &bars,
                 1,
                 colours,

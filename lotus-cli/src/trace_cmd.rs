@@ -692,6 +692,12 @@ impl Computed {
         })
     }
 
+    /// Its folder and index, for another pass over its events (`lotus
+    /// report`'s timeline).
+    pub(crate) fn folder_and_index(&mut self) -> (&TraceFolder, &mut TraceIndex) {
+        (&self.folder, &mut self.index)
+    }
+
     /// Every batch's delay to consumption and the main process's wait for
     /// it, ms (those it has), read from its rows (once: a second call
     /// gives nothing).

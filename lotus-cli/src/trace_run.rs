@@ -700,6 +700,10 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
         );
     }
 
+    // What `lotus report` shows at the top of its page: the command, host,
+    // CPU, date and lotus version (`<prefix>.run`), taken now and written
+    // once the job has written logs.
+    let record = crate::report_page::RunRecord::now(&args.command);
     let files = write_tracer().context("cannot write the lotus_trace Python package")?;
     // Out of memory, lotus exits at once: the tracer's folder goes too.
     crate::oom::remove_on_oom(files.dir.path());
@@ -801,6 +805,14 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
             .filter(|p| args.clean || !before.contains(p))
             .collect(),
     };
+    // Not beside the original format's logs: the study's scripts read
+    // every file of the folder as a log.
+    if (!new.is_empty() || itt_logs > 0) && args.format == LogFormat::Lotus {
+        // Without it the trace is still whole: a warning.
+        if let Err(e) = record.write(&out, &args.prefix) {
+            crate::usage::say!("lotus: warning: {e:#}; the report will not show the run's command");
+        }
+    }
     let workers = new
         .iter()
         .filter(|p| {
