@@ -1,0 +1,426 @@
+//! The verdict: a few plain sentences at the head of `lotus attribute DIR`
+//! and `lotus trace stats`, read from the trace, saying whether training
+//! waited for data and what would help.
+//!
+//! **What is measured** (from the trace logs alone, with or without
+//! samples; [`crate::trace::stats::loop_figures`]):
+//!
+//! - *waiting share*: per main process, the time in its `wait` spans (the
+//!   DataLoader's `__next__` waiting for a batch; where it loads batches
+//!   itself, `num_workers=0`, its own `batch` spans) over the time of its
+//!   training loop, from its first batch request (the start of its first
+//!   wait or own batch) to its last consumption; summed over main
+//!   processes (ranks). The last batch's training step comes after its
+//!   consumption and is not in the loop.
+//! - *workers' busy share*: the workers' `batch` spans' time over their
+//!   time alive (each from its first batch's start to its last batch's
+//!   end) within the loop.
+//! - *heaviest op*: with samples (`lotus attribute`), the op row of most
+//!   CPU (its own, not the ops inside it) and its share of all the CPU
+//!   sampled; without, the op of most CPU by its spans' thread clock
+//!   (`cpu=`) where every op's spans say it, else of most wall time, and
+//!   its share of the ops' summed time.
+//! - *threads spinning* (samples only): the CPU of the rows' top functions
+//!   that spin or yield waiting for work ([`is_spin_function`]: OpenMP's
+//!   `gomp_*` / `__kmp_*`, OpenBLAS's `blas_thread_server`, MKL's,
+//!   `sched_yield`, `pthread_spin_*`).
+//!
+//! **The rules** (each [`Advice`] says which, [`Rule`]):
+//!
+//! - waiting ≥ [`WAIT_PCT`] and the main process loads batches itself:
+//!   [`Rule::LoadInWorkers`];
+//! - waiting ≥ [`WAIT_PCT`] and the workers busy ≥ [`BUSY_PCT`]: the
+//!   workers are the bottleneck: [`Rule::MoreWorkers`] where fewer
+//!   workers ran at once than the CPUs here less one (for the main
+//!   process), and [`Rule::HeaviestOp`];
+//! - waiting ≥ [`WAIT_PCT`] and the workers busy under [`BUSY_PCT`]:
+//!   [`Rule::HandOver`] (the workers had time to spare: the wait is in
+//!   handing batches over or starting workers);
+//! - waiting under [`WAIT_PCT`]: [`Rule::NotTheBottleneck`];
+//! - spinning functions ≥ [`SPIN_PCT`] of the CPU sampled:
+//!   [`Rule::ThreadsSpinning`], with the environment variable that limits
+//!   those threads.
+
+use serde::Serialize;
+
+use crate::attribute::in_pipeline::{InPipelineAttribution, RowKind};
+use crate::trace::stats::{LoopFigures, NamedSummary};
+
+/// Waiting for data at or above this share of the loop (percent) is worth
+/// acting on.
+pub const WAIT_PCT: f64 = 10.0;
+/// Workers busy at or above this share of their time (percent) are the
+/// bottleneck.
+pub const BUSY_PCT: f64 = 90.0;
+/// Spinning functions at or above this share of the CPU sampled (percent)
+/// are said.
+pub const SPIN_PCT: f64 = 5.0;
+
+/// Which rule an [`Advice`] comes from (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Rule {
+    /// Training waited and the workers were busy: add workers.
+    MoreWorkers,
+    /// Training waited and the workers were busy: the op to make cheaper.
+    HeaviestOp,
+    /// Training waited while the workers had time to spare.
+    HandOver,
+    /// The main process loads its batches itself (`num_workers=0`) and
+    /// waited for them.
+    LoadInWorkers,
+    /// Training hardly waited: data loading is not the bottleneck.
+    NotTheBottleneck,
+    /// Helper threads spent much CPU spinning or yielding.
+    ThreadsSpinning,
+}
+
+/// What would help, as a sentence, and the rule it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Advice {
+    /// The rule.
+    pub rule: Rule,
+    /// The sentence.
+    pub text: String,
+}
+
+/// The op that costs most.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct HeaviestOp {
+    /// Its name (its path where nested: `RandomApply/GaussianBlur`).
+    pub name: String,
+    /// Its time, ns: CPU, or wall time where `basis` says so.
+    pub time_ns: u64,
+    /// Its share (0..1): of all the CPU sampled, or (without samples) of
+    /// the ops' summed time.
+    pub share: f64,
+    /// What `time_ns` is: `cpu_sampled` (the attribution's exclusive CPU),
+    /// `cpu_spans` (the spans' thread clock) or `wall_spans` (the spans'
+    /// durations).
+    pub basis: &'static str,
+}
+
+/// Helper threads spinning or yielding while waiting for work.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Spinning {
+    /// The CPU of the spinning functions among the rows' top functions, ns.
+    pub cpu_ns: u64,
+    /// Its share of all the CPU sampled (0..1).
+    pub share: f64,
+    /// The functions, most CPU first.
+    pub functions: Vec<String>,
+    /// The environment variables that limit those threads.
+    pub env: Vec<&'static str>,
+}
+
+/// The verdict on a trace (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Verdict {
+    /// The share of the training loop spent waiting for data (0..1);
+    /// `None` where no main process requested a batch.
+    pub waiting_share: Option<f64>,
+    /// The loops' time, ns (summed over main processes).
+    pub loop_ns: u64,
+    /// The time waiting for data in them, ns.
+    pub wait_ns: u64,
+    /// The workers' busy share (0..1); `None` without workers.
+    pub worker_busy_share: Option<f64>,
+    /// The most workers alive at once (`num_workers`).
+    pub workers: u64,
+    /// CPUs of the machine the verdict was made on.
+    pub cpus: Option<u64>,
+    /// Whether a main process loads its batches itself.
+    pub loads_in_process: bool,
+    /// The op that costs most.
+    pub heaviest_op: Option<HeaviestOp>,
+    /// Helper threads spinning, where past [`SPIN_PCT`].
+    pub spinning: Option<Spinning>,
+    /// What would help, most useful first.
+    pub advice: Vec<Advice>,
+    /// How the figures are measured, in one sentence.
+    pub measured: String,
+}
+
+/// Whether `function` spins or yields waiting for work: OpenMP runtimes'
+/// (`gomp_*`, `GOMP_*`, `__kmp_*`, `kmp_*`), OpenBLAS's
+/// `blas_thread_server`, MKL's `mkl_serv_*yield*`, `sched_yield`,
+/// `pthread_spin_*`.
+pub fn is_spin_function(function: &str) -> bool {
+    let f = function.trim_start_matches('_');
+    f.starts_with("gomp_")
+        || f.starts_with("GOMP_")
+        || f.starts_with("kmp_")
+        || f.starts_with("sched_yield")
+        || f.starts_with("pthread_spin")
+        || f.contains("blas_thread_server")
+        || (f.starts_with("mkl_serv") && f.contains("yield"))
+}
+
+/// The environment variable that limits the threads running `function`.
+fn env_of(function: &str) -> &'static str {
+    let f = function.trim_start_matches('_');
+    if f.contains("blas_thread_server") {
+        "OPENBLAS_NUM_THREADS"
+    } else if f.starts_with("mkl") {
+        "MKL_NUM_THREADS"
+    } else {
+        "OMP_NUM_THREADS"
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+fn secs(ns: u64) -> String {
+    if ns >= 10_000_000_000 {
+        format!("{:.0} s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000_000 {
+        format!("{:.1} s", ns as f64 / 1e9)
+    } else {
+        format!("{:.0} ms", ns as f64 / 1e6)
+    }
+}
+
+impl Verdict {
+    /// The verdict of `loops` (the trace's main loops), with the CPU facts
+    /// of `attribution` where the trace was sampled, else the op figures
+    /// of `lotus trace stats` (`ops`); `cpus`: the CPUs of this machine.
+    pub fn of(
+        loops: &LoopFigures,
+        attribution: Option<&InPipelineAttribution>,
+        ops: &[NamedSummary],
+        cpus: Option<u64>,
+    ) -> Verdict {
+        let heaviest_op = match attribution {
+            Some(a) => heaviest_sampled(a),
+            None => heaviest_from_spans(ops),
+        };
+        let spinning = attribution.and_then(spinning_of);
+        let mut v = Verdict {
+            waiting_share: loops.waiting_share,
+            loop_ns: loops.loop_ns,
+            wait_ns: loops.wait_ns,
+            worker_busy_share: loops.worker_busy_share,
+            workers: loops.workers_at_once,
+            cpus,
+            loads_in_process: loops.loads_in_process,
+            heaviest_op,
+            spinning,
+            advice: Vec::new(),
+            measured: "waiting: the main process's time in the DataLoader's __next__ (its wait spans; with num_workers=0 its own batches) over its training loop, from its first batch request to its last batch taken; workers busy: their batch spans over their time alive in that loop".into(),
+        };
+        v.advice = v.rules();
+        v
+    }
+
+    /// The rules of the module documentation, in order.
+    fn rules(&self) -> Vec<Advice> {
+        let mut out = Vec::new();
+        let mut say = |rule: Rule, text: String| out.push(Advice { rule, text });
+        let heaviest = self.heaviest_op.as_ref().map(|h| {
+            format!(
+                "{} ({} of the {})",
+                h.name,
+                pct(h.share),
+                if h.basis == "cpu_sampled" {
+                    "CPU"
+                } else {
+                    "ops' time"
+                }
+            )
+        });
+        let cpus = self
+            .cpus
+            .map_or("the CPUs here unknown".to_string(), |c| format!("{c} CPUs here"));
+        if let Some(w) = self.waiting_share {
+            if w * 100.0 >= WAIT_PCT {
+                if self.loads_in_process {
+                    say(
+                        Rule::LoadInWorkers,
+                        format!(
+                            "load batches in worker processes: DataLoader(num_workers=N) ({cpus}); the training loop now prepares every batch itself{}",
+                            heaviest
+                                .as_ref()
+                                .map_or(String::new(), |h| format!(", and its heaviest op is {h}"))
+                        ),
+                    );
+                } else if self
+                    .worker_busy_share
+                    .is_some_and(|b| b * 100.0 >= BUSY_PCT)
+                {
+                    let room = self
+                        .cpus
+                        .is_none_or(|c| self.workers + 1 < c);
+                    if room {
+                        say(
+                            Rule::MoreWorkers,
+                            format!(
+                                "more DataLoader workers: the workers are busy and training waits ({} now, {cpus})",
+                                self.workers
+                            ),
+                        );
+                    }
+                    if let Some(h) = &heaviest {
+                        say(
+                            Rule::HeaviestOp,
+                            format!("make the heaviest op cheaper: {h}"),
+                        );
+                    }
+                } else {
+                    say(
+                        Rule::HandOver,
+                        format!(
+                            "the workers had time to spare ({} busy) while training waited: the time goes to handing batches over or starting workers; try persistent_workers=True, a larger prefetch_factor, smaller batches to pass between processes",
+                            self.worker_busy_share.map_or("?".into(), pct)
+                        ),
+                    );
+                }
+            } else {
+                say(
+                    Rule::NotTheBottleneck,
+                    format!(
+                        "data loading is not the bottleneck: training waited {} of its loop, the most a faster pipeline could save; look at the training step",
+                        pct(w)
+                    ),
+                );
+            }
+        }
+        if let Some(s) = &self.spinning {
+            say(
+                Rule::ThreadsSpinning,
+                format!(
+                    "helper threads spent {} of the CPU spinning or yielding ({}): limit them with {}=1 (or the few they need)",
+                    pct(s.share),
+                    s.functions.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                    s.env.join("=1, ")
+                ),
+            );
+        }
+        out
+    }
+
+    /// The facts, one sentence each: waiting, workers, heaviest op.
+    pub fn facts(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        match self.waiting_share {
+            Some(w) => out.push(format!(
+                "training waited for data {} of its loop ({} of {})",
+                pct(w),
+                secs(self.wait_ns),
+                secs(self.loop_ns)
+            )),
+            None => out.push(
+                "no training loop in the trace (no main process waited for or took a batch)"
+                    .into(),
+            ),
+        }
+        if let Some(b) = self.worker_busy_share {
+            out.push(format!(
+                "the {} DataLoader workers were busy {} of their time",
+                self.workers,
+                pct(b)
+            ));
+        } else if self.loads_in_process {
+            out.push("the training loop loads its batches itself (num_workers=0)".into());
+        }
+        if let Some(h) = &self.heaviest_op {
+            out.push(format!(
+                "the heaviest op is {}: {} {}, {} of the {}",
+                h.name,
+                secs(h.time_ns),
+                match h.basis {
+                    "cpu_sampled" | "cpu_spans" => "of CPU",
+                    _ => "of wall time",
+                },
+                pct(h.share),
+                if h.basis == "cpu_sampled" {
+                    "CPU sampled"
+                } else {
+                    "ops' time"
+                }
+            ));
+        }
+        out
+    }
+}
+
+/// The op row of most CPU of its own, and its share of all the CPU.
+fn heaviest_sampled(a: &InPipelineAttribution) -> Option<HeaviestOp> {
+    let r = a
+        .rows
+        .iter()
+        .filter(|r| r.kind == RowKind::Op)
+        .max_by(|x, y| x.cpu_ns.cmp(&y.cpu_ns).then_with(|| y.path.cmp(&x.path)))?;
+    Some(HeaviestOp {
+        name: r.path.clone(),
+        time_ns: r.cpu_ns,
+        share: r.share,
+        basis: "cpu_sampled",
+    })
+}
+
+/// The op of most CPU by its spans' clock where every op says it, else of
+/// most wall time; its share of the ops' summed figure.
+fn heaviest_from_spans(ops: &[NamedSummary]) -> Option<HeaviestOp> {
+    if ops.is_empty() {
+        return None;
+    }
+    let all_cpu = ops.iter().all(|o| o.cpu_ns.is_some());
+    let time = |o: &NamedSummary| {
+        if all_cpu {
+            o.cpu_ns.unwrap_or(0)
+        } else {
+            u64::try_from(o.summary.total_ns).unwrap_or(0)
+        }
+    };
+    let total = ops.iter().fold(0u64, |a, o| a.saturating_add(time(o)));
+    let o = ops
+        .iter()
+        .max_by(|x, y| time(x).cmp(&time(y)).then_with(|| y.name.cmp(&x.name)))?;
+    Some(HeaviestOp {
+        name: o.name.clone(),
+        time_ns: time(o),
+        share: if total > 0 {
+            time(o) as f64 / total as f64
+        } else {
+            0.0
+        },
+        basis: if all_cpu { "cpu_spans" } else { "wall_spans" },
+    })
+}
+
+/// The spinning functions among every row's top functions, where past
+/// [`SPIN_PCT`] of the CPU.
+fn spinning_of(a: &InPipelineAttribution) -> Option<Spinning> {
+    let mut by: std::collections::BTreeMap<&str, u64> = Default::default();
+    for f in a.rows.iter().flat_map(|r| &r.top_functions) {
+        if is_spin_function(&f.function) {
+            *by.entry(f.function.as_str()).or_default() += f.cpu_ns;
+        }
+    }
+    let cpu_ns = by.values().fold(0u64, |a, v| a.saturating_add(*v));
+    if a.total_cpu_ns == 0 || (cpu_ns as f64) * 100.0 < SPIN_PCT * a.total_cpu_ns as f64 {
+        return None;
+    }
+    let mut functions: Vec<(&str, u64)> = by.into_iter().collect();
+    functions.sort_by_key(|&(f, n)| (std::cmp::Reverse(n), f));
+    let mut env: Vec<&'static str> = Vec::new();
+    for (f, _) in &functions {
+        let e = env_of(f);
+        if !env.contains(&e) {
+            env.push(e);
+        }
+    }
+    Some(Spinning {
+        cpu_ns,
+        share: cpu_ns as f64 / a.total_cpu_ns as f64,
+        functions: functions.into_iter().map(|(f, _)| f.to_string()).collect(),
+        env,
+    })
+}
