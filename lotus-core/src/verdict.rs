@@ -424,3 +424,142 @@ fn spinning_of(a: &InPipelineAttribution) -> Option<Spinning> {
         env,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribute::in_pipeline::{AttributedRow, CpuSource, TopFunction};
+
+    fn loops(waiting: f64, busy: Option<f64>, workers: u64) -> LoopFigures {
+        LoopFigures {
+            loops: Vec::new(),
+            loop_ns: 10_000_000_000,
+            wait_ns: (waiting * 1e10) as u64,
+            waiting_share: Some(waiting),
+            worker_busy_share: busy,
+            workers_at_once: workers,
+            loads_in_process: false,
+        }
+    }
+
+    fn row(name: &str, kind: RowKind, cpu_ns: u64, tops: &[(&str, u64)]) -> AttributedRow {
+        AttributedRow {
+            name: name.into(),
+            path: name.into(),
+            parent: None,
+            depth: 0,
+            kind,
+            samples: cpu_ns / 1000,
+            inclusive_samples: cpu_ns / 1000,
+            pool_samples: 0,
+            cpu_ns,
+            inclusive_cpu_ns: cpu_ns,
+            cpu_source: CpuSource::Sampled,
+            uncertainty_ns: 0,
+            inclusive_uncertainty_ns: 0,
+            share: cpu_ns as f64 / 1000.0,
+            calls: None,
+            cpu_per_call_ns: None,
+            wall_ns: None,
+            exclusive_wall_ns: None,
+            top_functions: tops
+                .iter()
+                .map(|&(f, c)| TopFunction {
+                    function: f.into(),
+                    module: "/lib.so".into(),
+                    samples: c / 1000,
+                    share: c as f64 / cpu_ns as f64,
+                    cpu_ns: c,
+                })
+                .collect(),
+            counters: Default::default(),
+            cpi: None,
+        }
+    }
+
+    /// An attribution of 1000 ns of CPU: Loader 500, Crop 300, an
+    /// independent row of 200 with `spin` ns in gomp_barrier_wait_end.
+    fn attribution(spin: u64) -> InPipelineAttribution {
+        InPipelineAttribution {
+            frequency_hz: 1000,
+            interval_ns: 1000,
+            total_samples: 1,
+            lost_samples: 0,
+            partial: false,
+            total_cpu_ns: 1000,
+            rows: vec![
+                row("Loader", RowKind::Op, 500, &[("decode_mcu", 400)]),
+                row("Crop", RowKind::Op, 300, &[]),
+                row(
+                    "independent threads (worker)",
+                    RowKind::Independent,
+                    200,
+                    &[("gomp_barrier_wait_end", spin), ("blas_thread_server", 10)],
+                ),
+            ],
+            unseen: Vec::new(),
+            counters: Vec::new(),
+            counter_totals: Default::default(),
+            counters_unsupported: None,
+            pool_threads: Vec::new(),
+            independent_threads: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn rules(v: &Verdict) -> Vec<Rule> {
+        v.advice.iter().map(|a| a.rule).collect()
+    }
+
+    #[test]
+    fn busy_workers_and_waiting_training_want_more_workers_and_the_heaviest_op() {
+        let a = attribution(0);
+        let v = Verdict::of(&loops(0.4, Some(0.95), 2), Some(&a), &[], Some(8));
+        assert_eq!(rules(&v), [Rule::MoreWorkers, Rule::HeaviestOp]);
+        assert!(v.advice[0].text.contains("2 now, 8 CPUs here"), "{v:#?}");
+        assert!(v.advice[1].text.contains("Loader (50% of the CPU)"), "{v:#?}");
+        let h = v.heaviest_op.as_ref().expect("heaviest");
+        assert_eq!((h.name.as_str(), h.time_ns), ("Loader", 500));
+        assert!(v.facts()[0].contains("waited for data 40% of its loop (4.0 s of 10 s)"));
+        // No CPU to spare: only the op.
+        let v = Verdict::of(&loops(0.4, Some(0.95), 7), Some(&a), &[], Some(8));
+        assert_eq!(rules(&v), [Rule::HeaviestOp]);
+    }
+
+    #[test]
+    fn the_other_rules() {
+        let a = attribution(0);
+        let v = Verdict::of(&loops(0.05, Some(0.95), 2), Some(&a), &[], Some(8));
+        assert_eq!(rules(&v), [Rule::NotTheBottleneck]);
+        assert!(v.advice[0].text.starts_with("data loading is not the bottleneck"));
+        let v = Verdict::of(&loops(0.3, Some(0.5), 2), Some(&a), &[], Some(8));
+        assert_eq!(rules(&v), [Rule::HandOver]);
+        let mut l = loops(0.3, None, 0);
+        l.loads_in_process = true;
+        let v = Verdict::of(&l, Some(&a), &[], Some(8));
+        assert_eq!(rules(&v), [Rule::LoadInWorkers]);
+        // No loop: facts, no advice.
+        let v = Verdict::of(&LoopFigures::default(), None, &[], Some(8));
+        assert!(v.advice.is_empty());
+        assert!(v.facts()[0].starts_with("no training loop"));
+    }
+
+    #[test]
+    fn spinning_threads_are_said_with_the_variable_that_limits_them() {
+        // 40 ns of 1000 spinning: under 5%, not said.
+        let v = Verdict::of(&loops(0.05, Some(0.5), 2), Some(&attribution(30)), &[], None);
+        assert!(v.spinning.is_none(), "{v:#?}");
+        let v = Verdict::of(&loops(0.05, Some(0.5), 2), Some(&attribution(150)), &[], None);
+        let s = v.spinning.as_ref().expect("spinning");
+        assert_eq!(s.cpu_ns, 160);
+        assert_eq!(s.functions, ["gomp_barrier_wait_end", "blas_thread_server"]);
+        assert_eq!(s.env, ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"]);
+        assert_eq!(rules(&v), [Rule::NotTheBottleneck, Rule::ThreadsSpinning]);
+        assert!(
+            v.advice[1].text.contains("OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1"),
+            "{}",
+            v.advice[1].text
+        );
+        assert!(is_spin_function("__sched_yield") && !is_spin_function("ImagingResample"));
+    }
+}

@@ -1496,3 +1496,94 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod loop_tests {
+    use super::*;
+    use crate::spill::Budget;
+    use crate::trace::event::Event;
+
+    fn ev(kind: Kind, role: Role, pid: u32, start: u64, dur: u64) -> Event {
+        Event {
+            name: kind.as_str().into(),
+            kind,
+            pid,
+            role,
+            start_ns: start,
+            dur_ns: dur,
+            batch: Some(0),
+            sample: None,
+            ready: None,
+            host: None,
+            rank: None,
+            tid: None,
+            cpu_ns: None,
+        }
+    }
+
+    fn index_of(events: &[Event]) -> TraceIndex {
+        let mut ix = TraceIndex::new(false, Budget::new(64));
+        ix.begin("", "logs");
+        for e in events {
+            ix.add(e).expect("add");
+        }
+        ix
+    }
+
+    #[test]
+    fn the_loop_runs_from_the_first_request_to_the_last_batch_taken() {
+        // Main 1: waits [100, 300) and [500, 600), takes batches at 300
+        // and 600: a loop of 500, 300 of it waiting. Workers 2 and 3 (two
+        // at once): 2 busy [0, 300) and [350, 450) of its life [0, 450)
+        // (in the loop: [100, 450), 300 busy), 3 busy [200, 580) of
+        // [200, 580). A batch before the loop counts only within it.
+        let mut ix = index_of(&[
+            ev(Kind::Batch, Role::Worker, 2, 0, 300),
+            ev(Kind::Batch, Role::Worker, 2, 350, 100),
+            ev(Kind::Batch, Role::Worker, 3, 200, 380),
+            ev(Kind::Wait, Role::Main, 1, 100, 200),
+            ev(Kind::Consume, Role::Main, 1, 300, 0),
+            ev(Kind::Wait, Role::Main, 1, 500, 100),
+            ev(Kind::Consume, Role::Main, 1, 600, 0),
+        ]);
+        let f = loop_figures(&mut ix).expect("figures");
+        assert_eq!(f.loops.len(), 1, "{f:#?}");
+        let l = &f.loops[0];
+        assert_eq!((l.pid, l.start_ns, l.end_ns, l.loop_ns), (1, 100, 600, 500));
+        assert_eq!((l.wait_ns, l.batches, l.loads_in_process), (300, 2, false));
+        assert_eq!((l.workers, l.workers_at_once), (2, 2));
+        assert_eq!((l.worker_batch_ns, l.worker_alive_ns), (300 + 380, 350 + 380));
+        assert_eq!(f.waiting_share, Some(0.6));
+        let busy = f.worker_busy_share.expect("busy");
+        assert!((busy - 680.0 / 730.0).abs() < 1e-12, "{busy}");
+    }
+
+    #[test]
+    fn a_main_process_loading_its_own_batches_waits_for_them() {
+        // num_workers=0 without waits logged: its batches are its wait.
+        let mut ix = index_of(&[
+            ev(Kind::Batch, Role::Main, 1, 100, 100),
+            ev(Kind::Consume, Role::Main, 1, 200, 0),
+            ev(Kind::Batch, Role::Main, 1, 400, 100),
+            ev(Kind::Consume, Role::Main, 1, 500, 0),
+        ]);
+        let f = loop_figures(&mut ix).expect("figures");
+        assert!(f.loads_in_process);
+        assert_eq!((f.loop_ns, f.wait_ns), (400, 200));
+        assert_eq!(f.worker_busy_share, None);
+        // With waits holding the batches (the tracer's), they are not
+        // counted twice.
+        let mut ix = index_of(&[
+            ev(Kind::Batch, Role::Main, 1, 110, 80),
+            ev(Kind::Wait, Role::Main, 1, 100, 100),
+            ev(Kind::Consume, Role::Main, 1, 200, 0),
+        ]);
+        let f = loop_figures(&mut ix).expect("figures");
+        assert_eq!((f.loop_ns, f.wait_ns), (100, 100));
+        // No request: no loop.
+        let mut ix = index_of(&[ev(Kind::Batch, Role::Worker, 2, 0, 300)]);
+        let f = loop_figures(&mut ix).expect("figures");
+        assert!(f.loops.is_empty());
+        assert_eq!(f.waiting_share, None);
+    }
+}
