@@ -6,7 +6,9 @@
 //! up to the total), its 95% `±` and its inclusive CPU. Counters read with each sample add a
 //! column each (CSV: named as in the samples), and CPI where cycles and
 //! instructions are both read; JSON has them per row in `counters` (and
-//! `cpi`).
+//! `cpi`). Above the table (and in the JSON, `verdict`) stands the
+//! verdict ([`lotus_core::verdict`]): whether training waited for data and
+//! what would help. Each op row has its wall time beside its CPU.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -18,6 +20,9 @@ use lotus_core::attribute::in_pipeline::{
 };
 use lotus_core::spill::Budget;
 use lotus_core::trace::samples::SampleFiles;
+use lotus_core::trace::stats::loop_figures;
+use lotus_core::trace::{TraceFolder, TraceIndex};
+use lotus_core::verdict::Verdict;
 use serde_json::json;
 
 use crate::attribute_cmd::AttributeFormat;
@@ -49,6 +54,7 @@ pub fn run(
         .read_coverage()
         .with_context(|| format!("cannot read {}", files.sampling.display()))?;
     a.notes.extend(coverage.all_notes());
+    let verdict = verdict_of(dir, &a, budget)?;
     if let Some(path) = plot {
         let colours = Colours::new(
             a.rows
@@ -62,16 +68,24 @@ pub fn run(
     let format =
         format.unwrap_or_else(|| out.map_or(AttributeFormat::Table, AttributeFormat::from_path));
     let text = match format {
-        AttributeFormat::Json => serde_json::to_string_pretty(&json_of(&a))? + "\n",
+        AttributeFormat::Json => serde_json::to_string_pretty(&json_of(&a, &verdict))? + "\n",
         AttributeFormat::Csv => csv_of(&a)?,
         // Names from the trace: control characters escaped.
         AttributeFormat::Table => {
-            lotus_core::text::printable(&table_of(&a, false, NameWidth::from_wide(wide)))
-                .into_owned()
+            let names = NameWidth::from_wide(wide);
+            let width = match names {
+                NameWidth::Fit(w) => Some(w),
+                _ => None,
+            };
+            lotus_core::text::printable(
+                &(crate::verdict_text::text(&verdict, width) + &table_of(&a, false, names)),
+            )
+            .into_owned()
         }
-        AttributeFormat::Md => {
-            lotus_core::text::printable(&table_of(&a, true, NameWidth::Full)).into_owned()
-        }
+        AttributeFormat::Md => lotus_core::text::printable(
+            &(crate::verdict_text::markdown(&verdict) + &table_of(&a, true, NameWidth::Full)),
+        )
+        .into_owned(),
     };
     if out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv) {
         for note in &a.notes {
@@ -125,10 +139,29 @@ pub(crate) fn svg_of(a: &InPipelineAttribution, colours: &Colours) -> Result<Str
     )
 }
 
-fn json_of(a: &InPipelineAttribution) -> serde_json::Value {
+/// The verdict on the sampled trace `dir` attributed as `a`: its main
+/// loops read from its logs, with `a`'s CPU facts.
+pub(crate) fn verdict_of(dir: &Path, a: &InPipelineAttribution, budget: Budget) -> Result<Verdict> {
+    let cannot = || format!("cannot read the training loop from the logs in {}", dir.display());
+    let folder = TraceFolder::scan(dir).with_context(cannot)?;
+    let mut index = TraceIndex::load(&folder, false, budget, |_| {}).with_context(cannot)?;
+    let loops = loop_figures(&mut index).with_context(cannot)?;
+    Ok(Verdict::of(
+        &loops,
+        Some(a),
+        &[],
+        crate::verdict_text::cpus_here(),
+    ))
+}
+
+fn json_of(a: &InPipelineAttribution, verdict: &Verdict) -> serde_json::Value {
     let mut v = serde_json::to_value(a).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         o.insert("schema".into(), json!(SCHEMA));
+        o.insert(
+            "verdict".into(),
+            serde_json::to_value(verdict).unwrap_or_default(),
+        );
     }
     v
 }
@@ -196,6 +229,7 @@ fn tree_name(r: &AttributedRow) -> String {
 /// run to hundreds of characters: see [`lotus_map::output::NameWidth`]).
 /// Columns: the row (ops as a tree), its samples, its exclusive CPU with
 /// that figure's 95% `±` (one cell: the table stays narrower), its
+/// wall time (ops: its spans' durations, inclusive), its
 /// inclusive CPU (only where ops nest: else it is the exclusive one), its
 /// share of the total, its calls and inclusive CPU per call, counters, top
 /// functions.
@@ -205,6 +239,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
         "row",
         "samples",
         "CPU ms ±95%",
+        "wall ms",
         "incl ms",
         "share %",
         "calls",
@@ -213,7 +248,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
     .map(String::from)
     .to_vec();
     if !nested {
-        header.remove(3);
+        header.remove(4);
     }
     header.extend(counter_headers(a).iter().map(|h| one_line(h)));
     header.push("top functions".into());
@@ -227,6 +262,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
                 one_line(&tree_name(r)),
                 r.samples.to_string(),
                 format!("{} ±{}", ms(r.cpu_ns), ms(r.uncertainty_ns)),
+                r.wall_ns.map_or(String::new(), ms),
                 if r.kind == RowKind::Op {
                     ms(r.inclusive_cpu_ns)
                 } else {
@@ -238,7 +274,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
                     .map_or(String::new(), |c| format!("{:.3}", c as f64 / 1e6)),
             ];
             if !nested {
-                cells.remove(3);
+                cells.remove(4);
             }
             cells.extend(counter_cells(a, r));
             cells
@@ -341,7 +377,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, names: NameWidth) -> Stri
 /// longer than that stands alone), the ones after the first indented by
 /// two spaces. Hand-written: a dozen lines, where a crate (textwrap)
 /// would bring its own dependencies for the one use.
-fn wrap(line: &str, width: usize) -> String {
+pub(crate) fn wrap(line: &str, width: usize) -> String {
     let width = width.max(20);
     let mut out = String::new();
     let mut current = String::new();
@@ -380,6 +416,8 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         "cpu_source",
         "uncertainty_ns",
         "inclusive_uncertainty_ns",
+        "wall_ns",
+        "exclusive_wall_ns",
         "top_function",
         "top_module",
     ]
@@ -409,6 +447,8 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
                 .unwrap_or_default(),
             r.uncertainty_ns.to_string(),
             r.inclusive_uncertainty_ns.to_string(),
+            r.wall_ns.map_or(String::new(), |w| w.to_string()),
+            r.exclusive_wall_ns.map_or(String::new(), |w| w.to_string()),
             top.map_or(String::new(), |f| f.function.clone()),
             top.map_or(String::new(), |f| f.module.clone()),
         ];

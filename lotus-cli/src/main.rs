@@ -29,6 +29,7 @@ mod sampled_trace;
 mod trace_cmd;
 mod trace_run;
 mod usage;
+mod verdict_text;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).

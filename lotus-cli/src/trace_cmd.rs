@@ -78,9 +78,11 @@ use lotus_core::spill::Budget;
 use lotus_core::text::{csv_cell, one_line, printable};
 use lotus_core::trace::chrome::{ChromeWriter, Flows};
 use lotus_core::trace::folder::Item;
+use lotus_core::verdict::Verdict;
 use lotus_core::trace::ranks::{process_ranks, rank_stats_with, RankStats};
 use lotus_core::trace::samples::SampleFiles;
-use lotus_core::trace::stats::{
+use lotus_core::attribute::in_pipeline::{attribute_folder, InPipelineAttribution};
+use lotus_core::trace::stats::{loop_figures, LoopFigures, 
     op_totals, ConfigComparison, OutlierRule, PerBatchRows, Summary, TraceStats, WaitBucket,
 };
 use lotus_core::trace::torch::{self, Alignment, TorchScan};
@@ -484,8 +486,16 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
 /// Nothing when it holds none; a warning (and nothing) when they cannot be
 /// read: the statistics (or the trace) stand without them.
 pub(crate) fn unseen_notes(dir: &Path, prefix: &str) -> Vec<String> {
+    sampled_attribution(dir, prefix)
+        .map(|a| a.unseen.iter().map(|u| u.message()).collect())
+        .unwrap_or_default()
+}
+
+/// The attribution of the samples in `dir` (of `prefix`), where it holds
+/// some that can be read (else `None`, with a warning where they cannot).
+pub(crate) fn sampled_attribution(dir: &Path, prefix: &str) -> Option<InPipelineAttribution> {
     if !dir.is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
-        return Vec::new();
+        return None;
     }
     let budget = match Budget::from_env() {
         Ok(b) => b,
@@ -494,17 +504,17 @@ pub(crate) fn unseen_notes(dir: &Path, prefix: &str) -> Vec<String> {
                 "lotus: warning: the samples in {} are not read: {e}",
                 dir.display()
             );
-            return Vec::new();
+            return None;
         }
     };
-    match lotus_core::attribute::in_pipeline::unseen_work(dir, prefix, budget) {
-        Ok(unseen) => unseen.iter().map(|u| u.message()).collect(),
+    match attribute_folder(dir, prefix, budget, TOP_FUNCTIONS) {
+        Ok(a) => Some(a),
         Err(e) => {
             eprintln!(
                 "lotus: warning: the samples in {} are not read (what ran outside every op is not said): {e}",
                 dir.display()
             );
-            Vec::new()
+            None
         }
     }
 }
@@ -552,6 +562,8 @@ struct StatsJson<'a> {
     stats: &'a TraceStats,
     /// Each rank's statistics (empty when no log names a rank).
     ranks: &'a [RankStats],
+    /// Whether training waited for data, and what would help.
+    verdict: &'a Verdict,
     per_batch: StreamedRows,
 }
 
@@ -601,14 +613,20 @@ pub(crate) struct Computed {
     /// Every batch, until its JSON takes them.
     rows: Option<PerBatchRows>,
     ranks: Vec<RankStats>,
+    /// Its main loops.
+    pub(crate) loops: LoopFigures,
+    /// Its verdict, from the logs alone (see [`Computed::with_samples`]).
+    pub(crate) verdict: Verdict,
 }
 
 impl Computed {
     /// The statistics of the trace in `dir` under `rule`.
     pub(crate) fn of(label: String, dir: PathBuf, rule: OutlierRule) -> Result<Computed> {
         let (folder, mut index) = load(&dir, true)?;
+        let loops = loop_figures(&mut index)?;
         let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
         let ranks = rank_stats_with(&folder, &index, rule)?;
+        let verdict = Verdict::of(&loops, None, &stats.ops, crate::verdict_text::cpus_here());
         Ok(Computed {
             label,
             dir,
@@ -617,7 +635,19 @@ impl Computed {
             stats,
             rows: Some(rows),
             ranks,
+            loops,
+            verdict,
         })
+    }
+
+    /// Its verdict with the CPU facts of its samples' attribution.
+    pub(crate) fn with_samples(&mut self, a: &InPipelineAttribution) {
+        self.verdict = Verdict::of(
+            &self.loops,
+            Some(a),
+            &self.stats.ops,
+            crate::verdict_text::cpus_here(),
+        );
     }
 
     /// Every batch's delay to consumption and the main process's wait for
@@ -651,6 +681,7 @@ impl Computed {
                 .collect(),
             stats: &self.stats,
             ranks: &self.ranks,
+            verdict: &self.verdict,
             per_batch: StreamedRows(RefCell::new(rows)),
         }
     }
@@ -766,7 +797,16 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
     }
     if !several {
         let mut one = computed.pop().context("no trace")?;
-        let unseen = unseen_notes(&one.dir, "lotus");
+        // A sampled trace: the verdict gets its CPU facts, and what ran
+        // outside every op is said.
+        let attribution = sampled_attribution(&one.dir, "lotus");
+        let unseen: Vec<String> = attribution
+            .iter()
+            .flat_map(|a| a.unseen.iter().map(|u| u.message()))
+            .collect();
+        if let Some(a) = &attribution {
+            one.with_samples(a);
+        }
         if args.json {
             let rows = one.rows.take();
             write_json(&one.json(rows))?;
@@ -774,6 +814,14 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
                 crate::usage::say!("lotus: note: {note}");
             }
         } else {
+            let width = match lotus_map::output::NameWidth::from_wide(false) {
+                lotus_map::output::NameWidth::Fit(w) => Some(w),
+                _ => None,
+            };
+            print!(
+                "{}",
+                printable(&crate::verdict_text::text(&one.verdict, width))
+            );
             print!("{}", render(&one.dir, &one.folder, &one.stats));
             print!("{}", printable(&render_ranks(&one.ranks)));
             for note in &unseen {
