@@ -67,14 +67,15 @@ fn verdict_waiting_share_matches_the_main_loops_own_timer() {
     assert_ok(&out, "trace run --sample");
     let own: Value =
         serde_json::from_slice(&std::fs::read(&timer).expect("loop timer")).expect("timer JSON");
-    let own_share =
-        own["wait_ns"].as_f64().expect("wait") / own["loop_ns"].as_f64().expect("loop");
+    let own_share = own["wait_ns"].as_f64().expect("wait") / own["loop_ns"].as_f64().expect("loop");
     assert_eq!(own["batches"], 48, "{own}");
 
     // attribute DIR: the verdict, from the logs, with CPU facts.
     let a = attribute_json(&dir);
     let v = &a["verdict"];
-    let share = v["waiting_share"].as_f64().unwrap_or_else(|| panic!("{v:#}"));
+    let share = v["waiting_share"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{v:#}"));
     let summary = format!(
         "verdict {:.1}%, the loop's own timer {:.1}% (loop {:.0} ms by the verdict, {:.0} ms by the timer)\n{v:#}",
         share * 100.0,
@@ -104,7 +105,9 @@ fn verdict_waiting_share_matches_the_main_loops_own_timer() {
         "--json",
     ]))
     .expect("stats JSON");
-    let s = stats["verdict"]["waiting_share"].as_f64().expect("stats share");
+    let s = stats["verdict"]["waiting_share"]
+        .as_f64()
+        .expect("stats share");
     assert!((s - share).abs() < 1e-9, "{s} vs {share}");
     assert_eq!(stats["verdict"]["heaviest_op"]["basis"], "cpu_sampled");
 
@@ -129,7 +132,10 @@ fn verdict_waiting_share_matches_the_main_loops_own_timer() {
 
     // The main process's rows: split by phase, after every op row, adding
     // up with the others to every sample.
-    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().expect("name")).collect();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["name"].as_str().expect("name"))
+        .collect();
     assert!(!names.contains(&"outside any op (main)"), "{names:?}");
     let at = |n: &str| names.iter().position(|x| *x == n);
     let last_op = rows.iter().rposition(|r| r["kind"] == "op").expect("ops");
@@ -144,7 +150,10 @@ fn verdict_waiting_share_matches_the_main_loops_own_timer() {
 
     // The table: the verdict first, then a wall column beside CPU.
     let text = String::from_utf8(attribute(&dir, "table").stdout).expect("utf8");
-    assert!(text.starts_with("verdict: training waited for data"), "{text}");
+    assert!(
+        text.starts_with("verdict: training waited for data"),
+        "{text}"
+    );
     assert!(text.contains("what would help: "), "{text}");
     assert!(text.contains("wall ms"), "{text}");
     assert!(text.contains(MAIN_ROWS[1]), "{text}");
@@ -172,7 +181,11 @@ fn trace_stats_says_the_verdict_from_the_logs() {
         for (k, b) in batches.into_iter().enumerate() {
             let start = t0 + (k as u64) * 400 * ms - 100 * ms + u64::from(pid - 2) * 200 * ms;
             log += &format!("SDecode,{start},{},kind=op,batch={b}\n", 300 * ms);
-            log += &format!("SFlip,{},{},kind=op,batch={b}\n", start + 300 * ms, 100 * ms);
+            log += &format!(
+                "SFlip,{},{},kind=op,batch={b}\n",
+                start + 300 * ms,
+                100 * ms
+            );
             log += &format!("SBatch,{start},{},kind=batch,batch={b}\n", 400 * ms);
         }
         std::fs::write(tmp.path().join(format!("lotus_worker_pid_{pid}")), log).expect("worker");
@@ -185,7 +198,10 @@ fn trace_stats_says_the_verdict_from_the_logs() {
     assert_eq!(v["loop_ns"], 920 * ms, "{v:#}");
     assert_eq!(v["wait_ns"], 600 * ms, "{v:#}");
     assert_eq!(v["workers"], 2, "{v:#}");
-    assert!(v["worker_busy_share"].as_f64().expect("busy") > 0.99, "{v:#}");
+    assert!(
+        v["worker_busy_share"].as_f64().expect("busy") > 0.99,
+        "{v:#}"
+    );
     assert_eq!(v["heaviest_op"]["name"], "Decode", "{v:#}");
     assert_eq!(v["heaviest_op"]["basis"], "wall_spans", "{v:#}");
     let rules: Vec<&str> = v["advice"]
@@ -200,5 +216,8 @@ fn trace_stats_says_the_verdict_from_the_logs() {
         text.starts_with("verdict: training waited for data 65% of its loop"),
         "{text}"
     );
-    assert!(text.contains("make the heaviest op cheaper: Decode"), "{text}");
+    assert!(
+        text.contains("make the heaviest op cheaper: Decode"),
+        "{text}"
+    );
 }

@@ -142,7 +142,12 @@ pub(crate) fn svg_of(a: &InPipelineAttribution, colours: &Colours) -> Result<Str
 /// The verdict on the sampled trace `dir` attributed as `a`: its main
 /// loops read from its logs, with `a`'s CPU facts.
 pub(crate) fn verdict_of(dir: &Path, a: &InPipelineAttribution, budget: Budget) -> Result<Verdict> {
-    let cannot = || format!("cannot read the training loop from the logs in {}", dir.display());
+    let cannot = || {
+        format!(
+            "cannot read the training loop from the logs in {}",
+            dir.display()
+        )
+    };
     let folder = TraceFolder::scan(dir).with_context(cannot)?;
     let mut index = TraceIndex::load(&folder, false, budget, |_| {}).with_context(cannot)?;
     let loops = loop_figures(&mut index).with_context(cannot)?;

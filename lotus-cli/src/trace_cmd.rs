@@ -73,20 +73,21 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
 use lotus_core::attribute::in_pipeline::TOP_FUNCTIONS;
+use lotus_core::attribute::in_pipeline::{attribute_folder, InPipelineAttribution};
 use lotus_core::attribute::span_samples::SpanSamples;
 use lotus_core::spill::Budget;
 use lotus_core::text::{csv_cell, one_line, printable};
 use lotus_core::trace::chrome::{ChromeWriter, Flows};
 use lotus_core::trace::folder::Item;
-use lotus_core::verdict::Verdict;
 use lotus_core::trace::ranks::{process_ranks, rank_stats_with, RankStats};
 use lotus_core::trace::samples::SampleFiles;
-use lotus_core::attribute::in_pipeline::{attribute_folder, InPipelineAttribution};
-use lotus_core::trace::stats::{loop_figures, LoopFigures, 
-    op_totals, ConfigComparison, OutlierRule, PerBatchRows, Summary, TraceStats, WaitBucket,
+use lotus_core::trace::stats::{
+    loop_figures, op_totals, ConfigComparison, LoopFigures, OutlierRule, PerBatchRows, Summary,
+    TraceStats, WaitBucket,
 };
 use lotus_core::trace::torch::{self, Alignment, TorchScan};
 use lotus_core::trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
+use lotus_core::verdict::Verdict;
 use serde::Serialize;
 
 use lotus_map::write::{write_atomic, Pending};

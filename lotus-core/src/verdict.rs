@@ -235,9 +235,9 @@ impl Verdict {
                 }
             )
         });
-        let cpus = self
-            .cpus
-            .map_or("the CPUs here unknown".to_string(), |c| format!("{c} CPUs here"));
+        let cpus = self.cpus.map_or("the CPUs here unknown".to_string(), |c| {
+            format!("{c} CPUs here")
+        });
         if let Some(w) = self.waiting_share {
             if w * 100.0 >= WAIT_PCT {
                 if self.loads_in_process {
@@ -254,9 +254,7 @@ impl Verdict {
                     .worker_busy_share
                     .is_some_and(|b| b * 100.0 >= BUSY_PCT)
                 {
-                    let room = self
-                        .cpus
-                        .is_none_or(|c| self.workers + 1 < c);
+                    let room = self.cpus.is_none_or(|c| self.workers + 1 < c);
                     if room {
                         say(
                             Rule::MoreWorkers,
@@ -316,8 +314,7 @@ impl Verdict {
                 secs(self.loop_ns)
             )),
             None => out.push(
-                "no training loop in the trace (no main process waited for or took a batch)"
-                    .into(),
+                "no training loop in the trace (no main process waited for or took a batch)".into(),
             ),
         }
         if let Some(b) = self.worker_busy_share {
@@ -517,7 +514,10 @@ mod tests {
         let v = Verdict::of(&loops(0.4, Some(0.95), 2), Some(&a), &[], Some(8));
         assert_eq!(rules(&v), [Rule::MoreWorkers, Rule::HeaviestOp]);
         assert!(v.advice[0].text.contains("2 now, 8 CPUs here"), "{v:#?}");
-        assert!(v.advice[1].text.contains("Loader (50% of the CPU)"), "{v:#?}");
+        assert!(
+            v.advice[1].text.contains("Loader (50% of the CPU)"),
+            "{v:#?}"
+        );
         let h = v.heaviest_op.as_ref().expect("heaviest");
         assert_eq!((h.name.as_str(), h.time_ns), ("Loader", 500));
         assert!(v.facts()[0].contains("waited for data 40% of its loop (4.0 s of 10 s)"));
@@ -531,7 +531,9 @@ mod tests {
         let a = attribution(0);
         let v = Verdict::of(&loops(0.05, Some(0.95), 2), Some(&a), &[], Some(8));
         assert_eq!(rules(&v), [Rule::NotTheBottleneck]);
-        assert!(v.advice[0].text.starts_with("data loading is not the bottleneck"));
+        assert!(v.advice[0]
+            .text
+            .starts_with("data loading is not the bottleneck"));
         let v = Verdict::of(&loops(0.3, Some(0.5), 2), Some(&a), &[], Some(8));
         assert_eq!(rules(&v), [Rule::HandOver]);
         let mut l = loops(0.3, None, 0);
@@ -547,16 +549,28 @@ mod tests {
     #[test]
     fn spinning_threads_are_said_with_the_variable_that_limits_them() {
         // 40 ns of 1000 spinning: under 5%, not said.
-        let v = Verdict::of(&loops(0.05, Some(0.5), 2), Some(&attribution(30)), &[], None);
+        let v = Verdict::of(
+            &loops(0.05, Some(0.5), 2),
+            Some(&attribution(30)),
+            &[],
+            None,
+        );
         assert!(v.spinning.is_none(), "{v:#?}");
-        let v = Verdict::of(&loops(0.05, Some(0.5), 2), Some(&attribution(150)), &[], None);
+        let v = Verdict::of(
+            &loops(0.05, Some(0.5), 2),
+            Some(&attribution(150)),
+            &[],
+            None,
+        );
         let s = v.spinning.as_ref().expect("spinning");
         assert_eq!(s.cpu_ns, 160);
         assert_eq!(s.functions, ["gomp_barrier_wait_end", "blas_thread_server"]);
         assert_eq!(s.env, ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"]);
         assert_eq!(rules(&v), [Rule::NotTheBottleneck, Rule::ThreadsSpinning]);
         assert!(
-            v.advice[1].text.contains("OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1"),
+            v.advice[1]
+                .text
+                .contains("OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1"),
             "{}",
             v.advice[1].text
         );

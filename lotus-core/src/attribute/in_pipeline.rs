@@ -800,7 +800,9 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
                 w.first_event = min(w.first_event);
                 match e.kind {
                     Kind::Wait | Kind::Batch => w.first_request = min(w.first_request),
-                    Kind::Consume => w.last_taken = Some(w.last_taken.map_or(start, |a| a.max(start))),
+                    Kind::Consume => {
+                        w.last_taken = Some(w.last_taken.map_or(start, |a| a.max(start)))
+                    }
                     _ => {}
                 }
                 if e.kind == Kind::Batch {

@@ -551,7 +551,10 @@ impl TraceIndex {
             let b = b?;
             f(Kind::Batch, b.process, b.start_ns, b.dur_ns);
         }
-        for (kind, spool) in [(Kind::Wait, &mut self.waits), (Kind::Consume, &mut self.consumes)] {
+        for (kind, spool) in [
+            (Kind::Wait, &mut self.waits),
+            (Kind::Consume, &mut self.consumes),
+        ] {
             for r in spool.iter()? {
                 let r = r?;
                 f(kind, r.process, r.start_ns, r.dur_ns);

@@ -1552,7 +1552,10 @@ mod loop_tests {
         assert_eq!((l.pid, l.start_ns, l.end_ns, l.loop_ns), (1, 100, 600, 500));
         assert_eq!((l.wait_ns, l.batches, l.loads_in_process), (300, 2, false));
         assert_eq!((l.workers, l.workers_at_once), (2, 2));
-        assert_eq!((l.worker_batch_ns, l.worker_alive_ns), (300 + 380, 350 + 380));
+        assert_eq!(
+            (l.worker_batch_ns, l.worker_alive_ns),
+            (300 + 380, 350 + 380)
+        );
         assert_eq!(f.waiting_share, Some(0.6));
         let busy = f.worker_busy_share.expect("busy");
         assert!((busy - 680.0 / 730.0).abs() < 1e-12, "{busy}");
