@@ -492,6 +492,15 @@ pub(crate) fn unseen_notes(dir: &Path, prefix: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The verdict's lines, wrapped to the terminal's width.
+fn verdict_text(v: &Verdict) -> String {
+    let width = match lotus_map::output::NameWidth::from_wide(false) {
+        lotus_map::output::NameWidth::Fit(w) => Some(w),
+        lotus_map::output::NameWidth::Full => None,
+    };
+    printable(&crate::verdict_text::text(v, width)).into_owned()
+}
+
 /// The attribution of the samples in `dir` (of `prefix`), where it holds
 /// some that can be read (else `None`, with a warning where they cannot).
 pub(crate) fn sampled_attribution(dir: &Path, prefix: &str) -> Option<InPipelineAttribution> {
@@ -815,14 +824,7 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
                 crate::usage::say!("lotus: note: {note}");
             }
         } else {
-            let width = match lotus_map::output::NameWidth::from_wide(false) {
-                lotus_map::output::NameWidth::Fit(w) => Some(w),
-                _ => None,
-            };
-            print!(
-                "{}",
-                printable(&crate::verdict_text::text(&one.verdict, width))
-            );
+            print!("{}", verdict_text(&one.verdict));
             print!("{}", render(&one.dir, &one.folder, &one.stats));
             print!("{}", printable(&render_ranks(&one.ranks)));
             for note in &unseen {
@@ -856,6 +858,7 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
     } else {
         for c in &computed {
             println!("=== Configuration {} ===", one_line(&c.label));
+            print!("{}", verdict_text(&c.verdict));
             print!("{}", render(&c.dir, &c.folder, &c.stats));
             print!("{}", printable(&render_ranks(&c.ranks)));
             println!();

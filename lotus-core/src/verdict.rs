@@ -86,6 +86,19 @@ pub struct Advice {
     pub text: String,
 }
 
+/// What a [`HeaviestOp`]'s time is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Basis {
+    /// The attribution's exclusive CPU (samples, or the spans' clock).
+    CpuSampled,
+    /// The spans' own-thread CPU clock (`cpu=`), no samples.
+    CpuSpans,
+    /// The spans' durations (wall time), no samples.
+    WallSpans,
+}
+
 /// The op that costs most.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
@@ -97,10 +110,8 @@ pub struct HeaviestOp {
     /// Its share (0..1): of all the CPU sampled, or (without samples) of
     /// the ops' summed time.
     pub share: f64,
-    /// What `time_ns` is: `cpu_sampled` (the attribution's exclusive CPU),
-    /// `cpu_spans` (the spans' thread clock) or `wall_spans` (the spans'
-    /// durations).
-    pub basis: &'static str,
+    /// What `time_ns` is.
+    pub basis: Basis,
 }
 
 /// Helper threads spinning or yielding while waiting for work.
@@ -213,7 +224,7 @@ impl Verdict {
             heaviest_op,
             spinning,
             advice: Vec::new(),
-            measured: "waiting: the main process's time in the DataLoader's __next__ (its wait spans; with num_workers=0 its own batches) over its training loop, from its first batch request to its last batch taken; workers busy: their batch spans over their time alive in that loop".into(),
+            measured: "waiting: time in the DataLoader's __next__ over the training loop, first batch request to last batch taken; busy: the workers' batch spans over their time alive in it".into(),
         };
         v.advice = v.rules();
         v
@@ -228,7 +239,7 @@ impl Verdict {
                 "{} ({} of the {})",
                 h.name,
                 pct(h.share),
-                if h.basis == "cpu_sampled" {
+                if h.basis == Basis::CpuSampled {
                     "CPU"
                 } else {
                     "ops' time"
@@ -332,11 +343,11 @@ impl Verdict {
                 h.name,
                 secs(h.time_ns),
                 match h.basis {
-                    "cpu_sampled" | "cpu_spans" => "of CPU",
-                    _ => "of wall time",
+                    Basis::CpuSampled | Basis::CpuSpans => "of CPU",
+                    Basis::WallSpans => "of wall time",
                 },
                 pct(h.share),
-                if h.basis == "cpu_sampled" {
+                if h.basis == Basis::CpuSampled {
                     "CPU sampled"
                 } else {
                     "ops' time"
@@ -358,7 +369,7 @@ fn heaviest_sampled(a: &InPipelineAttribution) -> Option<HeaviestOp> {
         name: r.path.clone(),
         time_ns: r.cpu_ns,
         share: r.share,
-        basis: "cpu_sampled",
+        basis: Basis::CpuSampled,
     })
 }
 
@@ -388,7 +399,11 @@ fn heaviest_from_spans(ops: &[NamedSummary]) -> Option<HeaviestOp> {
         } else {
             0.0
         },
-        basis: if all_cpu { "cpu_spans" } else { "wall_spans" },
+        basis: if all_cpu {
+            Basis::CpuSpans
+        } else {
+            Basis::WallSpans
+        },
     })
 }
 
