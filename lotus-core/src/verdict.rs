@@ -162,6 +162,25 @@ pub struct Verdict {
 /// `blas_thread_server`, MKL's `mkl_serv_*yield*`, `sched_yield`,
 /// `pthread_spin_*`.
 pub fn is_spin_function(function: &str) -> bool {
+    is_spin(function, "")
+}
+
+/// Whether a module is an OpenMP runtime (`libgomp`, `libiomp5`,
+/// `libomp`), whose own functions only manage threads: what a thread runs
+/// there, named or not (`func@0x1de20` in a stripped libgomp), is waiting
+/// for work (the work runs in the caller's library).
+fn is_openmp_module(module: &str) -> bool {
+    let base = module.rsplit('/').next().unwrap_or(module);
+    ["libgomp", "libiomp", "libomp"]
+        .iter()
+        .any(|m| base.starts_with(m))
+}
+
+/// [`is_spin_function`], or any function of an OpenMP runtime `module`.
+fn is_spin(function: &str, module: &str) -> bool {
+    if is_openmp_module(module) {
+        return true;
+    }
     let f = function.trim_start_matches('_');
     f.starts_with("gomp_")
         || f.starts_with("GOMP_")
@@ -175,7 +194,7 @@ pub fn is_spin_function(function: &str) -> bool {
 /// The environment variable that limits the threads running `function`.
 fn env_of(function: &str) -> &'static str {
     let f = function.trim_start_matches('_');
-    if f.contains("blas_thread_server") {
+    if f.contains("blas_thread_server") || f.contains("openblas") {
         "OPENBLAS_NUM_THREADS"
     } else if f.starts_with("mkl") {
         "MKL_NUM_THREADS"
@@ -410,18 +429,25 @@ fn heaviest_from_spans(ops: &[NamedSummary]) -> Option<HeaviestOp> {
 /// The spinning functions among every row's top functions, where past
 /// [`SPIN_PCT`] of the CPU.
 fn spinning_of(a: &InPipelineAttribution) -> Option<Spinning> {
-    let mut by: std::collections::BTreeMap<&str, u64> = Default::default();
+    let mut by: std::collections::BTreeMap<String, u64> = Default::default();
     for f in a.rows.iter().flat_map(|r| &r.top_functions) {
-        if is_spin_function(&f.function) {
-            *by.entry(f.function.as_str()).or_default() += f.cpu_ns;
+        if is_spin(&f.function, &f.module) {
+            // A stripped runtime's function is named by its module.
+            let name = if f.function.starts_with("func@") || f.function == "[unknown]" {
+                let base = f.module.rsplit('/').next().unwrap_or(&f.module);
+                format!("{} in {base}", f.function)
+            } else {
+                f.function.clone()
+            };
+            *by.entry(name).or_default() += f.cpu_ns;
         }
     }
     let cpu_ns = by.values().fold(0u64, |a, v| a.saturating_add(*v));
     if a.total_cpu_ns == 0 || (cpu_ns as f64) * 100.0 < SPIN_PCT * a.total_cpu_ns as f64 {
         return None;
     }
-    let mut functions: Vec<(&str, u64)> = by.into_iter().collect();
-    functions.sort_by_key(|&(f, n)| (std::cmp::Reverse(n), f));
+    let mut functions: Vec<(String, u64)> = by.into_iter().collect();
+    functions.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let mut env: Vec<&'static str> = Vec::new();
     for (f, _) in &functions {
         let e = env_of(f);
@@ -432,7 +458,7 @@ fn spinning_of(a: &InPipelineAttribution) -> Option<Spinning> {
     Some(Spinning {
         cpu_ns,
         share: cpu_ns as f64 / a.total_cpu_ns as f64,
-        functions: functions.into_iter().map(|(f, _)| f.to_string()).collect(),
+        functions: functions.into_iter().map(|(f, _)| f).collect(),
         env,
     })
 }
@@ -590,5 +616,14 @@ mod tests {
             v.advice[1].text
         );
         assert!(is_spin_function("__sched_yield") && !is_spin_function("ImagingResample"));
+        // A stripped OpenMP runtime's functions, by their module.
+        let mut a = attribution(0);
+        a.rows[2].top_functions[0].function = "func@0x1de20".into();
+        a.rows[2].top_functions[0].module = "/venv/torch/lib/libgomp-a34b3233.so.1".into();
+        a.rows[2].top_functions[0].cpu_ns = 150;
+        let v = Verdict::of(&loops(0.05, Some(0.5), 2), Some(&a), &[], None);
+        let s = v.spinning.as_ref().expect("spinning");
+        assert_eq!(s.functions[0], "func@0x1de20 in libgomp-a34b3233.so.1");
+        assert_eq!(s.env, ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"]);
     }
 }
