@@ -304,7 +304,7 @@ impl Verdict {
                     say(
                         Rule::HandOver,
                         format!(
-                            "the workers had time to spare ({} busy) while training waited: the time goes to handing batches over or starting workers; try persistent_workers=True, a larger prefetch_factor, smaller batches to pass between processes",
+                            "the workers were busy only {} of their time while training waited: the wait is in starting workers or handing batches over; try persistent_workers=True or a larger prefetch_factor",
                             self.worker_busy_share.map_or("?".into(), pct)
                         ),
                     );
@@ -325,7 +325,7 @@ impl Verdict {
                 format!(
                     "helper threads spent {} of the CPU spinning or yielding ({}): limit them with {}=1 (or the few they need)",
                     pct(s.share),
-                    s.functions.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                    s.functions.iter().take(2).cloned().collect::<Vec<_>>().join(", "),
                     s.env.join("=1, ")
                 ),
             );
