@@ -18,10 +18,18 @@
 //! 3. any other helper thread runs independently of the ops: its samples
 //!    go to "independent threads" (per process role), never to an op.
 //!
-//! Everything else is an explicit row: "outside any op" per role (main,
-//! worker: DataLoader machinery between ops, the training step, start-up),
-//! and "untraced processes" (processes of the job that wrote no log). The
-//! rows add up to every sample read.
+//! Everything else is an explicit row: "outside any op (worker)"
+//! (DataLoader machinery between ops), "independent threads" per role,
+//! "untraced processes" (processes of the job that wrote no log) and, last,
+//! a main process's samples outside every op by phase:
+//! "start-up and imports (main)" (before its first batch request),
+//! "training loop, outside the DataLoader (main)" (to its last batch taken)
+//! and "after the last batch (main)" ("outside any op (main)" where it
+//! requested no batch). The rows add up to every sample read.
+//!
+//! **Wall time.** Each op row also has its spans' durations summed
+//! (`wall_ns`, inclusive like `inclusive_cpu_ns`; `exclusive_wall_ns` less
+//! its direct children's).
 //!
 //! **The op tree.** Spans nest: on one thread, a span that starts while
 //! another is open is its child (the tracer's spans are calls, so they nest
