@@ -157,6 +157,11 @@ fn verdict_waiting_share_matches_the_main_loops_own_timer() {
     assert!(text.contains("what would help: "), "{text}");
     assert!(text.contains("wall ms"), "{text}");
     assert!(text.contains(MAIN_ROWS[1]), "{text}");
+    let md = String::from_utf8(attribute(&dir, "md").stdout).expect("utf8");
+    assert!(
+        md.starts_with("- **verdict**: training waited for data"),
+        "{md}"
+    );
 }
 
 /// A trace without samples: `trace stats` says the verdict from the logs
