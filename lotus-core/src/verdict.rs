@@ -357,21 +357,27 @@ impl Verdict {
             out.push("the training loop loads its batches itself (num_workers=0)".into());
         }
         if let Some(h) = &self.heaviest_op {
-            out.push(format!(
-                "the heaviest op is {}: {} {}, {} of the {}",
-                h.name,
-                secs(h.time_ns),
-                match h.basis {
-                    Basis::CpuSampled | Basis::CpuSpans => "of CPU",
-                    Basis::WallSpans => "of wall time",
-                },
-                pct(h.share),
-                if h.basis == Basis::CpuSampled {
-                    "CPU sampled"
-                } else {
-                    "ops' time"
-                }
-            ));
+            out.push(match h.basis {
+                Basis::CpuSampled => format!(
+                    "the heaviest op is {}: {} of CPU, {} of the CPU sampled",
+                    h.name,
+                    secs(h.time_ns),
+                    pct(h.share)
+                ),
+                // Span figures hold the ops run inside the op (a dataset
+                // op holds its transforms): said so.
+                Basis::CpuSpans | Basis::WallSpans => format!(
+                    "the heaviest op is {}: {} of {} with the ops run inside it, {} of the ops' summed time",
+                    h.name,
+                    secs(h.time_ns),
+                    if h.basis == Basis::CpuSpans {
+                        "CPU"
+                    } else {
+                        "wall time"
+                    },
+                    pct(h.share)
+                ),
+            });
         }
         out
     }
@@ -393,7 +399,9 @@ fn heaviest_sampled(a: &InPipelineAttribution) -> Option<HeaviestOp> {
 }
 
 /// The op of most CPU by its spans' clock where every op says it, else of
-/// most wall time; its share of the ops' summed figure.
+/// most wall time; its share of the ops' summed figure. Span figures are
+/// inclusive (the trace's op totals do not say which ops nest), so an op
+/// holding others (a dataset op around its transforms) can come first.
 fn heaviest_from_spans(ops: &[NamedSummary]) -> Option<HeaviestOp> {
     if ops.is_empty() {
         return None;
