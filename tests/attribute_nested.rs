@@ -277,9 +277,10 @@ fn trace_stats_shows_the_spans_cpu() {
     .expect("log");
     let d = tmp.path().to_str().expect("utf-8");
     let text = common::lotus_ok(&["trace", "stats", d]);
+    // Its row in the ops table (the verdict above names it too).
     let blur = text
         .lines()
-        .find(|l| l.contains("Blur"))
+        .find(|l| l.contains("Blur") && l.starts_with('│'))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(
         blur.contains("3.000") && blur.contains("1.500"),

@@ -6,7 +6,9 @@
 //! up to the total), its 95% `±` and its inclusive CPU. Counters read with each sample add a
 //! column each (CSV: named as in the samples), and CPI where cycles and
 //! instructions are both read; JSON has them per row in `counters` (and
-//! `cpi`).
+//! `cpi`). Above the table (and in the JSON, `verdict`) stands the
+//! verdict ([`lotus_core::verdict`]): whether training waited for data and
+//! what would help. Each op row has its wall time beside its CPU.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -17,6 +19,9 @@ use lotus_core::attribute::in_pipeline::{
 };
 use lotus_core::spill::Budget;
 use lotus_core::trace::samples::SampleFiles;
+use lotus_core::trace::stats::loop_figures;
+use lotus_core::trace::{TraceFolder, TraceIndex};
+use lotus_core::verdict::Verdict;
 use serde_json::json;
 
 use crate::attribute_cmd::AttributeFormat;
@@ -49,6 +54,7 @@ pub fn run(
         .read_coverage()
         .with_context(|| format!("cannot read {}", files.sampling.display()))?;
     a.notes.extend(coverage.all_notes());
+    let verdict = verdict_of(dir, &a, budget)?;
     if let Some(path) = plot {
         let colours = Colours::new(
             a.rows
@@ -62,16 +68,20 @@ pub fn run(
     let format =
         format.unwrap_or_else(|| out.map_or(AttributeFormat::Table, AttributeFormat::from_path));
     let text = match format {
-        AttributeFormat::Json => serde_json::to_string_pretty(&json_of(&a))? + "\n",
+        AttributeFormat::Json => serde_json::to_string_pretty(&json_of(&a, &verdict))? + "\n",
         AttributeFormat::Csv => csv_of(&a)?,
         // Names from the trace: control characters escaped.
         AttributeFormat::Table => {
             let width = (!wide).then(table::width);
-            lotus_core::text::printable(&table_of(&a, false, top, width)).into_owned()
+            lotus_core::text::printable(
+                &(crate::verdict_text::text(&verdict, width) + &table_of(&a, false, top, width)),
+            )
+            .into_owned()
         }
-        AttributeFormat::Md => {
-            lotus_core::text::printable(&table_of(&a, true, top, None)).into_owned()
-        }
+        AttributeFormat::Md => lotus_core::text::printable(
+            &(crate::verdict_text::markdown(&verdict) + &table_of(&a, true, top, None)),
+        )
+        .into_owned(),
     };
     if out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv) {
         for note in &a.notes {
@@ -125,10 +135,34 @@ pub(crate) fn svg_of(a: &InPipelineAttribution, colours: &Colours) -> Result<Str
     )
 }
 
-fn json_of(a: &InPipelineAttribution) -> serde_json::Value {
+/// The verdict on the sampled trace `dir` attributed as `a`: its main
+/// loops read from its logs, with `a`'s CPU facts.
+pub(crate) fn verdict_of(dir: &Path, a: &InPipelineAttribution, budget: Budget) -> Result<Verdict> {
+    let cannot = || {
+        format!(
+            "cannot read the training loop from the logs in {}",
+            dir.display()
+        )
+    };
+    let folder = TraceFolder::scan(dir).with_context(cannot)?;
+    let mut index = TraceIndex::load(&folder, false, budget, |_| {}).with_context(cannot)?;
+    let loops = loop_figures(&mut index).with_context(cannot)?;
+    Ok(Verdict::of(
+        &loops,
+        Some(a),
+        &[],
+        crate::verdict_text::cpus_here(),
+    ))
+}
+
+fn json_of(a: &InPipelineAttribution, verdict: &Verdict) -> serde_json::Value {
     let mut v = serde_json::to_value(a).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         o.insert("schema".into(), json!(SCHEMA));
+        o.insert(
+            "verdict".into(),
+            serde_json::to_value(verdict).unwrap_or_default(),
+        );
     }
     v
 }
@@ -240,6 +274,7 @@ fn tree_name(r: &AttributedRow) -> String {
 /// for the names whole (`--wide`).
 /// Columns: the row (ops as a tree), its samples, its exclusive CPU with
 /// that figure's 95% `±` (one cell: the table stays narrower), its
+/// wall time (ops: its spans' durations, inclusive), its
 /// inclusive CPU (only where ops nest: else it is the exclusive one), its
 /// share of the total, its calls and inclusive CPU per call, counters, top
 /// functions.
@@ -249,6 +284,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option
         "row",
         "samples",
         "CPU ms ±95%",
+        "wall ms",
         "incl ms",
         "CPU %",
         "calls",
@@ -257,7 +293,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option
     .map(String::from)
     .to_vec();
     if !nested {
-        header.remove(3);
+        header.remove(4);
     }
     header.extend(counter_headers(a).iter().map(|h| one_line(h)));
     let mut rows: Vec<Vec<String>> = a
@@ -270,6 +306,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option
                 one_line(&tree_name(r)),
                 r.samples.to_string(),
                 format!("{} ±{}", ms(r.cpu_ns), ms(r.uncertainty_ns)),
+                r.wall_ns.map_or(String::new(), ms),
                 if r.kind == RowKind::Op {
                     ms(r.inclusive_cpu_ns)
                 } else {
@@ -281,7 +318,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option
                     .map_or(String::new(), |c| format!("{:.3}", c as f64 / 1e6)),
             ];
             if !nested {
-                cells.remove(3);
+                cells.remove(4);
             }
             cells.extend(counter_cells(a, r));
             cells
@@ -419,6 +456,8 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         "cpu_source",
         "uncertainty_ns",
         "inclusive_uncertainty_ns",
+        "wall_ns",
+        "exclusive_wall_ns",
         "top_function",
         "top_module",
     ]
@@ -448,6 +487,8 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
                 .unwrap_or_default(),
             r.uncertainty_ns.to_string(),
             r.inclusive_uncertainty_ns.to_string(),
+            r.wall_ns.map_or(String::new(), |w| w.to_string()),
+            r.exclusive_wall_ns.map_or(String::new(), |w| w.to_string()),
             top.map_or(String::new(), |f| f.function.clone()),
             top.map_or(String::new(), |f| f.module.clone()),
         ];

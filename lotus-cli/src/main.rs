@@ -32,6 +32,7 @@ mod table;
 mod trace_cmd;
 mod trace_run;
 mod usage;
+mod verdict_text;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).

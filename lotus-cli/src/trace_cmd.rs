@@ -72,6 +72,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use lotus_core::attribute::in_pipeline::TOP_FUNCTIONS;
+use lotus_core::attribute::in_pipeline::{attribute_folder, InPipelineAttribution};
 use lotus_core::attribute::span_samples::SpanSamples;
 use lotus_core::spill::Budget;
 use lotus_core::text::{csv_cell, one_line, printable};
@@ -80,10 +81,12 @@ use lotus_core::trace::folder::Item;
 use lotus_core::trace::ranks::{process_ranks, rank_stats_with, RankStats};
 use lotus_core::trace::samples::SampleFiles;
 use lotus_core::trace::stats::{
-    op_totals, ConfigComparison, OutlierRule, PerBatchRows, Summary, TraceStats, WaitBucket,
+    loop_figures, op_totals, ConfigComparison, LoopFigures, OutlierRule, PerBatchRows, Summary,
+    TraceStats, WaitBucket,
 };
 use lotus_core::trace::torch::{self, Alignment, TorchScan};
 use lotus_core::trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
+use lotus_core::verdict::Verdict;
 use serde::Serialize;
 
 use lotus_map::write::{write_atomic, Pending};
@@ -556,8 +559,21 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
 /// Nothing when it holds none; a warning (and nothing) when they cannot be
 /// read: the statistics (or the trace) stand without them.
 pub(crate) fn unseen_notes(dir: &Path, prefix: &str) -> Vec<String> {
+    sampled_attribution(dir, prefix)
+        .map(|a| a.unseen.iter().map(|u| u.message()).collect())
+        .unwrap_or_default()
+}
+
+/// The verdict's lines, wrapped to the terminal's width.
+fn verdict_text(v: &Verdict) -> String {
+    printable(&crate::verdict_text::text(v, Some(crate::table::width()))).into_owned()
+}
+
+/// The attribution of the samples in `dir` (of `prefix`), where it holds
+/// some that can be read (else `None`, with a warning where they cannot).
+pub(crate) fn sampled_attribution(dir: &Path, prefix: &str) -> Option<InPipelineAttribution> {
     if !dir.is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
-        return Vec::new();
+        return None;
     }
     let budget = match Budget::from_env() {
         Ok(b) => b,
@@ -566,17 +582,17 @@ pub(crate) fn unseen_notes(dir: &Path, prefix: &str) -> Vec<String> {
                 "lotus: warning: the samples in {} are not read: {e}",
                 dir.display()
             );
-            return Vec::new();
+            return None;
         }
     };
-    match lotus_core::attribute::in_pipeline::unseen_work(dir, prefix, budget) {
-        Ok(unseen) => unseen.iter().map(|u| u.message()).collect(),
+    match attribute_folder(dir, prefix, budget, TOP_FUNCTIONS) {
+        Ok(a) => Some(a),
         Err(e) => {
             eprintln!(
                 "lotus: warning: the samples in {} are not read (what ran outside every op is not said): {e}",
                 dir.display()
             );
-            Vec::new()
+            None
         }
     }
 }
@@ -624,6 +640,8 @@ struct StatsJson<'a> {
     stats: &'a TraceStats,
     /// Each rank's statistics (empty when no log names a rank).
     ranks: &'a [RankStats],
+    /// Whether training waited for data, and what would help.
+    verdict: &'a Verdict,
     per_batch: StreamedRows,
 }
 
@@ -673,14 +691,20 @@ pub(crate) struct Computed {
     /// Every batch, until its JSON takes them.
     rows: Option<PerBatchRows>,
     ranks: Vec<RankStats>,
+    /// Its main loops.
+    pub(crate) loops: LoopFigures,
+    /// Its verdict, from the logs alone (see [`Computed::with_samples`]).
+    pub(crate) verdict: Verdict,
 }
 
 impl Computed {
     /// The statistics of the trace in `dir` under `rule`.
     pub(crate) fn of(label: String, dir: PathBuf, rule: OutlierRule) -> Result<Computed> {
         let (folder, mut index) = load(&dir, true)?;
+        let loops = loop_figures(&mut index)?;
         let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
         let ranks = rank_stats_with(&folder, &index, rule)?;
+        let verdict = Verdict::of(&loops, None, &stats.ops, crate::verdict_text::cpus_here());
         Ok(Computed {
             label,
             dir,
@@ -689,6 +713,8 @@ impl Computed {
             stats,
             rows: Some(rows),
             ranks,
+            loops,
+            verdict,
         })
     }
 
@@ -696,6 +722,16 @@ impl Computed {
     /// report`'s timeline).
     pub(crate) fn folder_and_index(&mut self) -> (&TraceFolder, &mut TraceIndex) {
         (&self.folder, &mut self.index)
+    }
+
+    /// Its verdict with the CPU facts of its samples' attribution.
+    pub(crate) fn with_samples(&mut self, a: &InPipelineAttribution) {
+        self.verdict = Verdict::of(
+            &self.loops,
+            Some(a),
+            &self.stats.ops,
+            crate::verdict_text::cpus_here(),
+        );
     }
 
     /// Every batch's delay to consumption and the main process's wait for
@@ -729,6 +765,7 @@ impl Computed {
                 .collect(),
             stats: &self.stats,
             ranks: &self.ranks,
+            verdict: &self.verdict,
             per_batch: StreamedRows(RefCell::new(rows)),
         }
     }
@@ -844,7 +881,16 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
     }
     if !several {
         let mut one = computed.pop().context("no trace")?;
-        let unseen = unseen_notes(&one.dir, "lotus");
+        // A sampled trace: the verdict gets its CPU facts, and what ran
+        // outside every op is said.
+        let attribution = sampled_attribution(&one.dir, "lotus");
+        let unseen: Vec<String> = attribution
+            .iter()
+            .flat_map(|a| a.unseen.iter().map(|u| u.message()))
+            .collect();
+        if let Some(a) = &attribution {
+            one.with_samples(a);
+        }
         if args.json {
             let rows = one.rows.take();
             write_json(&one.json(rows))?;
@@ -858,7 +904,8 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
             }
         } else {
             let mode = mode_of(args.format);
-            let mut text = render(&one.dir, &one.folder, &one.stats, mode);
+            let mut text = verdict_text(&one.verdict);
+            text += &render(&one.dir, &one.folder, &one.stats, mode);
             text += &printable(&render_ranks(&one.ranks, mode));
             for note in &unseen {
                 text += &format!("{}\n", printable(&format!("note: {note}")));
@@ -896,6 +943,7 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
         let mut text = String::new();
         for c in &computed {
             text += &format!("=== Configuration {} ===\n", one_line(&c.label));
+            text += &verdict_text(&c.verdict);
             text += &render(&c.dir, &c.folder, &c.stats, mode);
             text += &printable(&render_ranks(&c.ranks, mode));
             text.push('\n');

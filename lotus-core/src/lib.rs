@@ -19,6 +19,8 @@
 //!   timings), their statistics and their Chrome trace view.
 //! - [`text`]: names from data made safe to print (control characters
 //!   escaped), CSV cells a spreadsheet will not run, bounded figures.
+//! - [`verdict`]: whether training waited for data and what would help,
+//!   in plain sentences ([`Verdict`]).
 //!
 //! Nothing here does FFI or talks to a vendor tool.
 #![deny(missing_docs)]
@@ -39,6 +41,7 @@ pub mod row;
 pub mod spill;
 pub mod text;
 pub mod trace;
+pub mod verdict;
 
 pub use mapping::{Mapping, MergeRule};
 pub use profiler::{
@@ -48,6 +51,7 @@ pub use profiler::{
 pub use registry::{backend, backends, BackendRegistration};
 pub use report_error::ReportError;
 pub use row::{Report, Row, Unit};
+pub use verdict::Verdict;
 
 /// The crate README's examples, run as doctests so the README stays true.
 #[cfg(doctest)]

@@ -18,10 +18,18 @@
 //! 3. any other helper thread runs independently of the ops: its samples
 //!    go to "independent threads" (per process role), never to an op.
 //!
-//! Everything else is an explicit row: "outside any op" per role (main,
-//! worker: DataLoader machinery between ops, the training step, start-up),
-//! and "untraced processes" (processes of the job that wrote no log). The
-//! rows add up to every sample read.
+//! Everything else is an explicit row: "outside any op (worker)"
+//! (DataLoader machinery between ops), "independent threads" per role,
+//! "untraced processes" (processes of the job that wrote no log) and, last,
+//! a main process's samples outside every op by phase:
+//! "start-up and imports (main)" (before its first batch request),
+//! "training loop, outside the DataLoader (main)" (to its last batch taken)
+//! and "after the last batch (main)" ("outside any op (main)" where it
+//! requested no batch). The rows add up to every sample read.
+//!
+//! **Wall time.** Each op row also has its spans' durations summed
+//! (`wall_ns`, inclusive like `inclusive_cpu_ns`; `exclusive_wall_ns` less
+//! its direct children's).
 //!
 //! **The op tree.** Spans nest: on one thread, a span that starts while
 //! another is open is its child (the tracer's spans are calls, so they nest
@@ -241,6 +249,14 @@ pub struct AttributedRow {
     pub calls: Option<u64>,
     /// Inclusive CPU time per call, ns (ops only).
     pub cpu_per_call_ns: Option<u64>,
+    /// Wall time, ns (ops only): its spans' durations summed, inclusive
+    /// like `inclusive_cpu_ns` (the ops inside it are in it). Beside the
+    /// CPU time it says how long the op kept its thread waiting (I/O,
+    /// locks, a busy machine) or ran threads in parallel.
+    pub wall_ns: Option<u64>,
+    /// Wall time less that of the ops inside it (its direct children's
+    /// spans), ns (ops only).
+    pub exclusive_wall_ns: Option<u64>,
     /// The functions with the most samples, most first.
     pub top_functions: Vec<TopFunction>,
     /// The counters read with each sample, summed over the row's samples
@@ -457,6 +473,8 @@ struct PathStats {
     with_cpu: u64,
     /// Their `cpu=` summed, ns.
     cpu_ns: u64,
+    /// Their durations summed (wall time), ns.
+    wall_ns: u64,
 }
 
 /// The op paths the sweep met (an op's path: the ops open around it on
@@ -550,6 +568,7 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
                     let path = self.tree.intern(parent, s.op);
                     let st = &mut self.tree.stats[path as usize];
                     st.calls += 1;
+                    st.wall_ns = st.wall_ns.saturating_add(s.end.saturating_sub(s.start));
                     if s.cpu != NO_CPU {
                         st.with_cpu += 1;
                         st.cpu_ns = st.cpu_ns.saturating_add(s.cpu);
@@ -642,9 +661,53 @@ struct Logs {
     /// wait for the next index and its exit are no op's).
     worker_batches: HashMap<(u32, u32), Vec<(u64, u64)>>,
     spans: Spool<SpanRec>,
+    /// Per main process, the bounds of its training loop (on the samples'
+    /// clock), which split its samples outside every op by phase.
+    main_windows: HashMap<u32, MainWindow>,
     bad_lines: u64,
     /// Logs skipped (empty: the process wrote nothing), each with why.
     skipped_logs: Vec<String>,
+}
+
+/// A main process's training loop on the samples' clock: its first event,
+/// its first batch request (the start of its first wait or own batch), its
+/// last batch taken (consumption) and the end of its last own batch.
+#[derive(Debug, Clone, Copy, Default)]
+struct MainWindow {
+    first_event: Option<u64>,
+    first_request: Option<u64>,
+    last_taken: Option<u64>,
+    last_batch_end: Option<u64>,
+}
+
+/// The part of a main process's run a sample outside every op falls in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum MainPhase {
+    /// Before its first batch request (before its first event where it
+    /// requested none): the interpreter's and lotus's start-up, imports,
+    /// building the model and the DataLoader.
+    StartUp,
+    /// From its first batch request to its last batch taken: the training
+    /// step, between the DataLoader's calls.
+    Loop,
+    /// After its last batch taken: the last batch's step, then whatever
+    /// follows the loop (evaluation, saving, exit).
+    After,
+}
+
+impl MainWindow {
+    /// The phase of time `t`; `None` where the process logged nothing
+    /// that bounds it (no event before `t` and no batch request).
+    fn phase(&self, t: u64) -> Option<MainPhase> {
+        let end = self.last_taken.or(self.last_batch_end);
+        match (self.first_request, end) {
+            (Some(a), _) if t < a => Some(MainPhase::StartUp),
+            (Some(_), Some(b)) if t > b => Some(MainPhase::After),
+            (Some(_), _) => Some(MainPhase::Loop),
+            (None, _) if self.first_event.is_some_and(|f| t < f) => Some(MainPhase::StartUp),
+            (None, _) => None,
+        }
+    }
 }
 
 /// The clock pairs of `log` (its `#` lines): a span's time needs those
@@ -713,6 +776,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     let mut machinery_threads = HashSet::new();
     let mut loader_spans: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
     let mut worker_batches: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
+    let mut main_windows: HashMap<u32, MainWindow> = HashMap::new();
     let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
     let mut bad_lines = 0u64;
     let mut clock = ClockMap::new(Vec::new());
@@ -742,6 +806,25 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
         };
         let id = next_id;
         next_id += 1;
+        if e.role == Role::Main {
+            if let Some(start) = clock.to_monotonic(e.start_ns) {
+                let w = main_windows.entry(e.pid).or_default();
+                let min = |a: Option<u64>| Some(a.map_or(start, |a| a.min(start)));
+                w.first_event = min(w.first_event);
+                match e.kind {
+                    Kind::Wait | Kind::Batch => w.first_request = min(w.first_request),
+                    Kind::Consume => {
+                        w.last_taken = Some(w.last_taken.map_or(start, |a| a.max(start)))
+                    }
+                    _ => {}
+                }
+                if e.kind == Kind::Batch {
+                    if let Some(end) = clock.to_monotonic(e.end_ns()) {
+                        w.last_batch_end = Some(w.last_batch_end.map_or(end, |a| a.max(end)));
+                    }
+                }
+            }
+        }
         if e.kind == Kind::Batch {
             if let (Some(start), Some(end)) = (
                 clock.to_monotonic(e.start_ns),
@@ -821,6 +904,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
             worker_batches
         },
         spans,
+        main_windows,
         bad_lines,
         skipped_logs,
     })
@@ -885,6 +969,9 @@ pub(crate) enum Target {
     /// The op path of this id (its place in the sweep's tree).
     Op(u32),
     Outside(Role),
+    /// A main process's samples outside every op, by phase (only
+    /// `attribute` splits them; the rule credits them `Outside`).
+    Main(MainPhase),
     Independent(Role),
     Untraced,
 }
@@ -1253,8 +1340,17 @@ pub fn attribute_folder(
     let batched_pids: HashSet<u32> = batches.spans.keys().map(|&(pid, _)| pid).collect();
     let mut worker_outside = 0u64;
     let mut worker_functions: HashMap<u32, u64> = HashMap::new();
+    let windows = std::mem::take(&mut trace.logs.main_windows);
     let total = trace.credit(|c| {
         let s = c.sample;
+        // A main process's samples outside every op: by phase.
+        let target = match c.target {
+            Target::Outside(Role::Main) => windows
+                .get(&s.pid)
+                .and_then(|w| w.phase(s.time_ns))
+                .map_or(c.target, Target::Main),
+            t => t,
+        };
         if c.role == Some(Role::Worker) && c.target == Target::Outside(Role::Worker) {
             let in_batch = !batched_pids.contains(&s.pid)
                 || batches.inside(s.pid, s.tid, s.time_ns) == Some(true);
@@ -1270,17 +1366,17 @@ pub fn attribute_folder(
                 *loader_functions.entry(s.symbol).or_default() += 1;
             }
         }
-        *counts.entry(c.target).or_default() += 1;
-        if let (true, Target::Op(p)) = (c.pool, c.target) {
+        *counts.entry(target).or_default() += 1;
+        if let (true, Target::Op(p)) = (c.pool, target) {
             *pools.entry(p).or_default() += 1;
         }
         if c.role == Some(Role::Worker) {
             worker_samples += 1;
         }
-        *functions.entry((c.target, c.sample.symbol)).or_default() += 1;
+        *functions.entry((target, c.sample.symbol)).or_default() += 1;
         if !c.sample.counters.is_empty() {
             let sum = sums
-                .entry(c.target)
+                .entry(target)
                 .or_insert_with(|| vec![0; c.sample.counters.len()]);
             for (i, (acc, v)) in sum.iter_mut().zip(c.sample.counters.as_slice()).enumerate() {
                 *acc = acc.checked_add(*v).unwrap_or_else(|| {
@@ -1353,6 +1449,8 @@ pub fn attribute_folder(
             share: 0.0,
             calls: Some(calls),
             cpu_per_call_ns: (calls > 0).then(|| f.inclusive_cpu_ns / calls),
+            wall_ns: Some(tree.stats[p as usize].wall_ns),
+            exclusive_wall_ns: Some(exclusive_wall(tree, p)),
             top_functions: top_of(target, f.samples, top),
             cpi: cpi_of(&row_counters),
             counters: row_counters,
@@ -1363,7 +1461,14 @@ pub fn attribute_folder(
         .filter(|(t, _)| !matches!(t, Target::Op(_)))
         .map(|(t, n)| (*t, *n))
         .collect();
-    others.sort_by_key(|(t, n)| (Reverse(*n), row_name(t, &logs.ops)));
+    // The main processes' phases last, in time order.
+    others.sort_by_key(|(t, n)| {
+        let phase = match t {
+            Target::Main(p) => Some(*p),
+            _ => None,
+        };
+        (phase, Reverse(*n), row_name(t, &logs.ops))
+    });
     for (target, n) in others {
         let name = row_name(&target, &logs.ops);
         let cpu_ns = n.saturating_mul(interval_ns);
@@ -1376,7 +1481,7 @@ pub fn attribute_folder(
             depth: 0,
             kind: match target {
                 Target::Op(_) => RowKind::Op,
-                Target::Outside(_) => RowKind::Outside,
+                Target::Outside(_) | Target::Main(_) => RowKind::Outside,
                 Target::Independent(_) => RowKind::Independent,
                 Target::Untraced => RowKind::Untraced,
             },
@@ -1391,6 +1496,8 @@ pub fn attribute_folder(
             share: 0.0,
             calls: None,
             cpu_per_call_ns: None,
+            wall_ns: None,
+            exclusive_wall_ns: None,
             top_functions: top_of(target, n, top),
             cpi: cpi_of(&row_counters),
             counters: row_counters,
@@ -1593,6 +1700,18 @@ fn op_figures(
     figures
 }
 
+/// Path `p`'s wall time less its direct children's (their spans lie in
+/// its own, on its thread).
+fn exclusive_wall(tree: &Tree, p: u32) -> u64 {
+    let inner = tree
+        .nodes
+        .iter()
+        .zip(&tree.stats)
+        .filter(|(n, _)| n.parent == Some(p))
+        .fold(0u64, |a, (_, st)| a.saturating_add(st.wall_ns));
+    tree.stats[p as usize].wall_ns.saturating_sub(inner)
+}
+
 /// The paths in table order: depth first, siblings by inclusive CPU (most
 /// first), then by name.
 fn tree_order(tree: &Tree, figures: &[Figures]) -> Vec<u32> {
@@ -1691,6 +1810,9 @@ fn row_name(target: &Target, ops: &[String]) -> String {
     match target {
         Target::Op(op) => ops[*op as usize].clone(),
         Target::Outside(role) => format!("outside any op ({role})"),
+        Target::Main(MainPhase::StartUp) => "start-up and imports (main)".to_string(),
+        Target::Main(MainPhase::Loop) => "training loop, outside the DataLoader (main)".to_string(),
+        Target::Main(MainPhase::After) => "after the last batch (main)".to_string(),
         Target::Independent(role) => format!("independent threads ({role})"),
         Target::Untraced => "untraced processes".to_string(),
     }
@@ -2542,7 +2664,14 @@ pub(crate) mod tests {
         // In its batches: 40 samples, 10 in A, 30 outside every op; the
         // training step's 50 outside the batches are not judged.
         assert_eq!(row_at(&a, "A").samples, 10);
-        assert_eq!(row_at(&a, "outside any op (main)").samples, 80);
+        // Outside every op: before its first batch, from it to its last
+        // batch's end, after it.
+        assert_eq!(row_at(&a, "start-up and imports (main)").samples, 10);
+        assert_eq!(
+            row_at(&a, "training loop, outside the DataLoader (main)").samples,
+            41
+        );
+        assert_eq!(row_at(&a, "after the last batch (main)").samples, 29);
         assert_eq!(a.unseen.len(), 1, "{:?}", a.unseen);
         let u = &a.unseen[0];
         assert_eq!((u.role, u.samples), (Role::Main, 30));
@@ -2558,6 +2687,119 @@ pub(crate) mod tests {
             notes.contains("75% of the main process's CPU in its batches"),
             "{notes}"
         );
+    }
+
+    #[test]
+    fn op_rows_have_their_spans_wall_time_inclusive_and_exclusive() {
+        // A [1000, 5000) holds A/B [2000, 3000), which holds A/B/C
+        // [2200, 2500); C [5200, 5400) at the top.
+        let dir = nested_folder([None; 4], &every_100_ns(0, 6000));
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        let wall = |p: &str| {
+            let r = row_at(&a, p);
+            (r.wall_ns, r.exclusive_wall_ns)
+        };
+        assert_eq!(wall("A"), (Some(4000), Some(3000)));
+        assert_eq!(wall("A/B"), (Some(1000), Some(700)));
+        assert_eq!(wall("A/B/C"), (Some(300), Some(300)));
+        assert_eq!(wall("C"), (Some(200), Some(200)));
+        for r in a.rows.iter().filter(|r| r.kind != RowKind::Op) {
+            assert_eq!((r.wall_ns, r.exclusive_wall_ns), (None, None), "{}", r.name);
+        }
+    }
+
+    /// A main process (pid 10) with two workers' batches handed to it:
+    /// waits [2000, 2500) and [4000, 4200), consumptions at 2500 and 4200,
+    /// op A in a worker (pid 20) over [2000, 2400); the main thread sampled
+    /// every 100 ns over [0, 6000), the worker at 2000..2400.
+    fn main_loop_folder() -> tempfile::TempDir {
+        let off = 1_000_000u64;
+        let main = format!(
+            "#lotus-trace v1 role=main pid=10 wall_ns={off} monotonic_ns=0\n\
+             SWait,{},500,kind=wait,batch=0,ready=0\nSConsume,{},0,kind=consume,batch=0\n\
+             SWait,{},200,kind=wait,batch=1,ready=0\nSConsume,{},0,kind=consume,batch=1\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=9000\n",
+            2000 + off,
+            2500 + off,
+            4000 + off,
+            4200 + off,
+            9000 + off
+        );
+        let worker = format!(
+            "#lotus-trace v1 role=worker pid=20 wall_ns={off} monotonic_ns=0\n\
+             SA,{},400,kind=op,batch=0\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=9000\n",
+            2000 + off,
+            9000 + off
+        );
+        let mut samples: Vec<Sample> = Vec::new();
+        for t in every_100_ns(0, 6000) {
+            samples.push(Sample {
+                time_ns: t,
+                pid: 10,
+                tid: 10,
+                symbol: 0,
+                kernel: false,
+                counters: Default::default(),
+            });
+            if (2000..2400).contains(&t) {
+                samples.push(Sample {
+                    time_ns: t + 1,
+                    pid: 20,
+                    tid: 20,
+                    symbol: 1,
+                    kernel: false,
+                    counters: Default::default(),
+                });
+            }
+        }
+        let dir = sampled_folder(
+            &worker,
+            &[
+                (0, Symbol::new("step", "/py")),
+                (1, Symbol::new("decode", "/k.so")),
+            ],
+            &samples,
+            100,
+        );
+        std::fs::rename(
+            dir.path().join("lotus_worker_pid_10"),
+            dir.path().join("lotus_worker_pid_20"),
+        )
+        .expect("rename");
+        std::fs::write(dir.path().join("lotus_main_pid_10"), main).expect("main");
+        dir
+    }
+
+    #[test]
+    fn the_main_process_rows_are_split_by_phase_and_come_last() {
+        let dir = main_loop_folder();
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        // [0, 2000): before the first request; [2000, 4200]: the loop;
+        // after: the rest.
+        let names: Vec<(&str, u64)> = a
+            .rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.samples))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("A", 4),
+                ("start-up and imports (main)", 20),
+                ("training loop, outside the DataLoader (main)", 23),
+                ("after the last batch (main)", 17),
+            ],
+            "{a:#?}"
+        );
+        assert!(
+            !a.rows.iter().any(|r| r.name == "outside any op (main)"),
+            "{a:#?}"
+        );
+        let sum: u64 = a.rows.iter().map(|r| r.samples).sum();
+        assert_eq!(sum, a.total_samples);
     }
 
     #[test]

@@ -543,6 +543,30 @@ impl TraceIndex {
         self.durations.take()
     }
 
+    /// Every batch, wait and consumption kept (batches, then waits, then
+    /// consumptions, each in reading order): `f` gets its kind, process
+    /// (index into [`TraceIndex::processes`]), start and duration, ns. For
+    /// the main loop's figures ([`super::stats::LoopFigures`]).
+    pub(crate) fn each_kept(
+        &mut self,
+        mut f: impl FnMut(Kind, usize, u64, u64),
+    ) -> Result<(), SpillError> {
+        for b in self.batches.iter()? {
+            let b = b?;
+            f(Kind::Batch, b.process, b.start_ns, b.dur_ns);
+        }
+        for (kind, spool) in [
+            (Kind::Wait, &mut self.waits),
+            (Kind::Consume, &mut self.consumes),
+        ] {
+            for r in spool.iter()? {
+                let r = r?;
+                f(kind, r.process, r.start_ns, r.dur_ns);
+            }
+        }
+        Ok(())
+    }
+
     /// Each process's group (see the module documentation).
     pub(crate) fn groups(&self) -> Vec<usize> {
         let key = |p: &ProcessEntry| GroupKey {
