@@ -156,7 +156,8 @@ fn verdict_waiting_share_matches_the_main_loops_own_timer() {
     );
     assert!(text.contains("what would help: "), "{text}");
     assert!(text.contains("wall ms"), "{text}");
-    assert!(text.contains(MAIN_ROWS[1]), "{text}");
+    // (The row's name wraps in its cell where the table is narrow.)
+    assert!(text.contains("training loop, outside"), "{text}");
     let md = String::from_utf8(attribute(&dir, "md").stdout).expect("utf8");
     assert!(
         md.starts_with("- **verdict**: training waited for data"),
