@@ -170,6 +170,19 @@ fn two_traced_runs_read_at_1400_and_800_px_with_their_runs_timeline_and_deltas()
     ]);
     let html = fs::read_to_string(&page).expect("page");
     assert_self_contained(&html);
+    // Each run's verdict, first after the runs' details: the trace's
+    // own figures (as `trace stats --json` gives them), what would help.
+    let verdict_at = html.find("id=\"verdict\"").expect("a verdict section");
+    assert!(verdict_at < html.find("id=\"timeline\"").expect("timeline"));
+    assert_eq!(
+        html.matches("class=\"headline\" data-key=\"verdict/")
+            .count(),
+        2
+    );
+    assert!(
+        html.contains("Training waited for data"),
+        "the verdict's facts"
+    );
 
     // The top: what trace run recorded.
     let host = fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");

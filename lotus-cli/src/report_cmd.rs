@@ -47,7 +47,7 @@ use crate::attribute_cmd::{
 use crate::plots::{box_plot, grouped_bars, Colours};
 use crate::report_page::{
     heading, keyed, module_cell, para, short_name, text, Block, Cell, PageContext, Part, RunInfo,
-    RunRecord, VerdictPlaceholder,
+    RunRecord, VerdictView,
 };
 use crate::report_samples::{
     attribute, compare, comparison_section, in_pipeline_section, op_names, Sampled,
@@ -180,6 +180,17 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     for c in &configs {
         sampled.push((c.label.clone(), attribute(&c.dir, &args.prefix, budget)?));
     }
+    // Each run's verdict, with its samples' CPU facts where it has them.
+    for (c, (_, s)) in configs.iter_mut().zip(&sampled) {
+        if let Sampled::With(a) = s {
+            c.with_samples(a);
+        }
+    }
+    let several = configs.len() > 1;
+    let verdicts: Vec<VerdictView> = configs
+        .iter()
+        .map(|c| VerdictView::of(&c.verdict, several.then(|| c.label.clone())))
+        .collect();
     // Attribution: per op and per function of each profile.
     let mut attributed: Vec<(LoadedProfile, Attribution, FunctionAttribution)> = Vec::new();
     let mut compared = Vec::new();
@@ -290,9 +301,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         version: env!("CARGO_PKG_VERSION"),
         outliers: rule.describe().to_string(),
         runs,
-        // TODO(verdict): the verdict branch's verdict, computed from the
-        // trace, goes here.
-        verdict: None::<VerdictPlaceholder>,
+        verdicts,
         summary,
         timelines,
         blocks: std::mem::take(&mut page.blocks),

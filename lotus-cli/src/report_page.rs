@@ -447,15 +447,32 @@ fn shell_words(words: &[String]) -> String {
         .join(" ")
 }
 
-/// TODO(verdict): the placeholder of the verdict (the `verdict` branch's
-/// type in lotus-core replaces it when merged): a headline and the points
-/// under it, shown first on the page.
+/// A run's verdict as the page shows it (from [`lotus_core::Verdict`]):
+/// the facts in one sentence and what would help, one a line.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct VerdictPlaceholder {
+pub(crate) struct VerdictView {
+    /// The run's label (shown where the page has several runs).
+    pub(crate) label: Option<String>,
     /// One sentence.
     pub(crate) headline: String,
     /// What would help, one a line.
     pub(crate) points: Vec<String>,
+}
+
+impl VerdictView {
+    /// The view of `v`, labelled `label` where the page has several runs.
+    pub(crate) fn of(v: &lotus_core::Verdict, label: Option<String>) -> VerdictView {
+        let facts = v.facts();
+        let mut headline = facts.join("; ");
+        if let Some(first) = headline.get(..1) {
+            headline = first.to_uppercase() + &headline[1..] + ".";
+        }
+        VerdictView {
+            label,
+            headline,
+            points: v.advice.iter().map(|a| a.text.clone()).collect(),
+        }
+    }
 }
 
 /// Everything the template renders.
@@ -467,9 +484,8 @@ pub(crate) struct PageContext {
     pub(crate) outliers: String,
     /// One per configuration.
     pub(crate) runs: Vec<RunInfo>,
-    /// The verdict, when there is one. TODO(verdict): the lead swaps the
-    /// placeholder for the verdict type.
-    pub(crate) verdict: Option<VerdictPlaceholder>,
+    /// Each run's verdict (none where the page has no trace).
+    pub(crate) verdicts: Vec<VerdictView>,
     /// A few figures at a glance (until the verdict lands, and beside it).
     pub(crate) summary: Vec<Vec<Part>>,
     /// The timelines, one per configuration.
@@ -554,10 +570,11 @@ mod tests {
             version: "0",
             outliers: "x".into(),
             runs: vec![RunInfo::of("a", Path::new("/t"), None, &[], None)],
-            verdict: Some(VerdictPlaceholder {
+            verdicts: vec![VerdictView {
+                label: None,
                 headline: "Training waited for data 40% of the loop.".into(),
                 points: vec!["Use more workers.".into()],
-            }),
+            }],
             summary: vec![vec![text("figures")]],
             timelines: Vec::new(),
             blocks: vec![heading(2, "Ops")],
@@ -567,7 +584,7 @@ mod tests {
         assert!(at("data-run=") < at("id=\"verdict\""));
         assert!(at("Training waited") < at("id=\"summary\""));
         assert!(at("Use more workers.") < at("<h2>Ops</h2>"));
-        ctx.verdict = None;
+        ctx.verdicts.clear();
         assert!(!render(&ctx, &[]).expect("page").contains("id=\"verdict\""));
     }
 

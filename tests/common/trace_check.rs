@@ -144,10 +144,7 @@ pub fn check_stats(got: &Value, logs: &[&Log], delays: &[i64], what: &str) {
         }
     }
     // Every line the stats read, the threads the tracer named included.
-    let events: usize = logs
-        .iter()
-        .map(|l| l.events.len() + l.threads.len())
-        .sum();
+    let events: usize = logs.iter().map(|l| l.events.len() + l.threads.len()).sum();
     assert_eq!(
         got["events"].as_u64(),
         Some(events as u64),
