@@ -594,7 +594,7 @@ mod tests {
             version: "0",
             outliers: "x".into(),
             runs: Vec::new(),
-            verdict: None,
+            verdicts: Vec::new(),
             summary: vec![vec![text("<script>alert(1)</script>\x1b[31m\"'")]],
             timelines: Vec::new(),
             blocks: vec![Block::Table {
