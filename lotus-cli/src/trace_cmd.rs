@@ -1445,9 +1445,10 @@ impl OpArgs {
 
     /// After the run: warns of each `--op` no process matched (the tracer
     /// leaves `op_matched_<n>` in the private status folder for the n-th),
-    /// and, where the tracer asked for it (`note_finer_spans`: Python before
-    /// 3.12 and no `--op`), says once how to get spans finer than a
-    /// dataset's.
+    /// and, where the tracer asked for it (`note_finer_spans`: a dataset's
+    /// own code ran as one span, on Python before 3.12 or with
+    /// `LOTUS_TRACE_FINER=0`, and no `--op`), says once how to get spans
+    /// finer than a dataset's.
     pub fn report(&self, status: &Path) {
         for (n, spec) in self.ops.iter().enumerate() {
             if !status.join(format!("op_matched_{n}")).exists() {
@@ -1458,7 +1459,7 @@ impl OpArgs {
         }
         if self.ops.is_empty() && status.join("note_finer_spans").exists() {
             crate::usage::note!(
-                "lotus: note: on this Python (before 3.12) spans stop at each dataset's __getitem__; name the functions it calls with --op MODULE:QUALNAME (or mark them with lotus_trace.span / lotus_trace.wrap) to see them as ops"
+                "lotus: note: spans stop at each dataset's __getitem__ here (the calls in it are spans of their own with no flag on Python 3.12+); name the functions it calls with --op MODULE:QUALNAME (or mark them with lotus_trace.span / lotus_trace.wrap) to see them as ops"
             );
         }
     }

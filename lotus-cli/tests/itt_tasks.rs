@@ -495,6 +495,9 @@ with ittapi.task("Parent", domain=domain):
     for entry in std::fs::read_dir(&trace).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "lotus.run" {
+            continue; // the run's record (command, host, ...), not a log
+        }
         // The role is in the name: the child's log is a worker's.
         let role_pid = name.strip_prefix("lotus.itt_").unwrap().to_string();
         let text = std::fs::read_to_string(&path).unwrap();

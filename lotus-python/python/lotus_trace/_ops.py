@@ -159,16 +159,28 @@ def _hook_module(module, names):
 
 def at_dataloader():
     """At a worker's start and the main process's first batch: wraps the
-    script's functions the specs name, and, on Python before 3.12 with no
-    --op, has lotus say (once per run) that spans finer than the dataset's
-    need --op (a file `note_finer_spans` in its status folder)."""
+    script's functions the specs name."""
     global _main_done
     if _main_done:
         return
-    if not _specs and sys.version_info < (3, 12):
-        _status_mark("note_finer_spans")
     wrap_main()
     _main_done = True
+
+
+_finer_noted = False
+
+
+def note_finer():
+    """A dataset's own code (not torchvision's DatasetFolder, whose loader
+    and transforms are spans already) ran as one span where spans finer
+    than it cannot be had (Python before 3.12, or LOTUS_TRACE_FINER=0):
+    with no --op, lotus says once per run how to see inside it (a file
+    `note_finer_spans` in its status folder)."""
+    global _finer_noted
+    if _finer_noted or _specs:
+        return
+    _finer_noted = True
+    _status_mark("note_finer_spans")
 
 
 def wrap_main():

@@ -500,7 +500,7 @@ def _patch_fetch(mod):
                 raise StopIteration
             name = _dataset_name(self.dataset)
             it = self.dataset_iter
-            step = _dataset_op(name, next, _finer.dataset_code(it) if _finer.available() else None)
+            step = _dataset_op(name, next, _finer_code(it))
             if self.auto_collation:
                 data = []
                 for _ in possibly_batched_index:
@@ -560,10 +560,17 @@ def _dataset_op(name, get, code=None):
 
 def _getter_code(ds, attr):
     """The code of the inner dataset's `attr` (`__getitem__`,
-    `__getitems__`) for finer spans, or None."""
-    if not _finer.available():
+    `__getitems__`) for finer spans, or None (where finer spans cannot be
+    had, lotus is asked to say how to see inside a dataset's own code)."""
+    return _finer_code(getattr(_inner_dataset(ds), attr, None))
+
+
+def _finer_code(get):
+    code = _finer.dataset_code(get)
+    if code is not None and not _finer.available():
+        _ops.note_finer()
         return None
-    return _finer.dataset_code(getattr(_inner_dataset(ds), attr, None))
+    return code
 
 
 def _collate_swapping_fetch(orig):
