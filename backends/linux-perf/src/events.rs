@@ -27,8 +27,9 @@ use perf_event::{Builder, Clock, Counter, ReadFormat, Sampler};
 
 use crate::counting::CounterKind;
 use crate::error::{event_io, is_permission, mmap_error, open_error};
-use crate::records::{READ_FORMAT, SAMPLE_TYPE, SAMPLE_TYPE_READ};
+use crate::records::{ReadKind, MAX_CHAIN, READ_FORMAT, SAMPLE_TYPE, SAMPLE_TYPE_READ};
 use crate::sample_read::{SampleCounters, UnsupportedCounters};
+use perf_event::SampleFlag;
 
 /// Ring buffer data size per CPU for samples: 256 KiB holds about 5,000
 /// samples, half a second at 10 kHz, while the drain thread reads every
@@ -56,6 +57,9 @@ pub(crate) struct Streams {
     pub members: Vec<Counter>,
     /// The counters read with each sample.
     pub counters: SampleCounters,
+    /// Where the samplers take call chains: after read values of this
+    /// kind (the same on every CPU).
+    pub chain: Option<ReadKind>,
 }
 
 /// Enables and disables a set of events by ioctl, and reads their counts.
@@ -184,6 +188,7 @@ pub(crate) fn open(
     kernel: bool,
     counters: &[CounterKind],
     separate: bool,
+    chains: bool,
 ) -> Result<Streams, ProfilerError> {
     let open = |counters: &[CounterKind]| {
         open_with(
@@ -193,7 +198,7 @@ pub(crate) fn open(
             sampling,
             kernel,
             counters,
-            separate,
+            (separate, chains),
         )
     };
     match open(counters)? {
@@ -221,7 +226,7 @@ fn open_with(
     sampling: bool,
     mut kernel: bool,
     counters: &[CounterKind],
-    separate: bool,
+    (separate, chains): (bool, bool),
 ) -> Result<Result<Streams, String>, ProfilerError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
         backend: crate::BACKEND.into(),
@@ -233,6 +238,7 @@ fn open_with(
     let mut members = Vec::with_capacity(cpus.len() * counters.len());
     let read = !counters.is_empty();
     let mut own_read = separate;
+    let mut chain_kind: Option<ReadKind> = None;
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
         let build = |kernel: bool, own_read: bool| {
@@ -252,8 +258,17 @@ fn open_with(
                 .clockid(Clock::MONOTONIC)
                 .wakeup_watermark(SAMPLE_BUFFER / 4)
                 .enabled(sampling);
+            // Call chains follow every other field of a sample: their
+            // own flag, the kernel asked for no more than MAX_CHAIN frames.
+            let chain = if chains {
+                b.sample_max_stack(MAX_CHAIN);
+                SampleFlag::CALLCHAIN
+            } else {
+                SampleFlag::empty()
+            };
+            b.sample(SAMPLE_TYPE | chain);
             if read {
-                b.sample(SAMPLE_TYPE_READ).read_format(READ_FORMAT);
+                b.sample(SAMPLE_TYPE_READ | chain).read_format(READ_FORMAT);
             } else {
                 // The count alone (the crate's default adds the enabled
                 // and running times): what the thread's exit record and
@@ -267,7 +282,7 @@ fn open_with(
                     // a thread that exits take away the timer progress
                     // of the one that ran before it (see
                     // `crate::coverage`).
-                    b.sample(SAMPLE_TYPE_READ);
+                    b.sample(SAMPLE_TYPE_READ | chain);
                 }
             }
             b.build()
@@ -285,6 +300,20 @@ fn open_with(
         {
             own_read = false;
             counter = build(kernel, false);
+        }
+        let kind = if read {
+            ReadKind::Group
+        } else if own_read {
+            ReadKind::Own
+        } else {
+            ReadKind::Nothing
+        };
+        if chains && *chain_kind.get_or_insert(kind) != kind {
+            // Never so far: the first CPU's fallback holds for the rest.
+            return Err(ProfilerError::Other {
+                backend: crate::BACKEND.into(),
+                message: format!("{what}: the samplers read differently on different CPUs"),
+            });
         }
         let mut counter = match counter {
             Ok(c) => c,
@@ -363,6 +392,7 @@ fn open_with(
             read: counters.to_vec(),
             unsupported: None,
         },
+        chain: chain_kind,
     }))
 }
 

@@ -213,6 +213,26 @@ pub struct PerfOptions {
     /// Whether each thread keeps its own sampling timer (the default;
     /// reading counters with each sample keeps them separate anyway).
     pub thread_timers: ThreadTimers,
+    /// Whether each streamed sample carries its call stack
+    /// ([`LinuxPerf::start_streaming`] only). None by default.
+    pub stacks: CallStacks,
+}
+
+/// Whether each streamed sample carries its call stack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallStacks {
+    /// No stacks: each sample names the function it landed in.
+    #[default]
+    None,
+    /// The kernel's call chain, kernel and user frames, walked by frame
+    /// pointers (`PERF_SAMPLE_CALLCHAIN`), at most 127 entries
+    /// (`sample_max_stack`): complete where the code keeps frame
+    /// pointers; where it does not, the chain stops or skips at its
+    /// first function without one. Each frame is named as the sampled
+    /// function is; the stacks go to the sink deduplicated
+    /// ([`lotus_core::trace::samples::StackNode`]).
+    FramePointers,
 }
 
 impl PerfOptions {
@@ -231,6 +251,12 @@ impl PerfOptions {
     /// Settings with kernel sampling as `kernel` says.
     pub fn with_kernel(mut self, kernel: KernelSampling) -> Self {
         self.kernel = kernel;
+        self
+    }
+
+    /// Settings with call stacks as `stacks` says.
+    pub fn with_stacks(mut self, stacks: CallStacks) -> Self {
+        self.stacks = stacks;
         self
     }
 
@@ -329,6 +355,7 @@ impl LinuxPerf {
             want_kernel,
             sample_counters,
             perf.thread_timers == ThreadTimers::Separate,
+            sink.is_some() && perf.stacks == CallStacks::FramePointers,
         )
         .and_then(|streams| {
             let counters = counting::Counters::open(pid, running)?;
@@ -349,6 +376,7 @@ impl LinuxPerf {
             separate_threads,
             members,
             counters: sample_counters,
+            chain,
         } = streams;
         if want_kernel && !kernel {
             notes.push(error::kernel_refused_note());
@@ -363,6 +391,7 @@ impl LinuxPerf {
             options.window_stamps,
             1_000_000_000 / frequency_hz.max(1),
             kernel,
+            chain,
         ) {
             Ok(d) => d,
             Err(e) => {
