@@ -37,6 +37,25 @@ use lotus_core::{CollectOptions, Collection, Target};
 /// group (the backend puts it there), so lotus passes the interrupt on.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// `trace run --stacks`'s choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StackMode {
+    /// The sampled function alone.
+    None,
+    /// The kernel's frame-pointer call chain with every sample.
+    Fp,
+}
+
+impl StackMode {
+    /// The name `<prefix>.sampling` gives it (`stacks=`).
+    pub fn name(self) -> &'static str {
+        match self {
+            StackMode::None => "none",
+            StackMode::Fp => "fp",
+        }
+    }
+}
+
 /// The sampling frequency when `--frequency` is not given (Hz).
 pub const DEFAULT_FREQUENCY_HZ: u64 = 1000;
 
@@ -281,6 +300,7 @@ pub fn run(
     prefix: &str,
     frequency: u64,
     counters: &CounterList,
+    stacks: StackMode,
     keep_fds: &[std::os::fd::RawFd],
 ) -> Result<ExitStatus> {
     let files = SampleFiles::of(out, prefix);
@@ -305,14 +325,19 @@ pub fn run(
     let mut options = CollectOptions::default();
     options.frequency_hz = Some(frequency);
     options.whole_program = true;
-    let perf = PerfOptions::default().with_sample_counters(counters.0.clone());
+    let perf = PerfOptions::default()
+        .with_sample_counters(counters.0.clone())
+        .with_stacks(match stacks {
+            StackMode::None => lotus_backend_perf::CallStacks::None,
+            StackMode::Fp => lotus_backend_perf::CallStacks::FramePointers,
+        });
     let writer = match SamplesWriter::create(out, prefix) {
         Ok(w) => w,
         Err(e) => {
             // `prepare` left none: what is there now is this run's, cut
             // short (one created, the next refused). Leave nothing that
             // would block the next run.
-            for path in [&files.samples, &files.symbols] {
+            for path in [&files.samples, &files.symbols, &files.stacks] {
                 if path
                     .symlink_metadata()
                     .is_ok_and(|m| m.is_file() && m.len() <= 64)
@@ -331,6 +356,7 @@ pub fn run(
             // Nothing was sampled: leave no empty sample files behind.
             let _ = std::fs::remove_file(&files.samples);
             let _ = std::fs::remove_file(&files.symbols);
+            let _ = std::fs::remove_file(&files.stacks);
             return unavailable(cmd, &files, format!("perf sampling could not start: {e}"));
         }
     };
@@ -357,6 +383,7 @@ pub fn run(
             ("interval_ns", (1_000_000_000 / hz.max(1)).to_string()),
             ("clock", "monotonic".to_string()),
             ("kernel", u8::from(kernel).to_string()),
+            ("stacks", stacks.name().to_string()),
         ];
         if let Some(c) = cost {
             pairs.push((
@@ -390,6 +417,7 @@ pub fn run(
                 drop(collection);
                 let _ = std::fs::remove_file(&files.samples);
                 let _ = std::fs::remove_file(&files.symbols);
+                let _ = std::fs::remove_file(&files.stacks);
                 return Err(e);
             }
         };
@@ -489,6 +517,8 @@ fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
     let mut pairs = vec![
         ("samples", stream.samples.to_string()),
         ("symbols", stream.symbols.to_string()),
+        ("stack_count", stream.stacks.to_string()),
+        ("deep_samples", stream.deep_samples.to_string()),
         ("lost", report.total.lost.to_string()),
     ];
     match &stream.error {
