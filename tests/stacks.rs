@@ -192,7 +192,7 @@ fn a_damaged_stacks_file_is_named_and_the_rest_analysed() {
     // there on are gone, and those that named them too.
     let kept: Vec<&str> = text.lines().take(4).collect();
     let mut cut = kept[..3].join("\n") + "\n";
-    cut += &kept.get(3).map_or("", |l| &l[..l.len() / 2]).to_string();
+    cut += kept.get(3).map_or("", |l| &l[..l.len() / 2]);
     std::fs::write(&stacks, cut).expect("cut");
     let (lines, err) = folded(&out);
     assert!(
@@ -201,4 +201,18 @@ fn a_damaged_stacks_file_is_named_and_the_rest_analysed() {
     );
     let rows = row_samples(&out);
     assert_eq!(sums(&lines, &rows), rows);
+}
+
+#[test]
+fn folded_needs_a_sampled_trace_folder() {
+    let err = common::lotus_usage_error(&[
+        "attribute",
+        "--mapping",
+        "m.json",
+        "--profile",
+        "p.json",
+        "--format",
+        "folded",
+    ]);
+    assert!(err.contains("--format folded needs call stacks"), "{err}");
 }

@@ -177,9 +177,10 @@ pub(crate) fn max_sample_rate() -> Option<u64> {
 /// and the kernel allows it ([`Streams::kernel`] says whether it did).
 /// Each sampler reads `counters` with every sample where the kernel
 /// allows it; where it does not, the samplers open without them and
-/// [`Streams::counters`] says why. With `separate`, the samplers read
-/// with each sample anyway, where the kernel allows it, to keep each
-/// thread's timer its own ([`crate::ThreadTimers`]).
+/// [`Streams::counters`] says why. With `extra.separate`, the samplers
+/// read with each sample anyway, where the kernel allows it, to keep each
+/// thread's timer its own ([`crate::ThreadTimers`]); with `extra.chains`
+/// they take the call chain ([`Streams::chain`]).
 pub(crate) fn open(
     pid: u32,
     cpus: &[usize],
@@ -187,19 +188,10 @@ pub(crate) fn open(
     sampling: bool,
     kernel: bool,
     counters: &[CounterKind],
-    separate: bool,
-    chains: bool,
+    extra: Extra,
 ) -> Result<Streams, ProfilerError> {
     let open = |counters: &[CounterKind]| {
-        open_with(
-            pid,
-            cpus,
-            frequency_hz,
-            sampling,
-            kernel,
-            counters,
-            (separate, chains),
-        )
+        open_with(pid, cpus, frequency_hz, sampling, kernel, counters, extra)
     };
     match open(counters)? {
         Ok(streams) => Ok(streams),
@@ -217,6 +209,16 @@ pub(crate) fn open(
     }
 }
 
+/// What else the samplers take with each sample.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Extra {
+    /// Read their own count, where the kernel allows it, to keep each
+    /// thread's timer its own ([`crate::ThreadTimers`]).
+    pub separate: bool,
+    /// The call chain ([`crate::CallStacks::FramePointers`]).
+    pub chains: bool,
+}
+
 /// [`open`]; the inner `Err` is the kernel's refusal of the counters
 /// (everything opened is closed again then).
 fn open_with(
@@ -226,7 +228,7 @@ fn open_with(
     sampling: bool,
     mut kernel: bool,
     counters: &[CounterKind],
-    (separate, chains): (bool, bool),
+    Extra { separate, chains }: Extra,
 ) -> Result<Result<Streams, String>, ProfilerError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
         backend: crate::BACKEND.into(),

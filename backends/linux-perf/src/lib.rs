@@ -354,8 +354,10 @@ impl LinuxPerf {
             running,
             want_kernel,
             sample_counters,
-            perf.thread_timers == ThreadTimers::Separate,
-            sink.is_some() && perf.stacks == CallStacks::FramePointers,
+            events::Extra {
+                separate: perf.thread_timers == ThreadTimers::Separate,
+                chains: sink.is_some() && perf.stacks == CallStacks::FramePointers,
+            },
         )
         .and_then(|streams| {
             let counters = counting::Counters::open(pid, running)?;

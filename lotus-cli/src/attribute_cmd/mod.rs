@@ -247,6 +247,14 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
             "give a sampled trace folder (lotus attribute DIR) or --mapping and --profile",
         ));
     };
+    if args.format == Some(AttributeFormat::Folded)
+        || (args.format.is_none()
+            && args.out.as_deref().map(AttributeFormat::from_path) == Some(AttributeFormat::Folded))
+    {
+        return Err(crate::usage::usage(
+            "--format folded needs call stacks: give a sampled trace folder (lotus attribute DIR), traced with `lotus trace run --sample`",
+        ));
+    }
     let mapping = load_mapping(mapping_path)?;
     let op_times = args.op_times.as_deref().map(load_op_times).transpose()?;
     let match_mode = match args.match_mode {
@@ -277,11 +285,6 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
         Some(p) => AttributeFormat::from_path(p),
         None => AttributeFormat::Table,
     });
-    if format == AttributeFormat::Folded {
-        return Err(crate::usage::usage(
-            "--format folded needs call stacks: give a sampled trace folder (lotus attribute DIR), traced with `lotus trace run --sample`",
-        ));
-    }
     let notes_to_stderr =
         args.out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv);
     for (p, a) in profiles.iter().zip(&results) {
