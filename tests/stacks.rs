@@ -216,3 +216,27 @@ fn folded_needs_a_sampled_trace_folder() {
     ]);
     assert!(err.contains("--format folded needs call stacks"), "{err}");
 }
+
+/// A received folder whose `lotus.stacks` is a fifo or a link out of the
+/// folder: refused at once, by name (never opened, never waited on).
+#[test]
+fn a_stacks_file_that_is_a_fifo_or_a_link_out_is_refused_by_name() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = trace(tmp.path(), "fp");
+    let stacks = Path::new(&out).join("lotus.stacks");
+    for make in ["fifo", "link"] {
+        std::fs::remove_file(&stacks).expect("rm");
+        if make == "fifo" {
+            let c = std::ffi::CString::new(stacks.to_str().expect("utf-8")).expect("c");
+            // SAFETY: a valid C string; mkfifo has no other preconditions.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &stacks).expect("link");
+        }
+        let o = lotus_env(&["attribute", &out, "--format", "folded"], &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{make}: {err}");
+        assert!(err.contains("lotus.stacks"), "{make}: {err}");
+        assert!(!err.contains("panicked"), "{make}: {err}");
+    }
+}
