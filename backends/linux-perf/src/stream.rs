@@ -1,12 +1,15 @@
 //! Every sample as it comes, to a [`SampleSink`] (`lotus trace run
 //! --sample`): the drain thread hands each round's samples, already placed
 //! in their module, to a writer thread that names the new locations, gives
-//! each (function, module) an id, and writes symbols then samples.
+//! each (function, module) an id and, with call stacks, each distinct
+//! stack an id (a prefix tree of (caller stack, function) pairs), and
+//! writes symbols, then stacks, then samples.
 //!
 //! A thread of its own because naming code (reading ELF symbol tables) is
 //! slow next to draining ring buffers: the drain thread must not fall
 //! behind. The queue between them is bounded by samples, so memory is
-//! too: if the writer falls more than [`QUEUED_SAMPLES`] samples behind,
+//! too: if the writer falls more than [`QUEUED_SAMPLES`] samples behind
+//! (a call stack's frames counted as the part of a sample their memory is),
 //! the drain thread waits, and the kernel counts what it could not buffer
 //! as lost samples. The bound is in samples, not rounds, because the
 //! writer's stalls are long and rare: the first sample in a large library
@@ -31,8 +34,18 @@ use crate::model::{Location, Module};
 use crate::symbolize::LocationNamer;
 
 /// Samples queued between the drain thread and the writer, at most: about
-/// 40 MiB, two minutes of a busy two-CPU job at 4 kHz.
+/// 40 MiB, two minutes of a busy two-CPU job at 4 kHz. The frames of a
+/// queued call stack count as the share of a sample their memory is
+/// ([`queued_weight`]), so stacks do not raise the bound's memory.
 pub(crate) const QUEUED_SAMPLES: usize = 1 << 20;
+
+/// What a round holds against [`QUEUED_SAMPLES`]: a sample each, and its
+/// frames as many samples as their bytes make.
+fn queued_weight(round: &[Placed]) -> usize {
+    let per_sample = std::mem::size_of::<Placed>() / std::mem::size_of::<Location>();
+    let frames: usize = round.iter().map(|p| p.frames.len()).sum();
+    round.len() + frames / per_sample.max(1)
+}
 
 /// One sample placed in its module.
 #[derive(Debug, Clone)]
@@ -145,8 +158,9 @@ impl Stream {
             let _ = self.tx.send(Message::Modules(new));
         }
         let round = std::mem::take(&mut self.round);
-        self.queue.wait_for_room(round.len());
-        self.queue.samples.fetch_add(round.len(), Ordering::AcqRel);
+        let weight = queued_weight(&round);
+        self.queue.wait_for_room(weight);
+        self.queue.samples.fetch_add(weight, Ordering::AcqRel);
         let _ = self.tx.send(Message::Samples(round));
     }
 }
@@ -207,7 +221,9 @@ fn write(
         };
         // Counted off before the work: the bound is on samples held here
         // and in the channel, and this round is held until the loop ends.
-        queue.samples.fetch_sub(round.len(), Ordering::AcqRel);
+        queue
+            .samples
+            .fetch_sub(queued_weight(&round), Ordering::AcqRel);
         if summary.error.is_some() {
             continue;
         }
@@ -346,6 +362,19 @@ mod tests {
             counters: CounterValues::default(),
             frames: Vec::new(),
         }
+    }
+
+    /// A queued stack counts by its memory: 127 frames weigh several
+    /// samples, no frames none more than the sample.
+    #[test]
+    fn queued_stacks_count_against_the_bound_by_their_memory() {
+        let bare = vec![placed(1); 10];
+        assert_eq!(queued_weight(&bare), 10);
+        let mut deep = placed(1);
+        deep.frames = vec![Location::Unmapped; 127];
+        let per = std::mem::size_of::<Placed>() / std::mem::size_of::<Location>();
+        assert_eq!(queued_weight(&[deep]), 1 + 127 / per);
+        assert!(queued_weight(&[placed(2)]) == 1 && per >= 2, "{per}");
     }
 
     /// Stacks are a prefix tree: a shared caller chain is stored once,

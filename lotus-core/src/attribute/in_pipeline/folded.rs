@@ -104,26 +104,26 @@ pub fn folded_folder(
     let mut counts: HashMap<(Target, Key), u64> = HashMap::new();
     let (mut missing, mut with_id) = (0u64, 0u64);
     let mut frames = Vec::new();
-    let mut deep_of: HashMap<u32, bool> = HashMap::new();
+    // Each stack id's depth, once walked (None: it has no line).
+    let mut depth_of: HashMap<u32, Option<usize>> = HashMap::new();
     let mut deep_samples = 0u64;
     let total = trace.credit(|c| {
         let key = if c.stack == 0 {
             Key::Leaf(c.sample.symbol)
         } else {
             with_id += 1;
-            let deep = *deep_of.entry(c.stack).or_insert_with(|| {
-                if stacks.frames(c.stack, &mut frames) {
-                    frames.len() >= 2
-                } else {
-                    false
+            let depth = *depth_of
+                .entry(c.stack)
+                .or_insert_with(|| stacks.frames(c.stack, &mut frames).then_some(frames.len()));
+            match depth {
+                Some(depth) => {
+                    deep_samples += u64::from(depth >= 2);
+                    Key::Stack(c.stack)
                 }
-            });
-            deep_samples += u64::from(deep);
-            if deep || stacks.frames(c.stack, &mut frames) {
-                Key::Stack(c.stack)
-            } else {
-                missing += 1;
-                Key::Leaf(c.sample.symbol)
+                None => {
+                    missing += 1;
+                    Key::Leaf(c.sample.symbol)
+                }
             }
         };
         *counts.entry((c.target, key)).or_default() += 1;
