@@ -184,3 +184,114 @@ pub fn folded_folder(
         notes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::samples::{
+        Sample, SampleFiles, SampleSink, SamplesWriter, StackNode, Symbol,
+    };
+
+    /// A worker (pid 10) whose main thread runs op A over [1000, 2000),
+    /// sampled every 100 ns with stacks: in A, `main;outer;inner` (one
+    /// sample's stack is missing from the file, one's is caught in a
+    /// cycle, one has none); outside A, `main;outer` and a kernel frame.
+    fn folder() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tmp");
+        let off = 1_000_000u64;
+        let log = format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
+             SA;B,{},1000,kind=op\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
+            1000 + off,
+            5000 + off
+        );
+        std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
+        let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
+        w.with_stacks().expect("stacks");
+        w.symbols(&[
+            (0, Symbol::new("main", "/bin/x")),
+            (1, Symbol::new("outer", "/bin/x")),
+            (2, Symbol::new("inner", "/bin/x")),
+            (3, Symbol::new("do_page_fault", "[kernel]")),
+        ])
+        .expect("symbols");
+        w.stacks(&[
+            StackNode::new(1, 0, 0),
+            StackNode::new(2, 1, 1),
+            StackNode::new(3, 2, 2),
+            StackNode::new(4, 2, 3),
+        ])
+        .expect("stacks");
+        let (mut samples, mut ids) = (Vec::new(), Vec::new());
+        for t in (0..5000u64).step_by(100) {
+            let in_a = (1000..2000).contains(&t);
+            samples.push(Sample {
+                time_ns: t,
+                pid: 10,
+                tid: 10,
+                symbol: if in_a { 2 } else { 3 },
+                kernel: !in_a,
+                counters: Default::default(),
+            });
+            ids.push(match t {
+                1100 => 42,
+                1200 => 6,
+                1300 => 0,
+                _ if in_a => 3,
+                _ => 4,
+            });
+        }
+        w.samples_with_stacks(&samples, &ids).expect("samples");
+        w.finish().expect("finish");
+        let files = SampleFiles::of(dir.path(), "lotus");
+        // A cycle: 5 under 6 and 6 under 5; neither can be read.
+        let mut text = std::fs::read_to_string(&files.stacks).expect("stacks");
+        text += "5\t6\t1\n6\t5\t1\n";
+        std::fs::write(&files.stacks, text).expect("cycle");
+        crate::trace::samples::write_sampling(
+            &files.sampling,
+            &[
+                ("status", "complete".into()),
+                ("frequency_hz", "10000000".into()),
+                ("interval_ns", "100".into()),
+            ],
+        )
+        .expect("sampling");
+        dir
+    }
+
+    #[test]
+    fn each_row_folds_its_stacks_and_bad_stacks_fall_back_to_the_leaf() {
+        let dir = folder();
+        let f = folded_folder(dir.path(), "lotus", Budget::default()).expect("folded");
+        let lines: Vec<(&str, u64)> = f.lines.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+        assert_eq!(
+            lines,
+            vec![
+                // The op's path is its root frames; the three samples
+                // without a readable stack show their own function.
+                ("A:B;inner", 3),
+                ("A:B;main;outer;inner", 7),
+                ("outside any op (worker);main;outer;do_page_fault_[k]", 40),
+            ],
+            "{}",
+            f.text()
+        );
+        assert_eq!(f.samples, 50);
+        assert_eq!(f.deep_samples, 47);
+        assert_eq!(f.row_samples["A:B"], 10);
+        assert_eq!(f.row_samples["outside any op (worker)"], 40);
+        let notes = f.notes.join("\n");
+        assert!(
+            notes.contains("lotus.stacks: 2 line(s) skipped")
+                && notes.contains("its parent 6 is not a stack of an earlier line"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("lotus.stacks: 2 samples name a stack that has no line there"),
+            "{notes}"
+        );
+        assert!(f.text().ends_with(" 40\n"));
+    }
+}
