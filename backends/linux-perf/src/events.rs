@@ -171,6 +171,24 @@ pub(crate) fn max_sample_rate() -> Option<u64> {
         .ok()
 }
 
+/// The most call-chain entries to ask the kernel for: [`MAX_CHAIN`], or
+/// less where `kernel.perf_event_max_stack` is set lower (asking for more
+/// than it allows is refused with `EOVERFLOW`).
+pub(crate) fn max_chain() -> u16 {
+    chain_cap(
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok()),
+    )
+}
+
+fn chain_cap(sysctl: Option<u64>) -> u16 {
+    match sysctl {
+        Some(n) => u16::try_from(n).unwrap_or(u16::MAX).clamp(1, MAX_CHAIN),
+        None => MAX_CHAIN,
+    }
+}
+
 /// Opens the samplers and side-band events on `pid` for every CPU in
 /// `cpus`, sampling at `frequency_hz`; the samplers start enabled when
 /// `sampling` is true, and sample kernel mode too when `kernel` is true
@@ -241,6 +259,7 @@ fn open_with(
     let read = !counters.is_empty();
     let mut own_read = separate;
     let mut chain_kind: Option<ReadKind> = None;
+    let max_stack = max_chain();
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
         let build = |kernel: bool, own_read: bool| {
@@ -263,7 +282,7 @@ fn open_with(
             // Call chains follow every other field of a sample: their
             // own flag, the kernel asked for no more than MAX_CHAIN frames.
             let chain = if chains {
-                b.sample_max_stack(MAX_CHAIN);
+                b.sample_max_stack(max_stack);
                 SampleFlag::CALLCHAIN
             } else {
                 SampleFlag::empty()
@@ -463,6 +482,15 @@ pub(crate) fn monotonic_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_chain_cap_follows_a_lower_sysctl() {
+        assert_eq!(chain_cap(None), MAX_CHAIN);
+        assert_eq!(chain_cap(Some(64)), 64);
+        assert_eq!(chain_cap(Some(1000)), MAX_CHAIN);
+        assert_eq!(chain_cap(Some(0)), 1);
+        assert_eq!(chain_cap(Some(u64::MAX)), MAX_CHAIN);
+    }
 
     #[test]
     fn cpu_lists() {
