@@ -530,10 +530,19 @@ fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
             pairs.push(("write_error", e.clone()));
         }
         None => crate::usage::say!(
-            "lotus: {} samples at {} Hz ({} functions){}",
+            "lotus: {} samples at {} Hz ({} functions{}){}",
             stream.samples,
             report.frequency_hz,
             stream.symbols,
+            if stream.stacks > 0 {
+                format!(
+                    ", {} call stacks, {:.0}% of the samples with a caller",
+                    stream.stacks,
+                    stream.deep_samples as f64 * 100.0 / stream.samples.max(1) as f64
+                )
+            } else {
+                String::new()
+            },
             if report.total.lost > 0 {
                 format!(", {} lost", report.total.lost)
             } else {
