@@ -362,6 +362,20 @@ pub fn run(
     };
     let hz = collection.frequency_hz();
     let kernel = collection.kernel_samples();
+    // What the samples carry: `fp` asked for and refused is said here,
+    // and the kernel's reason in a note of the sampling description.
+    let asked = stacks;
+    let stacks = if collection.call_stacks() {
+        StackMode::Fp
+    } else {
+        StackMode::None
+    };
+    if asked != stacks {
+        crate::usage::say!(
+            "lotus: the kernel refused call stacks here: the samples carry none (why: a note in {})",
+            files.sampling.display()
+        );
+    }
     let counters = counter_pairs(collection.sample_counters());
     if let Some(note) = collection.sample_counters().unsupported_note() {
         crate::usage::say!("lotus: {note}; the samples carry no counters");

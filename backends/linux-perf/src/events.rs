@@ -60,6 +60,9 @@ pub(crate) struct Streams {
     /// Where the samplers take call chains: after read values of this
     /// kind (the same on every CPU).
     pub chain: Option<ReadKind>,
+    /// Call chains were asked for and the kernel refused them: its
+    /// reason (the samplers opened without them).
+    pub chain_refused: Option<String>,
 }
 
 /// Enables and disables a set of events by ioctl, and reads their counts.
@@ -246,7 +249,10 @@ fn open_with(
     sampling: bool,
     mut kernel: bool,
     counters: &[CounterKind],
-    Extra { separate, chains }: Extra,
+    Extra {
+        separate,
+        mut chains,
+    }: Extra,
 ) -> Result<Result<Streams, String>, ProfilerError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
         backend: crate::BACKEND.into(),
@@ -259,10 +265,11 @@ fn open_with(
     let read = !counters.is_empty();
     let mut own_read = separate;
     let mut chain_kind: Option<ReadKind> = None;
+    let mut chain_refused = None;
     let max_stack = max_chain();
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
-        let build = |kernel: bool, own_read: bool| {
+        let build = |kernel: bool, own_read: bool, chains: bool| {
             let mut b = Builder::new(Software::CPU_CLOCK);
             b.observe_pid(pid)
                 .one_cpu(cpu)
@@ -308,19 +315,30 @@ fn open_with(
             }
             b.build()
         };
-        let mut counter = build(kernel, own_read);
+        let mut counter = build(kernel, own_read, chains);
         // Kernel mode needs perf_event_paranoid <= 1 or CAP_PERFMON:
         // without, sample user mode only (on every CPU: the first refusal
         // decides).
         if kernel && matches!(&counter, Err(e) if is_permission(e)) {
             kernel = false;
-            counter = build(false, own_read);
+            counter = build(false, own_read, chains);
+        }
+        // Call chains refused: the samples go on without them (the first
+        // CPU decides, so that every sampler's records read the same).
+        if chains && chain_kind.is_none() {
+            let refused;
+            (counter, refused) =
+                without_chains_if_refused(counter, || build(kernel, own_read, false));
+            if let Some(reason) = refused {
+                chains = false;
+                chain_refused = Some(reason);
+            }
         }
         // Reading with each sample of an inherited event needs Linux 6.12.
         if !read && own_read && matches!(&counter, Err(e) if e.raw_os_error() == Some(libc::EINVAL))
         {
             own_read = false;
-            counter = build(kernel, false);
+            counter = build(kernel, false, chains);
         }
         let kind = if read {
             ReadKind::Group
@@ -414,7 +432,26 @@ fn open_with(
             unsupported: None,
         },
         chain: chain_kind,
+        chain_refused,
     }))
+}
+
+/// `built`, a sampler opened with call chains; where the kernel refused
+/// it (other than on permission grounds, which lotus answers by sampling
+/// user mode only) and the same sampler opens without chains, that one
+/// instead, with the kernel's refusal. A run whose chains are refused thus
+/// keeps its samples.
+fn without_chains_if_refused<T>(
+    built: io::Result<T>,
+    without: impl FnOnce() -> io::Result<T>,
+) -> (io::Result<T>, Option<String>) {
+    match built {
+        Err(e) if !is_permission(&e) => match without() {
+            Ok(c) => (Ok(c), Some(e.to_string())),
+            Err(_) => (Err(e), None),
+        },
+        other => (other, None),
+    }
 }
 
 /// Whether a sampler without a group read opens: tells a refused group
@@ -482,6 +519,31 @@ pub(crate) fn monotonic_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refused_chains_fall_back_to_samples_without_them() {
+        let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+        // Opened with chains: kept, nothing retried.
+        let (c, why) =
+            without_chains_if_refused(Ok(1), || -> io::Result<i32> { panic!("not retried") });
+        assert_eq!((c.ok(), why), (Some(1), None));
+        // Refused, and opens without: the plain one, with the reason.
+        let (c, why) = without_chains_if_refused(Err(einval()), || Ok(2));
+        assert_eq!(c.ok(), Some(2));
+        assert!(why.expect("reason").contains("Invalid argument"));
+        // Refused either way: the first error stands, no reason.
+        let (c, why) = without_chains_if_refused::<i32>(Err(einval()), || {
+            Err(io::Error::from_raw_os_error(libc::ENOENT))
+        });
+        assert_eq!(c.expect_err("refused").raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(why, None);
+        // Permission: left to the kernel-mode fallback, not retried here.
+        let (c, why) = without_chains_if_refused::<i32>(
+            Err(io::Error::from_raw_os_error(libc::EACCES)),
+            || panic!("not retried"),
+        );
+        assert!(c.is_err() && why.is_none());
+    }
 
     #[test]
     fn the_chain_cap_follows_a_lower_sysctl() {

@@ -379,7 +379,13 @@ impl LinuxPerf {
             members,
             counters: sample_counters,
             chain,
+            chain_refused,
         } = streams;
+        if let Some(reason) = chain_refused {
+            notes.push(format!(
+                "call stacks: not collected (the kernel refused PERF_SAMPLE_CALLCHAIN: {reason}); each sample names the function it landed in"
+            ));
+        }
         if want_kernel && !kernel {
             notes.push(error::kernel_refused_note());
         } else if !want_kernel {
@@ -414,6 +420,7 @@ impl LinuxPerf {
             collection::Sampling {
                 frequency_hz,
                 kernel,
+                stacks: chain.is_some(),
                 members,
                 counters: sample_counters,
                 stamped: options.window_stamps,
