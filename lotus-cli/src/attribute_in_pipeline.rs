@@ -44,6 +44,16 @@ pub fn run(
     plot: Option<&Path>,
 ) -> Result<ExitCode> {
     let budget = Budget::from_env()?;
+    let format =
+        format.unwrap_or_else(|| out.map_or(AttributeFormat::Table, AttributeFormat::from_path));
+    if format == AttributeFormat::Folded {
+        if plot.is_some() {
+            return Err(crate::usage::usage(
+                "--plot draws the rows' CPU time; leave it out with --format folded",
+            ));
+        }
+        return folded(dir, prefix, budget, out);
+    }
     let mut a = attribute_folder(dir, prefix, budget, top)
         .with_context(|| format!("cannot attribute the samples in {}", dir.display()))?;
     // What the collection knew the samples miss (its `note=` lines), and
@@ -65,8 +75,6 @@ pub fn run(
         write_atomic(path, &svg_of(&a, &colours)?)?;
         crate::usage::note!("lotus: wrote {}", path.display());
     }
-    let format =
-        format.unwrap_or_else(|| out.map_or(AttributeFormat::Table, AttributeFormat::from_path));
     let text = match format {
         AttributeFormat::Json => serde_json::to_string_pretty(&json_of(&a, &verdict))? + "\n",
         AttributeFormat::Csv => csv_of(&a)?,
@@ -82,12 +90,34 @@ pub fn run(
             &(crate::verdict_text::markdown(&verdict) + &table_of(&a, true, top, None)),
         )
         .into_owned(),
+        // Answered before the attribution; here for completeness.
+        AttributeFormat::Folded => return folded(dir, prefix, budget, out),
     };
     if out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv) {
         for note in &a.notes {
             crate::usage::say!("lotus: note: {note}");
         }
     }
+    match out {
+        Some(path) => {
+            write_atomic(path, &text)?;
+            crate::usage::say!("lotus: wrote {}", path.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--format folded`: the collapsed stacks of the folder, each sample
+/// under its row; the notes on standard error.
+fn folded(dir: &Path, prefix: &str, budget: Budget, out: Option<&Path>) -> Result<ExitCode> {
+    let f = lotus_core::attribute::in_pipeline::folded_folder(dir, prefix, budget)
+        .with_context(|| format!("cannot fold the samples in {}", dir.display()))?;
+    for note in &f.notes {
+        crate::usage::say!("lotus: note: {note}");
+    }
+    // Names from the trace: control characters escaped.
+    let text = lotus_core::text::printable(&f.text()).into_owned();
     match out {
         Some(path) => {
             write_atomic(path, &text)?;

@@ -37,6 +37,25 @@ use lotus_core::{CollectOptions, Collection, Target};
 /// group (the backend puts it there), so lotus passes the interrupt on.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// `trace run --stacks`'s choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StackMode {
+    /// The sampled function alone.
+    None,
+    /// The kernel's frame-pointer call chain with every sample.
+    Fp,
+}
+
+impl StackMode {
+    /// The name `<prefix>.sampling` gives it (`stacks=`).
+    pub fn name(self) -> &'static str {
+        match self {
+            StackMode::None => "none",
+            StackMode::Fp => "fp",
+        }
+    }
+}
+
 /// The sampling frequency when `--frequency` is not given (Hz).
 pub const DEFAULT_FREQUENCY_HZ: u64 = 1000;
 
@@ -281,6 +300,7 @@ pub fn run(
     prefix: &str,
     frequency: u64,
     counters: &CounterList,
+    stacks: StackMode,
     keep_fds: &[std::os::fd::RawFd],
 ) -> Result<ExitStatus> {
     let files = SampleFiles::of(out, prefix);
@@ -305,14 +325,19 @@ pub fn run(
     let mut options = CollectOptions::default();
     options.frequency_hz = Some(frequency);
     options.whole_program = true;
-    let perf = PerfOptions::default().with_sample_counters(counters.0.clone());
+    let perf = PerfOptions::default()
+        .with_sample_counters(counters.0.clone())
+        .with_stacks(match stacks {
+            StackMode::None => lotus_backend_perf::CallStacks::None,
+            StackMode::Fp => lotus_backend_perf::CallStacks::FramePointers,
+        });
     let writer = match SamplesWriter::create(out, prefix) {
         Ok(w) => w,
         Err(e) => {
             // `prepare` left none: what is there now is this run's, cut
             // short (one created, the next refused). Leave nothing that
             // would block the next run.
-            for path in [&files.samples, &files.symbols] {
+            for path in [&files.samples, &files.symbols, &files.stacks] {
                 if path
                     .symlink_metadata()
                     .is_ok_and(|m| m.is_file() && m.len() <= 64)
@@ -331,11 +356,26 @@ pub fn run(
             // Nothing was sampled: leave no empty sample files behind.
             let _ = std::fs::remove_file(&files.samples);
             let _ = std::fs::remove_file(&files.symbols);
+            let _ = std::fs::remove_file(&files.stacks);
             return unavailable(cmd, &files, format!("perf sampling could not start: {e}"));
         }
     };
     let hz = collection.frequency_hz();
     let kernel = collection.kernel_samples();
+    // What the samples carry: `fp` asked for and refused is said here,
+    // and the kernel's reason in a note of the sampling description.
+    let asked = stacks;
+    let stacks = if collection.call_stacks() {
+        StackMode::Fp
+    } else {
+        StackMode::None
+    };
+    if asked != stacks {
+        crate::usage::say!(
+            "lotus: the kernel refused call stacks here: the samples carry none (why: a note in {})",
+            files.sampling.display()
+        );
+    }
     let counters = counter_pairs(collection.sample_counters());
     if let Some(note) = collection.sample_counters().unsupported_note() {
         crate::usage::say!("lotus: {note}; the samples carry no counters");
@@ -357,6 +397,7 @@ pub fn run(
             ("interval_ns", (1_000_000_000 / hz.max(1)).to_string()),
             ("clock", "monotonic".to_string()),
             ("kernel", u8::from(kernel).to_string()),
+            ("stacks", stacks.name().to_string()),
         ];
         if let Some(c) = cost {
             pairs.push((
@@ -390,6 +431,7 @@ pub fn run(
                 drop(collection);
                 let _ = std::fs::remove_file(&files.samples);
                 let _ = std::fs::remove_file(&files.symbols);
+                let _ = std::fs::remove_file(&files.stacks);
                 return Err(e);
             }
         };
@@ -489,6 +531,8 @@ fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
     let mut pairs = vec![
         ("samples", stream.samples.to_string()),
         ("symbols", stream.symbols.to_string()),
+        ("stack_count", stream.stacks.to_string()),
+        ("deep_samples", stream.deep_samples.to_string()),
         ("lost", report.total.lost.to_string()),
     ];
     match &stream.error {
@@ -500,10 +544,19 @@ fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
             pairs.push(("write_error", e.clone()));
         }
         None => crate::usage::say!(
-            "lotus: {} samples at {} Hz ({} functions){}",
+            "lotus: {} samples at {} Hz ({} functions{}){}",
             stream.samples,
             report.frequency_hz,
             stream.symbols,
+            if stream.stacks > 0 {
+                format!(
+                    ", {} call stacks, {:.0}% of the samples with a caller",
+                    stream.stacks,
+                    stream.deep_samples as f64 * 100.0 / stream.samples.max(1) as f64
+                )
+            } else {
+                String::new()
+            },
             if report.total.lost > 0 {
                 format!(", {} lost", report.total.lost)
             } else {

@@ -220,6 +220,12 @@ pub struct TraceRunArgs {
     #[arg(long, requires = "sample", value_name = "LIST", default_value = "cycles,instructions",
           value_parser = crate::sampled_trace::parse_counters)]
     pub counters: crate::sampled_trace::CounterList,
+    /// Call stacks with every sample (with --sample): `fp` takes the
+    /// kernel's frame-pointer call chain (kernel and user frames, at most
+    /// 127) into <PREFIX>.stacks, for `lotus attribute DIR --format
+    /// folded`; `none` keeps the sampled function alone.
+    #[arg(long, value_enum, requires = "sample", default_value = "fp")]
+    pub stacks: crate::sampled_trace::StackMode,
     /// The log lines: `lotus` (a header, `key=value` fields) or `original`
     /// (the original fork's three columns only, which the study's scripts
     /// read: no header, no fields; batch ids in the names).
@@ -775,6 +781,7 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
             &args.prefix,
             args.frequency,
             &args.counters,
+            args.stacks,
             &keep,
         )?
     } else {

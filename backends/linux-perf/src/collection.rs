@@ -138,6 +138,8 @@ pub(crate) struct Sampling {
     pub frequency_hz: u64,
     /// Whether kernel mode is sampled too.
     pub kernel: bool,
+    /// Whether each streamed sample carries its call stack.
+    pub stacks: bool,
     /// The members of the samplers' counter groups: open as long as the
     /// samplers are.
     pub members: Vec<perf_event::Counter>,
@@ -284,6 +286,7 @@ pub struct PerfCollection {
     closed: Closed,
     frequency_hz: u64,
     kernel_samples: bool,
+    call_stacks: bool,
     sample_counters: crate::SampleCounters,
     /// Kept open for the samplers' groups; never read directly.
     _group_members: Vec<perf_event::Counter>,
@@ -330,6 +333,7 @@ impl PerfCollection {
             },
             frequency_hz: sampling.frequency_hz,
             kernel_samples: sampling.kernel,
+            call_stacks: sampling.stacks,
             sample_counters: sampling.counters,
             _group_members: sampling.members,
             notes,
@@ -376,6 +380,13 @@ impl PerfCollection {
     /// [`crate::KernelSampling`]).
     pub fn kernel_samples(&self) -> bool {
         self.kernel_samples
+    }
+
+    /// Whether each streamed sample carries its call stack
+    /// ([`crate::PerfOptions::stacks`]: asked for, and not refused by the
+    /// kernel, whose reason is then among the report's notes).
+    pub fn call_stacks(&self) -> bool {
+        self.call_stacks
     }
 
     /// The counters every streamed sample carries, or why the kernel

@@ -19,8 +19,8 @@ use perf_event::Sampler;
 
 use crate::coverage::Tally;
 use crate::events::monotonic_ns;
-use crate::model::{Event, Model, WindowCounts};
-use crate::records;
+use crate::model::{Event, Location, Model, WindowCounts};
+use crate::records::{self, ReadKind};
 use crate::sample_read::DeltaTracker;
 use crate::stream::{Placed, Stream, StreamSummary};
 use crate::BACKEND;
@@ -94,6 +94,9 @@ impl Drain {
     /// `sink`, every sample in a window also goes to it as it comes,
     /// carrying `counters` counter deltas. The samplers take a sample
     /// every `period_ns` of CPU time, of kernel mode too when `kernel`.
+    /// With `chain`, the samplers take call chains after read values of
+    /// that kind, and the samples go to `sink` with their stacks.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         samplers: Vec<Sampler>,
         sideband: Vec<Sampler>,
@@ -102,6 +105,7 @@ impl Drain {
         stamped: bool,
         period_ns: u64,
         kernel: bool,
+        chain: Option<ReadKind>,
     ) -> Result<Drain, ProfilerError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -122,7 +126,7 @@ impl Drain {
         }
         let (stream, writer) = match sink {
             Some(sink) => {
-                let (stream, writer) = Stream::start(sink, counters)?;
+                let (stream, writer) = Stream::start(sink, counters, chain.is_some())?;
                 (Some(stream), Some(writer))
             }
             None => (None, None),
@@ -136,6 +140,7 @@ impl Drain {
                     counters,
                     period_ns,
                     kernel,
+                    chain,
                 };
                 run(streams, ends, &s, &w, stream)
             })
@@ -317,6 +322,8 @@ struct Ends {
     period_ns: u64,
     /// Kernel mode is sampled.
     kernel: bool,
+    /// The samplers take call chains, after read values of this kind.
+    chain: Option<ReadKind>,
 }
 
 fn run(
@@ -333,7 +340,10 @@ fn run(
     // An added sample carries no counter deltas (nothing was read for it).
     let no_counters = CounterValues::new(&[0; MAX_COUNTERS][..ends.counters.min(MAX_COUNTERS)])
         .unwrap_or_default();
-    let mut pending: Vec<(u64, Event)> = Vec::new();
+    // Each event with its sample's raw call chain (empty: none), which
+    // is placed in its modules when the sample is replayed, in time order
+    // with the mappings.
+    let mut pending: Vec<(u64, Event, Vec<u64>)> = Vec::new();
     let mut hung_up = vec![false; streams.len()];
     let mut prev_round = 0u64;
     let mut flushed = 0u64;
@@ -349,12 +359,21 @@ fn run(
         for (i, s) in streams.iter_mut().enumerate() {
             while let Some(rec) = s.next_record() {
                 let bytes = rec.to_contiguous();
-                match records::parse(rec.ty(), rec.misc(), &bytes) {
+                let layout = if i < first_sideband { ends.chain } else { None };
+                match records::parse_with(rec.ty(), rec.misc(), &bytes, layout) {
                     Some(records::Record::Lost { count, .. }) if i >= first_sideband => {
                         sideband_lost += count;
                     }
                     Some(r) => {
-                        pending.extend(model.event(&r).map(|(t, ev)| (t, ev.on_stream(i as u32))))
+                        let chain = match &r {
+                            records::Record::Sample { chain, .. } if stream.is_some() => {
+                                records::chain_addresses(chain).collect()
+                            }
+                            _ => Vec::new(),
+                        };
+                        if let Some((t, ev)) = model.event(&r) {
+                            pending.push((t, ev.on_stream(i as u32), chain));
+                        }
                     }
                     None => malformed += 1,
                 }
@@ -367,10 +386,10 @@ fn run(
             (st.windows.clone(), st.horizon, st.summed)
         };
         let limit = replay_limit(stop, flush > flushed, round, prev_round, horizon);
-        pending.sort_by_key(|(t, ev)| (*t, ev.rank()));
-        let ready = pending.partition_point(|(t, _)| *t <= limit);
+        pending.sort_by_key(|(t, ev, _)| (*t, ev.rank()));
+        let ready = pending.partition_point(|(t, _, _)| *t <= limit);
         let window = |t: u64| window_of(&windows, t).map(|i| if summed { 0 } else { i });
-        for (t, ev) in pending.drain(..ready) {
+        for (t, ev, chain) in pending.drain(..ready) {
             match ev {
                 Event::Sample {
                     pid,
@@ -392,6 +411,7 @@ fn run(
                             loc: model.locate(pid, ip, kernel),
                             kernel,
                             counters,
+                            frames: chain_frames(&model, pid, &chain),
                         });
                     }
                 }
@@ -415,6 +435,7 @@ fn run(
                                 loc: model.locate(pid, ip, kernel),
                                 kernel,
                                 counters: no_counters,
+                                frames: Vec::new(),
                             });
                         }
                         let sample = Event::Sample {
@@ -449,6 +470,41 @@ fn run(
             return (model, tally);
         }
     }
+}
+
+/// The frames of a sample's raw call chain, innermost first, each placed
+/// in the module mapped at its address now (the chain's sample is being
+/// replayed in time order with the mappings). The first address of each
+/// context is the interrupted instruction; the others are return
+/// addresses, placed at `address - 1` so that a call that ends its
+/// function is named by its caller, not by whatever follows. Markers are
+/// dropped, and so are the hypervisor's and guests' frames.
+fn chain_frames(model: &Model, pid: u32, chain: &[u64]) -> Vec<Location> {
+    let mut frames = Vec::with_capacity(chain.len());
+    // The context of the next address, and whether it is its first.
+    let (mut context, mut first) = (None, true);
+    for &address in chain {
+        if address >= records::PERF_CONTEXT_MAX {
+            context = match address {
+                records::PERF_CONTEXT_KERNEL => Some(true),
+                records::PERF_CONTEXT_USER => Some(false),
+                _ => None,
+            };
+            first = true;
+            continue;
+        }
+        let Some(kernel) = context else {
+            continue;
+        };
+        let at = if first {
+            address
+        } else {
+            address.saturating_sub(1)
+        };
+        first = false;
+        frames.push(model.locate(pid, at, kernel));
+    }
+    frames
 }
 
 /// How far a round replays the queued records: everything when stopping;

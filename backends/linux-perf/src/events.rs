@@ -27,8 +27,9 @@ use perf_event::{Builder, Clock, Counter, ReadFormat, Sampler};
 
 use crate::counting::CounterKind;
 use crate::error::{event_io, is_permission, mmap_error, open_error};
-use crate::records::{READ_FORMAT, SAMPLE_TYPE, SAMPLE_TYPE_READ};
+use crate::records::{ReadKind, MAX_CHAIN, READ_FORMAT, SAMPLE_TYPE, SAMPLE_TYPE_READ};
 use crate::sample_read::{SampleCounters, UnsupportedCounters};
+use perf_event::SampleFlag;
 
 /// Ring buffer data size per CPU for samples: 256 KiB holds about 5,000
 /// samples, half a second at 10 kHz, while the drain thread reads every
@@ -56,6 +57,12 @@ pub(crate) struct Streams {
     pub members: Vec<Counter>,
     /// The counters read with each sample.
     pub counters: SampleCounters,
+    /// Where the samplers take call chains: after read values of this
+    /// kind (the same on every CPU).
+    pub chain: Option<ReadKind>,
+    /// Call chains were asked for and the kernel refused them: its
+    /// reason (the samplers opened without them).
+    pub chain_refused: Option<String>,
 }
 
 /// Enables and disables a set of events by ioctl, and reads their counts.
@@ -167,15 +174,34 @@ pub(crate) fn max_sample_rate() -> Option<u64> {
         .ok()
 }
 
+/// The most call-chain entries to ask the kernel for: [`MAX_CHAIN`], or
+/// less where `kernel.perf_event_max_stack` is set lower (asking for more
+/// than it allows is refused with `EOVERFLOW`).
+pub(crate) fn max_chain() -> u16 {
+    chain_cap(
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok()),
+    )
+}
+
+fn chain_cap(sysctl: Option<u64>) -> u16 {
+    match sysctl {
+        Some(n) => u16::try_from(n).unwrap_or(u16::MAX).clamp(1, MAX_CHAIN),
+        None => MAX_CHAIN,
+    }
+}
+
 /// Opens the samplers and side-band events on `pid` for every CPU in
 /// `cpus`, sampling at `frequency_hz`; the samplers start enabled when
 /// `sampling` is true, and sample kernel mode too when `kernel` is true
 /// and the kernel allows it ([`Streams::kernel`] says whether it did).
 /// Each sampler reads `counters` with every sample where the kernel
 /// allows it; where it does not, the samplers open without them and
-/// [`Streams::counters`] says why. With `separate`, the samplers read
-/// with each sample anyway, where the kernel allows it, to keep each
-/// thread's timer its own ([`crate::ThreadTimers`]).
+/// [`Streams::counters`] says why. With `extra.separate`, the samplers
+/// read with each sample anyway, where the kernel allows it, to keep each
+/// thread's timer its own ([`crate::ThreadTimers`]); with `extra.chains`
+/// they take the call chain ([`Streams::chain`]).
 pub(crate) fn open(
     pid: u32,
     cpus: &[usize],
@@ -183,18 +209,10 @@ pub(crate) fn open(
     sampling: bool,
     kernel: bool,
     counters: &[CounterKind],
-    separate: bool,
+    extra: Extra,
 ) -> Result<Streams, ProfilerError> {
     let open = |counters: &[CounterKind]| {
-        open_with(
-            pid,
-            cpus,
-            frequency_hz,
-            sampling,
-            kernel,
-            counters,
-            separate,
-        )
+        open_with(pid, cpus, frequency_hz, sampling, kernel, counters, extra)
     };
     match open(counters)? {
         Ok(streams) => Ok(streams),
@@ -212,6 +230,16 @@ pub(crate) fn open(
     }
 }
 
+/// What else the samplers take with each sample.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Extra {
+    /// Read their own count, where the kernel allows it, to keep each
+    /// thread's timer its own ([`crate::ThreadTimers`]).
+    pub separate: bool,
+    /// The call chain ([`crate::CallStacks::FramePointers`]).
+    pub chains: bool,
+}
+
 /// [`open`]; the inner `Err` is the kernel's refusal of the counters
 /// (everything opened is closed again then).
 fn open_with(
@@ -221,7 +249,10 @@ fn open_with(
     sampling: bool,
     mut kernel: bool,
     counters: &[CounterKind],
-    separate: bool,
+    Extra {
+        separate,
+        mut chains,
+    }: Extra,
 ) -> Result<Result<Streams, String>, ProfilerError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
         backend: crate::BACKEND.into(),
@@ -233,9 +264,12 @@ fn open_with(
     let mut members = Vec::with_capacity(cpus.len() * counters.len());
     let read = !counters.is_empty();
     let mut own_read = separate;
+    let mut chain_kind: Option<ReadKind> = None;
+    let mut chain_refused = None;
+    let max_stack = max_chain();
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
-        let build = |kernel: bool, own_read: bool| {
+        let build = |kernel: bool, own_read: bool, chains: bool| {
             let mut b = Builder::new(Software::CPU_CLOCK);
             b.observe_pid(pid)
                 .one_cpu(cpu)
@@ -252,8 +286,17 @@ fn open_with(
                 .clockid(Clock::MONOTONIC)
                 .wakeup_watermark(SAMPLE_BUFFER / 4)
                 .enabled(sampling);
+            // Call chains follow every other field of a sample: their
+            // own flag, the kernel asked for no more than MAX_CHAIN frames.
+            let chain = if chains {
+                b.sample_max_stack(max_stack);
+                SampleFlag::CALLCHAIN
+            } else {
+                SampleFlag::empty()
+            };
+            b.sample(SAMPLE_TYPE | chain);
             if read {
-                b.sample(SAMPLE_TYPE_READ).read_format(READ_FORMAT);
+                b.sample(SAMPLE_TYPE_READ | chain).read_format(READ_FORMAT);
             } else {
                 // The count alone (the crate's default adds the enabled
                 // and running times): what the thread's exit record and
@@ -267,24 +310,49 @@ fn open_with(
                     // a thread that exits take away the timer progress
                     // of the one that ran before it (see
                     // `crate::coverage`).
-                    b.sample(SAMPLE_TYPE_READ);
+                    b.sample(SAMPLE_TYPE_READ | chain);
                 }
             }
             b.build()
         };
-        let mut counter = build(kernel, own_read);
+        let mut counter = build(kernel, own_read, chains);
         // Kernel mode needs perf_event_paranoid <= 1 or CAP_PERFMON:
         // without, sample user mode only (on every CPU: the first refusal
         // decides).
         if kernel && matches!(&counter, Err(e) if is_permission(e)) {
             kernel = false;
-            counter = build(false, own_read);
+            counter = build(false, own_read, chains);
+        }
+        // Call chains refused: the samples go on without them (the first
+        // CPU decides, so that every sampler's records read the same).
+        if chains && chain_kind.is_none() {
+            let refused;
+            (counter, refused) =
+                without_chains_if_refused(counter, || build(kernel, own_read, false));
+            if let Some(reason) = refused {
+                chains = false;
+                chain_refused = Some(reason);
+            }
         }
         // Reading with each sample of an inherited event needs Linux 6.12.
         if !read && own_read && matches!(&counter, Err(e) if e.raw_os_error() == Some(libc::EINVAL))
         {
             own_read = false;
-            counter = build(kernel, false);
+            counter = build(kernel, false, chains);
+        }
+        let kind = if read {
+            ReadKind::Group
+        } else if own_read {
+            ReadKind::Own
+        } else {
+            ReadKind::Nothing
+        };
+        if chains && *chain_kind.get_or_insert(kind) != kind {
+            // Never so far: the first CPU's fallback holds for the rest.
+            return Err(ProfilerError::Other {
+                backend: crate::BACKEND.into(),
+                message: format!("{what}: the samplers read differently on different CPUs"),
+            });
         }
         let mut counter = match counter {
             Ok(c) => c,
@@ -363,7 +431,27 @@ fn open_with(
             read: counters.to_vec(),
             unsupported: None,
         },
+        chain: chain_kind,
+        chain_refused,
     }))
+}
+
+/// `built`, a sampler opened with call chains; where the kernel refused
+/// it (other than on permission grounds, which lotus answers by sampling
+/// user mode only) and the same sampler opens without chains, that one
+/// instead, with the kernel's refusal. A run whose chains are refused thus
+/// keeps its samples.
+fn without_chains_if_refused<T>(
+    built: io::Result<T>,
+    without: impl FnOnce() -> io::Result<T>,
+) -> (io::Result<T>, Option<String>) {
+    match built {
+        Err(e) if !is_permission(&e) => match without() {
+            Ok(c) => (Ok(c), Some(e.to_string())),
+            Err(_) => (Err(e), None),
+        },
+        other => (other, None),
+    }
 }
 
 /// Whether a sampler without a group read opens: tells a refused group
@@ -431,6 +519,40 @@ pub(crate) fn monotonic_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refused_chains_fall_back_to_samples_without_them() {
+        let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+        // Opened with chains: kept, nothing retried.
+        let (c, why) =
+            without_chains_if_refused(Ok(1), || -> io::Result<i32> { panic!("not retried") });
+        assert_eq!((c.ok(), why), (Some(1), None));
+        // Refused, and opens without: the plain one, with the reason.
+        let (c, why) = without_chains_if_refused(Err(einval()), || Ok(2));
+        assert_eq!(c.ok(), Some(2));
+        assert!(why.expect("reason").contains("Invalid argument"));
+        // Refused either way: the first error stands, no reason.
+        let (c, why) = without_chains_if_refused::<i32>(Err(einval()), || {
+            Err(io::Error::from_raw_os_error(libc::ENOENT))
+        });
+        assert_eq!(c.expect_err("refused").raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(why, None);
+        // Permission: left to the kernel-mode fallback, not retried here.
+        let (c, why) = without_chains_if_refused::<i32>(
+            Err(io::Error::from_raw_os_error(libc::EACCES)),
+            || panic!("not retried"),
+        );
+        assert!(c.is_err() && why.is_none());
+    }
+
+    #[test]
+    fn the_chain_cap_follows_a_lower_sysctl() {
+        assert_eq!(chain_cap(None), MAX_CHAIN);
+        assert_eq!(chain_cap(Some(64)), 64);
+        assert_eq!(chain_cap(Some(1000)), MAX_CHAIN);
+        assert_eq!(chain_cap(Some(0)), 1);
+        assert_eq!(chain_cap(Some(u64::MAX)), MAX_CHAIN);
+    }
 
     #[test]
     fn cpu_lists() {

@@ -213,6 +213,26 @@ pub struct PerfOptions {
     /// Whether each thread keeps its own sampling timer (the default;
     /// reading counters with each sample keeps them separate anyway).
     pub thread_timers: ThreadTimers,
+    /// Whether each streamed sample carries its call stack
+    /// ([`LinuxPerf::start_streaming`] only). None by default.
+    pub stacks: CallStacks,
+}
+
+/// Whether each streamed sample carries its call stack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallStacks {
+    /// No stacks: each sample names the function it landed in.
+    #[default]
+    None,
+    /// The kernel's call chain, kernel and user frames, walked by frame
+    /// pointers (`PERF_SAMPLE_CALLCHAIN`), at most 127 entries
+    /// (`sample_max_stack`): complete where the code keeps frame
+    /// pointers; where it does not, the chain stops or skips at its
+    /// first function without one. Each frame is named as the sampled
+    /// function is; the stacks go to the sink deduplicated
+    /// ([`lotus_core::trace::samples::StackNode`]).
+    FramePointers,
 }
 
 impl PerfOptions {
@@ -231,6 +251,12 @@ impl PerfOptions {
     /// Settings with kernel sampling as `kernel` says.
     pub fn with_kernel(mut self, kernel: KernelSampling) -> Self {
         self.kernel = kernel;
+        self
+    }
+
+    /// Settings with call stacks as `stacks` says.
+    pub fn with_stacks(mut self, stacks: CallStacks) -> Self {
+        self.stacks = stacks;
         self
     }
 
@@ -328,7 +354,10 @@ impl LinuxPerf {
             running,
             want_kernel,
             sample_counters,
-            perf.thread_timers == ThreadTimers::Separate,
+            events::Extra {
+                separate: perf.thread_timers == ThreadTimers::Separate,
+                chains: sink.is_some() && perf.stacks == CallStacks::FramePointers,
+            },
         )
         .and_then(|streams| {
             let counters = counting::Counters::open(pid, running)?;
@@ -349,7 +378,14 @@ impl LinuxPerf {
             separate_threads,
             members,
             counters: sample_counters,
+            chain,
+            chain_refused,
         } = streams;
+        if let Some(reason) = chain_refused {
+            notes.push(format!(
+                "call stacks: not collected (the kernel refused PERF_SAMPLE_CALLCHAIN: {reason}); each sample names the function it landed in"
+            ));
+        }
         if want_kernel && !kernel {
             notes.push(error::kernel_refused_note());
         } else if !want_kernel {
@@ -363,6 +399,7 @@ impl LinuxPerf {
             options.window_stamps,
             1_000_000_000 / frequency_hz.max(1),
             kernel,
+            chain,
         ) {
             Ok(d) => d,
             Err(e) => {
@@ -383,6 +420,7 @@ impl LinuxPerf {
             collection::Sampling {
                 frequency_hz,
                 kernel,
+                stacks: chain.is_some(),
                 members,
                 counters: sample_counters,
                 stamped: options.window_stamps,

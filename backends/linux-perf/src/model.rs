@@ -612,6 +612,7 @@ mod tests {
             kernel: false,
             time: 5,
             counters: CounterValues::default(),
+            chain: &[],
         };
         let (_, ev) = m.event(&rec).expect("event");
         assert_eq!(

@@ -6,7 +6,16 @@
 //! 16-byte `pid, tid, time` trailer. Samplers that read a counter group
 //! with each sample ([`SAMPLE_TYPE_READ`], `read_format` [`READ_FORMAT`])
 //! append the group: `nr`, then `nr` pairs of `value, id`, the sampler
-//! (the group's leader) first. Parsing by hand keeps this total (no
+//! (the group's leader) first. Samplers that take call chains
+//! ([`SampleFlag::CALLCHAIN`], `--stacks fp`) append the kernel's chain
+//! after that: `nr`, then `nr` addresses, in which context markers
+//! ([`PERF_CONTEXT_KERNEL`], [`PERF_CONTEXT_USER`], ...) open the kernel's
+//! and the user's frames, each innermost first, the first address of a
+//! context the interrupted instruction and the others return addresses;
+//! the kernel stops at `sample_max_stack` frames ([`MAX_CHAIN`]). Since
+//! the chain follows the read values, whose length the record does not
+//! say, those records are parsed knowing their sampler's [`ReadKind`]
+//! ([`parse_with`]). Parsing by hand keeps this total (no
 //! panics on a short record) and keeps the trailer's timestamp, which the
 //! ordering of side-band and sample records depends on.
 
@@ -23,6 +32,39 @@ pub(crate) const SAMPLE_TYPE: SampleFlag = SampleFlag::IP
 pub(crate) const SAMPLE_TYPE_READ: SampleFlag = SAMPLE_TYPE.union(SampleFlag::READ);
 /// The read format of such a sampler: every member's value and id.
 pub(crate) const READ_FORMAT: ReadFormat = ReadFormat::GROUP.union(ReadFormat::ID);
+
+/// The most frames of a call chain the kernel is asked for
+/// (`sample_max_stack`): the kernel's default cap
+/// (`kernel.perf_event_max_stack`), kernel and user frames and their
+/// context markers together. Deeper chains keep their innermost frames.
+pub(crate) const MAX_CHAIN: u16 = 127;
+/// Call-chain context marker: the kernel's frames follow.
+pub(crate) const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
+/// Call-chain context marker: the user's frames follow.
+pub(crate) const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
+/// Call-chain addresses from here up are context markers
+/// (`PERF_CONTEXT_MAX`); the hypervisor's and guests' are skipped.
+pub(crate) const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+
+/// What a sampler reads with each sample, which decides where its call
+/// chain starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum ReadKind {
+    /// Nothing.
+    #[default]
+    Nothing,
+    /// Its own count (8 bytes).
+    Own,
+    /// Its group ([`READ_FORMAT`]: `nr`, then `nr` pairs).
+    Group,
+}
+
+/// The addresses of a raw call chain (as [`Record::Sample`] holds it).
+pub(crate) fn chain_addresses(chain: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    chain
+        .chunks_exact(8)
+        .map(|b| u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+}
 
 const RECORD_MMAP: u32 = 1;
 const RECORD_LOST: u32 = 2;
@@ -63,6 +105,9 @@ pub(crate) enum Record<'a> {
         /// The group's members' running totals on this thread (and this
         /// sampler's CPU), the leader left out; empty without a group.
         counters: CounterValues,
+        /// The call chain's addresses, raw (8 bytes each, markers
+        /// included: see [`chain_addresses`]); empty without one.
+        chain: &'a [u8],
     },
     /// Thread `tid` of `pid` exited.
     Exit {
@@ -216,17 +261,58 @@ fn read_value(body: &[u8]) -> Option<u64> {
 
 /// Parses a record body (without its 8-byte header) of type `ty`. `None`
 /// for a record too short for its type (which the kernel never writes).
+#[cfg(test)]
 pub(crate) fn parse(ty: u32, misc: u16, body: &[u8]) -> Option<Record<'_>> {
+    parse_with(ty, misc, body, None)
+}
+
+/// The samples' read values and call chain in `body`: the read values end
+/// where the body does without a chain (`chain` is `None`: the read kind
+/// is told by the length); with one, they are of the kind `chain` says and
+/// the chain follows them. `None` when cut.
+fn read_and_chain(body: &[u8], chain: Option<ReadKind>) -> Option<(CounterValues, &[u8])> {
+    const AT: usize = 24;
+    let Some(kind) = chain else {
+        return Some((group_values(body, AT)?, &[]));
+    };
+    let read_len = match kind {
+        ReadKind::Nothing => 0,
+        ReadKind::Own => 8,
+        ReadKind::Group => usize::try_from(u64_at(body, AT)?)
+            .ok()?
+            .checked_mul(16)?
+            .checked_add(8)?,
+    };
+    let chain_at = AT.checked_add(read_len)?;
+    let counters = group_values(body.get(..chain_at)?, AT)?;
+    let nr = usize::try_from(u64_at(body, chain_at)?).ok()?;
+    let start = chain_at + 8;
+    let ips = body.get(start..start.checked_add(nr.checked_mul(8)?)?)?;
+    Some((counters, ips))
+}
+
+/// [`parse`] for a record of a sampler that takes call chains after read
+/// values of kind `chain` (`None`: a sampler without chains).
+pub(crate) fn parse_with(
+    ty: u32,
+    misc: u16,
+    body: &[u8],
+    chain: Option<ReadKind>,
+) -> Option<Record<'_>> {
     let trailer_start = body.len().checked_sub(SAMPLE_ID_LEN);
     Some(match ty {
-        RECORD_SAMPLE => Record::Sample {
-            ip: u64_at(body, 0)?,
-            kernel: misc & MISC_CPUMODE_MASK == MISC_KERNEL,
-            pid: u32_at(body, 8)?,
-            tid: u32_at(body, 12)?,
-            time: u64_at(body, 16)?,
-            counters: group_values(body, 24)?,
-        },
+        RECORD_SAMPLE => {
+            let (counters, chain) = read_and_chain(body, chain)?;
+            Record::Sample {
+                ip: u64_at(body, 0)?,
+                kernel: misc & MISC_CPUMODE_MASK == MISC_KERNEL,
+                pid: u32_at(body, 8)?,
+                tid: u32_at(body, 12)?,
+                time: u64_at(body, 16)?,
+                counters,
+                chain,
+            }
+        }
         RECORD_EXIT => Record::Exit {
             pid: u32_at(body, 0)?,
             tid: u32_at(body, 8)?,
@@ -317,6 +403,7 @@ mod tests {
                 kernel: false,
                 time: 1_000,
                 counters: CounterValues::default(),
+                chain: &[],
             })
         );
         // PERF_RECORD_MISC_KERNEL; PERF_RECORD_MISC_USER (2) is not.
@@ -350,6 +437,63 @@ mod tests {
         ));
         // Cut inside the group: not read as a sample with wrong values.
         assert_eq!(parse(RECORD_SAMPLE, 0, &g[..g.len() - 8]), None);
+    }
+
+    #[test]
+    fn sample_with_a_call_chain_after_each_read_kind() {
+        let mut head = Vec::new();
+        push64(&mut head, 0x401234);
+        push32(&mut head, 42);
+        push32(&mut head, 43);
+        push64(&mut head, 1_000);
+        let chain = [PERF_CONTEXT_USER, 0x401234, 0x401300, 0x401400];
+        let mut chain_bytes = Vec::new();
+        push64(&mut chain_bytes, chain.len() as u64);
+        for a in chain {
+            push64(&mut chain_bytes, a);
+        }
+        let mut group = Vec::new();
+        push64(&mut group, 2);
+        for (value, id) in [(500, 1), (7_000, 2)] {
+            push64(&mut group, value);
+            push64(&mut group, id);
+        }
+        for (kind, read, want) in [
+            (ReadKind::Nothing, Vec::new(), Vec::<u64>::new()),
+            (ReadKind::Own, 500u64.to_ne_bytes().to_vec(), Vec::new()),
+            (ReadKind::Group, group.clone(), vec![7_000]),
+        ] {
+            let body = [head.clone(), read, chain_bytes.clone()].concat();
+            match parse_with(RECORD_SAMPLE, 0, &body, Some(kind)) {
+                Some(Record::Sample {
+                    ip,
+                    counters,
+                    chain: got,
+                    ..
+                }) => {
+                    assert_eq!(ip, 0x401234);
+                    assert_eq!(counters.as_slice(), &want[..], "{kind:?}");
+                    assert_eq!(chain_addresses(got).collect::<Vec<_>>(), chain, "{kind:?}");
+                }
+                other => panic!("{kind:?}: {other:?}"),
+            }
+            // Cut inside the chain, or a chain longer than the record.
+            assert_eq!(
+                parse_with(RECORD_SAMPLE, 0, &body[..body.len() - 8], Some(kind)),
+                None
+            );
+            let mut long = body.clone();
+            let at = long.len() - chain_bytes.len();
+            long[at..at + 8].copy_from_slice(&u64::MAX.to_ne_bytes());
+            assert_eq!(parse_with(RECORD_SAMPLE, 0, &long, Some(kind)), None);
+        }
+        // An empty chain.
+        let mut body = head.clone();
+        push64(&mut body, 0);
+        assert!(matches!(
+            parse_with(RECORD_SAMPLE, 0, &body, Some(ReadKind::Nothing)),
+            Some(Record::Sample { chain: [], .. })
+        ));
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! Every sample as it comes, to a [`SampleSink`] (`lotus trace run
 //! --sample`): the drain thread hands each round's samples, already placed
 //! in their module, to a writer thread that names the new locations, gives
-//! each (function, module) an id, and writes symbols then samples.
+//! each (function, module) an id and, with call stacks, each distinct
+//! stack an id (a prefix tree of (caller stack, function) pairs), and
+//! writes symbols, then stacks, then samples.
 //!
 //! A thread of its own because naming code (reading ELF symbol tables) is
 //! slow next to draining ring buffers: the drain thread must not fall
 //! behind. The queue between them is bounded by samples, so memory is
-//! too: if the writer falls more than [`QUEUED_SAMPLES`] samples behind,
+//! too: if the writer falls more than [`QUEUED_SAMPLES`] samples behind
+//! (a call stack's frames counted as the part of a sample their memory is),
 //! the drain thread waits, and the kernel counts what it could not buffer
 //! as lost samples. The bound is in samples, not rounds, because the
 //! writer's stalls are long and rare: the first sample in a large library
@@ -22,18 +25,30 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use lotus_core::trace::samples::{CounterValues, Sample, SampleSink, Symbol};
+use lotus_core::trace::samples::{
+    CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_STACK_DEPTH,
+};
 use lotus_core::ProfilerError;
 
 use crate::model::{Location, Module};
 use crate::symbolize::LocationNamer;
 
 /// Samples queued between the drain thread and the writer, at most: about
-/// 40 MiB, two minutes of a busy two-CPU job at 4 kHz.
+/// 40 MiB, two minutes of a busy two-CPU job at 4 kHz. The frames of a
+/// queued call stack count as the share of a sample their memory is
+/// ([`queued_weight`]), so stacks do not raise the bound's memory.
 pub(crate) const QUEUED_SAMPLES: usize = 1 << 20;
 
+/// What a round holds against [`QUEUED_SAMPLES`]: a sample each, and its
+/// frames as many samples as their bytes make.
+fn queued_weight(round: &[Placed]) -> usize {
+    let per_sample = std::mem::size_of::<Placed>() / std::mem::size_of::<Location>();
+    let frames: usize = round.iter().map(|p| p.frames.len()).sum();
+    round.len() + frames / per_sample.max(1)
+}
+
 /// One sample placed in its module.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Placed {
     pub time: u64,
     pub pid: u32,
@@ -42,6 +57,8 @@ pub(crate) struct Placed {
     pub kernel: bool,
     /// The counters' deltas since the thread's previous sample.
     pub counters: CounterValues,
+    /// Its call chain, innermost first (empty: none).
+    pub frames: Vec<Location>,
 }
 
 enum Message {
@@ -59,6 +76,10 @@ pub struct StreamSummary {
     pub samples: u64,
     /// Distinct (function, module) symbols written.
     pub symbols: u64,
+    /// Distinct call stacks written (0 without stacks).
+    pub stacks: u64,
+    /// Samples written with a stack of two frames or more.
+    pub deep_samples: u64,
     /// The first write error, after which nothing more was written.
     pub error: Option<String>,
     /// Why kernel functions are unnamed, where they are.
@@ -79,16 +100,23 @@ pub(crate) struct Stream {
 
 impl Stream {
     /// Starts the writer thread, which owns `sink`; every sample carries
-    /// `counters` counter values.
+    /// `counters` counter values, and a stack where `stacks`.
     pub(crate) fn start(
         mut sink: Box<dyn SampleSink>,
         counters: usize,
+        stacks: bool,
     ) -> Result<(Stream, JoinHandle<StreamSummary>), ProfilerError> {
         sink.counters(counters)
             .map_err(|source| ProfilerError::Io {
                 context: "preparing the samples file for counters".into(),
                 source,
             })?;
+        if stacks {
+            sink.with_stacks().map_err(|source| ProfilerError::Io {
+                context: "preparing the samples file for call stacks".into(),
+                source,
+            })?;
+        }
         let (tx, rx) = channel();
         let queue = Arc::new(Queue::default());
         let writer_queue = Arc::clone(&queue);
@@ -96,7 +124,7 @@ impl Stream {
             .name("lotus-perf-samples".into())
             .spawn(move || {
                 let _gone = Gone(Arc::clone(&writer_queue));
-                write(rx, sink, &writer_queue)
+                write(rx, sink, &writer_queue, stacks)
             })
             .map_err(|source| ProfilerError::Io {
                 context: "starting the sample writer thread".into(),
@@ -130,8 +158,9 @@ impl Stream {
             let _ = self.tx.send(Message::Modules(new));
         }
         let round = std::mem::take(&mut self.round);
-        self.queue.wait_for_room(round.len());
-        self.queue.samples.fetch_add(round.len(), Ordering::AcqRel);
+        let weight = queued_weight(&round);
+        self.queue.wait_for_room(weight);
+        self.queue.samples.fetch_add(weight, Ordering::AcqRel);
         let _ = self.tx.send(Message::Samples(round));
     }
 }
@@ -167,13 +196,20 @@ impl Drop for Gone {
     }
 }
 
-fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>, queue: &Queue) -> StreamSummary {
+fn write(
+    rx: Receiver<Message>,
+    mut sink: Box<dyn SampleSink>,
+    queue: &Queue,
+    with_stacks: bool,
+) -> StreamSummary {
     let mut summary = StreamSummary::default();
     let mut modules: Vec<Module> = Vec::new();
     let mut ids: HashMap<Location, u32> = HashMap::new();
     let mut by_symbol: HashMap<Symbol, u32> = HashMap::new();
     let mut namer = LocationNamer::new();
     let mut block: Vec<Sample> = Vec::new();
+    let mut stacks = Stacks::default();
+    let mut stack_ids: Vec<u32> = Vec::new();
     // Keeps receiving after an error, so the drain thread never waits.
     for message in rx {
         let round = match message {
@@ -185,13 +221,16 @@ fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>, queue: &Queue) ->
         };
         // Counted off before the work: the bound is on samples held here
         // and in the channel, and this round is held until the loop ends.
-        queue.samples.fetch_sub(round.len(), Ordering::AcqRel);
+        queue
+            .samples
+            .fetch_sub(queued_weight(&round), Ordering::AcqRel);
         if summary.error.is_some() {
             continue;
         }
         let mut new_locs: Vec<Location> = round
             .iter()
-            .map(|p| p.loc)
+            .flat_map(|p| std::iter::once(&p.loc).chain(&p.frames))
+            .copied()
             .filter(|l| !ids.contains_key(l))
             .collect();
         new_locs.sort_unstable();
@@ -216,13 +255,28 @@ fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>, queue: &Queue) ->
             kernel: p.kernel,
             counters: p.counters,
         }));
-        let written = sink
-            .symbols(&new_symbols)
-            .and_then(|()| sink.samples(&block));
+        let mut new_stacks = Vec::new();
+        if with_stacks {
+            stack_ids.clear();
+            for p in &round {
+                let id = stacks.intern(p.frames.iter().rev().map(|l| ids[l]), &mut new_stacks);
+                summary.deep_samples += u64::from(p.frames.len() >= 2);
+                stack_ids.push(id);
+            }
+        }
+        let written = sink.symbols(&new_symbols).and_then(|()| {
+            if with_stacks {
+                sink.stacks(&new_stacks)?;
+                sink.samples_with_stacks(&block, &stack_ids)
+            } else {
+                sink.samples(&block)
+            }
+        });
         match written {
             Ok(()) => {
                 summary.samples += block.len() as u64;
                 summary.symbols += new_symbols.len() as u64;
+                summary.stacks += new_stacks.len() as u64;
             }
             Err(e) => summary.error = Some(e.to_string()),
         }
@@ -235,6 +289,36 @@ fn write(rx: Receiver<Message>, mut sink: Box<dyn SampleSink>, queue: &Queue) ->
     summary.notes = namer.notes();
     summary.kernel_note = namer.kernel_note.take();
     summary
+}
+
+/// The stacks written so far, as a prefix tree: each (parent stack,
+/// innermost symbol) has one id, from 1 (0: no stack). Memory grows with
+/// distinct stacks, not samples.
+#[derive(Default)]
+struct Stacks {
+    ids: HashMap<(u32, u32), u32>,
+}
+
+impl Stacks {
+    /// The id of the stack of `frames` (symbol ids, outermost first, the
+    /// innermost [`MAX_STACK_DEPTH`] kept), adding to `new` the stacks not
+    /// seen before, each after its parent; 0 for no frames.
+    fn intern(
+        &mut self,
+        frames: impl ExactSizeIterator<Item = u32>,
+        new: &mut Vec<StackNode>,
+    ) -> u32 {
+        let skip = frames.len().saturating_sub(MAX_STACK_DEPTH);
+        let mut parent = 0;
+        for symbol in frames.skip(skip) {
+            let next = self.ids.len() as u32 + 1;
+            parent = *self.ids.entry((parent, symbol)).or_insert_with(|| {
+                new.push(StackNode::new(next, parent, symbol));
+                next
+            });
+        }
+        parent
+    }
 }
 
 #[cfg(test)]
@@ -276,7 +360,51 @@ mod tests {
             loc: Location::Unmapped,
             kernel: false,
             counters: CounterValues::default(),
+            frames: Vec::new(),
         }
+    }
+
+    /// A queued stack counts by its memory: 127 frames weigh several
+    /// samples, no frames none more than the sample.
+    #[test]
+    fn queued_stacks_count_against_the_bound_by_their_memory() {
+        let bare = vec![placed(1); 10];
+        assert_eq!(queued_weight(&bare), 10);
+        let mut deep = placed(1);
+        deep.frames = vec![Location::Unmapped; 127];
+        let per = std::mem::size_of::<Placed>() / std::mem::size_of::<Location>();
+        assert_eq!(queued_weight(&[deep]), 1 + 127 / per);
+        assert!(queued_weight(&[placed(2)]) == 1 && per >= 2, "{per}");
+    }
+
+    /// Stacks are a prefix tree: a shared caller chain is stored once,
+    /// each stack after its parent, and deeper chains keep their
+    /// innermost frames.
+    #[test]
+    fn stacks_are_interned_as_a_prefix_tree() {
+        let mut stacks = Stacks::default();
+        let mut new = Vec::new();
+        assert_eq!(stacks.intern([].into_iter(), &mut new), 0);
+        let a = stacks.intern([7, 8, 9].into_iter(), &mut new);
+        assert_eq!(
+            new,
+            vec![
+                StackNode::new(1, 0, 7),
+                StackNode::new(2, 1, 8),
+                StackNode::new(3, 2, 9)
+            ]
+        );
+        assert_eq!(a, 3);
+        new.clear();
+        assert_eq!(stacks.intern([7, 8, 9].into_iter(), &mut new), 3);
+        assert!(new.is_empty());
+        assert_eq!(stacks.intern([7, 8, 5].into_iter(), &mut new), 4);
+        assert_eq!(new, vec![StackNode::new(4, 2, 5)]);
+        new.clear();
+        let deep: Vec<u32> = (0..MAX_STACK_DEPTH as u32 + 10).collect();
+        stacks.intern(deep.into_iter(), &mut new);
+        assert_eq!(new.len(), MAX_STACK_DEPTH);
+        assert_eq!((new[0].parent, new[0].symbol), (0, 10));
     }
 
     /// Rounds keep coming while the writer is stuck on its first names:
@@ -288,7 +416,7 @@ mod tests {
             delay: Some(Duration::from_millis(500)),
             samples: 0,
         };
-        let (mut stream, writer) = Stream::start(Box::new(sink), 0).expect("start");
+        let (mut stream, writer) = Stream::start(Box::new(sink), 0, false).expect("start");
         let started = Instant::now();
         for round in 0..1000u64 {
             for i in 0..10 {

@@ -104,6 +104,10 @@ pub enum AttributeFormat {
     Json,
     /// Markdown tables.
     Md,
+    /// Collapsed stacks, one line per distinct stack under its row (a
+    /// sampled trace folder only): what inferno-flamegraph, flamegraph.pl
+    /// and speedscope read.
+    Folded,
 }
 
 impl AttributeFormat {
@@ -114,6 +118,7 @@ impl AttributeFormat {
             Some("json") => AttributeFormat::Json,
             Some("csv") => AttributeFormat::Csv,
             Some("md") => AttributeFormat::Md,
+            Some("folded") => AttributeFormat::Folded,
             _ => AttributeFormat::Table,
         }
     }
@@ -242,6 +247,14 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
             "give a sampled trace folder (lotus attribute DIR) or --mapping and --profile",
         ));
     };
+    if args.format == Some(AttributeFormat::Folded)
+        || (args.format.is_none()
+            && args.out.as_deref().map(AttributeFormat::from_path) == Some(AttributeFormat::Folded))
+    {
+        return Err(crate::usage::usage(
+            "--format folded needs call stacks: give a sampled trace folder (lotus attribute DIR), traced with `lotus trace run --sample`",
+        ));
+    }
     let mapping = load_mapping(mapping_path)?;
     let op_times = args.op_times.as_deref().map(load_op_times).transpose()?;
     let match_mode = match args.match_mode {
@@ -303,14 +316,14 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
             AttributeFormat::Json => fv.json()?,
             AttributeFormat::Csv => fv.csv()?,
             AttributeFormat::Table => fv.table(),
-            AttributeFormat::Md => fv.markdown(),
+            AttributeFormat::Md | AttributeFormat::Folded => fv.markdown(),
         }
     } else {
         match format {
             AttributeFormat::Json => serde_json::to_string_pretty(&view.json())? + "\n",
             AttributeFormat::Csv => view.csv()?,
             AttributeFormat::Table => view.table(),
-            AttributeFormat::Md => view.markdown(),
+            AttributeFormat::Md | AttributeFormat::Folded => view.markdown(),
         }
     };
     if let Some(path) = &args.plot {

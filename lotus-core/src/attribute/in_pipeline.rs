@@ -90,6 +90,9 @@ use crate::trace::folder::{Item, LogFile};
 use crate::trace::samples::{Sample, SampleFiles, SymbolTable};
 use crate::trace::{Entry, Kind, Role, TraceFolder};
 
+pub mod folded;
+pub use folded::{folded_folder, FoldedStacks};
+
 /// The slowdown by sampling (percent) above which `attribute DIR` says so.
 const SLOWDOWN_NOTE_PCT: f64 = 5.0;
 
@@ -505,6 +508,11 @@ impl Tree {
 
     /// `A/B/C`: the op names of path `p`, outermost first.
     fn name(&self, p: u32, ops: &[String]) -> String {
+        self.parts(p, ops).join("/")
+    }
+
+    /// The op names of path `p`, outermost first.
+    pub(crate) fn parts<'a>(&self, p: u32, ops: &'a [String]) -> Vec<&'a str> {
         let mut parts = Vec::new();
         let mut at = Some(p);
         while let Some(q) = at {
@@ -513,7 +521,7 @@ impl Tree {
             at = n.parent;
         }
         parts.reverse();
-        parts.join("/")
+        parts
     }
 }
 
@@ -988,6 +996,8 @@ pub(crate) struct Credit<'a> {
     pub(crate) pool: bool,
     /// The role of its process, where it wrote a log.
     pub(crate) role: Option<Role>,
+    /// Its stack id in the folder's stack table (0: none).
+    pub(crate) stack: u32,
 }
 
 fn samples_of(
@@ -1225,8 +1235,8 @@ impl SampledTrace {
         let mut total = 0u64;
         let mut reader = samples_of(&self.files)?;
         let mut sweep = Sweep::new(logs.spans.iter()?);
-        for s in reader.by_ref() {
-            let s: Sample = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
+        while let Some(s) = reader.next_with_stack() {
+            let (s, stack): (Sample, u32) = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
             sweep.advance(s.time_ns)?;
             total += 1;
             let mut pool = false;
@@ -1258,6 +1268,7 @@ impl SampledTrace {
                 span,
                 pool,
                 role,
+                stack,
             })?;
         }
         self.tree = sweep.finish()?;

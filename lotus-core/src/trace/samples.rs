@@ -3,7 +3,7 @@
 //! beside the logs as they come, with the symbol table they need, so the
 //! folder alone is enough to analyse later, on another machine.
 //!
-//! Three files, `<prefix>` being the logs' prefix:
+//! Three files (four with call stacks), `<prefix>` being the logs' prefix:
 //!
 //! - `<prefix>.samples`: a 16-byte header (`LOTUSSMP`, format version and
 //!   the record size, both `u32` little-endian), then one record per
@@ -21,12 +21,22 @@
 //!   the next one: the deltas of a thread add up to its whole count
 //!   whatever was lost. A run without counters writes version 1. Written in
 //!   blocks; a job or lotus killed mid-run leaves at most a cut last
-//!   record, which the reader drops and reports. The reader reads both
-//!   versions.
+//!   record, which the reader drops and reports. A version 3 record
+//!   (a run with call stacks, `--stacks fp`) puts a `u32` stack id (in
+//!   `<prefix>.stacks`; 0: no stack) between the 24 bytes and the
+//!   counters: 28 bytes, and 8 more per counter. The reader reads the
+//!   three versions.
 //! - `<prefix>.symbols`: `#lotus-symbols v1`, then `id<TAB>function<TAB>module`
 //!   per line, appended before the first sample that uses the id (so a cut
 //!   tail never leaves a sample without its name; an id with no line is
 //!   read as `[unknown]`).
+//! - `<prefix>.stacks` (version 3 only): `#lotus-stacks v1`, then
+//!   `id<TAB>parent<TAB>symbol` per line: the call stacks as a prefix
+//!   tree, deduplicated. A stack is its innermost frame (`symbol`, an id
+//!   of `<prefix>.symbols`) under its callers' stack `parent` (0: the
+//!   frame is the outermost one); ids count from 1, and a line is written
+//!   after its parent's and before the first sample that uses it, so the
+//!   file grows with distinct stacks, not with samples.
 //! - `<prefix>.sampling`: `key=value` lines about the collection (backend,
 //!   `frequency_hz`, `interval_ns`, `clock=monotonic`, `status=running`
 //!   while it runs (with `lotus_pid=` and `lotus_start=`, lotus's pid and
@@ -42,7 +52,8 @@
 //!   frequency), rewritten whole at the start and the end.
 //!
 //! Memory stays flat however long the job: samples go to the file in
-//! blocks; only the symbol table (distinct functions) is kept.
+//! blocks; only the symbol table (distinct functions) and the stack table
+//! (distinct stacks) are kept.
 //!
 //! Reading: the three files are opened inside their folder through
 //! [`crate::input::Folder`] (no link out of the folder, regular files only,
@@ -51,7 +62,12 @@
 //! or not `id<TAB>function<TAB>module`, or whose id is past what the file's
 //! size can hold (ids are numbered from 0, one line each), is skipped and
 //! counted ([`SymbolTable::skipped`]); a cut last line is dropped without a
-//! word; the table holds only the ids that have a line.
+//! word; the table holds only the ids that have a line. A stacks line is
+//! read the same way ([`StackTable`]), and also skipped when its parent is
+//! not a stack of an earlier line (which a cut or edited file, or a
+//! cycle, would make), so every stack read ends at an outermost frame; a
+//! sample whose stack id has no line is read with its own function alone
+//! ([`StackTable::frames`] says so, and the folded output counts them).
 //!
 //! ```
 //! use lotus_core::trace::samples::{Sample, SampleFiles, SampleSink, SamplesWriter, Symbol};
@@ -85,6 +101,15 @@ pub const SAMPLES_MAGIC: &[u8; 8] = b"LOTUSSMP";
 pub const SAMPLES_VERSION: u32 = 1;
 /// The samples file's format version whose records carry counter deltas.
 pub const SAMPLES_VERSION_COUNTERS: u32 = 2;
+/// The samples file's format version whose records carry a stack id (and
+/// counter deltas, where there are counters).
+pub const SAMPLES_VERSION_STACKS: u32 = 3;
+/// The first line of a stacks file.
+pub const STACKS_TAG: &str = "#lotus-stacks v1";
+/// The most frames a stored stack holds: deeper chains keep their
+/// innermost frames (the kernel's own cap, `perf_event_max_stack`, is
+/// 127 by default).
+pub const MAX_STACK_DEPTH: usize = 256;
 /// Bytes per sample record without counters (a version 1 record, and the
 /// start of every version 2 record).
 pub const RECORD_BYTES: usize = 24;
@@ -215,6 +240,46 @@ pub trait SampleSink: Send {
     fn samples(&mut self, block: &[Sample]) -> io::Result<()>;
     /// The end: writes what is buffered.
     fn finish(&mut self) -> io::Result<()>;
+    /// Every sample will carry a stack id: called once, before any
+    /// sample. A sink that cannot store stacks refuses (the default).
+    fn with_stacks(&mut self) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this sample sink does not store call stacks",
+        ))
+    }
+    /// New stacks, each after its parent (and after the symbols it uses).
+    fn stacks(&mut self, new: &[StackNode]) -> io::Result<()> {
+        let _ = new;
+        Ok(())
+    }
+    /// A block of samples with the stack id of each (`stacks[i]` is
+    /// `block[i]`'s; 0: none); without [`SampleSink::with_stacks`], the
+    /// stacks are dropped.
+    fn samples_with_stacks(&mut self, block: &[Sample], stacks: &[u32]) -> io::Result<()> {
+        let _ = stacks;
+        self.samples(block)
+    }
+}
+
+/// One stack of the stack table: its innermost frame under its callers'
+/// stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct StackNode {
+    /// The stack's id (from 1).
+    pub id: u32,
+    /// The callers' stack; 0 when `symbol` is the outermost frame.
+    pub parent: u32,
+    /// The innermost frame's symbol id.
+    pub symbol: u32,
+}
+
+impl StackNode {
+    /// Stack `id`: `symbol` called from stack `parent` (0: the outermost).
+    pub fn new(id: u32, parent: u32, symbol: u32) -> StackNode {
+        StackNode { id, parent, symbol }
+    }
 }
 
 /// The paths of a folder's sample files.
@@ -227,6 +292,8 @@ pub struct SampleFiles {
     pub symbols: PathBuf,
     /// `<prefix>.sampling`.
     pub sampling: PathBuf,
+    /// `<prefix>.stacks`.
+    pub stacks: PathBuf,
     /// The folder they are in.
     dir: PathBuf,
 }
@@ -238,6 +305,7 @@ impl SampleFiles {
             samples: dir.join(format!("{prefix}.samples")),
             symbols: dir.join(format!("{prefix}.symbols")),
             sampling: dir.join(format!("{prefix}.sampling")),
+            stacks: dir.join(format!("{prefix}.stacks")),
             dir: dir.to_path_buf(),
         }
     }
@@ -271,9 +339,9 @@ impl SampleFiles {
             .map_err(|e| with_path(path, e))
     }
 
-    /// Any of the three files that exists.
+    /// Any of the files that exists.
     pub fn existing(&self) -> Vec<&Path> {
-        [&self.samples, &self.symbols, &self.sampling]
+        [&self.samples, &self.symbols, &self.sampling, &self.stacks]
             .into_iter()
             .filter(|p| p.symlink_metadata().is_ok())
             .map(PathBuf::as_path)
@@ -286,6 +354,16 @@ impl SampleFiles {
         match self.open_in_folder(&self.symbols) {
             Ok(file) => SymbolTable::read_from(file, &self.symbols),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(SymbolTable::empty()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The stack table; an empty one when the file is missing (a run
+    /// without stacks).
+    pub fn read_stacks(&self) -> io::Result<StackTable> {
+        match self.open_in_folder(&self.stacks) {
+            Ok(file) => StackTable::read_from(file, &self.stacks),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(StackTable::default()),
             Err(e) => Err(e),
         }
     }
@@ -451,6 +529,9 @@ fn create_new(path: &Path) -> io::Result<File> {
 pub struct SamplesWriter {
     samples: BufWriter<File>,
     symbols: BufWriter<File>,
+    /// `<prefix>.stacks`, once [`SampleSink::with_stacks`] made it.
+    stacks: Option<BufWriter<File>>,
+    files: SampleFiles,
     written: u64,
     counters: usize,
 }
@@ -468,6 +549,8 @@ impl SamplesWriter {
         let mut w = SamplesWriter {
             samples,
             symbols,
+            stacks: None,
+            files,
             written: 0,
             counters: 0,
         };
@@ -491,7 +574,9 @@ impl SamplesWriter {
     /// whatever the version, so it is rewritten in place until the first
     /// sample.
     fn header(&mut self) -> io::Result<()> {
-        let version = if self.counters == 0 {
+        let version = if self.stacks.is_some() {
+            SAMPLES_VERSION_STACKS
+        } else if self.counters == 0 {
             SAMPLES_VERSION
         } else {
             SAMPLES_VERSION_COUNTERS
@@ -500,13 +585,51 @@ impl SamplesWriter {
         self.samples.write_all(SAMPLES_MAGIC)?;
         self.samples.write_all(&version.to_le_bytes())?;
         self.samples
-            .write_all(&((RECORD_BYTES + 8 * self.counters) as u32).to_le_bytes())?;
+            .write_all(&(self.record_bytes() as u32).to_le_bytes())?;
         self.samples.flush()
     }
 
     /// Samples written so far.
     pub fn written(&self) -> u64 {
         self.written
+    }
+
+    /// Bytes of one record in this file.
+    fn record_bytes(&self) -> usize {
+        RECORD_BYTES + 4 * usize::from(self.stacks.is_some()) + 8 * self.counters
+    }
+
+    /// Writes `block` (with `stacks`, one each, in a version 3 file).
+    fn write_block(&mut self, block: &[Sample], stacks: Option<&[u32]>) -> io::Result<()> {
+        if let Some(s) = block.iter().find(|s| s.counters.len() != self.counters) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a sample with {} counter values in a samples file of {} counters",
+                    s.counters.len(),
+                    self.counters
+                ),
+            ));
+        }
+        let with_stacks = self.stacks.is_some();
+        if stacks.is_some_and(|st| st.len() != block.len()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a block of samples with another number of stack ids",
+            ));
+        }
+        for (i, s) in block.iter().enumerate() {
+            self.samples.write_all(&s.to_bytes())?;
+            if with_stacks {
+                let stack = stacks.map_or(0, |st| st[i]);
+                self.samples.write_all(&stack.to_le_bytes())?;
+            }
+            for v in s.counters.as_slice() {
+                self.samples.write_all(&v.to_le_bytes())?;
+            }
+        }
+        self.written += block.len() as u64;
+        self.samples.flush()
     }
 }
 
@@ -535,31 +658,51 @@ impl SampleSink for SamplesWriter {
     }
 
     /// An error (nothing of the block written) when a sample carries
-    /// another number of counters than the file's records hold.
+    /// another number of counters than the file's records hold. In a
+    /// file with stacks, the samples carry none (stack id 0).
     fn samples(&mut self, block: &[Sample]) -> io::Result<()> {
-        if let Some(s) = block.iter().find(|s| s.counters.len() != self.counters) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "a sample with {} counter values in a samples file of {} counters",
-                    s.counters.len(),
-                    self.counters
-                ),
-            ));
-        }
-        for s in block {
-            self.samples.write_all(&s.to_bytes())?;
-            for v in s.counters.as_slice() {
-                self.samples.write_all(&v.to_le_bytes())?;
-            }
-        }
-        self.written += block.len() as u64;
-        self.samples.flush()
+        self.write_block(block, None)
     }
 
     fn finish(&mut self) -> io::Result<()> {
         self.symbols.flush()?;
+        if let Some(stacks) = self.stacks.as_mut() {
+            stacks.flush()?;
+        }
         self.samples.flush()
+    }
+
+    /// Creates `<prefix>.stacks` and makes the records version 3; an
+    /// error after the first sample, or if the file exists.
+    fn with_stacks(&mut self) -> io::Result<()> {
+        if self.written > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("stacks asked for after {} samples", self.written),
+            ));
+        }
+        if self.stacks.is_none() {
+            let mut stacks = BufWriter::new(create_new(&self.files.stacks)?);
+            writeln!(stacks, "{STACKS_TAG}")?;
+            stacks.flush()?;
+            self.stacks = Some(stacks);
+        }
+        self.header()
+    }
+
+    fn stacks(&mut self, new: &[StackNode]) -> io::Result<()> {
+        let Some(stacks) = self.stacks.as_mut() else {
+            return Ok(());
+        };
+        for n in new {
+            writeln!(stacks, "{}\t{}\t{}", n.id, n.parent, n.symbol)?;
+        }
+        // Before the samples that use them reach the disk.
+        stacks.flush()
+    }
+
+    fn samples_with_stacks(&mut self, block: &[Sample], stacks: &[u32]) -> io::Result<()> {
+        self.write_block(block, Some(stacks))
     }
 }
 
@@ -747,6 +890,162 @@ impl SymbolTable {
     }
 }
 
+/// The fewest bytes a stacks line takes (`1<TAB>0<TAB>0` and its line
+/// break): a file of `n` bytes holds at most `n / 6` ids.
+const MIN_STACK_LINE: u64 = 6;
+
+/// The call stacks of a sampled trace, by id (`<prefix>.stacks`, see the
+/// module docs): each read from its innermost frame out through its
+/// parents, every one of which was on an earlier line.
+#[derive(Debug, Clone, Default)]
+pub struct StackTable {
+    /// id -> (parent, symbol, depth in frames).
+    by_id: HashMap<u32, (u32, u32, u16)>,
+    skipped: Vec<SkippedLine>,
+    skipped_count: usize,
+}
+
+impl StackTable {
+    /// Reads a stacks file (named `path` in errors), no further than its
+    /// size when opened. A cut last line (no line break) is dropped; a line
+    /// that is not UTF-8 text, not `id<TAB>parent<TAB>symbol` numbers, whose
+    /// id is 0, given twice or past what the file can hold, whose parent is
+    /// not a stack of an earlier line (a cut or edited file, or a cycle) or
+    /// which would make a stack deeper than [`MAX_STACK_DEPTH`] is skipped
+    /// and counted ([`StackTable::skipped_note`]).
+    pub fn read_from(file: SizedFile, path: &Path) -> io::Result<StackTable> {
+        let most_ids = file.size() / MIN_STACK_LINE;
+        let mut table = StackTable::default();
+        let mut by_id: HashMap<u32, (u32, u32, u16)> = HashMap::new();
+        let (mut skipped, mut skipped_count) = (Vec::new(), 0usize);
+        let mut skip = |line: u64, why: String| {
+            skipped_count += 1;
+            if skipped.len() < SKIPPED_KEPT {
+                skipped.push(SkippedLine { line, why });
+            }
+        };
+        for_each_line(
+            BufReader::new(file),
+            MAX_SYMBOL_LINE,
+            |line| -> io::Result<()> {
+                if !line.ended {
+                    return Ok(());
+                }
+                if line.too_long {
+                    skip(line.no, format!("longer than {MAX_SYMBOL_LINE} bytes"));
+                    return Ok(());
+                }
+                let Ok(body) = std::str::from_utf8(line.bytes) else {
+                    skip(line.no, "not UTF-8 text".into());
+                    return Ok(());
+                };
+                if body.starts_with('#') {
+                    return Ok(());
+                }
+                let fields: Vec<Option<u32>> = body.split('\t').map(|f| f.parse().ok()).collect();
+                let [Some(id), Some(parent), Some(symbol)] = fields[..] else {
+                    skip(line.no, "not id<TAB>parent<TAB>symbol numbers".into());
+                    return Ok(());
+                };
+                if id == 0 || u64::from(id) > most_ids {
+                    skip(
+                        line.no,
+                        format!("id {id} is 0 or past what a file of this size can hold"),
+                    );
+                    return Ok(());
+                }
+                if by_id.contains_key(&id) {
+                    skip(line.no, format!("id {id} is given twice"));
+                    return Ok(());
+                }
+                let depth = if parent == 0 {
+                    1
+                } else {
+                    match by_id.get(&parent) {
+                        Some(&(_, _, d)) => d.saturating_add(1),
+                        None => {
+                            skip(
+                                line.no,
+                                format!("its parent {parent} is not a stack of an earlier line"),
+                            );
+                            return Ok(());
+                        }
+                    }
+                };
+                if usize::from(depth) > MAX_STACK_DEPTH {
+                    skip(line.no, format!("deeper than {MAX_STACK_DEPTH} frames"));
+                    return Ok(());
+                }
+                by_id.insert(id, (parent, symbol, depth));
+                Ok(())
+            },
+        )
+        .map_err(|e| with_path(path, e))?;
+        table.by_id = by_id;
+        table.skipped = skipped;
+        table.skipped_count = skipped_count;
+        Ok(table)
+    }
+
+    /// The symbol ids of stack `id`, outermost first, into `out` (cleared
+    /// first); `false`, `out` left empty, when `id` has no line.
+    pub fn frames(&self, id: u32, out: &mut Vec<u32>) -> bool {
+        out.clear();
+        let mut at = id;
+        // Each parent was read on an earlier line and depths are capped:
+        // the walk ends within MAX_STACK_DEPTH steps.
+        while let Some(&(parent, symbol, _)) = self.by_id.get(&at) {
+            out.push(symbol);
+            if parent == 0 || out.len() >= MAX_STACK_DEPTH {
+                break;
+            }
+            at = parent;
+        }
+        out.reverse();
+        !out.is_empty()
+    }
+
+    /// How many stacks have a line.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether no stack has a line.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// How many lines were skipped.
+    pub fn skipped_count(&self) -> usize {
+        self.skipped_count
+    }
+
+    /// One line for the user about the skipped lines of `path`, if any:
+    /// `lotus.stacks: 2 line(s) skipped (line 3: ...)`.
+    pub fn skipped_note(&self, path: &Path) -> Option<String> {
+        if self.skipped_count == 0 {
+            return None;
+        }
+        let shown: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|s| format!("line {}: {}", s.line, s.why))
+            .collect();
+        let more = self.skipped_count - shown.len();
+        Some(format!(
+            "{}: {} line(s) skipped ({}{}); samples of those stacks are shown with their own function alone",
+            escaped(&path.display().to_string()),
+            self.skipped_count,
+            shown.join("; "),
+            if more > 0 {
+                format!("; {more} more")
+            } else {
+                String::new()
+            }
+        ))
+    }
+}
+
 /// Reads samples one record at a time (format version 1, or 2 with
 /// counter deltas); a cut last record is dropped and counted
 /// ([`SampleReader::cut_bytes`]).
@@ -756,6 +1055,8 @@ pub struct SampleReader<R> {
     cut: usize,
     done: bool,
     counters: usize,
+    /// The records carry a stack id (version 3).
+    stacks: bool,
     record: Vec<u8>,
     most: u64,
 }
@@ -776,7 +1077,9 @@ impl<R: Read> SampleReader<R> {
         }
         let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
         let size = u32::from_le_bytes([head[12], head[13], head[14], head[15]]) as usize;
-        let counters = (size.saturating_sub(RECORD_BYTES)) / 8;
+        let stacks = version == SAMPLES_VERSION_STACKS;
+        let base = RECORD_BYTES + if stacks { 4 } else { 0 };
+        let counters = (size.saturating_sub(base)) / 8;
         let valid = match version {
             SAMPLES_VERSION => size == RECORD_BYTES,
             SAMPLES_VERSION_COUNTERS => {
@@ -784,11 +1087,15 @@ impl<R: Read> SampleReader<R> {
                     && (size - RECORD_BYTES).is_multiple_of(8)
                     && counters <= MAX_COUNTERS
             }
+            SAMPLES_VERSION_STACKS => {
+                size >= base && (size - base).is_multiple_of(8) && counters <= MAX_COUNTERS
+            }
             _ => false,
         };
         if !valid {
             return Err(bad(format!(
-                "format version {version} with {size}-byte records (this lotus reads version {SAMPLES_VERSION}, {RECORD_BYTES} bytes, and version {SAMPLES_VERSION_COUNTERS}, {RECORD_BYTES} bytes and up to {MAX_COUNTERS} counters of 8): a newer lotus wrote it, or it is damaged"
+                "format version {version} with {size}-byte records (this lotus reads version {SAMPLES_VERSION}, {RECORD_BYTES} bytes, version {SAMPLES_VERSION_COUNTERS}, {RECORD_BYTES} bytes and up to {MAX_COUNTERS} counters of 8, and version {SAMPLES_VERSION_STACKS}, {} bytes and the counters): a newer lotus wrote it, or it is damaged",
+                RECORD_BYTES + 4
             )));
         }
         Ok(SampleReader {
@@ -796,6 +1103,7 @@ impl<R: Read> SampleReader<R> {
             cut: 0,
             done: false,
             counters,
+            stacks,
             record: vec![0; size],
             most: u64::MAX,
         })
@@ -810,6 +1118,11 @@ impl<R: Read> SampleReader<R> {
     /// How many counter values each record carries (0 in version 1).
     pub fn counters(&self) -> usize {
         self.counters
+    }
+
+    /// Whether the records carry stack ids (version 3).
+    pub fn has_stacks(&self) -> bool {
+        self.stacks
     }
 
     /// Bytes of a cut last record that were dropped (a run killed while
@@ -837,6 +1150,15 @@ impl<R: Read> Iterator for SampleReader<R> {
     type Item = io::Result<Sample>;
 
     fn next(&mut self) -> Option<io::Result<Sample>> {
+        self.next_with_stack()
+            .map(|r| r.map(|(sample, _stack)| sample))
+    }
+}
+
+impl<R: Read> SampleReader<R> {
+    /// The next sample with its stack id (0: none, and always 0 in a file
+    /// of version 1 or 2).
+    pub fn next_with_stack(&mut self) -> Option<io::Result<(Sample, u32)>> {
         if self.done {
             return None;
         }
@@ -846,15 +1168,24 @@ impl<R: Read> Iterator for SampleReader<R> {
                 let mut head = [0u8; RECORD_BYTES];
                 head.copy_from_slice(&self.record[..RECORD_BYTES]);
                 let mut sample = Sample::from_bytes(&head);
+                let (stack, base) = if self.stacks {
+                    let b = &self.record[RECORD_BYTES..RECORD_BYTES + 4];
+                    (
+                        u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                        RECORD_BYTES + 4,
+                    )
+                } else {
+                    (0, RECORD_BYTES)
+                };
                 let mut values = [0u64; MAX_COUNTERS];
                 for (i, v) in values.iter_mut().take(self.counters).enumerate() {
-                    let at = RECORD_BYTES + 8 * i;
+                    let at = base + 8 * i;
                     let mut b = [0u8; 8];
                     b.copy_from_slice(&self.record[at..at + 8]);
                     *v = u64::from_le_bytes(b);
                 }
                 sample.counters = CounterValues::new(&values[..self.counters]).unwrap_or_default();
-                Some(Ok(sample))
+                Some(Ok((sample, stack)))
             }
             Ok(n) => {
                 self.done = true;
@@ -971,13 +1302,118 @@ mod tests {
         assert!(r.next().expect("one").expect("ok").counters.is_empty());
 
         // Sizes a version cannot have are refused, naming what is read.
-        for (version, size) in [(1u32, 32u32), (2, 24), (2, 28), (2, 24 + 8 * 9), (3, 24)] {
+        for (version, size) in [
+            (1u32, 32u32),
+            (2, 24),
+            (2, 28),
+            (2, 24 + 8 * 9),
+            (3, 24),
+            (3, 32),
+            (4, 28),
+        ] {
             let mut head = SAMPLES_MAGIC.to_vec();
             head.extend_from_slice(&version.to_le_bytes());
             head.extend_from_slice(&size.to_le_bytes());
             let err = SampleReader::new(&head[..], Path::new("x.samples")).expect_err("bad");
             assert!(err.to_string().contains("version 2"), "{err}");
         }
+    }
+
+    #[test]
+    fn stacks_round_trip_in_version_3_with_and_without_counters() {
+        for counters in [0usize, 2] {
+            let dir = tempfile::tempdir().expect("tmp");
+            let mut w =
+                SamplesWriter::create_with_counters(dir.path(), "run", counters).expect("create");
+            w.with_stacks().expect("stacks");
+            w.symbols(&[(0, Symbol::new("main", "/a")), (1, Symbol::new("f", "/a"))])
+                .expect("symbols");
+            w.stacks(&[StackNode::new(1, 0, 0), StackNode::new(2, 1, 1)])
+                .expect("stacks");
+            let values: Vec<u64> = (0..counters as u64).map(|i| 7 + i).collect();
+            let all: Vec<Sample> = (0..10u64)
+                .map(|i| Sample {
+                    counters: CounterValues::new(&values).expect("n"),
+                    ..sample(i, (i % 2) as u32)
+                })
+                .collect();
+            let ids: Vec<u32> = (0..10u32).map(|i| i % 3).collect();
+            w.samples_with_stacks(&all, &ids).expect("block");
+            w.finish().expect("finish");
+            // A second call after samples is refused.
+            assert!(w.with_stacks().is_err());
+            let files = SampleFiles::open(dir.path(), "run").expect("open");
+            let bytes = std::fs::read(&files.samples).expect("read");
+            assert_eq!(&bytes[8..12], &SAMPLES_VERSION_STACKS.to_le_bytes());
+            assert_eq!(
+                bytes.len(),
+                HEADER_BYTES + 10 * (RECORD_BYTES + 4 + 8 * counters)
+            );
+            let mut r = files.samples().expect("r");
+            assert!(r.has_stacks());
+            assert_eq!(r.counters(), counters);
+            let mut got = Vec::new();
+            while let Some(x) = r.next_with_stack() {
+                got.push(x.expect("ok"));
+            }
+            assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), all);
+            assert_eq!(got.iter().map(|g| g.1).collect::<Vec<_>>(), ids);
+            let table = files.read_stacks().expect("stacks");
+            assert_eq!(table.len(), 2);
+            let mut frames = Vec::new();
+            assert!(table.frames(2, &mut frames));
+            assert_eq!(frames, vec![0, 1]);
+            assert!(!table.frames(0, &mut frames) && frames.is_empty());
+        }
+        // A version 2 file reads with stack 0 and an empty table.
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut w = SamplesWriter::create(dir.path(), "run").expect("create");
+        w.samples_with_stacks(&[sample(1, 0)], &[5])
+            .expect("dropped");
+        w.finish().expect("finish");
+        let files = SampleFiles::open(dir.path(), "run").expect("open");
+        let mut r = files.samples().expect("r");
+        assert!(!r.has_stacks());
+        assert_eq!(r.next_with_stack().expect("one").expect("ok").1, 0);
+        assert!(files.read_stacks().expect("none").is_empty());
+    }
+
+    #[test]
+    fn stack_lines_that_cannot_be_read_are_skipped_and_the_rest_kept() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let files = SampleFiles::of(dir.path(), "lotus");
+        // 1 and 2: fine; 3 names a parent never defined; 4 and 5 a cycle
+        // (each names the other); 6 repeats 2; 7 is not numbers; the cut
+        // last line is dropped without a word.
+        let text = "#lotus-stacks v1\n1\t0\t10\n2\t1\t11\n3\t99\t12\n4\t5\t1\n5\t4\t1\n2\t0\t3\nx\t1\t2\n8\t2\t1";
+        std::fs::write(&files.stacks, text).expect("w");
+        let table = files.read_stacks().expect("read");
+        assert_eq!(table.len(), 2);
+        assert_eq!(table.skipped_count(), 5);
+        let mut frames = Vec::new();
+        assert!(table.frames(2, &mut frames));
+        assert_eq!(frames, vec![10, 11]);
+        for missing in [3, 4, 5, 8, 1000] {
+            assert!(!table.frames(missing, &mut frames), "{missing}");
+        }
+        let note = table.skipped_note(&files.stacks).expect("note");
+        assert!(note.contains("lotus.stacks: 5 line(s) skipped"), "{note}");
+        assert!(
+            note.contains("line 4: its parent 99 is not a stack of an earlier line"),
+            "{note}"
+        );
+        assert!(note.contains("id 2 is given twice"), "{note}");
+        // A chain deeper than the cap stops at the cap.
+        let mut deep = String::from("#lotus-stacks v1\n1\t0\t0\n");
+        for id in 2..=(MAX_STACK_DEPTH as u32 + 5) {
+            deep += &format!("{id}\t{}\t0\n", id - 1);
+        }
+        std::fs::write(&files.stacks, deep).expect("w");
+        let table = files.read_stacks().expect("read");
+        assert_eq!(table.len(), MAX_STACK_DEPTH);
+        assert_eq!(table.skipped_count(), 5);
+        assert!(table.frames(MAX_STACK_DEPTH as u32, &mut frames));
+        assert_eq!(frames.len(), MAX_STACK_DEPTH);
     }
 
     #[test]

@@ -1,0 +1,159 @@
+"""Call stacks (`lotus trace run --sample --stacks fp`): what they cost the
+job, against perf's own call graphs at the same frequency, and what they
+cost the folder.
+
+The job is a C program built here with frame pointers (`-O0
+-fno-omit-frame-pointer`, so leaf functions keep theirs too): it recurses
+--depth calls deep, then spins a fixed amount of work, and prints the CPU
+time its process ran (CLOCK_PROCESS_CPUTIME_ID) at its end. That figure
+is what the sampling costs it: the kernel walks each sample's chain in the
+interrupted thread, so the walk's time is the job's; lotus's own threads
+(draining, naming, writing) are not counted in it. Each rep runs, in turn:
+
+- bare: the program alone;
+- none: `lotus trace run --sample --counters none --stacks none`;
+- fp: the same with `--stacks fp`;
+- perf: `perf record -F <Hz>` (no call graph), where `perf` exists;
+- perf -g: `perf record -g` (frame pointers);
+- perf dwarf: `perf record --call-graph dwarf` (8 KiB stack copies).
+
+It prints each one's median CPU (ms) over --reps and its slowdown against
+bare, and for `fp` the folder's bytes per sample (samples, stacks and
+symbols files together) and the share of samples with a chain of two
+frames or more (`deep_samples=`), beside perf.data's bytes per sample. On a
+shared machine the medians swing by a few percent with the neighbours'
+load: compare the rows of one run.
+
+usage: python3 bench/stacks_cost.py [--lotus target/debug/lotus]
+           [--reps 5] [--frequency 4000] [--depth 40]
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+PROGRAM = r"""
+#include <stdio.h>
+#include <time.h>
+static volatile unsigned long sink;
+__attribute__((noinline)) void spin(void) {
+    for (unsigned long i = 0; i < 600000000UL; i++) sink += i;
+}
+__attribute__((noinline)) int rec(int d) {
+    if (d == 0) { spin(); return 0; }
+    return rec(d - 1) + 1;
+}
+int main(int argc, char **argv) {
+    struct timespec t;
+    int depth = argc > 1 ? atoi(argv[1]) : 40;
+    sink += rec(depth);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    fprintf(stderr, "cpu_ms=%.3f\n", t.tv_sec * 1e3 + t.tv_nsec / 1e6);
+    return 0;
+}
+"""
+
+
+def cpu_ms(stderr):
+    for line in stderr.splitlines():
+        if line.startswith("cpu_ms="):
+            return float(line.split("=", 1)[1])
+    raise SystemExit(f"the program did not report its CPU time:\n{stderr}")
+
+
+def sampling(folder):
+    pairs = {}
+    with open(os.path.join(folder, "lotus.sampling")) as f:
+        for line in f:
+            if "=" in line and not line.startswith("#"):
+                k, v = line.rstrip("\n").split("=", 1)
+                pairs[k] = v
+    return pairs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lotus", default="target/debug/lotus")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--frequency", type=int, default=4000)
+    ap.add_argument("--depth", type=int, default=40)
+    args = ap.parse_args()
+    lotus = os.path.abspath(args.lotus)
+    hz = str(args.frequency)
+    perf = shutil.which("perf")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "deep.c")
+        exe = os.path.join(tmp, "deep")
+        with open(src, "w") as f:
+            f.write("#include <stdlib.h>\n" + PROGRAM)
+        subprocess.run(
+            ["gcc", "-O0", "-fno-omit-frame-pointer", "-o", exe, src], check=True
+        )
+        job = [exe, str(args.depth)]
+        modes = {
+            "bare": lambda out: job,
+            "none": lambda out: [lotus, "trace", "run", "--sample", "-F", hz,
+                                 "--counters", "none", "--stacks", "none",
+                                 "-o", out, "--"] + job,
+            "fp": lambda out: [lotus, "trace", "run", "--sample", "-F", hz,
+                               "--counters", "none", "--stacks", "fp",
+                               "-o", out, "--"] + job,
+        }
+        if perf:
+            data = lambda out: os.path.join(out + ".perf.data")
+            modes["perf"] = lambda out: [perf, "record", "-q", "-F", hz,
+                                         "-o", data(out), "--"] + job
+            modes["perf -g"] = lambda out: [perf, "record", "-q", "-F", hz, "-g",
+                                            "-o", data(out), "--"] + job
+            modes["perf dwarf"] = lambda out: [perf, "record", "-q", "-F", hz,
+                                               "--call-graph", "dwarf",
+                                               "-o", data(out), "--"] + job
+        cpu = {m: [] for m in modes}
+        fp_bytes, fp_deep, perf_bytes = [], [], {}
+        for rep in range(args.reps):
+            for mode, cmd in modes.items():
+                out = os.path.join(tmp, f"{mode.replace(' ', '_')}_{rep}")
+                r = subprocess.run(cmd(out), capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise SystemExit(f"{mode}: exit {r.returncode}\n{r.stderr}")
+                cpu[mode].append(cpu_ms(r.stderr))
+                if mode == "fp":
+                    meta = sampling(out)
+                    n = int(meta["samples"])
+                    size = sum(
+                        os.path.getsize(os.path.join(out, f"lotus.{x}"))
+                        for x in ("samples", "stacks", "symbols")
+                    )
+                    fp_bytes.append(size / max(n, 1))
+                    fp_deep.append(int(meta["deep_samples"]) / max(n, 1))
+                if mode.startswith("perf"):
+                    d = out + ".perf.data"
+                    # perf's own count of samples is not read here: the
+                    # job ran the same CPU, so the same frequency gives
+                    # about as many samples as lotus's `fp` run.
+                    perf_bytes.setdefault(mode, []).append(os.path.getsize(d))
+                    os.remove(d)
+                shutil.rmtree(out, ignore_errors=True)
+        bare = statistics.median(cpu["bare"])
+        print(f"job: {args.depth} frames deep, {args.reps} reps, {hz} Hz; "
+              f"CPU the job's process ran (median ms) and slowdown against bare")
+        for mode, values in cpu.items():
+            m = statistics.median(values)
+            print(f"  {mode:11s} {m:9.1f} ms  {100 * (m / bare - 1):+6.1f}%")
+        samples = statistics.median(fp_bytes)
+        print(f"fp folder: {samples:.1f} bytes per sample (samples + stacks + "
+              f"symbols), {100 * statistics.median(fp_deep):.0f}% of samples "
+              f"with two frames or more")
+        fp_samples = bare / 1e3 * args.frequency
+        for mode, sizes in perf_bytes.items():
+            print(f"{mode} perf.data: about {statistics.median(sizes) / fp_samples:.0f} "
+                  f"bytes per sample ({statistics.median(sizes)} bytes, "
+                  f"~{fp_samples:.0f} samples)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,242 @@
+//! Call stacks end to end (`lotus trace run --sample --stacks fp`, then
+//! `lotus attribute DIR --format folded`): a C library built by the test
+//! with frame pointers, whose `outer` calls `inner` in a loop, run inside
+//! an op span of a traced Python job; the folded output shows the chain
+//! under the op, and every row's lines add up to its samples.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::{lotus_env, python, s};
+use serde_json::Value;
+
+const LIB: &str = r#"
+#include <time.h>
+static volatile unsigned long sink;
+__attribute__((noinline)) void inner(void) {
+    for (unsigned long i = 0; i < 2000000UL; i++) sink += i * i;
+}
+/* Runs `inner` until this thread has run `seconds` of CPU: the samples
+   the test counts are of CPU this code ran, whatever the machine's load. */
+__attribute__((noinline)) void outer(double seconds) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    do {
+        inner();
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    } while ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9 < seconds);
+}
+"#;
+
+const JOB: &str = r#"
+import ctypes, sys
+import lotus_trace
+lib = ctypes.CDLL(sys.argv[1])
+lib.outer.argtypes = [ctypes.c_double]
+with lotus_trace.span("Spin"):
+    lib.outer(0.4)
+"#;
+
+/// Builds the library (with frame pointers, leaf functions included: -O0)
+/// and writes the job into `dir`.
+fn job(dir: &Path) -> (String, String) {
+    let lib = dir.join("libspin.so");
+    let src = dir.join("libspin.c");
+    std::fs::write(&src, LIB).expect("write c");
+    let out = Command::new("gcc")
+        .args(["-O0", "-fno-omit-frame-pointer", "-fPIC", "-shared", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output()
+        .expect("run gcc");
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = dir.join("spin.py");
+    std::fs::write(&script, JOB).expect("write job");
+    (s(&script).to_string(), s(&lib).to_string())
+}
+
+fn ok(args: &[&str]) -> (String, String) {
+    let o = lotus_env(args, &[]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "lotus {args:?}: {err}");
+    (String::from_utf8(o.stdout).expect("utf-8"), err)
+}
+
+/// Traces the job sampled into `dir/out` with `--stacks stacks`.
+fn trace(dir: &Path, stacks: &str) -> String {
+    let (script, lib) = job(dir);
+    let out = dir.join("out");
+    let py = python();
+    ok(&[
+        "trace",
+        "run",
+        "--sample",
+        "--counters",
+        "none",
+        "--stacks",
+        stacks,
+        "-o",
+        s(&out),
+        "--",
+        s(&py),
+        &script,
+        &lib,
+    ]);
+    s(&out).to_string()
+}
+
+/// The folded lines: (frames, count).
+fn folded(out: &str) -> (Vec<(Vec<String>, u64)>, String) {
+    let (text, err) = ok(&["attribute", out, "--format", "folded"]);
+    let lines = text
+        .lines()
+        .map(|l| {
+            let (frames, n) = l.rsplit_once(' ').expect("frames count");
+            (
+                frames.split(';').map(str::to_string).collect(),
+                n.parse().expect("count"),
+            )
+        })
+        .collect();
+    (lines, err)
+}
+
+/// Each row's samples, by its path with `;` for `/`.
+fn row_samples(out: &str) -> BTreeMap<String, u64> {
+    let (json, _) = ok(&["attribute", out, "--format", "json"]);
+    let v: Value = serde_json::from_str(&json).expect("json");
+    v["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter(|r| r["samples"].as_u64() > Some(0))
+        .map(|r| {
+            (
+                r["path"].as_str().expect("path").replace('/', ";"),
+                r["samples"].as_u64().expect("n"),
+            )
+        })
+        .collect()
+}
+
+/// Sums the lines under each row (its root frames: the longest row path
+/// the line starts with).
+fn sums(lines: &[(Vec<String>, u64)], rows: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let mut sums = BTreeMap::new();
+    for (frames, n) in lines {
+        let joined = frames.join(";");
+        let row = rows
+            .keys()
+            .filter(|r| joined.starts_with(&format!("{r};")))
+            .max_by_key(|r| r.len())
+            .unwrap_or_else(|| panic!("a line under no row: {joined}"));
+        *sums.entry(row.clone()).or_default() += n;
+    }
+    sums
+}
+
+#[test]
+fn folded_stacks_show_the_call_chain_under_the_op_and_add_up_to_each_row() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = trace(tmp.path(), "fp");
+    let (lines, _) = folded(&out);
+    let spin: Vec<&(Vec<String>, u64)> = lines.iter().filter(|(f, _)| f[0] == "Spin").collect();
+    let total: u64 = spin.iter().map(|(_, n)| n).sum();
+    let chained: u64 = spin
+        .iter()
+        .filter(|(f, _)| f.windows(2).any(|w| w[0] == "outer" && w[1] == "inner"))
+        .map(|(_, n)| n)
+        .sum();
+    // 0.4 s of the thread's CPU at 1 kHz.
+    assert!(total >= 300, "{total} samples in Spin: {lines:?}");
+    assert!(
+        chained * 10 >= total * 9,
+        "{chained} of {total} Spin samples under outer;inner: {spin:?}"
+    );
+    let rows = row_samples(&out);
+    assert_eq!(sums(&lines, &rows), rows);
+}
+
+#[test]
+fn without_stacks_each_sample_is_its_function_under_its_row() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = trace(tmp.path(), "none");
+    assert!(!Path::new(&out).join("lotus.stacks").exists());
+    let (lines, err) = folded(&out);
+    assert!(err.contains("carry no call stacks"), "{err}");
+    assert!(lines
+        .iter()
+        .all(|(f, _)| f.len() == 2 || !f[0].starts_with("Spin")));
+    assert!(
+        lines.iter().any(|(f, _)| f == &["Spin", "inner"]),
+        "{lines:?}"
+    );
+    let rows = row_samples(&out);
+    assert_eq!(sums(&lines, &rows), rows);
+}
+
+#[test]
+fn a_damaged_stacks_file_is_named_and_the_rest_analysed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = trace(tmp.path(), "fp");
+    let stacks = Path::new(&out).join("lotus.stacks");
+    let text = std::fs::read_to_string(&stacks).expect("stacks");
+    // Cut after its third line (half of the fourth kept): the stacks from
+    // there on are gone, and those that named them too.
+    let kept: Vec<&str> = text.lines().take(4).collect();
+    let mut cut = kept[..3].join("\n") + "\n";
+    cut += kept.get(3).map_or("", |l| &l[..l.len() / 2]);
+    std::fs::write(&stacks, cut).expect("cut");
+    let (lines, err) = folded(&out);
+    assert!(
+        err.contains("lotus.stacks") && err.contains("no line there"),
+        "{err}"
+    );
+    let rows = row_samples(&out);
+    assert_eq!(sums(&lines, &rows), rows);
+}
+
+#[test]
+fn folded_needs_a_sampled_trace_folder() {
+    let err = common::lotus_usage_error(&[
+        "attribute",
+        "--mapping",
+        "m.json",
+        "--profile",
+        "p.json",
+        "--format",
+        "folded",
+    ]);
+    assert!(err.contains("--format folded needs call stacks"), "{err}");
+}
+
+/// A received folder whose `lotus.stacks` is a fifo or a link out of the
+/// folder: refused at once, by name (never opened, never waited on).
+#[test]
+fn a_stacks_file_that_is_a_fifo_or_a_link_out_is_refused_by_name() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = trace(tmp.path(), "fp");
+    let stacks = Path::new(&out).join("lotus.stacks");
+    for make in ["fifo", "link"] {
+        std::fs::remove_file(&stacks).expect("rm");
+        if make == "fifo" {
+            let c = std::ffi::CString::new(stacks.to_str().expect("utf-8")).expect("c");
+            // SAFETY: a valid C string; mkfifo has no other preconditions.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &stacks).expect("link");
+        }
+        let o = lotus_env(&["attribute", &out, "--format", "folded"], &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{make}: {err}");
+        assert!(err.contains("lotus.stacks"), "{make}: {err}");
+        assert!(!err.contains("panicked"), "{make}: {err}");
+    }
+}
