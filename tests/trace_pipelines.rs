@@ -198,8 +198,20 @@ impl Run {
 /// said so) when it cannot, unless $LOTUS_REQUIRE_PIPELINE_PACKAGES=1.
 fn python_with(test: &str, modules: &str, packages: &str) -> Option<PathBuf> {
     let py = common::torch::torch_python(test)?;
+    usable_python(
+        test,
+        py,
+        &format!("import {modules}"),
+        &format!("cannot import {modules} (pip install {packages}, or set LOTUS_PIPELINE_PYTHONPATH to where they are installed)"),
+    )
+}
+
+/// `py` when `check` runs in it (with the pipelines' PYTHONPATH); else
+/// `None`, the test said skipped by name with `why` (the Python's path
+/// before it), or a failure with $LOTUS_REQUIRE_PIPELINE_PACKAGES=1.
+fn usable_python(test: &str, py: PathBuf, check: &str, why: &str) -> Option<PathBuf> {
     let ok = Command::new(&py)
-        .args(["-c", &format!("import {modules}")])
+        .args(["-c", check])
         .env("PYTHONPATH", pythonpath())
         .output()
         .is_ok_and(|o| o.status.success());
@@ -208,15 +220,11 @@ fn python_with(test: &str, modules: &str, packages: &str) -> Option<PathBuf> {
     }
     assert!(
         std::env::var_os("LOTUS_REQUIRE_PIPELINE_PACKAGES").is_none_or(|v| v != "1"),
-        "{test}: LOTUS_REQUIRE_PIPELINE_PACKAGES=1 but {} cannot import {modules} (pip install {packages}, or set LOTUS_PIPELINE_PYTHONPATH to where they are installed)",
+        "{test}: LOTUS_REQUIRE_PIPELINE_PACKAGES=1 but {} {why}",
         py.display()
     );
     // Not eprintln!: the test harness would swallow it.
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipped: {test}: {modules} not importable by {} (pip install {packages}, or set LOTUS_PIPELINE_PYTHONPATH)",
-        py.display()
-    );
+    let _ = writeln!(std::io::stderr(), "skipped: {test}: {} {why}", py.display());
     None
 }
 
@@ -843,27 +851,12 @@ fn python_312_with_torch(test: &str) -> Option<PathBuf> {
     let py = std::env::var_os("LOTUS_PYTHON312")
         .map(PathBuf::from)
         .unwrap_or_else(|| common::root().join(".venv312/bin/python"));
-    let ok = Command::new(&py)
-        .args([
-            "-c",
-            "import sys, torch, numpy; sys.exit(0 if sys.version_info >= (3, 12) else 3)",
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(py);
-    }
-    assert!(
-        std::env::var_os("LOTUS_REQUIRE_PIPELINE_PACKAGES").is_none_or(|v| v != "1"),
-        "{test}: LOTUS_REQUIRE_PIPELINE_PACKAGES=1 but {} is no Python 3.12+ importing torch and numpy (bash scripts/setup.sh --torch makes .venv312 where pyenv or PATH has Python 3.12 or 3.13; or set LOTUS_PYTHON312)",
-        py.display()
-    );
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipped: {test}: no Python 3.12+ with torch at {} (bash scripts/setup.sh --torch, or set LOTUS_PYTHON312)",
-        py.display()
-    );
-    None
+    usable_python(
+        test,
+        py,
+        "import sys, torch, numpy; sys.exit(0 if sys.version_info >= (3, 12) else 3)",
+        "is no Python 3.12+ importing torch and numpy (bash scripts/setup.sh --torch makes .venv312 where pyenv or PATH has Python 3.12 or 3.13; or set LOTUS_PYTHON312)",
+    )
 }
 
 /// On Python 3.12+, with no --op and no mark, the functions a dataset's

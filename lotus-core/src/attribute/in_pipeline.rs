@@ -681,11 +681,24 @@ struct Logs {
 /// its first batch request (the start of its first wait or own batch), its
 /// last batch taken (consumption) and the end of its last own batch.
 #[derive(Debug, Clone, Copy, Default)]
-struct MainWindow {
+pub(crate) struct MainWindow {
     first_event: Option<u64>,
     first_request: Option<u64>,
     last_taken: Option<u64>,
     last_batch_end: Option<u64>,
+}
+
+/// The row of credit `c`: its target, where that is a main process's
+/// time outside every op, by the phase of its run the sample falls in
+/// (the rows of the table and of `--format folded` alike).
+pub(crate) fn phased(windows: &HashMap<u32, MainWindow>, c: &Credit<'_>) -> Target {
+    match c.target {
+        Target::Outside(Role::Main) => windows
+            .get(&c.sample.pid)
+            .and_then(|w| w.phase(c.sample.time_ns))
+            .map_or(c.target, Target::Main),
+        t => t,
+    }
 }
 
 /// The part of a main process's run a sample outside every op falls in.
@@ -1354,14 +1367,7 @@ pub fn attribute_folder(
     let windows = std::mem::take(&mut trace.logs.main_windows);
     let total = trace.credit(|c| {
         let s = c.sample;
-        // A main process's samples outside every op: by phase.
-        let target = match c.target {
-            Target::Outside(Role::Main) => windows
-                .get(&s.pid)
-                .and_then(|w| w.phase(s.time_ns))
-                .map_or(c.target, Target::Main),
-            t => t,
-        };
+        let target = phased(&windows, &c);
         if c.role == Some(Role::Worker) && c.target == Target::Outside(Role::Worker) {
             let in_batch = !batched_pids.contains(&s.pid)
                 || batches.inside(s.pid, s.tid, s.time_ns) == Some(true);

@@ -786,55 +786,30 @@ impl SymbolTable {
     pub fn read_from(file: SizedFile, path: &Path) -> io::Result<SymbolTable> {
         let most_ids = file.size() / MIN_SYMBOL_LINE;
         let mut table = SymbolTable::empty();
-        let (mut skipped, mut skipped_count) = (Vec::new(), 0);
-        let mut skip = |line: u64, why: String| {
-            skipped_count += 1;
-            if skipped.len() < SKIPPED_KEPT {
-                skipped.push(SkippedLine { line, why });
-            }
-        };
         let mut by_id = HashMap::new();
-        for_each_line(BufReader::new(file), MAX_SYMBOL_LINE, |line| -> io::Result<()> {
-            if !line.ended {
-                // A cut last line: the run was stopped while writing it.
-                return Ok(());
-            }
-            if line.too_long {
-                skip(line.no, format!("longer than {MAX_SYMBOL_LINE} bytes"));
-                return Ok(());
-            }
-            let Ok(body) = std::str::from_utf8(line.bytes) else {
-                skip(line.no, "not UTF-8 text".into());
-                return Ok(());
-            };
-            if body.starts_with('#') {
-                return Ok(());
-            }
+        let skipped = read_entries(file, path, |no, body, skip| {
             let mut parts = body.splitn(3, '\t');
             let (Some(id), Some(function), Some(module)) =
                 (parts.next(), parts.next(), parts.next())
             else {
-                skip(line.no, "not id<TAB>function<TAB>module".into());
-                return Ok(());
+                skip.add(no, "not id<TAB>function<TAB>module".into());
+                return;
             };
             let Ok(id) = id.parse::<u32>() else {
-                skip(line.no, format!("id '{}' is not a number", escaped(id)));
-                return Ok(());
+                skip.add(no, format!("id '{}' is not a number", escaped(id)));
+                return;
             };
             if u64::from(id) > most_ids {
-                skip(
-                    line.no,
+                skip.add(
+                    no,
                     format!("id {id} is past what a file of this size can hold (ids count its lines from 0)"),
                 );
-                return Ok(());
+                return;
             }
             by_id.insert(id, Symbol::new(function, module));
-            Ok(())
-        })
-        .map_err(|e| with_path(path, e))?;
+        })?;
         table.by_id = by_id;
-        table.skipped = skipped;
-        table.skipped_count = skipped_count;
+        (table.skipped, table.skipped_count) = (skipped.lines, skipped.count);
         Ok(table)
     }
 
@@ -905,6 +880,59 @@ pub struct StackTable {
     skipped_count: usize,
 }
 
+/// The lines a table file (symbols, stacks) skipped: the first few, by
+/// number, and how many.
+#[derive(Debug, Default)]
+struct Skipped {
+    lines: Vec<SkippedLine>,
+    count: usize,
+}
+
+impl Skipped {
+    fn add(&mut self, line: u64, why: String) {
+        self.count += 1;
+        if self.lines.len() < SKIPPED_KEPT {
+            self.lines.push(SkippedLine { line, why });
+        }
+    }
+}
+
+/// The entries of a table file (symbols, stacks) named `path` in errors:
+/// each complete line that is UTF-8 text and not a `#` comment goes to `f`
+/// with its number; a cut last line (the run stopped while writing it) is
+/// dropped, and a line too long or not text is skipped with why. The rules
+/// the two files share, read in one place.
+fn read_entries(
+    file: SizedFile,
+    path: &Path,
+    mut f: impl FnMut(u64, &str, &mut Skipped),
+) -> io::Result<Skipped> {
+    let mut skipped = Skipped::default();
+    for_each_line(
+        BufReader::new(file),
+        MAX_SYMBOL_LINE,
+        |line| -> io::Result<()> {
+            if !line.ended {
+                return Ok(());
+            }
+            if line.too_long {
+                skipped.add(line.no, format!("longer than {MAX_SYMBOL_LINE} bytes"));
+                return Ok(());
+            }
+            let Ok(body) = std::str::from_utf8(line.bytes) else {
+                skipped.add(line.no, "not UTF-8 text".into());
+                return Ok(());
+            };
+            if !body.starts_with('#') {
+                f(line.no, body, &mut skipped);
+            }
+            Ok(())
+        },
+    )
+    .map_err(|e| with_path(path, e))?;
+    Ok(skipped)
+}
+
 impl StackTable {
     /// Reads a stacks file (named `path` in errors), no further than its
     /// size when opened. A cut last line (no line break) is dropped; a line
@@ -917,73 +945,45 @@ impl StackTable {
         let most_ids = file.size() / MIN_STACK_LINE;
         let mut table = StackTable::default();
         let mut by_id: HashMap<u32, (u32, u32, u16)> = HashMap::new();
-        let (mut skipped, mut skipped_count) = (Vec::new(), 0usize);
-        let mut skip = |line: u64, why: String| {
-            skipped_count += 1;
-            if skipped.len() < SKIPPED_KEPT {
-                skipped.push(SkippedLine { line, why });
+        let skipped = read_entries(file, path, |no, body, skip| {
+            let fields: Vec<Option<u32>> = body.split('\t').map(|f| f.parse().ok()).collect();
+            let [Some(id), Some(parent), Some(symbol)] = fields[..] else {
+                skip.add(no, "not id<TAB>parent<TAB>symbol numbers".into());
+                return;
+            };
+            if id == 0 || u64::from(id) > most_ids {
+                skip.add(
+                    no,
+                    format!("id {id} is 0 or past what a file of this size can hold"),
+                );
+                return;
             }
-        };
-        for_each_line(
-            BufReader::new(file),
-            MAX_SYMBOL_LINE,
-            |line| -> io::Result<()> {
-                if !line.ended {
-                    return Ok(());
-                }
-                if line.too_long {
-                    skip(line.no, format!("longer than {MAX_SYMBOL_LINE} bytes"));
-                    return Ok(());
-                }
-                let Ok(body) = std::str::from_utf8(line.bytes) else {
-                    skip(line.no, "not UTF-8 text".into());
-                    return Ok(());
-                };
-                if body.starts_with('#') {
-                    return Ok(());
-                }
-                let fields: Vec<Option<u32>> = body.split('\t').map(|f| f.parse().ok()).collect();
-                let [Some(id), Some(parent), Some(symbol)] = fields[..] else {
-                    skip(line.no, "not id<TAB>parent<TAB>symbol numbers".into());
-                    return Ok(());
-                };
-                if id == 0 || u64::from(id) > most_ids {
-                    skip(
-                        line.no,
-                        format!("id {id} is 0 or past what a file of this size can hold"),
-                    );
-                    return Ok(());
-                }
-                if by_id.contains_key(&id) {
-                    skip(line.no, format!("id {id} is given twice"));
-                    return Ok(());
-                }
-                let depth = if parent == 0 {
-                    1
-                } else {
-                    match by_id.get(&parent) {
-                        Some(&(_, _, d)) => d.saturating_add(1),
-                        None => {
-                            skip(
-                                line.no,
-                                format!("its parent {parent} is not a stack of an earlier line"),
-                            );
-                            return Ok(());
-                        }
+            if by_id.contains_key(&id) {
+                skip.add(no, format!("id {id} is given twice"));
+                return;
+            }
+            let depth = if parent == 0 {
+                1
+            } else {
+                match by_id.get(&parent) {
+                    Some(&(_, _, d)) => d.saturating_add(1),
+                    None => {
+                        skip.add(
+                            no,
+                            format!("its parent {parent} is not a stack of an earlier line"),
+                        );
+                        return;
                     }
-                };
-                if usize::from(depth) > MAX_STACK_DEPTH {
-                    skip(line.no, format!("deeper than {MAX_STACK_DEPTH} frames"));
-                    return Ok(());
                 }
-                by_id.insert(id, (parent, symbol, depth));
-                Ok(())
-            },
-        )
-        .map_err(|e| with_path(path, e))?;
+            };
+            if usize::from(depth) > MAX_STACK_DEPTH {
+                skip.add(no, format!("deeper than {MAX_STACK_DEPTH} frames"));
+                return;
+            }
+            by_id.insert(id, (parent, symbol, depth));
+        })?;
         table.by_id = by_id;
-        table.skipped = skipped;
-        table.skipped_count = skipped_count;
+        (table.skipped, table.skipped_count) = (skipped.lines, skipped.count);
         Ok(table)
     }
 

@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use super::{row_name, InPipelineError, SampledTrace, Target};
+use super::{phased, row_name, InPipelineError, SampledTrace, Target};
 use crate::spill::Budget;
 use crate::trace::samples::{StackTable, SymbolTable, UNKNOWN_SYMBOL};
 
@@ -107,7 +107,9 @@ pub fn folded_folder(
     // Each stack id's depth, once walked (None: it has no line).
     let mut depth_of: HashMap<u32, Option<usize>> = HashMap::new();
     let mut deep_samples = 0u64;
+    let windows = std::mem::take(&mut trace.logs.main_windows);
     let total = trace.credit(|c| {
+        let target = phased(&windows, &c);
         let key = if c.stack == 0 {
             Key::Leaf(c.sample.symbol)
         } else {
@@ -126,7 +128,7 @@ pub fn folded_folder(
                 }
             }
         };
-        *counts.entry((c.target, key)).or_default() += 1;
+        *counts.entry((target, key)).or_default() += 1;
         Ok(())
     })?;
     let mut notes: Vec<String> = trace.notes().to_vec();
