@@ -162,6 +162,71 @@ fn folded_stacks_show_the_call_chain_under_the_op_and_add_up_to_each_row() {
     );
     let rows = row_samples(&out);
     assert_eq!(sums(&lines, &rows), rows);
+
+    // The same stacks as an interactive flame graph (inferno's SVG): the
+    // op's alone with --op, every row without.
+    let svg = Path::new(&out).join("spin.svg");
+    let (_, err) = ok(&[
+        "attribute",
+        &out,
+        "--format",
+        "json",
+        "--flamegraph",
+        s(&svg),
+        "--op",
+        "Spin",
+    ]);
+    assert!(err.contains("wrote"), "{err}");
+    let text = std::fs::read_to_string(&svg).expect("svg");
+    assert!(
+        text.contains("<svg") && text.trim_end().ends_with("</svg>"),
+        "not an SVG"
+    );
+    for frame in ["Spin", "outer", "inner"] {
+        assert!(
+            text.contains(&format!(">{frame}<")) || text.contains(&format!("{frame} (")),
+            "{frame} not drawn"
+        );
+    }
+    assert!(
+        !text.contains("outside any op"),
+        "--op Spin drew other rows"
+    );
+    let all = Path::new(&out).join("all.svg");
+    ok(&[
+        "attribute",
+        &out,
+        "--format",
+        "json",
+        "--flamegraph",
+        s(&all),
+    ]);
+    let text = std::fs::read_to_string(&all).expect("svg");
+    assert!(
+        text.contains("Spin") && text.contains("outside any op"),
+        "every row"
+    );
+    // An op no row has: an error naming it and the rows there are.
+    let o = lotus_env(
+        &[
+            "attribute",
+            &out,
+            "--flamegraph",
+            s(&all),
+            "--op",
+            "NoSuchOp",
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--op NoSuchOp") && err.contains("Spin"),
+        "{err}"
+    );
+    // --op alone is a usage error.
+    let o = lotus_env(&["attribute", &out, "--op", "Spin"], &[]);
+    assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]

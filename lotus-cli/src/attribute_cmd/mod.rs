@@ -180,6 +180,14 @@ pub struct AttributeArgs {
     /// top function.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// With DIR: also draw its call stacks as an interactive flame graph
+    /// (inferno's SVG), each row's samples under the row (its op path).
+    #[arg(long, value_name = "FILE.svg", requires = "dir")]
+    pub flamegraph: Option<PathBuf>,
+    /// With --flamegraph: only the op rows of this name (anywhere in their
+    /// path: `Loader`) or path (`ImageFolder/Loader`).
+    #[arg(long, value_name = "NAME", requires = "flamegraph")]
+    pub op: Option<String>,
     /// Tables show full op names (by default the metrics table shortens them).
     #[arg(long)]
     pub wide: bool,
@@ -240,6 +248,7 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
             args.out.as_deref(),
             args.wide,
             args.plot.as_deref(),
+            args.flamegraph.as_deref().map(|p| (p, args.op.as_deref())),
         );
     }
     let Some(mapping_path) = args.mapping.as_deref() else {
