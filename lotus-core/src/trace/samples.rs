@@ -737,9 +737,8 @@ pub struct SymbolTable {
     /// Only the ids that have a line: an id is never a number of slots.
     by_id: HashMap<u32, Symbol>,
     unknown: Symbol,
-    /// The first few lines skipped.
-    skipped: Vec<SkippedLine>,
-    skipped_count: usize,
+    /// The lines skipped.
+    skipped: Skipped,
 }
 
 /// A line of a symbols file that was skipped, and why.
@@ -761,8 +760,7 @@ impl SymbolTable {
         SymbolTable {
             by_id: HashMap::new(),
             unknown: Symbol::new(UNKNOWN_SYMBOL, UNKNOWN_SYMBOL),
-            skipped: Vec::new(),
-            skipped_count: 0,
+            skipped: Skipped::default(),
         }
     }
 
@@ -809,44 +807,26 @@ impl SymbolTable {
             by_id.insert(id, Symbol::new(function, module));
         })?;
         table.by_id = by_id;
-        (table.skipped, table.skipped_count) = (skipped.lines, skipped.count);
+        table.skipped = skipped;
         Ok(table)
     }
 
     /// The lines skipped (the first few, by number; see
     /// [`SymbolTable::skipped_count`] for how many).
     pub fn skipped(&self) -> &[SkippedLine] {
-        &self.skipped
+        &self.skipped.lines
     }
 
     /// How many lines were skipped.
     pub fn skipped_count(&self) -> usize {
-        self.skipped_count
+        self.skipped.count
     }
 
     /// One line for the user about the skipped lines of `path`, if any:
     /// `lotus.symbols: 2 line(s) skipped (line 3: not UTF-8 text; ...)`.
     pub fn skipped_note(&self, path: &Path) -> Option<String> {
-        if self.skipped_count == 0 {
-            return None;
-        }
-        let shown: Vec<String> = self
-            .skipped()
-            .iter()
-            .map(|s| format!("line {}: {}", s.line, s.why))
-            .collect();
-        let more = self.skipped_count - shown.len();
-        Some(format!(
-            "{}: {} line(s) skipped ({}{}); their samples read as {UNKNOWN_SYMBOL}",
-            escaped(&path.display().to_string()),
-            self.skipped_count,
-            shown.join("; "),
-            if more > 0 {
-                format!("; {more} more")
-            } else {
-                String::new()
-            }
-        ))
+        self.skipped
+            .note(path, &format!("their samples read as {UNKNOWN_SYMBOL}"))
     }
 
     /// The symbol of `id` (`[unknown]` for an id with no line).
@@ -876,13 +856,12 @@ const MIN_STACK_LINE: u64 = 6;
 pub struct StackTable {
     /// id -> (parent, symbol, depth in frames).
     by_id: HashMap<u32, (u32, u32, u16)>,
-    skipped: Vec<SkippedLine>,
-    skipped_count: usize,
+    skipped: Skipped,
 }
 
 /// The lines a table file (symbols, stacks) skipped: the first few, by
 /// number, and how many.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct Skipped {
     lines: Vec<SkippedLine>,
     count: usize,
@@ -894,6 +873,32 @@ impl Skipped {
         if self.lines.len() < SKIPPED_KEPT {
             self.lines.push(SkippedLine { line, why });
         }
+    }
+
+    /// One line for the user about the skipped lines of `path`, if any:
+    /// `lotus.symbols: 2 line(s) skipped (line 3: not UTF-8 text; ...)`,
+    /// then `; ` and what it means for the samples (`then`).
+    fn note(&self, path: &Path, then: &str) -> Option<String> {
+        if self.count == 0 {
+            return None;
+        }
+        let shown: Vec<String> = self
+            .lines
+            .iter()
+            .map(|s| format!("line {}: {}", s.line, s.why))
+            .collect();
+        let more = self.count - shown.len();
+        Some(format!(
+            "{}: {} line(s) skipped ({}{}); {then}",
+            escaped(&path.display().to_string()),
+            self.count,
+            shown.join("; "),
+            if more > 0 {
+                format!("; {more} more")
+            } else {
+                String::new()
+            }
+        ))
     }
 }
 
@@ -983,7 +988,7 @@ impl StackTable {
             by_id.insert(id, (parent, symbol, depth));
         })?;
         table.by_id = by_id;
-        (table.skipped, table.skipped_count) = (skipped.lines, skipped.count);
+        table.skipped = skipped;
         Ok(table)
     }
 
@@ -1017,32 +1022,16 @@ impl StackTable {
 
     /// How many lines were skipped.
     pub fn skipped_count(&self) -> usize {
-        self.skipped_count
+        self.skipped.count
     }
 
     /// One line for the user about the skipped lines of `path`, if any:
     /// `lotus.stacks: 2 line(s) skipped (line 3: ...)`.
     pub fn skipped_note(&self, path: &Path) -> Option<String> {
-        if self.skipped_count == 0 {
-            return None;
-        }
-        let shown: Vec<String> = self
-            .skipped
-            .iter()
-            .map(|s| format!("line {}: {}", s.line, s.why))
-            .collect();
-        let more = self.skipped_count - shown.len();
-        Some(format!(
-            "{}: {} line(s) skipped ({}{}); samples of those stacks are shown with their own function alone",
-            escaped(&path.display().to_string()),
-            self.skipped_count,
-            shown.join("; "),
-            if more > 0 {
-                format!("; {more} more")
-            } else {
-                String::new()
-            }
-        ))
+        self.skipped.note(
+            path,
+            "samples of those stacks are shown with their own function alone",
+        )
     }
 }
 
