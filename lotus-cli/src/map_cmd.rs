@@ -13,7 +13,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lotus_core::mapping::Mapping;
 use lotus_core::MergeRule;
 use lotus_map::live::{self, LiveOptions};
-use lotus_map::output::{one_line, render, Format, NameWidth};
+use lotus_map::output::{
+    header_line, one_line, op_heading, render, value_text, Format, NameWidth, BASELINE_TAG,
+};
 use lotus_map::progress::{MessageKind, Progress};
 use lotus_map::{from_reports, harness, write};
 
@@ -437,38 +439,14 @@ pub(crate) fn render_mapping(
     })
 }
 
-/// A figure of the mapping as tables show it, bounded in width whatever
-/// the file holds.
-fn value_text(unit: lotus_core::Unit, v: f64) -> String {
-    match unit {
-        lotus_core::Unit::Samples if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
-        lotus_core::Unit::Samples => lotus_core::text::figure(v, 1),
-        lotus_core::Unit::Seconds => lotus_core::text::figure(v, 3),
-    }
-}
-
 /// The terminal tables of a mapping: per op its functions (the first
 /// `top`, 0: all) with their modules, samples, shares and runs seen, then
 /// the functions several ops share.
 fn mapping_table(mapping: &Mapping, top: usize, width: Option<usize>) -> String {
     use crate::table::{self, Column, Grid};
-    const BASELINE_TAG: &str = " [baseline]";
     let imported = mapping.imported_from.is_some();
     let unit = mapping.unit.label();
-    let mut out = format!(
-        "lotus mapping: backend {}, rule {}",
-        mapping.backend, mapping.settings.rule
-    );
-    if let Some(runs) = mapping.settings.runs {
-        out += &format!(", {runs} run(s) per op");
-    }
-    if let Some(w) = mapping.settings.warmup {
-        out += &format!(", {w} warm-up call(s)");
-    }
-    if let Some(from) = &mapping.imported_from {
-        out += &format!(" (read from the {from} schema: no samples or run counts)");
-    }
-    out.push('\n');
+    let mut out = format!("lotus mapping: {}\n", header_line(mapping));
     let module = |m: &str| {
         let m = one_line(&table::module_name(m));
         if width.is_some() {
@@ -479,27 +457,7 @@ fn mapping_table(mapping: &Mapping, top: usize, width: Option<usize>) -> String 
     };
     let shown_of = |n: usize| if top == 0 { n } else { top.min(n) };
     for op in &mapping.ops {
-        let cost = op
-            .window
-            .as_ref()
-            .and_then(|w| w.sampling_cost())
-            .map_or_else(String::new, |c| {
-                let slowdown = c.slowdown() * 100.0;
-                format!(
-                    ", {} us CPU a call sampled against {} us unsampled ({}{}%)",
-                    lotus_core::text::figure(c.sampled_cpu_s * 1e6, 1),
-                    lotus_core::text::figure(c.unsampled_cpu_s * 1e6, 1),
-                    if slowdown >= 0.0 { "+" } else { "" },
-                    lotus_core::text::figure(slowdown, 0)
-                )
-            });
-        out += &format!(
-            "\n{}  ({} function(s), {} run(s), {} {unit}{cost})\n",
-            one_line(&op.name),
-            op.functions.len(),
-            op.runs,
-            value_text(mapping.unit, op.samples),
-        );
+        out += &format!("\n{}\n", op_heading(mapping, op));
         let functions = &op.functions[..shown_of(op.functions.len())];
         let rows: Vec<Vec<String>> = functions
             .iter()

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::error::{Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
-use lotus_core::mapping::Mapping;
+use lotus_core::mapping::{Mapping, OpMapping};
 use lotus_core::Unit;
 
 /// Output formats of a mapping.
@@ -115,7 +115,7 @@ pub fn render(mapping: &Mapping, format: Format, top: usize, names: NameWidth) -
 
 /// A figure of the mapping as tables show it, bounded in width whatever
 /// the file holds ([`lotus_core::text::figure`]).
-fn value_text(unit: Unit, v: f64) -> String {
+pub fn value_text(unit: Unit, v: f64) -> String {
     match unit {
         Unit::Samples if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
         Unit::Samples => lotus_core::text::figure(v, 1),
@@ -177,9 +177,13 @@ fn render_csv(mapping: &Mapping) -> Result<String> {
 }
 
 /// What marks a function the harness floor shows too.
-const BASELINE_TAG: &str = " [baseline]";
+/// What a table adds to the name of a function the baseline mapping
+/// holds too.
+pub const BASELINE_TAG: &str = " [baseline]";
 
-fn header_line(mapping: &Mapping) -> String {
+/// The mapping's settings in one line, as its tables head them: backend,
+/// rule, runs and warm-up calls, and the schema it was read from.
+pub fn header_line(mapping: &Mapping) -> String {
     let mut s = format!(
         "backend {}, rule {}",
         mapping.backend, mapping.settings.rule
@@ -196,33 +200,40 @@ fn header_line(mapping: &Mapping) -> String {
     s
 }
 
+/// An op's line above its functions in a table: its name, functions,
+/// runs, samples (or seconds) and, for a live mapping, what sampling cost
+/// its calls.
+pub fn op_heading(mapping: &Mapping, op: &OpMapping) -> String {
+    let cost = op
+        .window
+        .as_ref()
+        .and_then(|w| w.sampling_cost())
+        .map_or_else(String::new, |c| {
+            // Bounded width, whatever figures the file holds.
+            let slowdown = c.slowdown() * 100.0;
+            format!(
+                ", {} us CPU a call sampled against {} us unsampled ({}{}%)",
+                lotus_core::text::figure(c.sampled_cpu_s * 1e6, 1),
+                lotus_core::text::figure(c.unsampled_cpu_s * 1e6, 1),
+                if slowdown >= 0.0 { "+" } else { "" },
+                lotus_core::text::figure(slowdown, 0)
+            )
+        });
+    format!(
+        "{}  ({} function(s), {} run(s), {} {}{cost})",
+        one_line(&op.name),
+        op.functions.len(),
+        op.runs,
+        value_text(mapping.unit, op.samples),
+        mapping.unit.label()
+    )
+}
+
 fn render_table(mapping: &Mapping, top: usize, width: NameWidth) -> String {
     let imported = mapping.imported_from.is_some();
     let mut out = format!("lotus mapping: {}\n", header_line(mapping));
     for op in &mapping.ops {
-        let cost = op
-            .window
-            .as_ref()
-            .and_then(|w| w.sampling_cost())
-            .map_or_else(String::new, |c| {
-                // Bounded width, whatever figures the file holds.
-                let slowdown = c.slowdown() * 100.0;
-                format!(
-                    ", {} us CPU a call sampled against {} us unsampled ({}{}%)",
-                    lotus_core::text::figure(c.sampled_cpu_s * 1e6, 1),
-                    lotus_core::text::figure(c.unsampled_cpu_s * 1e6, 1),
-                    if slowdown >= 0.0 { "+" } else { "" },
-                    lotus_core::text::figure(slowdown, 0)
-                )
-            });
-        out += &format!(
-            "\n{}  ({} function(s), {} run(s), {} {}{cost})\n",
-            one_line(&op.name),
-            op.functions.len(),
-            op.runs,
-            value_text(mapping.unit, op.samples),
-            mapping.unit.label()
-        );
+        out += &format!("\n{}\n", op_heading(mapping, op));
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Disabled)
