@@ -52,31 +52,10 @@ fn torchvision_attribution(test: &str, start_method: &str) {
     let timers_dir = tmp.path().join("timers");
     std::fs::create_dir(&timers_dir).expect("timers");
     let data = tmp.path().join("data");
-    let epochs = EPOCHS.to_string();
-    let script = common::fixture("trace/torch_pipeline.py");
-    let args: Vec<&OsStr> = vec![
-        script.as_os_str(),
-        OsStr::new("--data"),
-        data.as_os_str(),
-        OsStr::new("--dataset"),
-        OsStr::new("jpeg"),
-        OsStr::new("--image-size"),
-        OsStr::new("200"),
-        OsStr::new("500"),
-        OsStr::new("--workers"),
-        OsStr::new("2"),
-        OsStr::new("--batches"),
-        OsStr::new("16"),
-        OsStr::new("--batch-size"),
-        OsStr::new("8"),
-        OsStr::new("--epochs"),
-        OsStr::new(&epochs),
-        OsStr::new("--start-method"),
-        OsStr::new(start_method),
-        OsStr::new("--model"),
-        OsStr::new("--op-cpu"),
-        timers_dir.as_os_str(),
-    ];
+    let mut args = common::torch::jpeg_pipeline_args(&data, EPOCHS);
+    args.extend(["--start-method", start_method, "--model", "--op-cpu"].map(Into::into));
+    args.push(timers_dir.clone().into_os_string());
+    let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     let f = FREQUENCY_HZ.to_string();
     let out = trace_run(&dir, &["--sample", "-F", &f], &py, &args);
     assert_ok(&out, "trace run --sample");

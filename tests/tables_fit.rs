@@ -408,29 +408,10 @@ fn attribute_of_the_torch_pipeline_fits() {
     let timers = tmp.path().join("timers");
     std::fs::create_dir(&timers).expect("timers");
     let data = tmp.path().join("data");
-    let script = fixture("trace/torch_pipeline.py");
-    let args: Vec<&OsStr> = [
-        script.as_os_str(),
-        OsStr::new("--data"),
-        data.as_os_str(),
-        OsStr::new("--dataset"),
-        OsStr::new("jpeg"),
-        OsStr::new("--image-size"),
-        OsStr::new("200"),
-        OsStr::new("500"),
-        OsStr::new("--workers"),
-        OsStr::new("2"),
-        OsStr::new("--batches"),
-        OsStr::new("16"),
-        OsStr::new("--batch-size"),
-        OsStr::new("8"),
-        OsStr::new("--epochs"),
-        OsStr::new("1"),
-        OsStr::new("--model"),
-        OsStr::new("--op-cpu"),
-        timers.as_os_str(),
-    ]
-    .to_vec();
+    let mut args = common::torch::jpeg_pipeline_args(&data, 1);
+    args.extend(["--model", "--op-cpu"].map(Into::into));
+    args.push(timers.clone().into_os_string());
+    let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     let out = common::trace_logs::trace_run(&dir, &["--sample"], &py, &args);
     common::trace_logs::assert_ok(&out, "trace run --sample");
     let d = s(&dir);

@@ -39,30 +39,10 @@ fn verdict_waiting_share_matches_the_main_loops_own_timer() {
     let dir = tmp.path().join("trace");
     let data = tmp.path().join("data");
     let timer = tmp.path().join("loop.json");
-    let script = common::fixture("trace/torch_pipeline.py");
-    let args: Vec<&OsStr> = vec![
-        script.as_os_str(),
-        OsStr::new("--data"),
-        data.as_os_str(),
-        OsStr::new("--dataset"),
-        OsStr::new("jpeg"),
-        OsStr::new("--image-size"),
-        OsStr::new("200"),
-        OsStr::new("500"),
-        OsStr::new("--workers"),
-        OsStr::new("2"),
-        OsStr::new("--batches"),
-        OsStr::new("16"),
-        OsStr::new("--batch-size"),
-        OsStr::new("8"),
-        OsStr::new("--epochs"),
-        OsStr::new("3"),
-        OsStr::new("--start-method"),
-        OsStr::new("fork"),
-        OsStr::new("--model"),
-        OsStr::new("--loop-timer"),
-        timer.as_os_str(),
-    ];
+    let mut args = common::torch::jpeg_pipeline_args(&data, 3);
+    args.extend(["--start-method", "fork", "--model", "--loop-timer"].map(Into::into));
+    args.push(timer.clone().into_os_string());
+    let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     let out = trace_run(&dir, &["--sample", "-F", "2000"], &py, &args);
     assert_ok(&out, "trace run --sample");
     let own: Value =

@@ -98,3 +98,31 @@ pub fn torch_python(test: &str) -> Option<PathBuf> {
     });
     None
 }
+
+/// The arguments of `attribute_torch`'s pipeline (also the verdict's and
+/// the tables' tests): `fixtures/trace/torch_pipeline.py`, an ImageFolder
+/// of JPEGs made in `data` (sizes 200 to 500), two workers, 16 batches of
+/// 8 per epoch, `epochs` epochs; each test adds its own options after.
+pub fn jpeg_pipeline_args(data: &Path, epochs: u32) -> Vec<std::ffi::OsString> {
+    let mut args = vec![super::fixture("trace/torch_pipeline.py").into_os_string()];
+    args.push("--data".into());
+    args.push(data.as_os_str().to_owned());
+    for a in [
+        "--dataset",
+        "jpeg",
+        "--image-size",
+        "200",
+        "500",
+        "--workers",
+        "2",
+        "--batches",
+        "16",
+        "--batch-size",
+        "8",
+        "--epochs",
+    ] {
+        args.push(a.into());
+    }
+    args.push(epochs.to_string().into());
+    args
+}
