@@ -103,14 +103,20 @@ pub fn run(
             crate::usage::say!("lotus: note: {note}");
         }
     }
+    write_or_print(out, &text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `text` written to `out` (said on stderr), or to standard output.
+fn write_or_print(out: Option<&Path>, text: &str) -> Result<()> {
     match out {
         Some(path) => {
-            write_atomic(path, &text)?;
+            write_atomic(path, text)?;
             crate::usage::say!("lotus: wrote {}", path.display());
         }
         None => print!("{text}"),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `--format folded`: the collapsed stacks of the folder, each sample
@@ -123,13 +129,7 @@ fn folded(dir: &Path, prefix: &str, budget: Budget, out: Option<&Path>) -> Resul
     }
     // Names from the trace: control characters escaped.
     let text = lotus_core::text::printable(&f.text()).into_owned();
-    match out {
-        Some(path) => {
-            write_atomic(path, &text)?;
-            crate::usage::say!("lotus: wrote {}", path.display());
-        }
-        None => print!("{text}"),
-    }
+    write_or_print(out, &text)?;
     Ok(ExitCode::SUCCESS)
 }
 
