@@ -2,7 +2,7 @@
 //! a minimal byte-level pass over the same logs, on every CPU.
 //!
 //! ```text
-//! cargo build --release -p lotus-core --example minimal_pass
+//! cargo build --release -p lotus-trace --example minimal_pass
 //! target/release/examples/minimal_pass DIR
 //! ```
 //!

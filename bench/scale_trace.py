@@ -168,7 +168,7 @@ def main():
     if subprocess.run([PY, "-c", "import pandas"], capture_output=True).returncode != 0:
         subprocess.run([PY, "-m", "pip", "install", "-q", "pandas"], check=True)
     subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "lotus-core", "--example", "minimal_pass"],
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "lotus-trace", "--example", "minimal_pass"],
                    cwd=ROOT, check=True)
     work = args.keep or tempfile.mkdtemp(prefix="lotus-scale-trace-")
     results = []

@@ -315,9 +315,7 @@ fn trace_stats_shows_the_spans_cpu() {
 /// sampled every 100 ns on the worker's main thread (`interval_ns` 100).
 /// `cpu` gives A's and B's `cpu=` (or none).
 fn folder_with_cpu(cpu: Option<(u64, u64)>) -> tempfile::TempDir {
-    use lotus_core::trace::samples::{
-        write_sampling, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol,
-    };
+    use lotus_samples::{write_sampling, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol};
     let dir = tempfile::tempdir().expect("temp dir");
     let off = 1_000_000_000u64;
     let (a, b) = match cpu {

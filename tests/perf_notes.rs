@@ -15,9 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{lotus, lotus_env, python, s};
-use lotus_core::trace::samples::{
-    write_sampling, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol,
-};
+use lotus_samples::{write_sampling, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol};
 
 /// A function that burns `secs` of the process's own CPU time (read from
 /// its CPU clock, never wall time).

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::s;
-use lotus_core::trace::samples::{
+use lotus_samples::{
     write_sampling, CounterValues, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol,
 };
 

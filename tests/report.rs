@@ -335,7 +335,7 @@ fn the_report_opens_in_a_browser_with_every_plot_and_the_same_numbers() {
 /// sampled in `collate` (outside every op), and, with `counters`, cycles
 /// and instructions read with each sample.
 fn sampled_folder(dir: &Path, batches: u64, ops: &[(&str, &[&str])], counters: bool) {
-    use lotus_core::trace::samples::{
+    use lotus_samples::{
         write_sampling, CounterValues, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol,
     };
     fs::create_dir_all(dir).expect("mkdir");

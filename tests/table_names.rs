@@ -193,9 +193,7 @@ fn map_and_attribute_take_wide_too() {
 /// samples in the mapping's long torch kernels.
 #[test]
 fn attribute_of_a_sampled_trace_fits_its_names_too() {
-    use lotus_core::trace::samples::{
-        write_sampling, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol,
-    };
+    use lotus_samples::{write_sampling, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol};
     let names = full_names(&mapping());
     let long: Vec<&String> = names.iter().filter(|n| n.len() > 150).take(3).collect();
     assert_eq!(long.len(), 3, "the fixture has long torch names");

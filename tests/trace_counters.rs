@@ -20,7 +20,7 @@ use std::path::Path;
 use common::python;
 use common::sampled::{attribute, kernel_pipeline, sampling, timers};
 use common::trace_logs::{assert_ok, trace_run};
-use lotus_core::trace::samples::SampleFiles;
+use lotus_samples::SampleFiles;
 use serde_json::Value;
 
 /// How many counter values each record of the samples file carries.

@@ -13,9 +13,9 @@ use std::path::Path;
 use common::python;
 use common::sampled::{attribute_json, kernel_pipeline, sampling, timers};
 use common::trace_logs::{assert_ok, trace_run};
-use lotus_core::trace::clock::{clock_pair_of_line, ClockMap};
-use lotus_core::trace::parse::parse_event_line;
-use lotus_core::trace::samples::SampleFiles;
+use lotus_protocol::{clock_pair_of_line, ClockMap};
+use lotus_samples::SampleFiles;
+use lotus_trace::parse_event_line;
 use serde_json::Value;
 
 /// A program with one op on its main thread and one on another thread,
@@ -364,7 +364,7 @@ fn attribute_dir_errors_name_the_folder_and_what_to_do() {
     );
     assert!(!svg.exists(), "no plot of a folder without samples");
     // A folder traced where perf could not run.
-    lotus_core::trace::samples::write_sampling(
+    lotus_samples::write_sampling(
         &SampleFiles::of(tmp.path(), "lotus").sampling,
         &[
             ("status", "unavailable".into()),
@@ -381,9 +381,8 @@ fn attribute_dir_errors_name_the_folder_and_what_to_do() {
     );
     // Samples without logs.
     let empty = tempfile::tempdir().expect("tmp");
-    let mut w =
-        lotus_core::trace::samples::SamplesWriter::create(empty.path(), "lotus").expect("w");
-    lotus_core::trace::samples::SampleSink::finish(&mut w).expect("finish");
+    let mut w = lotus_samples::SamplesWriter::create(empty.path(), "lotus").expect("w");
+    lotus_samples::SampleSink::finish(&mut w).expect("finish");
     let out = common::lotus(&["attribute", empty.path().to_str().expect("utf8")]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

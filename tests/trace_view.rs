@@ -1241,8 +1241,8 @@ fn spilling_to_disk_changes_nothing_and_leaves_nothing() {
 /// and lotus says why they are left out.
 #[test]
 fn samples_that_cannot_be_credited_leave_the_view_as_it_was() {
-    use lotus_core::trace::samples::{write_sampling, Sample, SampleFiles, SampleSink};
-    use lotus_core::trace::samples::{SamplesWriter, Symbol};
+    use lotus_samples::{write_sampling, Sample, SampleFiles, SampleSink};
+    use lotus_samples::{SamplesWriter, Symbol};
     let tmp = tempfile::tempdir().expect("tmp");
     let trace = tmp.path().join("trace");
     write_logs(&trace, &synthetic(), "");

@@ -1,4 +1,4 @@
-//! The verdict (`lotus_core::verdict`) at the head of `lotus attribute DIR`
+//! The verdict (`lotus_attribute`) at the head of `lotus attribute DIR`
 //! and `lotus trace stats`: the share of the training loop spent waiting
 //! for data, checked against the loop's own timer on the pipeline of
 //! tests/attribute_torch.rs; with it, on the same run, the op rows' wall

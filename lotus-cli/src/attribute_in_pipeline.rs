@@ -1,5 +1,5 @@
 //! `lotus attribute DIR`: a sampled trace folder's samples credited to its
-//! ops (the rule: [`lotus_core::attribute::in_pipeline`]), as a table,
+//! ops (the rule: [`lotus_attribute`]), as a table,
 //! Markdown, CSV or JSON (`lotus.in-pipeline/1`), and with `--plot` as a
 //! bar chart of CPU time per row. Ops nested in ops show as a tree (each
 //! under its parent, indented); each row has its exclusive CPU (which add
@@ -7,21 +7,21 @@
 //! column each (CSV: named as in the samples), and CPI where cycles and
 //! instructions are both read; JSON has them per row in `counters` (and
 //! `cpi`). Above the table (and in the JSON, `verdict`) stands the
-//! verdict ([`lotus_core::verdict`]): whether training waited for data and
+//! verdict ([`lotus_attribute`]): whether training waited for data and
 //! what would help. Each op row has its wall time beside its CPU.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use lotus_core::attribute::in_pipeline::{
+use lotus_attribute::Verdict;
+use lotus_attribute::{
     attribute_folder, AttributedRow, CpuSource, InPipelineAttribution, RowKind, TopFunction,
 };
-use lotus_core::spill::Budget;
-use lotus_core::trace::samples::SampleFiles;
-use lotus_core::trace::stats::loop_figures;
-use lotus_core::trace::{TraceFolder, TraceIndex};
-use lotus_core::verdict::Verdict;
+use lotus_samples::SampleFiles;
+use lotus_sort::Budget;
+use lotus_trace::loop_figures;
+use lotus_trace::{TraceFolder, TraceIndex};
 use serde_json::json;
 
 use crate::attribute_cmd::AttributeFormat;
@@ -86,12 +86,12 @@ pub fn run(
         // Names from the trace: control characters escaped.
         AttributeFormat::Table => {
             let width = (!wide).then(table::width);
-            lotus_core::text::printable(
+            lotus_sys::text::printable(
                 &(crate::verdict_text::text(&verdict, width) + &table_of(&a, false, top, width)),
             )
             .into_owned()
         }
-        AttributeFormat::Md => lotus_core::text::printable(
+        AttributeFormat::Md => lotus_sys::text::printable(
             &(crate::verdict_text::markdown(&verdict) + &table_of(&a, true, top, None)),
         )
         .into_owned(),
@@ -122,13 +122,13 @@ fn write_or_print(out: Option<&Path>, text: &str) -> Result<()> {
 /// `--format folded`: the collapsed stacks of the folder, each sample
 /// under its row; the notes on standard error.
 fn folded(dir: &Path, prefix: &str, budget: Budget, out: Option<&Path>) -> Result<ExitCode> {
-    let f = lotus_core::attribute::in_pipeline::folded_folder(dir, prefix, budget)
+    let f = lotus_attribute::folded_folder(dir, prefix, budget)
         .with_context(|| format!("cannot fold the samples in {}", dir.display()))?;
     for note in &f.notes {
         crate::usage::say!("lotus: note: {note}");
     }
     // Names from the trace: control characters escaped.
-    let text = lotus_core::text::printable(&f.text()).into_owned();
+    let text = lotus_sys::text::printable(&f.text()).into_owned();
     write_or_print(out, &text)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -144,7 +144,7 @@ fn flamegraph_of(
     svg: &Path,
     op: Option<&str>,
 ) -> Result<()> {
-    let f = lotus_core::attribute::in_pipeline::folded_folder(dir, prefix, budget)
+    let f = lotus_attribute::folded_folder(dir, prefix, budget)
         .with_context(|| format!("cannot fold the samples in {}", dir.display()))?;
     for note in &f.notes {
         crate::usage::say!("lotus: note: {note}");
@@ -160,9 +160,9 @@ fn flamegraph_of(
             if roots.is_empty() {
                 anyhow::bail!(
                     "--op {}: no row of {} is that op (its rows: {})",
-                    lotus_core::text::printable(name),
+                    lotus_sys::text::printable(name),
                     dir.display(),
-                    lotus_core::text::printable(
+                    lotus_sys::text::printable(
                         &f.row_samples
                             .keys()
                             .map(|r| r.replace(';', "/"))
@@ -189,14 +189,14 @@ fn flamegraph_of(
     let samples: u64 = kept.iter().map(|(_, n)| n).sum();
     let lines: Vec<String> = kept
         .iter()
-        .map(|(frames, n)| format!("{} {n}", lotus_core::text::printable(frames)))
+        .map(|(frames, n)| format!("{} {n}", lotus_sys::text::printable(frames)))
         .collect();
     if lines.is_empty() {
         anyhow::bail!("no samples in {} to draw a flame graph of", dir.display());
     }
     let mut options = inferno::flamegraph::Options::default();
     options.title = match op {
-        Some(name) => format!("lotus: {} (CPU samples)", lotus_core::text::printable(name)),
+        Some(name) => format!("lotus: {} (CPU samples)", lotus_sys::text::printable(name)),
         None => "lotus: CPU samples per row".to_string(),
     };
     options.count_name = "samples".to_string();
@@ -578,7 +578,7 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
     .map(String::from)
     .to_vec();
     header.extend(counter_headers(a).into_iter().map(|h| h.to_lowercase()));
-    w.write_record(lotus_core::text::csv_record(&header))?;
+    w.write_record(lotus_sys::text::csv_record(&header))?;
     for r in &a.rows {
         let top = r.top_functions.first();
         let mut cells = vec![
@@ -607,7 +607,7 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
             top.map_or(String::new(), |f| f.module.clone()),
         ];
         cells.extend(counter_cells(a, r));
-        w.write_record(lotus_core::text::csv_record(&cells))?;
+        w.write_record(lotus_sys::text::csv_record(&cells))?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
 }

@@ -21,9 +21,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use lotus_core::compare::{check_figures, compare, host_of, OpAcross};
-use lotus_core::mapping::Mapping;
-use lotus_core::text::{csv_number, csv_record, figure, one_line, printable};
+use lotus_core::Mapping;
+use lotus_core::{check_figures, compare, host_of, OpAcross};
+use lotus_sys::text::{csv_number, csv_record, figure, one_line, printable};
 use serde::Serialize;
 
 /// The schema tag of `lotus compare --format json`.
@@ -76,7 +76,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         if path.is_dir() {
             bail!("{name}: is a folder; give mapping files (lotus map --out FILE)");
         }
-        let f = lotus_core::input::open_regular(path)
+        let f = lotus_sys::input::open_regular(path)
             .with_context(|| format!("cannot read mapping {name}"))?;
         let m = Mapping::from_reader(f, &name)?;
         // Another host's figures are data: ones no window can have

@@ -45,7 +45,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use lotus_core::mapping::Mapping;
+use lotus_core::Mapping;
 use lotus_core::MergeRule;
 
 use map_cmd::{MapArgs, MapFormat};
@@ -159,8 +159,7 @@ struct ShowArgs {
 }
 
 fn parse_rule(s: &str) -> Result<MergeRule, String> {
-    s.parse()
-        .map_err(|e: lotus_core::mapping::BadRule| e.to_string())
+    s.parse().map_err(|e: lotus_core::BadRule| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -218,13 +217,13 @@ fn cmd_backends(format: DataFormat) -> Result<ExitCode> {
         ];
         if format == DataFormat::Csv {
             let mut w = csv::Writer::from_writer(Vec::new());
-            w.write_record(lotus_core::text::csv_record(header))?;
+            w.write_record(lotus_sys::text::csv_record(header))?;
             for r in &rows {
-                w.write_record(lotus_core::text::csv_record(r))?;
+                w.write_record(lotus_sys::text::csv_record(r))?;
             }
             print!("{}", String::from_utf8(w.into_inner()?)?);
         } else {
-            let cell = |c: &str| lotus_core::text::one_line(c).replace('|', "\\|");
+            let cell = |c: &str| lotus_sys::text::one_line(c).replace('|', "\\|");
             let mut out = format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(6));
             for r in &rows {
                 out += &format!(
@@ -232,7 +231,7 @@ fn cmd_backends(format: DataFormat) -> Result<ExitCode> {
                     r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
                 );
             }
-            print!("{}", lotus_core::text::printable(&out));
+            print!("{}", lotus_sys::text::printable(&out));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -255,7 +254,7 @@ fn cmd_backends(format: DataFormat) -> Result<ExitCode> {
     }
     // A tool's words (its version line, why it cannot run): control
     // characters (a coloured banner) escaped.
-    use lotus_core::text::{one_line, printable};
+    use lotus_sys::text::{one_line, printable};
     let mut out = String::new();
     for (desc, p) in &probes {
         out += &format!(
@@ -279,7 +278,7 @@ fn cmd_backends(format: DataFormat) -> Result<ExitCode> {
 
 fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
     let name = args.file.display().to_string();
-    let file = lotus_core::input::open_regular(&args.file)
+    let file = lotus_sys::input::open_regular(&args.file)
         .with_context(|| format!("cannot read {name}"))?;
     // Streamed: a mapping of a million functions is never held as text.
     let mut mapping = Mapping::from_reader(file, &name)?;
@@ -291,7 +290,7 @@ fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
     }
     if let Some(other_path) = &args.against {
         let other_name = other_path.display().to_string();
-        let file = lotus_core::input::open_regular(other_path)
+        let file = lotus_sys::input::open_regular(other_path)
             .with_context(|| format!("cannot read {other_name}"))?;
         let other = Mapping::from_reader(file, &other_name)?;
         let width = (!args.wide).then(crate::table::width);

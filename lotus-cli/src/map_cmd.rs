@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use lotus_core::mapping::Mapping;
+use lotus_core::Mapping;
 use lotus_core::MergeRule;
 use lotus_map::live::{self, LiveOptions};
 use lotus_map::output::{
@@ -170,7 +170,7 @@ impl TerminalProgress {
 
     fn say(&self, line: &str) {
         match &self.bar {
-            Some(bar) => bar.println(lotus_core::text::printable(line)),
+            Some(bar) => bar.println(lotus_sys::text::printable(line)),
             None => crate::usage::say!("lotus: {line}"),
         }
     }
@@ -186,7 +186,7 @@ impl Progress for TerminalProgress {
 
     fn run_started(&mut self, what: &str) {
         if let Some(bar) = &self.bar {
-            bar.set_message(lotus_core::text::one_line(what).into_owned());
+            bar.set_message(lotus_sys::text::one_line(what).into_owned());
         }
     }
 
@@ -195,7 +195,7 @@ impl Progress for TerminalProgress {
         match &self.bar {
             Some(bar) => {
                 bar.inc(1);
-                bar.println(lotus_core::text::printable(line));
+                bar.println(lotus_sys::text::printable(line));
             }
             None => note!("lotus: [{}/{}] {line}", self.done, self.total),
         }
@@ -345,7 +345,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 }
                 // Paths and a tool's notes: control characters escaped.
                 let plan = live::dry_run(backend.as_ref(), &args.ops, &opts)?;
-                print!("{}", lotus_core::text::printable(&plan));
+                print!("{}", lotus_sys::text::printable(&plan));
                 return Ok(ExitCode::SUCCESS);
             }
             if let Some(out) = args.out.as_deref().filter(|o| !usage::is_stdout(o)) {
@@ -432,7 +432,7 @@ pub(crate) fn render_mapping(
         return Ok(render(mapping, format, top, NameWidth::Full)?);
     }
     let width = (!wide).then(crate::table::width);
-    let text = lotus_core::text::printable(&mapping_table(mapping, top, width)).into_owned();
+    let text = lotus_sys::text::printable(&mapping_table(mapping, top, width)).into_owned();
     Ok(match width {
         Some(w) => crate::table::wrap_lines(&text, w),
         None => text,

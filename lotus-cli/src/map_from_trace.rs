@@ -1,13 +1,13 @@
 //! `lotus map --from-trace DIR`: the in-pipeline mapping of a sampled
-//! trace folder ([`lotus_core::mapping::from_trace`]), written like any
+//! trace folder ([`lotus_attribute`]), written like any
 //! other mapping.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use lotus_core::mapping::from_trace::mapping_from_trace_with_notes;
-use lotus_core::mapping::Mapping;
-use lotus_core::spill::Budget;
+use lotus_attribute::mapping_from_trace_with_notes;
+use lotus_core::Mapping;
+use lotus_sort::Budget;
 
 use crate::usage::usage;
 

@@ -1,14 +1,12 @@
 //! `lotus show MAPPING --against OTHER`: per op, how much of OTHER's work
-//! the functions MAPPING lists explain ([`lotus_core::mapping::compare`]),
+//! the functions MAPPING lists explain ([`lotus_attribute`]),
 //! as a table, Markdown, CSV or JSON (`lotus.mapping-comparison/1`).
 
 use std::process::ExitCode;
 
 use anyhow::Result;
-use lotus_core::mapping::compare::{
-    compare_mappings, ComparedFunction, MappingComparison, OpComparison,
-};
-use lotus_core::mapping::Mapping;
+use lotus_attribute::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
+use lotus_core::Mapping;
 use serde_json::json;
 
 use crate::map_cmd::MapFormat as Format;
@@ -53,13 +51,13 @@ pub fn run(
     // Names from the files: control characters escaped in the text views.
     match format {
         Format::Table => {
-            let text = lotus_core::text::printable(&text);
+            let text = lotus_sys::text::printable(&text);
             match width {
                 Some(w) => print!("{}", crate::table::wrap_lines(&text, w)),
                 None => print!("{text}"),
             }
         }
-        Format::Md => print!("{}", lotus_core::text::printable(&text)),
+        Format::Md => print!("{}", lotus_sys::text::printable(&text)),
         _ => print!("{text}"),
     }
     Ok(ExitCode::SUCCESS)
@@ -253,7 +251,7 @@ fn table_of(
 /// row), `missed` or `not_run`.
 fn csv_of(c: &MappingComparison) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(lotus_core::text::csv_record([
+    w.write_record(lotus_sys::text::csv_record([
         "op",
         "kind",
         "coverage",
@@ -265,7 +263,7 @@ fn csv_of(c: &MappingComparison) -> Result<String> {
         "share",
     ]))?;
     for o in &c.ops {
-        w.write_record(lotus_core::text::csv_record([
+        w.write_record(lotus_sys::text::csv_record([
             o.op.clone(),
             "coverage".into(),
             o.coverage.map_or(String::new(), |x| format!("{x:.6}")),
@@ -278,7 +276,7 @@ fn csv_of(c: &MappingComparison) -> Result<String> {
         ]))?;
         for (kind, fs) in [("missed", &o.missed), ("not_run", &o.not_run)] {
             for f in fs {
-                w.write_record(lotus_core::text::csv_record([
+                w.write_record(lotus_sys::text::csv_record([
                     o.op.clone(),
                     kind.into(),
                     String::new(),

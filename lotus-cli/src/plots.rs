@@ -15,7 +15,7 @@ const CHAR_WIDTH: f64 = 0.6;
 /// `text` cut in the middle (`…`) to fit `width_px` at `font_px`.
 pub fn fit(text: &str, width_px: u32, font_px: u32) -> String {
     // Control characters shown escaped (`\x1b`), as lotus prints them.
-    let text = lotus_core::text::printable(text);
+    let text = lotus_sys::text::printable(text);
     let text = text.as_ref();
     let max = ((width_px as f64) / (font_px as f64 * CHAR_WIDTH)).floor() as usize;
     let n = text.chars().count();
@@ -70,7 +70,7 @@ impl Colours {
     /// `(unexplained)`).
     pub fn of(&self, name: &str) -> RGBColor {
         match self.names.binary_search_by(|n| n.as_str().cmp(name)) {
-            Ok(_) if name == lotus_core::attribute::UNEXPLAINED => RGBColor(170, 170, 170),
+            Ok(_) if name == lotus_attribute::UNEXPLAINED => RGBColor(170, 170, 170),
             Ok(i) => {
                 let c = Palette99::pick(i).to_rgba();
                 RGBColor(c.0, c.1, c.2)

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use lotus_backend_common::reaper::Reaper;
-use lotus_core::profile::{Partial, Profile};
 use lotus_core::{CollectOptions, Target};
+use lotus_core::{Partial, Profile};
 use lotus_map::ControlHost;
 
 use lotus_map::harness;
@@ -95,8 +95,8 @@ fn render_rows(
     width: Option<usize>,
 ) -> Result<String> {
     use crate::table::{self, Column, Grid};
-    use lotus_core::text::{csv_number, csv_record, printable};
     use lotus_map::output::one_line;
+    use lotus_sys::text::{csv_number, csv_record, printable};
     let total: f64 = profile.rows.iter().map(|r| r.value).sum();
     let mut order: Vec<&lotus_core::Row> = profile.rows.iter().collect();
     order.sort_by(|a, b| b.value.total_cmp(&a.value));
@@ -135,7 +135,7 @@ fn render_rows(
     };
     let rows = &order[..shown];
     let figure = |v: f64| {
-        lotus_core::text::figure(
+        lotus_sys::text::figure(
             v,
             if profile.unit == lotus_core::Unit::Seconds {
                 3

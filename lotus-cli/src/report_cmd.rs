@@ -35,11 +35,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use lotus_core::attribute::{
-    Attribution, FunctionAttribution, FunctionMapping, MatchMode, Options,
-};
-use lotus_core::spill::Budget;
-use lotus_core::trace::stats::{ConfigComparison, OutlierRule};
+use lotus_attribute::{Attribution, FunctionAttribution, FunctionMapping, MatchMode, Options};
+use lotus_sort::Budget;
+use lotus_trace::{ConfigComparison, OutlierRule};
 
 use crate::attribute_cmd::{
     load_mapping, load_op_times, load_profile, name_profiles, LoadedProfile,
@@ -54,7 +52,7 @@ use crate::report_samples::{
 };
 use crate::report_timeline::OpCpu;
 use crate::trace_cmd::{configurations_of, Computed, OutliersArg};
-use lotus_core::attribute::in_pipeline::RowKind;
+use lotus_attribute::RowKind;
 use lotus_map::write::write_atomic;
 
 /// `lotus report --format`.
@@ -663,7 +661,7 @@ fn traces(
     }
 
     page.h(2, "Waits and delays");
-    let bucket_names: Vec<String> = lotus_core::trace::stats::WaitBucket::ALL
+    let bucket_names: Vec<String> = lotus_trace::WaitBucket::ALL
         .iter()
         .map(|b| b.label().to_string())
         .collect();
@@ -770,7 +768,7 @@ fn traces(
                 continue;
             }
             values.sort_by(f64::total_cmp);
-            let q = |p| lotus_core::trace::stats::percentile(values, p);
+            let q = |p| lotus_trace::percentile(values, p);
             boxes.push((
                 c.label.clone(),
                 [q(0.0), q(25.0), q(50.0), q(75.0), q(100.0)],

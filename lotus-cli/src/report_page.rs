@@ -304,7 +304,7 @@ impl RunRecord {
         use std::io::Read as _;
         let name = run_file(prefix);
         let path = dir.join(&name);
-        let folder = match lotus_core::input::Folder::open(dir) {
+        let folder = match lotus_sys::input::Folder::open(dir) {
             Ok(f) => f,
             // A single log file given as the trace: no record beside it.
             Err(_) => return Ok(None),
@@ -447,7 +447,7 @@ fn shell_words(words: &[String]) -> String {
         .join(" ")
 }
 
-/// A run's verdict as the page shows it (from [`lotus_core::Verdict`]):
+/// A run's verdict as the page shows it (from [`lotus_attribute::Verdict`]):
 /// the facts in one sentence and what would help, one a line.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct VerdictView {
@@ -461,7 +461,7 @@ pub(crate) struct VerdictView {
 
 impl VerdictView {
     /// The view of `v`, labelled `label` where the page has several runs.
-    pub(crate) fn of(v: &lotus_core::Verdict, label: Option<String>) -> VerdictView {
+    pub(crate) fn of(v: &lotus_attribute::Verdict, label: Option<String>) -> VerdictView {
         let facts = v.facts();
         let mut headline = facts.join("; ");
         if let Some(first) = headline.get(..1) {
@@ -500,7 +500,7 @@ pub(crate) struct PageContext {
 fn formatter(out: &mut Output, state: &State, value: &Value) -> Result<(), minijinja::Error> {
     if let (AutoEscape::Html, Some(s)) = (state.auto_escape(), value.as_str()) {
         if !value.is_safe() {
-            let shown = lotus_core::text::printable(s);
+            let shown = lotus_sys::text::printable(s);
             return minijinja::escape_formatter(out, state, &Value::from(shown.as_ref()));
         }
     }

@@ -8,14 +8,14 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use lotus_core::attribute::in_pipeline::{
+use lotus_attribute::mapping_from_trace;
+use lotus_attribute::{
     attribute_folder, InPipelineAttribution, InPipelineError, RowKind, TOP_FUNCTIONS,
 };
-use lotus_core::mapping::compare::{compare_mappings, ComparedFunction, MappingComparison};
-use lotus_core::mapping::from_trace::mapping_from_trace;
-use lotus_core::mapping::Mapping;
-use lotus_core::spill::Budget;
-use lotus_core::trace::samples::SampleFiles;
+use lotus_attribute::{compare_mappings, ComparedFunction, MappingComparison};
+use lotus_core::Mapping;
+use lotus_samples::SampleFiles;
+use lotus_sort::Budget;
 
 use crate::attribute_in_pipeline::{counter_cells, counter_headers, svg_of};
 use crate::plots::{labelled_bars, Colours, LabelledBar};

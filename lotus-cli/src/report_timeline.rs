@@ -14,8 +14,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
-use lotus_core::trace::folder::Item;
-use lotus_core::trace::{Entry, Kind, Role};
+use lotus_trace::Item;
+use lotus_trace::{Entry, Kind, Role};
 use serde::Serialize;
 
 use crate::plots::Colours;
@@ -211,7 +211,7 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
         .iter()
         .map(|p| p.process.host.as_deref())
         .collect();
-    let lane_label = |p: &lotus_core::trace::Process| {
+    let lane_label = |p: &lotus_trace::Process| {
         if hosts.len() > 1 {
             p.label()
         } else {

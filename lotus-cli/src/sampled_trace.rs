@@ -2,7 +2,7 @@
 //! and thread of the job sampled from start to end through the perf
 //! backend, each sample (time, pid, tid, function) written into the trace
 //! folder as it comes (`<prefix>.samples`, `<prefix>.symbols`,
-//! `<prefix>.sampling`: see [`lotus_core::trace::samples`]).
+//! `<prefix>.sampling`: see [`lotus_samples`]).
 //!
 //! At the end `<prefix>.sampling` also says what the samples cover:
 //! `cpu_ns=` (the CPU time the job ran while sampled, as the kernel counted
@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use lotus_backend_perf::{CounterKind, LinuxPerf, PerfOptions, PerfReport, SampleCounters};
-use lotus_core::trace::samples::{write_sampling, SampleFiles, SamplesWriter};
 use lotus_core::{CollectOptions, Collection, Target};
+use lotus_samples::{write_sampling, SampleFiles, SamplesWriter};
 
 /// Set by Ctrl-C while a sampled job runs: the job is in its own process
 /// group (the backend puts it there), so lotus passes the interrupt on.
@@ -136,7 +136,7 @@ struct StatusFile {
 /// The text of a `.sampling` file for `pairs` (as `write_sampling` writes
 /// it).
 fn sampling_text(pairs: &[(&str, String)]) -> String {
-    let mut text = format!("{}\n", lotus_core::trace::samples::SAMPLING_TAG);
+    let mut text = format!("{}\n", lotus_samples::SAMPLING_TAG);
     for (k, v) in pairs {
         text += &format!("{k}={}\n", v.replace(['\n', '\r'], " "));
     }

@@ -610,7 +610,7 @@ impl<'a> Grid<'a> {
         if let Some(names) = &self.names {
             fill(&mut rows, names.column, (names.cells)(usize::MAX));
         }
-        let cell = |c: &str| lotus_core::text::one_line(&c.replace('\n', ", ")).replace('|', "\\|");
+        let cell = |c: &str| lotus_sys::text::one_line(&c.replace('\n', ", ")).replace('|', "\\|");
         let mut out = format!(
             "| {} |\n|{}\n",
             self.columns

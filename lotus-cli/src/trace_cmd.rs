@@ -1,6 +1,6 @@
 //! `lotus trace`: the timeline and statistics of a pipeline trace (the
 //! per-process logs `lotus trace run` or the original LotusTrace fork
-//! writes; [`lotus_core::trace`] reads them).
+//! writes; [`lotus_trace`] reads them).
 //!
 //! ```text
 //! lotus trace view DIR [--coarse] [--no-torch] --out trace.json|-
@@ -11,7 +11,7 @@
 //! `chrome://tracing`): one track per process, every op, sample, batch,
 //! fetch and wait as a span, arrows from a batch's preprocessing to its
 //! consumption, and any PyTorch profiler trace in DIR merged in (see
-//! [`lotus_core::trace::chrome`] and [`lotus_core::trace::torch`]): its
+//! [`lotus_trace`] and [`lotus_trace`]): its
 //! events keep their pids and tids, their `ts` moved onto the view's time
 //! base; its `process_name` for a pid lotus also traced gives way to
 //! lotus's (main or worker, host, rank). The view is streamed: two passes
@@ -21,10 +21,10 @@
 //!
 //! `stats` prints per-op figures, per-batch preprocessing time with IQR
 //! outliers, the main process's waits in buckets and the delay from
-//! preprocessing to consumption ([`lotus_core::trace::stats`] defines
+//! preprocessing to consumption ([`lotus_trace`] defines
 //! them), then, for a distributed job, a row per rank; `--format json` prints
 //! `lotus.trace-stats/2`, with each rank's full figures under `ranks`
-//! (empty when no log names a rank; [`lotus_core::trace::ranks`]).
+//! (empty when no log names a rank; [`lotus_trace`]).
 //! `--outliers study` applies the original study's `--remove_outliers`
 //! (batches below Q1 - 2 IQR removed, batch figures recomputed;
 //! `batches.outlier_rule` names the rule, `batches.before_removal` keeps
@@ -71,22 +71,22 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use lotus_core::attribute::in_pipeline::TOP_FUNCTIONS;
-use lotus_core::attribute::in_pipeline::{attribute_folder, InPipelineAttribution};
-use lotus_core::attribute::span_samples::SpanSamples;
-use lotus_core::spill::Budget;
-use lotus_core::text::{csv_cell, one_line, printable};
-use lotus_core::trace::chrome::{ChromeWriter, Flows};
-use lotus_core::trace::folder::Item;
-use lotus_core::trace::ranks::{process_ranks, rank_stats_with, RankStats};
-use lotus_core::trace::samples::SampleFiles;
-use lotus_core::trace::stats::{
+use lotus_attribute::SpanSamples;
+use lotus_attribute::Verdict;
+use lotus_attribute::TOP_FUNCTIONS;
+use lotus_attribute::{attribute_folder, InPipelineAttribution};
+use lotus_samples::SampleFiles;
+use lotus_sort::Budget;
+use lotus_sys::text::{csv_cell, one_line, printable};
+use lotus_trace::Item;
+use lotus_trace::{
     loop_figures, op_totals, ConfigComparison, LoopFigures, OutlierRule, PerBatchRows, Summary,
     TraceStats, WaitBucket,
 };
-use lotus_core::trace::torch::{self, Alignment, TorchScan};
-use lotus_core::trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
-use lotus_core::verdict::Verdict;
+use lotus_trace::{process_ranks, rank_stats_with, RankStats};
+use lotus_trace::{Alignment, TorchScan};
+use lotus_trace::{ChromeWriter, Flows};
+use lotus_trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
 use serde::Serialize;
 
 use lotus_map::write::{write_atomic, Pending};
@@ -361,7 +361,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
             let f = folder
                 .open_file(path)
                 .with_context(|| format!("cannot open {shown}"))?;
-            torch_traces.push((path.clone(), torch::scan(f, &shown)?));
+            torch_traces.push((path.clone(), lotus_trace::scan_torch_trace(f, &shown)?));
         }
     }
     let lotus_start = index.min_start_ns;
@@ -507,7 +507,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
             .open_file(path)
             .with_context(|| format!("cannot open {shown}"))?;
         let before = w.others;
-        torch::for_each_shifted(f, &shown, a.offset_us(base), &mut |ev| {
+        lotus_trace::for_each_torch_event_shifted(f, &shown, a.offset_us(base), &mut |ev| {
             // Lotus names its own processes' tracks (main or worker, host,
             // rank); the profiler's names for the same pids are dropped.
             let is_name = ev.get("ph").and_then(|p| p.as_str()) == Some("M")
@@ -555,7 +555,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
 
 /// Where the folder holds samples of `prefix` (`lotus trace run
 /// --sample`): what the workers ran outside every op, past 5% of their CPU
-/// ([`lotus_core::attribute::in_pipeline::unseen_work`]), as notes.
+/// ([`lotus_attribute::unseen_work`]), as notes.
 /// Nothing when it holds none; a warning (and nothing) when they cannot be
 /// read: the statistics (or the trace) stand without them.
 pub(crate) fn unseen_notes(dir: &Path, prefix: &str) -> Vec<String> {
@@ -976,7 +976,7 @@ fn fit_lines(text: &str, mode: Mode) -> String {
 /// configuration; times in ms.
 fn stats_csv(computed: &[&Computed]) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(lotus_core::text::csv_record([
+    w.write_record(lotus_sys::text::csv_record([
         "configuration",
         "section",
         "name",
@@ -1012,7 +1012,7 @@ fn stats_csv(computed: &[&Computed]) -> Result<String> {
                 ms(sum.max_ns as f64),
             ];
             rec.extend(cpu);
-            w.write_record(lotus_core::text::csv_record(&rec))
+            w.write_record(lotus_sys::text::csv_record(&rec))
         };
         for o in &s.ops {
             row(

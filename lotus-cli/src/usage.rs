@@ -128,10 +128,10 @@ pub(crate) use note;
 
 /// Prints a line to stderr (`eprintln!`'s arguments) that may quote data
 /// (names, paths, a tool's words): control characters are shown escaped
-/// ([`lotus_core::text::printable`]), never sent raw to the terminal.
+/// ([`lotus_sys::text::printable`]), never sent raw to the terminal.
 macro_rules! say {
     ($($arg:tt)*) => {
-        eprintln!("{}", lotus_core::text::printable(&format!($($arg)*)))
+        eprintln!("{}", lotus_sys::text::printable(&format!($($arg)*)))
     };
 }
 pub(crate) use say;

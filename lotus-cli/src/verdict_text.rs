@@ -1,8 +1,8 @@
-//! The verdict ([`lotus_core::verdict::Verdict`]) as the few lines above
+//! The verdict ([`lotus_attribute::Verdict`]) as the few lines above
 //! `lotus attribute DIR`'s table and `lotus trace stats`'s figures: what
 //! was measured, then what would help, each a sentence.
 
-use lotus_core::verdict::Verdict;
+use lotus_attribute::Verdict;
 
 /// The verdict's lines: `verdict:` and its facts, `what would help:`
 /// and each piece of advice, `how:` and how it is measured.

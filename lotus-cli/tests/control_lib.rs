@@ -14,7 +14,7 @@ mod common;
 
 use common::{any_python as python, control_lib, map_harness_dir};
 use lotus_control::host::ControlHost;
-use lotus_core::control::{Reply, Request};
+use lotus_protocol::{Reply, Request};
 
 /// How long the test waits for the next request before giving up.
 const PATIENCE: Duration = Duration::from_secs(60);

@@ -18,7 +18,7 @@ use std::time::Duration;
 use common::any_python as python;
 use harness::{HarnessArgs, HarnessFiles, HarnessMode, HarnessResult, HarnessStage};
 use lotus_control::host::ControlHost;
-use lotus_core::control::Reply;
+use lotus_protocol::Reply;
 
 const PATIENCE: Duration = Duration::from_secs(120);
 

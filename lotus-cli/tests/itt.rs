@@ -30,7 +30,7 @@ use std::time::Duration;
 use common::root;
 use harness::{HarnessArgs, HarnessResult};
 use lotus_control::host::ControlHost;
-use lotus_core::control::Reply;
+use lotus_protocol::Reply;
 use serde_json::Value;
 
 const PATIENCE: Duration = Duration::from_secs(120);

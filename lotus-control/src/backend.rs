@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use lotus_backend_common::clock_ns;
-use lotus_core::control::{
+use lotus_protocol::{
     Edge, OwnCounters, Reply, Request, ENV_BACKEND, ENV_CONTROL_FDS, ENV_WINDOW_STAMPS,
 };
 

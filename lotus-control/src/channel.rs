@@ -8,7 +8,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use lotus_core::control::{Reply, Request};
+use lotus_protocol::{Reply, Request};
 
 use crate::error::ControlError;
 use crate::host::MAX_REQUEST;

@@ -12,7 +12,7 @@
 //!
 //! ```no_run
 //! use lotus_control::host::ControlHost;
-//! use lotus_core::control::{Reply, Request};
+//! use lotus_protocol::{Reply, Request};
 //! use std::process::Command;
 //! use std::time::Duration;
 //!
@@ -45,7 +45,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lotus_core::control::{Reply, Request, ENV_CONTROL_FDS};
+use lotus_protocol::{Reply, Request, ENV_CONTROL_FDS};
 
 /// A request line longer than this is not a request. The control library
 /// refuses to send one; a longer line from another writer is read to its

@@ -4,7 +4,7 @@
 //! Built as `liblotus_control.so` (C ABI, declared in `include/lotus.h`)
 //! and as a Rust library. The lotus process says which backend is active
 //! through the environment (`LOTUS_BACKEND`, `LOTUS_CONTROL_FDS`, see
-//! [`lotus_core::control`]); the library reads it once, on the first call.
+//! [`lotus_protocol`]); the library reads it once, on the first call.
 //!
 //! - Not under lotus (neither variable set): every call succeeds and does
 //!   nothing, so op scripts run standalone.

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::mapping::{Mapping, OpMapping};
-use crate::text::{figure, one_line};
+use lotus_sys::text::{figure, one_line};
 
 /// The counter of a window's CPU time, in ns.
 pub const TASK_CLOCK_NS: &str = "task-clock-ns";
@@ -260,7 +260,7 @@ pub fn check_figures(m: &Mapping, file: &str) -> Result<(), BadFigure> {
 }
 
 /// What a mapping says of its host: `host`, `cpu_model`, `cpus`,
-/// `cpu_cores`, `kernel` (see [`crate::host`]), those it has.
+/// `cpu_cores`, `kernel` (see [`facts`](crate::facts)), those it has.
 pub fn host_of(m: &Mapping) -> BTreeMap<String, String> {
     ["host", "cpu_model", "cpus", "cpu_cores", "kernel"]
         .iter()

@@ -11,7 +11,7 @@
 /// demangled and the suffix kept, as `perf report` shows them.
 ///
 /// ```
-/// use lotus_core::demangle::demangle;
+/// use lotus_core::demangle;
 /// assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
 /// assert_eq!(demangle("_ZN3foo3barEv@plt"), "foo::bar()@plt");
 /// assert_eq!(demangle("_ZN4core3fmt5write17h0123456789abcdefE"), "core::fmt::write");

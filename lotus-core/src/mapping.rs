@@ -15,8 +15,6 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::report_error::shorten;
 use crate::row::{function_key, split_function_key, Report, Unit};
 
-pub mod compare;
-pub mod from_trace;
 mod read;
 use read::{AnyMapping, ObjectOnly, SchemaProbe, Utf8Checked};
 

@@ -24,7 +24,7 @@
 //! no `schema`) reads as a profile of backend `unknown`.
 //!
 //! ```
-//! use lotus_core::profile::Profile;
+//! use lotus_core::Profile;
 //! use lotus_core::{Report, Row, Unit};
 //!
 //! let report = Report { unit: Unit::Seconds, rows: vec![Row::new("memcpy", "libc.so.6", 1.5)] };

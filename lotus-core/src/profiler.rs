@@ -66,7 +66,7 @@ impl Probe {
     ) -> Self {
         let mut cmd = std::process::Command::new(tool);
         cmd.arg("--version");
-        match crate::process::output_within(&mut cmd, limit) {
+        match lotus_sys::process::output_within(&mut cmd, limit) {
             Ok(None) => Probe::unavailable(
                 backend,
                 format!(
@@ -220,7 +220,7 @@ pub struct CollectOptions {
     /// lotus process switches get a window opened at once instead.
     pub whole_program: bool,
     /// The profiled process stamps its own window edges and sends them
-    /// without waiting ([`crate::control::ENV_WINDOW_STAMPS`]): the
+    /// without waiting ([`lotus_protocol::ENV_WINDOW_STAMPS`]): the
     /// collection gets them through [`Collection::resume_at`] and
     /// [`Collection::pause_at`]. Only where [`Profiler::takes_window_stamps`].
     pub window_stamps: bool,
@@ -357,7 +357,7 @@ pub trait Collection: Send {
     /// stamp on the samples' clock) without waiting for lotus; see
     /// [`CollectOptions::window_stamps`]. Backends that cannot place a
     /// window after the fact refuse.
-    fn resume_at(&mut self, edge: &crate::control::Edge) -> Result<(), ProfilerError> {
+    fn resume_at(&mut self, edge: &lotus_protocol::Edge) -> Result<(), ProfilerError> {
         let _ = edge;
         Err(ProfilerError::Other {
             backend: "lotus".into(),
@@ -366,11 +366,11 @@ pub trait Collection: Send {
     }
     /// Records the open window closing at `edge`; see
     /// [`Collection::resume_at`].
-    fn pause_at(&mut self, edge: &crate::control::Edge) -> Result<(), ProfilerError> {
+    fn pause_at(&mut self, edge: &lotus_protocol::Edge) -> Result<(), ProfilerError> {
         self.resume_at(edge)
     }
     /// Stops (`on: false`) or restarts (`on: true`) sampling while no
-    /// window is open ([`crate::control::Request::Sampling`]): the profiled
+    /// window is open ([`lotus_protocol::Request::Sampling`]): the profiled
     /// process then times its op unsampled. Backends that cannot refuse.
     fn set_sampling(&mut self, on: bool) -> Result<(), ProfilerError> {
         let _ = on;

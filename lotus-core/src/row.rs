@@ -87,7 +87,7 @@ impl Row {
 /// The file name of a module path; `[Unknown]` for an empty one.
 ///
 /// ```
-/// use lotus_core::row::module_basename;
+/// use lotus_core::module_basename;
 /// assert_eq!(module_basename("/usr/lib/x86_64-linux-gnu/libc-2.31.so"), "libc-2.31.so");
 /// assert_eq!(module_basename("libjpeg.so.9"), "libjpeg.so.9");
 /// assert_eq!(module_basename(""), "[Unknown]");
@@ -151,7 +151,7 @@ impl Report {
 /// not a number (`N/A`, empty).
 ///
 /// ```
-/// use lotus_core::row::parse_figure;
+/// use lotus_core::parse_figure;
 /// assert_eq!(parse_figure("1868.632s"), Some(1868.632));
 /// assert_eq!(parse_figure("6,275,872,000,000"), Some(6.275872e12));
 /// assert_eq!(parse_figure("41.5%"), Some(41.5));

@@ -5,8 +5,8 @@
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use lotus_core::mapping::{OpAccumulator, OpFailure, Settings};
 use lotus_core::{Mapping, MergeRule, Profiler};
+use lotus_core::{OpAccumulator, OpFailure, Settings};
 
 use crate::error::{full_message, Context, MapError, Result};
 use crate::live::failure;
@@ -178,7 +178,7 @@ fn read_op(backend: &dyn Profiler, op: &OpReports) -> Result<OpAccumulator> {
     }
     let mut acc = OpAccumulator::new(op.name.clone());
     for path in &op.reports {
-        let file = lotus_core::input::open_regular(path)
+        let file = lotus_sys::input::open_regular(path)
             .with_context(|| format!("cannot read the report {}", path.display()))?;
         let report = backend.read_report(&mut BufReader::new(file), &path.display().to_string())?;
         acc.add_run(&report);

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use lotus_core::mapping::{OpAccumulator, OpFailure, OpMapping, Settings, WindowSummary};
 use lotus_core::{CollectOptions, Mapping, Profiler, Report, WindowTotals};
+use lotus_core::{OpAccumulator, OpFailure, OpMapping, Settings, WindowSummary};
 
 use crate::error::{Context, MapError, Result};
 use crate::harness::{self, HarnessFiles, HarnessResult};
@@ -204,7 +204,7 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
         );
         if backend.switches_windows() {
             target.env.push((
-                lotus_core::control::ENV_CONTROL_FDS.into(),
+                lotus_protocol::ENV_CONTROL_FDS.into(),
                 "<read_fd>,<write_fd> (a pipe pair lotus opens per run)".into(),
             ));
         }
@@ -215,7 +215,7 @@ pub fn dry_run(backend: &dyn Profiler, ops: &[PathBuf], opts: &LiveOptions) -> R
             one_line(&spec.file.display().to_string())
         );
         for (k, v) in &plan.env {
-            out += &format!("export {k}={}\n", lotus_core::profiler::shell_quote(v));
+            out += &format!("export {k}={}\n", lotus_core::shell_quote(v));
         }
         for c in &plan.commands {
             out += c;

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use crate::error::{Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
-use lotus_core::mapping::{Mapping, OpMapping};
 use lotus_core::Unit;
+use lotus_core::{Mapping, OpMapping};
 
 /// Output formats of a mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,26 +106,26 @@ pub fn render(mapping: &Mapping, format: Format, top: usize, names: NameWidth) -
         Format::Csv => render_csv(mapping)?,
         // Names from the file are on one line already; the rest of the
         // text (backend, rule, what it was imported from) too is data.
-        Format::Md => lotus_core::text::printable(&render_md(mapping, top)).into_owned(),
+        Format::Md => lotus_sys::text::printable(&render_md(mapping, top)).into_owned(),
         Format::Table => {
-            lotus_core::text::printable(&render_table(mapping, top, names)).into_owned()
+            lotus_sys::text::printable(&render_table(mapping, top, names)).into_owned()
         }
     })
 }
 
 /// A figure of the mapping as tables show it, bounded in width whatever
-/// the file holds ([`lotus_core::text::figure`]).
+/// the file holds ([`lotus_sys::text::figure`]).
 pub fn value_text(unit: Unit, v: f64) -> String {
     match unit {
         Unit::Samples if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
-        Unit::Samples => lotus_core::text::figure(v, 1),
-        Unit::Seconds => lotus_core::text::figure(v, 3),
+        Unit::Samples => lotus_sys::text::figure(v, 1),
+        Unit::Seconds => lotus_sys::text::figure(v, 3),
     }
 }
 
 fn render_csv(mapping: &Mapping) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(lotus_core::text::csv_record([
+    w.write_record(lotus_sys::text::csv_record([
         "op",
         "function",
         "module",
@@ -138,12 +138,11 @@ fn render_csv(mapping: &Mapping) -> Result<String> {
     .context("writing CSV")?;
     // One lookup per row, not a scan of the shared list (a mapping may
     // hold a million functions).
-    let shared: std::collections::HashMap<(&str, &str), &lotus_core::mapping::SharedFunction> =
-        mapping
-            .shared
-            .iter()
-            .map(|s| ((s.function.as_str(), s.module.as_str()), s))
-            .collect();
+    let shared: std::collections::HashMap<(&str, &str), &lotus_core::SharedFunction> = mapping
+        .shared
+        .iter()
+        .map(|s| ((s.function.as_str(), s.module.as_str()), s))
+        .collect();
     for op in &mapping.ops {
         for f in &op.functions {
             let others: Vec<&str> = shared
@@ -156,7 +155,7 @@ fn render_csv(mapping: &Mapping) -> Result<String> {
                         .collect()
                 })
                 .unwrap_or_default();
-            w.write_record(lotus_core::text::csv_record([
+            w.write_record(lotus_sys::text::csv_record([
                 op.name.as_str(),
                 &f.function,
                 &f.module,
@@ -213,10 +212,10 @@ pub fn op_heading(mapping: &Mapping, op: &OpMapping) -> String {
             let slowdown = c.slowdown() * 100.0;
             format!(
                 ", {} us CPU a call sampled against {} us unsampled ({}{}%)",
-                lotus_core::text::figure(c.sampled_cpu_s * 1e6, 1),
-                lotus_core::text::figure(c.unsampled_cpu_s * 1e6, 1),
+                lotus_sys::text::figure(c.sampled_cpu_s * 1e6, 1),
+                lotus_sys::text::figure(c.unsampled_cpu_s * 1e6, 1),
                 if slowdown >= 0.0 { "+" } else { "" },
-                lotus_core::text::figure(slowdown, 0)
+                lotus_sys::text::figure(slowdown, 0)
             )
         });
     format!(
@@ -337,10 +336,10 @@ fn render_table(mapping: &Mapping, top: usize, width: NameWidth) -> String {
 /// `name` on one line: a newline or other control character (in a file
 /// name, an op's `NAME`, a function) is shown escaped (`\\n`, `\\x1b`) so
 /// that it cannot break a progress line, a table row or a Markdown heading,
-/// nor drive the terminal; [`lotus_core::text::one_line`] is the one rule.
+/// nor drive the terminal; [`lotus_sys::text::one_line`] is the one rule.
 /// CSV and JSON quote such names themselves and keep them as they are.
 pub fn one_line(name: &str) -> String {
-    lotus_core::text::one_line(name).into_owned()
+    lotus_sys::text::one_line(name).into_owned()
 }
 
 fn md_escape(s: &str) -> String {

@@ -35,6 +35,9 @@ mod private;
 mod sys;
 mod walk;
 
+pub mod input;
+pub mod process;
+pub mod text;
 pub mod trust;
 
 #[cfg(test)]

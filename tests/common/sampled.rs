@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use lotus_core::trace::samples::SampleFiles;
+use lotus_samples::SampleFiles;
 use serde_json::Value;
 
 use super::trace_logs::{assert_ok, trace_run};

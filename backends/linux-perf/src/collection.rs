@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
-use lotus_core::control::Edge;
 use lotus_core::{Collection, ProfilerError, Report, Unit, WindowStats, WindowTotals};
+use lotus_protocol::Edge;
 
 use crate::counting::{CounterKind, CounterStatus, Counters, Deltas};
 use crate::drain::Drain;

@@ -13,8 +13,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use lotus_core::trace::samples::{CounterValues, MAX_COUNTERS};
 use lotus_core::ProfilerError;
+use lotus_samples::{CounterValues, MAX_COUNTERS};
 use perf_event::Sampler;
 
 use crate::coverage::Tally;
@@ -100,7 +100,7 @@ impl Drain {
     pub(crate) fn start(
         samplers: Vec<Sampler>,
         sideband: Vec<Sampler>,
-        sink: Option<Box<dyn lotus_core::trace::samples::SampleSink>>,
+        sink: Option<Box<dyn lotus_samples::SampleSink>>,
         counters: usize,
         stamped: bool,
         period_ns: u64,

@@ -96,7 +96,7 @@ impl Switch {
     /// if one cannot be read.
     pub(crate) fn counts(&self) -> Option<Vec<u64>> {
         // nr, then (value, id) for the leader and every member.
-        let mut buf = [0u64; 2 + 2 * (1 + lotus_core::trace::samples::MAX_COUNTERS)];
+        let mut buf = [0u64; 2 + 2 * (1 + lotus_samples::MAX_COUNTERS)];
         self.fds
             .iter()
             .map(|fd| {

@@ -231,7 +231,7 @@ pub enum CallStacks {
     /// pointers; where it does not, the chain stops or skips at its
     /// first function without one. Each frame is named as the sampled
     /// function is; the stacks go to the sink deduplicated
-    /// ([`lotus_core::trace::samples::StackNode`]).
+    /// ([`lotus_samples::StackNode`]).
     FramePointers,
 }
 
@@ -307,7 +307,7 @@ impl LinuxPerf {
         target: &Target,
         options: &CollectOptions,
         perf: &PerfOptions,
-        sink: Box<dyn lotus_core::trace::samples::SampleSink>,
+        sink: Box<dyn lotus_samples::SampleSink>,
     ) -> Result<PerfCollection, ProfilerError> {
         self.start_inner(target, options, perf, Some(sink), true)
     }
@@ -317,7 +317,7 @@ impl LinuxPerf {
         target: &Target,
         options: &CollectOptions,
         perf: &PerfOptions,
-        sink: Option<Box<dyn lotus_core::trace::samples::SampleSink>>,
+        sink: Option<Box<dyn lotus_samples::SampleSink>>,
         each_window: bool,
     ) -> Result<PerfCollection, ProfilerError> {
         let running = perf.window_switch == WindowSwitch::Timestamps;
@@ -510,7 +510,7 @@ inventory::submit! {
 mod tests {
     use super::*;
 
-    /// The contract lotus.h and lotus_core::control state: windows are
+    /// The contract lotus.h and lotus_protocol state: windows are
     /// time ranges unless a caller asks for ioctl switching.
     #[test]
     fn windows_are_time_ranges_by_default() {

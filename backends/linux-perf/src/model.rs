@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use lotus_core::trace::samples::CounterValues;
+use lotus_samples::CounterValues;
 
 use crate::records::Record;
 

@@ -19,7 +19,7 @@
 //! panics on a short record) and keeps the trailer's timestamp, which the
 //! ordering of side-band and sample records depends on.
 
-use lotus_core::trace::samples::{CounterValues, MAX_COUNTERS};
+use lotus_samples::{CounterValues, MAX_COUNTERS};
 use perf_event::{ReadFormat, SampleFlag};
 
 /// The sample fields of every event lotus opens.

@@ -31,7 +31,7 @@
 
 use std::collections::HashMap;
 
-use lotus_core::trace::samples::{unsupported_note, CounterValues, MAX_COUNTERS};
+use lotus_samples::{unsupported_note, CounterValues, MAX_COUNTERS};
 
 use crate::counting::CounterKind;
 

@@ -25,10 +25,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use lotus_core::trace::samples::{
-    CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_STACK_DEPTH,
-};
 use lotus_core::ProfilerError;
+use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_STACK_DEPTH};
 
 use crate::model::{Location, Module};
 use crate::symbolize::LocationNamer;

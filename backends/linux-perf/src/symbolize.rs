@@ -16,9 +16,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use lotus_core::demangle::demangle;
-use lotus_core::row::UNKNOWN_MODULE;
+use lotus_core::demangle;
 use lotus_core::Row;
+use lotus_core::UNKNOWN_MODULE;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 

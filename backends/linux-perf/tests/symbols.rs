@@ -11,7 +11,7 @@ use std::process::Command;
 
 use common::*;
 use lotus_backend_perf::{LinuxPerf, PerfReport};
-use lotus_core::demangle::demangle;
+use lotus_core::demangle;
 use lotus_core::{CollectOptions, Collection, Target};
 use object::{Object, ObjectSymbol};
 

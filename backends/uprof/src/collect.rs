@@ -39,7 +39,7 @@ use std::time::{Duration, SystemTime};
 
 use lotus_backend_common as common;
 use lotus_backend_common::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
-use lotus_core::profiler::shell_quote;
+use lotus_core::shell_quote;
 use lotus_core::{CollectOptions, CollectPlan, ProfilerError, Report, Target};
 use lotus_sys::PrivateDir;
 

@@ -12,7 +12,7 @@
 mod fuzz;
 
 use lotus_backend_uprof::report::read_report;
-use lotus_core::row::Row;
+use lotus_core::Row;
 use lotus_core::{Report, ReportError, Unit};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;

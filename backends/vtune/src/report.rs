@@ -13,8 +13,8 @@
 
 use std::io::{BufRead, Read};
 
-use lotus_core::report_error::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
-use lotus_core::row::{parse_figure, Row, UNKNOWN_MODULE};
+use lotus_core::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
+use lotus_core::{parse_figure, Row, UNKNOWN_MODULE};
 use lotus_core::{Report, ReportError, Unit};
 
 /// Header names of the function column, most specific first.

@@ -12,7 +12,7 @@
 mod fuzz;
 
 use lotus_backend_vtune::report::read_hotspots;
-use lotus_core::row::{parse_figure, Row, UNKNOWN_MODULE};
+use lotus_core::{parse_figure, Row, UNKNOWN_MODULE};
 use lotus_core::{Report, ReportError};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;

@@ -1,5 +1,5 @@
 //! `lotus attribute --by function`: the attribution per native function of
-//! the mapping ([`lotus_core::attribute::FunctionMapping`]), rendered as
+//! the mapping ([`lotus_attribute::FunctionMapping`]), rendered as
 //! JSON (`lotus.attribution-functions/1`), CSV, terminal tables and
 //! Markdown.
 //!
@@ -25,9 +25,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
-use lotus_core::attribute::{FunctionAttribution, OpShare};
-use lotus_core::text::{csv_number, csv_record, one_line, printable};
+use lotus_attribute::{FunctionAttribution, OpShare};
 use lotus_core::Unit;
+use lotus_sys::text::{csv_number, csv_record, one_line, printable};
 use serde::Serialize;
 
 use super::render::{amount, metric_text, pct, Grid, JsonProfileHead};
@@ -107,7 +107,7 @@ fn json_figures<'a>(p: &LoadedProfile, o: &'a OpShare) -> JsonFigures<'a> {
 }
 
 /// `A (50%), B (50%)`.
-fn credits(f: &lotus_core::attribute::FunctionShare) -> String {
+fn credits(f: &lotus_attribute::FunctionShare) -> String {
     f.ops
         .iter()
         .map(|c| format!("{} ({})", c.op, pct(c.part)))

@@ -1,5 +1,5 @@
 //! `lotus attribute`: whole-pipeline profiles folded back onto the Python
-//! ops through a mapping ([`lotus_core::attribute`] does the arithmetic).
+//! ops through a mapping ([`lotus_attribute`] does the arithmetic).
 //!
 //! ```text
 //! lotus attribute --mapping M --profile P [--profile P2 ...] [--op-times T]
@@ -76,12 +76,12 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use lotus_core::attribute::{
+use lotus_attribute::{
     AttributeError, Attribution, Attributor, FunctionAttribution, FunctionMapping, MatchMode,
     OpTimes, Options,
 };
-use lotus_core::mapping::{Mapping, MappingError};
-use lotus_core::profile::Profile;
+use lotus_core::Profile;
+use lotus_core::{Mapping, MappingError};
 use lotus_core::{Row, Unit};
 
 use lotus_map::write::write_atomic;
@@ -147,7 +147,7 @@ pub struct AttributeArgs {
     #[arg(long, default_value = "lotus", requires = "dir")]
     pub prefix: String,
     /// Top functions listed per row (with DIR).
-    #[arg(long, default_value_t = lotus_core::attribute::in_pipeline::TOP_FUNCTIONS, requires = "dir")]
+    #[arg(long, default_value_t = lotus_attribute::TOP_FUNCTIONS, requires = "dir")]
     pub top: usize,
     /// The mapping: lotus.mapping/1, or the original tool's mapping_funcs.json.
     #[arg(long, short, value_name = "FILE", required_unless_present = "dir")]
@@ -387,7 +387,7 @@ pub(crate) fn load_mapping(path: &Path) -> Result<Mapping> {
     if path.is_dir() {
         bail!("--mapping {name}: is a folder; give a mapping file (lotus map --out FILE)");
     }
-    let mut file = lotus_core::input::open_regular(path)
+    let mut file = lotus_sys::input::open_regular(path)
         .with_context(|| format!("cannot read mapping {name}"))?;
     // The first bytes tell a CSV or text report given by mistake.
     let mut head = [0u8; 64];
@@ -430,7 +430,7 @@ fn read_head(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Reads `--op-times`: a CSV, or a trace folder (its logs, read through
-/// `lotus_core::trace`: each op's total time; else its `op_times.csv`).
+/// `lotus_trace`: each op's total time; else its `op_times.csv`).
 pub(crate) fn load_op_times(path: &Path) -> Result<OpTimes> {
     let file = if path.is_dir() {
         if let Some((times, warnings)) = OpTimes::read_trace_dir(path)? {
@@ -455,7 +455,7 @@ pub(crate) fn load_op_times(path: &Path) -> Result<OpTimes> {
         // A file of the trace folder: opened inside it, as its logs are
         // (no link out of the folder, regular files only, bounded).
         let name = f.display().to_string();
-        let opened = lotus_core::input::Folder::open(path)
+        let opened = lotus_sys::input::Folder::open(path)
             .and_then(|dir| dir.open_file(Path::new(TRACE_OP_TIMES)))
             .with_context(|| format!("cannot open --op-times {name}"))?;
         return Ok(OpTimes::read_csv(&mut BufReader::new(opened), &name)?);
@@ -463,7 +463,7 @@ pub(crate) fn load_op_times(path: &Path) -> Result<OpTimes> {
         path.to_path_buf()
     };
     let name = file.display().to_string();
-    let f = lotus_core::input::open_regular(&file)
+    let f = lotus_sys::input::open_regular(&file)
         .with_context(|| format!("cannot open --op-times {name}"))?;
     Ok(OpTimes::read_csv(&mut BufReader::new(f), &name)?)
 }
@@ -482,7 +482,7 @@ struct Fold<'m> {
 
 impl Fold<'_> {
     fn add(&mut self, row: &Row) {
-        self.modules_known |= !lotus_core::attribute::is_unknown_module(&row.module);
+        self.modules_known |= !lotus_attribute::is_unknown_module(&row.module);
         self.attributor.add(row);
         if let Some(f) = &mut self.functions {
             f.add(row);
@@ -508,7 +508,7 @@ pub fn load_profile(
     if path.is_dir() {
         bail!("--profile {name}: is a folder; give a profile file (a VTune or uProf CSV report, or lotus.profile/1 JSON)");
     }
-    let file = lotus_core::input::open_regular(path)
+    let file = lotus_sys::input::open_regular(path)
         .with_context(|| format!("cannot open profile {name}"))?;
     let mut input = BufReader::with_capacity(SNIFF_BYTES, file);
     let head = input
@@ -596,7 +596,7 @@ pub fn load_profile(
 /// EVENTS section (`,"CPU_TIME","1.000 milliseconds",...`), in seconds.
 /// Reads line by line up to the function table.
 fn uprof_sample_interval(path: &Path, name: &str) -> Result<Option<f64>> {
-    let f = lotus_core::input::open_regular(path)
+    let f = lotus_sys::input::open_regular(path)
         .with_context(|| format!("cannot open profile {name}"))?;
     let mut input = BufReader::new(f);
     let mut buf = Vec::new();

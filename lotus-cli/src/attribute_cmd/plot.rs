@@ -1,7 +1,7 @@
 //! `--plot`: a stacked bar chart of op time per profile, as SVG.
 
 use anyhow::Result;
-use lotus_core::attribute::UNEXPLAINED;
+use lotus_attribute::UNEXPLAINED;
 use lotus_core::Unit;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};

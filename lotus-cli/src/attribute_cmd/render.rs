@@ -1,11 +1,11 @@
 //! Rendering an attribution: JSON, CSV, terminal tables and Markdown.
 
 use crate::table;
-use lotus_core::text::{csv_number, csv_record, figure, one_line, printable};
+use lotus_sys::text::{csv_number, csv_record, figure, one_line, printable};
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
-use lotus_core::attribute::{Attribution, OpShare};
+use lotus_attribute::{Attribution, OpShare};
 use lotus_core::Unit;
 use serde::Serialize;
 

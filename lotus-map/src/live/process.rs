@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lotus_core::control::ENV_BACKEND;
 use lotus_core::{CollectOptions, Profiler, Target};
+use lotus_protocol::ENV_BACKEND;
 
 use super::{LiveOptions, OpSpec};
 use crate::error::{Context, Result};
@@ -26,7 +26,7 @@ pub(super) fn environment(
         env.insert("host".into(), h.trim().into());
     }
     // CPU model, CPUs, cores, kernel: for comparing hosts (`lotus compare`).
-    env.extend(lotus_core::host::facts());
+    env.extend(lotus_core::facts());
     if let Some(v) = backend_version {
         env.insert("backend_version".into(), v);
     }
@@ -34,8 +34,7 @@ pub(super) fn environment(
     // Bounded: an interpreter wrapper that hangs must not hang the mapping.
     let mut version = std::process::Command::new(&opts.python);
     version.arg("--version");
-    if let Ok(Some(out)) =
-        lotus_core::process::output_within(&mut version, lotus_core::profiler::VERSION_WAIT)
+    if let Ok(Some(out)) = lotus_sys::process::output_within(&mut version, lotus_core::VERSION_WAIT)
     {
         let v = String::from_utf8_lossy(if out.stdout.is_empty() {
             &out.stderr
@@ -175,7 +174,7 @@ pub(super) fn harness_target(
     if opts.window_stamps(backend) {
         target
             .env
-            .push((lotus_core::control::ENV_WINDOW_STAMPS.into(), "1".into()));
+            .push((lotus_protocol::ENV_WINDOW_STAMPS.into(), "1".into()));
     }
     target.env.extend(opts.threads.env());
     target

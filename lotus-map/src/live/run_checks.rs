@@ -118,7 +118,7 @@ pub fn check_op_file(op: &Path) -> Result<()> {
         }
         Err(e) => return Err(refuse(e.to_string())),
     };
-    if let Some(what) = lotus_core::input::not_regular(meta.file_type()) {
+    if let Some(what) = lotus_sys::input::not_regular(meta.file_type()) {
         return Err(refuse(format!("is {what}, not a regular file")));
     }
     Ok(())

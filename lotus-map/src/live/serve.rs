@@ -8,8 +8,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use lotus_core::control::{Reply, Request};
 use lotus_core::Collection;
+use lotus_protocol::{Reply, Request};
 
 use crate::error::{full_message, MapError};
 use lotus_control::host::ControlHost;

@@ -1,8 +1,8 @@
 //! What a run's windows held: their count and length, the op's summary
 //! they add to, and the warning for a run with too few samples.
 
-use lotus_core::mapping::WindowSummary;
 use lotus_core::Unit;
+use lotus_core::WindowSummary;
 
 use super::RunOutput;
 use crate::harness;
@@ -151,7 +151,7 @@ pub(super) fn sampling_cost_warning(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lotus_core::mapping::UnsampledCalls;
+    use lotus_core::UnsampledCalls;
 
     fn summary(sampled_us: f64, unsampled_calls: u64) -> WindowSummary {
         let mut w = WindowSummary {

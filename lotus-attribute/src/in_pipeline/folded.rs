@@ -1,0 +1,297 @@
+//! Collapsed stacks of a sampled trace (`lotus attribute DIR --format
+//! folded`): every sample credited by the rule (see [the parent
+//! module](super)), its row as the outermost frames and its call stack
+//! (`<prefix>.stacks`, `lotus trace run --stacks fp`) under it, one line
+//! per distinct stack with its count, as `inferno-flamegraph`,
+//! `flamegraph.pl` and speedscope read them:
+//!
+//! ```text
+//! ImageFolder;Loader;__libc_start_call_main;main;decode;inflate 412
+//! outside any op (worker);__libc_start_call_main;main;[unknown] 9
+//! ```
+//!
+//! An op row's frames are its path (`RandomApply;GaussianBlur`); the
+//! other rows are one frame (`outside any op (worker)`, `untraced
+//! processes`). Frames are function names; a kernel function ends in
+//! `_[k]` (as `stackcollapse-perf.pl --kernel` marks them, which the
+//! flame graph tools colour apart). A `;` in a name becomes `:` and a line
+//! break a space, so that every line splits the same way. A sample
+//! without a stack (a trace taken with `--stacks none`, or a stack id the
+//! stacks file lacks) shows its own function alone under its row, so the
+//! lines of a row add up to the row's samples
+//! ([`FoldedStacks::row_samples`]).
+//!
+//! Memory grows with distinct (row, stack) pairs, not with samples: the
+//! samples are streamed once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use super::{phased, row_name, InPipelineError, SampledTrace, Target};
+use lotus_samples::{StackTable, SymbolTable, UNKNOWN_SYMBOL};
+use lotus_sort::Budget;
+
+/// The collapsed stacks of a folder ([`folded_folder`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FoldedStacks {
+    /// One line per distinct stack under its row: the frames outermost
+    /// first, `;`-separated, and its samples; sorted by the frames.
+    pub lines: Vec<(String, u64)>,
+    /// Each row's samples, by its root frames (what its lines add up to).
+    pub row_samples: BTreeMap<String, u64>,
+    /// Samples read.
+    pub samples: u64,
+    /// Samples whose stack has two frames or more.
+    pub deep_samples: u64,
+    /// What is worth telling (a cut file, stack lines skipped...).
+    pub notes: Vec<String>,
+}
+
+impl FoldedStacks {
+    /// The folded text: `frames count` lines.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for (frames, n) in &self.lines {
+            out.push_str(frames);
+            out.push(' ');
+            out.push_str(&n.to_string());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A frame name as folded lines can hold it.
+fn frame(name: &str) -> String {
+    let name = if name.is_empty() {
+        UNKNOWN_SYMBOL
+    } else {
+        name
+    };
+    name.replace(';', ":").replace(['\n', '\r'], " ")
+}
+
+/// What a sample is folded under: its stack, or its own function alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Stack(u32),
+    Leaf(u32),
+}
+
+fn symbol_frame(symbols: &SymbolTable, id: u32) -> String {
+    let s = symbols.get(id);
+    let mut f = frame(&s.function);
+    if s.module == "[kernel]" {
+        f.push_str("_[k]");
+    }
+    f
+}
+
+/// The collapsed stacks of the sampled trace folder `dir` (logs of
+/// prefix-independent names, samples of `prefix`), each sample under the
+/// row `lotus attribute DIR` credits it to.
+pub fn folded_folder(
+    dir: &Path,
+    prefix: &str,
+    budget: Budget,
+) -> Result<FoldedStacks, InPipelineError> {
+    let mut trace = SampledTrace::open(dir, prefix, budget)?;
+    let stacks: StackTable = trace
+        .files
+        .read_stacks()
+        .map_err(|e| InPipelineError::Io(e.to_string()))?;
+    let mut counts: HashMap<(Target, Key), u64> = HashMap::new();
+    let (mut missing, mut with_id) = (0u64, 0u64);
+    let mut frames = Vec::new();
+    // Each stack id's depth, once walked (None: it has no line).
+    let mut depth_of: HashMap<u32, Option<usize>> = HashMap::new();
+    let mut deep_samples = 0u64;
+    let windows = std::mem::take(&mut trace.logs.main_windows);
+    let total = trace.credit(|c| {
+        let target = phased(&windows, &c);
+        let key = if c.stack == 0 {
+            Key::Leaf(c.sample.symbol)
+        } else {
+            with_id += 1;
+            let depth = *depth_of
+                .entry(c.stack)
+                .or_insert_with(|| stacks.frames(c.stack, &mut frames).then_some(frames.len()));
+            match depth {
+                Some(depth) => {
+                    deep_samples += u64::from(depth >= 2);
+                    Key::Stack(c.stack)
+                }
+                None => {
+                    missing += 1;
+                    Key::Leaf(c.sample.symbol)
+                }
+            }
+        };
+        *counts.entry((target, key)).or_default() += 1;
+        Ok(())
+    })?;
+    let mut notes: Vec<String> = trace.notes().to_vec();
+    notes.extend(stacks.skipped_note(&trace.files.stacks));
+    if missing > 0 {
+        notes.push(format!(
+            "{}: {missing} samples name a stack that has no line there (a cut or damaged file): each is shown with its own function alone",
+            lotus_sys::input::escaped(&trace.files.stacks.display().to_string())
+        ));
+    }
+    if with_id == 0 && total > 0 {
+        notes.push(
+            "the samples carry no call stacks (traced with `--stacks none`, or by an older lotus): each is shown with its own function alone under its row".into(),
+        );
+    }
+    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
+    let mut row_samples: BTreeMap<String, u64> = BTreeMap::new();
+    let mut roots: HashMap<Target, String> = HashMap::new();
+    for ((target, key), n) in counts {
+        let root = roots
+            .entry(target)
+            .or_insert_with(|| match target {
+                Target::Op(p) => trace
+                    .tree
+                    .parts(p, &trace.logs.ops)
+                    .iter()
+                    .map(|s| frame(s))
+                    .collect::<Vec<_>>()
+                    .join(";"),
+                other => frame(&row_name(&other, &trace.logs.ops)),
+            })
+            .clone();
+        let mut line = root.clone();
+        match key {
+            Key::Stack(id) => {
+                stacks.frames(id, &mut frames);
+                for &s in &frames {
+                    line.push(';');
+                    line.push_str(&symbol_frame(&trace.symbols, s));
+                }
+            }
+            Key::Leaf(s) => {
+                line.push(';');
+                line.push_str(&symbol_frame(&trace.symbols, s));
+            }
+        }
+        *lines.entry(line).or_default() += n;
+        *row_samples.entry(root).or_default() += n;
+    }
+    Ok(FoldedStacks {
+        lines: lines.into_iter().collect(),
+        row_samples,
+        samples: total,
+        deep_samples,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lotus_samples::{Sample, SampleFiles, SampleSink, SamplesWriter, StackNode, Symbol};
+
+    /// A worker (pid 10) whose main thread runs op A over [1000, 2000),
+    /// sampled every 100 ns with stacks: in A, `main;outer;inner` (one
+    /// sample's stack is missing from the file, one's is caught in a
+    /// cycle, one has none); outside A, `main;outer` and a kernel frame.
+    fn folder() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tmp");
+        let off = 1_000_000u64;
+        let log = format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
+             SA;B,{},1000,kind=op\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
+            1000 + off,
+            5000 + off
+        );
+        std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
+        let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
+        w.with_stacks().expect("stacks");
+        w.symbols(&[
+            (0, Symbol::new("main", "/bin/x")),
+            (1, Symbol::new("outer", "/bin/x")),
+            (2, Symbol::new("inner", "/bin/x")),
+            (3, Symbol::new("do_page_fault", "[kernel]")),
+        ])
+        .expect("symbols");
+        w.stacks(&[
+            StackNode::new(1, 0, 0),
+            StackNode::new(2, 1, 1),
+            StackNode::new(3, 2, 2),
+            StackNode::new(4, 2, 3),
+        ])
+        .expect("stacks");
+        let (mut samples, mut ids) = (Vec::new(), Vec::new());
+        for t in (0..5000u64).step_by(100) {
+            let in_a = (1000..2000).contains(&t);
+            samples.push(Sample {
+                time_ns: t,
+                pid: 10,
+                tid: 10,
+                symbol: if in_a { 2 } else { 3 },
+                kernel: !in_a,
+                counters: Default::default(),
+            });
+            ids.push(match t {
+                1100 => 42,
+                1200 => 6,
+                1300 => 0,
+                _ if in_a => 3,
+                _ => 4,
+            });
+        }
+        w.samples_with_stacks(&samples, &ids).expect("samples");
+        w.finish().expect("finish");
+        let files = SampleFiles::of(dir.path(), "lotus");
+        // A cycle: 5 under 6 and 6 under 5; neither can be read.
+        let mut text = std::fs::read_to_string(&files.stacks).expect("stacks");
+        text += "5\t6\t1\n6\t5\t1\n";
+        std::fs::write(&files.stacks, text).expect("cycle");
+        lotus_samples::write_sampling(
+            &files.sampling,
+            &[
+                ("status", "complete".into()),
+                ("frequency_hz", "10000000".into()),
+                ("interval_ns", "100".into()),
+            ],
+        )
+        .expect("sampling");
+        dir
+    }
+
+    #[test]
+    fn each_row_folds_its_stacks_and_bad_stacks_fall_back_to_the_leaf() {
+        let dir = folder();
+        let f = folded_folder(dir.path(), "lotus", Budget::default()).expect("folded");
+        let lines: Vec<(&str, u64)> = f.lines.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+        assert_eq!(
+            lines,
+            vec![
+                // The op's path is its root frames; the three samples
+                // without a readable stack show their own function.
+                ("A:B;inner", 3),
+                ("A:B;main;outer;inner", 7),
+                ("outside any op (worker);main;outer;do_page_fault_[k]", 40),
+            ],
+            "{}",
+            f.text()
+        );
+        assert_eq!(f.samples, 50);
+        assert_eq!(f.deep_samples, 47);
+        assert_eq!(f.row_samples["A:B"], 10);
+        assert_eq!(f.row_samples["outside any op (worker)"], 40);
+        let notes = f.notes.join("\n");
+        assert!(
+            notes.contains("lotus.stacks: 2 line(s) skipped")
+                && notes.contains("its parent 6 is not a stack of an earlier line"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("lotus.stacks: 2 samples name a stack that has no line there"),
+            "{notes}"
+        );
+        assert!(f.text().ends_with(" 40\n"));
+    }
+}

@@ -1,0 +1,96 @@
+//! Where the CPU time of a pipeline went, per Python op: the two ways
+//! lotus attributes it.
+//!
+//! - **Through a mapping** ([`attribute`], [`Attributor`]): a
+//!   whole-pipeline profile (one row per native function, from VTune, uProf
+//!   or perf) folded back onto the ops whose mapping lists each function.
+//! - **In the pipeline** ([`attribute_folder`], [`InPipelineAttribution`]):
+//!   a sampled trace folder (`lotus trace run --sample`), each sample
+//!   credited to the op span that ran on its thread at its time, with the
+//!   per-op stacks ([`folded_folder`]).
+//!
+//! Beside them: a mapping made from a sampled trace ([`mapping_from_trace`]),
+//! two mappings compared op by op ([`compare_mappings`]), and the verdict
+//! on a run ([`Verdict`]: did training wait for data, and what would help).
+//!
+//! # Through a mapping
+//!
+//! Each profile row (one native function) is matched against the functions
+//! of every op ([`MatchMode`]):
+//!
+//! - no op maps it: the row goes to the [`UNEXPLAINED`] entry, never
+//!   dropped, so the entries add up to the profile's total;
+//! - one op maps it: the whole row is that op's **exclusive** time;
+//! - several ops map it: the row is divided among them, in proportion to
+//!   the ops' own times ([`OpTimes`], e.g. from a trace) or equally when no
+//!   times are given ([`Split`]). That is the ops' **shared** time.
+//!
+//! Counters are divided in the same proportion as the time. Two kinds of
+//! per-function figures are told apart by name ([`metric_kind`]): counts
+//! (`Clockticks`, `Instructions Retired`, times) are summed; metrics
+//! (top-down percentages, `Average CPU Frequency`) are averaged, weighted
+//! by each row's clockticks (times the row's part in the op). CPI is
+//! recomputed as clockticks / instructions from the sums; VTune's per-row
+//! `CPI Rate` is not averaged. A profile without a clockticks counter gets
+//! no CPI or metric averages, and a note saying so.
+//!
+//! ## Matching
+//!
+//! A row matches a mapping function when the function names are equal and
+//! the modules are equal after [`normalize_module`] (version suffixes after
+//! `.so` dropped: `libjpeg.so.9` = `libjpeg.so.9.5.0`). Where either side
+//! does not know the module (`[Unknown]`, as in VTune GUI exports), or with
+//! [`MatchMode::Name`], the function name alone decides. A row that
+//! several mapping entries of one op match counts once for that op.
+//!
+//! ```
+//! use lotus_attribute::{attribute, Options, UNEXPLAINED};
+//! use lotus_core::{Mapping, OpAccumulator, Settings};
+//! use lotus_core::{MergeRule, Report, Row, Unit};
+//!
+//! let op = |name: &str, funcs: &[(&str, &str)]| {
+//!     let mut acc = OpAccumulator::new(name);
+//!     let rows = funcs.iter().map(|(f, m)| Row::new(f, m, 1.0)).collect();
+//!     acc.add_run(&Report { unit: Unit::Seconds, rows });
+//!     acc.finish(MergeRule::Union)
+//! };
+//! let mapping = Mapping::new("vtune", Unit::Seconds, Settings::default(), vec![
+//!     op("Decode", &[("decode_mcu", "libjpeg.so.9"), ("memcpy", "libc.so.6")]),
+//!     op("Crop", &[("resample", "_imaging.so"), ("memcpy", "libc.so.6")]),
+//! ]);
+//! let profile = Report { unit: Unit::Seconds, rows: vec![
+//!     Row::new("decode_mcu", "libjpeg.so.9.5.0", 6.0),
+//!     Row::new("memcpy", "libc.so.6", 2.0),
+//!     Row::new("resample", "_imaging.so", 1.0),
+//!     Row::new("PyEval", "python3", 1.0),
+//! ]};
+//! let a = attribute(&mapping, &profile, &Options::default()).unwrap();
+//! let decode = a.op("Decode").unwrap();
+//! assert_eq!((decode.value, decode.exclusive, decode.shared), (7.0, 6.0, 1.0));
+//! assert_eq!(a.op(UNEXPLAINED).unwrap().value, 1.0);
+//! assert_eq!(a.ops.iter().map(|o| o.value).sum::<f64>(), a.total);
+//! ```
+#![deny(missing_docs)]
+
+mod from_trace;
+mod in_pipeline;
+mod mapped;
+mod mapping_compare;
+mod span_samples;
+mod verdict;
+
+pub use from_trace::{mapping_from_trace, mapping_from_trace_with_notes};
+pub use in_pipeline::{
+    attribute_folder, folded_folder, sampled_uncertainty_ns, unseen_work, AttributedRow,
+    CountersUnsupported, CpuSource, FoldedStacks, InPipelineAttribution, InPipelineError, RowKind,
+    TopFunction, Unseen, MAX_DEPTH, TOP_FUNCTIONS, UNSEEN_PCT,
+};
+pub use mapped::{
+    attribute, is_unknown_module, metric_kind, normalize_module, AttributeError, Attribution,
+    Attributor, FunctionAttribution, FunctionMapping, FunctionShare, MatchMode, MetricKind,
+    OpCredit, OpShare, OpTimes, Options, Split, CLOCKTICK_COUNTERS, INSTRUCTION_COUNTERS,
+    UNEXPLAINED,
+};
+pub use mapping_compare::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
+pub use span_samples::{SpanFunction, SpanSample, SpanSamples};
+pub use verdict::{is_spin_function, Advice, Basis, HeaviestOp, Rule, Spinning, Verdict, SPIN_PCT};
