@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use crate::in_pipeline::{attribute_folder, InPipelineError, RowKind};
+use crate::in_pipeline::{attribute_folder, Error, RowKind};
 use lotus_core::Unit;
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
@@ -26,11 +26,7 @@ pub const METHOD_IN_PIPELINE: &str = "in-pipeline";
 /// listed, with its samples and its share of the op's samples (the shares
 /// of an op with samples sum to 1). Ops that ran but got no sample are
 /// listed with no functions.
-pub fn mapping_from_trace(
-    dir: &Path,
-    prefix: &str,
-    budget: Budget,
-) -> Result<Mapping, InPipelineError> {
+pub fn mapping_from_trace(dir: &Path, prefix: &str, budget: Budget) -> Result<Mapping, Error> {
     mapping_from_trace_with_notes(dir, prefix, budget).map(|(m, _)| m)
 }
 
@@ -41,7 +37,7 @@ pub fn mapping_from_trace_with_notes(
     dir: &Path,
     prefix: &str,
     budget: Budget,
-) -> Result<(Mapping, Vec<String>), InPipelineError> {
+) -> Result<(Mapping, Vec<String>), Error> {
     let a = attribute_folder(dir, prefix, budget, usize::MAX)?;
     let backend = SampleFiles::of(dir, prefix)
         .read_sampling()

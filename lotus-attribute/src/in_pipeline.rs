@@ -83,6 +83,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub(crate) use crate::Error;
 use lotus_protocol::{clock_pair_of_line, ClockMap};
 use lotus_samples::{Sample, SampleFiles, SymbolTable};
 use lotus_sort::bytes::{Get, Put};
@@ -101,47 +102,6 @@ pub const TOP_FUNCTIONS: usize = 5;
 /// A helper thread is an intra-op pool when its sampling rate outside the
 /// main thread's ops is under this fraction of its rate inside them.
 pub const POOL_RATE_RATIO: f64 = 0.2;
-
-/// Why a folder cannot be attributed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum InPipelineError {
-    /// A file could not be read.
-    #[error("{0}")]
-    Io(String),
-    /// The trace logs could not be read.
-    #[error(transparent)]
-    Trace(#[from] lotus_trace::TraceError),
-    /// Sorting the spans failed.
-    #[error(transparent)]
-    Spill(#[from] SpillError),
-    /// The folder has no samples.
-    #[error("{0}")]
-    NoSamples(String),
-    /// A log has no clock pairs (written by an older lotus).
-    #[error("{path}: no clock pairs (wall_ns= / monotonic_ns=): the trace was written by an older lotus; trace again with `lotus trace run --sample`")]
-    NoClock {
-        /// The log.
-        path: String,
-    },
-    /// A log in the original format (`lotus trace run --format original`,
-    /// or the original PyTorch fork): no header, no clock pairs.
-    #[error("{path}: a log in the original format (`lotus trace run --format original`, or the original PyTorch fork): it has no header and no clock pairs, so its spans cannot be put on the samples' clock; `lotus attribute` needs a trace taken with `lotus trace run --sample` without `--format original` (`lotus trace view` and `lotus trace stats` read this one as it is)")]
-    OriginalFormat {
-        /// The log.
-        path: String,
-    },
-    /// A figure of a trace file past what lotus can count.
-    #[error("{path}: {field}: {message}")]
-    Overflow {
-        /// The file.
-        path: String,
-        /// The field (`interval_ns=...`).
-        field: String,
-        /// What overflows.
-        message: String,
-    },
-}
 
 /// What a row stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -323,11 +283,7 @@ impl Unseen {
 /// The work of a sampled trace folder's processes that ran outside every
 /// op, where over [`UNSEEN_PCT`] of their role's CPU: what `attribute`
 /// says at its end, for a caller (`lotus trace run --sample`) to say too.
-pub fn unseen_work(
-    dir: &Path,
-    prefix: &str,
-    budget: Budget,
-) -> Result<Vec<Unseen>, InPipelineError> {
+pub fn unseen_work(dir: &Path, prefix: &str, budget: Budget) -> Result<Vec<Unseen>, Error> {
     Ok(attribute_folder(dir, prefix, budget, TOP_FUNCTIONS)?.unseen)
 }
 
@@ -737,8 +693,8 @@ impl MainWindow {
 /// nothing, or was killed, or the disk was full); an error for a log whose events
 /// have no clock pairs, saying why (an older lotus's header, or the
 /// original format).
-fn clock_of(log: &LogFile) -> Result<Result<ClockMap, String>, InPipelineError> {
-    let io = |e: std::io::Error| InPipelineError::Io(format!("{}: {e}", log.display));
+fn clock_of(log: &LogFile) -> Result<Result<ClockMap, String>, Error> {
+    let io = |e: std::io::Error| Error::Io(format!("{}: {e}", log.display));
     let file = log.open_file().map_err(io)?;
     let size = file.size();
     let mut pairs = Vec::new();
@@ -777,16 +733,16 @@ fn clock_of(log: &LogFile) -> Result<Result<ClockMap, String>, InPipelineError> 
     }
     let path = log.display.clone();
     Err(if header {
-        InPipelineError::NoClock { path }
+        Error::NoClock { path }
     } else {
-        InPipelineError::OriginalFormat { path }
+        Error::OriginalFormat { path }
     })
 }
 
 /// Reads the op spans of every log, through the reader `lotus trace view`
 /// reads them with, so that a span's id (its place in reading order) is
 /// the same in both.
-fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
+fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
     let folder = TraceFolder::scan(dir)?;
     let mut roles = HashMap::new();
     let mut ops: Vec<String> = Vec::new();
@@ -801,7 +757,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, InPipelineError> {
     let mut clock = ClockMap::new(Vec::new());
     let mut next_id = 0u64;
     let mut skipped_logs = Vec::new();
-    folder.read_all(|item| -> Result<(), InPipelineError> {
+    folder.read_all(|item| -> Result<(), Error> {
         let e = match item {
             Item::File(log) => {
                 roles.insert(log.name.pid, log.name.role);
@@ -1013,10 +969,8 @@ pub(crate) struct Credit<'a> {
 
 fn samples_of(
     files: &SampleFiles,
-) -> Result<lotus_samples::SampleReader<BufReader<lotus_sys::input::SizedFile>>, InPipelineError> {
-    files
-        .samples()
-        .map_err(|e| InPipelineError::Io(e.to_string()))
+) -> Result<lotus_samples::SampleReader<BufReader<lotus_sys::input::SizedFile>>, Error> {
+    files.samples().map_err(|e| Error::Io(e.to_string()))
 }
 
 /// A sampled trace folder read and ready to credit: its sampling
@@ -1050,22 +1004,18 @@ impl SampledTrace {
     /// names, samples of `prefix`): an error when it has no samples or its
     /// logs no clock pairs. Streams the samples once, to tell pools from
     /// independent threads.
-    pub(crate) fn open(
-        dir: &Path,
-        prefix: &str,
-        budget: Budget,
-    ) -> Result<SampledTrace, InPipelineError> {
+    pub(crate) fn open(dir: &Path, prefix: &str, budget: Budget) -> Result<SampledTrace, Error> {
         let files = SampleFiles::of(dir, prefix);
         let mut meta: HashMap<String, String> = HashMap::new();
         for (k, v) in files
             .read_sampling()
-            .map_err(|e| InPipelineError::Io(e.to_string()))?
+            .map_err(|e| Error::Io(e.to_string()))?
         {
             if k == "note" {
                 continue;
             }
             if meta.contains_key(&k) {
-                return Err(InPipelineError::Io(format!(
+                return Err(Error::Io(format!(
                     "{}: `{}=` is given twice: the file is damaged or was not written by lotus; trace again",
                     files.sampling.display(),
                     lotus_sys::input::escaped(&k)
@@ -1074,7 +1024,7 @@ impl SampledTrace {
             meta.insert(k, v);
         }
         if meta.get("status").map(String::as_str) == Some("unavailable") {
-            return Err(InPipelineError::NoSamples(format!(
+            return Err(Error::NoSamples(format!(
                 "{}: the trace was taken without samples: {}",
                 dir.display(),
                 lotus_sys::input::escaped(
@@ -1085,14 +1035,12 @@ impl SampledTrace {
         }
         let files = SampleFiles::open(dir, prefix).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
-                InPipelineError::NoSamples(e.to_string())
+                Error::NoSamples(e.to_string())
             } else {
-                InPipelineError::Io(e.to_string())
+                Error::Io(e.to_string())
             }
         })?;
-        let symbols: SymbolTable = files
-            .read_symbols()
-            .map_err(|e| InPipelineError::Io(e.to_string()))?;
+        let symbols: SymbolTable = files.read_symbols().map_err(|e| Error::Io(e.to_string()))?;
         let num = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok());
         let frequency_hz = num("frequency_hz").unwrap_or(1000).max(1);
         let interval_ns = num("interval_ns").unwrap_or(1_000_000_000 / frequency_hz);
@@ -1102,7 +1050,7 @@ impl SampledTrace {
         // rather than wrapped later.
         let most_samples = samples_of(&files)?.most_records();
         if most_samples.checked_mul(interval_ns).is_none() {
-            return Err(InPipelineError::Overflow {
+            return Err(Error::Overflow {
                 path: files.sampling.display().to_string(),
                 field: format!("interval_ns={interval_ns}"),
                 message: format!(
@@ -1169,13 +1117,13 @@ impl SampledTrace {
     /// Pass 1: each helper thread's samples inside and outside its main
     /// thread's ops, its first and last sample; the pools are the threads
     /// that run (much) more while the main thread is in an op.
-    fn find_pools(&mut self) -> Result<(), InPipelineError> {
+    fn find_pools(&mut self) -> Result<(), Error> {
         let logs = &mut self.logs;
         let mut helpers: HashMap<(u32, u32), HelperCounts> = HashMap::new();
         {
             let mut sweep = Sweep::new(logs.spans.iter()?);
             for s in samples_of(&self.files)? {
-                let s = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
+                let s = s.map_err(|e| Error::Io(e.to_string()))?;
                 sweep.advance(s.time_ns)?;
                 if s.tid == s.pid
                     || !logs.roles.contains_key(&s.pid)
@@ -1239,14 +1187,14 @@ impl SampledTrace {
     /// partial.
     pub(crate) fn credit(
         &mut self,
-        mut f: impl FnMut(Credit<'_>) -> Result<(), InPipelineError>,
-    ) -> Result<u64, InPipelineError> {
+        mut f: impl FnMut(Credit<'_>) -> Result<(), Error>,
+    ) -> Result<u64, Error> {
         let logs = &mut self.logs;
         let mut total = 0u64;
         let mut reader = samples_of(&self.files)?;
         let mut sweep = Sweep::new(logs.spans.iter()?);
         while let Some(s) = reader.next_with_stack() {
-            let (s, stack): (Sample, u32) = s.map_err(|e| InPipelineError::Io(e.to_string()))?;
+            let (s, stack): (Sample, u32) = s.map_err(|e| Error::Io(e.to_string()))?;
             sweep.advance(s.time_ns)?;
             total += 1;
             let mut pool = false;
@@ -1340,7 +1288,7 @@ pub fn attribute_folder(
     prefix: &str,
     budget: Budget,
     top: usize,
-) -> Result<InPipelineAttribution, InPipelineError> {
+) -> Result<InPipelineAttribution, Error> {
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
     let mut counts: HashMap<Target, u64> = HashMap::new();
     let mut pools: HashMap<u32, u64> = HashMap::new();
@@ -1785,7 +1733,7 @@ fn uncertainty_note(rows: &[AttributedRow]) -> Option<String> {
 fn counter_names(
     meta: &HashMap<String, String>,
     files: &SampleFiles,
-) -> Result<Vec<String>, InPipelineError> {
+) -> Result<Vec<String>, Error> {
     let carried = samples_of(files)?.counters();
     let named: Vec<String> = meta
         .get("counters")
@@ -1795,7 +1743,7 @@ fn counter_names(
     // two columns into one in silence.
     for (i, name) in named.iter().enumerate() {
         if named[..i].contains(name) {
-            return Err(InPipelineError::Io(format!(
+            return Err(Error::Io(format!(
                 "{}: counter '{}' is named twice in `counters=`: the file is damaged or was not written by lotus; trace again",
                 files.sampling.display(),
                 lotus_sys::input::escaped(name)
@@ -1803,7 +1751,7 @@ fn counter_names(
         }
     }
     if named.len() != carried {
-        return Err(InPipelineError::Io(format!(
+        return Err(Error::Io(format!(
             "{}: its records carry {carried} counter values, but {} names {} (`counters=`): the two files are not of the same run; trace again",
             files.samples.display(),
             files.sampling.display(),
@@ -1999,7 +1947,7 @@ pub(crate) mod tests {
         assert!(a.rows.iter().any(|r| r.name == "A" && r.samples > 0));
         std::fs::write(dir.path().join("lotus_main_pid_5"), "SBatchWait_0,5,1000\n").expect("w");
         let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("original");
-        assert!(matches!(e, InPipelineError::OriginalFormat { .. }), "{e}");
+        assert!(matches!(e, Error::OriginalFormat { .. }), "{e}");
         assert!(e.to_string().contains("without `--format original`"), "{e}");
         std::fs::write(
             dir.path().join("lotus_main_pid_5"),
@@ -2007,7 +1955,7 @@ pub(crate) mod tests {
         )
         .expect("w");
         let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("old");
-        assert!(matches!(e, InPipelineError::NoClock { .. }), "{e}");
+        assert!(matches!(e, Error::NoClock { .. }), "{e}");
     }
 
     #[test]
@@ -2063,7 +2011,7 @@ pub(crate) mod tests {
             ("interval_ns", u64::MAX.to_string()),
         ]);
         let e = attribute_folder(dir.path(), "lotus", budget, 5).expect_err("overflow");
-        assert!(matches!(e, InPipelineError::Overflow { .. }), "{e}");
+        assert!(matches!(e, Error::Overflow { .. }), "{e}");
         assert!(
             e.to_string().contains(&format!("interval_ns={}", u64::MAX)),
             "{e}"

@@ -72,6 +72,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod error;
 mod from_trace;
 mod in_pipeline;
 mod mapped;
@@ -79,17 +80,17 @@ mod mapping_compare;
 mod span_samples;
 mod verdict;
 
+pub use error::Error;
 pub use from_trace::{mapping_from_trace, mapping_from_trace_with_notes};
 pub use in_pipeline::{
     attribute_folder, folded_folder, sampled_uncertainty_ns, unseen_work, AttributedRow,
-    CountersUnsupported, CpuSource, FoldedStacks, InPipelineAttribution, InPipelineError, RowKind,
-    TopFunction, Unseen, MAX_DEPTH, TOP_FUNCTIONS, UNSEEN_PCT,
+    CountersUnsupported, CpuSource, FoldedStacks, InPipelineAttribution, RowKind, TopFunction,
+    Unseen, MAX_DEPTH, TOP_FUNCTIONS, UNSEEN_PCT,
 };
 pub use mapped::{
-    attribute, is_unknown_module, metric_kind, normalize_module, AttributeError, Attribution,
-    Attributor, FunctionAttribution, FunctionMapping, FunctionShare, MatchMode, MetricKind,
-    OpCredit, OpShare, OpTimes, Options, Split, CLOCKTICK_COUNTERS, INSTRUCTION_COUNTERS,
-    UNEXPLAINED,
+    attribute, is_unknown_module, metric_kind, normalize_module, Attribution, Attributor,
+    FunctionAttribution, FunctionMapping, FunctionShare, MatchMode, MetricKind, OpCredit, OpShare,
+    OpTimes, Options, Split, CLOCKTICK_COUNTERS, INSTRUCTION_COUNTERS, UNEXPLAINED,
 };
 pub use mapping_compare::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
 pub use span_samples::{SpanFunction, SpanSample, SpanSamples};

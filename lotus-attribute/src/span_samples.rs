@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::in_pipeline::{Credit, InPipelineError, SampledTrace, Target};
+use super::in_pipeline::{Credit, Error, SampledTrace, Target};
 use lotus_samples::SymbolTable;
 use lotus_sort::bytes::{Get, Put};
 use lotus_sort::{Budget, Record, Sorted, Sorter, SpillError};
@@ -114,7 +114,7 @@ impl SpanSamples {
         prefix: &str,
         budget: Budget,
         top: usize,
-    ) -> Result<SpanSamples, InPipelineError> {
+    ) -> Result<SpanSamples, Error> {
         let mut trace = SampledTrace::open(dir, prefix, budget)?;
         let mut sorter: Sorter<SpanSymbol> = Sorter::new(budget);
         let total_samples = trace.credit(|c: Credit<'_>| {

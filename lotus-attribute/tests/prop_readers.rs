@@ -18,7 +18,7 @@ mod fuzz;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lotus_attribute::{AttributeError, OpTimes};
+use lotus_attribute::{Error as AttrError, OpTimes};
 use lotus_core::{
     FunctionEntry, Mapping, MappingError, OpFailure, OpMapping, Settings, UnsampledCalls,
     WindowSummary,
@@ -620,7 +620,7 @@ fn prop_profile_cut_anywhere_is_a_json_error_with_a_line() {
 // ---------------------------------------------------------------------
 // Op times
 
-fn read_times(text: &str) -> Result<OpTimes, AttributeError> {
+fn read_times(text: &str) -> Result<OpTimes, AttrError> {
     OpTimes::read_csv(&mut text.as_bytes(), TIMES_FILE)
 }
 
@@ -732,7 +732,7 @@ fn prop_op_times_arbitrary_bytes_never_panic() {
             Err(e) => {
                 starts_with_file(&e.to_string(), TIMES_FILE)?;
                 // Bad bytes are on a line.
-                if let AttributeError::OpTimes {
+                if let AttrError::OpTimes {
                     line: None,
                     message,
                     ..
@@ -800,7 +800,7 @@ fn prop_op_times_cut_is_an_error_or_a_prefix() {
             match read_times(part) {
                 Err(e) => {
                     starts_with_file(&e.to_string(), TIMES_FILE)?;
-                    if let AttributeError::OpTimes { line: None, .. } = e {
+                    if let AttrError::OpTimes { line: None, .. } = e {
                         // Only "no op times in it" names no line.
                         prop_assert!(want.is_empty(), "{}", e);
                     }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use lotus_attribute::mapping_from_trace;
 use lotus_attribute::{
-    attribute_folder, InPipelineAttribution, InPipelineError, RowKind, TOP_FUNCTIONS,
+    attribute_folder, Error as AttrError, InPipelineAttribution, RowKind, TOP_FUNCTIONS,
 };
 use lotus_attribute::{compare_mappings, ComparedFunction, MappingComparison};
 use lotus_core::Mapping;
@@ -47,7 +47,7 @@ pub fn attribute(dir: &Path, prefix: &str, budget: Budget) -> Result<Sampled> {
     }
     match attribute_folder(dir, prefix, budget, TOP_FUNCTIONS) {
         Ok(a) => Ok(Sampled::With(Box::new(a))),
-        Err(InPipelineError::NoSamples(why)) => Ok(Sampled::Without(why)),
+        Err(AttrError::NoSamples(why)) => Ok(Sampled::Without(why)),
         Err(e) => {
             Err(e).with_context(|| format!("cannot attribute the samples in {}", dir.display()))
         }

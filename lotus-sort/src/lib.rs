@@ -17,7 +17,29 @@
 //!
 //! The crates that sort externally (such as `extsort`) take one iterator
 //! and sort it; the trace index feeds several streams at once from one
-//! pass over the logs, hence this push-style sorter.
+//! pass over the logs, hence this push-style sorter.//!
+//! ```
+//! use lotus_sort::bytes::{Get, Put};
+//! use lotus_sort::{Budget, Record, Sorter};
+//!
+//! #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+//! struct Duration(u64);
+//! impl Record for Duration {
+//!     const SIZE: usize = 8;
+//!     fn encode(&self, out: &mut [u8]) { Put::new(out).u64(self.0); }
+//!     fn decode(bytes: &[u8]) -> Self { Duration(Get::new(bytes).u64()) }
+//! }
+//!
+//! // A budget of 64 bytes: 8 records in memory, the rest in sorted runs
+//! // on disk, merged back on `finish`.
+//! let mut sorter = Sorter::new(Budget::new(64));
+//! for d in (0..100u64).rev() {
+//!     sorter.push(Duration(d * 7 % 100)).unwrap();
+//! }
+//! assert!(sorter.spilled());
+//! let sorted: Vec<u64> = sorter.finish().unwrap().map(|r| r.unwrap().0).collect();
+//! assert_eq!(sorted, (0..100).collect::<Vec<_>>());
+//! ```
 #![deny(missing_docs)]
 
 mod sorter;

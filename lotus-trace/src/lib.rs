@@ -69,6 +69,18 @@
 //! [`rank_stats`] those per rank; [`ChromeWriter`] writes the Chrome trace
 //! event JSON of `lotus trace view`; [`scan_torch_trace`] and
 //! [`for_each_torch_event_shifted`] stream a PyTorch profiler trace into it.
+//!
+//! ```
+//! use lotus_trace::{Entry, Kind, Process, Role, TraceReader};
+//!
+//! let log = "#lotus-trace v1 role=worker pid=7\nSToTensor,1000,50,kind=op,batch=0,sample=3\nSBatch,900,400,kind=batch,batch=0\n";
+//! let reader = TraceReader::new(log.as_bytes(), "run_worker_pid_7", Process::new(Role::Worker, 7));
+//! let events: Vec<_> = reader
+//!     .filter_map(|e| match e.unwrap() { Entry::Event(e) => Some(e), _ => None })
+//!     .collect();
+//! assert_eq!((&*events[0].name, events[0].kind, events[0].sample), ("ToTensor", Kind::Op, Some(3)));
+//! assert_eq!((events[1].kind, events[1].dur_ns), (Kind::Batch, 400));
+//! ```
 
 mod chrome;
 mod event;

@@ -4,9 +4,13 @@
 //! where the file was stripped of it, the `.symtab` of its debug file,
 //! found by build ID or debug link), `.dynsym`, and `name@plt` for PLT
 //! stubs; DWARF is never consulted for names. (blazesym, used before,
-//! prefers DWARF where a file has it and then names neither the `.cold`
-//! parts that GCC splits off hot functions nor, in some libraries, the hot
-//! parts; it synthesizes no PLT names.) The rules follow perf's
+//! was left at its default, which consults DWARF debug information where
+//! a file has it (`debug_syms`); read that way it named neither the
+//! `.cold` parts that GCC splits off hot functions nor, in some libraries,
+//! the hot parts. It can be told to read the symbol tables only; it is not
+//! used here because it synthesizes no PLT names and does not choose
+//! among symbols at one address as perf does, and lotus's names must be
+//! perf's.) The rules follow perf's
 //! `symbol-elf.c`: function and label symbols in executable sections;
 //! one symbol per address (sized over size-less, strong over weak, global
 //! over local, fewer leading underscores, then the longer name); a symbol

@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use super::{phased, row_name, InPipelineError, SampledTrace, Target};
+use super::{phased, row_name, Error, SampledTrace, Target};
 use lotus_samples::{StackTable, SymbolTable, UNKNOWN_SYMBOL};
 use lotus_sort::Budget;
 
@@ -91,16 +91,12 @@ fn symbol_frame(symbols: &SymbolTable, id: u32) -> String {
 /// The collapsed stacks of the sampled trace folder `dir` (logs of
 /// prefix-independent names, samples of `prefix`), each sample under the
 /// row `lotus attribute DIR` credits it to.
-pub fn folded_folder(
-    dir: &Path,
-    prefix: &str,
-    budget: Budget,
-) -> Result<FoldedStacks, InPipelineError> {
+pub fn folded_folder(dir: &Path, prefix: &str, budget: Budget) -> Result<FoldedStacks, Error> {
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
     let stacks: StackTable = trace
         .files
         .read_stacks()
-        .map_err(|e| InPipelineError::Io(e.to_string()))?;
+        .map_err(|e| Error::Io(e.to_string()))?;
     let mut counts: HashMap<(Target, Key), u64> = HashMap::new();
     let (mut missing, mut with_id) = (0u64, 0u64);
     let mut frames = Vec::new();

@@ -18,8 +18,7 @@
 use std::collections::BTreeMap;
 
 use super::{
-    is_unknown_module, normalize_module, AttributeError, Attribution, Attributor, OpShare, Options,
-    Split,
+    is_unknown_module, normalize_module, Attribution, Attributor, Error, OpShare, Options, Split,
 };
 use lotus_core::Unit;
 use lotus_core::{FunctionEntry, Mapping, OpMapping, Settings};
@@ -166,7 +165,7 @@ impl FunctionMapping {
 
     /// An attributor of a profile whose values count `unit` onto the
     /// functions; give what it finishes with to [`FunctionMapping::finish`].
-    pub fn attributor(&self, unit: Unit) -> Result<Attributor<'_>, AttributeError> {
+    pub fn attributor(&self, unit: Unit) -> Result<Attributor<'_>, Error> {
         Attributor::new(&self.per_function, unit, &self.options)
     }
 

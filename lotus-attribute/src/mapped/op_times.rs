@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 use std::path::Path;
 
-use super::AttributeError;
+use super::Error;
 use lotus_core::parse_figure;
 use lotus_core::{shorten, LineTooLong, MAX_LINE_BYTES};
 use lotus_trace::op_totals;
@@ -41,8 +41,8 @@ impl OpTimes {
     /// two lines is refused (which of the two is meant is not known), and
     /// so are times whose sum is not finite. Blank lines and `#` comments
     /// are skipped. `file` names the input in errors.
-    pub fn read_csv(input: &mut dyn BufRead, file: &str) -> Result<OpTimes, AttributeError> {
-        let err = |line: u64, message: String| AttributeError::OpTimes {
+    pub fn read_csv(input: &mut dyn BufRead, file: &str) -> Result<OpTimes, Error> {
+        let err = |line: u64, message: String| Error::OpTimes {
             file: file.to_string(),
             line: Some(line),
             message,
@@ -60,7 +60,7 @@ impl OpTimes {
             let n = (&mut *input)
                 .take(MAX_LINE_BYTES as u64 + 1)
                 .read_until(b'\n', &mut buf)
-                .map_err(|e| AttributeError::OpTimes {
+                .map_err(|e| Error::OpTimes {
                     file: file.to_string(),
                     line: None,
                     message: format!("cannot read: {e}"),
@@ -164,7 +164,7 @@ impl OpTimes {
             seconds.insert(op.to_string(), v);
         }
         if seconds.is_empty() {
-            return Err(AttributeError::OpTimes {
+            return Err(Error::OpTimes {
                 file: file.to_string(),
                 line: None,
                 message: "no op times in it: expected lines of 'op,seconds'".into(),
@@ -182,13 +182,13 @@ impl OpTimes {
     pub fn from_totals(
         totals: impl IntoIterator<Item = (String, u64)>,
         source: &str,
-    ) -> Result<OpTimes, AttributeError> {
+    ) -> Result<OpTimes, Error> {
         let seconds: BTreeMap<String, f64> = totals
             .into_iter()
             .map(|(op, ns)| (op, ns as f64 / 1e9))
             .collect();
         if seconds.is_empty() {
-            return Err(AttributeError::OpTimes {
+            return Err(Error::OpTimes {
                 file: source.to_string(),
                 line: None,
                 message:
@@ -206,9 +206,9 @@ impl OpTimes {
     /// logs, recursively) through [`lotus_trace`]: each op's total time.
     /// `None` when the folder holds no trace logs. Bad lines are skipped
     /// and returned.
-    pub fn read_trace_dir(dir: &Path) -> Result<Option<(OpTimes, Warnings)>, AttributeError> {
+    pub fn read_trace_dir(dir: &Path) -> Result<Option<(OpTimes, Warnings)>, Error> {
         let source = dir.display().to_string();
-        let err = |e: TraceError| AttributeError::OpTimes {
+        let err = |e: TraceError| Error::OpTimes {
             file: source.clone(),
             line: None,
             message: e.to_string(),

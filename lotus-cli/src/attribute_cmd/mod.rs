@@ -77,7 +77,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use lotus_attribute::{
-    AttributeError, Attribution, Attributor, FunctionAttribution, FunctionMapping, MatchMode,
+    Attribution, Attributor, Error as AttrError, FunctionAttribution, FunctionMapping, MatchMode,
     OpTimes, Options,
 };
 use lotus_core::Profile;
@@ -523,12 +523,12 @@ pub fn load_profile(
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| name.clone());
-    let attribution_error = |e: AttributeError| {
+    let attribution_error = |e: AttrError| {
         match e {
-        AttributeError::EmptyMapping(_) => anyhow::anyhow!(
+        AttrError::EmptyMapping(_) => anyhow::anyhow!(
             "{mapping_name}: {e}; make one with `lotus map` (it must list each op's native functions)"
         ),
-        AttributeError::EmptyProfile => anyhow::anyhow!("{name}: {e}"),
+        AttrError::EmptyProfile => anyhow::anyhow!("{name}: {e}"),
         other => anyhow::anyhow!(other),
     }
     };

@@ -1,0 +1,317 @@
+//! The layout's rules (`ARCHITECTURE.md`), kept as tests: which workspace
+//! crate may depend on which, that the mapping engine and the binary name
+//! no backend crate in code, and the size limits of crates and files.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository")
+        .to_path_buf()
+}
+
+/// A workspace crate: its name, folder and the workspace crates it depends
+/// on (normal and build dependencies; dev-dependencies apart).
+#[derive(Debug)]
+struct Crate {
+    dir: PathBuf,
+    deps: BTreeSet<String>,
+    /// Its test targets (integration tests: each one a binary to link).
+    tests: Vec<String>,
+}
+
+/// The workspace's crates, from `cargo metadata`.
+fn workspace() -> BTreeMap<String, Crate> {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(repo())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    let packages = meta["packages"].as_array().expect("packages");
+    let names: BTreeSet<String> = packages
+        .iter()
+        .map(|p| p["name"].as_str().expect("name").to_string())
+        .collect();
+    packages
+        .iter()
+        .map(|p| {
+            let mut deps = BTreeSet::new();
+            for d in p["dependencies"].as_array().expect("dependencies") {
+                let name = d["name"].as_str().expect("dependency name").to_string();
+                if !names.contains(&name) {
+                    continue;
+                }
+                if d["kind"].as_str() != Some("dev") {
+                    deps.insert(name);
+                }
+            }
+            let manifest = PathBuf::from(p["manifest_path"].as_str().expect("manifest"));
+            let dir = manifest.parent().expect("crate folder").to_path_buf();
+            let tests = p["targets"]
+                .as_array()
+                .expect("targets")
+                .iter()
+                .filter(|t| {
+                    t["kind"]
+                        .as_array()
+                        .is_some_and(|k| k.iter().any(|k| k == "test"))
+                })
+                .map(|t| t["name"].as_str().expect("target name").to_string())
+                .collect();
+            (
+                p["name"].as_str().expect("name").to_string(),
+                Crate { dir, deps, tests },
+            )
+        })
+        .collect()
+}
+
+/// Which workspace crates each crate may depend on (`ARCHITECTURE.md`'s
+/// table). A crate missing here is a new crate: it must be added, with its
+/// row in `ARCHITECTURE.md`.
+fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
+    const BASE: &[&str] = &["lotus-sys", "lotus-protocol"];
+    BTreeMap::from([
+        ("lotus-sys", &[][..]),
+        ("lotus-protocol", &[][..]),
+        ("lotus-sort", &["lotus-sys"][..]),
+        ("lotus-samples", &["lotus-sys"][..]),
+        ("lotus-core", BASE),
+        (
+            "lotus-trace",
+            &["lotus-sys", "lotus-protocol", "lotus-sort", "lotus-samples"][..],
+        ),
+        (
+            "lotus-attribute",
+            &[
+                "lotus-sys",
+                "lotus-protocol",
+                "lotus-sort",
+                "lotus-samples",
+                "lotus-core",
+                "lotus-trace",
+            ][..],
+        ),
+        ("lotus-backend-common", &["lotus-core", "lotus-sys"][..]),
+        (
+            "lotus-backend-perf",
+            &[
+                "lotus-core",
+                "lotus-sys",
+                "lotus-protocol",
+                "lotus-samples",
+                "lotus-backend-common",
+            ][..],
+        ),
+        (
+            "lotus-backend-vtune",
+            &["lotus-core", "lotus-sys", "lotus-backend-common"][..],
+        ),
+        (
+            "lotus-backend-uprof",
+            &["lotus-core", "lotus-sys", "lotus-backend-common"][..],
+        ),
+        (
+            "lotus-control",
+            &[
+                "lotus-core",
+                "lotus-sys",
+                "lotus-protocol",
+                "lotus-backend-common",
+            ][..],
+        ),
+        ("lotus-python", &[][..]),
+        (
+            "lotus-map",
+            &[
+                "lotus-core",
+                "lotus-sys",
+                "lotus-protocol",
+                "lotus-control",
+                "lotus-python",
+                "lotus-backend-common",
+            ][..],
+        ),
+    ])
+}
+
+fn is_backend(name: &str) -> bool {
+    name.starts_with("lotus-backend-") && name != "lotus-backend-common"
+}
+
+#[test]
+fn each_crate_depends_only_on_what_architecture_md_allows() {
+    let ws = workspace();
+    let rules = allowed();
+    let mut wrong = Vec::new();
+    for (name, krate) in &ws {
+        if name == "lotus-cli" {
+            continue;
+        }
+        let Some(ok) = rules.get(name.as_str()) else {
+            wrong.push(format!(
+                "{name}: a crate with no rule (add it to ARCHITECTURE.md and to allowed())"
+            ));
+            continue;
+        };
+        for dep in &krate.deps {
+            if !ok.contains(&dep.as_str()) {
+                wrong.push(format!("{name} depends on {dep}"));
+            }
+        }
+    }
+    // No library depends on the binary.
+    for (name, krate) in &ws {
+        if krate.deps.contains("lotus-cli") {
+            wrong.push(format!("{name} depends on lotus-cli"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "dependencies the layout does not allow:\n{}",
+        wrong.join("\n")
+    );
+    // The rule set is no stale list: every rule names a crate that exists.
+    for name in rules.keys() {
+        assert!(
+            ws.contains_key(*name),
+            "allowed() names {name}, which is not a workspace crate"
+        );
+    }
+}
+
+#[test]
+fn backends_never_depend_on_one_another_and_the_engine_links_none() {
+    let ws = workspace();
+    for (name, krate) in &ws {
+        if is_backend(name) || name == "lotus-map" || name == "lotus-control" {
+            let bad: Vec<_> = krate.deps.iter().filter(|d| is_backend(d)).collect();
+            assert!(bad.is_empty(), "{name} depends on backend crates {bad:?}");
+        }
+    }
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The lines of `text` that are not tests: up to a file's first
+/// `#[cfg(test)]`, none for a `tests.rs` file.
+fn non_test_lines(path: &Path, text: &str) -> usize {
+    if path.file_name().is_some_and(|n| n == "tests.rs") {
+        return 0;
+    }
+    text.lines()
+        .take_while(|l| l.trim() != "#[cfg(test)]")
+        .count()
+}
+
+#[test]
+fn the_engine_and_the_binary_name_no_backend_crate_in_code() {
+    let mut named = Vec::new();
+    for dir in ["lotus-map/src", "lotus-cli/src"] {
+        for f in rust_files(&repo().join(dir)) {
+            let text = std::fs::read_to_string(&f).expect("read source");
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if !code.contains("lotus_backend_") {
+                    continue;
+                }
+                // The binary links each backend for the registry, by name only.
+                let linking = f.ends_with("lotus-cli/src/main.rs")
+                    && code.trim().starts_with("use lotus_backend_")
+                    && code.trim().ends_with(" as _;");
+                if !linking {
+                    named.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "backend crates named in code:\n{}",
+        named.join("\n")
+    );
+}
+
+#[test]
+fn no_library_crate_is_over_6000_lines_and_no_binary_file_over_600() {
+    let ws = workspace();
+    let mut over = Vec::new();
+    for (name, krate) in &ws {
+        let files = rust_files(&krate.dir.join("src"));
+        if name == "lotus-cli" {
+            for f in &files {
+                let n = std::fs::read_to_string(f).expect("read").lines().count();
+                if n > 600 {
+                    over.push(format!("{}: {n} lines (at most 600)", f.display()));
+                }
+            }
+            continue;
+        }
+        let n: usize = files
+            .iter()
+            .map(|f| non_test_lines(f, &std::fs::read_to_string(f).expect("read")))
+            .sum();
+        if n > 6000 {
+            over.push(format!("{name}: {n} non-test lines (at most 6,000)"));
+        }
+    }
+    assert!(over.is_empty(), "too big:\n{}", over.join("\n"));
+}
+
+#[test]
+fn architecture_md_names_every_crate() {
+    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    for name in workspace().keys() {
+        assert!(
+            text.contains(&format!("`{name}`")),
+            "ARCHITECTURE.md does not name {name}"
+        );
+    }
+}
+
+#[test]
+fn the_workspace_links_at_most_a_dozen_test_binaries() {
+    let tests: Vec<String> = workspace()
+        .iter()
+        .flat_map(|(name, k)| k.tests.iter().map(move |t| format!("{name}/{t}")))
+        .collect();
+    assert!(
+        tests.len() <= 12,
+        "{} integration test binaries (at most 12; add a module to a crate's one test binary instead): {tests:?}",
+        tests.len()
+    );
+}
