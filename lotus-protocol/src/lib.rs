@@ -40,3 +40,8 @@ pub use control::{
 /// ```
 #[cfg(doctest)]
 pub struct NonExhaustive;
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -96,3 +96,8 @@ pub use samples::{
     COVERAGE_WARN_BELOW, MAX_COUNTERS, MAX_SAMPLING_LINE, MAX_STACK_DEPTH, SAMPLING_TAG,
     UNKNOWN_SYMBOL,
 };
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

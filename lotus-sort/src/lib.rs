@@ -52,3 +52,8 @@ pub use sorter::{Budget, Record, Sorted, Sorter, SpillError, Spool, SpoolIter};
 pub mod bytes {
     pub use crate::sorter::bytes::{Get, Put};
 }
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -219,3 +219,8 @@ pub struct PrivateInternals;
 /// ```
 #[cfg(doctest)]
 pub struct NonExhaustive;
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
