@@ -304,8 +304,7 @@ pub trait ReportFormat: Send + Sync {
     fn unit(&self) -> Unit;
     /// The report in `input`, one row at a time (a large report is never
     /// held whole where the format allows); `file` names it in errors.
-    fn rows<'a>(&self, input: &'a mut dyn BufRead, file: &str)
-        -> Result<RowIter<'a>, ReportError>;
+    fn rows<'a>(&self, input: &'a mut dyn BufRead, file: &str) -> Result<RowIter<'a>, ReportError>;
     /// The sampling interval the report states, in seconds, where it
     /// states one; `file` names it in errors.
     fn stated_interval_s(

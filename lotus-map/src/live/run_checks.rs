@@ -190,6 +190,7 @@ mod tests {
     /// failure saying so; one with samples is not.
     #[test]
     fn windows_without_samples_are_a_failure_saying_why() {
+        use lotus_backend_perf as _;
         let backend = lotus_core::backend("perf").expect("perf backend");
         let file = Path::new("Sleepy.py");
         let spec = OpSpec {

@@ -161,7 +161,7 @@ pub(crate) fn serve_until(
                         Request::Resume { .. } => collection.resume_then(&mut tell),
                         Request::Pause => collection.pause_then(&mut tell),
                         Request::Detach => Ok(()),
-                        Request::Sampling { on } => collection.set_sampling(on),
+                        Request::Sampling { on } => set_sampling(collection, on),
                         Request::OpenedAt { .. } | Request::ClosedAt { .. } => Ok(()),
                         // Whatever a newer control library may ask.
                         _ => Err(lotus_core::ProfilerError::Other {
@@ -190,7 +190,7 @@ pub(crate) fn serve_until(
                 }
                 Ok(None) => {
                     channel_open = false;
-                    collection.stamps_done();
+                    stamps_done(collection);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => idle = true,
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
@@ -256,10 +256,41 @@ fn apply_stamp(
     collection: &mut dyn Collection,
     request: &Request,
 ) -> Result<(), lotus_core::ProfilerError> {
+    let edge = match request {
+        Request::OpenedAt { edge, .. } | Request::ClosedAt { edge } => edge,
+        _ => return Ok(()),
+    };
+    let Some(stamped) = collection.stamped_windows() else {
+        return Err(lotus_core::ProfilerError::Other {
+            backend: "lotus".into(),
+            message: "this backend cannot take window edges stamped by the profiled process".into(),
+        });
+    };
     match request {
-        Request::OpenedAt { edge, .. } => collection.resume_at(edge),
-        Request::ClosedAt { edge } => collection.pause_at(edge),
-        _ => Ok(()),
+        Request::OpenedAt { .. } => stamped.resume_at(edge),
+        _ => stamped.pause_at(edge),
+    }
+}
+
+/// Stops or restarts sampling outside windows, where the collection can
+/// ([`Collection::sampling_control`]); refused with why where it cannot.
+fn set_sampling(
+    collection: &mut dyn Collection,
+    on: bool,
+) -> Result<(), lotus_core::ProfilerError> {
+    match collection.sampling_control() {
+        Some(control) => control.set_sampling(on),
+        None => Err(lotus_core::ProfilerError::Other {
+            backend: "lotus".into(),
+            message: "this backend cannot stop sampling outside a window".into(),
+        }),
+    }
+}
+
+/// Tells a collection that takes stamped edges that no more will come.
+fn stamps_done(collection: &mut dyn Collection) {
+    if let Some(stamped) = collection.stamped_windows() {
+        stamped.stamps_done();
     }
 }
 
@@ -285,7 +316,7 @@ fn last_stamps(collection: &mut dyn Collection, host: Option<&mut ControlHost>) 
             }
         }
     }
-    collection.stamps_done();
+    stamps_done(collection);
 }
 
 /// How long lotus lets the echo of a run's output catch up before it
