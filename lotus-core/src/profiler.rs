@@ -669,6 +669,47 @@ mod tests {
         }
     }
 
+    /// A backend that implements only what every backend must.
+    struct Plain;
+
+    impl Profiler for Plain {
+        fn name(&self) -> &'static str {
+            "plain"
+        }
+        fn description(&self) -> &'static str {
+            "a test backend"
+        }
+        fn probe(&self) -> Probe {
+            Probe::available("plain", None)
+        }
+        fn unit(&self) -> Unit {
+            Unit::Samples
+        }
+        fn collect(
+            &self,
+            _target: &Target,
+            _options: &CollectOptions,
+        ) -> Result<Box<dyn Collection>, ProfilerError> {
+            Ok(Box::new(ExitsAfter { polls: 0 }))
+        }
+    }
+
+    /// What a backend may offer beyond collect and report is `None`
+    /// unless it says otherwise: callers fall back or say which backend
+    /// lacks it.
+    #[test]
+    fn a_backend_offers_no_capability_it_does_not_implement() {
+        let backend: &dyn Profiler = &Plain;
+        assert!(backend.calibration().is_none());
+        assert!(backend.streaming().is_none());
+        assert!(backend.report_format().is_none());
+        let mut c = backend
+            .collect(&Target::new("true"), &CollectOptions::default())
+            .expect("collect");
+        assert!(c.sampling_control().is_none());
+        assert!(c.stamped_windows().is_none());
+    }
+
     #[test]
     fn wait_timeout_returns_the_status_or_gives_up_at_its_limit() {
         use std::time::{Duration, Instant};
