@@ -98,16 +98,17 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The backend crates named in `text` (of file `main`: whether it is the
-/// binary's main.rs), by line: any `lotus_backend_x` other than the
-/// registry lines of main.rs, comments included.
+/// The backend crates named in the code of `text` (of file `main`:
+/// whether it is the binary's main.rs), by line: any `lotus_backend_x`
+/// outside comments (a crate doc's example may show how a caller links
+/// one) other than the registry lines of main.rs.
 fn backends_named(text: &str, main: bool) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if main && links_for_the_registry(line) {
             continue;
         }
-        let mut rest = line;
+        let mut rest = line.split("//").next().unwrap_or("");
         while let Some(at) = rest.find("lotus_backend_") {
             let name: String = rest[at..]
                 .chars()
@@ -123,21 +124,28 @@ fn backends_named(text: &str, main: bool) -> Vec<(usize, String)> {
     found
 }
 
-#[test]
-fn the_command_line_names_no_backend_crate_but_to_link_it() {
-    let src = root().join("lotus-cli/src");
+/// Where `dir`'s sources name a backend crate in code (`main`: the
+/// binary's main.rs, whose registry lines are allowed).
+fn named_in(dir: &str, main: Option<&str>) -> Vec<String> {
+    let src = root().join(dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
-    assert!(files.len() > 5, "lotus-cli's sources not found in {src:?}");
+    assert!(files.len() > 3, "sources not found in {src:?}");
     let mut named = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).expect("read a source file");
-        let main = file == &src.join("main.rs");
-        for (line, text) in backends_named(&text, main) {
+        let is_main = main.is_some_and(|m| file == &src.join(m));
+        for (line, text) in backends_named(&text, is_main) {
             named.push(format!("{}:{line}: {text}", file.display()));
         }
     }
+    named
+}
+
+#[test]
+fn the_command_line_names_no_backend_crate_but_to_link_it() {
+    let named = named_in("lotus-cli/src", Some("main.rs"));
     assert!(
         named.is_empty(),
         "lotus-cli names backend crates outside main.rs's `use lotus_backend_x as _;` lines \
@@ -147,16 +155,28 @@ fn the_command_line_names_no_backend_crate_but_to_link_it() {
 }
 
 #[test]
+fn the_map_engine_names_no_backend_crate_in_code() {
+    let named = named_in("lotus-map/src", None);
+    assert!(
+        named.is_empty(),
+        "lotus-map names backend crates in code, tests included (a caller links the \
+         backends; a unit test uses a stand-in Profiler):\n{}",
+        named.join("\n")
+    );
+}
+
+#[test]
 fn the_scan_finds_a_backend_named_in_code_and_lets_the_registry_lines_be() {
     let main = "use lotus_backend_perf as _;\nuse lotus_backend_common::reaper;\n";
     assert!(backends_named(main, true).is_empty());
     assert_eq!(backends_named(main, false).len(), 1, "outside main.rs");
-    let code = "let c = lotus_backend_perf::sampling_cost();\n// see `lotus_backend_vtune`\n";
+    let code = "let c = lotus_backend_perf::sampling_cost();\n//! use lotus_backend_vtune as _;\nuse lotus_backend_uprof::report; // x\n";
     assert_eq!(
         backends_named(code, true)
             .iter()
             .map(|(n, _)| *n)
             .collect::<Vec<_>>(),
-        [1, 2]
+        [1, 3],
+        "code is named, comments are not"
     );
 }
