@@ -2,12 +2,16 @@
 //! and thread of the job sampled from start to end through the perf
 //! backend, each sample (time, pid, tid, function) written into the trace
 //! folder as it comes (`<prefix>.samples`, `<prefix>.symbols`,
-//! `<prefix>.sampling`: see [`lotus_samples`]).
+//! `<prefix>.sampling`: see [`lotus_samples`]). The backend is found in
+//! the registry and asked for its capabilities
+//! ([`lotus_core::Profiler::streaming`], `calibration`): a backend that
+//! does not stream samples is named in the reason the trace runs without
+//! them.
 //!
 //! At the end `<prefix>.sampling` also says what the samples cover:
 //! `cpu_ns=` (the CPU time the job ran while sampled, as the kernel counted
 //! it) and `samples_added=` (samples, among `samples=`, that stand for the
-//! unsampled last period of exited threads; see `lotus_backend_perf`'s
+//! unsampled last period of exited threads; see the perf backend's
 //! `SampleCoverage`); where samples are known to be missing, a `note=`
 //! line and lotus's output say so with the figures.
 //!
@@ -17,7 +21,7 @@
 //! DIR` can say it too.
 //!
 //! `--counters` (default `cycles,instructions`) are read with each sample
-//! (see `lotus_backend_perf`'s `sample_read`): `counters=` in
+//! (see the perf backend's `sample_read`): `counters=` in
 //! `<prefix>.sampling` names them in record order. Where the kernel
 //! refuses them (no PMU, as in most virtual machines), the samples carry
 //! none, `counters_unsupported=` and `counters_reason=` say which and
@@ -29,8 +33,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use lotus_backend_perf::{CounterKind, LinuxPerf, PerfOptions, PerfReport, SampleCounters};
-use lotus_core::{CollectOptions, Collection, Target};
+use lotus_core::{
+    CallStacks, CollectOptions, CountersRead, SampleCost, SampleCounter, StreamOptions,
+    StreamReport, Target,
+};
 use lotus_samples::{write_sampling, SampleFiles, SamplesWriter};
 
 /// Set by Ctrl-C while a sampled job runs: the job is in its own process
@@ -59,9 +65,21 @@ impl StackMode {
 /// The sampling frequency when `--frequency` is not given (Hz).
 pub const DEFAULT_FREQUENCY_HZ: u64 = 1000;
 
+/// The backend `--sample` samples through (found in the registry).
+const SAMPLING_BACKEND: &str = "perf";
+
 /// The counters `--counters` names, in order (empty for `none`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CounterList(pub Vec<CounterKind>);
+pub struct CounterList(pub Vec<SampleCounter>);
+
+/// The counters the sampling backend can read with each sample (none
+/// where it is not linked or does not stream).
+fn streamed_counters() -> Vec<SampleCounter> {
+    lotus_core::backend(SAMPLING_BACKEND)
+        .ok()
+        .and_then(|b| b.streaming().map(|s| s.sample_counters()))
+        .unwrap_or_default()
+}
 
 /// Parses `--counters`: comma-separated perf event names lotus can read
 /// with each sample, each at most once, or `none`.
@@ -69,21 +87,20 @@ pub fn parse_counters(text: &str) -> std::result::Result<CounterList, String> {
     if text.trim() == "none" {
         return Ok(CounterList(Vec::new()));
     }
-    let known = || {
-        CounterKind::ALL
-            .iter()
-            .map(|k| k.name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let all = streamed_counters();
+    let known = || all.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
     let mut kinds = Vec::new();
     for name in text.split(',').map(str::trim) {
-        let kind = CounterKind::from_name(name).ok_or_else(|| {
-            format!(
-                "unknown counter {name:?}: give comma-separated names among {}, or `none`",
-                known()
-            )
-        })?;
+        let kind = all
+            .iter()
+            .copied()
+            .find(|k| k.name == name)
+            .ok_or_else(|| {
+                format!(
+                    "unknown counter {name:?}: give comma-separated names among {}, or `none`",
+                    known()
+                )
+            })?;
         if kinds.contains(&kind) {
             return Err(format!("counter {name:?} is named twice"));
         }
@@ -94,16 +111,16 @@ pub fn parse_counters(text: &str) -> std::result::Result<CounterList, String> {
 
 /// The `.sampling` lines that say which counters the samples carry, or
 /// which were refused and why.
-fn counter_pairs(counters: &SampleCounters) -> Vec<(&'static str, String)> {
+fn counter_pairs(counters: &CountersRead) -> Vec<(&'static str, String)> {
     let names =
-        |kinds: &[CounterKind]| kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",");
+        |kinds: &[SampleCounter]| kinds.iter().map(|k| k.name).collect::<Vec<_>>().join(",");
     let mut pairs = Vec::new();
     if !counters.read.is_empty() {
         pairs.push(("counters", names(&counters.read)));
     }
-    if let Some(u) = &counters.unsupported {
+    if let Some(u) = &counters.refused {
         pairs.push(("counters_unsupported", names(&u.asked)));
-        let hardware = u.asked.iter().any(|k| k.is_hardware());
+        let hardware = u.asked.iter().any(|k| k.hardware);
         pairs.push((
             "counters_kind",
             if hardware { "hardware" } else { "software" }.into(),
@@ -293,7 +310,8 @@ pub fn prepare(out: &Path, prefix: &str, clean: bool) -> Result<()> {
 
 /// Runs `cmd` (the traced job, its environment set) under the perf
 /// backend, the samples written into `out`; without samples when perf
-/// cannot run here. The job's exit status.
+/// cannot run here (or the backend registered as perf does not stream
+/// samples). The job's exit status.
 pub fn run(
     cmd: &mut Command,
     out: &Path,
@@ -311,25 +329,36 @@ pub fn run(
         .get_envs()
         .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
         .collect();
-    let probe = lotus_core::backend("perf")?.probe();
+    let backend = lotus_core::backend(SAMPLING_BACKEND)?;
+    let name = backend.name();
+    let probe = backend.probe();
     if !probe.available {
         return unavailable(
             cmd,
             &files,
+            name,
             format!(
-                "the perf backend cannot run here: {}",
+                "the {name} backend cannot run here: {}",
                 probe.reason.unwrap_or_default()
             ),
         );
     }
+    let Some(streaming) = backend.streaming() else {
+        return unavailable(
+            cmd,
+            &files,
+            name,
+            format!("`--sample` needs a backend that streams samples; {name} does not"),
+        );
+    };
     let mut options = CollectOptions::default();
     options.frequency_hz = Some(frequency);
     options.whole_program = true;
-    let perf = PerfOptions::default()
-        .with_sample_counters(counters.0.clone())
+    let stream = StreamOptions::default()
+        .with_counters(counters.0.iter().map(|c| c.name.to_string()).collect())
         .with_stacks(match stacks {
-            StackMode::None => lotus_backend_perf::CallStacks::None,
-            StackMode::Fp => lotus_backend_perf::CallStacks::FramePointers,
+            StackMode::None => CallStacks::None,
+            StackMode::Fp => CallStacks::FramePointers,
         });
     let writer = match SamplesWriter::create(out, prefix) {
         Ok(w) => w,
@@ -349,17 +378,22 @@ pub fn run(
                 .with_context(|| format!("cannot create the sample files in {}", out.display()));
         }
     };
-    let mut collection = match LinuxPerf.start_streaming(&target, &options, &perf, Box::new(writer))
-    {
-        Ok(c) => c,
-        Err(e) => {
-            // Nothing was sampled: leave no empty sample files behind.
-            let _ = std::fs::remove_file(&files.samples);
-            let _ = std::fs::remove_file(&files.symbols);
-            let _ = std::fs::remove_file(&files.stacks);
-            return unavailable(cmd, &files, format!("perf sampling could not start: {e}"));
-        }
-    };
+    let mut collection =
+        match streaming.start_streaming(&target, &options, &stream, Box::new(writer)) {
+            Ok(c) => c,
+            Err(e) => {
+                // Nothing was sampled: leave no empty sample files behind.
+                let _ = std::fs::remove_file(&files.samples);
+                let _ = std::fs::remove_file(&files.symbols);
+                let _ = std::fs::remove_file(&files.stacks);
+                return unavailable(
+                    cmd,
+                    &files,
+                    name,
+                    format!("{name} sampling could not start: {e}"),
+                );
+            }
+        };
     let hz = collection.frequency_hz();
     let kernel = collection.kernel_samples();
     // What the samples carry: `fp` asked for and refused is said here,
@@ -376,22 +410,25 @@ pub fn run(
             files.sampling.display()
         );
     }
-    let counters = counter_pairs(collection.sample_counters());
-    if let Some(note) = collection.sample_counters().unsupported_note() {
-        crate::usage::say!("lotus: {note}; the samples carry no counters");
+    let read = collection.counters_read();
+    let counters = counter_pairs(&read);
+    if let Some(refused) = &read.refused {
+        crate::usage::say!("lotus: {}; the samples carry no counters", refused.note);
     }
     // What each sample costs the job's threads here: measured (about
     // 0.1 s of one CPU) while the job starts, not before it, so that the
     // job's wall time does not pay for it; recorded at the end.
     let calibration = std::thread::Builder::new()
         .name("lotus-cost".into())
-        .spawn(|| lotus_backend_perf::sampling_cost().ok())
+        .spawn(|| {
+            // The registry's backend again: the thread outlives this borrow.
+            let backend = lotus_core::backend(SAMPLING_BACKEND).ok()?;
+            backend.calibration()?.sampling_cost().ok()
+        })
         .ok();
-    let described = |status: &str,
-                     cost: Option<lotus_backend_perf::SamplingCost>,
-                     extra: Vec<(&'static str, String)>| {
+    let described = |status: &str, cost: Option<SampleCost>, extra: Vec<(&'static str, String)>| {
         let mut pairs = vec![
-            ("backend", "perf".to_string()),
+            ("backend", name.to_string()),
             ("status", status.to_string()),
             ("frequency_hz", hz.to_string()),
             ("interval_ns", (1_000_000_000 / hz.max(1)).to_string()),
@@ -482,19 +519,14 @@ pub fn run(
         }
         std::thread::sleep(POLL);
     };
-    // The per-window counters mean nothing in a trace that is one window;
-    // the counters read with the samples are reported on their own, once.
-    let window_counter_notes: Vec<String> = collection
-        .counter_status()
-        .iter()
-        .filter_map(|c| c.note())
-        .collect();
-    let mut report = collection.finish().map_err(|e| fail(e.into()))?;
-    report.notes.retain(|n| !window_counter_notes.contains(n));
+    // The per-window counters mean nothing in a trace that is one window
+    // (the stream's report leaves their notes out); the counters read with
+    // the samples are reported on their own, once.
+    let report = collection.finish_stream().map_err(|e| fail(e.into()))?;
     let extra = summary(&report);
     let cost = calibration.and_then(|t| t.join().ok()).flatten();
     let mut pairs = described("complete", cost, extra);
-    if let Some(e) = report.stream.as_ref().and_then(|s| s.error.as_ref()) {
+    if let Some(e) = &report.write_error {
         let [st, reason] = failed_pairs(&format!("writing the samples failed: {e}"));
         pairs[1] = st;
         pairs.insert(2, reason);
@@ -508,13 +540,18 @@ pub fn run(
 }
 
 /// Runs `cmd` without samples, saying why (on stderr and in
-/// `<prefix>.sampling`).
-fn unavailable(cmd: &mut Command, files: &SampleFiles, reason: String) -> Result<ExitStatus> {
+/// `<prefix>.sampling`, with the `backend` that could not sample).
+fn unavailable(
+    cmd: &mut Command,
+    files: &SampleFiles,
+    backend: &str,
+    reason: String,
+) -> Result<ExitStatus> {
     crate::usage::say!("lotus: no samples: {reason}; the trace runs without them");
     write_sampling(
         &files.sampling,
         &[
-            ("backend", "perf".into()),
+            ("backend", backend.into()),
             ("status", "unavailable".into()),
             ("reason", reason),
         ],
@@ -526,39 +563,38 @@ fn unavailable(cmd: &mut Command, files: &SampleFiles, reason: String) -> Result
 }
 
 /// The end figures for `<prefix>.sampling`, and what the user is told.
-fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
-    let stream = report.stream.clone().unwrap_or_default();
+fn summary(report: &StreamReport) -> Vec<(&'static str, String)> {
     let mut pairs = vec![
-        ("samples", stream.samples.to_string()),
-        ("symbols", stream.symbols.to_string()),
-        ("stack_count", stream.stacks.to_string()),
-        ("deep_samples", stream.deep_samples.to_string()),
-        ("lost", report.total.lost.to_string()),
+        ("samples", report.samples.to_string()),
+        ("symbols", report.symbols.to_string()),
+        ("stack_count", report.stacks.to_string()),
+        ("deep_samples", report.deep_samples.to_string()),
+        ("lost", report.lost.to_string()),
     ];
-    match &stream.error {
+    match &report.write_error {
         Some(e) => {
             crate::usage::say!(
                 "lotus: writing the samples failed after {} of them: {e}",
-                stream.samples
+                report.samples
             );
             pairs.push(("write_error", e.clone()));
         }
         None => crate::usage::say!(
             "lotus: {} samples at {} Hz ({} functions{}){}",
-            stream.samples,
+            report.samples,
             report.frequency_hz,
-            stream.symbols,
-            if stream.stacks > 0 {
+            report.symbols,
+            if report.stacks > 0 {
                 format!(
                     ", {} call stacks, {:.0}% of the samples with a caller",
-                    stream.stacks,
-                    stream.deep_samples as f64 * 100.0 / stream.samples.max(1) as f64
+                    report.stacks,
+                    report.deep_samples as f64 * 100.0 / report.samples.max(1) as f64
                 )
             } else {
                 String::new()
             },
-            if report.total.lost > 0 {
-                format!(", {} lost", report.total.lost)
+            if report.lost > 0 {
+                format!(", {} lost", report.lost)
             } else {
                 String::new()
             }
@@ -568,14 +604,14 @@ fn summary(report: &PerfReport) -> Vec<(&'static str, String)> {
     // count, and the samples added for exited threads' last periods (in
     // `samples`); where samples are missing, a note says so with the
     // figures, here and on stderr.
-    if let Some(cpu_ns) = report.coverage.cpu_ns {
+    if let Some(cpu_ns) = report.cpu_ns {
         pairs.push(("cpu_ns", cpu_ns.to_string()));
     }
-    pairs.push(("samples_added", report.coverage.added().to_string()));
-    for note in report.coverage.notes() {
+    pairs.push(("samples_added", report.samples_added.to_string()));
+    for note in &report.coverage_notes {
         crate::usage::say!("lotus: note: {note}");
     }
-    for note in report.notes.iter().chain(&stream.notes) {
+    for note in &report.notes {
         pairs.push(("note", note.clone()));
     }
     pairs

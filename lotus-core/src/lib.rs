@@ -5,6 +5,13 @@
 //!   collect, pause / resume, report) and the [`Collection`] it returns;
 //!   backends register themselves with `inventory` ([`BackendRegistration`])
 //!   and are found with [`backend`] and [`backends`].
+//! - **Capabilities**: what a backend may offer beyond that, asked for
+//!   through the trait so that no caller names a backend crate: sampling
+//!   calibration ([`SamplingCalibration`]), streamed samples with
+//!   per-sample counters and call stacks ([`Streaming`]), report files
+//!   read row by row ([`ReportFormat`]), sampling stopped outside windows
+//!   ([`SamplingControl`]) and windows the profiled process stamps
+//!   ([`StampedWindows`]).
 //! - **Rows**: a backend's report is normalized to [`Report`] / [`Row`]
 //!   (function, module, samples or time, counters), names demangled
 //!   ([`demangle`]). A bad report is a [`ReportError`] naming file and line.
@@ -33,6 +40,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod capabilities;
 mod compare;
 mod demangle;
 mod host;
@@ -43,6 +51,11 @@ mod registry;
 mod report_error;
 mod row;
 
+pub use capabilities::{
+    CallStacks, CountersRead, CountersRefused, ReportFormat, RowIter, SampleCost, SampleCounter,
+    SampleStream, SamplingCalibration, SamplingControl, StampedWindows, StreamOptions,
+    StreamReport, Streaming,
+};
 pub use compare::{
     check_figures, compare, host_of, OpAcross, CPU_SLACK_S, CPU_TOLERANCE, MAX_CPUS, MAX_SECONDS,
 };

@@ -17,6 +17,9 @@ use std::process::ExitStatus;
 
 use serde::Serialize;
 
+use crate::capabilities::{
+    ReportFormat, SamplingCalibration, SamplingControl, StampedWindows, Streaming,
+};
 use crate::report_error::ReportError;
 use crate::row::{Report, Unit};
 
@@ -221,8 +224,8 @@ pub struct CollectOptions {
     pub whole_program: bool,
     /// The profiled process stamps its own window edges and sends them
     /// without waiting ([`lotus_protocol::ENV_WINDOW_STAMPS`]): the
-    /// collection gets them through [`Collection::resume_at`] and
-    /// [`Collection::pause_at`]. Only where [`Profiler::takes_window_stamps`].
+    /// collection gets them through its [`Collection::stamped_windows`].
+    /// Only where [`Profiler::takes_window_stamps`].
     pub window_stamps: bool,
     /// The caller will ask for each window on its own
     /// ([`Collection::windows`], [`Collection::reports_per_window`]).
@@ -353,36 +356,19 @@ pub trait Collection: Send {
         tell();
         Ok(())
     }
-    /// Records a window the profiled process opened at `edge` (its own
-    /// stamp on the samples' clock) without waiting for lotus; see
-    /// [`CollectOptions::window_stamps`]. Backends that cannot place a
-    /// window after the fact refuse.
-    fn resume_at(&mut self, edge: &lotus_protocol::Edge) -> Result<(), ProfilerError> {
-        let _ = edge;
-        Err(ProfilerError::Other {
-            backend: "lotus".into(),
-            message: "this backend cannot take window edges stamped by the profiled process".into(),
-        })
+    /// The collection's [`SamplingControl`]: sampling stopped and
+    /// restarted outside windows; `None` (the default) where the backend
+    /// cannot.
+    fn sampling_control(&mut self) -> Option<&mut dyn SamplingControl> {
+        None
     }
-    /// Records the open window closing at `edge`; see
-    /// [`Collection::resume_at`].
-    fn pause_at(&mut self, edge: &lotus_protocol::Edge) -> Result<(), ProfilerError> {
-        self.resume_at(edge)
+    /// The collection's [`StampedWindows`]: window edges the profiled
+    /// process stamps itself ([`CollectOptions::window_stamps`]); `None`
+    /// (the default) where the backend cannot place a window after the
+    /// fact.
+    fn stamped_windows(&mut self) -> Option<&mut dyn StampedWindows> {
+        None
     }
-    /// Stops (`on: false`) or restarts (`on: true`) sampling while no
-    /// window is open ([`lotus_protocol::Request::Sampling`]): the profiled
-    /// process then times its op unsampled. Backends that cannot refuse.
-    fn set_sampling(&mut self, on: bool) -> Result<(), ProfilerError> {
-        let _ = on;
-        Err(ProfilerError::Other {
-            backend: "lotus".into(),
-            message: "this backend cannot stop sampling outside a window".into(),
-        })
-    }
-    /// Says no more stamped edges will come (the control channel closed, or
-    /// the process is gone): what was held back waiting for them can be
-    /// counted.
-    fn stamps_done(&mut self) {}
     /// What each closed window measured, in order. Backends that count
     /// nothing per window return an empty list, and so may a backend whose
     /// collection was started without [`CollectOptions::each_window`] (it
@@ -517,6 +503,23 @@ pub trait Profiler: Send + Sync {
             env: target.env_lossy(),
             notes: Vec::new(),
         }
+    }
+    /// The backend's [`SamplingCalibration`] (frequencies, what a sample
+    /// costs here); `None` (the default) where it has none.
+    fn calibration(&self) -> Option<&dyn SamplingCalibration> {
+        None
+    }
+    /// The backend's [`Streaming`]: every sample sent to a sink as it
+    /// comes, with per-sample counters and call stacks where it reads
+    /// them; `None` (the default) where it reports only at the end.
+    fn streaming(&self) -> Option<&dyn Streaming> {
+        None
+    }
+    /// The backend's [`ReportFormat`]: its vendor's report files
+    /// recognized and read row by row; `None` (the default) where its tool
+    /// writes none lotus reads.
+    fn report_format(&self) -> Option<&dyn ReportFormat> {
+        None
     }
     /// Reads a report the vendor tool wrote earlier. `file` names the input
     /// in error messages.
@@ -664,6 +667,47 @@ mod tests {
                 what: "reports".into(),
             })
         }
+    }
+
+    /// A backend that implements only what every backend must.
+    struct Plain;
+
+    impl Profiler for Plain {
+        fn name(&self) -> &'static str {
+            "plain"
+        }
+        fn description(&self) -> &'static str {
+            "a test backend"
+        }
+        fn probe(&self) -> Probe {
+            Probe::available("plain", None)
+        }
+        fn unit(&self) -> Unit {
+            Unit::Samples
+        }
+        fn collect(
+            &self,
+            _target: &Target,
+            _options: &CollectOptions,
+        ) -> Result<Box<dyn Collection>, ProfilerError> {
+            Ok(Box::new(ExitsAfter { polls: 0 }))
+        }
+    }
+
+    /// What a backend may offer beyond collect and report is `None`
+    /// unless it says otherwise: callers fall back or say which backend
+    /// lacks it.
+    #[test]
+    fn a_backend_offers_no_capability_it_does_not_implement() {
+        let backend: &dyn Profiler = &Plain;
+        assert!(backend.calibration().is_none());
+        assert!(backend.streaming().is_none());
+        assert!(backend.report_format().is_none());
+        let mut c = backend
+            .collect(&Target::new("true"), &CollectOptions::default())
+            .expect("collect");
+        assert!(c.sampling_control().is_none());
+        assert!(c.stamped_windows().is_none());
     }
 
     #[test]

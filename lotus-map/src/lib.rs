@@ -14,6 +14,15 @@
 //!   [`write::write_atomic`] puts text at a path so that a half-written
 //!   file never replaces a good one.
 //!
+//! **The caller links the backends.** This crate depends on no backend
+//! crate: it finds backends in lotus-core's registry
+//! ([`lotus_core::backend`]) and asks the trait for what they may offer
+//! beyond collect and report ([`lotus_core::Profiler::calibration`],
+//! [`lotus_core::Collection::sampling_control`],
+//! [`lotus_core::Collection::stamped_windows`]). A binary that maps must
+//! name each backend crate it wants registered (`use lotus_backend_perf as
+//! _;`), or the linker drops it.
+//!
 //! Progress goes to a [`Progress`](progress::Progress) the caller gives;
 //! the library prints nothing. The control library the profiled processes
 //! load (`liblotus_control.so`) is named by the caller

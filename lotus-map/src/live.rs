@@ -35,7 +35,7 @@ mod serve;
 pub mod threads;
 mod windows;
 use fork_server::{fork_server_runs, run_server};
-pub use options::{default_frequency, LiveOptions, MAX_WINDOW_NAMES};
+pub use options::{default_frequency, LiveOptions, DEFAULT_FREQUENCY_HZ, MAX_WINDOW_NAMES};
 use process::{collect_options, environment, harness_target};
 pub use process::{control_env, ENV_ITT_COLLECTOR};
 use run::run_once;
@@ -751,7 +751,12 @@ fn map_op(
                     ),
                 );
             }
-            if let Some(why) = sampling_cost_warning(&shown, &summary, opts.frequency) {
+            // The aim is the backend's (perf's 10%); a backend that does
+            // not calibrate times no unsampled calls to warn on.
+            let aim = ctx.backend.calibration().map(|c| c.max_slowdown());
+            if let Some(why) =
+                aim.and_then(|aim| sampling_cost_warning(&shown, &summary, opts.frequency, aim))
+            {
                 progress.message(MessageKind::Warning, &why);
             }
             op.window = Some(summary);

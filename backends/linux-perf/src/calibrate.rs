@@ -16,6 +16,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use lotus_core::SampleCost;
 use perf_event::events::Software;
 use perf_event::Builder;
 
@@ -38,25 +39,10 @@ const LOOP: Duration = Duration::from_millis(5);
 /// Loops measured with and without the sampler (the fastest counts).
 const ROUNDS: usize = 6;
 
-/// What sampling costs here, measured once per process.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub struct SamplingCost {
-    /// CPU time one sample adds to the sampled thread.
-    pub per_sample: Duration,
-}
-
-impl SamplingCost {
-    /// How much slower the sampled code runs at `hz`, as a fraction.
-    pub fn slowdown_at(&self, hz: u64) -> f64 {
-        self.per_sample.as_secs_f64() * hz as f64
-    }
-}
-
 /// The default frequency for a cost of `per_sample`: the highest multiple
 /// of 500 Hz up to [`DEFAULT_FREQUENCY_HZ`] whose slowdown stays under
 /// [`MAX_SLOWDOWN`], and at least [`MIN_DEFAULT_HZ`].
-pub fn default_frequency_for(cost: Option<SamplingCost>) -> u64 {
+pub fn default_frequency_for(cost: Option<SampleCost>) -> u64 {
     let Some(cost) = cost.filter(|c| !c.per_sample.is_zero()) else {
         return DEFAULT_FREQUENCY_HZ;
     };
@@ -69,8 +55,8 @@ pub fn default_frequency_for(cost: Option<SamplingCost>) -> u64 {
 
 /// What one sample costs the sampled code here, measured once per process
 /// (about 0.1 s); `Err` says why it could not be (perf not permitted).
-pub fn sampling_cost() -> Result<SamplingCost, String> {
-    static COST: OnceLock<Result<SamplingCost, String>> = OnceLock::new();
+pub fn sampling_cost() -> Result<SampleCost, String> {
+    static COST: OnceLock<Result<SampleCost, String>> = OnceLock::new();
     COST.get_or_init(|| {
         // A thread of its own: the sampler observes that thread only.
         std::thread::Builder::new()
@@ -109,7 +95,7 @@ fn timed(n: u64) -> Duration {
     thread_cpu().saturating_sub(t)
 }
 
-fn measure() -> Result<SamplingCost, String> {
+fn measure() -> Result<SampleCost, String> {
     let mut sampler = Builder::new(Software::CPU_CLOCK);
     sampler
         .observe_self()
@@ -146,19 +132,17 @@ fn measure() -> Result<SamplingCost, String> {
     }
     let samples = on.as_secs_f64() * PROBE_HZ as f64;
     let extra = on.saturating_sub(off).as_secs_f64();
-    Ok(SamplingCost {
-        per_sample: Duration::from_secs_f64(extra / samples.max(1.0)),
-    })
+    Ok(SampleCost::new(Duration::from_secs_f64(
+        extra / samples.max(1.0),
+    )))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn cost(us: f64) -> Option<SamplingCost> {
-        Some(SamplingCost {
-            per_sample: Duration::from_secs_f64(us * 1e-6),
-        })
+    fn cost(us: f64) -> Option<SampleCost> {
+        Some(SampleCost::new(Duration::from_secs_f64(us * 1e-6)))
     }
 
     #[test]

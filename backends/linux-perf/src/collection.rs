@@ -4,7 +4,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
-use lotus_core::{Collection, ProfilerError, Report, Unit, WindowStats, WindowTotals};
+use lotus_core::{
+    Collection, ProfilerError, Report, SamplingControl, StampedWindows, Unit, WindowStats,
+    WindowTotals,
+};
 use lotus_protocol::Edge;
 
 use crate::counting::{CounterKind, CounterStatus, Counters, Deltas};
@@ -292,11 +295,11 @@ pub struct PerfCollection {
     _group_members: Vec<perf_event::Counter>,
     notes: Vec<String>,
     /// Windows come as edges the profiled process stamped (see
-    /// [`Collection::resume_at`]); the open one's opening edge.
+    /// [`StampedWindows::resume_at`]); the open one's opening edge.
     stamped: bool,
     open_edge: Option<Edge>,
     /// Sampling stopped outside windows at the process's request
-    /// ([`Collection::set_sampling`]).
+    /// ([`SamplingControl::set_sampling`]).
     sampling_off: bool,
     /// See [`Sampling::separate_threads`].
     separate_threads: bool,
@@ -758,84 +761,14 @@ impl Collection for PerfCollection {
         deltas.map(drop)
     }
 
-    fn resume_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
-        let drain = self.drain.as_ref().ok_or_else(finished)?;
-        if !self.stamped {
-            return Err(ProfilerError::Other {
-                backend: BACKEND.into(),
-                message: "a window edge stamped by the process came, but the collection \
-                          was not started for stamped windows"
-                    .into(),
-            });
-        }
-        if self.sampling_off {
-            // The window opened before lotus could restart sampling: its
-            // first samples are missing, so it cannot count.
-            return Err(ProfilerError::Other {
-                backend: BACKEND.into(),
-                message: "the process opened a window while it had sampling stopped \
-                          (lotus_sampling(1) must come before lotus_resume)"
-                    .into(),
-            });
-        }
-        if self.open_edge.is_none() {
-            drain.open_window_at(edge.at_ns);
-            self.open_edge = Some(*edge);
-        }
-        Ok(())
+    /// Always: edges stamped in a collection not started for them are
+    /// refused with why.
+    fn stamped_windows(&mut self) -> Option<&mut dyn StampedWindows> {
+        Some(self)
     }
 
-    fn pause_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
-        let drain = self.drain.as_ref().ok_or_else(finished)?;
-        let Some(open) = self.open_edge.take() else {
-            return Ok(());
-        };
-        let start = drain.close_window_at(edge.at_ns).unwrap_or(open.at_ns);
-        let (a, b) = (open.own, edge.own);
-        let mut deltas: Deltas = [None; 5];
-        for (i, kind) in CounterKind::ALL.iter().enumerate() {
-            deltas[i] = match kind {
-                CounterKind::TaskClock => Some(b.cpu_ns.saturating_sub(a.cpu_ns)),
-                CounterKind::ContextSwitches => {
-                    Some(b.context_switches.saturating_sub(a.context_switches))
-                }
-                CounterKind::PageFaults => Some(b.page_faults.saturating_sub(a.page_faults)),
-                _ => None,
-            };
-        }
-        self.closed.push(ClosedWindow {
-            duration: Duration::from_nanos(edge.at_ns.saturating_sub(start)),
-            deltas,
-        });
-        Ok(())
-    }
-
-    fn set_sampling(&mut self, on: bool) -> Result<(), ProfilerError> {
-        if on != self.sampling_off {
-            return Ok(());
-        }
-        if self.is_open() || self.open_edge.is_some() {
-            return Err(ProfilerError::Other {
-                backend: BACKEND.into(),
-                message: "sampling cannot stop while a window is open (pause first)".into(),
-            });
-        }
-        // Switched by ioctl, the samplers are off outside windows already.
-        if self.mode == WindowSwitch::Timestamps {
-            if on {
-                self.switch.enable()?;
-            } else {
-                self.switch.disable()?;
-            }
-        }
-        self.sampling_off = !on;
-        Ok(())
-    }
-
-    fn stamps_done(&mut self) {
-        if let Some(drain) = self.drain.as_ref() {
-            drain.lift_horizon();
-        }
+    fn sampling_control(&mut self) -> Option<&mut dyn SamplingControl> {
+        Some(self)
     }
 
     fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
@@ -947,6 +880,90 @@ impl Drop for PerfCollection {
         if self.exit.is_none() || group_alive(self.pid) {
             let _ = self.kill();
         }
+    }
+}
+
+impl StampedWindows for PerfCollection {
+    fn resume_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        if !self.stamped {
+            return Err(ProfilerError::Other {
+                backend: BACKEND.into(),
+                message: "a window edge stamped by the process came, but the collection \
+                          was not started for stamped windows"
+                    .into(),
+            });
+        }
+        if self.sampling_off {
+            // The window opened before lotus could restart sampling: its
+            // first samples are missing, so it cannot count.
+            return Err(ProfilerError::Other {
+                backend: BACKEND.into(),
+                message: "the process opened a window while it had sampling stopped \
+                          (lotus_sampling(1) must come before lotus_resume)"
+                    .into(),
+            });
+        }
+        if self.open_edge.is_none() {
+            drain.open_window_at(edge.at_ns);
+            self.open_edge = Some(*edge);
+        }
+        Ok(())
+    }
+
+    fn pause_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+        let drain = self.drain.as_ref().ok_or_else(finished)?;
+        let Some(open) = self.open_edge.take() else {
+            return Ok(());
+        };
+        let start = drain.close_window_at(edge.at_ns).unwrap_or(open.at_ns);
+        let (a, b) = (open.own, edge.own);
+        let mut deltas: Deltas = [None; 5];
+        for (i, kind) in CounterKind::ALL.iter().enumerate() {
+            deltas[i] = match kind {
+                CounterKind::TaskClock => Some(b.cpu_ns.saturating_sub(a.cpu_ns)),
+                CounterKind::ContextSwitches => {
+                    Some(b.context_switches.saturating_sub(a.context_switches))
+                }
+                CounterKind::PageFaults => Some(b.page_faults.saturating_sub(a.page_faults)),
+                _ => None,
+            };
+        }
+        self.closed.push(ClosedWindow {
+            duration: Duration::from_nanos(edge.at_ns.saturating_sub(start)),
+            deltas,
+        });
+        Ok(())
+    }
+
+    fn stamps_done(&mut self) {
+        if let Some(drain) = self.drain.as_ref() {
+            drain.lift_horizon();
+        }
+    }
+}
+
+impl SamplingControl for PerfCollection {
+    fn set_sampling(&mut self, on: bool) -> Result<(), ProfilerError> {
+        if on != self.sampling_off {
+            return Ok(());
+        }
+        if self.is_open() || self.open_edge.is_some() {
+            return Err(ProfilerError::Other {
+                backend: BACKEND.into(),
+                message: "sampling cannot stop while a window is open (pause first)".into(),
+            });
+        }
+        // Switched by ioctl, the samplers are off outside windows already.
+        if self.mode == WindowSwitch::Timestamps {
+            if on {
+                self.switch.enable()?;
+            } else {
+                self.switch.disable()?;
+            }
+        }
+        self.sampling_off = !on;
+        Ok(())
     }
 }
 

@@ -69,6 +69,7 @@
 #![deny(missing_docs)]
 
 mod calibrate;
+mod capabilities;
 mod code_scan;
 mod collection;
 mod counting;
@@ -94,9 +95,7 @@ use lotus_core::{
     Target, Unit,
 };
 
-pub use calibrate::{
-    default_frequency_for, sampling_cost, SamplingCost, MAX_SLOWDOWN, MIN_DEFAULT_HZ,
-};
+pub use calibrate::{default_frequency_for, sampling_cost, MAX_SLOWDOWN, MIN_DEFAULT_HZ};
 pub use collection::{PerfCollection, PerfReport, PerfWindow};
 pub use counting::{CounterKind, CounterStatus};
 pub use coverage::{ProcessCoverage, SampleCoverage};
@@ -218,22 +217,11 @@ pub struct PerfOptions {
     pub stacks: CallStacks,
 }
 
-/// Whether each streamed sample carries its call stack.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CallStacks {
-    /// No stacks: each sample names the function it landed in.
-    #[default]
-    None,
-    /// The kernel's call chain, kernel and user frames, walked by frame
-    /// pointers (`PERF_SAMPLE_CALLCHAIN`), at most 127 entries
-    /// (`sample_max_stack`): complete where the code keeps frame
-    /// pointers; where it does not, the chain stops or skips at its
-    /// first function without one. Each frame is named as the sampled
-    /// function is; the stacks go to the sink deduplicated
-    /// ([`lotus_samples::StackNode`]).
-    FramePointers,
-}
+/// Whether each streamed sample carries its call stack (with
+/// [`CallStacks::FramePointers`]: `PERF_SAMPLE_CALLCHAIN`, at most 127
+/// entries, `sample_max_stack`; each frame named as the sampled function
+/// is).
+pub use lotus_core::CallStacks;
 
 impl PerfOptions {
     /// Settings with `window_switch` chosen.
@@ -449,6 +437,17 @@ impl Profiler for LinuxPerf {
         Unit::Samples
     }
 
+    /// The frequency in force, the default and what a sample costs here.
+    fn calibration(&self) -> Option<&dyn lotus_core::SamplingCalibration> {
+        Some(self)
+    }
+
+    /// [`LinuxPerf::start_streaming`], with per-sample counters
+    /// ([`CounterKind`]) and frame-pointer call stacks.
+    fn streaming(&self) -> Option<&dyn lotus_core::Streaming> {
+        Some(self)
+    }
+
     /// Windows are time ranges on the samples' clock (CLOCK_MONOTONIC),
     /// which the profiled process can read as well as lotus.
     fn takes_window_stamps(&self) -> bool {
@@ -526,6 +525,35 @@ mod tests {
         assert_eq!(capped_frequency(10_000, Some(5_000)), 5_000);
         assert_eq!(capped_frequency(10_000, None), 10_000);
         assert_eq!(capped_frequency(0, Some(0)), 1);
+    }
+
+    /// What callers that name no backend crate ask for (the map engine,
+    /// the CLI): the registry's perf offers calibration and streaming,
+    /// with the same figures as this crate's functions.
+    #[test]
+    fn perf_offers_its_capabilities_through_the_trait() {
+        let perf = lotus_core::backend("perf").expect("registered");
+        let calibration = perf.calibration().expect("perf calibrates");
+        assert_eq!(calibration.default_frequency_hz(), DEFAULT_FREQUENCY_HZ);
+        assert_eq!(
+            calibration.frequency_in_force(1_000_000),
+            frequency_in_force(1_000_000)
+        );
+        assert_eq!(calibration.max_slowdown(), MAX_SLOWDOWN);
+        assert_eq!(
+            calibration.default_frequency_for(None),
+            DEFAULT_FREQUENCY_HZ
+        );
+        let streaming = perf.streaming().expect("perf streams");
+        let names: Vec<&str> = streaming.sample_counters().iter().map(|c| c.name).collect();
+        assert!(
+            names.contains(&"cycles") && names.contains(&"task-clock"),
+            "{names:?}"
+        );
+        assert!(
+            perf.report_format().is_none(),
+            "perf reads no vendor reports"
+        );
     }
 
     #[test]

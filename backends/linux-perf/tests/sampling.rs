@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use lotus_backend_perf::WindowSwitch;
-use lotus_core::Collection;
+use lotus_core::{Collection, SamplingControl};
 
 #[test]
 fn hot_functions_are_the_top_rows_with_thousands_of_samples() {
@@ -121,7 +121,11 @@ fn sampling_stopped_outside_windows_takes_no_samples() {
     let dir = tempfile::tempdir().expect("tempdir");
     // Phase A ran sampled (outside any window).
     let (mut ch, mut c) = after_phase_a(dir.path(), WindowSwitch::Timestamps);
-    c.set_sampling(false).expect("stop sampling");
+    // Asked for through the trait, as the map engine does.
+    c.sampling_control()
+        .expect("perf offers sampling control")
+        .set_sampling(false)
+        .expect("stop sampling");
     c.set_sampling(false).expect("stopping twice is no error");
     ch.go();
     ch.expect(b'b'); // phase B ran with sampling stopped

@@ -22,7 +22,7 @@ use std::io::BufRead;
 
 use lotus_core::{
     BackendRegistration, CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError,
-    Report, ReportError, Target, Unit,
+    Report, ReportError, ReportFormat, RowIter, Target, Unit,
 };
 
 /// AMD uProf.
@@ -80,6 +80,41 @@ impl Profiler for UProf {
 
     fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
         report::read_report(input, file)
+    }
+
+    fn report_format(&self) -> Option<&dyn ReportFormat> {
+        Some(self)
+    }
+}
+
+/// `AMDuProfCLI report -f csv` files, recognized by their function table's
+/// title or their first line ([`report::recognizes`]).
+impl ReportFormat for UProf {
+    fn format_name(&self) -> &'static str {
+        "uprof-csv"
+    }
+
+    fn recognizes(&self, head: &str) -> bool {
+        report::recognizes(head)
+    }
+
+    fn unit(&self) -> Unit {
+        Unit::Samples
+    }
+
+    /// The function table is read whole (it holds the hottest functions
+    /// only, 100 by default), then handed out row by row.
+    fn rows<'a>(&self, input: &'a mut dyn BufRead, file: &str) -> Result<RowIter<'a>, ReportError> {
+        let report = report::read_report(input, file)?;
+        Ok(Box::new(report.rows.into_iter().map(Ok)))
+    }
+
+    fn stated_interval_s(
+        &self,
+        input: &mut dyn BufRead,
+        file: &str,
+    ) -> Result<Option<f64>, ReportError> {
+        report::stated_interval_s(input, file)
     }
 }
 

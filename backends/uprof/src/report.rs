@@ -130,6 +130,56 @@ fn columns(header: &[String], file: &str, line: u64) -> Result<Columns, ReportEr
     })
 }
 
+/// Whether `head` (the start of a file) is a uProf report: it holds the
+/// function table's title, or its first line names AMD uProf.
+pub fn recognizes(head: &str) -> bool {
+    head.contains(FUNCTION_SECTION) || head.lines().next().is_some_and(|l| l.contains("AMD uProf"))
+}
+
+/// The CPU_TIME timer interval a uProf report states in its MONITORED
+/// EVENTS section (`,"CPU_TIME","1.000 milliseconds",...`), in seconds;
+/// `None` where the report states none before its function table. Reads
+/// line by line (a line is cut at 1 MiB), up to the function table.
+pub fn stated_interval_s(input: &mut dyn BufRead, file: &str) -> Result<Option<f64>, ReportError> {
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = (&mut *input)
+            .take(1 << 20)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| ReportError::new(file, format!("cannot read the report: {e}")))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let line = String::from_utf8_lossy(&buf);
+        if line.contains(FUNCTION_SECTION) {
+            return Ok(None);
+        }
+        let fields: Vec<&str> = line
+            .split(',')
+            .map(|f| f.trim().trim_matches('"'))
+            .collect();
+        if let Some(i) = fields.iter().position(|f| *f == "CPU_TIME") {
+            if let Some(dt) = fields.get(i + 1).and_then(|t| parse_interval(t)) {
+                return Ok(Some(dt));
+            }
+        }
+    }
+}
+
+/// `1.000 milliseconds` -> 0.001.
+fn parse_interval(text: &str) -> Option<f64> {
+    let (num, unit) = text.trim().split_once(' ')?;
+    let v: f64 = num.trim().parse().ok()?;
+    let scale = match unit.trim() {
+        "seconds" | "second" | "s" => 1.0,
+        "milliseconds" | "millisecond" | "ms" => 1e-3,
+        "microseconds" | "microsecond" | "us" => 1e-6,
+        _ => return None,
+    };
+    (v > 0.0 && v.is_finite()).then_some(v * scale)
+}
+
 /// Reads the function table of an AMD uProf CSV report. `file` names the
 /// input in errors. Values are sample counts of the sort event (CPU_TIME:
 /// one sample per timer interval, 1 ms by default); other event columns
@@ -305,6 +355,22 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stated_interval_and_the_format_are_recognized() {
+        let text = "AMD uProf Profile Report\nMONITORED EVENTS\n,\"CPU_TIME\",\"1.000 milliseconds\",x\n\n100 HOTTEST FUNCTIONS (Sort Event - CPU_TIME)\n";
+        assert!(recognizes(text));
+        assert!(!recognizes("Function,CPU Time,Module\n"));
+        let dt = stated_interval_s(&mut text.as_bytes(), "r.csv").expect("read");
+        assert_eq!(dt, Some(1e-3));
+        let none = "x\n100 HOTTEST FUNCTIONS\n,\"CPU_TIME\",\"1 ms\"\n";
+        assert_eq!(
+            stated_interval_s(&mut none.as_bytes(), "r.csv").expect("read"),
+            None
+        );
+        assert_eq!(parse_interval("250 microseconds"), Some(250e-6));
+        assert_eq!(parse_interval("-1 ms"), None);
+    }
 
     fn read(text: &[u8]) -> Result<Report, ReportError> {
         read_report(&mut &text[..], "u.csv")

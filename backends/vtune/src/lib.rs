@@ -22,7 +22,7 @@ use std::io::BufRead;
 
 use lotus_core::{
     BackendRegistration, CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError,
-    Report, ReportError, Target, Unit,
+    Report, ReportError, ReportFormat, RowIter, Target, Unit,
 };
 
 /// Intel VTune Profiler.
@@ -80,6 +80,29 @@ impl Profiler for VTune {
 
     fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
         report::read_hotspots(input, file)
+    }
+
+    fn report_format(&self) -> Option<&dyn ReportFormat> {
+        Some(self)
+    }
+}
+
+/// `vtune -report hotspots -format csv` files (and other function-grouped
+/// CSV reports). Nothing in them names VTune, so they are not recognized
+/// by content: a reader tries the formats that are, then this one.
+impl ReportFormat for VTune {
+    fn format_name(&self) -> &'static str {
+        "vtune-csv"
+    }
+
+    fn unit(&self) -> Unit {
+        Unit::Seconds
+    }
+
+    /// Row by row ([`report::HotspotRows`]): a report of a row per
+    /// function and thread is never held whole.
+    fn rows<'a>(&self, input: &'a mut dyn BufRead, file: &str) -> Result<RowIter<'a>, ReportError> {
+        Ok(Box::new(report::HotspotRows::new(input, file)?))
     }
 }
 

@@ -70,7 +70,7 @@ mod render;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -570,72 +570,45 @@ pub fn load_profile(
         p.rows.iter().for_each(|r| f.add(r));
         return done("lotus.profile/1", f, p.unit, p.sample_interval_s);
     }
-    let is_uprof = head_text.contains(lotus_backend_uprof::report::FUNCTION_SECTION)
-        || head_text
-            .lines()
-            .next()
-            .is_some_and(|l| l.contains("AMD uProf"));
-    if is_uprof {
-        let report = lotus_backend_uprof::report::read_report(&mut input, &name)?;
-        drop(input);
-        let dt = uprof_sample_interval(path, &name)?;
-        let mut f = fold(report.unit)?;
-        report.rows.iter().for_each(|r| f.add(r));
-        return done("uprof-csv", f, report.unit, dt);
-    }
-    // VTune reports can be large (a row per function and thread): rows are
-    // folded one at a time, never all kept.
-    let mut f = fold(Unit::Seconds)?;
-    for row in lotus_backend_vtune::report::HotspotRows::new(&mut input, &name)? {
+    // A vendor report: the first registered format that recognizes it
+    // (uProf's), else VTune's, which nothing in the file names.
+    let backends = lotus_core::backends();
+    let formats: Vec<&dyn lotus_core::ReportFormat> =
+        backends.iter().filter_map(|b| b.report_format()).collect();
+    let Some(format) = formats
+        .iter()
+        .find(|f| f.recognizes(&head_text))
+        .or_else(|| formats.iter().find(|f| f.format_name() == "vtune-csv"))
+    else {
+        bail!("{name}: not a lotus.profile/1 JSON profile, and no backend that reads vendor reports is linked");
+    };
+    let unit = format.unit();
+    let mut f = fold(unit)?;
+    // Rows are folded one at a time, never all kept where the format
+    // reads row by row (VTune reports can be large: a row per function
+    // and thread).
+    for row in format.rows(&mut input, &name)? {
         f.add(&row?);
     }
-    done("vtune-csv", f, Unit::Seconds, None)
+    drop(input);
+    let dt = stated_interval(*format, path, &name)?;
+    done(format.format_name(), f, unit, dt)
 }
 
-/// The CPU_TIME timer interval a uProf report states in its MONITORED
-/// EVENTS section (`,"CPU_TIME","1.000 milliseconds",...`), in seconds.
-/// Reads line by line up to the function table.
-fn uprof_sample_interval(path: &Path, name: &str) -> Result<Option<f64>> {
+/// The sampling interval the report at `path` states in its own words,
+/// where its `format` has it (uProf's MONITORED EVENTS section), in
+/// seconds.
+fn stated_interval(
+    format: &dyn lotus_core::ReportFormat,
+    path: &Path,
+    name: &str,
+) -> Result<Option<f64>> {
     let f = lotus_sys::input::open_regular(path)
         .with_context(|| format!("cannot open profile {name}"))?;
     let mut input = BufReader::new(f);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let n = (&mut input)
-            .take(1 << 20)
-            .read_until(b'\n', &mut buf)
-            .with_context(|| format!("cannot read profile {name}"))?;
-        if n == 0 {
-            return Ok(None);
-        }
-        let line = String::from_utf8_lossy(&buf);
-        if line.contains(lotus_backend_uprof::report::FUNCTION_SECTION) {
-            return Ok(None);
-        }
-        let fields: Vec<&str> = line
-            .split(',')
-            .map(|f| f.trim().trim_matches('"'))
-            .collect();
-        if let Some(i) = fields.iter().position(|f| *f == "CPU_TIME") {
-            if let Some(dt) = fields.get(i + 1).and_then(|t| parse_interval(t)) {
-                return Ok(Some(dt));
-            }
-        }
-    }
-}
-
-/// `1.000 milliseconds` -> 0.001.
-fn parse_interval(text: &str) -> Option<f64> {
-    let (num, unit) = text.trim().split_once(' ')?;
-    let v: f64 = num.trim().parse().ok()?;
-    let scale = match unit.trim() {
-        "seconds" | "second" | "s" => 1.0,
-        "milliseconds" | "millisecond" | "ms" => 1e-3,
-        "microseconds" | "microsecond" | "us" => 1e-6,
-        _ => return None,
-    };
-    (v > 0.0 && v.is_finite()).then_some(v * scale)
+    format
+        .stated_interval_s(&mut input, name)
+        .with_context(|| format!("cannot read profile {name}"))
 }
 
 /// Gives each profile a short unique name: its file stem, or its path

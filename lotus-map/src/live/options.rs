@@ -86,14 +86,14 @@ pub const MAX_WINDOW_NAMES: usize = 64;
 impl LiveOptions {
     /// The `lotus map` defaults: 3 runs of 3 warm-up calls each, windows
     /// of 3000 samples and at least 200 ms and one call, at
-    /// [`DEFAULT_FREQUENCY_HZ`](lotus_backend_perf::DEFAULT_FREQUENCY_HZ),
+    /// [`DEFAULT_FREQUENCY_HZ`],
     /// 120 s per run, the union rule, the harness floor, one thread per
     /// runtime unless the environment sets them ([`ThreadPlan::from_env`]).
     pub fn new(python: impl Into<PathBuf>, control_library: impl Into<PathBuf>) -> LiveOptions {
         LiveOptions {
             runs: 3,
             warmup: 3,
-            frequency: lotus_backend_perf::DEFAULT_FREQUENCY_HZ,
+            frequency: DEFAULT_FREQUENCY_HZ,
             frequency_given: false,
             min_samples: 3000,
             min_window: Duration::from_millis(200),
@@ -290,19 +290,30 @@ fn op_folder(dir: &Path) -> Result<PathBuf> {
     Ok(abs)
 }
 
-/// The default sampling frequency under `backend` (its name), and a note
-/// for the user when it is lower than usual. Under perf that is 10 kHz
-/// where a sample costs the op little, lower where it costs more, so that
-/// sampling slows the op by under 10% (see
-/// [`lotus_backend_perf::default_frequency_for`]; measured once per
-/// process, about 0.1 s); other backends take 10 kHz as their interval.
+/// The sampling frequency asked of a backend that states no default of
+/// its own (no [`SamplingCalibration`](lotus_core::SamplingCalibration)):
+/// 10 kHz, the perf backend's full default too (vtune and uprof take it as
+/// their interval, 0.1 ms).
+pub const DEFAULT_FREQUENCY_HZ: u64 = 10_000;
+
+/// The default sampling frequency under `backend` (its registered name),
+/// and a note for the user when it is lower than usual. Under a backend
+/// that calibrates ([`lotus_core::Profiler::calibration`]; perf) that is
+/// its full default (10 kHz) where a sample costs the op little, lower
+/// where it costs more, so that sampling slows the op by under its
+/// [`max_slowdown`](lotus_core::SamplingCalibration::max_slowdown) (10%;
+/// measured once per process, about 0.1 s); other backends (and a name not
+/// registered) take [`DEFAULT_FREQUENCY_HZ`].
 pub fn default_frequency(backend: &str) -> (u64, Option<String>) {
-    let full = lotus_backend_perf::DEFAULT_FREQUENCY_HZ;
-    if backend != "perf" {
-        return (full, None);
-    }
-    let cost = lotus_backend_perf::sampling_cost().ok();
-    let hz = lotus_backend_perf::default_frequency_for(cost);
+    let Ok(profiler) = lotus_core::backend(backend) else {
+        return (DEFAULT_FREQUENCY_HZ, None);
+    };
+    let Some(calibration) = profiler.calibration() else {
+        return (DEFAULT_FREQUENCY_HZ, None);
+    };
+    let full = calibration.default_frequency_hz();
+    let cost = calibration.sampling_cost().ok();
+    let hz = calibration.default_frequency_for(cost);
     let note = cost.filter(|_| hz < full).map(|c| {
         format!(
             "sampling at {hz} Hz: here each sample costs a compute loop {:.1} us of CPU, so {full} Hz would slow it by {:.0}% and shift an op's function shares (-F {full} to sample that fast anyway; each op's own cost is measured and warned about)",

@@ -45,12 +45,10 @@ pub(super) fn environment(
         .to_string();
         env.insert("python_version".into(), v);
     }
-    // Under perf, the frequency the samplers ran at: the kernel caps it.
-    let in_force = if backend.name() == "perf" {
-        lotus_backend_perf::frequency_in_force(opts.frequency)
-    } else {
-        opts.frequency
-    };
+    // Where the backend knows it, the frequency the samplers ran at (the
+    // kernel caps perf's).
+    let calibration = backend.calibration();
+    let in_force = calibration.map_or(opts.frequency, |c| c.frequency_in_force(opts.frequency));
     env.insert("frequency_hz".into(), in_force.to_string());
     if in_force != opts.frequency {
         env.insert("frequency_requested_hz".into(), opts.frequency.to_string());
@@ -65,8 +63,8 @@ pub(super) fn environment(
         .into(),
     );
     // What a sample costs the op here, and so how much it slowed it.
-    if backend.name() == "perf" {
-        if let Ok(cost) = lotus_backend_perf::sampling_cost() {
+    if let Some(calibration) = calibration {
+        if let Ok(cost) = calibration.sampling_cost() {
             env.insert(
                 "sampling_cost_us".into(),
                 format!("{:.2}", cost.per_sample.as_secs_f64() * 1e6),

@@ -167,6 +167,50 @@ mod tests {
         }
     }
 
+    /// A stand-in for a backend, with what `empty_run` asks of one: its
+    /// name, and whether lotus switches its windows (perf) or the profiled
+    /// process does through the vendor's API (vtune, uprof). lotus-map's
+    /// sources name no backend crate, tests included.
+    struct Stand {
+        name: &'static str,
+        switches: bool,
+    }
+
+    impl Stand {
+        fn boxed(name: &'static str, switches: bool) -> Box<dyn Profiler> {
+            Box::new(Stand { name, switches })
+        }
+    }
+
+    impl Profiler for Stand {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+        fn description(&self) -> &'static str {
+            "a stand-in backend"
+        }
+        fn probe(&self) -> lotus_core::Probe {
+            lotus_core::Probe::available(self.name, None)
+        }
+        fn unit(&self) -> Unit {
+            Unit::Samples
+        }
+        fn collect(
+            &self,
+            _target: &lotus_core::Target,
+            _options: &lotus_core::CollectOptions,
+        ) -> std::result::Result<Box<dyn lotus_core::Collection>, lotus_core::ProfilerError>
+        {
+            Err(lotus_core::ProfilerError::Unsupported {
+                backend: self.name.into(),
+                what: "collecting in a unit test".into(),
+            })
+        }
+        fn switches_windows(&self) -> bool {
+            self.switches
+        }
+    }
+
     /// Names in first-seen order, once each, the unnamed window under the
     /// file's op name; 100,000 distinct names are listed all.
     #[test]
@@ -190,7 +234,7 @@ mod tests {
     /// failure saying so; one with samples is not.
     #[test]
     fn windows_without_samples_are_a_failure_saying_why() {
-        let backend = lotus_core::backend("perf").expect("perf backend");
+        let backend = Stand::boxed("perf", true);
         let file = Path::new("Sleepy.py");
         let spec = OpSpec {
             file,
@@ -218,8 +262,7 @@ mod tests {
 
         // Under a vendor's tool lotus sees no windows: an empty report of
         // a script that never called lotus.resume names both causes.
-        use lotus_backend_vtune as _;
-        let vtune = lotus_core::backend("vtune").expect("vtune backend");
+        let vtune = Stand::boxed("vtune", false);
         let mut out = run(harness::HarnessMode::Script, Vec::new(), Vec::new());
         out.result.windows.clear();
         let why = empty_run(vtune.as_ref(), &spec, None, &out).expect("a failure");

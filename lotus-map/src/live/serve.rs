@@ -161,7 +161,7 @@ pub(crate) fn serve_until(
                         Request::Resume { .. } => collection.resume_then(&mut tell),
                         Request::Pause => collection.pause_then(&mut tell),
                         Request::Detach => Ok(()),
-                        Request::Sampling { on } => collection.set_sampling(on),
+                        Request::Sampling { on } => set_sampling(collection, on),
                         Request::OpenedAt { .. } | Request::ClosedAt { .. } => Ok(()),
                         // Whatever a newer control library may ask.
                         _ => Err(lotus_core::ProfilerError::Other {
@@ -190,7 +190,7 @@ pub(crate) fn serve_until(
                 }
                 Ok(None) => {
                     channel_open = false;
-                    collection.stamps_done();
+                    stamps_done(collection);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => idle = true,
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
@@ -256,10 +256,41 @@ fn apply_stamp(
     collection: &mut dyn Collection,
     request: &Request,
 ) -> Result<(), lotus_core::ProfilerError> {
+    let edge = match request {
+        Request::OpenedAt { edge, .. } | Request::ClosedAt { edge } => edge,
+        _ => return Ok(()),
+    };
+    let Some(stamped) = collection.stamped_windows() else {
+        return Err(lotus_core::ProfilerError::Other {
+            backend: "lotus".into(),
+            message: "this backend cannot take window edges stamped by the profiled process".into(),
+        });
+    };
     match request {
-        Request::OpenedAt { edge, .. } => collection.resume_at(edge),
-        Request::ClosedAt { edge } => collection.pause_at(edge),
-        _ => Ok(()),
+        Request::OpenedAt { .. } => stamped.resume_at(edge),
+        _ => stamped.pause_at(edge),
+    }
+}
+
+/// Stops or restarts sampling outside windows, where the collection can
+/// ([`Collection::sampling_control`]); refused with why where it cannot.
+fn set_sampling(
+    collection: &mut dyn Collection,
+    on: bool,
+) -> Result<(), lotus_core::ProfilerError> {
+    match collection.sampling_control() {
+        Some(control) => control.set_sampling(on),
+        None => Err(lotus_core::ProfilerError::Other {
+            backend: "lotus".into(),
+            message: "this backend cannot stop sampling outside a window".into(),
+        }),
+    }
+}
+
+/// Tells a collection that takes stamped edges that no more will come.
+fn stamps_done(collection: &mut dyn Collection) {
+    if let Some(stamped) = collection.stamped_windows() {
+        stamped.stamps_done();
     }
 }
 
@@ -285,9 +316,132 @@ fn last_stamps(collection: &mut dyn Collection, host: Option<&mut ControlHost>) 
             }
         }
     }
-    collection.stamps_done();
+    stamps_done(collection);
 }
 
 /// How long lotus lets the echo of a run's output catch up before it
 /// reports on the run.
 pub(crate) const ECHO_SETTLE: Duration = Duration::from_millis(200);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lotus_core::{ProfilerError, Report, SamplingControl, StampedWindows};
+    use lotus_protocol::Edge;
+    use std::process::ExitStatus;
+
+    /// A collection that records what reaches it; `capable`: it offers
+    /// sampling control and stamped windows, else neither.
+    #[derive(Default)]
+    struct Fake {
+        capable: bool,
+        calls: Vec<String>,
+    }
+
+    impl Collection for Fake {
+        fn pid(&self) -> u32 {
+            1
+        }
+        fn resume(&mut self) -> Result<(), ProfilerError> {
+            Ok(())
+        }
+        fn pause(&mut self) -> Result<(), ProfilerError> {
+            Ok(())
+        }
+        fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+            Ok(None)
+        }
+        fn kill(&mut self) -> Result<(), ProfilerError> {
+            Ok(())
+        }
+        fn report(self: Box<Self>) -> Result<Report, ProfilerError> {
+            Ok(Report::new(lotus_core::Unit::Samples, Vec::new()))
+        }
+        fn sampling_control(&mut self) -> Option<&mut dyn SamplingControl> {
+            if self.capable {
+                Some(self)
+            } else {
+                None
+            }
+        }
+        fn stamped_windows(&mut self) -> Option<&mut dyn StampedWindows> {
+            if self.capable {
+                Some(self)
+            } else {
+                None
+            }
+        }
+    }
+
+    impl SamplingControl for Fake {
+        fn set_sampling(&mut self, on: bool) -> Result<(), ProfilerError> {
+            self.calls.push(format!("sampling {on}"));
+            Ok(())
+        }
+    }
+
+    impl StampedWindows for Fake {
+        fn resume_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+            self.calls.push(format!("opened {}", edge.at_ns));
+            Ok(())
+        }
+        fn pause_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+            self.calls.push(format!("closed {}", edge.at_ns));
+            Ok(())
+        }
+        fn stamps_done(&mut self) {
+            self.calls.push("done".into());
+        }
+    }
+
+    fn edge(at_ns: u64) -> Edge {
+        Edge {
+            at_ns,
+            ..Edge::default()
+        }
+    }
+
+    /// The engine asks the collection for the capability: a backend that
+    /// offers it gets the requests, one that does not refuses them with
+    /// why, and is told of no end of stamps.
+    #[test]
+    fn sampling_and_stamped_edges_go_through_the_collections_capabilities() {
+        let mut capable = Fake {
+            capable: true,
+            ..Fake::default()
+        };
+        set_sampling(&mut capable, false).expect("sampling off");
+        apply_stamp(
+            &mut capable,
+            &Request::OpenedAt {
+                op: "flip".into(),
+                edge: edge(5),
+            },
+        )
+        .expect("opened");
+        apply_stamp(&mut capable, &Request::ClosedAt { edge: edge(9) }).expect("closed");
+        apply_stamp(&mut capable, &Request::Pause).expect("not an edge: nothing to do");
+        stamps_done(&mut capable);
+        assert_eq!(
+            capable.calls,
+            ["sampling false", "opened 5", "closed 9", "done"]
+        );
+
+        let mut plain = Fake::default();
+        let refused = set_sampling(&mut plain, false).expect_err("refused");
+        assert!(
+            refused
+                .to_string()
+                .contains("cannot stop sampling outside a window"),
+            "{refused}"
+        );
+        let refused =
+            apply_stamp(&mut plain, &Request::ClosedAt { edge: edge(1) }).expect_err("refused");
+        assert!(
+            refused.to_string().contains("cannot take window edges"),
+            "{refused}"
+        );
+        stamps_done(&mut plain);
+        assert!(plain.calls.is_empty());
+    }
+}

@@ -92,11 +92,12 @@ pub(super) fn add_windows(
     samples
 }
 
-/// A slowdown from sampling past this (the op's calls' CPU time in the
-/// windows against its unsampled calls') is warned about: twice what
-/// lotus's default frequency aims at
-/// ([`lotus_backend_perf::MAX_SLOWDOWN`]).
-pub(super) const SLOWDOWN_WARNING: f64 = 2.0 * lotus_backend_perf::MAX_SLOWDOWN;
+/// A slowdown from sampling past this many times the backend's aim (the
+/// op's calls' CPU time in the windows against its unsampled calls') is
+/// warned about: the aim is what the backend's default frequency keeps
+/// the slowdown under
+/// ([`SamplingCalibration::max_slowdown`](lotus_core::SamplingCalibration::max_slowdown)).
+pub(super) const SLOWDOWN_WARNING_FACTOR: f64 = 2.0;
 
 /// Fewer unsampled calls than this give too rough a reference to warn on.
 const MIN_UNSAMPLED_CALLS: u64 = 10;
@@ -116,26 +117,27 @@ pub(super) fn run_sampling_cost(out: &RunOutput, windows: &RunWindows) -> Option
 }
 
 /// The warning for an op whose calls sampling slowed by more than
-/// [`SLOWDOWN_WARNING`], with what a sample cost it and the frequency that
-/// would keep the slowdown at lotus's aim; `None` below it, or without a
-/// reference of enough calls.
+/// [`SLOWDOWN_WARNING_FACTOR`] times `aim` (the backend's
+/// [`max_slowdown`](lotus_core::SamplingCalibration::max_slowdown)), with
+/// what a sample cost it and the frequency that would keep the slowdown
+/// at the aim; `None` below it, or without a reference of enough calls.
 pub(super) fn sampling_cost_warning(
     shown: &str,
     summary: &WindowSummary,
     hz: u64,
+    aim: f64,
 ) -> Option<String> {
     let cost = summary.sampling_cost()?;
     let unsampled = summary.unsampled?;
     let slowdown = cost.slowdown();
     // `sampling_cost` has checked that the windows counted calls.
-    if unsampled.calls < MIN_UNSAMPLED_CALLS || slowdown <= SLOWDOWN_WARNING {
+    if unsampled.calls < MIN_UNSAMPLED_CALLS || slowdown <= SLOWDOWN_WARNING_FACTOR * aim {
         return None;
     }
     let samples_per_call = summary.samples as f64 / summary.iterations as f64;
     let per_sample_us =
         (cost.sampled_cpu_s - cost.unsampled_cpu_s) * 1e6 / samples_per_call.max(f64::MIN_POSITIVE);
     // The slowdown grows with the frequency: this one keeps it at the aim.
-    let aim = lotus_backend_perf::MAX_SLOWDOWN;
     let suggested = ((hz as f64 * aim / slowdown) / 100.0).floor() as u64 * 100;
     Some(format!(
         "{shown}: sampling at {hz} Hz made each call take {:.0}% more CPU time ({:.1} us against {:.1} us in {} calls with sampling stopped; a sample costs this op about {per_sample_us:.0} us here, more than on a compute loop, as for memory-heavy code in virtual machines): the windows' time per call is the sampled op's (the mapping keeps both); -F {} keeps the slowdown near {:.0}%",
@@ -152,6 +154,9 @@ pub(super) fn sampling_cost_warning(
 mod tests {
     use super::*;
     use lotus_core::UnsampledCalls;
+
+    /// The perf backend's aim (`lotus_backend_perf::MAX_SLOWDOWN`).
+    const AIM: f64 = 0.10;
 
     fn summary(sampled_us: f64, unsampled_calls: u64) -> WindowSummary {
         let mut w = WindowSummary {
@@ -173,7 +178,7 @@ mod tests {
     fn a_slowdown_past_the_limit_is_warned_with_the_cost_and_a_frequency() {
         // 150 us a call sampled against 100 us: +50% at 5000 Hz, 0.8
         // samples a call, so 62.5 us a sample; 10% needs 1000 Hz.
-        let why = sampling_cost_warning("Flip", &summary(150.0, 200), 5000).expect("warned");
+        let why = sampling_cost_warning("Flip", &summary(150.0, 200), 5000, AIM).expect("warned");
         assert!(why.contains("50% more CPU time"), "{why}");
         assert!(
             why.contains("150.0 us against 100.0 us in 200 calls"),
@@ -183,15 +188,15 @@ mod tests {
         assert!(why.contains("-F 1000 "), "{why}");
         // Under the limit, or with too few unsampled calls: no warning.
         assert_eq!(
-            sampling_cost_warning("Flip", &summary(115.0, 200), 5000),
+            sampling_cost_warning("Flip", &summary(115.0, 200), 5000, AIM),
             None
         );
         assert_eq!(
-            sampling_cost_warning("Flip", &summary(150.0, 3), 5000),
+            sampling_cost_warning("Flip", &summary(150.0, 3), 5000, AIM),
             None
         );
         // The suggestion never goes below 100 Hz.
-        let why = sampling_cost_warning("Flip", &summary(10_000.0, 200), 100).expect("warned");
+        let why = sampling_cost_warning("Flip", &summary(10_000.0, 200), 100, AIM).expect("warned");
         assert!(why.contains("-F 100 "), "{why}");
     }
 }
