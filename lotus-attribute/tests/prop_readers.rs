@@ -19,12 +19,12 @@ mod fuzz;
 use std::collections::{BTreeMap, BTreeSet};
 
 use lotus_attribute::{Error as AttrError, OpTimes};
+use lotus_core::Profile;
 use lotus_core::{
-    FunctionEntry, Mapping, MappingError, OpFailure, OpMapping, Settings, UnsampledCalls,
+    Error as CoreError, FunctionEntry, Mapping, OpFailure, OpMapping, Settings, UnsampledCalls,
     WindowSummary,
 };
 use lotus_core::{MergeRule, Row, Unit};
-use lotus_core::{Profile, ProfileError};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::Value;
@@ -498,7 +498,7 @@ fn prop_mapping_cut_anywhere_is_a_json_error_with_a_line() {
                 Ok(_) => prop_assert!(false, "a cut mapping was read: {:?}", part),
                 Err(e) => {
                     prop_assert!(
-                        matches!(e, MappingError::Json { line, .. } if line >= 1),
+                        matches!(e, CoreError::Json { line, .. } if line >= 1),
                         "{}",
                         e
                     );
@@ -528,7 +528,7 @@ fn deeply_nested_json_is_an_error_not_a_crash() {
 // ---------------------------------------------------------------------
 // Profiles
 
-fn read_profile(text: &[u8]) -> Result<Profile, ProfileError> {
+fn read_profile(text: &[u8]) -> Result<Profile, CoreError> {
     Profile::read_json(&mut &text[..], PROFILE_FILE)
 }
 
@@ -606,7 +606,7 @@ fn prop_profile_cut_anywhere_is_a_json_error_with_a_line() {
             Ok(_) => prop_assert!(false, "a cut profile was read: {:?}", part),
             Err(e) => {
                 prop_assert!(
-                    matches!(e, ProfileError::Json { line, .. } if line >= 1),
+                    matches!(e, CoreError::Json { line, .. } if line >= 1),
                     "{}",
                     e
                 );

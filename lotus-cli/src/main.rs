@@ -159,7 +159,7 @@ struct ShowArgs {
 }
 
 fn parse_rule(s: &str) -> Result<MergeRule, String> {
-    s.parse().map_err(|e: lotus_core::BadRule| e.to_string())
+    s.parse().map_err(|e: lotus_core::Error| e.to_string())
 }
 
 fn main() -> ExitCode {

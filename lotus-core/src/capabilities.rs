@@ -40,13 +40,13 @@
 //! [`Collection::sampling_control`]: crate::Collection::sampling_control
 //! [`Collection::stamped_windows`]: crate::Collection::stamped_windows
 
+use crate::Error;
 use std::io::BufRead;
 use std::time::Duration;
 
 use lotus_samples::SampleSink;
 
-use crate::profiler::{CollectOptions, Collection, ProfilerError, Target};
-use crate::report_error::ReportError;
+use crate::profiler::{CollectOptions, Collection, Target};
 use crate::row::{Row, Unit};
 
 /// What one sample costs the sampled code on this machine
@@ -244,7 +244,7 @@ pub trait Streaming: Send + Sync {
         options: &CollectOptions,
         stream: &StreamOptions,
         sink: Box<dyn SampleSink>,
-    ) -> Result<Box<dyn SampleStream>, ProfilerError>;
+    ) -> Result<Box<dyn SampleStream>, Error>;
 }
 
 /// A collection streaming its samples ([`Streaming::start_streaming`]).
@@ -259,7 +259,7 @@ pub trait SampleStream: Collection {
     /// The counters each sample carries, or which were refused and why.
     fn counters_read(&self) -> CountersRead;
     /// Ends the collection: the sink is finished, and what was sent.
-    fn finish_stream(self: Box<Self>) -> Result<StreamReport, ProfilerError>;
+    fn finish_stream(self: Box<Self>) -> Result<StreamReport, Error>;
 }
 
 /// A collection that can stop sampling outside windows
@@ -268,7 +268,7 @@ pub trait SamplingControl {
     /// Stops (`on: false`) or restarts (`on: true`) sampling while no
     /// window is open ([`lotus_protocol::Request::Sampling`]): the profiled
     /// process then times its op unsampled.
-    fn set_sampling(&mut self, on: bool) -> Result<(), ProfilerError>;
+    fn set_sampling(&mut self, on: bool) -> Result<(), Error>;
 }
 
 /// A collection that takes window edges the profiled process stamps on the
@@ -277,9 +277,9 @@ pub trait SamplingControl {
 pub trait StampedWindows {
     /// Records a window the profiled process opened at `edge` without
     /// waiting for lotus.
-    fn resume_at(&mut self, edge: &lotus_protocol::Edge) -> Result<(), ProfilerError>;
+    fn resume_at(&mut self, edge: &lotus_protocol::Edge) -> Result<(), Error>;
     /// Records the open window closing at `edge`.
-    fn pause_at(&mut self, edge: &lotus_protocol::Edge) -> Result<(), ProfilerError>;
+    fn pause_at(&mut self, edge: &lotus_protocol::Edge) -> Result<(), Error>;
     /// Says no more stamped edges will come (the control channel closed,
     /// or the process is gone): what was held back waiting for them can
     /// be counted.
@@ -287,7 +287,7 @@ pub trait StampedWindows {
 }
 
 /// Rows of a report file, read one at a time.
-pub type RowIter<'a> = Box<dyn Iterator<Item = Result<Row, ReportError>> + 'a>;
+pub type RowIter<'a> = Box<dyn Iterator<Item = Result<Row, Error>> + 'a>;
 
 /// A backend whose vendor tool writes report files lotus reads
 /// ([`Profiler::report_format`](crate::Profiler::report_format)).
@@ -304,14 +304,10 @@ pub trait ReportFormat: Send + Sync {
     fn unit(&self) -> Unit;
     /// The report in `input`, one row at a time (a large report is never
     /// held whole where the format allows); `file` names it in errors.
-    fn rows<'a>(&self, input: &'a mut dyn BufRead, file: &str) -> Result<RowIter<'a>, ReportError>;
+    fn rows<'a>(&self, input: &'a mut dyn BufRead, file: &str) -> Result<RowIter<'a>, Error>;
     /// The sampling interval the report states, in seconds, where it
     /// states one; `file` names it in errors.
-    fn stated_interval_s(
-        &self,
-        input: &mut dyn BufRead,
-        file: &str,
-    ) -> Result<Option<f64>, ReportError> {
+    fn stated_interval_s(&self, input: &mut dyn BufRead, file: &str) -> Result<Option<f64>, Error> {
         let _ = (input, file);
         Ok(None)
     }

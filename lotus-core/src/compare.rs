@@ -22,6 +22,7 @@
 //! figures no window can have measured (see its bounds) before they are
 //! compared, naming the file, the op and the field.
 
+use crate::Error;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -134,24 +135,6 @@ pub const CPU_TOLERANCE: f64 = 1.25;
 /// See [`CPU_TOLERANCE`].
 pub const CPU_SLACK_S: f64 = 0.05;
 
-/// A window figure of a mapping that no window can have measured.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-#[error("{file}: op {op}: {field} = {value}: {why}; this is not what `lotus map` measures: remake the mapping with `lotus map` on that host, or correct the field")]
-pub struct BadFigure {
-    /// The mapping file, as given.
-    pub file: String,
-    /// The op (control characters escaped).
-    pub op: String,
-    /// The field, as a path in the file (`window.seconds`,
-    /// `window.counters.task-clock-ns`).
-    pub field: String,
-    /// Its value, as lotus prints figures (bounded width).
-    pub value: String,
-    /// What is wrong with it.
-    pub why: String,
-}
-
 /// Checks every op's window figures in `m` (read from `file`) before they
 /// are compared; the first impossible one is the error. The bounds:
 ///
@@ -167,8 +150,8 @@ pub struct BadFigure {
 /// - unsampled calls at least 1 where their CPU time is above 0.
 ///
 /// Every other counter need only be finite and not negative.
-pub fn check_figures(m: &Mapping, file: &str) -> Result<(), BadFigure> {
-    let bad = |op: &str, field: &str, value: f64, why: String| BadFigure {
+pub fn check_figures(m: &Mapping, file: &str) -> Result<(), Error> {
+    let bad = |op: &str, field: &str, value: f64, why: String| Error::BadFigure {
         file: file.to_string(),
         op: one_line(op).into_owned(),
         field: field.to_string(),
@@ -180,7 +163,7 @@ pub fn check_figures(m: &Mapping, file: &str) -> Result<(), BadFigure> {
         Some(text) => match text.trim().parse::<u64>() {
             Ok(n) if (1..=MAX_CPUS).contains(&n) => n,
             _ => {
-                return Err(BadFigure {
+                return Err(Error::BadFigure {
                     file: file.to_string(),
                     op: "-".into(),
                     field: "environment.cpus".into(),
@@ -329,8 +312,13 @@ mod tests {
             vec![op("A", 2.0, 100, Some(1.5e9))],
         );
         m.environment.insert("cpus".into(), "4".into());
-        assert_eq!(check_figures(&m, "m.json"), Ok(()));
-        let field = |m: &Mapping| check_figures(m, "m.json").map_err(|e| e.field);
+        assert!(check_figures(&m, "m.json").is_ok());
+        let field = |m: &Mapping| {
+            check_figures(m, "m.json").map_err(|e| match e {
+                Error::BadFigure { field, .. } => field,
+                other => panic!("{other}"),
+            })
+        };
         let set = |f: &dyn Fn(&mut WindowSummary)| {
             let mut m = m.clone();
             f(m.ops[0].window.as_mut().expect("window"));

@@ -14,7 +14,7 @@
 //!   ([`StampedWindows`]).
 //! - **Rows**: a backend's report is normalized to [`Report`] / [`Row`]
 //!   (function, module, samples or time, counters), names demangled
-//!   ([`demangle`]). A bad report is a [`ReportError`] naming file and line.
+//!   ([`demangle`]). A bad report is a [`Error`] naming file and line.
 //! - **Mappings**: the `lotus.mapping/1` schema ([`Mapping`]), the merge
 //!   rules of an op's runs ([`MergeRule`], [`OpAccumulator`]), the original
 //!   tool's schema, and ops compared across hosts ([`compare`]).
@@ -43,6 +43,7 @@
 mod capabilities;
 mod compare;
 mod demangle;
+mod error;
 mod host;
 mod mapping;
 mod profile;
@@ -60,18 +61,19 @@ pub use compare::{
     check_figures, compare, host_of, OpAcross, CPU_SLACK_S, CPU_TOLERANCE, MAX_CPUS, MAX_SECONDS,
 };
 pub use demangle::demangle;
+pub use error::Error;
 pub use host::facts;
 pub use mapping::{
-    BadRule, FunctionEntry, Mapping, MappingError, MergeRule, OpAccumulator, OpFailure, OpMapping,
-    SamplingCost, Settings, SharedFunction, UnsampledCalls, WindowSummary, SCHEMA,
+    FunctionEntry, Mapping, MergeRule, OpAccumulator, OpFailure, OpMapping, SamplingCost, Settings,
+    SharedFunction, UnsampledCalls, WindowSummary, SCHEMA,
 };
-pub use profile::{Partial, Profile, ProfileError, PROFILE_SCHEMA};
+pub use profile::{Partial, Profile, PROFILE_SCHEMA};
 pub use profiler::{
-    shell_quote, CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError, Target,
-    WindowStats, WindowTotals, VERSION_WAIT,
+    shell_quote, CollectOptions, CollectPlan, Collection, Probe, Profiler, Target, WindowStats,
+    WindowTotals, VERSION_WAIT,
 };
 pub use registry::{backend, backends, BackendRegistration};
-pub use report_error::{name_list, shorten, LineTooLong, ReportError, MAX_LINE_BYTES};
+pub use report_error::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
 pub use row::{module_basename, parse_figure, Report, Row, Unit, UNKNOWN_MODULE};
 
 /// The crate README's examples, run as doctests so the README stays true.

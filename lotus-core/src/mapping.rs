@@ -5,6 +5,7 @@
 //! ([`Mapping`]) or as the original Lotus tool's schema ([`LotusFormat`]).
 //! Both schemas read back in through [`Mapping::from_json`].
 
+use crate::Error;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io::{Read, Seek, SeekFrom};
@@ -63,13 +64,8 @@ impl fmt::Display for MergeRule {
     }
 }
 
-/// A merge rule that is not `union`, `majority`, `all` or `min:K`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown merge rule '{0}': use union, majority, all or min:K with K a whole number of runs of 1 or more")]
-pub struct BadRule(pub String);
-
 impl FromStr for MergeRule {
-    type Err = BadRule;
+    type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
@@ -78,7 +74,7 @@ impl FromStr for MergeRule {
             "all" => Ok(MergeRule::All),
             _ => match s.strip_prefix("min:").map(str::parse::<u32>) {
                 Some(Ok(k)) if k >= 1 => Ok(MergeRule::Min(k)),
-                _ => Err(BadRule(s.to_string())),
+                _ => Err(Error::UnknownMergeRule(s.to_string())),
             },
         }
     }
@@ -541,7 +537,7 @@ impl Mapping {
     /// Reads a mapping in either schema: `lotus.mapping/1` or the original
     /// tool's `{"op_to_func": ..., "common_funcs_to_op": ...}`. `file` names
     /// the input in errors.
-    pub fn from_json(text: &str, file: &str) -> Result<Mapping, MappingError> {
+    pub fn from_json(text: &str, file: &str) -> Result<Mapping, Error> {
         Mapping::from_reader(std::io::Cursor::new(text.as_bytes()), file)
     }
 
@@ -552,15 +548,15 @@ impl Mapping {
     /// refused, as is an op name given twice. `reader` is rewound for a
     /// second, light pass only when the first fails, to tell an unknown
     /// schema from a malformed mapping.
-    pub fn from_reader<R: Read + Seek>(mut reader: R, file: &str) -> Result<Mapping, MappingError> {
+    pub fn from_reader<R: Read + Seek>(mut reader: R, file: &str) -> Result<Mapping, Error> {
         let start = reader
             .stream_position()
-            .map_err(|e| MappingError::io(file, &e))?;
+            .map_err(|e| Error::unreadable(file, &e))?;
         let parsed: Result<ObjectOnly<AnyMapping>, _> =
             serde_json::from_reader(std::io::BufReader::new(Utf8Checked::new(&mut reader)));
         let any = match parsed {
             Ok(any) => any.0,
-            Err(e) if e.is_io() => return Err(MappingError::io(file, &e)),
+            Err(e) if e.is_io() => return Err(Error::unreadable(file, &e)),
             Err(e) if e.is_data() => {
                 // A well-formed file of another schema version may not fit
                 // this one's types: say which schema it is.
@@ -571,26 +567,26 @@ impl Mapping {
                         Ok(SchemaProbe {
                             schema: Some(found),
                         }) if found.as_str() != Some(SCHEMA) => {
-                            return Err(MappingError::UnknownSchema {
+                            return Err(Error::UnknownMappingSchema {
                                 file: file.to_string(),
                                 found: shorten(&found.to_string(), 80),
                             });
                         }
                         Err(e) if e.is_data() => {
-                            return Err(MappingError::NotAMapping {
+                            return Err(Error::NotAMapping {
                                 file: file.to_string(),
                             })
                         }
                         _ => {}
                     }
                 }
-                return Err(MappingError::Invalid {
+                return Err(Error::InvalidMapping {
                     file: file.to_string(),
                     message: shorten(&e.to_string(), MESSAGE_CHARS),
                 });
             }
             Err(e) => {
-                return Err(MappingError::Json {
+                return Err(Error::Json {
                     file: file.to_string(),
                     line: e.line(),
                     column: e.column(),
@@ -601,8 +597,8 @@ impl Mapping {
         any.into_mapping(file)
     }
 
-    fn validate(&self, file: &str) -> Result<(), MappingError> {
-        let invalid = |message: String| MappingError::Invalid {
+    fn validate(&self, file: &str) -> Result<(), Error> {
+        let invalid = |message: String| Error::InvalidMapping {
             file: file.to_string(),
             message,
         };
@@ -702,13 +698,13 @@ impl LotusFormat {
     /// A lotus mapping with the same ops and functions. Samples, shares and
     /// run counts are not in this schema: they are zero, and
     /// `imported_from` says so.
-    pub fn into_mapping(self, file: &str) -> Result<Mapping, MappingError> {
+    pub fn into_mapping(self, file: &str) -> Result<Mapping, Error> {
         let mut ops = Vec::with_capacity(self.op_to_func.len());
         for (name, keys) in self.op_to_func {
             let mut functions = Vec::with_capacity(keys.len());
             for key in keys {
                 let (function, module) =
-                    split_function_key(&key).ok_or_else(|| MappingError::Invalid {
+                    split_function_key(&key).ok_or_else(|| Error::InvalidMapping {
                         file: file.to_string(),
                         message: format!(
                             "op '{}': '{}' is not a 'function|module' key",
@@ -739,63 +735,6 @@ impl LotusFormat {
         // The same checks as a lotus mapping (an op with an empty name).
         m.validate(file)?;
         Ok(m)
-    }
-}
-
-/// A mapping file that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum MappingError {
-    /// Not JSON.
-    #[error("{file}:{line}:{column}: not valid JSON: {message}")]
-    Json {
-        /// The file.
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// The parser's message.
-        message: String,
-    },
-    /// A lotus mapping of another schema version.
-    #[error("{file}: mapping schema {found} is not supported (this lotus reads \"lotus.mapping/1\" and the original tool's op_to_func files)")]
-    UnknownSchema {
-        /// The file.
-        file: String,
-        /// The schema tag found.
-        found: String,
-    },
-    /// JSON, but neither schema.
-    #[error("{file}: not a mapping: expected a \"schema\": \"lotus.mapping/1\" object or an \"op_to_func\" object")]
-    NotAMapping {
-        /// The file.
-        file: String,
-    },
-    /// The file could not be read.
-    #[error("{file}: cannot read: {message}")]
-    Io {
-        /// The file.
-        file: String,
-        /// The system's message.
-        message: String,
-    },
-    /// The right schema with wrong contents.
-    #[error("{file}: invalid mapping: {message}")]
-    Invalid {
-        /// The file.
-        file: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-impl MappingError {
-    fn io(file: &str, e: &dyn fmt::Display) -> Self {
-        MappingError::Io {
-            file: file.to_string(),
-            message: e.to_string(),
-        }
     }
 }
 
@@ -913,7 +852,7 @@ mod tests {
 
     #[test]
     fn rule_parsing() {
-        assert_eq!("min:3".parse(), Ok(MergeRule::Min(3)));
+        assert_eq!("min:3".parse::<MergeRule>().ok(), Some(MergeRule::Min(3)));
         for bad in ["min:0", "min:", "min:x", "most", ""] {
             assert!(bad.parse::<MergeRule>().is_err(), "{bad}");
         }
@@ -988,7 +927,7 @@ mod tests {
         let text = m.to_json();
         assert!(text.contains("\"samples\": 9,"), "{text}");
         assert!(text.contains("\"schema\": \"lotus.mapping/1\""));
-        assert_eq!(Mapping::from_json(&text, "m.json"), Ok(m));
+        assert_eq!(Mapping::from_json(&text, "m.json").expect("reads"), m);
     }
 
     #[test]
@@ -1008,7 +947,7 @@ mod tests {
         let e = Mapping::from_json("{\"schema\": \"lotus.mapping/9\"}", "f.json").unwrap_err();
         assert!(e.to_string().starts_with("f.json: mapping schema"), "{e}");
         let e = Mapping::from_json("[1,2]", "g.json").unwrap_err();
-        assert!(matches!(e, MappingError::NotAMapping { .. }));
+        assert!(matches!(e, Error::NotAMapping { .. }));
         let e = Mapping::from_json("{\n\"op_to_func\": ", "h.json").unwrap_err();
         assert!(e.to_string().starts_with("h.json:2:"), "{e}");
         let e = Mapping::from_json("{\"op_to_func\": {\"A\": [\"nokey\"]}}", "i.json").unwrap_err();

@@ -34,6 +34,7 @@
 //! assert_eq!(back.report().total(), 1.5);
 //! ```
 
+use crate::Error;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 
@@ -143,15 +144,15 @@ impl Profile {
     /// Reads a profile from JSON, streaming. `file` names the input in
     /// errors. A lotus mapping (either schema) is refused with a message
     /// that says so.
-    pub fn read_json(input: &mut dyn BufRead, file: &str) -> Result<Profile, ProfileError> {
+    pub fn read_json(input: &mut dyn BufRead, file: &str) -> Result<Profile, Error> {
         let raw: RawProfile = serde_json::from_reader(input).map_err(|e| {
             if e.is_data() {
-                ProfileError::Invalid {
+                Error::InvalidProfile {
                     file: file.to_string(),
                     message: shorten(&e.to_string(), MESSAGE_CHARS),
                 }
             } else {
-                ProfileError::Json {
+                Error::Json {
                     file: file.to_string(),
                     line: e.line(),
                     column: e.column(),
@@ -159,7 +160,7 @@ impl Profile {
                 }
             }
         })?;
-        let not_a_profile = |what: &str| ProfileError::NotAProfile {
+        let not_a_profile = |what: &str| Error::NotAProfile {
             file: file.to_string(),
             what: what.to_string(),
         };
@@ -171,7 +172,7 @@ impl Profile {
                 )))
             }
             Some(s) => {
-                return Err(ProfileError::UnknownSchema {
+                return Err(Error::UnknownProfileSchema {
                     file: file.to_string(),
                     found: shorten(s, 80),
                 })
@@ -187,7 +188,7 @@ impl Profile {
                 "expected a \"schema\": \"lotus.profile/1\" object with \"unit\" and \"rows\"",
             ));
         };
-        let invalid = |message: String| ProfileError::Invalid {
+        let invalid = |message: String| Error::InvalidProfile {
             file: file.to_string(),
             message,
         };
@@ -249,53 +250,11 @@ struct RawProfile {
     op_to_func: Option<IgnoredAny>,
 }
 
-/// A profile file that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProfileError {
-    /// Not JSON.
-    #[error("{file}:{line}:{column}: not valid JSON: {message}")]
-    Json {
-        /// The file.
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// The parser's message.
-        message: String,
-    },
-    /// A lotus profile of another schema version, or another lotus file.
-    #[error("{file}: schema \"{found}\" is not a profile this lotus reads (\"lotus.profile/1\")")]
-    UnknownSchema {
-        /// The file.
-        file: String,
-        /// The schema tag found.
-        found: String,
-    },
-    /// JSON, but not a profile.
-    #[error("{file}: not a profile: {what}")]
-    NotAProfile {
-        /// The file.
-        file: String,
-        /// What it is, or what was expected.
-        what: String,
-    },
-    /// The right schema with wrong contents.
-    #[error("{file}: invalid profile: {message}")]
-    Invalid {
-        /// The file.
-        file: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn read(text: &str) -> Result<Profile, ProfileError> {
+    fn read(text: &str) -> Result<Profile, Error> {
         Profile::read_json(&mut text.as_bytes(), "p.json")
     }
 
@@ -359,7 +318,7 @@ mod tests {
         assert!(e.to_string().contains("original tool"), "{e}");
         let e =
             read(r#"{"schema": "lotus.profile/9", "unit": "samples", "rows": []}"#).unwrap_err();
-        assert!(matches!(e, ProfileError::UnknownSchema { .. }), "{e}");
+        assert!(matches!(e, Error::UnknownProfileSchema { .. }), "{e}");
         let e = read(r#"{"hello": 1}"#).unwrap_err();
         assert!(e.to_string().starts_with("p.json: not a profile"), "{e}");
         let e = read("{\n  \"unit\": ").unwrap_err();

@@ -9,6 +9,7 @@
 //!
 //! The trait is object-safe: the registry hands out `Box<dyn Profiler>`.
 
+use crate::Error;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::BufRead;
@@ -20,7 +21,6 @@ use serde::Serialize;
 use crate::capabilities::{
     ReportFormat, SamplingCalibration, SamplingControl, StampedWindows, Streaming,
 };
-use crate::report_error::ReportError;
 use crate::row::{Report, Unit};
 
 /// The longest a `tool --version` may take ([`Probe::from_version_command`]).
@@ -284,19 +284,16 @@ pub trait Collection: Send {
     /// The target's process id.
     fn pid(&self) -> u32;
     /// Opens a measurement window.
-    fn resume(&mut self) -> Result<(), ProfilerError>;
+    fn resume(&mut self) -> Result<(), Error>;
     /// Closes the measurement window.
-    fn pause(&mut self) -> Result<(), ProfilerError>;
+    fn pause(&mut self) -> Result<(), Error>;
     /// The target's exit status, if it has exited.
-    fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError>;
+    fn try_wait(&mut self) -> Result<Option<ExitStatus>, Error>;
     /// Waits for the target to exit, at most `limit`: its exit status, or
     /// `None` when it is still running then. (Polls [`Collection::try_wait`]
     /// every few milliseconds: the backends' children are reaped by their
     /// own code, which a blocking `waitpid` here would race.)
-    fn wait_timeout(
-        &mut self,
-        limit: std::time::Duration,
-    ) -> Result<Option<ExitStatus>, ProfilerError> {
+    fn wait_timeout(&mut self, limit: std::time::Duration) -> Result<Option<ExitStatus>, Error> {
         let deadline = std::time::Instant::now() + limit;
         loop {
             if let Some(status) = self.try_wait()? {
@@ -310,15 +307,15 @@ pub trait Collection: Send {
         }
     }
     /// Stops the target and everything it started.
-    fn kill(&mut self) -> Result<(), ProfilerError>;
+    fn kill(&mut self) -> Result<(), Error>;
     /// Ends the collection and reads what was measured.
-    fn report(self: Box<Self>) -> Result<Report, ProfilerError>;
+    fn report(self: Box<Self>) -> Result<Report, Error>;
     /// Ends the collection like [`Collection::report`], with one report
     /// per window, in opening order: for a process whose windows are runs
     /// of their own (lotus's fork server). Backends that cannot tell
     /// windows apart refuse.
-    fn reports_per_window(self: Box<Self>) -> Result<Vec<Report>, ProfilerError> {
-        Err(ProfilerError::Other {
+    fn reports_per_window(self: Box<Self>) -> Result<Vec<Report>, Error> {
+        Err(Error::Other {
             backend: "lotus".into(),
             message: "this backend reports all windows together".into(),
         })
@@ -328,15 +325,13 @@ pub trait Collection: Send {
     /// figure (e.g. "samples cover 0.72 s of the 0.97 s CPU process 1234
     /// ran (74%)", lost or throttled samples, modules that could not be
     /// named). The default: [`Collection::report`] and no notes.
-    fn report_noted(self: Box<Self>) -> Result<(Report, Vec<String>), ProfilerError> {
+    fn report_noted(self: Box<Self>) -> Result<(Report, Vec<String>), Error> {
         Ok((self.report()?, Vec::new()))
     }
     /// [`Collection::reports_per_window`], with the notes on the whole
     /// collection (see [`Collection::report_noted`]). The default: no
     /// notes.
-    fn reports_per_window_noted(
-        self: Box<Self>,
-    ) -> Result<(Vec<Report>, Vec<String>), ProfilerError> {
+    fn reports_per_window_noted(self: Box<Self>) -> Result<(Vec<Report>, Vec<String>), Error> {
         Ok((self.reports_per_window()?, Vec::new()))
     }
     /// Opens a window like [`Collection::resume`], calling `tell` (which
@@ -344,14 +339,14 @@ pub trait Collection: Send {
     /// backend may do slow bookkeeping (reading counters) after `tell`,
     /// while the op already runs. `tell` is called at most once: not when
     /// the window could not be opened (the error says why).
-    fn resume_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), ProfilerError> {
+    fn resume_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), Error> {
         self.resume()?;
         tell();
         Ok(())
     }
     /// Closes the window like [`Collection::pause`], calling `tell` as soon
     /// as it is closed; see [`Collection::resume_then`].
-    fn pause_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), ProfilerError> {
+    fn pause_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), Error> {
         self.pause()?;
         tell();
         Ok(())
@@ -467,7 +462,7 @@ pub trait Profiler: Send + Sync {
         &self,
         target: &Target,
         options: &CollectOptions,
-    ) -> Result<Box<dyn Collection>, ProfilerError>;
+    ) -> Result<Box<dyn Collection>, Error>;
     /// True when the lotus process switches windows (through
     /// [`Collection::resume`] / [`Collection::pause`], on requests that
     /// arrive over the control channel); false when the profiled process
@@ -523,75 +518,14 @@ pub trait Profiler: Send + Sync {
     }
     /// Reads a report the vendor tool wrote earlier. `file` names the input
     /// in error messages.
-    fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
+    fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, Error> {
         let _ = input;
-        Err(ReportError::new(
+        Err(Error::report(
             file,
             format!("the {} backend has no report reader", self.name()),
         )
         .with_hint("use --backend vtune or --backend uprof with --from-reports"))
     }
-}
-
-/// What can go wrong when profiling.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProfilerError {
-    /// The backend cannot run here.
-    #[error("the {backend} backend is not available here: {reason}")]
-    Unavailable {
-        /// Backend name.
-        backend: String,
-        /// Why, and what to do.
-        reason: String,
-    },
-    /// The backend does not do this (yet).
-    #[error("the {backend} backend does not support {what}")]
-    Unsupported {
-        /// Backend name.
-        backend: String,
-        /// The unsupported operation.
-        what: String,
-    },
-    /// The system refused access.
-    #[error("{backend}: permission denied: {message}; to fix: {fix}")]
-    Permission {
-        /// Backend name.
-        backend: String,
-        /// What was refused.
-        message: String,
-        /// The setting to change.
-        fix: String,
-    },
-    /// The target or the vendor tool could not be started.
-    #[error("cannot start {program}: {source}")]
-    Spawn {
-        /// The program.
-        program: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// An I/O failure.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The vendor tool's report could not be read.
-    #[error(transparent)]
-    Report(#[from] ReportError),
-    /// Anything else, said in words.
-    #[error("{backend}: {message}")]
-    Other {
-        /// Backend name.
-        backend: String,
-        /// What happened.
-        message: String,
-    },
 }
 
 #[cfg(test)]
@@ -644,13 +578,13 @@ mod tests {
         fn pid(&self) -> u32 {
             1
         }
-        fn resume(&mut self) -> Result<(), ProfilerError> {
+        fn resume(&mut self) -> Result<(), Error> {
             Ok(())
         }
-        fn pause(&mut self) -> Result<(), ProfilerError> {
+        fn pause(&mut self) -> Result<(), Error> {
             Ok(())
         }
-        fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+        fn try_wait(&mut self) -> Result<Option<ExitStatus>, Error> {
             use std::os::unix::process::ExitStatusExt;
             if self.polls == 0 {
                 return Ok(Some(ExitStatus::from_raw(0)));
@@ -658,11 +592,11 @@ mod tests {
             self.polls -= 1;
             Ok(None)
         }
-        fn kill(&mut self) -> Result<(), ProfilerError> {
+        fn kill(&mut self) -> Result<(), Error> {
             Ok(())
         }
-        fn report(self: Box<Self>) -> Result<Report, ProfilerError> {
-            Err(ProfilerError::Unsupported {
+        fn report(self: Box<Self>) -> Result<Report, Error> {
+            Err(Error::Unsupported {
                 backend: "test".into(),
                 what: "reports".into(),
             })
@@ -689,7 +623,7 @@ mod tests {
             &self,
             _target: &Target,
             _options: &CollectOptions,
-        ) -> Result<Box<dyn Collection>, ProfilerError> {
+        ) -> Result<Box<dyn Collection>, Error> {
             Ok(Box::new(ExitsAfter { polls: 0 }))
         }
     }

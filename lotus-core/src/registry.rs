@@ -6,6 +6,7 @@
 //! registration with it.
 
 use crate::profiler::Profiler;
+use crate::Error;
 
 /// A backend's entry in the registry.
 pub struct BackendRegistration {
@@ -35,23 +36,12 @@ pub fn backend_names() -> Vec<&'static str> {
     names
 }
 
-/// A backend name that is not registered.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown backend '{name}'; known backends: {}", known.join(", "))]
-#[non_exhaustive]
-pub struct UnknownBackend {
-    /// The name asked for.
-    pub name: String,
-    /// The registered names.
-    pub known: Vec<&'static str>,
-}
-
 /// The backend called `name`.
-pub fn backend(name: &str) -> Result<Box<dyn Profiler>, UnknownBackend> {
+pub fn backend(name: &str) -> Result<Box<dyn Profiler>, Error> {
     inventory::iter::<BackendRegistration>()
         .find(|r| r.name == name)
         .map(|r| (r.make)())
-        .ok_or_else(|| UnknownBackend {
+        .ok_or_else(|| Error::UnknownBackend {
             name: name.to_string(),
             known: backend_names(),
         })

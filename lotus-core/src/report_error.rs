@@ -1,78 +1,6 @@
 //! The error of every report reader: what went wrong, in which file, on
 //! which line, and what to do about it.
 
-use std::fmt;
-
-/// A report that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub struct ReportError {
-    /// The file (or other source name) being read.
-    pub file: String,
-    /// The 1-based line, where the problem has one.
-    pub line: Option<u64>,
-    /// What is wrong.
-    pub message: String,
-    /// What the user can do about it, where there is something to say.
-    pub hint: Option<String>,
-}
-
-impl ReportError {
-    /// An error about the whole file.
-    pub fn new(file: impl Into<String>, message: impl Into<String>) -> Self {
-        ReportError {
-            file: file.into(),
-            line: None,
-            message: message.into(),
-            hint: None,
-        }
-    }
-
-    /// An error at one line of the file.
-    pub fn at(file: impl Into<String>, line: u64, message: impl Into<String>) -> Self {
-        ReportError {
-            line: Some(line),
-            ..ReportError::new(file, message)
-        }
-    }
-
-    /// An error at `line` of the file where it is known.
-    pub fn at_line(file: impl Into<String>, line: Option<u64>, message: impl Into<String>) -> Self {
-        ReportError {
-            line,
-            ..ReportError::new(file, message)
-        }
-    }
-
-    /// A failed read of the file near `line`: a [`LineTooLong`] names its
-    /// own line, anything else is "cannot read".
-    pub fn reading(file: impl Into<String>, line: Option<u64>, e: &std::io::Error) -> Self {
-        match LineTooLong::from_io(e) {
-            Some(too_long) => ReportError::at(file, too_long.line, too_long.to_string()),
-            None => ReportError::at_line(file, line, format!("cannot read: {e}")),
-        }
-    }
-
-    /// Adds what the user can do.
-    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
-        self
-    }
-}
-
-impl fmt::Display for ReportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{}: {}", self.file, line, self.message)?,
-            None => write!(f, "{}: {}", self.file, self.message)?,
-        }
-        if let Some(hint) = &self.hint {
-            write!(f, " ({hint})")?;
-        }
-        Ok(())
-    }
-}
-
 /// The longest line a report reader accepts. Vendor reports have lines of
 /// a few kilobytes at most (long C++ signatures); a longer line means the
 /// input is not a report (a binary, a file with no newlines), and the
@@ -123,7 +51,8 @@ pub fn name_list<S: AsRef<str>>(names: &[S]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{name_list, shorten, ReportError};
+    use super::{name_list, shorten};
+    use crate::Error;
 
     #[test]
     fn long_input_is_shortened_in_messages() {
@@ -140,11 +69,8 @@ mod tests {
 
     #[test]
     fn display_names_file_line_and_hint() {
-        let e = ReportError::at("a/1.csv", 7, "bad number").with_hint("re-export");
+        let e = Error::report_at("a/1.csv", 7, "bad number").with_hint("re-export");
         assert_eq!(e.to_string(), "a/1.csv:7: bad number (re-export)");
-        assert_eq!(
-            ReportError::new("b.csv", "empty").to_string(),
-            "b.csv: empty"
-        );
+        assert_eq!(Error::report("b.csv", "empty").to_string(), "b.csv: empty");
     }
 }

@@ -43,12 +43,10 @@ pub enum MapError {
     /// user's link, a folder where no file can be made).
     #[error("{0}")]
     Output(String),
-    /// A vendor report that cannot be read (it names the file and line).
+    /// The backend failed, or a vendor report cannot be read (it names
+    /// the file and line).
     #[error(transparent)]
-    Report(#[from] lotus_core::ReportError),
-    /// The backend failed.
-    #[error(transparent)]
-    Profiler(#[from] lotus_core::ProfilerError),
+    Core(#[from] lotus_core::Error),
     /// Something failed; `what` says what was being done, `source` why.
     #[error("{what}")]
     Context {

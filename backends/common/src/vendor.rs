@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use lotus_core::{Collection, ProfilerError, Report, Target};
+use lotus_core::{Collection, Error as CoreError, Report, Target};
 
 /// How many of a command's last output lines go into an error message.
 const TAIL_LINES: usize = 20;
@@ -50,8 +50,8 @@ pub struct Tool {
 
 impl Tool {
     /// An error of this backend.
-    pub fn error(&self, message: impl Into<String>) -> ProfilerError {
-        ProfilerError::Other {
+    pub fn error(&self, message: impl Into<String>) -> CoreError {
+        CoreError::Other {
             backend: self.backend.into(),
             message: message.into(),
         }
@@ -59,9 +59,9 @@ impl Tool {
 }
 
 /// An I/O error with what was being done.
-pub fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> ProfilerError {
+pub fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> CoreError {
     let context = context.into();
-    move |source| ProfilerError::Io { context, source }
+    move |source| CoreError::Io { context, source }
 }
 
 /// A collect command running; stopped and reaped when dropped.
@@ -87,14 +87,14 @@ impl VendorRun {
         args: &[OsString],
         target: &Target,
         logs: &Path,
-    ) -> Result<VendorRun, ProfilerError> {
+    ) -> Result<VendorRun, CoreError> {
         let collect_line = crate::command_line(program, args);
         let log_path = logs.join("collect.log");
         let (out, err) = crate::log_pair(&log_path)
             .map_err(io_error(format!("creating {}", log_path.display())))?;
         let mut cmd = crate::command_for(program, args, target);
         cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
-        let child = cmd.spawn().map_err(|source| ProfilerError::Spawn {
+        let child = cmd.spawn().map_err(|source| CoreError::Spawn {
             program: program.display().to_string(),
             source,
         })?;
@@ -126,7 +126,7 @@ impl VendorRun {
     }
 
     /// The tool's exit status, if it has ended.
-    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>, CoreError> {
         if self.exit.is_some() {
             return Ok(self.exit);
         }
@@ -142,7 +142,7 @@ impl VendorRun {
     /// SIGKILL after the grace period to whatever is left, reaped. Once the
     /// tool has ended, whatever is left of its group (the target may
     /// outlive it) gets SIGKILL.
-    pub fn kill(&mut self) -> Result<(), ProfilerError> {
+    pub fn kill(&mut self) -> Result<(), CoreError> {
         if self.exit.is_some() {
             return crate::signal_group(self.pid, libc::SIGKILL)
                 .map_err(io_error(format!("signalling process group {}", self.pid)));
@@ -157,7 +157,7 @@ impl VendorRun {
 
     /// Waits for the collect command; an error when it was stopped or
     /// failed (with the end of its output).
-    pub fn finished(&mut self) -> Result<(), ProfilerError> {
+    pub fn finished(&mut self) -> Result<(), CoreError> {
         let status = match self.exit {
             Some(status) => status,
             None => {
@@ -188,7 +188,7 @@ impl VendorRun {
     /// Runs the report command `program args`, its output in
     /// `logs/report.log`, and opens the report it wrote at `output`. An
     /// error names the command and quotes what it said.
-    pub fn report(&self, args: &[OsString], output: &Path) -> Result<File, ProfilerError> {
+    pub fn report(&self, args: &[OsString], output: &Path) -> Result<File, CoreError> {
         let report_line = crate::command_line(&self.program, args);
         let log_path = self.logs.join("report.log");
         let (out, err) = crate::log_pair(&log_path)
@@ -202,7 +202,7 @@ impl VendorRun {
             .stderr(Stdio::from(err))
             .process_group(0)
             .spawn()
-            .map_err(|source| ProfilerError::Spawn {
+            .map_err(|source| CoreError::Spawn {
                 program: self.program.display().to_string(),
                 source,
             })?;
@@ -247,7 +247,7 @@ impl Drop for VendorRun {
 pub trait VendorReport: Send {
     /// Runs the tool's report command (through [`VendorRun::report`]) and
     /// reads what it wrote.
-    fn read(&mut self, run: &VendorRun) -> Result<Report, ProfilerError>;
+    fn read(&mut self, run: &VendorRun) -> Result<Report, CoreError>;
 }
 
 /// A collection through a vendor tool. The profiled process opens and
@@ -274,27 +274,27 @@ impl<R: VendorReport> Collection for VendorCollection<R> {
     }
 
     /// A no-op: the profiled process resumes the collection itself.
-    fn resume(&mut self) -> Result<(), ProfilerError> {
+    fn resume(&mut self) -> Result<(), CoreError> {
         Ok(())
     }
 
     /// A no-op: the profiled process pauses the collection itself.
-    fn pause(&mut self) -> Result<(), ProfilerError> {
+    fn pause(&mut self) -> Result<(), CoreError> {
         Ok(())
     }
 
-    fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+    fn try_wait(&mut self) -> Result<Option<ExitStatus>, CoreError> {
         self.run.try_wait()
     }
 
     /// SIGINT to the tool's process group (it stops its collection), then
     /// SIGKILL after the tool's grace period.
-    fn kill(&mut self) -> Result<(), ProfilerError> {
+    fn kill(&mut self) -> Result<(), CoreError> {
         self.run.kill()
     }
 
     /// Waits for the collect command, then runs and reads the report.
-    fn report(mut self: Box<Self>) -> Result<Report, ProfilerError> {
+    fn report(mut self: Box<Self>) -> Result<Report, CoreError> {
         self.run.finished()?;
         self.report.read(&self.run)
     }

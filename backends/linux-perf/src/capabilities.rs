@@ -5,7 +5,7 @@
 //! `lotus_core::backend("perf")` for them needs no name from this crate.
 
 use lotus_core::{
-    CollectOptions, CountersRead, CountersRefused, ProfilerError, SampleCost, SampleCounter,
+    CollectOptions, CountersRead, CountersRefused, Error as CoreError, SampleCost, SampleCounter,
     SampleStream, SamplingCalibration, StreamOptions, StreamReport, Streaming, Target,
 };
 use lotus_samples::SampleSink;
@@ -53,12 +53,12 @@ impl Streaming for LinuxPerf {
         options: &CollectOptions,
         stream: &StreamOptions,
         sink: Box<dyn SampleSink>,
-    ) -> Result<Box<dyn SampleStream>, ProfilerError> {
+    ) -> Result<Box<dyn SampleStream>, CoreError> {
         let counters = stream
             .counters
             .iter()
             .map(|name| {
-                CounterKind::from_name(name).ok_or_else(|| ProfilerError::Other {
+                CounterKind::from_name(name).ok_or_else(|| CoreError::Other {
                     backend: BACKEND.into(),
                     message: format!(
                         "unknown counter {name:?}: perf reads {} with each sample",
@@ -107,7 +107,7 @@ impl SampleStream for PerfCollection {
     /// window over the whole run: the notes on the per-window counters
     /// (which it does not report) are left out; the counters read with
     /// the samples are said by [`SampleStream::counters_read`].
-    fn finish_stream(self: Box<Self>) -> Result<StreamReport, ProfilerError> {
+    fn finish_stream(self: Box<Self>) -> Result<StreamReport, CoreError> {
         let window_counter_notes: Vec<String> = self
             .counter_status()
             .iter()

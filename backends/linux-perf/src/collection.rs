@@ -5,7 +5,7 @@ use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use lotus_core::{
-    Collection, ProfilerError, Report, SamplingControl, StampedWindows, Unit, WindowStats,
+    Collection, Error as CoreError, Report, SamplingControl, StampedWindows, Unit, WindowStats,
     WindowTotals,
 };
 use lotus_protocol::Edge;
@@ -411,7 +411,7 @@ impl PerfCollection {
     /// Figures for every closed window so far. Waits (briefly) for the drain
     /// thread to count every sample taken up to now. ([`Collection::windows`]
     /// gives the same in lotus-core's untyped form.)
-    pub fn window_figures(&self) -> Result<Vec<PerfWindow>, ProfilerError> {
+    pub fn window_figures(&self) -> Result<Vec<PerfWindow>, CoreError> {
         let drain = self.drain.as_ref().ok_or_else(finished)?;
         let counts = drain.flush()?;
         Ok(self.window_stats(&counts))
@@ -462,20 +462,20 @@ impl PerfCollection {
     /// Ends the collection: closes an open window, kills the target if it
     /// is still running (wait for it with [`Collection::try_wait`] first to
     /// let it finish), drains the last records and symbolizes.
-    pub fn finish(self) -> Result<PerfReport, ProfilerError> {
+    pub fn finish(self) -> Result<PerfReport, CoreError> {
         self.finish_inner(false)
     }
 
     /// [`Self::finish`], with one report per window besides
     /// ([`PerfReport::window_reports`]): where each window is a run of its
     /// own (lotus's fork server runs each in a child of one process).
-    pub fn finish_per_window(self) -> Result<PerfReport, ProfilerError> {
+    pub fn finish_per_window(self) -> Result<PerfReport, CoreError> {
         self.finish_inner(true)
     }
 
-    fn finish_inner(mut self, per_window: bool) -> Result<PerfReport, ProfilerError> {
+    fn finish_inner(mut self, per_window: bool) -> Result<PerfReport, CoreError> {
         if per_window && !self.closed.keep_each {
-            return Err(ProfilerError::Other {
+            return Err(CoreError::Other {
                 backend: BACKEND.into(),
                 message: "one report per window was asked of a collection that keeps its \
                           windows summed (start it with CollectOptions::each_window)"
@@ -624,8 +624,8 @@ impl PerfCollection {
     }
 }
 
-fn finished() -> ProfilerError {
-    ProfilerError::Other {
+fn finished() -> CoreError {
+    CoreError::Other {
         backend: BACKEND.into(),
         message: "the collection has already ended".into(),
     }
@@ -665,7 +665,7 @@ impl Collection for PerfCollection {
         self.pid
     }
 
-    fn resume(&mut self) -> Result<(), ProfilerError> {
+    fn resume(&mut self) -> Result<(), CoreError> {
         if self.is_open() {
             return Ok(());
         }
@@ -699,7 +699,7 @@ impl Collection for PerfCollection {
         Ok(())
     }
 
-    fn pause(&mut self) -> Result<(), ProfilerError> {
+    fn pause(&mut self) -> Result<(), CoreError> {
         let Some(since) = self.open_since.take() else {
             return Ok(());
         };
@@ -720,7 +720,7 @@ impl Collection for PerfCollection {
         deltas.map(drop)
     }
 
-    fn resume_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), ProfilerError> {
+    fn resume_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), CoreError> {
         if self.mode != WindowSwitch::Timestamps || self.is_open() || self.sampling_off {
             self.resume()?;
             tell();
@@ -737,7 +737,7 @@ impl Collection for PerfCollection {
         self.counters.mark()
     }
 
-    fn pause_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), ProfilerError> {
+    fn pause_then(&mut self, tell: &mut dyn FnMut()) -> Result<(), CoreError> {
         if self.mode != WindowSwitch::Timestamps || !self.is_open() {
             self.pause()?;
             tell();
@@ -771,11 +771,11 @@ impl Collection for PerfCollection {
         Some(self)
     }
 
-    fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+    fn try_wait(&mut self) -> Result<Option<ExitStatus>, CoreError> {
         if self.exit.is_some() {
             return Ok(self.exit);
         }
-        let status = self.child.try_wait().map_err(|source| ProfilerError::Io {
+        let status = self.child.try_wait().map_err(|source| CoreError::Io {
             context: format!("checking on pid {}", self.pid),
             source,
         })?;
@@ -783,13 +783,13 @@ impl Collection for PerfCollection {
         Ok(status)
     }
 
-    fn kill(&mut self) -> Result<(), ProfilerError> {
+    fn kill(&mut self) -> Result<(), CoreError> {
         // SAFETY: sends SIGKILL to the target's process group.
         let r = unsafe { libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::ESRCH) {
-                return Err(ProfilerError::Io {
+                return Err(CoreError::Io {
                     context: format!("killing process group {}", self.pid),
                     source: e,
                 });
@@ -797,7 +797,7 @@ impl Collection for PerfCollection {
         }
         if self.exit.is_none() {
             self.killed = true;
-            let status = self.child.wait().map_err(|source| ProfilerError::Io {
+            let status = self.child.wait().map_err(|source| CoreError::Io {
                 context: format!("waiting for pid {}", self.pid),
                 source,
             })?;
@@ -810,7 +810,7 @@ impl Collection for PerfCollection {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(ProfilerError::Other {
+                return Err(CoreError::Other {
                     backend: BACKEND.into(),
                     message: format!(
                         "processes of group {} are still there {} s after SIGKILL",
@@ -823,23 +823,21 @@ impl Collection for PerfCollection {
         }
     }
 
-    fn report(self: Box<Self>) -> Result<Report, ProfilerError> {
+    fn report(self: Box<Self>) -> Result<Report, CoreError> {
         Ok(self.finish()?.report)
     }
 
-    fn reports_per_window(self: Box<Self>) -> Result<Vec<Report>, ProfilerError> {
+    fn reports_per_window(self: Box<Self>) -> Result<Vec<Report>, CoreError> {
         Ok(self.finish_per_window()?.window_reports)
     }
 
-    fn report_noted(self: Box<Self>) -> Result<(Report, Vec<String>), ProfilerError> {
+    fn report_noted(self: Box<Self>) -> Result<(Report, Vec<String>), CoreError> {
         let r = self.finish()?;
         let notes = sample_notes(&r);
         Ok((r.report, notes))
     }
 
-    fn reports_per_window_noted(
-        self: Box<Self>,
-    ) -> Result<(Vec<Report>, Vec<String>), ProfilerError> {
+    fn reports_per_window_noted(self: Box<Self>) -> Result<(Vec<Report>, Vec<String>), CoreError> {
         let r = self.finish_per_window()?;
         let notes = sample_notes(&r);
         Ok((r.window_reports, notes))
@@ -884,10 +882,10 @@ impl Drop for PerfCollection {
 }
 
 impl StampedWindows for PerfCollection {
-    fn resume_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+    fn resume_at(&mut self, edge: &Edge) -> Result<(), CoreError> {
         let drain = self.drain.as_ref().ok_or_else(finished)?;
         if !self.stamped {
-            return Err(ProfilerError::Other {
+            return Err(CoreError::Other {
                 backend: BACKEND.into(),
                 message: "a window edge stamped by the process came, but the collection \
                           was not started for stamped windows"
@@ -897,7 +895,7 @@ impl StampedWindows for PerfCollection {
         if self.sampling_off {
             // The window opened before lotus could restart sampling: its
             // first samples are missing, so it cannot count.
-            return Err(ProfilerError::Other {
+            return Err(CoreError::Other {
                 backend: BACKEND.into(),
                 message: "the process opened a window while it had sampling stopped \
                           (lotus_sampling(1) must come before lotus_resume)"
@@ -911,7 +909,7 @@ impl StampedWindows for PerfCollection {
         Ok(())
     }
 
-    fn pause_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+    fn pause_at(&mut self, edge: &Edge) -> Result<(), CoreError> {
         let drain = self.drain.as_ref().ok_or_else(finished)?;
         let Some(open) = self.open_edge.take() else {
             return Ok(());
@@ -944,12 +942,12 @@ impl StampedWindows for PerfCollection {
 }
 
 impl SamplingControl for PerfCollection {
-    fn set_sampling(&mut self, on: bool) -> Result<(), ProfilerError> {
+    fn set_sampling(&mut self, on: bool) -> Result<(), CoreError> {
         if on != self.sampling_off {
             return Ok(());
         }
         if self.is_open() || self.open_edge.is_some() {
-            return Err(ProfilerError::Other {
+            return Err(CoreError::Other {
                 backend: BACKEND.into(),
                 message: "sampling cannot stop while a window is open (pause first)".into(),
             });

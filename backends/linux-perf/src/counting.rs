@@ -14,7 +14,7 @@
 
 use std::io;
 
-use lotus_core::ProfilerError;
+use lotus_core::Error as CoreError;
 use perf_event::events::{Event, Hardware, Software};
 use perf_event::{Builder, Counter, Group};
 
@@ -214,7 +214,7 @@ impl Counters {
     /// Opens every counter on `pid`, counting from the start when `enabled`.
     /// Only task-clock is required: it is a software event like the
     /// sampler's, so its failure is the collection's.
-    pub(crate) fn open(pid: u32, enabled: bool) -> Result<Counters, ProfilerError> {
+    pub(crate) fn open(pid: u32, enabled: bool) -> Result<Counters, CoreError> {
         let pid_t = libc::pid_t::try_from(pid).unwrap_or(libc::pid_t::MAX);
         let mut software =
             CounterGroup::open(pid_t, enabled).map_err(|e| open_error("counting", e))?;
@@ -257,7 +257,7 @@ impl Counters {
     }
 
     /// Enables each group (its leader only: one ioctl per group).
-    pub(crate) fn enable(&mut self) -> Result<(), ProfilerError> {
+    pub(crate) fn enable(&mut self) -> Result<(), CoreError> {
         for g in &mut self.groups {
             g.leader
                 .as_counter_mut()
@@ -268,7 +268,7 @@ impl Counters {
     }
 
     /// Disables each group; tries them all even when one fails.
-    pub(crate) fn disable(&mut self) -> Result<(), ProfilerError> {
+    pub(crate) fn disable(&mut self) -> Result<(), CoreError> {
         let mut first = None;
         for g in &mut self.groups {
             if let Err(e) = g.leader.as_counter_mut().disable() {
@@ -283,14 +283,14 @@ impl Counters {
 
     /// Reads every counter so that the next [`Self::read_deltas`] counts
     /// from now (for counters that run between windows).
-    pub(crate) fn mark(&mut self) -> Result<(), ProfilerError> {
+    pub(crate) fn mark(&mut self) -> Result<(), CoreError> {
         self.read_deltas().map(drop)
     }
 
     /// Reads every group (one read each) and returns each counter's change
     /// since the last read. Values are scaled when the kernel multiplexed a
     /// group.
-    pub(crate) fn read_deltas(&mut self) -> Result<Deltas, ProfilerError> {
+    pub(crate) fn read_deltas(&mut self) -> Result<Deltas, CoreError> {
         let mut out = [None; 5];
         for g in &mut self.groups {
             let data = g

@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use lotus_core::ProfilerError;
+use lotus_core::Error as CoreError;
 use lotus_samples::{CounterValues, MAX_COUNTERS};
 use perf_event::Sampler;
 
@@ -106,14 +106,14 @@ impl Drain {
         period_ns: u64,
         kernel: bool,
         chain: Option<ReadKind>,
-    ) -> Result<Drain, ProfilerError> {
+    ) -> Result<Drain, CoreError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
         streams.extend(sideband);
         // SAFETY: eventfd has no memory preconditions.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {
-            return Err(ProfilerError::Io {
+            return Err(CoreError::Io {
                 context: "creating the drain thread's eventfd".into(),
                 source: std::io::Error::last_os_error(),
             });
@@ -144,7 +144,7 @@ impl Drain {
                 };
                 run(streams, ends, &s, &w, stream)
             })
-            .map_err(|source| ProfilerError::Io {
+            .map_err(|source| CoreError::Io {
                 context: "starting the drain thread".into(),
                 source,
             })?;
@@ -217,7 +217,7 @@ impl Drain {
 
     /// Waits until every record stamped before now has been replayed, and
     /// returns the per-window counts.
-    pub(crate) fn flush(&self) -> Result<Vec<WindowCounts>, ProfilerError> {
+    pub(crate) fn flush(&self) -> Result<Vec<WindowCounts>, CoreError> {
         let seq = {
             let mut st = self.shared.lock();
             st.flush_requested += 1;
@@ -232,7 +232,7 @@ impl Drain {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(ProfilerError::Other {
+                return Err(CoreError::Other {
                     backend: BACKEND.into(),
                     message: "the sample drain thread did not answer within 10 s".into(),
                 });
@@ -251,14 +251,14 @@ impl Drain {
     }
 
     /// Stops the thread after a last full round and returns what it built.
-    pub(crate) fn finish(mut self) -> Result<Drained, ProfilerError> {
+    pub(crate) fn finish(mut self) -> Result<Drained, CoreError> {
         self.shared.lock().stop = true;
         self.poke();
         let handle = self.handle.take().ok_or_else(stopped)?;
         let (model, tally) = handle.join().map_err(|_| stopped())?;
         // The drain thread has dropped its end: the writer finishes.
         let stream = match self.writer.take() {
-            Some(w) => Some(w.join().map_err(|_| ProfilerError::Other {
+            Some(w) => Some(w.join().map_err(|_| CoreError::Other {
                 backend: BACKEND.into(),
                 message: "the sample writer thread stopped unexpectedly".into(),
             })?),
@@ -295,8 +295,8 @@ impl Drop for Drain {
     }
 }
 
-fn stopped() -> ProfilerError {
-    ProfilerError::Other {
+fn stopped() -> CoreError {
+    CoreError::Other {
         backend: BACKEND.into(),
         message: "the sample drain thread stopped unexpectedly".into(),
     }

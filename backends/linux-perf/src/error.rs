@@ -1,8 +1,8 @@
-//! Turning what the kernel says into [`ProfilerError`]s that say what to do.
+//! Turning what the kernel says into [`CoreError`]s that say what to do.
 
 use std::io;
 
-use lotus_core::ProfilerError;
+use lotus_core::Error as CoreError;
 
 use crate::{BACKEND, MLOCK_PATH, PARANOID_PATH};
 
@@ -42,9 +42,9 @@ pub(crate) fn is_unsupported(e: &io::Error) -> bool {
 
 /// The error for a failed `perf_event_open` of `what` (e.g. "cpu-clock
 /// sampling on CPU 3").
-pub(crate) fn open_error(what: &str, e: io::Error) -> ProfilerError {
+pub(crate) fn open_error(what: &str, e: io::Error) -> CoreError {
     if is_permission(&e) {
-        return ProfilerError::Permission {
+        return CoreError::Permission {
             backend: BACKEND.into(),
             message: format!(
                 "perf_event_open refused {what} ({e}); {PARANOID_PATH} is {}",
@@ -56,14 +56,14 @@ pub(crate) fn open_error(what: &str, e: io::Error) -> ProfilerError {
         };
     }
     match e.raw_os_error() {
-        Some(libc::ENOSYS) => ProfilerError::Unavailable {
+        Some(libc::ENOSYS) => CoreError::Unavailable {
             backend: BACKEND.into(),
             reason: format!(
                 "perf_event_open is not implemented by this kernel ({e}); \
                  it needs CONFIG_PERF_EVENTS, or a container that allows the syscall"
             ),
         },
-        Some(libc::EMFILE) | Some(libc::ENFILE) => ProfilerError::Io {
+        Some(libc::EMFILE) | Some(libc::ENFILE) => CoreError::Io {
             context: format!(
                 "opening {what}: out of file descriptors (perf needs about four per CPU, \
                  {} CPUs here, plus its own files; the open-file limit is {}): raise it, \
@@ -73,15 +73,15 @@ pub(crate) fn open_error(what: &str, e: io::Error) -> ProfilerError {
             ),
             source: e,
         },
-        Some(libc::ESRCH) => ProfilerError::Other {
+        Some(libc::ESRCH) => CoreError::Other {
             backend: BACKEND.into(),
             message: format!("opening {what}: the target exited before it could be profiled"),
         },
-        _ if is_unsupported(&e) => ProfilerError::Unavailable {
+        _ if is_unsupported(&e) => CoreError::Unavailable {
             backend: BACKEND.into(),
             reason: format!("the kernel cannot do {what} here ({e})"),
         },
-        _ => ProfilerError::Io {
+        _ => CoreError::Io {
             context: format!("perf_event_open of {what}"),
             source: e,
         },
@@ -106,12 +106,12 @@ fn open_file_limit() -> String {
 }
 
 /// The error for a failed mapping of a ring buffer.
-pub(crate) fn mmap_error(what: &str, e: io::Error) -> ProfilerError {
+pub(crate) fn mmap_error(what: &str, e: io::Error) -> CoreError {
     if is_permission(&e) {
         let limit = std::fs::read_to_string(MLOCK_PATH)
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
-        return ProfilerError::Permission {
+        return CoreError::Permission {
             backend: BACKEND.into(),
             message: format!(
                 "mapping the ring buffer of {what} exceeded the locked-memory allowance \
@@ -122,15 +122,15 @@ pub(crate) fn mmap_error(what: &str, e: io::Error) -> ProfilerError {
                 .into(),
         };
     }
-    ProfilerError::Io {
+    CoreError::Io {
         context: format!("mapping the ring buffer of {what}"),
         source: e,
     }
 }
 
 /// A failed ioctl or read on an open event.
-pub(crate) fn event_io(context: &str, e: io::Error) -> ProfilerError {
-    ProfilerError::Io {
+pub(crate) fn event_io(context: &str, e: io::Error) -> CoreError {
+    CoreError::Io {
         context: context.to_string(),
         source: e,
     }
@@ -144,7 +144,7 @@ mod tests {
     fn permission_errors_name_the_setting_and_the_fix() {
         for errno in [libc::EACCES, libc::EPERM] {
             let err = open_error("cpu-clock sampling", io::Error::from_raw_os_error(errno));
-            let ProfilerError::Permission { message, fix, .. } = &err else {
+            let CoreError::Permission { message, fix, .. } = &err else {
                 panic!("expected a permission error, got {err:?}");
             };
             assert!(message.contains(PARANOID_PATH), "{message}");
@@ -160,12 +160,12 @@ mod tests {
         for errno in [libc::ENOENT, libc::EOPNOTSUPP, libc::ENOSYS] {
             let err = open_error("cycles", io::Error::from_raw_os_error(errno));
             assert!(
-                matches!(err, ProfilerError::Unavailable { .. }),
+                matches!(err, CoreError::Unavailable { .. }),
                 "{errno}: {err:?}"
             );
         }
         let err = open_error("cycles", io::Error::from_raw_os_error(libc::EBADF));
-        assert!(matches!(err, ProfilerError::Io { .. }), "{err:?}");
+        assert!(matches!(err, CoreError::Io { .. }), "{err:?}");
     }
 
     #[test]

@@ -21,7 +21,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
-use lotus_core::ProfilerError;
+use lotus_core::Error as CoreError;
 use perf_event::events::Software;
 use perf_event::{Builder, Clock, Counter, ReadFormat, Sampler};
 
@@ -77,7 +77,7 @@ pub(crate) struct Switch {
 impl Switch {
     /// `PERF_EVENT_IOC_ENABLE` on every event (and, through `inherit`, on
     /// every copy in the target's descendants).
-    pub(crate) fn enable(&self) -> Result<(), ProfilerError> {
+    pub(crate) fn enable(&self) -> Result<(), CoreError> {
         for fd in &self.fds {
             // SAFETY: a plain ioctl on a descriptor this struct owns.
             if unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) } < 0 {
@@ -118,7 +118,7 @@ impl Switch {
 
     /// `PERF_EVENT_IOC_DISABLE` on every event. Tries them all even when one
     /// fails, so a window never stays half open.
-    pub(crate) fn disable(&self) -> Result<(), ProfilerError> {
+    pub(crate) fn disable(&self) -> Result<(), CoreError> {
         let mut first_err = None;
         for fd in &self.fds {
             // SAFETY: a plain ioctl on a descriptor this struct owns.
@@ -210,14 +210,14 @@ pub(crate) fn open(
     kernel: bool,
     counters: &[CounterKind],
     extra: Extra,
-) -> Result<Streams, ProfilerError> {
+) -> Result<Streams, CoreError> {
     let open = |counters: &[CounterKind]| {
         open_with(pid, cpus, frequency_hz, sampling, kernel, counters, extra)
     };
     match open(counters)? {
         Ok(streams) => Ok(streams),
         Err(reason) => {
-            let mut streams = open(&[])?.map_err(|reason| ProfilerError::Other {
+            let mut streams = open(&[])?.map_err(|reason| CoreError::Other {
                 backend: crate::BACKEND.into(),
                 message: reason,
             })?;
@@ -253,8 +253,8 @@ fn open_with(
         separate,
         mut chains,
     }: Extra,
-) -> Result<Result<Streams, String>, ProfilerError> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| ProfilerError::Other {
+) -> Result<Result<Streams, String>, CoreError> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| CoreError::Other {
         backend: crate::BACKEND.into(),
         message: format!("pid {pid} out of range"),
     })?;
@@ -349,7 +349,7 @@ fn open_with(
         };
         if chains && *chain_kind.get_or_insert(kind) != kind {
             // Never so far: the first CPU's fallback holds for the rest.
-            return Err(ProfilerError::Other {
+            return Err(CoreError::Other {
                 backend: crate::BACKEND.into(),
                 message: format!("{what}: the samplers read differently on different CPUs"),
             });

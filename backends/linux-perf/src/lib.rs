@@ -39,7 +39,7 @@
 //! for row in report.report.rows.iter().take(5) {
 //!     println!("{:>8} {} ({})", row.value, row.function, row.module);
 //! }
-//! # Ok::<(), lotus_core::ProfilerError>(())
+//! # Ok::<(), lotus_core::Error>(())
 //! ```
 //!
 //! Process handling: the target is put in its own process group (so
@@ -91,8 +91,8 @@ mod symbolize;
 mod unwind;
 
 use lotus_core::{
-    BackendRegistration, CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError,
-    Target, Unit,
+    BackendRegistration, CollectOptions, CollectPlan, Collection, Error as CoreError, Probe,
+    Profiler, Target, Unit,
 };
 
 pub use calibrate::{default_frequency_for, sampling_cost, MAX_SLOWDOWN, MIN_DEFAULT_HZ};
@@ -272,7 +272,7 @@ impl LinuxPerf {
         &self,
         target: &Target,
         options: &CollectOptions,
-    ) -> Result<PerfCollection, ProfilerError> {
+    ) -> Result<PerfCollection, CoreError> {
         self.start_with(target, options, &PerfOptions::default())
     }
 
@@ -282,7 +282,7 @@ impl LinuxPerf {
         target: &Target,
         options: &CollectOptions,
         perf: &PerfOptions,
-    ) -> Result<PerfCollection, ProfilerError> {
+    ) -> Result<PerfCollection, CoreError> {
         self.start_inner(target, options, perf, None, true)
     }
 
@@ -296,7 +296,7 @@ impl LinuxPerf {
         options: &CollectOptions,
         perf: &PerfOptions,
         sink: Box<dyn lotus_samples::SampleSink>,
-    ) -> Result<PerfCollection, ProfilerError> {
+    ) -> Result<PerfCollection, CoreError> {
         self.start_inner(target, options, perf, Some(sink), true)
     }
 
@@ -307,7 +307,7 @@ impl LinuxPerf {
         perf: &PerfOptions,
         sink: Option<Box<dyn lotus_samples::SampleSink>>,
         each_window: bool,
-    ) -> Result<PerfCollection, ProfilerError> {
+    ) -> Result<PerfCollection, CoreError> {
         let running = perf.window_switch == WindowSwitch::Timestamps;
         let mut notes = Vec::new();
         let requested = options.frequency_hz.unwrap_or(DEFAULT_FREQUENCY_HZ).max(1);
@@ -460,7 +460,7 @@ impl Profiler for LinuxPerf {
         &self,
         target: &Target,
         options: &CollectOptions,
-    ) -> Result<Box<dyn Collection>, ProfilerError> {
+    ) -> Result<Box<dyn Collection>, CoreError> {
         // Each window is kept only where the caller asks for each (the
         // fork server): the map engine and `lotus profile` sum them.
         Ok(Box::new(self.start_inner(

@@ -25,7 +25,7 @@ use std::process::{Child, Command};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
-use lotus_core::{ProfilerError, Target};
+use lotus_core::{Error as CoreError, Target};
 
 /// The byte that lets the child exec.
 const GO: u8 = b'g';
@@ -47,9 +47,9 @@ pub(crate) struct GatedChild {
 }
 
 /// Forks the target and waits until it stands at the gate.
-pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> {
+pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, CoreError> {
     let program = target.program.display().to_string();
-    let spawn_err = |source: io::Error| ProfilerError::Spawn {
+    let spawn_err = |source: io::Error| CoreError::Spawn {
         program: program.clone(),
         source: with_fd_hint(source),
     };
@@ -187,7 +187,7 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, ProfilerError> 
                     io::Error::other("the spawning thread panicked")
                 }
             };
-            Err(ProfilerError::Spawn {
+            Err(CoreError::Spawn {
                 program,
                 source: with_fd_hint(source),
             })
@@ -202,7 +202,7 @@ impl GatedChild {
     }
 
     /// Lets the child exec the program; returns it once exec succeeded.
-    pub(crate) fn release(mut self) -> Result<Child, ProfilerError> {
+    pub(crate) fn release(mut self) -> Result<Child, CoreError> {
         let go = self.go.take();
         let written = match &go {
             Some(fd) => write_byte(fd, GO),
@@ -212,7 +212,7 @@ impl GatedChild {
         let joined = self.join();
         match (written, joined) {
             (Ok(()), Ok(child)) => Ok(child),
-            (_, Err(source)) | (Err(source), Ok(_)) => Err(ProfilerError::Spawn {
+            (_, Err(source)) | (Err(source), Ok(_)) => Err(CoreError::Spawn {
                 program: self.program.clone(),
                 source,
             }),

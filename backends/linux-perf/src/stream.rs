@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use lotus_core::ProfilerError;
+use lotus_core::Error as CoreError;
 use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_STACK_DEPTH};
 
 use crate::model::{Location, Module};
@@ -103,14 +103,13 @@ impl Stream {
         mut sink: Box<dyn SampleSink>,
         counters: usize,
         stacks: bool,
-    ) -> Result<(Stream, JoinHandle<StreamSummary>), ProfilerError> {
-        sink.counters(counters)
-            .map_err(|source| ProfilerError::Io {
-                context: "preparing the samples file for counters".into(),
-                source,
-            })?;
+    ) -> Result<(Stream, JoinHandle<StreamSummary>), CoreError> {
+        sink.counters(counters).map_err(|source| CoreError::Io {
+            context: "preparing the samples file for counters".into(),
+            source,
+        })?;
         if stacks {
-            sink.with_stacks().map_err(|source| ProfilerError::Io {
+            sink.with_stacks().map_err(|source| CoreError::Io {
                 context: "preparing the samples file for call stacks".into(),
                 source,
             })?;
@@ -124,7 +123,7 @@ impl Stream {
                 let _gone = Gone(Arc::clone(&writer_queue));
                 write(rx, sink, &writer_queue, stacks)
             })
-            .map_err(|source| ProfilerError::Io {
+            .map_err(|source| CoreError::Io {
                 context: "starting the sample writer thread".into(),
                 source,
             })?;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use lotus_backend_perf::{CounterKind, LinuxPerf};
-use lotus_core::{CollectOptions, Collection, Profiler, ProfilerError, Target};
+use lotus_core::{CollectOptions, Collection, Error as CoreError, Profiler, Target};
 use perf_event::events::Hardware;
 use perf_event::Builder;
 
@@ -126,7 +126,7 @@ fn kill_stops_the_whole_group_and_leaves_no_zombies() {
 fn a_missing_program_is_a_spawn_error() {
     let target = Target::new("/nonexistent/lotus-test-program");
     match LinuxPerf.collect(&target, &CollectOptions::default()) {
-        Err(ProfilerError::Spawn { program, source }) => {
+        Err(CoreError::Spawn { program, source }) => {
             assert!(program.contains("lotus-test-program"));
             assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
         }
@@ -140,7 +140,7 @@ fn a_bad_inherited_descriptor_is_a_spawn_error() {
     let mut target = Target::new("/bin/true");
     target.keep_fds = vec![987_654];
     match LinuxPerf.collect(&target, &CollectOptions::default()) {
-        Err(ProfilerError::Spawn { source, .. }) => {
+        Err(CoreError::Spawn { source, .. }) => {
             assert_eq!(source.raw_os_error(), Some(libc::EBADF), "{source}");
         }
         Err(e) => panic!("expected a spawn error, got {e}"),

@@ -40,7 +40,7 @@ use std::time::{Duration, SystemTime};
 use lotus_backend_common as common;
 use lotus_backend_common::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
 use lotus_core::shell_quote;
-use lotus_core::{CollectOptions, CollectPlan, ProfilerError, Report, Target};
+use lotus_core::{CollectOptions, CollectPlan, Error as CoreError, Report, Target};
 use lotus_sys::PrivateDir;
 
 use crate::report::read_report;
@@ -253,7 +253,7 @@ pub(crate) fn start(
     cli: &Path,
     target: &Target,
     options: &CollectOptions,
-) -> Result<UProfCollection, ProfilerError> {
+) -> Result<UProfCollection, CoreError> {
     let work = PrivateDir::new("lotus-uprof-")
         .map_err(|e| io_error("cannot create a temporary folder for AMDuProfCLI")(e.into()))?;
     let (raw, report_file) = match &options.keep_raw {
@@ -289,7 +289,7 @@ pub(crate) fn start(
 impl UProfFiles {
     /// Finds the session folder AMDuProfCLI made in `D`: the newest
     /// `AMDuProf*` sub-folder.
-    fn find_session(&self, run: &VendorRun) -> Result<PathBuf, ProfilerError> {
+    fn find_session(&self, run: &VendorRun) -> Result<PathBuf, CoreError> {
         find_session(&self.raw).map_err(|why| {
             TOOL.error(format!(
                 "{why}; `{}` said:\n{}",
@@ -301,11 +301,11 @@ impl UProfFiles {
 }
 
 impl VendorReport for UProfFiles {
-    fn read(&mut self, run: &VendorRun) -> Result<Report, ProfilerError> {
+    fn read(&mut self, run: &VendorRun) -> Result<Report, CoreError> {
         let session = self.find_session(run)?;
         let file = run.report(&report_args(&session, &self.report_file), &self.report_file)?;
         let name = self.report_file.display().to_string();
-        Ok(read_report(&mut BufReader::new(file), &name)?)
+        read_report(&mut BufReader::new(file), &name)
     }
 }
 

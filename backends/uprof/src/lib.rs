@@ -21,8 +21,8 @@ pub mod report;
 use std::io::BufRead;
 
 use lotus_core::{
-    BackendRegistration, CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError,
-    Report, ReportError, ReportFormat, RowIter, Target, Unit,
+    BackendRegistration, CollectOptions, CollectPlan, Collection, Error as CoreError, Probe,
+    Profiler, Report, ReportFormat, RowIter, Target, Unit,
 };
 
 /// AMD uProf.
@@ -50,8 +50,8 @@ impl Profiler for UProf {
         &self,
         target: &Target,
         options: &CollectOptions,
-    ) -> Result<Box<dyn Collection>, ProfilerError> {
-        let unavailable = |reason: String| ProfilerError::Unavailable {
+    ) -> Result<Box<dyn Collection>, CoreError> {
+        let unavailable = |reason: String| CoreError::Unavailable {
             backend: "uprof".into(),
             reason,
         };
@@ -78,7 +78,7 @@ impl Profiler for UProf {
         collect::plan(probe::find_cli().as_deref(), target, options)
     }
 
-    fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
+    fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, CoreError> {
         report::read_report(input, file)
     }
 
@@ -104,7 +104,7 @@ impl ReportFormat for UProf {
 
     /// The function table is read whole (it holds the hottest functions
     /// only, 100 by default), then handed out row by row.
-    fn rows<'a>(&self, input: &'a mut dyn BufRead, file: &str) -> Result<RowIter<'a>, ReportError> {
+    fn rows<'a>(&self, input: &'a mut dyn BufRead, file: &str) -> Result<RowIter<'a>, CoreError> {
         let report = report::read_report(input, file)?;
         Ok(Box::new(report.rows.into_iter().map(Ok)))
     }
@@ -113,7 +113,7 @@ impl ReportFormat for UProf {
         &self,
         input: &mut dyn BufRead,
         file: &str,
-    ) -> Result<Option<f64>, ReportError> {
+    ) -> Result<Option<f64>, CoreError> {
         report::stated_interval_s(input, file)
     }
 }

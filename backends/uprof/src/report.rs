@@ -14,14 +14,14 @@ use std::io::{BufRead, Read};
 
 use lotus_core::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
 use lotus_core::{parse_figure, Row};
-use lotus_core::{Report, ReportError, Unit};
+use lotus_core::{Error as CoreError, Report, Unit};
 
 /// The words that mark the function table's title.
 pub const FUNCTION_SECTION: &str = "HOTTEST FUNCTIONS";
 
-fn text<'a>(bytes: &'a [u8], file: &str, line: u64) -> Result<&'a str, ReportError> {
+fn text<'a>(bytes: &'a [u8], file: &str, line: u64) -> Result<&'a str, CoreError> {
     std::str::from_utf8(bytes).map_err(|e| {
-        ReportError::at(
+        CoreError::report_at(
             file,
             line,
             format!("not valid UTF-8 (bad byte at offset {})", e.valid_up_to()),
@@ -30,11 +30,11 @@ fn text<'a>(bytes: &'a [u8], file: &str, line: u64) -> Result<&'a str, ReportErr
     })
 }
 
-fn csv_error(e: csv::Error, file: &str) -> ReportError {
+fn csv_error(e: csv::Error, file: &str) -> CoreError {
     let line = e.position().map(|p| p.line());
     match e.kind() {
-        csv::ErrorKind::Io(io) => ReportError::reading(file, line, io),
-        _ => ReportError::at_line(file, line, e.to_string()),
+        csv::ErrorKind::Io(io) => CoreError::reading(file, line, io),
+        _ => CoreError::report_at_line(file, line, e.to_string()),
     }
 }
 
@@ -84,18 +84,18 @@ struct Columns {
     counters: Vec<(usize, String)>,
 }
 
-fn columns(header: &[String], file: &str, line: u64) -> Result<Columns, ReportError> {
+fn columns(header: &[String], file: &str, line: u64) -> Result<Columns, CoreError> {
     let pos = |name: &str| header.iter().position(|h| h.eq_ignore_ascii_case(name));
     let found = || name_list(header);
     let function = pos("FUNCTION").ok_or_else(|| {
-        ReportError::at(
+        CoreError::report_at(
             file,
             line,
             format!("function table has no FUNCTION column (found {})", found()),
         )
     })?;
     let module = pos("Module").ok_or_else(|| {
-        ReportError::at(
+        CoreError::report_at(
             file,
             line,
             format!("function table has no Module column (found {})", found()),
@@ -107,7 +107,7 @@ fn columns(header: &[String], file: &str, line: u64) -> Result<Columns, ReportEr
     let value = pos("CPU_TIME")
         .or_else(|| events.first().copied())
         .ok_or_else(|| {
-            ReportError::at(
+            CoreError::report_at(
                 file,
                 line,
                 format!(
@@ -140,14 +140,14 @@ pub fn recognizes(head: &str) -> bool {
 /// EVENTS section (`,"CPU_TIME","1.000 milliseconds",...`), in seconds;
 /// `None` where the report states none before its function table. Reads
 /// line by line (a line is cut at 1 MiB), up to the function table.
-pub fn stated_interval_s(input: &mut dyn BufRead, file: &str) -> Result<Option<f64>, ReportError> {
+pub fn stated_interval_s(input: &mut dyn BufRead, file: &str) -> Result<Option<f64>, CoreError> {
     let mut buf = Vec::new();
     loop {
         buf.clear();
         let n = (&mut *input)
             .take(1 << 20)
             .read_until(b'\n', &mut buf)
-            .map_err(|e| ReportError::new(file, format!("cannot read the report: {e}")))?;
+            .map_err(|e| CoreError::report(file, format!("cannot read the report: {e}")))?;
         if n == 0 {
             return Ok(None);
         }
@@ -184,7 +184,7 @@ fn parse_interval(text: &str) -> Option<f64> {
 /// input in errors. Values are sample counts of the sort event (CPU_TIME:
 /// one sample per timer interval, 1 ms by default); other event columns
 /// become counters.
-pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
+pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, CoreError> {
     let mut tracked = LastByte {
         inner: input,
         last: None,
@@ -218,7 +218,7 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
             } else {
                 "empty report".to_string()
             };
-            return Err(ReportError::new(file, what).with_hint(
+            return Err(CoreError::report(file, what).with_hint(
                 "make the report with `AMDuProfCLI report -i SESSION --report-output F -f csv` from a time-based (tbp) session",
             ));
         }
@@ -247,7 +247,7 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
         .read_byte_record(&mut record)
         .map_err(|e| csv_error(e, file))?
     {
-        return Err(ReportError::at(
+        return Err(CoreError::report_at(
             file,
             title_line,
             "function section has no header: the file looks truncated",
@@ -273,7 +273,7 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
             // module path cut in two still parses as a row).
             drop(reader);
             if tracked.last.is_some_and(|b| b != b'\n') {
-                return Err(ReportError::at(
+                return Err(CoreError::report_at(
                     file,
                     last_line,
                     "the file ends in the middle of this row: it looks truncated",
@@ -293,7 +293,7 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
             if record.len() == 1 {
                 break; // the next section's title, with no blank line before it
             }
-            return Err(ReportError::at(
+            return Err(CoreError::report_at(
                 file,
                 line,
                 format!(
@@ -307,7 +307,7 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
         let module = text(&record[cols.module], file, line)?;
         let value_text = text(&record[cols.value], file, line)?;
         let value = parse_figure(value_text).ok_or_else(|| {
-            ReportError::at(
+            CoreError::report_at(
                 file,
                 line,
                 format!(
@@ -318,7 +318,7 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
             )
         })?;
         if value < 0.0 {
-            return Err(ReportError::at(
+            return Err(CoreError::report_at(
                 file,
                 line,
                 format!(
@@ -332,7 +332,7 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, Report
         // would be infinite (written as `null` in JSON).
         total += value;
         if !total.is_finite() {
-            return Err(ReportError::at(
+            return Err(CoreError::report_at(
                 file,
                 line,
                 "the values up to this row add up to more than a number can hold (the report looks garbled)",
@@ -372,7 +372,7 @@ mod tests {
         assert_eq!(parse_interval("-1 ms"), None);
     }
 
-    fn read(text: &[u8]) -> Result<Report, ReportError> {
+    fn read(text: &[u8]) -> Result<Report, CoreError> {
         read_report(&mut &text[..], "u.csv")
     }
 
@@ -400,17 +400,34 @@ mod tests {
     fn missing_section_lists_what_was_found() {
         let e = read(b"\"100 HOTTEST PROCESSES (Sort Event - CPU_TIME)\"\nPROCESS,\"CPU_TIME\"\n")
             .unwrap_err();
-        assert!(e.message.contains("no 'HOTTEST FUNCTIONS' section"), "{e}");
-        assert!(e.message.contains("100 HOTTEST PROCESSES"), "{e}");
-        assert!(read(b"").unwrap_err().message.contains("empty"));
+        assert!(
+            e.report_message()
+                .unwrap_or_default()
+                .contains("no 'HOTTEST FUNCTIONS' section"),
+            "{e}"
+        );
+        assert!(
+            e.report_message()
+                .unwrap_or_default()
+                .contains("100 HOTTEST PROCESSES"),
+            "{e}"
+        );
+        assert!(read(b"")
+            .unwrap_err()
+            .report_message()
+            .unwrap_or_default()
+            .contains("empty"));
     }
 
     #[test]
     fn truncated_row_names_its_line() {
         let cut = &GOOD[..GOOD.len() - 120];
         let e = read(cut).unwrap_err();
-        assert_eq!(e.line, Some(6), "{e}");
-        assert!(e.message.contains("truncated"), "{e}");
+        assert_eq!(e.line(), Some(6), "{e}");
+        assert!(
+            e.report_message().unwrap_or_default().contains("truncated"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -418,15 +435,20 @@ mod tests {
         let mut big = b"x\n\"1 HOTTEST FUNCTIONS (Sort Event - CPU_TIME)\"\nFUNCTION,CPU_TIME,Module\n\"f\",1,".to_vec();
         big.resize(MAX_LINE_BYTES + 100, b'y');
         let e = read(&big).unwrap_err();
-        assert_eq!(e.line, Some(4), "{e}");
-        assert!(e.message.contains("longer than 8 MiB"), "{e}");
+        assert_eq!(e.line(), Some(4), "{e}");
+        assert!(
+            e.report_message()
+                .unwrap_or_default()
+                .contains("longer than 8 MiB"),
+            "{e}"
+        );
     }
 
     #[test]
     fn bad_bytes_in_a_function_name_name_the_line() {
         let e = read(b"\"1 HOTTEST FUNCTIONS (Sort Event - CPU_TIME)\"\nFUNCTION,CPU_TIME,Module\n\"\xff\",1,/a.so\n").unwrap_err();
-        assert_eq!(e.line, Some(3));
-        assert!(e.message.contains("UTF-8"));
+        assert_eq!(e.line(), Some(3));
+        assert!(e.report_message().unwrap_or_default().contains("UTF-8"));
     }
 
     #[test]

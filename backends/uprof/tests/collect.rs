@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use lotus_backend_uprof::report::read_report;
 use lotus_backend_uprof::UProf;
-use lotus_core::{CollectOptions, Collection, Profiler, ProfilerError, Report, Target};
+use lotus_core::{CollectOptions, Collection, Error as CoreError, Profiler, Report, Target};
 use standin::{Api, Flavor};
 
 /// Set up once per test process: the stand-in AMDuProfCLI first on PATH,
@@ -264,7 +264,7 @@ fn a_window_that_never_opened_fails_the_report_with_its_output() {
         .expect("collect starts");
     assert!(wait(c.as_mut()).success());
     let err = c.report().expect_err("no samples");
-    assert!(matches!(err, ProfilerError::Other { .. }), "{err:?}");
+    assert!(matches!(err, CoreError::Other { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(msg.contains(" report -i "), "{msg}");
     assert!(msg.contains("--report-output"), "{msg}");

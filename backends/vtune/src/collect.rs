@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use lotus_backend_common as common;
 use lotus_backend_common::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
-use lotus_core::{CollectOptions, CollectPlan, ProfilerError, Report, Target};
+use lotus_core::{CollectOptions, CollectPlan, Error as CoreError, Report, Target};
 
 use crate::report::read_hotspots;
 use crate::sampling::{self, Sampling};
@@ -196,7 +196,7 @@ pub(crate) fn start(
     vtune: &Path,
     target: &Target,
     options: &CollectOptions,
-) -> Result<VTuneCollection, ProfilerError> {
+) -> Result<VTuneCollection, CoreError> {
     let folder = match &options.keep_raw {
         Some(keep) => {
             let dir = lotus_sys::PrivateDir::new_in(keep, KEPT_PREFIX)
@@ -227,11 +227,11 @@ impl VTuneFiles {
 }
 
 impl VendorReport for VTuneFiles {
-    fn read(&mut self, run: &VendorRun) -> Result<Report, ProfilerError> {
+    fn read(&mut self, run: &VendorRun) -> Result<Report, CoreError> {
         let report_file = self.report_file();
         let file = run.report(&report_args(&self.result_dir(), &report_file), &report_file)?;
         let name = report_file.display().to_string();
-        Ok(read_hotspots(&mut BufReader::new(file), &name)?)
+        read_hotspots(&mut BufReader::new(file), &name)
     }
 }
 

@@ -21,8 +21,8 @@ pub mod sampling;
 use std::io::BufRead;
 
 use lotus_core::{
-    BackendRegistration, CollectOptions, CollectPlan, Collection, Probe, Profiler, ProfilerError,
-    Report, ReportError, ReportFormat, RowIter, Target, Unit,
+    BackendRegistration, CollectOptions, CollectPlan, Collection, Error as CoreError, Probe,
+    Profiler, Report, ReportFormat, RowIter, Target, Unit,
 };
 
 /// Intel VTune Profiler.
@@ -50,9 +50,9 @@ impl Profiler for VTune {
         &self,
         target: &Target,
         options: &CollectOptions,
-    ) -> Result<Box<dyn Collection>, ProfilerError> {
+    ) -> Result<Box<dyn Collection>, CoreError> {
         let Some(vtune) = probe::find_vtune() else {
-            return Err(ProfilerError::Unavailable {
+            return Err(CoreError::Unavailable {
                 backend: "vtune".into(),
                 reason: self
                     .probe()
@@ -78,7 +78,7 @@ impl Profiler for VTune {
         collect::plan(probe::find_vtune().as_deref(), target, options)
     }
 
-    fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
+    fn read_report(&self, input: &mut dyn BufRead, file: &str) -> Result<Report, CoreError> {
         report::read_hotspots(input, file)
     }
 
@@ -101,7 +101,7 @@ impl ReportFormat for VTune {
 
     /// Row by row ([`report::HotspotRows`]): a report of a row per
     /// function and thread is never held whole.
-    fn rows<'a>(&self, input: &'a mut dyn BufRead, file: &str) -> Result<RowIter<'a>, ReportError> {
+    fn rows<'a>(&self, input: &'a mut dyn BufRead, file: &str) -> Result<RowIter<'a>, CoreError> {
         Ok(Box::new(report::HotspotRows::new(input, file)?))
     }
 }

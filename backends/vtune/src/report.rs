@@ -15,7 +15,7 @@ use std::io::{BufRead, Read};
 
 use lotus_core::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
 use lotus_core::{parse_figure, Row, UNKNOWN_MODULE};
-use lotus_core::{Report, ReportError, Unit};
+use lotus_core::{Error as CoreError, Report, Unit};
 
 /// Header names of the function column, most specific first.
 const FUNCTION_COLUMNS: &[&str] = &[
@@ -51,9 +51,9 @@ fn find(header: &[String], names: &[&str]) -> Option<usize> {
 }
 
 impl Columns {
-    fn from_header(header: &[String], file: &str) -> Result<Self, ReportError> {
+    fn from_header(header: &[String], file: &str) -> Result<Self, CoreError> {
         let missing = |what: &str, names: &[&str]| {
-            ReportError::at(
+            CoreError::report_at(
                 file,
                 1,
                 format!(
@@ -98,15 +98,15 @@ impl Columns {
 }
 
 /// Reads one line (the header), of at most [`MAX_LINE_BYTES`].
-fn read_header_line(input: &mut dyn BufRead, file: &str) -> Result<Vec<u8>, ReportError> {
+fn read_header_line(input: &mut dyn BufRead, file: &str) -> Result<Vec<u8>, CoreError> {
     let mut line = Vec::new();
     input
         .take(MAX_LINE_BYTES as u64 + 1)
         .read_until(b'\n', &mut line)
-        .map_err(|e| ReportError::new(file, format!("cannot read: {e}")))?;
+        .map_err(|e| CoreError::report(file, format!("cannot read: {e}")))?;
     if line.len() > MAX_LINE_BYTES {
         return Err(
-            ReportError::at(file, 1, LineTooLong { line: 1 }.to_string())
+            CoreError::report_at(file, 1, LineTooLong { line: 1 }.to_string())
                 .with_hint("give a VTune report exported as CSV, grouped by function"),
         );
     }
@@ -121,9 +121,9 @@ fn field_text<'a>(
     file: &str,
     line: u64,
     column: &str,
-) -> Result<&'a str, ReportError> {
+) -> Result<&'a str, CoreError> {
     std::str::from_utf8(bytes).map_err(|e| {
-        ReportError::at(
+        CoreError::report_at(
             file,
             line,
             format!(
@@ -135,18 +135,18 @@ fn field_text<'a>(
     })
 }
 
-fn csv_error(e: csv::Error, file: &str, line_offset: u64) -> ReportError {
+fn csv_error(e: csv::Error, file: &str, line_offset: u64) -> CoreError {
     let line = e.position().map(|p| p.line() + line_offset);
     match e.kind() {
-        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => ReportError::at_line(
+        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => CoreError::report_at_line(
             file,
             line,
             format!(
                 "row has {len} fields where the header has {expected_len}: the file looks truncated or garbled"
             ),
         ),
-        csv::ErrorKind::Io(io) => ReportError::reading(file, line, io),
-        _ => ReportError::at_line(file, line, e.to_string()),
+        csv::ErrorKind::Io(io) => CoreError::reading(file, line, io),
+        _ => CoreError::report_at_line(file, line, e.to_string()),
     }
 }
 
@@ -270,14 +270,14 @@ pub struct HotspotRows<'a> {
 impl<'a> HotspotRows<'a> {
     /// Reads the header of the report in `input`. `file` names the input
     /// in errors.
-    pub fn new(input: &'a mut dyn BufRead, file: &str) -> Result<Self, ReportError> {
+    pub fn new(input: &'a mut dyn BufRead, file: &str) -> Result<Self, CoreError> {
         let header_line = read_header_line(input, file)?;
         if header_line.iter().all(|b| b.is_ascii_whitespace()) {
-            return Err(ReportError::new(file, "empty report: no header line")
+            return Err(CoreError::report(file, "empty report: no header line")
                 .with_hint("re-run `vtune -report hotspots ... -format csv`"));
         }
         let header_text = std::str::from_utf8(&header_line).map_err(|e| {
-            ReportError::at(
+            CoreError::report_at(
                 file,
                 1,
                 format!(
@@ -330,7 +330,7 @@ impl<'a> HotspotRows<'a> {
     }
 
     /// Reads the next row; `None` at the end of the report.
-    fn read_row(&mut self) -> Result<Option<Row>, ReportError> {
+    fn read_row(&mut self) -> Result<Option<Row>, CoreError> {
         let file = self.file.as_str();
         let (header, cols, record) = (&self.header, &self.cols, &mut self.record);
         match self.reader.read_byte_record(record) {
@@ -340,7 +340,7 @@ impl<'a> HotspotRows<'a> {
                 // input as the end of the field: a file cut inside a quoted
                 // name would give a row with half a name.
                 if self.reader.get_ref().quoting == Quoting::Quoted {
-                    return Err(ReportError::at(
+                    return Err(CoreError::report_at(
                         file,
                         self.last_line,
                         "the file ends inside a quoted field of this row: it looks truncated",
@@ -354,7 +354,7 @@ impl<'a> HotspotRows<'a> {
         let line = record.position().map_or(0, |p| p.line()) + 1;
         self.last_line = line;
         if record.len() != header.len() {
-            return Err(ReportError::at(
+            return Err(CoreError::report_at(
                 file,
                 line,
                 format!(
@@ -368,7 +368,7 @@ impl<'a> HotspotRows<'a> {
         let function = get(cols.function, &header[cols.function])?;
         let time_text = get(cols.time, &header[cols.time])?;
         let time = parse_figure(time_text).ok_or_else(|| {
-            ReportError::at(
+            CoreError::report_at(
                 file,
                 line,
                 format!(
@@ -379,7 +379,7 @@ impl<'a> HotspotRows<'a> {
             )
         })?;
         if time < 0.0 {
-            return Err(ReportError::at(
+            return Err(CoreError::report_at(
                 file,
                 line,
                 format!(
@@ -393,7 +393,7 @@ impl<'a> HotspotRows<'a> {
         // would be infinite (written as `null` in JSON).
         self.total_time += time;
         if !self.total_time.is_finite() {
-            return Err(ReportError::at(
+            return Err(CoreError::report_at(
                 file,
                 line,
                 "the CPU times up to this row add up to more than a number can hold (the report looks garbled)",
@@ -435,7 +435,7 @@ impl<'a> HotspotRows<'a> {
 }
 
 impl Iterator for HotspotRows<'_> {
-    type Item = Result<Row, ReportError>;
+    type Item = Result<Row, CoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
@@ -453,7 +453,7 @@ impl Iterator for HotspotRows<'_> {
 /// grouped by function). `file` names the input in errors. CPU time is in
 /// seconds; every other numeric column becomes a counter. The rows are
 /// read one at a time ([`HotspotRows`]) and all kept in the [`Report`].
-pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, ReportError> {
+pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, CoreError> {
     let rows = HotspotRows::new(input, file)?.collect::<Result<Vec<_>, _>>()?;
     Ok(Report {
         unit: Unit::Seconds,
@@ -472,7 +472,7 @@ fn parse_address(text: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn read(text: &[u8]) -> Result<Report, ReportError> {
+    fn read(text: &[u8]) -> Result<Report, CoreError> {
         read_hotspots(&mut &text[..], "t.csv")
     }
 
@@ -524,25 +524,44 @@ mod tests {
     #[test]
     fn errors_name_file_line_and_column() {
         let e = read(b"Function,Module\nf,m\n").unwrap_err();
-        assert_eq!(e.line, Some(1));
-        assert!(e.message.contains("CPU time"), "{e}");
+        assert_eq!(e.line(), Some(1));
+        assert!(
+            e.report_message().unwrap_or_default().contains("CPU time"),
+            "{e}"
+        );
         let e = read(b"Function,CPU Time,Module\nf,1.0,m\ng,abc,m\n").unwrap_err();
-        assert_eq!(e.line, Some(3));
-        assert!(e.message.contains("'abc'"), "{e}");
+        assert_eq!(e.line(), Some(3));
+        assert!(
+            e.report_message().unwrap_or_default().contains("'abc'"),
+            "{e}"
+        );
         let e = read(b"Function,CPU Time,Module\nf,1.0,m\ng,2.").unwrap_err();
-        assert_eq!(e.line, Some(3));
-        assert!(e.message.contains("truncated"), "{e}");
+        assert_eq!(e.line(), Some(3));
+        assert!(
+            e.report_message().unwrap_or_default().contains("truncated"),
+            "{e}"
+        );
         let e = read(b"Function,CPU Time,Module\n\xff\xfe,1.0,m\n").unwrap_err();
-        assert_eq!(e.line, Some(2));
-        assert!(e.message.contains("UTF-8"), "{e}");
-        assert!(read(b"").unwrap_err().message.contains("empty"));
+        assert_eq!(e.line(), Some(2));
+        assert!(
+            e.report_message().unwrap_or_default().contains("UTF-8"),
+            "{e}"
+        );
+        assert!(read(b"")
+            .unwrap_err()
+            .report_message()
+            .unwrap_or_default()
+            .contains("empty"));
     }
 
     #[test]
     fn cut_inside_a_quoted_last_field_is_an_error() {
         let e = read(b"Function,CPU Time,Module\nf,1.0,m\ng,2.0,\"/usr/li").unwrap_err();
-        assert_eq!(e.line, Some(3), "{e}");
-        assert!(e.message.contains("truncated"), "{e}");
+        assert_eq!(e.line(), Some(3), "{e}");
+        assert!(
+            e.report_message().unwrap_or_default().contains("truncated"),
+            "{e}"
+        );
         // A closed quote at the end is a complete field.
         let r = read(b"Function,CPU Time,Module\ng,2.0,\"/usr/lib/a.so\"").expect("reads");
         assert_eq!(r.rows[0].module, "a.so");
@@ -551,7 +570,7 @@ mod tests {
     #[test]
     fn unterminated_quote_is_an_error_not_a_row() {
         let e = read(b"Function,CPU Time,Module\n\"f(char**, long,1.0,m\n").unwrap_err();
-        assert_eq!(e.line, Some(2), "{e}");
+        assert_eq!(e.line(), Some(2), "{e}");
     }
 
     #[test]

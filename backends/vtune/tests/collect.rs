@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use lotus_backend_vtune::report::read_hotspots;
 use lotus_backend_vtune::VTune;
-use lotus_core::{CollectOptions, Profiler, ProfilerError, Report, Target};
+use lotus_core::{CollectOptions, Error as CoreError, Profiler, Report, Target};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -240,7 +240,7 @@ fn a_failing_collection_names_the_command_and_its_output() {
     let mut c = VTune.collect(&t, &CollectOptions::default()).unwrap();
     assert_eq!(wait_exit(c.as_mut()).code(), Some(3));
     let e = c.report().unwrap_err();
-    assert!(matches!(e, ProfilerError::Other { .. }), "{e:?}");
+    assert!(matches!(e, CoreError::Other { .. }), "{e:?}");
     let text = e.to_string();
     assert!(
         text.contains("-collect hotspots -start-paused -result-dir"),
@@ -273,7 +273,12 @@ fn a_malformed_report_is_a_report_error() {
     let mut c = VTune.collect(&t, &CollectOptions::default()).unwrap();
     wait_exit(c.as_mut());
     match c.report() {
-        Err(ProfilerError::Report(e)) => assert!(e.message.contains("CPU time"), "{e}"),
+        Err(e @ CoreError::Report { .. }) => {
+            assert!(
+                e.report_message().unwrap_or_default().contains("CPU time"),
+                "{e}"
+            )
+        }
         other => panic!("expected a report error, got {other:?}"),
     }
 }

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use lotus_backend_vtune::VTune;
-use lotus_core::{CollectOptions, Profiler, ProfilerError, Target};
+use lotus_core::{CollectOptions, Error as CoreError, Profiler, Target};
 
 #[test]
 fn without_vtune_collect_is_unavailable_and_plan_still_prints() {
@@ -23,7 +23,7 @@ fn without_vtune_collect_is_unavailable_and_plan_still_prints() {
 
     let target = Target::new("/bin/true");
     match VTune.collect(&target, &CollectOptions::default()) {
-        Err(ProfilerError::Unavailable { backend, reason }) => {
+        Err(CoreError::Unavailable { backend, reason }) => {
             assert_eq!(backend, "vtune");
             assert!(reason.contains("install Intel VTune Profiler"), "{reason}");
         }

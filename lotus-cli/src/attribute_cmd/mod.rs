@@ -81,7 +81,7 @@ use lotus_attribute::{
     OpTimes, Options,
 };
 use lotus_core::Profile;
-use lotus_core::{Mapping, MappingError};
+use lotus_core::{Error as CoreError, Mapping};
 use lotus_core::{Row, Unit};
 
 use lotus_map::write::write_atomic;
@@ -399,12 +399,12 @@ pub(crate) fn load_mapping(path: &Path) -> Result<Mapping> {
     // Streamed: the file is never held as text nor as a JSON tree.
     Mapping::from_reader(file, &name).map_err(|e| {
         let hint = match &e {
-            MappingError::Json { .. } | MappingError::Invalid { .. } | MappingError::NotAMapping { .. }
+            CoreError::Json { .. } | CoreError::InvalidMapping { .. } | CoreError::NotAMapping { .. }
                 if !looks_like_json =>
             {
                 " (this looks like a CSV or text report, not a mapping: pass profiles with --profile, mappings come from `lotus map`)"
             }
-            MappingError::UnknownSchema { found, .. } if found.contains("lotus.profile/") => {
+            CoreError::UnknownMappingSchema { found, .. } if found.contains("lotus.profile/") => {
                 " (this is a profile: pass it with --profile)"
             }
             _ => "",

@@ -3,15 +3,14 @@
 //! schemas is read into its type as it comes (no JSON tree), a key given
 //! twice is refused, and bytes that are not UTF-8 are named by offset.
 
+use crate::Error;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
 
 use serde::Deserialize;
 
-use super::{
-    LotusFormat, Mapping, MappingError, OpFailure, OpMapping, Settings, SharedFunction, SCHEMA,
-};
+use super::{LotusFormat, Mapping, OpFailure, OpMapping, Settings, SharedFunction, SCHEMA};
 use crate::report_error::shorten;
 use crate::row::Unit;
 
@@ -80,14 +79,14 @@ impl<'de> Deserialize<'de> for SchemaProbe {
 }
 
 impl AnyMapping {
-    pub(super) fn into_mapping(self, file: &str) -> Result<Mapping, MappingError> {
-        let missing = |key: &str| MappingError::Invalid {
+    pub(super) fn into_mapping(self, file: &str) -> Result<Mapping, Error> {
+        let missing = |key: &str| Error::InvalidMapping {
             file: file.to_string(),
             message: format!("missing field `{key}`"),
         };
         if let Some(schema) = self.schema {
             if schema.as_str() != Some(SCHEMA) {
-                return Err(MappingError::UnknownSchema {
+                return Err(Error::UnknownMappingSchema {
                     file: file.to_string(),
                     found: shorten(&schema.to_string(), 80),
                 });
@@ -113,7 +112,7 @@ impl AnyMapping {
                 common_funcs_to_op: self.common_funcs_to_op.map(|m| m.0).unwrap_or_default(),
             }
             .into_mapping(file),
-            None => Err(MappingError::NotAMapping {
+            None => Err(Error::NotAMapping {
                 file: file.to_string(),
             }),
         }

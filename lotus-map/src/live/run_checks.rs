@@ -199,9 +199,8 @@ mod tests {
             &self,
             _target: &lotus_core::Target,
             _options: &lotus_core::CollectOptions,
-        ) -> std::result::Result<Box<dyn lotus_core::Collection>, lotus_core::ProfilerError>
-        {
-            Err(lotus_core::ProfilerError::Unsupported {
+        ) -> std::result::Result<Box<dyn lotus_core::Collection>, lotus_core::Error> {
+            Err(lotus_core::Error::Unsupported {
                 backend: self.name.into(),
                 what: "collecting in a unit test".into(),
             })

@@ -164,7 +164,7 @@ pub(crate) fn serve_until(
                         Request::Sampling { on } => set_sampling(collection, on),
                         Request::OpenedAt { .. } | Request::ClosedAt { .. } => Ok(()),
                         // Whatever a newer control library may ask.
-                        _ => Err(lotus_core::ProfilerError::Other {
+                        _ => Err(lotus_core::Error::Other {
                             backend: "lotus".into(),
                             message: "a control request this lotus does not know (is the \
                                       control library from another version?)"
@@ -255,13 +255,13 @@ pub(crate) fn serve_until(
 fn apply_stamp(
     collection: &mut dyn Collection,
     request: &Request,
-) -> Result<(), lotus_core::ProfilerError> {
+) -> Result<(), lotus_core::Error> {
     let edge = match request {
         Request::OpenedAt { edge, .. } | Request::ClosedAt { edge } => edge,
         _ => return Ok(()),
     };
     let Some(stamped) = collection.stamped_windows() else {
-        return Err(lotus_core::ProfilerError::Other {
+        return Err(lotus_core::Error::Other {
             backend: "lotus".into(),
             message: "this backend cannot take window edges stamped by the profiled process".into(),
         });
@@ -274,13 +274,10 @@ fn apply_stamp(
 
 /// Stops or restarts sampling outside windows, where the collection can
 /// ([`Collection::sampling_control`]); refused with why where it cannot.
-fn set_sampling(
-    collection: &mut dyn Collection,
-    on: bool,
-) -> Result<(), lotus_core::ProfilerError> {
+fn set_sampling(collection: &mut dyn Collection, on: bool) -> Result<(), lotus_core::Error> {
     match collection.sampling_control() {
         Some(control) => control.set_sampling(on),
-        None => Err(lotus_core::ProfilerError::Other {
+        None => Err(lotus_core::Error::Other {
             backend: "lotus".into(),
             message: "this backend cannot stop sampling outside a window".into(),
         }),
@@ -326,7 +323,7 @@ pub(crate) const ECHO_SETTLE: Duration = Duration::from_millis(200);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lotus_core::{ProfilerError, Report, SamplingControl, StampedWindows};
+    use lotus_core::{Error as CoreError, Report, SamplingControl, StampedWindows};
     use lotus_protocol::Edge;
     use std::process::ExitStatus;
 
@@ -342,19 +339,19 @@ mod tests {
         fn pid(&self) -> u32 {
             1
         }
-        fn resume(&mut self) -> Result<(), ProfilerError> {
+        fn resume(&mut self) -> Result<(), CoreError> {
             Ok(())
         }
-        fn pause(&mut self) -> Result<(), ProfilerError> {
+        fn pause(&mut self) -> Result<(), CoreError> {
             Ok(())
         }
-        fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProfilerError> {
+        fn try_wait(&mut self) -> Result<Option<ExitStatus>, CoreError> {
             Ok(None)
         }
-        fn kill(&mut self) -> Result<(), ProfilerError> {
+        fn kill(&mut self) -> Result<(), CoreError> {
             Ok(())
         }
-        fn report(self: Box<Self>) -> Result<Report, ProfilerError> {
+        fn report(self: Box<Self>) -> Result<Report, CoreError> {
             Ok(Report::new(lotus_core::Unit::Samples, Vec::new()))
         }
         fn sampling_control(&mut self) -> Option<&mut dyn SamplingControl> {
@@ -374,18 +371,18 @@ mod tests {
     }
 
     impl SamplingControl for Fake {
-        fn set_sampling(&mut self, on: bool) -> Result<(), ProfilerError> {
+        fn set_sampling(&mut self, on: bool) -> Result<(), CoreError> {
             self.calls.push(format!("sampling {on}"));
             Ok(())
         }
     }
 
     impl StampedWindows for Fake {
-        fn resume_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+        fn resume_at(&mut self, edge: &Edge) -> Result<(), CoreError> {
             self.calls.push(format!("opened {}", edge.at_ns));
             Ok(())
         }
-        fn pause_at(&mut self, edge: &Edge) -> Result<(), ProfilerError> {
+        fn pause_at(&mut self, edge: &Edge) -> Result<(), CoreError> {
             self.calls.push(format!("closed {}", edge.at_ns));
             Ok(())
         }
