@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use lotus_backend_common::reaper::Reaper;
 use lotus_core::{CollectOptions, Target};
 use lotus_core::{Partial, Profile};
 use lotus_map::ControlHost;
+use lotus_sys::process::Reaper;
 
 use lotus_map::harness;
 use lotus_map::live::{self, RunError};

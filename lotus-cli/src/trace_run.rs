@@ -40,7 +40,7 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use lotus_backend_common::{reaper, trust};
+use lotus_sys::{process as reaper, trust};
 
 use anyhow::{anyhow, Context, Result};
 
@@ -743,7 +743,7 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
         if let Some(fd) = r.fd() {
             // SAFETY: the hook only calls fcntl (async-signal-safe).
             unsafe {
-                cmd.pre_exec(move || lotus_backend_common::clear_cloexec(fd));
+                cmd.pre_exec(move || lotus_sys::process::clear_cloexec(fd));
             }
         }
     }

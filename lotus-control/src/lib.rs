@@ -16,7 +16,9 @@
 //!   is open when [`resume`] returns.
 //! - VTune / uProf without a channel: the vendor's API is called in this
 //!   process (`__itt_resume` / `__itt_pause` / `__itt_detach` through
-//!   `ittapi`; uProf's profile-control library through `libloading`).
+//!   `ittapi`; uProf's profile-control library through `libloading`, found
+//!   as [`uprof_library`] says); the calls live in the private module
+//!   `profiler_api`.
 //! - The library is also an ITT collector (it exports `__itt_api_init`):
 //!   with `INTEL_LIBITTNOTIFY64` naming it, scripts that switch their own
 //!   windows with ITT (`ittapi.resume()`) reach lotus's windows.
@@ -41,9 +43,10 @@ mod ffi;
 pub mod host;
 mod itt_collector;
 mod itt_tasks;
-mod vendor;
+mod profiler_api;
 
 pub use error::ControlError;
+pub use profiler_api::uprof_library;
 
 use backend::{Call, Control};
 

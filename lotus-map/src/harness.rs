@@ -97,7 +97,7 @@ pub enum WriteLibraryError {
     #[error(
         "the control library is not loaded: {0}; set TMPDIR to a folder only you and root can write"
     )]
-    Untrusted(lotus_backend_common::trust::Untrusted),
+    Untrusted(lotus_sys::trust::Untrusted),
 }
 
 /// Writes a control library (`bytes`, e.g. the copy a binary carries) into
@@ -125,7 +125,7 @@ pub fn write_control_library(dir: &Path, bytes: &[u8]) -> Result<PathBuf, WriteL
         path: path.clone(),
         source,
     })?;
-    lotus_backend_common::trust::check_file(&path).map_err(WriteLibraryError::Untrusted)?;
+    lotus_sys::trust::check_file(&path).map_err(WriteLibraryError::Untrusted)?;
     Ok(path)
 }
 

@@ -7,8 +7,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lotus_backend_common::reaper::Reaper;
 use lotus_core::Profiler;
+use lotus_sys::process::Reaper;
 
 use super::run::describe_failure;
 use super::serve::{serve_until, RunError, ECHO_SETTLE, REAP_LIMIT};
