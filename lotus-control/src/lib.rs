@@ -90,3 +90,13 @@ pub fn backend() -> Option<&'static str> {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The calls into the profilers' APIs are internal (only where uProf's
+/// library is loaded from is public, as [`uprof_library`]): this block must
+/// fail to compile (E0603: private).
+///
+/// ```compile_fail,E0603
+/// use lotus_control::profiler_api::uprof_library;
+/// ```
+#[cfg(doctest)]
+pub struct PrivateProfilerApi;

@@ -71,3 +71,16 @@ pub use clock::clock_ns;
 pub use error::{Error, Result};
 pub use output::{check_writable, create_dir_all, write_file, OutputFile};
 pub use private::{owner_stamp, remove_stale_folders, temp_dir, temp_file, PrivateDir, OWNER_FILE};
+
+/// The modules behind the `pub use` lists are private: each block must fail
+/// to compile (E0603: private).
+///
+/// ```compile_fail,E0603
+/// use lotus_sys::process::reaper::Reaper;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_sys::output::OutputFile;
+/// ```
+#[cfg(doctest)]
+pub struct PrivateModules;
