@@ -21,7 +21,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "lotus-python", "python")))
+sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "lotus-tracer", "python")))
 
 import lotus_trace  # noqa: E402
 from lotus_trace import _core, _finer  # noqa: E402

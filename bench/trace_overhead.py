@@ -32,7 +32,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HARNESS = os.path.normpath(os.path.join(HERE, "..", "lotus-python", "python"))
+HARNESS = os.path.normpath(os.path.join(HERE, "..", "lotus-tracer", "python"))
 
 
 class Spin:

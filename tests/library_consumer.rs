@@ -82,7 +82,8 @@ use lotus_backend_vtune as _;
 use lotus_map::live::{map_live, LiveOptions};
 use lotus_map::output::{render, Format, NameWidth};
 use lotus_map::progress::NoProgress;
-use lotus_map::{from_reports, write::write_atomic};
+use lotus_map::from_reports;
+use lotus_sys::write_file;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
@@ -103,13 +104,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("live: {:?}", live.failures).into());
     }
     let json = render(&live.into_mapping(), Format::Json, 0, NameWidth::Full)?;
-    write_atomic(&out.join("live.json"), &json)?;
+    write_file(&out.join("live.json"), json.as_bytes())?;
 
     // (b) the vendor reports of a folder.
     let vtune = lotus_core::backend("vtune")?;
     let mapping = from_reports::build(vtune.as_ref(), reports, lotus_core::MergeRule::Union)?;
     let json = render(&mapping.into_mapping(), Format::Json, 0, NameWidth::Full)?;
-    write_atomic(&out.join("reports.json"), &json)?;
+    write_file(&out.join("reports.json"), json.as_bytes())?;
     Ok(())
 }
 "#;

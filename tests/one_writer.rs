@@ -35,11 +35,6 @@ const CREATORS: &[&str] = &[
 /// (file, creator, why it may): the places allowed besides lotus-sys.
 const ALLOWED: &[(&str, &str, &str)] = &[
     (
-        "backends/common/src/lib.rs",
-        ".create(true)",
-        "a vendor tool's log, in the run's PrivateDir (0700), O_NOFOLLOW",
-    ),
-    (
         "lotus-control/src/itt_tasks/log.rs",
         "O_CREAT",
         "ITT task logs, created inside the job as its user, O_EXCL|O_NOFOLLOW, in the folder `trace run` checked",
@@ -50,7 +45,7 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "the same logs' status note, O_EXCL, in the tracer's PrivateDir status folder",
     ),
     (
-        "lotus-core/src/trace/samples.rs",
+        "lotus-samples/src/samples.rs",
         ".create_new(true)",
         "sample and symbol streams appended while sampling, O_EXCL|O_NOFOLLOW, in the trace folder `trace run` checked",
     ),

@@ -64,7 +64,7 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()))
 }
 
-/// Files whose name starts with `.lotus-` (write_atomic's temporary files).
+/// Files whose name starts with `.lotus-` (lotus_sys::write_file's temporary files).
 fn temp_files(dir: &Path) -> Vec<PathBuf> {
     fs::read_dir(dir)
         .expect("list")

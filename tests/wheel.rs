@@ -154,7 +154,7 @@ fn venv_command(venv: &Path, program: &str) -> Command {
 }
 
 /// Outside a lotus run the installed modules import and do nothing, and
-/// they are the files of lotus-python/python (the ones the binary
+/// they are the files of lotus-tracer/python (the ones the binary
 /// embeds). Prints each module file's path relative to site-packages.
 const NO_OP: &str = r#"
 import os, sys, sysconfig
@@ -205,7 +205,7 @@ fn check_installed(venv: &Path) -> tempfile::TempDir {
     );
 
     // The modules: no-ops outside lotus, the same files as the source
-    // folder (which is what the binary embeds: lotus_python's constants).
+    // folder (which is what the binary embeds: lotus_tracer's constants).
     let cwd = tempfile::tempdir().expect("temp dir");
     let out = run_ok(
         venv_command(venv, "python")
@@ -218,7 +218,7 @@ fn check_installed(venv: &Path) -> tempfile::TempDir {
         .map(str::to_string)
         .collect();
     installed.sort();
-    let mut expected: Vec<String> = lotus_python::TRACER_FILES
+    let mut expected: Vec<String> = lotus_tracer::TRACER_FILES
         .iter()
         .map(|(p, _)| p.to_string())
         .chain(["lotus/__init__.py".to_string()])
@@ -237,10 +237,10 @@ fn check_installed(venv: &Path) -> tempfile::TempDir {
     )
     .trim()
     .to_string();
-    let embedded = lotus_python::TRACER_FILES
+    let embedded = lotus_tracer::TRACER_FILES
         .iter()
         .copied()
-        .chain([("lotus/__init__.py", lotus_python::LOTUS_PY)]);
+        .chain([("lotus/__init__.py", lotus_tracer::LOTUS_PY)]);
     for (rel, text) in embedded {
         let got = fs::read_to_string(Path::new(&site).join(rel)).expect("installed file");
         assert!(

@@ -28,7 +28,7 @@ use crate::attribute_cmd::AttributeFormat;
 use crate::plots::{labelled_bars, Colours, LabelledBar};
 use crate::table;
 use lotus_map::output::one_line;
-use lotus_map::write::write_atomic;
+use lotus_sys::write_file;
 
 /// The JSON schema name.
 pub const SCHEMA: &str = "lotus.in-pipeline/1";
@@ -77,7 +77,7 @@ pub fn run(
                 .filter(|r| r.kind == RowKind::Op)
                 .map(|r| r.name.as_str()),
         );
-        write_atomic(path, &svg_of(&a, &colours)?)?;
+        write_file(path, svg_of(&a, &colours)?.as_bytes())?;
         crate::usage::note!("lotus: wrote {}", path.display());
     }
     let text = match format {
@@ -111,7 +111,7 @@ pub fn run(
 fn write_or_print(out: Option<&Path>, text: &str) -> Result<()> {
     match out {
         Some(path) => {
-            write_atomic(path, text)?;
+            write_file(path, text.as_bytes())?;
             crate::usage::say!("lotus: wrote {}", path.display());
         }
         None => print!("{text}"),
@@ -203,7 +203,7 @@ fn flamegraph_of(
     let mut out = Vec::new();
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut out)
         .map_err(|e| anyhow::anyhow!("cannot draw the flame graph of {}: {e}", dir.display()))?;
-    write_atomic(svg, &String::from_utf8_lossy(&out))?;
+    write_file(svg, String::from_utf8_lossy(&out).as_bytes())?;
     crate::usage::say!(
         "lotus: wrote {} ({} stack(s), {samples} sample(s))",
         svg.display(),

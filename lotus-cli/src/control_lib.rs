@@ -61,7 +61,7 @@ pub fn write_embedded(dir: &Path) -> Result<PathBuf, ControlLibError> {
 /// their code as root. Not refused: a user's own interpreter run by that
 /// user is the common case, and `--python` names one explicitly.
 pub fn warn_if_others_can_change(program: PathBuf) -> PathBuf {
-    if let Err(untrusted) = lotus_backend_common::trust::check_file(&program) {
+    if let Err(untrusted) = lotus_sys::trust::check_file(&program) {
         crate::usage::say!(
             "lotus: warning: the Python interpreter {} can be changed by another user ({untrusted}); pass --python to choose one only you and root can write",
             program.display()
@@ -77,7 +77,7 @@ pub fn warn_if_others_can_change(program: PathBuf) -> PathBuf {
 /// as root when lotus runs as root. Not refused: ops in a shared project
 /// folder are common, and the warning says what to do.
 pub fn warn_if_op_folder_shared(op: &Path) {
-    use lotus_backend_common::trust;
+    use lotus_sys::trust;
     let folder = match op.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

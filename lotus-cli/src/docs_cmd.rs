@@ -11,7 +11,7 @@ use clap::{Command, CommandFactory};
 use clap_complete::Shell;
 
 use crate::usage::note;
-use lotus_map::write::write_atomic;
+use lotus_sys::write_file;
 
 /// `lotus completions` arguments.
 #[derive(Debug, clap::Args)]
@@ -60,7 +60,7 @@ pub fn man<C: CommandFactory>(args: ManArgs, version: &'static str) -> Result<Ex
                 let path = dir.join(format!("{name}.1"));
                 let text =
                     String::from_utf8(render(page.clone())?).context("a man page is not UTF-8")?;
-                write_atomic(&path, &text)?;
+                write_file(&path, text.as_bytes())?;
             }
             note!(
                 "lotus: wrote {} man page(s) to {}",

@@ -17,7 +17,7 @@ use lotus_map::output::{
     header_line, one_line, op_heading, render, value_text, Format, NameWidth, BASELINE_TAG,
 };
 use lotus_map::progress::{MessageKind, Progress};
-use lotus_map::{from_reports, harness, write};
+use lotus_map::{from_reports, harness};
 
 use crate::usage::{self, note, usage};
 
@@ -240,7 +240,7 @@ pub(crate) fn emit(
         }
         Some(path) => {
             let format = format.map_or_else(|| Format::from_path(path), Format::from);
-            write::write_atomic(path, &render_mapping(mapping, format, top, wide)?)?;
+            lotus_sys::write_file(path, render_mapping(mapping, format, top, wide)?.as_bytes())?;
             note!(
                 "lotus: wrote {} ({} op(s))",
                 one_line(&path.display().to_string()),
@@ -350,7 +350,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
             }
             if let Some(out) = args.out.as_deref().filter(|o| !usage::is_stdout(o)) {
                 // Find out now, not after minutes of profiling.
-                write::check_writable(out)?;
+                lotus_sys::check_writable(out)?;
             }
             let interrupted = Arc::new(AtomicBool::new(false));
             let flag = interrupted.clone();

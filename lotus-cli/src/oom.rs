@@ -12,7 +12,7 @@
 //! status ([`on_oom_write`]: `status=failed`, out of memory) and sends
 //! SIGTERM to the job's process group ([`on_oom_signal_group`]); the
 //! tracer in each process of the job ends it once lotus is gone. Files lotus writes are unnamed until complete
-//! (`lotus_map::write::write_atomic`), so no half-written output is left.
+//! (`lotus_sys::write_file`), so no half-written output is left.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::CString;

@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use lotus_backend_common::reaper::Reaper;
 use lotus_core::{CollectOptions, Target};
 use lotus_core::{Partial, Profile};
 use lotus_map::ControlHost;
+use lotus_sys::process::Reaper;
 
 use lotus_map::harness;
 use lotus_map::live::{self, RunError};
-use lotus_map::write::{check_writable, write_atomic};
+use lotus_sys::{check_writable, write_file};
 
 /// `lotus profile` arguments.
 #[derive(Debug, clap::Args)]
@@ -354,7 +354,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     };
     match &out {
         Some(path) => {
-            write_atomic(path, &text)?;
+            write_file(path, text.as_bytes())?;
             crate::usage::note!(
                 "lotus: wrote {} ({} functions{})",
                 path.display(),

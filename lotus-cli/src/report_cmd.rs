@@ -53,7 +53,7 @@ use crate::report_samples::{
 use crate::report_timeline::OpCpu;
 use crate::trace_cmd::{configurations_of, Computed, OutliersArg};
 use lotus_attribute::RowKind;
-use lotus_map::write::write_atomic;
+use lotus_sys::write_file;
 
 /// `lotus report --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -315,13 +315,13 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     if to_stdout {
         print!("{html}");
     } else {
-        write_atomic(&args.out, &html)?;
+        write_file(&args.out, html.as_bytes())?;
     }
     if let Some(dir) = &args.plot_dir {
         lotus_sys::create_dir_all(dir, 0o777)
             .map_err(|e| anyhow::anyhow!("--plot-dir {}: {e}", dir.display()))?;
         for (name, svg) in &page.plots {
-            write_atomic(&dir.join(name), svg)?;
+            write_file(&dir.join(name), svg.as_bytes())?;
         }
     }
     crate::usage::note!(

@@ -455,8 +455,7 @@ pub fn run(
         ("lotus_pid", me.to_string()),
         (
             "lotus_start",
-            lotus_backend_common::reaper::start_time(me)
-                .map_or_else(|| "-".into(), |t| t.to_string()),
+            lotus_sys::process::start_time(me).map_or_else(|| "-".into(), |t| t.to_string()),
         ),
     ];
     let status =

@@ -89,7 +89,7 @@ use lotus_trace::{ChromeWriter, Flows};
 use lotus_trace::{Entry, Kind, Role, TraceFolder, TraceIndex, Warnings};
 use serde::Serialize;
 
-use lotus_map::write::{write_atomic, Pending};
+use lotus_sys::{write_file, OutputFile};
 
 /// The schema tag of `lotus trace stats --json`.
 pub const STATS_SCHEMA: &str = "lotus.trace-stats/2";
@@ -393,7 +393,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     let sink = if to_stdout {
         None
     } else {
-        Some(Pending::create(&args.out)?)
+        Some(OutputFile::create(&args.out)?)
     };
     let writer: Box<dyn Write> = match &sink {
         Some(p) => Box::new(BufWriter::with_capacity(
@@ -531,7 +531,7 @@ fn view(args: ViewArgs) -> Result<ExitCode> {
     let out = w.finish().map_err(write_err)?;
     drop(out);
     if let Some(p) = sink {
-        p.finish()?;
+        p.commit()?;
     }
     let torch_note = if torch_traces.is_empty() {
         String::new()
@@ -1065,7 +1065,7 @@ fn write_op_times(path: &Path, index: &TraceIndex) -> Result<()> {
         };
         text += &format!("{name},{:.9}\n", *ns as f64 / 1e9);
     }
-    write_atomic(path, &text)?;
+    write_file(path, text.as_bytes())?;
     crate::usage::note!("lotus: wrote {} ({} op(s))", path.display(), totals.len());
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! with tracing on and no change to its code.
 //!
 //! The `lotus_trace` Python package (compiled into the binary from
-//! `lotus-python/python/lotus_trace/`) is written to a temp folder with
+//! `lotus-tracer/python/lotus_trace/`) is written to a temp folder with
 //! [`write_tracer`]; the folder and the package's start-up hook
 //! (`lotus_trace/_boot/sitecustomize.py`) go first on `PYTHONPATH`, and
 //! `LOTUS_TRACE_DIR` names the trace folder. Every Python process the
@@ -40,13 +40,13 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use lotus_backend_common::{reaper, trust};
+use lotus_sys::{process as reaper, trust};
 
 use anyhow::{anyhow, Context, Result};
 
 /// The tracer's files, relative to the folder they are written to (the
-/// `lotus_python` crate owns them, shared with the wheel).
-const TRACER_FILES: &[(&str, &str)] = lotus_python::TRACER_FILES;
+/// `lotus_tracer` crate owns them, shared with the wheel).
+const TRACER_FILES: &[(&str, &str)] = lotus_tracer::TRACER_FILES;
 
 /// The variable that names the trace folder (read by the start-up hook).
 pub const ENV_TRACE_DIR: &str = "LOTUS_TRACE_DIR";
@@ -743,7 +743,7 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
         if let Some(fd) = r.fd() {
             // SAFETY: the hook only calls fcntl (async-signal-safe).
             unsafe {
-                cmd.pre_exec(move || lotus_backend_common::clear_cloexec(fd));
+                cmd.pre_exec(move || lotus_sys::process::clear_cloexec(fd));
             }
         }
     }

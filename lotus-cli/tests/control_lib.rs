@@ -1,5 +1,5 @@
 //! The control library (liblotus_control.so) seen from a real Python
-//! process through `lotus-python/python/lotus/__init__.py`, with this test as the lotus side of
+//! process through `lotus-tracer/python/lotus/__init__.py`, with this test as the lotus side of
 //! the pipe pair.
 //!
 //! The round-trip figure is an ignored test that prints, not a timed test:

@@ -13,7 +13,7 @@
 //! could point at itself, so the bridge needs this library in place of
 //! AMD's at link or load time. Python scripts that `import
 //! amdprofilecontrol` get the harness's stand-in module instead (see
-//! `lotus-python/python/lotus_harness.py`).
+//! `lotus-tracer/python/lotus_harness.py`).
 //!
 //! Each call returns true on success; on failure false, the reason goes
 //! to stderr (these functions have no error string) and

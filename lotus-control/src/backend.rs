@@ -11,7 +11,7 @@
 //!   own counters, send it, and return without waiting.
 //! - [`Backend::InProcess`]: the window is switched by a vendor API called
 //!   in this process (VTune's `__itt_resume`, uProf's `amdProfileResume`):
-//!   see [`crate::vendor`].
+//!   see [`crate::profiler_api`].
 //! - [`Backend::Misconfigured`]: the environment is set but unusable; every
 //!   call fails with the reason.
 
@@ -19,10 +19,10 @@ use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use lotus_backend_common::clock_ns;
 use lotus_protocol::{
     Edge, OwnCounters, Reply, Request, ENV_BACKEND, ENV_CONTROL_FDS, ENV_WINDOW_STAMPS,
 };
+use lotus_sys::clock_ns;
 
 use crate::channel::Channel;
 use crate::error::ControlError;
@@ -140,7 +140,7 @@ impl Control {
             // The vendor's collection is paused outside windows already:
             // nothing to stop or restart.
             Backend::InProcess(_) if matches!(call, Call::Sampling(_)) => Ok(()),
-            Backend::InProcess(vendor) => crate::vendor::call(*vendor, call),
+            Backend::InProcess(vendor) => crate::profiler_api::call(*vendor, call),
             Backend::Channel(state) => {
                 // Before taking the lock: a child forked while another
                 // thread held it would wait forever.

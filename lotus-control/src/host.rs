@@ -135,17 +135,13 @@ impl ControlHost {
         let (key, value) = self.child_env();
         cmd.env(key, value);
         let fds = self.child_fds();
-        // SAFETY: the hook only calls fcntl(2), which is async-signal-safe,
-        // on descriptors the parent keeps open until after the spawn.
+        // SAFETY: the hook only calls fcntl(2) (`clear_cloexec`), which is
+        // async-signal-safe, on descriptors the parent keeps open until
+        // after the spawn; it allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
-                for fd in &fds {
-                    let flags = libc::fcntl(*fd, libc::F_GETFD);
-                    if flags < 0 || libc::fcntl(*fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
+                fds.iter()
+                    .try_for_each(|&fd| lotus_sys::process::clear_cloexec(fd))
             });
         }
     }

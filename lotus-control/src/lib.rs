@@ -16,7 +16,9 @@
 //!   is open when [`resume`] returns.
 //! - VTune / uProf without a channel: the vendor's API is called in this
 //!   process (`__itt_resume` / `__itt_pause` / `__itt_detach` through
-//!   `ittapi`; uProf's profile-control library through `libloading`).
+//!   `ittapi`; uProf's profile-control library through `libloading`, found
+//!   as [`uprof_library`] says); the calls live in the private module
+//!   `profiler_api`.
 //! - The library is also an ITT collector (it exports `__itt_api_init`):
 //!   with `INTEL_LIBITTNOTIFY64` naming it, scripts that switch their own
 //!   windows with ITT (`ittapi.resume()`) reach lotus's windows.
@@ -41,9 +43,10 @@ mod ffi;
 pub mod host;
 mod itt_collector;
 mod itt_tasks;
-mod vendor;
+mod profiler_api;
 
 pub use error::ControlError;
+pub use profiler_api::uprof_library;
 
 use backend::{Call, Control};
 
@@ -87,3 +90,13 @@ pub fn backend() -> Option<&'static str> {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The calls into the profilers' APIs are internal (only where uProf's
+/// library is loaded from is public, as [`uprof_library`]): this block must
+/// fail to compile (E0603: private).
+///
+/// ```compile_fail,E0603
+/// use lotus_control::profiler_api::uprof_library;
+/// ```
+#[cfg(doctest)]
+pub struct PrivateProfilerApi;

@@ -39,10 +39,6 @@ pub enum MapError {
     /// out as expected.
     #[error("{0}")]
     Folder(String),
-    /// Output that cannot be written where asked (a folder, another
-    /// user's link, a folder where no file can be made).
-    #[error("{0}")]
-    Output(String),
     /// The backend failed, or a vendor report cannot be read (it names
     /// the file and line).
     #[error(transparent)]

@@ -1,7 +1,7 @@
 //! The Python op harness that a live mapping runs each op file under.
 //!
-//! The harness (`lotus-python/python/lotus_harness.py`) and the `lotus`
-//! Python module (`lotus-python/python/lotus/__init__.py`), from the `lotus_python`
+//! The harness (`lotus-tracer/python/lotus_harness.py`) and the `lotus`
+//! Python module (`lotus-tracer/python/lotus/__init__.py`), from the `lotus_tracer`
 //! crate, are compiled into the library and written to a
 //! temp folder per mapping with [`write_harness`] (a program that should
 //! `import lotus` can get the module the same way). The profiled command
@@ -29,9 +29,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The harness script's source.
-const HARNESS_PY: &str = lotus_python::HARNESS_PY;
+const HARNESS_PY: &str = lotus_tracer::HARNESS_PY;
 /// The `lotus` Python module's source.
-const LOTUS_PY: &str = lotus_python::LOTUS_PY;
+const LOTUS_PY: &str = lotus_tracer::LOTUS_PY;
 
 /// Script mode: the one op name whose windows the harness opens (the
 /// others' `lotus.resume` / `lotus.pause` do nothing).
@@ -97,7 +97,7 @@ pub enum WriteLibraryError {
     #[error(
         "the control library is not loaded: {0}; set TMPDIR to a folder only you and root can write"
     )]
-    Untrusted(lotus_backend_common::trust::Untrusted),
+    Untrusted(lotus_sys::trust::Untrusted),
 }
 
 /// Writes a control library (`bytes`, e.g. the copy a binary carries) into
@@ -125,7 +125,7 @@ pub fn write_control_library(dir: &Path, bytes: &[u8]) -> Result<PathBuf, WriteL
         path: path.clone(),
         source,
     })?;
-    lotus_backend_common::trust::check_file(&path).map_err(WriteLibraryError::Untrusted)?;
+    lotus_sys::trust::check_file(&path).map_err(WriteLibraryError::Untrusted)?;
     Ok(path)
 }
 

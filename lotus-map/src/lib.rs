@@ -10,9 +10,9 @@
 //! - [`from_reports::build`] reads vendor reports already on disk,
 //!   `DIR/<Op>/<run>.csv`.
 //! - [`output::render`] writes a mapping as a table, `lotus.mapping/1`
-//!   JSON, the original tool's schema, CSV or Markdown;
-//!   [`write::write_atomic`] puts text at a path so that a half-written
-//!   file never replaces a good one.
+//!   JSON, the original tool's schema, CSV or Markdown; the caller writes
+//!   it through `lotus_sys::write_file` (lotus's one writer: a half-written
+//!   file never replaces a good one).
 //!
 //! **The caller links the backends.** This crate depends on no backend
 //! crate: it finds backends in lotus-core's registry
@@ -54,7 +54,6 @@ pub mod live;
 mod names;
 pub mod output;
 pub mod progress;
-pub mod write;
 
 pub use error::{MapError, Result};
 /// The lotus process's end of the control channel (the control library's

@@ -55,15 +55,17 @@ pub enum Error {
         /// The path the caller gave.
         path: PathBuf,
     },
-    /// A system call failed.
-    #[error("cannot {action} {}: {source}", path.display())]
+    /// A system call failed. Its reason is part of the message and not
+    /// also given as the error's `source()`: a caller that prints the
+    /// chain (`anyhow`'s `{:#}`) says it once.
+    #[error("cannot {action} {}: {reason}", path.display())]
     Io {
         /// What was being done.
         action: &'static str,
         /// The path the caller gave (or the folder being made).
         path: PathBuf,
         /// What failed.
-        source: io::Error,
+        reason: io::Error,
     },
 }
 
@@ -75,7 +77,7 @@ impl From<Error> for io::Error {
     /// call's error where there is one, the message whole.
     fn from(e: Error) -> io::Error {
         let kind = match &e {
-            Error::Io { source, .. } => source.kind(),
+            Error::Io { reason, .. } => reason.kind(),
             Error::IsFolder { .. } => io::ErrorKind::IsADirectory,
             Error::NoReader { .. } => io::ErrorKind::BrokenPipe,
             _ => io::ErrorKind::PermissionDenied,

@@ -1,4 +1,23 @@
-//! Where lotus writes, and what it trusts.
+//! Where lotus writes, what it trusts, the processes it spawns and the
+//! files it reads: the one crate of the workspace that talks to the
+//! operating system for those (through `libc` and `rustix`), so that each
+//! rule lives in one place.
+//!
+//! - Writing: [`OutputFile`], [`write_file`], [`check_writable`],
+//!   [`create_dir_all`] (the one writer) and [`PrivateDir`], [`temp_file`]
+//!   (the one maker of private folders and files), below.
+//! - Trusting: [`trust`], whether a path is under the control of this user
+//!   alone, for what lotus loads or executes.
+//! - Processes: [`process`], a child's inherited descriptors, logs and
+//!   process group, waits with a bound, and the reaper that ends what a run
+//!   left behind; [`clock_ns`] reads the clocks samples are stamped on.
+//! - Reading: [`input`], the files users name (regular files only, opened
+//!   without blocking) and the trace folders they receive (nothing read
+//!   through a link out of the folder, nor past the size a file had).
+//! - Printing: [`text`], names that came from data made safe for a
+//!   terminal, a table or a CSV cell, and the numbers printed beside them.
+//!
+//! # Writing
 //!
 //! lotus often runs as root. Every file it writes goes through one writer,
 //! [`OutputFile`] ([`write_file`], [`check_writable`], [`create_dir_all`]),
@@ -26,9 +45,14 @@
 //!   `TMPDIR` (else `/tmp`) once that passes the same check (refused
 //!   otherwise, naming `TMPDIR`), and removed through descriptors.
 //!
-//! [`trust`] holds the rule itself, for what lotus loads or executes.
+//! ```
+//! let dir = lotus_sys::PrivateDir::new("lotus-doc-")?;
+//! lotus_sys::write_file(&dir.path().join("out.txt"), b"hello\n")?;
+//! # Ok::<(), lotus_sys::Error>(())
+//! ```
 #![deny(missing_docs)]
 
+mod clock;
 mod error;
 mod output;
 mod private;
@@ -43,6 +67,20 @@ pub mod trust;
 #[cfg(test)]
 mod tests;
 
+pub use clock::clock_ns;
 pub use error::{Error, Result};
 pub use output::{check_writable, create_dir_all, write_file, OutputFile};
 pub use private::{owner_stamp, remove_stale_folders, temp_dir, temp_file, PrivateDir, OWNER_FILE};
+
+/// The modules behind the `pub use` lists are private: each block must fail
+/// to compile (E0603: private).
+///
+/// ```compile_fail,E0603
+/// use lotus_sys::process::reaper::Reaper;
+/// ```
+///
+/// ```compile_fail,E0603
+/// use lotus_sys::output::OutputFile;
+/// ```
+#[cfg(doctest)]
+pub struct PrivateModules;

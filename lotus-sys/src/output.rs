@@ -184,7 +184,7 @@ fn new_temp(dir: &Folder, shown: &Path) -> Result<(File, Temp)> {
     let fail = |e: io::Error| Error::Io {
         action: "write",
         path: shown.to_path_buf(),
-        source: io::Error::new(
+        reason: io::Error::new(
             e.kind(),
             format!("cannot create a file in {}: {e}", dir.path.display()),
         ),
@@ -258,7 +258,7 @@ impl OutputFile {
                 return Err(Error::Io {
                     action: "write",
                     path: path.to_path_buf(),
-                    source: io::Error::other("it was not opened"),
+                    reason: io::Error::other("it was not opened"),
                 })
             }
             Resolved::Replace { dir, name } => {
@@ -298,7 +298,7 @@ impl OutputFile {
         let fail = |source: io::Error| Error::Io {
             action: "write",
             path: shown.clone(),
-            source,
+            reason: source,
         };
         let How::Replace {
             dir,
@@ -366,7 +366,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     out.write_all(bytes).map_err(|source| Error::Io {
         action: "write",
         path: path.to_path_buf(),
-        source,
+        reason: source,
     })?;
     out.commit()
 }

@@ -198,7 +198,7 @@ impl PrivateDir {
         let fail = |source: io::Error| Error::Io {
             action: "create a private folder in",
             path: root.path.clone(),
-            source,
+            reason: source,
         };
         let mut tries = 0;
         let name = loop {
@@ -252,7 +252,7 @@ impl PrivateDir {
         Error::Io {
             action: "create",
             path: self.path.join(rel),
-            source,
+            reason: source,
         }
     }
 
@@ -403,7 +403,7 @@ pub fn temp_file() -> Result<File> {
     let fail = |source: io::Error| Error::Io {
         action: "create a temporary file in",
         path: root.path.clone(),
-        source,
+        reason: source,
     };
     match sys::openat(
         Some(root.fd.as_fd()),

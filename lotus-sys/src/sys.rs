@@ -1,6 +1,8 @@
 //! Thin, safe wrappers of the `*at` system calls the walk and the folders
-//! use. Written here rather than taken from a crate (nix, rustix): the crate
-//! promises to depend on libc alone, and these are a dozen one-line calls.
+//! use, over `libc`: a dozen one-line calls, written when the crate
+//! depended on libc alone. The crate now also uses `rustix` (for
+//! `openat2` with `RESOLVE_BENEATH` in [`crate::input`]), which offers
+//! these calls too; moving them onto it is possible, not needed.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;

@@ -348,3 +348,21 @@ fn readable_by_all_opens_only_what_it_names_and_never_follows_a_link() {
         0o600
     );
 }
+
+#[test]
+fn a_failed_call_says_its_reason_once_in_a_printed_chain() {
+    // Callers print the chain (`anyhow`'s `{:#}`: each error, then its
+    // source's): the reason is in the message, so it must not be a source
+    // too, or "Not a directory" would be printed twice.
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(dir.path().join("file"), "").expect("write");
+    let e = write_file(&dir.path().join("file/out"), b"x").expect_err("a file on the way");
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    let mut chain = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        chain = format!("{chain}: {s}");
+        source = s.source();
+    }
+    assert_eq!(chain.matches("Not a directory").count(), 1, "{chain}");
+}

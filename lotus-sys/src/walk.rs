@@ -71,7 +71,7 @@ impl<'a> Walk<'a> {
         let io_err = |source| Error::Io {
             action,
             path: shown.to_path_buf(),
-            source,
+            reason: source,
         };
         let absolute = std::path::absolute(shown).map_err(io_err)?;
         let root = sys::openat(
@@ -102,7 +102,7 @@ impl<'a> Walk<'a> {
         Error::Io {
             action: self.action,
             path: self.shown.to_path_buf(),
-            source,
+            reason: source,
         }
     }
 
@@ -179,7 +179,7 @@ impl<'a> Walk<'a> {
                         return Err(Error::Io {
                             action: "create the folder",
                             path: at,
-                            source: e,
+                            reason: e,
                         })
                     }
                 }
@@ -189,7 +189,7 @@ impl<'a> Walk<'a> {
                 return Err(Error::Io {
                     action: self.action,
                     path: self.shown.to_path_buf(),
-                    source: io::Error::new(e.kind(), format!("{}: {e}", at.display())),
+                    reason: io::Error::new(e.kind(), format!("{}: {e}", at.display())),
                 })
             }
         };
@@ -206,7 +206,7 @@ impl<'a> Walk<'a> {
             _ => Err(Error::Io {
                 action: self.action,
                 path: self.shown.to_path_buf(),
-                source: io::Error::new(
+                reason: io::Error::new(
                     io::ErrorKind::NotADirectory,
                     format!(
                         "{} {}: Not a directory (os error {})",

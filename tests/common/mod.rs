@@ -152,13 +152,13 @@ pub fn control_lib() -> PathBuf {
 
 /// The tracer's Python side (`lotus_trace`), which the binary carries.
 pub fn harness_dir() -> PathBuf {
-    root().join("lotus-python/python")
+    root().join("lotus-tracer/python")
 }
 
 /// The Python side of a live mapping (`lotus.py`, the op harness), which
 /// the `lotus_map` library carries.
 pub fn map_harness_dir() -> PathBuf {
-    root().join("lotus-python/python")
+    root().join("lotus-tracer/python")
 }
 
 /// Runs `lotus` with extra environment variables.

@@ -15,6 +15,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use lotus_core::{Collection, Error as CoreError, Report, Target};
+use lotus_sys::process;
 
 /// How many of a command's last output lines go into an error message.
 const TAIL_LINES: usize = 20;
@@ -90,7 +91,7 @@ impl VendorRun {
     ) -> Result<VendorRun, CoreError> {
         let collect_line = crate::command_line(program, args);
         let log_path = logs.join("collect.log");
-        let (out, err) = crate::log_pair(&log_path)
+        let (out, err) = process::log_pair(&log_path)
             .map_err(io_error(format!("creating {}", log_path.display())))?;
         let mut cmd = crate::command_for(program, args, target);
         cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
@@ -122,7 +123,7 @@ impl VendorRun {
 
     /// The end of what the collect command printed, indented.
     pub fn collect_tail(&self) -> String {
-        crate::tail(&self.logs.join("collect.log"), TAIL_LINES)
+        process::tail(&self.logs.join("collect.log"), TAIL_LINES)
     }
 
     /// The tool's exit status, if it has ended.
@@ -144,13 +145,13 @@ impl VendorRun {
     /// outlive it) gets SIGKILL.
     pub fn kill(&mut self) -> Result<(), CoreError> {
         if self.exit.is_some() {
-            return crate::signal_group(self.pid, libc::SIGKILL)
+            return process::signal_group(self.pid, libc::SIGKILL)
                 .map_err(io_error(format!("signalling process group {}", self.pid)));
         }
         self.killed = true;
-        let status = crate::stop_group(&mut self.child, self.tool.stop_grace).map_err(io_error(
-            format!("stopping {} (pid {})", self.tool.name, self.pid),
-        ))?;
+        let status = process::stop_group(&mut self.child, self.tool.stop_grace).map_err(
+            io_error(format!("stopping {} (pid {})", self.tool.name, self.pid)),
+        )?;
         self.exit = Some(status);
         Ok(())
     }
@@ -191,7 +192,7 @@ impl VendorRun {
     pub fn report(&self, args: &[OsString], output: &Path) -> Result<File, CoreError> {
         let report_line = crate::command_line(&self.program, args);
         let log_path = self.logs.join("report.log");
-        let (out, err) = crate::log_pair(&log_path)
+        let (out, err) = process::log_pair(&log_path)
             .map_err(io_error(format!("creating {}", log_path.display())))?;
         // Its own group, so that a report stopped for taking too long is
         // stopped with whatever it started.
@@ -206,12 +207,12 @@ impl VendorRun {
                 program: self.program.display().to_string(),
                 source,
             })?;
-        let tail = || crate::tail(&log_path, TAIL_LINES);
+        let tail = || process::tail(&log_path, TAIL_LINES);
         let limit = report_limit();
-        let waited = crate::wait_for(&mut child, limit)
+        let waited = process::wait_for(&mut child, limit)
             .map_err(io_error(format!("waiting for `{report_line}`")))?;
         let Some(status) = waited else {
-            let _ = crate::stop_group(&mut child, self.tool.stop_grace);
+            let _ = process::stop_group(&mut child, self.tool.stop_grace);
             return Err(self.tool.error(format!(
                 "`{report_line}` did not finish in {:.0} s and was stopped (set {REPORT_LIMIT_VAR}=SECONDS to allow longer); it said:\n{}",
                 limit.as_secs_f64(),

@@ -71,9 +71,7 @@ pub fn sampling_cost() -> Result<SampleCost, String> {
 
 /// This thread's CPU time.
 fn thread_cpu() -> Duration {
-    Duration::from_nanos(lotus_backend_common::clock_ns(
-        libc::CLOCK_THREAD_CPUTIME_ID,
-    ))
+    Duration::from_nanos(lotus_sys::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID))
 }
 
 /// `n` steps of a generator the optimizer cannot drop: ALU work with no

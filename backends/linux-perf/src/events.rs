@@ -513,7 +513,7 @@ pub(crate) fn ensure_open_files(needed: u64) {
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock the records are stamped with.
 pub(crate) fn monotonic_ns() -> u64 {
-    lotus_backend_common::clock_ns(libc::CLOCK_MONOTONIC)
+    lotus_sys::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 #[cfg(test)]

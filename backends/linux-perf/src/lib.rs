@@ -64,7 +64,7 @@
 //!   reparented here and [`Collection::kill`] and
 //!   [`PerfCollection::finish`] can end and reap the target's whole
 //!   process group. Orphans of other children the caller starts come here
-//!   too: reap them (`lotus_backend_common::reaper::Reaper` does), or they
+//!   too: reap them (`lotus_sys::process::Reaper` does), or they
 //!   stay zombies until this process exits.
 #![deny(missing_docs)]
 

@@ -104,7 +104,7 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, CoreError> {
                 return Err(io::Error::from_raw_os_error(libc::ECANCELED));
             }
             for &fd in &keep {
-                lotus_backend_common::clear_cloexec(fd)?;
+                lotus_sys::process::clear_cloexec(fd)?;
             }
             let pid = libc::getpid().to_ne_bytes();
             let mut sent = 0;

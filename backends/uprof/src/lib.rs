@@ -6,15 +6,16 @@
 //!   library.
 //! - [`collect`]: live collection, one `AMDuProfCLI collect --start-paused`
 //!   per run, then `AMDuProfCLI report`.
-//! - [`control_lib`]: where uProf's profile-control library
-//!   (`libAMDProfileController.so`) is found; the profiled process opens it
-//!   (through lotus's control library) to resume and pause the collection,
-//!   so the lotus process switches no windows
-//!   ([`Profiler::switches_windows`] is false).
+//!
+//! The profiled process opens uProf's profile-control library
+//! (`libAMDProfileController.so`, through lotus's control library) to
+//! resume and pause the collection, so the lotus process switches no
+//! windows ([`Profiler::switches_windows`] is false). Where that library is
+//! loaded from is `lotus_control::uprof_library`'s to say; the probe
+//! reports it.
 #![deny(missing_docs)]
 
 pub mod collect;
-pub mod control_lib;
 pub mod probe;
 pub mod report;
 

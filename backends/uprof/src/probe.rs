@@ -2,13 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
-use lotus_backend_common::trust::{self, Untrusted};
 use lotus_core::Probe;
+use lotus_sys::trust::{self, Untrusted};
 
-use crate::control_lib;
-
-/// The environment variable naming uProf's install folder.
-pub const ENV_UPROF_HOME: &str = "AMDUPROF_HOME";
+// Where the profiled process loads uProf's profile-control library from
+// is the control library's to say (it does the loading); the probe reports
+// the same search, and finds AMDuProfCLI in the same install folders.
+use lotus_control::uprof_library::{self as control_lib, ENV_UPROF_HOME};
 
 /// Folders uProf installs into by default, as said in messages.
 const DEFAULT_HOMES: &str = "/opt/AMDuProf* or /opt/amd/uprof";
@@ -16,7 +16,7 @@ const DEFAULT_HOMES: &str = "/opt/AMDuProf* or /opt/amd/uprof";
 /// The `AMDuProfCLI` command: on PATH, else under `$AMDUPROF_HOME/bin` or
 /// the default install folders (`/opt/AMDuProf*`, newest version first,
 /// and `/opt/amd/uprof`). One found in those folders is used only when no
-/// other user can have put it there ([`lotus_backend_common::trust`]).
+/// other user can have put it there ([`lotus_sys::trust`]).
 pub fn find_cli() -> Option<PathBuf> {
     search_cli().and_then(Result::ok)
 }

@@ -84,7 +84,7 @@ use lotus_core::Profile;
 use lotus_core::{Error as CoreError, Mapping};
 use lotus_core::{Row, Unit};
 
-use lotus_map::write::write_atomic;
+use lotus_sys::write_file;
 use render::View;
 
 /// The schema tag of `lotus attribute --format json`.
@@ -337,12 +337,12 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
     };
     if let Some(path) = &args.plot {
         let svg = view.svg()?;
-        write_atomic(path, &svg)?;
+        write_file(path, svg.as_bytes())?;
         crate::usage::note!("lotus: wrote {}", path.display());
     }
     match &args.out {
         Some(path) => {
-            write_atomic(path, &text)?;
+            write_file(path, text.as_bytes())?;
             crate::usage::note!(
                 "lotus: wrote {} ({} profile(s))",
                 path.display(),

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use super::names::clean;
 use super::{recording, Recording, MAX_NAMES, OPEN_WAIT_NS};
-use lotus_backend_common::clock_ns;
+use lotus_sys::clock_ns;
 
 /// The log: [`NOT_OPEN`], [`OPENING`], [`FAILED`] or its descriptor.
 static LOG_FD: AtomicI32 = AtomicI32::new(NOT_OPEN);

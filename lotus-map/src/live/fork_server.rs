@@ -1,14 +1,14 @@
 //! The fork server's side in lotus: under perf an op's runs are made by
 //! one Python process that imports the op once and forks a child per run
-//! (see `lotus-python/python/lotus_harness.py`, `--runs`). One collection covers them;
+//! (see `lotus-tracer/python/lotus_harness.py`, `--runs`). One collection covers them;
 //! each run is one window, and its report holds that window's samples.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lotus_backend_common::reaper::Reaper;
 use lotus_core::Profiler;
+use lotus_sys::process::Reaper;
 
 use super::run::describe_failure;
 use super::serve::{serve_until, RunError, ECHO_SETTLE, REAP_LIMIT};

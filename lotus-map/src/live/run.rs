@@ -5,8 +5,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use lotus_backend_common::reaper::Reaper;
 use lotus_core::Profiler;
+use lotus_sys::process::Reaper;
 
 use super::serve::{serve_until, RunError, ECHO_SETTLE, REAP_LIMIT};
 use super::{collect_options, harness_target, LiveOptions, OpSpec, RunOutput};

@@ -1,4 +1,4 @@
-//! The Python side of lotus as source strings.
+//! The tracer's home: the Python side of lotus as source strings.
 //!
 //! One folder holds every Python file lotus runs (`python/`, beside this
 //! crate's `src/`): the `lotus` binary writes them from these

@@ -1,10 +1,16 @@
 //! Where AMD uProf's profile-control library (`libAMDProfileController.so`)
-//! is found.
+//! is loaded from, and where uProf is installed.
 //!
-//! The profiled process opens it (through lotus's control library,
-//! `liblotus_control.so`) to resume and pause the uProf collection around
-//! an op; the lotus process only looks for it to say in its probe whether
-//! windows can open. Both use the order below:
+//! The profiled process opens the library (this crate's uProf calls, in
+//! the profiled process) to resume and pause the uProf
+//! collection around an op; the lotus process (the uProf backend's probe)
+//! only looks for it, to say whether windows can open and where from.
+//! Both follow the order below, so it is kept here, beside the loader,
+//! and the backend depends on this crate for it (never the reverse: the
+//! control library links no backend). A file found by searching (not
+//! named by [`ENV_LIBRARY`]) is loaded only when no other user can have
+//! put it there (`lotus_sys::trust::check_file`); the backend's probe says
+//! the same.
 //!
 //! 1. [`ENV_LIBRARY`] (`LOTUS_UPROF_CONTROL_LIB`): a full path; when set,
 //!    nothing else is tried.
@@ -15,13 +21,13 @@
 //! 4. The dynamic library path (`LD_LIBRARY_PATH`, the loader's cache):
 //!    the bare file name [`LIBRARY`].
 //!
-//! This module uses only the standard library, so the control library can
-//! share it without pulling in anything else.
+//! This module uses only the standard library.
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 
-use crate::probe::ENV_UPROF_HOME;
+/// The environment variable naming uProf's install folder.
+pub const ENV_UPROF_HOME: &str = "AMDUPROF_HOME";
 
 /// The profile-control library's file name.
 pub const LIBRARY: &str = "libAMDProfileController.so";
@@ -39,6 +45,7 @@ const FIXED_HOMES: &[&str] = &["/opt/amd/uprof"];
 
 /// Where to look for the library.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Search {
     /// [`ENV_LIBRARY`] names this file: use it and nothing else.
     Override(PathBuf),

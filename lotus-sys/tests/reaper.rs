@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lotus_backend_common::reaper::{descendants, end_descendants, kill_descendants, Reaper};
+use lotus_sys::process::{descendants, end_descendants, kill_descendants, Reaper};
 
 /// The tests of this binary take turns: each ends every descendant of the
 /// process, the other's too.

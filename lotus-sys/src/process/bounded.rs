@@ -1,4 +1,4 @@
-//! Asking a program something with a bound on the wait.
+//! Asking a program something with a bound on the wait (`output_within`).
 //!
 //! `Command::output` waits for the program and for every process holding
 //! its output pipes: a vendor tool that hangs on `--version` (a license

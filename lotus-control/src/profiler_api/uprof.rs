@@ -4,7 +4,7 @@
 //! resumes and pauses the collection itself by calling
 //! `libAMDProfileController.so`. The library is opened with `libloading`
 //! on the first call, once per process, from the places
-//! [`lotus_backend_uprof::control_lib`] lists (`LOTUS_UPROF_CONTROL_LIB`,
+//! [`crate::uprof_library`] lists (`LOTUS_UPROF_CONTROL_LIB`,
 //! `$AMDUPROF_HOME/lib/x64/shared`, `/opt/AMDuProf*/lib/x64/shared`, the
 //! dynamic library path), and stays loaded.
 //!
@@ -28,8 +28,8 @@ use std::ffi::{c_int, c_uint};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use super::uprof_library::{self as control_lib, Search};
 use libloading::Library;
-use lotus_backend_uprof::control_lib::{self, Search};
 
 use crate::backend::Call;
 use crate::error::ControlError;
@@ -243,7 +243,7 @@ fn load() -> Result<Controller, String> {
             if let Some(path) = files.iter().find(|p| p.is_file()) {
                 // Found by searching (not named by the user): loaded only
                 // when no other user can have put it there.
-                lotus_backend_common::trust::check_file(path).map_err(|untrusted| {
+                lotus_sys::trust::check_file(path).map_err(|untrusted| {
                     format!(
                         "uProf's profile-control library is not loaded: {untrusted}; set {} to its full path to load it anyway",
                         control_lib::ENV_LIBRARY
@@ -262,7 +262,7 @@ fn load() -> Result<Controller, String> {
                     folders(&files),
                     describe(&e),
                     control_lib::ENV_LIBRARY,
-                    lotus_backend_uprof::probe::ENV_UPROF_HOME,
+                    control_lib::ENV_UPROF_HOME,
                 )),
             }
         }

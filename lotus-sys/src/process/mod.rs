@@ -1,0 +1,26 @@
+//! The processes lotus starts, and ending them.
+//!
+//! - Starting: [`clear_cloexec`] (a descriptor that one child inherits, in
+//!   a `pre_exec` hook), [`log_pair`] (a child's output into a log file in
+//!   a private folder), [`tail`] (that log's last lines, for an error).
+//! - Waiting with a bound: [`wait_for`] (a child), [`output_within`] (a
+//!   short question such as `tool --version`, its output captured).
+//! - Stopping: [`signal_group`], [`stop_group`] (SIGINT, a grace period,
+//!   then SIGKILL to the whole process group).
+//! - Ending what a run left behind, daemons that left its group included:
+//!   [`Reaper`], [`become_subreaper`], [`kill_descendants`],
+//!   [`end_descendants`], [`descendants`]; [`start_time`] tells one process
+//!   from a later one with the same pid.
+//!
+//! No code path here waits without a bound, except [`stop_group`]'s final
+//! reap of a child that was sent SIGKILL.
+
+mod bounded;
+mod group;
+mod reaper;
+
+pub use bounded::output_within;
+pub use group::{clear_cloexec, log_pair, signal_group, stop_group, tail, wait_for};
+pub use reaper::{
+    become_subreaper, descendants, end_descendants, kill_descendants, start_time, Reaper,
+};
