@@ -124,18 +124,18 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ),
         (
             "lotus-backend-uprof",
-            &["lotus-core", "lotus-sys", "lotus-backend-common"][..],
-        ),
-        (
-            "lotus-control",
             &[
                 "lotus-core",
                 "lotus-sys",
-                "lotus-protocol",
                 "lotus-backend-common",
+                "lotus-control",
             ][..],
         ),
-        ("lotus-python", &[][..]),
+        (
+            "lotus-control",
+            &["lotus-core", "lotus-sys", "lotus-protocol"][..],
+        ),
+        ("lotus-tracer", &[][..]),
         (
             "lotus-map",
             &[
@@ -143,8 +143,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "lotus-sys",
                 "lotus-protocol",
                 "lotus-control",
-                "lotus-python",
-                "lotus-backend-common",
+                "lotus-tracer",
             ][..],
         ),
     ])
