@@ -11,28 +11,13 @@
 // would read as HTML tags.
 #![allow(rustdoc::invalid_html_tags)]
 
-mod attribute_cmd;
-mod attribute_in_pipeline;
-mod compare_cmd;
+mod cmd;
 mod control_lib;
-mod docs_cmd;
-mod map_cmd;
-mod map_from_trace;
-mod mapping_against;
 mod oom;
-mod plots;
-mod profile_cmd;
 mod program;
-mod report_cmd;
-mod report_page;
-mod report_samples;
-mod report_timeline;
+mod render;
 mod sampled_trace;
-mod table;
-mod trace_cmd;
-mod trace_run;
 mod usage;
-mod verdict_text;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).
@@ -48,7 +33,7 @@ use clap::{Parser, Subcommand};
 use lotus_core::Mapping;
 use lotus_core::MergeRule;
 
-use map_cmd::{MapArgs, MapFormat};
+use cmd::map::{MapArgs, MapFormat};
 use usage::env_help;
 
 /// Out of memory is a clear error and exit status 1, not an abort (see
@@ -102,26 +87,26 @@ enum Command {
     /// Ops of live mappings from different hosts side by side: latency and
     /// CPU per call, with ratios to the first.
     #[command(after_help = env_help::compare())]
-    Compare(compare_cmd::CompareArgs),
+    Compare(cmd::compare::CompareArgs),
     /// Profile a whole program (all its processes and threads), or the windows it opens.
     #[command(after_help = env_help::profile())]
-    Profile(profile_cmd::ProfileArgs),
+    Profile(cmd::profile::ProfileArgs),
     /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
     #[command(after_help = env_help::attribute())]
-    Attribute(attribute_cmd::AttributeArgs),
+    Attribute(cmd::attribute::AttributeArgs),
     /// One self-contained HTML page of a run: traces (configurations side
     /// by side), attributions, plots.
     #[command(after_help = env_help::attribute())]
-    Report(report_cmd::ReportArgs),
+    Report(cmd::report::ReportArgs),
     /// Pipeline traces: when each op, sample and batch ran in every process.
     Trace {
         #[command(subcommand)]
-        command: trace_cmd::TraceCommand,
+        command: cmd::trace::TraceCommand,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    Completions(docs_cmd::CompletionsArgs),
+    Completions(cmd::docs::CompletionsArgs),
     /// Print the man page lotus(1), or write one page per command into a folder.
-    Man(docs_cmd::ManArgs),
+    Man(cmd::docs::ManArgs),
 }
 
 /// The formats of `lotus backends`.
@@ -169,15 +154,15 @@ fn main() -> ExitCode {
         Command::Backends { format, json } => {
             cmd_backends(if json { DataFormat::Json } else { format })
         }
-        Command::Map(args) => map_cmd::run(args),
+        Command::Map(args) => cmd::map::run(args),
         Command::Show(args) => cmd_show(args),
-        Command::Compare(args) => compare_cmd::run(args),
-        Command::Attribute(args) => attribute_cmd::run(args),
-        Command::Profile(args) => profile_cmd::run(args),
-        Command::Report(args) => report_cmd::run(args),
-        Command::Trace { command } => trace_cmd::run(command),
-        Command::Completions(args) => docs_cmd::completions::<Cli>(args),
-        Command::Man(args) => docs_cmd::man::<Cli>(args, VERSION),
+        Command::Compare(args) => cmd::compare::run(args),
+        Command::Attribute(args) => cmd::attribute::run(args),
+        Command::Profile(args) => cmd::profile::run(args),
+        Command::Report(args) => cmd::report::run(args),
+        Command::Trace { command } => cmd::trace::run(command),
+        Command::Completions(args) => cmd::docs::completions::<Cli>(args),
+        Command::Man(args) => cmd::docs::man::<Cli>(args, VERSION),
     };
     match result {
         Ok(code) => code,
@@ -272,7 +257,10 @@ fn cmd_backends(format: DataFormat) -> Result<ExitCode> {
         }
     }
     // Long reasons wrapped to the width, as tables are.
-    print!("{}", table::wrap_lines(&out, table::width()));
+    print!(
+        "{}",
+        render::table::wrap_lines(&out, render::table::width())
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -293,8 +281,8 @@ fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
         let file = lotus_sys::input::open_regular(other_path)
             .with_context(|| format!("cannot read {other_name}"))?;
         let other = Mapping::from_reader(file, &other_name)?;
-        let width = (!args.wide).then(crate::table::width);
-        return mapping_against::run(
+        let width = (!args.wide).then(crate::render::table::width);
+        return cmd::show::against::run(
             &mapping,
             &name,
             &other,
@@ -314,7 +302,7 @@ fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
     }
     print!(
         "{}",
-        map_cmd::render_mapping(&mapping, args.format.into(), args.top, args.wide)?
+        cmd::map::render_mapping(&mapping, args.format.into(), args.top, args.wide)?
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -232,7 +232,7 @@ pub struct TraceRunArgs {
     #[arg(long, value_enum, default_value = "lotus")]
     pub format: LogFormat,
     #[command(flatten)]
-    pub ops: crate::trace_cmd::OpArgs,
+    pub ops: crate::cmd::trace::OpArgs,
     /// The program and its arguments, e.g. `python train.py --epochs 1`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -709,7 +709,7 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     // What `lotus report` shows at the top of its page: the command, host,
     // CPU, date and lotus version (`<prefix>.run`), taken now and written
     // once the job has written logs.
-    let record = crate::report_page::RunRecord::now(&args.command);
+    let record = crate::render::html::RunRecord::now(&args.command);
     let files = write_tracer().context("cannot write the lotus_trace Python package")?;
     // Out of memory, lotus exits at once: the tracer's folder goes too.
     crate::oom::remove_on_oom(files.dir.path());
@@ -861,7 +861,7 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     // What the workers ran outside every op, said now rather than only by
     // a later `attribute` (issue 24: say what was not seen).
     if args.sample && !new.is_empty() {
-        for note in crate::trace_cmd::unseen_notes(&out, &args.prefix) {
+        for note in crate::cmd::trace::unseen_notes(&out, &args.prefix) {
             crate::usage::say!("lotus: note: {note}");
         }
     }
@@ -871,7 +871,7 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     if failures.is_empty() && !new.is_empty() {
         crate::usage::note!(
             "{}",
-            crate::trace_cmd::next_hint(&out, &args.prefix, args.sample)
+            crate::cmd::trace::next_hint(&out, &args.prefix, args.sample)
         );
     }
     if !failures.is_empty() {

@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use super::render::{amount, metric_text, pct, Grid, JsonProfileHead};
 use super::LoadedProfile;
-use crate::table;
+use crate::render::table;
 
 /// The schema tag of `lotus attribute --by function --format json`.
 pub const SCHEMA: &str = "lotus.attribution-functions/1";

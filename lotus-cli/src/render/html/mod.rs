@@ -13,6 +13,8 @@
 //! then HTML-escaped. Only plotters' SVG is passed through as is (marked
 //! `|safe` in the template: plotters escapes the text it writes).
 
+pub mod timeline;
+
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -20,11 +22,11 @@ use minijinja::{AutoEscape, Environment, Output, State, Value};
 use serde::{Deserialize, Serialize};
 
 /// The page template.
-const TEMPLATE: &str = include_str!("../templates/report.html");
+const TEMPLATE: &str = include_str!("../../../templates/report.html");
 /// The timeline's zoom and pan (inline: the page makes no request).
-const TIMELINE_JS: &str = include_str!("../templates/timeline.js");
+const TIMELINE_JS: &str = include_str!("../../../templates/timeline.js");
 /// The page's style.
-const STYLE: &str = include_str!("../templates/report.css");
+const STYLE: &str = include_str!("../../../templates/report.css");
 
 /// The longest text a cell shows in full in its tooltip; past it the
 /// tooltip is cut too (a hostile or broken name of megabytes stays out of
@@ -32,11 +34,11 @@ const STYLE: &str = include_str!("../templates/report.css");
 const TOOLTIP_MAX: usize = 2000;
 
 /// Shortens a function or op name for a table cell as the terminal
-/// tables do ([`crate::table::short_names`]: a C name whole, a C++ name to
+/// tables do ([`crate::render::table::short_names`]: a C name whole, a C++ name to
 /// its own name and its lambdas), cut to `max` characters. The full name
 /// goes into the cell's tooltip.
 pub(crate) fn short_name(name: &str, max: usize) -> String {
-    crate::table::short_names(&[name], max.max(8))
+    crate::render::table::short_names(&[name], max.max(8))
         .pop()
         .unwrap_or_else(|| name.to_string())
 }
@@ -161,7 +163,7 @@ impl Cell {
 pub(crate) fn module_cell(module: &str) -> Cell {
     let base = module.rsplit('/').next().unwrap_or(module);
     let base = if base.is_empty() { module } else { base };
-    let shown = crate::plots::fit(base, 28 * 6, 10);
+    let shown = crate::render::svg::fit(base, 28 * 6, 10);
     Cell {
         title: (shown != module).then(|| tooltip(module)),
         lines: vec![shown],
@@ -489,7 +491,7 @@ pub(crate) struct PageContext {
     /// A few figures at a glance (until the verdict lands, and beside it).
     pub(crate) summary: Vec<Vec<Part>>,
     /// The timelines, one per configuration.
-    pub(crate) timelines: Vec<crate::report_timeline::Timeline>,
+    pub(crate) timelines: Vec<crate::render::html::timeline::Timeline>,
     /// The rest of the page.
     pub(crate) blocks: Vec<Block>,
 }

@@ -24,9 +24,9 @@ use lotus_trace::loop_figures;
 use lotus_trace::{TraceFolder, TraceIndex};
 use serde_json::json;
 
-use crate::attribute_cmd::AttributeFormat;
-use crate::plots::{labelled_bars, Colours, LabelledBar};
-use crate::table;
+use crate::cmd::attribute::AttributeFormat;
+use crate::render::svg::{labelled_bars, Colours, LabelledBar};
+use crate::render::table;
 use lotus_map::output::one_line;
 use lotus_map::write::write_atomic;
 
@@ -87,12 +87,12 @@ pub fn run(
         AttributeFormat::Table => {
             let width = (!wide).then(table::width);
             lotus_sys::text::printable(
-                &(crate::verdict_text::text(&verdict, width) + &table_of(&a, false, top, width)),
+                &(crate::render::verdict::text(&verdict, width) + &table_of(&a, false, top, width)),
             )
             .into_owned()
         }
         AttributeFormat::Md => lotus_sys::text::printable(
-            &(crate::verdict_text::markdown(&verdict) + &table_of(&a, true, top, None)),
+            &(crate::render::verdict::markdown(&verdict) + &table_of(&a, true, top, None)),
         )
         .into_owned(),
         // Answered before the attribution; here for completeness.
@@ -265,7 +265,7 @@ pub(crate) fn verdict_of(dir: &Path, a: &InPipelineAttribution, budget: Budget) 
         &loops,
         Some(a),
         &[],
-        crate::verdict_text::cpus_here(),
+        crate::render::verdict::cpus_here(),
     ))
 }
 

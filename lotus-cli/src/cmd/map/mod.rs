@@ -1,6 +1,8 @@
 //! `lotus map`: its arguments, the progress it shows, and where the
 //! mapping goes. The mapping itself is made by the `lotus_map` engine.
 
+pub mod from_trace;
+
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -274,13 +276,13 @@ fn emit_as_asked(mapping: &Mapping, args: &MapArgs) -> Result<()> {
 /// Runs `lotus map`.
 pub fn run(args: MapArgs) -> Result<ExitCode> {
     if let Some(dir) = &args.from_trace {
-        crate::map_from_trace::check_alone(
+        crate::cmd::map::from_trace::check_alone(
             args.backend.as_deref(),
             args.ops.len(),
             args.from_reports.is_some(),
             args.dry_run,
         )?;
-        let mapping = crate::map_from_trace::build(dir, &args.prefix)?;
+        let mapping = crate::cmd::map::from_trace::build(dir, &args.prefix)?;
         emit_as_asked(&mapping, &args)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -420,7 +422,7 @@ fn with_control_library(opts: LiveOptions) -> LiveOptions {
 }
 
 /// A mapping rendered in `format`: the table fitted to the width (or,
-/// with `wide`, its names whole) by [`crate::table`], the other formats
+/// with `wide`, its names whole) by [`crate::render::table`], the other formats
 /// by [`lotus_map::output::render`].
 pub(crate) fn render_mapping(
     mapping: &Mapping,
@@ -431,10 +433,10 @@ pub(crate) fn render_mapping(
     if format != Format::Table {
         return Ok(render(mapping, format, top, NameWidth::Full)?);
     }
-    let width = (!wide).then(crate::table::width);
+    let width = (!wide).then(crate::render::table::width);
     let text = lotus_sys::text::printable(&mapping_table(mapping, top, width)).into_owned();
     Ok(match width {
-        Some(w) => crate::table::wrap_lines(&text, w),
+        Some(w) => crate::render::table::wrap_lines(&text, w),
         None => text,
     })
 }
@@ -443,7 +445,7 @@ pub(crate) fn render_mapping(
 /// `top`, 0: all) with their modules, samples, shares and runs seen, then
 /// the functions several ops share.
 fn mapping_table(mapping: &Mapping, top: usize, width: Option<usize>) -> String {
-    use crate::table::{self, Column, Grid};
+    use crate::render::table::{self, Column, Grid};
     let imported = mapping.imported_from.is_some();
     let unit = mapping.unit.label();
     let mut out = format!("lotus mapping: {}\n", header_line(mapping));

@@ -94,7 +94,7 @@ fn render_rows(
     top: usize,
     width: Option<usize>,
 ) -> Result<String> {
-    use crate::table::{self, Column, Grid};
+    use crate::render::table::{self, Column, Grid};
     use lotus_map::output::one_line;
     use lotus_sys::text::{csv_number, csv_record, printable};
     let total: f64 = profile.rows.iter().map(|r| r.value).sum();
@@ -349,7 +349,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         profile.write_json(&mut text)?;
         String::from_utf8(text)?
     } else {
-        let width = (!args.wide).then(crate::table::width);
+        let width = (!args.wide).then(crate::render::table::width);
         render_rows(&profile, format, args.top, width)?
     };
     match &out {

@@ -17,10 +17,10 @@ use lotus_core::Mapping;
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
 
-use crate::attribute_in_pipeline::{counter_cells, counter_headers, svg_of};
-use crate::plots::{labelled_bars, Colours, LabelledBar};
-use crate::report_cmd::{cell, Page};
-use crate::report_page::{code, keyed, short_name, text, Cell};
+use crate::cmd::attribute::in_pipeline::{counter_cells, counter_headers, svg_of};
+use crate::cmd::report::{cell, Page};
+use crate::render::html::{code, keyed, short_name, text, Cell};
+use crate::render::svg::{labelled_bars, Colours, LabelledBar};
 
 /// Missed and never-run functions shown per op (the JSON of `show
 /// --against` lists 20 by default; a page cell holds fewer).
@@ -74,7 +74,7 @@ pub fn compare(
     budget: Budget,
 ) -> Result<Vec<Compared>> {
     if let Some(path) = against {
-        let other = crate::attribute_cmd::load_mapping(path)
+        let other = crate::cmd::attribute::load_mapping(path)
             .with_context(|| format!("--against {}", path.display()))?;
         return Ok(vec![Compared {
             against: path.display().to_string(),
@@ -188,7 +188,7 @@ pub fn in_pipeline_section(
                 let k = |f: &str| format!("in_pipeline/{label}/{}/{f}", r.path);
                 let mut name = Cell::name(&r.path);
                 if r.kind == RowKind::Op {
-                    name = name.swatch(crate::report_timeline::hex(colours, &r.name));
+                    name = name.swatch(crate::render::html::timeline::hex(colours, &r.name));
                 }
                 let mut row = vec![
                     name,
@@ -299,7 +299,7 @@ pub fn comparison_section(
                 let missed = fs(&o.missed);
                 let not_run = fs(&o.not_run);
                 vec![
-                    Cell::name(&o.op).swatch(crate::report_timeline::hex(colours, &o.op)),
+                    Cell::name(&o.op).swatch(crate::render::html::timeline::hex(colours, &o.op)),
                     cell(
                         &k("coverage"),
                         o.coverage

@@ -10,7 +10,7 @@ use super::render::{shorten, View};
 
 impl View<'_> {
     /// A stacked bar chart: one bar per profile, one colour per op.
-    pub(in crate::attribute_cmd) fn svg(&self) -> Result<String> {
+    pub(in crate::cmd::attribute) fn svg(&self) -> Result<String> {
         let n = self.profiles.len();
         let ops: Vec<&str> = self.results[0].ops.iter().map(|o| o.op.as_str()).collect();
         // One unit for every bar: seconds where every profile converts,
@@ -66,9 +66,12 @@ impl View<'_> {
             root.fill(&WHITE)?;
             // The title over the whole image, cut in the middle to fit it
             // (centred on the chart alone, a long one was cut at the edge).
-            crate::plots::title(&root, &format!("CPU time per op (split: {})", self.split()))?;
+            crate::render::svg::title(
+                &root,
+                &format!("CPU time per op (split: {})", self.split()),
+            )?;
             let (left, right) = root.margin(36, 0, 0, 0).split_horizontally(chart_w);
-            let mut chart = crate::plots::bar_chart(&left, n, y_max, 40, 1, y_desc)?;
+            let mut chart = crate::render::svg::bar_chart(&left, n, y_max, 40, 1, y_desc)?;
             let colour = |k: usize| -> RGBAColor {
                 if ops[k] == UNEXPLAINED {
                     RGBAColor(170, 170, 170, 1.0)

@@ -9,7 +9,7 @@ use lotus_attribute::{compare_mappings, ComparedFunction, MappingComparison, OpC
 use lotus_core::Mapping;
 use serde_json::json;
 
-use crate::map_cmd::MapFormat as Format;
+use crate::cmd::map::MapFormat as Format;
 use crate::usage::usage;
 use lotus_map::output::one_line;
 
@@ -53,7 +53,7 @@ pub fn run(
         Format::Table => {
             let text = lotus_sys::text::printable(&text);
             match width {
-                Some(w) => print!("{}", crate::table::wrap_lines(&text, w)),
+                Some(w) => print!("{}", crate::render::table::wrap_lines(&text, w)),
                 None => print!("{text}"),
             }
         }
@@ -73,7 +73,7 @@ fn names(fs: &[ComparedFunction]) -> String {
             format!(
                 "{} ({}, {:.0}%)",
                 one_line(&f.function),
-                one_line(&crate::table::module_name(&f.module)),
+                one_line(&crate::render::table::module_name(&f.module)),
                 f.share * 100.0
             )
         })
@@ -101,7 +101,7 @@ fn function_cells(c: &MappingComparison, room: usize) -> Vec<[String; 4]> {
         .map(|(f, _)| one_line(&f.function))
         .collect();
     let refs: Vec<&str> = full.iter().map(String::as_str).collect();
-    let shown = crate::table::short_names(&refs, room);
+    let shown = crate::render::table::short_names(&refs, room);
     let mut at = 0;
     c.ops
         .iter()
@@ -110,11 +110,11 @@ fn function_cells(c: &MappingComparison, room: usize) -> Vec<[String; 4]> {
             let names = shown[at..at + fs.len()].join("\n");
             at += fs.len();
             let module = |f: &ComparedFunction| {
-                let m = one_line(&crate::table::module_name(&f.module));
+                let m = one_line(&crate::render::table::module_name(&f.module));
                 if room == usize::MAX {
                     m
                 } else {
-                    crate::table::cut_right(&m, 18)
+                    crate::render::table::cut_right(&m, 18)
                 }
             };
             [
@@ -179,8 +179,8 @@ fn table_of(
         }
     } else {
         // The functions one a line, with their modules, shares and list,
-        // fitted to the width ([`crate::table::Grid`]).
-        use crate::table::Column;
+        // fitted to the width ([`crate::render::table::Grid`]).
+        use crate::render::table::Column;
         let columns = vec![
             Column::left("op"),
             Column::right("coverage %"),
@@ -210,7 +210,7 @@ fn table_of(
                     if width.is_some() {
                         module
                             .lines()
-                            .map(|m| crate::table::cut_right(m, 18))
+                            .map(|m| crate::render::table::cut_right(m, 18))
                             .collect::<Vec<_>>()
                             .join("\n")
                     } else {
@@ -221,13 +221,17 @@ fn table_of(
                 ]
             })
             .collect();
-        let grid =
-            crate::table::Grid::new(columns, rows).names(6, 3, crate::table::NAME_MIN, |room| {
+        let grid = crate::render::table::Grid::new(columns, rows).names(
+            6,
+            3,
+            crate::render::table::NAME_MIN,
+            |room| {
                 function_cells(c, room)
                     .into_iter()
                     .map(|[names, ..]| names)
                     .collect()
-            });
+            },
+        );
         text += &grid.render(width);
     }
     if !c.only_in_mapping.is_empty() {

@@ -10,12 +10,12 @@
 //!
 //! The page needs no network: its CSS and its one script (the timeline's
 //! zoom and pan) are inline, its plots are inline SVG (drawn with
-//! plotters, [`crate::plots`]), sized to the page. It is rendered from
+//! plotters, [`crate::render::svg`]), sized to the page. It is rendered from
 //! `templates/report.html` by a template engine that escapes every text
-//! ([`crate::report_page`]). From the top: each run's command, host, CPU,
+//! ([`crate::render::html`]). From the top: each run's command, host, CPU,
 //! date and lotus version (`lotus.run`, written by `lotus trace run`); the
 //! verdict; a few figures at a glance; a timeline of each trace
-//! ([`crate::report_timeline`]); with two runs or more, each against the
+//! ([`crate::render::html::timeline`]); with two runs or more, each against the
 //! first per op (wall and CPU time a call); per configuration, the per-op
 //! table (wall and CPU a call side by side) and the op-time plot, the batch
 //! preprocessing time box plots, the wait buckets and delay shares, box
@@ -25,11 +25,13 @@
 //! command that makes the Perfetto timeline. For a sampled trace folder
 //! (`trace run --sample`), the in-pipeline attribution of its samples, and,
 //! with `--mapping`, the mapping compared with the in-pipeline one (built
-//! from the samples, or `--against`): [`crate::report_samples`]. Each
+//! from the samples, or `--against`): [`crate::cmd::report::samples`]. Each
 //! figure shown carries `data-key` with what it is, so that a test (or a
 //! script) can check the page against `lotus trace stats --json` and
 //! `lotus attribute --format json`. With `--plot-dir`, each plot is also
 //! written there as an SVG file.
+
+pub mod samples;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,19 +41,19 @@ use lotus_attribute::{Attribution, FunctionAttribution, FunctionMapping, MatchMo
 use lotus_sort::Budget;
 use lotus_trace::{ConfigComparison, OutlierRule};
 
-use crate::attribute_cmd::{
+use crate::cmd::attribute::{
     load_mapping, load_op_times, load_profile, name_profiles, LoadedProfile,
 };
-use crate::plots::{box_plot, grouped_bars, Colours};
-use crate::report_page::{
+use crate::cmd::report::samples::{
+    attribute, compare, comparison_section, in_pipeline_section, op_names, Sampled,
+};
+use crate::cmd::trace::{configurations_of, Computed, OutliersArg};
+use crate::render::html::timeline::OpCpu;
+use crate::render::html::{
     heading, keyed, module_cell, para, short_name, text, Block, Cell, PageContext, Part, RunInfo,
     RunRecord, VerdictView,
 };
-use crate::report_samples::{
-    attribute, compare, comparison_section, in_pipeline_section, op_names, Sampled,
-};
-use crate::report_timeline::OpCpu;
-use crate::trace_cmd::{configurations_of, Computed, OutliersArg};
+use crate::render::svg::{box_plot, grouped_bars, Colours};
 use lotus_attribute::RowKind;
 use lotus_map::write::write_atomic;
 
@@ -262,7 +264,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
             h.dedup();
             h
         };
-        let (tl, cpu) = crate::report_timeline::of(c, &colours)?;
+        let (tl, cpu) = crate::render::html::timeline::of(c, &colours)?;
         let first = c.folder_and_index().1.min_start_ns;
         runs.push(RunInfo::of(
             &c.label,
@@ -307,9 +309,9 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let svgs: Vec<String> = page
         .plots
         .iter()
-        .map(|(_, svg)| crate::plots::for_page(svg))
+        .map(|(_, svg)| crate::render::svg::for_page(svg))
         .collect();
-    let html = crate::report_page::render(&ctx, &svgs)?;
+    let html = crate::render::html::render(&ctx, &svgs)?;
     let ReportFormat::Html = args.format;
     let to_stdout = crate::usage::is_stdout(&args.out);
     if to_stdout {
@@ -515,7 +517,8 @@ fn traces(
                 let k = |f: &str| format!("trace/{}/ops/{}/{f}", c.label, o.name);
                 let s = &o.summary;
                 vec![
-                    Cell::name(&o.name).swatch(crate::report_timeline::hex(colours, &o.name)),
+                    Cell::name(&o.name)
+                        .swatch(crate::render::html::timeline::hex(colours, &o.name)),
                     cell(&k("count"), s.count.to_string()),
                     ms_cell(&k("total_ns"), s.total_ns as f64),
                     ms_cell(&k("mean_ns"), s.mean_ns),
@@ -806,7 +809,7 @@ fn attribution(
     colours: &Colours,
 ) -> Result<()> {
     page.h(2, "Profiles attributed to ops");
-    let metrics = crate::attribute_cmd::TOP_DOWN_METRICS;
+    let metrics = crate::cmd::attribute::TOP_DOWN_METRICS;
     for (p, a, _) in attributed {
         let present: Vec<&str> = metrics
             .iter()
@@ -823,7 +826,7 @@ fn attribution(
             .map(|o| {
                 let k = |f: &str| format!("attribution/{}/{}/{f}", p.name, o.op);
                 let mut row = vec![
-                    Cell::name(&o.op).swatch(crate::report_timeline::hex(colours, &o.op)),
+                    Cell::name(&o.op).swatch(crate::render::html::timeline::hex(colours, &o.op)),
                     cell(
                         &k("cpu_time_s"),
                         k_s.map_or("-".to_string(), |s| format!("{:.3}", o.value * s)),

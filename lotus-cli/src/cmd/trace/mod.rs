@@ -64,6 +64,8 @@
 //! `lotus attribute --op-times` reads; it also reads a trace folder
 //! directly.
 
+pub mod run;
+
 use std::cell::RefCell;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -106,7 +108,7 @@ pub enum TraceCommand {
     /// Run a program with tracing on, no change to its code:
     /// `lotus trace run --out DIR -- python train.py ...`.
     #[command(after_help = crate::usage::env_help::trace_run())]
-    Run(crate::trace_run::TraceRunArgs),
+    Run(crate::cmd::trace::run::TraceRunArgs),
     /// Write a Chrome trace / Perfetto JSON of a trace: one track per
     /// process, every op, sample and batch as a span, arrows from each
     /// batch's preprocessing to its consumption.
@@ -215,13 +217,13 @@ fn emit(mode: Mode, header: &[&str], left: usize, rows: Vec<Vec<String>>) -> Str
                 .enumerate()
                 .map(|(i, h)| {
                     if i < left {
-                        crate::table::Column::left(h)
+                        crate::render::table::Column::left(h)
                     } else {
-                        crate::table::Column::right(h)
+                        crate::render::table::Column::right(h)
                     }
                 })
                 .collect();
-            crate::table::Grid::new(columns, rows).render(Some(width))
+            crate::render::table::Grid::new(columns, rows).render(Some(width))
         }
         Mode::Markdown => {
             let cell = |c: &str| one_line(c).replace('|', "\\|");
@@ -275,7 +277,7 @@ pub fn run(command: TraceCommand) -> Result<ExitCode> {
                     "trace run --out names the trace folder (one log per process); standard output (`-`) cannot hold it",
                 ));
             }
-            crate::trace_run::run(args)
+            crate::cmd::trace::run::run(args)
         }
         TraceCommand::View(args) => view(args),
         TraceCommand::Stats(mut args) => {
@@ -566,7 +568,11 @@ pub(crate) fn unseen_notes(dir: &Path, prefix: &str) -> Vec<String> {
 
 /// The verdict's lines, wrapped to the terminal's width.
 fn verdict_text(v: &Verdict) -> String {
-    printable(&crate::verdict_text::text(v, Some(crate::table::width()))).into_owned()
+    printable(&crate::render::verdict::text(
+        v,
+        Some(crate::render::table::width()),
+    ))
+    .into_owned()
 }
 
 /// The attribution of the samples in `dir` (of `prefix`), where it holds
@@ -704,7 +710,12 @@ impl Computed {
         let loops = loop_figures(&mut index)?;
         let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
         let ranks = rank_stats_with(&folder, &index, rule)?;
-        let verdict = Verdict::of(&loops, None, &stats.ops, crate::verdict_text::cpus_here());
+        let verdict = Verdict::of(
+            &loops,
+            None,
+            &stats.ops,
+            crate::render::verdict::cpus_here(),
+        );
         Ok(Computed {
             label,
             dir,
@@ -730,7 +741,7 @@ impl Computed {
             &self.loops,
             Some(a),
             &self.stats.ops,
-            crate::verdict_text::cpus_here(),
+            crate::render::verdict::cpus_here(),
         );
     }
 
@@ -958,7 +969,7 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
 fn mode_of(format: StatsFormat) -> Mode {
     match format {
         StatsFormat::Md => Mode::Markdown,
-        _ => Mode::Terminal(crate::table::width()),
+        _ => Mode::Terminal(crate::render::table::width()),
     }
 }
 
@@ -966,7 +977,7 @@ fn mode_of(format: StatsFormat) -> Mode {
 /// it already); Markdown as it is.
 fn fit_lines(text: &str, mode: Mode) -> String {
     match mode {
-        Mode::Terminal(width) => crate::table::wrap_lines(text, width),
+        Mode::Terminal(width) => crate::render::table::wrap_lines(text, width),
         Mode::Markdown => text.to_string(),
     }
 }

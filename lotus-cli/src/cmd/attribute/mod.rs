@@ -65,6 +65,7 @@ pub(crate) const TOP_DOWN_METRICS: &[&str] = &[
 ];
 
 mod by_function;
+pub mod in_pipeline;
 mod plot;
 mod render;
 
@@ -240,7 +241,7 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
     // `--out -` is standard output, as no --out is.
     args.out = args.out.filter(|p| !crate::usage::is_stdout(p));
     if let Some(dir) = &args.dir {
-        return crate::attribute_in_pipeline::run(
+        return crate::cmd::attribute::in_pipeline::run(
             dir,
             &args.prefix,
             args.top,

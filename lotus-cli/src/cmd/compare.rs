@@ -142,7 +142,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
             &mappings,
             &labels,
             &ops,
-            Some(crate::table::width()),
+            Some(crate::render::table::width()),
         ))
         .into_owned(),
         CompareFormat::Md => printable(&table(&mappings, &labels, &ops, None)).into_owned(),
@@ -192,7 +192,7 @@ fn table(
     ops: &[OpAcross],
     width: Option<usize>,
 ) -> String {
-    use crate::table::{Column, Grid};
+    use crate::render::table::{Column, Grid};
     let host_rows: Vec<Vec<String>> = mappings
         .iter()
         .zip(labels)
@@ -289,7 +289,7 @@ fn table(
         labels[0]
     );
     match width {
-        Some(w) => crate::table::wrap_lines(&text, w),
+        Some(w) => crate::render::table::wrap_lines(&text, w),
         None => text,
     }
 }

@@ -23,7 +23,7 @@ pub(crate) fn text(v: &Verdict, width: Option<usize>) -> String {
     let mut out = String::new();
     for line in lines(v) {
         match width {
-            Some(w) => out += &crate::table::wrap(&line, w),
+            Some(w) => out += &crate::render::table::wrap(&line, w),
             None => out += &line,
         }
         out.push('\n');

@@ -1,6 +1,6 @@
 //! Rendering an attribution: JSON, CSV, terminal tables and Markdown.
 
-use crate::table;
+use crate::render::table;
 use lotus_sys::text::{csv_number, csv_record, figure, one_line, printable};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -158,7 +158,7 @@ pub(super) struct Grid {
 }
 
 impl Grid {
-    /// A terminal table fitted to `width` ([`crate::table::Grid`]); `None`:
+    /// A terminal table fitted to `width` ([`crate::render::table::Grid`]); `None`:
     /// names whole (`--wide`).
     pub(super) fn terminal(&self, width: Option<usize>) -> String {
         let columns = self

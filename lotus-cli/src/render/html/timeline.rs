@@ -18,9 +18,9 @@ use lotus_trace::Item;
 use lotus_trace::{Entry, Kind, Role};
 use serde::Serialize;
 
-use crate::plots::Colours;
-use crate::report_page::short_name;
-use crate::trace_cmd::Computed;
+use crate::cmd::trace::Computed;
+use crate::render::html::short_name;
+use crate::render::svg::Colours;
 
 /// The most spans drawn in one timeline.
 pub const MAX_SPANS: u64 = 4000;
@@ -179,7 +179,7 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
                     hex(colours, &e.name),
                     format!(
                         "{}{batch}: {d:.3} ms{cpu}",
-                        crate::report_page::tooltip(&e.name)
+                        crate::render::html::tooltip(&e.name)
                     ),
                 )
             }
@@ -293,7 +293,7 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
                 .map(|n| {
                     (
                         short_name(n, 40),
-                        crate::report_page::tooltip(n),
+                        crate::render::html::tooltip(n),
                         hex(colours, n),
                     )
                 })

@@ -1,0 +1,3 @@
+//! `lotus show`.
+
+pub mod against;
