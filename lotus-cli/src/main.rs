@@ -19,6 +19,9 @@ mod render;
 mod sampled_trace;
 mod usage;
 
+#[cfg(test)]
+mod layout_tests;
+
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).
 use lotus_backend_perf as _;
