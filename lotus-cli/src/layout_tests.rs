@@ -1,7 +1,8 @@
 //! The CLI's floor plan, kept by tests that read its sources (issue 26):
-//! no file under `src/` over [`MAX_LINES`] lines, and no command module
+//! no file under `src/` over [`MAX_LINES`] lines, no command module
 //! naming another command module (what two commands share lives outside
-//! `cmd/`, in a shared module or a renderer).
+//! `cmd/`, in a shared module or a renderer), and no module outside
+//! `cmd/` but `main.rs` naming a command.
 
 use std::path::{Path, PathBuf};
 
@@ -140,6 +141,37 @@ fn no_command_names_another_command() {
         crossings.is_empty(),
         "a command names another command (move what they share out of cmd/):\n{}",
         crossings.join("\n")
+    );
+}
+
+#[test]
+fn shared_modules_name_no_command() {
+    let root = src();
+    let mut named = Vec::new();
+    for path in sources(&root) {
+        let relative = path.strip_prefix(&root).unwrap();
+        if relative.starts_with("cmd") || relative == Path::new("main.rs") {
+            continue;
+        }
+        let module = module_of(relative);
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            // This file's own examples are strings, not paths it uses.
+            if relative == Path::new("layout_tests.rs") && line.contains('"') {
+                continue;
+            }
+            if named_paths(line, &module)
+                .iter()
+                .any(|p| p.first().is_some_and(|s| s == "cmd"))
+            {
+                named.push(format!("{}:{}: {}", relative.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "a shared module or renderer names a command (commands use them, not the other way):\n{}",
+        named.join("\n")
     );
 }
 

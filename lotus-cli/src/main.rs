@@ -11,12 +11,16 @@
 // would read as HTML tags.
 #![allow(rustdoc::invalid_html_tags)]
 
+mod attribution_inputs;
 mod cmd;
 mod control_lib;
+mod job;
 mod oom;
 mod program;
 mod render;
+mod run_record;
 mod sampled_trace;
+mod traces;
 mod usage;
 
 #[cfg(test)]
@@ -28,15 +32,12 @@ use lotus_backend_perf as _;
 use lotus_backend_uprof as _;
 use lotus_backend_vtune as _;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
-use lotus_core::Mapping;
-use lotus_core::MergeRule;
 
-use cmd::map::{MapArgs, MapFormat};
+use cmd::map::MapArgs;
 use usage::env_help;
 
 /// Out of memory is a clear error and exit status 1, not an abort (see
@@ -86,7 +87,7 @@ enum Command {
     Map(MapArgs),
     /// Show a mapping (lotus.mapping/1 or the original tool's schema) as a table.
     #[command(after_help = env_help::show())]
-    Show(ShowArgs),
+    Show(cmd::show::ShowArgs),
     /// Ops of live mappings from different hosts side by side: latency and
     /// CPU per call, with ratios to the first.
     #[command(after_help = env_help::compare())]
@@ -125,31 +126,6 @@ pub enum DataFormat {
     Md,
 }
 
-#[derive(Debug, clap::Args)]
-struct ShowArgs {
-    /// The mapping file.
-    file: PathBuf,
-    /// Re-apply a stricter merge rule (needs a mapping with run counts).
-    #[arg(long, value_parser = parse_rule)]
-    rule: Option<MergeRule>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    format: MapFormat,
-    /// Functions shown per op (0: all).
-    #[arg(long, default_value_t = 20)]
-    top: usize,
-    /// Tables show full function names (by default long C++ names are shortened to fit the terminal).
-    #[arg(long)]
-    wide: bool,
-    /// Compare with another mapping of the same ops (e.g. the in-pipeline one, `lotus map --from-trace`): per op, the share of its samples in OTHER that fall in functions FILE lists, the top functions FILE misses, and those it lists that OTHER's op never ran.
-    #[arg(long, value_name = "OTHER")]
-    against: Option<PathBuf>,
-}
-
-fn parse_rule(s: &str) -> Result<MergeRule, String> {
-    s.parse().map_err(|e: lotus_core::BadRule| e.to_string())
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     usage::set_quiet(cli.quiet);
@@ -158,7 +134,7 @@ fn main() -> ExitCode {
             cmd_backends(if json { DataFormat::Json } else { format })
         }
         Command::Map(args) => cmd::map::run(args),
-        Command::Show(args) => cmd_show(args),
+        Command::Show(args) => cmd::show::run(args),
         Command::Compare(args) => cmd::compare::run(args),
         Command::Attribute(args) => cmd::attribute::run(args),
         Command::Profile(args) => cmd::profile::run(args),
@@ -263,49 +239,6 @@ fn cmd_backends(format: DataFormat) -> Result<ExitCode> {
     print!(
         "{}",
         render::table::wrap_lines(&out, render::table::width())
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
-    let name = args.file.display().to_string();
-    let file = lotus_sys::input::open_regular(&args.file)
-        .with_context(|| format!("cannot read {name}"))?;
-    // Streamed: a mapping of a million functions is never held as text.
-    let mut mapping = Mapping::from_reader(file, &name)?;
-    if let Some(rule) = args.rule {
-        if mapping.imported_from.is_some() {
-            bail!("{name}: has no run counts (the original tool's schema), so --rule cannot be applied");
-        }
-        mapping.apply_rule(rule);
-    }
-    if let Some(other_path) = &args.against {
-        let other_name = other_path.display().to_string();
-        let file = lotus_sys::input::open_regular(other_path)
-            .with_context(|| format!("cannot read {other_name}"))?;
-        let other = Mapping::from_reader(file, &other_name)?;
-        let width = (!args.wide).then(crate::render::table::width);
-        return cmd::show::against::run(
-            &mapping,
-            &name,
-            &other,
-            &other_name,
-            args.format,
-            args.top,
-            width,
-        );
-    }
-    if args.format == MapFormat::Json {
-        // Streamed: the JSON of a large mapping is never held whole.
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        serde_json::to_writer_pretty(&mut out, &mapping)?;
-        std::io::Write::write_all(&mut out, b"\n")?;
-        std::io::Write::flush(&mut out)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    print!(
-        "{}",
-        cmd::map::render_mapping(&mapping, args.format.into(), args.top, args.wide)?
     );
     Ok(ExitCode::SUCCESS)
 }

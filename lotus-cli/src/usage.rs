@@ -252,3 +252,8 @@ pub mod env_help {
         list(&[SORT_BUFFER, TMPDIR])
     }
 }
+
+/// `--rule`'s parser (`lotus map`, `lotus show`).
+pub fn parse_rule(s: &str) -> Result<lotus_core::MergeRule, String> {
+    s.parse().map_err(|e: lotus_core::BadRule| e.to_string())
+}

@@ -31,7 +31,7 @@ use lotus_sys::text::{csv_number, csv_record, one_line, printable};
 use serde::Serialize;
 
 use super::render::{amount, metric_text, pct, Grid, JsonProfileHead};
-use super::LoadedProfile;
+use crate::attribution_inputs::LoadedProfile;
 use crate::render::table;
 
 /// The schema tag of `lotus attribute --by function --format json`.
@@ -226,7 +226,7 @@ impl FunctionView<'_> {
                 let metrics: Vec<String> = if all_metrics {
                     present.into_iter().cloned().collect()
                 } else {
-                    super::TOP_DOWN_METRICS
+                    crate::render::TOP_DOWN_METRICS
                         .iter()
                         .filter(|m| present.iter().any(|p| p.as_str() == **m))
                         .map(|m| m.to_string())

@@ -9,7 +9,8 @@ use lotus_attribute::{Attribution, OpShare};
 use lotus_core::Unit;
 use serde::Serialize;
 
-use super::{LoadedProfile, SCHEMA};
+use super::SCHEMA;
+use crate::attribution_inputs::LoadedProfile;
 
 /// The attribution of every profile, ready to render.
 pub(super) struct View<'a> {

@@ -41,19 +41,20 @@ use lotus_attribute::{Attribution, FunctionAttribution, FunctionMapping, MatchMo
 use lotus_sort::Budget;
 use lotus_trace::{ConfigComparison, OutlierRule};
 
-use crate::cmd::attribute::{
+use crate::attribution_inputs::{
     load_mapping, load_op_times, load_profile, name_profiles, LoadedProfile,
 };
 use crate::cmd::report::samples::{
     attribute, compare, comparison_section, in_pipeline_section, op_names, Sampled,
 };
-use crate::cmd::trace::{configurations_of, Computed, OutliersArg};
 use crate::render::html::timeline::OpCpu;
 use crate::render::html::{
     heading, keyed, module_cell, para, short_name, text, Block, Cell, PageContext, Part, RunInfo,
-    RunRecord, VerdictView,
+    VerdictView,
 };
 use crate::render::svg::{box_plot, grouped_bars, Colours};
+use crate::run_record::RunRecord;
+use crate::traces::{configurations_of, Computed, OutliersArg};
 use lotus_attribute::RowKind;
 use lotus_map::write::write_atomic;
 
@@ -809,7 +810,7 @@ fn attribution(
     colours: &Colours,
 ) -> Result<()> {
     page.h(2, "Profiles attributed to ops");
-    let metrics = crate::cmd::attribute::TOP_DOWN_METRICS;
+    let metrics = crate::render::TOP_DOWN_METRICS;
     for (p, a, _) in attributed {
         let present: Vec<&str> = metrics
             .iter()

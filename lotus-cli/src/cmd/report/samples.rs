@@ -17,9 +17,9 @@ use lotus_core::Mapping;
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
 
-use crate::cmd::attribute::in_pipeline::{counter_cells, counter_headers, svg_of};
 use crate::cmd::report::{cell, Page};
 use crate::render::html::{code, keyed, short_name, text, Cell};
+use crate::render::in_pipeline::{counter_cells, counter_headers, svg_of};
 use crate::render::svg::{labelled_bars, Colours, LabelledBar};
 
 /// Missed and never-run functions shown per op (the JSON of `show
@@ -74,7 +74,7 @@ pub fn compare(
     budget: Budget,
 ) -> Result<Vec<Compared>> {
     if let Some(path) = against {
-        let other = crate::cmd::attribute::load_mapping(path)
+        let other = crate::attribution_inputs::load_mapping(path)
             .with_context(|| format!("--against {}", path.display()))?;
         return Ok(vec![Compared {
             against: path.display().to_string(),

@@ -9,7 +9,7 @@ use lotus_attribute::{compare_mappings, ComparedFunction, MappingComparison, OpC
 use lotus_core::Mapping;
 use serde_json::json;
 
-use crate::cmd::map::MapFormat as Format;
+use crate::render::mapping::MapFormat as Format;
 use crate::usage::usage;
 use lotus_map::output::one_line;
 

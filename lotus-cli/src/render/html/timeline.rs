@@ -18,9 +18,9 @@ use lotus_trace::Item;
 use lotus_trace::{Entry, Kind, Role};
 use serde::Serialize;
 
-use crate::cmd::trace::Computed;
 use crate::render::html::short_name;
 use crate::render::svg::Colours;
+use crate::traces::Computed;
 
 /// The most spans drawn in one timeline.
 pub const MAX_SPANS: u64 = 4000;
