@@ -257,3 +257,13 @@ pub mod env_help {
 pub fn parse_rule(s: &str) -> Result<lotus_core::MergeRule, String> {
     s.parse().map_err(|e: lotus_core::BadRule| e.to_string())
 }
+
+/// Writes to stdout, saying so when that fails (a closed pipe included).
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .context("cannot write to standard output")
+}

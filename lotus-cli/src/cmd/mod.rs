@@ -1,8 +1,10 @@
 //! The subcommands of `lotus`, one module each.
 
 pub mod attribute;
+pub mod backends;
 pub mod compare;
-pub mod docs;
+pub mod completions;
+pub mod man;
 pub mod map;
 pub mod profile;
 pub mod report;

@@ -1,28 +1,14 @@
-//! `lotus completions SHELL` and `lotus man [--out DIR]`: shell completion
-//! scripts (clap_complete) and man pages (clap_mangen), both generated from
-//! the same clap definitions as `--help`, so they never drift from it.
+//! `lotus man [--out DIR]`: man pages (clap_mangen), generated from the
+//! same clap definitions as `--help`, so they never drift from it.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Command, CommandFactory};
-use clap_complete::Shell;
 
-use crate::usage::note;
+use crate::usage::{note, write_stdout};
 use lotus_map::write::write_atomic;
-
-/// `lotus completions` arguments.
-#[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Install, for example:\n  lotus completions bash > ~/.local/share/bash-completion/completions/lotus\n  lotus completions zsh > ~/.zfunc/_lotus      (with fpath+=(~/.zfunc) before compinit)\n  lotus completions fish > ~/.config/fish/completions/lotus.fish"
-)]
-pub struct CompletionsArgs {
-    /// The shell.
-    #[arg(value_enum)]
-    shell: Shell,
-}
 
 /// `lotus man` arguments.
 #[derive(Debug, clap::Args)]
@@ -35,18 +21,9 @@ pub struct ManArgs {
     out: Option<PathBuf>,
 }
 
-/// Prints the completion script for `args.shell`.
-pub fn completions<C: CommandFactory>(args: CompletionsArgs) -> Result<ExitCode> {
-    let mut cmd = C::command();
-    let mut text = Vec::new();
-    clap_complete::generate(args.shell, &mut cmd, "lotus", &mut text);
-    write_stdout(&text)?;
-    Ok(ExitCode::SUCCESS)
-}
-
 /// Prints lotus(1), or writes every command's page into `--out DIR`, each
 /// dated with lotus's `version`.
-pub fn man<C: CommandFactory>(args: ManArgs, version: &'static str) -> Result<ExitCode> {
+pub fn run<C: CommandFactory>(args: ManArgs, version: &'static str) -> Result<ExitCode> {
     let mut cmd = C::command();
     cmd.build();
     // `--out -` is standard output, as for every other command.
@@ -97,14 +74,6 @@ fn render(cmd: Command) -> Result<Vec<u8>> {
         .render(&mut text)
         .context("cannot render the man page")?;
     Ok(text)
-}
-
-/// Writes to stdout, saying so when that fails (a closed pipe included).
-fn write_stdout(bytes: &[u8]) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(bytes)
-        .and_then(|()| out.flush())
-        .context("cannot write to standard output")
 }
 
 #[cfg(test)]
