@@ -32,20 +32,24 @@
 //! ends its process once lotus is gone. Below 10 file descriptors lotus
 //! refuses at once, before it creates anything.
 
-use std::ffi::{OsStr, OsString};
+mod logs;
+mod reports;
+mod tracer;
+
+use std::ffi::OsStr;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use lotus_backend_common::{reaper, trust};
+use lotus_backend_common::reaper;
 
 use anyhow::{anyhow, Context, Result};
 
-/// The tracer's files, relative to the folder they are written to (the
-/// `lotus_python` crate owns them, shared with the wheel).
-const TRACER_FILES: &[(&str, &str)] = lotus_python::TRACER_FILES;
+use logs::{check_out_folder, is_log_of_run, logs_in, new_run_id};
+use reports::{trace_failures, Reports};
+use tracer::write_tracer;
 
 /// The variable that names the trace folder (read by the start-up hook).
 pub const ENV_TRACE_DIR: &str = "LOTUS_TRACE_DIR";
@@ -126,7 +130,7 @@ pub struct TraceRunArgs {
     #[arg(long, value_enum, default_value = "lotus")]
     pub format: LogFormat,
     #[command(flatten)]
-    pub ops: crate::cmd::trace::OpArgs,
+    pub ops: super::OpArgs,
     /// The program and its arguments, e.g. `python train.py --epochs 1`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -139,298 +143,6 @@ pub enum LogFormat {
     Lotus,
     /// `S<Name>,<start_ns>,<duration_ns>` only.
     Original,
-}
-
-/// The tracer written to a private folder; removed on drop.
-#[derive(Debug)]
-pub struct TracerFiles {
-    /// The private folder (0700); `lotus_trace/` is in it.
-    pub dir: lotus_sys::PrivateDir,
-    /// The folder of the start-up hook (`lotus_trace/_boot`).
-    pub boot: PathBuf,
-}
-
-impl TracerFiles {
-    /// `PYTHONPATH` with the start-up hook and the package first, then
-    /// `existing` (the caller's `PYTHONPATH`).
-    pub fn pythonpath(&self, existing: Option<&OsStr>) -> OsString {
-        let mut parts = vec![self.boot.clone(), self.dir.path().to_path_buf()];
-        if let Some(existing) = existing.filter(|e| !e.is_empty()) {
-            parts.extend(std::env::split_paths(existing));
-        }
-        std::env::join_paths(parts).unwrap_or_else(|_| {
-            // A path with ':' in it cannot be joined; put ours first anyway.
-            let mut v = self.boot.as_os_str().to_owned();
-            v.push(":");
-            v.push(self.dir.path());
-            if let Some(e) = existing {
-                v.push(":");
-                v.push(e);
-            }
-            v
-        })
-    }
-}
-
-/// Writes the `lotus_trace` package (and its start-up hook) into a fresh
-/// private folder (mode 0700, in a `TMPDIR` that passes the trust check,
-/// refused otherwise: the job runs the `sitecustomize` there). Folders
-/// left by a `trace run` that was killed are removed first.
-pub fn write_tracer() -> io::Result<TracerFiles> {
-    let dir = lotus_sys::PrivateDir::new("lotus-trace-")?;
-    let mut made = std::collections::BTreeSet::new();
-    for (rel, text) in TRACER_FILES {
-        let rel = Path::new(rel);
-        // The package's folders, outermost first, each made once.
-        let mut parents: Vec<&Path> = rel.ancestors().skip(1).collect();
-        parents.reverse();
-        for parent in parents.into_iter().filter(|p| !p.as_os_str().is_empty()) {
-            if made.insert(parent.to_path_buf()) {
-                dir.create_dir(parent)?;
-            }
-        }
-        dir.write(rel, text.as_bytes())?;
-    }
-    // Job processes that run as another user import the tracer too (see
-    // `readable_by_all`); the status folder made later stays 0700.
-    let mut shared: Vec<&Path> = made.iter().map(PathBuf::as_path).collect();
-    shared.extend(TRACER_FILES.iter().map(|(rel, _)| Path::new(*rel)));
-    dir.readable_by_all(&shared)?;
-    let boot = dir.path().join("lotus_trace").join("_boot");
-    Ok(TracerFiles { dir, boot })
-}
-
-/// Whether `name` is a trace log of `prefix`: `<prefix>_main_pid_<pid>` or
-/// `<prefix>_worker_pid_<pid>`, or `<prefix>.<n>_...` (the tracer's name
-/// when the first was taken).
-fn is_log_of(name: &str, prefix: &str) -> bool {
-    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let Some(rest) = name.strip_prefix(prefix) else {
-        return false;
-    };
-    let rest = match rest.strip_prefix('.') {
-        Some(numbered) => {
-            let digits = numbered.bytes().take_while(u8::is_ascii_digit).count();
-            if digits == 0 {
-                return false;
-            }
-            &numbered[digits..]
-        }
-        None => rest,
-    };
-    ["_main_pid_", "_worker_pid_"]
-        .iter()
-        .any(|tag| rest.strip_prefix(tag).is_some_and(all_digits))
-}
-
-/// Whether `name` is a log of ITT tasks that lotus's collector wrote for
-/// `prefix`: `<prefix>.itt_<role>_pid_<pid>` or `<prefix>.itt<n>_...`.
-fn is_itt_log_of(name: &str, prefix: &str) -> bool {
-    let Some(rest) = name
-        .strip_prefix(prefix)
-        .and_then(|r| r.strip_prefix(ITT_LOG_TAG))
-    else {
-        return false;
-    };
-    let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
-    ["_main_pid_", "_worker_pid_"].iter().any(|tag| {
-        rest.strip_prefix(tag)
-            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-    })
-}
-
-/// What follows the prefix in the name of a log of ITT tasks.
-const ITT_LOG_TAG: &str = ".itt";
-
-/// Whether the log at `path` belongs to the run `run_id`: its header
-/// (first line) carries `run=<run_id>`.
-fn is_log_of_run(path: &Path, run_id: &str) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 512];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .unwrap_or(0);
-    let text = String::from_utf8_lossy(&head[..n]);
-    let first = text.lines().next().unwrap_or("");
-    first.starts_with("#lotus-trace")
-        && first
-            .split_whitespace()
-            .any(|w| w.strip_prefix("run=") == Some(run_id))
-}
-
-/// Creates the trace folder (0755 less the umask) if missing, and checks
-/// that no other user can write it or swap a folder above it: the job
-/// creates its logs there by predictable names, and when lotus runs as
-/// root another user's link or file in that folder would be written
-/// through (or read back by `trace view`). Refused rather than warned
-/// about: a warning scrolls away while root's job writes into a folder
-/// another user controls; the fix (a folder of one's own) is one command.
-fn check_out_folder(out: &Path) -> Result<PathBuf> {
-    let absolute = std::path::absolute(out)
-        .with_context(|| format!("cannot resolve the trace folder {}", out.display()))?;
-    // The folders above must be safe before anything is created under them.
-    if let Some(existing) = absolute.ancestors().skip(1).find(|a| a.exists()) {
-        trust::check_path(existing, false).map_err(|u| untrusted_out(out, &u))?;
-    }
-    lotus_sys::create_dir_all(&absolute, 0o755).map_err(|e| match e {
-        lotus_sys::Error::Untrusted { .. } => {
-            anyhow!(
-                "the trace folder {} is not safe to write: {e}",
-                out.display()
-            )
-        }
-        e => anyhow!(e).context(format!("cannot create the trace folder {}", out.display())),
-    })?;
-    let canonical = std::fs::canonicalize(&absolute)
-        .with_context(|| format!("cannot resolve {}", out.display()))?;
-    trust::check_path(&absolute, true).map_err(|u| untrusted_out(out, &u))?;
-    Ok(canonical)
-}
-
-fn untrusted_out(out: &Path, why: &trust::Untrusted) -> anyhow::Error {
-    anyhow!(
-        "the trace folder {} is not safe to write: {why}; another user could plant files or links where the job writes its logs. Use a folder that only you (and root) can write, e.g. `mkdir -m 755 ~/trace` (or `chmod go-w` the folder)",
-        out.display()
-    )
-}
-
-/// The report pipe: the job inherits its write end (non-blocking: a full
-/// pipe never stalls the job; the tracer then falls back to the status
-/// folder); a thread of lotus reads it to its end, when every process of
-/// the job is gone.
-struct Reports {
-    write: Option<std::os::fd::OwnedFd>,
-    /// `<fd>:<inode>` for [`ENV_TRACE_REPORT`].
-    env: String,
-    read: std::sync::mpsc::Receiver<Vec<u8>>,
-}
-
-impl Reports {
-    fn new() -> io::Result<Reports> {
-        use std::os::fd::{AsFd, AsRawFd};
-        let (read, write) = std::io::pipe()?;
-        let write: std::os::fd::OwnedFd = write.into();
-        // SAFETY: fcntl on a descriptor we own.
-        unsafe {
-            let fd = write.as_raw_fd();
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        let inode = {
-            use std::os::unix::fs::MetadataExt;
-            let dup = write.as_fd().try_clone_to_owned()?;
-            std::fs::File::from(dup).metadata()?.ino()
-        };
-        let env = format!("{}:{inode}", write.as_raw_fd());
-        let (send, recv) = std::sync::mpsc::sync_channel(1);
-        std::thread::Builder::new()
-            .name("lotus-reports".into())
-            .spawn(move || {
-                use std::io::Read;
-                let mut read = read;
-                let mut all = Vec::new();
-                // At most 1 MiB: a message is one line of a few hundred bytes.
-                let _ = (&mut read).take(1 << 20).read_to_end(&mut all);
-                let _ = send.send(all);
-            })?;
-        Ok(Reports {
-            write: Some(write),
-            env,
-            read: recv,
-        })
-    }
-
-    /// The write end's number, for the job to inherit.
-    fn fd(&self) -> Option<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
-        self.write.as_ref().map(|w| w.as_raw_fd())
-    }
-
-    /// Closes lotus's copy of the write end (once the job is started).
-    fn started(&mut self) {
-        self.write = None;
-    }
-
-    /// The messages the job's processes wrote: waits up to `limit` for
-    /// the pipe's end (every process of the job ended: lotus ended those it
-    /// left), then takes what came.
-    fn messages(mut self, limit: Duration) -> Vec<(String, String)> {
-        self.write = None;
-        let bytes = self.read.recv_timeout(limit).unwrap_or_default();
-        String::from_utf8_lossy(&bytes)
-            .lines()
-            .filter_map(|l| {
-                let (pid, message) = l.split_once('\t')?;
-                pid.bytes()
-                    .all(|b| b.is_ascii_digit())
-                    .then(|| (pid.to_string(), message.trim().to_string()))
-            })
-            .collect()
-    }
-}
-
-/// What the processes that could not write their trace reported, through
-/// the report pipe (`piped`) or in the status folder: one message per
-/// process.
-fn trace_failures(status: &Path, piped: Vec<(String, String)>) -> Vec<String> {
-    let mut failures: Vec<(String, String)> = std::fs::read_dir(status)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let pid = name.strip_prefix("failed_pid_")?.to_string();
-            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-            let text = text.trim();
-            Some((
-                pid.clone(),
-                if text.is_empty() {
-                    format!("pid {pid} could not write its trace (no space left to say why?)")
-                } else {
-                    text.to_string()
-                },
-            ))
-        })
-        .collect();
-    for (pid, message) in piped {
-        if !failures.iter().any(|(p, _)| *p == pid) {
-            failures.push((pid, message));
-        }
-    }
-    failures.sort();
-    failures.into_iter().map(|(_, m)| m).collect()
-}
-
-/// An id for this run, unique on this machine: lotus's pid and the time.
-fn new_run_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{}-{nanos:x}", std::process::id())
-}
-
-/// The trace logs of `prefix` directly in `dir` (the tracer's, or with
-/// `itt`, those of ITT tasks).
-fn logs_in(dir: &Path, prefix: &str, itt: bool) -> io::Result<Vec<PathBuf>> {
-    let mut logs = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if let Some(name) = name.to_str() {
-            let ours = if itt {
-                is_itt_log_of(name, prefix)
-            } else {
-                is_log_of(name, prefix)
-            };
-            if ours && entry.file_type()?.is_file() {
-                logs.push(entry.path());
-            }
-        }
-    }
-    logs.sort();
-    Ok(logs)
 }
 
 fn check_prefix(prefix: &str) -> Result<()> {
@@ -755,7 +467,7 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     // What the workers ran outside every op, said now rather than only by
     // a later `attribute` (issue 24: say what was not seen).
     if args.sample && !new.is_empty() {
-        for note in crate::cmd::trace::unseen_notes(&out, &args.prefix) {
+        for note in super::hints::unseen_notes(&out, &args.prefix) {
             crate::usage::say!("lotus: note: {note}");
         }
     }
@@ -765,7 +477,7 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     if failures.is_empty() && !new.is_empty() {
         crate::usage::note!(
             "{}",
-            crate::cmd::trace::next_hint(&out, &args.prefix, args.sample)
+            super::hints::next_hint(&out, &args.prefix, args.sample)
         );
     }
     if !failures.is_empty() {
@@ -806,63 +518,4 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn log_names() {
-        assert!(is_log_of("lotus_main_pid_12", "lotus"));
-        assert!(is_log_of("lotus_worker_pid_7", "lotus"));
-        assert!(!is_log_of("lotus_worker_pid_", "lotus"));
-        assert!(!is_log_of("lotus_worker_pid_7.json", "lotus"));
-        assert!(!is_log_of("other_main_pid_12", "lotus"));
-        assert!(!is_log_of("lotusx_main_pid_12", "lotus"));
-        assert!(is_log_of("lotus.3_main_pid_12", "lotus"));
-        assert!(is_log_of("lotus.10_worker_pid_12", "lotus"));
-        assert!(!is_log_of("lotus._main_pid_12", "lotus"));
-        assert!(!is_log_of("lotus.x_main_pid_12", "lotus"));
-    }
-
-    #[test]
-    fn itt_log_names() {
-        assert!(is_itt_log_of("lotus.itt_main_pid_12", "lotus"));
-        assert!(is_itt_log_of("lotus.itt3_worker_pid_12", "lotus"));
-        assert!(!is_itt_log_of("lotus.itt_main_pid_", "lotus"));
-        assert!(!is_itt_log_of("lotus_main_pid_12", "lotus"));
-        assert!(!is_itt_log_of("lotus.ittx_main_pid_12", "lotus"));
-        assert!(!is_itt_log_of("other.itt_main_pid_12", "lotus"));
-        assert!(!is_log_of("lotus.itt_main_pid_12", "lotus"));
-    }
-
-    #[test]
-    fn prefixes() {
-        assert!(check_prefix("lotus").is_ok());
-        assert!(check_prefix("run-1.a_b").is_ok());
-        for bad in ["", "a/b", "a b", "..\u{0}"] {
-            assert!(check_prefix(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn the_tracer_is_written_and_put_first() {
-        let files = write_tracer().expect("write");
-        for (rel, text) in TRACER_FILES {
-            let got = std::fs::read_to_string(files.dir.path().join(rel)).expect("read");
-            assert_eq!(&got, text);
-        }
-        assert!(files.boot.join("sitecustomize.py").is_file());
-        let pp = files.pythonpath(Some(OsStr::new("/a:/b")));
-        let parts: Vec<PathBuf> = std::env::split_paths(&pp).collect();
-        assert_eq!(
-            parts,
-            [
-                files.boot.clone(),
-                files.dir.path().to_path_buf(),
-                "/a".into(),
-                "/b".into()
-            ]
-        );
-        let alone: Vec<PathBuf> = std::env::split_paths(&files.pythonpath(None)).collect();
-        assert_eq!(alone.len(), 2);
-    }
-}
+mod tests;
