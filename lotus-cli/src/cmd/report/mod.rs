@@ -328,7 +328,7 @@ fn runs_and_timelines(
             h.dedup();
             h
         };
-        let (tl, cpu) = crate::render::html::timeline::of(c, &colours)?;
+        let (tl, cpu) = crate::render::html::timeline::of(c, colours)?;
         let first = c.folder_and_index().1.min_start_ns;
         runs.push(RunInfo::of(
             &c.label,

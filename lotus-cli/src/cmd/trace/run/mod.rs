@@ -49,7 +49,7 @@ use anyhow::{anyhow, Context, Result};
 
 use logs::{check_out_folder, is_log_of_run, logs_in, new_run_id};
 use reports::{trace_failures, Reports};
-use tracer::write_tracer;
+use tracer::{write_tracer, TracerFiles};
 
 /// The variable that names the trace folder (read by the start-up hook).
 pub const ENV_TRACE_DIR: &str = "LOTUS_TRACE_DIR";
@@ -278,15 +278,7 @@ fn check_descriptor_limit() -> Result<()> {
 }
 
 fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
-    check_prefix(&args.prefix)?;
-    check_descriptor_limit()?;
-    if args.sample && args.format == LogFormat::Original {
-        // Refused before anything runs: the samples could never be
-        // attributed, and the job would have run for nothing.
-        return Err(crate::usage::usage(
-            "--sample cannot be used with --format original: the original format's lines carry no sample ids, batch fields or clock pairs, so `lotus attribute` could never credit the samples to ops. Drop --format original (the lotus format is read by `lotus trace view` and `lotus attribute`), or drop --sample",
-        ));
-    }
+    check_args(&args)?;
     let (program, rest) = args
         .command
         .split_first()
@@ -294,23 +286,7 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     let program_path = which::which(program)
         .with_context(|| format!("{program}: no such program (on PATH or as a path)"))?;
     let out = check_out_folder(&args.out)?;
-    let before = logs_in(&out, &args.prefix, false)
-        .with_context(|| format!("cannot list the trace folder {}", out.display()))?;
-    if args.clean {
-        let itt_before = logs_in(&out, &args.prefix, true)
-            .with_context(|| format!("cannot list the trace folder {}", out.display()))?;
-        for log in before.iter().chain(&itt_before) {
-            std::fs::remove_file(log)
-                .with_context(|| format!("--clean: cannot remove {}", log.display()))?;
-        }
-    } else if !before.is_empty() {
-        crate::usage::say!(
-            "lotus: warning: {} already holds {} trace log(s) with prefix '{}'; they stay and will be read with this run's (--clean removes them)",
-            out.display(),
-            before.len(),
-            args.prefix
-        );
-    }
+    let before = prepare_folder(&args, &out)?;
 
     // What `lotus report` shows at the top of its page: the command, host,
     // CPU, date and lotus version (`<prefix>.run`), taken now and written
@@ -324,10 +300,163 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
         .create_dir(Path::new("status"))
         .context("cannot create the tracer's status folder")?;
     let run_id = new_run_id();
+    let (mut cmd, mut reports) = job_command(
+        &args,
+        &program_path,
+        rest,
+        &out,
+        &files,
+        &status_dir,
+        &run_id,
+    )?;
+
+    let status = run_job(&args, &mut cmd, &out, &program_path, reports.as_mut())?;
+
+    let (new, itt_logs) = this_runs_logs(&args, &out, &before, &run_id);
+    // Not beside the original format's logs: the study's scripts read
+    // every file of the folder as a log.
+    if (!new.is_empty() || itt_logs > 0) && args.format == LogFormat::Lotus {
+        // Without it the trace is still whole: a warning.
+        if let Err(e) = record.write(&out, &args.prefix) {
+            crate::usage::say!("lotus: warning: {e:#}; the report will not show the run's command");
+        }
+    }
+    let (workers, bytes) = sizes(&new);
+    let piped = reports
+        .map(|r| r.messages(Duration::from_secs(2)))
+        .unwrap_or_default();
+    let failures = trace_failures(&status_dir, piped);
+    say_written(&out, &new, itt_logs, failures.is_empty(), workers, bytes);
+    args.ops.report(&status_dir);
+    // What the workers ran outside every op, said now rather than only by
+    // a later `attribute` (issue 24: say what was not seen).
+    if args.sample && !new.is_empty() {
+        for note in super::hints::unseen_notes(&out, &args.prefix) {
+            crate::usage::say!("lotus: note: {note}");
+        }
+    }
+    if !status.success() {
+        crate::usage::say!("lotus: the program exited with {status}");
+    }
+    if failures.is_empty() && !new.is_empty() {
+        crate::usage::note!(
+            "{}",
+            super::hints::next_hint(&out, &args.prefix, args.sample)
+        );
+    }
+    if !failures.is_empty() {
+        say_failures(&args, &out, &failures);
+        if status.success() {
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(pass_through(status))
+}
+
+/// Runs the job to its end (sampled with `--sample`), lotus its
+/// subreaper and the termination signals it receives passed on, then ends
+/// the processes it left.
+fn run_job(
+    args: &TraceRunArgs,
+    cmd: &mut Command,
+    out: &Path,
+    program_path: &Path,
+    reports: Option<&mut Reports>,
+) -> Result<std::process::ExitStatus> {
+    // The job's processes that outlive its main process (workers of a
+    // killed job, daemons) come to lotus, to be ended below.
+    if let Err(e) = reaper::become_subreaper() {
+        crate::usage::say!("lotus: warning: processes the program leaves may outlive it: {e}");
+    }
+    // Ctrl-C reaches the program (same process group), kill -INT of lotus
+    // is passed on; lotus waits for it to finish and passes its exit status
+    // through.
+    crate::job::forward_termination_signals();
+    let keep: Vec<std::os::fd::RawFd> = reports
+        .as_deref()
+        .and_then(Reports::fd)
+        .into_iter()
+        .collect();
+    let status = if args.sample {
+        crate::sampled_trace::prepare(out, &args.prefix, args.clean)?;
+        crate::sampled_trace::run(
+            cmd,
+            out,
+            &args.prefix,
+            args.frequency,
+            &args.counters,
+            args.stacks,
+            &keep,
+        )?
+    } else {
+        crate::job::run_plain(cmd, program_path)?
+    };
+    if let Some(r) = reports {
+        r.started();
+    }
+    let ended = reaper::end_descendants(LEFTOVER_GRACE, LEFTOVER_GRACE + Duration::from_secs(5));
+    if ended > 0 {
+        crate::usage::note!(
+            "lotus: ended {ended} process(es) the program left running when its main process exited"
+        );
+    }
+    Ok(status)
+}
+
+/// Refuses, before anything is created, what cannot run: a bad prefix,
+/// too few file descriptors, samples in the original format.
+fn check_args(args: &TraceRunArgs) -> Result<()> {
+    check_prefix(&args.prefix)?;
+    check_descriptor_limit()?;
+    if args.sample && args.format == LogFormat::Original {
+        // Refused before anything runs: the samples could never be
+        // attributed, and the job would have run for nothing.
+        return Err(crate::usage::usage(
+            "--sample cannot be used with --format original: the original format's lines carry no sample ids, batch fields or clock pairs, so `lotus attribute` could never credit the samples to ops. Drop --format original (the lotus format is read by `lotus trace view` and `lotus attribute`), or drop --sample",
+        ));
+    }
+    Ok(())
+}
+
+/// The logs of `args.prefix` already in the trace folder `out`: removed
+/// with `--clean` (those of ITT tasks too), else kept and warned about.
+fn prepare_folder(args: &TraceRunArgs, out: &Path) -> Result<Vec<PathBuf>> {
+    let before = logs_in(out, &args.prefix, false)
+        .with_context(|| format!("cannot list the trace folder {}", out.display()))?;
+    if args.clean {
+        let itt_before = logs_in(out, &args.prefix, true)
+            .with_context(|| format!("cannot list the trace folder {}", out.display()))?;
+        for log in before.iter().chain(&itt_before) {
+            std::fs::remove_file(log)
+                .with_context(|| format!("--clean: cannot remove {}", log.display()))?;
+        }
+    } else if !before.is_empty() {
+        crate::usage::say!(
+            "lotus: warning: {} already holds {} trace log(s) with prefix '{}'; they stay and will be read with this run's (--clean removes them)",
+            out.display(),
+            before.len(),
+            args.prefix
+        );
+    }
+    Ok(before)
+}
+
+/// The job's command: the program with its arguments, the tracer's
+/// environment (trace folder, prefix, run id, status folder, report pipe,
+/// lotus itself, ITT, `--op`), and the report pipe it inherits.
+fn job_command(
+    args: &TraceRunArgs,
+    program_path: &Path,
+    rest: &[String],
+    out: &Path,
+    files: &TracerFiles,
+    status_dir: &Path,
+    run_id: &str,
+) -> Result<(Command, Option<Reports>)> {
     let pythonpath = files.pythonpath(std::env::var_os("PYTHONPATH").as_deref());
-    let mut cmd = Command::new(&program_path);
+    let mut cmd = Command::new(program_path);
     cmd.args(rest)
-        .env(ENV_TRACE_DIR, &out)
+        .env(ENV_TRACE_DIR, out)
         .env(ENV_TRACE_PREFIX, &args.prefix)
         .env(ENV_TRACE_TORCH, if args.no_torch { "0" } else { "1" })
         .env(
@@ -337,10 +466,10 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
                 LogFormat::Original => "original",
             },
         )
-        .env(ENV_TRACE_RUN, &run_id)
-        .env(ENV_TRACE_STATUS, &status_dir)
+        .env(ENV_TRACE_RUN, run_id)
+        .env(ENV_TRACE_STATUS, status_dir)
         .env("PYTHONPATH", pythonpath);
-    let mut reports =
+    let reports =
         Some(Reports::new().context(
             "cannot make the pipe through which the job's processes report a lost trace",
         )?);
@@ -367,66 +496,44 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     }
     itt_tasks_env(&mut cmd, args.format, args.itt_tasks, files.dir.path());
     args.ops.apply(&mut cmd);
+    Ok((cmd, reports))
+}
 
-    // The job's processes that outlive its main process (workers of a
-    // killed job, daemons) come to lotus, to be ended below.
-    if let Err(e) = reaper::become_subreaper() {
-        crate::usage::say!("lotus: warning: processes the program leaves may outlive it: {e}");
-    }
-    // Ctrl-C reaches the program (same process group), kill -INT of lotus
-    // is passed on; lotus waits for it to finish and passes its exit status
-    // through.
-    crate::job::forward_termination_signals();
-    let keep: Vec<std::os::fd::RawFd> =
-        reports.as_ref().and_then(Reports::fd).into_iter().collect();
-    let status = if args.sample {
-        crate::sampled_trace::prepare(&out, &args.prefix, args.clean)?;
-        crate::sampled_trace::run(
-            &mut cmd,
-            &out,
-            &args.prefix,
-            args.frequency,
-            &args.counters,
-            args.stacks,
-            &keep,
-        )?
-    } else {
-        crate::job::run_plain(&mut cmd, &program_path)?
-    };
-    if let Some(r) = &mut reports {
-        r.started();
-    }
-    let ended = reaper::end_descendants(LEFTOVER_GRACE, LEFTOVER_GRACE + Duration::from_secs(5));
-    if ended > 0 {
-        crate::usage::note!(
-            "lotus: ended {ended} process(es) the program left running when its main process exited"
-        );
-    }
-
-    let logs = logs_in(&out, &args.prefix, false).unwrap_or_default();
-    let itt_logs = logs_in(&out, &args.prefix, true)
+/// This run's logs in `out` (those of the run id; in the original
+/// format, which has none, those not there `before`), and how many logs of
+/// ITT tasks it wrote.
+fn this_runs_logs(
+    args: &TraceRunArgs,
+    out: &Path,
+    before: &[PathBuf],
+    run_id: &str,
+) -> (Vec<PathBuf>, usize) {
+    let logs = logs_in(out, &args.prefix, false).unwrap_or_default();
+    let itt_logs = logs_in(out, &args.prefix, true)
         .unwrap_or_default()
         .into_iter()
-        .filter(|p| is_log_of_run(p, &run_id))
+        .filter(|p| is_log_of_run(p, run_id))
         .count();
     // Original-format logs carry no header (no run id): this run's are
     // those that were not there before it.
-    let new: Vec<&PathBuf> = match args.format {
-        LogFormat::Lotus => logs.iter().filter(|p| is_log_of_run(p, &run_id)).collect(),
+    let new: Vec<PathBuf> = match args.format {
+        LogFormat::Lotus => logs
+            .iter()
+            .filter(|p| is_log_of_run(p, run_id))
+            .cloned()
+            .collect(),
         LogFormat::Original => logs
             .iter()
             .filter(|p| args.clean || !before.contains(p))
+            .cloned()
             .collect(),
     };
-    // Not beside the original format's logs: the study's scripts read
-    // every file of the folder as a log.
-    if (!new.is_empty() || itt_logs > 0) && args.format == LogFormat::Lotus {
-        // Without it the trace is still whole: a warning.
-        if let Err(e) = record.write(&out, &args.prefix) {
-            crate::usage::say!("lotus: warning: {e:#}; the report will not show the run's command");
-        }
-    }
-    let workers = new
+    (new, itt_logs)
+}
+
+/// How many of `logs` are workers', and their bytes.
+fn sizes(logs: &[PathBuf]) -> (usize, u64) {
+    let workers = logs
         .iter()
         .filter(|p| {
             p.file_name()
@@ -434,16 +541,25 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
                 .is_some_and(|n| n.contains("_worker_pid_"))
         })
         .count();
-    let bytes: u64 = new
+    let bytes: u64 = logs
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok())
         .map(|m| m.len())
         .sum();
-    let piped = reports
-        .map(|r| r.messages(Duration::from_secs(2)))
-        .unwrap_or_default();
-    let failures = trace_failures(&status_dir, piped);
-    if new.is_empty() && itt_logs == 0 && failures.is_empty() {
+    (workers, bytes)
+}
+
+/// Says what the run wrote: its logs, workers', bytes and logs of ITT
+/// tasks, or that it wrote none.
+fn say_written(
+    out: &Path,
+    new: &[PathBuf],
+    itt_logs: usize,
+    no_failures: bool,
+    workers: usize,
+    bytes: u64,
+) {
+    if new.is_empty() && itt_logs == 0 && no_failures {
         crate::usage::say!(
             "lotus: no trace written to {}: was the program Python, and did it run a DataLoader or traced code? (lotus_trace needs Python 3.8+)",
             out.display()
@@ -463,58 +579,40 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
             bytes
         );
     }
-    args.ops.report(&status_dir);
-    // What the workers ran outside every op, said now rather than only by
-    // a later `attribute` (issue 24: say what was not seen).
-    if args.sample && !new.is_empty() {
-        for note in super::hints::unseen_notes(&out, &args.prefix) {
-            crate::usage::say!("lotus: note: {note}");
-        }
+}
+
+/// Says which processes could not write their logs, and what to do; a
+/// sampled trace's status says the run failed.
+fn say_failures(args: &TraceRunArgs, out: &Path, failures: &[String]) {
+    for failure in failures {
+        crate::usage::say!("lotus: {failure}");
     }
-    if !status.success() {
-        crate::usage::say!("lotus: the program exited with {status}");
-    }
-    if failures.is_empty() && !new.is_empty() {
-        crate::usage::note!(
-            "{}",
-            super::hints::next_hint(&out, &args.prefix, args.sample)
+    if args.sample {
+        let reason = format!(
+            "{} process(es) could not write their trace logs; the first: {}",
+            failures.len(),
+            failures[0]
         );
-    }
-    if !failures.is_empty() {
-        for failure in &failures {
-            crate::usage::say!("lotus: {failure}");
-        }
-        if args.sample {
-            let reason = format!(
-                "{} process(es) could not write their trace logs; the first: {}",
-                failures.len(),
-                failures[0]
-            );
-            if let Err(e) = crate::sampled_trace::mark_failed(&out, &args.prefix, &reason) {
-                eprintln!("lotus: {e:#}");
-            }
-        }
-        let denied = failures
-            .iter()
-            .filter(|f| f.contains("Permission denied") || f.contains("Errno 13"))
-            .count();
-        let fix = if denied > 0 {
-            format!(
-                "{denied} of them were refused the folder (a process that dropped its privileges, e.g. os.setuid, runs as a user that may not write there, nor into lotus's private folder): run lotus itself as that user (e.g. `setpriv --reuid=USER --regid=GROUP --init-groups lotus trace run ...`) rather than dropping privileges inside the job"
-            )
-        } else {
-            "free space there (or choose another --out) and run again".into()
-        };
-        crate::usage::say!(
-            "lotus: error: the trace in {} is incomplete: {} process(es) could not write their logs (above); {fix}",
-            out.display(),
-            failures.len()
-        );
-        if status.success() {
-            return Ok(ExitCode::FAILURE);
+        if let Err(e) = crate::sampled_trace::mark_failed(out, &args.prefix, &reason) {
+            eprintln!("lotus: {e:#}");
         }
     }
-    Ok(pass_through(status))
+    let denied = failures
+        .iter()
+        .filter(|f| f.contains("Permission denied") || f.contains("Errno 13"))
+        .count();
+    let fix = if denied > 0 {
+        format!(
+            "{denied} of them were refused the folder (a process that dropped its privileges, e.g. os.setuid, runs as a user that may not write there, nor into lotus's private folder): run lotus itself as that user (e.g. `setpriv --reuid=USER --regid=GROUP --init-groups lotus trace run ...`) rather than dropping privileges inside the job"
+        )
+    } else {
+        "free space there (or choose another --out) and run again".into()
+    };
+    crate::usage::say!(
+        "lotus: error: the trace in {} is incomplete: {} process(es) could not write their logs (above); {fix}",
+        out.display(),
+        failures.len()
+    );
 }
 
 #[cfg(test)]
