@@ -14,6 +14,7 @@ use lotus_trace::Item;
 use lotus_trace::{process_ranks, Entry, Kind, Role};
 use lotus_trace::{Alignment, TorchScan};
 use lotus_trace::{ChromeWriter, Flows};
+use lotus_trace::{TraceFolder, TraceIndex};
 
 use lotus_map::write::Pending;
 
@@ -57,41 +58,10 @@ pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
     let ViewFormat::Json = args.format;
     let (folder, mut index) = load(&args.dir, false)?;
     let to_stdout = args.out.as_os_str() == "-";
-    let out_path = (!to_stdout).then(|| args.out.canonicalize().ok()).flatten();
 
-    // Views already made of a trace (lotus's, the study's *_coarse.json):
-    // merged, they would show everything twice.
-    for v in &folder.views {
-        crate::usage::say!(
-            "lotus: note: {}: a view of a trace (lotus's or the study's), not a profiler trace: left out",
-            v.display()
-        );
-    }
-    // Profiler traces: a first pass for their time base.
-    let mut torch_traces: Vec<(PathBuf, TorchScan)> = Vec::new();
-    if !args.no_torch {
-        for path in &folder.torch {
-            if out_path.is_some() && path.canonicalize().ok() == out_path {
-                continue;
-            }
-            let shown = path.display().to_string();
-            let f = folder
-                .open_file(path)
-                .with_context(|| format!("cannot open {shown}"))?;
-            torch_traces.push((path.clone(), lotus_trace::scan_torch_trace(f, &shown)?));
-        }
-    }
+    let torch_traces = torch_scans(&args, &folder)?;
     let lotus_start = index.min_start_ns;
-    let mut base = lotus_start.unwrap_or(u64::MAX);
-    for (_, scan) in &torch_traces {
-        if let Some(min) = scan.min_ts_us {
-            let at = Alignment::of(scan, lotus_start).ns_of(min);
-            base = base.min(at.clamp(0, i128::from(u64::MAX)) as u64);
-        }
-    }
-    if base == u64::MAX {
-        base = 0;
-    }
+    let base = time_base(lotus_start, &torch_traces);
 
     // Flow arrows: one per batch matched with its consumption, found by
     // the places of their two events in reading order.
@@ -119,21 +89,123 @@ pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
         )),
         None => Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
     };
+    let other = header(&args, span_samples.as_ref());
+    let write_err = |e: io::Error| anyhow::anyhow!("cannot write {}: {e}", args.out.display());
+    let mut w = ChromeWriter::begin(writer, base, &other).map_err(write_err)?;
+    tracks(&mut w, &index).map_err(write_err)?;
+
+    write_events(
+        &args,
+        &folder,
+        &mut index,
+        &mut flows,
+        &mut span_samples,
+        &mut w,
+    )?;
+    if flows.mismatched > 0 {
+        crate::usage::say!(
+            "lotus: warning: {} flow arrow end(s) left out: the logs changed between the two passes over them",
+            flows.mismatched
+        );
+    }
+    let samples_note = samples_note(&mut span_samples)?;
+
+    let torch_events = merge_torch(&folder, &torch_traces, &index, lotus_start, base, &mut w)?;
+    let (spans, flows) = (w.spans, w.flows);
+    let out = w.finish().map_err(write_err)?;
+    drop(out);
+    if let Some(p) = sink {
+        p.finish()?;
+    }
+    let torch_note = if torch_traces.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} PyTorch profiler trace(s) merged, {torch_events} event(s)",
+            torch_traces.len()
+        )
+    };
+    crate::usage::note!(
+        "lotus: wrote {} ({spans} span(s), {flows} flow(s), {} process(es){samples_note}{torch_note})",
+        if to_stdout {
+            "the view".to_string()
+        } else {
+            args.out.display().to_string()
+        },
+        index.processes.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The PyTorch profiler traces in the folder (unless `--no-torch`; the
+/// view being written left out), each scanned for its time base. Views
+/// already made of a trace are said and left out: merged, they would show
+/// everything twice.
+fn torch_scans(args: &ViewArgs, folder: &TraceFolder) -> Result<Vec<(PathBuf, TorchScan)>> {
+    let to_stdout = args.out.as_os_str() == "-";
+    let out_path = (!to_stdout).then(|| args.out.canonicalize().ok()).flatten();
+
+    for v in &folder.views {
+        crate::usage::say!(
+            "lotus: note: {}: a view of a trace (lotus's or the study's), not a profiler trace: left out",
+            v.display()
+        );
+    }
+    // Profiler traces: a first pass for their time base.
+    let mut torch_traces: Vec<(PathBuf, TorchScan)> = Vec::new();
+    if !args.no_torch {
+        for path in &folder.torch {
+            if out_path.is_some() && path.canonicalize().ok() == out_path {
+                continue;
+            }
+            let shown = path.display().to_string();
+            let f = folder
+                .open_file(path)
+                .with_context(|| format!("cannot open {shown}"))?;
+            torch_traces.push((path.clone(), lotus_trace::scan_torch_trace(f, &shown)?));
+        }
+    }
+    Ok(torch_traces)
+}
+
+/// The view's time base: the earliest event of the logs and of the
+/// profiler traces (0 when there is none).
+fn time_base(lotus_start: Option<u64>, torch_traces: &[(PathBuf, TorchScan)]) -> u64 {
+    let mut base = lotus_start.unwrap_or(u64::MAX);
+    for (_, scan) in torch_traces {
+        if let Some(min) = scan.min_ts_us {
+            let at = Alignment::of(scan, lotus_start).ns_of(min);
+            base = base.min(at.clamp(0, i128::from(u64::MAX)) as u64);
+        }
+    }
+    if base == u64::MAX {
+        base = 0;
+    }
+    base
+}
+
+/// The view's `otherData`: its source, whether coarse, lotus's version,
+/// and the samples' counts where it has them.
+fn header(args: &ViewArgs, span_samples: Option<&SpanSamples>) -> serde_json::Value {
     let mut other = serde_json::json!({
         "source": args.dir.display().to_string(),
         "coarse": args.coarse,
         "producer": concat!("lotus ", env!("CARGO_PKG_VERSION")),
     });
-    if let Some(s) = &span_samples {
+    if let Some(s) = span_samples {
         other["samples"] = serde_json::json!({
             "total": s.total_samples,
             "on_op_spans": s.credited_samples,
             "partial": s.partial,
         });
     }
-    let write_err = |e: io::Error| anyhow::anyhow!("cannot write {}: {e}", args.out.display());
-    let mut w = ChromeWriter::begin(writer, base, &other).map_err(write_err)?;
-    for (p, rank) in index.processes.iter().zip(process_ranks(&index)) {
+    other
+}
+
+/// A track per process: a distributed job's tracks by rank, each rank's
+/// main process, then its workers.
+fn tracks(w: &mut ChromeWriter<Box<dyn Write>>, index: &TraceIndex) -> io::Result<()> {
+    for (p, rank) in index.processes.iter().zip(process_ranks(index)) {
         // A distributed job's tracks by rank: each rank's main process,
         // then its workers.
         let role = match p.process.role {
@@ -141,11 +213,22 @@ pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
             Role::Worker => 1,
         };
         let sort = rank.map_or(0, |r| 2 * i64::from(r)) + role;
-        w.process(p.out_pid, &p.process.label(), sort)
-            .map_err(write_err)?;
+        w.process(p.out_pid, &p.process.label(), sort)?;
     }
+    Ok(())
+}
 
-    // The second pass: every event, streamed.
+/// The second pass: every event, streamed, with its arrows and (op spans)
+/// its samples.
+fn write_events(
+    args: &ViewArgs,
+    folder: &TraceFolder,
+    index: &mut TraceIndex,
+    flows: &mut Flows,
+    span_samples: &mut Option<SpanSamples>,
+    w: &mut ChromeWriter<Box<dyn Write>>,
+) -> Result<()> {
+    let write_err = |e: io::Error| anyhow::anyhow!("cannot write {}: {e}", args.out.display());
     let mut ordinal = 0u64;
     folder.read_all(|item| -> Result<()> {
         let e = match item {
@@ -176,7 +259,7 @@ pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
             }
             return Ok(());
         }
-        let samples = match (&mut span_samples, e.kind) {
+        let samples = match (&mut *span_samples, e.kind) {
             (Some(s), Kind::Op) => Some(s.at(at)?),
             _ => None,
         };
@@ -188,13 +271,13 @@ pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
         }
         Ok(())
     })?;
-    if flows.mismatched > 0 {
-        crate::usage::say!(
-            "lotus: warning: {} flow arrow end(s) left out: the logs changed between the two passes over them",
-            flows.mismatched
-        );
-    }
-    let samples_note = match &mut span_samples {
+    Ok(())
+}
+
+/// The samples on op spans, as the closing note says them (a warning
+/// where the logs changed between the passes).
+fn samples_note(span_samples: &mut Option<SpanSamples>) -> Result<String> {
+    Ok(match span_samples {
         Some(s) => {
             s.finish()?;
             if s.mismatched > 0 {
@@ -210,11 +293,22 @@ pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
             )
         }
         None => String::new(),
-    };
+    })
+}
 
+/// Merges each profiler trace, its events moved onto the view's time
+/// base; lotus names its own processes' tracks. How many events it wrote.
+fn merge_torch(
+    folder: &TraceFolder,
+    torch_traces: &[(PathBuf, TorchScan)],
+    index: &TraceIndex,
+    lotus_start: Option<u64>,
+    base: u64,
+    w: &mut ChromeWriter<Box<dyn Write>>,
+) -> Result<u64> {
     let ours: std::collections::HashSet<u64> = index.processes.iter().map(|p| p.out_pid).collect();
     let mut torch_events = 0u64;
-    for (path, scan) in &torch_traces {
+    for (path, scan) in torch_traces {
         let shown = path.display().to_string();
         let a = Alignment::of(scan, lotus_start);
         if let Some(note) = a.note() {
@@ -244,30 +338,7 @@ pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
         })?;
         torch_events += w.others - before;
     }
-    let (spans, flows) = (w.spans, w.flows);
-    let out = w.finish().map_err(write_err)?;
-    drop(out);
-    if let Some(p) = sink {
-        p.finish()?;
-    }
-    let torch_note = if torch_traces.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; {} PyTorch profiler trace(s) merged, {torch_events} event(s)",
-            torch_traces.len()
-        )
-    };
-    crate::usage::note!(
-        "lotus: wrote {} ({spans} span(s), {flows} flow(s), {} process(es){samples_note}{torch_note})",
-        if to_stdout {
-            "the view".to_string()
-        } else {
-            args.out.display().to_string()
-        },
-        index.processes.len()
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(torch_events)
 }
 
 /// The per-span samples of `dir` when it holds samples of `prefix`
