@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use lotus_backend_common::reaper::Reaper;
-use lotus_core::{CollectOptions, Target};
+use lotus_core::{CollectOptions, Profiler, Report, Target, WindowTotals};
 use lotus_core::{Partial, Profile};
 use lotus_map::ControlHost;
 
-use lotus_map::harness;
+use lotus_map::harness::{self, HarnessFiles};
 use lotus_map::live::{self, RunError};
 use lotus_map::write::{check_writable, write_atomic};
 
@@ -219,37 +219,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
             probe.reason.unwrap_or_default()
         );
     }
-    let (program, rest) = args
-        .command
-        .split_first()
-        .ok_or_else(|| anyhow!("give the program to profile after --"))?;
-    let program = crate::program::find_program(std::path::Path::new(program))
-        .map_err(|why| anyhow!("{program}: cannot run it: {why}"))?;
-    let mut target = Target::new(program);
-    target.args = rest.iter().map(Into::into).collect();
-    // Without --out the profile goes to stdout: the program's own
-    // output must not mix into it.
-    target.stdout_to_stderr = out.is_none();
-    // The program can `import lotus` from the harness folder, and reach
-    // lotus through the control library written beside it. A profile
-    // without windows needs no library: its failure is a warning.
-    let files = harness::write_harness().context("cannot write the lotus Python module")?;
-    let control_lib = crate::control_lib::path_for_run(files.dir.path())
-        .inspect_err(|e| crate::usage::say!("lotus: warning: {e}: the program cannot open windows"))
-        .ok();
-    target
-        .env
-        .extend(live::control_env(backend.as_ref(), control_lib.as_deref()));
-    let pythonpath = match std::env::var_os("PYTHONPATH") {
-        Some(p) if !p.is_empty() => {
-            let mut v = files.dir.path().as_os_str().to_owned();
-            v.push(":");
-            v.push(p);
-            v
-        }
-        _ => files.dir.path().as_os_str().to_owned(),
-    };
-    target.env.push(("PYTHONPATH".into(), pythonpath));
+    let (mut target, _files) = target_of(&args, backend.as_ref(), out.is_none())?;
 
     let mut host = if args.windows && backend.switches_windows() {
         Some(
@@ -259,11 +229,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let mut copts = CollectOptions::default();
-    copts.frequency_hz = Some(args.frequency);
-    copts.collect_type.clone_from(&args.collect_type);
-    copts.keep_raw.clone_from(&args.keep_raw);
-    copts.whole_program = !args.windows;
+    let copts = collect_options(&args);
 
     if let Some(out) = &out {
         // Find out now, not after the whole program ran.
@@ -286,64 +252,22 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     }
     // Stopped early (Ctrl-C, SIGTERM, --timeout), the run still has its
     // samples up to then: they are written, marked partial.
-    let (status, partial) = match live::serve(
-        collection.as_mut(),
-        host.as_mut(),
-        args.timeout.map(Duration::from_secs),
-        &interrupted,
-    ) {
-        Ok(status) => (Some(status), None),
-        Err(RunError::Interrupted) => (
-            None,
-            Some(Partial {
-                reason: Partial::INTERRUPTED.into(),
-                message: "interrupted (Ctrl-C or SIGTERM): the program and everything it \
-                          started were stopped"
-                    .into(),
-            }),
+    let (status, partial) = stopped_early(
+        live::serve(
+            collection.as_mut(),
+            host.as_mut(),
+            args.timeout.map(Duration::from_secs),
+            &interrupted,
         ),
-        Err(RunError::TimedOut(timeout)) => (
-            None,
-            Some(Partial {
-                reason: Partial::TIMEOUT.into(),
-                message: format!(
-                    "still running after --timeout {} s: the program and everything it \
-                     started were stopped",
-                    timeout.as_secs()
-                ),
-            }),
-        ),
-        Err(e) => bail!("{}: {e}", target.program.display()),
-    };
+        &target,
+    )?;
     if !args.windows && backend.switches_windows() {
         collection.pause()?;
     }
     // Summed: a program's windows cost no memory each.
     let windows = collection.window_totals();
     let (report, notes) = collection.report_noted()?;
-    let mut profile = Profile::new(backend.name(), report);
-    if backend.name() == "perf" {
-        profile.sample_interval_s = Some(1.0 / args.frequency as f64);
-    }
-    profile.command = args.command.clone();
-    profile.partial.clone_from(&partial);
-    let samples = windows.samples;
-    let task_clock: f64 = windows
-        .counters
-        .get("task-clock-ns")
-        .copied()
-        .unwrap_or(0.0);
-    if windows.count > 0 {
-        profile
-            .environment
-            .insert("windows".into(), windows.count.to_string());
-        profile
-            .environment
-            .insert("samples".into(), samples.to_string());
-        profile
-            .environment
-            .insert("task_clock_s".into(), format!("{:.6}", task_clock / 1e9));
-    }
+    let (profile, samples) = profile_of(&args, backend.as_ref(), report, &windows, &partial);
     let text = if format == ProfileFormat::Json {
         let mut text = Vec::new();
         profile.write_json(&mut text)?;
@@ -368,15 +292,160 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         }
         None => print!("{text}"),
     }
+    Ok(closing(
+        &args,
+        backend.as_ref(),
+        &notes,
+        windows.count,
+        &partial,
+        status,
+        &target,
+    ))
+}
+
+/// The program to profile, its arguments and environment: it can `import
+/// lotus` from the harness folder (returned: it lives as long as the
+/// run), and reach lotus through the control library written beside it
+/// (a profile without windows needs no library: its failure is a
+/// warning).
+fn target_of(
+    args: &ProfileArgs,
+    backend: &dyn Profiler,
+    to_stdout: bool,
+) -> Result<(Target, HarnessFiles)> {
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow!("give the program to profile after --"))?;
+    let program = crate::program::find_program(std::path::Path::new(program))
+        .map_err(|why| anyhow!("{program}: cannot run it: {why}"))?;
+    let mut target = Target::new(program);
+    target.args = rest.iter().map(Into::into).collect();
+    // Without --out the profile goes to stdout: the program's own
+    // output must not mix into it.
+    target.stdout_to_stderr = to_stdout;
+    // The program can `import lotus` from the harness folder, and reach
+    // lotus through the control library written beside it. A profile
+    // without windows needs no library: its failure is a warning.
+    let files = harness::write_harness().context("cannot write the lotus Python module")?;
+    let control_lib = crate::control_lib::path_for_run(files.dir.path())
+        .inspect_err(|e| crate::usage::say!("lotus: warning: {e}: the program cannot open windows"))
+        .ok();
+    target
+        .env
+        .extend(live::control_env(backend, control_lib.as_deref()));
+    let pythonpath = match std::env::var_os("PYTHONPATH") {
+        Some(p) if !p.is_empty() => {
+            let mut v = files.dir.path().as_os_str().to_owned();
+            v.push(":");
+            v.push(p);
+            v
+        }
+        _ => files.dir.path().as_os_str().to_owned(),
+    };
+    target.env.push(("PYTHONPATH".into(), pythonpath));
+    Ok((target, files))
+}
+
+/// What `args` asks of the collection.
+fn collect_options(args: &ProfileArgs) -> CollectOptions {
+    let mut copts = CollectOptions::default();
+    copts.frequency_hz = Some(args.frequency);
+    copts.collect_type.clone_from(&args.collect_type);
+    copts.keep_raw.clone_from(&args.keep_raw);
+    copts.whole_program = !args.windows;
+    copts
+}
+
+/// The program's exit status, or, stopped early (Ctrl-C, SIGTERM,
+/// `--timeout`), why: the run still has its samples up to then, written
+/// and marked partial.
+fn stopped_early(
+    served: std::result::Result<std::process::ExitStatus, RunError>,
+    target: &Target,
+) -> Result<(Option<std::process::ExitStatus>, Option<Partial>)> {
+    Ok(match served {
+        Ok(status) => (Some(status), None),
+        Err(RunError::Interrupted) => (
+            None,
+            Some(Partial {
+                reason: Partial::INTERRUPTED.into(),
+                message: "interrupted (Ctrl-C or SIGTERM): the program and everything it \
+                          started were stopped"
+                    .into(),
+            }),
+        ),
+        Err(RunError::TimedOut(timeout)) => (
+            None,
+            Some(Partial {
+                reason: Partial::TIMEOUT.into(),
+                message: format!(
+                    "still running after --timeout {} s: the program and everything it \
+                     started were stopped",
+                    timeout.as_secs()
+                ),
+            }),
+        ),
+        Err(e) => bail!("{}: {e}", target.program.display()),
+    })
+}
+
+/// The profile of the run: its rows, the perf sampling interval, the
+/// command, whether partial, and its windows' counts; with the samples
+/// its windows took.
+fn profile_of(
+    args: &ProfileArgs,
+    backend: &dyn Profiler,
+    report: Report,
+    windows: &WindowTotals,
+    partial: &Option<Partial>,
+) -> (Profile, u64) {
+    let mut profile = Profile::new(backend.name(), report);
+    if backend.name() == "perf" {
+        profile.sample_interval_s = Some(1.0 / args.frequency as f64);
+    }
+    profile.command = args.command.clone();
+    profile.partial.clone_from(partial);
+    let samples = windows.samples;
+    let task_clock: f64 = windows
+        .counters
+        .get("task-clock-ns")
+        .copied()
+        .unwrap_or(0.0);
+    if windows.count > 0 {
+        profile
+            .environment
+            .insert("windows".into(), windows.count.to_string());
+        profile
+            .environment
+            .insert("samples".into(), samples.to_string());
+        profile
+            .environment
+            .insert("task_clock_s".into(), format!("{:.6}", task_clock / 1e9));
+    }
+    (profile, samples)
+}
+
+/// The run's closing words (notes, a window never opened, a partial
+/// profile, the program's failure) and lotus's exit code.
+fn closing(
+    args: &ProfileArgs,
+    backend: &dyn Profiler,
+    notes: &[String],
+    window_count: u64,
+    partial: &Option<Partial>,
+    status: Option<std::process::ExitStatus>,
+    target: &Target,
+) -> ExitCode {
     // Where samples are known to be missing, the figure is said (the
     // profile file has no place for notes).
-    for note in &notes {
+    for note in notes {
         crate::usage::say!("lotus: note: {note}");
     }
-    if args.windows && windows.count == 0 && backend.switches_windows() {
+    if args.windows && window_count == 0 && backend.switches_windows() {
         crate::usage::say!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");
     }
-    if let Some(partial) = &partial {
+    if let Some(partial) = partial {
         let whole = "; the profile holds what was sampled until then (marked \"partial\")";
         if partial.reason == Partial::TIMEOUT {
             crate::usage::say!(
@@ -384,16 +453,14 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
                 target.program.display(),
                 partial.message
             );
-            return Ok(ExitCode::FAILURE);
+            return ExitCode::FAILURE;
         }
         crate::usage::say!("lotus: {}{whole}", partial.message);
-        return Ok(ExitCode::from(130));
+        return ExitCode::from(130);
     }
     if let Some(status) = status.filter(|s| !s.success()) {
         crate::usage::say!("lotus: the program exited with {status}; its profile was written");
-        return Ok(ExitCode::from(
-            status.code().map_or(1, |c| c.clamp(1, 255) as u8),
-        ));
+        return ExitCode::from(status.code().map_or(1, |c| c.clamp(1, 255) as u8));
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }
