@@ -15,12 +15,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 use lotus_trace::Item;
-use lotus_trace::{Entry, Kind, Role};
+use lotus_trace::{Entry, Event, Kind, Role, TraceIndex};
 use serde::Serialize;
 
 use crate::render::html::short_name;
 use crate::render::svg::Colours;
 use crate::traces::Computed;
+
+/// A span as read: start and duration (ms from the trace's start),
+/// colour, tooltip.
+type Raw = (f64, f64, String, String);
 
 /// The most spans drawn in one timeline.
 pub const MAX_SPANS: u64 = 4000;
@@ -129,7 +133,6 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
     let duration_ms = (end - base) as f64 / 1e6;
 
     // Per process (by its index): (batch-row spans, op spans).
-    type Raw = (f64, f64, String, String);
     let mut per: BTreeMap<usize, (Vec<Raw>, Vec<Raw>)> = BTreeMap::new();
     let mut cpu: OpCpu = BTreeMap::new();
     let (mut seen_op, mut seen_other, mut shown) = (0u64, 0u64, 0u64);
@@ -165,119 +168,21 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
             return Ok(());
         }
         shown += 1;
-        let s = e.start_ns.saturating_sub(base) as f64 / 1e6;
-        let d = e.dur_ns as f64 / 1e6;
-        let batch = e.batch.map_or(String::new(), |b| format!(", batch {b}"));
-        let (row, fill, title) = match e.kind {
-            Kind::Op => {
-                ops_seen.insert(e.name.to_string());
-                let cpu = e
-                    .cpu_ns
-                    .map_or(String::new(), |c| format!(", CPU {:.3} ms", c as f64 / 1e6));
-                (
-                    1,
-                    hex(colours, &e.name),
-                    format!(
-                        "{}{batch}: {d:.3} ms{cpu}",
-                        crate::render::html::tooltip(&e.name)
-                    ),
-                )
-            }
-            Kind::Wait => (
-                0,
-                WAIT.to_string(),
-                format!("waiting for data{batch}: {d:.3} ms"),
-            ),
-            _ => (0, BATCH.to_string(), format!("batch{batch}: {d:.3} ms")),
-        };
+        if e.kind == Kind::Op {
+            ops_seen.insert(e.name.to_string());
+        }
+        let (row, span) = styled(&e, base, colours);
         let lane = per.entry(p).or_default();
         if row == 0 {
-            lane.0.push((s, d, fill, title));
+            lane.0.push(span);
         } else {
-            lane.1.push((s, d, fill, title));
+            lane.1.push(span);
         }
         Ok(())
     })?;
 
-    // Lanes: main processes first, then workers, by pid.
-    let mut order: Vec<usize> = (0..index.processes.len()).collect();
-    order.sort_by_key(|&i| {
-        let p = &index.processes[i].process;
-        (p.rank, matches!(p.role, Role::Worker), p.pid)
-    });
-    // The host in a lane's name only where the trace has several.
-    let hosts: BTreeSet<Option<&str>> = index
-        .processes
-        .iter()
-        .map(|p| p.process.host.as_deref())
-        .collect();
-    let lane_label = |p: &lotus_trace::Process| {
-        if hosts.len() > 1 {
-            p.label()
-        } else {
-            let mut q = p.clone();
-            q.host = None;
-            q.label()
-        }
-    };
-    let mut lanes = Vec::new();
-    let mut y = 0.0;
-    for i in order {
-        let (firsts, mut ops) = per.remove(&i).unwrap_or_default();
-        let mut spans: Vec<Span> = firsts
-            .into_iter()
-            .map(|(s, d, fill, title)| Span {
-                x: x_of(s, duration_ms),
-                w: w_of(d, duration_ms),
-                s: round(s),
-                d: round(d),
-                row: 0,
-                fill,
-                title,
-            })
-            .collect();
-        // Nested ops a row deeper: by start, longest first, against the
-        // ends of the spans still open.
-        ops.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
-        let mut open: Vec<f64> = Vec::new();
-        let mut deepest = 0;
-        for (s, d, fill, title) in ops {
-            while open.last().is_some_and(|&end| end <= s) {
-                open.pop();
-            }
-            let depth = open.len().min(OP_ROWS - 1);
-            deepest = deepest.max(depth + 1);
-            open.push(s + d);
-            spans.push(Span {
-                x: x_of(s, duration_ms),
-                w: w_of(d, duration_ms),
-                s: round(s),
-                d: round(d),
-                row: 1 + depth,
-                fill,
-                title,
-            });
-        }
-        let rows = 1 + deepest;
-        lanes.push(Lane {
-            label: lane_label(&index.processes[i].process),
-            y,
-            rows,
-            spans,
-        });
-        y += rows as f64 * ROW + 6.0;
-    }
-    let decimated = (shown < total).then(|| {
-        format!(
-            "{shown} of {total} spans drawn (every {} op span{}): the Perfetto file below has them all",
-            ordinal(op_every),
-            if other_every > 1 {
-                format!(", every {} batch and wait", ordinal(other_every))
-            } else {
-                String::new()
-            }
-        )
-    });
+    let (lanes, y) = lanes_of(index, per, duration_ms);
+    let decimated = decimation_note(shown, total, op_every, other_every);
     Ok((
         Timeline {
             label,
@@ -304,6 +209,134 @@ pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
         },
         cpu,
     ))
+}
+
+/// A span's start, duration (ms from `base`), colour and tooltip; its row
+/// 0 (batches, waits) or 1 (ops).
+fn styled(e: &Event, base: u64, colours: &Colours) -> (usize, Raw) {
+    let s = e.start_ns.saturating_sub(base) as f64 / 1e6;
+    let d = e.dur_ns as f64 / 1e6;
+    let batch = e.batch.map_or(String::new(), |b| format!(", batch {b}"));
+    let (row, fill, title) = match e.kind {
+        Kind::Op => {
+            let cpu = e
+                .cpu_ns
+                .map_or(String::new(), |c| format!(", CPU {:.3} ms", c as f64 / 1e6));
+            (
+                1,
+                hex(colours, &e.name),
+                format!(
+                    "{}{batch}: {d:.3} ms{cpu}",
+                    crate::render::html::tooltip(&e.name)
+                ),
+            )
+        }
+        Kind::Wait => (
+            0,
+            WAIT.to_string(),
+            format!("waiting for data{batch}: {d:.3} ms"),
+        ),
+        _ => (0, BATCH.to_string(), format!("batch{batch}: {d:.3} ms")),
+    };
+    (row, (s, d, fill, title))
+}
+
+/// The lanes, main processes first, then workers, by pid (the host in a
+/// lane's name only where the trace has several), and their height.
+fn lanes_of(
+    index: &TraceIndex,
+    mut per: BTreeMap<usize, (Vec<Raw>, Vec<Raw>)>,
+    duration_ms: f64,
+) -> (Vec<Lane>, f64) {
+    let mut order: Vec<usize> = (0..index.processes.len()).collect();
+    order.sort_by_key(|&i| {
+        let p = &index.processes[i].process;
+        (p.rank, matches!(p.role, Role::Worker), p.pid)
+    });
+    // The host in a lane's name only where the trace has several.
+    let hosts: BTreeSet<Option<&str>> = index
+        .processes
+        .iter()
+        .map(|p| p.process.host.as_deref())
+        .collect();
+    let lane_label = |p: &lotus_trace::Process| {
+        if hosts.len() > 1 {
+            p.label()
+        } else {
+            let mut q = p.clone();
+            q.host = None;
+            q.label()
+        }
+    };
+    let mut lanes = Vec::new();
+    let mut y = 0.0;
+    for i in order {
+        let (firsts, ops) = per.remove(&i).unwrap_or_default();
+        let (spans, deepest) = lane_spans(firsts, ops, duration_ms);
+        let rows = 1 + deepest;
+        lanes.push(Lane {
+            label: lane_label(&index.processes[i].process),
+            y,
+            rows,
+            spans,
+        });
+        y += rows as f64 * ROW + 6.0;
+    }
+    (lanes, y)
+}
+
+/// A lane's spans: its batches or waits on the first row, then its ops,
+/// nested ones a row deeper (by start, longest first, against the ends of
+/// the spans still open); with how many op rows it needs.
+fn lane_spans(firsts: Vec<Raw>, mut ops: Vec<Raw>, duration_ms: f64) -> (Vec<Span>, usize) {
+    let mut spans: Vec<Span> = firsts
+        .into_iter()
+        .map(|(s, d, fill, title)| Span {
+            x: x_of(s, duration_ms),
+            w: w_of(d, duration_ms),
+            s: round(s),
+            d: round(d),
+            row: 0,
+            fill,
+            title,
+        })
+        .collect();
+    ops.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+    let mut open: Vec<f64> = Vec::new();
+    let mut deepest = 0;
+    for (s, d, fill, title) in ops {
+        while open.last().is_some_and(|&end| end <= s) {
+            open.pop();
+        }
+        let depth = open.len().min(OP_ROWS - 1);
+        deepest = deepest.max(depth + 1);
+        open.push(s + d);
+        spans.push(Span {
+            x: x_of(s, duration_ms),
+            w: w_of(d, duration_ms),
+            s: round(s),
+            d: round(d),
+            row: 1 + depth,
+            fill,
+            title,
+        });
+    }
+    (spans, deepest)
+}
+
+/// What the page says when spans were left out (every n-th kept).
+fn decimation_note(shown: u64, total: u64, op_every: u64, other_every: u64) -> Option<String> {
+    (shown < total).then(|| {
+        format!(
+            "{shown} of {total} spans drawn (every {} op span{}): the Perfetto file below has them all",
+            ordinal(op_every),
+            if other_every > 1 {
+                format!(", every {} batch and wait", ordinal(other_every))
+            } else {
+                String::new()
+            }
+        )
+    })
 }
 
 /// `v` to 4 decimals (what the page carries: 0.1 µs).
