@@ -164,6 +164,17 @@ pub(super) fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats, mode:
     }
     out += "\nTimes in ms; percentiles by linear interpolation (numpy's default), std over the population.\n";
 
+    out += &span_tables(s, mode);
+    out += &batches(s);
+    out += &waits(s, mode);
+    out += &delays(s);
+    out
+}
+
+/// The per-op table (with the spans' own CPU where the trace has it)
+/// and the other spans' per kind.
+fn span_tables(s: &TraceStats, mode: Mode) -> String {
+    let mut out = String::new();
     if !s.ops.is_empty() {
         out += "\nOps\n";
         let mut h = vec!["op"];
@@ -206,7 +217,12 @@ pub(super) fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats, mode:
             .collect();
         out += &emit(mode, &h, 1, rows);
     }
+    out
+}
 
+/// Batch preprocessing: its figures, outlier rule and outliers.
+fn batches(s: &TraceStats) -> String {
+    let mut out = String::new();
     let b = &s.batches;
     match &b.summary {
         Some(sum) => {
@@ -269,7 +285,12 @@ pub(super) fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats, mode:
         }
         None => out += "\nBatch preprocessing: no batch events\n",
     }
+    out
+}
 
+/// The main process's waits per batch, by bucket.
+fn waits(s: &TraceStats, mode: Mode) -> String {
+    let mut out = String::new();
     match &s.wait.summary {
         Some(sum) => {
             out += &format!(
@@ -298,7 +319,12 @@ pub(super) fn render_raw(dir: &Path, folder: &TraceFolder, s: &TraceStats, mode:
         }
         None => out += "\nMain-process wait: no wait events\n",
     }
+    out
+}
 
+/// The delay from preprocessing to consumption.
+fn delays(s: &TraceStats) -> String {
+    let mut out = String::new();
     let d = &s.delay;
     match &d.summary {
         Some(sum) => {
