@@ -328,6 +328,29 @@ fn tree_name(r: &AttributedRow) -> String {
 /// share of the total, its calls and inclusive CPU per call, counters, top
 /// functions.
 fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option<usize>) -> String {
+    let (header, rows) = header_and_rows(a);
+    let mut text = String::new();
+    if markdown {
+        text += &markdown_rows(a, top, header, rows);
+    } else {
+        text += &grid_rows(a, top, width, header, rows);
+    }
+    let footer = footer_of(a);
+    // The lines under the table fit the width the table fits.
+    let width = width.filter(|_| !markdown);
+    for line in footer {
+        match width {
+            Some(w) => text += &table::wrap(&line, w),
+            None => text += &line,
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// The table's header and rows: each row's figures and counters (the
+/// inclusive column only where ops nest).
+fn header_and_rows(a: &InPipelineAttribution) -> (Vec<String>, Vec<Vec<String>>) {
     let nested = a.rows.iter().any(|r| r.depth > 0);
     let mut header: Vec<String> = [
         "row",
@@ -345,7 +368,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option
         header.remove(4);
     }
     header.extend(counter_headers(a).iter().map(|h| one_line(h)));
-    let mut rows: Vec<Vec<String>> = a
+    let rows: Vec<Vec<String>> = a
         .rows
         .iter()
         .map(|r| {
@@ -373,66 +396,90 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option
             cells
         })
         .collect();
+    (header, rows)
+}
+
+/// The rows as Markdown, each with its top functions in one cell.
+fn markdown_rows(
+    a: &InPipelineAttribution,
+    top: usize,
+    mut header: Vec<String>,
+    mut rows: Vec<Vec<String>>,
+) -> String {
     let mut text = String::new();
-    if markdown {
-        for (cells, r) in rows.iter_mut().zip(&a.rows) {
-            let tops: Vec<String> = listed(r, top)
-                .map(|f| {
-                    format!(
-                        "{} ({}) {:.0}%",
-                        one_line(&f.function),
-                        one_line(&table::module_name(&f.module)),
-                        f.share * 100.0
-                    )
-                })
-                .collect();
-            cells.push(tops.join(", "));
-        }
-        header.push("top functions".into());
-        text += &format!(
-            "| {} |\n|{}\n",
-            header.join(" | "),
-            "---|".repeat(header.len())
-        );
-        for r in &rows {
-            text += &format!("| {} |\n", r.join(" | ").replace('\n', " "));
-        }
-    } else {
-        // The top functions get what the other columns leave of the
-        // width (in a part of the table of their own where that is too
-        // little: see [`table::Grid`]), their modules and shares beside
-        // them.
-        let module_width = width.map_or(usize::MAX, module_max);
-        let tops = top_columns(
-            a,
-            top,
-            if width.is_some() { 1 } else { usize::MAX },
-            module_width,
-        );
-        let names_col = header.len();
-        header.extend(["function", "module", "%"].map(String::from));
-        let columns: Vec<table::Column> = header
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                if i == 0 || i == names_col || i == names_col + 1 {
-                    table::Column::left(h)
-                } else {
-                    table::Column::right(h)
-                }
+    for (cells, r) in rows.iter_mut().zip(&a.rows) {
+        let tops: Vec<String> = listed(r, top)
+            .map(|f| {
+                format!(
+                    "{} ({}) {:.0}%",
+                    one_line(&f.function),
+                    one_line(&table::module_name(&f.module)),
+                    f.share * 100.0
+                )
             })
             .collect();
-        for (cells, [_, module, share]) in rows.iter_mut().zip(tops) {
-            cells.extend([String::new(), module, share]);
-        }
-        let grid = table::Grid::new(columns, rows).names(names_col, 2, table::NAME_MIN, |room| {
-            top_columns(a, top, room, module_width)
-                .into_iter()
-                .map(|[names, ..]| names)
-                .collect()
-        });
-        text += &grid.render(width);
+        cells.push(tops.join(", "));
     }
+    header.push("top functions".into());
+    text += &format!(
+        "| {} |\n|{}\n",
+        header.join(" | "),
+        "---|".repeat(header.len())
+    );
+    for r in &rows {
+        text += &format!("| {} |\n", r.join(" | ").replace('\n', " "));
+    }
+    text
+}
+
+/// The rows as a terminal table fitted to `width`, the top functions in
+/// columns of their own.
+fn grid_rows(
+    a: &InPipelineAttribution,
+    top: usize,
+    width: Option<usize>,
+    mut header: Vec<String>,
+    mut rows: Vec<Vec<String>>,
+) -> String {
+    // The top functions get what the other columns leave of the
+    // width (in a part of the table of their own where that is too
+    // little: see [`table::Grid`]), their modules and shares beside
+    // them.
+    let module_width = width.map_or(usize::MAX, module_max);
+    let tops = top_columns(
+        a,
+        top,
+        if width.is_some() { 1 } else { usize::MAX },
+        module_width,
+    );
+    let names_col = header.len();
+    header.extend(["function", "module", "%"].map(String::from));
+    let columns: Vec<table::Column> = header
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            if i == 0 || i == names_col || i == names_col + 1 {
+                table::Column::left(h)
+            } else {
+                table::Column::right(h)
+            }
+        })
+        .collect();
+    for (cells, [_, module, share]) in rows.iter_mut().zip(tops) {
+        cells.extend([String::new(), module, share]);
+    }
+    let grid = table::Grid::new(columns, rows).names(names_col, 2, table::NAME_MIN, |room| {
+        top_columns(a, top, room, module_width)
+            .into_iter()
+            .map(|[names, ..]| names)
+            .collect()
+    });
+    grid.render(width)
+}
+
+/// The lines under the table: the samples and their CPU, how exact the
+/// op rows are, the counters' totals, the notes.
+fn footer_of(a: &InPipelineAttribution) -> Vec<String> {
     let mut footer = vec![format!(
         "{} samples at {} Hz, {} ms of CPU: the rows' CPU ms (each its own, not that of the ops inside it) add up to it{}",
         a.total_samples,
@@ -474,16 +521,7 @@ fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option
         footer.push(format!("counters over every sample: {}", totals.join(", ")));
     }
     footer.extend(a.notes.iter().map(|n| format!("note: {n}")));
-    // The lines under the table fit the width the table fits.
-    let width = width.filter(|_| !markdown);
-    for line in footer {
-        match width {
-            Some(w) => text += &table::wrap(&line, w),
-            None => text += &line,
-        }
-        text.push('\n');
-    }
-    text
+    footer
 }
 
 fn csv_of(a: &InPipelineAttribution) -> Result<String> {
