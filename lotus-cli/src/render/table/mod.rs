@@ -309,64 +309,84 @@ impl<'a> Grid<'a> {
             }
             return draw(&self.columns, &rows, &all, None);
         };
-        let col_width = |rows: &[Vec<String>], c: usize| {
-            rows.iter()
-                .map(|r| display_width(&r[c]))
-                .chain([display_width(&self.columns[c].header)])
-                .max()
-                .unwrap_or(0)
+        let key_max = self.key_max(&rows, width);
+        self.fit_key(&mut rows, width, key_max);
+        let widths: Vec<usize> = (0..n).map(|c| self.col_width(&rows, c)).collect();
+        let Some(names) = self.names.as_ref().filter(|names| names.column > 0) else {
+            return self.fold(&rows, &widths, &all, width);
         };
+        self.fit_names(rows, &widths, width, names)
+    }
+
+    /// The widest a cell of column `c` of `rows` is (its header included).
+    fn col_width(&self, rows: &[Vec<String>], c: usize) -> usize {
+        rows.iter()
+            .map(|r| display_width(&r[c]))
+            .chain([display_width(&self.columns[c].header)])
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The key column gives up what the table lacks to fit the width
+    /// (its cells wrapped at spaces), down to a sixth of the width;
+    /// where that is not enough the table is folded.
+    fn key_max(&self, rows: &[Vec<String>], width: usize) -> usize {
+        let n = self.columns.len();
         // The key column gives up what the table lacks to fit the width
         // (its cells wrapped at spaces), down to a sixth of the width;
         // where that is not enough the table is folded.
-        let key_max = {
-            let natural: Vec<usize> = (0..n).map(|c| col_width(&rows, c)).collect();
-            let group = self
-                .names
-                .as_ref()
-                .filter(|names| names.column > 0)
-                .map(|names| names.column..=names.column + names.companions);
-            let fixed: Vec<usize> = (0..n)
-                .filter(|c| !group.as_ref().is_some_and(|g| g.contains(c)))
-                .map(|c| natural[c])
-                .collect();
-            let mut need = drawn(&fixed);
-            // Never so narrow that a word of a key (an op's name with its
-            // tree mark) would be cut.
-            let longest_word = rows
-                .iter()
-                .flat_map(|r| r[0].lines())
-                .flat_map(|l| {
-                    l.trim_start()
-                        .replace("└ ", "└\u{a0}")
-                        .split(' ')
-                        .map(display_width)
-                        .collect::<Vec<_>>()
-                })
-                .max()
-                .unwrap_or(0);
-            let floor = (width / 6).max(12).max(longest_word).min(natural[0]);
-            if let (Some(names), Some(g)) = (&self.names, &group) {
-                let with: usize = need
-                    + names.min
-                    + 3
-                    + g.clone()
-                        .skip(1)
-                        .filter(|&c| c < n)
-                        .map(|c| natural[c] + 3)
-                        .sum::<usize>();
-                if with <= width + natural[0] - floor {
-                    need = with;
-                }
+        let natural: Vec<usize> = (0..n).map(|c| self.col_width(rows, c)).collect();
+        let group = self
+            .names
+            .as_ref()
+            .filter(|names| names.column > 0)
+            .map(|names| names.column..=names.column + names.companions);
+        let fixed: Vec<usize> = (0..n)
+            .filter(|c| !group.as_ref().is_some_and(|g| g.contains(c)))
+            .map(|c| natural[c])
+            .collect();
+        let mut need = drawn(&fixed);
+        // Never so narrow that a word of a key (an op's name with its
+        // tree mark) would be cut.
+        let longest_word = rows
+            .iter()
+            .flat_map(|r| r[0].lines())
+            .flat_map(|l| {
+                l.trim_start()
+                    .replace("└ ", "└\u{a0}")
+                    .split(' ')
+                    .map(display_width)
+                    .collect::<Vec<_>>()
+            })
+            .max()
+            .unwrap_or(0);
+        let floor = (width / 6).max(12).max(longest_word).min(natural[0]);
+        if let (Some(names), Some(g)) = (&self.names, &group) {
+            let with: usize = need
+                + names.min
+                + 3
+                + g.clone()
+                    .skip(1)
+                    .filter(|&c| c < n)
+                    .map(|c| natural[c] + 3)
+                    .sum::<usize>();
+            if with <= width + natural[0] - floor {
+                need = with;
             }
-            if need > width + natural[0] - floor {
-                // Folded whatever the key gives up: it keeps its width
-                // (up to two fifths of the line).
-                natural[0].min(width * 2 / 5)
-            } else {
-                natural[0].saturating_sub(need.saturating_sub(width))
-            }
-        };
+        }
+        if need > width + natural[0] - floor {
+            // Folded whatever the key gives up: it keeps its width
+            // (up to two fifths of the line).
+            natural[0].min(width * 2 / 5)
+        } else {
+            natural[0].saturating_sub(need.saturating_sub(width))
+        }
+    }
+
+    /// The key column fitted: the names, where they are the key, get what
+    /// the other columns leave; any other key is wrapped at `key_max`.
+    fn fit_key(&self, rows: &mut [Vec<String>], width: usize, key_max: usize) {
+        let n = self.columns.len();
         match &self.names {
             Some(names) if names.column == 0 => {
                 // The names are the key: they get what the others leave.
@@ -385,10 +405,10 @@ impl<'a> Grid<'a> {
                 if room < names.min {
                     room = room.max(width * 2 / 5);
                 }
-                fill(&mut rows, 0, (names.cells)(room));
+                fill(rows, 0, (names.cells)(room));
             }
             _ => {
-                for r in &mut rows {
+                for r in rows.iter_mut() {
                     r[0] = r[0]
                         .lines()
                         .map(|l| wrap_plain(l, key_max))
@@ -397,10 +417,20 @@ impl<'a> Grid<'a> {
                 }
             }
         }
-        let widths: Vec<usize> = (0..n).map(|c| col_width(&rows, c)).collect();
-        let Some(names) = self.names.as_ref().filter(|names| names.column > 0) else {
-            return self.fold(&rows, &widths, &all, width);
-        };
+    }
+
+    /// The names (not the key) given what the other columns leave; where
+    /// that is too little, the table folded: the other columns, then the
+    /// key with the names.
+    fn fit_names(
+        &self,
+        mut rows: Vec<Vec<String>>,
+        widths: &[usize],
+        width: usize,
+        names: &Names<'a>,
+    ) -> String {
+        let n = self.columns.len();
+        let all: Vec<usize> = (0..n).collect();
         let group: Vec<usize> = (names.column..=names.column + names.companions)
             .filter(|&c| c < n)
             .collect();
@@ -416,7 +446,7 @@ impl<'a> Grid<'a> {
         }
         // Folded: the other columns, then the key with the names.
         let fixed: Vec<usize> = all.iter().copied().filter(|c| !group.contains(c)).collect();
-        let mut out = self.fold(&rows, &widths, &fixed, width);
+        let mut out = self.fold(&rows, widths, &fixed, width);
         let mut part = vec![0];
         part.extend(&group);
         // In the names' part the key is narrow (a quarter of the width,
@@ -429,7 +459,7 @@ impl<'a> Grid<'a> {
                 .collect::<Vec<_>>()
                 .join("\n");
         }
-        let key_width = col_width(&rows, 0);
+        let key_width = self.col_width(&rows, 0);
         let companions: usize = group[1..].iter().map(|&c| widths[c] + 3).sum();
         let room = width
             .saturating_sub(1 + 3 + key_width + 3 + companions)

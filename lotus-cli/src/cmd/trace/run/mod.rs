@@ -32,12 +32,12 @@
 //! ends its process once lotus is gone. Below 10 file descriptors lotus
 //! refuses at once, before it creates anything.
 
+mod limits;
 mod logs;
 mod reports;
 mod tracer;
 
 use std::ffi::OsStr;
-use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -47,6 +47,7 @@ use lotus_backend_common::reaper;
 
 use anyhow::{anyhow, Context, Result};
 
+use limits::{check_descriptor_limit, with_descriptor_hint};
 use logs::{check_out_folder, is_log_of_run, logs_in, new_run_id};
 use reports::{trace_failures, Reports};
 use tracer::{write_tracer, TracerFiles};
@@ -211,70 +212,9 @@ fn pass_through(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Whether `error` comes from running out of file descriptors (EMFILE,
-/// ENFILE).
-fn out_of_descriptors(error: &anyhow::Error) -> bool {
-    error.chain().any(|e| {
-        e.downcast_ref::<io::Error>()
-            .and_then(io::Error::raw_os_error)
-            .is_some_and(|c| c == libc::EMFILE || c == libc::ENFILE)
-    })
-}
-
-/// `error`, with the descriptor limit and its fix named when it comes from
-/// running out of descriptors.
-fn with_descriptor_hint(error: anyhow::Error) -> anyhow::Error {
-    if !out_of_descriptors(&error) {
-        return error;
-    }
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit with a live rlimit.
-    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
-    let limit = if known {
-        format!("{}", limit.rlim_cur)
-    } else {
-        "unknown".into()
-    };
-    error.context(format!(
-        "lotus ran out of file descriptors (the limit, `ulimit -n`, is {limit}): nothing was left behind; raise the limit, e.g. `ulimit -n 4096`, and run again"
-    ))
-}
-
 /// Runs `lotus trace run`.
 pub fn run(args: TraceRunArgs) -> Result<ExitCode> {
     run_traced(args).map_err(with_descriptor_hint)
-}
-
-/// The fewest file descriptors `trace run` asks for before it creates
-/// anything: the three standard ones and lotus's own (the report pipe, the
-/// spawn's pipe, the tracer's files, and removing its temp folder, a
-/// descriptor per level, and the one output writer's walk to
-/// `lotus.sampling`, a descriptor per folder it holds); measured: 10 run a
-/// sampled trace without perf (9 failed writing `lotus.sampling`; perf
-/// itself needs more, and says so). Below it, a run would fail half-way
-/// and leave a half-removed tracer folder or an empty samples file.
-const MIN_DESCRIPTORS: u64 = 10;
-
-/// Fails when the descriptor limit is below [`MIN_DESCRIPTORS`].
-fn check_descriptor_limit() -> Result<()> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit with a live rlimit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Ok(());
-    }
-    let current = limit.rlim_cur;
-    if current < MIN_DESCRIPTORS {
-        return Err(anyhow!(
-            "lotus trace run needs at least {MIN_DESCRIPTORS} file descriptors and the limit (`ulimit -n`) is {current}: raise it, e.g. `ulimit -n 4096`, and run again (nothing was run or written)"
-        ));
-    }
-    Ok(())
 }
 
 fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
