@@ -279,36 +279,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                 )));
             }
             let python = crate::program::find_python(args.python.as_deref())?;
-            let default_hz = args.frequency.is_none().then(|| {
-                let (hz, said) = live::default_frequency(backend_name);
-                if let Some(said) = said {
-                    note!("lotus: note: {said}");
-                }
-                hz
-            });
-            let opts = LiveOptions::new(python, harness::CONTROL_LIBRARY)
-                .with_runs(args.runs)
-                .with_warmup(args.warmup)
-                .with_frequency(args.frequency.unwrap_or_default())
-                .with_min_samples(args.min_samples)
-                .with_min_window(Duration::from_millis(args.min_window_ms))
-                .with_min_iterations(args.min_iterations)
-                .with_timeout(Duration::from_secs(args.timeout))
-                .with_rule(args.rule)
-                .with_baseline(!args.no_baseline, args.exclude_baseline)
-                .with_collect_type(args.collect_type.clone())
-                .with_keep_raw(args.keep_raw.clone())
-                .with_threads(live::threads::ThreadPlan::from_env(args.threads))
-                .with_cwd(args.cwd.as_deref())?
-                .with_round_trip(args.round_trip)
-                .with_fork_server(!args.no_fork_server)
-                .with_max_window_names(args.max_window_names)
-                .with_temp_folder_hook(crate::oom::remove_on_oom);
-            let opts = with_control_library(opts);
-            let opts = match default_hz {
-                Some(hz) => opts.with_default_frequency(hz),
-                None => opts,
-            };
+            let opts = live_options(&args, python, backend_name)?;
             for op in args.ops.iter().filter(|op| op.is_file()) {
                 crate::control_lib::warn_if_op_folder_shared(op);
             }
@@ -375,6 +346,42 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
             "; the others were written"
         }
     );
+}
+
+/// The live engine's options as `args` ask (the backend's default
+/// frequency, said, where `--frequency` is not given), with the control
+/// library.
+fn live_options(args: &MapArgs, python: PathBuf, backend_name: &str) -> Result<LiveOptions> {
+    let default_hz = args.frequency.is_none().then(|| {
+        let (hz, said) = live::default_frequency(backend_name);
+        if let Some(said) = said {
+            note!("lotus: note: {said}");
+        }
+        hz
+    });
+    let opts = LiveOptions::new(python, harness::CONTROL_LIBRARY)
+        .with_runs(args.runs)
+        .with_warmup(args.warmup)
+        .with_frequency(args.frequency.unwrap_or_default())
+        .with_min_samples(args.min_samples)
+        .with_min_window(Duration::from_millis(args.min_window_ms))
+        .with_min_iterations(args.min_iterations)
+        .with_timeout(Duration::from_secs(args.timeout))
+        .with_rule(args.rule)
+        .with_baseline(!args.no_baseline, args.exclude_baseline)
+        .with_collect_type(args.collect_type.clone())
+        .with_keep_raw(args.keep_raw.clone())
+        .with_threads(live::threads::ThreadPlan::from_env(args.threads))
+        .with_cwd(args.cwd.as_deref())?
+        .with_round_trip(args.round_trip)
+        .with_fork_server(!args.no_fork_server)
+        .with_max_window_names(args.max_window_names)
+        .with_temp_folder_hook(crate::oom::remove_on_oom);
+    let opts = with_control_library(opts);
+    Ok(match default_hz {
+        Some(hz) => opts.with_default_frequency(hz),
+        None => opts,
+    })
 }
 
 /// The control library the op processes load: `$LOTUS_CONTROL_LIB` when
