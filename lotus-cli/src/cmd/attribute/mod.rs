@@ -264,28 +264,43 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
         results: &results,
         wide: args.wide,
     };
-    let text = if functions.is_some() {
-        let fv = by_function::FunctionView {
-            mapping: &mapping_name,
-            match_mode: match_mode.to_string(),
-            profiles: &profiles,
-            results: &per_function,
-            wide: args.wide,
-        };
-        match format {
+    let fv = functions.is_some().then(|| by_function::FunctionView {
+        mapping: &mapping_name,
+        match_mode: match_mode.to_string(),
+        profiles: &profiles,
+        results: &per_function,
+        wide: args.wide,
+    });
+    let text = text_of(&view, fv.as_ref(), format)?;
+    write_out(&args, &view, &text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The attribution in `format`: per op (`view`), or per function (`fv`,
+/// `--by function`).
+fn text_of(
+    view: &View,
+    fv: Option<&by_function::FunctionView>,
+    format: AttributeFormat,
+) -> Result<String> {
+    Ok(match fv {
+        Some(fv) => match format {
             AttributeFormat::Json => fv.json()?,
             AttributeFormat::Csv => fv.csv()?,
             AttributeFormat::Table => fv.table(),
             AttributeFormat::Md | AttributeFormat::Folded => fv.markdown(),
-        }
-    } else {
-        match format {
+        },
+        None => match format {
             AttributeFormat::Json => serde_json::to_string_pretty(&view.json())? + "\n",
             AttributeFormat::Csv => view.csv()?,
             AttributeFormat::Table => view.table(),
             AttributeFormat::Md | AttributeFormat::Folded => view.markdown(),
-        }
-    };
+        },
+    })
+}
+
+/// Writes the plot (`--plot`) and the text (to `--out`, or the terminal).
+fn write_out(args: &AttributeArgs, view: &View, text: &str) -> Result<()> {
     if let Some(path) = &args.plot {
         let svg = view.svg()?;
         write_atomic(path, &svg)?;
@@ -293,16 +308,16 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
     }
     match &args.out {
         Some(path) => {
-            write_atomic(path, &text)?;
+            write_atomic(path, text)?;
             crate::usage::note!(
                 "lotus: wrote {} ({} profile(s))",
                 path.display(),
-                results.len()
+                view.results.len()
             );
         }
         None => print!("{text}"),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Warns about ops that match nothing; an error when no op matches
