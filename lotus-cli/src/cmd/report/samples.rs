@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use lotus_attribute::mapping_from_trace;
 use lotus_attribute::{
-    attribute_folder, InPipelineAttribution, InPipelineError, RowKind, TOP_FUNCTIONS,
+    attribute_folder, AttributedRow, InPipelineAttribution, InPipelineError, RowKind, TOP_FUNCTIONS,
 };
-use lotus_attribute::{compare_mappings, ComparedFunction, MappingComparison};
+use lotus_attribute::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
 use lotus_core::Mapping;
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
@@ -182,48 +182,7 @@ pub fn in_pipeline_section(
         let rows = a
             .rows
             .iter()
-            .map(|r| {
-                // Keyed and shown by path: an op may run at several places
-                // in the op tree (`RandomApply/GaussianBlur`).
-                let k = |f: &str| format!("in_pipeline/{label}/{}/{f}", r.path);
-                let mut name = Cell::name(&r.path);
-                if r.kind == RowKind::Op {
-                    name = name.swatch(crate::render::html::timeline::hex(colours, &r.name));
-                }
-                let mut row = vec![
-                    name,
-                    Cell::text(format!("{:?}", r.kind).to_lowercase()),
-                    cell(&k("samples"), r.samples.to_string()),
-                    cell(&k("cpu_ms"), format!("{:.3}", r.cpu_ns as f64 / 1e6)),
-                    cell(
-                        &k("uncertainty_ms"),
-                        format!("{:.3}", r.uncertainty_ns as f64 / 1e6),
-                    ),
-                    cell(
-                        &k("inclusive_cpu_ms"),
-                        format!("{:.3}", r.inclusive_cpu_ns as f64 / 1e6),
-                    ),
-                    cell(&k("share"), format!("{:.2}", r.share * 100.0)),
-                    cell(&k("calls"), r.calls.map_or("-".into(), |c| c.to_string())),
-                    cell(
-                        &k("cpu_ms_per_call"),
-                        r.cpu_per_call_ns
-                            .map_or("-".into(), |c| format!("{:.3}", c as f64 / 1e6)),
-                    ),
-                ];
-                for (h, v) in headers.iter().zip(counter_cells(a, r)) {
-                    row.push(cell(&k(&format!("counters/{h}")), v));
-                }
-                row.push(functions_cell(
-                    k("top"),
-                    r.top_functions
-                        .iter()
-                        .take(TOP_IN_ROW)
-                        .map(|f| (f.function.as_str(), f.module.as_str(), f.share)),
-                    0,
-                ));
-                row
-            })
+            .map(|r| in_pipeline_row(label, a, r, &headers, colours))
             .collect();
         page.table(&head, rows);
         let mut parts = vec![
@@ -250,6 +209,57 @@ pub fn in_pipeline_section(
     Ok(())
 }
 
+/// A row of the in-pipeline table of configuration `label`: its figures,
+/// counters and top functions, keyed by its path.
+fn in_pipeline_row(
+    label: &str,
+    a: &InPipelineAttribution,
+    r: &AttributedRow,
+    headers: &[String],
+    colours: &Colours,
+) -> Vec<Cell> {
+    // Keyed and shown by path: an op may run at several places
+    // in the op tree (`RandomApply/GaussianBlur`).
+    let k = |f: &str| format!("in_pipeline/{label}/{}/{f}", r.path);
+    let mut name = Cell::name(&r.path);
+    if r.kind == RowKind::Op {
+        name = name.swatch(crate::render::html::timeline::hex(colours, &r.name));
+    }
+    let mut row = vec![
+        name,
+        Cell::text(format!("{:?}", r.kind).to_lowercase()),
+        cell(&k("samples"), r.samples.to_string()),
+        cell(&k("cpu_ms"), format!("{:.3}", r.cpu_ns as f64 / 1e6)),
+        cell(
+            &k("uncertainty_ms"),
+            format!("{:.3}", r.uncertainty_ns as f64 / 1e6),
+        ),
+        cell(
+            &k("inclusive_cpu_ms"),
+            format!("{:.3}", r.inclusive_cpu_ns as f64 / 1e6),
+        ),
+        cell(&k("share"), format!("{:.2}", r.share * 100.0)),
+        cell(&k("calls"), r.calls.map_or("-".into(), |c| c.to_string())),
+        cell(
+            &k("cpu_ms_per_call"),
+            r.cpu_per_call_ns
+                .map_or("-".into(), |c| format!("{:.3}", c as f64 / 1e6)),
+        ),
+    ];
+    for (h, v) in headers.iter().zip(counter_cells(a, r)) {
+        row.push(cell(&k(&format!("counters/{h}")), v));
+    }
+    row.push(functions_cell(
+        k("top"),
+        r.top_functions
+            .iter()
+            .take(TOP_IN_ROW)
+            .map(|f| (f.function.as_str(), f.module.as_str(), f.share)),
+        0,
+    ));
+    row
+}
+
 /// The comparison section: per op, the share of its in-pipeline samples
 /// that fall in functions the isolated mapping lists, the top functions it
 /// misses, those it lists that did not run in the pipeline (the figures of
@@ -271,55 +281,28 @@ pub fn comparison_section(
     for (i, c) in compared.iter().enumerate() {
         let m = &c.comparison;
         page.h(3, format!("against {}", c.against));
-        let key = |op: &str, f: &str| format!("comparison/{}/{op}/{f}", c.against);
-        let mut bars = Vec::new();
-        let mut low = Vec::new();
-        let fs = |v: &[ComparedFunction]| -> Vec<(String, String, f64)> {
-            v.iter()
-                .map(|f| (f.function.clone(), f.module.clone(), f.share))
-                .collect()
-        };
         let rows = m
             .ops
             .iter()
-            .map(|o| {
-                let k = |f: &str| key(&o.op, f);
-                if o.coverage.is_some_and(|x| x < 0.8) {
-                    low.push(o.op.clone());
-                }
-                if let Some(x) = o.coverage {
-                    bars.push(LabelledBar {
-                        label: o.op.clone(),
-                        value: x * 100.0,
-                        note: o.missed.first().map_or(String::new(), |f| {
-                            format!("missed: {} ({:.0}%)", f.function, f.share * 100.0)
-                        }),
-                    });
-                }
-                let missed = fs(&o.missed);
-                let not_run = fs(&o.not_run);
-                vec![
-                    Cell::name(&o.op).swatch(crate::render::html::timeline::hex(colours, &o.op)),
-                    cell(
-                        &k("coverage"),
-                        o.coverage
-                            .map_or("-".into(), |x| format!("{:.1}", x * 100.0)),
-                    ),
-                    cell(&k("listed"), o.listed.to_string()),
-                    cell(&k("other_samples"), format!("{}", o.other_samples)),
-                    functions_cell(
-                        k("missed"),
-                        missed.iter().map(|(f, m, s)| (f.as_str(), m.as_str(), *s)),
-                        o.missed_count.saturating_sub(o.missed.len()),
-                    ),
-                    cell(&k("missed_count"), o.missed_count.to_string()),
-                    functions_cell(
-                        k("not_run"),
-                        not_run.iter().map(|(f, m, s)| (f.as_str(), m.as_str(), *s)),
-                        o.not_run_count.saturating_sub(o.not_run.len()),
-                    ),
-                    cell(&k("not_run_count"), o.not_run_count.to_string()),
-                ]
+            .map(|o| comparison_row(c, o, colours))
+            .collect();
+        let low: Vec<String> = m
+            .ops
+            .iter()
+            .filter(|o| o.coverage.is_some_and(|x| x < 0.8))
+            .map(|o| o.op.clone())
+            .collect();
+        let bars: Vec<LabelledBar> = m
+            .ops
+            .iter()
+            .filter_map(|o| {
+                o.coverage.map(|x| LabelledBar {
+                    label: o.op.clone(),
+                    value: x * 100.0,
+                    note: o.missed.first().map_or(String::new(), |f| {
+                        format!("missed: {} ({:.0}%)", f.function, f.share * 100.0)
+                    }),
+                })
             })
             .collect();
         page.table(
@@ -372,6 +355,42 @@ pub fn comparison_section(
         }
     }
     Ok(())
+}
+
+/// An op's row of the comparison: how much of its samples the mapping
+/// finds, and the functions each side misses.
+fn comparison_row(c: &Compared, o: &OpComparison, colours: &Colours) -> Vec<Cell> {
+    let key = |op: &str, f: &str| format!("comparison/{}/{op}/{f}", c.against);
+    let fs = |v: &[ComparedFunction]| -> Vec<(String, String, f64)> {
+        v.iter()
+            .map(|f| (f.function.clone(), f.module.clone(), f.share))
+            .collect()
+    };
+    let k = |f: &str| key(&o.op, f);
+    let missed = fs(&o.missed);
+    let not_run = fs(&o.not_run);
+    vec![
+        Cell::name(&o.op).swatch(crate::render::html::timeline::hex(colours, &o.op)),
+        cell(
+            &k("coverage"),
+            o.coverage
+                .map_or("-".into(), |x| format!("{:.1}", x * 100.0)),
+        ),
+        cell(&k("listed"), o.listed.to_string()),
+        cell(&k("other_samples"), format!("{}", o.other_samples)),
+        functions_cell(
+            k("missed"),
+            missed.iter().map(|(f, m, s)| (f.as_str(), m.as_str(), *s)),
+            o.missed_count.saturating_sub(o.missed.len()),
+        ),
+        cell(&k("missed_count"), o.missed_count.to_string()),
+        functions_cell(
+            k("not_run"),
+            not_run.iter().map(|(f, m, s)| (f.as_str(), m.as_str(), *s)),
+            o.not_run_count.saturating_sub(o.not_run.len()),
+        ),
+        cell(&k("not_run_count"), o.not_run_count.to_string()),
+    ]
 }
 
 /// The op names of the sections, for colours that stay the same from
