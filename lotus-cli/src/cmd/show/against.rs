@@ -140,6 +140,35 @@ fn table_of(
     markdown: bool,
     width: Option<usize>,
 ) -> String {
+    let mut text = format!(
+        "{} against {}: coverage is the share of each op's samples in the second that fall in functions the first lists for it\n",
+        one_line(name),
+        one_line(other_name)
+    );
+    if markdown {
+        text += &markdown_of(c);
+    } else {
+        text += &grid_of(c, width);
+    }
+    if !c.only_in_mapping.is_empty() {
+        text += &format!(
+            "only in {}: {}\n",
+            one_line(name),
+            one_line(&c.only_in_mapping.join(", "))
+        );
+    }
+    if !c.only_in_other.is_empty() {
+        text += &format!(
+            "only in {}: {}\n",
+            one_line(other_name),
+            one_line(&c.only_in_other.join(", "))
+        );
+    }
+    text
+}
+
+/// The comparison as a Markdown table, an op a row.
+fn markdown_of(c: &MappingComparison) -> String {
     let header = [
         "op",
         "coverage %",
@@ -162,93 +191,76 @@ fn table_of(
             ]
         })
         .collect();
-    let mut text = format!(
-        "{} against {}: coverage is the share of each op's samples in the second that fall in functions the first lists for it\n",
-        one_line(name),
-        one_line(other_name)
+    let mut text = String::new();
+    text += &format!(
+        "\n| {} |\n|{}\n",
+        header.join(" | "),
+        "---|".repeat(header.len())
     );
-    if markdown {
-        text += &format!(
-            "\n| {} |\n|{}\n",
-            header.join(" | "),
-            "---|".repeat(header.len())
-        );
-        for r in &rows {
-            let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
-            text += &format!("| {} |\n", cells.join(" | "));
-        }
-    } else {
-        // The functions one a line, with their modules, shares and list,
-        // fitted to the width ([`crate::render::table::Grid`]).
-        use crate::render::table::Column;
-        let columns = vec![
-            Column::left("op"),
-            Column::right("coverage %"),
-            Column::right("listed"),
-            Column::right("samples in other"),
-            Column::right("missed"),
-            Column::right("never run"),
-            Column::left("function"),
-            Column::left("module"),
-            Column::right("share"),
-            Column::left("list"),
-        ];
-        let whole = function_cells(c, usize::MAX);
-        let rows: Vec<Vec<String>> = c
-            .ops
-            .iter()
-            .zip(whole)
-            .map(|(o, [_, module, share, list])| {
-                vec![
-                    one_line(&o.op),
-                    percent(o.coverage),
-                    o.listed.to_string(),
-                    format!("{}", o.other_samples),
-                    o.missed_count.to_string(),
-                    o.not_run_count.to_string(),
-                    String::new(),
-                    if width.is_some() {
-                        module
-                            .lines()
-                            .map(|m| crate::render::table::cut_right(m, 18))
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    } else {
-                        module
-                    },
-                    share,
-                    list,
-                ]
-            })
-            .collect();
-        let grid = crate::render::table::Grid::new(columns, rows).names(
-            6,
-            3,
-            crate::render::table::NAME_MIN,
-            |room| {
-                function_cells(c, room)
-                    .into_iter()
-                    .map(|[names, ..]| names)
-                    .collect()
-            },
-        );
-        text += &grid.render(width);
-    }
-    if !c.only_in_mapping.is_empty() {
-        text += &format!(
-            "only in {}: {}\n",
-            one_line(name),
-            one_line(&c.only_in_mapping.join(", "))
-        );
-    }
-    if !c.only_in_other.is_empty() {
-        text += &format!(
-            "only in {}: {}\n",
-            one_line(other_name),
-            one_line(&c.only_in_other.join(", "))
-        );
+    for r in &rows {
+        let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
+        text += &format!("| {} |\n", cells.join(" | "));
     }
     text
+}
+
+/// The comparison as a terminal table: the functions one a line, with
+/// their modules, shares and list, fitted to the width
+/// ([`crate::render::table::Grid`]).
+fn grid_of(c: &MappingComparison, width: Option<usize>) -> String {
+    use crate::render::table::Column;
+    let columns = vec![
+        Column::left("op"),
+        Column::right("coverage %"),
+        Column::right("listed"),
+        Column::right("samples in other"),
+        Column::right("missed"),
+        Column::right("never run"),
+        Column::left("function"),
+        Column::left("module"),
+        Column::right("share"),
+        Column::left("list"),
+    ];
+    let whole = function_cells(c, usize::MAX);
+    let rows: Vec<Vec<String>> = c
+        .ops
+        .iter()
+        .zip(whole)
+        .map(|(o, [_, module, share, list])| {
+            vec![
+                one_line(&o.op),
+                percent(o.coverage),
+                o.listed.to_string(),
+                format!("{}", o.other_samples),
+                o.missed_count.to_string(),
+                o.not_run_count.to_string(),
+                String::new(),
+                if width.is_some() {
+                    module
+                        .lines()
+                        .map(|m| crate::render::table::cut_right(m, 18))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                } else {
+                    module
+                },
+                share,
+                list,
+            ]
+        })
+        .collect();
+    let grid = crate::render::table::Grid::new(columns, rows).names(
+        6,
+        3,
+        crate::render::table::NAME_MIN,
+        |room| {
+            function_cells(c, room)
+                .into_iter()
+                .map(|[names, ..]| names)
+                .collect()
+        },
+    );
+    grid.render(width)
 }
 
 /// One row per op and function listed: `kind` is `coverage` (the op's own
