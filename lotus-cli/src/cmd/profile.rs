@@ -96,37 +96,14 @@ fn render_rows(
 ) -> Result<String> {
     use crate::render::table::{self, Column, Grid};
     use lotus_map::output::one_line;
-    use lotus_sys::text::{csv_number, csv_record, printable};
+    use lotus_sys::text::printable;
     let total: f64 = profile.rows.iter().map(|r| r.value).sum();
     let mut order: Vec<&lotus_core::Row> = profile.rows.iter().collect();
     order.sort_by(|a, b| b.value.total_cmp(&a.value));
     let unit = profile.unit.label();
     let share = |v: f64| if total > 0.0 { v / total } else { 0.0 };
     if format == ProfileFormat::Csv {
-        let counters: std::collections::BTreeSet<&String> =
-            order.iter().flat_map(|r| r.counters.keys()).collect();
-        let mut w = csv::Writer::from_writer(Vec::new());
-        let mut header: Vec<String> = ["function", "module", unit, "share"]
-            .map(String::from)
-            .to_vec();
-        header.extend(counters.iter().map(|c| c.to_string()));
-        w.write_record(csv_record(&header))?;
-        for r in &order {
-            let mut rec = vec![
-                r.function.clone(),
-                r.module.clone(),
-                csv_number(r.value),
-                csv_number(share(r.value)),
-            ];
-            rec.extend(counters.iter().map(|c| {
-                r.counters
-                    .get(*c)
-                    .map(|v| csv_number(*v))
-                    .unwrap_or_default()
-            }));
-            w.write_record(csv_record(&rec))?;
-        }
-        return Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?);
+        return csv_of(&order, unit, total);
     }
     let shown = if top == 0 {
         order.len()
@@ -198,6 +175,37 @@ fn render_rows(
         out += &format!("… {} more (--top 0 shows all)\n", order.len() - shown);
     }
     Ok(printable(&out).into_owned())
+}
+
+/// `--format csv`: a row per function (`order`: largest first), its
+/// share of `total` and its counters.
+fn csv_of(order: &[&lotus_core::Row], unit: &str, total: f64) -> Result<String> {
+    use lotus_sys::text::{csv_number, csv_record};
+    let share = |v: f64| if total > 0.0 { v / total } else { 0.0 };
+    let counters: std::collections::BTreeSet<&String> =
+        order.iter().flat_map(|r| r.counters.keys()).collect();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header: Vec<String> = ["function", "module", unit, "share"]
+        .map(String::from)
+        .to_vec();
+    header.extend(counters.iter().map(|c| c.to_string()));
+    w.write_record(csv_record(&header))?;
+    for r in order {
+        let mut rec = vec![
+            r.function.clone(),
+            r.module.clone(),
+            csv_number(r.value),
+            csv_number(share(r.value)),
+        ];
+        rec.extend(counters.iter().map(|c| {
+            r.counters
+                .get(*c)
+                .map(|v| csv_number(*v))
+                .unwrap_or_default()
+        }));
+        w.write_record(csv_record(&rec))?;
+    }
+    Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
 }
 
 /// Runs `lotus profile`.
