@@ -132,6 +132,24 @@ fn mapping_table(mapping: &Mapping, top: usize, width: Option<usize>) -> String 
             );
         }
     }
+    out += &shared_table(mapping, top, width);
+    out
+}
+
+/// The functions several ops share (the first `top`, 0: all), and which
+/// ops.
+fn shared_table(mapping: &Mapping, top: usize, width: Option<usize>) -> String {
+    use crate::render::table::{self, Column, Grid};
+    let module = |m: &str| {
+        let m = one_line(&table::module_name(m));
+        if width.is_some() {
+            table::cut_right(&m, 24)
+        } else {
+            m
+        }
+    };
+    let shown_of = |n: usize| if top == 0 { n } else { top.min(n) };
+    let mut out = String::new();
     out += &format!("\nshared functions: {}\n", mapping.shared.len());
     if !mapping.shared.is_empty() {
         let shared = &mapping.shared[..shown_of(mapping.shared.len())];
