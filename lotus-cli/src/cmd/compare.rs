@@ -26,6 +26,8 @@ use lotus_core::{check_figures, compare, host_of, OpAcross};
 use lotus_sys::text::{csv_number, csv_record, figure, one_line, printable};
 use serde::Serialize;
 
+use crate::render::table::{Column, Grid};
+
 /// The schema tag of `lotus compare --format json`.
 pub const SCHEMA: &str = "lotus.mapping-compare/1";
 
@@ -192,40 +194,11 @@ fn table(
     ops: &[OpAcross],
     width: Option<usize>,
 ) -> String {
-    use crate::render::table::{Column, Grid};
-    let host_rows: Vec<Vec<String>> = mappings
-        .iter()
-        .zip(labels)
-        .map(|(m, l)| {
-            let h = host_of(m);
-            let get = |k: &str| h.get(k).cloned().unwrap_or_else(|| "-".into());
-            [
-                l.clone(),
-                get("host"),
-                get("cpu_model"),
-                get("cpus"),
-                get("cpu_cores"),
-                get("kernel"),
-            ]
-            .map(|c| one_line(&c).into_owned())
-            .to_vec()
-        })
-        .collect();
     let render = |g: Grid| match width {
         Some(w) => g.render(Some(w)),
         None => format!("\n{}", g.markdown()),
     };
-    let hosts = render(Grid::new(
-        vec![
-            Column::left("mapping"),
-            Column::left("host"),
-            Column::left("CPU model"),
-            Column::right("CPUs"),
-            Column::right("cores"),
-            Column::left("kernel"),
-        ],
-        host_rows,
-    ));
+    let hosts = render(hosts_grid(mappings, labels));
     // Columns for the unsampled CPU per call where any mapping has it.
     let unsampled = ops
         .iter()
@@ -292,4 +265,37 @@ fn table(
         Some(w) => crate::render::table::wrap_lines(&text, w),
         None => text,
     }
+}
+
+/// The hosts the mappings were made on: name, CPU, cores, kernel.
+fn hosts_grid(mappings: &[Mapping], labels: &[String]) -> Grid<'static> {
+    let host_rows: Vec<Vec<String>> = mappings
+        .iter()
+        .zip(labels)
+        .map(|(m, l)| {
+            let h = host_of(m);
+            let get = |k: &str| h.get(k).cloned().unwrap_or_else(|| "-".into());
+            [
+                l.clone(),
+                get("host"),
+                get("cpu_model"),
+                get("cpus"),
+                get("cpu_cores"),
+                get("kernel"),
+            ]
+            .map(|c| one_line(&c).into_owned())
+            .to_vec()
+        })
+        .collect();
+    Grid::new(
+        vec![
+            Column::left("mapping"),
+            Column::left("host"),
+            Column::left("CPU model"),
+            Column::right("CPUs"),
+            Column::right("cores"),
+            Column::left("kernel"),
+        ],
+        host_rows,
+    )
 }
