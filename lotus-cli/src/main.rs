@@ -1,10 +1,40 @@
 //! `lotus`: where the CPU time of ML data preprocessing goes, from the
 //! Python op down to the native function.
 //!
-//! Subcommands: `backends` (what can profile here), `map` (which native
-//! functions each op runs), `show` (a mapping as a table), `attribute`
-//! (whole-pipeline profiles folded back onto the ops), `trace` (timelines
-//! and statistics of a pipeline trace).
+//! Each subcommand of `lotus --help` is a module under `cmd/`, named as the
+//! command is; no command module names another (`layout_tests` keeps it):
+//!
+//! - `backends` (what can profile here): `cmd/backends.rs`
+//! - `map` (which native functions each op runs; `--from-trace` in
+//!   `cmd/map/from_trace.rs`): `cmd/map/`
+//! - `show` (a mapping as a table; `--against` in `cmd/show/against.rs`):
+//!   `cmd/show/`
+//! - `compare` (live mappings of several hosts side by side):
+//!   `cmd/compare.rs`
+//! - `profile` (a whole program, or the windows it opens): `cmd/profile.rs`
+//! - `attribute` (profiles folded back onto the ops through a mapping, or a
+//!   sampled trace folder's samples credited to its op spans:
+//!   `cmd/attribute/in_pipeline.rs`): `cmd/attribute/`
+//! - `report` (one HTML page of a run): `cmd/report/`
+//! - `trace` (`run`: `cmd/trace/run/`, `view`: `cmd/trace/view.rs`,
+//!   `stats`: `cmd/trace/stats.rs`): `cmd/trace/`
+//! - `completions` (shell completion scripts): `cmd/completions.rs`
+//! - `man` (man pages): `cmd/man.rs`
+//!
+//! What two commands share lives outside `cmd/`: `attribution_inputs`
+//! (mapping, profiles, op times: attribute and report), `traces` (trace
+//! folders, configurations and their statistics: trace stats and report),
+//! `run_record` (`<prefix>.run`: trace run and report), `sampled_trace`
+//! (the perf-sampled trace run), `job` (the traced job's signals and plain
+//! run), `program` (finding the program or Python to run), `control_lib`
+//! (the control library the binary carries), `oom` (out of memory as a
+//! clear error), `usage` (usage errors, `--quiet`, the environment each
+//! command's help lists). Renderers live under `render/`: `table`
+//! (terminal tables fitted to the width, names as tables show them),
+//! `html` (the report page and its timeline, from `templates/` through
+//! minijinja, which escapes every text), `svg` (plots), `mapping` (a
+//! mapping in every format), `in_pipeline` (an in-pipeline attribution's
+//! plot and counter columns), `verdict` (the verdict as text).
 
 // The argument structs' doc comments are clap's help text, printed as
 // written: placeholders such as `<pid>` must stay bare there, which rustdoc
