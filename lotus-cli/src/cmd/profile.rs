@@ -276,14 +276,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let windows = collection.window_totals();
     let (report, notes) = collection.report_noted()?;
     let (profile, samples) = profile_of(&args, backend.as_ref(), report, &windows, &partial);
-    let text = if format == ProfileFormat::Json {
-        let mut text = Vec::new();
-        profile.write_json(&mut text)?;
-        String::from_utf8(text)?
-    } else {
-        let width = (!args.wide).then(crate::render::table::width);
-        render_rows(&profile, format, args.top, width)?
-    };
+    let text = text_of(&profile, format, &args)?;
     match &out {
         Some(path) => {
             write_atomic(path, &text)?;
@@ -309,6 +302,17 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         status,
         &target,
     ))
+}
+
+/// The profile in `format`: `lotus.profile/1` JSON, or its rows.
+fn text_of(profile: &Profile, format: ProfileFormat, args: &ProfileArgs) -> Result<String> {
+    if format == ProfileFormat::Json {
+        let mut text = Vec::new();
+        profile.write_json(&mut text)?;
+        return Ok(String::from_utf8(text)?);
+    }
+    let width = (!args.wide).then(crate::render::table::width);
+    render_rows(profile, format, args.top, width)
 }
 
 /// The program to profile, its arguments and environment: it can `import

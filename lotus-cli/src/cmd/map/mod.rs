@@ -247,15 +247,7 @@ fn emit_as_asked(mapping: &Mapping, args: &MapArgs) -> Result<()> {
 /// Runs `lotus map`.
 pub fn run(args: MapArgs) -> Result<ExitCode> {
     if let Some(dir) = &args.from_trace {
-        crate::cmd::map::from_trace::check_alone(
-            args.backend.as_deref(),
-            args.ops.len(),
-            args.from_reports.is_some(),
-            args.dry_run,
-        )?;
-        let mapping = crate::cmd::map::from_trace::build(dir, &args.prefix)?;
-        emit_as_asked(&mapping, &args)?;
-        return Ok(ExitCode::SUCCESS);
+        return map_from_trace(&args, dir);
     }
     let (backend_name, backend) = usage::backend_or_usable(args.backend.as_deref())?;
     let backend_name = backend_name.as_str();
@@ -346,6 +338,20 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
             "; the others were written"
         }
     );
+}
+
+/// `lotus map --from-trace DIR`: the mapping of a sampled trace's ops
+/// (alone: no backend, op files, reports or dry run).
+fn map_from_trace(args: &MapArgs, dir: &Path) -> Result<ExitCode> {
+    from_trace::check_alone(
+        args.backend.as_deref(),
+        args.ops.len(),
+        args.from_reports.is_some(),
+        args.dry_run,
+    )?;
+    let mapping = from_trace::build(dir, &args.prefix)?;
+    emit_as_asked(&mapping, args)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The live engine's options as `args` ask (the backend's default
