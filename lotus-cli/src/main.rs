@@ -1,38 +1,60 @@
 //! `lotus`: where the CPU time of ML data preprocessing goes, from the
 //! Python op down to the native function.
 //!
-//! Subcommands: `backends` (what can profile here), `map` (which native
-//! functions each op runs), `show` (a mapping as a table), `attribute`
-//! (whole-pipeline profiles folded back onto the ops), `trace` (timelines
-//! and statistics of a pipeline trace).
+//! Each subcommand of `lotus --help` is a module under `cmd/`, named as the
+//! command is; no command module names another (`layout_tests` keeps it):
+//!
+//! - `backends` (what can profile here): `cmd/backends.rs`
+//! - `map` (which native functions each op runs; `--from-trace` in
+//!   `cmd/map/from_trace.rs`): `cmd/map/`
+//! - `show` (a mapping as a table; `--against` in `cmd/show/against.rs`):
+//!   `cmd/show/`
+//! - `compare` (live mappings of several hosts side by side):
+//!   `cmd/compare.rs`
+//! - `profile` (a whole program, or the windows it opens): `cmd/profile.rs`
+//! - `attribute` (profiles folded back onto the ops through a mapping, or a
+//!   sampled trace folder's samples credited to its op spans:
+//!   `cmd/attribute/in_pipeline.rs`): `cmd/attribute/`
+//! - `report` (one HTML page of a run): `cmd/report/`
+//! - `trace` (`run`: `cmd/trace/run/`, `view`: `cmd/trace/view.rs`,
+//!   `stats`: `cmd/trace/stats.rs`): `cmd/trace/`
+//! - `completions` (shell completion scripts): `cmd/completions.rs`
+//! - `man` (man pages): `cmd/man.rs`
+//!
+//! What two commands share lives outside `cmd/`: `attribution_inputs`
+//! (mapping, profiles, op times: attribute and report), `traces` (trace
+//! folders, configurations and their statistics: trace stats and report),
+//! `run_record` (`<prefix>.run`: trace run and report), `sampled_trace`
+//! (the perf-sampled trace run), `job` (the traced job's signals and plain
+//! run), `program` (finding the program or Python to run), `control_lib`
+//! (the control library the binary carries), `oom` (out of memory as a
+//! clear error), `usage` (usage errors, `--quiet`, the environment each
+//! command's help lists). Renderers live under `render/`: `table`
+//! (terminal tables fitted to the width, names as tables show them),
+//! `html` (the report page and its timeline, from `templates/` through
+//! minijinja, which escapes every text), `svg` (plots), `mapping` (a
+//! mapping in every format), `in_pipeline` (an in-pipeline attribution's
+//! plot and counter columns), `verdict` (the verdict as text).
 
 // The argument structs' doc comments are clap's help text, printed as
 // written: placeholders such as `<pid>` must stay bare there, which rustdoc
 // would read as HTML tags.
 #![allow(rustdoc::invalid_html_tags)]
 
-mod attribute_cmd;
-mod attribute_in_pipeline;
-mod compare_cmd;
+mod attribution_inputs;
+mod cmd;
 mod control_lib;
-mod docs_cmd;
-mod map_cmd;
-mod map_from_trace;
-mod mapping_against;
+mod job;
 mod oom;
-mod plots;
-mod profile_cmd;
 mod program;
-mod report_cmd;
-mod report_page;
-mod report_samples;
-mod report_timeline;
+mod render;
+mod run_record;
 mod sampled_trace;
-mod table;
-mod trace_cmd;
-mod trace_run;
+mod traces;
 mod usage;
-mod verdict_text;
+
+#[cfg(test)]
+mod layout_tests;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).
@@ -40,15 +62,11 @@ use lotus_backend_perf as _;
 use lotus_backend_uprof as _;
 use lotus_backend_vtune as _;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use lotus_core::Mapping;
-use lotus_core::MergeRule;
 
-use map_cmd::{MapArgs, MapFormat};
+use cmd::map::MapArgs;
 use usage::env_help;
 
 /// Out of memory is a clear error and exit status 1, not an abort (see
@@ -88,7 +106,7 @@ enum Command {
     Backends {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
-        format: DataFormat,
+        format: cmd::backends::DataFormat,
         /// The same as --format json (kept for scripts).
         #[arg(long, conflicts_with = "format")]
         json: bool,
@@ -98,86 +116,50 @@ enum Command {
     Map(MapArgs),
     /// Show a mapping (lotus.mapping/1 or the original tool's schema) as a table.
     #[command(after_help = env_help::show())]
-    Show(ShowArgs),
+    Show(cmd::show::ShowArgs),
     /// Ops of live mappings from different hosts side by side: latency and
     /// CPU per call, with ratios to the first.
     #[command(after_help = env_help::compare())]
-    Compare(compare_cmd::CompareArgs),
+    Compare(cmd::compare::CompareArgs),
     /// Profile a whole program (all its processes and threads), or the windows it opens.
     #[command(after_help = env_help::profile())]
-    Profile(profile_cmd::ProfileArgs),
+    Profile(cmd::profile::ProfileArgs),
     /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
     #[command(after_help = env_help::attribute())]
-    Attribute(attribute_cmd::AttributeArgs),
+    Attribute(cmd::attribute::AttributeArgs),
     /// One self-contained HTML page of a run: traces (configurations side
     /// by side), attributions, plots.
     #[command(after_help = env_help::attribute())]
-    Report(report_cmd::ReportArgs),
+    Report(cmd::report::ReportArgs),
     /// Pipeline traces: when each op, sample and batch ran in every process.
     Trace {
         #[command(subcommand)]
-        command: trace_cmd::TraceCommand,
+        command: cmd::trace::TraceCommand,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    Completions(docs_cmd::CompletionsArgs),
+    Completions(cmd::completions::CompletionsArgs),
     /// Print the man page lotus(1), or write one page per command into a folder.
-    Man(docs_cmd::ManArgs),
-}
-
-/// The formats of `lotus backends`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DataFormat {
-    /// A readable table.
-    Table,
-    /// JSON.
-    Json,
-    /// One row per backend.
-    Csv,
-    /// A Markdown table.
-    Md,
-}
-
-#[derive(Debug, clap::Args)]
-struct ShowArgs {
-    /// The mapping file.
-    file: PathBuf,
-    /// Re-apply a stricter merge rule (needs a mapping with run counts).
-    #[arg(long, value_parser = parse_rule)]
-    rule: Option<MergeRule>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    format: MapFormat,
-    /// Functions shown per op (0: all).
-    #[arg(long, default_value_t = 20)]
-    top: usize,
-    /// Tables show full function names (by default long C++ names are shortened to fit the terminal).
-    #[arg(long)]
-    wide: bool,
-    /// Compare with another mapping of the same ops (e.g. the in-pipeline one, `lotus map --from-trace`): per op, the share of its samples in OTHER that fall in functions FILE lists, the top functions FILE misses, and those it lists that OTHER's op never ran.
-    #[arg(long, value_name = "OTHER")]
-    against: Option<PathBuf>,
-}
-
-fn parse_rule(s: &str) -> Result<MergeRule, String> {
-    s.parse().map_err(|e: lotus_core::Error| e.to_string())
+    Man(cmd::man::ManArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     usage::set_quiet(cli.quiet);
     let result = match cli.command {
-        Command::Backends { format, json } => {
-            cmd_backends(if json { DataFormat::Json } else { format })
-        }
-        Command::Map(args) => map_cmd::run(args),
-        Command::Show(args) => cmd_show(args),
-        Command::Compare(args) => compare_cmd::run(args),
-        Command::Attribute(args) => attribute_cmd::run(args),
-        Command::Profile(args) => profile_cmd::run(args),
-        Command::Report(args) => report_cmd::run(args),
-        Command::Trace { command } => trace_cmd::run(command),
-        Command::Completions(args) => docs_cmd::completions::<Cli>(args),
-        Command::Man(args) => docs_cmd::man::<Cli>(args, VERSION),
+        Command::Backends { format, json } => cmd::backends::run(if json {
+            cmd::backends::DataFormat::Json
+        } else {
+            format
+        }),
+        Command::Map(args) => cmd::map::run(args),
+        Command::Show(args) => cmd::show::run(args),
+        Command::Compare(args) => cmd::compare::run(args),
+        Command::Attribute(args) => cmd::attribute::run(args),
+        Command::Profile(args) => cmd::profile::run(args),
+        Command::Report(args) => cmd::report::run(args),
+        Command::Trace { command } => cmd::trace::run(command),
+        Command::Completions(args) => cmd::completions::run::<Cli>(args),
+        Command::Man(args) => cmd::man::run::<Cli>(args, VERSION),
     };
     match result {
         Ok(code) => code,
@@ -186,135 +168,4 @@ fn main() -> ExitCode {
             ExitCode::from(usage::exit_status(&e))
         }
     }
-}
-
-fn cmd_backends(format: DataFormat) -> Result<ExitCode> {
-    let probes: Vec<_> = lotus_core::backends()
-        .iter()
-        .map(|b| (b.description(), b.probe()))
-        .collect();
-    if matches!(format, DataFormat::Csv | DataFormat::Md) {
-        let rows: Vec<[String; 6]> = probes
-            .iter()
-            .map(|(desc, p)| {
-                [
-                    p.backend.clone(),
-                    if p.available { "yes" } else { "no" }.to_string(),
-                    p.version.clone().unwrap_or_default(),
-                    desc.to_string(),
-                    p.reason.clone().unwrap_or_default(),
-                    p.notes.join("; "),
-                ]
-            })
-            .collect();
-        let header = [
-            "name",
-            "available",
-            "version",
-            "description",
-            "reason",
-            "notes",
-        ];
-        if format == DataFormat::Csv {
-            let mut w = csv::Writer::from_writer(Vec::new());
-            w.write_record(lotus_sys::text::csv_record(header))?;
-            for r in &rows {
-                w.write_record(lotus_sys::text::csv_record(r))?;
-            }
-            print!("{}", String::from_utf8(w.into_inner()?)?);
-        } else {
-            let cell = |c: &str| lotus_sys::text::one_line(c).replace('|', "\\|");
-            let mut out = format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(6));
-            for r in &rows {
-                out += &format!(
-                    "| {} |\n",
-                    r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
-                );
-            }
-            print!("{}", lotus_sys::text::printable(&out));
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    if format == DataFormat::Json {
-        let list: Vec<_> = probes
-            .iter()
-            .map(|(desc, p)| {
-                serde_json::json!({
-                    "name": p.backend,
-                    "description": desc,
-                    "available": p.available,
-                    "version": p.version,
-                    "reason": p.reason,
-                    "notes": p.notes,
-                })
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    // A tool's words (its version line, why it cannot run): control
-    // characters (a coloured banner) escaped.
-    use lotus_sys::text::{one_line, printable};
-    let mut out = String::new();
-    for (desc, p) in &probes {
-        out += &format!(
-            "{:<6} {:<4} {}\n",
-            p.backend,
-            if p.available { "yes" } else { "no" },
-            one_line(p.version.as_deref().unwrap_or("-"))
-        );
-        out += &format!("       {desc}\n");
-        if let Some(reason) = &p.reason {
-            out += &format!("       not available: {}\n", printable(reason));
-        }
-        for note in &p.notes {
-            out += &format!("       {}\n", printable(note));
-        }
-    }
-    // Long reasons wrapped to the width, as tables are.
-    print!("{}", table::wrap_lines(&out, table::width()));
-    Ok(ExitCode::SUCCESS)
-}
-
-fn cmd_show(args: ShowArgs) -> Result<ExitCode> {
-    let name = args.file.display().to_string();
-    let file = lotus_sys::input::open_regular(&args.file)
-        .with_context(|| format!("cannot read {name}"))?;
-    // Streamed: a mapping of a million functions is never held as text.
-    let mut mapping = Mapping::from_reader(file, &name)?;
-    if let Some(rule) = args.rule {
-        if mapping.imported_from.is_some() {
-            bail!("{name}: has no run counts (the original tool's schema), so --rule cannot be applied");
-        }
-        mapping.apply_rule(rule);
-    }
-    if let Some(other_path) = &args.against {
-        let other_name = other_path.display().to_string();
-        let file = lotus_sys::input::open_regular(other_path)
-            .with_context(|| format!("cannot read {other_name}"))?;
-        let other = Mapping::from_reader(file, &other_name)?;
-        let width = (!args.wide).then(crate::table::width);
-        return mapping_against::run(
-            &mapping,
-            &name,
-            &other,
-            &other_name,
-            args.format,
-            args.top,
-            width,
-        );
-    }
-    if args.format == MapFormat::Json {
-        // Streamed: the JSON of a large mapping is never held whole.
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        serde_json::to_writer_pretty(&mut out, &mapping)?;
-        std::io::Write::write_all(&mut out, b"\n")?;
-        std::io::Write::flush(&mut out)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    print!(
-        "{}",
-        map_cmd::render_mapping(&mapping, args.format.into(), args.top, args.wide)?
-    );
-    Ok(ExitCode::SUCCESS)
 }

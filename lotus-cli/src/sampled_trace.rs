@@ -510,7 +510,7 @@ pub fn run(
             // SAFETY: kill with a process group id and a signal number.
             unsafe { libc::kill(-(collection.pid() as libc::pid_t), libc::SIGINT) };
         }
-        if let Some(signal) = crate::trace_run::signal_to_forward().filter(|&s| s != libc::SIGINT) {
+        if let Some(signal) = crate::job::signal_to_forward().filter(|&s| s != libc::SIGINT) {
             // SIGTERM or SIGHUP sent to lotus: the job's group gets it too
             // (SIGINT, above, once).
             // SAFETY: kill with a process group id and a signal number.
@@ -558,7 +558,7 @@ fn unavailable(
     .with_context(|| format!("cannot write {}", files.sampling.display()))?;
     // As without --sample: signals passed on, a parent-death signal.
     let program = std::path::PathBuf::from(cmd.get_program());
-    crate::trace_run::run_plain(cmd, &program)
+    crate::job::run_plain(cmd, &program)
 }
 
 /// The end figures for `<prefix>.sampling`, and what the user is told.

@@ -252,3 +252,18 @@ pub mod env_help {
         list(&[SORT_BUFFER, TMPDIR])
     }
 }
+
+/// `--rule`'s parser (`lotus map`, `lotus show`).
+pub fn parse_rule(s: &str) -> Result<lotus_core::MergeRule, String> {
+    s.parse().map_err(|e: lotus_core::Error| e.to_string())
+}
+
+/// Writes to stdout, saying so when that fails (a closed pipe included).
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .context("cannot write to standard output")
+}

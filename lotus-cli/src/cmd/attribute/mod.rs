@@ -1,0 +1,348 @@
+//! `lotus attribute`: whole-pipeline profiles folded back onto the Python
+//! ops through a mapping ([`lotus_attribute`] does the arithmetic).
+//!
+//! ```text
+//! lotus attribute --mapping M --profile P [--profile P2 ...] [--op-times T]
+//!                 [--match auto|name] [--format table|csv|json|md] [--out FILE]
+//!                 [--plot FILE.svg] [--by op|function]
+//! lotus attribute DIR [--prefix lotus] [--top 5] [--format ...] [--out FILE]
+//!                 [--plot FILE.svg]
+//! ```
+//!
+//! `--by function` gives one row per native function of the mapping
+//! instead of per op (the study's per-C-function hardware table):
+//! [`by_function`] says what it holds.
+//!
+//! A profile is recognized by its content: JSON is `lotus.profile/1` (what
+//! `lotus profile` writes); a text file with a `HOTTEST FUNCTIONS` section
+//! (or an `AMD uProf` banner) is a uProf report; anything else is read as
+//! a VTune function-grouped report (hotspots or microarchitecture
+//! exploration, comma or TAB), whose columns are found by name.
+//!
+//! ## JSON output (`lotus.attribution/1`)
+//!
+//! ```json
+//! {"schema": "lotus.attribution/1", "mapping": "M", "match": "auto",
+//!  "split": "equal",
+//!  "profiles": [
+//!    {"name": "b1024_gpu4_dataloader8", "file": "...", "format": "vtune-csv",
+//!     "unit": "seconds", "sample_interval_s": null,
+//!     "total_cpu_time_s": 12345.6, "split": "equal",
+//!     "rows": 327, "matched_rows": 81,
+//!     "clockticks": "Clockticks", "instructions": "Instructions Retired",
+//!     "unmatched_ops": [], "notes": [],
+//!     "ops": [
+//!       {"op": "Loader", "cpu_time_s": 4321.0, "share": 0.35,
+//!        "exclusive_s": 4000.0, "shared_s": 321.0, "rows": 20,
+//!        "counters": {"Clockticks": 1.4e13, "Instructions Retired": 2.9e13},
+//!        "cpi": 0.48, "topdown": {"Retiring": 55.1, "Front-End Bound": 6.0}},
+//!       {"op": "(unexplained)", ...}]}]}
+//! ```
+//!
+//! `*_s` fields are seconds of CPU time. A profile that counts samples
+//! (`"unit": "samples"`) also has `total_samples`, and per op `samples`,
+//! `exclusive_samples` and `shared_samples`; its `*_s` fields are the
+//! samples times `sample_interval_s` where that is known (uProf reports
+//! state it; a `lotus.profile/1` file may) and `null` where it is not.
+//! `share` is of the profile's total and is always there; the entries
+//! (the `(unexplained)` one included) add up to the total. `topdown`
+//! holds every per-function metric (top-down percentages as percent
+//! values, `Average CPU Frequency` in GHz) averaged with clockticks as
+//! weights; `cpi` is summed clockticks over summed instructions; both are
+//! absent (`{}`, `null`) when the profile has no clockticks counter, which
+//! `notes` then says.
+
+mod by_function;
+pub mod in_pipeline;
+mod plot;
+mod render;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::ValueEnum;
+use lotus_attribute::{Attribution, FunctionMapping, MatchMode, Options};
+
+use crate::attribution_inputs::{
+    load_mapping, load_op_times, load_profile, name_profiles, LoadedProfile,
+};
+use lotus_sys::write_file;
+use render::View;
+
+/// The schema tag of `lotus attribute --format json`.
+pub const SCHEMA: &str = "lotus.attribution/1";
+
+/// Output formats of an attribution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AttributeFormat {
+    /// Readable tables (the terminal default).
+    Table,
+    /// One row per (profile, op), every figure a column.
+    Csv,
+    /// `lotus.attribution/1` JSON.
+    Json,
+    /// Markdown tables.
+    Md,
+    /// Collapsed stacks, one line per distinct stack under its row (a
+    /// sampled trace folder only): what inferno-flamegraph, flamegraph.pl
+    /// and speedscope read.
+    Folded,
+}
+
+impl AttributeFormat {
+    /// The format a file name implies: `.json`, `.csv`, `.md`; a table
+    /// otherwise.
+    pub fn from_path(path: &Path) -> AttributeFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("json") => AttributeFormat::Json,
+            Some("csv") => AttributeFormat::Csv,
+            Some("md") => AttributeFormat::Md,
+            Some("folded") => AttributeFormat::Folded,
+            _ => AttributeFormat::Table,
+        }
+    }
+}
+
+/// How profile rows are matched to the mapping's functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MatchArg {
+    /// Function and module (library version suffixes ignored); the
+    /// function name alone where the profile or mapping has no module.
+    Auto,
+    /// The function name alone.
+    Name,
+}
+
+/// `lotus attribute`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct AttributeArgs {
+    /// A sampled trace folder (`lotus trace run --sample --out DIR`): its
+    /// samples credited to the innermost op span that was running, no
+    /// mapping; ops inside ops shown as a tree, each with its own
+    /// (exclusive) and inclusive CPU and a 95% ± where it rests on samples.
+    #[arg(value_name = "DIR", conflicts_with_all = ["mapping", "profiles", "op_times"])]
+    pub dir: Option<PathBuf>,
+    /// The samples' prefix in DIR (as `trace run --prefix`).
+    #[arg(long, default_value = "lotus", requires = "dir")]
+    pub prefix: String,
+    /// Top functions listed per row (with DIR).
+    #[arg(long, default_value_t = lotus_attribute::TOP_FUNCTIONS, requires = "dir")]
+    pub top: usize,
+    /// The mapping: lotus.mapping/1, or the original tool's mapping_funcs.json.
+    #[arg(long, short, value_name = "FILE", required_unless_present = "dir")]
+    pub mapping: Option<PathBuf>,
+    /// A whole-pipeline profile: VTune CSV (hotspots or uarch), uProf CSV,
+    /// or lotus.profile/1 JSON. Repeat for one column per profile.
+    #[arg(
+        long = "profile",
+        short,
+        value_name = "FILE",
+        required_unless_present = "dir"
+    )]
+    pub profiles: Vec<PathBuf>,
+    /// The ops' own times, to divide shared functions: a CSV of op,seconds
+    /// or a lotus trace folder. Equal split without it.
+    #[arg(long, value_name = "CSV|DIR")]
+    pub op_times: Option<PathBuf>,
+    /// Matching of profile functions to mapping functions.
+    #[arg(long = "match", value_enum, default_value = "auto")]
+    pub match_mode: MatchArg,
+    /// Output format; tables on the terminal when neither this nor --out
+    /// is given, else from --out's extension.
+    #[arg(long, value_enum)]
+    pub format: Option<AttributeFormat>,
+    /// Write the result here instead of the terminal (`-`: standard output).
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Draw a stacked bar chart of op time per profile (SVG); with DIR, a
+    /// bar of CPU time per row (ops, then the other rows) named with its
+    /// top function.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// With DIR: also draw its call stacks as an interactive flame graph
+    /// (inferno's SVG), each row's samples under the row (its op path).
+    #[arg(long, value_name = "FILE.svg", requires = "dir")]
+    pub flamegraph: Option<PathBuf>,
+    /// With --flamegraph: only the op rows of this name (anywhere in their
+    /// path: `Loader`) or path (`ImageFolder/Loader`).
+    #[arg(long, value_name = "NAME", requires = "flamegraph")]
+    pub op: Option<String>,
+    /// Tables show full op names (by default the metrics table shortens them).
+    #[arg(long)]
+    pub wide: bool,
+    /// One row per op, or per native function of the mapping (its time,
+    /// counters, CPI, top-down metrics and the ops it is credited to).
+    #[arg(long, value_enum, default_value = "op")]
+    pub by: ByArg,
+}
+
+/// `--by`'s choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ByArg {
+    /// Per Python op.
+    Op,
+    /// Per native function of the mapping.
+    Function,
+}
+
+/// Runs `lotus attribute`.
+pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
+    // `--out -` is standard output, as no --out is.
+    args.out = args.out.filter(|p| !crate::usage::is_stdout(p));
+    if let Some(dir) = &args.dir {
+        return crate::cmd::attribute::in_pipeline::run(
+            dir,
+            &args.prefix,
+            args.top,
+            args.format,
+            args.out.as_deref(),
+            args.wide,
+            args.plot.as_deref(),
+            args.flamegraph.as_deref().map(|p| (p, args.op.as_deref())),
+        );
+    }
+    let Some(mapping_path) = args.mapping.as_deref() else {
+        return Err(crate::usage::usage(
+            "give a sampled trace folder (lotus attribute DIR) or --mapping and --profile",
+        ));
+    };
+    if args.format == Some(AttributeFormat::Folded)
+        || (args.format.is_none()
+            && args.out.as_deref().map(AttributeFormat::from_path) == Some(AttributeFormat::Folded))
+    {
+        return Err(crate::usage::usage(
+            "--format folded needs call stacks: give a sampled trace folder (lotus attribute DIR), traced with `lotus trace run --sample`",
+        ));
+    }
+    let mapping = load_mapping(mapping_path)?;
+    let op_times = args.op_times.as_deref().map(load_op_times).transpose()?;
+    let match_mode = match args.match_mode {
+        MatchArg::Auto => MatchMode::Auto,
+        MatchArg::Name => MatchMode::Name,
+    };
+    let options = Options::new(match_mode, op_times);
+    if args.by == ByArg::Function && args.plot.is_some() {
+        bail!("--plot draws op time per profile; leave it out with --by function (or use `lotus report`)");
+    }
+    let functions = (args.by == ByArg::Function).then(|| FunctionMapping::of(&mapping, &options));
+
+    let mapping_name = mapping_path.display().to_string();
+    // Each profile is folded onto the ops as it is read: memory does not
+    // grow with its rows.
+    let mut profiles = Vec::with_capacity(args.profiles.len());
+    let mut results = Vec::with_capacity(args.profiles.len());
+    let mut per_function = Vec::new();
+    for path in &args.profiles {
+        let (p, a, f) = load_profile(path, &mapping, &options, &mapping_name, functions.as_ref())?;
+        profiles.push(p);
+        results.push(a);
+        per_function.extend(f);
+    }
+    name_profiles(&mut profiles);
+
+    let format = args.format.unwrap_or_else(|| match &args.out {
+        Some(p) => AttributeFormat::from_path(p),
+        None => AttributeFormat::Table,
+    });
+    let notes_to_stderr =
+        args.out.is_some() || matches!(format, AttributeFormat::Json | AttributeFormat::Csv);
+    for (p, a) in profiles.iter().zip(&results) {
+        check_matches(a, p, &mapping_name)?;
+        // Tables and Markdown on the terminal show the notes themselves.
+        if notes_to_stderr {
+            for note in &a.notes {
+                crate::usage::note!("lotus: note: {}: {note}", p.name);
+            }
+        }
+    }
+
+    let view = View {
+        mapping: &mapping_name,
+        op_count: mapping.ops.len(),
+        profiles: &profiles,
+        results: &results,
+        wide: args.wide,
+    };
+    let fv = functions.is_some().then(|| by_function::FunctionView {
+        mapping: &mapping_name,
+        match_mode: match_mode.to_string(),
+        profiles: &profiles,
+        results: &per_function,
+        wide: args.wide,
+    });
+    let text = text_of(&view, fv.as_ref(), format)?;
+    write_out(&args, &view, &text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The attribution in `format`: per op (`view`), or per function (`fv`,
+/// `--by function`).
+fn text_of(
+    view: &View,
+    fv: Option<&by_function::FunctionView>,
+    format: AttributeFormat,
+) -> Result<String> {
+    Ok(match fv {
+        Some(fv) => match format {
+            AttributeFormat::Json => fv.json()?,
+            AttributeFormat::Csv => fv.csv()?,
+            AttributeFormat::Table => fv.table(),
+            AttributeFormat::Md | AttributeFormat::Folded => fv.markdown(),
+        },
+        None => match format {
+            AttributeFormat::Json => serde_json::to_string_pretty(&view.json())? + "\n",
+            AttributeFormat::Csv => view.csv()?,
+            AttributeFormat::Table => view.table(),
+            AttributeFormat::Md | AttributeFormat::Folded => view.markdown(),
+        },
+    })
+}
+
+/// Writes the plot (`--plot`) and the text (to `--out`, or the terminal).
+fn write_out(args: &AttributeArgs, view: &View, text: &str) -> Result<()> {
+    if let Some(path) = &args.plot {
+        let svg = view.svg()?;
+        write_file(path, svg.as_bytes())?;
+        crate::usage::note!("lotus: wrote {}", path.display());
+    }
+    match &args.out {
+        Some(path) => {
+            write_file(path, text.as_bytes())?;
+            crate::usage::note!(
+                "lotus: wrote {} ({} profile(s))",
+                path.display(),
+                view.results.len()
+            );
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// Warns about ops that match nothing; an error when no op matches
+/// anything (every second would be unexplained).
+fn check_matches(a: &Attribution, p: &LoadedProfile, mapping: &str) -> Result<()> {
+    if a.unmatched_ops.is_empty() {
+        return Ok(());
+    }
+    let hint = if !p.modules_known {
+        "the profile names no modules, so functions are matched by name alone: was the mapping made for the same program and library versions?"
+    } else if a.match_mode == MatchMode::Auto {
+        "matching is on function and module (version suffixes after .so ignored); if the profile names modules differently (libc.so.6 vs libc-2.31.so), try --match name"
+    } else {
+        "no function name of these ops appears in the profile: was the mapping made for the same program?"
+    };
+    let ops = a.unmatched_ops.join(", ");
+    if a.unmatched_ops.len() == a.ops.len() - 1 {
+        bail!(
+            "{}: no op of {mapping} matches any function of the profile (ops: {ops}); all of its time would be unexplained ({hint})",
+            p.path.display()
+        );
+    }
+    crate::usage::say!(
+        "lotus: warning: {}: no function of op(s) {ops} matches a function of the profile ({hint})",
+        p.path.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,478 @@
+//! `lotus profile`: a profile of a whole program (all its processes and
+//! threads), or of the windows it opens itself with `--windows`, written as
+//! the normalized `lotus.profile/1` JSON that `lotus attribute` reads.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use lotus_core::{CollectOptions, Profiler, Report, Target, WindowTotals};
+use lotus_core::{Partial, Profile};
+use lotus_map::ControlHost;
+use lotus_sys::process::Reaper;
+
+use lotus_map::harness::{self, HarnessFiles};
+use lotus_map::live::{self, RunError};
+use lotus_sys::{check_writable, write_file};
+
+/// `lotus profile` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ProfileArgs {
+    /// Profiler backend (see `lotus backends`); by default the one that
+    /// can run here (where several can, say which).
+    #[arg(long)]
+    backend: Option<String>,
+    /// Write the profile here (default, or `-`: standard output).
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+    /// Output format: lotus.profile/1 JSON (the one `lotus attribute` reads; its tables show the profile by op), or its functions as a table, CSV or Markdown. By default a table on a terminal, JSON when writing --out or into a pipe.
+    #[arg(long, value_enum)]
+    format: Option<ProfileFormat>,
+    /// Functions listed in a table or Markdown, the busiest first (0: all).
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+    /// Tables show function names in full.
+    #[arg(long)]
+    wide: bool,
+    /// Measure only inside the windows the program opens itself (lotus_resume /
+    /// lotus_pause, `import lotus`, or ITT), not the whole run.
+    #[arg(long)]
+    windows: bool,
+    /// Sampling frequency in Hz (perf; VTune and uProf take it as their interval, as in `lotus map`). 1000, not map's 4000: a whole pipeline runs many processes for minutes, and a quarter of the samples is plenty (samply's default rate too).
+    #[arg(long, short = 'F', default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    frequency: u64,
+    /// The vendor analysis (VTune -collect TYPE, uProf --config TYPE).
+    #[arg(long, value_name = "TYPE")]
+    collect_type: Option<String>,
+    /// Keep the vendor's raw results in DIR.
+    #[arg(long, value_name = "DIR")]
+    keep_raw: Option<PathBuf>,
+    /// Seconds the program may run before it is stopped (default: no limit).
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// The program and its arguments.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// `lotus profile --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProfileFormat {
+    /// The busiest functions, with their modules and shares.
+    Table,
+    /// `lotus.profile/1` JSON.
+    Json,
+    /// One row per function (every counter a column).
+    Csv,
+    /// A Markdown table of the busiest functions.
+    Md,
+}
+
+impl ProfileFormat {
+    /// The format where `--format` is not given: JSON into a file (or the
+    /// format its extension names) or a pipe, a table on a terminal.
+    fn default_for(out: Option<&std::path::Path>, terminal: bool) -> ProfileFormat {
+        match out.and_then(|p| p.extension()).and_then(|e| e.to_str()) {
+            Some("csv") => ProfileFormat::Csv,
+            Some("md") => ProfileFormat::Md,
+            Some("txt") => ProfileFormat::Table,
+            _ if out.is_none() && terminal => ProfileFormat::Table,
+            _ => ProfileFormat::Json,
+        }
+    }
+}
+
+/// The profile's functions, the busiest first: `top` of them (0: all) in
+/// a table fitted to `width` (`None`: names whole) or Markdown, or all of
+/// them in CSV.
+fn render_rows(
+    profile: &Profile,
+    format: ProfileFormat,
+    top: usize,
+    width: Option<usize>,
+) -> Result<String> {
+    use crate::render::table::{self, Column, Grid};
+    use lotus_map::output::one_line;
+    use lotus_sys::text::printable;
+    let total: f64 = profile.rows.iter().map(|r| r.value).sum();
+    let mut order: Vec<&lotus_core::Row> = profile.rows.iter().collect();
+    order.sort_by(|a, b| b.value.total_cmp(&a.value));
+    let unit = profile.unit.label();
+    let share = |v: f64| if total > 0.0 { v / total } else { 0.0 };
+    if format == ProfileFormat::Csv {
+        return csv_of(&order, unit, total);
+    }
+    let shown = if top == 0 {
+        order.len()
+    } else {
+        top.min(order.len())
+    };
+    let rows = &order[..shown];
+    let figure = |v: f64| {
+        lotus_sys::text::figure(
+            v,
+            if profile.unit == lotus_core::Unit::Seconds {
+                3
+            } else {
+                0
+            },
+        )
+    };
+    let mut out = format!(
+        "lotus profile: {} backend, {} function(s), {} {unit} in all\n",
+        one_line(&profile.backend),
+        profile.rows.len(),
+        figure(total)
+    );
+    if format == ProfileFormat::Md {
+        out += &format!("\n| function | module | {unit} | share |\n|---|---|---:|---:|\n");
+        for r in rows {
+            out += &format!(
+                "| `{}` | {} | {} | {:.1}% |\n",
+                one_line(&r.function).replace('|', "\\|").replace('`', "'"),
+                one_line(&table::module_name(&r.module)).replace('|', "\\|"),
+                figure(r.value),
+                100.0 * share(r.value)
+            );
+        }
+    } else {
+        let cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                let module = one_line(&table::module_name(&r.module));
+                vec![
+                    String::new(),
+                    if width.is_some() {
+                        table::cut_right(&module, 24)
+                    } else {
+                        module
+                    },
+                    figure(r.value),
+                    format!("{:.1}%", 100.0 * share(r.value)),
+                ]
+            })
+            .collect();
+        let full: Vec<String> = rows.iter().map(|r| one_line(&r.function)).collect();
+        let grid = Grid::new(
+            vec![
+                Column::left("function"),
+                Column::left("module"),
+                Column::right(unit),
+                Column::right("share"),
+            ],
+            cells,
+        )
+        .names(0, 0, table::NAME_MIN, |room| {
+            let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+            table::short_names(&refs, room)
+        });
+        out += &grid.render(width);
+    }
+    if shown < order.len() {
+        out += &format!("… {} more (--top 0 shows all)\n", order.len() - shown);
+    }
+    Ok(printable(&out).into_owned())
+}
+
+/// `--format csv`: a row per function (`order`: largest first), its
+/// share of `total` and its counters.
+fn csv_of(order: &[&lotus_core::Row], unit: &str, total: f64) -> Result<String> {
+    use lotus_sys::text::{csv_number, csv_record};
+    let share = |v: f64| if total > 0.0 { v / total } else { 0.0 };
+    let counters: std::collections::BTreeSet<&String> =
+        order.iter().flat_map(|r| r.counters.keys()).collect();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header: Vec<String> = ["function", "module", unit, "share"]
+        .map(String::from)
+        .to_vec();
+    header.extend(counters.iter().map(|c| c.to_string()));
+    w.write_record(csv_record(&header))?;
+    for r in order {
+        let mut rec = vec![
+            r.function.clone(),
+            r.module.clone(),
+            csv_number(r.value),
+            csv_number(share(r.value)),
+        ];
+        rec.extend(counters.iter().map(|c| {
+            r.counters
+                .get(*c)
+                .map(|v| csv_number(*v))
+                .unwrap_or_default()
+        }));
+        w.write_record(csv_record(&rec))?;
+    }
+    Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
+}
+
+/// Runs `lotus profile`.
+pub fn run(args: ProfileArgs) -> Result<ExitCode> {
+    let format = args.format.unwrap_or_else(|| {
+        ProfileFormat::default_for(
+            args.out.as_deref().filter(|p| !crate::usage::is_stdout(p)),
+            std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        )
+    });
+    let (_, backend) = crate::usage::backend_or_usable(args.backend.as_deref())?;
+    // `--out -` is standard output, as no --out is.
+    let out = args.out.clone().filter(|p| !crate::usage::is_stdout(p));
+    let probe = backend.probe();
+    if !probe.available {
+        bail!(
+            "the {} backend cannot run here: {}",
+            backend.name(),
+            probe.reason.unwrap_or_default()
+        );
+    }
+    let (mut target, _files) = target_of(&args, backend.as_ref(), out.is_none())?;
+
+    let mut host = if args.windows && backend.switches_windows() {
+        Some(
+            ControlHost::for_target(&mut target)
+                .context("cannot create the control channel's pipes")?,
+        )
+    } else {
+        None
+    };
+    let copts = collect_options(&args);
+
+    if let Some(out) = &out {
+        // Find out now, not after the whole program ran.
+        check_writable(out)?;
+    }
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = interrupted.clone();
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+
+    // Dropped last: ends whatever the program left, also daemons that left
+    // its process group.
+    let _reaper = Reaper::new(live::REAP_LIMIT);
+    let mut collection = backend.collect(&target, &copts)?;
+    if let Some(h) = host.as_mut() {
+        h.close_child_ends();
+    }
+    if !args.windows && backend.switches_windows() {
+        // The whole run is one window, open from now on.
+        collection.resume()?;
+    }
+    // Stopped early (Ctrl-C, SIGTERM, --timeout), the run still has its
+    // samples up to then: they are written, marked partial.
+    let (status, partial) = stopped_early(
+        live::serve(
+            collection.as_mut(),
+            host.as_mut(),
+            args.timeout.map(Duration::from_secs),
+            &interrupted,
+        ),
+        &target,
+    )?;
+    if !args.windows && backend.switches_windows() {
+        collection.pause()?;
+    }
+    // Summed: a program's windows cost no memory each.
+    let windows = collection.window_totals();
+    let (report, notes) = collection.report_noted()?;
+    let (profile, samples) = profile_of(&args, backend.as_ref(), report, &windows, &partial);
+    let text = text_of(&profile, format, &args)?;
+    match &out {
+        Some(path) => {
+            write_file(path, text.as_bytes())?;
+            crate::usage::note!(
+                "lotus: wrote {} ({} functions{})",
+                path.display(),
+                profile.rows.len(),
+                if windows.count == 0 {
+                    String::new()
+                } else {
+                    format!(", {samples} samples in {} window(s)", windows.count)
+                }
+            );
+        }
+        None => print!("{text}"),
+    }
+    Ok(closing(
+        &args,
+        backend.as_ref(),
+        &notes,
+        windows.count,
+        &partial,
+        status,
+        &target,
+    ))
+}
+
+/// The profile in `format`: `lotus.profile/1` JSON, or its rows.
+fn text_of(profile: &Profile, format: ProfileFormat, args: &ProfileArgs) -> Result<String> {
+    if format == ProfileFormat::Json {
+        let mut text = Vec::new();
+        profile.write_json(&mut text)?;
+        return Ok(String::from_utf8(text)?);
+    }
+    let width = (!args.wide).then(crate::render::table::width);
+    render_rows(profile, format, args.top, width)
+}
+
+/// The program to profile, its arguments and environment: it can `import
+/// lotus` from the harness folder (returned: it lives as long as the
+/// run), and reach lotus through the control library written beside it
+/// (a profile without windows needs no library: its failure is a
+/// warning).
+fn target_of(
+    args: &ProfileArgs,
+    backend: &dyn Profiler,
+    to_stdout: bool,
+) -> Result<(Target, HarnessFiles)> {
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow!("give the program to profile after --"))?;
+    let program = crate::program::find_program(std::path::Path::new(program))
+        .map_err(|why| anyhow!("{program}: cannot run it: {why}"))?;
+    let mut target = Target::new(program);
+    target.args = rest.iter().map(Into::into).collect();
+    // Without --out the profile goes to stdout: the program's own
+    // output must not mix into it.
+    target.stdout_to_stderr = to_stdout;
+    // The program can `import lotus` from the harness folder, and reach
+    // lotus through the control library written beside it. A profile
+    // without windows needs no library: its failure is a warning.
+    let files = harness::write_harness().context("cannot write the lotus Python module")?;
+    let control_lib = crate::control_lib::path_for_run(files.dir.path())
+        .inspect_err(|e| crate::usage::say!("lotus: warning: {e}: the program cannot open windows"))
+        .ok();
+    target
+        .env
+        .extend(live::control_env(backend, control_lib.as_deref()));
+    let pythonpath = match std::env::var_os("PYTHONPATH") {
+        Some(p) if !p.is_empty() => {
+            let mut v = files.dir.path().as_os_str().to_owned();
+            v.push(":");
+            v.push(p);
+            v
+        }
+        _ => files.dir.path().as_os_str().to_owned(),
+    };
+    target.env.push(("PYTHONPATH".into(), pythonpath));
+    Ok((target, files))
+}
+
+/// What `args` asks of the collection.
+fn collect_options(args: &ProfileArgs) -> CollectOptions {
+    let mut copts = CollectOptions::default();
+    copts.frequency_hz = Some(args.frequency);
+    copts.collect_type.clone_from(&args.collect_type);
+    copts.keep_raw.clone_from(&args.keep_raw);
+    copts.whole_program = !args.windows;
+    copts
+}
+
+/// The program's exit status, or, stopped early (Ctrl-C, SIGTERM,
+/// `--timeout`), why: the run still has its samples up to then, written
+/// and marked partial.
+fn stopped_early(
+    served: std::result::Result<std::process::ExitStatus, RunError>,
+    target: &Target,
+) -> Result<(Option<std::process::ExitStatus>, Option<Partial>)> {
+    Ok(match served {
+        Ok(status) => (Some(status), None),
+        Err(RunError::Interrupted) => (
+            None,
+            Some(Partial {
+                reason: Partial::INTERRUPTED.into(),
+                message: "interrupted (Ctrl-C or SIGTERM): the program and everything it \
+                          started were stopped"
+                    .into(),
+            }),
+        ),
+        Err(RunError::TimedOut(timeout)) => (
+            None,
+            Some(Partial {
+                reason: Partial::TIMEOUT.into(),
+                message: format!(
+                    "still running after --timeout {} s: the program and everything it \
+                     started were stopped",
+                    timeout.as_secs()
+                ),
+            }),
+        ),
+        Err(e) => bail!("{}: {e}", target.program.display()),
+    })
+}
+
+/// The profile of the run: its rows, the perf sampling interval, the
+/// command, whether partial, and its windows' counts; with the samples
+/// its windows took.
+fn profile_of(
+    args: &ProfileArgs,
+    backend: &dyn Profiler,
+    report: Report,
+    windows: &WindowTotals,
+    partial: &Option<Partial>,
+) -> (Profile, u64) {
+    let mut profile = Profile::new(backend.name(), report);
+    if backend.name() == "perf" {
+        profile.sample_interval_s = Some(1.0 / args.frequency as f64);
+    }
+    profile.command = args.command.clone();
+    profile.partial.clone_from(partial);
+    let samples = windows.samples;
+    let task_clock: f64 = windows
+        .counters
+        .get("task-clock-ns")
+        .copied()
+        .unwrap_or(0.0);
+    if windows.count > 0 {
+        profile
+            .environment
+            .insert("windows".into(), windows.count.to_string());
+        profile
+            .environment
+            .insert("samples".into(), samples.to_string());
+        profile
+            .environment
+            .insert("task_clock_s".into(), format!("{:.6}", task_clock / 1e9));
+    }
+    (profile, samples)
+}
+
+/// The run's closing words (notes, a window never opened, a partial
+/// profile, the program's failure) and lotus's exit code.
+fn closing(
+    args: &ProfileArgs,
+    backend: &dyn Profiler,
+    notes: &[String],
+    window_count: u64,
+    partial: &Option<Partial>,
+    status: Option<std::process::ExitStatus>,
+    target: &Target,
+) -> ExitCode {
+    // Where samples are known to be missing, the figure is said (the
+    // profile file has no place for notes).
+    for note in notes {
+        crate::usage::say!("lotus: note: {note}");
+    }
+    if args.windows && window_count == 0 && backend.switches_windows() {
+        crate::usage::say!("lotus: warning: --windows, but the program opened no window (lotus.resume / lotus_resume / ittapi.resume)");
+    }
+    if let Some(partial) = partial {
+        let whole = "; the profile holds what was sampled until then (marked \"partial\")";
+        if partial.reason == Partial::TIMEOUT {
+            crate::usage::say!(
+                "lotus: error: {}: {}{whole}; give a longer --timeout (or none) to profile the whole run",
+                target.program.display(),
+                partial.message
+            );
+            return ExitCode::FAILURE;
+        }
+        crate::usage::say!("lotus: {}{whole}", partial.message);
+        return ExitCode::from(130);
+    }
+    if let Some(status) = status.filter(|s| !s.success()) {
+        crate::usage::say!("lotus: the program exited with {status}; its profile was written");
+        return ExitCode::from(status.code().map_or(1, |c| c.clamp(1, 255) as u8));
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,497 @@
+//! The page of `lotus report`, rendered with a template engine that
+//! escapes by default.
+//!
+//! Why minijinja: the page is one template with a few macros, rendered
+//! once per run, so a run-time engine costs nothing noticeable; it is
+//! small, well kept, has no unsafe-by-default switch (HTML escaping follows
+//! the template's `.html` name) and keeps the markup in one file
+//! (`templates/report.html`) instead of Rust string pasting. The sections
+//! of the report fill a list of [`Block`]s (headings, paragraphs, tables,
+//! plots) that the template renders; no report code writes markup with
+//! text from data. Text reaches the page through [`formatter`]: control
+//! characters shown escaped (`\x1b`, as lotus prints them everywhere),
+//! then HTML-escaped. Only plotters' SVG is passed through as is (marked
+//! `|safe` in the template: plotters escapes the text it writes).
+
+pub mod timeline;
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use minijinja::{AutoEscape, Environment, Output, State, Value};
+use serde::Serialize;
+
+use crate::run_record::RunRecord;
+
+/// The page template.
+const TEMPLATE: &str = include_str!("../../../templates/report.html");
+/// The timeline's zoom and pan (inline: the page makes no request).
+const TIMELINE_JS: &str = include_str!("../../../templates/timeline.js");
+/// The page's style.
+const STYLE: &str = include_str!("../../../templates/report.css");
+
+/// The longest text a cell shows in full in its tooltip; past it the
+/// tooltip is cut too (a hostile or broken name of megabytes stays out of
+/// the page).
+const TOOLTIP_MAX: usize = 2000;
+
+/// Shortens a function or op name for a table cell as the terminal
+/// tables do ([`crate::render::table::short_names`]: a C name whole, a C++ name to
+/// its own name and its lambdas), cut to `max` characters. The full name
+/// goes into the cell's tooltip.
+pub(crate) fn short_name(name: &str, max: usize) -> String {
+    crate::render::table::short_names(&[name], max.max(8))
+        .pop()
+        .unwrap_or_else(|| name.to_string())
+}
+
+/// One piece of a paragraph: text, optionally as code, optionally keyed
+/// (`data-key`, for tests and scripts that read the page's figures).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Part {
+    text: String,
+    code: bool,
+    key: Option<String>,
+}
+
+/// Plain text.
+pub(crate) fn text(t: impl Into<String>) -> Part {
+    Part {
+        text: t.into(),
+        code: false,
+        key: None,
+    }
+}
+
+/// A command or path, shown as code.
+pub(crate) fn code(t: impl Into<String>) -> Part {
+    Part {
+        text: t.into(),
+        code: true,
+        key: None,
+    }
+}
+
+/// A figure keyed `key`.
+pub(crate) fn keyed(key: impl Into<String>, t: impl Into<String>) -> Part {
+    Part {
+        text: t.into(),
+        code: false,
+        key: Some(key.into()),
+    }
+}
+
+/// One table cell.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Cell {
+    /// What it shows (lines, for a list of names).
+    lines: Vec<String>,
+    /// Its tooltip (the full names).
+    title: Option<String>,
+    /// Its `data-key`.
+    key: Option<String>,
+    /// `name` (left-aligned text) or `num`.
+    class: &'static str,
+    /// A colour swatch before the text (an op's colour in the plots).
+    swatch: Option<String>,
+}
+
+impl Cell {
+    /// A number (or `-`), keyed.
+    pub(crate) fn num(key: impl Into<String>, text: impl Into<String>) -> Cell {
+        Cell {
+            lines: vec![text.into()],
+            title: None,
+            key: Some(key.into()),
+            class: "num",
+            swatch: None,
+        }
+    }
+
+    /// A number cell with no key.
+    pub(crate) fn plain_num(text: impl Into<String>) -> Cell {
+        Cell {
+            lines: vec![text.into()],
+            title: None,
+            key: None,
+            class: "num",
+            swatch: None,
+        }
+    }
+
+    /// Left-aligned text, whole.
+    pub(crate) fn text(text: impl Into<String>) -> Cell {
+        Cell {
+            lines: vec![text.into()],
+            title: None,
+            key: None,
+            class: "name",
+            swatch: None,
+        }
+    }
+
+    /// A name shortened ([`short_name`]), the full name in its tooltip.
+    pub(crate) fn name(full: &str) -> Cell {
+        let short = short_name(full, 48);
+        Cell {
+            title: (short != full).then(|| tooltip(full)),
+            lines: vec![short],
+            key: None,
+            class: "name",
+            swatch: None,
+        }
+    }
+
+    /// Names, one a line, each shortened, the full ones in the tooltip.
+    pub(crate) fn names(key: impl Into<String>, full: &[String], short: Vec<String>) -> Cell {
+        Cell {
+            title: Some(tooltip(&full.join("\n"))),
+            lines: short,
+            key: Some(key.into()),
+            class: "name",
+            swatch: None,
+        }
+    }
+
+    /// With a colour swatch (`#rrggbb`).
+    pub(crate) fn swatch(mut self, colour: String) -> Cell {
+        self.swatch = Some(colour);
+        self
+    }
+}
+
+/// A module cell: its file name (`libjpeg.so.8`), the whole path in its
+/// tooltip.
+pub(crate) fn module_cell(module: &str) -> Cell {
+    let base = module.rsplit('/').next().unwrap_or(module);
+    let base = if base.is_empty() { module } else { base };
+    let shown = crate::render::svg::fit(base, 28 * 6, 10);
+    Cell {
+        title: (shown != module).then(|| tooltip(module)),
+        lines: vec![shown],
+        key: None,
+        class: "name",
+        swatch: None,
+    }
+}
+
+/// A tooltip's text, bounded.
+pub(crate) fn tooltip(full: &str) -> String {
+    if full.chars().count() <= TOOLTIP_MAX {
+        full.to_string()
+    } else {
+        let head: String = full.chars().take(TOOLTIP_MAX).collect();
+        format!("{head}… (cut)")
+    }
+}
+
+/// One block of the page.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "t", rename_all = "lowercase")]
+pub(crate) enum Block {
+    /// A heading (`level` 2 to 4).
+    H {
+        /// 2, 3 or 4.
+        level: u8,
+        /// Its text.
+        text: String,
+    },
+    /// A paragraph.
+    P {
+        /// Its pieces.
+        parts: Vec<Part>,
+    },
+    /// A table.
+    Table {
+        /// Column headings.
+        headers: Vec<String>,
+        /// Its rows.
+        rows: Vec<Vec<Cell>>,
+    },
+    /// A plot: its index in the page's plots.
+    Plot {
+        /// Its `data-plot` name.
+        name: String,
+        /// Its caption.
+        caption: String,
+        /// Its index in the page's plots (`report_cmd::Page`).
+        index: usize,
+    },
+}
+
+/// A paragraph block.
+pub(crate) fn para(parts: Vec<Part>) -> Block {
+    Block::P { parts }
+}
+
+/// A heading block.
+pub(crate) fn heading(level: u8, t: impl Into<String>) -> Block {
+    Block::H {
+        level,
+        text: t.into(),
+    }
+}
+
+/// The top of the page for one configuration: its run.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RunInfo {
+    /// The configuration's label.
+    pub(crate) label: String,
+    /// The trace folder.
+    pub(crate) dir: String,
+    /// The command, or why it is not known.
+    pub(crate) command: String,
+    /// Whether `command` is the command (else a note).
+    pub(crate) command_known: bool,
+    /// The host(s).
+    pub(crate) host: String,
+    /// The CPU model.
+    pub(crate) cpu: String,
+    /// When it ran (UTC).
+    pub(crate) date: String,
+    /// The lotus that traced it.
+    pub(crate) lotus_version: String,
+}
+
+impl RunInfo {
+    /// From the folder's record where it has one, else from its logs:
+    /// `hosts` (from the logs' headers) and `first_ns` (the earliest event,
+    /// wall clock).
+    pub(crate) fn of(
+        label: &str,
+        dir: &Path,
+        record: Option<&RunRecord>,
+        hosts: &[String],
+        first_ns: Option<u64>,
+    ) -> RunInfo {
+        let unknown = "not recorded (traced by a lotus that did not write lotus.run)";
+        let date_of = |s: u64| {
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(s),
+            )
+            .to_string()
+            .replace('T', " ")
+            .replace('Z', " UTC")
+        };
+        match record {
+            Some(r) => RunInfo {
+                label: label.to_string(),
+                dir: dir.display().to_string(),
+                command: shell_words(&r.command),
+                command_known: true,
+                host: or_dash(&r.host),
+                cpu: or_dash(&r.cpu),
+                date: date_of(r.started_unix_s),
+                lotus_version: or_dash(&r.lotus_version),
+            },
+            None => RunInfo {
+                label: label.to_string(),
+                dir: dir.display().to_string(),
+                command: unknown.to_string(),
+                command_known: false,
+                host: if hosts.is_empty() {
+                    "-".to_string()
+                } else {
+                    hosts.join(", ")
+                },
+                cpu: "not recorded".to_string(),
+                date: first_ns.map_or("-".to_string(), |ns| {
+                    format!("{} (first event)", date_of(ns / 1_000_000_000))
+                }),
+                lotus_version: "not recorded".to_string(),
+            },
+        }
+    }
+}
+
+fn or_dash(s: &str) -> String {
+    if s.is_empty() {
+        "-".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// A command as one would type it: words with spaces or quotes quoted.
+fn shell_words(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A run's verdict as the page shows it (from [`lotus_attribute::Verdict`]):
+/// the facts in one sentence and what would help, one a line.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct VerdictView {
+    /// The run's label (shown where the page has several runs).
+    pub(crate) label: Option<String>,
+    /// One sentence.
+    pub(crate) headline: String,
+    /// What would help, one a line.
+    pub(crate) points: Vec<String>,
+}
+
+impl VerdictView {
+    /// The view of `v`, labelled `label` where the page has several runs.
+    pub(crate) fn of(v: &lotus_attribute::Verdict, label: Option<String>) -> VerdictView {
+        let facts = v.facts();
+        let mut headline = facts.join("; ");
+        if let Some(first) = headline.get(..1) {
+            headline = first.to_uppercase() + &headline[1..] + ".";
+        }
+        VerdictView {
+            label,
+            headline,
+            points: v.advice.iter().map(|a| a.text.clone()).collect(),
+        }
+    }
+}
+
+/// Everything the template renders.
+#[derive(Debug, Serialize)]
+pub(crate) struct PageContext {
+    /// This lotus's version.
+    pub(crate) version: &'static str,
+    /// The outlier rule, described.
+    pub(crate) outliers: String,
+    /// One per configuration.
+    pub(crate) runs: Vec<RunInfo>,
+    /// Each run's verdict (none where the page has no trace).
+    pub(crate) verdicts: Vec<VerdictView>,
+    /// A few figures at a glance (until the verdict lands, and beside it).
+    pub(crate) summary: Vec<Vec<Part>>,
+    /// The timelines, one per configuration.
+    pub(crate) timelines: Vec<crate::render::html::timeline::Timeline>,
+    /// The rest of the page.
+    pub(crate) blocks: Vec<Block>,
+}
+
+/// Text to the page: control characters escaped as lotus prints them
+/// (`\x1b`), then HTML-escaped (the engine's own escaping), unless the
+/// value was marked safe.
+fn formatter(out: &mut Output, state: &State, value: &Value) -> Result<(), minijinja::Error> {
+    if let (AutoEscape::Html, Some(s)) = (state.auto_escape(), value.as_str()) {
+        if !value.is_safe() {
+            let shown = lotus_sys::text::printable(s);
+            return minijinja::escape_formatter(out, state, &Value::from(shown.as_ref()));
+        }
+    }
+    minijinja::escape_formatter(out, state, value)
+}
+
+/// Renders the page.
+pub(crate) fn render(ctx: &PageContext, plots: &[String]) -> Result<String> {
+    let mut env = Environment::new();
+    env.set_formatter(formatter);
+    env.add_template("report.html", TEMPLATE)
+        .context("the report's template")?;
+    let t = env.get_template("report.html")?;
+    let ctx = minijinja::context! {
+        page => Value::from_serialize(ctx),
+        plots => plots.iter().map(|p| Value::from_safe_string(p.clone())).collect::<Vec<_>>(),
+        style => Value::from_safe_string(STYLE.to_string()),
+        script => Value::from_safe_string(TIMELINE_JS.to_string()),
+    };
+    t.render(ctx)
+        .map_err(|e| anyhow::anyhow!("cannot render the report page: {e:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_keep_a_c_name_and_cut_a_cpp_one_to_its_own_name() {
+        assert_eq!(
+            short_name("__memmove_avx512_unaligned_erms", 48),
+            "__memmove_avx512_unaligned_erms"
+        );
+        assert_eq!(
+            short_name(
+                "void std::vector<float, std::allocator<float> >::push_back(float const&)",
+                48
+            ),
+            "push_back"
+        );
+        assert!(short_name("(anonymous namespace)::f", 48).ends_with('f'));
+        assert_eq!(short_name("func@0x59620", 48), "func@0x59620");
+        let long = "a".repeat(300);
+        assert!(short_name(&long, 48).chars().count() <= 48);
+    }
+
+    #[test]
+    fn a_module_shows_its_file_name_and_its_whole_name_in_its_tooltip() {
+        let c = module_cell("/usr/lib/x86_64-linux-gnu/libjpeg.so.8");
+        assert_eq!(c.lines, ["libjpeg.so.8"]);
+        assert_eq!(
+            c.title.as_deref(),
+            Some("/usr/lib/x86_64-linux-gnu/libjpeg.so.8")
+        );
+        let c = module_cell("_imaging.cpython-310-x86_64-linux-gnu.so");
+        assert!(c.lines[0].contains('…') && c.lines[0].chars().count() <= 28);
+        assert_eq!(
+            c.title.as_deref(),
+            Some("_imaging.cpython-310-x86_64-linux-gnu.so")
+        );
+        assert_eq!(module_cell("libc.so.6").title, None);
+    }
+
+    #[test]
+    fn the_verdict_comes_first_after_the_runs() {
+        let mut ctx = PageContext {
+            version: "0",
+            outliers: "x".into(),
+            runs: vec![RunInfo::of("a", Path::new("/t"), None, &[], None)],
+            verdicts: vec![VerdictView {
+                label: None,
+                headline: "Training waited for data 40% of the loop.".into(),
+                points: vec!["Use more workers.".into()],
+            }],
+            summary: vec![vec![text("figures")]],
+            timelines: Vec::new(),
+            blocks: vec![heading(2, "Ops")],
+        };
+        let html = render(&ctx, &[]).expect("page");
+        let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("{s}: {html}"));
+        assert!(at("data-run=") < at("id=\"verdict\""));
+        assert!(at("Training waited") < at("id=\"summary\""));
+        assert!(at("Use more workers.") < at("<h2>Ops</h2>"));
+        ctx.verdicts.clear();
+        assert!(!render(&ctx, &[]).expect("page").contains("id=\"verdict\""));
+    }
+
+    #[test]
+    fn a_hostile_name_renders_inert() {
+        let ctx = PageContext {
+            version: "0",
+            outliers: "x".into(),
+            runs: Vec::new(),
+            verdicts: Vec::new(),
+            summary: vec![vec![text("<script>alert(1)</script>\x1b[31m\"'")]],
+            timelines: Vec::new(),
+            blocks: vec![Block::Table {
+                headers: vec!["op".into()],
+                rows: vec![vec![Cell::name("<img src=x onerror=alert(1)>")]],
+            }],
+        };
+        let html = render(&ctx, &[]).expect("page");
+        assert!(!html.contains("<script>alert"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(!html.contains('\x1b'));
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;\\x1b[31m"),
+            "{html}"
+        );
+    }
+}

@@ -1,0 +1,409 @@
+//! The report's timeline of one trace: a lane per process (the main
+//! process first, then each worker), its batch spans (workers) or waits
+//! for a batch (main process) on the lane's first row, its op spans below,
+//! nested ops a row deeper, each op in its colour. Drawn as inline SVG by
+//! the page's template; `templates/timeline.js` zooms (wheel) and pans
+//! (drag) it, with a reset button.
+//!
+//! Its size is bounded: past [`MAX_SPANS`] spans, every n-th span of a
+//! kind is kept (said on the page, with the numbers), and the Perfetto
+//! file (`lotus trace view`) has them all. The same pass sums each op's
+//! CPU time from the spans' thread CPU clock (`cpu=`), for the per-op
+//! tables and the comparison of runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::Result;
+use lotus_trace::Item;
+use lotus_trace::{Entry, Event, Kind, Role, TraceIndex};
+use serde::Serialize;
+
+use crate::render::html::short_name;
+use crate::render::svg::Colours;
+use crate::traces::Computed;
+
+/// A span as read: start and duration (ms from the trace's start),
+/// colour, tooltip.
+type Raw = (f64, f64, String, String);
+
+/// The most spans drawn in one timeline.
+pub const MAX_SPANS: u64 = 4000;
+/// The drawing's width in SVG units (scaled to the page's width).
+const WIDTH: f64 = 1000.0;
+/// A row's height, px.
+const ROW: f64 = 14.0;
+/// Op rows (nesting depth) drawn per lane; deeper ops go on the last.
+const OP_ROWS: usize = 3;
+/// Wait colour (main process).
+const WAIT: &str = "#d62728";
+/// Batch colour (workers).
+const BATCH: &str = "#7f9cc0";
+
+/// One span drawn.
+#[derive(Debug, Clone, Serialize)]
+pub struct Span {
+    /// Where it is drawn: x and width, SVG units.
+    x: f64,
+    w: f64,
+    /// Start, ms from the trace's start.
+    s: f64,
+    /// Duration, ms.
+    d: f64,
+    /// Its row in the lane.
+    row: usize,
+    /// Its fill.
+    fill: String,
+    /// Its tooltip.
+    title: String,
+}
+
+/// One lane: one process.
+#[derive(Debug, Clone, Serialize)]
+pub struct Lane {
+    /// `main 100`, `worker 101 (host a)`.
+    label: String,
+    /// Its top, px.
+    y: f64,
+    /// Its rows.
+    rows: usize,
+    /// Its spans.
+    spans: Vec<Span>,
+}
+
+/// A time axis tick.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tick {
+    /// Where, % of the width.
+    at: f64,
+    /// Its label.
+    label: String,
+}
+
+/// One trace's timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeline {
+    /// The configuration.
+    label: String,
+    /// The trace folder (for the `lotus trace view` command).
+    dir: String,
+    /// Its span, ms.
+    duration_ms: f64,
+    /// Drawing width (SVG units) and height (px).
+    width: f64,
+    height: f64,
+    /// Row height, px.
+    row: f64,
+    /// The lanes.
+    lanes: Vec<Lane>,
+    /// The initial ticks (the script redraws them on zoom).
+    ticks: Vec<Tick>,
+    /// The ops' colours, for its legend: (short name, whole name, colour).
+    legend: Vec<(String, String, String)>,
+    /// Spans drawn, and spans in the trace.
+    shown: u64,
+    total: u64,
+    /// What was left out, when something was.
+    decimated: Option<String>,
+}
+
+/// Each op's CPU time from its spans' thread CPU clock: (sum ns, spans
+/// with it, spans).
+pub type OpCpu = BTreeMap<String, (u64, u64, u64)>;
+
+/// `#rrggbb` of an op's colour.
+pub fn hex(colours: &Colours, name: &str) -> String {
+    let c = colours.of(name);
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
+/// Reads `c`'s events again: its timeline, and each op's CPU time.
+pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
+    let label = c.label.clone();
+    let dir = c.dir.display().to_string();
+    let (folder, index) = c.folder_and_index();
+    let count = |k: Kind| index.per_kind.get(&k).copied().unwrap_or(0);
+    let (n_op, n_other) = (count(Kind::Op), count(Kind::Batch) + count(Kind::Wait));
+    let total = n_op + n_other;
+    let other_quota = n_other.clamp(1, MAX_SPANS / 2);
+    let op_quota = (MAX_SPANS - other_quota.min(n_other)).max(1);
+    let other_every = n_other.div_ceil(other_quota).max(1);
+    let op_every = n_op.div_ceil(op_quota).max(1);
+    let base = index.min_start_ns.unwrap_or(0);
+    let end = index.max_end_ns.unwrap_or(base).max(base + 1);
+    let duration_ms = (end - base) as f64 / 1e6;
+
+    // Per process (by its index): (batch-row spans, op spans).
+    let mut per: BTreeMap<usize, (Vec<Raw>, Vec<Raw>)> = BTreeMap::new();
+    let mut cpu: OpCpu = BTreeMap::new();
+    let (mut seen_op, mut seen_other, mut shown) = (0u64, 0u64, 0u64);
+    let mut ops_seen: BTreeSet<String> = BTreeSet::new();
+    folder.read_all(|item| -> Result<()> {
+        let e = match item {
+            Item::File(log) => {
+                index.begin_file(log);
+                return Ok(());
+            }
+            Item::Entry(Entry::Event(e)) => e,
+            Item::Entry(Entry::Bad(_)) => return Ok(()),
+        };
+        let p = index.resolve(&e);
+        let keep = match e.kind {
+            Kind::Op => {
+                let t = cpu.entry(e.name.to_string()).or_insert((0, 0, 0));
+                if let Some(ns) = e.cpu_ns {
+                    t.0 += ns;
+                    t.1 += 1;
+                }
+                t.2 += 1;
+                seen_op += 1;
+                (seen_op - 1) % op_every == 0
+            }
+            Kind::Batch | Kind::Wait => {
+                seen_other += 1;
+                (seen_other - 1) % other_every == 0
+            }
+            _ => false,
+        };
+        if !keep {
+            return Ok(());
+        }
+        shown += 1;
+        if e.kind == Kind::Op {
+            ops_seen.insert(e.name.to_string());
+        }
+        let (row, span) = styled(&e, base, colours);
+        let lane = per.entry(p).or_default();
+        if row == 0 {
+            lane.0.push(span);
+        } else {
+            lane.1.push(span);
+        }
+        Ok(())
+    })?;
+
+    let (lanes, y) = lanes_of(index, per, duration_ms);
+    let decimated = decimation_note(shown, total, op_every, other_every);
+    Ok((
+        Timeline {
+            label,
+            dir,
+            duration_ms,
+            width: WIDTH,
+            height: y.max(ROW),
+            row: ROW,
+            lanes,
+            ticks: ticks(duration_ms),
+            legend: ops_seen
+                .iter()
+                .map(|n| {
+                    (
+                        short_name(n, 40),
+                        crate::render::html::tooltip(n),
+                        hex(colours, n),
+                    )
+                })
+                .collect(),
+            shown,
+            total,
+            decimated,
+        },
+        cpu,
+    ))
+}
+
+/// A span's start, duration (ms from `base`), colour and tooltip; its row
+/// 0 (batches, waits) or 1 (ops).
+fn styled(e: &Event, base: u64, colours: &Colours) -> (usize, Raw) {
+    let s = e.start_ns.saturating_sub(base) as f64 / 1e6;
+    let d = e.dur_ns as f64 / 1e6;
+    let batch = e.batch.map_or(String::new(), |b| format!(", batch {b}"));
+    let (row, fill, title) = match e.kind {
+        Kind::Op => {
+            let cpu = e
+                .cpu_ns
+                .map_or(String::new(), |c| format!(", CPU {:.3} ms", c as f64 / 1e6));
+            (
+                1,
+                hex(colours, &e.name),
+                format!(
+                    "{}{batch}: {d:.3} ms{cpu}",
+                    crate::render::html::tooltip(&e.name)
+                ),
+            )
+        }
+        Kind::Wait => (
+            0,
+            WAIT.to_string(),
+            format!("waiting for data{batch}: {d:.3} ms"),
+        ),
+        _ => (0, BATCH.to_string(), format!("batch{batch}: {d:.3} ms")),
+    };
+    (row, (s, d, fill, title))
+}
+
+/// The lanes, main processes first, then workers, by pid (the host in a
+/// lane's name only where the trace has several), and their height.
+fn lanes_of(
+    index: &TraceIndex,
+    mut per: BTreeMap<usize, (Vec<Raw>, Vec<Raw>)>,
+    duration_ms: f64,
+) -> (Vec<Lane>, f64) {
+    let mut order: Vec<usize> = (0..index.processes.len()).collect();
+    order.sort_by_key(|&i| {
+        let p = &index.processes[i].process;
+        (p.rank, matches!(p.role, Role::Worker), p.pid)
+    });
+    // The host in a lane's name only where the trace has several.
+    let hosts: BTreeSet<Option<&str>> = index
+        .processes
+        .iter()
+        .map(|p| p.process.host.as_deref())
+        .collect();
+    let lane_label = |p: &lotus_trace::Process| {
+        if hosts.len() > 1 {
+            p.label()
+        } else {
+            let mut q = p.clone();
+            q.host = None;
+            q.label()
+        }
+    };
+    let mut lanes = Vec::new();
+    let mut y = 0.0;
+    for i in order {
+        let (firsts, ops) = per.remove(&i).unwrap_or_default();
+        let (spans, deepest) = lane_spans(firsts, ops, duration_ms);
+        let rows = 1 + deepest;
+        lanes.push(Lane {
+            label: lane_label(&index.processes[i].process),
+            y,
+            rows,
+            spans,
+        });
+        y += rows as f64 * ROW + 6.0;
+    }
+    (lanes, y)
+}
+
+/// A lane's spans: its batches or waits on the first row, then its ops,
+/// nested ones a row deeper (by start, longest first, against the ends of
+/// the spans still open); with how many op rows it needs.
+fn lane_spans(firsts: Vec<Raw>, mut ops: Vec<Raw>, duration_ms: f64) -> (Vec<Span>, usize) {
+    let mut spans: Vec<Span> = firsts
+        .into_iter()
+        .map(|(s, d, fill, title)| Span {
+            x: x_of(s, duration_ms),
+            w: w_of(d, duration_ms),
+            s: round(s),
+            d: round(d),
+            row: 0,
+            fill,
+            title,
+        })
+        .collect();
+    ops.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+    let mut open: Vec<f64> = Vec::new();
+    let mut deepest = 0;
+    for (s, d, fill, title) in ops {
+        while open.last().is_some_and(|&end| end <= s) {
+            open.pop();
+        }
+        let depth = open.len().min(OP_ROWS - 1);
+        deepest = deepest.max(depth + 1);
+        open.push(s + d);
+        spans.push(Span {
+            x: x_of(s, duration_ms),
+            w: w_of(d, duration_ms),
+            s: round(s),
+            d: round(d),
+            row: 1 + depth,
+            fill,
+            title,
+        });
+    }
+    (spans, deepest)
+}
+
+/// What the page says when spans were left out (every n-th kept).
+fn decimation_note(shown: u64, total: u64, op_every: u64, other_every: u64) -> Option<String> {
+    (shown < total).then(|| {
+        format!(
+            "{shown} of {total} spans drawn (every {} op span{}): the Perfetto file below has them all",
+            ordinal(op_every),
+            if other_every > 1 {
+                format!(", every {} batch and wait", ordinal(other_every))
+            } else {
+                String::new()
+            }
+        )
+    })
+}
+
+/// `v` to 4 decimals (what the page carries: 0.1 µs).
+fn round(v: f64) -> f64 {
+    (v * 1e4).round() / 1e4
+}
+
+/// Where a span starting at `s` ms is drawn at first (all of the trace
+/// shown).
+fn x_of(s: f64, duration_ms: f64) -> f64 {
+    round(s / duration_ms * WIDTH)
+}
+
+/// How wide a span of `d` ms is drawn at first: at least a thin line.
+fn w_of(d: f64, duration_ms: f64) -> f64 {
+    round((d / duration_ms * WIDTH).max(0.2))
+}
+
+fn ordinal(n: u64) -> String {
+    match n {
+        1 => "".to_string(),
+        2 => "2nd".to_string(),
+        3 => "3rd".to_string(),
+        n => format!("{n}th"),
+    }
+}
+
+/// About 8 round ticks over `0..duration_ms`.
+fn ticks(duration_ms: f64) -> Vec<Tick> {
+    if duration_ms.is_nan() || duration_ms <= 0.0 {
+        return Vec::new();
+    }
+    let raw = duration_ms / 8.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let mut out = Vec::new();
+    let mut t = 0.0;
+    while t <= duration_ms {
+        out.push(Tick {
+            at: 100.0 * t / duration_ms,
+            label: if step >= 1000.0 {
+                format!("{:.0} s", t / 1000.0)
+            } else if step >= 1.0 {
+                format!("{t:.0} ms")
+            } else {
+                format!("{t:.2} ms")
+            },
+        });
+        t += step;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round_and_inside() {
+        let t = ticks(37.0);
+        assert!(t.len() >= 4 && t.len() <= 10, "{t:?}");
+        assert!(t.iter().all(|x| x.at >= 0.0 && x.at <= 100.0));
+        assert_eq!(t[1].label, "5 ms");
+        assert!(ticks(0.0).is_empty());
+    }
+}

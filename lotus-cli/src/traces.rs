@@ -1,0 +1,260 @@
+//! Trace folders read for their statistics, shared by `lotus trace stats`
+//! and `lotus report`: one trace loaded (its bad lines said), the
+//! configurations several folders make, one configuration's statistics
+//! ([`Computed`]) and the attribution of the samples beside its logs.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use lotus_attribute::Verdict;
+use lotus_attribute::TOP_FUNCTIONS;
+use lotus_attribute::{attribute_folder, InPipelineAttribution};
+use lotus_samples::SampleFiles;
+use lotus_sort::Budget;
+use lotus_trace::{loop_figures, LoopFigures, OutlierRule, PerBatchRows, TraceStats};
+use lotus_trace::{rank_stats_with, RankStats};
+use lotus_trace::{TraceFolder, TraceIndex, Warnings};
+
+/// `--outliers`'s choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutliersArg {
+    /// Flag below Q1 - 1.5 IQR or above Q3 + 1.5 IQR; keep them.
+    Flag,
+    /// The study's rule: remove below Q1 - 2 IQR, recompute.
+    Study,
+}
+
+impl From<OutliersArg> for OutlierRule {
+    fn from(a: OutliersArg) -> OutlierRule {
+        match a {
+            OutliersArg::Flag => OutlierRule::Flag,
+            OutliersArg::Study => OutlierRule::Study,
+        }
+    }
+}
+
+/// Prints the bad lines (the first [`Warnings::KEEP`]) to stderr.
+fn report_warnings(w: &Warnings) {
+    for bad in &w.shown {
+        crate::usage::say!("lotus: warning: {bad} (line skipped)");
+    }
+    if w.not_shown() > 0 {
+        crate::usage::say!(
+            "lotus: warning: {} more bad line(s) skipped, not shown",
+            w.not_shown()
+        );
+    }
+}
+
+/// Reads the whole trace once (batches, waits, consumptions and, with
+/// `durations`, every duration kept within the `LOTUS_SORT_BUFFER` budget,
+/// in temporary files past it).
+pub(crate) fn load(dir: &Path, durations: bool) -> Result<(TraceFolder, TraceIndex)> {
+    let folder = TraceFolder::scan(dir)?;
+    // An empty log (a disk-full trace, a process killed before it wrote)
+    // has no events: said by name, the others are read.
+    for log in &folder.logs {
+        if log.open_file().is_ok_and(|f| f.size() == 0) {
+            crate::usage::note!(
+                "lotus: note: {}: empty: the process wrote nothing (disk full, or killed before it wrote?); skipped",
+                log.display
+            );
+        }
+    }
+    let budget = Budget::from_env()?;
+    let index = TraceIndex::load(&folder, durations, budget, |_| {})?;
+    report_warnings(&index.warnings);
+    if index.events == 0 {
+        bail!(
+            "{}: no readable events in {} log file(s) ({} bad line(s))",
+            dir.display(),
+            folder.logs.len(),
+            index.warnings.total
+        );
+    }
+    Ok((folder, index))
+}
+
+/// The attribution of the samples in `dir` (of `prefix`), where it holds
+/// some that can be read (else `None`, with a warning where they cannot).
+pub(crate) fn sampled_attribution(dir: &Path, prefix: &str) -> Option<InPipelineAttribution> {
+    if !dir.is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
+        return None;
+    }
+    let budget = match Budget::from_env() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!(
+                "lotus: warning: the samples in {} are not read: {e}",
+                dir.display()
+            );
+            return None;
+        }
+    };
+    match attribute_folder(dir, prefix, budget, TOP_FUNCTIONS) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            eprintln!(
+                "lotus: warning: the samples in {} are not read (what ran outside every op is not said): {e}",
+                dir.display()
+            );
+            None
+        }
+    }
+}
+
+/// One configuration's statistics (also what `lotus report` shows).
+pub(crate) struct Computed {
+    /// Its name (its folder's).
+    pub(crate) label: String,
+    /// Its trace folder.
+    pub(crate) dir: PathBuf,
+    pub(crate) folder: TraceFolder,
+    pub(crate) index: TraceIndex,
+    /// Its statistics.
+    pub(crate) stats: TraceStats,
+    /// Every batch, until its JSON takes them.
+    pub(crate) rows: Option<PerBatchRows>,
+    pub(crate) ranks: Vec<RankStats>,
+    /// Its main loops.
+    pub(crate) loops: LoopFigures,
+    /// Its verdict, from the logs alone (see [`Computed::with_samples`]).
+    pub(crate) verdict: Verdict,
+}
+
+impl Computed {
+    /// The statistics of the trace in `dir` under `rule`.
+    pub(crate) fn of(label: String, dir: PathBuf, rule: OutlierRule) -> Result<Computed> {
+        let (folder, mut index) = load(&dir, true)?;
+        let loops = loop_figures(&mut index)?;
+        let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
+        let ranks = rank_stats_with(&folder, &index, rule)?;
+        let verdict = Verdict::of(
+            &loops,
+            None,
+            &stats.ops,
+            crate::render::verdict::cpus_here(),
+        );
+        Ok(Computed {
+            label,
+            dir,
+            folder,
+            index,
+            stats,
+            rows: Some(rows),
+            ranks,
+            loops,
+            verdict,
+        })
+    }
+
+    /// Its folder and index, for another pass over its events (`lotus
+    /// report`'s timeline).
+    pub(crate) fn folder_and_index(&mut self) -> (&TraceFolder, &mut TraceIndex) {
+        (&self.folder, &mut self.index)
+    }
+
+    /// Its verdict with the CPU facts of its samples' attribution.
+    pub(crate) fn with_samples(&mut self, a: &InPipelineAttribution) {
+        self.verdict = Verdict::of(
+            &self.loops,
+            Some(a),
+            &self.stats.ops,
+            crate::render::verdict::cpus_here(),
+        );
+    }
+
+    /// Every batch's delay to consumption and the main process's wait for
+    /// it, ms (those it has), read from its rows (once: a second call
+    /// gives nothing).
+    pub(crate) fn delays_and_waits_ms(&mut self) -> Result<(Vec<f64>, Vec<f64>)> {
+        let (mut delays, mut waits) = (Vec::new(), Vec::new());
+        if let Some(rows) = self.rows.take() {
+            for r in rows {
+                let r = r?;
+                delays.extend(r.delay_ns.map(|d| d as f64 / 1e6));
+                waits.extend(r.wait_ns.map(|w| w as f64 / 1e6));
+            }
+        }
+        Ok((delays, waits))
+    }
+}
+
+/// Orders names as people count: `b128` before `b1024` (the study sorts
+/// its configurations with natsort). Written here: a dozen lines against
+/// another dependency.
+fn natural_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let key = |s: &str| -> Vec<(u8, u128, String)> {
+        chunks(s)
+            .into_iter()
+            .map(|(digits, c)| match c.parse::<u128>() {
+                Ok(n) if digits => (0, n, String::new()),
+                _ => (1, 0, c.to_lowercase()),
+            })
+            .collect()
+    };
+    key(a).cmp(&key(b)).then_with(|| a.cmp(b))
+}
+
+/// The configurations of `dirs`: each one, or with `configs` each of
+/// their sub-folders that holds logs (labelled by name, in natural order).
+pub(crate) fn configurations_of(dirs: &[PathBuf], configs: bool) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        if !configs {
+            let label = dir.file_name().map_or_else(
+                || dir.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            out.push((label, dir.clone()));
+            continue;
+        }
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("--configs {}: cannot list the folder", dir.display()))?;
+        let mut subs = Vec::new();
+        for entry in entries {
+            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // Folders only, not links to them (as the trace scan does).
+            if name.starts_with('.') || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            match TraceFolder::scan(&path) {
+                Ok(f) if !f.logs.is_empty() => subs.push((name, path)),
+                _ => crate::usage::note!(
+                    "lotus: note: {}: no trace logs, not a configuration",
+                    path.display()
+                ),
+            }
+        }
+        if subs.is_empty() {
+            bail!(
+                "--configs {}: no sub-folder holds trace logs (each configuration is a sub-folder of logs, such as b128_gpu4/)",
+                dir.display()
+            );
+        }
+        subs.sort_by(|a, b| natural_order(&a.0, &b.0));
+        out.extend(subs);
+    }
+    // The same name twice (two DIRs ending alike): the paths tell them apart.
+    let names: Vec<String> = out.iter().map(|(l, _)| l.clone()).collect();
+    for (label, dir) in &mut out {
+        if names.iter().filter(|n| *n == label).count() > 1 {
+            *label = dir.display().to_string();
+        }
+    }
+    Ok(out)
+}
