@@ -85,7 +85,6 @@ mod plt;
 mod probe;
 mod records;
 mod sample_read;
-mod spawn;
 mod stream;
 mod symbolize;
 mod unwind;
@@ -332,7 +331,7 @@ impl LinuxPerf {
         // SAFETY: prctl with integer arguments.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
 
-        let gated = spawn::spawn_gated(target)?;
+        let gated = spawn_gated(target)?;
         let pid = gated.pid();
         let want_kernel = perf.kernel == KernelSampling::Auto;
         let attached = events::open(
@@ -398,7 +397,10 @@ impl LinuxPerf {
         if !each_window {
             drain.sum_windows();
         }
-        let child = gated.release()?;
+        let child = gated.release().map_err(|source| CoreError::Spawn {
+            program: target.program.display().to_string(),
+            source,
+        })?;
         Ok(PerfCollection::new(
             perf.window_switch,
             child,
@@ -503,6 +505,38 @@ impl Profiler for LinuxPerf {
 
 inventory::submit! {
     BackendRegistration { name: "perf", make: || Box::new(LinuxPerf) }
+}
+
+/// Forks `target` held at lotus-sys's gate (stopped before exec until the
+/// samplers are attached): its program, arguments, environment, folder and
+/// output as the target says, its `keep_fds` inherited.
+fn spawn_gated(target: &Target) -> Result<lotus_sys::process::GatedChild, CoreError> {
+    use std::os::fd::{AsFd, BorrowedFd};
+    let spawn_err = |source: std::io::Error| CoreError::Spawn {
+        program: target.program.display().to_string(),
+        source,
+    };
+    let mut cmd = std::process::Command::new(&target.program);
+    cmd.args(&target.args);
+    for (k, v) in &target.env {
+        cmd.env(k, v);
+    }
+    if let Some(cwd) = &target.cwd {
+        cmd.current_dir(cwd);
+    }
+    if let Some(fd) = target.output_fd {
+        // SAFETY: the caller keeps `fd` open until collect returns.
+        let output = unsafe { BorrowedFd::borrow_raw(fd) };
+        cmd.stdout(output.try_clone_to_owned().map_err(spawn_err)?);
+        cmd.stderr(output.try_clone_to_owned().map_err(spawn_err)?);
+    } else if target.stdout_to_stderr {
+        let stderr = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(spawn_err)?;
+        cmd.stdout(stderr);
+    }
+    lotus_sys::process::spawn_gated(cmd, target.keep_fds.clone()).map_err(spawn_err)
 }
 
 #[cfg(test)]

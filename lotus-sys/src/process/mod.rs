@@ -1,5 +1,8 @@
 //! The processes lotus starts, and ending them.
 //!
+//! - Starting held at a gate ([`spawn_gated`]): the child forks, stops
+//!   before exec until the caller has attached (a profiler) and releases
+//!   it; nothing runs unobserved, and no side waits forever on the other.
 //! - Starting: [`clear_cloexec`] (a descriptor that one child inherits, in
 //!   a `pre_exec` hook), [`log_pair`] (a child's output into a log file in
 //!   a private folder), [`tail`] (that log's last lines, for an error).
@@ -16,10 +19,12 @@
 //! reap of a child that was sent SIGKILL.
 
 mod bounded;
+mod gate;
 mod group;
 mod reaper;
 
 pub use bounded::output_within;
+pub use gate::{spawn_gated, GatedChild};
 pub use group::{clear_cloexec, log_pair, signal_group, stop_group, tail, wait_for};
 pub use reaper::{
     become_subreaper, descendants, end_descendants, kill_descendants, start_time, Reaper,

@@ -19,13 +19,11 @@
 //! wait on the child or the spawning thread is bounded by [`GATE_WAIT`].
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
-
-use lotus_core::{Error as CoreError, Target};
 
 /// The byte that lets the child exec.
 const GO: u8 = b'g';
@@ -38,47 +36,25 @@ const GO: u8 = b'g';
 const GATE_WAIT: Duration = Duration::from_secs(30);
 
 /// A forked child waiting at the gate.
-pub(crate) struct GatedChild {
+#[derive(Debug)]
+pub struct GatedChild {
     pid: u32,
     go: Option<OwnedFd>,
     /// What the spawning thread's `Command::spawn` returned.
     spawned: Option<Receiver<io::Result<Child>>>,
-    program: String,
 }
 
-/// Forks the target and waits until it stands at the gate.
-pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, CoreError> {
-    let program = target.program.display().to_string();
-    let spawn_err = |source: io::Error| CoreError::Spawn {
-        program: program.clone(),
-        source: with_fd_hint(source),
-    };
-    let (ready_r, ready_w) = pipe().map_err(spawn_err)?;
-    let (go_r, go_w) = pipe().map_err(spawn_err)?;
-
-    let mut cmd = Command::new(&target.program);
-    cmd.args(&target.args);
-    for (k, v) in &target.env {
-        cmd.env(k, v);
-    }
-    if let Some(cwd) = &target.cwd {
-        cmd.current_dir(cwd);
-    }
-    // Its own group, so kill() reaches every worker it starts.
+/// Forks `cmd` and waits until the child stands at the gate: in its own
+/// process group, with `keep_fds` inherited (close-on-exec cleared), not
+/// yet exec'd. [`GatedChild::release`] lets it run the program;
+/// [`GatedChild::abort`] (or dropping it) ends it without running it.
+pub fn spawn_gated(mut cmd: Command, keep_fds: Vec<RawFd>) -> io::Result<GatedChild> {
+    let (ready_r, ready_w) = pipe().map_err(with_fd_hint)?;
+    let (go_r, go_w) = pipe().map_err(with_fd_hint)?;
+    // Its own group, so that a kill of the group reaches every worker it
+    // starts.
     cmd.process_group(0);
-    if let Some(fd) = target.output_fd {
-        // SAFETY: the caller keeps `fd` open until collect returns.
-        let output = unsafe { BorrowedFd::borrow_raw(fd) };
-        cmd.stdout(output.try_clone_to_owned().map_err(spawn_err)?);
-        cmd.stderr(output.try_clone_to_owned().map_err(spawn_err)?);
-    } else if target.stdout_to_stderr {
-        let stderr = io::stderr()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(spawn_err)?;
-        cmd.stdout(stderr);
-    }
-    let keep: Vec<RawFd> = target.keep_fds.clone();
+    let keep = keep_fds;
     let ready_fd = ready_w.as_raw_fd();
     let go_fd = go_r.as_raw_fd();
     // The child's copies of lotus's own ends: closed in the child, so that
@@ -104,7 +80,7 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, CoreError> {
                 return Err(io::Error::from_raw_os_error(libc::ECANCELED));
             }
             for &fd in &keep {
-                lotus_sys::process::clear_cloexec(fd)?;
+                super::clear_cloexec(fd)?;
             }
             let pid = libc::getpid().to_ne_bytes();
             let mut sent = 0;
@@ -146,7 +122,7 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, CoreError> {
     // has returned, which is what makes a failed fork read as EOF here.
     let (sent, spawned) = mpsc::sync_channel(1);
     std::thread::Builder::new()
-        .name("lotus-perf-spawn".into())
+        .name("lotus-spawn-gated".into())
         .spawn(move || {
             let result = cmd.spawn();
             drop((ready_w, go_r));
@@ -157,7 +133,7 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, CoreError> {
                 let _ = child.wait();
             }
         })
-        .map_err(spawn_err)?;
+        .map_err(with_fd_hint)?;
 
     let mut buf = [0u8; 4];
     match read_full_within(&ready_r, &mut buf, GATE_WAIT) {
@@ -165,7 +141,6 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, CoreError> {
             pid: u32::from_ne_bytes(buf),
             go: Some(go_w),
             spawned: Some(spawned),
-            program,
         }),
         Ok(false) | Err(_) => {
             drop(go_w);
@@ -187,22 +162,19 @@ pub(crate) fn spawn_gated(target: &Target) -> Result<GatedChild, CoreError> {
                     io::Error::other("the spawning thread panicked")
                 }
             };
-            Err(CoreError::Spawn {
-                program,
-                source: with_fd_hint(source),
-            })
+            Err(with_fd_hint(source))
         }
     }
 }
 
 impl GatedChild {
     /// The child's pid (also its process group id).
-    pub(crate) fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.pid
     }
 
     /// Lets the child exec the program; returns it once exec succeeded.
-    pub(crate) fn release(mut self) -> Result<Child, CoreError> {
+    pub fn release(mut self) -> io::Result<Child> {
         let go = self.go.take();
         let written = match &go {
             Some(fd) => write_byte(fd, GO),
@@ -212,16 +184,13 @@ impl GatedChild {
         let joined = self.join();
         match (written, joined) {
             (Ok(()), Ok(child)) => Ok(child),
-            (_, Err(source)) | (Err(source), Ok(_)) => Err(CoreError::Spawn {
-                program: self.program.clone(),
-                source,
-            }),
+            (_, Err(e)) | (Err(e), Ok(_)) => Err(e),
         }
     }
 
     /// Closes the gate without letting the child run: it exits without
     /// exec'ing and is reaped.
-    pub(crate) fn abort(mut self) {
+    pub fn abort(mut self) {
         self.go = None;
         if let Ok(mut child) = self.join() {
             let _ = child.kill();
@@ -359,5 +328,51 @@ fn write_byte(fd: &OwnedFd, byte: u8) -> io::Result<()> {
         } else {
             io::Error::other("short write to the gate pipe")
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touching(path: &std::path::Path) -> Command {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(format!("echo ran > '{}'", path.display()));
+        cmd
+    }
+
+    #[test]
+    fn the_child_runs_only_once_released() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mark = dir.path().join("ran");
+        let gated = spawn_gated(touching(&mark), Vec::new()).expect("spawn");
+        assert!(gated.pid() > 0);
+        // Held at the gate: it has not exec'd the program.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!mark.exists(), "the child ran before it was released");
+        let mut child = gated.release().expect("release");
+        assert!(child.wait().expect("wait").success());
+        assert!(mark.exists(), "the released child did not run");
+    }
+
+    #[test]
+    fn an_aborted_or_dropped_child_never_runs_the_program() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mark = dir.path().join("ran");
+        spawn_gated(touching(&mark), Vec::new())
+            .expect("spawn")
+            .abort();
+        drop(spawn_gated(touching(&mark), Vec::new()).expect("spawn"));
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!mark.exists(), "an aborted child ran the program");
+    }
+
+    #[test]
+    fn a_program_that_cannot_start_is_an_error_at_release() {
+        let gated = spawn_gated(Command::new("/nonexistent/lotus-test"), Vec::new())
+            .expect("the fork reaches the gate");
+        let e = gated.release().expect_err("no such program");
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
     }
 }
