@@ -7,7 +7,9 @@
 /// limit keeps the reader's memory bounded whatever it is given.
 pub const MAX_LINE_BYTES: usize = 8 << 20;
 
-/// What an I/O error carries when a line is longer than [`MAX_LINE_BYTES`].
+/// What an I/O error carries when a line is longer than [`MAX_LINE_BYTES`]
+/// (the payload of a reader's `std::io::Error`, read back with
+/// [`LineTooLong::from_io`]; the error lotus-core returns is [`Error`](crate::Error)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("line {line} is longer than {} MiB: this is not a profiler report", MAX_LINE_BYTES >> 20)]
 pub struct LineTooLong {

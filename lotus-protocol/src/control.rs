@@ -108,8 +108,9 @@ pub enum Reply {
     Error(String),
 }
 
-/// A line that is not a message of the protocol.
+/// A line that is not a message of the protocol: this crate's one error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 #[error("not a lotus control message: {0:?}")]
 pub struct BadMessage(pub String);
 
