@@ -4,13 +4,13 @@
 //! finds itself, the environment variables in each command's help, shell
 //! completions, the man page, `--quiet` and `--version` with the commit.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{fixture, lotus, lotus_ok, lotus_usage_error, root};
+use crate::common::{fixture, lotus, lotus_ok, lotus_usage_error, root};
 use serde_json::Value;
 
 /// Commands whose output is data (a table, JSON, CSV): each has `--format`.

@@ -12,7 +12,7 @@
 //! harness (`lotus_harness.py`) writes its result file in the harness's
 //! private folder.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

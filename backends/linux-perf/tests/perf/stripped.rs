@@ -1,10 +1,8 @@
 //! Code without symbols: one stable `func@0x...` row per function.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use object::{Object, ObjectSegment, ObjectSymbol};
 
 /// The file offset of `name` in the ELF file at `path`, from its symbol

@@ -2,12 +2,10 @@
 //! samples must cover the CPU time those threads ran, as the job's own CPU
 //! clocks measure it.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use lotus_backend_perf::{LinuxPerf, PerfOptions, PerfReport, ThreadTimers, WindowSwitch};
 use lotus_core::{CollectOptions, Collection};
 
@@ -276,7 +274,7 @@ fn samples_known_to_be_missing_are_reported_with_the_figure() {
 
 /// Not a check: the figures of the report (sampled CPU over the job's own
 /// CPU, at 1 kHz and at the backend's default frequency), printed.
-/// `cargo test -p lotus-backend-perf --test short_threads -- --ignored --nocapture`
+/// `cargo test -p lotus-backend-perf --test perf -- short_threads:: --ignored --nocapture`
 #[test]
 #[ignore]
 fn measure() {

@@ -9,16 +9,12 @@
 //!   PATH gives the mapping `--from-reports` gives on the same reports;
 //! - without uProf, `lotus map --backend uprof` fails saying why.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-#[path = "../../backends/uprof/tests/standin/mod.rs"]
-mod standin;
-
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{control_lib, map_harness_dir};
+use crate::common::{control_lib, map_harness_dir};
+use lotus_testkit::uprof_standin as standin;
 use serde_json::Value;
 use standin::{Api, Flavor};
 

@@ -1,11 +1,10 @@
 //! `examples/top_functions.rs` run as a user would: on a shell busy loop,
 //! its table checked against what the window measured.
 
-#[path = "../../../tests/common/cargo_artifact.rs"]
-mod cargo_artifact;
-
 use std::path::PathBuf;
 use std::process::Command;
+
+use lotus_testkit::cargo_artifact;
 
 /// The example's binary, built by cargo as a user would build it. (Not the
 /// copy `cargo test` builds: with `--all-targets` that one is a test

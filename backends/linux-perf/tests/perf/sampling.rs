@@ -1,8 +1,6 @@
 //! Sampling real processes: known functions, windows, inheritance.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use lotus_backend_perf::WindowSwitch;
 use lotus_core::Collection;
 

@@ -5,13 +5,11 @@
 //! and unmaps it, in a loop: most of its CPU time is page faults and unmap
 //! work in the kernel.
 
-mod common;
-
 use std::collections::HashSet;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use lotus_backend_perf::{KernelSampling, LinuxPerf, PerfOptions, PerfReport};
 use lotus_core::Profiler;
 

@@ -5,8 +5,6 @@
 //! ends in bounded time and small memory, with the functions named or a
 //! note that says how many samples could not be named and why.
 
-mod common;
-
 use std::ffi::OsString;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -15,7 +13,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use lotus_backend_perf::{LinuxPerf, PerfCollection, PerfOptions, PerfReport};
 use lotus_core::{CollectOptions, Collection};
 

@@ -3,8 +3,6 @@
 //! commands, the session folder, the report read from real uProf output,
 //! clean-up, failures and kill.
 
-mod standin;
-
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,6 +12,7 @@ use std::time::{Duration, Instant};
 use lotus_backend_uprof::report::read_report;
 use lotus_backend_uprof::UProf;
 use lotus_core::{CollectOptions, Collection, Profiler, ProfilerError, Report, Target};
+use lotus_testkit::uprof_standin as standin;
 use standin::{Api, Flavor};
 
 /// Set up once per test process: the stand-in AMDuProfCLI first on PATH,

@@ -1,12 +1,10 @@
 //! A Python target whose worker process runs native code and exits before
 //! the report: the case lotus exists for.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn python_worker_native_code_is_found_after_the_worker_exits() {

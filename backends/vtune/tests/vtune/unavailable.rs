@@ -2,7 +2,8 @@
 //! it is unavailable, why and what to do, and `collect` fails the same way;
 //! `plan` still prints the commands, naming `vtune` bare.
 //!
-//! One test in its own binary: it empties PATH for the whole process.
+//! It empties PATH for the whole process, so it runs alone in a fresh
+//! process of the test binary (`lotus_testkit::alone`).
 #![allow(clippy::unwrap_used)]
 
 use lotus_backend_vtune::VTune;
@@ -10,6 +11,14 @@ use lotus_core::{CollectOptions, Profiler, ProfilerError, Target};
 
 #[test]
 fn without_vtune_collect_is_unavailable_and_plan_still_prints() {
+    lotus_testkit::alone::run("unavailable::without_vtune_alone", &[]);
+}
+
+#[test]
+fn without_vtune_alone() {
+    if !lotus_testkit::alone::started("unavailable::without_vtune_alone") {
+        return;
+    }
     let empty = tempfile::tempdir().unwrap();
     std::env::set_var("PATH", empty.path());
     std::env::remove_var("VTUNE_PROFILER_DIR");

@@ -1,12 +1,11 @@
-//! Shared driver of the readers' property tests (`prop_*` tests in
-//! lotus-core, backends/vtune and backends/uprof).
+//! Shared driver of the readers' property tests (lotus-trace's,
+//! lotus-attribute's, and the VTune and uProf backends').
 //!
 //! Each property runs `PROPTEST_CASES` cases (256 by default, so the suite
 //! stays fast). With `LOTUS_FUZZ_SECONDS=N` each property instead runs
 //! rounds of cases with fresh seeds until N seconds have passed: a fuzz run
 //! of a fixed time. A failure prints its seed (`Fixed(N)`); run again with
 //! `PROPTEST_RNG_SEED=N` (and without `LOTUS_FUZZ_SECONDS`) to replay it.
-#![allow(dead_code)]
 
 use std::fmt::Debug;
 use std::time::{Duration, Instant};

@@ -1,10 +1,8 @@
 //! Process handling, counters and the probe, on real processes.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use lotus_backend_perf::{CounterKind, LinuxPerf};
 use lotus_core::{CollectOptions, Collection, Profiler, ProfilerError, Target};
 use perf_event::events::Hardware;

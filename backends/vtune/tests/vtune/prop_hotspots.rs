@@ -8,12 +8,10 @@
 //! `LOTUS_FUZZ_SECONDS=N` fuzzes each property for N seconds instead.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../../lotus-core/tests/fuzz/mod.rs"]
-mod fuzz;
-
 use lotus_backend_vtune::report::read_hotspots;
 use lotus_core::{parse_figure, Row, UNKNOWN_MODULE};
 use lotus_core::{Report, ReportError};
+use lotus_testkit::fuzz;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 

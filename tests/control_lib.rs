@@ -3,16 +3,13 @@
 //! the pipe pair.
 //!
 //! The round-trip figure is an ignored test that prints, not a timed test:
-//! `cargo test -p lotus-cli --release --test control_lib -- --ignored --nocapture`.
+//! `cargo test -p lotus-cli --release --test e2e -- control_lib:: --ignored --nocapture`.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
-use common::{any_python as python, control_lib, map_harness_dir};
+use crate::common::{any_python as python, control_lib, map_harness_dir};
 use lotus_control::host::ControlHost;
 use lotus_protocol::{Reply, Request};
 

@@ -1,6 +1,5 @@
 //! The executable cargo built, from `cargo build --message-format json`.
-//! Shared by the workspace's tests and the perf backend's (which includes
-//! this file by path).
+//! Shared by the end-to-end tests and the perf backend's.
 
 use std::path::PathBuf;
 

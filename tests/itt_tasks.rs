@@ -14,15 +14,14 @@
 //! Python: `$LOTUS_PYTHON`, else the workspace's `.venv`, with `ittapi`.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use common::trace_logs::{parse_line, read_logs, Ev};
+use crate::common::trace_logs::{parse_line, read_logs, Ev};
 use serde_json::Value;
 
 /// The Python the tests use; fails saying what to install when it lacks
@@ -51,7 +50,7 @@ fn recorder() -> &'static Path {
             let out = Command::new(std::env::var_os("CC").unwrap_or_else(|| "cc".into()))
                 .args(["-shared", "-fPIC", "-o"])
                 .arg(&lib)
-                .arg(common::root().join("lotus-cli/tests/data/itt_task_recorder.c"))
+                .arg(common::root().join("tests/data/itt_task_recorder.c"))
                 .output()
                 .expect("a C compiler (cc) to build the stand-in ITT collector");
             assert!(

@@ -15,10 +15,7 @@
 //! installs Pillow, numpy and ittapi there).
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-#[path = "../../lotus-map/src/harness.rs"]
-mod harness;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -27,7 +24,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::root;
+use crate::common::root;
+use crate::map_harness as harness;
 use harness::{HarnessArgs, HarnessResult};
 use lotus_control::host::ControlHost;
 use lotus_protocol::Reply;

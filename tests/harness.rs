@@ -6,16 +6,14 @@
 //! (`LOTUS_PYTHON`, else the workspace's `.venv`, else `python3`); they fail
 //! saying so when those are missing.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-#[path = "../../lotus-map/src/harness.rs"]
-mod harness;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::any_python as python;
+use crate::common::any_python as python;
+use crate::map_harness as harness;
 use harness::{HarnessArgs, HarnessFiles, HarnessMode, HarnessResult, HarnessStage};
 use lotus_control::host::ControlHost;
 use lotus_protocol::Reply;

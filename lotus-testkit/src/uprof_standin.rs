@@ -1,6 +1,6 @@
 //! Stand-ins for AMD uProf, shared by the uProf tests
-//! (`backends/uprof/tests/` and `lotus-cli/tests/uprof_control.rs`, which
-//! includes this file by path):
+//! (`backends/uprof/tests/` and the end-to-end `uprof_control` tests); the
+//! sources they build stay in `backends/uprof/tests/standin/`:
 //!
 //! - [`build_library`]: a profile-control library
 //!   (`profile_controller.c`) built with gcc, exporting the 5.x or 4.x API
@@ -8,7 +8,6 @@
 //! - [`install_cli`]: an `AMDuProfCLI` (`AMDuProfCLI.py`) that accepts
 //!   exactly the flags lotus uses, runs the target with a stand-in library
 //!   and writes reports from `fixtures/reports/uprof`.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

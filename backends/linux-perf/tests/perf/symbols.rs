@@ -3,13 +3,11 @@
 //! `name@plt`; and, where a `perf` binary exists, every function that
 //! `perf report` names on the same target is named by lotus too.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use lotus_backend_perf::{LinuxPerf, PerfReport};
 use lotus_core::demangle;
 use lotus_core::{CollectOptions, Collection, Target};

@@ -1,7 +1,8 @@
 //! The side effects on the calling process that the crate documents
 //! ("Side effects on the calling process"): the soft open-file limit
-//! raised as needed, and a child subreaper. A binary of its own: both are
-//! process-wide.
+//! raised as needed, and a child subreaper. Both are process-wide, so the
+//! test runs alone in a fresh process of the test binary
+//! (`lotus_testkit::alone`).
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,14 @@ fn is_subreaper() -> bool {
 
 #[test]
 fn starting_raises_a_low_open_file_limit_and_makes_a_subreaper() {
+    lotus_testkit::alone::run("side_effects::raises_the_limit_alone", &[]);
+}
+
+#[test]
+fn raises_the_limit_alone() {
+    if !lotus_testkit::alone::started("side_effects::raises_the_limit_alone") {
+        return;
+    }
     assert!(!is_subreaper(), "the test binary starts as no subreaper");
     let before = nofile();
     let low = libc::rlimit {

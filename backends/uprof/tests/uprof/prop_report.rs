@@ -8,12 +8,10 @@
 //! `LOTUS_FUZZ_SECONDS=N` fuzzes each property for N seconds instead.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../../lotus-core/tests/fuzz/mod.rs"]
-mod fuzz;
-
 use lotus_backend_uprof::report::read_report;
 use lotus_core::Row;
 use lotus_core::{Report, ReportError, Unit};
+use lotus_testkit::fuzz;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
