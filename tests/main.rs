@@ -43,6 +43,7 @@ mod map_scripts;
 mod map_torch;
 mod native_ops;
 mod one_writer;
+mod outputs;
 mod perf_notes;
 mod received_folder;
 mod report;
