@@ -14,7 +14,6 @@ mod common;
 /// The op harness's arguments and result file, as `lotus map` writes and
 /// reads them: internals of lotus-map (not its API, see its crate docs),
 /// compiled here once for the `harness` and `itt` tests.
-#[allow(dead_code, missing_docs, unreachable_pub)]
 #[path = "../lotus-map/src/harness.rs"]
 mod map_harness;
 
