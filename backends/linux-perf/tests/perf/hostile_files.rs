@@ -464,7 +464,7 @@ fn at_ulimit_n_20_library_functions_are_named_or_counted() {
         child
             .args([
                 "--exact",
-                "low_fd_limit_child",
+                "hostile_files::low_fd_limit_child",
                 "--nocapture",
                 "--test-threads=1",
             ])
@@ -489,6 +489,12 @@ fn at_ulimit_n_20_library_functions_are_named_or_counted() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(out.status.success(), "child failed at ulimit -n {limit}");
+        // The child's name is its path in this binary: a renamed module
+        // would run no test and pass.
+        assert!(
+            stdout.contains("test result: ok. 1 passed"),
+            "no child test ran at ulimit -n {limit}"
+        );
         if !stdout.contains("start-failed\t") {
             found = Some(stdout);
             break;

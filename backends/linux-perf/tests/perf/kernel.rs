@@ -235,6 +235,10 @@ fn unprivileged_users_get_a_note_instead_of_kernel_samples() {
         "as nobody: {}\n{stdout}\n{stderr}",
         out.status
     );
+    assert!(
+        stdout.contains("test result: ok. 2 passed"),
+        "as nobody, the two tests above ran: {stdout}"
+    );
     // The kernel's rule for a user without capabilities.
     let expected = paranoid() <= 1;
     assert!(
