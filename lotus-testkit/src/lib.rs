@@ -1,6 +1,6 @@
 //! Helpers the workspace's tests share, compiled once for every test
-//! binary that names them (a `publish = false` dev-dependency, so no
-//! test includes another crate's files by `#[path]`):
+//! binary that names them (a `publish = false` dev-dependency, in place of
+//! `#[path]` includes of one crate's test files in another's tests):
 //!
 //! - [`fuzz`]: the driver of the readers' property tests (lotus-trace,
 //!   lotus-attribute, the VTune and uProf backends);
