@@ -3,13 +3,11 @@
 //! hotspot reports. Expectations are computed here, from the files, with
 //! the csv crate and the documented rules, not with lotus's own code.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{fixture, lotus, lotus_fails, lotus_ok, s};
+use crate::common::{fixture, lotus, lotus_fails, lotus_ok, s};
 use serde_json::Value;
 
 const UARCH: [&str; 3] = [

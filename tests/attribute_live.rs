@@ -2,12 +2,10 @@
 //! attribute it with a live mapping of the same ops, and compare each op's
 //! share with its share measured by timing the ops in the pipeline itself.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 
-use common::{fixture, lotus_env, python};
+use crate::common::{fixture, lotus_env, python};
 use serde_json::Value;
 
 const OPS: &[&str] = &[

@@ -19,15 +19,15 @@
 //! Torch: see tests/common/torch.rs (skipped by name without torch, a
 //! failure with LOTUS_REQUIRE_TORCH=1).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::Path;
 
-use common::sampled::{attribute, attribute_json};
-use common::torch::torch_python;
-use common::trace_logs::{assert_ok, trace_run};
+use crate::common::sampled::{attribute, attribute_json};
+use crate::common::torch::torch_python;
+use crate::common::trace_logs::{assert_ok, trace_run};
 use serde_json::Value;
 
 /// Dense enough that the smallest op (Sharpen, about 0.17 s) gets some

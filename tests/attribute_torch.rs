@@ -13,13 +13,13 @@
 //! Torch: see tests/common/torch.rs (skipped by name without torch, a
 //! failure with LOTUS_REQUIRE_TORCH=1).
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 
-use common::sampled::{attribute_json, sampling, timers};
-use common::torch::torch_python;
-use common::trace_logs::{assert_ok, trace_run};
+use crate::common::sampled::{attribute_json, sampling, timers};
+use crate::common::torch::torch_python;
+use crate::common::trace_logs::{assert_ok, trace_run};
 
 /// Sampling frequency: dense enough that every op but the flip gets a few
 /// hundred samples in a run of about 20 s of CPU here.

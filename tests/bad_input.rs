@@ -3,14 +3,14 @@
 //! inputs larger than the memory allowed. Each is a clear error naming the
 //! file (and line, op or key), exit status 1, and never a hang or abort.
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fixture, lotus_fails, s};
+use crate::common::{fixture, lotus_fails, s};
 
 /// Runs lotus with `args` and gives up (killing it) after `limit`: a
 /// command that would read forever fails the test instead of hanging it.

@@ -1,8 +1,8 @@
 //! The registry as the binary sees it, and `lotus backends`.
 
-mod common;
+use crate::common;
 
-use common::{lotus_fails, lotus_ok};
+use crate::common::{lotus_fails, lotus_ok};
 use serde_json::Value;
 
 #[test]

@@ -4,13 +4,13 @@
 //! finds itself, the environment variables in each command's help, shell
 //! completions, the man page, `--quiet` and `--version` with the commit.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{fixture, lotus, lotus_ok, lotus_usage_error, root};
+use crate::common::{fixture, lotus, lotus_ok, lotus_usage_error, root};
 use serde_json::Value;
 
 /// Commands whose output is data (a table, JSON, CSV): each has `--format`.
@@ -406,6 +406,15 @@ fn env_vars_read_in_sources() -> BTreeSet<String> {
         root().join("lotus-cli/src"),
         root().join("lotus-map/src"),
         root().join("lotus-core/src"),
+        // What lotus-core held before its split (traces, attribution,
+        // samples, the sorter, the control protocol, input and process
+        // helpers).
+        root().join("lotus-trace/src"),
+        root().join("lotus-attribute/src"),
+        root().join("lotus-samples/src"),
+        root().join("lotus-sort/src"),
+        root().join("lotus-protocol/src"),
+        root().join("lotus-sys/src"),
     ];
     for b in std::fs::read_dir(root().join("backends")).expect("backends") {
         dirs.push(b.expect("entry").path().join("src"));

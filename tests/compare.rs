@@ -5,11 +5,11 @@
 //! changed by the test); every expectation is computed here from the two
 //! files and from /proc.
 
-mod common;
+use crate::common;
 
 use std::fs;
 
-use common::{lotus_env, lotus_fails, lotus_ok, python, s, GOOD_OP};
+use crate::common::{lotus_env, lotus_fails, lotus_ok, python, s, GOOD_OP};
 use serde_json::Value;
 
 /// (calls, seconds, task-clock ns) of each op's window.

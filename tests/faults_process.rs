@@ -3,14 +3,12 @@
 //! that leave threads or daemons behind. Each ends within its own bound
 //! with a clear message, no process left and no temporary file left.
 
-mod common;
-
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::faults::{assert_no_processes, marker, text, wait_bounded, Scratch};
-use common::{python, GOOD_OP};
+use crate::common::faults::{assert_no_processes, marker, text, wait_bounded, Scratch};
+use crate::common::{python, GOOD_OP};
 
 /// With too few file descriptors, lotus fails at one step or another of
 /// starting a run; at some limits the forked child has already reached the

@@ -5,13 +5,13 @@
 //! `lotus compare` refuses window figures no window can have measured,
 //! naming the file, the op and the field, instead of printing them.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;
 use std::process::Output;
 
-use common::{lotus, s};
+use crate::common::{lotus, s};
 use serde_json::{json, Value};
 
 /// An OSC sequence (retitles the terminal) and a CSI one (clears it).

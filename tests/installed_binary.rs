@@ -4,14 +4,14 @@
 //! into the processes it profiles, because it carries the library inside
 //! itself.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::mapping::{map_result, op};
-use common::{fixture, python};
+use crate::common::mapping::{map_result, op};
+use crate::common::{fixture, python};
 
 /// A fresh folder holding a copy of this build's `lotus` and nothing else.
 fn lone_lotus() -> (tempfile::TempDir, PathBuf) {

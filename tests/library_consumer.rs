@@ -9,13 +9,13 @@
 //! into `target/consumer` (shared from run to run), so it downloads
 //! nothing and rebuilds only what changed.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{control_lib, fixture, lotus, python, root, s};
+use crate::common::{control_lib, fixture, lotus, python, root, s};
 use serde_json::Value;
 
 /// The op mapped live, and the function its window must show.

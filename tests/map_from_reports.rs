@@ -2,13 +2,13 @@
 //! original Lotus study, with expectations computed here, independently of
 //! lotus's own readers.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use common::{fixture, lotus_fails, lotus_ok};
+use crate::common::{fixture, lotus_fails, lotus_ok};
 use serde_json::Value;
 
 /// (function, module basename, value) rows of one run.

@@ -5,14 +5,14 @@
 //!
 //! Python: $LOTUS_PYTHON, else the repository's .venv.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use common::python;
-use common::trace_logs::{assert_ok, trace_run};
+use crate::common::python;
+use crate::common::trace_logs::{assert_ok, trace_run};
 use serde_json::Value;
 
 /// One sampled trace of the fixture pipeline (forked workers), made once

@@ -1,14 +1,12 @@
 //! `lotus map --backend perf` on real Python processes: the fixture ops on
 //! Pillow, numpy and a C library of known functions.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
-use common::mapping::op;
-use common::{fixture, lotus_env, processes_with, python, write_op, GOOD_OP};
+use crate::common::mapping::op;
+use crate::common::{fixture, lotus_env, processes_with, python, write_op, GOOD_OP};
 use serde_json::Value;
 
 fn op_files(names: &[&str]) -> Vec<String> {

@@ -5,11 +5,9 @@
 //! this process's children (`getrusage(RUSAGE_CHILDREN)`) is lotus's (or
 //! its op process's), no other test's.
 
-mod common;
-
 use std::path::Path;
 
-use common::{lotus_env, python, s};
+use crate::common::{lotus_env, python, s};
 
 /// A script that opens `n` short windows, one name.
 const SCRIPT: &str = r#"

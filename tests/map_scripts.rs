@@ -3,13 +3,11 @@
 //! opened, or held no samples, is a failure of that op saying why; ITT
 //! windows reach lotus even when the environment names another collector.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::mapping::{function_fields, map_result, op_names};
-use common::{fixture, lotus_env, python};
+use crate::common::mapping::{function_fields, map_result, op_names};
+use crate::common::{fixture, lotus_env, python};
 use serde_json::Value;
 
 /// Maps `files` with perf, one quick run each; returns (exit code, mapping

@@ -7,14 +7,12 @@
 //! failure with LOTUS_REQUIRE_TORCH=1). Each lotus run starts a fresh
 //! Python that imports torch (about 5 s), so runs are few and short.
 
-mod common;
-
 use std::ffi::OsStr;
 use std::path::Path;
 
-use common::mapping::op;
-use common::torch::torch_python;
-use common::{fixture, lotus_env};
+use crate::common::mapping::op;
+use crate::common::torch::torch_python;
+use crate::common::{fixture, lotus_env};
 use serde_json::Value;
 
 /// One map at a time: three torch maps at once on two CPUs measured their

@@ -4,13 +4,11 @@
 //! command line in place of a `.py` file. The window's function is mapped;
 //! the set-up's is not, unless the window covers it.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::mapping::{function_fields, map_result};
-use common::{control_lib, python, root};
+use crate::common::mapping::{function_fields, map_result};
+use crate::common::{control_lib, python, root};
 use serde_json::Value;
 
 /// A program that burns CPU time in `native_setup_only` outside its window

@@ -8,13 +8,11 @@
 //! (the kernel then names the mapping "PATH (deleted)"), in which the job
 //! burns its own CPU time.
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{lotus, lotus_env, python, s};
+use crate::common::{lotus, lotus_env, python, s};
 use lotus_samples::{write_sampling, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol};
 
 /// A function that burns `secs` of the process's own CPU time (read from

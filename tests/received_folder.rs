@@ -5,7 +5,7 @@
 //! their size, never quotes a file outside it nor raw control characters,
 //! and ends in bounded time with a clear message naming the file.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::s;
+use crate::common::s;
 use lotus_samples::{
     write_sampling, CounterValues, Sample, SampleFiles, SampleSink, SamplesWriter, Symbol,
 };

@@ -7,14 +7,12 @@
 //! `skipped:` line saying why, where Chromium is not installed
 //! (`bash scripts/setup.sh --torch` installs it as root).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{any_python, fixture, lotus_ok, s};
+use crate::common::{any_python, fixture, lotus_ok, s};
 use serde_json::Value;
 
 /// The system's Chromium; where there is none, `test` says by name that it

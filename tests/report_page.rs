@@ -9,14 +9,12 @@
 //! under the test's temp dir and, with `LOTUS_SCREENSHOT_DIR` set, copied
 //! there. Skipped, saying so, where Chromium is not installed.
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::trace_logs::{assert_ok, trace_run};
-use common::{any_python, fixture, lotus, lotus_ok, s};
+use crate::common::trace_logs::{assert_ok, trace_run};
+use crate::common::{any_python, fixture, lotus, lotus_ok, s};
 use serde_json::Value;
 
 /// The system's Chromium; where there is none, `test` says by name that it

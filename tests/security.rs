@@ -8,7 +8,7 @@
 //! made writable by all stands in for a shared one where no second user is
 //! needed.)
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;

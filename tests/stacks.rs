@@ -4,13 +4,13 @@
 //! an op span of a traced Python job; the folded output shows the chain
 //! under the op, and every row's lines add up to its samples.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use common::{lotus_env, python, s};
+use crate::common::{lotus_env, python, s};
 use serde_json::Value;
 
 const LIB: &str = r#"

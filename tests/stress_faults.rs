@@ -9,16 +9,16 @@
 //! tmpfs (root only); where mounting is not allowed they say so and check
 //! what they can without it.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::faults::{assert_no_processes, marker, Scratch};
-use common::mapping::op_names;
-use common::{fixture, processes_with, python, GOOD_OP};
+use crate::common::faults::{assert_no_processes, marker, Scratch};
+use crate::common::mapping::op_names;
+use crate::common::{fixture, processes_with, python, GOOD_OP};
 use serde_json::Value;
 
 /// `lotus map --backend perf` with small windows, TMPDIR in the test

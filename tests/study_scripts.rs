@@ -4,12 +4,12 @@
 //! the set-up work outside; native code calling uProf's entry points opens
 //! lotus's windows too.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
-use common::mapping::{map_result, op};
-use common::{fixture, lotus_env, python};
+use crate::common::mapping::{map_result, op};
+use crate::common::{fixture, lotus_env, python};
 use serde_json::Value;
 
 /// The flip's kernel (in the window) and the set-up resize's (not).

@@ -5,12 +5,10 @@
 //! torch one (fixtures/names/torch_mapping.json: ToTensor and Normalize
 //! under perf, trimmed to their torch and libc functions).
 
-mod common;
-
 use std::collections::HashSet;
 use std::ffi::OsStr;
 
-use common::{fixture, lotus_env, lotus_ok};
+use crate::common::{fixture, lotus_env, lotus_ok};
 use serde_json::Value;
 
 fn mapping() -> Value {

@@ -8,13 +8,13 @@
 //! fixtures/trace/kernel_pipeline.py, the study's VTune reports, the torch
 //! mapping of fixtures/names/, a live perf mapping.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::path::Path;
 
-use common::sampled::kernel_pipeline;
-use common::{fixture, lotus_env, lotus_ok, python, s, GOOD_OP};
+use crate::common::sampled::kernel_pipeline;
+use crate::common::{fixture, lotus_env, lotus_ok, python, s, GOOD_OP};
 use serde_json::Value;
 
 /// `lotus ARGS` with `COLUMNS` set (`None`: unset), which must succeed:

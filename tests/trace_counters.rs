@@ -12,14 +12,14 @@
 //!
 //! Python: $LOTUS_PYTHON, else the repository's .venv.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::path::Path;
 
-use common::python;
-use common::sampled::{attribute, kernel_pipeline, sampling, timers};
-use common::trace_logs::{assert_ok, trace_run};
+use crate::common::python;
+use crate::common::sampled::{attribute, kernel_pipeline, sampling, timers};
+use crate::common::trace_logs::{assert_ok, trace_run};
 use lotus_samples::SampleFiles;
 use serde_json::Value;
 

@@ -5,14 +5,14 @@
 //!
 //! Python: $LOTUS_PYTHON, else the repository's .venv.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::path::Path;
 
-use common::python;
-use common::sampled::{attribute_json, kernel_pipeline, sampling, timers};
-use common::trace_logs::{assert_ok, trace_run};
+use crate::common::python;
+use crate::common::sampled::{attribute_json, kernel_pipeline, sampling, timers};
+use crate::common::trace_logs::{assert_ok, trace_run};
 use lotus_protocol::{clock_pair_of_line, ClockMap};
 use lotus_samples::SampleFiles;
 use lotus_trace::parse_event_line;

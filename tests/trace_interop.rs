@@ -5,16 +5,14 @@
 //! study's `*_coarse.json`) found in a trace folder are not merged again
 //! into `lotus trace view`.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::trace_logs::{assert_ok, trace_run};
-use common::{fixture, lotus, lotus_ok, root, s};
+use crate::common::trace_logs::{assert_ok, trace_run};
+use crate::common::{fixture, lotus, lotus_ok, root, s};
 use serde_json::Value;
 
 fn python() -> PathBuf {

@@ -13,14 +13,14 @@
 //! without them the test is skipped and says so
 //! (`LOTUS_REQUIRE_PIPELINE_PACKAGES=1` makes that a failure).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::trace_logs::{assert_ok, read_logs, Ev, Log};
+use crate::common::trace_logs::{assert_ok, read_logs, Ev, Log};
 
 /// The job's PYTHONPATH beyond the fixtures' folder.
 fn extra_pythonpath() -> Option<PathBuf> {

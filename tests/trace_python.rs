@@ -9,18 +9,16 @@
 //!
 //! Python: $LOTUS_PYTHON, else the repository's .venv.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::trace_logs::{
+use crate::common::trace_logs::{
     assert_ok, pids, python_with_tracer, read_logs, read_report, trace_run, Ev, Log,
 };
-use common::{fixture, harness_dir, root};
+use crate::common::{fixture, harness_dir, root};
 use serde_json::Value;
 
 fn python() -> PathBuf {

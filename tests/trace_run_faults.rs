@@ -3,7 +3,7 @@
 //! killed with workers running, a link or file is already where a log
 //! goes. Python: $LOTUS_PYTHON, else the repository's .venv.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -9,13 +9,11 @@
 //! definitions (durations in ms, pandas/numpy linear quantiles, `np.std`
 //! with ddof=0), not with lotus's code.
 
-mod common;
-
 use std::fs;
 use std::path::Path;
 
-use common::trace_check::{close, percentile};
-use common::{lotus_fails, lotus_ok, lotus_usage_error, s};
+use crate::common::trace_check::{close, percentile};
+use crate::common::{lotus_fails, lotus_ok, lotus_usage_error, s};
 use serde_json::Value;
 
 /// A small deterministic generator.

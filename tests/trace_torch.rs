@@ -11,18 +11,16 @@
 //! Torch: see tests/common/torch.rs (skipped by name without torch, a
 //! failure with LOTUS_REQUIRE_TORCH=1).
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use common::torch::torch_python;
-use common::trace_check::{check_stats, check_view, stats_json};
-use common::trace_logs::{
+use crate::common::torch::torch_python;
+use crate::common::trace_check::{check_stats, check_view, stats_json};
+use crate::common::trace_logs::{
     assert_ok, pids, python_with_tracer, read_logs, read_report, trace_run, Ev, Log,
 };
-use common::{fixture, lotus_ok};
+use crate::common::{fixture, lotus_ok};
 use serde_json::Value;
 
 /// A run of the fixture.

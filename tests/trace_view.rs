@@ -6,16 +6,16 @@
 //! the events the test wrote (or read from the fixture files), with the
 //! documented definitions, not with lotus's own code.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::Path;
 
-use common::trace_check::{
+use crate::common::trace_check::{
     check_figures, check_format, close, figures, flow_pairs, percentile, phase, stats_json,
 };
-use common::{fixture, lotus, lotus_fails, lotus_ok, s};
+use crate::common::{fixture, lotus, lotus_fails, lotus_ok, s};
 use serde_json::Value;
 
 /// One event as the test writes it.

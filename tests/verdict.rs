@@ -7,13 +7,13 @@
 //! Torch: see tests/common/torch.rs (skipped by name without torch, a
 //! failure with LOTUS_REQUIRE_TORCH=1).
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 
-use common::sampled::{attribute, attribute_json};
-use common::torch::torch_python;
-use common::trace_logs::{assert_ok, trace_run};
+use crate::common::sampled::{attribute, attribute_json};
+use crate::common::torch::torch_python;
+use crate::common::trace_logs::{assert_ok, trace_run};
 use serde_json::Value;
 
 /// The main-process rows outside every op, in the order they come.

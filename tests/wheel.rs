@@ -12,15 +12,13 @@
 //! crates recompile after a change. Needs no torch: the traced pipeline is
 //! fixtures/trace/pipeline.py (multiprocessing workers).
 
-mod common;
-
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 
-use common::{any_python, fixture, root};
+use crate::common::{any_python, fixture, root};
 
 /// The folder this test builds and installs into (kept between runs: the
 /// maturin venv is reused, the wheel and the test venv are made afresh).

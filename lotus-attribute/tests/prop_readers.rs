@@ -13,9 +13,6 @@
 //! `LOTUS_FUZZ_SECONDS=N` fuzzes each property for N seconds instead.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../lotus-core/tests/fuzz/mod.rs"]
-mod fuzz;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use lotus_attribute::{Error as AttrError, OpTimes};
@@ -25,6 +22,7 @@ use lotus_core::{
     WindowSummary,
 };
 use lotus_core::{MergeRule, Row, Unit};
+use lotus_testkit::fuzz;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::Value;

@@ -11,9 +11,7 @@
 //! `LOTUS_FUZZ_SECONDS=N` fuzzes each property for N seconds instead.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../lotus-core/tests/fuzz/mod.rs"]
-mod fuzz;
-
+use lotus_testkit::fuzz;
 use lotus_trace::{Entry, TraceReader};
 use lotus_trace::{Event, Process, Role};
 use proptest::prelude::*;

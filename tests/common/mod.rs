@@ -1,8 +1,8 @@
-//! Helpers shared by the end-to-end tests (those in `tests/` and, through
-//! `#[path]`, those in `lotus-cli/tests/`).
+//! Helpers shared by the end-to-end tests (the modules of `tests/main.rs`);
+//! those other crates' tests share too are in `lotus-testkit`.
 #![allow(dead_code)]
 
-pub mod cargo_artifact;
+pub use lotus_testkit::cargo_artifact;
 pub mod faults;
 pub mod mapping;
 pub mod sampled;

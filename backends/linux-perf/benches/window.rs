@@ -13,7 +13,7 @@
 //! Run: `cargo bench -p lotus-backend-perf` (needs gcc; python3 and perf
 //! are optional).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/perf/common/mod.rs"]
 mod common;
 
 use std::path::Path;
