@@ -136,6 +136,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
             &["lotus-core", "lotus-sys", "lotus-protocol"][..],
         ),
         ("lotus-tracer", &[][..]),
+        ("lotus-testkit", &[][..]),
         (
             "lotus-map",
             &[

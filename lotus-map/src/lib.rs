@@ -49,7 +49,42 @@
 mod echo;
 mod error;
 pub mod from_reports;
-pub mod harness;
+mod op_harness;
+
+pub mod harness {
+    //! The Python op harness that a live mapping runs each op file under.
+    //!
+    //! The harness (`lotus-tracer/python/lotus_harness.py`) and the `lotus`
+    //! Python module (`lotus-tracer/python/lotus/__init__.py`), from the `lotus_tracer`
+    //! crate, are compiled into the library and written to a
+    //! temp folder per mapping with [`write_harness`] (a program that should
+    //! `import lotus` can get the module the same way). The profiled command
+    //! is then
+    //!
+    //! ```text
+    //! python3 <dir>/lotus_harness.py --op-file OP.py --warmup N --window-ms MS \
+    //!     --min-iterations K --result RESULT.json [--empty] [--name NAME] [--threads N] [--cwd DIR]
+    //! ```
+    //!
+    //! (`HarnessArgs::to_args` builds the arguments after the script path)
+    //! with [`ENV_CONTROL_LIB`] naming the control library the caller gave
+    //! (`LiveOptions::new`), `LOTUS_BACKEND` and, for perf,
+    //! `LOTUS_CONTROL_FDS`. It writes its result (`HarnessResult`) to
+    //! RESULT.json and exits with one of the `EXIT_*` codes. The arguments and
+    //! the result are this crate's business: public only with the
+    //! `harness-protocol` feature, which lotus's own end-to-end tests turn
+    //! on to run the harness as the engine does (not a stable API).
+
+    pub use crate::op_harness::{
+        write_control_library, write_harness, HarnessFiles, WriteLibraryError, CONTROL_LIBRARY,
+        ENV_CONTROL_LIB,
+    };
+    #[cfg(feature = "harness-protocol")]
+    pub use crate::op_harness::{
+        HarnessArgs, HarnessMode, HarnessResult, HarnessStage, UnsampledResult, ENV_ONLY_OP,
+        EXIT_BAD_FILE, EXIT_CONTROL, EXIT_HARNESS, EXIT_OK, EXIT_OP_RAISED,
+    };
+}
 pub mod live;
 mod names;
 pub mod output;

@@ -22,7 +22,7 @@ use lotus_core::{CollectOptions, Mapping, Profiler, Report, WindowTotals};
 use lotus_core::{OpAccumulator, OpFailure, OpMapping, Settings, WindowSummary};
 
 use crate::error::{Context, MapError, Result};
-use crate::harness::{self, HarnessFiles, HarnessResult};
+use crate::op_harness::{self as harness, HarnessFiles, HarnessResult};
 use crate::output::one_line;
 use crate::progress::{MessageKind, Progress};
 

@@ -15,7 +15,7 @@ use super::serve::{serve_until, RunError, ECHO_SETTLE, REAP_LIMIT};
 use super::{collect_options, harness_target, runs_of, LiveOptions, OpSpec, RunContext, RunOutput};
 use crate::echo::Echo;
 use crate::error::Context;
-use crate::harness::{self, HarnessResult, HarnessStage};
+use crate::op_harness::{self as harness, HarnessResult, HarnessStage};
 use lotus_control::host::ControlHost;
 
 /// How many runs the fork server makes for `spec`: all of `--runs`

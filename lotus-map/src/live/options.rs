@@ -137,7 +137,7 @@ impl LiveOptions {
 
     /// The control library as bytes (a binary that carries its own): the
     /// engine writes them into its private harness folder (see
-    /// [`crate::harness::write_control_library`]), which goes with the
+    /// [`crate::op_harness::write_control_library`]), which goes with the
     /// harness when the mapping ends, even when lotus is killed, and loads
     /// that copy instead of `control_library`.
     pub fn with_control_library_bytes(mut self, bytes: &'static [u8]) -> Self {

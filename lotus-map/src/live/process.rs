@@ -10,7 +10,7 @@ use lotus_protocol::ENV_BACKEND;
 
 use super::{LiveOptions, OpSpec};
 use crate::error::{Context, Result};
-use crate::harness::{self, HarnessArgs, HarnessFiles};
+use crate::op_harness::{self as harness, HarnessArgs, HarnessFiles};
 
 /// What the mapping records about where it ran: lotus, the host, the
 /// backend and Python versions, the frequency in force, the windows and

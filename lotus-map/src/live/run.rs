@@ -12,7 +12,7 @@ use super::serve::{serve_until, RunError, ECHO_SETTLE, REAP_LIMIT};
 use super::{collect_options, harness_target, LiveOptions, OpSpec, RunOutput};
 use crate::echo::Echo;
 use crate::error::Context;
-use crate::harness::{self, HarnessFiles, HarnessResult, HarnessStage};
+use crate::op_harness::{self as harness, HarnessFiles, HarnessResult, HarnessStage};
 use lotus_control::host::ControlHost;
 
 /// Runs one op once under the backend.

@@ -10,7 +10,7 @@ use lotus_core::Profiler;
 
 use super::{OpSpec, RunOutput};
 use crate::error::{MapError, Result};
-use crate::harness::{self, HarnessResult};
+use crate::op_harness::{self as harness, HarnessResult};
 use crate::output::one_line;
 
 /// The op names a script's first run opened windows under, in first-seen
@@ -127,7 +127,7 @@ pub fn check_op_file(op: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::HarnessResult;
+    use crate::op_harness::HarnessResult;
     use lotus_core::Row;
     use lotus_core::{Report, Unit, WindowStats, WindowTotals};
 

@@ -5,7 +5,7 @@ use lotus_core::Unit;
 use lotus_core::WindowSummary;
 
 use super::RunOutput;
-use crate::harness;
+use crate::op_harness as harness;
 
 /// How many windows a run opened and how long they were open.
 pub(super) struct RunWindows {

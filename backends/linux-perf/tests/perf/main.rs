@@ -14,3 +14,4 @@ mod short_threads;
 mod side_effects;
 mod stripped;
 mod symbols;
+mod window_bench;

@@ -2,7 +2,7 @@
 //! with tracing on and no change to its code.
 //!
 //! The `lotus_trace` Python package (compiled into the binary from
-//! `lotus-python/python/lotus_trace/`) is written to a temp folder with
+//! `lotus-tracer/python/lotus_trace/`) is written to a temp folder with
 //! [`write_tracer`]; the folder and the package's start-up hook
 //! (`lotus_trace/_boot/sitecustomize.py`) go first on `PYTHONPATH`, and
 //! `LOTUS_TRACE_DIR` names the trace folder. Every Python process the

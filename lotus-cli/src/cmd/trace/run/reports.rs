@@ -11,7 +11,7 @@ use std::time::Duration;
 /// the job is gone.
 pub(super) struct Reports {
     pub(super) write: Option<std::os::fd::OwnedFd>,
-    /// `<fd>:<inode>` for [`ENV_TRACE_REPORT`].
+    /// `<fd>:<inode>` for [`ENV_TRACE_REPORT`](super::ENV_TRACE_REPORT).
     pub(super) env: String,
     pub(super) read: std::sync::mpsc::Receiver<Vec<u8>>,
 }

@@ -1,24 +1,4 @@
-//! The Python op harness that a live mapping runs each op file under.
-//!
-//! The harness (`lotus-tracer/python/lotus_harness.py`) and the `lotus`
-//! Python module (`lotus-tracer/python/lotus/__init__.py`), from the `lotus_tracer`
-//! crate, are compiled into the library and written to a
-//! temp folder per mapping with [`write_harness`] (a program that should
-//! `import lotus` can get the module the same way). The profiled command
-//! is then
-//!
-//! ```text
-//! python3 <dir>/lotus_harness.py --op-file OP.py --warmup N --window-ms MS \
-//!     --min-iterations K --result RESULT.json [--empty] [--name NAME] [--threads N] [--cwd DIR]
-//! ```
-//!
-//! (`HarnessArgs::to_args` builds the arguments after the script path)
-//! with [`ENV_CONTROL_LIB`] naming the control library the caller gave
-//! (`LiveOptions::new`), `LOTUS_BACKEND` and, for perf,
-//! `LOTUS_CONTROL_FDS`. It writes its result (`HarnessResult`) to
-//! RESULT.json and exits with one of the `EXIT_*` codes. The arguments and
-//! the result are this crate's business (its tests include this file to
-//! run the harness as the engine does).
+//! The op harness (documented where it is public: [`crate::harness`]).
 
 // This module is the harness's whole contract (every result field, every
 // exit code); a caller reads only part of it.
@@ -35,26 +15,26 @@ const LOTUS_PY: &str = lotus_tracer::LOTUS_PY;
 
 /// Script mode: the one op name whose windows the harness opens (the
 /// others' `lotus.resume` / `lotus.pause` do nothing).
-pub(crate) const ENV_ONLY_OP: &str = "LOTUS_HARNESS_ONLY_OP";
+pub const ENV_ONLY_OP: &str = "LOTUS_HARNESS_ONLY_OP";
 /// The variable that names the control library for `lotus.py`.
 pub const ENV_CONTROL_LIB: &str = "LOTUS_CONTROL_LIB";
 /// The control library's file name.
 pub const CONTROL_LIBRARY: &str = "liblotus_control.so";
 
 /// Harness exit code: done.
-pub(crate) const EXIT_OK: i32 = 0;
+pub const EXIT_OK: i32 = 0;
 /// Harness exit code: the harness itself failed (a bug, or bad arguments
 /// rejected after parsing).
-pub(crate) const EXIT_HARNESS: i32 = 1;
+pub const EXIT_HARNESS: i32 = 1;
 /// Harness exit code: the op file cannot be read or has a syntax error
 /// (also argparse's code for bad arguments).
-pub(crate) const EXIT_BAD_FILE: i32 = 2;
+pub const EXIT_BAD_FILE: i32 = 2;
 /// Harness exit code: the op file raised (import, setup, warm-up, window,
 /// script).
-pub(crate) const EXIT_OP_RAISED: i32 = 3;
+pub const EXIT_OP_RAISED: i32 = 3;
 /// Harness exit code: the control library failed (resume or pause refused,
 /// library not loadable).
-pub(crate) const EXIT_CONTROL: i32 = 4;
+pub const EXIT_CONTROL: i32 = 4;
 
 /// The harness files written for one run; the folder is removed on drop.
 #[derive(Debug)]
@@ -131,7 +111,7 @@ pub fn write_control_library(dir: &Path, bytes: &[u8]) -> Result<PathBuf, WriteL
 
 /// The harness's command-line settings for one op run.
 #[derive(Debug, Clone)]
-pub(crate) struct HarnessArgs {
+pub struct HarnessArgs {
     /// The op file.
     pub op_file: PathBuf,
     /// Op calls before the window opens.
@@ -166,7 +146,7 @@ pub(crate) struct HarnessArgs {
 
 impl HarnessArgs {
     /// The arguments that follow the harness script's path.
-    pub(crate) fn to_args(&self) -> Vec<OsString> {
+    pub fn to_args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
             "--op-file".into(),
             self.op_file.clone().into(),
@@ -213,7 +193,7 @@ impl HarnessArgs {
 /// How the harness ran the op file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum HarnessMode {
+pub enum HarnessMode {
     /// The file defines `op`: the harness looped it in one window.
     Op,
     /// The file has no `op`: it ran as a script with its own windows.
@@ -223,7 +203,7 @@ pub(crate) enum HarnessMode {
 /// Where a harness run failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum HarnessStage {
+pub enum HarnessStage {
     /// Reading the op file.
     Read,
     /// Parsing it (a syntax error).
@@ -249,7 +229,7 @@ pub(crate) enum HarnessStage {
 
 /// What the harness wrote to its result file.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-pub(crate) struct HarnessResult {
+pub struct HarnessResult {
     /// The op's name: `--name`, the file's `NAME`, or its stem.
     pub name: String,
     /// How the file ran; absent when it could not be parsed.
@@ -318,7 +298,7 @@ pub(crate) struct HarnessResult {
 
 /// The harness's calls with sampling stopped ([`HarnessResult::unsampled`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-pub(crate) struct UnsampledResult {
+pub struct UnsampledResult {
     /// Calls made.
     pub calls: u64,
     /// Wall-clock time they took, in ns.
@@ -329,7 +309,7 @@ pub(crate) struct UnsampledResult {
 
 impl HarnessResult {
     /// Reads a result file; the error names the file.
-    pub(crate) fn read(path: &Path) -> std::io::Result<HarnessResult> {
+    pub fn read(path: &Path) -> std::io::Result<HarnessResult> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             std::io::Error::new(e.kind(), format!("harness result {}: {e}", path.display()))
         })?;
@@ -342,7 +322,7 @@ impl HarnessResult {
     }
 
     /// Mean time per op call inside the window, in ns (op mode).
-    pub(crate) fn ns_per_iteration(&self) -> Option<f64> {
+    pub fn ns_per_iteration(&self) -> Option<f64> {
         match (self.window_ns, self.iterations) {
             (Some(ns), Some(n)) if n > 0 => Some(ns as f64 / n as f64),
             _ => None,

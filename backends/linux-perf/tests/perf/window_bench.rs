@@ -10,17 +10,16 @@
 //! - the same one-second profile through `perf record` + `perf report`
 //!   (when the `perf` binary exists): sample count and time ratios.
 //!
-//! Run: `cargo bench -p lotus-backend-perf` (needs gcc; python3 and perf
-//! are optional).
-
-#[path = "../tests/perf/common/mod.rs"]
-mod common;
+//! Run: `cargo test --release -p lotus-backend-perf --test perf --
+//! --ignored --nocapture window_bench` (needs gcc; python3 and perf are
+//! optional). A module of the perf tests' one binary, so that it shares
+//! their helpers; ignored in the suite, as it measures rather than checks.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use lotus_backend_perf::{LinuxPerf, WindowSwitch};
 use lotus_core::{CollectOptions, Collection, Target};
 
@@ -197,13 +196,9 @@ fn python_symbolization() {
     );
 }
 
-fn main() {
-    // `cargo test --all-targets` runs bench binaries too; the figures are
-    // only measured under `cargo bench`, which passes `--bench`.
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("window bench: run `cargo bench -p lotus-backend-perf` for the figures");
-        return;
-    }
+#[test]
+#[ignore = "a benchmark: prints figures, asserts nothing; run it with --ignored --nocapture window_bench"]
+fn window_bench() {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = build_burn(dir.path());
 
