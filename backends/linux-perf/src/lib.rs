@@ -70,24 +70,18 @@
 
 mod calibrate;
 mod capabilities;
-mod code_scan;
 mod collection;
 mod counting;
 mod coverage;
-mod debug_link;
 mod drain;
-mod elf_symbols;
 mod error;
 mod events;
-mod kallsyms;
 mod model;
-mod plt;
 mod probe;
 mod records;
 mod sample_read;
 mod stream;
 mod symbolize;
-mod unwind;
 
 use lotus_core::{
     BackendRegistration, CollectOptions, CollectPlan, Collection, Error as CoreError, Probe,

@@ -12,49 +12,13 @@ use std::collections::{BTreeMap, HashMap};
 use lotus_samples::CounterValues;
 
 use crate::records::Record;
-
-/// An index into [`Model::modules`].
-pub(crate) type ModuleId = u32;
-
-/// A mapped file or pseudo-module.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Module {
-    /// The path or pseudo-name as the kernel gave it.
-    pub name: String,
-    /// True for a regular file that can be opened for symbols.
-    pub is_file: bool,
-    /// (device, inode) of the file mapped, where the kernel said (a
-    /// module is one file: the same path with another inode is another
-    /// module).
-    pub file_id: Option<FileId>,
-    /// Where it was mapped, (pid, start, end), the last few times: while
-    /// such a process lives, `/proc/PID/map_files/START-END` opens the
-    /// file it mapped, whatever its path names by then.
-    pub mapped_at: Vec<(u32, u64, u64)>,
-    /// The file as the first process mapped it, opened through its
-    /// `map_files` entry when the mapping was seen (where descriptors are
-    /// plentiful): names its code even after the process exited and its
-    /// path was pointed elsewhere. See [`crate::elf_symbols::pin_mapped`].
-    pub pinned: Option<crate::elf_symbols::Pinned>,
-}
-
-/// (device, inode) of a mapped file.
-type FileId = crate::elf_symbols::FileId;
+use lotus_symbols::{FileId, Module, VDSO};
 
 /// How many mappings of one module [`Module::mapped_at`] keeps.
 const MAX_MAPPED_AT: usize = 8;
 
-/// The kernel's vDSO: not a file, but symbolized from this process's copy
-/// (the same image in every process of the same ABI).
-pub(crate) const VDSO: &str = "[vdso]";
-
-impl Module {
-    /// Whether samples keep their offset in this module (files, and the
-    /// vDSO); others group at offset 0.
-    pub(crate) fn keeps_offsets(&self) -> bool {
-        self.is_file || self.name == VDSO
-    }
-}
+/// An index into [`Model::modules`].
+pub(crate) type ModuleId = u32;
 
 /// Where a sample fell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -307,7 +271,7 @@ impl Model {
                 if let Some(m) = self.modules.get_mut(module as usize) {
                     if m.is_file {
                         if m.mapped_at.is_empty() {
-                            m.pinned = crate::elf_symbols::pin_mapped(
+                            m.pinned = lotus_symbols::pin_mapped(
                                 pid,
                                 start,
                                 start.saturating_add(len),

@@ -7,8 +7,8 @@ use perf_event::Builder;
 
 use crate::counting::hardware_cycles_error;
 use crate::error::{is_permission, kernel_refused_note, paranoid_level};
-use crate::kallsyms::{addresses_visible, KALLSYMS_PATH};
 use crate::{BACKEND, PARANOID_PATH};
+use lotus_symbols::{addresses_visible, KALLSYMS_PATH};
 
 pub(crate) fn probe() -> Probe {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")

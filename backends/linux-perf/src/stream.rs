@@ -28,8 +28,9 @@ use std::time::Duration;
 use lotus_core::Error as CoreError;
 use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_STACK_DEPTH};
 
-use crate::model::{Location, Module};
+use crate::model::Location;
 use crate::symbolize::LocationNamer;
+use lotus_symbols::Module;
 
 /// Samples queued between the drain thread and the writer, at most: about
 /// 40 MiB, two minutes of a busy two-CPU job at 4 kHz. The frames of a

@@ -22,9 +22,10 @@ use lotus_core::UNKNOWN_MODULE;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
-use crate::elf_symbols::{module_symbols, with_descriptors, Found};
-use crate::kallsyms::{KernelSymbols, KALLSYMS_PATH};
-use crate::model::{Location, Model, Module, ModuleId, VDSO};
+use crate::model::{Location, Model, ModuleId};
+use lotus_symbols::{module_symbols, with_descriptors, Found};
+use lotus_symbols::{KernelSymbols, KALLSYMS_PATH};
+use lotus_symbols::{Module, VDSO};
 
 /// The function name for code nothing could name.
 pub const UNKNOWN_FUNCTION: &str = "[unknown]";

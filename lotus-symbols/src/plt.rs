@@ -13,10 +13,10 @@ use object::read::elf::{ElfFile64, SectionHeader};
 use object::{Endianness, Object, ObjectSection};
 
 /// One synthesized stub symbol: (start address, size, `name@plt`).
-pub(crate) type PltSymbol = (u64, u64, String);
+pub type PltSymbol = (u64, u64, String);
 
 /// The PLT sections that hold one stub per imported function.
-pub(crate) const PLT_SECTIONS: [&str; 3] = [".plt", ".plt.sec", ".plt.got"];
+pub const PLT_SECTIONS: [&str; 3] = [".plt", ".plt.sec", ".plt.got"];
 
 /// The GOT slot an x86-64 stub at `address` jumps through, from its bytes:
 /// `jmp *disp32(%rip)` (`ff 25`), optionally after `endbr64` and a `bnd`
@@ -33,7 +33,7 @@ fn x86_64_slot(address: u64, code: &[u8]) -> Option<u64> {
 /// architectures' stubs are left to the unwind-table grouping), objdump's
 /// way: the reference [`stub_at`] is tested against.
 #[cfg(test)]
-pub(crate) fn plt_symbols<'data, R: object::ReadRef<'data>>(
+pub fn plt_symbols<'data, R: object::ReadRef<'data>>(
     obj: &ElfFile64<'data, Endianness, R>,
 ) -> Vec<PltSymbol> {
     use object::{ObjectSymbol, ObjectSymbolTable, RelocationTarget};
@@ -114,7 +114,7 @@ pub(crate) fn plt_symbols<'data, R: object::ReadRef<'data>>(
 
 /// Where a section lies: its address, size, file offset and entry size.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct RawSection {
+pub struct RawSection {
     pub address: u64,
     pub size: u64,
     pub offset: u64,
@@ -125,7 +125,7 @@ impl RawSection {
     /// `s` of an ELF file, where its bytes are in the file (all of them:
     /// a header claiming more than the file holds gives `None`, so that no
     /// read is sized by it).
-    pub(crate) fn of<'data, R: object::ReadRef<'data>>(
+    pub fn of<'data, R: object::ReadRef<'data>>(
         s: &object::read::elf::ElfSection64<'data, '_, Endianness, R>,
         endian: Endianness,
         file_len: u64,
@@ -143,12 +143,12 @@ impl RawSection {
     }
 
     /// Whether `address` is in the section.
-    pub(crate) fn holds(&self, address: u64) -> bool {
+    pub fn holds(&self, address: u64) -> bool {
         self.address <= address && address - self.address < self.size
     }
 
     /// The section's bytes, read through `file`.
-    pub(crate) fn bytes(&self, file: &std::fs::File) -> Option<Vec<u8>> {
+    pub fn bytes(&self, file: &std::fs::File) -> Option<Vec<u8>> {
         read_at(file, self.offset, usize::try_from(self.size).ok()?)
     }
 }
@@ -158,7 +158,7 @@ impl RawSection {
 /// kept open instead of parsing it again (a parse reads the symbol
 /// tables: 1.4 ms a lookup for libtorch).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct PltLayout {
+pub struct PltLayout {
     /// The PLT sections, in [`PLT_SECTIONS`] order.
     pub stubs: Vec<RawSection>,
     /// The relocation sections that apply through the dynamic symbols, in
@@ -171,7 +171,7 @@ pub(crate) struct PltLayout {
 impl PltLayout {
     /// The layout of `obj`; empty (no stub is named) where it is not
     /// x86-64 or has no dynamic symbols.
-    pub(crate) fn of<'data, R: object::ReadRef<'data>>(
+    pub fn of<'data, R: object::ReadRef<'data>>(
         obj: &ElfFile64<'data, Endianness, R>,
     ) -> PltLayout {
         let mut out = PltLayout::default();
@@ -207,7 +207,7 @@ impl PltLayout {
 
 /// GOT slot -> the dynamic symbol of its first relocation that has one,
 /// from the raw relocation records (read once per file: 7 MB for libtorch).
-pub(crate) type SlotSymbols = HashMap<u64, u32>;
+pub type SlotSymbols = HashMap<u64, u32>;
 
 /// Bytes of `file` at `offset`, or `None` where it cannot be read.
 fn read_at(file: &std::fs::File, offset: u64, len: usize) -> Option<Vec<u8>> {
@@ -229,7 +229,7 @@ fn symbol_relocations(bytes: &[u8]) -> impl Iterator<Item = (u64, u32)> + '_ {
 }
 
 /// [`SlotSymbols`] of a file.
-pub(crate) fn slot_symbols(layout: &PltLayout, file: &std::fs::File) -> SlotSymbols {
+pub fn slot_symbols(layout: &PltLayout, file: &std::fs::File) -> SlotSymbols {
     let mut out = SlotSymbols::new();
     for bytes in layout.relas.iter().filter_map(|rela| rela.bytes(file)) {
         for (slot, sym) in symbol_relocations(&bytes) {
@@ -271,7 +271,7 @@ fn dynamic_name(layout: &PltLayout, file: &std::fs::File, index: u32) -> Option<
 /// The stub holding `address`, named as [`plt_symbols`] names it: (start,
 /// size, `name@plt`), or `None` where no stub there is named. Only that
 /// stub's bytes are read, and its GOT slot's symbol is found in `slots`.
-pub(crate) fn stub_at(
+pub fn stub_at(
     layout: &PltLayout,
     file: &std::fs::File,
     slots: &SlotSymbols,

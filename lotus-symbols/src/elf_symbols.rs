@@ -46,10 +46,10 @@ use object::{Endianness, Object, ObjectSection, ObjectSegment};
 
 use crate::code_scan::gap_function_starts;
 use crate::debug_link::debug_file;
-use crate::model::Module;
 use crate::plt::{slot_symbols, stub_at, PltLayout, SlotSymbols};
 use crate::unwind;
 use crate::unwind::{EhLayout, EhTables};
+use crate::Module;
 
 /// The most bytes of one uncovered gap scanned for prologues.
 const MAX_GAP_SCAN: u64 = 16 << 20;
@@ -130,13 +130,24 @@ impl NameSource {
 
 /// How an address was resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Found {
-    /// A symbol names it; `start` is the symbol's file offset.
-    Named { name: Arc<str>, start: u64 },
-    /// An unwind-table function holds it, starting at file offset `start`.
-    Unwind { start: u64 },
-    /// Code that neither covers: the guessed function start.
-    Gap { start: u64 },
+pub enum Found {
+    /// A symbol names it.
+    Named {
+        /// The symbol's name, as the table has it (mangled).
+        name: Arc<str>,
+        /// The symbol's file offset.
+        start: u64,
+    },
+    /// An unwind-table function holds it.
+    Unwind {
+        /// The function's file offset.
+        start: u64,
+    },
+    /// Code that neither covers.
+    Gap {
+        /// The guessed function start (a frame-pointer prologue).
+        start: u64,
+    },
     /// Not in code.
     Nothing,
 }
@@ -176,7 +187,7 @@ struct Fallback {
 
 /// The symbols, unwind ranges and uncovered code of one ELF file.
 #[derive(Debug, Default)]
-pub(crate) struct ModuleSymbols {
+pub struct ModuleSymbols {
     segments: Vec<Segment>,
     /// Executable sections: (start, end, file offset), sorted.
     sections: Vec<(u64, u64, u64)>,
@@ -343,7 +354,7 @@ impl ModuleSymbols {
     /// Reads the symbol tables of the ELF file at `path` (and of its debug
     /// file, where it has no `.symtab`), without their names.
     #[cfg(test)]
-    pub(crate) fn load(path: &Path) -> Result<ModuleSymbols, String> {
+    pub fn load(path: &Path) -> Result<ModuleSymbols, String> {
         let (file, meta) = open_regular(path).map_err(|e| format!("{}: {e}", path.display()))?;
         ModuleSymbols::load_from(Arc::new(file), &meta, path)
     }
@@ -352,7 +363,7 @@ impl ModuleSymbols {
     /// metadata `meta`; mapped from `path`) and of its debug file, where it
     /// has no `.symtab`, without their names. The tables are checked
     /// against the file's real size first ([`check_tables`]).
-    pub(crate) fn load_from(
+    pub fn load_from(
         file: Arc<File>,
         meta: &Metadata,
         path: &Path,
@@ -592,7 +603,7 @@ impl ModuleSymbols {
     }
 
     /// Resolves file offset `offset`.
-    pub(crate) fn lookup(&self, offset: u64) -> Found {
+    pub fn lookup(&self, offset: u64) -> Found {
         let Some(address) = self.address_of(offset) else {
             return Found::Nothing;
         };
@@ -644,7 +655,7 @@ impl ModuleSymbols {
 
     /// How many distinct symbol starts were read.
     #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    pub(crate) fn starts(&self) -> usize {
         let mut starts: Vec<u64> = self.entries.iter().map(|e| e.start).collect();
         starts.dedup();
         starts.len()
@@ -691,7 +702,7 @@ type FileVersion = (u64, u64, u64, i64, i64);
 
 /// (device, inode) of a file, as `fstat` gives them: what the kernel says
 /// a process mapped (the perf MMAP2 record).
-pub(crate) type FileId = (u64, u64);
+pub type FileId = (u64, u64);
 
 /// Symbol tables read so far in this process, by file version (not by
 /// path: a path names whatever is there now, the version what was read).
@@ -705,7 +716,7 @@ static LOADED: Mutex<BTreeMap<FileVersion, Arc<ModuleSymbols>>> = Mutex::new(BTr
 /// `open`, no FIFO wait), checked with `fstat`, and only then reopened for
 /// reading through `/proc/self/fd` (the same inode, whatever the path
 /// names by then) with `O_RDONLY|O_NONBLOCK|O_NOCTTY|O_CLOEXEC`.
-pub(crate) fn open_regular(path: &Path) -> io::Result<(File, Metadata)> {
+pub fn open_regular(path: &Path) -> io::Result<(File, Metadata)> {
     let handle = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
@@ -759,7 +770,7 @@ fn refuse_unless_regular(meta: &Metadata) -> io::Result<()> {
 /// [`open_regular`], for a file found by its path alone (a separate debug
 /// file): only one owned by root or by this user and writable by no one
 /// else, so that another user cannot choose what it says.
-pub(crate) fn open_trusted(path: &Path) -> Option<(File, Metadata)> {
+pub fn open_trusted(path: &Path) -> Option<(File, Metadata)> {
     let (file, meta) = open_regular(path).ok()?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
@@ -815,7 +826,7 @@ fn open_failure(path: &str, e: &io::Error) -> String {
 /// `open()`, run again once after the cache of symbol tables is emptied
 /// (closing the descriptors it held) where it failed for want of
 /// descriptors (a low `ulimit -n`).
-pub(crate) fn with_descriptors<T>(open: impl Fn() -> io::Result<T>) -> io::Result<T> {
+pub fn with_descriptors<T>(open: impl Fn() -> io::Result<T>) -> io::Result<T> {
     match open() {
         Err(e) if out_of_descriptors(&e) => {
             LOADED.lock().unwrap_or_else(|p| p.into_inner()).clear();
@@ -832,7 +843,7 @@ fn out_of_descriptors(e: &io::Error) -> bool {
 
 /// A mapped file held open since its mapping was seen.
 #[derive(Debug, Clone)]
-pub(crate) struct Pinned(Arc<File>, Metadata);
+pub struct Pinned(Arc<File>, Metadata);
 
 impl PartialEq for Pinned {
     fn eq(&self, other: &Pinned) -> bool {
@@ -856,7 +867,7 @@ const MAX_OPEN_SHARE_TO_PIN: u64 = 2;
 /// library swapped for a FIFO or for other code). `None` where that
 /// cannot be opened, is not the file the kernel said (`id`), or
 /// descriptors are scarce (see [`MIN_LIMIT_TO_PIN`]).
-pub(crate) fn pin_mapped(pid: u32, start: u64, end: u64, id: Option<FileId>) -> Option<Pinned> {
+pub fn pin_mapped(pid: u32, start: u64, end: u64, id: Option<FileId>) -> Option<Pinned> {
     // SAFETY: an all-zero rlimit is a valid buffer.
     let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
     // SAFETY: a valid buffer.
@@ -925,7 +936,7 @@ fn open_module(module: &Module) -> io::Result<(Arc<File>, Metadata)> {
 /// out of descriptors (a low `ulimit -n`), the cache is emptied (closing
 /// what it held) and the open tried again: the tables are then read again
 /// when next needed, which costs time, not names.
-pub(crate) fn module_symbols(module: &Module) -> Result<Arc<ModuleSymbols>, String> {
+pub fn module_symbols(module: &Module) -> Result<Arc<ModuleSymbols>, String> {
     let (file, meta) = with_descriptors(|| open_module(module)).map_err(|e| match e.kind() {
         io::ErrorKind::Other => e.to_string(),
         _ => open_failure(&module.name, &e),
@@ -1235,7 +1246,7 @@ mod tests {
             ("next", 0x380, 0x10, false, true),
             ("last_unsized", 0x400, 0, false, true),
         ]);
-        assert_eq!(m.len(), 5);
+        assert_eq!(m.starts(), 5);
         assert_eq!(named(m.lookup(0x120)), Some(("memcpy".into(), 0x100)));
         assert_eq!(named(m.lookup(0x205)), Some(("local_fn".into(), 0x200)));
         // Between sized symbols: nothing names it.
@@ -1275,7 +1286,7 @@ mod tests {
         let a = module_symbols(&exe).expect("own binary");
         let b = module_symbols(&exe).expect("own binary");
         assert!(Arc::ptr_eq(&a, &b), "read twice");
-        assert!(a.len() > 100, "{} symbols", a.len());
+        assert!(a.starts() > 100, "{} symbols", a.starts());
     }
 
     /// Every stub that the whole-table synthesis (objdump's way, the one
@@ -1419,7 +1430,7 @@ mod tests {
         let root = unsafe { libc::geteuid() } == 0;
         if root {
             let symbols = module_symbols(&module).expect("read through map_files");
-            assert!(symbols.len() > 10, "{} symbols", symbols.len());
+            assert!(symbols.starts() > 10, "{} symbols", symbols.starts());
             let pinned = pin_mapped(std::process::id(), start, end, module.file_id);
             assert!(pinned.is_some(), "not pinned");
             // Not the file the kernel said was mapped: not pinned.

@@ -12,7 +12,7 @@ const DEBUG_ROOT: &str = "/usr/lib/debug";
 /// [`DEBUG_ROOT`], else by debug link beside the file, in its `.debug`
 /// folder or under [`DEBUG_ROOT`]. Paths under [`DEBUG_ROOT`] are the
 /// system's; one beside the library is as trusted as the library.
-pub(crate) fn debug_file<'data, O: Object<'data>>(obj: &O, path: &Path) -> Option<PathBuf> {
+pub fn debug_file<'data, O: Object<'data>>(obj: &O, path: &Path) -> Option<PathBuf> {
     if let Ok(Some(id)) = obj.build_id() {
         if id.len() > 1 {
             let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();

@@ -16,7 +16,7 @@ use crate::plt::RawSection;
 
 /// The (start, end) virtual address ranges of the functions that the
 /// `.eh_frame` of `obj` describes, sorted by start; empty without one.
-pub(crate) fn function_ranges<'data, O: Object<'data>>(obj: &O) -> Result<Vec<(u64, u64)>, String> {
+pub fn function_ranges<'data, O: Object<'data>>(obj: &O) -> Result<Vec<(u64, u64)>, String> {
     let mut ranges = Vec::new();
     let Some(section) = obj.section_by_name(".eh_frame") else {
         return Ok(ranges);
@@ -55,7 +55,7 @@ pub(crate) fn function_ranges<'data, O: Object<'data>>(obj: &O) -> Result<Vec<(u
 /// Where the unwind tables of a file are, found when its symbol tables
 /// are read.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct EhLayout {
+pub struct EhLayout {
     hdr: RawSection,
     frame: RawSection,
     text: Option<u64>,
@@ -70,7 +70,7 @@ const MAX_KEPT: u64 = 64 << 20;
 impl EhLayout {
     /// The layout of `obj`'s `.eh_frame_hdr` and `.eh_frame`, where it has
     /// both in the file (little-endian, 64-bit: what lotus profiles).
-    pub(crate) fn of<'data, R: object::ReadRef<'data>>(
+    pub fn of<'data, R: object::ReadRef<'data>>(
         obj: &ElfFile64<'data, Endianness, R>,
     ) -> Option<EhLayout> {
         let endian = obj.endian();
@@ -92,7 +92,7 @@ impl EhLayout {
 
     /// The tables' bytes, read through `file`; `None` where they cannot be
     /// read or are too large to keep.
-    pub(crate) fn read(&self, file: &File) -> Option<EhTables> {
+    pub fn read(&self, file: &File) -> Option<EhTables> {
         if self.hdr.size.saturating_add(self.frame.size) > MAX_KEPT {
             return None;
         }
@@ -109,7 +109,7 @@ impl EhLayout {
 /// (walking all of a stripped CUDA library's took the sample writer 20 ms
 /// for one sampled address).
 #[derive(Debug)]
-pub(crate) struct EhTables {
+pub struct EhTables {
     hdr: Vec<u8>,
     frame: Vec<u8>,
     layout: EhLayout,
@@ -120,7 +120,7 @@ impl EhTables {
     /// the table has none, or where the FDE it points to does not hold
     /// the address or has no length ([`function_ranges`] then decides: it
     /// looks further back).
-    pub(crate) fn function_at(&self, address: u64) -> Option<(u64, u64)> {
+    pub fn function_at(&self, address: u64) -> Option<(u64, u64)> {
         let endian = RunTimeEndian::Little;
         let mut eh_frame = EhFrame::new(&self.frame, endian);
         eh_frame.set_address_size(8);
@@ -144,7 +144,7 @@ impl EhTables {
 }
 
 /// The range of `ranges` (sorted by start) that holds `address`.
-pub(crate) fn containing(ranges: &[(u64, u64)], address: u64) -> Option<(u64, u64)> {
+pub fn containing(ranges: &[(u64, u64)], address: u64) -> Option<(u64, u64)> {
     let i = ranges.partition_point(|&(s, _)| s <= address);
     let &(start, end) = ranges.get(i.checked_sub(1)?)?;
     (address < end).then_some((start, end))

@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::elf_symbols::open_regular;
 
 /// Where the kernel lists its symbols.
-pub(crate) const KALLSYMS_PATH: &str = "/proc/kallsyms";
+pub const KALLSYMS_PATH: &str = "/proc/kallsyms";
 
 /// No kernel function is this long: an address further than this past the
 /// nearest symbol below it is in none that kallsyms lists (a gap, or
@@ -36,7 +36,7 @@ struct Symbol {
 
 /// A named kernel address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct KernelSymbol<'a> {
+pub struct KernelSymbol<'a> {
     /// The function.
     pub name: &'a str,
     /// The loadable module (`ext4`), or `None` for the kernel image.
@@ -47,7 +47,7 @@ pub(crate) struct KernelSymbol<'a> {
 
 /// The kernel's text symbols, sorted by address.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct KernelSymbols {
+pub struct KernelSymbols {
     symbols: Vec<Symbol>,
     modules: Vec<Box<str>>,
     /// Text symbols listed with a zero address (hidden by kptr_restrict).
@@ -68,7 +68,7 @@ fn preference(kind: char, name: &str) -> (u8, usize, usize) {
 impl KernelSymbols {
     /// Parses kallsyms text. Lines that are not text symbols, or that do
     /// not parse, are skipped.
-    pub(crate) fn parse(input: impl BufRead) -> io::Result<KernelSymbols> {
+    pub fn parse(input: impl BufRead) -> io::Result<KernelSymbols> {
         let mut table = KernelSymbols::default();
         // (symbol, preference) before sorting.
         let mut all: Vec<(Symbol, (u8, usize, usize))> = Vec::new();
@@ -126,24 +126,24 @@ impl KernelSymbols {
     }
 
     /// Reads and parses [`KALLSYMS_PATH`].
-    pub(crate) fn load() -> io::Result<KernelSymbols> {
+    pub fn load() -> io::Result<KernelSymbols> {
         let (file, _) = open_regular(Path::new(KALLSYMS_PATH))?;
         Self::parse(io::BufReader::with_capacity(1 << 16, file))
     }
 
     /// How many symbols the table holds.
     #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.symbols.len()
     }
 
     /// True when the table names nothing.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.symbols.is_empty()
     }
 
     /// The function holding `address`: the nearest symbol at or below it.
-    pub(crate) fn lookup(&self, address: u64) -> Option<KernelSymbol<'_>> {
+    pub fn lookup(&self, address: u64) -> Option<KernelSymbol<'_>> {
         let i = self
             .symbols
             .partition_point(|s| s.address <= address)
@@ -162,7 +162,7 @@ impl KernelSymbols {
 
 /// Whether this process sees kernel addresses in kallsyms (the first text
 /// symbol has a non-zero address): `Ok(false)` when they are zeroed.
-pub(crate) fn addresses_visible() -> io::Result<bool> {
+pub fn addresses_visible() -> io::Result<bool> {
     let (file, _) = open_regular(Path::new(KALLSYMS_PATH))?;
     for line in io::BufReader::new(file).lines().take(1000) {
         let line = line?;

@@ -4,7 +4,7 @@
 /// aligned `push %rbp; mov %rsp,%rbp` (the frame-pointer prologue of code
 /// built without unwind tables) that follows a `ret` and nothing but
 /// padding. x86-64 only; elsewhere a gap is one function.
-pub(crate) fn gap_function_starts(gap_start: u64, code: &[u8], x86_64: bool, out: &mut Vec<u64>) {
+pub fn gap_function_starts(gap_start: u64, code: &[u8], x86_64: bool, out: &mut Vec<u64>) {
     const PROLOGUE: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
     // Bytes of the multi-byte nops and int3 that pad between functions.
     const PADDING: [u8; 11] = [

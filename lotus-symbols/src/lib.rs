@@ -1,0 +1,47 @@
+//! Addresses to function names as perf gives them, for lotus's samplers:
+//! the function symbols of an ELF file (`.symtab`, its debug file's by
+//! build ID or debug link, `.dynsym`), `name@plt` for PLT stubs, function
+//! starts from the unwind tables (`.eh_frame`) and frame-pointer
+//! prologues where a stripped file has no symbol, and the kernel's
+//! symbols from `/proc/kallsyms`.
+//!
+//! A file is opened as the process mapped it ([`Module`]: through
+//! `/proc/PID/map_files` while that process lives, else by path when the
+//! path still names the same inode), read once per file version
+//! ([`module_symbols`]), and looked up by file offset.
+//!
+//! ```
+//! use lotus_symbols::{module_symbols, Module};
+//!
+//! // This test binary, mapped as a file: its symbols can be read.
+//! let exe = std::env::current_exe().unwrap();
+//! let module = Module {
+//!     name: exe.display().to_string(),
+//!     is_file: true,
+//!     file_id: None,
+//!     mapped_at: Vec::new(),
+//!     pinned: None,
+//! };
+//! assert!(module_symbols(&module).is_ok());
+//! ```
+#![deny(missing_docs)]
+
+mod code_scan;
+mod debug_link;
+mod elf_symbols;
+mod kallsyms;
+mod module;
+mod plt;
+mod unwind;
+
+pub use elf_symbols::{
+    module_symbols, open_regular, open_trusted, pin_mapped, with_descriptors, FileId, Found,
+    ModuleSymbols, Pinned,
+};
+pub use kallsyms::{addresses_visible, KernelSymbol, KernelSymbols, KALLSYMS_PATH};
+pub use module::{Module, VDSO};
+
+/// The crate README's examples, run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
