@@ -340,3 +340,77 @@ fn the_checker_finds_what_it_must() {
         vec!["include:../../bench/README.md"]
     );
 }
+
+/// The repository paths a document names in code spans (`lotus-core/src/x.rs`),
+/// that do not exist; patterns (`*`, `{a,b}`, `<name>`) are skipped.
+fn missing_paths(text: &str, root: &Path) -> Vec<String> {
+    const TOPS: [&str; 10] = [
+        "lotus-",
+        "backends/",
+        "tests/",
+        "fixtures/",
+        "bench/",
+        "scripts/",
+        "docs/",
+        ".ci/",
+        "include/",
+        "templates/",
+    ];
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        for (i, span) in line.split('`').enumerate() {
+            // Odd pieces are inside a code span.
+            if i % 2 == 0 || !span.contains('/') || span.contains(' ') {
+                continue;
+            }
+            let path = span.trim_end_matches([':', ',', '.']);
+            let top_level = TOPS
+                .iter()
+                .any(|t| path.starts_with(t) && (t.ends_with('/') || path.contains('/')));
+            if !top_level
+                || path.contains(['*', '{', '<', '$', '='])
+                || path.starts_with("lotus-trace:")
+            {
+                continue;
+            }
+            if !root.join(path).exists() {
+                out.push(format!("line {}: {path}", n + 1));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_repository_path_the_docs_name_exists() {
+    let root = repo();
+    let mut docs = documents();
+    docs.push(root.join("ARCHITECTURE.md"));
+    docs.push(root.join("bench/README.md"));
+    for entry in std::fs::read_dir(&root).expect("the repository").flatten() {
+        let readme = entry.path().join("README.md");
+        if entry.path().is_dir() && readme.is_file() {
+            docs.push(readme);
+        }
+    }
+    let mut missing = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).expect("read a document");
+        for m in missing_paths(&text, &root) {
+            missing.push(format!("{}: {m}", doc.display()));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "paths the docs name that do not exist:\n{}",
+        missing.join("\n")
+    );
+    // The check finds what it must.
+    assert_eq!(
+        missing_paths(
+            "see `lotus-core/src/no_such_file.rs` and `lotus-core/src/lib.rs`",
+            &root
+        ),
+        vec!["line 1: lotus-core/src/no_such_file.rs".to_string()]
+    );
+}
