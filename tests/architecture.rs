@@ -107,7 +107,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "lotus-trace",
             ][..],
         ),
-        ("lotus-backend-common", &["lotus-core", "lotus-sys"][..]),
+        ("lotus-vendor", &["lotus-core", "lotus-sys"][..]),
         ("lotus-symbols", &["lotus-sys"][..]),
         (
             "lotus-backend-perf",
@@ -121,16 +121,11 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ),
         (
             "lotus-backend-vtune",
-            &["lotus-core", "lotus-sys", "lotus-backend-common"][..],
+            &["lotus-core", "lotus-sys", "lotus-vendor"][..],
         ),
         (
             "lotus-backend-uprof",
-            &[
-                "lotus-core",
-                "lotus-sys",
-                "lotus-backend-common",
-                "lotus-control",
-            ][..],
+            &["lotus-core", "lotus-sys", "lotus-vendor", "lotus-control"][..],
         ),
         (
             "lotus-control",
@@ -152,7 +147,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
 }
 
 fn is_backend(name: &str) -> bool {
-    name.starts_with("lotus-backend-") && name != "lotus-backend-common"
+    name.starts_with("lotus-backend-")
 }
 
 #[test]

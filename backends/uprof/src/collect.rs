@@ -37,11 +37,11 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use lotus_backend_common as common;
-use lotus_backend_common::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
 use lotus_core::shell_quote;
 use lotus_core::{CollectOptions, CollectPlan, Error as CoreError, Report, Target};
 use lotus_sys::PrivateDir;
+use lotus_vendor as common;
+use lotus_vendor::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
 
 use crate::report::read_report;
 

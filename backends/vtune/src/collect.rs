@@ -32,9 +32,9 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lotus_backend_common as common;
-use lotus_backend_common::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
 use lotus_core::{CollectOptions, CollectPlan, Error as CoreError, Report, Target};
+use lotus_vendor as common;
+use lotus_vendor::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
 
 use crate::report::read_hotspots;
 use crate::sampling::{self, Sampling};

@@ -118,7 +118,7 @@ pub struct ReadmeDoctests;
 /// private).
 ///
 /// ```compile_fail,E0603
-/// use lotus_backend_common::command_for;
+/// use lotus_vendor::command_for;
 /// ```
 #[cfg(doctest)]
 pub struct PrivateInternals;
