@@ -1,6 +1,6 @@
 //! The mapping engine used as an outside Rust developer would: a new Cargo
 //! project outside the workspace, depending by path on the library crates
-//! only (`lotus-map`, `lotus-core`, the backends), maps a fixture op live
+//! only (`lotus-map`, `lotus-core`, `lotus-sys` for its writer, the backends), maps a fixture op live
 //! through perf and builds a mapping from the fixture reports; its results
 //! are checked against `lotus map`'s on the same inputs. Also the
 //! `lotus-map` example that maps an op file, run as a user would.
@@ -61,9 +61,10 @@ fn manifest() -> String {
     };
     format!(
         "[package]\nname = \"lotus-consumer\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
-         # Not part of any workspace above the temporary folder.\n[workspace]\n\n[dependencies]\n{}{}{}{}",
+         # Not part of any workspace above the temporary folder.\n[workspace]\n\n[dependencies]\n{}{}{}{}{}",
         dep("lotus-map", "lotus-map"),
         dep("lotus-core", "lotus-core"),
+        dep("lotus-sys", "lotus-sys"),
         dep("lotus-backend-perf", "backends/linux-perf"),
         dep("lotus-backend-vtune", "backends/vtune"),
     )

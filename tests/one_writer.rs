@@ -50,7 +50,7 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "sample and symbol streams appended while sampling, O_EXCL|O_NOFOLLOW, in the trace folder `trace run` checked",
     ),
     (
-        "lotus-map/src/harness.rs",
+        "lotus-map/src/op_harness.rs",
         ".create_new(true)",
         "the control library copy, O_EXCL|O_NOFOLLOW mode 0500, in the harness's PrivateDir",
     ),

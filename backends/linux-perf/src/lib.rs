@@ -393,7 +393,7 @@ impl LinuxPerf {
         }
         let child = gated.release().map_err(|source| CoreError::Spawn {
             program: target.program.display().to_string(),
-            source,
+            source: lotus_sys::process::with_fd_hint(source),
         })?;
         Ok(PerfCollection::new(
             perf.window_switch,
@@ -508,7 +508,7 @@ fn spawn_gated(target: &Target) -> Result<lotus_sys::process::GatedChild, CoreEr
     use std::os::fd::{AsFd, BorrowedFd};
     let spawn_err = |source: std::io::Error| CoreError::Spawn {
         program: target.program.display().to_string(),
-        source,
+        source: lotus_sys::process::with_fd_hint(source),
     };
     let mut cmd = std::process::Command::new(&target.program);
     cmd.args(&target.args);

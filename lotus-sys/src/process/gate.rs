@@ -238,8 +238,9 @@ impl Drop for GatedChild {
     }
 }
 
-/// `e`, saying what to do when it is the open-file limit.
-fn with_fd_hint(e: io::Error) -> io::Error {
+/// `e`, saying what to do when it is the open-file limit (`EMFILE`,
+/// `ENFILE`): raise `ulimit -n`.
+pub fn with_fd_hint(e: io::Error) -> io::Error {
     if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
         return io::Error::new(
             e.kind(),

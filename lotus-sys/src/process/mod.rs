@@ -24,7 +24,7 @@ mod group;
 mod reaper;
 
 pub use bounded::output_within;
-pub use gate::{spawn_gated, GatedChild};
+pub use gate::{spawn_gated, with_fd_hint, GatedChild};
 pub use group::{clear_cloexec, log_pair, signal_group, stop_group, tail, wait_for};
 pub use reaper::{
     become_subreaper, descendants, end_descendants, kill_descendants, start_time, Reaper,
