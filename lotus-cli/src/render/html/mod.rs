@@ -217,6 +217,25 @@ pub(crate) enum Block {
         /// Its index in the page's plots (`report_cmd::Page`).
         index: usize,
     },
+    /// A flame graph, collapsed under its summary: inferno's SVG as an
+    /// `<img>` of a `data:` URL ([`crate::render::flame::data_url`]), so
+    /// that it makes no request, runs no script and its ids clash with
+    /// no other graph's.
+    Flame {
+        /// Its `data-flame` name (run and op path).
+        name: String,
+        /// The line shown while it is collapsed.
+        summary: String,
+        /// The image's text alternative.
+        alt: String,
+        /// Its `data:image/svg+xml;base64,` URL.
+        src: String,
+        /// The SVG's height, in its pixels ([`crate::render::flame::WIDTH`]
+        /// wide): the image keeps its proportions.
+        height: usize,
+        /// What draws it interactively (`lotus attribute DIR --flamegraph`).
+        command: String,
+    },
 }
 
 /// A paragraph block.
@@ -399,6 +418,7 @@ pub(crate) fn render(ctx: &PageContext, plots: &[String]) -> Result<String> {
     let t = env.get_template("report.html")?;
     let ctx = minijinja::context! {
         page => Value::from_serialize(ctx),
+        flame_width => crate::render::flame::WIDTH,
         plots => plots.iter().map(|p| Value::from_safe_string(p.clone())).collect::<Vec<_>>(),
         style => Value::from_safe_string(STYLE.to_string()),
         script => Value::from_safe_string(TIMELINE_JS.to_string()),
