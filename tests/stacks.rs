@@ -71,7 +71,14 @@ fn ok(args: &[&str]) -> (String, String) {
 
 /// Traces the job sampled into `dir/out` with `--stacks stacks`.
 fn trace(dir: &Path, stacks: &str) -> String {
+    trace_job(dir, stacks, JOB)
+}
+
+/// Traces `job` (Python: it loads the library named by its first
+/// argument) sampled into `dir/out` with `--stacks stacks`.
+pub(crate) fn trace_job(dir: &Path, stacks: &str, job_text: &str) -> String {
     let (script, lib) = job(dir);
+    std::fs::write(&script, job_text).expect("write job");
     let out = dir.join("out");
     let py = python();
     ok(&[

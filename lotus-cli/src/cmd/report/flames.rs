@@ -27,7 +27,7 @@ use lotus_sort::Budget;
 use super::samples::Sampled;
 use super::Page;
 use crate::render::flame;
-use crate::render::html::{code, text, Block};
+use crate::render::html::{code, flame_block, text, Block};
 
 /// An op gets a flame graph where it holds at least this share of its
 /// run's samples (its own and its inner ops').
@@ -91,26 +91,24 @@ fn run_flames(
         }
         let title = format!("{} (CPU samples)", lotus_sys::text::printable(&r.path));
         let svg = flame::svg(&lines, &title, MIN_WIDTH_PX, true)?;
-        let height = flame::height(&svg).unwrap_or(400);
         drawn.push(Drawn {
             path: r.path.clone(),
             samples,
-            block: Block::Flame {
-                name: format!("{label}/{}", r.path),
-                summary: format!(
+            block: flame_block(
+                format!("{label}/{}", r.path),
+                format!(
                     "{}: {samples} samples ({share:.1}% of the run's), {} stacks",
                     r.path,
                     lines.len()
                 ),
-                alt: format!("flame graph of {} in {label}", r.path),
-                src: flame::data_url(&svg),
-                height,
-                command: format!(
+                format!("flame graph of {} in {label}", r.path),
+                &svg,
+                format!(
                     "lotus attribute {} --flamegraph flame.svg --op {}",
                     dir.display(),
                     r.path
                 ),
-            },
+            ),
         });
     }
     if drawn.len() > MAX_FLAMES {

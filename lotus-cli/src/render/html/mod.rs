@@ -228,7 +228,8 @@ pub(crate) enum Block {
         summary: String,
         /// The image's text alternative.
         alt: String,
-        /// Its `data:image/svg+xml;base64,` URL.
+        /// Its `data:image/svg+xml;base64,` URL: made by [`flame_block`]
+        /// alone (the template writes it unescaped).
         src: String,
         /// The SVG's height, in its pixels ([`crate::render::flame::WIDTH`]
         /// wide): the image keeps its proportions.
@@ -236,6 +237,30 @@ pub(crate) enum Block {
         /// What draws it interactively (`lotus attribute DIR --flamegraph`).
         command: String,
     },
+}
+
+/// A flame graph's block: `svg` (inferno's) as the `data:` URL of an
+/// image, collapsed under `summary`; the other texts are escaped as any.
+pub(crate) fn flame_block(
+    name: String,
+    summary: String,
+    alt: String,
+    svg: &str,
+    command: String,
+) -> Block {
+    let src = crate::render::flame::data_url(svg);
+    // Marked safe in the template: only a fixed prefix and base64.
+    debug_assert!(src
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "+/=:;,-".contains(c)));
+    Block::Flame {
+        name,
+        summary,
+        alt,
+        src,
+        height: crate::render::flame::height(svg).unwrap_or(400),
+        command,
+    }
 }
 
 /// A paragraph block.
