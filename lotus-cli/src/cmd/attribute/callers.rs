@@ -263,7 +263,7 @@ fn footer(c: &Callers) -> Vec<String> {
 
 fn csv_of(c: &Callers) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(lotus_sys::text::csv_record(&[
+    w.write_record(lotus_sys::text::csv_record([
         "row",
         "row_samples",
         "function",
@@ -277,7 +277,7 @@ fn csv_of(c: &Callers) -> Result<String> {
     ]))?;
     for r in &c.rows {
         for (depth, path, n) in lines_of(r) {
-            w.write_record(lotus_sys::text::csv_record(&[
+            w.write_record(lotus_sys::text::csv_record([
                 r.row.clone(),
                 r.row_samples.to_string(),
                 c.function.clone(),

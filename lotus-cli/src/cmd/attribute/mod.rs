@@ -6,7 +6,8 @@
 //!                 [--match auto|name] [--format table|csv|json|md] [--out FILE]
 //!                 [--plot FILE.svg] [--by op|function]
 //! lotus attribute DIR [--prefix lotus] [--top 5] [--format ...] [--out FILE]
-//!                 [--plot FILE.svg]
+//!                 [--plot FILE.svg] [--flamegraph FILE.svg [--op NAME]]
+//! lotus attribute DIR --by caller --function NAME [--op NAME] [--format ...]
 //! ```
 //!
 //! `--by function` gives one row per native function of the mapping
