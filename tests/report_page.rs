@@ -592,6 +592,24 @@ fn a_sampled_run_with_stacks_shows_one_flame_graph_per_op() {
         "no flame graph section without stacks"
     );
 
+    // A received folder whose stacks file is a link out of it: the page
+    // is written, its attribution stands, and it says why there is no
+    // flame graph, naming the file.
+    let linked = tempfile::tempdir().expect("tmp");
+    let out2 = crate::stacks::trace_job(linked.path(), "fp", TWO_OPS);
+    let stacks = Path::new(&out2).join("lotus.stacks");
+    fs::remove_file(&stacks).expect("rm");
+    std::os::unix::fs::symlink("/dev/zero", &stacks).expect("link");
+    let linked_page = linked.path().join("report.html");
+    lotus_ok(&["report", "--out", s(&linked_page), "--trace", &out2]);
+    let linked_html = fs::read_to_string(&linked_page).expect("page");
+    assert!(linked_html.contains("Samples in the pipeline"), "sampled");
+    assert!(
+        linked_html.contains("No flame graphs:") && linked_html.contains("lotus.stacks"),
+        "says why, naming the file"
+    );
+    assert!(!linked_html.contains("class=\"flame\""));
+
     let Some(browser) = chromium_for("a_sampled_run_with_stacks_shows_one_flame_graph_per_op")
     else {
         return;

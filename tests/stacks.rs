@@ -451,6 +451,32 @@ fn callers_of_an_unknown_function_or_without_stacks_are_clear_errors() {
         "{err}"
     );
     common::lotus_usage_error(&["attribute", &out, "--by", "caller"]);
+    common::lotus_usage_error(&[
+        "attribute",
+        &out,
+        "--by",
+        "caller",
+        "--function",
+        "inner",
+        "--plot",
+        "x.svg",
+    ]);
+    // --flamegraph beside it draws the same stacks.
+    let svg = tmp.path().join("callers.svg");
+    let (text, _) = ok(&[
+        "attribute",
+        &out,
+        "--by",
+        "caller",
+        "--function",
+        "inner",
+        "--flamegraph",
+        s(&svg),
+    ]);
+    assert!(text.contains("outer"), "{text}");
+    assert!(std::fs::read_to_string(&svg)
+        .expect("svg")
+        .contains("inner"));
     common::lotus_usage_error(&["attribute", &out, "--function", "inner"]);
 
     let none = tempfile::tempdir().expect("tmp");

@@ -208,6 +208,20 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
     args.out = args.out.filter(|p| !crate::usage::is_stdout(p));
     match (args.by, &args.function, &args.dir) {
         (ByArg::Caller, Some(function), Some(dir)) => {
+            if args.plot.is_some() {
+                return Err(crate::usage::usage(
+                    "--plot draws the rows' CPU time; leave it out with --by caller",
+                ));
+            }
+            if let Some(svg) = &args.flamegraph {
+                flames::flamegraph_of(
+                    dir,
+                    &args.prefix,
+                    lotus_sort::Budget::from_env()?,
+                    svg,
+                    args.op.as_deref(),
+                )?;
+            }
             return callers::run(
                 dir,
                 &args.prefix,

@@ -44,21 +44,29 @@ struct Drawn {
     block: Block,
 }
 
-/// The flame graphs of one run (`dir`, attributed as `a`): the notes on
-/// what was left out, and the blocks. None where its samples carry no
-/// stacks.
+/// What a run's flame graphs are.
+enum Flames {
+    /// Its ops' graphs, and how many ops have none (too few samples).
+    Drawn(Vec<Drawn>, usize),
+    /// Why there are none (its stacks could not be read).
+    Failed(String),
+}
+
+/// The flame graphs of one run (`dir`, attributed as `a`). None where its
+/// samples carry no stacks.
 fn run_flames(
     label: &str,
     dir: &Path,
     prefix: &str,
     budget: Budget,
     a: &InPipelineAttribution,
-) -> Result<Option<(Vec<Drawn>, usize)>> {
+) -> Result<Option<Flames>> {
+    // A stacks file that cannot be read (a fifo, a link out of the
+    // folder...): the rest of the page stands, and says why there is no
+    // graph.
     let f = match lotus_attribute::folded_folder(dir, prefix, budget) {
         Ok(f) => f,
-        // The rest of the page stands without them; the attribution
-        // section above already names what is wrong with the folder.
-        Err(_) => return Ok(None),
+        Err(e) => return Ok(Some(Flames::Failed(format!("{e:#}")))),
     };
     if !f.with_stacks || f.samples == 0 {
         return Ok(None);
@@ -123,7 +131,7 @@ fn run_flames(
         small += drawn.len() - MAX_FLAMES;
         drawn.retain(|d| kept.contains(&d.path));
     }
-    Ok(Some((drawn, small)))
+    Ok(Some(Flames::Drawn(drawn, small)))
 }
 
 /// The flame graphs section: for each sampled run with stacks (`dirs`:
@@ -139,10 +147,12 @@ pub(crate) fn flames_section(
     let mut runs = Vec::new();
     for ((label, s), dir) in sampled.iter().zip(dirs) {
         let Sampled::With(a) = s else { continue };
-        if let Some((drawn, left_out)) = run_flames(label, dir, prefix, budget, a)? {
-            if !drawn.is_empty() {
-                runs.push((label, drawn, left_out));
+        match run_flames(label, dir, prefix, budget, a)? {
+            Some(Flames::Drawn(drawn, left_out)) if !drawn.is_empty() => {
+                runs.push((label, drawn, left_out, None));
             }
+            Some(Flames::Failed(why)) => runs.push((label, Vec::new(), 0, Some(why))),
+            _ => {}
         }
     }
     if runs.is_empty() {
@@ -158,8 +168,11 @@ pub(crate) fn flames_section(
             " draws them: the op's own samples and those of the ops inside it, each frame as wide as its samples, callers below their callees. Click an op's line to open its graph. Shown for ops with at least {MIN_SHARE_PCT}% of their run's samples, at most {MAX_FLAMES} a run; frames under 0.1% of the graph's width are left out. The images are static: the command under each writes the interactive SVG (zoom, search)."
         )),
     ]);
-    for (label, drawn, left_out) in runs {
+    for (label, drawn, left_out, failed) in runs {
         page.h(3, label.clone());
+        if let Some(why) = failed {
+            page.p(vec![text(format!("No flame graphs: {why}"))]);
+        }
         for d in drawn {
             page.push(d.block);
         }
