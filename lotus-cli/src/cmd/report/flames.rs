@@ -12,7 +12,7 @@
 //! no tooltips): each says the command that writes the interactive one.
 //!
 //! Big pages: an op gets a graph only where it holds at least
-//! [`MIN_SHARE_PCT`]% of the run's samples, at most [`MAX_FLAMES`] ops a
+//! [`MIN_SHARE_PCT`]% of the run's samples in ops, at most [`MAX_FLAMES`] ops a
 //! run (those with the most samples), and frames narrower than
 //! [`MIN_WIDTH_PX`] of the graph's 1200 pixels are left out (inferno's
 //! `--minwidth`); the section says so. A run without stacks gets no
@@ -30,7 +30,8 @@ use crate::render::flame;
 use crate::render::html::{code, flame_block, text, Block};
 
 /// An op gets a flame graph where it holds at least this share of its
-/// run's samples (its own and its inner ops').
+/// run's samples in ops (its own and its inner ops', over every op row's
+/// own).
 pub const MIN_SHARE_PCT: f64 = 1.0;
 /// At most this many flame graphs a run.
 pub const MAX_FLAMES: usize = 12;
@@ -73,6 +74,15 @@ fn run_flames(
     }
     let mut drawn = Vec::new();
     let mut small = 0usize;
+    // The samples in ops (each op row's own): the threshold's base, so
+    // that a run whose training loop takes most of the CPU still shows
+    // its ops.
+    let in_ops: u64 = a
+        .rows
+        .iter()
+        .filter(|r| r.kind == RowKind::Op)
+        .map(|r| r.samples)
+        .sum();
     for r in a.rows.iter().filter(|r| r.kind == RowKind::Op) {
         let root: String = r
             .path
@@ -93,7 +103,7 @@ fn run_flames(
             continue;
         }
         let share = 100.0 * samples as f64 / f.samples as f64;
-        if share < MIN_SHARE_PCT {
+        if 100.0 * samples as f64 / (in_ops.max(1) as f64) < MIN_SHARE_PCT {
             small += 1;
             continue;
         }
@@ -165,7 +175,7 @@ pub(crate) fn flames_section(
         text(" records them), as "),
         code("lotus attribute DIR --flamegraph FILE.svg --op PATH"),
         text(format!(
-            " draws them: the op's own samples and those of the ops inside it, each frame as wide as its samples, callers below their callees. Click an op's line to open its graph. Shown for ops with at least {MIN_SHARE_PCT}% of their run's samples, at most {MAX_FLAMES} a run; frames under 0.1% of the graph's width are left out. The images are static: the command under each writes the interactive SVG (zoom, search)."
+            " draws them: the op's own samples and those of the ops inside it, each frame as wide as its samples, callers below their callees. Click an op's line to open its graph. Shown for ops with at least {MIN_SHARE_PCT}% of their run's samples in ops, at most {MAX_FLAMES} a run; frames under 0.1% of the graph's width are left out. The images are static: the command under each writes the interactive SVG (zoom, search)."
         )),
     ]);
     for (label, drawn, left_out, failed) in runs {
