@@ -635,3 +635,29 @@ fn a_sampled_run_with_stacks_shows_one_flame_graph_per_op() {
         }
     }
 }
+
+/// A run of 14 ops of 10 samples each and one of a single sample: the
+/// page draws 12 graphs (the cap; ties kept in name order), none for the
+/// op under 1% of the samples in ops, and says that 3 ops have none.
+#[test]
+fn the_flame_graphs_are_capped_and_the_page_says_so() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("many");
+    fs::create_dir(&dir).expect("dir");
+    let names: Vec<String> = (0..14).map(|i| format!("Op{i:02}")).collect();
+    let mut ops: Vec<(&str, u64)> = names.iter().map(|n| (n.as_str(), 10)).collect();
+    ops.push(("Tiny", 1));
+    crate::stacks::synthetic_ops_folder(&dir, &ops);
+    let page = tmp.path().join("report.html");
+    lotus_ok(&["report", "--out", s(&page), "--trace", s(&dir)]);
+    let html = fs::read_to_string(&page).expect("page");
+    assert_self_contained(&html);
+    let flames = flames_of(&html);
+    let drawn: Vec<&str> = flames.iter().map(|(n, _)| n.as_str()).collect();
+    let want: Vec<String> = names[..12].iter().map(|n| format!("many/{n}")).collect();
+    assert_eq!(drawn, want);
+    assert!(
+        html.contains("3 more op(s) with fewer samples have no graph here."),
+        "says what is left out"
+    );
+}

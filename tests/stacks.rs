@@ -493,6 +493,64 @@ fn callers_of_an_unknown_function_or_without_stacks_are_clear_errors() {
     );
 }
 
+/// A synthetic sampled folder with stacks: a worker (pid 10) running
+/// each op of `ops` (name, samples) one after another, sampled every
+/// 100 ns, every sample in `main;outer;inner`.
+pub(crate) fn synthetic_ops_folder(dir: &Path, ops: &[(&str, u64)]) {
+    use lotus_samples::{Sample, SampleFiles, SampleSink, SamplesWriter, StackNode, Symbol};
+    let off = 1_000_000u64;
+    let mut log = format!("#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n");
+    let (mut samples, mut ids) = (Vec::new(), Vec::new());
+    let mut t = 1000u64;
+    for (name, n) in ops {
+        log += &format!("S{name},{},{},kind=op\n", t + off, n * 100);
+        for _ in 0..*n {
+            samples.push(Sample {
+                time_ns: t + 50,
+                pid: 10,
+                tid: 10,
+                symbol: 2,
+                kernel: false,
+                counters: Default::default(),
+            });
+            ids.push(3);
+            t += 100;
+        }
+    }
+    log += &format!(
+        "# lotus-trace: clock wall_ns={} monotonic_ns={}\n",
+        t + 1000 + off,
+        t + 1000
+    );
+    std::fs::write(dir.join("lotus_worker_pid_10"), log).expect("log");
+    let mut w = SamplesWriter::create(dir, "lotus").expect("w");
+    w.with_stacks().expect("stacks");
+    w.symbols(&[
+        (0, Symbol::new("main", "/usr/bin/python3.11")),
+        (1, Symbol::new("outer", "/opt/lib/libspin.so")),
+        (2, Symbol::new("inner", "/opt/lib/libspin.so")),
+    ])
+    .expect("symbols");
+    w.stacks(&[
+        StackNode::new(1, 0, 0),
+        StackNode::new(2, 1, 1),
+        StackNode::new(3, 2, 2),
+    ])
+    .expect("stacks");
+    w.samples_with_stacks(&samples, &ids).expect("samples");
+    w.finish().expect("finish");
+    let files = SampleFiles::of(dir, "lotus");
+    lotus_samples::write_sampling(
+        &files.sampling,
+        &[
+            ("status", "complete".into()),
+            ("frequency_hz", "10000000".into()),
+            ("interval_ns", "100".into()),
+        ],
+    )
+    .expect("sampling");
+}
+
 /// A synthetic sampled folder: op `Decode` (pid 10) over [1000, 2000) ns,
 /// sampled every 100 ns: `main;outer;inner` 6 times, `main;at::native::
 /// (anonymous namespace)::copy_kernel<float>(at::TensorIterator&);inner`

@@ -60,7 +60,14 @@ pub(crate) fn svg(lines: &[String], title: &str, min_width: f64, still: bool) ->
     let mut out = Vec::new();
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut out)
         .map_err(|e| anyhow::anyhow!("inferno: {e}"))?;
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    let svg = String::from_utf8_lossy(&out).into_owned();
+    // Without its script the graph's "Search" button does nothing: not
+    // shown (the text of an element inferno writes with that id).
+    Ok(if still {
+        svg.replacen(">Search</text>", "></text>", 1)
+    } else {
+        svg
+    })
 }
 
 /// The height inferno gave `svg` (its root's `height`), for the page to
@@ -117,6 +124,10 @@ mod tests {
         let (lines, _) = lines_under(&f, &[&"A".to_string()]);
         let s = svg(&lines, "t", 0.1, true).expect("svg");
         assert!(!s.contains("function init"), "no script");
+        assert!(
+            !s.contains(">Search<"),
+            "no search button that does nothing"
+        );
         assert!(height(&s).is_some_and(|h| h > 50), "{:?}", height(&s));
         let url = data_url(&s);
         assert!(url.starts_with("data:image/svg+xml;base64,"));
