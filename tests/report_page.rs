@@ -32,10 +32,19 @@ fn chromium_for(test: &str) -> Option<PathBuf> {
     found
 }
 
-/// The page loads nothing: no `src=` or `href=`, no `http(s)://` anywhere,
-/// one inline script at most (the timeline's).
+/// The page loads nothing: no `src=` but the flame graphs' images of
+/// `data:` URLs (in the page itself), no `href=`, no `http(s)://`
+/// anywhere, one inline script at most (the timeline's).
 fn assert_self_contained(html: &str) {
-    for bad in ["<link", "src=", "href=", "http://", "https://", "url("] {
+    let data_images = html
+        .matches("<img src=\"data:image/svg+xml;base64,")
+        .count();
+    assert_eq!(
+        html.matches("src=").count(),
+        data_images,
+        "self-contained: a src= that is not a data: image"
+    );
+    for bad in ["<link", "href=", "http://", "https://", "url("] {
         assert!(!html.contains(bad), "self-contained: {bad} in the page");
     }
     assert!(html.matches("<script").count() <= 1, "one inline script");
@@ -61,11 +70,14 @@ fn read_at(browser: &Path, page: &Path, shots: &Path, shot: &str, width: u32) ->
     );
     let seen: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(seen["console_errors"], serde_json::json!([]), "{shot}");
+    // A flame graph's image is a `data:` URL: read from the page itself,
+    // never from the network (Chromium lists it with the requests).
     let requests: Vec<&str> = seen["requests"]
         .as_array()
         .expect("requests")
         .iter()
         .filter_map(Value::as_str)
+        .filter(|u| !u.starts_with("data:image/svg+xml;base64,"))
         .collect();
     assert_eq!(requests, [seen["url"].as_str().expect("url")], "{shot}");
     let (scroll, inner) = (
@@ -490,4 +502,162 @@ fn a_bad_run_record_is_named_and_the_page_still_written() {
         );
         assert!(html.contains("not recorded"), "{what}: said");
     }
+}
+
+/// The job of the stacks tests with two ops: `outer` (calling `inner`)
+/// for 0.3 s of its thread's CPU in `Spin`, 0.2 s in `Again`.
+const TWO_OPS: &str = r#"
+import ctypes, sys
+import lotus_trace
+lib = ctypes.CDLL(sys.argv[1])
+lib.outer.argtypes = [ctypes.c_double]
+with lotus_trace.span("Spin"):
+    lib.outer(0.3)
+with lotus_trace.span("Again"):
+    lib.outer(0.2)
+"#;
+
+/// The flame graphs of a page: (data-flame, the decoded SVG).
+fn flames_of(html: &str) -> Vec<(String, String)> {
+    use base64::Engine as _;
+    html.split("<details class=\"flame\" data-flame=\"")
+        .skip(1)
+        .map(|part| {
+            // minijinja escapes `/` in attributes.
+            let name = part.split('"').next().expect("name").replace("&#x2f;", "/");
+            let src = part
+                .split("<img src=\"data:image/svg+xml;base64,")
+                .nth(1)
+                .expect("an image")
+                .split('"')
+                .next()
+                .expect("its end");
+            let svg = base64::engine::general_purpose::STANDARD
+                .decode(src)
+                .expect("base64");
+            (name, String::from_utf8(svg).expect("utf-8 svg"))
+        })
+        .collect()
+}
+
+/// A sampled run with call stacks: the page holds one flame graph per op
+/// (collapsed, an image of a data: URL with the op's frames and not the
+/// other op's, no script of its own), says the command that draws it
+/// interactively, and still reads at 800 and 1400 px with no request;
+/// traced with `--stacks none`, the page has no flame graph section.
+#[test]
+fn a_sampled_run_with_stacks_shows_one_flame_graph_per_op() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = crate::stacks::trace_job(tmp.path(), "fp", TWO_OPS);
+    let page = tmp.path().join("report.html");
+    lotus_ok(&["report", "--out", s(&page), "--trace", &out]);
+    let html = fs::read_to_string(&page).expect("page");
+    assert_self_contained(&html);
+    assert!(html.contains("<h2>Flame graphs</h2>"), "the section");
+    let flames = flames_of(&html);
+    let names: Vec<&str> = flames.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["out/Spin", "out/Again"],
+        "one per op, in the rows' order"
+    );
+    for (name, svg) in &flames {
+        let op = name.rsplit('/').next().expect("op");
+        let other = if op == "Spin" { "Again" } else { "Spin" };
+        assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
+        for frame in [op, "outer", "inner"] {
+            assert!(svg.contains(frame), "{name}: {frame} not drawn");
+        }
+        assert!(
+            !svg.contains(&format!(">{other}<")),
+            "{name}: {other} drawn"
+        );
+        assert!(!svg.contains("function init"), "{name}: inferno's script");
+    }
+    assert!(
+        html.contains("--flamegraph flame.svg --op Spin"),
+        "the interactive command"
+    );
+    // Collapsed: no `open` on the details.
+    assert!(!html.contains("<details class=\"flame\" open"));
+
+    let none = tempfile::tempdir().expect("tmp");
+    let bare = crate::stacks::trace_job(none.path(), "none", TWO_OPS);
+    let bare_page = none.path().join("report.html");
+    lotus_ok(&["report", "--out", s(&bare_page), "--trace", &bare]);
+    let bare_html = fs::read_to_string(&bare_page).expect("page");
+    assert!(bare_html.contains("Samples in the pipeline"), "sampled");
+    assert!(
+        !bare_html.contains("Flame graphs") && !bare_html.contains("class=\"flame\""),
+        "no flame graph section without stacks"
+    );
+
+    // A received folder whose stacks file is a link out of it: the page
+    // is written, its attribution stands, and it says why there is no
+    // flame graph, naming the file.
+    let linked = tempfile::tempdir().expect("tmp");
+    let out2 = crate::stacks::trace_job(linked.path(), "fp", TWO_OPS);
+    let stacks = Path::new(&out2).join("lotus.stacks");
+    fs::remove_file(&stacks).expect("rm");
+    std::os::unix::fs::symlink("/dev/zero", &stacks).expect("link");
+    let linked_page = linked.path().join("report.html");
+    lotus_ok(&["report", "--out", s(&linked_page), "--trace", &out2]);
+    let linked_html = fs::read_to_string(&linked_page).expect("page");
+    assert!(linked_html.contains("Samples in the pipeline"), "sampled");
+    assert!(
+        linked_html.contains("No flame graphs:") && linked_html.contains("lotus.stacks"),
+        "says why, naming the file"
+    );
+    assert!(!linked_html.contains("class=\"flame\""));
+
+    let Some(browser) = chromium_for("a_sampled_run_with_stacks_shows_one_flame_graph_per_op")
+    else {
+        return;
+    };
+    // As the page comes, and with every graph opened (as a reader who
+    // clicks them sees it: the images drawn, sized to the page).
+    let opened = tmp.path().join("opened.html");
+    fs::write(
+        &opened,
+        html.replace("<details class=\"flame\"", "<details open class=\"flame\""),
+    )
+    .expect("opened page");
+    let shots = tempfile::tempdir().expect("shots");
+    for width in [800, 1400] {
+        for (p, what) in [(&page, "closed"), (&opened, "open")] {
+            read_at(
+                &browser,
+                p,
+                shots.path(),
+                &format!("lotus-report-flames-{what}-{width}.png"),
+                width,
+            );
+        }
+    }
+}
+
+/// A run of 14 ops of 10 samples each and one of a single sample: the
+/// page draws 12 graphs (the cap; ties kept in name order), none for the
+/// op under 1% of the samples in ops, and says that 3 ops have none.
+#[test]
+fn the_flame_graphs_are_capped_and_the_page_says_so() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("many");
+    fs::create_dir(&dir).expect("dir");
+    let names: Vec<String> = (0..14).map(|i| format!("Op{i:02}")).collect();
+    let mut ops: Vec<(&str, u64)> = names.iter().map(|n| (n.as_str(), 10)).collect();
+    ops.push(("Tiny", 1));
+    crate::stacks::synthetic_ops_folder(&dir, &ops);
+    let page = tmp.path().join("report.html");
+    lotus_ok(&["report", "--out", s(&page), "--trace", s(&dir)]);
+    let html = fs::read_to_string(&page).expect("page");
+    assert_self_contained(&html);
+    let flames = flames_of(&html);
+    let drawn: Vec<&str> = flames.iter().map(|(n, _)| n.as_str()).collect();
+    let want: Vec<String> = names[..12].iter().map(|n| format!("many/{n}")).collect();
+    assert_eq!(drawn, want);
+    assert!(
+        html.contains("3 more op(s) with fewer samples have no graph here."),
+        "says what is left out"
+    );
 }

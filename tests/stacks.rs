@@ -71,7 +71,14 @@ fn ok(args: &[&str]) -> (String, String) {
 
 /// Traces the job sampled into `dir/out` with `--stacks stacks`.
 fn trace(dir: &Path, stacks: &str) -> String {
+    trace_job(dir, stacks, JOB)
+}
+
+/// Traces `job` (Python: it loads the library named by its first
+/// argument) sampled into `dir/out` with `--stacks stacks`.
+pub(crate) fn trace_job(dir: &Path, stacks: &str, job_text: &str) -> String {
     let (script, lib) = job(dir);
+    std::fs::write(&script, job_text).expect("write job");
     let out = dir.join("out");
     let py = python();
     ok(&[
@@ -304,4 +311,338 @@ fn a_stacks_file_that_is_a_fifo_or_a_link_out_is_refused_by_name() {
         assert!(err.contains("lotus.stacks"), "{make}: {err}");
         assert!(!err.contains("panicked"), "{make}: {err}");
     }
+}
+
+/// `--by caller --function inner` as JSON.
+fn callers_json(out: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["attribute", out, "--by", "caller", "--function", "inner"];
+    args.extend(extra);
+    args.extend(["--format", "json"]);
+    let (json, _) = ok(&args);
+    serde_json::from_str(&json).expect("json")
+}
+
+/// The callers of `inner` (only `outer` calls it) are `outer` with all,
+/// or nearly all, of inner's samples in the op; at every level the
+/// callers add up to the function's samples (to their callee's where
+/// deeper); inner's samples there are those of the folded lines that hold
+/// it; csv, md and the table say the same.
+#[test]
+fn the_callers_of_inner_are_outer_and_add_up_to_its_samples() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = trace(tmp.path(), "fp");
+    let v = callers_json(&out, &[]);
+    assert_eq!(v["schema"], "lotus.callers/1");
+    let rows = v["rows"].as_array().expect("rows");
+    let spin = rows
+        .iter()
+        .find(|r| r["row"] == "Spin")
+        .unwrap_or_else(|| panic!("no Spin row: {v}"));
+    let n = spin["samples"].as_u64().expect("samples");
+    // The folded lines of Spin that hold inner.
+    let (lines, _) = folded(&out);
+    let in_folded: u64 = lines
+        .iter()
+        .filter(|(f, _)| f[0] == "Spin" && f.iter().any(|x| x == "inner"))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(n, in_folded, "{v}");
+    assert!(n >= 300, "{n} samples of inner in Spin");
+    fn check(nodes: &Value, total: u64) {
+        let nodes = nodes.as_array().expect("callers");
+        if nodes.is_empty() {
+            return;
+        }
+        let sum: u64 = nodes
+            .iter()
+            .map(|c| c["samples"].as_u64().expect("n"))
+            .sum();
+        assert_eq!(sum, total, "{nodes:?}");
+        for c in nodes {
+            check(&c["callers"], c["samples"].as_u64().expect("n"));
+        }
+    }
+    check(&spin["callers"], n);
+    let first = &spin["callers"][0];
+    assert_eq!(first["frame"], "outer", "{spin}");
+    let by_outer = first["samples"].as_u64().expect("n");
+    assert!(by_outer * 10 >= n * 9, "{by_outer} of {n} under outer");
+    assert!(first["module"]
+        .as_str()
+        .expect("module")
+        .ends_with("libspin.so"));
+    // --op keeps that op's row; an op whose stacks lack inner is named.
+    let only = callers_json(&out, &["--op", "Spin"]);
+    assert_eq!(only["rows"].as_array().expect("rows").len(), 1);
+    let o = lotus_env(
+        &[
+            "attribute",
+            &out,
+            "--by",
+            "caller",
+            "--function",
+            "inner",
+            "--op",
+            "NoSuchOp",
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--op NoSuchOp") && err.contains("Spin"),
+        "{err}"
+    );
+
+    // CSV: one line per caller, the first level adding up to n.
+    let (csv, _) = ok(&[
+        "attribute",
+        &out,
+        "--by",
+        "caller",
+        "--function",
+        "inner",
+        "--format",
+        "csv",
+    ]);
+    let mut r = csv::Reader::from_reader(csv.as_bytes());
+    let first_level: u64 = r
+        .records()
+        .map(|l| l.expect("record"))
+        .filter(|l| &l[0] == "Spin" && &l[4] == "1")
+        .map(|l| l[7].parse::<u64>().expect("samples"))
+        .sum();
+    assert_eq!(first_level, n);
+    // The table and Markdown name the op, the caller and its module.
+    for format in ["table", "md"] {
+        let (text, _) = ok(&[
+            "attribute",
+            &out,
+            "--by",
+            "caller",
+            "--function",
+            "inner",
+            "--format",
+            format,
+        ]);
+        for word in ["Spin", "outer", "libspin.so", "% of fn"] {
+            assert!(text.contains(word), "{format}: {word}: {text}");
+        }
+    }
+}
+
+/// A function no stack holds: an error naming the functions whose name
+/// contains it; a folder without stacks says so; --by caller without
+/// --function, or --function without --by caller, is a usage error.
+#[test]
+fn callers_of_an_unknown_function_or_without_stacks_are_clear_errors() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = trace(tmp.path(), "fp");
+    let o = lotus_env(
+        &["attribute", &out, "--by", "caller", "--function", "inn"],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--function inn: no call stack")
+            && err.contains("contains it: inner")
+            && err.contains("--format folded"),
+        "{err}"
+    );
+    common::lotus_usage_error(&["attribute", &out, "--by", "caller"]);
+    common::lotus_usage_error(&[
+        "attribute",
+        &out,
+        "--by",
+        "caller",
+        "--function",
+        "inner",
+        "--plot",
+        "x.svg",
+    ]);
+    // --flamegraph beside it draws the same stacks.
+    let svg = tmp.path().join("callers.svg");
+    let (text, _) = ok(&[
+        "attribute",
+        &out,
+        "--by",
+        "caller",
+        "--function",
+        "inner",
+        "--flamegraph",
+        s(&svg),
+    ]);
+    assert!(text.contains("outer"), "{text}");
+    assert!(std::fs::read_to_string(&svg)
+        .expect("svg")
+        .contains("inner"));
+    common::lotus_usage_error(&["attribute", &out, "--function", "inner"]);
+
+    let none = tempfile::tempdir().expect("tmp");
+    let out = trace(none.path(), "none");
+    let o = lotus_env(
+        &["attribute", &out, "--by", "caller", "--function", "inner"],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("carry no call stacks") && err.contains("--stacks fp"),
+        "{err}"
+    );
+}
+
+/// A synthetic sampled folder with stacks: a worker (pid 10) running
+/// each op of `ops` (name, samples) one after another, sampled every
+/// 100 ns, every sample in `main;outer;inner`.
+pub(crate) fn synthetic_ops_folder(dir: &Path, ops: &[(&str, u64)]) {
+    use lotus_samples::{Sample, SampleFiles, SampleSink, SamplesWriter, StackNode, Symbol};
+    let off = 1_000_000u64;
+    let mut log = format!("#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n");
+    let (mut samples, mut ids) = (Vec::new(), Vec::new());
+    let mut t = 1000u64;
+    for (name, n) in ops {
+        log += &format!("S{name},{},{},kind=op\n", t + off, n * 100);
+        for _ in 0..*n {
+            samples.push(Sample {
+                time_ns: t + 50,
+                pid: 10,
+                tid: 10,
+                symbol: 2,
+                kernel: false,
+                counters: Default::default(),
+            });
+            ids.push(3);
+            t += 100;
+        }
+    }
+    log += &format!(
+        "# lotus-trace: clock wall_ns={} monotonic_ns={}\n",
+        t + 1000 + off,
+        t + 1000
+    );
+    std::fs::write(dir.join("lotus_worker_pid_10"), log).expect("log");
+    let mut w = SamplesWriter::create(dir, "lotus").expect("w");
+    w.with_stacks().expect("stacks");
+    w.symbols(&[
+        (0, Symbol::new("main", "/usr/bin/python3.11")),
+        (1, Symbol::new("outer", "/opt/lib/libspin.so")),
+        (2, Symbol::new("inner", "/opt/lib/libspin.so")),
+    ])
+    .expect("symbols");
+    w.stacks(&[
+        StackNode::new(1, 0, 0),
+        StackNode::new(2, 1, 1),
+        StackNode::new(3, 2, 2),
+    ])
+    .expect("stacks");
+    w.samples_with_stacks(&samples, &ids).expect("samples");
+    w.finish().expect("finish");
+    let files = SampleFiles::of(dir, "lotus");
+    lotus_samples::write_sampling(
+        &files.sampling,
+        &[
+            ("status", "complete".into()),
+            ("frequency_hz", "10000000".into()),
+            ("interval_ns", "100".into()),
+        ],
+    )
+    .expect("sampling");
+}
+
+/// A synthetic sampled folder: op `Decode` (pid 10) over [1000, 2000) ns,
+/// sampled every 100 ns: `main;outer;inner` 6 times, `main;at::native::
+/// (anonymous namespace)::copy_kernel<float>(at::TensorIterator&);inner`
+/// 3 times, `inner` with no stack once; outside it `main;outer`.
+fn synthetic_callers_folder(dir: &Path) {
+    use lotus_samples::{Sample, SampleFiles, SampleSink, SamplesWriter, StackNode, Symbol};
+    let off = 1_000_000u64;
+    let log = format!(
+        "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
+         SDecode,{},1000,kind=op\n\
+         # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
+        1000 + off,
+        5000 + off
+    );
+    std::fs::write(dir.join("lotus_worker_pid_10"), log).expect("log");
+    let mut w = SamplesWriter::create(dir, "lotus").expect("w");
+    w.with_stacks().expect("stacks");
+    w.symbols(&[
+        (0, Symbol::new("main", "/usr/bin/python3.11")),
+        (1, Symbol::new("outer", "/opt/lib/libspin.so")),
+        (2, Symbol::new("inner", "/opt/lib/libspin.so")),
+        (
+            3,
+            Symbol::new(
+                "at::native::(anonymous namespace)::copy_kernel<float>(at::TensorIterator&)",
+                "/opt/torch/lib/libtorch_cpu.so",
+            ),
+        ),
+    ])
+    .expect("symbols");
+    w.stacks(&[
+        StackNode::new(1, 0, 0),
+        StackNode::new(2, 1, 1),
+        StackNode::new(3, 2, 2),
+        StackNode::new(4, 1, 3),
+        StackNode::new(5, 4, 2),
+    ])
+    .expect("stacks");
+    let (mut samples, mut ids) = (Vec::new(), Vec::new());
+    for t in (0..5000u64).step_by(100) {
+        let in_op = (1000..2000).contains(&t);
+        samples.push(Sample {
+            time_ns: t,
+            pid: 10,
+            tid: 10,
+            symbol: if in_op { 2 } else { 1 },
+            kernel: false,
+            counters: Default::default(),
+        });
+        ids.push(match t {
+            1000 => 0,
+            1100..=1300 => 5,
+            _ if in_op => 3,
+            _ => 2,
+        });
+    }
+    w.samples_with_stacks(&samples, &ids).expect("samples");
+    w.finish().expect("finish");
+    let files = SampleFiles::of(dir, "lotus");
+    lotus_samples::write_sampling(
+        &files.sampling,
+        &[
+            ("status", "complete".into()),
+            ("frequency_hz", "10000000".into()),
+            ("interval_ns", "100".into()),
+        ],
+    )
+    .expect("sampling");
+}
+
+/// The `--by caller` table of a fixed folder, 100 columns wide: its
+/// layout as users see it (insta snapshot), and its Markdown.
+#[test]
+fn the_callers_table_reads_as_a_tree() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    synthetic_callers_folder(tmp.path());
+    let dir = s(tmp.path());
+    let args = ["attribute", dir, "--by", "caller", "--function", "inner"];
+    let table = lotus_env(&args, &[("COLUMNS", "100".as_ref())]);
+    assert!(
+        table.status.success(),
+        "{}",
+        String::from_utf8_lossy(&table.stderr)
+    );
+    let table = String::from_utf8(table.stdout).expect("utf-8");
+    let (md, _) = ok(&[&args[..], &["--format", "md"]].concat());
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("snapshots");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings.bind(|| {
+        insta::assert_snapshot!("callers_table", table);
+        insta::assert_snapshot!("callers_md", md);
+    });
 }

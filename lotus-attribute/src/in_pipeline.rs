@@ -91,7 +91,9 @@ use lotus_sort::{Budget, Record, Sorter, SpillError, Spool};
 use lotus_trace::{Entry, Kind, Role, TraceFolder};
 use lotus_trace::{Item, LogFile};
 
+mod callers;
 mod folded;
+pub use callers::{callers_folder, CallerNode, Callers, FunctionCallers, CALLER_DEPTH, ROOT_FRAME};
 pub use folded::{folded_folder, FoldedStacks};
 
 /// The slowdown by sampling (percent) above which `attribute DIR` says so.

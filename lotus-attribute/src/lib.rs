@@ -83,9 +83,10 @@ mod verdict;
 pub use error::Error;
 pub use from_trace::{mapping_from_trace, mapping_from_trace_with_notes};
 pub use in_pipeline::{
-    attribute_folder, folded_folder, sampled_uncertainty_ns, unseen_work, AttributedRow,
-    CountersUnsupported, CpuSource, FoldedStacks, InPipelineAttribution, RowKind, TopFunction,
-    Unseen, MAX_DEPTH, TOP_FUNCTIONS, UNSEEN_PCT,
+    attribute_folder, callers_folder, folded_folder, sampled_uncertainty_ns, unseen_work,
+    AttributedRow, CallerNode, Callers, CountersUnsupported, CpuSource, FoldedStacks,
+    FunctionCallers, InPipelineAttribution, RowKind, TopFunction, Unseen, CALLER_DEPTH, MAX_DEPTH,
+    ROOT_FRAME, TOP_FUNCTIONS, UNSEEN_PCT,
 };
 pub use mapped::{
     attribute, is_unknown_module, metric_kind, normalize_module, Attribution, Attributor,

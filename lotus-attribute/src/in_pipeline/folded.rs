@@ -44,6 +44,9 @@ pub struct FoldedStacks {
     pub samples: u64,
     /// Samples whose stack has two frames or more.
     pub deep_samples: u64,
+    /// Whether any sample carries a call stack (false: traced with
+    /// `--stacks none`, or by an older lotus).
+    pub with_stacks: bool,
     /// What is worth telling (a cut file, stack lines skipped...).
     pub notes: Vec<String>,
 }
@@ -79,7 +82,9 @@ enum Key {
     Leaf(u32),
 }
 
-fn symbol_frame(symbols: &SymbolTable, id: u32) -> String {
+/// The frame a symbol is in folded lines: its function, a kernel one
+/// marked `_[k]`.
+pub(super) fn symbol_frame(symbols: &SymbolTable, id: u32) -> String {
     let s = symbols.get(id);
     let mut f = frame(&s.function);
     if s.module == "[kernel]" {
@@ -88,10 +93,31 @@ fn symbol_frame(symbols: &SymbolTable, id: u32) -> String {
     f
 }
 
-/// The collapsed stacks of the sampled trace folder `dir` (logs of
-/// prefix-independent names, samples of `prefix`), each sample under the
-/// row `lotus attribute DIR` credits it to.
-pub fn folded_folder(dir: &Path, prefix: &str, budget: Budget) -> Result<FoldedStacks, Error> {
+/// A folder's samples folded under their rows, before they are written
+/// as text: what [`folded_folder`] and the callers view
+/// ([`super::callers`]) both read.
+pub(super) struct Fold {
+    /// Each row's root frames (its op path, `;`-separated, or its one
+    /// frame) and its distinct stacks: symbol ids outermost first, and
+    /// their samples.
+    pub(super) rows: BTreeMap<String, Vec<(Vec<u32>, u64)>>,
+    /// The folder's symbols (what the ids name).
+    pub(super) symbols: SymbolTable,
+    /// Samples read.
+    pub(super) samples: u64,
+    /// Samples whose stack has two frames or more.
+    pub(super) deep_samples: u64,
+    /// Whether any sample carries a stack id (false: `--stacks none`,
+    /// or an older lotus).
+    pub(super) with_stacks: bool,
+    /// What is worth telling.
+    pub(super) notes: Vec<String>,
+}
+
+/// Folds the samples of the sampled trace folder `dir` (logs of
+/// prefix-independent names, samples of `prefix`) under the rows `lotus
+/// attribute DIR` credits them to.
+pub(super) fn fold(dir: &Path, prefix: &str, budget: Budget) -> Result<Fold, Error> {
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
     let stacks: StackTable = trace
         .files
@@ -140,8 +166,7 @@ pub fn folded_folder(dir: &Path, prefix: &str, budget: Budget) -> Result<FoldedS
             "the samples carry no call stacks (traced with `--stacks none`, or by an older lotus): each is shown with its own function alone under its row".into(),
         );
     }
-    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
-    let mut row_samples: BTreeMap<String, u64> = BTreeMap::new();
+    let mut rows: BTreeMap<String, Vec<(Vec<u32>, u64)>> = BTreeMap::new();
     let mut roots: HashMap<Target, String> = HashMap::new();
     for ((target, key), n) in counts {
         let root = roots
@@ -157,29 +182,53 @@ pub fn folded_folder(dir: &Path, prefix: &str, budget: Budget) -> Result<FoldedS
                 other => frame(&row_name(&other, &trace.logs.ops)),
             })
             .clone();
-        let mut line = root.clone();
-        match key {
+        let ids = match key {
             Key::Stack(id) => {
                 stacks.frames(id, &mut frames);
-                for &s in &frames {
-                    line.push(';');
-                    line.push_str(&symbol_frame(&trace.symbols, s));
-                }
+                frames.clone()
             }
-            Key::Leaf(s) => {
+            Key::Leaf(s) => vec![s],
+        };
+        rows.entry(root).or_default().push((ids, n));
+    }
+    for stacks in rows.values_mut() {
+        stacks.sort_unstable();
+    }
+    Ok(Fold {
+        rows,
+        symbols: trace.symbols,
+        samples: total,
+        deep_samples,
+        with_stacks: with_id > 0,
+        notes,
+    })
+}
+
+/// The collapsed stacks of the sampled trace folder `dir` (logs of
+/// prefix-independent names, samples of `prefix`), each sample under the
+/// row `lotus attribute DIR` credits it to.
+pub fn folded_folder(dir: &Path, prefix: &str, budget: Budget) -> Result<FoldedStacks, Error> {
+    let fold = fold(dir, prefix, budget)?;
+    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
+    let mut row_samples: BTreeMap<String, u64> = BTreeMap::new();
+    for (root, stacks) in &fold.rows {
+        for (ids, n) in stacks {
+            let mut line = root.clone();
+            for &s in ids {
                 line.push(';');
-                line.push_str(&symbol_frame(&trace.symbols, s));
+                line.push_str(&symbol_frame(&fold.symbols, s));
             }
+            *lines.entry(line).or_default() += n;
+            *row_samples.entry(root.clone()).or_default() += n;
         }
-        *lines.entry(line).or_default() += n;
-        *row_samples.entry(root).or_default() += n;
     }
     Ok(FoldedStacks {
         lines: lines.into_iter().collect(),
         row_samples,
-        samples: total,
-        deep_samples,
-        notes,
+        samples: fold.samples,
+        deep_samples: fold.deep_samples,
+        with_stacks: fold.with_stacks,
+        notes: fold.notes,
     })
 }
 
@@ -276,6 +325,7 @@ mod tests {
         );
         assert_eq!(f.samples, 50);
         assert_eq!(f.deep_samples, 47);
+        assert!(f.with_stacks);
         assert_eq!(f.row_samples["A:B"], 10);
         assert_eq!(f.row_samples["outside any op (worker)"], 40);
         let notes = f.notes.join("\n");

@@ -48,7 +48,7 @@ pub fn run(
 ) -> Result<ExitCode> {
     let budget = Budget::from_env()?;
     if let Some((svg, op)) = flamegraph {
-        flamegraph_of(dir, prefix, budget, svg, op)?;
+        crate::cmd::attribute::flames::flamegraph_of(dir, prefix, budget, svg, op)?;
     }
     let format =
         format.unwrap_or_else(|| out.map_or(AttributeFormat::Table, AttributeFormat::from_path));
@@ -109,7 +109,7 @@ pub fn run(
 }
 
 /// `text` written to `out` (said on stderr), or to standard output.
-fn write_or_print(out: Option<&Path>, text: &str) -> Result<()> {
+pub(crate) fn write_or_print(out: Option<&Path>, text: &str) -> Result<()> {
     match out {
         Some(path) => {
             write_file(path, text.as_bytes())?;
@@ -132,85 +132,6 @@ fn folded(dir: &Path, prefix: &str, budget: Budget, out: Option<&Path>) -> Resul
     let text = lotus_sys::text::printable(&f.text()).into_owned();
     write_or_print(out, &text)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// `--flamegraph FILE.svg [--op NAME]`: the folded stacks of the folder
-/// (every row, or the op rows NAME names: an op's name anywhere in its
-/// path, or its whole path `A/B`) drawn by inferno as an interactive SVG
-/// flame graph, the rows as the root frames.
-fn flamegraph_of(
-    dir: &Path,
-    prefix: &str,
-    budget: Budget,
-    svg: &Path,
-    op: Option<&str>,
-) -> Result<()> {
-    let f = lotus_attribute::folded_folder(dir, prefix, budget)
-        .with_context(|| format!("cannot fold the samples in {}", dir.display()))?;
-    for note in &f.notes {
-        crate::usage::say!("lotus: note: {note}");
-    }
-    let roots: Vec<&String> = match op {
-        None => f.row_samples.keys().collect(),
-        Some(name) => {
-            let roots: Vec<&String> = f
-                .row_samples
-                .keys()
-                .filter(|root| root.split(';').any(|p| p == name) || root.replace(';', "/") == name)
-                .collect();
-            if roots.is_empty() {
-                anyhow::bail!(
-                    "--op {}: no row of {} is that op (its rows: {})",
-                    lotus_sys::text::printable(name),
-                    dir.display(),
-                    lotus_sys::text::printable(
-                        &f.row_samples
-                            .keys()
-                            .map(|r| r.replace(';', "/"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                );
-            }
-            roots
-        }
-    };
-    let kept: Vec<&(String, u64)> = f
-        .lines
-        .iter()
-        .filter(|(frames, _)| {
-            roots.iter().any(|r| {
-                frames.as_str() == r.as_str()
-                    || frames
-                        .strip_prefix(r.as_str())
-                        .is_some_and(|rest| rest.starts_with(';'))
-            })
-        })
-        .collect();
-    let samples: u64 = kept.iter().map(|(_, n)| n).sum();
-    let lines: Vec<String> = kept
-        .iter()
-        .map(|(frames, n)| format!("{} {n}", lotus_sys::text::printable(frames)))
-        .collect();
-    if lines.is_empty() {
-        anyhow::bail!("no samples in {} to draw a flame graph of", dir.display());
-    }
-    let mut options = inferno::flamegraph::Options::default();
-    options.title = match op {
-        Some(name) => format!("lotus: {} (CPU samples)", lotus_sys::text::printable(name)),
-        None => "lotus: CPU samples per row".to_string(),
-    };
-    options.count_name = "samples".to_string();
-    let mut out = Vec::new();
-    inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut out)
-        .map_err(|e| anyhow::anyhow!("cannot draw the flame graph of {}: {e}", dir.display()))?;
-    write_file(svg, String::from_utf8_lossy(&out).as_bytes())?;
-    crate::usage::say!(
-        "lotus: wrote {} ({} stack(s), {samples} sample(s))",
-        svg.display(),
-        lines.len()
-    );
-    Ok(())
 }
 
 /// The verdict on the sampled trace `dir` attributed as `a`: its main

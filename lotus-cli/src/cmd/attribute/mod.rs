@@ -6,12 +6,15 @@
 //!                 [--match auto|name] [--format table|csv|json|md] [--out FILE]
 //!                 [--plot FILE.svg] [--by op|function]
 //! lotus attribute DIR [--prefix lotus] [--top 5] [--format ...] [--out FILE]
-//!                 [--plot FILE.svg]
+//!                 [--plot FILE.svg] [--flamegraph FILE.svg [--op NAME]]
+//! lotus attribute DIR --by caller --function NAME [--op NAME] [--format ...]
 //! ```
 //!
 //! `--by function` gives one row per native function of the mapping
 //! instead of per op (the study's per-C-function hardware table):
-//! [`by_function`] says what it holds.
+//! [`by_function`] says what it holds. With DIR, `--by caller --function
+//! NAME [--op OP]` shows who calls NAME in each op, from the samples'
+//! call stacks ([`callers`]).
 //!
 //! A profile is recognized by its content: JSON is `lotus.profile/1` (what
 //! `lotus profile` writes); a text file with a `HOTTEST FUNCTIONS` section
@@ -53,6 +56,8 @@
 //! `notes` then says.
 
 mod by_function;
+mod callers;
+mod flames;
 pub mod in_pipeline;
 mod plot;
 mod render;
@@ -164,15 +169,24 @@ pub struct AttributeArgs {
     /// (inferno's SVG), each row's samples under the row (its op path).
     #[arg(long, value_name = "FILE.svg", requires = "dir")]
     pub flamegraph: Option<PathBuf>,
-    /// With --flamegraph: only the op rows of this name (anywhere in their
-    /// path: `Loader`) or path (`ImageFolder/Loader`).
-    #[arg(long, value_name = "NAME", requires = "flamegraph")]
+    /// With --flamegraph or --by caller: only the op rows of this name
+    /// (anywhere in their path: `Loader`) or path (`ImageFolder/Loader`).
+    #[arg(long, value_name = "NAME", requires = "dir")]
     pub op: Option<String>,
+    /// With DIR and `--by caller`: the function whose callers to show, as
+    /// `--format folded` names its frames (the whole name, `inner`; a
+    /// kernel function ends in `_[k]`).
+    #[arg(long, value_name = "NAME", requires = "dir")]
+    pub function: Option<String>,
     /// Tables show full op names (by default the metrics table shortens them).
     #[arg(long)]
     pub wide: bool,
     /// One row per op, or per native function of the mapping (its time,
-    /// counters, CPI, top-down metrics and the ops it is credited to).
+    /// counters, CPI, top-down metrics and the ops it is credited to), or
+    /// (with DIR and --function NAME) NAME's callers in each op, from the
+    /// samples' call stacks: nearest caller first, each with its own
+    /// callers indented under it (3 levels), with samples and their share
+    /// of NAME's samples in the op.
     #[arg(long, value_enum, default_value = "op")]
     pub by: ByArg,
 }
@@ -184,12 +198,62 @@ pub enum ByArg {
     Op,
     /// Per native function of the mapping.
     Function,
+    /// A function's callers (with DIR and --function NAME).
+    Caller,
 }
 
 /// Runs `lotus attribute`.
 pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
     // `--out -` is standard output, as no --out is.
     args.out = args.out.filter(|p| !crate::usage::is_stdout(p));
+    match (args.by, &args.function, &args.dir) {
+        (ByArg::Caller, Some(function), Some(dir)) => {
+            if args.plot.is_some() {
+                return Err(crate::usage::usage(
+                    "--plot draws the rows' CPU time; leave it out with --by caller",
+                ));
+            }
+            if let Some(svg) = &args.flamegraph {
+                flames::flamegraph_of(
+                    dir,
+                    &args.prefix,
+                    lotus_sort::Budget::from_env()?,
+                    svg,
+                    args.op.as_deref(),
+                )?;
+            }
+            return callers::run(
+                dir,
+                &args.prefix,
+                function,
+                args.op.as_deref(),
+                args.format,
+                args.out.as_deref(),
+                args.wide,
+            );
+        }
+        (ByArg::Caller, None, _) => {
+            return Err(crate::usage::usage(
+                "--by caller needs --function NAME (the function whose callers to show)",
+            ))
+        }
+        (ByArg::Caller, Some(_), None) => {
+            return Err(crate::usage::usage(
+                "--by caller needs call stacks: give a sampled trace folder (lotus attribute DIR), traced with `lotus trace run --sample`",
+            ))
+        }
+        (_, Some(_), _) => {
+            return Err(crate::usage::usage(
+                "--function NAME goes with --by caller (lotus attribute DIR --by caller --function NAME)",
+            ))
+        }
+        _ => {}
+    }
+    if args.op.is_some() && args.flamegraph.is_none() {
+        return Err(crate::usage::usage(
+            "--op NAME goes with --flamegraph FILE.svg or --by caller",
+        ));
+    }
     if let Some(dir) = &args.dir {
         return crate::cmd::attribute::in_pipeline::run(
             dir,

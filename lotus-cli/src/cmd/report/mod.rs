@@ -25,13 +25,16 @@
 //! command that makes the Perfetto timeline. For a sampled trace folder
 //! (`trace run --sample`), the in-pipeline attribution of its samples, and,
 //! with `--mapping`, the mapping compared with the in-pipeline one (built
-//! from the samples, or `--against`): [`crate::cmd::report::samples`]. Each
+//! from the samples, or `--against`): [`crate::cmd::report::samples`]; where
+//! its samples carry call stacks, each op's flame graph, collapsed
+//! ([`flames`]). Each
 //! figure shown carries `data-key` with what it is, so that a test (or a
 //! script) can check the page against `lotus trace stats --json` and
 //! `lotus attribute --format json`. With `--plot-dir`, each plot is also
 //! written there as an SVG file.
 
 mod attribution;
+mod flames;
 mod runs;
 pub mod samples;
 mod traces;
@@ -227,6 +230,8 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     }
     if sampled.iter().any(|(_, s)| !matches!(s, Sampled::Not)) {
         in_pipeline_section(&mut page, &sampled, &colours)?;
+        let dirs: Vec<&Path> = configs.iter().map(|c| c.dir.as_path()).collect();
+        flames::flames_section(&mut page, &sampled, &dirs, &args.prefix, budget)?;
     }
     if let (Some(mpath), false) = (&args.mapping, compared.is_empty()) {
         comparison_section(&mut page, &mpath.display().to_string(), &compared, &colours)?;

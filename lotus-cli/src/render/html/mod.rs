@@ -217,6 +217,50 @@ pub(crate) enum Block {
         /// Its index in the page's plots (`report_cmd::Page`).
         index: usize,
     },
+    /// A flame graph, collapsed under its summary: inferno's SVG as an
+    /// `<img>` of a `data:` URL ([`crate::render::flame::data_url`]), so
+    /// that it makes no request, runs no script and its ids clash with
+    /// no other graph's.
+    Flame {
+        /// Its `data-flame` name (run and op path).
+        name: String,
+        /// The line shown while it is collapsed.
+        summary: String,
+        /// The image's text alternative.
+        alt: String,
+        /// Its `data:image/svg+xml;base64,` URL: made by [`flame_block`]
+        /// alone (the template writes it unescaped).
+        src: String,
+        /// The SVG's height, in its pixels ([`crate::render::flame::WIDTH`]
+        /// wide): the image keeps its proportions.
+        height: usize,
+        /// What draws it interactively (`lotus attribute DIR --flamegraph`).
+        command: String,
+    },
+}
+
+/// A flame graph's block: `svg` (inferno's) as the `data:` URL of an
+/// image, collapsed under `summary`; the other texts are escaped as any.
+pub(crate) fn flame_block(
+    name: String,
+    summary: String,
+    alt: String,
+    svg: &str,
+    command: String,
+) -> Block {
+    let src = crate::render::flame::data_url(svg);
+    // Marked safe in the template: only a fixed prefix and base64.
+    debug_assert!(src
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "+/=:;,-".contains(c)));
+    Block::Flame {
+        name,
+        summary,
+        alt,
+        src,
+        height: crate::render::flame::height(svg).unwrap_or(400),
+        command,
+    }
 }
 
 /// A paragraph block.
@@ -399,6 +443,7 @@ pub(crate) fn render(ctx: &PageContext, plots: &[String]) -> Result<String> {
     let t = env.get_template("report.html")?;
     let ctx = minijinja::context! {
         page => Value::from_serialize(ctx),
+        flame_width => crate::render::flame::WIDTH,
         plots => plots.iter().map(|p| Value::from_safe_string(p.clone())).collect::<Vec<_>>(),
         style => Value::from_safe_string(STYLE.to_string()),
         script => Value::from_safe_string(TIMELINE_JS.to_string()),

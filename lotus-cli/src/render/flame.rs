@@ -1,0 +1,136 @@
+//! Flame graphs of a sampled trace folder's folded stacks
+//! ([`lotus_attribute::FoldedStacks`]), drawn by inferno (the
+//! flamegraph.pl port): `lotus attribute DIR --flamegraph FILE.svg [--op
+//! NAME]` writes the interactive SVG, `lotus report` shows each op's as an
+//! image ([`data_url`]).
+
+use anyhow::Result;
+use base64::Engine as _;
+use lotus_attribute::FoldedStacks;
+
+/// inferno's image width (its default), in SVG pixels.
+pub(crate) const WIDTH: usize = 1200;
+
+/// The rows (root frames, `;`-separated) that `--op NAME` names: an op's
+/// name anywhere in its path (`Loader`), or its whole path
+/// (`ImageFolder/Loader`).
+pub(crate) fn rows_named<'a>(f: &'a FoldedStacks, name: &str) -> Vec<&'a String> {
+    f.row_samples
+        .keys()
+        .filter(|root| root.split(';').any(|p| p == name) || root.replace(';', "/") == name)
+        .collect()
+}
+
+/// The folded lines under `roots` (each row's own and those of the ops
+/// inside it), control characters escaped, and their samples.
+pub(crate) fn lines_under(f: &FoldedStacks, roots: &[&String]) -> (Vec<String>, u64) {
+    let kept: Vec<&(String, u64)> = f
+        .lines
+        .iter()
+        .filter(|(frames, _)| {
+            roots.iter().any(|r| {
+                frames.as_str() == r.as_str()
+                    || frames
+                        .strip_prefix(r.as_str())
+                        .is_some_and(|rest| rest.starts_with(';'))
+            })
+        })
+        .collect();
+    let samples = kept.iter().map(|(_, n)| n).sum();
+    let lines = kept
+        .iter()
+        .map(|(frames, n)| format!("{} {n}", lotus_sys::text::printable(frames)))
+        .collect();
+    (lines, samples)
+}
+
+/// A flame graph of `lines` (`frames count`), titled `title`, as inferno
+/// draws it: interactive (its script: zoom, search) unless `still`;
+/// frames narrower than `min_width` pixels of [`WIDTH`] are left out.
+/// Colours follow the names (the same function is the same colour in
+/// every graph, and the same folder draws the same SVG).
+pub(crate) fn svg(lines: &[String], title: &str, min_width: f64, still: bool) -> Result<String> {
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_string();
+    options.count_name = "samples".to_string();
+    options.hash = true;
+    options.deterministic = true;
+    options.min_width = min_width;
+    options.no_javascript = still;
+    let mut out = Vec::new();
+    inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut out)
+        .map_err(|e| anyhow::anyhow!("inferno: {e}"))?;
+    let svg = String::from_utf8_lossy(&out).into_owned();
+    // Without its script the graph's "Search" button does nothing: not
+    // shown (the text of an element inferno writes with that id).
+    Ok(if still {
+        svg.replacen(">Search</text>", "></text>", 1)
+    } else {
+        svg
+    })
+}
+
+/// The height inferno gave `svg` (its root's `height`), for the page to
+/// keep the image's proportions before it is drawn.
+pub(crate) fn height(svg: &str) -> Option<usize> {
+    let at = svg.find("<svg ")?;
+    let rest = &svg[at..];
+    let h = rest.find(" height=\"")? + " height=\"".len();
+    let end = rest[h..].find('"')?;
+    rest[h..h + end].parse().ok()
+}
+
+/// `svg` as a `data:` URL: an `<img>` of it draws it with no request, runs
+/// none of its script and keeps its ids to itself.
+pub(crate) fn data_url(svg: &str) -> String {
+    format!(
+        "data:image/svg+xml;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(svg)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stacks() -> FoldedStacks {
+        let mut f = FoldedStacks::default();
+        f.lines = vec![
+            ("A;main;outer;inner".into(), 8),
+            ("A;B;main;f".into(), 2),
+            ("AB;main;g".into(), 5),
+        ];
+        f.row_samples = [("A".into(), 8), ("A;B".into(), 2), ("AB".into(), 5)]
+            .into_iter()
+            .collect();
+        f
+    }
+
+    #[test]
+    fn an_op_names_its_rows_and_the_lines_under_them() {
+        let f = stacks();
+        assert_eq!(rows_named(&f, "B"), [&"A;B".to_string()]);
+        assert_eq!(rows_named(&f, "A/B"), [&"A;B".to_string()]);
+        let a = rows_named(&f, "A");
+        assert_eq!(a.len(), 2);
+        let (lines, n) = lines_under(&f, &[&"A".to_string()]);
+        // A's own and its inner op's, not AB's (a name that starts alike).
+        assert_eq!(n, 10, "{lines:?}");
+    }
+
+    #[test]
+    fn a_still_graph_has_no_script_and_says_its_height() {
+        let f = stacks();
+        let (lines, _) = lines_under(&f, &[&"A".to_string()]);
+        let s = svg(&lines, "t", 0.1, true).expect("svg");
+        assert!(!s.contains("function init"), "no script");
+        assert!(
+            !s.contains(">Search<"),
+            "no search button that does nothing"
+        );
+        assert!(height(&s).is_some_and(|h| h > 50), "{:?}", height(&s));
+        let url = data_url(&s);
+        assert!(url.starts_with("data:image/svg+xml;base64,"));
+        assert!(!url.contains(['<', '"', ' ']));
+    }
+}
