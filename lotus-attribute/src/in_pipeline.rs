@@ -93,8 +93,10 @@ use lotus_trace::{Item, LogFile};
 
 mod callers;
 mod folded;
+mod timeline;
 pub use callers::{callers_folder, CallerNode, Callers, FunctionCallers, CALLER_DEPTH, ROOT_FRAME};
-pub use folded::{folded_folder, FoldedStacks};
+pub use folded::{folded_folder, folded_frame, FoldedStacks};
+pub use timeline::{for_each_clocked_event, ClockedItem, ClockedSummary};
 
 /// The slowdown by sampling (percent) above which `attribute DIR` says so.
 const SLOWDOWN_NOTE_PCT: f64 = 5.0;

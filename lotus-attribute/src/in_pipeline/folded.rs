@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::{phased, row_name, Error, SampledTrace, Target};
-use lotus_samples::{StackTable, SymbolTable, UNKNOWN_SYMBOL};
+use lotus_samples::{StackTable, Symbol, SymbolTable, UNKNOWN_SYMBOL};
 use lotus_sort::Budget;
 
 /// The collapsed stacks of a folder ([`folded_folder`]).
@@ -85,7 +85,13 @@ enum Key {
 /// The frame a symbol is in folded lines: its function, a kernel one
 /// marked `_[k]`.
 pub(super) fn symbol_frame(symbols: &SymbolTable, id: u32) -> String {
-    let s = symbols.get(id);
+    folded_frame(symbols.get(id))
+}
+
+/// The frame a symbol is in `--format folded` lines (and in `lotus trace
+/// view --format firefox`'s stacks): its function, `;` made `:` and line
+/// breaks spaces, a kernel one (module `[kernel]`) marked `_[k]`.
+pub fn folded_frame(s: &Symbol) -> String {
     let mut f = frame(&s.function);
     if s.module == "[kernel]" {
         f.push_str("_[k]");
@@ -235,7 +241,7 @@ pub fn folded_folder(dir: &Path, prefix: &str, budget: Budget) -> Result<FoldedS
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lotus_samples::{Sample, SampleFiles, SampleSink, SamplesWriter, StackNode, Symbol};
+    use lotus_samples::{Sample, SampleFiles, SampleSink, SamplesWriter, StackNode};
 
     /// A worker (pid 10) whose main thread runs op A over [1000, 2000),
     /// sampled every 100 ns with stacks: in A, `main;outer;inner` (one

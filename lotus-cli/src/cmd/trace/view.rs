@@ -36,7 +36,10 @@ pub struct ViewArgs {
     /// Where to write the JSON (`-`: standard output).
     #[arg(long, short, value_name = "FILE")]
     pub out: PathBuf,
-    /// Output format: Chrome trace event JSON (Perfetto and chrome://tracing read it).
+    /// Output format: Chrome trace event JSON (Perfetto and chrome://tracing
+    /// read it), or a Firefox Profiler profile (profiler.firefox.com, "Load
+    /// a profile from file"): a track per process and thread, every sample
+    /// with its call stack, the op spans as markers.
     #[arg(long, value_enum, default_value = "json")]
     pub format: ViewFormat,
     /// The samples' prefix in DIR (as `trace run --prefix`): where DIR
@@ -46,16 +49,19 @@ pub struct ViewArgs {
     pub prefix: String,
 }
 
-/// `lotus trace view --format`: one format today, named so scripts can
-/// ask for it as for every other command's data.
+/// `lotus trace view --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ViewFormat {
     /// Chrome trace event JSON.
     Json,
+    /// The Firefox Profiler's processed profile JSON.
+    Firefox,
 }
 
 pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
-    let ViewFormat::Json = args.format;
+    if args.format == ViewFormat::Firefox {
+        return firefox(&args);
+    }
     let (folder, mut index) = load(&args.dir, false)?;
     let to_stdout = args.out.as_os_str() == "-";
 
@@ -371,4 +377,54 @@ pub(super) fn sampled_spans(dir: &Path, prefix: &str) -> Result<Option<SpanSampl
             Ok(None)
         }
     }
+}
+
+/// `--format firefox`: the folder as a Firefox Profiler profile, written
+/// whole or not at all (an unnamed file until complete).
+fn firefox(args: &ViewArgs) -> Result<ExitCode> {
+    let to_stdout = args.out.as_os_str() == "-";
+    let sink = if to_stdout {
+        None
+    } else {
+        Some(OutputFile::create(&args.out)?)
+    };
+    let mut writer: Box<dyn Write> = match &sink {
+        Some(p) => Box::new(BufWriter::with_capacity(
+            1 << 20,
+            p.file().try_clone().context("cannot write the profile")?,
+        )),
+        None => Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
+    };
+    let w = crate::render::firefox::write_profile(&args.dir, &args.prefix, &mut writer)?;
+    drop(writer);
+    if let Some(p) = sink {
+        p.commit()?;
+    }
+    for note in &w.notes {
+        crate::usage::note!("lotus: note: {note}");
+    }
+    if !w.sampled {
+        crate::usage::say!(
+            "lotus: note: {} holds no samples of prefix `{}` (traced without `--sample`?): the profile has the spans as markers only",
+            args.dir.display(),
+            args.prefix
+        );
+    } else if !w.with_stacks && w.samples > 0 {
+        crate::usage::say!(
+            "lotus: note: the samples carry no call stacks (traced with `--stacks none`?): each sample's stack is its own function alone"
+        );
+    }
+    crate::usage::note!(
+        "lotus: wrote {} ({} process(es), {} thread(s), {} sample(s), {} marker(s)); open it at https://profiler.firefox.com (Load a profile from file)",
+        if to_stdout {
+            "the profile".to_string()
+        } else {
+            args.out.display().to_string()
+        },
+        w.processes,
+        w.threads,
+        w.samples,
+        w.markers
+    );
+    Ok(ExitCode::SUCCESS)
 }

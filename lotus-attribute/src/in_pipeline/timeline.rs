@@ -1,0 +1,108 @@
+//! A trace folder's events on the samples' clock (`CLOCK_MONOTONIC` ns),
+//! each log's wall-clock spans moved with its own clock pairs by the same
+//! [`clock_of`] and [`ClockMap::to_monotonic`] the in-pipeline join uses,
+//! so that a timeline drawn from them (`lotus trace view --format
+//! firefox`) puts a span where the join credits its samples.
+
+use std::path::Path;
+
+use super::{clock_of, Error};
+use lotus_protocol::ClockMap;
+use lotus_trace::{Entry, Event, Item, LogFile, TraceFolder};
+
+/// What [`for_each_clocked_event`] hands on: a log as its events begin,
+/// or one event with its times on the samples' clock.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClockedItem<'a> {
+    /// A log file: the events that follow are its own.
+    Log(&'a LogFile),
+    /// An event of the last log, with its start and end on the samples'
+    /// clock (ns); `id` is its place in reading order among every event of
+    /// the folder, as the join and `lotus trace view` count them.
+    Event {
+        /// The event as the log has it (wall-clock times).
+        event: &'a Event,
+        /// Its start on the samples' clock.
+        start_ns: u64,
+        /// Its end on the samples' clock.
+        end_ns: u64,
+        /// Its place in reading order.
+        id: u64,
+    },
+}
+
+/// What [`for_each_clocked_event`] read past: events its clock could not
+/// place, bad lines, logs skipped (each with why).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClockedSummary {
+    /// Events handed on.
+    pub events: u64,
+    /// Events whose times fall outside their log's clock pairs.
+    pub unplaced: u64,
+    /// Lines that are not events.
+    pub bad_lines: u64,
+    /// Logs skipped (nothing in them), each with why.
+    pub skipped_logs: Vec<String>,
+    /// `wall_ns - monotonic_ns` of the first clock pair read (where the
+    /// samples' clock's zero was in wall-clock time), if any.
+    pub wall_offset_ns: Option<i128>,
+}
+
+/// Reads every log of the trace folder `dir` through the reader `lotus
+/// trace view` and the join read them with, and hands each log, then each
+/// of its events with its times on the samples' clock, to `f`. A log
+/// without clock pairs is the join's error (an older lotus's header, the
+/// original format); an empty one is skipped and said in the summary.
+pub fn for_each_clocked_event<F>(dir: &Path, mut f: F) -> Result<ClockedSummary, Error>
+where
+    F: FnMut(ClockedItem<'_>) -> Result<(), Error>,
+{
+    let folder = TraceFolder::scan(dir)?;
+    let mut clock = ClockMap::new(Vec::new());
+    let mut summary = ClockedSummary::default();
+    let mut next_id = 0u64;
+    folder.read_all(|item| -> Result<(), Error> {
+        let e = match item {
+            Item::File(log) => {
+                clock = match clock_of(log)? {
+                    Ok(clock) => clock,
+                    Err(why) => {
+                        summary.skipped_logs.push(format!(
+                            "{}: {why}; skipped, the other logs are read",
+                            lotus_sys::input::escaped(&log.display)
+                        ));
+                        ClockMap::new(Vec::new())
+                    }
+                };
+                if summary.wall_offset_ns.is_none() {
+                    summary.wall_offset_ns = clock.pairs().first().map(|p| p.offset_ns());
+                }
+                return f(ClockedItem::Log(log));
+            }
+            Item::Entry(Entry::Bad(_)) => {
+                summary.bad_lines += 1;
+                return Ok(());
+            }
+            Item::Entry(Entry::Event(e)) => e,
+        };
+        let id = next_id;
+        next_id += 1;
+        let (Some(start_ns), Some(end_ns)) = (
+            clock.to_monotonic(e.start_ns),
+            clock.to_monotonic(e.end_ns()),
+        ) else {
+            summary.unplaced += 1;
+            return Ok(());
+        };
+        summary.events += 1;
+        f(ClockedItem::Event {
+            event: &e,
+            start_ns,
+            end_ns,
+            id,
+        })
+    })?;
+    Ok(summary)
+}

@@ -1,0 +1,635 @@
+//! `lotus trace view --format firefox`: a sampled trace folder as a
+//! Firefox Profiler profile (profiler.firefox.com, "Load a profile from
+//! file"), written with samply's `fxprof-processed-profile`.
+//!
+//! One process per traced process (its pid, named by its role), one
+//! thread per thread that has samples or spans (its tid, named where the
+//! tracer named it with a `kind=thread` event), every sample with its call
+//! stack (frames named as `lotus attribute DIR --format folded` names
+//! them, a kernel frame ending in `_[k]` and in the `Kernel` category,
+//! the others in `User` with their module as subcategory), and the op
+//! spans (with the main processes' batches and waits) as interval markers
+//! on their thread. Times are on the samples' clock (`CLOCK_MONOTONIC`):
+//! the spans are moved there with each log's clock pairs by the code the
+//! in-pipeline join uses ([`lotus_attribute::for_each_clocked_event`]), so
+//! a sample falls in the marker of the span the join credits it to.
+//!
+//! Memory: the samples are streamed once from the file; the profile the
+//! crate builds holds, per sample, its time, stack index, CPU delta and
+//! weight (about 24 bytes), and per thread its distinct stacks and
+//! frames, per marker its times, name and fields: it grows with samples
+//! and spans (it is serialized whole at the end), never twice over.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use fxprof_processed_profile::{
+    CategoryColor, CategoryHandle, CategoryPairHandle, CpuDelta, Frame, FrameFlags, FrameInfo,
+    MarkerFieldFlags, MarkerFieldFormat, MarkerTiming, ProcessHandle, Profile, ReferenceTimestamp,
+    SamplingInterval, StackHandle, StaticSchemaMarker, StaticSchemaMarkerField, StringHandle,
+    ThreadHandle, Timestamp,
+};
+use lotus_attribute::{folded_frame, for_each_clocked_event, ClockedItem};
+use lotus_samples::{SampleFiles, StackTable, SymbolTable};
+use lotus_trace::{Kind, Role};
+
+/// What [`write_profile`] wrote, for the closing note.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Processes in the profile.
+    pub processes: usize,
+    /// Threads in the profile.
+    pub threads: usize,
+    /// Samples added.
+    pub samples: u64,
+    /// Markers added.
+    pub markers: u64,
+    /// Whether the folder held samples.
+    pub sampled: bool,
+    /// Whether any sample carried a call stack.
+    pub with_stacks: bool,
+    /// What is worth telling (logs skipped, samples without a log...).
+    pub notes: Vec<String>,
+}
+
+/// A span as a marker: its op (or `batch`, `wait`) name, its kind, and
+/// its batch and sample index where it has them.
+#[derive(Debug, Clone)]
+struct SpanMarker {
+    name: StringHandle,
+    category: CategoryHandle,
+    kind: StringHandle,
+    batch: StringHandle,
+    index: StringHandle,
+}
+
+impl StaticSchemaMarker for SpanMarker {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "LotusSpan";
+    const DESCRIPTION: Option<&'static str> = Some("A span of the lotus trace (op, batch, wait)");
+    const CHART_LABEL: Option<&'static str> = Some("{marker.name}");
+    const TOOLTIP_LABEL: Option<&'static str> = Some(
+        "{marker.name} ({marker.data.kind}) batch {marker.data.batch} sample {marker.data.index}",
+    );
+    const TABLE_LABEL: Option<&'static str> = Some(
+        "{marker.name} ({marker.data.kind}) batch {marker.data.batch} sample {marker.data.index}",
+    );
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[
+        StaticSchemaMarkerField {
+            key: "kind",
+            label: "Kind",
+            format: MarkerFieldFormat::String,
+            flags: MarkerFieldFlags::SEARCHABLE,
+        },
+        StaticSchemaMarkerField {
+            key: "batch",
+            label: "Batch",
+            format: MarkerFieldFormat::String,
+            flags: MarkerFieldFlags::SEARCHABLE,
+        },
+        StaticSchemaMarkerField {
+            key: "index",
+            label: "Sample index",
+            format: MarkerFieldFormat::String,
+            flags: MarkerFieldFlags::SEARCHABLE,
+        },
+    ];
+
+    fn name(&self, _profile: &mut Profile) -> StringHandle {
+        self.name
+    }
+
+    fn category(&self, _profile: &mut Profile) -> CategoryHandle {
+        self.category
+    }
+
+    fn string_field_value(&self, field_index: u32) -> StringHandle {
+        match field_index {
+            0 => self.kind,
+            1 => self.batch,
+            _ => self.index,
+        }
+    }
+
+    fn number_field_value(&self, _field_index: u32) -> f64 {
+        // The schema has no number field: the profile never asks.
+        0.0
+    }
+}
+
+/// The profile being built: its processes and threads by id, its
+/// categories, and the frames and stacks already interned.
+struct Builder {
+    profile: Profile,
+    processes: HashMap<u32, ProcessHandle>,
+    threads: HashMap<(u32, u32), ThreadHandle>,
+    /// Workers numbered in the order their logs are read.
+    workers: u32,
+    user: CategoryHandle,
+    kernel: CategoryHandle,
+    ops: CategoryHandle,
+    loader: CategoryHandle,
+    modules: HashMap<String, CategoryPairHandle>,
+    /// Per symbol id: its frame name and category.
+    frames: HashMap<u32, (StringHandle, CategoryPairHandle)>,
+    /// Per thread and stack id (or leaf symbol, `u64` above `u32::MAX`).
+    stacks: HashMap<(ThreadHandle, u64), Option<StackHandle>>,
+    markers: u64,
+}
+
+impl Builder {
+    fn new(interval_ns: u64) -> Builder {
+        // Dated once the logs are read (the samples' clock's zero in
+        // wall-clock time, from their clock pairs).
+        let mut profile = Profile::new(
+            "lotus trace",
+            ReferenceTimestamp::from_duration_since_unix_epoch(Duration::ZERO),
+            SamplingInterval::from_nanos(interval_ns.max(1)),
+        );
+        profile.set_product(concat!("lotus ", env!("CARGO_PKG_VERSION")));
+        profile.set_os_name("Linux");
+        profile.set_symbolicated(true);
+        let user = profile.add_category("User", CategoryColor::Yellow);
+        let kernel = profile.add_category("Kernel", CategoryColor::Orange);
+        let ops = profile.add_category("Op", CategoryColor::Blue);
+        let loader = profile.add_category("DataLoader", CategoryColor::Green);
+        Builder {
+            profile,
+            processes: HashMap::new(),
+            threads: HashMap::new(),
+            workers: 0,
+            user,
+            kernel,
+            ops,
+            loader,
+            modules: HashMap::new(),
+            frames: HashMap::new(),
+            stacks: HashMap::new(),
+            markers: 0,
+        }
+    }
+
+    /// The process `pid`, added under `name` when first met.
+    fn process(&mut self, pid: u32, name: impl FnOnce() -> String) -> ProcessHandle {
+        if let Some(&p) = self.processes.get(&pid) {
+            return p;
+        }
+        let p = self
+            .profile
+            .add_process(&name(), pid, Timestamp::from_nanos_since_reference(0));
+        self.processes.insert(pid, p);
+        p
+    }
+
+    /// The thread `tid` of process `pid` (the process named by its pid
+    /// alone where no log named it).
+    fn thread(&mut self, pid: u32, tid: u32) -> ThreadHandle {
+        if let Some(&t) = self.threads.get(&(pid, tid)) {
+            return t;
+        }
+        let p = self.process(pid, || format!("untraced process {pid}"));
+        let t =
+            self.profile
+                .add_thread(p, tid, Timestamp::from_nanos_since_reference(0), tid == pid);
+        if tid == pid {
+            self.profile.set_thread_name(t, "main thread");
+        }
+        self.threads.insert((pid, tid), t);
+        t
+    }
+
+    /// A symbol's frame: named as folded lines name it, in the Kernel
+    /// category or in User with its module as subcategory.
+    fn frame(&mut self, symbols: &SymbolTable, id: u32) -> FrameInfo {
+        let (name, category_pair) = match self.frames.get(&id) {
+            Some(&f) => f,
+            None => {
+                let s = symbols.get(id);
+                let name = self.profile.intern_string(&folded_frame(s));
+                let category = if s.module == "[kernel]" {
+                    self.kernel.into()
+                } else {
+                    let module = Path::new(&s.module)
+                        .file_name()
+                        .map_or(s.module.clone(), |n| n.to_string_lossy().into_owned());
+                    let (profile, user) = (&mut self.profile, self.user);
+                    *self
+                        .modules
+                        .entry(module)
+                        .or_insert_with_key(|m| profile.add_subcategory(user, m))
+                };
+                self.frames.insert(id, (name, category));
+                (name, category)
+            }
+        };
+        FrameInfo {
+            frame: Frame::Label(name),
+            category_pair,
+            flags: FrameFlags::empty(),
+        }
+    }
+
+    /// The stack of a sample: stack `stack` of the table, or where it has
+    /// none (`--stacks none`, an id the file lacks) its own function alone,
+    /// as the folded output shows it.
+    fn stack(
+        &mut self,
+        thread: ThreadHandle,
+        stack: u32,
+        leaf: u32,
+        tables: &(SymbolTable, StackTable),
+        ids: &mut Vec<u32>,
+    ) -> Option<StackHandle> {
+        let key = if stack == 0 {
+            u64::from(leaf) | 1 << 32
+        } else {
+            u64::from(stack)
+        };
+        if let Some(&s) = self.stacks.get(&(thread, key)) {
+            return s;
+        }
+        if stack == 0 || !tables.1.frames(stack, ids) {
+            ids.clear();
+            ids.push(leaf);
+        }
+        let frames: Vec<FrameInfo> = ids.iter().map(|&i| self.frame(&tables.0, i)).collect();
+        let s = self.profile.intern_stack_frames(thread, frames.into_iter());
+        self.stacks.insert((thread, key), s);
+        s
+    }
+
+    /// A span as an interval marker on its thread.
+    fn marker(&mut self, pid: u32, tid: u32, e: &lotus_trace::Event, start: u64, end: u64) {
+        let thread = self.thread(pid, tid);
+        let p = &mut self.profile;
+        let number = |p: &mut Profile, n: Option<u64>| {
+            p.intern_string(&n.map_or(String::new(), |n| n.to_string()))
+        };
+        let marker = SpanMarker {
+            name: p.intern_string(&e.name),
+            category: if e.kind == Kind::Op {
+                self.ops
+            } else {
+                self.loader
+            },
+            kind: p.intern_string(e.kind.as_str()),
+            batch: number(p, e.batch),
+            index: number(p, e.sample),
+        };
+        p.add_marker(
+            thread,
+            MarkerTiming::Interval(
+                Timestamp::from_nanos_since_reference(start),
+                Timestamp::from_nanos_since_reference(end.max(start)),
+            ),
+            marker,
+        );
+        self.markers += 1;
+    }
+}
+
+/// Reads the trace folder `dir` (samples of `prefix` where it has them)
+/// and writes its profile to `out`.
+pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Written> {
+    let files = SampleFiles::of(dir, prefix);
+    let sampled = files.samples.symlink_metadata().is_ok();
+    let sampling: HashMap<String, String> = if sampled {
+        files
+            .read_sampling()
+            .unwrap_or_default()
+            .into_iter()
+            .collect()
+    } else {
+        HashMap::new()
+    };
+    let interval_ns: u64 = sampling
+        .get("interval_ns")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let mut written = Written {
+        sampled,
+        ..Written::default()
+    };
+
+    // Pass 1: the logs' processes, thread names and spans. The builder is
+    // made at the first log, whose first clock pair dates the profile.
+    let mut b: Option<Builder> = None;
+    let summary = for_each_clocked_event(dir, |item| {
+        match item {
+            ClockedItem::Log(log) => {
+                let b = b.get_or_insert_with(|| Builder::new(interval_ns));
+                let (pid, role) = (log.name.pid, log.name.role);
+                if !b.processes.contains_key(&pid) {
+                    let name = match role {
+                        Role::Main => format!("main ({pid})"),
+                        _ => {
+                            b.workers += 1;
+                            format!("worker {} ({pid})", b.workers - 1)
+                        }
+                    };
+                    b.process(pid, || name);
+                }
+            }
+            ClockedItem::Event {
+                event: e,
+                start_ns,
+                end_ns,
+                ..
+            } => {
+                let b = b.get_or_insert_with(|| Builder::new(interval_ns));
+                let tid = e.tid.unwrap_or(e.pid);
+                match e.kind {
+                    Kind::Thread => {
+                        let t = b.thread(e.pid, tid);
+                        b.profile.set_thread_name(t, &e.name);
+                    }
+                    Kind::Op => b.marker(e.pid, tid, e, start_ns, end_ns),
+                    Kind::Batch | Kind::Wait if e.role == Role::Main => {
+                        b.marker(e.pid, tid, e, start_ns, end_ns)
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    written.notes.extend(summary.skipped_logs.iter().cloned());
+    if summary.unplaced > 0 {
+        written.notes.push(format!(
+            "{} event(s) outside their log's clock pairs left out",
+            summary.unplaced
+        ));
+    }
+    let mut b = match b {
+        Some(b) => b,
+        None => anyhow::bail!(
+            "{}: no trace logs (lotus_main_pid_*, lotus_worker_pid_*): give the folder `lotus trace run` wrote",
+            dir.display()
+        ),
+    };
+    if let Some(o) = summary.wall_offset_ns.and_then(|o| u64::try_from(o).ok()) {
+        b.profile
+            .set_reference_timestamp(ReferenceTimestamp::from_duration_since_unix_epoch(
+                Duration::from_nanos(o),
+            ));
+    }
+
+    // Pass 2: the samples, streamed.
+    if sampled {
+        add_samples(&mut b, &files, interval_ns, &mut written)?;
+    }
+    written.processes = b.processes.len();
+    written.threads = b.threads.len();
+    written.markers = b.markers;
+    serde_json::to_writer(&mut *out, &b.profile).context("cannot write the profile")?;
+    out.flush().context("cannot write the profile")?;
+    Ok(written)
+}
+
+/// Adds every sample of the folder to its thread, with its stack and the
+/// CPU time it stands for (the sampling interval: samples are taken
+/// every `interval_ns` of a thread's CPU time).
+fn add_samples(
+    b: &mut Builder,
+    files: &SampleFiles,
+    interval_ns: u64,
+    written: &mut Written,
+) -> Result<()> {
+    let shown = |p: &Path| lotus_sys::input::escaped(&p.display().to_string());
+    let symbols = files
+        .read_symbols()
+        .with_context(|| format!("cannot read {}", shown(&files.symbols)))?;
+    written.notes.extend(symbols.skipped_note(&files.symbols));
+    let stacks = files.read_stacks().unwrap_or_else(|e| {
+        written.notes.push(format!(
+            "{}: {e}: each sample is shown with its own function alone",
+            shown(&files.stacks)
+        ));
+        StackTable::default()
+    });
+    written.notes.extend(stacks.skipped_note(&files.stacks));
+    let tables = (symbols, stacks);
+    let mut reader = files
+        .samples()
+        .with_context(|| format!("cannot read {}", shown(&files.samples)))?;
+    let mut ids = Vec::new();
+    let cpu = CpuDelta::from_nanos(interval_ns);
+    while let Some(r) = reader.next_with_stack() {
+        let (s, stack) = r.with_context(|| format!("cannot read {}", shown(&files.samples)))?;
+        written.with_stacks |= stack != 0;
+        let thread = b.thread(s.pid, s.tid);
+        let st = b.stack(thread, stack, s.symbol, &tables, &mut ids);
+        b.profile.add_sample(
+            thread,
+            Timestamp::from_nanos_since_reference(s.time_ns),
+            st,
+            cpu,
+            1,
+        );
+        written.samples += 1;
+    }
+    if reader.cut_bytes() > 0 {
+        written.notes.push(format!(
+            "{}: the last {} byte(s) are a cut record: left out",
+            shown(&files.samples),
+            reader.cut_bytes()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lotus_samples::{Sample, SampleSink, SamplesWriter, StackNode, Symbol};
+    use serde_json::Value;
+
+    /// A worker (pid 10): its main thread runs op `Decode` (batch 3,
+    /// sample 7) over [1000, 2000) ns on the samples' clock (its wall
+    /// clock 1 ms ahead), its thread 11 is the tracer's `QueueFeederThread`;
+    /// sampled every 100 ns, with stacks `main;outer;inner` inside the op
+    /// and a kernel frame outside, and thread 11 once without a stack.
+    fn folder() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tmp");
+        let off = 1_000_000u64;
+        let log = format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
+             SQueueFeederThread,{},0,kind=thread,tid=11\n\
+             SDecode,{},1000,kind=op,batch=3,sample=7\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
+            500 + off,
+            1000 + off,
+            5000 + off
+        );
+        std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
+        let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
+        w.with_stacks().expect("stacks");
+        w.symbols(&[
+            (0, Symbol::new("main", "/bin/x")),
+            (1, Symbol::new("outer", "/bin/x")),
+            (2, Symbol::new("inner", "/lib/libspin.so")),
+            (3, Symbol::new("do_page_fault", "[kernel]")),
+        ])
+        .expect("symbols");
+        w.stacks(&[
+            StackNode::new(1, 0, 0),
+            StackNode::new(2, 1, 1),
+            StackNode::new(3, 2, 2),
+            StackNode::new(4, 2, 3),
+        ])
+        .expect("stacks");
+        let (mut samples, mut ids) = (Vec::new(), Vec::new());
+        for t in (0..5000u64).step_by(100) {
+            let in_op = (1000..2000).contains(&t);
+            samples.push(Sample {
+                time_ns: t,
+                pid: 10,
+                tid: 10,
+                symbol: if in_op { 2 } else { 3 },
+                kernel: !in_op,
+                counters: Default::default(),
+            });
+            ids.push(if in_op { 3 } else { 4 });
+        }
+        samples.push(Sample {
+            time_ns: 4950,
+            pid: 10,
+            tid: 11,
+            symbol: 1,
+            kernel: false,
+            counters: Default::default(),
+        });
+        ids.push(0);
+        w.samples_with_stacks(&samples, &ids).expect("samples");
+        w.finish().expect("finish");
+        let files = SampleFiles::of(dir.path(), "lotus");
+        lotus_samples::write_sampling(
+            &files.sampling,
+            &[
+                ("status", "complete".into()),
+                ("frequency_hz", "10000000".into()),
+                ("interval_ns", "100".into()),
+            ],
+        )
+        .expect("sampling");
+        dir
+    }
+
+    /// Each sample's frames (outermost first) and time (ms) of `thread`.
+    fn samples_of(thread: &Value) -> Vec<(Vec<String>, f64)> {
+        let strings = thread["stringArray"].as_array().expect("strings");
+        let st = &thread["stackTable"];
+        let func_name = |frame: u64| {
+            let func = thread["frameTable"]["func"][frame as usize]
+                .as_u64()
+                .expect("func");
+            let name = thread["funcTable"]["name"][func as usize]
+                .as_u64()
+                .expect("name");
+            strings[name as usize].as_str().expect("s").to_string()
+        };
+        let s = &thread["samples"];
+        let mut t = 0.0;
+        let mut out = Vec::new();
+        for (i, stack) in s["stack"].as_array().expect("stack").iter().enumerate() {
+            t += s["timeDeltas"][i].as_f64().expect("delta");
+            let mut frames = Vec::new();
+            let mut at = stack.as_u64();
+            while let Some(k) = at {
+                frames.push(func_name(st["frame"][k as usize].as_u64().expect("frame")));
+                at = st["prefix"][k as usize].as_u64();
+            }
+            frames.reverse();
+            out.push((frames, t));
+        }
+        out
+    }
+
+    #[test]
+    fn a_tiny_folder_becomes_processes_threads_stacks_and_markers() {
+        let dir = folder();
+        let mut out = Vec::new();
+        let w = write_profile(dir.path(), "lotus", &mut out).expect("profile");
+        assert_eq!(
+            (w.processes, w.threads, w.samples, w.markers),
+            (1, 2, 51, 1)
+        );
+        assert!(w.sampled && w.with_stacks, "{w:?}");
+        let p: Value = serde_json::from_slice(&out).expect("json");
+        let threads = p["threads"].as_array().expect("threads");
+        let main = threads
+            .iter()
+            .find(|t| t["tid"] == "10" || t["tid"] == 10)
+            .expect("10");
+        let feeder = threads
+            .iter()
+            .find(|t| t["tid"] == "11" || t["tid"] == 11)
+            .expect("11");
+        assert_eq!(main["processName"], "worker 0 (10)");
+        assert_eq!(feeder["name"], "QueueFeederThread");
+        let samples = samples_of(main);
+        assert_eq!(samples.len(), 50);
+        // Times on the samples' clock (ms): the op's ten samples carry its
+        // stack, the others the kernel frame.
+        for (frames, t) in &samples {
+            let ns = (t * 1e6).round() as u64;
+            if (1000..2000).contains(&ns) {
+                assert_eq!(frames, &["main", "outer", "inner"], "at {ns}");
+            } else {
+                assert_eq!(frames, &["main", "outer", "do_page_fault_[k]"], "at {ns}");
+            }
+        }
+        assert_eq!(
+            samples_of(feeder),
+            vec![(vec!["outer".to_string()], 4950.0 / 1e6)]
+        );
+        // The op's span: a marker on the worker's main thread, moved onto
+        // the samples' clock by the log's clock pairs.
+        let m = &main["markers"];
+        assert_eq!(m["length"], 1);
+        let strings = main["stringArray"].as_array().expect("strings");
+        assert_eq!(
+            strings[m["name"][0].as_u64().expect("n") as usize],
+            "Decode"
+        );
+        let data = &m["data"][0];
+        let field = |k: &str| strings[data[k].as_u64().expect("field") as usize].clone();
+        assert_eq!(
+            (field("kind"), field("batch"), field("index")),
+            ("op".into(), "3".into(), "7".into())
+        );
+        let (a, b) = (
+            m["startTime"][0].as_f64().expect("a"),
+            m["endTime"][0].as_f64().expect("b"),
+        );
+        assert_eq!(((a * 1e6).round(), (b * 1e6).round()), (1000.0, 2000.0));
+        assert_eq!(feeder["markers"]["length"], 0);
+        // Kernel frames in their own category, user ones by module.
+        let cats = p["meta"]["categories"].as_array().expect("categories");
+        assert!(cats.iter().any(|c| c["name"] == "Kernel"));
+        let user = cats.iter().find(|c| c["name"] == "User").expect("user");
+        assert!(user["subcategories"]
+            .as_array()
+            .expect("sub")
+            .iter()
+            .any(|s| s == "libspin.so"));
+    }
+
+    #[test]
+    fn without_samples_the_spans_alone_and_without_logs_an_error() {
+        let dir = folder();
+        for f in SampleFiles::of(dir.path(), "lotus").existing() {
+            std::fs::remove_file(f).expect("rm");
+        }
+        let mut out = Vec::new();
+        let w = write_profile(dir.path(), "lotus", &mut out).expect("profile");
+        assert!(!w.sampled);
+        assert_eq!((w.samples, w.markers), (0, 1));
+        let empty = tempfile::tempdir().expect("tmp");
+        let e = write_profile(empty.path(), "lotus", &mut Vec::new()).expect_err("no logs");
+        assert!(format!("{e:#}").contains("no trace logs"), "{e:#}");
+    }
+}
