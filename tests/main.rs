@@ -28,6 +28,7 @@ mod compare;
 mod control_lib;
 mod docs;
 mod faults_process;
+mod firefox;
 mod harness;
 mod hostile_text;
 mod installed_binary;

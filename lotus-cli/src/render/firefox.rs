@@ -8,7 +8,7 @@
 //! stack (frames named as `lotus attribute DIR --format folded` names
 //! them, a kernel frame ending in `_[k]` and in the `Kernel` category,
 //! the others in `User` with their module as subcategory), and the op
-//! spans (with the main processes' batches and waits) as interval markers
+//! spans (with the batches, and the main processes' waits) as interval markers
 //! on their thread. Times are on the samples' clock (`CLOCK_MONOTONIC`):
 //! the spans are moved there with each log's clock pairs by the code the
 //! in-pipeline join uses ([`lotus_attribute::for_each_clocked_event`]), so
@@ -345,10 +345,10 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
                         let t = b.thread(e.pid, tid);
                         b.profile.set_thread_name(t, &e.name);
                     }
-                    Kind::Op => b.marker(e.pid, tid, e, start_ns, end_ns),
-                    Kind::Batch | Kind::Wait if e.role == Role::Main => {
-                        b.marker(e.pid, tid, e, start_ns, end_ns)
-                    }
+                    // Ops and batches wherever they ran, the main
+                    // processes' waits for a batch.
+                    Kind::Op | Kind::Batch => b.marker(e.pid, tid, e, start_ns, end_ns),
+                    Kind::Wait if e.role == Role::Main => b.marker(e.pid, tid, e, start_ns, end_ns),
                     _ => {}
                 }
             }
