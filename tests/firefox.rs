@@ -163,7 +163,7 @@ fn a_sampled_dataloader_job_is_a_profile_with_its_processes_stacks_and_op_marker
                 thread["processName"]
                     .as_str()
                     .is_some_and(|n| n.starts_with("worker"))
-                    && thread["pid"].to_string() == thread["tid"].to_string(),
+                    && thread["pid"] == thread["tid"],
                 "Spin on {} {}",
                 thread["processName"],
                 thread["tid"]

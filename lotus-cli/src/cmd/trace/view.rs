@@ -1,5 +1,6 @@
 //! `lotus trace view`: Chrome trace event JSON of a trace (see the
-//! [module above](super) for what it holds).
+//! [module above](super) for what it holds), or with `--format firefox` a
+//! Firefox Profiler profile ([`crate::render::firefox`]).
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
