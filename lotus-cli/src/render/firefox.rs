@@ -304,10 +304,15 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
     } else {
         HashMap::new()
     };
-    let interval_ns: u64 = sampling
-        .get("interval_ns")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
+    // As the join reads them: the interval, else one over the frequency.
+    let num = |k: &str| sampling.get(k).and_then(|v| v.parse::<u64>().ok());
+    let frequency_hz = num("frequency_hz").unwrap_or(1000).max(1);
+    let interval_ns = num("interval_ns").unwrap_or(1_000_000_000 / frequency_hz);
+    // A `task-clock` counter read with each sample: its thread's CPU ns
+    // since its previous sample, the sample's CPU delta where it has one.
+    let task_clock = sampling
+        .get("counters")
+        .and_then(|names| names.split(',').position(|n| n == "task-clock"));
     let mut written = Written {
         sampled,
         ..Written::default()
@@ -379,7 +384,7 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
 
     // Pass 2: the samples, streamed.
     if sampled {
-        add_samples(&mut b, &files, interval_ns, &mut written)?;
+        add_samples(&mut b, &files, (interval_ns, task_clock), &mut written)?;
     }
     written.processes = b.processes.len();
     written.threads = b.threads.len();
@@ -389,13 +394,14 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
     Ok(written)
 }
 
-/// Adds every sample of the folder to its thread, with its stack and the
-/// CPU time it stands for (the sampling interval: samples are taken
-/// every `interval_ns` of a thread's CPU time).
+/// Adds every sample of the folder to its thread, with its stack, weight
+/// 1 and the CPU time it stands for: the `task-clock` counter it carries
+/// (`cpu.1`: its index among the counters), else the sampling interval
+/// (`cpu.0`: samples are taken every interval of a thread's CPU time).
 fn add_samples(
     b: &mut Builder,
     files: &SampleFiles,
-    interval_ns: u64,
+    cpu: (u64, Option<usize>),
     written: &mut Written,
 ) -> Result<()> {
     let shown = |p: &Path| lotus_sys::input::escaped(&p.display().to_string());
@@ -416,17 +422,20 @@ fn add_samples(
         .samples()
         .with_context(|| format!("cannot read {}", shown(&files.samples)))?;
     let mut ids = Vec::new();
-    let cpu = CpuDelta::from_nanos(interval_ns);
     while let Some(r) = reader.next_with_stack() {
         let (s, stack) = r.with_context(|| format!("cannot read {}", shown(&files.samples)))?;
         written.with_stacks |= stack != 0;
         let thread = b.thread(s.pid, s.tid);
         let st = b.stack(thread, stack, s.symbol, &tables, &mut ids);
+        let cpu_ns = cpu
+            .1
+            .and_then(|i| s.counters.as_slice().get(i).copied())
+            .unwrap_or(cpu.0);
         b.profile.add_sample(
             thread,
             Timestamp::from_nanos_since_reference(s.time_ns),
             st,
-            cpu,
+            CpuDelta::from_nanos(cpu_ns),
             1,
         );
         written.samples += 1;

@@ -189,3 +189,54 @@ fn without_samples_the_spans_alone_and_without_logs_an_error() {
     let e = write_profile(empty.path(), "lotus", &mut Vec::new()).expect_err("no logs");
     assert!(format!("{e:#}").contains("no trace logs"), "{e:#}");
 }
+
+#[test]
+fn a_task_clock_counter_is_the_cpu_delta_and_no_stacks_is_the_function_alone() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = "#lotus-trace v1 role=main pid=20 wall_ns=1000000 monotonic_ns=0\n\
+               SStep,1001000,1000,kind=op\n";
+    std::fs::write(dir.path().join("lotus_main_pid_20"), log).expect("log");
+    let mut w = SamplesWriter::create_with_counters(dir.path(), "lotus", 1).expect("w");
+    w.symbols(&[(0, Symbol::new("work", "/bin/y"))])
+        .expect("symbols");
+    let samples: Vec<Sample> = [1100u64, 1500]
+        .iter()
+        .zip([7000u64, 3000])
+        .map(|(&t, cpu)| Sample {
+            time_ns: t,
+            pid: 20,
+            tid: 20,
+            symbol: 0,
+            kernel: false,
+            counters: lotus_samples::CounterValues::new(&[cpu]).expect("counters"),
+        })
+        .collect();
+    w.samples(&samples).expect("samples");
+    w.finish().expect("finish");
+    let files = SampleFiles::of(dir.path(), "lotus");
+    lotus_samples::write_sampling(
+        &files.sampling,
+        &[
+            ("status", "complete".into()),
+            ("interval_ns", "1000".into()),
+            ("counters", "task-clock".into()),
+        ],
+    )
+    .expect("sampling");
+    let mut out = Vec::new();
+    let w = write_profile(dir.path(), "lotus", &mut out).expect("profile");
+    assert!(!w.with_stacks && w.samples == 2, "{w:?}");
+    let p: Value = serde_json::from_slice(&out).expect("json");
+    let main = &p["threads"][0];
+    assert_eq!(main["processName"], "main (20)");
+    let frames: Vec<Vec<String>> = samples_of(main).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(frames, vec![vec!["work".to_string()]; 2]);
+    // The crate writes CPU deltas in whole µs.
+    let cpu: Vec<f64> = main["samples"]["threadCPUDelta"]
+        .as_array()
+        .expect("cpu")
+        .iter()
+        .map(|v| v.as_f64().expect("µs"))
+        .collect();
+    assert_eq!(cpu, [7.0, 3.0]);
+}
