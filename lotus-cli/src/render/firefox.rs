@@ -70,12 +70,10 @@ impl StaticSchemaMarker for SpanMarker {
     const UNIQUE_MARKER_TYPE_NAME: &'static str = "LotusSpan";
     const DESCRIPTION: Option<&'static str> = Some("A span of the lotus trace (op, batch, wait)");
     const CHART_LABEL: Option<&'static str> = Some("{marker.name}");
-    const TOOLTIP_LABEL: Option<&'static str> = Some(
-        "{marker.name} ({marker.data.kind}) batch {marker.data.batch} sample {marker.data.index}",
-    );
-    const TABLE_LABEL: Option<&'static str> = Some(
-        "{marker.name} ({marker.data.kind}) batch {marker.data.batch} sample {marker.data.index}",
-    );
+    // The batch and sample index are fields (shown in the tooltip and
+    // the table's details; empty where the span has none).
+    const TOOLTIP_LABEL: Option<&'static str> = Some("{marker.name} ({marker.data.kind})");
+    const TABLE_LABEL: Option<&'static str> = Some("{marker.name} ({marker.data.kind})");
     const FIELDS: &'static [StaticSchemaMarkerField] = &[
         StaticSchemaMarkerField {
             key: "kind",
@@ -125,6 +123,8 @@ struct Builder {
     profile: Profile,
     processes: HashMap<u32, ProcessHandle>,
     threads: HashMap<(u32, u32), ThreadHandle>,
+    /// Each thread's first time (its start in the profile) and process.
+    first: HashMap<ThreadHandle, (u64, ProcessHandle)>,
     /// Workers numbered in the order their logs are read.
     workers: u32,
     user: CategoryHandle,
@@ -168,6 +168,7 @@ impl Builder {
             frames: HashMap::new(),
             stacks: HashMap::new(),
             markers: 0,
+            first: HashMap::new(),
         }
     }
 
@@ -197,6 +198,7 @@ impl Builder {
             self.profile.set_thread_name(t, "main thread");
         }
         self.threads.insert((pid, tid), t);
+        self.first.insert(t, (u64::MAX, p));
         t
     }
 
@@ -260,6 +262,39 @@ impl Builder {
         s
     }
 
+    /// Notes that `thread` was alive at `t`.
+    fn seen(&mut self, thread: ThreadHandle, t: u64) {
+        if let Some(f) = self.first.get_mut(&thread) {
+            f.0 = f.0.min(t);
+        }
+    }
+
+    /// Starts each thread and process at its first sample or span (the
+    /// profiler shows a thread as not yet alive before its start).
+    fn set_starts(&mut self) {
+        let mut processes: HashMap<ProcessHandle, u64> = HashMap::new();
+        for (&t, &(at, p)) in &self.first {
+            if at == u64::MAX {
+                continue;
+            }
+            let ts = Timestamp::from_nanos_since_reference(at);
+            self.profile.set_thread_start_time(t, ts);
+            let first = processes.entry(p).or_insert(at);
+            *first = (*first).min(at);
+        }
+        for (&p, &at) in &processes {
+            self.profile
+                .set_process_start_time(p, Timestamp::from_nanos_since_reference(at));
+        }
+        // A thread only named (no sample, no span): its process's start.
+        for (&t, &(at, p)) in &self.first {
+            if let (u64::MAX, Some(&start)) = (at, processes.get(&p)) {
+                let ts = Timestamp::from_nanos_since_reference(start);
+                self.profile.set_thread_start_time(t, ts);
+            }
+        }
+    }
+
     /// A span as an interval marker on its thread.
     fn marker(&mut self, pid: u32, tid: u32, e: &lotus_trace::Event, start: u64, end: u64) {
         let thread = self.thread(pid, tid);
@@ -287,6 +322,7 @@ impl Builder {
             marker,
         );
         self.markers += 1;
+        self.seen(thread, start);
     }
 }
 
@@ -386,6 +422,7 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
     if sampled {
         add_samples(&mut b, &files, (interval_ns, task_clock), &mut written)?;
     }
+    b.set_starts();
     written.processes = b.processes.len();
     written.threads = b.threads.len();
     written.markers = b.markers;
@@ -439,6 +476,7 @@ fn add_samples(
             1,
         );
         written.samples += 1;
+        b.seen(thread, s.time_ns);
     }
     if reader.cut_bytes() > 0 {
         written.notes.push(format!(

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! lotus trace view DIR [--coarse] [--no-torch] --out trace.json|-
+//! lotus trace view DIR --format firefox --out profile.json|-
 //! lotus trace stats DIR... [--configs] [--outliers flag|study] [--format table|json] [--op-times FILE]
 //! ```
 //!
@@ -89,7 +90,8 @@ pub enum TraceCommand {
     Run(run::TraceRunArgs),
     /// Write a Chrome trace / Perfetto JSON of a trace: one track per
     /// process, every op, sample and batch as a span, arrows from each
-    /// batch's preprocessing to its consumption.
+    /// batch's preprocessing to its consumption (`--format firefox`: a
+    /// Firefox Profiler profile, every sample with its call stack).
     #[command(after_help = crate::usage::env_help::trace_read())]
     View(ViewArgs),
     /// Per-op times, per-batch preprocessing time (IQR outliers), the main

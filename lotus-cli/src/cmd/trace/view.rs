@@ -28,13 +28,15 @@ pub struct ViewArgs {
     /// processes, ranks or machines make one timeline) or one log file.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
-    /// Keep batches, waits and consumptions only (no ops, samples, fetches).
+    /// Keep batches, waits and consumptions only (no ops, samples,
+    /// fetches; `--format json` only).
     #[arg(long)]
     pub coarse: bool,
-    /// Leave out PyTorch profiler traces found in DIR.
+    /// Leave out PyTorch profiler traces found in DIR (`--format json`
+    /// only: the Firefox profile never merges them).
     #[arg(long)]
     pub no_torch: bool,
-    /// Where to write the JSON (`-`: standard output).
+    /// Where to write the JSON or profile (`-`: standard output).
     #[arg(long, short, value_name = "FILE")]
     pub out: PathBuf,
     /// Output format: Chrome trace event JSON (Perfetto and chrome://tracing
@@ -45,7 +47,8 @@ pub struct ViewArgs {
     pub format: ViewFormat,
     /// The samples' prefix in DIR (as `trace run --prefix`): where DIR
     /// holds samples (`trace run --sample`), each op span gets its
-    /// samples, CPU ms and top functions as arguments.
+    /// samples, CPU ms and top functions as arguments (`--format firefox`:
+    /// the samples of the profile).
     #[arg(long, default_value = "lotus")]
     pub prefix: String,
 }

@@ -164,6 +164,8 @@ fn a_tiny_folder_becomes_processes_threads_stacks_and_markers() {
     );
     assert_eq!(((a * 1e6).round(), (b * 1e6).round()), (1000.0, 2000.0));
     assert_eq!(feeder["markers"]["length"], 0);
+    // A thread starts at its first sample or span.
+    assert_eq!(feeder["registerTime"].as_f64(), Some(4950.0 / 1e6));
     // Kernel frames in their own category, user ones by module.
     let cats = p["meta"]["categories"].as_array().expect("categories");
     assert!(cats.iter().any(|c| c["name"] == "Kernel"));
