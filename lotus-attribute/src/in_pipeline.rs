@@ -88,8 +88,8 @@ use lotus_protocol::{clock_pair_of_line, ClockMap};
 use lotus_samples::{Sample, SampleFiles, SymbolTable};
 use lotus_sort::bytes::{Get, Put};
 use lotus_sort::{Budget, Record, Sorter, SpillError, Spool};
-use lotus_trace::{Entry, Kind, Role, TraceFolder};
-use lotus_trace::{Item, LogFile};
+use lotus_trace::LogFile;
+use lotus_trace::{Kind, Role};
 
 mod callers;
 mod folded;
@@ -747,7 +747,6 @@ fn clock_of(log: &LogFile) -> Result<Result<ClockMap, String>, Error> {
 /// reads them with, so that a span's id (its place in reading order) is
 /// the same in both.
 fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
-    let folder = TraceFolder::scan(dir)?;
     let mut roles = HashMap::new();
     let mut ops: Vec<String> = Vec::new();
     let mut op_ids: HashMap<String, u32> = HashMap::new();
@@ -758,35 +757,23 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
     let mut main_windows: HashMap<u32, MainWindow> = HashMap::new();
     let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
     let mut bad_lines = 0u64;
-    let mut clock = ClockMap::new(Vec::new());
-    let mut next_id = 0u64;
-    let mut skipped_logs = Vec::new();
-    folder.read_all(|item| -> Result<(), Error> {
-        let e = match item {
-            Item::File(log) => {
+    // Each log's times are put on the samples' clock by the one walker
+    // `lotus trace view --format firefox` draws its markers with.
+    let summary = timeline::for_each_clocked_event(dir, |item| -> Result<(), Error> {
+        let (e, start, end, id) = match item {
+            ClockedItem::Log(log) => {
                 roles.insert(log.name.pid, log.name.role);
-                clock = match clock_of(log)? {
-                    Ok(clock) => clock,
-                    Err(why) => {
-                        skipped_logs.push(format!(
-                            "{}: {why}; skipped, the other logs are analysed",
-                            lotus_sys::input::escaped(&log.display)
-                        ));
-                        ClockMap::new(Vec::new())
-                    }
-                };
                 return Ok(());
             }
-            Item::Entry(Entry::Bad(_)) => {
-                bad_lines += 1;
-                return Ok(());
-            }
-            Item::Entry(Entry::Event(e)) => e,
+            ClockedItem::Event {
+                event,
+                start_ns,
+                end_ns,
+                id,
+            } => (event, start_ns, end_ns, id),
         };
-        let id = next_id;
-        next_id += 1;
         if e.role == Role::Main {
-            if let Some(start) = clock.to_monotonic(e.start_ns) {
+            if let Some(start) = start {
                 let w = main_windows.entry(e.pid).or_default();
                 let min = |a: Option<u64>| Some(a.map_or(start, |a| a.min(start)));
                 w.first_event = min(w.first_event);
@@ -798,17 +785,14 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
                     _ => {}
                 }
                 if e.kind == Kind::Batch {
-                    if let Some(end) = clock.to_monotonic(e.end_ns()) {
+                    if let Some(end) = end {
                         w.last_batch_end = Some(w.last_batch_end.map_or(end, |a| a.max(end)));
                     }
                 }
             }
         }
         if e.kind == Kind::Batch {
-            if let (Some(start), Some(end)) = (
-                clock.to_monotonic(e.start_ns),
-                clock.to_monotonic(e.end_ns()),
-            ) {
+            if let (Some(start), Some(end)) = (start, end) {
                 let spans = match e.role {
                     Role::Main => &mut loader_spans,
                     Role::Worker => &mut worker_batches,
@@ -829,10 +813,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
         if e.kind != Kind::Op {
             return Ok(());
         }
-        let (Some(start), Some(end)) = (
-            clock.to_monotonic(e.start_ns),
-            clock.to_monotonic(e.end_ns()),
-        ) else {
+        let (Some(start), Some(end)) = (start, end) else {
             bad_lines += 1;
             return Ok(());
         };
@@ -861,6 +842,8 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
         })?;
         Ok(())
     })?;
+    bad_lines += summary.bad_lines;
+    let skipped_logs = summary.skipped_logs;
     let mut spans = Spool::new(budget);
     for s in sorter.finish()? {
         spans.push(s?)?;

@@ -18,15 +18,17 @@ pub enum ClockedItem<'a> {
     /// A log file: the events that follow are its own.
     Log(&'a LogFile),
     /// An event of the last log, with its start and end on the samples'
-    /// clock (ns); `id` is its place in reading order among every event of
-    /// the folder, as the join and `lotus trace view` count them.
+    /// clock (ns; `None` where its log's clock cannot place them: a log
+    /// without clock pairs); `id` is its place in reading order among
+    /// every event of the folder, as the join and `lotus trace view` count
+    /// them.
     Event {
         /// The event as the log has it (wall-clock times).
         event: &'a Event,
         /// Its start on the samples' clock.
-        start_ns: u64,
+        start_ns: Option<u64>,
         /// Its end on the samples' clock.
-        end_ns: u64,
+        end_ns: Option<u64>,
         /// Its place in reading order.
         id: u64,
     },
@@ -39,7 +41,7 @@ pub enum ClockedItem<'a> {
 pub struct ClockedSummary {
     /// Events handed on.
     pub events: u64,
-    /// Events whose times fall outside their log's clock pairs.
+    /// Events whose start or end their log's clock could not place.
     pub unplaced: u64,
     /// Lines that are not events.
     pub bad_lines: u64,
@@ -51,8 +53,9 @@ pub struct ClockedSummary {
 }
 
 /// Reads every log of the trace folder `dir` through the reader `lotus
-/// trace view` and the join read them with, and hands each log, then each
-/// of its events with its times on the samples' clock, to `f`. A log
+/// trace view` reads them with, and hands each log, then each of its
+/// events with its times on the samples' clock, to `f`: the in-pipeline
+/// join reads its spans through it. A log
 /// without clock pairs is the join's error (an older lotus's header, the
 /// original format); an empty one is skipped and said in the summary.
 pub fn for_each_clocked_event<F>(dir: &Path, mut f: F) -> Result<ClockedSummary, Error>
@@ -70,7 +73,7 @@ where
                     Ok(clock) => clock,
                     Err(why) => {
                         summary.skipped_logs.push(format!(
-                            "{}: {why}; skipped, the other logs are read",
+                            "{}: {why}; skipped, the other logs are analysed",
                             lotus_sys::input::escaped(&log.display)
                         ));
                         ClockMap::new(Vec::new())
@@ -89,14 +92,12 @@ where
         };
         let id = next_id;
         next_id += 1;
-        let (Some(start_ns), Some(end_ns)) = (
+        let (start_ns, end_ns) = (
             clock.to_monotonic(e.start_ns),
             clock.to_monotonic(e.end_ns()),
-        ) else {
-            summary.unplaced += 1;
-            return Ok(());
-        };
+        );
         summary.events += 1;
+        summary.unplaced += u64::from(start_ns.is_none() || end_ns.is_none());
         f(ClockedItem::Event {
             event: &e,
             start_ns,

@@ -375,8 +375,8 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
             }
             ClockedItem::Event {
                 event: e,
-                start_ns,
-                end_ns,
+                start_ns: Some(start_ns),
+                end_ns: Some(end_ns),
                 ..
             } => {
                 let b = b.get_or_insert_with(|| Builder::new(interval_ns));
