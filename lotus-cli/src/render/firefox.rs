@@ -21,7 +21,7 @@
 //! and spans (it is serialized whole at the end), never twice over.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufReader, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -33,7 +33,8 @@ use fxprof_processed_profile::{
     ThreadHandle, Timestamp,
 };
 use lotus_attribute::{folded_frame, for_each_clocked_event, ClockedItem};
-use lotus_samples::{SampleFiles, StackTable, SymbolTable};
+use lotus_samples::{SampleFiles, SampleReader, StackTable, SymbolTable};
+use lotus_sys::input::SizedFile;
 use lotus_trace::{Kind, Role};
 
 /// What [`write_profile`] wrote, for the closing note.
@@ -49,6 +50,10 @@ pub struct Written {
     pub markers: u64,
     /// Whether the folder held samples.
     pub sampled: bool,
+    /// Why its samples are left out (a samples or symbols file that cannot
+    /// be opened: a link out of the folder, a fifo, damaged): the profile
+    /// then has the markers alone.
+    pub samples_left_out: Option<String>,
     /// Whether any sample carried a call stack.
     pub with_stacks: bool,
     /// What is worth telling (logs skipped, samples without a log...).
@@ -420,7 +425,16 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
 
     // Pass 2: the samples, streamed.
     if sampled {
-        add_samples(&mut b, &files, (interval_ns, task_clock), &mut written)?;
+        match open_samples(&files, &mut written) {
+            Ok(opened) => add_samples(
+                &mut b,
+                &files,
+                opened,
+                (interval_ns, task_clock),
+                &mut written,
+            )?,
+            Err(e) => written.samples_left_out = Some(format!("{e:#}")),
+        }
     }
     b.set_starts();
     written.processes = b.processes.len();
@@ -431,17 +445,15 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
     Ok(written)
 }
 
-/// Adds every sample of the folder to its thread, with its stack, weight
-/// 1 and the CPU time it stands for: the `task-clock` counter it carries
-/// (`cpu.1`: its index among the counters), else the sampling interval
-/// (`cpu.0`: samples are taken every interval of a thread's CPU time).
-fn add_samples(
-    b: &mut Builder,
-    files: &SampleFiles,
-    cpu: (u64, Option<usize>),
-    written: &mut Written,
-) -> Result<()> {
-    let shown = |p: &Path| lotus_sys::input::escaped(&p.display().to_string());
+/// A folder's symbols and stacks, and its samples' reader.
+type Opened = (
+    (SymbolTable, StackTable),
+    SampleReader<BufReader<SizedFile>>,
+);
+
+/// Opens the folder's symbols, stacks and samples (a stacks file that
+/// cannot be read is said, and each sample shown with its own function).
+fn open_samples(files: &SampleFiles, written: &mut Written) -> Result<Opened> {
     let symbols = files
         .read_symbols()
         .with_context(|| format!("cannot read {}", shown(&files.symbols)))?;
@@ -454,10 +466,28 @@ fn add_samples(
         StackTable::default()
     });
     written.notes.extend(stacks.skipped_note(&files.stacks));
-    let tables = (symbols, stacks);
-    let mut reader = files
+    let reader = files
         .samples()
         .with_context(|| format!("cannot read {}", shown(&files.samples)))?;
+    Ok(((symbols, stacks), reader))
+}
+
+/// A path as messages show it.
+fn shown(p: &Path) -> String {
+    lotus_sys::input::escaped(&p.display().to_string())
+}
+
+/// Adds every sample of the folder to its thread, with its stack, weight
+/// 1 and the CPU time it stands for: the `task-clock` counter it carries
+/// (`cpu.1`: its index among the counters), else the sampling interval
+/// (`cpu.0`: samples are taken every interval of a thread's CPU time).
+fn add_samples(
+    b: &mut Builder,
+    files: &SampleFiles,
+    (tables, mut reader): Opened,
+    cpu: (u64, Option<usize>),
+    written: &mut Written,
+) -> Result<()> {
     let mut ids = Vec::new();
     while let Some(r) = reader.next_with_stack() {
         let (s, stack) = r.with_context(|| format!("cannot read {}", shown(&files.samples)))?;

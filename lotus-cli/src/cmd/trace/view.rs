@@ -407,7 +407,12 @@ fn firefox(args: &ViewArgs) -> Result<ExitCode> {
     for note in &w.notes {
         crate::usage::note!("lotus: note: {note}");
     }
-    if !w.sampled {
+    if let Some(why) = &w.samples_left_out {
+        crate::usage::say!(
+            "lotus: warning: the samples in {} are left out of the profile: {why}; it has the spans as markers only",
+            args.dir.display()
+        );
+    } else if !w.sampled {
         crate::usage::say!(
             "lotus: note: {} holds no samples of prefix `{}` (traced without `--sample`?): the profile has the spans as markers only",
             args.dir.display(),

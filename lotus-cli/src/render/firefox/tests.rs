@@ -242,3 +242,20 @@ fn a_task_clock_counter_is_the_cpu_delta_and_no_stacks_is_the_function_alone() {
         .collect();
     assert_eq!(cpu, [7.0, 3.0]);
 }
+
+#[test]
+fn a_samples_file_that_links_out_is_left_out_by_name_and_the_markers_kept() {
+    let dir = folder();
+    let files = SampleFiles::of(dir.path(), "lotus");
+    let outside = tempfile::tempdir().expect("tmp");
+    let elsewhere = outside.path().join("lotus.samples");
+    std::fs::rename(&files.samples, &elsewhere).expect("move");
+    std::os::unix::fs::symlink(&elsewhere, &files.samples).expect("link");
+    let mut out = Vec::new();
+    let w = write_profile(dir.path(), "lotus", &mut out).expect("profile");
+    let why = w.samples_left_out.clone().expect("left out");
+    assert!(why.contains("lotus.samples"), "{why}");
+    assert_eq!((w.samples, w.markers), (0, 1), "{w:?}");
+    let p: Value = serde_json::from_slice(&out).expect("json");
+    assert!(p["threads"].as_array().is_some_and(|t| !t.is_empty()));
+}
