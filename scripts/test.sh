@@ -21,3 +21,7 @@ export INSTA_UPDATE=no
 unset INSTA_FORCE_PASS
 cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
+# lotus-map's doctests again on their own: the workspace run has its
+# harness-protocol feature on (lotus-cli's tests ask for it), which
+# skips the checks that the harness's protocol is not its API.
+cargo test -p lotus-map --doc

@@ -95,18 +95,24 @@ pub use error::{MapError, Result};
 /// `host`), for callers that serve a profiled program's windows themselves.
 pub use lotus_control::host::ControlHost;
 
-/// Internals that are not API: each block must fail to compile (E0603:
-/// private). The harness's arguments and result file:
+/// The harness's arguments and result file are not API: without the
+/// `harness-protocol` feature each block must fail to compile (E0432: not
+/// exported). A workspace-wide doctest run has the feature on (lotus's
+/// end-to-end tests turn it on), so `scripts/test.sh` also runs
+/// `cargo test -p lotus-map --doc`, where it is off.
 ///
-/// ```compile_fail,E0603
+/// ```compile_fail,E0432
 /// use lotus_map::harness::HarnessResult;
 /// ```
 ///
-/// ```compile_fail,E0603
+/// ```compile_fail,E0432
 /// use lotus_map::harness::HarnessArgs;
 /// ```
-///
-/// The echo of an op's output, and the name shortener behind
+#[cfg(all(doctest, not(feature = "harness-protocol")))]
+pub struct HarnessProtocolPrivate;
+
+/// Internals that are not API: each block must fail to compile (E0603:
+/// private). The echo of an op's output, and the name shortener behind
 /// `output::NameWidth`:
 ///
 /// ```compile_fail,E0603
