@@ -140,9 +140,13 @@ fn no_file_or_folder_is_created_outside_the_one_writer_and_the_private_folder_ma
         // Tests, benches and examples are not lotus (nor lotus-testkit,
         // the tests' helpers); nor is the bench folder's examples, nor the
         // writer itself.
+        // A module's unit tests in a file of their own (`#[cfg(test)] mod
+        // tests;` beside it: `tests.rs`, `layout_tests.rs`) are tests too.
+        let unit_tests = file.ends_with("/tests.rs") || file.ends_with("_tests.rs");
         if parts
             .iter()
             .any(|p| matches!(*p, "tests" | "benches" | "examples"))
+            || unit_tests
             || parts[0] == "bench"
             || parts[0] == "lotus-sys"
             || parts[0] == "lotus-testkit"
