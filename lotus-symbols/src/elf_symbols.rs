@@ -362,7 +362,7 @@ impl ModuleSymbols {
     /// Reads the symbol tables of `file` (opened by [`open_regular`], its
     /// metadata `meta`; mapped from `path`) and of its debug file, where it
     /// has no `.symtab`, without their names. The tables are checked
-    /// against the file's real size first ([`check_tables`]).
+    /// against the file's real size first (`check_tables`).
     pub fn load_from(
         file: Arc<File>,
         meta: &Metadata,
@@ -866,7 +866,7 @@ const MAX_OPEN_SHARE_TO_PIN: u64 = 2;
 /// the process exited, whatever its path names by then (another user's
 /// library swapped for a FIFO or for other code). `None` where that
 /// cannot be opened, is not the file the kernel said (`id`), or
-/// descriptors are scarce (see [`MIN_LIMIT_TO_PIN`]).
+/// descriptors are scarce (see `MIN_LIMIT_TO_PIN`).
 pub fn pin_mapped(pid: u32, start: u64, end: u64, id: Option<FileId>) -> Option<Pinned> {
     // SAFETY: an all-zero rlimit is a valid buffer.
     let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
@@ -927,7 +927,7 @@ fn open_module(module: &Module) -> io::Result<(Arc<File>, Metadata)> {
     Ok((Arc::new(file), meta))
 }
 
-/// The symbols of the file `module` maps (opened by [`open_module`]), read
+/// The symbols of the file `module` maps (opened by `open_module`), read
 /// once per version of the file in this process; or why they cannot be
 /// read, in words for a note.
 ///
