@@ -132,7 +132,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
             &["lotus-core", "lotus-sys", "lotus-protocol"][..],
         ),
         ("lotus-tracer", &[][..]),
-        ("lotus-testkit", &[][..]),
+        ("lotus-testkit", &["lotus-samples"][..]),
         (
             "lotus-map",
             &[

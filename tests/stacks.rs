@@ -497,7 +497,7 @@ fn callers_of_an_unknown_function_or_without_stacks_are_clear_errors() {
 /// each op of `ops` (name, samples) one after another, sampled every
 /// 100 ns, every sample in `main;outer;inner`.
 pub(crate) fn synthetic_ops_folder(dir: &Path, ops: &[(&str, u64)]) {
-    use lotus_samples::{Sample, SampleFiles, SampleSink, SamplesWriter, StackNode, Symbol};
+    use lotus_samples::{Sample, StackNode, Symbol};
     let off = 1_000_000u64;
     let mut log = format!("#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n");
     let (mut samples, mut ids) = (Vec::new(), Vec::new());
@@ -523,32 +523,17 @@ pub(crate) fn synthetic_ops_folder(dir: &Path, ops: &[(&str, u64)]) {
         t + 1000
     );
     std::fs::write(dir.join("lotus_worker_pid_10"), log).expect("log");
-    let mut w = SamplesWriter::create(dir, "lotus").expect("w");
-    w.with_stacks().expect("stacks");
-    w.symbols(&[
+    let symbols = [
         (0, Symbol::new("main", "/usr/bin/python3.11")),
         (1, Symbol::new("outer", "/opt/lib/libspin.so")),
         (2, Symbol::new("inner", "/opt/lib/libspin.so")),
-    ])
-    .expect("symbols");
-    w.stacks(&[
+    ];
+    let stacks = [
         StackNode::new(1, 0, 0),
         StackNode::new(2, 1, 1),
         StackNode::new(3, 2, 2),
-    ])
-    .expect("stacks");
-    w.samples_with_stacks(&samples, &ids).expect("samples");
-    w.finish().expect("finish");
-    let files = SampleFiles::of(dir, "lotus");
-    lotus_samples::write_sampling(
-        &files.sampling,
-        &[
-            ("status", "complete".into()),
-            ("frequency_hz", "10000000".into()),
-            ("interval_ns", "100".into()),
-        ],
-    )
-    .expect("sampling");
+    ];
+    lotus_testkit::sampled::write_stacked_samples(dir, &symbols, &stacks, &samples, &ids);
 }
 
 /// A synthetic sampled folder: op `Decode` (pid 10) over [1000, 2000) ns,
@@ -556,7 +541,7 @@ pub(crate) fn synthetic_ops_folder(dir: &Path, ops: &[(&str, u64)]) {
 /// (anonymous namespace)::copy_kernel<float>(at::TensorIterator&);inner`
 /// 3 times, `inner` with no stack once; outside it `main;outer`.
 fn synthetic_callers_folder(dir: &Path) {
-    use lotus_samples::{Sample, SampleFiles, SampleSink, SamplesWriter, StackNode, Symbol};
+    use lotus_samples::{Sample, StackNode, Symbol};
     let off = 1_000_000u64;
     let log = format!(
         "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
@@ -566,9 +551,7 @@ fn synthetic_callers_folder(dir: &Path) {
         5000 + off
     );
     std::fs::write(dir.join("lotus_worker_pid_10"), log).expect("log");
-    let mut w = SamplesWriter::create(dir, "lotus").expect("w");
-    w.with_stacks().expect("stacks");
-    w.symbols(&[
+    let symbols = [
         (0, Symbol::new("main", "/usr/bin/python3.11")),
         (1, Symbol::new("outer", "/opt/lib/libspin.so")),
         (2, Symbol::new("inner", "/opt/lib/libspin.so")),
@@ -579,16 +562,14 @@ fn synthetic_callers_folder(dir: &Path) {
                 "/opt/torch/lib/libtorch_cpu.so",
             ),
         ),
-    ])
-    .expect("symbols");
-    w.stacks(&[
+    ];
+    let stacks = [
         StackNode::new(1, 0, 0),
         StackNode::new(2, 1, 1),
         StackNode::new(3, 2, 2),
         StackNode::new(4, 1, 3),
         StackNode::new(5, 4, 2),
-    ])
-    .expect("stacks");
+    ];
     let (mut samples, mut ids) = (Vec::new(), Vec::new());
     for t in (0..5000u64).step_by(100) {
         let in_op = (1000..2000).contains(&t);
@@ -607,18 +588,7 @@ fn synthetic_callers_folder(dir: &Path) {
             _ => 2,
         });
     }
-    w.samples_with_stacks(&samples, &ids).expect("samples");
-    w.finish().expect("finish");
-    let files = SampleFiles::of(dir, "lotus");
-    lotus_samples::write_sampling(
-        &files.sampling,
-        &[
-            ("status", "complete".into()),
-            ("frequency_hz", "10000000".into()),
-            ("interval_ns", "100".into()),
-        ],
-    )
-    .expect("sampling");
+    lotus_testkit::sampled::write_stacked_samples(dir, &symbols, &stacks, &samples, &ids);
 }
 
 /// The `--by caller` table of a fixed folder, 100 columns wide: its

@@ -9,10 +9,13 @@
 //! - [`cargo_artifact`]: the executable cargo built, from its JSON
 //!   messages (the end-to-end tests and the perf backend's);
 //! - [`uprof_standin`]: stand-ins for AMD uProf (the uProf backend's tests
-//!   and the end-to-end ones).
+//!   and the end-to-end ones);
+//! - [`sampled`]: synthetic sampled trace folders (the in-pipeline
+//!   attribution's tests, the CLI's and the end-to-end ones).
 #![allow(clippy::unwrap_used)]
 
 pub mod alone;
 pub mod cargo_artifact;
 pub mod fuzz;
+pub mod sampled;
 pub mod uprof_standin;

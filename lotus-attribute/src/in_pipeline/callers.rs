@@ -235,7 +235,7 @@ fn suggest(function: &str, seen: &BTreeMap<String, u64>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lotus_samples::{Sample, SampleFiles, SampleSink, SamplesWriter, StackNode, Symbol};
+    use lotus_samples::{Sample, StackNode, Symbol};
 
     /// A worker whose op A runs over [1000, 2000) sampled every 100 ns:
     /// `main;outer;inner` 6 times, `main;other;inner` 3 times, `inner`
@@ -251,23 +251,19 @@ mod tests {
             5000 + off
         );
         std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
-        let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
-        w.with_stacks().expect("stacks");
-        w.symbols(&[
+        let symbols = [
             (0, Symbol::new("main", "/bin/x")),
             (1, Symbol::new("outer", "/bin/x")),
             (2, Symbol::new("inner", "/lib/libspin.so")),
             (3, Symbol::new("other", "/bin/x")),
-        ])
-        .expect("symbols");
-        w.stacks(&[
+        ];
+        let stacks = [
             StackNode::new(1, 0, 0),
             StackNode::new(2, 1, 1),
             StackNode::new(3, 2, 2),
             StackNode::new(4, 1, 3),
             StackNode::new(5, 4, 2),
-        ])
-        .expect("stacks");
+        ];
         let (mut samples, mut ids) = (Vec::new(), Vec::new());
         for t in (0..5000u64).step_by(100) {
             let in_a = (1000..2000).contains(&t);
@@ -286,18 +282,13 @@ mod tests {
                 _ => 2,
             });
         }
-        w.samples_with_stacks(&samples, &ids).expect("samples");
-        w.finish().expect("finish");
-        let files = SampleFiles::of(dir.path(), "lotus");
-        lotus_samples::write_sampling(
-            &files.sampling,
-            &[
-                ("status", "complete".into()),
-                ("frequency_hz", "10000000".into()),
-                ("interval_ns", "100".into()),
-            ],
-        )
-        .expect("sampling");
+        lotus_testkit::sampled::write_stacked_samples(
+            dir.path(),
+            &symbols,
+            &stacks,
+            &samples,
+            &ids,
+        );
         dir
     }
 

@@ -241,7 +241,7 @@ pub fn folded_folder(dir: &Path, prefix: &str, budget: Budget) -> Result<FoldedS
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lotus_samples::{Sample, SampleFiles, SampleSink, SamplesWriter, StackNode};
+    use lotus_samples::{Sample, SampleFiles, StackNode};
 
     /// A worker (pid 10) whose main thread runs op A over [1000, 2000),
     /// sampled every 100 ns with stacks: in A, `main;outer;inner` (one
@@ -258,22 +258,18 @@ mod tests {
             5000 + off
         );
         std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
-        let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
-        w.with_stacks().expect("stacks");
-        w.symbols(&[
+        let symbols = [
             (0, Symbol::new("main", "/bin/x")),
             (1, Symbol::new("outer", "/bin/x")),
             (2, Symbol::new("inner", "/bin/x")),
             (3, Symbol::new("do_page_fault", "[kernel]")),
-        ])
-        .expect("symbols");
-        w.stacks(&[
+        ];
+        let stacks = [
             StackNode::new(1, 0, 0),
             StackNode::new(2, 1, 1),
             StackNode::new(3, 2, 2),
             StackNode::new(4, 2, 3),
-        ])
-        .expect("stacks");
+        ];
         let (mut samples, mut ids) = (Vec::new(), Vec::new());
         for t in (0..5000u64).step_by(100) {
             let in_a = (1000..2000).contains(&t);
@@ -293,22 +289,18 @@ mod tests {
                 _ => 4,
             });
         }
-        w.samples_with_stacks(&samples, &ids).expect("samples");
-        w.finish().expect("finish");
+        lotus_testkit::sampled::write_stacked_samples(
+            dir.path(),
+            &symbols,
+            &stacks,
+            &samples,
+            &ids,
+        );
         let files = SampleFiles::of(dir.path(), "lotus");
         // A cycle: 5 under 6 and 6 under 5; neither can be read.
         let mut text = std::fs::read_to_string(&files.stacks).expect("stacks");
         text += "5\t6\t1\n6\t5\t1\n";
         std::fs::write(&files.stacks, text).expect("cycle");
-        lotus_samples::write_sampling(
-            &files.sampling,
-            &[
-                ("status", "complete".into()),
-                ("frequency_hz", "10000000".into()),
-                ("interval_ns", "100".into()),
-            ],
-        )
-        .expect("sampling");
         dir
     }
 

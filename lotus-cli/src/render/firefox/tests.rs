@@ -22,22 +22,18 @@ fn folder() -> tempfile::TempDir {
         5000 + off
     );
     std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
-    let mut w = SamplesWriter::create(dir.path(), "lotus").expect("w");
-    w.with_stacks().expect("stacks");
-    w.symbols(&[
+    let symbols = [
         (0, Symbol::new("main", "/bin/x")),
         (1, Symbol::new("outer", "/bin/x")),
         (2, Symbol::new("inner", "/lib/libspin.so")),
         (3, Symbol::new("do_page_fault", "[kernel]")),
-    ])
-    .expect("symbols");
-    w.stacks(&[
+    ];
+    let stacks = [
         StackNode::new(1, 0, 0),
         StackNode::new(2, 1, 1),
         StackNode::new(3, 2, 2),
         StackNode::new(4, 2, 3),
-    ])
-    .expect("stacks");
+    ];
     let (mut samples, mut ids) = (Vec::new(), Vec::new());
     for t in (0..5000u64).step_by(100) {
         let in_op = (1000..2000).contains(&t);
@@ -60,18 +56,7 @@ fn folder() -> tempfile::TempDir {
         counters: Default::default(),
     });
     ids.push(0);
-    w.samples_with_stacks(&samples, &ids).expect("samples");
-    w.finish().expect("finish");
-    let files = SampleFiles::of(dir.path(), "lotus");
-    lotus_samples::write_sampling(
-        &files.sampling,
-        &[
-            ("status", "complete".into()),
-            ("frequency_hz", "10000000".into()),
-            ("interval_ns", "100".into()),
-        ],
-    )
-    .expect("sampling");
+    lotus_testkit::sampled::write_stacked_samples(dir.path(), &symbols, &stacks, &samples, &ids);
     dir
 }
 
