@@ -43,11 +43,17 @@ with lotus_trace.span("Spin"):
 /// Builds the library (with frame pointers, leaf functions included: -O0)
 /// and writes the job into `dir`.
 fn job(dir: &Path) -> (String, String) {
+    job_built(dir, &["-O0", "-fno-omit-frame-pointer"])
+}
+
+/// [`job`], the library built with `flags`.
+fn job_built(dir: &Path, flags: &[&str]) -> (String, String) {
     let lib = dir.join("libspin.so");
     let src = dir.join("libspin.c");
     std::fs::write(&src, LIB).expect("write c");
     let out = Command::new("gcc")
-        .args(["-O0", "-fno-omit-frame-pointer", "-fPIC", "-shared", "-o"])
+        .args(flags)
+        .args(["-fPIC", "-shared", "-o"])
         .arg(&lib)
         .arg(&src)
         .output()
@@ -234,6 +240,86 @@ fn folded_stacks_show_the_call_chain_under_the_op_and_add_up_to_each_row() {
     // --op alone is a usage error.
     let o = lotus_env(&["attribute", &out, "--op", "Spin"], &[]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// `--stacks dwarf` on code without frame pointers (the library built
+/// `-O2 -fomit-frame-pointer`, CPython as distributions build it): the
+/// unwind tables give every caller, the library's `outer` above `inner`
+/// and CPython's evaluation loop above them, where the frame-pointer
+/// chain of the same job loses `outer`; every row's lines still add up
+/// to its samples.
+#[test]
+fn dwarf_stacks_unwind_code_without_frame_pointers() {
+    let under = |out: &str| {
+        let (lines, _) = folded(out);
+        let spin: Vec<(Vec<String>, u64)> = lines
+            .iter()
+            .filter(|(f, _)| f[0] == "Spin")
+            .cloned()
+            .collect();
+        let total: u64 = spin.iter().map(|(_, n)| n).sum();
+        let count = |pred: &dyn Fn(&[String]) -> bool| -> u64 {
+            spin.iter().filter(|(f, _)| pred(f)).map(|(_, n)| n).sum()
+        };
+        let chained = count(&|f| f.windows(2).any(|w| w[0] == "outer" && w[1] == "inner"));
+        let python = count(&|f| {
+            let at = |name: &str| f.iter().position(|x| x == name);
+            matches!((at("_PyEval_EvalFrameDefault"), at("outer")), (Some(a), Some(b)) if a < b)
+        });
+        (lines, spin, total, chained, python)
+    };
+    let flags = ["-O2", "-fomit-frame-pointer"];
+    let tmp = tempfile::tempdir().expect("tmp");
+    job_built(tmp.path(), &flags);
+    let out = trace_built(tmp.path(), "dwarf", &flags);
+    let (lines, spin, total, chained, python) = under(&out);
+    assert!(total >= 300, "{total} samples in Spin: {lines:?}");
+    assert!(
+        chained * 10 >= total * 9,
+        "{chained} of {total} Spin samples under outer;inner: {spin:?}"
+    );
+    assert!(
+        python * 10 >= total * 9,
+        "{python} of {total} Spin samples under CPython's _PyEval_EvalFrameDefault: {spin:?}"
+    );
+    let rows = row_samples(&out);
+    assert_eq!(sums(&lines, &rows), rows);
+    let sampling =
+        std::fs::read_to_string(Path::new(&out).join("lotus.sampling")).expect("sampling");
+    assert!(sampling.contains("stacks=dwarf"), "{sampling}");
+
+    // The same job with frame pointers: `outer` is lost (what the tables
+    // add), so the check above could fail.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = trace_built(tmp.path(), "fp", &flags);
+    let (_, spin, total, chained, _) = under(&out);
+    assert!(
+        chained * 2 < total,
+        "{chained} of {total} Spin samples under outer;inner with frame pointers: {spin:?}"
+    );
+}
+
+/// [`trace_job`] of [`JOB`] with the library built with `flags`.
+fn trace_built(dir: &Path, stacks: &str, flags: &[&str]) -> String {
+    let (script, lib) = job_built(dir, flags);
+    let out = dir.join("out");
+    let py = python();
+    ok(&[
+        "trace",
+        "run",
+        "--sample",
+        "--counters",
+        "none",
+        "--stacks",
+        stacks,
+        "-o",
+        s(&out),
+        "--",
+        s(&py),
+        &script,
+        &lib,
+    ]);
+    s(&out).to_string()
 }
 
 #[test]

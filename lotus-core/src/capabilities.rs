@@ -113,6 +113,12 @@ pub enum CallStacks {
     /// one. The stacks go to the sink deduplicated
     /// ([`lotus_samples::StackNode`]).
     FramePointers,
+    /// The kernel's frames from its call chain, the user's unwound through
+    /// the unwind tables (`.eh_frame`) from a copy of the user stack taken
+    /// with each sample, as `perf record --call-graph dwarf` does: complete
+    /// through code built without frame pointers (most distributions'
+    /// CPython, libjpeg, libtorch), up to the stack copy's size.
+    Dwarf,
 }
 
 /// A counter a streaming backend can read with each sample
@@ -253,9 +259,10 @@ pub trait SampleStream: Collection {
     fn frequency_hz(&self) -> u64;
     /// Whether kernel mode is sampled too.
     fn kernel_samples(&self) -> bool;
-    /// Whether each sample carries its call stack (asked for and not
-    /// refused).
-    fn call_stacks(&self) -> bool;
+    /// The call stacks each sample carries: those asked for, or what the
+    /// backend fell back to where the kernel refused them (the reason
+    /// among its notes).
+    fn call_stacks(&self) -> CallStacks;
     /// The counters each sample carries, or which were refused and why.
     fn counters_read(&self) -> CountersRead;
     /// Ends the collection: the sink is finished, and what was sent.

@@ -47,6 +47,7 @@ use object::{Endianness, Object, ObjectSection, ObjectSegment};
 use crate::code_scan::gap_function_starts;
 use crate::debug_link::debug_file;
 use crate::plt::{slot_symbols, stub_at, PltLayout, SlotSymbols};
+use crate::stack_unwind::UnwindSections;
 use crate::unwind;
 use crate::unwind::{EhLayout, EhTables};
 use crate::Module;
@@ -207,6 +208,8 @@ pub struct ModuleSymbols {
     /// x86-64 code (where the prologue scan of uncovered code applies).
     x86_64: bool,
     fallback: Fallback,
+    /// The unwind tables as the stack unwinder reads them, once asked for.
+    unwind: OnceLock<Option<Arc<UnwindSections>>>,
 }
 
 /// An ELF64 file read through a cache of the parts read so far.
@@ -591,6 +594,49 @@ impl ModuleSymbols {
             starts.sort_unstable();
             (gaps, starts)
         })
+    }
+
+    /// The unwind tables (`.eh_frame` and `.eh_frame_hdr`) for unwinding
+    /// stacks through this file's code, read once; `None` where the file
+    /// has none in its file, they cannot be read, or it is not x86-64
+    /// code (the one architecture the unwinder is built for).
+    pub fn unwind_sections(&self) -> Option<Arc<UnwindSections>> {
+        self.unwind
+            .get_or_init(|| {
+                if !self.x86_64 {
+                    return None;
+                }
+                let file = self.file.as_ref()?;
+                self.eh_layout.as_ref()?.unwind_sections(file).map(Arc::new)
+            })
+            .clone()
+    }
+
+    /// How far this file's code was moved when it was mapped (its actual
+    /// address minus the address its headers state), for a mapping of
+    /// `len` bytes from file offset `pgoff` at `start`: from the first
+    /// segment that mapping overlaps most (a mapping starts on a page, so
+    /// it may take in the end of the segment before its own). `None`
+    /// where it overlaps none.
+    pub fn load_bias(&self, start: u64, len: u64, pgoff: u64) -> Option<u64> {
+        let end = pgoff.checked_add(len)?;
+        let overlap = |s: &Segment| {
+            end.min(s.offset.saturating_add(s.size))
+                .saturating_sub(pgoff.max(s.offset))
+        };
+        let seg = self
+            .segments
+            .iter()
+            .filter(|s| overlap(s) > 0)
+            .max_by_key(|s| overlap(s))?;
+        // The mapping puts file offset `o` at `start + o - pgoff`, the
+        // segment states it at `address + o - offset`.
+        Some(
+            start
+                .wrapping_sub(pgoff)
+                .wrapping_add(seg.offset)
+                .wrapping_sub(seg.address),
+        )
     }
 
     /// The address of file offset `offset`.

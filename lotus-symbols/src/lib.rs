@@ -32,6 +32,7 @@ mod elf_symbols;
 mod kallsyms;
 mod module;
 mod plt;
+mod stack_unwind;
 mod unwind;
 
 pub use elf_symbols::{
@@ -40,6 +41,7 @@ pub use elf_symbols::{
 };
 pub use kallsyms::{addresses_visible, KernelSymbol, KernelSymbols, KALLSYMS_PATH};
 pub use module::{Module, VDSO};
+pub use stack_unwind::{SpaceUnwinder, UnwindSections, UserStack, WalkEnd};
 
 /// The crate README's examples, run as doctests so the README stays true.
 #[cfg(doctest)]

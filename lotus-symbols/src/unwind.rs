@@ -90,6 +90,23 @@ impl EhLayout {
         })
     }
 
+    /// The tables' bytes and addresses as an unwinder needs them, read
+    /// through `file`; `None` where they cannot be read or are too large
+    /// to keep.
+    pub fn unwind_sections(&self, file: &File) -> Option<crate::stack_unwind::UnwindSections> {
+        if self.hdr.size.saturating_add(self.frame.size) > MAX_KEPT {
+            return None;
+        }
+        let range = |s: &RawSection| s.address..s.address.saturating_add(s.size);
+        Some(crate::stack_unwind::UnwindSections {
+            eh_frame_hdr: self.hdr.bytes(file)?.into(),
+            eh_frame_hdr_svma: range(&self.hdr),
+            eh_frame: self.frame.bytes(file)?.into(),
+            eh_frame_svma: range(&self.frame),
+            got_svma: self.got.map(|g| g..g.saturating_add(1)),
+        })
+    }
+
     /// The tables' bytes, read through `file`; `None` where they cannot be
     /// read or are too large to keep.
     pub fn read(&self, file: &File) -> Option<EhTables> {

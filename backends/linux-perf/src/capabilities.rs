@@ -85,7 +85,7 @@ impl SampleStream for PerfCollection {
         PerfCollection::kernel_samples(self)
     }
 
-    fn call_stacks(&self) -> bool {
+    fn call_stacks(&self) -> crate::CallStacks {
         PerfCollection::call_stacks(self)
     }
 

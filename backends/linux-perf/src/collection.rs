@@ -141,8 +141,8 @@ pub(crate) struct Sampling {
     pub frequency_hz: u64,
     /// Whether kernel mode is sampled too.
     pub kernel: bool,
-    /// Whether each streamed sample carries its call stack.
-    pub stacks: bool,
+    /// The call stacks each streamed sample carries.
+    pub stacks: crate::CallStacks,
     /// The members of the samplers' counter groups: open as long as the
     /// samplers are.
     pub members: Vec<perf_event::Counter>,
@@ -289,7 +289,7 @@ pub struct PerfCollection {
     closed: Closed,
     frequency_hz: u64,
     kernel_samples: bool,
-    call_stacks: bool,
+    call_stacks: crate::CallStacks,
     sample_counters: crate::SampleCounters,
     /// Kept open for the samplers' groups; never read directly.
     _group_members: Vec<perf_event::Counter>,
@@ -385,10 +385,11 @@ impl PerfCollection {
         self.kernel_samples
     }
 
-    /// Whether each streamed sample carries its call stack
-    /// ([`crate::PerfOptions::stacks`]: asked for, and not refused by the
-    /// kernel, whose reason is then among the report's notes).
-    pub fn call_stacks(&self) -> bool {
+    /// The call stacks each streamed sample carries
+    /// ([`crate::PerfOptions::stacks`]: as asked for, or what was left
+    /// where the kernel refused them, its reason among the report's
+    /// notes).
+    pub fn call_stacks(&self) -> crate::CallStacks {
         self.call_stacks
     }
 

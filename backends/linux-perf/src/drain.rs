@@ -22,7 +22,7 @@ use crate::events::monotonic_ns;
 use crate::model::{Event, Location, Model, WindowCounts};
 use crate::records::{self, ReadKind};
 use crate::sample_read::DeltaTracker;
-use crate::stream::{Placed, Stream, StreamSummary};
+use crate::stream::{Placed, Stream, StreamSummary, ToUnwind, UserCopy};
 use crate::BACKEND;
 
 const ROUND: Duration = Duration::from_millis(25);
@@ -95,7 +95,9 @@ impl Drain {
     /// carrying `counters` counter deltas. The samplers take a sample
     /// every `period_ns` of CPU time, of kernel mode too when `kernel`.
     /// With `chain`, the samplers take call chains after read values of
-    /// that kind, and the samples go to `sink` with their stacks.
+    /// that kind, and the samples go to `sink` with their stacks; with
+    /// `user_stacks` too, user registers and stack copies after the
+    /// chain, unwound on the writer thread.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         samplers: Vec<Sampler>,
@@ -106,6 +108,7 @@ impl Drain {
         period_ns: u64,
         kernel: bool,
         chain: Option<ReadKind>,
+        user_stacks: bool,
     ) -> Result<Drain, CoreError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -141,6 +144,7 @@ impl Drain {
                     period_ns,
                     kernel,
                     chain,
+                    user_stacks,
                 };
                 run(streams, ends, &s, &w, stream)
             })
@@ -324,6 +328,8 @@ struct Ends {
     kernel: bool,
     /// The samplers take call chains, after read values of this kind.
     chain: Option<ReadKind>,
+    /// And user registers and stack copies after them.
+    user_stacks: bool,
 }
 
 fn run(
@@ -342,8 +348,9 @@ fn run(
         .unwrap_or_default();
     // Each event with its sample's raw call chain (empty: none), which
     // is placed in its modules when the sample is replayed, in time order
-    // with the mappings.
-    let mut pending: Vec<(u64, Event, Vec<u64>)> = Vec::new();
+    // with the mappings, and its user stack copy, unwound by the writer
+    // with the mappings of that instant.
+    let mut pending: Vec<(u64, Event, Raw)> = Vec::new();
     let mut hung_up = vec![false; streams.len()];
     let mut prev_round = 0u64;
     let mut flushed = 0u64;
@@ -360,16 +367,27 @@ fn run(
             while let Some(rec) = s.next_record() {
                 let bytes = rec.to_contiguous();
                 let layout = if i < first_sideband { ends.chain } else { None };
-                match records::parse_with(rec.ty(), rec.misc(), &bytes, layout) {
+                let user = ends.user_stacks && i < first_sideband;
+                match records::parse_with(rec.ty(), rec.misc(), &bytes, layout, user) {
                     Some(records::Record::Lost { count, .. }) if i >= first_sideband => {
                         sideband_lost += count;
                     }
                     Some(r) => {
                         let chain = match &r {
-                            records::Record::Sample { chain, .. } if stream.is_some() => {
-                                records::chain_addresses(chain).collect()
+                            records::Record::Sample { chain, user, .. } if stream.is_some() => {
+                                Raw {
+                                    chain: records::chain_addresses(chain).collect(),
+                                    user: user.map(|u| {
+                                        Box::new(UserCopy {
+                                            ip: u.ip,
+                                            sp: u.sp,
+                                            bp: u.bp,
+                                            stack: u.stack.to_vec(),
+                                        })
+                                    }),
+                                }
                             }
-                            _ => Vec::new(),
+                            _ => Raw::default(),
                         };
                         if let Some((t, ev)) = model.event(&r) {
                             pending.push((t, ev.on_stream(i as u32), chain));
@@ -411,7 +429,13 @@ fn run(
                             loc: model.locate(pid, ip, kernel),
                             kernel,
                             counters,
-                            frames: chain_frames(&model, pid, &chain),
+                            frames: chain_frames(&model, pid, &chain.chain),
+                            user: chain.user.map(|copy| {
+                                Box::new(ToUnwind {
+                                    copy: *copy,
+                                    space: model.space(pid),
+                                })
+                            }),
                         });
                     }
                 }
@@ -436,6 +460,7 @@ fn run(
                                 kernel,
                                 counters: no_counters,
                                 frames: Vec::new(),
+                                user: None,
                             });
                         }
                         let sample = Event::Sample {
@@ -470,6 +495,15 @@ fn run(
             return (model, tally);
         }
     }
+}
+
+/// What a sample carries past its fixed fields until it is replayed.
+#[derive(Debug, Default)]
+struct Raw {
+    /// Its call chain, raw (markers included).
+    chain: Vec<u64>,
+    /// Its user registers and stack copy.
+    user: Option<Box<UserCopy>>,
 }
 
 /// The frames of a sample's raw call chain, innermost first, each placed

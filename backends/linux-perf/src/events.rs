@@ -27,6 +27,7 @@ use perf_event::{Builder, Clock, Counter, ReadFormat, Sampler};
 
 use crate::counting::CounterKind;
 use crate::error::{event_io, is_permission, mmap_error, open_error};
+use crate::records;
 use crate::records::{ReadKind, MAX_CHAIN, READ_FORMAT, SAMPLE_TYPE, SAMPLE_TYPE_READ};
 use crate::sample_read::{SampleCounters, UnsupportedCounters};
 use perf_event::SampleFlag;
@@ -36,6 +37,12 @@ use perf_event::SampleFlag;
 /// 25 ms. Sized so that both buffers fit the default unprivileged
 /// `perf_event_mlock_kb` allowance (516 KiB per CPU).
 pub(crate) const SAMPLE_BUFFER: usize = 256 * 1024;
+/// The ring buffer of a sampler that copies user stacks (`--stacks
+/// dwarf`): each sample is [`records::USER_STACK_BYTES`] larger, so the
+/// buffer is too, to hold as many samples between two drains (perf
+/// record's `--call-graph dwarf` takes 512 KiB plus a page by default).
+/// For root only ([`buffer_for`]).
+pub(crate) const USER_STACK_BUFFER: usize = 2 * 1024 * 1024;
 /// Ring buffer data size per CPU for side-band records.
 pub(crate) const SIDEBAND_BUFFER: usize = 64 * 1024;
 
@@ -63,6 +70,12 @@ pub(crate) struct Streams {
     /// Call chains were asked for and the kernel refused them: its
     /// reason (the samplers opened without them).
     pub chain_refused: Option<String>,
+    /// The samplers copy each sample's user registers and stack
+    /// (`--stacks dwarf`), after the chain.
+    pub user_stacks: bool,
+    /// User stacks were asked for and the kernel refused them: its reason
+    /// (the samplers take frame-pointer chains instead).
+    pub user_refused: Option<String>,
 }
 
 /// Enables and disables a set of events by ioctl, and reads their counts.
@@ -238,6 +251,10 @@ pub(crate) struct Extra {
     pub separate: bool,
     /// The call chain ([`crate::CallStacks::FramePointers`]).
     pub chains: bool,
+    /// With the chain, the user registers and stack, for unwinding by the
+    /// unwind tables ([`crate::CallStacks::Dwarf`]): the chain keeps the
+    /// kernel's frames only.
+    pub user_stacks: bool,
 }
 
 /// [`open`]; the inner `Err` is the kernel's refusal of the counters
@@ -252,6 +269,7 @@ fn open_with(
     Extra {
         separate,
         mut chains,
+        mut user_stacks,
     }: Extra,
 ) -> Result<Result<Streams, String>, CoreError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| CoreError::Other {
@@ -266,10 +284,17 @@ fn open_with(
     let mut own_read = separate;
     let mut chain_kind: Option<ReadKind> = None;
     let mut chain_refused = None;
+    let mut user_refused = None;
+    // Registers are read for x86-64 only (the unwinder's one architecture).
+    if !cfg!(target_arch = "x86_64") && user_stacks {
+        user_stacks = false;
+        user_refused = Some("user stacks are unwound on x86-64 only".to_string());
+    }
+    user_stacks &= chains;
     let max_stack = max_chain();
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
-        let build = |kernel: bool, own_read: bool, chains: bool| {
+        let build = |kernel: bool, own_read: bool, chains: bool, user: bool| {
             let mut b = Builder::new(Software::CPU_CLOCK);
             b.observe_pid(pid)
                 .one_cpu(cpu)
@@ -284,11 +309,19 @@ fn open_with(
                 // which its samples are checked (see `crate::coverage`).
                 .inherit_stat(true)
                 .clockid(Clock::MONOTONIC)
-                .wakeup_watermark(SAMPLE_BUFFER / 4)
+                .wakeup_watermark(buffer_for(user) / 4)
                 .enabled(sampling);
             // Call chains follow every other field of a sample: their
             // own flag, the kernel asked for no more than MAX_CHAIN frames.
-            let chain = if chains {
+            let chain = if chains && user {
+                // The kernel's frames from the chain, the user's from the
+                // copy of the stack (their frame pointers are not trusted).
+                b.sample_max_stack(max_stack)
+                    .exclude_callchain_user(true)
+                    .sample_regs_user(records::USER_REGS_X86_64)
+                    .sample_stack_user(records::USER_STACK_BYTES);
+                SampleFlag::CALLCHAIN | SampleFlag::REGS_USER | SampleFlag::STACK_USER
+            } else if chains {
                 b.sample_max_stack(max_stack);
                 SampleFlag::CALLCHAIN
             } else {
@@ -315,22 +348,34 @@ fn open_with(
             }
             b.build()
         };
-        let mut counter = build(kernel, own_read, chains);
+        let mut counter = build(kernel, own_read, chains, user_stacks);
         // Kernel mode needs perf_event_paranoid <= 1 or CAP_PERFMON:
         // without, sample user mode only (on every CPU: the first refusal
         // decides).
         if kernel && matches!(&counter, Err(e) if is_permission(e)) {
             kernel = false;
-            counter = build(false, own_read, chains);
+            counter = build(false, own_read, chains, user_stacks);
+        }
+        // User stacks refused: frame-pointer chains instead (the first
+        // CPU decides, as below).
+        if user_stacks && chain_kind.is_none() {
+            let refused;
+            (counter, refused) =
+                without_chains_if_refused(counter, || build(kernel, own_read, chains, false));
+            if let Some(reason) = refused {
+                user_stacks = false;
+                user_refused = Some(reason);
+            }
         }
         // Call chains refused: the samples go on without them (the first
         // CPU decides, so that every sampler's records read the same).
         if chains && chain_kind.is_none() {
             let refused;
             (counter, refused) =
-                without_chains_if_refused(counter, || build(kernel, own_read, false));
+                without_chains_if_refused(counter, || build(kernel, own_read, false, false));
             if let Some(reason) = refused {
                 chains = false;
+                user_stacks = false;
                 chain_refused = Some(reason);
             }
         }
@@ -338,7 +383,7 @@ fn open_with(
         if !read && own_read && matches!(&counter, Err(e) if e.raw_os_error() == Some(libc::EINVAL))
         {
             own_read = false;
-            counter = build(kernel, false, chains);
+            counter = build(kernel, false, chains, user_stacks);
         }
         let kind = if read {
             ReadKind::Group
@@ -382,7 +427,7 @@ fn open_with(
             }
         }
         let sampler = counter
-            .sampled(SAMPLE_BUFFER)
+            .sampled(buffer_for(user_stacks))
             .map_err(|e| mmap_error(&what, e))?;
         // Switched by ioctl from the control thread while the drain thread
         // owns the sampler (each window in the ioctl mode; sampling stopped
@@ -433,7 +478,22 @@ fn open_with(
         },
         chain: chain_kind,
         chain_refused,
+        user_stacks,
+        user_refused,
     }))
+}
+
+/// The ring buffer of a sampler, with user stacks or not: the larger
+/// buffer for user stacks only as root (whose locked memory the kernel
+/// does not cap); an unprivileged user's `perf_event_mlock_kb` (516 KiB
+/// by default) holds [`SAMPLE_BUFFER`] and the side band, not more.
+fn buffer_for(user_stacks: bool) -> usize {
+    // SAFETY: geteuid has no preconditions.
+    if user_stacks && unsafe { libc::geteuid() } == 0 {
+        USER_STACK_BUFFER
+    } else {
+        SAMPLE_BUFFER
+    }
 }
 
 /// `built`, a sampler opened with call chains; where the kernel refused

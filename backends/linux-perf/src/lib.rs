@@ -337,7 +337,8 @@ impl LinuxPerf {
             sample_counters,
             events::Extra {
                 separate: perf.thread_timers == ThreadTimers::Separate,
-                chains: sink.is_some() && perf.stacks == CallStacks::FramePointers,
+                chains: sink.is_some() && perf.stacks != CallStacks::None,
+                user_stacks: sink.is_some() && perf.stacks == CallStacks::Dwarf,
             },
         )
         .and_then(|streams| {
@@ -361,7 +362,14 @@ impl LinuxPerf {
             counters: sample_counters,
             chain,
             chain_refused,
+            user_stacks,
+            user_refused,
         } = streams;
+        if let Some(reason) = user_refused {
+            notes.push(format!(
+                "call stacks: frame pointers instead of unwinding (the kernel refused the user registers and stack copy: {reason})"
+            ));
+        }
         if let Some(reason) = chain_refused {
             notes.push(format!(
                 "call stacks: not collected (the kernel refused PERF_SAMPLE_CALLCHAIN: {reason}); each sample names the function it landed in"
@@ -381,6 +389,7 @@ impl LinuxPerf {
             1_000_000_000 / frequency_hz.max(1),
             kernel,
             chain,
+            user_stacks,
         ) {
             Ok(d) => d,
             Err(e) => {
@@ -404,7 +413,11 @@ impl LinuxPerf {
             collection::Sampling {
                 frequency_hz,
                 kernel,
-                stacks: chain.is_some(),
+                stacks: match (chain.is_some(), user_stacks) {
+                    (false, _) => CallStacks::None,
+                    (true, false) => CallStacks::FramePointers,
+                    (true, true) => CallStacks::Dwarf,
+                },
                 members,
                 counters: sample_counters,
                 stamped: options.window_stamps,

@@ -8,6 +8,7 @@
 //! mapping replaces whatever it overlaps (as `perf report` does).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use lotus_samples::CounterValues;
 
@@ -45,16 +46,21 @@ pub(crate) fn is_kernel_address(ip: u64) -> bool {
     cfg!(target_pointer_width = "64") && ip >> 63 == 1
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Mapping {
-    end: u64,
-    pgoff: u64,
-    module: ModuleId,
+/// One executable mapping of a process: `[start, end)` from file offset
+/// `pgoff` of `module`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mapping {
+    pub end: u64,
+    pub pgoff: u64,
+    pub module: ModuleId,
 }
 
-/// One process's executable mappings, by start address.
+/// One process's executable mappings, by start address. Shared (an
+/// [`Arc`]) with the samples whose user stacks are unwound on the writer
+/// thread, which see the mappings as they were at their sample: a change
+/// copies the space only while such a sample still holds it.
 #[derive(Debug, Clone, Default)]
-struct AddressSpace {
+pub(crate) struct AddressSpace {
     maps: BTreeMap<u64, Mapping>,
 }
 
@@ -89,6 +95,23 @@ impl AddressSpace {
         let (&start, m) = self.maps.range(..=ip).next_back()?;
         (ip < m.end).then(|| (m.module, ip - start + m.pgoff))
     }
+
+    /// The mappings, by start address.
+    pub(crate) fn mappings(&self) -> &BTreeMap<u64, Mapping> {
+        &self.maps
+    }
+
+    /// Where `ip`, a user address, falls in these mappings, the offset
+    /// kept in the modules where `keeps_offsets` says.
+    pub(crate) fn locate(&self, ip: u64, keeps_offsets: impl Fn(ModuleId) -> bool) -> Location {
+        match self.find(ip) {
+            Some((module, offset)) => Location::Module {
+                module,
+                offset: if keeps_offsets(module) { offset } else { 0 },
+            },
+            None => Location::Unmapped,
+        }
+    }
 }
 
 /// Per-window totals the drain thread publishes.
@@ -108,7 +131,7 @@ pub(crate) struct Model {
     /// Every module seen, by [`ModuleId`].
     pub modules: Vec<Module>,
     by_name: HashMap<(Vec<u8>, Option<FileId>), ModuleId>,
-    spaces: HashMap<u32, AddressSpace>,
+    spaces: HashMap<u32, Arc<AddressSpace>>,
     /// Samples by (window, location).
     pub counts: HashMap<(usize, Location), u64>,
     /// Per-window totals.
@@ -341,7 +364,7 @@ impl Model {
                     .is_some_and(|m| m.name == VDSO);
                 let pgoff = if is_vdso { 0 } else { pgoff };
                 let m = Mapping { end, pgoff, module };
-                self.spaces.entry(pid).or_default().insert(start, m);
+                Arc::make_mut(self.spaces.entry(pid).or_default()).insert(start, m);
             }
             Event::Fork { pid, ppid } => {
                 if pid != ppid {
@@ -350,7 +373,7 @@ impl Model {
                 }
             }
             Event::Exec { pid } => {
-                self.spaces.insert(pid, AddressSpace::default());
+                self.spaces.insert(pid, Arc::default());
             }
             // A process's mappings are kept past its exit (samples of it
             // may still be replayed); the drain thread drops the thread's
@@ -366,23 +389,18 @@ impl Model {
     /// Where a sample of `pid` at `ip` fell, with the mappings as they
     /// stand now.
     pub(crate) fn locate(&self, pid: u32, ip: u64, kernel: bool) -> Location {
-        let found = if kernel {
-            None
-        } else {
-            self.spaces.get(&pid).and_then(|s| s.find(ip))
-        };
-        match found {
-            Some((module, offset)) => {
-                let offset = if self.keeps_offsets(module) {
-                    offset
-                } else {
-                    0
-                };
-                Location::Module { module, offset }
-            }
-            None if kernel => Location::Kernel { address: ip },
+        if kernel {
+            return Location::Kernel { address: ip };
+        }
+        match self.spaces.get(&pid) {
+            Some(space) => space.locate(ip, |m| self.keeps_offsets(m)),
             None => Location::Unmapped,
         }
+    }
+
+    /// `pid`'s mappings as they stand now, shared.
+    pub(crate) fn space(&self, pid: u32) -> Arc<AddressSpace> {
+        self.spaces.get(&pid).cloned().unwrap_or_default()
     }
 
     fn keeps_offsets(&self, module: ModuleId) -> bool {
@@ -577,6 +595,7 @@ mod tests {
             time: 5,
             counters: CounterValues::default(),
             chain: &[],
+            user: None,
         };
         let (_, ev) = m.event(&rec).expect("event");
         assert_eq!(

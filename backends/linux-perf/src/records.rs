@@ -46,6 +46,61 @@ pub(crate) const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
 /// (`PERF_CONTEXT_MAX`); the hypervisor's and guests' are skipped.
 pub(crate) const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 
+/// The user registers a sampler with user stacks takes
+/// (`sample_regs_user`, `--stacks dwarf`): x86-64's bp, sp and ip (bits 6,
+/// 7, 8 of the kernel's `perf_event_x86_regs`), written in that order.
+pub(crate) const USER_REGS_X86_64: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+/// The bytes of user stack copied with each sample (`sample_stack_user`,
+/// `--stacks dwarf`): perf's default for `--call-graph dwarf`, enough for
+/// the frames from a native leaf up through a few Python calls; a deeper
+/// stack keeps its innermost frames.
+pub(crate) const USER_STACK_BYTES: u32 = 8192;
+
+/// A sample's user registers and its copy of the user stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UserCopy<'a> {
+    /// The frame pointer register.
+    pub bp: u64,
+    /// The stack pointer: the address of `stack[0]`.
+    pub sp: u64,
+    /// The instruction pointer in user mode (where a kernel-mode sample
+    /// entered the kernel).
+    pub ip: u64,
+    /// The stack from `sp` up, as much as the kernel could copy.
+    pub stack: &'a [u8],
+}
+
+/// The user registers and stack that follow the call chain at `at` in a
+/// sample of a sampler with user stacks; `None` for a kernel thread's
+/// sample (no user registers: ABI 0) or where cut.
+fn user_copy(body: &[u8], at: usize) -> Option<UserCopy<'_>> {
+    let abi = u64_at(body, at)?;
+    if abi == 0 {
+        return None;
+    }
+    let regs = at + 8;
+    let (bp, sp, ip) = (
+        u64_at(body, regs)?,
+        u64_at(body, regs + 8)?,
+        u64_at(body, regs + 16)?,
+    );
+    let size_at = regs + 24;
+    let size = usize::try_from(u64_at(body, size_at)?).ok()?;
+    let data = size_at + 8;
+    let stack = body.get(data..data.checked_add(size)?)?;
+    let valid = if size == 0 {
+        0
+    } else {
+        usize::try_from(u64_at(body, data + size)?).ok()?.min(size)
+    };
+    Some(UserCopy {
+        bp,
+        sp,
+        ip,
+        stack: &stack[..valid],
+    })
+}
+
 /// What a sampler reads with each sample, which decides where its call
 /// chain starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -108,6 +163,9 @@ pub(crate) enum Record<'a> {
         /// The call chain's addresses, raw (8 bytes each, markers
         /// included: see [`chain_addresses`]); empty without one.
         chain: &'a [u8],
+        /// The user registers and stack copy, for a sampler that takes
+        /// them (`--stacks dwarf`) and a sample of a user thread.
+        user: Option<UserCopy<'a>>,
     },
     /// Thread `tid` of `pid` exited.
     Exit {
@@ -263,7 +321,7 @@ fn read_value(body: &[u8]) -> Option<u64> {
 /// for a record too short for its type (which the kernel never writes).
 #[cfg(test)]
 pub(crate) fn parse(ty: u32, misc: u16, body: &[u8]) -> Option<Record<'_>> {
-    parse_with(ty, misc, body, None)
+    parse_with(ty, misc, body, None, false)
 }
 
 /// The samples' read values and call chain in `body`: the read values end
@@ -291,19 +349,33 @@ fn read_and_chain(body: &[u8], chain: Option<ReadKind>) -> Option<(CounterValues
     Some((counters, ips))
 }
 
+/// Where a sample's call chain ends in `body`, given its addresses.
+fn chain_end(body: &[u8], chain: &[u8]) -> usize {
+    (chain.as_ptr() as usize - body.as_ptr() as usize) + chain.len()
+}
+
 /// [`parse`] for a record of a sampler that takes call chains after read
-/// values of kind `chain` (`None`: a sampler without chains).
+/// values of kind `chain` (`None`: a sampler without chains), and after
+/// them user registers and a stack copy where `user`.
 pub(crate) fn parse_with(
     ty: u32,
     misc: u16,
     body: &[u8],
     chain: Option<ReadKind>,
+    user: bool,
 ) -> Option<Record<'_>> {
     let trailer_start = body.len().checked_sub(SAMPLE_ID_LEN);
     Some(match ty {
         RECORD_SAMPLE => {
-            let (counters, chain) = read_and_chain(body, chain)?;
+            let (counters, chain_bytes) = read_and_chain(body, chain)?;
+            let user = if user && chain.is_some() {
+                user_copy(body, chain_end(body, chain_bytes))
+            } else {
+                None
+            };
+            let chain = chain_bytes;
             Record::Sample {
+                user,
                 ip: u64_at(body, 0)?,
                 kernel: misc & MISC_CPUMODE_MASK == MISC_KERNEL,
                 pid: u32_at(body, 8)?,
@@ -404,6 +476,7 @@ mod tests {
                 time: 1_000,
                 counters: CounterValues::default(),
                 chain: &[],
+                user: None,
             })
         );
         // PERF_RECORD_MISC_KERNEL; PERF_RECORD_MISC_USER (2) is not.
@@ -464,7 +537,7 @@ mod tests {
             (ReadKind::Group, group.clone(), vec![7_000]),
         ] {
             let body = [head.clone(), read, chain_bytes.clone()].concat();
-            match parse_with(RECORD_SAMPLE, 0, &body, Some(kind)) {
+            match parse_with(RECORD_SAMPLE, 0, &body, Some(kind), false) {
                 Some(Record::Sample {
                     ip,
                     counters,
@@ -479,20 +552,83 @@ mod tests {
             }
             // Cut inside the chain, or a chain longer than the record.
             assert_eq!(
-                parse_with(RECORD_SAMPLE, 0, &body[..body.len() - 8], Some(kind)),
+                parse_with(RECORD_SAMPLE, 0, &body[..body.len() - 8], Some(kind), false),
                 None
             );
             let mut long = body.clone();
             let at = long.len() - chain_bytes.len();
             long[at..at + 8].copy_from_slice(&u64::MAX.to_ne_bytes());
-            assert_eq!(parse_with(RECORD_SAMPLE, 0, &long, Some(kind)), None);
+            assert_eq!(parse_with(RECORD_SAMPLE, 0, &long, Some(kind), false), None);
         }
         // An empty chain.
         let mut body = head.clone();
         push64(&mut body, 0);
         assert!(matches!(
-            parse_with(RECORD_SAMPLE, 0, &body, Some(ReadKind::Nothing)),
+            parse_with(RECORD_SAMPLE, 0, &body, Some(ReadKind::Nothing), false),
             Some(Record::Sample { chain: [], .. })
+        ));
+    }
+
+    /// After the chain, a sampler with user stacks gets the registers (ABI,
+    /// bp, sp, ip) and the stack (size, bytes, the size really copied):
+    /// the copy is cut to what was copied; a kernel thread's sample (ABI
+    /// 0) has none; a cut record is not a sample.
+    #[test]
+    fn sample_with_user_registers_and_stack_after_the_chain() {
+        let mut body = Vec::new();
+        push64(&mut body, 0x401234);
+        push32(&mut body, 42);
+        push32(&mut body, 43);
+        push64(&mut body, 1_000);
+        push64(&mut body, 2);
+        push64(&mut body, PERF_CONTEXT_USER);
+        push64(&mut body, 0x401234);
+        let chain_end = body.len();
+        push64(&mut body, 2); // PERF_SAMPLE_REGS_ABI_64
+        for reg in [0x7ff0_0100u64, 0x7ff0_0000, 0x401234] {
+            push64(&mut body, reg);
+        }
+        push64(&mut body, 32);
+        body.extend((0u8..32).collect::<Vec<_>>());
+        push64(&mut body, 24);
+        match parse_with(RECORD_SAMPLE, 0, &body, Some(ReadKind::Nothing), true) {
+            Some(Record::Sample {
+                user: Some(user),
+                chain,
+                ..
+            }) => {
+                assert_eq!(
+                    (user.bp, user.sp, user.ip),
+                    (0x7ff0_0100, 0x7ff0_0000, 0x401234)
+                );
+                assert_eq!(user.stack, &(0u8..24).collect::<Vec<_>>()[..]);
+                assert_eq!(chain_addresses(chain).count(), 2);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Without asking for user stacks, the same bytes are not read.
+        assert!(matches!(
+            parse_with(RECORD_SAMPLE, 0, &body, Some(ReadKind::Nothing), false),
+            Some(Record::Sample { user: None, .. })
+        ));
+        // A kernel thread: ABI 0, no registers, an empty stack.
+        let mut kthread = body[..chain_end].to_vec();
+        push64(&mut kthread, 0);
+        push64(&mut kthread, 0);
+        assert!(matches!(
+            parse_with(RECORD_SAMPLE, 0, &kthread, Some(ReadKind::Nothing), true),
+            Some(Record::Sample { user: None, .. })
+        ));
+        // Cut inside the stack: the sample keeps its chain, not the copy.
+        assert!(matches!(
+            parse_with(
+                RECORD_SAMPLE,
+                0,
+                &body[..body.len() - 16],
+                Some(ReadKind::Nothing),
+                true
+            ),
+            Some(Record::Sample { user: None, .. })
         ));
     }
 

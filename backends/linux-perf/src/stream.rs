@@ -28,9 +28,9 @@ use std::time::Duration;
 use lotus_core::Error as CoreError;
 use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_STACK_DEPTH};
 
-use crate::model::Location;
+use crate::model::{AddressSpace, Location, ModuleId};
 use crate::symbolize::LocationNamer;
-use lotus_symbols::Module;
+use lotus_symbols::{Module, ModuleSymbols, SpaceUnwinder, UserStack};
 
 /// Samples queued between the drain thread and the writer, at most: about
 /// 40 MiB, two minutes of a busy two-CPU job at 4 kHz. The frames of a
@@ -43,7 +43,12 @@ pub(crate) const QUEUED_SAMPLES: usize = 1 << 20;
 fn queued_weight(round: &[Placed]) -> usize {
     let per_sample = std::mem::size_of::<Placed>() / std::mem::size_of::<Location>();
     let frames: usize = round.iter().map(|p| p.frames.len()).sum();
-    round.len() + frames / per_sample.max(1)
+    let stacks: usize = round
+        .iter()
+        .filter_map(|p| p.user.as_ref())
+        .map(|u| u.copy.stack.len())
+        .sum();
+    round.len() + frames / per_sample.max(1) + stacks / std::mem::size_of::<Placed>()
 }
 
 /// One sample placed in its module.
@@ -56,8 +61,28 @@ pub(crate) struct Placed {
     pub kernel: bool,
     /// The counters' deltas since the thread's previous sample.
     pub counters: CounterValues,
-    /// Its call chain, innermost first (empty: none).
+    /// Its call chain, innermost first (empty: none): with user stacks,
+    /// the kernel's frames only, until the writer unwinds `user`'s.
     pub frames: Vec<Location>,
+    /// Its user registers and stack copy, to unwind (`--stacks dwarf`).
+    pub user: Option<Box<ToUnwind>>,
+}
+
+/// A sample's user registers and a copy of its user stack.
+#[derive(Debug, Clone)]
+pub(crate) struct UserCopy {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// From `sp` up.
+    pub stack: Vec<u8>,
+}
+
+/// A user stack to unwind, with its process's mappings at its sample.
+#[derive(Debug, Clone)]
+pub(crate) struct ToUnwind {
+    pub copy: UserCopy,
+    pub space: Arc<AddressSpace>,
 }
 
 enum Message {
@@ -208,6 +233,7 @@ fn write(
     let mut block: Vec<Sample> = Vec::new();
     let mut stacks = Stacks::default();
     let mut stack_ids: Vec<u32> = Vec::new();
+    let mut unwinders = Unwinders::default();
     // Keeps receiving after an error, so the drain thread never waits.
     for message in rx {
         let round = match message {
@@ -217,6 +243,7 @@ fn write(
             }
             Message::Samples(round) => round,
         };
+        let mut round = round;
         // Counted off before the work: the bound is on samples held here
         // and in the channel, and this round is held until the loop ends.
         queue
@@ -224,6 +251,11 @@ fn write(
             .fetch_sub(queued_weight(&round), Ordering::AcqRel);
         if summary.error.is_some() {
             continue;
+        }
+        for p in &mut round {
+            if let Some(user) = p.user.take() {
+                unwinders.unwind(&modules, p.pid, &user, &mut p.frames);
+            }
         }
         let mut new_locs: Vec<Location> = round
             .iter()
@@ -287,6 +319,119 @@ fn write(
     summary.notes = namer.notes();
     summary.kernel_note = namer.kernel_note.take();
     summary
+}
+
+/// The processes' unwinders, each with the mappings it was last brought
+/// up to date with: a sample whose mappings differ adds and removes the
+/// difference (framehop's rule cache is per unwinder, and counts its
+/// changes in 16 bits: rebuilding one per change would wrap it).
+#[derive(Default)]
+struct Unwinders {
+    by_pid: HashMap<u32, PidUnwinder>,
+    /// Each module's symbol tables (whose unwind tables the unwinder
+    /// reads), `None` where they cannot be read.
+    symbols: HashMap<ModuleId, Option<Arc<ModuleSymbols>>>,
+    /// Walks made so far: the age of each unwinder's last use.
+    walks: u64,
+    /// The address list of the walk in progress.
+    addresses: Vec<u64>,
+}
+
+struct PidUnwinder {
+    space: Arc<AddressSpace>,
+    unwinder: SpaceUnwinder,
+    last_used: u64,
+}
+
+/// The most processes whose unwinders are kept; past it, the least
+/// recently used is dropped (and built again if its process samples
+/// again).
+const MAX_UNWINDERS: usize = 512;
+
+impl Unwinders {
+    /// Appends to `frames` the user frames of `user`'s stack, innermost
+    /// first, placed in their mappings, so that `frames` holds at most
+    /// [`MAX_STACK_DEPTH`].
+    fn unwind(
+        &mut self,
+        modules: &[Module],
+        pid: u32,
+        user: &ToUnwind,
+        frames: &mut Vec<Location>,
+    ) {
+        let max = MAX_STACK_DEPTH.saturating_sub(frames.len());
+        if max == 0 {
+            return;
+        }
+        self.walks += 1;
+        if !self.by_pid.contains_key(&pid) && self.by_pid.len() >= MAX_UNWINDERS {
+            if let Some(oldest) = self
+                .by_pid
+                .iter()
+                .min_by_key(|(_, u)| u.last_used)
+                .map(|(&p, _)| p)
+            {
+                self.by_pid.remove(&oldest);
+            }
+        }
+        let symbols = &mut self.symbols;
+        let entry = self.by_pid.entry(pid).or_insert_with(|| PidUnwinder {
+            space: Arc::default(),
+            unwinder: SpaceUnwinder::new(),
+            last_used: 0,
+        });
+        entry.last_used = self.walks;
+        if !Arc::ptr_eq(&entry.space, &user.space) {
+            update(
+                &mut entry.unwinder,
+                &entry.space,
+                &user.space,
+                modules,
+                symbols,
+            );
+            entry.space = Arc::clone(&user.space);
+        }
+        let stack = UserStack {
+            ip: user.copy.ip,
+            sp: user.copy.sp,
+            bp: user.copy.bp,
+            stack: &user.copy.stack,
+        };
+        self.addresses.clear();
+        entry.unwinder.unwind(&stack, max, &mut self.addresses);
+        let keeps = |m: ModuleId| modules.get(m as usize).is_some_and(Module::keeps_offsets);
+        frames.extend(self.addresses.iter().map(|&a| user.space.locate(a, keeps)));
+    }
+}
+
+/// Brings `unwinder`, made for the mappings `old`, to the mappings `new`.
+fn update(
+    unwinder: &mut SpaceUnwinder,
+    old: &AddressSpace,
+    new: &AddressSpace,
+    modules: &[Module],
+    symbols: &mut HashMap<ModuleId, Option<Arc<ModuleSymbols>>>,
+) {
+    let (old, new) = (old.mappings(), new.mappings());
+    for (start, m) in old {
+        if new.get(start) != Some(m) {
+            unwinder.remove_mapping(*start);
+        }
+    }
+    for (&start, m) in new {
+        if old.get(&start) == Some(m) {
+            continue;
+        }
+        let Some(module) = modules.get(m.module as usize).filter(|m| m.is_file) else {
+            continue;
+        };
+        let read = symbols
+            .entry(m.module)
+            .or_insert_with(|| lotus_symbols::module_symbols(module).ok());
+        if let Some(read) = read {
+            unwinder.add_mapping(&module.name, read, start, m.end, m.pgoff);
+        }
+    }
 }
 
 /// The stacks written so far, as a prefix tree: each (parent stack,
@@ -359,6 +504,7 @@ mod tests {
             kernel: false,
             counters: CounterValues::default(),
             frames: Vec::new(),
+            user: None,
         }
     }
 
@@ -373,6 +519,21 @@ mod tests {
         let per = std::mem::size_of::<Placed>() / std::mem::size_of::<Location>();
         assert_eq!(queued_weight(&[deep]), 1 + 127 / per);
         assert!(queued_weight(&[placed(2)]) == 1 && per >= 2, "{per}");
+        // A stack copy weighs its bytes: 8 KiB, many samples' worth.
+        let mut copied = placed(3);
+        copied.user = Some(Box::new(ToUnwind {
+            copy: UserCopy {
+                ip: 0,
+                sp: 0,
+                bp: 0,
+                stack: vec![0; 8192],
+            },
+            space: Arc::default(),
+        }));
+        assert_eq!(
+            queued_weight(&[copied]),
+            1 + 8192 / std::mem::size_of::<Placed>()
+        );
     }
 
     /// Stacks are a prefix tree: a shared caller chain is stored once,

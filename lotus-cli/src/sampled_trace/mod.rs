@@ -55,6 +55,10 @@ pub enum StackMode {
     None,
     /// The kernel's frame-pointer call chain with every sample.
     Fp,
+    /// The kernel's frames, and the user's unwound through the unwind
+    /// tables from a copy of the user stack (as `perf record --call-graph
+    /// dwarf`).
+    Dwarf,
 }
 
 impl StackMode {
@@ -63,6 +67,7 @@ impl StackMode {
         match self {
             StackMode::None => "none",
             StackMode::Fp => "fp",
+            StackMode::Dwarf => "dwarf",
         }
     }
 }
@@ -189,6 +194,7 @@ pub fn run(
         .with_stacks(match stacks {
             StackMode::None => CallStacks::None,
             StackMode::Fp => CallStacks::FramePointers,
+            StackMode::Dwarf => CallStacks::Dwarf,
         });
     let writer = match SamplesWriter::create(out, prefix) {
         Ok(w) => w,
@@ -229,14 +235,19 @@ pub fn run(
     // What the samples carry: `fp` asked for and refused is said here,
     // and the kernel's reason in a note of the sampling description.
     let asked = stacks;
-    let stacks = if collection.call_stacks() {
-        StackMode::Fp
-    } else {
-        StackMode::None
+    let stacks = match collection.call_stacks() {
+        CallStacks::Dwarf => StackMode::Dwarf,
+        CallStacks::FramePointers => StackMode::Fp,
+        _ => StackMode::None,
     };
     if asked != stacks {
+        let carried = match stacks {
+            StackMode::Fp => "frame-pointer stacks instead",
+            _ => "none",
+        };
         crate::usage::say!(
-            "lotus: the kernel refused call stacks here: the samples carry none (why: a note in {})",
+            "lotus: the kernel refused {} call stacks here: the samples carry {carried} (why: a note in {})",
+            asked.name(),
             files.sampling.display()
         );
     }
