@@ -10,11 +10,12 @@
 //! The file is the job's, in a folder every user can write (`/tmp`), and
 //! lotus often runs as root, so [`PerfMap::open`] trusts it only when it is
 //! a regular file (never a link, never a FIFO, which could block a read
-//! forever), owned by the user the job ran as and writable by no one else.
-//! Reading is bounded: a line longer than [`PerfMap::MAX_LINE`] is skipped as bad,
-//! at most [`PerfMap::MAX_BYTES`] are read from one file in all (past that
-//! [`PerfMap::note`] says so), and names are made printable
-//! ([`lotus_sys::text::one_line`]).
+//! forever), owned by the user the job ran as, writable by no one else, and
+//! with no second name (a hard link another user made to a file of the
+//! job's user). Reading is bounded: a line longer than
+//! [`PerfMap::MAX_LINE`] is skipped as bad, at most [`PerfMap::MAX_BYTES`]
+//! are read from one file in all (past that [`PerfMap::note`] says so), and
+//! names are made printable ([`lotus_sys::text::one_line`]).
 //!
 //! The parser is hand-written: the format is three fields on a line, and
 //! the rules around it (what to trust, what to bound) are lotus's own.
@@ -103,8 +104,8 @@ impl PerfMap {
     pub const MAX_BYTES: u64 = 64 << 20;
 
     /// Opens `path` only if it is a regular file, not a symbolic link, owned
-    /// by `owner` (the uid of the process that wrote it) and writable by no
-    /// other user. The open never follows a link in the last component
+    /// by `owner` (the uid of the process that wrote it), writable by no
+    /// other user, and with no other name (one hard link). The open never follows a link in the last component
     /// (`O_PATH | O_NOFOLLOW`, then a check of what the descriptor is) and
     /// never blocks (the file is reopened through `/proc/self/fd` with
     /// `O_NONBLOCK`, and only once it is known to be a regular file).
@@ -144,6 +145,15 @@ impl PerfMap {
             return Err(format!(
                 "{shown} can be written by other users (mode {:o}), so not trusted",
                 meta.mode() & 0o7777
+            ));
+        }
+        // A second name: another user may have linked a file of the job's
+        // user (one it must not read) at this predictable path, for the
+        // job to append to and lotus to read.
+        if meta.nlink() != 1 {
+            return Err(format!(
+                "{shown} has {} hard links (another name of another file), so not trusted",
+                meta.nlink()
             ));
         }
         let file = reopen(&handle, path).map_err(|e| format!("{shown}: {e}"))?;
@@ -696,6 +706,16 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o620)).unwrap();
         assert!(PerfMap::open(&path, me()).is_err());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(PerfMap::open(&path, me()).is_ok());
+        // A second name for it.
+        let other = path.with_file_name("perf-5.map");
+        std::fs::hard_link(&path, &other).unwrap();
+        let e = PerfMap::open(&other, me()).unwrap_err();
+        assert!(
+            e.ends_with("has 2 hard links (another name of another file), so not trusted"),
+            "{e}"
+        );
+        std::fs::remove_file(&other).unwrap();
         assert!(PerfMap::open(&path, me()).is_ok());
         if me() != 0 {
             println!("skipped: perf_map_refuses_a_file_another_user_owns_or_can_write (chown to nobody): not root");
