@@ -562,35 +562,30 @@ fn python312() -> Option<PathBuf> {
     })
 }
 
-/// The job of the Python-frames tests: it runs an op, spawns a child and
-/// forks one (each calls `spin`), and prints the three pids.
+/// The job of the Python-frames tests: it runs an op, starts a Python
+/// child (a new interpreter, as a spawned DataLoader worker is: it runs
+/// the start-up hook) and forks one (each calls `spin`), and prints the
+/// three pids. No multiprocessing: its resource tracker, a fourth
+/// process, would leave a perf map of its own.
 const FRAMES_JOB: &str = "\
-import multiprocessing as mp, os, sys, lotus_trace
+import os, subprocess, sys, lotus_trace
 def spin():
     return sum(range(1000))
-def child(q):
+lotus_trace.wrap(spin, 'Spin')()
+child = 'import os, lotus_trace\\ndef spin():\\n    return sum(range(1000))\\nlotus_trace.wrap(spin, \"Spin\")()\\nprint(os.getpid())'
+started = int(subprocess.run([sys.executable, '-c', child], check=True, capture_output=True, timeout=120).stdout)
+forked = os.fork()
+if forked == 0:
     lotus_trace.wrap(spin, 'Spin')()
-    q.put(os.getpid())
-if __name__ == '__main__':
-    lotus_trace.wrap(spin, 'Spin')()
-    ctx = mp.get_context('spawn')
-    q = ctx.Queue()
-    p = ctx.Process(target=child, args=(q,))
-    p.start()
-    spawned = q.get(timeout=120)
-    p.join(120)
-    forked = os.fork()
-    if forked == 0:
-        lotus_trace.wrap(spin, 'Spin')()
-        lotus_trace.flush()
-        os._exit(0)
-    _, status = os.waitpid(forked, 0)
-    assert status == 0, status
-    print(os.getpid(), spawned, forked)
+    lotus_trace.flush()
+    os._exit(0)
+_, status = os.waitpid(forked, 0)
+assert status == 0, status
+print(os.getpid(), started, forked)
 ";
 
 /// Runs [`FRAMES_JOB`] under `lotus trace run` with `py`, $LOTUS_PY_FRAMES
-/// set to `frames`: the trace folder and the pids (main, spawned, forked).
+/// set to `frames`: the trace folder and the pids (main, started, forked).
 fn run_frames_job(py: &Path, frames: Option<&str>) -> (tempfile::TempDir, [u32; 3]) {
     let tmp = tempfile::tempdir().expect("tmp");
     let job = tmp.path().join("job.py");
@@ -639,7 +634,7 @@ impl Drop for PerfMaps {
 }
 
 /// With $LOTUS_PY_FRAMES=1 on Python 3.12+, every process of the job (the
-/// main one, a spawned child, a forked one) writes its perf map, owned by
+/// main one, a Python child it started, a forked one) writes its perf map, owned by
 /// the job's user, naming the functions it ran; without it, none.
 #[test]
 fn python_frames_turn_the_perf_trampolines_on_in_every_process() {
@@ -654,7 +649,7 @@ fn python_frames_turn_the_perf_trampolines_on_in_every_process() {
     let _maps = PerfMaps(pids);
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    for (pid, what) in pids.iter().zip(["main", "spawned", "forked"]) {
+    for (pid, what) in pids.iter().zip(["main", "started", "forked"]) {
         let path = PerfMaps::path(*pid);
         let meta = std::fs::symlink_metadata(&path)
             .unwrap_or_else(|e| panic!("{what} process: {}: {e}", path.display()));
@@ -690,7 +685,8 @@ fn python_frames_turn_the_perf_trampolines_on_in_every_process() {
 }
 
 /// On Python < 3.12 the job's first process notes once that stacks show
-/// native frames only; its children (spawned, forked) do not repeat it.
+/// native frames only; its children (a Python child it started, a forked
+/// one) do not repeat it.
 #[test]
 fn python_frames_on_an_old_python_are_one_note_for_the_job() {
     let py = python();
