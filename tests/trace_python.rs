@@ -722,3 +722,47 @@ fn python_frames_on_an_old_python_are_one_note_for_the_job() {
         assert!(!PerfMaps::path(pid).exists(), "/tmp/perf-{pid}.map");
     }
 }
+
+/// Where the trampolines cannot be turned on (a build without perf
+/// support), the process notes why in its log and runs on.
+#[test]
+fn python_frames_that_cannot_start_are_a_note_not_an_error() {
+    let Some(py) = python312() else {
+        println!(
+            "skipped: python_frames_that_cannot_start_are_a_note_not_an_error: no Python 3.12+ (set LOTUS_PYTHON312)"
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out_dir = tmp.path().join("out");
+    let job = "import os, sys\n\
+def refuse(backend):\n    raise ValueError('perf trampoline not available')\n\
+sys.activate_stack_trampoline = refuse\n\
+import lotus_trace\n\
+lotus_trace.enable(sys.argv[1])\n\
+lotus_trace.wrap(lambda: None, 'Op')()\n\
+print(os.getpid())\n";
+    let out = Command::new(&py)
+        .args(["-c", job])
+        .arg(&out_dir)
+        .env("PYTHONPATH", harness_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("LOTUS_PY_FRAMES", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("LOTUS_TRACE_PARENT")
+        .output()
+        .expect("run python");
+    assert_ok(&out, "the job whose trampolines fail");
+    let pid: u32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("pid");
+    let _maps = PerfMaps([pid; 3]);
+    let logs = read_logs(&out_dir);
+    assert_eq!(logs.len(), 1);
+    let want = format!(
+        " lotus-trace: Python frames: the perf trampolines could not be turned on in pid {pid} (ValueError: perf trampoline not available): its stacks show native frames only"
+    );
+    assert!(logs[0].comments.contains(&want), "{:?}", logs[0].comments);
+    assert_eq!(logs[0].events.len(), 1, "the op still traced");
+}
