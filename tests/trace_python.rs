@@ -528,3 +528,241 @@ fn a_bad_prefix_or_program_is_an_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-program-lotus"));
 }
+
+// --- Python frames in call stacks ($LOTUS_PY_FRAMES) ---------------------------
+
+/// A Python 3.12+: $LOTUS_PYTHON312, else the repository's .venv312, else
+/// pyenv's 3.12 or 3.13; `None` (the test skips) without one.
+fn python312() -> Option<PathBuf> {
+    let pyenv = || {
+        let versions = PathBuf::from(std::env::var_os("HOME")?).join(".pyenv/versions");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(versions)
+            .ok()?
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("3.12") || n.starts_with("3.13")
+            })
+            .map(|e| e.path().join("bin/python3"))
+            .filter(|p| p.exists())
+            .collect();
+        found.sort();
+        found.pop()
+    };
+    let candidates = [
+        std::env::var_os("LOTUS_PYTHON312").map(PathBuf::from),
+        Some(root().join(".venv312/bin/python")),
+        pyenv(),
+    ];
+    candidates.into_iter().flatten().find(|py| {
+        Command::new(py)
+            .args(["-c", "import sys; assert sys.version_info >= (3, 12)"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// The job of the Python-frames tests: it runs an op, starts a Python
+/// child (a new interpreter, as a spawned DataLoader worker is: it runs
+/// the start-up hook) and forks one (each calls `spin`), and prints the
+/// three pids. No multiprocessing: its resource tracker, a fourth
+/// process, would leave a perf map of its own.
+const FRAMES_JOB: &str = "\
+import os, subprocess, sys, lotus_trace
+def spin():
+    return sum(range(1000))
+lotus_trace.wrap(spin, 'Spin')()
+child = 'import os, lotus_trace\\ndef spin():\\n    return sum(range(1000))\\nlotus_trace.wrap(spin, \"Spin\")()\\nprint(os.getpid())'
+started = int(subprocess.run([sys.executable, '-c', child], check=True, capture_output=True, timeout=120).stdout)
+forked = os.fork()
+if forked == 0:
+    lotus_trace.wrap(spin, 'Spin')()
+    lotus_trace.flush()
+    os._exit(0)
+_, status = os.waitpid(forked, 0)
+assert status == 0, status
+print(os.getpid(), started, forked)
+";
+
+/// Runs [`FRAMES_JOB`] under `lotus trace run` with `py`, $LOTUS_PY_FRAMES
+/// set to `frames`: the trace folder and the pids (main, started, forked).
+fn run_frames_job(py: &Path, frames: Option<&str>) -> (tempfile::TempDir, [u32; 3]) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let job = tmp.path().join("job.py");
+    std::fs::write(&job, FRAMES_JOB).expect("job");
+    let out_dir = tmp.path().join("out");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(["trace", "run", "--out"])
+        .arg(&out_dir)
+        .arg("--")
+        .arg(py)
+        .arg(&job)
+        .current_dir(tmp.path())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("LOTUS_TRACE_PARENT")
+        .env_remove("PYTHONPATH");
+    match frames {
+        Some(v) => cmd.env("LOTUS_PY_FRAMES", v),
+        None => cmd.env_remove("LOTUS_PY_FRAMES"),
+    };
+    let out = cmd.output().expect("run lotus");
+    assert_ok(&out, "the Python-frames job");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pids: Vec<u32> = stdout
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .collect();
+    let pids: [u32; 3] = pids.try_into().expect("three pids");
+    (tmp, pids)
+}
+
+/// Removes the perf map files of these pids when dropped (they are in
+/// /tmp, outside the test's folder).
+struct PerfMaps([u32; 3]);
+impl PerfMaps {
+    fn path(pid: u32) -> PathBuf {
+        PathBuf::from(format!("/tmp/perf-{pid}.map"))
+    }
+}
+impl Drop for PerfMaps {
+    fn drop(&mut self) {
+        for pid in self.0 {
+            let _ = std::fs::remove_file(PerfMaps::path(pid));
+        }
+    }
+}
+
+/// With $LOTUS_PY_FRAMES=1 on Python 3.12+, every process of the job (the
+/// main one, a Python child it started, a forked one) writes its perf map, owned by
+/// the job's user, naming the functions it ran; without it, none.
+#[test]
+fn python_frames_turn_the_perf_trampolines_on_in_every_process() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(py) = python312() else {
+        println!(
+            "skipped: python_frames_turn_the_perf_trampolines_on_in_every_process: no Python 3.12+ (set LOTUS_PYTHON312)"
+        );
+        return;
+    };
+    let (tmp, pids) = run_frames_job(&py, Some("1"));
+    let _maps = PerfMaps(pids);
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for (pid, what) in pids.iter().zip(["main", "started", "forked"]) {
+        let path = PerfMaps::path(*pid);
+        let meta = std::fs::symlink_metadata(&path)
+            .unwrap_or_else(|e| panic!("{what} process: {}: {e}", path.display()));
+        assert!(meta.file_type().is_file(), "{}", path.display());
+        assert_eq!(meta.uid(), me, "{} owned by the job's user", path.display());
+        let text = std::fs::read_to_string(&path).expect("read map");
+        assert!(
+            text.lines().any(|l| l.contains(" py::spin:")),
+            "{what} process: no py::spin in {}",
+            path.display()
+        );
+    }
+    // Nothing noted: the trampolines came on everywhere.
+    for log in read_logs(&tmp.path().join("out")) {
+        let notes: Vec<&String> = log
+            .comments
+            .iter()
+            .filter(|c| !c.starts_with(" lotus-trace: clock wall_ns="))
+            .collect();
+        assert!(notes.is_empty(), "pid {}: {notes:?}", log.pid);
+    }
+    // Off unless lotus asks.
+    for frames in [None, Some("0")] {
+        let (_tmp, pids) = run_frames_job(&py, frames);
+        let _maps = PerfMaps(pids);
+        for pid in pids {
+            assert!(
+                !PerfMaps::path(pid).exists(),
+                "LOTUS_PY_FRAMES={frames:?}: /tmp/perf-{pid}.map written"
+            );
+        }
+    }
+}
+
+/// On Python < 3.12 the job's first process notes once that stacks show
+/// native frames only; its children (a Python child it started, a forked
+/// one) do not repeat it.
+#[test]
+fn python_frames_on_an_old_python_are_one_note_for_the_job() {
+    let py = python();
+    let version = Command::new(&py)
+        .args([
+            "-c",
+            "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}', sys.version_info < (3, 12))",
+        ])
+        .output()
+        .expect("python version");
+    let version = String::from_utf8_lossy(&version.stdout).into_owned();
+    let Some((version, "True")) = version.trim().split_once(' ') else {
+        println!(
+            "skipped: python_frames_on_an_old_python_are_one_note_for_the_job: {} is Python 3.12+",
+            py.display()
+        );
+        return;
+    };
+    let (tmp, pids) = run_frames_job(&py, Some("1"));
+    let _maps = PerfMaps(pids);
+    let want = format!(
+        " lotus-trace: Python frames need Python 3.12 or later (this is {version}): stacks show native frames only"
+    );
+    let logs = read_logs(&tmp.path().join("out"));
+    let noted: Vec<u32> = logs
+        .iter()
+        .filter(|l| l.comments.contains(&want))
+        .map(|l| l.pid)
+        .collect();
+    assert_eq!(noted, [pids[0]], "the note, in the main process's log only");
+    assert_eq!(logs.len(), 3, "three logs");
+    for pid in pids {
+        assert!(!PerfMaps::path(pid).exists(), "/tmp/perf-{pid}.map");
+    }
+}
+
+/// Where the trampolines cannot be turned on (a build without perf
+/// support), the process notes why in its log and runs on.
+#[test]
+fn python_frames_that_cannot_start_are_a_note_not_an_error() {
+    let Some(py) = python312() else {
+        println!(
+            "skipped: python_frames_that_cannot_start_are_a_note_not_an_error: no Python 3.12+ (set LOTUS_PYTHON312)"
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out_dir = tmp.path().join("out");
+    let job = "import os, sys\n\
+def refuse(backend):\n    raise ValueError('perf trampoline not available')\n\
+sys.activate_stack_trampoline = refuse\n\
+import lotus_trace\n\
+lotus_trace.enable(sys.argv[1])\n\
+lotus_trace.wrap(lambda: None, 'Op')()\n\
+print(os.getpid())\n";
+    let out = Command::new(&py)
+        .args(["-c", job])
+        .arg(&out_dir)
+        .env("PYTHONPATH", harness_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("LOTUS_PY_FRAMES", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("LOTUS_TRACE_PARENT")
+        .output()
+        .expect("run python");
+    assert_ok(&out, "the job whose trampolines fail");
+    let pid: u32 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("pid");
+    let _maps = PerfMaps([pid; 3]);
+    let logs = read_logs(&out_dir);
+    assert_eq!(logs.len(), 1);
+    let want = format!(
+        " lotus-trace: Python frames: the perf trampolines could not be turned on in pid {pid} (ValueError: perf trampoline not available): its stacks show native frames only"
+    );
+    assert!(logs[0].comments.contains(&want), "{:?}", logs[0].comments);
+    assert_eq!(logs[0].events.len(), 1, "the op still traced");
+}

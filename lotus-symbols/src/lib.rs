@@ -31,6 +31,7 @@ mod debug_link;
 mod elf_symbols;
 mod kallsyms;
 mod module;
+mod perf_map;
 mod plt;
 mod stack_unwind;
 mod unwind;
@@ -41,6 +42,7 @@ pub use elf_symbols::{
 };
 pub use kallsyms::{addresses_visible, KernelSymbol, KernelSymbols, KALLSYMS_PATH};
 pub use module::{Module, VDSO};
+pub use perf_map::{perf_map_path, python_frame, PerfMap};
 pub use stack_unwind::{SpaceUnwinder, UnwindSections, UserStack, WalkEnd};
 
 /// The crate README's examples, run as doctests so the README stays true.

@@ -994,14 +994,18 @@ def _install_process_hooks():
 def _propagate(out_dir, prefix, torch):
     """Sets the environment so that child processes (spawned DataLoader
     workers, launched ranks) trace into the same folder: the variables the
-    auto-activation reads, and this package and its start-up hook on
-    PYTHONPATH."""
+    auto-activation reads, this package and its start-up hook on
+    PYTHONPATH, and $LOTUS_TRACE_PARENT, this process's pid (a process
+    that finds it set at `enable()` is not the job's first traced one)."""
     pkg = os.path.dirname(os.path.abspath(__file__))
     boot = os.path.join(pkg, "_boot")
     parent = os.path.dirname(pkg)
     os.environ["LOTUS_TRACE_DIR"] = out_dir
     os.environ["LOTUS_TRACE_PREFIX"] = prefix
     os.environ["LOTUS_TRACE_TORCH"] = "1" if torch else "0"
+    # Children know a traced process is above them (the first one notes
+    # for the whole job: _frames).
+    os.environ["LOTUS_TRACE_PARENT"] = str(os.getpid())
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     want = [p for p in (boot, parent) if os.path.isdir(p)]
     if parts[: len(want)] != want:
@@ -1035,6 +1039,9 @@ def enable(out_dir=None, prefix=None, torch=None):
     _dir = out_dir
     _prefix = prefix
     _pid = os.getpid()
+    # The job's first traced process has no traced process above it (see
+    # _propagate): read before _propagate names this one for its children.
+    first = not os.environ.get("LOTUS_TRACE_PARENT")
     _status_dir = os.environ.get("LOTUS_TRACE_STATUS") or None
     _run_id = clean_name(os.environ["LOTUS_TRACE_RUN"]) if os.environ.get("LOTUS_TRACE_RUN") else None
     _original = os.environ.get("LOTUS_TRACE_FORMAT") == "original"
@@ -1046,6 +1053,9 @@ def enable(out_dir=None, prefix=None, torch=None):
         _itt = itt.load()
     _itt_collect = os.environ.get("LOTUS_TRACE_ITT") == "collect"
     _on = True
+    from . import _frames
+
+    _frames.start(note, first)
     from . import _torch
 
     _torch.install(torch)
