@@ -1,6 +1,6 @@
-"""Call stacks (`lotus trace run --sample --stacks fp`): what they cost the
-job, against perf's own call graphs at the same frequency, and what they
-cost the folder.
+"""Call stacks (`lotus trace run --sample --stacks fp|dwarf`): what they
+cost the job, against perf's own call graphs at the same frequency, and
+what they cost the folder.
 
 The job is a C program built here with frame pointers (`-O0
 -fno-omit-frame-pointer`, so leaf functions keep theirs too): it recurses
@@ -13,14 +13,20 @@ interrupted thread, so the walk's time is the job's; lotus's own threads
 - bare: the program alone;
 - none: `lotus trace run --sample --counters none --stacks none`;
 - fp: the same with `--stacks fp`;
+- dwarf: the same with `--stacks dwarf` (8 KiB user stack copies, unwound
+  by lotus's writer thread through the unwind tables);
 - perf: `perf record -F <Hz>` (no call graph), where `perf` exists;
 - perf -g: `perf record -g` (frame pointers);
 - perf dwarf: `perf record --call-graph dwarf` (8 KiB stack copies).
 
 It prints each one's median CPU (ms) over --reps and its slowdown against
-bare, and for `fp` the folder's bytes per sample (samples, stacks and
-symbols files together) and the share of samples with a chain of two
-frames or more (`deep_samples=`), beside perf.data's bytes per sample. On a
+bare; the CPU the profiler itself ran beside the job (lotus's or perf's
+process: all children's CPU less the job's), which on a busy machine
+competes with the job; and for `fp` and `dwarf` the folder's bytes per
+sample (samples, stacks and symbols files together) and the share of
+samples with a chain of two frames or more (`deep_samples=`), beside
+perf.data's bytes per sample (perf unwinds nothing while recording: its
+`perf report` does, later). On a
 shared machine the medians swing by a few percent with the neighbours'
 load: compare the rows of one run.
 
@@ -102,6 +108,9 @@ def main():
             "fp": lambda out: [lotus, "trace", "run", "--sample", "-F", hz,
                                "--counters", "none", "--stacks", "fp",
                                "-o", out, "--"] + job,
+            "dwarf": lambda out: [lotus, "trace", "run", "--sample", "-F", hz,
+                                  "--counters", "none", "--stacks", "dwarf",
+                                  "-o", out, "--"] + job,
         }
         if perf:
             data = lambda out: os.path.join(out + ".perf.data")
@@ -113,23 +122,29 @@ def main():
                                                "--call-graph", "dwarf",
                                                "-o", data(out), "--"] + job
         cpu = {m: [] for m in modes}
-        fp_bytes, fp_deep, perf_bytes = [], [], {}
+        own = {m: [] for m in modes}
+        folder_bytes, deep, perf_bytes = {}, {}, {}
         for rep in range(args.reps):
             for mode, cmd in modes.items():
                 out = os.path.join(tmp, f"{mode.replace(' ', '_')}_{rep}")
+                before = os.times()
                 r = subprocess.run(cmd(out), capture_output=True, text=True)
+                after = os.times()
                 if r.returncode != 0:
                     raise SystemExit(f"{mode}: exit {r.returncode}\n{r.stderr}")
                 cpu[mode].append(cpu_ms(r.stderr))
-                if mode == "fp":
+                children = (after.children_user + after.children_system
+                            - before.children_user - before.children_system) * 1e3
+                own[mode].append(max(children - cpu[mode][-1], 0.0))
+                if mode in ("fp", "dwarf"):
                     meta = sampling(out)
                     n = int(meta["samples"])
                     size = sum(
                         os.path.getsize(os.path.join(out, f"lotus.{x}"))
                         for x in ("samples", "stacks", "symbols")
                     )
-                    fp_bytes.append(size / max(n, 1))
-                    fp_deep.append(int(meta["deep_samples"]) / max(n, 1))
+                    folder_bytes.setdefault(mode, []).append(size / max(n, 1))
+                    deep.setdefault(mode, []).append(int(meta["deep_samples"]) / max(n, 1))
                 if mode.startswith("perf"):
                     d = out + ".perf.data"
                     # perf's own count of samples is not read here: the
@@ -140,14 +155,17 @@ def main():
                 shutil.rmtree(out, ignore_errors=True)
         bare = statistics.median(cpu["bare"])
         print(f"job: {args.depth} frames deep, {args.reps} reps, {hz} Hz; "
-              f"CPU the job's process ran (median ms) and slowdown against bare")
+              f"CPU the job's process ran (median ms), its slowdown against "
+              f"bare, and the profiler's own CPU (median ms)")
         for mode, values in cpu.items():
             m = statistics.median(values)
-            print(f"  {mode:11s} {m:9.1f} ms  {100 * (m / bare - 1):+6.1f}%")
-        samples = statistics.median(fp_bytes)
-        print(f"fp folder: {samples:.1f} bytes per sample (samples + stacks + "
-              f"symbols), {100 * statistics.median(fp_deep):.0f}% of samples "
-              f"with two frames or more")
+            print(f"  {mode:11s} {m:9.1f} ms  {100 * (m / bare - 1):+6.1f}%  "
+                  f"profiler {statistics.median(own[mode]):8.1f} ms")
+        for mode, sizes in folder_bytes.items():
+            print(f"{mode} folder: {statistics.median(sizes):.1f} bytes per sample "
+                  f"(samples + stacks + symbols), "
+                  f"{100 * statistics.median(deep[mode]):.0f}% of samples "
+                  f"with two frames or more")
         fp_samples = bare / 1e3 * args.frequency
         for mode, sizes in perf_bytes.items():
             print(f"{mode} perf.data: about {statistics.median(sizes) / fp_samples:.0f} "

@@ -17,7 +17,7 @@ use crate::common;
 
 use std::ffi::OsStr;
 
-use crate::common::sampled::{attribute_json, sampling, timers};
+use crate::common::sampled::{attribute, attribute_json, sampling, timers};
 use crate::common::torch::torch_python;
 use crate::common::trace_logs::{assert_ok, trace_run};
 
@@ -177,6 +177,86 @@ fn torchvision_attribution(test: &str, start_method: &str) {
     // The rows add up to every sample taken.
     let sum: u64 = rows.iter().map(|r| r["samples"].as_u64().expect("n")).sum();
     assert_eq!(sum, a["total_samples"].as_u64().expect("total"));
+
+    stacks_reach_torch(&dir, rows, &summary);
+}
+
+/// The call stacks of the run (`--stacks dwarf`, the default): each row's
+/// folded lines add up to its samples; at least 90% of the samples have a
+/// chain of two frames or more under their row; and Collation's page
+/// faults (the kernel's frames, where kernel mode is sampled) reach the
+/// torch code that touched the new batch's memory: an `at::` or `c10::`
+/// frame above the fault.
+fn stacks_reach_torch(dir: &std::path::Path, rows: &[serde_json::Value], summary: &str) {
+    let folded = attribute(dir, "folded");
+    let text = String::from_utf8(folded.stdout).expect("utf-8");
+    // Each row's path as folded roots it (`/` becomes `;`), its samples.
+    let paths: Vec<(String, u64)> = rows
+        .iter()
+        .map(|r| {
+            let path = r["path"]
+                .as_str()
+                .unwrap_or(r["name"].as_str().expect("name"));
+            (path.replace('/', ";"), r["samples"].as_u64().expect("n"))
+        })
+        .collect();
+    let mut sums: std::collections::BTreeMap<&str, u64> = Default::default();
+    let (mut total, mut deep) = (0u64, 0u64);
+    let (mut faults, mut faults_in_torch) = (0u64, 0u64);
+    for line in text.lines() {
+        let (frames, n) = line.rsplit_once(' ').expect("frames count");
+        let n: u64 = n.parse().expect("count");
+        let (row, _) = paths
+            .iter()
+            .filter(|(p, _)| frames.starts_with(&format!("{p};")))
+            .max_by_key(|(p, _)| p.len())
+            .unwrap_or_else(|| panic!("a line under no row: {line}"));
+        *sums.entry(row).or_default() += n;
+        let below: Vec<&str> = frames[row.len() + 1..].split(';').collect();
+        total += n;
+        if below.len() >= 2 {
+            deep += n;
+        }
+        if row == "Collation" && below.iter().any(|f| f.contains("page_fault_[k]")) {
+            faults += n;
+            let fault = below
+                .iter()
+                .position(|f| f.contains("page_fault_[k]"))
+                .unwrap_or(0);
+            if below[..fault]
+                .iter()
+                .any(|f| f.contains("at::") || f.contains("c10::"))
+            {
+                faults_in_torch += n;
+            }
+        }
+    }
+    for (path, n) in &paths {
+        assert_eq!(
+            sums.get(path.as_str()).copied().unwrap_or(0),
+            *n,
+            "{path}: folded lines against the row's samples"
+        );
+    }
+    assert!(
+        deep * 10 >= total * 9,
+        "{deep} of {total} samples with two frames or more under their row\n{summary}"
+    );
+    eprintln!(
+        "stacks: {deep} of {total} samples with two frames or more; Collation: {faults_in_torch} of {faults} page-fault samples under at::/c10::"
+    );
+    if sampling(dir).get("kernel").map(String::as_str) != Some("1") {
+        eprintln!("skipped: Collation's page faults: kernel mode is not sampled here (perf_event_paranoid > 1 and not root)");
+        return;
+    }
+    assert!(
+        faults >= 20,
+        "Collation: {faults} page-fault samples\n{summary}"
+    );
+    assert!(
+        faults_in_torch * 10 >= faults * 9,
+        "Collation: {faults_in_torch} of {faults} page-fault samples under an at::/c10:: frame"
+    );
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Call stacks end to end (`lotus trace run --sample --stacks fp`, then
+//! Call stacks end to end (`lotus trace run --sample --stacks fp|dwarf`, then
 //! `lotus attribute DIR --format folded`): a C library built by the test
 //! with frame pointers, whose `outer` calls `inner` in a loop, run inside
 //! an op span of a traced Python job; the folded output shows the chain
@@ -299,6 +299,206 @@ fn dwarf_stacks_unwind_code_without_frame_pointers() {
     );
 }
 
+/// Removes the perf maps (`/tmp/perf-<pid>.map`) the traced processes of
+/// the trace folder `out` left (CPython does not remove them), when
+/// dropped.
+struct PerfMapsOf(String);
+impl Drop for PerfMapsOf {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.0) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some((_, pid)) = name.rsplit_once("_pid_") {
+                if pid.parse::<u32>().is_ok() {
+                    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+                }
+            }
+        }
+    }
+}
+
+/// The job of the Python-frames test: an op that runs two Python
+/// functions of its own in turn, one spinning in Python, one calling C
+/// (zlib), each timed by its own thread-CPU timer, whose totals it writes
+/// to the file its first argument names.
+const PY_JOB: &str = r#"
+import json, sys, time, zlib
+import lotus_trace
+
+def spin_python(seconds):
+    t0 = time.thread_time()
+    s = 0
+    while time.thread_time() - t0 < seconds:
+        for i in range(2000):
+            s += i * i
+    return s
+
+DATA = bytes(range(256)) * 2048
+
+def call_c(seconds):
+    t0 = time.thread_time()
+    n = 0
+    while time.thread_time() - t0 < seconds:
+        n += len(zlib.compress(DATA, 6))
+    return n
+
+own = {"spin_python": 0, "call_c": 0}
+with lotus_trace.span("Work"):
+    for _ in range(4):
+        for f, s in ((spin_python, 0.1), (call_c, 0.06)):
+            t = time.thread_time_ns()
+            f(s)
+            own[f.__name__] += time.thread_time_ns() - t
+json.dump(own, open(sys.argv[1], "w"))
+"#;
+
+/// On Python 3.12+ (`--stacks dwarf`, the default), each Python function
+/// of the op is a `py::` frame under it, named from CPython's perf map,
+/// with the interpreter's callers above it and the C it calls below; each
+/// function's share of the op's samples is within 5 points of its share
+/// of the two functions' own thread-CPU timers.
+#[test]
+fn python_functions_are_frames_under_the_op_with_their_own_shares() {
+    let test = "python_functions_are_frames_under_the_op_with_their_own_shares";
+    let Some(py) = common::python312(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let script = tmp.path().join("pyjob.py");
+    std::fs::write(&script, PY_JOB).expect("write job");
+    let own = tmp.path().join("own.json");
+    let out = tmp.path().join("out");
+    ok(&[
+        "trace",
+        "run",
+        "--sample",
+        "--counters",
+        "none",
+        "-o",
+        s(&out),
+        "--",
+        s(&py),
+        s(&script),
+        s(&own),
+    ]);
+    let out = s(&out).to_string();
+    let _maps = PerfMapsOf(out.clone());
+    let timers: Value =
+        serde_json::from_str(&std::fs::read_to_string(&own).expect("own")).expect("json");
+    let (lines, _) = folded(&out);
+    let work: Vec<&(Vec<String>, u64)> = lines.iter().filter(|(f, _)| f[0] == "Work").collect();
+    let total: u64 = work.iter().map(|(_, n)| n).sum();
+    let under = |name: &str| -> u64 {
+        work.iter()
+            .filter(|(f, _)| f.iter().any(|x| x == name))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let (spin, c) = (under("py::spin_python"), under("py::call_c"));
+    assert!(total >= 400, "{total} samples in Work");
+    assert!(
+        (spin + c) * 10 >= total * 9,
+        "{spin} + {c} of {total} Work samples under py::spin_python or py::call_c: {work:?}"
+    );
+    // zlib under call_c, the interpreter above both.
+    assert!(
+        work.iter().any(|(f, _)| {
+            let at = |x: &str| f.iter().position(|y| y == x);
+            matches!((at("py::call_c"), at("zlib_compress")), (Some(a), Some(b)) if a < b)
+        }),
+        "no zlib_compress under py::call_c: {work:?}"
+    );
+    assert!(
+        work.iter().any(|(f, _)| {
+            let at = |x: &str| f.iter().position(|y| y == x);
+            matches!((at("py::<module>"), at("py::spin_python")), (Some(a), Some(b)) if a < b)
+        }),
+        "py::spin_python is not under the module's frame: {work:?}"
+    );
+    let t = |k: &str| timers[k].as_f64().expect("timer");
+    let want = t("spin_python") / (t("spin_python") + t("call_c")) * 100.0;
+    let got = spin as f64 / (spin + c) as f64 * 100.0;
+    assert!(
+        (got - want).abs() <= 5.0,
+        "spin_python: {got:.1}% of the two functions' samples, {want:.1}% of their timers"
+    );
+}
+
+/// A perf map another user owns (the job gives its own map away, as
+/// another user's file put at that predictable path would be) is not
+/// read: its Python frames stay unnamed, the note names the file, on
+/// stderr and in `lotus.sampling`, and the rest is analysed (the op's
+/// samples, its native frames, every row's lines adding up).
+#[test]
+fn a_perf_map_of_another_user_is_refused_by_name_and_the_rest_analysed() {
+    let test = "a_perf_map_of_another_user_is_refused_by_name_and_the_rest_analysed";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: {test}: needs root (to give the map to another user)");
+        return;
+    }
+    let Some(py) = common::python312(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let script = tmp.path().join("pyjob.py");
+    let job = PY_JOB.replace(
+        "with lotus_trace.span(\"Work\"):",
+        "import os\nos.chown(f'/tmp/perf-{os.getpid()}.map', 65534, 65534)\nwith lotus_trace.span(\"Work\"):",
+    );
+    assert_ne!(job, PY_JOB);
+    std::fs::write(&script, job).expect("write job");
+    let own = tmp.path().join("own.json");
+    let out = tmp.path().join("out");
+    let (_, err) = ok(&[
+        "trace",
+        "run",
+        "--sample",
+        "--counters",
+        "none",
+        "-o",
+        s(&out),
+        "--",
+        s(&py),
+        s(&script),
+        s(&own),
+    ]);
+    let out = s(&out).to_string();
+    let _maps = PerfMapsOf(out.clone());
+    let said = |text: &str| {
+        text.contains("JIT frames")
+            && text.contains("/tmp/perf-")
+            && text.contains("owned by uid 65534")
+    };
+    assert!(said(&err), "{err}");
+    let sampling =
+        std::fs::read_to_string(Path::new(&out).join("lotus.sampling")).expect("sampling");
+    assert!(said(&sampling), "{sampling}");
+    let (lines, _) = folded(&out);
+    let work: u64 = lines
+        .iter()
+        .filter(|(f, _)| f[0] == "Work")
+        .map(|(_, n)| n)
+        .sum();
+    assert!(work >= 400, "{work} samples in Work");
+    assert!(
+        !lines
+            .iter()
+            .any(|(f, _)| f.iter().any(|x| x.starts_with("py::"))),
+        "a py:: frame named from a refused map"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|(f, _)| f[0] == "Work" && f.iter().any(|x| x == "zlib_compress")),
+        "the native frames are still there"
+    );
+    let rows = row_samples(&out);
+    assert_eq!(sums(&lines, &rows), rows);
+}
+
 /// [`trace_job`] of [`JOB`] with the library built with `flags`.
 fn trace_built(dir: &Path, stacks: &str, flags: &[&str]) -> String {
     let (script, lib) = job_built(dir, flags);
@@ -574,7 +774,7 @@ fn callers_of_an_unknown_function_or_without_stacks_are_clear_errors() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("carry no call stacks") && err.contains("--stacks fp"),
+        err.contains("carry no call stacks") && err.contains("--stacks dwarf"),
         "{err}"
     );
 }

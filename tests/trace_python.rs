@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::common;
 use crate::common::trace_logs::{
     assert_ok, pids, python_with_tracer, read_logs, read_report, trace_run, Ev, Log,
 };
@@ -531,37 +532,6 @@ fn a_bad_prefix_or_program_is_an_error() {
 
 // --- Python frames in call stacks ($LOTUS_PY_FRAMES) ---------------------------
 
-/// A Python 3.12+: $LOTUS_PYTHON312, else the repository's .venv312, else
-/// pyenv's 3.12 or 3.13; `None` (the test skips) without one.
-fn python312() -> Option<PathBuf> {
-    let pyenv = || {
-        let versions = PathBuf::from(std::env::var_os("HOME")?).join(".pyenv/versions");
-        let mut found: Vec<PathBuf> = std::fs::read_dir(versions)
-            .ok()?
-            .flatten()
-            .filter(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                n.starts_with("3.12") || n.starts_with("3.13")
-            })
-            .map(|e| e.path().join("bin/python3"))
-            .filter(|p| p.exists())
-            .collect();
-        found.sort();
-        found.pop()
-    };
-    let candidates = [
-        std::env::var_os("LOTUS_PYTHON312").map(PathBuf::from),
-        Some(root().join(".venv312/bin/python")),
-        pyenv(),
-    ];
-    candidates.into_iter().flatten().find(|py| {
-        Command::new(py)
-            .args(["-c", "import sys; assert sys.version_info >= (3, 12)"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
-
 /// The job of the Python-frames tests: it runs an op, starts a Python
 /// child (a new interpreter, as a spawned DataLoader worker is: it runs
 /// the start-up hook) and forks one (each calls `spin`), and prints the
@@ -584,15 +554,21 @@ assert status == 0, status
 print(os.getpid(), started, forked)
 ";
 
-/// Runs [`FRAMES_JOB`] under `lotus trace run` with `py`, $LOTUS_PY_FRAMES
-/// set to `frames`: the trace folder and the pids (main, started, forked).
-fn run_frames_job(py: &Path, frames: Option<&str>) -> (tempfile::TempDir, [u32; 3]) {
+/// Runs [`FRAMES_JOB`] under `lotus trace run` with `py`, sampled with
+/// `--stacks STACKS` where `stacks` is given, else not sampled: the trace
+/// folder and the pids (main, started, forked). $LOTUS_PY_FRAMES=1 in
+/// lotus's own environment: lotus decides what the job gets.
+fn run_frames_job(py: &Path, stacks: Option<&str>) -> (tempfile::TempDir, [u32; 3]) {
     let tmp = tempfile::tempdir().expect("tmp");
     let job = tmp.path().join("job.py");
     std::fs::write(&job, FRAMES_JOB).expect("job");
     let out_dir = tmp.path().join("out");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
-    cmd.args(["trace", "run", "--out"])
+    cmd.args(["trace", "run"]);
+    if let Some(stacks) = stacks {
+        cmd.args(["--sample", "--counters", "none", "--stacks", stacks]);
+    }
+    cmd.arg("--out")
         .arg(&out_dir)
         .arg("--")
         .arg(py)
@@ -602,12 +578,10 @@ fn run_frames_job(py: &Path, frames: Option<&str>) -> (tempfile::TempDir, [u32; 
         .env_remove("LOTUS_TRACE_DIR")
         .env_remove("LOTUS_TRACE_PARENT")
         .env_remove("PYTHONPATH");
-    match frames {
-        Some(v) => cmd.env("LOTUS_PY_FRAMES", v),
-        None => cmd.env_remove("LOTUS_PY_FRAMES"),
-    };
+    cmd.env("LOTUS_PY_FRAMES", "1");
     let out = cmd.output().expect("run lotus");
     assert_ok(&out, "the Python-frames job");
+    std::fs::write(tmp.path().join("stderr"), &out.stderr).expect("keep stderr");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let pids: Vec<u32> = stdout
         .split_whitespace()
@@ -639,13 +613,11 @@ impl Drop for PerfMaps {
 #[test]
 fn python_frames_turn_the_perf_trampolines_on_in_every_process() {
     use std::os::unix::fs::MetadataExt;
-    let Some(py) = python312() else {
-        println!(
-            "skipped: python_frames_turn_the_perf_trampolines_on_in_every_process: no Python 3.12+ (set LOTUS_PYTHON312)"
-        );
+    let Some(py) = common::python312("python_frames_turn_the_perf_trampolines_on_in_every_process")
+    else {
         return;
     };
-    let (tmp, pids) = run_frames_job(&py, Some("1"));
+    let (tmp, pids) = run_frames_job(&py, Some("dwarf"));
     let _maps = PerfMaps(pids);
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
@@ -671,8 +643,8 @@ fn python_frames_turn_the_perf_trampolines_on_in_every_process() {
             .collect();
         assert!(notes.is_empty(), "pid {}: {notes:?}", log.pid);
     }
-    // Off unless lotus asks.
-    for frames in [None, Some("0")] {
+    // Off unless lotus asks: not sampled, or with frame pointers only.
+    for frames in [None, Some("fp")] {
         let (_tmp, pids) = run_frames_job(&py, frames);
         let _maps = PerfMaps(pids);
         for pid in pids {
@@ -705,7 +677,7 @@ fn python_frames_on_an_old_python_are_one_note_for_the_job() {
         );
         return;
     };
-    let (tmp, pids) = run_frames_job(&py, Some("1"));
+    let (tmp, pids) = run_frames_job(&py, Some("dwarf"));
     let _maps = PerfMaps(pids);
     let want = format!(
         " lotus-trace: Python frames need Python 3.12 or later (this is {version}): stacks show native frames only"
@@ -717,6 +689,15 @@ fn python_frames_on_an_old_python_are_one_note_for_the_job() {
         .map(|l| l.pid)
         .collect();
     assert_eq!(noted, [pids[0]], "the note, in the main process's log only");
+    // And once on lotus's stderr.
+    let said = tmp.path().join("stderr");
+    let said = std::fs::read_to_string(said).expect("lotus's stderr");
+    assert_eq!(
+        said.matches("Python frames need Python 3.12 or later")
+            .count(),
+        1,
+        "{said}"
+    );
     assert_eq!(logs.len(), 3, "three logs");
     for pid in pids {
         assert!(!PerfMaps::path(pid).exists(), "/tmp/perf-{pid}.map");
@@ -727,10 +708,8 @@ fn python_frames_on_an_old_python_are_one_note_for_the_job() {
 /// support), the process notes why in its log and runs on.
 #[test]
 fn python_frames_that_cannot_start_are_a_note_not_an_error() {
-    let Some(py) = python312() else {
-        println!(
-            "skipped: python_frames_that_cannot_start_are_a_note_not_an_error: no Python 3.12+ (set LOTUS_PYTHON312)"
-        );
+    let Some(py) = common::python312("python_frames_that_cannot_start_are_a_note_not_an_error")
+    else {
         return;
     };
     let tmp = tempfile::tempdir().expect("tmp");

@@ -758,37 +758,11 @@ fn too_few_descriptors_fail_cleanly_and_leave_nothing_to_block_the_next_run() {
 /// lotus.
 #[test]
 fn a_plain_job_that_forks_gets_no_thread_warning_from_the_tracer() {
-    // $LOTUS_PYTHON312, else a pyenv install of 3.12 or 3.13, else python3.12.
-    let pyenv = || {
-        let versions = PathBuf::from(std::env::var_os("HOME")?).join(".pyenv/versions");
-        let mut found: Vec<PathBuf> = std::fs::read_dir(versions)
-            .ok()?
-            .flatten()
-            .filter(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                n.starts_with("3.12") || n.starts_with("3.13")
-            })
-            .map(|e| e.path().join("bin/python"))
-            .filter(|p| p.exists())
-            .collect();
-        found.sort();
-        found.pop()
-    };
-    let py = std::env::var_os("LOTUS_PYTHON312")
-        .map(PathBuf::from)
-        .or_else(pyenv)
-        .unwrap_or_else(|| PathBuf::from("python3.12"));
-    let usable = Command::new(&py)
-        .args(["-c", "import sys; assert sys.version_info >= (3, 12)"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !usable {
-        eprintln!(
-            "skipped: a_plain_job_that_forks_gets_no_thread_warning_from_the_tracer: no Python 3.12+ as {} (set LOTUS_PYTHON312)",
-            py.display()
-        );
+    let Some(py) =
+        common::python312("a_plain_job_that_forks_gets_no_thread_warning_from_the_tracer")
+    else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().expect("tmp");
     let job = "import os, lotus_trace\n\
 f = lotus_trace.wrap(lambda: None, 'Op')\n\

@@ -13,11 +13,12 @@
 //!
 //! x86-64 only: the one architecture lotus's samplers read registers for.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
-use framehop::{ExplicitModuleSectionInfo, Module as UnwindModule, Unwinder};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module as UnwindModule, Unwinder};
 
 use crate::ModuleSymbols;
 
@@ -79,6 +80,8 @@ pub enum WalkEnd {
 pub struct SpaceUnwinder {
     unwinder: UnwinderX86_64<Arc<[u8]>>,
     cache: Box<CacheX86_64>,
+    /// The code added, `start -> end`.
+    known: BTreeMap<u64, u64>,
 }
 
 impl std::fmt::Debug for SpaceUnwinder {
@@ -99,6 +102,7 @@ impl SpaceUnwinder {
         SpaceUnwinder {
             unwinder: UnwinderX86_64::new(),
             cache: Box::new(CacheX86_64::new()),
+            known: BTreeMap::new(),
         }
     }
 
@@ -131,31 +135,68 @@ impl SpaceUnwinder {
         };
         self.unwinder
             .add_module(UnwindModule::new(name.to_string(), start..end, bias, info));
+        self.known.insert(start, end);
         true
     }
 
     /// Removes the mapping added at `start`.
     pub fn remove_mapping(&mut self, start: u64) {
         self.unwinder.remove_module(start);
+        self.known.remove(&start);
+    }
+
+    /// Whether `address` is in code added with its tables.
+    fn is_known(&self, address: u64) -> bool {
+        self.known
+            .range(..=address)
+            .next_back()
+            .is_some_and(|(_, &end)| address < end)
     }
 
     /// Walks `user`'s stack: the addresses of its frames, innermost first,
     /// into `out` (the interrupted instruction, then each return address
     /// less one, so that a call that ends its function is placed in its
     /// caller), at most `max`; and how the walk ended.
+    ///
+    /// A return address in no file's code, whose frame has CPython's perf
+    /// trampoline's shape (3.12 and 3.13 on x86-64: `sub $8,%rsp; call
+    /// *%rcx; add $8,%rsp; ret`, no frame pointer kept, no unwind table:
+    /// the caller's return address 8 bytes above the stack pointer, in a
+    /// file's code), is stepped over by that shape; framehop's rule for
+    /// code without tables (the frame pointer) would stop there, as perf's
+    /// own `--call-graph dwarf` does, losing every caller of the Python
+    /// function.
     pub fn unwind(&mut self, user: &UserStack<'_>, max: usize, out: &mut Vec<u64>) -> WalkEnd {
-        let regs = UnwindRegsX86_64::new(user.ip, user.sp, user.bp);
+        let mut regs = UnwindRegsX86_64::new(user.ip, user.sp, user.bp);
         let mut read = |address: u64| user.read(address);
-        let mut frames = self
-            .unwinder
-            .iter_frames(user.ip, regs, &mut self.cache, &mut read);
+        let mut frame = FrameAddress::from_instruction_pointer(user.ip);
         let start = out.len();
         loop {
             if out.len() - start >= max {
                 return WalkEnd::Full;
             }
-            match frames.next() {
-                Ok(Some(frame)) => out.push(frame.address_for_lookup()),
+            out.push(frame.address_for_lookup());
+            let trampoline = if frame.is_return_address() && !self.is_known(frame.address()) {
+                read(regs.sp().wrapping_add(8))
+                    .ok()
+                    .filter(|&ret| ret > 0 && self.is_known(ret - 1))
+            } else {
+                None
+            };
+            let next = match trampoline {
+                Some(ret) => {
+                    regs.set_sp(regs.sp().wrapping_add(16));
+                    Ok(Some(ret))
+                }
+                None => self
+                    .unwinder
+                    .unwind_frame(frame, &mut regs, &mut self.cache, &mut read),
+            };
+            match next {
+                Ok(Some(ret)) => match FrameAddress::from_return_address(ret) {
+                    Some(f) => frame = f,
+                    None => return WalkEnd::Cut,
+                },
                 Ok(None) => return WalkEnd::Root,
                 Err(_) => return WalkEnd::Cut,
             }

@@ -190,3 +190,44 @@ pub fn processes_with(needle: &str) -> Vec<u32> {
     }
     pids
 }
+
+/// A Python 3.12+: $LOTUS_PYTHON312, else the repository's .venv312, else
+/// pyenv's 3.12 or 3.13; `None` without one, after printing that `test`
+/// is skipped, or a failure with LOTUS_REQUIRE_PYTHON312=1 (what
+/// scripts/test.sh sets: CI has pyenv's).
+pub fn python312(test: &str) -> Option<PathBuf> {
+    let pyenv = || {
+        let versions = PathBuf::from(std::env::var_os("HOME")?).join(".pyenv/versions");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(versions)
+            .ok()?
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("3.12") || n.starts_with("3.13")
+            })
+            .map(|e| e.path().join("bin/python3"))
+            .filter(|p| p.exists())
+            .collect();
+        found.sort();
+        found.pop()
+    };
+    let candidates = [
+        std::env::var_os("LOTUS_PYTHON312").map(PathBuf::from),
+        Some(root().join(".venv312/bin/python")),
+        pyenv(),
+    ];
+    let found = candidates.into_iter().flatten().find(|py| {
+        Command::new(py)
+            .args(["-c", "import sys; assert sys.version_info >= (3, 12)"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("LOTUS_REQUIRE_PYTHON312").is_none_or(|v| v != "1"),
+            "{test}: no Python 3.12+ (LOTUS_PYTHON312, .venv312, ~/.pyenv/versions/3.12*|3.13*) and LOTUS_REQUIRE_PYTHON312=1"
+        );
+        eprintln!("skipped: {test}: no Python 3.12+ (set LOTUS_PYTHON312)");
+    }
+    found
+}

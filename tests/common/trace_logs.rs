@@ -94,13 +94,16 @@ pub fn parse_line(line: &str, file: &str, no: usize) -> Ev {
 }
 
 /// Every file in `dir` must be a log named `lotus_<role>_pid_<pid>`, but
-/// the run's record (`lotus.run`, what `lotus report` shows at its top).
+/// the run's record (`lotus.run`, what `lotus report` shows at its top)
+/// and a sampled run's files (`lotus.samples`, `.symbols`, `.stacks`,
+/// `.sampling`).
 pub fn read_logs(dir: &Path) -> Vec<Log> {
     let mut logs = Vec::new();
     for entry in std::fs::read_dir(dir).expect("trace folder") {
         let entry = entry.expect("entry");
         let name = entry.file_name().to_string_lossy().to_string();
-        if name == "lotus.run" {
+        let sampled = ["samples", "symbols", "stacks", "sampling"].map(|x| format!("lotus.{x}"));
+        if name == "lotus.run" || sampled.contains(&name) {
             continue;
         }
         let (role, pid) = if let Some(p) = name.strip_prefix("lotus_main_pid_") {

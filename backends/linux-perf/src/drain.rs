@@ -474,6 +474,11 @@ fn run(
                         model.apply(t, sample, window);
                     }
                 }
+                Event::Fork { pid, ppid } if pid != ppid => {
+                    if let Some(stream) = stream.as_mut() {
+                        stream.fork(pid, ppid);
+                    }
+                }
                 _ => {}
             }
             model.apply(t, ev, window);

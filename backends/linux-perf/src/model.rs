@@ -38,6 +38,16 @@ pub(crate) enum Location {
     },
     /// In no mapping lotus knows of.
     Unmapped,
+    /// In code a JIT wrote into anonymous memory of process `pid` (or in
+    /// no mapping lotus knows of), at this address: named from the
+    /// process's perf map file where it writes one (CPython's perf
+    /// trampolines, `py::` frames). Unwound frames only.
+    Jit {
+        /// The process.
+        pid: u32,
+        /// The address.
+        address: u64,
+    },
 }
 
 /// True for an address in the kernel's half of a 64-bit address space

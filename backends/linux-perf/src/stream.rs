@@ -88,6 +88,8 @@ pub(crate) struct ToUnwind {
 enum Message {
     /// Modules first seen since the last message, in id order.
     Modules(Vec<Module>),
+    /// Processes started since the last message: (pid, parent pid).
+    Forks(Vec<(u32, u32)>),
     /// One round's samples, in time order.
     Samples(Vec<Placed>),
 }
@@ -120,6 +122,7 @@ pub(crate) struct Stream {
     queue: Arc<Queue>,
     modules_sent: usize,
     round: Vec<Placed>,
+    forks: Vec<(u32, u32)>,
 }
 
 impl Stream {
@@ -159,6 +162,7 @@ impl Stream {
                 queue,
                 modules_sent: 0,
                 round: Vec::new(),
+                forks: Vec::new(),
             },
             handle,
         ))
@@ -167,6 +171,12 @@ impl Stream {
     /// Queues one sample of this round.
     pub(crate) fn push(&mut self, sample: Placed) {
         self.round.push(sample);
+    }
+
+    /// Says that process `pid` was forked from `ppid` (a forked worker's
+    /// frames from before the fork are named from its parent's perf map).
+    pub(crate) fn fork(&mut self, pid: u32, ppid: u32) {
+        self.forks.push((pid, ppid));
     }
 
     /// Sends the round's samples (and the modules they may need).
@@ -179,6 +189,11 @@ impl Stream {
             self.modules_sent = modules.len();
             // A writer that is gone has reported why in its summary.
             let _ = self.tx.send(Message::Modules(new));
+        }
+        if !self.forks.is_empty() {
+            let _ = self
+                .tx
+                .send(Message::Forks(std::mem::take(&mut self.forks)));
         }
         let round = std::mem::take(&mut self.round);
         let weight = queued_weight(&round);
@@ -239,6 +254,12 @@ fn write(
         let round = match message {
             Message::Modules(new) => {
                 modules.extend(new);
+                continue;
+            }
+            Message::Forks(forks) => {
+                for (pid, ppid) in forks {
+                    namer.forked(pid, ppid);
+                }
                 continue;
             }
             Message::Samples(round) => round,
@@ -343,6 +364,9 @@ struct PidUnwinder {
     last_used: u64,
 }
 
+/// The kernel's name for anonymous memory in a mapping record.
+const ANON: &str = "//anon";
+
 /// The most processes whose unwinders are kept; past it, the least
 /// recently used is dropped (and built again if its process samples
 /// again).
@@ -400,7 +424,16 @@ impl Unwinders {
         self.addresses.clear();
         entry.unwinder.unwind(&stack, max, &mut self.addresses);
         let keeps = |m: ModuleId| modules.get(m as usize).is_some_and(Module::keeps_offsets);
-        frames.extend(self.addresses.iter().map(|&a| user.space.locate(a, keeps)));
+        // Code outside every file (a JIT's, CPython's trampolines) keeps
+        // its address, for the process's perf map to name.
+        let jit = |m: ModuleId| modules.get(m as usize).is_some_and(|m| m.name == ANON);
+        frames.extend(self.addresses.iter().map(
+            |&address| match user.space.locate(address, keeps) {
+                Location::Unmapped => Location::Jit { pid, address },
+                Location::Module { module, .. } if jit(module) => Location::Jit { pid, address },
+                other => other,
+            },
+        ));
     }
 }
 

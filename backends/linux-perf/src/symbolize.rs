@@ -24,8 +24,24 @@ use object::{Object, ObjectSegment, ObjectSymbol};
 
 use crate::model::{Location, Model, ModuleId};
 use lotus_symbols::{module_symbols, with_descriptors, Found};
+use lotus_symbols::{perf_map_path, python_frame, PerfMap};
 use lotus_symbols::{KernelSymbols, KALLSYMS_PATH};
 use lotus_symbols::{Module, VDSO};
+
+/// The module of a JIT's code named from its perf map that is not one of
+/// CPython's `py::` trampolines (those carry their file).
+const PERF_MAP_MODULE: &str = "[perf map]";
+
+/// The user a process runs as (the owner of `/proc/PID`, its effective
+/// user), whose perf map alone is trusted; where it is gone, the user
+/// lotus runs as (the job's, unless it dropped privileges).
+fn process_user(pid: u32) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .map(|m| m.uid())
+        // SAFETY: geteuid has no preconditions.
+        .unwrap_or_else(|_| unsafe { libc::geteuid() })
+}
 
 /// The function name for code nothing could name.
 pub const UNKNOWN_FUNCTION: &str = "[unknown]";
@@ -438,7 +454,7 @@ pub(crate) fn rows(
                 Some((function, module, start)) => (function.clone(), module.clone(), *start),
                 None => (KERNEL_FUNCTION.to_string(), KERNEL_MODULE.to_string(), None),
             },
-            Location::Unmapped => (
+            Location::Unmapped | Location::Jit { .. } => (
                 UNKNOWN_FUNCTION.to_string(),
                 UNKNOWN_MODULE.to_string(),
                 None,
@@ -490,6 +506,11 @@ pub(crate) struct LocationNamer {
     samples: u64,
     kernel_samples: u64,
     unnamed: BTreeMap<ModuleId, u64>,
+    /// Each process's perf map (JIT code's names), opened when its first
+    /// JIT frame is named, or why it could not be.
+    perf_maps: HashMap<u32, Result<PerfMap, String>>,
+    /// Each forked process's parent.
+    parents: HashMap<u32, u32>,
 }
 
 impl LocationNamer {
@@ -502,7 +523,52 @@ impl LocationNamer {
             samples: 0,
             kernel_samples: 0,
             unnamed: BTreeMap::new(),
+            perf_maps: HashMap::new(),
+            parents: HashMap::new(),
         }
+    }
+
+    /// Says that `pid` was forked from `ppid`.
+    pub(crate) fn forked(&mut self, pid: u32, ppid: u32) {
+        self.parents.insert(pid, ppid);
+    }
+
+    /// The (function, module) of JIT code at `address` in `pid`, from the
+    /// process's perf map, else its parent's (a forked worker's frames
+    /// from before its fork run the parent's trampolines): `py::qualname`
+    /// and its file for CPython's trampolines (`py::spin` in `/job.py`),
+    /// the entry's name otherwise.
+    fn name_jit(&mut self, pid: u32, address: u64) -> (String, String) {
+        let mut at = Some(pid);
+        // A few generations at most (a worker's parent is the main
+        // process); a cycle of records cannot loop.
+        for _ in 0..4 {
+            let Some(p) = at else { break };
+            if let Some(name) = self.perf_map(p).and_then(|m| m.lookup(address)) {
+                return match python_frame(name) {
+                    Some((qualname, file)) => (format!("py::{qualname}"), file.to_string()),
+                    None => (name.to_string(), PERF_MAP_MODULE.to_string()),
+                };
+            }
+            at = self.parents.get(&p).copied();
+        }
+        (UNKNOWN_FUNCTION.to_string(), UNKNOWN_MODULE.to_string())
+    }
+
+    /// `pid`'s perf map, opened once; `None` where it has none (not kept,
+    /// so that a map made later is still read: most processes run no JIT,
+    /// and one that does writes its map before running code from it) or
+    /// it was refused (kept, with why, for [`Self::notes`]).
+    fn perf_map(&mut self, pid: u32) -> Option<&mut PerfMap> {
+        let map = match self.perf_maps.entry(pid) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let path = perf_map_path(pid);
+                std::fs::symlink_metadata(&path).ok()?;
+                e.insert(PerfMap::open(&path, process_user(pid)))
+            }
+        };
+        map.as_mut().ok()
     }
 
     /// Counts samples at `locs` (named already), for [`Self::notes`].
@@ -545,6 +611,36 @@ impl LocationNamer {
                 samples(self.kernel_samples),
                 percent(self.kernel_samples, self.samples)
             ));
+        }
+        // A map that is there but refused (another user's, a link): its
+        // JIT frames stay unnamed. A map that is not there is no news:
+        // most processes run no JIT.
+        let refused: Vec<&String> = self
+            .perf_maps
+            .values()
+            .filter_map(|m| m.as_ref().err())
+            .collect();
+        if let Some(first) = refused.iter().min() {
+            let more = match refused.len() {
+                1 => String::new(),
+                n => format!(" (and {} more processes' maps)", n - 1),
+            };
+            notes.push(format!(
+                "JIT frames (Python's on 3.12+) left unnamed: {first}{more}"
+            ));
+        }
+        let mut damaged: Vec<String> = self
+            .perf_maps
+            .values()
+            .filter_map(|m| m.as_ref().ok()?.note())
+            .collect();
+        damaged.sort();
+        if let Some(first) = damaged.first() {
+            let more = match damaged.len() {
+                1 => String::new(),
+                n => format!(" (and {} more processes' maps)", n - 1),
+            };
+            notes.push(format!("JIT frames: {first}{more}"));
         }
         notes
     }
@@ -624,6 +720,7 @@ impl LocationNamer {
                     Location::Unmapped => {
                         (UNKNOWN_FUNCTION.to_string(), UNKNOWN_MODULE.to_string())
                     }
+                    Location::Jit { pid, address } => self.name_jit(pid, address),
                 };
                 (demangle(&function), module)
             })

@@ -452,6 +452,11 @@ fn summary(report: &StreamReport) -> Vec<(&'static str, String)> {
         crate::usage::say!("lotus: note: {note}");
     }
     for note in &report.notes {
+        // Frames that could not be named for this run's own reason (a
+        // perf map refused): said now too, as the run's settings are.
+        if note.starts_with("JIT frames") {
+            crate::usage::say!("lotus: note: {note}");
+        }
         pairs.push(("note", note.clone()));
     }
     pairs

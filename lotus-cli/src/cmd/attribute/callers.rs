@@ -107,7 +107,7 @@ pub(crate) fn run(
 fn check(dir: &Path, c: &Callers) -> Result<()> {
     if !c.with_stacks {
         bail!(
-            "{}: the samples carry no call stacks (traced with `--stacks none`, or by an older lotus), so their callers are not known; trace again with `lotus trace run --sample --stacks fp` (the default)",
+            "{}: the samples carry no call stacks (traced with `--stacks none`, or by an older lotus), so their callers are not known; trace again with `lotus trace run --sample --stacks dwarf` (the default)",
             dir.display()
         );
     }

@@ -58,6 +58,12 @@ pub const ENV_TRACE_DIR: &str = "LOTUS_TRACE_DIR";
 pub const ENV_TRACE_PREFIX: &str = "LOTUS_TRACE_PREFIX";
 /// `0` turns the torch / torchvision hooks off.
 pub const ENV_TRACE_TORCH: &str = "LOTUS_TRACE_TORCH";
+/// `1` asks the tracer for Python frames in the samples' stacks: on
+/// Python 3.12 and later it turns on CPython's perf trampolines
+/// (`sys.activate_stack_trampoline("perf")`), whose map files
+/// (`/tmp/perf-<pid>.map`) name them; set with `--sample --stacks dwarf`
+/// (the unwinding that reaches them through CPython's code).
+pub const ENV_PY_FRAMES: &str = "LOTUS_PY_FRAMES";
 /// The variable naming this run's id (each log's header carries it).
 pub const ENV_TRACE_RUN: &str = "LOTUS_TRACE_RUN";
 /// The variable naming lotus's private folder where a process that could
@@ -119,11 +125,15 @@ pub struct TraceRunArgs {
     #[arg(long, requires = "sample", value_name = "LIST", default_value = "cycles,instructions",
           value_parser = crate::sampled_trace::parse_counters)]
     pub counters: crate::sampled_trace::CounterList,
-    /// Call stacks with every sample (with --sample): `fp` takes the
-    /// kernel's frame-pointer call chain (kernel and user frames, at most
-    /// 127) into <PREFIX>.stacks, for `lotus attribute DIR --format
-    /// folded`; `none` keeps the sampled function alone.
-    #[arg(long, value_enum, requires = "sample", default_value = "fp")]
+    /// Call stacks with every sample (with --sample), into
+    /// <PREFIX>.stacks for `lotus attribute DIR --format folded`: `dwarf`
+    /// (the default) takes the kernel's frames from its call chain and
+    /// copies 8 KiB of the user stack with each sample, unwound through
+    /// the libraries' unwind tables (complete through code without frame
+    /// pointers: CPython, libtorch); `fp` takes the kernel's frame-pointer
+    /// chain (at most 127 frames; it stops at code without frame
+    /// pointers); `none` keeps the sampled function alone.
+    #[arg(long, value_enum, requires = "sample", default_value = "dwarf")]
     pub stacks: crate::sampled_trace::StackMode,
     /// The log lines: `lotus` (a header, `key=value` fields) or `original`
     /// (the original fork's three columns only, which the study's scripts
@@ -267,6 +277,9 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
         .unwrap_or_default();
     let failures = trace_failures(&status_dir, piped);
     say_written(&out, &new, itt_logs, failures.is_empty(), workers, bytes);
+    if let Some(note) = super::hints::python_frames_note(&new) {
+        crate::usage::say!("lotus: note: {note}");
+    }
     args.ops.report(&status_dir);
     // What the workers ran outside every op, said now rather than only by
     // a later `attribute` (issue 24: say what was not seen).
@@ -406,8 +419,20 @@ fn job_command(
                 LogFormat::Original => "original",
             },
         )
+        .env(
+            ENV_PY_FRAMES,
+            if args.sample && args.stacks == crate::sampled_trace::StackMode::Dwarf {
+                "1"
+            } else {
+                "0"
+            },
+        )
         .env(ENV_TRACE_RUN, run_id)
         .env(ENV_TRACE_STATUS, status_dir)
+        // Set by the tracer for the job's children; one leaked from the
+        // caller's environment would make the job's first process take
+        // itself for a child.
+        .env_remove("LOTUS_TRACE_PARENT")
         .env("PYTHONPATH", pythonpath);
     let reports =
         Some(Reports::new().context(
