@@ -22,6 +22,11 @@
    to read the samples file's bytes (`cat FILE > /dev/null`, page cache
    warm) as the floor it is compared with. The script checks the
    attribution: every sample in a row, each op's samples as generated.
+   Every sample carries a call stack (version-3 records, a stacks file of
+   128 distinct stacks 20 frames deep sharing a 10-frame trunk, as a
+   prefix tree), and the same folder is folded too (`lotus attribute DIR
+   --format folded`: wall time and peak memory, flat whatever the count),
+   each op's folded lines checked to add up to its samples.
 
 usage: python3 bench/sampled_trace.py [--lotus target/release/lotus]
            [--reps 5] [--epochs 2] [--frequency F] [--samples 1000000,20000000]
@@ -167,6 +172,10 @@ PERIOD_NS = 100_000  # 10 kHz per worker
 SPAN_NS = 1_000_000  # each op 1 ms, then 0.3 ms outside
 CYCLE_NS = len(OPS) * SPAN_NS + 300_000
 FUNCTIONS = 50
+# The stacks of the samples: a shared trunk, then one branch per stack.
+TRUNK = 10
+BRANCH = 10
+STACKS = 128
 WALL_OFFSET = 1_700_000_000_000_000_000
 
 
@@ -195,12 +204,30 @@ def write_folder(folder, samples):
         f.write("#lotus-symbols v1\n")
         for i in range(FUNCTIONS):
             f.write(f"{i}\tfunc_{i}\t/lib/libbench{i % 5}.so\n")
-    dtype = np.dtype([("t", "<u8"), ("pid", "<u4"), ("tid", "<u4"), ("sym", "<u4"), ("flags", "<u4")])
+    # The stacks: a trunk of TRUNK frames, then STACKS branches of BRANCH
+    # frames each; a sample names the leaf of one branch.
+    leaves = []
+    with open(os.path.join(folder, "lotus.stacks"), "w") as f:
+        f.write("#lotus-stacks v1\n")
+        next_id, parent = 1, 0
+        for depth in range(TRUNK):
+            f.write(f"{next_id}\t{parent}\t{depth % FUNCTIONS}\n")
+            parent, next_id = next_id, next_id + 1
+        trunk = parent
+        for b in range(STACKS):
+            parent = trunk
+            for depth in range(BRANCH):
+                f.write(f"{next_id}\t{parent}\t{(b * 7 + depth) % FUNCTIONS}\n")
+                parent, next_id = next_id, next_id + 1
+            leaves.append(parent)
+    leaves = np.array(leaves, dtype=np.uint32)
+    dtype = np.dtype([("t", "<u8"), ("pid", "<u4"), ("tid", "<u4"), ("sym", "<u4"), ("flags", "<u4"),
+                      ("stack", "<u4")])
     expected = {op: 0 for op in OPS}
     expected["outside"] = 0
     chunk = 1_000_000
     with open(os.path.join(folder, "lotus.samples"), "wb") as f:
-        f.write(b"LOTUSSMP" + struct.pack("<II", 1, 24))
+        f.write(b"LOTUSSMP" + struct.pack("<II", 3, dtype.itemsize))
         for start in range(0, per_worker, chunk):
             i = np.arange(start, min(start + chunk, per_worker), dtype=np.uint64)
             rec = np.empty(2 * len(i), dtype=dtype)
@@ -212,6 +239,7 @@ def write_folder(folder, samples):
                 r["t"], r["pid"], r["tid"] = t, pid, pid
                 r["sym"] = (op * 10 + (t // PERIOD_NS) % 7) % FUNCTIONS
                 r["flags"] = 0
+                r["stack"] = leaves[(t // PERIOD_NS) % STACKS]
                 counts = np.bincount(op.astype(np.int64), minlength=len(OPS) + 1)
                 for k, op_name in enumerate(OPS):
                     expected[op_name] += int(counts[k])
@@ -241,16 +269,28 @@ def scale(lotus, counts, work):
         outside = sum(r["samples"] for r in a["rows"] if r["kind"] == "outside")
         if a["total_samples"] != n or any(got.get(op) != expected[op] for op in OPS) or outside != expected["outside"]:
             sys.exit(f"{n} samples: attribution {got}, outside {outside}, total {a['total_samples']}; generated {expected}")
-        rows.append((n, size, read_s, wall, rss))
+        fwall, frss, fout = measure([lotus, "attribute", folder, "--format", "folded"])
+        folded = {}
+        depth = 0
+        for line in fout.splitlines():
+            frames, count = line.rsplit(" ", 1)
+            root = frames.split(";", 1)[0]
+            folded[root] = folded.get(root, 0) + int(count)
+            depth = max(depth, frames.count(";"))
+        if any(folded.get(op) != expected[op] for op in OPS) or depth < TRUNK + BRANCH:
+            sys.exit(f"{n} samples: folded {folded} (deepest {depth} frames); generated {expected}")
+        rows.append((n, size, read_s, wall, rss, fwall, frss))
         shutil.rmtree(folder)
     print("\n## `lotus attribute DIR` on a long sampled trace (2 workers, 3 ops)\n")
-    print("| samples | samples file MB | read bytes s | attribute s | vs reading | samples/s | peak RSS MiB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for n, size, read_s, wall, rss in rows:
+    print("| samples | samples file MB | read bytes s | attribute s | vs reading | samples/s | peak RSS MiB "
+          "| folded s | folded peak RSS MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, size, read_s, wall, rss, fwall, frss in rows:
         print(f"| {n:,} | {size / 1e6:.0f} | {read_s:.2f} | {wall:.2f} | {wall / read_s:.1f}x | "
-              f"{n / wall / 1e6:.1f} M | {rss:.0f} |")
+              f"{n / wall / 1e6:.1f} M | {rss:.0f} | {fwall:.2f} | {frss:.0f} |")
     if len(rows) > 1:
-        print(f"\npeak RSS, {rows[-1][0]:,} samples against {rows[0][0]:,}: {rows[-1][4] / rows[0][4]:.2f}x")
+        print(f"\npeak RSS, {rows[-1][0]:,} samples against {rows[0][0]:,}: {rows[-1][4] / rows[0][4]:.2f}x "
+              f"(attribute), {rows[-1][6] / rows[0][6]:.2f}x (folded)")
 
 
 def main():

@@ -559,6 +559,26 @@ fn a_damaged_stacks_file_is_named_and_the_rest_analysed() {
     );
     let rows = row_samples(&out);
     assert_eq!(sums(&lines, &rows), rows);
+
+    // A stack line whose frame names a function the symbols file has no
+    // line for: drawn [unknown], said with both files, the rest as it was.
+    // The first stack, under which the others grow.
+    let mut table: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut fields: Vec<&str> = table[1].split('\t').collect();
+    fields[2] = "99999999";
+    table[1] = fields.join("\t");
+    std::fs::write(&stacks, table.join("\n") + "\n").expect("bad frame");
+    let (lines, err) = folded(&out);
+    assert!(
+        err.contains("lotus.stacks")
+            && err.contains("lotus.symbols has no line for")
+            && err.contains("id 99999999"),
+        "{err}"
+    );
+    assert!(lines
+        .iter()
+        .any(|(f, _)| f.iter().any(|x| x == "[unknown]")));
+    assert_eq!(sums(&lines, &rows), rows);
 }
 
 #[test]
@@ -901,4 +921,173 @@ fn the_callers_table_reads_as_a_tree() {
         insta::assert_snapshot!("callers_table", table);
         insta::assert_snapshot!("callers_md", md);
     });
+}
+
+/// `lotus map --stacks dwarf` of an op (the CKernels fixture: C kernels
+/// called through ctypes): the mapping holds the op's call stacks, which
+/// add up to its samples (every function kept: one run), reach the C
+/// kernel through libffi and CPython's evaluation loop, and are written
+/// collapsed under the op's name (`--folded`) and drawn (`--flamegraph`).
+#[test]
+fn map_with_stacks_holds_each_ops_call_stacks() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (json, folded_out, svg) = (
+        tmp.path().join("m.json"),
+        tmp.path().join("m.folded"),
+        tmp.path().join("m.svg"),
+    );
+    let py = python();
+    let op = common::fixture("ops/CKernels.py");
+    let (_, err) = ok(&[
+        "map",
+        "--backend",
+        "perf",
+        "--stacks",
+        "dwarf",
+        "--runs",
+        "1",
+        "--no-baseline",
+        "--min-samples",
+        "1000",
+        "--python",
+        s(&py),
+        "-o",
+        s(&json),
+        "--folded",
+        s(&folded_out),
+        "--flamegraph",
+        s(&svg),
+        s(&op),
+    ]);
+    assert!(err.contains("m.folded") && err.contains("m.svg"), "{err}");
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("json");
+    let op = &m["ops"][0];
+    let stacks = op["stacks"].as_array().expect("stacks in the mapping");
+    let total: u64 = stacks
+        .iter()
+        .map(|s| s["samples"].as_u64().expect("n"))
+        .sum();
+    assert_eq!(
+        total as f64,
+        op["samples"].as_f64().expect("samples"),
+        "{op}"
+    );
+    let through = |s: &Value, names: &[&str]| {
+        let frames: Vec<&str> = s["frames"]
+            .as_array()
+            .expect("frames")
+            .iter()
+            .map(|f| f.as_str().expect("frame"))
+            .collect();
+        let at: Vec<Option<usize>> = names
+            .iter()
+            .map(|n| frames.iter().position(|f| f.starts_with(n)))
+            .collect();
+        at.iter().all(Option::is_some) && at.windows(2).all(|w| w[0] < w[1])
+    };
+    let kernels: u64 = stacks
+        .iter()
+        .filter(|s| {
+            through(
+                s,
+                &["_PyEval_EvalFrameDefault", "ffi_call", "lotus_fixture_"],
+            )
+        })
+        .map(|s| s["samples"].as_u64().expect("n"))
+        .sum();
+    assert!(
+        kernels * 2 >= total,
+        "{kernels} of {total} samples reach a kernel through ffi_call: {stacks:?}"
+    );
+    let text = std::fs::read_to_string(&folded_out).expect("folded");
+    let folded_total: u64 = text
+        .lines()
+        .map(|l| {
+            assert!(l.starts_with("CKernels;"), "{l}");
+            l.rsplit_once(' ')
+                .expect("count")
+                .1
+                .parse::<u64>()
+                .expect("n")
+        })
+        .sum();
+    assert_eq!(folded_total, total);
+    let drawn = std::fs::read_to_string(&svg).expect("svg");
+    assert!(
+        drawn.contains("<svg") && drawn.contains("CKernels"),
+        "not a flame graph"
+    );
+
+    // Without --stacks the mapping has none, and asking to draw them is
+    // a usage error that says what to add.
+    let o = lotus_env(
+        &[
+            "map",
+            "--backend",
+            "perf",
+            "--folded",
+            s(&folded_out),
+            s(&op_file()),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("add --stacks dwarf"));
+}
+
+fn op_file() -> std::path::PathBuf {
+    common::fixture("ops/CKernels.py")
+}
+
+/// `lotus profile --stacks dwarf` of a program without frame pointers in
+/// its hot code: the folded stacks add up to the profile's samples and
+/// show `outer;inner` under CPython's frames.
+#[test]
+fn profile_with_stacks_writes_the_programs_call_stacks() {
+    let flags = ["-O2", "-fomit-frame-pointer"];
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (script, lib) = job_built(tmp.path(), &flags);
+    let plain = "import ctypes, sys\nlib = ctypes.CDLL(sys.argv[1])\nlib.outer.argtypes = [ctypes.c_double]\nlib.outer(0.4)\n";
+    std::fs::write(&script, plain).expect("job");
+    let (json, folded_out) = (tmp.path().join("p.json"), tmp.path().join("p.folded"));
+    let py = python();
+    ok(&[
+        "profile",
+        "--backend",
+        "perf",
+        "--stacks",
+        "dwarf",
+        "-o",
+        s(&json),
+        "--folded",
+        s(&folded_out),
+        "--",
+        s(&py),
+        &script,
+        &lib,
+    ]);
+    let p: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("json");
+    let rows = p["rows"].as_array().expect("rows");
+    let samples: f64 = rows
+        .iter()
+        .map(|r| r["value"].as_f64().unwrap_or(0.0))
+        .sum();
+    let text = std::fs::read_to_string(&folded_out).expect("folded");
+    let (mut total, mut chained) = (0u64, 0u64);
+    for l in text.lines() {
+        let (frames, n) = l.rsplit_once(' ').expect("count");
+        let n: u64 = n.parse().expect("n");
+        total += n;
+        if frames.contains("_PyEval_EvalFrameDefault;") && frames.contains(";outer;inner") {
+            chained += n;
+        }
+    }
+    assert_eq!(total as f64, samples, "folded against the profile's rows");
+    assert!(total >= 300, "{total} samples");
+    assert!(
+        chained * 10 >= total * 8,
+        "{chained} of {total} under outer;inner: {text}"
+    );
 }

@@ -97,6 +97,7 @@ pub fn mapping_from_trace_with_notes(
             }
             functions.sort_by(|x, y| y.samples.total_cmp(&x.samples));
             OpMapping {
+                stacks: Vec::new(),
                 name,
                 runs: 1,
                 samples: samples as f64,

@@ -738,6 +738,7 @@ mod tests {
             .map(|(name, funcs)| {
                 let mut acc = OpAccumulator::new(*name);
                 acc.add_run(&Report {
+                    stacks: Vec::new(),
                     unit: Unit::Seconds,
                     rows: funcs.iter().map(|(f, m)| Row::new(f, m, 1.0)).collect(),
                 });
@@ -757,6 +758,7 @@ mod tests {
 
     fn profile(rows: Vec<Row>) -> Report {
         Report {
+            stacks: Vec::new(),
             unit: Unit::Seconds,
             rows,
         }

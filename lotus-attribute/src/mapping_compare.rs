@@ -215,6 +215,7 @@ mod tests {
         let ops = ops
             .into_iter()
             .map(|(name, functions)| OpMapping {
+                stacks: Vec::new(),
                 name: name.into(),
                 runs: 1,
                 samples: functions.iter().map(|f| f.samples).sum(),

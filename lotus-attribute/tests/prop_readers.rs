@@ -176,6 +176,7 @@ fn op_mapping(name: String) -> impl Strategy<Value = OpMapping> {
                 })
                 .collect();
             let mut op = OpMapping {
+                stacks: Vec::new(),
                 name: name.clone(),
                 runs,
                 samples: 0.0,
@@ -291,6 +292,7 @@ fn profile() -> impl Strategy<Value = Profile> {
             let mut p = Profile::new(
                 backend,
                 lotus_core::Report {
+                    stacks: Vec::new(),
                     unit: if seconds {
                         Unit::Seconds
                     } else {

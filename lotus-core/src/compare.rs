@@ -267,6 +267,7 @@ mod tests {
             w.counters.insert(TASK_CLOCK_NS.into(), ns);
         }
         OpMapping {
+            stacks: Vec::new(),
             name: name.into(),
             runs: 1,
             samples: 1.0,

@@ -74,7 +74,7 @@ pub use profiler::{
 };
 pub use registry::{backend, backends, BackendRegistration};
 pub use report_error::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
-pub use row::{module_basename, parse_figure, Report, Row, Unit, UNKNOWN_MODULE};
+pub use row::{module_basename, parse_figure, Report, Row, StackCount, Unit, UNKNOWN_MODULE};
 
 /// The crate README's examples, run as doctests so the README stays true.
 #[cfg(doctest)]

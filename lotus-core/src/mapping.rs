@@ -14,7 +14,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::report_error::shorten;
-use crate::row::{function_key, split_function_key, Report, Unit};
+use crate::row::{function_key, split_function_key, Report, StackCount, Unit};
 
 mod read;
 use read::{AnyMapping, ObjectOnly, SchemaProbe, Utf8Checked};
@@ -144,6 +144,11 @@ pub struct OpMapping {
     /// Live mapping only: what the op's windows measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowSummary>,
+    /// The op's call stacks over all runs, most samples first, where they
+    /// were taken (`lotus map --stacks`): the sampled function's callers
+    /// in the op alone, as a flame graph draws them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<StackCount>,
 }
 
 /// What an op's measurement windows held, over all runs (live mapping).
@@ -337,6 +342,8 @@ pub struct OpAccumulator {
     runs: u32,
     seen: Vec<Seen>,
     index: HashMap<(String, String), usize>,
+    /// The runs' stacks, summed.
+    stacks: HashMap<Vec<String>, u64>,
 }
 
 impl OpAccumulator {
@@ -347,6 +354,7 @@ impl OpAccumulator {
             runs: 0,
             seen: Vec::new(),
             index: HashMap::new(),
+            stacks: HashMap::new(),
         }
     }
 
@@ -393,6 +401,9 @@ impl OpAccumulator {
                 s.runs_seen += 1;
             }
         }
+        for stack in &report.stacks {
+            *self.stacks.entry(stack.frames.clone()).or_default() += stack.samples;
+        }
     }
 
     /// Applies `rule` and computes shares.
@@ -411,12 +422,26 @@ impl OpAccumulator {
                 baseline: None,
             })
             .collect();
+        let mut stacks: Vec<StackCount> = self
+            .stacks
+            .iter()
+            .map(|(frames, &samples)| StackCount {
+                frames: frames.clone(),
+                samples,
+            })
+            .collect();
+        stacks.sort_by(|a, b| {
+            b.samples
+                .cmp(&a.samples)
+                .then_with(|| a.frames.cmp(&b.frames))
+        });
         let mut op = OpMapping {
             name: self.name.clone(),
             runs: self.runs,
             samples: 0.0,
             functions,
             window: None,
+            stacks,
         };
         op.recompute();
         op
@@ -723,6 +748,7 @@ impl LotusFormat {
                 });
             }
             ops.push(OpMapping {
+                stacks: Vec::new(),
                 name,
                 runs: 0,
                 samples: 0.0,
@@ -792,6 +818,7 @@ mod tests {
 
     fn report(rows: &[(&str, &str, f64)]) -> Report {
         Report {
+            stacks: Vec::new(),
             unit: Unit::Samples,
             rows: rows.iter().map(|(f, m, v)| Row::new(f, m, *v)).collect(),
         }

@@ -115,6 +115,7 @@ impl Profile {
     /// The rows as a [`Report`] (a copy).
     pub fn report(&self) -> Report {
         Report {
+            stacks: Vec::new(),
             unit: self.unit,
             rows: self.rows.clone(),
         }
@@ -123,6 +124,7 @@ impl Profile {
     /// The rows as a [`Report`], without copying.
     pub fn into_report(self) -> Report {
         Report {
+            stacks: Vec::new(),
             unit: self.unit,
             rows: self.rows,
         }
@@ -265,6 +267,7 @@ mod tests {
         let mut p = Profile::new(
             "perf",
             Report {
+                stacks: Vec::new(),
                 unit: Unit::Samples,
                 rows: vec![row, Row::new("memcpy", "libc.so.6", 3.0)],
             },

@@ -233,9 +233,19 @@ pub struct CollectOptions {
     /// ([`Collection::window_totals`]), in the same memory for one window
     /// or a million.
     pub each_window: bool,
+    /// Call stacks with the samples, folded into each report
+    /// ([`Report::stacks`](crate::Report::stacks)), where the backend
+    /// takes them (perf); others ignore it.
+    pub stacks: crate::CallStacks,
 }
 
 impl CollectOptions {
+    /// Options with call stacks as `stacks` says.
+    pub fn with_stacks(mut self, stacks: crate::CallStacks) -> Self {
+        self.stacks = stacks;
+        self
+    }
+
     /// Samples at `hz` (capped by the backend where the system caps it).
     ///
     /// ```

@@ -131,12 +131,29 @@ pub struct Report {
     pub unit: Unit,
     /// One row per function, in the report's order.
     pub rows: Vec<Row>,
+    /// The samples' call stacks, where the backend took them
+    /// ([`crate::CollectOptions::stacks`]); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<StackCount>,
+}
+
+/// The samples of one call stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackCount {
+    /// Its frames' functions, outermost first, the sampled function last.
+    pub frames: Vec<String>,
+    /// Samples with this stack.
+    pub samples: u64,
 }
 
 impl Report {
     /// A report of `rows`, whose values count `unit`.
     pub fn new(unit: Unit, rows: Vec<Row>) -> Self {
-        Report { unit, rows }
+        Report {
+            unit,
+            rows,
+            stacks: Vec::new(),
+        }
     }
 
     /// The sum of all rows' values.

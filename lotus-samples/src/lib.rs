@@ -88,8 +88,10 @@
 //! ```
 #![deny(missing_docs)]
 
+mod folds;
 mod samples;
 
+pub use folds::{FoldKey, NoSink, SharedFolds, StackFolds};
 pub use samples::{
     unsupported_note, write_sampling, CounterValues, Sample, SampleFiles, SampleReader, SampleSink,
     SamplesWriter, SamplingCoverage, StackNode, StackTable, Symbol, SymbolTable,

@@ -137,6 +137,24 @@ impl Symbol {
             module: clean(module),
         }
     }
+
+    /// The frame this symbol is in collapsed stacks (`--format folded`,
+    /// as inferno, flamegraph.pl and speedscope read them): its function,
+    /// `;` made `:` and line breaks spaces, `[unknown]` where empty, a
+    /// kernel function (module `[kernel]`) marked `_[k]` as
+    /// `stackcollapse-perf.pl --kernel` marks them.
+    pub fn folded_frame(&self) -> String {
+        let name = if self.function.is_empty() {
+            UNKNOWN_SYMBOL
+        } else {
+            &self.function
+        };
+        let mut f = name.replace(';', ":").replace(['\n', '\r'], " ");
+        if self.module == "[kernel]" {
+            f.push_str("_[k]");
+        }
+        f
+    }
 }
 
 /// Where samples go as they come: the profiler backend calls it from its
@@ -740,7 +758,13 @@ impl SymbolTable {
             .note(path, &format!("their samples read as {UNKNOWN_SYMBOL}"))
     }
 
-    /// The symbol of `id` (`[unknown]` for an id with no line).
+    /// Whether the file has a line for `id`.
+    pub fn has(&self, id: u32) -> bool {
+        self.by_id.contains_key(&id)
+    }
+
+    /// The symbol of `id` (`[unknown]` for an id with no line:
+    /// [`SymbolTable::has`] tells).
     pub fn get(&self, id: u32) -> &Symbol {
         self.by_id.get(&id).unwrap_or(&self.unknown)
     }

@@ -29,10 +29,12 @@
 mod code_scan;
 mod debug_link;
 mod elf_symbols;
+mod jit_names;
 mod kallsyms;
 mod module;
 mod perf_map;
 mod plt;
+mod resolve;
 mod stack_unwind;
 mod unwind;
 
@@ -40,9 +42,15 @@ pub use elf_symbols::{
     module_symbols, open_regular, open_trusted, pin_mapped, with_descriptors, FileId, Found,
     ModuleSymbols, Pinned,
 };
+pub use jit_names::{JitNames, PERF_MAP_MODULE};
 pub use kallsyms::{addresses_visible, KernelSymbol, KernelSymbols, KALLSYMS_PATH};
 pub use module::{Module, VDSO};
 pub use perf_map::{perf_map_path, python_frame, PerfMap};
+pub use resolve::{
+    percent, resolve_file, resolve_kernel, resolve_kernel_from, resolve_vdso, samples,
+    unopenable_reason, How, KernelNames, Resolved, SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE,
+    UNKNOWN_FUNCTION,
+};
 pub use stack_unwind::{SpaceUnwinder, UnwindSections, UserStack, WalkEnd};
 
 /// The crate README's examples, run as doctests so the README stays true.

@@ -14,8 +14,9 @@ use crate::counting::{CounterKind, CounterStatus, Counters, Deltas};
 use crate::drain::Drain;
 use crate::events::Switch;
 use crate::model::{Location, WindowCounts};
-use crate::symbolize::{self, SymbolizeStats};
+use crate::symbolize;
 use crate::{WindowSwitch, BACKEND};
+use lotus_symbols::SymbolizeStats;
 
 /// How long [`PerfCollection::kill`] waits for the process group to vanish.
 const KILL_GRACE: Duration = Duration::from_secs(3);
@@ -148,6 +149,8 @@ pub(crate) struct Sampling {
     pub members: Vec<perf_event::Counter>,
     /// The counters read with each sample.
     pub counters: crate::SampleCounters,
+    /// The samples' stacks, folded per window, for the reports.
+    pub(crate) folds: Option<lotus_samples::SharedFolds>,
     /// The profiled process stamps its own window edges
     /// ([`lotus_core::CollectOptions::window_stamps`]).
     pub stamped: bool,
@@ -291,6 +294,8 @@ pub struct PerfCollection {
     kernel_samples: bool,
     call_stacks: crate::CallStacks,
     sample_counters: crate::SampleCounters,
+    /// See [`Sampling::folds`].
+    folds: Option<lotus_samples::SharedFolds>,
     /// Kept open for the samplers' groups; never read directly.
     _group_members: Vec<perf_event::Counter>,
     notes: Vec<String>,
@@ -338,6 +343,7 @@ impl PerfCollection {
             kernel_samples: sampling.kernel,
             call_stacks: sampling.stacks,
             sample_counters: sampling.counters,
+            folds: sampling.folds,
             _group_members: sampling.members,
             notes,
             stamped: sampling.stamped,
@@ -509,7 +515,12 @@ impl PerfCollection {
         // them again here (reading every symbol table and the kernel's
         // again, on this thread) added 60 ms to a sampled trace after its
         // job had ended.
-        let (rows, symbolize, symbol_notes) = if drained.stream.is_some() {
+        // Stacks folded for the reports: the writer has finished with them.
+        let folds = self
+            .folds
+            .take()
+            .map(|f| std::mem::take(&mut *f.lock().unwrap_or_else(|p| p.into_inner())));
+        let (rows, symbolize, symbol_notes) = if drained.stream.is_some() && folds.is_none() {
             (Vec::new(), SymbolizeStats::default(), Vec::new())
         } else {
             let mut by_location: HashMap<Location, u64> = HashMap::new();
@@ -529,8 +540,11 @@ impl PerfCollection {
                 }
             }
             // Symbol tables are read once per process: these reuse them.
-            for counts in &by_window {
+            for (w, counts) in by_window.iter().enumerate() {
                 window_reports.push(Report {
+                    stacks: folds
+                        .as_ref()
+                        .map_or_else(Vec::new, |f| stack_counts(f.stacks(Some(w)))),
                     unit: Unit::Samples,
                     rows: symbolize::rows(&model, counts).0,
                 });
@@ -592,6 +606,9 @@ impl PerfCollection {
         }
         Ok(PerfReport {
             report: Report {
+                stacks: folds
+                    .as_ref()
+                    .map_or_else(Vec::new, |f| stack_counts(f.stacks(None))),
                 unit: Unit::Samples,
                 rows,
             },
@@ -623,6 +640,14 @@ impl PerfCollection {
             }
         }
     }
+}
+
+/// The folded stacks as reports hold them.
+fn stack_counts(stacks: Vec<(Vec<String>, u64)>) -> Vec<lotus_core::StackCount> {
+    stacks
+        .into_iter()
+        .map(|(frames, samples)| lotus_core::StackCount { frames, samples })
+        .collect()
 }
 
 fn finished() -> CoreError {

@@ -24,6 +24,7 @@ use crate::records::{self, ReadKind};
 use crate::sample_read::DeltaTracker;
 use crate::stream::{Placed, Stream, StreamSummary, ToUnwind, UserCopy};
 use crate::BACKEND;
+use lotus_samples::SharedFolds;
 
 const ROUND: Duration = Duration::from_millis(25);
 
@@ -109,6 +110,7 @@ impl Drain {
         kernel: bool,
         chain: Option<ReadKind>,
         user_stacks: bool,
+        folds: Option<SharedFolds>,
     ) -> Result<Drain, CoreError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -129,7 +131,7 @@ impl Drain {
         }
         let (stream, writer) = match sink {
             Some(sink) => {
-                let (stream, writer) = Stream::start(sink, counters, chain.is_some())?;
+                let (stream, writer) = Stream::start(sink, counters, chain.is_some(), folds)?;
                 (Some(stream), Some(writer))
             }
             None => (None, None),
@@ -421,9 +423,10 @@ fn run(
                     // Every sample moves its thread's totals, in a window
                     // or not, so a delta covers only its own interval.
                     let counters = deltas.delta(from, tid, counters);
-                    if let Some(stream) = stream.as_mut().filter(|_| window(t).is_some()) {
+                    if let (Some(stream), Some(w)) = (stream.as_mut(), window(t)) {
                         stream.push(Placed {
                             time: t,
+                            window: w,
                             pid,
                             tid,
                             loc: model.locate(pid, ip, kernel),
@@ -451,9 +454,10 @@ fn run(
                     // sample at its exit (see `crate::coverage`).
                     for added in tally.thread_cpu(t, from, pid, tid, ns) {
                         let (ip, kernel) = added.last.map_or((0, false), |l| (l.ip, l.kernel));
-                        if let Some(stream) = stream.as_mut().filter(|_| window(t).is_some()) {
+                        if let (Some(stream), Some(w)) = (stream.as_mut(), window(t)) {
                             stream.push(Placed {
                                 time: t,
+                                window: w,
                                 pid,
                                 tid,
                                 loc: model.locate(pid, ip, kernel),

@@ -93,9 +93,9 @@ pub use collection::{PerfCollection, PerfReport, PerfWindow};
 pub use counting::{CounterKind, CounterStatus};
 pub use coverage::{ProcessCoverage, SampleCoverage};
 
+pub use lotus_symbols::{SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION};
 pub use sample_read::{SampleCounters, UnsupportedCounters, DEFAULT_SAMPLE_COUNTERS};
 pub use stream::StreamSummary;
-pub use symbolize::{SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION};
 
 /// Where the kernel says how much unprivileged users may measure.
 pub const PARANOID_PATH: &str = "/proc/sys/kernel/perf_event_paranoid";
@@ -303,6 +303,10 @@ impl LinuxPerf {
     ) -> Result<PerfCollection, CoreError> {
         let running = perf.window_switch == WindowSwitch::Timestamps;
         let mut notes = Vec::new();
+        // Stacks folded into the reports (a collection through the trait
+        // that asked for them), not streamed to a caller's sink.
+        let folds = (sink.is_some() && options.stacks != CallStacks::None)
+            .then(lotus_samples::SharedFolds::default);
         let requested = options.frequency_hz.unwrap_or(DEFAULT_FREQUENCY_HZ).max(1);
         let frequency_hz = frequency_in_force(requested);
         if frequency_hz < requested {
@@ -390,6 +394,7 @@ impl LinuxPerf {
             kernel,
             chain,
             user_stacks,
+            folds.clone(),
         ) {
             Ok(d) => d,
             Err(e) => {
@@ -420,6 +425,7 @@ impl LinuxPerf {
                 },
                 members,
                 counters: sample_counters,
+                folds,
                 stamped: options.window_stamps,
                 separate_threads,
                 each_window,
@@ -472,11 +478,22 @@ impl Profiler for LinuxPerf {
     ) -> Result<Box<dyn Collection>, CoreError> {
         // Each window is kept only where the caller asks for each (the
         // fork server): the map engine and `lotus profile` sum them.
+        // Stacks asked for: the samples go through the stream's writer
+        // (which unwinds and names them), folded per window, not written.
+        let (perf, sink): (PerfOptions, Option<Box<dyn lotus_samples::SampleSink>>) =
+            if options.stacks == CallStacks::None {
+                (PerfOptions::default(), None)
+            } else {
+                (
+                    PerfOptions::default().with_stacks(options.stacks),
+                    Some(Box::new(lotus_samples::NoSink)),
+                )
+            };
         Ok(Box::new(self.start_inner(
             target,
             options,
-            &PerfOptions::default(),
-            None,
+            &perf,
+            sink,
             options.each_window,
         )?))
     }

@@ -30,6 +30,7 @@ use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_ST
 
 use crate::model::{AddressSpace, Location, ModuleId};
 use crate::symbolize::LocationNamer;
+use lotus_samples::{FoldKey, SharedFolds};
 use lotus_symbols::{Module, ModuleSymbols, SpaceUnwinder, UserStack};
 
 /// Samples queued between the drain thread and the writer, at most: about
@@ -55,6 +56,8 @@ fn queued_weight(round: &[Placed]) -> usize {
 #[derive(Debug, Clone)]
 pub(crate) struct Placed {
     pub time: u64,
+    /// Its window's index (0 where the windows are summed).
+    pub window: usize,
     pub pid: u32,
     pub tid: u32,
     pub loc: Location,
@@ -132,6 +135,7 @@ impl Stream {
         mut sink: Box<dyn SampleSink>,
         counters: usize,
         stacks: bool,
+        folds: Option<SharedFolds>,
     ) -> Result<(Stream, JoinHandle<StreamSummary>), CoreError> {
         sink.counters(counters).map_err(|source| CoreError::Io {
             context: "preparing the samples file for counters".into(),
@@ -150,7 +154,7 @@ impl Stream {
             .name("lotus-perf-samples".into())
             .spawn(move || {
                 let _gone = Gone(Arc::clone(&writer_queue));
-                write(rx, sink, &writer_queue, stacks)
+                write(rx, sink, &writer_queue, stacks, folds)
             })
             .map_err(|source| CoreError::Io {
                 context: "starting the sample writer thread".into(),
@@ -239,6 +243,7 @@ fn write(
     mut sink: Box<dyn SampleSink>,
     queue: &Queue,
     with_stacks: bool,
+    folds: Option<SharedFolds>,
 ) -> StreamSummary {
     let mut summary = StreamSummary::default();
     let mut modules: Vec<Module> = Vec::new();
@@ -313,6 +318,20 @@ fn write(
                 let id = stacks.intern(p.frames.iter().rev().map(|l| ids[l]), &mut new_stacks);
                 summary.deep_samples += u64::from(p.frames.len() >= 2);
                 stack_ids.push(id);
+            }
+        }
+        if let Some(folds) = &folds {
+            let mut f = folds.lock().unwrap_or_else(|p| p.into_inner());
+            for (id, symbol) in &new_symbols {
+                f.symbol(*id, symbol);
+            }
+            f.nodes(&new_stacks);
+            for (i, p) in round.iter().enumerate() {
+                let key = match stack_ids.get(i) {
+                    Some(&id) if id != 0 && with_stacks => FoldKey::Stack(id),
+                    _ => FoldKey::Leaf(ids[&p.loc]),
+                };
+                f.count(p.window, key);
             }
         }
         let written = sink.symbols(&new_symbols).and_then(|()| {
@@ -531,6 +550,7 @@ mod tests {
     fn placed(time: u64) -> Placed {
         Placed {
             time,
+            window: 0,
             pid: 1,
             tid: 1,
             loc: Location::Unmapped,
@@ -608,7 +628,7 @@ mod tests {
             delay: Some(Duration::from_millis(500)),
             samples: 0,
         };
-        let (mut stream, writer) = Stream::start(Box::new(sink), 0, false).expect("start");
+        let (mut stream, writer) = Stream::start(Box::new(sink), 0, false, None).expect("start");
         let started = Instant::now();
         for round in 0..1000u64 {
             for i in 0..10 {

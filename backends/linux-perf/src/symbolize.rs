@@ -14,165 +14,18 @@
 //! [`KERNEL_MODULE`] (or `[ext4]` and the like for loadable modules).
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use lotus_core::demangle;
 use lotus_core::Row;
 use lotus_core::UNKNOWN_MODULE;
 
-use object::{Object, ObjectSegment, ObjectSymbol};
-
 use crate::model::{Location, Model, ModuleId};
-use lotus_symbols::{module_symbols, with_descriptors, Found};
-use lotus_symbols::{perf_map_path, python_frame, PerfMap};
-use lotus_symbols::{KernelSymbols, KALLSYMS_PATH};
-use lotus_symbols::{Module, VDSO};
-
-/// The module of a JIT's code named from its perf map that is not one of
-/// CPython's `py::` trampolines (those carry their file).
-const PERF_MAP_MODULE: &str = "[perf map]";
-
-/// The user a process runs as (the owner of `/proc/PID`, its effective
-/// user), whose perf map alone is trusted; where it is gone, the user
-/// lotus runs as (the job's, unless it dropped privileges).
-fn process_user(pid: u32) -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/{pid}"))
-        .map(|m| m.uid())
-        // SAFETY: geteuid has no preconditions.
-        .unwrap_or_else(|_| unsafe { libc::geteuid() })
-}
-
-/// The function name for code nothing could name.
-pub const UNKNOWN_FUNCTION: &str = "[unknown]";
-
-/// The module of kernel code (the kernel image); loadable modules show as
-/// `[name]`.
-pub const KERNEL_MODULE: &str = "[kernel]";
-/// The function name for kernel code when kernel symbols cannot be read
-/// (`kernel.kptr_restrict` hides their addresses from this user).
-pub const KERNEL_FUNCTION: &str = "[kernel]";
-
-/// What named an offset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum How {
-    Symbol,
-    UnwindTable,
-    CodeScan,
-    Unknown,
-}
-
-/// How one offset was resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Resolved {
-    /// Raw (mangled) name, `func@0x...`, or [`UNKNOWN_FUNCTION`].
-    function: String,
-    /// File offset of the function's start, where known.
-    start: Option<u64>,
-    how: How,
-}
-
-impl Resolved {
-    fn unknown() -> Resolved {
-        Resolved {
-            function: UNKNOWN_FUNCTION.to_string(),
-            start: None,
-            how: How::Unknown,
-        }
-    }
-
-    /// A function without a name, `func@0x<file offset of its start>`.
-    fn grouped(start: u64, how: How) -> Resolved {
-        Resolved {
-            function: format!("func@{start:#x}"),
-            start: Some(start),
-            how,
-        }
-    }
-}
-
-/// Figures about one symbolization pass.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SymbolizeStats {
-    /// Distinct (module, offset) pairs looked up.
-    pub addresses: usize,
-    /// Of those, named from symbols.
-    pub named: usize,
-    /// Of those, grouped by unwind-table function start (`func@0x...`).
-    pub by_unwind_table: usize,
-    /// Of those, in code that neither symbols nor unwind tables cover,
-    /// grouped by the function start found in its bytes (`func@0x...`).
-    pub by_code_scan: usize,
-    /// Of those, left `[unknown]`.
-    pub unknown: usize,
-    /// Distinct kernel addresses looked up (not in `addresses`).
-    pub kernel_addresses: usize,
-    /// Of those, named from `/proc/kallsyms`.
-    pub kernel_named: usize,
-    /// Wall time spent.
-    pub elapsed: Duration,
-}
-
-impl SymbolizeStats {
-    /// Counts one looked-up (module, offset) pair, named as `how` says.
-    fn count(&mut self, how: How) {
-        self.addresses += 1;
-        match how {
-            How::Symbol => self.named += 1,
-            How::UnwindTable => self.by_unwind_table += 1,
-            How::CodeScan => self.by_code_scan += 1,
-            How::Unknown => self.unknown += 1,
-        }
-    }
-}
-
-/// Symbolizes one file's offsets from its symbol tables (read once per
-/// process, see [`module_symbols`]); or says why the file could not be
-/// read (its offsets are then `[unknown]`).
-fn resolve_file(module: &Module, offsets: &[u64]) -> Result<Vec<Resolved>, String> {
-    let symbols = module_symbols(module)?;
-    Ok(offsets
-        .iter()
-        .map(|&offset| match symbols.lookup(offset) {
-            Found::Named { name, start } => Resolved {
-                function: name.to_string(),
-                start: Some(start),
-                how: How::Symbol,
-            },
-            Found::Unwind { start } => Resolved::grouped(start, How::UnwindTable),
-            Found::Gap { start } => Resolved::grouped(start, How::CodeScan),
-            Found::Nothing => Resolved::unknown(),
-        })
-        .collect())
-}
-
-/// Why the samples of a module that is not a file lotus can open are
-/// unnamed: a file deleted after it was mapped. `None` for the others
-/// (anonymous memory, JIT code in `memfd:`, pseudo-modules).
-fn unopenable_reason(m: &Module) -> Option<String> {
-    let path = m.name.strip_suffix(" (deleted)")?;
-    (path.starts_with('/') && !path.starts_with("/memfd:"))
-        .then(|| format!("{path} was deleted after it was mapped"))
-}
-
-/// "1 sample", "N samples".
-fn samples(n: u64) -> String {
-    if n == 1 {
-        "1 sample".to_string()
-    } else {
-        format!("{n} samples")
-    }
-}
-
-/// `n` as a percentage of `total` (0 for no total).
-fn percent(n: u64, total: u64) -> f64 {
-    if total > 0 {
-        100.0 * n as f64 / total as f64
-    } else {
-        0.0
-    }
-}
+use lotus_symbols::{
+    percent, resolve_file, resolve_kernel, resolve_kernel_from, resolve_vdso, samples,
+    unopenable_reason, with_descriptors, JitNames, KernelSymbols, Module, Resolved, SymbolizeStats,
+    KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION,
+};
 
 /// Notes for samples that could not be named, one per module:
 /// "N samples (x%) in MODULE could not be named: REASON", most samples
@@ -206,76 +59,6 @@ fn unnamed_notes(
         .collect()
 }
 
-/// This process's copy of the vDSO, read from memory.
-fn vdso_image() -> Option<Vec<u8>> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.trim_end().ends_with(VDSO))?;
-    let (start, end) = line.split_whitespace().next()?.split_once('-')?;
-    let start = u64::from_str_radix(start, 16).ok()?;
-    let end = u64::from_str_radix(end, 16).ok()?;
-    // SAFETY: getauxval has no preconditions.
-    let aux = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
-    if aux != start {
-        return None;
-    }
-    let len = usize::try_from(end.checked_sub(start)?).ok()?;
-    // SAFETY: [start, end) is this process's vDSO mapping (checked against
-    // the auxiliary vector), readable and mapped for the process's life.
-    let bytes = unsafe { std::slice::from_raw_parts(start as usize as *const u8, len) };
-    Some(bytes.to_vec())
-}
-
-/// Symbolizes vDSO offsets from this process's copy of the vDSO: the
-/// kernel maps the same image into every process of the same ABI.
-fn resolve_vdso(offsets: &[u64]) -> Vec<Resolved> {
-    let unknown = Resolved::unknown;
-    let Some(image) = vdso_image() else {
-        return offsets.iter().map(|_| unknown()).collect();
-    };
-    let Ok(obj) = object::File::parse(&*image) else {
-        return offsets.iter().map(|_| unknown()).collect();
-    };
-    let segments: Vec<(u64, u64, u64)> = obj
-        .segments()
-        .map(|s| (s.file_range().0, s.file_range().1, s.address()))
-        .collect();
-    // (start, end, name): aliases share a range; the smallest name wins
-    // (`__vdso_clock_gettime` over `clock_gettime`), so rows are stable.
-    let mut syms: Vec<(u64, u64, String)> = obj
-        .dynamic_symbols()
-        .chain(obj.symbols())
-        .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
-        .filter_map(|s| {
-            let name = s.name().ok()?.to_string();
-            Some((s.address(), s.address().saturating_add(s.size()), name))
-        })
-        .collect();
-    syms.sort();
-    offsets
-        .iter()
-        .map(|&off| {
-            let addr = segments
-                .iter()
-                .find(|(o, len, _)| off >= *o && off - o < *len)
-                .map(|(o, _, a)| a + (off - o));
-            let best = addr.and_then(|addr| {
-                syms.iter()
-                    .filter(|(s, e, _)| *s <= addr && addr < *e)
-                    .min_by(|a, b| a.2.cmp(&b.2))
-                    .map(|(s, _, name)| (addr - s, name))
-            });
-            match best {
-                Some((into, name)) => Resolved {
-                    function: name.clone(),
-                    start: off.checked_sub(into),
-                    how: How::Symbol,
-                },
-                None => unknown(),
-            }
-        })
-        .collect()
-}
-
 /// The module path (or pseudo-name) a row shows for `module`.
 fn module_label(model: &Model, module: ModuleId) -> String {
     module_label_of(&model.modules, module)
@@ -292,81 +75,6 @@ fn module_label_of(modules: &[Module], module: ModuleId) -> String {
         Some(m) => format!("[{}]", m.name.trim_start_matches('/')),
         None => UNKNOWN_MODULE.to_string(),
     }
-}
-
-/// Kernel address -> (function, module label, function start).
-type KernelNames = HashMap<u64, (String, String, Option<u64>)>;
-
-/// Names kernel addresses: (function, module label, start) per address, and
-/// a note when kernel symbols could not be read.
-fn resolve_kernel(addresses: &[u64], stats: &mut SymbolizeStats) -> (KernelNames, Option<String>) {
-    if addresses.is_empty() {
-        return (HashMap::new(), None);
-    }
-    match kernel_table() {
-        Ok(table) => resolve_kernel_from(addresses, Ok(table), stats),
-        Err(e) => resolve_kernel_from(addresses, Err(&e), stats),
-    }
-}
-
-/// The kernel's symbol table, read once per process: `lotus map` reports
-/// many runs, and `/proc/kallsyms` (some 200,000 lines) changes only when a
-/// module is loaded, which a mapping does not wait for. A failure is not
-/// kept (it may be passing: too many files open at that moment).
-fn kernel_table() -> std::io::Result<&'static KernelSymbols> {
-    static TABLE: std::sync::OnceLock<KernelSymbols> = std::sync::OnceLock::new();
-    if let Some(table) = TABLE.get() {
-        return Ok(table);
-    }
-    let loaded = with_descriptors(KernelSymbols::load)?;
-    Ok(TABLE.get_or_init(|| loaded))
-}
-
-/// [`resolve_kernel`] from the table `loaded`.
-fn resolve_kernel_from(
-    addresses: &[u64],
-    loaded: Result<&KernelSymbols, &std::io::Error>,
-    stats: &mut SymbolizeStats,
-) -> (KernelNames, Option<String>) {
-    let mut out = HashMap::with_capacity(addresses.len());
-    let empty = KernelSymbols::default();
-    let (table, note) = match loaded {
-        Ok(t) if !t.is_empty() => (t, None),
-        Ok(t) => {
-            let note = if t.zeroed > 0 {
-                format!(
-                    "kernel functions: unnamed ({KALLSYMS_PATH} shows zeroed addresses to \
-                     this user, kernel.kptr_restrict); kernel time is one `{KERNEL_FUNCTION}` \
-                     row; run as root to name it"
-                )
-            } else {
-                format!("kernel functions: unnamed ({KALLSYMS_PATH} lists no text symbols)")
-            };
-            (t, Some(note))
-        }
-        Err(e) => (
-            &empty,
-            Some(format!(
-                "kernel functions: unnamed ({KALLSYMS_PATH} unreadable: {e})"
-            )),
-        ),
-    };
-    for &address in addresses {
-        stats.kernel_addresses += 1;
-        let resolved = match table.lookup(address) {
-            Some(s) => {
-                stats.kernel_named += 1;
-                let module = match s.module {
-                    Some(m) => format!("[{m}]"),
-                    None => KERNEL_MODULE.to_string(),
-                };
-                (s.name.to_string(), module, Some(s.start))
-            }
-            None => (KERNEL_FUNCTION.to_string(), KERNEL_MODULE.to_string(), None),
-        };
-        out.insert(address, resolved);
-    }
-    (out, note)
 }
 
 /// Rows for the sample counts in `counts` ((location) -> samples), one per
@@ -506,11 +214,8 @@ pub(crate) struct LocationNamer {
     samples: u64,
     kernel_samples: u64,
     unnamed: BTreeMap<ModuleId, u64>,
-    /// Each process's perf map (JIT code's names), opened when its first
-    /// JIT frame is named, or why it could not be.
-    perf_maps: HashMap<u32, Result<PerfMap, String>>,
-    /// Each forked process's parent.
-    parents: HashMap<u32, u32>,
+    /// JIT code's names, from the processes' perf maps.
+    jit: JitNames,
 }
 
 impl LocationNamer {
@@ -523,52 +228,13 @@ impl LocationNamer {
             samples: 0,
             kernel_samples: 0,
             unnamed: BTreeMap::new(),
-            perf_maps: HashMap::new(),
-            parents: HashMap::new(),
+            jit: JitNames::new(),
         }
     }
 
     /// Says that `pid` was forked from `ppid`.
     pub(crate) fn forked(&mut self, pid: u32, ppid: u32) {
-        self.parents.insert(pid, ppid);
-    }
-
-    /// The (function, module) of JIT code at `address` in `pid`, from the
-    /// process's perf map, else its parent's (a forked worker's frames
-    /// from before its fork run the parent's trampolines): `py::qualname`
-    /// and its file for CPython's trampolines (`py::spin` in `/job.py`),
-    /// the entry's name otherwise.
-    fn name_jit(&mut self, pid: u32, address: u64) -> (String, String) {
-        let mut at = Some(pid);
-        // A few generations at most (a worker's parent is the main
-        // process); a cycle of records cannot loop.
-        for _ in 0..4 {
-            let Some(p) = at else { break };
-            if let Some(name) = self.perf_map(p).and_then(|m| m.lookup(address)) {
-                return match python_frame(name) {
-                    Some((qualname, file)) => (format!("py::{qualname}"), file.to_string()),
-                    None => (name.to_string(), PERF_MAP_MODULE.to_string()),
-                };
-            }
-            at = self.parents.get(&p).copied();
-        }
-        (UNKNOWN_FUNCTION.to_string(), UNKNOWN_MODULE.to_string())
-    }
-
-    /// `pid`'s perf map, opened once; `None` where it has none (not kept,
-    /// so that a map made later is still read: most processes run no JIT,
-    /// and one that does writes its map before running code from it) or
-    /// it was refused (kept, with why, for [`Self::notes`]).
-    fn perf_map(&mut self, pid: u32) -> Option<&mut PerfMap> {
-        let map = match self.perf_maps.entry(pid) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                let path = perf_map_path(pid);
-                std::fs::symlink_metadata(&path).ok()?;
-                e.insert(PerfMap::open(&path, process_user(pid)))
-            }
-        };
-        map.as_mut().ok()
+        self.jit.forked(pid, ppid);
     }
 
     /// Counts samples at `locs` (named already), for [`Self::notes`].
@@ -612,36 +278,7 @@ impl LocationNamer {
                 percent(self.kernel_samples, self.samples)
             ));
         }
-        // A map that is there but refused (another user's, a link): its
-        // JIT frames stay unnamed. A map that is not there is no news:
-        // most processes run no JIT.
-        let refused: Vec<&String> = self
-            .perf_maps
-            .values()
-            .filter_map(|m| m.as_ref().err())
-            .collect();
-        if let Some(first) = refused.iter().min() {
-            let more = match refused.len() {
-                1 => String::new(),
-                n => format!(" (and {} more processes' maps)", n - 1),
-            };
-            notes.push(format!(
-                "JIT frames (Python's on 3.12+) left unnamed: {first}{more}"
-            ));
-        }
-        let mut damaged: Vec<String> = self
-            .perf_maps
-            .values()
-            .filter_map(|m| m.as_ref().ok()?.note())
-            .collect();
-        damaged.sort();
-        if let Some(first) = damaged.first() {
-            let more = match damaged.len() {
-                1 => String::new(),
-                n => format!(" (and {} more processes' maps)", n - 1),
-            };
-            notes.push(format!("JIT frames: {first}{more}"));
-        }
+        notes.extend(self.jit.notes());
         notes
     }
 
@@ -720,7 +357,7 @@ impl LocationNamer {
                     Location::Unmapped => {
                         (UNKNOWN_FUNCTION.to_string(), UNKNOWN_MODULE.to_string())
                     }
-                    Location::Jit { pid, address } => self.name_jit(pid, address),
+                    Location::Jit { pid, address } => self.jit.name(pid, address),
                 };
                 (demangle(&function), module)
             })
@@ -779,25 +416,6 @@ ffffffffc0300000 t ext4_readdir\t[ext4]
         );
         assert_eq!(named.len(), 3);
         assert!(note.expect("note").contains("unreadable"));
-    }
-
-    #[test]
-    fn vdso_functions_are_named_from_our_copy() {
-        let image = vdso_image().expect("this process has a vDSO");
-        let obj = object::File::parse(&*image).expect("vDSO is ELF");
-        let sym = obj
-            .dynamic_symbols()
-            .find(|s| s.name().is_ok_and(|n| n.ends_with("clock_gettime")))
-            .expect("clock_gettime in the vDSO");
-        let seg = obj
-            .segments()
-            .find(|s| sym.address() >= s.address() && sym.address() < s.address() + s.size())
-            .expect("segment");
-        let off = sym.address() - seg.address() + seg.file_range().0;
-        let r = resolve_vdso(&[off + 1, 0]);
-        assert!(r[0].function.ends_with("clock_gettime"), "{r:?}");
-        assert_eq!(r[0].start, Some(off));
-        assert_eq!(r[1].function, UNKNOWN_FUNCTION);
     }
 
     /// Samples in modules that could not be read (a FIFO where the

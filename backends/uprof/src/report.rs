@@ -347,6 +347,7 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, CoreEr
         rows.push(row);
     }
     Ok(Report {
+        stacks: Vec::new(),
         unit: Unit::Samples,
         rows,
     })

@@ -456,6 +456,7 @@ impl Iterator for HotspotRows<'_> {
 pub fn read_hotspots(input: &mut dyn BufRead, file: &str) -> Result<Report, CoreError> {
     let rows = HotspotRows::new(input, file)?.collect::<Result<Vec<_>, _>>()?;
     Ok(Report {
+        stacks: Vec::new(),
         unit: Unit::Seconds,
         rows,
     })

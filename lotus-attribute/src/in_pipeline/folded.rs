@@ -92,11 +92,7 @@ pub(super) fn symbol_frame(symbols: &SymbolTable, id: u32) -> String {
 /// view --format firefox`'s stacks): its function, `;` made `:` and line
 /// breaks spaces, a kernel one (module `[kernel]`) marked `_[k]`.
 pub fn folded_frame(s: &Symbol) -> String {
-    let mut f = frame(&s.function);
-    if s.module == "[kernel]" {
-        f.push_str("_[k]");
-    }
-    f
+    s.folded_frame()
 }
 
 /// A folder's samples folded under their rows, before they are written
@@ -174,6 +170,9 @@ pub(super) fn fold(dir: &Path, prefix: &str, budget: Budget) -> Result<Fold, Err
     }
     let mut rows: BTreeMap<String, Vec<(Vec<u32>, u64)>> = BTreeMap::new();
     let mut roots: HashMap<Target, String> = HashMap::new();
+    // Frames the symbols file has no line for (a damaged or mismatched
+    // folder): drawn as unknown functions, counted for a note.
+    let (mut unnamed, mut first_unnamed) = (0u64, None);
     for ((target, key), n) in counts {
         let root = roots
             .entry(target)
@@ -195,10 +194,21 @@ pub(super) fn fold(dir: &Path, prefix: &str, budget: Budget) -> Result<Fold, Err
             }
             Key::Leaf(s) => vec![s],
         };
+        if let Some(&bad) = ids.iter().find(|&&s| !trace.symbols.has(s)) {
+            unnamed += n;
+            first_unnamed = first_unnamed.min(Some(bad)).or(Some(bad));
+        }
         rows.entry(root).or_default().push((ids, n));
     }
     for stacks in rows.values_mut() {
         stacks.sort_unstable();
+    }
+    if let Some(first) = first_unnamed {
+        notes.push(format!(
+            "{}: {unnamed} samples have frames naming functions that {} has no line for (id {first} the first; a damaged file, or files of two runs): shown as {UNKNOWN_SYMBOL}",
+            lotus_sys::input::escaped(&trace.files.stacks.display().to_string()),
+            lotus_sys::input::escaped(&trace.files.symbols.display().to_string()),
+        ));
     }
     Ok(Fold {
         rows,

@@ -131,6 +131,7 @@ impl FunctionMapping {
             .into_iter()
             .enumerate()
             .map(|(i, f)| OpMapping {
+                stacks: Vec::new(),
                 name: format!("#{i}"),
                 runs: 1,
                 samples: f.samples,
@@ -221,6 +222,7 @@ mod tests {
             let mut acc = OpAccumulator::new(name);
             let rows = funcs.iter().map(|(f, m)| Row::new(f, m, 1.0)).collect();
             acc.add_run(&Report {
+                stacks: Vec::new(),
                 unit: Unit::Seconds,
                 rows,
             });

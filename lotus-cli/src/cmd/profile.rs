@@ -53,6 +53,15 @@ pub struct ProfileArgs {
     /// Seconds the program may run before it is stopped (default: no limit).
     #[arg(long)]
     timeout: Option<u64>,
+    /// Perf: call stacks with every sample (`dwarf`: unwound through the libraries' unwind tables; `fp`: the kernel's frame-pointer chain; see `lotus trace run --stacks`), for --folded and --flamegraph; `none` (the default) keeps the sampled function alone.
+    #[arg(long, value_enum, default_value = "none")]
+    stacks: crate::sampled_trace::StackMode,
+    /// With --stacks: write the samples' call stacks, collapsed (`outer;inner count` lines, as inferno, flamegraph.pl and speedscope read them), to FILE.
+    #[arg(long, value_name = "FILE")]
+    folded: Option<PathBuf>,
+    /// With --stacks: draw the samples' call stacks as an interactive flame graph (SVG) into FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    flamegraph: Option<PathBuf>,
     /// The program and its arguments.
     #[arg(required = true, last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -216,7 +225,12 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
             std::io::IsTerminal::is_terminal(&std::io::stdout()),
         )
     });
-    let (_, backend) = crate::usage::backend_or_usable(args.backend.as_deref())?;
+    let (backend_name, backend) = crate::usage::backend_or_usable(args.backend.as_deref())?;
+    crate::cmd::map::check_stack_args(
+        args.stacks,
+        args.folded.is_some() || args.flamegraph.is_some(),
+        &backend_name,
+    )?;
     // `--out -` is standard output, as no --out is.
     let out = args.out.clone().filter(|p| !crate::usage::is_stdout(p));
     let probe = backend.probe();
@@ -275,6 +289,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     // Summed: a program's windows cost no memory each.
     let windows = collection.window_totals();
     let (report, notes) = collection.report_noted()?;
+    let lines = crate::render::flame::folded_lines(None, &report.stacks);
     let (profile, samples) = profile_of(&args, backend.as_ref(), report, &windows, &partial);
     let text = text_of(&profile, format, &args)?;
     match &out {
@@ -293,6 +308,12 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         }
         None => print!("{text}"),
     }
+    crate::render::flame::write_stacks(
+        &lines,
+        args.folded.as_deref(),
+        args.flamegraph.as_deref(),
+        "lotus profile: CPU samples",
+    )?;
     Ok(closing(
         &args,
         backend.as_ref(),
@@ -366,6 +387,7 @@ fn collect_options(args: &ProfileArgs) -> CollectOptions {
     copts.collect_type.clone_from(&args.collect_type);
     copts.keep_raw.clone_from(&args.keep_raw);
     copts.whole_program = !args.windows;
+    copts.stacks = args.stacks.call_stacks();
     copts
 }
 

@@ -89,6 +89,57 @@ pub(crate) fn data_url(svg: &str) -> String {
     )
 }
 
+/// Collapsed lines (`root;outer;...;leaf count`) of `stacks`, under the
+/// frame `root` where given; frames made safe for the format (`;` as `:`,
+/// line breaks as spaces).
+pub(crate) fn folded_lines(root: Option<&str>, stacks: &[lotus_core::StackCount]) -> Vec<String> {
+    let frame = |s: &str| s.replace(';', ":").replace(['\n', '\r'], " ");
+    stacks
+        .iter()
+        .map(|s| {
+            let frames: Vec<String> = root
+                .into_iter()
+                .map(frame)
+                .chain(s.frames.iter().map(|f| frame(f)))
+                .collect();
+            format!("{} {}", frames.join(";"), s.samples)
+        })
+        .collect()
+}
+
+/// Writes collapsed `lines` to `folded` and draws them (titled `title`)
+/// into the SVG `svg`, where asked; says what it wrote, or that there was
+/// nothing to draw (no stacks: the kernel refused them, or nothing was
+/// sampled).
+pub(crate) fn write_stacks(
+    lines: &[String],
+    folded: Option<&std::path::Path>,
+    svg_out: Option<&std::path::Path>,
+    title: &str,
+) -> Result<()> {
+    if folded.is_none() && svg_out.is_none() {
+        return Ok(());
+    }
+    if lines.is_empty() {
+        crate::usage::say!(
+            "lotus: note: no call stacks (the kernel refused them, or nothing was sampled): nothing written"
+        );
+        return Ok(());
+    }
+    if let Some(path) = folded {
+        let mut text = lines.join("\n");
+        text.push('\n');
+        lotus_sys::write_file(path, text.as_bytes())?;
+        crate::usage::say!("lotus: wrote {} ({} stack(s))", path.display(), lines.len());
+    }
+    if let Some(path) = svg_out {
+        let drawn = svg(lines, title, 0.1, false)?;
+        lotus_sys::write_file(path, drawn.as_bytes())?;
+        crate::usage::say!("lotus: wrote {} ({} stack(s))", path.display(), lines.len());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

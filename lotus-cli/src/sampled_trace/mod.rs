@@ -62,6 +62,15 @@ pub enum StackMode {
 }
 
 impl StackMode {
+    /// What the backends take.
+    pub fn call_stacks(self) -> CallStacks {
+        match self {
+            StackMode::None => CallStacks::None,
+            StackMode::Fp => CallStacks::FramePointers,
+            StackMode::Dwarf => CallStacks::Dwarf,
+        }
+    }
+
     /// The name `<prefix>.sampling` gives it (`stacks=`).
     pub fn name(self) -> &'static str {
         match self {
@@ -191,11 +200,7 @@ pub fn run(
     options.whole_program = true;
     let stream = StreamOptions::default()
         .with_counters(counters.0.iter().map(|c| c.name.to_string()).collect())
-        .with_stacks(match stacks {
-            StackMode::None => CallStacks::None,
-            StackMode::Fp => CallStacks::FramePointers,
-            StackMode::Dwarf => CallStacks::Dwarf,
-        });
+        .with_stacks(stacks.call_stacks());
     let writer = match SamplesWriter::create(out, prefix) {
         Ok(w) => w,
         Err(e) => {

@@ -75,6 +75,9 @@ pub struct LiveOptions {
     /// the order the script opened them) are mapped and the others left
     /// out, with a warning ([`MAX_WINDOW_NAMES`] by default).
     pub max_window_names: usize,
+    /// Call stacks with the samples, into each op's
+    /// [`lotus_core::OpMapping::stacks`] (perf; none by default).
+    pub stacks: lotus_core::CallStacks,
 }
 
 /// The default of [`LiveOptions::max_window_names`]: more ops than one
@@ -113,7 +116,15 @@ impl LiveOptions {
             round_trip: false,
             no_fork_server: false,
             max_window_names: MAX_WINDOW_NAMES,
+            stacks: lotus_core::CallStacks::None,
         }
+    }
+
+    /// Call stacks with the samples as `stacks` says (see
+    /// [`LiveOptions::stacks`]).
+    pub fn with_stacks(mut self, stacks: lotus_core::CallStacks) -> Self {
+        self.stacks = stacks;
+        self
     }
 
     /// The most window names of one script that are mapped (at least 1;

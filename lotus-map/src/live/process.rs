@@ -114,6 +114,7 @@ pub(super) fn collect_options(
     copts.frequency_hz = Some(opts.frequency);
     copts.collect_type.clone_from(&opts.collect_type);
     copts.window_stamps = opts.window_stamps(backend);
+    copts.stacks = opts.stacks;
     if let Some(root) = &opts.keep_raw {
         let label: String = spec
             .label

@@ -134,6 +134,7 @@ mod tests {
     fn run(mode: harness::HarnessMode, windows: Vec<WindowStats>, rows: Vec<Row>) -> RunOutput {
         RunOutput {
             report: Report {
+                stacks: Vec::new(),
                 unit: Unit::Samples,
                 rows,
             },

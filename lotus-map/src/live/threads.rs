@@ -241,12 +241,14 @@ mod tests {
             Row::new("direct_copy_kernel", "libtorch_cpu.so", 35.0),
         ];
         let report = Report {
+            stacks: Vec::new(),
             unit: lotus_core::Unit::Samples,
             rows,
         };
         assert!((spin_share(&report) - 0.65).abs() < 1e-9);
         assert!(spin_warning(&report, &plan(Some(4), &[])).is_some_and(|w| w.contains("65%")));
         let kernels = Report {
+            stacks: Vec::new(),
             unit: lotus_core::Unit::Samples,
             rows: vec![Row::new("add_kernel", "libtorch_cpu.so", 10.0)],
         };

@@ -2,6 +2,8 @@
 //! mapping goes. The mapping itself is made by the `lotus_map` engine.
 
 pub mod from_trace;
+mod stacks;
+pub(crate) use stacks::check_stack_args;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -112,6 +114,15 @@ pub struct MapArgs {
     /// Live: run every op in DIR (`--cwd .`: where lotus was started, for scripts that open files by paths relative to it) instead of in the op file's folder; the op's folder stays importable.
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
+    /// Live, perf: call stacks with every sample, into each op's `stacks` in the mapping (JSON): `dwarf` unwinds the user stack through the libraries' unwind tables, `fp` takes the kernel's frame-pointer chain (see `lotus trace run --stacks`); `none` (the default) keeps the sampled function alone.
+    #[arg(long, value_enum, default_value = "none")]
+    pub stacks: crate::sampled_trace::StackMode,
+    /// With --stacks: write each op's call stacks, collapsed (`op;outer;inner count` lines, as inferno, flamegraph.pl and speedscope read them), to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// With --stacks: draw each op's call stacks as one interactive flame graph (SVG, the ops as root frames) into FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
 }
 
 /// Progress across ops and runs: a bar on a terminal, lines otherwise
@@ -241,7 +252,8 @@ fn emit_as_asked(mapping: &Mapping, args: &MapArgs) -> Result<()> {
         args.format,
         args.top,
         args.wide,
-    )
+    )?;
+    stacks::write(mapping, args.folded.as_deref(), args.flamegraph.as_deref())
 }
 
 /// Runs `lotus map`.
@@ -251,6 +263,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
     }
     let (backend_name, backend) = usage::backend_or_usable(args.backend.as_deref())?;
     let backend_name = backend_name.as_str();
+    stacks::check_args(&args, backend_name)?;
     let (mapping, interrupted) = match &args.from_reports {
         Some(dir) => {
             if !args.ops.is_empty() {
@@ -382,6 +395,7 @@ fn live_options(args: &MapArgs, python: PathBuf, backend_name: &str) -> Result<L
         .with_round_trip(args.round_trip)
         .with_fork_server(!args.no_fork_server)
         .with_max_window_names(args.max_window_names)
+        .with_stacks(args.stacks.call_stacks())
         .with_temp_folder_hook(crate::oom::remove_on_oom);
     let opts = with_control_library(opts);
     Ok(match default_hz {

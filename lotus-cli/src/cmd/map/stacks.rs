@@ -1,0 +1,60 @@
+//! `lotus map --stacks MODE [--folded FILE] [--flamegraph FILE.svg]`: each
+//! op's call stacks (its samples' callers in the op alone, summed over its
+//! runs), as collapsed lines and as a flame graph, the ops as root frames.
+
+use std::path::Path;
+
+use anyhow::Result;
+use lotus_core::Mapping;
+
+use super::MapArgs;
+use crate::render::flame;
+use crate::sampled_trace::StackMode;
+use crate::usage::usage;
+
+/// Refuses what cannot give stacks ([`check_stack_args`]), and `--stacks`
+/// with a mapping read rather than run.
+pub(super) fn check_args(args: &MapArgs, backend: &str) -> Result<()> {
+    check_stack_args(
+        args.stacks,
+        args.folded.is_some() || args.flamegraph.is_some(),
+        backend,
+    )?;
+    if args.stacks != StackMode::None && (args.from_reports.is_some() || args.from_trace.is_some())
+    {
+        return Err(usage(
+            "--stacks maps live ops under perf; a sampled trace has its own stacks (lotus attribute DIR --format folded)",
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses `--folded`/`--flamegraph` without `--stacks`, and `--stacks`
+/// with a backend other than perf (VTune and uProf keep call stacks in
+/// their own results: `--keep-raw`).
+pub(crate) fn check_stack_args(stacks: StackMode, drawn: bool, backend: &str) -> Result<()> {
+    if stacks == StackMode::None {
+        if drawn {
+            return Err(usage(
+                "--folded and --flamegraph draw call stacks: add --stacks dwarf (or fp)",
+            ));
+        }
+        return Ok(());
+    }
+    if backend != "perf" {
+        return Err(usage(format!(
+            "--stacks takes call stacks with perf's samples; {backend} keeps its own in its results (--keep-raw DIR): use --backend perf"
+        )));
+    }
+    Ok(())
+}
+
+/// Writes the ops' stacks where asked, each op its stacks' root frame.
+pub(super) fn write(mapping: &Mapping, folded: Option<&Path>, svg: Option<&Path>) -> Result<()> {
+    let lines: Vec<String> = mapping
+        .ops
+        .iter()
+        .flat_map(|op| flame::folded_lines(Some(&op.name), &op.stacks))
+        .collect();
+    flame::write_stacks(&lines, folded, svg, "lotus map: CPU samples per op")
+}

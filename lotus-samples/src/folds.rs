@@ -1,0 +1,160 @@
+//! Call stacks folded per window, in memory (`lotus map --stacks`,
+//! `lotus profile --stacks`, where no samples file is written): the
+//! sampler's writer counts each sample of a window under its stack (or its
+//! own function, where it has none), and the report names the frames.
+//!
+//! Memory grows with distinct stacks per window, not samples: the
+//! windows of a mapping are its runs, a profile's one.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use crate::{Sample, SampleSink, StackNode, Symbol, MAX_STACK_DEPTH, UNKNOWN_SYMBOL};
+
+/// What a sample is counted under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FoldKey {
+    /// Its stack (an id of the writer's prefix tree).
+    Stack(u32),
+    /// Its own function alone (no stack: a sample added at a thread's
+    /// exit, a kernel thread's).
+    Leaf(u32),
+}
+
+/// The counts, and what names them.
+#[derive(Debug, Default)]
+pub struct StackFolds {
+    /// Samples by (window, key).
+    counts: HashMap<(usize, FoldKey), u64>,
+    /// Function names by symbol id.
+    functions: HashMap<u32, String>,
+    /// Stack nodes by id: (parent, symbol).
+    nodes: HashMap<u32, (u32, u32)>,
+}
+
+/// A writer's and a reader's shared handle.
+pub type SharedFolds = Arc<Mutex<StackFolds>>;
+
+impl StackFolds {
+    /// Counts one sample of window `window` under `key`.
+    pub fn count(&mut self, window: usize, key: FoldKey) {
+        *self.counts.entry((window, key)).or_default() += 1;
+    }
+
+    /// Names symbol `id` (as collapsed stacks name it: a kernel
+    /// function marked `_[k]`).
+    pub fn symbol(&mut self, id: u32, symbol: &Symbol) {
+        self.functions.insert(id, symbol.folded_frame());
+    }
+
+    /// Adds stack nodes.
+    pub fn nodes(&mut self, new: &[StackNode]) {
+        for n in new {
+            self.nodes.insert(n.id, (n.parent, n.symbol));
+        }
+    }
+
+    /// The stacks of `window` (every window where `None`): (frames
+    /// outermost first, samples), most samples first.
+    pub fn stacks(&self, window: Option<usize>) -> Vec<(Vec<String>, u64)> {
+        let mut by_frames: HashMap<Vec<String>, u64> = HashMap::new();
+        for (&(w, key), &n) in &self.counts {
+            if window.is_some_and(|want| want != w) {
+                continue;
+            }
+            *by_frames.entry(self.frames(key)).or_default() += n;
+        }
+        let mut out: Vec<(Vec<String>, u64)> = by_frames.into_iter().collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out
+    }
+
+    /// The frames of `key`, outermost first.
+    fn frames(&self, key: FoldKey) -> Vec<String> {
+        let name = |s: u32| {
+            self.functions
+                .get(&s)
+                .cloned()
+                .unwrap_or_else(|| UNKNOWN_SYMBOL.to_string())
+        };
+        match key {
+            FoldKey::Leaf(s) => vec![name(s)],
+            FoldKey::Stack(mut id) => {
+                let mut frames = Vec::new();
+                // The writer keeps chains at most MAX_STACK_DEPTH deep; a
+                // bound here too, so that no chain can loop.
+                while id != 0 && frames.len() < MAX_STACK_DEPTH {
+                    let Some(&(parent, symbol)) = self.nodes.get(&id) else {
+                        break;
+                    };
+                    frames.push(name(symbol));
+                    id = parent;
+                }
+                frames.reverse();
+                frames
+            }
+        }
+    }
+}
+
+/// A sink that keeps nothing: where the samples are folded instead
+/// ([`StackFolds`]), not written.
+#[derive(Debug, Default)]
+pub struct NoSink;
+
+impl SampleSink for NoSink {
+    fn counters(&mut self, _counters: usize) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn symbols(&mut self, _new: &[(u32, Symbol)]) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn samples(&mut self, _block: &[Sample]) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn with_stacks(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stacks are named outermost first, per window or all together; a
+    /// sample without a stack is its function alone.
+    #[test]
+    fn folds_name_stacks_per_window() {
+        let mut f = StackFolds::default();
+        f.symbol(0, &Symbol::new("main", "/bin/a"));
+        f.symbol(1, &Symbol::new("outer", "/bin/a"));
+        f.symbol(2, &Symbol::new("inner", "/bin/a"));
+        f.nodes(&[
+            StackNode::new(1, 0, 0),
+            StackNode::new(2, 1, 1),
+            StackNode::new(3, 2, 2),
+        ]);
+        for _ in 0..3 {
+            f.count(0, FoldKey::Stack(3));
+        }
+        f.count(1, FoldKey::Stack(3));
+        f.count(1, FoldKey::Leaf(2));
+        let frames = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            f.stacks(Some(0)),
+            vec![(frames(&["main", "outer", "inner"]), 3)]
+        );
+        let all = f.stacks(None);
+        assert_eq!(all[0].1, 4);
+        assert_eq!(all[1].0, frames(&["inner"]));
+        assert_eq!(f.stacks(Some(7)), Vec::new());
+    }
+}
