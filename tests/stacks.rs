@@ -85,6 +85,12 @@ fn trace(dir: &Path, stacks: &str) -> String {
 pub(crate) fn trace_job(dir: &Path, stacks: &str, job_text: &str) -> String {
     let (script, lib) = job(dir);
     std::fs::write(&script, job_text).expect("write job");
+    trace_script(dir, stacks, &script, &lib)
+}
+
+/// Traces `script` with the library `lib` sampled into `dir/out` with
+/// `--stacks stacks`.
+fn trace_script(dir: &Path, stacks: &str, script: &str, lib: &str) -> String {
     let out = dir.join("out");
     let py = python();
     ok(&[
@@ -99,8 +105,8 @@ pub(crate) fn trace_job(dir: &Path, stacks: &str, job_text: &str) -> String {
         s(&out),
         "--",
         s(&py),
-        &script,
-        &lib,
+        script,
+        lib,
     ]);
     s(&out).to_string()
 }
@@ -502,24 +508,7 @@ fn a_perf_map_of_another_user_is_refused_by_name_and_the_rest_analysed() {
 /// [`trace_job`] of [`JOB`] with the library built with `flags`.
 fn trace_built(dir: &Path, stacks: &str, flags: &[&str]) -> String {
     let (script, lib) = job_built(dir, flags);
-    let out = dir.join("out");
-    let py = python();
-    ok(&[
-        "trace",
-        "run",
-        "--sample",
-        "--counters",
-        "none",
-        "--stacks",
-        stacks,
-        "-o",
-        s(&out),
-        "--",
-        s(&py),
-        &script,
-        &lib,
-    ]);
-    s(&out).to_string()
+    trace_script(dir, stacks, &script, &lib)
 }
 
 #[test]
