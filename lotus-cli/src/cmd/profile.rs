@@ -226,7 +226,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         )
     });
     let (backend_name, backend) = crate::usage::backend_or_usable(args.backend.as_deref())?;
-    crate::cmd::map::check_stack_args(
+    crate::sampled_trace::check_stack_args(
         args.stacks,
         args.folded.is_some() || args.flamegraph.is_some(),
         &backend_name,

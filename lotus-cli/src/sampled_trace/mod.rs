@@ -81,6 +81,26 @@ impl StackMode {
     }
 }
 
+/// Refuses `--folded`/`--flamegraph` without `--stacks`, and `--stacks`
+/// with a backend other than perf (VTune and uProf keep call stacks in
+/// their own results: `--keep-raw`).
+pub fn check_stack_args(stacks: StackMode, drawn: bool, backend: &str) -> anyhow::Result<()> {
+    if stacks == StackMode::None {
+        if drawn {
+            return Err(crate::usage::usage(
+                "--folded and --flamegraph draw call stacks: add --stacks dwarf (or fp)",
+            ));
+        }
+        return Ok(());
+    }
+    if backend != "perf" {
+        return Err(crate::usage::usage(format!(
+            "--stacks takes call stacks with perf's samples; {backend} keeps its own in its results (--keep-raw DIR): use --backend perf"
+        )));
+    }
+    Ok(())
+}
+
 /// The sampling frequency when `--frequency` is not given (Hz).
 pub const DEFAULT_FREQUENCY_HZ: u64 = 1000;
 

@@ -3,7 +3,6 @@
 
 pub mod from_trace;
 mod stacks;
-pub(crate) use stacks::check_stack_args;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

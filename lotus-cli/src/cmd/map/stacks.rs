@@ -15,7 +15,7 @@ use crate::usage::usage;
 /// Refuses what cannot give stacks ([`check_stack_args`]), and `--stacks`
 /// with a mapping read rather than run.
 pub(super) fn check_args(args: &MapArgs, backend: &str) -> Result<()> {
-    check_stack_args(
+    crate::sampled_trace::check_stack_args(
         args.stacks,
         args.folded.is_some() || args.flamegraph.is_some(),
         backend,
@@ -25,26 +25,6 @@ pub(super) fn check_args(args: &MapArgs, backend: &str) -> Result<()> {
         return Err(usage(
             "--stacks maps live ops under perf; a sampled trace has its own stacks (lotus attribute DIR --format folded)",
         ));
-    }
-    Ok(())
-}
-
-/// Refuses `--folded`/`--flamegraph` without `--stacks`, and `--stacks`
-/// with a backend other than perf (VTune and uProf keep call stacks in
-/// their own results: `--keep-raw`).
-pub(crate) fn check_stack_args(stacks: StackMode, drawn: bool, backend: &str) -> Result<()> {
-    if stacks == StackMode::None {
-        if drawn {
-            return Err(usage(
-                "--folded and --flamegraph draw call stacks: add --stacks dwarf (or fp)",
-            ));
-        }
-        return Ok(());
-    }
-    if backend != "perf" {
-        return Err(usage(format!(
-            "--stacks takes call stacks with perf's samples; {backend} keeps its own in its results (--keep-raw DIR): use --backend perf"
-        )));
     }
     Ok(())
 }
