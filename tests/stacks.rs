@@ -368,9 +368,14 @@ json.dump(own, open(sys.argv[1], "w"))
 #[test]
 fn python_functions_are_frames_under_the_op_with_their_own_shares() {
     let test = "python_functions_are_frames_under_the_op_with_their_own_shares";
-    let Some(py) = common::python312(test) else {
-        return;
-    };
+    for py in common::pythons_312_and_later(test) {
+        python_functions_under_the_op(&py);
+    }
+}
+
+/// [`python_functions_are_frames_under_the_op_with_their_own_shares`] with
+/// the Python `py`.
+fn python_functions_under_the_op(py: &Path) {
     let tmp = tempfile::tempdir().expect("tmp");
     let script = tmp.path().join("pyjob.py");
     std::fs::write(&script, PY_JOB).expect("write job");
@@ -385,7 +390,7 @@ fn python_functions_are_frames_under_the_op_with_their_own_shares() {
         "-o",
         s(&out),
         "--",
-        s(&py),
+        s(py),
         s(&script),
         s(&own),
     ]);
@@ -428,7 +433,8 @@ fn python_functions_are_frames_under_the_op_with_their_own_shares() {
     let got = spin as f64 / (spin + c) as f64 * 100.0;
     assert!(
         (got - want).abs() <= 5.0,
-        "spin_python: {got:.1}% of the two functions' samples, {want:.1}% of their timers"
+        "{}: spin_python: {got:.1}% of the two functions' samples, {want:.1}% of their timers",
+        py.display()
     );
 }
 

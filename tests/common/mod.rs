@@ -231,3 +231,47 @@ pub fn python312(test: &str) -> Option<PathBuf> {
     }
     found
 }
+
+/// Every Python 3.12+ here, one per minor version: [`python312`]'s, then
+/// pyenv's 3.13 where it is another version (the Python-frames test runs
+/// on each: CPython's perf trampolines are per version). Empty (after
+/// [`python312`]'s skip or failure) without one.
+pub fn pythons_312_and_later(test: &str) -> Vec<PathBuf> {
+    let Some(first) = python312(test) else {
+        return Vec::new();
+    };
+    let minor = |py: &Path| {
+        Command::new(py)
+            .args(["-c", "import sys; print(sys.version_info[1])"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let mut seen = vec![minor(&first)];
+    let mut out = vec![first];
+    let versions = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".pyenv/versions"))
+        .and_then(|v| std::fs::read_dir(v).ok());
+    let mut more: Vec<PathBuf> = versions
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("3.1"))
+        .map(|e| e.path().join("bin/python3"))
+        .filter(|p| p.exists())
+        .collect();
+    more.sort();
+    for py in more {
+        let m = minor(&py);
+        if m.as_deref()
+            .and_then(|m| m.parse::<u32>().ok())
+            .is_some_and(|m| m >= 12)
+            && !seen.contains(&m)
+        {
+            seen.push(m);
+            out.push(py);
+        }
+    }
+    out
+}
