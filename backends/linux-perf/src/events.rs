@@ -41,8 +41,13 @@ pub(crate) const SAMPLE_BUFFER: usize = 256 * 1024;
 /// dwarf`): each sample is [`records::USER_STACK_BYTES`] larger, so the
 /// buffer is too, to hold as many samples between two drains (perf
 /// record's `--call-graph dwarf` takes 512 KiB plus a page by default).
-/// For root only ([`buffer_for`]).
+/// For root only ([`buffer_for`]); the least a CPU gets.
 pub(crate) const USER_STACK_BUFFER: usize = 2 * 1024 * 1024;
+/// The most a CPU's sampler with user stacks gets ([`buffer_for`]).
+pub(crate) const USER_STACK_BUFFER_MAX: usize = 8 * 1024 * 1024;
+/// All CPUs' samplers with user stacks together, at most (past
+/// [`USER_STACK_BUFFER`] each).
+pub(crate) const USER_STACK_BUFFERS_TOTAL: usize = 64 * 1024 * 1024;
 /// Ring buffer data size per CPU for side-band records.
 pub(crate) const SIDEBAND_BUFFER: usize = 64 * 1024;
 
@@ -309,7 +314,9 @@ fn open_with(
                 // which its samples are checked (see `crate::coverage`).
                 .inherit_stat(true)
                 .clockid(Clock::MONOTONIC)
-                .wakeup_watermark(buffer_for(user) / 4)
+                // A wakeup per quarter of the buffer, at most 512 KiB:
+                // a larger buffer is headroom, not longer waits.
+                .wakeup_watermark((buffer_for(user) / 4).min(512 << 10))
                 .enabled(sampling);
             // Call chains follow every other field of a sample: their
             // own flag, the kernel asked for no more than MAX_CHAIN frames.
@@ -486,14 +493,19 @@ fn open_with(
 /// The ring buffer of a sampler, with user stacks or not: the larger
 /// buffer for user stacks only as root (whose locked memory the kernel
 /// does not cap); an unprivileged user's `perf_event_mlock_kb` (516 KiB
-/// by default) holds [`SAMPLE_BUFFER`] and the side band, not more.
+/// by default) holds [`SAMPLE_BUFFER`] and the side band, not more. As
+/// root, up to [`USER_STACK_BUFFER_MAX`] a CPU while all CPUs' buffers
+/// together stay within [`USER_STACK_BUFFERS_TOTAL`] (a 2-CPU machine
+/// gets 8 MiB each, 0.4 s of samples at 2 kHz; 64 CPUs 2 MiB each).
 fn buffer_for(user_stacks: bool) -> usize {
     // SAFETY: geteuid has no preconditions.
-    if user_stacks && unsafe { libc::geteuid() } == 0 {
-        USER_STACK_BUFFER
-    } else {
-        SAMPLE_BUFFER
+    if !(user_stacks && unsafe { libc::geteuid() } == 0) {
+        return SAMPLE_BUFFER;
     }
+    let cpus = online_cpus().len().max(1);
+    let share = (USER_STACK_BUFFERS_TOTAL / cpus).clamp(USER_STACK_BUFFER, USER_STACK_BUFFER_MAX);
+    // perf wants a power of two: the largest that fits the share.
+    1 << (usize::BITS - 1 - share.leading_zeros())
 }
 
 /// `built`, a sampler opened with call chains; where the kernel refused
