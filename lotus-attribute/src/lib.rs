@@ -51,19 +51,19 @@
 //! let op = |name: &str, funcs: &[(&str, &str)]| {
 //!     let mut acc = OpAccumulator::new(name);
 //!     let rows = funcs.iter().map(|(f, m)| Row::new(f, m, 1.0)).collect();
-//!     acc.add_run(&Report { unit: Unit::Seconds, rows });
+//!     acc.add_run(&Report::new(Unit::Seconds, rows));
 //!     acc.finish(MergeRule::Union)
 //! };
 //! let mapping = Mapping::new("vtune", Unit::Seconds, Settings::default(), vec![
 //!     op("Decode", &[("decode_mcu", "libjpeg.so.9"), ("memcpy", "libc.so.6")]),
 //!     op("Crop", &[("resample", "_imaging.so"), ("memcpy", "libc.so.6")]),
 //! ]);
-//! let profile = Report { unit: Unit::Seconds, rows: vec![
+//! let profile = Report::new(Unit::Seconds, vec![
 //!     Row::new("decode_mcu", "libjpeg.so.9.5.0", 6.0),
 //!     Row::new("memcpy", "libc.so.6", 2.0),
 //!     Row::new("resample", "_imaging.so", 1.0),
 //!     Row::new("PyEval", "python3", 1.0),
-//! ]};
+//! ]);
 //! let a = attribute(&mapping, &profile, &Options::default()).unwrap();
 //! let decode = a.op("Decode").unwrap();
 //! assert_eq!((decode.value, decode.exclusive, decode.shared), (7.0, 6.0, 1.0));

@@ -27,7 +27,7 @@
 //! use lotus_core::Profile;
 //! use lotus_core::{Report, Row, Unit};
 //!
-//! let report = Report { unit: Unit::Seconds, rows: vec![Row::new("memcpy", "libc.so.6", 1.5)] };
+//! let report = Report::new(Unit::Seconds, vec![Row::new("memcpy", "libc.so.6", 1.5)]);
 //! let text = Profile::new("vtune", report).to_json();
 //! let back = Profile::read_json(&mut text.as_bytes(), "p.json").unwrap();
 //! assert_eq!(back.backend, "vtune");

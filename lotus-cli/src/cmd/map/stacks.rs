@@ -12,7 +12,7 @@ use crate::render::flame;
 use crate::sampled_trace::StackMode;
 use crate::usage::usage;
 
-/// Refuses what cannot give stacks ([`check_stack_args`]), and `--stacks`
+/// Refuses what cannot give stacks ([`crate::sampled_trace::check_stack_args`]), and `--stacks`
 /// with a mapping read rather than run.
 pub(super) fn check_args(args: &MapArgs, backend: &str) -> Result<()> {
     crate::sampled_trace::check_stack_args(
