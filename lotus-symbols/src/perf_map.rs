@@ -87,6 +87,11 @@ pub struct PerfMap {
     capped: bool,
     /// A read failed: nothing more is read.
     failed: Option<String>,
+    /// The user the file must stay owned by.
+    owner: u32,
+    /// Why the file is no longer trusted (it changed owner, mode or links
+    /// while it was read): nothing of it is named any more.
+    revoked: Option<String>,
 }
 
 /// `path` for a message: on one line, control characters escaped.
@@ -173,6 +178,8 @@ impl PerfMap {
             bad: 0,
             capped: false,
             failed: None,
+            owner,
+            revoked: None,
         })
     }
 
@@ -193,13 +200,47 @@ impl PerfMap {
         if self.find(address).is_none() {
             self.refresh();
         }
+        if self.revoked.is_some() {
+            return None;
+        }
         let name = self.find(address)?;
         Some(&self.names[name as usize])
     }
 
     /// Reads the lines appended since the last read (up to [`PerfMap::MAX_BYTES`]
     /// in all). Whether any entry was added.
+    ///
+    /// Each read checks the file again, on the descriptor held: one that
+    /// was given to another user, made writable by others or linked
+    /// elsewhere since it was opened is no longer trusted, and nothing of
+    /// it is named from then on ([`PerfMap::note`] says why).
     pub fn refresh(&mut self) -> bool {
+        if self.revoked.is_some() {
+            return false;
+        }
+        let shown = shown(&self.path);
+        let why = match self.file.metadata() {
+            Ok(m) if m.uid() != self.owner => Some(format!(
+                "{shown} is owned by uid {} now, not the job's user {}, so no longer trusted",
+                m.uid(),
+                self.owner
+            )),
+            Ok(m) if m.mode() & 0o022 != 0 => Some(format!(
+                "{shown} can be written by other users now (mode {:o}), so no longer trusted",
+                m.mode() & 0o7777
+            )),
+            Ok(m) if m.nlink() != 1 => Some(format!(
+                "{shown} has {} hard links now, so no longer trusted",
+                m.nlink()
+            )),
+            Ok(_) => None,
+            Err(e) => Some(format!("{shown}: {e}")),
+        };
+        if let Some(why) = why {
+            self.revoked = Some(why);
+            self.ranges.clear();
+            return false;
+        }
         let before = self.names.len();
         if let Err(e) = self.read_appended() {
             self.failed = Some(e.to_string());
@@ -224,6 +265,9 @@ impl PerfMap {
     /// skipped, the read stopped at [`PerfMap::MAX_BYTES`], a read that failed.
     /// `None` when all went well.
     pub fn note(&self) -> Option<String> {
+        if let Some(why) = &self.revoked {
+            return Some(why.clone());
+        }
         let path = shown(&self.path);
         let mut parts = Vec::new();
         if self.bad > 0 {
@@ -731,6 +775,26 @@ mod tests {
             )
         );
         assert!(PerfMap::open(&path, 65534).is_ok());
+
+        // A map trusted when opened and given away while it is read: what
+        // was read stays, nothing more is named, and the note says why.
+        std::os::unix::fs::chown(&path, Some(0), Some(0)).unwrap();
+        std::fs::write(&path, "1000 10 py::early:/a.py\n").unwrap();
+        let mut map = PerfMap::open(&path, 0).expect("trusted");
+        assert_eq!(map.lookup(0x1004), Some("py::early:/a.py"));
+        std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut f, b"2000 10 py::late:/a.py\n").unwrap();
+        assert_eq!(map.lookup(0x2004), None);
+        assert_eq!(map.lookup(0x1004), None);
+        let note = map.note().expect("note");
+        assert!(
+            note.ends_with("is owned by uid 65534 now, not the job's user 0, so no longer trusted"),
+            "{note}"
+        );
     }
 
     /// A Python 3.12 or later: `$LOTUS_PYTHON312`, else pyenv's.
