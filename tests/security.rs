@@ -942,3 +942,197 @@ fn tracer_folders_of_a_killed_trace_run_are_removed_by_the_next() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(tracer_folders(), Vec::<PathBuf>::new());
 }
+
+// --- perf maps (CPython 3.12+'s /tmp/perf-<pid>.map) ---------------------------
+
+/// The pids the planter covers in the job's own pid namespace (lotus is 1,
+/// its threads and the job's processes come next).
+const PLANTED_PIDS: std::ops::RangeInclusive<u32> = 2..=150;
+
+/// What `nobody` put at `/tmp/perf-<pid>.map`, by pid: a FIFO no one
+/// reads (the job would block in `open` for ever), a FIFO `nobody` reads
+/// (the job's map would be handed over), or a file of `nobody`'s that
+/// anyone may write (the job would append its map to it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Plant {
+    Fifo,
+    ReadFifo,
+    File,
+}
+
+fn plant_of(pid: u32) -> Plant {
+    [Plant::Fifo, Plant::ReadFifo, Plant::File][pid as usize % 3]
+}
+
+/// Removes the planted paths when dropped.
+struct Planted(Vec<PathBuf>);
+impl Drop for Planted {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Another user who puts a FIFO or a file of theirs at the perf map path
+/// of each process of a 3.12+ job (as one watching /proc for new pids
+/// would) neither blocks it, nor reads its map, nor receives it in their
+/// file: the tracer makes each map itself (`O_EXCL`) before turning the
+/// trampolines on, finds the path taken, leaves the trampolines off in that
+/// process and notes the path in its log; the job and lotus end. The job
+/// runs in a pid namespace of its own, so that its pids (and only its
+/// pids) are known in advance: the planted paths are those of small pids,
+/// which no process of the machine's own namespace that runs Python has.
+#[test]
+fn perf_maps_another_user_planted_neither_block_nor_receive_the_jobs_map() {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let test = "perf_maps_another_user_planted_neither_block_nor_receive_the_jobs_map";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip(test, "not root: cannot act as another user");
+    }
+    let Some(py) = common::python312(test) else {
+        return;
+    };
+    let probe = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        return skip(
+            test,
+            "unshare --pid --mount-proc fails here: no pid namespace of its own for the job",
+        );
+    }
+    let paths: Vec<PathBuf> = PLANTED_PIDS
+        .map(|pid| PathBuf::from(format!("/tmp/perf-{pid}.map")))
+        .collect();
+    if let Some(p) = paths.iter().find(|p| std::fs::symlink_metadata(p).is_ok()) {
+        return skip(test, &format!("{} is already there", p.display()));
+    }
+    let _planted = Planted(paths.clone());
+    let plant = format!(
+        "i={}; while [ $i -le {} ]; do p=/tmp/perf-$i.map; \
+         if [ $((i % 3)) = 2 ]; then (umask 0; set -C; : > $p) || exit 1; else mkfifo -m 666 $p || exit 1; fi; \
+         i=$((i + 1)); done",
+        PLANTED_PIDS.start(),
+        PLANTED_PIDS.end()
+    );
+    run_ok(
+        as_nobody(Command::new("sh").args(["-c", &plant])),
+        "nobody plants FIFOs and files",
+    );
+    // nobody's read ends, held while the job runs.
+    let mut readers: Vec<(u32, std::fs::File)> = PLANTED_PIDS
+        .filter(|&pid| plant_of(pid) == Plant::ReadFifo)
+        .map(|pid| {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(format!("/tmp/perf-{pid}.map"))
+                .expect("open the read end");
+            (pid, f)
+        })
+        .collect();
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("out");
+    let job = tmp.path().join("job.py");
+    std::fs::write(
+        &job,
+        "import os, sys, lotus_trace\n\
+def spin():\n    return sum(range(20000))\n\
+pids = [os.getpid()]\n\
+for _ in range(4):\n    p = os.fork()\n    if p == 0:\n        lotus_trace.wrap(spin, 'Spin')()\n        lotus_trace.flush()\n        os._exit(0)\n    pids.append(p)\n    os.waitpid(p, 0)\n\
+lotus_trace.wrap(spin, 'Spin')()\n\
+open(sys.argv[1], 'w').write(' '.join(map(str, pids)))\n",
+    )
+    .expect("job");
+    let pids_file = tmp.path().join("pids");
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(env!("CARGO_BIN_EXE_lotus"))
+        .args([
+            "trace",
+            "run",
+            "--sample",
+            "-F",
+            "200",
+            "--counters",
+            "none",
+            "-o",
+        ])
+        .arg(&out)
+        .arg("--")
+        .arg(&py)
+        .arg(&job)
+        .arg(&pids_file)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("LOTUS_TRACE_PARENT")
+        .env_remove("PYTHONPATH");
+    // A job blocked in open() for ever: ended after 10 minutes (a busy
+    // machine runs this job in seconds), and the test fails.
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("unshare lotus");
+    let out_put = common::faults::wait_bounded(
+        child,
+        std::time::Duration::from_secs(600),
+        &job.to_string_lossy(),
+    );
+    assert!(
+        out_put.status.success(),
+        "lotus trace run: {}\n{}",
+        out_put.status,
+        String::from_utf8_lossy(&out_put.stderr)
+    );
+    let pids: Vec<u32> = std::fs::read_to_string(&pids_file)
+        .expect("the job's pids")
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .collect();
+    assert_eq!(pids.len(), 5, "{pids:?}");
+    let kinds: Vec<Plant> = pids.iter().map(|&p| plant_of(p)).collect();
+    assert!(
+        pids.iter().all(|p| PLANTED_PIDS.contains(p)),
+        "the job's pids {pids:?} are not all planted ones"
+    );
+    for kind in [Plant::Fifo, Plant::ReadFifo, Plant::File] {
+        assert!(
+            kinds.contains(&kind),
+            "no process of the job met a {kind:?}: {pids:?}"
+        );
+    }
+    // Nothing handed over: the FIFOs nobody read got nothing, the files
+    // stay empty and nobody's.
+    for (pid, f) in &mut readers {
+        let mut got = Vec::new();
+        let _ = f.read_to_end(&mut got);
+        assert!(
+            got.is_empty(),
+            "nobody read {} bytes of pid {pid}'s map",
+            got.len()
+        );
+    }
+    for pid in PLANTED_PIDS.filter(|&p| plant_of(p) == Plant::File) {
+        let meta = std::fs::symlink_metadata(format!("/tmp/perf-{pid}.map")).expect("planted file");
+        assert_eq!((meta.len(), meta.uid()), (0, NOBODY), "/tmp/perf-{pid}.map");
+    }
+    // Each process says why it has no Python frames, naming the path.
+    let logs = common::trace_logs::read_logs(&out);
+    for pid in &pids {
+        let log = logs
+            .iter()
+            .find(|l| l.pid == *pid)
+            .unwrap_or_else(|| panic!("no log of pid {pid}"));
+        let path = format!("/tmp/perf-{pid}.map is already there");
+        assert!(
+            log.comments
+                .iter()
+                .any(|c| c.contains(&path) && c.contains("owned by uid 65534")),
+            "pid {pid}: {:?}",
+            log.comments
+        );
+    }
+}

@@ -306,7 +306,7 @@ fn dwarf_stacks_unwind_code_without_frame_pointers() {
 }
 
 /// Removes the perf maps (`/tmp/perf-<pid>.map`) the traced processes of
-/// the trace folder `.0` left (CPython does not remove them), when
+/// the trace folder `.0` left, should lotus not have removed them (a failed run), when
 /// dropped: only those that name the job's script `.1`, so that a map of
 /// another test's process that got one of these pids since (pids wrap
 /// around quickly on a busy machine) is left alone.

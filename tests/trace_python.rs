@@ -536,23 +536,56 @@ fn a_bad_prefix_or_program_is_an_error() {
 /// child (a new interpreter, as a spawned DataLoader worker is: it runs
 /// the start-up hook) and forks one (each calls `spin`), and prints the
 /// three pids. No multiprocessing: its resource tracker, a fourth
-/// process, would leave a perf map of its own.
+/// process, would leave a perf map of its own. Each process appends what
+/// it sees of its own perf map, before it ends, to `seen.txt` in the
+/// working folder ([`FRAMES_SEEN`]): lotus removes the maps after the run.
 const FRAMES_JOB: &str = "\
 import os, subprocess, sys, lotus_trace
+from frames_seen import seen
 def spin():
     return sum(range(1000))
 lotus_trace.wrap(spin, 'Spin')()
-child = 'import os, lotus_trace\\ndef spin():\\n    return sum(range(1000))\\nlotus_trace.wrap(spin, \"Spin\")()\\nprint(os.getpid())'
+child = 'import os, lotus_trace\\nfrom frames_seen import seen\\ndef spin():\\n    return sum(range(1000))\\nlotus_trace.wrap(spin, \"Spin\")()\\nseen()\\nprint(os.getpid())'
 started = int(subprocess.run([sys.executable, '-c', child], check=True, capture_output=True, timeout=120).stdout)
 forked = os.fork()
 if forked == 0:
     lotus_trace.wrap(spin, 'Spin')()
+    seen()
     lotus_trace.flush()
     os._exit(0)
 _, status = os.waitpid(forked, 0)
 assert status == 0, status
+seen()
 print(os.getpid(), started, forked)
 ";
+
+/// `seen()`: appends `<pid> <uid> <mode> <links> <regular> <spin named>`
+/// of this process's perf map to `seen.txt`, or `<pid> none`.
+const FRAMES_SEEN: &str = "\
+import os, stat
+def seen():
+    path = f'/tmp/perf-{os.getpid()}.map'
+    try:
+        st = os.lstat(path)
+        named = ' py::spin:' in open(path).read() if stat.S_ISREG(st.st_mode) else False
+        line = f'{os.getpid()} {st.st_uid} {stat.S_IMODE(st.st_mode):o} {st.st_nlink} {int(stat.S_ISREG(st.st_mode))} {int(named)}'
+    except FileNotFoundError:
+        line = f'{os.getpid()} none'
+    with open('seen.txt', 'a') as f:
+        f.write(line + '\\n')
+";
+
+/// What each process of [`FRAMES_JOB`] saw of its own perf map, by pid.
+fn frames_seen(dir: &Path) -> BTreeMap<u32, String> {
+    std::fs::read_to_string(dir.join("seen.txt"))
+        .expect("seen.txt")
+        .lines()
+        .map(|l| {
+            let (pid, rest) = l.split_once(' ').expect("pid and what");
+            (pid.parse().expect("pid"), rest.to_string())
+        })
+        .collect()
+}
 
 /// Runs [`FRAMES_JOB`] under `lotus trace run` with `py`, sampled with
 /// `--stacks STACKS` where `stacks` is given, else not sampled: the trace
@@ -562,6 +595,7 @@ fn run_frames_job(py: &Path, stacks: Option<&str>) -> (tempfile::TempDir, [u32; 
     let tmp = tempfile::tempdir().expect("tmp");
     let job = tmp.path().join("job.py");
     std::fs::write(&job, FRAMES_JOB).expect("job");
+    std::fs::write(tmp.path().join("frames_seen.py"), FRAMES_SEEN).expect("job's helper");
     let out_dir = tmp.path().join("out");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
     cmd.args(["trace", "run"]);
@@ -612,7 +646,6 @@ impl Drop for PerfMaps {
 /// the job's user, naming the functions it ran; without it, none.
 #[test]
 fn python_frames_turn_the_perf_trampolines_on_in_every_process() {
-    use std::os::unix::fs::MetadataExt;
     let Some(py) = common::python312("python_frames_turn_the_perf_trampolines_on_in_every_process")
     else {
         return;
@@ -621,16 +654,22 @@ fn python_frames_turn_the_perf_trampolines_on_in_every_process() {
     let _maps = PerfMaps(pids);
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
+    let seen = frames_seen(tmp.path());
     for (pid, what) in pids.iter().zip(["main", "started", "forked"]) {
+        // While the process ran: a regular file of the job's user, 0600,
+        // one link, naming `spin` (the tracer made it before CPython
+        // opened it).
+        let want = format!("{me} 600 1 1 1");
+        assert_eq!(
+            seen.get(pid),
+            Some(&want),
+            "{what} process {pid}: its perf map as it saw it (uid mode links regular named)"
+        );
+        // After the run: removed by lotus.
         let path = PerfMaps::path(*pid);
-        let meta = std::fs::symlink_metadata(&path)
-            .unwrap_or_else(|e| panic!("{what} process: {}: {e}", path.display()));
-        assert!(meta.file_type().is_file(), "{}", path.display());
-        assert_eq!(meta.uid(), me, "{} owned by the job's user", path.display());
-        let text = std::fs::read_to_string(&path).expect("read map");
         assert!(
-            text.lines().any(|l| l.contains(" py::spin:")),
-            "{what} process: no py::spin in {}",
+            std::fs::symlink_metadata(&path).is_err(),
+            "{what} process: {} left in /tmp after the run",
             path.display()
         );
     }
@@ -744,4 +783,70 @@ print(os.getpid())\n";
     );
     assert!(logs[0].comments.contains(&want), "{:?}", logs[0].comments);
     assert_eq!(logs[0].events.len(), 1, "the op still traced");
+}
+
+/// A job that recurses 900 Python calls deep (under the default limit of
+/// 1000) runs under `trace run --sample`'s defaults as it runs alone, on
+/// every Python 3.12+ here: in its main thread, in a thread it starts and
+/// in a forked child, with the perf trampolines on (CPython 3.12 counts
+/// each call through a trampoline twice against its C recursion limit of
+/// 1500, and failed at 748 calls), and after raising its own limit, 1900
+/// deep.
+#[test]
+fn a_deep_recursion_runs_under_the_default_sampling_as_it_runs_alone() {
+    let test = "a_deep_recursion_runs_under_the_default_sampling_as_it_runs_alone";
+    let job = "\
+import os, sys, threading
+try:
+    from lotus_trace import wrap
+except ImportError:  # alone
+    def wrap(f, name):
+        return f
+def deep(n):
+    return 0 if n == 0 else 1 + deep(n - 1)
+assert sys.is_stack_trampoline_active() == (os.environ.get('EXPECT_ON') == '1'), 'trampolines'
+wrap(deep, 'Deep')(900)
+done = []
+t = threading.Thread(target=lambda: done.append(deep(900)))
+t.start(); t.join()
+assert done == [900], done
+child = os.fork()
+if child == 0:
+    deep(900)
+    os._exit(0)
+assert os.waitpid(child, 0)[1] == 0, 'the forked child failed'
+sys.setrecursionlimit(2000)
+assert deep(1900) == 1900
+print('deep ok')
+";
+    for py in common::pythons_312_and_later(test) {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let script = tmp.path().join("deep.py");
+        std::fs::write(&script, job).expect("job");
+        // Alone first: the job is sound.
+        let alone = Command::new(&py)
+            .arg(&script)
+            .env("EXPECT_ON", "0")
+            .output()
+            .expect("python");
+        assert_ok(&alone, "the job alone");
+        let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
+            .args(["trace", "run", "--sample", "--counters", "none", "-o"])
+            .arg(tmp.path().join("out"))
+            .arg("--")
+            .arg(&py)
+            .arg(&script)
+            .env("EXPECT_ON", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env_remove("LOTUS_TRACE_DIR")
+            .env_remove("LOTUS_TRACE_PARENT")
+            .env_remove("PYTHONPATH")
+            .output()
+            .expect("lotus");
+        assert_ok(
+            &out,
+            &format!("{}: the job under trace run --sample", py.display()),
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("deep ok"));
+    }
 }

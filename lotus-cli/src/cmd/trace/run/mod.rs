@@ -34,6 +34,7 @@
 
 mod limits;
 mod logs;
+mod perf_maps;
 mod reports;
 mod tracer;
 
@@ -61,8 +62,10 @@ pub const ENV_TRACE_TORCH: &str = "LOTUS_TRACE_TORCH";
 /// `1` asks the tracer for Python frames in the samples' stacks: on
 /// Python 3.12 and later it turns on CPython's perf trampolines
 /// (`sys.activate_stack_trampoline("perf")`), whose map files
-/// (`/tmp/perf-<pid>.map`) name them; set with `--sample --stacks dwarf`
-/// (the unwinding that reaches them through CPython's code).
+/// (`/tmp/perf-<pid>.map`, created by the tracer itself before CPython may
+/// open them, and removed by lotus after the run: `perf_maps`) name them;
+/// set with `--sample --stacks dwarf` (the unwinding that reaches them
+/// through CPython's code).
 pub const ENV_PY_FRAMES: &str = "LOTUS_PY_FRAMES";
 /// The variable naming this run's id (each log's header carries it).
 pub const ENV_TRACE_RUN: &str = "LOTUS_TRACE_RUN";
@@ -261,6 +264,10 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     )?;
 
     let status = run_job(&args, &mut cmd, &out, &program_path, reports.as_mut())?;
+    // The samples are named: the perf maps the tracer made can go.
+    for left in perf_maps::remove_made_maps(&status_dir).left {
+        crate::usage::say!("lotus: warning: a perf map of the job stays in /tmp: {left}");
+    }
 
     let (new, itt_logs) = this_runs_logs(&args, &out, &before, &run_id);
     // Not beside the original format's logs: the study's scripts read
