@@ -880,3 +880,66 @@ fn a_job_started_as_another_user_reports_its_lost_trace() {
     assert!(err.contains("setpriv"), "{err}");
     assert!(!err.contains("was the program Python"), "{err}");
 }
+
+/// A job that ignores SIGTERM, SIGINT and SIGHUP does not keep lotus
+/// waiting for ever: the first two termination signals sent to lotus are
+/// passed on (and ignored by the job), the third kills the job (SIGKILL),
+/// saying so, and lotus ends; sampled or not.
+#[test]
+fn a_third_termination_signal_kills_a_job_that_ignores_them() {
+    let code = "\
+import signal, sys, time
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+open(sys.argv[1], 'w').close()
+while True:
+    time.sleep(0.05)
+";
+    for sample in [false, true] {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let started = tmp.path().join("started");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotus"));
+        cmd.args(["trace", "run"]);
+        if sample {
+            cmd.args(["--sample", "-F", "100", "--counters", "none"]);
+        }
+        cmd.arg("--out")
+            .arg(tmp.path().join("out"))
+            .arg("--")
+            .arg(python())
+            .args(["-c", code])
+            .arg(&started)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env_remove("LOTUS_TRACE_DIR")
+            .env_remove("PYTHONPATH");
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("lotus");
+        wait_for(&started, &mut child);
+        for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: kill(2) of our own child.
+            unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let status = wait_bounded(
+            &mut child,
+            Duration::from_secs(120),
+            "lotus after three signals",
+        );
+        assert!(!status.success(), "sample={sample}: {status}");
+        let mut err = String::new();
+        use std::io::Read;
+        child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut err)
+            .expect("read stderr");
+        assert!(
+            err.contains("3 termination signals received") && err.contains("SIGKILL"),
+            "sample={sample}: {err}"
+        );
+    }
+}

@@ -6,7 +6,7 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -19,6 +19,17 @@ const POLL: Duration = Duration::from_millis(20);
 /// passed on to the job (0: none).
 static FORWARD: AtomicI32 = AtomicI32::new(0);
 
+/// How many termination signals lotus received (a terminal's Ctrl-C
+/// included).
+static RECEIVED: AtomicU32 = AtomicU32::new(0);
+
+/// The termination signal after which a job that is still running is
+/// killed ([`insisted`]).
+pub(crate) const KILL_AFTER_SIGNALS: u32 = 3;
+
+/// Whether the job was already killed for [`insisted`].
+static KILLED: AtomicBool = AtomicBool::new(false);
+
 /// `si_code` of a signal the kernel sent (a terminal's Ctrl-C), as opposed
 /// to one a process sent with kill(2) (`SI_USER`, 0, and below).
 const SI_KERNEL: libc::c_int = 0x80;
@@ -28,6 +39,7 @@ extern "C" fn remember_signal(
     info: *mut libc::siginfo_t,
     _context: *mut libc::c_void,
 ) {
+    RECEIVED.fetch_add(1, Ordering::SeqCst);
     if signal == libc::SIGINT {
         crate::sampled_trace::INTERRUPTED.store(true, Ordering::SeqCst);
         // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO
@@ -53,7 +65,8 @@ extern "C" fn remember_signal(
 /// passed on again; a sampled job has a group of its own and gets every
 /// SIGINT through [`crate::sampled_trace::INTERRUPTED`]. Hand-written
 /// rather than `ctrlc`'s: the handler needs `si_code` to tell a terminal's
-/// Ctrl-C from a kill(2).
+/// Ctrl-C from a kill(2). The third such signal (Ctrl-C included) kills
+/// a job that is still running ([`insisted`]).
 pub(crate) fn forward_termination_signals() {
     for signal in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
         // SAFETY: a zeroed sigaction with a handler that only reads its
@@ -77,6 +90,20 @@ pub(crate) fn signal_to_forward() -> Option<libc::c_int> {
         0 => None,
         signal => Some(signal),
     }
+}
+
+/// Whether lotus has received [`KILL_AFTER_SIGNALS`] termination signals
+/// and the job must now be killed (SIGKILL), once: a job that catches or
+/// ignores SIGTERM and SIGINT, or is blocked where no signal reaches it,
+/// would otherwise keep lotus waiting for ever. Says so on stderr.
+pub(crate) fn insisted() -> bool {
+    if RECEIVED.load(Ordering::SeqCst) < KILL_AFTER_SIGNALS || KILLED.swap(true, Ordering::SeqCst) {
+        return false;
+    }
+    crate::usage::say!(
+        "lotus: {KILL_AFTER_SIGNALS} termination signals received and the program still runs: killing it (SIGKILL); what its processes had not written of their trace is lost"
+    );
+    true
 }
 
 /// Runs `cmd` (in lotus's process group) to its end, passing SIGTERM and
@@ -111,6 +138,10 @@ pub(crate) fn run_plain(cmd: &mut Command, program: &Path) -> Result<std::proces
         if let Some(signal) = signal_to_forward() {
             // SAFETY: kill(2) of our own unreaped child.
             unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        }
+        if insisted() {
+            // The rest of the job is ended as processes it left.
+            let _ = child.kill();
         }
         std::thread::sleep(POLL);
     }

@@ -382,6 +382,10 @@ pub fn run(
             // SAFETY: kill with a process group id and a signal number.
             unsafe { libc::kill(-(collection.pid() as libc::pid_t), signal) };
         }
+        if crate::job::insisted() {
+            // SAFETY: kill with a process group id and a signal number.
+            unsafe { libc::kill(-(collection.pid() as libc::pid_t), libc::SIGKILL) };
+        }
         std::thread::sleep(POLL);
     };
     // The per-window counters mean nothing in a trace that is one window
