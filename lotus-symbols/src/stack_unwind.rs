@@ -145,6 +145,40 @@ impl SpaceUnwinder {
         self.known.remove(&start);
     }
 
+    /// The starts of the mappings added that overlap `[start, end)`.
+    fn overlapping(&self, start: u64, end: u64) -> Vec<u64> {
+        let before = self
+            .known
+            .range(..start)
+            .next_back()
+            .filter(|(_, &e)| e > start)
+            .map(|(&s, _)| s);
+        before
+            .into_iter()
+            .chain(self.known.range(start..end).map(|(&s, _)| s))
+            .collect()
+    }
+
+    /// Whether a mapping added overlaps `[start, end)`.
+    pub fn overlaps(&self, start: u64, end: u64) -> bool {
+        !self.overlapping(start, end).is_empty()
+    }
+
+    /// Removes every mapping added that overlaps `[start, end)`, and
+    /// returns the range they and `[start, end)` cover together (what a
+    /// caller adds again from the process's mappings as they are now).
+    pub fn remove_overlapping(&mut self, start: u64, end: u64) -> (u64, u64) {
+        let (mut lo, mut hi) = (start, end);
+        for s in self.overlapping(start, end) {
+            if let Some(e) = self.known.get(&s).copied() {
+                lo = lo.min(s);
+                hi = hi.max(e);
+            }
+            self.remove_mapping(s);
+        }
+        (lo, hi)
+    }
+
     /// Whether `address` is in code added with its tables.
     fn is_known(&self, address: u64) -> bool {
         self.known

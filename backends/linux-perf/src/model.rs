@@ -63,22 +63,54 @@ pub(crate) struct Mapping {
     pub end: u64,
     pub pgoff: u64,
     pub module: ModuleId,
+    /// When it was mapped: the how-manieth mapping of its address space
+    /// (the oldest are forgotten first, see [`AddressSpace::insert`]).
+    pub seq: u64,
+}
+
+/// The most mappings a process can have at once (the kernel's
+/// `vm.max_map_count`, 65,530 by default), read once.
+fn max_live_mappings() -> usize {
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|t| t.trim().parse::<usize>().ok())
+            .unwrap_or(65_530)
+            .clamp(1 << 10, 1 << 22)
+    })
 }
 
 /// One process's executable mappings, by start address. Shared (an
-/// [`Arc`]) with the samples whose user stacks are unwound on the writer
-/// thread, which see the mappings as they were at their sample: a change
-/// copies the space only while such a sample still holds it.
+/// [`Arc`]) between a process and its forked children until one of them
+/// maps something. Samples carry no copy: the sample writer replays the
+/// changes into mappings of its own (see [`crate::stream::Change`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AddressSpace {
     maps: BTreeMap<u64, Mapping>,
+    /// Mappings inserted so far.
+    inserted: u64,
 }
 
 impl AddressSpace {
-    fn insert(&mut self, start: u64, m: Mapping) {
+    /// Maps `m` at `start`, over whatever it overlaps; returns how many
+    /// mappings were forgotten to make room.
+    ///
+    /// perf records no unmapping: a process that maps and unmaps at ever
+    /// new addresses would grow its address space here without end. It
+    /// cannot have more than [`max_live_mappings`] at once, so past that
+    /// the oldest eighth are forgotten (a sample in one of them, if it is
+    /// still mapped, stays unnamed).
+    pub(crate) fn insert(&mut self, start: u64, m: Mapping) -> u64 {
+        self.insert_within(start, m, max_live_mappings())
+    }
+
+    fn insert_within(&mut self, start: u64, mut m: Mapping, max: usize) -> u64 {
         if m.end <= start {
-            return;
+            return 0;
         }
+        m.seq = self.inserted;
+        self.inserted += 1;
         let mut overlapping: Vec<u64> = Vec::new();
         if let Some((&s, old)) = self.maps.range(..start).next_back() {
             if old.end > start {
@@ -99,6 +131,15 @@ impl AddressSpace {
             }
         }
         self.maps.insert(start, m);
+        if self.maps.len() <= max {
+            return 0;
+        }
+        let forget = self.maps.len() - max + max / 8;
+        let mut seqs: Vec<u64> = self.maps.values().map(|m| m.seq).collect();
+        let (_, &mut cut, _) = seqs.select_nth_unstable(forget - 1);
+        let before = self.maps.len();
+        self.maps.retain(|_, m| m.seq > cut);
+        (before - self.maps.len()) as u64
     }
 
     fn find(&self, ip: u64) -> Option<(ModuleId, u64)> {
@@ -106,9 +147,18 @@ impl AddressSpace {
         (ip < m.end).then(|| (m.module, ip - start + m.pgoff))
     }
 
-    /// The mappings, by start address.
-    pub(crate) fn mappings(&self) -> &BTreeMap<u64, Mapping> {
-        &self.maps
+    /// The mappings that overlap `[start, end)`, by start address.
+    pub(crate) fn overlapping(&self, start: u64, end: u64) -> Vec<(u64, Mapping)> {
+        let before = self
+            .maps
+            .range(..start)
+            .next_back()
+            .filter(|(_, m)| m.end > start);
+        before
+            .into_iter()
+            .chain(self.maps.range(start..end))
+            .map(|(&s, &m)| (s, m))
+            .collect()
     }
 
     /// Where `ip`, a user address, falls in these mappings, the offset
@@ -148,6 +198,9 @@ pub(crate) struct Model {
     pub windows: Vec<WindowCounts>,
     /// Samples (and lost samples) stamped outside every window: dropped.
     pub outside: WindowCounts,
+    /// Mappings forgotten because a process had more than the kernel lets
+    /// it have at once (see [`AddressSpace::insert`]).
+    pub forgotten: u64,
 }
 
 /// A record with its module already interned: what the drain thread queues
@@ -365,16 +418,9 @@ impl Model {
                 pgoff,
                 module,
             } => {
-                let end = start.saturating_add(len);
-                // The kernel reports the vDSO's page offset like anonymous
-                // memory's (its address); the image starts at the mapping.
-                let is_vdso = self
-                    .modules
-                    .get(module as usize)
-                    .is_some_and(|m| m.name == VDSO);
-                let pgoff = if is_vdso { 0 } else { pgoff };
-                let m = Mapping { end, pgoff, module };
-                Arc::make_mut(self.spaces.entry(pid).or_default()).insert(start, m);
+                let m = self.mapping(start, len, pgoff, module);
+                self.forgotten +=
+                    Arc::make_mut(self.spaces.entry(pid).or_default()).insert(start, m);
             }
             Event::Fork { pid, ppid } => {
                 if pid != ppid {
@@ -408,9 +454,23 @@ impl Model {
         }
     }
 
-    /// `pid`'s mappings as they stand now, shared.
-    pub(crate) fn space(&self, pid: u32) -> Arc<AddressSpace> {
-        self.spaces.get(&pid).cloned().unwrap_or_default()
+    /// The mapping an mmap record of `len` bytes at `start` from file
+    /// offset `pgoff` of `module` makes.
+    pub(crate) fn mapping(&self, start: u64, len: u64, pgoff: u64, module: ModuleId) -> Mapping {
+        let end = start.saturating_add(len);
+        // The kernel reports the vDSO's page offset like anonymous
+        // memory's (its address); the image starts at the mapping.
+        let is_vdso = self
+            .modules
+            .get(module as usize)
+            .is_some_and(|m| m.name == VDSO);
+        let pgoff = if is_vdso { 0 } else { pgoff };
+        Mapping {
+            end,
+            pgoff,
+            module,
+            seq: 0,
+        }
     }
 
     fn keeps_offsets(&self, module: ModuleId) -> bool {
@@ -516,6 +576,36 @@ mod tests {
         assert_eq!(space.find(0x3800), Some((a, 0x12800)));
         assert_eq!(space.find(0x4000), None);
         assert_eq!(space.find(0x0fff), None);
+    }
+
+    /// perf records no unmapping: a process that maps at ever new
+    /// addresses is kept to the most mappings it can hold at once, the
+    /// newest, and the rest are counted as forgotten.
+    #[test]
+    fn an_address_space_keeps_no_more_mappings_than_can_be_live() {
+        let mut space = AddressSpace::default();
+        let m = |end| Mapping {
+            end,
+            pgoff: 0,
+            module: 1,
+            seq: 0,
+        };
+        let mut forgotten = 0;
+        for i in 0..100u64 {
+            let start = 0x1000 * (i + 1);
+            forgotten += space.insert_within(start, m(start + 0x800), 16);
+            assert!(space.maps.len() <= 16, "{} mappings", space.maps.len());
+        }
+        assert_eq!(forgotten, 100 - space.maps.len() as u64);
+        // The newest are kept.
+        assert!(space.find(0x1000 * 100).is_some());
+        assert!(space.find(0x1000).is_none());
+        // Replacing at one address forgets nothing.
+        let mut space = AddressSpace::default();
+        for _ in 0..100 {
+            assert_eq!(space.insert_within(0x1000, m(0x2000), 16), 0);
+        }
+        assert_eq!(space.maps.len(), 1);
     }
 
     #[test]
