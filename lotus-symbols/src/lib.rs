@@ -36,7 +36,13 @@ mod perf_map;
 mod plt;
 mod resolve;
 mod stack_unwind;
+#[cfg(test)]
+mod test_alloc;
 mod unwind;
+
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: test_alloc::Counting = test_alloc::Counting;
 
 pub use elf_symbols::{
     module_symbols, open_regular, open_trusted, pin_mapped, with_descriptors, FileId, Found,
@@ -45,7 +51,7 @@ pub use elf_symbols::{
 pub use jit_names::{JitNames, PERF_MAP_MODULE};
 pub use kallsyms::{addresses_visible, KernelSymbol, KernelSymbols, KALLSYMS_PATH};
 pub use module::{Module, VDSO};
-pub use perf_map::{perf_map_path, python_frame, PerfMap};
+pub use perf_map::{perf_map_path, python_frame, PerfMap, PerfMapBudget};
 pub use resolve::{
     percent, resolve_file, resolve_kernel, resolve_kernel_from, resolve_vdso, samples,
     unopenable_reason, How, KernelNames, Resolved, SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE,
