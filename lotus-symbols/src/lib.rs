@@ -58,6 +58,7 @@ pub use resolve::{
     UNKNOWN_FUNCTION,
 };
 pub use stack_unwind::{SpaceUnwinder, UnwindSections, UserStack, WalkEnd};
+pub use unwind::TableBytes;
 
 /// The crate README's examples, run as doctests so the README stays true.
 #[cfg(doctest)]
