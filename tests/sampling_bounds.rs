@@ -46,6 +46,8 @@ fn traced_peak_kib(dir: &Path, held: u32) -> (i64, String) {
     let out = dir.join(format!("out{held}"));
     let err = dir.join(format!("err{held}"));
     let held = held.to_string();
+    // Waited for with wait4 below, for its rusage.
+    #[allow(clippy::zombie_processes)]
     let child = Command::new(env!("CARGO_BIN_EXE_lotus"))
         .args(["trace", "run", "--sample", "--counters", "none", "-o"])
         .arg(&out)

@@ -39,6 +39,7 @@ mod stack_unwind;
 #[cfg(test)]
 mod test_alloc;
 mod unwind;
+mod unwinders;
 
 #[cfg(test)]
 #[global_allocator]
@@ -59,6 +60,7 @@ pub use resolve::{
 };
 pub use stack_unwind::{SpaceUnwinder, UnwindSections, UserStack, WalkEnd};
 pub use unwind::TableBytes;
+pub use unwinders::{CodeMapping, Unwinders};
 
 /// The crate README's examples, run as doctests so the README stays true.
 #[cfg(doctest)]

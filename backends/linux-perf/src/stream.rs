@@ -18,10 +18,10 @@
 //! dozen rounds made the drain thread wait, and the kernel drop samples,
 //! on every torch job.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_ST
 use crate::model::{AddressSpace, Location, Mapping, ModuleId};
 use crate::symbolize::LocationNamer;
 use lotus_samples::{FoldKey, SharedFolds};
-use lotus_symbols::{Module, ModuleSymbols, SpaceUnwinder, UserStack};
+use lotus_symbols::{CodeMapping, Module, UserStack};
 
 /// Samples queued between the drain thread and the writer, at most: about
 /// 40 MiB, two minutes of a busy two-CPU job at 4 kHz. The frames of a
@@ -376,49 +376,19 @@ fn write(
 }
 
 /// The processes' mappings as the writer replays them ([`Change`]), and
-/// the unwinders of the processes that sampled lately, each kept in step
-/// with its process's mappings: a change marks the range it touched, and
-/// the unwinder takes in the marked ranges at its next walk (framehop's
-/// rule cache is per unwinder, and counts its changes in 16 bits:
-/// rebuilding one per change would wrap it).
+/// their unwinders ([`lotus_symbols::Unwinders`]), told of each change.
 #[derive(Default)]
 struct Unwinders {
     /// Each process's mappings (shared with a forked child until one of
     /// them changes).
     spaces: HashMap<u32, Arc<AddressSpace>>,
-    by_pid: HashMap<u32, PidUnwinder>,
-    /// Each module's symbol tables (whose unwind tables the unwinder
-    /// reads), not kept alive here: `lotus_symbols` keeps them while they
-    /// are used (its cache has a byte budget), and the unwinders keep the
-    /// unwind tables of the files they have mapped.
-    symbols: HashMap<ModuleId, Weak<ModuleSymbols>>,
-    /// Modules whose tables could not be read.
-    unreadable: HashSet<ModuleId>,
-    /// Walks made so far: the age of each unwinder's last use.
-    walks: u64,
+    unwinders: lotus_symbols::Unwinders,
     /// The address list of the walk in progress.
     addresses: Vec<u64>,
 }
 
-struct PidUnwinder {
-    unwinder: SpaceUnwinder,
-    last_used: u64,
-    /// Address ranges whose mappings changed since the unwinder last took
-    /// them in.
-    dirty: Vec<(u64, u64)>,
-}
-
 /// The kernel's name for anonymous memory in a mapping record.
 const ANON: &str = "//anon";
-
-/// The most processes whose unwinders are kept; past it, the least
-/// recently used is dropped (and built again if its process samples
-/// again).
-const MAX_UNWINDERS: usize = 512;
-
-/// The most changed ranges an unwinder waits with; past it, it is built
-/// again at its next walk.
-const MAX_DIRTY: usize = 256;
 
 impl Unwinders {
     /// Replays a change of the mappings.
@@ -429,74 +399,22 @@ impl Unwinders {
                 start,
                 mapping,
             } => {
-                // Forgotten mappings are counted by the drain thread's model,
-                // which replays the same changes.
+                // Forgotten mappings are counted by the drain thread's
+                // model, which replays the same changes.
                 let _ = Arc::make_mut(self.spaces.entry(pid).or_default()).insert(start, mapping);
-                if let Some(u) = self.by_pid.get_mut(&pid) {
-                    let range = (start, mapping.end);
-                    if u.dirty.last() != Some(&range) {
-                        u.dirty.push(range);
-                    }
-                    if u.dirty.len() > MAX_DIRTY {
-                        self.by_pid.remove(&pid);
-                    }
-                }
+                self.unwinders.changed(pid, start, mapping.end);
             }
             Change::Fork { pid, ppid } => {
                 namer.forked(pid, ppid);
                 if pid != ppid {
                     let space = self.spaces.get(&ppid).cloned().unwrap_or_default();
                     self.spaces.insert(pid, space);
-                    self.by_pid.remove(&pid);
+                    self.unwinders.forget(pid);
                 }
             }
             Change::Exec { pid } => {
                 self.spaces.insert(pid, Arc::default());
-                self.by_pid.remove(&pid);
-            }
-        }
-    }
-
-    /// The symbol tables of `module` (where its tables can be read).
-    fn symbols_of(&mut self, modules: &[Module], module: ModuleId) -> Option<Arc<ModuleSymbols>> {
-        if self.unreadable.contains(&module) {
-            return None;
-        }
-        if let Some(s) = self.symbols.get(&module).and_then(Weak::upgrade) {
-            return Some(s);
-        }
-        let m = modules.get(module as usize).filter(|m| m.is_file)?;
-        match lotus_symbols::module_symbols(m) {
-            Ok(s) => {
-                self.symbols.insert(module, Arc::downgrade(&s));
-                Some(s)
-            }
-            Err(_) => {
-                self.unreadable.insert(module);
-                None
-            }
-        }
-    }
-
-    /// Adds to `unwinder` the mappings of `space` that overlap
-    /// `[start, end)` and none of the unwinder's.
-    fn add_in(
-        &mut self,
-        unwinder: &mut SpaceUnwinder,
-        space: &AddressSpace,
-        modules: &[Module],
-        start: u64,
-        end: u64,
-    ) {
-        for (s, m) in space.overlapping(start, end) {
-            if unwinder.overlaps(s, m.end) {
-                continue;
-            }
-            let Some(symbols) = self.symbols_of(modules, m.module) else {
-                continue;
-            };
-            if let Some(module) = modules.get(m.module as usize) {
-                unwinder.add_mapping(&module.name, &symbols, s, m.end, m.pgoff);
+                self.unwinders.forget(pid);
             }
         }
     }
@@ -515,31 +433,7 @@ impl Unwinders {
         if max == 0 {
             return;
         }
-        self.walks += 1;
-        if !self.by_pid.contains_key(&pid) && self.by_pid.len() >= MAX_UNWINDERS {
-            if let Some(oldest) = self
-                .by_pid
-                .iter()
-                .min_by_key(|(_, u)| u.last_used)
-                .map(|(&p, _)| p)
-            {
-                self.by_pid.remove(&oldest);
-            }
-        }
         let space = self.spaces.get(&pid).cloned().unwrap_or_default();
-        let mut entry = match self.by_pid.remove(&pid) {
-            Some(entry) => entry,
-            None => PidUnwinder {
-                unwinder: SpaceUnwinder::new(),
-                last_used: 0,
-                dirty: vec![(0, u64::MAX)],
-            },
-        };
-        entry.last_used = self.walks;
-        for (start, end) in std::mem::take(&mut entry.dirty) {
-            let (lo, hi) = entry.unwinder.remove_overlapping(start, end);
-            self.add_in(&mut entry.unwinder, &space, modules, lo, hi);
-        }
         let stack = UserStack {
             ip: user.ip,
             sp: user.sp,
@@ -547,8 +441,17 @@ impl Unwinders {
             stack: &user.stack,
         };
         self.addresses.clear();
-        entry.unwinder.unwind(&stack, max, &mut self.addresses);
-        self.by_pid.insert(pid, entry);
+        let mappings = |lo, hi| {
+            let code = space.overlapping(lo, hi).into_iter();
+            code.map(|(start, m)| CodeMapping {
+                start,
+                end: m.end,
+                pgoff: m.pgoff,
+                module: m.module,
+            })
+            .collect()
+        };
+        (self.unwinders).unwind(modules, pid, &stack, max, &mut self.addresses, mappings);
         let keeps = |m: ModuleId| modules.get(m as usize).is_some_and(Module::keeps_offsets);
         // Code outside every file (a JIT's, CPython's trampolines) keeps
         // its address, for the process's perf map to name.
