@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 mod code_scan;
+mod code_space;
 mod debug_link;
 mod elf_symbols;
 mod jit_names;
@@ -45,6 +46,7 @@ mod unwinders;
 #[global_allocator]
 static ALLOCATOR: test_alloc::Counting = test_alloc::Counting;
 
+pub use code_space::CodeSpace;
 pub use elf_symbols::{
     module_symbols, open_regular, open_trusted, pin_mapped, with_descriptors, FileId, Found,
     ModuleSymbols, Pinned,

@@ -494,11 +494,7 @@ fn run(
                 } if ends.user_stacks => {
                     if let Some(stream) = stream.as_mut() {
                         let mapping = model.mapping(start, len, pgoff, module);
-                        stream.change(Change::Map {
-                            pid,
-                            start,
-                            mapping,
-                        });
+                        stream.change(Change::Map { pid, mapping });
                     }
                 }
                 _ => {}

@@ -7,13 +7,13 @@
 //! other. A fork copies the parent's mappings, an exec drops them, a new
 //! mapping replaces whatever it overlaps (as `perf report` does).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use lotus_samples::CounterValues;
 
 use crate::records::Record;
-use lotus_symbols::{FileId, Module, VDSO};
+use lotus_symbols::{CodeMapping, FileId, Module, VDSO};
 
 /// How many mappings of one module [`Module::mapped_at`] keeps.
 const MAX_MAPPED_AT: usize = 8;
@@ -56,121 +56,26 @@ pub(crate) fn is_kernel_address(ip: u64) -> bool {
     cfg!(target_pointer_width = "64") && ip >> 63 == 1
 }
 
-/// One executable mapping of a process: `[start, end)` from file offset
-/// `pgoff` of `module`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Mapping {
-    pub end: u64,
-    pub pgoff: u64,
-    pub module: ModuleId,
-    /// When it was mapped: the how-manieth mapping of its address space
-    /// (the oldest are forgotten first, see [`AddressSpace::insert`]).
-    pub seq: u64,
-}
+/// One process's executable mappings ([`lotus_symbols::CodeSpace`]).
+/// Shared (an [`Arc`]) between a process and its forked children until
+/// one of them maps something. Samples carry no copy: the sample writer
+/// replays the changes into mappings of its own (see
+/// [`crate::stream::Change`]).
+pub(crate) type AddressSpace = lotus_symbols::CodeSpace;
 
-/// The most mappings a process can have at once (the kernel's
-/// `vm.max_map_count`, 65,530 by default), read once.
-fn max_live_mappings() -> usize {
-    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MAX.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/vm/max_map_count")
-            .ok()
-            .and_then(|t| t.trim().parse::<usize>().ok())
-            .unwrap_or(65_530)
-            .clamp(1 << 10, 1 << 22)
-    })
-}
-
-/// One process's executable mappings, by start address. Shared (an
-/// [`Arc`]) between a process and its forked children until one of them
-/// maps something. Samples carry no copy: the sample writer replays the
-/// changes into mappings of its own (see [`crate::stream::Change`]).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct AddressSpace {
-    maps: BTreeMap<u64, Mapping>,
-    /// Mappings inserted so far.
-    inserted: u64,
-}
-
-impl AddressSpace {
-    /// Maps `m` at `start`, over whatever it overlaps; returns how many
-    /// mappings were forgotten to make room.
-    ///
-    /// perf records no unmapping: a process that maps and unmaps at ever
-    /// new addresses would grow its address space here without end. It
-    /// cannot have more than [`max_live_mappings`] at once, so past that
-    /// the oldest eighth are forgotten (a sample in one of them, if it is
-    /// still mapped, stays unnamed).
-    pub(crate) fn insert(&mut self, start: u64, m: Mapping) -> u64 {
-        self.insert_within(start, m, max_live_mappings())
-    }
-
-    fn insert_within(&mut self, start: u64, mut m: Mapping, max: usize) -> u64 {
-        if m.end <= start {
-            return 0;
-        }
-        m.seq = self.inserted;
-        self.inserted += 1;
-        let mut overlapping: Vec<u64> = Vec::new();
-        if let Some((&s, old)) = self.maps.range(..start).next_back() {
-            if old.end > start {
-                overlapping.push(s);
-            }
-        }
-        overlapping.extend(self.maps.range(start..m.end).map(|(&s, _)| s));
-        for s in overlapping {
-            let Some(old) = self.maps.remove(&s) else {
-                continue;
-            };
-            if s < start {
-                self.maps.insert(s, Mapping { end: start, ..old });
-            }
-            if old.end > m.end {
-                let pgoff = old.pgoff.wrapping_add(m.end - s);
-                self.maps.insert(m.end, Mapping { pgoff, ..old });
-            }
-        }
-        self.maps.insert(start, m);
-        if self.maps.len() <= max {
-            return 0;
-        }
-        let forget = self.maps.len() - max + max / 8;
-        let mut seqs: Vec<u64> = self.maps.values().map(|m| m.seq).collect();
-        let (_, &mut cut, _) = seqs.select_nth_unstable(forget - 1);
-        let before = self.maps.len();
-        self.maps.retain(|_, m| m.seq > cut);
-        (before - self.maps.len()) as u64
-    }
-
-    fn find(&self, ip: u64) -> Option<(ModuleId, u64)> {
-        let (&start, m) = self.maps.range(..=ip).next_back()?;
-        (ip < m.end).then(|| (m.module, ip - start + m.pgoff))
-    }
-
-    /// The mappings that overlap `[start, end)`, by start address.
-    pub(crate) fn overlapping(&self, start: u64, end: u64) -> Vec<(u64, Mapping)> {
-        let before = self
-            .maps
-            .range(..start)
-            .next_back()
-            .filter(|(_, m)| m.end > start);
-        before
-            .into_iter()
-            .chain(self.maps.range(start..end))
-            .map(|(&s, &m)| (s, m))
-            .collect()
-    }
-
-    /// Where `ip`, a user address, falls in these mappings, the offset
-    /// kept in the modules where `keeps_offsets` says.
-    pub(crate) fn locate(&self, ip: u64, keeps_offsets: impl Fn(ModuleId) -> bool) -> Location {
-        match self.find(ip) {
-            Some((module, offset)) => Location::Module {
-                module,
-                offset: if keeps_offsets(module) { offset } else { 0 },
-            },
-            None => Location::Unmapped,
-        }
+/// Where `ip`, a user address, falls in `space`, the offset kept in the
+/// modules where `keeps_offsets` says.
+pub(crate) fn locate_in(
+    space: &AddressSpace,
+    ip: u64,
+    keeps_offsets: impl Fn(ModuleId) -> bool,
+) -> Location {
+    match space.find(ip) {
+        Some((module, offset)) => Location::Module {
+            module,
+            offset: if keeps_offsets(module) { offset } else { 0 },
+        },
+        None => Location::Unmapped,
     }
 }
 
@@ -419,8 +324,7 @@ impl Model {
                 module,
             } => {
                 let m = self.mapping(start, len, pgoff, module);
-                self.forgotten +=
-                    Arc::make_mut(self.spaces.entry(pid).or_default()).insert(start, m);
+                self.forgotten += Arc::make_mut(self.spaces.entry(pid).or_default()).insert(m);
             }
             Event::Fork { pid, ppid } => {
                 if pid != ppid {
@@ -449,14 +353,20 @@ impl Model {
             return Location::Kernel { address: ip };
         }
         match self.spaces.get(&pid) {
-            Some(space) => space.locate(ip, |m| self.keeps_offsets(m)),
+            Some(space) => locate_in(space, ip, |m| self.keeps_offsets(m)),
             None => Location::Unmapped,
         }
     }
 
     /// The mapping an mmap record of `len` bytes at `start` from file
     /// offset `pgoff` of `module` makes.
-    pub(crate) fn mapping(&self, start: u64, len: u64, pgoff: u64, module: ModuleId) -> Mapping {
+    pub(crate) fn mapping(
+        &self,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        module: ModuleId,
+    ) -> CodeMapping {
         let end = start.saturating_add(len);
         // The kernel reports the vDSO's page offset like anonymous
         // memory's (its address); the image starts at the mapping.
@@ -465,11 +375,11 @@ impl Model {
             .get(module as usize)
             .is_some_and(|m| m.name == VDSO);
         let pgoff = if is_vdso { 0 } else { pgoff };
-        Mapping {
+        CodeMapping {
+            start,
             end,
             pgoff,
             module,
-            seq: 0,
         }
     }
 
@@ -576,36 +486,6 @@ mod tests {
         assert_eq!(space.find(0x3800), Some((a, 0x12800)));
         assert_eq!(space.find(0x4000), None);
         assert_eq!(space.find(0x0fff), None);
-    }
-
-    /// perf records no unmapping: a process that maps at ever new
-    /// addresses is kept to the most mappings it can hold at once, the
-    /// newest, and the rest are counted as forgotten.
-    #[test]
-    fn an_address_space_keeps_no_more_mappings_than_can_be_live() {
-        let mut space = AddressSpace::default();
-        let m = |end| Mapping {
-            end,
-            pgoff: 0,
-            module: 1,
-            seq: 0,
-        };
-        let mut forgotten = 0;
-        for i in 0..100u64 {
-            let start = 0x1000 * (i + 1);
-            forgotten += space.insert_within(start, m(start + 0x800), 16);
-            assert!(space.maps.len() <= 16, "{} mappings", space.maps.len());
-        }
-        assert_eq!(forgotten, 100 - space.maps.len() as u64);
-        // The newest are kept.
-        assert!(space.find(0x1000 * 100).is_some());
-        assert!(space.find(0x1000).is_none());
-        // Replacing at one address forgets nothing.
-        let mut space = AddressSpace::default();
-        for _ in 0..100 {
-            assert_eq!(space.insert_within(0x1000, m(0x2000), 16), 0);
-        }
-        assert_eq!(space.maps.len(), 1);
     }
 
     #[test]

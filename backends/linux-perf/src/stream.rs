@@ -28,7 +28,7 @@ use std::time::Duration;
 use lotus_core::Error as CoreError;
 use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_STACK_DEPTH};
 
-use crate::model::{AddressSpace, Location, Mapping, ModuleId};
+use crate::model::{locate_in, AddressSpace, Location, ModuleId};
 use crate::symbolize::LocationNamer;
 use lotus_samples::{FoldKey, SharedFolds};
 use lotus_symbols::{CodeMapping, Module, UserStack};
@@ -90,12 +90,8 @@ pub(crate) struct UserCopy {
 /// that maps and unmaps in a loop, made lotus hold gigabytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Change {
-    /// `pid` mapped `mapping` at `start` (replacing what it overlaps).
-    Map {
-        pid: u32,
-        start: u64,
-        mapping: Mapping,
-    },
+    /// `pid` mapped `mapping` (replacing what it overlaps).
+    Map { pid: u32, mapping: CodeMapping },
     /// `pid` was forked from `ppid`: it has its parent's mappings.
     Fork { pid: u32, ppid: u32 },
     /// `pid` ran a new program: no mappings.
@@ -394,15 +390,11 @@ impl Unwinders {
     /// Replays a change of the mappings.
     fn change(&mut self, change: Change, namer: &mut LocationNamer) {
         match change {
-            Change::Map {
-                pid,
-                start,
-                mapping,
-            } => {
+            Change::Map { pid, mapping } => {
                 // Forgotten mappings are counted by the drain thread's
                 // model, which replays the same changes.
-                let _ = Arc::make_mut(self.spaces.entry(pid).or_default()).insert(start, mapping);
-                self.unwinders.changed(pid, start, mapping.end);
+                let _ = Arc::make_mut(self.spaces.entry(pid).or_default()).insert(mapping);
+                self.unwinders.changed(pid, mapping.start, mapping.end);
             }
             Change::Fork { pid, ppid } => {
                 namer.forked(pid, ppid);
@@ -441,32 +433,19 @@ impl Unwinders {
             stack: &user.stack,
         };
         self.addresses.clear();
-        let mappings = |lo, hi| {
-            let code = space.overlapping(lo, hi).into_iter();
-            code.map(|(start, m)| CodeMapping {
-                start,
-                end: m.end,
-                pgoff: m.pgoff,
-                module: m.module,
-            })
-            .collect()
-        };
+        let mappings = |lo, hi| space.overlapping(lo, hi);
         (self.unwinders).unwind(modules, pid, &stack, max, &mut self.addresses, mappings);
         let keeps = |m: ModuleId| modules.get(m as usize).is_some_and(Module::keeps_offsets);
         // Code outside every file (a JIT's, CPython's trampolines) keeps
         // its address, for the process's perf map to name.
         let jit = |m: ModuleId| modules.get(m as usize).is_some_and(|m| m.name == ANON);
-        frames.extend(
-            self.addresses
-                .iter()
-                .map(|&address| match space.locate(address, keeps) {
-                    Location::Unmapped => Location::Jit { pid, address },
-                    Location::Module { module, .. } if jit(module) => {
-                        Location::Jit { pid, address }
-                    }
-                    other => other,
-                }),
-        );
+        frames.extend(self.addresses.iter().map(|&address| {
+            match locate_in(&space, address, keeps) {
+                Location::Unmapped => Location::Jit { pid, address },
+                Location::Module { module, .. } if jit(module) => Location::Jit { pid, address },
+                other => other,
+            }
+        }));
     }
 }
 
