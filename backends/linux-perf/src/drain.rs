@@ -438,7 +438,7 @@ fn run(
                         });
                     }
                 }
-                Event::Exit { tid } => deltas.exit(tid),
+                Event::Exit { tid, .. } => deltas.exit(tid),
                 Event::Lost { .. } | Event::Throttle => tally.dropped(),
                 Event::ThreadCpu {
                     pid,
@@ -475,7 +475,7 @@ fn run(
                     }
                 }
                 // The writer replays the mappings to unwind user stacks.
-                Event::Fork { pid, ppid } if pid != ppid => {
+                Event::Fork { pid, ppid, .. } if pid != ppid => {
                     if let Some(stream) = stream.as_mut() {
                         stream.change(Change::Fork { pid, ppid });
                     }
@@ -500,6 +500,12 @@ fn run(
                 _ => {}
             }
             model.apply(t, ev, window);
+        }
+        // A second after its exit, nothing of a process is still to come.
+        for pid in model.drop_exited(limit.saturating_sub(1_000_000_000)) {
+            if let Some(stream) = stream.as_mut().filter(|_| ends.user_stacks) {
+                stream.change(Change::Gone { pid });
+            }
         }
         if let Some(stream) = stream.as_mut() {
             stream.end_round(&model.modules);

@@ -106,6 +106,10 @@ pub(crate) struct Model {
     /// Mappings forgotten because a process had more than the kernel lets
     /// it have at once (see [`AddressSpace::insert`]).
     pub forgotten: u64,
+    /// Threads alive in each process whose start (its fork) was seen.
+    threads: HashMap<u32, u32>,
+    /// Processes whose last thread exited, and when.
+    exited: Vec<(u64, u32)>,
 }
 
 /// A record with its module already interned: what the drain thread queues
@@ -124,7 +128,7 @@ pub(crate) enum Event {
         counters: CounterValues,
     },
     /// See [`Record::Exit`].
-    Exit { tid: u32 },
+    Exit { pid: u32, tid: u32 },
     /// See [`Record::ThreadCpu`]; `stream` as for samples (the CPU's
     /// sampler the count is from).
     ThreadCpu {
@@ -142,7 +146,7 @@ pub(crate) enum Event {
         module: ModuleId,
     },
     /// See [`Record::Fork`].
-    Fork { pid: u32, ppid: u32 },
+    Fork { pid: u32, ppid: u32, tid: u32 },
     /// See [`Record::Exec`].
     Exec { pid: u32 },
     /// See [`Record::Lost`].
@@ -186,7 +190,8 @@ impl Event {
     pub(crate) fn rank(&self) -> u8 {
         match self {
             Event::Fork { .. } | Event::Exec { .. } | Event::Mmap { .. } => 0,
-            Event::Exit { .. } | Event::ThreadCpu { .. } => 2,
+            Event::ThreadCpu { .. } => 2,
+            Event::Exit { .. } => 3,
             _ => 1,
         }
     }
@@ -242,7 +247,7 @@ impl Model {
                 stream: 0,
                 counters,
             },
-            Record::Exit { tid, .. } => Event::Exit { tid },
+            Record::Exit { pid, tid, .. } => Event::Exit { pid, tid },
             Record::ThreadCpu { pid, tid, ns, .. } => Event::ThreadCpu {
                 pid,
                 tid,
@@ -285,7 +290,7 @@ impl Model {
                     module,
                 }
             }
-            Record::Fork { pid, ppid, .. } => Event::Fork { pid, ppid },
+            Record::Fork { pid, ppid, tid, .. } => Event::Fork { pid, ppid, tid },
             Record::Exec { pid, .. } => Event::Exec { pid },
             Record::Lost { count, .. } => Event::Lost { count },
             Record::Throttle { .. } => Event::Throttle,
@@ -326,19 +331,31 @@ impl Model {
                 let m = self.mapping(start, len, pgoff, module);
                 self.forgotten += Arc::make_mut(self.spaces.entry(pid).or_default()).insert(m);
             }
-            Event::Fork { pid, ppid } => {
-                if pid != ppid {
-                    let space = self.spaces.get(&ppid).cloned().unwrap_or_default();
-                    self.spaces.insert(pid, space);
+            Event::Fork { pid, ppid, .. } if pid != ppid => {
+                let space = self.spaces.get(&ppid).cloned().unwrap_or_default();
+                self.spaces.insert(pid, space);
+                self.threads.insert(pid, 1);
+            }
+            Event::Fork { pid, tid, .. } => {
+                if let Some(n) = self.threads.get_mut(&pid).filter(|_| tid != pid) {
+                    *n += 1;
                 }
             }
             Event::Exec { pid } => {
                 self.spaces.insert(pid, Arc::default());
             }
-            // A process's mappings are kept past its exit (samples of it
-            // may still be replayed); the drain thread drops the thread's
-            // counter totals.
-            Event::Exit { .. } => {}
+            // A process's mappings are dropped a while after its last
+            // thread exited (see `drop_exited`); the drain thread drops
+            // the thread's counter totals.
+            Event::Exit { pid, .. } => {
+                if let Some(n) = self.threads.get_mut(&pid) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        self.threads.remove(&pid);
+                        self.exited.push((time, pid));
+                    }
+                }
+            }
             // Counted by the drain thread's coverage (see `crate::coverage`).
             Event::ThreadCpu { .. } => {}
             Event::Lost { count } => self.window_mut(window(time).unwrap_or(0)).lost += count,
@@ -356,6 +373,21 @@ impl Model {
             Some(space) => locate_in(space, ip, |m| self.keeps_offsets(m)),
             None => Location::Unmapped,
         }
+    }
+
+    /// Drops the mappings of the processes whose last thread exited
+    /// before `before` (no record of them can come after), unless a new
+    /// process took the pid since; returns their pids. Memory stays in
+    /// proportion to the processes alive, not to all a job ever ran.
+    pub(crate) fn drop_exited(&mut self, before: u64) -> Vec<u32> {
+        let (gone, kept): (Vec<_>, Vec<_>) = self.exited.drain(..).partition(|e| e.0 < before);
+        self.exited = kept;
+        let gone = gone.into_iter().map(|(_, pid)| pid);
+        let gone: Vec<u32> = gone.filter(|p| !self.threads.contains_key(p)).collect();
+        for pid in &gone {
+            self.spaces.remove(pid);
+        }
+        gone
     }
 
     /// The mapping an mmap record of `len` bytes at `start` from file
@@ -455,7 +487,12 @@ mod tests {
     fn forked_child_inherits_and_keeps_mappings_after_exit() {
         let mut m = Model::default();
         let lib = mmap(&mut m, 1, 0x7000, 0x1000, 0, "/lib/liba.so");
-        m.apply(0, Event::Fork { pid: 2, ppid: 1 }, |_| Some(0));
+        let fork = Event::Fork {
+            pid: 2,
+            ppid: 1,
+            tid: 2,
+        };
+        m.apply(0, fork, |_| Some(0));
         sample(&mut m, 5, 2, 0x7004);
         assert_eq!(
             only_location(&m),
@@ -464,6 +501,35 @@ mod tests {
                 offset: 4
             }
         );
+    }
+
+    /// A forked process's mappings are dropped once its last thread exited
+    /// (and a while has passed), not while a thread of it lives, and not
+    /// where a new process took its pid.
+    #[test]
+    fn an_exited_process_mappings_are_dropped() {
+        let mut m = Model::default();
+        mmap(&mut m, 1, 0x7000, 0x1000, 0, "/lib/liba.so");
+        let ev = |m: &mut Model, t, ev| m.apply(t, ev, |_| Some(0));
+        let fork = |pid, ppid, tid| Event::Fork { pid, ppid, tid };
+        ev(&mut m, 1, fork(2, 1, 2));
+        ev(&mut m, 2, fork(2, 2, 3)); // a second thread
+        ev(&mut m, 3, Event::Exit { pid: 2, tid: 2 });
+        assert!(m.drop_exited(u64::MAX).is_empty());
+        ev(&mut m, 4, Event::Exit { pid: 2, tid: 3 });
+        assert!(m.drop_exited(4).is_empty(), "not before its exit");
+        assert_eq!(m.drop_exited(5), [2]);
+        assert!(!m.spaces.contains_key(&2) && m.spaces.contains_key(&1));
+        // The pid taken again before the drop: kept.
+        ev(&mut m, 6, fork(3, 1, 3));
+        ev(&mut m, 7, Event::Exit { pid: 3, tid: 3 });
+        ev(&mut m, 8, fork(3, 1, 3));
+        assert!(m.drop_exited(u64::MAX).is_empty());
+        assert!(m.spaces.contains_key(&3));
+        // The first process (its fork never seen) is kept.
+        ev(&mut m, 9, Event::Exit { pid: 1, tid: 1 });
+        assert!(m.drop_exited(u64::MAX).is_empty());
+        assert!(m.spaces.contains_key(&1));
     }
 
     #[test]
@@ -601,13 +667,26 @@ mod tests {
             stream: 0,
             counters: CounterValues::new(&[5]).expect("one"),
         };
-        assert!(Event::Exit { tid: 2 }.rank() > sample.rank());
-        assert!(Event::Fork { pid: 2, ppid: 1 }.rank() < sample.rank());
+        let exit = Event::Exit { pid: 1, tid: 2 };
+        assert!(exit.rank() > sample.rank());
+        let cpu = Event::ThreadCpu {
+            pid: 1,
+            tid: 2,
+            ns: 5,
+            stream: 0,
+        };
+        assert!(exit.rank() > cpu.rank());
+        let fork = Event::Fork {
+            pid: 2,
+            ppid: 1,
+            tid: 2,
+        };
+        assert!(fork.rank() < sample.rank());
         assert!(matches!(
             sample.on_stream(7),
             Event::Sample { stream: 7, counters, .. } if counters.as_slice() == [5]
         ));
-        assert_eq!(Event::Exit { tid: 2 }.on_stream(7), Event::Exit { tid: 2 });
+        assert_eq!(exit.on_stream(7), exit);
     }
 
     #[test]

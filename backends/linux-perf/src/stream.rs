@@ -96,6 +96,8 @@ pub(crate) enum Change {
     Fork { pid: u32, ppid: u32 },
     /// `pid` ran a new program: no mappings.
     Exec { pid: u32 },
+    /// `pid` ended a while ago: its mappings are dropped.
+    Gone { pid: u32 },
 }
 
 enum Message {
@@ -406,6 +408,10 @@ impl Unwinders {
             }
             Change::Exec { pid } => {
                 self.spaces.insert(pid, Arc::default());
+                self.unwinders.forget(pid);
+            }
+            Change::Gone { pid } => {
+                self.spaces.remove(&pid);
                 self.unwinders.forget(pid);
             }
         }
