@@ -786,45 +786,68 @@ const MAX_LOADED_BYTES: u64 = 512 << 20;
 /// held by the unwinder (and are shared: [`crate::unwind`]'s `shared`).
 #[derive(Debug)]
 struct Loaded {
-    by_version: BTreeMap<FileVersion, (Arc<ModuleSymbols>, u64)>,
+    /// Each version's tables, their last use and their bytes as last
+    /// counted.
+    by_version: BTreeMap<FileVersion, (Arc<ModuleSymbols>, u64, u64)>,
     /// Uses so far: the age of each entry's last use.
     uses: u64,
+    /// The bytes of all, as last counted.
+    total: u64,
 }
 
 impl Loaded {
-    /// The tables of `version`, where kept.
+    /// The tables of `version`, where kept (their bytes counted again:
+    /// unwind tables are read after the symbols).
     fn get(&mut self, version: &FileVersion) -> Option<Arc<ModuleSymbols>> {
         self.uses += 1;
         let uses = self.uses;
-        let (symbols, used) = self.by_version.get_mut(version)?;
+        let (symbols, used, bytes) = self.by_version.get_mut(version)?;
         *used = uses;
+        let now = symbols.held_bytes();
+        self.total = self.total.saturating_sub(*bytes) + now;
+        *bytes = now;
         Some(Arc::clone(symbols))
     }
 
     /// Keeps `symbols` as `version`'s, instead of any other version of the
     /// same file.
     fn insert(&mut self, version: FileVersion, symbols: Arc<ModuleSymbols>) {
-        self.by_version
-            .retain(|v, _| (v.0, v.1) != (version.0, version.1));
+        let older: Vec<FileVersion> = self
+            .by_version
+            .range((version.0, version.1, 0, i64::MIN, i64::MIN)..)
+            .take_while(|(v, _)| (v.0, v.1) == (version.0, version.1))
+            .map(|(v, _)| *v)
+            .collect();
+        for v in older {
+            self.remove(&v);
+        }
         self.uses += 1;
-        self.by_version.insert(version, (symbols, self.uses));
+        let bytes = symbols.held_bytes();
+        self.total += bytes;
+        self.by_version.insert(version, (symbols, self.uses, bytes));
+    }
+
+    fn remove(&mut self, version: &FileVersion) -> bool {
+        let Some((_, _, bytes)) = self.by_version.remove(version) else {
+            return false;
+        };
+        self.total = self.total.saturating_sub(bytes);
+        true
     }
 
     /// Drops the least recently used tables, but `keep`'s, while they hold
     /// more than `budget` bytes.
     fn evict(&mut self, budget: u64, keep: &FileVersion) {
-        let mut total: u64 = self.by_version.values().map(|(s, _)| s.held_bytes()).sum();
-        while total > budget {
+        while self.total > budget {
             let oldest = self
                 .by_version
                 .iter()
                 .filter(|(v, _)| *v != keep)
-                .min_by_key(|(_, (_, used))| *used)
+                .min_by_key(|(_, (_, used, _))| *used)
                 .map(|(v, _)| *v);
-            let Some((symbols, _)) = oldest.and_then(|v| self.by_version.remove(&v)) else {
+            if !oldest.is_some_and(|v| self.remove(&v)) {
                 return;
-            };
-            total = total.saturating_sub(symbols.held_bytes());
+            }
         }
     }
 }
@@ -832,6 +855,7 @@ impl Loaded {
 static LOADED: Mutex<Loaded> = Mutex::new(Loaded {
     by_version: BTreeMap::new(),
     uses: 0,
+    total: 0,
 });
 
 /// Opens `path` for reading without blocking and without side effects,
@@ -955,11 +979,9 @@ fn open_failure(path: &str, e: &io::Error) -> String {
 pub fn with_descriptors<T>(open: impl Fn() -> io::Result<T>) -> io::Result<T> {
     match open() {
         Err(e) if out_of_descriptors(&e) => {
-            LOADED
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .by_version
-                .clear();
+            let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+            loaded.by_version.clear();
+            loaded.total = 0;
             open()
         }
         other => other,
@@ -1762,6 +1784,7 @@ mod tests {
         let mut loaded = Loaded {
             by_version: BTreeMap::new(),
             uses: 0,
+            total: 0,
         };
         let before = crate::test_alloc::held();
         for i in 0..6u8 {
