@@ -48,6 +48,7 @@ mod perf_notes;
 mod received_folder;
 mod report;
 mod report_page;
+mod sampling_bounds;
 mod security;
 mod stacks;
 mod stress_faults;

@@ -310,7 +310,7 @@ fn dwarf_stacks_unwind_code_without_frame_pointers() {
 /// dropped: only those that name the job's script `.1`, so that a map of
 /// another test's process that got one of these pids since (pids wrap
 /// around quickly on a busy machine) is left alone.
-struct PerfMapsOf(String, String);
+pub(crate) struct PerfMapsOf(pub(crate) String, pub(crate) String);
 impl Drop for PerfMapsOf {
     fn drop(&mut self) {
         let Ok(entries) = std::fs::read_dir(&self.0) else {

@@ -612,6 +612,27 @@ impl ModuleSymbols {
             .clone()
     }
 
+    /// About the bytes this file's tables hold: its symbols, and its unwind
+    /// tables and function ranges read so far (tables shared with another
+    /// file's are counted with each).
+    pub fn held_bytes(&self) -> u64 {
+        let mut n = self.entries.capacity() * std::mem::size_of::<Entry>();
+        let unwind = self.unwind.get().and_then(Option::as_ref);
+        if let Some(u) = unwind {
+            n += u.eh_frame.len() + u.eh_frame_hdr.len();
+        }
+        if let Some(Some(t)) = self.fallback.eh_tables.get() {
+            n += t.bytes();
+        }
+        if let Some(f) = self.fallback.fdes.get() {
+            n += f.len() * 16;
+        }
+        if let Some((gaps, starts)) = self.fallback.gaps.get() {
+            n += gaps.len() * 16 + starts.len() * 8;
+        }
+        n as u64
+    }
+
     /// How far this file's code was moved when it was mapped (its actual
     /// address minus the address its headers state), for a mapping of
     /// `len` bytes from file offset `pgoff` at `start`: from the first
@@ -750,9 +771,92 @@ type FileVersion = (u64, u64, u64, i64, i64);
 /// a process mapped (the perf MMAP2 record).
 pub type FileId = (u64, u64);
 
+/// The most bytes of symbol and unwind tables [`LOADED`] keeps (counted
+/// by [`ModuleSymbols::held_bytes`]); past it, the least recently used
+/// files' are dropped (read again if asked for: time, not names, is lost).
+const MAX_LOADED_BYTES: u64 = 512 << 20;
+
 /// Symbol tables read so far in this process, by file version (not by
-/// path: a path names whatever is there now, the version what was read).
-static LOADED: Mutex<BTreeMap<FileVersion, Arc<ModuleSymbols>>> = Mutex::new(BTreeMap::new());
+/// path: a path names whatever is there now, the version what was read),
+/// one version per file (device, inode): a file read again after it
+/// changed replaces its earlier version (a job that maps one library
+/// under 40 names and 40 modification times made lotus keep 40 copies of
+/// its tables). Within [`MAX_LOADED_BYTES`], least recently used first
+/// out. The tables of a file still mapped where stacks are unwound stay
+/// held by the unwinder (and are shared: [`crate::unwind`]'s `shared`).
+#[derive(Debug)]
+struct Loaded {
+    /// Each version's tables, their last use and their bytes as last
+    /// counted.
+    by_version: BTreeMap<FileVersion, (Arc<ModuleSymbols>, u64, u64)>,
+    /// Uses so far: the age of each entry's last use.
+    uses: u64,
+    /// The bytes of all, as last counted.
+    total: u64,
+}
+
+impl Loaded {
+    /// The tables of `version`, where kept (their bytes counted again:
+    /// unwind tables are read after the symbols).
+    fn get(&mut self, version: &FileVersion) -> Option<Arc<ModuleSymbols>> {
+        self.uses += 1;
+        let uses = self.uses;
+        let (symbols, used, bytes) = self.by_version.get_mut(version)?;
+        *used = uses;
+        let now = symbols.held_bytes();
+        self.total = self.total.saturating_sub(*bytes) + now;
+        *bytes = now;
+        Some(Arc::clone(symbols))
+    }
+
+    /// Keeps `symbols` as `version`'s, instead of any other version of the
+    /// same file.
+    fn insert(&mut self, version: FileVersion, symbols: Arc<ModuleSymbols>) {
+        let older: Vec<FileVersion> = self
+            .by_version
+            .range((version.0, version.1, 0, i64::MIN, i64::MIN)..)
+            .take_while(|(v, _)| (v.0, v.1) == (version.0, version.1))
+            .map(|(v, _)| *v)
+            .collect();
+        for v in older {
+            self.remove(&v);
+        }
+        self.uses += 1;
+        let bytes = symbols.held_bytes();
+        self.total += bytes;
+        self.by_version.insert(version, (symbols, self.uses, bytes));
+    }
+
+    fn remove(&mut self, version: &FileVersion) -> bool {
+        let Some((_, _, bytes)) = self.by_version.remove(version) else {
+            return false;
+        };
+        self.total = self.total.saturating_sub(bytes);
+        true
+    }
+
+    /// Drops the least recently used tables, but `keep`'s, while they hold
+    /// more than `budget` bytes.
+    fn evict(&mut self, budget: u64, keep: &FileVersion) {
+        while self.total > budget {
+            let oldest = self
+                .by_version
+                .iter()
+                .filter(|(v, _)| *v != keep)
+                .min_by_key(|(_, (_, used, _))| *used)
+                .map(|(v, _)| *v);
+            if !oldest.is_some_and(|v| self.remove(&v)) {
+                return;
+            }
+        }
+    }
+}
+
+static LOADED: Mutex<Loaded> = Mutex::new(Loaded {
+    by_version: BTreeMap::new(),
+    uses: 0,
+    total: 0,
+});
 
 /// Opens `path` for reading without blocking and without side effects,
 /// and only if it is a regular file: a FIFO or device put where a library
@@ -875,7 +979,9 @@ fn open_failure(path: &str, e: &io::Error) -> String {
 pub fn with_descriptors<T>(open: impl Fn() -> io::Result<T>) -> io::Result<T> {
     match open() {
         Err(e) if out_of_descriptors(&e) => {
-            LOADED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+            loaded.by_version.clear();
+            loaded.total = 0;
             open()
         }
         other => other,
@@ -996,7 +1102,9 @@ pub fn module_symbols(module: &Module) -> Result<Arc<ModuleSymbols>, String> {
     );
     let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(symbols) = loaded.get(&version) {
-        return Ok(Arc::clone(symbols));
+        // Its unwind tables may have been read since it was kept.
+        loaded.evict(MAX_LOADED_BYTES, &version);
+        return Ok(symbols);
     }
     // Read under the lock: two reports symbolizing the same library at once
     // read it once.
@@ -1006,6 +1114,7 @@ pub fn module_symbols(module: &Module) -> Result<Arc<ModuleSymbols>, String> {
         Path::new(&module.name),
     )?);
     loaded.insert(version, Arc::clone(&symbols));
+    loaded.evict(MAX_LOADED_BYTES, &version);
     Ok(symbols)
 }
 
@@ -1560,5 +1669,150 @@ mod tests {
         let (file, meta) = open_regular(&lib).expect("open");
         let e = check_tables(&file, meta.len()).expect_err("refused");
         assert!(e.contains("a note segment"), "{e}");
+    }
+
+    /// A 64-bit x86-64 shared object of one loadable segment whose unwind
+    /// tables (`.eh_frame`, here `table_bytes` of `fill`) make up nearly all
+    /// of it, as a library of large tables would.
+    fn elf_with_tables(path: &Path, table_bytes: usize, fill: u8) {
+        let text_at = 0x1000usize;
+        let hdr_at = 0x2000usize;
+        let frame_at = 0x3000usize;
+        let strtab_at = frame_at + table_bytes;
+        let names = b"\0.text\0.eh_frame_hdr\0.eh_frame\0.shstrtab\0";
+        let sh_at = (strtab_at + names.len() + 7) & !7;
+        let len = sh_at + 5 * 64;
+        let mut f = vec![0u8; len];
+        let put = |f: &mut Vec<u8>, at: usize, bytes: &[u8]| {
+            f[at..at + bytes.len()].copy_from_slice(bytes)
+        };
+        put(&mut f, 0, b"\x7fELF\x02\x01\x01");
+        put(&mut f, 16, &3u16.to_le_bytes()); // ET_DYN
+        put(&mut f, 18, &62u16.to_le_bytes()); // EM_X86_64
+        put(&mut f, 20, &1u32.to_le_bytes());
+        put(&mut f, 32, &64u64.to_le_bytes()); // e_phoff
+        put(&mut f, 40, &(sh_at as u64).to_le_bytes()); // e_shoff
+        put(&mut f, 52, &64u16.to_le_bytes());
+        put(&mut f, 54, &56u16.to_le_bytes());
+        put(&mut f, 56, &1u16.to_le_bytes());
+        put(&mut f, 58, &64u16.to_le_bytes());
+        put(&mut f, 60, &5u16.to_le_bytes());
+        put(&mut f, 62, &4u16.to_le_bytes()); // .shstrtab
+                                              // PT_LOAD, R+X, the whole file at address 0.
+        let ph = 64;
+        put(&mut f, ph, &1u32.to_le_bytes());
+        put(&mut f, ph + 4, &5u32.to_le_bytes());
+        put(&mut f, ph + 32, &(strtab_at as u64).to_le_bytes());
+        put(&mut f, ph + 40, &(strtab_at as u64).to_le_bytes());
+        put(&mut f, ph + 48, &0x1000u64.to_le_bytes());
+        f[text_at..text_at + 16].fill(0x90);
+        f[hdr_at..hdr_at + 16].fill(fill);
+        f[frame_at..frame_at + table_bytes].fill(fill);
+        put(&mut f, strtab_at, names);
+        // (name, type, flags, address and offset, size)
+        let sections: [(u32, u32, u64, usize, usize); 4] = [
+            (1, 1, 6, text_at, 16),             // .text: PROGBITS, ALLOC|EXEC
+            (7, 1, 2, hdr_at, 16),              // .eh_frame_hdr
+            (21, 1, 2, frame_at, table_bytes),  // .eh_frame
+            (31, 3, 0, strtab_at, names.len()), // .shstrtab
+        ];
+        for (i, (name, kind, flags, at, size)) in sections.into_iter().enumerate() {
+            let sh = sh_at + (i + 1) * 64;
+            put(&mut f, sh, &name.to_le_bytes());
+            put(&mut f, sh + 4, &kind.to_le_bytes());
+            put(&mut f, sh + 8, &flags.to_le_bytes());
+            let address = if kind == 3 { 0 } else { at as u64 };
+            put(&mut f, sh + 16, &address.to_le_bytes());
+            put(&mut f, sh + 24, &(at as u64).to_le_bytes());
+            put(&mut f, sh + 32, &(size as u64).to_le_bytes());
+            put(&mut f, sh + 48, &1u64.to_le_bytes());
+        }
+        std::fs::write(path, f).expect("write the library");
+    }
+
+    /// One library whose unwind tables are 16 MiB, mapped under 8 hard
+    /// links with 8 modification times (as a job would, touching it
+    /// between mappings), its tables read for each and all kept (as 8
+    /// processes' unwinders keep them): one copy is held, counted by the
+    /// allocator on this thread. Before, each name and version was read
+    /// and kept apart (128 MiB here; 2.5 GB for a 60 MiB library under 40
+    /// names in the issue).
+    #[test]
+    fn one_library_under_many_names_and_times_holds_its_tables_once() {
+        const TABLES: usize = 16 << 20;
+        let dir = tempfile::tempdir().expect("tmp");
+        let lib = dir.path().join("libbig.so");
+        elf_with_tables(&lib, TABLES, 0x5a);
+        let meta = std::fs::metadata(&lib).expect("stat");
+        let id = (meta.dev(), meta.ino());
+        let before = crate::test_alloc::held();
+        let mut kept = Vec::new();
+        for i in 0..8u64 {
+            let name = dir.path().join(format!("libbig-{i}.so"));
+            std::fs::hard_link(&lib, &name).expect("link");
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000 + i);
+            std::fs::File::options()
+                .write(true)
+                .open(&name)
+                .and_then(|f| f.set_modified(when))
+                .expect("set the modification time");
+            let mut module = file_module(&name.to_string_lossy());
+            module.file_id = Some(id);
+            let symbols = module_symbols(&module).expect("read");
+            kept.push(symbols.unwind_sections().expect("its tables"));
+        }
+        let held = crate::test_alloc::held() - before;
+        eprintln!(
+            "{} KiB held for 8 names and times of one library",
+            held >> 10
+        );
+        assert!(
+            held < 2 * TABLES as i64,
+            "{} MiB held for 8 names of one library with 16 MiB of tables",
+            held >> 20
+        );
+        assert!(kept.windows(2).all(|w| w[0].eh_frame.same(&w[1].eh_frame)));
+    }
+
+    /// The cache keeps the least recently used tables out once they pass
+    /// its budget, and one version of a file: the tables no one holds are
+    /// freed (counted by the allocator on this thread).
+    #[test]
+    fn the_cache_of_tables_keeps_within_its_budget() {
+        const TABLES: usize = 4 << 20;
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut loaded = Loaded {
+            by_version: BTreeMap::new(),
+            uses: 0,
+            total: 0,
+        };
+        let before = crate::test_alloc::held();
+        for i in 0..6u8 {
+            let lib = dir.path().join(format!("lib{i}.so"));
+            elf_with_tables(&lib, TABLES, i);
+            let (file, meta) = open_regular(&lib).expect("open");
+            let symbols =
+                Arc::new(ModuleSymbols::load_from(Arc::new(file), &meta, &lib).expect("read"));
+            assert!(symbols.unwind_sections().is_some());
+            let version = (meta.dev(), meta.ino(), meta.size(), 0, 0);
+            loaded.insert(version, symbols);
+            loaded.evict(2 * TABLES as u64 + (1 << 20), &version);
+            assert!(
+                loaded.by_version.len() <= 2,
+                "{} kept",
+                loaded.by_version.len()
+            );
+            assert!(loaded.by_version.contains_key(&version));
+        }
+        let held = crate::test_alloc::held() - before;
+        assert!(held < 3 * TABLES as i64, "{} MiB held", held >> 20);
+        // Another version of a kept file replaces it.
+        let (&(dev, ino, size, _, _), _) = loaded.by_version.iter().next().expect("one");
+        let kept = loaded.by_version.len();
+        let newer = (dev, ino, size, 1, 0);
+        let again = Arc::clone(&loaded.by_version.values().next().expect("one").0);
+        loaded.insert(newer, again);
+        assert_eq!(loaded.by_version.len(), kept);
+        assert!(!loaded.by_version.contains_key(&(dev, ino, size, 0, 0)));
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use crate::resolve::UNKNOWN_FUNCTION;
-use crate::{perf_map_path, python_frame, PerfMap};
+use crate::{perf_map_path, python_frame, PerfMap, PerfMapBudget};
 
 /// The module of a JIT's code named from its perf map that is not one of
 /// CPython's `py::` trampolines (those carry their file).
@@ -29,10 +29,14 @@ fn process_user(pid: u32) -> u32 {
 /// The perf maps of a job's processes, each opened when its first JIT
 /// frame is named, and the processes' parents (a forked worker runs its
 /// parent's trampolines for the frames it had on its stack at the fork).
+/// The maps hold no descriptor between reads, and share one memory budget
+/// ([`PerfMapBudget::DEFAULT`]; a map past it says so in [`JitNames::notes`]).
 #[derive(Debug, Default)]
 pub struct JitNames {
     /// Each process's map, or why it was refused.
     perf_maps: HashMap<u32, Result<PerfMap, String>>,
+    /// What the maps may hold together.
+    budget: PerfMapBudget,
     /// Each forked process's parent.
     parents: HashMap<u32, u32>,
 }
@@ -80,7 +84,7 @@ impl JitNames {
             std::collections::hash_map::Entry::Vacant(e) => {
                 let path = perf_map_path(pid);
                 std::fs::symlink_metadata(&path).ok()?;
-                e.insert(PerfMap::open(&path, process_user(pid)))
+                e.insert(PerfMap::open_within(&path, process_user(pid), &self.budget))
             }
         };
         map.as_mut().ok()

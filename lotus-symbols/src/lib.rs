@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 mod code_scan;
+mod code_space;
 mod debug_link;
 mod elf_symbols;
 mod jit_names;
@@ -36,8 +37,16 @@ mod perf_map;
 mod plt;
 mod resolve;
 mod stack_unwind;
+#[cfg(test)]
+mod test_alloc;
 mod unwind;
+mod unwinders;
 
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: test_alloc::Counting = test_alloc::Counting;
+
+pub use code_space::CodeSpace;
 pub use elf_symbols::{
     module_symbols, open_regular, open_trusted, pin_mapped, with_descriptors, FileId, Found,
     ModuleSymbols, Pinned,
@@ -45,13 +54,15 @@ pub use elf_symbols::{
 pub use jit_names::{JitNames, PERF_MAP_MODULE};
 pub use kallsyms::{addresses_visible, KernelSymbol, KernelSymbols, KALLSYMS_PATH};
 pub use module::{Module, VDSO};
-pub use perf_map::{perf_map_path, python_frame, PerfMap};
+pub use perf_map::{perf_map_path, python_frame, PerfMap, PerfMapBudget};
 pub use resolve::{
     percent, resolve_file, resolve_kernel, resolve_kernel_from, resolve_vdso, samples,
     unopenable_reason, How, KernelNames, Resolved, SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE,
     UNKNOWN_FUNCTION,
 };
 pub use stack_unwind::{SpaceUnwinder, UnwindSections, UserStack, WalkEnd};
+pub use unwind::TableBytes;
+pub use unwinders::{CodeMapping, Unwinders};
 
 /// The crate README's examples, run as doctests so the README stays true.
 #[cfg(doctest)]

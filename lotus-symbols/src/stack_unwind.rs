@@ -15,11 +15,11 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module as UnwindModule, Unwinder};
 
+use crate::unwind::TableBytes;
 use crate::ModuleSymbols;
 
 /// A file's unwind tables as the unwinder reads them, with the addresses
@@ -27,11 +27,11 @@ use crate::ModuleSymbols;
 #[derive(Debug)]
 pub struct UnwindSections {
     /// `.eh_frame_hdr`'s bytes (its binary-search table).
-    pub eh_frame_hdr: Arc<[u8]>,
+    pub eh_frame_hdr: TableBytes,
     /// Where `.eh_frame_hdr` is, as stated.
     pub eh_frame_hdr_svma: Range<u64>,
-    /// `.eh_frame`'s bytes.
-    pub eh_frame: Arc<[u8]>,
+    /// `.eh_frame`'s bytes (shared with every file of the same tables).
+    pub eh_frame: TableBytes,
     /// Where `.eh_frame` is, as stated.
     pub eh_frame_svma: Range<u64>,
     /// Where `.got` starts (GOT-relative pointers in the tables).
@@ -78,7 +78,7 @@ pub enum WalkEnd {
 /// One process's code as the unwinder sees it: the files mapped, where.
 /// Mappings are added and removed as the process maps and unmaps code.
 pub struct SpaceUnwinder {
-    unwinder: UnwinderX86_64<Arc<[u8]>>,
+    unwinder: UnwinderX86_64<TableBytes>,
     cache: Box<CacheX86_64>,
     /// The code added, `start -> end`.
     known: BTreeMap<u64, u64>,
@@ -127,9 +127,9 @@ impl SpaceUnwinder {
         let info = ExplicitModuleSectionInfo {
             base_svma: 0,
             eh_frame_svma: Some(tables.eh_frame_svma.clone()),
-            eh_frame: Some(Arc::clone(&tables.eh_frame)),
+            eh_frame: Some(tables.eh_frame.clone()),
             eh_frame_hdr_svma: Some(tables.eh_frame_hdr_svma.clone()),
-            eh_frame_hdr: Some(Arc::clone(&tables.eh_frame_hdr)),
+            eh_frame_hdr: Some(tables.eh_frame_hdr.clone()),
             got_svma: tables.got_svma.clone(),
             ..ExplicitModuleSectionInfo::default()
         };
@@ -143,6 +143,40 @@ impl SpaceUnwinder {
     pub fn remove_mapping(&mut self, start: u64) {
         self.unwinder.remove_module(start);
         self.known.remove(&start);
+    }
+
+    /// The starts of the mappings added that overlap `[start, end)`.
+    fn overlapping(&self, start: u64, end: u64) -> Vec<u64> {
+        let before = self
+            .known
+            .range(..start)
+            .next_back()
+            .filter(|(_, &e)| e > start)
+            .map(|(&s, _)| s);
+        before
+            .into_iter()
+            .chain(self.known.range(start..end).map(|(&s, _)| s))
+            .collect()
+    }
+
+    /// Whether a mapping added overlaps `[start, end)`.
+    pub fn overlaps(&self, start: u64, end: u64) -> bool {
+        !self.overlapping(start, end).is_empty()
+    }
+
+    /// Removes every mapping added that overlaps `[start, end)`, and
+    /// returns the range they and `[start, end)` cover together (what a
+    /// caller adds again from the process's mappings as they are now).
+    pub fn remove_overlapping(&mut self, start: u64, end: u64) -> (u64, u64) {
+        let (mut lo, mut hi) = (start, end);
+        for s in self.overlapping(start, end) {
+            if let Some(e) = self.known.get(&s).copied() {
+                lo = lo.min(s);
+                hi = hi.max(e);
+            }
+            self.remove_mapping(s);
+        }
+        (lo, hi)
     }
 
     /// Whether `address` is in code added with its tables.

@@ -6,7 +6,10 @@
 //! one stable entry per function (`func@0x<start>`, as VTune names them)
 //! instead of one per sampled address.
 
+use std::collections::HashMap;
 use std::fs::File;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, Weak};
 
 use gimli::{BaseAddresses, CieOrFde, EhFrame, EhFrameHdr, RunTimeEndian, UnwindSection};
 use object::read::elf::ElfFile64;
@@ -50,6 +53,64 @@ pub fn function_ranges<'data, O: Object<'data>>(obj: &O) -> Result<Vec<(u64, u64
     }
     ranges.sort_unstable();
     Ok(ranges)
+}
+
+/// Bytes of unwind tables, shared by every holder of the same bytes (see
+/// `shared`); empty by default.
+#[derive(Debug, Clone, Default)]
+pub struct TableBytes(Arc<Box<[u8]>>);
+
+impl std::ops::Deref for TableBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl TableBytes {
+    /// Whether `self` and `other` are the same bytes in memory (not only
+    /// equal ones).
+    pub fn same(&self, other: &TableBytes) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// Unwind tables read so far and still held somewhere, by (length, hash
+/// of their bytes): the same bytes read again (the same library under
+/// another name, another version of a file whose tables did not change,
+/// a file read again after it left the cache) are shared, not kept twice.
+/// Not kept alive here (a weak reference to the box: the bytes are freed
+/// with their last holder).
+type Shared = HashMap<(usize, u64), Vec<Weak<Box<[u8]>>>>;
+static SHARED: Mutex<Option<Shared>> = Mutex::new(None);
+
+/// `bytes` as the tables already held with the same bytes, where there
+/// are some; else as new shared bytes, remembered for the next reader.
+pub(crate) fn shared(bytes: Vec<u8>) -> TableBytes {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    let key = (bytes.len(), hasher.finish());
+    let mut guard = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    let tables = guard.get_or_insert_with(HashMap::new);
+    let same = tables.entry(key).or_default();
+    same.retain(|w| w.strong_count() > 0);
+    if let Some(held) = same
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|held| ***held == *bytes)
+    {
+        return TableBytes(held);
+    }
+    let new = Arc::new(bytes.into_boxed_slice());
+    same.push(Arc::downgrade(&new));
+    // Forget the tables freed since: the map stays the size of what is held.
+    if tables.len() > 64 && tables.len().is_power_of_two() {
+        tables.retain(|_, same| {
+            same.retain(|w| w.strong_count() > 0);
+            !same.is_empty()
+        });
+    }
+    TableBytes(new)
 }
 
 /// Where the unwind tables of a file are, found when its symbol tables
@@ -99,9 +160,9 @@ impl EhLayout {
         }
         let range = |s: &RawSection| s.address..s.address.saturating_add(s.size);
         Some(crate::stack_unwind::UnwindSections {
-            eh_frame_hdr: self.hdr.bytes(file)?.into(),
+            eh_frame_hdr: shared(self.hdr.bytes(file)?),
             eh_frame_hdr_svma: range(&self.hdr),
-            eh_frame: self.frame.bytes(file)?.into(),
+            eh_frame: shared(self.frame.bytes(file)?),
             eh_frame_svma: range(&self.frame),
             got_svma: self.got.map(|g| g..g.saturating_add(1)),
         })
@@ -114,8 +175,8 @@ impl EhLayout {
             return None;
         }
         Some(EhTables {
-            hdr: self.hdr.bytes(file)?,
-            frame: self.frame.bytes(file)?,
+            hdr: shared(self.hdr.bytes(file)?),
+            frame: shared(self.frame.bytes(file)?),
             layout: *self,
         })
     }
@@ -127,9 +188,17 @@ impl EhLayout {
 /// for one sampled address).
 #[derive(Debug)]
 pub struct EhTables {
-    hdr: Vec<u8>,
-    frame: Vec<u8>,
+    /// Shared with the unwinder's copy ([`shared`]).
+    hdr: TableBytes,
+    frame: TableBytes,
     layout: EhLayout,
+}
+
+impl EhTables {
+    /// The bytes held.
+    pub fn bytes(&self) -> usize {
+        self.hdr.len() + self.frame.len()
+    }
 }
 
 impl EhTables {
@@ -139,7 +208,7 @@ impl EhTables {
     /// looks further back).
     pub fn function_at(&self, address: u64) -> Option<(u64, u64)> {
         let endian = RunTimeEndian::Little;
-        let mut eh_frame = EhFrame::new(&self.frame, endian);
+        let mut eh_frame = EhFrame::new(&self.frame[..], endian);
         eh_frame.set_address_size(8);
         let mut bases = BaseAddresses::default()
             .set_eh_frame_hdr(self.layout.hdr.address)
@@ -150,7 +219,9 @@ impl EhTables {
         if let Some(got) = self.layout.got {
             bases = bases.set_got(got);
         }
-        let parsed = EhFrameHdr::new(&self.hdr, endian).parse(&bases, 8).ok()?;
+        let parsed = EhFrameHdr::new(&self.hdr[..], endian)
+            .parse(&bases, 8)
+            .ok()?;
         let fde = parsed
             .table()?
             .fde_for_address(&eh_frame, &bases, address, EhFrame::cie_from_offset)

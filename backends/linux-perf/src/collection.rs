@@ -590,6 +590,15 @@ impl PerfCollection {
                 drained.sideband_lost
             ));
         }
+        if model.forgotten > 0 {
+            self.notes.push(format!(
+                "{} executable mappings were forgotten: a process mapped more than the kernel \
+                 lets one hold at once (vm.max_map_count) and perf does not record unmapping, \
+                 so lotus keeps the newest only; samples in the oldest, if still mapped, may \
+                 be unsymbolized ([unknown])",
+                model.forgotten
+            ));
+        }
         // Every process has exited: the samplers' counts are final.
         let coverage = drained.tally.finish_with(
             self.pid,

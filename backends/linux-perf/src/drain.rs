@@ -22,7 +22,7 @@ use crate::events::monotonic_ns;
 use crate::model::{Event, Location, Model, WindowCounts};
 use crate::records::{self, ReadKind};
 use crate::sample_read::DeltaTracker;
-use crate::stream::{Placed, Stream, StreamSummary, ToUnwind, UserCopy};
+use crate::stream::{Change, Placed, Stream, StreamSummary, UserCopy};
 use crate::BACKEND;
 use lotus_samples::SharedFolds;
 
@@ -434,16 +434,11 @@ fn run(
                             kernel,
                             counters,
                             frames: chain_frames(&model, pid, &chain.chain),
-                            user: chain.user.map(|copy| {
-                                Box::new(ToUnwind {
-                                    copy: *copy,
-                                    space: model.space(pid),
-                                })
-                            }),
+                            user: chain.user,
                         });
                     }
                 }
-                Event::Exit { tid } => deltas.exit(tid),
+                Event::Exit { tid, .. } => deltas.exit(tid),
                 Event::Lost { .. } | Event::Throttle => tally.dropped(),
                 Event::ThreadCpu {
                     pid,
@@ -479,14 +474,38 @@ fn run(
                         model.apply(t, sample, window);
                     }
                 }
-                Event::Fork { pid, ppid } if pid != ppid => {
+                // The writer replays the mappings to unwind user stacks.
+                Event::Fork { pid, ppid, .. } if pid != ppid => {
                     if let Some(stream) = stream.as_mut() {
-                        stream.fork(pid, ppid);
+                        stream.change(Change::Fork { pid, ppid });
+                    }
+                }
+                Event::Exec { pid } if ends.user_stacks => {
+                    if let Some(stream) = stream.as_mut() {
+                        stream.change(Change::Exec { pid });
+                    }
+                }
+                Event::Mmap {
+                    pid,
+                    start,
+                    len,
+                    pgoff,
+                    module,
+                } if ends.user_stacks => {
+                    if let Some(stream) = stream.as_mut() {
+                        let mapping = model.mapping(start, len, pgoff, module);
+                        stream.change(Change::Map { pid, mapping });
                     }
                 }
                 _ => {}
             }
             model.apply(t, ev, window);
+        }
+        // A second after its exit, nothing of a process is still to come.
+        for pid in model.drop_exited(limit.saturating_sub(1_000_000_000)) {
+            if let Some(stream) = stream.as_mut().filter(|_| ends.user_stacks) {
+                stream.change(Change::Gone { pid });
+            }
         }
         if let Some(stream) = stream.as_mut() {
             stream.end_round(&model.modules);

@@ -7,13 +7,13 @@
 //! other. A fork copies the parent's mappings, an exec drops them, a new
 //! mapping replaces whatever it overlaps (as `perf report` does).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use lotus_samples::CounterValues;
 
 use crate::records::Record;
-use lotus_symbols::{FileId, Module, VDSO};
+use lotus_symbols::{CodeMapping, FileId, Module, VDSO};
 
 /// How many mappings of one module [`Module::mapped_at`] keeps.
 const MAX_MAPPED_AT: usize = 8;
@@ -56,71 +56,26 @@ pub(crate) fn is_kernel_address(ip: u64) -> bool {
     cfg!(target_pointer_width = "64") && ip >> 63 == 1
 }
 
-/// One executable mapping of a process: `[start, end)` from file offset
-/// `pgoff` of `module`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Mapping {
-    pub end: u64,
-    pub pgoff: u64,
-    pub module: ModuleId,
-}
+/// One process's executable mappings ([`lotus_symbols::CodeSpace`]).
+/// Shared (an [`Arc`]) between a process and its forked children until
+/// one of them maps something. Samples carry no copy: the sample writer
+/// replays the changes into mappings of its own (see
+/// [`crate::stream::Change`]).
+pub(crate) type AddressSpace = lotus_symbols::CodeSpace;
 
-/// One process's executable mappings, by start address. Shared (an
-/// [`Arc`]) with the samples whose user stacks are unwound on the writer
-/// thread, which see the mappings as they were at their sample: a change
-/// copies the space only while such a sample still holds it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct AddressSpace {
-    maps: BTreeMap<u64, Mapping>,
-}
-
-impl AddressSpace {
-    fn insert(&mut self, start: u64, m: Mapping) {
-        if m.end <= start {
-            return;
-        }
-        let mut overlapping: Vec<u64> = Vec::new();
-        if let Some((&s, old)) = self.maps.range(..start).next_back() {
-            if old.end > start {
-                overlapping.push(s);
-            }
-        }
-        overlapping.extend(self.maps.range(start..m.end).map(|(&s, _)| s));
-        for s in overlapping {
-            let Some(old) = self.maps.remove(&s) else {
-                continue;
-            };
-            if s < start {
-                self.maps.insert(s, Mapping { end: start, ..old });
-            }
-            if old.end > m.end {
-                let pgoff = old.pgoff.wrapping_add(m.end - s);
-                self.maps.insert(m.end, Mapping { pgoff, ..old });
-            }
-        }
-        self.maps.insert(start, m);
-    }
-
-    fn find(&self, ip: u64) -> Option<(ModuleId, u64)> {
-        let (&start, m) = self.maps.range(..=ip).next_back()?;
-        (ip < m.end).then(|| (m.module, ip - start + m.pgoff))
-    }
-
-    /// The mappings, by start address.
-    pub(crate) fn mappings(&self) -> &BTreeMap<u64, Mapping> {
-        &self.maps
-    }
-
-    /// Where `ip`, a user address, falls in these mappings, the offset
-    /// kept in the modules where `keeps_offsets` says.
-    pub(crate) fn locate(&self, ip: u64, keeps_offsets: impl Fn(ModuleId) -> bool) -> Location {
-        match self.find(ip) {
-            Some((module, offset)) => Location::Module {
-                module,
-                offset: if keeps_offsets(module) { offset } else { 0 },
-            },
-            None => Location::Unmapped,
-        }
+/// Where `ip`, a user address, falls in `space`, the offset kept in the
+/// modules where `keeps_offsets` says.
+pub(crate) fn locate_in(
+    space: &AddressSpace,
+    ip: u64,
+    keeps_offsets: impl Fn(ModuleId) -> bool,
+) -> Location {
+    match space.find(ip) {
+        Some((module, offset)) => Location::Module {
+            module,
+            offset: if keeps_offsets(module) { offset } else { 0 },
+        },
+        None => Location::Unmapped,
     }
 }
 
@@ -148,6 +103,13 @@ pub(crate) struct Model {
     pub windows: Vec<WindowCounts>,
     /// Samples (and lost samples) stamped outside every window: dropped.
     pub outside: WindowCounts,
+    /// Mappings forgotten because a process had more than the kernel lets
+    /// it have at once (see [`AddressSpace::insert`]).
+    pub forgotten: u64,
+    /// Threads alive in each process whose start (its fork) was seen.
+    threads: HashMap<u32, u32>,
+    /// Processes whose last thread exited, and when.
+    exited: Vec<(u64, u32)>,
 }
 
 /// A record with its module already interned: what the drain thread queues
@@ -166,7 +128,7 @@ pub(crate) enum Event {
         counters: CounterValues,
     },
     /// See [`Record::Exit`].
-    Exit { tid: u32 },
+    Exit { pid: u32, tid: u32 },
     /// See [`Record::ThreadCpu`]; `stream` as for samples (the CPU's
     /// sampler the count is from).
     ThreadCpu {
@@ -184,7 +146,7 @@ pub(crate) enum Event {
         module: ModuleId,
     },
     /// See [`Record::Fork`].
-    Fork { pid: u32, ppid: u32 },
+    Fork { pid: u32, ppid: u32, tid: u32 },
     /// See [`Record::Exec`].
     Exec { pid: u32 },
     /// See [`Record::Lost`].
@@ -228,7 +190,8 @@ impl Event {
     pub(crate) fn rank(&self) -> u8 {
         match self {
             Event::Fork { .. } | Event::Exec { .. } | Event::Mmap { .. } => 0,
-            Event::Exit { .. } | Event::ThreadCpu { .. } => 2,
+            Event::ThreadCpu { .. } => 2,
+            Event::Exit { .. } => 3,
             _ => 1,
         }
     }
@@ -284,7 +247,7 @@ impl Model {
                 stream: 0,
                 counters,
             },
-            Record::Exit { tid, .. } => Event::Exit { tid },
+            Record::Exit { pid, tid, .. } => Event::Exit { pid, tid },
             Record::ThreadCpu { pid, tid, ns, .. } => Event::ThreadCpu {
                 pid,
                 tid,
@@ -327,7 +290,7 @@ impl Model {
                     module,
                 }
             }
-            Record::Fork { pid, ppid, .. } => Event::Fork { pid, ppid },
+            Record::Fork { pid, ppid, tid, .. } => Event::Fork { pid, ppid, tid },
             Record::Exec { pid, .. } => Event::Exec { pid },
             Record::Lost { count, .. } => Event::Lost { count },
             Record::Throttle { .. } => Event::Throttle,
@@ -365,30 +328,34 @@ impl Model {
                 pgoff,
                 module,
             } => {
-                let end = start.saturating_add(len);
-                // The kernel reports the vDSO's page offset like anonymous
-                // memory's (its address); the image starts at the mapping.
-                let is_vdso = self
-                    .modules
-                    .get(module as usize)
-                    .is_some_and(|m| m.name == VDSO);
-                let pgoff = if is_vdso { 0 } else { pgoff };
-                let m = Mapping { end, pgoff, module };
-                Arc::make_mut(self.spaces.entry(pid).or_default()).insert(start, m);
+                let m = self.mapping(start, len, pgoff, module);
+                self.forgotten += Arc::make_mut(self.spaces.entry(pid).or_default()).insert(m);
             }
-            Event::Fork { pid, ppid } => {
-                if pid != ppid {
-                    let space = self.spaces.get(&ppid).cloned().unwrap_or_default();
-                    self.spaces.insert(pid, space);
+            Event::Fork { pid, ppid, .. } if pid != ppid => {
+                let space = self.spaces.get(&ppid).cloned().unwrap_or_default();
+                self.spaces.insert(pid, space);
+                self.threads.insert(pid, 1);
+            }
+            Event::Fork { pid, tid, .. } => {
+                if let Some(n) = self.threads.get_mut(&pid).filter(|_| tid != pid) {
+                    *n += 1;
                 }
             }
             Event::Exec { pid } => {
                 self.spaces.insert(pid, Arc::default());
             }
-            // A process's mappings are kept past its exit (samples of it
-            // may still be replayed); the drain thread drops the thread's
-            // counter totals.
-            Event::Exit { .. } => {}
+            // A process's mappings are dropped a while after its last
+            // thread exited (see `drop_exited`); the drain thread drops
+            // the thread's counter totals.
+            Event::Exit { pid, .. } => {
+                if let Some(n) = self.threads.get_mut(&pid) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        self.threads.remove(&pid);
+                        self.exited.push((time, pid));
+                    }
+                }
+            }
             // Counted by the drain thread's coverage (see `crate::coverage`).
             Event::ThreadCpu { .. } => {}
             Event::Lost { count } => self.window_mut(window(time).unwrap_or(0)).lost += count,
@@ -403,14 +370,49 @@ impl Model {
             return Location::Kernel { address: ip };
         }
         match self.spaces.get(&pid) {
-            Some(space) => space.locate(ip, |m| self.keeps_offsets(m)),
+            Some(space) => locate_in(space, ip, |m| self.keeps_offsets(m)),
             None => Location::Unmapped,
         }
     }
 
-    /// `pid`'s mappings as they stand now, shared.
-    pub(crate) fn space(&self, pid: u32) -> Arc<AddressSpace> {
-        self.spaces.get(&pid).cloned().unwrap_or_default()
+    /// Drops the mappings of the processes whose last thread exited
+    /// before `before` (no record of them can come after), unless a new
+    /// process took the pid since; returns their pids. Memory stays in
+    /// proportion to the processes alive, not to all a job ever ran.
+    pub(crate) fn drop_exited(&mut self, before: u64) -> Vec<u32> {
+        let (gone, kept): (Vec<_>, Vec<_>) = self.exited.drain(..).partition(|e| e.0 < before);
+        self.exited = kept;
+        let gone = gone.into_iter().map(|(_, pid)| pid);
+        let gone: Vec<u32> = gone.filter(|p| !self.threads.contains_key(p)).collect();
+        for pid in &gone {
+            self.spaces.remove(pid);
+        }
+        gone
+    }
+
+    /// The mapping an mmap record of `len` bytes at `start` from file
+    /// offset `pgoff` of `module` makes.
+    pub(crate) fn mapping(
+        &self,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        module: ModuleId,
+    ) -> CodeMapping {
+        let end = start.saturating_add(len);
+        // The kernel reports the vDSO's page offset like anonymous
+        // memory's (its address); the image starts at the mapping.
+        let is_vdso = self
+            .modules
+            .get(module as usize)
+            .is_some_and(|m| m.name == VDSO);
+        let pgoff = if is_vdso { 0 } else { pgoff };
+        CodeMapping {
+            start,
+            end,
+            pgoff,
+            module,
+        }
     }
 
     fn keeps_offsets(&self, module: ModuleId) -> bool {
@@ -485,7 +487,12 @@ mod tests {
     fn forked_child_inherits_and_keeps_mappings_after_exit() {
         let mut m = Model::default();
         let lib = mmap(&mut m, 1, 0x7000, 0x1000, 0, "/lib/liba.so");
-        m.apply(0, Event::Fork { pid: 2, ppid: 1 }, |_| Some(0));
+        let fork = Event::Fork {
+            pid: 2,
+            ppid: 1,
+            tid: 2,
+        };
+        m.apply(0, fork, |_| Some(0));
         sample(&mut m, 5, 2, 0x7004);
         assert_eq!(
             only_location(&m),
@@ -494,6 +501,35 @@ mod tests {
                 offset: 4
             }
         );
+    }
+
+    /// A forked process's mappings are dropped once its last thread exited
+    /// (and a while has passed), not while a thread of it lives, and not
+    /// where a new process took its pid.
+    #[test]
+    fn an_exited_process_mappings_are_dropped() {
+        let mut m = Model::default();
+        mmap(&mut m, 1, 0x7000, 0x1000, 0, "/lib/liba.so");
+        let ev = |m: &mut Model, t, ev| m.apply(t, ev, |_| Some(0));
+        let fork = |pid, ppid, tid| Event::Fork { pid, ppid, tid };
+        ev(&mut m, 1, fork(2, 1, 2));
+        ev(&mut m, 2, fork(2, 2, 3)); // a second thread
+        ev(&mut m, 3, Event::Exit { pid: 2, tid: 2 });
+        assert!(m.drop_exited(u64::MAX).is_empty());
+        ev(&mut m, 4, Event::Exit { pid: 2, tid: 3 });
+        assert!(m.drop_exited(4).is_empty(), "not before its exit");
+        assert_eq!(m.drop_exited(5), [2]);
+        assert!(!m.spaces.contains_key(&2) && m.spaces.contains_key(&1));
+        // The pid taken again before the drop: kept.
+        ev(&mut m, 6, fork(3, 1, 3));
+        ev(&mut m, 7, Event::Exit { pid: 3, tid: 3 });
+        ev(&mut m, 8, fork(3, 1, 3));
+        assert!(m.drop_exited(u64::MAX).is_empty());
+        assert!(m.spaces.contains_key(&3));
+        // The first process (its fork never seen) is kept.
+        ev(&mut m, 9, Event::Exit { pid: 1, tid: 1 });
+        assert!(m.drop_exited(u64::MAX).is_empty());
+        assert!(m.spaces.contains_key(&1));
     }
 
     #[test]
@@ -631,13 +667,26 @@ mod tests {
             stream: 0,
             counters: CounterValues::new(&[5]).expect("one"),
         };
-        assert!(Event::Exit { tid: 2 }.rank() > sample.rank());
-        assert!(Event::Fork { pid: 2, ppid: 1 }.rank() < sample.rank());
+        let exit = Event::Exit { pid: 1, tid: 2 };
+        assert!(exit.rank() > sample.rank());
+        let cpu = Event::ThreadCpu {
+            pid: 1,
+            tid: 2,
+            ns: 5,
+            stream: 0,
+        };
+        assert!(exit.rank() > cpu.rank());
+        let fork = Event::Fork {
+            pid: 2,
+            ppid: 1,
+            tid: 2,
+        };
+        assert!(fork.rank() < sample.rank());
         assert!(matches!(
             sample.on_stream(7),
             Event::Sample { stream: 7, counters, .. } if counters.as_slice() == [5]
         ));
-        assert_eq!(Event::Exit { tid: 2 }.on_stream(7), Event::Exit { tid: 2 });
+        assert_eq!(exit.on_stream(7), exit);
     }
 
     #[test]

@@ -214,6 +214,8 @@ pub(crate) enum Record<'a> {
         pid: u32,
         /// Parent process id.
         ppid: u32,
+        /// New thread id.
+        tid: u32,
         /// Timestamp.
         time: u64,
     },
@@ -426,6 +428,7 @@ pub(crate) fn parse_with(
         RECORD_FORK => Record::Fork {
             pid: u32_at(body, 0)?,
             ppid: u32_at(body, 4)?,
+            tid: u32_at(body, 8)?,
             time: u64_at(body, 16)?,
         },
         RECORD_COMM if misc & MISC_COMM_EXEC != 0 => Record::Exec {
@@ -743,6 +746,7 @@ mod tests {
             Some(Record::Fork {
                 pid: 10,
                 ppid: 1,
+                tid: 10,
                 time: 77
             })
         );

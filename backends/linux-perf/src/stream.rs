@@ -28,10 +28,10 @@ use std::time::Duration;
 use lotus_core::Error as CoreError;
 use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_STACK_DEPTH};
 
-use crate::model::{AddressSpace, Location, ModuleId};
+use crate::model::{locate_in, AddressSpace, Location, ModuleId};
 use crate::symbolize::LocationNamer;
 use lotus_samples::{FoldKey, SharedFolds};
-use lotus_symbols::{Module, ModuleSymbols, SpaceUnwinder, UserStack};
+use lotus_symbols::{CodeMapping, Module, UserStack};
 
 /// Samples queued between the drain thread and the writer, at most: about
 /// 40 MiB, two minutes of a busy two-CPU job at 4 kHz. The frames of a
@@ -47,7 +47,7 @@ fn queued_weight(round: &[Placed]) -> usize {
     let stacks: usize = round
         .iter()
         .filter_map(|p| p.user.as_ref())
-        .map(|u| u.copy.stack.len())
+        .map(|u| u.stack.len())
         .sum();
     round.len() + frames / per_sample.max(1) + stacks / std::mem::size_of::<Placed>()
 }
@@ -67,8 +67,10 @@ pub(crate) struct Placed {
     /// Its call chain, innermost first (empty: none): with user stacks,
     /// the kernel's frames only, until the writer unwinds `user`'s.
     pub frames: Vec<Location>,
-    /// Its user registers and stack copy, to unwind (`--stacks dwarf`).
-    pub user: Option<Box<ToUnwind>>,
+    /// Its user registers and stack copy, to unwind (`--stacks dwarf`)
+    /// with its process's mappings as the writer has replayed them up to
+    /// this sample (see [`Change`]).
+    pub user: Option<Box<UserCopy>>,
 }
 
 /// A sample's user registers and a copy of its user stack.
@@ -81,20 +83,29 @@ pub(crate) struct UserCopy {
     pub stack: Vec<u8>,
 }
 
-/// A user stack to unwind, with its process's mappings at its sample.
-#[derive(Debug, Clone)]
-pub(crate) struct ToUnwind {
-    pub copy: UserCopy,
-    pub space: Arc<AddressSpace>,
+/// A change to a process's mappings, sent to the writer in time order
+/// with the samples, which replays them into mappings of its own to unwind
+/// user stacks with: a sample carries no copy of its process's mappings
+/// (a copy per sample, of a process with tens of thousands of mappings
+/// that maps and unmaps in a loop, made lotus hold gigabytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// `pid` mapped `mapping` (replacing what it overlaps).
+    Map { pid: u32, mapping: CodeMapping },
+    /// `pid` was forked from `ppid`: it has its parent's mappings.
+    Fork { pid: u32, ppid: u32 },
+    /// `pid` ran a new program: no mappings.
+    Exec { pid: u32 },
+    /// `pid` ended a while ago: its mappings are dropped.
+    Gone { pid: u32 },
 }
 
 enum Message {
     /// Modules first seen since the last message, in id order.
     Modules(Vec<Module>),
-    /// Processes started since the last message: (pid, parent pid).
-    Forks(Vec<(u32, u32)>),
-    /// One round's samples, in time order.
-    Samples(Vec<Placed>),
+    /// One round's samples, in time order, and the mapping changes among
+    /// them, each with the index of the first sample after it.
+    Samples(Vec<Placed>, Vec<(usize, Change)>),
 }
 
 /// What the writer did.
@@ -125,7 +136,7 @@ pub(crate) struct Stream {
     queue: Arc<Queue>,
     modules_sent: usize,
     round: Vec<Placed>,
-    forks: Vec<(u32, u32)>,
+    changes: Vec<(usize, Change)>,
 }
 
 impl Stream {
@@ -166,7 +177,7 @@ impl Stream {
                 queue,
                 modules_sent: 0,
                 round: Vec::new(),
-                forks: Vec::new(),
+                changes: Vec::new(),
             },
             handle,
         ))
@@ -177,15 +188,17 @@ impl Stream {
         self.round.push(sample);
     }
 
-    /// Says that process `pid` was forked from `ppid` (a forked worker's
-    /// frames from before the fork are named from its parent's perf map).
-    pub(crate) fn fork(&mut self, pid: u32, ppid: u32) {
-        self.forks.push((pid, ppid));
+    /// Queues a change of the mappings, after the samples pushed so far
+    /// (a fork also tells the namer: a forked worker's frames from before
+    /// the fork are named from its parent's perf map).
+    pub(crate) fn change(&mut self, change: Change) {
+        self.changes.push((self.round.len(), change));
     }
 
-    /// Sends the round's samples (and the modules they may need).
+    /// Sends the round's samples and changes (and the modules they may
+    /// need).
     pub(crate) fn end_round(&mut self, modules: &[Module]) {
-        if self.round.is_empty() {
+        if self.round.is_empty() && self.changes.is_empty() {
             return;
         }
         if modules.len() > self.modules_sent {
@@ -194,16 +207,12 @@ impl Stream {
             // A writer that is gone has reported why in its summary.
             let _ = self.tx.send(Message::Modules(new));
         }
-        if !self.forks.is_empty() {
-            let _ = self
-                .tx
-                .send(Message::Forks(std::mem::take(&mut self.forks)));
-        }
         let round = std::mem::take(&mut self.round);
-        let weight = queued_weight(&round);
+        let changes = std::mem::take(&mut self.changes);
+        let weight = queued_weight(&round) + changes.len();
         self.queue.wait_for_room(weight);
         self.queue.samples.fetch_add(weight, Ordering::AcqRel);
-        let _ = self.tx.send(Message::Samples(round));
+        let _ = self.tx.send(Message::Samples(round, changes));
     }
 }
 
@@ -261,27 +270,30 @@ fn write(
                 modules.extend(new);
                 continue;
             }
-            Message::Forks(forks) => {
-                for (pid, ppid) in forks {
-                    namer.forked(pid, ppid);
-                }
-                continue;
-            }
-            Message::Samples(round) => round,
+            Message::Samples(round, changes) => (round, changes),
         };
-        let mut round = round;
+        let (mut round, changes) = round;
         // Counted off before the work: the bound is on samples held here
         // and in the channel, and this round is held until the loop ends.
         queue
             .samples
-            .fetch_sub(queued_weight(&round), Ordering::AcqRel);
+            .fetch_sub(queued_weight(&round) + changes.len(), Ordering::AcqRel);
+        let mut changes = changes.into_iter().peekable();
+        for (i, p) in round.iter_mut().enumerate() {
+            while let Some((_, change)) = changes.next_if(|(at, _)| *at <= i) {
+                unwinders.change(change, &mut namer);
+            }
+            if let Some(user) = p.user.take() {
+                if summary.error.is_none() {
+                    unwinders.unwind(&modules, p.pid, &user, &mut p.frames);
+                }
+            }
+        }
+        for (_, change) in changes {
+            unwinders.change(change, &mut namer);
+        }
         if summary.error.is_some() {
             continue;
-        }
-        for p in &mut round {
-            if let Some(user) = p.user.take() {
-                unwinders.unwind(&modules, p.pid, &user, &mut p.frames);
-            }
         }
         let mut new_locs: Vec<Location> = round
             .iter()
@@ -361,37 +373,50 @@ fn write(
     summary
 }
 
-/// The processes' unwinders, each with the mappings it was last brought
-/// up to date with: a sample whose mappings differ adds and removes the
-/// difference (framehop's rule cache is per unwinder, and counts its
-/// changes in 16 bits: rebuilding one per change would wrap it).
+/// The processes' mappings as the writer replays them ([`Change`]), and
+/// their unwinders ([`lotus_symbols::Unwinders`]), told of each change.
 #[derive(Default)]
 struct Unwinders {
-    by_pid: HashMap<u32, PidUnwinder>,
-    /// Each module's symbol tables (whose unwind tables the unwinder
-    /// reads), `None` where they cannot be read.
-    symbols: HashMap<ModuleId, Option<Arc<ModuleSymbols>>>,
-    /// Walks made so far: the age of each unwinder's last use.
-    walks: u64,
+    /// Each process's mappings (shared with a forked child until one of
+    /// them changes).
+    spaces: HashMap<u32, Arc<AddressSpace>>,
+    unwinders: lotus_symbols::Unwinders,
     /// The address list of the walk in progress.
     addresses: Vec<u64>,
-}
-
-struct PidUnwinder {
-    space: Arc<AddressSpace>,
-    unwinder: SpaceUnwinder,
-    last_used: u64,
 }
 
 /// The kernel's name for anonymous memory in a mapping record.
 const ANON: &str = "//anon";
 
-/// The most processes whose unwinders are kept; past it, the least
-/// recently used is dropped (and built again if its process samples
-/// again).
-const MAX_UNWINDERS: usize = 512;
-
 impl Unwinders {
+    /// Replays a change of the mappings.
+    fn change(&mut self, change: Change, namer: &mut LocationNamer) {
+        match change {
+            Change::Map { pid, mapping } => {
+                // Forgotten mappings are counted by the drain thread's
+                // model, which replays the same changes.
+                let _ = Arc::make_mut(self.spaces.entry(pid).or_default()).insert(mapping);
+                self.unwinders.changed(pid, mapping.start, mapping.end);
+            }
+            Change::Fork { pid, ppid } => {
+                namer.forked(pid, ppid);
+                if pid != ppid {
+                    let space = self.spaces.get(&ppid).cloned().unwrap_or_default();
+                    self.spaces.insert(pid, space);
+                    self.unwinders.forget(pid);
+                }
+            }
+            Change::Exec { pid } => {
+                self.spaces.insert(pid, Arc::default());
+                self.unwinders.forget(pid);
+            }
+            Change::Gone { pid } => {
+                self.spaces.remove(&pid);
+                self.unwinders.forget(pid);
+            }
+        }
+    }
+
     /// Appends to `frames` the user frames of `user`'s stack, innermost
     /// first, placed in their mappings, so that `frames` holds at most
     /// [`MAX_STACK_DEPTH`].
@@ -399,90 +424,34 @@ impl Unwinders {
         &mut self,
         modules: &[Module],
         pid: u32,
-        user: &ToUnwind,
+        user: &UserCopy,
         frames: &mut Vec<Location>,
     ) {
         let max = MAX_STACK_DEPTH.saturating_sub(frames.len());
         if max == 0 {
             return;
         }
-        self.walks += 1;
-        if !self.by_pid.contains_key(&pid) && self.by_pid.len() >= MAX_UNWINDERS {
-            if let Some(oldest) = self
-                .by_pid
-                .iter()
-                .min_by_key(|(_, u)| u.last_used)
-                .map(|(&p, _)| p)
-            {
-                self.by_pid.remove(&oldest);
-            }
-        }
-        let symbols = &mut self.symbols;
-        let entry = self.by_pid.entry(pid).or_insert_with(|| PidUnwinder {
-            space: Arc::default(),
-            unwinder: SpaceUnwinder::new(),
-            last_used: 0,
-        });
-        entry.last_used = self.walks;
-        if !Arc::ptr_eq(&entry.space, &user.space) {
-            update(
-                &mut entry.unwinder,
-                &entry.space,
-                &user.space,
-                modules,
-                symbols,
-            );
-            entry.space = Arc::clone(&user.space);
-        }
+        let space = self.spaces.get(&pid).cloned().unwrap_or_default();
         let stack = UserStack {
-            ip: user.copy.ip,
-            sp: user.copy.sp,
-            bp: user.copy.bp,
-            stack: &user.copy.stack,
+            ip: user.ip,
+            sp: user.sp,
+            bp: user.bp,
+            stack: &user.stack,
         };
         self.addresses.clear();
-        entry.unwinder.unwind(&stack, max, &mut self.addresses);
+        let mappings = |lo, hi| space.overlapping(lo, hi);
+        (self.unwinders).unwind(modules, pid, &stack, max, &mut self.addresses, mappings);
         let keeps = |m: ModuleId| modules.get(m as usize).is_some_and(Module::keeps_offsets);
         // Code outside every file (a JIT's, CPython's trampolines) keeps
         // its address, for the process's perf map to name.
         let jit = |m: ModuleId| modules.get(m as usize).is_some_and(|m| m.name == ANON);
-        frames.extend(self.addresses.iter().map(
-            |&address| match user.space.locate(address, keeps) {
+        frames.extend(self.addresses.iter().map(|&address| {
+            match locate_in(&space, address, keeps) {
                 Location::Unmapped => Location::Jit { pid, address },
                 Location::Module { module, .. } if jit(module) => Location::Jit { pid, address },
                 other => other,
-            },
-        ));
-    }
-}
-
-/// Brings `unwinder`, made for the mappings `old`, to the mappings `new`.
-fn update(
-    unwinder: &mut SpaceUnwinder,
-    old: &AddressSpace,
-    new: &AddressSpace,
-    modules: &[Module],
-    symbols: &mut HashMap<ModuleId, Option<Arc<ModuleSymbols>>>,
-) {
-    let (old, new) = (old.mappings(), new.mappings());
-    for (start, m) in old {
-        if new.get(start) != Some(m) {
-            unwinder.remove_mapping(*start);
-        }
-    }
-    for (&start, m) in new {
-        if old.get(&start) == Some(m) {
-            continue;
-        }
-        let Some(module) = modules.get(m.module as usize).filter(|m| m.is_file) else {
-            continue;
-        };
-        let read = symbols
-            .entry(m.module)
-            .or_insert_with(|| lotus_symbols::module_symbols(module).ok());
-        if let Some(read) = read {
-            unwinder.add_mapping(&module.name, read, start, m.end, m.pgoff);
-        }
+            }
+        }));
     }
 }
 
@@ -574,14 +543,11 @@ mod tests {
         assert!(queued_weight(&[placed(2)]) == 1 && per >= 2, "{per}");
         // A stack copy weighs its bytes: 8 KiB, many samples' worth.
         let mut copied = placed(3);
-        copied.user = Some(Box::new(ToUnwind {
-            copy: UserCopy {
-                ip: 0,
-                sp: 0,
-                bp: 0,
-                stack: vec![0; 8192],
-            },
-            space: Arc::default(),
+        copied.user = Some(Box::new(UserCopy {
+            ip: 0,
+            sp: 0,
+            bp: 0,
+            stack: vec![0; 8192],
         }));
         assert_eq!(
             queued_weight(&[copied]),
