@@ -64,6 +64,7 @@ mod trace_run_faults;
 mod trace_study;
 mod trace_torch;
 mod trace_view;
+mod tracer_bounds;
 mod uprof_control;
 mod verdict;
 mod wheel;

@@ -51,6 +51,8 @@ import os
 import sys
 import threading
 import time
+import types
+import weakref
 
 _now = time.time_ns
 # This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), read at each op span's
@@ -495,24 +497,109 @@ def call_op(name, fn, *args, **kwargs):
 
 # Every op name given out in this process, and what it names (a class, a
 # code object, a builtin): two different callables never share a name.
-_claimed = {}
-_callable_names = {}
+# Claims are O(1) (a counter per qualified name, not a walk over `#2, #3,
+# ...`) and hold their callables by weak reference where they take one: a
+# class made per item (`type(...)` or a class statement in `__getitem__`)
+# is neither kept alive nor makes later claims slower.
+#
+# Distinct callables of one qualified name with rows of their own
+# (`qualified#2`, ...): past it they share the row `qualified#more`, said
+# once in the log.
+MAX_PER_NAME = 32
+# Names given out in all: past it, callables not named yet share the row
+# `MORE_NAMES`, said once in the log.
+MAX_NAMES = 10_000
+MORE_NAMES = "lotus.more_callables"
+# Entries of `callable_name`'s cache before it is emptied (names stay the
+# same: `claim_name` gives a callable its name again).
+_CACHE_MAX = 1024
+_claimed = {}  # name -> its owner (a weak reference where it takes one)
+_owned = weakref.WeakKeyDictionary()  # owner -> its name, owners with weak references
+_owned_strong = {}  # owner -> its name, owners without (tuples, method descriptors)
+_next_n = {}  # qualified name -> n of its next `qualified#n`
+_callable_names = {}  # cache: class, code object or builtin -> its name
+_BuiltinType = types.BuiltinFunctionType
+
+
+def _owner_name(key):
+    try:
+        return _owned.get(key)
+    except TypeError:
+        try:
+            return _owned_strong.get(key)
+        except TypeError:
+            return None
+
+
+def _take(name, key):
+    """Whether `name` is `key`'s: free (then it is now) or its already."""
+    owner = _claimed.get(name)
+    if owner is None:
+        if len(_claimed) >= MAX_NAMES:
+            return False
+        try:
+            _claimed[name] = weakref.ref(key)
+        except TypeError:
+            _claimed[name] = key
+        try:
+            _owned[key] = name
+        except TypeError:
+            try:
+                _owned_strong[key] = name
+            except TypeError:
+                pass
+        return True
+    if type(owner) is weakref.ref:
+        owner = owner()
+        if owner is None:  # gone: its name stays its own
+            return False
+    try:
+        return owner is key or bool(owner == key)
+    except Exception:
+        return False
 
 
 def claim_name(key, short, qualified):
     """`short` as the op name of `key`, or, when another callable already
-    has it, `qualified` (`module.qualname`), then `qualified#2`, ..."""
+    has it, `qualified` (`module.qualname`), then `qualified#2`, ... (at
+    most `MAX_PER_NAME` of them, then `qualified#more` for the rest; past
+    `MAX_NAMES` names, `MORE_NAMES`). O(1); `key` is held by weak
+    reference where it takes one."""
+    name = _owner_name(key)
+    if name is not None:
+        return name
     for name in (short, qualified):
-        owner = _claimed.setdefault(name, key)
-        if owner is key or owner == key:
+        if _take(name, key):
             return name
-    n = 2
+    if len(_claimed) >= MAX_NAMES:
+        note(f"more than {MAX_NAMES} op names in this process: callables named after that share the row {MORE_NAMES}")
+        return MORE_NAMES
     while True:
+        n = _next_n.get(qualified, 2)
+        if n > MAX_PER_NAME:
+            note(f"more than {MAX_PER_NAME} different callables are named {qualified} (a class or function made per call?): those after share the row {qualified}#more")
+            return f"{qualified}#more"
+        _next_n[qualified] = n + 1
         name = f"{qualified}#{n}"
-        owner = _claimed.setdefault(name, key)
-        if owner is key or owner == key:
+        if _take(name, key):
             return name
-        n += 1
+
+
+def _builtin_key(fn):
+    """What names a C function: itself, or for a method bound to an object
+    (`array.astype`, `tensor.float`: a new one per object) its class's
+    method, so that neither the object is kept nor each object's method is
+    a callable of its own."""
+    owner = getattr(fn, "__self__", None)
+    if owner is None or type(owner) is types.ModuleType or isinstance(owner, type):
+        return fn
+    cls = type(owner)
+    method = getattr(cls, getattr(fn, "__name__", ""), None)
+    try:
+        hash(method)
+    except TypeError:
+        method = None
+    return method if method is not None else (cls, getattr(fn, "__name__", "?"))
 
 
 def _function_name(fn):
@@ -530,7 +617,18 @@ def _function_name(fn):
             col = min((p[2] for p in positions() if p[2] and p[0] == code.co_firstlineno), default=None)
         qualified = f"{short}:{col}" if col is not None else f"<lambda>@{code.co_filename}:{code.co_firstlineno}"
         return code, clean_name(short), clean_name(qualified)
-    return (code if code is not None else fn), clean_name(qual), clean_name(f"{module}.{qual}")
+    key = code if code is not None else (_builtin_key(fn) if type(fn) is _BuiltinType else fn)
+    return key, clean_name(qual), clean_name(f"{module}.{qual}")
+
+
+def _cache(key, name):
+    if len(_callable_names) >= _CACHE_MAX:
+        _callable_names.clear()
+    try:
+        _callable_names[key] = name
+    except TypeError:
+        pass
+    return name
 
 
 def callable_name(obj):
@@ -539,7 +637,8 @@ def callable_name(obj):
     function's, torchvision's `Lambda(f)` by `f`'s, any other object by its
     class's name; `module.qualname` where two callables would share one.
     Names are kept per class and per code object (not per object: a
-    callable made per call is not kept alive)."""
+    callable made per call is not kept alive), in a bounded cache over
+    `claim_name`, which holds them by weak reference."""
     k = type(obj)
     name = _callable_names.get(k)
     if name is not None:
@@ -549,22 +648,18 @@ def callable_name(obj):
         name = _callable_names.get(code)
         if name is None:
             key, short, qualified = _function_name(getattr(obj, "__func__", obj))
-            name = _callable_names[code] = claim_name(key, short, qualified)
+            name = _cache(code, claim_name(key, short, qualified))
         return name
     if k.__name__ == "method":
         return callable_name(obj.__func__)
-    if k.__name__ == "builtin_function_or_method":
+    if k is _BuiltinType:
+        key, short, qualified = _function_name(obj)
         try:
-            name = _callable_names.get(obj)
+            name = _callable_names.get(key)
         except TypeError:
             name = None
         if name is None:
-            key, short, qualified = _function_name(obj)
-            name = claim_name(key, short, qualified)
-            try:
-                _callable_names[obj] = name
-            except TypeError:
-                pass
+            name = _cache(key, claim_name(key, short, qualified))
         return name
     if k.__name__ == "partial" and callable(getattr(obj, "func", None)):
         return callable_name(obj.func)
@@ -572,8 +667,7 @@ def callable_name(obj):
         lambd = getattr(obj, "lambd", None)
         if callable(lambd):
             return callable_name(lambd)
-    name = _callable_names[k] = claim_name(k, clean_name(k.__name__), clean_name(f"{k.__module__}.{k.__qualname__}"))
-    return name
+    return _cache(k, claim_name(k, clean_name(k.__name__), clean_name(f"{k.__module__}.{k.__qualname__}")))
 
 
 def sample_call(get, index, name="Sample"):

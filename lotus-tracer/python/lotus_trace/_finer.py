@@ -34,7 +34,10 @@ every time after. Set `LOTUS_TRACE_FINER=0` to turn it off.
 Costs: one Python callback per call made by a traced `__getitem__` (about
 a microsecond, plus the clock reads of a span when one is written), and a
 callback at each return of the Python functions it calls, wherever they are
-called from.
+called from. What it keeps per callee is bounded: its name (see
+`_core.claim_name`: a class made per item is not kept alive, and past 32
+callables of one qualified name they share one row) and tables of at most
+`MAX_KEYS` entries, emptied when full.
 """
 
 import os
@@ -62,12 +65,19 @@ _written = set()  # callee names written once (then always)
 _first = {}  # callee name -> its first call of MIN_NS CPU or more, until written
 _callees = {}  # callee key (`_key`) -> (name, Python code ending it), or None: traced already
 _quiet = {}  # callee key -> its calls in a row under MIN_NS of CPU, while not written
+# The tables above keyed by code objects, classes and C functions are
+# emptied when they reach this many entries: a callee made per call (a
+# class per item) is then neither kept alive by them nor grows them. They
+# are caches: a callee keeps its name (`_core.claim_name`), its events
+# stay set, and a quiet callee is timed afresh.
+MAX_KEYS = 256
 # After this many calls in a row under MIN_NS, a callee not written is
 # timed by the wall clock alone until one call runs MIN_NS long.
 QUIET_AFTER = 8
 _FunctionType = types.FunctionType
 _MethodType = types.MethodType
 _BuiltinType = types.BuiltinFunctionType
+_builtin_key = _core._builtin_key
 # Code of this package: its files' names start so (as Python gives them,
 # from the folder it imported the package from).
 _here_prefix = os.path.join(os.path.dirname(__file__), "")
@@ -145,6 +155,8 @@ def enter(code):
             _mon.set_local_events(tool, code, E.CALL | E.C_RETURN | E.C_RAISE)
         except (ValueError, TypeError):
             return None
+        if len(_watched) >= MAX_KEYS:
+            _watched.clear()
         _watched.add(code)
     st = _state.stack
     if st is None:
@@ -188,7 +200,17 @@ def _key(callee):
         return callee.__code__
     if t is _MethodType:
         return getattr(callee.__func__, "__code__", t)
-    if t is _BuiltinType or t is type:
+    if t is _BuiltinType:
+        # A method bound to an object (`array.astype`) is a new one per
+        # object: kept by its class's method, not keeping the object.
+        key = _builtin_key(callee)
+        try:
+            hash(key)
+            return key
+        except TypeError:
+            return t
+    if t is type or isinstance(callee, type):
+        # A class (of any metaclass: ABCMeta's classes are not one callee).
         try:
             hash(callee)
             return callee
@@ -210,8 +232,12 @@ def _callee(callee, key):
         fcode = fn.__code__ if type(fn) is _FunctionType else None
         if fcode is not None and fcode not in _returns:
             _mon.set_local_events(_tool, fcode, _mon.events.PY_RETURN)
+            if len(_returns) >= MAX_KEYS:
+                _returns.clear()
             _returns.add(fcode)
         info = (_name(callee), fcode)
+    if len(_callees) >= MAX_KEYS:
+        _callees.clear()
     _callees[key] = info
     return info
 
@@ -279,6 +305,8 @@ def _write(p):
         # set-up, in any tiny callee); the first is kept until then, and
         # written with the second.
         if cpu < MIN_NS:
+            if len(_quiet) >= MAX_KEYS and key not in _quiet:
+                _quiet.clear()
             _quiet[key] = _quiet.get(key, 0) + 1
             return
         first = _first.get(name)
@@ -309,7 +337,7 @@ def _name(callee):
     if type(callee) is _BuiltinType and str(getattr(callee, "__qualname__", "")).startswith("_"):
         # A C function held by a private class (torch's
         # `_VariableFunctionsClass.from_numpy`): its own name.
-        return _core.claim_name(callee, _core.clean_name(callee.__name__), _core.clean_name(f"{callee.__module__}.{callee.__name__}"))
+        return _core.claim_name(_builtin_key(callee), _core.clean_name(callee.__name__), _core.clean_name(f"{callee.__module__}.{callee.__name__}"))
     if isinstance(callee, type):
         return _core.claim_name(
             callee,

@@ -5,8 +5,10 @@ $LOTUS_TRACE_OPS holds the specs, one a line (lotus checked their form).
 In every traced process each spec's module is hooked as it is imported
 (`_torch`'s meta_path finder; at once when it already is): each function
 of the module, and each function, staticmethod and classmethod of its
-classes (nested ones too), whose `__qualname__` matches QUALNAME (a glob,
-`fnmatch`'s, case-sensitive: `*` matches dots too), and that the module
+classes (nested ones too), whose `__qualname__` matches QUALNAME (a glob
+as `fnmatch.fnmatchcase` reads it: `*`, `?`, `[...]`, `[!...]`,
+case-sensitive, `*` matches dots too; matched by `glob_match`, not by
+fnmatch: see there), and that the module
 itself defines, is replaced by a wrapper that writes one op span per call,
 named after its qualname (`module.qualname` where another callable has that
 name). A generator function's span is each step of it (`next`), not its
@@ -24,6 +26,7 @@ import fnmatch
 import functools
 import inspect
 import os
+import re
 import sys
 
 from . import _core
@@ -34,6 +37,89 @@ ENV = "LOTUS_TRACE_OPS"
 _specs = []
 _matched = set()
 _main_done = False
+
+
+# --- QUALNAME globs ---------------------------------------------------------
+#
+# Hand-written, not fnmatch: fnmatch turns a whole glob into one regular
+# expression, and on Python before 3.9 (the wheel supports 3.8) that
+# expression backtracks exponentially: `*a*a*a*a*a*a*a*a*b` against one long
+# function name stalled a job's imports 15-21 s. `glob_match` means what
+# `fnmatch.fnmatchcase` means on the Python it runs on (case-sensitive; `/`
+# and `.` are characters like any other; `*` any run of characters, `?` any
+# one; a `[` with no closing `]` a plain `[`) in at most len(name) x
+# len(pattern) steps: two pointers, and a mismatch only ever resumes from
+# the last `*`, one character further. A `[...]` class matches one
+# character through fnmatch's own translation of that class alone (its
+# `[!...]`, ranges and their quirks are fnmatch's: a one-character regular
+# expression cannot backtrack).
+
+_STAR = object()
+_ANY = object()
+_globs = {}  # pattern -> tokens (the specs' patterns: a few)
+
+
+def _glob_tokens(pattern):
+    """A glob as tokens: `_STAR`, `_ANY`, a character, or a class (the
+    compiled regular expression of that one `[...]`)."""
+    tokens = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            if not tokens or tokens[-1] is not _STAR:
+                tokens.append(_STAR)
+        elif c == "?":
+            tokens.append(_ANY)
+        elif c == "[":
+            # Where fnmatch.translate ends a class.
+            j = i
+            if j < n and pattern[j] == "!":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                tokens.append("[")
+                continue
+            tokens.append(re.compile(fnmatch.translate(pattern[i - 1 : j + 1])).match)
+            i = j + 1
+        else:
+            tokens.append(c)
+    return tokens
+
+
+def glob_match(name, pattern):
+    """Whether `name` matches the glob `pattern`, as
+    `fnmatch.fnmatchcase(name, pattern)` says, in at most len(name) x
+    len(pattern) steps on every Python."""
+    tokens = _globs.get(pattern)
+    if tokens is None:
+        tokens = _globs[pattern] = _glob_tokens(pattern)
+    p = s = 0
+    np_, ns = len(tokens), len(name)
+    star = -1  # the last `*`'s token index
+    resume = 0  # where the name resumes after it
+    while s < ns:
+        if p < np_:
+            token = tokens[p]
+            if token is _STAR:
+                star, resume = p, s
+                p += 1
+                continue
+            if token is _ANY or (token == name[s] if type(token) is str else token(name[s]) is not None):
+                p += 1
+                s += 1
+                continue
+        if star < 0:
+            return False
+        resume += 1
+        p, s = star + 1, resume
+    while p < np_ and tokens[p] is _STAR:
+        p += 1
+    return p == np_
 
 
 def _parse(text):
@@ -141,7 +227,7 @@ def _hook_module(module, names):
     module_name = getattr(module, "__name__", None)
     for holder, attr, fn, kind in list(_candidates(module, module_name)):
         qual = getattr(fn, "__qualname__", attr)
-        hits = [s for s in specs if fnmatch.fnmatchcase(qual, s[2])]
+        hits = [s for s in specs if glob_match(qual, s[2])]
         if not hits:
             continue
         if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
