@@ -721,7 +721,10 @@ mod tests {
         assert_eq!(one, all);
         let ops = all.iter().filter(|e| e.contains("name: \"Op\"")).count();
         assert_eq!(ops, 60_000);
-        let cut: Vec<&String> = all.iter().filter(|e| e.contains(crate::CUT_SHORT)).collect();
+        let cut: Vec<&String> = all
+            .iter()
+            .filter(|e| e.contains(crate::CUT_SHORT))
+            .collect();
         assert_eq!(cut.len(), 1, "{cut:?}");
         assert!(cut[0].contains("line: 60002"), "{}", cut[0]);
         // The next log is read whole.

@@ -1383,7 +1383,9 @@ mod tests {
         let (mut block, mut ends) = (Vec::new(), Vec::new());
         assert_eq!(reader.read_line().expect("line 1"), Some(false));
         reader.skip_line();
-        let n = reader.take_lines(1 << 20, &mut block, &mut ends).expect("lines");
+        let n = reader
+            .take_lines(1 << 20, &mut block, &mut ends)
+            .expect("lines");
         assert_eq!(n, 200, "the lines before the NUL bytes, no further");
         assert!(!block.contains(&0));
         assert_eq!(reader.read_line().expect("end"), None);

@@ -74,7 +74,7 @@ _cpu = time.thread_time_ns
 # Where the log cannot be mapped: lines buffered before a write.
 _FLUSH_EVERY = 512
 # The log grows by this much at a time (a clock line is written at each).
-_CHUNK = 4194304
+_CHUNK = 1024 * 1024
 # The main process writes at least this often (ns) when it consumes batches,
 # so that a killed job leaves most of its trace.
 _MAIN_FLUSH_NS = 2_000_000_000
@@ -312,36 +312,49 @@ _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def _log_end():
-    """Where the log's lines end now (lock held)."""
-    return _mm_off + _mm.tell() if _mm is not None else _end
+    """Where the log's lines end now (lock held; lines that do not take
+    it may come after)."""
+    mm = _mm
+    return _mm_off + mm.tell() if mm is not None else _end
+
+
+def _let_go_locked():
+    """Lets the mapping go; `_end` is then where its lines end. Writers do
+    not take the lock (`_emit`): one that read `_write` before it changed
+    either copied its line before `read()`, which moves the mapping's
+    position to its end in one call (the line is counted), or finds no
+    room, then no mapping, and takes the lock (lock held)."""
+    global _mm, _end, _write
+    mm = _mm
+    if mm is None:
+        return
+    _write = _no_mapping
+    rest = len(mm.read())
+    _end = _mm_off + len(mm) - rest
+    mm.close()
+    _mm = None
 
 
 def _map_locked(end, need):
     """Maps the log afresh from `end`, the end of its lines, with room for
     `need` more bytes and one NUL byte past the mapping: the file's blocks
     are allocated first (posix_fallocate), so that a full disk is an
-    OSError here and never a SIGBUS at a later copy (lock held)."""
-    global _mm, _mm_off
+    OSError here and never a SIGBUS at a later copy (lock held; no
+    mapping)."""
+    global _mm, _mm_off, _write
     import mmap
 
-    if _mm is not None:
-        _mm.close()
-        _mm = None
     off = end - end % mmap.ALLOCATIONGRANULARITY
     size = ((end - off + need) // _CHUNK + 1) * _CHUNK
     os.posix_fallocate(_fd, off, size + 1)
     mm = mmap.mmap(_fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=off)
     mm.seek(end - off)
-    _mm, _mm_off = mm, off
+    _mm, _mm_off, _write = mm, off, mm.write
 
 
 def _unmap_locked():
     """Ends the mapping and cuts the file to its lines (lock held)."""
-    global _mm, _end
-    if _mm is not None:
-        _end = _mm_off + _mm.tell()
-        _mm.close()
-        _mm = None
+    _let_go_locked()
     if _fd is not None:
         os.ftruncate(_fd, _end)
 
@@ -406,7 +419,8 @@ def _append_locked(data):
             if len(_buf) >= _FLUSH_EVERY:
                 _write_blocks_locked()
             return
-        end = _log_end()
+        _let_go_locked()
+        end = _end
         if _exiting:
             # After the clean end at exit (a finalizer's late line): written
             # as it comes, so that the log still ends clean.
@@ -432,14 +446,24 @@ def _append_locked(data):
 
 def _put_locked(data):
     """Copies `data` (whole lines) to the log (lock held)."""
-    mm = _mm
-    if mm is not None:
-        try:
-            mm.write(data)
-            return
-        except ValueError:  # no room left in the mapping
-            pass
-    _append_locked(data)
+    try:
+        _write(data)
+    except ValueError:  # no room left in the mapping, or none
+        _append_locked(data)
+
+
+def _no_mapping(data):
+    """`_write` while the log has no mapping."""
+    raise ValueError("no mapping")
+
+
+# Copies bytes into the log's mapping (its `write`: ValueError when they do
+# not fit, or once it is closed), or raises ValueError where there is none.
+# One C call, whole under the GIL: no lock needed (`_emit`).
+_write = _no_mapping
+# Free-threaded CPython (3.13t): no GIL makes `_write` whole; lines take
+# the lock there.
+_GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
 def _flush_collector():
@@ -538,15 +562,16 @@ def _emit(line):
         data = line.encode()
     except UnicodeEncodeError:  # a lone surrogate in a name
         data = line.encode("utf-8", "replace")
+    if _GIL:
+        # The common case, without the lock: one C call copies the line
+        # (see `_let_go_locked` for a racing growth).
+        try:
+            _write(data)
+            return
+        except ValueError:  # no room left in the mapping, or none
+            pass
     with _lock:
-        mm = _mm
-        if mm is not None:
-            try:
-                mm.write(data)
-                return
-            except ValueError:  # no room left in the mapping
-                pass
-        _append_locked(data)
+        _put_locked(data)
 
 
 def note(text):
@@ -942,7 +967,7 @@ def _after_fork_parent():
 
 def _after_fork_child():
     global _lock, _buf, _fd, _path, _pid, _role, _child_setup, _last_flush
-    global _mm, _mm_off, _end, _clock_at, _blocks, _exiting
+    global _mm, _mm_off, _end, _clock_at, _blocks, _exiting, _write
     # The parent's unwritten lines are the parent's: the child starts empty.
     _lock = threading.Lock()
     _buf = []
@@ -954,6 +979,7 @@ def _after_fork_child():
         except (OSError, ValueError, BufferError):
             pass
     _mm = None
+    _write = _no_mapping
     _mm_off = _end = 0
     _clock_at = -1
     _blocks = _exiting = False

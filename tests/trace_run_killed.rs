@@ -1,0 +1,180 @@
+//! `lotus trace run` when a process of the job is killed outright
+//! (SIGKILL, as the OOM killer does): every event it recorded is in its
+//! log, the log is cut to its lines, and lotus says which process died and
+//! how. Python: $LOTUS_PYTHON, else the repository's .venv.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `lotus trace run --out DIR [EXTRA] -- python -c CODE ARGS...`, run.
+fn trace_run(dir: &Path, extra: &[&str], code: &str, args: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "run", "--out"])
+        .arg(dir)
+        .args(extra)
+        .arg("--")
+        .arg(common::any_python())
+        .args(["-c", code])
+        .args(args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH")
+        .output()
+        .expect("run lotus")
+}
+
+/// What the job wrote of itself: `<pid> <ops it ran>`.
+fn own_count(path: &Path) -> (u32, usize) {
+    let text = std::fs::read_to_string(path).expect("the job's own count");
+    let mut words = text.split_whitespace();
+    let pid = words.next().and_then(|w| w.parse().ok()).expect("pid");
+    let ops = words.next().and_then(|w| w.parse().ok()).expect("ops");
+    (pid, ops)
+}
+
+/// The log of `pid` in `dir` (`*_<role>_pid_<pid>`), as bytes.
+fn log_of(dir: &Path, role: &str, pid: u32) -> Vec<u8> {
+    let name = format!("lotus_{role}_pid_{pid}");
+    std::fs::read(dir.join(&name)).unwrap_or_else(|e| {
+        let there: Vec<_> = std::fs::read_dir(dir)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        panic!("{name}: {e}; the folder holds {there:?}")
+    })
+}
+
+/// Lines of `log` that are spans of op `name`.
+fn op_lines(log: &[u8], name: &str) -> usize {
+    let tag = format!("S{name},");
+    String::from_utf8_lossy(log)
+        .lines()
+        .filter(|l| l.starts_with(&tag) && l.contains("kind=op"))
+        .count()
+}
+
+/// A worker (a multiprocessing child, role worker) runs `argv[1]` ops
+/// (fewer than the tracer ever buffered), writes its pid and its own count
+/// of them to `argv[2]`, then SIGKILLs itself; the main process waits for
+/// it and exits 0.
+const WORKER_KILLED: &str = r#"import os, sys, multiprocessing as mp, lotus_trace
+def work(n, out):
+    lotus_trace.set_role('worker')
+    op = lotus_trace.wrap(lambda: None, 'Op')
+    done = 0
+    for _ in range(n):
+        op()
+        done += 1
+    with open(out, 'w') as f:
+        f.write(f'{os.getpid()} {done}')
+    os.kill(os.getpid(), 9)
+if __name__ == '__main__':
+    lotus_trace.wrap(lambda: None, 'Main')()
+    p = mp.get_context('fork').Process(target=work, args=(int(sys.argv[1]), sys.argv[2]))
+    p.start()
+    p.join()
+    sys.exit(0 if p.exitcode == -9 else 3)
+"#;
+
+#[test]
+fn a_worker_killed_outright_keeps_its_events_and_is_named() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let count = tmp.path().join("count");
+    let n = Path::new("300");
+    let out = trace_run(&dir, &[], WORKER_KILLED, &[n, &count]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    // The job's own status: its main process ended well.
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let (pid, ops) = own_count(&count);
+    assert_eq!(ops, 300);
+    let log = log_of(&dir, "worker", pid);
+    assert_eq!(op_lines(&log, "Op"), ops, "every op the worker ran: {err}");
+    assert!(!log.contains(&0), "the log is cut to its lines");
+    assert!(
+        err.contains(&format!(
+            "worker pid {pid} was killed by SIGKILL (signal 9): its log was cut short at"
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("{ops} events kept")), "{err}");
+    // The note stays in the folder, at the end of that log.
+    let text = String::from_utf8_lossy(&log);
+    let last = text.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("# lotus-trace: lotus trace run: worker pid") && last.contains("SIGKILL"),
+        "{last}"
+    );
+    // Every reader reads it: `trace stats` counts its ops, no bad line.
+    let stats = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "stats", "--format", "json"])
+        .arg(&dir)
+        .output()
+        .expect("trace stats");
+    let json = String::from_utf8_lossy(&stats.stdout);
+    assert!(stats.status.success(), "{json}");
+    assert!(json.contains("\"bad_lines\": 0"), "{json}");
+}
+
+#[test]
+fn a_main_process_killed_outright_keeps_its_events_and_is_named() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let count = tmp.path().join("count");
+    let code = r#"import os, sys, lotus_trace
+op = lotus_trace.wrap(lambda: None, 'Op')
+done = 0
+for _ in range(int(sys.argv[1])):
+    op()
+    done += 1
+with open(sys.argv[2], 'w') as f:
+    f.write(f'{os.getpid()} {done}')
+os.kill(os.getpid(), 9)
+"#;
+    let out = trace_run(&dir, &[], code, &[Path::new("200"), &count]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    // The job's status passes through: 128 + 9.
+    assert_eq!(out.status.code(), Some(137), "{err}");
+    let (pid, ops) = own_count(&count);
+    let log = log_of(&dir, "main", pid);
+    assert_eq!(op_lines(&log, "Op"), ops, "{err}");
+    assert!(!log.contains(&0));
+    assert!(
+        err.contains(&format!(
+            "the main process pid {pid} was killed by SIGKILL (signal 9): its log was cut short at"
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("{ops} events kept")), "{err}");
+}
+
+#[test]
+fn an_original_format_log_of_a_killed_worker_is_cut_to_its_lines() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let count = tmp.path().join("count");
+    let out = trace_run(
+        &dir,
+        &["--format", "original"],
+        WORKER_KILLED,
+        &[Path::new("150"), &count],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let (pid, ops) = own_count(&count);
+    let log = log_of(&dir, "worker", pid);
+    assert!(!log.contains(&0), "NUL bytes would break pandas' read_csv");
+    // Three columns on every line, the worker's ops all there.
+    let text = String::from_utf8(log).expect("text");
+    assert!(text.lines().all(|l| l.split(',').count() == 3), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("SOp,")).count(), ops);
+    // Its parent's note of it cannot go in a log of this format: lotus
+    // names the log, with no known cause.
+    assert!(
+        err.contains(&format!(
+            "worker pid {pid} ended without closing its log (killed?)"
+        )),
+        "{err}"
+    );
+}
