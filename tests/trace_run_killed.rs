@@ -178,3 +178,80 @@ fn an_original_format_log_of_a_killed_worker_is_cut_to_its_lines() {
         "{err}"
     );
 }
+
+/// A sampled worker spins `argv[1]` ops of 2 ms of its own CPU each, writes
+/// its pid, the ops and the CPU time it ran them in (its thread's clock)
+/// to `argv[2]`, then SIGKILLs itself.
+const SPINNING_WORKER_KILLED: &str = r#"import os, sys, time, multiprocessing as mp, lotus_trace
+def spin():
+    t = time.thread_time_ns() + 2_000_000
+    while time.thread_time_ns() < t:
+        pass
+def work(n, out):
+    lotus_trace.set_role('worker')
+    op = lotus_trace.wrap(spin, 'Spin')
+    cpu = time.thread_time_ns()
+    for _ in range(n):
+        op()
+    with open(out, 'w') as f:
+        f.write(f'{os.getpid()} {n} {time.thread_time_ns() - cpu}')
+    os.kill(os.getpid(), 9)
+if __name__ == '__main__':
+    lotus_trace.wrap(lambda: None, 'Main')()
+    p = mp.get_context('fork').Process(target=work, args=(int(sys.argv[1]), sys.argv[2]))
+    p.start()
+    p.join()
+    sys.exit(0 if p.exitcode == -9 else 3)
+"#;
+
+#[test]
+fn a_killed_workers_samples_are_its_ops_not_untraced_processes() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let count = tmp.path().join("count");
+    let out = trace_run(
+        &dir,
+        &["--sample", "--frequency", "1000"],
+        SPINNING_WORKER_KILLED,
+        &[Path::new("150"), &count],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let status = common::sampled::sampling(&dir)
+        .get("status")
+        .cloned()
+        .unwrap_or_default();
+    if status != "complete" {
+        eprintln!("skipped: a_killed_workers_samples_are_its_ops_not_untraced_processes: sampling did not run here (status {status:?}): {err}");
+        return;
+    }
+    let text = std::fs::read_to_string(&count).expect("the worker's own count");
+    let cpu_ns: f64 = text
+        .split_whitespace()
+        .nth(2)
+        .and_then(|w| w.parse().ok())
+        .expect("cpu");
+    let a = common::sampled::attribute_json(&dir);
+    let interval = a["interval_ns"].as_f64().expect("interval");
+    let total = a["total_samples"].as_f64().expect("total");
+    let rows = a["rows"].as_array().expect("rows");
+    let samples = |name: &str| {
+        rows.iter()
+            .filter(|r| r["name"] == name)
+            .map(|r| r["samples"].as_f64().unwrap_or(0.0))
+            .sum::<f64>()
+    };
+    // The worker's samples went to its op (at least half of what its own
+    // clock ran, whatever samples a busy machine lost), and the processes
+    // of the job without a log took none of them.
+    let spin = samples("Spin");
+    assert!(
+        spin * interval >= 0.5 * cpu_ns,
+        "Spin: {spin} samples of {interval} ns against {cpu_ns} ns of the worker's own CPU: {a}"
+    );
+    let untraced = samples("untraced processes");
+    assert!(
+        untraced <= 0.05 * total,
+        "untraced processes: {untraced} of {total} samples: {a}"
+    );
+}
