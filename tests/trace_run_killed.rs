@@ -244,14 +244,18 @@ fn a_killed_workers_samples_are_its_ops_not_untraced_processes() {
     // The worker's samples went to its op (at least half of what its own
     // clock ran, whatever samples a busy machine lost), and the processes
     // of the job without a log took none of them.
+    let names: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{}: {} samples", r["name"], r["samples"]))
+        .collect();
     let spin = samples("Spin");
     assert!(
         spin * interval >= 0.5 * cpu_ns,
-        "Spin: {spin} samples of {interval} ns against {cpu_ns} ns of the worker's own CPU: {a}"
+        "Spin: {spin} samples of {interval} ns against {cpu_ns} ns of the worker's own CPU: {names:?}"
     );
     let untraced = samples("untraced processes");
     assert!(
         untraced <= 0.05 * total,
-        "untraced processes: {untraced} of {total} samples: {a}"
+        "untraced processes: {untraced} of {total} samples: {names:?}"
     );
 }

@@ -535,6 +535,26 @@ def _close_at_exit():
     _close()
 
 
+_os_exit = os._exit
+
+
+def _exit_closing(status):
+    """`os._exit`, the log ended cleanly first: a forked child (a
+    multiprocessing worker, a program's own `os.fork()`) leaves through
+    it, which runs no exit handler."""
+    try:
+        global _exiting
+        _exiting = True
+        _flush(timeout=1.0, close=True)
+    except BaseException:
+        pass
+    _os_exit(status)
+
+
+_exit_closing.__wrapped__ = _os_exit
+_exit_closing.__doc__ = _os_exit.__doc__
+
+
 def _as_original(line):
     """A line in the original fork's three columns (`_original`)."""
     head, _, fields = line.rstrip("\n").partition(",kind=")
@@ -1249,6 +1269,7 @@ def _install_process_hooks():
         return
     _hooks_installed = True
     atexit.register(_close_at_exit)
+    os._exit = _exit_closing
     _install_signal_flush()
     _start_lotus_watch()
     if hasattr(os, "register_at_fork"):
