@@ -3,12 +3,15 @@
 //! UTF-8, numbers that are negative or overflow) is an [`Entry::Bad`] with
 //! its file and line; the lines after it are still read.
 //!
-//! A NUL byte ends the log: the tracer copies its lines into a mapping of
+//! A NUL tail ends the log: the tracer copies its lines into a mapping of
 //! a file grown ahead of them, and a process killed before it closed its
-//! log (SIGKILL, the OOM killer) leaves NUL bytes after its last line.
-//! The reader stops at the first one: the lines before it are read, the
-//! line it cuts (a partial line) and what follows are not, and one
-//! [`Entry::Bad`] says the log was cut short there ([`CUT_SHORT`]).
+//! log (SIGKILL, the OOM killer) leaves NUL bytes after its last line, to
+//! the end of the file. A line with a NUL byte that reaches the end of
+//! the file, or runs past [`MAX_LINE_BYTES`] with no line break, is such
+//! a tail: the reader stops there (reading no further), the lines before
+//! it are read, the line it cuts (a partial line) is not, and one
+//! [`Entry::Bad`] says the log was cut short there ([`CUT_SHORT`]). A
+//! line with NUL bytes that ends in a line break is a bad line like any.
 //!
 //! ```
 //! use lotus_trace::{Entry, TraceReader};
@@ -338,7 +341,7 @@ pub struct TraceReader<R> {
     pending: std::collections::VecDeque<Entry>,
     out: Vec<Entry>,
     names: Names,
-    /// The line where a NUL byte was found: the log ends there.
+    /// The line where a NUL tail begins: the log ends there.
     cut: Option<u64>,
     /// Its [`Entry::Bad`] was handed out.
     cut_said: bool,
@@ -360,6 +363,13 @@ impl<R: BufRead> TraceReader<R> {
             cut: None,
             cut_said: false,
         }
+    }
+
+    /// The line being read begins a NUL tail: the log ends (`None`).
+    fn cut_here(&mut self) -> Option<bool> {
+        self.buf.clear();
+        self.cut = Some(self.parser.line_no + 1);
+        None
     }
 
     /// Once the reader met the NUL bytes of a log cut short: the
@@ -429,7 +439,8 @@ impl<R: BufRead> TraceReader<R> {
                 Err(e) => return Err(TraceError::io(&self.parser.file, &e)),
             }
         };
-        // Whole lines before a NUL byte only (read_line ends the log there).
+        // Whole lines before a NUL byte only (read_line tells a NUL tail,
+        // which ends the log, from a bad line).
         let chunk = match memchr::memchr(0, chunk) {
             Some(nul) => &chunk[..nul],
             None => chunk,
@@ -454,7 +465,7 @@ impl<R: BufRead> TraceReader<R> {
     }
 
     /// Reads the next line into `buf`, at most [`MAX_LINE_BYTES`] of it.
-    /// `None` at the end, or at a NUL byte, which ends the log (the line
+    /// `None` at the end, or at a NUL tail, which ends the log (the line
     /// it cuts is dropped: [`TraceReader::take_cut`]); `Some(true)` when
     /// the line was longer.
     pub(crate) fn read_line(&mut self) -> Result<Option<bool>, TraceError> {
@@ -464,6 +475,7 @@ impl<R: BufRead> TraceReader<R> {
         }
         let mut any = false;
         let mut too_long = false;
+        let mut nul = false;
         loop {
             let chunk = match self.input.fill_buf() {
                 Ok(c) => c,
@@ -471,6 +483,9 @@ impl<R: BufRead> TraceReader<R> {
                 Err(e) => return Err(TraceError::io(&self.parser.file, &e)),
             };
             if chunk.is_empty() {
+                if nul {
+                    return Ok(self.cut_here());
+                }
                 return Ok(any.then_some(too_long));
             }
             any = true;
@@ -478,14 +493,14 @@ impl<R: BufRead> TraceReader<R> {
                 Some(i) => (&chunk[..i], i + 1, true),
                 None => (chunk, chunk.len(), false),
             };
-            if memchr::memchr(0, piece).is_some() {
-                self.buf.clear();
-                self.cut = Some(self.parser.line_no + 1);
-                return Ok(None);
-            }
+            nul = nul || memchr::memchr(0, piece).is_some();
             let room = MAX_LINE_BYTES.saturating_sub(self.buf.len());
             if piece.len() > room {
                 too_long = true;
+                if nul && !end {
+                    // NUL bytes past the longest line: a tail, not read on.
+                    return Ok(self.cut_here());
+                }
             }
             self.buf.extend_from_slice(&piece[..piece.len().min(room)]);
             self.input.consume(used);
@@ -1391,6 +1406,15 @@ mod tests {
         assert_eq!(reader.read_line().expect("end"), None);
         assert!(reader.take_cut().is_some());
         assert!(reader.take_cut().is_none(), "said once");
+        // NUL bytes in a line that ends in a line break: a bad line, and the
+        // log goes on.
+        let entries = read(b"SA,1,2\n\0\0\0\nSB,3,4\n");
+        assert_eq!(entries.len(), 3);
+        assert!(
+            bad_messages(&entries)[0].contains("f:2: NUL bytes"),
+            "{entries:?}"
+        );
+        assert!(matches!(&entries[2], Entry::Event(e) if &*e.name == "B"));
     }
 
     #[test]

@@ -75,8 +75,9 @@ _cpu = time.thread_time_ns
 _FLUSH_EVERY = 512
 # The log grows by this much at a time (a clock line is written at each).
 _CHUNK = 1024 * 1024
-# The main process writes at least this often (ns) when it consumes batches,
-# so that a killed job leaves most of its trace.
+# The main process writes a clock line at least this often (ns) when it
+# consumes batches (and its buffered lines, where the log is written in
+# blocks).
 _MAIN_FLUSH_NS = 2_000_000_000
 
 _on = False  # tracing is enabled in this process
@@ -346,7 +347,10 @@ def _map_locked(end, need):
 
     off = end - end % mmap.ALLOCATIONGRANULARITY
     size = ((end - off + need) // _CHUNK + 1) * _CHUNK
-    os.posix_fallocate(_fd, off, size + 1)
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is None:
+        raise OSError(errno.EOPNOTSUPP, "no posix_fallocate here")
+    fallocate(_fd, off, size + 1)
     mm = mmap.mmap(_fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=off)
     mm.seek(end - off)
     _mm, _mm_off, _write = mm, off, mm.write
@@ -359,13 +363,14 @@ def _unmap_locked():
         os.ftruncate(_fd, _end)
 
 
-def _to_blocks_locked(error):
-    """The log cannot be mapped: from here on its lines are written in
-    blocks (lock held)."""
+def _to_blocks_locked(error, data):
+    """The log cannot be mapped: from here on its lines (`data` first) are
+    written in blocks (lock held)."""
     global _blocks
     _unmap_locked()
     os.lseek(_fd, _end, os.SEEK_SET)
     _blocks = True
+    _buf.append(data)
     if not _original:
         _buf.append(
             (
@@ -434,8 +439,7 @@ def _append_locked(data):
         except (OSError, ValueError) as e:
             if isinstance(e, OSError) and e.errno in _NO_ROOM:
                 raise
-            _to_blocks_locked(e)
-            _buf.append(data)
+            _to_blocks_locked(e, data)
             return
         _mm.write(data)
         if end and not _original:
