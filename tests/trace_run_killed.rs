@@ -259,3 +259,64 @@ fn a_killed_workers_samples_are_its_ops_not_untraced_processes() {
         "untraced processes: {untraced} of {total} samples: {names:?}"
     );
 }
+
+/// A DataLoader worker SIGKILLs itself at item `argv[1]`, having written
+/// its pid and how many items it loaded to `argv[2]`; the main process
+/// fails as a killed worker makes it fail (its RuntimeError).
+const DATALOADER_WORKER_KILLED: &str = r#"import os, sys, torch
+from torch.utils.data import DataLoader, Dataset
+class Items(Dataset):
+    loaded = 0
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        if i == int(sys.argv[1]):
+            with open(sys.argv[2], 'w') as f:
+                f.write(f'{os.getpid()} {self.loaded}')
+            os.kill(os.getpid(), 9)
+        self.loaded += 1
+        return torch.tensor([i])
+for batch in DataLoader(Items(), batch_size=4, num_workers=1):
+    pass
+"#;
+
+#[test]
+fn a_dataloader_worker_killed_outright_keeps_its_samples_and_is_named() {
+    let test = "a_dataloader_worker_killed_outright_keeps_its_samples_and_is_named";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let count = tmp.path().join("count");
+    let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "run", "--out"])
+        .arg(&dir)
+        .arg("--")
+        .arg(py)
+        .args(["-c", DATALOADER_WORKER_KILLED, "22"])
+        .arg(&count)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("PYTHONPATH")
+        .output()
+        .expect("run lotus");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    // The job's own status: its main process raised.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let (pid, loaded) = own_count(&count);
+    assert_eq!(loaded, 22);
+    let log = log_of(&dir, "worker", pid);
+    assert!(!log.contains(&0));
+    let samples = String::from_utf8_lossy(&log)
+        .lines()
+        .filter(|l| l.contains(",kind=sample"))
+        .count();
+    assert_eq!(samples, loaded, "every item the worker loaded: {err}");
+    assert!(
+        err.contains(&format!(
+            "worker pid {pid} was killed by SIGKILL (signal 9): its log was cut short at"
+        )),
+        "{err}"
+    );
+}
