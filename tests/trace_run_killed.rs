@@ -106,6 +106,29 @@ fn a_worker_killed_outright_keeps_its_events_and_is_named() {
         last.starts_with("# lotus-trace: lotus trace run: worker pid") && last.contains("SIGKILL"),
         "{last}"
     );
+    // The parent's log is whole (the forked worker never wrote into its
+    // mapping), and notes how its child ended.
+    let main: Vec<_> = std::fs::read_dir(&dir)
+        .expect("trace folder")
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("lotus_main_pid_")
+        })
+        .map(|e| std::fs::read(e.path()).expect("main log"))
+        .collect();
+    assert_eq!(main.len(), 1);
+    let text = String::from_utf8_lossy(&main[0]);
+    assert!(!main[0].contains(&0));
+    assert_eq!(op_lines(&main[0], "Main"), 1, "{text}");
+    assert_eq!(op_lines(&main[0], "Op"), 0, "{text}");
+    assert!(
+        text.contains(&format!(
+            "# lotus-trace: child pid={pid} ended by signal=9 (SIGKILL)"
+        )),
+        "{text}"
+    );
     // Every reader reads it: `trace stats` counts its ops, no bad line.
     let stats = Command::new(env!("CARGO_BIN_EXE_lotus"))
         .args(["trace", "stats", "--format", "json"])
