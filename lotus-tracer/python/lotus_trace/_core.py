@@ -23,7 +23,7 @@ OOM killer, a crash): nothing recorded is lost, and no system call is made
 per line. The file grows by `_CHUNK` bytes at a time (blocks allocated
 first, so that a full disk is an error here, never a SIGBUS later), one
 NUL byte at least always past the last line; a clean end (exit, atexit,
-multiprocessing's exit hook, SIGTERM, SIGINT and SIGHUP before the
+multiprocessing's exit hook, `os._exit`, SIGTERM, SIGINT and SIGHUP before the
 program's own action for them: see `_on_end_signal`) cuts the file to its
 lines. A log whose process was killed outright ends in NUL bytes, the end
 of a log cut short: its readers stop there, and `lotus trace run` cuts it
