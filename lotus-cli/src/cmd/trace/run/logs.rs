@@ -422,3 +422,26 @@ pub(super) fn say_cut_logs(
         }
     }
 }
+
+#[cfg(test)]
+mod cut_tests {
+    use super::*;
+
+    #[test]
+    fn a_log_with_a_nul_tail_is_cut_after_its_last_whole_line() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        // No process has this pid (above the kernel's largest).
+        let path = tmp.path().join("lotus_worker_pid_999999999");
+        let whole = "#lotus-trace v1 role=worker pid=999999999 ppid=7 wall_ns=1 monotonic_ns=1\n\
+                     SOp,100,5,kind=op\n# lotus-trace: clock wall_ns=2 monotonic_ns=2\nSOp,200,50,kind=op\n";
+        let mut bytes = whole.as_bytes().to_vec();
+        bytes.extend_from_slice(b"SOp,3");
+        bytes.extend(std::iter::repeat_n(0u8, 70_000));
+        std::fs::write(&path, &bytes).expect("log");
+        let cut = cut_log(&path).expect("read").expect("cut short");
+        assert_eq!((cut.events, cut.last_ns, cut.ppid), (2, Some(250), Some(7)));
+        assert_eq!(std::fs::read(&path).expect("log"), whole.as_bytes());
+        // A log that ends clean is left alone.
+        assert!(cut_log(&path).expect("read").is_none());
+    }
+}
