@@ -61,6 +61,7 @@ mod trace_interop;
 mod trace_pipelines;
 mod trace_python;
 mod trace_run_faults;
+mod trace_run_killed;
 mod trace_study;
 mod trace_torch;
 mod trace_view;

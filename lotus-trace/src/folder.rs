@@ -56,6 +56,8 @@ struct Block {
     ends: Vec<(usize, bool)>,
     /// Entries already parsed: the header line's.
     parsed: Vec<Entry>,
+    /// Entries after the block's lines: a log cut short says so.
+    after: Vec<Entry>,
     /// Reading the log failed after these lines.
     failed: Option<TraceError>,
 }
@@ -80,6 +82,7 @@ impl Block {
             // list grown by doubling was copied about twice over per block.
             ends: Vec::with_capacity(BLOCK_BYTES / 48),
             parsed: Vec::new(),
+            after: Vec::new(),
             failed: None,
         }
     }
@@ -107,6 +110,9 @@ impl Block {
                     .line(&self.text[start..end], too_long, names, &mut out),
             }
             start = end + 1;
+        }
+        for entry in self.after {
+            out.push(entry);
         }
         Parsed {
             file: self.file,
@@ -170,7 +176,10 @@ impl Blocks<'_> {
         loop {
             let too_long = match reader.read_line() {
                 Ok(Some(t)) => t,
-                Ok(None) => break,
+                Ok(None) => {
+                    block.after.extend(reader.take_cut());
+                    break;
+                }
                 Err(e) => {
                     block.failed = Some(e);
                     break;
@@ -691,6 +700,35 @@ mod tests {
         })
         .expect("read_all");
         (one, all)
+    }
+
+    #[test]
+    fn a_log_cut_short_by_nul_bytes_is_read_to_them_both_ways() {
+        let tmp = tempdir();
+        let root = tmp.as_path();
+        // Several blocks of lines, a line cut by the kill, then the NUL
+        // bytes of the file the tracer had grown ahead of its lines.
+        let mut text = b"#lotus-trace v1 role=worker pid=7\n".to_vec();
+        for i in 0..60_000u64 {
+            text.extend_from_slice(format!("SOp,{},5,kind=op\n", 1000 + i).as_bytes());
+        }
+        text.extend_from_slice(b"SOp,12");
+        text.extend(std::iter::repeat_n(0u8, 1 << 20));
+        fs::write(root.join("lotus_worker_pid_7"), &text).expect("w");
+        fs::write(root.join("lotus_worker_pid_8"), "SA,1,2\n").expect("w");
+        let f = TraceFolder::scan(root).expect("scan");
+        let (one, all) = both_ways(&f);
+        assert_eq!(one, all);
+        let ops = all.iter().filter(|e| e.contains("name: \"Op\"")).count();
+        assert_eq!(ops, 60_000);
+        let cut: Vec<&String> = all
+            .iter()
+            .filter(|e| e.contains(crate::CUT_SHORT))
+            .collect();
+        assert_eq!(cut.len(), 1, "{cut:?}");
+        assert!(cut[0].contains("line: 60002"), "{}", cut[0]);
+        // The next log is read whole.
+        assert!(all.iter().any(|e| e.contains("name: \"A\"")));
     }
 
     #[test]

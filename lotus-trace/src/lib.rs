@@ -96,8 +96,8 @@ pub use event::{Event, Kind, Process, Role};
 pub use folder::{Item, LogFile, TraceFolder};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
 pub use parse::{
-    parse_event_line, BadLine, Entry, FileName, LineEvent, TraceReader, CPU_SLACK_NS, HEADER_TAG,
-    MAX_LINE_BYTES,
+    parse_event_line, parse_file_name, BadLine, Entry, FileName, LineEvent, TraceReader,
+    CPU_SLACK_NS, CUT_SHORT, HEADER_TAG, MAX_LINE_BYTES,
 };
 pub use ranks::{process_ranks, rank_stats, rank_stats_with, RankStats};
 pub use stats::{

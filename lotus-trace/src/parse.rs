@@ -3,6 +3,16 @@
 //! UTF-8, numbers that are negative or overflow) is an [`Entry::Bad`] with
 //! its file and line; the lines after it are still read.
 //!
+//! A NUL tail ends the log: the tracer copies its lines into a mapping of
+//! a file grown ahead of them, and a process killed before it closed its
+//! log (SIGKILL, the OOM killer) leaves NUL bytes after its last line, to
+//! the end of the file. A line with a NUL byte that reaches the end of
+//! the file, or runs past [`MAX_LINE_BYTES`] with no line break, is such
+//! a tail: the reader stops there (reading no further), the lines before
+//! it are read, the line it cuts (a partial line) is not, and one
+//! [`Entry::Bad`] says the log was cut short there ([`CUT_SHORT`]). A
+//! line with NUL bytes that ends in a line break is a bad line like any.
+//!
 //! ```
 //! use lotus_trace::{Entry, TraceReader};
 //! use lotus_trace::{Kind, Process, Role};
@@ -70,6 +80,9 @@ pub fn parse_file_name(name: &str) -> Option<FileName> {
         pid: digits.parse().ok()?,
     })
 }
+
+/// What the [`Entry::Bad`] of a log cut short by NUL bytes says.
+pub const CUT_SHORT: &str = "the log was cut short here: NUL bytes from this line on (its process was killed before it closed its log); the lines before are read, the rest is not";
 
 /// A line that was skipped, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -328,6 +341,10 @@ pub struct TraceReader<R> {
     pending: std::collections::VecDeque<Entry>,
     out: Vec<Entry>,
     names: Names,
+    /// The line where a NUL tail begins: the log ends there.
+    cut: Option<u64>,
+    /// Its [`Entry::Bad`] was handed out.
+    cut_said: bool,
 }
 
 impl<R: BufRead> TraceReader<R> {
@@ -343,7 +360,28 @@ impl<R: BufRead> TraceReader<R> {
             pending: std::collections::VecDeque::new(),
             out: Vec::new(),
             names: Names::new(),
+            cut: None,
+            cut_said: false,
         }
+    }
+
+    /// The line being read begins a NUL tail: the log ends (`None`).
+    fn cut_here(&mut self) -> Option<bool> {
+        self.buf.clear();
+        self.cut = Some(self.parser.line_no + 1);
+        None
+    }
+
+    /// Once the reader met the NUL bytes of a log cut short: the
+    /// [`Entry::Bad`] that says so, the first time it is asked.
+    pub(crate) fn take_cut(&mut self) -> Option<Entry> {
+        let line = self.cut.filter(|_| !self.cut_said)?;
+        self.cut_said = true;
+        Some(Entry::Bad(BadLine {
+            file: self.parser.file.clone(),
+            line,
+            message: CUT_SHORT.to_string(),
+        }))
     }
 
     /// The process the events belong to (after the header, once read).
@@ -391,12 +429,21 @@ impl<R: BufRead> TraceReader<R> {
         text: &mut Vec<u8>,
         ends: &mut Vec<(usize, bool)>,
     ) -> Result<u64, TraceError> {
+        if self.cut.is_some() {
+            return Ok(0);
+        }
         let chunk = loop {
             match self.input.fill_buf() {
                 Ok(c) => break c,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(TraceError::io(&self.parser.file, &e)),
             }
+        };
+        // Whole lines before a NUL byte only (read_line tells a NUL tail,
+        // which ends the log, from a bad line).
+        let chunk = match memchr::memchr(0, chunk) {
+            Some(nul) => &chunk[..nul],
+            None => chunk,
         };
         let base = text.len();
         let mut start = 0;
@@ -418,11 +465,17 @@ impl<R: BufRead> TraceReader<R> {
     }
 
     /// Reads the next line into `buf`, at most [`MAX_LINE_BYTES`] of it.
-    /// `None` at the end; `Some(true)` when the line was longer.
+    /// `None` at the end, or at a NUL tail, which ends the log (the line
+    /// it cuts is dropped: [`TraceReader::take_cut`]); `Some(true)` when
+    /// the line was longer.
     pub(crate) fn read_line(&mut self) -> Result<Option<bool>, TraceError> {
         self.buf.clear();
+        if self.cut.is_some() {
+            return Ok(None);
+        }
         let mut any = false;
         let mut too_long = false;
+        let mut nul = false;
         loop {
             let chunk = match self.input.fill_buf() {
                 Ok(c) => c,
@@ -430,6 +483,9 @@ impl<R: BufRead> TraceReader<R> {
                 Err(e) => return Err(TraceError::io(&self.parser.file, &e)),
             };
             if chunk.is_empty() {
+                if nul {
+                    return Ok(self.cut_here());
+                }
                 return Ok(any.then_some(too_long));
             }
             any = true;
@@ -437,9 +493,14 @@ impl<R: BufRead> TraceReader<R> {
                 Some(i) => (&chunk[..i], i + 1, true),
                 None => (chunk, chunk.len(), false),
             };
+            nul = nul || memchr::memchr(0, piece).is_some();
             let room = MAX_LINE_BYTES.saturating_sub(self.buf.len());
             if piece.len() > room {
                 too_long = true;
+                if nul && !end {
+                    // NUL bytes past the longest line: a tail, not read on.
+                    return Ok(self.cut_here());
+                }
             }
             self.buf.extend_from_slice(&piece[..piece.len().min(room)]);
             self.input.consume(used);
@@ -462,7 +523,7 @@ impl<R: BufRead> Iterator for TraceReader<R> {
                 Ok(Some(t)) => t,
                 Ok(None) => {
                     self.done = true;
-                    return None;
+                    return self.take_cut().map(Ok);
                 }
                 Err(e) => {
                     self.done = true;
@@ -1300,6 +1361,60 @@ mod tests {
         assert!(entries
             .iter()
             .all(|e| matches!(e, Entry::Event(e) if e.pid == 9)));
+    }
+
+    /// A log whose process was killed before it closed it: its lines, then
+    /// a line cut by the kill, then the NUL bytes of the file grown ahead.
+    fn cut_log(lines: usize) -> Vec<u8> {
+        let mut text = b"#lotus-trace v1 role=worker pid=9\n".to_vec();
+        for i in 0..lines {
+            text.extend_from_slice(format!("SOp,{},5,kind=op\n", 1000 + i).as_bytes());
+        }
+        text.extend_from_slice(b"SOp,99");
+        text.extend(std::iter::repeat_n(0u8, 3 * MAX_LINE_BYTES + 7));
+        text
+    }
+
+    #[test]
+    fn a_nul_tail_ends_the_log_as_cut_short() {
+        let entries = read(&cut_log(3));
+        let events = entries
+            .iter()
+            .filter(|e| matches!(e, Entry::Event(e) if &*e.name == "Op"))
+            .count();
+        assert_eq!(events, 3, "{entries:?}");
+        // One bad entry, at the line the NUL bytes cut, saying why.
+        assert_eq!(bad_messages(&entries), [format!("f:5: {CUT_SHORT}")]);
+        // Read through a small buffer, a line at a time or in blocks of
+        // lines, the same.
+        let text = cut_log(200);
+        let reader = std::io::BufReader::with_capacity(64, &text[..]);
+        let entries: Vec<Entry> = TraceReader::new(reader, "f", Process::new(Role::Worker, 9))
+            .map(|e| e.expect("read"))
+            .collect();
+        assert_eq!(entries.len(), 201);
+        assert!(matches!(&entries[200], Entry::Bad(b) if b.line == 202));
+        let mut reader = TraceReader::new(&text[..], "f", Process::new(Role::Worker, 9));
+        let (mut block, mut ends) = (Vec::new(), Vec::new());
+        assert_eq!(reader.read_line().expect("line 1"), Some(false));
+        reader.skip_line();
+        let n = reader
+            .take_lines(1 << 20, &mut block, &mut ends)
+            .expect("lines");
+        assert_eq!(n, 200, "the lines before the NUL bytes, no further");
+        assert!(!block.contains(&0));
+        assert_eq!(reader.read_line().expect("end"), None);
+        assert!(reader.take_cut().is_some());
+        assert!(reader.take_cut().is_none(), "said once");
+        // NUL bytes in a line that ends in a line break: a bad line, and the
+        // log goes on.
+        let entries = read(b"SA,1,2\n\0\0\0\nSB,3,4\n");
+        assert_eq!(entries.len(), 3);
+        assert!(
+            bad_messages(&entries)[0].contains("f:2: NUL bytes"),
+            "{entries:?}"
+        );
+        assert!(matches!(&entries[2], Entry::Event(e) if &*e.name == "B"));
     }
 
     #[test]

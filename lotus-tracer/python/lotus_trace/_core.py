@@ -13,12 +13,26 @@ Where that clock stands against CLOCK_MONOTONIC (the clock perf stamps its
 samples with) is measured, not assumed: the header's `wall_ns=` and
 `monotonic_ns=`, read back to back, and again at each write of the log as
 a `# lotus-trace: clock wall_ns=... monotonic_ns=...` line (so drift
-shows). Lines go to a list and are written to the
-process's file in blocks: every `_FLUSH_EVERY` lines, at the end of each
-batch in a worker (workers may leave through `os._exit`), at exit (atexit,
-and multiprocessing's own exit hook in child processes), on SIGTERM, SIGINT
-and SIGHUP (before the program's own action for them: see
-`_on_end_signal`), and by `flush()`.
+shows): at each `flush()` (the end of each batch in a worker, every 2 s
+of a main process's consumption) and each time the log grows.
+
+Lines are copied, as they are recorded, into a shared mapping of the log
+file itself (`mmap`, MAP_SHARED): once copied a line is in the kernel's
+page cache, and stays there whatever becomes of the process (SIGKILL, the
+OOM killer, a crash): nothing recorded is lost, and no system call is made
+per line. The file grows by `_CHUNK` bytes at a time (blocks allocated
+first, so that a full disk is an error here, never a SIGBUS later), one
+NUL byte at least always past the last line; a clean end (exit, atexit,
+multiprocessing's exit hook, `os._exit`, SIGTERM, SIGINT and SIGHUP before the
+program's own action for them: see `_on_end_signal`) cuts the file to its
+lines. A log whose process was killed outright ends in NUL bytes, the end
+of a log cut short: its readers stop there, and `lotus trace run` cuts it
+to its lines once the job ended and says which process died and how.
+A parent notes in its own log each multiprocessing child (a DataLoader
+worker) it found ended by a signal: `# lotus-trace: child pid=<pid>
+ended by signal=<n> (<name>)`. Where the file system cannot map the file,
+lines are written in blocks of `_FLUSH_EVERY` lines instead (a line in
+the log says so): a process killed outright then loses its last block.
 The file, `<dir>/<prefix>_<role>_pid_<pid>`, is created at the first write:
 a process that traces nothing leaves no file.
 
@@ -59,10 +73,13 @@ _now = time.time_ns
 # start and end for its `cpu=` field.
 _cpu = time.thread_time_ns
 
-# Lines buffered before a write.
+# Where the log cannot be mapped: lines buffered before a write.
 _FLUSH_EVERY = 512
-# The main process writes at least this often (ns) when it consumes batches,
-# so that a killed job leaves most of its trace.
+# The log grows by this much at a time (a clock line is written at each).
+_CHUNK = 1024 * 1024
+# The main process writes a clock line at least this often (ns) when it
+# consumes batches (and its buffered lines, where the log is written in
+# blocks).
 _MAIN_FLUSH_NS = 2_000_000_000
 
 _on = False  # tracing is enabled in this process
@@ -73,6 +90,13 @@ _buf = []
 _lock = threading.Lock()
 _fd = None
 _path = None
+_mm = None  # the mapping lines are copied into (None: none now)
+_mm_off = 0  # where it starts in the file
+_clock_at = -1  # where the log ended after its last clock line
+_blocks = False  # the log cannot be mapped: written in blocks from _buf
+_noted_children = set()  # pids of children noted as ended by a signal
+_end = 0  # where the log's lines end, while it is not mapped
+_exiting = False  # the log had its clean end at exit
 _pid = os.getpid()
 _last_flush = 0
 _child_setup = False  # a forked child that has not yet hooked its exit
@@ -90,10 +114,9 @@ _collector_flush = None  # its lotus_itt_flush, once found loaded
 # link is already there).
 _MAX_NAMES = 100
 _CREATE_FLAGS = (
-    os.O_WRONLY
+    os.O_RDWR  # a shared writable mapping needs read and write
     | os.O_CREAT
     | os.O_EXCL
-    | os.O_APPEND
     | getattr(os, "O_NOFOLLOW", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
@@ -185,7 +208,8 @@ def _header():
     sets it in the environment: RANK, LOCAL_RANK, WORLD_SIZE (`-` when
     unset; DataLoader workers inherit their rank's), and the id of the
     `lotus trace run` that started it (`run=`, to tell runs into one folder
-    apart)."""
+    apart), and its parent's pid (`ppid=`: lotus tells its own child, the
+    job's main process, whose end it saw, by it)."""
     import socket
 
     def env_number(name):
@@ -198,7 +222,7 @@ def _header():
     return (
         f"#lotus-trace v1 role={_role or 'main'} pid={_pid} host={host} rank={env_number('RANK')}"
         f" local_rank={env_number('LOCAL_RANK')} world_size={env_number('WORLD_SIZE')}{run}"
-        f" wall_ns={wall} monotonic_ns={mono}\n"
+        f" ppid={os.getppid()} wall_ns={wall} monotonic_ns={mono}\n"
     )
 
 
@@ -215,7 +239,7 @@ def _file_path(role, n=0):
 
 
 def _open():
-    global _fd, _path
+    global _fd, _path, _end, _clock_at
     os.makedirs(_dir, exist_ok=True)
     for n in range(_MAX_NAMES):
         path = _file_path(_role, n)
@@ -228,6 +252,8 @@ def _open():
                 continue
             raise
         _path = path
+        _end = 0
+        _clock_at = -1
         return "" if _original else _header()
     raise OSError(errno.EEXIST, f"{_MAX_NAMES} log names for this pid are all taken (files or links already there)")
 
@@ -264,7 +290,7 @@ def _report_failure(message):
     if _report_pipe(message) or not _status_dir:
         return
     try:
-        fd = os.open(os.path.join(_status_dir, f"failed_pid_{_pid}"), _CREATE_FLAGS & ~os.O_APPEND, 0o600)
+        fd = os.open(os.path.join(_status_dir, f"failed_pid_{_pid}"), _CREATE_FLAGS, 0o600)
     except OSError:
         return  # one already there says the same
     try:
@@ -280,6 +306,170 @@ def _write_all(data):
     while view:
         n = os.write(_fd, view)
         view = view[n:]
+
+
+# Errors of a log that cannot grow (no space, a quota, a file too large, a
+# failing disk): tracing stops. Any other error mapping the log (a file
+# system that cannot map files) has it written in blocks instead.
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def _log_end():
+    """Where the log's lines end now (lock held; lines that do not take
+    it may come after)."""
+    mm = _mm
+    return _mm_off + mm.tell() if mm is not None else _end
+
+
+def _let_go_locked():
+    """Lets the mapping go; `_end` is then where its lines end. Writers do
+    not take the lock (`_emit`): one that read `_write` before it changed
+    either copied its line before `read()`, which moves the mapping's
+    position to its end in one call (the line is counted), or finds no
+    room, then no mapping, and takes the lock (lock held)."""
+    global _mm, _end, _write
+    mm = _mm
+    if mm is None:
+        return
+    _write = _no_mapping
+    rest = len(mm.read())
+    _end = _mm_off + len(mm) - rest
+    mm.close()
+    _mm = None
+
+
+def _map_locked(end, need):
+    """Maps the log afresh from `end`, the end of its lines, with room for
+    `need` more bytes and one NUL byte past the mapping: the file's blocks
+    are allocated first (posix_fallocate), so that a full disk is an
+    OSError here and never a SIGBUS at a later copy (lock held; no
+    mapping)."""
+    global _mm, _mm_off, _write
+    import mmap
+
+    off = end - end % mmap.ALLOCATIONGRANULARITY
+    size = ((end - off + need) // _CHUNK + 1) * _CHUNK
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is None:
+        raise OSError(errno.EOPNOTSUPP, "no posix_fallocate here")
+    fallocate(_fd, off, size + 1)
+    mm = mmap.mmap(_fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=off)
+    mm.seek(end - off)
+    _mm, _mm_off, _write = mm, off, mm.write
+
+
+def _unmap_locked():
+    """Ends the mapping and cuts the file to its lines (lock held)."""
+    _let_go_locked()
+    if _fd is not None:
+        os.ftruncate(_fd, _end)
+
+
+def _to_blocks_locked(error, data):
+    """The log cannot be mapped: from here on its lines (`data` first) are
+    written in blocks (lock held)."""
+    global _blocks
+    _unmap_locked()
+    os.lseek(_fd, _end, os.SEEK_SET)
+    _blocks = True
+    _buf.append(data)
+    if not _original:
+        _buf.append(
+            (
+                f"# lotus-trace: the log cannot be mapped ({error}): lines are written every {_FLUSH_EVERY};"
+                " a process killed outright loses its last ones\n"
+            ).encode()
+        )
+
+
+def _write_blocks_locked():
+    """Block mode: writes the buffered lines, and a clock line (lock held)."""
+    global _buf, _end
+    if not _buf:
+        return
+    lines, _buf = _buf, []
+    # The clock line is a comment: none in the original format.
+    data = b"".join(lines) + (b"" if _original else _clock_line().encode())
+    _write_all(data)
+    _end += len(data)
+
+
+def _fail_locked(e):
+    """The log cannot be written: tracing stops in this process, the file
+    is cut to the lines it holds, and lotus is told (lock held)."""
+    global _failed, _buf
+    _failed = True
+    _buf = []
+    try:
+        _unmap_locked()
+    except (OSError, ValueError):
+        pass
+    message = f"cannot write the trace of pid {_pid} to {_path or _dir}: {e}; tracing stops here"
+    sys.stderr.write(f"lotus_trace: {message}\n")
+    _report_failure(message)
+
+
+def _append_locked(data):
+    """Puts `data` (whole lines) at the log's end where the mapping has no
+    room for it, or there is none yet: the log is created at its first
+    line, and grows by `_CHUNK`, a clock line first (lock held)."""
+    global _end, _clock_at
+    if _failed or _dir is None:
+        return
+    try:
+        if _fd is None:
+            head = _open()
+            if head:
+                data = head.encode("utf-8", "replace") + data
+        if _blocks:
+            _buf.append(data)
+            if len(_buf) >= _FLUSH_EVERY:
+                _write_blocks_locked()
+            return
+        _let_go_locked()
+        end = _end
+        if _exiting:
+            # After the clean end at exit (a finalizer's late line): written
+            # as it comes, so that the log still ends clean.
+            os.pwrite(_fd, data, end)
+            _end = end + len(data)
+            return
+        if end and not _original:
+            data = _clock_line().encode() + data
+        try:
+            _map_locked(end, len(data))
+        except (OSError, ValueError) as e:
+            if isinstance(e, OSError) and e.errno in _NO_ROOM:
+                raise
+            _to_blocks_locked(e, data)
+            return
+        _mm.write(data)
+        if end and not _original:
+            _clock_at = _log_end()
+    except OSError as e:
+        _fail_locked(e)
+
+
+def _put_locked(data):
+    """Copies `data` (whole lines) to the log (lock held)."""
+    try:
+        _write(data)
+    except ValueError:  # no room left in the mapping, or none
+        _append_locked(data)
+
+
+def _no_mapping(data):
+    """`_write` while the log has no mapping."""
+    raise ValueError("no mapping")
+
+
+# Copies bytes into the log's mapping (its `write`: ValueError when they do
+# not fit, or once it is closed), or raises ValueError where there is none.
+# One C call, whole under the GIL: no lock needed (`_emit`).
+_write = _no_mapping
+# Free-threaded CPython (3.13t): no GIL makes `_write` whole; lines take
+# the lock there.
+_GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
 def _flush_collector():
@@ -302,37 +492,73 @@ def _flush_collector():
 
 
 def flush():
-    """Writes the buffered lines to this process's file (and, under lotus's
-    ITT collector, this thread's ended ITT tasks to theirs)."""
+    """Writes a clock line to this process's log where lines came since
+    the last one (and the buffered lines where the log is written in
+    blocks; and, under lotus's ITT collector, this thread's ended ITT
+    tasks to theirs). The lines themselves are in the file already."""
     _flush()
 
 
-def _flush(timeout=-1):
+def _flush(timeout=-1, close=False):
     """`flush()`, giving up after `timeout` seconds waiting for the lock
     (a signal handler or the watch thread must not wait forever on a
-    thread, possibly the one it interrupted, that holds it)."""
-    global _buf, _last_flush, _failed
+    thread, possibly the one it interrupted, that holds it). With `close`,
+    the clean end of the log: the mapping is let go and the file cut to
+    its lines (a line after it maps the log again)."""
+    global _last_flush, _clock_at
     if _itt_collect:
         _flush_collector()
     if not _lock.acquire(timeout=timeout):
         return
     try:
-        if not _buf or _failed or _dir is None:
+        if _failed or _dir is None or _fd is None:
             return
-        lines, _buf = _buf, []
         try:
-            head = _open() if _fd is None else ""
-            # The clock line is a comment: none in the original format.
-            clock = "" if _original else _clock_line()
-            _write_all((head + "".join(lines) + clock).encode("utf-8", "replace"))
+            if _blocks:
+                _write_blocks_locked()
+            elif not _original and _log_end() != _clock_at:
+                _put_locked(_clock_line().encode())
+                _clock_at = _log_end()
+            if close and not _blocks:
+                _unmap_locked()
             _last_flush = _now()
         except OSError as e:
-            _failed = True
-            message = f"cannot write the trace of pid {_pid} to {_path or _dir}: {e}; tracing stops here"
-            sys.stderr.write(f"lotus_trace: {message}\n")
-            _report_failure(message)
+            _fail_locked(e)
     finally:
         _lock.release()
+
+
+def _close():
+    """The clean end of this process's log (see `_flush`)."""
+    _flush(close=True)
+
+
+def _close_at_exit():
+    """The log's clean end at exit: lines that still come (a later exit
+    handler's) are written one by one, past it."""
+    global _exiting
+    _exiting = True
+    _close()
+
+
+_os_exit = os._exit
+
+
+def _exit_closing(status):
+    """`os._exit`, the log ended cleanly first: a forked child (a
+    multiprocessing worker, a program's own `os.fork()`) leaves through
+    it, which runs no exit handler."""
+    try:
+        global _exiting
+        _exiting = True
+        _flush(timeout=1.0, close=True)
+    except BaseException:
+        pass
+    _os_exit(status)
+
+
+_exit_closing.__wrapped__ = _os_exit
+_exit_closing.__doc__ = _os_exit.__doc__
 
 
 def _as_original(line):
@@ -358,11 +584,20 @@ def _emit(line):
         _setup_child()
     if _original:
         line = _as_original(line)
+    try:
+        data = line.encode()
+    except UnicodeEncodeError:  # a lone surrogate in a name
+        data = line.encode("utf-8", "replace")
+    if _GIL:
+        # The common case, without the lock: one C call copies the line
+        # (see `_let_go_locked` for a racing growth).
+        try:
+            _write(data)
+            return
+        except ValueError:  # no room left in the mapping, or none
+            pass
     with _lock:
-        _buf.append(line)
-        n = len(_buf)
-    if n >= _FLUSH_EVERY:
-        flush()
+        _put_locked(data)
 
 
 def note(text):
@@ -373,8 +608,9 @@ def note(text):
     if _original:  # no comment lines in the original format
         sys.stderr.write("lotus_trace: " + " ".join(str(text).split()) + "\n")
         return
+    data = ("# lotus-trace: " + " ".join(str(text).split()) + "\n").encode("utf-8", "replace")
     with _lock:
-        _buf.append("# lotus-trace: " + " ".join(str(text).split()) + "\n")
+        _put_locked(data)
 
 
 def set_role(role):
@@ -423,7 +659,7 @@ def _rename(role):
             return
         _path = new
         if not _original:
-            _buf.insert(0, f"# lotus-trace: role={role} from here on (the header says otherwise)\n")
+            _put_locked(f"# lotus-trace: role={role} from here on (the header says otherwise)\n".encode())
         return
 
 
@@ -849,9 +1085,23 @@ def _after_fork_parent():
 
 def _after_fork_child():
     global _lock, _buf, _fd, _path, _pid, _role, _child_setup, _last_flush
+    global _mm, _mm_off, _end, _clock_at, _blocks, _exiting, _write
     # The parent's unwritten lines are the parent's: the child starts empty.
     _lock = threading.Lock()
     _buf = []
+    # The parent's mapping is the parent's log, shared with it: let go
+    # here (unmapped in this process only), never written.
+    if _mm is not None:
+        try:
+            _mm.close()
+        except (OSError, ValueError, BufferError):
+            pass
+    _mm = None
+    _write = _no_mapping
+    _mm_off = _end = 0
+    _clock_at = -1
+    _blocks = _exiting = False
+    _noted_children.clear()
     if _fd is not None:
         try:
             os.close(_fd)
@@ -893,9 +1143,52 @@ def _hook_multiprocessing_exit():
     util = sys.modules.get("multiprocessing.util")
     if util is not None:
         try:
-            util.Finalize(None, flush, exitpriority=-1000)
+            util.Finalize(None, _close_at_exit, exitpriority=-1000)
         except Exception:
             pass
+
+
+def _child_ended(pid, signum):
+    """Notes in this process's log that its child `pid` ended by signal
+    `signum` (once per child): its own log, if any, was cut short there,
+    and lotus says which process died and how."""
+    if pid in _noted_children or not _on:
+        return
+    _noted_children.add(pid)
+    import signal
+
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = "?"
+    note(f"child pid={pid} ended by signal={signum} ({name})")
+
+
+def _hook_popen(module):
+    """Wraps `poll` of multiprocessing's `Popen` in `module` (popen_fork,
+    whose class spawned children share, and popen_forkserver): a child it
+    finds ended by a signal (a DataLoader worker the OOM killer took) is
+    noted (`_child_ended`)."""
+    cls = getattr(module, "Popen", None)
+    poll = getattr(cls, "__dict__", {}).get("poll")
+    if poll is None or getattr(poll, "_lotus_trace", False):
+        return
+
+    def poll_noting(self, *args, **kwargs):
+        rc = poll(self, *args, **kwargs)
+        if type(rc) is int and rc < 0:
+            try:
+                _child_ended(self.pid, -rc)
+            except Exception:
+                pass  # a note must never break the program's wait
+        return rc
+
+    poll_noting._lotus_trace = True
+    poll_noting.__wrapped__ = poll
+    poll_noting.__name__ = poll.__name__
+    poll_noting.__qualname__ = getattr(poll, "__qualname__", poll.__name__)
+    poll_noting.__doc__ = poll.__doc__
+    cls.poll = poll_noting
 
 
 # The signals that end a job (`kill`, a batch system, Ctrl-C, a closed
@@ -906,10 +1199,12 @@ _prev_handlers = {}
 
 
 def _on_end_signal(signum, frame):
-    """Writes what is buffered, then does what was to be done for `signum`
-    before lotus_trace: the program's handler, Python's KeyboardInterrupt
-    for SIGINT, or the default action (the process dies by the signal)."""
-    _flush(timeout=0.5)
+    """Ends the log cleanly (writes what is buffered), then does what was
+    to be done for `signum` before lotus_trace: the program's handler,
+    Python's KeyboardInterrupt for SIGINT, or the default action (the
+    process dies by the signal). A program that runs on maps its log
+    again at its next line."""
+    _flush(timeout=0.5, close=True)
     import signal
 
     prev = _prev_handlers.get(signum, signal.SIG_DFL)
@@ -1005,7 +1300,7 @@ def _lotus_gone():
     whole process group when this process leads one of its own, as a
     sampled job's main process does, so that the programs it started end
     too), and leave with os._exit if it is still here after a grace."""
-    _flush(timeout=1.0)
+    _flush(timeout=1.0, close=True)
     sys.stderr.write(f"lotus_trace: lotus (pid {_lotus[0]}) is gone: ending pid {os.getpid()}\n")
     import signal
 
@@ -1017,7 +1312,7 @@ def _lotus_gone():
     except OSError:
         pass
     time.sleep(_LOTUS_GONE_GRACE)
-    _flush(timeout=0.5)
+    _flush(timeout=0.5, close=True)
     os._exit(128 + signal.SIGTERM)
 
 
@@ -1071,7 +1366,8 @@ def _install_process_hooks():
     if _hooks_installed:
         return
     _hooks_installed = True
-    atexit.register(flush)
+    atexit.register(_close_at_exit)
+    os._exit = _exit_closing
     _install_signal_flush()
     _start_lotus_watch()
     if hasattr(os, "register_at_fork"):
@@ -1153,11 +1449,13 @@ def enable(out_dir=None, prefix=None, torch=None):
     from . import _torch
 
     _torch.install(torch)
+    for name in ("multiprocessing.popen_fork", "multiprocessing.popen_forkserver"):
+        _torch.add_hook(name, _hook_popen)
     return _dir
 
 
 def disable():
-    """Stops tracing in this process and writes what is buffered."""
+    """Stops tracing in this process and ends its log cleanly."""
     global _on
-    flush()
+    _close()
     _on = False

@@ -263,6 +263,7 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
         &run_id,
     )?;
 
+    let started = std::time::SystemTime::now();
     let status = run_job(&args, &mut cmd, &out, &program_path, reports.as_mut())?;
     // The samples are named: the perf maps the tracer made can go.
     for left in perf_maps::remove_made_maps(&status_dir).left {
@@ -270,6 +271,8 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     }
 
     let (new, itt_logs) = this_runs_logs(&args, &out, &before, &run_id);
+    // Logs of processes killed outright, cut to their lines; who died, how.
+    logs::say_cut_logs(&new, args.format == LogFormat::Lotus, started, status);
     // Not beside the original format's logs: the study's scripts read
     // every file of the folder as a log.
     if (!new.is_empty() || itt_logs > 0) && args.format == LogFormat::Lotus {
