@@ -661,3 +661,42 @@ fn the_flame_graphs_are_capped_and_the_page_says_so() {
         "says what is left out"
     );
 }
+
+/// A run record whose date is past the year 9999 (10000, 2^63, the
+/// largest u64) or before 1970: the page is written (no panic, exit 0),
+/// the date said to be out of range, or the record named as unreadable.
+#[test]
+fn a_run_record_dated_past_9999_or_before_1970_is_said_not_panicked_on() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path();
+    let dir = d.join("t");
+    synthetic_folder(&dir, 2, &["Decode"]);
+    let year_10000 = "253402300800".to_string();
+    for (date, out_of_range) in [
+        (year_10000.as_str(), true),
+        ("9223372036854775808", true),
+        ("18446744073709551615", true),
+        ("-1", false),
+        ("1e300", false),
+    ] {
+        let record = format!(
+            r#"{{"schema":"lotus.run/1","command":["python","job.py"],"host":"h","cpu":"c","started_unix_s":{date},"lotus_version":"0"}}"#
+        );
+        fs::write(dir.join("lotus.run"), record).expect("record");
+        let page = d.join("report.html");
+        let _ = fs::remove_file(&page);
+        let out = lotus(&["report", "--out", s(&page), "--trace", s(&dir)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{date}: {} {err}", out.status);
+        assert!(!err.contains("panicked"), "{date}: {err}");
+        let html = fs::read_to_string(&page).expect("page");
+        if out_of_range {
+            assert!(
+                html.contains(&format!("out of range ({date} s after 1970")),
+                "{date}: the date said to be out of range"
+            );
+        } else {
+            assert!(err.contains("lotus.run"), "{date}: the record named: {err}");
+        }
+    }
+}

@@ -297,6 +297,25 @@ pub(crate) struct RunInfo {
     pub(crate) lotus_version: String,
 }
 
+/// The last second RFC 3339 can write (9999-12-31 23:59:59 UTC).
+const LAST_RFC3339_S: u64 = 253_402_300_799;
+
+/// `YYYY-MM-DD hh:mm:ss UTC` of a Unix time read from a received folder,
+/// or, past the year 9999 (a damaged or hostile `lotus.run`, a clock far
+/// off), what it was and that it is out of range: never a panic.
+pub(crate) fn date_of_unix_s(s: u64) -> String {
+    let at = (s <= LAST_RFC3339_S)
+        .then(|| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(s)))
+        .flatten();
+    match at {
+        Some(at) => humantime::format_rfc3339_seconds(at)
+            .to_string()
+            .replace('T', " ")
+            .replace('Z', " UTC"),
+        None => format!("out of range ({s} s after 1970: past the year 9999)"),
+    }
+}
+
 impl RunInfo {
     /// From the folder's record where it has one, else from its logs:
     /// `hosts` (from the logs' headers) and `first_ns` (the earliest event,
@@ -309,14 +328,7 @@ impl RunInfo {
         first_ns: Option<u64>,
     ) -> RunInfo {
         let unknown = "not recorded (traced by a lotus that did not write lotus.run)";
-        let date_of = |s: u64| {
-            humantime::format_rfc3339_seconds(
-                std::time::UNIX_EPOCH + std::time::Duration::from_secs(s),
-            )
-            .to_string()
-            .replace('T', " ")
-            .replace('Z', " UTC")
-        };
+        let date_of = date_of_unix_s;
         match record {
             Some(r) => RunInfo {
                 label: label.to_string(),
@@ -454,6 +466,25 @@ pub(crate) fn render(ctx: &PageContext, plots: &[String]) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dates_past_the_year_9999_are_said_not_panicked_on() {
+        assert_eq!(
+            super::date_of_unix_s(1_700_000_000),
+            "2023-11-14 22:13:20 UTC"
+        );
+        assert_eq!(
+            super::date_of_unix_s(super::LAST_RFC3339_S),
+            "9999-12-31 23:59:59 UTC"
+        );
+        for s in [super::LAST_RFC3339_S + 1, 1 << 63, u64::MAX] {
+            let said = super::date_of_unix_s(s);
+            assert!(
+                said.contains("out of range") && said.contains(&s.to_string()),
+                "{said}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]
