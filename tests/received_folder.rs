@@ -633,3 +633,53 @@ fn an_op_times_csv_linked_out_of_a_trace_folder_is_refused() {
         run.stderr
     );
 }
+
+/// A 1 TiB sparse file (a few bytes of data, the rest holes) as
+/// `lotus.samples`, `lotus.symbols`, `lotus.stacks` or a log: a received
+/// file's size is no proof of its content, and each reader ends at once
+/// with an error (or, where the rest can be analysed, a warning) naming
+/// the file as sparse, instead of reading zeros for hours.
+#[test]
+fn a_sparse_terabyte_file_in_a_folder_is_refused_at_once_by_name() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for name in [
+        "lotus.samples",
+        "lotus.symbols",
+        "lotus.stacks",
+        "lotus_worker_pid_10",
+    ] {
+        let dir = tmp.path().join(name.replace('.', "_"));
+        sampled_folder(&dir, None);
+        let path = dir.join(name);
+        // The real file, then holes to 1 TiB: its start reads as it should.
+        if !path.exists() {
+            fs::write(&path, b"").expect("stacks");
+        }
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        f.set_len(1 << 40).expect("a 1 TiB sparse file");
+        drop(f);
+        let scratch = dir.join("out");
+        fs::create_dir_all(&scratch).expect("scratch");
+        for (what, args) in readers(&dir, &scratch) {
+            let run = run_args(&args);
+            assert_ne!(
+                run.code,
+                Some(101),
+                "{name}: {what} panicked:\n{}",
+                run.stderr
+            );
+            if name == "lotus.stacks" && !run.stderr.contains(name) {
+                // A reader that does not read the stacks file.
+                continue;
+            }
+            assert!(
+                run.stderr.contains(name) && run.stderr.contains("sparse"),
+                "{name} sparse: {what} does not name it:\n{}",
+                run.stderr
+            );
+        }
+    }
+}

@@ -19,7 +19,7 @@
 use std::fs::{File, FileType, OpenOptions};
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
@@ -232,9 +232,35 @@ fn refused(message: String) -> io::Error {
 fn refuse_unless_regular(file: &File) -> io::Result<u64> {
     let meta = file.metadata()?;
     match not_regular(meta.file_type()) {
-        None => Ok(meta.len()),
+        None => {
+            refuse_hollow(meta.len(), meta.blocks())?;
+            Ok(meta.len())
+        }
         Some(what) => Err(refused(format!("is {what}, not a regular file"))),
     }
+}
+
+/// Below this size a file is read whatever its holes.
+pub const HOLLOW_MIN_SIZE: u64 = 64 << 20;
+/// A larger file must hold at least 1/HOLLOW_RATIO of its size in data.
+pub const HOLLOW_RATIO: u64 = 64;
+
+/// Refuses a file of `size` bytes whose `blocks` (512-byte units the file
+/// system holds for it) are a sliver of it: a sparse file (`truncate -s
+/// 1T`) is mostly holes, which read as zeros for as long as its size says,
+/// and a received file's size is no proof of its content. lotus writes
+/// its trace files in order, with no holes; a file of at least
+/// [`HOLLOW_MIN_SIZE`] with less than 1/[`HOLLOW_RATIO`] of its size in data
+/// is refused at once, saying so.
+pub fn refuse_hollow(size: u64, blocks: u64) -> io::Result<()> {
+    let held = blocks.saturating_mul(512);
+    if size >= HOLLOW_MIN_SIZE && held.saturating_mul(HOLLOW_RATIO) < size {
+        return Err(refused(format!(
+            "is a sparse file of {} bytes that holds only {} bytes of data: a received file's size is no proof of its content, and lotus writes no holes (copy the real file in)",
+            size, held
+        )));
+    }
+    Ok(())
 }
 
 impl SizedFile {
@@ -243,8 +269,13 @@ impl SizedFile {
     /// size now.
     pub fn open_named(path: &Path) -> io::Result<SizedFile> {
         let file = open_regular(path)?;
-        let size = file.metadata()?.len();
-        Ok(SizedFile { file, size, pos: 0 })
+        let meta = file.metadata()?;
+        refuse_hollow(meta.len(), meta.blocks())?;
+        Ok(SizedFile {
+            file,
+            size: meta.len(),
+            pos: 0,
+        })
     }
 
     /// Its size when it was opened: no more is ever read.
