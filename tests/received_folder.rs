@@ -683,3 +683,90 @@ fn a_sparse_terabyte_file_in_a_folder_is_refused_at_once_by_name() {
         }
     }
 }
+
+/// A 15 MB folder whose stacks are 254 frames of 60 KB names each over
+/// 150 distinct leaves (every folded line would be 15 MB: 2.6 GB in all)
+/// costs lotus memory in proportion to the folder, not to its lines:
+/// `attribute --format folded`, `--flamegraph` and `report` end well under
+/// 300 MB (each run is capped at 1 GiB of address space), the long names
+/// cut and said so.
+#[test]
+fn stacks_of_huge_names_are_folded_within_bounded_memory() {
+    use lotus_samples::StackNode;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("huge");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let off = 1_000_000_000u64;
+    const MS: u64 = 1_000_000;
+    let log = format!(
+        "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
+         SDecode,{},{},kind=op\n\
+         # lotus-trace: clock wall_ns={} monotonic_ns={}\n",
+        off,
+        4 * MS,
+        off + 5 * MS,
+        5 * MS
+    );
+    fs::write(dir.join("lotus_worker_pid_10"), log).expect("log");
+    const CHAIN: u32 = 254;
+    const LEAVES: u32 = 150;
+    let symbols: Vec<(u32, Symbol)> = (0..CHAIN)
+        .map(|i| {
+            (
+                i,
+                Symbol::new(&format!("f{i}_{}", "x".repeat(60_000)), "/lib/libhuge.so"),
+            )
+        })
+        .chain((0..LEAVES).map(|j| {
+            (
+                CHAIN + j,
+                Symbol::new(&format!("leaf{j}"), "/lib/libhuge.so"),
+            )
+        }))
+        .collect();
+    // Node k+1 is symbol k under node k; leaves under the chain's end.
+    let mut stacks: Vec<StackNode> = (0..CHAIN).map(|k| StackNode::new(k + 1, k, k)).collect();
+    stacks.extend((0..LEAVES).map(|j| StackNode::new(CHAIN + 1 + j, CHAIN, CHAIN + j)));
+    let samples: Vec<Sample> = (0..LEAVES)
+        .map(|j| Sample {
+            time_ns: u64::from(j) * 20_000 + 1000,
+            pid: 10,
+            tid: 10,
+            symbol: CHAIN + j,
+            kernel: false,
+            counters: CounterValues::default(),
+        })
+        .collect();
+    let ids: Vec<u32> = (0..LEAVES).map(|j| CHAIN + 1 + j).collect();
+    lotus_testkit::sampled::write_stacked_samples(&dir, &symbols, &stacks, &samples, &ids);
+    let d = s(&dir).to_string();
+    let svg = tmp.path().join("flame.svg").display().to_string();
+    let page = tmp.path().join("report.html").display().to_string();
+    for (what, args) in [
+        ("folded", vec!["attribute", &d, "--format", "folded"]),
+        ("flamegraph", vec!["attribute", &d, "--flamegraph", &svg]),
+        ("report", vec!["report", "--out", &page, "--trace", &d]),
+    ] {
+        let run = lotus_within(&args, LIMIT);
+        assert_eq!(run.code, Some(0), "{what}:\n{}", run.stderr);
+        assert!(
+            run.maxrss_kib < 300 * 1024,
+            "{what}: lotus peaked at {} MiB",
+            run.maxrss_kib / 1024
+        );
+        if what == "folded" {
+            assert_eq!(
+                run.stdout.lines().count(),
+                LEAVES as usize,
+                "{}",
+                &run.stderr
+            );
+            assert!(run.stdout.contains(lotus_samples::FRAME_CUT));
+            assert!(
+                run.stderr.contains("are cut in these lines"),
+                "{}",
+                run.stderr
+            );
+        }
+    }
+}

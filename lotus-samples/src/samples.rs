@@ -127,6 +127,12 @@ pub struct Symbol {
     pub module: String,
 }
 
+/// The most bytes of a function's name a folded frame keeps
+/// ([`Symbol::folded_frame`]).
+pub const MAX_FOLDED_FRAME: usize = 1024;
+/// What ends a folded frame whose name was cut.
+pub const FRAME_CUT: &str = "...[cut]";
+
 impl Symbol {
     /// A symbol; tabs and line breaks (which the file cannot hold) become
     /// spaces.
@@ -143,13 +149,30 @@ impl Symbol {
     /// `;` made `:` and line breaks spaces, `[unknown]` where empty, a
     /// kernel function (module `[kernel]`) marked `_[k]` as
     /// `stackcollapse-perf.pl --kernel` marks them.
+    ///
+    /// A name longer than [`MAX_FOLDED_FRAME`] bytes is cut there and
+    /// ends in [`FRAME_CUT`]: a stack is one line, and a received folder of
+    /// 255 frames of 60 KB names each made every line 15 MB (2.6 GB for
+    /// 150 stacks); real C++ names stay whole.
     pub fn folded_frame(&self) -> String {
         let name = if self.function.is_empty() {
             UNKNOWN_SYMBOL
         } else {
             &self.function
         };
+        let name = if name.len() > MAX_FOLDED_FRAME {
+            let mut end = MAX_FOLDED_FRAME;
+            while !name.is_char_boundary(end) {
+                end -= 1;
+            }
+            &name[..end]
+        } else {
+            name
+        };
         let mut f = name.replace(';', ":").replace(['\n', '\r'], " ");
+        if name.len() < self.function.len() {
+            f.push_str(FRAME_CUT);
+        }
         if self.module == "[kernel]" {
             f.push_str("_[k]");
         }

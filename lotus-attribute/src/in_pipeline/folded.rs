@@ -227,16 +227,34 @@ pub fn folded_folder(dir: &Path, prefix: &str, budget: Budget) -> Result<FoldedS
     let fold = fold(dir, prefix, budget)?;
     let mut lines: BTreeMap<String, u64> = BTreeMap::new();
     let mut row_samples: BTreeMap<String, u64> = BTreeMap::new();
+    // Each frame once: a stack's line is built from the cut names.
+    let mut frames: HashMap<u32, String> = HashMap::new();
     for (root, stacks) in &fold.rows {
         for (ids, n) in stacks {
             let mut line = root.clone();
             for &s in ids {
                 line.push(';');
-                line.push_str(&symbol_frame(&fold.symbols, s));
+                line.push_str(
+                    frames
+                        .entry(s)
+                        .or_insert_with(|| symbol_frame(&fold.symbols, s)),
+                );
             }
             *lines.entry(line).or_default() += n;
             *row_samples.entry(root.clone()).or_default() += n;
         }
+    }
+    let mut notes = fold.notes;
+    let cut = frames
+        .values()
+        .filter(|f| f.ends_with(lotus_samples::FRAME_CUT))
+        .count();
+    if cut > 0 {
+        notes.push(format!(
+            "{cut} function name(s) longer than {} bytes are cut in these lines (they end in {})",
+            lotus_samples::MAX_FOLDED_FRAME,
+            lotus_samples::FRAME_CUT
+        ));
     }
     Ok(FoldedStacks {
         lines: lines.into_iter().collect(),
@@ -244,7 +262,7 @@ pub fn folded_folder(dir: &Path, prefix: &str, budget: Budget) -> Result<FoldedS
         samples: fold.samples,
         deep_samples: fold.deep_samples,
         with_stacks: fold.with_stacks,
-        notes: fold.notes,
+        notes,
     })
 }
 
