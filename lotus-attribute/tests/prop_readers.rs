@@ -661,11 +661,21 @@ fn times_file() -> impl Strategy<Value = TimesFile> {
         proptest::collection::vec(0usize..10, 0..3),
         any::<bool>(),
     )
-        .prop_map(|(header, lines, comments, final_newline)| TimesFile {
-            header,
-            lines: lines.into_iter().map(|(o, (t, v))| (o, t, v)).collect(),
-            comments,
-            final_newline,
+        .prop_map(|(header, lines, comments, final_newline)| {
+            // An op named twice is an error of the file, which the reader
+            // rightly refuses: the generator makes each name once (as the
+            // reader compares them, trimmed), keeping the first.
+            let mut seen = std::collections::BTreeSet::new();
+            TimesFile {
+                header,
+                lines: lines
+                    .into_iter()
+                    .filter(|(o, _)| seen.insert(o.trim().to_string()))
+                    .map(|(o, (t, v))| (o, t, v))
+                    .collect(),
+                comments,
+                final_newline,
+            }
         })
 }
 
@@ -691,7 +701,8 @@ impl TimesFile {
     fn expected(&self) -> BTreeMap<String, f64> {
         let mut m = BTreeMap::new();
         for (op, _, v) in &self.lines {
-            *m.entry(op.trim().to_string()).or_insert(0.0) += v;
+            let first = m.insert(op.trim().to_string(), *v).is_none();
+            assert!(first, "the generator named {op:?} twice");
         }
         m
     }

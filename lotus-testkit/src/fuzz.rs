@@ -4,8 +4,12 @@
 //! Each property runs `PROPTEST_CASES` cases (256 by default, so the suite
 //! stays fast). With `LOTUS_FUZZ_SECONDS=N` each property instead runs
 //! rounds of cases with fresh seeds until N seconds have passed: a fuzz run
-//! of a fixed time. A failure prints its seed (`Fixed(N)`); run again with
-//! `PROPTEST_RNG_SEED=N` (and without `LOTUS_FUZZ_SECONDS`) to replay it.
+//! of a fixed time. Each property prints its seed as it starts (shown with
+//! a failing test's output, or with `--nocapture`), and a failure prints it
+//! again (`Fixed(N)`); run again with `PROPTEST_RNG_SEED=N` (and without
+//! `LOTUS_FUZZ_SECONDS`) to replay it. A generator makes only input whose
+//! expected result the property knows: one that can make what the reader
+//! rightly refuses is a defect of the test.
 
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
@@ -88,6 +92,10 @@ where
             RngSeed::Fixed(s) => RngSeed::Fixed(s),
             RngSeed::Random => RngSeed::Fixed(fresh_seed(0)),
         };
+        if let RngSeed::Fixed(n) = seed {
+            // Shown with the test's output (every failure, or --nocapture).
+            eprintln!("{name}: seed {n} (PROPTEST_RNG_SEED={n} replays it)");
+        }
         run_round(name, seed, &strategy, &test);
         return;
     };
