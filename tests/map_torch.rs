@@ -127,10 +127,15 @@ fn torch_threads_from_the_flag_or_the_environment_spin_and_are_warned() {
     // not ToTensor: at two threads on two CPUs ToTensor's pool spun for
     // 29-31% of its samples (its parallel part keeps the pool busy), at
     // the warning's 30% threshold; Normalize's 39-43%.
-    // OMP_WAIT_POLICY=ACTIVE: the idle threads spin however busy the
-    // machine is (by default libgomp spins a while, then sleeps, and on a
-    // loaded machine the spinners get little CPU): what is tested is the
-    // warning on a pool that spins, not libgomp's spin-count heuristics.
+    // GOMP_SPINCOUNT=20000000: the idle threads spin through every gap
+    // of the op (tens of ms of spinning; by default libgomp spins a while,
+    // then sleeps, and on a loaded machine the spinners get little CPU):
+    // what is tested is the warning on a pool that spins, not libgomp's
+    // spin-count heuristics. Not OMP_WAIT_POLICY=ACTIVE, which spins for
+    // ever: on two CPUs shared with other tests, a thread at a barrier
+    // then burns its whole time slice while the thread it waits for waits
+    // for a CPU, and the op ran past lotus's 240 s --timeout in a busy
+    // suite run; a bounded spin gives the CPU back.
     let (mapping, stderr) = map_torch(
         &py,
         &["torch_ops/Normalize.py"],
@@ -138,7 +143,7 @@ fn torch_threads_from_the_flag_or_the_environment_spin_and_are_warned() {
         &["--threads", &threads],
         &[
             ("OMP_NUM_THREADS", OsStr::new("1")),
-            ("OMP_WAIT_POLICY", OsStr::new("ACTIVE")),
+            ("GOMP_SPINCOUNT", OsStr::new("20000000")),
         ],
     );
     let env = &mapping["environment"];
