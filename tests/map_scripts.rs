@@ -4,7 +4,6 @@
 //! windows reach lotus even when the environment names another collector.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use crate::common::mapping::{function_fields, map_result, op_names};
 use crate::common::{fixture, lotus_env, python};
@@ -174,13 +173,12 @@ fn an_over_long_window_name_is_refused_at_once_not_at_the_timeout() {
     )
     .expect("write");
     let out = tmp.path().join("m.json");
-    let start = Instant::now();
+    // Not a wall-clock bound (that depends on the machine's load): had the
+    // refused resume waited for the run's --timeout, the run would have
+    // been stopped and failed ("still running after --timeout"); it
+    // succeeds, and the window opened after the refusal is mapped.
     let (code, m, stderr) = map(&[&script], &out, &[]);
-    assert!(
-        start.elapsed() < Duration::from_secs(50),
-        "took {:?}: {stderr}",
-        start.elapsed()
-    );
+    assert!(!stderr.contains("still running after"), "{stderr}");
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(op_names(&m.expect("mapping")), ["Ok"]);
 }

@@ -19,8 +19,23 @@ use serde_json::Value;
 /// contention (the loader's share in memmove went from 5% to 31%).
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Maps `ops` (fixture paths) with one run of `min_samples`, no floor,
-/// `extra` arguments and environment; returns the mapping and stderr.
+/// The sampling frequency of these tests (Hz): a period of 1 ms, at
+/// which a sample's cost stays a few percent of a thread's CPU.
+const FREQUENCY: &str = "1000";
+
+/// Maps `ops` (fixture paths) with one run of `min_samples` at
+/// [`FREQUENCY`], no floor, `extra` arguments and environment; returns the
+/// mapping and stderr.
+///
+/// The run is bounded by work, not by the machine's load: the harness
+/// ends the window on the op process's CPU clock once the samples asked
+/// for are due, and at 1 kHz a sample costs little against its period.
+/// At lotus's default here (7.5-8 kHz: the period 125-133 us, a sample
+/// measured at 12-20 us of the sampled thread's CPU on this VM when it is
+/// idle, more on a loaded host) sampling takes a share of the op's
+/// threads that grows with the host's load, and one run of this file's
+/// spin test (three spinning OpenMP threads on two busy CPUs) was stopped
+/// at its --timeout (240 s).
 fn map_torch(
     py: &Path,
     ops: &[&str],
@@ -40,6 +55,8 @@ fn map_torch(
         "map",
         "--backend",
         "perf",
+        "--frequency",
+        FREQUENCY,
         "--runs",
         "1",
         "--warmup",

@@ -424,7 +424,6 @@ fn output_folder_not_writable() {
 
     // A live mapping into it fails before any op runs.
     let good = s.op("Good", GOOD_OP);
-    let start = Instant::now();
     let o = wait_with_timeout(
         s.map(&out, &[&good], &[]).spawn().expect("spawn"),
         Duration::from_secs(60),
@@ -435,7 +434,8 @@ fn output_folder_not_writable() {
         "ran the ops before finding the output folder read-only: {}",
         stderr(&o)
     );
-    assert!(start.elapsed() < Duration::from_secs(10));
+    // (No wall-clock bound: that no op ran is what the missing "run 1/1"
+    // shows, however busy the machine.)
     assert_eq!(
         fs::read_to_string(src.join("m.json")).expect("kept"),
         GOOD_MAPPING
@@ -575,7 +575,10 @@ fn sigkill_of_lotus_leaves_no_harness_behind() {
     let start = Instant::now();
     while !processes_with(&mark).is_empty() {
         assert!(
-            start.elapsed() < Duration::from_secs(5),
+            // A bound against waiting forever, not a speed test: the
+            // harness notices its parent is gone within its poll, but
+            // on a busy machine it may wait seconds for a CPU.
+            start.elapsed() < Duration::from_secs(60),
             "the orphaned harness is still running {:?}",
             processes_with(&mark)
         );

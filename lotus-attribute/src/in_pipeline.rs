@@ -12,7 +12,11 @@
 //!    sampling rate while the process's main thread is outside every op
 //!    is under a fifth of its rate while it is inside one, both measured
 //!    between the thread's own first and last sample (a thread started
-//!    late is not judged by the process's start-up). Its samples
+//!    late is not judged by the process's start-up) and no later than
+//!    the end of the main thread's last op (nor by its shutdown: a
+//!    pool's threads torn down, the tail samples the sampler adds at a
+//!    thread's exit, stamped there, more of them on a busy machine).
+//!    Its samples
 //!    taken while the main thread is inside an op are credited to the
 //!    innermost op open there; the others go to "outside any op";
 //! 3. any other helper thread runs independently of the ops: its samples
@@ -1154,6 +1158,24 @@ impl SampledTrace {
     fn find_pools(&mut self) -> Result<(), Error> {
         let logs = &mut self.logs;
         let mut helpers: HashMap<(u32, u32), HelperCounts> = HashMap::new();
+        // Per process, the end of its main thread's last op: a helper is
+        // judged up to there. What a thread does at the process's
+        // shutdown (a pool's threads torn down, and the samples the
+        // sampler adds at a thread's exit for the unsampled tail of its
+        // whole life, stamped at the exit: more of them the later its
+        // timer fired, so the busier the machine) says nothing of whether
+        // it ran with the ops; counted, a handful of them outside the ops
+        // made a pool's thread "independent" on a busy machine, and its
+        // op lost its samples. Those samples are still credited by the
+        // rule (a pool's outside any op go to "outside any op").
+        let mut ops_end: HashMap<u32, u64> = HashMap::new();
+        for s in logs.spans.iter()? {
+            let s = s?;
+            if s.tid == s.pid {
+                let end = ops_end.entry(s.pid).or_insert(s.end);
+                *end = (*end).max(s.end);
+            }
+        }
         {
             let mut sweep = Sweep::new(logs.spans.iter()?);
             for s in samples_of(&self.files)? {
@@ -1173,6 +1195,11 @@ impl SampledTrace {
                     last: s.time_ns,
                     covered_ns: 0,
                 });
+                if ops_end.get(&s.pid).is_some_and(|end| s.time_ns >= *end) {
+                    // Listed (a thread seen only then is independent),
+                    // not judged.
+                    continue;
+                }
                 h.first = h.first.min(s.time_ns);
                 h.last = h.last.max(s.time_ns);
                 if inside {
@@ -1883,6 +1910,11 @@ pub(crate) mod tests {
     /// busy only during them, an independent thread 12 busy throughout, and
     /// an untraced process 99.
     pub(crate) fn folder() -> tempfile::TempDir {
+        folder_with(&[])
+    }
+
+    /// [`folder`] with `extra` samples added, after its own (in time order).
+    pub(crate) fn folder_with(extra: &[Sample]) -> tempfile::TempDir {
         // wall = monotonic + 1_000_000.
         let off = 1_000_000u64;
         let log = format!(
@@ -1946,7 +1978,46 @@ pub(crate) mod tests {
                 counters: Default::default(),
             });
         }
+        samples.extend_from_slice(extra);
         sampled_folder(&log, &symbols, &samples, 100)
+    }
+
+    /// A pool's thread that runs (or is given the samples the sampler adds
+    /// at its exit: the unsampled tail of its whole life, stamped at the
+    /// exit) after the process's last op is still its pool: what it does
+    /// at the process's shutdown says nothing of whether it ran with the
+    /// ops. [`folder`]'s pool thread 11 with 5 samples at one instant past
+    /// the last op (a burst like the one that made a pool thread of the
+    /// kernel pipeline "independent" on a busy machine, its op losing half
+    /// its time): a pool, its op rows as without the burst, the burst in
+    /// "outside any op".
+    #[test]
+    fn a_pool_thread_busy_at_shutdown_is_still_a_pool() {
+        let burst: Vec<Sample> = (0..5)
+            .map(|_| Sample {
+                time_ns: 4500,
+                pid: 10,
+                tid: 11,
+                symbol: 1,
+                kernel: false,
+                counters: Default::default(),
+            })
+            .collect();
+        let dir = folder_with(&burst);
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        let row = |name: &str| {
+            a.rows
+                .iter()
+                .find(|r| r.name == name)
+                .unwrap_or_else(|| panic!("{name}: {a:#?}"))
+        };
+        assert_eq!(a.pool_threads, vec!["10/11"], "{a:#?}");
+        assert_eq!(a.independent_threads, vec!["10/12"]);
+        assert_eq!(row("A").samples, 20);
+        assert_eq!(row("B").samples, 20);
+        assert_eq!(row("outside any op (worker)").samples, 35);
+        assert_eq!(a.total_samples, 175);
     }
 
     #[test]

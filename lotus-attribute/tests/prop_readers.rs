@@ -662,9 +662,10 @@ fn times_file() -> impl Strategy<Value = TimesFile> {
         any::<bool>(),
     )
         .prop_map(|(header, lines, comments, final_newline)| {
-            // An op named twice is an error of the file, which the reader
-            // rightly refuses: the generator makes each name once (as the
-            // reader compares them, trimmed), keeping the first.
+            // Each op once: the reader refuses an op listed twice (a
+            // separate property checks that), so a valid file never
+            // repeats a name. The first line of a name stays, so there is
+            // always at least one.
             let mut seen = std::collections::BTreeSet::new();
             TimesFile {
                 header,
@@ -701,8 +702,8 @@ impl TimesFile {
     fn expected(&self) -> BTreeMap<String, f64> {
         let mut m = BTreeMap::new();
         for (op, _, v) in &self.lines {
-            let first = m.insert(op.trim().to_string(), *v).is_none();
-            assert!(first, "the generator named {op:?} twice");
+            let first = m.insert(op.trim().to_string(), *v);
+            assert!(first.is_none(), "the generator repeated op {op:?}");
         }
         m
     }
@@ -777,6 +778,30 @@ fn prop_op_times_read_back() {
         }
         Ok(())
     });
+}
+
+#[test]
+fn prop_op_times_repeated_op_is_refused_on_its_line() {
+    // The other side of the generator's rule: a file that lists an op a
+    // second time is refused, naming the op.
+    fuzz::check(
+        "op_times_repeated",
+        (times_file(), any::<proptest::sample::Index>(), seconds()),
+        |(mut f, which, (text, v))| {
+            let op = f.lines[which.index(f.lines.len())].0.clone();
+            f.lines.push((format!(" {op} "), text, v));
+            f.final_newline = true;
+            match read_times(&f.text()) {
+                Ok(t) => prop_assert!(false, "{op:?} read twice: {:?}", t.seconds),
+                Err(e) => {
+                    let msg = e.to_string();
+                    starts_with_file(&msg, TIMES_FILE)?;
+                    prop_assert!(msg.contains("listed twice"), "{}", msg);
+                }
+            }
+            Ok(())
+        },
+    );
 }
 
 #[test]

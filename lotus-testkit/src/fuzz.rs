@@ -68,12 +68,27 @@ fn run_round<S>(
     S::Value: Debug,
 {
     let mut runner = TestRunner::new(config(seed));
+    let replay = replay_line(seed);
     match runner.run(strategy, test) {
         Ok(()) => {}
         Err(TestError::Fail(why, value)) => {
-            panic!("property {name} failed (seed {seed:?}): {why}\nminimal input: {value:#?}")
+            panic!("property {name} failed (seed {seed:?}): {why}\nminimal input: {value:#?}\n{replay}")
         }
-        Err(TestError::Abort(why)) => panic!("property {name} aborted (seed {seed:?}): {why}"),
+        Err(TestError::Abort(why)) => {
+            panic!("property {name} aborted (seed {seed:?}): {why}\n{replay}")
+        }
+    }
+}
+
+/// How to run a round again: its seed and its number of cases (the case
+/// that failed is found again only with at least as many cases).
+fn replay_line(seed: RngSeed) -> String {
+    match seed {
+        RngSeed::Fixed(n) => format!(
+            "replay it: PROPTEST_RNG_SEED={n} PROPTEST_CASES={} (without LOTUS_FUZZ_SECONDS)",
+            cases()
+        ),
+        RngSeed::Random => "replay: no fixed seed".into(),
     }
 }
 

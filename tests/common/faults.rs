@@ -128,8 +128,9 @@ pub fn wait_bounded(child: Child, limit: Duration, needle: &str) -> Output {
 }
 
 /// Waits until no process has `needle` in its command line (a killed
-/// process may take a moment to be reaped); after 5 s kills them and fails
-/// the test.
+/// process may take a moment to be reaped, longer on a busy machine);
+/// after 60 s kills them and fails the test (a bound against waiting
+/// forever, not a speed test).
 pub fn assert_no_processes(needle: &str) {
     let start = Instant::now();
     loop {
@@ -137,7 +138,7 @@ pub fn assert_no_processes(needle: &str) {
         if left.is_empty() {
             return;
         }
-        if start.elapsed() > Duration::from_secs(5) {
+        if start.elapsed() > Duration::from_secs(60) {
             let described = describe(&left);
             for p in left {
                 kill(p, libc::SIGKILL);
