@@ -5,24 +5,16 @@
 
 use crate::common;
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// `lotus trace run --out DIR [EXTRA] -- python -c CODE ARGS...`, run.
+/// `lotus trace run --out DIR [EXTRA] -- python -c CODE ARGS...`, run
+/// (through the shared [`common::trace_logs::trace_run`]).
 fn trace_run(dir: &Path, extra: &[&str], code: &str, args: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lotus"))
-        .args(["trace", "run", "--out"])
-        .arg(dir)
-        .args(extra)
-        .arg("--")
-        .arg(common::any_python())
-        .args(["-c", code])
-        .args(args)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env_remove("LOTUS_TRACE_DIR")
-        .env_remove("PYTHONPATH")
-        .output()
-        .expect("run lotus")
+    let mut all: Vec<&OsStr> = vec![OsStr::new("-c"), OsStr::new(code)];
+    all.extend(args.iter().map(|a| a.as_os_str()));
+    common::trace_logs::trace_run(dir, extra, &common::any_python(), &all)
 }
 
 /// What the job wrote of itself: `<pid> <ops it ran>`.

@@ -10,7 +10,9 @@
 //! 2. a helper thread of a process (a thread with no op spans of its own)
 //!    is that process's intra-op pool when it runs with the ops: its
 //!    sampling rate while the process's main thread is outside every op
-//!    is under a fifth of its rate while it is inside one, both measured
+//!    is under a fifth of its rate while it is inside one, or at least 90%
+//!    of its samples fall inside the ops, 3 standard errors above the
+//!    share of its window the ops cover (`is_pool`); both measured
 //!    between the thread's own first and last sample (a thread started
 //!    late is not judged by the process's start-up) and no later than
 //!    the end of the main thread's last op (nor by its shutdown: a

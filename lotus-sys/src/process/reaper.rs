@@ -38,6 +38,13 @@ fn stat_of(pid: u32) -> Option<(u32, bool)> {
     Some((ppid, state == "Z" || state == "X"))
 }
 
+/// Whether process `pid` is running: it exists and is neither a zombie
+/// nor dead (what a caller deciding whether a process's files may still
+/// grow asks).
+pub fn is_running(pid: u32) -> bool {
+    stat_of(pid).is_some_and(|(_, gone)| !gone)
+}
+
 /// When process `pid` started: field 22 of `/proc/<pid>/stat`, in clock
 /// ticks since boot. With the pid, it names one process for good (a pid
 /// alone may be reused once the process is gone): a reader of a status

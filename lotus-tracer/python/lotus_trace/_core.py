@@ -287,18 +287,30 @@ def _report_failure(message):
     through its report pipe (see `_report_pipe`), else a file in its
     private status folder (creating an empty file needs no free space on
     most file systems; the folder is lotus's, not the trace's)."""
-    if _report_pipe(message) or not _status_dir:
+    if _report_pipe(message):
         return
+    # One already there says the same.
+    status_file(f"failed_pid_{_pid}", message.encode("utf-8", "replace")[:4096])
+
+
+def status_file(name, data):
+    """Creates `name` in lotus's private status folder ($LOTUS_TRACE_STATUS)
+    holding `data` (bytes): `O_EXCL|O_NOFOLLOW`, mode 0600, never over a
+    file already there. Whether it was created (False where there is no
+    such folder, or the process can no longer write there)."""
+    if not _status_dir:
+        return False
     try:
-        fd = os.open(os.path.join(_status_dir, f"failed_pid_{_pid}"), _CREATE_FLAGS, 0o600)
+        fd = os.open(os.path.join(_status_dir, name), _CREATE_FLAGS, 0o600)
     except OSError:
-        return  # one already there says the same
+        return False
     try:
-        os.write(fd, message.encode("utf-8", "replace")[:4096])
+        os.write(fd, data)
     except OSError:
         pass
     finally:
         os.close(fd)
+    return True
 
 
 def _write_all(data):

@@ -54,8 +54,6 @@ import sys
 
 # `1`: turn the perf trampolines on.
 ENV = "LOTUS_PY_FRAMES"
-# lotus's private folder, where the maps the tracer made are listed.
-STATUS_ENV = "LOTUS_TRACE_STATUS"
 
 _MAP_FLAGS = (
     os.O_WRONLY
@@ -124,20 +122,9 @@ def _list_for_lotus(pid, st):
     """Tells lotus this process's map is the tracer's: `perfmap_pid_<pid>`
     in lotus's status folder, `<dev> <ino>`. Nothing where there is no such
     folder (or the process can no longer write there)."""
-    folder = os.environ.get(STATUS_ENV)
-    if not folder:
-        return
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(os.path.join(folder, f"perfmap_pid_{pid}"), flags, 0o600)
-    except OSError:
-        return
-    try:
-        os.write(fd, f"{st.st_dev} {st.st_ino}\n".encode())
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    from ._core import status_file
+
+    status_file(f"perfmap_pid_{pid}", f"{st.st_dev} {st.st_ino}\n".encode())
 
 
 def make_map(pid=None):

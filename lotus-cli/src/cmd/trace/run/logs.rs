@@ -154,18 +154,6 @@ struct CutLog {
 /// The most of a line kept to read its fields (name, start, duration).
 const LINE_HEAD: usize = 256;
 
-/// Whether process `pid` is running (not gone, not a zombie): its log may
-/// still grow and is left as it is.
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|at| s[at + 1..].split_whitespace().next() != Some("Z"))
-        })
-        .unwrap_or(false)
-}
-
 /// The log at `path`, when it ends in a NUL byte and its process is gone:
 /// cut at the end of its last whole line before its first NUL byte (what
 /// every reader reads of it), with what it keeps.
@@ -179,7 +167,7 @@ fn cut_log(path: &Path) -> io::Result<Option<CutLog>> {
     else {
         return Ok(None);
     };
-    if running(name.pid) {
+    if lotus_sys::process::is_running(name.pid) {
         return Ok(None);
     }
     let file = std::fs::OpenOptions::new()
