@@ -470,7 +470,7 @@ fn kernel_pipeline_attribution(start_method: &str) {
     // their CPU time (and the other feeder threads', a little).
     let pools = a["pool_threads"].as_array().expect("pools").len();
     assert!((4..=6).contains(&pools), "{pools} pool threads: {a:#}");
-    let bg = row("independent threads (worker)")["cpu_ns"]
+    let bg = row("other threads, cause unknown (worker)")["cpu_ns"]
         .as_u64()
         .expect("bg") as f64;
     figures.push(format!(

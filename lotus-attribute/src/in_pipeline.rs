@@ -98,9 +98,11 @@ use lotus_trace::LogFile;
 use lotus_trace::{Kind, Role};
 
 mod callers;
+pub(crate) mod cause;
 mod folded;
 mod timeline;
 pub use callers::{callers_folder, CallerNode, Callers, FunctionCallers, CALLER_DEPTH, ROOT_FRAME};
+pub use cause::HelperRule;
 pub use folded::{folded_folder, folded_frame, FoldedStacks};
 pub use timeline::{for_each_clocked_event, ClockedItem, ClockedSummary};
 
@@ -131,7 +133,15 @@ pub enum RowKind {
     Independent,
     /// Processes of the job that wrote no trace log.
     Untraced,
+    /// A parallel runtime's pool threads spinning or waiting for more
+    /// work after the op (the row's parent) that handed them their last
+    /// work returned: that op's spin.
+    PoolSpin,
 }
+
+/// The name of an op's [`RowKind::PoolSpin`] row (its path is the op's
+/// path, `/`, this).
+pub const SPIN_ROW: &str = "pool spin";
 
 /// One function's samples in a row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -498,7 +508,7 @@ impl Tree {
 
 /// A span open in the sweep, with its place in the tree.
 #[derive(Debug, Clone, Copy)]
-struct Open {
+pub(crate) struct Open {
     start: u64,
     end: u64,
     path: u32,
@@ -988,6 +998,9 @@ pub(crate) enum Target {
     /// `attribute` splits them; the rule credits them `Outside`).
     Main(MainPhase),
     Independent(Role),
+    /// A pool's spin after the op of this path returned: the runtime's
+    /// threads waiting for more work from it.
+    Spin(u32),
     Untraced,
 }
 
@@ -1037,6 +1050,12 @@ pub(crate) struct SampledTrace {
     notes: Vec<String>,
     /// Bytes of a cut last record, once the samples are read.
     cut_bytes: usize,
+    /// How helper threads are credited.
+    rule: HelperRule,
+    /// The samples' frames, read for what they say of helper threads.
+    frames: cause::Frames,
+    /// Helper threads their frames show a parallel runtime's pool.
+    runtime_pools: HashMap<(u32, u32), cause::Runtime>,
 }
 
 impl SampledTrace {
@@ -1045,6 +1064,16 @@ impl SampledTrace {
     /// logs no clock pairs. Streams the samples once, to tell pools from
     /// independent threads.
     pub(crate) fn open(dir: &Path, prefix: &str, budget: Budget) -> Result<SampledTrace, Error> {
+        SampledTrace::open_by(dir, prefix, budget, HelperRule::Cause)
+    }
+
+    /// [`SampledTrace::open`], crediting helper threads by `rule`.
+    pub(crate) fn open_by(
+        dir: &Path,
+        prefix: &str,
+        budget: Budget,
+        rule: HelperRule,
+    ) -> Result<SampledTrace, Error> {
         let files = SampleFiles::of(dir, prefix);
         let mut meta: HashMap<String, String> = HashMap::new();
         for (k, v) in files
@@ -1134,6 +1163,12 @@ impl SampledTrace {
                 logs.bad_lines
             ));
         }
+        // A stacks file that cannot be read leaves each sample its own
+        // function (`--format folded` says why).
+        let stacks = match rule {
+            HelperRule::Cause => files.read_stacks().ok(),
+            HelperRule::Timing => None,
+        };
         let mut trace = SampledTrace {
             files,
             meta,
@@ -1149,6 +1184,9 @@ impl SampledTrace {
             independent_threads: Vec::new(),
             notes,
             cut_bytes: 0,
+            rule,
+            frames: cause::Frames::new(stacks),
+            runtime_pools: HashMap::new(),
         };
         trace.find_pools()?;
         Ok(trace)
@@ -1180,14 +1218,22 @@ impl SampledTrace {
         }
         {
             let mut sweep = Sweep::new(logs.spans.iter()?);
-            for s in samples_of(&self.files)? {
-                let s = s.map_err(|e| Error::Io(e.to_string()))?;
+            let mut reader = samples_of(&self.files)?;
+            while let Some(s) = reader.next_with_stack() {
+                let (s, stack) = s.map_err(|e| Error::Io(e.to_string()))?;
                 sweep.advance(s.time_ns)?;
                 if s.tid == s.pid
                     || !logs.roles.contains_key(&s.pid)
                     || logs.traced_threads.contains(&(s.pid, s.tid))
                 {
                     continue;
+                }
+                if self.rule == HelperRule::Cause
+                    && !logs.machinery_threads.contains(&(s.pid, s.tid))
+                {
+                    if let Some(rt) = self.frames.read(&self.symbols, stack, s.symbol).pool {
+                        self.runtime_pools.insert((s.pid, s.tid), rt);
+                    }
                 }
                 let inside = sweep.innermost(s.pid, s.pid, s.time_ns).is_some();
                 let h = helpers.entry((s.pid, s.tid)).or_insert(HelperCounts {
@@ -1215,6 +1261,11 @@ impl SampledTrace {
         let mut helper_keys: Vec<_> = helpers.keys().copied().collect();
         helper_keys.sort_unstable();
         for key in helper_keys {
+            if let Some(rt) = self.runtime_pools.get(&key) {
+                self.pool_threads
+                    .push(format!("{}/{} ({})", key.0, key.1, rt.name()));
+                continue;
+            }
             let h = helpers[&key];
             // A thread seen only inside ops (its window all op time) is a
             // pool; one the tracer named as the DataLoader's machinery
@@ -1245,6 +1296,8 @@ impl SampledTrace {
         let mut total = 0u64;
         let mut reader = samples_of(&self.files)?;
         let mut sweep = Sweep::new(logs.spans.iter()?);
+        let pool_pids: HashSet<u32> = self.runtime_pools.keys().map(|k| k.0).collect();
+        let mut causes = cause::Causes::default();
         while let Some(s) = reader.next_with_stack() {
             let (s, stack): (Sample, u32) = s.map_err(|e| Error::Io(e.to_string()))?;
             sweep.advance(s.time_ns)?;
@@ -1255,10 +1308,45 @@ impl SampledTrace {
                 None => (Target::Untraced, None),
                 Some(role) => {
                     let own = sweep.innermost(s.pid, s.tid, s.time_ns);
+                    let op_thread = s.tid == s.pid || logs.traced_threads.contains(&(s.pid, s.tid));
+                    if op_thread && pool_pids.contains(&s.pid) {
+                        // A thread inside a runtime's call hands its pool
+                        // work now, for the op it is in.
+                        if let Some(rt) = self.frames.read(&self.symbols, stack, s.symbol).hands_to
+                        {
+                            causes.handed(s.pid, rt, s.time_ns, cause::Cause::of(own, role));
+                        }
+                    }
                     if let Some(span) = own {
                         (Target::Op(span.path), Some(span.id))
-                    } else if s.tid == s.pid || logs.traced_threads.contains(&(s.pid, s.tid)) {
+                    } else if op_thread {
                         (Target::Outside(role), None)
+                    } else if let Some(&rt) = self.runtime_pools.get(&(s.pid, s.tid)) {
+                        let r = self.frames.read(&self.symbols, stack, s.symbol);
+                        let c = if r.waits {
+                            // Waiting before any work was seen handed to
+                            // it: a pool starts in its wait loop (OpenBLAS
+                            // spins from its creation, at numpy's import),
+                            // for what its process ran when it started.
+                            causes.last(s.pid, s.tid, rt).unwrap_or_else(|| {
+                                let c = cause::Cause::of(
+                                    sweep.innermost(s.pid, s.pid, s.time_ns),
+                                    role,
+                                );
+                                causes.worked(s.pid, s.tid, s.time_ns, c);
+                                c
+                            })
+                        } else {
+                            // Working: for whatever its process's main
+                            // thread runs now, which waits for it.
+                            let c =
+                                cause::Cause::of(sweep.innermost(s.pid, s.pid, s.time_ns), role);
+                            causes.worked(s.pid, s.tid, s.time_ns, c);
+                            c
+                        };
+                        let (target, span, in_call) = c.credit(s.time_ns);
+                        pool = in_call;
+                        (target, span)
                     } else if self.pools.contains(&(s.pid, s.tid)) {
                         match sweep.innermost(s.pid, s.pid, s.time_ns) {
                             Some(span) => {
@@ -1341,7 +1429,19 @@ pub fn attribute_folder(
     budget: Budget,
     top: usize,
 ) -> Result<InPipelineAttribution, Error> {
-    let mut trace = SampledTrace::open(dir, prefix, budget)?;
+    attribute_folder_by(dir, prefix, budget, top, HelperRule::Cause)
+}
+
+/// [`attribute_folder`], crediting helper threads by `rule`
+/// (`HelperRule::Timing`: the earlier rule, for comparison).
+pub fn attribute_folder_by(
+    dir: &Path,
+    prefix: &str,
+    budget: Budget,
+    top: usize,
+    rule: HelperRule,
+) -> Result<InPipelineAttribution, Error> {
+    let mut trace = SampledTrace::open_by(dir, prefix, budget, rule)?;
     let mut counts: HashMap<Target, u64> = HashMap::new();
     let mut pools: HashMap<u32, u64> = HashMap::new();
     let mut worker_samples = 0u64;
@@ -1407,7 +1507,23 @@ pub fn attribute_folder(
     let interval_ns = trace.interval_ns;
     let logs = &trace.logs;
     let tree = &trace.tree;
-    let figures = op_figures(tree, &counts, &pools, interval_ns);
+    let mut figures = op_figures(tree, &counts, &pools, interval_ns);
+    // A pool's spin after an op is that op's: in its inclusive figures
+    // and its ancestors', a row of its own under it.
+    for (t, &n) in &counts {
+        if let Target::Spin(p) = *t {
+            let mut at = Some(p);
+            while let Some(q) = at {
+                let f = &mut figures[q as usize];
+                f.inclusive_samples += n;
+                f.inclusive_basis += n;
+                f.inclusive_cpu_ns = f
+                    .inclusive_cpu_ns
+                    .saturating_add(n.saturating_mul(interval_ns));
+                at = tree.nodes[q as usize].parent;
+            }
+        }
+    }
 
     let mut tops: HashMap<Target, Vec<(u32, u64)>> = HashMap::new();
     for ((target, symbol), n) in functions {
@@ -1445,7 +1561,7 @@ pub fn attribute_folder(
         let node = tree.nodes[p as usize];
         let target = Target::Op(p);
         let calls = tree.stats[p as usize].calls;
-        let row_counters = row_counters(target);
+        let op_counters = row_counters(target);
         rows.push(AttributedRow {
             name: logs.ops[node.op as usize].clone(),
             path: tree.name(p, &logs.ops),
@@ -1466,13 +1582,43 @@ pub fn attribute_folder(
             wall_ns: Some(tree.stats[p as usize].wall_ns),
             exclusive_wall_ns: Some(exclusive_wall(tree, p)),
             top_functions: top_of(target, f.samples, top),
-            cpi: cpi_of(&row_counters),
-            counters: row_counters,
+            cpi: cpi_of(&op_counters),
+            counters: op_counters,
         });
+        let spin = Target::Spin(p);
+        if let Some(&n) = counts.get(&spin) {
+            let cpu_ns = n.saturating_mul(interval_ns);
+            let unc = sampled_uncertainty_ns(n, interval_ns);
+            let path = tree.name(p, &logs.ops);
+            let spin_counters = row_counters(spin);
+            rows.push(AttributedRow {
+                name: SPIN_ROW.to_string(),
+                path: format!("{path}/{SPIN_ROW}"),
+                parent: Some(path),
+                depth: node.depth + 1,
+                kind: RowKind::PoolSpin,
+                samples: n,
+                inclusive_samples: n,
+                pool_samples: n,
+                cpu_ns,
+                inclusive_cpu_ns: cpu_ns,
+                cpu_source: CpuSource::Sampled,
+                uncertainty_ns: unc,
+                inclusive_uncertainty_ns: unc,
+                share: 0.0,
+                calls: None,
+                cpu_per_call_ns: None,
+                wall_ns: None,
+                exclusive_wall_ns: None,
+                top_functions: top_of(spin, n, top),
+                cpi: cpi_of(&spin_counters),
+                counters: spin_counters,
+            });
+        }
     }
     let mut others: Vec<(Target, u64)> = counts
         .iter()
-        .filter(|(t, _)| !matches!(t, Target::Op(_)))
+        .filter(|(t, _)| !matches!(t, Target::Op(_) | Target::Spin(_)))
         .map(|(t, n)| (*t, *n))
         .collect();
     // The main processes' phases last, in time order.
@@ -1495,6 +1641,7 @@ pub fn attribute_folder(
             depth: 0,
             kind: match target {
                 Target::Op(_) => RowKind::Op,
+                Target::Spin(_) => RowKind::PoolSpin,
                 Target::Outside(_) | Target::Main(_) => RowKind::Outside,
                 Target::Independent(_) => RowKind::Independent,
                 Target::Untraced => RowKind::Untraced,
@@ -1827,7 +1974,8 @@ fn row_name(target: &Target, ops: &[String]) -> String {
         Target::Main(MainPhase::StartUp) => "start-up and imports (main)".to_string(),
         Target::Main(MainPhase::Loop) => "training loop, outside the DataLoader (main)".to_string(),
         Target::Main(MainPhase::After) => "after the last batch (main)".to_string(),
-        Target::Independent(role) => format!("independent threads ({role})"),
+        Target::Independent(role) => format!("other threads, cause unknown ({role})"),
+        Target::Spin(_) => SPIN_ROW.to_string(),
         Target::Untraced => "untraced processes".to_string(),
     }
 }
@@ -2154,7 +2302,7 @@ pub(crate) mod tests {
         assert_eq!(row("A").calls, Some(1));
         assert_eq!(row("A").cpu_ns, 2000);
         assert_eq!(row("outside any op (worker)").samples, 30);
-        assert_eq!(row("independent threads (worker)").samples, 50);
+        assert_eq!(row("other threads, cause unknown (worker)").samples, 50);
         assert_eq!(row("untraced processes").samples, 50);
         assert_eq!(a.pool_threads, vec!["10/11"]);
         assert_eq!(a.independent_threads, vec!["10/12"]);
@@ -2195,6 +2343,71 @@ pub(crate) mod tests {
     /// (`kind=thread`: a queue's feeder thread) is never a pool, even busy
     /// only while ops run: [`folder`]'s pool thread 11, so named, is
     /// independent, and its samples leave the ops.
+    /// Credit by cause: a thread its frames show an OpenBLAS pool's
+    /// (`blas_thread_server`) works for op A (samples in a BLAS kernel
+    /// while A is open), then spins through the gap and all of op B, which
+    /// never calls BLAS. Its work is A's, its spin A's `pool spin` row,
+    /// never B's; the same folder by timing gives B the spin (the thread
+    /// runs far more while ops are open than between them).
+    #[test]
+    fn a_pools_spin_after_an_op_is_that_ops_not_the_next_ones() {
+        let off = 1_000_000u64;
+        let log = format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
+             SA,{},1000,kind=op\nSB,{},1000,kind=op\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
+            1000 + off,
+            3000 + off,
+            5000 + off
+        );
+        let blas = "/x/libscipy_openblas64_.so";
+        let symbols = vec![
+            (0, Symbol::new("a_work", "/py")),
+            (1, Symbol::new("b_work", "/py")),
+            (2, Symbol::new("dgemm_kernel_SKYLAKEX", blas)),
+            (3, Symbol::new("blas_thread_server", blas)),
+        ];
+        let sample = |time_ns, tid, symbol| Sample {
+            time_ns,
+            pid: 10,
+            tid,
+            symbol,
+            kernel: false,
+            counters: Default::default(),
+        };
+        let mut samples = Vec::new();
+        for t in (1000..4000).step_by(100) {
+            if (1000..2000).contains(&t) {
+                samples.push(sample(t, 10, 0));
+                samples.push(sample(t + 1, 11, 2));
+            } else {
+                if (3000..4000).contains(&t) {
+                    samples.push(sample(t, 10, 1));
+                }
+                // A spins through the gap (rarely: yielding) and B.
+                if t >= 3000 || t % 500 == 0 {
+                    samples.push(sample(t + 1, 11, 3));
+                }
+            }
+        }
+        let dir = sampled_folder(&log, &symbols, &samples, 100);
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attributed");
+        let spin = row_at(&a, "A/pool spin");
+        assert_eq!((spin.kind, spin.samples), (RowKind::PoolSpin, 12), "{:#?}", a.rows);
+        assert_eq!(spin.parent.as_deref(), Some("A"));
+        assert_eq!(row_at(&a, "A").samples, 20);
+        assert_eq!(row_at(&a, "A").pool_samples, 10);
+        assert_eq!(row_at(&a, "A").inclusive_samples, 32);
+        assert_eq!(row_at(&a, "B").samples, 10);
+        assert_eq!(a.pool_threads, vec!["10/11 (OpenBLAS)".to_string()]);
+        // By timing, the thread is B's pool as much as A's.
+        let t = attribute_folder_by(dir.path(), "lotus", Budget::new(64), 5, HelperRule::Timing)
+            .expect("attributed");
+        assert_eq!(row_at(&t, "B").samples, 20, "{:#?}", t.rows);
+        assert!(!t.rows.iter().any(|r| r.kind == RowKind::PoolSpin));
+    }
+
     #[test]
     fn a_machinery_thread_is_never_a_pool() {
         let dir = folder();
@@ -2214,7 +2427,7 @@ pub(crate) mod tests {
         assert_eq!(a.independent_threads, vec!["10/11", "10/12"]);
         assert_eq!(row("A").samples, 10);
         assert_eq!(row("B").samples, 10);
-        assert_eq!(row("independent threads (worker)").samples, 70);
+        assert_eq!(row("other threads, cause unknown (worker)").samples, 70);
         assert_eq!(
             a.rows.iter().map(|r| r.samples).sum::<u64>(),
             a.total_samples

@@ -83,11 +83,11 @@ mod verdict;
 pub use error::Error;
 pub use from_trace::{mapping_from_trace, mapping_from_trace_with_notes};
 pub use in_pipeline::{
-    attribute_folder, callers_folder, folded_folder, folded_frame, for_each_clocked_event,
-    sampled_uncertainty_ns, unseen_work, AttributedRow, CallerNode, Callers, ClockedItem,
-    ClockedSummary, CountersUnsupported, CpuSource, FoldedStacks, FunctionCallers,
-    InPipelineAttribution, RowKind, TopFunction, Unseen, CALLER_DEPTH, MAX_DEPTH, ROOT_FRAME,
-    TOP_FUNCTIONS, UNSEEN_PCT,
+    attribute_folder, attribute_folder_by, callers_folder, folded_folder, folded_frame,
+    for_each_clocked_event, sampled_uncertainty_ns, unseen_work, AttributedRow, CallerNode,
+    Callers, ClockedItem, ClockedSummary, CountersUnsupported, CpuSource, FoldedStacks,
+    FunctionCallers, HelperRule, InPipelineAttribution, RowKind, TopFunction, Unseen, CALLER_DEPTH,
+    MAX_DEPTH, ROOT_FRAME, SPIN_ROW, TOP_FUNCTIONS, UNSEEN_PCT,
 };
 pub use mapped::{
     attribute, is_unknown_module, metric_kind, normalize_module, Attribution, Attributor,

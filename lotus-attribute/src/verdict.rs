@@ -160,35 +160,16 @@ pub struct Verdict {
 /// Whether `function` spins or yields waiting for work: OpenMP runtimes'
 /// (`gomp_*`, `GOMP_*`, `__kmp_*`, `kmp_*`), OpenBLAS's
 /// `blas_thread_server`, MKL's `mkl_serv_*yield*`, `sched_yield`,
-/// `pthread_spin_*`.
+/// `pthread_spin_*`, and the waits of the runtimes in-pipeline
+/// attribution knows ([`crate::HelperRule::Cause`]).
 pub fn is_spin_function(function: &str) -> bool {
     is_spin(function, "")
 }
 
-/// Whether a module is an OpenMP runtime (`libgomp`, `libiomp5`,
-/// `libomp`), whose own functions only manage threads: what a thread runs
-/// there, named or not (`func@0x1de20` in a stripped libgomp), is waiting
-/// for work (the work runs in the caller's library).
-fn is_openmp_module(module: &str) -> bool {
-    let base = module.rsplit('/').next().unwrap_or(module);
-    ["libgomp", "libiomp", "libomp"]
-        .iter()
-        .any(|m| base.starts_with(m))
-}
-
-/// [`is_spin_function`], or any function of an OpenMP runtime `module`.
+/// [`is_spin_function`], or any function of an OpenMP runtime `module`:
+/// the rule credit by cause tells a pool's waiting from its work with.
 fn is_spin(function: &str, module: &str) -> bool {
-    if is_openmp_module(module) {
-        return true;
-    }
-    let f = function.trim_start_matches('_');
-    f.starts_with("gomp_")
-        || f.starts_with("GOMP_")
-        || f.starts_with("kmp_")
-        || f.starts_with("sched_yield")
-        || f.starts_with("pthread_spin")
-        || f.contains("blas_thread_server")
-        || (f.starts_with("mkl_serv") && f.contains("yield"))
+    crate::in_pipeline::cause::is_wait(function, module)
 }
 
 /// The environment variable that limits the threads running `function`.
@@ -535,7 +516,7 @@ mod tests {
                 row("Loader", RowKind::Op, 500, &[("decode_mcu", 400)]),
                 row("Crop", RowKind::Op, 300, &[]),
                 row(
-                    "independent threads (worker)",
+                    "other threads, cause unknown (worker)",
                     RowKind::Independent,
                     200,
                     &[("gomp_barrier_wait_end", spin), ("blas_thread_server", 10)],

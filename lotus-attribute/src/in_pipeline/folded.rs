@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use super::{phased, row_name, Error, SampledTrace, Target};
+use super::{phased, row_name, Error, SampledTrace, Target, SPIN_ROW};
 use lotus_samples::{StackTable, Symbol, SymbolTable, UNKNOWN_SYMBOL};
 use lotus_sort::Budget;
 
@@ -177,13 +177,13 @@ pub(super) fn fold(dir: &Path, prefix: &str, budget: Budget) -> Result<Fold, Err
         let root = roots
             .entry(target)
             .or_insert_with(|| match target {
-                Target::Op(p) => trace
-                    .tree
-                    .parts(p, &trace.logs.ops)
-                    .iter()
-                    .map(|s| frame(s))
-                    .collect::<Vec<_>>()
-                    .join(";"),
+                Target::Op(p) | Target::Spin(p) => {
+                    let mut parts = trace.tree.parts(p, &trace.logs.ops);
+                    if matches!(target, Target::Spin(_)) {
+                        parts.push(SPIN_ROW);
+                    }
+                    parts.iter().map(|s| frame(s)).collect::<Vec<_>>().join(";")
+                }
                 other => frame(&row_name(&other, &trace.logs.ops)),
             })
             .clone();

@@ -16,7 +16,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use lotus_attribute::Verdict;
 use lotus_attribute::{
-    attribute_folder, AttributedRow, CpuSource, InPipelineAttribution, RowKind, TopFunction,
+    attribute_folder_by, AttributedRow, CpuSource, HelperRule, InPipelineAttribution, RowKind,
+    TopFunction,
 };
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
@@ -45,6 +46,7 @@ pub fn run(
     wide: bool,
     plot: Option<&Path>,
     flamegraph: Option<(&Path, Option<&str>)>,
+    helpers: HelperRule,
 ) -> Result<ExitCode> {
     let budget = Budget::from_env()?;
     if let Some((svg, op)) = flamegraph {
@@ -60,7 +62,7 @@ pub fn run(
         }
         return folded(dir, prefix, budget, out);
     }
-    let mut a = attribute_folder(dir, prefix, budget, top)
+    let mut a = attribute_folder_by(dir, prefix, budget, top, helpers)
         .with_context(|| format!("cannot attribute the samples in {}", dir.display()))?;
     // What the collection knew the samples miss (its `note=` lines), and
     // what they cover of the CPU the job ran (`cpu_ns=`) when short: said

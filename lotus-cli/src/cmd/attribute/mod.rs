@@ -67,7 +67,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use clap::ValueEnum;
-use lotus_attribute::{Attribution, FunctionMapping, MatchMode, Options};
+use lotus_attribute::{Attribution, FunctionMapping, HelperRule, MatchMode, Options};
 
 use crate::attribution_inputs::{
     load_mapping, load_op_times, load_profile, name_profiles, LoadedProfile,
@@ -189,6 +189,24 @@ pub struct AttributeArgs {
     /// of NAME's samples in the op.
     #[arg(long, value_enum, default_value = "op")]
     pub by: ByArg,
+    /// With DIR: how the CPU of helper threads (threads with no op spans
+    /// of their own) is credited: `cause`, a parallel runtime's pool
+    /// thread (OpenMP, OpenBLAS, oneTBB, rayon, torch's pool: known by
+    /// its frames) to the op that handed it its work, its spin after the
+    /// op to a `pool spin` row under the op; `timing`, the earlier rule
+    /// (a thread that runs more while ops are open is their pool), for
+    /// comparison.
+    #[arg(long, value_enum, default_value = "cause", requires = "dir")]
+    pub helpers: HelpersArg,
+}
+
+/// `--helpers`' choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HelpersArg {
+    /// By what the helper ran and who handed it work.
+    Cause,
+    /// By when it ran (the earlier rule).
+    Timing,
 }
 
 /// `--by`'s choices.
@@ -264,6 +282,10 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
             args.wide,
             args.plot.as_deref(),
             args.flamegraph.as_deref().map(|p| (p, args.op.as_deref())),
+            match args.helpers {
+                HelpersArg::Cause => HelperRule::Cause,
+                HelpersArg::Timing => HelperRule::Timing,
+            },
         );
     }
     let Some(mapping_path) = args.mapping.as_deref() else {

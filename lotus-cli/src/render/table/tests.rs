@@ -82,7 +82,7 @@ fn the_in_pipeline_numbers_and_one_more_column_fit_80_in_one_part() {
         r
     };
     let rows = vec![
-        row("independent threads (worker)"),
+        row("other threads, cause unknown (worker)"),
         row("outside any op (main)"),
     ];
     let names = vec!["gc_collect_main".to_string(); 2];
