@@ -6,7 +6,7 @@
 //! ([`crate::in_pipeline::attribute_folder`], asked for every
 //! function of each row): one sweep, one rule, so the mapping and
 //! `lotus attribute DIR` can never disagree. Only op rows become ops; the
-//! other rows (outside any op, independent threads, untraced processes)
+//! other rows (outside any op, threads of unknown cause, untraced processes)
 //! are not ops and are left out, their samples counted in `environment`.
 
 use std::path::Path;

@@ -8,7 +8,15 @@
 //!    at its time (spans carry their thread, `tid=`; times are put on the
 //!    samples' clock with the clock pairs each log measured);
 //! 2. a helper thread of a process (a thread with no op spans of its own)
-//!    is that process's intra-op pool when it runs with the ops: its
+//!    whose frames show a parallel runtime's pool (OpenMP, OpenBLAS,
+//!    oneTBB, rayon, torch's pool: see the `cause` module) is credited by
+//!    cause, sample by sample: a working sample to the innermost op open
+//!    on its process's main thread then (the caller waits for its pool),
+//!    a waiting one (spin, yield) to the op of the last work handed to it,
+//!    inside that op's call or, once it returned, in the op's
+//!    [`RowKind::PoolSpin`] row;
+//! 3. any other helper thread is judged by timing: it is that process's
+//!    intra-op pool when it runs with the ops: its
 //!    sampling rate while the process's main thread is outside every op
 //!    is under a fifth of its rate while it is inside one, or at least 90%
 //!    of its samples fall inside the ops, 3 standard errors above the
@@ -20,12 +28,13 @@
 //!    thread's exit, stamped there, more of them on a busy machine).
 //!    Its samples
 //!    taken while the main thread is inside an op are credited to the
-//!    innermost op open there; the others go to "outside any op";
-//! 3. any other helper thread runs independently of the ops: its samples
-//!    go to "independent threads" (per process role), never to an op.
+//!    innermost op open there; the others go to "outside any op"
+//!    ([`HelperRule::Timing`] judges every helper thread so);
+//! 4. the others' cause is not known: their samples go to "other
+//!    threads, cause unknown" (per process role), never to an op.
 //!
 //! Everything else is an explicit row: "outside any op (worker)"
-//! (DataLoader machinery between ops), "independent threads" per role,
+//! (DataLoader machinery between ops), "other threads, cause unknown" per role,
 //! "untraced processes" (processes of the job that wrote no log) and, last,
 //! a main process's samples outside every op by phase:
 //! "start-up and imports (main)" (before its first batch request),
@@ -77,7 +86,7 @@
 //! [`InPipelineAttribution::counters_unsupported`], never as zeros.
 //!
 //! Memory: the samples are streamed (twice: once to tell pools from
-//! independent threads, once to credit); the op spans are sorted by start
+//! other threads, once to credit); the op spans are sorted by start
 //! through [`lotus_sort`] (in memory up to its budget, past that in a
 //! temporary file) and swept alongside; only the spans open at a time and
 //! per-thread, per-op and per-symbol counts are held.
