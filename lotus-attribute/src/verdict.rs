@@ -126,6 +126,9 @@ pub struct Spinning {
     pub functions: Vec<String>,
     /// The environment variables that limit those threads.
     pub env: Vec<&'static str>,
+    /// The op whose pool spun most after it returned (its `pool spin`
+    /// row: credit by cause), with that spin, ns.
+    pub most_after: Option<(String, u64)>,
 }
 
 /// The verdict on a trace (see the module documentation).
@@ -304,9 +307,13 @@ impl Verdict {
             say(
                 Rule::ThreadsSpinning,
                 format!(
-                    "helper threads spent {} of the CPU spinning or yielding ({}): limit them with {}=1 (or the few they need)",
+                    "helper threads spent {} of the CPU spinning or yielding ({}){}: limit them with {}=1 (or the few they need)",
                     pct(s.share),
                     s.functions.iter().take(2).cloned().collect::<Vec<_>>().join(", "),
+                    s.most_after.as_ref().map_or(String::new(), |(op, ns)| format!(
+                        ", {} of it after {op} returned",
+                        secs(*ns)
+                    )),
                     s.env.join("=1, ")
                 ),
             );
@@ -444,11 +451,18 @@ fn spinning_of(a: &InPipelineAttribution) -> Option<Spinning> {
             env.push(e);
         }
     }
+    let most_after = a
+        .rows
+        .iter()
+        .filter(|r| r.kind == RowKind::PoolSpin && r.cpu_ns > 0)
+        .max_by_key(|r| (r.cpu_ns, std::cmp::Reverse(r.path.clone())))
+        .and_then(|r| Some((r.parent.clone()?, r.cpu_ns)));
     Some(Spinning {
         cpu_ns,
         share: cpu_ns as f64 / a.total_cpu_ns as f64,
         functions: functions.into_iter().map(|(f, _)| f).collect(),
         env,
+        most_after,
     })
 }
 
