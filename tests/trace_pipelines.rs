@@ -1030,7 +1030,10 @@ fn pool_work_is_its_callers_and_its_spin_no_other_ops() {
                 got / 1e6,
                 want / 1e6
             );
-            assert!(want >= 0.1e9, "{what}: {name} ran {want} ns: too little to judge");
+            assert!(
+                want >= 0.1e9,
+                "{what}: {name} ran {want} ns: too little to judge"
+            );
             if off.abs() > 10.0 {
                 failures.push(format!("{name} {off:+.1}%"));
             }

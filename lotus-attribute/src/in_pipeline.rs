@@ -2403,7 +2403,12 @@ pub(crate) mod tests {
         let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
             .expect("attributed");
         let spin = row_at(&a, "A/pool spin");
-        assert_eq!((spin.kind, spin.samples), (RowKind::PoolSpin, 12), "{:#?}", a.rows);
+        assert_eq!(
+            (spin.kind, spin.samples),
+            (RowKind::PoolSpin, 12),
+            "{:#?}",
+            a.rows
+        );
         assert_eq!(spin.parent.as_deref(), Some("A"));
         assert_eq!(row_at(&a, "A").samples, 20);
         assert_eq!(row_at(&a, "A").pool_samples, 10);

@@ -88,6 +88,17 @@ pub(crate) struct Reading {
     pub(crate) hands_to: Option<Runtime>,
 }
 
+/// `function` without the angle brackets Rust's demangler puts around a
+/// type path (`<rayon_core::registry::ThreadBuilder>::run`): the name
+/// the rules below match, whichever demangling style named it.
+fn plain(function: &str) -> std::borrow::Cow<'_, str> {
+    if function.contains(['<', '>']) {
+        function.replace(['<', '>'], "").into()
+    } else {
+        function.into()
+    }
+}
+
 /// The base name of a module path.
 fn base(module: &str) -> &str {
     module.rsplit('/').next().unwrap_or(module)
@@ -117,7 +128,8 @@ pub(crate) fn is_wait(function: &str, module: &str) -> bool {
     if is_openmp_module(module) || is_tbb_module(module) {
         return true;
     }
-    let f = function.trim_start_matches('_');
+    let f = plain(function);
+    let f = f.trim_start_matches('_');
     f.starts_with("gomp_")
         || f.starts_with("GOMP_")
         || f.starts_with("kmp_")
@@ -144,7 +156,8 @@ pub(crate) fn is_wait(function: &str, module: &str) -> bool {
 /// The runtime a function or module proves a thread a pool of, when the
 /// thread was started in it (or, for the loops named, runs it anywhere).
 fn pool_of(function: &str, module: &str, entry: bool) -> Option<Runtime> {
-    let f = function.trim_start_matches('_');
+    let f = plain(function);
+    let f = f.trim_start_matches('_');
     if f.starts_with("gomp_thread_start") || f.starts_with("kmp_launch_worker") {
         return Some(Runtime::OpenMp);
     }
@@ -173,7 +186,8 @@ fn pool_of(function: &str, module: &str, entry: bool) -> Option<Runtime> {
 
 /// The runtime a caller hands work to inside `function` (of `module`).
 fn hands_to(function: &str, module: &str) -> Option<Runtime> {
-    let f = function.trim_start_matches('_');
+    let f = plain(function);
+    let f = f.trim_start_matches('_');
     if is_openmp_module(module) || f.starts_with("GOMP_parallel") || f.starts_with("kmpc_fork") {
         return Some(Runtime::OpenMp);
     }
@@ -389,6 +403,11 @@ mod tests {
             ("exec_blas", BLAS),                       // 12
             ("GOMP_parallel", GOMP),                   // 13
             ("main", "/usr/bin/python3.11"),           // 14
+            ("<rayon_core::registry::ThreadBuilder>::run", "/x/tokenizers.abi3.so"), // 15
+            ("<rayon_core::registry::WorkerThread>::wait_until_cold", "/x/tokenizers.abi3.so"), // 16
+            ("<rayon_core::sleep::Sleep>::sleep", "/x/tokenizers.abi3.so"), // 17
+            ("<rayon_core::job::StackJob<rayon_core::latch::LatchRef<rayon_core::latch::LockLatch>, <rayon_core::registry::Registry>::in_worker_cold<F>>>::execute", "/x/tokenizers.abi3.so"), // 18
+            ("<rayon_core::registry::Registry>::in_worker_cold::<F, R>", "/x/tokenizers.abi3.so"), // 19
         ]);
         let r = |ids: &[u32]| reading(ids, &t);
         let omp_wait = r(&[0, 1, 2, 3]);
@@ -424,6 +443,19 @@ mod tests {
         assert_eq!(py.hands_to, Some(Runtime::OpenBlas));
         assert_eq!(r(&[14, 13, 4]).hands_to, Some(Runtime::OpenMp));
         assert_eq!(r(&[14, 7]).hands_to, None);
+        // rayon, in the demangling style that puts type paths in angle
+        // brackets: a stack cut short of start_thread still shows the
+        // worker's loop; a job run by a worker is work (even one that
+        // names in_worker_cold in its type), its sleep a wait; the caller
+        // in in_worker_cold hands the pool work.
+        let rayon_work = r(&[15, 16, 18, 7]);
+        assert_eq!(
+            (rayon_work.pool, rayon_work.waits),
+            (Some(Runtime::Rayon), false)
+        );
+        assert_eq!(rayon_work.hands_to, None);
+        assert!(r(&[15, 16, 17]).waits);
+        assert_eq!(r(&[14, 19]).hands_to, Some(Runtime::Rayon));
         // Without a stack, the sampled function alone.
         assert_eq!(r(&[5]).pool, Some(Runtime::OpenBlas));
         assert_eq!(r(&[7]).pool, None);
