@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TORCH_PINS=(torch==2.15.0 torchvision==0.29.2)
-AUG_PINS=(albumentations==2.0.8 opencv-python-headless==5.0.0.93 kornia==0.9.0 datasets==5.2.0 timm==1.0.31)
+AUG_PINS=(albumentations==2.0.8 opencv-python-headless==5.0.0.93 kornia==0.9.0 datasets==5.2.0 timm==1.0.31 tokenizers==0.23.3)
 want_torch=0
 for arg in "$@"; do
     case "$arg" in
@@ -65,8 +65,9 @@ fi
 # Augmentation libraries other than torchvision: the tracer's hooks for
 # albumentations (with OpenCV's decoder), kornia, Hugging Face datasets'
 # set_transform and timm are tested on pipelines written with them
-# (tests/trace_pipelines.rs, fixtures/pipelines/).
-if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import albumentations, cv2, kornia, datasets, timm' 2>/dev/null; then
+# (tests/trace_pipelines.rs, fixtures/pipelines/); Hugging Face tokenizers'
+# rayon pool, in a collate_fn, is credited by cause.
+if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import albumentations, cv2, kornia, datasets, timm, tokenizers' 2>/dev/null; then
     echo "setup: installing ${AUG_PINS[*]} into .venv (the pipelines of the tracer's tests)" >&2
     pip_install "${AUG_PINS[@]}"
 fi
