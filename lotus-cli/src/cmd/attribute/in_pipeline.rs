@@ -479,7 +479,8 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         let top = r.top_functions.first();
         let mut cells = vec![
             r.name.clone(),
-            format!("{:?}", r.kind).to_lowercase(),
+            // The name JSON gives it (`pool_spin`), one name in every format.
+            serde_name(&r.kind),
             r.samples.to_string(),
             r.cpu_ns.to_string(),
             format!("{:.6}", r.share),
@@ -491,10 +492,7 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
             r.inclusive_samples.to_string(),
             r.pool_samples.to_string(),
             r.inclusive_cpu_ns.to_string(),
-            serde_json::to_value(r.cpu_source)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default(),
+            serde_name(&r.cpu_source),
             r.uncertainty_ns.to_string(),
             r.inclusive_uncertainty_ns.to_string(),
             r.wall_ns.map_or(String::new(), |w| w.to_string()),
@@ -506,4 +504,12 @@ fn csv_of(a: &InPipelineAttribution) -> Result<String> {
         w.write_record(lotus_sys::text::csv_record(&cells))?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// The name serde gives a unit variant (as JSON writes it).
+fn serde_name(v: &impl serde::Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
 }
