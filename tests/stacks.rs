@@ -7,6 +7,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
@@ -1238,7 +1239,9 @@ fn the_ops_own_python_frame_is_in_its_samples_under_deep_native_frames() {
             "{test}: LOTUS_REQUIRE_TORCH=1 but {} imports no numpy and torch",
             py.display()
         );
-        eprintln!(
+        // Not eprintln!: the test harness would swallow it.
+        let _ = writeln!(
+            std::io::stderr(),
             "skipped: {test} (audio): {} imports no numpy and torch (the ctypes job ran)",
             py.display()
         );
