@@ -13,11 +13,19 @@ interrupted thread, so the walk's time is the job's; lotus's own threads
 - bare: the program alone;
 - none: `lotus trace run --sample --counters none --stacks none`;
 - fp: the same with `--stacks fp`;
-- dwarf: the same with `--stacks dwarf` (8 KiB user stack copies, unwound
-  by lotus's writer thread through the unwind tables);
+- dwarf: the same with `--stacks dwarf` (user stack copies of up to
+  64 KiB, unwound by lotus's writer thread through the unwind tables);
+- dwarf before: the same with the lotus --before names (another build, to
+  compare two in one run: e.g. one that copied 8 KiB);
 - perf: `perf record -F <Hz>` (no call graph), where `perf` exists;
 - perf -g: `perf record -g` (frame pointers);
-- perf dwarf: `perf record --call-graph dwarf` (8 KiB stack copies).
+- perf dwarf: `perf record --call-graph dwarf` (8 KiB stack copies);
+- perf dwarf 64K: `perf record --call-graph dwarf,65528` (lotus's size).
+
+--frame-bytes gives each of the program's frames that many bytes of
+locals (0: none), so that its stack is as deep in bytes as a Python
+job's under native code (the kernel copies the stack up to its top or the
+copy's size, whichever is nearer).
 
 It prints each one's median CPU (ms) over --reps and its slowdown against
 bare; the CPU the profiler itself ran beside the job (lotus's or perf's
@@ -31,7 +39,8 @@ shared machine the medians swing by a few percent with the neighbours'
 load: compare the rows of one run.
 
 usage: python3 bench/stacks_cost.py [--lotus target/debug/lotus]
-           [--reps 5] [--frequency 4000] [--depth 40]
+           [--before OTHER_LOTUS] [--reps 5] [--frequency 4000]
+           [--depth 40] [--frame-bytes 0]
 """
 
 import argparse
@@ -50,6 +59,10 @@ __attribute__((noinline)) void spin(void) {
     for (unsigned long i = 0; i < 600000000UL; i++) sink += i;
 }
 __attribute__((noinline)) int rec(int d) {
+#if FRAME > 0
+    volatile char pad[FRAME];
+    pad[0] = (char)d;
+#endif
     if (d == 0) { spin(); return 0; }
     return rec(d - 1) + 1;
 }
@@ -87,6 +100,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--frequency", type=int, default=4000)
     ap.add_argument("--depth", type=int, default=40)
+    ap.add_argument("--frame-bytes", type=int, default=0)
+    ap.add_argument("--before", help="another lotus, run as `dwarf before`")
     args = ap.parse_args()
     lotus = os.path.abspath(args.lotus)
     hz = str(args.frequency)
@@ -97,7 +112,8 @@ def main():
         with open(src, "w") as f:
             f.write("#include <stdlib.h>\n" + PROGRAM)
         subprocess.run(
-            ["gcc", "-O0", "-fno-omit-frame-pointer", "-o", exe, src], check=True
+            ["gcc", "-O0", "-fno-omit-frame-pointer",
+             f"-DFRAME={args.frame_bytes}", "-o", exe, src], check=True
         )
         job = [exe, str(args.depth)]
         modes = {
@@ -112,6 +128,9 @@ def main():
                                   "--counters", "none", "--stacks", "dwarf",
                                   "-o", out, "--"] + job,
         }
+        if args.before:
+            other = os.path.abspath(args.before)
+            modes["dwarf before"] = lambda out: [other] + modes["dwarf"](out)[1:]
         if perf:
             data = lambda out: os.path.join(out + ".perf.data")
             modes["perf"] = lambda out: [perf, "record", "-q", "-F", hz,
@@ -121,6 +140,9 @@ def main():
             modes["perf dwarf"] = lambda out: [perf, "record", "-q", "-F", hz,
                                                "--call-graph", "dwarf",
                                                "-o", data(out), "--"] + job
+            modes["perf dwarf 64K"] = lambda out: [perf, "record", "-q", "-F", hz,
+                                                   "--call-graph", "dwarf,65528",
+                                                   "-o", data(out), "--"] + job
         cpu = {m: [] for m in modes}
         own = {m: [] for m in modes}
         folder_bytes, deep, perf_bytes = {}, {}, {}
@@ -136,7 +158,7 @@ def main():
                 children = (after.children_user + after.children_system
                             - before.children_user - before.children_system) * 1e3
                 own[mode].append(max(children - cpu[mode][-1], 0.0))
-                if mode in ("fp", "dwarf"):
+                if mode in ("fp", "dwarf", "dwarf before"):
                     meta = sampling(out)
                     n = int(meta["samples"])
                     size = sum(
@@ -154,12 +176,13 @@ def main():
                     os.remove(d)
                 shutil.rmtree(out, ignore_errors=True)
         bare = statistics.median(cpu["bare"])
-        print(f"job: {args.depth} frames deep, {args.reps} reps, {hz} Hz; "
+        print(f"job: {args.depth} frames deep ({args.frame_bytes} bytes of "
+              f"locals each), {args.reps} reps, {hz} Hz; "
               f"CPU the job's process ran (median ms), its slowdown against "
               f"bare, and the profiler's own CPU (median ms)")
         for mode, values in cpu.items():
             m = statistics.median(values)
-            print(f"  {mode:11s} {m:9.1f} ms  {100 * (m / bare - 1):+6.1f}%  "
+            print(f"  {mode:14s} {m:9.1f} ms  {100 * (m / bare - 1):+6.1f}%  "
                   f"profiler {statistics.median(own[mode]):8.1f} ms")
         for mode, sizes in folder_bytes.items():
             print(f"{mode} folder: {statistics.median(sizes):.1f} bytes per sample "

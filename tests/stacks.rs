@@ -7,6 +7,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
@@ -1093,4 +1094,244 @@ fn profile_with_stacks_writes_the_programs_call_stacks() {
         chained * 10 >= total * 8,
         "{chained} of {total} under outer;inner: {text}"
     );
+}
+
+/// A C function with a frame of 20 KiB of locals, as numpy's generalized
+/// ufuncs (FFT, matmul) have, spinning in a leaf until its thread has run
+/// `seconds` of CPU.
+const BIG_FRAME_LIB: &str = r#"
+#include <string.h>
+#include <time.h>
+static volatile unsigned long sink;
+static double cpu(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+__attribute__((noinline)) static void leaf(volatile char *buf) {
+    for (unsigned long i = 0; i < 200000UL; i++) sink += buf[i % 20480] * i;
+}
+__attribute__((noinline)) void transform(double seconds) {
+    volatile char buf[20480];
+    memset((char *)buf, 1, sizeof buf);
+    double t0 = cpu();
+    do leaf(buf); while (cpu() - t0 < seconds);
+}
+"#;
+
+/// The op of the deep-stack jobs, in a module of its own for `--op`: a
+/// class whose `__call__` calls the big frame's C (ctypes) or, given
+/// numpy, an STFT and a mel filter bank as an audio front end does.
+const DEEP_OPS: &str = r#"
+import ctypes, os
+
+class Spectral:
+    def __init__(self):
+        self.lib = ctypes.CDLL(os.environ["DEEP_LIB"])
+        self.lib.transform.argtypes = [ctypes.c_double]
+    def __call__(self, seconds):
+        return self.lib.transform(seconds)
+
+def stft(y, n_fft=512, hop=160):
+    import numpy as np
+    y = np.pad(y, n_fft // 2, mode="reflect")
+    frames = np.lib.stride_tricks.sliding_window_view(y, n_fft)[::hop]
+    return np.fft.rfft(frames * np.hanning(n_fft).astype(np.float32), axis=-1)
+
+class MelFrontend:
+    def __init__(self):
+        import numpy as np
+        f = np.linspace(0, 1, 257)
+        c = np.linspace(0, 1, 82)
+        self.mel = np.maximum(0, 1 - np.abs(f[None, :] - c[1:-1, None]) * 81).astype(np.float32)
+    def __call__(self, y):
+        import numpy as np
+        s = stft(y)
+        p = (s.real ** 2 + s.imag ** 2).astype(np.float32)
+        return np.log10(np.maximum(self.mel @ p.T, 1e-10))
+"#;
+
+/// The ctypes job: the op called 40 times under 30 nested Python calls.
+const DEEP_CTYPES_JOB: &str = r#"
+from deep_ops import Spectral
+op = Spectral()
+def nest(k):
+    return op(0.01) if k == 0 else nest(k - 1)
+for _ in range(40):
+    nest(30)
+"#;
+
+/// The audio job: the mel front end in a DataLoader worker (fork), under a
+/// Compose of its own and 20 nested calls of the dataset's. BLAS and
+/// OpenMP on one thread: the op's samples are of its own thread.
+const DEEP_AUDIO_JOB: &str = r#"
+import os
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+from deep_ops import MelFrontend
+
+class Compose:
+    def __init__(self, ts):
+        self.ts = ts
+    def __call__(self, x):
+        for t in self.ts:
+            x = t(x)
+        return x
+
+class Audio(Dataset):
+    def __init__(self):
+        self.tf = Compose([MelFrontend()])
+    def __len__(self):
+        return 160
+    def nest(self, k, y):
+        return self.tf(y) if k == 0 else self.nest(k - 1, y)
+    def __getitem__(self, i):
+        y = np.random.default_rng(i).standard_normal(64000).astype(np.float32)
+        return torch.from_numpy(self.nest(20, y))
+
+if __name__ == "__main__":
+    for _ in DataLoader(Audio(), batch_size=4, num_workers=1):
+        pass
+"#;
+
+/// On Python 3.12+ (`--stacks dwarf`, the default), an op whose native
+/// code keeps a large frame (20 KiB of locals, as numpy's generalized
+/// ufuncs do) under a deep Python stack has its own `py::` frame in at
+/// least 90% of its samples: the user stack copied with each sample
+/// reaches past the native frames (it was 8 KiB, and the op's frame was in
+/// none of them), and as root (the full 64 KiB copy) 90% reach the
+/// thread's root. The same for a mel front end (numpy's FFT and matmul)
+/// in a DataLoader worker, where the Python has numpy and torch.
+#[test]
+fn the_ops_own_python_frame_is_in_its_samples_under_deep_native_frames() {
+    let test = "the_ops_own_python_frame_is_in_its_samples_under_deep_native_frames";
+    let Some(py) = common::python312(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let lib_c = tmp.path().join("libdeep.c");
+    std::fs::write(&lib_c, BIG_FRAME_LIB).expect("write c");
+    let deep_lib = tmp.path().join("libdeep.so");
+    let gcc = Command::new("gcc")
+        .args(["-O2", "-fPIC", "-shared", "-o"])
+        .arg(&deep_lib)
+        .arg(&lib_c)
+        .output()
+        .expect("run gcc");
+    assert!(
+        gcc.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&gcc.stderr)
+    );
+    std::fs::write(tmp.path().join("deep_ops.py"), DEEP_OPS).expect("write ops");
+    deep_op_frames(&py, tmp.path(), "ctypes", DEEP_CTYPES_JOB, "Spectral");
+    let has_numpy_torch = Command::new(&py)
+        .args(["-c", "import numpy, torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if has_numpy_torch {
+        deep_op_frames(&py, tmp.path(), "audio", DEEP_AUDIO_JOB, "MelFrontend");
+    } else {
+        assert!(
+            !common::torch::torch_required(),
+            "{test}: LOTUS_REQUIRE_TORCH=1 but {} imports no numpy and torch",
+            py.display()
+        );
+        // Not eprintln!: the test harness would swallow it.
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: {test} (audio): {} imports no numpy and torch (the ctypes job ran)",
+            py.display()
+        );
+    }
+}
+
+/// Traces `job` (named `name`, its op the class `op` of `deep_ops`) with
+/// the Python `py` in `dir`, and checks its op's samples' stacks.
+fn deep_op_frames(py: &Path, dir: &Path, name: &str, job: &str, op: &str) {
+    let script = dir.join(format!("{name}.py"));
+    std::fs::write(&script, job).expect("write job");
+    let out = dir.join(format!("out-{name}"));
+    let o = lotus_env(
+        &[
+            "trace",
+            "run",
+            "--sample",
+            "--counters",
+            "none",
+            "--op",
+            &format!("deep_ops:{op}.__call__"),
+            "-o",
+            s(&out),
+            "--",
+            s(py),
+            s(&script),
+        ],
+        &[("DEEP_LIB", dir.join("libdeep.so").as_os_str())],
+    );
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = s(&out).to_string();
+    let _maps = PerfMapsOf(out.clone(), s(&script).to_string());
+    let rows = row_samples(&out);
+    let row = rows
+        .keys()
+        .find(|r| {
+            r.rsplit(';')
+                .next()
+                .is_some_and(|l| l.starts_with(&format!("{op}.")))
+        })
+        .unwrap_or_else(|| panic!("{name}: no {op} row: {rows:?}"))
+        .clone();
+    let (lines, _) = folded(&out);
+    let frame = format!("py::{op}.__call__");
+    let (mut total, mut own, mut rooted) = (0u64, 0u64, 0u64);
+    for (frames, n) in &lines {
+        let joined = frames.join(";");
+        let Some(below) = joined.strip_prefix(&format!("{row};")) else {
+            continue;
+        };
+        // A line of a row under the op's (none here) is not the op's.
+        if rows
+            .keys()
+            .any(|r| r.len() > row.len() && joined.starts_with(&format!("{r};")))
+        {
+            continue;
+        }
+        total += n;
+        let below: Vec<&str> = below.split(';').collect();
+        if below.contains(&frame.as_str()) {
+            own += n;
+        }
+        if matches!(
+            below.first(),
+            Some(&"_start") | Some(&"clone3") | Some(&"clone")
+        ) {
+            rooted += n;
+        }
+    }
+    eprintln!(
+        "{name}: {own} of {total} {row} samples with {frame}, {rooted} from the thread's root"
+    );
+    assert_eq!(
+        total, rows[&row],
+        "{name}: {row}: folded lines against its samples"
+    );
+    assert!(total >= 150, "{name}: {total} samples in {row}");
+    assert!(
+        own * 10 >= total * 9,
+        "{name}: {own} of {total} {row} samples with {frame}"
+    );
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(
+            rooted * 10 >= total * 9,
+            "{name}: {rooted} of {total} {row} samples from the thread's root"
+        );
+    }
 }

@@ -326,7 +326,7 @@ fn open_with(
                 b.sample_max_stack(max_stack)
                     .exclude_callchain_user(true)
                     .sample_regs_user(records::USER_REGS_X86_64)
-                    .sample_stack_user(records::USER_STACK_BYTES);
+                    .sample_stack_user(user_stack_bytes(buffer_for(true)));
                 SampleFlag::CALLCHAIN | SampleFlag::REGS_USER | SampleFlag::STACK_USER
             } else if chains {
                 b.sample_max_stack(max_stack);
@@ -497,7 +497,7 @@ fn open_with(
 /// root, up to [`USER_STACK_BUFFER_MAX`] a CPU while all CPUs' buffers
 /// together stay within [`USER_STACK_BUFFERS_TOTAL`] (a 2-CPU machine
 /// gets 8 MiB each, 0.4 s of samples at 2 kHz; 64 CPUs 2 MiB each).
-fn buffer_for(user_stacks: bool) -> usize {
+pub(crate) fn buffer_for(user_stacks: bool) -> usize {
     // SAFETY: geteuid has no preconditions.
     if !(user_stacks && unsafe { libc::geteuid() } == 0) {
         return SAMPLE_BUFFER;
@@ -506,6 +506,18 @@ fn buffer_for(user_stacks: bool) -> usize {
     let share = (USER_STACK_BUFFERS_TOTAL / cpus).clamp(USER_STACK_BUFFER, USER_STACK_BUFFER_MAX);
     // perf wants a power of two: the largest that fits the share.
     1 << (usize::BITS - 1 - share.leading_zeros())
+}
+
+/// The fewest samples with user stacks a sampler's ring buffer holds.
+const STACKS_PER_BUFFER: usize = 8;
+
+/// The user stack copied with each sample of a sampler whose ring buffer
+/// holds `buffer` bytes: [`records::USER_STACK_BYTES`], less where the
+/// buffer would hold under [`STACKS_PER_BUFFER`] such samples (an
+/// unprivileged user's 256 KiB, [`SAMPLE_BUFFER`]: 32 KiB).
+pub(crate) fn user_stack_bytes(buffer: usize) -> u32 {
+    let fits = u32::try_from(buffer / STACKS_PER_BUFFER).unwrap_or(u32::MAX) & !7;
+    fits.min(records::USER_STACK_BYTES)
 }
 
 /// `built`, a sampler opened with call chains; where the kernel refused
@@ -615,6 +627,21 @@ mod tests {
             || panic!("not retried"),
         );
         assert!(c.is_err() && why.is_none());
+    }
+
+    /// The stack copy is the kernel's most (8-byte aligned, under 64 KiB)
+    /// in root's buffers, and shrinks so that a smaller buffer still holds
+    /// [`STACKS_PER_BUFFER`] samples.
+    #[test]
+    fn the_stack_copy_is_the_kernels_most_unless_the_buffer_is_small() {
+        assert_eq!(user_stack_bytes(USER_STACK_BUFFER), 65528);
+        assert_eq!(user_stack_bytes(USER_STACK_BUFFER_MAX), 65528);
+        assert_eq!(user_stack_bytes(SAMPLE_BUFFER), 32 << 10);
+        assert_eq!(user_stack_bytes(100), 8);
+        for b in [USER_STACK_BUFFER, SAMPLE_BUFFER, 12345, 8] {
+            let n = user_stack_bytes(b);
+            assert!(n.is_multiple_of(8) && n < u32::from(u16::MAX), "{b}: {n}");
+        }
     }
 
     #[test]

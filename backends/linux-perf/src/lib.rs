@@ -374,6 +374,13 @@ impl LinuxPerf {
                 "call stacks: frame pointers instead of unwinding (the kernel refused the user registers and stack copy: {reason})"
             ));
         }
+        let copied = events::user_stack_bytes(events::buffer_for(true));
+        if user_stacks && copied < records::USER_STACK_BYTES {
+            let (copied, most) = (copied >> 10, (records::USER_STACK_BYTES + 8) >> 10);
+            notes.push(format!(
+                "call stacks: {copied} KiB of user stack copied with each sample, not {most} KiB (as another user than root the ring buffer, 256 KiB a CPU, holds 8 samples of that): a deeper stack stops short of its root; run lotus as root for the full copy"
+            ));
+        }
         if let Some(reason) = chain_refused {
             notes.push(format!(
                 "call stacks: not collected (the kernel refused PERF_SAMPLE_CALLCHAIN: {reason}); each sample names the function it landed in"

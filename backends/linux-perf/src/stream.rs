@@ -541,17 +541,18 @@ mod tests {
         let per = std::mem::size_of::<Placed>() / std::mem::size_of::<Location>();
         assert_eq!(queued_weight(&[deep]), 1 + 127 / per);
         assert!(queued_weight(&[placed(2)]) == 1 && per >= 2, "{per}");
-        // A stack copy weighs its bytes: 8 KiB, many samples' worth.
+        // A stack copy weighs its bytes: many samples' worth.
+        let bytes = crate::records::USER_STACK_BYTES as usize;
         let mut copied = placed(3);
         copied.user = Some(Box::new(UserCopy {
             ip: 0,
             sp: 0,
             bp: 0,
-            stack: vec![0; 8192],
+            stack: vec![0; bytes],
         }));
         assert_eq!(
             queued_weight(&[copied]),
-            1 + 8192 / std::mem::size_of::<Placed>()
+            1 + bytes / std::mem::size_of::<Placed>()
         );
     }
 

@@ -50,9 +50,9 @@ from . import _core
 # A callee's calls are written once two of them ran this long (thread CPU,
 # ns). Well above what a tiny call can be charged by others: a sample
 # taken in it (15-20 us of the thread's CPU on a virtual machine, more with
-# an 8 KiB stack copy, `--stacks dwarf`) and a first call's set-up (on
-# Python 3.12+ with Python frames on, CPython compiles the function's perf
-# trampoline and writes its map line). At 20 us a tiny callee of a busy
+# a stack copy of up to 64 KiB, `--stacks dwarf`) and a first call's set-up
+# (on Python 3.12+ with Python frames on, CPython compiles the function's
+# perf trampoline and writes its map line). At 20 us a tiny callee of a busy
 # sampled run became a row once the two met in one worker.
 MIN_NS = 100_000
 

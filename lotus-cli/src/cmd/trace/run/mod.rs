@@ -131,7 +131,7 @@ pub struct TraceRunArgs {
     /// Call stacks with every sample (with --sample), into
     /// <PREFIX>.stacks for `lotus attribute DIR --format folded`: `dwarf`
     /// (the default) takes the kernel's frames from its call chain and
-    /// copies 8 KiB of the user stack with each sample, unwound through
+    /// copies up to 64 KiB of the user stack with each sample, unwound through
     /// the libraries' unwind tables (complete through code without frame
     /// pointers: CPython, libtorch); `fp` takes the kernel's frame-pointer
     /// chain (at most 127 frames; it stops at code without frame
