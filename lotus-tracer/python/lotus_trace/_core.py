@@ -174,17 +174,21 @@ def trace_dir():
     return _dir if _on else None
 
 
+def _unfit(ch):
+    return ch == "," or ch.isspace() or not ch.isprintable()
+
+
 def clean_name(name):
-    """A name that fits in a log line: no commas, spaces or control characters."""
+    """A name that fits in a log line: no commas, spaces or control
+    characters. Those at either end are dropped, those inside become `_`;
+    the name's own underscores stay (`Cls.__call__` is `Cls.__call__`)."""
     text = str(name)
-    out = []
-    for ch in text:
-        if ch == "," or ch.isspace() or not ch.isprintable():
-            out.append("_")
-        else:
-            out.append(ch)
-    text = "".join(out).strip("_") or "op"
-    return text
+    start, end = 0, len(text)
+    while start < end and _unfit(text[start]):
+        start += 1
+    while end > start and _unfit(text[end - 1]):
+        end -= 1
+    return "".join("_" if _unfit(ch) else ch for ch in text[start:end]) or "op"
 
 
 def sample_id(index):
