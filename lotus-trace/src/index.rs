@@ -683,6 +683,7 @@ mod tests {
             rank: None,
             tid: None,
             cpu_ns: None,
+            hook_ns: None,
         }
     }
 
