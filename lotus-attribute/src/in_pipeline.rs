@@ -99,6 +99,7 @@ use lotus_trace::{Kind, Role};
 
 mod callers;
 mod folded;
+mod hooks;
 mod timeline;
 pub use callers::{callers_folder, CallerNode, Callers, FunctionCallers, CALLER_DEPTH, ROOT_FRAME};
 pub use folded::{folded_folder, folded_frame, FoldedStacks};
@@ -131,6 +132,10 @@ pub enum RowKind {
     Independent,
     /// Processes of the job that wrote no trace log.
     Untraced,
+    /// lotus's own cost per wrapped call outside the ops' spans (their
+    /// `hook=`), taken from the parent ops' exact CPU (`lotus hooks
+    /// (<role>)`).
+    Hooks,
 }
 
 /// One function's samples in a row.
@@ -370,6 +375,8 @@ struct SpanRec {
     op: u32,
     id: u64,
     cpu: u64,
+    /// `hook=`, 0 where the log does not say.
+    hook: u64,
 }
 
 impl SpanRec {
@@ -404,7 +411,7 @@ impl PartialOrd for SpanRec {
 }
 
 impl Record for SpanRec {
-    const SIZE: usize = 44;
+    const SIZE: usize = 52;
     fn encode(&self, out: &mut [u8]) {
         Put::new(out)
             .u64(self.start)
@@ -413,7 +420,8 @@ impl Record for SpanRec {
             .u32(self.tid)
             .u32(self.op)
             .u64(self.id)
-            .u64(self.cpu);
+            .u64(self.cpu)
+            .u64(self.hook);
     }
     fn decode(b: &[u8]) -> Self {
         let mut g = Get::new(b);
@@ -425,6 +433,7 @@ impl Record for SpanRec {
             op: g.u32(),
             id: g.u64(),
             cpu: g.u64(),
+            hook: g.u64(),
         }
     }
 }
@@ -461,6 +470,8 @@ struct Tree {
     index: HashMap<(Option<u32>, u32), u32>,
     /// Spans nested deeper than [`MAX_DEPTH`], counted in their ancestor.
     folded: u64,
+    /// The spans' `hook=` summed per (path, pid) (`hooks`).
+    hooks: HashMap<(u32, u32), u64>,
 }
 
 impl Tree {
@@ -551,6 +562,10 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
                     if s.cpu != NO_CPU {
                         st.with_cpu += 1;
                         st.cpu_ns = st.cpu_ns.saturating_add(s.cpu);
+                    }
+                    if s.hook > 0 {
+                        let h = self.tree.hooks.entry((path, s.pid)).or_default();
+                        *h = h.saturating_add(s.hook);
                     }
                     path
                 }
@@ -850,6 +865,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
             op,
             id,
             cpu: e.cpu_ns.unwrap_or(NO_CPU),
+            hook: e.hook_ns.unwrap_or(0),
         })?;
         Ok(())
     })?;
@@ -1470,6 +1486,8 @@ pub fn attribute_folder(
             counters: row_counters,
         });
     }
+    let hooked: Vec<u64> = figures.iter().map(|f| f.hooks_ns).collect();
+    rows.extend(hooks::rows(tree, &hooked, &logs.roles, &counters));
     let mut others: Vec<(Target, u64)> = counts
         .iter()
         .filter(|(t, _)| !matches!(t, Target::Op(_)))
@@ -1623,6 +1641,9 @@ struct Figures {
     /// The samples `cpu_ns` rests on (for an exact row, its pool's).
     basis: u64,
     inclusive_basis: u64,
+    /// lotus's cost outside its children's spans, taken off `cpu_ns`
+    /// (`hooks`).
+    hooks_ns: u64,
 }
 
 /// Each path's exclusive and inclusive figures. A path's CPU comes from
@@ -1660,8 +1681,10 @@ fn op_figures(
             children[q as usize].push(p);
         }
     }
+    let child_hooks = hooks::of_children(tree);
     let mut figures: Vec<Figures> = (0..n)
         .map(|p| {
+            let mut hooks_ns = 0;
             let (cpu_ns, source, basis) = if all_cpu(p) {
                 let (mut less, mut basis, mut sampled) = (0u64, pool[p], false);
                 for &c in &children[p] {
@@ -1674,6 +1697,8 @@ fn op_figures(
                     }
                 }
                 let own = tree.stats[p].cpu_ns.saturating_sub(less);
+                let (own, taken) = hooks::take(own, child_hooks[p]);
+                hooks_ns = taken;
                 (
                     own.saturating_add(pool[p].saturating_mul(interval_ns)),
                     if sampled {
@@ -1699,6 +1724,7 @@ fn op_figures(
                 source,
                 basis,
                 inclusive_basis: basis,
+                hooks_ns,
             }
         })
         .collect();
