@@ -377,6 +377,8 @@ struct SpanRec {
     cpu: u64,
     /// `hook=`, 0 where the log does not say.
     hook: u64,
+    /// `hook_in=`, 0 where the log does not say.
+    hook_in: u64,
 }
 
 impl SpanRec {
@@ -411,7 +413,7 @@ impl PartialOrd for SpanRec {
 }
 
 impl Record for SpanRec {
-    const SIZE: usize = 52;
+    const SIZE: usize = 60;
     fn encode(&self, out: &mut [u8]) {
         Put::new(out)
             .u64(self.start)
@@ -421,7 +423,8 @@ impl Record for SpanRec {
             .u32(self.op)
             .u64(self.id)
             .u64(self.cpu)
-            .u64(self.hook);
+            .u64(self.hook)
+            .u64(self.hook_in);
     }
     fn decode(b: &[u8]) -> Self {
         let mut g = Get::new(b);
@@ -434,6 +437,7 @@ impl Record for SpanRec {
             id: g.u64(),
             cpu: g.u64(),
             hook: g.u64(),
+            hook_in: g.u64(),
         }
     }
 }
@@ -470,8 +474,8 @@ struct Tree {
     index: HashMap<(Option<u32>, u32), u32>,
     /// Spans nested deeper than [`MAX_DEPTH`], counted in their ancestor.
     folded: u64,
-    /// The spans' `hook=` summed per (path, pid) (`hooks`).
-    hooks: HashMap<(u32, u32), u64>,
+    /// The spans' `hook=` and `hook_in=` summed per (path, pid) (`hooks`).
+    hooks: HashMap<(u32, u32), [u64; 2]>,
 }
 
 impl Tree {
@@ -563,9 +567,10 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
                         st.with_cpu += 1;
                         st.cpu_ns = st.cpu_ns.saturating_add(s.cpu);
                     }
-                    if s.hook > 0 {
+                    if s.hook > 0 || s.hook_in > 0 {
                         let h = self.tree.hooks.entry((path, s.pid)).or_default();
-                        *h = h.saturating_add(s.hook);
+                        h[0] = h[0].saturating_add(s.hook);
+                        h[1] = h[1].saturating_add(s.hook_in);
                     }
                     path
                 }
@@ -866,6 +871,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
             id,
             cpu: e.cpu_ns.unwrap_or(NO_CPU),
             hook: e.hook_ns.unwrap_or(0),
+            hook_in: e.hook_in_ns.unwrap_or(0),
         })?;
         Ok(())
     })?;
@@ -1681,7 +1687,7 @@ fn op_figures(
             children[q as usize].push(p);
         }
     }
-    let child_hooks = hooks::of_children(tree);
+    let due = hooks::due(tree);
     let mut figures: Vec<Figures> = (0..n)
         .map(|p| {
             let mut hooks_ns = 0;
@@ -1697,7 +1703,7 @@ fn op_figures(
                     }
                 }
                 let own = tree.stats[p].cpu_ns.saturating_sub(less);
-                let (own, taken) = hooks::take(own, child_hooks[p]);
+                let (own, taken) = hooks::take(own, due[p]);
                 hooks_ns = taken;
                 (
                     own.saturating_add(pool[p].saturating_mul(interval_ns)),

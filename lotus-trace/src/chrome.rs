@@ -449,6 +449,7 @@ mod tests {
             tid: None,
             cpu_ns: None,
             hook_ns: None,
+            hook_in_ns: None,
         };
         let consume = Event {
             name: "Consume".into(),
@@ -503,6 +504,7 @@ mod tests {
             tid: None,
             cpu_ns: None,
             hook_ns: None,
+            hook_in_ns: None,
         };
         let mut w = ChromeWriter::begin(Vec::new(), 0, &serde_json::json!({})).expect("begin");
         w.span_with(7, &op, Some(&More { cpu_samples: 3 }))

@@ -214,6 +214,10 @@ pub struct Event {
     /// say). It ran inside the parent span, if any: it is in the parent's
     /// `cpu=`, not in this span's.
     pub hook_ns: Option<u64>,
+    /// What lotus's wrapper cost the thread inside this span, ns
+    /// (`hook_in=`, a per-process calibration: in this span's `cpu=`;
+    /// `None` where the log does not say).
+    pub hook_in_ns: Option<u64>,
 }
 
 impl Event {

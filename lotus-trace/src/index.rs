@@ -684,6 +684,7 @@ mod tests {
             tid: None,
             cpu_ns: None,
             hook_ns: None,
+            hook_in_ns: None,
         }
     }
 

@@ -1330,6 +1330,7 @@ mod tests {
             tid: None,
             cpu_ns: cpu,
             hook_ns: None,
+            hook_in_ns: None,
         };
         let mut ix = TraceIndex::new(true, lotus_sort::Budget::new(64));
         ix.begin("", "w");
@@ -1386,6 +1387,7 @@ mod tests {
             tid: None,
             cpu_ns: None,
             hook_ns: None,
+            hook_in_ns: None,
         };
         for w in 0..2u32 {
             ix.begin("", &format!("w{w}"));
@@ -1521,6 +1523,7 @@ mod loop_tests {
             tid: None,
             cpu_ns: None,
             hook_ns: None,
+            hook_in_ns: None,
         }
     }
 

@@ -198,6 +198,7 @@ fn any_event() -> impl Strategy<Value = Event> {
                 tid: None,
                 cpu_ns: None,
                 hook_ns: None,
+                hook_in_ns: None,
             }
         })
 }

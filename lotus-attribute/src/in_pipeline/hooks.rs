@@ -4,10 +4,12 @@
 //! wrapper's call and return, the span's start before its clock read, the
 //! line's formatting and write after the end clock read): that CPU runs
 //! inside the parent op's span, so the parent's exact exclusive CPU (its
-//! `cpu=` less its children's) held it. The tracer writes it with each
-//! span (`hook=`, measured once per process); here each exact parent gives
-//! back its children's `hook=` and the rows `lotus hooks (worker)` /
-//! `lotus hooks (main)` show it, so the rows still add up to the total.
+//! `cpu=` less its children's) held it. And some inside the span, after
+//! its start clock read and before its end one: in the op's own `cpu=`.
+//! The tracer writes both with each span (`hook=`, `hook_in=`); here each
+//! exact path gives back its children's `hook=` and its own spans'
+//! `hook_in=`, and the rows `lotus hooks (worker)` / `lotus hooks (main)`
+//! show them, so the rows still add up to the total.
 
 use std::collections::HashMap;
 
@@ -15,47 +17,60 @@ use lotus_trace::Role;
 
 use super::{AttributedRow, CpuSource, RowKind, Tree};
 
-/// Per path: the `hook=` of its direct children's spans, summed (what the
-/// path's spans carry of lotus's cost outside the children's spans).
-pub(super) fn of_children(tree: &Tree) -> Vec<u64> {
+/// Each path's spans' `hook=` and `hook_in=` per pid, as what they are
+/// due from: (the path whose exclusive CPU holds it, pid, ns). A span's
+/// `hook=` is in its parent's CPU (a top-level span's in no op's: left
+/// out), its `hook_in=` in its own.
+fn dues(tree: &Tree) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
+    tree.hooks
+        .iter()
+        .flat_map(|(&(path, pid), &[out, inside])| {
+            let parent = tree.nodes[path as usize].parent;
+            parent
+                .map(|q| (q, pid, out))
+                .into_iter()
+                .chain(std::iter::once((path, pid, inside)))
+                .filter(|&(_, _, ns)| ns > 0)
+        })
+}
+
+/// Per path: lotus's cost its exclusive CPU holds (its direct children's
+/// `hook=` and its own spans' `hook_in=`, summed).
+pub(super) fn due(tree: &Tree) -> Vec<u64> {
     let mut out = vec![0u64; tree.nodes.len()];
-    for (&(path, _pid), &ns) in &tree.hooks {
-        if let Some(parent) = tree.nodes[path as usize].parent {
-            let o = &mut out[parent as usize];
-            *o = o.saturating_add(ns);
-        }
+    for (path, _, ns) in dues(tree) {
+        let o = &mut out[path as usize];
+        *o = o.saturating_add(ns);
     }
     out
 }
 
-/// `own` (a path's exact exclusive CPU) less its children's hook cost
-/// `hooks`, and what was taken (at most `own`).
-pub(super) fn take(own: u64, hooks: u64) -> (u64, u64) {
-    let taken = hooks.min(own);
+/// `own` (a path's exact exclusive CPU) less lotus's cost in it (`due`),
+/// and what was taken (at most `own`).
+pub(super) fn take(own: u64, due: u64) -> (u64, u64) {
+    let taken = due.min(own);
     (own - taken, taken)
 }
 
 /// The rows `lotus hooks (<role>)`: what each path gave back (`taken`,
-/// per path), split among the roles of the processes its children ran in
-/// (by their `hook=`). Rows with no CPU are left out.
+/// per path), split among the roles of the processes its cost came from
+/// (in proportion to it). Rows with no CPU are left out.
 pub(super) fn rows(
     tree: &Tree,
     taken: &[u64],
     roles: &HashMap<u32, Role>,
     counters: &[String],
 ) -> Vec<AttributedRow> {
-    // Per parent path: its children's hook= per role.
-    let mut by_parent: HashMap<u32, [u64; 2]> = HashMap::new();
-    for (&(path, pid), &ns) in &tree.hooks {
-        if let Some(parent) = tree.nodes[path as usize].parent {
-            let role = roles.get(&pid).copied().unwrap_or(Role::Worker);
-            let r = &mut by_parent.entry(parent).or_default()[usize::from(role == Role::Main)];
-            *r = r.saturating_add(ns);
-        }
+    // Per path: what it is due, per role.
+    let mut by_path: HashMap<u32, [u64; 2]> = HashMap::new();
+    for (path, pid, ns) in dues(tree) {
+        let role = roles.get(&pid).copied().unwrap_or(Role::Worker);
+        let r = &mut by_path.entry(path).or_default()[usize::from(role == Role::Main)];
+        *r = r.saturating_add(ns);
     }
     let mut sums = [0u64; 2];
-    for (parent, split) in by_parent {
-        let t = taken.get(parent as usize).copied().unwrap_or(0);
+    for (path, split) in by_path {
+        let t = taken.get(path as usize).copied().unwrap_or(0);
         let whole = split[0].saturating_add(split[1]);
         if t == 0 || whole == 0 {
             continue;
@@ -110,16 +125,17 @@ mod tests {
     use lotus_sort::Budget;
 
     /// A worker's op A (cpu=1000) calls B twice (cpu=100 each, hook=40
-    /// each: lotus's cost outside B's spans, inside A's), then C (no
-    /// hook=, an older tracer's span) once: A gives back 80 to `lotus
-    /// hooks (worker)`, and the rows still add up to the total.
+    /// each: lotus's cost outside B's spans, inside A's; hook_in=10: inside
+    /// B's own), then C (no hook=, an older tracer's span) once: A gives
+    /// back 80 and B 20 to `lotus hooks (worker)`, and the rows still add
+    /// up to the total.
     #[test]
     fn children_hook_cost_leaves_the_parent_for_its_own_row() {
         let off = 1_000_000u64;
         let log = format!(
             "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
-             SB,{},300,kind=op,cpu=100,hook=40\n\
-             SB,{},300,kind=op,cpu=100,hook=40\n\
+             SB,{},300,kind=op,cpu=100,hook=40,hook_in=10\n\
+             SB,{},300,kind=op,cpu=100,hook=40,hook_in=10\n\
              SC,{},300,kind=op,cpu=50\n\
              SA,{},4000,kind=op,cpu=1000,hook=30\n\
              # lotus-trace: clock wall_ns={} monotonic_ns=9000\n",
@@ -149,10 +165,10 @@ mod tests {
                 .unwrap_or_else(|| panic!("{path}: {a:#?}"))
         };
         assert_eq!(row("A").cpu_ns, 1000 - 200 - 50 - 80);
-        assert_eq!(row("A").inclusive_cpu_ns, 1000 - 80);
-        assert_eq!(row("A/B").cpu_ns, 200);
+        assert_eq!(row("A").inclusive_cpu_ns, 1000 - 80 - 20);
+        assert_eq!(row("A/B").cpu_ns, 200 - 20);
         let hooks = row("lotus hooks (worker)");
-        assert_eq!((hooks.kind, hooks.cpu_ns), (RowKind::Hooks, 80));
+        assert_eq!((hooks.kind, hooks.cpu_ns), (RowKind::Hooks, 80 + 20));
         // A's own hook= has no parent span to leave: it stays where it
         // ran (outside any op).
         assert!(a.rows.iter().all(|r| r.path != "lotus hooks (main)"));

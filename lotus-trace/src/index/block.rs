@@ -322,6 +322,7 @@ mod tests {
             tid: None,
             cpu_ns: None,
             hook_ns: None,
+            hook_in_ns: None,
         }
     }
 

@@ -84,6 +84,9 @@ _hook_pre_cap = 0
 _hook_post_cap = 0
 # The last span's part after its end, measured (the next span's estimate).
 _hook_post_last = 0
+# `,hook_in=<ns>`: the wrapper's cost inside the span (in its `cpu=`),
+# calibrated per process; "" until measured.
+_hook_in = ""
 
 # Where the log cannot be mapped: lines buffered before a write.
 _FLUSH_EVERY = 512
@@ -726,7 +729,7 @@ def op_event(name, token, t1, h0=None):
             pre = _hook_pre if h0 is None else t0 - h0
             if not 0 <= pre <= _hook_pre_cap:  # the thread was off CPU
                 pre = _hook_pre
-            cpu = f",cpu={_cpu() - c0},hook={pre + _hook_post_last + _hook_frames}"
+            cpu = f",cpu={_cpu() - c0},hook={pre + _hook_post_last + _hook_frames}{_hook_in}"
         else:
             cpu = f",cpu={_cpu() - c0}"
     else:
@@ -803,8 +806,10 @@ def calibrate_hooks():
     and copied to a scratch mapping, not to the log), less as many bare
     calls, less the spans' own `cpu=` (inside the span: the child's), less
     the two parts read; the least of `_CALIBRATION_ROUNDS` rounds. About
-    1 ms per round here. The parts' means are measured alongside."""
-    global _emit, _hook_on, _hook_frames, _hook_pre, _hook_post, _hook_pre_cap, _hook_post_cap, _hook_post_last
+    1 ms per round here. The parts' means are measured alongside. The same
+    calls give what a wrapped call costs inside its span (its `cpu=` less
+    the bare call's), written `,hook_in=` (no clock read brackets it)."""
+    global _emit, _hook_on, _hook_frames, _hook_pre, _hook_post, _hook_pre_cap, _hook_post_cap, _hook_post_last, _hook_in
     if _original:
         return
     import mmap
@@ -839,7 +844,7 @@ def calibrate_hooks():
         pres.append(token[0] - h0)
     pres.sort()
     saved = _emit
-    best = None
+    best = best_in = None
     try:
         _emit = sink
         _hook_pre, _hook_post, _hook_frames = pres[n // 2], 0, 0
@@ -870,6 +875,9 @@ def calibrate_hooks():
                 read += int(fields.get("hook", 0))
             frames = ((c2 - c1) - (c1 - c0) - inside - read) // n
             best = frames if best is None else min(best, frames)
+            # Inside the span: its `cpu=` less the no-op's own call.
+            within = (inside - (c1 - c0)) // n
+            best_in = within if best_in is None else min(best_in, within)
     except BaseException:
         _hook_on = False
         raise
@@ -878,6 +886,7 @@ def calibrate_hooks():
         scratch.close()
     _hook_frames = max(best or 0, 0)
     _hook_post_last = _hook_post
+    _hook_in = f",hook_in={best_in}" if best_in and best_in > 0 else ""
 
 
 # --- op names -----------------------------------------------------------------
@@ -1561,7 +1570,7 @@ def enable(out_dir=None, prefix=None, torch=None):
     $LOTUS_TRACE_PREFIX or "lotus", and the torch / torchvision hooks
     unless $LOTUS_TRACE_TORCH is 0. Returns the trace folder. A second call
     keeps the first call's folder."""
-    global _on, _dir, _prefix, _pid, _status_dir, _run_id, _original, _itt, _itt_collect, _hook_on
+    global _on, _dir, _prefix, _pid, _status_dir, _run_id, _original, _itt, _itt_collect, _hook_on, _hook_in
     if out_dir is None:
         out_dir = os.environ.get("LOTUS_TRACE_DIR")
         if not out_dir:
@@ -1600,6 +1609,7 @@ def enable(out_dir=None, prefix=None, torch=None):
         if _itt is not None:
             # A foreign collector's task calls cost more than measured.
             _hook_on = False
+            _hook_in = ""
     _itt_collect = os.environ.get("LOTUS_TRACE_ITT") == "collect"
     _on = True
     from . import _frames
