@@ -132,9 +132,9 @@ pub enum RowKind {
     Independent,
     /// Processes of the job that wrote no trace log.
     Untraced,
-    /// lotus's own cost per wrapped call outside the ops' spans (their
-    /// `hook=`), taken from the parent ops' exact CPU (`lotus hooks
-    /// (<role>)`).
+    /// lotus's own cost per wrapped call (the spans' `hook=`, outside
+    /// them, and `hook_in=`, inside), taken from the exact CPU of the ops
+    /// that held it (`lotus hooks (<role>)`).
     Hooks,
 }
 
@@ -1647,8 +1647,8 @@ struct Figures {
     /// The samples `cpu_ns` rests on (for an exact row, its pool's).
     basis: u64,
     inclusive_basis: u64,
-    /// lotus's cost outside its children's spans, taken off `cpu_ns`
-    /// (`hooks`).
+    /// lotus's cost it held (its children's `hook=`, its own spans'
+    /// `hook_in=`), taken off `cpu_ns` (`hooks`).
     hooks_ns: u64,
 }
 
@@ -1657,7 +1657,8 @@ struct Figures {
 /// CPU is its spans' `cpu=` less its children's (children run on the same
 /// thread): their `cpu=` where every span of theirs says it (the row is
 /// then exact), else their own-thread samples times the interval (the row
-/// is then partly sampled: [`CpuSource::ClockLessSampled`]); its pool
+/// is then partly sampled: [`CpuSource::ClockLessSampled`]), less lotus's
+/// own cost in it (`hooks::due`: shown as its own row); its pool
 /// threads' samples (times the interval) are added. Otherwise it is its
 /// samples times the interval. Inclusive figures sum the subtree's
 /// exclusive ones (a child's id is above its parent's).
