@@ -18,6 +18,7 @@ use lotus_map::harness as map_harness;
 
 mod architecture;
 mod attribute;
+mod attribute_hooks;
 mod attribute_live;
 mod attribute_nested;
 mod attribute_torch;

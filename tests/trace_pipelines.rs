@@ -521,6 +521,77 @@ fn malformed_op_is_a_usage_error() {
     }
 }
 
+const MAIN_OPS: &[&str] = &[
+    "--op",
+    "__main__:heavy",
+    "--op",
+    "__main__:Scale.__call__",
+    "--op",
+    "__main__:never_called",
+];
+
+/// The script's own functions as ops in `method`'s workers (issue 34):
+/// `heavy`, called by its global name from `__getitem__`, a span per call
+/// whose summed `cpu=` is its own timer's (within 10%); `Scale.__call__`
+/// a row of that name (dunders kept), a span per call; and
+/// `never_called`, matched but never run, said at the end (the other two
+/// not).
+fn script_ops_in(method: &str) {
+    let test = format!("script_ops_in_{method}_workers");
+    let Some(py) = common::torch::torch_python(&test) else {
+        return;
+    };
+    let r = run(&py, "main_ops.py", &[method], MAIN_OPS);
+    assert!(
+        r.truth.get("heavy").is_some_and(|t| t.0 >= 100_000_000),
+        "{test}: heavy's own timer under 0.1 s: {:?}",
+        r.truth
+    );
+    r.check_against_truth(&test, &[]);
+    let main_pid = r
+        .logs
+        .iter()
+        .find(|l| l.role == "main")
+        .map(|l| l.pid)
+        .expect("a main log");
+    for op in ["heavy", "Scale.__call__"] {
+        let spans = r.named(op);
+        assert_eq!(spans.len(), 16, "{test}: {op}: {spans:?}");
+        assert!(
+            spans.iter().all(|(pid, _)| *pid != main_pid),
+            "{test}: {op} in the workers"
+        );
+    }
+    assert!(
+        r.stderr
+            .contains("warning: --op __main__:never_called matched nothing that ran"),
+        "{test}: {}",
+        r.stderr
+    );
+    for spec in ["__main__:heavy", "__main__:Scale.__call__"] {
+        assert!(
+            !r.stderr.contains(&format!("--op {spec} matched nothing")),
+            "{test}: {}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn script_ops_in_fork_workers() {
+    script_ops_in("fork");
+}
+
+#[test]
+fn script_ops_in_spawn_workers() {
+    script_ops_in("spawn");
+}
+
+#[test]
+fn script_ops_in_forkserver_workers() {
+    script_ops_in("forkserver");
+}
+
 /// Marked code outside lotus: `import lotus_trace, lotus` works and every
 /// mark runs the code unchanged, writing nothing.
 #[test]

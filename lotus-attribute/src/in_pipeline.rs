@@ -109,6 +109,7 @@ use lotus_trace::{Kind, Role};
 mod callers;
 pub(crate) mod cause;
 mod folded;
+mod hooks;
 mod timeline;
 pub use callers::{callers_folder, CallerNode, Callers, FunctionCallers, CALLER_DEPTH, ROOT_FRAME};
 pub use cause::HelperRule;
@@ -146,6 +147,10 @@ pub enum RowKind {
     /// work after the op (the row's parent) that handed them their last
     /// work returned: that op's spin.
     PoolSpin,
+    /// lotus's own cost per wrapped call (the spans' `hook=`, outside
+    /// them, and `hook_in=`, inside), taken from the exact CPU of the ops
+    /// that held it (`lotus hooks (<role>)`).
+    Hooks,
 }
 
 /// The name of an op's [`RowKind::PoolSpin`] row (its path is the op's
@@ -389,6 +394,10 @@ struct SpanRec {
     op: u32,
     id: u64,
     cpu: u64,
+    /// `hook=`, 0 where the log does not say.
+    hook: u64,
+    /// `hook_in=`, 0 where the log does not say.
+    hook_in: u64,
 }
 
 impl SpanRec {
@@ -423,7 +432,7 @@ impl PartialOrd for SpanRec {
 }
 
 impl Record for SpanRec {
-    const SIZE: usize = 44;
+    const SIZE: usize = 60;
     fn encode(&self, out: &mut [u8]) {
         Put::new(out)
             .u64(self.start)
@@ -432,7 +441,9 @@ impl Record for SpanRec {
             .u32(self.tid)
             .u32(self.op)
             .u64(self.id)
-            .u64(self.cpu);
+            .u64(self.cpu)
+            .u64(self.hook)
+            .u64(self.hook_in);
     }
     fn decode(b: &[u8]) -> Self {
         let mut g = Get::new(b);
@@ -444,6 +455,8 @@ impl Record for SpanRec {
             op: g.u32(),
             id: g.u64(),
             cpu: g.u64(),
+            hook: g.u64(),
+            hook_in: g.u64(),
         }
     }
 }
@@ -480,6 +493,8 @@ struct Tree {
     index: HashMap<(Option<u32>, u32), u32>,
     /// Spans nested deeper than [`MAX_DEPTH`], counted in their ancestor.
     folded: u64,
+    /// The spans' `hook=` and `hook_in=` summed per (path, pid) (`hooks`).
+    hooks: HashMap<(u32, u32), [u64; 2]>,
 }
 
 impl Tree {
@@ -570,6 +585,11 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
                     if s.cpu != NO_CPU {
                         st.with_cpu += 1;
                         st.cpu_ns = st.cpu_ns.saturating_add(s.cpu);
+                    }
+                    if s.hook > 0 || s.hook_in > 0 {
+                        let h = self.tree.hooks.entry((path, s.pid)).or_default();
+                        h[0] = h[0].saturating_add(s.hook);
+                        h[1] = h[1].saturating_add(s.hook_in);
                     }
                     path
                 }
@@ -869,6 +889,8 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
             op,
             id,
             cpu: e.cpu_ns.unwrap_or(NO_CPU),
+            hook: e.hook_ns.unwrap_or(0),
+            hook_in: e.hook_in_ns.unwrap_or(0),
         })?;
         Ok(())
     })?;
@@ -1625,6 +1647,8 @@ pub fn attribute_folder_by(
             });
         }
     }
+    let hooked: Vec<u64> = figures.iter().map(|f| f.hooks_ns).collect();
+    rows.extend(hooks::rows(tree, &hooked, &logs.roles, &counters));
     let mut others: Vec<(Target, u64)> = counts
         .iter()
         .filter(|(t, _)| !matches!(t, Target::Op(_) | Target::Spin(_)))
@@ -1779,6 +1803,9 @@ struct Figures {
     /// The samples `cpu_ns` rests on (for an exact row, its pool's).
     basis: u64,
     inclusive_basis: u64,
+    /// lotus's cost it held (its children's `hook=`, its own spans'
+    /// `hook_in=`), taken off `cpu_ns` (`hooks`).
+    hooks_ns: u64,
 }
 
 /// Each path's exclusive and inclusive figures. A path's CPU comes from
@@ -1786,7 +1813,8 @@ struct Figures {
 /// CPU is its spans' `cpu=` less its children's (children run on the same
 /// thread): their `cpu=` where every span of theirs says it (the row is
 /// then exact), else their own-thread samples times the interval (the row
-/// is then partly sampled: [`CpuSource::ClockLessSampled`]); its pool
+/// is then partly sampled: [`CpuSource::ClockLessSampled`]), less lotus's
+/// own cost in it (`hooks::due`: shown as its own row); its pool
 /// threads' samples (times the interval) are added. Otherwise it is its
 /// samples times the interval. Inclusive figures sum the subtree's
 /// exclusive ones (a child's id is above its parent's).
@@ -1816,8 +1844,10 @@ fn op_figures(
             children[q as usize].push(p);
         }
     }
+    let due = hooks::due(tree);
     let mut figures: Vec<Figures> = (0..n)
         .map(|p| {
+            let mut hooks_ns = 0;
             let (cpu_ns, source, basis) = if all_cpu(p) {
                 let (mut less, mut basis, mut sampled) = (0u64, pool[p], false);
                 for &c in &children[p] {
@@ -1830,6 +1860,8 @@ fn op_figures(
                     }
                 }
                 let own = tree.stats[p].cpu_ns.saturating_sub(less);
+                let (own, taken) = hooks::take(own, due[p]);
+                hooks_ns = taken;
                 (
                     own.saturating_add(pool[p].saturating_mul(interval_ns)),
                     if sampled {
@@ -1855,6 +1887,7 @@ fn op_figures(
                 source,
                 basis,
                 inclusive_basis: basis,
+                hooks_ns,
             }
         })
         .collect();

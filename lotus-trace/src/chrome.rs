@@ -448,6 +448,8 @@ mod tests {
             rank: None,
             tid: None,
             cpu_ns: None,
+            hook_ns: None,
+            hook_in_ns: None,
         };
         let consume = Event {
             name: "Consume".into(),
@@ -501,6 +503,8 @@ mod tests {
             rank: None,
             tid: None,
             cpu_ns: None,
+            hook_ns: None,
+            hook_in_ns: None,
         };
         let mut w = ChromeWriter::begin(Vec::new(), 0, &serde_json::json!({})).expect("begin");
         w.span_with(7, &op, Some(&More { cpu_samples: 3 }))

@@ -208,6 +208,16 @@ pub struct Event {
     /// log says (`cpu=`, read from the thread's CPU clock at the span's
     /// start and end; `None` in logs written before it was).
     pub cpu_ns: Option<u64>,
+    /// For an op span lotus's wrapper wrote: the CPU time the wrapped
+    /// call cost its thread outside the span, ns (`hook=`, the tracer's
+    /// per-process measure of its wrapper; `None` where the log does not
+    /// say). It ran inside the parent span, if any: it is in the parent's
+    /// `cpu=`, not in this span's.
+    pub hook_ns: Option<u64>,
+    /// What lotus's wrapper cost the thread inside this span, ns
+    /// (`hook_in=`, a per-process calibration: in this span's `cpu=`;
+    /// `None` where the log does not say).
+    pub hook_in_ns: Option<u64>,
 }
 
 impl Event {

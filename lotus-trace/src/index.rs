@@ -683,6 +683,8 @@ mod tests {
             rank: None,
             tid: None,
             cpu_ns: None,
+            hook_ns: None,
+            hook_in_ns: None,
         }
     }
 

@@ -285,6 +285,8 @@ impl LineParser {
             rank: self.process.rank,
             tid: p.tid,
             cpu_ns: p.cpu_ns,
+            hook_ns: p.hook_ns,
+            hook_in_ns: p.hook_in_ns,
         })
     }
 
@@ -565,6 +567,12 @@ pub struct LineEvent<'a> {
     /// The CPU time the span's own thread ran during it, ns (`cpu=`; at
     /// most the duration plus [`CPU_SLACK_NS`]; `None` in older logs).
     pub cpu_ns: Option<u64>,
+    /// What lotus's wrapper cost the thread outside the span, ns (`hook=`;
+    /// `None` in older logs and spans no wrapper of lotus wrote).
+    pub hook_ns: Option<u64>,
+    /// What lotus's wrapper cost the thread inside the span, ns
+    /// (`hook_in=`, in this span's `cpu=`; `None` where not said).
+    pub hook_in_ns: Option<u64>,
 }
 
 /// How far a span's `cpu=` may pass its duration: the thread's CPU clock
@@ -756,7 +764,7 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
     let (dur_ns, dur_end) = number_field(b, start_end + 1)?;
     start_ns.checked_add(dur_ns)?;
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
-    let mut cpu = None;
+    let (mut cpu, mut hook, mut hook_in) = (None, None, None);
     let mut at = dur_end + 1;
     while at < b.len() {
         // The keys the tracer writes on every line are known by their
@@ -802,6 +810,16 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
                     cpu = Some(cpu_within(n, dur_ns).ok()?);
                     end
                 }
+                b"hook" => {
+                    let (n, end) = number_field(b, v)?;
+                    hook = Some(n);
+                    end
+                }
+                b"hook_in" => {
+                    let (n, end) = number_field(b, v)?;
+                    hook_in = Some(n);
+                    end
+                }
                 key => {
                     let end = field_end(b, v);
                     if key == b"ready" {
@@ -823,6 +841,8 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
         ready,
         tid,
         cpu,
+        hook,
+        hook_in,
     };
     Some(event(name, kind, start_ns, dur_ns, fields))
 }
@@ -864,7 +884,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         ));
     }
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
-    let mut cpu = None;
+    let (mut cpu, mut hook, mut hook_in) = (None, None, None);
     for field in fields {
         let field = field.trim();
         if field.is_empty() {
@@ -891,6 +911,8 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
                 )
             }
             "cpu" => cpu = Some(cpu_within(whole_number(value, "cpu time")?, dur_ns)?),
+            "hook" => hook = Some(whole_number(value, "hook time")?),
+            "hook_in" => hook_in = Some(whole_number(value, "hook time")?),
             "ready" => {
                 ready = Some(match value.trim() {
                     "1" | "true" => true,
@@ -908,6 +930,8 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         ready,
         tid,
         cpu,
+        hook,
+        hook_in,
     };
     Ok(event(name, kind, start_ns, dur_ns, fields))
 }
@@ -920,6 +944,8 @@ struct Fields {
     ready: Option<bool>,
     tid: Option<u32>,
     cpu: Option<u64>,
+    hook: Option<u64>,
+    hook_in: Option<u64>,
 }
 
 /// The event of a line whose fields are read: where it has no `kind=`,
@@ -937,6 +963,8 @@ fn event(name: &str, kind: Option<Kind>, start_ns: u64, dur_ns: u64, f: Fields) 
             ready: f.ready,
             tid: f.tid,
             cpu_ns: f.cpu,
+            hook_ns: f.hook,
+            hook_in_ns: f.hook_in,
         },
         None => inferred_event(name, start_ns, dur_ns, f),
     }
@@ -958,6 +986,8 @@ fn inferred_event(name: &str, start_ns: u64, dur_ns: u64, f: Fields) -> LineEven
         ready: f.ready.or(inferred.ready),
         tid: f.tid,
         cpu_ns: f.cpu,
+        hook_ns: f.hook,
+        hook_in_ns: f.hook_in,
     }
 }
 
@@ -1077,7 +1107,9 @@ mod tests {
                 sample: Some(97),
                 ready: None,
                 tid: None,
-                cpu_ns: None
+                cpu_ns: None,
+                hook_ns: None,
+                hook_in_ns: None
             }
         );
         let e = parse_event_line("SQueueFeederThread,100,0,kind=thread,tid=77").expect("thread");
@@ -1171,6 +1203,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn hook_time_is_read_by_both_parsers_and_optional() {
+        let line = "SBlur,100,5000000,kind=op,tid=3,cpu=4000000,hook=1900,hook_in=800";
+        let e = parse_event_line(line).expect("hook");
+        assert_eq!(
+            (e.cpu_ns, e.hook_ns, e.hook_in_ns),
+            (Some(4_000_000), Some(1900), Some(800))
+        );
+        assert_eq!(fast_event_line(line.as_bytes()).expect("fast"), e);
+        // Old logs, and spans no wrapper wrote: no hook=.
+        let old = "SBlur,100,5000000,kind=op,tid=3,cpu=4000000";
+        assert_eq!(parse_event_line(old).expect("old").hook_ns, None);
+        assert_eq!(parse_event_line(old).expect("old").hook_in_ns, None);
+        assert_eq!(fast_event_line(old.as_bytes()).expect("old").hook_ns, None);
+        assert!(parse_event_line("SBlur,100,20,kind=op,hook=x")
+            .expect_err("bad")
+            .contains("hook time 'x'"));
     }
 
     #[test]

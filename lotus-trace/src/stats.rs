@@ -1329,6 +1329,8 @@ mod tests {
             rank: None,
             tid: None,
             cpu_ns: cpu,
+            hook_ns: None,
+            hook_in_ns: None,
         };
         let mut ix = TraceIndex::new(true, lotus_sort::Budget::new(64));
         ix.begin("", "w");
@@ -1384,6 +1386,8 @@ mod tests {
             rank: None,
             tid: None,
             cpu_ns: None,
+            hook_ns: None,
+            hook_in_ns: None,
         };
         for w in 0..2u32 {
             ix.begin("", &format!("w{w}"));
@@ -1518,6 +1522,8 @@ mod loop_tests {
             rank: None,
             tid: None,
             cpu_ns: None,
+            hook_ns: None,
+            hook_in_ns: None,
         }
     }
 

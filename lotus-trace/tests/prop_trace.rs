@@ -197,6 +197,8 @@ fn any_event() -> impl Strategy<Value = Event> {
                 rank: None,
                 tid: None,
                 cpu_ns: None,
+                hook_ns: None,
+                hook_in_ns: None,
             }
         })
 }

@@ -35,24 +35,20 @@ pub(super) enum TaskName {
 }
 
 /// `text` as it may stand in a log line: no commas, spaces or control
-/// characters (each becomes `_`), `empty` when nothing is left (the
-/// tracer's `clean_name`).
+/// characters (those at either end dropped, those inside each `_`; the
+/// name's own underscores stay: `Cls.__call__`), `empty` when nothing is
+/// left (the tracer's `clean_name`).
 pub(super) fn clean(text: &str, empty: &str) -> String {
+    let unfit = |c: char| c == ',' || c.is_whitespace() || c.is_control();
     let out: String = text
+        .trim_matches(unfit)
         .chars()
-        .map(|c| {
-            if c == ',' || c.is_whitespace() || c.is_control() {
-                '_'
-            } else {
-                c
-            }
-        })
+        .map(|c| if unfit(c) { '_' } else { c })
         .collect();
-    let out = out.trim_matches('_');
     if out.is_empty() {
         empty.to_string()
     } else {
-        out.to_string()
+        out
     }
 }
 
@@ -251,6 +247,9 @@ mod tests {
         assert_eq!(clean("a,b c\td", "x"), "a_b_c_d");
         assert_eq!(clean(",,", "task"), "task");
         assert_eq!(clean("Résumé", "x"), "Résumé");
+        // Dunders stay (issue 34: `Cls.__call__` was `Cls.__call`).
+        assert_eq!(clean("Cls.__call__", "x"), "Cls.__call__");
+        assert_eq!(clean(" _a b_ ", "x"), "_a_b_");
     }
 
     #[test]

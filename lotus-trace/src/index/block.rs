@@ -321,6 +321,8 @@ mod tests {
             rank: Some(0),
             tid: None,
             cpu_ns: None,
+            hook_ns: None,
+            hook_in_ns: None,
         }
     }
 

@@ -72,6 +72,21 @@ _now = time.time_ns
 # This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), read at each op span's
 # start and end for its `cpu=` field.
 _cpu = time.thread_time_ns
+# `,hook=<ns>` on each op span (`op_event`): what the call's wrapper cost
+# its thread outside the span (see `calibrate_hooks`). Off until measured.
+_hook_on = False
+# Calibrated per process: the wrapper's frames, ns (the part no clock read
+# brackets), and the means (and bounds) of the two parts read per span.
+_hook_frames = 0
+_hook_pre = 0
+_hook_post = 0
+_hook_pre_cap = 0
+_hook_post_cap = 0
+# The last span's part after its end, measured (the next span's estimate).
+_hook_post_last = 0
+# `,hook_in=<ns>`: the wrapper's cost inside the span (in its `cpu=`),
+# calibrated per process; "" until measured.
+_hook_in = ""
 
 # Where the log cannot be mapped: lines buffered before a write.
 _FLUSH_EVERY = 512
@@ -174,17 +189,21 @@ def trace_dir():
     return _dir if _on else None
 
 
+def _unfit(ch):
+    return ch == "," or ch.isspace() or not ch.isprintable()
+
+
 def clean_name(name):
-    """A name that fits in a log line: no commas, spaces or control characters."""
+    """A name that fits in a log line: no commas, spaces or control
+    characters. Those at either end are dropped, those inside become `_`;
+    the name's own underscores stay (`Cls.__call__` is `Cls.__call__`)."""
     text = str(name)
-    out = []
-    for ch in text:
-        if ch == "," or ch.isspace() or not ch.isprintable():
-            out.append("_")
-        else:
-            out.append(ch)
-    text = "".join(out).strip("_") or "op"
-    return text
+    start, end = 0, len(text)
+    while start < end and _unfit(text[start]):
+        start += 1
+    while end > start and _unfit(text[end - 1]):
+        end -= 1
+    return "".join("_" if _unfit(ch) else ch for ch in text[start:end]) or "op"
 
 
 def sample_id(index):
@@ -695,15 +714,24 @@ def op_end_task():
         _itt.end()
 
 
-def op_event(name, token, t1):
+def op_event(name, token, t1, h0=None):
     """An op (a transform, the loader, any wrapped callable) that ran from
     the start `token` (`op_begin`'s) to t1, in the current batch and sample.
     `,cpu=` is the CPU time this thread ran from `op_begin` to now (a bare
-    start time for a token writes no `cpu=`). Spans nest: a span inside
+    start time for a token writes no `cpu=`), and `,hook=` what the call's
+    wrapper cost the thread outside the span (`calibrate_hooks`; `h0`: the
+    wall time the wrapper began, `call_op`'s). Spans nest: a span inside
     another on the same thread is its child (no field says so)."""
+    global _hook_post_last
     if type(token) is tuple:
         t0, c0 = token
-        cpu = f",cpu={_cpu() - c0}"
+        if _hook_on:
+            pre = _hook_pre if h0 is None else t0 - h0
+            if not 0 <= pre <= _hook_pre_cap:  # the thread was off CPU
+                pre = _hook_pre
+            cpu = f",cpu={_cpu() - c0},hook={pre + _hook_post_last + _hook_frames}{_hook_in}"
+        else:
+            cpu = f",cpu={_cpu() - c0}"
     else:
         t0 = token
         cpu = ""
@@ -711,6 +739,9 @@ def op_event(name, token, t1):
         _itt.end()
     c = _ctx
     _op_line(name, t0, t1, cpu, c.batch, c.sample)
+    if _hook_on and cpu:
+        post = _now() - t1
+        _hook_post_last = post if 0 <= post <= _hook_post_cap else _hook_post
 
 
 def _op_line(name, t0, t1, cpu, b, s):
@@ -731,14 +762,131 @@ def _op_line(name, t0, t1, cpu, b, s):
 def call_op(name, fn, *args, **kwargs):
     """`fn(*args, **kwargs)` as an op span named `name` (a span of an op
     that raised is not written)."""
+    h0 = _now()
     token = op_begin(name)
     try:
         out = fn(*args, **kwargs)
     except BaseException:
         op_end_task()
         raise
-    op_event(name, token, _now())
+    op_event(name, token, _now(), h0)
     return out
+
+
+# --- lotus's own cost per wrapped call -------------------------------------------
+
+# Calls per round and rounds of `calibrate_hooks` (the least of the rounds
+# is kept: a round that an interrupt or a sample landed in reads high).
+_CALIBRATION_CALLS = 200
+_CALIBRATION_ROUNDS = 5
+# A part of a span's hook cost read on the wall clock past 4 times its mean
+# and this (ns) counts as its mean: the thread was off CPU (a sample's
+# interrupt, 12-20 us, is on it and counts).
+_OFF_CPU_NS = 50_000
+
+
+def _calibration_noop():
+    return None
+
+
+def calibrate_hooks():
+    """Sets up `,hook=`: what a wrapped call costs its thread outside the
+    op's span, the CPU its parent span would otherwise carry.
+
+    Per span, two parts are read on the wall clock (a vDSO read, about
+    0.1 us; the thread CPU clock is a system call, 0.6 us here): from
+    `call_op`'s start to the span's start (`op_begin`), and from the span's
+    end to the line written (formatting and writing it; known once written,
+    so the next span of the process uses the last one measured). A part
+    past 4 times its mean plus `_OFF_CPU_NS` (the thread was off CPU)
+    counts as its mean. What no read brackets (the wrapper's own call and return, the
+    frames around the reads) is measured here once per process, on the
+    thread CPU clock: `_CALIBRATION_CALLS` calls of a no-op wrapped as
+    `_ops` and the transform hooks wrap it (`call_op`, its line formatted
+    and copied to a scratch mapping, not to the log), less as many bare
+    calls, less the spans' own `cpu=` (inside the span: the child's), less
+    the two parts read; the least of `_CALIBRATION_ROUNDS` rounds. About
+    1 ms per round here. The parts' means are measured alongside. The same
+    calls give what a wrapped call costs inside its span (its `cpu=` less
+    the bare call's), written `,hook_in=` (no clock read brackets it)."""
+    global _emit, _hook_on, _hook_frames, _hook_pre, _hook_post, _hook_pre_cap, _hook_post_cap, _hook_post_last, _hook_in
+    if _original:
+        return
+    import mmap
+
+    cpu, now = _cpu, _now
+    noop = _calibration_noop
+    spans = []
+    scratch = mmap.mmap(-1, 1 << 20)
+
+    def sink(line):  # as `_emit`'s: checks, encode, one C call to a mapping
+        if _child_setup:
+            pass
+        if _original:
+            pass
+        data = line.encode()
+        if scratch.tell() > (1 << 19):
+            scratch.seek(0)
+        scratch.write(data)
+        spans.append(line)
+
+    def wrapped(*args, **kwargs):  # as `_ops._wrap`'s
+        if _on is None:
+            return noop()
+        return call_op("lotus.calibration", noop, *args, **kwargs)
+
+    # The parts' means first, bounds wide open (no pre part: its mean).
+    n = _CALIBRATION_CALLS
+    pres = []
+    for _ in range(n):
+        h0 = now()
+        token = op_begin("lotus.calibration")
+        pres.append(token[0] - h0)
+    pres.sort()
+    saved = _emit
+    best = best_in = None
+    try:
+        _emit = sink
+        _hook_pre, _hook_post, _hook_frames = pres[n // 2], 0, 0
+        _hook_pre_cap = _hook_post_cap = 1 << 62
+        _hook_post_last = 0
+        _hook_on = True
+        posts = []
+        for _ in range(n):
+            wrapped()
+            posts.append(_hook_post_last)
+        posts.sort()
+        _hook_post = _hook_post_last = posts[n // 2]
+        _hook_pre_cap = 4 * _hook_pre + _OFF_CPU_NS
+        _hook_post_cap = 4 * _hook_post + _OFF_CPU_NS
+        for _ in range(_CALIBRATION_ROUNDS):
+            c0 = cpu()
+            for _ in range(n):
+                noop()
+            c1 = cpu()
+            del spans[:]
+            for _ in range(n):
+                wrapped()
+            c2 = cpu()
+            inside = read = 0
+            for line in spans:
+                fields = dict(f.split("=", 1) for f in line.strip().split(",")[3:] if "=" in f)
+                inside += int(fields.get("cpu", 0))
+                read += int(fields.get("hook", 0))
+            frames = ((c2 - c1) - (c1 - c0) - inside - read) // n
+            best = frames if best is None else min(best, frames)
+            # Inside the span: its `cpu=` less the no-op's own call.
+            within = (inside - (c1 - c0)) // n
+            best_in = within if best_in is None else min(best_in, within)
+    except BaseException:
+        _hook_on = False
+        raise
+    finally:
+        _emit = saved
+        scratch.close()
+    _hook_frames = max(best or 0, 0)
+    _hook_post_last = _hook_post
+    _hook_in = f",hook_in={best_in}" if best_in and best_in > 0 else ""
 
 
 # --- op names -----------------------------------------------------------------
@@ -1422,7 +1570,7 @@ def enable(out_dir=None, prefix=None, torch=None):
     $LOTUS_TRACE_PREFIX or "lotus", and the torch / torchvision hooks
     unless $LOTUS_TRACE_TORCH is 0. Returns the trace folder. A second call
     keeps the first call's folder."""
-    global _on, _dir, _prefix, _pid, _status_dir, _run_id, _original, _itt, _itt_collect
+    global _on, _dir, _prefix, _pid, _status_dir, _run_id, _original, _itt, _itt_collect, _hook_on, _hook_in
     if out_dir is None:
         out_dir = os.environ.get("LOTUS_TRACE_DIR")
         if not out_dir:
@@ -1451,8 +1599,17 @@ def enable(out_dir=None, prefix=None, torch=None):
     _propagate(out_dir, prefix, torch)
     from . import _itt as itt
 
+    # Before the ITT collector is loaded: its tasks would see the calls.
+    try:
+        calibrate_hooks()
+    except Exception as e:  # never break the job
+        note(f"lotus's cost per wrapped call not measured: {type(e).__name__}: {e}")
     if itt.wanted():
         _itt = itt.load()
+        if _itt is not None:
+            # A foreign collector's task calls cost more than measured.
+            _hook_on = False
+            _hook_in = ""
     _itt_collect = os.environ.get("LOTUS_TRACE_ITT") == "collect"
     _on = True
     from . import _frames

@@ -18,8 +18,17 @@ at the main process's first batch.
 
 A match writes `# lotus-trace: op-matched MODULE:QUALNAME` in the log and,
 under `lotus trace run`, a file `op_matched_<n>` (n: the spec's line) in
-its private status folder: at the end lotus warns of each spec no process
-matched.
+its private status folder; the first traced call of what it wrapped writes
+`# lotus-trace: op-ran MODULE:QUALNAME` and a file `op_ran_<n>`: at the end
+lotus warns of each spec no process matched, and of each whose functions
+never ran as ops in any process.
+
+A module-level function is rebound both in its module and in the dict its
+code looks names up in (`__globals__`): they differ in a spawned or
+forkserver worker, whose `__mp_main__` module holds a copy of the globals
+the script ran in (multiprocessing's `_fixup_main_from_path` runs it through
+`runpy.run_path`, which returns a copy), so the script's own calls would
+otherwise reach the original function.
 """
 
 import fnmatch
@@ -28,6 +37,7 @@ import inspect
 import os
 import re
 import sys
+import types
 
 from . import _core
 
@@ -36,6 +46,7 @@ ENV = "LOTUS_TRACE_OPS"
 # (line number, module, qualname glob, spec text)
 _specs = []
 _matched = set()
+_ran = set()
 _main_done = False
 
 
@@ -158,8 +169,25 @@ def _record(spec):
     _status_mark(f"op_matched_{n}")
 
 
-def _wrap(fn, name):
-    """`fn` writing one op span `name` per call (per step for a generator)."""
+def _record_ran(pending):
+    """The specs (line numbers) in `pending` wrapped something that now
+    ran as an op: said once per process (and once in the status folder);
+    `pending` is emptied, so a wrapper asks only at its first call."""
+    for n in pending:
+        if n in _ran:
+            continue
+        _ran.add(n)
+        text = next((s[3] for s in _specs if s[0] == n), str(n))
+        _core.note(f"op-ran {text}")
+        _status_mark(f"op_ran_{n}")
+    pending.clear()
+
+
+def _wrap(fn, name, specs=()):
+    """`fn` writing one op span `name` per call (per step for a generator);
+    its first traced call records the specs (line numbers) that matched it
+    as run (`_record_ran`)."""
+    pending = [n for n in specs if n not in _ran]
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
@@ -167,6 +195,8 @@ def _wrap(fn, name):
             it = fn(*args, **kwargs)
             if not _core._on:
                 return (yield from it)
+            if pending:
+                _record_ran(pending)
             while True:
                 token = _core.op_begin(name)
                 try:
@@ -187,6 +217,8 @@ def _wrap(fn, name):
         def call(*args, **kwargs):
             if not _core._on:
                 return fn(*args, **kwargs)
+            if pending:
+                _record_ran(pending)
             return _core.call_op(name, fn, *args, **kwargs)
 
         wrapper = call
@@ -233,12 +265,19 @@ def _hook_module(module, names):
         if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
             _core.note(f"--op: {module_name}:{qual} not wrapped (a coroutine function: its span would end before it runs)")
             continue
-        wrapped = _wrap(fn, _name_of(fn, module_name))
+        wrapped = _wrap(fn, _name_of(fn, module_name), [s[0] for s in hits])
+        original = vars(holder).get(attr)
+        new = kind(wrapped) if kind is not None else wrapped
         try:
-            setattr(holder, attr, kind(wrapped) if kind is not None else wrapped)
+            setattr(holder, attr, new)
         except (AttributeError, TypeError) as e:
             _core.note(f"--op: {module_name}:{qual} not wrapped ({type(e).__name__}: {e})")
             continue
+        # The names the module's own code looks up (see the module doc).
+        code_globals = getattr(fn, "__globals__", None)
+        if isinstance(holder, types.ModuleType) and type(code_globals) is dict and code_globals is not vars(holder):
+            if code_globals.get(attr) is original:
+                code_globals[attr] = new
         for s in hits:
             _record(s)
 

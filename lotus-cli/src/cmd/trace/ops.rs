@@ -62,8 +62,9 @@ impl OpArgs {
     }
 
     /// After the run: warns of each `--op` no process matched (the tracer
-    /// leaves `op_matched_<n>` in the private status folder for the n-th),
-    /// and, where the tracer asked for it (`note_finer_spans`: a dataset's
+    /// leaves `op_matched_<n>` in the private status folder for the n-th)
+    /// and of each that matched but whose functions no process ran as ops
+    /// (`op_ran_<n>`: the first traced call of one), and, where the tracer asked for it (`note_finer_spans`: a dataset's
     /// own code ran as one span, on Python before 3.12 or with
     /// `LOTUS_TRACE_FINER=0`, and no `--op`), says once how to get spans
     /// finer than a dataset's.
@@ -72,6 +73,10 @@ impl OpArgs {
             if !status.join(format!("op_matched_{n}")).exists() {
                 eprintln!(
                     "lotus: warning: --op {spec} matched nothing: no traced process imported that module with a function or method of that name (check the spelling; it may live in a process that did not start)"
+                );
+            } else if !status.join(format!("op_ran_{n}")).exists() {
+                eprintln!(
+                    "lotus: warning: --op {spec} matched nothing that ran: what it wrapped was never called through its name in any traced process (the trace has no span of it; code that kept a reference taken before the wrap, e.g. a DataLoader's collate_fn=, calls the original)"
                 );
             }
         }
