@@ -27,8 +27,9 @@ log):
 - `_MapDatasetFetcher.fetch` also makes each `dataset[i]` (and a
   dataset's `__getitems__`) an op span named after the dataset's class
   (through Subset, the wrapped dataset's); `_IterableDatasetFetcher.fetch`
-  each `next()` of the dataset's iterator, and writes no batch for a fetch
-  that delivered nothing (StopIteration); `_worker_loop`'s `init_fn` (the
+  each `next()` of the dataset's iterator (the last, which raises
+  StopIteration, too), and writes no batch for a fetch that delivered
+  nothing; `_worker_loop`'s `init_fn` (the
   worker_init_fn) is an op span named after it.
 - `torchvision.transforms.Compose.__call__` and `transforms.v2.Compose.
   forward`: each transform, per sample, by its class name (a function by
@@ -552,6 +553,12 @@ def _dataset_op(name, get, code=None):
         fin = _finer.enter(code)
         try:
             out = get(arg)
+        except StopIteration:
+            # An IterableDataset's last next() in a worker: its work (the
+            # generator's tail, closing its files) is the dataset's.
+            _finer.leave(fin)
+            _core.op_event(name, t0, _now())
+            raise
         except BaseException:
             _finer.leave(fin)
             _core.op_end_task()
