@@ -24,9 +24,12 @@
 //! 3. any other helper thread runs independently of the ops: its samples
 //!    go to "independent threads" (per process role), never to an op.
 //!
-//! Everything else is an explicit row: "outside any op (worker)"
-//! (DataLoader machinery between ops), "independent threads" per role,
-//! "untraced processes" (processes of the job that wrote no log) and, last,
+//! Everything else is an explicit row: "independent threads" per role,
+//! "DataLoader threads" per role (the threads the tracer names as its
+//! machinery), "untraced processes" (processes of the job that wrote no
+//! log), a worker's samples outside every op by phase ("start-up and
+//! imports (worker)", "outside any op (worker)": DataLoader machinery
+//! between ops, "shutdown and exit (worker)"; see `phases`) and, last,
 //! a main process's samples outside every op by phase:
 //! "start-up and imports (main)" (before its first batch request),
 //! "training loop, outside the DataLoader (main)" (to its last batch taken)
