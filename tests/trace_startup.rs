@@ -209,4 +209,12 @@ fn spawn_workers_start_up_is_a_row_and_the_verdict_names_their_restarts() {
         !advice.iter().any(|x| x["rule"] == "not_the_bottleneck"),
         "{figures}"
     );
+    // The main process's CPU while it starts and stops them (pickling the
+    // dataset to each worker, joining them) is a row of its own, within
+    // that time.
+    let main_cpu = cpu(row(&a, "starting and stopping workers (main)"));
+    assert!(
+        main_cpu > 0.0 && main_cpu <= got,
+        "{main_cpu} ns: {figures}"
+    );
 }

@@ -3,7 +3,10 @@
 //!
 //! - A main process: "start-up and imports (main)" (before its first
 //!   batch request), "training loop, outside the DataLoader (main)" (to
-//!   its last batch taken), "after the last batch (main)".
+//!   its last batch taken), "after the last batch (main)"; whenever it
+//!   starts or stops its workers (the tracer's `start` and `stop` spans:
+//!   `iter(loader)`, pickling the dataset to each spawn worker; the
+//!   workers' shutdown), "starting and stopping workers (main)".
 //! - A worker: "start-up and imports (worker)" (before its first batch:
 //!   the interpreter's start in spawn and forkserver, the imports, the
 //!   dataset unpickled, the seed; its `worker_init_fn` is an op row of its
@@ -46,6 +49,8 @@ pub(crate) enum MainPhase {
     /// requested none): the interpreter's and lotus's start-up, imports,
     /// building the model and the DataLoader.
     StartUp,
+    /// Starting or stopping its DataLoader's workers, whenever it is.
+    Workers,
     /// From its first batch request to its last batch taken: the training
     /// step, between the DataLoader's calls.
     Loop,
@@ -110,6 +115,9 @@ impl WorkerWindow {
 #[derive(Debug, Default)]
 pub(crate) struct Phases {
     main: HashMap<u32, MainWindow>,
+    /// Per main process, its spans starting and stopping workers (sorted
+    /// by start once taken).
+    main_workers: HashMap<u32, Vec<(u64, u64)>>,
     workers: HashMap<u32, WorkerWindow>,
     machinery: HashSet<(u32, u32)>,
 }
@@ -139,6 +147,12 @@ impl Phases {
                 if let (Kind::Batch, Some(end)) = (e.kind, end) {
                     w.last_batch_end = max(w.last_batch_end, end);
                 }
+                if let (Kind::Start | Kind::Stop, Some(end)) = (e.kind, end) {
+                    self.main_workers
+                        .entry(e.pid)
+                        .or_default()
+                        .push((start, end));
+                }
             }
             Role::Worker => {
                 // A thread's name is a point in time, not the worker's work.
@@ -160,7 +174,20 @@ impl Phases {
     pub(super) fn take(logs: &mut Logs) -> Phases {
         let mut p = std::mem::take(&mut logs.phases);
         p.machinery = logs.machinery_threads.clone();
+        for v in p.main_workers.values_mut() {
+            v.sort_unstable();
+        }
         p
+    }
+
+    /// Whether main process `pid` was starting or stopping workers at `t`.
+    fn main_at_workers(&self, pid: u32, t: u64) -> bool {
+        let Some(spans) = self.main_workers.get(&pid) else {
+            return false;
+        };
+        // The spans do not overlap (one thread runs them, one at a time).
+        let i = spans.partition_point(|s| s.0 <= t);
+        i > 0 && spans[i - 1].1 >= t
     }
 }
 
@@ -172,6 +199,9 @@ impl Phases {
 pub(crate) fn phased(p: &Phases, c: &Credit<'_>) -> Target {
     let (pid, t) = (c.sample.pid, c.sample.time_ns);
     match c.target {
+        Target::Outside(Role::Main) if p.main_at_workers(pid, t) => {
+            Target::Main(MainPhase::Workers)
+        }
         Target::Outside(Role::Main) => p
             .main
             .get(&pid)
@@ -192,6 +222,7 @@ pub(crate) fn phased(p: &Phases, c: &Credit<'_>) -> Target {
 pub(crate) fn phase_row_name(target: &Target) -> Option<&'static str> {
     Some(match target {
         Target::Main(MainPhase::StartUp) => "start-up and imports (main)",
+        Target::Main(MainPhase::Workers) => "starting and stopping workers (main)",
         Target::Main(MainPhase::Loop) => "training loop, outside the DataLoader (main)",
         Target::Main(MainPhase::After) => "after the last batch (main)",
         Target::Worker(WorkerPhase::StartUp) => "start-up and imports (worker)",
@@ -289,5 +320,59 @@ mod tests {
         assert!(at("DataLoader threads (worker)") < at("start-up and imports (worker)"));
         assert!(at("start-up and imports (worker)") < at("outside any op (worker)"));
         assert!(at("outside any op (worker)") < at("shutdown and exit (worker)"));
+    }
+
+    /// A main process (pid 5) that starts its workers over [100, 300),
+    /// waits for a batch over [300, 400), takes it at 400, and stops them
+    /// over [600, 700): its samples there are "starting and stopping
+    /// workers (main)", before and after as before.
+    #[test]
+    fn a_main_process_starting_and_stopping_workers_is_its_row() {
+        let off = 1_000_000u64;
+        let samples: Vec<Sample> = (0..1000)
+            .step_by(100)
+            .map(|t| Sample {
+                time_ns: t + 50,
+                pid: 5,
+                tid: 5,
+                symbol: 0,
+                kernel: false,
+                counters: Default::default(),
+            })
+            .collect();
+        let dir = sampled_folder("", &[(0, Symbol::new("f", "/k.so"))], &samples, 100);
+        std::fs::remove_file(dir.path().join("lotus_worker_pid_10")).expect("rm");
+        std::fs::write(
+            dir.path().join("lotus_main_pid_5"),
+            format!(
+                "#lotus-trace v1 role=main pid=5 wall_ns={off} monotonic_ns=0\n\
+                 SWorkersStart,{},200,kind=start\n\
+                 SWait,{},100,kind=wait,batch=0,ready=0\n\
+                 SConsume,{},0,kind=consume,batch=0\n\
+                 SWorkersStop,{},100,kind=stop\n\
+                 # lotus-trace: clock wall_ns={} monotonic_ns=1000\n",
+                100 + off,
+                300 + off,
+                400 + off,
+                600 + off,
+                1000 + off
+            ),
+        )
+        .expect("log");
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attribute");
+        let n = |name: &str| {
+            a.rows
+                .iter()
+                .find(|r| r.name == name)
+                .unwrap_or_else(|| panic!("{name}: {a:#?}"))
+                .samples
+        };
+        // 50 before; 150 and 250 in the start, 650 in the stop; 350 in
+        // the loop; 450, 550 and 750 to 950 after the batch taken.
+        assert_eq!(n("start-up and imports (main)"), 1);
+        assert_eq!(n("starting and stopping workers (main)"), 3);
+        assert_eq!(n("training loop, outside the DataLoader (main)"), 1);
+        assert_eq!(n("after the last batch (main)"), 5);
     }
 }
