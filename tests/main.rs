@@ -63,6 +63,7 @@ mod trace_pipelines;
 mod trace_python;
 mod trace_run_faults;
 mod trace_run_killed;
+mod trace_startup;
 mod trace_study;
 mod trace_torch;
 mod trace_view;

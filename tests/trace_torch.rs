@@ -362,15 +362,37 @@ fn check_jpeg(t: &TorchRun, logs: &[&Log], report: &Value, ops: &[&str]) -> Vec<
     let main = mains[0];
     let mut waits: BTreeMap<u64, Vec<&Ev>> = BTreeMap::new();
     let mut consumes: BTreeMap<u64, Vec<&Ev>> = BTreeMap::new();
+    // Starting the workers: once per epoch (once where persistent);
+    // stopping them: at each epoch's end (never where persistent: a
+    // persistent iterator's workers stop when the job drops it).
+    let (mut starts, mut stops) = (0, 0);
     for e in &main.events {
         let map = match (e.name.as_str(), e.kind()) {
             ("Wait", "wait") => &mut waits,
             ("Consume", "consume") => &mut consumes,
+            ("WorkersStart", "start") => {
+                starts += 1;
+                continue;
+            }
+            ("WorkersStop", "stop") => {
+                stops += 1;
+                continue;
+            }
             _ => panic!("rank {rank}: unexpected event in main: {e:?}"),
         };
         map.entry(e.batch().expect("batch")).or_default().push(e);
     }
-    let mut seq: Vec<&Ev> = main.events.iter().collect();
+    let want = if t.persistent {
+        (1, 0)
+    } else {
+        (t.epochs, t.epochs)
+    };
+    assert_eq!(
+        (starts, stops),
+        want,
+        "rank {rank}: workers started, stopped"
+    );
+    let mut seq: Vec<&Ev> = main.events.iter().filter(|e| e.batch().is_some()).collect();
     seq.sort_by_key(|e| (e.start, e.kind() == "consume"));
     let got: Vec<(&str, u64)> = seq
         .iter()
@@ -550,7 +572,7 @@ fn check_torch(t: &TorchRun, logs: &[Log], report: &Value, ops: &[&str]) {
         // in worker logs only (a forked worker drops its copy of the main
         // process's unwritten events).
         for e in &log.events {
-            let main_kind = matches!(e.kind(), "wait" | "consume");
+            let main_kind = matches!(e.kind(), "wait" | "consume" | "start" | "stop");
             assert_eq!(
                 main_kind,
                 log.role == "main" && (t.workers > 0 || main_kind),

@@ -33,9 +33,12 @@
 //! 4. the others' cause is not known: their samples go to "other
 //!    threads, cause unknown" (per process role), never to an op.
 //!
-//! Everything else is an explicit row: "outside any op (worker)"
-//! (DataLoader machinery between ops), "other threads, cause unknown" per role,
-//! "untraced processes" (processes of the job that wrote no log) and, last,
+//! Everything else is an explicit row: "other threads, cause unknown" per
+//! role, "DataLoader threads" per role (the threads the tracer names as its
+//! machinery), "untraced processes" (processes of the job that wrote no
+//! log), a worker's samples outside every op by phase ("start-up and
+//! imports (worker)", "outside any op (worker)": DataLoader machinery
+//! between ops, "shutdown and exit (worker)"; see `phases`) and, last,
 //! a main process's samples outside every op by phase:
 //! "start-up and imports (main)" (before its first batch request),
 //! "training loop, outside the DataLoader (main)" (to its last batch taken)
@@ -105,11 +108,13 @@ use lotus_sort::bytes::{Get, Put};
 use lotus_sort::{Budget, Record, Sorter, SpillError, Spool};
 use lotus_trace::LogFile;
 use lotus_trace::{Kind, Role};
+pub(crate) use phases::{phase_order, phase_row_name, phased, MainPhase, Phases, WorkerPhase};
 
 mod callers;
 pub(crate) mod cause;
 mod folded;
 mod hooks;
+mod phases;
 mod timeline;
 pub use callers::{callers_folder, CallerNode, Callers, FunctionCallers, CALLER_DEPTH, ROOT_FRAME};
 pub use cause::HelperRule;
@@ -679,66 +684,12 @@ struct Logs {
     /// wait for the next index and its exit are no op's).
     worker_batches: HashMap<(u32, u32), Vec<(u64, u64)>>,
     spans: Spool<SpanRec>,
-    /// Per main process, the bounds of its training loop (on the samples'
-    /// clock), which split its samples outside every op by phase.
-    main_windows: HashMap<u32, MainWindow>,
+    /// Per process, the bounds of its phases (on the samples' clock),
+    /// which split its samples outside every op (`phases`).
+    phases: Phases,
     bad_lines: u64,
     /// Logs skipped (empty: the process wrote nothing), each with why.
     skipped_logs: Vec<String>,
-}
-
-/// A main process's training loop on the samples' clock: its first event,
-/// its first batch request (the start of its first wait or own batch), its
-/// last batch taken (consumption) and the end of its last own batch.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct MainWindow {
-    first_event: Option<u64>,
-    first_request: Option<u64>,
-    last_taken: Option<u64>,
-    last_batch_end: Option<u64>,
-}
-
-/// The row of credit `c`: its target, where that is a main process's
-/// time outside every op, by the phase of its run the sample falls in
-/// (the rows of the table and of `--format folded` alike).
-pub(crate) fn phased(windows: &HashMap<u32, MainWindow>, c: &Credit<'_>) -> Target {
-    match c.target {
-        Target::Outside(Role::Main) => windows
-            .get(&c.sample.pid)
-            .and_then(|w| w.phase(c.sample.time_ns))
-            .map_or(c.target, Target::Main),
-        t => t,
-    }
-}
-
-/// The part of a main process's run a sample outside every op falls in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum MainPhase {
-    /// Before its first batch request (before its first event where it
-    /// requested none): the interpreter's and lotus's start-up, imports,
-    /// building the model and the DataLoader.
-    StartUp,
-    /// From its first batch request to its last batch taken: the training
-    /// step, between the DataLoader's calls.
-    Loop,
-    /// After its last batch taken: the last batch's step, then whatever
-    /// follows the loop (evaluation, saving, exit).
-    After,
-}
-
-impl MainWindow {
-    /// The phase of time `t`; `None` where the process logged nothing
-    /// that bounds it (no event before `t` and no batch request).
-    fn phase(&self, t: u64) -> Option<MainPhase> {
-        let end = self.last_taken.or(self.last_batch_end);
-        match (self.first_request, end) {
-            (Some(a), _) if t < a => Some(MainPhase::StartUp),
-            (Some(_), Some(b)) if t > b => Some(MainPhase::After),
-            (Some(_), _) => Some(MainPhase::Loop),
-            (None, _) if self.first_event.is_some_and(|f| t < f) => Some(MainPhase::StartUp),
-            (None, _) => None,
-        }
-    }
 }
 
 /// The clock pairs of `log` (its `#` lines): a span's time needs those
@@ -804,7 +755,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
     let mut machinery_threads = HashSet::new();
     let mut loader_spans: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
     let mut worker_batches: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
-    let mut main_windows: HashMap<u32, MainWindow> = HashMap::new();
+    let mut phases = Phases::default();
     let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
     let mut bad_lines = 0u64;
     // Each log's times are put on the samples' clock by the one walker
@@ -822,25 +773,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
                 id,
             } => (event, start_ns, end_ns, id),
         };
-        if e.role == Role::Main {
-            if let Some(start) = start {
-                let w = main_windows.entry(e.pid).or_default();
-                let min = |a: Option<u64>| Some(a.map_or(start, |a| a.min(start)));
-                w.first_event = min(w.first_event);
-                match e.kind {
-                    Kind::Wait | Kind::Batch => w.first_request = min(w.first_request),
-                    Kind::Consume => {
-                        w.last_taken = Some(w.last_taken.map_or(start, |a| a.max(start)))
-                    }
-                    _ => {}
-                }
-                if e.kind == Kind::Batch {
-                    if let Some(end) = end {
-                        w.last_batch_end = Some(w.last_batch_end.map_or(end, |a| a.max(end)));
-                    }
-                }
-            }
-        }
+        phases.see(e, start, end);
         if e.kind == Kind::Batch {
             if let (Some(start), Some(end)) = (start, end) {
                 let spans = match e.role {
@@ -918,7 +851,7 @@ fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
             worker_batches
         },
         spans,
-        main_windows,
+        phases,
         bad_lines,
         skipped_logs,
     })
@@ -1028,6 +961,12 @@ pub(crate) enum Target {
     /// A main process's samples outside every op, by phase (only
     /// `attribute` splits them; the rule credits them `Outside`).
     Main(MainPhase),
+    /// A worker's samples outside every op before its first batch or
+    /// after its last (`phases`; the rule credits them `Outside`).
+    Worker(WorkerPhase),
+    /// The DataLoader's own threads (`kind=thread`; the rule credits
+    /// them `Independent`).
+    Threads(Role),
     Independent(Role),
     /// A pool's spin after the op of this path returned: the runtime's
     /// threads waiting for more work from it.
@@ -1492,7 +1431,7 @@ pub fn attribute_folder_by(
     let batched_pids: HashSet<u32> = batches.spans.keys().map(|&(pid, _)| pid).collect();
     let mut worker_outside = 0u64;
     let mut worker_functions: HashMap<u32, u64> = HashMap::new();
-    let windows = std::mem::take(&mut trace.logs.main_windows);
+    let windows = Phases::take(&mut trace.logs);
     let total = trace.credit(|c| {
         let s = c.sample;
         let target = phased(&windows, &c);
@@ -1654,14 +1593,8 @@ pub fn attribute_folder_by(
         .filter(|(t, _)| !matches!(t, Target::Op(_) | Target::Spin(_)))
         .map(|(t, n)| (*t, *n))
         .collect();
-    // The main processes' phases last, in time order.
-    others.sort_by_key(|(t, n)| {
-        let phase = match t {
-            Target::Main(p) => Some(*p),
-            _ => None,
-        };
-        (phase, Reverse(*n), row_name(t, &logs.ops))
-    });
+    // The workers' phases, then the main processes', last, in time order.
+    others.sort_by_key(|(t, n)| (phase_order(t), Reverse(*n), row_name(t, &logs.ops)));
     for (target, n) in others {
         let name = row_name(&target, &logs.ops);
         let cpu_ns = n.saturating_mul(interval_ns);
@@ -1675,8 +1608,8 @@ pub fn attribute_folder_by(
             kind: match target {
                 Target::Op(_) => RowKind::Op,
                 Target::Spin(_) => RowKind::PoolSpin,
-                Target::Outside(_) | Target::Main(_) => RowKind::Outside,
-                Target::Independent(_) => RowKind::Independent,
+                Target::Outside(_) | Target::Main(_) | Target::Worker(_) => RowKind::Outside,
+                Target::Independent(_) | Target::Threads(_) => RowKind::Independent,
                 Target::Untraced => RowKind::Untraced,
             },
             samples: n,
@@ -2013,9 +1946,9 @@ fn row_name(target: &Target, ops: &[String]) -> String {
     match target {
         Target::Op(op) => ops[*op as usize].clone(),
         Target::Outside(role) => format!("outside any op ({role})"),
-        Target::Main(MainPhase::StartUp) => "start-up and imports (main)".to_string(),
-        Target::Main(MainPhase::Loop) => "training loop, outside the DataLoader (main)".to_string(),
-        Target::Main(MainPhase::After) => "after the last batch (main)".to_string(),
+        Target::Main(_) | Target::Worker(_) | Target::Threads(_) => {
+            phase_row_name(target).unwrap_or_default().to_string()
+        }
         Target::Independent(role) => format!("other threads, cause unknown ({role})"),
         Target::Spin(_) => SPIN_ROW.to_string(),
         Target::Untraced => "untraced processes".to_string(),
@@ -2474,7 +2407,10 @@ pub(crate) mod tests {
         assert_eq!(a.independent_threads, vec!["10/11", "10/12"]);
         assert_eq!(row("A").samples, 10);
         assert_eq!(row("B").samples, 10);
-        assert_eq!(row("other threads, cause unknown (worker)").samples, 70);
+        // Its samples are the DataLoader's threads' row, not the job's
+        // other threads'.
+        assert_eq!(row("other threads, cause unknown (worker)").samples, 50);
+        assert_eq!(row("DataLoader threads (worker)").samples, 20);
         assert_eq!(
             a.rows.iter().map(|r| r.samples).sum::<u64>(),
             a.total_samples
@@ -2928,7 +2864,7 @@ pub(crate) mod tests {
 
     /// A worker's CPU outside every op is judged within its batches: its
     /// start-up before the first, its wait and its exit after the last are
-    /// no op's, and say nothing (they stay in the worker's outside row).
+    /// no op's, and say nothing (they are its start-up and shutdown rows).
     #[test]
     fn a_workers_work_outside_its_batches_is_not_said_unseen() {
         let times = every_100_ns(0, 9000);
@@ -2951,7 +2887,17 @@ pub(crate) mod tests {
         let a = attribute_folder(plain.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
             .expect("attribute");
         assert!(a.unseen.is_empty(), "{:?}", a.unseen);
-        assert_eq!(row_at(&a, "outside any op (worker)").samples, 48);
+        let n = |name: &str| row_at(&a, name).samples;
+        // Before the batch: [0, 1000), 10 samples; after its end and the
+        // last op's: the rest.
+        assert_eq!(n("start-up and imports (worker)"), 10);
+        assert_eq!(
+            n("start-up and imports (worker)")
+                + n("outside any op (worker)")
+                + n("shutdown and exit (worker)"),
+            48
+        );
+        assert!(n("outside any op (worker)") <= 5, "{a:#?}");
     }
 
     /// A main process (pid 10, no workers) running batches itself over

@@ -10,8 +10,13 @@
 //!   itself, `num_workers=0`, its own `batch` spans) over the time of its
 //!   training loop, from its first batch request (the start of its first
 //!   wait or own batch) to its last consumption; summed over main
-//!   processes (ranks). The last batch's training step comes after its
-//!   consumption and is not in the loop.
+//!   processes (ranks). The loop also holds the main process starting
+//!   its workers before its first request (`iter(loader)`: the tracer's
+//!   `start` span) and stopping them after its last batch taken (the last
+//!   `next()`: its `stop` span); the last batch's training step comes
+//!   after its consumption and is in the loop only where a `stop` follows.
+//! - *starting and stopping workers*: per main process, its `start` and
+//!   `stop` spans' time within the loop, summed.
 //! - *workers' busy share*: the workers' `batch` spans' time over their
 //!   time alive (each from its first batch's start to its last batch's
 //!   end) within the loop.
@@ -36,7 +41,11 @@
 //! - waiting ≥ [`WAIT_PCT`] and the workers busy under [`BUSY_PCT`]:
 //!   [`Rule::HandOver`] (the workers had time to spare: the wait is in
 //!   handing batches over or starting workers);
-//! - waiting under [`WAIT_PCT`]: [`Rule::NotTheBottleneck`];
+//! - starting and stopping workers ≥ [`START_STOP_PCT`] of the loop:
+//!   [`Rule::KeepWorkers`] (`persistent_workers=True` where they started
+//!   more than once; lighter worker start-up where once);
+//! - waiting and starting and stopping workers together under
+//!   [`WAIT_PCT`]: [`Rule::NotTheBottleneck`];
 //! - spinning functions ≥ [`SPIN_PCT`] of the CPU sampled:
 //!   [`Rule::ThreadsSpinning`], with the environment variable that limits
 //!   those threads.
@@ -52,6 +61,9 @@ pub const WAIT_PCT: f64 = 10.0;
 /// Workers busy at or above this share of their time (percent) are the
 /// bottleneck.
 pub const BUSY_PCT: f64 = 90.0;
+/// Starting and stopping workers at or above this share of the loop
+/// (percent) is worth acting on.
+pub const START_STOP_PCT: f64 = 5.0;
 /// Spinning functions at or above this share of the CPU sampled (percent)
 /// are said.
 pub const SPIN_PCT: f64 = 5.0;
@@ -70,6 +82,9 @@ pub enum Rule {
     /// The main process loads its batches itself (`num_workers=0`) and
     /// waited for them.
     LoadInWorkers,
+    /// Starting and stopping workers took much of the loop: keep them
+    /// (`persistent_workers=True`) or start them faster.
+    KeepWorkers,
     /// Training hardly waited: data loading is not the bottleneck.
     NotTheBottleneck,
     /// Helper threads spent much CPU spinning or yielding.
@@ -142,6 +157,13 @@ pub struct Verdict {
     pub loop_ns: u64,
     /// The time waiting for data in them, ns.
     pub wait_ns: u64,
+    /// The time starting and stopping workers in them, ns.
+    pub start_stop_ns: u64,
+    /// `start_stop_ns` over `loop_ns` (0..1); `None` where no main
+    /// process requested a batch.
+    pub start_stop_share: Option<f64>,
+    /// Times workers were started in them.
+    pub starts: u64,
     /// The workers' busy share (0..1); `None` without workers.
     pub worker_busy_share: Option<f64>,
     /// The most workers alive at once (`num_workers`).
@@ -220,6 +242,10 @@ impl Verdict {
             waiting_share: loops.waiting_share,
             loop_ns: loops.loop_ns,
             wait_ns: loops.wait_ns,
+            start_stop_ns: loops.start_stop_ns,
+            start_stop_share: (loops.loop_ns > 0)
+                .then(|| loops.start_stop_ns as f64 / loops.loop_ns as f64),
+            starts: loops.starts,
             worker_busy_share: loops.worker_busy_share,
             workers: loops.workers_at_once,
             cpus,
@@ -227,7 +253,7 @@ impl Verdict {
             heaviest_op,
             spinning,
             advice: Vec::new(),
-            measured: "waiting: time in the DataLoader's __next__ over the training loop, first batch request to last batch taken; busy: the workers' batch spans over their time alive in it".into(),
+            measured: "waiting: time in the DataLoader's __next__ over the training loop, first batch request to last batch taken, with the workers started before it and stopped after; busy: the workers' batch spans over their time alive in it".into(),
         };
         v.advice = v.rules();
         v
@@ -252,6 +278,28 @@ impl Verdict {
         let cpus = self.cpus.map_or("the CPUs here unknown".to_string(), |c| {
             format!("{c} CPUs here")
         });
+        let start_stop = self.start_stop_share.unwrap_or(0.0);
+        if start_stop * 100.0 >= START_STOP_PCT {
+            say(
+                Rule::KeepWorkers,
+                if self.starts > 1 {
+                    format!(
+                        "starting and stopping workers took {} of the loop ({} of {}, {} starts): persistent_workers=True would keep them from one epoch to the next",
+                        pct(start_stop),
+                        secs(self.start_stop_ns),
+                        secs(self.loop_ns),
+                        self.starts
+                    )
+                } else {
+                    format!(
+                        "starting and stopping workers took {} of the loop ({} of {}): a worker started with spawn or forkserver imports the script's modules first: fewer or lighter imports at the top of the script (or fork) start them faster",
+                        pct(start_stop),
+                        secs(self.start_stop_ns),
+                        secs(self.loop_ns)
+                    )
+                },
+            );
+        }
         if let Some(w) = self.waiting_share {
             if w * 100.0 >= WAIT_PCT {
                 if self.loads_in_process {
@@ -293,7 +341,7 @@ impl Verdict {
                         ),
                     );
                 }
-            } else {
+            } else if (w + start_stop) * 100.0 < WAIT_PCT {
                 say(
                     Rule::NotTheBottleneck,
                     format!(
@@ -325,12 +373,22 @@ impl Verdict {
     pub fn facts(&self) -> Vec<String> {
         let mut out = Vec::new();
         match self.waiting_share {
-            Some(w) => out.push(format!(
-                "training waited for data {} of its loop ({} of {})",
-                pct(w),
-                secs(self.wait_ns),
-                secs(self.loop_ns)
-            )),
+            Some(w) => {
+                out.push(format!(
+                    "training waited for data {} of its loop ({} of {})",
+                    pct(w),
+                    secs(self.wait_ns),
+                    secs(self.loop_ns)
+                ));
+                if self.start_stop_ns > 0 {
+                    out.push(format!(
+                        "starting and stopping the workers took {} of it ({}, {} starts)",
+                        pct(self.start_stop_share.unwrap_or(0.0)),
+                        secs(self.start_stop_ns),
+                        self.starts
+                    ));
+                }
+            }
             None => out.push(
                 "no training loop in the trace (no main process waited for or took a batch)".into(),
             ),
@@ -586,6 +644,45 @@ mod tests {
         let v = Verdict::of(&LoopFigures::default(), None, &[], Some(8));
         assert!(v.advice.is_empty());
         assert!(v.facts()[0].starts_with("no training loop"));
+    }
+
+    /// Starting and stopping workers is said when it takes 5% of the loop
+    /// or more, and data loading is then not "not the bottleneck".
+    #[test]
+    fn starting_and_stopping_workers_is_said_when_it_matters() {
+        let a = attribution(0);
+        // 42% starting and stopping, 3% waiting, three starts.
+        let mut l = loops(0.03, Some(0.5), 2);
+        l.start_stop_ns = 4_200_000_000;
+        l.starts = 3;
+        let v = Verdict::of(&l, Some(&a), &[], Some(8));
+        assert_eq!(rules(&v), [Rule::KeepWorkers]);
+        assert!(
+            v.advice[0].text.starts_with(
+                "starting and stopping workers took 42% of the loop (4.2 s of 10 s, 3 starts): persistent_workers=True"
+            ),
+            "{v:#?}"
+        );
+        assert!(
+            v.facts()[1].contains("starting and stopping the workers took 42% of it"),
+            "{:?}",
+            v.facts()
+        );
+        // Once (persistent): not persistent_workers, but the start-up.
+        l.starts = 1;
+        let v = Verdict::of(&l, Some(&a), &[], Some(8));
+        assert_eq!(rules(&v), [Rule::KeepWorkers]);
+        assert!(v.advice[0].text.contains("imports"), "{v:#?}");
+        // 4% starting and stopping, 3% waiting: neither worth acting on.
+        l.start_stop_ns = 400_000_000;
+        let v = Verdict::of(&l, Some(&a), &[], Some(8));
+        assert_eq!(rules(&v), [Rule::NotTheBottleneck]);
+        // 4% and 7% waiting: over 10% together, so not said to be no
+        // bottleneck; neither alone is worth a rule.
+        let mut l = loops(0.07, Some(0.5), 2);
+        l.start_stop_ns = 400_000_000;
+        let v = Verdict::of(&l, Some(&a), &[], Some(8));
+        assert!(rules(&v).is_empty(), "{v:#?}");
     }
 
     #[test]

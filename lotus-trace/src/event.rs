@@ -32,11 +32,18 @@ pub enum Kind {
     /// machinery (a multiprocessing queue's feeder thread, the resource
     /// sharer, lotus's watch thread), never an op's thread pool.
     Thread,
+    /// The main process starting its DataLoader's workers (`iter(loader)`
+    /// building a multiprocessing iterator: `SWorkersStart`).
+    Start,
+    /// The main process stopping its DataLoader's workers (the last
+    /// `next()` of an epoch, or the iterator dropped: `SWorkersStop`; not
+    /// a persistent iterator's).
+    Stop,
 }
 
 impl Kind {
     /// Every kind, in display order.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Op,
         Kind::Sample,
         Kind::Fetch,
@@ -45,6 +52,8 @@ impl Kind {
         Kind::Consume,
         Kind::Queue,
         Kind::Thread,
+        Kind::Start,
+        Kind::Stop,
     ];
 
     /// The kind's name in logs (`kind=...`) and outputs.
@@ -58,6 +67,8 @@ impl Kind {
             Kind::Consume => "consume",
             Kind::Queue => "queue",
             Kind::Thread => "thread",
+            Kind::Start => "start",
+            Kind::Stop => "stop",
         }
     }
 
@@ -79,14 +90,19 @@ impl Kind {
             b"consume" => Kind::Consume,
             b"queue" => Kind::Queue,
             b"thread" => Kind::Thread,
+            b"start" => Kind::Start,
+            b"stop" => Kind::Stop,
             _ => return None,
         })
     }
 
     /// Whether `lotus trace view --coarse` keeps events of this kind:
-    /// batches, waits and consumptions.
+    /// batches, waits, consumptions and the workers' start and stop.
     pub fn is_coarse(self) -> bool {
-        matches!(self, Kind::Batch | Kind::Wait | Kind::Consume)
+        matches!(
+            self,
+            Kind::Batch | Kind::Wait | Kind::Consume | Kind::Start | Kind::Stop
+        )
     }
 }
 

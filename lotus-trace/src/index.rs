@@ -308,6 +308,9 @@ pub struct TraceIndex {
     batches: Spool<BatchRec>,
     waits: Spool<MainRec>,
     consumes: Spool<MainRec>,
+    /// The main processes' spans starting workers, and stopping them.
+    starts: Spool<MainRec>,
+    stops: Spool<MainRec>,
     /// Events read.
     pub events: u64,
     /// Events per kind.
@@ -342,6 +345,8 @@ impl TraceIndex {
             batches: Spool::new(budget),
             waits: Spool::new(budget),
             consumes: Spool::new(budget),
+            starts: Spool::new(budget),
+            stops: Spool::new(budget),
             events: 0,
             per_kind: BTreeMap::new(),
             min_start_ns: None,
@@ -483,6 +488,8 @@ impl TraceIndex {
                 self.waits.push(main)?;
             }
             Kind::Consume => self.consumes.push(main)?,
+            Kind::Start => self.starts.push(main)?,
+            Kind::Stop => self.stops.push(main)?,
             _ => {}
         }
         Ok(())
@@ -543,8 +550,8 @@ impl TraceIndex {
         self.durations.take()
     }
 
-    /// Every batch, wait and consumption kept (batches, then waits, then
-    /// consumptions, each in reading order): `f` gets its kind, process
+    /// Every batch, wait, consumption and workers' start and stop kept
+    /// (in that order, each in reading order): `f` gets its kind, process
     /// (index into [`TraceIndex::processes`]), start and duration, ns. For
     /// the main loop's figures ([`super::stats::LoopFigures`]).
     pub(crate) fn each_kept(
@@ -558,6 +565,8 @@ impl TraceIndex {
         for (kind, spool) in [
             (Kind::Wait, &mut self.waits),
             (Kind::Consume, &mut self.consumes),
+            (Kind::Start, &mut self.starts),
+            (Kind::Stop, &mut self.stops),
         ] {
             for r in spool.iter()? {
                 let r = r?;

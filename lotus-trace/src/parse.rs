@@ -897,7 +897,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             "kind" => {
                 kind = Some(Kind::parse(value.trim()).ok_or_else(|| {
                     format!(
-                    "unknown kind '{}' (expected op, sample, fetch, batch, wait, consume or queue)",
+                    "unknown kind '{}' (expected op, sample, fetch, batch, wait, consume, queue, thread, start or stop)",
                     quote(value)
                 )
                 })?)

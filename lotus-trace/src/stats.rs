@@ -902,8 +902,12 @@ fn share(part: u64, whole: u64) -> Option<f64> {
 ///
 /// The loop runs from its first batch request (the start of its first
 /// `wait`, or of its first own `batch` where it loads its batches itself,
-/// `num_workers=0`) to its last consumption (or the end of its last own
-/// batch, where no consumption was logged). Its waiting time is its
+/// `num_workers=0`), or the start of its first workers' `start` before it
+/// (`iter(loader)` starting them), to its last consumption (or the end of
+/// its last own batch, where no consumption was logged), or the end of its
+/// last workers' `stop` after it (the last `next()` stopping them). Its
+/// time starting and stopping workers is its `start` and `stop` spans'
+/// within the loop. Its waiting time is its
 /// `wait` spans' time (the time spent in the DataLoader's `__next__`
 /// waiting for a batch) plus, where it loads batches itself, its own
 /// `batch` spans' time where it logged no wait (the tracer's wait holds
@@ -924,6 +928,11 @@ pub struct MainLoop {
     pub loop_ns: u64,
     /// Time waiting for data within the loop, ns.
     pub wait_ns: u64,
+    /// Time starting and stopping workers within the loop, ns.
+    pub start_stop_ns: u64,
+    /// Times it started workers within the loop (one per epoch where
+    /// they are not persistent).
+    pub starts: u64,
     /// Batches it consumed.
     pub batches: u64,
     /// Whether it loads batches itself (`batch` spans of its own:
@@ -953,6 +962,10 @@ pub struct LoopFigures {
     pub loop_ns: u64,
     /// Their waiting time summed, ns.
     pub wait_ns: u64,
+    /// Their time starting and stopping workers summed, ns.
+    pub start_stop_ns: u64,
+    /// Their workers' starts summed.
+    pub starts: u64,
     /// `wait_ns / loop_ns` (0..1); `None` without a loop.
     pub waiting_share: Option<f64>,
     /// The workers' batch time over their time alive within the loops
@@ -972,6 +985,8 @@ struct Extent {
     last_batch_end: Option<u64>,
     last_consume: Option<u64>,
     consumes: u64,
+    first_start: Option<u64>,
+    last_stop_end: Option<u64>,
 }
 
 /// `[a, b)` clipped to `[lo, hi)`: its length.
@@ -1001,6 +1016,8 @@ pub fn loop_figures(index: &mut TraceIndex) -> Result<LoopFigures, SpillError> {
                 e.consumes += 1;
                 e.last_consume = Some(e.last_consume.map_or(start, |l| l.max(start)));
             }
+            Kind::Start => e.first_start = Some(e.first_start.map_or(start, |f| f.min(start))),
+            Kind::Stop => e.last_stop_end = Some(e.last_stop_end.map_or(end, |l| l.max(end))),
             _ => {}
         }
     })?;
@@ -1016,6 +1033,10 @@ pub fn loop_figures(index: &mut TraceIndex) -> Result<LoopFigures, SpillError> {
                 (a, b) => a.or(b)?,
             };
             let end = e.last_consume.or(e.last_batch_end)?;
+            // Starting the workers before the first request, and stopping
+            // them after the last batch taken, are the loop's.
+            let start = e.first_start.map_or(start, |s| s.min(start));
+            let end = e.last_stop_end.map_or(end, |s| s.max(end));
             (end > start).then_some((start, end))
         })
         .collect();
@@ -1025,6 +1046,8 @@ pub fn loop_figures(index: &mut TraceIndex) -> Result<LoopFigures, SpillError> {
         mains_of[groups[m]].push(m);
     }
     let mut wait = vec![0u64; n];
+    let mut start_stop = vec![0u64; n];
+    let mut starts = vec![0u64; n];
     let mut busy = vec![0u64; n];
     index.each_kept(|kind, p, start, dur| {
         let end = start.saturating_add(dur);
@@ -1039,6 +1062,13 @@ pub fn loop_figures(index: &mut TraceIndex) -> Result<LoopFigures, SpillError> {
             (Some(Role::Main), Kind::Batch) if ext[p].first_wait.is_none() => {
                 if let Some((lo, hi)) = window[p] {
                     wait[p] = wait[p].saturating_add(clipped(start, end, lo, hi));
+                }
+            }
+            (Some(Role::Main), Kind::Start | Kind::Stop) => {
+                if let Some((lo, hi)) = window[p] {
+                    let t = clipped(start, end, lo, hi);
+                    start_stop[p] = start_stop[p].saturating_add(t);
+                    starts[p] += u64::from(kind == Kind::Start && t > 0);
                 }
             }
             (Some(Role::Worker), Kind::Batch) => {
@@ -1087,6 +1117,8 @@ pub fn loop_figures(index: &mut TraceIndex) -> Result<LoopFigures, SpillError> {
             end_ns: hi,
             loop_ns: hi - lo,
             wait_ns: wait[m].min(hi - lo),
+            start_stop_ns: start_stop[m].min(hi - lo),
+            starts: starts[m],
             batches: ext[m].consumes,
             loads_in_process: ext[m].first_batch.is_some(),
             workers,
@@ -1098,6 +1130,9 @@ pub fn loop_figures(index: &mut TraceIndex) -> Result<LoopFigures, SpillError> {
     loops.sort_by_key(|l| (l.pid, l.start_ns));
     let loop_ns = loops.iter().fold(0u64, |a, l| a.saturating_add(l.loop_ns));
     let wait_ns = loops.iter().fold(0u64, |a, l| a.saturating_add(l.wait_ns));
+    let start_stop_ns = loops
+        .iter()
+        .fold(0u64, |a, l| a.saturating_add(l.start_stop_ns));
     let alive = loops
         .iter()
         .fold(0u64, |a, l| a.saturating_add(l.worker_alive_ns));
@@ -1111,6 +1146,8 @@ pub fn loop_figures(index: &mut TraceIndex) -> Result<LoopFigures, SpillError> {
         loads_in_process: loops.iter().any(|l| l.loads_in_process),
         loop_ns,
         wait_ns,
+        start_stop_ns,
+        starts: loops.iter().map(|l| l.starts).sum(),
         loops,
     })
 }
@@ -1565,6 +1602,41 @@ mod loop_tests {
         assert_eq!(f.waiting_share, Some(0.6));
         let busy = f.worker_busy_share.expect("busy");
         assert!((busy - 680.0 / 730.0).abs() < 1e-12, "{busy}");
+    }
+
+    #[test]
+    fn starting_and_stopping_workers_is_in_the_loop() {
+        // Two epochs: workers started over [0, 100) and [700, 900),
+        // stopped over [500, 650) (inside the loop) and [1100, 1300)
+        // (after its last batch taken, 1000); waits [100, 200) and
+        // [900, 1000). The loop is [0, 1300): 650 starting and stopping,
+        // 200 waiting. A start of no length is no start.
+        let mut ix = index_of(&[
+            ev(Kind::Start, Role::Main, 1, 0, 100),
+            ev(Kind::Wait, Role::Main, 1, 100, 100),
+            ev(Kind::Consume, Role::Main, 1, 200, 0),
+            ev(Kind::Stop, Role::Main, 1, 500, 150),
+            ev(Kind::Start, Role::Main, 1, 700, 200),
+            ev(Kind::Wait, Role::Main, 1, 900, 100),
+            ev(Kind::Consume, Role::Main, 1, 1000, 0),
+            ev(Kind::Stop, Role::Main, 1, 1100, 200),
+            ev(Kind::Start, Role::Main, 1, 1200, 0),
+        ]);
+        let f = loop_figures(&mut ix).expect("figures");
+        let l = &f.loops[0];
+        assert_eq!((l.start_ns, l.end_ns, l.loop_ns), (0, 1300, 1300));
+        assert_eq!((l.wait_ns, l.start_stop_ns, l.starts), (200, 650, 2));
+        assert_eq!((f.start_stop_ns, f.starts), (650, 2));
+        // Without them: the loop as before, nothing starting or stopping.
+        let mut ix = index_of(&[
+            ev(Kind::Wait, Role::Main, 1, 100, 100),
+            ev(Kind::Consume, Role::Main, 1, 200, 0),
+        ]);
+        let f = loop_figures(&mut ix).expect("figures");
+        assert_eq!(
+            (f.loop_ns, f.wait_ns, f.start_stop_ns, f.starts),
+            (100, 100, 0, 0)
+        );
     }
 
     #[test]

@@ -173,7 +173,10 @@ fn any_event() -> impl Strategy<Value = Event> {
     )
         .prop_map(|(kind, name, pid, batch, start_ns, dur_ns, ready)| {
             use lotus_trace::Kind;
-            let role = if matches!(kind, Kind::Wait | Kind::Consume | Kind::Queue) {
+            let role = if matches!(
+                kind,
+                Kind::Wait | Kind::Consume | Kind::Queue | Kind::Start | Kind::Stop
+            ) {
                 Role::Main
             } else {
                 Role::Worker

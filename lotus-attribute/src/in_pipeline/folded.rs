@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use super::{phased, row_name, Error, SampledTrace, Target, SPIN_ROW};
+use super::{phased, row_name, Error, Phases, SampledTrace, Target, SPIN_ROW};
 use lotus_samples::{StackTable, Symbol, SymbolTable, UNKNOWN_SYMBOL};
 use lotus_sort::Budget;
 
@@ -131,7 +131,7 @@ pub(super) fn fold(dir: &Path, prefix: &str, budget: Budget) -> Result<Fold, Err
     // Each stack id's depth, once walked (None: it has no line).
     let mut depth_of: HashMap<u32, Option<usize>> = HashMap::new();
     let mut deep_samples = 0u64;
-    let windows = std::mem::take(&mut trace.logs.main_windows);
+    let windows = Phases::take(&mut trace.logs);
     let total = trace.credit(|c| {
         let target = phased(&windows, &c);
         let key = if c.stack == 0 {

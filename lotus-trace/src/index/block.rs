@@ -2,7 +2,7 @@
 //! block of lines is summed up there as it is parsed ([`BlockSummary`]: events per
 //! kind, first start and last end, count, total and durations per op name
 //! and per kind, and the few events that are kept one by one: batches,
-//! waits, consumptions), and the index adds the summary
+//! waits, consumptions, the workers' starts and stops), and the index adds the summary
 //! ([`TraceIndex::add_block`]). The result is the one [`TraceIndex::add`]
 //! gives event by event (keys, ordinals and processes in the same order);
 //! the single thread that gathers the index only does work per block and
@@ -136,7 +136,10 @@ impl Segment {
 
     /// Whether events of `kind` are kept one by one.
     fn kept_kind(kind: Kind) -> bool {
-        matches!(kind, Kind::Batch | Kind::Wait | Kind::Consume)
+        matches!(
+            kind,
+            Kind::Batch | Kind::Wait | Kind::Consume | Kind::Start | Kind::Stop
+        )
     }
 
     fn add(&mut self, e: Event, keep: bool) {
@@ -346,6 +349,13 @@ mod tests {
             .expect("c")
             .map(|r| r.expect("c"))
             .collect();
+        let starts_stops: Vec<MainRec> = ix
+            .starts
+            .iter()
+            .expect("s")
+            .chain(ix.stops.iter().expect("s"))
+            .map(|r| r.expect("s"))
+            .collect();
         let durations: Vec<super::super::DurCount> = ix
             .take_durations()
             .expect("durations")
@@ -354,7 +364,7 @@ mod tests {
             .map(|r| r.expect("read"))
             .collect();
         format!(
-            "{} {:?} {:?} {:?} {:?} {processes:?} {batches:?} {waits:?} {consumes:?} {:?} {:?} {durations:?}",
+            "{} {:?} {:?} {:?} {:?} {processes:?} {batches:?} {waits:?} {consumes:?} {starts_stops:?} {:?} {:?} {durations:?}",
             ix.events,
             ix.per_kind,
             ix.min_start_ns,
@@ -415,6 +425,24 @@ mod tests {
                 0,
                 b,
             )));
+            if b % 10 == 0 {
+                entries.push(Entry::Event(ev(
+                    "WorkersStart",
+                    Kind::Start,
+                    10,
+                    b * 1000 + 950,
+                    30,
+                    b,
+                )));
+                entries.push(Entry::Event(ev(
+                    "WorkersStop",
+                    Kind::Stop,
+                    10,
+                    b * 1000 + 990,
+                    5,
+                    b,
+                )));
+            }
         }
         let budget = Budget::new(64);
         let mut one_by_one = TraceIndex::new(true, budget);

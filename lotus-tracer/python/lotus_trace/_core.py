@@ -1175,6 +1175,17 @@ def wait_event(batch_id, t0, t1, ready):
     _emit(f"SWait,{t0},{t1 - t0},kind=wait,batch={int(batch_id)},ready={1 if ready else 0}{_tid()}\n")
 
 
+def workers_event(kind, t0, t1):
+    """The main process started (`kind` "start": building a multiprocessing
+    DataLoader iterator, `iter(loader)`) or stopped ("stop": its
+    `_shutdown_workers`) its DataLoader's workers from t0 to t1. Not in the
+    original format, which has no kinds."""
+    if _original:
+        return
+    name = "WorkersStart" if kind == "start" else "WorkersStop"
+    _emit(f"S{name},{t0},{t1 - t0},kind={kind}{_tid()}\n")
+
+
 def consume_event(batch_id, t=None):
     """The main process's training loop got batch `batch_id` at t (now)."""
     if t is None:

@@ -19,11 +19,17 @@ log):
   main process waiting for the next batch (ready=1 when it had already
   arrived out of order), with the batch id the workers saw.
 - `_BaseDataLoaderIter.__next__`: SConsume, when the loop gets the batch.
+- `_MultiProcessingDataLoaderIter.__init__` (`iter(loader)` starting the
+  workers): SWorkersStart (`kind=start`); its `_shutdown_workers`, where
+  it stops them (the last `next()` of an epoch, or the iterator dropped),
+  SWorkersStop (`kind=stop`), except a persistent iterator's (its workers
+  stop once, when the job drops it, after the loop).
 - `_MapDatasetFetcher.fetch` also makes each `dataset[i]` (and a
   dataset's `__getitems__`) an op span named after the dataset's class
   (through Subset, the wrapped dataset's); `_IterableDatasetFetcher.fetch`
-  each `next()` of the dataset's iterator, and writes no batch for a fetch
-  that delivered nothing (StopIteration); `_worker_loop`'s `init_fn` (the
+  each `next()` of the dataset's iterator (the last, which raises
+  StopIteration, too), and writes no batch for a fetch that delivered
+  nothing; `_worker_loop`'s `init_fn` (the
   worker_init_fn) is an op span named after it.
 - `torchvision.transforms.Compose.__call__` and `transforms.v2.Compose.
   forward`: each transform, per sample, by its class name (a function by
@@ -547,6 +553,12 @@ def _dataset_op(name, get, code=None):
         fin = _finer.enter(code)
         try:
             out = get(arg)
+        except StopIteration:
+            # An IterableDataset's last next() in a worker: its work (the
+            # generator's tail, closing its files) is the dataset's.
+            _finer.leave(fin)
+            _core.op_event(name, t0, _now())
+            raise
         except BaseException:
             _finer.leave(fin)
             _core.op_end_task()
@@ -713,6 +725,8 @@ def _patch_dataloader(mod):
 
         multi._get_data = _mark(_get_data, orig_get)
 
+    _patch_workers_start_stop(multi)
+
     @functools.wraps(orig_multi)
     def _next_data_multi(self):
         if not _core._on:
@@ -741,6 +755,43 @@ def _patch_dataloader(mod):
         return data
 
     multi._next_data = _mark(_next_data_multi, orig_multi)
+
+
+def _patch_workers_start_stop(multi):
+    """SWorkersStart around `_MultiProcessingDataLoaderIter.__init__` (the
+    workers started, the first indices sent), SWorkersStop around the
+    `_shutdown_workers` call that stops them (not a persistent iterator's:
+    its workers stop once, when the job drops it)."""
+    orig_init = multi.__dict__.get("__init__")
+    if orig_init is None:
+        _note("starting workers (SWorkersStart)", "no _MultiProcessingDataLoaderIter.__init__")
+    elif not _patched(orig_init):
+
+        @functools.wraps(orig_init)
+        def __init__(self, *args, **kwargs):
+            if not _core._on:
+                return orig_init(self, *args, **kwargs)
+            t0 = _now()
+            orig_init(self, *args, **kwargs)
+            _core.workers_event("start", t0, _now())
+
+        multi.__init__ = _mark(__init__, orig_init)
+    orig_stop = multi.__dict__.get("_shutdown_workers")
+    if orig_stop is None:
+        _note("stopping workers (SWorkersStop)", "no _MultiProcessingDataLoaderIter._shutdown_workers")
+    elif not _patched(orig_stop):
+
+        @functools.wraps(orig_stop)
+        def _shutdown_workers(self):
+            if not _core._on or getattr(self, "_shutdown", True) or getattr(self, "_persistent_workers", False):
+                return orig_stop(self)
+            t0 = _now()
+            orig_stop(self)
+            # A no-op at the interpreter's exit leaves `_shutdown` unset.
+            if getattr(self, "_shutdown", False):
+                _core.workers_event("stop", t0, _now())
+
+        multi._shutdown_workers = _mark(_shutdown_workers, orig_stop)
 
 
 # --- installing ------------------------------------------------------------------
