@@ -1557,33 +1557,20 @@ pub fn attribute_folder_by(
         });
         let spin = Target::Spin(p);
         if let Some(&n) = counts.get(&spin) {
-            let cpu_ns = n.saturating_mul(interval_ns);
-            let unc = sampled_uncertainty_ns(n, interval_ns);
             let path = tree.name(p, &logs.ops);
-            let spin_counters = row_counters(spin);
-            rows.push(AttributedRow {
-                name: SPIN_ROW.to_string(),
-                path: format!("{path}/{SPIN_ROW}"),
-                parent: Some(path),
-                depth: node.depth + 1,
-                kind: RowKind::PoolSpin,
-                samples: n,
-                inclusive_samples: n,
-                pool_samples: n,
-                cpu_ns,
-                inclusive_cpu_ns: cpu_ns,
-                cpu_source: CpuSource::Sampled,
-                uncertainty_ns: unc,
-                inclusive_uncertainty_ns: unc,
-                share: 0.0,
-                calls: None,
-                cpu_per_call_ns: None,
-                wall_ns: None,
-                exclusive_wall_ns: None,
-                top_functions: top_of(spin, n, top),
-                cpi: cpi_of(&spin_counters),
-                counters: spin_counters,
-            });
+            let mut r = sampled_row(
+                SPIN_ROW.to_string(),
+                RowKind::PoolSpin,
+                n,
+                interval_ns,
+                top_of(spin, n, top),
+                row_counters(spin),
+            );
+            r.path = format!("{path}/{SPIN_ROW}");
+            r.parent = Some(path);
+            r.depth = node.depth + 1;
+            r.pool_samples = n;
+            rows.push(r);
         }
     }
     let hooked: Vec<u64> = figures.iter().map(|f| f.hooks_ns).collect();
@@ -1596,39 +1583,21 @@ pub fn attribute_folder_by(
     // The workers' phases, then the main processes', last, in time order.
     others.sort_by_key(|(t, n)| (phase_order(t), Reverse(*n), row_name(t, &logs.ops)));
     for (target, n) in others {
-        let name = row_name(&target, &logs.ops);
-        let cpu_ns = n.saturating_mul(interval_ns);
-        let unc = sampled_uncertainty_ns(n, interval_ns);
-        let row_counters = row_counters(target);
-        rows.push(AttributedRow {
-            path: name.clone(),
-            name,
-            parent: None,
-            depth: 0,
-            kind: match target {
-                Target::Op(_) => RowKind::Op,
-                Target::Spin(_) => RowKind::PoolSpin,
-                Target::Outside(_) | Target::Main(_) | Target::Worker(_) => RowKind::Outside,
-                Target::Independent(_) | Target::Threads(_) => RowKind::Independent,
-                Target::Untraced => RowKind::Untraced,
-            },
-            samples: n,
-            inclusive_samples: n,
-            pool_samples: 0,
-            cpu_ns,
-            inclusive_cpu_ns: cpu_ns,
-            cpu_source: CpuSource::Sampled,
-            uncertainty_ns: unc,
-            inclusive_uncertainty_ns: unc,
-            share: 0.0,
-            calls: None,
-            cpu_per_call_ns: None,
-            wall_ns: None,
-            exclusive_wall_ns: None,
-            top_functions: top_of(target, n, top),
-            cpi: cpi_of(&row_counters),
-            counters: row_counters,
-        });
+        let kind = match target {
+            Target::Op(_) => RowKind::Op,
+            Target::Spin(_) => RowKind::PoolSpin,
+            Target::Outside(_) | Target::Main(_) | Target::Worker(_) => RowKind::Outside,
+            Target::Independent(_) | Target::Threads(_) => RowKind::Independent,
+            Target::Untraced => RowKind::Untraced,
+        };
+        rows.push(sampled_row(
+            row_name(&target, &logs.ops),
+            kind,
+            n,
+            interval_ns,
+            top_of(target, n, top),
+            row_counters(target),
+        ));
     }
     let total_cpu_ns = rows.iter().fold(0u64, |a, r| a.saturating_add(r.cpu_ns));
     for r in &mut rows {
@@ -1722,6 +1691,44 @@ pub fn attribute_folder_by(
         independent_threads: trace.independent_threads,
         notes,
     })
+}
+
+/// A row of `n` samples whose CPU is their count times the interval (a
+/// row of no calls: outside the ops, threads of no op, an op's pool spin),
+/// at the top of the tree unless the caller places it.
+fn sampled_row(
+    name: String,
+    kind: RowKind,
+    n: u64,
+    interval_ns: u64,
+    top_functions: Vec<TopFunction>,
+    counters: BTreeMap<String, u64>,
+) -> AttributedRow {
+    let cpu_ns = n.saturating_mul(interval_ns);
+    let unc = sampled_uncertainty_ns(n, interval_ns);
+    AttributedRow {
+        path: name.clone(),
+        name,
+        parent: None,
+        depth: 0,
+        kind,
+        samples: n,
+        inclusive_samples: n,
+        pool_samples: 0,
+        cpu_ns,
+        inclusive_cpu_ns: cpu_ns,
+        cpu_source: CpuSource::Sampled,
+        uncertainty_ns: unc,
+        inclusive_uncertainty_ns: unc,
+        share: 0.0,
+        calls: None,
+        cpu_per_call_ns: None,
+        wall_ns: None,
+        exclusive_wall_ns: None,
+        top_functions,
+        cpi: cpi_of(&counters),
+        counters,
+    }
 }
 
 /// The figures of one op path.
