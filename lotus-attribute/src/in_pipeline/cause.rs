@@ -280,10 +280,38 @@ impl Causes {
     }
 }
 
-/// Reads samples' frames, once per distinct stack.
+/// What one function says, read once per symbol id: whether it is libc's
+/// `start_thread`, the pool it proves a thread of (as the thread's entry,
+/// or anywhere), whether it is the kernel's, a wait, a hand-over.
+#[derive(Debug, Clone, Copy, Default)]
+struct Class {
+    start_thread: bool,
+    entry_pool: Option<Runtime>,
+    any_pool: Option<Runtime>,
+    kernel: bool,
+    waits: bool,
+    hands_to: Option<Runtime>,
+}
+
+fn classify(s: &lotus_samples::Symbol) -> Class {
+    let (f, m) = (s.function.as_str(), s.module.as_str());
+    Class {
+        start_thread: f == "start_thread",
+        entry_pool: pool_of(f, m, true),
+        any_pool: pool_of(f, m, false),
+        kernel: m == "[kernel]",
+        waits: is_wait(f, m),
+        hands_to: hands_to(f, m),
+    }
+}
+
+/// Reads samples' frames, once per distinct stack (and each function
+/// once: a trace of deep stacks holds a few thousand functions in a
+/// hundred thousand stacks).
 pub(crate) struct Frames {
     stacks: Option<StackTable>,
     cache: HashMap<(u32, u32), Reading>,
+    classes: HashMap<u32, Class>,
     frames: Vec<u32>,
 }
 
@@ -294,6 +322,7 @@ impl Frames {
         Frames {
             stacks,
             cache: HashMap::new(),
+            classes: HashMap::new(),
             frames: Vec::new(),
         }
     }
@@ -313,46 +342,42 @@ impl Frames {
             self.frames.clear();
             self.frames.push(leaf);
         }
-        let r = reading(&self.frames, symbols);
+        let classes = &mut self.classes;
+        let r = reading(&self.frames, &mut |id| {
+            *classes
+                .entry(id)
+                .or_insert_with(|| classify(symbols.get(id)))
+        });
         self.cache.insert((stack, leaf), r);
         r
     }
 }
 
-/// What frames `ids` (outermost first, the sampled function last) say.
-fn reading(ids: &[u32], symbols: &SymbolTable) -> Reading {
-    let named = |i: usize| {
-        let s = symbols.get(ids[i]);
-        (s.function.as_str(), s.module.as_str())
-    };
+/// What frames `ids` (outermost first, the sampled function last) say,
+/// each function's [`Class`] from `class`.
+fn reading(ids: &[u32], class: &mut impl FnMut(u32) -> Class) -> Reading {
+    let classes: Vec<Class> = ids.iter().map(|&id| class(id)).collect();
     // The thread's entry: the frame under libc's `start_thread`, where
     // the stack reaches it.
-    let entry = (0..ids.len())
-        .find(|&i| named(i).0 == "start_thread")
+    let entry = classes
+        .iter()
+        .position(|c| c.start_thread)
         .map(|i| i + 1)
-        .filter(|&i| i < ids.len());
-    let mut pool = entry.and_then(|i| {
-        let (f, m) = named(i);
-        pool_of(f, m, true)
-    });
-    if pool.is_none() {
-        pool = (0..ids.len()).find_map(|i| {
-            let (f, m) = named(i);
-            pool_of(f, m, false)
-        });
-    }
+        .filter(|&i| i < classes.len());
+    let pool = entry
+        .and_then(|i| classes[i].entry_pool)
+        .or_else(|| classes.iter().find_map(|c| c.any_pool));
     // The innermost frame of user code (the kernel's frames say what the
     // kernel did for it: a fault is the work's, a yield the wait's).
-    let inner = (0..ids.len()).rev().find(|&i| named(i).1 != "[kernel]");
-    let waits = inner.is_some_and(|i| {
-        let (f, m) = named(i);
-        is_wait(f, m)
-    });
-    let from = entry.unwrap_or(0);
-    let hands = (from..ids.len()).rev().find_map(|i| {
-        let (f, m) = named(i);
-        hands_to(f, m)
-    });
+    let waits = classes
+        .iter()
+        .rev()
+        .find(|c| !c.kernel)
+        .is_some_and(|c| c.waits);
+    let hands = classes[entry.unwrap_or(0).min(classes.len())..]
+        .iter()
+        .rev()
+        .find_map(|c| c.hands_to);
     Reading {
         pool,
         waits,
@@ -409,7 +434,7 @@ mod tests {
             ("<rayon_core::job::StackJob<rayon_core::latch::LatchRef<rayon_core::latch::LockLatch>, <rayon_core::registry::Registry>::in_worker_cold<F>>>::execute", "/x/tokenizers.abi3.so"), // 18
             ("<rayon_core::registry::Registry>::in_worker_cold::<F, R>", "/x/tokenizers.abi3.so"), // 19
         ]);
-        let r = |ids: &[u32]| reading(ids, &t);
+        let r = |ids: &[u32]| reading(ids, &mut |id| classify(t.get(id)));
         let omp_wait = r(&[0, 1, 2, 3]);
         assert_eq!(
             (omp_wait.pool, omp_wait.waits),

@@ -254,7 +254,10 @@ mod tests {
 
     #[test]
     fn a_function_task_is_named_by_its_symbol() {
-        assert_eq!(function_name(libc::getpid as *const c_void), "getpid");
+        // glibc's symbol for it is `getpid` or its alias `__getpid`,
+        // whichever dladdr finds first; the name keeps its underscores.
+        let name = function_name(libc::getpid as *const c_void);
+        assert!(["getpid", "__getpid"].contains(&name.as_str()), "{name}");
         assert!(function_name(std::ptr::dangling::<c_void>()).starts_with("fn_"));
     }
 
