@@ -1309,11 +1309,22 @@ impl SampledTrace {
                         } else {
                             // Working: for whatever its process's main
                             // thread runs now, which waits for it.
-                            let c =
-                                cause::Cause::of(sweep.innermost(s.pid, s.pid, s.time_ns), role);
+                            let open = sweep.innermost(s.pid, s.pid, s.time_ns);
+                            let c = cause::Cause::of(open, role);
+                            // A sample stands for its thread's CPU since
+                            // its previous one: where most of that lies
+                            // before the call began (a pool spinning until
+                            // the work came: its first working sample), it
+                            // is the spin after the work before.
+                            let before = causes.last(s.pid, s.tid, rt).filter(|last| {
+                                let since = causes.previous(s.pid, s.tid).unwrap_or(s.time_ns);
+                                let mid = since + (s.time_ns - since.min(s.time_ns)) / 2;
+                                open.is_some_and(|o| o.start > mid && !last.is_span(o.id))
+                            });
                             causes.worked(s.pid, s.tid, s.time_ns, c);
-                            c
+                            before.unwrap_or(c)
                         };
+                        causes.sampled(s.pid, s.tid, s.time_ns);
                         let (target, span, in_call) = c.credit(s.time_ns);
                         pool = in_call;
                         (target, span)

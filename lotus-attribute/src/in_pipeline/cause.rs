@@ -235,6 +235,11 @@ impl Cause {
         }
     }
 
+    /// Whether this is the work of span `id`.
+    pub(crate) fn is_span(&self, id: u64) -> bool {
+        self.span == Some(id)
+    }
+
     /// Where a pool sample at `t` caused by this is credited: the op while
     /// its call lasts (`true`: a pool's sample in its op), its spin row
     /// after (the pool waiting for more from it), else the row the
@@ -254,9 +259,21 @@ impl Cause {
 pub(crate) struct Causes {
     by_thread: HashMap<(u32, u32), (u64, Cause)>,
     by_runtime: HashMap<(u32, Runtime), (u64, Cause)>,
+    /// Each pool thread's previous sample's time.
+    previous: HashMap<(u32, u32), u64>,
 }
 
 impl Causes {
+    /// Pool thread `tid` of `pid` was sampled at `t`.
+    pub(crate) fn sampled(&mut self, pid: u32, tid: u32, t: u64) {
+        self.previous.insert((pid, tid), t);
+    }
+
+    /// When pool thread `tid` of `pid` was sampled last.
+    pub(crate) fn previous(&self, pid: u32, tid: u32) -> Option<u64> {
+        self.previous.get(&(pid, tid)).copied()
+    }
+
     /// A thread of `pid` was inside a call handing `rt`'s pool work at `t`.
     pub(crate) fn handed(&mut self, pid: u32, rt: Runtime, t: u64, c: Cause) {
         self.by_runtime.insert((pid, rt), (t, c));
