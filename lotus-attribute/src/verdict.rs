@@ -292,7 +292,7 @@ impl Verdict {
                     )
                 } else {
                     format!(
-                        "starting and stopping workers took {} of the loop ({} of {}): a worker started with spawn or forkserver imports the script's modules first: fewer or lighter imports at the top of the script (or fork) start them faster",
+                        "starting and stopping workers took {} of the loop ({} of {}), once: a cost each run pays once, less of a longer loop; a worker started with spawn or forkserver imports the script's modules first, so fewer or lighter imports at the top of the script start it faster",
                         pct(start_stop),
                         secs(self.start_stop_ns),
                         secs(self.loop_ns)
@@ -382,10 +382,11 @@ impl Verdict {
                 ));
                 if self.start_stop_ns > 0 {
                     out.push(format!(
-                        "starting and stopping the workers took {} of it ({}, {} starts)",
+                        "starting and stopping the workers took {} of it ({}, {} start{})",
                         pct(self.start_stop_share.unwrap_or(0.0)),
                         secs(self.start_stop_ns),
-                        self.starts
+                        self.starts,
+                        if self.starts == 1 { "" } else { "s" }
                     ));
                 }
             }
