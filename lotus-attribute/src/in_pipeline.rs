@@ -2360,14 +2360,7 @@ pub(crate) mod tests {
             (2, Symbol::new("dgemm_kernel_SKYLAKEX", blas)),
             (3, Symbol::new("blas_thread_server", blas)),
         ];
-        let sample = |time_ns, tid, symbol| Sample {
-            time_ns,
-            pid: 10,
-            tid,
-            symbol,
-            kernel: false,
-            counters: Default::default(),
-        };
+        let sample = sample_at;
         let mut samples = Vec::new();
         for t in (1000..4000).step_by(100) {
             if (1000..2000).contains(&t) {
@@ -2695,7 +2688,21 @@ pub(crate) mod tests {
         (from..to).step_by(100).collect()
     }
 
-    fn row_at<'a>(a: &'a InPipelineAttribution, path: &str) -> &'a AttributedRow {
+    /// A sample of worker 10's thread `tid` at `time_ns` in function
+    /// `symbol`, with no counters.
+    pub(crate) fn sample_at(time_ns: u64, tid: u32, symbol: u32) -> Sample {
+        Sample {
+            time_ns,
+            pid: 10,
+            tid,
+            symbol,
+            kernel: false,
+            counters: Default::default(),
+        }
+    }
+
+    /// The row of path `path` (a test failure naming it where none is).
+    pub(crate) fn row_at<'a>(a: &'a InPipelineAttribution, path: &str) -> &'a AttributedRow {
         a.rows
             .iter()
             .find(|r| r.path == path)
@@ -2822,14 +2829,7 @@ pub(crate) mod tests {
         );
         let samples: Vec<Sample> = every_100_ns(1000, 2000)
             .into_iter()
-            .map(|t| Sample {
-                time_ns: t,
-                pid: 10,
-                tid: 10,
-                symbol: 0,
-                kernel: false,
-                counters: Default::default(),
-            })
+            .map(|t| sample_at(t, 10, 0))
             .collect();
         let dir = sampled_folder(&log, &[(0, Symbol::new("f", "/py"))], &samples, 100);
         let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)

@@ -118,7 +118,7 @@ fn row(role: Role, ns: u64, counters: &[String]) -> AttributedRow {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::sampled_folder;
+    use super::super::tests::{row_at, sample_at, sampled_folder};
     use super::super::{attribute_folder, TOP_FUNCTIONS};
     use super::*;
     use lotus_samples::{Sample, Symbol};
@@ -145,25 +145,11 @@ mod tests {
             off + 1000,
             off + 9000
         );
-        let samples: Vec<Sample> = (0..90u64)
-            .map(|i| Sample {
-                time_ns: i * 100,
-                pid: 10,
-                tid: 10,
-                symbol: 0,
-                kernel: false,
-                counters: Default::default(),
-            })
-            .collect();
+        let samples: Vec<Sample> = (0..90u64).map(|i| sample_at(i * 100, 10, 0)).collect();
         let dir = sampled_folder(&log, &[(0, Symbol::new("f", "/py"))], &samples, 100);
         let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
             .expect("attribute");
-        let row = |path: &str| {
-            a.rows
-                .iter()
-                .find(|r| r.path == path)
-                .unwrap_or_else(|| panic!("{path}: {a:#?}"))
-        };
+        let row = |path: &str| row_at(&a, path);
         assert_eq!(row("A").cpu_ns, 1000 - 200 - 50 - 80);
         assert_eq!(row("A").inclusive_cpu_ns, 1000 - 80 - 20);
         assert_eq!(row("A/B").cpu_ns, 200 - 20);
