@@ -1022,6 +1022,8 @@ pub(crate) struct SampledTrace {
     cut_bytes: usize,
     /// How helper threads are credited.
     rule: HelperRule,
+    /// The stacks file, read once (why not, where it could not be).
+    stacks: Result<std::rc::Rc<lotus_samples::StackTable>, String>,
     /// The samples' frames, read for what they say of helper threads.
     frames: cause::Frames,
     /// Helper threads their frames show a parallel runtime's pool.
@@ -1133,12 +1135,17 @@ impl SampledTrace {
                 logs.bad_lines
             ));
         }
-        // A stacks file that cannot be read leaves each sample its own
-        // function (`--format folded` says why).
-        let stacks = match rule {
-            HelperRule::Cause => files.read_stacks().ok(),
+        // Read once, for the rule's frames and for `--format folded`; a
+        // stacks file that cannot be read leaves each sample its own
+        // function in the rule, and `--format folded` says why.
+        let stacks = files
+            .read_stacks()
+            .map(std::rc::Rc::new)
+            .map_err(|e| e.to_string());
+        let frames = cause::Frames::new(match rule {
+            HelperRule::Cause => stacks.as_ref().ok().cloned(),
             HelperRule::Timing => None,
-        };
+        });
         let mut trace = SampledTrace {
             files,
             meta,
@@ -1155,7 +1162,8 @@ impl SampledTrace {
             notes,
             cut_bytes: 0,
             rule,
-            frames: cause::Frames::new(stacks),
+            stacks,
+            frames,
             runtime_pools: HashMap::new(),
         };
         trace.find_pools()?;
@@ -1393,6 +1401,11 @@ impl SampledTrace {
             .get("lost")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
+    }
+
+    /// The folder's stacks file, as [`SampledTrace::open`] read it.
+    pub(crate) fn stacks(&self) -> Result<std::rc::Rc<lotus_samples::StackTable>, Error> {
+        self.stacks.clone().map_err(Error::Io)
     }
 
     /// What is worth telling the user (after [`SampledTrace::credit`]).

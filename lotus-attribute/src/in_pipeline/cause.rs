@@ -22,6 +22,7 @@
 //! of a sample do not depend on the machine's load.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use lotus_samples::{StackTable, SymbolTable};
 use lotus_trace::Role;
@@ -326,7 +327,7 @@ fn classify(s: &lotus_samples::Symbol) -> Class {
 /// once: a trace of deep stacks holds a few thousand functions in a
 /// hundred thousand stacks).
 pub(crate) struct Frames {
-    stacks: Option<StackTable>,
+    stacks: Option<Rc<StackTable>>,
     cache: HashMap<(u32, u32), Reading>,
     classes: HashMap<u32, Class>,
     frames: Vec<u32>,
@@ -335,7 +336,7 @@ pub(crate) struct Frames {
 impl Frames {
     /// A reader of the stacks in `stacks` (`None`: the samples carry no
     /// stacks, and each is read by its own function alone).
-    pub(crate) fn new(stacks: Option<StackTable>) -> Frames {
+    pub(crate) fn new(stacks: Option<Rc<StackTable>>) -> Frames {
         Frames {
             stacks,
             cache: HashMap::new(),

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::{phased, row_name, Error, Phases, SampledTrace, Target, SPIN_ROW};
-use lotus_samples::{StackTable, Symbol, SymbolTable, UNKNOWN_SYMBOL};
+use lotus_samples::{Symbol, SymbolTable, UNKNOWN_SYMBOL};
 use lotus_sort::Budget;
 
 /// The collapsed stacks of a folder ([`folded_folder`]).
@@ -121,10 +121,7 @@ pub(super) struct Fold {
 /// attribute DIR` credits them to.
 pub(super) fn fold(dir: &Path, prefix: &str, budget: Budget) -> Result<Fold, Error> {
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
-    let stacks: StackTable = trace
-        .files
-        .read_stacks()
-        .map_err(|e| Error::Io(e.to_string()))?;
+    let stacks = trace.stacks()?;
     let mut counts: HashMap<(Target, Key), u64> = HashMap::new();
     let (mut missing, mut with_id) = (0u64, 0u64);
     let mut frames = Vec::new();

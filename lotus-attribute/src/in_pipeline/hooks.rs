@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use lotus_trace::Role;
 
-use super::{AttributedRow, CpuSource, RowKind, Tree};
+use super::{sampled_row, AttributedRow, CpuSource, RowKind, Tree};
 
 /// Each path's spans' `hook=` and `hook_in=` per pid, as what they are
 /// due from: (the path whose exclusive CPU holds it, pid, ns). A span's
@@ -88,32 +88,22 @@ pub(super) fn rows(
         .collect()
 }
 
-/// The row `lotus hooks (<role>)` of `ns` (no samples: its counters 0).
+/// The row `lotus hooks (<role>)` of `ns`: no samples (its counters 0),
+/// its CPU the spans' own figures.
 fn row(role: Role, ns: u64, counters: &[String]) -> AttributedRow {
-    let name = format!("lotus hooks ({role})");
-    AttributedRow {
-        path: name.clone(),
-        name,
-        parent: None,
-        depth: 0,
-        kind: RowKind::Hooks,
-        samples: 0,
-        inclusive_samples: 0,
-        pool_samples: 0,
-        cpu_ns: ns,
-        inclusive_cpu_ns: ns,
-        cpu_source: CpuSource::Exact,
-        uncertainty_ns: 0,
-        inclusive_uncertainty_ns: 0,
-        share: 0.0,
-        calls: None,
-        cpu_per_call_ns: None,
-        wall_ns: None,
-        exclusive_wall_ns: None,
-        top_functions: Vec::new(),
-        counters: counters.iter().map(|c| (c.clone(), 0)).collect(),
-        cpi: None,
-    }
+    let zeros = counters.iter().map(|c| (c.clone(), 0)).collect();
+    let mut r = sampled_row(
+        format!("lotus hooks ({role})"),
+        RowKind::Hooks,
+        0,
+        0,
+        Vec::new(),
+        zeros,
+    );
+    r.cpu_ns = ns;
+    r.inclusive_cpu_ns = ns;
+    r.cpu_source = CpuSource::Exact;
+    r
 }
 
 #[cfg(test)]
