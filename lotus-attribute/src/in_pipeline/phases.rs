@@ -248,7 +248,7 @@ pub(crate) fn phase_order(target: &Target) -> Option<(u8, u8)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::sampled_folder;
+    use super::super::tests::{sample_at, sampled_folder};
     use super::super::{attribute_folder, TOP_FUNCTIONS};
     use lotus_samples::{Sample, Symbol};
     use lotus_sort::Budget;
@@ -278,23 +278,9 @@ mod tests {
         let symbols = [(0, Symbol::new("f", "/k.so"))];
         let mut samples: Vec<Sample> = (0..5000)
             .step_by(100)
-            .map(|t| Sample {
-                time_ns: t + 50,
-                pid: 10,
-                tid: 10,
-                symbol: 0,
-                kernel: false,
-                counters: Default::default(),
-            })
+            .map(|t| sample_at(t + 50, 10, 0))
             .collect();
-        samples.extend((2000..3000).step_by(100).map(|t| Sample {
-            time_ns: t + 60,
-            pid: 10,
-            tid: 11,
-            symbol: 0,
-            kernel: false,
-            counters: Default::default(),
-        }));
+        samples.extend((2000..3000).step_by(100).map(|t| sample_at(t + 60, 11, 0)));
         samples.sort_by_key(|s| s.time_ns);
         let dir = sampled_folder(&log, &symbols, &samples, 100);
         let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
