@@ -143,6 +143,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "lotus-tracer",
             ][..],
         ),
+        ("lotus-predict", &["lotus-trace"][..]),
     ])
 }
 

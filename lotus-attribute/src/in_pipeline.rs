@@ -375,6 +375,11 @@ pub struct InPipelineAttribution {
     pub independent_threads: Vec<String>,
     /// Things worth telling the user.
     pub notes: Vec<String>,
+    /// Every function that spins or waits for work (the verdict's spin
+    /// rule), over all rows, most samples first (not in the JSON: the
+    /// verdict says them).
+    #[serde(skip)]
+    pub spinning: Vec<TopFunction>,
 }
 
 /// A span's `cpu` when its log line has no `cpu=`.
@@ -1523,8 +1528,18 @@ pub fn attribute_folder_by(
     for ((target, symbol), n) in functions {
         tops.entry(target).or_default().push((symbol, n));
     }
+    // Samples in functions that spin or wait for work, over every row and
+    // every function (not only the top ones shown: the verdict's figure
+    // does not depend on `--top`).
+    let mut spin_samples: HashMap<u32, u64> = HashMap::new();
     let mut top_of = |target: Target, n: u64, top: usize| -> Vec<TopFunction> {
         let mut functions = tops.remove(&target).unwrap_or_default();
+        for &(sym, k) in &functions {
+            let s = trace.symbols.get(sym);
+            if cause::is_wait(&s.function, &s.module) {
+                *spin_samples.entry(sym).or_default() += k;
+            }
+        }
         functions.sort_by_key(|&(sym, k)| (Reverse(k), sym));
         functions
             .into_iter()
@@ -1623,7 +1638,32 @@ pub fn attribute_folder_by(
             row_counters(target),
         ));
     }
+    let mut spinning: Vec<TopFunction> = spin_samples
+        .into_iter()
+        .map(|(sym, k)| {
+            let s = trace.symbols.get(sym);
+            TopFunction {
+                function: s.function.clone(),
+                module: s.module.clone(),
+                samples: k,
+                share: 0.0,
+                cpu_ns: k.saturating_mul(interval_ns),
+            }
+        })
+        .collect();
+    spinning.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.function.cmp(&b.function))
+    });
     let total_cpu_ns = rows.iter().fold(0u64, |a, r| a.saturating_add(r.cpu_ns));
+    for f in &mut spinning {
+        f.share = if total_cpu_ns > 0 {
+            f.cpu_ns as f64 / total_cpu_ns as f64
+        } else {
+            0.0
+        };
+    }
     for r in &mut rows {
         r.share = if total_cpu_ns > 0 {
             r.cpu_ns as f64 / total_cpu_ns as f64
@@ -1714,6 +1754,7 @@ pub fn attribute_folder_by(
         pool_threads: trace.pool_threads,
         independent_threads: trace.independent_threads,
         notes,
+        spinning,
     })
 }
 

@@ -89,6 +89,9 @@ pub enum Rule {
     NotTheBottleneck,
     /// Helper threads spent much CPU spinning or yielding.
     ThreadsSpinning,
+    /// A change the model predicts to shorten the loop, with its predicted
+    /// loop and interval ([`Verdict::with_predictions`]).
+    Predicted,
 }
 
 /// What would help, as a sentence, and the rule it comes from.
@@ -369,6 +372,45 @@ impl Verdict {
         out
     }
 
+    /// The advice about the DataLoader (the rules [`Rule::MoreWorkers`],
+    /// [`Rule::HeaviestOp`], [`Rule::HandOver`], [`Rule::LoadInWorkers`]
+    /// and [`Rule::KeepWorkers`]: thresholds on what was measured) made
+    /// predictions instead: `predicted`, the changes a model of the run
+    /// (`lotus-predict`) predicts to shorten the loop whatever the noise,
+    /// best first, each a sentence with its predicted loop. Where none
+    /// does and training waited, that is said. The other rules stay.
+    pub fn with_predictions(&mut self, predicted: Vec<String>) {
+        self.advice.retain(|a| {
+            !matches!(
+                a.rule,
+                Rule::MoreWorkers
+                    | Rule::HeaviestOp
+                    | Rule::HandOver
+                    | Rule::LoadInWorkers
+                    | Rule::KeepWorkers
+            )
+        });
+        let waited = self.waiting_share.is_some_and(|w| w * 100.0 >= WAIT_PCT)
+            || self
+                .start_stop_share
+                .is_some_and(|s| s * 100.0 >= START_STOP_PCT);
+        let mut lines: Vec<Advice> = predicted
+            .into_iter()
+            .map(|text| Advice {
+                rule: Rule::Predicted,
+                text,
+            })
+            .collect();
+        if lines.is_empty() && waited {
+            lines.push(Advice {
+                rule: Rule::Predicted,
+                text: "no DataLoader setting lotus models (workers, prefetch, persistent workers) and no op taken out is predicted to shorten the loop beyond the noise: `lotus predict DIR` shows each".into(),
+            });
+        }
+        lines.append(&mut self.advice);
+        self.advice = lines;
+    }
+
     /// The facts, one sentence each: waiting, workers, heaviest op.
     pub fn facts(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -485,7 +527,14 @@ fn heaviest_from_spans(ops: &[NamedSummary]) -> Option<HeaviestOp> {
 /// [`SPIN_PCT`] of the CPU.
 fn spinning_of(a: &InPipelineAttribution) -> Option<Spinning> {
     let mut by: std::collections::BTreeMap<String, u64> = Default::default();
-    for f in a.rows.iter().flat_map(|r| &r.top_functions) {
+    // Every spinning function the attribution met (whatever `--top`
+    // showed); the rows' top functions for an attribution made without.
+    let all: Vec<&crate::in_pipeline::TopFunction> = if a.spinning.is_empty() {
+        a.rows.iter().flat_map(|r| &r.top_functions).collect()
+    } else {
+        a.spinning.iter().collect()
+    };
+    for f in all {
         if is_spin(&f.function, &f.module) {
             // A stripped runtime's function is named by its module.
             let name = if f.function.starts_with("func@") || f.function == "[unknown]" {
@@ -602,6 +651,7 @@ mod tests {
             pool_threads: Vec::new(),
             independent_threads: Vec::new(),
             notes: Vec::new(),
+            spinning: Vec::new(),
         }
     }
 

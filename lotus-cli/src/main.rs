@@ -15,9 +15,13 @@
 //! - `attribute` (profiles folded back onto the ops through a mapping, or a
 //!   sampled trace folder's samples credited to its op spans:
 //!   `cmd/attribute/in_pipeline.rs`): `cmd/attribute/`
+//! - `predict` (what a DataLoader change would give, from one traced
+//!   run): `cmd/predict.rs`
 //! - `report` (one HTML page of a run): `cmd/report/`
 //! - `trace` (`run`: `cmd/trace/run/`, `view`: `cmd/trace/view.rs`,
 //!   `stats`: `cmd/trace/stats.rs`): `cmd/trace/`
+//! - `tune` (a few DataLoader settings run briefly, chosen by the model,
+//!   the best kept): `cmd/tune.rs`
 //! - `completions` (shell completion scripts): `cmd/completions.rs`
 //! - `man` (man pages): `cmd/man.rs`
 //!
@@ -127,6 +131,10 @@ enum Command {
     /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
     #[command(after_help = env_help::attribute())]
     Attribute(cmd::attribute::AttributeArgs),
+    /// What a DataLoader change (workers, prefetch, persistent workers, an
+    /// op removed, more CPUs, gc.freeze()) would give the training loop,
+    /// from one traced run, with a 90% interval.
+    Predict(cmd::predict::PredictArgs),
     /// One self-contained HTML page of a run: traces (configurations side
     /// by side), attributions, plots.
     #[command(after_help = env_help::attribute())]
@@ -136,6 +144,10 @@ enum Command {
         #[command(subcommand)]
         command: cmd::trace::TraceCommand,
     },
+    /// Run the job briefly under a few DataLoader settings chosen by the
+    /// model (workers, prefetch, persistent workers), with no change to its
+    /// code, and keep the best.
+    Tune(cmd::tune::TuneArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd::completions::CompletionsArgs),
     /// Print the man page lotus(1), or write one page per command into a folder.
@@ -156,8 +168,10 @@ fn main() -> ExitCode {
         Command::Compare(args) => cmd::compare::run(args),
         Command::Attribute(args) => cmd::attribute::run(args),
         Command::Profile(args) => cmd::profile::run(args),
+        Command::Predict(args) => cmd::predict::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Trace { command } => cmd::trace::run(command),
+        Command::Tune(args) => cmd::tune::run(args),
         Command::Completions(args) => cmd::completions::run::<Cli>(args),
         Command::Man(args) => cmd::man::run::<Cli>(args, VERSION),
     };

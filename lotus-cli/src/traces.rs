@@ -34,6 +34,20 @@ impl From<OutliersArg> for OutlierRule {
 }
 
 /// Prints the bad lines (the first [`Warnings::KEEP`]) to stderr.
+/// The verdict's advice made predictions (`lotus predict`'s model): the
+/// changes predicted to shorten the loop of the run traced in `dir`,
+/// best first, at most three. Where the run cannot be modelled (no
+/// loop, an unreadable log), the verdict keeps its rules' advice.
+pub(crate) fn with_predictions(v: &mut Verdict, dir: &Path) {
+    let cpus = crate::render::verdict::cpus_here().unwrap_or(1) as f64;
+    let Ok(obs) = lotus_predict::observe(dir, cpus) else {
+        return;
+    };
+    if let Ok(p) = lotus_predict::ranked(&obs) {
+        v.with_predictions(lotus_predict::advice(&p, 3));
+    }
+}
+
 fn report_warnings(w: &Warnings) {
     for bad in &w.shown {
         crate::usage::say!("lotus: warning: {bad} (line skipped)");
@@ -129,12 +143,13 @@ impl Computed {
         let loops = loop_figures(&mut index)?;
         let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
         let ranks = rank_stats_with(&folder, &index, rule)?;
-        let verdict = Verdict::of(
+        let mut verdict = Verdict::of(
             &loops,
             None,
             &stats.ops,
             crate::render::verdict::cpus_here(),
         );
+        with_predictions(&mut verdict, &dir);
         Ok(Computed {
             label,
             dir,
@@ -162,6 +177,7 @@ impl Computed {
             &self.stats.ops,
             crate::render::verdict::cpus_here(),
         );
+        with_predictions(&mut self.verdict, &self.dir);
     }
 
     /// Every batch's delay to consumption and the main process's wait for

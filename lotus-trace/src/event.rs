@@ -39,11 +39,14 @@ pub enum Kind {
     /// `next()` of an epoch, or the iterator dropped: `SWorkersStop`; not
     /// a persistent iterator's).
     Stop,
+    /// The DataLoader's settings at an `iter(loader)` (a point in time:
+    /// `SDataLoader`, with [`Event::config`]).
+    Config,
 }
 
 impl Kind {
     /// Every kind, in display order.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Op,
         Kind::Sample,
         Kind::Fetch,
@@ -54,6 +57,7 @@ impl Kind {
         Kind::Thread,
         Kind::Start,
         Kind::Stop,
+        Kind::Config,
     ];
 
     /// The kind's name in logs (`kind=...`) and outputs.
@@ -69,6 +73,7 @@ impl Kind {
             Kind::Thread => "thread",
             Kind::Start => "start",
             Kind::Stop => "stop",
+            Kind::Config => "config",
         }
     }
 
@@ -92,6 +97,7 @@ impl Kind {
             b"thread" => Kind::Thread,
             b"start" => Kind::Start,
             b"stop" => Kind::Stop,
+            b"config" => Kind::Config,
             _ => return None,
         })
     }
@@ -234,6 +240,56 @@ pub struct Event {
     /// (`hook_in=`, a per-process calibration: in this span's `cpu=`;
     /// `None` where the log does not say).
     pub hook_in_ns: Option<u64>,
+    /// What the span's process and thread used, where the log says
+    /// (`pcpu=`, `delay=`, `pcpu_at=`, `delay_at=`: batch, wait, consume,
+    /// start and stop events); `None` in older logs.
+    pub usage: Option<Box<Usage>>,
+    /// The DataLoader's settings, on a `kind=config` event.
+    pub config: Option<Box<LoaderConfig>>,
+    /// On the tracer's `gc` op span: the generation collected (`gen=`).
+    pub gc: Option<u8>,
+}
+
+/// What a span's process and thread used (the fields the tracer writes on
+/// the main loop's and the workers' batch, wait, consume, start and stop
+/// events), ns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Usage {
+    /// The process's CPU during the span, every thread (`pcpu=`).
+    pub pcpu_ns: Option<u64>,
+    /// The time the span's thread waited for a CPU while runnable during
+    /// the span (`delay=`, the kernel's run-queue delay, schedstat).
+    pub delay_ns: Option<u64>,
+    /// The process's CPU at the event's start, from the process's start
+    /// (`pcpu_at=`).
+    pub pcpu_at_ns: Option<u64>,
+    /// The thread's run-queue delay at the event's start, from the
+    /// thread's start (`delay_at=`).
+    pub delay_at_ns: Option<u64>,
+}
+
+/// A DataLoader's settings, as the tracer read them at an `iter(loader)`
+/// (`kind=config`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct LoaderConfig {
+    /// `num_workers`.
+    pub workers: u32,
+    /// `prefetch_factor` (`None`: not said, or no workers).
+    pub prefetch: Option<u32>,
+    /// `persistent_workers`.
+    pub persistent: bool,
+    /// `pin_memory`.
+    pub pin: bool,
+    /// `batch_size` (`None`: not said, or batches made by a sampler).
+    pub batch_size: Option<u64>,
+    /// The workers' start method (`fork`, `spawn`, `forkserver`).
+    pub method: Option<String>,
+    /// `len(loader)`, where it has one.
+    pub len: Option<u64>,
+    /// Whether `lotus tune` set these (`LOTUS_LOADER`), not the job.
+    pub overridden: bool,
 }
 
 impl Event {

@@ -32,7 +32,7 @@ use std::io::{BufRead, ErrorKind};
 use std::num::IntErrorKind;
 use std::sync::Arc;
 
-use super::event::{Event, Kind, Process, Role};
+use super::event::{Event, Kind, LoaderConfig, Process, Role, Usage};
 use super::TraceError;
 
 /// The longest line read; longer ones (a file with no line breaks) are
@@ -287,6 +287,9 @@ impl LineParser {
             cpu_ns: p.cpu_ns,
             hook_ns: p.hook_ns,
             hook_in_ns: p.hook_in_ns,
+            usage: p.usage,
+            config: p.config,
+            gc: p.gc,
         })
     }
 
@@ -573,6 +576,12 @@ pub struct LineEvent<'a> {
     /// What lotus's wrapper cost the thread inside the span, ns
     /// (`hook_in=`, in this span's `cpu=`; `None` where not said).
     pub hook_in_ns: Option<u64>,
+    /// What the span's process and thread used (see [`Usage`]).
+    pub usage: Option<Box<Usage>>,
+    /// The DataLoader's settings of a `kind=config` line.
+    pub config: Option<Box<LoaderConfig>>,
+    /// The generation a `gc` span collected (`gen=`).
+    pub gc: Option<u8>,
 }
 
 /// How far a span's `cpu=` may pass its duration: the thread's CPU clock
@@ -744,6 +753,25 @@ fn field_end(b: &[u8], at: usize) -> usize {
         .map_or(b.len(), |i| at + i)
 }
 
+/// Keys the byte path leaves to [`parse_event_line`]: the few events that
+/// carry them (batches, waits, the loader's settings, collections) are
+/// read there.
+const SLOW_KEYS: [&[u8]; 13] = [
+    b"pcpu",
+    b"delay",
+    b"pcpu_at",
+    b"delay_at",
+    b"gen",
+    b"workers",
+    b"prefetch",
+    b"persistent",
+    b"pin",
+    b"batch_size",
+    b"method",
+    b"len",
+    b"overridden",
+];
+
 /// [`fast_event_line`] of a line known to be printable ASCII with no
 /// spaces (see [`clean_text`]).
 pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
@@ -820,6 +848,7 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
                     hook_in = Some(n);
                     end
                 }
+                key if SLOW_KEYS.contains(&key) => return None,
                 key => {
                     let end = field_end(b, v);
                     if key == b"ready" {
@@ -843,6 +872,7 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
         cpu,
         hook,
         hook_in,
+        ..Fields::default()
     };
     Some(event(name, kind, start_ns, dur_ns, fields))
 }
@@ -885,6 +915,21 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
     }
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     let (mut cpu, mut hook, mut hook_in) = (None, None, None);
+    let mut usage = Usage::default();
+    let mut config = LoaderConfig::default();
+    let mut gc = None;
+    let flag = |v: &str, what: &str| match v.trim() {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        v => Err(format!("{what} '{}' is not 0 or 1", quote(v))),
+    };
+    // A setting that may be `-` (not said).
+    let maybe = |v: &str, what: &str| -> Result<Option<u64>, String> {
+        match v.trim() {
+            "-" | "" => Ok(None),
+            v => whole_number(v, what).map(Some),
+        }
+    };
     for field in fields {
         let field = field.trim();
         if field.is_empty() {
@@ -920,10 +965,43 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
                     v => return Err(format!("ready '{}' is not 0 or 1", quote(v))),
                 })
             }
+            "pcpu" => usage.pcpu_ns = Some(whole_number(value, "process cpu time")?),
+            "delay" => usage.delay_ns = Some(whole_number(value, "run-queue delay")?),
+            "pcpu_at" => usage.pcpu_at_ns = Some(whole_number(value, "process cpu time")?),
+            "delay_at" => usage.delay_at_ns = Some(whole_number(value, "run-queue delay")?),
+            "gen" => {
+                let g = whole_number(value, "gc generation")?;
+                gc = Some(
+                    u8::try_from(g)
+                        .ok()
+                        .filter(|g| *g <= 2)
+                        .ok_or_else(|| format!("gc generation {g} is not 0, 1 or 2"))?,
+                );
+            }
+            "workers" => {
+                let n = whole_number(value, "workers")?;
+                config.workers =
+                    u32::try_from(n).map_err(|_| format!("workers {n} is not a worker count"))?;
+            }
+            "prefetch" => {
+                config.prefetch = maybe(value, "prefetch")?
+                    .map(|n| u32::try_from(n).map_err(|_| format!("prefetch {n} is too large")))
+                    .transpose()?
+            }
+            "persistent" => config.persistent = flag(value, "persistent")?,
+            "pin" => config.pin = flag(value, "pin")?,
+            "overridden" => config.overridden = flag(value, "overridden")?,
+            "batch_size" => config.batch_size = maybe(value, "batch size")?,
+            "len" => config.len = maybe(value, "len")?,
+            "method" => {
+                let m = value.trim();
+                config.method = (m != "-" && !m.is_empty()).then(|| m.to_string());
+            }
             // Fields added later are ignored.
             _ => {}
         }
     }
+    let said = usage != Usage::default();
     let fields = Fields {
         batch,
         sample,
@@ -932,12 +1010,16 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         cpu,
         hook,
         hook_in,
+        usage: said.then(|| Box::new(usage)),
+        config: (kind == Some(Kind::Config)).then(|| Box::new(config)),
+        gc,
     };
     Ok(event(name, kind, start_ns, dur_ns, fields))
 }
 
 /// The optional fields of an event line, as read (the byte and the
 /// character paths read them alike).
+#[derive(Default)]
 struct Fields {
     batch: Option<u64>,
     sample: Option<u64>,
@@ -946,6 +1028,9 @@ struct Fields {
     cpu: Option<u64>,
     hook: Option<u64>,
     hook_in: Option<u64>,
+    usage: Option<Box<Usage>>,
+    config: Option<Box<LoaderConfig>>,
+    gc: Option<u8>,
 }
 
 /// The event of a line whose fields are read: where it has no `kind=`,
@@ -965,6 +1050,9 @@ fn event(name: &str, kind: Option<Kind>, start_ns: u64, dur_ns: u64, f: Fields) 
             cpu_ns: f.cpu,
             hook_ns: f.hook,
             hook_in_ns: f.hook_in,
+            usage: f.usage,
+            config: f.config,
+            gc: f.gc,
         },
         None => inferred_event(name, start_ns, dur_ns, f),
     }
@@ -988,6 +1076,9 @@ fn inferred_event(name: &str, start_ns: u64, dur_ns: u64, f: Fields) -> LineEven
         cpu_ns: f.cpu,
         hook_ns: f.hook,
         hook_in_ns: f.hook_in,
+        usage: f.usage,
+        config: f.config,
+        gc: f.gc,
     }
 }
 
@@ -1093,6 +1184,50 @@ mod tests {
     }
 
     #[test]
+    fn usage_settings_and_collections_are_read_and_checked() {
+        let b = parse_event_line("SBatch,100,50,kind=batch,batch=2,pcpu=40,delay=5,pcpu_at=900")
+            .expect("batch");
+        let u = b.usage.expect("usage");
+        assert_eq!(
+            (u.pcpu_ns, u.delay_ns, u.pcpu_at_ns, u.delay_at_ns),
+            (Some(40), Some(5), Some(900), None)
+        );
+        // The byte path leaves these lines to this one: both read them alike.
+        assert_eq!(fast_fields("SBatch,100,50,kind=batch,pcpu=40"), None);
+        let c = parse_event_line(
+            "SDataLoader,7,0,kind=config,workers=4,prefetch=-,persistent=1,pin=0,batch_size=32,method=spawn,len=-,overridden=1",
+        )
+        .expect("config");
+        let c = c.config.expect("settings");
+        assert_eq!(
+            (c.workers, c.prefetch, c.persistent, c.pin),
+            (4, None, true, false)
+        );
+        assert_eq!((c.batch_size, c.len, c.overridden), (Some(32), None, true));
+        assert_eq!(c.method.as_deref(), Some("spawn"));
+        let g = parse_event_line("Sgc,1,9,kind=op,gen=2,cpu=9").expect("gc");
+        assert_eq!((g.gc, g.usage, g.config), (Some(2), None, None));
+        for (bad, says) in [
+            ("Sgc,1,9,kind=op,gen=3", "gc generation 3"),
+            (
+                "SBatch,1,9,kind=batch,pcpu=-4",
+                "process cpu time '-4' is negative",
+            ),
+            (
+                "SDataLoader,1,0,kind=config,persistent=yes",
+                "persistent 'yes' is not 0 or 1",
+            ),
+            (
+                "SDataLoader,1,0,kind=config,workers=99999999999",
+                "is not a worker count",
+            ),
+        ] {
+            let e = parse_event_line(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn lines_of_both_formats() {
         let e =
             parse_event_line("SRandomResizedCrop,100,20,kind=op,batch=3,sample=97").expect("ours");
@@ -1109,7 +1244,10 @@ mod tests {
                 tid: None,
                 cpu_ns: None,
                 hook_ns: None,
-                hook_in_ns: None
+                hook_in_ns: None,
+                usage: None,
+                config: None,
+                gc: None,
             }
         );
         let e = parse_event_line("SQueueFeederThread,100,0,kind=thread,tid=77").expect("thread");

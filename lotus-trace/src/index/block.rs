@@ -326,6 +326,9 @@ mod tests {
             cpu_ns: None,
             hook_ns: None,
             hook_in_ns: None,
+            usage: None,
+            config: None,
+            gc: None,
         }
     }
 

@@ -148,12 +148,9 @@ pub(crate) fn verdict_of(dir: &Path, a: &InPipelineAttribution, budget: Budget) 
     let folder = TraceFolder::scan(dir).with_context(cannot)?;
     let mut index = TraceIndex::load(&folder, false, budget, |_| {}).with_context(cannot)?;
     let loops = loop_figures(&mut index).with_context(cannot)?;
-    Ok(Verdict::of(
-        &loops,
-        Some(a),
-        &[],
-        crate::render::verdict::cpus_here(),
-    ))
+    let mut v = Verdict::of(&loops, Some(a), &[], crate::render::verdict::cpus_here());
+    crate::traces::with_predictions(&mut v, dir);
+    Ok(v)
 }
 
 fn json_of(a: &InPipelineAttribution, verdict: &Verdict) -> serde_json::Value {

@@ -1,0 +1,755 @@
+//! Predictions: the traced run's loop scaled by what the model says a
+//! change does to it, with an interval.
+//!
+//! **The point prediction** is the measured loop times the ratio of the
+//! simulated loop under the change to the simulated loop as traced, both
+//! on the CPUs the job could get. Those are the machine's CPUs, unless
+//! the simulation of the run as traced is faster than the run was: then
+//! the machine was busy with other work (or the model misses a cost), and
+//! the CPUs are lowered until the simulation takes as long as the run
+//! did ("effective CPUs").
+//!
+//! **The interval** holds three things: the spread of the batches'
+//! costs (the 5th to 95th percentile of the prediction over [`RESAMPLES`]
+//! resamplings of the batches, with replacement), the model's own error
+//! ([`MODEL_MARGIN`], from `bench/predict.py`), and the machine's
+//! business during the run (half the share of CPUs it did not give the
+//! job: a rerun may find it busier or idler).
+
+use serde::Serialize;
+
+use crate::model::{simulate, Inputs, Setting};
+use crate::observe::Observed;
+use crate::PredictError;
+
+/// Resamplings of the batches behind each interval.
+pub const RESAMPLES: usize = 60;
+/// The model's own relative error, on each side of a prediction: the
+/// 80th percentile of its error on the pipelines of `bench/predict.py`.
+pub const MODEL_MARGIN: f64 = 0.12;
+/// The most workers proposed when ranking changes.
+const MAX_WORKERS: u32 = 32;
+/// An op is proposed for removal from this share of the batches' CPU on.
+const OP_SHARE: f64 = 0.05;
+/// `gc.freeze()` is proposed from this share of the batches' CPU on.
+const GC_SHARE: f64 = 0.02;
+
+/// A change to the traced run's setting.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Change {
+    /// `num_workers`.
+    pub workers: Option<u32>,
+    /// `prefetch_factor`.
+    pub prefetch: Option<u32>,
+    /// `persistent_workers=True`.
+    pub persistent: bool,
+    /// `pin_memory=True`.
+    pub pin_memory: bool,
+    /// Ops that cost nothing (removed, cached, or moved off the CPU).
+    pub without: Vec<String>,
+    /// The CPUs of the machine.
+    pub cpus: Option<f64>,
+    /// `gc.freeze()` before the workers start.
+    pub gc_freeze: bool,
+}
+
+impl Change {
+    /// No change.
+    pub fn new() -> Change {
+        Change::default()
+    }
+
+    /// `num_workers=n`.
+    pub fn workers(mut self, n: u32) -> Change {
+        self.workers = Some(n);
+        self
+    }
+
+    /// `prefetch_factor=k`.
+    pub fn prefetch(mut self, k: u32) -> Change {
+        self.prefetch = Some(k);
+        self
+    }
+
+    /// `persistent_workers=True`.
+    pub fn persistent(mut self) -> Change {
+        self.persistent = true;
+        self
+    }
+
+    /// `pin_memory=True`.
+    pub fn pin_memory(mut self) -> Change {
+        self.pin_memory = true;
+        self
+    }
+
+    /// `op` costs nothing.
+    pub fn without(mut self, op: impl Into<String>) -> Change {
+        self.without.push(op.into());
+        self
+    }
+
+    /// A machine of `n` CPUs.
+    pub fn cpus(mut self, n: f64) -> Change {
+        self.cpus = Some(n);
+        self
+    }
+
+    /// `gc.freeze()` before the workers start.
+    pub fn gc_freeze(mut self) -> Change {
+        self.gc_freeze = true;
+        self
+    }
+
+    /// The change as `lotus predict`'s flags (`--workers 4
+    /// --persistent-workers`), or `gc.freeze()`.
+    pub fn label(&self) -> String {
+        let mut out = Vec::new();
+        if let Some(n) = self.workers {
+            out.push(format!("--workers {n}"));
+        }
+        if let Some(k) = self.prefetch {
+            out.push(format!("--prefetch-factor {k}"));
+        }
+        if self.persistent {
+            out.push("--persistent-workers".into());
+        }
+        if self.pin_memory {
+            out.push("--pin-memory".into());
+        }
+        for op in &self.without {
+            out.push(format!("--without {op}"));
+        }
+        if let Some(c) = self.cpus {
+            out.push(format!("--cpus {c}"));
+        }
+        if self.gc_freeze {
+            out.push("--gc-freeze".into());
+        }
+        if out.is_empty() {
+            "as traced".into()
+        } else {
+            out.join(" ")
+        }
+    }
+}
+
+/// One change's predicted loop.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Scenario {
+    /// The change, as `lotus predict`'s flags.
+    pub change: String,
+    /// The predicted training loop, s.
+    pub loop_s: f64,
+    /// The 90% interval's low end, s.
+    pub low_s: f64,
+    /// Its high end, s.
+    pub high_s: f64,
+    /// The measured loop less the predicted, s (positive: faster).
+    pub gain_s: f64,
+    /// Whether the whole interval is below the measured loop: the change
+    /// helps, whatever the noise.
+    pub helps: bool,
+    /// The share of the loop training would wait for data.
+    pub wait_share: f64,
+    /// The CPUs the job would use on average.
+    pub cpus_used: f64,
+    /// Why, in a sentence.
+    pub reason: String,
+}
+
+/// The traced run as measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Measured {
+    /// The training loop (the verdict's window), s.
+    pub loop_s: f64,
+    /// The share of it the main process waited for data.
+    pub wait_share: f64,
+    /// `num_workers`.
+    pub workers: u32,
+    /// `prefetch_factor`.
+    pub prefetch: u32,
+    /// `persistent_workers`.
+    pub persistent: bool,
+    /// Epochs (`iter(loader)` calls) in the loop.
+    pub epochs: usize,
+    /// Batches taken.
+    pub batches: usize,
+    /// The machine's CPUs.
+    pub cpus: f64,
+}
+
+/// How the model fits the traced run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Fit {
+    /// The run as traced, simulated on the machine's CPUs, s.
+    pub simulated_s: f64,
+    /// The CPUs the job could get (see the module documentation).
+    pub cpus_effective: f64,
+    /// The model's own error margin ([`MODEL_MARGIN`]).
+    pub margin: f64,
+    /// The interval's extra width for the machine's business.
+    pub noise: f64,
+}
+
+/// `lotus predict`'s answer (`lotus.predict/1`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Prediction {
+    /// `lotus.predict/1`.
+    pub schema: &'static str,
+    /// The run as traced.
+    pub measured: Measured,
+    /// How the model fits it.
+    pub model: Fit,
+    /// The changes, as asked, or ranked (fastest first).
+    pub scenarios: Vec<Scenario>,
+    /// What the model assumed or left out.
+    pub notes: Vec<String>,
+}
+
+/// The schema name of [`Prediction`].
+pub const SCHEMA: &str = "lotus.predict/1";
+
+/// The setting `change` makes of the traced one; errors name an unknown
+/// op.
+fn setting_of(obs: &Observed, change: &Change, cpus: f64) -> Result<Setting, PredictError> {
+    let inputs = &obs.inputs;
+    let mut s = inputs.traced.clone();
+    s.cpus = cpus;
+    if let Some(n) = change.workers {
+        if n > 1024 {
+            return Err(PredictError::BadChange(format!(
+                "--workers {n}: more than 1024 workers is not a DataLoader setting lotus models"
+            )));
+        }
+        s.workers = n;
+    }
+    if let Some(k) = change.prefetch {
+        if k == 0 {
+            return Err(PredictError::BadChange(
+                "--prefetch-factor 0: the DataLoader needs at least 1".into(),
+            ));
+        }
+        s.prefetch = k;
+    }
+    if change.persistent {
+        s.persistent = true;
+    }
+    if let Some(c) = change.cpus {
+        if !(c > 0.0 && c.is_finite()) {
+            return Err(PredictError::BadChange(format!(
+                "--cpus {c}: give a positive number of CPUs"
+            )));
+        }
+        s.cpus = c * cpus / inputs.traced.cpus.max(0.01);
+    }
+    if change.gc_freeze {
+        s.no_gc = true;
+    }
+    for op in &change.without {
+        let found: Vec<usize> = inputs
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| *n == op || op.rsplit('/').next() == Some(n.as_str()))
+            .map(|(i, _)| i)
+            .collect();
+        if found.is_empty() {
+            let mut known: Vec<&str> = op_costs(obs).into_iter().map(|(n, _)| n).collect();
+            known.truncate(12);
+            return Err(PredictError::UnknownOp {
+                op: op.clone(),
+                known: known.join(", "),
+            });
+        }
+        s.without.extend(found);
+    }
+    Ok(s)
+}
+
+/// Each op's CPU in the batches the loop took, most first.
+fn op_costs(obs: &Observed) -> Vec<(&str, f64)> {
+    let mut cost = vec![0.0; obs.inputs.ops.len()];
+    for e in &obs.inputs.epochs {
+        for b in &e.batches {
+            for &(op, w) in &b.ops {
+                cost[op] += w.cpu_ns;
+            }
+        }
+    }
+    let mut out: Vec<(&str, f64)> = obs
+        .inputs
+        .ops
+        .iter()
+        .map(String::as_str)
+        .zip(cost)
+        .filter(|(n, c)| *c > 0.0 && *n != "gc")
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    out
+}
+
+/// The batches' CPU in the loop, ns.
+fn batch_cpu(inputs: &Inputs) -> f64 {
+    inputs
+        .epochs
+        .iter()
+        .flat_map(|e| &e.batches)
+        .map(|b| b.work.cpu_ns)
+        .sum()
+}
+
+/// A resampling of the batches within each epoch (and of the workers'
+/// start-ups), with replacement.
+fn resample(inputs: &Inputs, rng: &mut fastrand::Rng) -> Inputs {
+    let mut out = inputs.clone();
+    for (e, src) in out.epochs.iter_mut().zip(&inputs.epochs) {
+        for b in e.batches.iter_mut() {
+            *b = src.batches[rng.usize(..src.batches.len())].clone();
+        }
+    }
+    for s in out.startup.iter_mut() {
+        *s = inputs.startup[rng.usize(..inputs.startup.len())];
+    }
+    out
+}
+
+fn quantile(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() - 1) as f64 * q).round() as usize;
+    v[i]
+}
+
+/// The CPUs the job could get: the machine's, lowered until the run as
+/// traced takes as long simulated as it did (see the module
+/// documentation).
+fn effective_cpus(inputs: &Inputs, measured_ns: f64) -> f64 {
+    let cpus = inputs.traced.cpus;
+    let at = |c: f64| {
+        let mut s = inputs.traced.clone();
+        s.cpus = c;
+        simulate(inputs, &s).loop_ns
+    };
+    if at(cpus) >= measured_ns {
+        return cpus;
+    }
+    let (mut lo, mut hi) = (cpus / 64.0, cpus);
+    if at(lo) < measured_ns {
+        return lo;
+    }
+    for _ in 0..30 {
+        let mid = (lo + hi) / 2.0;
+        if at(mid) > measured_ns {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
+}
+
+/// Predicts each of `changes` from the traced run `obs`.
+pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, PredictError> {
+    let inputs = &obs.inputs;
+    let machine = inputs.traced.cpus;
+    let measured = obs.loop_ns;
+    let mut traced = inputs.traced.clone();
+    let simulated = simulate(inputs, &traced).loop_ns;
+    let eff = effective_cpus(inputs, measured);
+    traced.cpus = eff;
+    let base = simulate(inputs, &traced);
+    let noise = (1.0 - eff / machine).clamp(0.0, 1.0) / 2.0;
+    let settings: Vec<Setting> = changes
+        .iter()
+        .map(|c| setting_of(obs, c, eff))
+        .collect::<Result<_, _>>()?;
+    // The resampled runs: each change's ratio to the run as traced.
+    let mut rng = fastrand::Rng::with_seed(0x006c_6f74_7573);
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::with_capacity(RESAMPLES); changes.len()];
+    for _ in 0..RESAMPLES {
+        let r = resample(inputs, &mut rng);
+        let b = simulate(&r, &traced).loop_ns.max(1.0);
+        for (k, s) in settings.iter().enumerate() {
+            ratios[k].push(simulate(&r, s).loop_ns / b);
+        }
+    }
+    let wait0 = obs.wait_ns / measured.max(1.0);
+    let mut scenarios = Vec::new();
+    for ((change, setting), mut rs) in changes.iter().zip(&settings).zip(ratios) {
+        let out = simulate(inputs, setting);
+        let ratio = out.loop_ns / base.loop_ns.max(1.0);
+        let loop_ns = measured * ratio;
+        let lo = quantile(&mut rs, 0.05).min(ratio) * measured;
+        let hi = quantile(&mut rs, 0.95).max(ratio) * measured;
+        let low = lo * (1.0 - MODEL_MARGIN - noise);
+        let high = hi * (1.0 + MODEL_MARGIN + noise);
+        let wait_share = if out.loop_ns > 0.0 {
+            out.wait_ns / out.loop_ns
+        } else {
+            0.0
+        };
+        let cpus_used = if out.loop_ns > 0.0 {
+            out.cpu_ns / out.loop_ns
+        } else {
+            0.0
+        };
+        scenarios.push(Scenario {
+            change: change.label(),
+            loop_s: loop_ns / 1e9,
+            low_s: low.max(0.0) / 1e9,
+            high_s: high / 1e9,
+            gain_s: (measured - loop_ns) / 1e9,
+            helps: high < measured,
+            wait_share,
+            cpus_used,
+            reason: reason(obs, change, setting, wait0, wait_share, cpus_used),
+        });
+    }
+    let mut notes = obs.notes.clone();
+    if noise > 0.05 {
+        notes.push(format!(
+            "the run took longer than its own demand for {machine} CPUs explains: as if it had {eff:.1} of them (other work on the machine, or a cost the model misses); intervals are {:.0}% wider for it",
+            noise * 100.0
+        ));
+    }
+    Ok(Prediction {
+        schema: SCHEMA,
+        measured: Measured {
+            loop_s: measured / 1e9,
+            wait_share: wait0,
+            workers: inputs.traced.workers,
+            prefetch: inputs.traced.prefetch,
+            persistent: inputs.traced.persistent,
+            epochs: inputs.epochs.len(),
+            batches: obs.batches,
+            cpus: machine,
+        },
+        model: Fit {
+            simulated_s: simulated / 1e9,
+            cpus_effective: eff,
+            margin: MODEL_MARGIN,
+            noise,
+        },
+        scenarios,
+        notes,
+    })
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// Why the change gives what it gives, in a sentence.
+fn reason(
+    obs: &Observed,
+    change: &Change,
+    s: &Setting,
+    wait0: f64,
+    wait: f64,
+    cpus_used: f64,
+) -> String {
+    let inputs = &obs.inputs;
+    let mut what = Vec::new();
+    if let Some(n) = change.workers {
+        what.push(if n == 0 {
+            "the main process would prepare every batch itself".to_string()
+        } else {
+            format!(
+                "{n} worker{} instead of {}",
+                if n == 1 { "" } else { "s" },
+                inputs.traced.workers
+            )
+        });
+    }
+    if change.persistent {
+        let starts = inputs.epochs.len();
+        what.push(if inputs.traced.persistent {
+            "the workers are persistent already".to_string()
+        } else if starts == 1 {
+            "the workers would not be stopped in the loop (one epoch: started once anyway)"
+                .to_string()
+        } else {
+            format!(
+                "the workers would start once, not {starts} time{}, and not be stopped in the loop",
+                if starts == 1 { "" } else { "s" }
+            )
+        });
+    }
+    if let Some(k) = change.prefetch {
+        what.push(format!(
+            "{k} batches in flight per worker instead of {}",
+            inputs.traced.prefetch
+        ));
+    }
+    if change.pin_memory {
+        what.push("pin_memory only speeds up copies to an accelerator, which this trace does not show: its cost and gain are not modelled".into());
+    }
+    let total = batch_cpu(inputs).max(1.0);
+    for op in &change.without {
+        let cost: f64 = inputs
+            .epochs
+            .iter()
+            .flat_map(|e| &e.batches)
+            .flat_map(|b| &b.ops)
+            .filter(|(i, _)| {
+                s.without.contains(i)
+                    && inputs.ops[*i].ends_with(op.rsplit('/').next().unwrap_or(op))
+            })
+            .map(|(_, w)| w.cpu_ns)
+            .sum();
+        what.push(format!(
+            "{op} costs {} of the batches' CPU",
+            pct(cost / total)
+        ));
+    }
+    if change.gc_freeze {
+        let gc: f64 = inputs
+            .epochs
+            .iter()
+            .flat_map(|e| &e.batches)
+            .map(|b| b.gc.cpu_ns)
+            .sum();
+        what.push(format!(
+            "collections of the oldest generation take {} of the batches' CPU",
+            pct(gc / total)
+        ));
+    }
+    if let Some(c) = change.cpus {
+        what.push(format!("{c} CPUs instead of {}", inputs.traced.cpus));
+    }
+    format!(
+        "{}: training would wait {} of its loop (now {}), the job using {:.1} of {:.1} CPUs",
+        what.join("; "),
+        pct(wait),
+        pct(wait0),
+        cpus_used,
+        s.cpus
+    )
+}
+
+/// The changes worth trying on the traced run: other worker counts, a
+/// larger prefetch, persistent workers, each op of at least 5% of the
+/// batches' CPU taken out, `gc.freeze()` where collections cost 2%, and
+/// twice the CPUs; none the run already has.
+pub fn candidates(obs: &Observed) -> Vec<Change> {
+    let t = &obs.inputs.traced;
+    let mut out = Vec::new();
+    let most = (2 * t.workers)
+        .max(t.cpus.ceil() as u32 + 1)
+        .clamp(2, MAX_WORKERS);
+    for n in 0..=most {
+        if n != t.workers {
+            out.push(Change::new().workers(n));
+        }
+    }
+    if t.workers > 0 {
+        out.push(Change::new().prefetch(t.prefetch * 2));
+        if !t.persistent {
+            out.push(Change::new().persistent());
+        }
+    }
+    let total = batch_cpu(&obs.inputs).max(1.0);
+    for (op, cost) in op_costs(obs) {
+        if cost / total >= OP_SHARE {
+            out.push(Change::new().without(op));
+        }
+    }
+    let gc: f64 = obs
+        .inputs
+        .epochs
+        .iter()
+        .flat_map(|e| &e.batches)
+        .map(|b| b.gc.cpu_ns)
+        .sum();
+    if gc / total >= GC_SHARE {
+        out.push(Change::new().gc_freeze());
+    }
+    out.push(Change::new().cpus(t.cpus * 2.0));
+    out
+}
+
+/// The DataLoader settings `lotus tune` can apply, as changes from the
+/// traced run: each worker count from 0 to twice the traced one (or the
+/// CPUs and one), each with the traced prefetch and twice it, each with
+/// persistent workers as traced and on; the traced setting apart.
+pub fn grid(obs: &Observed) -> Vec<Change> {
+    let t = &obs.inputs.traced;
+    let most = (2 * t.workers)
+        .max(t.cpus.ceil() as u32 + 1)
+        .clamp(2, MAX_WORKERS);
+    let mut out = Vec::new();
+    for n in 0..=most {
+        for k in [t.prefetch, t.prefetch * 2] {
+            for p in [t.persistent, true] {
+                if n == 0 && (k != t.prefetch || (p && !t.persistent)) {
+                    // No workers: nothing to prefetch or keep.
+                    continue;
+                }
+                if n == t.workers && k == t.prefetch && p == t.persistent {
+                    continue;
+                }
+                let mut c = Change::new().workers(n);
+                if k != t.prefetch {
+                    c = c.prefetch(k);
+                }
+                if p && !t.persistent {
+                    c = c.persistent();
+                }
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every candidate change predicted, fastest first.
+pub fn ranked(obs: &Observed) -> Result<Prediction, PredictError> {
+    let mut p = predict(obs, &candidates(obs))?;
+    p.scenarios.sort_by(|a, b| {
+        a.loop_s
+            .total_cmp(&b.loop_s)
+            .then_with(|| a.change.cmp(&b.change))
+    });
+    Ok(p)
+}
+
+/// The advice of a ranked prediction: the changes that help whatever the
+/// noise (a machine change apart), best first, at most `n`, one sentence
+/// each with the predicted loop and interval.
+pub fn advice(p: &Prediction, n: usize) -> Vec<String> {
+    p.scenarios
+        .iter()
+        .filter(|s| s.helps && !s.change.starts_with("--cpus"))
+        .take(n)
+        .map(|s| {
+            format!(
+                "{}: the loop {:.1} s -> {:.1} s ({:.1}-{:.1} s, {:+.0}%); {}",
+                s.change,
+                p.measured.loop_s,
+                s.loop_s,
+                s.low_s,
+                s.high_s,
+                (s.loop_s / p.measured.loop_s.max(1e-9) - 1.0) * 100.0,
+                s.reason
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Batch, Epoch, Work};
+
+    /// A run of `epochs` epochs of 40 CPU-bound batches of 20 ms (half of
+    /// each in op `Crop`), steps of 5 ms, two workers on two CPUs; its
+    /// loop measured as `slower` times what the model makes of it.
+    fn observed(epochs: usize, slower: f64) -> Observed {
+        let ms = 1e6;
+        let batch = Batch {
+            work: Work::new(20.0 * ms, 20.0 * ms),
+            ops: vec![(0, Work::new(10.0 * ms, 10.0 * ms))],
+            gc: Work::new(2.0 * ms, 2.0 * ms),
+            step: Work::new(5.0 * ms, 5.0 * ms),
+        };
+        let inputs = Inputs {
+            epochs: vec![
+                Epoch {
+                    batches: vec![batch; 40],
+                    before: Work::default(),
+                };
+                epochs
+            ],
+            ops: vec!["Crop".into()],
+            start: Some(Work::new(4.0 * ms, 4.0 * ms)),
+            stop: Some(Work::new(2.0 * ms, 0.0)),
+            startup: vec![Work::new(30.0 * ms, 30.0 * ms); 2],
+            handover_ns: 0.2 * ms,
+            ready_ns: 0.05 * ms,
+            traced: Setting {
+                workers: 2,
+                prefetch: 2,
+                persistent: false,
+                cpus: 2.0,
+                ..Setting::default()
+            },
+        };
+        let loop_ns = simulate(&inputs, &inputs.traced).loop_ns * slower;
+        Observed {
+            inputs,
+            loop_ns,
+            batches: 40 * epochs,
+            ..Observed::default()
+        }
+    }
+
+    #[test]
+    fn the_run_as_traced_predicts_itself_and_a_busy_machine_widens_intervals() {
+        let quiet = observed(2, 1.0);
+        let p = predict(&quiet, &[Change::new().workers(2)]).unwrap();
+        let s = &p.scenarios[0];
+        assert!((s.loop_s / p.measured.loop_s - 1.0).abs() < 1e-6, "{s:?}");
+        assert!(
+            s.low_s < s.loop_s && s.loop_s < s.high_s && !s.helps,
+            "{s:?}"
+        );
+        assert_eq!(p.model.cpus_effective, 2.0);
+        let busy = observed(2, 1.6);
+        let b = predict(&busy, &[Change::new().workers(2)]).unwrap();
+        assert!(b.model.cpus_effective < 1.6, "{:?}", b.model);
+        assert!(b.model.noise > 0.05 && b.notes.iter().any(|n| n.contains("as if it had")));
+        let width = |s: &Scenario| (s.high_s - s.low_s) / s.loop_s;
+        assert!(width(&b.scenarios[0]) > width(s), "{b:?}");
+    }
+
+    #[test]
+    fn ranked_changes_put_what_helps_first_and_never_the_run_as_traced() {
+        let obs = observed(3, 1.0);
+        let p = ranked(&obs).unwrap();
+        assert!(p.scenarios.windows(2).all(|w| w[0].loop_s <= w[1].loop_s));
+        assert!(!p.scenarios.iter().any(|s| s.change == "--workers 2"));
+        // Batches of 20 ms against steps of 5: no workers is slower,
+        // persistent workers save two start-ups, Crop is half the work.
+        let get = |c: &str| p.scenarios.iter().find(|s| s.change == c).unwrap();
+        // (25 ms of CPU a batch: on two CPUs 12.5 ms, alone 25.)
+        assert!(get("--workers 0").loop_s > 1.6 * p.measured.loop_s);
+        assert!(get("--without Crop").helps && get("--persistent-workers").gain_s > 0.0);
+        assert!(get("--gc-freeze").gain_s > 0.0);
+        let advice = advice(&p, 3);
+        assert!(!advice.is_empty() && advice.len() <= 3);
+        assert!(advice
+            .iter()
+            .all(|a| !a.starts_with("--workers 0") && !a.starts_with("--cpus")));
+        // The grid never holds the traced setting, and each of its
+        // changes is distinct.
+        let g = grid(&obs);
+        assert!(!g.contains(&Change::new().workers(2)));
+        assert!(g.iter().enumerate().all(|(i, c)| !g[..i].contains(c)));
+    }
+
+    #[test]
+    fn bad_changes_are_clear_errors() {
+        let obs = observed(1, 1.0);
+        let e = predict(&obs, &[Change::new().without("Blur")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--without Blur") && e.contains("Crop"), "{e}");
+        let e = predict(&obs, &[Change::new().prefetch(0)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("prefetch-factor 0"), "{e}");
+        let e = predict(&obs, &[Change::new().cpus(-1.0)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--cpus -1"), "{e}");
+        // A path's last part names the op.
+        assert!(predict(&obs, &[Change::new().without("Compose/Crop")]).is_ok());
+    }
+}

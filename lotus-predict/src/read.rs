@@ -1,0 +1,496 @@
+//! Reading a trace folder into [`Observed`]: the events the model needs,
+//! per process, matched batch by batch to the main process's loop.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use lotus_trace::{Entry, Event, Item, Kind, LoaderConfig, Role, TraceFolder};
+
+use crate::model::{Batch, Epoch, Inputs, Setting, Work};
+use crate::observe::Observed;
+use crate::PredictError;
+
+/// Reads `dir` (see [`crate::observe`]).
+pub(crate) fn read(dir: &Path, cpus: f64) -> Result<Observed, PredictError> {
+    let folder = TraceFolder::scan(dir)?;
+    let mut r = Reader::default();
+    folder.read_all(|item| -> Result<(), PredictError> {
+        if let Item::Entry(Entry::Event(e)) = item {
+            r.event(e);
+        }
+        Ok(())
+    })?;
+    assemble(r, cpus, dir)
+}
+
+/// An op span waiting for its batch's span.
+#[derive(Debug, Clone)]
+struct OpSpan {
+    batch: Option<u64>,
+    name: usize,
+    start: u64,
+    end: u64,
+    cpu: Option<u64>,
+    gc: Option<u8>,
+    tid: Option<u32>,
+}
+
+/// An op's outermost spans in a batch: its name, wall and CPU, ns.
+type OpSum = (usize, u64, u64);
+
+/// A batch span, with its ops summed.
+#[derive(Debug, Clone)]
+struct BatchSpan {
+    pid: u32,
+    id: u64,
+    start: u64,
+    end: u64,
+    pcpu: Option<u64>,
+    delay: Option<u64>,
+    pcpu_at: Option<u64>,
+    delay_at: Option<u64>,
+    /// Per op name: its outermost spans' wall and CPU.
+    ops: Vec<OpSum>,
+    gc: (u64, u64),
+    used: bool,
+}
+
+/// A main-process event kept for the loop.
+#[derive(Debug, Clone)]
+struct MainEvent {
+    kind: Kind,
+    batch: Option<u64>,
+    start: u64,
+    dur: u64,
+    ready: bool,
+    pcpu: Option<u64>,
+    delay: Option<u64>,
+    pcpu_at: Option<u64>,
+    delay_at: Option<u64>,
+    config: Option<LoaderConfig>,
+}
+
+#[derive(Debug, Default)]
+struct Reader {
+    names: Vec<String>,
+    name_ids: HashMap<String, usize>,
+    pending: HashMap<u32, Vec<OpSpan>>,
+    batches: Vec<BatchSpan>,
+    mains: HashMap<u32, Vec<MainEvent>>,
+    roles: HashMap<u32, Role>,
+}
+
+impl Reader {
+    fn name(&mut self, n: &str) -> usize {
+        if let Some(&i) = self.name_ids.get(n) {
+            return i;
+        }
+        self.names.push(n.to_string());
+        self.name_ids.insert(n.to_string(), self.names.len() - 1);
+        self.names.len() - 1
+    }
+
+    fn event(&mut self, e: Event) {
+        self.roles.insert(e.pid, e.role);
+        let usage = e.usage.as_deref();
+        let end = e.start_ns.saturating_add(e.dur_ns);
+        match (e.role, e.kind) {
+            (_, Kind::Op) => {
+                let name = self.name(&e.name);
+                self.pending.entry(e.pid).or_default().push(OpSpan {
+                    batch: e.batch,
+                    name,
+                    start: e.start_ns,
+                    end,
+                    cpu: e.cpu_ns,
+                    gc: e.gc,
+                    tid: e.tid,
+                });
+            }
+            (_, Kind::Batch) => {
+                let ops = self.pending.remove(&e.pid).unwrap_or_default();
+                let (mine, rest): (Vec<OpSpan>, Vec<OpSpan>) = ops.into_iter().partition(|o| {
+                    // An op of no batch id (the original fork's
+                    // format) is the batch's where it lies inside it.
+                    (o.batch == e.batch || o.batch.is_none())
+                        && o.end <= end
+                        && o.start >= e.start_ns
+                });
+                if !rest.is_empty() {
+                    // Ops of a batch still open on another thread.
+                    let keep: Vec<OpSpan> =
+                        rest.into_iter().filter(|o| o.end > e.start_ns).collect();
+                    if !keep.is_empty() {
+                        self.pending.insert(e.pid, keep);
+                    }
+                }
+                let (ops, gc) = outermost(&mine);
+                self.batches.push(BatchSpan {
+                    pid: e.pid,
+                    id: e.batch.unwrap_or(u64::MAX),
+                    start: e.start_ns,
+                    end,
+                    pcpu: usage.and_then(|u| u.pcpu_ns),
+                    delay: usage.and_then(|u| u.delay_ns),
+                    pcpu_at: usage.and_then(|u| u.pcpu_at_ns),
+                    delay_at: usage.and_then(|u| u.delay_at_ns),
+                    ops,
+                    gc,
+                    used: false,
+                });
+                if e.role == Role::Main {
+                    self.main_event(&e);
+                }
+            }
+            (Role::Main, Kind::Wait | Kind::Consume | Kind::Start | Kind::Stop | Kind::Config) => {
+                self.main_event(&e)
+            }
+            _ => {}
+        }
+    }
+
+    fn main_event(&mut self, e: &Event) {
+        let usage = e.usage.as_deref();
+        self.mains.entry(e.pid).or_default().push(MainEvent {
+            kind: e.kind,
+            batch: e.batch,
+            start: e.start_ns,
+            dur: e.dur_ns,
+            ready: e.ready.unwrap_or(false),
+            pcpu: usage.and_then(|u| u.pcpu_ns),
+            delay: usage.and_then(|u| u.delay_ns),
+            pcpu_at: usage.and_then(|u| u.pcpu_at_ns),
+            delay_at: usage.and_then(|u| u.delay_at_ns),
+            config: e.config.as_deref().cloned(),
+        });
+    }
+}
+
+/// Per op name, the wall and CPU of its outermost spans on each thread
+/// (a span inside another of the same name is in it already); and the
+/// oldest generation's garbage collections, apart.
+fn outermost(ops: &[OpSpan]) -> (Vec<OpSum>, (u64, u64)) {
+    let mut sorted: Vec<&OpSpan> = ops.iter().collect();
+    sorted.sort_by_key(|o| (o.tid, o.start, std::cmp::Reverse(o.end)));
+    let mut out: Vec<OpSum> = Vec::new();
+    let mut gc = (0u64, 0u64);
+    // Per name, where its last outermost span ended (on this thread).
+    let mut open: HashMap<(Option<u32>, usize), u64> = HashMap::new();
+    for o in sorted {
+        let wall = o.end - o.start;
+        let cpu = o.cpu.unwrap_or(wall);
+        if o.gc == Some(2) {
+            gc.0 += wall;
+            gc.1 += cpu;
+        }
+        let key = (o.tid, o.name);
+        if open.get(&key).is_some_and(|&end| o.start < end) {
+            continue;
+        }
+        open.insert(key, o.end);
+        match out.iter_mut().find(|(n, _, _)| *n == o.name) {
+            Some(x) => {
+                x.1 += wall;
+                x.2 += cpu;
+            }
+            None => out.push((o.name, wall, cpu)),
+        }
+    }
+    (out, gc)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictError> {
+    let mut notes = Vec::new();
+    // The main process modelled: the one that took most batches.
+    let consumes = |evs: &Vec<MainEvent>| evs.iter().filter(|e| e.kind == Kind::Consume).count();
+    let Some((&main_pid, _)) = r
+        .mains
+        .iter()
+        .filter(|(_, evs)| consumes(evs) > 0)
+        .max_by_key(|(pid, evs)| (consumes(evs), std::cmp::Reverse(**pid)))
+    else {
+        return Err(PredictError::NoLoop {
+            path: dir.display().to_string(),
+        });
+    };
+    let others = r
+        .mains
+        .iter()
+        .filter(|(pid, evs)| **pid != main_pid && consumes(evs) > 0)
+        .count();
+    if others > 0 {
+        notes.push(format!(
+            "{others} other main process(es) took batches too (ranks); the model is of pid {main_pid}'s loop only"
+        ));
+    }
+    let mut evs = r.mains.remove(&main_pid).unwrap_or_default();
+    evs.sort_by_key(|e| (e.start, e.kind));
+    let config = evs.iter().rev().find_map(|e| e.config.clone());
+    // Epoch boundaries: each iter(loader) (a config event), else each
+    // start of workers, else one epoch.
+    let mut bounds: Vec<u64> = evs
+        .iter()
+        .filter(|e| e.kind == Kind::Config)
+        .map(|e| e.start)
+        .collect();
+    if bounds.is_empty() {
+        bounds = evs
+            .iter()
+            .filter(|e| e.kind == Kind::Start)
+            .map(|e| e.start)
+            .collect();
+    }
+    if bounds.is_empty() {
+        bounds.push(0);
+    }
+    bounds[0] = 0;
+    let epoch_of = |t: u64| bounds.partition_point(|&b| b <= t).saturating_sub(1);
+    let in_main = evs.iter().any(|e| e.kind == Kind::Batch);
+    // The worker batches, for matching: by id, then latest end first.
+    let mut by_id: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (k, b) in r.batches.iter().enumerate() {
+        if r.roles.get(&b.pid) == Some(&Role::Worker) || (in_main && b.pid == main_pid) {
+            by_id.entry(b.id).or_default().push(k);
+        }
+    }
+    let has_delay = !r.batches.is_empty() && r.batches.iter().all(|b| b.delay.is_some());
+    let has_cpu = !r.batches.is_empty() && r.batches.iter().all(|b| b.pcpu.is_some());
+    if !has_cpu {
+        notes.push("the trace's batches do not say their process's CPU (a tracer before lotus.predict/1): each batch is taken to use one CPU throughout".into());
+    }
+    if !has_delay {
+        notes.push("the trace's batches do not say how long they waited for a CPU (no /proc/thread-self/schedstat): their time alone is taken as their wall time".into());
+    }
+    let n_epochs = bounds.len();
+    let mut epochs: Vec<Epoch> = vec![Epoch::default(); n_epochs];
+    let mut handovers = Vec::new();
+    let mut readies = Vec::new();
+    let mut starts: Vec<Work> = Vec::new();
+    let mut stops: Vec<Work> = Vec::new();
+    let mut start_at: Vec<Option<u64>> = vec![None; n_epochs];
+    let mut wait_ns = 0.0;
+    let phase = |e: &MainEvent| {
+        let wall = e.dur.saturating_sub(e.delay.unwrap_or(0)) as f64;
+        Work::new(wall, e.pcpu.map_or(wall, |c| c as f64))
+    };
+    // The loop's window, as the verdict measures it.
+    let first = evs
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::Wait | Kind::Batch | Kind::Start))
+        .map(|e| e.start)
+        .min();
+    let last = evs
+        .iter()
+        .filter_map(|e| match e.kind {
+            Kind::Consume => Some(e.start),
+            Kind::Stop => Some(e.start + e.dur),
+            _ => None,
+        })
+        .max();
+    let (Some(first), Some(last)) = (first, last) else {
+        return Err(PredictError::NoLoop {
+            path: dir.display().to_string(),
+        });
+    };
+    // Walk the main process's events in time order.
+    let mut epoch_end: Vec<Option<u64>> = vec![None; n_epochs];
+    for (k, e) in evs.iter().enumerate() {
+        let ep = epoch_of(e.start);
+        match e.kind {
+            Kind::Start => {
+                starts.push(phase(e));
+                start_at[ep].get_or_insert(e.start);
+            }
+            Kind::Stop => {
+                stops.push(phase(e));
+                epoch_end[ep] = Some(e.start + e.dur);
+            }
+            Kind::Wait if !in_main => {
+                wait_ns += e.dur as f64;
+                if e.ready {
+                    readies.push(e.dur as f64);
+                }
+            }
+            Kind::Consume => {
+                let Some(id) = e.batch else { continue };
+                // The batch: its span of that id that ended last before
+                // (else, clocks apart, the first to end after).
+                let k_batch = by_id.get(&id).and_then(|ks| {
+                    let free = || ks.iter().copied().filter(|&k| !r.batches[k].used);
+                    free()
+                        .filter(|&k| r.batches[k].end <= e.start + 1_000_000)
+                        .max_by_key(|&k| r.batches[k].end)
+                        .or_else(|| free().min_by_key(|&k| r.batches[k].end))
+                });
+                let Some(kb) = k_batch else {
+                    continue;
+                };
+                r.batches[kb].used = true;
+                let b = &r.batches[kb];
+                // Did the main process wait for it?
+                let waited = evs[..k]
+                    .iter()
+                    .rev()
+                    .find(|w| w.kind == Kind::Wait && w.batch == Some(id));
+                if let Some(w) = waited {
+                    if !w.ready && b.end >= w.start {
+                        handovers.push(e.start.saturating_sub(b.end) as f64);
+                    }
+                }
+                let wall = (b.end - b.start).saturating_sub(b.delay.unwrap_or(0)) as f64;
+                let cpu = b.pcpu.map_or(wall, |c| c as f64);
+                let ops = b
+                    .ops
+                    .iter()
+                    .map(|&(n, w, c)| {
+                        // The op's time alone: its share of the batch's.
+                        let share = w as f64 / (b.end - b.start).max(1) as f64;
+                        (n, Work::new(wall * share, c as f64))
+                    })
+                    .collect();
+                let gc_share = b.gc.0 as f64 / (b.end - b.start).max(1) as f64;
+                // The step: from taking it to the main process's next
+                // request (or its stopping the workers, or the next
+                // epoch).
+                let next = evs[k + 1..].iter().find(|n| {
+                    matches!(
+                        n.kind,
+                        Kind::Wait | Kind::Batch | Kind::Stop | Kind::Config | Kind::Start
+                    )
+                });
+                let step = match next {
+                    Some(n) if epoch_of(n.start) == ep || n.kind == Kind::Stop => {
+                        let wall = n.start.saturating_sub(e.start);
+                        let delay = match (n.delay_at, e.delay_at) {
+                            (Some(a), Some(b)) => a.saturating_sub(b),
+                            _ => 0,
+                        };
+                        let wall = wall.saturating_sub(delay) as f64;
+                        let cpu = match (n.pcpu_at, e.pcpu_at) {
+                            (Some(a), Some(b)) => a.saturating_sub(b) as f64,
+                            _ => wall,
+                        };
+                        Work::new(wall, cpu)
+                    }
+                    _ => {
+                        epoch_end[ep].get_or_insert(e.start);
+                        Work::default()
+                    }
+                };
+                if step.wall_ns > 0.0 && epoch_end[ep].is_none_or(|t| t < e.start) {
+                    epoch_end[ep] = Some(e.start + step.wall_ns as u64);
+                }
+                epochs[ep].batches.push(Batch {
+                    work: Work::new(wall, cpu),
+                    ops,
+                    gc: Work::new(wall * gc_share, b.gc.1 as f64),
+                    step,
+                });
+            }
+            _ => {}
+        }
+    }
+    // The gaps between epochs.
+    for ep in 1..n_epochs {
+        let begin = start_at[ep].unwrap_or(bounds[ep]);
+        if let Some(prev_end) = epoch_end[ep - 1] {
+            let gap = begin.saturating_sub(prev_end) as f64;
+            epochs[ep].before = Work::new(gap, gap);
+        }
+    }
+    let batches: usize = epochs.iter().map(|e| e.batches.len()).sum();
+    if batches == 0 {
+        return Err(PredictError::NoLoop {
+            path: dir.display().to_string(),
+        });
+    }
+    epochs.retain(|e| !e.batches.is_empty());
+    // Each worker's start-up: from the start of its epoch's workers to
+    // its first batch; its CPU then (its process's, from birth).
+    let mut first_batch: HashMap<u32, &BatchSpan> = HashMap::new();
+    for b in r.batches.iter().filter(|b| b.pid != main_pid) {
+        let f = first_batch.entry(b.pid).or_insert(b);
+        if b.start < f.start {
+            *f = b;
+        }
+    }
+    let mut startup = Vec::new();
+    for b in first_batch.values() {
+        let Some(s) = evs
+            .iter()
+            .filter(|e| e.kind == Kind::Start && e.start <= b.start)
+            .map(|e| e.start)
+            .max()
+        else {
+            continue;
+        };
+        let wall = b
+            .start
+            .saturating_sub(s)
+            .saturating_sub(b.delay_at.unwrap_or(0)) as f64;
+        let cpu = b.pcpu_at.map_or(wall, |c| c as f64);
+        startup.push(Work::new(wall, cpu.min(wall.max(cpu))));
+    }
+    startup.sort_by(|a, b| a.wall_ns.total_cmp(&b.wall_ns));
+    // The settings as traced.
+    let workers_seen = {
+        let mut per_epoch: Vec<std::collections::BTreeSet<u32>> =
+            vec![Default::default(); n_epochs];
+        for b in r.batches.iter().filter(|b| b.used && b.pid != main_pid) {
+            per_epoch[epoch_of(b.start)].insert(b.pid);
+        }
+        per_epoch.iter().map(|s| s.len()).max().unwrap_or(0) as u32
+    };
+    let traced = Setting {
+        workers: config.as_ref().map_or(workers_seen, |c| c.workers),
+        prefetch: config.as_ref().and_then(|c| c.prefetch).unwrap_or(2),
+        persistent: config
+            .as_ref()
+            .map_or(starts.len() <= 1 && n_epochs > 1, |c| c.persistent),
+        cpus,
+        without: Vec::new(),
+        no_gc: false,
+    };
+    if config.is_none() {
+        notes.push(format!(
+            "the trace does not say the DataLoader's settings (a tracer before lotus.predict/1): {} workers (as seen), prefetch_factor 2 and persistent_workers={} are assumed",
+            traced.workers,
+            if traced.persistent { "True" } else { "False" }
+        ));
+    }
+    let inputs = Inputs {
+        epochs,
+        ops: r.names,
+        start: median_work(&starts),
+        stop: median_work(&stops),
+        startup,
+        handover_ns: median(handovers).unwrap_or(0.0),
+        ready_ns: median(readies).unwrap_or(50_000.0),
+        traced,
+    };
+    Ok(Observed {
+        inputs,
+        loop_ns: last.saturating_sub(first) as f64,
+        wait_ns,
+        main_pid,
+        config,
+        batches,
+        notes,
+        has_delay,
+        has_cpu,
+    })
+}
+
+fn median_work(v: &[Work]) -> Option<Work> {
+    let wall = median(v.iter().map(|w| w.wall_ns).collect())?;
+    let cpu = median(v.iter().map(|w| w.cpu_ns).collect())?;
+    Some(Work::new(wall, cpu))
+}

@@ -1,0 +1,221 @@
+//! `lotus predict` and `lotus tune`, checked against real runs of the
+//! settings they predict (fixtures/pipelines/sleepy_loader.py: a torch
+//! DataLoader job whose items, transform and training step wait rather
+//! than compute, so that its loop's wall time, its own timer, hardly
+//! depends on how busy the shared machine is; the model's sharing of
+//! CPUs is tested in lotus-predict's unit tests and measured by
+//! bench/predict.py).
+//!
+//! Torch: see tests/common/torch.rs (skipped by name without torch, a
+//! failure with LOTUS_REQUIRE_TORCH=1).
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::torch::torch_python;
+use crate::common::trace_logs::{assert_ok, trace_run};
+use serde_json::Value;
+
+/// The job's own loop time, s, run plainly (no lotus) with `args`.
+fn real_loop_s(py: &Path, args: &[&str]) -> f64 {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let report = tmp.path().join("r.json");
+    let out = Command::new(py)
+        .arg(common::fixture("pipelines/sleepy_loader.py"))
+        .args(args)
+        .arg("--report")
+        .arg(&report)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_LOADER")
+        .output()
+        .expect("run python");
+    assert_ok(&out, "sleepy_loader.py");
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
+    r["loop_s"].as_f64().expect("loop_s")
+}
+
+/// `lotus predict DIR ARGS --format json`.
+fn predict(dir: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["predict", dir.to_str().expect("utf8")];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json"]);
+    serde_json::from_str(&common::lotus_ok(&all)).expect("predict JSON")
+}
+
+/// Traced once with two workers, not persistent, over two epochs: the
+/// predictions for one and four workers, persistent workers, and the
+/// transform taken out are each within 15% of a real run of that
+/// setting, and the real run is inside the predicted interval; the run
+/// as traced says its settings as the tracer read them.
+#[test]
+fn predictions_hold_against_real_runs_of_each_setting() {
+    let test = "predict::predictions_hold_against_real_runs_of_each_setting";
+    let Some(py) = torch_python(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let script = common::fixture("pipelines/sleepy_loader.py");
+    let out = trace_run(&dir, &[], &py, &[script.as_os_str()]);
+    assert_ok(&out, "trace run");
+    let p = predict(
+        &dir,
+        &[
+            "--workers",
+            "1",
+            "4",
+            "--persistent-workers",
+            "--without",
+            "Jitter",
+        ],
+    );
+    assert_eq!(p["schema"], "lotus.predict/1");
+    let m = &p["measured"];
+    assert_eq!(
+        (m["workers"].as_u64(), m["prefetch"].as_u64()),
+        (Some(2), Some(2)),
+        "{m:#}"
+    );
+    assert_eq!(
+        (m["persistent"].as_bool(), m["epochs"].as_u64()),
+        (Some(false), Some(2))
+    );
+    assert_eq!(m["batches"], 60, "{m:#}");
+    let traced = real_loop_s(&py, &[]);
+    let measured = m["loop_s"].as_f64().expect("loop");
+    let mut report = format!("as traced: lotus {measured:.3} s, a plain run {traced:.3} s\n");
+    let cases: [(&str, &[&str]); 4] = [
+        ("--workers 1", &["--workers", "1"]),
+        ("--workers 4", &["--workers", "4"]),
+        ("--persistent-workers", &["--persistent"]),
+        ("--without Jitter", &["--without", "Jitter"]),
+    ];
+    let mut bad = Vec::new();
+    for (change, args) in cases {
+        let s = p["scenarios"]
+            .as_array()
+            .expect("scenarios")
+            .iter()
+            .find(|s| s["change"] == change)
+            .unwrap_or_else(|| panic!("no scenario {change}: {p:#}"));
+        let f = |k: &str| s[k].as_f64().expect("figure");
+        let real = real_loop_s(&py, args);
+        let err = f("loop_s") / real - 1.0;
+        report += &format!(
+            "{change}: predicted {:.3} s ({:.3}-{:.3}), real {real:.3} s, {:+.1}%\n",
+            f("loop_s"),
+            f("low_s"),
+            f("high_s"),
+            err * 100.0
+        );
+        if err.abs() > 0.15 || real < f("low_s") || real > f("high_s") {
+            bad.push(change);
+        }
+    }
+    eprintln!("{report}");
+    assert!(bad.is_empty(), "{bad:?} off:\n{report}");
+}
+
+/// `lotus tune` from a job written with one worker: the second trial is
+/// the model's best setting, faster than one worker as measured; no
+/// more than the trials asked for; the best never slower than the job as
+/// written; `--batches` stops each trial after that many batches.
+#[test]
+fn tune_finds_a_faster_setting_in_few_trials_without_touching_the_code() {
+    let test = "predict::tune_finds_a_faster_setting_in_few_trials_without_touching_the_code";
+    let Some(py) = torch_python(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out_dir = tmp.path().join("tune");
+    let script = common::fixture("pipelines/sleepy_loader.py");
+    let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args([
+            "tune",
+            "--trials",
+            "3",
+            "--batches",
+            "40",
+            "--format",
+            "json",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .arg("--")
+        .arg(&py)
+        .arg(&script)
+        .args(["--workers", "1", "--epochs", "1", "--batches", "60"])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .output()
+        .expect("run lotus tune");
+    assert_ok(&out, "lotus tune");
+    let t: Value = serde_json::from_slice(&out.stdout).expect("tune JSON");
+    assert_eq!(t["schema"], "lotus.tune/1");
+    let trials = t["trials"].as_array().expect("trials");
+    assert!((2..=3).contains(&trials.len()), "{t:#}");
+    assert_eq!(trials[0]["loader"], "", "{t:#}");
+    let first = trials[0]["measured_s"].as_f64().expect("s");
+    let best = &trials[t["best"].as_u64().expect("best") as usize];
+    let best_s = best["measured_s"].as_f64().expect("s");
+    assert!(best_s <= first, "{t:#}");
+    // One worker makes a batch every 40 ms against a 15 ms step: more
+    // workers are the change, and they halve the loop at least.
+    let second = &trials[1];
+    assert!(
+        second["loader"]
+            .as_str()
+            .is_some_and(|l| !l.starts_with("workers=1,") && !l.starts_with("workers=0")),
+        "{t:#}"
+    );
+    assert!(best_s < 0.6 * first, "{t:#}");
+    // Each trial stopped after 40 batches: its trace says so.
+    for tr in trials {
+        let dir = tr["trace"].as_str().expect("trace folder");
+        let p = predict(Path::new(dir), &["--workers", "2"]);
+        assert_eq!(p["measured"]["batches"], 40, "{dir}: {p:#}");
+    }
+    // The trial applied its setting with no change to the code.
+    let p = predict(
+        Path::new(second["trace"].as_str().expect("trace")),
+        &["--workers", "1"],
+    );
+    let w = p["measured"]["workers"].as_u64().expect("workers");
+    assert!(
+        second["loader"]
+            .as_str()
+            .expect("loader")
+            .starts_with(&format!("workers={w}")),
+        "{p:#}"
+    );
+}
+
+/// Bad input: a folder with no training loop, an op the run never ran,
+/// a change that is no setting: each a clear error, exit 1.
+#[test]
+fn predict_says_what_is_wrong_with_its_input() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path();
+    std::fs::write(
+        d.join("lotus_worker_pid_7"),
+        "SLoader,1000,50,kind=op\nSBatch,900,400,kind=batch,batch=0\n",
+    )
+    .expect("log");
+    let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["predict"])
+        .arg(d)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no training loop in the trace"), "{err}");
+    let missing = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["predict", "/nonexistent/lotus-trace"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(1), "{err}");
+    assert!(err.contains("/nonexistent/lotus-trace"), "{err}");
+}
