@@ -450,6 +450,9 @@ mod tests {
             cpu_ns: None,
             hook_ns: None,
             hook_in_ns: None,
+            usage: None,
+            config: None,
+            gc: None,
         };
         let consume = Event {
             name: "Consume".into(),
@@ -505,6 +508,9 @@ mod tests {
             cpu_ns: None,
             hook_ns: None,
             hook_in_ns: None,
+            usage: None,
+            config: None,
+            gc: None,
         };
         let mut w = ChromeWriter::begin(Vec::new(), 0, &serde_json::json!({})).expect("begin");
         w.span_with(7, &op, Some(&More { cpu_samples: 3 }))

@@ -32,7 +32,7 @@ use std::io::{BufRead, ErrorKind};
 use std::num::IntErrorKind;
 use std::sync::Arc;
 
-use super::event::{Event, Kind, Process, Role};
+use super::event::{Event, Kind, LoaderConfig, Process, Role, Usage};
 use super::TraceError;
 
 /// The longest line read; longer ones (a file with no line breaks) are
@@ -287,6 +287,9 @@ impl LineParser {
             cpu_ns: p.cpu_ns,
             hook_ns: p.hook_ns,
             hook_in_ns: p.hook_in_ns,
+            usage: p.usage,
+            config: p.config,
+            gc: p.gc,
         })
     }
 
@@ -573,6 +576,13 @@ pub struct LineEvent<'a> {
     /// What lotus's wrapper cost the thread inside the span, ns
     /// (`hook_in=`, in this span's `cpu=`; `None` where not said).
     pub hook_in_ns: Option<u64>,
+    /// What the span's process and thread used (`pcpu=`, `delay=`,
+    /// `pcpu_at=`, `delay_at=`); `None` where the line says none.
+    pub usage: Option<Box<Usage>>,
+    /// The DataLoader's settings (a `kind=config` line).
+    pub config: Option<Box<LoaderConfig>>,
+    /// The generation a `gc` span collected (`gen=`, 0 to 2).
+    pub gc: Option<u8>,
 }
 
 /// How far a span's `cpu=` may pass its duration: the thread's CPU clock
@@ -765,6 +775,7 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
     start_ns.checked_add(dur_ns)?;
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     let (mut cpu, mut hook, mut hook_in) = (None, None, None);
+    let (mut usage, mut gc) = (Usage::default(), None);
     let mut at = dur_end + 1;
     while at < b.len() {
         // The keys the tracer writes on every line are known by their
@@ -820,6 +831,18 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
                     hook_in = Some(n);
                     end
                 }
+                // A few events' (batch, wait, consume, start, stop, gc)
+                // fields: read in place all the same.
+                b"pcpu" | b"delay" | b"pcpu_at" | b"delay_at" => {
+                    let (n, end) = number_field(b, v)?;
+                    *usage_field(&mut usage, &b[at..eq])? = Some(n);
+                    end
+                }
+                b"gen" => {
+                    let (n, end) = number_field(b, v)?;
+                    gc = Some(u8::try_from(n).ok().filter(|g| *g <= MAX_GC_GENERATION)?);
+                    end
+                }
                 key => {
                     let end = field_end(b, v);
                     if key == b"ready" {
@@ -835,6 +858,10 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
         };
         at = end + 1;
     }
+    if kind == Some(Kind::Config) {
+        // Its settings are read (and checked) by `parse_event_line`.
+        return None;
+    }
     let fields = Fields {
         batch,
         sample,
@@ -843,8 +870,116 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
         cpu,
         hook,
         hook_in,
+        usage: boxed_usage(usage),
+        config: None,
+        gc,
     };
     Some(event(name, kind, start_ns, dur_ns, fields))
+}
+
+/// The oldest generation Python's collector has (`gen=` is 0 to this).
+const MAX_GC_GENERATION: u8 = 2;
+
+/// The field of `usage` that log key `key` sets (`None`: not a usage
+/// key).
+fn usage_field<'u>(usage: &'u mut Usage, key: &[u8]) -> Option<&'u mut Option<u64>> {
+    Some(match key {
+        b"pcpu" => &mut usage.pcpu_ns,
+        b"delay" => &mut usage.delay_ns,
+        b"pcpu_at" => &mut usage.pcpu_at_ns,
+        b"delay_at" => &mut usage.delay_at_ns,
+        _ => return None,
+    })
+}
+
+/// `usage`, boxed, where a field is given.
+fn boxed_usage(usage: Usage) -> Option<Box<Usage>> {
+    (!usage.is_empty()).then(|| Box::new(usage))
+}
+
+/// A `kind=config` line's settings, as written (checked by
+/// [`RawConfig::read`]).
+#[derive(Default)]
+struct RawConfig<'a> {
+    workers: Option<&'a str>,
+    prefetch: Option<&'a str>,
+    persistent: Option<&'a str>,
+    pin: Option<&'a str>,
+    batch_size: Option<&'a str>,
+    method: Option<&'a str>,
+    len: Option<&'a str>,
+    overridden: Option<&'a str>,
+}
+
+impl<'a> RawConfig<'a> {
+    /// Takes `key=value` where it is a setting; `false` otherwise.
+    fn take(&mut self, key: &str, value: &'a str) -> bool {
+        let slot = match key {
+            "workers" => &mut self.workers,
+            "prefetch" => &mut self.prefetch,
+            "persistent" => &mut self.persistent,
+            "pin" => &mut self.pin,
+            "batch_size" => &mut self.batch_size,
+            "method" => &mut self.method,
+            "len" => &mut self.len,
+            "overridden" => &mut self.overridden,
+            _ => return false,
+        };
+        *slot = Some(value.trim());
+        true
+    }
+
+    /// The settings, checked: `workers=` is required; `-` (or no field)
+    /// is "not said" for the optional numbers and the method; the flags
+    /// are 0 or 1 (absent: 0).
+    fn read(&self) -> Result<LoaderConfig, String> {
+        let number = |v: Option<&str>, what: &str| -> Result<Option<u64>, String> {
+            match v {
+                None | Some("-") => Ok(None),
+                Some(v) => whole_number(v, what).map(Some),
+            }
+        };
+        let small = |v: Option<u64>, what: &str| -> Result<Option<u32>, String> {
+            v.map(|n| u32::try_from(n).map_err(|_| format!("config: {what} {n} is too large")))
+                .transpose()
+        };
+        let flag = |v: Option<&str>, what: &str| -> Result<bool, String> {
+            match v {
+                None | Some("0") => Ok(false),
+                Some("1") => Ok(true),
+                Some(v) => Err(format!("config: {what} '{}' is not 0 or 1", quote(v))),
+            }
+        };
+        let Some(workers) = self.workers else {
+            return Err("config: no workers= field (the DataLoader's num_workers)".into());
+        };
+        let workers =
+            small(Some(whole_number(workers, "config: workers")?), "workers")?.unwrap_or(0);
+        let method = match self.method {
+            None | Some("-") => None,
+            Some(m)
+                if !m.is_empty() && m.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+            {
+                Some(m.to_string())
+            }
+            Some(m) => {
+                return Err(format!(
+                    "config: method '{}' is not a start method name",
+                    quote(m)
+                ))
+            }
+        };
+        Ok(LoaderConfig {
+            workers,
+            prefetch: small(number(self.prefetch, "config: prefetch")?, "prefetch")?,
+            persistent: flag(self.persistent, "persistent")?,
+            pin: flag(self.pin, "pin")?,
+            batch_size: number(self.batch_size, "config: batch_size")?,
+            method,
+            len: number(self.len, "config: len")?,
+            overridden: flag(self.overridden, "overridden")?,
+        })
+    }
 }
 
 /// Parses one event line (trimmed, not blank, not a comment).
@@ -885,6 +1020,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
     }
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     let (mut cpu, mut hook, mut hook_in) = (None, None, None);
+    let (mut usage, mut gc, mut raw_config) = (Usage::default(), None, RawConfig::default());
     for field in fields {
         let field = field.trim();
         if field.is_empty() {
@@ -897,7 +1033,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             "kind" => {
                 kind = Some(Kind::parse(value.trim()).ok_or_else(|| {
                     format!(
-                    "unknown kind '{}' (expected op, sample, fetch, batch, wait, consume, queue, thread, start or stop)",
+                    "unknown kind '{}' (expected op, sample, fetch, batch, wait, consume, queue, thread, start, stop or config)",
                     quote(value)
                 )
                 })?)
@@ -913,6 +1049,23 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             "cpu" => cpu = Some(cpu_within(whole_number(value, "cpu time")?, dur_ns)?),
             "hook" => hook = Some(whole_number(value, "hook time")?),
             "hook_in" => hook_in = Some(whole_number(value, "hook time")?),
+            k @ ("pcpu" | "delay" | "pcpu_at" | "delay_at") => {
+                let n = whole_number(value, k)?;
+                if let Some(slot) = usage_field(&mut usage, k.as_bytes()) {
+                    *slot = Some(n);
+                }
+            }
+            "gen" => {
+                let g = whole_number(value, "gc generation")?;
+                gc = Some(
+                    u8::try_from(g)
+                        .ok()
+                        .filter(|g| *g <= MAX_GC_GENERATION)
+                        .ok_or_else(|| {
+                            format!("gc generation {g} is not 0, 1 or 2 (gen= of a gc span)")
+                        })?,
+                );
+            }
             "ready" => {
                 ready = Some(match value.trim() {
                     "1" | "true" => true,
@@ -920,10 +1073,17 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
                     v => return Err(format!("ready '{}' is not 0 or 1", quote(v))),
                 })
             }
-            // Fields added later are ignored.
-            _ => {}
+            // A config event's settings (read once its kind is known);
+            // other fields added later are ignored.
+            k => {
+                raw_config.take(k, value);
+            }
         }
     }
+    let config = match kind {
+        Some(Kind::Config) => Some(Box::new(raw_config.read()?)),
+        _ => None,
+    };
     let fields = Fields {
         batch,
         sample,
@@ -932,6 +1092,9 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         cpu,
         hook,
         hook_in,
+        usage: boxed_usage(usage),
+        config,
+        gc,
     };
     Ok(event(name, kind, start_ns, dur_ns, fields))
 }
@@ -946,6 +1109,9 @@ struct Fields {
     cpu: Option<u64>,
     hook: Option<u64>,
     hook_in: Option<u64>,
+    usage: Option<Box<Usage>>,
+    config: Option<Box<LoaderConfig>>,
+    gc: Option<u8>,
 }
 
 /// The event of a line whose fields are read: where it has no `kind=`,
@@ -965,6 +1131,9 @@ fn event(name: &str, kind: Option<Kind>, start_ns: u64, dur_ns: u64, f: Fields) 
             cpu_ns: f.cpu,
             hook_ns: f.hook,
             hook_in_ns: f.hook_in,
+            usage: f.usage,
+            config: f.config,
+            gc: f.gc,
         },
         None => inferred_event(name, start_ns, dur_ns, f),
     }
@@ -988,6 +1157,9 @@ fn inferred_event(name: &str, start_ns: u64, dur_ns: u64, f: Fields) -> LineEven
         cpu_ns: f.cpu,
         hook_ns: f.hook,
         hook_in_ns: f.hook_in,
+        usage: f.usage,
+        config: f.config,
+        gc: f.gc,
     }
 }
 
@@ -1109,7 +1281,10 @@ mod tests {
                 tid: None,
                 cpu_ns: None,
                 hook_ns: None,
-                hook_in_ns: None
+                hook_in_ns: None,
+                usage: None,
+                config: None,
+                gc: None
             }
         );
         let e = parse_event_line("SQueueFeederThread,100,0,kind=thread,tid=77").expect("thread");
@@ -1222,6 +1397,139 @@ mod tests {
         assert!(parse_event_line("SBlur,100,20,kind=op,hook=x")
             .expect_err("bad")
             .contains("hook time 'x'"));
+    }
+
+    #[test]
+    fn usage_fields_are_read_by_both_parsers_and_optional() {
+        let line = "SBatch,100,5000,kind=batch,batch=2,pcpu=9000,delay=300,pcpu_at=70000,tid=5";
+        let e = parse_event_line(line).expect("usage");
+        let u = e.usage.as_deref().expect("usage given");
+        assert_eq!(
+            (u.pcpu_ns, u.delay_ns, u.pcpu_at_ns, u.delay_at_ns),
+            (Some(9000), Some(300), Some(70_000), None)
+        );
+        assert_eq!(fast_event_line(line.as_bytes()).expect("fast"), e);
+        let wait = "SWait,100,50,kind=wait,batch=2,pcpu_at=1,delay_at=2";
+        let w = parse_event_line(wait).expect("wait");
+        assert_eq!(
+            w.usage.as_deref().map(|u| (u.pcpu_at_ns, u.delay_at_ns)),
+            Some((Some(1), Some(2)))
+        );
+        assert_eq!(fast_event_line(wait.as_bytes()).expect("fast"), w);
+        // Older logs: no usage.
+        assert_eq!(
+            parse_event_line("SBatch,1,2,kind=batch")
+                .expect("old")
+                .usage,
+            None
+        );
+        for (bad, says) in [
+            ("SBatch,1,2,kind=batch,pcpu=-4", "pcpu '-4' is negative"),
+            (
+                "SBatch,1,2,kind=batch,delay=x",
+                "delay 'x' is not a whole number",
+            ),
+            ("SWait,1,2,kind=wait,delay_at=", "delay_at is empty"),
+        ] {
+            assert!(fast_event_line(bad.as_bytes()).is_none(), "{bad}");
+            let m = parse_event_line(bad).expect_err(bad);
+            assert!(m.contains(says), "{bad}: {m}");
+        }
+    }
+
+    #[test]
+    fn gc_spans_say_their_generation() {
+        let line = "Sgc,100,5000,kind=op,gen=2,cpu=4000,batch=1";
+        let e = parse_event_line(line).expect("gc");
+        assert_eq!(
+            (e.name, e.kind, e.gc, e.cpu_ns),
+            ("gc", Kind::Op, Some(2), Some(4000))
+        );
+        assert_eq!(fast_event_line(line.as_bytes()).expect("fast"), e);
+        assert_eq!(
+            parse_event_line("SBlur,1,2,kind=op").expect("no gen").gc,
+            None
+        );
+        for bad in [
+            "Sgc,1,2,kind=op,gen=3",
+            "Sgc,1,2,kind=op,gen=300",
+            "Sgc,1,2,kind=op,gen=a",
+        ] {
+            assert!(fast_event_line(bad.as_bytes()).is_none(), "{bad}");
+            let m = parse_event_line(bad).expect_err(bad);
+            assert!(m.contains("gc generation"), "{bad}: {m}");
+        }
+    }
+
+    #[test]
+    fn config_events_say_the_loaders_settings() {
+        let line = "SDataLoader,100,0,kind=config,workers=2,prefetch=4,persistent=1,pin=0,batch_size=32,method=fork,len=40,overridden=1,tid=7";
+        let e = parse_event_line(line).expect("config");
+        assert_eq!(
+            (e.name, e.kind, e.tid),
+            ("DataLoader", Kind::Config, Some(7))
+        );
+        assert_eq!(
+            e.config.as_deref(),
+            Some(&LoaderConfig {
+                workers: 2,
+                prefetch: Some(4),
+                persistent: true,
+                pin: false,
+                batch_size: Some(32),
+                method: Some("fork".into()),
+                len: Some(40),
+                overridden: true,
+            })
+        );
+        // Read on the character path only, the same through the reader.
+        assert!(fast_event_line(line.as_bytes()).is_none());
+        let entries = read(line.as_bytes());
+        let [Entry::Event(ev)] = &entries[..] else {
+            panic!("{entries:?}")
+        };
+        assert_eq!(ev.config, e.config);
+        let none = parse_event_line(
+            "SDataLoader,1,0,kind=config,workers=0,prefetch=-,persistent=0,pin=0,batch_size=-,method=-,len=-,overridden=0",
+        )
+        .expect("no workers");
+        assert_eq!(
+            none.config.as_deref(),
+            Some(&LoaderConfig::default()),
+            "- is not said"
+        );
+        assert_eq!(
+            parse_event_line("SBlur,1,2,kind=op,workers=3")
+                .expect("op")
+                .config,
+            None
+        );
+        for (bad, says) in [
+            (
+                "SDataLoader,1,0,kind=config,prefetch=2",
+                "no workers= field",
+            ),
+            ("SDataLoader,1,0,kind=config,workers=-1", "is negative"),
+            (
+                "SDataLoader,1,0,kind=config,workers=99999999999",
+                "too large",
+            ),
+            (
+                "SDataLoader,1,0,kind=config,workers=1,persistent=yes",
+                "persistent 'yes' is not 0 or 1",
+            ),
+            (
+                "SDataLoader,1,0,kind=config,workers=1,method=fo/rk",
+                "not a start method",
+            ),
+            (
+                "SDataLoader,1,0,kind=config,workers=1,len=x",
+                "len 'x' is not a whole number",
+            ),
+        ] {
+            let m = parse_event_line(bad).expect_err(bad);
+            assert!(m.contains(says), "{bad}: {m}");
+        }
     }
 
     #[test]

@@ -1368,6 +1368,9 @@ mod tests {
             cpu_ns: cpu,
             hook_ns: None,
             hook_in_ns: None,
+            usage: None,
+            config: None,
+            gc: None,
         };
         let mut ix = TraceIndex::new(true, lotus_sort::Budget::new(64));
         ix.begin("", "w");
@@ -1425,6 +1428,9 @@ mod tests {
             cpu_ns: None,
             hook_ns: None,
             hook_in_ns: None,
+            usage: None,
+            config: None,
+            gc: None,
         };
         for w in 0..2u32 {
             ix.begin("", &format!("w{w}"));
@@ -1561,6 +1567,9 @@ mod loop_tests {
             cpu_ns: None,
             hook_ns: None,
             hook_in_ns: None,
+            usage: None,
+            config: None,
+            gc: None,
         }
     }
 

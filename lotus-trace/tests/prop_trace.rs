@@ -202,6 +202,9 @@ fn any_event() -> impl Strategy<Value = Event> {
                 cpu_ns: None,
                 hook_ns: None,
                 hook_in_ns: None,
+                usage: None,
+                config: None,
+                gc: None,
             }
         })
 }
