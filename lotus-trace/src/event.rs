@@ -39,8 +39,9 @@ pub enum Kind {
     /// `next()` of an epoch, or the iterator dropped: `SWorkersStop`; not
     /// a persistent iterator's).
     Stop,
-    /// The DataLoader's settings at an `iter(loader)` (a point in time:
-    /// `SDataLoader`, with [`Event::config`]).
+    /// The DataLoader's settings at an `iter(loader)` (a point in time, in
+    /// the main process, before the workers start): see
+    /// [`Event::config`].
     Config,
 }
 
@@ -196,6 +197,62 @@ impl Process {
     }
 }
 
+/// What a span's process and thread used (the tracer's `pcpu=`, `delay=`,
+/// `pcpu_at=` and `delay_at=` fields, ns): on batch, wait, consume, start
+/// and stop events. Each is `None` where the log does not say.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[non_exhaustive]
+pub struct Usage {
+    /// The CPU time of the whole process (all its threads) during the span
+    /// (`pcpu=`: batch, start and stop spans).
+    pub pcpu_ns: Option<u64>,
+    /// The span's thread's run-queue delay during it: time it was ready to
+    /// run but waited for a CPU (`delay=`, from
+    /// `/proc/thread-self/schedstat`; batch, start and stop spans).
+    pub delay_ns: Option<u64>,
+    /// The process's CPU time so far at the span's start (`pcpu_at=`,
+    /// absolute: batch and wait spans, consume points). In a worker, its
+    /// CPU since it started.
+    pub pcpu_at_ns: Option<u64>,
+    /// The thread's run-queue delay so far at the span's start
+    /// (`delay_at=`, absolute: wait spans and consume points).
+    pub delay_at_ns: Option<u64>,
+}
+
+impl Usage {
+    /// Whether no field is given.
+    pub fn is_empty(&self) -> bool {
+        *self == Usage::default()
+    }
+}
+
+/// A DataLoader's settings, as the tracer saw them at an `iter(loader)`
+/// (a [`Kind::Config`] event).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[non_exhaustive]
+pub struct LoaderConfig {
+    /// `num_workers` (`workers=`; 0: batches are made in the main
+    /// process).
+    pub workers: u32,
+    /// `prefetch_factor` (`prefetch=`; `None`: `-`, as with no workers).
+    pub prefetch: Option<u32>,
+    /// `persistent_workers` (`persistent=0|1`).
+    pub persistent: bool,
+    /// `pin_memory` (`pin=0|1`).
+    pub pin: bool,
+    /// `batch_size` (`batch_size=`; `None`: `-`, no automatic batching).
+    pub batch_size: Option<u64>,
+    /// The workers' start method (`method=`: `fork`, `spawn`,
+    /// `forkserver`; `None`: `-`).
+    pub method: Option<String>,
+    /// `len(loader)`, batches an epoch (`len=`; `None`: `-`, an iterable
+    /// dataset with no length).
+    pub len: Option<u64>,
+    /// Whether lotus changed these settings (`overridden=1`: the
+    /// `LOTUS_LOADER` environment variable, as `lotus tune` sets it).
+    pub overridden: bool,
+}
+
 /// One event: a span (or, for [`Kind::Consume`], a point) in one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -248,48 +305,6 @@ pub struct Event {
     pub config: Option<Box<LoaderConfig>>,
     /// On the tracer's `gc` op span: the generation collected (`gen=`).
     pub gc: Option<u8>,
-}
-
-/// What a span's process and thread used (the fields the tracer writes on
-/// the main loop's and the workers' batch, wait, consume, start and stop
-/// events), ns.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct Usage {
-    /// The process's CPU during the span, every thread (`pcpu=`).
-    pub pcpu_ns: Option<u64>,
-    /// The time the span's thread waited for a CPU while runnable during
-    /// the span (`delay=`, the kernel's run-queue delay, schedstat).
-    pub delay_ns: Option<u64>,
-    /// The process's CPU at the event's start, from the process's start
-    /// (`pcpu_at=`).
-    pub pcpu_at_ns: Option<u64>,
-    /// The thread's run-queue delay at the event's start, from the
-    /// thread's start (`delay_at=`).
-    pub delay_at_ns: Option<u64>,
-}
-
-/// A DataLoader's settings, as the tracer read them at an `iter(loader)`
-/// (`kind=config`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct LoaderConfig {
-    /// `num_workers`.
-    pub workers: u32,
-    /// `prefetch_factor` (`None`: not said, or no workers).
-    pub prefetch: Option<u32>,
-    /// `persistent_workers`.
-    pub persistent: bool,
-    /// `pin_memory`.
-    pub pin: bool,
-    /// `batch_size` (`None`: not said, or batches made by a sampler).
-    pub batch_size: Option<u64>,
-    /// The workers' start method (`fork`, `spawn`, `forkserver`).
-    pub method: Option<String>,
-    /// `len(loader)`, where it has one.
-    pub len: Option<u64>,
-    /// Whether `lotus tune` set these (`LOTUS_LOADER`), not the job.
-    pub overridden: bool,
 }
 
 impl Event {

@@ -506,8 +506,9 @@ impl TraceIndex {
         self.min_start_ns = Some(self.min_start_ns.map_or(e.start_ns, |m| m.min(e.start_ns)));
         self.max_end_ns = Some(self.max_end_ns.map_or(e.end_ns(), |m| m.max(e.end_ns())));
         self.keep(process, e, ordinal)?;
-        if e.kind == Kind::Thread {
-            // A thread's name, not a span: no duration to summarise.
+        if matches!(e.kind, Kind::Thread | Kind::Config) {
+            // A thread's name or a DataLoader's settings, not a span: no
+            // duration to summarise.
             return Ok(process);
         }
         let key = match e.kind {

@@ -576,11 +576,12 @@ pub struct LineEvent<'a> {
     /// What lotus's wrapper cost the thread inside the span, ns
     /// (`hook_in=`, in this span's `cpu=`; `None` where not said).
     pub hook_in_ns: Option<u64>,
-    /// What the span's process and thread used (see [`Usage`]).
+    /// What the span's process and thread used (`pcpu=`, `delay=`,
+    /// `pcpu_at=`, `delay_at=`); `None` where the line says none.
     pub usage: Option<Box<Usage>>,
-    /// The DataLoader's settings of a `kind=config` line.
+    /// The DataLoader's settings (a `kind=config` line).
     pub config: Option<Box<LoaderConfig>>,
-    /// The generation a `gc` span collected (`gen=`).
+    /// The generation a `gc` span collected (`gen=`, 0 to 2).
     pub gc: Option<u8>,
 }
 
@@ -753,25 +754,6 @@ fn field_end(b: &[u8], at: usize) -> usize {
         .map_or(b.len(), |i| at + i)
 }
 
-/// Keys the byte path leaves to [`parse_event_line`]: the few events that
-/// carry them (batches, waits, the loader's settings, collections) are
-/// read there.
-const SLOW_KEYS: [&[u8]; 13] = [
-    b"pcpu",
-    b"delay",
-    b"pcpu_at",
-    b"delay_at",
-    b"gen",
-    b"workers",
-    b"prefetch",
-    b"persistent",
-    b"pin",
-    b"batch_size",
-    b"method",
-    b"len",
-    b"overridden",
-];
-
 /// [`fast_event_line`] of a line known to be printable ASCII with no
 /// spaces (see [`clean_text`]).
 pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
@@ -793,6 +775,7 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
     start_ns.checked_add(dur_ns)?;
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     let (mut cpu, mut hook, mut hook_in) = (None, None, None);
+    let (mut usage, mut gc) = (Usage::default(), None);
     let mut at = dur_end + 1;
     while at < b.len() {
         // The keys the tracer writes on every line are known by their
@@ -848,7 +831,18 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
                     hook_in = Some(n);
                     end
                 }
-                key if SLOW_KEYS.contains(&key) => return None,
+                // A few events' (batch, wait, consume, start, stop, gc)
+                // fields: read in place all the same.
+                b"pcpu" | b"delay" | b"pcpu_at" | b"delay_at" => {
+                    let (n, end) = number_field(b, v)?;
+                    *usage_field(&mut usage, &b[at..eq])? = Some(n);
+                    end
+                }
+                b"gen" => {
+                    let (n, end) = number_field(b, v)?;
+                    gc = Some(u8::try_from(n).ok().filter(|g| *g <= MAX_GC_GENERATION)?);
+                    end
+                }
                 key => {
                     let end = field_end(b, v);
                     if key == b"ready" {
@@ -864,6 +858,10 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
         };
         at = end + 1;
     }
+    if kind == Some(Kind::Config) {
+        // Its settings are read (and checked) by `parse_event_line`.
+        return None;
+    }
     let fields = Fields {
         batch,
         sample,
@@ -872,9 +870,116 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
         cpu,
         hook,
         hook_in,
-        ..Fields::default()
+        usage: boxed_usage(usage),
+        config: None,
+        gc,
     };
     Some(event(name, kind, start_ns, dur_ns, fields))
+}
+
+/// The oldest generation Python's collector has (`gen=` is 0 to this).
+const MAX_GC_GENERATION: u8 = 2;
+
+/// The field of `usage` that log key `key` sets (`None`: not a usage
+/// key).
+fn usage_field<'u>(usage: &'u mut Usage, key: &[u8]) -> Option<&'u mut Option<u64>> {
+    Some(match key {
+        b"pcpu" => &mut usage.pcpu_ns,
+        b"delay" => &mut usage.delay_ns,
+        b"pcpu_at" => &mut usage.pcpu_at_ns,
+        b"delay_at" => &mut usage.delay_at_ns,
+        _ => return None,
+    })
+}
+
+/// `usage`, boxed, where a field is given.
+fn boxed_usage(usage: Usage) -> Option<Box<Usage>> {
+    (!usage.is_empty()).then(|| Box::new(usage))
+}
+
+/// A `kind=config` line's settings, as written (checked by
+/// [`RawConfig::read`]).
+#[derive(Default)]
+struct RawConfig<'a> {
+    workers: Option<&'a str>,
+    prefetch: Option<&'a str>,
+    persistent: Option<&'a str>,
+    pin: Option<&'a str>,
+    batch_size: Option<&'a str>,
+    method: Option<&'a str>,
+    len: Option<&'a str>,
+    overridden: Option<&'a str>,
+}
+
+impl<'a> RawConfig<'a> {
+    /// Takes `key=value` where it is a setting; `false` otherwise.
+    fn take(&mut self, key: &str, value: &'a str) -> bool {
+        let slot = match key {
+            "workers" => &mut self.workers,
+            "prefetch" => &mut self.prefetch,
+            "persistent" => &mut self.persistent,
+            "pin" => &mut self.pin,
+            "batch_size" => &mut self.batch_size,
+            "method" => &mut self.method,
+            "len" => &mut self.len,
+            "overridden" => &mut self.overridden,
+            _ => return false,
+        };
+        *slot = Some(value.trim());
+        true
+    }
+
+    /// The settings, checked: `workers=` is required; `-` (or no field)
+    /// is "not said" for the optional numbers and the method; the flags
+    /// are 0 or 1 (absent: 0).
+    fn read(&self) -> Result<LoaderConfig, String> {
+        let number = |v: Option<&str>, what: &str| -> Result<Option<u64>, String> {
+            match v {
+                None | Some("-") => Ok(None),
+                Some(v) => whole_number(v, what).map(Some),
+            }
+        };
+        let small = |v: Option<u64>, what: &str| -> Result<Option<u32>, String> {
+            v.map(|n| u32::try_from(n).map_err(|_| format!("config: {what} {n} is too large")))
+                .transpose()
+        };
+        let flag = |v: Option<&str>, what: &str| -> Result<bool, String> {
+            match v {
+                None | Some("0") => Ok(false),
+                Some("1") => Ok(true),
+                Some(v) => Err(format!("config: {what} '{}' is not 0 or 1", quote(v))),
+            }
+        };
+        let Some(workers) = self.workers else {
+            return Err("config: no workers= field (the DataLoader's num_workers)".into());
+        };
+        let workers =
+            small(Some(whole_number(workers, "config: workers")?), "workers")?.unwrap_or(0);
+        let method = match self.method {
+            None | Some("-") => None,
+            Some(m)
+                if !m.is_empty() && m.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+            {
+                Some(m.to_string())
+            }
+            Some(m) => {
+                return Err(format!(
+                    "config: method '{}' is not a start method name",
+                    quote(m)
+                ))
+            }
+        };
+        Ok(LoaderConfig {
+            workers,
+            prefetch: small(number(self.prefetch, "config: prefetch")?, "prefetch")?,
+            persistent: flag(self.persistent, "persistent")?,
+            pin: flag(self.pin, "pin")?,
+            batch_size: number(self.batch_size, "config: batch_size")?,
+            method,
+            len: number(self.len, "config: len")?,
+            overridden: flag(self.overridden, "overridden")?,
+        })
+    }
 }
 
 /// Parses one event line (trimmed, not blank, not a comment).
@@ -915,21 +1020,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
     }
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     let (mut cpu, mut hook, mut hook_in) = (None, None, None);
-    let mut usage = Usage::default();
-    let mut config = LoaderConfig::default();
-    let mut gc = None;
-    let flag = |v: &str, what: &str| match v.trim() {
-        "1" | "true" => Ok(true),
-        "0" | "false" => Ok(false),
-        v => Err(format!("{what} '{}' is not 0 or 1", quote(v))),
-    };
-    // A setting that may be `-` (not said).
-    let maybe = |v: &str, what: &str| -> Result<Option<u64>, String> {
-        match v.trim() {
-            "-" | "" => Ok(None),
-            v => whole_number(v, what).map(Some),
-        }
-    };
+    let (mut usage, mut gc, mut raw_config) = (Usage::default(), None, RawConfig::default());
     for field in fields {
         let field = field.trim();
         if field.is_empty() {
@@ -942,7 +1033,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             "kind" => {
                 kind = Some(Kind::parse(value.trim()).ok_or_else(|| {
                     format!(
-                    "unknown kind '{}' (expected op, sample, fetch, batch, wait, consume, queue, thread, start or stop)",
+                    "unknown kind '{}' (expected op, sample, fetch, batch, wait, consume, queue, thread, start, stop or config)",
                     quote(value)
                 )
                 })?)
@@ -958,6 +1049,23 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             "cpu" => cpu = Some(cpu_within(whole_number(value, "cpu time")?, dur_ns)?),
             "hook" => hook = Some(whole_number(value, "hook time")?),
             "hook_in" => hook_in = Some(whole_number(value, "hook time")?),
+            k @ ("pcpu" | "delay" | "pcpu_at" | "delay_at") => {
+                let n = whole_number(value, k)?;
+                if let Some(slot) = usage_field(&mut usage, k.as_bytes()) {
+                    *slot = Some(n);
+                }
+            }
+            "gen" => {
+                let g = whole_number(value, "gc generation")?;
+                gc = Some(
+                    u8::try_from(g)
+                        .ok()
+                        .filter(|g| *g <= MAX_GC_GENERATION)
+                        .ok_or_else(|| {
+                            format!("gc generation {g} is not 0, 1 or 2 (gen= of a gc span)")
+                        })?,
+                );
+            }
             "ready" => {
                 ready = Some(match value.trim() {
                     "1" | "true" => true,
@@ -965,43 +1073,17 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
                     v => return Err(format!("ready '{}' is not 0 or 1", quote(v))),
                 })
             }
-            "pcpu" => usage.pcpu_ns = Some(whole_number(value, "process cpu time")?),
-            "delay" => usage.delay_ns = Some(whole_number(value, "run-queue delay")?),
-            "pcpu_at" => usage.pcpu_at_ns = Some(whole_number(value, "process cpu time")?),
-            "delay_at" => usage.delay_at_ns = Some(whole_number(value, "run-queue delay")?),
-            "gen" => {
-                let g = whole_number(value, "gc generation")?;
-                gc = Some(
-                    u8::try_from(g)
-                        .ok()
-                        .filter(|g| *g <= 2)
-                        .ok_or_else(|| format!("gc generation {g} is not 0, 1 or 2"))?,
-                );
+            // A config event's settings (read once its kind is known);
+            // other fields added later are ignored.
+            k => {
+                raw_config.take(k, value);
             }
-            "workers" => {
-                let n = whole_number(value, "workers")?;
-                config.workers =
-                    u32::try_from(n).map_err(|_| format!("workers {n} is not a worker count"))?;
-            }
-            "prefetch" => {
-                config.prefetch = maybe(value, "prefetch")?
-                    .map(|n| u32::try_from(n).map_err(|_| format!("prefetch {n} is too large")))
-                    .transpose()?
-            }
-            "persistent" => config.persistent = flag(value, "persistent")?,
-            "pin" => config.pin = flag(value, "pin")?,
-            "overridden" => config.overridden = flag(value, "overridden")?,
-            "batch_size" => config.batch_size = maybe(value, "batch size")?,
-            "len" => config.len = maybe(value, "len")?,
-            "method" => {
-                let m = value.trim();
-                config.method = (m != "-" && !m.is_empty()).then(|| m.to_string());
-            }
-            // Fields added later are ignored.
-            _ => {}
         }
     }
-    let said = usage != Usage::default();
+    let config = match kind {
+        Some(Kind::Config) => Some(Box::new(raw_config.read()?)),
+        _ => None,
+    };
     let fields = Fields {
         batch,
         sample,
@@ -1010,8 +1092,8 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         cpu,
         hook,
         hook_in,
-        usage: said.then(|| Box::new(usage)),
-        config: (kind == Some(Kind::Config)).then(|| Box::new(config)),
+        usage: boxed_usage(usage),
+        config,
         gc,
     };
     Ok(event(name, kind, start_ns, dur_ns, fields))
@@ -1019,7 +1101,6 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
 
 /// The optional fields of an event line, as read (the byte and the
 /// character paths read them alike).
-#[derive(Default)]
 struct Fields {
     batch: Option<u64>,
     sample: Option<u64>,
@@ -1184,50 +1265,6 @@ mod tests {
     }
 
     #[test]
-    fn usage_settings_and_collections_are_read_and_checked() {
-        let b = parse_event_line("SBatch,100,50,kind=batch,batch=2,pcpu=40,delay=5,pcpu_at=900")
-            .expect("batch");
-        let u = b.usage.expect("usage");
-        assert_eq!(
-            (u.pcpu_ns, u.delay_ns, u.pcpu_at_ns, u.delay_at_ns),
-            (Some(40), Some(5), Some(900), None)
-        );
-        // The byte path leaves these lines to this one: both read them alike.
-        assert_eq!(fast_fields("SBatch,100,50,kind=batch,pcpu=40"), None);
-        let c = parse_event_line(
-            "SDataLoader,7,0,kind=config,workers=4,prefetch=-,persistent=1,pin=0,batch_size=32,method=spawn,len=-,overridden=1",
-        )
-        .expect("config");
-        let c = c.config.expect("settings");
-        assert_eq!(
-            (c.workers, c.prefetch, c.persistent, c.pin),
-            (4, None, true, false)
-        );
-        assert_eq!((c.batch_size, c.len, c.overridden), (Some(32), None, true));
-        assert_eq!(c.method.as_deref(), Some("spawn"));
-        let g = parse_event_line("Sgc,1,9,kind=op,gen=2,cpu=9").expect("gc");
-        assert_eq!((g.gc, g.usage, g.config), (Some(2), None, None));
-        for (bad, says) in [
-            ("Sgc,1,9,kind=op,gen=3", "gc generation 3"),
-            (
-                "SBatch,1,9,kind=batch,pcpu=-4",
-                "process cpu time '-4' is negative",
-            ),
-            (
-                "SDataLoader,1,0,kind=config,persistent=yes",
-                "persistent 'yes' is not 0 or 1",
-            ),
-            (
-                "SDataLoader,1,0,kind=config,workers=99999999999",
-                "is not a worker count",
-            ),
-        ] {
-            let e = parse_event_line(bad).expect_err(bad);
-            assert!(e.contains(says), "{bad}: {e}");
-        }
-    }
-
-    #[test]
     fn lines_of_both_formats() {
         let e =
             parse_event_line("SRandomResizedCrop,100,20,kind=op,batch=3,sample=97").expect("ours");
@@ -1247,7 +1284,7 @@ mod tests {
                 hook_in_ns: None,
                 usage: None,
                 config: None,
-                gc: None,
+                gc: None
             }
         );
         let e = parse_event_line("SQueueFeederThread,100,0,kind=thread,tid=77").expect("thread");
@@ -1360,6 +1397,139 @@ mod tests {
         assert!(parse_event_line("SBlur,100,20,kind=op,hook=x")
             .expect_err("bad")
             .contains("hook time 'x'"));
+    }
+
+    #[test]
+    fn usage_fields_are_read_by_both_parsers_and_optional() {
+        let line = "SBatch,100,5000,kind=batch,batch=2,pcpu=9000,delay=300,pcpu_at=70000,tid=5";
+        let e = parse_event_line(line).expect("usage");
+        let u = e.usage.as_deref().expect("usage given");
+        assert_eq!(
+            (u.pcpu_ns, u.delay_ns, u.pcpu_at_ns, u.delay_at_ns),
+            (Some(9000), Some(300), Some(70_000), None)
+        );
+        assert_eq!(fast_event_line(line.as_bytes()).expect("fast"), e);
+        let wait = "SWait,100,50,kind=wait,batch=2,pcpu_at=1,delay_at=2";
+        let w = parse_event_line(wait).expect("wait");
+        assert_eq!(
+            w.usage.as_deref().map(|u| (u.pcpu_at_ns, u.delay_at_ns)),
+            Some((Some(1), Some(2)))
+        );
+        assert_eq!(fast_event_line(wait.as_bytes()).expect("fast"), w);
+        // Older logs: no usage.
+        assert_eq!(
+            parse_event_line("SBatch,1,2,kind=batch")
+                .expect("old")
+                .usage,
+            None
+        );
+        for (bad, says) in [
+            ("SBatch,1,2,kind=batch,pcpu=-4", "pcpu '-4' is negative"),
+            (
+                "SBatch,1,2,kind=batch,delay=x",
+                "delay 'x' is not a whole number",
+            ),
+            ("SWait,1,2,kind=wait,delay_at=", "delay_at is empty"),
+        ] {
+            assert!(fast_event_line(bad.as_bytes()).is_none(), "{bad}");
+            let m = parse_event_line(bad).expect_err(bad);
+            assert!(m.contains(says), "{bad}: {m}");
+        }
+    }
+
+    #[test]
+    fn gc_spans_say_their_generation() {
+        let line = "Sgc,100,5000,kind=op,gen=2,cpu=4000,batch=1";
+        let e = parse_event_line(line).expect("gc");
+        assert_eq!(
+            (e.name, e.kind, e.gc, e.cpu_ns),
+            ("gc", Kind::Op, Some(2), Some(4000))
+        );
+        assert_eq!(fast_event_line(line.as_bytes()).expect("fast"), e);
+        assert_eq!(
+            parse_event_line("SBlur,1,2,kind=op").expect("no gen").gc,
+            None
+        );
+        for bad in [
+            "Sgc,1,2,kind=op,gen=3",
+            "Sgc,1,2,kind=op,gen=300",
+            "Sgc,1,2,kind=op,gen=a",
+        ] {
+            assert!(fast_event_line(bad.as_bytes()).is_none(), "{bad}");
+            let m = parse_event_line(bad).expect_err(bad);
+            assert!(m.contains("gc generation"), "{bad}: {m}");
+        }
+    }
+
+    #[test]
+    fn config_events_say_the_loaders_settings() {
+        let line = "SDataLoader,100,0,kind=config,workers=2,prefetch=4,persistent=1,pin=0,batch_size=32,method=fork,len=40,overridden=1,tid=7";
+        let e = parse_event_line(line).expect("config");
+        assert_eq!(
+            (e.name, e.kind, e.tid),
+            ("DataLoader", Kind::Config, Some(7))
+        );
+        assert_eq!(
+            e.config.as_deref(),
+            Some(&LoaderConfig {
+                workers: 2,
+                prefetch: Some(4),
+                persistent: true,
+                pin: false,
+                batch_size: Some(32),
+                method: Some("fork".into()),
+                len: Some(40),
+                overridden: true,
+            })
+        );
+        // Read on the character path only, the same through the reader.
+        assert!(fast_event_line(line.as_bytes()).is_none());
+        let entries = read(line.as_bytes());
+        let [Entry::Event(ev)] = &entries[..] else {
+            panic!("{entries:?}")
+        };
+        assert_eq!(ev.config, e.config);
+        let none = parse_event_line(
+            "SDataLoader,1,0,kind=config,workers=0,prefetch=-,persistent=0,pin=0,batch_size=-,method=-,len=-,overridden=0",
+        )
+        .expect("no workers");
+        assert_eq!(
+            none.config.as_deref(),
+            Some(&LoaderConfig::default()),
+            "- is not said"
+        );
+        assert_eq!(
+            parse_event_line("SBlur,1,2,kind=op,workers=3")
+                .expect("op")
+                .config,
+            None
+        );
+        for (bad, says) in [
+            (
+                "SDataLoader,1,0,kind=config,prefetch=2",
+                "no workers= field",
+            ),
+            ("SDataLoader,1,0,kind=config,workers=-1", "is negative"),
+            (
+                "SDataLoader,1,0,kind=config,workers=99999999999",
+                "too large",
+            ),
+            (
+                "SDataLoader,1,0,kind=config,workers=1,persistent=yes",
+                "persistent 'yes' is not 0 or 1",
+            ),
+            (
+                "SDataLoader,1,0,kind=config,workers=1,method=fo/rk",
+                "not a start method",
+            ),
+            (
+                "SDataLoader,1,0,kind=config,workers=1,len=x",
+                "len 'x' is not a whole number",
+            ),
+        ] {
+            let m = parse_event_line(bad).expect_err(bad);
+            assert!(m.contains(says), "{bad}: {m}");
+        }
     }
 
     #[test]

@@ -126,8 +126,9 @@ impl Segment {
             };
             self.last_op = i;
             self.ops[i].1.add(dur, cpu, keep);
-        } else if kind != Kind::Thread {
-            // A thread's name is not a span: no duration to summarise
+        } else if !matches!(kind, Kind::Thread | Kind::Config) {
+            // A thread's name (or a DataLoader's settings) is not a span:
+            // no duration to summarise
             // (as in [`super::TraceIndex::add`]).
             self.kinds[kind as usize].add(dur, cpu, keep);
         }

@@ -144,6 +144,7 @@ class _Ctx(threading.local):
     sample = None  # dataset index of the sample being loaded
     in_sample = False
     tid = None  # ",tid=<native id>" or "" (main thread), once known
+    sched = None  # this thread's open schedstat (`_Schedstat`), once asked
 
 
 def _tid():
@@ -1098,11 +1099,11 @@ class BatchSpan:
     there is none) and SBatch (the whole block), all with `batch=<id>`.
     In a worker the log is written at the end of each batch."""
 
-    __slots__ = ("batch", "t0", "c0", "c1", "cpu", "_prev", "_active")
+    __slots__ = ("batch", "t0", "c0", "c1", "cpu", "u0", "_prev", "_active")
 
     def __init__(self, batch_id):
         self.batch = int(batch_id) if batch_id is not None else None
-        self.t0 = self.c0 = self.c1 = self.cpu = None
+        self.t0 = self.c0 = self.c1 = self.cpu = self.u0 = None
         self._prev = None
         self._active = False
 
@@ -1111,6 +1112,7 @@ class BatchSpan:
             self._active = True
             self._prev = _ctx.batch
             _ctx.batch = self.batch
+            self.u0 = usage_start()
             self.t0 = _now()
         return self
 
@@ -1128,6 +1130,7 @@ class BatchSpan:
             return False
         self._active = False
         t1 = _now()
+        used = usage_over(self.u0)
         _ctx.batch = self._prev
         if exc_type is not None and issubclass(exc_type, StopIteration):
             # A fetch that delivered nothing (an IterableDataset's end in a
@@ -1143,7 +1146,9 @@ class BatchSpan:
         else:
             fetch_end = t1
         _emit(f"SFetch,{t0},{fetch_end - t0},kind=fetch,batch={b}{tid}\n")
-        _emit(f"SBatch,{t0},{t1 - t0},kind=batch,batch={b}{tid}\n")
+        _emit(f"SBatch,{t0},{t1 - t0},kind=batch,batch={b}{tid}{used},pcpu_at={self.u0[0]}\n")
+        if _gc_pending:
+            _emit_gc_pending()
         if _role == "worker":
             name_threads()
             flush()
@@ -1169,28 +1174,203 @@ class _Collate:
         return False
 
 
-def wait_event(batch_id, t0, t1, ready):
+def wait_event(batch_id, t0, t1, ready, at=""):
     """The main process waited from t0 to t1 for batch `batch_id`
-    (`ready`: it was already there)."""
-    _emit(f"SWait,{t0},{t1 - t0},kind=wait,batch={int(batch_id)},ready={1 if ready else 0}{_tid()}\n")
+    (`ready`: it was already there); `at`: `usage_at()` at t0."""
+    _emit(f"SWait,{t0},{t1 - t0},kind=wait,batch={int(batch_id)},ready={1 if ready else 0}{_tid()}{at}\n")
 
 
-def workers_event(kind, t0, t1):
+def workers_event(kind, t0, t1, u0=None):
     """The main process started (`kind` "start": building a multiprocessing
     DataLoader iterator, `iter(loader)`) or stopped ("stop": its
-    `_shutdown_workers`) its DataLoader's workers from t0 to t1. Not in the
-    original format, which has no kinds."""
+    `_shutdown_workers`) its DataLoader's workers from t0 to t1 (`u0`:
+    `usage_start()` at t0). Not in the original format, which has no
+    kinds."""
     if _original:
         return
     name = "WorkersStart" if kind == "start" else "WorkersStop"
-    _emit(f"S{name},{t0},{t1 - t0},kind={kind}{_tid()}\n")
+    used = usage_over(u0) if u0 is not None else ""
+    _emit(f"S{name},{t0},{t1 - t0},kind={kind}{_tid()}{used}\n")
+
+
+def config_event(fields):
+    """A DataLoader's settings at an `iter(loader)`, now: `fields` is the
+    line's `workers=...,prefetch=...` part. Not in the original format."""
+    if _original:
+        return
+    _emit(f"SDataLoader,{_now()},0,kind=config,{fields}{_tid()}\n")
+
+
+# --- what the process and its threads use ---------------------------------------
+
+# The whole process's CPU time (all its threads), ns: a forked or spawned
+# child's starts at 0.
+_pcpu = time.process_time_ns
+# A thread's scheduler statistics: its CPU time, its run-queue delay (the
+# time it was ready but waited for a CPU) and its time slices, in ns.
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+class _Schedstat:
+    """This thread's schedstat, kept open (one `pread` a reading), closed
+    with the thread's `_ctx` (or at a fork, in the child)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self):
+        self.fd = -1
+        try:
+            fd = os.open(_SCHEDSTAT, os.O_RDONLY)
+        except OSError:
+            return
+        self.fd = fd
+        # Read twice: where a kernel cannot read it again at offset 0 there
+        # is no field (never a wrong one).
+        a, b = self.delay(), self.delay()
+        if a is None or b is None or b < a:
+            self.close()
+
+    def delay(self):
+        """The thread's run-queue delay so far, ns, or None."""
+        try:
+            return int(os.pread(self.fd, 128, 0).split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def close(self):
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self):
+        self.close()
+
+
+def _delay():
+    """This thread's run-queue delay so far, ns, or None where its
+    schedstat cannot be read."""
+    c = _ctx
+    s = c.sched
+    if s is None:
+        s = c.sched = _Schedstat()
+    if s.fd < 0:
+        return None
+    d = s.delay()
+    if d is None:
+        s.close()
+    return d
+
+
+def usage_at():
+    """`,pcpu_at=<process CPU>,delay_at=<thread run-queue delay>` now
+    (absolute, ns; no `delay_at` where it cannot be read)."""
+    d = _delay()
+    return f",pcpu_at={_pcpu()}" if d is None else f",pcpu_at={_pcpu()},delay_at={d}"
+
+
+def usage_start():
+    """(process CPU, thread delay) now, for `usage_over`."""
+    return _pcpu(), _delay()
+
+
+def usage_over(u0):
+    """`,pcpu=<process CPU>,delay=<thread delay>` since `usage_start()`'s
+    `u0`, ns (no `delay` where it cannot be read)."""
+    p0, d0 = u0
+    p = _pcpu() - p0
+    d = _delay() if d0 is not None else None
+    return f",pcpu={p}" if d is None else f",pcpu={p},delay={d - d0}"
+
+
+# --- garbage collection as a span -------------------------------------------------
+
+# A collection of generation 0 or 1 is a span when it lasts this long (ns);
+# each of generation 2 is.
+_GC_MIN_NS = 1_000_000
+# The running collection's start: (wall time, thread CPU time); 0: none.
+_gc_t0 = 0
+_gc_c0 = 0
+# Spans of collections that ran while the log's lock was held (on their
+# thread, or another's): written at the next batch or consume event.
+_gc_pending = []
+_GC_PENDING_MAX = 64
+
+
+def _gc_callback(phase, info):
+    """`gc.callbacks`: a collection of generation 2, or of another lasting
+    `_GC_MIN_NS`, is an op span `gc` (`gen=`, `cpu=`) on the thread that ran
+    it: inside an op it is that op's child. Two clock reads at its start;
+    written at its end only where it qualifies."""
+    global _gc_t0, _gc_c0
+    if phase == "start":
+        if _on:
+            _gc_t0 = _now()
+            _gc_c0 = _cpu()
+        return
+    t0 = _gc_t0
+    if not t0:
+        return
+    _gc_t0 = 0
+    try:
+        t1 = _now()
+        g = info["generation"]
+        if g != 2 and t1 - t0 < _GC_MIN_NS or _original or not _on:
+            return
+        c = _ctx
+        tid = c.tid if c.tid is not None else _tid()
+        b = "" if c.batch is None else f",batch={c.batch}"
+        s = "" if c.sample is None else f",sample={c.sample}"
+        line = f"Sgc,{t0},{t1 - t0},kind=op,gen={g}{b}{s}{tid},cpu={_cpu() - _gc_c0}\n"
+        _emit_from_gc(line.encode())
+    except Exception:  # never break the job's collection
+        pass
+
+
+def _emit_from_gc(data):
+    """`_emit` from inside a collection, which may have started while
+    this thread held the log's lock: never waits for it."""
+    if _GIL:
+        try:
+            _write(data)
+            return
+        except ValueError:
+            pass
+    if _lock.acquire(False):
+        try:
+            _put_locked(data)
+        finally:
+            _lock.release()
+    elif len(_gc_pending) < _GC_PENDING_MAX:
+        _gc_pending.append(data)
+
+
+def _emit_gc_pending():
+    """Writes the `gc` spans held back by `_emit_from_gc`."""
+    with _lock:
+        while _gc_pending:
+            _put_locked(_gc_pending.pop(0))
+
+
+def _install_gc_spans():
+    """Adds `_gc_callback` to `gc.callbacks` (once; forked children keep
+    it, spawned ones add it at their `enable`)."""
+    import gc
+
+    if _gc_callback not in gc.callbacks:
+        gc.callbacks.append(_gc_callback)
 
 
 def consume_event(batch_id, t=None):
-    """The main process's training loop got batch `batch_id` at t (now)."""
+    """The main process's training loop got batch `batch_id` at t (now),
+    with what the process and thread had used then (`usage_at`)."""
     if t is None:
         t = _now()
-    _emit(f"SConsume,{t},0,kind=consume,batch={int(batch_id)}{_tid()}\n")
+    _emit(f"SConsume,{t},0,kind=consume,batch={int(batch_id)}{_tid()}{usage_at()}\n")
+    if _gc_pending:
+        _emit_gc_pending()
     if t - _last_flush > _MAIN_FLUSH_NS:
         name_threads()
         flush()
@@ -1290,6 +1470,11 @@ def _after_fork_child():
     _ctx.in_sample = False
     # The forking thread is the child's main thread now.
     _ctx.tid = None
+    # Its schedstat was the parent thread's.
+    if _ctx.sched is not None:
+        _ctx.sched.close()
+    _ctx.sched = None
+    _gc_pending.clear()
     _child_setup = True
     # Threads do not survive a fork: the child watches lotus on its own.
     if _lotus is not None or os.environ.get("LOTUS_TRACE_LOTUS"):
@@ -1622,6 +1807,7 @@ def enable(out_dir=None, prefix=None, torch=None):
             _hook_on = False
             _hook_in = ""
     _itt_collect = os.environ.get("LOTUS_TRACE_ITT") == "collect"
+    _install_gc_spans()
     _on = True
     from . import _frames
 

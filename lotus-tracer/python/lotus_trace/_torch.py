@@ -18,7 +18,10 @@ log):
 - `_MultiProcessingDataLoaderIter._next_data` / `_get_data`: SWait, the
   main process waiting for the next batch (ready=1 when it had already
   arrived out of order), with the batch id the workers saw.
-- `_BaseDataLoaderIter.__next__`: SConsume, when the loop gets the batch.
+- `_BaseDataLoaderIter.__next__`: SConsume, when the loop gets the batch
+  (and `$LOTUS_STOP_AFTER`'s stop: `_loader`).
+- `DataLoader.__iter__` and `__init__`: the loader's settings at each
+  `iter(loader)` (`kind=config`), and `$LOTUS_LOADER`'s (`_loader`).
 - `_MultiProcessingDataLoaderIter.__init__` (`iter(loader)` starting the
   workers): SWorkersStart (`kind=start`); its `_shutdown_workers`, where
   it stops them (the last `next()` of an epoch, or the iterator dropped),
@@ -55,7 +58,7 @@ import functools
 import sys
 import types
 
-from . import _core, _finer, _ops
+from . import _core, _finer, _loader, _ops
 
 _now = _core._now
 _ctx = _core._ctx
@@ -656,6 +659,7 @@ def _patch_map_fetch(mod):
 
 
 def _patch_dataloader(mod):
+    _loader.patch(mod)
     base = getattr(mod, "_BaseDataLoaderIter", None)
     single = getattr(mod, "_SingleProcessDataLoaderIter", None)
     multi = getattr(mod, "_MultiProcessingDataLoaderIter", None)
@@ -676,6 +680,7 @@ def _patch_dataloader(mod):
             bid = self._lotus_bid
             if bid is not None:
                 _core.consume_event(bid)
+                _loader.consumed(self)
             return data
 
         base.__next__ = _mark(__next__, orig_next)
@@ -692,6 +697,7 @@ def _patch_dataloader(mod):
             bid = getattr(self, "_num_yielded", None)
             if type(bid) is not int:
                 return orig_single(self)
+            at = _core.usage_at()
             t0 = _now()
             prev = _ctx.batch
             _ctx.batch = bid
@@ -699,7 +705,7 @@ def _patch_dataloader(mod):
                 data = orig_single(self)
             finally:
                 _ctx.batch = prev
-            _core.wait_event(bid, t0, _now(), False)
+            _core.wait_event(bid, t0, _now(), False, at)
             self._lotus_bid = bid
             return data
 
@@ -731,6 +737,7 @@ def _patch_dataloader(mod):
     def _next_data_multi(self):
         if not _core._on:
             return orig_multi(self)
+        at = _core.usage_at()
         t0 = _now()
         self._lotus_got = None
         rid = getattr(self, "_rcvd_idx", None)
@@ -750,7 +757,7 @@ def _patch_dataloader(mod):
             got = self._lotus_got
             bid = got if type(got) is int else (rcvd - 1 if type(rcvd) is int else None)
         if bid is not None and bid >= 0:
-            _core.wait_event(bid, t0, t1, ready and bid == rid)
+            _core.wait_event(bid, t0, t1, ready and bid == rid, at)
             self._lotus_bid = bid
         return data
 
@@ -771,9 +778,10 @@ def _patch_workers_start_stop(multi):
         def __init__(self, *args, **kwargs):
             if not _core._on:
                 return orig_init(self, *args, **kwargs)
+            u0 = _core.usage_start()
             t0 = _now()
             orig_init(self, *args, **kwargs)
-            _core.workers_event("start", t0, _now())
+            _core.workers_event("start", t0, _now(), u0)
 
         multi.__init__ = _mark(__init__, orig_init)
     orig_stop = multi.__dict__.get("_shutdown_workers")
@@ -785,11 +793,12 @@ def _patch_workers_start_stop(multi):
         def _shutdown_workers(self):
             if not _core._on or getattr(self, "_shutdown", True) or getattr(self, "_persistent_workers", False):
                 return orig_stop(self)
+            u0 = _core.usage_start()
             t0 = _now()
             orig_stop(self)
             # A no-op at the interpreter's exit leaves `_shutdown` unset.
             if getattr(self, "_shutdown", False):
-                _core.workers_event("stop", t0, _now())
+                _core.workers_event("stop", t0, _now(), u0)
 
         multi._shutdown_workers = _mark(_shutdown_workers, orig_stop)
 

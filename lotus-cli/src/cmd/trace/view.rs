@@ -269,6 +269,22 @@ fn write_events(
             }
             return Ok(());
         }
+        if let (Kind::Config, Some(config)) = (e.kind, &e.config) {
+            // The DataLoader's settings at an `iter(loader)`: an instant
+            // event, its settings as arguments.
+            let instant = serde_json::json!({
+                "name": "DataLoader settings",
+                "cat": e.kind.as_str(),
+                "ph": "i",
+                "s": "t",
+                "ts": w.ts_us(e.start_ns),
+                "pid": pid,
+                "tid": e.tid.map_or(pid, u64::from),
+                "args": config,
+            });
+            w.raw(&instant).map_err(write_err)?;
+            return Ok(());
+        }
         let samples = match (&mut *span_samples, e.kind) {
             (Some(s), Kind::Op) => Some(s.at(at)?),
             _ => None,
