@@ -27,6 +27,9 @@ pub const RESAMPLES: usize = 60;
 /// The model's own relative error, on each side of a prediction: the
 /// 80th percentile of its error on the pipelines of `bench/predict.py`.
 pub const MODEL_MARGIN: f64 = 0.12;
+/// A run up to this much longer than the model makes of it on the
+/// machine's CPUs is taken as explained (no effective CPUs, no noise).
+const GAP_TOLERANCE: f64 = 0.03;
 /// The most workers proposed when ranking changes.
 const MAX_WORKERS: u32 = 32;
 /// An op is proposed for removal from this share of the batches' CPU on.
@@ -335,7 +338,8 @@ fn effective_cpus(inputs: &Inputs, measured_ns: f64) -> f64 {
         s.cpus = c;
         simulate(inputs, &s).loop_ns
     };
-    if at(cpus) >= measured_ns {
+    // Within GAP_TOLERANCE the run is what its demand explains.
+    if at(cpus) * (1.0 + GAP_TOLERANCE) >= measured_ns {
         return cpus;
     }
     let (mut lo, mut hi) = (cpus / 64.0, cpus);
@@ -363,7 +367,14 @@ pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, Predict
     let eff = effective_cpus(inputs, measured);
     traced.cpus = eff;
     let base = simulate(inputs, &traced);
-    let noise = (1.0 - eff / machine).clamp(0.0, 1.0) / 2.0;
+    // The share of the run its own demand does not explain, halved: a
+    // rerun may find the machine busier or idler by as much.
+    let gap = measured / simulated.max(1.0) - 1.0;
+    let noise = if gap > GAP_TOLERANCE {
+        (gap / 2.0).min(0.5)
+    } else {
+        0.0
+    };
     let settings: Vec<Setting> = changes
         .iter()
         .map(|c| setting_of(obs, c, eff))
@@ -413,7 +424,8 @@ pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, Predict
     let mut notes = obs.notes.clone();
     if noise > 0.05 {
         notes.push(format!(
-            "the run took longer than its own demand for {machine} CPUs explains: as if it had {eff:.1} of them (other work on the machine, or a cost the model misses); intervals are {:.0}% wider for it",
+            "the run took {:.0}% longer than its own demand for {machine} CPUs explains: as if it had {eff:.1} of them (other work on the machine, or a cost the model misses); intervals are {:.0}% wider on each side for it",
+            gap * 100.0,
             noise * 100.0
         ));
     }
