@@ -35,7 +35,7 @@ mod read;
 pub use model::{simulate, Batch, Epoch, Inputs, Outcome, Setting, Work};
 pub use observe::{observe, Observed};
 pub use predict::{
-    advice, candidates, grid, predict, ranked, Change, Fit, Measured, Prediction, Scenario,
+    advice, candidates, grid, predict, ranked, Change, Fit, Measured, Prediction, Scenario, Taken,
     MODEL_MARGIN, RESAMPLES, SCHEMA,
 };
 

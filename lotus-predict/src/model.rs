@@ -100,6 +100,10 @@ pub struct Inputs {
     pub epochs: Vec<Epoch>,
     /// The op names [`Batch::ops`] points into.
     pub ops: Vec<String>,
+    /// Per op, whether its spans hold other ops' (a dataset's
+    /// `__getitem__` around its transforms): taking it out takes them out
+    /// too.
+    pub holds_ops: Vec<bool>,
     /// The main process starting `workers` workers (`iter(loader)`), as
     /// traced (`None` where no worker was started).
     pub start: Option<Work>,

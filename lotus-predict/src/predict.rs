@@ -199,6 +199,57 @@ pub struct Fit {
     pub noise: f64,
 }
 
+/// What the model took from the run, in ms (means over the loop).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Taken {
+    /// A batch's time alone.
+    pub batch_ms: f64,
+    /// The CPU its worker's process used meanwhile.
+    pub batch_cpu_ms: f64,
+    /// The training step's time alone.
+    pub step_ms: f64,
+    /// Its CPU.
+    pub step_cpu_ms: f64,
+    /// A worker's start-up (time alone), where the run started workers.
+    pub startup_ms: Option<f64>,
+    /// Its CPU.
+    pub startup_cpu_ms: Option<f64>,
+    /// The main process starting the workers, each time.
+    pub start_ms: Option<f64>,
+    /// The main process stopping them, each time.
+    pub stop_ms: Option<f64>,
+    /// A batch's handover to the main process.
+    pub handover_ms: f64,
+    /// The main process between epochs (all of it).
+    pub between_epochs_ms: f64,
+}
+
+impl Taken {
+    fn of(i: &Inputs) -> Taken {
+        let batches: Vec<&crate::model::Batch> = i.epochs.iter().flat_map(|e| &e.batches).collect();
+        let n = batches.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&crate::model::Batch) -> f64| {
+            batches.iter().map(|b| f(b)).sum::<f64>() / n / 1e6
+        };
+        let su = i.startup.len().max(1) as f64;
+        Taken {
+            batch_ms: mean(&|b| b.work.wall_ns),
+            batch_cpu_ms: mean(&|b| b.work.cpu_ns),
+            step_ms: mean(&|b| b.step.wall_ns),
+            step_cpu_ms: mean(&|b| b.step.cpu_ns),
+            startup_ms: (!i.startup.is_empty())
+                .then(|| i.startup.iter().map(|w| w.wall_ns).sum::<f64>() / su / 1e6),
+            startup_cpu_ms: (!i.startup.is_empty())
+                .then(|| i.startup.iter().map(|w| w.cpu_ns).sum::<f64>() / su / 1e6),
+            start_ms: i.start.map(|w| w.wall_ns / 1e6),
+            stop_ms: i.stop.map(|w| w.wall_ns / 1e6),
+            handover_ms: i.handover_ns / 1e6,
+            between_epochs_ms: i.epochs.iter().map(|e| e.before.wall_ns).sum::<f64>() / 1e6,
+        }
+    }
+}
+
 /// `lotus predict`'s answer (`lotus.predict/1`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
@@ -209,6 +260,8 @@ pub struct Prediction {
     pub measured: Measured,
     /// How the model fits it.
     pub model: Fit,
+    /// What the model took from the run.
+    pub taken: Taken,
     /// The changes, as asked, or ranked (fastest first).
     pub scenarios: Vec<Scenario>,
     /// What the model assumed or left out.
@@ -371,7 +424,7 @@ pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, Predict
     // rerun may find the machine busier or idler by as much.
     let gap = measured / simulated.max(1.0) - 1.0;
     let noise = if gap > GAP_TOLERANCE {
-        (gap / 2.0).min(0.5)
+        (gap / 2.0).min(0.3)
     } else {
         0.0
     };
@@ -447,6 +500,7 @@ pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, Predict
             margin: MODEL_MARGIN,
             noise,
         },
+        taken: Taken::of(inputs),
         scenarios,
         notes,
     })
@@ -514,9 +568,19 @@ fn reason(
             })
             .map(|(_, w)| w.cpu_ns)
             .sum();
+        let held = inputs
+            .ops
+            .iter()
+            .zip(&inputs.holds_ops)
+            .any(|(n, h)| *h && n.ends_with(op.rsplit('/').next().unwrap_or(op)));
         what.push(format!(
-            "{op} costs {} of the batches' CPU",
-            pct(cost / total)
+            "{op} costs {} of the batches' CPU{}",
+            pct(cost / total),
+            if held {
+                ", the ops it runs included"
+            } else {
+                ""
+            }
         ));
     }
     if change.gc_freeze {
@@ -566,8 +630,17 @@ pub fn candidates(obs: &Observed) -> Vec<Change> {
         }
     }
     let total = batch_cpu(&obs.inputs).max(1.0);
+    let holds = |op: &str| {
+        obs.inputs
+            .ops
+            .iter()
+            .zip(&obs.inputs.holds_ops)
+            .any(|(n, h)| n == op && *h)
+    };
     for (op, cost) in op_costs(obs) {
-        if cost / total >= OP_SHARE {
+        // An op that holds others (a dataset's item) is the data itself,
+        // not a change to propose; asked for, it is predicted all the same.
+        if cost / total >= OP_SHARE && !holds(op) {
             out.push(Change::new().without(op));
         }
     }

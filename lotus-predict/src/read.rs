@@ -78,6 +78,8 @@ struct Reader {
     batches: Vec<BatchSpan>,
     mains: HashMap<u32, Vec<MainEvent>>,
     roles: HashMap<u32, Role>,
+    /// Ops whose spans hold other ops' (a dataset's `__getitem__`).
+    holders: std::collections::HashSet<usize>,
 }
 
 impl Reader {
@@ -125,6 +127,18 @@ impl Reader {
                     }
                 }
                 let (ops, gc) = outermost(&mine);
+                for o in &mine {
+                    if !self.holders.contains(&o.name)
+                        && mine.iter().any(|p| {
+                            p.name != o.name
+                                && p.tid == o.tid
+                                && p.start >= o.start
+                                && p.end <= o.end
+                        })
+                    {
+                        self.holders.insert(o.name);
+                    }
+                }
                 self.batches.push(BatchSpan {
                     pid: e.pid,
                     id: e.batch.unwrap_or(u64::MAX),
@@ -468,6 +482,7 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
     }
     let inputs = Inputs {
         epochs,
+        holds_ops: (0..r.names.len()).map(|i| r.holders.contains(&i)).collect(),
         ops: r.names,
         start: median_work(&starts),
         stop: median_work(&stops),
