@@ -630,6 +630,7 @@ mod tests {
                 epochs
             ],
             ops: vec!["Half".into()],
+            holds_ops: vec![false],
             start: Some(Work::new(workers as f64 * ms, workers as f64 * ms)),
             stop: Some(Work::new(ms, 0.0)),
             startup: vec![Work::new(20.0 * ms, 20.0 * ms); workers as usize],

@@ -753,6 +753,7 @@ mod tests {
                 epochs
             ],
             ops: vec!["Crop".into()],
+            holds_ops: vec![false],
             start: Some(Work::new(4.0 * ms, 4.0 * ms)),
             stop: Some(Work::new(2.0 * ms, 0.0)),
             startup: vec![Work::new(30.0 * ms, 30.0 * ms); 2],
