@@ -58,8 +58,13 @@ impl Work {
     }
 
     /// This work less `part` (an op taken out), never below nothing.
-    fn less(self, part: Work) -> Work {
+    pub(crate) fn less(self, part: Work) -> Work {
         Work::new(self.wall_ns - part.wall_ns, self.cpu_ns - part.cpu_ns)
+    }
+
+    /// The sum of two pieces of work.
+    pub(crate) fn plus(self, other: Work) -> Work {
+        Work::new(self.wall_ns + other.wall_ns, self.cpu_ns + other.cpu_ns)
     }
 
     /// This work scaled by `k`.
@@ -109,9 +114,15 @@ pub struct Inputs {
     pub start: Option<Work>,
     /// The main process stopping them.
     pub stop: Option<Work>,
-    /// Each worker's start-up, from the start of `iter(loader)` to the
-    /// start of its first batch, as traced (empty without workers).
+    /// Each worker's start-up, as traced (empty without workers): from
+    /// the start of `iter(loader)` to the start of its first batch, and
+    /// what its first batch cost past the median batch (what a fresh
+    /// process pays once: lazy imports, caches, the first collections of
+    /// the heap it inherited).
     pub startup: Vec<Work>,
+    /// The collections of the oldest generation in each start-up (as
+    /// [`Inputs::startup`]; empty where none were seen).
+    pub startup_gc: Vec<Work>,
     /// From a worker finishing a batch to the main process having taken
     /// it, where the main process waited for it, ns.
     pub handover_ns: f64,
@@ -279,9 +290,12 @@ impl<'a> Sim<'a> {
     fn startup(&self, k: usize) -> Work {
         let s = &self.inputs.startup;
         if s.is_empty() {
-            DEFAULT_STARTUP
-        } else {
-            s[k % s.len()]
+            return DEFAULT_STARTUP;
+        }
+        let w = s[k % s.len()];
+        match self.inputs.startup_gc.get(k % s.len()) {
+            Some(gc) if self.setting.no_gc => w.less(*gc),
+            _ => w,
         }
     }
 
@@ -634,6 +648,7 @@ mod tests {
             start: Some(Work::new(workers as f64 * ms, workers as f64 * ms)),
             stop: Some(Work::new(ms, 0.0)),
             startup: vec![Work::new(20.0 * ms, 20.0 * ms); workers as usize],
+            startup_gc: Vec::new(),
             handover_ns: 0.1 * ms,
             ready_ns: 0.05 * ms,
             traced: Setting {

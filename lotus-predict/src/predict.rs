@@ -360,6 +360,18 @@ fn batch_cpu(inputs: &Inputs) -> f64 {
         .sum()
 }
 
+/// The CPU of the collections the run recorded: in its batches and in
+/// its workers' start-ups, ns.
+fn gc_cpu(inputs: &Inputs) -> f64 {
+    let batches: f64 = inputs
+        .epochs
+        .iter()
+        .flat_map(|e| &e.batches)
+        .map(|b| b.gc.cpu_ns)
+        .sum();
+    batches + inputs.startup_gc.iter().map(|w| w.cpu_ns).sum::<f64>()
+}
+
 /// A resampling of the batches within each epoch (and of the workers'
 /// start-ups), with replacement.
 fn resample(inputs: &Inputs, rng: &mut fastrand::Rng) -> Inputs {
@@ -369,8 +381,12 @@ fn resample(inputs: &Inputs, rng: &mut fastrand::Rng) -> Inputs {
             *b = src.batches[rng.usize(..src.batches.len())].clone();
         }
     }
-    for s in out.startup.iter_mut() {
-        *s = inputs.startup[rng.usize(..inputs.startup.len())];
+    for k in 0..out.startup.len() {
+        let j = rng.usize(..inputs.startup.len());
+        out.startup[k] = inputs.startup[j];
+        if let (Some(to), Some(from)) = (out.startup_gc.get_mut(k), inputs.startup_gc.get(j)) {
+            *to = *from;
+        }
     }
     out
 }
@@ -584,15 +600,10 @@ fn reason(
         ));
     }
     if change.gc_freeze {
-        let gc: f64 = inputs
-            .epochs
-            .iter()
-            .flat_map(|e| &e.batches)
-            .map(|b| b.gc.cpu_ns)
-            .sum();
         what.push(format!(
-            "collections of the oldest generation take {} of the batches' CPU",
-            pct(gc / total)
+            "the collector's passes over the heap the workers inherit took {:.0} ms of CPU ({} of the batches')",
+            gc_cpu(inputs) / 1e6,
+            pct(gc_cpu(inputs) / total)
         ));
     }
     if let Some(c) = change.cpus {
@@ -644,14 +655,7 @@ pub fn candidates(obs: &Observed) -> Vec<Change> {
             out.push(Change::new().without(op));
         }
     }
-    let gc: f64 = obs
-        .inputs
-        .epochs
-        .iter()
-        .flat_map(|e| &e.batches)
-        .map(|b| b.gc.cpu_ns)
-        .sum();
-    if gc / total >= GC_SHARE {
+    if gc_cpu(&obs.inputs) / total >= GC_SHARE {
         out.push(Change::new().gc_freeze());
     }
     out.push(Change::new().cpus(t.cpus * 2.0));
@@ -757,6 +761,7 @@ mod tests {
             start: Some(Work::new(4.0 * ms, 4.0 * ms)),
             stop: Some(Work::new(2.0 * ms, 0.0)),
             startup: vec![Work::new(30.0 * ms, 30.0 * ms); 2],
+            startup_gc: Vec::new(),
             handover_ns: 0.2 * ms,
             ready_ns: 0.05 * ms,
             traced: Setting {

@@ -193,7 +193,9 @@ fn outermost(ops: &[OpSpan]) -> (Vec<OpSum>, (u64, u64)) {
     for o in sorted {
         let wall = o.end - o.start;
         let cpu = o.cpu.unwrap_or(wall);
-        if o.gc == Some(2) {
+        // Every collection the tracer recorded: the oldest generation's,
+        // and the young ones that took 1 ms or more (an inherited heap's).
+        if o.gc.is_some() {
             gc.0 += wall;
             gc.1 += cpu;
         }
@@ -314,6 +316,19 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
             path: dir.display().to_string(),
         });
     };
+    // Each worker's first batch: it pays what a fresh process pays once
+    // (lazy imports, caches, the first collections of an inherited heap).
+    let mut first_of: HashMap<u32, usize> = HashMap::new();
+    for (k, b) in r.batches.iter().enumerate() {
+        if b.pid == main_pid {
+            continue;
+        }
+        let f = first_of.entry(b.pid).or_insert(k);
+        if b.start < r.batches[*f].start {
+            *f = k;
+        }
+    }
+    let mut cold: Vec<(usize, usize, u32)> = Vec::new();
     // Walk the main process's events in time order.
     let mut epoch_end: Vec<Option<u64>> = vec![None; n_epochs];
     for (k, e) in evs.iter().enumerate() {
@@ -402,6 +417,9 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
                 if step.wall_ns > 0.0 && epoch_end[ep].is_none_or(|t| t < e.start) {
                     epoch_end[ep] = Some(e.start + step.wall_ns as u64);
                 }
+                if first_of.get(&b.pid) == Some(&kb) {
+                    cold.push((ep, epochs[ep].batches.len(), b.pid));
+                }
                 epochs[ep].batches.push(Batch {
                     work: Work::new(wall, cpu),
                     ops,
@@ -410,6 +428,32 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
                 });
             }
             _ => {}
+        }
+    }
+    // A first batch's cost past the median batch's is its worker's
+    // start-up, paid once per worker: with persistent workers, once.
+    let mut warm_wall: Vec<f64> = Vec::new();
+    let mut warm_cpu: Vec<f64> = Vec::new();
+    for (ep, e) in epochs.iter().enumerate() {
+        for (i, b) in e.batches.iter().enumerate() {
+            if !cold.iter().any(|&(ce, ci, _)| ce == ep && ci == i) {
+                warm_wall.push(b.work.wall_ns);
+                warm_cpu.push(b.work.cpu_ns);
+            }
+        }
+    }
+    let mut extra: HashMap<u32, (Work, Work)> = HashMap::new();
+    if let (Some(mw), Some(mc)) = (median(warm_wall), median(warm_cpu)) {
+        for &(ep, i, pid) in &cold {
+            let b = &mut epochs[ep].batches[i];
+            let excess = Work::new(b.work.wall_ns - mw, b.work.cpu_ns - mc);
+            let gc = Work::new(
+                b.gc.wall_ns.min(excess.wall_ns),
+                b.gc.cpu_ns.min(excess.cpu_ns),
+            );
+            b.work = b.work.less(excess);
+            b.gc = b.gc.less(gc);
+            extra.insert(pid, (excess, gc));
         }
     }
     // The gaps between epochs.
@@ -451,9 +495,11 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
             .saturating_sub(s)
             .saturating_sub(b.delay_at.unwrap_or(0)) as f64;
         let cpu = b.pcpu_at.map_or(wall, |c| c as f64);
-        startup.push(Work::new(wall, cpu.min(wall.max(cpu))));
+        let (excess, gc) = extra.get(&b.pid).copied().unwrap_or_default();
+        startup.push((Work::new(wall, cpu).plus(excess), gc));
     }
-    startup.sort_by(|a, b| a.wall_ns.total_cmp(&b.wall_ns));
+    startup.sort_by(|a, b| a.0.wall_ns.total_cmp(&b.0.wall_ns));
+    let (startup, startup_gc): (Vec<Work>, Vec<Work>) = startup.into_iter().unzip();
     // The settings as traced.
     let workers_seen = {
         let mut per_epoch: Vec<std::collections::BTreeSet<u32>> =
@@ -487,6 +533,7 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
         start: median_work(&starts),
         stop: median_work(&stops),
         startup,
+        startup_gc,
         handover_ns: median(handovers).unwrap_or(0.0),
         ready_ns: median(readies).unwrap_or(50_000.0),
         traced,
