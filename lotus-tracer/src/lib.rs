@@ -44,6 +44,10 @@ pub const TRACER_FILES: &[(&str, &str)] = &[
         include_str!("../python/lotus_trace/_finer.py"),
     ),
     (
+        "lotus_trace/_loader.py",
+        include_str!("../python/lotus_trace/_loader.py"),
+    ),
+    (
         "lotus_trace/_frames.py",
         include_str!("../python/lotus_trace/_frames.py"),
     ),
