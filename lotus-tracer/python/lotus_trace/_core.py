@@ -1244,7 +1244,7 @@ class _Schedstat:
         if fd >= 0:
             try:
                 os.close(fd)
-            except OSError:
+            except Exception:  # closed already; or `os` gone at shutdown
                 pass
 
     def __del__(self):
