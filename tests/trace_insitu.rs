@@ -103,7 +103,7 @@ fn spans_know_their_thread_and_the_clock_offset_is_measured() {
     let mut seen = std::collections::BTreeMap::new();
     for line in lines.iter().filter(|l| l.starts_with('S')) {
         let e = parse_event_line(line).unwrap_or_else(|m| panic!("{line}: {m}"));
-        if &*e.name == "gc" {
+        if e.name == "gc" {
             // A garbage collection, on whichever thread ran it.
             continue;
         }
