@@ -61,6 +61,7 @@ mod trace_counters;
 mod trace_insitu;
 mod trace_interop;
 mod trace_pipelines;
+mod trace_predict_inputs;
 mod trace_python;
 mod trace_run_faults;
 mod trace_run_killed;

@@ -147,7 +147,8 @@ fn check_pipeline(dir: &Path, report: &Value, p: &Pipeline, t_before: u64, t_aft
                 "unexpected thread named in a worker: {e:?}"
             );
         }
-        for e in &log.events {
+        // A garbage collection is a span wherever it ran.
+        for e in log.events.iter().filter(|e| e.name != "gc") {
             assert!(
                 ["Sleep", "Spin", "Sample", "Fetch", "Collation", "Batch"]
                     .contains(&e.name.as_str()),
@@ -782,7 +783,11 @@ print(os.getpid())\n";
         " lotus-trace: Python frames: the perf trampolines could not be turned on in pid {pid} (ValueError: perf trampoline not available): its stacks show native frames only"
     );
     assert!(logs[0].comments.contains(&want), "{:?}", logs[0].comments);
-    assert_eq!(logs[0].events.len(), 1, "the op still traced");
+    assert_eq!(
+        logs[0].events.iter().filter(|e| e.name != "gc").count(),
+        1,
+        "the op still traced"
+    );
 }
 
 /// A job that recurses 900 Python calls deep (under the default limit of

@@ -61,6 +61,16 @@ pub const TRACER_FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The variable the tracer reads the DataLoader settings to apply from
+/// (`workers=N,prefetch=N,persistent=0|1,pin=0|1`, any of them; what
+/// `lotus tune` sets): `lotus_trace/_loader.py`.
+pub const ENV_LOADER: &str = "LOTUS_LOADER";
+
+/// The variable naming the number of batches after which the tracer ends
+/// the job (its workers shut down, its logs ended, exit status 0):
+/// `lotus_trace/_loader.py`.
+pub const ENV_STOP_AFTER: &str = "LOTUS_STOP_AFTER";
+
 /// The `lotus` Python module's source (`python/lotus/__init__.py`, a
 /// package so that the wheel installs it; lotus writes it as `lotus.py`):
 /// measurement windows from Python, no-ops outside a lotus run.
@@ -74,6 +84,21 @@ pub const HARNESS_PY: &str = include_str!("../python/lotus_harness.py");
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The variables named here are the ones the tracer reads.
+    #[test]
+    fn the_tracer_reads_the_variables_named_here() {
+        let (_, loader) = TRACER_FILES
+            .iter()
+            .find(|(p, _)| *p == "lotus_trace/_loader.py")
+            .expect("_loader.py embedded");
+        for name in [ENV_LOADER, ENV_STOP_AFTER] {
+            assert!(
+                loader.contains(&format!("os.environ.get(\"{name}\"")),
+                "_loader.py reads {name}"
+            );
+        }
+    }
 
     /// Every `.py` file of `python/lotus_trace` is embedded: a file added
     /// to the folder (and so to the wheel) but not to [`TRACER_FILES`]

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::lotus_ok;
-use super::trace_logs::Log;
+use super::trace_logs::{Ev, Log};
 
 /// numpy's default percentile (linear interpolation between closest ranks).
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -71,6 +71,11 @@ pub fn check_format(v: &Value) -> &Vec<Value> {
                 assert!(e["cat"].is_string(), "cat: {e}");
             }
             "M" => assert!(e["args"].is_object(), "args: {e}"),
+            // An instant: the DataLoader's settings.
+            "i" => assert!(
+                matches!(e["s"].as_str(), Some("t" | "p" | "g")) && e["args"].is_object(),
+                "instant: {e}"
+            ),
             other => panic!("unexpected phase {other}: {e}"),
         }
     }
@@ -129,6 +134,8 @@ pub fn check_stats(got: &Value, logs: &[&Log], delays: &[i64], what: &str) {
         let d = e.dur as i64;
         if e.kind() == "op" {
             ops.entry(e.name.as_str()).or_default().push(d);
+        } else if e.kind() == "config" {
+            // The DataLoader's settings: a point, no duration summarised.
         } else {
             kinds.entry(e.kind()).or_default().push(d);
         }
@@ -299,8 +306,24 @@ pub fn check_view(dir: &Path, logs: &[Log]) {
         "track order: {order:?}"
     );
     let spans = events.iter().filter(|e| e["ph"] == "X").count();
-    let total: usize = logs.iter().map(|l| l.events.len()).sum();
-    assert_eq!(spans, total, "every event a span");
+    let is_config = |e: &&Ev| e.kind() == "config";
+    let total: usize = logs
+        .iter()
+        .map(|l| l.events.iter().filter(|e| !is_config(e)).count())
+        .sum();
+    assert_eq!(spans, total, "every event a span, but the settings");
+    let configs: usize = logs
+        .iter()
+        .map(|l| l.events.iter().filter(is_config).count())
+        .sum();
+    let instants = events
+        .iter()
+        .filter(|e| e["ph"] == "i" && e["cat"] == "config")
+        .count();
+    assert_eq!(
+        instants, configs,
+        "the DataLoader's settings: an instant each"
+    );
     let consumed = logs
         .iter()
         .flat_map(|l| &l.events)

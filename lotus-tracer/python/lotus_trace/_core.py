@@ -546,6 +546,8 @@ def _flush(timeout=-1, close=False):
         if _failed or _dir is None or _fd is None:
             return
         try:
+            while _gc_pending:
+                _put_locked(_gc_pending.pop(0))
             if _blocks:
                 _write_blocks_locked()
             elif not _original and _log_end() != _clock_at:
@@ -1242,7 +1244,7 @@ class _Schedstat:
         if fd >= 0:
             try:
                 os.close(fd)
-            except OSError:
+            except Exception:  # closed already; or `os` gone at shutdown
                 pass
 
     def __del__(self):
@@ -1293,8 +1295,9 @@ _GC_MIN_NS = 1_000_000
 # The running collection's start: (wall time, thread CPU time); 0: none.
 _gc_t0 = 0
 _gc_c0 = 0
-# Spans of collections that ran while the log's lock was held (on their
-# thread, or another's): written at the next batch or consume event.
+# Spans of collections that could not be copied to the log's mapping at
+# once (`_emit_from_gc`): written at the next batch or consume event, or
+# when the log ends.
 _gc_pending = []
 _GC_PENDING_MAX = 64
 
@@ -1330,25 +1333,27 @@ def _gc_callback(phase, info):
 
 
 def _emit_from_gc(data):
-    """`_emit` from inside a collection, which may have started while
-    this thread held the log's lock: never waits for it."""
-    if _GIL:
-        try:
+    """`_emit` from inside a collection, which may have started anywhere
+    (this thread holding the log's lock, importlib holding its own): one C
+    call copies the line into the log's mapping where the log has its
+    header already, else it is held back (`_gc_pending`). Never a lock, a
+    file created or a module imported here."""
+    mm = _mm
+    try:
+        if _GIL and mm is not None and (_mm_off or mm.tell()):
             _write(data)
             return
-        except ValueError:
-            pass
-    if _lock.acquire(False):
-        try:
-            _put_locked(data)
-        finally:
-            _lock.release()
-    elif len(_gc_pending) < _GC_PENDING_MAX:
+    except (ValueError, OSError):
+        pass
+    if len(_gc_pending) < _GC_PENDING_MAX:
         _gc_pending.append(data)
 
 
 def _emit_gc_pending():
-    """Writes the `gc` spans held back by `_emit_from_gc`."""
+    """Writes the `gc` spans held back by `_emit_from_gc` (not before the
+    process's log exists: its own events create it, under its role)."""
+    if _fd is None:
+        return
     with _lock:
         while _gc_pending:
             _put_locked(_gc_pending.pop(0))

@@ -31,6 +31,9 @@ _KEYS = {
     "pin": ("pin_memory", "flag"),
 }
 
+# The DataLoader's arguments it refuses with num_workers=0.
+_WORKERS_ONLY = ("prefetch_factor", "persistent_workers", "multiprocessing_context")
+
 # Batches the training loop took, in this process, over all epochs.
 _consumed = 0
 
@@ -114,12 +117,12 @@ def _override(orig_init):
         given.update(_settings)
         workers = given.get("num_workers", 0)
         if workers == 0:
-            dropped = [k for k in ("prefetch_factor", "persistent_workers") if given.get(k)]
-            given.pop("prefetch_factor", None)
-            given.pop("persistent_workers", None)
+            dropped = [k for k in _WORKERS_ONLY if given.get(k)]
+            for k in _WORKERS_ONLY:
+                given.pop(k, None)
             if dropped:
                 _core.note(
-                    f"LOTUS_LOADER: {' and '.join(dropped)} not passed: with num_workers=0 the DataLoader takes neither"
+                    f"LOTUS_LOADER: {', '.join(dropped)} not passed: with num_workers=0 the DataLoader takes none of them"
                 )
         orig_init(*bound.args, **bound.kwargs)
         self._lotus_overridden = True
