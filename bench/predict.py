@@ -7,7 +7,8 @@ by its own per-op truth), run each change for real (plain python, no
 lotus) and compare: predicted, 90% interval, measured, error, covered.
 
     python3 bench/predict.py [--lotus PATH] [--python PATH] [--repeat R]
-                             [--pipelines a,b] [--batches B] [--json OUT]
+                             [--pipelines a,b] [--batches B] [--threads N]
+                             [--json OUT]
                              [--fake-predict]
 
 `--fake-predict` is for testing this script only: it predicts the traced
@@ -212,7 +213,7 @@ def print_table(name, traced, rows, fake, out=sys.stdout):
 
 def bench_pipeline(name, script_file, trace_flags, a, predictor, tmp):
     script = os.path.join(FIX, script_file)
-    extra = ["--batches", str(a.batches)] if a.batches else []
+    extra = ["--threads", str(a.threads)] + (["--batches", str(a.batches)] if a.batches else [])
     tdir = os.path.join(tmp, f"trace-{name}")
     rep = os.path.join(tmp, f"traced-{name}.json")
     print(f"{name}: tracing", file=sys.stderr)
@@ -254,6 +255,12 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=1, help="real runs per setting; their median is measured (default 1)")
     p.add_argument("--pipelines", help=f"comma-separated, of: {', '.join(n for n, _, _ in PIPELINES)} (default all)")
     p.add_argument("--batches", type=int, help="batches per epoch for every pipeline (default: each script's own)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="the pipelines' --threads (their pools' threads), in the traced and the real runs alike (default 1; 0: as they come)",
+    )
     p.add_argument("--timeout", type=int, default=300, help="seconds any one command may take (default 300)")
     p.add_argument("--json", metavar="OUT", help="write everything (traced runs, scenarios, predictions, real runs) here")
     p.add_argument("--keep", metavar="DIR", help="keep the traces and reports in DIR (a new folder)")
@@ -261,6 +268,8 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.repeat < 1:
         p.error("--repeat must be at least 1")
+    if a.threads < 0:
+        p.error("--threads must be at least 0")
     if a.batches is not None and a.batches < 1:
         p.error("--batches must be at least 1")
     names = [n for n, _, _ in PIPELINES]

@@ -46,6 +46,7 @@ mod native_ops;
 mod one_writer;
 mod outputs;
 mod perf_notes;
+mod predict_fixtures;
 mod received_folder;
 mod report;
 mod report_page;
