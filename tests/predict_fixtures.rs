@@ -62,7 +62,11 @@ fn traced(py: &Path, args: &[&str]) -> (serde_json::Value, serde_json::Value) {
         .arg(&dir)
         .output()
         .expect("lotus trace stats");
-    assert!(stats.status.success(), "{}", String::from_utf8_lossy(&stats.stderr));
+    assert!(
+        stats.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
     (
         json(&std::fs::read(&report).expect("the report"), "report"),
         json(&stats.stdout, "lotus trace stats"),
@@ -77,17 +81,29 @@ fn predict_fixture_loop_timer_is_the_verdicts_loop_and_its_truth_names_lotuss_op
     };
     for args in [
         &["--workers", "2", "--epochs", "2", "--batches", "6"][..],
-        &["--workers", "2", "--epochs", "2", "--batches", "6", "--persistent"],
+        &[
+            "--workers",
+            "2",
+            "--epochs",
+            "2",
+            "--batches",
+            "6",
+            "--persistent",
+        ],
         &["--workers", "0", "--epochs", "2", "--batches", "6"],
     ] {
         let (report, stats) = traced(&py, args);
         let own = report["loop_s"].as_f64().expect("loop_s");
-        let lotus = stats["verdict"]["loop_ns"].as_f64().expect("verdict.loop_ns") / 1e9;
+        let lotus = stats["verdict"]["loop_ns"]
+            .as_f64()
+            .expect("verdict.loop_ns")
+            / 1e9;
         // The same window, timed by two clocks a few Python lines apart at
-        // each end: the starting and stopping of the workers (a tenth of
-        // this loop) are in both or the gap shows.
+        // each end (2% leaves room for a preemption there): a timer that
+        // left out the first start of the workers, or the last stop, was
+        // 6% off here.
         assert!(
-            (own - lotus).abs() <= 0.01 * lotus,
+            (own - lotus).abs() <= 0.02 * lotus,
             "{args:?}: the script's loop {own:.4} s, lotus's {lotus:.4} s"
         );
         assert_eq!(report["batches"], 12, "{args:?}: {report}");
@@ -97,7 +113,12 @@ fn predict_fixture_loop_timer_is_the_verdicts_loop_and_its_truth_names_lotuss_op
             .as_array()
             .expect("ops")
             .iter()
-            .map(|o| (o["name"].as_str().expect("name"), o["count"].as_u64().expect("count")))
+            .map(|o| {
+                (
+                    o["name"].as_str().expect("name"),
+                    o["count"].as_u64().expect("count"),
+                )
+            })
             .collect();
         for (name, t) in truth {
             assert_eq!(
@@ -107,7 +128,10 @@ fn predict_fixture_loop_timer_is_the_verdicts_loop_and_its_truth_names_lotuss_op
             );
         }
         for name in report["removable"].as_array().expect("removable") {
-            assert!(truth.contains_key(name.as_str().expect("name")), "{name} is not timed");
+            assert!(
+                truth.contains_key(name.as_str().expect("name")),
+                "{name} is not timed"
+            );
         }
     }
 }
