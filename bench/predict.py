@@ -53,6 +53,10 @@ class BenchError(Exception):
     """A step of the benchmark failed; the message says which and why."""
 
 
+class NoPredict(Exception):
+    """The lotus binary has no `predict`: nothing to benchmark."""
+
+
 def run_cmd(cmd, timeout, what):
     """Runs `cmd`; its stdout. Raises BenchError naming `what` on failure."""
     try:
@@ -110,7 +114,12 @@ class LotusPredictor:
         self.timeout = timeout
 
     def predict(self, trace_dir, flags, traced_loop_s):
-        out = run_cmd([self.lotus, "predict", trace_dir, "--format", "json", *flags], self.timeout, f"lotus predict {' '.join(flags)}")
+        try:
+            out = run_cmd([self.lotus, "predict", trace_dir, "--format", "json", *flags], self.timeout, f"lotus predict {' '.join(flags)}")
+        except BenchError as e:
+            if "unrecognized subcommand 'predict'" in str(e):
+                raise NoPredict(f"{self.lotus} has no `predict` command: build lotus from a branch that has it, or pass --fake-predict (testing only) to check the rest")
+            raise
         try:
             doc = json.loads(out)
             if doc.get("schema") != "lotus.predict/1":
@@ -200,7 +209,8 @@ def print_table(name, traced, rows, fake, out=sys.stdout):
     for r in rows:
         p = r.get("predicted")
         if p is None:
-            print(f"  {r['change']:<28} {'n/a':>10} {'':>17} {fmt(r.get('measured_s'), '.3f'):>9}   ({r.get('error', 'no prediction')})", file=out)
+            why = " | ".join(line.strip() for line in r.get("error", "no prediction").splitlines() if line.strip())
+            print(f"  {r['change']:<28} {'n/a':>10} {'':>17} {fmt(r.get('measured_s'), '.3f'):>9}   ({why[:240]})", file=out)
             continue
         iv = f"{p['low_s']:.2f}-{p['high_s']:.2f}"
         cov = "-" if r["covered"] is None else ("yes" if r["covered"] else "no")
@@ -293,6 +303,9 @@ def main(argv=None):
                 continue
             try:
                 res = bench_pipeline(name, script, flags, a, predictor, tmp)
+            except NoPredict as e:
+                print(f"bench/predict.py: {e}", file=sys.stderr)
+                return 2
             except BenchError as e:
                 print(f"{name}: {e}", file=sys.stderr)
                 results.append({"pipeline": name, "error": str(e)})
