@@ -47,6 +47,7 @@ mod one_writer;
 mod outputs;
 mod perf_notes;
 mod predict;
+mod predict_fixtures;
 mod received_folder;
 mod report;
 mod report_page;
