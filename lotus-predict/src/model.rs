@@ -81,8 +81,13 @@ pub struct Batch {
     /// The ops run for it, by index into [`Inputs::ops`]: each op's
     /// outermost spans in the batch, summed.
     pub ops: Vec<(usize, Work)>,
-    /// Its garbage collections of the oldest generation.
+    /// Its garbage collections (the tracer's `gc` spans).
     pub gc: Work,
+    /// Its process's CPU in the kernel (page faults, system calls), where
+    /// the trace says: what a worker pays for memory that is fresh to it
+    /// (each batch collated into new shared memory, a forked heap) and a
+    /// warm main process loading its batches itself mostly does not.
+    pub kernel: Work,
     /// The main process's training step after taking it (up to its next
     /// request).
     pub step: Work,
@@ -283,6 +288,9 @@ impl<'a> Sim<'a> {
         }
         if self.setting.no_gc {
             w = w.less(b.gc);
+        }
+        if self.setting.workers == 0 && self.inputs.traced.workers > 0 {
+            w = w.less(b.kernel);
         }
         w
     }
@@ -633,6 +641,7 @@ mod tests {
             work: Work::new(batch_ms * ms, batch_ms * ms),
             ops: vec![(0, Work::new(batch_ms * ms / 2.0, batch_ms * ms / 2.0))],
             gc: Work::default(),
+            kernel: Work::default(),
             step: Work::new(step_ms * ms, step_ms * ms),
         };
         Inputs {

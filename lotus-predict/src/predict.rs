@@ -746,6 +746,7 @@ mod tests {
             work: Work::new(20.0 * ms, 20.0 * ms),
             ops: vec![(0, Work::new(10.0 * ms, 10.0 * ms))],
             gc: Work::new(2.0 * ms, 2.0 * ms),
+            kernel: Work::default(),
             step: Work::new(5.0 * ms, 5.0 * ms),
         };
         let inputs = Inputs {

@@ -49,6 +49,7 @@ struct BatchSpan {
     delay: Option<u64>,
     pcpu_at: Option<u64>,
     delay_at: Option<u64>,
+    psys: Option<u64>,
     /// Per op name: its outermost spans' wall and CPU.
     ops: Vec<OpSum>,
     gc: (u64, u64),
@@ -148,6 +149,7 @@ impl Reader {
                     delay: usage.and_then(|u| u.delay_ns),
                     pcpu_at: usage.and_then(|u| u.pcpu_at_ns),
                     delay_at: usage.and_then(|u| u.delay_at_ns),
+                    psys: usage.and_then(|u| u.psys_ns),
                     ops,
                     gc,
                     used: false,
@@ -424,6 +426,9 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
                     work: Work::new(wall, cpu),
                     ops,
                     gc: Work::new(wall * gc_share, b.gc.1 as f64),
+                    kernel: b
+                        .psys
+                        .map_or_else(Work::default, |k| Work::new((k as f64).min(wall), k as f64)),
                     step,
                 });
             }

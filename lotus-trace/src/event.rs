@@ -217,6 +217,10 @@ pub struct Usage {
     /// The thread's run-queue delay so far at the span's start
     /// (`delay_at=`, absolute: wait spans and consume points).
     pub delay_at_ns: Option<u64>,
+    /// The process's CPU time in the kernel during the span (`psys=`:
+    /// page faults, system calls; batch, start and stop spans): what a
+    /// fresh worker pays that a warm main process mostly does not.
+    pub psys_ns: Option<u64>,
 }
 
 impl Usage {

@@ -833,7 +833,7 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
                 }
                 // A few events' (batch, wait, consume, start, stop, gc)
                 // fields: read in place all the same.
-                b"pcpu" | b"delay" | b"pcpu_at" | b"delay_at" => {
+                b"pcpu" | b"delay" | b"pcpu_at" | b"delay_at" | b"psys" => {
                     let (n, end) = number_field(b, v)?;
                     *usage_field(&mut usage, &b[at..eq])? = Some(n);
                     end
@@ -888,6 +888,7 @@ fn usage_field<'u>(usage: &'u mut Usage, key: &[u8]) -> Option<&'u mut Option<u6
         b"delay" => &mut usage.delay_ns,
         b"pcpu_at" => &mut usage.pcpu_at_ns,
         b"delay_at" => &mut usage.delay_at_ns,
+        b"psys" => &mut usage.psys_ns,
         _ => return None,
     })
 }
@@ -1049,7 +1050,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             "cpu" => cpu = Some(cpu_within(whole_number(value, "cpu time")?, dur_ns)?),
             "hook" => hook = Some(whole_number(value, "hook time")?),
             "hook_in" => hook_in = Some(whole_number(value, "hook time")?),
-            k @ ("pcpu" | "delay" | "pcpu_at" | "delay_at") => {
+            k @ ("pcpu" | "delay" | "pcpu_at" | "delay_at" | "psys") => {
                 let n = whole_number(value, k)?;
                 if let Some(slot) = usage_field(&mut usage, k.as_bytes()) {
                     *slot = Some(n);
@@ -1401,12 +1402,19 @@ mod tests {
 
     #[test]
     fn usage_fields_are_read_by_both_parsers_and_optional() {
-        let line = "SBatch,100,5000,kind=batch,batch=2,pcpu=9000,delay=300,pcpu_at=70000,tid=5";
+        let line =
+            "SBatch,100,5000,kind=batch,batch=2,pcpu=9000,delay=300,pcpu_at=70000,psys=400,tid=5";
         let e = parse_event_line(line).expect("usage");
         let u = e.usage.as_deref().expect("usage given");
         assert_eq!(
-            (u.pcpu_ns, u.delay_ns, u.pcpu_at_ns, u.delay_at_ns),
-            (Some(9000), Some(300), Some(70_000), None)
+            (
+                u.pcpu_ns,
+                u.delay_ns,
+                u.pcpu_at_ns,
+                u.delay_at_ns,
+                u.psys_ns
+            ),
+            (Some(9000), Some(300), Some(70_000), None, Some(400))
         );
         assert_eq!(fast_event_line(line.as_bytes()).expect("fast"), e);
         let wait = "SWait,100,50,kind=wait,batch=2,pcpu_at=1,delay_at=2";

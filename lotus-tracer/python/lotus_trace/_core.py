@@ -1148,7 +1148,8 @@ class BatchSpan:
         else:
             fetch_end = t1
         _emit(f"SFetch,{t0},{fetch_end - t0},kind=fetch,batch={b}{tid}\n")
-        _emit(f"SBatch,{t0},{t1 - t0},kind=batch,batch={b}{tid}{used},pcpu_at={self.u0[0]}\n")
+        at = f",pcpu_at={self.u0[0]}" if self.u0[1] is None else f",pcpu_at={self.u0[0]},delay_at={self.u0[1]}"
+        _emit(f"SBatch,{t0},{t1 - t0},kind=batch,batch={b}{tid}{used}{at}\n")
         if _gc_pending:
             _emit_gc_pending()
         if _role == "worker":
@@ -1208,6 +1209,11 @@ def config_event(fields):
 # The whole process's CPU time (all its threads), ns: a forked or spawned
 # child's starts at 0.
 _pcpu = time.process_time_ns
+try:
+    from resource import RUSAGE_SELF as _RUSAGE_SELF
+    from resource import getrusage as _getrusage
+except ImportError:  # not on Linux
+    _RUSAGE_SELF, _getrusage = 0, None
 # A thread's scheduler statistics: its CPU time, its run-queue delay (the
 # time it was ready but waited for a CPU) and its time slices, in ns.
 _SCHEDSTAT = "/proc/thread-self/schedstat"
@@ -1273,18 +1279,33 @@ def usage_at():
     return f",pcpu_at={_pcpu()}" if d is None else f",pcpu_at={_pcpu()},delay_at={d}"
 
 
+def _psys():
+    """The process's CPU time in the kernel so far (page faults, system
+    calls), ns, or None."""
+    try:
+        return int(_getrusage(_RUSAGE_SELF).ru_stime * 1e9)
+    except Exception:
+        return None
+
+
 def usage_start():
-    """(process CPU, thread delay) now, for `usage_over`."""
-    return _pcpu(), _delay()
+    """(process CPU, thread delay, process kernel CPU) now, for
+    `usage_over`."""
+    return _pcpu(), _delay(), _psys()
 
 
 def usage_over(u0):
-    """`,pcpu=<process CPU>,delay=<thread delay>` since `usage_start()`'s
-    `u0`, ns (no `delay` where it cannot be read)."""
-    p0, d0 = u0
+    """`,pcpu=<process CPU>,delay=<thread delay>,psys=<process kernel
+    CPU>` since `usage_start()`'s `u0`, ns (no `delay` or `psys` where it
+    cannot be read)."""
+    p0, d0, s0 = u0
     p = _pcpu() - p0
     d = _delay() if d0 is not None else None
-    return f",pcpu={p}" if d is None else f",pcpu={p},delay={d - d0}"
+    k = _psys() if s0 is not None else None
+    out = f",pcpu={p}" if d is None else f",pcpu={p},delay={d - d0}"
+    if k is not None:
+        out += f",psys={max(0, k - s0)}"
+    return out
 
 
 # --- garbage collection as a span -------------------------------------------------
