@@ -205,6 +205,8 @@ enum Next {
     WorkerDone(usize),
     /// Batch `j` reaches the main process.
     Arrives(usize),
+    /// The main process begins worker `w`.
+    Begins(usize),
 }
 
 /// What the main process is doing.
@@ -264,6 +266,8 @@ struct Sim<'a> {
     arrived: Vec<Option<f64>>,
     /// Batches on their way to the main process: (when, batch).
     in_flight: Vec<(f64, usize)>,
+    /// Workers not yet begun by the main process: (when, worker).
+    begins: Vec<(f64, usize)>,
     sent: usize,
     loop_start: Option<f64>,
     loop_end: f64,
@@ -377,10 +381,19 @@ impl<'a> Sim<'a> {
             self.queues = vec![Default::default(); k];
             self.doing = vec![None; k];
             self.up = vec![false; k];
-            for w in 0..k {
-                self.workers[w] = Some(Running::of(self.startup(w)));
-            }
+            // The main process starts them one after another over its
+            // start: worker w is begun w/k of the way through (its time
+            // alone, as if nothing slowed it).
             let start = self.start_work();
+            self.begins.clear();
+            for w in 0..k {
+                let at = self.now + start.wall_ns * w as f64 / k as f64;
+                if w == 0 {
+                    self.workers[w] = Some(Running::of(self.startup(w)));
+                } else {
+                    self.begins.push((at, w));
+                }
+            }
             self.set_main(MainAt::Starting(e), Some(start));
         } else {
             for q in &mut self.queues {
@@ -568,6 +581,9 @@ impl<'a> Sim<'a> {
             for &(at, j) in &self.in_flight {
                 consider((at - self.now).max(0.0), Next::Arrives(j));
             }
+            for &(at, w) in &self.begins {
+                consider((at - self.now).max(0.0), Next::Begins(w));
+            }
             let Some((dt, what)) = next else {
                 // Nothing runs and nothing comes: the main process waits
                 // for a batch no worker was sent (cannot happen with a
@@ -588,6 +604,10 @@ impl<'a> Sim<'a> {
                 Next::MainDone => self.main_done(),
                 Next::WorkerDone(w) => self.worker_done(w),
                 Next::Arrives(j) => self.arrives(j),
+                Next::Begins(w) => {
+                    self.begins.retain(|&(_, x)| x != w);
+                    self.workers[w] = Some(Running::of(self.startup(w)));
+                }
             }
         }
         Outcome {
@@ -620,6 +640,7 @@ pub fn simulate(inputs: &Inputs, setting: &Setting) -> Outcome {
         up: Vec::new(),
         arrived: Vec::new(),
         in_flight: Vec::new(),
+        begins: Vec::new(),
         sent: 0,
         loop_start: None,
         loop_end: 0.0,

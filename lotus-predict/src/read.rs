@@ -476,8 +476,13 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
         });
     }
     epochs.retain(|e| !e.batches.is_empty());
-    // Each worker's start-up: from the start of its epoch's workers to
-    // its first batch; its CPU then (its process's, from birth).
+    // Each worker's start-up: its process's CPU from birth to its first
+    // batch (with no such figure, the time from when the main process
+    // started it to its first batch, less its run-queue delay). The main
+    // process starts its workers one after another over its `start` span
+    // (with spawn, each waits for the one before to import the script):
+    // the k-th of n to reach its first batch is taken as started k/n of
+    // the way through.
     let mut first_batch: HashMap<u32, &BatchSpan> = HashMap::new();
     for b in r.batches.iter().filter(|b| b.pid != main_pid) {
         let f = first_batch.entry(b.pid).or_insert(b);
@@ -485,25 +490,38 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
             *f = b;
         }
     }
-    let mut startup = Vec::new();
+    let mut by_start: Vec<(&MainEvent, Vec<&BatchSpan>)> = evs
+        .iter()
+        .filter(|e| e.kind == Kind::Start)
+        .map(|e| (e, Vec::new()))
+        .collect();
     for b in first_batch.values() {
-        let Some(s) = evs
-            .iter()
-            .filter(|e| e.kind == Kind::Start && e.start <= b.start)
-            .map(|e| e.start)
-            .max()
-        else {
-            continue;
-        };
-        let wall = b
-            .start
-            .saturating_sub(s)
-            .saturating_sub(b.delay_at.unwrap_or(0)) as f64;
-        let cpu = b.pcpu_at.map_or(wall, |c| c as f64);
-        let (excess, gc) = extra.get(&b.pid).copied().unwrap_or_default();
-        startup.push((Work::new(wall, cpu).plus(excess), gc));
+        if let Some(g) = by_start.iter_mut().rev().find(|(e, _)| e.start <= b.start) {
+            g.1.push(b);
+        }
     }
-    startup.sort_by(|a, b| a.0.wall_ns.total_cmp(&b.0.wall_ns));
+    let mut startup = Vec::new();
+    for (e, mut firsts) in by_start {
+        firsts.sort_by_key(|b| (b.start, b.pid));
+        let n = firsts.len().max(1) as u64;
+        for (k, b) in firsts.into_iter().enumerate() {
+            let begun = e.start + e.dur * k as u64 / n;
+            let wall = b
+                .start
+                .saturating_sub(begun)
+                .saturating_sub(b.delay_at.unwrap_or(0)) as f64;
+            // Its time alone is its CPU where the trace says it: up to its
+            // first batch a worker also waits for its first index, which
+            // comes only once the main process has started every worker
+            // (with spawn, seconds later).
+            let (wall, cpu) = match b.pcpu_at {
+                Some(c) => (c as f64, c as f64),
+                None => (wall, wall),
+            };
+            let (excess, gc) = extra.get(&b.pid).copied().unwrap_or_default();
+            startup.push((Work::new(wall, cpu).plus(excess), gc));
+        }
+    }
     let (startup, startup_gc): (Vec<Work>, Vec<Work>) = startup.into_iter().unzip();
     // The settings as traced.
     let workers_seen = {
