@@ -579,3 +579,121 @@ fn median_work(v: &[Work]) -> Option<Work> {
     let cpu = median(v.iter().map(|w| w.cpu_ns).collect())?;
     Some(Work::new(wall, cpu))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const T0: u64 = 1_700_000_000_000_000_000;
+
+    /// A run of one epoch: the main process starts two fork workers
+    /// (a 20 ms start), takes 6 batches (each worker's first costs 30 ms
+    /// more, 10 ms of it a collection), steps of 5 ms of CPU.
+    fn run(dir: &Path) {
+        let mut main = String::from("#lotus-trace v1 role=main pid=1\n");
+        main += &format!("SDataLoader,{T0},0,kind=config,workers=2,prefetch=2,persistent=0,pin=0,batch_size=4,method=fork,len=6,overridden=0\n");
+        main += &format!(
+            "SWorkersStart,{T0},{},kind=start,pcpu={},delay=0\n",
+            20 * MS,
+            20 * MS
+        );
+        let mut worker = [String::new(), String::new()];
+        let mut t = T0 + 20 * MS;
+        let mut free = [t + 15 * MS, t + 15 * MS];
+        let mut cpu = 0u64;
+        for b in 0..6u64 {
+            let w = (b % 2) as usize;
+            let cost = if b < 2 { 70 } else { 40 } * MS;
+            let start = free[w];
+            let end = start + cost;
+            free[w] = end;
+            if b < 2 {
+                worker[w] += &format!(
+                    "Sgc,{},{},kind=op,gen=2,batch={b},cpu={}\n",
+                    start,
+                    10 * MS,
+                    10 * MS
+                );
+            }
+            worker[w] += &format!(
+                "SBatch,{start},{cost},kind=batch,batch={b},pcpu={cost},delay=0,psys={},pcpu_at={},delay_at=0\n",
+                4 * MS,
+                if b < 2 { 15 * MS } else { 55 * MS }
+            );
+            let wait_start = t;
+            let taken = end.max(t) + MS;
+            main += &format!(
+                "SWait,{wait_start},{},kind=wait,batch={b},ready=0,pcpu_at={cpu},delay_at=0\n",
+                taken - wait_start
+            );
+            main +=
+                &format!("SConsume,{taken},0,kind=consume,batch={b},pcpu_at={cpu},delay_at=0\n");
+            cpu += 5 * MS;
+            t = taken + 5 * MS;
+        }
+        main += &format!("SWorkersStop,{t},{},kind=stop,pcpu=0,delay=0\n", 3 * MS);
+        std::fs::write(dir.join("lotus_main_pid_1"), main).unwrap();
+        for (w, log) in worker.iter().enumerate() {
+            let pid = w + 2;
+            std::fs::write(
+                dir.join(format!("lotus_worker_pid_{pid}")),
+                format!("#lotus-trace v1 role=worker pid={pid}\n{log}"),
+            )
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_run_is_read_as_its_batches_steps_and_start_ups() {
+        let tmp = tempfile::tempdir().unwrap();
+        run(tmp.path());
+        let o = read(tmp.path(), 2.0).unwrap();
+        let i = &o.inputs;
+        assert_eq!((o.batches, i.epochs.len()), (6, 1));
+        assert_eq!(
+            (i.traced.workers, i.traced.prefetch, i.traced.persistent),
+            (2, 2, false)
+        );
+        assert!(
+            o.has_cpu && o.has_delay && o.notes.is_empty(),
+            "{:?}",
+            o.notes
+        );
+        // Each worker's first batch: 30 ms past the median (40 ms) moved to
+        // its start-up (15 ms of CPU from birth), the collection with it.
+        let b = &i.epochs[0].batches;
+        for x in b {
+            assert!((x.work.wall_ns - 40e6).abs() < 1.0, "{x:?}");
+            assert_eq!(x.kernel, Work::new(4e6, 4e6));
+        }
+        assert_eq!(i.startup.len(), 2);
+        for (s, gc) in i.startup.iter().zip(&i.startup_gc) {
+            assert!((s.cpu_ns - 45e6).abs() < 1.0, "{s:?}");
+            assert!((gc.cpu_ns - 10e6).abs() < 1.0, "{gc:?}");
+        }
+        // The steps: 5 ms of CPU from each consume to the next request,
+        // the last one's up to the stop.
+        assert!(
+            b[..5].iter().all(|x| (x.step.cpu_ns - 5e6).abs() < 1.0),
+            "{b:?}"
+        );
+        assert_eq!(i.start, Some(Work::new(20e6, 20e6)));
+        assert!((i.handover_ns - 1e6).abs() < 1.0, "{}", i.handover_ns);
+        // The loop: from the workers' start to the stop's end, each
+        // worker's three batches (150 ms) in it.
+        assert!(o.loop_ns > 150e6 && o.wait_ns > 0.0, "{}", o.loop_ns);
+    }
+
+    #[test]
+    fn a_folder_without_a_loop_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join("lotus_worker_pid_7"),
+            "SLoader,1000,50,kind=op\nSBatch,900,400,kind=batch,batch=0\n",
+        )
+        .unwrap();
+        let e = read(tmp.path(), 2.0).unwrap_err().to_string();
+        assert!(e.contains("no training loop"), "{e}");
+    }
+}
