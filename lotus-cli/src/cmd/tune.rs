@@ -7,8 +7,8 @@
 //! `--trials` times in all: the model ([`lotus_predict`]) predicts every
 //! setting of the grid (`num_workers`, `prefetch_factor`,
 //! `persistent_workers`) from the best trial so far; where no untried
-//! setting's whole interval is below that trial's loop, tuning stops (no
-//! candidate beats the best by more than the noise); else the fastest
+//! setting is predicted to beat that trial's loop by more than the run's
+//! noise (3% at least), tuning stops; else the fastest
 //! predicted is run, applied by the tracer to the DataLoader's arguments
 //! (`LOTUS_LOADER`), with no change to the job's code, and its measured
 //! loop is set beside its prediction. `--batches N` stops each trial
@@ -57,6 +57,10 @@ pub enum TuneFormat {
     /// `lotus.tune/1`.
     Json,
 }
+
+/// A setting is tried where it is predicted to beat the best trial so far
+/// by this share at least (or by the run's noise, where more).
+const MIN_GAIN: f64 = 0.03;
 
 /// The schema tag of `lotus tune --format json`.
 pub const SCHEMA: &str = "lotus.tune/1";
@@ -247,14 +251,18 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             .scenarios
             .iter()
             .zip(grid(from))
-            .filter(|(s, _)| s.helps)
+            // Worth a trial: predicted to beat the best so far by more
+            // than the run's noise (at least MIN_GAIN); the trial then
+            // measures it, so the model's own margin is not asked for.
+            .filter(|(s, _)| s.loop_s < p.measured.loop_s * (1.0 - p.model.noise.max(MIN_GAIN)))
             .map(|(s, c)| (s, applied(&base, &c)))
             .filter(|(_, set)| !tried.contains(&loader_env(set)))
             .min_by(|a, b| a.0.loop_s.total_cmp(&b.0.loop_s));
         let Some((s, set)) = pick else {
             stopped = format!(
-                "no setting is predicted to beat trial {} by more than the noise",
-                best + 1
+                "no setting is predicted to beat trial {} by more than the noise ({:.0}%)",
+                best + 1,
+                p.model.noise.max(MIN_GAIN) * 100.0
             );
             break;
         };
