@@ -556,6 +556,8 @@ struct Sweep<I: Iterator<Item = Result<SpanRec, SpillError>>> {
     open: HashMap<(u32, u32), Vec<Open>>,
     pushed: u64,
     tree: Tree,
+    /// The op of the tracer's `gc` spans: a collection hands no pool work.
+    gc_op: Option<u32>,
 }
 
 impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
@@ -565,7 +567,21 @@ impl<I: Iterator<Item = Result<SpanRec, SpillError>>> Sweep<I> {
             open: HashMap::new(),
             pushed: 0,
             tree: Tree::default(),
+            gc_op: None,
         }
+    }
+
+    /// [`Sweep::innermost`] less the `gc` spans: the op a pool works for
+    /// (a collection running inside it calls no pool).
+    fn caller(&mut self, pid: u32, tid: u32, t: u64) -> Option<Open> {
+        let gc = self.gc_op;
+        let nodes = &self.tree.nodes;
+        let list = self.open.get_mut(&(pid, tid))?;
+        list.retain(|s| s.end > t);
+        list.iter()
+            .rev()
+            .find(|s| s.start <= t && Some(nodes[s.path as usize].op) != gc)
+            .copied()
     }
 
     /// Takes in every span that starts at or before `t`. A span's parent
@@ -1279,6 +1295,11 @@ impl SampledTrace {
         let mut total = 0u64;
         let mut reader = samples_of(&self.files)?;
         let mut sweep = Sweep::new(logs.spans.iter()?);
+        sweep.gc_op = logs
+            .ops
+            .iter()
+            .position(|n| n == "gc")
+            .and_then(|i| u32::try_from(i).ok());
         let pool_pids: HashSet<u32> = self.runtime_pools.keys().map(|k| k.0).collect();
         let mut causes = cause::Causes::default();
         while let Some(s) = reader.next_with_stack() {
@@ -1297,7 +1318,8 @@ impl SampledTrace {
                         // work now, for the op it is in.
                         if let Some(rt) = self.frames.read(&self.symbols, stack, s.symbol).hands_to
                         {
-                            causes.handed(s.pid, rt, s.time_ns, cause::Cause::of(own, role));
+                            let caller = sweep.caller(s.pid, s.tid, s.time_ns);
+                            causes.handed(s.pid, rt, s.time_ns, cause::Cause::of(caller, role));
                         }
                     }
                     if let Some(span) = own {
@@ -1312,17 +1334,15 @@ impl SampledTrace {
                             // spins from its creation, at numpy's import),
                             // for what its process ran when it started.
                             causes.last(s.pid, s.tid, rt).unwrap_or_else(|| {
-                                let c = cause::Cause::of(
-                                    sweep.innermost(s.pid, s.pid, s.time_ns),
-                                    role,
-                                );
+                                let c =
+                                    cause::Cause::of(sweep.caller(s.pid, s.pid, s.time_ns), role);
                                 causes.worked(s.pid, s.tid, s.time_ns, c);
                                 c
                             })
                         } else {
                             // Working: for whatever its process's main
                             // thread runs now, which waits for it.
-                            let open = sweep.innermost(s.pid, s.pid, s.time_ns);
+                            let open = sweep.caller(s.pid, s.pid, s.time_ns);
                             let c = cause::Cause::of(open, role);
                             // A sample stands for its thread's CPU since
                             // its previous one: where most of that lies

@@ -472,12 +472,16 @@ impl Verdict {
     }
 }
 
+/// The tracer's span of a garbage collection (`gc`): the interpreter's
+/// work, not an op of the pipeline, so never the heaviest op.
+const GC_OP: &str = "gc";
+
 /// The op row of most CPU of its own, and its share of all the CPU.
 fn heaviest_sampled(a: &InPipelineAttribution) -> Option<HeaviestOp> {
     let r = a
         .rows
         .iter()
-        .filter(|r| r.kind == RowKind::Op)
+        .filter(|r| r.kind == RowKind::Op && r.name != GC_OP)
         .max_by(|x, y| x.cpu_ns.cmp(&y.cpu_ns).then_with(|| y.path.cmp(&x.path)))?;
     Some(HeaviestOp {
         name: r.path.clone(),
@@ -492,6 +496,7 @@ fn heaviest_sampled(a: &InPipelineAttribution) -> Option<HeaviestOp> {
 /// inclusive (the trace's op totals do not say which ops nest), so an op
 /// holding others (a dataset op around its transforms) can come first.
 fn heaviest_from_spans(ops: &[NamedSummary]) -> Option<HeaviestOp> {
+    let ops: Vec<&NamedSummary> = ops.iter().filter(|o| o.name != GC_OP).collect();
     if ops.is_empty() {
         return None;
     }
