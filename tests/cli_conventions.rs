@@ -24,6 +24,7 @@ const DATA_COMMANDS: &[&str] = &[
     "trace stats",
     "compare",
     "report",
+    "predict",
 ];
 
 /// Commands that print no data of their own, and why.
@@ -38,6 +39,10 @@ const OTHER_COMMANDS: &[(&str, &str)] = &[
         "prints a shell script, whose shell is its argument",
     ),
     ("man", "prints roff"),
+    (
+        "tune",
+        "runs the job's trials into trace folders; prints its trials and the best setting (lotus.tune/1 with --format json)",
+    ),
 ];
 
 /// Environment variables that lotus sets for the processes it starts (or
@@ -328,6 +333,11 @@ fn out_dash_is_standard_output_for_every_command_with_out() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!tmp.path().join("-").exists());
     checked.insert("trace run");
+    // Nor a tune's trials.
+    let out = lotus_in(tmp.path(), &["tune", "--out", "-", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!tmp.path().join("-").exists());
+    checked.insert("tune");
 
     let checked: BTreeSet<String> = checked.into_iter().map(String::from).collect();
     assert_eq!(

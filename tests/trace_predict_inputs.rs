@@ -307,7 +307,19 @@ fn collections_are_gc_spans_inside_the_op_that_set_them_off() {
     let Some(py) = torch_python("collections_are_gc_spans_inside_the_op_that_set_them_off") else {
         return;
     };
-    let r = run(&py, &["--workers", "1", "--batches", "6", "--gc"], &[]);
+    // Off by default: none without LOTUS_TRACE_GC=1.
+    let off = run(&py, &["--workers", "1", "--batches", "6", "--gc"], &[]);
+    assert!(
+        off.workers()
+            .iter()
+            .all(|w| w.events.iter().all(|e| e.name != "gc")),
+        "gc spans without LOTUS_TRACE_GC"
+    );
+    let r = run(
+        &py,
+        &["--workers", "1", "--batches", "6", "--gc"],
+        &[("LOTUS_TRACE_GC", "1")],
+    );
     let workers = r.workers();
     assert_eq!(workers.len(), 1);
     let w = workers[0];
@@ -384,7 +396,7 @@ fn gc_is_a_row_under_its_op_in_the_attribution() {
         &py,
         &["--sample", "-F", "1000"],
         &["--workers", "1", "--batches", "6", "--gc"],
-        &[],
+        &[("LOTUS_TRACE_GC", "1")],
     );
     let a = attribute_json(&r.dir);
     let rows = a["rows"].as_array().expect("rows");

@@ -8,7 +8,7 @@
 //! start-up and the main process's starting and stopping them, the
 //! handover of a batch, and the DataLoader's settings. [`simulate`] plays
 //! the run again under a [`Setting`] on shared CPUs (the model is written
-//! out in `docs/src/predict.md` and in the `model` module), and
+//! out in `docs/src/commands/predict.md` and in the `model` module), and
 //! [`predict`] turns that into predicted loop times with an interval,
 //! calibrated on the run as traced.
 //!

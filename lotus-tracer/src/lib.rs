@@ -71,6 +71,12 @@ pub const ENV_LOADER: &str = "LOTUS_LOADER";
 /// `lotus_trace/_loader.py`.
 pub const ENV_STOP_AFTER: &str = "LOTUS_STOP_AFTER";
 
+/// The variable that turns the tracer's `gc` spans on (`1`): each
+/// collection of the oldest generation, and each younger one of 1 ms or
+/// more, an op span (`lotus_trace/_core.py`). Off by default: the
+/// callback slows some jobs' workers.
+pub const ENV_GC: &str = "LOTUS_TRACE_GC";
+
 /// The `lotus` Python module's source (`python/lotus/__init__.py`, a
 /// package so that the wheel installs it; lotus writes it as `lotus.py`):
 /// measurement windows from Python, no-ops outside a lotus run.
@@ -84,6 +90,16 @@ pub const HARNESS_PY: &str = include_str!("../python/lotus_harness.py");
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `LOTUS_TRACE_GC` is the one `_core.py` reads.
+    #[test]
+    fn the_tracer_reads_its_gc_switch() {
+        let (_, core) = TRACER_FILES
+            .iter()
+            .find(|(p, _)| *p == "lotus_trace/_core.py")
+            .expect("_core.py embedded");
+        assert!(core.contains(&format!("os.environ.get(\"{ENV_GC}\")")));
+    }
 
     /// The variables named here are the ones the tracer reads.
     #[test]

@@ -188,6 +188,11 @@ fn trial(args: &TuneArgs, dir: &Path, loader: &str, cpus: f64) -> Result<Observe
 
 /// Runs `lotus tune`.
 pub fn run(args: TuneArgs) -> Result<ExitCode> {
+    if args.out.as_deref().is_some_and(crate::usage::is_stdout) {
+        return Err(crate::usage::usage(
+            "--out -: the trials are trace folders, which cannot be standard output: give a folder (or no --out)",
+        ));
+    }
     let cpus = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
     let private;
     let root: PathBuf = match &args.out {
