@@ -1564,16 +1564,7 @@ pub fn attribute_folder_by(
         functions
             .into_iter()
             .take(top)
-            .map(|(sym, k)| {
-                let s = trace.symbols.get(sym);
-                TopFunction {
-                    function: s.function.clone(),
-                    module: s.module.clone(),
-                    samples: k,
-                    share: k as f64 / n as f64,
-                    cpu_ns: 0,
-                }
-            })
+            .map(|(sym, k)| top_function(&trace.symbols, sym, k, k as f64 / n as f64, 0))
             .collect()
     };
     let row_counters = |target: Target| -> BTreeMap<String, u64> {
@@ -1660,16 +1651,7 @@ pub fn attribute_folder_by(
     }
     let mut spinning: Vec<TopFunction> = spin_samples
         .into_iter()
-        .map(|(sym, k)| {
-            let s = trace.symbols.get(sym);
-            TopFunction {
-                function: s.function.clone(),
-                module: s.module.clone(),
-                samples: k,
-                share: 0.0,
-                cpu_ns: k.saturating_mul(interval_ns),
-            }
-        })
+        .map(|(sym, k)| top_function(&trace.symbols, sym, k, 0.0, k.saturating_mul(interval_ns)))
         .collect();
     spinning.sort_by(|a, b| {
         b.samples
@@ -1726,14 +1708,13 @@ pub fn attribute_folder_by(
         by.into_iter()
             .take(top)
             .map(|(sym, k)| {
-                let s = trace.symbols.get(sym);
-                TopFunction {
-                    function: s.function.clone(),
-                    module: s.module.clone(),
-                    samples: k,
-                    share: k as f64 / of as f64,
-                    cpu_ns: k.saturating_mul(interval_ns),
-                }
+                top_function(
+                    &trace.symbols,
+                    sym,
+                    k,
+                    k as f64 / of as f64,
+                    k.saturating_mul(interval_ns),
+                )
             })
             .collect()
     };
@@ -1776,6 +1757,25 @@ pub fn attribute_folder_by(
         notes,
         spinning,
     })
+}
+
+/// Symbol `sym`'s top-function entry: `samples` of it, `share` of its
+/// row's, `cpu_ns`.
+fn top_function(
+    symbols: &SymbolTable,
+    sym: u32,
+    samples: u64,
+    share: f64,
+    cpu_ns: u64,
+) -> TopFunction {
+    let s = symbols.get(sym);
+    TopFunction {
+        function: s.function.clone(),
+        module: s.module.clone(),
+        samples,
+        share,
+        cpu_ns,
+    }
 }
 
 /// A row of `n` samples whose CPU is their count times the interval (a
