@@ -17,7 +17,8 @@ log):
   main process's wait for it.
 - `_MultiProcessingDataLoaderIter._next_data` / `_get_data`: SWait, the
   main process waiting for the next batch (ready=1 when it had already
-  arrived out of order), with the batch id the workers saw.
+  arrived out of order), with the batch id the workers saw; the span is
+  the whole `__next__` call around it.
 - `_BaseDataLoaderIter.__next__`: SConsume, when the loop gets the batch
   (and `$LOTUS_STOP_AFTER`'s stop: `_loader`).
 - `DataLoader.__iter__` and `__init__`: the loader's settings at each
@@ -676,7 +677,15 @@ def _patch_dataloader(mod):
             self._lotus_bid = None
             if not _ops._main_done:
                 _ops.at_dataloader()
+            # A worker's batch is waited for in all of `__next__`, not only
+            # in `_next_data`: what runs around it (torch's record_function,
+            # a collection set off there) keeps the loop waiting too.
+            self._lotus_next = (_core.usage_at(), _now())
             data = orig_next(self)
+            self._lotus_next = None
+            w = self.__dict__.pop("_lotus_wait", None)
+            if w is not None:
+                _core.wait_event(w[0], w[3], _now(), w[1], w[2])
             bid = self._lotus_bid
             if bid is not None:
                 _core.consume_event(bid)
@@ -737,8 +746,8 @@ def _patch_dataloader(mod):
     def _next_data_multi(self):
         if not _core._on:
             return orig_multi(self)
-        at = _core.usage_at()
-        t0 = _now()
+        nx = getattr(self, "_lotus_next", None)
+        at, t0 = nx if nx is not None else (_core.usage_at(), _now())
         self._lotus_got = None
         rid = getattr(self, "_rcvd_idx", None)
         ready = False
@@ -757,7 +766,11 @@ def _patch_dataloader(mod):
             got = self._lotus_got
             bid = got if type(got) is int else (rcvd - 1 if type(rcvd) is int else None)
         if bid is not None and bid >= 0:
-            _core.wait_event(bid, t0, t1, ready and bid == rid, at)
+            if nx is not None:
+                # Written by `__next__`, when it returns.
+                self._lotus_wait = (bid, ready and bid == rid, at, t0)
+            else:
+                _core.wait_event(bid, t0, t1, ready and bid == rid, at)
             self._lotus_bid = bid
         return data
 
