@@ -483,13 +483,10 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
     // (with spawn, each waits for the one before to import the script):
     // the k-th of n to reach its first batch is taken as started k/n of
     // the way through.
-    let mut first_batch: HashMap<u32, &BatchSpan> = HashMap::new();
-    for b in r.batches.iter().filter(|b| b.pid != main_pid) {
-        let f = first_batch.entry(b.pid).or_insert(b);
-        if b.start < f.start {
-            *f = b;
-        }
-    }
+    let first_batch: HashMap<u32, &BatchSpan> = first_of
+        .iter()
+        .map(|(&pid, &k)| (pid, &r.batches[k]))
+        .collect();
     let mut by_start: Vec<(&MainEvent, Vec<&BatchSpan>)> = evs
         .iter()
         .filter(|e| e.kind == Kind::Start)

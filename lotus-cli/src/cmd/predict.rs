@@ -107,11 +107,6 @@ impl PredictArgs {
     }
 }
 
-/// The CPUs this process may run on.
-fn cpus_here() -> f64 {
-    std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
-}
-
 /// Runs `lotus predict`.
 pub fn run(args: PredictArgs) -> Result<ExitCode> {
     let cpus = match args.traced_cpus {
@@ -119,7 +114,7 @@ pub fn run(args: PredictArgs) -> Result<ExitCode> {
         Some(c) => {
             anyhow::bail!("--traced-cpus {c}: give the positive number of CPUs the traced run had")
         }
-        None => cpus_here(),
+        None => crate::render::verdict::cpus_here().unwrap_or(1) as f64,
     };
     let obs = observe(&args.dir, cpus)
         .with_context(|| format!("cannot model the run traced in {}", args.dir.display()))?;

@@ -193,7 +193,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             "--out -: the trials are trace folders, which cannot be standard output: give a folder (or no --out)",
         ));
     }
-    let cpus = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
+    let cpus = crate::render::verdict::cpus_here().unwrap_or(1) as f64;
     let private;
     let root: PathBuf = match &args.out {
         Some(d) => {
