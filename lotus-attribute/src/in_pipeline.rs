@@ -380,6 +380,24 @@ pub struct InPipelineAttribution {
     /// verdict says them).
     #[serde(skip)]
     pub spinning: Vec<TopFunction>,
+    /// The ops' samples and their pools' spin after them, by [on a pool
+    /// thread][in a function that spins or waits for work] (not in the
+    /// JSON; see [`InPipelineAttribution::pool_cpu_ns`]).
+    #[serde(skip)]
+    pub pool_figures: [[u64; 2]; 2],
+}
+
+impl InPipelineAttribution {
+    /// The CPU of the ops' helper pools, ns: (their threads' work for the
+    /// ops, their spinning or waiting for work during and after the ops,
+    /// the ops' own threads' spinning while they wait for the pool), from
+    /// the samples. What `lotus predict --threads 1` changes: the work
+    /// moves onto the op's thread, the spinning stops.
+    pub fn pool_cpu_ns(&self) -> (u64, u64, u64) {
+        let ns = |n: u64| n.saturating_mul(self.interval_ns);
+        let [[_, own_wait], [work, wait]] = self.pool_figures;
+        (ns(work), ns(wait), ns(own_wait))
+    }
 }
 
 /// A span's `cpu` when its log line has no `cpu=`.
@@ -1481,6 +1499,9 @@ pub fn attribute_folder_by(
     let mut worker_outside = 0u64;
     let mut worker_functions: HashMap<u32, u64> = HashMap::new();
     let windows = Phases::take(&mut trace.logs);
+    // The ops' samples (and their pools' spin after them), by (on a pool
+    // thread, function).
+    let mut op_symbols: HashMap<(bool, u32), u64> = HashMap::new();
     let total = trace.credit(|c| {
         let s = c.sample;
         let target = phased(&windows, &c);
@@ -1503,6 +1524,9 @@ pub fn attribute_folder_by(
         if let (true, Target::Op(p)) = (c.pool, target) {
             *pools.entry(p).or_default() += 1;
         }
+        if matches!(target, Target::Op(_) | Target::Spin(_)) {
+            *op_symbols.entry((c.pool, s.symbol)).or_default() += 1;
+        }
         if c.role == Some(Role::Worker) {
             worker_samples += 1;
         }
@@ -1521,6 +1545,12 @@ pub fn attribute_folder_by(
         }
         Ok(())
     })?;
+    // Those by [on a pool thread][in a function that waits for work].
+    let mut pool_figures = [[0u64; 2]; 2];
+    for ((pool, sym), n) in op_symbols {
+        let f = trace.symbols.get(sym);
+        pool_figures[usize::from(pool)][usize::from(cause::is_wait(&f.function, &f.module))] += n;
+    }
     let counters = trace.counters.clone();
     let partial = trace.partial();
     let interval_ns = trace.interval_ns;
@@ -1756,6 +1786,7 @@ pub fn attribute_folder_by(
         independent_threads: trace.independent_threads,
         notes,
         spinning,
+        pool_figures,
     })
 }
 

@@ -411,6 +411,13 @@ impl Verdict {
         self.advice = lines;
     }
 
+    /// Drops the rule [`Rule::ThreadsSpinning`]: where the spinning is the
+    /// ops' pools', the model predicts one thread per pool (`--threads
+    /// 1`) and proposes it only where it helps.
+    pub fn without_spin_rule(&mut self) {
+        self.advice.retain(|a| a.rule != Rule::ThreadsSpinning);
+    }
+
     /// The facts, one sentence each: waiting, workers, heaviest op.
     pub fn facts(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -657,6 +664,7 @@ mod tests {
             independent_threads: Vec::new(),
             notes: Vec::new(),
             spinning: Vec::new(),
+            pool_figures: [[0; 2]; 2],
         }
     }
 

@@ -38,14 +38,42 @@ impl From<OutliersArg> for OutlierRule {
 /// changes predicted to shorten the loop of the run traced in `dir`,
 /// best first, at most three. Where the run cannot be modelled (no
 /// loop, an unreadable log), the verdict keeps its rules' advice.
-pub(crate) fn with_predictions(v: &mut Verdict, dir: &Path) {
+pub(crate) fn with_predictions(v: &mut Verdict, dir: &Path, a: Option<&InPipelineAttribution>) {
     let cpus = crate::render::verdict::cpus_here().unwrap_or(1) as f64;
-    let Ok(obs) = lotus_predict::observe(dir, cpus) else {
+    let Ok(obs) = observe(dir, cpus, a) else {
         return;
     };
     if let Ok(p) = lotus_predict::ranked(&obs) {
         v.with_predictions(lotus_predict::advice(&p, 3));
+        // Spinning mostly in the ops' pools is the model's (`--threads
+        // 1`, proposed where it helps); elsewhere (the training step's
+        // pools) the rule says it.
+        let spin: u64 = a.map_or(0, |a| a.spinning.iter().map(|f| f.samples).sum());
+        let ops_spin = a.map_or(0, |a| a.pool_figures[0][1] + a.pool_figures[1][1]);
+        if spin > 0 && ops_spin * 2 >= spin {
+            v.without_spin_rule();
+        }
     }
+}
+
+/// The run traced in `dir` as `lotus predict`'s model reads it, on
+/// `cpus` CPUs, with its helper pools' CPU from `a`, its samples'
+/// attribution, where given (what `--threads 1` needs).
+pub(crate) fn observe(
+    dir: &Path,
+    cpus: f64,
+    a: Option<&InPipelineAttribution>,
+) -> Result<lotus_predict::Observed, lotus_predict::PredictError> {
+    let mut obs = lotus_predict::observe(dir, cpus)?;
+    if let Some(a) = a {
+        let (work, spin, waiting) = a.pool_cpu_ns();
+        obs.inputs.pools = Some(lotus_predict::Pools {
+            work_ns: work as f64,
+            spin_ns: spin as f64,
+            waiting_ns: waiting as f64,
+        });
+    }
+    Ok(obs)
 }
 
 fn report_warnings(w: &Warnings) {
@@ -149,7 +177,7 @@ impl Computed {
             &stats.ops,
             crate::render::verdict::cpus_here(),
         );
-        with_predictions(&mut verdict, &dir);
+        with_predictions(&mut verdict, &dir, None);
         Ok(Computed {
             label,
             dir,
@@ -177,7 +205,7 @@ impl Computed {
             &self.stats.ops,
             crate::render::verdict::cpus_here(),
         );
-        with_predictions(&mut self.verdict, &self.dir);
+        with_predictions(&mut self.verdict, &self.dir, Some(a));
     }
 
     /// Every batch's delay to consumption and the main process's wait for

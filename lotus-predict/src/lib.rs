@@ -32,7 +32,7 @@ mod observe;
 mod predict;
 mod read;
 
-pub use model::{simulate, Batch, Epoch, Inputs, Outcome, Setting, Work};
+pub use model::{simulate, Batch, Epoch, Inputs, Outcome, Pools, Setting, Work};
 pub use observe::{observe, Observed};
 pub use predict::{
     advice, candidates, grid, predict, ranked, Change, Fit, Measured, Prediction, Scenario, Taken,

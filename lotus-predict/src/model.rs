@@ -135,6 +135,24 @@ pub struct Inputs {
     pub ready_ns: f64,
     /// The setting the run was traced with.
     pub traced: Setting,
+    /// The CPU of the ops' helper pools over the run, where its samples
+    /// say (`None` without samples): what a limit of one thread per pool
+    /// changes.
+    pub pools: Option<Pools>,
+}
+
+/// The CPU of the ops' helper pools (OpenMP, OpenBLAS, MKL, rayon...)
+/// over the run, read from its samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Pools {
+    /// Their threads' work for the ops, ns.
+    pub work_ns: f64,
+    /// Their threads' spinning or waiting for work, during the ops and
+    /// after, ns.
+    pub spin_ns: f64,
+    /// The ops' own threads' spinning while they wait for their pools
+    /// (at a barrier, for a part), ns.
+    pub waiting_ns: f64,
 }
 
 /// A DataLoader setting and machine, as simulated.
@@ -153,6 +171,10 @@ pub struct Setting {
     /// Garbage collections of the oldest generation taken out
     /// (`gc.freeze()` before the workers start).
     pub no_gc: bool,
+    /// Each helper pool limited to one thread (`OMP_NUM_THREADS=1`...):
+    /// [`Inputs::pools`]'s work runs on the op's own thread, in turn, and
+    /// its spinning stops.
+    pub one_thread: bool,
 }
 
 impl Default for Setting {
@@ -164,6 +186,7 @@ impl Default for Setting {
             cpus: 1.0,
             without: Vec::new(),
             no_gc: false,
+            one_thread: false,
         }
     }
 }
@@ -274,6 +297,30 @@ struct Sim<'a> {
     wait_ns: f64,
     wait_since: f64,
     cpu_ns: f64,
+    /// [`Inputs::pools`] as shares of the batches' CPU.
+    pool_shares: Option<Pools>,
+}
+
+/// [`Inputs::pools`] as shares of the batches' CPU, the spinning at most
+/// 95% of it.
+fn pool_shares(inputs: &Inputs) -> Option<Pools> {
+    let p = inputs.pools?;
+    let cpu: f64 = inputs
+        .epochs
+        .iter()
+        .flat_map(|e| &e.batches)
+        .map(|b| b.work.cpu_ns)
+        .sum();
+    if cpu <= 0.0 {
+        return None;
+    }
+    let spin = ((p.spin_ns + p.waiting_ns) / cpu).clamp(0.0, 0.95);
+    let own = (p.waiting_ns / cpu).max(0.0).min(spin);
+    Some(Pools {
+        work_ns: (p.work_ns / cpu).max(0.0),
+        spin_ns: spin - own,
+        waiting_ns: own,
+    })
 }
 
 impl<'a> Sim<'a> {
@@ -295,6 +342,16 @@ impl<'a> Sim<'a> {
         }
         if self.setting.workers == 0 && self.inputs.traced.workers > 0 {
             w = w.less(b.kernel);
+        }
+        if let (true, Some(p)) = (self.setting.one_thread, self.pool_shares) {
+            // The pools' shares of this batch's CPU: their work in turn on
+            // the op's thread (longer, no more CPU), their spin and the
+            // op's waiting for them gone.
+            let cpu = b.work.cpu_ns;
+            w = Work::new(
+                w.wall_ns + (p.work_ns - p.waiting_ns) * cpu,
+                w.cpu_ns - (p.spin_ns + p.waiting_ns) * cpu,
+            );
         }
         w
     }
@@ -647,6 +704,7 @@ pub fn simulate(inputs: &Inputs, setting: &Setting) -> Outcome {
         wait_ns: 0.0,
         wait_since: 0.0,
         cpu_ns: 0.0,
+        pool_shares: pool_shares(inputs),
     };
     sim.run()
 }
@@ -688,6 +746,7 @@ mod tests {
                 cpus: 8.0,
                 ..Setting::default()
             },
+            pools: None,
         }
     }
 

@@ -36,6 +36,12 @@ const MAX_WORKERS: u32 = 32;
 const OP_SHARE: f64 = 0.05;
 /// `gc.freeze()` is proposed from this share of the batches' CPU on.
 const GC_SHARE: f64 = 0.02;
+/// From this share of the batches' CPU spent spinning in the ops' pools,
+/// the predictions say that the model keeps it as traced.
+const POOL_NOTE_SHARE: f64 = 0.10;
+/// One thread per helper pool is proposed from this share of the
+/// batches' CPU spent spinning on.
+const SPIN_SHARE: f64 = 0.02;
 
 /// A change to the traced run's setting.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -55,6 +61,9 @@ pub struct Change {
     pub cpus: Option<f64>,
     /// `gc.freeze()` before the workers start.
     pub gc_freeze: bool,
+    /// Each helper pool's threads limited to this many (only 1 is
+    /// modelled: `OMP_NUM_THREADS=1`...).
+    pub threads: Option<u32>,
 }
 
 impl Change {
@@ -105,6 +114,12 @@ impl Change {
         self
     }
 
+    /// Each helper pool limited to `n` threads (only 1 is modelled).
+    pub fn threads(mut self, n: u32) -> Change {
+        self.threads = Some(n);
+        self
+    }
+
     /// The change as `lotus predict`'s flags (`--workers 4
     /// --persistent-workers`), or `gc.freeze()`.
     pub fn label(&self) -> String {
@@ -129,6 +144,9 @@ impl Change {
         }
         if self.gc_freeze {
             out.push("--gc-freeze".into());
+        }
+        if let Some(n) = self.threads {
+            out.push(format!("--threads {n}"));
         }
         if out.is_empty() {
             "as traced".into()
@@ -306,6 +324,20 @@ fn setting_of(obs: &Observed, change: &Change, cpus: f64) -> Result<Setting, Pre
     }
     if change.gc_freeze {
         s.no_gc = true;
+    }
+    match change.threads {
+        None => {}
+        Some(1) if inputs.pools.is_some() => s.one_thread = true,
+        Some(1) => {
+            return Err(PredictError::BadChange(
+                "--threads 1: what the helper pools did is read from the run's samples, and this trace has none: trace the job with `lotus trace run --sample`".into(),
+            ))
+        }
+        Some(n) => {
+            return Err(PredictError::BadChange(format!(
+                "--threads {n}: only --threads 1 (one thread per helper pool) is modelled: how a pool's work scales with its threads is not in the trace"
+            )))
+        }
     }
     for op in &change.without {
         let found: Vec<usize> = inputs
@@ -491,6 +523,15 @@ pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, Predict
         });
     }
     let mut notes = obs.notes.clone();
+    let spun = inputs.pools.map_or(0.0, |p| {
+        (p.spin_ns + p.waiting_ns) / batch_cpu(inputs).max(1.0)
+    });
+    if spun >= POOL_NOTE_SHARE {
+        notes.push(format!(
+            "the ops' helper pools spun or waited {} of the batches' CPU: every change but --threads 1 keeps that share as traced, which holds only where the pools' threads do not outnumber the CPUs; where they do, predict from a run with one thread per pool (OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1...)",
+            pct(spun)
+        ));
+    }
     if noise > 0.05 {
         notes.push(format!(
             "the run took {:.0}% longer than its own demand for {machine} CPUs explains: as if it had {eff:.1} of them (other work on the machine, or a cost the model misses); intervals are {:.0}% wider on each side for it",
@@ -609,6 +650,13 @@ fn reason(
     if let Some(c) = change.cpus {
         what.push(format!("{c} CPUs instead of {}", inputs.traced.cpus));
     }
+    if let (Some(_), Some(p)) = (change.threads, inputs.pools) {
+        what.push(format!(
+            "one thread per helper pool (OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1, MKL_NUM_THREADS=1, RAYON_NUM_THREADS=1): their spinning, {} of the batches' CPU, stops and their work, {}, runs in turn on the op's thread",
+            pct((p.spin_ns + p.waiting_ns) / total),
+            pct(p.work_ns / total)
+        ));
+    }
     format!(
         "{}: training would wait {} of its loop (now {}), the job using {:.1} of {:.1} CPUs",
         what.join("; "),
@@ -621,8 +669,9 @@ fn reason(
 
 /// The changes worth trying on the traced run: other worker counts, a
 /// larger prefetch, persistent workers, each op of at least 5% of the
-/// batches' CPU taken out, `gc.freeze()` where collections cost 2%, and
-/// twice the CPUs; none the run already has.
+/// batches' CPU taken out, `gc.freeze()` where collections cost 2%, one
+/// thread per helper pool where their spinning costs 2%, and twice the
+/// CPUs; none the run already has.
 pub fn candidates(obs: &Observed) -> Vec<Change> {
     let t = &obs.inputs.traced;
     let mut out = Vec::new();
@@ -657,6 +706,13 @@ pub fn candidates(obs: &Observed) -> Vec<Change> {
     }
     if gc_cpu(&obs.inputs) / total >= GC_SHARE {
         out.push(Change::new().gc_freeze());
+    }
+    if obs
+        .inputs
+        .pools
+        .is_some_and(|p| (p.spin_ns + p.waiting_ns) / total >= SPIN_SHARE)
+    {
+        out.push(Change::new().threads(1));
     }
     out.push(Change::new().cpus(t.cpus * 2.0));
     out
@@ -772,6 +828,7 @@ mod tests {
                 cpus: 2.0,
                 ..Setting::default()
             },
+            pools: None,
         };
         let loop_ns = simulate(&inputs, &inputs.traced).loop_ns * slower;
         Observed {
@@ -824,6 +881,55 @@ mod tests {
         let g = grid(&obs);
         assert!(!g.contains(&Change::new().workers(2)));
         assert!(g.iter().enumerate().all(|(i, c)| !g[..i].contains(c)));
+    }
+
+    /// Batches of 20 ms on the op's thread plus 20 ms on a pool (10 of
+    /// work, 10 spinning): two workers ask for four CPUs. On two, one
+    /// thread per pool (30 ms a batch, one CPU) is faster; on eight, the
+    /// pool's parallel work was worth its spin and one thread is slower.
+    #[test]
+    fn one_thread_per_pool_trades_the_spin_for_the_pools_work_in_turn() {
+        let ms = 1e6;
+        let with_pools = |cpus: f64| {
+            let mut obs = observed(1, 1.0);
+            let i = &mut obs.inputs;
+            i.traced.cpus = cpus;
+            for b in &mut i.epochs[0].batches {
+                b.work = Work::new(20.0 * ms, 40.0 * ms);
+            }
+            i.pools = Some(crate::model::Pools {
+                work_ns: 40.0 * 10.0 * ms,
+                spin_ns: 40.0 * 10.0 * ms,
+                waiting_ns: 0.0,
+            });
+            obs.loop_ns = simulate(i, &i.traced).loop_ns;
+            obs
+        };
+        let two = predict(&with_pools(2.0), &[Change::new().threads(1)]).unwrap();
+        let s = &two.scenarios[0];
+        assert!(s.loop_s < 0.85 * two.measured.loop_s, "{two:#?}");
+        assert!(
+            s.reason.contains("OMP_NUM_THREADS=1") && s.reason.contains("25%"),
+            "{s:?}"
+        );
+        assert!(candidates(&with_pools(2.0)).contains(&Change::new().threads(1)));
+        let eight = predict(&with_pools(8.0), &[Change::new().threads(1)]).unwrap();
+        assert!(
+            eight.scenarios[0].loop_s > 1.2 * eight.measured.loop_s,
+            "{eight:#?}"
+        );
+        // Without samples, or another count: said, not guessed.
+        let e = predict(&observed(1, 1.0), &[Change::new().threads(1)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--sample"), "{e}");
+        let e = predict(&with_pools(2.0), &[Change::new().threads(2)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("only --threads 1"), "{e}");
+        assert!(!candidates(&observed(1, 1.0))
+            .iter()
+            .any(|c| c.threads.is_some()));
     }
 
     #[test]

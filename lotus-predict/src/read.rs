@@ -538,6 +538,7 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
         cpus,
         without: Vec::new(),
         no_gc: false,
+        one_thread: false,
     };
     if config.is_none() {
         notes.push(format!(
@@ -557,6 +558,7 @@ fn assemble(mut r: Reader, cpus: f64, dir: &Path) -> Result<Observed, PredictErr
         handover_ns: median(handovers).unwrap_or(0.0),
         ready_ns: median(readies).unwrap_or(50_000.0),
         traced,
+        pools: None,
     };
     Ok(Observed {
         inputs,

@@ -144,6 +144,10 @@ pub(crate) fn is_wait(function: &str, module: &str) -> bool {
         || f.starts_with("nanosleep")
         || f.starts_with("clock_nanosleep")
         || f.contains("blas_thread_server")
+        // OpenBLAS's level-3 driver and its caller wait for the other
+        // threads' parts in loops of their own (their kernels and copies
+        // are functions apart).
+        || (module.contains("openblas") && (f == "inner_thread" || f.starts_with("exec_blas")))
         || (f.starts_with("mkl_serv") && f.contains("yield"))
         || f.starts_with("rayon_core::sleep::")
         || f.starts_with("rayon_core::registry::WorkerThread::wait_until")

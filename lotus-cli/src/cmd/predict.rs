@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use lotus_predict::{observe, predict, ranked, Change, Prediction};
+use lotus_predict::{predict, ranked, Change, Prediction};
 use lotus_sys::text::{one_line, printable};
 
 use crate::render::table::{Column, Grid};
@@ -62,6 +62,11 @@ pub struct PredictArgs {
     /// Predict with gc.freeze() called before the workers start.
     #[arg(long = "gc-freeze")]
     pub gc_freeze: bool,
+    /// Predict with each helper pool (OpenMP, OpenBLAS, MKL, rayon) limited
+    /// to N threads; only 1 is modelled, from the run's samples
+    /// (`lotus trace run --sample`).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
     /// The flags together make one scenario (by default each is its own).
     #[arg(long)]
     pub together: bool,
@@ -90,6 +95,7 @@ impl PredictArgs {
         if self.gc_freeze {
             each.push(Change::new().gc_freeze());
         }
+        each.extend(self.threads.map(|n| Change::new().threads(n)));
         if !self.together || each.is_empty() {
             return each;
         }
@@ -102,6 +108,7 @@ impl PredictArgs {
             all.without.extend(c.without);
             all.cpus = c.cpus.or(all.cpus);
             all.gc_freeze |= c.gc_freeze;
+            all.threads = c.threads.or(all.threads);
         }
         vec![all]
     }
@@ -116,7 +123,10 @@ pub fn run(args: PredictArgs) -> Result<ExitCode> {
         }
         None => crate::render::verdict::cpus_here().unwrap_or(1) as f64,
     };
-    let obs = observe(&args.dir, cpus)
+    // The samples, where the trace has them, say what the helper pools
+    // did (`--threads 1`).
+    let sampled = crate::traces::sampled_attribution(&args.dir, "lotus");
+    let obs = crate::traces::observe(&args.dir, cpus, sampled.as_ref())
         .with_context(|| format!("cannot model the run traced in {}", args.dir.display()))?;
     let changes = args.changes();
     let p = if changes.is_empty() {

@@ -149,7 +149,7 @@ pub(crate) fn verdict_of(dir: &Path, a: &InPipelineAttribution, budget: Budget) 
     let mut index = TraceIndex::load(&folder, false, budget, |_| {}).with_context(cannot)?;
     let loops = loop_figures(&mut index).with_context(cannot)?;
     let mut v = Verdict::of(&loops, Some(a), &[], crate::render::verdict::cpus_here());
-    crate::traces::with_predictions(&mut v, dir);
+    crate::traces::with_predictions(&mut v, dir, Some(a));
     Ok(v)
 }
 
