@@ -4,7 +4,9 @@ fixtures/predict/, trace it once at its defaults, ask `lotus predict` what
 each change gives (workers at 0, 1, half and twice the traced value;
 persistent workers where it runs several epochs; without its heaviest op
 by its own per-op truth; for `pooled`, traced sampled with its pools as
-they come, one thread per pool), run each change for real (plain python,
+they come, one thread per pool; for `gc_heavy`, the look-alike of a job
+nobody here wrote, gc.freeze(), and the changes lotus ranks first), run
+each change for real (plain python,
 no lotus) and compare: predicted, 90% interval, measured, error, covered.
 
     python3 bench/predict.py [--lotus PATH] [--python PATH] [--repeat R]
@@ -44,6 +46,16 @@ PIPELINES = [
     ("stream", "stream.py", []),
 ]
 
+# The job nobody here wrote, as its look-alike (fixtures/pipelines/
+# gc_heavy.py: a million annotation records in the main process's heap,
+# which each forked worker's first collections walk): traced with the
+# tracer's gc spans (LOTUS_TRACE_GC=1); its flags are its own
+# (`--freeze` is gc.freeze() before the loop); no `--threads`.
+JOBS = [
+    ("gc_heavy", os.path.join("..", "pipelines", "gc_heavy.py"), []),
+]
+JOB_FLAGS = {"--gc-freeze": ["--freeze"], "--persistent-workers": ["--persistent"]}
+
 # Pipelines traced with their pools as they come (`--threads 0`) and
 # sampled, whose extra change is one thread per pool (`--threads 1`).
 POOLED = [
@@ -64,10 +76,11 @@ class NoPredict(Exception):
     """The lotus binary has no `predict`: nothing to benchmark."""
 
 
-def run_cmd(cmd, timeout, what):
-    """Runs `cmd`; its stdout. Raises BenchError naming `what` on failure."""
+def run_cmd(cmd, timeout, what, env=None):
+    """Runs `cmd` (in `env`, or this one); its stdout. Raises BenchError
+    naming `what` on failure."""
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise BenchError(f"{what}: still running after {timeout} s (--timeout), stopped: {' '.join(cmd)}")
     except OSError as e:
@@ -88,16 +101,18 @@ def read_report(path, what):
         raise BenchError(f"{what}: no usable report in {path}: {e}")
 
 
-def scenarios(traced, pooled=False):
+def scenarios(traced, pooled=False, job=False):
     """The changes to check, from the traced run's own report: lotus's
     flags and the script's for each (the script's take the same values;
-    a pooled pipeline's one thread per pool too)."""
+    a pooled pipeline's one thread per pool too; the job's gc.freeze())."""
     w = int(traced["workers"])
     out = [(["--threads", "1"], ["--threads", "1"])] if pooled else []
+    if job:
+        out.append((["--gc-freeze"], JOB_FLAGS["--gc-freeze"]))
     for n in sorted({0, 1, max(1, w // 2), 2 * w} - {w}):
         out.append((["--workers", str(n)], ["--workers", str(n)]))
     if int(traced["epochs"]) > 1 and w > 0 and not traced.get("persistent"):
-        out.append((["--persistent-workers"], ["--persistent"]))
+        out.append((["--persistent-workers"], JOB_FLAGS["--persistent-workers"] if job else ["--persistent"]))
     op = heaviest_op(traced)
     if op is not None:
         out.append((["--without", op], ["--without", op]))
@@ -168,6 +183,15 @@ class FakePredictor:
         }
 
 
+def ranked_changes(lotus, trace_dir, timeout):
+    """`lotus predict DIR` with no flag: its changes, fastest first."""
+    out = run_cmd([lotus, "predict", trace_dir, "--format", "json"], timeout, "lotus predict (ranked)")
+    try:
+        return [s["change"] for s in json.loads(out)["scenarios"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise BenchError(f"lotus predict {trace_dir}: unreadable ranking: {e}")
+
+
 def lotus_loop_s(lotus, trace_dir, timeout):
     """The loop lotus's verdict measured in the trace, s."""
     out = run_cmd([lotus, "trace", "stats", "-q", "--format", "json", trace_dir], timeout, "lotus trace stats")
@@ -212,6 +236,8 @@ def print_table(name, traced, rows, fake, out=sys.stdout):
         f" ({fmt(traced.get('timer_diff_pct'), '+.1f')}%)",
         file=out,
     )
+    if traced.get("ranked"):
+        print(f"  lotus predict ranks first: {', '.join(traced['ranked'][:4])}", file=out)
     head = f"  {'change':<28} {'predicted':>10} {'interval':>17} {'measured':>9} {'error':>8} {'covered':>8}"
     print(head, file=out)
     for r in rows:
@@ -233,17 +259,24 @@ def print_table(name, traced, rows, fake, out=sys.stdout):
 def bench_pipeline(name, script_file, trace_flags, a, predictor, tmp):
     script = os.path.join(FIX, script_file)
     pooled = any(name == n for n, _, _ in POOLED)
+    job = any(name == n for n, _, _ in JOBS)
     threads = 0 if pooled else a.threads
-    extra = ["--threads", str(threads)] + (["--batches", str(a.batches)] if a.batches else [])
+    extra = [] if job else ["--threads", str(threads)]
+    extra += ["--batches", str(a.batches)] if a.batches else []
+    env = dict(os.environ, LOTUS_TRACE_GC="1") if job else None
     tdir = os.path.join(tmp, f"trace-{name}")
     rep = os.path.join(tmp, f"traced-{name}.json")
     print(f"{name}: tracing", file=sys.stderr)
-    run_cmd([a.lotus, "trace", "run", "--out", tdir, *trace_flags, "--", a.python, script, *extra, "--report", rep], a.timeout, f"lotus trace run {name}")
+    run_cmd([a.lotus, "trace", "run", "--out", tdir, *trace_flags, "--", a.python, script, *extra, "--report", rep], a.timeout, f"lotus trace run {name}", env)
     traced = read_report(rep, f"{name} (traced)")
     traced["lotus_loop_s"] = lotus_loop_s(a.lotus, tdir, a.timeout)
     traced["timer_diff_pct"] = 100.0 * (traced["loop_s"] - traced["lotus_loop_s"]) / traced["lotus_loop_s"]
     rows = []
-    for flags, sargs in scenarios(traced, pooled):
+    if job:
+        # The issue's bar for this job: gc.freeze() and persistent workers
+        # first among the changes lotus ranks (a change of workers apart).
+        traced["ranked"] = ranked_changes(a.lotus, tdir, a.timeout)
+    for flags, sargs in scenarios(traced, pooled, job):
         change = " ".join(flags)
         # The scenario's flags last: they win over the pipeline's own.
         run_args = extra + sargs
@@ -281,7 +314,7 @@ def main(argv=None):
     venv = os.path.join(ROOT, ".venv", "bin", "python")
     p.add_argument("--python", default=venv if os.path.exists(venv) else sys.executable, help="the Python that runs the pipelines (default .venv's)")
     p.add_argument("--repeat", type=int, default=1, help="real runs per setting; their median is measured (default 1)")
-    p.add_argument("--pipelines", help=f"comma-separated, of: {', '.join(n for n, _, _ in PIPELINES + POOLED)} (default all)")
+    p.add_argument("--pipelines", help=f"comma-separated, of: {', '.join(n for n, _, _ in PIPELINES + POOLED + JOBS)} (default all)")
     p.add_argument("--batches", type=int, help="batches per epoch for every pipeline (default: each script's own)")
     p.add_argument(
         "--threads",
@@ -300,7 +333,7 @@ def main(argv=None):
         p.error("--threads must be at least 0")
     if a.batches is not None and a.batches < 1:
         p.error("--batches must be at least 1")
-    names = [n for n, _, _ in PIPELINES + POOLED]
+    names = [n for n, _, _ in PIPELINES + POOLED + JOBS]
     chosen = a.pipelines.split(",") if a.pipelines else names
     bad = [c for c in chosen if c not in names]
     if bad:
@@ -316,7 +349,7 @@ def main(argv=None):
     results = []
     failed = False
     try:
-        for name, script, flags in PIPELINES + POOLED:
+        for name, script, flags in PIPELINES + POOLED + JOBS:
             if name not in chosen:
                 continue
             try:

@@ -273,6 +273,59 @@ fn one_thread_per_pool_is_predicted_from_the_samples_and_holds_in_a_real_run() {
     }
 }
 
+/// The job nobody here wrote, as its look-alike
+/// (fixtures/pipelines/gc_heavy.py: each forked worker's first
+/// collections walk a young heap of a million records it inherited),
+/// traced with the tracer's gc spans: among the changes lotus ranks,
+/// `--gc-freeze` and `--persistent-workers` come first (after no workers,
+/// which this job's tiny batches make fastest, as real runs show), and
+/// the `--gc-freeze` prediction is within 35% of a real run of
+/// `gc.freeze()` (4% in bench/predict.py on a quiet machine).
+#[test]
+fn gc_freeze_and_persistent_workers_come_first_for_a_heap_the_workers_inherit() {
+    let test =
+        "predict::gc_freeze_and_persistent_workers_come_first_for_a_heap_the_workers_inherit";
+    let Some(py) = torch_python(test) else {
+        return;
+    };
+    let _turn = REAL_RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("trace");
+    let script = common::fixture("pipelines/gc_heavy.py");
+    let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "run", "-q", "--out"])
+        .arg(&dir)
+        .arg("--")
+        .arg(&py)
+        .arg(&script)
+        .env("LOTUS_TRACE_GC", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("LOTUS_LOADER")
+        .output()
+        .expect("run lotus");
+    assert_ok(&out, "trace run gc_heavy.py");
+    let ranked = predict(&dir, &[]);
+    let changes: Vec<&str> = ranked["scenarios"]
+        .as_array()
+        .expect("scenarios")
+        .iter()
+        .filter_map(|s| s["change"].as_str())
+        .filter(|c| *c != "--workers 0")
+        .collect();
+    let mut first = changes[..2].to_vec();
+    first.sort_unstable();
+    assert_eq!(first, ["--gc-freeze", "--persistent-workers"], "{ranked:#}");
+    let p = predict(&dir, &["--gc-freeze"]);
+    let s = &p["scenarios"][0];
+    let predicted = s["loop_s"].as_f64().expect("loop");
+    let real = real_loop_s_of(&py, "pipelines/gc_heavy.py", &["--freeze"]);
+    assert!(
+        (predicted / real - 1.0).abs() <= 0.35,
+        "--gc-freeze: predicted {predicted:.3} s, a real run {real:.3} s: {p:#}"
+    );
+}
+
 /// Bad input: a folder with no training loop, an op the run never ran,
 /// a change that is no setting: each a clear error, exit 1.
 #[test]

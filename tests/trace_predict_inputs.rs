@@ -383,6 +383,28 @@ fn collections_are_gc_spans_inside_the_op_that_set_them_off() {
         "Allocating's own cpu {} ns (its spans' {op_cpu} less gc's {child_cpu}), the job's {truth_own} ns",
         op_cpu - child_cpu
     );
+    // The model reads them in its batches (whatever the order the tracer
+    // wrote a batch's line and its collections in): what `--gc-freeze`
+    // takes out is the job's collections.
+    let p = common::lotus_ok(&[
+        "predict",
+        r.dir.to_str().expect("utf8"),
+        "--gc-freeze",
+        "--format",
+        "json",
+    ]);
+    let p: serde_json::Value = serde_json::from_str(&p).expect("predict JSON");
+    let reason = p["scenarios"][0]["reason"].as_str().expect("reason");
+    let ms: f64 = reason
+        .split_once("inherit took ")
+        .and_then(|(_, rest)| rest.split_once(" ms"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no collections' CPU in {reason}"));
+    let truth_ms = truth_gc as f64 / 1e6;
+    assert!(
+        ms >= 0.8 * truth_ms && ms <= 1.5 * truth_ms + 5.0,
+        "--gc-freeze takes {ms} ms, the job's collections {truth_ms:.1} ms: {reason}"
+    );
 }
 
 /// The gc spans in the attribution: a row `Allocating/gc` under the op

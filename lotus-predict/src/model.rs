@@ -141,6 +141,17 @@ pub struct Inputs {
     pub pools: Option<Pools>,
 }
 
+impl Inputs {
+    /// The CPU of every batch the loop took, ns.
+    pub(crate) fn batch_cpu_ns(&self) -> f64 {
+        self.epochs
+            .iter()
+            .flat_map(|e| &e.batches)
+            .map(|b| b.work.cpu_ns)
+            .sum()
+    }
+}
+
 /// The CPU of the ops' helper pools (OpenMP, OpenBLAS, MKL, rayon...)
 /// over the run, read from its samples.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -305,12 +316,7 @@ struct Sim<'a> {
 /// 95% of it.
 fn pool_shares(inputs: &Inputs) -> Option<Pools> {
     let p = inputs.pools?;
-    let cpu: f64 = inputs
-        .epochs
-        .iter()
-        .flat_map(|e| &e.batches)
-        .map(|b| b.work.cpu_ns)
-        .sum();
+    let cpu = inputs.batch_cpu_ns();
     if cpu <= 0.0 {
         return None;
     }

@@ -384,12 +384,7 @@ fn op_costs(obs: &Observed) -> Vec<(&str, f64)> {
 
 /// The batches' CPU in the loop, ns.
 fn batch_cpu(inputs: &Inputs) -> f64 {
-    inputs
-        .epochs
-        .iter()
-        .flat_map(|e| &e.batches)
-        .map(|b| b.work.cpu_ns)
-        .sum()
+    inputs.batch_cpu_ns()
 }
 
 /// The CPU of the collections the run recorded: in its batches and in

@@ -1141,6 +1141,10 @@ class BatchSpan:
         b = self.batch
         t0 = self.t0
         tid = _tid()
+        # Collections held back during the batch go before its line: a
+        # reader gives the batch the op spans written before it.
+        if _gc_pending:
+            _emit_gc_pending()
         if self.c0 is not None and self.c1 is not None:
             cpu = f",cpu={self.cpu}" if self.cpu is not None else ""
             _emit(f"SCollation,{self.c0},{self.c1 - self.c0},kind=op,batch={b}{tid}{cpu}\n")
@@ -1150,8 +1154,6 @@ class BatchSpan:
         _emit(f"SFetch,{t0},{fetch_end - t0},kind=fetch,batch={b}{tid}\n")
         at = f",pcpu_at={self.u0[0]}" if self.u0[1] is None else f",pcpu_at={self.u0[0]},delay_at={self.u0[1]}"
         _emit(f"SBatch,{t0},{t1 - t0},kind=batch,batch={b}{tid}{used}{at}\n")
-        if _gc_pending:
-            _emit_gc_pending()
         if _role == "worker":
             name_threads()
             flush()
