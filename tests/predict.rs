@@ -273,6 +273,45 @@ fn one_thread_per_pool_is_predicted_from_the_samples_and_holds_in_a_real_run() {
     }
 }
 
+/// `lotus tune` on fixtures/predict/pooled.py as written (OpenBLAS's
+/// threads as they come, spinning in two workers): its trials are
+/// sampled, so the second is one thread per pool, applied through the
+/// environment with no change to the code, and it is the best, faster
+/// than the job as written as measured.
+#[test]
+fn tune_limits_spinning_pools_through_the_environment() {
+    let test = "predict::tune_limits_spinning_pools_through_the_environment";
+    let Some(py) = torch_python(test) else {
+        return;
+    };
+    let _turn = REAL_RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["tune", "--trials", "2", "--format", "json", "--"])
+        .arg(&py)
+        .arg(common::fixture("predict/pooled.py"))
+        .args(["--threads", "0", "--epochs", "1", "--batches", "16"])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("OPENBLAS_NUM_THREADS")
+        .env_remove("OMP_NUM_THREADS")
+        .output()
+        .expect("run lotus tune");
+    assert_ok(&out, "lotus tune");
+    let t: Value = serde_json::from_slice(&out.stdout).expect("tune JSON");
+    let trials = t["trials"].as_array().expect("trials");
+    assert_eq!(trials.len(), 2, "{t:#}");
+    assert_eq!(
+        (
+            trials[0]["one_thread"].as_bool(),
+            trials[1]["one_thread"].as_bool()
+        ),
+        (Some(false), Some(true)),
+        "{t:#}"
+    );
+    let s = |i: usize| trials[i]["measured_s"].as_f64().expect("s");
+    assert!(s(1) < s(0) && t["best"] == 1, "{t:#}");
+}
+
 /// The job nobody here wrote, as its look-alike
 /// (fixtures/pipelines/gc_heavy.py: each forked worker's first
 /// collections walk a young heap of a million records it inherited),

@@ -702,21 +702,29 @@ pub fn candidates(obs: &Observed) -> Vec<Change> {
     if gc_cpu(&obs.inputs) / total >= GC_SHARE {
         out.push(Change::new().gc_freeze());
     }
-    if obs
-        .inputs
-        .pools
-        .is_some_and(|p| (p.spin_ns + p.waiting_ns) / total >= SPIN_SHARE)
-    {
+    if pools_spin(obs) {
         out.push(Change::new().threads(1));
     }
     out.push(Change::new().cpus(t.cpus * 2.0));
     out
 }
 
+/// Whether one thread per pool is worth proposing: the ops' pools spun
+/// [`SPIN_SHARE`] of the batches' CPU, and the run did not limit them
+/// already.
+fn pools_spin(obs: &Observed) -> bool {
+    let i = &obs.inputs;
+    !i.traced.one_thread
+        && i.pools
+            .is_some_and(|p| (p.spin_ns + p.waiting_ns) / i.batch_cpu_ns().max(1.0) >= SPIN_SHARE)
+}
+
 /// The DataLoader settings `lotus tune` can apply, as changes from the
 /// traced run: each worker count from 0 to twice the traced one (or the
 /// CPUs and one), each with the traced prefetch and twice it, each with
-/// persistent workers as traced and on; the traced setting apart.
+/// persistent workers as traced and on; where the ops' pools spun (a
+/// sampled run), each of those and the run's own setting with one thread
+/// per pool too; the traced setting apart.
 pub fn grid(obs: &Observed) -> Vec<Change> {
     let t = &obs.inputs.traced;
     let most = (2 * t.workers)
@@ -745,6 +753,11 @@ pub fn grid(obs: &Observed) -> Vec<Change> {
                 }
             }
         }
+    }
+    if pools_spin(obs) {
+        let limited: Vec<Change> = out.iter().map(|c| c.clone().threads(1)).collect();
+        out.push(Change::new().threads(1));
+        out.extend(limited);
     }
     out
 }

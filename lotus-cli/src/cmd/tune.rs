@@ -10,8 +10,11 @@
 //! setting is predicted to beat that trial's loop by more than the run's
 //! noise (3% at least), tuning stops; else the fastest
 //! predicted is run, applied by the tracer to the DataLoader's arguments
-//! (`LOTUS_LOADER`), with no change to the job's code, and its measured
-//! loop is set beside its prediction. `--batches N` stops each trial
+//! (`LOTUS_LOADER`) and, for one thread per helper pool, the
+//! environment (`OMP_NUM_THREADS=1`...), with no change to the job's
+//! code, and its measured loop is set beside its prediction. Every trial
+//! is sampled (no stacks, no counters), so that the model knows what the
+//! helper pools did and can propose one thread per pool. `--batches N` stops each trial
 //! after N batches (`LOTUS_STOP_AFTER`). The best setting is the trial of
 //! the shortest measured loop: never one slower than the job as written,
 //! which is trial 1.
@@ -22,7 +25,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use lotus_predict::{grid, observe, predict, Change, Observed, Setting};
+use lotus_predict::{grid, predict, Change, Observed, Setting};
 use serde::Serialize;
 
 /// `lotus tune`'s arguments.
@@ -72,6 +75,9 @@ struct Trial {
     n: u32,
     /// `LOTUS_LOADER`'s value ("" for the job as written).
     loader: String,
+    /// Whether its helper pools had one thread each (`OMP_NUM_THREADS=1`
+    /// and the others of [`THREAD_VARS`] set).
+    one_thread: bool,
     /// The setting, in words.
     setting: String,
     /// The prediction it was chosen by (none for trial 1).
@@ -94,11 +100,34 @@ struct Out {
 
 fn words(s: &Setting) -> String {
     format!(
-        "num_workers={}, prefetch_factor={}, persistent_workers={}",
+        "num_workers={}, prefetch_factor={}, persistent_workers={}{}",
         s.workers,
         s.prefetch,
-        if s.persistent { "True" } else { "False" }
+        if s.persistent { "True" } else { "False" },
+        if s.one_thread {
+            ", one thread per pool"
+        } else {
+            ""
+        }
     )
+}
+
+/// The variables that limit the helper pools a trial with one thread per
+/// pool sets (each pool reads its own as it starts).
+const THREAD_VARS: [&str; 6] = [
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "RAYON_NUM_THREADS",
+];
+
+/// What a trial sets: `LOTUS_LOADER` ("" for the job as written) and
+/// whether its pools get one thread each; as one key, to tell settings
+/// tried.
+fn key(loader: &str, one_thread: bool) -> String {
+    format!("{loader};threads={}", u8::from(one_thread))
 }
 
 /// `LOTUS_LOADER` for `s`.
@@ -125,17 +154,28 @@ fn applied(from: &Setting, c: &Change) -> Setting {
         s.prefetch = k;
     }
     s.persistent |= c.persistent;
+    s.one_thread |= c.threads == Some(1);
     s
 }
 
-/// Runs one traced trial into `dir`, its output into `dir`.log.
-fn trial(args: &TuneArgs, dir: &Path, loader: &str, cpus: f64) -> Result<Observed> {
+/// Runs one traced trial into `dir`, its output into `dir`.log, its pools
+/// limited to one thread each where `one_thread`. Each trial is sampled
+/// (no stacks, no counters: the samples say what the helper pools did,
+/// for `--threads 1`; where sampling cannot run, the trial runs without).
+fn trial(
+    args: &TuneArgs,
+    dir: &Path,
+    loader: &str,
+    one_thread: bool,
+    cpus: f64,
+) -> Result<Observed> {
     let exe = std::env::current_exe().context("cannot find lotus's own binary to trace a trial")?;
     let log = dir.with_extension("log");
     let (out, err) = lotus_sys::process::log_pair(&log)
         .with_context(|| format!("cannot create {}", log.display()))?;
     let mut cmd = Command::new(exe);
-    cmd.args(["--quiet", "trace", "run", "--out"])
+    cmd.args(["--quiet", "trace", "run", "--sample", "--stacks", "none"])
+        .args(["--counters", "none", "--out"])
         .arg(dir)
         .arg("--")
         .args(&args.command)
@@ -151,6 +191,11 @@ fn trial(args: &TuneArgs, dir: &Path, loader: &str, cpus: f64) -> Result<Observe
         Some(n) => cmd.env("LOTUS_STOP_AFTER", n.to_string()),
         None => cmd.env_remove("LOTUS_STOP_AFTER"),
     };
+    if one_thread {
+        for v in THREAD_VARS {
+            cmd.env(v, "1");
+        }
+    }
     let mut child = cmd.spawn().context("cannot start a trial")?;
     let status = match lotus_sys::process::wait_for(&mut child, Duration::from_secs(args.timeout))?
     {
@@ -182,8 +227,11 @@ fn trial(args: &TuneArgs, dir: &Path, loader: &str, cpus: f64) -> Result<Observe
             lotus_sys::process::tail(&log, 10)
         );
     }
-    observe(dir, cpus)
-        .with_context(|| format!("cannot model the trial traced in {}", dir.display()))
+    let sampled = crate::traces::sampled_attribution(dir, "lotus");
+    let mut obs = crate::traces::observe(dir, cpus, sampled.as_ref())
+        .with_context(|| format!("cannot model the trial traced in {}", dir.display()))?;
+    obs.inputs.traced.one_thread = one_thread;
+    Ok(obs)
 }
 
 /// Runs `lotus tune`.
@@ -217,7 +265,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     if dir.exists() {
         bail!("{} exists: give an empty --out folder", dir.display());
     }
-    let first = trial(&args, &dir, "", cpus)?;
+    let first = trial(&args, &dir, "", false, cpus)?;
     let s0 = first.inputs.traced.clone();
     say(format!(
         "trial 1, the job as written ({}): loop {:.2} s",
@@ -226,6 +274,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     ));
     trials.push(Trial {
         n: 1,
+        one_thread: false,
         loader: String::new(),
         setting: words(&s0),
         predicted_s: None,
@@ -245,11 +294,12 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         let tried: Vec<String> = trials
             .iter()
             .map(|t| {
-                if t.loader.is_empty() {
+                let loader = if t.loader.is_empty() {
                     loader_env(&s0)
                 } else {
                     t.loader.clone()
-                }
+                };
+                key(&loader, t.one_thread)
             })
             .collect();
         let pick = p
@@ -261,7 +311,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             // measures it, so the model's own margin is not asked for.
             .filter(|(s, _)| s.loop_s < p.measured.loop_s * (1.0 - p.model.noise.max(MIN_GAIN)))
             .map(|(s, c)| (s, applied(&base, &c)))
-            .filter(|(_, set)| !tried.contains(&loader_env(set)))
+            .filter(|(_, set)| !tried.contains(&key(&loader_env(set), set.one_thread)))
             .min_by(|a, b| a.0.loop_s.total_cmp(&b.0.loop_s));
         let Some((s, set)) = pick else {
             stopped = format!(
@@ -274,7 +324,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         let n = trials.len() as u32 + 1;
         let env = loader_env(&set);
         let dir = root.join(format!("trial-{n}"));
-        let obs = trial(&args, &dir, &env, cpus)?;
+        let obs = trial(&args, &dir, &env, set.one_thread, cpus)?;
         let measured = obs.loop_ns / 1e9;
         say(format!(
             "trial {n} ({}): predicted {:.2} s ({:.2}-{:.2} s), measured {:.2} s ({:+.0}% off the prediction)",
@@ -287,6 +337,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         ));
         trials.push(Trial {
             n,
+            one_thread: set.one_thread,
             loader: env,
             setting: words(&set),
             predicted_s: Some(s.loop_s),
@@ -318,13 +369,18 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
                 );
             } else {
                 println!(
-                    "best: trial {} ({}), loop {:.2} s against {:.2} s as written ({:+.0}%): set it in the DataLoader's arguments, or run the job with LOTUS_LOADER='{}' under lotus trace run",
+                    "best: trial {} ({}), loop {:.2} s against {:.2} s as written ({:+.0}%): set it in the DataLoader's arguments, or run the job with LOTUS_LOADER='{}' under lotus trace run{}",
                     b.n,
                     b.setting,
                     b.measured_s,
                     trials[0].measured_s,
                     (b.measured_s / trials[0].measured_s.max(1e-9) - 1.0) * 100.0,
-                    b.loader
+                    b.loader,
+                    if b.one_thread {
+                        format!(", with {}=1 in its environment", THREAD_VARS.join("=1, "))
+                    } else {
+                        String::new()
+                    }
                 );
             }
         }
