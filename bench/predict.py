@@ -7,7 +7,8 @@ by its own per-op truth; for `pooled`, traced sampled with its pools as
 they come, one thread per pool; for `gc_heavy`, the look-alike of a job
 nobody here wrote, gc.freeze(), and the changes lotus ranks first), run
 each change for real (plain python,
-no lotus) and compare: predicted, 90% interval, measured, error, covered.
+no lotus) and compare: predicted, 90% interval, measured, error, covered,
+and with `--repeat R` (R > 1) the real runs' own spread beside the error.
 
     python3 bench/predict.py [--lotus PATH] [--python PATH] [--repeat R]
                              [--pipelines a,b] [--batches B] [--threads N]
@@ -213,14 +214,19 @@ def real_runs(py, script, args, repeat, tmp, timeout):
 
 def summarize(rows):
     """Median and worst |error| (%), the interval's coverage, over rows
-    with a prediction and a measurement."""
+    with a prediction and a measurement; with repeated real runs, their
+    median spread (%) and how many errors are within their row's spread."""
     errs = [abs(r["error_pct"]) for r in rows if r.get("error_pct") is not None]
     cov = [r["covered"] for r in rows if r.get("covered") is not None]
+    spread = [r for r in rows if r.get("spread_pct") is not None and r.get("error_pct") is not None]
     return {
         "cases": len(errs),
         "median_abs_error_pct": statistics.median(errs) if errs else None,
         "worst_abs_error_pct": max(errs) if errs else None,
         "coverage": sum(cov) / len(cov) if cov else None,
+        "median_spread_pct": statistics.median(r["spread_pct"] for r in spread) if spread else None,
+        "within_spread": sum(abs(r["error_pct"]) <= r["spread_pct"] for r in spread),
+        "with_spread": len(spread),
     }
 
 
@@ -238,7 +244,7 @@ def print_table(name, traced, rows, fake, out=sys.stdout):
     )
     if traced.get("ranked"):
         print(f"  lotus predict ranks first: {', '.join(traced['ranked'][:4])}", file=out)
-    head = f"  {'change':<28} {'predicted':>10} {'interval':>17} {'measured':>9} {'error':>8} {'covered':>8}"
+    head = f"  {'change':<28} {'predicted':>10} {'interval':>17} {'measured':>9} {'error':>8} {'covered':>8} {'spread':>7}"
     print(head, file=out)
     for r in rows:
         p = r.get("predicted")
@@ -251,7 +257,7 @@ def print_table(name, traced, rows, fake, out=sys.stdout):
         apart = "  (outside the model: not in the bars)" if r.get("outside_model") else ""
         print(
             f"  {r['change']:<28} {p['loop_s']:>10.3f} {iv:>17} {fmt(r.get('measured_s'), '.3f'):>9}"
-            f" {fmt(r.get('error_pct'), '+.1f'):>7}% {cov:>8}{mark}{apart}",
+            f" {fmt(r.get('error_pct'), '+.1f'):>7}% {cov:>8} {fmt(r.get('spread_pct'), '.1f'):>6}%{mark}{apart}",
             file=out,
         )
 
@@ -290,6 +296,11 @@ def bench_pipeline(name, script_file, trace_flags, a, predictor, tmp):
         try:
             row["measured_runs_s"] = real_runs(a.python, script, run_args, a.repeat, tmp, a.timeout)
             row["measured_s"] = statistics.median(row["measured_runs_s"])
+            runs = row["measured_runs_s"]
+            if len(runs) > 1:
+                # The job's own run-to-run spread: the prediction's error
+                # is read against it.
+                row["spread_pct"] = 100.0 * (max(runs) - min(runs)) / row["measured_s"]
         except BenchError as e:
             row["error"] = str(e)
             print(f"{name}: {e}", file=sys.stderr)
@@ -378,6 +389,11 @@ def main(argv=None):
         print(
             f"  median |error| {s['median_abs_error_pct']:.1f}% (bar {MEDIAN_MAX:.0f}%), worst {s['worst_abs_error_pct']:.1f}% (bar {WORST_MAX:.0f}%),"
             f" interval covered {100 * s['coverage']:.0f}% (bar {100 * COVERAGE_MIN:.0f}%)"
+        )
+    if s["with_spread"]:
+        print(
+            f"  the real runs' own spread (max - min over --repeat {a.repeat}, of their median): median {s['median_spread_pct']:.1f}%;"
+            f" the error within its row's spread in {s['within_spread']} of {s['with_spread']} case(s)"
         )
     if apart["cases"]:
         print(

@@ -13,9 +13,12 @@ grid's best loop (the issue asks at least 90%: best_grid / tune_best >=
     python3 bench/tune.py [--lotus PATH] [--python PATH] [--pipelines a,b]
                           [--repeat R] [--json OUT]
 
-The pipelines are fixtures/predict/custom.py (fork, three epochs, not
-persistent), fixtures/pipelines/sleepy_loader.py (waits, not CPU) and
-fixtures/pipelines/gc_heavy.py (fork, a young inherited heap).
+The pipelines are the six of fixtures/predict/ that bench/predict.py
+checks (vision_tv, vision_albu, audio, text, custom, stream; each with
+`--threads 1`, as there), fixtures/pipelines/sleepy_loader.py (waits,
+not CPU) and fixtures/pipelines/gc_heavy.py (fork, a young inherited
+heap). One thread per pool as a tune trial (fixtures/predict/pooled.py)
+is checked by tests/predict.rs, not here: its grid would double.
 """
 
 import argparse
@@ -30,7 +33,12 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PIPELINES = {
+    "vision_tv": ("fixtures/predict/vision_tv.py", ["--threads", "1"]),
+    "vision_albu": ("fixtures/predict/vision_albu.py", ["--threads", "1"]),
+    "audio": ("fixtures/predict/audio.py", ["--threads", "1"]),
+    "text": ("fixtures/predict/text.py", ["--threads", "1"]),
     "custom": ("fixtures/predict/custom.py", ["--threads", "1"]),
+    "stream": ("fixtures/predict/stream.py", ["--threads", "1"]),
     "sleepy": ("fixtures/pipelines/sleepy_loader.py", []),
     "gc_heavy": ("fixtures/pipelines/gc_heavy.py", []),
 }

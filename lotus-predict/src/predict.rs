@@ -344,7 +344,7 @@ fn setting_of(obs: &Observed, change: &Change, cpus: f64) -> Result<Setting, Pre
             .ops
             .iter()
             .enumerate()
-            .filter(|(_, n)| *n == op || op.rsplit('/').next() == Some(n.as_str()))
+            .filter(|(_, n)| names_op(op, n))
             .map(|(i, _)| i)
             .collect();
         if found.is_empty() {
@@ -358,6 +358,13 @@ fn setting_of(obs: &Observed, change: &Change, cpus: f64) -> Result<Setting, Pre
         s.without.extend(found);
     }
     Ok(s)
+}
+
+/// Whether `--without asked` names the op `name` of the trace: the same
+/// name, or a path whose last part it is (`Compose/Crop` names `Crop`).
+/// The one rule for every use of `--without`'s op.
+fn names_op(asked: &str, name: &str) -> bool {
+    asked == name || asked.rsplit('/').next() == Some(name)
 }
 
 /// Each op's CPU in the batches the loop took, most first.
@@ -614,17 +621,14 @@ fn reason(
             .iter()
             .flat_map(|e| &e.batches)
             .flat_map(|b| &b.ops)
-            .filter(|(i, _)| {
-                s.without.contains(i)
-                    && inputs.ops[*i].ends_with(op.rsplit('/').next().unwrap_or(op))
-            })
+            .filter(|(i, _)| s.without.contains(i) && names_op(op, &inputs.ops[*i]))
             .map(|(_, w)| w.cpu_ns)
             .sum();
         let held = inputs
             .ops
             .iter()
             .zip(&inputs.holds_ops)
-            .any(|(n, h)| *h && n.ends_with(op.rsplit('/').next().unwrap_or(op)));
+            .any(|(n, h)| *h && names_op(op, n));
         what.push(format!(
             "{op} costs {} of the batches' CPU{}",
             pct(cost / total),

@@ -6,8 +6,9 @@
 //! run again, so the trace is the same as a user's). Then, at most
 //! `--trials` times in all: the model ([`lotus_predict`]) predicts every
 //! setting of the grid (`num_workers`, `prefetch_factor`,
-//! `persistent_workers`) from the best trial so far; where no untried
-//! setting is predicted to beat that trial's loop by more than the run's
+//! `persistent_workers`) from the best trial so far (those with workers
+//! from the best trial that ran workers, where the best ran none); where
+//! no untried setting is predicted to beat that trial's loop by more than the run's
 //! noise (3% at least), tuning stops; else the fastest
 //! predicted is run, applied by the tracer to the DataLoader's arguments
 //! (`LOTUS_LOADER`) and, for one thread per helper pool, the
@@ -287,9 +288,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     let mut stopped = format!("{} trials run (--trials)", args.trials);
     while (trials.len() as u32) < args.trials {
         let best = best_of(&trials);
-        let from = &observed[best];
-        let base = from.inputs.traced.clone();
-        let p = predict(from, &grid(from))?;
+        let best_s = trials[best].measured_s;
         // Trial 1's setting is the job's own (no LOTUS_LOADER).
         let tried: Vec<String> = trials
             .iter()
@@ -302,22 +301,54 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
                 key(&loader, t.one_thread)
             })
             .collect();
-        let pick = p
-            .scenarios
-            .iter()
-            .zip(grid(from))
-            // Worth a trial: predicted to beat the best so far by more
-            // than the run's noise (at least MIN_GAIN); the trial then
-            // measures it, so the model's own margin is not asked for.
-            .filter(|(s, _)| s.loop_s < p.measured.loop_s * (1.0 - p.model.noise.max(MIN_GAIN)))
-            .map(|(s, c)| (s, applied(&base, &c)))
-            .filter(|(_, set)| !tried.contains(&key(&loader_env(set), set.one_thread)))
-            .min_by(|a, b| a.0.loop_s.total_cmp(&b.0.loop_s));
-        let Some((s, set)) = pick else {
+        // The settings are predicted from the best trial; where it ran no
+        // workers (its trace knows no worker's start-up or handover),
+        // those with workers are predicted from the best trial that ran
+        // some, where one did.
+        let with_workers = (0..trials.len())
+            .filter(|&i| observed[i].inputs.traced.workers > 0)
+            .min_by(|&a, &b| trials[a].measured_s.total_cmp(&trials[b].measured_s));
+        let mut sources = vec![best];
+        if observed[best].inputs.traced.workers == 0 {
+            sources.extend(with_workers);
+        }
+        let mut pick: Option<(lotus_predict::Scenario, Setting, f64)> = None;
+        let mut noise = MIN_GAIN;
+        for &src in &sources {
+            let from = &observed[src];
+            let own = from.inputs.traced.workers > 0;
+            let g = grid(from);
+            let p = predict(from, &g)?;
+            let bar = p.model.noise.max(MIN_GAIN);
+            noise = noise.max(bar);
+            for (sc, c) in p.scenarios.into_iter().zip(g) {
+                let set = applied(&from.inputs.traced, &c);
+                // From a no-worker trial, only settings without workers
+                // where another trial can speak for those with them.
+                if src == best && !own && set.workers > 0 && sources.len() > 1 {
+                    continue;
+                }
+                if src != best && set.workers == 0 {
+                    continue;
+                }
+                // Worth a trial: predicted to beat the best so far by more
+                // than the run's noise (at least MIN_GAIN); the trial then
+                // measures it, so the model's own margin is not asked for.
+                if sc.loop_s >= best_s * (1.0 - bar)
+                    || tried.contains(&key(&loader_env(&set), set.one_thread))
+                {
+                    continue;
+                }
+                if pick.as_ref().is_none_or(|(b, _, _)| sc.loop_s < b.loop_s) {
+                    pick = Some((sc, set, bar));
+                }
+            }
+        }
+        let Some((s, set, _)) = pick else {
             stopped = format!(
                 "no setting is predicted to beat trial {} by more than the noise ({:.0}%)",
                 best + 1,
-                p.model.noise.max(MIN_GAIN) * 100.0
+                noise * 100.0
             );
             break;
         };
