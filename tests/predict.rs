@@ -45,6 +45,27 @@ fn real_loop_s_of(py: &Path, script: &str, args: &[&str]) -> f64 {
     r["loop_s"].as_f64().expect("loop_s")
 }
 
+/// `lotus tune TUNE_ARGS --format json -- PY FIXTURE SCRIPT_ARGS`, its
+/// JSON (the job inherits no pool's thread limit from the test's
+/// environment).
+fn tune_json(py: &Path, tune_args: &[&str], fixture: &str, script_args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .arg("tune")
+        .args(tune_args)
+        .args(["--format", "json", "--"])
+        .arg(py)
+        .arg(common::fixture(fixture))
+        .args(script_args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("LOTUS_TRACE_DIR")
+        .env_remove("OPENBLAS_NUM_THREADS")
+        .env_remove("OMP_NUM_THREADS")
+        .output()
+        .expect("run lotus tune");
+    assert_ok(&out, "lotus tune");
+    serde_json::from_slice(&out.stdout).expect("tune JSON")
+}
+
 /// `lotus predict DIR ARGS --format json`.
 fn predict(dir: &Path, args: &[&str]) -> Value {
     let mut all = vec!["predict", dir.to_str().expect("utf8")];
@@ -150,29 +171,13 @@ fn tune_finds_a_faster_setting_in_few_trials_without_touching_the_code() {
     let _turn = REAL_RUNS.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = tempfile::tempdir().expect("tmp");
     let out_dir = tmp.path().join("tune");
-    let script = common::fixture("pipelines/sleepy_loader.py");
-    let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
-        .args([
-            "tune",
-            "--trials",
-            "3",
-            "--batches",
-            "40",
-            "--format",
-            "json",
-            "--out",
-        ])
-        .arg(&out_dir)
-        .arg("--")
-        .arg(&py)
-        .arg(&script)
-        .args(["--workers", "1", "--epochs", "1", "--batches", "60"])
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env_remove("LOTUS_TRACE_DIR")
-        .output()
-        .expect("run lotus tune");
-    assert_ok(&out, "lotus tune");
-    let t: Value = serde_json::from_slice(&out.stdout).expect("tune JSON");
+    let out_arg = out_dir.to_str().expect("utf8");
+    let t = tune_json(
+        &py,
+        &["--trials", "3", "--batches", "40", "--out", out_arg],
+        "pipelines/sleepy_loader.py",
+        &["--workers", "1", "--epochs", "1", "--batches", "60"],
+    );
     assert_eq!(t["schema"], "lotus.tune/1");
     let trials = t["trials"].as_array().expect("trials");
     assert!((2..=3).contains(&trials.len()), "{t:#}");
@@ -285,19 +290,12 @@ fn tune_limits_spinning_pools_through_the_environment() {
         return;
     };
     let _turn = REAL_RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let out = Command::new(env!("CARGO_BIN_EXE_lotus"))
-        .args(["tune", "--trials", "2", "--format", "json", "--"])
-        .arg(&py)
-        .arg(common::fixture("predict/pooled.py"))
-        .args(["--threads", "0", "--epochs", "1", "--batches", "16"])
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env_remove("LOTUS_TRACE_DIR")
-        .env_remove("OPENBLAS_NUM_THREADS")
-        .env_remove("OMP_NUM_THREADS")
-        .output()
-        .expect("run lotus tune");
-    assert_ok(&out, "lotus tune");
-    let t: Value = serde_json::from_slice(&out.stdout).expect("tune JSON");
+    let t = tune_json(
+        &py,
+        &["--trials", "2"],
+        "predict/pooled.py",
+        &["--threads", "0", "--epochs", "1", "--batches", "16"],
+    );
     let trials = t["trials"].as_array().expect("trials");
     assert_eq!(trials.len(), 2, "{t:#}");
     assert_eq!(
