@@ -384,7 +384,7 @@ pub struct InPipelineAttribution {
     /// thread][in a function that spins or waits for work] (not in the
     /// JSON; see [`InPipelineAttribution::pool_cpu_ns`]).
     #[serde(skip)]
-    pub pool_figures: [[u64; 2]; 2],
+    pub(crate) pool_figures: [[u64; 2]; 2],
 }
 
 impl InPipelineAttribution {

@@ -48,10 +48,15 @@ pub(crate) fn with_predictions(v: &mut Verdict, dir: &Path, a: Option<&InPipelin
         // Spinning mostly in the ops' pools is the model's (`--threads
         // 1`, proposed where it helps); elsewhere (the training step's
         // pools) the rule says it.
-        let spin: u64 = a.map_or(0, |a| a.spinning.iter().map(|f| f.samples).sum());
-        let ops_spin = a.map_or(0, |a| a.pool_figures[0][1] + a.pool_figures[1][1]);
-        if spin > 0 && ops_spin * 2 >= spin {
-            v.without_spin_rule();
+        if let Some(a) = a {
+            let spin_ns = a
+                .spinning
+                .iter()
+                .fold(0u64, |t, f| t.saturating_add(f.cpu_ns));
+            let (_, pools_spin, ops_waiting) = a.pool_cpu_ns();
+            if spin_ns > 0 && pools_spin.saturating_add(ops_waiting).saturating_mul(2) >= spin_ns {
+                v.without_spin_rule();
+            }
         }
     }
 }

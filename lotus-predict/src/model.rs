@@ -150,6 +150,13 @@ impl Inputs {
             .map(|b| b.work.cpu_ns)
             .sum()
     }
+
+    /// The ops' pools' spinning and the ops' waiting for them, as a share
+    /// of the batches' CPU (`None` without samples).
+    pub(crate) fn pool_spin_share(&self) -> Option<f64> {
+        let p = self.pools?;
+        Some((p.spin_ns + p.waiting_ns) / self.batch_cpu_ns().max(1.0))
+    }
 }
 
 /// The CPU of the ops' helper pools (OpenMP, OpenBLAS, MKL, rayon...)

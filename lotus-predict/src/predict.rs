@@ -389,11 +389,6 @@ fn op_costs(obs: &Observed) -> Vec<(&str, f64)> {
     out
 }
 
-/// The batches' CPU in the loop, ns.
-fn batch_cpu(inputs: &Inputs) -> f64 {
-    inputs.batch_cpu_ns()
-}
-
 /// The CPU of the collections the run recorded: in its batches and in
 /// its workers' start-ups, ns.
 fn gc_cpu(inputs: &Inputs) -> f64 {
@@ -525,9 +520,7 @@ pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, Predict
         });
     }
     let mut notes = obs.notes.clone();
-    let spun = inputs.pools.map_or(0.0, |p| {
-        (p.spin_ns + p.waiting_ns) / batch_cpu(inputs).max(1.0)
-    });
+    let spun = inputs.pool_spin_share().unwrap_or(0.0);
     if spun >= POOL_NOTE_SHARE {
         notes.push(format!(
             "the ops' helper pools spun or waited {} of the batches' CPU: every change but --threads 1 keeps that share as traced, which holds only where the pools' threads do not outnumber the CPUs; where they do, predict from a run with one thread per pool (OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1...)",
@@ -614,7 +607,7 @@ fn reason(
     if change.pin_memory {
         what.push("pin_memory only speeds up copies to an accelerator, which this trace does not show: its cost and gain are not modelled".into());
     }
-    let total = batch_cpu(inputs).max(1.0);
+    let total = inputs.batch_cpu_ns().max(1.0);
     for op in &change.without {
         let cost: f64 = inputs
             .epochs
@@ -649,10 +642,11 @@ fn reason(
     if let Some(c) = change.cpus {
         what.push(format!("{c} CPUs instead of {}", inputs.traced.cpus));
     }
-    if let (Some(_), Some(p)) = (change.threads, inputs.pools) {
+    if let (Some(_), Some(p), Some(spun)) = (change.threads, inputs.pools, inputs.pool_spin_share())
+    {
         what.push(format!(
             "one thread per helper pool (OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1, MKL_NUM_THREADS=1, RAYON_NUM_THREADS=1): their spinning, {} of the batches' CPU, stops and their work, {}, runs in turn on the op's thread",
-            pct((p.spin_ns + p.waiting_ns) / total),
+            pct(spun),
             pct(p.work_ns / total)
         ));
     }
@@ -688,7 +682,7 @@ pub fn candidates(obs: &Observed) -> Vec<Change> {
             out.push(Change::new().persistent());
         }
     }
-    let total = batch_cpu(&obs.inputs).max(1.0);
+    let total = obs.inputs.batch_cpu_ns().max(1.0);
     let holds = |op: &str| {
         obs.inputs
             .ops
@@ -718,9 +712,7 @@ pub fn candidates(obs: &Observed) -> Vec<Change> {
 /// already.
 fn pools_spin(obs: &Observed) -> bool {
     let i = &obs.inputs;
-    !i.traced.one_thread
-        && i.pools
-            .is_some_and(|p| (p.spin_ns + p.waiting_ns) / i.batch_cpu_ns().max(1.0) >= SPIN_SHARE)
+    !i.traced.one_thread && i.pool_spin_share().is_some_and(|s| s >= SPIN_SHARE)
 }
 
 /// The DataLoader settings `lotus tune` can apply, as changes from the

@@ -312,7 +312,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         if observed[best].inputs.traced.workers == 0 {
             sources.extend(with_workers);
         }
-        let mut pick: Option<(lotus_predict::Scenario, Setting, f64)> = None;
+        let mut pick: Option<(lotus_predict::Scenario, Setting)> = None;
         let mut noise = MIN_GAIN;
         for &src in &sources {
             let from = &observed[src];
@@ -339,12 +339,12 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
                 {
                     continue;
                 }
-                if pick.as_ref().is_none_or(|(b, _, _)| sc.loop_s < b.loop_s) {
-                    pick = Some((sc, set, bar));
+                if pick.as_ref().is_none_or(|(b, _)| sc.loop_s < b.loop_s) {
+                    pick = Some((sc, set));
                 }
             }
         }
-        let Some((s, set, _)) = pick else {
+        let Some((s, set)) = pick else {
             stopped = format!(
                 "no setting is predicted to beat trial {} by more than the noise ({:.0}%)",
                 best + 1,
