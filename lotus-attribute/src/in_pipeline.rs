@@ -1319,6 +1319,7 @@ impl SampledTrace {
             .position(|n| n == "gc")
             .and_then(|i| u32::try_from(i).ok());
         let pool_pids: HashSet<u32> = self.runtime_pools.keys().map(|k| k.0).collect();
+        let interval_ns = self.interval_ns;
         let mut causes = cause::Causes::default();
         while let Some(s) = reader.next_with_stack() {
             let (s, stack): (Sample, u32) = s.map_err(|e| Error::Io(e.to_string()))?;
@@ -1367,16 +1368,32 @@ impl SampledTrace {
                             // before the call began (a pool spinning until
                             // the work came: its first working sample), it
                             // is the spin after the work before.
-                            let before = causes.last(s.pid, s.tid, rt).filter(|last| {
+                            // A sample stands for its thread's CPU since
+                            // its previous one; where that straddles the
+                            // call's start, it is the call's unless it came
+                            // less than half an interval after the start (a
+                            // thread runs in the moments before it is
+                            // sampled, so no more than that of its CPU lies
+                            // in the call): then it is the spin after the
+                            // thread's own last work. Its own, not the
+                            // caller's hand-off, which is often seen inside
+                            // the call before the pool is (it decided, and
+                            // an OpenBLAS op's pool CPU read 5% high).
+                            let before = causes.own_last(s.pid, s.tid).filter(|last| {
                                 let since = causes.previous(s.pid, s.tid).unwrap_or(s.time_ns);
-                                let mid = since + (s.time_ns - since.min(s.time_ns)) / 2;
-                                open.is_some_and(|o| o.start > mid && !last.is_span(o.id))
+                                open.is_some_and(|o| {
+                                    o.start > since
+                                        && s.time_ns.saturating_sub(o.start) < interval_ns / 2
+                                        && !last.is_span(o.id)
+                                })
                             });
                             causes.worked(s.pid, s.tid, s.time_ns, c);
                             before.unwrap_or(c)
                         };
+                        let previous = causes.previous(s.pid, s.tid);
                         causes.sampled(s.pid, s.tid, s.time_ns);
-                        let (target, span, in_call) = c.credit(s.time_ns);
+                        let (target, span, in_call) =
+                            c.credit(s.time_ns, previous, interval_ns / 2);
                         pool = in_call;
                         (target, span)
                     } else if self.pools.contains(&(s.pid, s.tid)) {
@@ -2485,15 +2502,16 @@ pub(crate) mod tests {
         let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
             .expect("attributed");
         let spin = row_at(&a, "A/pool spin");
+        // Its sample 1 ns after A returned stands for CPU in A's call.
         assert_eq!(
             (spin.kind, spin.samples),
-            (RowKind::PoolSpin, 12),
+            (RowKind::PoolSpin, 11),
             "{:#?}",
             a.rows
         );
         assert_eq!(spin.parent.as_deref(), Some("A"));
-        assert_eq!(row_at(&a, "A").samples, 20);
-        assert_eq!(row_at(&a, "A").pool_samples, 10);
+        assert_eq!(row_at(&a, "A").samples, 21);
+        assert_eq!(row_at(&a, "A").pool_samples, 11);
         assert_eq!(row_at(&a, "A").inclusive_samples, 32);
         assert_eq!(row_at(&a, "B").samples, 10);
         assert_eq!(a.pool_threads, vec!["10/11 (OpenBLAS)".to_string()]);
@@ -2502,6 +2520,60 @@ pub(crate) mod tests {
             .expect("attributed");
         assert_eq!(row_at(&t, "B").samples, 20, "{:#?}", t.rows);
         assert!(!t.rows.iter().any(|r| r.kind == RowKind::PoolSpin));
+    }
+
+    /// Two calls of op A ([1000, 2000) and [3000, 4000)) hand work to an
+    /// OpenBLAS thread (11) sampled every 100 ns of its CPU. A sample
+    /// stands for its thread's CPU since its previous one, and a thread
+    /// runs in the moments before it is sampled: one that straddles a
+    /// call's edge goes to the side where more than half an interval of
+    /// its wall time lies. So the pool's sample 10 ns after the first call
+    /// returned (its previous in the call) is the call's, not its spin;
+    /// and its first of the second call, 20 ns after the start (its
+    /// previous at 2800, spinning), is the first call's spin, though the
+    /// caller was seen handing work inside `exec_blas` at 3000 (the
+    /// hand-off decided, and an OpenBLAS op's pool CPU read 5% high).
+    #[test]
+    fn a_pool_sample_straddling_a_calls_edge_goes_where_most_of_its_interval_lies() {
+        let off = 1_000_000u64;
+        let log = format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
+             SA,{},1000,kind=op\nSA,{},1000,kind=op\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
+            1000 + off,
+            3000 + off,
+            5000 + off
+        );
+        let blas = "/x/libscipy_openblas64_.so";
+        let symbols = vec![
+            (0, Symbol::new("a_work", "/py")),
+            (1, Symbol::new("exec_blas", blas)),
+            (2, Symbol::new("dgemm_kernel_SKYLAKEX", blas)),
+            (3, Symbol::new("blas_thread_server", blas)),
+        ];
+        let sample = sample_at;
+        // Spinning from its creation: known as OpenBLAS's by its frames.
+        let mut samples = vec![sample(501, 11, 3)];
+        for t in (1000..4000).step_by(100) {
+            if (1000..2000).contains(&t) || (3000..4000).contains(&t) {
+                samples.push(sample(t, 10, if t == 3000 { 1 } else { 0 }));
+            }
+            match t {
+                1000..=1900 => samples.push(sample(t + 60, 11, 2)),
+                2000 => samples.push(sample(2010, 11, 3)),
+                2400 | 2800 => samples.push(sample(t, 11, 3)),
+                3000..=3900 => samples.push(sample(t + 20, 11, 2)),
+                _ => {}
+            }
+        }
+        let dir = sampled_folder(&log, &symbols, &samples, 100);
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attributed");
+        assert_eq!(a.pool_threads, vec!["10/11 (OpenBLAS)".to_string()]);
+        // 10 in the first call and the one just after it, 9 in the
+        // second; 3020 is the spin before it, with 2400 and 2800.
+        assert_eq!(row_at(&a, "A").pool_samples, 20, "{:#?}", a.rows);
+        assert_eq!(row_at(&a, "A/pool spin").samples, 3, "{:#?}", a.rows);
     }
 
     #[test]

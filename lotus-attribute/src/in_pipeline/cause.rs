@@ -248,10 +248,21 @@ impl Cause {
     /// Where a pool sample at `t` caused by this is credited: the op while
     /// its call lasts (`true`: a pool's sample in its op), its spin row
     /// after (the pool waiting for more from it), else the row the
-    /// process's time outside ops goes to.
-    pub(crate) fn credit(&self, t: u64) -> (Target, Option<u64>, bool) {
+    /// process's time outside ops goes to. A sample stands for its
+    /// thread's CPU since its previous one (at `previous`); where that
+    /// straddles the call's end, it is the call's when it came less than
+    /// `half` (half a sampling interval) after the end: a thread runs in
+    /// the moments before it is sampled, so no more than that of its CPU
+    /// can lie after the end. (The same rule as at a call's start.)
+    pub(crate) fn credit(
+        &self,
+        t: u64,
+        previous: Option<u64>,
+        half: u64,
+    ) -> (Target, Option<u64>, bool) {
+        let straddles = previous.is_some_and(|p| p < self.end) && t - self.end.min(t) < half;
         match self.target {
-            Target::Op(p) if t < self.end => (Target::Op(p), self.span, true),
+            Target::Op(p) if t < self.end || straddles => (Target::Op(p), self.span, true),
             Target::Op(p) => (Target::Spin(p), self.span, false),
             other => (other, None, false),
         }
@@ -287,6 +298,13 @@ impl Causes {
     /// Pool thread `tid` of `pid` was working at `t`, for `c`.
     pub(crate) fn worked(&mut self, pid: u32, tid: u32, t: u64, c: Cause) {
         self.by_thread.insert((pid, tid), (t, c));
+    }
+
+    /// The cause of pool thread `tid` of `pid`'s own last working sample
+    /// (what it was last seen working for, whatever its callers did
+    /// since).
+    pub(crate) fn own_last(&self, pid: u32, tid: u32) -> Option<Cause> {
+        self.by_thread.get(&(pid, tid)).map(|x| x.1)
     }
 
     /// The cause of the last work pool thread `tid` (of runtime `rt`) of
