@@ -87,6 +87,8 @@ struct Run {
     logs: Vec<Log>,
     truth: BTreeMap<String, (u64, u64)>,
     stderr: String,
+    /// The trace folder.
+    dir: std::path::PathBuf,
     _tmp: tempfile::TempDir,
 }
 
@@ -100,6 +102,7 @@ fn run(py: &Path, script: &str, args: &[&str], extra: &[&str]) -> Run {
         logs: read_logs(&dir),
         truth: read_truth(&truth),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        dir,
         _tmp: tmp,
     }
 }
@@ -600,6 +603,24 @@ fn script_ops_in(method: &str) {
             r.stderr
         );
     }
+    // Kept in the run's record, and shown by the report that reads the
+    // folder later (the warning scrolled away with the run's stderr).
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.dir.join("lotus.run")).expect("the run's record"))
+            .expect("JSON");
+    let notes = record["notes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(notes.len(), 1, "{test}: {record}");
+    assert!(
+        notes[0]
+            .as_str()
+            .is_some_and(|n| n.starts_with("--op __main__:never_called matched nothing that ran")),
+        "{test}: {record}"
+    );
+    let html = common::lotus_ok(&["report", "--trace", &r.dir.to_string_lossy(), "--out", "-"]);
+    assert!(
+        html.contains("--op __main__:never_called matched nothing that ran"),
+        "{test}: the report shows the run's warning"
+    );
 }
 
 #[test]
@@ -1081,7 +1102,7 @@ fn hugging_face_set_transform_and_timm_augmentations() {
 /// fixtures/pipelines/tokenize_collate.py: Hugging Face tokenizers'
 /// rayon pool in a spawn worker's collate_fn. With lotus's defaults: the
 /// op that hands work within 10% of its thread's CPU plus the pool's over
-/// its calls (the job's own reading of the kernel's per-thread run time),
+/// its calls (the job's own reading of each thread's CPU-time clock),
 /// the others within 10% of their thread CPU (the spin is none of theirs),
 /// the spin a `pool spin` row under its op, and the pool threads named
 /// with their runtime. (By timing, the earlier rule, `Mix` read -43% to

@@ -23,6 +23,11 @@ pub struct RunRecord {
     pub started_unix_s: u64,
     /// The lotus that traced it.
     pub lotus_version: String,
+    /// What `lotus trace run` warned of when the run ended (an `--op`
+    /// that matched nothing, or nothing that ran), kept for `lotus
+    /// attribute` and `lotus report`, which read the folder later.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// `lotus.run`'s schema.
@@ -39,6 +44,9 @@ const RUN_MAX_BYTES: u64 = 64 * 1024;
 
 /// The most words of a command kept (a command line longer is cut, said).
 const COMMAND_MAX_WORDS: usize = 200;
+
+/// The most notes kept (one per `--op` at most; more are cut, said).
+const NOTES_MAX: usize = 100;
 
 impl RunRecord {
     /// This run's record: `command`, this machine, now.
@@ -65,6 +73,7 @@ impl RunRecord {
             cpu,
             started_unix_s,
             lotus_version: env!("CARGO_PKG_VERSION").to_string(),
+            notes: Vec::new(),
         }
     }
 
@@ -126,6 +135,75 @@ impl RunRecord {
                 r.command.len()
             );
         }
+        if r.notes.len() > NOTES_MAX {
+            anyhow::bail!(
+                "{}: {} notes, more than the {NOTES_MAX} lotus writes",
+                path.display(),
+                r.notes.len()
+            );
+        }
         Ok(Some(r))
+    }
+
+    /// Keeps `notes` (the run's warnings), at most [`NOTES_MAX`], the last
+    /// one saying how many more there were.
+    pub fn with_notes(mut self, mut notes: Vec<String>) -> RunRecord {
+        if notes.len() > NOTES_MAX {
+            let more = notes.len() - (NOTES_MAX - 1);
+            notes.truncate(NOTES_MAX - 1);
+            notes.push(format!(
+                "{more} more warnings, said on standard error when the run ended"
+            ));
+        }
+        self.notes = notes;
+        self
+    }
+
+    /// The notes of `dir`'s record, for a command that reads the folder
+    /// later: none where it has no record; a note saying why where the
+    /// record cannot be read (the rest of the folder still can).
+    pub fn notes_of(dir: &Path, prefix: &str) -> Vec<String> {
+        match RunRecord::read(dir, prefix) {
+            Ok(Some(r)) => r
+                .notes
+                .into_iter()
+                .map(|n| format!("when traced: {n}"))
+                .collect(),
+            Ok(None) => Vec::new(),
+            Err(e) => vec![format!("{e:#}: the run's own warnings are not shown")],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The run's warnings are kept past the run (at most [`NOTES_MAX`],
+    /// the rest counted), given back to the commands that read the folder
+    /// later, and a damaged record costs them only its notes, said.
+    #[test]
+    fn the_runs_warnings_are_kept_bounded_and_read_back() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let many: Vec<String> = (0..NOTES_MAX + 5).map(|i| format!("warning {i}")).collect();
+        RunRecord::now(&["python".into()])
+            .with_notes(many)
+            .write(dir.path(), "lotus")
+            .expect("written");
+        let notes = RunRecord::notes_of(dir.path(), "lotus");
+        assert_eq!(notes.len(), NOTES_MAX);
+        assert_eq!(notes[0], "when traced: warning 0");
+        assert!(
+            notes[NOTES_MAX - 1].contains("6 more warnings"),
+            "{notes:?}"
+        );
+        std::fs::write(dir.path().join("lotus.run"), b"{not json").expect("damage");
+        let notes = RunRecord::notes_of(dir.path(), "lotus");
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].contains("lotus.run") && notes[0].contains("not shown"),
+            "{notes:?}"
+        );
+        assert!(RunRecord::notes_of(&dir.path().join("none"), "lotus").is_empty());
     }
 }

@@ -61,29 +61,35 @@ impl OpArgs {
         }
     }
 
-    /// After the run: warns of each `--op` no process matched (the tracer
+    /// After the run: warns (and returns the warnings, kept in the run's
+    /// record) of each `--op` no process matched (the tracer
     /// leaves `op_matched_<n>` in the private status folder for the n-th)
     /// and of each that matched but whose functions no process ran as ops
     /// (`op_ran_<n>`: the first traced call of one), and, where the tracer asked for it (`note_finer_spans`: a dataset's
     /// own code ran as one span, on Python before 3.12 or with
     /// `LOTUS_TRACE_FINER=0`, and no `--op`), says once how to get spans
     /// finer than a dataset's.
-    pub fn report(&self, status: &Path) {
+    pub fn report(&self, status: &Path) -> Vec<String> {
+        let mut warnings = Vec::new();
         for (n, spec) in self.ops.iter().enumerate() {
             if !status.join(format!("op_matched_{n}")).exists() {
-                eprintln!(
-                    "lotus: warning: --op {spec} matched nothing: no traced process imported that module with a function or method of that name (check the spelling; it may live in a process that did not start)"
-                );
+                warnings.push(format!(
+                    "--op {spec} matched nothing: no traced process imported that module with a function or method of that name (check the spelling; it may live in a process that did not start)"
+                ));
             } else if !status.join(format!("op_ran_{n}")).exists() {
-                eprintln!(
-                    "lotus: warning: --op {spec} matched nothing that ran: what it wrapped was never called through its name in any traced process (the trace has no span of it; code that kept a reference taken before the wrap, e.g. a DataLoader's collate_fn=, calls the original)"
-                );
+                warnings.push(format!(
+                    "--op {spec} matched nothing that ran: what it wrapped was never called through its name in any traced process (the trace has no span of it; code that kept a reference taken before the wrap, e.g. a DataLoader's collate_fn=, calls the original)"
+                ));
             }
+        }
+        for w in &warnings {
+            eprintln!("lotus: warning: {w}");
         }
         if self.ops.is_empty() && status.join("note_finer_spans").exists() {
             crate::usage::note!(
                 "lotus: note: spans stop at each dataset's __getitem__ here (the calls in it are spans of their own with no flag on Python 3.12+); name the functions it calls with --op MODULE:QUALNAME (or mark them with lotus_trace.span / lotus_trace.wrap) to see them as ops"
             );
         }
+        warnings
     }
 }

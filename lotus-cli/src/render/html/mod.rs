@@ -295,6 +295,8 @@ pub(crate) struct RunInfo {
     pub(crate) date: String,
     /// The lotus that traced it.
     pub(crate) lotus_version: String,
+    /// What `lotus trace run` warned of when the run ended.
+    pub(crate) notes: Vec<String>,
 }
 
 /// The last second RFC 3339 can write (9999-12-31 23:59:59 UTC).
@@ -339,6 +341,7 @@ impl RunInfo {
                 cpu: or_dash(&r.cpu),
                 date: date_of(r.started_unix_s),
                 lotus_version: or_dash(&r.lotus_version),
+                notes: r.notes.clone(),
             },
             None => RunInfo {
                 label: label.to_string(),
@@ -355,6 +358,7 @@ impl RunInfo {
                     format!("{} (first event)", date_of(ns / 1_000_000_000))
                 }),
                 lotus_version: "not recorded".to_string(),
+                notes: Vec::new(),
             },
         }
     }

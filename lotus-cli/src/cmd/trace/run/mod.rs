@@ -271,6 +271,9 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     }
 
     let (new, itt_logs) = this_runs_logs(&args, &out, &before, &run_id);
+    // The `--op` warnings, said now and kept in the record for the
+    // commands that read the folder later.
+    let record = record.with_notes(args.ops.report(&status_dir));
     // Logs of processes killed outright, cut to their lines; who died, how.
     logs::say_cut_logs(&new, args.format == LogFormat::Lotus, started, status);
     // Not beside the original format's logs: the study's scripts read
@@ -290,7 +293,6 @@ fn run_traced(args: TraceRunArgs) -> Result<ExitCode> {
     if let Some(note) = super::hints::python_frames_note(&new) {
         crate::usage::say!("lotus: note: {note}");
     }
-    args.ops.report(&status_dir);
     // What the workers ran outside every op, said now rather than only by
     // a later `attribute` (issue 24: say what was not seen).
     if args.sample && !new.is_empty() {
