@@ -1368,17 +1368,11 @@ impl SampledTrace {
                             // before the call began (a pool spinning until
                             // the work came: its first working sample), it
                             // is the spin after the work before.
-                            // A sample stands for its thread's CPU since
-                            // its previous one; where that straddles the
-                            // call's start, it is the call's unless it came
-                            // less than half an interval after the start (a
-                            // thread runs in the moments before it is
-                            // sampled, so no more than that of its CPU lies
-                            // in the call): then it is the spin after the
-                            // thread's own last work. Its own, not the
-                            // caller's hand-off, which is often seen inside
-                            // the call before the pool is (it decided, and
-                            // an OpenBLAS op's pool CPU read 5% high).
+                            // Straddling the call's start: the spin after
+                            // the thread's own last work where it came less
+                            // than half an interval after the start (see
+                            // `Cause::credit`); not by the caller's hand-off,
+                            // often seen first (it read OpenBLAS 5% high).
                             let before = causes.own_last(s.pid, s.tid).filter(|last| {
                                 let since = causes.previous(s.pid, s.tid).unwrap_or(s.time_ns);
                                 open.is_some_and(|o| {

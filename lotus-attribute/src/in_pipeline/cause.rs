@@ -247,13 +247,11 @@ impl Cause {
 
     /// Where a pool sample at `t` caused by this is credited: the op while
     /// its call lasts (`true`: a pool's sample in its op), its spin row
-    /// after (the pool waiting for more from it), else the row the
-    /// process's time outside ops goes to. A sample stands for its
-    /// thread's CPU since its previous one (at `previous`); where that
-    /// straddles the call's end, it is the call's when it came less than
-    /// `half` (half a sampling interval) after the end: a thread runs in
-    /// the moments before it is sampled, so no more than that of its CPU
-    /// can lie after the end. (The same rule as at a call's start.)
+    /// after, else the row of the process's time outside ops. A sample
+    /// stands for its thread's CPU since its previous one (at `previous`),
+    /// and a thread runs in the moments before it is sampled: one that
+    /// straddles the call's end is the call's when it came less than `half`
+    /// an interval after the end (as at the start).
     pub(crate) fn credit(
         &self,
         t: u64,
