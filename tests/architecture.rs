@@ -275,8 +275,12 @@ fn the_engine_and_the_binary_name_no_backend_crate_in_code() {
     );
 }
 
+/// Size by file, not by crate: a crate cap moved code by count (the
+/// perf backend and the attribution sat at 5,9xx of 6,000 and took what
+/// no longer fit elsewhere); a file cap keeps each concern readable and
+/// lets a crate grow by concerns.
 #[test]
-fn no_library_crate_is_over_6000_lines_and_no_binary_file_over_600() {
+fn no_library_file_is_over_1200_lines_and_no_binary_file_over_600() {
     let ws = workspace();
     let mut over = Vec::new();
     for (name, krate) in &ws {
@@ -290,12 +294,14 @@ fn no_library_crate_is_over_6000_lines_and_no_binary_file_over_600() {
             }
             continue;
         }
-        let n: usize = files
-            .iter()
-            .map(|f| non_test_lines(f, &std::fs::read_to_string(f).expect("read")))
-            .sum();
-        if n > 6000 {
-            over.push(format!("{name}: {n} non-test lines (at most 6,000)"));
+        for f in &files {
+            let n = non_test_lines(f, &std::fs::read_to_string(f).expect("read"));
+            if n > 1200 {
+                over.push(format!(
+                    "{name}: {}: {n} non-test lines (at most 1,200)",
+                    f.display()
+                ));
+            }
         }
     }
     assert!(over.is_empty(), "too big:\n{}", over.join("\n"));
