@@ -15,6 +15,9 @@
 //!    a waiting one (spin, yield) to the op of the last work handed to it,
 //!    inside that op's call or, once it returned, in the op's
 //!    [`RowKind::PoolSpin`] row;
+//!    a Python thread pool's thread (`ThreadPoolExecutor`) by cause too:
+//!    its samples inside a `kind=task` span go to the op its submitting
+//!    thread (`by=`) had open when it handed the task over (`at=`);
 //! 3. any other helper thread is judged by timing: it is that process's
 //!    intra-op pool when it runs with the ops: its
 //!    sampling rate while the process's main thread is outside every op
@@ -95,7 +98,7 @@
 //! per-thread, per-op and per-symbol counts are held.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::BufReader;
 use std::path::Path;
 
@@ -1244,6 +1247,52 @@ pub(crate) mod tests {
         // second; 3020 is the spin before it, with 2400 and 2800.
         assert_eq!(row_at(&a, "A").pool_samples, 20, "{:#?}", a.rows);
         assert_eq!(row_at(&a, "A/pool spin").samples, 3, "{:#?}", a.rows);
+    }
+
+    /// Credit by cause for a Python thread pool: op A hands a task to
+    /// thread 12 (`kind=task`, `by=10` at 1500) and returns; the task runs
+    /// over [2100, 3000) while op B is open on the main thread. Its samples
+    /// are A's (pool samples, though A returned), none B's; the thread is
+    /// listed as a Python thread pool's; by timing they were B's.
+    #[test]
+    fn a_tasks_samples_are_the_op_that_handed_it_over() {
+        let off = 1_000_000u64;
+        let log = format!(
+            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
+             SA,{},1000,kind=op\nSB,{},2000,kind=op\n\
+             Scrunch,{},900,kind=task,tid=12,by=10,at={}\n\
+             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
+            1000 + off,
+            2000 + off,
+            2100 + off,
+            1500 + off,
+            5000 + off
+        );
+        let symbols = vec![
+            (0, Symbol::new("a_work", "/py")),
+            (1, Symbol::new("b_work", "/py")),
+            (2, Symbol::new("sqrt_loop", "/x/numpy.so")),
+        ];
+        let mut samples = Vec::new();
+        for t in (1000..4000).step_by(100) {
+            samples.push(sample_at(t, 10, if t < 2000 { 0 } else { 1 }));
+            if (2100..3000).contains(&t) {
+                samples.push(sample_at(t + 1, 12, 2));
+            }
+        }
+        let dir = sampled_folder(&log, &symbols, &samples, 100);
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attributed");
+        assert_eq!(row_at(&a, "A").pool_samples, 9, "{:#?}", a.rows);
+        assert_eq!(row_at(&a, "B").pool_samples, 0, "{:#?}", a.rows);
+        assert_eq!(
+            a.pool_threads,
+            vec!["10/12 (Python thread pool)".to_string()]
+        );
+        let t = attribute_folder_by(dir.path(), "lotus", Budget::new(64), 5, HelperRule::Timing)
+            .expect("attributed");
+        assert_eq!(row_at(&t, "B").pool_samples, 9, "{:#?}", t.rows);
+        assert_eq!(row_at(&t, "A").pool_samples, 0, "{:#?}", t.rows);
     }
 
     #[test]

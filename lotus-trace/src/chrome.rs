@@ -453,6 +453,7 @@ mod tests {
             usage: None,
             config: None,
             gc: None,
+            task: None,
         };
         let consume = Event {
             name: "Consume".into(),
@@ -511,6 +512,7 @@ mod tests {
             usage: None,
             config: None,
             gc: None,
+            task: None,
         };
         let mut w = ChromeWriter::begin(Vec::new(), 0, &serde_json::json!({})).expect("begin");
         w.span_with(7, &op, Some(&More { cpu_samples: 3 }))

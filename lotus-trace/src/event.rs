@@ -43,11 +43,16 @@ pub enum Kind {
     /// the main process, before the workers start): see
     /// [`Event::config`].
     Config,
+    /// Work a helper thread (`tid=`) ran for another thread of its process:
+    /// a callable submitted to a Python thread pool
+    /// (`concurrent.futures.ThreadPoolExecutor`), its run; see
+    /// [`Event::task`] for who handed it over and when.
+    Task,
 }
 
 impl Kind {
     /// Every kind, in display order.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Op,
         Kind::Sample,
         Kind::Fetch,
@@ -59,6 +64,7 @@ impl Kind {
         Kind::Start,
         Kind::Stop,
         Kind::Config,
+        Kind::Task,
     ];
 
     /// The kind's name in logs (`kind=...`) and outputs.
@@ -75,6 +81,7 @@ impl Kind {
             Kind::Start => "start",
             Kind::Stop => "stop",
             Kind::Config => "config",
+            Kind::Task => "task",
         }
     }
 
@@ -99,6 +106,7 @@ impl Kind {
             b"start" => Kind::Start,
             b"stop" => Kind::Stop,
             b"config" => Kind::Config,
+            b"task" => Kind::Task,
             _ => return None,
         })
     }
@@ -309,6 +317,19 @@ pub struct Event {
     pub config: Option<Box<LoaderConfig>>,
     /// On the tracer's `gc` op span: the generation collected (`gen=`).
     pub gc: Option<u8>,
+    /// On a [`Kind::Task`] span: who handed the work over, and when.
+    pub task: Option<HandedBy>,
+}
+
+/// Who handed a [`Kind::Task`]'s work over: the thread (`by=`, its native
+/// id; the pid for the process's main thread) and when (`at=`, ns on the
+/// log's clock, at or before the task's start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandedBy {
+    /// The native id of the thread that handed the work over.
+    pub by: u32,
+    /// When it did, ns since the Unix epoch (the log's clock).
+    pub at_ns: u64,
 }
 
 impl Event {

@@ -698,6 +698,7 @@ mod tests {
             usage: None,
             config: None,
             gc: None,
+            task: None,
         }
     }
 

@@ -92,7 +92,7 @@ mod stats;
 mod torch;
 
 pub use chrome::{ChromeWriter, FlowAt, Flows};
-pub use event::{Event, Kind, LoaderConfig, Process, Role, Usage};
+pub use event::{Event, HandedBy, Kind, LoaderConfig, Process, Role, Usage};
 pub use folder::{Item, LogFile, TraceFolder};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
 pub use parse::{

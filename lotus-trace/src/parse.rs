@@ -32,7 +32,7 @@ use std::io::{BufRead, ErrorKind};
 use std::num::IntErrorKind;
 use std::sync::Arc;
 
-use super::event::{Event, Kind, LoaderConfig, Process, Role, Usage};
+use super::event::{Event, HandedBy, Kind, LoaderConfig, Process, Role, Usage};
 use super::TraceError;
 
 /// The longest line read; longer ones (a file with no line breaks) are
@@ -294,6 +294,7 @@ impl LineParser {
             usage: p.usage,
             config: p.config,
             gc: p.gc,
+            task: p.task,
         })
     }
 
@@ -587,6 +588,8 @@ pub struct LineEvent<'a> {
     pub config: Option<Box<LoaderConfig>>,
     /// The generation a `gc` span collected (`gen=`, 0 to 2).
     pub gc: Option<u8>,
+    /// Who handed a task's work over, and when (`by=`, `at=`).
+    pub task: Option<HandedBy>,
 }
 
 /// How far a span's `cpu=` may pass its duration: the thread's CPU clock
@@ -798,6 +801,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
     let (mut kind, mut batch, mut sample, mut ready, mut tid) = (None, None, None, None, None);
     let (mut cpu, mut hook, mut hook_in) = (None, None, None);
     let (mut usage, mut gc, mut raw_config) = (Usage::default(), None, RawConfig::default());
+    let (mut by, mut at) = (None, None);
     for field in fields {
         let field = field.trim();
         if field.is_empty() {
@@ -810,7 +814,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
             "kind" => {
                 kind = Some(Kind::parse(value.trim()).ok_or_else(|| {
                     format!(
-                    "unknown kind '{}' (expected op, sample, fetch, batch, wait, consume, queue, thread, start, stop or config)",
+                    "unknown kind '{}' (expected op, sample, fetch, batch, wait, consume, queue, thread, start, stop, config or task)",
                     quote(value)
                 )
                 })?)
@@ -822,6 +826,21 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
                 tid = Some(
                     u32::try_from(id).map_err(|_| format!("thread id {id} is not a thread id"))?,
                 )
+            }
+            "by" => {
+                let id = whole_number(value, "thread id")?;
+                by = Some(
+                    u32::try_from(id).map_err(|_| format!("thread id {id} is not a thread id"))?,
+                )
+            }
+            "at" => {
+                let t = whole_number(value, "hand-over time")?;
+                if t > start_ns {
+                    return Err(format!(
+                        "a task handed over at {t}, after it started at {start_ns}"
+                    ));
+                }
+                at = Some(t)
             }
             "cpu" => cpu = Some(cpu_within(whole_number(value, "cpu time")?, dur_ns)?),
             "hook" => hook = Some(whole_number(value, "hook time")?),
@@ -861,6 +880,13 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         Some(Kind::Config) => Some(Box::new(raw_config.read()?)),
         _ => None,
     };
+    let task = match (kind, by, at) {
+        (Some(Kind::Task), Some(by), Some(at_ns)) => Some(HandedBy { by, at_ns }),
+        (Some(Kind::Task), ..) => {
+            return Err("a task without by= and at= (who handed it over, when)".into())
+        }
+        _ => None,
+    };
     let fields = Fields {
         batch,
         sample,
@@ -872,6 +898,7 @@ pub fn parse_event_line(line: &str) -> Result<LineEvent<'_>, String> {
         usage: boxed_usage(usage),
         config,
         gc,
+        task,
     };
     Ok(event(name, kind, start_ns, dur_ns, fields))
 }
@@ -889,6 +916,7 @@ struct Fields {
     usage: Option<Box<Usage>>,
     config: Option<Box<LoaderConfig>>,
     gc: Option<u8>,
+    task: Option<HandedBy>,
 }
 
 /// The event of a line whose fields are read: where it has no `kind=`,
@@ -911,6 +939,7 @@ fn event(name: &str, kind: Option<Kind>, start_ns: u64, dur_ns: u64, f: Fields) 
             usage: f.usage,
             config: f.config,
             gc: f.gc,
+            task: f.task,
         },
         None => inferred_event(name, start_ns, dur_ns, f),
     }
@@ -937,6 +966,7 @@ fn inferred_event(name: &str, start_ns: u64, dur_ns: u64, f: Fields) -> LineEven
         usage: f.usage,
         config: f.config,
         gc: f.gc,
+        task: f.task,
     }
 }
 
@@ -1041,6 +1071,53 @@ mod tests {
         }
     }
 
+    /// A task (work a pool thread ran for another thread) says who handed
+    /// it over and when, on both paths of the parser; one that does not,
+    /// or was handed over after it started, is a bad line that says why.
+    #[test]
+    fn task_lines_say_who_handed_the_work_over_and_when() {
+        let line = "SBlurChunk,100,20,kind=task,tid=4243,by=4200,at=90";
+        let e = parse_event_line(line).expect("a task");
+        assert_eq!((e.kind, e.tid), (Kind::Task, Some(4243)));
+        assert_eq!(
+            e.task,
+            Some(HandedBy {
+                by: 4200,
+                at_ns: 90
+            })
+        );
+        assert!(fast_fields(line).is_none(), "the general path reads tasks");
+        let read = read(format!("{line}\n").as_bytes());
+        assert!(
+            matches!(&read[..], [Entry::Event(e)] if e.task == Some(HandedBy { by: 4200, at_ns: 90 })),
+            "{read:?}"
+        );
+        for (bad, why) in [
+            (
+                "SBlurChunk,100,20,kind=task,tid=4243,at=90",
+                "without by= and at=",
+            ),
+            (
+                "SBlurChunk,100,20,kind=task,tid=4243,by=4200",
+                "without by= and at=",
+            ),
+            (
+                "SBlurChunk,100,20,kind=task,tid=4243,by=4200,at=101",
+                "after it started",
+            ),
+            (
+                "SBlurChunk,100,20,kind=task,tid=1,by=99999999999,at=90",
+                "not a thread id",
+            ),
+        ] {
+            let err = parse_event_line(bad).expect_err(bad);
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        // An op line's by= and at= (a later tracer's) say nothing of a task.
+        let e = parse_event_line("SBlur,100,20,kind=op,by=4200,at=90").expect("op");
+        assert_eq!(e.task, None);
+    }
+
     #[test]
     fn lines_of_both_formats() {
         let e =
@@ -1061,7 +1138,8 @@ mod tests {
                 hook_in_ns: None,
                 usage: None,
                 config: None,
-                gc: None
+                gc: None,
+                task: None
             }
         );
         let e = parse_event_line("SQueueFeederThread,100,0,kind=thread,tid=77").expect("thread");

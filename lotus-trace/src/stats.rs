@@ -1119,6 +1119,7 @@ mod tests {
             usage: None,
             config: None,
             gc: None,
+            task: None,
         };
         let mut ix = TraceIndex::new(true, lotus_sort::Budget::new(64));
         ix.begin("", "w");
@@ -1179,6 +1180,7 @@ mod tests {
             usage: None,
             config: None,
             gc: None,
+            task: None,
         };
         for w in 0..2u32 {
             ix.begin("", &format!("w{w}"));

@@ -205,6 +205,7 @@ fn any_event() -> impl Strategy<Value = Event> {
                 usage: None,
                 config: None,
                 gc: None,
+                task: None,
             }
         })
 }

@@ -240,6 +240,17 @@ impl Cause {
         }
     }
 
+    /// Where a pool thread's sample inside a task this caused is credited:
+    /// the op (`true`: a pool sample of it), whether or not it has
+    /// returned (the task is its work, not a spin), else the row of the
+    /// process's time outside ops.
+    pub(crate) fn credit_task(&self) -> (Target, Option<u64>, bool) {
+        match self.target {
+            Target::Op(p) => (Target::Op(p), self.span, true),
+            other => (other, None, false),
+        }
+    }
+
     /// Whether this is the work of span `id`.
     pub(crate) fn is_span(&self, id: u64) -> bool {
         self.span == Some(id)

@@ -28,6 +28,24 @@ pub(super) struct Logs {
     pub(super) bad_lines: u64,
     /// Logs skipped (empty: the process wrote nothing), each with why.
     pub(super) skipped_logs: Vec<String>,
+    /// Work handed to a pool thread (`kind=task`), sorted by when it was
+    /// handed over.
+    pub(super) tasks: Vec<TaskRec>,
+    /// The threads that ran tasks: credited by them, never by timing.
+    pub(super) task_threads: HashSet<(u32, u32)>,
+}
+
+/// A task (work a thread handed to a pool thread) on the samples' clock:
+/// the pool thread `tid` ran it over [`start`, `end`), for what thread `by`
+/// of `pid` had open at `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TaskRec {
+    pub(super) pid: u32,
+    pub(super) tid: u32,
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) by: u32,
+    pub(super) at: u64,
 }
 
 /// The clock pairs of `log` (its `#` lines): a span's time needs those
@@ -96,6 +114,8 @@ pub(super) fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
     let mut phases = Phases::default();
     let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
     let mut bad_lines = 0u64;
+    let mut tasks = Vec::new();
+    let mut task_threads = HashSet::new();
     // Each log's times are put on the samples' clock by the one walker
     // `lotus trace view --format firefox` draws its markers with.
     let summary = timeline::for_each_clocked_event(dir, |item| -> Result<(), Error> {
@@ -129,6 +149,23 @@ pub(super) fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
             if let Some(tid) = e.tid {
                 machinery_threads.insert((e.pid, tid));
             }
+            return Ok(());
+        }
+        if let (Kind::Task, Some(h), Some(tid), Some(start), Some(end)) =
+            (e.kind, e.task, e.tid, start, end)
+        {
+            // The hand-over is on the log's clock, a little before the
+            // task's start: it keeps its distance on the samples' clock.
+            let at = start.saturating_sub(e.start_ns.saturating_sub(h.at_ns));
+            task_threads.insert((e.pid, tid));
+            tasks.push(TaskRec {
+                pid: e.pid,
+                tid,
+                start,
+                end,
+                by: h.by,
+                at,
+            });
             return Ok(());
         }
         if e.kind != Kind::Op {
@@ -192,6 +229,11 @@ pub(super) fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
         phases,
         bad_lines,
         skipped_logs,
+        tasks: {
+            tasks.sort_unstable_by_key(|t| (t.at, t.pid, t.tid, t.start));
+            tasks
+        },
+        task_threads,
     })
 }
 

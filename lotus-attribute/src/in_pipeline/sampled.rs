@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// A pool thread's tasks not yet passed: (start, end, cause), by start.
+type TaskWindows = VecDeque<(u64, u64, cause::Cause)>;
+
 /// Where the rule credits a sample: a row of the attribution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Target {
@@ -295,6 +298,11 @@ impl SampledTrace {
                     .push(format!("{}/{} ({})", key.0, key.1, rt.name()));
                 continue;
             }
+            if self.rule == HelperRule::Cause && logs.task_threads.contains(&key) {
+                self.pool_threads
+                    .push(format!("{}/{} (Python thread pool)", key.0, key.1));
+                continue;
+            }
             let h = helpers[&key];
             // A thread seen only inside ops (its window all op time) is a
             // pool; one the tracer named as the DataLoader's machinery
@@ -333,8 +341,26 @@ impl SampledTrace {
         let pool_pids: HashSet<u32> = self.runtime_pools.keys().map(|k| k.0).collect();
         let interval_ns = self.interval_ns;
         let mut causes = cause::Causes::default();
+        // Tasks, by when they were handed over: each one's cause is what
+        // the handing thread had open then, read as the sweep passes it.
+        let by_cause = self.rule == HelperRule::Cause;
+        let mut next_task = 0;
+        let mut task_windows: HashMap<(u32, u32), TaskWindows> = HashMap::new();
         while let Some(s) = reader.next_with_stack() {
             let (s, stack): (Sample, u32) = s.map_err(|e| Error::Io(e.to_string()))?;
+            while let Some(t) = logs
+                .tasks
+                .get(next_task)
+                .filter(|t| by_cause && t.at <= s.time_ns)
+            {
+                sweep.advance(t.at)?;
+                let role = logs.roles.get(&t.pid).copied().unwrap_or(Role::Worker);
+                let c = cause::Cause::of(sweep.caller(t.pid, t.by, t.at), role);
+                let w = task_windows.entry((t.pid, t.tid)).or_default();
+                let at = w.partition_point(|x| x.0 <= t.start);
+                w.insert(at, (t.start, t.end, c));
+                next_task += 1;
+            }
             sweep.advance(s.time_ns)?;
             total += 1;
             let mut pool = false;
@@ -353,10 +379,22 @@ impl SampledTrace {
                             causes.handed(s.pid, rt, s.time_ns, cause::Cause::of(caller, role));
                         }
                     }
+                    let task = task_windows.get_mut(&(s.pid, s.tid)).and_then(|w| {
+                        while w.front().is_some_and(|x| x.1 <= s.time_ns) {
+                            w.pop_front();
+                        }
+                        w.front().filter(|x| x.0 <= s.time_ns).map(|x| x.2)
+                    });
                     if let Some(span) = own {
                         (Target::Op(span.path), Some(span.id))
                     } else if op_thread {
                         (Target::Outside(role), None)
+                    } else if let Some(c) = task {
+                        // A pool thread running a task: for what its
+                        // handing thread had open then, however long ago.
+                        let (target, span, of_op) = c.credit_task();
+                        pool = of_op;
+                        (target, span)
                     } else if let Some(&rt) = self.runtime_pools.get(&(s.pid, s.tid)) {
                         let r = self.frames.read(&self.symbols, stack, s.symbol);
                         let c = if r.waits {

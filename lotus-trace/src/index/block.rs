@@ -330,6 +330,7 @@ mod tests {
             usage: None,
             config: None,
             gc: None,
+            task: None,
         }
     }
 

@@ -210,8 +210,9 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
         };
         at = end + 1;
     }
-    if kind == Some(Kind::Config) {
-        // Its settings are read (and checked) by `parse_event_line`.
+    if matches!(kind, Some(Kind::Config | Kind::Task)) {
+        // Its settings (a task's hand-over) are read (and checked) by
+        // `parse_event_line`.
         return None;
     }
     let fields = Fields {
@@ -225,6 +226,7 @@ pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
         usage: boxed_usage(usage),
         config: None,
         gc,
+        task: None,
     };
     Some(event(name, kind, start_ns, dur_ns, fields))
 }

@@ -282,6 +282,7 @@ mod loop_tests {
             usage: None,
             config: None,
             gc: None,
+            task: None,
         }
     }
 

@@ -776,6 +776,30 @@ def call_op(name, fn, *args, **kwargs):
     return out
 
 
+def task_of(fn):
+    """`fn` as work handed now, by this thread, to a thread pool: where it
+    runs on another thread, its run is a `kind=task` span there, `by=` this
+    thread and `at=` now (the attribution credits the task's CPU to the op
+    this thread had open then: its cause, not whatever ran meanwhile). `fn`
+    itself where the log is the original format, which has no kinds."""
+    if _original:
+        return fn
+    by = threading.get_native_id()
+    at = _now()
+    name = callable_name(fn)
+
+    def task(*args, **kwargs):
+        t0 = _now()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            tid = threading.get_native_id()
+            if tid != by and _on:
+                _emit(f"S{name},{t0},{_now() - t0},kind=task,tid={tid},by={by},at={at}\n")
+
+    return task
+
+
 # --- lotus's own cost per wrapped call -------------------------------------------
 
 # Calls per round and rounds of `calibrate_hooks` (the least of the rounds

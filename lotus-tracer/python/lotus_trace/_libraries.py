@@ -20,6 +20,11 @@ need be installed).
 - `timm.data.mixup.Mixup.__call__` and `FastCollateMixup.__call__`: a
   span named after the class where they run (the training loop, or a
   collate_fn: a child of Collation).
+- `concurrent.futures.ThreadPoolExecutor.submit` (and `map`, which calls
+  it): each callable handed to the pool runs as a `kind=task` span on the
+  pool's thread, saying which thread handed it over and when
+  (`_core.task_of`): the attribution credits its CPU to the op open on
+  that thread then.
 
 Each hook checks the method it replaces has the expected shape, and
 otherwise leaves it alone and says so in a `#` line of the log.
@@ -121,7 +126,27 @@ def _spanning_call(orig):
     return __call__
 
 
+def _patch_thread_pool(mod):
+    from . import _torch
+
+    cls = getattr(mod, "ThreadPoolExecutor", None)
+    orig = cls.__dict__.get("submit") if isinstance(cls, type) else None
+    if orig is None:
+        return _note("ThreadPoolExecutor", "no ThreadPoolExecutor.submit")
+    if _torch._patched(orig):
+        return
+
+    def submit(self, fn, /, *args, **kwargs):
+        if not _core._on:
+            return orig(self, fn, *args, **kwargs)
+        return orig(self, _core.task_of(fn), *args, **kwargs)
+
+    functools.update_wrapper(submit, orig)
+    cls.submit = _torch._mark(submit, orig)
+
+
 HOOKS = {
+    "concurrent.futures.thread": _patch_thread_pool,
     "datasets.formatting.formatting": _patch_datasets_formatting,
     "timm.data.auto_augment": _patch_timm_auto_augment,
     "timm.data.mixup": _patch_timm_mixup,
