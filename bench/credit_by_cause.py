@@ -135,7 +135,7 @@ def run_shape(lotus, python, shape, tmp):
 # Shapes whose op hands work to a pool: their ops are compared by their own
 # figure (their thread's and their pool's CPU over their calls, as the
 # truth), not the inclusive one (which adds the pool's spin after them).
-POOL_SHAPES = ("blas", "omp", "tokenize", "executor")
+POOL_SHAPES = ("blas", "omp", "tokenize")
 # The row a truth name is lotus's row of, where they differ: the
 # tokenizer's timer is inside the DataLoader's collate_fn, lotus's row.
 ROW_OF = {"tokenize": {"Tokenize": "Collation"}}

@@ -1100,6 +1100,15 @@ pub(crate) mod tests {
         );
         assert_eq!(a.total_samples, 170);
         assert!(!a.partial);
+        // Thread 11's samples went to A and B by timing alone: said, with
+        // their size, as a guess.
+        assert!(
+            a.notes.iter().any(|n| n.starts_with(
+                "20 samples (0.000 s) of helper threads 10/11 went to ops by timing alone"
+            )),
+            "{:?}",
+            a.notes
+        );
     }
 
     /// The counts of a busy test run (5 CPU hogs on 2 CPUs): a pool
@@ -1288,6 +1297,11 @@ pub(crate) mod tests {
         assert_eq!(
             a.pool_threads,
             vec!["10/12 (Python thread pool)".to_string()]
+        );
+        assert!(
+            !a.notes.iter().any(|n| n.contains("by timing alone")),
+            "no guess: {:?}",
+            a.notes
         );
         let t = attribute_folder_by(dir.path(), "lotus", Budget::new(64), 5, HelperRule::Timing)
             .expect("attributed");

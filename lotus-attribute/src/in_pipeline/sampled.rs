@@ -346,6 +346,8 @@ impl SampledTrace {
         let by_cause = self.rule == HelperRule::Cause;
         let mut next_task = 0;
         let mut task_windows: HashMap<(u32, u32), TaskWindows> = HashMap::new();
+        // Samples credited to an op by timing alone (no evidence of cause).
+        let mut timed = 0u64;
         while let Some(s) = reader.next_with_stack() {
             let (s, stack): (Sample, u32) = s.map_err(|e| Error::Io(e.to_string()))?;
             while let Some(t) = logs
@@ -444,6 +446,7 @@ impl SampledTrace {
                         match sweep.innermost(s.pid, s.pid, s.time_ns) {
                             Some(span) => {
                                 pool = true;
+                                timed += 1;
                                 (Target::Op(span.path), Some(span.id))
                             }
                             None => (Target::Outside(role), None),
@@ -463,6 +466,18 @@ impl SampledTrace {
             })?;
         }
         self.tree = sweep.finish()?;
+        if timed > 0 && by_cause {
+            let threads: Vec<&String> = self
+                .pool_threads
+                .iter()
+                .filter(|t| !t.ends_with(')'))
+                .collect();
+            self.notes.push(format!(
+                "{timed} samples ({:.3} s) of helper threads {} went to ops by timing alone (they ran while those ops ran): no runtime's frames and no task record show what caused them, so their op is a guess; the threads' own code (a thread the job started itself) decides",
+                timed.saturating_mul(self.interval_ns) as f64 / 1e9,
+                threads.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
         if self.tree.folded > 0 {
             self.notes.push(format!(
                 "{} op spans nested deeper than {MAX_DEPTH} levels were counted in their ancestor",
