@@ -342,3 +342,44 @@ fn the_line_count_stops_at_the_unit_tests_only() {
     assert_eq!(non_test_lines(Path::new("tests.rs"), text), 0);
     assert_eq!(non_test_lines(p, "fn a() {}\n"), 1);
 }
+
+/// Capabilities, not names: outside the backends themselves, no code asks
+/// which backend it has by its name (`"perf"`, `"vtune"`, `"uprof"`), but
+/// what it can do (`Profiler::streaming`, `report_format`, ...), so that a
+/// third backend with the same capabilities is treated alike. Allowed,
+/// each for its reason: `lotus-control` (the profiled process's side of
+/// the vendors' own APIs: the names are the values of its environment
+/// contract) and the default of a samples folder older than the
+/// `backend=` it now records (lotus-attribute's `from_trace.rs`: only
+/// perf sampled then). Tests and comments may name backends.
+#[test]
+fn no_code_outside_the_backends_asks_for_a_backend_by_name() {
+    let allowed = ["lotus-control", "lotus-attribute/src/from_trace.rs"];
+    let mut named = Vec::new();
+    for (name, krate) in &workspace() {
+        if krate.dir.starts_with(repo().join("backends")) || allowed.contains(&name.as_str()) {
+            continue;
+        }
+        for f in rust_files(&krate.dir.join("src")) {
+            if allowed.iter().any(|a| f.ends_with(a)) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).expect("read source");
+            let n = non_test_lines(&f, &text);
+            for (i, line) in text.lines().take(n).enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if ["\"perf\"", "\"vtune\"", "\"uprof\""]
+                    .iter()
+                    .any(|lit| code.contains(lit))
+                {
+                    named.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "backends asked for by name (ask for a capability instead):\n{}",
+        named.join("\n")
+    );
+}

@@ -688,3 +688,40 @@ fn quiet_live_map_prints_no_progress_and_out_dash_gives_its_json() {
         assert!(line.contains("warning"), "--quiet printed {line:?}");
     }
 }
+
+/// What a backend cannot do is refused by what it can do, naming the one
+/// that can (capabilities, not names: `tests/architecture.rs`): perf
+/// reads no vendor reports; a trace's samples and `--stacks` come from
+/// the backend that streams its samples, which VTune does not.
+#[test]
+fn a_backend_without_the_capability_is_refused_naming_the_one_with_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path().to_str().expect("utf-8");
+    for (args, says) in [
+        (
+            vec!["map", "--backend", "perf", "--from-reports", d],
+            "perf reads none: it maps live",
+        ),
+        (
+            vec!["map", "--backend", "vtune", "--from-trace", d],
+            "taken by the perf backend, not vtune",
+        ),
+        (
+            vec![
+                "profile",
+                "--backend",
+                "vtune",
+                "--stacks",
+                "dwarf",
+                "--",
+                "true",
+            ],
+            "use --backend perf",
+        ),
+    ] {
+        let out = common::lotus(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}

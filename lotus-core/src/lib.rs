@@ -72,7 +72,7 @@ pub use profiler::{
     shell_quote, CollectOptions, CollectPlan, Collection, Probe, Profiler, Target, WindowStats,
     WindowTotals, VERSION_WAIT,
 };
-pub use registry::{backend, backends, BackendRegistration};
+pub use registry::{backend, backends, streaming_backend, BackendRegistration};
 pub use report_error::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
 pub use row::{module_basename, parse_figure, Report, Row, StackCount, Unit, UNKNOWN_MODULE};
 

@@ -26,6 +26,13 @@ pub fn backends() -> Vec<Box<dyn Profiler>> {
     regs.into_iter().map(|r| (r.make)()).collect()
 }
 
+/// The first registered backend (by name) that streams its samples as
+/// they come ([`Profiler::streaming`]): what a trace is sampled through.
+/// `None` where no linked backend streams.
+pub fn streaming_backend() -> Option<Box<dyn Profiler>> {
+    backends().into_iter().find(|b| b.streaming().is_some())
+}
+
 /// The names of every registered backend, sorted.
 pub fn backend_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = inventory::iter::<BackendRegistration>()

@@ -225,11 +225,11 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
             std::io::IsTerminal::is_terminal(&std::io::stdout()),
         )
     });
-    let (backend_name, backend) = crate::usage::backend_or_usable(args.backend.as_deref())?;
+    let (_, backend) = crate::usage::backend_or_usable(args.backend.as_deref())?;
     crate::sampled_trace::check_stack_args(
         args.stacks,
         args.folded.is_some() || args.flamegraph.is_some(),
-        &backend_name,
+        backend.as_ref(),
     )?;
     // `--out -` is standard output, as no --out is.
     let out = args.out.clone().filter(|p| !crate::usage::is_stdout(p));
@@ -435,7 +435,10 @@ fn profile_of(
     partial: &Option<Partial>,
 ) -> (Profile, u64) {
     let mut profile = Profile::new(backend.name(), report);
-    if backend.name() == "perf" {
+    // A backend that streams its samples counts them itself, one per
+    // period of the frequency asked; the others state theirs in their
+    // reports.
+    if backend.streaming().is_some() {
         profile.sample_interval_s = Some(1.0 / args.frequency as f64);
     }
     profile.command = args.command.clone();

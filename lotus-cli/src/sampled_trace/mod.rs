@@ -84,7 +84,11 @@ impl StackMode {
 /// Refuses `--folded`/`--flamegraph` without `--stacks`, and `--stacks`
 /// with a backend other than perf (VTune and uProf keep call stacks in
 /// their own results: `--keep-raw`).
-pub fn check_stack_args(stacks: StackMode, drawn: bool, backend: &str) -> anyhow::Result<()> {
+pub fn check_stack_args(
+    stacks: StackMode,
+    drawn: bool,
+    backend: &dyn lotus_core::Profiler,
+) -> anyhow::Result<()> {
     if stacks == StackMode::None {
         if drawn {
             return Err(crate::usage::usage(
@@ -93,10 +97,18 @@ pub fn check_stack_args(stacks: StackMode, drawn: bool, backend: &str) -> anyhow
         }
         return Ok(());
     }
-    if backend != "perf" {
-        return Err(crate::usage::usage(format!(
-            "--stacks takes call stacks with perf's samples; {backend} keeps its own in its results (--keep-raw DIR): use --backend perf"
-        )));
+    // Stacks come with the samples of a backend that streams them.
+    if backend.streaming().is_none() {
+        let name = backend.name();
+        return Err(crate::usage::usage(match lotus_core::streaming_backend() {
+            Some(with) => format!(
+                "--stacks takes call stacks with {w}'s samples; {name} keeps its own in its results (--keep-raw DIR): use --backend {w}",
+                w = with.name()
+            ),
+            None => format!(
+                "--stacks takes call stacks with the samples of a backend that streams them, and this lotus links none; {name} keeps its own in its results (--keep-raw DIR)"
+            ),
+        }));
     }
     Ok(())
 }
@@ -104,8 +116,13 @@ pub fn check_stack_args(stacks: StackMode, drawn: bool, backend: &str) -> anyhow
 /// The sampling frequency when `--frequency` is not given (Hz).
 pub const DEFAULT_FREQUENCY_HZ: u64 = 1000;
 
-/// The backend `--sample` samples through (found in the registry).
-const SAMPLING_BACKEND: &str = "perf";
+/// The backend `--sample` samples through: the registry's that streams
+/// its samples ([`lotus_core::streaming_backend`]).
+fn sampling_backend() -> anyhow::Result<Box<dyn lotus_core::Profiler>> {
+    lotus_core::streaming_backend().ok_or_else(|| {
+        anyhow::anyhow!("no linked profiler backend streams its samples (this lotus was built without the perf backend)")
+    })
+}
 
 /// The counters `--counters` names, in order (empty for `none`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,8 +131,7 @@ pub struct CounterList(pub Vec<SampleCounter>);
 /// The counters the sampling backend can read with each sample (none
 /// where it is not linked or does not stream).
 fn streamed_counters() -> Vec<SampleCounter> {
-    lotus_core::backend(SAMPLING_BACKEND)
-        .ok()
+    lotus_core::streaming_backend()
         .and_then(|b| b.streaming().map(|s| s.sample_counters()))
         .unwrap_or_default()
 }
@@ -193,7 +209,7 @@ pub fn run(
         .get_envs()
         .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
         .collect();
-    let backend = lotus_core::backend(SAMPLING_BACKEND)?;
+    let backend = sampling_backend()?;
     let name = backend.name();
     let probe = backend.probe();
     if !probe.available {
@@ -288,7 +304,7 @@ pub fn run(
         .name("lotus-cost".into())
         .spawn(|| {
             // The registry's backend again: the thread outlives this borrow.
-            let backend = lotus_core::backend(SAMPLING_BACKEND).ok()?;
+            let backend = lotus_core::streaming_backend()?;
             backend.calibration()?.sampling_cost().ok()
         })
         .ok();

@@ -23,9 +23,13 @@ pub fn check_alone(
             "--from-trace DIR reads a sampled trace folder: give no op files, --from-reports or --dry-run with it",
         ));
     }
-    if let Some(b) = backend.filter(|b| *b != "perf") {
+    // A trace's samples come from the backend that streams them.
+    let streams = |b: &str| lotus_core::backend(b).is_ok_and(|p| p.streaming().is_some());
+    if let Some(b) = backend.filter(|b| !streams(b)) {
+        let by = lotus_core::streaming_backend()
+            .map_or_else(|| "streaming".to_string(), |p| p.name().to_string());
         return Err(usage(format!(
-            "--from-trace DIR: the samples of a trace are taken by the perf backend, not {b}; leave --backend out"
+            "--from-trace DIR: the samples of a trace are taken by the {by} backend, not {b}; leave --backend out"
         )));
     }
     Ok(())

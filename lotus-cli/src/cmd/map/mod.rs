@@ -262,7 +262,7 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
     }
     let (backend_name, backend) = usage::backend_or_usable(args.backend.as_deref())?;
     let backend_name = backend_name.as_str();
-    stacks::check_args(&args, backend_name)?;
+    stacks::check_args(&args, backend.as_ref())?;
     let (mapping, interrupted) = match &args.from_reports {
         Some(dir) => {
             if !args.ops.is_empty() {
@@ -270,8 +270,8 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
                     "give either op files or --from-reports DIR, not both",
                 ));
             }
-            if backend_name == "perf" {
-                return Err(usage("--from-reports reads VTune or uProf reports: use --backend vtune or --backend uprof (perf maps live: lotus map --backend perf ops/*.py)"));
+            if backend.report_format().is_none() {
+                return Err(usage(format!("--from-reports reads a vendor tool's reports (VTune, uProf): use --backend vtune or --backend uprof ({backend_name} reads none: it maps live, lotus map --backend {backend_name} ops/*.py)")));
             }
             let outcome = from_reports::build(backend.as_ref(), dir, args.rule)?;
             (outcome.into_mapping(), false)

@@ -14,7 +14,7 @@ use crate::usage::usage;
 
 /// Refuses what cannot give stacks ([`crate::sampled_trace::check_stack_args`]), and `--stacks`
 /// with a mapping read rather than run.
-pub(super) fn check_args(args: &MapArgs, backend: &str) -> Result<()> {
+pub(super) fn check_args(args: &MapArgs, backend: &dyn lotus_core::Profiler) -> Result<()> {
     crate::sampled_trace::check_stack_args(
         args.stacks,
         args.folded.is_some() || args.flamegraph.is_some(),
