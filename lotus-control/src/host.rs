@@ -100,15 +100,6 @@ impl ControlHost {
         })
     }
 
-    /// A channel for `target`: opened, with the child's ends kept open
-    /// in it and [`ENV_CONTROL_FDS`] set in its environment.
-    pub fn for_target(target: &mut lotus_core::Target) -> io::Result<Self> {
-        let host = ControlHost::new()?;
-        target.env.push(host.child_env());
-        target.keep_fds = host.child_fds();
-        Ok(host)
-    }
-
     /// The child's ends, `[read_fd, write_fd]`, for `Target::keep_fds`.
     /// Empty after [`ControlHost::close_child_ends`].
     pub fn child_fds(&self) -> Vec<RawFd> {

@@ -142,6 +142,15 @@ pub struct Target {
 }
 
 impl Target {
+    /// Hands the target a channel's ends: the variable that names them
+    /// (`env`, set in its environment) and the descriptors it inherits
+    /// (`fds`, kept open across exec): a control channel's
+    /// (`lotus_control::ControlHost::child_env` and `child_fds`).
+    pub fn inherit_channel(&mut self, env: (OsString, OsString), fds: Vec<i32>) {
+        self.env.push(env);
+        self.keep_fds = fds;
+    }
+
     /// `program` with no arguments, the inherited environment, folder and
     /// output (set the public fields for the rest).
     pub fn new(program: impl Into<PathBuf>) -> Self {

@@ -245,7 +245,8 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
 
     let mut host = if args.windows && backend.switches_windows() {
         Some(
-            ControlHost::for_target(&mut target)
+            ControlHost::new()
+                .inspect(|h| target.inherit_channel(h.child_env(), h.child_fds()))
                 .context("cannot create the control channel's pipes")?,
         )
     } else {

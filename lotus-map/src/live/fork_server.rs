@@ -82,7 +82,8 @@ pub(super) fn run_server(
         target.args.push("--start-gate".into());
         target.args.push(gate.as_os_str().to_owned());
     }
-    let mut host = ControlHost::for_target(&mut target)
+    let mut host = ControlHost::new()
+        .inspect(|h| target.inherit_channel(h.child_env(), h.child_fds()))
         .context("cannot create the control channel's pipes")?;
     let mut echo = Echo::start().context("cannot create the pipe for the op's output")?;
     target.output_fd = echo.child_fd();

@@ -50,7 +50,8 @@ pub(super) fn run_once(
     // process, and get no channel.
     let mut host = if backend.switches_windows() {
         Some(
-            ControlHost::for_target(&mut target)
+            ControlHost::new()
+                .inspect(|h| target.inherit_channel(h.child_env(), h.child_fds()))
                 .context("cannot create the control channel's pipes")?,
         )
     } else {
