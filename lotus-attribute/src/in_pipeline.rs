@@ -1140,6 +1140,21 @@ pub(crate) mod tests {
     /// (`kind=thread`: a queue's feeder thread) is never a pool, even busy
     /// only while ops run: [`folder`]'s pool thread 11, so named, is
     /// independent, and its samples leave the ops.
+    /// A worker's log (pid 10, wall = monotonic + 1 ms, a clock pair at
+    /// 5000): `S<name>,<start>,<dur>,<fields>` per event, times monotonic.
+    fn worker_log(events: &[(&str, u64, u64, &str)]) -> String {
+        let off = 1_000_000u64;
+        let mut log = format!("#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n");
+        for (name, start, dur, fields) in events {
+            log.push_str(&format!("S{name},{},{dur},{fields}\n", start + off));
+        }
+        log.push_str(&format!(
+            "# lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
+            5000 + off
+        ));
+        log
+    }
+
     /// Credit by cause: a thread its frames show an OpenBLAS pool's
     /// (`blas_thread_server`) works for op A (samples in a BLAS kernel
     /// while A is open), then spins through the gap and all of op B, which
@@ -1148,15 +1163,7 @@ pub(crate) mod tests {
     /// runs far more while ops are open than between them).
     #[test]
     fn a_pools_spin_after_an_op_is_that_ops_not_the_next_ones() {
-        let off = 1_000_000u64;
-        let log = format!(
-            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
-             SA,{},1000,kind=op\nSB,{},1000,kind=op\n\
-             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
-            1000 + off,
-            3000 + off,
-            5000 + off
-        );
+        let log = worker_log(&[("A", 1000, 1000, "kind=op"), ("B", 3000, 1000, "kind=op")]);
         let blas = "/x/libscipy_openblas64_.so";
         let symbols = vec![
             (0, Symbol::new("a_work", "/py")),
@@ -1217,15 +1224,7 @@ pub(crate) mod tests {
     /// hand-off decided, and an OpenBLAS op's pool CPU read 5% high).
     #[test]
     fn a_pool_sample_straddling_a_calls_edge_goes_where_most_of_its_interval_lies() {
-        let off = 1_000_000u64;
-        let log = format!(
-            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
-             SA,{},1000,kind=op\nSA,{},1000,kind=op\n\
-             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
-            1000 + off,
-            3000 + off,
-            5000 + off
-        );
+        let log = worker_log(&[("A", 1000, 1000, "kind=op"), ("A", 3000, 1000, "kind=op")]);
         let blas = "/x/libscipy_openblas64_.so";
         let symbols = vec![
             (0, Symbol::new("a_work", "/py")),
@@ -1265,18 +1264,12 @@ pub(crate) mod tests {
     /// listed as a Python thread pool's; by timing they were B's.
     #[test]
     fn a_tasks_samples_are_the_op_that_handed_it_over() {
-        let off = 1_000_000u64;
-        let log = format!(
-            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
-             SA,{},1000,kind=op\nSB,{},2000,kind=op\n\
-             Scrunch,{},900,kind=task,tid=12,by=10,at={}\n\
-             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
-            1000 + off,
-            2000 + off,
-            2100 + off,
-            1500 + off,
-            5000 + off
-        );
+        let at = format!("kind=task,tid=12,by=10,at={}", 1500 + 1_000_000);
+        let log = worker_log(&[
+            ("A", 1000, 1000, "kind=op"),
+            ("B", 2000, 2000, "kind=op"),
+            ("crunch", 2100, 900, &at),
+        ]);
         let symbols = vec![
             (0, Symbol::new("a_work", "/py")),
             (1, Symbol::new("b_work", "/py")),
