@@ -7,7 +7,7 @@ use std::str::FromStr;
 pub(crate) use crate::Error;
 use lotus_core::shorten;
 use lotus_core::Mapping;
-use lotus_core::{Report, Row, Unit, UNKNOWN_MODULE};
+use lotus_core::{Report, Row, Unit};
 
 mod by_function;
 mod op_times;
@@ -73,11 +73,7 @@ impl FromStr for MatchMode {
     }
 }
 
-/// Whether a module name says the module is unknown (`[Unknown]`, empty).
-pub fn is_unknown_module(module: &str) -> bool {
-    let m = module.trim();
-    m.is_empty() || m.eq_ignore_ascii_case(UNKNOWN_MODULE) || m.eq_ignore_ascii_case("[unknown]")
-}
+pub use lotus_core::is_unknown_module;
 
 /// A module name with its shared-library version suffix dropped: every
 /// trailing `.<digits>` group after `.so` goes (`libjpeg.so.9.5.0` and

@@ -74,7 +74,9 @@ pub use profiler::{
 };
 pub use registry::{backend, backends, streaming_backend, BackendRegistration};
 pub use report_error::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
-pub use row::{module_basename, parse_figure, Report, Row, StackCount, Unit, UNKNOWN_MODULE};
+pub use row::{
+    is_unknown_module, module_basename, parse_figure, Report, Row, StackCount, Unit, UNKNOWN_MODULE,
+};
 
 /// The crate README's examples, run as doctests so the README stays true.
 #[cfg(doctest)]

@@ -58,6 +58,20 @@ pub struct Row {
 /// The module name used when a profiler does not know the module.
 pub const UNKNOWN_MODULE: &str = "[Unknown]";
 
+/// Whether a module name says the module is unknown: empty, VTune's
+/// [`UNKNOWN_MODULE`] or perf's `[unknown]` (one test for every reader;
+/// the spellings are the tools' own, kept as they wrote them).
+///
+/// ```
+/// use lotus_core::is_unknown_module;
+/// assert!(is_unknown_module("[Unknown]") && is_unknown_module("[unknown]"));
+/// assert!(is_unknown_module(" ") && !is_unknown_module("/usr/lib/libc.so.6"));
+/// ```
+pub fn is_unknown_module(module: &str) -> bool {
+    let m = module.trim();
+    m.is_empty() || m.eq_ignore_ascii_case(UNKNOWN_MODULE)
+}
+
 impl Row {
     /// A row for `function` in the module at `module_path` (a path or a bare
     /// file name), with the name demangled and the module reduced to its

@@ -10,7 +10,7 @@ use super::{cut_middle, cut_right, display_width};
 /// (`[kernel.kallsyms]` too), `?` where unknown.
 pub fn module_name(module: &str) -> String {
     let m = module.trim();
-    if m.is_empty() || m.eq_ignore_ascii_case("[unknown]") {
+    if lotus_core::is_unknown_module(m) {
         return "?".into();
     }
     if m.starts_with("[kernel") {
