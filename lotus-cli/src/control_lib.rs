@@ -25,7 +25,7 @@ pub use lotus_map::harness::ENV_CONTROL_LIB;
 const EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/liblotus_control.so"));
 
 /// Why the control library cannot be had.
-pub use lotus_map::harness::WriteLibraryError as ControlLibError;
+pub use lotus_map::MapError as ControlLibError;
 
 /// The copy of the control library this binary carries.
 pub fn embedded() -> &'static [u8] {
@@ -105,7 +105,7 @@ mod tests {
         // A second copy into the same folder does not replace the first.
         assert!(matches!(
             write_embedded(dir.path()),
-            Err(ControlLibError::Write { .. })
+            Err(ControlLibError::ControlLibraryWrite { .. })
         ));
         // Nor is a link at its name followed.
         let other = tempfile::tempdir().expect("temp dir");
@@ -127,7 +127,7 @@ mod tests {
             .expect("chmod");
         let e = write_embedded(dir.path()).expect_err("a world-writable folder");
         assert!(
-            matches!(&e, ControlLibError::Untrusted(u) if u.path == dir.path()),
+            matches!(&e, ControlLibError::ControlLibraryUntrusted(u) if u.path == dir.path()),
             "{e}"
         );
     }

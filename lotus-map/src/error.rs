@@ -27,6 +27,21 @@ pub enum MapError {
         /// What is wrong with it.
         why: String,
     },
+    /// Writing a copy of the control library failed (one already there,
+    /// a link, no room).
+    #[error("cannot write the control library {}: {source}", path.display())]
+    ControlLibraryWrite {
+        /// The file that was being written.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The written copy of the control library is in a place another user
+    /// can change: it is not loaded.
+    #[error(
+        "the control library is not loaded: {0}; set TMPDIR to a folder only you and root can write"
+    )]
+    ControlLibraryUntrusted(lotus_sys::trust::Untrusted),
     /// The control library named in the options is not a file.
     #[error("the control library {} is not there: {why}", path.display())]
     ControlLibrary {

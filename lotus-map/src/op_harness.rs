@@ -61,32 +61,13 @@ pub fn write_harness() -> std::io::Result<HarnessFiles> {
     Ok(HarnessFiles { dir, harness })
 }
 
-/// Why a control library could not be written where it was asked for.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WriteLibraryError {
-    /// Writing the file failed (one already there, a link, no room).
-    #[error("cannot write the control library {}: {source}", path.display())]
-    Write {
-        /// The file that was being written.
-        path: PathBuf,
-        /// What failed.
-        source: std::io::Error,
-    },
-    /// The written copy is in a place another user can change.
-    #[error(
-        "the control library is not loaded: {0}; set TMPDIR to a folder only you and root can write"
-    )]
-    Untrusted(lotus_sys::trust::Untrusted),
-}
-
 /// Writes a control library (`bytes`, e.g. the copy a binary carries) into
 /// the private folder `dir` as [`CONTROL_LIBRARY`], created with
 /// `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0500 so that nothing already there
 /// is written through, and checks the result can be trusted (every folder
 /// above it too): the profiled processes load it, as root when lotus runs
 /// as root.
-pub fn write_control_library(dir: &Path, bytes: &[u8]) -> Result<PathBuf, WriteLibraryError> {
+pub fn write_control_library(dir: &Path, bytes: &[u8]) -> Result<PathBuf, crate::MapError> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let path = dir.join(CONTROL_LIBRARY);
@@ -101,11 +82,11 @@ pub fn write_control_library(dir: &Path, bytes: &[u8]) -> Result<PathBuf, WriteL
             .open(&path)?;
         file.write_all(bytes)
     };
-    write().map_err(|source| WriteLibraryError::Write {
+    write().map_err(|source| crate::MapError::ControlLibraryWrite {
         path: path.clone(),
         source,
     })?;
-    lotus_sys::trust::check_file(&path).map_err(WriteLibraryError::Untrusted)?;
+    lotus_sys::trust::check_file(&path).map_err(crate::MapError::ControlLibraryUntrusted)?;
     Ok(path)
 }
 
