@@ -46,6 +46,12 @@ if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import pandas' 2>/dev/null; t
     echo "setup: installing pandas into .venv (the study's log parser, for the tests)" >&2
     pip_install pandas
 fi
+# ruff: the tracer's linter (lotus-tracer/python/ruff.toml), run by the tests.
+RUFF_PIN=ruff==0.17.6
+if [ "$want_torch" = 1 ] && ! .venv/bin/ruff --version 2>/dev/null | grep -q "${RUFF_PIN#ruff==}"; then
+    echo "setup: installing $RUFF_PIN into .venv (the tracer's linter, for the tests)" >&2
+    pip_install "$RUFF_PIN"
+fi
 # Chromium (Debian's package): the tests open `lotus report`'s page in it
 # headless. Installed as root with apt-get where missing; elsewhere the
 # report test says it is skipped and why.

@@ -21,9 +21,19 @@ export LOTUS_REQUIRE_PYTHON312=1
 # (docs/src/development.md says how to update them).
 export INSTA_UPDATE=no
 unset INSTA_FORCE_PASS
+# The tracer's own unit tests and its linter (Python; the Rust side is
+# tested end to end below). A failure fails the run, after the Rust tests.
+tracer_status=0
+PYTHONPATH=lotus-tracer/python PYTHONDONTWRITEBYTECODE=1 \
+    .venv/bin/python -m unittest discover -s lotus-tracer/python/tests || tracer_status=1
+.venv/bin/ruff check --no-cache lotus-tracer/python || tracer_status=1
 cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
 # lotus-map's doctests again on their own: the workspace run has its
 # harness-protocol feature on (lotus-cli's tests ask for it), which
 # skips the checks that the harness's protocol is not its API.
 cargo test -p lotus-map --doc
+if [ "$tracer_status" != 0 ]; then
+    echo "test: the tracer's unit tests or its linter failed (above)" >&2
+    exit 1
+fi

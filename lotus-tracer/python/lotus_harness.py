@@ -574,10 +574,10 @@ def _amd_stand_in(lotus):
         return True
 
     def resume(reserved=1):
-        return switch(lambda: lotus.resume(), "resume")
+        return switch(lambda: lotus.resume(), "resume")  # noqa: PLW0108 (looked up at the call: the op may rebind lotus.resume)
 
     def pause(reserved=1):
-        return switch(lambda: lotus.pause(), "pause")
+        return switch(lambda: lotus.pause(), "pause")  # noqa: PLW0108 (as resume)
 
     amd.resume, amd.pause = resume, pause
     amd.get_last_profile_error = lambda: state["error"]
@@ -675,7 +675,7 @@ def run_program(args, result):
         result["name"] = args.name
     result["program"] = True
     try:
-        status = subprocess.run([args.op_file]).returncode
+        status = subprocess.run([args.op_file], check=False).returncode
     except OSError as e:
         raise Failure("script", f"cannot run the program {args.op_file}: {e}", EXIT_OP_RAISED)
     if status < 0:

@@ -650,7 +650,7 @@ def note(text):
 def set_role(role):
     """Marks this process as the main process or a worker; the log file's
     name says which. A file already written under the other role is renamed."""
-    global _role, _path
+    global _role
     if role not in ("main", "worker"):
         raise ValueError(f"role must be 'main' or 'worker', not {role!r}")
     if _child_setup:

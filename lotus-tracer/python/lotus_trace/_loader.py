@@ -42,8 +42,8 @@ def parse_settings(text):
     """`$LOTUS_LOADER`'s value as {keyword argument: value}; ValueError
     naming the bad part where it is malformed."""
     out = {}
-    for part in text.split(","):
-        part = part.strip()
+    for raw in text.split(","):
+        part = raw.strip()
         if not part:
             continue
         key, eq, value = part.partition("=")

@@ -135,8 +135,8 @@ def glob_match(name, pattern):
 
 def _parse(text):
     specs = []
-    for n, line in enumerate(text.splitlines()):
-        line = line.strip()
+    for n, raw in enumerate(text.splitlines()):
+        line = raw.strip()
         if not line:
             continue
         module, sep, qual = line.partition(":")

@@ -57,7 +57,6 @@ Modules imported after `enable()` are patched as they are imported (a
 
 import functools
 import sys
-import types
 
 from . import _core, _finer, _loader, _ops
 
@@ -912,7 +911,7 @@ def install(torch=True):
     torchvision and albumentations (with `torch`), and the functions
     `lotus trace run --op` names ($LOTUS_TRACE_OPS, always)."""
     global _finder, _OpClass
-    from . import _Op, _albumentations, _libraries, _ops
+    from . import _albumentations, _libraries, _Op, _ops
 
     _OpClass = _Op
     if _finder is None:
