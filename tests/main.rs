@@ -59,6 +59,7 @@ mod study_scripts;
 mod table_names;
 mod tables_fit;
 mod trace_counters;
+mod trace_grammar;
 mod trace_insitu;
 mod trace_interop;
 mod trace_pipelines;

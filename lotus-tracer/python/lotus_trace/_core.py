@@ -795,9 +795,15 @@ def task_of(fn):
         finally:
             tid = threading.get_native_id()
             if tid != by and _on:
-                _emit(f"S{name},{t0},{_now() - t0},kind=task,tid={tid},by={by},at={at}\n")
+                _emit(_task_line(name, t0, _now(), tid, by, at))
 
     return task
+
+
+def _task_line(name, t0, t1, tid, by, at):
+    """A task's line (`task_of`'s): thread `tid` ran it from t0 to t1, for
+    thread `by`, which handed it over at `at`."""
+    return f"S{name},{t0},{t1 - t0},kind=task,tid={tid},by={by},at={at}\n"
 
 
 # --- lotus's own cost per wrapped call -------------------------------------------

@@ -6,6 +6,7 @@ Run by scripts/test.sh:
 """
 
 import concurrent.futures
+import os
 import threading
 import time
 import unittest
@@ -137,6 +138,35 @@ class Tasks(unittest.TestCase):
         patched = Pool.submit
         _libraries._patch_thread_pool(module)
         self.assertIs(Pool.submit, patched)
+
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "trace", "golden", "tracer_lines.txt")
+
+
+class Golden(unittest.TestCase):
+    """The lines the tracer writes, pinned: `fixtures/trace/golden/
+    tracer_lines.txt` holds what these writers give for fixed inputs, and
+    the Rust reader's test (`tests/trace_grammar.rs`) parses the same file
+    into the fields each line means. A change on either side fails one of
+    the two."""
+
+    def written(self):
+        lines = []
+        with mock.patch.object(_core, "_emit", lines.append), mock.patch.object(_core._ctx, "tid", ",tid=4243"):
+            _core._op_line("Blur", 100, 150, ",cpu=40,hook=3,hook_in=1", 3, 7)
+            _core._op_line("Collation", 200, 260, ",cpu=55", 3, None)
+            _core._op_line("Decode", 300, 320, "", None, 9)
+            _core._op_line("gc", 400, 500, ",cpu=90", None, None)
+            lines.append(_core._task_line("crunch", 600, 700, 4244, 4243, 550))
+            _core.wait_event(4, 800, 900, True)
+        with mock.patch.object(_core, "_emit", lines.append), mock.patch.object(_core._ctx, "tid", ""):
+            _core.wait_event(5, 1000, 1100, False)
+        return lines
+
+    def test_the_writers_give_the_golden_lines(self):
+        with open(GOLDEN) as f:
+            golden = [line for line in f if not line.startswith("#")]
+        self.assertEqual(self.written(), golden)
 
 
 if __name__ == "__main__":
