@@ -17,7 +17,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::time::Instant;
 
-use lotus_backend_vtune::report::{read_hotspots, HotspotRows};
+use lotus_backend_vtune::{read_hotspots, HotspotRows};
 
 /// Peak resident set size of this process, in KiB.
 fn vm_hwm_kib() -> u64 {

@@ -651,9 +651,8 @@ fn uarch_reports_read_through_the_vtune_reader() {
     // `s`, counters with thousands separators, percentages.
     let path = uarch(UARCH[0]);
     let file = fs::File::open(&path).expect("open");
-    let report =
-        lotus_backend_vtune::report::read_hotspots(&mut std::io::BufReader::new(file), s(&path))
-            .expect("reads");
+    let report = lotus_backend_vtune::read_hotspots(&mut std::io::BufReader::new(file), s(&path))
+        .expect("reads");
     let rows = uarch_rows(&path);
     assert_eq!(report.rows.len(), rows.len());
     for (got, want) in report.rows.iter().zip(&rows) {

@@ -41,7 +41,7 @@ use lotus_core::shell_quote;
 use lotus_core::{CollectOptions, CollectPlan, Error as CoreError, Report, Target};
 use lotus_sys::PrivateDir;
 use lotus_vendor as common;
-use lotus_vendor::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
+use lotus_vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
 
 use crate::report::read_report;
 

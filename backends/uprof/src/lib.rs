@@ -1,11 +1,11 @@
 //! The AMD uProf backend.
 //!
-//! - [`report`]: the reader for the sectioned `AMDuProfCLI report -f csv`
-//!   output.
-//! - [`probe`]: finds `AMDuProfCLI`, its version, and the profile-control
-//!   library.
-//! - [`collect`]: live collection, one `AMDuProfCLI collect --start-paused`
-//!   per run, then `AMDuProfCLI report`.
+//! - the report ([`read_report`]): the reader for the sectioned
+//!   `AMDuProfCLI report -f csv` output.
+//! - the probe ([`find_cli`], [`probe()`]): finds `AMDuProfCLI`, its
+//!   version, and the profile-control library.
+//! - live collection ([`collect_args`], [`plan`]): one `AMDuProfCLI collect
+//!   --start-paused` per run, then `AMDuProfCLI report`.
 //!
 //! The profiled process opens uProf's profile-control library
 //! (`libAMDProfileController.so`, through lotus's control library) to
@@ -15,9 +15,16 @@
 //! reports it.
 #![deny(missing_docs)]
 
-pub mod collect;
-pub mod probe;
-pub mod report;
+mod collect;
+mod probe;
+mod report;
+
+pub use collect::{
+    collect_args, interval_in_force, plan, report_args, timer_interval_ms, DEFAULT_CONFIG,
+    REPORT_CUTOFF, TIMER_DEFAULT_MS, TIMER_MAX_MS, TIMER_MIN_MS,
+};
+pub use probe::{find_cli, probe};
+pub use report::{read_report, recognizes, stated_interval_s, FUNCTION_SECTION};
 
 use std::io::BufRead;
 
@@ -132,11 +139,11 @@ pub struct ReadmeDoctests;
 /// `Profiler` trait): each block must fail to compile (E0603: private).
 ///
 /// ```compile_fail,E0603
-/// use lotus_backend_uprof::collect::start;
+/// use lotus_backend_uprof::start;
 /// ```
 ///
 /// ```compile_fail,E0603
-/// use lotus_backend_uprof::collect::find_session;
+/// use lotus_backend_uprof::find_session;
 /// ```
 #[cfg(doctest)]
 pub struct PrivateInternals;

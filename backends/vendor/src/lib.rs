@@ -1,9 +1,9 @@
 //! The collection the vendor backends share: VTune and uProf both run
 //! their tool's collect command around the user's target, then its report
-//! command, and read what it wrote. [`vendor::VendorRun`] is that
-//! collect-then-report run and [`vendor::VendorCollection`] the
+//! command, and read what it wrote. [`VendorRun`] is that
+//! collect-then-report run and [`VendorCollection`] the
 //! [`lotus_core::Collection`] both return; each backend supplies only its
-//! [`vendor::VendorReport`] step.
+//! [`VendorReport`] step.
 //!
 //! The collect command starts like every process lotus starts for a
 //! target: in a process group of its own (so stopping it reaches every
@@ -24,7 +24,12 @@ use std::process::Command;
 use lotus_core::Target;
 use lotus_sys::process;
 
-pub mod vendor;
+mod vendor;
+
+pub use vendor::{
+    io_error, report_limit, Tool, VendorCollection, VendorReport, VendorRun, REPORT_LIMIT,
+    REPORT_LIMIT_VAR,
+};
 
 /// `program args...` as a shell would show it.
 pub fn command_line(program: &Path, args: &[OsString]) -> String {

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use lotus_core::{CollectOptions, CollectPlan, Error as CoreError, Report, Target};
 use lotus_vendor as common;
-use lotus_vendor::vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
+use lotus_vendor::{io_error, Tool, VendorCollection, VendorReport, VendorRun};
 
 use crate::report::read_hotspots;
 use crate::sampling::{self, Sampling};

@@ -1,11 +1,14 @@
 //! The Intel VTune backend.
 //!
-//! - [`report`]: the reader for `vtune -report hotspots -format csv` output
-//!   (and other VTune function-grouped CSV reports).
-//! - [`probe`]: finds the `vtune` command and its version.
-//! - [`collect`]: live collection, `vtune -collect ... -start-paused` on the
-//!   target, then `vtune -report hotspots ... -format csv`.
-//! - [`sampling`]: the hotspots analysis's sampling mode and interval.
+//! - the report ([`read_hotspots`]): the reader for `vtune -report hotspots
+//!   -format csv` output (and other VTune function-grouped CSV reports).
+//! - the probe ([`find_vtune`], [`probe()`]): finds the `vtune` command and
+//!   its version.
+//! - live collection ([`collect_args`], [`plan`]): `vtune -collect ...
+//!   -start-paused` on the target, then `vtune -report hotspots ... -format
+//!   csv`.
+//! - sampling ([`Sampling`]): the hotspots analysis's sampling mode and
+//!   interval.
 //!
 //! The windows are opened by the profiled process itself: the lotus control
 //! library calls ITT's `__itt_resume` / `__itt_pause` when
@@ -13,10 +16,18 @@
 //! control channel is needed.
 #![deny(missing_docs)]
 
-pub mod collect;
-pub mod probe;
-pub mod report;
-pub mod sampling;
+mod collect;
+mod probe;
+mod report;
+mod sampling;
+
+pub use collect::{collect_args, plan, report_args, DEFAULT_COLLECT_TYPE, KEPT_PREFIX};
+pub use probe::{find_vtune, probe, ENV_VTUNE_DIR};
+pub use report::{read_hotspots, HotspotRows};
+pub use sampling::{
+    interval_in_force, note, Sampling, DEFAULT_MS, HARDWARE_MIN_MS, HOTSPOTS, MAX_MS,
+    USER_MODE_MIN_MS,
+};
 
 use std::io::BufRead;
 
@@ -119,11 +130,11 @@ pub struct ReadmeDoctests;
 /// `Profiler` trait): each block must fail to compile (E0603: private).
 ///
 /// ```compile_fail,E0603
-/// use lotus_backend_vtune::collect::start;
+/// use lotus_backend_vtune::start;
 /// ```
 ///
 /// ```compile_fail,E0603
-/// use lotus_backend_vtune::collect::VTuneFiles;
+/// use lotus_backend_vtune::VTuneFiles;
 /// ```
 #[cfg(doctest)]
 pub struct PrivateInternals;

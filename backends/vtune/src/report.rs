@@ -245,7 +245,7 @@ impl Read for Watch<'_> {
 /// After the first error the iterator ends.
 ///
 /// ```
-/// use lotus_backend_vtune::report::HotspotRows;
+/// use lotus_backend_vtune::HotspotRows;
 ///
 /// let csv = b"Function,CPU Time,Module\nmemcpy,1.5,libc.so.6\nmemcpy,0.5,libc.so.6\n";
 /// let mut input = &csv[..];

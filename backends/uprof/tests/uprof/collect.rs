@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use lotus_backend_uprof::report::read_report;
+use lotus_backend_uprof::read_report;
 use lotus_backend_uprof::UProf;
 use lotus_core::{CollectOptions, Collection, Error as CoreError, Profiler, Report, Target};
 use lotus_testkit::uprof_standin as standin;

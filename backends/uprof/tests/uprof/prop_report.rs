@@ -8,7 +8,7 @@
 //! `LOTUS_FUZZ_SECONDS=N` fuzzes each property for N seconds instead.
 #![allow(clippy::unwrap_used)]
 
-use lotus_backend_uprof::report::read_report;
+use lotus_backend_uprof::read_report;
 use lotus_core::Row;
 use lotus_core::{Error as CoreError, Report, Unit};
 use lotus_testkit::fuzz;

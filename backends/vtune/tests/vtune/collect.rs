@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use lotus_backend_vtune::report::read_hotspots;
+use lotus_backend_vtune::read_hotspots;
 use lotus_backend_vtune::VTune;
 use lotus_core::{CollectOptions, Error as CoreError, Profiler, Report, Target};
 

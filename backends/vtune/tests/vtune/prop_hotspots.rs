@@ -8,7 +8,7 @@
 //! `LOTUS_FUZZ_SECONDS=N` fuzzes each property for N seconds instead.
 #![allow(clippy::unwrap_used)]
 
-use lotus_backend_vtune::report::read_hotspots;
+use lotus_backend_vtune::read_hotspots;
 use lotus_core::{parse_figure, Row, UNKNOWN_MODULE};
 use lotus_core::{Error as CoreError, Report};
 use lotus_testkit::fuzz;
