@@ -1302,6 +1302,30 @@ pub(crate) mod tests {
         assert_eq!(row_at(&t, "A").pool_samples, 0, "{:#?}", t.rows);
     }
 
+    /// A task that calls an op of its own (a wrapped transform): the
+    /// pool thread's samples inside that op's span are the op's, the rest
+    /// of the task's are still the op that handed it over.
+    #[test]
+    fn an_op_inside_a_task_keeps_its_samples_and_the_rest_is_the_handing_ops() {
+        let at = format!("kind=task,tid=12,by=10,at={}", 1500 + 1_000_000);
+        let log = worker_log(&[
+            ("A", 1000, 1000, "kind=op"),
+            ("crunch", 2100, 900, &at),
+            ("C", 2400, 200, "kind=op,tid=12"),
+        ]);
+        let symbols = vec![(0, Symbol::new("work", "/py"))];
+        let mut samples: Vec<Sample> = (1000..2000)
+            .step_by(100)
+            .map(|t| sample_at(t, 10, 0))
+            .collect();
+        samples.extend((2100..3000).step_by(100).map(|t| sample_at(t + 1, 12, 0)));
+        let dir = sampled_folder(&log, &symbols, &samples, 100);
+        let a = attribute_folder(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+            .expect("attributed");
+        assert_eq!(row_at(&a, "C").samples, 2, "{:#?}", a.rows);
+        assert_eq!(row_at(&a, "A").pool_samples, 7, "{:#?}", a.rows);
+    }
+
     #[test]
     fn a_machinery_thread_is_never_a_pool() {
         let dir = folder();

@@ -389,14 +389,16 @@ impl SampledTrace {
                     });
                     if let Some(span) = own {
                         (Target::Op(span.path), Some(span.id))
-                    } else if op_thread {
-                        (Target::Outside(role), None)
                     } else if let Some(c) = task {
-                        // A pool thread running a task: for what its
-                        // handing thread had open then, however long ago.
+                        // A pool thread running a task (outside any op
+                        // span of its own, where the task calls ops): for
+                        // what its handing thread had open then, however
+                        // long ago.
                         let (target, span, of_op) = c.credit_task();
                         pool = of_op;
                         (target, span)
+                    } else if op_thread {
+                        (Target::Outside(role), None)
                     } else if let Some(&rt) = self.runtime_pools.get(&(s.pid, s.tid)) {
                         let r = self.frames.read(&self.symbols, stack, s.symbol);
                         let c = if r.waits {
