@@ -77,6 +77,111 @@ pub const ENV_STOP_AFTER: &str = "LOTUS_STOP_AFTER";
 /// callback slows some jobs' workers.
 pub const ENV_GC: &str = "LOTUS_TRACE_GC";
 
+/// The variable that names the trace folder (read by the start-up hook).
+pub const ENV_TRACE_DIR: &str = "LOTUS_TRACE_DIR";
+
+/// The variable that names the log files' prefix.
+pub const ENV_TRACE_PREFIX: &str = "LOTUS_TRACE_PREFIX";
+
+/// `0` turns the torch / torchvision hooks off.
+pub const ENV_TRACE_TORCH: &str = "LOTUS_TRACE_TORCH";
+
+/// `1` asks the tracer for Python frames in the samples' stacks: on
+/// Python 3.12 and later it turns on CPython's perf trampolines
+/// (`sys.activate_stack_trampoline("perf")`), whose map files
+/// (`/tmp/perf-<pid>.map`, created by the tracer itself before CPython may
+/// open them, and removed by lotus after the run: `perf_maps`) name them;
+/// set with `--sample --stacks dwarf` (the unwinding that reaches them
+/// through CPython's code).
+pub const ENV_PY_FRAMES: &str = "LOTUS_PY_FRAMES";
+
+/// The variable naming this run's id (each log's header carries it).
+pub const ENV_TRACE_RUN: &str = "LOTUS_TRACE_RUN";
+
+/// The variable naming lotus's private folder where a process that could
+/// not write its trace leaves `failed_pid_<pid>`.
+pub const ENV_TRACE_STATUS: &str = "LOTUS_TRACE_STATUS";
+
+/// The variable naming lotus itself, `<pid>:<start time>` (see
+/// `reaper::start_time`): the tracer in every process of the job watches
+/// it and ends its process (after writing what it buffered) when lotus is
+/// gone, killed outright (`kill -9`, the OOM killer) before it could end
+/// the job.
+pub const ENV_TRACE_LOTUS: &str = "LOTUS_TRACE_LOTUS";
+
+/// The variable naming the report pipe, `<fd>:<inode>`: a process of the
+/// job that cannot write its trace writes one line, `<pid>\t<message>`,
+/// to that descriptor (it inherited it), when the descriptor is that pipe
+/// (the inode tells). It works where the status folder cannot: in a
+/// process that dropped its privileges (`os.setuid`), which can no longer
+/// create a file in lotus's private folder.
+pub const ENV_TRACE_REPORT: &str = "LOTUS_TRACE_REPORT_FD";
+
+/// The variable that tells the tracer and lotus's ITT collector what to do
+/// with ITT tasks: `tasks` (a collector other than lotus's is loaded, e.g.
+/// VTune's: the tracer marks each op as an ITT task for it) or `collect`
+/// (lotus's collector is loaded: it writes the tasks it receives into the
+/// trace folder).
+pub const ENV_TRACE_ITT: &str = "LOTUS_TRACE_ITT";
+
+/// The variable that passes `lotus trace run --op` to the tracer: one
+/// `MODULE:QUALNAME` a line.
+pub const ENV_TRACE_OPS: &str = "LOTUS_TRACE_OPS";
+
+/// Every environment variable the Python side reads (the tracer, the `lotus`
+/// module, the op harness), with who sets it: the one list of the
+/// contract between the two sides, kept by a test that reads the Python
+/// sources (a name used there and missing here, or listed and no longer
+/// read, fails it).
+pub const TRACER_ENV: &[(&str, &str)] = &[
+    (ENV_TRACE_DIR, "lotus trace run"),
+    (ENV_TRACE_PREFIX, "lotus trace run"),
+    (ENV_TRACE_TORCH, "the user (0: no torch hooks)"),
+    (ENV_PY_FRAMES, "lotus trace run --stacks dwarf"),
+    (ENV_TRACE_RUN, "lotus trace run"),
+    (ENV_TRACE_STATUS, "lotus trace run"),
+    (ENV_TRACE_LOTUS, "lotus trace run"),
+    (ENV_TRACE_REPORT, "lotus trace run"),
+    (ENV_TRACE_ITT, "lotus trace run"),
+    (ENV_TRACE_OPS, "lotus trace run --op"),
+    (ENV_LOADER, "lotus tune"),
+    (ENV_STOP_AFTER, "lotus tune"),
+    (ENV_GC, "the user"),
+    ("LOTUS_TRACE_FORMAT", "lotus trace run --format"),
+    (
+        "LOTUS_TRACE_FINER",
+        "the user (0: no spans finer than a dataset's)",
+    ),
+    (
+        "LOTUS_TRACE_ROLE",
+        "the tracer, for the processes a traced one starts",
+    ),
+    (
+        "LOTUS_TRACE_PARENT",
+        "the tracer, for the processes a traced one starts",
+    ),
+    (
+        "LOTUS_TRACE_ITT_NOTED",
+        "the tracer, once it noted a foreign ITT collector",
+    ),
+    (
+        "LOTUS_BACKEND",
+        "lotus map / profile (lotus_protocol::ENV_BACKEND)",
+    ),
+    (
+        "LOTUS_CONTROL_FDS",
+        "lotus map / profile (lotus_protocol::ENV_CONTROL_FDS)",
+    ),
+    (
+        "LOTUS_CONTROL_LIB",
+        "the user, or lotus map (the control library to load)",
+    ),
+    (
+        "LOTUS_HARNESS_ONLY_OP",
+        "lotus map's tests (the harness's protocol)",
+    ),
+];
+
 /// The `lotus` Python module's source (`python/lotus/__init__.py`, a
 /// package so that the wheel installs it; lotus writes it as `lotus.py`):
 /// measurement windows from Python, no-ops outside a lotus run.
@@ -139,5 +244,32 @@ mod tests {
         let mut embedded: Vec<String> = TRACER_FILES.iter().map(|(p, _)| p.to_string()).collect();
         embedded.sort();
         assert_eq!(on_disk, embedded);
+    }
+
+    /// Every `LOTUS_*` name the Python sources use is in [`TRACER_ENV`],
+    /// and every listed name is still used there.
+    #[test]
+    fn the_environment_contract_is_the_list() {
+        let mut used = std::collections::BTreeSet::new();
+        let sources = TRACER_FILES
+            .iter()
+            .map(|(_, s)| *s)
+            .chain([LOTUS_PY, HARNESS_PY]);
+        for text in sources {
+            let b = text.as_bytes();
+            let mut at = 0;
+            while let Some(i) = text[at..].find("LOTUS_").map(|i| i + at) {
+                let before = i.checked_sub(1).map(|j| b[j]);
+                let end = text[i..]
+                    .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                    .map_or(text.len(), |e| i + e);
+                if !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_') {
+                    used.insert(&text[i..end]);
+                }
+                at = end.max(i + 1);
+            }
+        }
+        let listed: std::collections::BTreeSet<&str> = TRACER_ENV.iter().map(|(n, _)| *n).collect();
+        assert_eq!(used, listed);
     }
 }

@@ -3,9 +3,7 @@
 
 use std::path::Path;
 
-/// The variable that passes `lotus trace run --op` to the tracer: one
-/// `MODULE:QUALNAME` a line.
-pub const ENV_TRACE_OPS: &str = "LOTUS_TRACE_OPS";
+pub use lotus_tracer::ENV_TRACE_OPS;
 
 /// `lotus trace run --op`: the user's own functions and methods traced as
 /// ops, with no change to their code.

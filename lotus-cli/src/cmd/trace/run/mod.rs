@@ -38,6 +38,10 @@ mod perf_maps;
 mod reports;
 mod tracer;
 
+pub use lotus_tracer::{
+    ENV_PY_FRAMES, ENV_TRACE_DIR, ENV_TRACE_ITT, ENV_TRACE_LOTUS, ENV_TRACE_PREFIX,
+    ENV_TRACE_REPORT, ENV_TRACE_RUN, ENV_TRACE_STATUS, ENV_TRACE_TORCH,
+};
 use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -53,38 +57,6 @@ use logs::{check_out_folder, is_log_of_run, logs_in, new_run_id};
 use reports::{trace_failures, Reports};
 use tracer::{write_tracer, TracerFiles};
 
-/// The variable that names the trace folder (read by the start-up hook).
-pub const ENV_TRACE_DIR: &str = "LOTUS_TRACE_DIR";
-/// The variable that names the log files' prefix.
-pub const ENV_TRACE_PREFIX: &str = "LOTUS_TRACE_PREFIX";
-/// `0` turns the torch / torchvision hooks off.
-pub const ENV_TRACE_TORCH: &str = "LOTUS_TRACE_TORCH";
-/// `1` asks the tracer for Python frames in the samples' stacks: on
-/// Python 3.12 and later it turns on CPython's perf trampolines
-/// (`sys.activate_stack_trampoline("perf")`), whose map files
-/// (`/tmp/perf-<pid>.map`, created by the tracer itself before CPython may
-/// open them, and removed by lotus after the run: `perf_maps`) name them;
-/// set with `--sample --stacks dwarf` (the unwinding that reaches them
-/// through CPython's code).
-pub const ENV_PY_FRAMES: &str = "LOTUS_PY_FRAMES";
-/// The variable naming this run's id (each log's header carries it).
-pub const ENV_TRACE_RUN: &str = "LOTUS_TRACE_RUN";
-/// The variable naming lotus's private folder where a process that could
-/// not write its trace leaves `failed_pid_<pid>`.
-pub const ENV_TRACE_STATUS: &str = "LOTUS_TRACE_STATUS";
-/// The variable naming lotus itself, `<pid>:<start time>` (see
-/// [`reaper::start_time`]): the tracer in every process of the job watches
-/// it and ends its process (after writing what it buffered) when lotus is
-/// gone, killed outright (`kill -9`, the OOM killer) before it could end
-/// the job.
-pub const ENV_TRACE_LOTUS: &str = "LOTUS_TRACE_LOTUS";
-/// The variable naming the report pipe, `<fd>:<inode>`: a process of the
-/// job that cannot write its trace writes one line, `<pid>\t<message>`,
-/// to that descriptor (it inherited it), when the descriptor is that pipe
-/// (the inode tells). It works where the status folder cannot: in a
-/// process that dropped its privileges (`os.setuid`), which can no longer
-/// create a file in lotus's private folder.
-pub const ENV_TRACE_REPORT: &str = "LOTUS_TRACE_REPORT_FD";
 /// How long the processes a job leaves have, after SIGTERM, before SIGKILL.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
@@ -169,13 +141,6 @@ fn check_prefix(prefix: &str) -> Result<()> {
     }
     Ok(())
 }
-
-/// The variable that tells the tracer and lotus's ITT collector what to do
-/// with ITT tasks: `tasks` (a collector other than lotus's is loaded, e.g.
-/// VTune's: the tracer marks each op as an ITT task for it) or `collect`
-/// (lotus's collector is loaded: it writes the tasks it receives into the
-/// trace folder).
-pub const ENV_TRACE_ITT: &str = "LOTUS_TRACE_ITT";
 
 /// Sets up ITT for the job: a collector the user set (VTune's, by oneAPI's
 /// environment or by `vtune` itself) stays, and the tracer marks the ops
