@@ -69,8 +69,8 @@ pub use mapping::{
 };
 pub use profile::{Partial, Profile, PROFILE_SCHEMA};
 pub use profiler::{
-    shell_quote, CollectOptions, CollectPlan, Collection, Probe, Profiler, Target, WindowStats,
-    WindowTotals, VERSION_WAIT,
+    shell_quote, CollectOptions, CollectPlan, Collection, Finish, Finished, Probe, Profiler,
+    Target, WindowStats, WindowTotals, VERSION_WAIT,
 };
 pub use registry::{backend, backends, streaming_backend, BackendRegistration};
 pub use report_error::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};

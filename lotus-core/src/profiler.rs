@@ -237,7 +237,7 @@ pub struct CollectOptions {
     /// Only where [`Profiler::takes_window_stamps`].
     pub window_stamps: bool,
     /// The caller will ask for each window on its own
-    /// ([`Collection::windows`], [`Collection::reports_per_window`]).
+    /// ([`Collection::windows`], [`Collection::finish`] per window).
     /// Without it a backend may keep the closed windows summed only
     /// ([`Collection::window_totals`]), in the same memory for one window
     /// or a million.
@@ -327,32 +327,17 @@ pub trait Collection: Send {
     }
     /// Stops the target and everything it started.
     fn kill(&mut self) -> Result<(), Error>;
-    /// Ends the collection and reads what was measured.
-    fn report(self: Box<Self>) -> Result<Report, Error>;
-    /// Ends the collection like [`Collection::report`], with one report
-    /// per window, in opening order: for a process whose windows are runs
-    /// of their own (lotus's fork server). Backends that cannot tell
-    /// windows apart refuse.
-    fn reports_per_window(self: Box<Self>) -> Result<Vec<Report>, Error> {
-        Err(Error::Other {
-            backend: "lotus".into(),
-            message: "this backend reports all windows together".into(),
-        })
-    }
-    /// Ends the collection like [`Collection::report`], with the notes the
-    /// backend has on what the report is known to miss, each with its
-    /// figure (e.g. "samples cover 0.72 s of the 0.97 s CPU process 1234
-    /// ran (74%)", lost or throttled samples, modules that could not be
-    /// named). The default: [`Collection::report`] and no notes.
-    fn report_noted(self: Box<Self>) -> Result<(Report, Vec<String>), Error> {
-        Ok((self.report()?, Vec::new()))
-    }
-    /// [`Collection::reports_per_window`], with the notes on the whole
-    /// collection (see [`Collection::report_noted`]). The default: no
-    /// notes.
-    fn reports_per_window_noted(self: Box<Self>) -> Result<(Vec<Report>, Vec<String>), Error> {
-        Ok((self.reports_per_window()?, Vec::new()))
-    }
+    /// Ends the collection and reads what was measured: the one way a
+    /// collection ends. `how` says whether all windows make one report
+    /// ([`Finish::Together`]) or each window one of its own, in opening
+    /// order ([`Finish::PerWindow`]: for a process whose windows are runs
+    /// of their own, lotus's fork server; a backend that cannot tell
+    /// windows apart refuses). The notes say what the reports are known
+    /// to miss, each with its figure (e.g. "samples cover 0.72 s of the
+    /// 0.97 s CPU process 1234 ran (74%)", lost or throttled samples,
+    /// modules that could not be named). `dyn Collection`'s `report`,
+    /// `report_noted` and `reports_per_window_noted` are this, shaped.
+    fn finish(self: Box<Self>, how: Finish) -> Result<Finished, Error>;
     /// Opens a window like [`Collection::resume`], calling `tell` (which
     /// lets the profiled process go on) as soon as the window is open; a
     /// backend may do slow bookkeeping (reading counters) after `tell`,
@@ -401,6 +386,57 @@ pub trait Collection: Send {
             totals.add(&w);
         }
         totals
+    }
+}
+
+/// How a collection ends ([`Collection::finish`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// All windows in one report.
+    Together,
+    /// One report per window, in opening order.
+    PerWindow,
+}
+
+/// What a collection measured ([`Collection::finish`]): its reports (one,
+/// or one per window) and the notes on what they are known to miss.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Finished {
+    /// One report, or one per window.
+    pub reports: Vec<Report>,
+    /// What the reports are known to miss, each with its figure.
+    pub notes: Vec<String>,
+}
+
+impl Finished {
+    /// `reports` with `notes`.
+    pub fn new(reports: Vec<Report>, notes: Vec<String>) -> Finished {
+        Finished { reports, notes }
+    }
+}
+
+impl dyn Collection {
+    /// [`Collection::finish`] of all windows together: the report.
+    pub fn report(self: Box<Self>) -> Result<Report, Error> {
+        Ok(self.report_noted()?.0)
+    }
+
+    /// [`Collection::finish`] of all windows together: the report and
+    /// its notes.
+    pub fn report_noted(self: Box<Self>) -> Result<(Report, Vec<String>), Error> {
+        let mut f = self.finish(Finish::Together)?;
+        let report = f.reports.pop().ok_or_else(|| Error::Other {
+            backend: "lotus".into(),
+            message: "the collection ended with no report".into(),
+        })?;
+        Ok((report, f.notes))
+    }
+
+    /// [`Collection::finish`] window by window: the reports and the notes.
+    pub fn reports_per_window_noted(self: Box<Self>) -> Result<(Vec<Report>, Vec<String>), Error> {
+        let f = self.finish(Finish::PerWindow)?;
+        Ok((f.reports, f.notes))
     }
 }
 
@@ -614,7 +650,7 @@ mod tests {
         fn kill(&mut self) -> Result<(), Error> {
             Ok(())
         }
-        fn report(self: Box<Self>) -> Result<Report, Error> {
+        fn finish(self: Box<Self>, _: Finish) -> Result<Finished, Error> {
             Err(Error::Unsupported {
                 backend: "test".into(),
                 what: "reports".into(),

@@ -81,7 +81,7 @@ pub(crate) struct RunOutput {
     /// a script opens (300,000 of them cost what one does).
     windows: WindowTotals,
     /// What the backend knows the run's samples miss, with the figures
-    /// ([`lotus_core::Collection::report_noted`]).
+    /// ([`lotus_core::Collection::finish`]).
     notes: Vec<String>,
     /// The runs `notes` are about ("run 2"; a fork server's notes are
     /// about all its runs, told with the first).

@@ -5,8 +5,8 @@ use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use lotus_core::{
-    Collection, Error as CoreError, Report, SamplingControl, StampedWindows, Unit, WindowStats,
-    WindowTotals,
+    Collection, Error as CoreError, Finish, Finished, Report, SamplingControl, StampedWindows,
+    Unit, WindowStats, WindowTotals,
 };
 use lotus_protocol::Edge;
 
@@ -92,7 +92,7 @@ impl PerfWindow {
 }
 
 /// Everything a perf collection measured: the rows of
-/// [`Collection::report`] and what the trait's [`Report`] has no place for.
+/// [`Collection::finish`] and what the trait's [`Report`] has no place for.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct PerfReport {
@@ -858,24 +858,19 @@ impl Collection for PerfCollection {
         }
     }
 
-    fn report(self: Box<Self>) -> Result<Report, CoreError> {
-        Ok(self.finish()?.report)
-    }
-
-    fn reports_per_window(self: Box<Self>) -> Result<Vec<Report>, CoreError> {
-        Ok(self.finish_per_window()?.window_reports)
-    }
-
-    fn report_noted(self: Box<Self>) -> Result<(Report, Vec<String>), CoreError> {
-        let r = self.finish()?;
-        let notes = sample_notes(&r);
-        Ok((r.report, notes))
-    }
-
-    fn reports_per_window_noted(self: Box<Self>) -> Result<(Vec<Report>, Vec<String>), CoreError> {
-        let r = self.finish_per_window()?;
-        let notes = sample_notes(&r);
-        Ok((r.window_reports, notes))
+    fn finish(self: Box<Self>, how: Finish) -> Result<Finished, CoreError> {
+        match how {
+            Finish::Together => {
+                let r = PerfCollection::finish(*self)?;
+                let notes = sample_notes(&r);
+                Ok(Finished::new(vec![r.report], notes))
+            }
+            Finish::PerWindow => {
+                let r = self.finish_per_window()?;
+                let notes = sample_notes(&r);
+                Ok(Finished::new(r.window_reports, notes))
+            }
+        }
     }
 
     fn windows(&self) -> Vec<WindowStats> {

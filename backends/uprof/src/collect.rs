@@ -13,7 +13,7 @@
 //! profiled process opens uProf's profile-control library and resumes and
 //! pauses the collection itself: the lotus process switches nothing). The
 //! session lands in a sub-folder of `D` that AMDuProfCLI names
-//! (`AMDuProf-<program>-<CONFIG>_<date>`); [`lotus_core::Collection::report`] finds
+//! (`AMDuProf-<program>-<CONFIG>_<date>`); [`lotus_core::Collection::finish`] finds
 //! it, runs
 //!
 //! ```text

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use lotus_core::{Collection, Error as CoreError, Report, Target};
+use lotus_core::{Collection, Error as CoreError, Finish, Finished, Report, Target};
 use lotus_sys::process;
 
 /// How many of a command's last output lines go into an error message.
@@ -294,9 +294,19 @@ impl<R: VendorReport> Collection for VendorCollection<R> {
         self.run.kill()
     }
 
-    /// Waits for the collect command, then runs and reads the report.
-    fn report(mut self: Box<Self>) -> Result<Report, CoreError> {
+    /// Waits for the collect command, then runs and reads the report (all
+    /// windows in one: the tool cannot tell them apart).
+    fn finish(mut self: Box<Self>, how: Finish) -> Result<Finished, CoreError> {
+        if how == Finish::PerWindow {
+            return Err(CoreError::Other {
+                backend: "lotus".into(),
+                message: "this backend reports all windows together".into(),
+            });
+        }
         self.run.finished()?;
-        self.report.read(&self.run)
+        Ok(Finished::new(
+            vec![self.report.read(&self.run)?],
+            Vec::new(),
+        ))
     }
 }

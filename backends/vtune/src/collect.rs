@@ -9,7 +9,7 @@
 //! with the target's environment (`LOTUS_BACKEND=vtune`: the profiled
 //! process resumes and pauses the collection itself through ITT; `vtune`
 //! sets `INTEL_LIBITTNOTIFY64` so its ITT calls reach VTune's collector).
-//! [`lotus_core::Collection::report`] waits for it, then runs
+//! [`lotus_core::Collection::finish`] waits for it, then runs
 //!
 //! ```text
 //! vtune -report hotspots -result-dir D -format csv -csv-delimiter comma -report-output F

@@ -351,8 +351,14 @@ mod tests {
         fn kill(&mut self) -> Result<(), CoreError> {
             Ok(())
         }
-        fn report(self: Box<Self>) -> Result<Report, CoreError> {
-            Ok(Report::new(lotus_core::Unit::Samples, Vec::new()))
+        fn finish(
+            self: Box<Self>,
+            _: lotus_core::Finish,
+        ) -> Result<lotus_core::Finished, CoreError> {
+            Ok(lotus_core::Finished::new(
+                vec![Report::new(lotus_core::Unit::Samples, Vec::new())],
+                Vec::new(),
+            ))
         }
         fn sampling_control(&mut self) -> Option<&mut dyn SamplingControl> {
             if self.capable {
