@@ -269,7 +269,7 @@ impl Cause {
         previous: Option<u64>,
         half: u64,
     ) -> (Target, Option<u64>, bool) {
-        let straddles = previous.is_some_and(|p| p < self.end) && t - self.end.min(t) < half;
+        let straddles = previous.is_some_and(|p| p < self.end) && t.saturating_sub(self.end) < half;
         match self.target {
             Target::Op(p) if t < self.end || straddles => (Target::Op(p), self.span, true),
             Target::Op(p) => (Target::Spin(p), self.span, false),

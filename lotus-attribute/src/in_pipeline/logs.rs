@@ -29,10 +29,9 @@ pub(super) struct Logs {
     /// Logs skipped (empty: the process wrote nothing), each with why.
     pub(super) skipped_logs: Vec<String>,
     /// Work handed to a pool thread (`kind=task`), sorted by when it was
-    /// handed over.
+    /// handed over; the threads that ran them are credited by them, never
+    /// by timing.
     pub(super) tasks: Vec<TaskRec>,
-    /// The threads that ran tasks: credited by them, never by timing.
-    pub(super) task_threads: HashSet<(u32, u32)>,
 }
 
 /// A task (work a thread handed to a pool thread) on the samples' clock:
@@ -115,7 +114,6 @@ pub(super) fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
     let mut sorter: Sorter<SpanRec> = Sorter::new(budget);
     let mut bad_lines = 0u64;
     let mut tasks = Vec::new();
-    let mut task_threads = HashSet::new();
     // Each log's times are put on the samples' clock by the one walker
     // `lotus trace view --format firefox` draws its markers with.
     let summary = timeline::for_each_clocked_event(dir, |item| -> Result<(), Error> {
@@ -157,7 +155,6 @@ pub(super) fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
             // The hand-over is on the log's clock, a little before the
             // task's start: it keeps its distance on the samples' clock.
             let at = start.saturating_sub(e.start_ns.saturating_sub(h.at_ns));
-            task_threads.insert((e.pid, tid));
             tasks.push(TaskRec {
                 pid: e.pid,
                 tid,
@@ -233,7 +230,6 @@ pub(super) fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
             tasks.sort_unstable_by_key(|t| (t.at, t.pid, t.tid, t.start));
             tasks
         },
-        task_threads,
     })
 }
 

@@ -290,6 +290,7 @@ impl SampledTrace {
             }
         }
         main_op_time_in_windows(&mut logs.spans, &mut helpers)?;
+        let task_threads: HashSet<(u32, u32)> = logs.tasks.iter().map(|t| (t.pid, t.tid)).collect();
         let mut helper_keys: Vec<_> = helpers.keys().copied().collect();
         helper_keys.sort_unstable();
         for key in helper_keys {
@@ -298,7 +299,7 @@ impl SampledTrace {
                     .push(format!("{}/{} ({})", key.0, key.1, rt.name()));
                 continue;
             }
-            if self.rule == HelperRule::Cause && logs.task_threads.contains(&key) {
+            if self.rule == HelperRule::Cause && task_threads.contains(&key) {
                 self.pool_threads
                     .push(format!("{}/{} (Python thread pool)", key.0, key.1));
                 continue;
@@ -381,15 +382,19 @@ impl SampledTrace {
                             causes.handed(s.pid, rt, s.time_ns, cause::Cause::of(caller, role));
                         }
                     }
-                    let task = task_windows.get_mut(&(s.pid, s.tid)).and_then(|w| {
+                    // The task this thread runs now, looked up only for
+                    // a sample in no op span of its own (not on the hot
+                    // path of the op threads' samples).
+                    let mut task_now = || {
+                        let w = task_windows.get_mut(&(s.pid, s.tid))?;
                         while w.front().is_some_and(|x| x.1 <= s.time_ns) {
                             w.pop_front();
                         }
                         w.front().filter(|x| x.0 <= s.time_ns).map(|x| x.2)
-                    });
+                    };
                     if let Some(span) = own {
                         (Target::Op(span.path), Some(span.id))
-                    } else if let Some(c) = task {
+                    } else if let Some(c) = task_now() {
                         // A pool thread running a task (outside any op
                         // span of its own, where the task calls ops): for
                         // what its handing thread had open then, however
@@ -469,15 +474,16 @@ impl SampledTrace {
         }
         self.tree = sweep.finish()?;
         if timed > 0 && by_cause {
-            let threads: Vec<&String> = self
-                .pool_threads
+            let mut timed_pools: Vec<&(u32, u32)> = self.pools.iter().collect();
+            timed_pools.sort_unstable();
+            let threads: Vec<String> = timed_pools
                 .iter()
-                .filter(|t| !t.ends_with(')'))
+                .map(|(pid, tid)| format!("{pid}/{tid}"))
                 .collect();
             self.notes.push(format!(
                 "{timed} samples ({:.3} s) of helper threads {} went to ops by timing alone (they ran while those ops ran): no runtime's frames and no task record show what caused them, so their op is a guess; the threads' own code (a thread the job started itself) decides",
                 timed.saturating_mul(self.interval_ns) as f64 / 1e9,
-                threads.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
+                threads.join(", ")
             ));
         }
         if self.tree.folded > 0 {
