@@ -114,6 +114,11 @@ def overhead(lotus, python, reps, frequency, work):
         hz = str(frequency or DEFAULT_TRACE_HZ)
         methods["perf record"] = lambda i: [perf, "record", "-q", "-e", "cpu-clock", "-F", hz, "-o",
                                             os.path.join(work, f"perf{i}.data"), "--"] + job("perf record", i)
+        # With call graphs, as lotus records them by default: what a user
+        # runs to get stacks (frame pointers; perf copies the chain and
+        # leaves the naming to `perf report`, not timed).
+        methods["perf record -g"] = lambda i: [perf, "record", "-q", "-g", "-e", "cpu-clock", "-F", hz, "-o",
+                                               os.path.join(work, f"perfg{i}.data"), "--"] + job("perf record -g", i)
     else:
         sys.stderr.write("  perf not found: the `perf record` row is left out\n")
     walls = {k: [] for k in methods}
@@ -159,6 +164,16 @@ def overhead(lotus, python, reps, frequency, work):
         lotus_s, perf_s = (statistics.median(walls[k]) for k in ("traced+sampled", "perf record"))
         print(f"\ntraced+sampled against `perf record` at the same frequency: {lotus_s / perf_s:.3f}x its wall time "
               f"({(lotus_s / plain - 1) * 100:+.1f}% against {(perf_s / plain - 1) * 100:+.1f}% over plain)")
+        if "perf record -g" in cpus:
+            # Paired by rep: the runs of one rep follow each other, so the
+            # neighbours' load is much the same for both.
+            ratios = [a / b for a, b in zip(cpus["traced+sampled"], cpus["perf record -g"])]
+            lotus_c, perf_c = (statistics.median(cpus[k]) for k in ("traced+sampled", "perf record -g"))
+            print(f"CPU of the job and its profiler: traced+sampled {lotus_c:.2f} s, `perf record -g` {perf_c:.2f} s "
+                  f"({(lotus_c / plain_cpu - 1) * 100:+.1f}% against {(perf_c / plain_cpu - 1) * 100:+.1f}% over plain); "
+                  f"paired by rep, lotus/perf -g median {statistics.median(ratios):.3f} "
+                  f"(range {min(ratios):.3f}-{max(ratios):.3f}); target at most 1: "
+                  f"{'met' if statistics.median(ratios) <= 1.0 else 'not met'}")
         if "perf record" in jobs and "plain" in jobs:
             print(f"the job's own wall time: {(jobs['traced+sampled'] / jobs['plain'] - 1) * 100:+.1f}% under lotus, "
                   f"{(jobs['perf record'] / jobs['plain'] - 1) * 100:+.1f}% under `perf record` (what sampling "

@@ -7,7 +7,7 @@
 //! other. A fork copies the parent's mappings, an exec drops them, a new
 //! mapping replaces whatever it overlaps (as `perf report` does).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use lotus_samples::CounterValues;

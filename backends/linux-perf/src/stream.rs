@@ -18,7 +18,7 @@
 //! dozen rounds made the drain thread wait, and the kernel drop samples,
 //! on every torch job.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
@@ -256,12 +256,14 @@ fn write(
 ) -> StreamSummary {
     let mut summary = StreamSummary::default();
     let mut modules: Vec<Module> = Vec::new();
-    let mut ids: HashMap<Location, u32> = HashMap::new();
-    let mut by_symbol: HashMap<Symbol, u32> = HashMap::new();
+    let mut ids: HashMap<Location, u32> = HashMap::default();
+    let mut by_symbol: HashMap<Symbol, u32> = HashMap::default();
     let mut namer = LocationNamer::new();
     let mut block: Vec<Sample> = Vec::new();
     let mut stacks = Stacks::default();
     let mut stack_ids: Vec<u32> = Vec::new();
+    let mut last = LastStacks::default();
+    let mut shared: Vec<usize> = Vec::new();
     let mut unwinders = Unwinders::default();
     // Keeps receiving after an error, so the drain thread never waits.
     for message in rx {
@@ -295,9 +297,18 @@ fn write(
         if summary.error.is_some() {
             continue;
         }
+        // The outer frames each sample shares with its thread's previous
+        // one are named and interned already: only the rest are looked up.
+        shared.clear();
+        if with_stacks {
+            shared.extend(round.iter().map(|p| last.share(p.tid, &p.frames)));
+        } else {
+            shared.resize(round.len(), 0);
+        }
         let mut new_locs: Vec<Location> = round
             .iter()
-            .flat_map(|p| std::iter::once(&p.loc).chain(&p.frames))
+            .zip(&shared)
+            .flat_map(|(p, &n)| std::iter::once(&p.loc).chain(LastStacks::unshared(&p.frames, n)))
             .copied()
             .filter(|l| !ids.contains_key(l))
             .collect();
@@ -326,8 +337,8 @@ fn write(
         let mut new_stacks = Vec::new();
         if with_stacks {
             stack_ids.clear();
-            for p in &round {
-                let id = stacks.intern(p.frames.iter().rev().map(|l| ids[l]), &mut new_stacks);
+            for (p, &n) in round.iter().zip(&shared) {
+                let id = last.intern(p.tid, &p.frames, n, &mut stacks, &mut new_stacks, &ids);
                 summary.deep_samples += u64::from(p.frames.len() >= 2);
                 stack_ids.push(id);
             }
@@ -455,6 +466,90 @@ impl Unwinders {
     }
 }
 
+/// Each thread's last stack, outermost frame first, with the stack id at
+/// each depth. Consecutive samples of one thread share most of their
+/// outer frames (a Python job's stacks were 84 frames deep on average,
+/// and only the innermost few change between two samples), so the frames
+/// of that shared prefix need no lookup of their symbol and no walk of
+/// the prefix tree: [`Stacks::intern`] by itself hashed every frame of
+/// every sample, a quarter of the writer's CPU at the defaults.
+#[derive(Default)]
+struct LastStacks {
+    by_tid: HashMap<u32, LastStack>,
+}
+
+/// One thread's last stack: its kept frames, outermost first, and the
+/// stack id of each prefix (`ids[k]`: the frames `0..=k`), filled when it
+/// is interned.
+#[derive(Default)]
+struct LastStack {
+    frames: Vec<Location>,
+    ids: Vec<u32>,
+}
+
+/// Threads remembered at most: past it the memory is given back and the
+/// next sample of each thread starts afresh (only speed is lost).
+const LAST_STACK_THREADS: usize = 4096;
+
+impl LastStacks {
+    /// The frames of `frames` (innermost first, as unwound) that a stack
+    /// keeps: the innermost [`MAX_STACK_DEPTH`], outermost first.
+    fn kept(frames: &[Location]) -> impl Iterator<Item = &Location> {
+        frames[..frames.len().min(MAX_STACK_DEPTH)].iter().rev()
+    }
+
+    /// How many outer frames the sample of `tid` with `frames` shares with
+    /// that thread's previous sample, which it then becomes.
+    fn share(&mut self, tid: u32, frames: &[Location]) -> usize {
+        if self.by_tid.len() >= LAST_STACK_THREADS && !self.by_tid.contains_key(&tid) {
+            self.by_tid.clear();
+        }
+        let last = self.by_tid.entry(tid).or_default();
+        let n = Self::kept(frames)
+            .zip(&last.frames)
+            .take_while(|(a, b)| a == b)
+            .count();
+        last.frames.truncate(n);
+        last.frames.extend(Self::kept(frames).skip(n).copied());
+        // Ids are told by `intern` in the same order; until then those
+        // past the shared prefix are stale.
+        last.ids.truncate(n);
+        n
+    }
+
+    /// The frames of a sample not in its `shared` outer prefix.
+    fn unshared(frames: &[Location], shared: usize) -> impl Iterator<Item = &Location> {
+        let kept = frames.len().min(MAX_STACK_DEPTH);
+        frames[..kept - shared].iter().chain(&frames[kept..])
+    }
+
+    /// The stack id of a sample of `tid` whose `shared` outer frames are
+    /// its thread's previous sample's: that prefix's id, extended by the
+    /// rest through `stacks`. Called for the samples in the order
+    /// [`Self::share`] saw them.
+    fn intern(
+        &mut self,
+        tid: u32,
+        frames: &[Location],
+        shared: usize,
+        stacks: &mut Stacks,
+        new: &mut Vec<StackNode>,
+        ids: &HashMap<Location, u32>,
+    ) -> u32 {
+        let last = self.by_tid.entry(tid).or_default();
+        // A thread forgotten between `share` and here has no ids: walk it
+        // all.
+        let shared = shared.min(last.ids.len());
+        last.ids.truncate(shared);
+        let mut parent = last.ids.last().copied().unwrap_or(0);
+        for l in Self::kept(frames).skip(shared) {
+            parent = stacks.child(parent, ids[l], new);
+            last.ids.push(parent);
+        }
+        parent
+    }
+}
+
 /// The stacks written so far, as a prefix tree: each (parent stack,
 /// innermost symbol) has one id, from 1 (0: no stack). Memory grows with
 /// distinct stacks, not samples.
@@ -464,6 +559,9 @@ struct Stacks {
 }
 
 impl Stacks {
+    /// The walk of every frame from the root, which [`LastStacks::intern`]
+    /// shortens: what the tests compare it with.
+    #[cfg(test)]
     /// The id of the stack of `frames` (symbol ids, outermost first, the
     /// innermost [`MAX_STACK_DEPTH`] kept), adding to `new` the stacks not
     /// seen before, each after its parent; 0 for no frames.
@@ -475,13 +573,19 @@ impl Stacks {
         let skip = frames.len().saturating_sub(MAX_STACK_DEPTH);
         let mut parent = 0;
         for symbol in frames.skip(skip) {
-            let next = self.ids.len() as u32 + 1;
-            parent = *self.ids.entry((parent, symbol)).or_insert_with(|| {
-                new.push(StackNode::new(next, parent, symbol));
-                next
-            });
+            parent = self.child(parent, symbol, new);
         }
         parent
+    }
+
+    /// The id of the stack `parent` then `symbol`, added to `new` if it
+    /// is new.
+    fn child(&mut self, parent: u32, symbol: u32, new: &mut Vec<StackNode>) -> u32 {
+        let next = self.ids.len() as u32 + 1;
+        *self.ids.entry((parent, symbol)).or_insert_with(|| {
+            new.push(StackNode::new(next, parent, symbol));
+            next
+        })
     }
 }
 
@@ -584,6 +688,72 @@ mod tests {
         stacks.intern(deep.into_iter(), &mut new);
         assert_eq!(new.len(), MAX_STACK_DEPTH);
         assert_eq!((new[0].parent, new[0].symbol), (0, 10));
+    }
+
+    /// Walking only past each thread's shared prefix gives every sample
+    /// the stack id, and `new` the nodes in the order, that walking all its
+    /// frames from the root gives: rounds of samples of a few threads whose
+    /// stacks grow, shrink and change at random depths, the same thread
+    /// more than once in a round, stacks deeper than the kept depth, and
+    /// more threads than are remembered.
+    #[test]
+    fn sharing_the_previous_stack_gives_the_ids_of_a_walk_from_the_root() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let loc = |address: u64| Location::Kernel { address };
+        let ids: HashMap<Location, u32> = (0..40u64).map(|a| (loc(a), a as u32)).collect();
+        let (mut reference, mut walked) = (Stacks::default(), Vec::new());
+        let (mut stacks, mut new, mut last) =
+            (Stacks::default(), Vec::new(), LastStacks::default());
+        // Each thread's current stack, outermost first.
+        let mut current: HashMap<u32, Vec<u64>> = HashMap::default();
+        for round in 0..400 {
+            let threads = if round % 50 == 49 {
+                LAST_STACK_THREADS as u32 + 3
+            } else {
+                4
+            };
+            let samples: Vec<(u32, Vec<Location>)> = (0..1 + next(12))
+                .map(|_| {
+                    let tid = next(u64::from(threads)) as u32;
+                    let stack = current.entry(tid).or_default();
+                    let keep = next(stack.len() as u64 + 1) as usize;
+                    stack.truncate(keep);
+                    let deep = if next(30) == 0 {
+                        MAX_STACK_DEPTH + 5
+                    } else {
+                        90
+                    };
+                    for _ in 0..next(6) {
+                        if stack.len() < deep {
+                            stack.push(next(40));
+                        }
+                    }
+                    // Innermost first, as unwound.
+                    (tid, stack.iter().rev().map(|&a| loc(a)).collect())
+                })
+                .collect();
+            let shared: Vec<usize> = samples.iter().map(|(t, f)| last.share(*t, f)).collect();
+            for ((tid, frames), n) in samples.iter().zip(shared) {
+                let unshared: Vec<Location> = LastStacks::unshared(frames, n).copied().collect();
+                let kept = frames.len().min(MAX_STACK_DEPTH);
+                assert_eq!(unshared.len(), frames.len() - n, "{kept} kept, {n} shared");
+                let want = reference.intern(frames.iter().rev().map(|l| ids[l]), &mut walked);
+                let got = last.intern(*tid, frames, n, &mut stacks, &mut new, &ids);
+                assert_eq!(got, want, "round {round}, thread {tid}, {n} shared");
+                assert_eq!(new, walked, "round {round}");
+            }
+        }
+        assert!(
+            walked.len() > 1000,
+            "{} stacks: the walk was too tame",
+            walked.len()
+        );
     }
 
     /// Rounds keep coming while the writer is stuck on its first names:
