@@ -43,6 +43,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from scale_profile import measure  # wall, peak RSS (GNU time's %M), stdout
@@ -65,19 +66,60 @@ def pipeline_args(data):
             "--workers", "2", "--batches", "16", "--batch-size", "8", "--epochs", str(EPOCHS[0]), "--model"]
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu(pid):
+    """CPU time (user + system, s) of process `pid`'s threads so far, not
+    its children's; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def timed(cmd):
-    """Wall time, and CPU time (user + system) of the whole process tree:
-    lotus reaps the job's processes, the pipeline its workers, so their
-    times reach this process's children's usage."""
+    """Wall time, CPU time (user + system) of the whole process tree
+    (lotus reaps the job's processes, the pipeline its workers, so their
+    times reach this process's children's usage), and the CPU the
+    command's own process (the profiler, where it runs the job as its
+    child) had used when that child ended: what it took while the job ran,
+    read from /proc every 5 ms."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    during, child = None, None
+    err = []
+    reader = threading.Thread(target=lambda: err.append(p.stderr.read()))
+    reader.start()
+    while p.poll() is None:
+        if child is None:
+            try:
+                with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+                    kids = f.read().split()
+                child = int(kids[0]) if kids else None
+            except (OSError, ValueError):
+                pass
+        if child is not None and running(child):
+            during = own_cpu(p.pid) or during
+        time.sleep(0.005)
+    reader.join()
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr.decode(errors='replace')[-2000:]}")
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{b''.join(err).decode(errors='replace')[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+    return wall, cpu, during
 
 
 def overhead(lotus, python, reps, frequency, work):
@@ -96,7 +138,7 @@ def overhead(lotus, python, reps, frequency, work):
             return [python] + pipeline_args(data)
         path = os.path.join(work, f"job-{name.replace(' ', '_')}-{i}.time")
         job_files.setdefault(name, []).append(path)
-        return [gnu_time, "-q", "-f", "%e", "-o", path, python] + pipeline_args(data)
+        return [gnu_time, "-q", "-f", "%e %U %S", "-o", path, python] + pipeline_args(data)
 
     methods = {
         "plain": lambda i: job("plain", i),
@@ -123,11 +165,13 @@ def overhead(lotus, python, reps, frequency, work):
         sys.stderr.write("  perf not found: the `perf record` row is left out\n")
     walls = {k: [] for k in methods}
     cpus = {k: [] for k in methods}
+    profilers = {k: [] for k in methods}
     for i in range(reps):
         for name, cmd in methods.items():
-            wall, cpu = timed(cmd(i))
+            wall, cpu, during = timed(cmd(i))
             walls[name].append(wall)
             cpus[name].append(cpu)
+            profilers[name].append(during)
             sys.stderr.write(f"  {name} run {i + 1}: {wall:.2f} s wall, {cpu:.2f} s CPU\n")
     with open(os.path.join(work, f"s{reps - 1}", "lotus.sampling")) as f:
         meta = dict(line.strip().split("=", 1) for line in f if "=" in line)
@@ -137,11 +181,19 @@ def overhead(lotus, python, reps, frequency, work):
           f"(sampling at {meta.get('frequency_hz')} Hz; last run: {meta.get('samples')} samples, "
           f"{meta.get('lost', '0')} lost)\n")
     jobs = {}
+    # Per run: the job's own CPU (its process and the workers it waited
+    # for), and that plus the profiler's CPU while the job ran.
+    job_cpus, while_running = {}, {}
     for name, paths in job_files.items():
         with_times = []
-        for path in paths:
+        for i, path in enumerate(paths):
             with open(path) as f:
-                with_times.append(float(f.read().split()[-1]))
+                wall_s, user, system = (float(v) for v in f.read().split()[-3:])
+            with_times.append(wall_s)
+            job_cpus.setdefault(name, []).append(user + system)
+            own = profilers[name][i] if name not in ("plain",) else 0.0
+            if own is not None:
+                while_running.setdefault(name, []).append(user + system + own)
         jobs[name] = statistics.median(with_times)
     print("| run | median wall s | min | max | vs plain | median CPU s | vs plain | the job's own wall s | vs plain |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -164,6 +216,20 @@ def overhead(lotus, python, reps, frequency, work):
         lotus_s, perf_s = (statistics.median(walls[k]) for k in ("traced+sampled", "perf record"))
         print(f"\ntraced+sampled against `perf record` at the same frequency: {lotus_s / perf_s:.3f}x its wall time "
               f"({(lotus_s / plain - 1) * 100:+.1f}% against {(perf_s / plain - 1) * 100:+.1f}% over plain)")
+        if "perf record -g" in while_running and "traced+sampled" in while_running:
+            # What the issue asks: while the job runs, the job and lotus
+            # against the job and `perf record -g` (both read when the job
+            # ended; what each does after it is left out).
+            print("\nwhile the job ran: its CPU plus the profiler's (median s; the profiler's own in brackets)")
+            for name in ("plain", "traced+sampled", "perf record", "perf record -g"):
+                if name in while_running:
+                    owns = [o for o in profilers[name] if o is not None] if name != "plain" else [0.0]
+                    print(f"  {name:16} {statistics.median(while_running[name]):6.2f} s "
+                          f"(profiler {statistics.median(owns):.3f} s)")
+            pairs = [a / b for a, b in zip(while_running["traced+sampled"], while_running["perf record -g"])]
+            print(f"  paired by rep, lotus/perf -g median {statistics.median(pairs):.3f} "
+                  f"(range {min(pairs):.3f}-{max(pairs):.3f}); target at most 1: "
+                  f"{'met' if statistics.median(pairs) <= 1.0 else 'not met'}")
         if "perf record -g" in cpus:
             # Paired by rep: the runs of one rep follow each other, so the
             # neighbours' load is much the same for both.
