@@ -31,7 +31,7 @@
 //! frame-pointer prologues that start functions there (see
 //! [`crate::code_scan`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io;
 use std::ops::Range;
@@ -44,6 +44,7 @@ use object::read::elf::{ElfFile64, SectionHeader, Sym};
 use object::read::ReadCache;
 use object::{Endianness, Object, ObjectSection, ObjectSegment};
 
+use crate::cache::out_of_descriptors;
 use crate::code_scan::gap_function_starts;
 use crate::debug_link::debug_file;
 use crate::plt::{slot_symbols, stub_at, PltLayout, SlotSymbols};
@@ -766,100 +767,9 @@ fn uncovered(covered: &[(u64, u64)], start: u64, end: u64) -> Vec<(u64, u64)> {
     gaps
 }
 
-/// What identifies one version of a file: replaced or rebuilt libraries
-/// are read again.
-type FileVersion = (u64, u64, u64, i64, i64);
-
 /// (device, inode) of a file, as `fstat` gives them: what the kernel says
 /// a process mapped (the perf MMAP2 record).
 pub type FileId = (u64, u64);
-
-/// The most bytes of symbol and unwind tables [`LOADED`] keeps (counted
-/// by [`ModuleSymbols::held_bytes`]); past it, the least recently used
-/// files' are dropped (read again if asked for: time, not names, is lost).
-const MAX_LOADED_BYTES: u64 = 512 << 20;
-
-/// Symbol tables read so far in this process, by file version (not by
-/// path: a path names whatever is there now, the version what was read),
-/// one version per file (device, inode): a file read again after it
-/// changed replaces its earlier version (a job that maps one library
-/// under 40 names and 40 modification times made lotus keep 40 copies of
-/// its tables). Within [`MAX_LOADED_BYTES`], least recently used first
-/// out. The tables of a file still mapped where stacks are unwound stay
-/// held by the unwinder (and are shared: [`crate::unwind`]'s `shared`).
-#[derive(Debug)]
-struct Loaded {
-    /// Each version's tables, their last use and their bytes as last
-    /// counted.
-    by_version: BTreeMap<FileVersion, (Arc<ModuleSymbols>, u64, u64)>,
-    /// Uses so far: the age of each entry's last use.
-    uses: u64,
-    /// The bytes of all, as last counted.
-    total: u64,
-}
-
-impl Loaded {
-    /// The tables of `version`, where kept (their bytes counted again:
-    /// unwind tables are read after the symbols).
-    fn get(&mut self, version: &FileVersion) -> Option<Arc<ModuleSymbols>> {
-        self.uses += 1;
-        let uses = self.uses;
-        let (symbols, used, bytes) = self.by_version.get_mut(version)?;
-        *used = uses;
-        let now = symbols.held_bytes();
-        self.total = self.total.saturating_sub(*bytes) + now;
-        *bytes = now;
-        Some(Arc::clone(symbols))
-    }
-
-    /// Keeps `symbols` as `version`'s, instead of any other version of the
-    /// same file.
-    fn insert(&mut self, version: FileVersion, symbols: Arc<ModuleSymbols>) {
-        let older: Vec<FileVersion> = self
-            .by_version
-            .range((version.0, version.1, 0, i64::MIN, i64::MIN)..)
-            .take_while(|(v, _)| (v.0, v.1) == (version.0, version.1))
-            .map(|(v, _)| *v)
-            .collect();
-        for v in older {
-            self.remove(&v);
-        }
-        self.uses += 1;
-        let bytes = symbols.held_bytes();
-        self.total += bytes;
-        self.by_version.insert(version, (symbols, self.uses, bytes));
-    }
-
-    fn remove(&mut self, version: &FileVersion) -> bool {
-        let Some((_, _, bytes)) = self.by_version.remove(version) else {
-            return false;
-        };
-        self.total = self.total.saturating_sub(bytes);
-        true
-    }
-
-    /// Drops the least recently used tables, but `keep`'s, while they hold
-    /// more than `budget` bytes.
-    fn evict(&mut self, budget: u64, keep: &FileVersion) {
-        while self.total > budget {
-            let oldest = self
-                .by_version
-                .iter()
-                .filter(|(v, _)| *v != keep)
-                .min_by_key(|(_, (_, used, _))| *used)
-                .map(|(v, _)| *v);
-            if !oldest.is_some_and(|v| self.remove(&v)) {
-                return;
-            }
-        }
-    }
-}
-
-static LOADED: Mutex<Loaded> = Mutex::new(Loaded {
-    by_version: BTreeMap::new(),
-    uses: 0,
-    total: 0,
-});
 
 /// Opens `path` for reading without blocking and without side effects,
 /// and only if it is a regular file: a FIFO or device put where a library
@@ -954,7 +864,7 @@ fn is_mapped_file(file: &File, meta: &Metadata, id: FileId) -> bool {
 }
 
 /// Why a module's file could not be opened, in words for a note.
-fn open_failure(path: &str, e: &io::Error) -> String {
+pub(crate) fn open_failure(path: &str, e: &io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::EMFILE) => {
             // SAFETY: an all-zero rlimit is a valid buffer.
@@ -974,26 +884,6 @@ fn open_failure(path: &str, e: &io::Error) -> String {
         Some(libc::EACCES) | Some(libc::EPERM) => format!("{path}: permission denied"),
         _ => format!("{path}: {e}"),
     }
-}
-
-/// `open()`, run again once after the cache of symbol tables is emptied
-/// (closing the descriptors it held) where it failed for want of
-/// descriptors (a low `ulimit -n`).
-pub fn with_descriptors<T>(open: impl Fn() -> io::Result<T>) -> io::Result<T> {
-    match open() {
-        Err(e) if out_of_descriptors(&e) => {
-            let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
-            loaded.by_version.clear();
-            loaded.total = 0;
-            open()
-        }
-        other => other,
-    }
-}
-
-/// Whether `e` says this process is out of descriptors.
-fn out_of_descriptors(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
 /// A mapped file held open since its mapping was seen.
@@ -1046,7 +936,7 @@ pub fn pin_mapped(pid: u32, start: u64, end: u64, id: Option<FileId>) -> Option<
 /// even if the path now names another file or nothing; root or the same
 /// user only); else by its path, which must still be the file the kernel
 /// said was mapped (device and inode, where the record gave them).
-fn open_module(module: &Module) -> io::Result<(Arc<File>, Metadata)> {
+pub(crate) fn open_module(module: &Module) -> io::Result<(Arc<File>, Metadata)> {
     if let Some(Pinned(file, meta)) = &module.pinned {
         return Ok((Arc::clone(file), meta.clone()));
     }
@@ -1080,45 +970,6 @@ fn open_module(module: &Module) -> io::Result<(Arc<File>, Metadata)> {
         }
     }
     Ok((Arc::new(file), meta))
-}
-
-/// The symbols of the file `module` maps (opened by `open_module`), read
-/// once per version of the file in this process; or why they cannot be
-/// read, in words for a note.
-///
-/// Each module read holds one descriptor (shared by its name sources;
-/// two with a debug file) while it stays cached. When this process runs
-/// out of descriptors (a low `ulimit -n`), the cache is emptied (closing
-/// what it held) and the open tried again: the tables are then read again
-/// when next needed, which costs time, not names.
-pub fn module_symbols(module: &Module) -> Result<Arc<ModuleSymbols>, String> {
-    let (file, meta) = with_descriptors(|| open_module(module)).map_err(|e| match e.kind() {
-        io::ErrorKind::Other => e.to_string(),
-        _ => open_failure(&module.name, &e),
-    })?;
-    let version = (
-        meta.dev(),
-        meta.ino(),
-        meta.size(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-    );
-    let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(symbols) = loaded.get(&version) {
-        // Its unwind tables may have been read since it was kept.
-        loaded.evict(MAX_LOADED_BYTES, &version);
-        return Ok(symbols);
-    }
-    // Read under the lock: two reports symbolizing the same library at once
-    // read it once.
-    let symbols = Arc::new(ModuleSymbols::load_from(
-        file,
-        &meta,
-        Path::new(&module.name),
-    )?);
-    loaded.insert(version, Arc::clone(&symbols));
-    loaded.evict(MAX_LOADED_BYTES, &version);
-    Ok(symbols)
 }
 
 #[cfg(test)]
@@ -1222,8 +1073,9 @@ mod tests {
     fn own_binary_names_its_functions_once_per_version() {
         let exe = std::env::current_exe().expect("current exe");
         let exe = file_module(&exe.to_string_lossy());
-        let a = module_symbols(&exe).expect("own binary");
-        let b = module_symbols(&exe).expect("own binary");
+        let cache = crate::SymbolCache::new();
+        let a = cache.module_symbols(&exe).expect("own binary");
+        let b = cache.module_symbols(&exe).expect("own binary");
         assert!(Arc::ptr_eq(&a, &b), "read twice");
         assert!(a.starts() > 100, "{} symbols", a.starts());
     }
@@ -1368,7 +1220,9 @@ mod tests {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         if root {
-            let symbols = module_symbols(&module).expect("read through map_files");
+            let symbols = crate::SymbolCache::new()
+                .module_symbols(&module)
+                .expect("read through map_files");
             assert!(symbols.starts() > 10, "{} symbols", symbols.starts());
             let pinned = pin_mapped(std::process::id(), start, end, module.file_id);
             assert!(pinned.is_some(), "not pinned");
@@ -1376,11 +1230,15 @@ mod tests {
             assert!(pin_mapped(std::process::id(), start, end, Some((0, 1))).is_none());
         }
         module.mapped_at.clear();
-        let e = module_symbols(&module).expect_err("a FIFO by path");
+        let e = crate::SymbolCache::new()
+            .module_symbols(&module)
+            .expect_err("a FIFO by path");
         assert!(e.contains("a FIFO"), "{e}");
         std::fs::remove_file(&lib).expect("rm");
         library_copy(dir.path(), "lib.so").expect("copy again");
-        let e = module_symbols(&module).expect_err("another file by path");
+        let e = crate::SymbolCache::new()
+            .module_symbols(&module)
+            .expect_err("another file by path");
         assert!(e.contains("was replaced since it was mapped"), "{e}");
         // SAFETY: the mapping made above.
         assert_eq!(unsafe { libc::munmap(at, len) }, 0);
@@ -1529,6 +1387,7 @@ mod tests {
         elf_with_tables(&lib, TABLES, 0x5a);
         let meta = std::fs::metadata(&lib).expect("stat");
         let id = (meta.dev(), meta.ino());
+        let cache = crate::SymbolCache::new();
         let before = crate::test_alloc::held();
         let mut kept = Vec::new();
         for i in 0..8u64 {
@@ -1542,7 +1401,7 @@ mod tests {
                 .expect("set the modification time");
             let mut module = file_module(&name.to_string_lossy());
             module.file_id = Some(id);
-            let symbols = module_symbols(&module).expect("read");
+            let symbols = cache.module_symbols(&module).expect("read");
             kept.push(symbols.unwind_sections().expect("its tables"));
         }
         let held = crate::test_alloc::held() - before;
@@ -1565,38 +1424,48 @@ mod tests {
     fn the_cache_of_tables_keeps_within_its_budget() {
         const TABLES: usize = 4 << 20;
         let dir = tempfile::tempdir().expect("tmp");
-        let mut loaded = Loaded {
-            by_version: BTreeMap::new(),
-            uses: 0,
-            total: 0,
-        };
+        let cache = crate::SymbolCache::with_budget(2 * TABLES as u64 + (1 << 20));
         let before = crate::test_alloc::held();
+        let mut last = None;
         for i in 0..6u8 {
             let lib = dir.path().join(format!("lib{i}.so"));
             elf_with_tables(&lib, TABLES, i);
-            let (file, meta) = open_regular(&lib).expect("open");
-            let symbols =
-                Arc::new(ModuleSymbols::load_from(Arc::new(file), &meta, &lib).expect("read"));
+            let module = file_module(&lib.to_string_lossy());
+            let symbols = cache.module_symbols(&module).expect("read");
             assert!(symbols.unwind_sections().is_some());
-            let version = (meta.dev(), meta.ino(), meta.size(), 0, 0);
-            loaded.insert(version, symbols);
-            loaded.evict(2 * TABLES as u64 + (1 << 20), &version);
-            assert!(
-                loaded.by_version.len() <= 2,
-                "{} kept",
-                loaded.by_version.len()
-            );
-            assert!(loaded.by_version.contains_key(&version));
+            drop(symbols);
+            // Asked again: its unwind tables, read since, are counted.
+            cache.module_symbols(&module).expect("kept");
+            let kept = cache.kept_versions();
+            assert!(kept.len() <= 2, "{} kept", kept.len());
+            let meta = std::fs::metadata(&lib).expect("stat");
+            assert!(kept.iter().any(|v| (v.0, v.1) == (meta.dev(), meta.ino())));
+            last = Some((lib, module));
         }
         let held = crate::test_alloc::held() - before;
         assert!(held < 3 * TABLES as i64, "{} MiB held", held >> 20);
+        assert!(cache.held_bytes() <= 2 * TABLES as u64 + (1 << 20));
         // Another version of a kept file replaces it.
-        let (&(dev, ino, size, _, _), _) = loaded.by_version.iter().next().expect("one");
-        let kept = loaded.by_version.len();
-        let newer = (dev, ino, size, 1, 0);
-        let again = Arc::clone(&loaded.by_version.values().next().expect("one").0);
-        loaded.insert(newer, again);
-        assert_eq!(loaded.by_version.len(), kept);
-        assert!(!loaded.by_version.contains_key(&(dev, ino, size, 0, 0)));
+        let (lib, module) = last.expect("a library");
+        let kept = cache.kept_versions().len();
+        let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(2_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(&lib)
+            .and_then(|f| f.set_modified(when))
+            .expect("set the modification time");
+        cache.module_symbols(&module).expect("read again");
+        let versions = cache.kept_versions();
+        assert_eq!(versions.len(), kept);
+        let meta = std::fs::metadata(&lib).expect("stat");
+        let of_lib: Vec<_> = versions
+            .iter()
+            .filter(|v| (v.0, v.1) == (meta.dev(), meta.ino()))
+            .collect();
+        assert_eq!(of_lib.len(), 1, "{versions:?}");
+        assert_eq!(of_lib[0].3, 2_000_000);
+        // Cleared: nothing held.
+        cache.clear();
+        assert_eq!((cache.held_bytes(), cache.kept_versions().len()), (0, 0));
     }
 }

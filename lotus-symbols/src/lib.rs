@@ -7,11 +7,11 @@
 //!
 //! A file is opened as the process mapped it ([`Module`]: through
 //! `/proc/PID/map_files` while that process lives, else by path when the
-//! path still names the same inode), read once per file version
-//! ([`module_symbols`]), and looked up by file offset.
+//! path still names the same inode), read once per file version while
+//! the caller's [`SymbolCache`] keeps it, and looked up by file offset.
 //!
 //! ```
-//! use lotus_symbols::{module_symbols, Module};
+//! use lotus_symbols::{Module, SymbolCache};
 //!
 //! // This test binary, mapped as a file: its symbols can be read.
 //! let exe = std::env::current_exe().unwrap();
@@ -22,10 +22,12 @@
 //!     mapped_at: Vec::new(),
 //!     pinned: None,
 //! };
-//! assert!(module_symbols(&module).is_ok());
+//! let cache = SymbolCache::new();
+//! assert!(cache.module_symbols(&module).is_ok());
 //! ```
 #![deny(missing_docs)]
 
+mod cache;
 mod code_scan;
 mod code_space;
 mod debug_link;
@@ -46,10 +48,10 @@ mod unwinders;
 #[global_allocator]
 static ALLOCATOR: test_alloc::Counting = test_alloc::Counting;
 
+pub use cache::SymbolCache;
 pub use code_space::CodeSpace;
 pub use elf_symbols::{
-    module_symbols, open_regular, open_trusted, pin_mapped, with_descriptors, FileId, Found,
-    ModuleSymbols, Pinned,
+    open_regular, open_trusted, pin_mapped, FileId, Found, ModuleSymbols, Pinned,
 };
 pub use jit_names::{JitNames, PERF_MAP_MODULE};
 pub use kallsyms::{addresses_visible, KernelSymbol, KernelSymbols, KALLSYMS_PATH};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
-use crate::{module_symbols, with_descriptors, Found, KernelSymbols, Module, KALLSYMS_PATH, VDSO};
+use crate::{Found, KernelSymbols, Module, SymbolCache, KALLSYMS_PATH, VDSO};
 
 /// The function name for code nothing could name.
 pub const UNKNOWN_FUNCTION: &str = "[unknown]";
@@ -102,11 +102,15 @@ impl SymbolizeStats {
     }
 }
 
-/// Symbolizes one file's offsets from its symbol tables (read once per
-/// process, see [`module_symbols`]); or says why the file could not be
-/// read (its offsets are then `[unknown]`).
-pub fn resolve_file(module: &Module, offsets: &[u64]) -> Result<Vec<Resolved>, String> {
-    let symbols = module_symbols(module)?;
+/// Symbolizes one file's offsets from its symbol tables (read once while
+/// `cache` keeps them, see [`SymbolCache::module_symbols`]); or says why
+/// the file could not be read (its offsets are then `[unknown]`).
+pub fn resolve_file(
+    cache: &SymbolCache,
+    module: &Module,
+    offsets: &[u64],
+) -> Result<Vec<Resolved>, String> {
+    let symbols = cache.module_symbols(module)?;
     Ok(offsets
         .iter()
         .map(|&offset| match symbols.lookup(offset) {
@@ -223,31 +227,20 @@ pub fn resolve_vdso(offsets: &[u64]) -> Vec<Resolved> {
 pub type KernelNames = HashMap<u64, (String, String, Option<u64>)>;
 
 /// Names kernel addresses: (function, module label, start) per address, and
-/// a note when kernel symbols could not be read.
+/// a note when kernel symbols could not be read (the table read once while
+/// `cache` lives: [`SymbolCache::kernel_table`]).
 pub fn resolve_kernel(
+    cache: &SymbolCache,
     addresses: &[u64],
     stats: &mut SymbolizeStats,
 ) -> (KernelNames, Option<String>) {
     if addresses.is_empty() {
         return (HashMap::new(), None);
     }
-    match kernel_table() {
+    match cache.kernel_table() {
         Ok(table) => resolve_kernel_from(addresses, Ok(table), stats),
         Err(e) => resolve_kernel_from(addresses, Err(&e), stats),
     }
-}
-
-/// The kernel's symbol table, read once per process: `lotus map` reports
-/// many runs, and `/proc/kallsyms` (some 200,000 lines) changes only when a
-/// module is loaded, which a mapping does not wait for. A failure is not
-/// kept (it may be passing: too many files open at that moment).
-fn kernel_table() -> std::io::Result<&'static KernelSymbols> {
-    static TABLE: std::sync::OnceLock<KernelSymbols> = std::sync::OnceLock::new();
-    if let Some(table) = TABLE.get() {
-        return Ok(table);
-    }
-    let loaded = with_descriptors(KernelSymbols::load)?;
-    Ok(TABLE.get_or_init(|| loaded))
 }
 
 /// [`resolve_kernel`] from the table `loaded`.

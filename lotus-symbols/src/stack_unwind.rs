@@ -330,7 +330,7 @@ mod tests {
                         pinned: None,
                     };
                     let pgoff = u64::from_str_radix(f[2], 16).expect("offset");
-                    if let Ok(symbols) = crate::module_symbols(&module) {
+                    if let Ok(symbols) = crate::SymbolCache::new().module_symbols(&module) {
                         added +=
                             usize::from(unwinder.add_mapping(f[5], &symbols, start, end, pgoff));
                     }

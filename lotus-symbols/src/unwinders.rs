@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
-use crate::{module_symbols, Module, ModuleSymbols, SpaceUnwinder, UserStack};
+use crate::{Module, ModuleSymbols, SpaceUnwinder, SymbolCache, UserStack};
 
 /// The most processes whose unwinders are kept; past it, the least
 /// recently used is dropped (and built again if its process samples
@@ -36,11 +36,13 @@ pub struct CodeMapping {
 }
 
 /// The processes' unwinders (see the module's documentation).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Unwinders {
+    /// Where the tables are read through and kept.
+    cache: Arc<SymbolCache>,
     by_pid: HashMap<u32, PidUnwinder>,
     /// Each module's symbol tables (whose unwind tables an unwinder
-    /// reads), not kept alive here: [`module_symbols`] keeps them while
+    /// reads), not kept alive here: the [`SymbolCache`] keeps them while
     /// they are used (its cache has a byte budget), and the unwinders
     /// keep the unwind tables of the files they have mapped.
     symbols: HashMap<u32, Weak<ModuleSymbols>>,
@@ -60,9 +62,15 @@ struct PidUnwinder {
 }
 
 impl Unwinders {
-    /// No unwinders yet.
-    pub fn new() -> Unwinders {
-        Unwinders::default()
+    /// No unwinders yet; tables read through `cache`.
+    pub fn new(cache: Arc<SymbolCache>) -> Unwinders {
+        Unwinders {
+            cache,
+            by_pid: HashMap::new(),
+            symbols: HashMap::new(),
+            unreadable: HashSet::new(),
+            walks: 0,
+        }
     }
 
     /// Says that `pid`'s mappings changed in `[start, end)`.
@@ -92,7 +100,7 @@ impl Unwinders {
             return Some(s);
         }
         let m = modules.get(module as usize).filter(|m| m.is_file)?;
-        match module_symbols(m) {
+        match self.cache.module_symbols(m) {
             Ok(s) => {
                 self.symbols.insert(module, Arc::downgrade(&s));
                 Some(s)
@@ -202,7 +210,7 @@ mod tests {
             bp: 0,
             stack: &[],
         };
-        let mut unwinders = Unwinders::new();
+        let mut unwinders = Unwinders::new(Arc::new(SymbolCache::new()));
         let mut out = Vec::new();
         unwinders.unwind(&modules, 7, &stack, 4, &mut out, mappings);
         assert_eq!(*asked.borrow(), [(0, u64::MAX)]);

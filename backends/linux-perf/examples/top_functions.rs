@@ -38,7 +38,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut target = Target::new(program).with_args(args);
     // The profiled program's prints go to our stderr; stdout is the table.
     target.stdout_to_stderr = true;
-    let mut collection = LinuxPerf.start(&target, &CollectOptions::default())?;
+    let mut collection = LinuxPerf::default().start(&target, &CollectOptions::default())?;
 
     std::thread::sleep(skip);
     collection.resume()?;

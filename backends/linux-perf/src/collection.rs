@@ -151,6 +151,8 @@ pub(crate) struct Sampling {
     pub counters: crate::SampleCounters,
     /// The samples' stacks, folded per window, for the reports.
     pub(crate) folds: Option<lotus_samples::SharedFolds>,
+    /// Where the reports' symbol tables are read through.
+    pub(crate) symbols: std::sync::Arc<lotus_symbols::SymbolCache>,
     /// The profiled process stamps its own window edges
     /// ([`lotus_core::CollectOptions::window_stamps`]).
     pub stamped: bool,
@@ -291,6 +293,8 @@ pub struct PerfCollection {
     open_since: Option<Instant>,
     closed: Closed,
     frequency_hz: u64,
+    /// Where the reports' symbol tables are read through (the profiler's).
+    symbols: std::sync::Arc<lotus_symbols::SymbolCache>,
     kernel_samples: bool,
     call_stacks: crate::CallStacks,
     sample_counters: crate::SampleCounters,
@@ -340,6 +344,7 @@ impl PerfCollection {
                 ..Closed::default()
             },
             frequency_hz: sampling.frequency_hz,
+            symbols: sampling.symbols,
             kernel_samples: sampling.kernel,
             call_stacks: sampling.stacks,
             sample_counters: sampling.counters,
@@ -527,7 +532,7 @@ impl PerfCollection {
             for (&(_, loc), &n) in &model.counts {
                 *by_location.entry(loc).or_insert(0) += n;
             }
-            symbolize::rows(&model, &by_location)
+            symbolize::rows(&self.symbols, &model, &by_location)
         };
         self.notes.extend(symbol_notes);
         let mut window_reports = Vec::new();
@@ -546,7 +551,7 @@ impl PerfCollection {
                         .as_ref()
                         .map_or_else(Vec::new, |f| stack_counts(f.stacks(Some(w)))),
                     unit: Unit::Samples,
-                    rows: symbolize::rows(&model, counts).0,
+                    rows: symbolize::rows(&self.symbols, &model, counts).0,
                 });
             }
         }

@@ -111,6 +111,7 @@ impl Drain {
         chain: Option<ReadKind>,
         user_stacks: bool,
         folds: Option<SharedFolds>,
+        symbols: Arc<lotus_symbols::SymbolCache>,
     ) -> Result<Drain, CoreError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -131,7 +132,8 @@ impl Drain {
         }
         let (stream, writer) = match sink {
             Some(sink) => {
-                let (stream, writer) = Stream::start(sink, counters, chain.is_some(), folds)?;
+                let (stream, writer) =
+                    Stream::start(sink, counters, chain.is_some(), folds, symbols)?;
                 (Some(stream), Some(writer))
             }
             None => (None, None),

@@ -29,7 +29,7 @@
 //! use lotus_core::{Collection, CollectOptions, Target};
 //!
 //! let target = Target::new("python3").with_args(["job.py"]);
-//! let mut c = LinuxPerf.start(&target, &CollectOptions::default())?;
+//! let mut c = LinuxPerf::default().start(&target, &CollectOptions::default())?;
 //! c.resume()?;            // open a window
 //! std::thread::sleep(std::time::Duration::from_secs(1));
 //! c.pause()?;             // close it
@@ -83,6 +83,8 @@ mod sample_read;
 mod stream;
 mod symbolize;
 
+use std::sync::Arc;
+
 use lotus_core::{
     BackendRegistration, CollectOptions, CollectPlan, Collection, Error as CoreError, Probe,
     Profiler, Target, Unit,
@@ -93,7 +95,9 @@ pub use collection::{PerfCollection, PerfReport, PerfWindow};
 pub use counting::{CounterKind, CounterStatus};
 pub use coverage::{ProcessCoverage, SampleCoverage};
 
-pub use lotus_symbols::{SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION};
+pub use lotus_symbols::{
+    SymbolCache, SymbolizeStats, KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION,
+};
 pub use sample_read::{SampleCounters, UnsupportedCounters, DEFAULT_SAMPLE_COUNTERS};
 pub use stream::StreamSummary;
 
@@ -249,10 +253,28 @@ impl PerfOptions {
 }
 
 /// Linux perf events.
+///
+/// Each profiler owns the symbol tables its collections read (a
+/// [`SymbolCache`], shared by its collections and their writer threads:
+/// `lotus map`'s runs of many ops read libtorch once); a caller that wants
+/// another budget, or one cache for several profilers, gives its own
+/// ([`Self::with_symbol_cache`]).
 #[derive(Debug, Default)]
-pub struct LinuxPerf;
+pub struct LinuxPerf {
+    symbols: Arc<SymbolCache>,
+}
 
 impl LinuxPerf {
+    /// A profiler whose collections read symbol tables through `cache`.
+    pub fn with_symbol_cache(cache: Arc<SymbolCache>) -> LinuxPerf {
+        LinuxPerf { symbols: cache }
+    }
+
+    /// The symbol tables this profiler's collections read through.
+    pub fn symbol_cache(&self) -> &Arc<SymbolCache> {
+        &self.symbols
+    }
+
     /// Starts `target` with sampling attached and no window open; the
     /// concrete type, for callers that want per-window figures
     /// ([`PerfCollection::window_figures`]) and the full [`PerfReport`].
@@ -402,6 +424,7 @@ impl LinuxPerf {
             chain,
             user_stacks,
             folds.clone(),
+            Arc::clone(&self.symbols),
         ) {
             Ok(d) => d,
             Err(e) => {
@@ -433,6 +456,7 @@ impl LinuxPerf {
                 members,
                 counters: sample_counters,
                 folds,
+                symbols: Arc::clone(&self.symbols),
                 stamped: options.window_stamps,
                 separate_threads,
                 each_window,
@@ -535,7 +559,7 @@ impl Profiler for LinuxPerf {
 }
 
 inventory::submit! {
-    BackendRegistration { name: "perf", make: || Box::new(LinuxPerf) }
+    BackendRegistration { name: "perf", make: || Box::new(LinuxPerf::default()) }
 }
 
 /// Forks `target` held at lotus-sys's gate (stopped before exec until the
@@ -625,7 +649,9 @@ mod tests {
     fn the_interval_in_force_is_capped_by_the_kernel() {
         let mut options = CollectOptions::default();
         options.frequency_hz = Some(1000);
-        let interval = LinuxPerf.sample_interval(&options).expect("interval");
+        let interval = LinuxPerf::default()
+            .sample_interval(&options)
+            .expect("interval");
         let cap = events::max_sample_rate();
         if cap.is_some_and(|c| c < 1000) {
             return;
@@ -633,7 +659,9 @@ mod tests {
         assert_eq!(interval, std::time::Duration::from_millis(1));
         if let Some(cap) = cap {
             options.frequency_hz = Some(cap.saturating_mul(10));
-            let interval = LinuxPerf.sample_interval(&options).expect("interval");
+            let interval = LinuxPerf::default()
+                .sample_interval(&options)
+                .expect("interval");
             assert_eq!(
                 interval,
                 std::time::Duration::from_secs_f64(1.0 / cap as f64)

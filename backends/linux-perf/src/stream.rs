@@ -147,6 +147,7 @@ impl Stream {
         counters: usize,
         stacks: bool,
         folds: Option<SharedFolds>,
+        symbols: Arc<lotus_symbols::SymbolCache>,
     ) -> Result<(Stream, JoinHandle<StreamSummary>), CoreError> {
         sink.counters(counters).map_err(|source| CoreError::Io {
             context: "preparing the samples file for counters".into(),
@@ -165,7 +166,7 @@ impl Stream {
             .name("lotus-perf-samples".into())
             .spawn(move || {
                 let _gone = Gone(Arc::clone(&writer_queue));
-                write(rx, sink, &writer_queue, stacks, folds)
+                write(rx, sink, &writer_queue, stacks, folds, symbols)
             })
             .map_err(|source| CoreError::Io {
                 context: "starting the sample writer thread".into(),
@@ -253,18 +254,19 @@ fn write(
     queue: &Queue,
     with_stacks: bool,
     folds: Option<SharedFolds>,
+    symbols: Arc<lotus_symbols::SymbolCache>,
 ) -> StreamSummary {
     let mut summary = StreamSummary::default();
     let mut modules: Vec<Module> = Vec::new();
     let mut ids: HashMap<Location, u32> = HashMap::default();
     let mut by_symbol: HashMap<Symbol, u32> = HashMap::default();
-    let mut namer = LocationNamer::new();
+    let mut namer = LocationNamer::new(Arc::clone(&symbols));
     let mut block: Vec<Sample> = Vec::new();
     let mut stacks = Stacks::default();
     let mut stack_ids: Vec<u32> = Vec::new();
     let mut last = LastStacks::default();
     let mut shared: Vec<usize> = Vec::new();
-    let mut unwinders = Unwinders::default();
+    let mut unwinders = Unwinders::new(symbols);
     // Keeps receiving after an error, so the drain thread never waits.
     for message in rx {
         let round = match message {
@@ -386,7 +388,6 @@ fn write(
 
 /// The processes' mappings as the writer replays them ([`Change`]), and
 /// their unwinders ([`lotus_symbols::Unwinders`]), told of each change.
-#[derive(Default)]
 struct Unwinders {
     /// Each process's mappings (shared with a forked child until one of
     /// them changes).
@@ -400,6 +401,15 @@ struct Unwinders {
 const ANON: &str = "//anon";
 
 impl Unwinders {
+    /// No mappings yet; tables read through `symbols`.
+    fn new(symbols: Arc<lotus_symbols::SymbolCache>) -> Unwinders {
+        Unwinders {
+            spaces: HashMap::default(),
+            unwinders: lotus_symbols::Unwinders::new(symbols),
+            addresses: Vec::new(),
+        }
+    }
+
     /// Replays a change of the mappings.
     fn change(&mut self, change: Change, namer: &mut LocationNamer) {
         match change {
@@ -765,7 +775,8 @@ mod tests {
             delay: Some(Duration::from_millis(500)),
             samples: 0,
         };
-        let (mut stream, writer) = Stream::start(Box::new(sink), 0, false, None).expect("start");
+        let (mut stream, writer) =
+            Stream::start(Box::new(sink), 0, false, None, Arc::default()).expect("start");
         let started = Instant::now();
         for round in 0..1000u64 {
             for i in 0..10 {

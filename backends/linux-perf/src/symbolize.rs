@@ -17,13 +17,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use lotus_core::demangle;
+use std::sync::Arc;
+
 use lotus_core::Row;
 use lotus_core::UNKNOWN_MODULE;
 
 use crate::model::{Location, Model, ModuleId};
 use lotus_symbols::{
     percent, resolve_file, resolve_kernel, resolve_kernel_from, resolve_vdso, samples,
-    unopenable_reason, with_descriptors, JitNames, KernelSymbols, Module, Resolved, SymbolizeStats,
+    unopenable_reason, JitNames, KernelSymbols, Module, Resolved, SymbolCache, SymbolizeStats,
     KERNEL_FUNCTION, KERNEL_MODULE, UNKNOWN_FUNCTION,
 };
 
@@ -82,6 +84,7 @@ fn module_label_of(modules: &[Module], module: ModuleId) -> String {
 /// could not be named (a module that could not be read, with how many
 /// samples it holds; kernel samples without kernel symbols).
 pub(crate) fn rows(
+    cache: &SymbolCache,
     model: &Model,
     counts: &HashMap<Location, u64>,
 ) -> (Vec<Row>, SymbolizeStats, Vec<String>) {
@@ -109,7 +112,7 @@ pub(crate) fn rows(
         offsets.dedup();
         let m = &model.modules[*module as usize];
         let resolved_offsets = if m.is_file {
-            resolve_file(m, offsets).unwrap_or_else(|reason| {
+            resolve_file(cache, m, offsets).unwrap_or_else(|reason| {
                 failed.insert(*module, reason);
                 offsets.iter().map(|_| Resolved::unknown()).collect()
             })
@@ -130,7 +133,7 @@ pub(crate) fn rows(
         })
         .collect();
     kernel_addresses.sort_unstable();
-    let (kernel, kernel_note) = resolve_kernel(&kernel_addresses, &mut stats);
+    let (kernel, kernel_note) = resolve_kernel(cache, &kernel_addresses, &mut stats);
     // The note says how many samples it is about.
     let kernel_note = kernel_note.map(|note| {
         let total: u64 = counts.values().sum();
@@ -199,9 +202,10 @@ pub(crate) fn rows(
 }
 
 /// Names locations one batch at a time, for samples streamed as they come
-/// (see [`crate::stream`]): each ELF file's tables are read once (cached by
-/// [`module_symbols`]) and the kernel's table is read once.
+/// (see [`crate::stream`]): each ELF file's tables are read once (kept by
+/// the profiler's [`SymbolCache`]) and the kernel's table is read once.
 pub(crate) struct LocationNamer {
+    cache: Arc<SymbolCache>,
     kernel: Option<std::io::Result<KernelSymbols>>,
     /// Figures so far.
     pub stats: SymbolizeStats,
@@ -219,8 +223,9 @@ pub(crate) struct LocationNamer {
 }
 
 impl LocationNamer {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(cache: Arc<SymbolCache>) -> Self {
         LocationNamer {
+            cache,
             kernel: None,
             stats: SymbolizeStats::default(),
             kernel_note: None,
@@ -314,7 +319,7 @@ impl LocationNamer {
             offsets.dedup();
             let m = &modules[*module as usize];
             let names = if m.is_file {
-                resolve_file(m, offsets).unwrap_or_else(|why| {
+                resolve_file(&self.cache, m, offsets).unwrap_or_else(|why| {
                     self.failed
                         .insert(*module, (module_label_of(modules, *module), why));
                     offsets.iter().map(|_| Resolved::unknown()).collect()
@@ -332,7 +337,7 @@ impl LocationNamer {
         } else {
             let table = self
                 .kernel
-                .get_or_insert_with(|| with_descriptors(KernelSymbols::load));
+                .get_or_insert_with(|| self.cache.with_descriptors(KernelSymbols::load));
             let (names, note) =
                 resolve_kernel_from(&kernel_addresses, table.as_ref(), &mut self.stats);
             if self.kernel_note.is_none() {
@@ -459,14 +464,14 @@ ffffffffc0300000 t ext4_readdir\t[ext4]
              /tmp/libx.so was deleted after it was mapped"
                 .to_string(),
         ];
-        let (rows, _, notes) = rows(&model, &counts);
+        let (rows, _, notes) = rows(&SymbolCache::new(), &model, &counts);
         assert_eq!(notes, expected);
         assert!(rows
             .iter()
             .filter(|r| r.module != "[unknown]")
             .all(|r| r.function == UNKNOWN_FUNCTION));
 
-        let mut namer = LocationNamer::new();
+        let mut namer = LocationNamer::new(Arc::default());
         let mut distinct = all.to_vec();
         distinct.sort_unstable();
         distinct.dedup();

@@ -568,8 +568,11 @@ fn low_fd_limit_child() {
     // Channel::target passes a mode; many_libs takes OUT IN SECONDS.
     let mut target = ch.target(&exe, "", 0.6);
     target.args.remove(2);
-    let started =
-        LinuxPerf.start_with(&target, &CollectOptions::default(), &PerfOptions::default());
+    let started = LinuxPerf::default().start_with(
+        &target,
+        &CollectOptions::default(),
+        &PerfOptions::default(),
+    );
     let mut c = match started {
         Ok(c) => c,
         // Too few descriptors for perf itself: the parent tries a higher

@@ -162,7 +162,7 @@ fn kernel_time_is_sampled_where_the_kernel_allows_it() {
 
 #[test]
 fn probe_says_whether_kernel_time_is_sampled_where_the_kernel_allows_it() {
-    let p = LinuxPerf.probe();
+    let p = LinuxPerf::default().probe();
     assert!(p.available, "{p:?}");
     let note = p
         .notes

@@ -73,7 +73,7 @@ fn hardware_counters_are_reported_as_the_kernel_allows() {
 
 #[test]
 fn probe_opens_events_and_says_whether_there_is_a_pmu() {
-    let p = LinuxPerf.probe();
+    let p = LinuxPerf::default().probe();
     assert!(p.available, "{p:?}");
     assert!(p
         .version
@@ -123,7 +123,7 @@ fn kill_stops_the_whole_group_and_leaves_no_zombies() {
 #[test]
 fn a_missing_program_is_a_spawn_error() {
     let target = Target::new("/nonexistent/lotus-test-program");
-    match LinuxPerf.collect(&target, &CollectOptions::default()) {
+    match LinuxPerf::default().collect(&target, &CollectOptions::default()) {
         Err(CoreError::Spawn { program, source }) => {
             assert!(program.contains("lotus-test-program"));
             assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
@@ -137,7 +137,7 @@ fn a_missing_program_is_a_spawn_error() {
 fn a_bad_inherited_descriptor_is_a_spawn_error() {
     let mut target = Target::new("/bin/true");
     target.keep_fds = vec![987_654];
-    match LinuxPerf.collect(&target, &CollectOptions::default()) {
+    match LinuxPerf::default().collect(&target, &CollectOptions::default()) {
         Err(CoreError::Spawn { source, .. }) => {
             assert_eq!(source.raw_os_error(), Some(libc::EBADF), "{source}");
         }
@@ -168,7 +168,7 @@ fn report_through_the_trait_object() {
     let exe = build_burn(dir.path());
     let mut ch = Channel::new();
     let target = ch.target(&exe, "both", 0.3);
-    let mut c = LinuxPerf
+    let mut c = LinuxPerf::default()
         .collect(&target, &CollectOptions::default())
         .expect("collect");
     ch.spawned();

@@ -90,7 +90,7 @@ fn run_with(mode: &str, count: u32, burn_us: u32, hz: Option<u64>, perf: PerfOpt
     target.args.push(result.clone().into());
     let mut options = CollectOptions::default();
     options.frequency_hz = hz;
-    let mut c = LinuxPerf
+    let mut c = LinuxPerf::default()
         .start_with(&target, &options, &perf)
         .expect("start");
     ch.spawned();

@@ -46,7 +46,7 @@ fn raises_the_limit_alone() {
     // SAFETY: a valid rlimit, lowering the soft limit only.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) }, 0);
 
-    let mut c = LinuxPerf
+    let mut c = LinuxPerf::default()
         .start(&Target::new("/bin/true"), &CollectOptions::default())
         .expect("starts /bin/true");
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -137,7 +137,7 @@ fn rows_in<'a>(report: &'a PerfReport, module: &str) -> Vec<(&'a str, f64)> {
 fn profile_whole(program: &Path, args: &[&str]) -> PerfReport {
     let mut target = Target::new(program);
     target.args = args.iter().map(Into::into).collect();
-    let mut c = LinuxPerf
+    let mut c = LinuxPerf::default()
         .start_with(
             &target,
             &CollectOptions::default(),
@@ -464,4 +464,54 @@ fn perf_names_nothing_lotus_does_not_on_a_torch_op() {
         return;
     }
     compare_on_op("torch op", &python, &data("torch_to_tensor.py"));
+}
+
+/// The symbol tables a collection reads are kept in its profiler's cache,
+/// which the caller owns: given one, the caller sees the tables in it,
+/// can bound it and can empty it; another profiler's cache is not touched
+/// (they were in one process-wide static, which no caller could bound).
+#[test]
+fn the_tables_a_collection_reads_are_kept_in_its_profilers_cache() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_burn(dir.path());
+    let profile = |perf: &LinuxPerf| {
+        let mut target = Target::new(&exe);
+        target.args = ["-1", "-1", "solo", "0.3"].iter().map(Into::into).collect();
+        let mut c = perf
+            .start_with(
+                &target,
+                &CollectOptions::default(),
+                &lotus_backend_perf::PerfOptions::default(),
+            )
+            .expect("start collection");
+        c.resume().expect("resume");
+        wait_exit(&mut c);
+        c.finish().expect("finish")
+    };
+    let mine = std::sync::Arc::new(lotus_backend_perf::SymbolCache::with_budget(64 << 20));
+    let other = LinuxPerf::default();
+    let report = profile(&LinuxPerf::with_symbol_cache(std::sync::Arc::clone(&mine)));
+    assert!(
+        samples_of(&report, "spin_alpha", "burn") > 0.0,
+        "{}",
+        top(&report, 8)
+    );
+    let held = mine.held_bytes();
+    assert!(held > 0, "the caller's cache holds no tables");
+    assert_eq!(
+        other.symbol_cache().held_bytes(),
+        0,
+        "another profiler's cache was filled"
+    );
+    // Emptied by its owner, and read again by the next collection.
+    mine.clear();
+    assert_eq!(mine.held_bytes(), 0);
+    let report = profile(&LinuxPerf::with_symbol_cache(std::sync::Arc::clone(&mine)));
+    assert!(samples_of(&report, "spin_alpha", "burn") > 0.0);
+    assert!(mine.held_bytes() > 0);
+    // A budget below one file's tables keeps only the file in use.
+    let tiny = std::sync::Arc::new(lotus_backend_perf::SymbolCache::with_budget(1));
+    profile(&LinuxPerf::with_symbol_cache(std::sync::Arc::clone(&tiny)));
+    assert!(tiny.held_bytes() <= held, "{} > {held}", tiny.held_bytes());
 }

@@ -101,7 +101,7 @@ fn lotus_solo(exe: &Path, secs: f64) -> (Duration, Duration, f64, f64) {
         "solo".into(),
         secs.to_string().into(),
     ];
-    let mut c = LinuxPerf
+    let mut c = LinuxPerf::default()
         .start(&target, &CollectOptions::default())
         .expect("start");
     c.resume().expect("resume");

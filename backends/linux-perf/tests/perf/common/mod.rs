@@ -160,7 +160,7 @@ pub fn start_options(
     target: &Target,
     options: &PerfOptions,
 ) -> PerfCollection {
-    let c = LinuxPerf
+    let c = LinuxPerf::default()
         .start_with(target, &CollectOptions::default(), options)
         .expect("start collection");
     assert_eq!(c.window_switch(), options.window_switch);
