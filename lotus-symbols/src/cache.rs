@@ -120,7 +120,9 @@ impl SymbolCache {
         let (file, meta) =
             self.with_descriptors(|| open_module(module))
                 .map_err(|e| match e.kind() {
-                    io::ErrorKind::Other => e.to_string(),
+                    // Our own words ("is a fifo (named pipe), not a regular
+                    // file", "replaced while it was being opened").
+                    io::ErrorKind::Other | io::ErrorKind::InvalidInput => e.to_string(),
                     _ => open_failure(&module.name, &e),
                 })?;
         let version = (

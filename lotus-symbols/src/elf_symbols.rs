@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io;
 use std::ops::Range;
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -771,74 +771,18 @@ fn uncovered(covered: &[(u64, u64)], start: u64, end: u64) -> Vec<(u64, u64)> {
 /// a process mapped (the perf MMAP2 record).
 pub type FileId = (u64, u64);
 
-/// Opens `path` for reading without blocking and without side effects,
-/// and only if it is a regular file: a FIFO or device put where a library
-/// was (by whoever owns its folder) is refused at once, not waited on.
-///
-/// The path is opened `O_PATH` first (which opens nothing: no driver's
-/// `open`, no FIFO wait), checked with `fstat`, and only then reopened for
-/// reading through `/proc/self/fd` (the same inode, whatever the path
-/// names by then) with `O_RDONLY|O_NONBLOCK|O_NOCTTY|O_CLOEXEC`.
-pub fn open_regular(path: &Path) -> io::Result<(File, Metadata)> {
-    let handle = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-        .open(path)?;
-    let meta = handle.metadata()?;
-    refuse_unless_regular(&meta)?;
-    let reopened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(format!(
-            "/proc/self/fd/{}",
-            std::os::fd::AsRawFd::as_raw_fd(&handle)
-        ));
-    let file = match reopened {
-        Ok(f) => f,
-        // No /proc (a chroot): the path itself, with the same flags.
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-            .open(path)?,
-        Err(e) => return Err(e),
-    };
-    let opened = file.metadata()?;
-    refuse_unless_regular(&opened)?;
-    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
-        return Err(io::Error::other("replaced while it was being opened"));
-    }
-    Ok((file, opened))
-}
-
-/// An error unless `meta` is a regular file's.
-fn refuse_unless_regular(meta: &Metadata) -> io::Result<()> {
-    let t = meta.file_type();
-    if t.is_file() {
-        return Ok(());
-    }
-    let kind = if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else if t.is_dir() {
-        "a folder"
-    } else {
-        "not a file"
-    };
-    Err(io::Error::other(format!("not a regular file ({kind})")))
+/// Opens `path` for reading if it is a regular file: lotus-sys's one
+/// checked open ([`lotus_sys::input::open_regular_with_metadata`]: no
+/// driver's `open`, no FIFO wait, the same inode checked again).
+pub(crate) fn open_regular(path: &Path) -> io::Result<(File, Metadata)> {
+    lotus_sys::input::open_regular_with_metadata(path)
 }
 
 /// [`open_regular`], for a file found by its path alone (a separate debug
-/// file): only one owned by root or by this user and writable by no one
-/// else, so that another user cannot choose what it says.
-pub fn open_trusted(path: &Path) -> Option<(File, Metadata)> {
-    let (file, meta) = open_regular(path).ok()?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    let owner_ok = meta.uid() == 0 || meta.uid() == me;
-    (owner_ok && meta.mode() & 0o022 == 0).then_some((file, meta))
+/// file): lotus-sys's trust rule on the file opened
+/// ([`lotus_sys::trust::open_trusted`]).
+pub(crate) fn open_trusted(path: &Path) -> Option<(File, Metadata)> {
+    lotus_sys::trust::open_trusted(path).ok()
 }
 
 /// Filesystems whose `stat` device number is not the one the kernel
@@ -1178,7 +1122,7 @@ mod tests {
         let fifo = dir.path().join("lib.so");
         mkfifo(&fifo);
         let e = open_regular(&fifo).expect_err("a FIFO");
-        assert!(e.to_string().contains("a FIFO"), "{e}");
+        assert!(e.to_string().contains("a fifo (named pipe)"), "{e}");
         let e = open_regular(dir.path()).expect_err("a folder");
         assert!(e.to_string().contains("a folder"), "{e}");
         assert!(open_regular(Path::new("/dev/null")).is_err());
@@ -1233,7 +1177,7 @@ mod tests {
         let e = crate::SymbolCache::new()
             .module_symbols(&module)
             .expect_err("a FIFO by path");
-        assert!(e.contains("a FIFO"), "{e}");
+        assert!(e.contains("a fifo (named pipe)"), "{e}");
         std::fs::remove_file(&lib).expect("rm");
         library_copy(dir.path(), "lib.so").expect("copy again");
         let e = crate::SymbolCache::new()

@@ -50,9 +50,7 @@ static ALLOCATOR: test_alloc::Counting = test_alloc::Counting;
 
 pub use cache::SymbolCache;
 pub use code_space::CodeSpace;
-pub use elf_symbols::{
-    open_regular, open_trusted, pin_mapped, FileId, Found, ModuleSymbols, Pinned,
-};
+pub use elf_symbols::{pin_mapped, FileId, Found, ModuleSymbols, Pinned};
 pub use jit_names::{JitNames, PERF_MAP_MODULE};
 pub use kallsyms::{addresses_visible, KernelSymbol, KernelSymbols, KALLSYMS_PATH};
 pub use module::{Module, VDSO};

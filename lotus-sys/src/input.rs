@@ -18,7 +18,7 @@
 
 use std::fs::{File, FileType, OpenOptions};
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -49,18 +49,56 @@ pub fn not_regular(file_type: FileType) -> Option<&'static str> {
 /// followed). Anything else is an error of kind `InvalidInput` whose text
 /// says what it is: "is a fifo (named pipe), not a regular file".
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    // Only the constant comes from libc: no foreign call is made here.
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
-    match not_regular(file.metadata()?.file_type()) {
-        None => Ok(file),
-        Some(what) => Err(io::Error::new(
+    open_regular_with_metadata(path).map(|(file, _)| file)
+}
+
+/// The one checked open of a file lotus reads by path (what users name,
+/// the libraries a profiled process mapped, the kernel's tables): the
+/// file and its metadata, if it is a regular file.
+///
+/// The path is opened `O_PATH` first, which opens nothing (no driver's
+/// `open`, no FIFO wait), checked with `fstat`, and only then reopened
+/// for reading through `/proc/self/fd` (the same inode, whatever the path
+/// names by then) with `O_NONBLOCK|O_NOCTTY`; the inode is checked again.
+/// (Opening the path for reading straight away, as this did before
+/// 2026-11-28, already refused a FIFO without waiting, but ran a device's
+/// `open`.)
+pub fn open_regular_with_metadata(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
+    let not_regular_error = |what: &str| {
+        io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("is {what}, not a regular file"),
-        )),
+        )
+    };
+    // Only the constants come from libc: no foreign call is made here.
+    let handle = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)?;
+    let meta = handle.metadata()?;
+    if let Some(what) = not_regular(meta.file_type()) {
+        return Err(not_regular_error(what));
     }
+    let read = |p: &Path| {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(p)
+    };
+    let file = match read(&Path::new("/proc/self/fd").join(handle.as_raw_fd().to_string())) {
+        Ok(f) => f,
+        // No /proc (a chroot): the path itself; the checks below hold.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => read(path)?,
+        Err(e) => return Err(e),
+    };
+    let opened = file.metadata()?;
+    if let Some(what) = not_regular(opened.file_type()) {
+        return Err(not_regular_error(what));
+    }
+    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+        return Err(io::Error::other("replaced while it was being opened"));
+    }
+    Ok((file, opened))
 }
 
 /// A folder whose files are opened relative to it (a trace folder): see

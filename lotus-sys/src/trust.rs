@@ -74,6 +74,19 @@ pub(crate) fn verdict(uid: u32, mode: u32, sticky_ok: bool) -> Result<(), String
     ))
 }
 
+/// Opens the regular file `path` (through the one checked open,
+/// [`crate::input::open_regular_with_metadata`]) only if the file opened
+/// is this user's or root's and writable by no one else: a file found by
+/// its path alone (a separate debug file), so that another user cannot
+/// choose what it says. The folders on the way are not checked: a file
+/// put in their place by another user is that user's, and refused.
+pub fn open_trusted(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), Untrusted> {
+    let (file, meta) = crate::input::open_regular_with_metadata(path)
+        .map_err(|e| untrusted(path, format!("cannot be opened ({e})")))?;
+    verdict(meta.uid(), meta.mode(), false).map_err(|why| untrusted(path, why))?;
+    Ok((file, meta))
+}
+
 fn untrusted(path: &Path, why: String) -> Untrusted {
     Untrusted {
         path: path.to_path_buf(),

@@ -456,7 +456,7 @@ ffffffffc0300000 t ext4_readdir\t[ext4]
             *counts.entry(loc).or_insert(0) += 1;
         }
         let expected = vec![
-            format!("4 samples (44.4%) in {fifo} could not be named: not a regular file (a FIFO)"),
+            format!("4 samples (44.4%) in {fifo} could not be named: is a fifo (named pipe), not a regular file"),
             "2 samples (22.2%) in /nonexistent/libgone.so could not be named: \
              /nonexistent/libgone.so is gone (deleted or renamed since it was mapped)"
                 .to_string(),
