@@ -135,9 +135,14 @@ fn rows_in<'a>(report: &'a PerfReport, module: &str) -> Vec<(&'a str, f64)> {
 /// Profiles the whole of `program ARGS` (the window opened right after the
 /// start, kept open to the exit).
 fn profile_whole(program: &Path, args: &[&str]) -> PerfReport {
+    profile_whole_with(&LinuxPerf::default(), program, args)
+}
+
+/// [`profile_whole`] by `perf`.
+fn profile_whole_with(perf: &LinuxPerf, program: &Path, args: &[&str]) -> PerfReport {
     let mut target = Target::new(program);
     target.args = args.iter().map(Into::into).collect();
-    let mut c = LinuxPerf::default()
+    let mut c = perf
         .start_with(
             &target,
             &CollectOptions::default(),
@@ -475,20 +480,7 @@ fn the_tables_a_collection_reads_are_kept_in_its_profilers_cache() {
     let _serial = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = build_burn(dir.path());
-    let profile = |perf: &LinuxPerf| {
-        let mut target = Target::new(&exe);
-        target.args = ["-1", "-1", "solo", "0.3"].iter().map(Into::into).collect();
-        let mut c = perf
-            .start_with(
-                &target,
-                &CollectOptions::default(),
-                &lotus_backend_perf::PerfOptions::default(),
-            )
-            .expect("start collection");
-        c.resume().expect("resume");
-        wait_exit(&mut c);
-        c.finish().expect("finish")
-    };
+    let profile = |perf: &LinuxPerf| profile_whole_with(perf, &exe, &["-1", "-1", "solo", "0.3"]);
     let mine = std::sync::Arc::new(lotus_backend_perf::SymbolCache::with_budget(64 << 20));
     let other = LinuxPerf::default();
     let report = profile(&LinuxPerf::with_symbol_cache(std::sync::Arc::clone(&mine)));
