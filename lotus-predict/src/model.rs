@@ -317,6 +317,13 @@ struct Sim<'a> {
     cpu_ns: f64,
     /// [`Inputs::pools`] as shares of the batches' CPU.
     pool_shares: Option<Pools>,
+    /// Scratch of [`Sim::rates`], kept between steps: allocating them at
+    /// every step was a third of `trace stats`' time on a long trace
+    /// (its advice simulates the run some thousand times).
+    demands: Vec<(f64, usize)>,
+    /// The rate of the main process (`[0]`) and of each worker (`[w + 1]`)
+    /// in the step being made.
+    rate: Vec<f64>,
 }
 
 /// [`Inputs::pools`] as shares of the batches' CPU, the spinning at most
@@ -587,9 +594,11 @@ impl<'a> Sim<'a> {
     }
 
     /// Each running piece of work's rate (its time alone per ns), the
-    /// CPUs shared max-min fairly (see the module documentation).
-    fn rates(&self) -> (f64, Vec<f64>, f64) {
-        let mut demands: Vec<(f64, usize)> = Vec::with_capacity(self.workers.len() + 1);
+    /// CPUs shared max-min fairly (see the module documentation), into
+    /// `self.rate`; returns the CPUs used.
+    fn rates(&mut self) -> f64 {
+        let demands = &mut self.demands;
+        demands.clear();
         if let Some(m) = self.main {
             demands.push((m.demand, 0));
         }
@@ -599,10 +608,12 @@ impl<'a> Sim<'a> {
             }
         }
         demands.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut rate = vec![1.0; self.workers.len() + 1];
+        let rate = &mut self.rate;
+        rate.clear();
+        rate.resize(self.workers.len() + 1, 1.0);
         let mut left = self.setting.cpus.max(0.01);
         let mut n = demands.len();
-        for (d, who) in demands {
+        for &(d, who) in demands.iter() {
             let share = left / n as f64;
             let given = d.min(share);
             if d > 0.0 {
@@ -611,8 +622,7 @@ impl<'a> Sim<'a> {
             left -= given;
             n -= 1;
         }
-        let used = self.setting.cpus.max(0.01) - left;
-        (rate[0], rate[1..].to_vec(), used)
+        self.setting.cpus.max(0.01) - left
     }
 
     /// Runs to the end: the loop's time.
@@ -633,7 +643,8 @@ impl<'a> Sim<'a> {
             if self.main_at == MainAt::Done {
                 break;
             }
-            let (main_rate, rates, used) = self.rates();
+            let used = self.rates();
+            let (main_rate, rates) = (self.rate[0], &self.rate[1..]);
             let mut next: Option<(f64, Next)> = None;
             let mut consider = |dt: f64, what: Next| {
                 if next.is_none_or(|(t, _)| dt < t) {
@@ -718,6 +729,8 @@ pub fn simulate(inputs: &Inputs, setting: &Setting) -> Outcome {
         wait_since: 0.0,
         cpu_ns: 0.0,
         pool_shares: pool_shares(inputs),
+        demands: Vec::new(),
+        rate: Vec::new(),
     };
     sim.run()
 }

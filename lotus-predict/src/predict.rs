@@ -420,6 +420,87 @@ fn resample(inputs: &Inputs, rng: &mut fastrand::Rng) -> Inputs {
     out
 }
 
+/// Each of `settings`' loop over the loop as `traced`, on each of
+/// [`RESAMPLES`] resamplings of the batches: `ratios[k][i]` for setting
+/// `k` on resampling `i`.
+///
+/// The resamplings are drawn in turn from one seeded generator, so the
+/// figures are the same on every run and machine; their simulations (all
+/// but a few of the whole prediction's, some thousand on a long trace)
+/// run on up to one thread per CPU, each taking the next resampling,
+/// which it draws again from the generator's state kept for it.
+fn resampled_ratios(inputs: &Inputs, traced: &Setting, settings: &[Setting]) -> Vec<Vec<f64>> {
+    let mut rng = fastrand::Rng::with_seed(0x006c_6f74_7573);
+    // The generator's state at the start of each resampling: drawing one
+    // resampling advances it by as many draws as the next one needs.
+    let starts: Vec<fastrand::Rng> = (0..RESAMPLES)
+        .map(|_| {
+            let start = rng.clone();
+            advance(inputs, &mut rng);
+            start
+        })
+        .collect();
+    let one = |i: usize| -> Vec<f64> {
+        let r = resample(inputs, &mut starts[i].clone());
+        let b = simulate(&r, traced).loop_ns.max(1.0);
+        settings
+            .iter()
+            .map(|s| simulate(&r, s).loop_ns / b)
+            .collect()
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, 8)
+        .min(RESAMPLES);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut by_resample: Vec<Option<Vec<f64>>> = vec![None; RESAMPLES];
+    let done: Vec<Vec<(usize, Vec<f64>)>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= RESAMPLES {
+                            return mine;
+                        }
+                        mine.push((i, one(i)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            // A thread that panicked (a model error) leaves its
+            // resamplings to be made here, below.
+            .map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    for (i, r) in done.into_iter().flatten() {
+        by_resample[i] = Some(r);
+    }
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::with_capacity(RESAMPLES); settings.len()];
+    for (i, r) in by_resample.into_iter().enumerate() {
+        for (k, v) in r.unwrap_or_else(|| one(i)).into_iter().enumerate() {
+            ratios[k].push(v);
+        }
+    }
+    ratios
+}
+
+/// Advances `rng` by the draws [`resample`] makes, without building the
+/// resampled run.
+fn advance(inputs: &Inputs, rng: &mut fastrand::Rng) {
+    for src in &inputs.epochs {
+        for _ in 0..src.batches.len() {
+            rng.usize(..src.batches.len());
+        }
+    }
+    for _ in 0..inputs.startup.len() {
+        rng.usize(..inputs.startup.len());
+    }
+}
+
 fn quantile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     let i = ((v.len() - 1) as f64 * q).round() as usize;
@@ -478,15 +559,7 @@ pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, Predict
         .map(|c| setting_of(obs, c, eff))
         .collect::<Result<_, _>>()?;
     // The resampled runs: each change's ratio to the run as traced.
-    let mut rng = fastrand::Rng::with_seed(0x006c_6f74_7573);
-    let mut ratios: Vec<Vec<f64>> = vec![Vec::with_capacity(RESAMPLES); changes.len()];
-    for _ in 0..RESAMPLES {
-        let r = resample(inputs, &mut rng);
-        let b = simulate(&r, &traced).loop_ns.max(1.0);
-        for (k, s) in settings.iter().enumerate() {
-            ratios[k].push(simulate(&r, s).loop_ns / b);
-        }
-    }
+    let ratios = resampled_ratios(inputs, &traced, &settings);
     let wait0 = obs.wait_ns / measured.max(1.0);
     let mut scenarios = Vec::new();
     for ((change, setting), mut rs) in changes.iter().zip(&settings).zip(ratios) {
