@@ -28,11 +28,9 @@
 //! What two commands share lives outside `cmd/`: `attribution_inputs`
 //! (mapping, profiles, op times: attribute and report), `traces` (trace
 //! folders, configurations and their statistics: trace stats and report),
-//! `run_record` (`<prefix>.run`: trace run and report), `sampled_trace`
-//! (the perf-sampled trace run), `job` (the traced job's signals and plain
-//! run), `program` (finding the program or Python to run), `control_lib`
-//! (the control library the binary carries), `oom` (out of memory as a
-//! clear error), `usage` (usage errors, `--quiet`, the environment each
+//! `sampling` (`--stacks`, `--counters`: trace run, map and profile),
+//! `program` (finding the program or Python to run), `control_lib`
+//! (the control library the binary carries), `usage` (usage errors, `--quiet`, the environment each
 //! command's help lists). Renderers live under `render/`: `table`
 //! (terminal tables fitted to the width, names as tables show them),
 //! `html` (the report page and its timeline, from `templates/` through
@@ -48,12 +46,9 @@
 mod attribution_inputs;
 mod cmd;
 mod control_lib;
-mod job;
-mod oom;
 mod program;
 mod render;
-mod run_record;
-mod sampled_trace;
+mod sampling;
 mod traces;
 mod usage;
 
@@ -74,9 +69,9 @@ use cmd::map::MapArgs;
 use usage::env_help;
 
 /// Out of memory is a clear error and exit status 1, not an abort (see
-/// [`oom`]).
+/// [`lotus_runner::ExitOnOom`]).
 #[global_allocator]
-static ALLOCATOR: oom::ExitOnOom = oom::ExitOnOom;
+static ALLOCATOR: lotus_runner::ExitOnOom = lotus_runner::ExitOnOom;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -55,7 +55,7 @@ pub struct ProfileArgs {
     timeout: Option<u64>,
     /// Perf: call stacks with every sample (`dwarf`: unwound through the libraries' unwind tables; `fp`: the kernel's frame-pointer chain; see `lotus trace run --stacks`), for --folded and --flamegraph; `none` (the default) keeps the sampled function alone.
     #[arg(long, value_enum, default_value = "none")]
-    stacks: crate::sampled_trace::StackMode,
+    stacks: crate::sampling::StackMode,
     /// With --stacks: write the samples' call stacks, collapsed (`outer;inner count` lines, as inferno, flamegraph.pl and speedscope read them), to FILE.
     #[arg(long, value_name = "FILE")]
     folded: Option<PathBuf>,
@@ -226,7 +226,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         )
     });
     let (_, backend) = crate::usage::backend_or_usable(args.backend.as_deref())?;
-    crate::sampled_trace::check_stack_args(
+    crate::sampling::check_stack_args(
         args.stacks,
         args.folded.is_some() || args.flamegraph.is_some(),
         backend.as_ref(),
