@@ -18,6 +18,14 @@ pub enum RunnerError {
     /// folder, a record that is not one): the text says why and what to do.
     #[error("{0}")]
     Refused(String),
+    /// The program to run is not there ([`crate::find_program`]): the text
+    /// says where it was looked for.
+    #[error("{0}")]
+    ProgramMissing(String),
+    /// The program is there but cannot be run: the text says why and what
+    /// to do.
+    #[error("{0}")]
+    ProgramUnusable(String),
     /// An operation failed, said in `context`, for the reason in `source`.
     #[error("{context}")]
     Context {

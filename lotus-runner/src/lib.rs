@@ -49,6 +49,7 @@ mod limits;
 mod logs;
 mod oom;
 mod perf_maps;
+mod program;
 mod progress;
 mod reports;
 mod run;
@@ -60,6 +61,7 @@ mod tracer;
 pub use error::RunnerError;
 pub use limits::{check_descriptor_limit, MIN_DESCRIPTORS};
 pub use oom::{remove_on_oom, ExitOnOom};
+pub use program::find_program;
 pub use progress::{MessageKind, NoProgress, Progress};
 pub use run::{
     check_options, check_prefix, run_traced, ControlLibrary, LogFormat, TraceOptions, TraceRun,
