@@ -77,6 +77,7 @@
 #![deny(missing_docs)]
 
 mod chrome_view;
+mod documents;
 mod error;
 mod firefox;
 mod from_trace;
@@ -88,6 +89,10 @@ mod span_samples;
 mod verdict;
 
 pub use chrome_view::{ChromeView, ChromeViewOptions, ChromeWritten, ViewMessage};
+pub use documents::{
+    attribution_document, function_attribution_document, AttributionDocument,
+    FunctionAttributionDocument, ATTRIBUTION_SCHEMA, FUNCTION_ATTRIBUTION_SCHEMA,
+};
 pub use error::Error;
 pub use firefox::{write_firefox_profile, FirefoxWritten};
 pub use from_trace::{mapping_from_trace, mapping_from_trace_with_notes};
