@@ -2,6 +2,8 @@
 //! crate may depend on which, that the mapping engine and the binary name
 //! no backend crate in code, and the size limits of crates and files.
 
+mod cli_layout;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,8 @@
 //! Python op down to the native function.
 //!
 //! Each subcommand of `lotus --help` is a module under `cmd/`, named as the
-//! command is; no command module names another (`layout_tests` keeps it):
+//! command is; no command module names another
+//! (`tests/architecture/cli_layout.rs` keeps it):
 //!
 //! - `backends` (what can profile here): `cmd/backends.rs`
 //! - `map` (which native functions each op runs; `--from-trace` in
@@ -51,9 +52,6 @@ mod render;
 mod sampling;
 mod traces;
 mod usage;
-
-#[cfg(test)]
-mod layout_tests;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).
