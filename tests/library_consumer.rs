@@ -3,7 +3,10 @@
 //! only (`lotus-map`, `lotus-core`, `lotus-sys` for its writer, the backends), maps a fixture op live
 //! through perf and builds a mapping from the fixture reports; its results
 //! are checked against `lotus map`'s on the same inputs. Also the
-//! `lotus-map` example that maps an op file, run as a user would.
+//! `lotus-map` example that maps an op file, run as a user would. And the
+//! trace runner the same way: a second project outside the workspace,
+//! depending on `lotus-runner` alone, runs a tiny Python job traced and
+//! the folder it leaves is checked for the job's logs.
 //!
 //! The consumer is built `--offline` with the workspace's `Cargo.lock`
 //! into `target/consumer` (shared from run to run), so it downloads
@@ -51,24 +54,32 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The consumer's manifest: path dependencies on the library crates.
-fn manifest() -> String {
-    let dep = |name: &str, dir: &str| {
-        format!(
-            "{name} = {{ path = {:?} }}\n",
-            root().join(dir).display().to_string()
-        )
-    };
+/// The manifest of a consumer named `name`: path dependencies on the
+/// library crates `deps` (name, folder).
+fn manifest(name: &str, deps: &[(&str, &str)]) -> String {
+    let deps: String = deps
+        .iter()
+        .map(|(dep, dir)| {
+            format!(
+                "{dep} = {{ path = {:?} }}\n",
+                root().join(dir).display().to_string()
+            )
+        })
+        .collect();
     format!(
-        "[package]\nname = \"lotus-consumer\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
-         # Not part of any workspace above the temporary folder.\n[workspace]\n\n[dependencies]\n{}{}{}{}{}",
-        dep("lotus-map", "lotus-map"),
-        dep("lotus-core", "lotus-core"),
-        dep("lotus-sys", "lotus-sys"),
-        dep("lotus-backend-perf", "backends/linux-perf"),
-        dep("lotus-backend-vtune", "backends/vtune"),
+        "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
+         # Not part of any workspace above the temporary folder.\n[workspace]\n\n[dependencies]\n{deps}",
     )
 }
+
+/// The mapping consumer's dependencies.
+const MAP_DEPS: &[(&str, &str)] = &[
+    ("lotus-map", "lotus-map"),
+    ("lotus-core", "lotus-core"),
+    ("lotus-sys", "lotus-sys"),
+    ("lotus-backend-perf", "backends/linux-perf"),
+    ("lotus-backend-vtune", "backends/vtune"),
+];
 
 /// The consumer's program: `lotus-consumer OP REPORTS PYTHON CONTROL_LIB
 /// OUT` writes OUT/live.json and OUT/reports.json.
@@ -128,17 +139,24 @@ fn cargo(dir: &Path, args: &[&str]) -> Output {
         .expect("runs cargo")
 }
 
-/// Makes the consumer project in a fresh temporary folder (outside the
-/// workspace), builds it and returns the folder and its binary.
-fn build_consumer() -> (tempfile::TempDir, PathBuf) {
+/// Makes the consumer project `name` (its dependencies `deps`, its
+/// `main.rs`) in a fresh temporary folder (outside the workspace), builds
+/// it and returns the folder and its binary; the library it is about,
+/// `library`, must be among the crates it links.
+fn build_consumer(
+    name: &str,
+    deps: &[(&str, &str)],
+    main: &str,
+    library: &str,
+) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     assert!(
         !dir.path().starts_with(root()),
         "the consumer must be outside the workspace"
     );
     std::fs::create_dir(dir.path().join("src")).expect("mkdir src");
-    std::fs::write(dir.path().join("Cargo.toml"), manifest()).expect("manifest");
-    std::fs::write(dir.path().join("src/main.rs"), CONSUMER_MAIN).expect("main.rs");
+    std::fs::write(dir.path().join("Cargo.toml"), manifest(name, deps)).expect("manifest");
+    std::fs::write(dir.path().join("src/main.rs"), main).expect("main.rs");
     // The workspace's resolution: the same crate versions, nothing to
     // fetch, and what target/consumer already holds is reused.
     std::fs::copy(root().join("Cargo.lock"), dir.path().join("Cargo.lock")).expect("lock");
@@ -148,7 +166,7 @@ fn build_consumer() -> (tempfile::TempDir, PathBuf) {
         "cargo build (consumer)",
     );
     say(&format!(
-        "consumer crate: built in {:.0} s",
+        "consumer crate {name}: built in {:.0} s",
         started.elapsed().as_secs_f64()
     ));
     let tree = ok(
@@ -163,17 +181,20 @@ fn build_consumer() -> (tempfile::TempDir, PathBuf) {
     let mut crates: Vec<&str> = lines
         .iter()
         .map(|l| l.trim_end_matches(" (*)"))
-        .filter(|l| !l.starts_with("lotus-consumer "))
+        .filter(|l| !l.starts_with(&format!("{name} ")))
         .collect();
     crates.sort_unstable();
     crates.dedup();
-    assert!(crates.iter().any(|l| l.starts_with("lotus-map ")), "{tree}");
+    assert!(
+        crates.iter().any(|l| l.starts_with(&format!("{library} "))),
+        "{tree}"
+    );
     say(&format!(
-        "consumer crate: `cargo tree --prefix none -e normal | sort -u | wc -l` = {}; {} distinct crates besides the consumer",
+        "consumer crate {name}: `cargo tree --prefix none -e normal | sort -u | wc -l` = {}; {} distinct crates besides the consumer",
         lines.len(),
         crates.len()
     ));
-    let bin = root().join("target/consumer/debug/lotus-consumer");
+    let bin = root().join("target/consumer/debug").join(name);
     assert!(bin.is_file(), "no {}", bin.display());
     (dir, bin)
 }
@@ -213,7 +234,8 @@ fn without_host(mut v: Value) -> Value {
 #[test]
 fn a_crate_outside_the_workspace_maps_as_lotus_map_does() {
     let python = python();
-    let (_project, consumer) = build_consumer();
+    let (_project, consumer) =
+        build_consumer("lotus-consumer", MAP_DEPS, CONSUMER_MAIN, "lotus-map");
     let out = tempfile::tempdir().expect("temp dir");
     let op_file = fixture(OP);
     let reports = fixture(REPORTS);
@@ -342,4 +364,119 @@ fn the_map_op_example_maps_an_op_file_through_the_library() {
         })
         .count();
     assert_eq!(runs, 3, "{stderr}");
+}
+
+/// The trace runner's consumer: `lotus-runner-consumer OUT CMD...` runs
+/// CMD traced into OUT (logs named `consumer_...`), its messages on
+/// stderr, and prints the logs of the run, one path a line.
+const RUNNER_MAIN: &str = r#"
+use lotus_runner::{run_traced, MessageKind, Progress, TraceOptions};
+
+/// The runner's messages on stderr, as `lotus trace run` prints them.
+struct Stderr;
+
+impl Progress for Stderr {
+    fn message(&mut self, kind: MessageKind, text: &str) {
+        eprintln!("{kind:?}: {text}");
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [out, command @ ..] = &args[..] else {
+        return Err("usage: lotus-runner-consumer OUT CMD...".into());
+    };
+    let options = TraceOptions::new(out, command.to_vec()).with_prefix("consumer");
+    let run = run_traced(&options, &mut Stderr)?;
+    if !run.failures.is_empty() {
+        return Err(format!("an incomplete trace: {:?}", run.failures).into());
+    }
+    if !run.status.success() {
+        return Err(format!("the job failed: {}", run.status).into());
+    }
+    for log in &run.logs {
+        println!("{}", log.display());
+    }
+    Ok(())
+}
+"#;
+
+/// The Python of the runner's consumer: `$LOTUS_PYTHON`, or `None` (the
+/// test is skipped, said by name).
+fn runner_python(test: &str) -> Option<PathBuf> {
+    let python = std::env::var_os("LOTUS_PYTHON").map(PathBuf::from);
+    if python.is_none() {
+        say(&format!("skipped: {test}: LOTUS_PYTHON is not set"));
+    }
+    python
+}
+
+#[test]
+fn a_crate_outside_the_workspace_runs_a_job_traced_through_lotus_runner() {
+    let Some(python) =
+        runner_python("a_crate_outside_the_workspace_runs_a_job_traced_through_lotus_runner")
+    else {
+        return;
+    };
+    let (_project, consumer) = build_consumer(
+        "lotus-runner-consumer",
+        &[("lotus-runner", "lotus-runner")],
+        RUNNER_MAIN,
+        "lotus-runner",
+    );
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let out = tmp.path().join("trace");
+    let report = tmp.path().join("report.json");
+    let stdout = ok(
+        &Command::new(&consumer)
+            .arg(&out)
+            .arg(&python)
+            .arg(fixture("trace/pipeline.py"))
+            .args(["--workers", "1", "--batches", "2", "--batch-size", "2"])
+            .args(["--step-ms", "1", "--report"])
+            .arg(&report)
+            .output()
+            .expect("runs the consumer"),
+        "lotus-runner-consumer",
+    );
+
+    // The job's own account: its main process and its worker.
+    let job = read_json(&report);
+    let main_pid = job["main_pid"].as_u64().expect("main_pid");
+    let workers: Vec<u64> = job["worker_pids"]
+        .as_array()
+        .expect("worker_pids")
+        .iter()
+        .map(|p| p.as_u64().expect("a pid"))
+        .collect();
+    assert_eq!(workers.len(), 1, "{job}");
+
+    // The logs the run names are in the folder, one per process of the
+    // job, each with the tracer's header.
+    let out = out.canonicalize().expect("the trace folder");
+    let mut logs: Vec<PathBuf> = stdout.lines().map(PathBuf::from).collect();
+    logs.sort();
+    let mut expected = vec![
+        out.join(format!("consumer_main_pid_{main_pid}")),
+        out.join(format!("consumer_worker_pid_{}", workers[0])),
+    ];
+    expected.sort();
+    assert_eq!(logs, expected, "{stdout}");
+    for log in &logs {
+        let text = std::fs::read_to_string(log).expect("a log");
+        assert!(
+            text.starts_with("#lotus-trace"),
+            "{}: {text}",
+            log.display()
+        );
+        assert!(
+            text.lines().any(|l| l.starts_with('S')),
+            "{}: no event: {text}",
+            log.display()
+        );
+    }
+    // The run's record beside them.
+    let record = read_json(&out.join("consumer.run"));
+    assert_eq!(record["schema"], "lotus.run/1");
+    assert_eq!(record["command"][0], s(&python));
 }

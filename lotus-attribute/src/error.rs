@@ -39,6 +39,14 @@ pub enum Error {
         ops: String,
     },
 
+    /// A profile that cannot be read, or is not one (the text says which
+    /// and why, with its causes).
+    #[error("{0}")]
+    Profile(String),
+    /// A profile's rows or report could not be read.
+    #[error(transparent)]
+    Core(#[from] lotus_core::Error),
+
     // In the pipeline.
     /// A file could not be read.
     #[error("{0}")]
@@ -75,4 +83,17 @@ pub enum Error {
         /// What overflows.
         message: String,
     },
+}
+
+/// `context` and the error `e` with its causes, each after a `: ` (as
+/// `anyhow` prints an error with `{:#}`).
+pub(crate) fn with_causes(context: String, e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = context;
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    text
 }

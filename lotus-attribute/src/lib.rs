@@ -10,8 +10,12 @@
 //!   per-op stacks ([`folded_folder`]).
 //!
 //! Beside them: a mapping made from a sampled trace ([`mapping_from_trace`]),
-//! two mappings compared op by op ([`compare_mappings`]), and the verdict
-//! on a run ([`Verdict`]: did training wait for data, and what would help).
+//! two mappings compared op by op ([`compare_mappings`]), the verdict
+//! on a run ([`Verdict`]: did training wait for data, and what would help),
+//! profiles read from disk by content and folded onto a mapping's ops
+//! ([`load_profile`]), and a trace folder's views with its samples on its
+//! spans: Chrome trace event JSON ([`ChromeView`]) and a Firefox Profiler
+//! profile ([`write_firefox_profile`]).
 //!
 //! # Through a mapping
 //!
@@ -72,15 +76,25 @@
 //! ```
 #![deny(missing_docs)]
 
+mod chrome_view;
+mod documents;
 mod error;
+mod firefox;
 mod from_trace;
 mod in_pipeline;
 mod mapped;
 mod mapping_compare;
+mod profiles;
 mod span_samples;
 mod verdict;
 
+pub use chrome_view::{ChromeView, ChromeViewOptions, ChromeWritten, ViewMessage};
+pub use documents::{
+    attribution_document, function_attribution_document, AttributionDocument,
+    FunctionAttributionDocument, ATTRIBUTION_SCHEMA, FUNCTION_ATTRIBUTION_SCHEMA,
+};
 pub use error::Error;
+pub use firefox::{write_firefox_profile, FirefoxWritten};
 pub use from_trace::{mapping_from_trace, mapping_from_trace_with_notes};
 pub use in_pipeline::{
     attribute_folder, attribute_folder_by, callers_folder, folded_folder, folded_frame,
@@ -95,6 +109,7 @@ pub use mapped::{
     OpTimes, Options, Split, CLOCKTICK_COUNTERS, INSTRUCTION_COUNTERS, UNEXPLAINED,
 };
 pub use mapping_compare::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
+pub use profiles::{load_profile, name_profiles, LoadedAttribution, LoadedProfile};
 pub use span_samples::{SpanFunction, SpanSample, SpanSamples};
 pub use verdict::{is_spin_function, Advice, Basis, HeaviestOp, Rule, Spinning, Verdict, SPIN_PCT};
 

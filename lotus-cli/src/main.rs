@@ -2,7 +2,8 @@
 //! Python op down to the native function.
 //!
 //! Each subcommand of `lotus --help` is a module under `cmd/`, named as the
-//! command is; no command module names another (`layout_tests` keeps it):
+//! command is; no command module names another
+//! (`tests/architecture/cli_layout.rs` keeps it):
 //!
 //! - `backends` (what can profile here): `cmd/backends.rs`
 //! - `map` (which native functions each op runs; `--from-trace` in
@@ -28,11 +29,9 @@
 //! What two commands share lives outside `cmd/`: `attribution_inputs`
 //! (mapping, profiles, op times: attribute and report), `traces` (trace
 //! folders, configurations and their statistics: trace stats and report),
-//! `run_record` (`<prefix>.run`: trace run and report), `sampled_trace`
-//! (the perf-sampled trace run), `job` (the traced job's signals and plain
-//! run), `program` (finding the program or Python to run), `control_lib`
-//! (the control library the binary carries), `oom` (out of memory as a
-//! clear error), `usage` (usage errors, `--quiet`, the environment each
+//! `sampling` (`--stacks`, `--counters`: trace run, map and profile),
+//! `program` (finding the program or Python to run), `control_lib`
+//! (the control library the binary carries), `usage` (usage errors, `--quiet`, the environment each
 //! command's help lists). Renderers live under `render/`: `table`
 //! (terminal tables fitted to the width, names as tables show them),
 //! `html` (the report page and its timeline, from `templates/` through
@@ -48,17 +47,11 @@
 mod attribution_inputs;
 mod cmd;
 mod control_lib;
-mod job;
-mod oom;
 mod program;
 mod render;
-mod run_record;
-mod sampled_trace;
+mod sampling;
 mod traces;
 mod usage;
-
-#[cfg(test)]
-mod layout_tests;
 
 // Each backend crate registers itself through `inventory`; naming the crates
 // here keeps the linker from dropping them (and their registrations).
@@ -74,9 +67,9 @@ use cmd::map::MapArgs;
 use usage::env_help;
 
 /// Out of memory is a clear error and exit status 1, not an abort (see
-/// [`oom`]).
+/// [`lotus_runner::ExitOnOom`]).
 #[global_allocator]
-static ALLOCATOR: oom::ExitOnOom = oom::ExitOnOom;
+static ALLOCATOR: lotus_runner::ExitOnOom = lotus_runner::ExitOnOom;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use lotus_attribute::Verdict;
 use lotus_attribute::TOP_FUNCTIONS;
 use lotus_attribute::{attribute_folder, InPipelineAttribution};
@@ -229,81 +229,9 @@ impl Computed {
     }
 }
 
-/// Orders names as people count: `b128` before `b1024` (the study sorts
-/// its configurations with natsort). Written here: a dozen lines against
-/// another dependency.
-fn natural_order(a: &str, b: &str) -> std::cmp::Ordering {
-    fn chunks(s: &str) -> Vec<(bool, &str)> {
-        let mut out = Vec::new();
-        let mut start = 0;
-        let bytes = s.as_bytes();
-        for i in 1..=bytes.len() {
-            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
-                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
-                start = i;
-            }
-        }
-        out
-    }
-    let key = |s: &str| -> Vec<(u8, u128, String)> {
-        chunks(s)
-            .into_iter()
-            .map(|(digits, c)| match c.parse::<u128>() {
-                Ok(n) if digits => (0, n, String::new()),
-                _ => (1, 0, c.to_lowercase()),
-            })
-            .collect()
-    };
-    key(a).cmp(&key(b)).then_with(|| a.cmp(b))
-}
-
-/// The configurations of `dirs`: each one, or with `configs` each of
-/// their sub-folders that holds logs (labelled by name, in natural order).
+/// The configurations of `dirs` ([`lotus_trace::configurations_of`]),
+/// its notes said.
 pub(crate) fn configurations_of(dirs: &[PathBuf], configs: bool) -> Result<Vec<(String, PathBuf)>> {
-    let mut out = Vec::new();
-    for dir in dirs {
-        if !configs {
-            let label = dir.file_name().map_or_else(
-                || dir.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            out.push((label, dir.clone()));
-            continue;
-        }
-        let entries = std::fs::read_dir(dir)
-            .with_context(|| format!("--configs {}: cannot list the folder", dir.display()))?;
-        let mut subs = Vec::new();
-        for entry in entries {
-            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            // Folders only, not links to them (as the trace scan does).
-            if name.starts_with('.') || !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            let path = entry.path();
-            match TraceFolder::scan(&path) {
-                Ok(f) if !f.logs.is_empty() => subs.push((name, path)),
-                _ => crate::usage::note!(
-                    "lotus: note: {}: no trace logs, not a configuration",
-                    path.display()
-                ),
-            }
-        }
-        if subs.is_empty() {
-            bail!(
-                "--configs {}: no sub-folder holds trace logs (each configuration is a sub-folder of logs, such as b128_gpu4/)",
-                dir.display()
-            );
-        }
-        subs.sort_by(|a, b| natural_order(&a.0, &b.0));
-        out.extend(subs);
-    }
-    // The same name twice (two DIRs ending alike): the paths tell them apart.
-    let names: Vec<String> = out.iter().map(|(l, _)| l.clone()).collect();
-    for (label, dir) in &mut out {
-        if names.iter().filter(|n| *n == label).count() > 1 {
-            *label = dir.display().to_string();
-        }
-    }
-    Ok(out)
+    let mut note = |n: String| crate::usage::note!("lotus: {n}");
+    Ok(lotus_trace::configurations_of(dirs, configs, &mut note)?)
 }

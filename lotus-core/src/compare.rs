@@ -251,6 +251,46 @@ pub fn host_of(m: &Mapping) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The schema of [`compare_document`].
+pub const COMPARE_SCHEMA: &str = "lotus.mapping-compare/1";
+
+/// A mapping as [`CompareDocument`] names it.
+#[derive(Serialize)]
+struct ComparedMapping<'a> {
+    label: &'a str,
+    file: String,
+    host: BTreeMap<String, String>,
+}
+
+/// The `lotus.mapping-compare/1` document: each mapping's label, file and
+/// host, and the ops across them. Serialize it (`serde_json`).
+#[derive(Serialize)]
+pub struct CompareDocument<'a> {
+    schema: &'static str,
+    mappings: Vec<ComparedMapping<'a>>,
+    ops: &'a [OpAcross],
+}
+
+/// The `lotus.mapping-compare/1` document of `mappings` (each with its
+/// label and file, as given) and their `ops` compared ([`compare`]).
+pub fn compare_document<'a>(
+    mappings: &[(&'a str, &std::path::Path, &Mapping)],
+    ops: &'a [OpAcross],
+) -> CompareDocument<'a> {
+    CompareDocument {
+        schema: COMPARE_SCHEMA,
+        mappings: mappings
+            .iter()
+            .map(|(label, file, m)| ComparedMapping {
+                label,
+                file: file.display().to_string(),
+                host: host_of(m),
+            })
+            .collect(),
+        ops,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

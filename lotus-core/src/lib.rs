@@ -58,7 +58,8 @@ pub use capabilities::{
     StreamReport, Streaming,
 };
 pub use compare::{
-    check_figures, compare, host_of, OpAcross, CPU_SLACK_S, CPU_TOLERANCE, MAX_CPUS, MAX_SECONDS,
+    check_figures, compare, compare_document, host_of, CompareDocument, OpAcross, COMPARE_SCHEMA,
+    CPU_SLACK_S, CPU_TOLERANCE, MAX_CPUS, MAX_SECONDS,
 };
 pub use demangle::demangle;
 pub use error::Error;

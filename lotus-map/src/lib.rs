@@ -9,6 +9,9 @@
 //!   op) marks the functions every op shows as `baseline`.
 //! - [`from_reports::build`] reads vendor reports already on disk,
 //!   `DIR/<Op>/<run>.csv`.
+//! - [`PreparedProgram`] profiles a whole program under a backend (all
+//!   its processes, or the windows it opens itself), its profile
+//!   `lotus.profile/1` (`lotus profile`).
 //! - [`output::render`] writes a mapping as a table, `lotus.mapping/1`
 //!   JSON, the original tool's schema, CSV or Markdown; the caller writes
 //!   it through `lotus_sys::write_file` (lotus's one writer: a half-written
@@ -50,6 +53,7 @@ mod echo;
 mod error;
 pub mod from_reports;
 mod op_harness;
+mod program;
 
 pub mod harness {
     //! The Python op harness that a live mapping runs each op file under.
@@ -93,6 +97,7 @@ pub use error::{MapError, Result};
 /// The lotus process's end of the control channel (the control library's
 /// `host`), for callers that serve a profiled program's windows themselves.
 pub use lotus_control::host::ControlHost;
+pub use program::{PreparedProgram, ProgramOptions, ProgramRun};
 
 /// The harness's arguments and result file are not API: without the
 /// `harness-protocol` feature each block must fail to compile (E0432: not

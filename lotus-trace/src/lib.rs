@@ -83,6 +83,7 @@
 //! ```
 
 mod chrome;
+mod configurations;
 mod event;
 mod folder;
 mod index;
@@ -92,6 +93,7 @@ mod stats;
 mod torch;
 
 pub use chrome::{ChromeWriter, FlowAt, Flows};
+pub use configurations::configurations_of;
 pub use event::{Event, HandedBy, Kind, LoaderConfig, Process, Role, Usage};
 pub use folder::{Item, LogFile, TraceFolder};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
@@ -129,6 +131,10 @@ pub enum TraceError {
     /// A temporary file for sorting a long trace failed.
     #[error(transparent)]
     Spill(#[from] lotus_sort::SpillError),
+    /// The configurations to compare cannot be listed, or a parent folder
+    /// holds none (the text says which and why).
+    #[error("{0}")]
+    Configurations(String),
     /// A PyTorch profiler trace is not valid JSON or has no `traceEvents`.
     #[error("{path}: not a readable PyTorch profiler trace: {message}")]
     Torch {

@@ -16,7 +16,6 @@
 //!           "unsampled_cpu_ratio": [1.0, null]}]}
 //! ```
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -24,12 +23,8 @@ use anyhow::{bail, Context, Result};
 use lotus_core::Mapping;
 use lotus_core::{check_figures, compare, host_of, OpAcross};
 use lotus_sys::text::{csv_number, csv_record, figure, one_line, printable};
-use serde::Serialize;
 
 use crate::render::table::{Column, Grid};
-
-/// The schema tag of `lotus compare --format json`.
-pub const SCHEMA: &str = "lotus.mapping-compare/1";
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -54,20 +49,6 @@ pub struct CompareArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: CompareFormat,
-}
-
-#[derive(Serialize)]
-struct JsonMapping<'a> {
-    label: &'a str,
-    file: String,
-    host: BTreeMap<String, String>,
-}
-
-#[derive(Serialize)]
-struct JsonOut<'a> {
-    schema: &'static str,
-    mappings: Vec<JsonMapping<'a>>,
-    ops: &'a [OpAcross],
 }
 
 /// Runs `lotus compare`.
@@ -123,19 +104,12 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     }
     let text = match args.format {
         CompareFormat::Json => {
-            let out = JsonOut {
-                schema: SCHEMA,
-                mappings: mappings
-                    .iter()
-                    .zip(labels.iter().zip(&args.files))
-                    .map(|(m, (l, p))| JsonMapping {
-                        label: l,
-                        file: p.display().to_string(),
-                        host: host_of(m),
-                    })
-                    .collect(),
-                ops: &ops,
-            };
+            let named: Vec<(&str, &std::path::Path, &Mapping)> = mappings
+                .iter()
+                .zip(labels.iter().zip(&args.files))
+                .map(|(m, (l, p))| (l.as_str(), p.as_path(), m))
+                .collect();
+            let out = lotus_core::compare_document(&named, &ops);
             serde_json::to_string_pretty(&out)? + "\n"
         }
         CompareFormat::Csv => csv(&labels, &ops)?,

@@ -9,13 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use lotus_core::{CollectOptions, Profiler, Report, Target, WindowTotals};
-use lotus_core::{Partial, Profile};
-use lotus_map::ControlHost;
-use lotus_sys::process::Reaper;
-
-use lotus_map::harness::{self, HarnessFiles};
-use lotus_map::live::{self, RunError};
+use lotus_core::{Partial, Profile, Profiler};
+use lotus_map::{PreparedProgram, ProgramOptions, ProgramRun};
 use lotus_sys::{check_writable, write_file};
 
 /// `lotus profile` arguments.
@@ -55,7 +50,7 @@ pub struct ProfileArgs {
     timeout: Option<u64>,
     /// Perf: call stacks with every sample (`dwarf`: unwound through the libraries' unwind tables; `fp`: the kernel's frame-pointer chain; see `lotus trace run --stacks`), for --folded and --flamegraph; `none` (the default) keeps the sampled function alone.
     #[arg(long, value_enum, default_value = "none")]
-    stacks: crate::sampled_trace::StackMode,
+    stacks: crate::sampling::StackMode,
     /// With --stacks: write the samples' call stacks, collapsed (`outer;inner count` lines, as inferno, flamegraph.pl and speedscope read them), to FILE.
     #[arg(long, value_name = "FILE")]
     folded: Option<PathBuf>,
@@ -226,7 +221,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         )
     });
     let (_, backend) = crate::usage::backend_or_usable(args.backend.as_deref())?;
-    crate::sampled_trace::check_stack_args(
+    crate::sampling::check_stack_args(
         args.stacks,
         args.folded.is_some() || args.flamegraph.is_some(),
         backend.as_ref(),
@@ -241,18 +236,15 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
             probe.reason.unwrap_or_default()
         );
     }
-    let (mut target, _files) = target_of(&args, backend.as_ref(), out.is_none())?;
-
-    let mut host = if args.windows && backend.switches_windows() {
-        Some(
-            ControlHost::new()
-                .inspect(|h| target.inherit_channel(h.child_env(), h.child_fds()))
-                .context("cannot create the control channel's pipes")?,
-        )
-    } else {
-        None
-    };
-    let copts = collect_options(&args);
+    let options = program_options(&args, out.is_none());
+    let program = find(&args)?;
+    let prepared = PreparedProgram::prepare(backend.as_ref(), program, &options, &mut |dir| {
+        crate::control_lib::path_for_run(dir)
+            .inspect_err(|e| {
+                crate::usage::say!("lotus: warning: {e}: the program cannot open windows")
+            })
+            .ok()
+    })?;
 
     if let Some(out) = &out {
         // Find out now, not after the whole program ran.
@@ -262,48 +254,20 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let flag = interrupted.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
 
-    // Dropped last: ends whatever the program left, also daemons that left
-    // its process group.
-    let _reaper = Reaper::new(live::REAP_LIMIT);
-    let mut collection = backend.collect(&target, &copts)?;
-    if let Some(h) = host.as_mut() {
-        h.close_child_ends();
-    }
-    if !args.windows && backend.switches_windows() {
-        // The whole run is one window, open from now on.
-        collection.resume()?;
-    }
-    // Stopped early (Ctrl-C, SIGTERM, --timeout), the run still has its
-    // samples up to then: they are written, marked partial.
-    let (status, partial) = stopped_early(
-        live::serve(
-            collection.as_mut(),
-            host.as_mut(),
-            args.timeout.map(Duration::from_secs),
-            &interrupted,
-        ),
-        &target,
-    )?;
-    if !args.windows && backend.switches_windows() {
-        collection.pause()?;
-    }
-    // Summed: a program's windows cost no memory each.
-    let windows = collection.window_totals();
-    let (report, notes) = collection.report_noted()?;
-    let lines = crate::render::flame::folded_lines(None, &report.stacks);
-    let (profile, samples) = profile_of(&args, backend.as_ref(), report, &windows, &partial);
-    let text = text_of(&profile, format, &args)?;
+    let run = prepared.run(backend.as_ref(), &options, &interrupted)?;
+    let lines = crate::render::flame::folded_lines(None, &run.stacks);
+    let text = text_of(&run.profile, format, &args)?;
     match &out {
         Some(path) => {
             write_file(path, text.as_bytes())?;
             crate::usage::note!(
                 "lotus: wrote {} ({} functions{})",
                 path.display(),
-                profile.rows.len(),
-                if windows.count == 0 {
+                run.profile.rows.len(),
+                if run.windows == 0 {
                     String::new()
                 } else {
-                    format!(", {samples} samples in {} window(s)", windows.count)
+                    format!(", {} samples in {} window(s)", run.samples, run.windows)
                 }
             );
         }
@@ -315,15 +279,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         args.flamegraph.as_deref(),
         "lotus profile: CPU samples",
     )?;
-    Ok(closing(
-        &args,
-        backend.as_ref(),
-        &notes,
-        windows.count,
-        &partial,
-        status,
-        &target,
-    ))
+    Ok(closing(&args, backend.as_ref(), &run))
 }
 
 /// The profile in `format`: `lotus.profile/1` JSON, or its rows.
@@ -337,144 +293,34 @@ fn text_of(profile: &Profile, format: ProfileFormat, args: &ProfileArgs) -> Resu
     render_rows(profile, format, args.top, width)
 }
 
-/// The program to profile, its arguments and environment: it can `import
-/// lotus` from the harness folder (returned: it lives as long as the
-/// run), and reach lotus through the control library written beside it
-/// (a profile without windows needs no library: its failure is a
-/// warning).
-fn target_of(
-    args: &ProfileArgs,
-    backend: &dyn Profiler,
-    to_stdout: bool,
-) -> Result<(Target, HarnessFiles)> {
-    let (program, rest) = args
+/// The program to profile (after `--`), found on PATH or as a path.
+fn find(args: &ProfileArgs) -> Result<PathBuf> {
+    let program = args
         .command
-        .split_first()
+        .first()
         .ok_or_else(|| anyhow!("give the program to profile after --"))?;
-    let program = crate::program::find_program(std::path::Path::new(program))
-        .map_err(|why| anyhow!("{program}: cannot run it: {why}"))?;
-    let mut target = Target::new(program);
-    target.args = rest.iter().map(Into::into).collect();
-    // Without --out the profile goes to stdout: the program's own
-    // output must not mix into it.
-    target.stdout_to_stderr = to_stdout;
-    // The program can `import lotus` from the harness folder, and reach
-    // lotus through the control library written beside it. A profile
-    // without windows needs no library: its failure is a warning.
-    let files = harness::write_harness().context("cannot write the lotus Python module")?;
-    let control_lib = crate::control_lib::path_for_run(files.dir.path())
-        .inspect_err(|e| crate::usage::say!("lotus: warning: {e}: the program cannot open windows"))
-        .ok();
-    target
-        .env
-        .extend(live::control_env(backend, control_lib.as_deref()));
-    let pythonpath = match std::env::var_os("PYTHONPATH") {
-        Some(p) if !p.is_empty() => {
-            let mut v = files.dir.path().as_os_str().to_owned();
-            v.push(":");
-            v.push(p);
-            v
-        }
-        _ => files.dir.path().as_os_str().to_owned(),
-    };
-    target.env.push(("PYTHONPATH".into(), pythonpath));
-    Ok((target, files))
+    crate::program::find_program(std::path::Path::new(program))
+        .map_err(|why| anyhow!("{program}: cannot run it: {why}"))
 }
 
-/// What `args` asks of the collection.
-fn collect_options(args: &ProfileArgs) -> CollectOptions {
-    let mut copts = CollectOptions::default();
-    copts.frequency_hz = Some(args.frequency);
-    copts.collect_type.clone_from(&args.collect_type);
-    copts.keep_raw.clone_from(&args.keep_raw);
-    copts.whole_program = !args.windows;
-    copts.stacks = args.stacks.call_stacks();
-    copts
-}
-
-/// The program's exit status, or, stopped early (Ctrl-C, SIGTERM,
-/// `--timeout`), why: the run still has its samples up to then, written
-/// and marked partial.
-fn stopped_early(
-    served: std::result::Result<std::process::ExitStatus, RunError>,
-    target: &Target,
-) -> Result<(Option<std::process::ExitStatus>, Option<Partial>)> {
-    Ok(match served {
-        Ok(status) => (Some(status), None),
-        Err(RunError::Interrupted) => (
-            None,
-            Some(Partial {
-                reason: Partial::INTERRUPTED.into(),
-                message: "interrupted (Ctrl-C or SIGTERM): the program and everything it \
-                          started were stopped"
-                    .into(),
-            }),
-        ),
-        Err(RunError::TimedOut(timeout)) => (
-            None,
-            Some(Partial {
-                reason: Partial::TIMEOUT.into(),
-                message: format!(
-                    "still running after --timeout {} s: the program and everything it \
-                     started were stopped",
-                    timeout.as_secs()
-                ),
-            }),
-        ),
-        Err(e) => bail!("{}: {e}", target.program.display()),
-    })
-}
-
-/// The profile of the run: its rows, the perf sampling interval, the
-/// command, whether partial, and its windows' counts; with the samples
-/// its windows took.
-fn profile_of(
-    args: &ProfileArgs,
-    backend: &dyn Profiler,
-    report: Report,
-    windows: &WindowTotals,
-    partial: &Option<Partial>,
-) -> (Profile, u64) {
-    let mut profile = Profile::new(backend.name(), report);
-    // A backend that streams its samples counts them itself, one per
-    // period of the frequency asked; the others state theirs in their
-    // reports.
-    if backend.streaming().is_some() {
-        profile.sample_interval_s = Some(1.0 / args.frequency as f64);
-    }
-    profile.command = args.command.clone();
-    profile.partial.clone_from(partial);
-    let samples = windows.samples;
-    let task_clock: f64 = windows
-        .counters
-        .get("task-clock-ns")
-        .copied()
-        .unwrap_or(0.0);
-    if windows.count > 0 {
-        profile
-            .environment
-            .insert("windows".into(), windows.count.to_string());
-        profile
-            .environment
-            .insert("samples".into(), samples.to_string());
-        profile
-            .environment
-            .insert("task_clock_s".into(), format!("{:.6}", task_clock / 1e9));
-    }
-    (profile, samples)
+/// What `args` asks of the run (`to_stdout`: the profile goes to standard
+/// output, the program's own output must not mix into it).
+fn program_options(args: &ProfileArgs, to_stdout: bool) -> ProgramOptions {
+    let mut options = ProgramOptions::new(args.command.clone(), args.frequency);
+    options.windows = args.windows;
+    options.collect_type.clone_from(&args.collect_type);
+    options.keep_raw.clone_from(&args.keep_raw);
+    options.stacks = args.stacks.call_stacks();
+    options.timeout = args.timeout.map(Duration::from_secs);
+    options.stdout_to_stderr = to_stdout;
+    options
 }
 
 /// The run's closing words (notes, a window never opened, a partial
 /// profile, the program's failure) and lotus's exit code.
-fn closing(
-    args: &ProfileArgs,
-    backend: &dyn Profiler,
-    notes: &[String],
-    window_count: u64,
-    partial: &Option<Partial>,
-    status: Option<std::process::ExitStatus>,
-    target: &Target,
-) -> ExitCode {
+fn closing(args: &ProfileArgs, backend: &dyn Profiler, run: &ProgramRun) -> ExitCode {
+    let (notes, window_count, partial, status) =
+        (&run.notes, run.windows, &run.partial, run.status);
     // Where samples are known to be missing, the figure is said (the
     // profile file has no place for notes).
     for note in notes {
@@ -488,7 +334,7 @@ fn closing(
         if partial.reason == Partial::TIMEOUT {
             crate::usage::say!(
                 "lotus: error: {}: {}{whole}; give a longer --timeout (or none) to profile the whole run",
-                target.program.display(),
+                run.program.display(),
                 partial.message
             );
             return ExitCode::FAILURE;

@@ -1,6 +1,5 @@
 //! Renderers: tables, the report's HTML page, SVG plots, verdict text.
 
-pub mod firefox;
 pub mod flame;
 pub mod html;
 pub mod in_pipeline;

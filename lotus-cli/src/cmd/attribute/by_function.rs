@@ -22,20 +22,16 @@
 //! A sample-count profile also has `total_samples` and per function
 //! `samples`; `cpu_time_s` is `null` where the sample interval is unknown.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use anyhow::{Context, Result};
 use lotus_attribute::{FunctionAttribution, OpShare};
 use lotus_core::Unit;
 use lotus_sys::text::{csv_number, csv_record, one_line, printable};
-use serde::Serialize;
 
-use super::render::{amount, metric_text, pct, Grid, JsonProfileHead};
+use super::render::{amount, metric_text, pct, Grid};
 use crate::attribution_inputs::LoadedProfile;
 use crate::render::table;
-
-/// The schema tag of `lotus attribute --by function --format json`.
-pub const SCHEMA: &str = "lotus.attribution-functions/1";
 
 /// Every profile's per-function attribution, ready to render.
 pub(super) struct FunctionView<'a> {
@@ -45,65 +41,6 @@ pub(super) struct FunctionView<'a> {
     pub(super) results: &'a [FunctionAttribution],
     /// `--wide`: names in tables in full.
     pub(super) wide: bool,
-}
-
-#[derive(Serialize)]
-struct JsonOut<'a> {
-    schema: &'static str,
-    mapping: &'a str,
-    #[serde(rename = "match")]
-    match_mode: &'a str,
-    split: String,
-    profiles: Vec<JsonProfile<'a>>,
-}
-
-#[derive(Serialize)]
-struct JsonProfile<'a> {
-    #[serde(flatten)]
-    head: JsonProfileHead<'a>,
-    clockticks: Option<&'a str>,
-    instructions: Option<&'a str>,
-    functions: Vec<JsonFunction<'a>>,
-    unexplained: JsonFigures<'a>,
-}
-
-#[derive(Serialize)]
-struct JsonCredit<'a> {
-    op: &'a str,
-    part: f64,
-}
-
-#[derive(Serialize)]
-struct JsonFunction<'a> {
-    function: &'a str,
-    module: &'a str,
-    ops: Vec<JsonCredit<'a>>,
-    #[serde(flatten)]
-    figures: JsonFigures<'a>,
-}
-
-#[derive(Serialize)]
-struct JsonFigures<'a> {
-    cpu_time_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    samples: Option<f64>,
-    share: f64,
-    rows: usize,
-    counters: &'a BTreeMap<String, f64>,
-    cpi: Option<f64>,
-    topdown: &'a BTreeMap<String, f64>,
-}
-
-fn json_figures<'a>(p: &LoadedProfile, o: &'a OpShare) -> JsonFigures<'a> {
-    JsonFigures {
-        cpu_time_s: p.seconds_per_unit().map(|k| o.value * k),
-        samples: (p.unit == Unit::Samples).then_some(o.value),
-        share: o.share,
-        rows: o.rows,
-        counters: &o.counters,
-        cpi: o.cpi,
-        topdown: &o.metrics,
-    }
 }
 
 /// `A (50%), B (50%)`.
@@ -125,41 +62,12 @@ impl FunctionView<'_> {
 
     /// The `lotus.attribution-functions/1` document, as text.
     pub(super) fn json(&self) -> Result<String> {
-        let profiles = self
-            .profiles
-            .iter()
-            .zip(self.results)
-            .map(|(p, a)| JsonProfile {
-                head: JsonProfileHead::of(p, a.total),
-                clockticks: a.clockticks.as_deref(),
-                instructions: a.instructions.as_deref(),
-                functions: a
-                    .functions
-                    .iter()
-                    .map(|f| JsonFunction {
-                        function: &f.function,
-                        module: &f.module,
-                        ops: f
-                            .ops
-                            .iter()
-                            .map(|c| JsonCredit {
-                                op: &c.op,
-                                part: c.part,
-                            })
-                            .collect(),
-                        figures: json_figures(p, &f.figures),
-                    })
-                    .collect(),
-                unexplained: json_figures(p, &a.unexplained),
-            })
-            .collect();
-        let out = JsonOut {
-            schema: SCHEMA,
-            mapping: self.mapping,
-            match_mode: &self.match_mode,
-            split: self.split(),
-            profiles,
-        };
+        let out = lotus_attribute::function_attribution_document(
+            self.mapping,
+            &self.match_mode,
+            self.profiles,
+            self.results,
+        );
         Ok(serde_json::to_string_pretty(&out)? + "\n")
     }
 

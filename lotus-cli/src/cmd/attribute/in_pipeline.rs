@@ -73,7 +73,7 @@ pub fn run(
         .with_context(|| format!("cannot read {}", files.sampling.display()))?;
     a.notes.extend(coverage.all_notes());
     a.notes
-        .extend(crate::run_record::RunRecord::notes_of(dir, prefix));
+        .extend(lotus_runner::RunRecord::notes_of(dir, prefix));
     let verdict = verdict_of(dir, &a, budget)?;
     if let Some(path) = plot {
         let colours = Colours::new(

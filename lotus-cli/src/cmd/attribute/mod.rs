@@ -75,9 +75,6 @@ use crate::attribution_inputs::{
 use lotus_sys::write_file;
 use render::View;
 
-/// The schema tag of `lotus attribute --format json`.
-pub const SCHEMA: &str = "lotus.attribution/1";
-
 /// Output formats of an attribution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AttributeFormat {

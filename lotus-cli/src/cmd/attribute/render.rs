@@ -2,14 +2,12 @@
 
 use crate::render::table;
 use lotus_sys::text::{csv_number, csv_record, figure, one_line, printable};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use anyhow::{Context, Result};
 use lotus_attribute::{Attribution, OpShare};
 use lotus_core::Unit;
-use serde::Serialize;
 
-use super::SCHEMA;
 use crate::attribution_inputs::LoadedProfile;
 
 /// The attribution of every profile, ready to render.
@@ -26,83 +24,8 @@ pub(super) struct View<'a> {
     pub(super) wide: bool,
 }
 
-#[derive(Serialize)]
-/// The `lotus.attribution/1` document.
-pub(super) struct JsonOut<'a> {
-    schema: &'static str,
-    mapping: &'a str,
-    #[serde(rename = "match")]
-    match_mode: String,
-    split: String,
-    profiles: Vec<JsonProfile<'a>>,
-}
-
-/// The fields that open each profile in both JSON documents
-/// (`lotus.attribution/1` and `lotus.attribution-functions/1`): which
-/// profile, and its total.
-#[derive(Serialize)]
-pub(super) struct JsonProfileHead<'a> {
-    name: &'a str,
-    file: String,
-    format: &'static str,
-    unit: Unit,
-    sample_interval_s: Option<f64>,
-    total_cpu_time_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    total_samples: Option<f64>,
-}
-
-impl<'a> JsonProfileHead<'a> {
-    /// The head of profile `p`, whose attribution totals `total` (in
-    /// the profile's unit).
-    pub(super) fn of(p: &'a LoadedProfile, total: f64) -> Self {
-        JsonProfileHead {
-            name: &p.name,
-            file: p.path.display().to_string(),
-            format: p.format,
-            unit: p.unit,
-            sample_interval_s: p.sample_interval_s,
-            total_cpu_time_s: p.seconds_per_unit().map(|k| total * k),
-            total_samples: (p.unit == Unit::Samples).then_some(total),
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct JsonProfile<'a> {
-    #[serde(flatten)]
-    head: JsonProfileHead<'a>,
-    split: String,
-    rows: usize,
-    matched_rows: usize,
-    clockticks: Option<&'a str>,
-    instructions: Option<&'a str>,
-    unmatched_ops: &'a [String],
-    notes: &'a [String],
-    ops: Vec<JsonOp<'a>>,
-}
-
-#[derive(Serialize)]
-struct JsonOp<'a> {
-    op: &'a str,
-    cpu_time_s: Option<f64>,
-    share: f64,
-    exclusive_s: Option<f64>,
-    shared_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    samples: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exclusive_samples: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    shared_samples: Option<f64>,
-    rows: usize,
-    counters: &'a BTreeMap<String, f64>,
-    cpi: Option<f64>,
-    topdown: &'a BTreeMap<String, f64>,
-}
-
 /// Figures of one entry in seconds (where they convert) and samples
-/// (for sample-count profiles).
+/// (for sample-count profiles): value, exclusive, shared.
 struct Figures {
     seconds: Option<[f64; 3]>,
     samples: Option<[f64; 3]>,
@@ -232,50 +155,9 @@ impl View<'_> {
             .unwrap_or_default()
     }
 
-    pub(super) fn json(&self) -> JsonOut<'_> {
-        let profiles = self
-            .profiles
-            .iter()
-            .zip(self.results)
-            .map(|(p, a)| JsonProfile {
-                head: JsonProfileHead::of(p, a.total),
-                split: a.split.to_string(),
-                rows: a.rows,
-                matched_rows: a.matched_rows,
-                clockticks: a.clockticks.as_deref(),
-                instructions: a.instructions.as_deref(),
-                unmatched_ops: &a.unmatched_ops,
-                notes: &a.notes,
-                ops: a
-                    .ops
-                    .iter()
-                    .map(|o| {
-                        let f = figures(p, o);
-                        JsonOp {
-                            op: &o.op,
-                            cpu_time_s: f.seconds.map(|s| s[0]),
-                            share: o.share,
-                            exclusive_s: f.seconds.map(|s| s[1]),
-                            shared_s: f.seconds.map(|s| s[2]),
-                            samples: f.samples.map(|s| s[0]),
-                            exclusive_samples: f.samples.map(|s| s[1]),
-                            shared_samples: f.samples.map(|s| s[2]),
-                            rows: o.rows,
-                            counters: &o.counters,
-                            cpi: o.cpi,
-                            topdown: &o.metrics,
-                        }
-                    })
-                    .collect(),
-            })
-            .collect();
-        JsonOut {
-            schema: SCHEMA,
-            mapping: self.mapping,
-            match_mode: self.match_mode(),
-            split: self.split(),
-            profiles,
-        }
+    /// The `lotus.attribution/1` document.
+    pub(super) fn json(&self) -> lotus_attribute::AttributionDocument<'_> {
+        lotus_attribute::attribution_document(self.mapping, self.profiles, self.results)
     }
 
     pub(super) fn csv(&self) -> Result<String> {

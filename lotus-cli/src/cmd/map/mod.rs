@@ -115,7 +115,7 @@ pub struct MapArgs {
     pub cwd: Option<PathBuf>,
     /// Live, perf: call stacks with every sample, into each op's `stacks` in the mapping (JSON): `dwarf` unwinds the user stack through the libraries' unwind tables, `fp` takes the kernel's frame-pointer chain (see `lotus trace run --stacks`); `none` (the default) keeps the sampled function alone.
     #[arg(long, value_enum, default_value = "none")]
-    pub stacks: crate::sampled_trace::StackMode,
+    pub stacks: crate::sampling::StackMode,
     /// With --stacks: write each op's call stacks, collapsed (`op;outer;inner count` lines, as inferno, flamegraph.pl and speedscope read them), to FILE.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
@@ -395,7 +395,7 @@ fn live_options(args: &MapArgs, python: PathBuf, backend_name: &str) -> Result<L
         .with_fork_server(!args.no_fork_server)
         .with_max_window_names(args.max_window_names)
         .with_stacks(args.stacks.call_stacks())
-        .with_temp_folder_hook(crate::oom::remove_on_oom);
+        .with_temp_folder_hook(lotus_runner::remove_on_oom);
     let opts = with_control_library(opts);
     Ok(match default_hz {
         Some(hz) => opts.with_default_frequency(hz),

@@ -9,13 +9,13 @@ use lotus_core::Mapping;
 
 use super::MapArgs;
 use crate::render::flame;
-use crate::sampled_trace::StackMode;
+use crate::sampling::StackMode;
 use crate::usage::usage;
 
-/// Refuses what cannot give stacks ([`crate::sampled_trace::check_stack_args`]), and `--stacks`
+/// Refuses what cannot give stacks ([`crate::sampling::check_stack_args`]), and `--stacks`
 /// with a mapping read rather than run.
 pub(super) fn check_args(args: &MapArgs, backend: &dyn lotus_core::Profiler) -> Result<()> {
-    crate::sampled_trace::check_stack_args(
+    crate::sampling::check_stack_args(
         args.stacks,
         args.folded.is_some() || args.flamegraph.is_some(),
         backend,

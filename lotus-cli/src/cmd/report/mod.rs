@@ -58,8 +58,8 @@ use crate::cmd::report::samples::{
 use crate::render::html::timeline::{OpCpu, Timeline};
 use crate::render::html::{heading, para, Block, Cell, PageContext, Part, RunInfo, VerdictView};
 use crate::render::svg::Colours;
-use crate::run_record::RunRecord;
 use crate::traces::{configurations_of, Computed, OutliersArg};
+use lotus_runner::RunRecord;
 use lotus_sys::write_file;
 
 /// `lotus report --format`.
@@ -318,6 +318,7 @@ fn runs_and_timelines(
         let record = match RunRecord::read(&c.dir, prefix) {
             Ok(r) => r,
             Err(e) => {
+                let e = anyhow::Error::from(e);
                 crate::usage::say!("lotus: warning: {e:#}; the page says the run is not recorded");
                 None
             }

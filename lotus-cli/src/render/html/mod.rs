@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 use minijinja::{AutoEscape, Environment, Output, State, Value};
 use serde::Serialize;
 
-use crate::run_record::RunRecord;
+use lotus_runner::RunRecord;
 
 /// The page template.
 const TEMPLATE: &str = include_str!("../../../templates/report.html");

@@ -1,10 +1,12 @@
-//! The record `lotus trace run` leaves of a run in the trace folder
-//! (`<prefix>.run`), which `lotus report` shows at the top of its page.
+//! The record a traced run leaves in the trace folder (`<prefix>.run`,
+//! schema `lotus.run/1`), which `lotus report` shows at the top of its
+//! page.
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+
+use crate::error::{with_causes, Context, Result, RunnerError};
 
 /// What `lotus trace run` recorded of a run (`lotus.run` in the trace
 /// folder, [`run_file`]).
@@ -81,9 +83,10 @@ impl RunRecord {
     /// writer).
     pub fn write(&self, dir: &Path, prefix: &str) -> Result<()> {
         let path = dir.join(run_file(prefix));
-        let text = serde_json::to_string_pretty(self)?;
+        let text = serde_json::to_string_pretty(self)
+            .context_with(|| format!("cannot write {}", path.display()))?;
         lotus_sys::write_file(&path, text.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))
+            .context_with(|| format!("cannot write {}", path.display()))
     }
 
     /// Reads `dir`'s record: `Ok(None)` when it has none; an error naming
@@ -102,45 +105,45 @@ impl RunRecord {
         let f = match folder.open_file(Path::new(&name)) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(anyhow::anyhow!("{}: {e}", path.display())),
+            Err(e) => return Err(RunnerError::Refused(format!("{}: {e}", path.display()))),
         };
         if f.size() > RUN_MAX_BYTES {
-            anyhow::bail!(
+            return Err(RunnerError::Refused(format!(
                 "{}: {} bytes, more than a run record's {RUN_MAX_BYTES}: not written by lotus trace run; remove it or copy the folder without it",
                 path.display(),
                 f.size()
-            );
+            )));
         }
         let mut bytes = Vec::new();
         f.take(RUN_MAX_BYTES)
             .read_to_end(&mut bytes)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let r: RunRecord = serde_json::from_slice(&bytes).with_context(|| {
+            .context_with(|| format!("cannot read {}", path.display()))?;
+        let r: RunRecord = serde_json::from_slice(&bytes).context_with(|| {
             format!(
                 "{}: not a run record of lotus trace run (JSON of schema {RUN_SCHEMA})",
                 path.display()
             )
         })?;
         if r.schema != RUN_SCHEMA {
-            anyhow::bail!(
+            return Err(RunnerError::Refused(format!(
                 "{}: schema {:?}, this lotus reads {RUN_SCHEMA}",
                 path.display(),
                 r.schema
-            );
+            )));
         }
         if r.command.len() > COMMAND_MAX_WORDS {
-            anyhow::bail!(
+            return Err(RunnerError::Refused(format!(
                 "{}: a command of {} words, more than the {COMMAND_MAX_WORDS} lotus writes",
                 path.display(),
                 r.command.len()
-            );
+            )));
         }
         if r.notes.len() > NOTES_MAX {
-            anyhow::bail!(
+            return Err(RunnerError::Refused(format!(
                 "{}: {} notes, more than the {NOTES_MAX} lotus writes",
                 path.display(),
                 r.notes.len()
-            );
+            )));
         }
         Ok(Some(r))
     }
@@ -170,7 +173,10 @@ impl RunRecord {
                 .map(|n| format!("when traced: {n}"))
                 .collect(),
             Ok(None) => Vec::new(),
-            Err(e) => vec![format!("{e:#}: the run's own warnings are not shown")],
+            Err(e) => vec![format!(
+                "{}: the run's own warnings are not shown",
+                with_causes(&e)
+            )],
         }
     }
 }

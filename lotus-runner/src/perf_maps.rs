@@ -18,16 +18,16 @@ const MAX_LISTING: u64 = 128;
 
 /// What [`remove_made_maps`] did.
 #[derive(Debug, Default)]
-pub(super) struct Removed {
+pub(crate) struct Removed {
     /// Maps removed.
-    pub(super) removed: usize,
+    pub(crate) removed: usize,
     /// Maps left where they are, each with why.
-    pub(super) left: Vec<String>,
+    pub(crate) left: Vec<String>,
 }
 
 /// Removes the maps the tracer listed in `status`, lotus's private status
 /// folder, from `/tmp`.
-pub(super) fn remove_made_maps(status: &Path) -> Removed {
+pub(crate) fn remove_made_maps(status: &Path) -> Removed {
     remove_listed(status, Path::new("/tmp"))
 }
 

@@ -4,13 +4,15 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context, Result};
 use lotus_sys::trust;
+
+use crate::error::{Context, Result, RunnerError};
+use crate::progress::{MessageKind, Progress};
 
 /// Whether `name` is a trace log of `prefix`: `<prefix>_main_pid_<pid>` or
 /// `<prefix>_worker_pid_<pid>`, or `<prefix>.<n>_...` (the tracer's name
 /// when the first was taken).
-pub(super) fn is_log_of(name: &str, prefix: &str) -> bool {
+pub(crate) fn is_log_of(name: &str, prefix: &str) -> bool {
     let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let Some(rest) = name.strip_prefix(prefix) else {
         return false;
@@ -32,7 +34,7 @@ pub(super) fn is_log_of(name: &str, prefix: &str) -> bool {
 
 /// Whether `name` is a log of ITT tasks that lotus's collector wrote for
 /// `prefix`: `<prefix>.itt_<role>_pid_<pid>` or `<prefix>.itt<n>_...`.
-pub(super) fn is_itt_log_of(name: &str, prefix: &str) -> bool {
+pub(crate) fn is_itt_log_of(name: &str, prefix: &str) -> bool {
     let Some(rest) = name
         .strip_prefix(prefix)
         .and_then(|r| r.strip_prefix(ITT_LOG_TAG))
@@ -47,11 +49,11 @@ pub(super) fn is_itt_log_of(name: &str, prefix: &str) -> bool {
 }
 
 /// What follows the prefix in the name of a log of ITT tasks.
-pub(super) const ITT_LOG_TAG: &str = ".itt";
+pub(crate) const ITT_LOG_TAG: &str = ".itt";
 
 /// Whether the log at `path` belongs to the run `run_id`: its header
 /// (first line) carries `run=<run_id>`.
-pub(super) fn is_log_of_run(path: &Path, run_id: &str) -> bool {
+pub(crate) fn is_log_of_run(path: &Path, run_id: &str) -> bool {
     use std::io::Read;
     let mut head = [0u8; 512];
     let n = std::fs::File::open(path)
@@ -72,37 +74,38 @@ pub(super) fn is_log_of_run(path: &Path, run_id: &str) -> bool {
 /// through (or read back by `trace view`). Refused rather than warned
 /// about: a warning scrolls away while root's job writes into a folder
 /// another user controls; the fix (a folder of one's own) is one command.
-pub(super) fn check_out_folder(out: &Path) -> Result<PathBuf> {
+pub(crate) fn check_out_folder(out: &Path) -> Result<PathBuf> {
     let absolute = std::path::absolute(out)
-        .with_context(|| format!("cannot resolve the trace folder {}", out.display()))?;
+        .context_with(|| format!("cannot resolve the trace folder {}", out.display()))?;
     // The folders above must be safe before anything is created under them.
     if let Some(existing) = absolute.ancestors().skip(1).find(|a| a.exists()) {
         trust::check_path(existing, false).map_err(|u| untrusted_out(out, &u))?;
     }
     lotus_sys::create_dir_all(&absolute, 0o755).map_err(|e| match e {
-        lotus_sys::Error::Untrusted { .. } => {
-            anyhow!(
-                "the trace folder {} is not safe to write: {e}",
-                out.display()
-            )
-        }
-        e => anyhow!(e).context(format!("cannot create the trace folder {}", out.display())),
+        lotus_sys::Error::Untrusted { .. } => RunnerError::Refused(format!(
+            "the trace folder {} is not safe to write: {e}",
+            out.display()
+        )),
+        e => RunnerError::Context {
+            context: format!("cannot create the trace folder {}", out.display()),
+            source: Box::new(e),
+        },
     })?;
     let canonical = std::fs::canonicalize(&absolute)
-        .with_context(|| format!("cannot resolve {}", out.display()))?;
+        .context_with(|| format!("cannot resolve {}", out.display()))?;
     trust::check_path(&absolute, true).map_err(|u| untrusted_out(out, &u))?;
     Ok(canonical)
 }
 
-pub(super) fn untrusted_out(out: &Path, why: &trust::Untrusted) -> anyhow::Error {
-    anyhow!(
+pub(crate) fn untrusted_out(out: &Path, why: &trust::Untrusted) -> RunnerError {
+    RunnerError::Refused(format!(
         "the trace folder {} is not safe to write: {why}; another user could plant files or links where the job writes its logs. Use a folder that only you (and root) can write, e.g. `mkdir -m 755 ~/trace` (or `chmod go-w` the folder)",
         out.display()
-    )
+    ))
 }
 
 /// An id for this run, unique on this machine: lotus's pid and the time.
-pub(super) fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -111,7 +114,7 @@ pub(super) fn new_run_id() -> String {
 
 /// The trace logs of `prefix` directly in `dir` (the tracer's, or with
 /// `itt`, those of ITT tasks).
-pub(super) fn logs_in(dir: &Path, prefix: &str, itt: bool) -> io::Result<Vec<PathBuf>> {
+pub(crate) fn logs_in(dir: &Path, prefix: &str, itt: bool) -> io::Result<Vec<PathBuf>> {
     let mut logs = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -338,11 +341,12 @@ fn children_ended(logs: &[PathBuf]) -> std::collections::HashMap<u32, i32> {
 /// known cause, that it ended without closing its log. Each line goes to
 /// stderr and, in the lotus format, as a note at the end of that log.
 /// Logs of processes still running are left alone.
-pub(super) fn say_cut_logs(
+pub(crate) fn say_cut_logs(
     logs: &[PathBuf],
     lotus_format: bool,
     started: std::time::SystemTime,
     main: std::process::ExitStatus,
+    progress: &mut dyn Progress,
 ) {
     use std::os::unix::process::ExitStatusExt;
     let mut cut = Vec::new();
@@ -350,9 +354,9 @@ pub(super) fn say_cut_logs(
         match cut_log(log) {
             Ok(Some(c)) => cut.push(c),
             Ok(None) => {}
-            Err(e) => crate::usage::say!(
-                "lotus: warning: cannot read {} to its end: {e}",
-                log.display()
+            Err(e) => progress.message(
+                MessageKind::Warning,
+                &format!("warning: cannot read {} to its end: {e}", log.display()),
             ),
         }
     }
@@ -397,14 +401,14 @@ pub(super) fn say_cut_logs(
             c.events,
             c.path.display()
         );
-        crate::usage::say!("lotus: {message}");
+        progress.message(MessageKind::Warning, &message);
         if lotus_format {
             use std::os::unix::fs::FileExt;
             let note = format!("# lotus-trace: lotus trace run: {message}\n");
             if let Err(e) = c.file.write_all_at(note.as_bytes(), c.end) {
-                crate::usage::say!(
-                    "lotus: warning: cannot add a note to {}: {e}",
-                    c.path.display()
+                progress.message(
+                    MessageKind::Warning,
+                    &format!("warning: cannot add a note to {}: {e}", c.path.display()),
                 );
             }
         }

@@ -1,11 +1,11 @@
-//! Unit tests of `lotus trace run`.
+//! Unit tests of the runner.
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
 
-use super::check_prefix;
-use super::logs::{is_itt_log_of, is_log_of};
-use super::tracer::{write_tracer, TRACER_FILES};
+use crate::check_prefix;
+use crate::logs::{is_itt_log_of, is_log_of};
+use crate::tracer::{write_tracer, TRACER_FILES};
 
 #[test]
 fn log_names() {

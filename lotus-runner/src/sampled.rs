@@ -1,9 +1,9 @@
-//! `lotus trace run --sample`: the trace as without it, and every process
-//! and thread of the job sampled from start to end through the perf
-//! backend, each sample (time, pid, tid, function) written into the trace
-//! folder as it comes (`<prefix>.samples`, `<prefix>.symbols`,
-//! `<prefix>.sampling`: see [`lotus_samples`]). The backend is found in
-//! the registry and asked for its capabilities
+//! A traced job sampled: the trace as without samples, and every process
+//! and thread of the job sampled from start to end through the registry's
+//! streaming backend ([`lotus_core::streaming_backend`]), each sample
+//! (time, pid, tid, function) written into the trace folder as it comes
+//! (`<prefix>.samples`, `<prefix>.symbols`, `<prefix>.sampling`: see
+//! [`lotus_samples`]). The backend is asked for its capabilities
 //! ([`lotus_core::Profiler::streaming`], `calibration`): a backend that
 //! does not stream samples is named in the reason the trace runs without
 //! them.
@@ -13,155 +13,81 @@
 //! it) and `samples_added=` (samples, among `samples=`, that stand for the
 //! unsampled last period of exited threads; see the perf backend's
 //! `SampleCoverage`); where samples are known to be missing, a `note=`
-//! line and lotus's output say so with the figures.
+//! line and a message say so with the figures.
 //!
-//! Where perf cannot run (no `perf_event_open`, not permitted), the job is
-//! traced without samples and lotus says why, in its output and in
-//! `<prefix>.sampling` (`status=unavailable`), so that `lotus attribute
+//! Where the backend cannot run (no `perf_event_open`, not permitted), the
+//! job is traced without samples and the runner says why, in a message and
+//! in `<prefix>.sampling` (`status=unavailable`), so that `lotus attribute
 //! DIR` can say it too.
 //!
-//! `--counters` (default `cycles,instructions`) are read with each sample
-//! (see the perf backend's `sample_read`): `counters=` in
+//! The counters asked for (`lotus trace run --counters`, default
+//! `cycles,instructions`) are read with each sample: `counters=` in
 //! `<prefix>.sampling` names them in record order. Where the kernel
 //! refuses them (no PMU, as in most virtual machines), the samples carry
 //! none, `counters_unsupported=` and `counters_reason=` say which and
-//! why (`counters_kind=`: hardware or software), and lotus says it once.
+//! why (`counters_kind=`: hardware or software), and a message says it
+//! once.
 
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use lotus_core::{
     CallStacks, CollectOptions, CountersRead, SampleCost, SampleCounter, StreamOptions,
     StreamReport, Target,
 };
 use lotus_samples::{write_sampling, SampleFiles, SamplesWriter};
 
-mod status;
-
-use status::{failed_pairs, sampling_text, StatusFile};
-pub use status::{mark_failed, prepare};
+use crate::error::{with_causes, Context, Result, RunnerError};
+use crate::progress::{MessageKind, Progress};
+use crate::status::{failed_pairs, sampling_text, StatusFile};
 
 /// Set by Ctrl-C while a sampled job runs: the job is in its own process
-/// group (the backend puts it there), so lotus passes the interrupt on.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// group (the backend puts it there), so the runner passes the interrupt
+/// on.
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-/// `trace run --stacks`'s choices.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum StackMode {
-    /// The sampled function alone.
-    None,
-    /// The kernel's frame-pointer call chain with every sample.
-    Fp,
-    /// The kernel's frames, and the user's unwound through the unwind
-    /// tables from a copy of the user stack (as `perf record --call-graph
-    /// dwarf`).
-    Dwarf,
-}
-
-impl StackMode {
-    /// What the backends take.
-    pub fn call_stacks(self) -> CallStacks {
-        match self {
-            StackMode::None => CallStacks::None,
-            StackMode::Fp => CallStacks::FramePointers,
-            StackMode::Dwarf => CallStacks::Dwarf,
-        }
-    }
-
-    /// The name `<prefix>.sampling` gives it (`stacks=`).
-    pub fn name(self) -> &'static str {
-        match self {
-            StackMode::None => "none",
-            StackMode::Fp => "fp",
-            StackMode::Dwarf => "dwarf",
-        }
-    }
-}
-
-/// Refuses `--folded`/`--flamegraph` without `--stacks`, and `--stacks`
-/// with a backend other than perf (VTune and uProf keep call stacks in
-/// their own results: `--keep-raw`).
-pub fn check_stack_args(
-    stacks: StackMode,
-    drawn: bool,
-    backend: &dyn lotus_core::Profiler,
-) -> anyhow::Result<()> {
-    if stacks == StackMode::None {
-        if drawn {
-            return Err(crate::usage::usage(
-                "--folded and --flamegraph draw call stacks: add --stacks dwarf (or fp)",
-            ));
-        }
-        return Ok(());
-    }
-    // Stacks come with the samples of a backend that streams them.
-    if backend.streaming().is_none() {
-        let name = backend.name();
-        return Err(crate::usage::usage(match lotus_core::streaming_backend() {
-            Some(with) => format!(
-                "--stacks takes call stacks with {w}'s samples; {name} keeps its own in its results (--keep-raw DIR): use --backend {w}",
-                w = with.name()
-            ),
-            None => format!(
-                "--stacks takes call stacks with the samples of a backend that streams them, and this lotus links none; {name} keeps its own in its results (--keep-raw DIR)"
-            ),
-        }));
-    }
-    Ok(())
-}
-
-/// The sampling frequency when `--frequency` is not given (Hz).
+/// The sampling frequency a [`Sampling`] starts with (Hz).
 pub const DEFAULT_FREQUENCY_HZ: u64 = 1000;
 
-/// The backend `--sample` samples through: the registry's that streams
-/// its samples ([`lotus_core::streaming_backend`]).
-fn sampling_backend() -> anyhow::Result<Box<dyn lotus_core::Profiler>> {
-    lotus_core::streaming_backend().ok_or_else(|| {
-        anyhow::anyhow!("no linked profiler backend streams its samples (this lotus was built without the perf backend)")
-    })
-}
-
-/// The counters `--counters` names, in order (empty for `none`).
+/// How a traced job is sampled ([`crate::TraceOptions::with_sampling`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CounterList(pub Vec<SampleCounter>);
-
-/// The counters the sampling backend can read with each sample (none
-/// where it is not linked or does not stream).
-fn streamed_counters() -> Vec<SampleCounter> {
-    lotus_core::streaming_backend()
-        .and_then(|b| b.streaming().map(|s| s.sample_counters()))
-        .unwrap_or_default()
+pub struct Sampling {
+    /// Samples per second of CPU time, per thread.
+    pub frequency_hz: u64,
+    /// The counters read with each sample, in order (none: empty).
+    pub counters: Vec<SampleCounter>,
+    /// The call stacks taken with each sample.
+    pub stacks: CallStacks,
 }
 
-/// Parses `--counters`: comma-separated perf event names lotus can read
-/// with each sample, each at most once, or `none`.
-pub fn parse_counters(text: &str) -> std::result::Result<CounterList, String> {
-    if text.trim() == "none" {
-        return Ok(CounterList(Vec::new()));
-    }
-    let all = streamed_counters();
-    let known = || all.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
-    let mut kinds = Vec::new();
-    for name in text.split(',').map(str::trim) {
-        let kind = all
-            .iter()
-            .copied()
-            .find(|k| k.name == name)
-            .ok_or_else(|| {
-                format!(
-                    "unknown counter {name:?}: give comma-separated names among {}, or `none`",
-                    known()
-                )
-            })?;
-        if kinds.contains(&kind) {
-            return Err(format!("counter {name:?} is named twice"));
+impl Default for Sampling {
+    /// [`DEFAULT_FREQUENCY_HZ`], no counters, no call stacks.
+    fn default() -> Sampling {
+        Sampling {
+            frequency_hz: DEFAULT_FREQUENCY_HZ,
+            counters: Vec::new(),
+            stacks: CallStacks::None,
         }
-        kinds.push(kind);
     }
-    Ok(CounterList(kinds))
+}
+
+/// The name `<prefix>.sampling` gives call stacks (`stacks=`).
+pub(crate) fn stacks_name(stacks: CallStacks) -> &'static str {
+    match stacks {
+        CallStacks::FramePointers => "fp",
+        CallStacks::Dwarf => "dwarf",
+        _ => "none",
+    }
+}
+
+/// The backend the samples come from: the registry's that streams its
+/// samples ([`lotus_core::streaming_backend`]).
+fn sampling_backend() -> Result<Box<dyn lotus_core::Profiler>> {
+    lotus_core::streaming_backend().ok_or_else(|| {
+        RunnerError::Refused("no linked profiler backend streams its samples (this lotus was built without the perf backend)".into())
+    })
 }
 
 /// The `.sampling` lines that say which counters the samples carry, or
@@ -185,22 +111,26 @@ fn counter_pairs(counters: &CountersRead) -> Vec<(&'static str, String)> {
     pairs
 }
 
-/// How often lotus looks whether the job has ended.
+/// How often the runner looks whether the job has ended.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Runs `cmd` (the traced job, its environment set) under the perf
-/// backend, the samples written into `out`; without samples when perf
-/// cannot run here (or the backend registered as perf does not stream
-/// samples). The job's exit status.
-pub fn run(
+/// Runs `cmd` (the traced job, its environment set) under the streaming
+/// backend, the samples written into `out`; without samples when it
+/// cannot run here (or does not stream samples). The job's exit status.
+pub(crate) fn run(
     cmd: &mut Command,
     out: &Path,
     prefix: &str,
-    frequency: u64,
-    counters: &CounterList,
-    stacks: StackMode,
+    sampling: &Sampling,
     keep_fds: &[std::os::fd::RawFd],
+    progress: &mut dyn Progress,
 ) -> Result<ExitStatus> {
+    let Sampling {
+        frequency_hz: frequency,
+        counters,
+        stacks,
+    } = sampling;
+    let (frequency, stacks) = (*frequency, *stacks);
     let files = SampleFiles::of(out, prefix);
     let mut target = Target::new(cmd.get_program());
     target.keep_fds = keep_fds.to_vec();
@@ -221,6 +151,7 @@ pub fn run(
                 "the {name} backend cannot run here: {}",
                 probe.reason.unwrap_or_default()
             ),
+            progress,
         );
     }
     let Some(streaming) = backend.streaming() else {
@@ -229,14 +160,15 @@ pub fn run(
             &files,
             name,
             format!("`--sample` needs a backend that streams samples; {name} does not"),
+            progress,
         );
     };
     let mut options = CollectOptions::default();
     options.frequency_hz = Some(frequency);
     options.whole_program = true;
     let stream = StreamOptions::default()
-        .with_counters(counters.0.iter().map(|c| c.name.to_string()).collect())
-        .with_stacks(stacks.call_stacks());
+        .with_counters(counters.iter().map(|c| c.name.to_string()).collect())
+        .with_stacks(stacks);
     let writer = match SamplesWriter::create(out, prefix) {
         Ok(w) => w,
         Err(e) => {
@@ -251,8 +183,8 @@ pub fn run(
                     let _ = std::fs::remove_file(path);
                 }
             }
-            return Err(anyhow::Error::new(e))
-                .with_context(|| format!("cannot create the sample files in {}", out.display()));
+            return Err(e)
+                .context_with(|| format!("cannot create the sample files in {}", out.display()));
         }
     };
     let mut collection =
@@ -268,6 +200,7 @@ pub fn run(
                     &files,
                     name,
                     format!("{name} sampling could not start: {e}"),
+                    progress,
                 );
             }
         };
@@ -277,25 +210,31 @@ pub fn run(
     // and the kernel's reason in a note of the sampling description.
     let asked = stacks;
     let stacks = match collection.call_stacks() {
-        CallStacks::Dwarf => StackMode::Dwarf,
-        CallStacks::FramePointers => StackMode::Fp,
-        _ => StackMode::None,
+        CallStacks::Dwarf => CallStacks::Dwarf,
+        CallStacks::FramePointers => CallStacks::FramePointers,
+        _ => CallStacks::None,
     };
-    if asked != stacks {
+    if stacks_name(asked) != stacks_name(stacks) {
         let carried = match stacks {
-            StackMode::Fp => "frame-pointer stacks instead",
+            CallStacks::FramePointers => "frame-pointer stacks instead",
             _ => "none",
         };
-        crate::usage::say!(
-            "lotus: the kernel refused {} call stacks here: the samples carry {carried} (why: a note in {})",
-            asked.name(),
-            files.sampling.display()
+        progress.message(
+            MessageKind::Warning,
+            &format!(
+                "the kernel refused {} call stacks here: the samples carry {carried} (why: a note in {})",
+                stacks_name(asked),
+                files.sampling.display()
+            ),
         );
     }
     let read = collection.counters_read();
     let counters = counter_pairs(&read);
     if let Some(refused) = &read.refused {
-        crate::usage::say!("lotus: {}; the samples carry no counters", refused.note);
+        progress.message(
+            MessageKind::Warning,
+            &format!("{}; the samples carry no counters", refused.note),
+        );
     }
     let described = |status: &str, cost: Option<SampleCost>, extra: Vec<(&'static str, String)>| {
         let mut pairs = vec![
@@ -305,7 +244,7 @@ pub fn run(
             ("interval_ns", (1_000_000_000 / hz.max(1)).to_string()),
             ("clock", "monotonic".to_string()),
             ("kernel", u8::from(kernel).to_string()),
-            ("stacks", stacks.name().to_string()),
+            ("stacks", stacks_name(stacks).to_string()),
         ];
         if let Some(c) = cost {
             pairs.push((
@@ -358,22 +297,27 @@ pub fn run(
     }
     // Every way out below writes the last word: failed with why, or
     // complete.
-    let fail = |e: anyhow::Error| -> anyhow::Error {
+    let fail = |e: RunnerError, progress: &mut dyn Progress| -> RunnerError {
         crate::oom::on_oom_write_cancel();
         let mut pairs = described("failed", None, lotus.clone());
-        let [st, reason] = failed_pairs(&format!("{e:#}"));
+        let [st, reason] = failed_pairs(&with_causes(&e));
         pairs[1] = st;
         pairs.insert(2, reason);
         if let Err(w) = status.finish(&pairs) {
-            eprintln!("lotus: {w:#}");
+            progress.message(MessageKind::Error, &with_causes(&w));
         }
         e
     };
     // The whole run is one window, open from now on.
-    collection.resume().map_err(|e| fail(e.into()))?;
+    collection
+        .resume()
+        .map_err(|e| fail(e.into(), &mut *progress))?;
     let mut interrupted = false;
     let exit = loop {
-        if let Some(exit) = collection.try_wait().map_err(|e| fail(e.into()))? {
+        if let Some(exit) = collection
+            .try_wait()
+            .map_err(|e| fail(e.into(), &mut *progress))?
+        {
             break exit;
         }
         if INTERRUPTED.swap(false, Ordering::SeqCst) && !interrupted {
@@ -387,7 +331,7 @@ pub fn run(
             // SAFETY: kill with a process group id and a signal number.
             unsafe { libc::kill(-(collection.pid() as libc::pid_t), signal) };
         }
-        if crate::job::insisted() {
+        if crate::job::insisted(&mut *progress) {
             // SAFETY: kill with a process group id and a signal number.
             unsafe { libc::kill(-(collection.pid() as libc::pid_t), libc::SIGKILL) };
         }
@@ -409,8 +353,10 @@ pub fn run(
     // The per-window counters mean nothing in a trace that is one window
     // (the stream's report leaves their notes out); the counters read with
     // the samples are reported on their own, once.
-    let report = collection.finish_stream().map_err(|e| fail(e.into()))?;
-    let extra = summary(&report);
+    let report = collection
+        .finish_stream()
+        .map_err(|e| fail(e.into(), &mut *progress))?;
+    let extra = summary(&report, progress);
     let cost = calibration.and_then(|t| t.join().ok()).flatten();
     let mut pairs = described("complete", cost, extra);
     if let Some(e) = &report.write_error {
@@ -433,8 +379,12 @@ fn unavailable(
     files: &SampleFiles,
     backend: &str,
     reason: String,
+    progress: &mut dyn Progress,
 ) -> Result<ExitStatus> {
-    crate::usage::say!("lotus: no samples: {reason}; the trace runs without them");
+    progress.message(
+        MessageKind::Warning,
+        &format!("no samples: {reason}; the trace runs without them"),
+    );
     write_sampling(
         &files.sampling,
         &[
@@ -443,14 +393,14 @@ fn unavailable(
             ("reason", reason),
         ],
     )
-    .with_context(|| format!("cannot write {}", files.sampling.display()))?;
+    .context_with(|| format!("cannot write {}", files.sampling.display()))?;
     // As without --sample: signals passed on, a parent-death signal.
     let program = std::path::PathBuf::from(cmd.get_program());
-    crate::job::run_plain(cmd, &program)
+    crate::job::run_plain(cmd, &program, progress)
 }
 
 /// The end figures for `<prefix>.sampling`, and what the user is told.
-fn summary(report: &StreamReport) -> Vec<(&'static str, String)> {
+fn summary(report: &StreamReport, progress: &mut dyn Progress) -> Vec<(&'static str, String)> {
     let mut pairs = vec![
         ("samples", report.samples.to_string()),
         ("symbols", report.symbols.to_string()),
@@ -460,31 +410,37 @@ fn summary(report: &StreamReport) -> Vec<(&'static str, String)> {
     ];
     match &report.write_error {
         Some(e) => {
-            crate::usage::say!(
-                "lotus: writing the samples failed after {} of them: {e}",
-                report.samples
+            progress.message(
+                MessageKind::Warning,
+                &format!(
+                    "writing the samples failed after {} of them: {e}",
+                    report.samples
+                ),
             );
             pairs.push(("write_error", e.clone()));
         }
-        None => crate::usage::say!(
-            "lotus: {} samples at {} Hz ({} functions{}){}",
-            report.samples,
-            report.frequency_hz,
-            report.symbols,
-            if report.stacks > 0 {
-                format!(
-                    ", {} call stacks, {:.0}% of the samples with a caller",
-                    report.stacks,
-                    report.deep_samples as f64 * 100.0 / report.samples.max(1) as f64
-                )
-            } else {
-                String::new()
-            },
-            if report.lost > 0 {
-                format!(", {} lost", report.lost)
-            } else {
-                String::new()
-            }
+        None => progress.message(
+            MessageKind::Warning,
+            &format!(
+                "{} samples at {} Hz ({} functions{}){}",
+                report.samples,
+                report.frequency_hz,
+                report.symbols,
+                if report.stacks > 0 {
+                    format!(
+                        ", {} call stacks, {:.0}% of the samples with a caller",
+                        report.stacks,
+                        report.deep_samples as f64 * 100.0 / report.samples.max(1) as f64
+                    )
+                } else {
+                    String::new()
+                },
+                if report.lost > 0 {
+                    format!(", {} lost", report.lost)
+                } else {
+                    String::new()
+                }
+            ),
         ),
     }
     // What the samples cover of the CPU time the job ran: the samplers'
@@ -496,13 +452,13 @@ fn summary(report: &StreamReport) -> Vec<(&'static str, String)> {
     }
     pairs.push(("samples_added", report.samples_added.to_string()));
     for note in &report.coverage_notes {
-        crate::usage::say!("lotus: note: {note}");
+        progress.message(MessageKind::Warning, &format!("note: {note}"));
     }
     for note in &report.notes {
         // Frames that could not be named for this run's own reason (a
         // perf map refused): said now too, as the run's settings are.
         if note.starts_with("JIT frames") {
-            crate::usage::say!("lotus: note: {note}");
+            progress.message(MessageKind::Warning, &format!("note: {note}"));
         }
         pairs.push(("note", note.clone()));
     }

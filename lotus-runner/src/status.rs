@@ -4,8 +4,10 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
 use lotus_samples::{write_sampling, SampleFiles};
+
+use crate::error::{Context, Result, RunnerError};
+use crate::progress::{MessageKind, Progress};
 
 /// Bytes reserved at the end of `<prefix>.sampling` while the run goes on
 /// (a `#` line, which readers skip): the last word (`status=failed`,
@@ -17,7 +19,7 @@ const STATUS_RESERVE: usize = 4096;
 /// at the start, kept open so that its end can be written even when no
 /// new file can be made (a full disk) or no allocation is possible (out
 /// of memory: [`crate::oom::on_oom_write`]).
-pub(super) struct StatusFile {
+pub(crate) struct StatusFile {
     path: std::path::PathBuf,
     /// The file as written at the start (`status=running`, padded by
     /// [`STATUS_RESERVE`]).
@@ -26,7 +28,7 @@ pub(super) struct StatusFile {
 
 /// The text of a `.sampling` file for `pairs` (as `write_sampling` writes
 /// it).
-pub(super) fn sampling_text(pairs: &[(&str, String)]) -> String {
+pub(crate) fn sampling_text(pairs: &[(&str, String)]) -> String {
     let mut text = format!("{}\n", lotus_samples::SAMPLING_TAG);
     for (k, v) in pairs {
         text += &format!("{k}={}\n", v.replace(['\n', '\r'], " "));
@@ -38,10 +40,10 @@ impl StatusFile {
     /// Writes the `running` description (with lotus's pid and start time,
     /// so that a reader can tell a lotus killed outright from one still
     /// running) and reserves room for the last word.
-    pub(super) fn start(path: &Path, pairs: &[(&str, String)]) -> Result<StatusFile> {
+    pub(crate) fn start(path: &Path, pairs: &[(&str, String)]) -> Result<StatusFile> {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
-        write_sampling(path, pairs).with_context(|| format!("cannot write {}", path.display()))?;
+        write_sampling(path, pairs).context_with(|| format!("cannot write {}", path.display()))?;
         let reserved = std::fs::OpenOptions::new()
             .write(true)
             .custom_flags(libc::O_NOFOLLOW)
@@ -64,7 +66,7 @@ impl StatusFile {
     /// Writes the description `pairs` whole (a new file renamed over the
     /// old); where that fails (no space for a new file), over the reserved
     /// file in place.
-    pub(super) fn finish(&self, pairs: &[(&str, String)]) -> Result<()> {
+    pub(crate) fn finish(&self, pairs: &[(&str, String)]) -> Result<()> {
         let whole = match write_sampling(&self.path, pairs) {
             Ok(()) => return Ok(()),
             Err(e) => e,
@@ -77,8 +79,9 @@ impl StatusFile {
             file.set_len(text.len() as u64)?;
             Ok(())
         };
-        in_place().map_err(|_| {
-            anyhow::Error::new(whole).context(format!("cannot write {}", self.path.display()))
+        in_place().map_err(|_| RunnerError::Context {
+            context: format!("cannot write {}", self.path.display()),
+            source: Box::new(whole),
         })
     }
 }
@@ -90,7 +93,7 @@ pub fn mark_failed(out: &Path, prefix: &str, reason: &str) -> Result<()> {
     let files = SampleFiles::of(out, prefix);
     let pairs = files
         .read_sampling()
-        .with_context(|| format!("cannot read {}", files.sampling.display()))?;
+        .context_with(|| format!("cannot read {}", files.sampling.display()))?;
     if pairs
         .iter()
         .any(|(k, v)| k == "status" && v == "unavailable")
@@ -122,7 +125,7 @@ pub fn mark_failed(out: &Path, prefix: &str, reason: &str) -> Result<()> {
 
 /// The `status=` and `reason=` of a run that went wrong: disk full where
 /// `error` says so (ENOSPC), else `error` itself.
-pub(super) fn failed_pairs(error: &str) -> [(&'static str, String); 2] {
+pub(crate) fn failed_pairs(error: &str) -> [(&'static str, String); 2] {
     let reason = if error.contains("No space left on device") || error.contains("os error 28") {
         format!("disk full: {error}")
     } else {
@@ -146,7 +149,12 @@ fn empty_and_ours(path: &Path) -> bool {
 /// when there are some: samples of two runs cannot be told apart. Empty
 /// files of this user's (a run killed before it sampled anything) hold no
 /// samples: they are removed, with a note.
-pub fn prepare(out: &Path, prefix: &str, clean: bool) -> Result<()> {
+pub(crate) fn prepare(
+    out: &Path,
+    prefix: &str,
+    clean: bool,
+    progress: &mut dyn Progress,
+) -> Result<()> {
     let files = SampleFiles::of(out, prefix);
     let existing = files.existing();
     if existing.is_empty() {
@@ -155,29 +163,32 @@ pub fn prepare(out: &Path, prefix: &str, clean: bool) -> Result<()> {
     if !clean && existing.iter().all(|p| empty_and_ours(p)) {
         for path in &existing {
             std::fs::remove_file(path)
-                .with_context(|| format!("cannot remove the empty {}", path.display()))?;
+                .context_with(|| format!("cannot remove the empty {}", path.display()))?;
         }
-        crate::usage::note!(
-            "lotus: note: removed the empty sample file(s) an earlier run left in {} ({})",
-            out.display(),
-            existing
-                .iter()
-                .map(|p| p.file_name().unwrap_or_default().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(", ")
+        progress.message(
+            MessageKind::Note,
+            &format!(
+                "note: removed the empty sample file(s) an earlier run left in {} ({})",
+                out.display(),
+                existing
+                    .iter()
+                    .map(|p| p.file_name().unwrap_or_default().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         );
         return Ok(());
     }
     if !clean {
-        bail!(
+        return Err(RunnerError::Refused(format!(
             "{} already holds the samples of an earlier run ({}): use --clean to remove them, or another --out",
             out.display(),
             existing[0].display()
-        );
+        )));
     }
     for path in existing {
         std::fs::remove_file(path)
-            .with_context(|| format!("--clean: cannot remove {}", path.display()))?;
+            .context_with(|| format!("--clean: cannot remove {}", path.display()))?;
     }
     Ok(())
 }

@@ -9,15 +9,15 @@ use std::time::Duration;
 /// pipe never stalls the job; the tracer then falls back to the status
 /// folder); a thread of lotus reads it to its end, when every process of
 /// the job is gone.
-pub(super) struct Reports {
-    pub(super) write: Option<std::os::fd::OwnedFd>,
-    /// `<fd>:<inode>` for [`ENV_TRACE_REPORT`](super::ENV_TRACE_REPORT).
-    pub(super) env: String,
-    pub(super) read: std::sync::mpsc::Receiver<Vec<u8>>,
+pub(crate) struct Reports {
+    pub(crate) write: Option<std::os::fd::OwnedFd>,
+    /// `<fd>:<inode>` for [`ENV_TRACE_REPORT`](lotus_tracer::ENV_TRACE_REPORT).
+    pub(crate) env: String,
+    pub(crate) read: std::sync::mpsc::Receiver<Vec<u8>>,
 }
 
 impl Reports {
-    pub(super) fn new() -> io::Result<Reports> {
+    pub(crate) fn new() -> io::Result<Reports> {
         use std::os::fd::{AsFd, AsRawFd};
         let (read, write) = std::io::pipe()?;
         let write: std::os::fd::OwnedFd = write.into();
@@ -54,20 +54,20 @@ impl Reports {
     }
 
     /// The write end's number, for the job to inherit.
-    pub(super) fn fd(&self) -> Option<std::os::fd::RawFd> {
+    pub(crate) fn fd(&self) -> Option<std::os::fd::RawFd> {
         use std::os::fd::AsRawFd;
         self.write.as_ref().map(|w| w.as_raw_fd())
     }
 
     /// Closes lotus's copy of the write end (once the job is started).
-    pub(super) fn started(&mut self) {
+    pub(crate) fn started(&mut self) {
         self.write = None;
     }
 
     /// The messages the job's processes wrote: waits up to `limit` for
     /// the pipe's end (every process of the job ended: lotus ended those it
     /// left), then takes what came.
-    pub(super) fn messages(mut self, limit: Duration) -> Vec<(String, String)> {
+    pub(crate) fn messages(mut self, limit: Duration) -> Vec<(String, String)> {
         self.write = None;
         let bytes = self.read.recv_timeout(limit).unwrap_or_default();
         String::from_utf8_lossy(&bytes)
@@ -85,7 +85,7 @@ impl Reports {
 /// What the processes that could not write their trace reported, through
 /// the report pipe (`piped`) or in the status folder: one message per
 /// process.
-pub(super) fn trace_failures(status: &Path, piped: Vec<(String, String)>) -> Vec<String> {
+pub(crate) fn trace_failures(status: &Path, piped: Vec<(String, String)>) -> Vec<String> {
     let mut failures: Vec<(String, String)> = std::fs::read_dir(status)
         .into_iter()
         .flatten()

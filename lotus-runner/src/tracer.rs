@@ -7,21 +7,21 @@ use std::path::{Path, PathBuf};
 
 /// The tracer's files, relative to the folder they are written to (the
 /// `lotus_tracer` crate owns them, shared with the wheel).
-pub(super) const TRACER_FILES: &[(&str, &str)] = lotus_tracer::TRACER_FILES;
+pub(crate) const TRACER_FILES: &[(&str, &str)] = lotus_tracer::TRACER_FILES;
 
 /// The tracer written to a private folder; removed on drop.
 #[derive(Debug)]
-pub struct TracerFiles {
+pub(crate) struct TracerFiles {
     /// The private folder (0700); `lotus_trace/` is in it.
-    pub dir: lotus_sys::PrivateDir,
+    pub(crate) dir: lotus_sys::PrivateDir,
     /// The folder of the start-up hook (`lotus_trace/_boot`).
-    pub boot: PathBuf,
+    pub(crate) boot: PathBuf,
 }
 
 impl TracerFiles {
     /// `PYTHONPATH` with the start-up hook and the package first, then
     /// `existing` (the caller's `PYTHONPATH`).
-    pub fn pythonpath(&self, existing: Option<&OsStr>) -> OsString {
+    pub(crate) fn pythonpath(&self, existing: Option<&OsStr>) -> OsString {
         let mut parts = vec![self.boot.clone(), self.dir.path().to_path_buf()];
         if let Some(existing) = existing.filter(|e| !e.is_empty()) {
             parts.extend(std::env::split_paths(existing));
@@ -44,7 +44,7 @@ impl TracerFiles {
 /// private folder (mode 0700, in a `TMPDIR` that passes the trust check,
 /// refused otherwise: the job runs the `sitecustomize` there). Folders
 /// left by a `trace run` that was killed are removed first.
-pub fn write_tracer() -> io::Result<TracerFiles> {
+pub(crate) fn write_tracer() -> io::Result<TracerFiles> {
     let dir = lotus_sys::PrivateDir::new("lotus-trace-")?;
     let mut made = std::collections::BTreeSet::new();
     for (rel, text) in TRACER_FILES {

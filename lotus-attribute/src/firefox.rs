@@ -1,4 +1,4 @@
-//! `lotus trace view --format firefox`: a sampled trace folder as a
+//! A sampled trace folder as a
 //! Firefox Profiler profile (profiler.firefox.com, "Load a profile from
 //! file"), written with samply's `fxprof-processed-profile`.
 //!
@@ -25,21 +25,28 @@ use std::io::{BufReader, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use crate::{folded_frame, for_each_clocked_event, ClockedItem, Error};
 use fxprof_processed_profile::{
     CategoryColor, CategoryHandle, CategoryPairHandle, CpuDelta, Frame, FrameFlags, FrameInfo,
     MarkerFieldFlags, MarkerFieldFormat, MarkerTiming, ProcessHandle, Profile, ReferenceTimestamp,
     SamplingInterval, StackHandle, StaticSchemaMarker, StaticSchemaMarkerField, StringHandle,
     ThreadHandle, Timestamp,
 };
-use lotus_attribute::{folded_frame, for_each_clocked_event, ClockedItem};
 use lotus_samples::{SampleFiles, SampleReader, StackTable, SymbolTable};
 use lotus_sys::input::SizedFile;
 use lotus_trace::{Kind, Role};
 
-/// What [`write_profile`] wrote, for the closing note.
+/// The results of this module: errors carry their causes in their text.
+type Result<T> = std::result::Result<T, Error>;
+
+/// `context` and the error `e` with its causes, as an [`Error::Io`].
+fn failed(context: String, e: &(dyn std::error::Error + 'static)) -> Error {
+    Error::Io(crate::error::with_causes(context, e))
+}
+
+/// What [`write_firefox_profile`] wrote, for the closing note.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Written {
+pub struct FirefoxWritten {
     /// Processes in the profile.
     pub processes: usize,
     /// Threads in the profile.
@@ -333,7 +340,11 @@ impl Builder {
 
 /// Reads the trace folder `dir` (samples of `prefix` where it has them)
 /// and writes its profile to `out`.
-pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Written> {
+pub fn write_firefox_profile(
+    dir: &Path,
+    prefix: &str,
+    out: &mut dyn Write,
+) -> Result<FirefoxWritten> {
     let files = SampleFiles::of(dir, prefix);
     let sampled = files.samples.symlink_metadata().is_ok();
     let sampling: HashMap<String, String> = if sampled {
@@ -354,9 +365,9 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
     let task_clock = sampling
         .get("counters")
         .and_then(|names| names.split(',').position(|n| n == "task-clock"));
-    let mut written = Written {
+    let mut written = FirefoxWritten {
         sampled,
-        ..Written::default()
+        ..FirefoxWritten::default()
     };
 
     // Pass 1: the logs' processes, thread names and spans. The builder is
@@ -411,10 +422,12 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
     }
     let mut b = match b {
         Some(b) => b,
-        None => anyhow::bail!(
-            "{}: no trace logs (lotus_main_pid_*, lotus_worker_pid_*): give the folder `lotus trace run` wrote",
-            dir.display()
-        ),
+        None => {
+            return Err(Error::Io(format!(
+                "{}: no trace logs (lotus_main_pid_*, lotus_worker_pid_*): give the folder `lotus trace run` wrote",
+                dir.display()
+            )))
+        }
     };
     if let Some(o) = summary.wall_offset_ns.and_then(|o| u64::try_from(o).ok()) {
         b.profile
@@ -433,15 +446,17 @@ pub fn write_profile(dir: &Path, prefix: &str, out: &mut dyn Write) -> Result<Wr
                 (interval_ns, task_clock),
                 &mut written,
             )?,
-            Err(e) => written.samples_left_out = Some(format!("{e:#}")),
+            Err(e) => written.samples_left_out = Some(e.to_string()),
         }
     }
     b.set_starts();
     written.processes = b.processes.len();
     written.threads = b.threads.len();
     written.markers = b.markers;
-    serde_json::to_writer(&mut *out, &b.profile).context("cannot write the profile")?;
-    out.flush().context("cannot write the profile")?;
+    serde_json::to_writer(&mut *out, &b.profile)
+        .map_err(|e| failed("cannot write the profile".into(), &e))?;
+    out.flush()
+        .map_err(|e| failed("cannot write the profile".into(), &e))?;
     Ok(written)
 }
 
@@ -453,10 +468,10 @@ type Opened = (
 
 /// Opens the folder's symbols, stacks and samples (a stacks file that
 /// cannot be read is said, and each sample shown with its own function).
-fn open_samples(files: &SampleFiles, written: &mut Written) -> Result<Opened> {
+fn open_samples(files: &SampleFiles, written: &mut FirefoxWritten) -> Result<Opened> {
     let symbols = files
         .read_symbols()
-        .with_context(|| format!("cannot read {}", shown(&files.symbols)))?;
+        .map_err(|e| failed(format!("cannot read {}", shown(&files.symbols)), &e))?;
     written.notes.extend(symbols.skipped_note(&files.symbols));
     let stacks = files.read_stacks().unwrap_or_else(|e| {
         written.notes.push(format!(
@@ -468,7 +483,7 @@ fn open_samples(files: &SampleFiles, written: &mut Written) -> Result<Opened> {
     written.notes.extend(stacks.skipped_note(&files.stacks));
     let reader = files
         .samples()
-        .with_context(|| format!("cannot read {}", shown(&files.samples)))?;
+        .map_err(|e| failed(format!("cannot read {}", shown(&files.samples)), &e))?;
     Ok(((symbols, stacks), reader))
 }
 
@@ -486,11 +501,12 @@ fn add_samples(
     files: &SampleFiles,
     (tables, mut reader): Opened,
     cpu: (u64, Option<usize>),
-    written: &mut Written,
+    written: &mut FirefoxWritten,
 ) -> Result<()> {
     let mut ids = Vec::new();
     while let Some(r) = reader.next_with_stack() {
-        let (s, stack) = r.with_context(|| format!("cannot read {}", shown(&files.samples)))?;
+        let (s, stack) =
+            r.map_err(|e| failed(format!("cannot read {}", shown(&files.samples)), &e))?;
         written.with_stacks |= stack != 0;
         let thread = b.thread(s.pid, s.tid);
         let st = b.stack(thread, stack, s.symbol, &tables, &mut ids);

@@ -1,5 +1,5 @@
 //! The job `lotus trace run` starts, shared by the plain run and the
-//! sampled one ([`crate::sampled_trace`]): the termination signals lotus
+//! sampled one ([`crate::sampled`]): the termination signals lotus
 //! receives passed on to it, and a plain run to its end.
 
 use std::io;
@@ -9,7 +9,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
+use crate::progress::{MessageKind, Progress};
 
 /// How often lotus looks whether the job ended or a signal must be passed
 /// on.
@@ -41,7 +42,7 @@ extern "C" fn remember_signal(
 ) {
     RECEIVED.fetch_add(1, Ordering::SeqCst);
     if signal == libc::SIGINT {
-        crate::sampled_trace::INTERRUPTED.store(true, Ordering::SeqCst);
+        crate::sampled::INTERRUPTED.store(true, Ordering::SeqCst);
         // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO
         // handler; only its si_code is read.
         let code = if info.is_null() {
@@ -63,7 +64,7 @@ extern "C" fn remember_signal(
 /// would otherwise run on while lotus waits for it. SIGINT from a terminal
 /// reaches a plain job directly (it is in lotus's process group) and is not
 /// passed on again; a sampled job has a group of its own and gets every
-/// SIGINT through [`crate::sampled_trace::INTERRUPTED`]. Hand-written
+/// SIGINT through [`crate::sampled::INTERRUPTED`]. Hand-written
 /// rather than `ctrlc`'s: the handler needs `si_code` to tell a terminal's
 /// Ctrl-C from a kill(2). The third such signal (Ctrl-C included) kills
 /// a job that is still running ([`insisted`]).
@@ -96,12 +97,13 @@ pub(crate) fn signal_to_forward() -> Option<libc::c_int> {
 /// and the job must now be killed (SIGKILL), once: a job that catches or
 /// ignores SIGTERM and SIGINT, or is blocked where no signal reaches it,
 /// would otherwise keep lotus waiting for ever. Says so on stderr.
-pub(crate) fn insisted() -> bool {
+pub(crate) fn insisted(progress: &mut dyn Progress) -> bool {
     if RECEIVED.load(Ordering::SeqCst) < KILL_AFTER_SIGNALS || KILLED.swap(true, Ordering::SeqCst) {
         return false;
     }
-    crate::usage::say!(
-        "lotus: {KILL_AFTER_SIGNALS} termination signals received and the program still runs: killing it (SIGKILL); what its processes had not written of their trace is lost"
+    progress.message(
+        MessageKind::Warning,
+        &format!("{KILL_AFTER_SIGNALS} termination signals received and the program still runs: killing it (SIGKILL); what its processes had not written of their trace is lost"),
     );
     true
 }
@@ -109,7 +111,11 @@ pub(crate) fn insisted() -> bool {
 /// Runs `cmd` (in lotus's process group) to its end, passing SIGTERM and
 /// SIGHUP on to it; should lotus be killed outright, the job gets SIGTERM
 /// (a parent-death signal) instead of running on unwatched.
-pub(crate) fn run_plain(cmd: &mut Command, program: &Path) -> Result<std::process::ExitStatus> {
+pub(crate) fn run_plain(
+    cmd: &mut Command,
+    program: &Path,
+    progress: &mut dyn Progress,
+) -> Result<std::process::ExitStatus> {
     // SAFETY: getpid(2) cannot fail.
     let lotus_pid = unsafe { libc::getpid() };
     // SAFETY: prctl and getppid are async-signal-safe; prctl only asks the
@@ -130,7 +136,7 @@ pub(crate) fn run_plain(cmd: &mut Command, program: &Path) -> Result<std::proces
     }
     let mut child = cmd
         .spawn()
-        .with_context(|| format!("cannot start {}", program.display()))?;
+        .context_with(|| format!("cannot start {}", program.display()))?;
     loop {
         if let Some(status) = child.try_wait()? {
             return Ok(status);
@@ -139,7 +145,7 @@ pub(crate) fn run_plain(cmd: &mut Command, program: &Path) -> Result<std::proces
             // SAFETY: kill(2) of our own unreaped child.
             unsafe { libc::kill(child.id() as libc::pid_t, signal) };
         }
-        if insisted() {
+        if insisted(progress) {
             // The rest of the job is ended as processes it left.
             let _ = child.kill();
         }

@@ -94,7 +94,7 @@ fn samples_of(thread: &Value) -> Vec<(Vec<String>, f64)> {
 fn a_tiny_folder_becomes_processes_threads_stacks_and_markers() {
     let dir = folder();
     let mut out = Vec::new();
-    let w = write_profile(dir.path(), "lotus", &mut out).expect("profile");
+    let w = write_firefox_profile(dir.path(), "lotus", &mut out).expect("profile");
     assert_eq!(
         (w.processes, w.threads, w.samples, w.markers),
         (1, 2, 51, 1)
@@ -169,11 +169,11 @@ fn without_samples_the_spans_alone_and_without_logs_an_error() {
         std::fs::remove_file(f).expect("rm");
     }
     let mut out = Vec::new();
-    let w = write_profile(dir.path(), "lotus", &mut out).expect("profile");
+    let w = write_firefox_profile(dir.path(), "lotus", &mut out).expect("profile");
     assert!(!w.sampled);
     assert_eq!((w.samples, w.markers), (0, 1));
     let empty = tempfile::tempdir().expect("tmp");
-    let e = write_profile(empty.path(), "lotus", &mut Vec::new()).expect_err("no logs");
+    let e = write_firefox_profile(empty.path(), "lotus", &mut Vec::new()).expect_err("no logs");
     assert!(format!("{e:#}").contains("no trace logs"), "{e:#}");
 }
 
@@ -211,7 +211,7 @@ fn a_task_clock_counter_is_the_cpu_delta_and_no_stacks_is_the_function_alone() {
     )
     .expect("sampling");
     let mut out = Vec::new();
-    let w = write_profile(dir.path(), "lotus", &mut out).expect("profile");
+    let w = write_firefox_profile(dir.path(), "lotus", &mut out).expect("profile");
     assert!(!w.with_stacks && w.samples == 2, "{w:?}");
     let p: Value = serde_json::from_slice(&out).expect("json");
     let main = &p["threads"][0];
@@ -237,7 +237,7 @@ fn a_samples_file_that_links_out_is_left_out_by_name_and_the_markers_kept() {
     std::fs::rename(&files.samples, &elsewhere).expect("move");
     std::os::unix::fs::symlink(&elsewhere, &files.samples).expect("link");
     let mut out = Vec::new();
-    let w = write_profile(dir.path(), "lotus", &mut out).expect("profile");
+    let w = write_firefox_profile(dir.path(), "lotus", &mut out).expect("profile");
     let why = w.samples_left_out.clone().expect("left out");
     assert!(why.contains("lotus.samples"), "{why}");
     assert_eq!((w.samples, w.markers), (0, 1), "{w:?}");

@@ -1,0 +1,104 @@
+//! The sampling options `lotus trace run --sample`, `lotus map` and
+//! `lotus profile` share: `--stacks`, `--counters` and the frequency's
+//! default. The sampled run itself is `lotus_runner`'s.
+
+use lotus_core::{CallStacks, SampleCounter};
+
+/// `trace run --stacks`'s choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StackMode {
+    /// The sampled function alone.
+    None,
+    /// The kernel's frame-pointer call chain with every sample.
+    Fp,
+    /// The kernel's frames, and the user's unwound through the unwind
+    /// tables from a copy of the user stack (as `perf record --call-graph
+    /// dwarf`).
+    Dwarf,
+}
+
+impl StackMode {
+    /// What the backends take.
+    pub fn call_stacks(self) -> CallStacks {
+        match self {
+            StackMode::None => CallStacks::None,
+            StackMode::Fp => CallStacks::FramePointers,
+            StackMode::Dwarf => CallStacks::Dwarf,
+        }
+    }
+}
+
+/// Refuses `--folded`/`--flamegraph` without `--stacks`, and `--stacks`
+/// with a backend other than perf (VTune and uProf keep call stacks in
+/// their own results: `--keep-raw`).
+pub fn check_stack_args(
+    stacks: StackMode,
+    drawn: bool,
+    backend: &dyn lotus_core::Profiler,
+) -> anyhow::Result<()> {
+    if stacks == StackMode::None {
+        if drawn {
+            return Err(crate::usage::usage(
+                "--folded and --flamegraph draw call stacks: add --stacks dwarf (or fp)",
+            ));
+        }
+        return Ok(());
+    }
+    // Stacks come with the samples of a backend that streams them.
+    if backend.streaming().is_none() {
+        let name = backend.name();
+        return Err(crate::usage::usage(match lotus_core::streaming_backend() {
+            Some(with) => format!(
+                "--stacks takes call stacks with {w}'s samples; {name} keeps its own in its results (--keep-raw DIR): use --backend {w}",
+                w = with.name()
+            ),
+            None => format!(
+                "--stacks takes call stacks with the samples of a backend that streams them, and this lotus links none; {name} keeps its own in its results (--keep-raw DIR)"
+            ),
+        }));
+    }
+    Ok(())
+}
+
+/// The sampling frequency when `--frequency` is not given (Hz).
+pub const DEFAULT_FREQUENCY_HZ: u64 = lotus_runner::DEFAULT_FREQUENCY_HZ;
+
+/// The counters `--counters` names, in order (empty for `none`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterList(pub Vec<SampleCounter>);
+
+/// The counters the sampling backend can read with each sample (none
+/// where it is not linked or does not stream).
+fn streamed_counters() -> Vec<SampleCounter> {
+    lotus_core::streaming_backend()
+        .and_then(|b| b.streaming().map(|s| s.sample_counters()))
+        .unwrap_or_default()
+}
+
+/// Parses `--counters`: comma-separated perf event names lotus can read
+/// with each sample, each at most once, or `none`.
+pub fn parse_counters(text: &str) -> std::result::Result<CounterList, String> {
+    if text.trim() == "none" {
+        return Ok(CounterList(Vec::new()));
+    }
+    let all = streamed_counters();
+    let known = || all.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
+    let mut kinds = Vec::new();
+    for name in text.split(',').map(str::trim) {
+        let kind = all
+            .iter()
+            .copied()
+            .find(|k| k.name == name)
+            .ok_or_else(|| {
+                format!(
+                    "unknown counter {name:?}: give comma-separated names among {}, or `none`",
+                    known()
+                )
+            })?;
+        if kinds.contains(&kind) {
+            return Err(format!("counter {name:?} is named twice"));
+        }
+        kinds.push(kind);
+    }
+    Ok(CounterList(kinds))
+}
