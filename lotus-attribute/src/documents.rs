@@ -91,18 +91,26 @@ struct JsonOp<'a> {
     topdown: &'a BTreeMap<String, f64>,
 }
 
-/// Figures of one entry in seconds (where they convert) and samples
-/// (for sample-count profiles): value, exclusive, shared.
-struct Figures {
-    seconds: Option<[f64; 3]>,
-    samples: Option<[f64; 3]>,
+/// Figures of one entry of a profile's attribution in seconds (where its
+/// unit converts) and samples (for sample-count profiles): value,
+/// exclusive, shared. What the attribution document and `lotus
+/// attribute`'s tables both show.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpFigures {
+    /// In seconds, where the profile's unit converts.
+    pub seconds: Option<[f64; 3]>,
+    /// In samples, for a sample-count profile.
+    pub samples: Option<[f64; 3]>,
 }
 
-fn figures(p: &LoadedProfile, o: &OpShare) -> Figures {
-    let raw = [o.value, o.exclusive, o.shared];
-    Figures {
-        seconds: p.seconds_per_unit().map(|k| raw.map(|v| v * k)),
-        samples: (p.unit == Unit::Samples).then_some(raw),
+impl LoadedProfile {
+    /// The figures of `o`, one entry of this profile's attribution.
+    pub fn figures_of(&self, o: &OpShare) -> OpFigures {
+        let raw = [o.value, o.exclusive, o.shared];
+        OpFigures {
+            seconds: self.seconds_per_unit().map(|k| raw.map(|v| v * k)),
+            samples: (self.unit == Unit::Samples).then_some(raw),
+        }
     }
 }
 
@@ -131,7 +139,7 @@ pub fn attribution_document<'a>(
                 .ops
                 .iter()
                 .map(|o| {
-                    let f = figures(p, o);
+                    let f = p.figures_of(o);
                     JsonOp {
                         op: &o.op,
                         cpu_time_s: f.seconds.map(|s| s[0]),

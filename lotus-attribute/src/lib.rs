@@ -91,7 +91,7 @@ mod verdict;
 pub use chrome_view::{ChromeView, ChromeViewOptions, ChromeWritten, ViewMessage};
 pub use documents::{
     attribution_document, function_attribution_document, AttributionDocument,
-    FunctionAttributionDocument, ATTRIBUTION_SCHEMA, FUNCTION_ATTRIBUTION_SCHEMA,
+    FunctionAttributionDocument, OpFigures, ATTRIBUTION_SCHEMA, FUNCTION_ATTRIBUTION_SCHEMA,
 };
 pub use error::Error;
 pub use firefox::{write_firefox_profile, FirefoxWritten};

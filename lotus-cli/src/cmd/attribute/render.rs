@@ -5,7 +5,7 @@ use lotus_sys::text::{csv_number, csv_record, figure, one_line, printable};
 use std::collections::BTreeSet;
 
 use anyhow::{Context, Result};
-use lotus_attribute::{Attribution, OpShare};
+use lotus_attribute::Attribution;
 use lotus_core::Unit;
 
 use crate::attribution_inputs::LoadedProfile;
@@ -22,21 +22,6 @@ pub(super) struct View<'a> {
     pub(super) results: &'a [Attribution],
     /// `--wide`: names in tables in full.
     pub(super) wide: bool,
-}
-
-/// Figures of one entry in seconds (where they convert) and samples
-/// (for sample-count profiles): value, exclusive, shared.
-struct Figures {
-    seconds: Option<[f64; 3]>,
-    samples: Option<[f64; 3]>,
-}
-
-fn figures(p: &LoadedProfile, o: &OpShare) -> Figures {
-    let raw = [o.value, o.exclusive, o.shared];
-    Figures {
-        seconds: p.seconds_per_unit().map(|k| raw.map(|v| v * k)),
-        samples: (p.unit == Unit::Samples).then_some(raw),
-    }
 }
 
 /// A value in the profile's own terms: `12.345 s` or `1234 samples`.
@@ -189,7 +174,7 @@ impl View<'_> {
         let num = |v: Option<f64>| v.map(csv_number).unwrap_or_default();
         for (p, a) in self.profiles.iter().zip(self.results) {
             for o in &a.ops {
-                let f = figures(p, o);
+                let f = p.figures_of(o);
                 let mut rec = vec![
                     p.name.clone(),
                     o.op.clone(),
