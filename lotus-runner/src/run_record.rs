@@ -92,7 +92,7 @@ impl RunRecord {
     /// Reads `dir`'s record: `Ok(None)` when it has none; an error naming
     /// the file when it is there but not a record (too big, not JSON,
     /// another schema). Opened inside the folder (no link out of it, a
-    /// regular file), read no further than [`RUN_MAX_BYTES`].
+    /// regular file), read no further than 64 KiB.
     pub fn read(dir: &Path, prefix: &str) -> Result<Option<RunRecord>> {
         use std::io::Read as _;
         let name = run_file(prefix);
@@ -148,7 +148,7 @@ impl RunRecord {
         Ok(Some(r))
     }
 
-    /// Keeps `notes` (the run's warnings), at most [`NOTES_MAX`], the last
+    /// Keeps `notes` (the run's warnings), at most 100, the last
     /// one saying how many more there were.
     pub fn with_notes(mut self, mut notes: Vec<String>) -> RunRecord {
         if notes.len() > NOTES_MAX {

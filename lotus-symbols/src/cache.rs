@@ -30,7 +30,7 @@ type FileVersion = (u64, u64, u64, i64, i64);
 /// [`ModuleSymbols::held_bytes`]), least recently used first out: a file
 /// dropped is read again if asked for (time, not names, is lost). The
 /// tables of a file still mapped where stacks are unwound stay held by
-/// the unwinder (and are shared: [`crate::unwind`]'s `shared`).
+/// the unwinder (and are shared between the processes that map them).
 ///
 /// And the kernel's symbol table, read once: `lotus map` reports many
 /// runs, and `/proc/kallsyms` (some 200,000 lines) changes only when a

@@ -366,7 +366,7 @@ impl ModuleSymbols {
         ModuleSymbols::load_from(Arc::new(file), &meta, path)
     }
 
-    /// Reads the symbol tables of `file` (opened by [`open_regular`], its
+    /// Reads the symbol tables of `file` (opened by lotus-sys's checked open, its
     /// metadata `meta`; mapped from `path`) and of its debug file, where it
     /// has no `.symtab`, without their names. The tables are checked
     /// against the file's real size first (`check_tables`).
