@@ -405,19 +405,49 @@ fn gc_cpu(inputs: &Inputs) -> f64 {
 /// start-ups), with replacement.
 fn resample(inputs: &Inputs, rng: &mut fastrand::Rng) -> Inputs {
     let mut out = inputs.clone();
-    for (e, src) in out.epochs.iter_mut().zip(&inputs.epochs) {
-        for b in e.batches.iter_mut() {
-            *b = src.batches[rng.usize(..src.batches.len())].clone();
+    draw(inputs, rng, |slot| match slot {
+        Draw::Batch { epoch, batch, from } => {
+            out.epochs[epoch].batches[batch] = inputs.epochs[epoch].batches[from].clone();
         }
-    }
-    for k in 0..out.startup.len() {
-        let j = rng.usize(..inputs.startup.len());
-        out.startup[k] = inputs.startup[j];
-        if let (Some(to), Some(from)) = (out.startup_gc.get_mut(k), inputs.startup_gc.get(j)) {
-            *to = *from;
+        Draw::Startup { worker, from } => {
+            out.startup[worker] = inputs.startup[from];
+            if let (Some(to), Some(f)) =
+                (out.startup_gc.get_mut(worker), inputs.startup_gc.get(from))
+            {
+                *to = *f;
+            }
         }
-    }
+    });
     out
+}
+
+/// One draw of a resampling: the batch or start-up put in a slot.
+enum Draw {
+    /// Batch `batch` of epoch `epoch` is that epoch's batch `from`.
+    Batch {
+        epoch: usize,
+        batch: usize,
+        from: usize,
+    },
+    /// Worker `worker`'s start-up is worker `from`'s.
+    Startup { worker: usize, from: usize },
+}
+
+/// The draws of one resampling of `inputs`, in the order they are made
+/// from `rng`: the one place that order is written, so that
+/// [`resample`] and the generator's advance in [`resampled_ratios`]
+/// (which builds nothing) take the same draws.
+fn draw(inputs: &Inputs, rng: &mut fastrand::Rng, mut each: impl FnMut(Draw)) {
+    for (epoch, src) in inputs.epochs.iter().enumerate() {
+        for batch in 0..src.batches.len() {
+            let from = rng.usize(..src.batches.len());
+            each(Draw::Batch { epoch, batch, from });
+        }
+    }
+    for worker in 0..inputs.startup.len() {
+        let from = rng.usize(..inputs.startup.len());
+        each(Draw::Startup { worker, from });
+    }
 }
 
 /// Each of `settings`' loop over the loop as `traced`, on each of
@@ -436,7 +466,7 @@ fn resampled_ratios(inputs: &Inputs, traced: &Setting, settings: &[Setting]) -> 
     let starts: Vec<fastrand::Rng> = (0..RESAMPLES)
         .map(|_| {
             let start = rng.clone();
-            advance(inputs, &mut rng);
+            draw(inputs, &mut rng, |_| ());
             start
         })
         .collect();
@@ -486,19 +516,6 @@ fn resampled_ratios(inputs: &Inputs, traced: &Setting, settings: &[Setting]) -> 
         }
     }
     ratios
-}
-
-/// Advances `rng` by the draws [`resample`] makes, without building the
-/// resampled run.
-fn advance(inputs: &Inputs, rng: &mut fastrand::Rng) {
-    for src in &inputs.epochs {
-        for _ in 0..src.batches.len() {
-            rng.usize(..src.batches.len());
-        }
-    }
-    for _ in 0..inputs.startup.len() {
-        rng.usize(..inputs.startup.len());
-    }
 }
 
 fn quantile(v: &mut [f64], q: f64) -> f64 {
