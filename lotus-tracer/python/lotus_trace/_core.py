@@ -1144,8 +1144,8 @@ class BatchSpan:
             self._active = True
             self._prev = _ctx.batch
             _ctx.batch = self.batch
-            self.u0 = usage_start()
             self.t0 = _now()
+            self.u0 = usage_start()
         return self
 
     def collate(self):

@@ -679,7 +679,11 @@ def _patch_dataloader(mod):
             # A worker's batch is waited for in all of `__next__`, not only
             # in `_next_data`: what runs around it (torch's record_function,
             # a collection set off there) keeps the loop waiting too.
-            self._lotus_next = (_core.usage_at(), _now())
+            # The time first: reading the process's CPU is a system call,
+            # where the kernel may take the CPU from a thread whose time
+            # slice is spent; that wait is the job's, inside its `next()`.
+            t0 = _now()
+            self._lotus_next = (_core.usage_at(), t0)
             data = orig_next(self)
             self._lotus_next = None
             w = self.__dict__.pop("_lotus_wait", None)
@@ -705,8 +709,8 @@ def _patch_dataloader(mod):
             bid = getattr(self, "_num_yielded", None)
             if type(bid) is not int:
                 return orig_single(self)
-            at = _core.usage_at()
             t0 = _now()
+            at = _core.usage_at()
             prev = _ctx.batch
             _ctx.batch = bid
             try:
@@ -746,7 +750,11 @@ def _patch_dataloader(mod):
         if not _core._on:
             return orig_multi(self)
         nx = getattr(self, "_lotus_next", None)
-        at, t0 = nx if nx is not None else (_core.usage_at(), _now())
+        if nx is not None:
+            at, t0 = nx
+        else:
+            t0 = _now()
+            at = _core.usage_at()
         self._lotus_got = None
         rid = getattr(self, "_rcvd_idx", None)
         ready = False
@@ -790,8 +798,8 @@ def _patch_workers_start_stop(multi):
         def __init__(self, *args, **kwargs):
             if not _core._on:
                 return orig_init(self, *args, **kwargs)
-            u0 = _core.usage_start()
             t0 = _now()
+            u0 = _core.usage_start()
             orig_init(self, *args, **kwargs)
             _core.workers_event("start", t0, _now(), u0)
 
@@ -805,8 +813,8 @@ def _patch_workers_start_stop(multi):
         def _shutdown_workers(self):
             if not _core._on or getattr(self, "_shutdown", True) or getattr(self, "_persistent_workers", False):
                 return orig_stop(self)
-            u0 = _core.usage_start()
             t0 = _now()
+            u0 = _core.usage_start()
             orig_stop(self)
             # A no-op at the interpreter's exit leaves `_shutdown` unset.
             if getattr(self, "_shutdown", False):
