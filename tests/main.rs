@@ -48,6 +48,7 @@ mod outputs;
 mod perf_notes;
 mod predict;
 mod predict_fixtures;
+mod read_once;
 mod received_folder;
 mod report;
 mod report_page;

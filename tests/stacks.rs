@@ -77,7 +77,7 @@ fn ok(args: &[&str]) -> (String, String) {
 }
 
 /// Traces the job sampled into `dir/out` with `--stacks stacks`.
-fn trace(dir: &Path, stacks: &str) -> String {
+pub(crate) fn trace(dir: &Path, stacks: &str) -> String {
     trace_job(dir, stacks, JOB)
 }
 

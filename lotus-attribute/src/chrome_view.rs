@@ -11,8 +11,9 @@
 //! reads the samples, and [`ChromeView::write`] writes every event as it
 //! is read.
 
+use lotus_sys::input::Dir;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
@@ -398,14 +399,15 @@ fn merge_torch(
 /// The per-span samples of `dir` when it holds samples of `prefix`
 /// (`None` when it holds none, or when they cannot be credited: a warning
 /// says why, and the view is written without them).
-fn sampled_spans(
-    dir: &Path,
+fn sampled_spans<'a>(
+    dir: impl Into<Dir<'a>>,
     prefix: &str,
     say: &mut dyn FnMut(ViewMessage),
 ) -> Result<Option<SpanSamples>> {
+    let dir: Dir<'_> = dir.into();
     // A samples file of any kind (a fifo or a link out of the folder
     // included: reading it says why it is left out).
-    if !dir.is_dir()
+    if !dir.path().is_dir()
         || SampleFiles::of(dir, prefix)
             .samples
             .symlink_metadata()
@@ -424,7 +426,7 @@ fn sampled_spans(
         Err(e) => {
             say(ViewMessage::Warning(format!(
                 "warning: the samples in {} are left out of the view: {e}",
-                dir.display()
+                dir.path().display()
             )));
             Ok(None)
         }

@@ -20,6 +20,7 @@
 //! frames, per marker its times, name and fields: it grows with samples
 //! and spans (it is serialized whole at the end), never twice over.
 
+use lotus_sys::input::Dir;
 use std::collections::HashMap;
 use std::io::{BufReader, Write};
 use std::path::Path;
@@ -340,11 +341,12 @@ impl Builder {
 
 /// Reads the trace folder `dir` (samples of `prefix` where it has them)
 /// and writes its profile to `out`.
-pub fn write_firefox_profile(
-    dir: &Path,
+pub fn write_firefox_profile<'a>(
+    dir: impl Into<Dir<'a>>,
     prefix: &str,
     out: &mut dyn Write,
 ) -> Result<FirefoxWritten> {
+    let dir: Dir<'_> = dir.into();
     let files = SampleFiles::of(dir, prefix);
     let sampled = files.samples.symlink_metadata().is_ok();
     let sampling: HashMap<String, String> = if sampled {
@@ -425,7 +427,7 @@ pub fn write_firefox_profile(
         None => {
             return Err(Error::Io(format!(
                 "{}: no trace logs (lotus_main_pid_*, lotus_worker_pid_*): give the folder `lotus trace run` wrote",
-                dir.display()
+                dir.path().display()
             )))
         }
     };

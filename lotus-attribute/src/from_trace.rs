@@ -9,6 +9,7 @@
 //! other rows (outside any op, threads of unknown cause, untraced processes)
 //! are not ops and are left out, their samples counted in `environment`.
 
+use lotus_sys::input::Dir;
 use std::path::Path;
 
 use crate::in_pipeline::{attribute_folder, Error, RowKind};
@@ -26,18 +27,24 @@ pub const METHOD_IN_PIPELINE: &str = "in-pipeline";
 /// listed, with its samples and its share of the op's samples (the shares
 /// of an op with samples sum to 1). Ops that ran but got no sample are
 /// listed with no functions.
-pub fn mapping_from_trace(dir: &Path, prefix: &str, budget: Budget) -> Result<Mapping, Error> {
+pub fn mapping_from_trace<'a>(
+    dir: impl Into<Dir<'a>>,
+    prefix: &str,
+    budget: Budget,
+) -> Result<Mapping, Error> {
+    let dir: Dir<'_> = dir.into();
     mapping_from_trace_with_notes(dir, prefix, budget).map(|(m, _)| m)
 }
 
 /// [`mapping_from_trace`], with what is worth telling the user about the
 /// folder (the attribution's notes: logs skipped, symbols lines skipped, a
 /// partial run).
-pub fn mapping_from_trace_with_notes(
-    dir: &Path,
+pub fn mapping_from_trace_with_notes<'a>(
+    dir: impl Into<Dir<'a>>,
     prefix: &str,
     budget: Budget,
 ) -> Result<(Mapping, Vec<String>), Error> {
+    let dir: Dir<'_> = dir.into();
     let a = attribute_folder(dir, prefix, budget, usize::MAX)?;
     let backend = SampleFiles::of(dir, prefix)
         .read_sampling()
@@ -113,7 +120,7 @@ pub fn mapping_from_trace_with_notes(
     let mut m = Mapping::new(&backend, Unit::Samples, settings, ops);
     let env = &mut m.environment;
     env.insert("method".into(), METHOD_IN_PIPELINE.into());
-    env.insert("trace_dir".into(), dir.display().to_string());
+    env.insert("trace_dir".into(), dir.path().display().to_string());
     env.insert("frequency_hz".into(), a.frequency_hz.to_string());
     env.insert("interval_ns".into(), a.interval_ns.to_string());
     env.insert("total_samples".into(), a.total_samples.to_string());

@@ -97,10 +97,10 @@
 //! temporary file) and swept alongside; only the spans open at a time and
 //! per-thread, per-op and per-symbol counts are held.
 
+use lotus_sys::input::Dir;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::BufReader;
-use std::path::Path;
 
 use serde::Serialize;
 
@@ -150,24 +150,26 @@ pub const POOL_MIN_Z: f64 = 3.0;
 /// Attributes the samples of the sampled trace folder `dir` (logs of
 /// prefix-independent names, samples of `prefix`) to its ops, listing the
 /// `top` functions of each row.
-pub fn attribute_folder(
-    dir: &Path,
+pub fn attribute_folder<'a>(
+    dir: impl Into<Dir<'a>>,
     prefix: &str,
     budget: Budget,
     top: usize,
 ) -> Result<InPipelineAttribution, Error> {
+    let dir: Dir<'_> = dir.into();
     attribute_folder_by(dir, prefix, budget, top, HelperRule::Cause)
 }
 
 /// [`attribute_folder`], crediting helper threads by `rule`
 /// (`HelperRule::Timing`: the earlier rule, for comparison).
-pub fn attribute_folder_by(
-    dir: &Path,
+pub fn attribute_folder_by<'a>(
+    dir: impl Into<Dir<'a>>,
     prefix: &str,
     budget: Budget,
     top: usize,
     rule: HelperRule,
 ) -> Result<InPipelineAttribution, Error> {
+    let dir: Dir<'_> = dir.into();
     let mut trace = SampledTrace::open_by(dir, prefix, budget, rule)?;
     let mut counts: HashMap<Target, u64> = HashMap::new();
     let mut pools: HashMap<u32, u64> = HashMap::new();

@@ -10,6 +10,7 @@
 //! `top` functions for the one span at hand. Nothing grows with the
 //! trace's length but the sorted file.
 
+use lotus_sys::input::Dir;
 use std::cmp::Reverse;
 use std::iter::Peekable;
 use std::path::Path;
@@ -109,12 +110,13 @@ pub struct SpanSamples {
 impl SpanSamples {
     /// Credits the samples of the sampled trace folder `dir` (samples of
     /// `prefix`) to its op spans, keeping the `top` functions of each.
-    pub fn of_folder(
-        dir: &Path,
+    pub fn of_folder<'a>(
+        dir: impl Into<Dir<'a>>,
         prefix: &str,
         budget: Budget,
         top: usize,
     ) -> Result<SpanSamples, Error> {
+        let dir: Dir<'_> = dir.into();
         let mut trace = SampledTrace::open(dir, prefix, budget)?;
         let mut sorter: Sorter<SpanSymbol> = Sorter::new(budget);
         let total_samples = trace.credit(|c: Credit<'_>| {

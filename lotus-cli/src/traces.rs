@@ -3,9 +3,9 @@
 //! configurations several folders make, one configuration's statistics
 //! ([`Computed`]) and the attribution of the samples beside its logs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use lotus_attribute::Verdict;
 use lotus_attribute::TOP_FUNCTIONS;
 use lotus_attribute::{attribute_folder, InPipelineAttribution};
@@ -13,7 +13,11 @@ use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
 use lotus_trace::{loop_figures, LoopFigures, OutlierRule, PerBatchRows, TraceStats};
 use lotus_trace::{rank_stats_with, RankStats};
-use lotus_trace::{TraceFolder, TraceIndex, Warnings};
+use lotus_trace::{Dir, SharedFolder, TraceFolder, TraceIndex, Warnings};
+
+/// The most of a configuration's files held in memory, read once for all
+/// its readers (past it, a file is read again by each reader).
+const READ_ONCE_BYTES: u64 = 1 << 30;
 
 /// `--outliers`'s choices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -38,7 +42,11 @@ impl From<OutliersArg> for OutlierRule {
 /// changes predicted to shorten the loop of the run traced in `dir`,
 /// best first, at most three. Where the run cannot be modelled (no
 /// loop, an unreadable log), the verdict keeps its rules' advice.
-pub(crate) fn with_predictions(v: &mut Verdict, dir: &Path, a: Option<&InPipelineAttribution>) {
+pub(crate) fn with_predictions<'a>(
+    v: &mut Verdict,
+    dir: impl Into<Dir<'a>>,
+    a: Option<&InPipelineAttribution>,
+) {
     let cpus = crate::render::verdict::cpus_here().unwrap_or(1) as f64;
     let Ok(obs) = observe(dir, cpus, a) else {
         return;
@@ -64,8 +72,8 @@ pub(crate) fn with_predictions(v: &mut Verdict, dir: &Path, a: Option<&InPipelin
 /// The run traced in `dir` as `lotus predict`'s model reads it, on
 /// `cpus` CPUs, with its helper pools' CPU from `a`, its samples'
 /// attribution, where given (what `--threads 1` needs).
-pub(crate) fn observe(
-    dir: &Path,
+pub(crate) fn observe<'a>(
+    dir: impl Into<Dir<'a>>,
     cpus: f64,
     a: Option<&InPipelineAttribution>,
 ) -> Result<lotus_predict::Observed, lotus_predict::PredictError> {
@@ -96,7 +104,11 @@ fn report_warnings(w: &Warnings) {
 /// Reads the whole trace once (batches, waits, consumptions and, with
 /// `durations`, every duration kept within the `LOTUS_SORT_BUFFER` budget,
 /// in temporary files past it).
-pub(crate) fn load(dir: &Path, durations: bool) -> Result<(TraceFolder, TraceIndex)> {
+pub(crate) fn load<'a>(
+    dir: impl Into<Dir<'a>>,
+    durations: bool,
+) -> Result<(TraceFolder, TraceIndex)> {
+    let dir = dir.into();
     let folder = TraceFolder::scan(dir)?;
     // An empty log (a disk-full trace, a process killed before it wrote)
     // has no events: said by name, the others are read.
@@ -114,7 +126,7 @@ pub(crate) fn load(dir: &Path, durations: bool) -> Result<(TraceFolder, TraceInd
     if index.events == 0 {
         bail!(
             "{}: no readable events in {} log file(s) ({} bad line(s))",
-            dir.display(),
+            dir.path().display(),
             folder.logs.len(),
             index.warnings.total
         );
@@ -124,8 +136,12 @@ pub(crate) fn load(dir: &Path, durations: bool) -> Result<(TraceFolder, TraceInd
 
 /// The attribution of the samples in `dir` (of `prefix`), where it holds
 /// some that can be read (else `None`, with a warning where they cannot).
-pub(crate) fn sampled_attribution(dir: &Path, prefix: &str) -> Option<InPipelineAttribution> {
-    if !dir.is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
+pub(crate) fn sampled_attribution<'a>(
+    dir: impl Into<Dir<'a>>,
+    prefix: &str,
+) -> Option<InPipelineAttribution> {
+    let dir = dir.into();
+    if !dir.path().is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
         return None;
     }
     let budget = match Budget::from_env() {
@@ -133,7 +149,7 @@ pub(crate) fn sampled_attribution(dir: &Path, prefix: &str) -> Option<InPipeline
         Err(e) => {
             eprintln!(
                 "lotus: warning: the samples in {} are not read: {e}",
-                dir.display()
+                dir.path().display()
             );
             return None;
         }
@@ -143,7 +159,7 @@ pub(crate) fn sampled_attribution(dir: &Path, prefix: &str) -> Option<InPipeline
         Err(e) => {
             eprintln!(
                 "lotus: warning: the samples in {} are not read (what ran outside every op is not said): {e}",
-                dir.display()
+                dir.path().display()
             );
             None
         }
@@ -156,6 +172,10 @@ pub(crate) struct Computed {
     pub(crate) label: String,
     /// Its trace folder.
     pub(crate) dir: PathBuf,
+    /// That folder opened once: every reader of the configuration (the
+    /// statistics, the predictions, the samples' attribution, the
+    /// timeline, the flame graphs) reads each of its files once.
+    pub(crate) shared: SharedFolder,
     pub(crate) folder: TraceFolder,
     pub(crate) index: TraceIndex,
     /// Its statistics.
@@ -172,7 +192,9 @@ pub(crate) struct Computed {
 impl Computed {
     /// The statistics of the trace in `dir` under `rule`.
     pub(crate) fn of(label: String, dir: PathBuf, rule: OutlierRule) -> Result<Computed> {
-        let (folder, mut index) = load(&dir, true)?;
+        let shared = SharedFolder::open_reading_once(&dir, READ_ONCE_BYTES)
+            .with_context(|| format!("cannot open the trace folder {}", dir.display()))?;
+        let (folder, mut index) = load(&shared, true)?;
         let loops = loop_figures(&mut index)?;
         let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
         let ranks = rank_stats_with(&folder, &index, rule)?;
@@ -182,10 +204,11 @@ impl Computed {
             &stats.ops,
             crate::render::verdict::cpus_here(),
         );
-        with_predictions(&mut verdict, &dir, None);
+        with_predictions(&mut verdict, &shared, None);
         Ok(Computed {
             label,
             dir,
+            shared,
             folder,
             index,
             stats,
@@ -210,7 +233,7 @@ impl Computed {
             &self.stats.ops,
             crate::render::verdict::cpus_here(),
         );
-        with_predictions(&mut self.verdict, &self.dir, Some(a));
+        with_predictions(&mut self.verdict, &self.shared, Some(a));
     }
 
     /// Every batch's delay to consumption and the main process's wait for

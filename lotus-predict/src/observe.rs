@@ -1,8 +1,6 @@
 //! What the model takes from a trace folder: the traced run as
 //! [`Inputs`] (see the crate documentation for what is read from where).
 
-use std::path::Path;
-
 use lotus_trace::LoaderConfig;
 
 use crate::model::Inputs;
@@ -34,6 +32,9 @@ pub struct Observed {
 
 /// Reads the traced run in `dir` for the model; `cpus`: the CPUs the job
 /// had.
-pub fn observe(dir: &Path, cpus: f64) -> Result<Observed, PredictError> {
-    crate::read::read(dir, cpus)
+pub fn observe<'a>(
+    dir: impl Into<lotus_trace::Dir<'a>>,
+    cpus: f64,
+) -> Result<Observed, PredictError> {
+    crate::read::read(dir.into(), cpus)
 }

@@ -4,14 +4,14 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use lotus_trace::{Entry, Event, Item, Kind, LoaderConfig, Role, TraceFolder};
+use lotus_trace::{Dir, Entry, Event, Item, Kind, LoaderConfig, Role, TraceFolder};
 
 use crate::model::{Batch, Epoch, Inputs, Setting, Work};
 use crate::observe::Observed;
 use crate::PredictError;
 
 /// Reads `dir` (see [`crate::observe`]).
-pub(crate) fn read(dir: &Path, cpus: f64) -> Result<Observed, PredictError> {
+pub(crate) fn read(dir: Dir<'_>, cpus: f64) -> Result<Observed, PredictError> {
     let folder = TraceFolder::scan(dir)?;
     let mut r = Reader::default();
     folder.read_all(|item| -> Result<(), PredictError> {
@@ -20,7 +20,7 @@ pub(crate) fn read(dir: &Path, cpus: f64) -> Result<Observed, PredictError> {
         }
         Ok(())
     })?;
-    assemble(r, cpus, dir)
+    assemble(r, cpus, dir.path())
 }
 
 /// An op span waiting for its batch's span.
@@ -647,7 +647,7 @@ mod tests {
     fn a_run_is_read_as_its_batches_steps_and_start_ups() {
         let tmp = tempfile::tempdir().unwrap();
         run(tmp.path());
-        let o = read(tmp.path(), 2.0).unwrap();
+        let o = read(tmp.path().into(), 2.0).unwrap();
         let i = &o.inputs;
         assert_eq!((o.batches, i.epochs.len()), (6, 1));
         assert_eq!(
@@ -692,7 +692,7 @@ mod tests {
             "SLoader,1000,50,kind=op\nSBatch,900,400,kind=batch,batch=0\n",
         )
         .unwrap();
-        let e = read(tmp.path(), 2.0).unwrap_err().to_string();
+        let e = read(tmp.path().into(), 2.0).unwrap_err().to_string();
         assert!(e.contains("no training loop"), "{e}");
     }
 }

@@ -4,7 +4,7 @@ use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use lotus_sys::input::{escaped, for_each_line, Folder, SizedFile};
+use lotus_sys::input::{escaped, for_each_line, Dir, SharedFolder, SizedFile};
 
 /// The first 8 bytes of a samples file.
 pub const SAMPLES_MAGIC: &[u8; 8] = b"LOTUSSMP";
@@ -248,17 +248,24 @@ pub struct SampleFiles {
     pub stacks: PathBuf,
     /// The folder they are in.
     dir: PathBuf,
+    /// The folder opened once, where the caller shares one
+    /// ([`Dir::Shared`]): the files are read through it.
+    shared: Option<SharedFolder>,
 }
 
 impl SampleFiles {
-    /// The files of `prefix` in `dir` (whether or not they exist).
-    pub fn of(dir: &Path, prefix: &str) -> SampleFiles {
+    /// The files of `prefix` in `dir` (whether or not they exist), read
+    /// through `dir`'s shared folder where it is one.
+    pub fn of<'a>(dir: impl Into<Dir<'a>>, prefix: &str) -> SampleFiles {
+        let dir = dir.into();
+        let path = dir.path();
         SampleFiles {
-            samples: dir.join(format!("{prefix}.samples")),
-            symbols: dir.join(format!("{prefix}.symbols")),
-            sampling: dir.join(format!("{prefix}.sampling")),
-            stacks: dir.join(format!("{prefix}.stacks")),
-            dir: dir.to_path_buf(),
+            samples: path.join(format!("{prefix}.samples")),
+            symbols: path.join(format!("{prefix}.symbols")),
+            sampling: path.join(format!("{prefix}.sampling")),
+            stacks: path.join(format!("{prefix}.stacks")),
+            dir: path.to_path_buf(),
+            shared: dir.shared().cloned(),
         }
     }
 
@@ -266,7 +273,8 @@ impl SampleFiles {
     /// holds no samples file (of kind `NotFound`), or naming the samples
     /// file when it is not one lotus reads (a fifo, a device, a link out
     /// of the folder: see [`Folder::open_file`]).
-    pub fn open(dir: &Path, prefix: &str) -> io::Result<SampleFiles> {
+    pub fn open<'a>(dir: impl Into<Dir<'a>>, prefix: &str) -> io::Result<SampleFiles> {
+        let dir = dir.into();
         let f = SampleFiles::of(dir, prefix);
         match f.open_in_folder(&f.samples) {
             Ok(_) => Ok(f),
@@ -274,7 +282,7 @@ impl SampleFiles {
                 io::ErrorKind::NotFound,
                 format!(
                     "{}: no samples ({} is missing): trace with `lotus trace run --sample`",
-                    dir.display(),
+                    dir.path().display(),
                     f.samples.display()
                 ),
             )),
@@ -286,9 +294,11 @@ impl SampleFiles {
     /// [`Folder::open_file`]); errors name the file.
     fn open_in_folder(&self, path: &Path) -> io::Result<SizedFile> {
         let name = path.file_name().map_or(path, Path::new);
-        Folder::open(&self.dir)
-            .and_then(|folder| folder.open_file(name))
-            .map_err(|e| with_path(path, e))
+        let dir = match &self.shared {
+            Some(f) => Dir::Shared(f),
+            None => Dir::Path(&self.dir),
+        };
+        dir.open_file(name).map_err(|e| with_path(path, e))
     }
 
     /// Any of the files that exists.

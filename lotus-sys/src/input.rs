@@ -16,11 +16,13 @@
 //! another user, nor a fifo, nor a file growing under lotus can make a
 //! reader block, run out of memory or quote what is not the folder's.
 
+use std::collections::HashMap;
 use std::fs::{File, FileType, OpenOptions};
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
@@ -107,16 +109,26 @@ pub fn open_regular_with_metadata(path: &Path) -> io::Result<(File, std::fs::Met
 pub struct Folder {
     fd: OwnedFd,
     path: PathBuf,
+    /// Where it reads each file once ([`Folder::open_reading_once`]).
+    once: Option<ReadOnce>,
 }
 
 /// A regular file opened for reading, read no further than its size when
 /// it was opened: a file that grows while it is read (a trace still being
-/// written) ends where it ended then.
+/// written) ends where it ended then. Its bytes come from the file, or
+/// from a [`Folder::open_reading_once`] copy of them.
 #[derive(Debug)]
 pub struct SizedFile {
-    file: File,
+    file: Source,
     size: u64,
     pos: u64,
+}
+
+/// Where a [`SizedFile`]'s bytes come from.
+#[derive(Debug)]
+enum Source {
+    File(File),
+    Held(Arc<[u8]>),
 }
 
 impl Folder {
@@ -136,7 +148,25 @@ impl Folder {
         Ok(Folder {
             fd,
             path: path.to_path_buf(),
+            once: None,
         })
+    }
+
+    /// Opens the folder `path` as [`Folder::open`] does, to be read by
+    /// several readers in turn (a report's rows, views and figures): each
+    /// file is opened and read once, its bytes held and handed to every
+    /// later [`Folder::open_file`] of it, while the files held stay within
+    /// `budget` bytes together. A file past the budget is opened again by
+    /// each reader, as [`Folder::open`]'s are. Every reader sees the same
+    /// bytes, where a folder still being written would have shown each
+    /// reader more.
+    pub fn open_reading_once(path: &Path, budget: u64) -> io::Result<Folder> {
+        let mut folder = Folder::open(path)?;
+        folder.once = Some(ReadOnce {
+            budget,
+            held: Mutex::new(Held::default()),
+        });
+        Ok(folder)
     }
 
     /// The folder's path, as given.
@@ -162,6 +192,38 @@ impl Folder {
     /// a text to follow the file's name ("is a fifo (named pipe), not a
     /// regular file").
     pub fn open_file(&self, rel: &Path) -> io::Result<SizedFile> {
+        let Some(once) = &self.once else {
+            return self.open_checked(rel);
+        };
+        // One reader at a time opens and reads a file; the others wait for
+        // its bytes rather than open it too.
+        let mut held = once.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(bytes) = held.files.get(rel) {
+            let size = bytes.len() as u64;
+            return Ok(SizedFile {
+                file: Source::Held(Arc::clone(bytes)),
+                size,
+                pos: 0,
+            });
+        }
+        let mut file = self.open_checked(rel)?;
+        if held.bytes.saturating_add(file.size) > once.budget {
+            return Ok(file);
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
+        file.read_to_end(&mut bytes)?;
+        let bytes: Arc<[u8]> = bytes.into();
+        held.bytes += bytes.len() as u64;
+        held.files.insert(rel.to_path_buf(), Arc::clone(&bytes));
+        Ok(SizedFile {
+            size: bytes.len() as u64,
+            file: Source::Held(bytes),
+            pos: 0,
+        })
+    }
+
+    /// [`Folder::open_file`]'s rule, always from the file.
+    fn open_checked(&self, rel: &Path) -> io::Result<SizedFile> {
         let read = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
         // What is there, without opening it for reading: opening a device
         // or a fifo for reading can block or act on the device.
@@ -180,7 +242,11 @@ impl Folder {
         };
         let file = File::from(fd);
         let size = refuse_unless_regular(&file)?;
-        Ok(SizedFile { file, size, pos: 0 })
+        Ok(SizedFile {
+            file: Source::File(file),
+            size,
+            pos: 0,
+        })
     }
 
     /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`; `Err(Fallback)`
@@ -258,6 +324,112 @@ impl Folder {
     }
 }
 
+/// A folder opened once ([`Folder::open_reading_once`]) and shared by
+/// the readers of one report, which then read each of its files once: a
+/// handle to it, equal to another where it is the same opening.
+#[derive(Debug, Clone)]
+pub struct SharedFolder(Arc<Folder>);
+
+impl SharedFolder {
+    /// [`Folder::open_reading_once`], to be shared.
+    pub fn open_reading_once(path: &Path, budget: u64) -> io::Result<SharedFolder> {
+        Folder::open_reading_once(path, budget).map(|f| SharedFolder(Arc::new(f)))
+    }
+}
+
+impl From<Folder> for SharedFolder {
+    /// A folder shared as it was opened (reading once or not).
+    fn from(f: Folder) -> SharedFolder {
+        SharedFolder(Arc::new(f))
+    }
+}
+
+impl std::ops::Deref for SharedFolder {
+    type Target = Folder;
+    fn deref(&self) -> &Folder {
+        &self.0
+    }
+}
+
+impl PartialEq for SharedFolder {
+    fn eq(&self, other: &SharedFolder) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedFolder {}
+
+/// A trace folder as its readers take it: by its path (each reader opens
+/// it and its files anew), or a [`SharedFolder`] whose files are read
+/// once for all of them.
+#[derive(Debug, Clone, Copy)]
+pub enum Dir<'a> {
+    /// The folder at this path.
+    Path(&'a Path),
+    /// The folder opened once.
+    Shared(&'a SharedFolder),
+}
+
+impl<'a> Dir<'a> {
+    /// The folder's path.
+    pub fn path(&self) -> &'a Path {
+        match self {
+            Dir::Path(p) => p,
+            Dir::Shared(f) => f.0.path.as_path(),
+        }
+    }
+
+    /// The shared folder, where it is one.
+    pub fn shared(&self) -> Option<&'a SharedFolder> {
+        match self {
+            Dir::Path(_) => None,
+            Dir::Shared(f) => Some(f),
+        }
+    }
+
+    /// Opens `rel` inside the folder ([`Folder::open_file`]): through the
+    /// shared folder, or the folder opened for this file alone.
+    pub fn open_file(&self, rel: &Path) -> io::Result<SizedFile> {
+        match self {
+            Dir::Path(p) => Folder::open(p)?.open_file(rel),
+            Dir::Shared(f) => f.open_file(rel),
+        }
+    }
+}
+
+impl<'a> From<&'a Path> for Dir<'a> {
+    fn from(p: &'a Path) -> Dir<'a> {
+        Dir::Path(p)
+    }
+}
+
+impl<'a> From<&'a PathBuf> for Dir<'a> {
+    fn from(p: &'a PathBuf) -> Dir<'a> {
+        Dir::Path(p)
+    }
+}
+
+impl<'a> From<&'a SharedFolder> for Dir<'a> {
+    fn from(f: &'a SharedFolder) -> Dir<'a> {
+        Dir::Shared(f)
+    }
+}
+
+/// The files a [`Folder::open_reading_once`] holds, and its budget.
+#[derive(Debug)]
+struct ReadOnce {
+    budget: u64,
+    held: Mutex<Held>,
+}
+
+/// The files held, by their path inside the folder, and their bytes
+/// together.
+#[derive(Debug, Default)]
+struct Held {
+    files: HashMap<PathBuf, Arc<[u8]>>,
+    bytes: u64,
+}
+
 /// The kernel cannot resolve beneath a folder (no `openat2`).
 struct Fallback;
 
@@ -310,7 +482,7 @@ impl SizedFile {
         let meta = file.metadata()?;
         refuse_hollow(meta.len(), meta.blocks())?;
         Ok(SizedFile {
-            file,
+            file: Source::File(file),
             size: meta.len(),
             pos: 0,
         })
@@ -329,7 +501,16 @@ impl Read for SizedFile {
         if n == 0 {
             return Ok(0);
         }
-        let k = self.file.read(&mut buf[..n])?;
+        let k = match &mut self.file {
+            Source::File(f) => f.read(&mut buf[..n])?,
+            Source::Held(bytes) => {
+                // `pos` is within `size`, the bytes' length.
+                let at = usize::try_from(self.pos).unwrap_or(usize::MAX);
+                let from = bytes.get(at..at.saturating_add(n)).unwrap_or_default();
+                buf[..from.len()].copy_from_slice(from);
+                from.len()
+            }
+        };
         self.pos += k as u64;
         Ok(k)
     }
@@ -347,7 +528,10 @@ impl Seek for SizedFile {
             return Err(refused("seek before the start of the file".into()));
         }
         let at = u64::try_from(at).unwrap_or(u64::MAX).min(self.size);
-        self.pos = self.file.seek(SeekFrom::Start(at))?;
+        self.pos = match &mut self.file {
+            Source::File(f) => f.seek(SeekFrom::Start(at))?,
+            Source::Held(_) => at,
+        };
         Ok(self.pos)
     }
 }
@@ -563,5 +747,50 @@ mod tests {
             ]
         );
         assert_eq!(escaped("a\u{1b}[31m\tb"), "a\\x1b[31m\\tb");
+    }
+
+    #[test]
+    fn a_folder_read_once_hands_every_reader_the_bytes_of_the_first_open() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("log");
+        std::fs::write(&log, b"first").expect("write");
+        std::fs::write(dir.path().join("big"), vec![b'x'; 100]).expect("write");
+        let folder = SharedFolder::open_reading_once(dir.path(), 64).expect("open");
+        let read = |name: &str| {
+            let mut f = Dir::Shared(&folder)
+                .open_file(Path::new(name))
+                .expect("open");
+            let mut out = Vec::new();
+            f.read_to_end(&mut out).expect("read");
+            (f.size(), out)
+        };
+        assert_eq!(read("log"), (5, b"first".to_vec()));
+        // Replaced (a new inode) and grown after the first open: every
+        // later reader still gets what the first one read.
+        std::fs::remove_file(&log).expect("rm");
+        std::fs::write(&log, b"second, longer").expect("write");
+        assert_eq!(read("log"), (5, b"first".to_vec()));
+        // Past the budget, each reader opens the file itself.
+        assert_eq!(read("big").1.len(), 100);
+        std::fs::write(dir.path().join("big"), b"y").expect("write");
+        assert_eq!(read("big"), (1, b"y".to_vec()));
+        // The rule holds as for any open: not a link out, not a fifo.
+        std::os::unix::fs::symlink("/etc/hostname", dir.path().join("out")).expect("link");
+        assert!(folder.open_file(Path::new("out")).is_err());
+        // Held bytes seek and read in parts as a file does.
+        let mut f = folder.open_file(Path::new("log")).expect("open");
+        assert_eq!(f.seek(SeekFrom::End(-2)).expect("seek"), 3);
+        let mut two = [0u8; 4];
+        assert_eq!(f.read(&mut two).expect("read"), 2);
+        assert_eq!(&two[..2], b"st");
+        assert_eq!(f.read(&mut two).expect("read"), 0);
+        assert_eq!(f.seek(SeekFrom::Start(99)).expect("seek"), 5);
+        // A path's Dir opens the folder for each file: the new bytes.
+        let mut f = Dir::Path(dir.path())
+            .open_file(Path::new("log"))
+            .expect("open");
+        let mut out = String::new();
+        f.read_to_string(&mut out).expect("read");
+        assert_eq!(out, "second, longer");
     }
 }

@@ -22,7 +22,7 @@
 use std::fs;
 use std::io::{BufReader, Read};
 
-use lotus_sys::input::{escaped, Folder, SizedFile};
+use lotus_sys::input::{escaped, Dir, Folder, SharedFolder, SizedFile};
 use std::path::{Path, PathBuf};
 
 use super::event::Process;
@@ -290,6 +290,8 @@ pub struct LogFile {
     /// The trace folder it was found in (its own path when the log was
     /// named alone).
     root: PathBuf,
+    /// That folder opened once, where its reader shares one.
+    shared: Option<SharedFolder>,
 }
 
 impl LogFile {
@@ -314,7 +316,10 @@ impl LogFile {
             return SizedFile::open_named(&self.path);
         }
         let rel = self.path.strip_prefix(&self.root).unwrap_or(&self.path);
-        Folder::open(&self.root)?.open_file(rel)
+        match &self.shared {
+            Some(f) => f.open_file(rel),
+            None => Folder::open(&self.root)?.open_file(rel),
+        }
     }
 }
 
@@ -331,6 +336,9 @@ pub struct TraceFolder {
     /// Views of a trace found beside it (lotus's or the study's), left
     /// out of [`TraceFolder::torch`], in path order.
     pub views: Vec<PathBuf>,
+    /// The folder opened once, where it was scanned through one
+    /// ([`Dir::Shared`]): its files are read through it.
+    pub(crate) shared: Option<SharedFolder>,
 }
 
 impl TraceFolder {
@@ -340,7 +348,10 @@ impl TraceFolder {
     /// read no further than its size now.
     pub fn open_file(&self, path: &Path) -> std::io::Result<SizedFile> {
         match path.strip_prefix(&self.root) {
-            Ok(rel) if !rel.as_os_str().is_empty() => Folder::open(&self.root)?.open_file(rel),
+            Ok(rel) if !rel.as_os_str().is_empty() => match &self.shared {
+                Some(f) => f.open_file(rel),
+                None => Folder::open(&self.root)?.open_file(rel),
+            },
             _ => SizedFile::open_named(path),
         }
     }
@@ -462,11 +473,17 @@ impl TraceFolder {
 
     /// Finds the logs and profiler traces under `root`, or takes `root`
     /// itself when it is one log file. An error when there are no logs.
-    pub fn scan(root: &Path) -> Result<TraceFolder, TraceError> {
+    /// Through a shared folder ([`Dir::Shared`]), its files are read
+    /// through it: once, for every reader of this scan.
+    pub fn scan<'a>(root: impl Into<Dir<'a>>) -> Result<TraceFolder, TraceError> {
+        let dir = root.into();
+        let root = dir.path();
+        let shared = dir.shared().cloned();
         let shown = root.display().to_string();
         let meta = fs::metadata(root).map_err(|e| TraceError::io(&shown, &e))?;
         let mut folder = TraceFolder {
             root: root.to_path_buf(),
+            shared: shared.clone(),
             ..TraceFolder::default()
         };
         if !meta.is_dir() {
@@ -483,12 +500,16 @@ impl TraceFolder {
                     folder: String::new(),
                     name,
                     root: root.to_path_buf(),
+                    shared: None,
                 }),
                 None => return Err(TraceError::NoLogs { path: shown }),
             }
             return Ok(folder);
         }
-        let opened = Folder::open(root).map_err(|e| TraceError::io(&shown, &e))?;
+        let opened = match &shared {
+            Some(f) => f.clone(),
+            None => SharedFolder::from(Folder::open(root).map_err(|e| TraceError::io(&shown, &e))?),
+        };
         let mut stack = vec![root.to_path_buf()];
         while let Some(dir) = stack.pop() {
             let entries = fs::read_dir(&dir).map_err(|e| TraceError::io(dir.display(), &e))?;
@@ -534,6 +555,7 @@ impl TraceFolder {
                         path,
                         name: parsed,
                         root: root.to_path_buf(),
+                        shared: shared.clone(),
                     });
                 } else if looks_like_torch_trace(name) {
                     let mut file = match opened.open_file(rel_file) {

@@ -97,6 +97,9 @@ pub use configurations::configurations_of;
 pub use event::{Event, HandedBy, Kind, LoaderConfig, Process, Role, Usage};
 pub use folder::{Item, LogFile, TraceFolder};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
+/// A trace folder as readers take it (a path, or a folder opened once
+/// and shared by a report's readers), re-exported from `lotus-sys`.
+pub use lotus_sys::input::{Dir, SharedFolder};
 pub use parse::{
     parse_event_line, parse_file_name, BadLine, Entry, FileName, LineEvent, TraceReader,
     CPU_SLACK_NS, CUT_SHORT, HEADER_TAG, MAX_LINE_BYTES,

@@ -83,6 +83,7 @@ pub fn rank_folders(
                     .collect(),
                 torch: Vec::new(),
                 views: Vec::new(),
+                shared: folder.shared.clone(),
             };
             (rank, hosts.into_iter().collect(), sub)
         })

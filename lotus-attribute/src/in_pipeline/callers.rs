@@ -24,8 +24,8 @@
 //! Memory grows with the distinct (row, stack) pairs, as the folded
 //! output's does.
 
+use lotus_sys::input::Dir;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
 use serde::Serialize;
 
@@ -135,12 +135,13 @@ impl Tree {
 /// levels up. A function no stack holds is not an error here: the result
 /// has no rows and says what the folder has instead
 /// ([`Callers::suggestions`]).
-pub fn callers_folder(
-    dir: &Path,
+pub fn callers_folder<'a>(
+    dir: impl Into<Dir<'a>>,
     prefix: &str,
     budget: Budget,
     function: &str,
 ) -> Result<Callers, Error> {
+    let dir: Dir<'_> = dir.into();
     let fold = fold(dir, prefix, budget)?;
     let symbols = &fold.symbols;
     let mut names: HashMap<u32, String> = HashMap::new();

@@ -24,8 +24,8 @@
 //! Memory grows with distinct (row, stack) pairs, not with samples: the
 //! samples are streamed once.
 
+use lotus_sys::input::Dir;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
 use super::{phased, row_name, Error, Phases, SampledTrace, Target, SPIN_ROW};
 use lotus_samples::{Symbol, SymbolTable, UNKNOWN_SYMBOL};
@@ -119,7 +119,12 @@ pub(super) struct Fold {
 /// Folds the samples of the sampled trace folder `dir` (logs of
 /// prefix-independent names, samples of `prefix`) under the rows `lotus
 /// attribute DIR` credits them to.
-pub(super) fn fold(dir: &Path, prefix: &str, budget: Budget) -> Result<Fold, Error> {
+pub(super) fn fold<'a>(
+    dir: impl Into<Dir<'a>>,
+    prefix: &str,
+    budget: Budget,
+) -> Result<Fold, Error> {
+    let dir: Dir<'_> = dir.into();
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
     let stacks = trace.stacks()?;
     let mut counts: HashMap<(Target, Key), u64> = HashMap::new();
@@ -220,7 +225,12 @@ pub(super) fn fold(dir: &Path, prefix: &str, budget: Budget) -> Result<Fold, Err
 /// The collapsed stacks of the sampled trace folder `dir` (logs of
 /// prefix-independent names, samples of `prefix`), each sample under the
 /// row `lotus attribute DIR` credits it to.
-pub fn folded_folder(dir: &Path, prefix: &str, budget: Budget) -> Result<FoldedStacks, Error> {
+pub fn folded_folder<'a>(
+    dir: impl Into<Dir<'a>>,
+    prefix: &str,
+    budget: Budget,
+) -> Result<FoldedStacks, Error> {
+    let dir: Dir<'_> = dir.into();
     let fold = fold(dir, prefix, budget)?;
     let mut lines: BTreeMap<String, u64> = BTreeMap::new();
     let mut row_samples: BTreeMap<String, u64> = BTreeMap::new();

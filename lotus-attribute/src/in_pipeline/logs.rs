@@ -3,6 +3,7 @@
 //! the tracer named, and the timing rule's test of a helper thread.
 
 use super::*;
+use lotus_sys::input::Dir;
 
 /// What the logs hold: processes, op names, spans sorted.
 pub(super) struct Logs {
@@ -102,7 +103,8 @@ pub(super) fn clock_of(log: &LogFile) -> Result<Result<ClockMap, String>, Error>
 /// Reads the op spans of every log, through the reader `lotus trace view`
 /// reads them with, so that a span's id (its place in reading order) is
 /// the same in both.
-pub(super) fn read_logs(dir: &Path, budget: Budget) -> Result<Logs, Error> {
+pub(super) fn read_logs<'a>(dir: impl Into<Dir<'a>>, budget: Budget) -> Result<Logs, Error> {
+    let dir: Dir<'_> = dir.into();
     let mut roles = HashMap::new();
     let mut ops: Vec<String> = Vec::new();
     let mut op_ids: HashMap<String, u32> = HashMap::new();

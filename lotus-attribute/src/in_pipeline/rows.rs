@@ -2,6 +2,7 @@
 //! tables): what each row stands for and its figures.
 
 use super::*;
+use lotus_sys::input::Dir;
 
 /// What a row stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -195,7 +196,12 @@ impl Unseen {
 /// The work of a sampled trace folder's processes that ran outside every
 /// op, where over [`UNSEEN_PCT`] of their role's CPU: what `attribute`
 /// says at its end, for a caller (`lotus trace run --sample`) to say too.
-pub fn unseen_work(dir: &Path, prefix: &str, budget: Budget) -> Result<Vec<Unseen>, Error> {
+pub fn unseen_work<'a>(
+    dir: impl Into<Dir<'a>>,
+    prefix: &str,
+    budget: Budget,
+) -> Result<Vec<Unseen>, Error> {
+    let dir: Dir<'_> = dir.into();
     Ok(attribute_folder(dir, prefix, budget, TOP_FUNCTIONS)?.unseen)
 }
 

@@ -2,6 +2,7 @@
 //! credits each sample to a row ([`SampledTrace::credit`]).
 
 use super::*;
+use lotus_sys::input::Dir;
 
 /// A pool thread's tasks not yet passed: (start, end, cause), by start.
 type TaskWindows = VecDeque<(u64, u64, cause::Cause)>;
@@ -89,17 +90,23 @@ impl SampledTrace {
     /// names, samples of `prefix`): an error when it has no samples or its
     /// logs no clock pairs. Streams the samples once, to tell pools from
     /// independent threads.
-    pub(crate) fn open(dir: &Path, prefix: &str, budget: Budget) -> Result<SampledTrace, Error> {
+    pub(crate) fn open<'a>(
+        dir: impl Into<Dir<'a>>,
+        prefix: &str,
+        budget: Budget,
+    ) -> Result<SampledTrace, Error> {
+        let dir: Dir<'_> = dir.into();
         SampledTrace::open_by(dir, prefix, budget, HelperRule::Cause)
     }
 
     /// [`SampledTrace::open`], crediting helper threads by `rule`.
-    pub(crate) fn open_by(
-        dir: &Path,
+    pub(crate) fn open_by<'a>(
+        dir: impl Into<Dir<'a>>,
         prefix: &str,
         budget: Budget,
         rule: HelperRule,
     ) -> Result<SampledTrace, Error> {
+        let dir: Dir<'_> = dir.into();
         let files = SampleFiles::of(dir, prefix);
         let mut meta: HashMap<String, String> = HashMap::new();
         for (k, v) in files
@@ -121,7 +128,7 @@ impl SampledTrace {
         if meta.get("status").map(String::as_str) == Some("unavailable") {
             return Err(Error::NoSamples(format!(
                 "{}: the trace was taken without samples: {}",
-                dir.display(),
+                dir.path().display(),
                 lotus_sys::input::escaped(
                     meta.get("reason")
                         .map_or("perf could not run", String::as_str)

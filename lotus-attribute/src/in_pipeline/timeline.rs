@@ -4,7 +4,7 @@
 //! so that a timeline drawn from them (`lotus trace view --format
 //! firefox`) puts a span where the join credits its samples.
 
-use std::path::Path;
+use lotus_sys::input::Dir;
 
 use super::{clock_of, Error};
 use lotus_protocol::ClockMap;
@@ -58,10 +58,14 @@ pub struct ClockedSummary {
 /// join reads its spans through it. A log
 /// without clock pairs is the join's error (an older lotus's header, the
 /// original format); an empty one is skipped and said in the summary.
-pub fn for_each_clocked_event<F>(dir: &Path, mut f: F) -> Result<ClockedSummary, Error>
+pub fn for_each_clocked_event<'a, F>(
+    dir: impl Into<Dir<'a>>,
+    mut f: F,
+) -> Result<ClockedSummary, Error>
 where
     F: FnMut(ClockedItem<'_>) -> Result<(), Error>,
 {
+    let dir: Dir<'_> = dir.into();
     let folder = TraceFolder::scan(dir)?;
     let mut clock = ClockMap::new(Vec::new());
     let mut summary = ClockedSummary::default();

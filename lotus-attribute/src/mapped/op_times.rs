@@ -1,9 +1,9 @@
 //! The ops' own times, read from a CSV of `op,seconds` or from a lotus
 //! trace folder: the weights that divide a function several ops share.
 
+use lotus_sys::input::Dir;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
-use std::path::Path;
 
 use super::Error;
 use lotus_core::parse_figure;
@@ -206,8 +206,11 @@ impl OpTimes {
     /// logs, recursively) through [`lotus_trace`]: each op's total time.
     /// `None` when the folder holds no trace logs. Bad lines are skipped
     /// and returned.
-    pub fn read_trace_dir(dir: &Path) -> Result<Option<(OpTimes, Warnings)>, Error> {
-        let source = dir.display().to_string();
+    pub fn read_trace_dir<'a>(
+        dir: impl Into<Dir<'a>>,
+    ) -> Result<Option<(OpTimes, Warnings)>, Error> {
+        let dir: Dir<'_> = dir.into();
+        let source = dir.path().display().to_string();
         let err = |e: TraceError| Error::OpTimes {
             file: source.clone(),
             line: None,

@@ -18,7 +18,7 @@
 //! `--minwidth`); the section says so. A run without stacks gets no
 //! section (a note says why where no run has one).
 
-use std::path::Path;
+use lotus_trace::SharedFolder;
 
 use anyhow::Result;
 use lotus_attribute::{InPipelineAttribution, RowKind};
@@ -57,7 +57,7 @@ enum Flames {
 /// samples carry no stacks.
 fn run_flames(
     label: &str,
-    dir: &Path,
+    dir: &SharedFolder,
     prefix: &str,
     budget: Budget,
     a: &InPipelineAttribution,
@@ -123,7 +123,7 @@ fn run_flames(
                 &svg,
                 format!(
                     "lotus attribute {} --flamegraph flame.svg --op {}",
-                    dir.display(),
+                    dir.path().display(),
                     r.path
                 ),
             ),
@@ -150,7 +150,7 @@ fn run_flames(
 pub(crate) fn flames_section(
     page: &mut Page,
     sampled: &[(String, Sampled)],
-    dirs: &[&Path],
+    dirs: &[&SharedFolder],
     prefix: &str,
     budget: Budget,
 ) -> Result<()> {

@@ -5,6 +5,7 @@
 //! built from the samples here (as `lotus map --from-trace DIR`) unless
 //! `--against` names one.
 
+use lotus_trace::Dir;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -42,16 +43,16 @@ pub enum Sampled {
 }
 
 /// Reads `dir`'s samples of `prefix`, if it has any.
-pub fn attribute(dir: &Path, prefix: &str, budget: Budget) -> Result<Sampled> {
+pub fn attribute<'a>(dir: impl Into<Dir<'a>>, prefix: &str, budget: Budget) -> Result<Sampled> {
+    let dir = dir.into();
     if SampleFiles::of(dir, prefix).existing().is_empty() {
         return Ok(Sampled::Not);
     }
     match attribute_folder(dir, prefix, budget, TOP_FUNCTIONS) {
         Ok(a) => Ok(Sampled::With(Box::new(a))),
         Err(AttrError::NoSamples(why)) => Ok(Sampled::Without(why)),
-        Err(e) => {
-            Err(e).with_context(|| format!("cannot attribute the samples in {}", dir.display()))
-        }
+        Err(e) => Err(e)
+            .with_context(|| format!("cannot attribute the samples in {}", dir.path().display())),
     }
 }
 
