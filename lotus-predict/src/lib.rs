@@ -36,7 +36,7 @@ pub use model::{simulate, Batch, Epoch, Inputs, Outcome, Pools, Setting, Work};
 pub use observe::{observe, Observed};
 pub use predict::{
     advice, candidates, grid, predict, ranked, Change, Fit, Measured, Prediction, Scenario, Taken,
-    MODEL_MARGIN, RESAMPLES, SCHEMA,
+    MAX_RESAMPLED_BATCHES, MODEL_MARGIN, RESAMPLES, SCHEMA,
 };
 
 /// What goes wrong predicting.

@@ -30,6 +30,12 @@ pub const MODEL_MARGIN: f64 = 0.12;
 /// A run up to this much longer than the model makes of it on the
 /// machine's CPUs is taken as explained (no effective CPUs, no noise).
 const GAP_TOLERANCE: f64 = 0.03;
+/// The most batches a resampling draws: a longer run's resamplings draw
+/// fewer than it has, in proportion per epoch, and their spread is scaled
+/// to the whole run's (the m-out-of-n bootstrap), so that its predictions
+/// cost what a run of this many batches does (some thousand simulations)
+/// however long it was. Runs up to this long are resampled whole.
+pub const MAX_RESAMPLED_BATCHES: usize = 600;
 /// The most workers proposed when ranking changes.
 const MAX_WORKERS: u32 = 32;
 /// An op is proposed for removal from this share of the batches' CPU on.
@@ -402,10 +408,14 @@ fn gc_cpu(inputs: &Inputs) -> f64 {
 }
 
 /// A resampling of the batches within each epoch (and of the workers'
-/// start-ups), with replacement.
-fn resample(inputs: &Inputs, rng: &mut fastrand::Rng) -> Inputs {
+/// start-ups), with replacement: `counts[e]` batches drawn for epoch `e`
+/// (its own count for a resampling of the whole run).
+fn resample(inputs: &Inputs, rng: &mut fastrand::Rng, counts: &[usize]) -> Inputs {
     let mut out = inputs.clone();
-    draw(inputs, rng, |slot| match slot {
+    for (e, &n) in out.epochs.iter_mut().zip(counts) {
+        e.batches.truncate(n);
+    }
+    draw(inputs, rng, counts, |slot| match slot {
         Draw::Batch { epoch, batch, from } => {
             out.epochs[epoch].batches[batch] = inputs.epochs[epoch].batches[from].clone();
         }
@@ -437,9 +447,9 @@ enum Draw {
 /// from `rng`: the one place that order is written, so that
 /// [`resample`] and the generator's advance in [`resampled_ratios`]
 /// (which builds nothing) take the same draws.
-fn draw(inputs: &Inputs, rng: &mut fastrand::Rng, mut each: impl FnMut(Draw)) {
-    for (epoch, src) in inputs.epochs.iter().enumerate() {
-        for batch in 0..src.batches.len() {
+fn draw(inputs: &Inputs, rng: &mut fastrand::Rng, counts: &[usize], mut each: impl FnMut(Draw)) {
+    for (epoch, (src, &n)) in inputs.epochs.iter().zip(counts).enumerate() {
+        for batch in 0..n {
             let from = rng.usize(..src.batches.len());
             each(Draw::Batch { epoch, batch, from });
         }
@@ -459,19 +469,25 @@ fn draw(inputs: &Inputs, rng: &mut fastrand::Rng, mut each: impl FnMut(Draw)) {
 /// but a few of the whole prediction's, some thousand on a long trace)
 /// run on up to one thread per CPU, each taking the next resampling,
 /// which it draws again from the generator's state kept for it.
-fn resampled_ratios(inputs: &Inputs, traced: &Setting, settings: &[Setting]) -> Vec<Vec<f64>> {
+fn resampled_ratios(
+    inputs: &Inputs,
+    traced: &Setting,
+    settings: &[Setting],
+    most: usize,
+) -> Vec<Vec<f64>> {
+    let counts = resampled_counts(inputs, most);
     let mut rng = fastrand::Rng::with_seed(0x006c_6f74_7573);
     // The generator's state at the start of each resampling: drawing one
     // resampling advances it by as many draws as the next one needs.
     let starts: Vec<fastrand::Rng> = (0..RESAMPLES)
         .map(|_| {
             let start = rng.clone();
-            draw(inputs, &mut rng, |_| ());
+            draw(inputs, &mut rng, &counts, |_| ());
             start
         })
         .collect();
     let one = |i: usize| -> Vec<f64> {
-        let r = resample(inputs, &mut starts[i].clone());
+        let r = resample(inputs, &mut starts[i].clone(), &counts);
         let b = simulate(&r, traced).loop_ns.max(1.0);
         settings
             .iter()
@@ -516,6 +532,51 @@ fn resampled_ratios(inputs: &Inputs, traced: &Setting, settings: &[Setting]) -> 
         }
     }
     ratios
+}
+
+/// The batches each resampling draws per epoch: each epoch's own count,
+/// up to `most` ([`MAX_RESAMPLED_BATCHES`]) in all; past it, each epoch's
+/// count cut in proportion (at least one), so that a long trace's
+/// intervals cost what a short one's do ([`spread_scale`] scales their
+/// spread back to the whole run's).
+fn resampled_counts(inputs: &Inputs, most: usize) -> Vec<usize> {
+    let total: usize = inputs.epochs.iter().map(|e| e.batches.len()).sum();
+    inputs
+        .epochs
+        .iter()
+        .map(|e| {
+            let n = e.batches.len();
+            if total <= most {
+                n
+            } else {
+                (n * most).div_ceil(total).clamp(1.min(n), n)
+            }
+        })
+        .collect()
+}
+
+/// How much a resampled ratio's distance from the resamplings' median is
+/// scaled to stand for the whole run's: 1 where the resamplings drew every
+/// batch; √(drawn / all) where they drew fewer (the spread of a sum's
+/// share of `m` draws against `n` shrinks as √(m/n): the m-out-of-n
+/// bootstrap).
+fn spread_scale(inputs: &Inputs, most: usize) -> Option<f64> {
+    let total: usize = inputs.epochs.iter().map(|e| e.batches.len()).sum();
+    let drawn: usize = resampled_counts(inputs, most).iter().sum();
+    (drawn < total).then(|| (drawn as f64 / total as f64).sqrt())
+}
+
+/// The resamplings' ratios around `ratio` (the whole run's): where they
+/// drew fewer batches than the run has, each one's distance from their
+/// median, scaled by [`spread_scale`]; else as they are.
+fn centred(mut rs: Vec<f64>, ratio: f64, scale: Option<f64>) -> Vec<f64> {
+    if let Some(k) = scale {
+        let mid = quantile(&mut rs, 0.5);
+        for r in &mut rs {
+            *r = ratio + (*r - mid) * k;
+        }
+    }
+    rs
 }
 
 fn quantile(v: &mut [f64], q: f64) -> f64 {
@@ -576,12 +637,14 @@ pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, Predict
         .map(|c| setting_of(obs, c, eff))
         .collect::<Result<_, _>>()?;
     // The resampled runs: each change's ratio to the run as traced.
-    let ratios = resampled_ratios(inputs, &traced, &settings);
+    let ratios = resampled_ratios(inputs, &traced, &settings, MAX_RESAMPLED_BATCHES);
+    let scale = spread_scale(inputs, MAX_RESAMPLED_BATCHES);
     let wait0 = obs.wait_ns / measured.max(1.0);
     let mut scenarios = Vec::new();
-    for ((change, setting), mut rs) in changes.iter().zip(&settings).zip(ratios) {
+    for ((change, setting), rs) in changes.iter().zip(&settings).zip(ratios) {
         let out = simulate(inputs, setting);
         let ratio = out.loop_ns / base.loop_ns.max(1.0);
+        let mut rs = centred(rs, ratio, scale);
         let loop_ns = measured * ratio;
         let lo = quantile(&mut rs, 0.05).min(ratio) * measured;
         let hi = quantile(&mut rs, 0.95).max(ratio) * measured;
@@ -886,6 +949,71 @@ pub fn advice(p: &Prediction, n: usize) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::model::{Batch, Epoch, Work};
+
+    /// A long run's intervals from resamplings of 600 of its 3,000
+    /// batches, their spread scaled by √(600/3000), are about as wide as
+    /// from resamplings of all of them (unscaled they would be 2.2 times
+    /// wider); the point predictions come from the whole run either way.
+    #[test]
+    fn a_long_runs_interval_from_fewer_draws_is_about_the_whole_runs() {
+        let ms = 1e6;
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut epoch = || Epoch {
+            batches: (0..1000)
+                .map(|_| {
+                    let w = (5.0 + 40.0 * rng.f64() * rng.f64()) * ms;
+                    Batch {
+                        work: Work::new(w, w),
+                        ops: Vec::new(),
+                        gc: Work::default(),
+                        kernel: Work::default(),
+                        step: Work::new(6.0 * ms, 6.0 * ms),
+                    }
+                })
+                .collect(),
+            before: Work::default(),
+        };
+        let inputs = Inputs {
+            epochs: vec![epoch(), epoch(), epoch()],
+            startup: vec![Work::new(30.0 * ms, 30.0 * ms); 2],
+            traced: Setting {
+                workers: 2,
+                prefetch: 2,
+                cpus: 4.0,
+                ..Setting::default()
+            },
+            ..Inputs::default()
+        };
+        let settings: Vec<Setting> = [1, 4]
+            .map(|w| Setting {
+                workers: w,
+                ..inputs.traced.clone()
+            })
+            .to_vec();
+        let base = simulate(&inputs, &inputs.traced).loop_ns;
+        let width = |most: usize| -> Vec<f64> {
+            let ratios = resampled_ratios(&inputs, &inputs.traced, &settings, most);
+            let scale = spread_scale(&inputs, most);
+            ratios
+                .into_iter()
+                .zip(&settings)
+                .map(|(rs, s)| {
+                    let mut rs = centred(rs, simulate(&inputs, s).loop_ns / base, scale);
+                    quantile(&mut rs, 0.95) - quantile(&mut rs, 0.05)
+                })
+                .collect()
+        };
+        assert_eq!(spread_scale(&inputs, usize::MAX), None);
+        assert_eq!(resampled_counts(&inputs, 600), vec![200, 200, 200]);
+        let (whole, few) = (width(usize::MAX), width(600));
+        for (k, (w, f)) in whole.iter().zip(&few).enumerate() {
+            assert!(*w > 0.0, "setting {k}: no spread");
+            assert!(
+                (0.6..=1.6).contains(&(f / w)),
+                "setting {k}: {f} from 600 draws against {w} from all 3,000"
+            );
+        }
+    }
 
     /// A run of `epochs` epochs of 40 CPU-bound batches of 20 ms (half of
     /// each in op `Crop`), steps of 5 ms, two workers on two CPUs; its
