@@ -37,7 +37,6 @@ impl From<OutliersArg> for OutlierRule {
     }
 }
 
-/// Prints the bad lines (the first [`Warnings::KEEP`]) to stderr.
 /// The verdict's advice made predictions (`lotus predict`'s model): the
 /// changes predicted to shorten the loop of the run traced in `dir`,
 /// best first, at most three. Where the run cannot be modelled (no
@@ -47,10 +46,27 @@ pub(crate) fn with_predictions<'a>(
     dir: impl Into<Dir<'a>>,
     a: Option<&InPipelineAttribution>,
 ) {
-    let cpus = crate::render::verdict::cpus_here().unwrap_or(1) as f64;
-    let Ok(obs) = observe(dir, cpus, a) else {
+    let Ok(obs) = lotus_predict::observe(dir, cpus()) else {
         return;
     };
+    with_observed(v, obs, a);
+}
+
+/// The CPUs the predictions take the job to have had: this machine's.
+fn cpus() -> f64 {
+    crate::render::verdict::cpus_here().unwrap_or(1) as f64
+}
+
+/// [`with_predictions`] of the run as `obs` read it (its pools' CPU from
+/// `a`, where given).
+fn with_observed(
+    v: &mut Verdict,
+    mut obs: lotus_predict::Observed,
+    a: Option<&InPipelineAttribution>,
+) {
+    if let Some(a) = a {
+        with_pools(&mut obs, a);
+    }
     if let Ok(p) = lotus_predict::ranked(&obs) {
         v.with_predictions(lotus_predict::advice(&p, 3));
         // Spinning mostly in the ops' pools is the model's (`--threads
@@ -79,16 +95,23 @@ pub(crate) fn observe<'a>(
 ) -> Result<lotus_predict::Observed, lotus_predict::PredictError> {
     let mut obs = lotus_predict::observe(dir, cpus)?;
     if let Some(a) = a {
-        let (work, spin, waiting) = a.pool_cpu_ns();
-        obs.inputs.pools = Some(lotus_predict::Pools {
-            work_ns: work as f64,
-            spin_ns: spin as f64,
-            waiting_ns: waiting as f64,
-        });
+        with_pools(&mut obs, a);
     }
     Ok(obs)
 }
 
+/// The helper pools' CPU of the run `obs`, from its samples' attribution
+/// `a` (what `--threads 1` needs).
+fn with_pools(obs: &mut lotus_predict::Observed, a: &InPipelineAttribution) {
+    let (work, spin, waiting) = a.pool_cpu_ns();
+    obs.inputs.pools = Some(lotus_predict::Pools {
+        work_ns: work as f64,
+        spin_ns: spin as f64,
+        waiting_ns: waiting as f64,
+    });
+}
+
+/// Prints the bad lines (the first [`Warnings::KEEP`]) to stderr.
 fn report_warnings(w: &Warnings) {
     for bad in &w.shown {
         crate::usage::say!("lotus: warning: {bad} (line skipped)");
@@ -108,7 +131,16 @@ pub(crate) fn load<'a>(
     dir: impl Into<Dir<'a>>,
     durations: bool,
 ) -> Result<(TraceFolder, TraceIndex)> {
-    let dir = dir.into();
+    load_feeding(dir.into(), durations, None)
+}
+
+/// [`load`], handing `model` the events the predictions' model reads in
+/// the same pass.
+fn load_feeding(
+    dir: Dir<'_>,
+    durations: bool,
+    model: Option<&mut lotus_predict::Observer>,
+) -> Result<(TraceFolder, TraceIndex)> {
     let folder = TraceFolder::scan(dir)?;
     // An empty log (a disk-full trace, a process killed before it wrote)
     // has no events: said by name, the others are read.
@@ -121,7 +153,17 @@ pub(crate) fn load<'a>(
         }
     }
     let budget = Budget::from_env()?;
-    let index = TraceIndex::load(&folder, durations, budget, |_| {})?;
+    let index = match model {
+        Some(m) => TraceIndex::load_with(
+            &folder,
+            durations,
+            budget,
+            |_| {},
+            lotus_predict::Observer::reads,
+            |e| m.event(e),
+        )?,
+        None => TraceIndex::load(&folder, durations, budget, |_| {})?,
+    };
     report_warnings(&index.warnings);
     if index.events == 0 {
         bail!(
@@ -175,7 +217,7 @@ pub(crate) struct Computed {
     /// That folder opened once: every reader of the configuration (the
     /// statistics, the predictions, the samples' attribution, the
     /// timeline, the flame graphs) reads each of its files once.
-    pub(crate) shared: SharedFolder,
+    shared: Option<SharedFolder>,
     pub(crate) folder: TraceFolder,
     pub(crate) index: TraceIndex,
     /// Its statistics.
@@ -187,14 +229,27 @@ pub(crate) struct Computed {
     pub(crate) loops: LoopFigures,
     /// Its verdict, from the logs alone (see [`Computed::with_samples`]).
     pub(crate) verdict: Verdict,
+    /// The run as the predictions' model read it, in the statistics'
+    /// pass (`None` where it cannot be modelled).
+    observed: Option<lotus_predict::Observed>,
 }
 
 impl Computed {
     /// The statistics of the trace in `dir` under `rule`.
     pub(crate) fn of(label: String, dir: PathBuf, rule: OutlierRule) -> Result<Computed> {
-        let shared = SharedFolder::open_reading_once(&dir, READ_ONCE_BYTES)
+        // A log named alone is read as it is.
+        let shared = dir
+            .is_dir()
+            .then(|| SharedFolder::open_reading_once(&dir, READ_ONCE_BYTES))
+            .transpose()
             .with_context(|| format!("cannot open the trace folder {}", dir.display()))?;
-        let (folder, mut index) = load(&shared, true)?;
+        let source = match &shared {
+            Some(f) => Dir::Shared(f),
+            None => Dir::Path(&dir),
+        };
+        let mut model = lotus_predict::Observer::default();
+        let (folder, mut index) = load_feeding(source, true, Some(&mut model))?;
+        let observed = model.finish(&dir, cpus()).ok();
         let loops = loop_figures(&mut index)?;
         let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
         let ranks = rank_stats_with(&folder, &index, rule)?;
@@ -204,7 +259,9 @@ impl Computed {
             &stats.ops,
             crate::render::verdict::cpus_here(),
         );
-        with_predictions(&mut verdict, &shared, None);
+        if let Some(obs) = &observed {
+            with_observed(&mut verdict, obs.clone(), None);
+        }
         Ok(Computed {
             label,
             dir,
@@ -216,7 +273,17 @@ impl Computed {
             ranks,
             loops,
             verdict,
+            observed,
         })
+    }
+
+    /// Its trace folder as its readers take it: opened once, or the log
+    /// named alone.
+    pub(crate) fn source(&self) -> Dir<'_> {
+        match &self.shared {
+            Some(f) => Dir::Shared(f),
+            None => Dir::Path(&self.dir),
+        }
     }
 
     /// Its folder and index, for another pass over its events (`lotus
@@ -233,7 +300,9 @@ impl Computed {
             &self.stats.ops,
             crate::render::verdict::cpus_here(),
         );
-        with_predictions(&mut self.verdict, &self.shared, Some(a));
+        if let Some(obs) = &self.observed {
+            with_observed(&mut self.verdict, obs.clone(), Some(a));
+        }
     }
 
     /// Every batch's delay to consumption and the main process's wait for

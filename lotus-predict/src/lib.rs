@@ -38,6 +38,7 @@ pub use predict::{
     advice, candidates, grid, predict, ranked, Change, Fit, Measured, Prediction, Scenario, Taken,
     MAX_RESAMPLED_BATCHES, MODEL_MARGIN, RESAMPLES, SCHEMA,
 };
+pub use read::Observer;
 
 /// What goes wrong predicting.
 #[derive(Debug, thiserror::Error)]

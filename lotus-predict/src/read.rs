@@ -2,6 +2,8 @@
 //! per process, matched batch by batch to the main process's loop.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::path::Path;
 
 use lotus_trace::{Dir, Entry, Event, Item, Kind, LoaderConfig, Role, TraceFolder};
@@ -13,14 +15,56 @@ use crate::PredictError;
 /// Reads `dir` (see [`crate::observe`]).
 pub(crate) fn read(dir: Dir<'_>, cpus: f64) -> Result<Observed, PredictError> {
     let folder = TraceFolder::scan(dir)?;
-    let mut r = Reader::default();
+    let mut r = Observer::default();
     folder.read_all(|item| -> Result<(), PredictError> {
         if let Item::Entry(Entry::Event(e)) = item {
-            r.event(e);
+            if Observer::reads(e.kind) {
+                r.event(e);
+            }
         }
         Ok(())
     })?;
-    assemble(r, cpus, dir.path())
+    r.finish(dir.path(), cpus)
+}
+
+/// A traced run read for the model event by event, where another pass
+/// over the logs hands it their events (`lotus_trace::TraceIndex::load_with`
+/// for `lotus trace stats` and `lotus report`, whose statistics and
+/// predictions then come from one parse); [`crate::observe`] reads a
+/// folder with one of its own.
+#[derive(Debug, Default)]
+pub struct Observer {
+    reader: Reader,
+}
+
+impl Observer {
+    /// Whether the model reads events of `kind` (ops, batches, and the
+    /// main process's waits, consumptions, workers' starts and stops and
+    /// the DataLoader's settings): the others need not be handed over.
+    pub fn reads(kind: Kind) -> bool {
+        matches!(
+            kind,
+            Kind::Op
+                | Kind::Batch
+                | Kind::Wait
+                | Kind::Consume
+                | Kind::Start
+                | Kind::Stop
+                | Kind::Config
+        )
+    }
+
+    /// Takes the next event of the logs, in [`TraceFolder::read_all`]'s
+    /// order (logs in path order, lines in file order).
+    pub fn event(&mut self, e: Event) {
+        self.reader.event(e);
+    }
+
+    /// The run, on `cpus` CPUs, as the events taken say it (`dir`: the
+    /// trace folder they came from, named in errors).
+    pub fn finish(self, dir: &Path, cpus: f64) -> Result<Observed, PredictError> {
+        assemble(self.reader, cpus, dir)
+    }
 }
 
 /// An op span waiting for its batch's span.
@@ -74,11 +118,14 @@ struct MainEvent {
 #[derive(Debug, Default)]
 struct Reader {
     names: Vec<String>,
-    name_ids: HashMap<String, usize>,
-    pending: HashMap<u32, Vec<OpSpan>>,
+    // Fx maps: these are looked up for every event of the logs (SipHash
+    // was a tenth of `trace stats` on a long trace), keyed by names and
+    // pids from the logs; no order is read from them.
+    name_ids: FxHashMap<String, usize>,
+    pending: FxHashMap<u32, Vec<OpSpan>>,
     batches: Vec<BatchSpan>,
-    mains: HashMap<u32, Vec<MainEvent>>,
-    roles: HashMap<u32, Role>,
+    mains: FxHashMap<u32, Vec<MainEvent>>,
+    roles: FxHashMap<u32, Role>,
     /// Ops whose spans hold other ops' (a dataset's `__getitem__`).
     holders: std::collections::HashSet<usize>,
 }

@@ -381,16 +381,37 @@ impl TraceIndex {
         folder: &TraceFolder,
         collect_durations: bool,
         budget: Budget,
+        on_bad: impl FnMut(&BadLine),
+    ) -> Result<TraceIndex, TraceError> {
+        TraceIndex::load_with(folder, collect_durations, budget, on_bad, |_| false, |_| {})
+    }
+
+    /// [`TraceIndex::load`], handing `each` every event of the kinds `want`
+    /// takes, in the order [`TraceFolder::read_all`] gives them: a reader
+    /// that needs those events whole (the predictions' model) is fed by
+    /// the index's own pass, not a second parse of the logs. The events
+    /// are made on the parsing threads, only for those kinds.
+    pub fn load_with(
+        folder: &TraceFolder,
+        collect_durations: bool,
+        budget: Budget,
         mut on_bad: impl FnMut(&BadLine),
+        want: fn(Kind) -> bool,
+        mut each: impl FnMut(Event),
     ) -> Result<TraceIndex, TraceError> {
         let mut index = TraceIndex::new(collect_durations, budget);
         // Each block is summed up on its parsing thread (see `block`).
         folder.read_blocks(
-            |_| BlockSummary::new(collect_durations),
+            |_| BlockSummary::wanting(collect_durations, want),
             |handed| -> Result<(), TraceError> {
                 match handed {
                     Handed::File(log) => index.begin_file(log),
-                    Handed::Block(summary) => index.add_block(summary, &mut on_bad)?,
+                    Handed::Block(mut summary) => {
+                        for e in std::mem::take(&mut summary.wanted) {
+                            each(e);
+                        }
+                        index.add_block(summary, &mut on_bad)?
+                    }
                 }
                 Ok(())
             },

@@ -49,6 +49,11 @@ impl Sums {
 pub(crate) struct BlockSummary {
     keep_durations: bool,
     segments: Vec<Segment>,
+    /// The kinds a reader of the same pass wants whole
+    /// ([`super::TraceIndex::load_with`]).
+    want: Option<fn(Kind) -> bool>,
+    /// Those events, in line order.
+    pub(crate) wanted: Vec<Event>,
 }
 
 /// The events of one process in a block, summed up.
@@ -94,6 +99,17 @@ impl BlockSummary {
         BlockSummary {
             keep_durations,
             segments: Vec::new(),
+            want: None,
+            wanted: Vec::new(),
+        }
+    }
+
+    /// [`BlockSummary::new`], keeping the events of the kinds `want`
+    /// takes whole, in [`BlockSummary::wanted`].
+    pub(crate) fn wanting(keep_durations: bool, want: fn(Kind) -> bool) -> BlockSummary {
+        BlockSummary {
+            want: Some(want),
+            ..BlockSummary::new(keep_durations)
         }
     }
 }
@@ -175,6 +191,8 @@ impl EntrySink for BlockSummary {
     /// for the segment's first (its process) and the kept ones.
     fn line_event(&mut self, parser: &LineParser, names: &mut Names, p: LineEvent<'_>) {
         let keep = self.keep_durations;
+        let wanted = self.want.is_some_and(|w| w(p.kind));
+        let mut extra = None;
         let process = &parser.process;
         let s = self.segment(|f| {
             f.pid == process.pid
@@ -184,16 +202,20 @@ impl EntrySink for BlockSummary {
         });
         let kind = p.kind;
         let ordinal = s.count(kind, p.name, (p.start_ns, p.dur_ns, p.cpu_ns), keep);
-        if Segment::kept_kind(kind) || s.first.is_none() {
+        if Segment::kept_kind(kind) || s.first.is_none() || wanted {
             if let Entry::Event(e) = parser.event(names, p) {
                 if Segment::kept_kind(kind) {
                     s.kept.push((ordinal, e.clone()));
+                }
+                if wanted {
+                    extra = Some(e.clone());
                 }
                 if s.first.is_none() {
                     s.first = Some(e);
                 }
             }
         }
+        self.wanted.extend(extra);
     }
 
     fn push(&mut self, entry: Entry) {
@@ -208,6 +230,9 @@ impl EntrySink for BlockSummary {
             }
             Entry::Event(e) => {
                 let keep = self.keep_durations;
+                if self.want.is_some_and(|w| w(e.kind)) {
+                    self.wanted.push(e.clone());
+                }
                 self.segment(|f| same_process(f, &e)).add(e, keep);
             }
         }

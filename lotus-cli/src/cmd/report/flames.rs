@@ -18,7 +18,7 @@
 //! `--minwidth`); the section says so. A run without stacks gets no
 //! section (a note says why where no run has one).
 
-use lotus_trace::SharedFolder;
+use lotus_trace::Dir;
 
 use anyhow::Result;
 use lotus_attribute::{InPipelineAttribution, RowKind};
@@ -57,7 +57,7 @@ enum Flames {
 /// samples carry no stacks.
 fn run_flames(
     label: &str,
-    dir: &SharedFolder,
+    dir: Dir<'_>,
     prefix: &str,
     budget: Budget,
     a: &InPipelineAttribution,
@@ -150,14 +150,14 @@ fn run_flames(
 pub(crate) fn flames_section(
     page: &mut Page,
     sampled: &[(String, Sampled)],
-    dirs: &[&SharedFolder],
+    dirs: &[Dir<'_>],
     prefix: &str,
     budget: Budget,
 ) -> Result<()> {
     let mut runs = Vec::new();
     for ((label, s), dir) in sampled.iter().zip(dirs) {
         let Sampled::With(a) = s else { continue };
-        match run_flames(label, dir, prefix, budget, a)? {
+        match run_flames(label, *dir, prefix, budget, a)? {
             Some(Flames::Drawn(drawn, left_out)) if !drawn.is_empty() => {
                 runs.push((label, drawn, left_out, None));
             }

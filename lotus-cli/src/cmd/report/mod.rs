@@ -40,7 +40,7 @@ pub mod samples;
 mod traces;
 
 use attribution::{attribution, Attributed};
-use lotus_trace::SharedFolder;
+use lotus_trace::Dir;
 use runs::{glance, runs_compared};
 use traces::traces;
 
@@ -184,7 +184,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let budget = Budget::from_env()?;
     let mut sampled = Vec::new();
     for c in &configs {
-        sampled.push((c.label.clone(), attribute(&c.shared, &args.prefix, budget)?));
+        sampled.push((c.label.clone(), attribute(c.source(), &args.prefix, budget)?));
     }
     // Each run's verdict, with its samples' CPU facts where it has them.
     for (c, (_, s)) in configs.iter_mut().zip(&sampled) {
@@ -231,7 +231,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     }
     if sampled.iter().any(|(_, s)| !matches!(s, Sampled::Not)) {
         in_pipeline_section(&mut page, &sampled, &colours)?;
-        let dirs: Vec<&SharedFolder> = configs.iter().map(|c| &c.shared).collect();
+        let dirs: Vec<Dir<'_>> = configs.iter().map(|c| c.source()).collect();
         flames::flames_section(&mut page, &sampled, &dirs, &args.prefix, budget)?;
     }
     if let (Some(mpath), false) = (&args.mapping, compared.is_empty()) {
