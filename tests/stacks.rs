@@ -851,16 +851,7 @@ pub(crate) fn synthetic_ops_folder(dir: &Path, ops: &[(&str, u64)]) {
 /// (anonymous namespace)::copy_kernel<float>(at::TensorIterator&);inner`
 /// 3 times, `inner` with no stack once; outside it `main;outer`.
 fn synthetic_callers_folder(dir: &Path) {
-    use lotus_samples::{Sample, StackNode, Symbol};
-    let off = 1_000_000u64;
-    let log = format!(
-        "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
-         SDecode,{},1000,kind=op\n\
-         # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
-        1000 + off,
-        5000 + off
-    );
-    std::fs::write(dir.join("lotus_worker_pid_10"), log).expect("log");
+    use lotus_samples::{StackNode, Symbol};
     let symbols = [
         (0, Symbol::new("main", "/usr/bin/python3.11")),
         (1, Symbol::new("outer", "/opt/lib/libspin.so")),
@@ -880,25 +871,23 @@ fn synthetic_callers_folder(dir: &Path) {
         StackNode::new(4, 1, 3),
         StackNode::new(5, 4, 2),
     ];
-    let (mut samples, mut ids) = (Vec::new(), Vec::new());
-    for t in (0..5000u64).step_by(100) {
-        let in_op = (1000..2000).contains(&t);
-        samples.push(Sample {
-            time_ns: t,
-            pid: 10,
-            tid: 10,
-            symbol: if in_op { 2 } else { 1 },
-            kernel: false,
-            counters: Default::default(),
-        });
-        ids.push(match t {
-            1000 => 0,
-            1100..=1300 => 5,
-            _ if in_op => 3,
-            _ => 2,
-        });
-    }
-    lotus_testkit::sampled::write_stacked_samples(dir, &symbols, &stacks, &samples, &ids);
+    lotus_testkit::sampled::worker_folder(
+        dir,
+        &[("Decode", 1000, 1000, "kind=op")],
+        &symbols,
+        &stacks,
+        |t| {
+            let in_op = (1000..2000).contains(&t);
+            let id = match t {
+                1000 => 0,
+                1100..=1300 => 5,
+                _ if in_op => 3,
+                _ => 2,
+            };
+            (if in_op { 2 } else { 1 }, false, id)
+        },
+        &[],
+    );
 }
 
 /// The `--by caller` table of a fixed folder, 100 columns wide: its

@@ -10,18 +10,6 @@ use serde_json::Value;
 /// sampled every 100 ns, with stacks `main;outer;inner` inside the op
 /// and a kernel frame outside, and thread 11 once without a stack.
 fn folder() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tmp");
-    let off = 1_000_000u64;
-    let log = format!(
-        "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
-         SQueueFeederThread,{},0,kind=thread,tid=11\n\
-         SDecode,{},1000,kind=op,batch=3,sample=7\n\
-         # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
-        500 + off,
-        1000 + off,
-        5000 + off
-    );
-    std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
     let symbols = [
         (0, Symbol::new("main", "/bin/x")),
         (1, Symbol::new("outer", "/bin/x")),
@@ -34,29 +22,29 @@ fn folder() -> tempfile::TempDir {
         StackNode::new(3, 2, 2),
         StackNode::new(4, 2, 3),
     ];
-    let (mut samples, mut ids) = (Vec::new(), Vec::new());
-    for t in (0..5000u64).step_by(100) {
-        let in_op = (1000..2000).contains(&t);
-        samples.push(Sample {
-            time_ns: t,
-            pid: 10,
-            tid: 10,
-            symbol: if in_op { 2 } else { 3 },
-            kernel: !in_op,
-            counters: Default::default(),
-        });
-        ids.push(if in_op { 3 } else { 4 });
-    }
-    samples.push(Sample {
+    let feeder = Sample {
         time_ns: 4950,
         pid: 10,
         tid: 11,
         symbol: 1,
         kernel: false,
         counters: Default::default(),
-    });
-    ids.push(0);
-    lotus_testkit::sampled::write_stacked_samples(dir.path(), &symbols, &stacks, &samples, &ids);
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    lotus_testkit::sampled::worker_folder(
+        dir.path(),
+        &[
+            ("QueueFeederThread", 500, 0, "kind=thread,tid=11"),
+            ("Decode", 1000, 1000, "kind=op,batch=3,sample=7"),
+        ],
+        &symbols,
+        &stacks,
+        |t| {
+            let in_op = (1000..2000).contains(&t);
+            (if in_op { 2 } else { 3 }, !in_op, if in_op { 3 } else { 4 })
+        },
+        &[(feeder, 0)],
+    );
     dir
 }
 

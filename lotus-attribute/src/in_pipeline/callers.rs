@@ -236,22 +236,12 @@ fn suggest(function: &str, seen: &BTreeMap<String, u64>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lotus_samples::{Sample, StackNode, Symbol};
+    use lotus_samples::{StackNode, Symbol};
 
     /// A worker whose op A runs over [1000, 2000) sampled every 100 ns:
     /// `main;outer;inner` 6 times, `main;other;inner` 3 times, `inner`
     /// alone (no stack) once; outside A, `main;outer`.
     fn folder() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().expect("tmp");
-        let off = 1_000_000u64;
-        let log = format!(
-            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
-             SA,{},1000,kind=op\n\
-             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
-            1000 + off,
-            5000 + off
-        );
-        std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
         let symbols = [
             (0, Symbol::new("main", "/bin/x")),
             (1, Symbol::new("outer", "/bin/x")),
@@ -265,30 +255,23 @@ mod tests {
             StackNode::new(4, 1, 3),
             StackNode::new(5, 4, 2),
         ];
-        let (mut samples, mut ids) = (Vec::new(), Vec::new());
-        for t in (0..5000u64).step_by(100) {
-            let in_a = (1000..2000).contains(&t);
-            samples.push(Sample {
-                time_ns: t,
-                pid: 10,
-                tid: 10,
-                symbol: if in_a { 2 } else { 1 },
-                kernel: false,
-                counters: Default::default(),
-            });
-            ids.push(match t {
-                1000 => 0,
-                1100..=1300 => 5,
-                _ if in_a => 3,
-                _ => 2,
-            });
-        }
-        lotus_testkit::sampled::write_stacked_samples(
+        let dir = tempfile::tempdir().expect("tmp");
+        lotus_testkit::sampled::worker_folder(
             dir.path(),
+            &[("A", 1000, 1000, "kind=op")],
             &symbols,
             &stacks,
-            &samples,
-            &ids,
+            |t| {
+                let in_a = (1000..2000).contains(&t);
+                let id = match t {
+                    1000 => 0,
+                    1100..=1300 => 5,
+                    _ if in_a => 3,
+                    _ => 2,
+                };
+                (if in_a { 2 } else { 1 }, false, id)
+            },
+            &[],
         );
         dir
     }

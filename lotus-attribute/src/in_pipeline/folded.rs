@@ -276,23 +276,13 @@ pub fn folded_folder<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lotus_samples::{Sample, SampleFiles, StackNode};
+    use lotus_samples::{SampleFiles, StackNode};
 
     /// A worker (pid 10) whose main thread runs op A over [1000, 2000),
     /// sampled every 100 ns with stacks: in A, `main;outer;inner` (one
     /// sample's stack is missing from the file, one's is caught in a
     /// cycle, one has none); outside A, `main;outer` and a kernel frame.
     fn folder() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().expect("tmp");
-        let off = 1_000_000u64;
-        let log = format!(
-            "#lotus-trace v1 role=worker pid=10 wall_ns={off} monotonic_ns=0\n\
-             SA;B,{},1000,kind=op\n\
-             # lotus-trace: clock wall_ns={} monotonic_ns=5000\n",
-            1000 + off,
-            5000 + off
-        );
-        std::fs::write(dir.path().join("lotus_worker_pid_10"), log).expect("log");
         let symbols = [
             (0, Symbol::new("main", "/bin/x")),
             (1, Symbol::new("outer", "/bin/x")),
@@ -305,31 +295,24 @@ mod tests {
             StackNode::new(3, 2, 2),
             StackNode::new(4, 2, 3),
         ];
-        let (mut samples, mut ids) = (Vec::new(), Vec::new());
-        for t in (0..5000u64).step_by(100) {
-            let in_a = (1000..2000).contains(&t);
-            samples.push(Sample {
-                time_ns: t,
-                pid: 10,
-                tid: 10,
-                symbol: if in_a { 2 } else { 3 },
-                kernel: !in_a,
-                counters: Default::default(),
-            });
-            ids.push(match t {
-                1100 => 42,
-                1200 => 6,
-                1300 => 0,
-                _ if in_a => 3,
-                _ => 4,
-            });
-        }
-        lotus_testkit::sampled::write_stacked_samples(
+        let dir = tempfile::tempdir().expect("tmp");
+        lotus_testkit::sampled::worker_folder(
             dir.path(),
+            &[("A;B", 1000, 1000, "kind=op")],
             &symbols,
             &stacks,
-            &samples,
-            &ids,
+            |t| {
+                let in_a = (1000..2000).contains(&t);
+                let id = match t {
+                    1100 => 42,
+                    1200 => 6,
+                    1300 => 0,
+                    _ if in_a => 3,
+                    _ => 4,
+                };
+                (if in_a { 2 } else { 3 }, !in_a, id)
+            },
+            &[],
         );
         let files = SampleFiles::of(dir.path(), "lotus");
         // A cycle: 5 under 6 and 6 under 5; neither can be read.

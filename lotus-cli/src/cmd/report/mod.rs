@@ -184,7 +184,10 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let budget = Budget::from_env()?;
     let mut sampled = Vec::new();
     for c in &configs {
-        sampled.push((c.label.clone(), attribute(c.source(), &args.prefix, budget)?));
+        sampled.push((
+            c.label.clone(),
+            attribute(c.source(), &args.prefix, budget)?,
+        ));
     }
     // Each run's verdict, with its samples' CPU facts where it has them.
     for (c, (_, s)) in configs.iter_mut().zip(&sampled) {
