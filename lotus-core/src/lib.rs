@@ -74,7 +74,7 @@ pub use profiler::{
     Target, WindowStats, WindowTotals, VERSION_WAIT,
 };
 pub use registry::{backend, backends, streaming_backend, BackendRegistration};
-pub use report_error::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
+pub use report_error::{name_list, quote_cut, LineTooLong, MAX_LINE_BYTES};
 pub use row::{
     is_unknown_module, module_basename, parse_figure, Report, Row, StackCount, Unit, UNKNOWN_MODULE,
 };
