@@ -3,6 +3,7 @@
 //! no backend crate in code, and the size limits of crates and files.
 
 mod cli_layout;
+mod one_name_rule;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

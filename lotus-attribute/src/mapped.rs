@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub(crate) use crate::Error;
-use lotus_core::shorten;
+use lotus_core::quote_cut;
 use lotus_core::Mapping;
 use lotus_core::{Report, Row, Unit};
 
@@ -467,7 +467,7 @@ impl<'m> Attributor<'m> {
         let op_names: Vec<String> = mapping.ops.iter().map(|o| o.name.clone()).collect();
         let mut seen = std::collections::HashSet::with_capacity(op_names.len());
         if let Some(twice) = op_names.iter().find(|n| !seen.insert(n.as_str())) {
-            return Err(Error::DuplicateOp(shorten(twice, 80)));
+            return Err(Error::DuplicateOp(quote_cut(twice, 80)));
         }
         let mut notes = Vec::new();
 
@@ -692,7 +692,7 @@ impl<'m> Attributor<'m> {
                 .chain(a.counters.values())
                 .all(|v| v.is_finite());
             if !finite {
-                return Err(Error::ValuesOverflow(shorten(n, 80)));
+                return Err(Error::ValuesOverflow(quote_cut(n, 80)));
             }
         }
         if !total.is_finite() {

@@ -167,7 +167,7 @@ pub fn check_figures(m: &Mapping, file: &str) -> Result<(), Error> {
                     file: file.to_string(),
                     op: "-".into(),
                     field: "environment.cpus".into(),
-                    value: format!("'{}'", one_line(&crate::report_error::shorten(text, 40))),
+                    value: format!("'{}'", one_line(&crate::report_error::quote_cut(text, 40))),
                     why: format!("not a count of CPUs from 1 to {MAX_CPUS}"),
                 })
             }

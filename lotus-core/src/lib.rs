@@ -20,6 +20,10 @@
 //!   tool's schema, and ops compared across hosts ([`compare`]).
 //! - **Profiles**: the `lotus.profile/1` schema of whole-program profiles
 //!   ([`Profile`]).
+//! - **Names in tables**: the one name shortener ([`short_names`]: a C
+//!   name whole, a C++ name to its own name and its lambdas), modules by
+//!   file name ([`module_name`]) and the width every table fits
+//!   ([`table_width`]), for the binary's tables and `lotus-map`'s alike.
 //!
 //! Traces, attribution, the control protocol and the external sorter are
 //! crates of their own (`lotus-trace`, `lotus-attribute`, `lotus-protocol`,
@@ -46,6 +50,7 @@ mod demangle;
 mod error;
 mod host;
 mod mapping;
+mod names;
 mod profile;
 mod profiler;
 mod registry;
@@ -68,13 +73,17 @@ pub use mapping::{
     FunctionEntry, Mapping, MergeRule, OpAccumulator, OpFailure, OpMapping, SamplingCost, Settings,
     SharedFunction, UnsampledCalls, WindowSummary, SCHEMA,
 };
+pub use names::{
+    cut_right, display_width, module_name, short_name, short_names, table_width, DEFAULT_WIDTH,
+    MIN_WIDTH,
+};
 pub use profile::{Partial, Profile, PROFILE_SCHEMA};
 pub use profiler::{
     shell_quote, CollectOptions, CollectPlan, Collection, Finish, Finished, Probe, Profiler,
     Target, WindowStats, WindowTotals, VERSION_WAIT,
 };
 pub use registry::{backend, backends, streaming_backend, BackendRegistration};
-pub use report_error::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
+pub use report_error::{name_list, quote_cut, LineTooLong, MAX_LINE_BYTES};
 pub use row::{
     is_unknown_module, module_basename, parse_figure, Report, Row, StackCount, Unit, UNKNOWN_MODULE,
 };

@@ -13,7 +13,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::report_error::shorten;
+use crate::report_error::quote_cut;
 use crate::row::{function_key, split_function_key, Report, StackCount, Unit};
 
 mod read;
@@ -594,7 +594,7 @@ impl Mapping {
                         }) if found.as_str() != Some(SCHEMA) => {
                             return Err(Error::UnknownMappingSchema {
                                 file: file.to_string(),
-                                found: shorten(&found.to_string(), 80),
+                                found: quote_cut(&found.to_string(), 80),
                             });
                         }
                         Err(e) if e.is_data() => {
@@ -607,7 +607,7 @@ impl Mapping {
                 }
                 return Err(Error::InvalidMapping {
                     file: file.to_string(),
-                    message: shorten(&e.to_string(), MESSAGE_CHARS),
+                    message: quote_cut(&e.to_string(), MESSAGE_CHARS),
                 });
             }
             Err(e) => {
@@ -615,7 +615,7 @@ impl Mapping {
                     file: file.to_string(),
                     line: e.line(),
                     column: e.column(),
-                    message: shorten(&e.to_string(), MESSAGE_CHARS),
+                    message: quote_cut(&e.to_string(), MESSAGE_CHARS),
                 })
             }
         };
@@ -635,7 +635,7 @@ impl Mapping {
             if !names.insert(op.name.as_str()) {
                 return Err(invalid(format!(
                     "op '{}' is listed twice: each op must have its own name",
-                    shorten(&op.name, 80)
+                    quote_cut(&op.name, 80)
                 )));
             }
             let mut functions = std::collections::HashSet::with_capacity(op.functions.len());
@@ -644,9 +644,9 @@ impl Mapping {
                 if !functions.insert((f.function.as_str(), f.module.as_str())) {
                     return Err(invalid(format!(
                         "op '{}': function '{}' of module '{}' is listed twice",
-                        shorten(&op.name, 80),
-                        shorten(&f.function, 80),
-                        shorten(&f.module, 80)
+                        quote_cut(&op.name, 80),
+                        quote_cut(&f.function, 80),
+                        quote_cut(&f.module, 80)
                     )));
                 }
                 sum += f.samples;
@@ -654,22 +654,22 @@ impl Mapping {
             if !(op.samples.is_finite() && op.samples >= 0.0 && sum.is_finite()) {
                 return Err(invalid(format!(
                     "op '{}': its samples must add up to a finite number of 0 or more",
-                    shorten(&op.name, 80)
+                    quote_cut(&op.name, 80)
                 )));
             }
             for f in &op.functions {
                 if !(f.samples.is_finite() && f.samples >= 0.0) {
                     return Err(invalid(format!(
                         "op '{}', function '{}': samples must be a number of 0 or more",
-                        shorten(&op.name, 80),
-                        shorten(&f.function, 80)
+                        quote_cut(&op.name, 80),
+                        quote_cut(&f.function, 80)
                     )));
                 }
                 if !(0.0..=1.0).contains(&f.share) {
                     return Err(invalid(format!(
                         "op '{}', function '{}': share {} is outside 0..1",
-                        shorten(&op.name, 80),
-                        shorten(&f.function, 80),
+                        quote_cut(&op.name, 80),
+                        quote_cut(&f.function, 80),
                         f.share
                     )));
                 }
@@ -733,8 +733,8 @@ impl LotusFormat {
                         file: file.to_string(),
                         message: format!(
                             "op '{}': '{}' is not a 'function|module' key",
-                            shorten(&name, 80),
-                            shorten(&key, 80)
+                            quote_cut(&name, 80),
+                            quote_cut(&key, 80)
                         ),
                     })?;
                 functions.push(FunctionEntry {

@@ -41,7 +41,7 @@ use std::io::{BufRead, Write};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-use crate::report_error::shorten;
+use crate::report_error::quote_cut;
 use crate::row::{Report, Row, Unit};
 
 /// The most characters of a parser's message kept in an error: serde
@@ -151,14 +151,14 @@ impl Profile {
             if e.is_data() {
                 Error::InvalidProfile {
                     file: file.to_string(),
-                    message: shorten(&e.to_string(), MESSAGE_CHARS),
+                    message: quote_cut(&e.to_string(), MESSAGE_CHARS),
                 }
             } else {
                 Error::Json {
                     file: file.to_string(),
                     line: e.line(),
                     column: e.column(),
-                    message: shorten(&e.to_string(), MESSAGE_CHARS),
+                    message: quote_cut(&e.to_string(), MESSAGE_CHARS),
                 }
             }
         })?;
@@ -176,7 +176,7 @@ impl Profile {
             Some(s) => {
                 return Err(Error::UnknownProfileSchema {
                     file: file.to_string(),
-                    found: shorten(s, 80),
+                    found: quote_cut(s, 80),
                 })
             }
         }
@@ -200,7 +200,7 @@ impl Profile {
                 return Err(invalid(format!(
                     "row {} ('{}'): value {} must be a number of 0 or more",
                     i + 1,
-                    shorten(&row.function, 80),
+                    quote_cut(&row.function, 80),
                     row.value
                 )));
             }
@@ -210,7 +210,7 @@ impl Profile {
                 return Err(invalid(format!(
                     "row {} ('{}'): the values up to this row add up to more than a number can hold",
                     i + 1,
-                    shorten(&row.function, 80)
+                    quote_cut(&row.function, 80)
                 )));
             }
         }

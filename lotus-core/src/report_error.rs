@@ -28,7 +28,7 @@ impl LineTooLong {
 
 /// `text` cut to at most `max` characters (with `…`), for quoting input
 /// in messages: an error stays readable whatever the file holds.
-pub fn shorten(text: &str, max: usize) -> String {
+pub fn quote_cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_string(),
         Some((end, _)) => format!("{}…", &text[..end]),
@@ -42,7 +42,7 @@ pub fn name_list<S: AsRef<str>>(names: &[S]) -> String {
     let mut out = names
         .iter()
         .take(SHOWN)
-        .map(|n| format!("'{}'", shorten(n.as_ref(), 80)))
+        .map(|n| format!("'{}'", quote_cut(n.as_ref(), 80)))
         .collect::<Vec<_>>()
         .join(", ");
     if names.len() > SHOWN {
@@ -53,13 +53,13 @@ pub fn name_list<S: AsRef<str>>(names: &[S]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{name_list, shorten};
+    use super::{name_list, quote_cut};
     use crate::Error;
 
     #[test]
     fn long_input_is_shortened_in_messages() {
-        assert_eq!(shorten("abcdef", 3), "abc…");
-        assert_eq!(shorten("日本語", 3), "日本語");
+        assert_eq!(quote_cut("abcdef", 3), "abc…");
+        assert_eq!(quote_cut("日本語", 3), "日本語");
         let names: Vec<String> = (0..30).map(|i| i.to_string()).collect();
         let list = name_list(&names);
         assert!(

@@ -89,7 +89,6 @@ pub mod harness {
     };
 }
 pub mod live;
-mod names;
 pub mod output;
 pub mod progress;
 
@@ -116,15 +115,10 @@ pub use program::{PreparedProgram, ProgramOptions, ProgramRun};
 pub struct HarnessProtocolPrivate;
 
 /// Internals that are not API: each block must fail to compile (E0603:
-/// private). The echo of an op's output, and the name shortener behind
-/// `output::NameWidth`:
+/// private). The echo of an op's output:
 ///
 /// ```compile_fail,E0603
 /// use lotus_map::echo::Echo;
-/// ```
-///
-/// ```compile_fail,E0603
-/// use lotus_map::names::shorten_all;
 /// ```
 ///
 /// Options and results are `#[non_exhaustive]`: built with

@@ -41,18 +41,19 @@ impl Format {
 pub enum NameWidth {
     /// In full (`--wide`).
     Full,
-    /// Shortened so that each table fits this many columns (see
-    /// the crate's name shortener).
+    /// Shortened so that each table fits this many columns (by
+    /// [`lotus_core::short_names`], the rule of `lotus`'s own tables).
     Fit(usize),
 }
 
 impl NameWidth {
-    /// `--wide`: full names; else fit the terminal (or the default width).
+    /// `--wide`: full names; else fit [`lotus_core::table_width`]
+    /// (`COLUMNS`, else the terminal's width, else 100 columns).
     pub fn from_wide(wide: bool) -> NameWidth {
         if wide {
             NameWidth::Full
         } else {
-            NameWidth::Fit(crate::names::table_width())
+            NameWidth::Fit(lotus_core::table_width())
         }
     }
 
@@ -77,17 +78,18 @@ impl NameWidth {
                 // the cell, a space and a bar per column.
                 let drawn = 1 + 3 * (others.len() + 1) + others.iter().sum::<usize>();
                 let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-                crate::names::shorten_all(&refs, width.saturating_sub(drawn))
+                lotus_core::short_names(&refs, width.saturating_sub(drawn))
             }
         }
     }
 }
 
-/// The widest of a column's cells and its header, in characters.
+/// The widest of a column's cells and its header, in terminal columns
+/// ([`lotus_core::display_width`], as names are shortened).
 pub fn widest<'a>(header: &str, cells: impl Iterator<Item = &'a String>) -> usize {
     cells
-        .map(|c| c.chars().count())
-        .chain(std::iter::once(header.chars().count()))
+        .map(|c| lotus_core::display_width(c))
+        .chain(std::iter::once(lotus_core::display_width(header)))
         .max()
         .unwrap_or(0)
 }
@@ -387,4 +389,41 @@ fn render_md(mapping: &Mapping, top: usize) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lotus_core::{MergeRule, OpAccumulator, Report, Row, Settings};
+
+    #[test]
+    fn the_table_shortens_names_by_lotus_cores_rule_and_fits_the_width() {
+        let stub = "at::TensorIteratorConfig::add_owned_const_input(at::TensorBase const&)@plt";
+        let kernel = "void at::native::(anonymous namespace)::cpu_kernel_vec<at::TensorIteratorBase&, float (float)>(at::TensorIteratorBase&, float (float)&&)::{lambda()#1}::operator()() const";
+        let mut op = OpAccumulator::new("Normalize");
+        op.add_run(&Report::new(
+            Unit::Samples,
+            vec![
+                Row::new(kernel, "/usr/lib/libtorch_cpu.so", 90.0),
+                Row::new(stub, "/usr/lib/libtorch_cpu.so", 5.0),
+                Row::new("__memmove_avx_unaligned_erms", "/usr/lib/libc.so.6", 5.0),
+            ],
+        ));
+        let ops = vec![op.finish(MergeRule::Union)];
+        let mapping = Mapping::new("perf", Unit::Samples, Settings::default(), ops);
+        let text = render(&mapping, Format::Table, 0, NameWidth::Fit(100)).expect("render");
+        for name in [
+            "cpu_kernel_vec::λ1",
+            "add_owned_const_input@plt",
+            "__memmove_avx_unaligned_erms",
+        ] {
+            assert!(text.contains(name), "{name}:\n{text}");
+        }
+        assert!(
+            text.lines().all(|l| lotus_core::display_width(l) <= 100),
+            "{text}"
+        );
+        let whole = render(&mapping, Format::Table, 0, NameWidth::Full).expect("render");
+        assert!(whole.contains(kernel), "{whole}");
+    }
 }

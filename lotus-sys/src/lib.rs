@@ -15,7 +15,8 @@
 //!   without blocking) and the trace folders they receive (nothing read
 //!   through a link out of the folder, nor past the size a file had).
 //! - Printing: [`text`], names that came from data made safe for a
-//!   terminal, a table or a CSV cell, and the numbers printed beside them.
+//!   terminal, a table or a CSV cell, and the numbers printed beside them;
+//!   [`terminal_columns`], the width of the terminal standard output is.
 //!
 //! # Writing
 //!
@@ -57,6 +58,7 @@ mod error;
 mod output;
 mod private;
 mod sys;
+mod terminal;
 mod walk;
 
 pub mod input;
@@ -71,6 +73,7 @@ pub use clock::clock_ns;
 pub use error::{Error, Result};
 pub use output::{check_writable, create_dir_all, write_file, OutputFile};
 pub use private::{owner_stamp, remove_stale_folders, temp_dir, temp_file, PrivateDir, OWNER_FILE};
+pub use terminal::terminal_columns;
 
 /// The modules behind the `pub use` lists are private: each block must fail
 /// to compile (E0603: private).

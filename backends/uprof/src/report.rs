@@ -12,7 +12,7 @@
 
 use std::io::{BufRead, Read};
 
-use lotus_core::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
+use lotus_core::{name_list, quote_cut, LineTooLong, MAX_LINE_BYTES};
 use lotus_core::{parse_figure, Row};
 use lotus_core::{Error as CoreError, Report, Unit};
 
@@ -237,7 +237,7 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, CoreEr
             && (title.starts_with(|c: char| c.is_ascii_digit())
                 || title.chars().all(|c| !c.is_lowercase()))
         {
-            titles.push(shorten(&title, 100));
+            titles.push(quote_cut(&title, 100));
         }
     }
     let title_line = record.position().map_or(0, |p| p.line());
@@ -312,8 +312,8 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, CoreEr
                 line,
                 format!(
                     "'{}' is not a number in column '{}'",
-                    shorten(value_text, 80),
-                    shorten(&header[cols.value], 80)
+                    quote_cut(value_text, 80),
+                    quote_cut(&header[cols.value], 80)
                 ),
             )
         })?;
@@ -323,8 +323,8 @@ pub fn read_report(input: &mut dyn BufRead, file: &str) -> Result<Report, CoreEr
                 line,
                 format!(
                     "'{}' in column '{}' is negative: a sample count is 0 or more (the report looks garbled or edited)",
-                    shorten(value_text, 80),
-                    shorten(&header[cols.value], 80)
+                    quote_cut(value_text, 80),
+                    quote_cut(&header[cols.value], 80)
                 ),
             ));
         }

@@ -13,7 +13,7 @@
 
 use std::io::{BufRead, Read};
 
-use lotus_core::{name_list, shorten, LineTooLong, MAX_LINE_BYTES};
+use lotus_core::{name_list, quote_cut, LineTooLong, MAX_LINE_BYTES};
 use lotus_core::{parse_figure, Row, UNKNOWN_MODULE};
 use lotus_core::{Error as CoreError, Report, Unit};
 
@@ -373,8 +373,8 @@ impl<'a> HotspotRows<'a> {
                 line,
                 format!(
                     "'{}' is not a number in column '{}'",
-                    shorten(time_text, 80),
-                    shorten(&header[cols.time], 80)
+                    quote_cut(time_text, 80),
+                    quote_cut(&header[cols.time], 80)
                 ),
             )
         })?;
@@ -384,8 +384,8 @@ impl<'a> HotspotRows<'a> {
                 line,
                 format!(
                     "'{}' in column '{}' is negative: a CPU time is 0 or more (the report looks garbled or edited)",
-                    shorten(time_text, 80),
-                    shorten(&header[cols.time], 80)
+                    quote_cut(time_text, 80),
+                    quote_cut(&header[cols.time], 80)
                 ),
             ));
         }

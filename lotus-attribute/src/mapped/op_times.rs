@@ -7,7 +7,7 @@ use std::io::{BufRead, Read};
 
 use super::Error;
 use lotus_core::parse_figure;
-use lotus_core::{shorten, LineTooLong, MAX_LINE_BYTES};
+use lotus_core::{quote_cut, LineTooLong, MAX_LINE_BYTES};
 use lotus_trace::op_totals;
 use lotus_trace::{TraceError, TraceFolder, TraceIndex, Warnings};
 
@@ -109,7 +109,7 @@ impl OpTimes {
                             _ => {
                                 return Err(err(
                                     line_no,
-                                    format!("expected 'op,seconds' (a header, or an op name and its seconds), found '{}'", shorten(line, 80)),
+                                    format!("expected 'op,seconds' (a header, or an op name and its seconds), found '{}'", quote_cut(line, 80)),
                                 ))
                             }
                         }
@@ -122,7 +122,7 @@ impl OpTimes {
                     line_no,
                     format!(
                         "expected an op name and its seconds, found '{}'",
-                        shorten(line, 80)
+                        quote_cut(line, 80)
                     ),
                 ));
             };
@@ -137,7 +137,7 @@ impl OpTimes {
                     line_no,
                     format!(
                         "'{}' is not a number of seconds of 0 or more",
-                        shorten(text, 80)
+                        quote_cut(text, 80)
                     ),
                 )
             })?;
@@ -146,7 +146,7 @@ impl OpTimes {
                     line_no,
                     format!(
                         "op '{}' is listed twice (first on line {first}): give each op once",
-                        shorten(op, 80)
+                        quote_cut(op, 80)
                     ),
                 ));
             }
@@ -156,7 +156,7 @@ impl OpTimes {
                     line_no,
                     format!(
                         "op '{}': the times add up to more than a number can hold",
-                        shorten(op, 80)
+                        quote_cut(op, 80)
                     ),
                 ));
             }

@@ -11,7 +11,7 @@ use std::io::Read;
 use serde::Deserialize;
 
 use super::{LotusFormat, Mapping, OpFailure, OpMapping, Settings, SharedFunction, SCHEMA};
-use crate::report_error::shorten;
+use crate::report_error::quote_cut;
 use crate::row::Unit;
 
 /// A mapping file of either schema, as read: every top-level key of both,
@@ -88,7 +88,7 @@ impl AnyMapping {
             if schema.as_str() != Some(SCHEMA) {
                 return Err(Error::UnknownMappingSchema {
                     file: file.to_string(),
-                    found: shorten(&schema.to_string(), 80),
+                    found: quote_cut(&schema.to_string(), 80),
                 });
             }
             let m = Mapping {
@@ -251,7 +251,7 @@ where
                     if map.contains_key(&k) {
                         return Err(serde::de::Error::custom(format_args!(
                             "duplicate key '{}'",
-                            shorten(&k.to_string(), 80)
+                            quote_cut(&k.to_string(), 80)
                         )));
                     }
                     map.insert(k, v);

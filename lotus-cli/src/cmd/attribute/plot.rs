@@ -2,11 +2,11 @@
 
 use anyhow::Result;
 use lotus_attribute::UNEXPLAINED;
-use lotus_core::Unit;
+use lotus_core::{cut_right, Unit};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::render::{shorten, View};
+use super::render::View;
 
 impl View<'_> {
     /// A stacked bar chart: one bar per profile, one colour per op.
@@ -106,7 +106,7 @@ impl View<'_> {
                 let y = 50 + 22 * row as i32;
                 right.draw(&Rectangle::new([(8, y), (24, y + 14)], colour(k).filled()))?;
                 right.draw(&Text::new(
-                    shorten(ops[k], 48),
+                    cut_right(ops[k], 48),
                     (32, y + 1),
                     ("sans-serif", 14).into_font(),
                 ))?;

@@ -42,15 +42,6 @@ pub(super) fn metric_text(v: f64) -> String {
     format!("{v:.2}")
 }
 
-pub(super) fn shorten(name: &str, max: usize) -> String {
-    if name.chars().count() <= max {
-        name.to_string()
-    } else {
-        let head: String = name.chars().take(max.saturating_sub(1)).collect();
-        format!("{head}…")
-    }
-}
-
 fn md_escape(s: &str) -> String {
     one_line(s).replace('|', "\\|")
 }
@@ -302,7 +293,7 @@ impl View<'_> {
             if wide {
                 o.op.clone()
             } else {
-                shorten(&o.op, 24)
+                table::cut_right(&o.op, 24)
             }
         }));
         let rows = names

@@ -35,15 +35,11 @@ const STYLE: &str = include_str!("../../../templates/report.css");
 /// the page).
 const TOOLTIP_MAX: usize = 2000;
 
-/// Shortens a function or op name for a table cell as the terminal
-/// tables do ([`crate::render::table::short_names`]: a C name whole, a C++ name to
-/// its own name and its lambdas), cut to `max` characters. The full name
-/// goes into the cell's tooltip.
-pub(crate) fn short_name(name: &str, max: usize) -> String {
-    crate::render::table::short_names(&[name], max.max(8))
-        .pop()
-        .unwrap_or_else(|| name.to_string())
-}
+// A function or op name shortened for a table cell as the terminal tables
+// shorten it (lotus-core's one rule: a C name whole, a C++ name to its own
+// name and its lambdas), cut to `max` columns. The full name goes into the
+// cell's tooltip.
+pub(crate) use lotus_core::short_name;
 
 /// One piece of a paragraph: text, optionally as code, optionally keyed
 /// (`data-key`, for tests and scripts that read the page's figures).

@@ -1,106 +1,23 @@
-//! Terminal tables that fit the width, and function names as tables show
-//! them.
+//! Terminal tables that fit the width: their layout.
 //!
-//! **Width.** Every terminal table fits [`width`]: `COLUMNS` where it is
-//! set, else the terminal's width where standard output is one, else
-//! [`DEFAULT_WIDTH`] (100). A [`Grid`] gives its names column what the
-//! other columns leave; where even the numbers do not fit, the columns are
-//! folded: the table is printed in parts, each repeating its first (key)
-//! column, the names in a part of their own. `--wide` leaves names whole
-//! (the lines may then be wider).
-//!
-//! **Names.** [`short_names`] shortens function names from the right
-//! place: a C name is kept whole (where it is longer than its column,
-//! cut at its end; two cut alike keep head and tail, `_raw_spin…tore`);
-//! a demangled C++ (or Rust) name is cut
-//! down to its own name: the return type, parameter list, template
-//! arguments and leading namespaces go, the last component stays with the
-//! lambdas inside it (`at::native::(anonymous
-//! namespace)::cpu_kernel_vec<…>::{lambda()#1}` → `cpu_kernel_vec::λ1`),
-//! and a callback whose template argument names the code it calls (torch's
-//! `c10::function_ref<…>::callback_fn<…add_kernel…>`) reads as
-//! `callback_fn<add_kernel::λ1::λ7::λ1>`. Where two functions of one table
-//! would read alike, scope is added back (the enclosing namespace or
-//! class, then the parameter list) until they differ, and as a last resort
-//! a short hash of the full name. Nothing is ever cut from the left: a
-//! name too long for its column loses its tail (`…`). [`module_name`] gives
-//! the module's file name (`libjpeg.so.62`, `[kernel]`), which tables
-//! always show. JSON, CSV, Markdown and `--wide` keep the full names.
-//!
-//! Hand-written: demanglers render names, none abbreviates them, and
-//! inferno's perf collapser (read for comparison, `tidy_generic`) drops
-//! only the argument list, keeping the whole scope and the template
-//! arguments, which are the long part of a torch kernel's name.
-
-mod names;
+//! The width every table fits ([`width`]: `COLUMNS`, else the terminal's,
+//! else 100) and the names in its cells ([`short_names`], [`module_name`],
+//! cut with [`cut_right`]) are `lotus_core`'s one rule (its `names`
+//! module), re-exported here for the renderers; this module holds only the
+//! layout. A [`Grid`] gives its names column what the other columns leave;
+//! where even the numbers do not fit, the columns are folded: the table is
+//! printed in parts, each repeating its first (key) column, the names in a
+//! part of their own. `--wide` leaves names whole (the lines may then be
+//! wider). [`wrap`], [`wrap_plain`] and [`wrap_lines`] fit text around the
+//! tables to the same width.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
-use unicode_width::UnicodeWidthStr;
 
-pub use names::{module_name, short_names};
-
-/// The width tables fit where neither `COLUMNS` nor a terminal says one.
-pub const DEFAULT_WIDTH: usize = 100;
-
-/// Tables are never fitted to fewer columns than this.
-pub const MIN_WIDTH: usize = 40;
+pub use lotus_core::{cut_right, display_width, module_name, short_names, table_width as width};
 
 /// Names columns are at least this wide where the table can give them
 /// room (else they go to a part of the table of their own).
 pub const NAME_MIN: usize = 24;
-
-/// The width tables fit: `COLUMNS` where set (a positive number), else the
-/// terminal's where standard output is one, else [`DEFAULT_WIDTH`]; never
-/// below [`MIN_WIDTH`].
-pub fn width() -> usize {
-    let from_env = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<usize>().ok())
-        .filter(|&c| c > 0);
-    let w = from_env
-        .or_else(|| Table::new().width().map(usize::from))
-        .unwrap_or(DEFAULT_WIDTH);
-    w.max(MIN_WIDTH)
-}
-
-/// The display width of `s` (its widest line), in terminal columns.
-pub fn display_width(s: &str) -> usize {
-    s.lines().map(UnicodeWidthStr::width).max().unwrap_or(0)
-}
-
-/// `s` cut at its end to at most `max` columns, `…` marking the cut.
-pub fn cut_right(s: &str, max: usize) -> String {
-    if display_width(s) <= max {
-        return s.to_string();
-    }
-    let mut out = String::new();
-    let mut w = 0;
-    for c in s.chars() {
-        let cw = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
-        if w + cw + 1 > max {
-            break;
-        }
-        w += cw;
-        out.push(c);
-    }
-    out.push('…');
-    out
-}
-
-/// `s` in at most `max` columns: its head, `…`, and its tail (a third
-/// of the room).
-fn cut_middle(s: &str, max: usize) -> String {
-    if display_width(s) <= max {
-        return s.to_string();
-    }
-    let cs: Vec<char> = s.chars().collect();
-    let tail = (max.saturating_sub(1) / 3).min(cs.len());
-    let head = max.saturating_sub(1 + tail).min(cs.len() - tail);
-    let mut out: String = cs[..head].iter().collect();
-    out.push('…');
-    out.extend(&cs[cs.len() - tail..]);
-    out
-}
 
 /// `line` cut at spaces into lines of at most `width` columns (a word
 /// longer than that is cut at its end), the ones after the first indented

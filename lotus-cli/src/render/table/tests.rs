@@ -1,59 +1,7 @@
-//! Unit tests of the tables and their names.
+//! Unit tests of the tables' layout (the names' own tests are
+//! lotus-core's, beside the shortener).
 
 use super::*;
-
-#[test]
-fn c_names_stay_whole_and_cpp_names_are_cut_to_their_own_name() {
-    assert_eq!(
-        short_names(&["__memmove_avx512_unaligned_erms"], 40),
-        ["__memmove_avx512_unaligned_erms"]
-    );
-    // Too long for its room: cut at its end, never its start.
-    assert_eq!(
-        short_names(&["__memmove_avx512_unaligned_erms"], 20),
-        ["__memmove_avx512_un…"]
-    );
-    let kernel = "void at::native::(anonymous namespace)::cpu_kernel_vec<at::TensorIteratorBase&, float (float)>(at::TensorIteratorBase&, float (float)&&)::{lambda()#1}::operator()() const";
-    assert_eq!(short_names(&[kernel], 60), ["cpu_kernel_vec::λ1"]);
-    let cb = "void c10::function_ref<void (char**, long const*, long, long)>::callback_fn<at::native::AVX2::VectorizedLoop2d<at::native::(anonymous namespace)::add_kernel(at::TensorIteratorBase&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float, float)#1}, at::native::(anonymous namespace)::add_kernel(at::TensorIteratorBase&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(at::vec::AVX2::Vectorized<float>, at::vec::AVX2::Vectorized<float>)#1}> >(long, char**, long const*, long, long)";
-    assert_eq!(
-        short_names(&[cb], 60),
-        ["callback_fn<add_kernel::λ1::λ7::λ1>"]
-    );
-    assert_eq!(short_names(&[cb], 24), ["add_kernel::λ1::λ7::λ1"]);
-    assert_eq!(
-        short_names(&["at::TensorBase::sizes() const"], 40),
-        ["sizes"]
-    );
-    // C names that would read alike keep their tails too.
-    assert_eq!(
-        short_names(&["_raw_spin_unlock_irqrestore", "_raw_spin_unlock_irq"], 14),
-        ["_raw_spin…tore", "_raw_spin…_irq"]
-    );
-    // Never cut from the left.
-    let long = format!("ns::{}", "x".repeat(60));
-    let s = &short_names(&[&long], 30)[0];
-    assert!(s.starts_with("xxx") && s.ends_with('…'), "{s}");
-}
-
-#[test]
-fn alike_names_get_their_scope_back() {
-    let a = "at::native::AVX2::copy_kernel(at::TensorIterator&, bool)";
-    let b = "at::native::AVX512::copy_kernel(at::TensorIterator&, bool)";
-    assert_eq!(
-        short_names(&[a, b, a], 60),
-        [
-            "AVX2::copy_kernel",
-            "AVX512::copy_kernel",
-            "AVX2::copy_kernel"
-        ]
-    );
-    let o1 = "c10::TensorImpl::TensorImpl(c10::Storage&&)";
-    let o2 = "c10::TensorImpl::TensorImpl(int)";
-    let s = short_names(&[o1, o2], 80);
-    assert_ne!(s[0], s[1]);
-    assert!(s.iter().all(|x| x.contains("TensorImpl(")), "{s:?}");
-}
 
 #[test]
 fn the_in_pipeline_numbers_and_one_more_column_fit_80_in_one_part() {
@@ -114,17 +62,6 @@ fn keys_are_wrapped_at_spaces() {
         wrap_plain("└ RandomResizedCrop", 16),
         "└\u{a0}RandomResized…"
     );
-}
-
-#[test]
-fn modules_are_shown_by_their_file_name() {
-    assert_eq!(
-        module_name("/usr/lib/x86_64-linux-gnu/libjpeg.so.62"),
-        "libjpeg.so.62"
-    );
-    assert_eq!(module_name("[kernel.kallsyms]"), "[kernel]");
-    assert_eq!(module_name("[Unknown]"), "?");
-    assert_eq!(module_name("/a/cv2.abi3.so"), "cv2.abi3.so");
 }
 
 #[test]

@@ -1,16 +1,111 @@
-//! Function and module names as tables show them (see the [module
-//! above](super): **Names**).
+//! Function and module names as tables show them, and the width tables
+//! fit: the one rule of every table lotus prints (the binary's, the
+//! report page's cells, `lotus_map::output`'s).
+//!
+//! **Width.** [`table_width`]: `COLUMNS` where it is set, else the
+//! terminal's width where standard output is one, else [`DEFAULT_WIDTH`]
+//! (100); never below [`MIN_WIDTH`]. Widths are display widths (terminal
+//! columns, [`display_width`]): a wide character takes two.
+//!
+//! **Names.** [`short_names`] shortens function names from the right
+//! place: a C name is kept whole (where it is longer than its column,
+//! cut at its end; two cut alike keep head and tail, `_raw_spin…tore`);
+//! a demangled C++ (or Rust) name is cut down to its own name: the return
+//! type, parameter list, template arguments and leading namespaces go,
+//! the last component stays with the lambdas inside it
+//! (`at::native::(anonymous
+//! namespace)::cpu_kernel_vec<…>::{lambda()#1}` → `cpu_kernel_vec::λ1`),
+//! and a callback whose template argument names the code it calls
+//! (torch's `c10::function_ref<…>::callback_fn<…add_kernel…>`) reads as
+//! `callback_fn<add_kernel::λ1::λ7::λ1>`. A PLT stub's `@plt` or a symbol
+//! version (`@@GLIBCXX_3.4`) after a C++ name is kept whole after its
+//! short form (`add_owned_const_input@plt`): it says which code ran. Where
+//! two functions of one table would read alike, scope is added back (the
+//! enclosing namespace or class, then the parameter list) until they
+//! differ, and as a last resort a short hash of the full name. Nothing is
+//! ever cut from the left: a name too long for its column loses its tail
+//! (`…`, [`cut_right`]). [`module_name`] gives the module's file name
+//! (`libjpeg.so.62`, `[kernel]`), which tables always show. JSON, CSV,
+//! Markdown and `--wide` keep the full names.
+//!
+//! Hand-written: demanglers render names, none abbreviates them, and
+//! inferno's perf collapser (read for comparison, `tidy_generic`) drops
+//! only the argument list, keeping the whole scope and the template
+//! arguments, which are the long part of a torch kernel's name.
 
 use std::collections::HashMap;
 
-use super::{cut_middle, cut_right, display_width};
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+/// The width tables fit where neither `COLUMNS` nor a terminal says one.
+pub const DEFAULT_WIDTH: usize = 100;
+
+/// Tables are never fitted to fewer columns than this.
+pub const MIN_WIDTH: usize = 40;
+
+/// A name is never shortened to fewer columns than this, however little
+/// room its column has.
+const MIN_NAME: usize = 12;
+
+/// The width tables fit: `COLUMNS` where set (a positive number), else the
+/// terminal's where standard output is one, else [`DEFAULT_WIDTH`]; never
+/// below [`MIN_WIDTH`].
+pub fn table_width() -> usize {
+    let from_env = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0);
+    let w = from_env
+        .or_else(lotus_sys::terminal_columns)
+        .unwrap_or(DEFAULT_WIDTH);
+    w.max(MIN_WIDTH)
+}
+
+/// The display width of `s` (its widest line), in terminal columns.
+pub fn display_width(s: &str) -> usize {
+    s.lines().map(UnicodeWidthStr::width).max().unwrap_or(0)
+}
+
+/// `s` cut at its end to at most `max` columns, `…` marking the cut.
+pub fn cut_right(s: &str, max: usize) -> String {
+    if display_width(s) <= max {
+        return s.to_string();
+    }
+    let mut out = String::new();
+    let mut w = 0;
+    for c in s.chars() {
+        let cw = c.width().unwrap_or(0);
+        if w + cw + 1 > max {
+            break;
+        }
+        w += cw;
+        out.push(c);
+    }
+    out.push('…');
+    out
+}
+
+/// `s` in at most `max` columns: its head, `…`, and its tail (a third
+/// of the room).
+fn cut_middle(s: &str, max: usize) -> String {
+    if display_width(s) <= max {
+        return s.to_string();
+    }
+    let cs: Vec<char> = s.chars().collect();
+    let tail = (max.saturating_sub(1) / 3).min(cs.len());
+    let head = max.saturating_sub(1 + tail).min(cs.len() - tail);
+    let mut out: String = cs[..head].iter().collect();
+    out.push('…');
+    out.extend(&cs[cs.len() - tail..]);
+    out
+}
 
 /// The file name of a module, as tables show it: `libjpeg.so.62` for
 /// `/usr/lib/x86_64-linux-gnu/libjpeg.so.62`, `[kernel]` for the kernel
 /// (`[kernel.kallsyms]` too), `?` where unknown.
 pub fn module_name(module: &str) -> String {
     let m = module.trim();
-    if lotus_core::is_unknown_module(m) {
+    if crate::is_unknown_module(m) {
         return "?".into();
     }
     if m.starts_with("[kernel") {
@@ -22,19 +117,28 @@ pub fn module_name(module: &str) -> String {
         .to_string()
 }
 
+/// One name as a table shows it in at most `max` columns ([`short_names`]
+/// of that name alone): for a cell that has no table of names around it
+/// (the report page's cells, whose tooltip holds the full name).
+pub fn short_name(name: &str, max: usize) -> String {
+    short_names(&[name], max)
+        .pop()
+        .unwrap_or_else(|| name.to_string())
+}
+
 /// Whether `name` is a plain C name (no scope, template or parameters).
 fn is_c_name(name: &str) -> bool {
     !name.contains("::") && !name.contains('<') && !name.contains('(')
 }
 
 /// Each of `names` as a table shows it in at most `max` columns (see the
-/// module's rules); distinct names stay distinct. `usize::MAX`: the names
-/// whole (`--wide`).
+/// module's rules; never fewer than 12); distinct names stay distinct.
+/// `usize::MAX`: the names whole (`--wide`).
 pub fn short_names(names: &[&str], max: usize) -> Vec<String> {
     if max == usize::MAX {
         return names.iter().map(|n| n.to_string()).collect();
     }
-    let max = max.max(12);
+    let max = max.max(MIN_NAME);
     let mut level = vec![0usize; names.len()];
     let shown = |i: usize, level: usize| fit_name(names[i], level, max);
     let mut short: Vec<String> = (0..names.len()).map(|i| shown(i, 0)).collect();
@@ -87,6 +191,17 @@ const LEVELS: usize = 3;
 fn fit_name(name: &str, level: usize, max: usize) -> String {
     if is_c_name(name) {
         return cut_right(name, max);
+    }
+    // A PLT stub's `@plt` or a symbol version (`@@GLIBC_2.2.5`) says which
+    // code ran (the stub is not its function): kept whole after the name
+    // before it, shortened, where it leaves that name half the room.
+    // Demangled C++ and Rust names hold no `@` of their own.
+    if let Some(at) = name.find('@').filter(|&at| at > 0) {
+        let (base, suffix) = name.split_at(at);
+        let room = max.saturating_sub(display_width(suffix));
+        if room >= max / 2 {
+            return fit_name(base, level, room) + suffix;
+        }
     }
     let candidates = short_at(name, level);
     for c in &candidates {
@@ -341,3 +456,6 @@ fn innermost(arg: &str, level: usize) -> String {
     let forms = short_at(arg, level.min(1));
     forms.last().cloned().unwrap_or_else(|| arg.to_string())
 }
+
+#[cfg(test)]
+mod tests;
