@@ -1,5 +1,6 @@
 //! What a DataLoader change would give: lotus's model of a traced run,
-//! simulated under other settings (`lotus predict`, `lotus tune`).
+//! simulated under other settings (`lotus predict`, `lotus tune`: its
+//! search, [`next_trial`]).
 //!
 //! From one trace folder (`lotus trace run --out DIR`), [`observe`] reads
 //! what the model needs: each batch the training loop took (its time
@@ -31,12 +32,17 @@ mod model;
 mod observe;
 mod predict;
 mod read;
+mod tune;
 
 pub use model::{simulate, Batch, Epoch, Inputs, Outcome, Pools, Setting, Work};
 pub use observe::{observe, Observed};
 pub use predict::{
     advice, candidates, grid, predict, ranked, Change, Fit, Measured, Prediction, Scenario, Taken,
     MODEL_MARGIN, RESAMPLES, SCHEMA,
+};
+pub use tune::{
+    best_trial, loader_env, next_trial, setting_words, NextTrial, Trial, TuneRecord, MIN_GAIN,
+    THREAD_VARS, TUNE_SCHEMA,
 };
 
 /// What goes wrong predicting.
