@@ -107,6 +107,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "lotus-samples",
                 "lotus-core",
                 "lotus-trace",
+                "lotus-predict",
             ][..],
         ),
         ("lotus-vendor", &["lotus-core", "lotus-sys"][..]),

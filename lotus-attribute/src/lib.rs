@@ -86,6 +86,7 @@ mod mapped;
 mod mapping_compare;
 mod profiles;
 mod span_samples;
+mod trace_figures;
 mod verdict;
 
 pub use chrome_view::{ChromeView, ChromeViewOptions, ChromeWritten, ViewMessage};
@@ -111,6 +112,7 @@ pub use mapped::{
 pub use mapping_compare::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
 pub use profiles::{load_profile, name_profiles, LoadedAttribution, LoadedProfile};
 pub use span_samples::{SpanFunction, SpanSample, SpanSamples};
+pub use trace_figures::{cpus_here, observe_run, TraceFigures};
 pub use verdict::{is_spin_function, Advice, Basis, HeaviestOp, Rule, Spinning, Verdict, SPIN_PCT};
 
 /// The crate README's examples, run as doctests so the README stays true.

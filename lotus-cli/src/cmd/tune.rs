@@ -128,7 +128,7 @@ fn trial(
         );
     }
     let sampled = crate::traces::sampled_attribution(dir, "lotus");
-    let mut obs = crate::traces::observe(dir, cpus, sampled.as_ref())
+    let mut obs = lotus_attribute::observe_run(dir, cpus, sampled.as_ref())
         .with_context(|| format!("cannot model the trial traced in {}", dir.display()))?;
     obs.inputs.traced.one_thread = one_thread;
     Ok(obs)
@@ -141,7 +141,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             "--out -: the trials are trace folders, which cannot be standard output: give a folder (or no --out)",
         ));
     }
-    let cpus = crate::render::verdict::cpus_here().unwrap_or(1) as f64;
+    let cpus = lotus_attribute::cpus_here().unwrap_or(1) as f64;
     let private;
     let root: PathBuf = match &args.out {
         Some(d) => {

@@ -21,8 +21,6 @@ use lotus_attribute::{
 };
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
-use lotus_trace::loop_figures;
-use lotus_trace::{TraceFolder, TraceIndex};
 use serde_json::json;
 
 use crate::cmd::attribute::AttributeFormat;
@@ -138,21 +136,15 @@ fn folded(dir: &Path, prefix: &str, budget: Budget, out: Option<&Path>) -> Resul
     Ok(ExitCode::SUCCESS)
 }
 
-/// The verdict on the sampled trace `dir` attributed as `a`: its main
-/// loops read from its logs, with `a`'s CPU facts.
+/// The verdict on the sampled trace `dir` attributed as `a`
+/// ([`Verdict::of_sampled_folder`]).
 pub(crate) fn verdict_of(dir: &Path, a: &InPipelineAttribution, budget: Budget) -> Result<Verdict> {
-    let cannot = || {
+    Verdict::of_sampled_folder(dir, a, budget).with_context(|| {
         format!(
             "cannot read the training loop from the logs in {}",
             dir.display()
         )
-    };
-    let folder = TraceFolder::scan(dir).with_context(cannot)?;
-    let mut index = TraceIndex::load(&folder, false, budget, |_| {}).with_context(cannot)?;
-    let loops = loop_figures(&mut index).with_context(cannot)?;
-    let mut v = Verdict::of(&loops, Some(a), &[], crate::render::verdict::cpus_here());
-    crate::traces::with_predictions(&mut v, dir, Some(a));
-    Ok(v)
+    })
 }
 
 fn json_of(a: &InPipelineAttribution, verdict: &Verdict) -> serde_json::Value {

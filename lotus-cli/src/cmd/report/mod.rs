@@ -58,7 +58,8 @@ use crate::cmd::report::samples::{
 use crate::render::html::timeline::{OpCpu, Timeline};
 use crate::render::html::{heading, para, Block, Cell, PageContext, Part, RunInfo, VerdictView};
 use crate::render::svg::Colours;
-use crate::traces::{configurations_of, Computed, OutliersArg};
+use crate::traces::{configurations_of, OutliersArg};
+use lotus_attribute::TraceFigures;
 use lotus_runner::RunRecord;
 use lotus_sys::write_file;
 
@@ -177,7 +178,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let mut configs = Vec::new();
     if !args.traces.is_empty() {
         for (label, dir) in configurations_of(&args.traces, args.configs)? {
-            configs.push(Computed::of(label, dir, rule)?);
+            configs.push(crate::traces::computed(label, dir, rule)?);
         }
     }
     let budget = Budget::from_env()?;
@@ -265,7 +266,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
 fn attribute_profiles(
     args: &ReportArgs,
     mpath: &Path,
-    configs: &[Computed],
+    configs: &[TraceFigures],
     sampled: &[(String, Sampled)],
     budget: Budget,
 ) -> Result<(Vec<Attributed>, Vec<Compared>)> {
@@ -307,7 +308,7 @@ fn attribute_profiles(
 /// Each run's command, host, CPU and date, its timeline, and its ops' CPU
 /// time (summed in the timeline's pass).
 fn runs_and_timelines(
-    configs: &mut [Computed],
+    configs: &mut [TraceFigures],
     prefix: &str,
     colours: &Colours,
 ) -> Result<(Vec<RunInfo>, Vec<Timeline>, Vec<OpCpu>)> {

@@ -7,7 +7,7 @@ use super::samples::Sampled;
 use super::Page;
 use crate::render::html::timeline::OpCpu;
 use crate::render::html::{keyed, short_name, text, Block, Cell, Part};
-use crate::traces::Computed;
+use lotus_attribute::TraceFigures;
 
 /// CPU ms per call of `op` in a configuration: from its spans' thread CPU
 /// clock where they carry it, else from its samples (`lotus attribute
@@ -30,7 +30,7 @@ pub(super) fn cpu_per_call_ms(cpu: &OpCpu, sampled: Option<&Sampled>, op: &str) 
 }
 
 /// A few figures of each run at a glance.
-pub(super) fn glance(configs: &[Computed], cpus: &[OpCpu]) -> Vec<Vec<Part>> {
+pub(super) fn glance(configs: &[TraceFigures], cpus: &[OpCpu]) -> Vec<Vec<Part>> {
     let mut out = Vec::new();
     for (c, cpu) in configs.iter().zip(cpus) {
         let s = &c.stats;
@@ -94,7 +94,7 @@ fn delta_cells(key: &str, old: Option<f64>, new: Option<f64>) -> [Cell; 4] {
 /// call, and how much they changed.
 pub(super) fn runs_compared(
     page: &mut Page,
-    configs: &[Computed],
+    configs: &[TraceFigures],
     cpus: &[OpCpu],
     sampled: &[(String, Sampled)],
 ) {
@@ -115,7 +115,7 @@ pub(super) fn runs_compared(
             .collect();
         ops.sort_unstable();
         ops.dedup();
-        let mean = |cc: &Computed, op: &str| {
+        let mean = |cc: &TraceFigures, op: &str| {
             cc.stats
                 .ops
                 .iter()

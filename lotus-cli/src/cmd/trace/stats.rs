@@ -17,7 +17,8 @@ use serde::Serialize;
 use lotus_sys::write_file;
 
 use super::tables::{fit_lines, mode_of, render, render_comparison, render_ranks};
-use crate::traces::{configurations_of, sampled_attribution, Computed, OutliersArg};
+use crate::traces::{configurations_of, sampled_attribution, OutliersArg};
+use lotus_attribute::TraceFigures;
 
 /// The schema tag of `lotus trace stats --json`.
 pub const STATS_SCHEMA: &str = "lotus.trace-stats/2";
@@ -139,7 +140,7 @@ pub(super) fn configurations(args: &StatsArgs) -> Result<Vec<(String, PathBuf)>>
 }
 
 /// The JSON of one configuration, its batches read from `rows`.
-pub(super) fn stats_json(c: &Computed, rows: Option<PerBatchRows>) -> StatsJson<'_> {
+pub(super) fn stats_json(c: &TraceFigures, rows: Option<PerBatchRows>) -> StatsJson<'_> {
     StatsJson {
         schema: STATS_SCHEMA,
         trace: c.dir.display().to_string(),
@@ -177,7 +178,7 @@ pub(super) fn stats(args: StatsArgs) -> Result<ExitCode> {
     }
     let mut computed = Vec::new();
     for (label, dir) in configs {
-        computed.push(Computed::of(label, dir, rule)?);
+        computed.push(crate::traces::computed(label, dir, rule)?);
     }
     if let (Some(path), [one]) = (&args.op_times, computed.as_slice()) {
         write_op_times(path, &one.index)?;
@@ -260,7 +261,7 @@ pub(super) fn stats(args: StatsArgs) -> Result<ExitCode> {
 /// `trace stats --format csv`: one row per op, span kind, and the batch
 /// preprocessing, main-process wait and delay summaries, per
 /// configuration; times in ms.
-pub(super) fn stats_csv(computed: &[&Computed]) -> Result<String> {
+pub(super) fn stats_csv(computed: &[&TraceFigures]) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(lotus_sys::text::csv_record([
         "configuration",

@@ -1,0 +1,167 @@
+//! One configuration of traced runs read for its figures (`lotus trace
+//! stats`, `lotus report`): its statistics, rank statistics, main loops
+//! and verdict, the verdict's advice made of the model's predictions
+//! (`lotus-predict`) on the run traced.
+
+use std::path::{Path, PathBuf};
+
+use lotus_sort::Budget;
+use lotus_trace::{loop_figures, rank_stats_with, LoopFigures, OutlierRule, PerBatchRows};
+use lotus_trace::{RankStats, TraceFolder, TraceIndex, TraceStats};
+
+use crate::{Error, InPipelineAttribution, Verdict};
+
+/// The CPUs this process may run on: what the verdict's "M CPUs here"
+/// counts, and the machine the model predicts for.
+pub fn cpus_here() -> Option<u64> {
+    std::thread::available_parallelism()
+        .ok()
+        .map(|n| n.get() as u64)
+}
+
+/// The run traced in `dir` as `lotus predict`'s model reads it, on
+/// `cpus` CPUs, with its helper pools' CPU from `a`, its samples'
+/// attribution, where given (what `--threads 1` needs).
+pub fn observe_run(
+    dir: &Path,
+    cpus: f64,
+    a: Option<&InPipelineAttribution>,
+) -> Result<lotus_predict::Observed, lotus_predict::PredictError> {
+    let mut obs = lotus_predict::observe(dir, cpus)?;
+    if let Some(a) = a {
+        let (work, spin, waiting) = a.pool_cpu_ns();
+        obs.inputs.pools = Some(lotus_predict::Pools {
+            work_ns: work as f64,
+            spin_ns: spin as f64,
+            waiting_ns: waiting as f64,
+        });
+    }
+    Ok(obs)
+}
+
+impl Verdict {
+    /// The verdict's advice made predictions (`lotus predict`'s model):
+    /// the changes predicted to shorten the loop of the run traced in
+    /// `dir` (its samples attributed as `a`, where sampled), best first,
+    /// at most three. Where the run cannot be modelled (no loop, an
+    /// unreadable log), the verdict keeps its rules' advice.
+    pub fn with_predictions_for(&mut self, dir: &Path, a: Option<&InPipelineAttribution>) {
+        let cpus = cpus_here().unwrap_or(1) as f64;
+        let Ok(obs) = observe_run(dir, cpus, a) else {
+            return;
+        };
+        if let Ok(p) = lotus_predict::ranked(&obs) {
+            self.with_predictions(lotus_predict::advice(&p, 3));
+            // Spinning mostly in the ops' pools is the model's (`--threads
+            // 1`, proposed where it helps); elsewhere (the training step's
+            // pools) the rule says it.
+            if let Some(a) = a {
+                let spin_ns = a
+                    .spinning
+                    .iter()
+                    .fold(0u64, |t, f| t.saturating_add(f.cpu_ns));
+                let (_, pools_spin, ops_waiting) = a.pool_cpu_ns();
+                if spin_ns > 0
+                    && pools_spin.saturating_add(ops_waiting).saturating_mul(2) >= spin_ns
+                {
+                    self.without_spin_rule();
+                }
+            }
+        }
+    }
+
+    /// The verdict on the sampled trace `dir` attributed as `a`: its main
+    /// loops read from its logs, with `a`'s CPU facts and the model's
+    /// predictions.
+    pub fn of_sampled_folder(
+        dir: &Path,
+        a: &InPipelineAttribution,
+        budget: Budget,
+    ) -> Result<Verdict, Error> {
+        let folder = TraceFolder::scan(dir)?;
+        let mut index = TraceIndex::load(&folder, false, budget, |_| {})?;
+        let loops = loop_figures(&mut index)?;
+        let mut v = Verdict::of(&loops, Some(a), &[], cpus_here());
+        v.with_predictions_for(dir, Some(a));
+        Ok(v)
+    }
+}
+
+/// One configuration's figures (what `lotus trace stats` and `lotus
+/// report` show).
+pub struct TraceFigures {
+    /// Its name (its folder's).
+    pub label: String,
+    /// Its trace folder.
+    pub dir: PathBuf,
+    /// Its logs.
+    pub folder: TraceFolder,
+    /// Its events, read once.
+    pub index: TraceIndex,
+    /// Its statistics.
+    pub stats: TraceStats,
+    /// Every batch, until its JSON takes them.
+    pub rows: Option<PerBatchRows>,
+    /// Its statistics per rank.
+    pub ranks: Vec<RankStats>,
+    /// Its main loops.
+    pub loops: LoopFigures,
+    /// Its verdict, from the logs alone (see [`TraceFigures::with_samples`]).
+    pub verdict: Verdict,
+}
+
+impl TraceFigures {
+    /// The figures of the trace in `dir` (its `folder` read into `index`
+    /// with its durations) under `rule`.
+    pub fn of(
+        label: String,
+        dir: PathBuf,
+        folder: TraceFolder,
+        mut index: TraceIndex,
+        rule: OutlierRule,
+    ) -> Result<TraceFigures, Error> {
+        let loops = loop_figures(&mut index)?;
+        let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
+        let ranks = rank_stats_with(&folder, &index, rule)?;
+        let mut verdict = Verdict::of(&loops, None, &stats.ops, cpus_here());
+        verdict.with_predictions_for(&dir, None);
+        Ok(TraceFigures {
+            label,
+            dir,
+            folder,
+            index,
+            stats,
+            rows: Some(rows),
+            ranks,
+            loops,
+            verdict,
+        })
+    }
+
+    /// Its folder and index, for another pass over its events (`lotus
+    /// report`'s timeline).
+    pub fn folder_and_index(&mut self) -> (&TraceFolder, &mut TraceIndex) {
+        (&self.folder, &mut self.index)
+    }
+
+    /// Its verdict with the CPU facts of its samples' attribution.
+    pub fn with_samples(&mut self, a: &InPipelineAttribution) {
+        self.verdict = Verdict::of(&self.loops, Some(a), &self.stats.ops, cpus_here());
+        self.verdict.with_predictions_for(&self.dir, Some(a));
+    }
+
+    /// Every batch's delay to consumption and the main process's wait for
+    /// it, ms (those it has), read from its rows (once: a second call
+    /// gives nothing).
+    pub fn delays_and_waits_ms(&mut self) -> Result<(Vec<f64>, Vec<f64>), Error> {
+        let (mut delays, mut waits) = (Vec::new(), Vec::new());
+        if let Some(rows) = self.rows.take() {
+            for r in rows {
+                let r = r?;
+                delays.extend(r.delay_ns.map(|d| d as f64 / 1e6));
+                waits.extend(r.wait_ns.map(|w| w as f64 / 1e6));
+            }
+        }
+        Ok((delays, waits))
+    }
+}
