@@ -82,10 +82,12 @@ mod error;
 mod firefox;
 mod from_trace;
 mod in_pipeline;
+mod in_pipeline_documents;
 mod mapped;
 mod mapping_compare;
 mod profiles;
 mod span_samples;
+mod trace_documents;
 mod trace_figures;
 mod verdict;
 
@@ -104,6 +106,7 @@ pub use in_pipeline::{
     FunctionCallers, HelperRule, InPipelineAttribution, RowKind, TopFunction, Unseen, CALLER_DEPTH,
     MAX_DEPTH, ROOT_FRAME, SPIN_ROW, TOP_FUNCTIONS, UNSEEN_PCT,
 };
+pub use in_pipeline_documents::{in_pipeline_csv, in_pipeline_document, IN_PIPELINE_SCHEMA};
 pub use mapped::{
     attribute, is_unknown_module, metric_kind, normalize_module, Attribution, Attributor,
     FunctionAttribution, FunctionMapping, FunctionShare, MatchMode, MetricKind, OpCredit, OpShare,
@@ -112,6 +115,10 @@ pub use mapped::{
 pub use mapping_compare::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
 pub use profiles::{load_profile, name_profiles, LoadedAttribution, LoadedProfile};
 pub use span_samples::{SpanFunction, SpanSample, SpanSamples};
+pub use trace_documents::{
+    trace_stats_csv, ConfigsDocument, StatsDocument, CONFIGS_SCHEMA, PERCENTILE_METHOD,
+    STATS_SCHEMA,
+};
 pub use trace_figures::{cpus_here, observe_run, TraceFigures};
 pub use verdict::{is_spin_function, Advice, Basis, HeaviestOp, Rule, Spinning, Verdict, SPIN_PCT};
 

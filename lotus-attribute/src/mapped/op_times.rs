@@ -34,6 +34,31 @@ const SECONDS_COLUMNS: &[&str] = &[
 ];
 
 impl OpTimes {
+    /// The trace's op times as the CSV [`OpTimes::read_csv`] reads
+    /// (`op,seconds`: each op's total time, as `lotus trace stats
+    /// --op-times` writes it), with how many ops; `None` where the trace
+    /// has no op events.
+    pub fn csv_of_trace(index: &TraceIndex) -> Option<(String, usize)> {
+        let totals = op_totals(index);
+        if totals.is_empty() {
+            return None;
+        }
+        let mut text = String::from("op,seconds\n");
+        for (op, ns) in &totals {
+            // Op names may hold commas or quotes (a transform's repr):
+            // quoted as CSV does; one a spreadsheet would run as a formula
+            // gets a leading `'`.
+            let op = lotus_sys::text::csv_cell(op);
+            let name = if op.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", op.replace('"', "\"\""))
+            } else {
+                op.to_string()
+            };
+            text += &format!("{name},{:.9}\n", *ns as f64 / 1e9);
+        }
+        Some((text, totals.len()))
+    }
+
     /// Reads a CSV of `op,seconds`, streaming. The header line is optional
     /// (a first line whose seconds are not a number is one); with a header,
     /// the columns are found by name (`op` and `seconds`, `time_s`,

@@ -20,7 +20,7 @@ use lotus_sort::Budget;
 
 use crate::cmd::report::{cell, Page};
 use crate::render::html::{code, keyed, short_name, text, Cell};
-use crate::render::in_pipeline::{counter_cells, counter_headers, svg_of};
+use crate::render::in_pipeline::svg_of;
 use crate::render::svg::{labelled_bars, Colours, LabelledBar};
 
 /// Missed and never-run functions shown per op (the JSON of `show
@@ -166,7 +166,7 @@ pub fn in_pipeline_section(
             Sampled::With(a) => a,
         };
         page.h(3, label.clone());
-        let headers = counter_headers(a);
+        let headers = a.counter_headers();
         let mut head: Vec<&str> = vec![
             "row",
             "kind",
@@ -247,7 +247,7 @@ fn in_pipeline_row(
                 .map_or("-".into(), |c| format!("{:.3}", c as f64 / 1e6)),
         ),
     ];
-    for (h, v) in headers.iter().zip(counter_cells(a, r)) {
+    for (h, v) in headers.iter().zip(a.counter_cells(r)) {
         row.push(cell(&k(&format!("counters/{h}")), v));
     }
     row.push(functions_cell(
