@@ -106,7 +106,10 @@ pub use in_pipeline::{
     FunctionCallers, HelperRule, InPipelineAttribution, RowKind, TopFunction, Unseen, CALLER_DEPTH,
     MAX_DEPTH, ROOT_FRAME, SPIN_ROW, TOP_FUNCTIONS, UNSEEN_PCT,
 };
-pub use in_pipeline_documents::{in_pipeline_csv, in_pipeline_document, IN_PIPELINE_SCHEMA};
+pub use in_pipeline_documents::{
+    callers_csv, callers_document, comparison_csv, comparison_document, in_pipeline_csv,
+    in_pipeline_document, CALLERS_SCHEMA, COMPARISON_SCHEMA, IN_PIPELINE_SCHEMA,
+};
 pub use mapped::{
     attribute, is_unknown_module, metric_kind, normalize_module, Attribution, Attributor,
     FunctionAttribution, FunctionMapping, FunctionShare, MatchMode, MetricKind, OpCredit, OpShare,
