@@ -113,7 +113,7 @@ pub use in_pipeline_documents::{
 pub use mapped::{
     attribute, is_unknown_module, metric_kind, normalize_module, Attribution, Attributor,
     FunctionAttribution, FunctionMapping, FunctionShare, MatchMode, MetricKind, OpCredit, OpShare,
-    OpTimes, Options, Split, CLOCKTICK_COUNTERS, INSTRUCTION_COUNTERS, UNEXPLAINED,
+    OpTimes, Options, Split, CLOCKTICK_COUNTERS, INSTRUCTION_COUNTERS, TRACE_OP_TIMES, UNEXPLAINED,
 };
 pub use mapping_compare::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
 pub use profiles::{load_profile, name_profiles, LoadedAttribution, LoadedProfile};
@@ -122,7 +122,7 @@ pub use trace_documents::{
     trace_stats_csv, ConfigsDocument, StatsDocument, CONFIGS_SCHEMA, PERCENTILE_METHOD,
     STATS_SCHEMA,
 };
-pub use trace_figures::{cpus_here, observe_run, TraceFigures};
+pub use trace_figures::{cpus_here, observe_run, SampledFolder, TraceFigures};
 pub use verdict::{is_spin_function, Advice, Basis, HeaviestOp, Rule, Spinning, Verdict, SPIN_PCT};
 
 /// The crate README's examples, run as doctests so the README stays true.

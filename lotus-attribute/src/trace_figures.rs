@@ -5,11 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
+use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
 use lotus_trace::{loop_figures, rank_stats_with, LoopFigures, OutlierRule, PerBatchRows};
 use lotus_trace::{RankStats, TraceFolder, TraceIndex, TraceStats};
 
-use crate::{Error, InPipelineAttribution, Verdict};
+use crate::{attribute_folder, Error, InPipelineAttribution, Verdict, TOP_FUNCTIONS};
 
 /// The CPUs this process may run on: what the verdict's "M CPUs here"
 /// counts, and the machine the model predicts for.
@@ -138,6 +139,16 @@ impl TraceFigures {
         })
     }
 
+    /// The hosts its processes ran on, sorted, each once.
+    pub fn hosts(&self) -> Vec<String> {
+        let mut h: Vec<String> = (self.stats.processes.iter())
+            .filter_map(|p| p.host.clone())
+            .collect();
+        h.sort();
+        h.dedup();
+        h
+    }
+
     /// Its folder and index, for another pass over its events (`lotus
     /// report`'s timeline).
     pub fn folder_and_index(&mut self) -> (&TraceFolder, &mut TraceIndex) {
@@ -163,5 +174,40 @@ impl TraceFigures {
             }
         }
         Ok((delays, waits))
+    }
+}
+
+/// A configuration's samples: attributed, or why there are none.
+pub enum SampledFolder {
+    /// The folder has no samples files at all: not a sampled trace.
+    Not,
+    /// It was traced with `--sample` but has no samples (perf could not
+    /// run): the reason.
+    Without(String),
+    /// Its samples credited to its ops.
+    With(Box<InPipelineAttribution>),
+}
+
+impl SampledFolder {
+    /// Reads `dir`'s samples of `prefix`, if it has any.
+    pub fn read(dir: &Path, prefix: &str, budget: Budget) -> Result<SampledFolder, Error> {
+        if SampleFiles::of(dir, prefix).existing().is_empty() {
+            return Ok(SampledFolder::Not);
+        }
+        match attribute_folder(dir, prefix, budget, TOP_FUNCTIONS) {
+            Ok(a) => Ok(SampledFolder::With(Box::new(a))),
+            Err(Error::NoSamples(why)) => Ok(SampledFolder::Without(why)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl InPipelineAttribution {
+    /// The CPU per call of the op at `path` (its row's), ns.
+    pub fn op_cpu_per_call_ns(&self, path: &str) -> Option<u64> {
+        self.rows
+            .iter()
+            .find(|r| r.kind == crate::RowKind::Op && r.path == path)
+            .and_then(|r| r.cpu_per_call_ns)
     }
 }

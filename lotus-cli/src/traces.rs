@@ -31,7 +31,7 @@ impl From<OutliersArg> for OutlierRule {
 }
 
 /// Prints the bad lines (the first [`Warnings::KEEP`]) to stderr.
-fn report_warnings(w: &Warnings) {
+pub(crate) fn report_warnings(w: &Warnings) {
     for bad in &w.shown {
         crate::usage::say!("lotus: warning: {bad} (line skipped)");
     }

@@ -53,13 +53,13 @@ use lotus_trace::OutlierRule;
 
 use crate::attribution_inputs::{load_mapping, load_op_times, load_profile, name_profiles};
 use crate::cmd::report::samples::{
-    attribute, compare, comparison_section, in_pipeline_section, op_names, Compared, Sampled,
+    attribute, compare, comparison_section, in_pipeline_section, op_names, Compared,
 };
 use crate::render::html::timeline::{OpCpu, Timeline};
 use crate::render::html::{heading, para, Block, Cell, PageContext, Part, RunInfo, VerdictView};
 use crate::render::svg::Colours;
 use crate::traces::{configurations_of, OutliersArg};
-use lotus_attribute::TraceFigures;
+use lotus_attribute::{SampledFolder, TraceFigures};
 use lotus_runner::RunRecord;
 use lotus_sys::write_file;
 
@@ -188,7 +188,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     }
     // Each run's verdict, with its samples' CPU facts where it has them.
     for (c, (_, s)) in configs.iter_mut().zip(&sampled) {
-        if let Sampled::With(a) = s {
+        if let SampledFolder::With(a) = s {
             c.with_samples(a);
         }
     }
@@ -229,7 +229,10 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     if !configs.is_empty() {
         traces(&mut page, &mut configs, &cpus, &sampled, &colours, rule)?;
     }
-    if sampled.iter().any(|(_, s)| !matches!(s, Sampled::Not)) {
+    if sampled
+        .iter()
+        .any(|(_, s)| !matches!(s, SampledFolder::Not))
+    {
         in_pipeline_section(&mut page, &sampled, &colours)?;
         let dirs: Vec<&Path> = configs.iter().map(|c| c.dir.as_path()).collect();
         flames::flames_section(&mut page, &sampled, &dirs, &args.prefix, budget)?;
@@ -267,14 +270,14 @@ fn attribute_profiles(
     args: &ReportArgs,
     mpath: &Path,
     configs: &[TraceFigures],
-    sampled: &[(String, Sampled)],
+    sampled: &[(String, SampledFolder)],
     budget: Budget,
 ) -> Result<(Vec<Attributed>, Vec<Compared>)> {
     let mapping = load_mapping(mpath)?;
     let with_samples: Vec<(String, PathBuf)> = configs
         .iter()
         .zip(sampled)
-        .filter(|(_, (_, s))| matches!(s, Sampled::With(_)))
+        .filter(|(_, (_, s))| matches!(s, SampledFolder::With(_)))
         .map(|(c, _)| (c.label.clone(), c.dir.clone()))
         .collect();
     let compared = compare(
@@ -324,17 +327,7 @@ fn runs_and_timelines(
                 None
             }
         };
-        let hosts: Vec<String> = {
-            let mut h: Vec<String> = c
-                .stats
-                .processes
-                .iter()
-                .filter_map(|p| p.host.clone())
-                .collect();
-            h.sort();
-            h.dedup();
-            h
-        };
+        let hosts = c.hosts();
         let (tl, cpu) = crate::render::html::timeline::of(c, colours)?;
         let first = c.folder_and_index().1.min_start_ns;
         runs.push(RunInfo::of(

@@ -5,11 +5,11 @@ use anyhow::Result;
 use lotus_trace::{ConfigComparison, OutlierRule};
 
 use super::runs::cpu_per_call_ms;
-use super::samples::Sampled;
 use super::{cell, ms_cell, Page};
 use crate::render::html::timeline::OpCpu;
 use crate::render::html::{keyed, text, Cell};
 use crate::render::svg::{box_plot, grouped_bars, Colours};
+use lotus_attribute::SampledFolder;
 use lotus_attribute::TraceFigures;
 
 /// The trace sections: ops, batches, waits, delays, per configuration.
@@ -17,7 +17,7 @@ pub(super) fn traces(
     page: &mut Page,
     configs: &mut [TraceFigures],
     cpus: &[OpCpu],
-    sampled: &[(String, Sampled)],
+    sampled: &[(String, SampledFolder)],
     colours: &Colours,
     rule: OutlierRule,
 ) -> Result<()> {
@@ -33,7 +33,7 @@ fn ops(
     page: &mut Page,
     configs: &[TraceFigures],
     cpus: &[OpCpu],
-    sampled: &[(String, Sampled)],
+    sampled: &[(String, SampledFolder)],
     colours: &Colours,
     labels: &[String],
 ) -> Result<()> {
@@ -101,7 +101,7 @@ fn ops(
 fn op_rows(
     c: &TraceFigures,
     cpu: &OpCpu,
-    samples: Option<&Sampled>,
+    samples: Option<&SampledFolder>,
     colours: &Colours,
 ) -> Vec<Vec<Cell>> {
     c.stats
