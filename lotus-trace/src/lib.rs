@@ -95,7 +95,7 @@ mod torch;
 pub use chrome::{ChromeWriter, FlowAt, Flows};
 pub use configurations::configurations_of;
 pub use event::{Event, HandedBy, Kind, LoaderConfig, Process, Role, Usage};
-pub use folder::{Item, LogFile, TraceFolder};
+pub use folder::{python_frames_note, Item, LogFile, TraceFolder};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
 pub use parse::{
     parse_event_line, parse_file_name, BadLine, Entry, FileName, LineEvent, TraceReader,
