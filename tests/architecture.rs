@@ -108,6 +108,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "lotus-samples",
                 "lotus-core",
                 "lotus-trace",
+                "lotus-predict",
             ][..],
         ),
         ("lotus-vendor", &["lotus-core", "lotus-sys"][..]),
@@ -330,10 +331,15 @@ fn no_library_file_is_over_1200_lines_and_no_binary_file_over_600() {
 /// 15,200 on 2026-11-28, with the trace runner, the Firefox and Chrome
 /// views and the profiles' reading in it; library work goes to the crate
 /// of its type). The cap is where the binary stands after those moved out
-/// (11,176 lines): it only comes down, to 10,000.
+/// (11,176 lines), then `lotus tune`'s search (to `lotus-predict`), a
+/// configuration's figures, the verdict's predictions and the documents
+/// and CSV of the attribution's and the statistics' types (to
+/// `lotus-attribute`, `lotus-core`, `lotus-trace`): 10,298 lines, of which
+/// `render/table/names.rs` (~340) goes to `lotus-map`'s name shortener. It
+/// only comes down, to 10,000.
 #[test]
-fn the_binary_holds_at_most_11200_non_test_lines_on_its_way_to_10000() {
-    const MAX: usize = 11_200;
+fn the_binary_holds_at_most_10300_non_test_lines_on_its_way_to_10000() {
+    const MAX: usize = 10_300;
     let mut total = 0;
     let mut files: Vec<(usize, String)> = Vec::new();
     for f in rust_files(&repo().join("lotus-cli/src")) {

@@ -82,10 +82,13 @@ mod error;
 mod firefox;
 mod from_trace;
 mod in_pipeline;
+mod in_pipeline_documents;
 mod mapped;
 mod mapping_compare;
 mod profiles;
 mod span_samples;
+mod trace_documents;
+mod trace_figures;
 mod verdict;
 
 pub use chrome_view::{ChromeView, ChromeViewOptions, ChromeWritten, ViewMessage};
@@ -103,14 +106,23 @@ pub use in_pipeline::{
     FunctionCallers, HelperRule, InPipelineAttribution, RowKind, TopFunction, Unseen, CALLER_DEPTH,
     MAX_DEPTH, ROOT_FRAME, SPIN_ROW, TOP_FUNCTIONS, UNSEEN_PCT,
 };
+pub use in_pipeline_documents::{
+    callers_csv, callers_document, comparison_csv, comparison_document, in_pipeline_csv,
+    in_pipeline_document, CALLERS_SCHEMA, COMPARISON_SCHEMA, IN_PIPELINE_SCHEMA,
+};
 pub use mapped::{
     attribute, is_unknown_module, metric_kind, normalize_module, Attribution, Attributor,
     FunctionAttribution, FunctionMapping, FunctionShare, MatchMode, MetricKind, OpCredit, OpShare,
-    OpTimes, Options, Split, CLOCKTICK_COUNTERS, INSTRUCTION_COUNTERS, UNEXPLAINED,
+    OpTimes, Options, Split, CLOCKTICK_COUNTERS, INSTRUCTION_COUNTERS, TRACE_OP_TIMES, UNEXPLAINED,
 };
 pub use mapping_compare::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
 pub use profiles::{load_profile, name_profiles, LoadedAttribution, LoadedProfile};
 pub use span_samples::{SpanFunction, SpanSample, SpanSamples};
+pub use trace_documents::{
+    trace_stats_csv, ConfigsDocument, StatsDocument, CONFIGS_SCHEMA, PERCENTILE_METHOD,
+    STATS_SCHEMA,
+};
+pub use trace_figures::{cpus_here, observe_run, SampledFolder, TraceFigures};
 pub use verdict::{is_spin_function, Advice, Basis, HeaviestOp, Rule, Spinning, Verdict, SPIN_PCT};
 
 /// The crate README's examples, run as doctests so the README stays true.

@@ -14,7 +14,7 @@ mod op_times;
 
 pub use by_function::{FunctionAttribution, FunctionMapping, FunctionShare, OpCredit};
 
-pub use op_times::OpTimes;
+pub use op_times::{OpTimes, TRACE_OP_TIMES};
 
 /// The name of the entry that holds the time no op's mapping explains.
 pub const UNEXPLAINED: &str = "(unexplained)";

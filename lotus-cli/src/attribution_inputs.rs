@@ -4,16 +4,12 @@
 //! own times.
 
 use std::fs::File;
-use std::io::BufReader;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 pub use lotus_attribute::{name_profiles, LoadedProfile};
 use lotus_attribute::{LoadedAttribution, OpTimes};
 use lotus_core::{Error as CoreError, Mapping};
-
-/// The file a trace folder gives op times in.
-pub const TRACE_OP_TIMES: &str = "op_times.csv";
 
 /// Reads the mapping, saying what the file is when it is not one.
 pub(crate) fn load_mapping(path: &Path) -> Result<Mapping> {
@@ -63,43 +59,14 @@ fn read_head(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-/// Reads `--op-times`: a CSV, or a trace folder (its logs, read through
-/// `lotus_trace`: each op's total time; else its `op_times.csv`).
+/// Reads `--op-times` ([`OpTimes::read_path`]), saying the bad lines of
+/// a trace folder's logs.
 pub(crate) fn load_op_times(path: &Path) -> Result<OpTimes> {
-    let file = if path.is_dir() {
-        if let Some((times, warnings)) = OpTimes::read_trace_dir(path)? {
-            for bad in &warnings.shown {
-                crate::usage::say!("lotus: warning: {bad} (line skipped)");
-            }
-            if warnings.not_shown() > 0 {
-                crate::usage::say!(
-                    "lotus: warning: {} more bad line(s) skipped, not shown",
-                    warnings.not_shown()
-                );
-            }
-            return Ok(times);
-        }
-        let f = path.join(TRACE_OP_TIMES);
-        if f.symlink_metadata().is_err() {
-            bail!(
-                "--op-times {}: a folder is read as a lotus trace (its <prefix>_main_pid_<pid> / <prefix>_worker_pid_<pid> logs, or an {TRACE_OP_TIMES}), and this one has none; give a CSV of op,seconds (one line per op) instead",
-                path.display()
-            );
-        }
-        // A file of the trace folder: opened inside it, as its logs are
-        // (no link out of the folder, regular files only, bounded).
-        let name = f.display().to_string();
-        let opened = lotus_sys::input::Folder::open(path)
-            .and_then(|dir| dir.open_file(Path::new(TRACE_OP_TIMES)))
-            .with_context(|| format!("cannot open --op-times {name}"))?;
-        return Ok(OpTimes::read_csv(&mut BufReader::new(opened), &name)?);
-    } else {
-        path.to_path_buf()
-    };
-    let name = file.display().to_string();
-    let f = lotus_sys::input::open_regular(&file)
-        .with_context(|| format!("cannot open --op-times {name}"))?;
-    Ok(OpTimes::read_csv(&mut BufReader::new(f), &name)?)
+    let (times, warnings) = OpTimes::read_path(path)?;
+    if let Some(w) = warnings {
+        crate::traces::report_warnings(&w);
+    }
+    Ok(times)
 }
 
 /// Reads one profile and attributes it ([`lotus_attribute::load_profile`]),

@@ -46,6 +46,7 @@
 
 mod capabilities;
 mod compare;
+mod csv_out;
 mod demangle;
 mod error;
 mod host;
@@ -66,6 +67,7 @@ pub use compare::{
     check_figures, compare, compare_document, host_of, CompareDocument, OpAcross, COMPARE_SCHEMA,
     CPU_SLACK_S, CPU_TOLERANCE, MAX_CPUS, MAX_SECONDS,
 };
+pub use csv_out::{compare_csv, rows_csv};
 pub use demangle::demangle;
 pub use error::Error;
 pub use host::facts;

@@ -1,5 +1,6 @@
 //! What a DataLoader change would give: lotus's model of a traced run,
-//! simulated under other settings (`lotus predict`, `lotus tune`).
+//! simulated under other settings (`lotus predict`, `lotus tune`: its
+//! search, [`next_trial`]).
 //!
 //! From one trace folder (`lotus trace run --out DIR`), [`observe`] reads
 //! what the model needs: each batch the training loop took (its time
@@ -31,6 +32,7 @@ mod model;
 mod observe;
 mod predict;
 mod read;
+mod tune;
 
 pub use model::{simulate, Batch, Epoch, Inputs, Outcome, Pools, Setting, Work};
 pub use observe::{observe, Observed};
@@ -39,6 +41,10 @@ pub use predict::{
     MAX_RESAMPLED_BATCHES, MODEL_MARGIN, RESAMPLES, SCHEMA,
 };
 pub use read::Observer;
+pub use tune::{
+    best_trial, loader_env, next_trial, setting_words, NextTrial, Trial, TuneRecord, MIN_GAIN,
+    THREAD_VARS, TUNE_SCHEMA,
+};
 
 /// What goes wrong predicting.
 #[derive(Debug, thiserror::Error)]

@@ -95,7 +95,7 @@ mod torch;
 pub use chrome::{ChromeWriter, FlowAt, Flows};
 pub use configurations::configurations_of;
 pub use event::{Event, HandedBy, Kind, LoaderConfig, Process, Role, Usage};
-pub use folder::{Item, LogFile, TraceFolder};
+pub use folder::{python_frames_note, Item, LogFile, TraceFolder};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
 /// A trace folder as readers take it (a path, or a folder opened once
 /// and shared by a report's readers), re-exported from `lotus-sys`.

@@ -4,6 +4,7 @@
 use lotus_sys::input::Dir;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
+use std::path::Path;
 
 use super::Error;
 use lotus_core::parse_figure;
@@ -33,7 +34,35 @@ const SECONDS_COLUMNS: &[&str] = &[
     "total_s",
 ];
 
+/// The file a trace folder may give op times in ([`OpTimes::read_path`]).
+pub const TRACE_OP_TIMES: &str = "op_times.csv";
+
 impl OpTimes {
+    /// The trace's op times as the CSV [`OpTimes::read_csv`] reads
+    /// (`op,seconds`: each op's total time, as `lotus trace stats
+    /// --op-times` writes it), with how many ops; `None` where the trace
+    /// has no op events.
+    pub fn csv_of_trace(index: &TraceIndex) -> Option<(String, usize)> {
+        let totals = op_totals(index);
+        if totals.is_empty() {
+            return None;
+        }
+        let mut text = String::from("op,seconds\n");
+        for (op, ns) in &totals {
+            // Op names may hold commas or quotes (a transform's repr):
+            // quoted as CSV does; one a spreadsheet would run as a formula
+            // gets a leading `'`.
+            let op = lotus_sys::text::csv_cell(op);
+            let name = if op.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", op.replace('"', "\"\""))
+            } else {
+                op.to_string()
+            };
+            text += &format!("{name},{:.9}\n", *ns as f64 / 1e9);
+        }
+        Some((text, totals.len()))
+    }
+
     /// Reads a CSV of `op,seconds`, streaming. The header line is optional
     /// (a first line whose seconds are not a number is one); with a header,
     /// the columns are found by name (`op` and `seconds`, `time_s`,
@@ -200,6 +229,38 @@ impl OpTimes {
             source: source.to_string(),
             seconds,
         })
+    }
+
+    /// Reads `lotus attribute --op-times PATH`: a CSV
+    /// ([`OpTimes::read_csv`]), or a trace folder (its logs, read through
+    /// [`OpTimes::read_trace_dir`], their bad lines returned; else its
+    /// [`TRACE_OP_TIMES`], opened inside it as its logs are: no link out
+    /// of the folder, regular files only, bounded).
+    pub fn read_path(path: &Path) -> Result<(OpTimes, Option<Warnings>), Error> {
+        use std::io::BufReader;
+        let cannot = |name: &str, e: std::io::Error| {
+            Error::Io(format!("cannot open --op-times {name}: {e}"))
+        };
+        if !path.is_dir() {
+            let name = path.display().to_string();
+            let f = lotus_sys::input::open_regular(path).map_err(|e| cannot(&name, e))?;
+            return Ok((OpTimes::read_csv(&mut BufReader::new(f), &name)?, None));
+        }
+        if let Some((times, warnings)) = OpTimes::read_trace_dir(path)? {
+            return Ok((times, Some(warnings)));
+        }
+        let f = path.join(TRACE_OP_TIMES);
+        if f.symlink_metadata().is_err() {
+            return Err(Error::Io(format!(
+                "--op-times {}: a folder is read as a lotus trace (its <prefix>_main_pid_<pid> / <prefix>_worker_pid_<pid> logs, or an {TRACE_OP_TIMES}), and this one has none; give a CSV of op,seconds (one line per op) instead",
+                path.display()
+            )));
+        }
+        let name = f.display().to_string();
+        let opened = lotus_sys::input::Folder::open(path)
+            .and_then(|dir| dir.open_file(Path::new(TRACE_OP_TIMES)))
+            .map_err(|e| cannot(&name, e))?;
+        Ok((OpTimes::read_csv(&mut BufReader::new(opened), &name)?, None))
     }
 
     /// Reads a lotus trace folder (its `*_main_pid_*` / `*_worker_pid_*`

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use lotus_core::Mapping;
 use lotus_core::{check_figures, compare, host_of, OpAcross};
-use lotus_sys::text::{csv_number, csv_record, figure, one_line, printable};
+use lotus_sys::text::{figure, one_line, printable};
 
 use crate::render::table::{Column, Grid};
 
@@ -112,7 +112,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
             let out = lotus_core::compare_document(&named, &ops);
             serde_json::to_string_pretty(&out)? + "\n"
         }
-        CompareFormat::Csv => csv(&labels, &ops)?,
+        CompareFormat::Csv => lotus_core::compare_csv(&labels, &ops)?,
         // Names and hosts from the files: control characters escaped.
         CompareFormat::Table => printable(&table(
             &mappings,
@@ -125,39 +125,6 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
-}
-
-fn csv(labels: &[String], ops: &[OpAcross]) -> Result<String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(csv_record([
-        "op",
-        "mapping",
-        "calls",
-        "latency_s",
-        "cpu_s",
-        "latency_ratio",
-        "cpu_ratio",
-        "unsampled_cpu_s",
-        "unsampled_cpu_ratio",
-    ]))?;
-    let num = |v: Option<f64>| v.map(csv_number).unwrap_or_default();
-    for o in ops {
-        for (i, l) in labels.iter().enumerate() {
-            let p = o.per_mapping[i];
-            w.write_record(csv_record([
-                o.op.clone(),
-                l.clone(),
-                p.map(|p| p.calls.to_string()).unwrap_or_default(),
-                num(p.and_then(|p| p.latency_s)),
-                num(p.and_then(|p| p.cpu_s)),
-                num(o.latency_ratio[i]),
-                num(o.cpu_ratio[i]),
-                num(p.and_then(|p| p.unsampled_cpu_s)),
-                num(o.unsampled_cpu_ratio[i]),
-            ]))?;
-        }
-    }
-    Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
 }
 
 /// The hosts and the ops side by side: terminal tables fitted to `width`,

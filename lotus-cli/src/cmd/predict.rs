@@ -121,12 +121,12 @@ pub fn run(args: PredictArgs) -> Result<ExitCode> {
         Some(c) => {
             anyhow::bail!("--traced-cpus {c}: give the positive number of CPUs the traced run had")
         }
-        None => crate::render::verdict::cpus_here().unwrap_or(1) as f64,
+        None => lotus_attribute::cpus_here().unwrap_or(1) as f64,
     };
     // The samples, where the trace has them, say what the helper pools
     // did (`--threads 1`).
     let sampled = crate::traces::sampled_attribution(&args.dir, "lotus");
-    let obs = crate::traces::observe(&args.dir, cpus, sampled.as_ref())
+    let obs = lotus_attribute::observe_run(&args.dir, cpus, sampled.as_ref())
         .with_context(|| format!("cannot model the run traced in {}", args.dir.display()))?;
     let changes = args.changes();
     let p = if changes.is_empty() {

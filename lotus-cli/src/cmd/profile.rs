@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use lotus_core::{Partial, Profile, Profiler};
 use lotus_map::{PreparedProgram, ProgramOptions, ProgramRun};
 use lotus_sys::{check_writable, write_file};
@@ -107,7 +107,7 @@ fn render_rows(
     let unit = profile.unit.label();
     let share = |v: f64| if total > 0.0 { v / total } else { 0.0 };
     if format == ProfileFormat::Csv {
-        return csv_of(&order, unit, total);
+        return Ok(lotus_core::rows_csv(&order, unit, total)?);
     }
     let shown = if top == 0 {
         order.len()
@@ -179,37 +179,6 @@ fn render_rows(
         out += &format!("… {} more (--top 0 shows all)\n", order.len() - shown);
     }
     Ok(printable(&out).into_owned())
-}
-
-/// `--format csv`: a row per function (`order`: largest first), its
-/// share of `total` and its counters.
-fn csv_of(order: &[&lotus_core::Row], unit: &str, total: f64) -> Result<String> {
-    use lotus_sys::text::{csv_number, csv_record};
-    let share = |v: f64| if total > 0.0 { v / total } else { 0.0 };
-    let counters: std::collections::BTreeSet<&String> =
-        order.iter().flat_map(|r| r.counters.keys()).collect();
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header: Vec<String> = ["function", "module", unit, "share"]
-        .map(String::from)
-        .to_vec();
-    header.extend(counters.iter().map(|c| c.to_string()));
-    w.write_record(csv_record(&header))?;
-    for r in order {
-        let mut rec = vec![
-            r.function.clone(),
-            r.module.clone(),
-            csv_number(r.value),
-            csv_number(share(r.value)),
-        ];
-        rec.extend(counters.iter().map(|c| {
-            r.counters
-                .get(*c)
-                .map(|v| csv_number(*v))
-                .unwrap_or_default()
-        }));
-        w.write_record(csv_record(&rec))?;
-    }
-    Ok(String::from_utf8(w.into_inner().context("writing CSV")?)?)
 }
 
 /// Runs `lotus profile`.

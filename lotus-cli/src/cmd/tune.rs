@@ -3,22 +3,15 @@
 //! the best.
 //!
 //! Trial 1 is the job as written, traced (`lotus trace run`, this binary
-//! run again, so the trace is the same as a user's). Then, at most
-//! `--trials` times in all: the model ([`lotus_predict`]) predicts every
-//! setting of the grid (`num_workers`, `prefetch_factor`,
-//! `persistent_workers`) from the best trial so far (those with workers
-//! from the best trial that ran workers, where the best ran none); where
-//! no untried setting is predicted to beat that trial's loop by more than the run's
-//! noise (3% at least), tuning stops; else the fastest
-//! predicted is run, applied by the tracer to the DataLoader's arguments
-//! (`LOTUS_LOADER`) and, for one thread per helper pool, the
-//! environment (`OMP_NUM_THREADS=1`...), with no change to the job's
+//! run again, so the trace is the same as a user's); then, at most
+//! `--trials` times in all, the setting the model chooses
+//! ([`lotus_predict::next_trial`]) is run, with no change to the job's
 //! code, and its measured loop is set beside its prediction. Every trial
 //! is sampled (no stacks, no counters), so that the model knows what the
-//! helper pools did and can propose one thread per pool. `--batches N` stops each trial
-//! after N batches (`LOTUS_STOP_AFTER`). The best setting is the trial of
-//! the shortest measured loop: never one slower than the job as written,
-//! which is trial 1.
+//! helper pools did and can propose one thread per pool. `--batches N`
+//! stops each trial after N batches (`LOTUS_STOP_AFTER`). The best
+//! setting is the trial of the shortest measured loop: never one slower
+//! than the job as written, which is trial 1.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -26,8 +19,8 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use lotus_predict::{grid, predict, Change, Observed, Setting};
-use serde::Serialize;
+use lotus_predict::{best_trial, loader_env, next_trial, setting_words as words, NextTrial};
+use lotus_predict::{Observed, Trial, TuneRecord, THREAD_VARS, TUNE_SCHEMA};
 
 /// `lotus tune`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -62,102 +55,8 @@ pub enum TuneFormat {
     Json,
 }
 
-/// A setting is tried where it is predicted to beat the best trial so far
-/// by this share at least (or by the run's noise, where more).
-const MIN_GAIN: f64 = 0.03;
-
 /// The schema tag of `lotus tune --format json`.
-pub const SCHEMA: &str = "lotus.tune/1";
-
-/// One trial.
-#[derive(Debug, Clone, Serialize)]
-struct Trial {
-    /// 1, 2, ...
-    n: u32,
-    /// `LOTUS_LOADER`'s value ("" for the job as written).
-    loader: String,
-    /// Whether its helper pools had one thread each (`OMP_NUM_THREADS=1`
-    /// and the others of [`THREAD_VARS`] set).
-    one_thread: bool,
-    /// The setting, in words.
-    setting: String,
-    /// The prediction it was chosen by (none for trial 1).
-    predicted_s: Option<f64>,
-    low_s: Option<f64>,
-    high_s: Option<f64>,
-    /// Its loop as measured, s.
-    measured_s: f64,
-    /// Its trace folder (where kept).
-    trace: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct Out {
-    schema: &'static str,
-    trials: Vec<Trial>,
-    best: usize,
-    stopped: String,
-}
-
-fn words(s: &Setting) -> String {
-    format!(
-        "num_workers={}, prefetch_factor={}, persistent_workers={}{}",
-        s.workers,
-        s.prefetch,
-        if s.persistent { "True" } else { "False" },
-        if s.one_thread {
-            ", one thread per pool"
-        } else {
-            ""
-        }
-    )
-}
-
-/// The variables that limit the helper pools a trial with one thread per
-/// pool sets (each pool reads its own as it starts).
-const THREAD_VARS: [&str; 6] = [
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-    "RAYON_NUM_THREADS",
-];
-
-/// What a trial sets: `LOTUS_LOADER` ("" for the job as written) and
-/// whether its pools get one thread each; as one key, to tell settings
-/// tried.
-fn key(loader: &str, one_thread: bool) -> String {
-    format!("{loader};threads={}", u8::from(one_thread))
-}
-
-/// `LOTUS_LOADER` for `s`.
-fn loader_env(s: &Setting) -> String {
-    if s.workers == 0 {
-        "workers=0".into()
-    } else {
-        format!(
-            "workers={},prefetch={},persistent={}",
-            s.workers,
-            s.prefetch,
-            u8::from(s.persistent)
-        )
-    }
-}
-
-/// The setting `c` makes of `from`'s.
-fn applied(from: &Setting, c: &Change) -> Setting {
-    let mut s = from.clone();
-    if let Some(n) = c.workers {
-        s.workers = n;
-    }
-    if let Some(k) = c.prefetch {
-        s.prefetch = k;
-    }
-    s.persistent |= c.persistent;
-    s.one_thread |= c.threads == Some(1);
-    s
-}
+pub const SCHEMA: &str = TUNE_SCHEMA;
 
 /// Runs one traced trial into `dir`, its output into `dir`.log, its pools
 /// limited to one thread each where `one_thread`. Each trial is sampled
@@ -229,7 +128,7 @@ fn trial(
         );
     }
     let sampled = crate::traces::sampled_attribution(dir, "lotus");
-    let mut obs = crate::traces::observe(dir, cpus, sampled.as_ref())
+    let mut obs = lotus_attribute::observe_run(dir, cpus, sampled.as_ref())
         .with_context(|| format!("cannot model the trial traced in {}", dir.display()))?;
     obs.inputs.traced.one_thread = one_thread;
     Ok(obs)
@@ -242,7 +141,7 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
             "--out -: the trials are trace folders, which cannot be standard output: give a folder (or no --out)",
         ));
     }
-    let cpus = crate::render::verdict::cpus_here().unwrap_or(1) as f64;
+    let cpus = lotus_attribute::cpus_here().unwrap_or(1) as f64;
     let private;
     let root: PathBuf = match &args.out {
         Some(d) => {
@@ -287,70 +186,16 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
     observed.push(first);
     let mut stopped = format!("{} trials run (--trials)", args.trials);
     while (trials.len() as u32) < args.trials {
-        let best = best_of(&trials);
-        let best_s = trials[best].measured_s;
-        // Trial 1's setting is the job's own (no LOTUS_LOADER).
-        let tried: Vec<String> = trials
-            .iter()
-            .map(|t| {
-                let loader = if t.loader.is_empty() {
-                    loader_env(&s0)
-                } else {
-                    t.loader.clone()
-                };
-                key(&loader, t.one_thread)
-            })
-            .collect();
-        // The settings are predicted from the best trial; where it ran no
-        // workers (its trace knows no worker's start-up or handover),
-        // those with workers are predicted from the best trial that ran
-        // some, where one did.
-        let with_workers = (0..trials.len())
-            .filter(|&i| observed[i].inputs.traced.workers > 0)
-            .min_by(|&a, &b| trials[a].measured_s.total_cmp(&trials[b].measured_s));
-        let mut sources = vec![best];
-        if observed[best].inputs.traced.workers == 0 {
-            sources.extend(with_workers);
-        }
-        let mut pick: Option<(lotus_predict::Scenario, Setting)> = None;
-        let mut noise = MIN_GAIN;
-        for &src in &sources {
-            let from = &observed[src];
-            let own = from.inputs.traced.workers > 0;
-            let g = grid(from);
-            let p = predict(from, &g)?;
-            let bar = p.model.noise.max(MIN_GAIN);
-            noise = noise.max(bar);
-            for (sc, c) in p.scenarios.into_iter().zip(g) {
-                let set = applied(&from.inputs.traced, &c);
-                // From a no-worker trial, only settings without workers
-                // where another trial can speak for those with them.
-                if src == best && !own && set.workers > 0 && sources.len() > 1 {
-                    continue;
-                }
-                if src != best && set.workers == 0 {
-                    continue;
-                }
-                // Worth a trial: predicted to beat the best so far by more
-                // than the run's noise (at least MIN_GAIN); the trial then
-                // measures it, so the model's own margin is not asked for.
-                if sc.loop_s >= best_s * (1.0 - bar)
-                    || tried.contains(&key(&loader_env(&set), set.one_thread))
-                {
-                    continue;
-                }
-                if pick.as_ref().is_none_or(|(b, _)| sc.loop_s < b.loop_s) {
-                    pick = Some((sc, set));
-                }
+        let (s, set) = match next_trial(&trials, &observed)? {
+            NextTrial::Try { scenario, setting } => (scenario, setting),
+            NextTrial::Stop { best, noise } => {
+                stopped = format!(
+                    "no setting is predicted to beat trial {} by more than the noise ({:.0}%)",
+                    best + 1,
+                    noise * 100.0
+                );
+                break;
             }
-        }
-        let Some((s, set)) = pick else {
-            stopped = format!(
-                "no setting is predicted to beat trial {} by more than the noise ({:.0}%)",
-                best + 1,
-                noise * 100.0
-            );
-            break;
         };
         let n = trials.len() as u32 + 1;
         let env = loader_env(&set);
@@ -379,11 +224,11 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         });
         observed.push(obs);
     }
-    let best = best_of(&trials);
+    let best = best_trial(&trials);
     let b = &trials[best];
     match args.format {
         TuneFormat::Json => {
-            let out = Out {
+            let out = TuneRecord {
                 schema: SCHEMA,
                 trials: trials.clone(),
                 best,
@@ -417,15 +262,4 @@ pub fn run(args: TuneArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The trial of the shortest measured loop (the first of equals).
-fn best_of(trials: &[Trial]) -> usize {
-    let mut best = 0;
-    for (i, t) in trials.iter().enumerate() {
-        if t.measured_s < trials[best].measured_s {
-            best = i;
-        }
-    }
-    best
 }

@@ -1,8 +1,8 @@
 //! What `lotus attribute DIR` and `lotus report` both show of an
-//! in-pipeline attribution: its plot, and its counter columns.
+//! in-pipeline attribution: its plot.
 
 use anyhow::Result;
-use lotus_attribute::{AttributedRow, InPipelineAttribution};
+use lotus_attribute::InPipelineAttribution;
 
 use crate::render::svg::{labelled_bars, Colours, LabelledBar};
 
@@ -41,33 +41,4 @@ pub(crate) fn svg_of(a: &InPipelineAttribution, colours: &Colours) -> Result<Str
         decimals,
         colours,
     )
-}
-
-/// Whether the rows have a CPI column: cycles and instructions both read.
-fn has_cpi(a: &InPipelineAttribution) -> bool {
-    ["cycles", "instructions"]
-        .iter()
-        .all(|c| a.counters.iter().any(|n| n == c))
-}
-
-/// A row's counter columns, in the samples file's order, then CPI.
-pub(crate) fn counter_cells(a: &InPipelineAttribution, r: &AttributedRow) -> Vec<String> {
-    let mut cells: Vec<String> = a
-        .counters
-        .iter()
-        .map(|c| r.counters.get(c).copied().unwrap_or(0).to_string())
-        .collect();
-    if has_cpi(a) {
-        cells.push(r.cpi.map_or(String::new(), |c| format!("{c:.2}")));
-    }
-    cells
-}
-
-/// The counter columns' headers.
-pub(crate) fn counter_headers(a: &InPipelineAttribution) -> Vec<String> {
-    let mut h = a.counters.clone();
-    if has_cpi(a) {
-        h.push("CPI".into());
-    }
-    h
 }

@@ -42,10 +42,3 @@ pub(crate) fn markdown(v: &Verdict) -> String {
     out.push('\n');
     out
 }
-
-/// The CPUs this process may run on: what "M CPUs here" counts.
-pub(crate) fn cpus_here() -> Option<u64> {
-    std::thread::available_parallelism()
-        .ok()
-        .map(|n| n.get() as u64)
-}

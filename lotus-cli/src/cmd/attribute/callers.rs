@@ -17,18 +17,14 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use lotus_attribute::{CallerNode, Callers, FunctionCallers, ROOT_FRAME};
+use lotus_attribute::{callers_csv, callers_document, Callers, FunctionCallers, ROOT_FRAME};
 use lotus_sort::Budget;
 use lotus_sys::text::printable;
-use serde_json::json;
 
 use crate::cmd::attribute::in_pipeline::write_or_print;
 use crate::cmd::attribute::AttributeFormat;
 use crate::render::table;
 use lotus_map::output::one_line;
-
-/// The JSON schema name.
-pub const SCHEMA: &str = "lotus.callers/1";
 
 /// Runs `lotus attribute DIR --by caller --function NAME`.
 pub(crate) fn run(
@@ -71,14 +67,8 @@ pub(crate) fn run(
         c.rows.retain(named);
     }
     let text = match format {
-        AttributeFormat::Json => {
-            let mut v = serde_json::to_value(&c)?;
-            if let Some(o) = v.as_object_mut() {
-                o.insert("schema".into(), json!(SCHEMA));
-            }
-            serde_json::to_string_pretty(&v)? + "\n"
-        }
-        AttributeFormat::Csv => csv_of(&c)?,
+        AttributeFormat::Json => serde_json::to_string_pretty(&callers_document(&c))? + "\n",
+        AttributeFormat::Csv => callers_csv(&c)?,
         AttributeFormat::Md => printable(&grid(&c, false).markdown()).into_owned(),
         AttributeFormat::Table | AttributeFormat::Folded => {
             let width = (!wide).then(table::width);
@@ -136,28 +126,6 @@ fn check(dir: &Path, c: &Callers) -> Result<()> {
     Ok(())
 }
 
-/// One line per caller, depth first, with its depth (1: the nearest) and
-/// the callers from the function to it.
-fn walk<'a>(
-    nodes: &'a [CallerNode],
-    depth: usize,
-    path: &mut Vec<&'a str>,
-    out: &mut Vec<(usize, String, &'a CallerNode)>,
-) {
-    for n in nodes {
-        path.push(&n.frame);
-        out.push((depth, path.join(";"), n));
-        walk(&n.callers, depth + 1, path, out);
-        path.pop();
-    }
-}
-
-fn lines_of(r: &FunctionCallers) -> Vec<(usize, String, &CallerNode)> {
-    let mut out = Vec::new();
-    walk(&r.callers, 1, &mut Vec::new(), &mut out);
-    out
-}
-
 /// A caller as the table shows it: indented under its callee by its
 /// depth, marked `└ ` (Markdown keeps the mark: it drops leading spaces).
 fn indented(depth: usize, name: &str) -> String {
@@ -194,7 +162,7 @@ fn grid(c: &Callers, short: bool) -> table::Grid<'_> {
     let mut rows = Vec::new();
     let mut callers: Vec<(usize, String)> = Vec::new();
     for r in &c.rows {
-        for (i, (depth, _, n)) in lines_of(r).into_iter().enumerate() {
+        for (i, (depth, _, n)) in r.lines().into_iter().enumerate() {
             let first = i == 0;
             let root = n.frame == ROOT_FRAME;
             rows.push(vec![
@@ -259,37 +227,4 @@ fn footer(c: &Callers) -> Vec<String> {
     )];
     lines.extend(c.notes.iter().map(|n| format!("note: {n}")));
     lines
-}
-
-fn csv_of(c: &Callers) -> Result<String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(lotus_sys::text::csv_record([
-        "row",
-        "row_samples",
-        "function",
-        "function_samples",
-        "depth",
-        "caller",
-        "module",
-        "samples",
-        "share",
-        "path",
-    ]))?;
-    for r in &c.rows {
-        for (depth, path, n) in lines_of(r) {
-            w.write_record(lotus_sys::text::csv_record([
-                r.row.clone(),
-                r.row_samples.to_string(),
-                c.function.clone(),
-                r.samples.to_string(),
-                depth.to_string(),
-                n.frame.clone(),
-                n.module.clone(),
-                n.samples.to_string(),
-                format!("{:.6}", n.share),
-                path,
-            ]))?;
-        }
-    }
-    Ok(String::from_utf8(w.into_inner()?)?)
 }

@@ -16,24 +16,18 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use lotus_attribute::Verdict;
 use lotus_attribute::{
-    attribute_folder_by, AttributedRow, CpuSource, HelperRule, InPipelineAttribution, RowKind,
-    TopFunction,
+    attribute_folder_by, in_pipeline_csv, in_pipeline_document, AttributedRow, CpuSource,
+    HelperRule, InPipelineAttribution, RowKind, TopFunction,
 };
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
-use lotus_trace::loop_figures;
-use lotus_trace::{TraceFolder, TraceIndex};
-use serde_json::json;
 
 use crate::cmd::attribute::AttributeFormat;
-use crate::render::in_pipeline::{counter_cells, counter_headers, svg_of};
+use crate::render::in_pipeline::svg_of;
 use crate::render::svg::Colours;
 use crate::render::table;
 use lotus_map::output::one_line;
 use lotus_sys::write_file;
-
-/// The JSON schema name.
-pub const SCHEMA: &str = "lotus.in-pipeline/1";
 
 /// Runs `lotus attribute DIR`.
 #[allow(clippy::too_many_arguments)] // the command's options, as given
@@ -86,8 +80,10 @@ pub fn run(
         crate::usage::note!("lotus: wrote {}", path.display());
     }
     let text = match format {
-        AttributeFormat::Json => serde_json::to_string_pretty(&json_of(&a, &verdict))? + "\n",
-        AttributeFormat::Csv => csv_of(&a)?,
+        AttributeFormat::Json => {
+            serde_json::to_string_pretty(&in_pipeline_document(&a, &verdict))? + "\n"
+        }
+        AttributeFormat::Csv => in_pipeline_csv(&a)?,
         // Names from the trace: control characters escaped.
         AttributeFormat::Table => {
             let width = (!wide).then(table::width);
@@ -138,33 +134,15 @@ fn folded(dir: &Path, prefix: &str, budget: Budget, out: Option<&Path>) -> Resul
     Ok(ExitCode::SUCCESS)
 }
 
-/// The verdict on the sampled trace `dir` attributed as `a`: its main
-/// loops read from its logs, with `a`'s CPU facts.
+/// The verdict on the sampled trace `dir` attributed as `a`
+/// ([`Verdict::of_sampled_folder`]).
 pub(crate) fn verdict_of(dir: &Path, a: &InPipelineAttribution, budget: Budget) -> Result<Verdict> {
-    let cannot = || {
+    Verdict::of_sampled_folder(dir, a, budget).with_context(|| {
         format!(
             "cannot read the training loop from the logs in {}",
             dir.display()
         )
-    };
-    let folder = TraceFolder::scan(dir).with_context(cannot)?;
-    let mut index = TraceIndex::load(&folder, false, budget, |_| {}).with_context(cannot)?;
-    let loops = loop_figures(&mut index).with_context(cannot)?;
-    let mut v = Verdict::of(&loops, Some(a), &[], crate::render::verdict::cpus_here());
-    crate::traces::with_predictions(&mut v, dir, Some(a));
-    Ok(v)
-}
-
-fn json_of(a: &InPipelineAttribution, verdict: &Verdict) -> serde_json::Value {
-    let mut v = serde_json::to_value(a).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("schema".into(), json!(SCHEMA));
-        o.insert(
-            "verdict".into(),
-            serde_json::to_value(verdict).unwrap_or_default(),
-        );
-    }
-    v
+    })
 }
 
 fn ms(ns: u64) -> String {
@@ -289,7 +267,7 @@ fn header_and_rows(a: &InPipelineAttribution) -> (Vec<String>, Vec<Vec<String>>)
     if !nested {
         header.remove(4);
     }
-    header.extend(counter_headers(a).iter().map(|h| one_line(h)));
+    header.extend(a.counter_headers().iter().map(|h| one_line(h)));
     let rows: Vec<Vec<String>> = a
         .rows
         .iter()
@@ -314,7 +292,7 @@ fn header_and_rows(a: &InPipelineAttribution) -> (Vec<String>, Vec<Vec<String>>)
             if !nested {
                 cells.remove(4);
             }
-            cells.extend(counter_cells(a, r));
+            cells.extend(a.counter_cells(r));
             cells
         })
         .collect();
@@ -444,71 +422,4 @@ fn footer_of(a: &InPipelineAttribution) -> Vec<String> {
     }
     footer.extend(a.notes.iter().map(|n| format!("note: {n}")));
     footer
-}
-
-fn csv_of(a: &InPipelineAttribution) -> Result<String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header: Vec<String> = [
-        "row",
-        "kind",
-        "samples",
-        "cpu_ns",
-        "share",
-        "calls",
-        "cpu_per_call_ns",
-        "path",
-        "parent",
-        "depth",
-        "inclusive_samples",
-        "pool_samples",
-        "inclusive_cpu_ns",
-        "cpu_source",
-        "uncertainty_ns",
-        "inclusive_uncertainty_ns",
-        "wall_ns",
-        "exclusive_wall_ns",
-        "top_function",
-        "top_module",
-    ]
-    .map(String::from)
-    .to_vec();
-    header.extend(counter_headers(a).into_iter().map(|h| h.to_lowercase()));
-    w.write_record(lotus_sys::text::csv_record(&header))?;
-    for r in &a.rows {
-        let top = r.top_functions.first();
-        let mut cells = vec![
-            r.name.clone(),
-            // The name JSON gives it (`pool_spin`), one name in every format.
-            serde_name(&r.kind),
-            r.samples.to_string(),
-            r.cpu_ns.to_string(),
-            format!("{:.6}", r.share),
-            r.calls.map_or(String::new(), |c| c.to_string()),
-            r.cpu_per_call_ns.map_or(String::new(), |c| c.to_string()),
-            r.path.clone(),
-            r.parent.clone().unwrap_or_default(),
-            r.depth.to_string(),
-            r.inclusive_samples.to_string(),
-            r.pool_samples.to_string(),
-            r.inclusive_cpu_ns.to_string(),
-            serde_name(&r.cpu_source),
-            r.uncertainty_ns.to_string(),
-            r.inclusive_uncertainty_ns.to_string(),
-            r.wall_ns.map_or(String::new(), |w| w.to_string()),
-            r.exclusive_wall_ns.map_or(String::new(), |w| w.to_string()),
-            top.map_or(String::new(), |f| f.function.clone()),
-            top.map_or(String::new(), |f| f.module.clone()),
-        ];
-        cells.extend(counter_cells(a, r));
-        w.write_record(lotus_sys::text::csv_record(&cells))?;
-    }
-    Ok(String::from_utf8(w.into_inner()?)?)
-}
-
-/// The name serde gives a unit variant (as JSON writes it).
-fn serde_name(v: &impl serde::Serialize) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
 }

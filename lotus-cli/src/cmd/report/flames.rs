@@ -24,10 +24,10 @@ use anyhow::Result;
 use lotus_attribute::{InPipelineAttribution, RowKind};
 use lotus_sort::Budget;
 
-use super::samples::Sampled;
 use super::Page;
 use crate::render::flame;
 use crate::render::html::{code, flame_block, text, Block};
+use lotus_attribute::SampledFolder;
 
 /// An op gets a flame graph where it holds at least this share of its
 /// run's samples in ops (its own and its inner ops', over every op row's
@@ -149,14 +149,14 @@ fn run_flames(
 /// Nothing where no run has stacks.
 pub(crate) fn flames_section(
     page: &mut Page,
-    sampled: &[(String, Sampled)],
+    sampled: &[(String, SampledFolder)],
     dirs: &[Dir<'_>],
     prefix: &str,
     budget: Budget,
 ) -> Result<()> {
     let mut runs = Vec::new();
     for ((label, s), dir) in sampled.iter().zip(dirs) {
-        let Sampled::With(a) = s else { continue };
+        let SampledFolder::With(a) = s else { continue };
         match run_flames(label, *dir, prefix, budget, a)? {
             Some(Flames::Drawn(drawn, left_out)) if !drawn.is_empty() => {
                 runs.push((label, drawn, left_out, None));

@@ -54,12 +54,13 @@ use lotus_trace::OutlierRule;
 
 use crate::attribution_inputs::{load_mapping, load_op_times, load_profile, name_profiles};
 use crate::cmd::report::samples::{
-    attribute, compare, comparison_section, in_pipeline_section, op_names, Compared, Sampled,
+    attribute, compare, comparison_section, in_pipeline_section, op_names, Compared,
 };
 use crate::render::html::timeline::{OpCpu, Timeline};
 use crate::render::html::{heading, para, Block, Cell, PageContext, Part, RunInfo, VerdictView};
 use crate::render::svg::Colours;
-use crate::traces::{configurations_of, Computed, OutliersArg};
+use crate::traces::{configurations_of, OutliersArg};
+use lotus_attribute::{SampledFolder, TraceFigures};
 use lotus_runner::RunRecord;
 use lotus_sys::write_file;
 
@@ -178,7 +179,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let mut configs = Vec::new();
     if !args.traces.is_empty() {
         for (label, dir) in configurations_of(&args.traces, args.configs)? {
-            configs.push(Computed::of(label, dir, rule)?);
+            configs.push(crate::traces::computed(label, dir, rule)?);
         }
     }
     let budget = Budget::from_env()?;
@@ -191,7 +192,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     }
     // Each run's verdict, with its samples' CPU facts where it has them.
     for (c, (_, s)) in configs.iter_mut().zip(&sampled) {
-        if let Sampled::With(a) = s {
+        if let SampledFolder::With(a) = s {
             c.with_samples(a);
         }
     }
@@ -232,7 +233,10 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     if !configs.is_empty() {
         traces(&mut page, &mut configs, &cpus, &sampled, &colours, rule)?;
     }
-    if sampled.iter().any(|(_, s)| !matches!(s, Sampled::Not)) {
+    if sampled
+        .iter()
+        .any(|(_, s)| !matches!(s, SampledFolder::Not))
+    {
         in_pipeline_section(&mut page, &sampled, &colours)?;
         let dirs: Vec<Dir<'_>> = configs.iter().map(|c| c.source()).collect();
         flames::flames_section(&mut page, &sampled, &dirs, &args.prefix, budget)?;
@@ -269,15 +273,15 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
 fn attribute_profiles(
     args: &ReportArgs,
     mpath: &Path,
-    configs: &[Computed],
-    sampled: &[(String, Sampled)],
+    configs: &[TraceFigures],
+    sampled: &[(String, SampledFolder)],
     budget: Budget,
 ) -> Result<(Vec<Attributed>, Vec<Compared>)> {
     let mapping = load_mapping(mpath)?;
     let with_samples: Vec<(String, PathBuf)> = configs
         .iter()
         .zip(sampled)
-        .filter(|(_, (_, s))| matches!(s, Sampled::With(_)))
+        .filter(|(_, (_, s))| matches!(s, SampledFolder::With(_)))
         .map(|(c, _)| (c.label.clone(), c.dir.clone()))
         .collect();
     let compared = compare(
@@ -311,7 +315,7 @@ fn attribute_profiles(
 /// Each run's command, host, CPU and date, its timeline, and its ops' CPU
 /// time (summed in the timeline's pass).
 fn runs_and_timelines(
-    configs: &mut [Computed],
+    configs: &mut [TraceFigures],
     prefix: &str,
     colours: &Colours,
 ) -> Result<(Vec<RunInfo>, Vec<Timeline>, Vec<OpCpu>)> {
@@ -327,17 +331,7 @@ fn runs_and_timelines(
                 None
             }
         };
-        let hosts: Vec<String> = {
-            let mut h: Vec<String> = c
-                .stats
-                .processes
-                .iter()
-                .filter_map(|p| p.host.clone())
-                .collect();
-            h.sort();
-            h.dedup();
-            h
-        };
+        let hosts = c.hosts();
         let (tl, cpu) = crate::render::html::timeline::of(c, colours)?;
         let first = c.folder_and_index().1.min_start_ns;
         runs.push(RunInfo::of(

@@ -1,36 +1,32 @@
 //! The runs side by side in `lotus report`: the figures at a glance, and
 //! each run against the first per op.
-
-use lotus_attribute::RowKind;
-
-use super::samples::Sampled;
 use super::Page;
 use crate::render::html::timeline::OpCpu;
 use crate::render::html::{keyed, short_name, text, Block, Cell, Part};
-use crate::traces::Computed;
+use lotus_attribute::SampledFolder;
+use lotus_attribute::TraceFigures;
 
 /// CPU ms per call of `op` in a configuration: from its spans' thread CPU
 /// clock where they carry it, else from its samples (`lotus attribute
 /// DIR`'s row of the op).
-pub(super) fn cpu_per_call_ms(cpu: &OpCpu, sampled: Option<&Sampled>, op: &str) -> Option<f64> {
+pub(super) fn cpu_per_call_ms(
+    cpu: &OpCpu,
+    sampled: Option<&SampledFolder>,
+    op: &str,
+) -> Option<f64> {
     if let Some(&(ns, with, _)) = cpu.get(op) {
         if with > 0 {
             return Some(ns as f64 / with as f64 / 1e6);
         }
     }
     match sampled {
-        Some(Sampled::With(a)) => a
-            .rows
-            .iter()
-            .find(|r| r.kind == RowKind::Op && r.path == op)
-            .and_then(|r| r.cpu_per_call_ns)
-            .map(|ns| ns as f64 / 1e6),
+        Some(SampledFolder::With(a)) => a.op_cpu_per_call_ns(op).map(|ns| ns as f64 / 1e6),
         _ => None,
     }
 }
 
 /// A few figures of each run at a glance.
-pub(super) fn glance(configs: &[Computed], cpus: &[OpCpu]) -> Vec<Vec<Part>> {
+pub(super) fn glance(configs: &[TraceFigures], cpus: &[OpCpu]) -> Vec<Vec<Part>> {
     let mut out = Vec::new();
     for (c, cpu) in configs.iter().zip(cpus) {
         let s = &c.stats;
@@ -94,9 +90,9 @@ fn delta_cells(key: &str, old: Option<f64>, new: Option<f64>) -> [Cell; 4] {
 /// call, and how much they changed.
 pub(super) fn runs_compared(
     page: &mut Page,
-    configs: &[Computed],
+    configs: &[TraceFigures],
     cpus: &[OpCpu],
-    sampled: &[(String, Sampled)],
+    sampled: &[(String, SampledFolder)],
 ) {
     let base = &configs[0];
     page.h(2, "Runs compared");
@@ -115,7 +111,7 @@ pub(super) fn runs_compared(
             .collect();
         ops.sort_unstable();
         ops.dedup();
-        let mean = |cc: &Computed, op: &str| {
+        let mean = |cc: &TraceFigures, op: &str| {
             cc.stats
                 .ops
                 .iter()

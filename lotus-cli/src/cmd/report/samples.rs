@@ -10,18 +10,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use lotus_attribute::mapping_from_trace;
-use lotus_attribute::{
-    attribute_folder, AttributedRow, Error as AttrError, InPipelineAttribution, RowKind,
-    TOP_FUNCTIONS,
-};
 use lotus_attribute::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
+use lotus_attribute::{AttributedRow, InPipelineAttribution, RowKind, SampledFolder};
 use lotus_core::Mapping;
-use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
 
 use crate::cmd::report::{cell, Page};
 use crate::render::html::{code, keyed, short_name, text, Cell};
-use crate::render::in_pipeline::{counter_cells, counter_headers, svg_of};
+use crate::render::in_pipeline::svg_of;
 use crate::render::svg::{labelled_bars, Colours, LabelledBar};
 
 /// Missed and never-run functions shown per op (the JSON of `show
@@ -31,29 +27,16 @@ pub const TOP_COMPARED: usize = 5;
 /// Top functions shown per in-pipeline row.
 const TOP_IN_ROW: usize = 3;
 
-/// A configuration's samples: attributed, or why there are none.
-pub enum Sampled {
-    /// The folder has no samples files at all: not a sampled trace.
-    Not,
-    /// It was traced with `--sample` but has no samples (perf could not
-    /// run): the reason, shown on the page.
-    Without(String),
-    /// Its samples credited to its ops.
-    With(Box<InPipelineAttribution>),
-}
-
-/// Reads `dir`'s samples of `prefix`, if it has any.
-pub fn attribute<'a>(dir: impl Into<Dir<'a>>, prefix: &str, budget: Budget) -> Result<Sampled> {
+/// Reads `dir`'s samples of `prefix`, if it has any
+/// ([`SampledFolder::read`]).
+pub fn attribute<'a>(
+    dir: impl Into<Dir<'a>>,
+    prefix: &str,
+    budget: Budget,
+) -> Result<SampledFolder> {
     let dir = dir.into();
-    if SampleFiles::of(dir, prefix).existing().is_empty() {
-        return Ok(Sampled::Not);
-    }
-    match attribute_folder(dir, prefix, budget, TOP_FUNCTIONS) {
-        Ok(a) => Ok(Sampled::With(Box::new(a))),
-        Err(AttrError::NoSamples(why)) => Ok(Sampled::Without(why)),
-        Err(e) => Err(e)
-            .with_context(|| format!("cannot attribute the samples in {}", dir.path().display())),
-    }
+    SampledFolder::read(dir, prefix, budget)
+        .with_context(|| format!("cannot attribute the samples in {}", dir.path().display()))
 }
 
 /// One comparison of the isolated mapping against an in-pipeline one.
@@ -143,7 +126,7 @@ fn functions_cell<'a>(
 /// (the figures of `lotus attribute DIR --format json`) and its plot.
 pub fn in_pipeline_section(
     page: &mut Page,
-    sampled: &[(String, Sampled)],
+    sampled: &[(String, SampledFolder)],
     colours: &Colours,
 ) -> Result<()> {
     page.h(2, "Samples in the pipeline");
@@ -158,16 +141,16 @@ pub fn in_pipeline_section(
     ]);
     for (i, (label, s)) in sampled.iter().enumerate() {
         let a = match s {
-            Sampled::Not => continue,
-            Sampled::Without(why) => {
+            SampledFolder::Not => continue,
+            SampledFolder::Without(why) => {
                 page.h(3, label.clone());
                 page.p(vec![text(format!("No samples: {why}"))]);
                 continue;
             }
-            Sampled::With(a) => a,
+            SampledFolder::With(a) => a,
         };
         page.h(3, label.clone());
-        let headers = counter_headers(a);
+        let headers = a.counter_headers();
         let mut head: Vec<&str> = vec![
             "row",
             "kind",
@@ -248,7 +231,7 @@ fn in_pipeline_row(
                 .map_or("-".into(), |c| format!("{:.3}", c as f64 / 1e6)),
         ),
     ];
-    for (h, v) in headers.iter().zip(counter_cells(a, r)) {
+    for (h, v) in headers.iter().zip(a.counter_cells(r)) {
         row.push(cell(&k(&format!("counters/{h}")), v));
     }
     row.push(functions_cell(
@@ -398,11 +381,11 @@ fn comparison_row(c: &Compared, o: &OpComparison, colours: &Colours) -> Vec<Cell
 /// The op names of the sections, for colours that stay the same from
 /// plot to plot.
 pub fn op_names<'a>(
-    sampled: &'a [(String, Sampled)],
+    sampled: &'a [(String, SampledFolder)],
     compared: &'a [Compared],
 ) -> impl Iterator<Item = &'a str> {
     let rows = sampled.iter().flat_map(|(_, s)| match s {
-        Sampled::With(a) => a
+        SampledFolder::With(a) => a
             .rows
             .iter()
             .filter(|r| r.kind == RowKind::Op)

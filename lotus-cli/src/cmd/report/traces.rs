@@ -5,19 +5,19 @@ use anyhow::Result;
 use lotus_trace::{ConfigComparison, OutlierRule};
 
 use super::runs::cpu_per_call_ms;
-use super::samples::Sampled;
 use super::{cell, ms_cell, Page};
 use crate::render::html::timeline::OpCpu;
 use crate::render::html::{keyed, text, Cell};
 use crate::render::svg::{box_plot, grouped_bars, Colours};
-use crate::traces::Computed;
+use lotus_attribute::SampledFolder;
+use lotus_attribute::TraceFigures;
 
 /// The trace sections: ops, batches, waits, delays, per configuration.
 pub(super) fn traces(
     page: &mut Page,
-    configs: &mut [Computed],
+    configs: &mut [TraceFigures],
     cpus: &[OpCpu],
-    sampled: &[(String, Sampled)],
+    sampled: &[(String, SampledFolder)],
     colours: &Colours,
     rule: OutlierRule,
 ) -> Result<()> {
@@ -31,9 +31,9 @@ pub(super) fn traces(
 /// Each configuration's per-op table, and the op-time plot.
 fn ops(
     page: &mut Page,
-    configs: &[Computed],
+    configs: &[TraceFigures],
     cpus: &[OpCpu],
-    sampled: &[(String, Sampled)],
+    sampled: &[(String, SampledFolder)],
     colours: &Colours,
     labels: &[String],
 ) -> Result<()> {
@@ -99,9 +99,9 @@ fn ops(
 
 /// The rows of a configuration's per-op table.
 fn op_rows(
-    c: &Computed,
+    c: &TraceFigures,
     cpu: &OpCpu,
-    samples: Option<&Sampled>,
+    samples: Option<&SampledFolder>,
     colours: &Colours,
 ) -> Vec<Vec<Cell>> {
     c.stats
@@ -130,7 +130,7 @@ fn op_rows(
 
 /// Batch preprocessing time: its table, the study's comparison, its box
 /// plot.
-fn batches(page: &mut Page, configs: &[Computed], rule: OutlierRule) -> Result<()> {
+fn batches(page: &mut Page, configs: &[TraceFigures], rule: OutlierRule) -> Result<()> {
     page.h(2, "Batch preprocessing time");
     let mut boxes = Vec::new();
     let mut rows = Vec::new();
@@ -215,7 +215,7 @@ fn batches(page: &mut Page, configs: &[Computed], rule: OutlierRule) -> Result<(
 
 /// The main process's waits and the delays to consumption: their table
 /// and bars.
-fn waits(page: &mut Page, configs: &[Computed], labels: &[String]) -> Result<()> {
+fn waits(page: &mut Page, configs: &[TraceFigures], labels: &[String]) -> Result<()> {
     page.h(2, "Waits and delays");
     let bucket_names: Vec<String> = lotus_trace::WaitBucket::ALL
         .iter()
@@ -281,7 +281,7 @@ fn waits(page: &mut Page, configs: &[Computed], labels: &[String]) -> Result<()>
 /// A configuration's row of the waits table; its waits per bucket and its
 /// delay shares go to the series of the bars.
 fn wait_row(
-    c: &Computed,
+    c: &TraceFigures,
     wait_series: &mut [(String, Vec<f64>)],
     delay_series: &mut [(String, Vec<f64>)],
 ) -> Vec<Cell> {
@@ -326,7 +326,7 @@ fn wait_row(
 }
 
 /// Box plots of every wait and delay, from every batch.
-fn distributions(page: &mut Page, configs: &mut [Computed]) -> Result<()> {
+fn distributions(page: &mut Page, configs: &mut [TraceFigures]) -> Result<()> {
     // The distributions themselves, from every batch.
     let (mut delay_boxes, mut wait_boxes) = (Vec::new(), Vec::new());
     for c in configs.iter_mut() {

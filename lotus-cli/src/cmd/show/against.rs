@@ -7,14 +7,10 @@ use std::process::ExitCode;
 use anyhow::Result;
 use lotus_attribute::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
 use lotus_core::Mapping;
-use serde_json::json;
 
 use crate::render::mapping::MapFormat as Format;
 use crate::usage::usage;
 use lotus_map::output::one_line;
-
-/// The JSON schema name.
-pub const SCHEMA: &str = "lotus.mapping-comparison/1";
 
 /// Prints the comparison of `mapping` (named `name`) against `other`
 /// (named `other_name`), `top` missed / not-run functions per op (0: all);
@@ -33,15 +29,10 @@ pub fn run(
     let text =
         match format {
             Format::Json => {
-                let mut v = serde_json::to_value(&c)?;
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("schema".into(), json!(SCHEMA));
-                    o.insert("mapping".into(), json!(name));
-                    o.insert("against".into(), json!(other_name));
-                }
+                let v = lotus_attribute::comparison_document(&c, name, other_name);
                 serde_json::to_string_pretty(&v)? + "\n"
             }
-            Format::Csv => csv_of(&c)?,
+            Format::Csv => lotus_attribute::comparison_csv(&c)?,
             Format::Table => table_of(&c, name, other_name, false, width),
             Format::Md => table_of(&c, name, other_name, true, None),
             Format::Lotus => return Err(usage(
@@ -261,50 +252,4 @@ fn grid_of(c: &MappingComparison, width: Option<usize>) -> String {
         },
     );
     grid.render(width)
-}
-
-/// One row per op and function listed: `kind` is `coverage` (the op's own
-/// row), `missed` or `not_run`.
-fn csv_of(c: &MappingComparison) -> Result<String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(lotus_sys::text::csv_record([
-        "op",
-        "kind",
-        "coverage",
-        "listed",
-        "other_samples",
-        "function",
-        "module",
-        "samples",
-        "share",
-    ]))?;
-    for o in &c.ops {
-        w.write_record(lotus_sys::text::csv_record([
-            o.op.clone(),
-            "coverage".into(),
-            o.coverage.map_or(String::new(), |x| format!("{x:.6}")),
-            o.listed.to_string(),
-            o.other_samples.to_string(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-        ]))?;
-        for (kind, fs) in [("missed", &o.missed), ("not_run", &o.not_run)] {
-            for f in fs {
-                w.write_record(lotus_sys::text::csv_record([
-                    o.op.clone(),
-                    kind.into(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    f.function.clone(),
-                    f.module.clone(),
-                    f.samples.to_string(),
-                    format!("{:.6}", f.share),
-                ]))?;
-            }
-        }
-    }
-    Ok(String::from_utf8(w.into_inner()?)?)
 }

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::render::html::short_name;
 use crate::render::svg::Colours;
-use crate::traces::Computed;
+use lotus_attribute::TraceFigures;
 
 /// A span as read: start and duration (ms from the trace's start),
 /// colour, tooltip.
@@ -117,7 +117,7 @@ pub fn hex(colours: &Colours, name: &str) -> String {
 }
 
 /// Reads `c`'s events again: its timeline, and each op's CPU time.
-pub fn of(c: &mut Computed, colours: &Colours) -> Result<(Timeline, OpCpu)> {
+pub fn of(c: &mut TraceFigures, colours: &Colours) -> Result<(Timeline, OpCpu)> {
     let label = c.label.clone();
     let dir = c.dir.display().to_string();
     let (folder, index) = c.folder_and_index();

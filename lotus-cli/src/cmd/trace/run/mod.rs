@@ -175,7 +175,7 @@ fn say_run(args: &TraceRunArgs, run: &TraceRun) -> ExitCode {
         run.workers,
         run.bytes,
     );
-    if let Some(note) = super::hints::python_frames_note(new) {
+    if let Some(note) = lotus_trace::python_frames_note(new) {
         crate::usage::say!("lotus: note: {note}");
     }
     // What the workers ran outside every op, said now rather than only by

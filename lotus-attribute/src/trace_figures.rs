@@ -1,0 +1,258 @@
+//! One configuration of traced runs read for its figures (`lotus trace
+//! stats`, `lotus report`): its statistics, rank statistics, main loops
+//! and verdict, the verdict's advice made of the model's predictions
+//! (`lotus-predict`) on the run traced.
+
+use std::path::PathBuf;
+
+use lotus_samples::SampleFiles;
+use lotus_sort::Budget;
+use lotus_sys::input::Dir;
+use lotus_trace::{loop_figures, rank_stats_with, LoopFigures, OutlierRule, PerBatchRows};
+use lotus_trace::{RankStats, TraceFolder, TraceIndex, TraceStats};
+
+use crate::{attribute_folder, Error, InPipelineAttribution, Verdict, TOP_FUNCTIONS};
+
+/// The CPUs this process may run on: what the verdict's "M CPUs here"
+/// counts, and the machine the model predicts for.
+pub fn cpus_here() -> Option<u64> {
+    std::thread::available_parallelism()
+        .ok()
+        .map(|n| n.get() as u64)
+}
+
+/// The run traced in `dir` as `lotus predict`'s model reads it, on
+/// `cpus` CPUs, with its helper pools' CPU from `a`, its samples'
+/// attribution, where given (what `--threads 1` needs).
+pub fn observe_run<'a>(
+    dir: impl Into<Dir<'a>>,
+    cpus: f64,
+    a: Option<&InPipelineAttribution>,
+) -> Result<lotus_predict::Observed, lotus_predict::PredictError> {
+    let mut obs = lotus_predict::observe(dir, cpus)?;
+    if let Some(a) = a {
+        with_pools(&mut obs, a);
+    }
+    Ok(obs)
+}
+
+/// The helper pools' CPU of the run `obs`, from its samples' attribution
+/// `a` (what `--threads 1` needs).
+fn with_pools(obs: &mut lotus_predict::Observed, a: &InPipelineAttribution) {
+    let (work, spin, waiting) = a.pool_cpu_ns();
+    obs.inputs.pools = Some(lotus_predict::Pools {
+        work_ns: work as f64,
+        spin_ns: spin as f64,
+        waiting_ns: waiting as f64,
+    });
+}
+
+impl Verdict {
+    /// The verdict's advice made predictions (`lotus predict`'s model):
+    /// the changes predicted to shorten the loop of the run traced in
+    /// `dir` (its samples attributed as `a`, where sampled), best first,
+    /// at most three. Where the run cannot be modelled (no loop, an
+    /// unreadable log), the verdict keeps its rules' advice.
+    pub fn with_predictions_for<'a>(
+        &mut self,
+        dir: impl Into<Dir<'a>>,
+        a: Option<&InPipelineAttribution>,
+    ) {
+        let cpus = cpus_here().unwrap_or(1) as f64;
+        let Ok(obs) = lotus_predict::observe(dir, cpus) else {
+            return;
+        };
+        self.with_predictions_of(obs, a);
+    }
+
+    /// [`Verdict::with_predictions_for`] the run as `obs` read it (its
+    /// helper pools' CPU from `a`, where sampled).
+    pub fn with_predictions_of(
+        &mut self,
+        mut obs: lotus_predict::Observed,
+        a: Option<&InPipelineAttribution>,
+    ) {
+        if let Some(a) = a {
+            with_pools(&mut obs, a);
+        }
+        if let Ok(p) = lotus_predict::ranked(&obs) {
+            self.with_predictions(lotus_predict::advice(&p, 3));
+            // Spinning mostly in the ops' pools is the model's (`--threads
+            // 1`, proposed where it helps); elsewhere (the training step's
+            // pools) the rule says it.
+            if let Some(a) = a {
+                let spin_ns = a
+                    .spinning
+                    .iter()
+                    .fold(0u64, |t, f| t.saturating_add(f.cpu_ns));
+                let (_, pools_spin, ops_waiting) = a.pool_cpu_ns();
+                if spin_ns > 0
+                    && pools_spin.saturating_add(ops_waiting).saturating_mul(2) >= spin_ns
+                {
+                    self.without_spin_rule();
+                }
+            }
+        }
+    }
+
+    /// The verdict on the sampled trace `dir` attributed as `a`: its main
+    /// loops read from its logs, with `a`'s CPU facts and the model's
+    /// predictions.
+    pub fn of_sampled_folder<'a>(
+        dir: impl Into<Dir<'a>>,
+        a: &InPipelineAttribution,
+        budget: Budget,
+    ) -> Result<Verdict, Error> {
+        let dir = dir.into();
+        let folder = TraceFolder::scan(dir)?;
+        let mut index = TraceIndex::load(&folder, false, budget, |_| {})?;
+        let loops = loop_figures(&mut index)?;
+        let mut v = Verdict::of(&loops, Some(a), &[], cpus_here());
+        v.with_predictions_for(dir, Some(a));
+        Ok(v)
+    }
+}
+
+/// One configuration's figures (what `lotus trace stats` and `lotus
+/// report` show).
+pub struct TraceFigures {
+    /// Its name (its folder's).
+    pub label: String,
+    /// Its trace folder.
+    pub dir: PathBuf,
+    /// Its logs.
+    pub folder: TraceFolder,
+    /// Its events, read once.
+    pub index: TraceIndex,
+    /// Its statistics.
+    pub stats: TraceStats,
+    /// Every batch, until its JSON takes them.
+    pub rows: Option<PerBatchRows>,
+    /// Its statistics per rank.
+    pub ranks: Vec<RankStats>,
+    /// Its main loops.
+    pub loops: LoopFigures,
+    /// Its verdict, from the logs alone (see [`TraceFigures::with_samples`]).
+    pub verdict: Verdict,
+    /// The run as the predictions' model read it (`None` where it cannot
+    /// be modelled).
+    observed: Option<lotus_predict::Observed>,
+}
+
+impl TraceFigures {
+    /// The figures of the trace in `folder` (read into `index` with its
+    /// durations; `observed`: the run as the predictions' model read it,
+    /// in the same pass, where it could) under `rule`.
+    pub fn of(
+        label: String,
+        folder: TraceFolder,
+        mut index: TraceIndex,
+        observed: Option<lotus_predict::Observed>,
+        rule: OutlierRule,
+    ) -> Result<TraceFigures, Error> {
+        let loops = loop_figures(&mut index)?;
+        let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
+        let ranks = rank_stats_with(&folder, &index, rule)?;
+        let mut verdict = Verdict::of(&loops, None, &stats.ops, cpus_here());
+        if let Some(obs) = &observed {
+            verdict.with_predictions_of(obs.clone(), None);
+        }
+        Ok(TraceFigures {
+            label,
+            dir: folder.root.clone(),
+            folder,
+            index,
+            stats,
+            rows: Some(rows),
+            ranks,
+            loops,
+            verdict,
+            observed,
+        })
+    }
+
+    /// Its trace folder as its readers take it: opened once where it was
+    /// scanned through a shared folder, else its path.
+    pub fn source(&self) -> Dir<'_> {
+        self.folder.source()
+    }
+
+    /// The hosts its processes ran on, sorted, each once.
+    pub fn hosts(&self) -> Vec<String> {
+        let mut h: Vec<String> = (self.stats.processes.iter())
+            .filter_map(|p| p.host.clone())
+            .collect();
+        h.sort();
+        h.dedup();
+        h
+    }
+
+    /// Its folder and index, for another pass over its events (`lotus
+    /// report`'s timeline).
+    pub fn folder_and_index(&mut self) -> (&TraceFolder, &mut TraceIndex) {
+        (&self.folder, &mut self.index)
+    }
+
+    /// Its verdict with the CPU facts of its samples' attribution.
+    pub fn with_samples(&mut self, a: &InPipelineAttribution) {
+        self.verdict = Verdict::of(&self.loops, Some(a), &self.stats.ops, cpus_here());
+        if let Some(obs) = &self.observed {
+            self.verdict.with_predictions_of(obs.clone(), Some(a));
+        }
+    }
+
+    /// Every batch's delay to consumption and the main process's wait for
+    /// it, ms (those it has), read from its rows (once: a second call
+    /// gives nothing).
+    pub fn delays_and_waits_ms(&mut self) -> Result<(Vec<f64>, Vec<f64>), Error> {
+        let (mut delays, mut waits) = (Vec::new(), Vec::new());
+        if let Some(rows) = self.rows.take() {
+            for r in rows {
+                let r = r?;
+                delays.extend(r.delay_ns.map(|d| d as f64 / 1e6));
+                waits.extend(r.wait_ns.map(|w| w as f64 / 1e6));
+            }
+        }
+        Ok((delays, waits))
+    }
+}
+
+/// A configuration's samples: attributed, or why there are none.
+pub enum SampledFolder {
+    /// The folder has no samples files at all: not a sampled trace.
+    Not,
+    /// It was traced with `--sample` but has no samples (perf could not
+    /// run): the reason.
+    Without(String),
+    /// Its samples credited to its ops.
+    With(Box<InPipelineAttribution>),
+}
+
+impl SampledFolder {
+    /// Reads `dir`'s samples of `prefix`, if it has any.
+    pub fn read<'a>(
+        dir: impl Into<Dir<'a>>,
+        prefix: &str,
+        budget: Budget,
+    ) -> Result<SampledFolder, Error> {
+        let dir = dir.into();
+        if SampleFiles::of(dir, prefix).existing().is_empty() {
+            return Ok(SampledFolder::Not);
+        }
+        match attribute_folder(dir, prefix, budget, TOP_FUNCTIONS) {
+            Ok(a) => Ok(SampledFolder::With(Box::new(a))),
+            Err(Error::NoSamples(why)) => Ok(SampledFolder::Without(why)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl InPipelineAttribution {
+    /// The CPU per call of the op at `path` (its row's), ns.
+    pub fn op_cpu_per_call_ns(&self, path: &str) -> Option<u64> {
+        self.rows
+            .iter()
+            .find(|r| r.kind == crate::RowKind::Op && r.path == path)
+            .and_then(|r| r.cpu_per_call_ns)
+    }
+}
