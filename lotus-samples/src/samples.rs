@@ -272,7 +272,7 @@ impl SampleFiles {
     /// The files of `prefix` in `dir`; an error naming the folder when it
     /// holds no samples file (of kind `NotFound`), or naming the samples
     /// file when it is not one lotus reads (a fifo, a device, a link out
-    /// of the folder: see [`Folder::open_file`]).
+    /// of the folder: see [`Folder::open_file`](lotus_sys::input::Folder::open_file)).
     pub fn open<'a>(dir: impl Into<Dir<'a>>, prefix: &str) -> io::Result<SampleFiles> {
         let dir = dir.into();
         let f = SampleFiles::of(dir, prefix);
@@ -291,7 +291,7 @@ impl SampleFiles {
     }
 
     /// Opens one of the three files inside the folder (see
-    /// [`Folder::open_file`]); errors name the file.
+    /// [`Folder::open_file`](lotus_sys::input::Folder::open_file)); errors name the file.
     fn open_in_folder(&self, path: &Path) -> io::Result<SizedFile> {
         let name = path.file_name().map_or(path, Path::new);
         let dir = match &self.shared {
