@@ -131,18 +131,22 @@ pub(crate) fn sampled_attribution<'a>(
     }
 }
 
+/// The trace folder `dir` opened to be read once by all its readers
+/// (`None` for a log named alone, read as it is).
+pub(crate) fn shared_folder(dir: &std::path::Path) -> Result<Option<SharedFolder>> {
+    dir.is_dir()
+        .then(|| SharedFolder::open_reading_once(dir, READ_ONCE_BYTES))
+        .transpose()
+        .with_context(|| format!("cannot open the trace folder {}", dir.display()))
+}
+
 /// One configuration's figures ([`TraceFigures::of`]), its trace loaded
 /// ([`load`]: its bad lines said) through a folder that reads each of its
 /// files once for all its readers (the statistics, the samples'
 /// attribution, the timeline, the flame graphs), and the predictions'
 /// model fed by the statistics' own pass.
 pub(crate) fn computed(label: String, dir: PathBuf, rule: OutlierRule) -> Result<TraceFigures> {
-    // A log named alone is read as it is.
-    let shared = dir
-        .is_dir()
-        .then(|| SharedFolder::open_reading_once(&dir, READ_ONCE_BYTES))
-        .transpose()
-        .with_context(|| format!("cannot open the trace folder {}", dir.display()))?;
+    let shared = shared_folder(&dir)?;
     let source = match &shared {
         Some(f) => Dir::Shared(f),
         None => Dir::Path(&dir),

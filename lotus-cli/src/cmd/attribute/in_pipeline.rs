@@ -28,6 +28,7 @@ use crate::render::svg::Colours;
 use crate::render::table;
 use lotus_map::output::one_line;
 use lotus_sys::write_file;
+use lotus_trace::Dir;
 
 /// Runs `lotus attribute DIR`.
 #[allow(clippy::too_many_arguments)] // the command's options, as given
@@ -56,19 +57,25 @@ pub fn run(
         }
         return folded(dir, prefix, budget, out);
     }
-    let mut a = attribute_folder_by(dir, prefix, budget, top, helpers)
+    // Its files read once, for the attribution and the verdict alike.
+    let shared = crate::traces::shared_folder(dir)?;
+    let source = match &shared {
+        Some(f) => Dir::Shared(f),
+        None => Dir::Path(dir),
+    };
+    let mut a = attribute_folder_by(source, prefix, budget, top, helpers)
         .with_context(|| format!("cannot attribute the samples in {}", dir.display()))?;
     // What the collection knew the samples miss (its `note=` lines), and
     // what they cover of the CPU the job ran (`cpu_ns=`) when short: said
     // with the rows, in every format.
-    let files = SampleFiles::of(dir, prefix);
+    let files = SampleFiles::of(source, prefix);
     let coverage = files
         .read_coverage()
         .with_context(|| format!("cannot read {}", files.sampling.display()))?;
     a.notes.extend(coverage.all_notes());
     a.notes
         .extend(lotus_runner::RunRecord::notes_of(dir, prefix));
-    let verdict = verdict_of(dir, &a, budget)?;
+    let verdict = verdict_of(source, &a, budget)?;
     if let Some(path) = plot {
         let colours = Colours::new(
             a.rows
@@ -136,11 +143,16 @@ fn folded(dir: &Path, prefix: &str, budget: Budget, out: Option<&Path>) -> Resul
 
 /// The verdict on the sampled trace `dir` attributed as `a`
 /// ([`Verdict::of_sampled_folder`]).
-pub(crate) fn verdict_of(dir: &Path, a: &InPipelineAttribution, budget: Budget) -> Result<Verdict> {
+pub(crate) fn verdict_of<'a>(
+    dir: impl Into<Dir<'a>>,
+    a: &InPipelineAttribution,
+    budget: Budget,
+) -> Result<Verdict> {
+    let dir = dir.into();
     Verdict::of_sampled_folder(dir, a, budget).with_context(|| {
         format!(
             "cannot read the training loop from the logs in {}",
-            dir.display()
+            dir.path().display()
         )
     })
 }
