@@ -147,10 +147,7 @@ pub(crate) fn shared_folder(dir: &std::path::Path) -> Result<Option<SharedFolder
 /// model fed by the statistics' own pass.
 pub(crate) fn computed(label: String, dir: PathBuf, rule: OutlierRule) -> Result<TraceFigures> {
     let shared = shared_folder(&dir)?;
-    let source = match &shared {
-        Some(f) => Dir::Shared(f),
-        None => Dir::Path(&dir),
-    };
+    let source = Dir::of(&dir, shared.as_ref());
     let mut model = lotus_predict::Observer::default();
     let (folder, index) = load_feeding(source, true, Some(&mut model))?;
     let cpus = lotus_attribute::cpus_here().unwrap_or(1) as f64;

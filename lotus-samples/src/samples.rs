@@ -294,10 +294,7 @@ impl SampleFiles {
     /// [`Folder::open_file`](lotus_sys::input::Folder::open_file)); errors name the file.
     fn open_in_folder(&self, path: &Path) -> io::Result<SizedFile> {
         let name = path.file_name().map_or(path, Path::new);
-        let dir = match &self.shared {
-            Some(f) => Dir::Shared(f),
-            None => Dir::Path(&self.dir),
-        };
+        let dir = Dir::of(&self.dir, self.shared.as_ref());
         dir.open_file(name).map_err(|e| with_path(path, e))
     }
 

@@ -371,6 +371,16 @@ pub enum Dir<'a> {
 }
 
 impl<'a> Dir<'a> {
+    /// The folder at `path`, through `shared` where its reader holds it
+    /// opened once: the one place a reader's optional shared folder
+    /// becomes what it reads through.
+    pub fn of(path: &'a Path, shared: Option<&'a SharedFolder>) -> Dir<'a> {
+        match shared {
+            Some(f) => Dir::Shared(f),
+            None => Dir::Path(path),
+        }
+    }
+
     /// The folder's path.
     pub fn path(&self) -> &'a Path {
         match self {

@@ -316,10 +316,7 @@ impl LogFile {
             return SizedFile::open_named(&self.path);
         }
         let rel = self.path.strip_prefix(&self.root).unwrap_or(&self.path);
-        match &self.shared {
-            Some(f) => f.open_file(rel),
-            None => Folder::open(&self.root)?.open_file(rel),
-        }
+        Dir::of(&self.root, self.shared.as_ref()).open_file(rel)
     }
 }
 
@@ -348,10 +345,7 @@ impl TraceFolder {
     /// read no further than its size now.
     pub fn open_file(&self, path: &Path) -> std::io::Result<SizedFile> {
         match path.strip_prefix(&self.root) {
-            Ok(rel) if !rel.as_os_str().is_empty() => match &self.shared {
-                Some(f) => f.open_file(rel),
-                None => Folder::open(&self.root)?.open_file(rel),
-            },
+            Ok(rel) if !rel.as_os_str().is_empty() => self.source().open_file(rel),
             _ => SizedFile::open_named(path),
         }
     }
@@ -359,10 +353,7 @@ impl TraceFolder {
     /// The folder as its readers take it: the shared folder it was
     /// scanned through ([`Dir::Shared`]), else its path.
     pub fn source(&self) -> Dir<'_> {
-        match &self.shared {
-            Some(f) => Dir::Shared(f),
-            None => Dir::Path(&self.root),
-        }
+        Dir::of(&self.root, self.shared.as_ref())
     }
 
     /// Every log's entries, in order (logs in path order, lines in file

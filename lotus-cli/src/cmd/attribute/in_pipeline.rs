@@ -59,10 +59,7 @@ pub fn run(
     }
     // Its files read once, for the attribution and the verdict alike.
     let shared = crate::traces::shared_folder(dir)?;
-    let source = match &shared {
-        Some(f) => Dir::Shared(f),
-        None => Dir::Path(dir),
-    };
+    let source = Dir::of(dir, shared.as_ref());
     let mut a = attribute_folder_by(source, prefix, budget, top, helpers)
         .with_context(|| format!("cannot attribute the samples in {}", dir.display()))?;
     // What the collection knew the samples miss (its `note=` lines), and
