@@ -207,11 +207,15 @@ impl EntrySink for BlockSummary {
                 if Segment::kept_kind(kind) {
                     s.kept.push((ordinal, e.clone()));
                 }
-                if wanted {
-                    extra = Some(e.clone());
-                }
+                // The event moves to where it is wanted last: a clone
+                // only where both the reader and the segment keep it.
                 if s.first.is_none() {
+                    if wanted {
+                        extra = Some(e.clone());
+                    }
                     s.first = Some(e);
+                } else if wanted {
+                    extra = Some(e);
                 }
             }
         }
