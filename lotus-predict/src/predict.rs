@@ -18,7 +18,7 @@
 
 use serde::Serialize;
 
-use crate::model::{simulate, Inputs, Setting};
+use crate::model::{simulate, Epoch, Inputs, Setting};
 use crate::observe::Observed;
 use crate::PredictError;
 
@@ -411,13 +411,49 @@ fn gc_cpu(inputs: &Inputs) -> f64 {
 /// start-ups), with replacement: `counts[e]` batches drawn for epoch `e`
 /// (its own count for a resampling of the whole run).
 fn resample(inputs: &Inputs, rng: &mut fastrand::Rng, counts: &[usize]) -> Inputs {
-    let mut out = inputs.clone();
-    for (e, &n) in out.epochs.iter_mut().zip(counts) {
-        e.batches.truncate(n);
-    }
+    // Every batch is drawn: the run's own are not copied first (a long
+    // run's thousands of batches, for each of the resamplings). Written
+    // out field by field, so that a new field of `Inputs` is a compile
+    // error here rather than one left at its default.
+    let Inputs {
+        epochs,
+        ops,
+        holds_ops,
+        start,
+        stop,
+        startup,
+        startup_gc,
+        handover_ns,
+        ready_ns,
+        traced,
+        pools,
+    } = inputs;
+    let mut out = Inputs {
+        epochs: epochs
+            .iter()
+            .zip(counts)
+            .map(|(e, &n)| Epoch {
+                batches: Vec::with_capacity(n),
+                before: e.before,
+            })
+            .collect(),
+        ops: ops.clone(),
+        holds_ops: holds_ops.clone(),
+        start: *start,
+        stop: *stop,
+        startup: startup.clone(),
+        startup_gc: startup_gc.clone(),
+        handover_ns: *handover_ns,
+        ready_ns: *ready_ns,
+        traced: traced.clone(),
+        pools: *pools,
+    };
     draw(inputs, rng, counts, |slot| match slot {
         Draw::Batch { epoch, batch, from } => {
-            out.epochs[epoch].batches[batch] = inputs.epochs[epoch].batches[from].clone();
+            let to = &mut out.epochs[epoch].batches;
+            // The draws fill each epoch's slots in order.
+            debug_assert_eq!(to.len(), batch);
+            to.push(inputs.epochs[epoch].batches[from].clone());
         }
         Draw::Startup { worker, from } => {
             out.startup[worker] = inputs.startup[from];
