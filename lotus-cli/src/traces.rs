@@ -83,7 +83,7 @@ fn load_feeding(
             budget,
             |_| {},
             lotus_predict::Observer::reads,
-            |e| m.event(e),
+            |w| m.wanted(w),
         )?,
         None => TraceIndex::load(&folder, durations, budget, |_| {})?,
     };
@@ -106,7 +106,7 @@ pub(crate) fn sampled_attribution<'a>(
     prefix: &str,
 ) -> Option<InPipelineAttribution> {
     let dir = dir.into();
-    if !dir.path().is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
+    if !is_sampled(dir.path(), prefix) {
         return None;
     }
     let budget = match Budget::from_env() {
@@ -131,6 +131,12 @@ pub(crate) fn sampled_attribution<'a>(
     }
 }
 
+/// Whether `dir` holds samples (of `prefix`): a sampled trace, whose logs
+/// the samples' attribution reads again.
+pub(crate) fn is_sampled(dir: &std::path::Path, prefix: &str) -> bool {
+    dir.is_dir() && SampleFiles::of(dir, prefix).samples.is_file()
+}
+
 /// The trace folder `dir` opened to be read once by all its readers
 /// (`None` for a log named alone, read as it is).
 pub(crate) fn shared_folder(dir: &std::path::Path) -> Result<Option<SharedFolder>> {
@@ -141,12 +147,24 @@ pub(crate) fn shared_folder(dir: &std::path::Path) -> Result<Option<SharedFolder
 }
 
 /// One configuration's figures ([`TraceFigures::of`]), its trace loaded
-/// ([`load`]: its bad lines said) through a folder that reads each of its
-/// files once for all its readers (the statistics, the samples'
-/// attribution, the timeline, the flame graphs), and the predictions'
-/// model fed by the statistics' own pass.
-pub(crate) fn computed(label: String, dir: PathBuf, rule: OutlierRule) -> Result<TraceFigures> {
-    let shared = shared_folder(&dir)?;
+/// ([`load`]: its bad lines said) and the predictions' model fed by the
+/// statistics' own pass. Where more readers follow (`read_again`: the
+/// samples' attribution, the timeline, the flame graphs), through a
+/// folder that reads each of its files once for all of them; else each
+/// log is read once as it is parsed, in blocks, and not held (holding a
+/// long trace's logs cost `trace stats` a fifth of its time and their
+/// size in memory, for no second reader).
+pub(crate) fn computed(
+    label: String,
+    dir: PathBuf,
+    rule: OutlierRule,
+    read_again: bool,
+) -> Result<TraceFigures> {
+    let shared = if read_again {
+        shared_folder(&dir)?
+    } else {
+        None
+    };
     let source = Dir::of(&dir, shared.as_ref());
     let mut model = lotus_predict::Observer::default();
     let (folder, index) = load_feeding(source, true, Some(&mut model))?;

@@ -179,7 +179,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let mut configs = Vec::new();
     if !args.traces.is_empty() {
         for (label, dir) in configurations_of(&args.traces, args.configs)? {
-            configs.push(crate::traces::computed(label, dir, rule)?);
+            configs.push(crate::traces::computed(label, dir, rule, true)?);
         }
     }
     let budget = Budget::from_env()?;

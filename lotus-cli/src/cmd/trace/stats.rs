@@ -15,7 +15,7 @@ use serde::Serialize;
 use lotus_sys::write_file;
 
 use super::tables::{fit_lines, mode_of, render, render_comparison, render_ranks};
-use crate::traces::{configurations_of, sampled_attribution, OutliersArg};
+use crate::traces::{configurations_of, is_sampled, sampled_attribution, OutliersArg};
 
 /// `lotus trace stats`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -95,7 +95,10 @@ pub(super) fn stats(args: StatsArgs) -> Result<ExitCode> {
     }
     let mut computed = Vec::new();
     for (label, dir) in configs {
-        computed.push(crate::traces::computed(label, dir, rule)?);
+        // One trace alone, sampled: its samples' attribution reads its
+        // logs again.
+        let read_again = !several && is_sampled(&dir, "lotus");
+        computed.push(crate::traces::computed(label, dir, rule, read_again)?);
     }
     if let (Some(path), [one]) = (&args.op_times, computed.as_slice()) {
         write_op_times(path, &one.index)?;
