@@ -75,8 +75,8 @@ impl Verdict {
         if let Some(a) = a {
             with_pools(&mut obs, a);
         }
-        if let Ok(p) = lotus_predict::ranked(&obs) {
-            self.with_predictions(lotus_predict::advice(&p, 3));
+        if let Ok(advice) = lotus_predict::ranked_advice(&obs, 3) {
+            self.with_predictions(advice);
             // Spinning mostly in the ops' pools is the model's (`--threads
             // 1`, proposed where it helps); elsewhere (the training step's
             // pools) the rule says it.

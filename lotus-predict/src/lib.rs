@@ -37,8 +37,8 @@ mod tune;
 pub use model::{simulate, Batch, Epoch, Inputs, Outcome, Pools, Setting, Work};
 pub use observe::{observe, Observed};
 pub use predict::{
-    advice, candidates, grid, predict, ranked, Change, Fit, Measured, Prediction, Scenario, Taken,
-    MAX_RESAMPLED_BATCHES, MODEL_MARGIN, RESAMPLES, SCHEMA,
+    advice, candidates, grid, predict, ranked, ranked_advice, Change, Fit, Measured, Prediction,
+    Scenario, Taken, MAX_RESAMPLED_BATCHES, MODEL_MARGIN, RESAMPLES, SCHEMA,
 };
 pub use read::Observer;
 pub use tune::{

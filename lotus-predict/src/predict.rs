@@ -652,6 +652,28 @@ fn effective_cpus(inputs: &Inputs, measured_ns: f64) -> f64 {
 
 /// Predicts each of `changes` from the traced run `obs`.
 pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, PredictError> {
+    predict_with(obs, changes, Intervals::All)
+}
+
+/// Which changes' intervals [`predict_with`] draws from resamplings.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Intervals {
+    /// Every change's.
+    All,
+    /// Only those of the changes that could help: whose point prediction,
+    /// widened by the margin, is under the loop as measured (a change's
+    /// interval holds its point prediction, so no other can help), and
+    /// that are not a machine's (`--cpus`, never advised). The others get
+    /// their point prediction as their interval: for advice only.
+    WhereAdviceNeeds,
+}
+
+/// [`predict`], each change's interval drawn as `intervals` says.
+fn predict_with(
+    obs: &Observed,
+    changes: &[Change],
+    intervals: Intervals,
+) -> Result<Prediction, PredictError> {
     let inputs = &obs.inputs;
     let machine = inputs.traced.cpus;
     let measured = obs.loop_ns;
@@ -672,15 +694,34 @@ pub fn predict(obs: &Observed, changes: &[Change]) -> Result<Prediction, Predict
         .iter()
         .map(|c| setting_of(obs, c, eff))
         .collect::<Result<_, _>>()?;
-    // The resampled runs: each change's ratio to the run as traced.
-    let ratios = resampled_ratios(inputs, &traced, &settings, MAX_RESAMPLED_BATCHES);
+    let outs: Vec<_> = settings.iter().map(|s| simulate(inputs, s)).collect();
+    let ratio_of = |out: &crate::model::Outcome| out.loop_ns / base.loop_ns.max(1.0);
+    // The resampled runs: each change's ratio to the run as traced (each
+    // resampling is drawn alike whichever changes it simulates).
+    let drawn: Vec<usize> = (0..changes.len())
+        .filter(|&k| {
+            intervals == Intervals::All
+                || (!changes[k].label().starts_with("--cpus")
+                    && measured * ratio_of(&outs[k]) * (1.0 + MODEL_MARGIN + noise) < measured)
+        })
+        .collect();
+    let subset: Vec<Setting> = drawn.iter().map(|&k| settings[k].clone()).collect();
+    let mut ratios: Vec<Option<Vec<f64>>> = vec![None; changes.len()];
+    if !subset.is_empty() {
+        let drawn_ratios = resampled_ratios(inputs, &traced, &subset, MAX_RESAMPLED_BATCHES);
+        for (&k, rs) in drawn.iter().zip(drawn_ratios) {
+            ratios[k] = Some(rs);
+        }
+    }
     let scale = spread_scale(inputs, MAX_RESAMPLED_BATCHES);
     let wait0 = obs.wait_ns / measured.max(1.0);
     let mut scenarios = Vec::new();
-    for ((change, setting), rs) in changes.iter().zip(&settings).zip(ratios) {
-        let out = simulate(inputs, setting);
-        let ratio = out.loop_ns / base.loop_ns.max(1.0);
-        let mut rs = centred(rs, ratio, scale);
+    for (((change, setting), rs), out) in changes.iter().zip(&settings).zip(ratios).zip(outs) {
+        let ratio = ratio_of(&out);
+        let mut rs = match rs {
+            Some(rs) => centred(rs, ratio, scale),
+            None => vec![ratio],
+        };
         let loop_ns = measured * ratio;
         let lo = quantile(&mut rs, 0.05).min(ratio) * measured;
         let hi = quantile(&mut rs, 0.95).max(ratio) * measured;
@@ -950,12 +991,26 @@ pub fn grid(obs: &Observed) -> Vec<Change> {
 /// Every candidate change predicted, fastest first.
 pub fn ranked(obs: &Observed) -> Result<Prediction, PredictError> {
     let mut p = predict(obs, &candidates(obs))?;
+    fastest_first(&mut p);
+    Ok(p)
+}
+
+/// Sorts `p`'s scenarios by their predicted loop, then by name.
+fn fastest_first(p: &mut Prediction) {
     p.scenarios.sort_by(|a, b| {
         a.loop_s
             .total_cmp(&b.loop_s)
             .then_with(|| a.change.cmp(&b.change))
     });
-    Ok(p)
+}
+
+/// [`advice`] of [`ranked`] (the same sentences), where only the changes
+/// that could help have their intervals drawn: what the verdict needs,
+/// without some thousand simulations where no change can help.
+pub fn ranked_advice(obs: &Observed, n: usize) -> Result<Vec<String>, PredictError> {
+    let mut p = predict_with(obs, &candidates(obs), Intervals::WhereAdviceNeeds)?;
+    fastest_first(&mut p);
+    Ok(advice(&p, n))
 }
 
 /// The advice of a ranked prediction: the changes that help whatever the
@@ -1094,6 +1149,28 @@ mod tests {
             loop_ns,
             batches: 40 * epochs,
             ..Observed::default()
+        }
+    }
+
+    /// The verdict's advice, with intervals drawn only for the changes
+    /// that could help, is the advice of every change's prediction: on a
+    /// run where more workers help (two workers, CPU-bound, on four CPUs)
+    /// and on one where nothing can (its training step ten times a
+    /// batch's work: training never waits).
+    #[test]
+    fn advice_from_the_intervals_that_could_help_is_the_whole_predictions() {
+        let mut helped = observed(2, 1.0);
+        helped.inputs.traced.cpus = 4.0;
+        helped.loop_ns = simulate(&helped.inputs, &helped.inputs.traced).loop_ns;
+        let mut stuck = observed(2, 1.0);
+        for b in stuck.inputs.epochs.iter_mut().flat_map(|e| &mut e.batches) {
+            b.step = Work::new(200.0 * 1e6, 200.0 * 1e6);
+        }
+        stuck.loop_ns = simulate(&stuck.inputs, &stuck.inputs.traced).loop_ns;
+        for (name, obs, helps) in [("helped", &helped, true), ("stuck", &stuck, false)] {
+            let whole = advice(&ranked(obs).unwrap(), 3);
+            assert_eq!(!whole.is_empty(), helps, "{name}: {whole:?}");
+            assert_eq!(ranked_advice(obs, 3).unwrap(), whole, "{name}");
         }
     }
 

@@ -321,6 +321,61 @@ pub struct Event {
     pub task: Option<HandedBy>,
 }
 
+/// An op's span in the fields a model of the run reads: what
+/// [`crate::TraceIndex::load_with`] hands its reader for each op line (most
+/// of a log's lines), made without the rest of an [`Event`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpSpan {
+    /// The op's name, as [`Event::name`].
+    pub name: Arc<str>,
+    /// The process id.
+    pub pid: u32,
+    /// Main process or worker.
+    pub role: Role,
+    /// Wall-clock start, ns since the Unix epoch.
+    pub start_ns: u64,
+    /// Duration in ns.
+    pub dur_ns: u64,
+    /// The batch id, where known.
+    pub batch: Option<u64>,
+    /// The thread, as [`Event::tid`].
+    pub tid: Option<u32>,
+    /// Its own thread's CPU during it, as [`Event::cpu_ns`].
+    pub cpu_ns: Option<u64>,
+    /// On the tracer's `gc` span: the generation collected.
+    pub gc: Option<u8>,
+}
+
+/// An event [`crate::TraceIndex::load_with`] hands its reader: an op's
+/// span in brief, any other event whole.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Wanted {
+    /// An op's span.
+    Op(OpSpan),
+    /// Any other event.
+    Event(Box<Event>),
+}
+
+impl From<Event> for Wanted {
+    /// An op's event in brief, any other as it is.
+    fn from(e: Event) -> Wanted {
+        if e.kind != Kind::Op {
+            return Wanted::Event(Box::new(e));
+        }
+        Wanted::Op(OpSpan {
+            name: e.name,
+            pid: e.pid,
+            role: e.role,
+            start_ns: e.start_ns,
+            dur_ns: e.dur_ns,
+            batch: e.batch,
+            tid: e.tid,
+            cpu_ns: e.cpu_ns,
+            gc: e.gc,
+        })
+    }
+}
+
 /// Who handed a [`Kind::Task`]'s work over: the thread (`by=`, its native
 /// id; the pid for the process's main thread) and when (`at=`, ns on the
 /// log's clock, at or before the task's start).

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::event::{Event, Kind, Process, Role};
+use super::event::{Event, Kind, Process, Role, Wanted};
 use super::folder::{Handed, LogFile, TraceFolder};
 use super::parse::BadLine;
 use super::stats::WaitBucket;
@@ -388,16 +388,18 @@ impl TraceIndex {
 
     /// [`TraceIndex::load`], handing `each` every event of the kinds `want`
     /// takes, in the order [`TraceFolder::read_all`] gives them: a reader
-    /// that needs those events whole (the predictions' model) is fed by
-    /// the index's own pass, not a second parse of the logs. The events
-    /// are made on the parsing threads, only for those kinds.
+    /// of those events (the predictions' model) is fed by the index's own
+    /// pass, not a second parse of the logs. They are made on the parsing
+    /// threads, only for those kinds; an op's in brief ([`Wanted::Op`]:
+    /// most of a log's lines, and making each a whole [`Event`] was a
+    /// fifth of `trace stats`).
     pub fn load_with(
         folder: &TraceFolder,
         collect_durations: bool,
         budget: Budget,
         mut on_bad: impl FnMut(&BadLine),
         want: fn(Kind) -> bool,
-        mut each: impl FnMut(Event),
+        mut each: impl FnMut(Wanted),
     ) -> Result<TraceIndex, TraceError> {
         let mut index = TraceIndex::new(collect_durations, budget);
         // Each block is summed up on its parsing thread (see `block`).

@@ -94,7 +94,7 @@ mod torch;
 
 pub use chrome::{ChromeWriter, FlowAt, Flows};
 pub use configurations::configurations_of;
-pub use event::{Event, HandedBy, Kind, LoaderConfig, Process, Role, Usage};
+pub use event::{Event, HandedBy, Kind, LoaderConfig, OpSpan, Process, Role, Usage, Wanted};
 pub use folder::{python_frames_note, Item, LogFile, TraceFolder};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
 /// A trace folder as readers take it (a path, or a folder opened once

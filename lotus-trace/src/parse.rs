@@ -32,7 +32,7 @@ use std::io::{BufRead, ErrorKind};
 use std::num::IntErrorKind;
 use std::sync::Arc;
 
-use super::event::{Event, HandedBy, Kind, LoaderConfig, Process, Role, Usage};
+use super::event::{Event, HandedBy, Kind, LoaderConfig, OpSpan, Process, Role, Usage};
 use super::TraceError;
 
 /// The longest line read; longer ones (a file with no line breaks) are
@@ -296,6 +296,22 @@ impl LineParser {
             gc: p.gc,
             task: p.task,
         })
+    }
+
+    /// An op line's span in brief ([`OpSpan`]): what [`LineParser::event`]
+    /// would make of it, without the fields a model does not read.
+    pub(crate) fn op_span(&self, names: &mut Names, p: &LineEvent<'_>) -> OpSpan {
+        OpSpan {
+            name: intern(names, p.name),
+            pid: self.process.pid,
+            role: self.process.role,
+            start_ns: p.start_ns,
+            dur_ns: p.dur_ns,
+            batch: p.batch,
+            tid: p.tid,
+            cpu_ns: p.cpu_ns,
+            gc: p.gc,
+        }
     }
 
     fn apply_header(&mut self, header: &str) -> Vec<String> {

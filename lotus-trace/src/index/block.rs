@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use super::{DurationKey, TraceIndex};
-use crate::event::{Event, Kind};
+use crate::event::{Event, Kind, Wanted};
 use crate::parse::{BadLine, Entry, EntrySink, LineEvent, LineParser, Names};
 use lotus_sort::SpillError;
 
@@ -53,7 +53,7 @@ pub(crate) struct BlockSummary {
     /// ([`super::TraceIndex::load_with`]).
     want: Option<fn(Kind) -> bool>,
     /// Those events, in line order.
-    pub(crate) wanted: Vec<Event>,
+    pub(crate) wanted: Vec<Wanted>,
 }
 
 /// The events of one process in a block, summed up.
@@ -202,24 +202,36 @@ impl EntrySink for BlockSummary {
         });
         let kind = p.kind;
         let ordinal = s.count(kind, p.name, (p.start_ns, p.dur_ns, p.cpu_ns), keep);
-        if Segment::kept_kind(kind) || s.first.is_none() || wanted {
-            if let Entry::Event(e) = parser.event(names, p) {
-                if Segment::kept_kind(kind) {
-                    s.kept.push((ordinal, e.clone()));
+        if !Segment::kept_kind(kind) && s.first.is_some() {
+            // The usual line (an op's): made an event only where the
+            // reader wants it, and pushed where it is made.
+            if wanted {
+                self.wanted.push(match kind {
+                    Kind::Op => Wanted::Op(parser.op_span(names, &p)),
+                    _ => match parser.event(names, p) {
+                        Entry::Event(e) => Wanted::Event(Box::new(e)),
+                        Entry::Bad(_) => return,
+                    },
+                });
+            }
+            return;
+        }
+        if let Entry::Event(e) = parser.event(names, p) {
+            if Segment::kept_kind(kind) {
+                s.kept.push((ordinal, e.clone()));
+            }
+            // The event moves to where it is wanted last: a clone
+            // only where both the reader and the segment keep it.
+            if s.first.is_none() {
+                if wanted {
+                    extra = Some(e.clone());
                 }
-                // The event moves to where it is wanted last: a clone
-                // only where both the reader and the segment keep it.
-                if s.first.is_none() {
-                    if wanted {
-                        extra = Some(e.clone());
-                    }
-                    s.first = Some(e);
-                } else if wanted {
-                    extra = Some(e);
-                }
+                s.first = Some(e);
+            } else if wanted {
+                extra = Some(e);
             }
         }
-        self.wanted.extend(extra);
+        self.wanted.extend(extra.map(Wanted::from));
     }
 
     fn push(&mut self, entry: Entry) {
@@ -235,7 +247,7 @@ impl EntrySink for BlockSummary {
             Entry::Event(e) => {
                 let keep = self.keep_durations;
                 if self.want.is_some_and(|w| w(e.kind)) {
-                    self.wanted.push(e.clone());
+                    self.wanted.push(Wanted::from(e.clone()));
                 }
                 self.segment(|f| same_process(f, &e)).add(e, keep);
             }
