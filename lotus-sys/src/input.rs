@@ -128,7 +128,7 @@ pub struct SizedFile {
 #[derive(Debug)]
 enum Source {
     File(File),
-    Held(Arc<[u8]>),
+    Held(Arc<Vec<u8>>),
 }
 
 impl Folder {
@@ -211,8 +211,15 @@ impl Folder {
             return Ok(file);
         }
         let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
-        file.read_to_end(&mut bytes)?;
-        let bytes: Arc<[u8]> = bytes.into();
+        match &file.file {
+            // Through `File`'s own reading (no zeroing of the buffer first,
+            // which `SizedFile`'s `read` would need), no further than its
+            // size when opened; kept as read (an `Arc<[u8]>` was a second
+            // copy of every byte).
+            Source::File(f) => (&*f).take(file.size).read_to_end(&mut bytes)?,
+            Source::Held(_) => file.read_to_end(&mut bytes)?,
+        };
+        let bytes = Arc::new(bytes);
         held.bytes += bytes.len() as u64;
         held.files.insert(rel.to_path_buf(), Arc::clone(&bytes));
         Ok(SizedFile {
@@ -436,7 +443,7 @@ struct ReadOnce {
 /// together.
 #[derive(Debug, Default)]
 struct Held {
-    files: HashMap<PathBuf, Arc<[u8]>>,
+    files: HashMap<PathBuf, Arc<Vec<u8>>>,
     bytes: u64,
 }
 
