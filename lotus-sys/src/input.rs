@@ -216,7 +216,7 @@ impl Folder {
             // which `SizedFile`'s `read` would need), no further than its
             // size when opened; kept as read (an `Arc<[u8]>` was a second
             // copy of every byte).
-            Source::File(f) => (&*f).take(file.size).read_to_end(&mut bytes)?,
+            Source::File(f) => f.take(file.size).read_to_end(&mut bytes)?,
             Source::Held(_) => file.read_to_end(&mut bytes)?,
         };
         let bytes = Arc::new(bytes);
