@@ -49,24 +49,11 @@ fn with_pools(obs: &mut lotus_predict::Observed, a: &InPipelineAttribution) {
 
 impl Verdict {
     /// The verdict's advice made predictions (`lotus predict`'s model):
-    /// the changes predicted to shorten the loop of the run traced in
-    /// `dir` (its samples attributed as `a`, where sampled), best first,
-    /// at most three. Where the run cannot be modelled (no loop, an
-    /// unreadable log), the verdict keeps its rules' advice.
-    pub fn with_predictions_for<'a>(
-        &mut self,
-        dir: impl Into<Dir<'a>>,
-        a: Option<&InPipelineAttribution>,
-    ) {
-        let cpus = cpus_here().unwrap_or(1) as f64;
-        let Ok(obs) = lotus_predict::observe(dir, cpus) else {
-            return;
-        };
-        self.with_predictions_of(obs, a);
-    }
-
-    /// [`Verdict::with_predictions_for`] the run as `obs` read it (its
-    /// helper pools' CPU from `a`, where sampled).
+    /// the changes predicted to shorten the loop of the run as `obs` read
+    /// it (its helper pools' CPU from `a`, its samples' attribution, where
+    /// sampled), best first, at most three. A run that cannot be modelled
+    /// (no loop, an unreadable log) has no `obs`: the verdict then keeps
+    /// its rules' advice.
     pub fn with_predictions_of(
         &mut self,
         mut obs: lotus_predict::Observed,
@@ -105,10 +92,22 @@ impl Verdict {
     ) -> Result<Verdict, Error> {
         let dir = dir.into();
         let folder = TraceFolder::scan(dir)?;
-        let mut index = TraceIndex::load(&folder, false, budget, |_| {})?;
+        // The model is fed by the loop's own pass over the logs.
+        let mut model = lotus_predict::Observer::default();
+        let mut index = TraceIndex::load_with(
+            &folder,
+            false,
+            budget,
+            |_| {},
+            lotus_predict::Observer::reads,
+            |w| model.wanted(w),
+        )?;
         let loops = loop_figures(&mut index)?;
         let mut v = Verdict::of(&loops, Some(a), &[], cpus_here());
-        v.with_predictions_for(dir, Some(a));
+        let cpus = cpus_here().unwrap_or(1) as f64;
+        if let Ok(obs) = model.finish(dir.path(), cpus) {
+            v.with_predictions_of(obs, Some(a));
+        }
         Ok(v)
     }
 }
