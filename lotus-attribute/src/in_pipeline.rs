@@ -170,7 +170,35 @@ pub fn attribute_folder_by<'a>(
     rule: HelperRule,
 ) -> Result<InPipelineAttribution, Error> {
     let dir: Dir<'_> = dir.into();
-    let mut trace = SampledTrace::open_by(dir, prefix, budget, rule)?;
+    let trace = SampledTrace::open_by(dir, prefix, budget, rule)?;
+    Ok(attribute_trace(trace, top, false)?.0)
+}
+
+/// [`attribute_folder`] and [`folded_folder`] of `dir` from one pass over
+/// its logs and samples (what `lotus report` draws its flame graphs from):
+/// the attribution, and the collapsed stacks or why they cannot be read
+/// (a stacks file that cannot be opened leaves the attribution standing).
+pub fn attribute_and_fold<'a>(
+    dir: impl Into<Dir<'a>>,
+    prefix: &str,
+    budget: Budget,
+    top: usize,
+) -> Result<(InPipelineAttribution, Result<FoldedStacks, Error>), Error> {
+    let dir: Dir<'_> = dir.into();
+    let trace = SampledTrace::open(dir, prefix, budget)?;
+    let (a, fold) = attribute_trace(trace, top, true)?;
+    let fold = fold.unwrap_or_else(|| Err(Error::Io("no fold was asked for".into())));
+    Ok((a, fold.map(folded::folded_of)))
+}
+
+/// The attribution of `trace`'s samples, with their fold where `fold`
+/// asks (from the same credit of each sample).
+fn attribute_trace(
+    mut trace: SampledTrace,
+    top: usize,
+    fold: bool,
+) -> Result<(InPipelineAttribution, Option<Result<folded::Fold, Error>>), Error> {
+    let mut folding = fold.then(|| folded::Folding::of(&trace));
     let mut counts: HashMap<Target, u64> = HashMap::new();
     let mut pools: HashMap<u32, u64> = HashMap::new();
     let mut worker_samples = 0u64;
@@ -197,6 +225,9 @@ pub fn attribute_folder_by<'a>(
     let total = trace.credit(|c| {
         let s = c.sample;
         let target = phased(&windows, &c);
+        if let Some(Ok(f)) = folding.as_mut() {
+            f.add(target, &c);
+        }
         if c.role == Some(Role::Worker) && c.target == Target::Outside(Role::Worker) {
             let in_batch = !batched_pids.contains(&s.pid)
                 || batches.inside(s.pid, s.tid, s.time_ns) == Some(true);
@@ -237,6 +268,7 @@ pub fn attribute_folder_by<'a>(
         }
         Ok(())
     })?;
+    let fold = folding.map(|f| f.map(|f| f.finish(&trace, trace.symbols.clone(), total)));
     // Those by [on a pool thread][in a function that waits for work].
     let mut pool_figures = [[0u64; 2]; 2];
     for ((pool, sym), n) in op_symbols {
@@ -462,7 +494,7 @@ pub fn attribute_folder_by<'a>(
     if let Some(note) = uncertainty_note(&rows) {
         notes.push(note);
     }
-    Ok(InPipelineAttribution {
+    let a = InPipelineAttribution {
         frequency_hz: trace.frequency_hz,
         interval_ns,
         total_samples: total,
@@ -479,7 +511,8 @@ pub fn attribute_folder_by<'a>(
         notes,
         spinning,
         pool_figures,
-    })
+    };
+    Ok((a, fold))
 }
 
 /// Symbol `sym`'s top-function entry: `samples` of it, `share` of its

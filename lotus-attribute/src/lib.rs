@@ -100,9 +100,9 @@ pub use error::Error;
 pub use firefox::{write_firefox_profile, FirefoxWritten};
 pub use from_trace::{mapping_from_trace, mapping_from_trace_with_notes};
 pub use in_pipeline::{
-    attribute_folder, attribute_folder_by, callers_folder, folded_folder, folded_frame,
-    for_each_clocked_event, sampled_uncertainty_ns, unseen_work, AttributedRow, CallerNode,
-    Callers, ClockedItem, ClockedSummary, CountersUnsupported, CpuSource, FoldedStacks,
+    attribute_and_fold, attribute_folder, attribute_folder_by, callers_folder, folded_folder,
+    folded_frame, for_each_clocked_event, sampled_uncertainty_ns, unseen_work, AttributedRow,
+    CallerNode, Callers, ClockedItem, ClockedSummary, CountersUnsupported, CpuSource, FoldedStacks,
     FunctionCallers, HelperRule, InPipelineAttribution, RowKind, TopFunction, Unseen, CALLER_DEPTH,
     MAX_DEPTH, ROOT_FRAME, SPIN_ROW, TOP_FUNCTIONS, UNSEEN_PCT,
 };

@@ -11,7 +11,10 @@ use lotus_sys::input::Dir;
 use lotus_trace::{loop_figures, rank_stats_with, LoopFigures, OutlierRule, PerBatchRows};
 use lotus_trace::{RankStats, TraceFolder, TraceIndex, TraceStats};
 
-use crate::{attribute_folder, Error, InPipelineAttribution, Verdict, TOP_FUNCTIONS};
+use crate::{
+    attribute_and_fold, attribute_folder, Error, FoldedStacks, InPipelineAttribution, Verdict,
+    TOP_FUNCTIONS,
+};
 
 /// The CPUs this process may run on: what the verdict's "M CPUs here"
 /// counts, and the machine the model predicts for.
@@ -241,6 +244,24 @@ impl SampledFolder {
         match attribute_folder(dir, prefix, budget, TOP_FUNCTIONS) {
             Ok(a) => Ok(SampledFolder::With(Box::new(a))),
             Err(Error::NoSamples(why)) => Ok(SampledFolder::Without(why)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`SampledFolder::read`], with its samples' collapsed stacks from
+    /// the same pass where it has samples (or why they cannot be read).
+    pub fn read_folded<'a>(
+        dir: impl Into<Dir<'a>>,
+        prefix: &str,
+        budget: Budget,
+    ) -> Result<(SampledFolder, Option<Result<FoldedStacks, Error>>), Error> {
+        let dir = dir.into();
+        if SampleFiles::of(dir, prefix).existing().is_empty() {
+            return Ok((SampledFolder::Not, None));
+        }
+        match attribute_and_fold(dir, prefix, budget, TOP_FUNCTIONS) {
+            Ok((a, f)) => Ok((SampledFolder::With(Box::new(a)), Some(f))),
+            Err(Error::NoSamples(why)) => Ok((SampledFolder::Without(why), None)),
             Err(e) => Err(e),
         }
     }

@@ -842,4 +842,3 @@ mod tests {
         assert!(e.contains("no training loop"), "{e}");
     }
 }
-

@@ -27,7 +27,7 @@
 use lotus_sys::input::Dir;
 use std::collections::{BTreeMap, HashMap};
 
-use super::{phased, row_name, Error, Phases, SampledTrace, Target, SPIN_ROW};
+use super::{phased, row_name, Credit, Error, Phases, SampledTrace, Target, SPIN_ROW};
 use lotus_samples::{Symbol, SymbolTable, UNKNOWN_SYMBOL};
 use lotus_sort::Budget;
 
@@ -126,100 +126,145 @@ pub(super) fn fold<'a>(
 ) -> Result<Fold, Error> {
     let dir: Dir<'_> = dir.into();
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
-    let stacks = trace.stacks()?;
-    let mut counts: HashMap<(Target, Key), u64> = HashMap::new();
-    let (mut missing, mut with_id) = (0u64, 0u64);
-    let mut frames = Vec::new();
-    // Each stack id's depth, once walked (None: it has no line).
-    let mut depth_of: HashMap<u32, Option<usize>> = HashMap::new();
-    let mut deep_samples = 0u64;
+    let mut folding = Folding::of(&trace)?;
     let windows = Phases::take(&mut trace.logs);
     let total = trace.credit(|c| {
-        let target = phased(&windows, &c);
+        folding.add(phased(&windows, &c), &c);
+        Ok(())
+    })?;
+    let symbols = trace.symbols.clone();
+    Ok(folding.finish(&trace, symbols, total))
+}
+
+/// A fold in the making: each sample counted under its row and stack as
+/// the rule credits it, by [`fold`] or by the attribution's own pass
+/// ([`super::attribute_and_fold`]).
+pub(super) struct Folding {
+    stacks: std::rc::Rc<lotus_samples::StackTable>,
+    counts: HashMap<(Target, Key), u64>,
+    missing: u64,
+    with_id: u64,
+    frames: Vec<u32>,
+    /// Each stack id's depth, once walked (None: it has no line).
+    depth_of: HashMap<u32, Option<usize>>,
+    deep_samples: u64,
+}
+
+impl Folding {
+    /// An empty fold of `trace`'s samples (its stacks file read).
+    pub(super) fn of(trace: &SampledTrace) -> Result<Folding, Error> {
+        Ok(Folding {
+            stacks: trace.stacks()?,
+            counts: HashMap::new(),
+            missing: 0,
+            with_id: 0,
+            frames: Vec::new(),
+            depth_of: HashMap::new(),
+            deep_samples: 0,
+        })
+    }
+
+    /// Counts the sample `c` credits, under `target` (its row by phase).
+    pub(super) fn add(&mut self, target: Target, c: &Credit<'_>) {
         let key = if c.stack == 0 {
             Key::Leaf(c.sample.symbol)
         } else {
-            with_id += 1;
-            let depth = *depth_of
+            self.with_id += 1;
+            let (stacks, frames) = (&self.stacks, &mut self.frames);
+            let depth = *self
+                .depth_of
                 .entry(c.stack)
-                .or_insert_with(|| stacks.frames(c.stack, &mut frames).then_some(frames.len()));
+                .or_insert_with(|| stacks.frames(c.stack, frames).then_some(frames.len()));
             match depth {
                 Some(depth) => {
-                    deep_samples += u64::from(depth >= 2);
+                    self.deep_samples += u64::from(depth >= 2);
                     Key::Stack(c.stack)
                 }
                 None => {
-                    missing += 1;
+                    self.missing += 1;
                     Key::Leaf(c.sample.symbol)
                 }
             }
         };
-        *counts.entry((target, key)).or_default() += 1;
-        Ok(())
-    })?;
-    let mut notes: Vec<String> = trace.notes().to_vec();
-    notes.extend(stacks.skipped_note(&trace.files.stacks));
-    if missing > 0 {
-        notes.push(format!(
-            "{}: {missing} samples name a stack that has no line there (a cut or damaged file): each is shown with its own function alone",
-            lotus_sys::input::escaped(&trace.files.stacks.display().to_string())
-        ));
+        *self.counts.entry((target, key)).or_default() += 1;
     }
-    if with_id == 0 && total > 0 {
-        notes.push(
-            "the samples carry no call stacks (traced with `--stacks none`, or by an older lotus): each is shown with its own function alone under its row".into(),
-        );
-    }
-    let mut rows: BTreeMap<String, Vec<(Vec<u32>, u64)>> = BTreeMap::new();
-    let mut roots: HashMap<Target, String> = HashMap::new();
-    // Frames the symbols file has no line for (a damaged or mismatched
-    // folder): drawn as unknown functions, counted for a note.
-    let (mut unnamed, mut first_unnamed) = (0u64, None);
-    for ((target, key), n) in counts {
-        let root = roots
-            .entry(target)
-            .or_insert_with(|| match target {
-                Target::Op(p) | Target::Spin(p) => {
-                    let mut parts = trace.tree.parts(p, &trace.logs.ops);
-                    if matches!(target, Target::Spin(_)) {
-                        parts.push(SPIN_ROW);
-                    }
-                    parts.iter().map(|s| frame(s)).collect::<Vec<_>>().join(";")
-                }
-                other => frame(&row_name(&other, &trace.logs.ops)),
-            })
-            .clone();
-        let ids = match key {
-            Key::Stack(id) => {
-                stacks.frames(id, &mut frames);
-                frames.clone()
-            }
-            Key::Leaf(s) => vec![s],
-        };
-        if let Some(&bad) = ids.iter().find(|&&s| !trace.symbols.has(s)) {
-            unnamed += n;
-            first_unnamed = first_unnamed.min(Some(bad)).or(Some(bad));
+
+    /// The fold of `trace`'s `total` samples, once credited; `symbols`:
+    /// its symbols (what the fold's ids name).
+    pub(super) fn finish(self, trace: &SampledTrace, symbols: SymbolTable, total: u64) -> Fold {
+        let Folding {
+            stacks,
+            counts,
+            missing,
+            with_id,
+            mut frames,
+            deep_samples,
+            ..
+        } = self;
+        let mut notes: Vec<String> = trace.notes().to_vec();
+        notes.extend(stacks.skipped_note(&trace.files.stacks));
+        if missing > 0 {
+            notes.push(format!(
+                "{}: {missing} samples name a stack that has no line there (a cut or damaged file): each is shown with its own function alone",
+                lotus_sys::input::escaped(&trace.files.stacks.display().to_string())
+            ));
         }
-        rows.entry(root).or_default().push((ids, n));
+        if with_id == 0 && total > 0 {
+            notes.push(
+                "the samples carry no call stacks (traced with `--stacks none`, or by an older lotus): each is shown with its own function alone under its row".into(),
+            );
+        }
+        let mut rows: BTreeMap<String, Vec<(Vec<u32>, u64)>> = BTreeMap::new();
+        let mut roots: HashMap<Target, String> = HashMap::new();
+        // Frames the symbols file has no line for (a damaged or mismatched
+        // folder): drawn as unknown functions, counted for a note.
+        let (mut unnamed, mut first_unnamed) = (0u64, None);
+        for ((target, key), n) in counts {
+            let root = roots
+                .entry(target)
+                .or_insert_with(|| match target {
+                    Target::Op(p) | Target::Spin(p) => {
+                        let mut parts = trace.tree.parts(p, &trace.logs.ops);
+                        if matches!(target, Target::Spin(_)) {
+                            parts.push(SPIN_ROW);
+                        }
+                        parts.iter().map(|s| frame(s)).collect::<Vec<_>>().join(";")
+                    }
+                    other => frame(&row_name(&other, &trace.logs.ops)),
+                })
+                .clone();
+            let ids = match key {
+                Key::Stack(id) => {
+                    stacks.frames(id, &mut frames);
+                    frames.clone()
+                }
+                Key::Leaf(s) => vec![s],
+            };
+            if let Some(&bad) = ids.iter().find(|&&s| !symbols.has(s)) {
+                unnamed += n;
+                first_unnamed = first_unnamed.min(Some(bad)).or(Some(bad));
+            }
+            rows.entry(root).or_default().push((ids, n));
+        }
+        for stacks in rows.values_mut() {
+            stacks.sort_unstable();
+        }
+        if let Some(first) = first_unnamed {
+            notes.push(format!(
+                "{}: {unnamed} samples have frames naming functions that {} has no line for (id {first} the first; a damaged file, or files of two runs): shown as {UNKNOWN_SYMBOL}",
+                lotus_sys::input::escaped(&trace.files.stacks.display().to_string()),
+                lotus_sys::input::escaped(&trace.files.symbols.display().to_string()),
+            ));
+        }
+        Fold {
+            rows,
+            symbols,
+            samples: total,
+            deep_samples,
+            with_stacks: with_id > 0,
+            notes,
+        }
     }
-    for stacks in rows.values_mut() {
-        stacks.sort_unstable();
-    }
-    if let Some(first) = first_unnamed {
-        notes.push(format!(
-            "{}: {unnamed} samples have frames naming functions that {} has no line for (id {first} the first; a damaged file, or files of two runs): shown as {UNKNOWN_SYMBOL}",
-            lotus_sys::input::escaped(&trace.files.stacks.display().to_string()),
-            lotus_sys::input::escaped(&trace.files.symbols.display().to_string()),
-        ));
-    }
-    Ok(Fold {
-        rows,
-        symbols: trace.symbols,
-        samples: total,
-        deep_samples,
-        with_stacks: with_id > 0,
-        notes,
-    })
 }
 
 /// The collapsed stacks of the sampled trace folder `dir` (logs of
@@ -231,7 +276,11 @@ pub fn folded_folder<'a>(
     budget: Budget,
 ) -> Result<FoldedStacks, Error> {
     let dir: Dir<'_> = dir.into();
-    let fold = fold(dir, prefix, budget)?;
+    Ok(folded_of(fold(dir, prefix, budget)?))
+}
+
+/// The collapsed stacks of a fold: its lines, written out.
+pub(super) fn folded_of(fold: Fold) -> FoldedStacks {
     let mut lines: BTreeMap<String, u64> = BTreeMap::new();
     let mut row_samples: BTreeMap<String, u64> = BTreeMap::new();
     // Each frame once: a stack's line is built from the cut names.
@@ -263,14 +312,14 @@ pub fn folded_folder<'a>(
             lotus_samples::FRAME_CUT
         ));
     }
-    Ok(FoldedStacks {
+    FoldedStacks {
         lines: lines.into_iter().collect(),
         row_samples,
         samples: fold.samples,
         deep_samples: fold.deep_samples,
         with_stacks: fold.with_stacks,
         notes,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -320,6 +369,32 @@ mod tests {
         text += "5\t6\t1\n6\t5\t1\n";
         std::fs::write(&files.stacks, text).expect("cycle");
         dir
+    }
+
+    /// The report's one pass gives what the two readings give apart: the
+    /// attribution and the fold, notes included; and a stacks file that
+    /// cannot be read leaves the attribution standing, saying why.
+    #[test]
+    fn one_pass_attributes_and_folds_as_the_two_readings_do() {
+        let dir = folder();
+        let (a, f) = super::super::attribute_and_fold(dir.path(), "lotus", Budget::default(), 5)
+            .expect("one pass");
+        let alone = super::super::attribute_folder(dir.path(), "lotus", Budget::default(), 5)
+            .expect("attributed");
+        assert_eq!(a, alone);
+        assert!(f.as_ref().is_ok_and(|f| f.samples > 0 && f.with_stacks), "{f:?}");
+        assert_eq!(
+            f.expect("folded"),
+            folded_folder(dir.path(), "lotus", Budget::default()).expect("folded")
+        );
+        let files = SampleFiles::of(dir.path(), "lotus");
+        std::fs::remove_file(&files.stacks).expect("rm");
+        std::os::unix::fs::symlink("/etc/passwd", &files.stacks).expect("link out");
+        let (a, f) = super::super::attribute_and_fold(dir.path(), "lotus", Budget::default(), 5)
+            .expect("the attribution stands");
+        assert!(a.total_samples > 0);
+        let why = f.expect_err("no fold").to_string();
+        assert!(why.contains("lotus.stacks"), "{why}");
     }
 
     #[test]

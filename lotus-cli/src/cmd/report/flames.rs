@@ -18,11 +18,12 @@
 //! `--minwidth`); the section says so. A run without stacks gets no
 //! section (a note says why where no run has one).
 
-use lotus_trace::Dir;
+use std::path::Path;
+
+use crate::cmd::report::samples::Folds;
 
 use anyhow::Result;
 use lotus_attribute::{InPipelineAttribution, RowKind};
-use lotus_sort::Budget;
 
 use super::Page;
 use crate::render::flame;
@@ -57,15 +58,14 @@ enum Flames {
 /// samples carry no stacks.
 fn run_flames(
     label: &str,
-    dir: Dir<'_>,
-    prefix: &str,
-    budget: Budget,
+    dir: &Path,
+    folded: Folds,
     a: &InPipelineAttribution,
 ) -> Result<Option<Flames>> {
     // A stacks file that cannot be read (a fifo, a link out of the
     // folder...): the rest of the page stands, and says why there is no
     // graph.
-    let f = match lotus_attribute::folded_folder(dir, prefix, budget) {
+    let f = match folded {
         Ok(f) => f,
         Err(e) => return Ok(Some(Flames::Failed(format!("{e:#}")))),
     };
@@ -123,7 +123,7 @@ fn run_flames(
                 &svg,
                 format!(
                     "lotus attribute {} --flamegraph flame.svg --op {}",
-                    dir.path().display(),
+                    dir.display(),
                     r.path
                 ),
             ),
@@ -150,14 +150,15 @@ fn run_flames(
 pub(crate) fn flames_section(
     page: &mut Page,
     sampled: &[(String, SampledFolder)],
-    dirs: &[Dir<'_>],
-    prefix: &str,
-    budget: Budget,
+    dirs: &[&Path],
+    folds: Vec<Option<Folds>>,
 ) -> Result<()> {
     let mut runs = Vec::new();
-    for ((label, s), dir) in sampled.iter().zip(dirs) {
-        let SampledFolder::With(a) = s else { continue };
-        match run_flames(label, *dir, prefix, budget, a)? {
+    for (((label, s), folded), dir) in sampled.iter().zip(folds).zip(dirs) {
+        let (SampledFolder::With(a), Some(folded)) = (s, folded) else {
+            continue;
+        };
+        match run_flames(label, dir, folded, a)? {
             Some(Flames::Drawn(drawn, left_out)) if !drawn.is_empty() => {
                 runs.push((label, drawn, left_out, None));
             }

@@ -40,7 +40,6 @@ pub mod samples;
 mod traces;
 
 use attribution::{attribution, Attributed};
-use lotus_trace::Dir;
 use runs::{glance, runs_compared};
 use traces::traces;
 
@@ -183,12 +182,13 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         }
     }
     let budget = Budget::from_env()?;
-    let mut sampled = Vec::new();
+    // Each run's samples attributed, and folded for its flame graphs in
+    // the same pass.
+    let (mut sampled, mut folds) = (Vec::new(), Vec::new());
     for c in &configs {
-        sampled.push((
-            c.label.clone(),
-            attribute(c.source(), &args.prefix, budget)?,
-        ));
+        let (s, f) = attribute(c.source(), &args.prefix, budget)?;
+        sampled.push((c.label.clone(), s));
+        folds.push(f);
     }
     // Each run's verdict, with its samples' CPU facts where it has them.
     for (c, (_, s)) in configs.iter_mut().zip(&sampled) {
@@ -238,8 +238,8 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         .any(|(_, s)| !matches!(s, SampledFolder::Not))
     {
         in_pipeline_section(&mut page, &sampled, &colours)?;
-        let dirs: Vec<Dir<'_>> = configs.iter().map(|c| c.source()).collect();
-        flames::flames_section(&mut page, &sampled, &dirs, &args.prefix, budget)?;
+        let dirs: Vec<&Path> = configs.iter().map(|c| c.dir.as_path()).collect();
+        flames::flames_section(&mut page, &sampled, &dirs, folds)?;
     }
     if let (Some(mpath), false) = (&args.mapping, compared.is_empty()) {
         comparison_section(&mut page, &mpath.display().to_string(), &compared, &colours)?;

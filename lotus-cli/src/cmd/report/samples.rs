@@ -33,11 +33,15 @@ pub fn attribute<'a>(
     dir: impl Into<Dir<'a>>,
     prefix: &str,
     budget: Budget,
-) -> Result<SampledFolder> {
+) -> Result<(SampledFolder, Option<Folds>)> {
     let dir = dir.into();
-    SampledFolder::read(dir, prefix, budget)
+    SampledFolder::read_folded(dir, prefix, budget)
         .with_context(|| format!("cannot attribute the samples in {}", dir.path().display()))
 }
+
+/// A sampled configuration's collapsed stacks, from its attribution's
+/// pass, or why they cannot be read.
+pub type Folds = Result<lotus_attribute::FoldedStacks, lotus_attribute::Error>;
 
 /// One comparison of the isolated mapping against an in-pipeline one.
 pub struct Compared {
