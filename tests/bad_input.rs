@@ -409,3 +409,25 @@ fn an_op_file_that_is_a_fifo_is_refused_by_name() {
     assert_eq!(code, Some(1), "{e}");
     assert!(e.contains(s(&fifo)) && e.contains("fifo"), "{e}");
 }
+
+/// `lotus attribute` with nothing to attribute points to its usual use
+/// (a trace folder) before the mapping's pair, and a file given where the
+/// folder goes is called a file, not an OS error.
+#[test]
+fn attribute_says_what_to_give_and_that_a_file_is_not_a_folder() {
+    for args in [&["attribute"][..], &["attribute", "--mapping", "m.json"]] {
+        let err = common::lotus_usage_error(args);
+        assert!(
+            err.contains("lotus attribute DIR") && err.contains("--mapping M.json --profile P.csv"),
+            "{args:?}: {err}"
+        );
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("trace.txt");
+    std::fs::write(&file, "SLoader,1,2\n").expect("file");
+    let err = common::lotus_usage_error(&["attribute", file.to_str().expect("utf-8")]);
+    assert!(
+        err.contains("a file, not a trace folder") && !err.contains("os error"),
+        "{err}"
+    );
+}

@@ -121,7 +121,7 @@ enum Command {
     /// Profile a whole program (all its processes and threads), or the windows it opens.
     #[command(after_help = env_help::profile())]
     Profile(cmd::profile::ProfileArgs),
-    /// Fold whole-pipeline profiles back onto the Python ops through a mapping.
+    /// Where each op's CPU went: a sampled trace folder's samples credited to its ops (DIR), or whole-pipeline profiles folded onto the ops through a mapping.
     #[command(after_help = env_help::attribute())]
     Attribute(cmd::attribute::AttributeArgs),
     /// What a DataLoader change (workers, prefetch, persistent workers, an

@@ -382,7 +382,10 @@ mod tests {
         let alone = super::super::attribute_folder(dir.path(), "lotus", Budget::default(), 5)
             .expect("attributed");
         assert_eq!(a, alone);
-        assert!(f.as_ref().is_ok_and(|f| f.samples > 0 && f.with_stacks), "{f:?}");
+        assert!(
+            f.as_ref().is_ok_and(|f| f.samples > 0 && f.with_stacks),
+            "{f:?}"
+        );
         assert_eq!(
             f.expect("folded"),
             folded_folder(dir.path(), "lotus", Budget::default()).expect("folded")

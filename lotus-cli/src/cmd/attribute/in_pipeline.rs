@@ -43,6 +43,12 @@ pub fn run(
     flamegraph: Option<(&Path, Option<&str>)>,
     helpers: HelperRule,
 ) -> Result<ExitCode> {
+    if dir.is_file() {
+        return Err(crate::usage::usage(format!(
+            "{}: a file, not a trace folder: give the folder `lotus trace run --sample --out DIR` wrote",
+            lotus_sys::text::printable(&dir.display().to_string())
+        )));
+    }
     let budget = Budget::from_env()?;
     if let Some((svg, op)) = flamegraph {
         crate::cmd::attribute::flames::flamegraph_of(dir, prefix, budget, svg, op)?;

@@ -116,6 +116,10 @@ pub enum MatchArg {
     Name,
 }
 
+/// What `lotus attribute` says when it is given neither a trace folder
+/// nor a mapping and a profile.
+const NOTHING_TO_ATTRIBUTE: &str = "give a sampled trace folder: `lotus attribute DIR` (DIR: what `lotus trace run --sample --out DIR -- python train.py` wrote); or fold a profiler's report onto ops with `lotus attribute --mapping M.json --profile P.csv` (both needed)";
+
 /// `lotus attribute`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct AttributeArgs {
@@ -132,16 +136,11 @@ pub struct AttributeArgs {
     #[arg(long, default_value_t = lotus_attribute::TOP_FUNCTIONS, requires = "dir")]
     pub top: usize,
     /// The mapping: lotus.mapping/1, or the original tool's mapping_funcs.json.
-    #[arg(long, short, value_name = "FILE", required_unless_present = "dir")]
+    #[arg(long, short, value_name = "FILE")]
     pub mapping: Option<PathBuf>,
     /// A whole-pipeline profile: VTune CSV (hotspots or uarch), uProf CSV,
     /// or lotus.profile/1 JSON. Repeat for one column per profile.
-    #[arg(
-        long = "profile",
-        short,
-        value_name = "FILE",
-        required_unless_present = "dir"
-    )]
+    #[arg(long = "profile", short, value_name = "FILE")]
     pub profiles: Vec<PathBuf>,
     /// The ops' own times, to divide shared functions: a CSV of op,seconds
     /// or a lotus trace folder. Equal split without it.
@@ -285,10 +284,9 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
             },
         );
     }
-    let Some(mapping_path) = args.mapping.as_deref() else {
-        return Err(crate::usage::usage(
-            "give a sampled trace folder (lotus attribute DIR) or --mapping and --profile",
-        ));
+    // Nothing named, or half of the mapping's pair: the usual use first.
+    let (Some(mapping_path), false) = (args.mapping.as_deref(), args.profiles.is_empty()) else {
+        return Err(crate::usage::usage(NOTHING_TO_ATTRIBUTE));
     };
     if args.format == Some(AttributeFormat::Folded)
         || (args.format.is_none()
