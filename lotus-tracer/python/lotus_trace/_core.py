@@ -241,7 +241,7 @@ def _exit_closing_of(tracer):
 
 
 def _as_original(line):
-    """A line in the original fork's three columns (`_original`)."""
+    """A line in the original fork's three columns (`Tracer.original`)."""
     head, _, fields = line.rstrip("\n").partition(",kind=")
     name, t0, dur = head.rsplit(",", 2)
     f = dict(kv.split("=", 1) for kv in ("kind=" + fields).split(",")) if fields else {}
@@ -350,8 +350,8 @@ class _Log:
         return self.mm_off + mm.tell() if mm is not None else self.end
 
     def _let_go_locked(self):
-        """Lets the mapping go; `_end` is then where its lines end. Writers do
-        not take the lock (`_emit`): one that read `_write` before it changed
+        """Lets the mapping go; `end` is then where its lines end. Writers do
+        not take the lock (`_emit_to_log`): one that read `write` before it changed
         either copied its line before `read()`, which moves the mapping's
         position to its end in one call (the line is counted), or finds no
         room, then no mapping, and takes the lock (lock held)."""
@@ -792,7 +792,7 @@ class _Calibration:
         spans = []
         scratch = mmap.mmap(-1, 1 << 20)
 
-        def sink(line):  # as `_emit`'s: checks, encode, one C call to a mapping
+        def sink(line):  # as `_emit_to_log`'s: checks, encode, one C call to a mapping
             if self.child_setup:
                 pass
             if self.original:
@@ -1189,7 +1189,7 @@ _SCHEDSTAT = "/proc/thread-self/schedstat"
 
 class _Schedstat:
     """This thread's schedstat, kept open (one `pread` a reading), closed
-    with the thread's `_ctx` (or at a fork, in the child)."""
+    with the thread's `ctx` (or at a fork, in the child)."""
 
     __slots__ = ("fd",)
 
@@ -1316,10 +1316,10 @@ class _GcSpans:
             pass
 
     def _emit_from_gc(self, data):
-        """`_emit` from inside a collection, which may have started anywhere
+        """`emit` from inside a collection, which may have started anywhere
         (this thread holding the log's lock, importlib holding its own): one C
         call copies the line into the log's mapping where the log has its
-        header already, else it is held back (`_gc_pending`). Never a lock, a
+        header already, else it is held back (`gc_pending`). Never a lock, a
         file created or a module imported here."""
         mm = self.mm
         try:

@@ -673,7 +673,7 @@ def _patch_dataloader(mod):
             if not _T.on:
                 return orig_next(self)
             self._lotus_bid = None
-            if not _ops._main_done:
+            if not _T.ops.main_done:
                 _ops.at_dataloader()
             # A worker's batch is waited for in all of `__next__`, not only
             # in `_next_data`: what runs around it (torch's record_function,
