@@ -1571,7 +1571,8 @@ class _Processes:
                 continue
             try:
                 prev = signal.getsignal(signum)
-                if prev is None or prev is signal.SIG_IGN or prev is self._on_end_signal:
+                # `==`: each read of a method is a new bound method, equal to the last.
+                if prev is None or prev is signal.SIG_IGN or prev == self._on_end_signal:
                     continue
                 self.prev_handlers[signum] = prev
                 signal.signal(signum, self._on_end_signal)
