@@ -153,6 +153,8 @@ def sample_id(index):
 
 
 class _Context:
+    """`Tracer`'s switch and per-thread context readers. Methods only: the state is `Tracer.__init__`'s."""
+
     __slots__ = ()
 
     def _tid(self):
@@ -259,6 +261,8 @@ def _as_original(line):
 
 
 class _Log:
+    """`Tracer`'s log: the file, its mapping, blocks, failures, notes, roles. Methods only: the state is `Tracer.__init__`'s."""
+
     __slots__ = ()
 
     def _header(self):
@@ -657,6 +661,8 @@ def _task_line(name, t0, t1, tid, by, at):
 
 
 class _Events:
+    """`Tracer`'s op spans and tasks (the hot path: `op_begin`, `op_event`). Methods only: the state is `Tracer.__init__`'s."""
+
     __slots__ = ()
 
     def op_begin(self, name):
@@ -761,6 +767,8 @@ def _calibration_noop():
 
 
 class _Calibration:
+    """`Tracer`'s measure of its own cost per wrapped call (`,hook=`). Methods only: the state is `Tracer.__init__`'s."""
+
     __slots__ = ()
 
     def calibrate_hooks(self):
@@ -1013,6 +1021,8 @@ class _Collate:
 
 
 class _Names:
+    """`Tracer`'s op names, and the sample, wait and loader events. Methods only: the state is `Tracer.__init__`'s."""
+
     __slots__ = ()
 
     def _owner_name(self, key):
@@ -1235,6 +1245,8 @@ def _psys():
 
 
 class _Usage:
+    """`Tracer`'s reads of what the process and this thread used. Methods only: the state is `Tracer.__init__`'s."""
+
     __slots__ = ()
 
     def _delay(self):
@@ -1285,6 +1297,8 @@ _GC_PENDING_MAX = 64
 
 
 class _GcSpans:
+    """`Tracer`'s garbage collections as op spans, and the consume event. Methods only: the state is `Tracer.__init__`'s."""
+
     __slots__ = ()
 
     def _gc_callback(self, phase, info):
@@ -1384,6 +1398,8 @@ def _machinery_name(t, sharer):
 
 
 class _Threads:
+    """`Tracer`'s lines naming the DataLoader's own threads. Methods only: the state is `Tracer.__init__`'s."""
+
     __slots__ = ()
 
     def name_threads(self):
@@ -1419,6 +1435,8 @@ _END_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 
 
 class _Processes:
+    """`Tracer`'s fork handlers, exit hooks and end-signal flush. Methods only: the state is `Tracer.__init__`'s."""
+
     __slots__ = ()
 
     def _before_fork(self):
@@ -1637,6 +1655,8 @@ def _propagate(out_dir, prefix, torch):
 
 
 class _LotusWatch:
+    """`Tracer`'s watch of `lotus trace run` (its death ends the process). Methods only: the state is `Tracer.__init__`'s."""
+
     __slots__ = ()
 
     def _lotus_alive(self):
