@@ -438,9 +438,10 @@ class _Log:
             return
         try:
             if self.fd is None:
-                head = self._open()
-                if head:
-                    data = head.encode("utf-8", "replace") + data
+                # The collections held back so far (the imports', before any
+                # event) go right after the header, not at the next batch or
+                # flush: a child forked before that would inherit them.
+                data = self._open().encode("utf-8", "replace") + self._gc_held_locked() + data
             if self.blocks:
                 self.buf.append(data)
                 if len(self.buf) >= _FLUSH_EVERY:
@@ -514,8 +515,9 @@ class _Log:
             if self.failed or self.dir is None or self.fd is None:
                 return
             try:
-                while self.gc_pending:
-                    self._put_locked(self.gc_pending.pop(0))
+                held = self._gc_held_locked()
+                if held:
+                    self._put_locked(held)
                 if self.blocks:
                     self._write_blocks_locked()
                 elif not self.original and self._log_end() != self.clock_at:
@@ -1320,6 +1322,15 @@ class _GcSpans:
             g = info["generation"]
             if g != 2 and t1 - t0 < _GC_MIN_NS or self.original or not self.on:
                 return
+            pid = os.getpid()
+            if pid != self.pid:
+                # A forked child before `_after_fork_child` (a collection set
+                # off in an at-fork handler that runs first, threading's):
+                # the log, its mapping, the spans held back and the thread's
+                # context are still the parent's. Held for this process's
+                # own log; its only thread is its main one now.
+                self._hold_child_gc(pid, f"Sgc,{t0},{t1 - t0},kind=op,gen={g},cpu={_cpu() - self.gc_c0}\n".encode())
+                return
             c = self.ctx
             tid = c.tid if c.tid is not None else self._tid()
             b = "" if c.batch is None else f",batch={c.batch}"
@@ -1342,17 +1353,55 @@ class _GcSpans:
                 return
         except (ValueError, OSError):
             pass
+        self._hold_gc(data)
+
+    def _hold_gc(self, data):
+        """Holds a `gc` span back for the log (`gc_pending`), at most
+        `_GC_PENDING_MAX` of them; the others are counted (`gc_dropped`)."""
         if len(self.gc_pending) < _GC_PENDING_MAX:
             self.gc_pending.append(data)
+        else:
+            self.gc_dropped += 1
+
+    def _hold_child_gc(self, pid, data):
+        """A forked child's `gc` span from before `_after_fork_child`: never
+        in the parent's log (its mapping is shared: the line would land over
+        the parent's next ones), held for the child's own. The spans the
+        parent held back are the parent's, which writes them: dropped here."""
+        if self.gc_pending_pid != pid:
+            self.gc_pending.clear()
+            self.gc_dropped = 0
+            self.gc_pending_pid = pid
+        self._hold_gc(data)
+
+    def _gc_held_locked(self):
+        """The `gc` spans held back, as one block to write, and a note where
+        some could not be held (lock held; the list is taken one span at a
+        time: a collection may add to it meanwhile)."""
+        pending = self.gc_pending
+        out = []
+        while pending:
+            out.append(pending.pop(0))
+        if self.gc_dropped:
+            out.append(
+                (
+                    f"# lotus-trace: {self.gc_dropped} gc spans not written: more than {_GC_PENDING_MAX}"
+                    " came while the log could not take them\n"
+                ).encode()
+            )
+            self.gc_dropped = 0
+        return b"".join(out)
 
     def _emit_gc_pending(self):
         """Writes the `gc` spans held back by `_emit_from_gc` (not before the
-        process's log exists: its own events create it, under its role)."""
+        process's log exists: its own events create it, under its role, and
+        it writes them after its header)."""
         if self.fd is None:
             return
         with self.lock:
-            while self.gc_pending:
-                self._put_locked(self.gc_pending.pop(0))
+            held = self._gc_held_locked()
+            if held:
+                self._put_locked(held)
 
     def _install_gc_spans(self):
         """Adds `_gc_callback` to `gc.callbacks` (once; forked children keep
@@ -1446,7 +1495,15 @@ class _Processes:
         self.lock.release()
 
     def _after_fork_child(self):
-        # The parent's unwritten lines are the parent's: the child starts empty.
+        # The parent's unwritten lines are the parent's: the child starts
+        # empty. Its held-back gc spans first: a collection from here on is
+        # this process's (`_hold_child_gc` until `pid` is this one's), and
+        # any this process made before (`_hold_child_gc`) are kept.
+        pid = os.getpid()
+        if self.gc_pending_pid != pid:
+            self.gc_pending.clear()
+            self.gc_dropped = 0
+            self.gc_pending_pid = pid
         self.lock = threading.Lock()
         self.buf = []
         # The parent's mapping is the parent's log, shared with it: let go
@@ -1469,7 +1526,7 @@ class _Processes:
                 pass
         self.fd = None
         self.path = None
-        self.pid = os.getpid()
+        self.pid = pid
         self.role = None
         self.last_flush = 0
         self.notes_seen.clear()
@@ -1483,7 +1540,6 @@ class _Processes:
         if self.ctx.sched is not None:
             self.ctx.sched.close()
         self.ctx.sched = None
-        self.gc_pending.clear()
         self.child_setup = True
         # Threads do not survive a fork: the child watches lotus on its own.
         if self.lotus is not None or os.environ.get("LOTUS_TRACE_LOTUS"):
@@ -1859,7 +1915,7 @@ class Tracer(_Context, _Log, _Events, _Calibration, _Names, _Usage, _GcSpans, _T
         "hook_pre_cap", "hook_post_cap", "hook_post_last", "hook_in", "role", "pid", "buf", "lock", "fd",
         "path", "mm", "mm_off", "write", "clock_at", "blocks", "end", "exiting", "last_flush", "child_setup",
         "failed", "notes_seen", "emit", "call_op", "ctx", "claimed", "owned", "owned_strong", "next_n",
-        "callable_names", "gc_t0", "gc_c0", "gc_pending", "named_threads", "noted_children",
+        "callable_names", "gc_t0", "gc_c0", "gc_pending", "gc_pending_pid", "gc_dropped", "named_threads", "noted_children",
         "hooks_installed", "prev_handlers", "lotus", "lotus_fd", "frames", "ops", "loader", "finer",
         "patches",
     )
@@ -1933,9 +1989,11 @@ class Tracer(_Context, _Log, _Events, _Calibration, _Names, _Usage, _GcSpans, _T
         self.gc_t0 = 0
         self.gc_c0 = 0
         # Spans of collections that could not be copied to the log's
-        # mapping at once (`_emit_from_gc`): written at the next batch or
-        # consume event, or when the log ends.
+        # mapping at once (`_emit_from_gc`): written when the log is
+        # created, at the next batch or consume event, or at a flush.
         self.gc_pending = []
+        self.gc_pending_pid = self.pid  # the process they are of (`_hold_child_gc`)
+        self.gc_dropped = 0  # spans past `_GC_PENDING_MAX`, said in a note with the others
         # --- threads and child processes
         self.named_threads = set()  # native ids of the threads named already (`name_threads`)
         self.noted_children = set()  # pids of children noted as ended by a signal
@@ -2010,7 +2068,7 @@ class Tracer(_Context, _Log, _Events, _Calibration, _Names, _Usage, _GcSpans, _T
         os.makedirs(out_dir, exist_ok=True)
         self.dir = out_dir
         self.prefix = prefix
-        self.pid = os.getpid()
+        self.pid = self.gc_pending_pid = os.getpid()
         self.read_env()
         self._install_process_hooks()
         _propagate(out_dir, prefix, torch)

@@ -10,6 +10,8 @@ Run by scripts/test.sh:
 import concurrent.futures
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -286,6 +288,129 @@ class TracerState(unittest.TestCase):
         self.assertTrue(child.startswith("#lotus-trace v1 role=main"), child)
         self.assertIn("SChild,2,1,kind=op\n", child)
         self.assertNotIn("SParent", child)
+
+
+def _read_log(path):
+    with open(path, "rb") as f:
+        return f.read().rstrip(b"\0").decode()
+
+
+# A process traced with gc spans whose forked child collects before the
+# tracer's at-fork handler runs (in a handler registered before `enable`,
+# as threading's is), once the parent has written lines after the fork.
+_FORK_RACE = """
+import gc, os, sys
+import lotus_trace
+r, w = os.pipe()
+def child_first():
+    os.read(r, 1)
+    gc.collect()
+os.register_at_fork(after_in_child=child_first)
+os.environ["LOTUS_TRACE_GC"] = "1"
+lotus_trace.enable(sys.argv[1])
+with lotus_trace.span("ParentBefore"):
+    pass
+pid = os.fork()
+if pid == 0:
+    with lotus_trace.span("ChildOp"):
+        pass
+    lotus_trace.flush()
+    os._exit(0)
+for i in range(3):
+    with lotus_trace.span(f"ParentAfter{i}"):
+        pass
+os.write(w, b"x")
+os.waitpid(pid, 0)
+lotus_trace.disable()
+print(os.getpid(), pid)
+"""
+
+
+class GcSpans(unittest.TestCase):
+    """Collections as `gc` op spans ($LOTUS_TRACE_GC=1): held back where the
+    log cannot take them, and each in its own process's log."""
+
+    def tracer_with_log(self):
+        folder = tempfile.mkdtemp(prefix="lotus-trace-test-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        tracer = _core.Tracer()
+        tracer.dir = folder
+        tracer.on = True
+        tracer.ctx.tid = ""
+        return tracer
+
+    def collect(self, tracer, generation=2):
+        """What `gc.callbacks` calls around a collection."""
+        tracer._gc_callback("start", {"generation": generation})
+        tracer._gc_callback("stop", {"generation": generation, "collected": 0, "uncollectable": 0})
+
+    def test_spans_held_before_the_log_exists_follow_its_header(self):
+        tracer = self.tracer_with_log()
+        for n in range(_core._GC_PENDING_MAX + 2):
+            tracer._emit_from_gc(f"Sgc,{n},1,kind=op,gen=1,cpu=1\n".encode())
+        self.assertEqual(len(tracer.gc_pending), _core._GC_PENDING_MAX)
+        # The log's first line writes them, and says how many did not fit:
+        # none is left for a child forked before the next batch or flush.
+        tracer.emit("SFirst,100,1,kind=op\n")
+        self.assertEqual(tracer.gc_pending, [])
+        tracer._close()
+        lines = _read_log(tracer.path).splitlines()
+        self.assertTrue(lines[0].startswith("#lotus-trace v1 role=main"), lines[0])
+        self.assertEqual(lines[1 : 1 + _core._GC_PENDING_MAX], [f"Sgc,{n},1,kind=op,gen=1,cpu=1" for n in range(_core._GC_PENDING_MAX)])
+        self.assertIn(f"2 gc spans not written: more than {_core._GC_PENDING_MAX}", lines[1 + _core._GC_PENDING_MAX])
+        self.assertEqual(lines[2 + _core._GC_PENDING_MAX], "SFirst,100,1,kind=op")
+
+    def test_a_child_collecting_before_its_fork_handler_keeps_its_span_for_its_own_log(self):
+        tracer = self.tracer_with_log()
+        tracer.emit("SParent,1,1,kind=op\n")
+        parent_log = tracer.path
+        self.assertIsNotNone(tracer.mm)
+        # A span the parent holds back (its log's mapping was growing), and
+        # its context: a batch, a thread id.
+        tracer.gc_pending.append(b"Sgc,5,1,kind=op,gen=1,cpu=1\n")
+        tracer.ctx.batch = 9
+        tracer.ctx.tid = ",tid=4243"
+        # The fork: this process is another pid now, the tracer's state still
+        # the parent's until `_after_fork_child`, and a collection comes first.
+        child_pid = os.getpid() + 100_000
+        with mock.patch.object(os, "getpid", return_value=child_pid):
+            self.collect(tracer)
+            self.assertEqual(len(tracer.gc_pending), 1, tracer.gc_pending)
+            held = tracer.gc_pending[0].decode()
+            with mock.patch.dict(os.environ, {"LOTUS_TRACE_LOTUS": ""}):
+                tracer._before_fork()
+                tracer._after_fork_child()
+            self.assertEqual(tracer.gc_pending, [held.encode()], "the child's own span is kept")
+            tracer.emit("SChild,2,1,kind=op\n")
+            tracer._close()
+        os.close(tracer.fd)
+        self.assertTrue(held.startswith("Sgc,"), held)
+        self.assertIn(",kind=op,gen=2,cpu=", held)
+        self.assertNotIn("batch=", held)  # the parent's context, not the child's
+        self.assertNotIn("tid=", held)  # the child's main thread
+        self.assertEqual(os.path.basename(tracer.path), f"lotus_main_pid_{child_pid}")
+        parent, child = _read_log(parent_log), _read_log(tracer.path)
+        self.assertNotIn("Sgc", parent)
+        self.assertIn(held, child)
+        self.assertNotIn("Sgc,5,", child)
+
+    def test_a_forked_child_collecting_before_the_tracer_knows_of_the_fork(self):
+        folder = tempfile.mkdtemp(prefix="lotus-trace-test-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        package = os.path.dirname(os.path.dirname(_core.__file__))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOTUS_")}
+        env["PYTHONPATH"] = package
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        out = subprocess.run([sys.executable, "-c", _FORK_RACE, folder], check=False, env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        parent_pid, child_pid = out.stdout.split()
+        parent = _read_log(os.path.join(folder, f"lotus_main_pid_{parent_pid}"))
+        child = _read_log(os.path.join(folder, f"lotus_main_pid_{child_pid}"))
+        # The parent's lines whole, each once; the child's collection in its
+        # own log, none in the parent's (their mapping is shared).
+        names = [line.split(",")[0] for line in parent.splitlines() if not line.startswith("#")]
+        self.assertEqual(names, ["SParentBefore", "SParentAfter0", "SParentAfter1", "SParentAfter2"], parent)
+        self.assertEqual([line.split(",")[0] for line in child.splitlines() if not line.startswith("#")], ["Sgc", "SChildOp"], child)
 
 
 if __name__ == "__main__":
