@@ -72,6 +72,8 @@ __all__ = [
 ]
 
 now_ns = _core._now
+# The process's tracer (`_core.Tracer`): its switch `on` is read per call.
+_T = _core.TRACER
 
 
 class _Op:
@@ -87,7 +89,7 @@ class _Op:
             pass
 
     def __call__(self, *args, **kwargs):
-        if not _core._on:
+        if not _T.on:
             return self.fn(*args, **kwargs)
         t0 = _core.op_begin(self.name)
         try:
@@ -154,13 +156,13 @@ class span:
         self.t0 = None
 
     def __enter__(self):
-        if _core._on:
+        if _T.on:
             self.t0 = _core.op_begin(self.name)
         return self
 
     def __exit__(self, *exc):
         if self.t0 is not None:
-            if _core._on:
+            if _T.on:
                 _core.op_event(self.name, self.t0, _core._now())
             else:  # tracing stopped inside the block: still end its task
                 _core.op_end_task()
@@ -203,7 +205,7 @@ def batch(batch_id):
 def worker_batch(batch_id):
     """`batch(batch_id)` in a worker process: also marks this process as a
     worker (its log is `<prefix>_worker_pid_<pid>`)."""
-    if _core._role != "worker":
+    if _T.role != "worker":
         _core.set_role("worker")
     return BatchSpan(batch_id)
 
@@ -221,12 +223,12 @@ class main_wait:
         self.t0 = None
 
     def __enter__(self):
-        if _core._on:
+        if _T.on:
             self.t0 = _core._now()
         return self
 
     def __exit__(self, *exc):
-        if self.t0 is not None and _core._on:
+        if self.t0 is not None and _T.on:
             _core.wait_event(self.batch, self.t0, _core._now(), self.ready)
         self.t0 = None
         return False
@@ -234,5 +236,5 @@ class main_wait:
 
 def main_consume(batch_id):
     """The main process's training loop got batch `batch_id` now: SConsume."""
-    if _core._on:
+    if _T.on:
         _core.consume_event(batch_id)

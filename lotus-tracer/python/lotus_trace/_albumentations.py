@@ -19,19 +19,12 @@ leaves it alone and says so in a `#` line of the log.
 
 import functools
 import inspect
-import threading
 
 from . import _core
 
-
-class _Stack(threading.local):
-    """The containers running on this thread, innermost last."""
-
-    def __init__(self):
-        self.items = []
-
-
-_running = _Stack()
+_T = _core.TRACER
+# The containers running on each thread, innermost last (the tracer's).
+_running = _T.patches.running
 
 
 def _note(what, why):
@@ -58,18 +51,18 @@ def _patch_transform(mod):
         return _note("albumentations.BasicTransform", "__call__ takes no force_apply (this albumentations is older or newer)")
 
     def __call__(self, *args, **kwargs):
-        if not _core._on:
+        if not _T.on:
             return orig(self, *args, **kwargs)
         return _core.call_op(_core.callable_name(self), orig, self, *args, **kwargs)
 
     functools.update_wrapper(__call__, orig)
     cls.__call__ = _torch._mark(__call__, orig)
-    _torch._self_spanning = _torch._self_spanning + (cls,)
+    _T.patches.self_spanning = _T.patches.self_spanning + (cls,)
 
 
 def _container_call(orig):
     def __call__(self, *args, **kwargs):
-        if not _core._on:
+        if not _T.on:
             return orig(self, *args, **kwargs)
         stack = _running.items
         if stack and stack[-1] is self:

@@ -42,7 +42,6 @@ callables of one qualified name they share one row) and tables of at most
 
 import os
 import sys
-import threading
 import types
 
 from . import _core
@@ -57,14 +56,17 @@ from . import _core
 MIN_NS = 100_000
 
 _mon = getattr(sys, "monitoring", None)
-_tool = None  # our sys.monitoring tool id, once claimed
-_failed = False
-_watched = set()  # dataset code objects with local CALL events
-_returns = set()  # callee code objects with local PY_RETURN events
-_written = set()  # callee names written once (then always)
-_first = {}  # callee name -> its first call of MIN_NS CPU or more, until written
-_callees = {}  # callee key (`_key`) -> (name, Python code ending it), or None: traced already
-_quiet = {}  # callee key -> its calls in a row under MIN_NS of CPU, while not written
+# This module's state: the tracer's (`_core._FinerState`: the tool id and
+# the tables). The tables, only ever emptied in place, are also bound here
+# by name: the callbacks run at every call a traced `__getitem__` makes.
+_T = _core.TRACER
+_S = _T.finer
+_watched = _S.watched  # dataset code objects with local CALL events
+_returns = _S.returns  # callee code objects with local PY_RETURN events
+_written = _S.written  # callee names written once (then always)
+_first = _S.first  # callee name -> its first call of MIN_NS CPU or more, until written
+_callees = _S.callees  # callee key (`_key`) -> (name, Python code ending it), or None: traced already
+_quiet = _S.quiet  # callee key -> its calls in a row under MIN_NS of CPU, while not written
 # The tables above keyed by code objects, classes and C functions are
 # emptied when they reach this many entries: a callee made per call (a
 # class per item) is then neither kept alive by them nor grows them. They
@@ -82,14 +84,8 @@ _builtin_key = _core._builtin_key
 # from the folder it imported the package from).
 _here_prefix = os.path.join(os.path.dirname(__file__), "")
 
-
-class _Thread(threading.local):
-    # The dataset ops open on this thread: [code, frame, pending], where
-    # pending is [name, t0, c0, callee code (plain Python functions) or None].
-    stack = None
-
-
-_state = _Thread()
+# The dataset ops open on each thread (`_core._FinerThread`).
+_state = _S.threads
 
 
 def available():
@@ -100,9 +96,8 @@ def available():
 
 def _claim():
     """Our tool id: the profiler's if free, else a free unnamed one."""
-    global _tool, _failed
-    if _tool is not None or _failed:
-        return _tool
+    if _S.tool is not None or _S.failed:
+        return _S.tool
     for tool in (_mon.PROFILER_ID, 3, 4):
         if _mon.get_tool(tool) is None:
             try:
@@ -114,9 +109,9 @@ def _claim():
             _mon.register_callback(tool, E.C_RETURN, _on_c_return)
             _mon.register_callback(tool, E.C_RAISE, _on_c_raise)
             _mon.register_callback(tool, E.PY_RETURN, _on_py_return)
-            _tool = tool
+            _S.tool = tool
             return tool
-    _failed = True
+    _S.failed = True
     _core.note("finer spans: every sys.monitoring tool id is taken (a debugger, coverage or profiler); spans stop at each dataset's __getitem__")
     return None
 
@@ -144,9 +139,11 @@ def _is_ours(code):
 def enter(code):
     """A dataset op whose own calls (in `code`) become spans is starting on
     this thread; returns a token for `leave`, or None."""
-    if code is None or not _core._on or not available():
+    if code is None or not _T.on or not available():
         return None
-    tool = _tool if _tool is not None else _claim()
+    tool = _S.tool
+    if tool is None:
+        tool = _claim()
     if tool is None:
         return None
     if code not in _watched:
@@ -231,7 +228,7 @@ def _callee(callee, key):
         # it.
         fcode = fn.__code__ if type(fn) is _FunctionType else None
         if fcode is not None and fcode not in _returns:
-            _mon.set_local_events(_tool, fcode, _mon.events.PY_RETURN)
+            _mon.set_local_events(_S.tool, fcode, _mon.events.PY_RETURN)
             if len(_returns) >= MAX_KEYS:
                 _returns.clear()
             _returns.add(fcode)
@@ -298,7 +295,7 @@ def _write(p):
             _quiet[key] = 0
         return
     cpu = _core._cpu() - c0
-    c = _core._ctx
+    c = _T.ctx
     if name not in _written:
         # Not written yet: only once two of its calls ran MIN_NS of CPU
         # each (one can, by a garbage collection or a first call's
@@ -316,8 +313,8 @@ def _write(p):
         del _first[name]
         _written.add(name)
         ft0, ft1, fcpu, fb, fs = first
-        _core._op_line(name, ft0, ft1, f",cpu={fcpu}", fb, fs)
-    _core._op_line(name, t0, t1, f",cpu={cpu}", c.batch, c.sample)
+        _T._op_line(name, ft0, ft1, f",cpu={fcpu}", fb, fs)
+    _T._op_line(name, t0, t1, f",cpu={cpu}", c.batch, c.sample)
 
 
 def _traced(callee):

@@ -52,6 +52,8 @@ import os
 import stat
 import sys
 
+from . import _core
+
 # `1`: turn the perf trampolines on.
 ENV = "LOTUS_PY_FRAMES"
 
@@ -64,17 +66,8 @@ _MAP_FLAGS = (
     | getattr(os, "O_NONBLOCK", 0)
 )
 
-# The tracer manages the trampolines in this process (and its forked
-# children, which try again with their own map whatever the parent got).
-_enabled = False
-# The trampolines are on in this process because the tracer turned them on.
-_ours = False
-_note = None
-_hooks = False
-# The interpreter's frame evaluator set aside across a fork (ctypes), or
-# None where the trampolines were turned off through `sys` instead.
-_saved_eval = None
-_api = None
+# This module's state: the tracer's (`_core._FramesState`).
+_S = _core.TRACER.frames
 # 3.12's C recursion budget: the most it is raised to.
 _C_BUDGET_MAX = 10_000
 
@@ -122,9 +115,7 @@ def _list_for_lotus(pid, st):
     """Tells lotus this process's map is the tracer's: `perfmap_pid_<pid>`
     in lotus's status folder, `<dev> <ino>`. Nothing where there is no such
     folder (or the process can no longer write there)."""
-    from ._core import status_file
-
-    status_file(f"perfmap_pid_{pid}", f"{st.st_dev} {st.st_ino}\n".encode())
+    _core.status_file(f"perfmap_pid_{pid}", f"{st.st_dev} {st.st_ino}\n".encode())
 
 
 def make_map(pid=None):
@@ -176,9 +167,8 @@ def make_map(pid=None):
 def _capi():
     """ctypes' view of the interpreter's frame-evaluator functions and the
     thread state, or None where ctypes or the functions are missing."""
-    global _api
-    if _api is not None:
-        return _api or None
+    if _S.api is not None:
+        return _S.api or None
     try:
         import ctypes
 
@@ -191,11 +181,11 @@ def _capi():
         api._PyInterpreterState_SetEvalFrameFunc.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         api.PyThreadState_Get.restype = ctypes.c_void_p
         api.PyThreadState_Get.argtypes = []
-        _api = (ctypes, api)
+        _S.api = (ctypes, api)
     except (ImportError, AttributeError, OSError):
-        _api = False
+        _S.api = False
         return None
-    return _api
+    return _S.api
 
 
 # CPython 3.12's PyThreadState: `_status` (4 bytes) after three pointers,
@@ -278,8 +268,7 @@ def _activate():
 
 
 def _before_fork():
-    global _saved_eval
-    if not _ours or not sys.is_stack_trampoline_active():
+    if not _S.ours or not sys.is_stack_trampoline_active():
         return
     api = _capi()
     if api is not None:
@@ -287,41 +276,39 @@ def _before_fork():
         # the parent keeps its stubs, its map and its code-extra slot.
         _, capi = api
         interp = capi.PyInterpreterState_Get()
-        _saved_eval = capi._PyInterpreterState_GetEvalFrameFunc(interp)
+        _S.saved_eval = capi._PyInterpreterState_GetEvalFrameFunc(interp)
         capi._PyInterpreterState_SetEvalFrameFunc(interp, None)
     else:
-        _saved_eval = None
+        _S.saved_eval = None
         sys.deactivate_stack_trampoline()
 
 
 def _after_fork_parent():
-    global _saved_eval, _ours
-    if not _ours:
+    if not _S.ours:
         return
-    if _saved_eval is not None:
+    if _S.saved_eval is not None:
         _, capi = _capi()
-        capi._PyInterpreterState_SetEvalFrameFunc(capi.PyInterpreterState_Get(), _saved_eval)
-        _saved_eval = None
+        capi._PyInterpreterState_SetEvalFrameFunc(capi.PyInterpreterState_Get(), _S.saved_eval)
+        _S.saved_eval = None
     elif not sys.is_stack_trampoline_active():
         why = _activate()
         if why:
-            _ours = False
-            _note(f"Python frames: the perf trampolines could not be turned on again after a fork in pid {os.getpid()} ({why}): its stacks show native frames only from now on")
+            _S.ours = False
+            _S.note(f"Python frames: the perf trampolines could not be turned on again after a fork in pid {os.getpid()} ({why}): its stacks show native frames only from now on")
 
 
 def _after_fork_child():
-    global _saved_eval, _ours
-    _saved_eval = None
-    _ours = False
-    if not _enabled:
+    _S.saved_eval = None
+    _S.ours = False
+    if not _S.enabled:
         return
     why = make_map()
     if why is None:
         why = _activate()
     if why:
-        _note(f"Python frames: the perf trampolines stay off in pid {os.getpid()}: {why}; its stacks show native frames only")
+        _S.note(f"Python frames: the perf trampolines stay off in pid {os.getpid()}: {why}; its stacks show native frames only")
         return
-    _ours = True
+    _S.ours = True
 
 
 def start(note, first):
@@ -329,7 +316,6 @@ def start(note, first):
     Python frames (once: a process where they are on already is left as it
     is). `note(text)` reports what the user should know; `first` says this
     is the job's first traced process, the one that notes an old Python."""
-    global _enabled, _ours, _note, _hooks
     if not wanted():
         return
     if sys.version_info < (3, 12):
@@ -339,7 +325,7 @@ def start(note, first):
         return
     if sys.is_stack_trampoline_active():
         return  # the job's own (-X perf): its map is CPython's, not ours
-    _note = note
+    _S.note = note
     pid = os.getpid()
     try:
         fix = _c_budget_fix()
@@ -349,11 +335,11 @@ def start(note, first):
             " recursing deeper than about 740 Python calls would fail; its stacks show native frames only"
         )
         return
-    _enabled = True
+    _S.enabled = True
     if fix is not None:
         _install_c_budget(fix)
-    if not _hooks and hasattr(os, "register_at_fork"):
-        _hooks = True
+    if not _S.hooks and hasattr(os, "register_at_fork"):
+        _S.hooks = True
         os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent, after_in_child=_after_fork_child)
     why = make_map()
     if why is None:
@@ -364,4 +350,4 @@ def start(note, first):
             f" ({why}): its stacks show native frames only"
         )
         return
-    _ours = True
+    _S.ours = True

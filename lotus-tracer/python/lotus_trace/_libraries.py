@@ -34,6 +34,8 @@ import functools
 
 from . import _core
 
+_T = _core.TRACER
+
 
 def _note(what, why):
     _core.note(f"not hooked: {what} ({why})")
@@ -59,7 +61,7 @@ def _patch_datasets_formatting(mod):
 
     def format_batch(self, pa_table):
         transform = getattr(self, "transform", None)
-        if not _core._on or not callable(transform) or _torch._patched(transform) or isinstance(transform, _torch._OpClass or ()):
+        if not _T.on or not callable(transform) or _torch._patched(transform) or isinstance(transform, _T.patches.op_class or ()):
             return orig(self, pa_table)
         name = _core.callable_name(transform)
 
@@ -91,7 +93,7 @@ def _patch_timm_auto_augment(mod):
         return _note("timm's AugmentOp", "__call__ is not (self, img) (this timm is older or newer)")
 
     def __call__(self, img):
-        if not _core._on:
+        if not _T.on:
             return orig(self, img)
         op = getattr(self, "name", None)
         name = _torch._policy_op_name(str(op)) if op else _core.callable_name(self)
@@ -118,7 +120,7 @@ def _patch_timm_mixup(mod):
 
 def _spanning_call(orig):
     def __call__(self, *args, **kwargs):
-        if not _core._on:
+        if not _T.on:
             return orig(self, *args, **kwargs)
         return _core.call_op(_core.callable_name(self), orig, self, *args, **kwargs)
 
@@ -137,7 +139,7 @@ def _patch_thread_pool(mod):
         return
 
     def submit(self, fn, /, *args, **kwargs):
-        if not _core._on:
+        if not _T.on:
             return orig(self, fn, *args, **kwargs)
         return orig(self, _core.task_of(fn), *args, **kwargs)
 

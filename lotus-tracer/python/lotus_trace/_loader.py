@@ -34,8 +34,11 @@ _KEYS = {
 # The DataLoader's arguments it refuses with num_workers=0.
 _WORKERS_ONLY = ("prefetch_factor", "persistent_workers", "multiprocessing_context")
 
-# Batches the training loop took, in this process, over all epochs.
-_consumed = 0
+# This module's state: the tracer's (`_core._LoaderState`: the settings
+# read at `patch`, and the batches the training loop took, in this process,
+# over all epochs).
+_S = _core.TRACER.loader
+_T = _core.TRACER
 
 
 def parse_settings(text):
@@ -97,24 +100,22 @@ def _stop_after_from_env():
     return int(text)
 
 
-_settings = None
-_stop_after = None
-
 
 def _override(orig_init):
-    """`DataLoader.__init__` with `_settings` in place of the job's."""
+    """`DataLoader.__init__` with `$LOTUS_LOADER`'s settings in place of the job's."""
     sig = inspect.signature(orig_init)
 
     @functools.wraps(orig_init)
     def __init__(self, *args, **kwargs):
-        if not _core._on or _settings is None:
+        settings = _S.settings
+        if not _T.on or settings is None:
             return orig_init(self, *args, **kwargs)
         try:
             bound = sig.bind(self, *args, **kwargs)
         except TypeError:  # the job's own mistake: torch says it
             return orig_init(self, *args, **kwargs)
         given = bound.arguments
-        given.update(_settings)
+        given.update(settings)
         workers = given.get("num_workers", 0)
         if workers == 0:
             dropped = [k for k in _WORKERS_ONLY if given.get(k)]
@@ -179,7 +180,7 @@ def _config_at_iter(orig_iter):
 
     @functools.wraps(orig_iter)
     def __iter__(self):
-        if _core._on and _core._role != "worker":
+        if _T.on and _T.role != "worker":
             try:
                 _core.config_event(config_fields(self))
             except Exception as e:  # never break the job
@@ -195,14 +196,14 @@ def consumed(it):
     """The training loop took a batch from iterator `it`: at the
     `$LOTUS_STOP_AFTER`-th, its workers are shut down, the log ended, and
     the process exits with status 0."""
-    global _consumed
-    if _stop_after is None:
+    s = _S
+    if s.stop_after is None:
         return
-    _consumed += 1
-    if _consumed < _stop_after:
+    s.consumed += 1
+    if s.consumed < s.stop_after:
         return
-    _core.note(f"stopped after {_consumed} batches (LOTUS_STOP_AFTER)")
-    sys.stderr.write(f"lotus_trace: stopped after {_consumed} batches (LOTUS_STOP_AFTER)\n")
+    _core.note(f"stopped after {s.consumed} batches (LOTUS_STOP_AFTER)")
+    sys.stderr.write(f"lotus_trace: stopped after {s.consumed} batches (LOTUS_STOP_AFTER)\n")
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -216,23 +217,22 @@ def consumed(it):
             shutdown()
         except Exception as e:
             _core.note(f"LOTUS_STOP_AFTER: the workers' shutdown failed: {type(e).__name__}: {e}")
-    _core._exit_closing(0)
+    _T._exit_closing(0)
 
 
 def patch(mod):
     """Patches `torch.utils.data.dataloader`'s DataLoader."""
-    global _settings, _stop_after
     loader = getattr(mod, "DataLoader", None)
     if loader is None:
         _core.note("the DataLoader's settings (kind=config) not said: no torch.utils.data.DataLoader")
         return
-    _settings = _settings_from_env()
-    _stop_after = _stop_after_from_env()
+    settings = _S.settings = _settings_from_env()
+    _S.stop_after = _stop_after_from_env()
     orig_iter = loader.__dict__.get("__iter__")
     if orig_iter is not None and not getattr(orig_iter, "__lotus_trace__", False):
         loader.__iter__ = _config_at_iter(orig_iter)
     orig_init = loader.__dict__.get("__init__")
-    if _settings is not None and orig_init is not None and not getattr(orig_init, "__lotus_trace__", False):
+    if settings is not None and orig_init is not None and not getattr(orig_init, "__lotus_trace__", False):
         try:
             loader.__init__ = _override(orig_init)
         except (TypeError, ValueError) as e:

@@ -43,11 +43,10 @@ from . import _core
 
 ENV = "LOTUS_TRACE_OPS"
 
-# (line number, module, qualname glob, spec text)
-_specs = []
-_matched = set()
-_ran = set()
-_main_done = False
+# This module's state: the tracer's (`_core._OpsState`: the specs, which
+# matched and ran).
+_S = _core.TRACER.ops
+_T = _core.TRACER
 
 
 # --- QUALNAME globs ---------------------------------------------------------
@@ -67,7 +66,6 @@ _main_done = False
 
 _STAR = object()
 _ANY = object()
-_globs = {}  # pattern -> tokens (the specs' patterns: a few)
 
 
 def _glob_tokens(pattern):
@@ -106,9 +104,10 @@ def glob_match(name, pattern):
     """Whether `name` matches the glob `pattern`, as
     `fnmatch.fnmatchcase(name, pattern)` says, in at most len(name) x
     len(pattern) steps on every Python."""
-    tokens = _globs.get(pattern)
+    globs = _S.globs
+    tokens = globs.get(pattern)
     if tokens is None:
-        tokens = _globs[pattern] = _glob_tokens(pattern)
+        tokens = globs[pattern] = _glob_tokens(pattern)
     p = s = 0
     np_, ns = len(tokens), len(name)
     star = -1  # the last `*`'s token index
@@ -150,7 +149,7 @@ def _parse(text):
 def _status_mark(name):
     """An empty file `name` in lotus's private status folder (once: one
     already there says the same)."""
-    status = _core._status_dir
+    status = _T.status_dir
     if not status:
         return
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -162,9 +161,9 @@ def _status_mark(name):
 
 def _record(spec):
     n, _module, _qual, text = spec
-    if n in _matched:
+    if n in _S.matched:
         return
-    _matched.add(n)
+    _S.matched.add(n)
     _core.note(f"op-matched {text}")
     _status_mark(f"op_matched_{n}")
 
@@ -173,11 +172,12 @@ def _record_ran(pending):
     """The specs (line numbers) in `pending` wrapped something that now
     ran as an op: said once per process (and once in the status folder);
     `pending` is emptied, so a wrapper asks only at its first call."""
+    ran = _S.ran
     for n in pending:
-        if n in _ran:
+        if n in ran:
             continue
-        _ran.add(n)
-        text = next((s[3] for s in _specs if s[0] == n), str(n))
+        ran.add(n)
+        text = next((s[3] for s in _S.specs if s[0] == n), str(n))
         _core.note(f"op-ran {text}")
         _status_mark(f"op_ran_{n}")
     pending.clear()
@@ -187,13 +187,13 @@ def _wrap(fn, name, specs=()):
     """`fn` writing one op span `name` per call (per step for a generator);
     its first traced call records the specs (line numbers) that matched it
     as run (`_record_ran`)."""
-    pending = [n for n in specs if n not in _ran]
+    pending = [n for n in specs if n not in _S.ran]
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
         def gen(*args, **kwargs):
             it = fn(*args, **kwargs)
-            if not _core._on:
+            if not _T.on:
                 return (yield from it)
             if pending:
                 _record_ran(pending)
@@ -215,7 +215,7 @@ def _wrap(fn, name, specs=()):
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            if not _core._on:
+            if not _T.on:
                 return fn(*args, **kwargs)
             if pending:
                 _record_ran(pending)
@@ -253,7 +253,7 @@ def _candidates(owner, module_name, depth=0):
 
 def _hook_module(module, names):
     """Wraps what the specs for module names `names` match in `module`."""
-    specs = [s for s in _specs if s[1] in names]
+    specs = [s for s in _S.specs if s[1] in names]
     if not specs:
         return
     module_name = getattr(module, "__name__", None)
@@ -285,14 +285,11 @@ def _hook_module(module, names):
 def at_dataloader():
     """At a worker's start and the main process's first batch: wraps the
     script's functions the specs name."""
-    global _main_done
-    if _main_done:
+    if _S.main_done:
         return
     wrap_main()
-    _main_done = True
+    _S.main_done = True
 
-
-_finer_noted = False
 
 
 def note_finer():
@@ -301,10 +298,9 @@ def note_finer():
     than it cannot be had (Python before 3.12, or LOTUS_TRACE_FINER=0):
     with no --op, lotus says once per run how to see inside it (a file
     `note_finer_spans` in its status folder)."""
-    global _finer_noted
-    if _finer_noted or _specs:
+    if _S.finer_noted or _S.specs:
         return
-    _finer_noted = True
+    _S.finer_noted = True
     _status_mark("note_finer_spans")
 
 
@@ -312,10 +308,9 @@ def wrap_main():
     """Wraps what the `__main__` specs match in the script (a spawned
     worker's copy of it is `__mp_main__`): once per process, when its
     functions are all defined (a worker's start, the first batch)."""
-    global _main_done
-    if _main_done or not _specs:
+    if _S.main_done or not _S.specs:
         return
-    _main_done = True
+    _S.main_done = True
     for name in ("__main__", "__mp_main__"):
         module = sys.modules.get(name)
         if module is not None:
@@ -327,12 +322,11 @@ def wrap_main():
 
 def install(add_hook):
     """Hooks the modules $LOTUS_TRACE_OPS names."""
-    global _specs
     text = os.environ.get(ENV, "")
     if not text.strip():
         return
-    _specs = _parse(text)
-    for module in sorted({s[1] for s in _specs}):
+    specs = _S.specs = _parse(text)
+    for module in sorted({s[1] for s in specs}):
         if module in ("__main__", "__mp_main__"):
             continue
         add_hook(module, functools.partial(_hook_module, names=(module,)))
@@ -340,4 +334,4 @@ def install(add_hook):
 
 def specs():
     """Whether any --op was given."""
-    return bool(_specs)
+    return bool(_S.specs)

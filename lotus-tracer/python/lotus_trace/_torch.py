@@ -61,11 +61,13 @@ import sys
 from . import _core, _finer, _loader, _ops
 
 _now = _core._now
-_ctx = _core._ctx
-
-# Compose classes whose calls trace each transform themselves.
-_traced_composes = ()
-_names = {}
+_T = _core.TRACER
+_ctx = _T.ctx  # the tracer's per-thread context
+# What this module patched: the tracer's (`_core._PatchState`: the Compose
+# classes whose calls trace each transform themselves, the classes whose
+# every call writes its own span, lotus_trace.wrap's class, the hooks added
+# at install and the import hook).
+_P = _T.patches
 
 
 def _note(what, why):
@@ -88,11 +90,6 @@ def _op_name(t):
     return _core.callable_name(t)
 
 
-_OpClass = ()  # lotus_trace.wrap's class, set by install()
-# Classes whose every call writes its own op span (torchvision v2's
-# Transform, albumentations' transforms), set as their modules are hooked.
-_self_spanning = ()
-
 
 def _transform_op(t, *args):
     """`t(*args)` as an op span named after `t` (and an ITT task where one
@@ -114,9 +111,14 @@ def _self_tracing(t):
     """Callables that write their own span (no op around them). A Compose
     is not one: inside another Compose or a wrapper it is a parent span
     (`Compose`) of its transforms' spans."""
-    if isinstance(t, _OpClass):
+    p = _P
+    if isinstance(t, p.op_class):
         return True
-    return bool(_self_spanning) and isinstance(t, _self_spanning) and not (bool(_traced_composes) and isinstance(t, _traced_composes))
+    spanning = p.self_spanning
+    if not spanning or not isinstance(t, spanning):
+        return False
+    composes = p.traced_composes
+    return not (composes and isinstance(t, composes))
 
 
 def _apply(t, *args):
@@ -130,7 +132,8 @@ def _apply(t, *args):
 def _top_level(t, x):
     """The transform a dataset applies: a Compose (its transforms are the
     spans) or one transform."""
-    if _self_tracing(t) or (bool(_traced_composes) and isinstance(t, _traced_composes)):
+    composes = _P.traced_composes
+    if _self_tracing(t) or (composes and isinstance(t, composes)):
         return t(x)
     return _transform_op(t, x)
 
@@ -139,7 +142,6 @@ def _top_level(t, x):
 
 
 def _patch_compose(mod):
-    global _traced_composes
     cls = getattr(mod, "Compose", None)
     orig = getattr(cls, "__call__", None) if cls is not None else None
     if orig is None:
@@ -151,7 +153,7 @@ def _patch_compose(mod):
         return _note("torchvision.transforms.Compose", "Compose.__call__ is not the expected loop over self.transforms")
 
     def __call__(self, img):
-        if not _core._on:
+        if not _T.on:
             return orig(self, img)
         for t in self.transforms:
             img = _apply(t, img)
@@ -159,11 +161,10 @@ def _patch_compose(mod):
 
     functools.update_wrapper(__call__, orig)
     cls.__call__ = _mark(__call__, orig)
-    _traced_composes = _traced_composes + (cls,)
+    _P.traced_composes = _P.traced_composes + (cls,)
 
 
 def _patch_compose_v2(mod):
-    global _traced_composes
     cls = getattr(mod, "Compose", None)
     orig = getattr(cls, "forward", None) if cls is not None else None
     if orig is None:
@@ -175,7 +176,7 @@ def _patch_compose_v2(mod):
         return _note("torchvision.transforms.v2.Compose", "Compose.forward is not the expected loop (this torchvision is older or newer)")
 
     def forward(self, *inputs):
-        if not _core._on:
+        if not _T.on:
             return orig(self, *inputs)
         needs_unpacking = len(inputs) > 1
         outputs = None
@@ -186,7 +187,7 @@ def _patch_compose_v2(mod):
 
     functools.update_wrapper(forward, orig)
     cls.forward = _mark(forward, orig)
-    _traced_composes = _traced_composes + (cls,)
+    _P.traced_composes = _P.traced_composes + (cls,)
 
 
 def _patch_folder(mod):
@@ -218,7 +219,7 @@ def _patch_folder(mod):
         return sample, target
 
     def __getitem__(self, index):
-        if not _core._on:
+        if not _T.on:
             return orig(self, index)
         return _core.sample_call(functools.partial(item, self), index)
 
@@ -246,7 +247,7 @@ def _patch_v1_wrappers(mod):
         torch = sys.modules.get("torch")
 
         def forward(self, img):
-            if not _core._on:
+            if not _T.on:
                 return orig(self, img)
             if self.p < torch.rand(1):
                 return img
@@ -266,7 +267,7 @@ def _patch_v1_wrappers(mod):
         import random
 
         def order_call(self, img):
-            if not _core._on:
+            if not _T.on:
                 return orig_order(self, img)
             order = list(range(len(self.transforms)))
             random.shuffle(order)
@@ -286,7 +287,7 @@ def _patch_v1_wrappers(mod):
         import random
 
         def choice_call(self, *args):
-            if not _core._on:
+            if not _T.on:
                 return orig_choice(self, *args)
             t = random.choices(self.transforms, weights=self.p)[0]
             return _apply(t, *args)
@@ -314,7 +315,7 @@ def _patch_v1_autoaugment(mod):
         return
 
     def _apply_op(img, op_name, *args, **kwargs):
-        if not _core._on:
+        if not _T.on:
             return orig(img, op_name, *args, **kwargs)
         return _core.call_op(_policy_op_name(op_name), orig, img, op_name, *args, **kwargs)
 
@@ -335,7 +336,7 @@ def _patch_v2_autoaugment(mod):
         return
 
     def apply(self, image, transform_id, *args, **kwargs):
-        if not _core._on:
+        if not _T.on:
             return orig(self, image, transform_id, *args, **kwargs)
         return _core.call_op(_policy_op_name(transform_id), orig, self, image, transform_id, *args, **kwargs)
 
@@ -350,7 +351,6 @@ def _patch_v2_transform(mod):
     applying MixUp or CutMix) is a span named after its class; what it
     calls inside are its children. A v2 Compose writes none of its own
     (its transforms are the spans), unless a Compose or a wrapper runs it."""
-    global _self_spanning
     cls = getattr(mod, "Transform", None)
     if cls is None:
         return _note("torchvision.transforms.v2.Transform", "no Transform class")
@@ -364,12 +364,12 @@ def _patch_v2_transform(mod):
         return _note("torchvision.transforms.v2.Transform", "Transform is not called through nn.Module.__call__")
 
     def __call__(self, *args, **kwargs):
-        if not _core._on or (bool(_traced_composes) and isinstance(self, _traced_composes)):
+        if not _T.on or (bool(_P.traced_composes) and isinstance(self, _P.traced_composes)):
             return base(self, *args, **kwargs)
         return _core.call_op(_op_name(self), base, self, *args, **kwargs)
 
     cls.__call__ = _mark(__call__, base)
-    _self_spanning = _self_spanning + (cls,)
+    _P.self_spanning = _P.self_spanning + (cls,)
 
 
 def _patch_kornia(mod):
@@ -379,7 +379,6 @@ def _patch_kornia(mod):
     call each module), is a span named after its class. The containers are
     nn.Sequential and write no span (nested ones run their modules directly,
     which are the spans)."""
-    global _self_spanning
     cls = getattr(mod, "_BasicAugmentationBase", None)
     if cls is None:
         return _note("kornia augmentations", "no _BasicAugmentationBase in kornia.augmentation.base")
@@ -393,12 +392,12 @@ def _patch_kornia(mod):
         return _note("kornia augmentations", "_BasicAugmentationBase is not called through nn.Module.__call__")
 
     def __call__(self, *args, **kwargs):
-        if not _core._on:
+        if not _T.on:
             return base(self, *args, **kwargs)
         return _core.call_op(_op_name(self), base, self, *args, **kwargs)
 
     cls.__call__ = _mark(__call__, base)
-    _self_spanning = _self_spanning + (cls,)
+    _P.self_spanning = _P.self_spanning + (cls,)
 
 
 # --- torch.utils.data: workers and fetchers -----------------------------------
@@ -445,7 +444,7 @@ def _patch_worker(mod):
         # functools.wraps keeps the original's module and name: a spawned
         # worker unpickles the target by name and gets its own (patched, if
         # it traces) function.
-        if not _core._on:
+        if not _T.on:
             return orig(*args, **kwargs)
         _core.set_role("worker")
         _ops.at_dataloader()
@@ -471,7 +470,7 @@ def _worker_init(init_fn):
     """The DataLoader's worker_init_fn, as an op span named after it."""
 
     def init(*args, **kwargs):
-        if not _core._on:
+        if not _T.on:
             return init_fn(*args, **kwargs)
         return _core.call_op(_op_name(init_fn), init_fn, *args, **kwargs)
 
@@ -502,7 +501,7 @@ def _patch_fetch(mod):
         # torch 1.x to 2.x's loop, each next() of the dataset's iterator an
         # op span named after the dataset's class. A fetch that delivers
         # nothing (StopIteration) writes no batch (BatchSpan).
-        if not _core._on:
+        if not _T.on:
             return orig(self, possibly_batched_index)
         with _core.BatchSpan(_ctx.batch) as span:
             if self.ended:
@@ -594,7 +593,7 @@ def _collate_swapping_fetch(orig):
 
     @functools.wraps(orig)
     def fetch(self, possibly_batched_index):
-        if not _core._on:
+        if not _T.on:
             return orig(self, possibly_batched_index)
         span = _core.BatchSpan(_ctx.batch)
         with span:
@@ -626,7 +625,7 @@ def _patch_map_fetch(mod):
     subset_getitems = _subset_getitems()
 
     def fetch(self, possibly_batched_index):
-        if not _core._on:
+        if not _T.on:
             return orig(self, possibly_batched_index)
         ds = self.dataset
         sample_call = _core.sample_call
@@ -671,10 +670,10 @@ def _patch_dataloader(mod):
 
         @functools.wraps(orig_next)
         def __next__(self):
-            if not _core._on:
+            if not _T.on:
                 return orig_next(self)
             self._lotus_bid = None
-            if not _ops._main_done:
+            if not _T.ops.main_done:
                 _ops.at_dataloader()
             # A worker's batch is waited for in all of `__next__`, not only
             # in `_next_data`: what runs around it (torch's record_function,
@@ -704,7 +703,7 @@ def _patch_dataloader(mod):
 
         @functools.wraps(orig_single)
         def _next_data_single(self):
-            if not _core._on:
+            if not _T.on:
                 return orig_single(self)
             bid = getattr(self, "_num_yielded", None)
             if type(bid) is not int:
@@ -734,7 +733,7 @@ def _patch_dataloader(mod):
         @functools.wraps(orig_get)
         def _get_data(self):
             r = orig_get(self)
-            if _core._on:
+            if _T.on:
                 try:
                     self._lotus_got = r[0]
                 except (TypeError, IndexError, KeyError):
@@ -747,7 +746,7 @@ def _patch_dataloader(mod):
 
     @functools.wraps(orig_multi)
     def _next_data_multi(self):
-        if not _core._on:
+        if not _T.on:
             return orig_multi(self)
         nx = getattr(self, "_lotus_next", None)
         if nx is not None:
@@ -796,7 +795,7 @@ def _patch_workers_start_stop(multi):
 
         @functools.wraps(orig_init)
         def __init__(self, *args, **kwargs):
-            if not _core._on:
+            if not _T.on:
                 return orig_init(self, *args, **kwargs)
             t0 = _now()
             u0 = _core.usage_start()
@@ -811,7 +810,7 @@ def _patch_workers_start_stop(multi):
 
         @functools.wraps(orig_stop)
         def _shutdown_workers(self):
-            if not _core._on or getattr(self, "_shutdown", True) or getattr(self, "_persistent_workers", False):
+            if not _T.on or getattr(self, "_shutdown", True) or getattr(self, "_persistent_workers", False):
                 return orig_stop(self)
             t0 = _now()
             u0 = _core.usage_start()
@@ -839,12 +838,9 @@ _HOOKS = {
 }
 
 
-# Hooks added at install: module name -> [hook] (albumentations, --op).
-_extra_hooks = {}
-
 
 def _run_hook(name, module):
-    hooks = ([_HOOKS[name]] if name in _HOOKS else []) + _extra_hooks.get(name, [])
+    hooks = ([_HOOKS[name]] if name in _HOOKS else []) + _P.extra_hooks.get(name, [])
     for hook in hooks:
         try:
             hook(module)
@@ -855,15 +851,15 @@ def _run_hook(name, module):
 def add_hook(name, hook):
     """Runs `hook(module)` on module `name`: now if it is imported, else
     right after its import (the meta_path finder)."""
-    _extra_hooks.setdefault(name, []).append(hook)
+    _P.extra_hooks.setdefault(name, []).append(hook)
     module = sys.modules.get(name)
     if module is not None:
         try:
             hook(module)
         except Exception as e:
             _note(name, f"{type(e).__name__}: {e}")
-    elif _finder is not None:
-        _finder.pending[name] = True
+    elif _P.finder is not None:
+        _P.finder.pending[name] = True
 
 
 class _PostImportFinder:
@@ -911,25 +907,23 @@ class _PostImportFinder:
         return spec
 
 
-_finder = None
-
 
 def install(torch=True):
     """Patches what is imported, and hooks the imports of the rest: torch,
     torchvision and albumentations (with `torch`), and the functions
     `lotus trace run --op` names ($LOTUS_TRACE_OPS, always)."""
-    global _finder, _OpClass
     from . import _albumentations, _libraries, _Op, _ops
 
-    _OpClass = _Op
-    if _finder is None:
-        _finder = _PostImportFinder({})
-        sys.meta_path.insert(0, _finder)
+    p = _P
+    p.op_class = _Op
+    if p.finder is None:
+        p.finder = _PostImportFinder({})
+        sys.meta_path.insert(0, p.finder)
     if torch:
         more = {**_albumentations.HOOKS, **_libraries.HOOKS}
         for name, hook in more.items():
-            if hook not in _extra_hooks.get(name, []):
-                _extra_hooks.setdefault(name, []).append(hook)
+            if hook not in p.extra_hooks.get(name, []):
+                p.extra_hooks.setdefault(name, []).append(hook)
         pending = {}
         for name in list(_HOOKS) + list(more):
             module = sys.modules.get(name)
@@ -937,5 +931,5 @@ def install(torch=True):
                 _run_hook(name, module)
             else:
                 pending[name] = True
-        _finder.pending.update(pending)
+        p.finder.pending.update(pending)
     _ops.install(add_hook)

@@ -1,5 +1,7 @@
 """Unit tests of the tracer's own code, run without a lotus run (no log
-is written: `_core._emit` is replaced where a test reads what would be).
+is written where a test reads what would be: the process's tracer,
+`_core.TRACER`, has its `emit` replaced, or a `Tracer` of the test's own
+is given a fake one).
 Run by scripts/test.sh:
 
     .venv/bin/python -m unittest discover -s lotus-tracer/python/tests -t lotus-tracer/python
@@ -7,6 +9,10 @@ Run by scripts/test.sh:
 
 import concurrent.futures
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -64,9 +70,9 @@ class Tasks(unittest.TestCase):
     def setUp(self):
         self.lines = []
         patches = [
-            mock.patch.object(_core, "_emit", self.lines.append),
-            mock.patch.object(_core, "_on", True),
-            mock.patch.object(_core, "_original", False),
+            mock.patch.object(_core.TRACER, "emit", self.lines.append),
+            mock.patch.object(_core.TRACER, "on", True),
+            mock.patch.object(_core.TRACER, "original", False),
         ]
         for p in patches:
             p.start()
@@ -117,7 +123,7 @@ class Tasks(unittest.TestCase):
 
     def test_the_original_format_writes_no_tasks(self):
         fn = len
-        with mock.patch.object(_core, "_original", True):
+        with mock.patch.object(_core.TRACER, "original", True):
             self.assertIs(_core.task_of(fn), fn)
 
     def test_a_thread_pool_executor_hands_its_callables_over_as_tasks(self):
@@ -152,21 +158,259 @@ class Golden(unittest.TestCase):
 
     def written(self):
         lines = []
-        with mock.patch.object(_core, "_emit", lines.append), mock.patch.object(_core._ctx, "tid", ",tid=4243"):
-            _core._op_line("Blur", 100, 150, ",cpu=40,hook=3,hook_in=1", 3, 7)
-            _core._op_line("Collation", 200, 260, ",cpu=55", 3, None)
-            _core._op_line("Decode", 300, 320, "", None, 9)
-            _core._op_line("gc", 400, 500, ",cpu=90", None, None)
-            lines.append(_core._task_line("crunch", 600, 700, 4244, 4243, 550))
-            _core.wait_event(4, 800, 900, True)
-        with mock.patch.object(_core, "_emit", lines.append), mock.patch.object(_core._ctx, "tid", ""):
-            _core.wait_event(5, 1000, 1100, False)
+        tracer = _core.Tracer(emit=lines.append)
+        tracer.ctx.tid = ",tid=4243"
+        tracer._op_line("Blur", 100, 150, ",cpu=40,hook=3,hook_in=1", 3, 7)
+        tracer._op_line("Collation", 200, 260, ",cpu=55", 3, None)
+        tracer._op_line("Decode", 300, 320, "", None, 9)
+        tracer._op_line("gc", 400, 500, ",cpu=90", None, None)
+        lines.append(_core._task_line("crunch", 600, 700, 4244, 4243, 550))
+        tracer.wait_event(4, 800, 900, True)
+        tracer.ctx.tid = ""
+        tracer.wait_event(5, 1000, 1100, False)
         return lines
 
     def test_the_writers_give_the_golden_lines(self):
         with open(GOLDEN) as f:
             golden = [line for line in f if not line.startswith("#")]
         self.assertEqual(self.written(), golden)
+
+
+class TracerState(unittest.TestCase):
+    """The tracer is an object: what it keeps is its own (`_core.Tracer`);
+    the process's is `_core.TRACER`."""
+
+    def test_two_tracers_write_to_their_own_emitters(self):
+        a, b = [], []
+        one, two = _core.Tracer(emit=a.append), _core.Tracer(emit=b.append)
+        one.on = two.on = True
+        one.ctx.tid = two.ctx.tid = ""
+        with _core.BatchSpan(7, tracer=one):
+            one.op_event("Decode", one.op_begin("Decode"), time.time_ns())
+            two.op_event("Blur", two.op_begin("Blur"), time.time_ns())
+        self.assertEqual([line.split(",")[0] for line in a], ["SDecode", "SFetch", "SBatch"])
+        self.assertIn(",batch=7,", a[0])
+        # The batch is `one`'s context, not `two`'s.
+        self.assertEqual(len(b), 1)
+        self.assertTrue(b[0].startswith("SBlur,"), b)
+        self.assertNotIn("batch=", b[0])
+        self.assertIsNone(two.ctx.batch)
+        # Nothing went to the process's tracer.
+        self.assertIsNot(_core.TRACER.emit, a.append)
+
+    def test_names_notes_and_formats_are_per_tracer(self):
+        one, two = _core.Tracer(emit=[].append), _core.Tracer(emit=[].append)
+
+        class A:
+            pass
+
+        class B:
+            pass
+
+        self.assertEqual(one.claim_name(A, "Same", "m.Same"), "Same")
+        self.assertEqual(one.claim_name(B, "Same", "m.Same"), "m.Same")
+        # `two` gave out no name yet: the short one is free there.
+        self.assertEqual(two.claim_name(B, "Same", "m.Same"), "Same")
+        one.original = True
+        self.assertIs(one.task_of(len), len)
+        self.assertIsNot(two.task_of(len), len)
+        one.notes_seen.add("said")
+        self.assertNotIn("said", two.notes_seen)
+
+    def test_the_environment_switches_are_read_into_the_tracer(self):
+        env = {
+            "LOTUS_TRACE_FORMAT": "original",
+            "LOTUS_TRACE_RUN": "run 7",
+            "LOTUS_TRACE_STATUS": "/status",
+            "LOTUS_TRACE_ITT": "collect",
+            "LOTUS_TRACE_GC": "1",
+            "LOTUS_TRACE_PARENT": "1234",
+        }
+        tracer, other = _core.Tracer(), _core.Tracer()
+        with mock.patch.dict(os.environ, env):
+            tracer.read_env()
+        self.assertIs(tracer.original, True)
+        self.assertEqual(tracer.run_id, "run_7")
+        self.assertEqual(tracer.status_dir, "/status")
+        self.assertIs(tracer.itt_collect, True)
+        self.assertIs(tracer.gc_spans, True)
+        self.assertIs(tracer.first, False)
+        # Read into that tracer only.
+        self.assertEqual((other.original, other.run_id, other.status_dir), (False, None, None))
+        self.assertEqual((other.itt_collect, other.gc_spans, other.first), (False, False, True))
+        with mock.patch.dict(os.environ, {k: "" for k in env}):
+            tracer.read_env()
+        self.assertEqual((tracer.original, tracer.run_id, tracer.status_dir), (False, None, None))
+        self.assertEqual((tracer.itt_collect, tracer.gc_spans, tracer.first), (False, False, True))
+
+    def test_a_forked_child_starts_afresh_and_opens_its_own_log(self):
+        folder = tempfile.mkdtemp(prefix="lotus-trace-test-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        tracer = _core.Tracer()
+        tracer.dir = folder
+        tracer.on = True
+        tracer.ctx.tid = ""
+        tracer.emit("SParent,1,1,kind=op\n")
+        tracer.note("the parent's note")
+        tracer.ctx.batch = 3
+        parent_log, parent_fd = tracer.path, tracer.fd
+        self.assertIsNotNone(tracer.mm)
+        # What os.fork() runs around the fork (`_install_process_hooks`),
+        # the child's side; LOTUS_TRACE_LOTUS unset: no watch thread.
+        with mock.patch.dict(os.environ, {"LOTUS_TRACE_LOTUS": ""}):
+            tracer._before_fork()
+            tracer._after_fork_child()
+        self.assertTrue(tracer.lock.acquire(blocking=False), "the child has a lock of its own")
+        tracer.lock.release()
+        self.assertEqual((tracer.fd, tracer.path, tracer.mm, tracer.role), (None, None, None, None))
+        self.assertIs(tracer.write, _core._no_mapping)
+        self.assertEqual((tracer.end, tracer.clock_at, tracer.buf), (0, -1, []))
+        self.assertIs(tracer.child_setup, True)
+        self.assertEqual(tracer.notes_seen, set())
+        self.assertIsNone(tracer.ctx.batch)
+        self.assertEqual(tracer.pid, os.getpid())
+        with self.assertRaises(OSError):
+            os.fstat(parent_fd)  # closed in the child
+        # The child's first line opens a log of its own (this process's pid
+        # name is the "parent's" here: the next free one).
+        tracer.emit("SChild,2,1,kind=op\n")
+        self.assertIs(tracer.child_setup, False)
+        self.assertNotEqual(tracer.path, parent_log)
+        self.assertEqual(os.path.basename(tracer.path), f"lotus.1_main_pid_{os.getpid()}")
+        tracer._close()
+        os.close(tracer.fd)
+        with open(parent_log, "rb") as f:
+            parent = f.read().rstrip(b"\0").decode()
+        with open(tracer.path) as f:
+            child = f.read()
+        self.assertIn("SParent,1,1,kind=op\n", parent)
+        self.assertNotIn("SChild", parent)
+        self.assertTrue(child.startswith("#lotus-trace v1 role=main"), child)
+        self.assertIn("SChild,2,1,kind=op\n", child)
+        self.assertNotIn("SParent", child)
+
+
+def _read_log(path):
+    with open(path, "rb") as f:
+        return f.read().rstrip(b"\0").decode()
+
+
+# A process traced with gc spans whose forked child collects before the
+# tracer's at-fork handler runs (in a handler registered before `enable`,
+# as threading's is), once the parent has written lines after the fork.
+_FORK_RACE = """
+import gc, os, sys
+import lotus_trace
+r, w = os.pipe()
+def child_first():
+    os.read(r, 1)
+    gc.collect()
+os.register_at_fork(after_in_child=child_first)
+os.environ["LOTUS_TRACE_GC"] = "1"
+lotus_trace.enable(sys.argv[1])
+with lotus_trace.span("ParentBefore"):
+    pass
+pid = os.fork()
+if pid == 0:
+    with lotus_trace.span("ChildOp"):
+        pass
+    lotus_trace.flush()
+    os._exit(0)
+for i in range(3):
+    with lotus_trace.span(f"ParentAfter{i}"):
+        pass
+os.write(w, b"x")
+os.waitpid(pid, 0)
+lotus_trace.disable()
+print(os.getpid(), pid)
+"""
+
+
+class GcSpans(unittest.TestCase):
+    """Collections as `gc` op spans ($LOTUS_TRACE_GC=1): held back where the
+    log cannot take them, and each in its own process's log."""
+
+    def tracer_with_log(self):
+        folder = tempfile.mkdtemp(prefix="lotus-trace-test-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        tracer = _core.Tracer()
+        tracer.dir = folder
+        tracer.on = True
+        tracer.ctx.tid = ""
+        return tracer
+
+    def collect(self, tracer, generation=2):
+        """What `gc.callbacks` calls around a collection."""
+        tracer._gc_callback("start", {"generation": generation})
+        tracer._gc_callback("stop", {"generation": generation, "collected": 0, "uncollectable": 0})
+
+    def test_spans_held_before_the_log_exists_follow_its_header(self):
+        tracer = self.tracer_with_log()
+        for n in range(_core._GC_PENDING_MAX + 2):
+            tracer._emit_from_gc(f"Sgc,{n},1,kind=op,gen=1,cpu=1\n".encode())
+        self.assertEqual(len(tracer.gc_pending), _core._GC_PENDING_MAX)
+        # The log's first line writes them, and says how many did not fit:
+        # none is left for a child forked before the next batch or flush.
+        tracer.emit("SFirst,100,1,kind=op\n")
+        self.assertEqual(tracer.gc_pending, [])
+        tracer._close()
+        lines = _read_log(tracer.path).splitlines()
+        self.assertTrue(lines[0].startswith("#lotus-trace v1 role=main"), lines[0])
+        self.assertEqual(lines[1 : 1 + _core._GC_PENDING_MAX], [f"Sgc,{n},1,kind=op,gen=1,cpu=1" for n in range(_core._GC_PENDING_MAX)])
+        self.assertIn(f"2 gc spans not written: more than {_core._GC_PENDING_MAX}", lines[1 + _core._GC_PENDING_MAX])
+        self.assertEqual(lines[2 + _core._GC_PENDING_MAX], "SFirst,100,1,kind=op")
+
+    def test_a_child_collecting_before_its_fork_handler_keeps_its_span_for_its_own_log(self):
+        tracer = self.tracer_with_log()
+        tracer.emit("SParent,1,1,kind=op\n")
+        parent_log = tracer.path
+        self.assertIsNotNone(tracer.mm)
+        # A span the parent holds back (its log's mapping was growing), and
+        # its context: a batch, a thread id.
+        tracer.gc_pending.append(b"Sgc,5,1,kind=op,gen=1,cpu=1\n")
+        tracer.ctx.batch = 9
+        tracer.ctx.tid = ",tid=4243"
+        # The fork: this process is another pid now, the tracer's state still
+        # the parent's until `_after_fork_child`, and a collection comes first.
+        child_pid = os.getpid() + 100_000
+        with mock.patch.object(os, "getpid", return_value=child_pid):
+            self.collect(tracer)
+            self.assertEqual(len(tracer.gc_pending), 1, tracer.gc_pending)
+            held = tracer.gc_pending[0].decode()
+            with mock.patch.dict(os.environ, {"LOTUS_TRACE_LOTUS": ""}):
+                tracer._before_fork()
+                tracer._after_fork_child()
+            self.assertEqual(tracer.gc_pending, [held.encode()], "the child's own span is kept")
+            tracer.emit("SChild,2,1,kind=op\n")
+            tracer._close()
+        os.close(tracer.fd)
+        self.assertTrue(held.startswith("Sgc,"), held)
+        self.assertIn(",kind=op,gen=2,cpu=", held)
+        self.assertNotIn("batch=", held)  # the parent's context, not the child's
+        self.assertNotIn("tid=", held)  # the child's main thread
+        self.assertEqual(os.path.basename(tracer.path), f"lotus_main_pid_{child_pid}")
+        parent, child = _read_log(parent_log), _read_log(tracer.path)
+        self.assertNotIn("Sgc", parent)
+        self.assertIn(held, child)
+        self.assertNotIn("Sgc,5,", child)
+
+    def test_a_forked_child_collecting_before_the_tracer_knows_of_the_fork(self):
+        folder = tempfile.mkdtemp(prefix="lotus-trace-test-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        package = os.path.dirname(os.path.dirname(_core.__file__))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOTUS_")}
+        env["PYTHONPATH"] = package
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        out = subprocess.run([sys.executable, "-c", _FORK_RACE, folder], check=False, env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        parent_pid, child_pid = out.stdout.split()
+        parent = _read_log(os.path.join(folder, f"lotus_main_pid_{parent_pid}"))
+        child = _read_log(os.path.join(folder, f"lotus_main_pid_{child_pid}"))
+        # The parent's lines whole, each once; the child's collection in its
+        # own log, none in the parent's (their mapping is shared).
+        names = [line.split(",")[0] for line in parent.splitlines() if not line.startswith("#")]
+        self.assertEqual(names, ["SParentBefore", "SParentAfter0", "SParentAfter1", "SParentAfter2"], parent)
+        self.assertEqual([line.split(",")[0] for line in child.splitlines() if not line.startswith("#")], ["Sgc", "SChildOp"], child)
 
 
 if __name__ == "__main__":
