@@ -97,14 +97,7 @@ impl Verdict {
         let folder = TraceFolder::scan(dir)?;
         // The model is fed by the loop's own pass over the logs.
         let mut model = lotus_predict::Observer::default();
-        let mut index = TraceIndex::load_with(
-            &folder,
-            false,
-            budget,
-            |_| {},
-            lotus_predict::Observer::reads,
-            |w| model.wanted(w),
-        )?;
+        let mut index = model.load_index(&folder, false, budget)?;
         let loops = loop_figures(&mut index)?;
         let mut v = Verdict::of(&loops, Some(a), &[], cpus_here());
         let cpus = cpus_here().unwrap_or(1) as f64;

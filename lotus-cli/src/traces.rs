@@ -77,14 +77,7 @@ fn load_feeding(
     }
     let budget = Budget::from_env()?;
     let index = match model {
-        Some(m) => TraceIndex::load_with(
-            &folder,
-            durations,
-            budget,
-            |_| {},
-            lotus_predict::Observer::reads,
-            |w| m.wanted(w),
-        )?,
+        Some(m) => m.load_index(&folder, durations, budget)?,
         None => TraceIndex::load(&folder, durations, budget, |_| {})?,
     };
     report_warnings(&index.warnings);

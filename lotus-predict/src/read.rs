@@ -71,6 +71,25 @@ impl Observer {
         }
     }
 
+    /// [`lotus_trace::TraceIndex::load`] of `folder` (`durations`: each
+    /// event's kept, for statistics), this observer fed the events it
+    /// reads in the same pass. Its errors are the index's.
+    pub fn load_index(
+        &mut self,
+        folder: &TraceFolder,
+        durations: bool,
+        budget: lotus_trace::Budget,
+    ) -> Result<lotus_trace::TraceIndex, lotus_trace::TraceError> {
+        lotus_trace::TraceIndex::load_with(
+            folder,
+            durations,
+            budget,
+            |_| {},
+            Observer::reads,
+            |w| self.wanted(w),
+        )
+    }
+
     /// The run, on `cpus` CPUs, as the events taken say it (`dir`: the
     /// trace folder they came from, named in errors).
     pub fn finish(self, dir: &Path, cpus: f64) -> Result<Observed, PredictError> {

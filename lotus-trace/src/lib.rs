@@ -97,6 +97,9 @@ pub use configurations::configurations_of;
 pub use event::{Event, HandedBy, Kind, LoaderConfig, OpSpan, Process, Role, Usage, Wanted};
 pub use folder::{python_frames_note, Item, LogFile, TraceFolder};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
+/// The memory a sort of the index may hold ([`TraceIndex::load`]'s
+/// budget), re-exported from `lotus-sort`.
+pub use lotus_sort::Budget;
 /// A trace folder as readers take it (a path, or a folder opened once
 /// and shared by a report's readers), re-exported from `lotus-sys`.
 pub use lotus_sys::input::{Dir, SharedFolder};
