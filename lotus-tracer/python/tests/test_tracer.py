@@ -244,12 +244,7 @@ class TracerState(unittest.TestCase):
         self.assertEqual((tracer.itt_collect, tracer.gc_spans, tracer.first), (False, False, True))
 
     def test_a_forked_child_starts_afresh_and_opens_its_own_log(self):
-        folder = tempfile.mkdtemp(prefix="lotus-trace-test-")
-        self.addCleanup(shutil.rmtree, folder, True)
-        tracer = _core.Tracer()
-        tracer.dir = folder
-        tracer.on = True
-        tracer.ctx.tid = ""
+        tracer = _tracer_with_log(self)
         tracer.emit("SParent,1,1,kind=op\n")
         tracer.note("the parent's note")
         tracer.ctx.batch = 3
@@ -288,6 +283,18 @@ class TracerState(unittest.TestCase):
         self.assertTrue(child.startswith("#lotus-trace v1 role=main"), child)
         self.assertIn("SChild,2,1,kind=op\n", child)
         self.assertNotIn("SParent", child)
+
+
+def _tracer_with_log(test):
+    """A tracer switched on, writing its log into a temporary folder that
+    `test` removes: the main thread's spans, no tid."""
+    folder = tempfile.mkdtemp(prefix="lotus-trace-test-")
+    test.addCleanup(shutil.rmtree, folder, True)
+    tracer = _core.Tracer()
+    tracer.dir = folder
+    tracer.on = True
+    tracer.ctx.tid = ""
+    return tracer
 
 
 def _read_log(path):
@@ -331,13 +338,7 @@ class GcSpans(unittest.TestCase):
     log cannot take them, and each in its own process's log."""
 
     def tracer_with_log(self):
-        folder = tempfile.mkdtemp(prefix="lotus-trace-test-")
-        self.addCleanup(shutil.rmtree, folder, True)
-        tracer = _core.Tracer()
-        tracer.dir = folder
-        tracer.on = True
-        tracer.ctx.tid = ""
-        return tracer
+        return _tracer_with_log(self)
 
     def collect(self, tracer, generation=2):
         """What `gc.callbacks` calls around a collection."""
