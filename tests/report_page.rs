@@ -700,3 +700,61 @@ fn a_run_record_dated_past_9999_or_before_1970_is_said_not_panicked_on() {
         }
     }
 }
+
+/// The page's glance names the op the verdict names: where an op sleeps
+/// (longest by wall time) and another computes (most CPU, from its spans'
+/// thread CPU clock), both say the computing one, the glance with its CPU
+/// (it named the longest by wall time, the verdict the costliest).
+#[test]
+fn the_glance_and_the_verdict_name_the_same_heaviest_op() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("run");
+    let py = any_python();
+    let args: Vec<String> = [
+        s(&fixture("trace/pipeline.py")),
+        "--workers",
+        "2",
+        "--batches",
+        "4",
+        "--batch-size",
+        "2",
+        "--start-method",
+        "fork",
+        "--sleep-ms",
+        "30",
+        "--spin-ms",
+        "2",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    assert_ok(&trace_run(&dir, &[], &py, &args), "the traced pipeline");
+    let stats: Value =
+        serde_json::from_str(&lotus_ok(&["trace", "stats", s(&dir), "--json"])).expect("JSON");
+    // Sleep is the longest by wall time on a quiet machine (on a busy
+    // one Spin's 2 ms of CPU may take longer than Sleep's 30 ms: the page
+    // must name Spin either way).
+    let heaviest = stats["verdict"]["heaviest_op"]["name"]
+        .as_str()
+        .expect("heaviest");
+    assert_eq!(heaviest, "Spin", "{:#}", stats["verdict"]);
+    let page = tmp.path().join("page.html");
+    lotus_ok(&["report", "--trace", s(&dir), "--out", s(&page)]);
+    // The engine escapes `/` too (`&#x2f;`).
+    let html = fs::read_to_string(&page)
+        .expect("page")
+        .replace("&#x2f;", "/");
+    let key = "data-key=\"glance/run/top_op\">";
+    let at = html
+        .find(key)
+        .unwrap_or_else(|| panic!("no {key} in the page"));
+    let named = &html[at + key.len()..];
+    assert!(
+        named.starts_with("Spin<"),
+        "{}",
+        &named[..named.len().min(200)]
+    );
+    let sentence = &html[html[..at].rfind("the op that").expect("glance")..at];
+    assert!(sentence.contains("costs most CPU"), "{sentence}");
+}

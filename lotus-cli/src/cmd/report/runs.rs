@@ -3,8 +3,8 @@
 use super::Page;
 use crate::render::html::timeline::OpCpu;
 use crate::render::html::{keyed, short_name, text, Block, Cell, Part};
-use lotus_attribute::SampledFolder;
 use lotus_attribute::TraceFigures;
+use lotus_attribute::{Basis, SampledFolder};
 
 /// CPU ms per call of `op` in a configuration: from its spans' thread CPU
 /// clock where they carry it, else from its samples (`lotus attribute
@@ -44,19 +44,44 @@ pub(super) fn glance(configs: &[TraceFigures], cpus: &[OpCpu]) -> Vec<Vec<Part>>
             ));
             parts.push(text(format!(" ms in all ({} wait(s))", w.count)));
         }
-        if let Some(top) = s.ops.first() {
-            parts.push(text("; the op that takes longest: "));
+        // The verdict's heaviest op (by CPU where the run says it), so
+        // that the page names one op where the two speak of it; the
+        // longest by wall time where the verdict has none.
+        let heaviest = c.verdict.heaviest_op.as_ref();
+        let name = heaviest.map(|h| h.name.as_str());
+        let op = match name {
+            Some(n) => s
+                .ops
+                .iter()
+                .find(|o| o.name == n || n.ends_with(&format!("/{}", o.name))),
+            None => s.ops.first(),
+        };
+        if let Some(n) = name.or(op.map(|o| o.name.as_str())) {
+            parts.push(text(match heaviest {
+                Some(h) if h.basis != Basis::WallSpans => "; the op that costs most CPU: ",
+                _ => "; the op that takes longest: ",
+            }));
             parts.push(keyed(
                 format!("glance/{}/top_op", c.label),
-                short_name(&top.name, 48),
+                short_name(n, 48),
             ));
-            parts.push(text(format!(
-                " ({:.1} ms in all, {:.3} ms a call{})",
-                top.summary.total_ns as f64 / 1e6,
-                top.summary.mean_ns / 1e6,
-                cpu_per_call_ms(cpu, None, &top.name)
-                    .map_or(String::new(), |c| format!(", {c:.3} ms CPU a call"))
-            )));
+            let mut figures = Vec::new();
+            if let Some(h) = heaviest.filter(|h| h.basis != Basis::WallSpans) {
+                figures.push(format!("{:.1} ms of CPU", h.time_ns as f64 / 1e6));
+            }
+            if let Some(o) = op {
+                figures.push(format!(
+                    "{:.1} ms in all, {:.3} ms a call",
+                    o.summary.total_ns as f64 / 1e6,
+                    o.summary.mean_ns / 1e6
+                ));
+                if let Some(c) = cpu_per_call_ms(cpu, None, &o.name) {
+                    figures.push(format!("{c:.3} ms CPU a call"));
+                }
+            }
+            if !figures.is_empty() {
+                parts.push(text(format!(" ({})", figures.join(", "))));
+            }
         }
         parts.push(text("."));
         out.push(parts);
