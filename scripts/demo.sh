@@ -29,4 +29,5 @@ echo "demo: lotus map --backend perf fixtures/ops/*.py" >&2
 "$lotus" map --backend perf --python .venv/bin/python fixtures/ops/*.py --top 6 --out out/mapping.json
 "$lotus" show out/mapping.json --top 6
 "$lotus" map --backend vtune --from-reports fixtures/reports/vtune/hotspots --format lotus --out out/vtune_mapping_funcs.json
-echo "demo: done: out/trace (open out/report.html), out/mapping.json, out/vtune_mapping_funcs.json" >&2
+echo "demo: done in $SECONDS s: out/trace (open out/report.html), out/mapping.json, out/vtune_mapping_funcs.json" >&2
+echo "demo: lotus is ./target/release/lotus; to run it as \`lotus\` (as the README's commands do): export PATH=\"$PWD/target/release:\$PATH\"" >&2

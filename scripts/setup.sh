@@ -118,5 +118,10 @@ if [ "$want_torch" = 1 ] && ! .venv312/bin/python -c 'import torch, numpy' 2>/de
     fi
 fi
 if [ "${LOTUS_SKIP_BUILD:-0}" != 1 ]; then
-    cargo build --release --quiet
+    # Cargo's own progress shows (a first release build takes minutes on
+    # two CPUs), and the time it took is said.
+    echo "setup: building lotus (cargo build --release; a first build takes 5-10 minutes on two CPUs)" >&2
+    built_at=$SECONDS
+    cargo build --release
+    echo "setup: built ./target/release/lotus in $((SECONDS - built_at)) s" >&2
 fi
