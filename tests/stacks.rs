@@ -1330,3 +1330,47 @@ fn deep_op_frames(py: &Path, dir: &Path, name: &str, job: &str, op: &str) {
         );
     }
 }
+
+/// `lotus attribute DIR --format md`: a C++ function's name is shortened
+/// in its cell by the tables' rule (it ran to hundreds of characters),
+/// whole with `--wide`, and a `|` in it cannot end the cell.
+#[test]
+fn markdown_cells_shorten_cpp_names_unless_wide() {
+    use lotus_samples::Symbol;
+    let long = format!(
+        "void at::native::{}::copy_kernel<float, std::allocator<float> >(at::TensorIterator&, bool, {})",
+        "detail".repeat(20),
+        "int".repeat(30)
+    );
+    let tmp = tempfile::tempdir().expect("tmp");
+    lotus_testkit::sampled::worker_folder(
+        tmp.path(),
+        &[("Copy", 1000, 1000, "kind=op")],
+        &[
+            (1, Symbol::new(&long, "/lib/libtorch_cpu.so")),
+            (2, Symbol::new("operator|(a, b)", "/lib/libx.so")),
+        ],
+        &[],
+        |t| (if (1000..1500).contains(&t) { 1 } else { 2 }, false, 0),
+        &[],
+    );
+    let md = common::lotus_ok(&["attribute", s(tmp.path()), "--format", "md"]);
+    assert!(!md.contains(&long), "{md}");
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| Copy |"))
+        .expect("the op's row");
+    assert!(row.contains("copy_kernel"), "{row}");
+    assert!(row.len() < 400, "{row}");
+    // The row's cells: as many as the header's, a `|` in a name escaped.
+    let cells = |l: &str| l.replace("\\|", "").matches('|').count();
+    let header = md
+        .lines()
+        .find(|l| l.starts_with("| row |"))
+        .expect("header");
+    for l in md.lines().filter(|l| l.starts_with("| ")) {
+        assert_eq!(cells(l), cells(header), "{l}");
+    }
+    let wide = common::lotus_ok(&["attribute", s(tmp.path()), "--format", "md", "--wide"]);
+    assert!(wide.contains(&long), "{wide}");
+}

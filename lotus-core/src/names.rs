@@ -203,7 +203,12 @@ fn fit_name(name: &str, level: usize, max: usize) -> String {
             return fit_name(base, level, room) + suffix;
         }
     }
-    let candidates = short_at(name, level);
+    // A row's name (`start-up and imports (worker)`) is not a function's:
+    // where the rules find no name in it, it is shown as it is.
+    let candidates: Vec<String> = short_at(name, level)
+        .into_iter()
+        .filter(|c| !c.trim().is_empty())
+        .collect();
     for c in &candidates {
         if display_width(c) <= max {
             return c.clone();

@@ -224,3 +224,23 @@ fn the_width_is_columns_else_the_terminal_else_100_never_under_40() {
         assert_eq!(fallback, DEFAULT_WIDTH);
     }
 }
+
+/// A row's name is not a function's: where the rules find no function
+/// name in it (words and a parenthesis), it is shown as it is, never
+/// blank (the report's rows outside ops had empty name cells).
+#[test]
+fn a_rows_name_with_words_and_parentheses_is_shown_not_blanked() {
+    for row in [
+        "start-up and imports (worker)",
+        "outside any op (worker)",
+        "training loop, outside the DataLoader (main)",
+        "Spin/spin (after)",
+    ] {
+        let short = short_name(row, 48);
+        assert!(!short.trim().is_empty(), "{row}: blank");
+        assert_eq!(short, row, "{row} fits in 48 columns");
+    }
+    assert!(!short_name("starting and stopping workers (main)", 12)
+        .trim()
+        .is_empty());
+}

@@ -98,12 +98,12 @@ pub fn run(
         AttributeFormat::Table => {
             let width = (!wide).then(table::width);
             lotus_sys::text::printable(
-                &(crate::render::verdict::text(&verdict, width) + &table_of(&a, false, top, width)),
+                &(crate::render::verdict::text(&verdict, width) + &table_of(&a, None, top, width)),
             )
             .into_owned()
         }
         AttributeFormat::Md => lotus_sys::text::printable(
-            &(crate::render::verdict::markdown(&verdict) + &table_of(&a, true, top, None)),
+            &(crate::render::verdict::markdown(&verdict) + &table_of(&a, Some(!wide), top, None)),
         )
         .into_owned(),
         // Answered before the attribution; here for completeness.
@@ -242,17 +242,22 @@ fn tree_name(r: &AttributedRow) -> String {
 /// inclusive CPU (only where ops nest: else it is the exclusive one), its
 /// share of the total, its calls and inclusive CPU per call, counters, top
 /// functions.
-fn table_of(a: &InPipelineAttribution, markdown: bool, top: usize, width: Option<usize>) -> String {
+fn table_of(
+    a: &InPipelineAttribution,
+    markdown: Option<bool>,
+    top: usize,
+    width: Option<usize>,
+) -> String {
     let (header, rows) = header_and_rows(a);
     let mut text = String::new();
-    if markdown {
-        text += &markdown_rows(a, top, header, rows);
+    if let Some(short) = markdown {
+        text += &markdown_rows(a, top, short, header, rows);
     } else {
         text += &grid_rows(a, top, width, header, rows);
     }
     let footer = footer_of(a);
     // The lines under the table fit the width the table fits.
-    let width = width.filter(|_| !markdown);
+    let width = width.filter(|_| markdown.is_none());
     for line in footer {
         match width {
             Some(w) => text += &table::wrap(&line, w),
@@ -314,21 +319,31 @@ fn header_and_rows(a: &InPipelineAttribution) -> (Vec<String>, Vec<Vec<String>>)
     (header, rows)
 }
 
-/// The rows as Markdown, each with its top functions in one cell.
+/// The widest a function's name is in a Markdown cell (the HTML page's
+/// name cells' width).
+const MD_NAME: usize = 48;
+
+/// The rows as Markdown, each with its top functions in one cell, their
+/// names shortened by the tables' rule where `short` (`--wide` gives them
+/// whole: a C++ name can run to hundreds of characters), and `|` escaped.
 fn markdown_rows(
     a: &InPipelineAttribution,
     top: usize,
+    short: bool,
     mut header: Vec<String>,
     mut rows: Vec<Vec<String>>,
 ) -> String {
     let mut text = String::new();
     for (cells, r) in rows.iter_mut().zip(&a.rows) {
+        let functions: Vec<&str> = listed(r, top).map(|f| f.function.as_str()).collect();
+        let names = table::short_names(&functions, if short { MD_NAME } else { usize::MAX });
         let tops: Vec<String> = listed(r, top)
-            .map(|f| {
+            .zip(names)
+            .map(|(f, name)| {
                 format!(
                     "{} ({}) {:.0}%",
-                    one_line(&f.function),
-                    one_line(&table::module_name(&f.module)),
+                    one_line(&name).replace('|', "\\|"),
+                    one_line(&table::module_name(&f.module)).replace('|', "\\|"),
                     f.share * 100.0
                 )
             })
