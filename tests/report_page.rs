@@ -758,3 +758,66 @@ fn the_glance_and_the_verdict_name_the_same_heaviest_op() {
     let sentence = &html[html[..at].rfind("the op that").expect("glance")..at];
     assert!(sentence.contains("costs most CPU"), "{sentence}");
 }
+
+/// Two runs on one page share one time axis, the longer run's: a run half
+/// as long is drawn over half the width (its last span ends near the
+/// middle), and its bar says both its own span and the shared axis.
+#[test]
+fn two_runs_timelines_share_one_time_axis() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (short, long) = (tmp.path().join("short"), tmp.path().join("long"));
+    synthetic_folder(&short, 5, &["A", "B"]);
+    synthetic_folder(&long, 10, &["A", "B"]);
+    let page = tmp.path().join("page.html");
+    lotus_ok(&[
+        "report",
+        "--trace",
+        s(&short),
+        "--trace",
+        s(&long),
+        "--out",
+        s(&page),
+    ]);
+    let html = fs::read_to_string(&page).expect("page");
+    let durations: Vec<f64> = html
+        .split("data-duration=\"")
+        .skip(1)
+        .map(|t| t.split('"').next().expect("value").parse().expect("number"))
+        .collect();
+    assert_eq!(durations.len(), 2, "two timelines");
+    assert_eq!(durations[0], durations[1], "one axis: {durations:?}");
+    // The long run: 10 batches of 8 ms and the last consume 1 ms after.
+    assert!((durations[0] - 81.0).abs() < 1.0, "{durations:?}");
+    assert!(
+        html.contains("ms axis the runs share"),
+        "the short run's bar says it"
+    );
+    // The short run's spans end by the middle of the width (its 41 ms of
+    // the 81 ms axis); the long run's reach its end.
+    let right_ends = |t: &str| -> f64 {
+        t.split("<rect")
+            .skip(1)
+            .filter_map(|r| {
+                let attr = |k: &str| -> Option<f64> {
+                    r.split(&format!(" {k}=\""))
+                        .nth(1)?
+                        .split('"')
+                        .next()?
+                        .parse()
+                        .ok()
+                };
+                Some(attr("x")? + attr("width")?)
+            })
+            .fold(0.0, f64::max)
+    };
+    let second = html
+        .find("data-label=\"long\"")
+        .expect("the long run's timeline");
+    let first = &html[html.find("data-label=\"short\"").expect("short")..second];
+    let (a, b) = (right_ends(first), right_ends(&html[second..]));
+    assert!(a > 0.0 && b > 0.0, "spans drawn: {a} {b}");
+    assert!(
+        (a / b - 41.0 / 81.0).abs() < 0.05,
+        "short run's end {a} against {b}"
+    );
+}

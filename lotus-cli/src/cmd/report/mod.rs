@@ -322,6 +322,11 @@ fn runs_and_timelines(
     let mut runs = Vec::new();
     let mut timelines = Vec::new();
     let mut cpus = Vec::new();
+    // One time axis for every run's timeline: the longest run's.
+    let scale_ms = configs
+        .iter_mut()
+        .map(crate::render::html::timeline::duration_ms)
+        .fold(0.0, f64::max);
     for c in configs.iter_mut() {
         let record = match RunRecord::read(&c.dir, prefix) {
             Ok(r) => r,
@@ -332,7 +337,7 @@ fn runs_and_timelines(
             }
         };
         let hosts = c.hosts();
-        let (tl, cpu) = crate::render::html::timeline::of(c, colours)?;
+        let (tl, cpu) = crate::render::html::timeline::of(c, colours, scale_ms)?;
         let first = c.folder_and_index().1.min_start_ns;
         runs.push(RunInfo::of(
             &c.label,

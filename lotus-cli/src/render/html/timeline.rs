@@ -88,6 +88,8 @@ pub struct Timeline {
     dir: String,
     /// Its span, ms.
     duration_ms: f64,
+    /// Its time axis, ms: the longest span of the page's runs.
+    scale_ms: f64,
     /// Drawing width (SVG units) and height (px).
     width: f64,
     height: f64,
@@ -116,8 +118,20 @@ pub fn hex(colours: &Colours, name: &str) -> String {
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
-/// Reads `c`'s events again: its timeline, and each op's CPU time.
-pub fn of(c: &mut TraceFigures, colours: &Colours) -> Result<(Timeline, OpCpu)> {
+/// How long `c`'s trace spans, ms: its first event's start to its last
+/// event's end (what its timeline draws).
+pub fn duration_ms(c: &mut TraceFigures) -> f64 {
+    let index = c.folder_and_index().1;
+    let base = index.min_start_ns.unwrap_or(0);
+    let end = index.max_end_ns.unwrap_or(base).max(base + 1);
+    (end - base) as f64 / 1e6
+}
+
+/// Reads `c`'s events again: its timeline, and each op's CPU time. It is
+/// drawn on a time axis of `scale_ms` (at least its own span): the runs of
+/// one page share one scale, so that a run twice as long is drawn twice
+/// as wide.
+pub fn of(c: &mut TraceFigures, colours: &Colours, scale_ms: f64) -> Result<(Timeline, OpCpu)> {
     let label = c.label.clone();
     let dir = c.dir.display().to_string();
     let (folder, index) = c.folder_and_index();
@@ -131,6 +145,7 @@ pub fn of(c: &mut TraceFigures, colours: &Colours) -> Result<(Timeline, OpCpu)> 
     let base = index.min_start_ns.unwrap_or(0);
     let end = index.max_end_ns.unwrap_or(base).max(base + 1);
     let duration_ms = (end - base) as f64 / 1e6;
+    let scale_ms = scale_ms.max(duration_ms);
 
     // Per process (by its index): (batch-row spans, op spans).
     let mut per: BTreeMap<usize, (Vec<Raw>, Vec<Raw>)> = BTreeMap::new();
@@ -181,7 +196,7 @@ pub fn of(c: &mut TraceFigures, colours: &Colours) -> Result<(Timeline, OpCpu)> 
         Ok(())
     })?;
 
-    let (lanes, y) = lanes_of(index, per, duration_ms);
+    let (lanes, y) = lanes_of(index, per, scale_ms);
     let decimated = decimation_note(shown, total, op_every, other_every);
     Ok((
         Timeline {
@@ -192,7 +207,8 @@ pub fn of(c: &mut TraceFigures, colours: &Colours) -> Result<(Timeline, OpCpu)> 
             height: y.max(ROW),
             row: ROW,
             lanes,
-            ticks: ticks(duration_ms),
+            scale_ms,
+            ticks: ticks(scale_ms),
             legend: ops_seen
                 .iter()
                 .map(|n| {
