@@ -487,23 +487,24 @@ fn a_sampled_trace_reports_its_samples_and_the_mapping_comparison() {
                     .expect("texts")
                     .iter()
                     .any(|t| t.as_str() == Some(op)),
-                "{name}: {op} under its bar"
+                "{name}: {op} beside its bar"
             );
         }
     }
-    // An op's colour: the fill of the bar over its label's x, the same in
-    // both plots (read from the SVG files).
+    // An op's colour: the fill of the bar beside its label's y (one bar a
+    // row), the same in both plots (read from the SVG files).
     let fill_of = |name: &str| -> BTreeMap<String, String> {
         let file = fs::read_to_string(plot_dir.join(format!("{name}.svg"))).expect("svg file");
         let doc = roxmltree::Document::parse(&file).expect("well-formed SVG");
         let x = |n: &roxmltree::Node, a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok());
+        let (at, size) = ("y", "height");
         let bars: Vec<(f64, f64, String)> = doc
             .descendants()
             .filter(|n| n.has_tag_name("rect"))
             .filter_map(|n| {
                 Some((
-                    x(&n, "x")?,
-                    x(&n, "x")? + x(&n, "width")?,
+                    x(&n, at)?,
+                    x(&n, at)? + x(&n, size)?,
                     n.attribute("fill")?.to_string(),
                 ))
             })
@@ -515,7 +516,7 @@ fn a_sampled_trace_reports_its_samples_and_the_mapping_comparison() {
                     .descendants()
                     .find(|n| n.has_tag_name("text") && n.text().map(str::trim) == Some(op))
                     .unwrap_or_else(|| panic!("{name}: no label {op}"));
-                let lx = x(&label, "x").expect("label x");
+                let lx = x(&label, at).expect("label x");
                 let fill = bars
                     .iter()
                     .filter(|(a, b, _)| *a <= lx && lx <= *b)

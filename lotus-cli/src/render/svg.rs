@@ -236,91 +236,115 @@ pub struct LabelledBar {
     pub note: String,
 }
 
-/// The width a chart is drawn for where it can choose (a page's).
-const PAGE_PX: u32 = 1400;
+/// The widest a bar chart's label column may be, in pixels (a longer
+/// label or note is cut in the middle).
+const LABEL_COLUMN_MAX_PX: u32 = 300;
 
-/// The widest a bar's note may make its slot, in pixels (a long C++ name
-/// is cut in the middle instead).
-const NOTE_MAX_PX: u32 = 240;
+/// The width [`labelled_bars`] is drawn at: a page's narrow column (800
+/// px less its margins), so that it is shown at its own size, its text
+/// as large as the page's, at 800 px and wider.
+const BARS_WIDTH_PX: u32 = 760;
 
-/// One bar per entry, coloured by its label, its value over it (with
-/// `value_decimals` decimals), its label and note under it.
+/// A bar's row height, pixels: its label and, under it, its note.
+const BAR_ROW_PX: u32 = 34;
+
+/// One horizontal bar per entry, top to bottom in the given order,
+/// coloured by its label: its label and note (smaller, grey) on its left,
+/// its value (with `value_decimals` decimals) at its end. Drawn at a
+/// page's width whatever the number of bars (one row each): bars side by
+/// side made a chart some thousands of pixels wide that a page shrank to
+/// unreadable text.
 pub fn labelled_bars(
     title_text: &str,
-    y_desc: &str,
+    x_desc: &str,
     bars: &[LabelledBar],
     value_decimals: usize,
     colours: &Colours,
 ) -> Result<String> {
     let n = bars.len().max(1);
-    // A slot holds its label whole; its note too, up to a chart sized for
-    // a page (about 1,400 px in all), past which notes are cut in the
-    // middle.
-    let label_slot = bars
+    let label_column = bars
         .iter()
-        .map(|b| text_width(&b.label, 13) + 16)
-        .max()
-        .unwrap_or(0);
-    let note_slot = bars
-        .iter()
-        .map(|b| text_width(&b.note, 11).min(NOTE_MAX_PX) + 16)
+        .map(|b| text_width(&b.label, 13).max(text_width(&b.note, 11)) + 16)
         .max()
         .unwrap_or(0)
-        .min(PAGE_PX.saturating_sub(110) / n as u32);
-    let slot = label_slot.max(note_slot).max(90);
-    let width = (slot * n as u32 + 110).max(560);
-    let height = 440u32;
+        .clamp(120, LABEL_COLUMN_MAX_PX);
+    let width = BARS_WIDTH_PX;
+    let height = 36 + BAR_ROW_PX * n as u32 + 64;
     let top = bars
         .iter()
         .map(|b| b.value)
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max);
-    // Room over the highest bar for its value.
-    let y_max = if top > 0.0 { top * 1.12 } else { 1.0 };
+    // Room past the longest bar for its value.
+    let x_max = if top > 0.0 { top * 1.18 } else { 1.0 };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
         root.fill(&WHITE)?;
         title(&root, title_text)?;
         let body = root.margin(36, 0, 0, 0);
-        let mut chart = bar_chart(&body, n, y_max, 48, 1, &fit(y_desc, height - 120, 14))?;
+        // The first bar on top: row i at y = n - 1 - i.
+        let mut chart = ChartBuilder::on(&body)
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(label_column)
+            .build_cartesian_2d(0f64..x_max, -0.5f64..(n as f64 - 0.5))?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(0)
+            .light_line_style(TRANSPARENT)
+            .x_label_formatter(&|v| {
+                if x_max >= 100.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.value_decimals$}")
+                }
+            })
+            .x_desc(fit(x_desc, width - label_column - 40, 14))
+            .draw()?;
+        let row_y = |i: usize| (n - 1 - i) as f64;
         chart.draw_series(
             bars.iter()
                 .enumerate()
                 .filter(|(_, b)| b.value.is_finite())
                 .map(|(i, b)| {
-                    let x = i as f64;
+                    let y = row_y(i);
                     Rectangle::new(
-                        [(x - 0.35, 0.0), (x + 0.35, b.value)],
+                        [(0.0, y - 0.32), (b.value, y + 0.32)],
                         colours.of(&b.label).filled(),
                     )
                 }),
         )?;
-        let centred = |size: u32, v: VPos| {
+        let right = |size: u32, v: VPos| {
             ("sans-serif", size)
                 .into_font()
                 .into_text_style(&root)
-                .pos(Pos::new(HPos::Center, v))
+                .pos(Pos::new(HPos::Right, v))
         };
         let grey = RGBColor(90, 90, 90);
         for (i, b) in bars.iter().enumerate() {
-            let (x, y) = chart.backend_coord(&(i as f64, 0.0));
+            let (x, y) = chart.backend_coord(&(0.0, row_y(i)));
+            let room = label_column - 12;
             root.draw(&Text::new(
-                fit(&b.label, slot - 8, 13),
-                (x, y + 6),
-                centred(13, VPos::Top),
+                fit(&b.label, room, 13),
+                (x - 8, y - 1),
+                right(13, VPos::Bottom),
             ))?;
             root.draw(&Text::new(
-                fit(&b.note, slot - 8, 11),
-                (x, y + 24),
-                centred(11, VPos::Top).color(&grey),
+                fit(&b.note, room, 11),
+                (x - 8, y + 1),
+                right(11, VPos::Top).color(&grey),
             ))?;
             if b.value.is_finite() {
-                let (_, top_y) = chart.backend_coord(&(i as f64, b.value));
+                let (end_x, _) = chart.backend_coord(&(b.value, row_y(i)));
                 root.draw(&Text::new(
                     format!("{:.value_decimals$}", b.value),
-                    (x, top_y - 4),
-                    centred(12, VPos::Bottom),
+                    (end_x + 4, y),
+                    ("sans-serif", 12)
+                        .into_font()
+                        .into_text_style(&root)
+                        .pos(Pos::new(HPos::Left, VPos::Center)),
                 ))?;
             }
         }
@@ -474,11 +498,29 @@ mod tests {
             .find(|t| t.starts_with("std::vector"))
             .expect("the long note, cut");
         let unescaped = cut.replace("&lt;", "<").replace("&gt;", ">");
-        // Cut to its slot: the note's cap plus the slot's margin, at most.
+        // Cut to the label column, at most.
         assert!(
-            unescaped.contains('…') && text_width(&unescaped, 11) <= NOTE_MAX_PX + 8,
+            unescaped.contains('…') && text_width(&unescaped, 11) <= LABEL_COLUMN_MAX_PX,
             "{cut}"
         );
+        // Drawn at a page's width, one row a bar, however many bars.
+        let many: Vec<LabelledBar> = (0..12)
+            .map(|i| LabelledBar {
+                label: format!("training loop, outside the DataLoader {i} (main)"),
+                value: i as f64,
+                note: long.clone(),
+            })
+            .collect();
+        let tall = labelled_bars("CPU time", "CPU time (ms)", &many, 1, &colours).expect("svg");
+        let size = |k: &str| -> u32 {
+            tall.split(&format!(" {k}=\""))
+                .nth(1)
+                .and_then(|v| v.split('"').next())
+                .and_then(|v| v.parse().ok())
+                .expect("size")
+        };
+        assert_eq!(size("width"), BARS_WIDTH_PX);
+        assert!(size("height") >= 12 * BAR_ROW_PX, "{}", size("height"));
         // Ops get their colour; the other rows grey.
         let fill = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
         assert!(svg.contains(&fill(colours.of("Crop"))), "{svg}");
