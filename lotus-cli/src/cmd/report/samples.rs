@@ -113,10 +113,12 @@ fn functions_cell<'a>(
     for (f, module, share) in fs {
         let base = module.rsplit('/').next().unwrap_or(module);
         full.push(format!("{f} ({module}, {:.0}%)", share * 100.0));
+        // Cut to fit a page 800 px wide beside the row's figures (the
+        // whole names are in the cell's tooltip).
         short.push(format!(
             "{} ({}, {:.0}%)",
-            short_name(f, 40),
-            short_name(base, 24),
+            short_name(f, 30),
+            short_name(base, 20),
             share * 100.0
         ));
     }
@@ -210,7 +212,7 @@ fn in_pipeline_row(
     // Keyed and shown by path: an op may run at several places
     // in the op tree (`RandomApply/GaussianBlur`).
     let k = |f: &str| format!("in_pipeline/{label}/{}/{f}", r.path);
-    let mut name = Cell::name(&r.path);
+    let mut name = Cell::name(&r.path).wrapping();
     if r.kind == RowKind::Op {
         name = name.swatch(crate::render::html::timeline::hex(colours, &r.name));
     }
@@ -238,14 +240,17 @@ fn in_pipeline_row(
     for (h, v) in headers.iter().zip(a.counter_cells(r)) {
         row.push(cell(&k(&format!("counters/{h}")), v));
     }
-    row.push(functions_cell(
-        k("top"),
-        r.top_functions
-            .iter()
-            .take(TOP_IN_ROW)
-            .map(|f| (f.function.as_str(), f.module.as_str(), f.share)),
-        0,
-    ));
+    row.push(
+        functions_cell(
+            k("top"),
+            r.top_functions
+                .iter()
+                .take(TOP_IN_ROW)
+                .map(|f| (f.function.as_str(), f.module.as_str(), f.share)),
+            0,
+        )
+        .wrapping(),
+    );
     row
 }
 

@@ -149,6 +149,14 @@ impl Cell {
         }
     }
 
+    /// Its lines wrapped at spaces where the table is wider than the
+    /// page (a row's name, a list of functions with their modules): the
+    /// names cells are otherwise kept on one line.
+    pub(crate) fn wrapping(mut self) -> Cell {
+        self.class = "name wrap";
+        self
+    }
+
     /// With a colour swatch (`#rrggbb`).
     pub(crate) fn swatch(mut self, colour: String) -> Cell {
         self.swatch = Some(colour);
