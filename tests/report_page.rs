@@ -93,6 +93,15 @@ fn read_at(browser: &Path, page: &Path, shots: &Path, shot: &str, width: u32) ->
         serde_json::json!([]),
         "{shot}: cells narrower than their longest word"
     );
+    // No table scrolls sideways in its frame (the samples table did at
+    // 800 px: its top functions now go on a line of their own).
+    for t in seen["tables"].as_array().expect("tables") {
+        let (w, shown) = (t["width"].as_u64(), t["shown"].as_u64());
+        assert!(
+            w <= shown.map(|s| s + 1),
+            "{shot}: a table wider than its frame: {t}"
+        );
+    }
     assert_eq!(
         seen["pwned"],
         serde_json::json!(false),

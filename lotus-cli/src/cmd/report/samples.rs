@@ -113,12 +113,10 @@ fn functions_cell<'a>(
     for (f, module, share) in fs {
         let base = module.rsplit('/').next().unwrap_or(module);
         full.push(format!("{f} ({module}, {:.0}%)", share * 100.0));
-        // Cut to fit a page 800 px wide beside the row's figures (the
-        // whole names are in the cell's tooltip).
         short.push(format!(
             "{} ({}, {:.0}%)",
-            short_name(f, 30),
-            short_name(base, 20),
+            short_name(f, 40),
+            short_name(base, 24),
             share * 100.0
         ));
     }
@@ -169,7 +167,6 @@ pub fn in_pipeline_section(
             "CPU ms/call",
         ];
         head.extend(headers.iter().map(String::as_str));
-        head.push("top functions");
         let rows = a
             .rows
             .iter()
@@ -249,7 +246,7 @@ fn in_pipeline_row(
                 .map(|f| (f.function.as_str(), f.module.as_str(), f.share)),
             0,
         )
-        .wrapping(),
+        .below("top functions"),
     );
     row
 }

@@ -90,6 +90,10 @@ pub(crate) struct Cell {
     class: &'static str,
     /// A colour swatch before the text (an op's colour in the plots).
     swatch: Option<String>,
+    /// Shown on a line of its own under its row, across the table, after
+    /// this lead (`top functions`), its lines one after the other: a long
+    /// list that would make the table wider than the page.
+    below: Option<&'static str>,
 }
 
 impl Cell {
@@ -101,6 +105,7 @@ impl Cell {
             key: Some(key.into()),
             class: "num",
             swatch: None,
+            below: None,
         }
     }
 
@@ -112,6 +117,7 @@ impl Cell {
             key: None,
             class: "num",
             swatch: None,
+            below: None,
         }
     }
 
@@ -123,6 +129,7 @@ impl Cell {
             key: None,
             class: "name",
             swatch: None,
+            below: None,
         }
     }
 
@@ -135,6 +142,7 @@ impl Cell {
             key: None,
             class: "name",
             swatch: None,
+            below: None,
         }
     }
 
@@ -146,6 +154,7 @@ impl Cell {
             key: Some(key.into()),
             class: "name",
             swatch: None,
+            below: None,
         }
     }
 
@@ -154,6 +163,13 @@ impl Cell {
     /// names cells are otherwise kept on one line.
     pub(crate) fn wrapping(mut self) -> Cell {
         self.class = "name wrap";
+        self
+    }
+
+    /// Shown under its row across the table, after `lead` (see
+    /// [`Cell::below`]'s field); it takes no column.
+    pub(crate) fn below(mut self, lead: &'static str) -> Cell {
+        self.below = Some(lead);
         self
     }
 
@@ -176,6 +192,7 @@ pub(crate) fn module_cell(module: &str) -> Cell {
         key: None,
         class: "name",
         swatch: None,
+        below: None,
     }
 }
 
