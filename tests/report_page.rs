@@ -118,37 +118,45 @@ fn read_at(browser: &Path, page: &Path, shots: &Path, shot: &str, width: u32) ->
     seen
 }
 
-/// `lotus trace run` of fixtures/trace/pipeline.py (2 forked workers, 6
-/// batches), its Spin op spinning `spin_ms` a sample.
-fn traced_pipeline(dir: &Path, spin_ms: u32) {
+/// `lotus trace run` of fixtures/trace/pipeline.py (2 forked workers,
+/// batches of 2) with `flags`.
+fn run_pipeline(dir: &Path, flags: &[&str]) {
     let py = any_python();
-    let report = dir.with_extension("json");
-    let args: Vec<String> = [
-        s(&fixture("trace/pipeline.py")),
+    let script = fixture("trace/pipeline.py");
+    let mut args: Vec<&std::ffi::OsStr> = vec![script.as_os_str()];
+    let common = [
         "--workers",
         "2",
-        "--batches",
-        "6",
         "--batch-size",
         "2",
         "--start-method",
         "fork",
-        "--step-ms",
-        "2",
-        "--sleep-ms",
-        "1",
-        "--spin-ms",
-        &spin_ms.to_string(),
-        "--collate-ms",
-        "1",
-        "--report",
-        s(&report),
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    ];
+    args.extend(common.iter().chain(flags).map(std::ffi::OsStr::new));
     assert_ok(&trace_run(dir, &[], &py, &args), "the traced pipeline");
+}
+
+/// [`run_pipeline`] of 6 batches, its Spin op spinning `spin_ms` a sample.
+fn traced_pipeline(dir: &Path, spin_ms: u32) {
+    let report = dir.with_extension("json");
+    let spin = spin_ms.to_string();
+    run_pipeline(
+        dir,
+        &[
+            "--batches",
+            "6",
+            "--step-ms",
+            "2",
+            "--sleep-ms",
+            "1",
+            "--spin-ms",
+            &spin,
+            "--collate-ms",
+            "1",
+            "--report",
+            s(&report),
+        ],
+    );
 }
 
 fn cell<'a>(seen: &'a Value, key: &str) -> &'a str {
@@ -718,27 +726,10 @@ fn a_run_record_dated_past_9999_or_before_1970_is_said_not_panicked_on() {
 fn the_glance_and_the_verdict_name_the_same_heaviest_op() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("run");
-    let py = any_python();
-    let args: Vec<String> = [
-        s(&fixture("trace/pipeline.py")),
-        "--workers",
-        "2",
-        "--batches",
-        "4",
-        "--batch-size",
-        "2",
-        "--start-method",
-        "fork",
-        "--sleep-ms",
-        "30",
-        "--spin-ms",
-        "2",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
-    assert_ok(&trace_run(&dir, &[], &py, &args), "the traced pipeline");
+    run_pipeline(
+        &dir,
+        &["--batches", "4", "--sleep-ms", "30", "--spin-ms", "2"],
+    );
     let stats: Value =
         serde_json::from_str(&lotus_ok(&["trace", "stats", s(&dir), "--json"])).expect("JSON");
     // Sleep is the longest by wall time on a quiet machine (on a busy

@@ -123,13 +123,7 @@ pub fn bar_chart<'a, 'b>(
         .disable_x_mesh()
         .x_labels(0)
         .light_line_style(TRANSPARENT)
-        .y_label_formatter(&|v| {
-            if y_max >= 100.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v:.y_decimals$}")
-            }
-        })
+        .y_label_formatter(&|v| axis_label(*v, y_max, y_decimals))
         .y_desc(y_desc)
         .draw()?;
     Ok(chart)
@@ -224,6 +218,16 @@ pub fn grouped_bars(
     Ok(svg)
 }
 
+/// A value axis's label: whole numbers on an axis reaching 100 or more,
+/// else `decimals` decimals.
+fn axis_label(v: f64, axis_max: f64, decimals: usize) -> String {
+    if axis_max >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.decimals$}")
+    }
+}
+
 /// One bar of [`labelled_bars`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabelledBar {
@@ -294,13 +298,7 @@ pub fn labelled_bars(
             .disable_y_mesh()
             .y_labels(0)
             .light_line_style(TRANSPARENT)
-            .x_label_formatter(&|v| {
-                if x_max >= 100.0 {
-                    format!("{v:.0}")
-                } else {
-                    format!("{v:.value_decimals$}")
-                }
-            })
+            .x_label_formatter(&|v| axis_label(*v, x_max, value_decimals))
             .x_desc(fit(x_desc, width - label_column - 40, 14))
             .draw()?;
         let row_y = |i: usize| (n - 1 - i) as f64;
