@@ -9,7 +9,7 @@ use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
 use lotus_sys::input::Dir;
 use lotus_trace::{loop_figures, rank_stats_with, LoopFigures, OutlierRule, PerBatchRows};
-use lotus_trace::{RankStats, TraceFolder, TraceIndex, TraceStats};
+use lotus_trace::{NamedSummary, RankStats, TraceFolder, TraceIndex, TraceStats};
 
 use crate::{
     attribute_and_fold, attribute_folder, Error, FoldedStacks, InPipelineAttribution, Verdict,
@@ -170,6 +170,30 @@ impl TraceFigures {
     /// scanned through a shared folder, else its path.
     pub fn source(&self) -> Dir<'_> {
         self.folder.source()
+    }
+
+    /// The op its page names at a glance, so that it names the verdict's:
+    /// the verdict's heaviest, with its CPU where the verdict measured CPU,
+    /// else the longest by wall time; with its statistics' row, if any.
+    pub fn glance_op(&self) -> Option<(&str, Option<u64>, Option<&NamedSummary>)> {
+        let heaviest = self.verdict.heaviest_op.as_ref();
+        let name = heaviest.map(|h| h.name.as_str());
+        let op = match name {
+            Some(n) => (self.stats.ops.iter())
+                .find(|o| o.name == n || n.ends_with(&format!("/{}", o.name))),
+            None => self.stats.ops.first(),
+        };
+        let cpu_ns = heaviest
+            .filter(|h| h.basis != crate::Basis::WallSpans)
+            .map(|h| h.time_ns);
+        Some((name.or(op.map(|o| o.name.as_str()))?, cpu_ns, op))
+    }
+
+    /// How long its trace spans, ms: first event's start to last one's end.
+    pub fn span_ms(&self) -> f64 {
+        let base = self.index.min_start_ns.unwrap_or(0);
+        let end = self.index.max_end_ns.unwrap_or(base).max(base + 1);
+        (end - base) as f64 / 1e6
     }
 
     /// The hosts its processes ran on, sorted, each once.

@@ -124,8 +124,7 @@ pub(crate) fn sampled_attribution<'a>(
     }
 }
 
-/// Whether `dir` holds samples (of `prefix`): a sampled trace, whose logs
-/// the samples' attribution reads again.
+/// Whether `dir` holds samples (of `prefix`).
 pub(crate) fn is_sampled(dir: &std::path::Path, prefix: &str) -> bool {
     dir.is_dir() && SampleFiles::of(dir, prefix).samples.is_file()
 }
@@ -139,14 +138,9 @@ pub(crate) fn shared_folder(dir: &std::path::Path) -> Result<Option<SharedFolder
         .with_context(|| format!("cannot open the trace folder {}", dir.display()))
 }
 
-/// One configuration's figures ([`TraceFigures::of`]), its trace loaded
-/// ([`load`]: its bad lines said) and the predictions' model fed by the
-/// statistics' own pass. Where more readers follow (`read_again`: the
-/// samples' attribution, the timeline, the flame graphs), through a
-/// folder that reads each of its files once for all of them; else each
-/// log is read once as it is parsed, in blocks, and not held (holding a
-/// long trace's logs cost `trace stats` a fifth of its time and their
-/// size in memory, for no second reader).
+/// One configuration's figures ([`TraceFigures::of`]), the model fed by
+/// the statistics' pass; its files held for all readers where more follow
+/// (`read_again`: the samples' attribution, timeline, flames), else not.
 pub(crate) fn computed(
     label: String,
     dir: PathBuf,

@@ -95,6 +95,11 @@ impl SymbolCache {
         self.lock().total
     }
 
+    /// How many files' tables are held now (by version).
+    pub fn held_files(&self) -> usize {
+        self.lock().by_version.len()
+    }
+
     /// Drops every file's tables (closing the descriptors they held);
     /// tables still used elsewhere live on there.
     pub fn clear(&self) {

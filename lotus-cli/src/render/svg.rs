@@ -240,24 +240,16 @@ pub struct LabelledBar {
     pub note: String,
 }
 
-/// The widest a bar chart's label column may be, in pixels (a longer
-/// label or note is cut in the middle).
-const LABEL_COLUMN_MAX_PX: u32 = 300;
-
-/// The width [`labelled_bars`] is drawn at: a page's narrow column (800
-/// px less its margins), so that it is shown at its own size, its text
-/// as large as the page's, at 800 px and wider.
+/// The widest label column of [`labelled_bars`], px (longer: cut).
+const LABEL_COLUMN_MAX_PX: u32 = 380;
+/// [`labelled_bars`]'s width, px: an 800 px page's column, at its size.
 const BARS_WIDTH_PX: u32 = 760;
-
-/// A bar's row height, pixels: its label and, under it, its note.
+/// A bar's row height, px: its label and, under it, its note.
 const BAR_ROW_PX: u32 = 34;
 
-/// One horizontal bar per entry, top to bottom in the given order,
-/// coloured by its label: its label and note (smaller, grey) on its left,
-/// its value (with `value_decimals` decimals) at its end. Drawn at a
-/// page's width whatever the number of bars (one row each): bars side by
-/// side made a chart some thousands of pixels wide that a page shrank to
-/// unreadable text.
+/// One horizontal bar an entry, top down, coloured by its label, its label
+/// and note (grey) on its left and its value (`value_decimals`) at its end;
+/// one row each at a page's width (bars side by side grew unreadable).
 pub fn labelled_bars(
     title_text: &str,
     x_desc: &str,

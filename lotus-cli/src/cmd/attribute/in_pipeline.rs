@@ -319,8 +319,7 @@ fn header_and_rows(a: &InPipelineAttribution) -> (Vec<String>, Vec<Vec<String>>)
     (header, rows)
 }
 
-/// The widest a function's name is in a Markdown cell (the HTML page's
-/// name cells' width).
+/// The widest a function's name is in a Markdown cell.
 const MD_NAME: usize = 48;
 
 /// The rows as Markdown, each with its top functions in one cell, their

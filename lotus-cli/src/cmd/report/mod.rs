@@ -324,8 +324,8 @@ fn runs_and_timelines(
     let mut cpus = Vec::new();
     // One time axis for every run's timeline: the longest run's.
     let scale_ms = configs
-        .iter_mut()
-        .map(crate::render::html::timeline::duration_ms)
+        .iter()
+        .map(TraceFigures::span_ms)
         .fold(0.0, f64::max);
     for c in configs.iter_mut() {
         let record = match RunRecord::read(&c.dir, prefix) {

@@ -3,8 +3,8 @@
 use super::Page;
 use crate::render::html::timeline::OpCpu;
 use crate::render::html::{keyed, short_name, text, Block, Cell, Part};
+use lotus_attribute::SampledFolder;
 use lotus_attribute::TraceFigures;
-use lotus_attribute::{Basis, SampledFolder};
 
 /// CPU ms per call of `op` in a configuration: from its spans' thread CPU
 /// clock where they carry it, else from its samples (`lotus attribute
@@ -44,31 +44,18 @@ pub(super) fn glance(configs: &[TraceFigures], cpus: &[OpCpu]) -> Vec<Vec<Part>>
             ));
             parts.push(text(format!(" ms in all ({} wait(s))", w.count)));
         }
-        // The verdict's heaviest op (by CPU where the run says it), so
-        // that the page names one op where the two speak of it; the
-        // longest by wall time where the verdict has none.
-        let heaviest = c.verdict.heaviest_op.as_ref();
-        let name = heaviest.map(|h| h.name.as_str());
-        let op = match name {
-            Some(n) => s
-                .ops
-                .iter()
-                .find(|o| o.name == n || n.ends_with(&format!("/{}", o.name))),
-            None => s.ops.first(),
-        };
-        if let Some(n) = name.or(op.map(|o| o.name.as_str())) {
-            parts.push(text(match heaviest {
-                Some(h) if h.basis != Basis::WallSpans => "; the op that costs most CPU: ",
-                _ => "; the op that takes longest: ",
+        if let Some((n, cpu_ns, op)) = c.glance_op() {
+            parts.push(text(match cpu_ns {
+                Some(_) => "; the op that costs most CPU: ",
+                None => "; the op that takes longest: ",
             }));
             parts.push(keyed(
                 format!("glance/{}/top_op", c.label),
                 short_name(n, 48),
             ));
-            let mut figures = Vec::new();
-            if let Some(h) = heaviest.filter(|h| h.basis != Basis::WallSpans) {
-                figures.push(format!("{:.1} ms of CPU", h.time_ns as f64 / 1e6));
-            }
+            let mut figures: Vec<String> = (cpu_ns.iter())
+                .map(|ns| format!("{:.1} ms of CPU", *ns as f64 / 1e6))
+                .collect();
             if let Some(o) = op {
                 figures.push(format!(
                     "{:.1} ms in all, {:.3} ms a call",

@@ -90,47 +90,39 @@ pub(crate) struct Cell {
     class: &'static str,
     /// A colour swatch before the text (an op's colour in the plots).
     swatch: Option<String>,
-    /// Shown on a line of its own under its row, across the table, after
-    /// this lead (`top functions`), its lines one after the other: a long
-    /// list that would make the table wider than the page.
+    /// Shown under its row, across the table, after this lead.
     below: Option<&'static str>,
 }
 
 impl Cell {
+    /// A cell of `class` showing `lines`, nothing else set.
+    fn of(class: &'static str, lines: Vec<String>) -> Cell {
+        Cell {
+            lines,
+            title: None,
+            key: None,
+            class,
+            swatch: None,
+            below: None,
+        }
+    }
+
     /// A number (or `-`), keyed.
     pub(crate) fn num(key: impl Into<String>, text: impl Into<String>) -> Cell {
         Cell {
-            lines: vec![text.into()],
-            title: None,
             key: Some(key.into()),
-            class: "num",
-            swatch: None,
-            below: None,
+            ..Cell::of("num", vec![text.into()])
         }
     }
 
     /// A number cell with no key.
     pub(crate) fn plain_num(text: impl Into<String>) -> Cell {
-        Cell {
-            lines: vec![text.into()],
-            title: None,
-            key: None,
-            class: "num",
-            swatch: None,
-            below: None,
-        }
+        Cell::of("num", vec![text.into()])
     }
 
     /// Left-aligned text, whole.
     pub(crate) fn text(text: impl Into<String>) -> Cell {
-        Cell {
-            lines: vec![text.into()],
-            title: None,
-            key: None,
-            class: "name",
-            swatch: None,
-            below: None,
-        }
+        Cell::of("name", vec![text.into()])
     }
 
     /// A name shortened ([`short_name`]), the full name in its tooltip.
@@ -138,11 +130,7 @@ impl Cell {
         let short = short_name(full, 48);
         Cell {
             title: (short != full).then(|| tooltip(full)),
-            lines: vec![short],
-            key: None,
-            class: "name",
-            swatch: None,
-            below: None,
+            ..Cell::of("name", vec![short])
         }
     }
 
@@ -150,24 +138,18 @@ impl Cell {
     pub(crate) fn names(key: impl Into<String>, full: &[String], short: Vec<String>) -> Cell {
         Cell {
             title: Some(tooltip(&full.join("\n"))),
-            lines: short,
             key: Some(key.into()),
-            class: "name",
-            swatch: None,
-            below: None,
+            ..Cell::of("name", short)
         }
     }
 
-    /// Its lines wrapped at spaces where the table is wider than the
-    /// page (a row's name, a list of functions with their modules): the
-    /// names cells are otherwise kept on one line.
+    /// Its lines wrapped at spaces (names cells are otherwise not).
     pub(crate) fn wrapping(mut self) -> Cell {
         self.class = "name wrap";
         self
     }
 
-    /// Shown under its row across the table, after `lead` (see
-    /// [`Cell::below`]'s field); it takes no column.
+    /// Shown under its row across the table after `lead`: no column.
     pub(crate) fn below(mut self, lead: &'static str) -> Cell {
         self.below = Some(lead);
         self
@@ -188,11 +170,7 @@ pub(crate) fn module_cell(module: &str) -> Cell {
     let shown = crate::render::svg::fit(base, 28 * 6, 10);
     Cell {
         title: (shown != module).then(|| tooltip(module)),
-        lines: vec![shown],
-        key: None,
-        class: "name",
-        swatch: None,
-        below: None,
+        ..Cell::of("name", vec![shown])
     }
 }
 

@@ -118,19 +118,8 @@ pub fn hex(colours: &Colours, name: &str) -> String {
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
-/// How long `c`'s trace spans, ms: its first event's start to its last
-/// event's end (what its timeline draws).
-pub fn duration_ms(c: &mut TraceFigures) -> f64 {
-    let index = c.folder_and_index().1;
-    let base = index.min_start_ns.unwrap_or(0);
-    let end = index.max_end_ns.unwrap_or(base).max(base + 1);
-    (end - base) as f64 / 1e6
-}
-
-/// Reads `c`'s events again: its timeline, and each op's CPU time. It is
-/// drawn on a time axis of `scale_ms` (at least its own span): the runs of
-/// one page share one scale, so that a run twice as long is drawn twice
-/// as wide.
+/// Reads `c`'s events again: its timeline, on a time axis of `scale_ms`
+/// (one for a page's runs: at least its span), and each op's CPU time.
 pub fn of(c: &mut TraceFigures, colours: &Colours, scale_ms: f64) -> Result<(Timeline, OpCpu)> {
     let label = c.label.clone();
     let dir = c.dir.display().to_string();
