@@ -701,7 +701,7 @@ fn predict_with(
     let drawn: Vec<usize> = (0..changes.len())
         .filter(|&k| {
             intervals == Intervals::All
-                || (!changes[k].label().starts_with("--cpus")
+                || (advisable(&changes[k].label())
                     && measured * ratio_of(&outs[k]) * (1.0 + MODEL_MARGIN + noise) < measured)
         })
         .collect();
@@ -1013,13 +1013,19 @@ pub fn ranked_advice(obs: &Observed, n: usize) -> Result<Vec<String>, PredictErr
     Ok(advice(&p, n))
 }
 
+/// Whether the change labelled `label` is one the advice may propose: a
+/// machine's (`--cpus`) is never (the job cannot choose its machine).
+fn advisable(label: &str) -> bool {
+    !label.starts_with("--cpus")
+}
+
 /// The advice of a ranked prediction: the changes that help whatever the
 /// noise (a machine change apart), best first, at most `n`, one sentence
 /// each with the predicted loop and interval.
 pub fn advice(p: &Prediction, n: usize) -> Vec<String> {
     p.scenarios
         .iter()
-        .filter(|s| s.helps && !s.change.starts_with("--cpus"))
+        .filter(|s| s.helps && advisable(&s.change))
         .take(n)
         .map(|s| {
             format!(

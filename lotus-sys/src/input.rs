@@ -206,19 +206,19 @@ impl Folder {
                 pos: 0,
             });
         }
-        let mut file = self.open_checked(rel)?;
-        if held.bytes.saturating_add(file.size) > once.budget {
-            return Ok(file);
+        let (file, size) = self.open_regular(rel)?;
+        if held.bytes.saturating_add(size) > once.budget {
+            return Ok(SizedFile {
+                file: Source::File(file),
+                size,
+                pos: 0,
+            });
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
-        match &file.file {
-            // Through `File`'s own reading (no zeroing of the buffer first,
-            // which `SizedFile`'s `read` would need), no further than its
-            // size when opened; kept as read (an `Arc<[u8]>` was a second
-            // copy of every byte).
-            Source::File(f) => f.take(file.size).read_to_end(&mut bytes)?,
-            Source::Held(_) => file.read_to_end(&mut bytes)?,
-        };
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        // Through `File`'s own reading (no zeroing of the buffer first,
+        // which `SizedFile`'s `read` would need), no further than its size
+        // when opened; kept as read (an `Arc<[u8]>` was a second copy).
+        (&file).take(size).read_to_end(&mut bytes)?;
         let bytes = Arc::new(bytes);
         held.bytes += bytes.len() as u64;
         held.files.insert(rel.to_path_buf(), Arc::clone(&bytes));
@@ -231,6 +231,17 @@ impl Folder {
 
     /// [`Folder::open_file`]'s rule, always from the file.
     fn open_checked(&self, rel: &Path) -> io::Result<SizedFile> {
+        let (file, size) = self.open_regular(rel)?;
+        Ok(SizedFile {
+            file: Source::File(file),
+            size,
+            pos: 0,
+        })
+    }
+
+    /// The regular file `rel` opened by [`Folder::open_file`]'s rule, and
+    /// its size when opened.
+    fn open_regular(&self, rel: &Path) -> io::Result<(File, u64)> {
         let read = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
         // What is there, without opening it for reading: opening a device
         // or a fifo for reading can block or act on the device.
@@ -249,11 +260,7 @@ impl Folder {
         };
         let file = File::from(fd);
         let size = refuse_unless_regular(&file)?;
-        Ok(SizedFile {
-            file: Source::File(file),
-            size,
-            pos: 0,
-        })
+        Ok((file, size))
     }
 
     /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`; `Err(Fallback)`

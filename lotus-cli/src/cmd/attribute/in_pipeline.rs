@@ -22,6 +22,7 @@ use lotus_attribute::{
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
 
+use crate::cmd::attribute::render::md_escape;
 use crate::cmd::attribute::AttributeFormat;
 use crate::render::in_pipeline::svg_of;
 use crate::render::svg::Colours;
@@ -334,15 +335,15 @@ fn markdown_rows(
 ) -> String {
     let mut text = String::new();
     for (cells, r) in rows.iter_mut().zip(&a.rows) {
-        let functions: Vec<&str> = listed(r, top).map(|f| f.function.as_str()).collect();
+        let fs: Vec<_> = listed(r, top).collect();
+        let functions: Vec<&str> = fs.iter().map(|f| f.function.as_str()).collect();
         let names = table::short_names(&functions, if short { MD_NAME } else { usize::MAX });
-        let tops: Vec<String> = listed(r, top)
-            .zip(names)
+        let tops: Vec<String> = (fs.iter().zip(names))
             .map(|(f, name)| {
                 format!(
                     "{} ({}) {:.0}%",
-                    one_line(&name).replace('|', "\\|"),
-                    one_line(&table::module_name(&f.module)).replace('|', "\\|"),
+                    md_escape(&name),
+                    md_escape(&table::module_name(&f.module)),
                     f.share * 100.0
                 )
             })

@@ -42,7 +42,8 @@ pub(super) fn metric_text(v: f64) -> String {
     format!("{v:.2}")
 }
 
-fn md_escape(s: &str) -> String {
+/// A Markdown cell's text: on one line, its `|` escaped.
+pub(super) fn md_escape(s: &str) -> String {
     one_line(s).replace('|', "\\|")
 }
 

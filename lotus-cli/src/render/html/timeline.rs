@@ -123,6 +123,8 @@ pub fn hex(colours: &Colours, name: &str) -> String {
 pub fn of(c: &mut TraceFigures, colours: &Colours, scale_ms: f64) -> Result<(Timeline, OpCpu)> {
     let label = c.label.clone();
     let dir = c.dir.display().to_string();
+    let duration_ms = c.span_ms();
+    let scale_ms = scale_ms.max(duration_ms);
     let (folder, index) = c.folder_and_index();
     let count = |k: Kind| index.per_kind.get(&k).copied().unwrap_or(0);
     let (n_op, n_other) = (count(Kind::Op), count(Kind::Batch) + count(Kind::Wait));
@@ -132,9 +134,6 @@ pub fn of(c: &mut TraceFigures, colours: &Colours, scale_ms: f64) -> Result<(Tim
     let other_every = n_other.div_ceil(other_quota).max(1);
     let op_every = n_op.div_ceil(op_quota).max(1);
     let base = index.min_start_ns.unwrap_or(0);
-    let end = index.max_end_ns.unwrap_or(base).max(base + 1);
-    let duration_ms = (end - base) as f64 / 1e6;
-    let scale_ms = scale_ms.max(duration_ms);
 
     // Per process (by its index): (batch-row spans, op spans).
     let mut per: BTreeMap<usize, (Vec<Raw>, Vec<Raw>)> = BTreeMap::new();
