@@ -5,8 +5,9 @@
 # timm, and a Python 3.12+ one in .venv312; see scripts/setup.sh),
 # then the whole workspace's tests (one integration test binary per crate:
 # lotus-cli's end-to-end tests are the `e2e` binary, tests/main.rs).
-# LOTUS_REQUIRE_TORCH=1, LOTUS_REQUIRE_PIPELINE_PACKAGES=1 and
-# LOTUS_REQUIRE_PYTHON312=1 (pyenv's 3.12 or 3.13, or .venv312) make the tests
+# LOTUS_REQUIRE_TORCH=1, LOTUS_REQUIRE_PIPELINE_PACKAGES=1,
+# LOTUS_REQUIRE_PYTHON312=1 (pyenv's 3.12 or 3.13, or .venv312) and
+# LOTUS_REQUIRE_PYENV=1 (pyenv's 3.8 and 3.13) make the tests
 # that need them fail, not skip, where they cannot be imported. Exits
 # non-zero when any test fails.
 set -euo pipefail
@@ -16,6 +17,8 @@ export LOTUS_PYTHON="$PWD/.venv/bin/python"
 export LOTUS_REQUIRE_TORCH=1
 export LOTUS_REQUIRE_PIPELINE_PACKAGES=1
 export LOTUS_REQUIRE_PYTHON312=1
+# The portable wheel's test installs it into pyenv's 3.8 and 3.13.
+export LOTUS_REQUIRE_PYENV=1
 # Snapshots (tests/snapshots/) are checked, never written: a changed output
 # fails, whatever INSTA_UPDATE or INSTA_FORCE_PASS the caller's shell holds
 # (docs/src/development.md says how to update them).

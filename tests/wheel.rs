@@ -1,27 +1,30 @@
 //! The pip install story: the `lotus-profiler` wheel (`pyproject.toml` at
 //! the workspace root, maturin's `bin` bindings) built from this checkout
-//! with a release build, installed into a fresh venv with pip, gives a
-//! `lotus` on the venv's PATH that traces a pipeline, and the Python
-//! modules `lotus` and `lotus_trace`, importable and doing nothing outside
-//! a lotus run, byte for byte the files the binary carries.
+//! by the README's command (`scripts/wheel.sh`: a release build linked by
+//! zig against glibc 2.17, tag manylinux2014), installed into a fresh venv
+//! with pip, gives a `lotus` on the venv's PATH that traces a pipeline, and
+//! the Python modules `lotus` and `lotus_trace`, importable and doing
+//! nothing outside a lotus run, byte for byte the files the binary carries.
+//! The same wheel installs into venvs of pyenv's Python 3.8 and 3.13 and
+//! runs the README's quick start there (`trace run --sample`, `attribute`,
+//! `report`), and neither the binary nor the control library it carries
+//! needs a glibc symbol newer than 2.17.
 //!
-//! maturin: `LOTUS_MATURIN` names one; otherwise the test installs it from
-//! PyPI into a private venv under `target/wheel-test/` (once; kept for the
-//! next run) and fails with a clear message where it cannot. The release
-//! build reuses the workspace's `target/release`, so only lotus's own
-//! crates recompile after a change. Needs no torch: the traced pipeline is
+//! The script installs maturin and zig from PyPI into a private venv under
+//! `target/wheel-tools/` (once; kept for the next run) and fails with a
+//! clear message where it cannot. Needs no torch: the traced pipeline is
 //! fixtures/trace/pipeline.py (multiprocessing workers).
 
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
-use crate::common::{any_python, fixture, root};
+use crate::common::{any_python, fixture, pyenv_python, root};
 
-/// The folder this test builds and installs into (kept between runs: the
-/// maturin venv is reused, the wheel and the test venv are made afresh).
+/// The folder this test builds and installs into (the wheel and the test
+/// venvs are made afresh at each run).
 fn work_dir() -> PathBuf {
     root().join("target/wheel-test")
 }
@@ -48,68 +51,76 @@ fn run_ok(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
-/// A maturin to build with: `LOTUS_MATURIN`, or one installed from PyPI
-/// into `target/wheel-test/maturin-venv`.
-fn maturin(python: &Path) -> PathBuf {
-    if let Some(m) = std::env::var_os("LOTUS_MATURIN") {
-        return m.into();
-    }
-    let venv = work_dir().join("maturin-venv");
-    let bin = venv.join("bin/maturin");
-    if bin.exists() {
-        return bin;
-    }
-    run_ok(
-        Command::new(python).arg("-m").arg("venv").arg(&venv),
-        "creating a venv for maturin (python -m venv)",
-    );
-    let out = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "maturin>=1.5,<2"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run pip");
-    if !out.status.success() {
-        // A half-made venv would be taken as ready next time.
-        let _ = fs::remove_dir_all(&venv);
-        panic!(
-            "cannot install maturin from PyPI into {} (no network?): install it \
-             (`pip install maturin`) and set LOTUS_MATURIN to its path\n{}",
-            venv.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    bin
+/// The portable wheel, built once for the tests here by the README's
+/// command (`scripts/wheel.sh`: maturin and zig from PyPI in a private
+/// venv, `--compatibility manylinux2014`) into a fresh
+/// `target/wheel-test/wheels`; its path.
+fn wheel() -> PathBuf {
+    static WHEEL: OnceLock<PathBuf> = OnceLock::new();
+    WHEEL.get_or_init(build_wheel).clone()
 }
 
-/// Builds the wheel into a fresh `target/wheel-test/wheels`; its path.
-fn build_wheel(python: &Path) -> PathBuf {
-    let maturin = maturin(python);
+fn build_wheel() -> PathBuf {
     let out_dir = work_dir().join("wheels");
     let _ = fs::remove_dir_all(&out_dir);
-    run_ok(
-        Command::new(&maturin)
-            .args(["build", "--release", "--quiet", "--out"])
+    let out = run_ok(
+        Command::new("bash")
+            .arg(root().join("scripts/wheel.sh"))
             .arg(&out_dir)
-            .arg("--interpreter")
-            .arg(python)
-            .current_dir(root())
-            // cargo test's own settings are not the wheel's.
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("RUSTFLAGS"),
-        "maturin build --release",
+            .env("LOTUS_WHEEL_PYTHON", any_python())
+            .current_dir(root()),
+        "bash scripts/wheel.sh (the README's wheel command; it needs PyPI for maturin and ziglang once)",
     );
+    let printed = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     let wheels: Vec<PathBuf> = fs::read_dir(&out_dir)
         .expect("the wheel folder")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension() == Some(OsStr::new("whl")))
         .collect();
-    assert_eq!(wheels.len(), 1, "one wheel expected: {wheels:?}");
+    assert_eq!(wheels, [printed], "one wheel, the one the script names");
     let name = wheels[0].file_name().expect("name").to_string_lossy();
-    assert!(
-        name.starts_with(&format!("lotus_profiler-{}-", env!("CARGO_PKG_VERSION"))),
-        "the wheel's name and version: {name}"
+    // The tag says which Linux it needs: glibc 2.17 on x86_64, any
+    // CPython 3 (the wheel carries no extension module).
+    assert_eq!(
+        name,
+        format!(
+            "lotus_profiler-{}-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+            env!("CARGO_PKG_VERSION")
+        ),
+        "the wheel's name, version and tag"
     );
     wheels[0].clone()
+}
+
+/// The glibc symbol versions an ELF file `bytes` needs (`GLIBC_2.17`...),
+/// from its version-needs section, as (major, minor).
+fn glibc_versions(bytes: &[u8]) -> Vec<(u32, u32)> {
+    use object::read::elf::{ElfFile64, FileHeader};
+    let file = ElfFile64::<object::Endianness>::parse(bytes).expect("an ELF file");
+    let endian = file.endian();
+    let sections = file
+        .elf_header()
+        .sections(endian, bytes)
+        .expect("section table");
+    let Some((mut needs, link)) = sections.gnu_verneed(endian, bytes).expect("verneed") else {
+        return Vec::new();
+    };
+    let strings = sections.strings(endian, bytes, link).expect("strings");
+    let mut found = Vec::new();
+    while let Some((_, mut aux)) = needs.next().expect("verneed entry") {
+        while let Some(a) = aux.next().expect("vernaux entry") {
+            let name = String::from_utf8_lossy(a.name(endian, strings).expect("name")).into_owned();
+            if let Some((major, minor)) =
+                name.strip_prefix("GLIBC_").and_then(|v| v.split_once('.'))
+            {
+                let minor = minor.split('.').next().unwrap_or(minor);
+                if let (Ok(a), Ok(b)) = (major.parse(), minor.parse()) {
+                    found.push((a, b));
+                }
+            }
+        }
+    }
+    found
 }
 
 /// A fresh venv `target/wheel-test/<name>` (no system site-packages)
@@ -255,7 +266,7 @@ fn the_wheel_installs_a_working_lotus_and_no_op_modules_into_a_fresh_venv() {
     fs::create_dir_all(work_dir()).expect("target/wheel-test");
     let venv = {
         let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
-        let wheel = build_wheel(&python);
+        let wheel = wheel();
         // --no-index: the wheel alone, nothing downloaded.
         install(&python, "venv", &["--no-index".as_ref(), wheel.as_os_str()])
     };
@@ -345,4 +356,130 @@ fn pip_install_from_the_checkout_gives_lotus_and_the_modules() {
         install(&python, "venv-pip", &[root().as_os_str()])
     };
     check_installed(&venv);
+}
+
+/// Every ELF image inside `bytes` past its own header: the libraries a
+/// binary carries (`include_bytes!`), each parsed from its magic on.
+fn embedded_elves(bytes: &[u8]) -> Vec<&[u8]> {
+    const MAGIC: &[u8] = b"\x7fELF\x02\x01\x01";
+    (1..bytes.len().saturating_sub(MAGIC.len()))
+        .filter(|&i| &bytes[i..i + MAGIC.len()] == MAGIC)
+        .map(|i| &bytes[i..])
+        .filter(|b| object::read::elf::ElfFile64::<object::Endianness>::parse(*b).is_ok())
+        .collect()
+}
+
+/// The wheel installs into venvs of another Python, 3.8 (the oldest
+/// `requires-python` allows) and 3.13, and the README's quick start runs
+/// there with the installed `lotus`; its binary and the control library
+/// it carries (loaded into the job's processes) need glibc 2.17 at most,
+/// as the wheel's tag says.
+#[test]
+fn the_portable_wheel_runs_the_quick_start_on_python_3_8_and_3_13() {
+    let test = "the_portable_wheel_runs_the_quick_start_on_python_3_8_and_3_13";
+    let pythons: Vec<(&str, PathBuf)> = ["3.8", "3.13"]
+        .into_iter()
+        .filter_map(|v| pyenv_python(v, test).map(|p| (v, p)))
+        .collect();
+    if pythons.is_empty() {
+        return;
+    }
+    fs::create_dir_all(work_dir()).expect("target/wheel-test");
+    let wheel = {
+        let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        wheel()
+    };
+    for (version, python) in pythons {
+        let name = format!("venv-{version}");
+        let venv = install(&python, &name, &["--no-index".as_ref(), wheel.as_os_str()]);
+        let out = run_ok(
+            venv_command(&venv, "python").args(["-c", "import sys; print(sys.version_info[:2])"]),
+            "the venv's Python",
+        );
+        let (major, minor) = version.split_once('.').expect("x.y");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("({major}, {minor})"),
+            "the venv runs Python {version}"
+        );
+        let cwd = check_installed(&venv);
+
+        // The binary and the control library it carries: glibc 2.17 at most.
+        let binary = fs::read(venv.join("bin/lotus")).expect("the installed lotus");
+        let mut elves = vec![binary.as_slice()];
+        let carried = embedded_elves(&binary);
+        assert!(
+            !carried.is_empty(),
+            "the installed lotus carries no control library"
+        );
+        elves.extend(carried);
+        for (i, elf) in elves.iter().enumerate() {
+            let newest = glibc_versions(elf).into_iter().max();
+            assert!(
+                newest.is_some_and(|v| v <= (2, 17)),
+                "ELF image {i} of the installed lotus (0: the binary) needs glibc {newest:?}: the \
+                 manylinux2014 tag promises 2.17"
+            );
+        }
+
+        // The README's quick start, on the repository's torch-free pipeline.
+        let trace = cwd.path().join("trace");
+        let out = run_ok(
+            venv_command(&venv, "lotus")
+                .args(["trace", "run", "--sample", "--out"])
+                .arg(&trace)
+                .arg("--")
+                .arg("python")
+                .arg(fixture("trace/pipeline.py"))
+                .args([
+                    "--workers",
+                    "2",
+                    "--batches",
+                    "6",
+                    "--batch-size",
+                    "2",
+                    "--spin-ms",
+                    "5",
+                ])
+                .current_dir(cwd.path()),
+            &format!("lotus trace run --sample on Python {version}"),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("(1 main, 2 worker)"),
+            "Python {version}: {stderr}"
+        );
+        let out = run_ok(
+            venv_command(&venv, "lotus")
+                .args(["attribute", "--format", "json"])
+                .arg(&trace),
+            &format!("lotus attribute on Python {version}"),
+        );
+        let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("attribute JSON");
+        let spin = rows["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .find(|r| r["name"] == "Spin")
+            .unwrap_or_else(|| panic!("Python {version}: no Spin row: {rows}"));
+        // 6 batches of 2 samples, 5 ms of spinning each: 60 ms of CPU.
+        assert!(
+            spin["samples"].as_u64().is_some_and(|n| n >= 20),
+            "Python {version}: the Spin row's samples: {spin}"
+        );
+        let report = cwd.path().join("report.html");
+        run_ok(
+            venv_command(&venv, "lotus")
+                .args(["report", "--trace"])
+                .arg(&trace)
+                .arg("--out")
+                .arg(&report),
+            &format!("lotus report on Python {version}"),
+        );
+        let page = fs::read_to_string(&report).expect("report.html");
+        assert!(
+            page.contains("Spin"),
+            "Python {version}: the report names no Spin op"
+        );
+    }
 }

@@ -179,9 +179,10 @@ impl ThreadTasks {
         self.too_deep = 0;
         self.lines.clear();
         self.last_write_ns = 0;
-        // SAFETY: plain system calls.
-        let (tid, pid) = unsafe { (libc::gettid(), libc::getpid()) };
-        self.tid = if tid == pid {
+        // SAFETY: plain system calls (gettid's, not glibc's wrapper of
+        // 2.30: the library runs in jobs on glibc 2.17).
+        let (tid, pid) = unsafe { (libc::syscall(libc::SYS_gettid), libc::getpid()) };
+        self.tid = if tid == i64::from(pid) {
             String::new()
         } else {
             format!(",tid={tid}")

@@ -198,8 +198,9 @@ pub(crate) fn list(dir: BorrowedFd<'_>) -> io::Result<Vec<CString>> {
 pub(crate) fn random_name(n: usize) -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut bytes = vec![0u8; n];
-    // SAFETY: `bytes` is writable for its whole length.
-    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), n, 0) };
+    // SAFETY: `bytes` is writable for its whole length. The system call,
+    // not glibc's wrapper (2.25): the wheel's binary needs glibc 2.17.
+    let got = unsafe { libc::syscall(libc::SYS_getrandom, bytes.as_mut_ptr(), n, 0) };
     if got < 0 || got as usize != n {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

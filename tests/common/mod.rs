@@ -232,6 +232,42 @@ pub fn python312(test: &str) -> Option<PathBuf> {
     found
 }
 
+/// pyenv's CPython `version` (`"3.8"`: the newest `~/.pyenv/versions/3.8.*`
+/// that runs); `None` without one, after printing that `test` is skipped,
+/// or a failure with LOTUS_REQUIRE_PYENV=1 (what scripts/test.sh sets: CI
+/// has pyenv's 3.8 to 3.13).
+pub fn pyenv_python(version: &str, test: &str) -> Option<PathBuf> {
+    let versions = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv/versions"));
+    let mut found: Vec<(u32, PathBuf)> = versions
+        .and_then(|v| std::fs::read_dir(v).ok())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let patch = name.strip_prefix(version)?.strip_prefix('.')?;
+            let patch: u32 = patch.parse().ok()?;
+            Some((patch, e.path().join("bin/python3")))
+        })
+        .filter(|(_, py)| {
+            Command::new(py)
+                .args(["-c", "pass"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .collect();
+    found.sort();
+    let found = found.pop().map(|(_, py)| py);
+    if found.is_none() {
+        assert!(
+            std::env::var_os("LOTUS_REQUIRE_PYENV").is_none_or(|v| v != "1"),
+            "{test}: no Python {version} (~/.pyenv/versions/{version}.*) and LOTUS_REQUIRE_PYENV=1"
+        );
+        eprintln!("skipped: {test}: no Python {version} under ~/.pyenv/versions");
+    }
+    found
+}
+
 /// Every Python 3.12+ here, one per minor version: [`python312`]'s, then
 /// pyenv's 3.13 where it is another version (the Python-frames test runs
 /// on each: CPython's perf trampolines are per version). Empty (after
