@@ -314,24 +314,91 @@ fn a_job_killed_mid_run_leaves_its_samples_readable() {
     assert!(n >= 100, "{n} samples of 400 ms of CPU");
 }
 
+/// Re-running into a folder that holds an earlier sampled run moves that
+/// run to `<folder>.old`, as perf keeps `perf.data.old` (replacing an
+/// older `.old` of the same kind), and says so; a folder that holds other
+/// files too, or a `.old` that is something else, is refused with
+/// nothing moved or removed; `--clean` removes the earlier run instead.
 #[test]
-fn sample_files_of_an_earlier_run_are_kept_unless_clean() {
+fn a_rerun_moves_the_earlier_run_to_dot_old_unless_clean() {
     let run = sampled_run(10, &[]);
     assert_ok(&run.out, "first run");
+    let old = run.dir.with_file_name("trace.old");
+    let samples =
+        |dir: &std::path::Path| std::fs::read(dir.join("lotus.samples")).expect("samples");
+    let first = samples(&run.dir);
     let tmp = tempfile::tempdir().expect("tmp");
     let script = tmp.path().join("job.py");
     std::fs::write(&script, JOB_PY).expect("script");
     let report = tmp.path().join("r.json");
     let args = [script.as_os_str(), report.as_os_str(), OsStr::new("10")];
+
+    // Again: the first run moves to trace.old, whole, and the new one is read.
     let again = trace_run(&run.dir, &["--sample"], &python(), &args);
-    assert!(!again.status.success());
+    assert_ok(&again, "the second run");
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(
-        err.contains("already holds the samples") && err.contains("--clean"),
+        err.contains("moved the earlier run") && err.contains(&*old.to_string_lossy()),
         "{err}"
     );
+    assert_eq!(
+        samples(&old),
+        first,
+        "trace.old holds the first run's samples"
+    );
+    let second = samples(&run.dir);
+    assert_ne!(second, first);
+    for dir in [&run.dir, &old] {
+        let out = common::lotus(&["attribute", dir.to_str().expect("utf8")]);
+        assert_ok(&out, "attribute of either run");
+    }
+    // A third time: the older .old goes, the second run becomes it.
+    assert_ok(
+        &trace_run(&run.dir, &["--sample"], &python(), &args),
+        "the third run",
+    );
+    assert_eq!(
+        samples(&old),
+        second,
+        "trace.old holds the second run's samples"
+    );
+
+    // A file of the user's in the folder: refused, nothing moved.
+    let third = samples(&run.dir);
+    let notes = run.dir.join("notes.txt");
+    std::fs::write(&notes, "mine").expect("notes");
+    let refused = trace_run(&run.dir, &["--sample"], &python(), &args);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("already holds the samples")
+            && err.contains("other files")
+            && err.contains("--clean"),
+        "{err}"
+    );
+    assert_eq!(samples(&run.dir), third);
+    assert_eq!(samples(&old), second);
+    std::fs::remove_file(&notes).expect("notes");
+
+    // A trace.old of something else: refused, it stays.
+    std::fs::remove_dir_all(&old).expect("old");
+    std::fs::create_dir(&old).expect("old");
+    std::fs::write(old.join("keep.txt"), "mine").expect("keep");
+    let refused = trace_run(&run.dir, &["--sample"], &python(), &args);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("is not an earlier run's folder"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(old.join("keep.txt")).expect("keep"),
+        "mine"
+    );
+    assert_eq!(samples(&run.dir), third);
+
+    // --clean: the earlier run is removed, trace.old untouched.
     let clean = trace_run(&run.dir, &["--sample", "--clean"], &python(), &args);
     assert_ok(&clean, "--clean");
+    assert!(!String::from_utf8_lossy(&clean.stderr).contains("moved the earlier run"));
+    assert!(old.join("keep.txt").exists());
 }
 
 // --- `lotus attribute DIR` -------------------------------------------------------

@@ -269,6 +269,9 @@ pub fn run_traced(options: &TraceOptions, progress: &mut dyn Progress) -> Result
     let program_path = which::which(program)
         .context_with(|| format!("{program}: no such program (on PATH or as a path)"))?;
     let out = check_out_folder(&options.out)?;
+    if options.sampling.is_some() && !options.clean {
+        crate::status::set_aside_earlier_run(&out, &options.prefix, progress)?;
+    }
     let before = prepare_folder(options, &out, progress)?;
 
     // What `lotus report` shows at the top of its page: the command, host,

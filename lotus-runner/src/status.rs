@@ -192,3 +192,105 @@ pub(crate) fn prepare(
     }
     Ok(())
 }
+
+/// Whether `name` is one of the files a run of `prefix` leaves in its
+/// trace folder: its logs (ITT tasks' too), its record and its samples.
+fn is_runs_file(name: &str, prefix: &str) -> bool {
+    crate::logs::is_log_of(name, prefix)
+        || crate::logs::is_itt_log_of(name, prefix)
+        || name.strip_prefix(prefix).is_some_and(|rest| {
+            [".run", ".samples", ".symbols", ".sampling", ".stacks"].contains(&rest)
+        })
+}
+
+/// Whether the folder `dir` is this user's and holds nothing but a run of
+/// `prefix`'s files (regular files, no links, no folders).
+fn holds_only_a_run(dir: &Path, prefix: &str) -> std::io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let meta = dir.symlink_metadata()?;
+    if !meta.is_dir() || meta.uid() != me {
+        return Ok(false);
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let ours = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| is_runs_file(n, prefix));
+        if !ours || !entry.file_type()?.is_file() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Before a sampled run without `--clean`: where `out` holds the samples
+/// of an earlier run and nothing but that run's files, the folder moves
+/// to `<out>.old` (an earlier `.old` of the same kind is removed first),
+/// as perf keeps `perf.data.old`, and `out` is made again, empty. Refused
+/// where `out` holds other files too, or `<out>.old` is something else:
+/// nothing of the user's is moved or removed.
+pub(crate) fn set_aside_earlier_run(
+    out: &Path,
+    prefix: &str,
+    progress: &mut dyn Progress,
+) -> Result<()> {
+    let files = SampleFiles::of(out, prefix);
+    let existing = files.existing();
+    if existing.iter().all(|p| empty_and_ours(p)) {
+        // None, or empty ones that `prepare` removes.
+        return Ok(());
+    }
+    let refuse = |why: String| {
+        RunnerError::Refused(format!(
+            "{} already holds the samples of an earlier run ({}){why}: use --clean to remove them, or another --out",
+            out.display(),
+            existing[0].display()
+        ))
+    };
+    if !holds_only_a_run(out, prefix).context_with(|| format!("cannot list {}", out.display()))? {
+        return Err(refuse(", and other files, so it is not moved aside".into()));
+    }
+    let mut old = out.as_os_str().to_owned();
+    old.push(".old");
+    let old = std::path::PathBuf::from(old);
+    match old.symlink_metadata() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        _ => {
+            if !holds_only_a_run(&old, prefix).unwrap_or(false) {
+                return Err(refuse(format!(
+                    ", and {} is not an earlier run's folder to replace",
+                    old.display()
+                )));
+            }
+            for entry in
+                std::fs::read_dir(&old).context_with(|| format!("cannot list {}", old.display()))?
+            {
+                let path = entry
+                    .context_with(|| format!("cannot list {}", old.display()))?
+                    .path();
+                std::fs::remove_file(&path)
+                    .context_with(|| format!("cannot remove {}", path.display()))?;
+            }
+            std::fs::remove_dir(&old)
+                .context_with(|| format!("cannot remove {}", old.display()))?;
+        }
+    }
+    std::fs::rename(out, &old)
+        .context_with(|| format!("cannot move {} to {}", out.display(), old.display()))?;
+    lotus_sys::create_dir_all(out, 0o755).map_err(|e| RunnerError::Context {
+        context: format!("cannot create the trace folder {} again", out.display()),
+        source: Box::new(e),
+    })?;
+    progress.message(
+        MessageKind::Note,
+        &format!(
+            "note: moved the earlier run in {} to {} (as perf keeps perf.data.old; --clean removes it instead)",
+            out.display(),
+            old.display()
+        ),
+    );
+    Ok(())
+}

@@ -20,7 +20,8 @@ pub struct TraceRunArgs {
     /// Log file names: <PREFIX>_main_pid_<pid> and <PREFIX>_worker_pid_<pid>.
     #[arg(long, default_value = "lotus")]
     pub prefix: String,
-    /// First remove the logs with this prefix already in DIR (default: keep them, and warn).
+    /// First remove the logs with this prefix already in DIR (default: keep them, and warn;
+    /// with --sample, an earlier sampled run in DIR moves to DIR.old).
     #[arg(long)]
     pub clean: bool,
     /// Leave torch and torchvision unpatched: only what the program marks
