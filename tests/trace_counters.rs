@@ -210,13 +210,14 @@ fn default_hardware_counters_are_read_or_said_unsupported_never_zeros() {
     );
     let said = format!("hardware counters: not supported here ({reason})");
     assert_eq!(err.matches(&said).count(), 1, "{err}");
-    // The notes under the table are wrapped to its width.
-    let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert_eq!(flat(&table).matches(&flat(&said)).count(), 1, "{table}");
-    assert_eq!(
-        table.matches("not supported here").count(),
-        1,
-        "said once: {table}"
+    // The default counters: said by `trace run`, not again by the commands
+    // that read the folder (recorded as not asked for).
+    assert_eq!(meta["counters_asked"], "default");
+    assert!(!table.contains("not supported here"), "said again: {table}");
+    let attr_err = String::from_utf8_lossy(&attribute(&dir, "json").stderr).into_owned();
+    assert!(
+        !attr_err.contains("not supported here"),
+        "said again: {attr_err}"
     );
     // Never as zeros: no counter columns, no counters in any row.
     assert!(
@@ -239,6 +240,29 @@ fn default_hardware_counters_are_read_or_said_unsupported_never_zeros() {
         json["counters_unsupported"]["counters"],
         serde_json::json!(["cycles", "instructions"])
     );
+
+    // Asked for (`--counters cycles`): the reading commands say it too,
+    // once, in the table's notes wrapped to its width.
+    let asked = tmp.path().join("asked");
+    let out = trace_run(
+        &asked,
+        &["--sample", "--counters", "cycles"],
+        &python(),
+        &[
+            OsStr::new("-c"),
+            OsStr::new("sum(i * i for i in range(300000))"),
+        ],
+    );
+    assert_ok(&out, "trace run --sample --counters cycles");
+    let meta = sampling(&asked);
+    assert_eq!(meta["counters_asked"], "yes");
+    let said = format!(
+        "hardware counters: not supported here ({})",
+        meta["counters_reason"]
+    );
+    let table = String::from_utf8(attribute(&asked, "table").stdout).expect("utf8");
+    let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(flat(&table).matches(&flat(&said)).count(), 1, "{table}");
 }
 
 /// `--counters` names are checked before anything runs: a usage error

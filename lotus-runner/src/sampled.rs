@@ -58,6 +58,10 @@ pub struct Sampling {
     pub frequency_hz: u64,
     /// The counters read with each sample, in order (none: empty).
     pub counters: Vec<SampleCounter>,
+    /// Whether the user asked for `counters` (else they are the defaults):
+    /// recorded (`counters_asked=`), so that the commands that read the
+    /// folder repeat the note of counters refused only where asked for.
+    pub counters_asked: bool,
     /// The call stacks taken with each sample.
     pub stacks: CallStacks,
 }
@@ -68,6 +72,7 @@ impl Default for Sampling {
         Sampling {
             frequency_hz: DEFAULT_FREQUENCY_HZ,
             counters: Vec::new(),
+            counters_asked: false,
             stacks: CallStacks::None,
         }
     }
@@ -92,7 +97,7 @@ fn sampling_backend() -> Result<Box<dyn lotus_core::Profiler>> {
 
 /// The `.sampling` lines that say which counters the samples carry, or
 /// which were refused and why.
-fn counter_pairs(counters: &CountersRead) -> Vec<(&'static str, String)> {
+fn counter_pairs(counters: &CountersRead, asked: bool) -> Vec<(&'static str, String)> {
     let names =
         |kinds: &[SampleCounter]| kinds.iter().map(|k| k.name).collect::<Vec<_>>().join(",");
     let mut pairs = Vec::new();
@@ -107,6 +112,10 @@ fn counter_pairs(counters: &CountersRead) -> Vec<(&'static str, String)> {
             if hardware { "hardware" } else { "software" }.into(),
         ));
         pairs.push(("counters_reason", u.reason.clone()));
+        pairs.push((
+            "counters_asked",
+            if asked { "yes" } else { "default" }.into(),
+        ));
     }
     pairs
 }
@@ -128,6 +137,7 @@ pub(crate) fn run(
     let Sampling {
         frequency_hz: frequency,
         counters,
+        counters_asked,
         stacks,
     } = sampling;
     let (frequency, stacks) = (*frequency, *stacks);
@@ -229,7 +239,7 @@ pub(crate) fn run(
         );
     }
     let read = collection.counters_read();
-    let counters = counter_pairs(&read);
+    let counters = counter_pairs(&read, *counters_asked);
     if let Some(refused) = &read.refused {
         progress.message(
             MessageKind::Warning,

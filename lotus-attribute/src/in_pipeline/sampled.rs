@@ -169,7 +169,11 @@ impl SampledTrace {
         let logs = read_logs(dir, budget)?;
         let mut notes = logs.skipped_logs.clone();
         notes.extend(symbols.skipped_note(&files.symbols));
-        if let Some(u) = &counters_unsupported {
+        // Said by `trace run` when it ran; again here only where the user
+        // asked for the counters (runs before `counters_asked=` say so
+        // always).
+        let asked = meta.get("counters_asked").map(String::as_str) != Some("default");
+        if let Some(u) = counters_unsupported.as_ref().filter(|_| asked) {
             let hardware = meta.get("counters_kind").map(String::as_str) == Some("hardware");
             notes.push(lotus_samples::unsupported_note(
                 hardware,

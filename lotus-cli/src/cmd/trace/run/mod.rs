@@ -11,6 +11,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use lotus_runner::{MessageKind, Progress, TraceOptions, TraceRun};
 
+/// The counters read with each sample where `--counters` is not given.
+const DEFAULT_COUNTERS: &str = "cycles,instructions";
+
 /// `lotus trace run` arguments.
 #[derive(Debug, clap::Args)]
 pub struct TraceRunArgs {
@@ -47,11 +50,12 @@ pub struct TraceRunArgs {
     /// Counters read with each sample and summed per op by `lotus
     /// attribute DIR` (with --sample): comma-separated perf event names
     /// (cycles, instructions, task-clock, context-switches, page-faults),
-    /// or `none`. Where the kernel refuses them (no PMU) the run goes on
-    /// without them and says why.
-    #[arg(long, requires = "sample", value_name = "LIST", default_value = "cycles,instructions",
+    /// or `none` [default: cycles,instructions]. Where the kernel refuses
+    /// them (no PMU) the run goes on without them and says why (once; the
+    /// commands that read the folder say it again only where asked for).
+    #[arg(long, requires = "sample", value_name = "LIST",
           value_parser = crate::sampling::parse_counters)]
-    pub counters: crate::sampling::CounterList,
+    pub counters: Option<crate::sampling::CounterList>,
     /// Call stacks with every sample (with --sample), into
     /// <PREFIX>.stacks for `lotus attribute DIR --format folded`: `dwarf`
     /// (the default) takes the kernel's frames from its call chain and
@@ -154,7 +158,15 @@ fn options(args: &TraceRunArgs) -> Result<TraceOptions> {
     if args.sample {
         options = options.with_sampling(lotus_runner::Sampling {
             frequency_hz: args.frequency,
-            counters: args.counters.0.clone(),
+            counters: match &args.counters {
+                Some(asked) => asked.0.clone(),
+                None => {
+                    crate::sampling::parse_counters(DEFAULT_COUNTERS)
+                        .map_err(crate::usage::usage)?
+                        .0
+                }
+            },
+            counters_asked: args.counters.is_some(),
             stacks: args.stacks.call_stacks(),
         });
     }
