@@ -36,6 +36,54 @@ fn at(columns: Option<usize>, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// `lotus ARGS` with `COLUMNS` unset, its standard output piped and its
+/// standard error a pseudo-terminal `cols` wide (`lotus ... | less` in a
+/// terminal), which must succeed: its stdout.
+fn piped_beside_a_terminal(cols: u16, args: &[&str]) -> String {
+    use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+    use std::os::unix::ffi::OsStrExt;
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let name = ptsname(&master, Vec::new()).expect("ptsname");
+    let terminal = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(OsStr::from_bytes(name.as_bytes()))
+        .expect("the pseudo-terminal");
+    let size = rustix::termios::Winsize {
+        ws_row: 40,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    rustix::termios::tcsetwinsize(&terminal, size).expect("its width");
+    // What lotus writes to the terminal is read as it comes (a full
+    // terminal would block it); the read ends once no one holds the
+    // terminal's side.
+    let reader = std::thread::spawn(move || {
+        let mut said = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = rustix::io::read(&master, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            said.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&said).into_owned()
+    });
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lotus"));
+    cmd.args(args)
+        .env_remove("COLUMNS")
+        .stdin(std::process::Stdio::null())
+        .stderr(terminal);
+    let out = cmd.output().expect("run lotus");
+    drop(cmd);
+    let said = reader.join().expect("the terminal's reader");
+    assert!(out.status.success(), "lotus {args:?}: {said}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
 /// Fails where a line of `text` is wider than `width` (every character
 /// lotus draws, box lines, `…`, `λ`, `±`, takes one column).
 fn assert_fits(text: &str, width: usize, what: &str) {
@@ -126,7 +174,14 @@ fn attribute_of_a_sampled_run_fits_names_modules_and_honours_top() {
         assert_eq!(shares, want, "--top {top}: functions of PoolBlur:\n{t120}");
     }
     // Unset COLUMNS, not a terminal: the documented default, 100.
-    assert_fits(&at(None, &["attribute", dir]), 100, "attribute DIR");
+    let plain = at(None, &["attribute", dir]);
+    assert_fits(&plain, 100, "attribute DIR");
+    // Piped, read in a terminal of 64 columns (its standard error): the
+    // terminal's width, not the default.
+    let piped = piped_beside_a_terminal(64, &["attribute", dir]);
+    assert_fits(&piped, 64, "attribute DIR | less in 64 columns");
+    let widest = |t: &str| t.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(widest(&plain) > 64, "the default is wider: {plain}");
     // Markdown: every line of the table has the header's columns, the
     // functions with their modules.
     let md = at(None, &["attribute", dir, "--format", "md"]);

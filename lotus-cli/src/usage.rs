@@ -171,7 +171,7 @@ pub mod env_help {
     /// `LOTUS_SORT_BUFFER`.
     pub const SORT_BUFFER: &str = "  LOTUS_SORT_BUFFER        bytes kept in memory per sort before spilling to files (default 16m; 64m, up to 64g)";
     /// `COLUMNS`.
-    pub const COLUMNS: &str = "  COLUMNS                  the width tables fit (else the terminal's, else 100; --wide: full names)";
+    pub const COLUMNS: &str = "  COLUMNS                  the width tables fit (else the terminal's, piped too, else 100; --wide: full names)";
     /// The thread-count variables of the op's process.
     pub const THREADS: &str = "  OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS\n                           when any is set, the ops' thread counts are left to them (else 1, as in a DataLoader worker; --threads N wins)";
     /// `TMPDIR`.

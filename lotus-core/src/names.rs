@@ -48,8 +48,9 @@ pub const MIN_WIDTH: usize = 40;
 const MIN_NAME: usize = 12;
 
 /// The width tables fit: `COLUMNS` where set (a positive number), else the
-/// terminal's where standard output is one, else [`DEFAULT_WIDTH`]; never
-/// below [`MIN_WIDTH`].
+/// terminal's the output is read on (standard output's, or standard
+/// error's where the output is piped: `lotus ... | less`), else
+/// [`DEFAULT_WIDTH`]; never below [`MIN_WIDTH`].
 pub fn table_width() -> usize {
     let from_env = std::env::var("COLUMNS")
         .ok()

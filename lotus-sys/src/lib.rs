@@ -16,7 +16,7 @@
 //!   through a link out of the folder, nor past the size a file had).
 //! - Printing: [`text`], names that came from data made safe for a
 //!   terminal, a table or a CSV cell, and the numbers printed beside them;
-//!   [`terminal_columns`], the width of the terminal standard output is.
+//!   [`terminal_columns`], the width of the terminal the output is read on.
 //!
 //! # Writing
 //!
