@@ -67,38 +67,7 @@ pub const DEFAULT_FREQUENCY_HZ: u64 = lotus_runner::DEFAULT_FREQUENCY_HZ;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterList(pub Vec<SampleCounter>);
 
-/// The counters the sampling backend can read with each sample (none
-/// where it is not linked or does not stream).
-fn streamed_counters() -> Vec<SampleCounter> {
-    lotus_core::streaming_backend()
-        .and_then(|b| b.streaming().map(|s| s.sample_counters()))
-        .unwrap_or_default()
-}
-
-/// Parses `--counters`: comma-separated perf event names lotus can read
-/// with each sample, each at most once, or `none`.
+/// Parses `--counters` ([`lotus_runner::sample_counters`]).
 pub fn parse_counters(text: &str) -> std::result::Result<CounterList, String> {
-    if text.trim() == "none" {
-        return Ok(CounterList(Vec::new()));
-    }
-    let all = streamed_counters();
-    let known = || all.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
-    let mut kinds = Vec::new();
-    for name in text.split(',').map(str::trim) {
-        let kind = all
-            .iter()
-            .copied()
-            .find(|k| k.name == name)
-            .ok_or_else(|| {
-                format!(
-                    "unknown counter {name:?}: give comma-separated names among {}, or `none`",
-                    known()
-                )
-            })?;
-        if kinds.contains(&kind) {
-            return Err(format!("counter {name:?} is named twice"));
-        }
-        kinds.push(kind);
-    }
-    Ok(CounterList(kinds))
+    lotus_runner::sample_counters(text).map(CounterList)
 }

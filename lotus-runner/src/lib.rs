@@ -51,6 +51,7 @@ mod oom;
 mod perf_maps;
 mod program;
 mod progress;
+mod pyframes;
 mod reports;
 mod run;
 mod run_record;
@@ -67,7 +68,7 @@ pub use run::{
     check_options, check_prefix, run_traced, ControlLibrary, LogFormat, TraceOptions, TraceRun,
 };
 pub use run_record::{run_file, RunRecord, RUN_SCHEMA};
-pub use sampled::{Sampling, DEFAULT_FREQUENCY_HZ};
+pub use sampled::{sample_counters, Sampling, DEFAULT_COUNTERS, DEFAULT_FREQUENCY_HZ};
 pub use status::mark_failed;
 
 #[cfg(test)]

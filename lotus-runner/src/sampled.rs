@@ -78,6 +78,40 @@ impl Default for Sampling {
     }
 }
 
+/// The counters read with each sample where none are asked for.
+pub const DEFAULT_COUNTERS: &str = "cycles,instructions";
+
+/// The counters `text` names: comma-separated perf event names the
+/// streaming backend can read with each sample, each at most once, or
+/// `none` (empty); an error naming the counter and the choices.
+pub fn sample_counters(text: &str) -> std::result::Result<Vec<SampleCounter>, String> {
+    if text.trim() == "none" {
+        return Ok(Vec::new());
+    }
+    let all = lotus_core::streaming_backend()
+        .and_then(|b| b.streaming().map(|s| s.sample_counters()))
+        .unwrap_or_default();
+    let known = || all.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
+    let mut kinds = Vec::new();
+    for name in text.split(',').map(str::trim) {
+        let kind = all
+            .iter()
+            .copied()
+            .find(|k| k.name == name)
+            .ok_or_else(|| {
+                format!(
+                    "unknown counter {name:?}: give comma-separated names among {}, or `none`",
+                    known()
+                )
+            })?;
+        if kinds.contains(&kind) {
+            return Err(format!("counter {name:?} is named twice"));
+        }
+        kinds.push(kind);
+    }
+    Ok(kinds)
+}
+
 /// The name `<prefix>.sampling` gives call stacks (`stacks=`).
 pub(crate) fn stacks_name(stacks: CallStacks) -> &'static str {
     match stacks {
@@ -197,23 +231,35 @@ pub(crate) fn run(
                 .context_with(|| format!("cannot create the sample files in {}", out.display()));
         }
     };
-    let mut collection =
-        match streaming.start_streaming(&target, &options, &stream, Box::new(writer)) {
-            Ok(c) => c,
-            Err(e) => {
-                // Nothing was sampled: leave no empty sample files behind.
-                let _ = std::fs::remove_file(&files.samples);
-                let _ = std::fs::remove_file(&files.symbols);
-                let _ = std::fs::remove_file(&files.stacks);
-                return unavailable(
-                    cmd,
-                    &files,
-                    name,
-                    format!("{name} sampling could not start: {e}"),
-                    progress,
-                );
-            }
-        };
+    // Python frames for the Pythons without trampolines, where the samples
+    // carry stacks.
+    let pyframes = match stacks {
+        CallStacks::None => None,
+        _ => crate::pyframes::PyFrames::start(frequency).ok(),
+    };
+    let sink: Box<dyn lotus_samples::SampleSink> = match &pyframes {
+        Some(p) => Box::new(p.sink(writer)),
+        None => Box::new(writer),
+    };
+    let mut collection = match streaming.start_streaming(&target, &options, &stream, sink) {
+        Ok(c) => c,
+        Err(e) => {
+            // Nothing was sampled: leave no empty sample files behind.
+            let _ = std::fs::remove_file(&files.samples);
+            let _ = std::fs::remove_file(&files.symbols);
+            let _ = std::fs::remove_file(&files.stacks);
+            return unavailable(
+                cmd,
+                &files,
+                name,
+                format!("{name} sampling could not start: {e}"),
+                progress,
+            );
+        }
+    };
+    if let Some(p) = &pyframes {
+        p.watch(collection.pid());
+    }
     let hz = collection.frequency_hz();
     let kernel = collection.kernel_samples();
     // What the samples carry: `fp` asked for and refused is said here,
@@ -366,7 +412,10 @@ pub(crate) fn run(
     let report = collection
         .finish_stream()
         .map_err(|e| fail(e.into(), &mut *progress))?;
-    let extra = summary(&report, progress);
+    let mut extra = summary(&report, progress);
+    if let Some(p) = pyframes {
+        extra.extend(python_frames_pairs(p.finish(), progress));
+    }
     let cost = calibration.and_then(|t| t.join().ok()).flatten();
     let mut pairs = described("complete", cost, extra);
     if let Some(e) = &report.write_error {
@@ -407,6 +456,31 @@ fn unavailable(
     // As without --sample: signals passed on, a parent-death signal.
     let program = std::path::PathBuf::from(cmd.get_program());
     crate::job::run_plain(cmd, &program, progress)
+}
+
+/// What the Python frames read from the interpreters gave, for
+/// `<prefix>.sampling` (`python_frames=interpreter`, the samples given
+/// them), and the processes that could not be read, said.
+fn python_frames_pairs(
+    report: crate::pyframes::PyFramesReport,
+    progress: &mut dyn Progress,
+) -> Vec<(&'static str, String)> {
+    if let Some((first, n)) = &report.refused {
+        progress.message(
+            MessageKind::Note,
+            &format!(
+                "note: the Python frames of {n} process(es) could not be read ({first}): their samples show native frames only"
+            ),
+        );
+    }
+    if report.given == 0 {
+        return Vec::new();
+    }
+    vec![
+        ("python_frames", "interpreter".into()),
+        ("python_frames_samples", report.given.to_string()),
+        ("python_frames_processes", report.processes.to_string()),
+    ]
 }
 
 /// The end figures for `<prefix>.sampling`, and what the user is told.

@@ -654,31 +654,6 @@ pub fn is_view(name: &str, f: &mut SizedFile) -> bool {
     tail.contains("\"SBatchPreprocessed_") || tail.contains("\"SBatchConsumed_")
 }
 
-/// The note the tracer leaves in the job's first process's log where
-/// Python frames were asked for on a Python older than 3.12 (`# lotus-trace:
-/// Python frames need Python 3.12 or later ...`), to say once on stderr:
-/// read from the first 64 KiB of the main processes' logs (the tracer
-/// writes it as it starts), not from the whole trace.
-pub fn python_frames_note(logs: &[std::path::PathBuf]) -> Option<String> {
-    use std::io::Read;
-    const NOTE: &str = "# lotus-trace: Python frames need Python 3.12";
-    logs.iter()
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.contains("_main_pid_"))
-        })
-        .find_map(|p| {
-            let file = lotus_sys::input::open_regular(p).ok()?;
-            let mut head = Vec::new();
-            file.take(64 << 10).read_to_end(&mut head).ok()?;
-            let text = String::from_utf8_lossy(&head);
-            text.lines()
-                .find(|l| l.starts_with(NOTE))
-                .map(|l| l.trim_start_matches("# lotus-trace: ").to_string())
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -95,7 +95,7 @@ mod torch;
 pub use chrome::{ChromeWriter, FlowAt, Flows};
 pub use configurations::configurations_of;
 pub use event::{Event, HandedBy, Kind, LoaderConfig, OpSpan, Process, Role, Usage, Wanted};
-pub use folder::{python_frames_note, Item, LogFile, TraceFolder};
+pub use folder::{Item, LogFile, TraceFolder};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
 /// The memory a sort of the index may hold ([`TraceIndex::load`]'s
 /// budget), re-exported from `lotus-sort`.

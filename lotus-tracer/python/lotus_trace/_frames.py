@@ -321,7 +321,10 @@ def start(note, first):
     if sys.version_info < (3, 12):
         if first:
             version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-            note(f"Python frames need Python 3.12 or later (this is {version}): stacks show native frames only")
+            note(
+                f"no perf trampolines on Python {version} (3.12+ has them): lotus reads "
+                "the samples' Python frames from the interpreter's own state instead"
+            )
         return
     if sys.is_stack_trampoline_active():
         return  # the job's own (-X perf): its map is CPython's, not ours

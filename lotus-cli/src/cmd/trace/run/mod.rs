@@ -11,9 +11,6 @@ use std::process::ExitCode;
 use anyhow::Result;
 use lotus_runner::{MessageKind, Progress, TraceOptions, TraceRun};
 
-/// The counters read with each sample where `--counters` is not given.
-const DEFAULT_COUNTERS: &str = "cycles,instructions";
-
 /// `lotus trace run` arguments.
 #[derive(Debug, clap::Args)]
 pub struct TraceRunArgs {
@@ -23,8 +20,7 @@ pub struct TraceRunArgs {
     /// Log file names: <PREFIX>_main_pid_<pid> and <PREFIX>_worker_pid_<pid>.
     #[arg(long, default_value = "lotus")]
     pub prefix: String,
-    /// First remove the logs with this prefix already in DIR (default: keep them, and warn;
-    /// with --sample, an earlier sampled run in DIR moves to DIR.old).
+    /// First remove the logs with this prefix already in DIR (default: keep them, and warn; a sampled run moves to DIR.old).
     #[arg(long)]
     pub clean: bool,
     /// Leave torch and torchvision unpatched: only what the program marks
@@ -51,8 +47,7 @@ pub struct TraceRunArgs {
     /// attribute DIR` (with --sample): comma-separated perf event names
     /// (cycles, instructions, task-clock, context-switches, page-faults),
     /// or `none` [default: cycles,instructions]. Where the kernel refuses
-    /// them (no PMU) the run goes on without them and says why (once; the
-    /// commands that read the folder say it again only where asked for).
+    /// them (no PMU) the run goes on without them and says why.
     #[arg(long, requires = "sample", value_name = "LIST",
           value_parser = crate::sampling::parse_counters)]
     pub counters: Option<crate::sampling::CounterList>,
@@ -161,7 +156,7 @@ fn options(args: &TraceRunArgs) -> Result<TraceOptions> {
             counters: match &args.counters {
                 Some(asked) => asked.0.clone(),
                 None => {
-                    crate::sampling::parse_counters(DEFAULT_COUNTERS)
+                    crate::sampling::parse_counters("cycles,instructions")
                         .map_err(crate::usage::usage)?
                         .0
                 }
@@ -188,9 +183,6 @@ fn say_run(args: &TraceRunArgs, run: &TraceRun) -> ExitCode {
         run.workers,
         run.bytes,
     );
-    if let Some(note) = lotus_trace::python_frames_note(new) {
-        crate::usage::say!("lotus: note: {note}");
-    }
     // What the workers ran outside every op, said now rather than only by
     // a later `attribute` (issue 24: say what was not seen).
     if args.sample && !new.is_empty() {

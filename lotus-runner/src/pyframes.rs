@@ -1,0 +1,696 @@
+//! Python frames in the call stacks of Pythons without perf trampolines
+//! (CPython 3.8 to 3.11), read from the interpreter's own frame state.
+//!
+//! On 3.12+ the tracer turns on CPython's perf trampolines, and each
+//! Python frame is a native frame named through the process's perf map
+//! (`py::qualname`): the better source, exact at each sample. Older
+//! Pythons have none, and their samples show the interpreter's eval loop
+//! only. For them a thread beside the sampler ([`PyFrames`]) reads each
+//! busy Python process's thread states and frame chains with py-spy's
+//! reader (the `py-spy` crate as a library, its command line left out):
+//! it knows the layout of every CPython from 2.7 to 3.15, reads without
+//! stopping the process (`process_vm_readv`, no ptrace stop), and is kept
+//! up to date for new versions by its project, which a hand-written
+//! reader of those private structures would not be. A sample's Python
+//! frames are those of the snapshot of its thread nearest in time (within
+//! [`MATCH_WINDOW_NS`]): read within a few ms of the sample, not at it
+//! (perf_event cannot run code at a sample; eBPF profilers can), which is
+//! close enough for spans of a millisecond and more, not for a leaf
+//! function that runs for less.
+//!
+//! The frames are spliced into the native stack where the interpreter ran
+//! them, as the trampolines would have put them: each group of Python
+//! frames one C-level eval call runs (py-spy marks the first of each:
+//! `is_entry`) goes just before that call's `_PyEval_EvalFrameDefault`
+//! frame, innermost group with innermost eval frame; named `py::qualname`
+//! (3.11) or `py::name` (3.8 to 3.10, which have no qualified names) with
+//! the file as module, so that everything that reads stacks reads them as
+//! the trampolines' ([`PySink`]).
+//!
+//! Costs: one snapshot of a process is some hundred microseconds of this
+//! thread's CPU (a read per frame and per name), so processes are read
+//! only while their samples show Python running, at most [`MAX_POLL_HZ`]
+//! times a second each.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use lotus_samples::{Sample, SampleSink, StackNode, Symbol};
+
+/// How often a busy Python process is read, at most.
+pub(crate) const MAX_POLL_HZ: u64 = 200;
+
+/// How far in time a thread's snapshot may be from a sample to give it its
+/// Python frames.
+pub(crate) const MATCH_WINDOW_NS: u64 = 60_000_000;
+
+/// How long snapshots are kept per thread (the sink reads the samples
+/// some ms after they were taken).
+const KEEP_NS: u64 = 400_000_000;
+
+/// A process is read while a sample showed it running Python this
+/// recently.
+const BUSY_NS: u64 = 200_000_000;
+
+/// How many times (one per poll) a process whose interpreter cannot be
+/// found yet (still starting) is tried before it is given up.
+const TRIES: u32 = 100;
+
+/// How often the job's processes are looked for (a forked DataLoader
+/// worker runs its first op at once).
+const SCAN_NS: u64 = 10_000_000;
+
+/// `pid` and its descendants, from the kernel's children lists
+/// (`/proc/PID/task/TID/children`); none for 0.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        if p == 0 || out.contains(&p) || out.len() >= 4096 {
+            continue;
+        }
+        out.push(p);
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                todo.extend(
+                    text.split_whitespace()
+                        .filter_map(|c| c.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The CPU ticks (user and system) `pid` has run; `None` once it is gone.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: state is field 3, utime and
+    // stime fields 14 and 15.
+    let rest = &text[text.rfind(')')? + 2..];
+    let mut fields = rest.split(' ').skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Where glibc keeps the kernel's thread id in its thread descriptor (what
+/// a `pthread_t` points at on Linux), found once in this process: the
+/// offset, in a new thread's descriptor, of the first 32-bit word equal to
+/// its thread id. Hand-written: py-spy finds the native id of a thread of
+/// Python 3.8 to 3.10 only with libunwind (its `unwind` feature, which
+/// lotus does not build); the job's processes run on this machine's glibc.
+fn pthread_tid_offset() -> Option<usize> {
+    static OFFSET: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        std::thread::spawn(|| {
+            // SAFETY: plain calls; the reads stay within this thread's own
+            // descriptor (some 2 KiB from its start), which is mapped.
+            unsafe {
+                let me = libc::pthread_self() as *const u8;
+                let tid = libc::syscall(libc::SYS_gettid) as i32;
+                (0..1024)
+                    .step_by(4)
+                    .find(|&off| std::ptr::read_unaligned(me.add(off).cast::<i32>()) == tid)
+            }
+        })
+        .join()
+        .ok()
+        .flatten()
+    })
+}
+
+/// The kernel's id of the thread of process `pid` whose `pthread_t` is
+/// `thread`, read from the process's memory.
+fn native_tid(pid: u32, thread: u64) -> Option<u32> {
+    let off = pthread_tid_offset()?;
+    let mut tid: i32 = 0;
+    let local = libc::iovec {
+        iov_base: (&mut tid as *mut i32).cast(),
+        iov_len: 4,
+    };
+    let remote = libc::iovec {
+        iov_base: (thread as usize).checked_add(off)? as *mut libc::c_void,
+        iov_len: 4,
+    };
+    // SAFETY: reads 4 bytes of another process into `tid`.
+    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    (n == 4 && tid > 0).then_some(tid as u32)
+}
+
+/// The interpreter's eval loop, the native frame that runs Python frames.
+const EVAL_FRAME: &str = "_PyEval_EvalFrameDefault";
+
+/// One Python frame: its name (`py::...`), its file, and whether it is
+/// the first its C-level eval call runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PyFrame {
+    name: Arc<str>,
+    file: Arc<str>,
+    entry: bool,
+}
+
+/// A thread's Python frames at a time, outermost first.
+#[derive(Debug, Clone)]
+struct Snapshot {
+    time_ns: u64,
+    frames: Arc<[PyFrame]>,
+}
+
+/// What the reading thread and the sink share.
+#[derive(Default)]
+struct Shared {
+    stop: AtomicBool,
+    /// The job's first process (0: not started yet): it and its
+    /// descendants are read.
+    root: std::sync::atomic::AtomicU32,
+    /// Processes whose samples show Python running: the last such time.
+    busy: Mutex<HashMap<u32, u64>>,
+    /// Each thread's recent snapshots, oldest first.
+    snapshots: Mutex<HashMap<u32, VecDeque<Snapshot>>>,
+    /// Processes read, and why others could not be: for the notes.
+    read: Mutex<HashSet<u32>>,
+    refused: Mutex<HashMap<u32, String>>,
+    /// Samples given Python frames.
+    given: AtomicU64,
+}
+
+/// The thread that reads busy Python processes' frames while a sampled
+/// job runs; ends with [`PyFrames::finish`] (or when dropped).
+pub(crate) struct PyFrames {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What [`PyFrames::finish`] says for `<prefix>.sampling` and the user.
+#[derive(Debug, Default)]
+pub(crate) struct PyFramesReport {
+    /// Samples given Python frames.
+    pub given: u64,
+    /// Processes whose frames were read.
+    pub processes: usize,
+    /// The first process that could not be read and why, and how many.
+    pub refused: Option<(String, usize)>,
+}
+
+impl PyFrames {
+    /// Starts the reading thread, at most `frequency_hz` reads a second a
+    /// process ([`MAX_POLL_HZ`] at most).
+    pub(crate) fn start(frequency_hz: u64) -> io::Result<PyFrames> {
+        let shared = Arc::new(Shared::default());
+        let hz = frequency_hz.clamp(1, MAX_POLL_HZ);
+        let period = Duration::from_nanos(1_000_000_000 / hz);
+        let reader = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("lotus-pyframes".into())
+            .spawn(move || read_loop(&reader, period))?;
+        Ok(PyFrames {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// The sink that gives `inner`'s samples their Python frames.
+    pub(crate) fn sink<S: SampleSink>(&self, inner: S) -> PySink<S> {
+        PySink {
+            inner,
+            shared: Arc::clone(&self.shared),
+            eval_symbols: HashSet::new(),
+            python_symbols: HashSet::new(),
+            nodes: HashMap::new(),
+            symbol_ids: HashMap::new(),
+            stack_ids: HashMap::new(),
+            py_symbols: HashMap::new(),
+            spliced: HashMap::new(),
+            next_symbol: 1,
+            next_stack: 1,
+            new_symbols: Vec::new(),
+            new_stacks: Vec::new(),
+        }
+    }
+
+    /// Reads the Python processes of the job whose first process is `pid`
+    /// (it and all its descendants, those started later included).
+    pub(crate) fn watch(&self, pid: u32) {
+        self.shared.root.store(pid, Ordering::SeqCst);
+    }
+
+    /// Stops the reading thread; what it did.
+    pub(crate) fn finish(mut self) -> PyFramesReport {
+        self.stop();
+        let lock = |m: &Mutex<HashMap<u32, String>>| {
+            let m = m.lock().unwrap_or_else(|e| e.into_inner());
+            let mut v: Vec<(u32, String)> = m.iter().map(|(k, v)| (*k, v.clone())).collect();
+            v.sort();
+            v
+        };
+        let refused = lock(&self.shared.refused);
+        PyFramesReport {
+            given: self.shared.given.load(Ordering::Relaxed),
+            processes: self
+                .shared
+                .read
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len(),
+            refused: refused
+                .first()
+                .map(|(pid, why)| (format!("process {pid}: {why}"), refused.len())),
+        }
+    }
+
+    fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for PyFrames {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// CLOCK_MONOTONIC, ns: the samples' clock.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+/// A process as the reading thread knows it.
+enum Reader {
+    /// Its interpreter found: py-spy's reader.
+    Reading(Box<py_spy::PythonSpy>),
+    /// Not found yet (the process is starting): tries so far.
+    Trying(u32),
+    /// Not to be read: a Python with trampolines, no Python, gone.
+    Done,
+}
+
+/// The reading thread: every `period`, a snapshot of each busy Python
+/// process's threads.
+fn read_loop(shared: &Shared, period: Duration) {
+    // Ahead of ordinary threads where the system allows it (root,
+    // CAP_SYS_NICE; silently not otherwise), as the sampler's drain: a
+    // snapshot taken late is one no sample is near.
+    // SAFETY: setpriority takes plain integers; a refusal is an error code.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid);
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -10);
+    }
+    let mut config = py_spy::Config::default();
+    config.blocking = py_spy::config::LockingStrategy::NonBlocking;
+    config.collect_thread_names = false;
+    config.include_idle = true;
+    config.lineno = py_spy::config::LineNo::NoLine;
+    let mut readers: HashMap<u32, Reader> = HashMap::new();
+    let mut names: HashMap<(String, String), (Arc<str>, Arc<str>)> = HashMap::new();
+    // Each process of the job: its CPU ticks when last looked at, and
+    // when they last moved.
+    let mut activity: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut last_scan = 0;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let started = std::time::Instant::now();
+        let now = now_ns();
+        if now.saturating_sub(last_scan) >= SCAN_NS {
+            last_scan = now;
+            for pid in descendants(shared.root.load(Ordering::SeqCst)) {
+                activity.entry(pid).or_insert((u64::MAX, now));
+            }
+        }
+        // A process is read while it runs (its CPU time moves), and while
+        // its samples show Python running.
+        let sampled = shared
+            .busy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut busy = Vec::new();
+        activity.retain(|&pid, (cpu, active)| {
+            let Some(now_cpu) = cpu_ticks(pid) else {
+                return false;
+            };
+            if now_cpu != *cpu {
+                *cpu = now_cpu;
+                *active = now;
+            }
+            let recent = sampled
+                .get(&pid)
+                .is_some_and(|&t| now.saturating_sub(t) < BUSY_NS);
+            if recent || now.saturating_sub(*active) < BUSY_NS {
+                busy.push(pid);
+            }
+            true
+        });
+        for pid in busy {
+            let reader = readers.entry(pid).or_insert(Reader::Trying(0));
+            if let Reader::Trying(n) = reader {
+                *reader = match py_spy::PythonSpy::new(pid as py_spy::Pid, &config) {
+                    Ok(spy) if spy.version.major == 3 && spy.version.minor >= 12 => Reader::Done,
+                    Ok(spy) => {
+                        shared
+                            .read
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(pid);
+                        Reader::Reading(Box::new(spy))
+                    }
+                    Err(e) if *n + 1 >= TRIES => {
+                        shared
+                            .refused
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(pid, format!("{e:#}"));
+                        Reader::Done
+                    }
+                    Err(_) => Reader::Trying(*n + 1),
+                };
+            }
+            let Reader::Reading(spy) = reader else {
+                continue;
+            };
+            let before = now_ns();
+            let Ok(traces) = spy.get_stack_traces() else {
+                // Gone, or caught mid-change: the next poll says.
+                if std::fs::metadata(format!("/proc/{pid}")).is_err() {
+                    *reader = Reader::Done;
+                }
+                continue;
+            };
+            let time_ns = before + (now_ns() - before) / 2;
+            let mut snapshots = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+            for t in traces {
+                // py-spy names the thread on 3.11+; before, from the
+                // thread's `pthread_t` (see `native_tid`).
+                let tid = t
+                    .os_thread_id
+                    .and_then(|t| u32::try_from(t).ok())
+                    .or_else(|| native_tid(pid, t.thread_id));
+                let Some(tid) = tid else {
+                    continue;
+                };
+                // py-spy gives the innermost first.
+                let frames: Arc<[PyFrame]> = t
+                    .frames
+                    .iter()
+                    .rev()
+                    .map(|f| {
+                        let (name, file) = names
+                            .entry((f.name.clone(), f.filename.clone()))
+                            .or_insert_with(|| {
+                                (format!("py::{}", f.name).into(), f.filename.as_str().into())
+                            })
+                            .clone();
+                        PyFrame {
+                            name,
+                            file,
+                            entry: f.is_entry,
+                        }
+                    })
+                    .collect();
+                let kept = snapshots.entry(tid).or_default();
+                while kept
+                    .front()
+                    .is_some_and(|s| time_ns.saturating_sub(s.time_ns) > KEEP_NS)
+                {
+                    kept.pop_front();
+                }
+                kept.push_back(Snapshot { time_ns, frames });
+            }
+        }
+        // The names cache is bounded: emptied when large.
+        if names.len() > 65_536 {
+            names.clear();
+        }
+        if let Some(rest) = period.checked_sub(started.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+}
+
+/// A sample sink that gives each sample of a Python thread its Python
+/// frames (see the module documentation) and passes everything on to
+/// `inner`, renumbered: the symbols and stacks of the sampler and this
+/// sink's own share one count of ids from 1 (readers hold ids to what
+/// the file's size allows).
+pub(crate) struct PySink<S> {
+    inner: S,
+    shared: Arc<Shared>,
+    /// The sampler's symbols of the eval loop, and of Python frames (a
+    /// stack that holds one has its Python frames already).
+    eval_symbols: HashSet<u32>,
+    python_symbols: HashSet<u32>,
+    /// The sampler's stacks: id -> (parent, symbol), in its ids.
+    nodes: HashMap<u32, (u32, u32)>,
+    /// The sampler's symbol and stack ids -> the ones written.
+    symbol_ids: HashMap<u32, u32>,
+    stack_ids: HashMap<u32, u32>,
+    /// This sink's symbols of Python frames (ids written).
+    py_symbols: HashMap<(Arc<str>, Arc<str>), u32>,
+    /// The stacks written: (parent, symbol) -> id, in ids written.
+    spliced: HashMap<(u32, u32), u32>,
+    next_symbol: u32,
+    next_stack: u32,
+    new_symbols: Vec<(u32, Symbol)>,
+    new_stacks: Vec<StackNode>,
+}
+
+impl<S: SampleSink> PySink<S> {
+    /// `stack`'s frames, outermost first (symbol ids).
+    fn frames(&self, mut stack: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        while stack != 0 && out.len() < 4096 {
+            let Some(&(parent, symbol)) = self.nodes.get(&stack) else {
+                break;
+            };
+            out.push(symbol);
+            stack = parent;
+        }
+        out.reverse();
+        out
+    }
+
+    /// The stack `symbol` called from stack `parent` (ids written).
+    fn node(&mut self, parent: u32, symbol: u32) -> u32 {
+        if let Some(&id) = self.spliced.get(&(parent, symbol)) {
+            return id;
+        }
+        let id = self.next_stack;
+        self.next_stack += 1;
+        self.spliced.insert((parent, symbol), id);
+        self.new_stacks.push(StackNode::new(id, parent, symbol));
+        id
+    }
+
+    /// The id written for the sampler's symbol `id`.
+    fn symbol_id(&mut self, id: u32) -> u32 {
+        if id == 0 {
+            return 0;
+        }
+        if let Some(&out) = self.symbol_ids.get(&id) {
+            return out;
+        }
+        let out = self.next_symbol;
+        self.next_symbol += 1;
+        self.symbol_ids.insert(id, out);
+        out
+    }
+
+    /// The stack of `frames` (outermost first, ids written).
+    fn intern(&mut self, frames: &[u32]) -> u32 {
+        frames
+            .iter()
+            .fold(0, |parent, &symbol| self.node(parent, symbol))
+    }
+
+    fn py_symbol(&mut self, f: &PyFrame) -> u32 {
+        if let Some(&id) = self.py_symbols.get(&(f.name.clone(), f.file.clone())) {
+            return id;
+        }
+        let id = self.next_symbol;
+        self.next_symbol += 1;
+        self.py_symbols.insert((f.name.clone(), f.file.clone()), id);
+        self.new_symbols.push((id, Symbol::new(&f.name, &f.file)));
+        id
+    }
+
+    /// The Python frames of `tid` nearest `time_ns`, within the window.
+    fn python_frames(&self, tid: u32, time_ns: u64) -> Option<Arc<[PyFrame]>> {
+        let snapshots = self
+            .shared
+            .snapshots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        snapshots
+            .get(&tid)?
+            .iter()
+            .min_by_key(|s| s.time_ns.abs_diff(time_ns))
+            .filter(|s| s.time_ns.abs_diff(time_ns) <= MATCH_WINDOW_NS)
+            .map(|s| Arc::clone(&s.frames))
+    }
+
+    /// `stack` with the Python frames of `sample`'s thread spliced in;
+    /// `stack` itself where it has no eval frame, has Python frames
+    /// already, or no snapshot is near.
+    fn spliced_stack(&mut self, sample: &Sample, stack: u32) -> u32 {
+        let as_is = self.stack_ids.get(&stack).copied().unwrap_or(0);
+        let frames = self.frames(stack);
+        if frames.iter().any(|s| self.python_symbols.contains(s)) {
+            return as_is;
+        }
+        let evals: Vec<usize> = (0..frames.len())
+            .filter(|&i| self.eval_symbols.contains(&frames[i]))
+            .collect();
+        if evals.is_empty() {
+            return as_is;
+        }
+        {
+            let mut busy = self.shared.busy.lock().unwrap_or_else(|e| e.into_inner());
+            busy.insert(sample.pid, sample.time_ns);
+        }
+        let Some(py) = self
+            .python_frames(sample.tid, sample.time_ns)
+            .filter(|py| !py.is_empty())
+        else {
+            return as_is;
+        };
+        // The Python frames in groups, one per C-level eval call.
+        let mut groups: Vec<&[PyFrame]> = Vec::new();
+        let mut start = 0;
+        for i in 1..py.len() {
+            if py[i].entry {
+                groups.push(&py[start..i]);
+                start = i;
+            }
+        }
+        if start < py.len() {
+            groups.push(&py[start..]);
+        }
+        // Innermost group with innermost eval frame; extra groups before
+        // the outermost eval frame.
+        let mut before: HashMap<usize, Vec<PyFrame>> = HashMap::new();
+        let pairs = groups.len().min(evals.len());
+        for k in 0..pairs {
+            let g = groups[groups.len() - 1 - k];
+            before.insert(evals[evals.len() - 1 - k], g.to_vec());
+        }
+        let extra: Vec<PyFrame> = groups[..groups.len() - pairs]
+            .iter()
+            .flat_map(|g| g.iter().cloned())
+            .collect();
+        let outermost = evals[evals.len() - pairs.max(1)];
+        before.entry(outermost).or_default().splice(0..0, extra);
+        let mut out = Vec::with_capacity(frames.len() + py.len());
+        for (i, &symbol) in frames.iter().enumerate() {
+            if let Some(group) = before.get(&i) {
+                for f in group {
+                    let id = self.py_symbol(f);
+                    out.push(id);
+                }
+            }
+            let id = self.symbol_id(symbol);
+            out.push(id);
+        }
+        self.shared.given.fetch_add(1, Ordering::Relaxed);
+        self.intern(&out)
+    }
+
+    /// `block` with its symbols' ids as written.
+    fn renumbered(&mut self, block: &[Sample]) -> Vec<Sample> {
+        block
+            .iter()
+            .map(|s| Sample {
+                symbol: self.symbol_id(s.symbol),
+                ..*s
+            })
+            .collect()
+    }
+
+    fn flush_new(&mut self) -> io::Result<()> {
+        if !self.new_symbols.is_empty() {
+            let new = std::mem::take(&mut self.new_symbols);
+            self.inner.symbols(&new)?;
+        }
+        if !self.new_stacks.is_empty() {
+            let new = std::mem::take(&mut self.new_stacks);
+            self.inner.stacks(&new)?;
+        }
+        Ok(())
+    }
+}
+
+impl<S: SampleSink> SampleSink for PySink<S> {
+    fn counters(&mut self, count: usize) -> io::Result<()> {
+        self.inner.counters(count)
+    }
+
+    fn symbols(&mut self, new: &[(u32, Symbol)]) -> io::Result<()> {
+        let mut out = Vec::with_capacity(new.len());
+        for (id, s) in new {
+            if s.function == EVAL_FRAME {
+                self.eval_symbols.insert(*id);
+            } else if s.function.starts_with("py::") {
+                self.python_symbols.insert(*id);
+            }
+            out.push((self.symbol_id(*id), s.clone()));
+        }
+        self.inner.symbols(&out)
+    }
+
+    fn samples(&mut self, block: &[Sample]) -> io::Result<()> {
+        let block = self.renumbered(block);
+        self.inner.samples(&block)
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.flush_new()?;
+        self.inner.finish()
+    }
+
+    fn with_stacks(&mut self) -> io::Result<()> {
+        self.inner.with_stacks()
+    }
+
+    fn stacks(&mut self, new: &[StackNode]) -> io::Result<()> {
+        for n in new {
+            self.nodes.insert(n.id, (n.parent, n.symbol));
+            let parent = self.stack_ids.get(&n.parent).copied().unwrap_or(0);
+            let symbol = self.symbol_id(n.symbol);
+            let id = self.node(parent, symbol);
+            self.stack_ids.insert(n.id, id);
+        }
+        self.flush_new()
+    }
+
+    fn samples_with_stacks(&mut self, block: &[Sample], stacks: &[u32]) -> io::Result<()> {
+        let out: Vec<u32> = block
+            .iter()
+            .zip(stacks)
+            .map(|(s, &stack)| {
+                if stack == 0 {
+                    0
+                } else {
+                    self.spliced_stack(s, stack)
+                }
+            })
+            .collect();
+        let block = self.renumbered(block);
+        // New symbols and stacks before the samples that use them.
+        self.flush_new()?;
+        self.inner.samples_with_stacks(&block, &out)
+    }
+}
