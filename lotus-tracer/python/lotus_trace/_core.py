@@ -1866,19 +1866,20 @@ class _LoaderState:
 
 
 class _FinerThread(threading.local):
-    # The dataset ops open on this thread: [code, frame, pending], where
-    # pending is [name, t0, c0, callee code (plain Python functions) or None].
+    # The dataset ops open on this thread (sys.monitoring's): [code, frame,
+    # pending], where pending is `_finer._pending`'s list.
     stack = None
 
 
 class _FinerState:
     """`_finer`'s: its sys.monitoring tool and its tables (see there)."""
 
-    __slots__ = ("tool", "failed", "watched", "returns", "written", "first", "callees", "quiet", "threads")
+    __slots__ = ("tool", "failed", "busy_noted", "watched", "returns", "written", "first", "callees", "quiet", "threads")
 
     def __init__(self):
         self.tool = None  # our sys.monitoring tool id, once claimed
         self.failed = False  # no tool id could be had
+        self.busy_noted = False  # a profiler set from C was said to keep us out (before 3.12)
         self.watched = set()  # dataset code objects with local CALL events
         self.returns = set()  # callee code objects with local PY_RETURN events
         self.written = set()  # callee names written once (then always)
