@@ -1082,6 +1082,36 @@ fn before_python_312_the_calls_of_getitem_are_ops_with_no_flag() {
     check_getitem_calls(test, &py);
 }
 
+/// A custom Dataset that holds torchvision (v1) transforms and calls them
+/// itself (`self.rrc(img)`, no Compose; issue 37: on Python 3.11 they
+/// were no spans, though transforms are seen with no code change): each a
+/// span of every call inside the dataset's (RandomHorizontalFlip's calls
+/// that flip nothing too, each a few microseconds), its summed CPU within
+/// 10% of its own timer; a Compose it calls is no span, its transforms
+/// are; no note telling to use --op.
+#[test]
+fn torchvision_transforms_a_dataset_calls_itself_are_spans_of_every_call() {
+    let test = "torchvision_transforms_a_dataset_calls_itself_are_spans_of_every_call";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let r = run(&py, "direct_transforms.py", &[], &[]);
+    r.check_against_truth(test, &[]);
+    for op in [
+        "RandomResizedCrop",
+        "RandomHorizontalFlip",
+        "ColorJitter",
+        "ToTensor",
+        "Normalize",
+    ] {
+        r.check_nested(op, "Crops");
+        assert_eq!(r.named(op).len(), 96, "{test}: {op}: a span per call");
+    }
+    assert!(r.named("Compose").is_empty(), "{test}: a Compose span");
+    assert!(!r.stderr.contains(FINER_NOTE), "{test}: {}", r.stderr);
+    assert_eq!(r.batches(), 12);
+}
+
 /// With `LOTUS_TRACE_FINER=0` the same pipeline's dataset rows are whole
 /// (no finer spans), on any Python, and lotus says once how to get them.
 #[test]

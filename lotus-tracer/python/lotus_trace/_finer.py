@@ -18,8 +18,10 @@ are not, so a row's `calls` can miss a few): the many tiny calls of a
 `__getitem__` (`len`, `isinstance`, a dict lookup) stay its exclusive time
 instead of filling the log, and one slow call of a tiny callee (a garbage
 collection falls in any call that allocates) does not make it a row; a
-callee written once is written every time after. A call that raised is not
-written, as for any op that raised. Set `LOTUS_TRACE_FINER=0` to turn it
+callee written once is written every time after; a torchvision transform
+(`self.crop(img)`, v1's: v2's write their own spans wherever called) is
+written from its first call, as a Compose's transforms are. A call that
+raised is not written, as for any op that raised. Set `LOTUS_TRACE_FINER=0` to turn it
 off. What it keeps per callee is bounded: its name (see
 `_core.claim_name`: a class made per item is not kept alive, and past 32
 callables of one qualified name they share one row) and tables of at most
@@ -232,7 +234,19 @@ def _callee(callee, key):
     else:
         fn = callee.__func__ if type(callee) is _MethodType else callee
         info = (_name(callee), fn.__code__ if type(fn) is _FunctionType else None)
+        if _transform(callee):
+            _written.add(info[0])
     return _keep(key, info)
+
+
+def _transform(callee):
+    """Whether a callee is a torchvision transform (an object of a class of
+    `torchvision.transforms`; v2's write their own spans): its calls are all
+    written, from the first, as a Compose's transforms are."""
+    t = type(callee)
+    if t is _FunctionType or t is _MethodType or t is _BuiltinType or isinstance(callee, type):
+        return False
+    return str(getattr(t, "__module__", "")).startswith("torchvision.transforms")
 
 
 def _keep(key, info):
