@@ -242,8 +242,9 @@ fn work_in_getitem_outside_the_transforms_is_the_datasets_own_row() {
         return;
     };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    // As much work in __getitem__, outside the transforms, as Jitter does:
-    // the dataset's own (exclusive) CPU, never "outside every op".
+    // As much work in __getitem__, outside the transforms, as Jitter does
+    // (in its own code: a function it called would be a finer span of its
+    // own): the dataset's own (exclusive) CPU, never "outside every op".
     let (a, t, table, stats) = run(&py, &["--batches", "8", "--outside-work", "40"]);
     exclusive_adds_up(&a);
     assert_eq!(a["unseen"], serde_json::json!([]), "{:#}", a["notes"]);

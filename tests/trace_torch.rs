@@ -118,7 +118,8 @@ fn torch_trace(test: &str, t: &TorchRun) -> Option<Traced> {
     assert_ok(&out, "the torch pipeline");
     // An ImageFolder's loader and transforms are spans already: lotus does
     // not tell to name what it calls (the note is for a dataset's own
-    // code, as the generic dataset's, on Python before 3.12).
+    // code run as one span, as the generic dataset's with
+    // LOTUS_TRACE_FINER=0).
     let stderr = String::from_utf8_lossy(&out.stderr);
     if t.dataset == "jpeg" {
         assert!(

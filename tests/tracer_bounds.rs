@@ -81,7 +81,8 @@ fn python_312_with_torch(test: &str) -> Option<PathBuf> {
 }
 
 /// The class-per-item job alone and under `lotus trace run` (finer spans
-/// on, at lotus's defaults): traced, its last quarter's median CPU per
+/// on, at lotus's defaults), on Python 3.12+ and on the torch Python
+/// before it (3.11 here): traced, its last quarter's median CPU per
 /// item is within twice its first quarter's (the names' claims walked
 /// `#2, #3, ...`: 5-7 times at 4,000 items, more after), and its peak RSS
 /// within 40 MiB of the job alone (every class was kept: 67 MiB more at
@@ -89,12 +90,24 @@ fn python_312_with_torch(test: &str) -> Option<PathBuf> {
 #[test]
 fn a_class_per_item_neither_slows_the_job_down_nor_is_kept() {
     let test = "a_class_per_item_neither_slows_the_job_down_nor_is_kept";
-    let Some(py) = python_312_with_torch(test) else {
-        return;
-    };
+    // sys.monitoring's finer spans on 3.12+, sys.setprofile's before
+    // (the repository's .venv: 3.11).
+    let mut pythons: Vec<PathBuf> = python_312_with_torch(test).into_iter().collect();
+    if let Some(py) = common::torch::torch_python(test) {
+        if !pythons.contains(&py) {
+            pythons.push(py);
+        }
+    }
+    for py in pythons {
+        check_class_per_item(test, &py);
+    }
+}
+
+fn check_class_per_item(test: &str, py: &Path) {
+    let test = &format!("{test} ({})", py.display());
     let job = fixture("class_per_item.py");
     let items = "12000";
-    let alone = Command::new(&py)
+    let alone = Command::new(py)
         .arg(&job)
         .arg(items)
         .env_remove("LOTUS_TRACE_DIR")
@@ -106,7 +119,7 @@ fn a_class_per_item_neither_slows_the_job_down_nor_is_kept() {
         .args(["trace", "run", "--out"])
         .arg(tmp.path().join("trace"))
         .arg("--")
-        .arg(&py)
+        .arg(py)
         .arg(&job)
         .arg(items)
         .env_remove("LOTUS_TRACE_DIR")
@@ -132,17 +145,29 @@ fn a_class_per_item_neither_slows_the_job_down_nor_is_kept() {
 }
 
 /// The finer spans' tables and claim_name in one process, on every Python
-/// 3.12+ here (no torch needed: the fixture drives the DataLoader hooks'
-/// `_finer.enter` / `leave`): per-item CPU flat, per-item classes and
+/// here, 3.8 to 3.13 (sys.setprofile's finer spans before 3.12,
+/// sys.monitoring's after; no torch needed: the fixture drives the
+/// DataLoader hooks' `_finer.enter` / `leave`): per-item CPU flat, per-item classes and
 /// objects not kept (at most the tracer's 256-entry caches of them alive,
 /// out of 8,000), a claim as cheap at the 4,000th class of one name as at
 /// the first, the names of one qualified name bounded (`#2` .. `#32`, then
 /// `#more`, said once in the log), a method bound to each of many objects
 /// one name, and classes of one metaclass told apart.
 #[test]
-fn finer_spans_tables_stay_bounded_on_every_python_312_and_later() {
-    let test = "finer_spans_tables_stay_bounded_on_every_python_312_and_later";
-    for py in common::pythons_312_and_later(test) {
+fn finer_spans_tables_stay_bounded_on_every_python() {
+    let test = "finer_spans_tables_stay_bounded_on_every_python";
+    let mut pythons: Vec<PathBuf> = ["3.8", "3.9", "3.10", "3.11"]
+        .into_iter()
+        .filter_map(|minor| pyenv_pythons(minor).pop())
+        .collect();
+    if pythons.is_empty() {
+        eprintln!(
+            "{test}: no pyenv Python 3.8 to 3.11 here (~/.pyenv/versions): checked on the others only"
+        );
+    }
+    pythons.push(common::any_python());
+    pythons.extend(common::pythons_312_and_later(test));
+    for py in pythons {
         let what = format!("{test} ({})", py.display());
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("trace");

@@ -558,9 +558,9 @@ fn itt_tasks_env(
 /// `op_matched_<n>` in the private status folder for the n-th) and of each
 /// that matched but whose functions no process ran as ops (`op_ran_<n>`:
 /// the first traced call of one), and, where the tracer asked for it
-/// (`note_finer_spans`: a dataset's own code ran as one span, on Python
-/// before 3.12 or with `LOTUS_TRACE_FINER=0`, and no op given), says once
-/// how to get spans finer than a dataset's.
+/// (`note_finer_spans`: a dataset's own code ran as one span, with
+/// `LOTUS_TRACE_FINER=0` or on a Python that is not CPython, and no op
+/// given), says once how to get spans finer than a dataset's.
 fn ops_report(ops: &[String], status: &Path, progress: &mut dyn Progress) -> Vec<String> {
     let mut warnings = Vec::new();
     for (n, spec) in ops.iter().enumerate() {
@@ -580,7 +580,7 @@ fn ops_report(ops: &[String], status: &Path, progress: &mut dyn Progress) -> Vec
     if ops.is_empty() && status.join("note_finer_spans").exists() {
         progress.message(
             MessageKind::Note,
-            "note: spans stop at each dataset's __getitem__ here (the calls in it are spans of their own with no flag on Python 3.12+); name the functions it calls with --op MODULE:QUALNAME (or mark them with lotus_trace.span / lotus_trace.wrap) to see them as ops",
+            "note: spans stop at each dataset's __getitem__ here (LOTUS_TRACE_FINER=0, or a Python that is not CPython: elsewhere the calls in it are spans of their own with no flag); name the functions it calls with --op MODULE:QUALNAME (or mark them with lotus_trace.span / lotus_trace.wrap) to see them as ops",
         );
     }
     warnings

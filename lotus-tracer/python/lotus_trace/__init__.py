@@ -14,11 +14,11 @@ worker_init_fn, `transforms.Compose` (v1 and v2), the wrappers (RandomApply,
 RandomChoice, RandomOrder, the AutoAugment-style policies' ops: children of
 the wrapper's span), every v2 transform wherever it is called (MixUp and
 CutMix in a collate_fn), albumentations' transforms and containers, and
-`DatasetFolder` / `ImageFolder` are traced with no other change; on Python
-3.12+ each call a dataset's own `__getitem__` makes is a child span
-(`_finer`); `lotus trace run --op MODULE:QUALNAME` names functions of your
-own. Anything else
-is traced by marking it:
+`DatasetFolder` / `ImageFolder` are traced with no other change; each call
+a dataset's own `__getitem__` makes is a child span (`_finer`: through
+`sys.monitoring` on Python 3.12+, `sys.setprofile` before); `lotus trace
+run --op MODULE:QUALNAME` names functions of your own. Anything else is
+traced by marking it:
 
     crop = lotus_trace.wrap(my_crop, "Crop")      # an op, per call
     ds = lotus_trace.TracedDataset(my_dataset)    # SSample per __getitem__

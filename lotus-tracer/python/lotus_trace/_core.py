@@ -918,7 +918,17 @@ def _function_name(fn):
     code = getattr(fn, "__code__", None)
     qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     module = getattr(fn, "__module__", None) or "?"
-    if code is not None and "<lambda>" in qual:
+    if code is not None:
+        return _code_parts(code, qual, module)
+    key = _builtin_key(fn) if type(fn) is _BuiltinType else fn
+    return key, clean_name(qual), clean_name(f"{module}.{qual}")
+
+
+def _code_parts(code, qual, module):
+    """`claim_name`'s arguments for the Python function of `code`, whose
+    qualified name is `qual` in `module`: the code is its key; a lambda is
+    `<lambda>@file.py:LINE`."""
+    if "<lambda>" in qual:
         short = f"<lambda>@{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
         # Lambdas on one line: told apart by the column they start at.
         col = None
@@ -927,8 +937,7 @@ def _function_name(fn):
             col = min((p[2] for p in positions() if p[2] and p[0] == code.co_firstlineno), default=None)
         qualified = f"{short}:{col}" if col is not None else f"<lambda>@{code.co_filename}:{code.co_firstlineno}"
         return code, clean_name(short), clean_name(qualified)
-    key = code if code is not None else (_builtin_key(fn) if type(fn) is _BuiltinType else fn)
-    return key, clean_name(qual), clean_name(f"{module}.{qual}")
+    return code, clean_name(qual), clean_name(f"{module}.{qual}")
 
 
 class BatchSpan:
@@ -1097,14 +1106,25 @@ class _Names:
             pass
         return name
 
-    def callable_name(self, obj):
+    def code_name(self, code, qual, module):
+        """The op name of the Python function of `code`, whose qualified
+        name is `qual` in `module` (`callable_name`'s for that function)."""
+        name = self.callable_names.get(code)
+        if name is None:
+            name = self._cache(code, self.claim_name(*_code_parts(code, qual, module)))
+        return name
+
+    def callable_name(self, obj, keep=True):
         """The op name of a callable: a function or method by its
         `__qualname__` (a lambda by `<lambda>@file.py:LINE`), a partial by its
         function's, torchvision's `Lambda(f)` by `f`'s, any other object by its
         class's name; `module.qualname` where two callables would share one.
         Names are kept per class and per code object (not per object: a
         callable made per call is not kept alive), in a bounded cache over
-        `claim_name`, which holds them by weak reference."""
+        `claim_name`, which holds them by weak reference. `keep=False`: an
+        object's class is not put in that cache (for a caller with a smaller
+        cache of its own, `_finer`, where classes made per item would keep
+        up to `_CACHE_MAX` of them alive)."""
         k = type(obj)
         name = self.callable_names.get(k)
         if name is not None:
@@ -1113,8 +1133,9 @@ class _Names:
         if code is not None:
             name = self.callable_names.get(code)
             if name is None:
-                key, short, qualified = _function_name(getattr(obj, "__func__", obj))
-                name = self._cache(code, self.claim_name(key, short, qualified))
+                fn = getattr(obj, "__func__", obj)
+                qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or k.__name__
+                name = self.code_name(code, qual, getattr(fn, "__module__", None) or "?")
             return name
         if k.__name__ == "method":
             return self.callable_name(obj.__func__)
@@ -1133,7 +1154,8 @@ class _Names:
             lambd = getattr(obj, "lambd", None)
             if callable(lambd):
                 return self.callable_name(lambd)
-        return self._cache(k, self.claim_name(k, clean_name(k.__name__), clean_name(f"{k.__module__}.{k.__qualname__}")))
+        name = self.claim_name(k, clean_name(k.__name__), clean_name(f"{k.__module__}.{k.__qualname__}"))
+        return self._cache(k, name) if keep else name
 
     def sample_call(self, get, index, name="Sample"):
         """`get(index)` as one sample: an `S<name>` event of kind sample, with
@@ -1844,19 +1866,20 @@ class _LoaderState:
 
 
 class _FinerThread(threading.local):
-    # The dataset ops open on this thread: [code, frame, pending], where
-    # pending is [name, t0, c0, callee code (plain Python functions) or None].
+    # The dataset ops open on this thread (sys.monitoring's): [code, frame,
+    # pending], where pending is `_finer._pending`'s list.
     stack = None
 
 
 class _FinerState:
     """`_finer`'s: its sys.monitoring tool and its tables (see there)."""
 
-    __slots__ = ("tool", "failed", "watched", "returns", "written", "first", "callees", "quiet", "threads")
+    __slots__ = ("tool", "failed", "busy_noted", "watched", "returns", "written", "first", "callees", "quiet", "threads")
 
     def __init__(self):
         self.tool = None  # our sys.monitoring tool id, once claimed
         self.failed = False  # no tool id could be had
+        self.busy_noted = False  # a profiler set from C was said to keep us out (before 3.12)
         self.watched = set()  # dataset code objects with local CALL events
         self.returns = set()  # callee code objects with local PY_RETURN events
         self.written = set()  # callee names written once (then always)
@@ -2124,6 +2147,7 @@ task_of = TRACER.task_of
 calibrate_hooks = TRACER.calibrate_hooks
 claim_name = TRACER.claim_name
 callable_name = TRACER.callable_name
+code_name = TRACER.code_name
 sample_call = TRACER.sample_call
 wait_event = TRACER.wait_event
 workers_event = TRACER.workers_event

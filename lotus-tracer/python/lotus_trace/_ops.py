@@ -295,7 +295,7 @@ def at_dataloader():
 def note_finer():
     """A dataset's own code (not torchvision's DatasetFolder, whose loader
     and transforms are spans already) ran as one span where spans finer
-    than it cannot be had (Python before 3.12, or LOTUS_TRACE_FINER=0):
+    than it cannot be had (LOTUS_TRACE_FINER=0, or not CPython):
     with no --op, lotus says once per run how to see inside it (a file
     `note_finer_spans` in its status folder)."""
     if _S.finer_noted or _S.specs:

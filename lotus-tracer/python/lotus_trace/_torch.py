@@ -546,9 +546,8 @@ def _inner_dataset(ds):
 
 def _dataset_op(name, get, code=None):
     """`get` (a dataset's __getitem__ or __getitems__, or next of an
-    IterableDataset's iterator) as an op span `name`; on Python 3.12+ the
-    calls `code` (the dataset's own code, `_finer.dataset_code`) makes are
-    its child spans."""
+    IterableDataset's iterator) as an op span `name`; the calls `code` (the
+    dataset's own code, `_finer.dataset_code`) makes are its child spans."""
 
     def call(arg):
         t0 = _core.op_begin(name)

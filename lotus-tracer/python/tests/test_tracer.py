@@ -18,7 +18,8 @@ import time
 import unittest
 from unittest import mock
 
-from lotus_trace import _core, _libraries, _loader, _ops
+import lotus_trace
+from lotus_trace import _core, _finer, _libraries, _loader, _ops
 
 
 class LoaderSettings(unittest.TestCase):
@@ -147,6 +148,215 @@ class Tasks(unittest.TestCase):
 
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "trace", "golden", "tracer_lines.txt")
+
+
+def _burn(ns=2 * _finer.MIN_NS):
+    """Runs `ns` of this thread's CPU."""
+    t = time.thread_time_ns()
+    while time.thread_time_ns() - t < ns:
+        pass
+
+
+def _load(i):
+    _burn()
+    return i
+
+
+def _fails(i):
+    _burn()
+    raise ValueError(i)
+
+
+def _tiny(i):
+    return i
+
+
+class _Augment:
+    def __call__(self, x):
+        _burn()
+        return x
+
+    def method(self, x):
+        _burn()
+        return x
+
+
+class _Heavy:
+    def __init__(self, x):
+        _burn()
+
+
+class _Flip:
+    """A torchvision transform to the tracer (its class's module): a span
+    of every call, tiny ones too."""
+
+    __module__ = "torchvision.transforms.transforms"
+
+    def __call__(self, x):
+        return x
+
+
+_traced_op = lotus_trace.wrap(_load, "TracedLoad")
+
+
+class _Items:
+    """A dataset whose `__getitem__` calls each kind of callee directly."""
+
+    augment = _Augment()
+    flip = _Flip()
+
+    def __getitem__(self, i):
+        x = _load(i)
+        try:
+            _fails(i)
+        except ValueError:
+            pass
+        _tiny(i)
+        self.augment(x)
+        self.augment.method(x)
+        _Heavy(x)
+        self.flip(x)
+        _traced_op(i)
+        # sorted's key function runs inside sorted: part of its span.
+        sorted(range(3000), key=_load_key)
+        return x
+
+
+def _load_key(v):
+    _burn(2_000)
+    return -v
+
+
+class FinerSpans(unittest.TestCase):
+    """Spans finer than a dataset's `__getitem__` (`_finer`), on every
+    Python: sys.monitoring on 3.12+, sys.setprofile before."""
+
+    def setUp(self):
+        self.lines = []
+        patches = [
+            mock.patch.object(_core.TRACER, "emit", self.lines.append),
+            mock.patch.object(_core.TRACER, "on", True),
+            mock.patch.object(_core.TRACER, "original", False),
+            mock.patch.dict(os.environ, {"LOTUS_TRACE_FINER": "1"}),
+        ]
+        for p in patches:
+            p.start()
+            self.addCleanup(p.stop)
+
+    def items(self, ds, n, get=None):
+        code = _finer.dataset_code(ds.__getitem__)
+        self.assertIsNotNone(code)
+        for i in range(n):
+            token = _finer.enter(code)
+            self.assertIsNotNone(token)
+            try:
+                (get or ds.__getitem__)(i)
+            finally:
+                _finer.leave(token)
+
+    def counts(self):
+        out = {}
+        for line in self.lines:
+            name = line.split(",", 1)[0][1:]
+            out[name] = out.get(name, 0) + 1
+        return out
+
+    def test_each_call_a_dataset_makes_itself_is_a_span_named_as_on_312(self):
+        self.items(_Items(), 4)
+        self.assertEqual(
+            self.counts(),
+            {
+                "_load": 4,
+                "_Augment": 4,
+                "_Augment.method": 4,
+                "_Heavy": 4,
+                "_Flip": 4,  # a torchvision transform: every call
+                "TracedLoad": 4,  # lotus's own span, not a finer one too
+                "sorted": 4,  # its key function is no span of its own
+            },
+        )
+        for line in self.lines:
+            self.assertIn(",kind=op,", line)
+            if not line.startswith("S_Flip,"):
+                cpu = int(line.rstrip("\n").rsplit("cpu=", 1)[1].split(",")[0])
+                self.assertGreaterEqual(cpu, _finer.MIN_NS, line)
+
+    def test_the_calls_of_an_iterator_generator_are_spans_per_item(self):
+        def stream():
+            for i in range(3):
+                yield _load(i) + _tiny(i)
+
+        it = stream()
+        code = _finer.dataset_code(it)
+        for _ in range(3):
+            token = _finer.enter(code)
+            try:
+                next(it)
+            finally:
+                _finer.leave(token)
+        self.assertEqual(self.counts(), {"_load": 3})
+
+    def test_with_finer_spans_off_no_op_is_watched(self):
+        with mock.patch.dict(os.environ, {"LOTUS_TRACE_FINER": "0"}):
+            self.assertFalse(_finer.available())
+            self.assertIsNone(_finer.enter(_finer.dataset_code(_Items().__getitem__)))
+
+    @unittest.skipIf(sys.version_info >= (3, 12), "sys.monitoring's: no profile function")
+    def test_a_profile_function_of_the_job_is_called_meanwhile_and_put_back(self):
+        seen = []
+
+        def theirs(frame, event, arg):
+            seen.append(event)
+
+        sys.setprofile(theirs)
+        try:
+            self.items(_Items(), 2)
+            now = sys.getprofile()
+        finally:
+            sys.setprofile(None)
+        self.assertIs(now, theirs)
+        self.assertIn("c_call", seen)
+        self.assertEqual(self.counts().get("_load"), 2)
+
+    @unittest.skipIf(sys.version_info >= (3, 12), "sys.monitoring's: no profile function")
+    def test_the_profile_function_is_only_set_while_the_dataset_runs(self):
+        self.assertIsNone(sys.getprofile())
+        code = _finer.dataset_code(_Items().__getitem__)
+        token = _finer.enter(code)
+        self.assertIsNotNone(sys.getprofile())
+        _finer.leave(token)
+        self.assertIsNone(sys.getprofile())
+        # A dataset that raised: put back all the same (its callee's span
+        # not written).
+        with self.assertRaises(ValueError):
+            token = _finer.enter(_finer.dataset_code(_fails))
+            try:
+                _fails(1)
+            finally:
+                _finer.leave(token)
+        self.assertIsNone(sys.getprofile())
+        self.assertEqual(self.lines, [])
+
+    @unittest.skipIf(sys.version_info >= (3, 12), "sys.monitoring's: no profile function")
+    def test_a_profiler_set_from_c_keeps_finer_spans_out_and_stays(self):
+        import cProfile
+
+        prof = cProfile.Profile()
+        notes = []
+        with mock.patch.object(_core, "note", notes.append), mock.patch.object(_finer._S, "busy_noted", False):
+            prof.enable()
+            try:
+                token = _finer.enter(_finer.dataset_code(_Items().__getitem__))
+                _Items()[0]
+                _finer.leave(token)
+                still = sys.getprofile()
+            finally:
+                prof.disable()
+        self.assertIsNone(token)
+        self.assertIs(still, prof)
+        self.assertEqual(self.counts(), {"TracedLoad": 1})
+        self.assertEqual(len(notes), 1, notes)
+        self.assertIn("a profiler set from C", notes[0])
 
 
 class Golden(unittest.TestCase):
