@@ -589,8 +589,7 @@ impl<S: SampleSink> PySink<S> {
         near.sort_by_key(|s| s.time_ns.abs_diff(time_ns));
         near.into_iter()
             .find(|s| {
-                s.time_ns.abs_diff(time_ns) <= MATCH_WINDOW_NS
-                    || groups(&s.frames).len() == evals
+                s.time_ns.abs_diff(time_ns) <= MATCH_WINDOW_NS || groups(&s.frames).len() == evals
             })
             .map(|s| Arc::clone(&s.frames))
     }
