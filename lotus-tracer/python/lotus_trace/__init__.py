@@ -92,9 +92,12 @@ class _Op:
         if not _T.on:
             return self.fn(*args, **kwargs)
         t0 = _core.op_begin(self.name)
+        paused = _core.pause_profile()
         try:
             return self.fn(*args, **kwargs)
         finally:
+            if paused is not None:
+                _core.resume_profile(paused)
             _core.op_event(self.name, t0, _core._now())
 
     def __get__(self, obj, objtype=None):

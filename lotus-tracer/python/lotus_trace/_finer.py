@@ -49,7 +49,9 @@ op only and only while it runs (`enter` sets it, `leave` puts back what was
 there: a profile function the job set is called from ours meanwhile; a
 profiler set from C that `sys.getprofile()` cannot give back to us as a
 function, cProfile's, leaves the dataset's op whole, said once in the
-log). The profile function learns the dataset's frame at its `call`
+log; one set from C with no object, which `sys.getprofile()` does not
+show at all (yappi sets its hook so), is displaced on that thread and not
+put back). The profile function learns the dataset's frame at its `call`
 event; then
 
 - `call` of a frame whose caller is the dataset's frame starts a Python
@@ -82,15 +84,19 @@ that the thread makes while the dataset's op runs, however deep (each call
 also copies the frame's locals into a dict and back,
 `PyFrame_FastToLocals`). The function rejects a deeper frame at its first
 test (two comparisons), yet a Python call below the dataset's own costs
-about 0.27 us more on a VM (call and return), so `__getitem__` code that
+about 0.25 us more on a VM (call and return), so `__getitem__` code that
 makes many small Python calls deep down (a pure-Python image library, a
 tokenizer) runs slower while traced, and that cost is part of the callee
 spans and of the dataset's. With a profile function set the interpreter
 also runs the thread's bytecode on its tracing path: unspecialized on 3.11
 (a loop of arithmetic making no call ran 1.6-1.8 times as long), about 10%
-slower on 3.10, the same on 3.8. Code that spends its time in C (NumPy,
-OpenCV, torch, PIL) barely notices. Measured figures are in
-docs/src/commands/trace.md.
+slower on 3.10, the same on 3.8. So inside a callable lotus writes a span
+of itself (its wrappers: `_core.pause_profile`) the profile function is
+set aside: what runs there is deeper than the dataset's own calls. Code
+that spends its time in C (NumPy, OpenCV, torch) barely notices; measured
+figures are in docs/src/commands/trace.md. Per op, `enter` and `leave`
+cost about 1.5 us; the profile functions are made once per thread, and
+let go of the frames they saw at `leave`.
 """
 
 import opcode
@@ -175,9 +181,10 @@ def _is_ours(code):
 
 
 def enter(code):
-    """A dataset op whose own calls (in `code`) become spans is starting on
-    this thread; returns a token for `leave`, or None."""
-    if code is None or not _T.on or not available():
+    """A dataset op whose own calls (in `code`, None where `available()`
+    said no) become spans is starting on this thread; returns a token for
+    `leave`, or None."""
+    if code is None or not _T.on:
         return None
     if _mon is not None:
         return _enter_monitoring(code)
@@ -399,8 +406,8 @@ def _entry(code, frame):
 
 
 def _monitored_callee(callee, key):
-    """`_callee`, and the PY_RETURN events of the plain Python function it
-    is set (its return to the dataset's frame ends it)."""
+    """`_callee`, with PY_RETURN events set on the plain Python function
+    the callee is or binds (its return to the dataset's frame ends it)."""
     info = _callee(callee, key)
     fcode = info[1] if info is not None else None
     if fcode is not None and fcode not in _returns:
@@ -468,30 +475,42 @@ _BY_CLASS = "class"
 
 def _enter_profile(code):
     prev = _getprofile()
-    chain = None
-    if prev is not None and not getattr(prev, "_lotus_finer", False):
-        if not callable(prev):
-            if not _S.busy_noted:
-                _S.busy_noted = True
-                _core.note(f"finer spans: a profiler set from C ({type(prev).__name__}) is on this thread; spans stop at each dataset's __getitem__ while it is")
-            return None
-        chain = prev
-    find, run = _profile_functions(code, chain)
-    _setprofile(find)
-    return (find, run, prev)
+    if prev is None:
+        # The common case: this thread's functions, made once, armed for
+        # this op.
+        fns = _state.profile
+        if fns is None:
+            fns = _state.profile = _profile_functions(None, None)
+    elif _is_ours_profile(prev):
+        # A dataset op inside another's: functions of its own.
+        fns = _profile_functions(None, None)
+    elif callable(prev):
+        fns = _profile_functions(None, prev)
+    else:
+        if not _S.busy_noted:
+            _S.busy_noted = True
+            _core.note(f"finer spans: a profiler set from C ({type(prev).__name__}) is on this thread; spans stop at each dataset's __getitem__ while it is")
+        return None
+    fns[2](code)
+    _setprofile(fns[0])
+    return (fns, prev)
 
 
 def _leave_profile(entry):
-    find, run, prev = entry
+    fns, prev = entry
     now = _getprofile()
-    if now is find or now is run:
+    if now is fns[0] or now is fns[1]:
         _setprofile(prev)
+    # The dataset's frame and a callee's are let go.
+    fns[2](None)
 
 
 def _profile_functions(code, chain):
-    """The profile functions of one dataset op running `code`: `find`,
-    until the dataset's frame starts, then `run` (see the module's
-    docstring). `chain`: a profile function of the job's, called first."""
+    """The profile functions of a dataset op running `code`: `find`, until
+    the dataset's frame starts, then `run` (see the module's docstring),
+    and `arm(code)`, which makes them those of another op (or of none:
+    `arm(None)` lets go of the frames they hold). `chain`: a profile
+    function of the job's, called first."""
     D = None  # the dataset's frame
     p = None  # the callee running: `_pending`'s list, [3] its frame (None: a C callee)
 
@@ -537,8 +556,27 @@ def _profile_functions(code, chain):
             D = frame
             _setprofile(run)
 
-    run._lotus_finer = find._lotus_finer = True
-    return find, run
+    def arm(c):
+        nonlocal code, D, p
+        code = c
+        D = p = None
+
+    return find, run, arm
+
+
+# The code of the profile functions `_profile_functions` makes: `find`,
+# `run` and `run` calling the job's own. `run` alone is set aside while a
+# callable lotus writes a span of runs (`_core.pause_profile`): with the
+# job's profile function called from it, the job's sees every call.
+_FIND_CODE = _profile_functions(None, None)[0].__code__
+_RUN_CODE = _profile_functions(None, None)[1].__code__
+_CHAINED_CODE = _profile_functions(None, len)[1].__code__
+_S.pausable = _RUN_CODE
+
+
+def _is_ours_profile(fn):
+    code = getattr(fn, "__code__", None)
+    return code is _RUN_CODE or code is _FIND_CODE or code is _CHAINED_CODE
 
 
 def _c_pending(callee):

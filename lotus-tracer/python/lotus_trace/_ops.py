@@ -199,14 +199,21 @@ def _wrap(fn, name, specs=()):
                 _record_ran(pending)
             while True:
                 token = _core.op_begin(name)
+                paused = _core.pause_profile()
                 try:
                     value = next(it)
                 except StopIteration as stop:
+                    if paused is not None:
+                        _core.resume_profile(paused)
                     _core.op_event(name, token, _core._now())
                     return stop.value
                 except BaseException:
+                    if paused is not None:
+                        _core.resume_profile(paused)
                     _core.op_end_task()
                     raise
+                if paused is not None:
+                    _core.resume_profile(paused)
                 _core.op_event(name, token, _core._now())
                 yield value
 

@@ -61,6 +61,7 @@ import sys
 from . import _core, _finer, _loader, _ops
 
 _now = _core._now
+_pause_profile = _core.pause_profile
 _T = _core.TRACER
 _ctx = _T.ctx  # the tracer's per-thread context
 # What this module patched: the tracer's (`_core._PatchState`: the Compose
@@ -98,11 +99,16 @@ def _transform_op(t, *args):
     is the pipeline's, not the op's, and an op mapped alone never pays it."""
     name = _op_name(t)
     t0 = _core.op_begin(name)
+    paused = _pause_profile()
     try:
         out = t(*args)
     except BaseException:
+        if paused is not None:
+            _core.resume_profile(paused)
         _core.op_end_task()
         raise
+    if paused is not None:
+        _core.resume_profile(paused)
     _core.op_event(name, t0, _now())
     return out
 
@@ -155,8 +161,15 @@ def _patch_compose(mod):
     def __call__(self, img):
         if not _T.on:
             return orig(self, img)
-        for t in self.transforms:
-            img = _apply(t, img)
+        # Its transforms are spans: the finer spans' profile function has
+        # nothing to see in it (`_core.pause_profile`).
+        paused = _pause_profile()
+        try:
+            for t in self.transforms:
+                img = _apply(t, img)
+        finally:
+            if paused is not None:
+                _core.resume_profile(paused)
         return img
 
     functools.update_wrapper(__call__, orig)

@@ -297,9 +297,15 @@ class FinerSpans(unittest.TestCase):
         self.assertEqual(self.counts(), {"_load": 3})
 
     def test_with_finer_spans_off_no_op_is_watched(self):
-        with mock.patch.dict(os.environ, {"LOTUS_TRACE_FINER": "0"}):
+        from lotus_trace import _torch
+
+        self.assertTrue(_finer.available())
+        with mock.patch.dict(os.environ, {"LOTUS_TRACE_FINER": "0"}), mock.patch.object(_ops, "note_finer") as note:
             self.assertFalse(_finer.available())
-            self.assertIsNone(_finer.enter(_finer.dataset_code(_Items().__getitem__)))
+            # The DataLoader hooks' code to watch: none, and lotus is asked
+            # to say how to see inside the dataset.
+            self.assertIsNone(_torch._finer_code(_Items().__getitem__))
+        note.assert_called_once()
 
     @unittest.skipIf(sys.version_info >= (3, 12), "sys.monitoring's: no profile function")
     def test_a_profile_function_of_the_job_is_called_meanwhile_and_put_back(self):
@@ -336,6 +342,30 @@ class FinerSpans(unittest.TestCase):
                 _finer.leave(token)
         self.assertIsNone(sys.getprofile())
         self.assertEqual(self.lines, [])
+
+    @unittest.skipIf(sys.version_info >= (3, 12), "sys.monitoring's: no profile function")
+    def test_inside_a_callable_lotus_writes_a_span_of_the_profile_function_is_set_aside(self):
+        inside = []
+
+        def seen(x):
+            inside.append(sys.getprofile())
+            _burn()
+            return x
+
+        wrapped = lotus_trace.wrap(seen, "Wrapped")
+
+        class Data:
+            def __getitem__(self, i):
+                before = sys.getprofile()
+                wrapped(i)
+                after = sys.getprofile()
+                inside.append((before is not None, after is before))
+                return _load(i)
+
+        self.items(Data(), 2)
+        self.assertEqual(inside, [None, (True, True)] * 2)
+        # The dataset's calls after it are still seen.
+        self.assertEqual(self.counts(), {"Wrapped": 2, "_load": 2})
 
     @unittest.skipIf(sys.version_info >= (3, 12), "sys.monitoring's: no profile function")
     def test_a_profiler_set_from_c_keeps_finer_spans_out_and_stays(self):
