@@ -172,7 +172,7 @@ fn groups(frames: &[PyFrame]) -> Vec<&[PyFrame]> {
 
 /// How far a snapshot of the same shape may be from a sample (see
 /// [`PySink::python_frames`]).
-const WIDE_WINDOW_NS: u64 = 300_000_000;
+const WIDE_WINDOW_NS: u64 = 120_000_000;
 
 /// The interpreter's eval loop, the native frame that runs Python frames.
 const EVAL_FRAME: &str = "_PyEval_EvalFrameDefault";
@@ -513,16 +513,31 @@ pub(crate) struct PySink<S> {
 
 impl<S: SampleSink> PySink<S> {
     /// `stack`'s frames, outermost first (symbol ids).
-    fn frames(&self, mut stack: u32) -> Vec<u32> {
+    /// `None` where a stack of the chain has not come yet (the sampler
+    /// may send a block of samples before the stacks they use).
+    fn frames(&self, mut stack: u32) -> Option<Vec<u32>> {
         let mut out = Vec::new();
         while stack != 0 && out.len() < 4096 {
-            let Some(&(parent, symbol)) = self.nodes.get(&stack) else {
-                break;
-            };
+            let &(parent, symbol) = self.nodes.get(&stack)?;
             out.push(symbol);
             stack = parent;
         }
         out.reverse();
+        Some(out)
+    }
+
+    /// The id written for the sampler's stack `id`, given on first sight
+    /// (its line is written when its node comes); 0 for 0.
+    fn stack_id(&mut self, id: u32) -> u32 {
+        if id == 0 {
+            return 0;
+        }
+        if let Some(&out) = self.stack_ids.get(&id) {
+            return out;
+        }
+        let out = self.next_stack;
+        self.next_stack += 1;
+        self.stack_ids.insert(id, out);
         out
     }
 
@@ -598,8 +613,10 @@ impl<S: SampleSink> PySink<S> {
     /// `stack` itself where it has no eval frame, has Python frames
     /// already, or no snapshot is near.
     fn spliced_stack(&mut self, sample: &Sample, stack: u32) -> u32 {
-        let as_is = self.stack_ids.get(&stack).copied().unwrap_or(0);
-        let frames = self.frames(stack);
+        let as_is = self.stack_id(stack);
+        let Some(frames) = self.frames(stack) else {
+            return as_is;
+        };
         if frames.iter().any(|s| self.python_symbols.contains(s)) {
             return as_is;
         }
@@ -705,10 +722,11 @@ impl<S: SampleSink> SampleSink for PySink<S> {
     fn stacks(&mut self, new: &[StackNode]) -> io::Result<()> {
         for n in new {
             self.nodes.insert(n.id, (n.parent, n.symbol));
-            let parent = self.stack_ids.get(&n.parent).copied().unwrap_or(0);
+            let (id, parent) = (self.stack_id(n.id), self.stack_id(n.parent));
             let symbol = self.symbol_id(n.symbol);
-            let id = self.node(parent, symbol);
-            self.stack_ids.insert(n.id, id);
+            // Spliced stacks share it where they run through it.
+            self.spliced.entry((parent, symbol)).or_insert(id);
+            self.new_stacks.push(StackNode::new(id, parent, symbol));
         }
         self.flush_new()
     }
@@ -729,5 +747,80 @@ impl<S: SampleSink> SampleSink for PySink<S> {
         // New symbols and stacks before the samples that use them.
         self.flush_new()?;
         self.inner.samples_with_stacks(&block, &out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the sink passed on, in the ids it wrote.
+    #[derive(Default)]
+    struct Recorded {
+        symbols: HashMap<u32, String>,
+        stacks: HashMap<u32, (u32, u32)>,
+        samples: Vec<(u32, u32)>,
+    }
+
+    impl SampleSink for Recorded {
+        fn counters(&mut self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn symbols(&mut self, new: &[(u32, Symbol)]) -> io::Result<()> {
+            for (id, s) in new {
+                self.symbols.insert(*id, s.function.clone());
+            }
+            Ok(())
+        }
+        fn samples(&mut self, _: &[Sample]) -> io::Result<()> {
+            Ok(())
+        }
+        fn finish(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn stacks(&mut self, new: &[StackNode]) -> io::Result<()> {
+            for n in new {
+                self.stacks.insert(n.id, (n.parent, n.symbol));
+            }
+            Ok(())
+        }
+        fn samples_with_stacks(&mut self, block: &[Sample], stacks: &[u32]) -> io::Result<()> {
+            self.samples
+                .extend(block.iter().zip(stacks).map(|(s, &k)| (s.symbol, k)));
+            Ok(())
+        }
+    }
+
+    /// A block of samples may come before the stacks it uses: each sample
+    /// keeps its own stack, named as the sampler named it, once the
+    /// stacks come.
+    #[test]
+    fn samples_before_their_stacks_keep_them() {
+        let frames = PyFrames::start(1).expect("reader");
+        let mut sink = frames.sink(Recorded::default());
+        sink.symbols(&[
+            (3, Symbol::new("outer", "lib")),
+            (4, Symbol::new("inner", "lib")),
+        ])
+        .expect("symbols");
+        let sample = Sample {
+            time_ns: 1,
+            pid: 1,
+            tid: 1,
+            symbol: 4,
+            kernel: false,
+            counters: Default::default(),
+        };
+        sink.samples_with_stacks(&[sample], &[8]).expect("samples");
+        sink.stacks(&[StackNode::new(7, 0, 3), StackNode::new(8, 7, 4)])
+            .expect("stacks");
+        let out = &sink.inner;
+        let (leaf, stack) = out.samples[0];
+        assert_eq!(out.symbols[&leaf], "inner");
+        let (parent, symbol) = out.stacks[&stack];
+        assert_eq!(out.symbols[&symbol], "inner");
+        let (root, outer) = out.stacks[&parent];
+        assert_eq!((root, out.symbols[&outer].as_str()), (0, "outer"));
+        frames.finish();
     }
 }
