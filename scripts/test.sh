@@ -7,7 +7,7 @@
 # lotus-cli's end-to-end tests are the `e2e` binary, tests/main.rs).
 # LOTUS_REQUIRE_TORCH=1, LOTUS_REQUIRE_PIPELINE_PACKAGES=1,
 # LOTUS_REQUIRE_PYTHON312=1 (pyenv's 3.12 or 3.13, or .venv312) and
-# LOTUS_REQUIRE_PYENV=1 (pyenv's 3.8 and 3.13) make the tests
+# LOTUS_REQUIRE_PYENV=1 (pyenv's 3.8, 3.9, 3.10 and 3.13) make the tests
 # that need them fail, not skip, where they cannot be imported. Exits
 # non-zero when any test fails.
 set -euo pipefail
@@ -17,7 +17,8 @@ export LOTUS_PYTHON="$PWD/.venv/bin/python"
 export LOTUS_REQUIRE_TORCH=1
 export LOTUS_REQUIRE_PIPELINE_PACKAGES=1
 export LOTUS_REQUIRE_PYTHON312=1
-# The portable wheel's test installs it into pyenv's 3.8 and 3.13.
+# The portable wheel's test installs it into pyenv's 3.8 and 3.13; the
+# Python-frames test runs on pyenv's 3.9 and 3.10.
 export LOTUS_REQUIRE_PYENV=1
 # Snapshots (tests/snapshots/) are checked, never written: a changed output
 # fails, whatever INSTA_UPDATE or INSTA_FORCE_PASS the caller's shell holds
