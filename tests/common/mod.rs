@@ -196,25 +196,10 @@ pub fn processes_with(needle: &str) -> Vec<u32> {
 /// is skipped, or a failure with LOTUS_REQUIRE_PYTHON312=1 (what
 /// scripts/test.sh sets: CI has pyenv's).
 pub fn python312(test: &str) -> Option<PathBuf> {
-    let pyenv = || {
-        let versions = PathBuf::from(std::env::var_os("HOME")?).join(".pyenv/versions");
-        let mut found: Vec<PathBuf> = std::fs::read_dir(versions)
-            .ok()?
-            .flatten()
-            .filter(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                n.starts_with("3.12") || n.starts_with("3.13")
-            })
-            .map(|e| e.path().join("bin/python3"))
-            .filter(|p| p.exists())
-            .collect();
-        found.sort();
-        found.pop()
-    };
     let candidates = [
         std::env::var_os("LOTUS_PYTHON312").map(PathBuf::from),
         Some(root().join(".venv312/bin/python")),
-        pyenv(),
+        pyenv_versions(|major, minor| major == 3 && (minor == 12 || minor == 13)).pop(),
     ];
     let found = candidates.into_iter().flatten().find(|py| {
         Command::new(py)
@@ -232,32 +217,44 @@ pub fn python312(test: &str) -> Option<PathBuf> {
     found
 }
 
-/// pyenv's CPython `version` (`"3.8"`: the newest `~/.pyenv/versions/3.8.*`
-/// that runs); `None` without one, after printing that `test` is skipped,
-/// or a failure with LOTUS_REQUIRE_PYENV=1 (what scripts/test.sh sets: CI
-/// has pyenv's 3.8 to 3.13).
-pub fn pyenv_python(version: &str, test: &str) -> Option<PathBuf> {
+/// pyenv's Pythons (`~/.pyenv/versions/X.Y.Z/bin/python3`, where it
+/// exists) whose major and minor version `keep` accepts, oldest first.
+fn pyenv_versions(keep: impl Fn(u32, u32) -> bool) -> Vec<PathBuf> {
     let versions = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv/versions"));
-    let mut found: Vec<(u32, PathBuf)> = versions
+    let mut found: Vec<((u32, u32, u32), PathBuf)> = versions
         .and_then(|v| std::fs::read_dir(v).ok())
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let patch = name.strip_prefix(version)?.strip_prefix('.')?;
-            let patch: u32 = patch.parse().ok()?;
-            Some((patch, e.path().join("bin/python3")))
+            let mut parts = name.split('.').map(|p| p.parse::<u32>().ok());
+            let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next()??);
+            let py = e.path().join("bin/python3");
+            (keep(major, minor) && py.exists()).then_some(((major, minor, patch), py))
         })
-        .filter(|(_, py)| {
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, py)| py).collect()
+}
+
+/// pyenv's CPython `version` (`"3.8"`: the newest `~/.pyenv/versions/3.8.*`
+/// that runs); `None` without one, after printing that `test` is skipped,
+/// or a failure with LOTUS_REQUIRE_PYENV=1 (what scripts/test.sh sets: CI
+/// has pyenv's 3.8 to 3.13).
+pub fn pyenv_python(version: &str, test: &str) -> Option<PathBuf> {
+    let wanted = version
+        .split_once('.')
+        .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
+    let found = pyenv_versions(|major, minor| wanted == Some((major, minor)))
+        .into_iter()
+        .rev()
+        .find(|py| {
             Command::new(py)
                 .args(["-c", "pass"])
                 .output()
                 .is_ok_and(|o| o.status.success())
-        })
-        .collect();
-    found.sort();
-    let found = found.pop().map(|(_, py)| py);
+        });
     if found.is_none() {
         assert!(
             std::env::var_os("LOTUS_REQUIRE_PYENV").is_none_or(|v| v != "1"),
@@ -286,19 +283,7 @@ pub fn pythons_312_and_later(test: &str) -> Vec<PathBuf> {
     };
     let mut seen = vec![minor(&first)];
     let mut out = vec![first];
-    let versions = std::env::var_os("HOME")
-        .map(|h| PathBuf::from(h).join(".pyenv/versions"))
-        .and_then(|v| std::fs::read_dir(v).ok());
-    let mut more: Vec<PathBuf> = versions
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("3.1"))
-        .map(|e| e.path().join("bin/python3"))
-        .filter(|p| p.exists())
-        .collect();
-    more.sort();
-    for py in more {
+    for py in pyenv_versions(|major, minor| major == 3 && minor >= 10) {
         let m = minor(&py);
         if m.as_deref()
             .and_then(|m| m.parse::<u32>().ok())
