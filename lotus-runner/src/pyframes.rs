@@ -97,18 +97,6 @@ fn program(pid: u32) -> Option<std::path::PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/exe")).ok()
 }
 
-/// The CPU ticks (user and system) `pid` has run; `None` once it is gone.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's closing parenthesis: state is field 3, utime and
-    // stime fields 14 and 15.
-    let rest = &text[text.rfind(')')? + 2..];
-    let mut fields = rest.split(' ').skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
-}
-
 /// Where glibc keeps the kernel's thread id in its thread descriptor (what
 /// a `pthread_t` points at on Linux), found once in this process: the
 /// offset, in a new thread's descriptor, of the first 32-bit word equal to
@@ -309,17 +297,6 @@ impl Drop for PyFrames {
     }
 }
 
-/// CLOCK_MONOTONIC, ns: the samples' clock.
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
-}
-
 /// A process as the reading thread knows it.
 enum Reader {
     /// Its interpreter found: py-spy's reader.
@@ -333,14 +310,9 @@ enum Reader {
 /// The reading thread: every `period`, a snapshot of each busy Python
 /// process's threads.
 fn read_loop(shared: &Shared, period: Duration) {
-    // Ahead of ordinary threads where the system allows it (root,
-    // CAP_SYS_NICE; silently not otherwise), as the sampler's drain: a
-    // snapshot taken late is one no sample is near.
-    // SAFETY: setpriority takes plain integers; a refusal is an error code.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid);
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -10);
-    }
+    // Ahead of ordinary threads, as the sampler's drain: a snapshot taken
+    // late is one no sample is near.
+    lotus_sys::process::raise_thread_priority();
     let mut config = py_spy::Config::default();
     config.blocking = py_spy::config::LockingStrategy::NonBlocking;
     config.collect_thread_names = false;
@@ -355,7 +327,7 @@ fn read_loop(shared: &Shared, period: Duration) {
     let mut last_scan = 0;
     while !shared.stop.load(Ordering::SeqCst) {
         let started = std::time::Instant::now();
-        let now = now_ns();
+        let now = lotus_sys::clock_ns(libc::CLOCK_MONOTONIC);
         if now.saturating_sub(last_scan) >= SCAN_NS {
             last_scan = now;
             for (pid, parent) in descendants(shared.root.load(Ordering::SeqCst)) {
@@ -383,7 +355,7 @@ fn read_loop(shared: &Shared, period: Duration) {
         python.extend(sampled.keys().copied());
         let mut busy = Vec::new();
         activity.retain(|&pid, (cpu, active)| {
-            let Some(now_cpu) = cpu_ticks(pid) else {
+            let Some(now_cpu) = lotus_sys::process::cpu_ticks(pid) else {
                 return false;
             };
             if now_cpu != *cpu {
@@ -425,7 +397,7 @@ fn read_loop(shared: &Shared, period: Duration) {
             let Reader::Reading(spy) = reader else {
                 continue;
             };
-            let before = now_ns();
+            let before = lotus_sys::clock_ns(libc::CLOCK_MONOTONIC);
             let Ok(traces) = spy.get_stack_traces() else {
                 // Gone, or caught mid-change: the next poll says.
                 if std::fs::metadata(format!("/proc/{pid}")).is_err() {
@@ -433,7 +405,7 @@ fn read_loop(shared: &Shared, period: Duration) {
                 }
                 continue;
             };
-            let time_ns = before + (now_ns() - before) / 2;
+            let time_ns = before + (lotus_sys::clock_ns(libc::CLOCK_MONOTONIC) - before) / 2;
             let mut snapshots = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
             for t in traces {
                 // py-spy names the thread on 3.11+; before, from the

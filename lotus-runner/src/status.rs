@@ -194,13 +194,16 @@ pub(crate) fn prepare(
 }
 
 /// Whether `name` is one of the files a run of `prefix` leaves in its
-/// trace folder: its logs (ITT tasks' too), its record and its samples.
-fn is_runs_file(name: &str, prefix: &str) -> bool {
+/// trace folder `dir`: its logs (ITT tasks' too), its record
+/// ([`crate::run_record::run_file`]) and its samples ([`SampleFiles`]).
+fn is_runs_file(dir: &Path, name: &str, prefix: &str) -> bool {
+    let f = SampleFiles::of(dir, prefix);
     crate::logs::is_log_of(name, prefix)
         || crate::logs::is_itt_log_of(name, prefix)
-        || name.strip_prefix(prefix).is_some_and(|rest| {
-            [".run", ".samples", ".symbols", ".sampling", ".stacks"].contains(&rest)
-        })
+        || name == crate::run_record::run_file(prefix)
+        || [&f.samples, &f.symbols, &f.sampling, &f.stacks]
+            .iter()
+            .any(|p| p.file_name() == Some(name.as_ref()))
 }
 
 /// Whether the folder `dir` is this user's and holds nothing but a run of
@@ -218,7 +221,7 @@ fn holds_only_a_run(dir: &Path, prefix: &str) -> std::io::Result<bool> {
         let ours = entry
             .file_name()
             .to_str()
-            .is_some_and(|n| is_runs_file(n, prefix));
+            .is_some_and(|n| is_runs_file(dir, n, prefix));
         if !ours || !entry.file_type()?.is_file() {
             return Ok(false);
         }

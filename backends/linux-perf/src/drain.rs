@@ -142,7 +142,12 @@ impl Drain {
         let handle = std::thread::Builder::new()
             .name("lotus-perf-drain".into())
             .spawn(move || {
-                raise_priority();
+                // Ahead of ordinary threads: a ring buffer holds a
+                // fraction of a second of samples (with user stack copies,
+                // 2 MiB is about 250 samples a CPU: 50 ms at 5 kHz), and on
+                // a busy machine an ordinary thread can wait longer than
+                // that for a CPU: the kernel then drops the samples.
+                lotus_sys::process::raise_thread_priority();
                 let ends = Ends {
                     first_sideband,
                     counters,
@@ -525,22 +530,6 @@ fn run(
         if stop {
             return (model, tally);
         }
-    }
-}
-
-/// Runs this thread (the drain) ahead of ordinary ones where the system
-/// allows it (root, `CAP_SYS_NICE`; silently not otherwise): it does
-/// little, but must do it promptly. A ring buffer holds a fraction of a
-/// second of samples (with user stack copies, 2 MiB is about 250 samples
-/// a CPU: 50 ms at 5 kHz), and on a busy machine an ordinary thread can
-/// wait longer than that for a CPU: the kernel then drops the samples.
-fn raise_priority() {
-    // SAFETY: gettid and setpriority take plain integers; a refusal is
-    // only an error code. (The system call, not glibc's wrapper of 2.30:
-    // the wheel's binary needs glibc 2.17.)
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid);
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -10);
     }
 }
 

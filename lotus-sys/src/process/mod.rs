@@ -27,6 +27,6 @@ pub use bounded::output_within;
 pub use gate::{spawn_gated, with_fd_hint, GatedChild};
 pub use group::{clear_cloexec, log_pair, signal_group, stop_group, tail, wait_for};
 pub use reaper::{
-    become_subreaper, descendants, end_descendants, is_running, kill_descendants, start_time,
-    Reaper,
+    become_subreaper, cpu_ticks, descendants, end_descendants, is_running, kill_descendants,
+    raise_thread_priority, start_time, Reaper,
 };

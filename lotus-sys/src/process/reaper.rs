@@ -26,12 +26,17 @@ pub fn become_subreaper() -> io::Result<()> {
     Ok(())
 }
 
-/// (pid, parent pid, whether it is a zombie) of `/proc/<pid>/stat`.
-fn stat_of(pid: u32) -> Option<(u32, bool)> {
+/// The fields of `/proc/<pid>/stat` after the command name, from field 3
+/// ("state"): the name is in parentheses and may hold spaces or ')', so
+/// they start after the last ')'.
+fn stat_fields(pid: u32) -> Option<String> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces or ')': the
-    // fields after the last ')' are "state ppid ...".
-    let rest = &text[text.rfind(')')? + 1..];
+    Some(text[text.rfind(')')? + 1..].to_string())
+}
+
+/// (parent pid, whether it is a zombie) of `/proc/<pid>/stat`.
+fn stat_of(pid: u32) -> Option<(u32, bool)> {
+    let rest = stat_fields(pid)?;
     let mut fields = rest.split_whitespace();
     let state = fields.next()?;
     let ppid = fields.next()?.parse().ok()?;
@@ -51,13 +56,36 @@ pub fn is_running(pid: u32) -> bool {
 /// that names a lotus pid compares it to tell "lotus was killed" from
 /// "still running".
 pub fn start_time(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "state" is the first field after the command name's ')': field 3.
-    text[text.rfind(')')? + 1..]
+    // "state" is field 3.
+    stat_fields(pid)?
         .split_whitespace()
         .nth(22 - 3)?
         .parse()
         .ok()
+}
+
+/// The CPU time process `pid` has run, user and system (fields 14 and 15
+/// of `/proc/<pid>/stat`), in clock ticks; `None` once it is gone.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let rest = stat_fields(pid)?;
+    let mut fields = rest.split_whitespace().skip(14 - 3);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Runs the calling thread ahead of ordinary ones where the system allows
+/// it (root, `CAP_SYS_NICE`; silently not otherwise): for threads that do
+/// little but must do it promptly (the sampler's drain, the reader of
+/// Python frames).
+pub fn raise_thread_priority() {
+    // SAFETY: gettid and setpriority take plain integers; a refusal is
+    // only an error code. (The system call, not glibc's wrapper of 2.30:
+    // the wheel's binary needs glibc 2.17.)
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid);
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -10);
+    }
 }
 
 /// The live (not zombie) descendants of `ancestor`, and which of them are
