@@ -411,6 +411,21 @@ fn python_functions_under_the_op(py: &Path) {
     let _maps = PerfMapsOf(out.clone(), s(&script).to_string());
     let timers: Value =
         serde_json::from_str(&std::fs::read_to_string(&own).expect("own")).expect("json");
+    // Where the frames were read from the interpreter, what that cost is
+    // said beside them.
+    let sampling =
+        std::fs::read_to_string(Path::new(&out).join("lotus.sampling")).expect("sampling");
+    if sampling.contains("python_frames=interpreter") {
+        let value = |k: &str| -> f64 {
+            sampling
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {k} in {sampling}"))
+        };
+        assert!(value("python_frames_reads") >= 1.0, "{sampling}");
+        assert!(value("python_frames_cpu_ms") > 0.0, "{sampling}");
+    }
     let (lines, _) = folded(&out);
     let work: Vec<&(Vec<String>, u64)> = lines.iter().filter(|(f, _)| f[0] == "Work").collect();
     let total: u64 = work.iter().map(|(_, n)| n).sum();
@@ -444,6 +459,11 @@ fn python_functions_under_the_op(py: &Path) {
     let t = |k: &str| timers[k].as_f64().expect("timer");
     let want = t("spin_python") / (t("spin_python") + t("call_c")) * 100.0;
     let got = spin as f64 / (spin + c) as f64 * 100.0;
+    eprintln!(
+        "{}: {} of {total} Work samples under the two functions; spin_python {got:.1}% of them, {want:.1}% of their timers",
+        py.display(),
+        spin + c
+    );
     assert!(
         (got - want).abs() <= 5.0,
         "{}: spin_python: {got:.1}% of the two functions' samples, {want:.1}% of their timers",

@@ -13,10 +13,15 @@
 //! up to date for new versions by its project, which a hand-written
 //! reader of those private structures would not be. A sample's Python
 //! frames are those of the snapshot of its thread nearest in time (within
-//! [`MATCH_WINDOW_NS`], or of the same shape within [`WIDE_WINDOW_NS`]): read within a few ms of the sample, not at it
-//! (perf_event cannot run code at a sample; eBPF profilers can), which is
-//! close enough for spans of a millisecond and more, not for a leaf
-//! function that runs for less.
+//! [`MATCH_WINDOW_NS`], or of the same shape within [`WIDE_WINDOW_NS`]),
+//! before or after it: the sink holds each block of samples back until a
+//! round of snapshots began after it ([`HOLD_NS`] at most), as the nearest
+//! snapshot is often the next one. Read within a few ms of the sample,
+//! not at it (perf_event cannot run code at a sample; eBPF profilers can),
+//! which is close enough for spans of a millisecond and more, not for a
+//! leaf function that runs for less. The job's first process is read from
+//! its start when its program is named `python...`: its first op's
+//! samples have their frames too.
 //!
 //! The frames are spliced into the native stack where the interpreter ran
 //! them, as the trampolines would have put them: each group of Python
@@ -66,6 +71,10 @@ const TRIES: u32 = 100;
 /// worker runs its first op at once).
 const SCAN_NS: u64 = 10_000_000;
 
+/// How long the sink holds a block of samples back at most, waiting for
+/// a snapshot taken after it (the reading thread was kept off a busy CPU).
+const HOLD_NS: u64 = 250_000_000;
+
 /// `pid` and its descendants, each with its parent (0 for `pid`), from
 /// the kernel's children lists (`/proc/PID/task/TID/children`); none for 0.
 fn descendants(pid: u32) -> Vec<(u32, u32)> {
@@ -95,6 +104,16 @@ fn descendants(pid: u32) -> Vec<(u32, u32)> {
 /// The program `pid` runs (`/proc/PID/exe`).
 fn program(pid: u32) -> Option<std::path::PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/exe")).ok()
+}
+
+/// Whether `pid`'s program is named `python...` (`python3.11`, say).
+fn runs_python(pid: u32) -> bool {
+    program(pid)
+        .and_then(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().starts_with("python"))
+        })
+        .unwrap_or(false)
 }
 
 /// Where glibc keeps the kernel's thread id in its thread descriptor (what
@@ -197,6 +216,12 @@ struct Shared {
     refused: Mutex<HashMap<u32, String>>,
     /// Samples given Python frames.
     given: AtomicU64,
+    /// When the last whole round of snapshots began: every sample taken
+    /// before it has a snapshot of its process's threads after it.
+    round: AtomicU64,
+    /// Snapshots taken, and the reading thread's CPU time for them (ns).
+    reads: AtomicU64,
+    read_cpu_ns: AtomicU64,
 }
 
 /// The thread that reads busy Python processes' frames while a sampled
@@ -211,6 +236,10 @@ pub(crate) struct PyFrames {
 pub(crate) struct PyFramesReport {
     /// Samples given Python frames.
     pub given: u64,
+    /// Snapshots taken, and the reading thread's CPU time for them (ns).
+    pub reads: u64,
+    /// See [`PyFramesReport::reads`].
+    pub read_cpu_ns: u64,
     /// Processes whose frames were read.
     pub processes: usize,
     /// The first process that could not be read and why, and how many.
@@ -250,6 +279,7 @@ impl PyFrames {
             next_stack: 1,
             new_symbols: Vec::new(),
             new_stacks: Vec::new(),
+            pending: VecDeque::new(),
         }
     }
 
@@ -271,6 +301,8 @@ impl PyFrames {
         let refused = lock(&self.shared.refused);
         PyFramesReport {
             given: self.shared.given.load(Ordering::Relaxed),
+            reads: self.shared.reads.load(Ordering::Relaxed),
+            read_cpu_ns: self.shared.read_cpu_ns.load(Ordering::Relaxed),
             processes: self
                 .shared
                 .read
@@ -332,6 +364,11 @@ fn read_loop(shared: &Shared, period: Duration) {
             last_scan = now;
             for (pid, parent) in descendants(shared.root.load(Ordering::SeqCst)) {
                 activity.entry(pid).or_insert((u64::MAX, now));
+                // The job's first process, when it runs a program named
+                // python: read from its start, before its samples say so.
+                if parent == 0 && !python.contains(&pid) && runs_python(pid) {
+                    python.insert(pid);
+                }
                 // A Python process's fork runs Python at once: it is read
                 // before its own samples say so.
                 if !python.contains(&pid)
@@ -398,7 +435,14 @@ fn read_loop(shared: &Shared, period: Duration) {
                 continue;
             };
             let before = lotus_sys::clock_ns(libc::CLOCK_MONOTONIC);
-            let Ok(traces) = spy.get_stack_traces() else {
+            let cpu = lotus_sys::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+            let traces = spy.get_stack_traces();
+            shared.reads.fetch_add(1, Ordering::Relaxed);
+            shared.read_cpu_ns.fetch_add(
+                lotus_sys::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu),
+                Ordering::Relaxed,
+            );
+            let Ok(traces) = traces else {
                 // Gone, or caught mid-change: the next poll says.
                 if std::fs::metadata(format!("/proc/{pid}")).is_err() {
                     *reader = Reader::Done;
@@ -446,6 +490,7 @@ fn read_loop(shared: &Shared, period: Duration) {
                 kept.push_back(Snapshot { time_ns, frames });
             }
         }
+        shared.round.store(now, Ordering::SeqCst);
         // The names cache is bounded: emptied when large.
         if names.len() > 65_536 {
             names.clear();
@@ -481,6 +526,9 @@ pub(crate) struct PySink<S> {
     next_stack: u32,
     new_symbols: Vec<(u32, Symbol)>,
     new_stacks: Vec<StackNode>,
+    /// Blocks of samples (with their stacks) held back until a snapshot
+    /// after them is taken, oldest first (see [`PySink::release`]).
+    pending: VecDeque<(Vec<Sample>, Vec<u32>)>,
 }
 
 impl<S: SampleSink> PySink<S> {
@@ -598,10 +646,6 @@ impl<S: SampleSink> PySink<S> {
         if evals.is_empty() {
             return as_is;
         }
-        {
-            let mut busy = self.shared.busy.lock().unwrap_or_else(|e| e.into_inner());
-            busy.insert(sample.pid, sample.time_ns);
-        }
         let Some(py) = self.python_frames(sample.tid, sample.time_ns, evals.len()) else {
             return as_is;
         };
@@ -633,6 +677,58 @@ impl<S: SampleSink> PySink<S> {
         }
         self.shared.given.fetch_add(1, Ordering::Relaxed);
         self.intern(&out)
+    }
+
+    /// Marks the processes of `block` whose samples ran Python as busy,
+    /// for the reading thread.
+    fn mark_busy(&self, block: &[Sample], stacks: &[u32]) {
+        let mut busy = self.shared.busy.lock().unwrap_or_else(|e| e.into_inner());
+        for (s, &stack) in block.iter().zip(stacks) {
+            if busy.get(&s.pid).is_some_and(|&t| t >= s.time_ns) {
+                continue;
+            }
+            let python = self.frames(stack).is_some_and(|frames| {
+                frames.iter().any(|f| self.eval_symbols.contains(f))
+                    && !frames.iter().any(|f| self.python_symbols.contains(f))
+            });
+            if python {
+                busy.insert(s.pid, s.time_ns);
+            }
+        }
+    }
+
+    /// Passes on the held-back blocks that a snapshot was taken after
+    /// (or that waited [`HOLD_NS`]; all of them with `all`): a sample's
+    /// nearest snapshot may be one taken after it, and is not known
+    /// before.
+    fn release(&mut self, all: bool) -> io::Result<()> {
+        let round = self.shared.round.load(Ordering::SeqCst);
+        let now = lotus_sys::clock_ns(libc::CLOCK_MONOTONIC);
+        while let Some((block, _)) = self.pending.front() {
+            let last = block.last().map_or(0, |s| s.time_ns);
+            if !all && last >= round && now.saturating_sub(last) < HOLD_NS {
+                break;
+            }
+            let Some((block, stacks)) = self.pending.pop_front() else {
+                break;
+            };
+            let out: Vec<u32> = block
+                .iter()
+                .zip(&stacks)
+                .map(|(s, &stack)| {
+                    if stack == 0 {
+                        0
+                    } else {
+                        self.spliced_stack(s, stack)
+                    }
+                })
+                .collect();
+            let block = self.renumbered(&block);
+            // New symbols and stacks before the samples that use them.
+            self.flush_new()?;
+            self.inner.samples_with_stacks(&block, &out)?;
+        }
+        Ok(())
     }
 
     /// `block` with its symbols' ids as written.
@@ -683,6 +779,7 @@ impl<S: SampleSink> SampleSink for PySink<S> {
     }
 
     fn finish(&mut self) -> io::Result<()> {
+        self.release(true)?;
         self.flush_new()?;
         self.inner.finish()
     }
@@ -704,21 +801,9 @@ impl<S: SampleSink> SampleSink for PySink<S> {
     }
 
     fn samples_with_stacks(&mut self, block: &[Sample], stacks: &[u32]) -> io::Result<()> {
-        let out: Vec<u32> = block
-            .iter()
-            .zip(stacks)
-            .map(|(s, &stack)| {
-                if stack == 0 {
-                    0
-                } else {
-                    self.spliced_stack(s, stack)
-                }
-            })
-            .collect();
-        let block = self.renumbered(block);
-        // New symbols and stacks before the samples that use them.
-        self.flush_new()?;
-        self.inner.samples_with_stacks(&block, &out)
+        self.mark_busy(block, stacks);
+        self.pending.push_back((block.to_vec(), stacks.to_vec()));
+        self.release(false)
     }
 }
 
@@ -786,6 +871,8 @@ mod tests {
         sink.samples_with_stacks(&[sample], &[8]).expect("samples");
         sink.stacks(&[StackNode::new(7, 0, 3), StackNode::new(8, 7, 4)])
             .expect("stacks");
+        // Held back until a snapshot after it, or the end.
+        sink.finish().expect("finish");
         let out = &sink.inner;
         let (leaf, stack) = out.samples[0];
         assert_eq!(out.symbols[&leaf], "inner");

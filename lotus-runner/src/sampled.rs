@@ -480,6 +480,13 @@ fn python_frames_pairs(
         ("python_frames", "interpreter".into()),
         ("python_frames_samples", report.given.to_string()),
         ("python_frames_processes", report.processes.to_string()),
+        // What reading them cost: the snapshots, and the reading thread's
+        // CPU time for them (what a user weighs against the job's).
+        ("python_frames_reads", report.reads.to_string()),
+        (
+            "python_frames_cpu_ms",
+            format!("{:.1}", report.read_cpu_ns as f64 / 1e6),
+        ),
     ]
 }
 
