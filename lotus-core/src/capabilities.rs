@@ -251,6 +251,29 @@ pub trait Streaming: Send + Sync {
         stream: &StreamOptions,
         sink: Box<dyn SampleSink>,
     ) -> Result<Box<dyn SampleStream>, Error>;
+    /// Samples the process `pid` that is already running (not started by
+    /// this backend), every thread of it and of its descendants, those
+    /// running now and those started later, as [`Streaming::start_streaming`]
+    /// does a job it starts: one window from now to the end, every sample
+    /// to `sink`. The collection ends when `pid` exits or is finished;
+    /// [`Collection::kill`](crate::Collection::kill) stops sampling and
+    /// never signals the job, and [`Collection::try_wait`](crate::Collection::try_wait)
+    /// reports `pid`'s end with a status of 0 (a process that is not this
+    /// one's child leaves no status to read). A backend that cannot attach
+    /// says so (the default).
+    fn attach_streaming(
+        &self,
+        pid: u32,
+        options: &CollectOptions,
+        stream: &StreamOptions,
+        sink: Box<dyn SampleSink>,
+    ) -> Result<Box<dyn SampleStream>, Error> {
+        let _ = (pid, options, stream, sink);
+        Err(Error::Unsupported {
+            backend: "this backend".into(),
+            what: "attaching to a running process".into(),
+        })
+    }
 }
 
 /// A collection streaming its samples ([`Streaming::start_streaming`]).
