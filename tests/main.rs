@@ -59,6 +59,7 @@ mod stress_faults;
 mod study_scripts;
 mod table_names;
 mod tables_fit;
+mod trace_attach;
 mod trace_counters;
 mod trace_grammar;
 mod trace_insitu;

@@ -71,3 +71,24 @@ pub struct CounterList(pub Vec<SampleCounter>);
 pub fn parse_counters(text: &str) -> std::result::Result<CounterList, String> {
     lotus_runner::sample_counters(text).map(CounterList)
 }
+
+/// The runner's sampling for `--frequency`, `--counters` (the defaults
+/// where not given) and `--stacks`.
+pub fn runner_sampling(
+    frequency_hz: u64,
+    counters: &Option<CounterList>,
+    stacks: StackMode,
+) -> anyhow::Result<lotus_runner::Sampling> {
+    let asked = match counters {
+        Some(asked) => asked.0.clone(),
+        None => parse_counters(lotus_runner::DEFAULT_COUNTERS)
+            .map_err(crate::usage::usage)?
+            .0,
+    };
+    Ok(lotus_runner::Sampling {
+        frequency_hz,
+        counters: asked,
+        counters_asked: counters.is_some(),
+        stacks: stacks.call_stacks(),
+    })
+}

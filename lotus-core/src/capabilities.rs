@@ -270,7 +270,7 @@ pub trait Streaming: Send + Sync {
     ) -> Result<Box<dyn SampleStream>, Error> {
         let _ = (pid, options, stream, sink);
         Err(Error::Unsupported {
-            backend: "this backend".into(),
+            backend: "streaming".into(),
             what: "attaching to a running process".into(),
         })
     }

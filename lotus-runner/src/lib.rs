@@ -43,6 +43,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod attach;
 mod error;
 mod job;
 mod limits;
@@ -59,6 +60,7 @@ mod sampled;
 mod status;
 mod tracer;
 
+pub use attach::{attach, AttachOptions, AttachRun};
 pub use error::RunnerError;
 pub use limits::{check_descriptor_limit, MIN_DESCRIPTORS};
 pub use oom::{remove_on_oom, ExitOnOom};

@@ -249,14 +249,16 @@ pub(crate) struct PyFramesReport {
 impl PyFrames {
     /// Starts the reading thread, at most `frequency_hz` reads a second a
     /// process ([`MAX_POLL_HZ`] at most).
-    pub(crate) fn start(frequency_hz: u64) -> io::Result<PyFrames> {
+    /// With `every_version`, Pythons with trampolines (3.12+) are read
+    /// too: a job lotus attached to, started without them on.
+    pub(crate) fn start(frequency_hz: u64, every_version: bool) -> io::Result<PyFrames> {
         let shared = Arc::new(Shared::default());
         let hz = frequency_hz.clamp(1, MAX_POLL_HZ);
         let period = Duration::from_nanos(1_000_000_000 / hz);
         let reader = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("lotus-pyframes".into())
-            .spawn(move || read_loop(&reader, period))?;
+            .spawn(move || read_loop(&reader, period, every_version))?;
         Ok(PyFrames {
             shared,
             thread: Some(thread),
@@ -341,7 +343,7 @@ enum Reader {
 
 /// The reading thread: every `period`, a snapshot of each busy Python
 /// process's threads.
-fn read_loop(shared: &Shared, period: Duration) {
+fn read_loop(shared: &Shared, period: Duration, every_version: bool) {
     // Ahead of ordinary threads, as the sampler's drain: a snapshot taken
     // late is one no sample is near.
     lotus_sys::process::raise_thread_priority();
@@ -411,7 +413,11 @@ fn read_loop(shared: &Shared, period: Duration) {
             let reader = readers.entry(pid).or_insert(Reader::Trying(0));
             if let Reader::Trying(n) = reader {
                 *reader = match py_spy::PythonSpy::new(pid as py_spy::Pid, &config) {
-                    Ok(spy) if spy.version.major == 3 && spy.version.minor >= 12 => Reader::Done,
+                    Ok(spy)
+                        if !every_version && spy.version.major == 3 && spy.version.minor >= 12 =>
+                    {
+                        Reader::Done
+                    }
                     Ok(spy) => {
                         shared
                             .read
@@ -853,7 +859,7 @@ mod tests {
     /// stacks come.
     #[test]
     fn samples_before_their_stacks_keep_them() {
-        let frames = PyFrames::start(1).expect("reader");
+        let frames = PyFrames::start(1, false).expect("reader");
         let mut sink = frames.sink(Recorded::default());
         sink.symbols(&[
             (3, Symbol::new("outer", "lib")),

@@ -235,19 +235,17 @@ pub(crate) fn run(
     // carry stacks.
     let pyframes = match stacks {
         CallStacks::None => None,
-        _ => crate::pyframes::PyFrames::start(frequency).ok(),
+        _ => crate::pyframes::PyFrames::start(frequency, false).ok(),
     };
     let sink: Box<dyn lotus_samples::SampleSink> = match &pyframes {
         Some(p) => Box::new(p.sink(writer)),
         None => Box::new(writer),
     };
-    let mut collection = match streaming.start_streaming(&target, &options, &stream, sink) {
+    let collection = match streaming.start_streaming(&target, &options, &stream, sink) {
         Ok(c) => c,
         Err(e) => {
             // Nothing was sampled: leave no empty sample files behind.
-            let _ = std::fs::remove_file(&files.samples);
-            let _ = std::fs::remove_file(&files.symbols);
-            let _ = std::fs::remove_file(&files.stacks);
+            remove_sample_files(&files);
             return unavailable(
                 cmd,
                 &files,
@@ -257,6 +255,71 @@ pub(crate) fn run(
             );
         }
     };
+    let started = Started {
+        collection,
+        pyframes,
+        name,
+        counters_asked: *counters_asked,
+        stacks,
+        attached: None,
+    };
+    let exit = sample_to_end(started, &files, Ending::Job, progress)?;
+    // A job lotus started always leaves its status.
+    Ok(exit.unwrap_or_else(|| std::os::unix::process::ExitStatusExt::from_raw(0)))
+}
+
+/// The sample files of `files`, removed (a run that sampled nothing).
+pub(crate) fn remove_sample_files(files: &SampleFiles) {
+    let _ = std::fs::remove_file(&files.samples);
+    let _ = std::fs::remove_file(&files.symbols);
+    let _ = std::fs::remove_file(&files.stacks);
+}
+
+/// A sampled collection under way, with what its description needs.
+pub(crate) struct Started {
+    /// The collection, its one window not opened yet.
+    pub collection: Box<dyn lotus_core::SampleStream>,
+    /// The Python frames' reader, where the samples carry stacks.
+    pub pyframes: Option<crate::pyframes::PyFrames>,
+    /// The backend's name.
+    pub name: &'static str,
+    /// Whether the counters were asked for (`counters_asked=`).
+    pub counters_asked: bool,
+    /// The call stacks asked for.
+    pub stacks: CallStacks,
+    /// The process attached to (`lotus trace attach`); `None` for a job
+    /// lotus started.
+    pub attached: Option<u32>,
+}
+
+/// When sampling ends.
+pub(crate) enum Ending {
+    /// A job lotus started: at its end; Ctrl-C, SIGTERM and SIGHUP are
+    /// passed on to it.
+    Job,
+    /// A process lotus attached to: at its end, at the deadline, or at
+    /// Ctrl-C, SIGTERM or SIGHUP, none of which the job is sent.
+    Attached(Option<std::time::Instant>),
+}
+
+/// Samples `started` in one window until `ending`, `<prefix>.sampling`
+/// (`files.sampling`) saying how it goes and, at the end, what the samples
+/// hold. The job's exit status where it ended (`None`: an attached job
+/// still running).
+pub(crate) fn sample_to_end(
+    started: Started,
+    files: &SampleFiles,
+    ending: Ending,
+    progress: &mut dyn Progress,
+) -> Result<Option<ExitStatus>> {
+    let Started {
+        mut collection,
+        pyframes,
+        name,
+        counters_asked,
+        stacks,
+        attached,
+    } = started;
     if let Some(p) = &pyframes {
         p.watch(collection.pid());
     }
@@ -285,7 +348,7 @@ pub(crate) fn run(
         );
     }
     let read = collection.counters_read();
-    let counters = counter_pairs(&read, *counters_asked);
+    let counters = counter_pairs(&read, counters_asked);
     if let Some(refused) = &read.refused {
         progress.message(
             MessageKind::Warning,
@@ -302,6 +365,9 @@ pub(crate) fn run(
             ("kernel", u8::from(kernel).to_string()),
             ("stacks", stacks_name(stacks).to_string()),
         ];
+        if let Some(pid) = attached {
+            pairs.push(("attached_pid", pid.to_string()));
+        }
         if let Some(c) = cost {
             pairs.push((
                 "sampling_cost_us",
@@ -328,17 +394,16 @@ pub(crate) fn run(
         match StatusFile::start(&files.sampling, &described("running", None, lotus.clone())) {
             Ok(status) => status,
             Err(e) => {
-                // The job never ran (dropping the collection ends it): leave no
-                // empty sample files to block the next run.
+                // The job never ran (dropping the collection ends it; an
+                // attached one is left running): leave no empty sample
+                // files to block the next run.
                 drop(collection);
-                let _ = std::fs::remove_file(&files.samples);
-                let _ = std::fs::remove_file(&files.symbols);
-                let _ = std::fs::remove_file(&files.stacks);
+                remove_sample_files(files);
                 return Err(e);
             }
         };
     // Out of memory from here on: the status says so, and the job's group
-    // is ended (see crate::oom).
+    // is ended (see crate::oom); a job lotus attached to is left alone.
     {
         let mut oom = described("failed", None, lotus.clone());
         oom.insert(
@@ -349,7 +414,9 @@ pub(crate) fn run(
             ),
         );
         crate::oom::on_oom_write(&files.sampling, sampling_text(&oom).into_bytes());
-        crate::oom::on_oom_signal_group(collection.pid());
+        if matches!(ending, Ending::Job) {
+            crate::oom::on_oom_signal_group(collection.pid());
+        }
     }
     // Every way out below writes the last word: failed with why, or
     // complete.
@@ -374,22 +441,36 @@ pub(crate) fn run(
             .try_wait()
             .map_err(|e| fail(e.into(), &mut *progress))?
         {
-            break exit;
+            break Some(exit);
         }
-        if INTERRUPTED.swap(false, Ordering::SeqCst) && !interrupted {
-            interrupted = true;
-            // SAFETY: kill with a process group id and a signal number.
-            unsafe { libc::kill(-(collection.pid() as libc::pid_t), libc::SIGINT) };
-        }
-        if let Some(signal) = crate::job::signal_to_forward().filter(|&s| s != libc::SIGINT) {
-            // SIGTERM or SIGHUP sent to lotus: the job's group gets it too
-            // (SIGINT, above, once).
-            // SAFETY: kill with a process group id and a signal number.
-            unsafe { libc::kill(-(collection.pid() as libc::pid_t), signal) };
-        }
-        if crate::job::insisted(&mut *progress) {
-            // SAFETY: kill with a process group id and a signal number.
-            unsafe { libc::kill(-(collection.pid() as libc::pid_t), libc::SIGKILL) };
+        let group = -(collection.pid() as libc::pid_t);
+        match ending {
+            Ending::Job => {
+                if INTERRUPTED.swap(false, Ordering::SeqCst) && !interrupted {
+                    interrupted = true;
+                    // SAFETY: kill with a process group id and a signal number.
+                    unsafe { libc::kill(group, libc::SIGINT) };
+                }
+                if let Some(signal) =
+                    crate::job::signal_to_forward().filter(|&s| s != libc::SIGINT)
+                {
+                    // SIGTERM or SIGHUP sent to lotus: the job's group gets it too
+                    // (SIGINT, above, once).
+                    // SAFETY: kill with a process group id and a signal number.
+                    unsafe { libc::kill(group, signal) };
+                }
+                if crate::job::insisted(&mut *progress) {
+                    // SAFETY: kill with a process group id and a signal number.
+                    unsafe { libc::kill(group, libc::SIGKILL) };
+                }
+            }
+            Ending::Attached(deadline) => {
+                let signalled = INTERRUPTED.swap(false, Ordering::SeqCst)
+                    || crate::job::signal_to_forward().is_some();
+                if signalled || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    break None;
+                }
+            }
         }
         std::thread::sleep(POLL);
     };

@@ -3,6 +3,7 @@
 //! writes; [`lotus_trace`] reads them).
 //!
 //! ```text
+//! lotus trace attach PID --out DIR [--duration S]
 //! lotus trace view DIR [--coarse] [--no-torch] --out trace.json|-
 //! lotus trace view DIR --format firefox --out profile.json|-
 //! lotus trace stats DIR... [--configs] [--outliers flag|study] [--format table|json] [--op-times FILE]
@@ -65,6 +66,7 @@
 //! `lotus attribute --op-times` reads; it also reads a trace folder
 //! directly.
 
+mod attach;
 mod hints;
 mod ops;
 pub mod run;
@@ -88,6 +90,9 @@ pub enum TraceCommand {
     /// `lotus trace run --out DIR -- python train.py ...`.
     #[command(after_help = crate::usage::env_help::trace_run())]
     Run(run::TraceRunArgs),
+    /// Sample a job that is already running, with its workers (those
+    /// started later too): `lotus trace attach PID --out DIR`.
+    Attach(attach::AttachArgs),
     /// Write a Chrome trace / Perfetto JSON of a trace: one track per
     /// process, every op, sample and batch as a span, arrows from each
     /// batch's preprocessing to its consumption (`--format firefox`: a
@@ -111,6 +116,7 @@ pub fn run(command: TraceCommand) -> Result<ExitCode> {
             }
             run::run(args)
         }
+        TraceCommand::Attach(args) => attach::attach(args),
         TraceCommand::View(args) => view::view(args),
         TraceCommand::Stats(mut args) => {
             args.json |= args.format == stats::StatsFormat::Json;

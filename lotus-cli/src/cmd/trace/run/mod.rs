@@ -85,7 +85,7 @@ pub enum LogFormat {
 /// Prints what the runner says as lotus's own lines: `lotus: ` and the
 /// text on stderr (control characters escaped), notes dropped with
 /// `--quiet`, errors as they are.
-struct Stderr;
+pub(super) struct Stderr;
 
 impl Progress for Stderr {
     fn message(&mut self, kind: MessageKind, text: &str) {
@@ -115,7 +115,7 @@ fn pass_through(status: std::process::ExitStatus) -> ExitCode {
 
 /// A runner's error as the command's, with the descriptor limit and its
 /// fix named when it comes from running out of descriptors.
-fn with_descriptor_hint(error: lotus_runner::RunnerError) -> anyhow::Error {
+pub(super) fn with_descriptor_hint(error: lotus_runner::RunnerError) -> anyhow::Error {
     let hint = error.descriptor_hint();
     let error = anyhow::Error::from(error);
     match hint {
@@ -151,19 +151,11 @@ fn options(args: &TraceRunArgs) -> Result<TraceOptions> {
             crate::control_lib::path_for_run(private_dir).map_err(|e| e.to_string())
         }));
     if args.sample {
-        options = options.with_sampling(lotus_runner::Sampling {
-            frequency_hz: args.frequency,
-            counters: match &args.counters {
-                Some(asked) => asked.0.clone(),
-                None => {
-                    crate::sampling::parse_counters("cycles,instructions")
-                        .map_err(crate::usage::usage)?
-                        .0
-                }
-            },
-            counters_asked: args.counters.is_some(),
-            stacks: args.stacks.call_stacks(),
-        });
+        options = options.with_sampling(crate::sampling::runner_sampling(
+            args.frequency,
+            &args.counters,
+            args.stacks,
+        )?);
     }
     lotus_runner::check_options(&options).map_err(|e| crate::usage::usage(e.to_string()))?;
     Ok(options)

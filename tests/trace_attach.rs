@@ -1,0 +1,198 @@
+//! `lotus trace attach PID`: a job started without lotus, sampled where it
+//! runs, its workers started after the attach included (issue 37).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lotus_samples::SampleFiles;
+
+use crate::common::{self, s};
+
+/// Waits (a minute at most) until `path` exists.
+fn wait_for(path: &Path, what: &str, job: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        if let Ok(Some(status)) = job.try_wait() {
+            panic!("{what}: the job ended first ({status})");
+        }
+        assert!(Instant::now() < deadline, "{what}: not within a minute");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `lotus.sampling`'s pairs in `dir`.
+fn sampling(dir: &Path) -> BTreeMap<String, String> {
+    common::sampled::sampling(dir)
+}
+
+/// Each truth file's pid and the sum of its ops' thread CPU (ns).
+fn truth_cpu(dir: &Path) -> BTreeMap<u32, u64> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("truth folder") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let Some(pid) = name
+            .strip_prefix("truth_")
+            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("truth")).expect("JSON");
+        // The dataset's own timer holds its transforms'; the collate's is
+        // apart from it.
+        let ops = &v["ops"];
+        let cpu = ops["Crops"]["cpu_ns"].as_u64().unwrap_or(0)
+            + ops["Collation"]["cpu_ns"].as_u64().unwrap_or(0);
+        out.insert(pid, cpu);
+    }
+    out
+}
+
+/// A worker's samples: how many, how many ran Python (the eval loop in
+/// their stack), and how many of those carry the job's Python frames.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counted {
+    samples: u64,
+    python: u64,
+    framed: u64,
+    in_getitem: u64,
+}
+
+fn count_samples(dir: &Path) -> BTreeMap<u32, Counted> {
+    let files = SampleFiles::open(dir, "lotus").expect("sample files");
+    let symbols = files.read_symbols().expect("symbols");
+    let stacks = files.read_stacks().expect("stacks");
+    let mut reader = files.samples().expect("samples");
+    let mut out: BTreeMap<u32, Counted> = BTreeMap::new();
+    let mut frames = Vec::new();
+    while let Some(next) = reader.next_with_stack() {
+        let (sample, stack) = next.expect("sample");
+        let c = out.entry(sample.pid).or_default();
+        c.samples += 1;
+        frames.clear();
+        if stack == 0 || !stacks.frames(stack, &mut frames) {
+            continue;
+        }
+        let names: Vec<&str> = frames
+            .iter()
+            .map(|&f| symbols.get(f).function.as_str())
+            .collect();
+        if names.contains(&"_PyEval_EvalFrameDefault") {
+            c.python += 1;
+            if names.iter().any(|n| n.starts_with("py::")) {
+                c.framed += 1;
+            }
+        }
+        if names.contains(&"py::Crops.__getitem__") {
+            c.in_getitem += 1;
+        }
+    }
+    out
+}
+
+/// A torchvision DataLoader job started without lotus (two workers, new
+/// ones each of three epochs, all started after the attach): every
+/// worker is sampled, its samples cover its own timers' CPU, and its
+/// samples that ran Python carry the job's Python frames (read from the
+/// interpreter: the job has no perf trampolines on); the folder says
+/// which process it attached to, and the job's exit is its own.
+#[test]
+fn attach_samples_a_running_job_and_the_workers_it_starts_later() {
+    let test = "attach_samples_a_running_job_and_the_workers_it_starts_later";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let truth = tmp.path().join("truth");
+    std::fs::create_dir_all(&truth).expect("truth");
+    let out = tmp.path().join("out");
+    let mut job = Command::new(&py)
+        .arg(common::fixture("pipelines/attach_job.py"))
+        .env("PYTHONPATH", common::fixture("pipelines"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("TRUTH_DIR", &truth)
+        .env_remove("LOTUS_TRACE_DIR")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the job");
+    let pid = job.id();
+    wait_for(&truth.join("ready"), "the job's imports", &mut job);
+    let lotus = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args(["trace", "attach", &pid.to_string(), "--out", s(&out)])
+        .args(["--counters", "none"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lotus");
+    // Sampling runs once the status says so.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let running = std::fs::read_to_string(out.join("lotus.sampling"))
+            .is_ok_and(|t| t.contains("status=running"));
+        if running {
+            break;
+        }
+        assert!(Instant::now() < deadline, "lotus did not attach");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(truth.join("go"), b"").expect("go");
+    let status = job.wait().expect("job");
+    assert!(status.success(), "the job: {status}");
+    let lotus = common::faults::wait_bounded(lotus, Duration::from_secs(120), "trace attach");
+    let err = common::faults::text(&lotus.stderr);
+    assert!(lotus.status.success(), "{err}");
+    assert!(err.contains(&format!("attached to process {pid}")), "{err}");
+    let meta = sampling(&out);
+    assert_eq!(meta["status"], "complete", "{meta:?}");
+    assert_eq!(meta["attached_pid"], pid.to_string(), "{meta:?}");
+    let interval_ns: u64 = meta["interval_ns"].parse().expect("interval");
+
+    let cpu = truth_cpu(&truth);
+    let counted = count_samples(&out);
+    let workers: BTreeSet<u32> = cpu.keys().copied().filter(|&p| p != pid).collect();
+    assert_eq!(workers.len(), 6, "two workers an epoch: {cpu:?}");
+    assert!(counted.contains_key(&pid), "no sample of the main process");
+    for w in &workers {
+        let c = counted.get(w).copied().unwrap_or_default();
+        let own_ms = cpu[w] / 1_000_000;
+        let sampled_ms = c.samples * interval_ns / 1_000_000;
+        eprintln!(
+            "worker {w}: {} samples ({sampled_ms} ms), its timers {own_ms} ms; {} of {} Python samples framed, {} in __getitem__",
+            c.samples, c.framed, c.python, c.in_getitem
+        );
+        // Samples cover the worker's own timed CPU (they also hold its
+        // start-up, outside the timers).
+        assert!(
+            sampled_ms * 10 >= own_ms * 8,
+            "worker {w} started after the attach: {sampled_ms} ms sampled of {own_ms} ms timed"
+        );
+        assert!(
+            c.framed * 10 >= c.python * 8,
+            "worker {w}: {} of {} samples running Python carry Python frames",
+            c.framed,
+            c.python
+        );
+        assert!(
+            c.in_getitem * 10 >= own_ms * 5 * 1_000_000 / interval_ns,
+            "worker {w}: {} samples under Crops.__getitem__ for {own_ms} ms of it",
+            c.in_getitem
+        );
+    }
+}
+
+/// A pid that runs nothing, and lotus's own, are refused by name, and
+/// nothing is left in the folder.
+#[test]
+fn attach_to_no_process_is_an_error_naming_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("out");
+    let err = common::lotus_fails(&["trace", "attach", "4194303", "--out", s(&out)]);
+    assert!(err.contains("no process 4194303 is running"), "{err}");
+    assert!(!SampleFiles::of(&out, "lotus").samples.exists());
+    let err = common::lotus_usage_error(&["trace", "attach", "1", "--out", s(&out), "--duration", "0"]);
+    assert!(err.contains("seconds above 0"), "{err}");
+}
