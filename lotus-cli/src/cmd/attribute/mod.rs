@@ -22,38 +22,8 @@
 //! a VTune function-grouped report (hotspots or microarchitecture
 //! exploration, comma or TAB), whose columns are found by name.
 //!
-//! ## JSON output (`lotus.attribution/1`)
-//!
-//! ```json
-//! {"schema": "lotus.attribution/1", "mapping": "M", "match": "auto",
-//!  "split": "equal",
-//!  "profiles": [
-//!    {"name": "b1024_gpu4_dataloader8", "file": "...", "format": "vtune-csv",
-//!     "unit": "seconds", "sample_interval_s": null,
-//!     "total_cpu_time_s": 12345.6, "split": "equal",
-//!     "rows": 327, "matched_rows": 81,
-//!     "clockticks": "Clockticks", "instructions": "Instructions Retired",
-//!     "unmatched_ops": [], "notes": [],
-//!     "ops": [
-//!       {"op": "Loader", "cpu_time_s": 4321.0, "share": 0.35,
-//!        "exclusive_s": 4000.0, "shared_s": 321.0, "rows": 20,
-//!        "counters": {"Clockticks": 1.4e13, "Instructions Retired": 2.9e13},
-//!        "cpi": 0.48, "topdown": {"Retiring": 55.1, "Front-End Bound": 6.0}},
-//!       {"op": "(unexplained)", ...}]}]}
-//! ```
-//!
-//! `*_s` fields are seconds of CPU time. A profile that counts samples
-//! (`"unit": "samples"`) also has `total_samples`, and per op `samples`,
-//! `exclusive_samples` and `shared_samples`; its `*_s` fields are the
-//! samples times `sample_interval_s` where that is known (uProf reports
-//! state it; a `lotus.profile/1` file may) and `null` where it is not.
-//! `share` is of the profile's total and is always there; the entries
-//! (the `(unexplained)` one included) add up to the total. `topdown`
-//! holds every per-function metric (top-down percentages as percent
-//! values, `Average CPU Frequency` in GHz) averaged with clockticks as
-//! weights; `cpi` is summed clockticks over summed instructions; both are
-//! absent (`{}`, `null`) when the profile has no clockticks counter, which
-//! `notes` then says.
+//! `--format json` prints `lotus.attribution/1`: its fields are
+//! [`lotus_attribute::AttributionDocument`]'s.
 
 mod by_function;
 mod callers;

@@ -23,48 +23,12 @@
 //!
 //! `stats` prints per-op figures, per-batch preprocessing time with IQR
 //! outliers, the main process's waits in buckets and the delay from
-//! preprocessing to consumption ([`lotus_trace`] defines
-//! them), then, for a distributed job, a row per rank; `--format json` prints
-//! `lotus.trace-stats/2`, with each rank's full figures under `ranks`
-//! (empty when no log names a rank; [`lotus_trace`]).
-//! `--outliers study` applies the original study's `--remove_outliers`
-//! (batches below Q1 - 2 IQR removed, batch figures recomputed;
-//! `batches.outlier_rule` names the rule, `batches.before_removal` keeps
-//! every batch's figures). Schema 2 renamed the wait bucket `over_1ms` to
-//! `1ms_to_500ms` (what it holds) and added the delay shares.
-//!
-//! Several DIRs, or `--configs PARENT` (each sub-folder of logs one
-//! configuration, as the study lays them out), give one block per
-//! configuration, each equal to that folder's statistics alone, then the
-//! study's comparison (IQR and std of batch preprocessing time over the
-//! smallest configuration's, and their maxima); `--format json` prints
-//! `lotus.trace-stats-configs/1`: `{"schema", "outliers", "configurations":
-//! [{"label", ...one trace-stats/2 object...}], "comparison":
-//! {"configurations": [...], "max_normalized_iqr", "max_normalized_std"}}`.
-//!
-//! ```json
-//! {"schema": "lotus.trace-stats/2", "trace": "DIR",
-//!  "percentiles": "...", "std": "population (ddof=0)",
-//!  "events": 1200, "bad_lines": 0, "warnings": [],
-//!  "processes": [{"pid": 41, "role": "main", "host": null, "rank": null, "folder": "", "events": 40}],
-//!  "ops": [{"name": "Loader", "count": 512, "total_ns": 1, "mean_ns": 1.0, "p50_ns": 1.0,
-//!           "p95_ns": 1.0, "p99_ns": 1.0, "std_ns": 0.0, "min_ns": 1, "max_ns": 1}],
-//!  "kinds": [{"kind": "batch", "count": 16, ...}],
-//!  "batches": {"outlier_rule": "flag-1.5iqr", "summary": {...}, "q1_ns": 1.0, "q3_ns": 1.0,
-//!              "iqr_ns": 0.0, "low_fence_ns": 1.0, "high_fence_ns": 1.0, "before_removal": null,
-//!              "outliers": [{"batch": 3, "pid": 42, "start_ns": 1, "dur_ns": 9, "side": "high", "removed": false}]},
-//!  "wait": {"summary": {...}, "buckets": [{"bucket": "none", "count": 4, "share": 0.25, "total_ns": 0}, ...]},
-//!  "delay": {"summary": {...}, "unconsumed": 0, "consumed_without_batch": 0,
-//!            "under_250ms": 12, "under_250ms_share": 0.75, "over_500ms": 1, "over_500ms_share": 0.0625},
-//!  "ranks": [{"rank": 0, "hosts": ["node1"], "files": ["DIR/lotus_main_pid_41"],
-//!             "events": 600, "processes": [...], "ops": [...], ...}],
-//!  "per_batch": [{"batch": 0, "pid": 42, "start_ns": 1, "dur_ns": 9, "end_ns": 10,
-//!                 "consumed_ns": 12, "main_pid": 41, "delay_ns": 2, "wait_ns": 3, "wait_bucket": "under_1ms"}]}
-//! ```
-//!
-//! `--op-times FILE` writes `op,seconds` (each op's total time), which
-//! `lotus attribute --op-times` reads; it also reads a trace folder
-//! directly.
+//! preprocessing to consumption, then, for a distributed job, a row per
+//! rank; `--format json` prints `lotus.trace-stats/2` (its fields:
+//! [`lotus_attribute::StatsDocument`]); several DIRs or `--configs PARENT`
+//! one block per configuration and the study's comparison
+//! (`lotus.trace-stats-configs/1`). `--op-times FILE` writes `op,seconds`
+//! (each op's total time), which `lotus attribute --op-times` reads.
 
 mod attach;
 mod hints;
