@@ -101,6 +101,8 @@ pub fn attribute_frames<'a>(
 enum Key {
     At(Target),
     Next,
+    /// The tracer's own code, in a traced job's stacks ("lotus hooks").
+    Hooks(Role),
 }
 
 /// The shapes of the folder's stacks, each read once.
@@ -317,6 +319,7 @@ fn credit(sampling: &Sampling, shapes: &mut Shapes<'_>, facts: &Facts) -> Result
         let whole = shapes.whole(stack, s.symbol);
         let key = (stack, s.symbol);
         let mut path = None;
+        let mut tracer = whole.tracer;
         if whole.anchored && !whole.ops.is_empty() {
             path = match paths.get(&(key.0, key.1, None)) {
                 Some(&p) => p,
@@ -343,8 +346,10 @@ fn credit(sampling: &Sampling, shapes: &mut Shapes<'_>, facts: &Facts) -> Result
                 }
             };
             c.bare += u64::from(cut.bare);
+            tracer = cut.tracer;
         }
         let target = match path {
+            _ if tracer => Key::Hooks(role),
             Some(p) => Key::At(Target::Op(p)),
             None if whole.machinery => Key::At(Target::Threads(role)),
             None if role == Role::Main && whole.workers => {
@@ -360,25 +365,26 @@ fn credit(sampling: &Sampling, shapes: &mut Shapes<'_>, facts: &Facts) -> Result
             }
         };
         // The figures of what ran unseen (outside every op in a batch).
-        let in_batch = whole.fetch || path.is_some();
+        let in_op = matches!(target, Key::At(Target::Op(_)));
+        let in_batch = (whole.fetch || path.is_some()) && !tracer;
         match role {
             Role::Worker => {
                 c.worker_samples += 1;
-                if in_batch && path.is_none() {
+                if in_batch && !in_op {
                     c.worker_outside.0 += 1;
                     *c.worker_outside.1.entry(s.symbol).or_default() += 1;
                 }
             }
             Role::Main if in_batch => {
                 c.in_loader += 1;
-                if path.is_none() {
+                if !in_op {
                     c.loader_outside.0 += 1;
                     *c.loader_outside.1.entry(s.symbol).or_default() += 1;
                 }
             }
             Role::Main => {}
         }
-        if path.is_some() {
+        if in_op {
             *c.op_symbols.entry(s.symbol).or_default() += 1;
         }
         c.python += u64::from(whole.python);
@@ -504,18 +510,22 @@ fn rows_of(
     let name = |k: &Key| match k {
         Key::At(t) => row_name(t, &c.ops),
         Key::Next => NEXT_ROW.to_string(),
+        Key::Hooks(role) => format!("lotus hooks ({role})"),
     };
-    // The workers' phases, then the main processes', last, in time
-    // order; `next(loader)` in the training loop.
+    // lotus's own cost first, as the spans' rows have it; the workers'
+    // phases, then the main processes', last, in time order;
+    // `next(loader)` in the training loop.
     let order = |k: &Key| match k {
-        Key::At(t) => phase_order(t),
-        Key::Next => Some((1, MainPhase::Loop as u8)),
+        Key::At(t) => (1, phase_order(t)),
+        Key::Next => (1, Some((1, MainPhase::Loop as u8))),
+        Key::Hooks(_) => (0, None),
     };
     others.sort_by_key(|(k, n)| (order(k), Reverse(*n), name(k)));
     for (key, n) in others {
         let kind = match key {
             Key::At(Target::Independent(_) | Target::Threads(_)) => RowKind::Independent,
             Key::At(Target::Untraced) => RowKind::Untraced,
+            Key::Hooks(_) => RowKind::Hooks,
             _ => RowKind::Outside,
         };
         rows.push(sampled_row(
@@ -668,7 +678,7 @@ fn unseen_of(c: &mut Credited, symbols: &SymbolTable, interval_ns: u64, top: usi
 /// The note that says where the ops came from and what that leaves out,
 /// with what the frames could not name well.
 fn frames_note(c: &Credited) -> String {
-    let mut note = "ops from the samples' Python frames, not from the tracer's spans: each sample is credited to the ops its frames show (a dataset's __getitem__ by the class that defines it, a transform's __call__ or forward by its class, a Compose's transforms each on its own, the collate function as Collation); op rows have no calls and no wall time, and their CPU is samples times the sampling interval; a runtime's pool threads are not credited to the op that handed them work; `lotus trace run --sample` gives the spans".to_string();
+    let mut note = "ops from the samples' Python frames, not from the tracer's spans: each sample is credited to the ops its frames show (a dataset's __getitem__ by the class that defines it, each Python function its code calls by name, a transform's __call__ or forward by its class, a Compose's transforms each on its own, the collate function as Collation; a C function a dataset calls stays the dataset's); op rows have no calls and no wall time, and their CPU is samples times the sampling interval; a runtime's pool threads are not credited to the op that handed them work; `lotus trace run --sample` gives the spans".to_string();
     if c.python == 0 {
         note.push_str("; no sample has Python frames: they need Python 3.12+ (perf trampolines) or 3.8 to 3.11 read beside the sampler");
     }

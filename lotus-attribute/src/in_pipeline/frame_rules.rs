@@ -12,6 +12,12 @@
 //!   does); any other callee is `Collation`;
 //! - under torchvision's `DatasetFolder.__getitem__` (ImageFolder's), its
 //!   image load (the callee that is no transform) is `Loader`;
+//! - under any other dataset op, each Python function its own code calls
+//!   is a child op named as the tracer's finer spans name it
+//!   (`lotus_trace/_finer.py`): by its qualified name, a class's
+//!   construction or an object's call by the class (a C function it
+//!   calls has no Python frame: its time stays the dataset's, where the
+//!   tracer gives it a row);
 //! - under an op, a `__call__` or `forward` frame of a class (neither
 //!   torch's own code nor the standard library's) is a transform, named
 //!   after its class; where that class is a base that defines the call
@@ -41,6 +47,13 @@
 //! Python 3.8 to 3.10 frames (read from the interpreter) carry a
 //! function's name, not its qualified name: their transforms and datasets
 //! are named `name@file.py` ([`Shape::bare`]).
+//!
+//! A traced job's stacks (`lotus trace run --sample`, read with frames to
+//! compare) hold the tracer's own frames (`lotus_trace/`): the functions
+//! it puts in place of torch's and torchvision's (its fetch, Compose,
+//! DatasetFolder and v1 wrappers) are read as the ones they replace, its
+//! other frames are passed through, and a sample whose innermost Python
+//! frame is the tracer's is its cost ([`Shape::tracer`]: "lotus hooks").
 
 use std::collections::HashSet;
 
@@ -221,6 +234,47 @@ pub(super) struct Shape {
     pub(super) bare: bool,
     /// The stack has Python frames.
     pub(super) python: bool,
+    /// Its innermost Python frame is the tracer's own code.
+    pub(super) tracer: bool,
+}
+
+/// What a frame of the tracer's is read as.
+enum Tracer<'a> {
+    /// Not the tracer's.
+    Not,
+    /// The function it replaces.
+    As(PyFrame<'a>),
+    /// Passed through: the tracer's own work.
+    Skip,
+    /// Passed through: the job's work, as the tracer runs it.
+    Pass,
+}
+
+/// How frame `f` is read where it is the tracer's: its replacements of
+/// torch's and torchvision's functions (`lotus_trace/_torch.py`) as
+/// those, the rest passed through.
+fn tracer_frame<'a>(f: &PyFrame<'a>) -> Tracer<'a> {
+    if !f.file.contains("/lotus_trace/") {
+        return Tracer::Not;
+    }
+    const TRANSFORMS: &str = "torchvision/transforms/transforms.py";
+    let (qual, file) = match f.qual {
+        "_patch_map_fetch.<locals>.fetch"
+        | "_patch_fetch.<locals>.fetch"
+        | "_collate_swapping_fetch.<locals>.fetch" => ("_MapDatasetFetcher.fetch", FETCH_PY),
+        "_patch_folder.<locals>.__getitem__" => ("DatasetFolder.__getitem__", FOLDER_PY),
+        // DatasetFolder's own work, as the tracer runs it.
+        "_patch_folder.<locals>.item" => return Tracer::Pass,
+        "_patch_compose.<locals>.__call__" => ("Compose.__call__", TRANSFORMS),
+        "_patch_compose_v2.<locals>.forward" => {
+            ("Compose.forward", "torchvision/transforms/v2/_container.py")
+        }
+        "_patch_v1_wrappers.<locals>.forward" => ("RandomApply.forward", TRANSFORMS),
+        "_patch_v1_wrappers.<locals>.order_call" => ("RandomOrder.__call__", TRANSFORMS),
+        "_patch_v1_wrappers.<locals>.choice_call" => ("RandomChoice.__call__", TRANSFORMS),
+        _ => return Tracer::Skip,
+    };
+    Tracer::As(PyFrame { qual, file })
 }
 
 /// The walk over a stack's Python frames, outermost first.
@@ -239,6 +293,9 @@ struct Walk<'a> {
     /// The last frame was `DatasetFolder.__getitem__`: the next one may
     /// be its image load.
     after_folder: bool,
+    /// The last frame was a dataset's own code: the next one is a call
+    /// it makes, an op of its own (the tracer's finer spans).
+    after_dataset: bool,
     /// Nothing below is an op (the image load, a `worker_init_fn`).
     leaf: bool,
     /// The class of the innermost transform or container passed.
@@ -279,6 +336,7 @@ impl<'a> Walk<'a> {
         self.wrapped = f.in_file(DATASET_PY) && matches!(f.class(), Some("Subset"))
             || f.class() == Some("TracedDataset");
         self.after_folder = f.in_file(FOLDER_PY) && f.method() == "__getitem__";
+        self.after_dataset = !self.after_folder && !self.wrapped;
         match at {
             Some(i) => {
                 self.shape.bare |= f.bare();
@@ -293,6 +351,12 @@ impl<'a> Walk<'a> {
     }
 
     fn step(&mut self, f: &PyFrame<'a>) {
+        let frame = match tracer_frame(f) {
+            Tracer::Not => *f,
+            Tracer::As(g) => g,
+            Tracer::Skip | Tracer::Pass => return,
+        };
+        let f = &frame;
         let (method, after_loop) = (f.method(), std::mem::take(&mut self.after_worker_loop));
         // The markers, wherever they are.
         if method == "fetch" && f.in_file(FETCH_PY) {
@@ -388,6 +452,21 @@ impl<'a> Walk<'a> {
             self.leaf = true;
             return;
         }
+        if self.after_dataset && !f.comprehension() {
+            self.after_dataset = false;
+            let machinery = f.torch() && f.class() == Some("Module");
+            if !Self::transform(f) && !machinery {
+                // A call the dataset's own code makes: named as the
+                // tracer's finer spans name it (a class's construction
+                // after the class, a function by its qualified name).
+                let name = match (f.method(), f.class()) {
+                    ("__init__" | "__new__" | "__call__", Some(class)) => class.to_string(),
+                    _ => f.qual.to_string(),
+                };
+                self.push(name, f);
+                return;
+            }
+        }
         if self.shape.ops.is_empty() {
             return;
         }
@@ -430,6 +509,9 @@ pub(super) fn shape(frames: &[PyFrame<'_>]) -> Shape {
         w.step(f);
     }
     w.shape.python = !frames.is_empty();
+    w.shape.tracer = frames
+        .last()
+        .is_some_and(|f| matches!(tracer_frame(f), Tracer::Skip));
     let rooted = frames.first().is_some_and(|f| ROOTS.contains(&f.qual));
     w.shape.anchored |= rooted;
     if !w.shape.anchored {
@@ -457,6 +539,9 @@ pub(super) fn loose(frames: &[PyFrame<'_>], known: &HashSet<String>) -> Shape {
         w.step(f);
     }
     w.shape.python = !frames.is_empty();
+    w.shape.tracer = frames
+        .last()
+        .is_some_and(|f| matches!(tracer_frame(f), Tracer::Skip));
     if w.shape.ops.first().map(String::as_str) == Some(LOST) {
         w.shape.ops.remove(0);
         w.shape.dataset = None;
@@ -572,9 +657,15 @@ mod tests {
                 ),
                 f("Images.__getitem__", JOB),
                 f("decode", JOB),
+                f(
+                    "Image.open",
+                    "/venv/lib/python3.12/site-packages/PIL/Image.py",
+                ),
             ],
         ));
-        assert_eq!(ops(&s), ["Images"]);
+        // What the dataset's own code calls: an op of its own, as the
+        // tracer's finer spans make it.
+        assert_eq!(ops(&s), ["Images", "decode"]);
     }
 
     #[test]
@@ -642,6 +733,7 @@ mod tests {
             worker_to_fetch(),
             &[
                 f("Images.__getitem__", JOB),
+                f("ToTensor.__call__", TV),
                 f(
                     "OpOverloadPacket.__call__",
                     "/venv/lib/python3.12/site-packages/torch/_ops.py",
@@ -652,7 +744,20 @@ mod tests {
                 ),
             ],
         ));
-        assert_eq!(ops(&s), ["Images"]);
+        assert_eq!(ops(&s), ["Images", "ToTensor"]);
+        // Called by the dataset's own code, an object's call is named
+        // after its class, as any call it makes.
+        let s = shape(&with(
+            worker_to_fetch(),
+            &[
+                f("Images.__getitem__", JOB),
+                f(
+                    "OpOverloadPacket.__call__",
+                    "/venv/lib/python3.12/site-packages/torch/_ops.py",
+                ),
+            ],
+        ));
+        assert_eq!(ops(&s), ["Images", "OpOverloadPacket"]);
         // The main process's model: no op.
         let s = shape(&[
             f("<module>", JOB),
@@ -767,6 +872,60 @@ mod tests {
             &known,
         );
         assert_eq!((ops(&l), l.under_lost_dataset), (vec!["Collation"], false));
+    }
+
+    /// A traced job's frames: the tracer's fetch, DatasetFolder and
+    /// Compose in place of torch's and torchvision's, its wrappers around
+    /// each call.
+    #[test]
+    fn a_traced_jobs_stacks_read_as_the_same_ops() {
+        let tr = "/venv/lib/python3.12/site-packages/lotus_trace/_torch.py";
+        let core = "/venv/lib/python3.12/site-packages/lotus_trace/_core.py";
+        let folder = format!("/venv/lib/python3.12/site-packages/{FOLDER_PY}");
+        let mut frames = worker_to_fetch();
+        frames.pop();
+        let head = with(
+            frames,
+            &[
+                f("_patch_map_fetch.<locals>.fetch", tr),
+                f("Tracer.sample_call", core),
+                f("_dataset_op.<locals>.call", tr),
+                f("_patch_folder.<locals>.__getitem__", tr),
+                f("Tracer.sample_call", core),
+                f("_patch_folder.<locals>.item", tr),
+            ],
+        );
+        let load = shape(&with(
+            head.clone(),
+            &[f("default_loader", &folder), f("pil_loader", &folder)],
+        ));
+        assert_eq!(ops(&load), ["DatasetFolder", "Loader"]);
+        assert!(load.fetch && !load.tracer);
+        let crop = shape(&with(
+            head.clone(),
+            &[
+                f("_top_level", tr),
+                f("_patch_compose.<locals>.__call__", tr),
+                f("_apply", tr),
+                f("_transform_op", tr),
+                f("Module._wrapped_call_impl", NN),
+                f("RandomResizedCrop.forward", TV),
+            ],
+        ));
+        assert_eq!(ops(&crop), ["DatasetFolder", "RandomResizedCrop"]);
+        // The tracer writing a span: its own cost, in the dataset's op.
+        let hook = shape(&with(
+            head,
+            &[
+                f("_top_level", tr),
+                f("_patch_compose.<locals>.__call__", tr),
+                f("_apply", tr),
+                f("_transform_op", tr),
+                f("Tracer.op_event", core),
+            ],
+        ));
+        assert_eq!(ops(&hook), ["DatasetFolder"]);
+        assert!(hook.tracer);
     }
 
     #[test]
