@@ -361,6 +361,16 @@ fn op_rows_say_their_sampled_cpu_and_no_calls_or_wall_time() {
 }
 
 #[test]
+fn a_folder_of_samples_alone_has_a_verdict_of_its_ops() {
+    let dir = pipeline();
+    let a = attribute_frames(dir.path(), "lotus", TOP_FUNCTIONS).expect("attribute");
+    let v = crate::Verdict::of_sampled_folder(dir.path(), &a, Budget::new(64)).expect("verdict");
+    assert_eq!(v.waiting_share, None);
+    let heaviest = v.heaviest_op.expect("heaviest op");
+    assert_eq!(heaviest.name, "Images/RandomResizedCrop", "{heaviest:?}");
+}
+
+#[test]
 fn a_main_process_running_the_loader_itself_has_its_ops() {
     // num_workers=0: the main process fetches in next().
     let (dl, fetch) = (data("dataloader.py"), data("_utils/fetch.py"));
