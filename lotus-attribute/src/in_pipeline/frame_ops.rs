@@ -113,6 +113,8 @@ struct Shapes<'s> {
     /// is read by its function alone.
     whole: HashMap<(u32, u32), Rc<Shape>>,
     cut: HashMap<(u32, u32), Rc<Shape>>,
+    /// Each distinct shape once (many stacks show the same ops).
+    distinct: HashSet<Rc<Shape>>,
     ids: Vec<u32>,
 }
 
@@ -123,8 +125,19 @@ impl<'s> Shapes<'s> {
             stacks,
             whole: HashMap::new(),
             cut: HashMap::new(),
+            distinct: HashSet::new(),
             ids: Vec::new(),
         }
+    }
+
+    /// `s`, held once.
+    fn distinct(&mut self, s: Shape) -> Rc<Shape> {
+        if let Some(d) = self.distinct.get(&s) {
+            return d.clone();
+        }
+        let d = Rc::new(s);
+        self.distinct.insert(d.clone());
+        d
     }
 
     /// The Python frames of a sample's stack, outermost first.
@@ -151,7 +164,8 @@ impl<'s> Shapes<'s> {
             return s.clone();
         }
         let frames = self.frames(stack, leaf);
-        let s = Rc::new(shape(&frames));
+        let s = shape(&frames);
+        let s = self.distinct(s);
         self.whole.insert(key, s.clone());
         s
     }
@@ -163,7 +177,8 @@ impl<'s> Shapes<'s> {
             return s.clone();
         }
         let frames = self.frames(stack, leaf);
-        let s = Rc::new(loose(&frames, known));
+        let s = loose(&frames, known);
+        let s = self.distinct(s);
         self.cut.insert(key, s.clone());
         s
     }
@@ -277,6 +292,8 @@ struct Credited {
     /// its dataset op without a frame of it.
     cut: u64,
     cut_to_dataset: u64,
+    /// A worker's samples of Python thread pool tasks.
+    tasks: u64,
     /// Samples with Python frames.
     python: u64,
     cut_bytes: usize,
@@ -330,12 +347,17 @@ fn credit(sampling: &Sampling, shapes: &mut Shapes<'_>, facts: &Facts) -> Result
                 }
             };
             c.bare += u64::from(whole.bare);
-        } else if !whole.anchored && role == Role::Worker && whole.python {
+        } else if role == Role::Worker && whole.python && (!whole.anchored || whole.task) {
+            // A cut stack, or a thread pool's task: inside the dataset op.
             let cut = shapes.cut(stack, s.symbol, &facts.known);
             let under = cut.under_lost_dataset.then(|| p.dataset()).flatten();
-            c.cut += 1;
-            if cut.under_lost_dataset && under.is_some() {
-                c.cut_to_dataset += 1;
+            if whole.task {
+                c.tasks += 1;
+            } else {
+                c.cut += 1;
+                if cut.under_lost_dataset && under.is_some() {
+                    c.cut_to_dataset += 1;
+                }
             }
             path = match paths.get(&(key.0, key.1, under)) {
                 Some(&p) => p,
@@ -692,6 +714,12 @@ fn frames_note(c: &Credited) -> String {
         note.push_str(&format!(
             "; {} samples of DataLoader workers had their stacks cut above their Python frames (the kernel keeps a call chain's innermost frames) and were read as inside the dataset op ({} of them showing no frame of it, credited to the dataset their process's other stacks show)",
             c.cut, c.cut_to_dataset
+        ));
+    }
+    if c.tasks > 0 {
+        note.push_str(&format!(
+            "; {} samples of Python thread pool tasks in DataLoader workers were read as inside the worker's dataset op",
+            c.tasks
         ));
     }
     if c.bare == 0 && c.python > 0 {

@@ -30,6 +30,9 @@
 //! - a DataLoader worker's `worker_init_fn` (what `_worker_loop` calls
 //!   that is neither torch's nor the standard library's) is an op named
 //!   after it;
+//! - a Python thread pool's task (`ThreadPoolExecutor`) in a DataLoader
+//!   worker is read as inside its dataset op (the op its submitter had
+//!   open, as the tracer credits a task), as a cut stack is ([`loose`]);
 //! - the markers of where a sample is that is in no op: a worker's loop
 //!   (`_worker_loop`), a fetch, the main process in `next(loader)`
 //!   (`_BaseDataLoaderIter.__next__`, `_next_data`), starting or stopping
@@ -205,7 +208,7 @@ const ROOTS: [&str; 5] = [
 const LOST: &str = "\0lost dataset";
 
 /// What one stack's Python frames show.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(super) struct Shape {
     /// The op path, outermost first (empty: no op).
     pub(super) ops: Vec<String>,
@@ -232,6 +235,8 @@ pub(super) struct Shape {
     /// An op was named from a frame with no qualified name (Python 3.8
     /// to 3.10).
     pub(super) bare: bool,
+    /// A Python thread pool's task (`ThreadPoolExecutor`'s `_WorkItem.run`).
+    pub(super) task: bool,
     /// The stack has Python frames.
     pub(super) python: bool,
     /// Its innermost Python frame is the tracer's own code.
@@ -397,6 +402,9 @@ impl<'a> Walk<'a> {
             || (method == "_pin_memory_loop" && f.in_file("torch/utils/data/_utils/pin_memory.py"))
         {
             self.shape.machinery = true;
+        }
+        if f.qual == "_WorkItem.run" && f.in_file("concurrent/futures/thread.py") {
+            self.shape.task = true;
         }
         if self.leaf {
             return;

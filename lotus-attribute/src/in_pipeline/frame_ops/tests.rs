@@ -481,3 +481,61 @@ fn samples_without_stacks_are_refused_and_without_python_frames_said() {
         a.notes
     );
 }
+
+#[test]
+fn a_workers_thread_pool_tasks_are_its_datasets() {
+    let files = [data("_utils/worker.py"), data("_utils/fetch.py")];
+    let mut f = Folder::default();
+    f.add(
+        20,
+        20,
+        2,
+        &in_fetch(
+            &[
+                ("py::Images.__getitem__", JOB),
+                (
+                    "py::Future.result",
+                    "/usr/lib/python3.12/concurrent/futures/_base.py",
+                ),
+            ],
+            &files,
+        ),
+    );
+    let task = [
+        ("py::Thread._bootstrap", "/usr/lib/python3.12/threading.py"),
+        (
+            "py::_worker",
+            "/usr/lib/python3.12/concurrent/futures/thread.py",
+        ),
+        (
+            "py::_WorkItem.run",
+            "/usr/lib/python3.12/concurrent/futures/thread.py",
+        ),
+        ("py::read_image", JOB),
+    ];
+    f.add(20, 22, 3, &task);
+    let mut crop = task.to_vec();
+    crop.push(("py::CenterCrop.forward", TV));
+    f.add(20, 22, 4, &crop);
+    let dir = f.write();
+    let a = attribute_frames(dir.path(), "lotus", TOP_FUNCTIONS).expect("attribute");
+    let rows: Vec<(&str, u64)> = a
+        .rows
+        .iter()
+        .map(|r| (r.path.as_str(), r.samples))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("Images", 3),
+            ("Images/CenterCrop", 4),
+            ("Images/Future.result", 2)
+        ],
+        "{a:#?}"
+    );
+    assert!(
+        a.notes[0].contains("7 samples of Python thread pool tasks"),
+        "{:?}",
+        a.notes
+    );
+}
