@@ -54,7 +54,9 @@
 //! A traced job's stacks (`lotus trace run --sample`, read with frames to
 //! compare) hold the tracer's own frames (`lotus_trace/`): the functions
 //! it puts in place of torch's and torchvision's (its fetch, Compose,
-//! DatasetFolder and v1 wrappers) are read as the ones they replace, its
+//! DatasetFolder and v1 wrappers) are read as the ones they replace, the
+//! callable its `call_op` runs (an op it wraps: `lotus_trace.wrap`,
+//! `--op`, v2 transforms, kornia's) is an op named as it names it, its
 //! other frames are passed through, and a sample whose innermost Python
 //! frame is the tracer's is its cost ([`Shape::tracer`]: "lotus hooks").
 
@@ -253,6 +255,9 @@ enum Tracer<'a> {
     Skip,
     /// Passed through: the job's work, as the tracer runs it.
     Pass,
+    /// The tracer's call of an op it wraps (`lotus_trace.wrap`, `--op`,
+    /// a v2 transform, kornia's): the next frame is that op.
+    CallOp,
 }
 
 /// How frame `f` is read where it is the tracer's: its replacements of
@@ -270,6 +275,7 @@ fn tracer_frame<'a>(f: &PyFrame<'a>) -> Tracer<'a> {
         "_patch_folder.<locals>.__getitem__" => ("DatasetFolder.__getitem__", FOLDER_PY),
         // DatasetFolder's own work, as the tracer runs it.
         "_patch_folder.<locals>.item" => return Tracer::Pass,
+        "_call_op_of.<locals>.call_op" | "_Op.__call__" => return Tracer::CallOp,
         "_patch_compose.<locals>.__call__" => ("Compose.__call__", TRANSFORMS),
         "_patch_compose_v2.<locals>.forward" => {
             ("Compose.forward", "torchvision/transforms/v2/_container.py")
@@ -301,6 +307,9 @@ struct Walk<'a> {
     /// The last frame was a dataset's own code: the next one is a call
     /// it makes, an op of its own (the tracer's finer spans).
     after_dataset: bool,
+    /// The last frame was the tracer calling an op it wraps: the next
+    /// one (past nn.Module's call) is that op.
+    after_call_op: bool,
     /// Nothing below is an op (the image load, a `worker_init_fn`).
     leaf: bool,
     /// The class of the innermost transform or container passed.
@@ -360,6 +369,10 @@ impl<'a> Walk<'a> {
             Tracer::Not => *f,
             Tracer::As(g) => g,
             Tracer::Skip | Tracer::Pass => return,
+            Tracer::CallOp => {
+                self.after_call_op = true;
+                return;
+            }
         };
         let f = &frame;
         let (method, after_loop) = (f.method(), std::mem::take(&mut self.after_worker_loop));
@@ -416,6 +429,24 @@ impl<'a> Walk<'a> {
             self.leaf = true;
             return;
         }
+        if self.after_call_op && !self.after_fetch && !f.comprehension() {
+            if f.torch() && f.class() == Some("Module") {
+                // nn.Module's call: its forward next.
+                return;
+            }
+            self.after_call_op = false;
+            self.after_dataset = false;
+            // A policy's op is named by its argument: not seen here.
+            if !matches!(f.method(), "_apply_op" | "_apply_image_or_video_transform") {
+                self.base = None;
+                self.last_transform = f.class();
+                if f.class().is_some_and(|c| BASES.contains(&c)) {
+                    self.base = Some(self.shape.ops.len());
+                }
+                self.push(callable_name(f), f);
+            }
+            return;
+        }
         if self.after_fetch {
             if f.comprehension() {
                 return;
@@ -465,13 +496,8 @@ impl<'a> Walk<'a> {
             let machinery = f.torch() && f.class() == Some("Module");
             if !Self::transform(f) && !machinery {
                 // A call the dataset's own code makes: named as the
-                // tracer's finer spans name it (a class's construction
-                // after the class, a function by its qualified name).
-                let name = match (f.method(), f.class()) {
-                    ("__init__" | "__new__" | "__call__", Some(class)) => class.to_string(),
-                    _ => f.qual.to_string(),
-                };
-                self.push(name, f);
+                // tracer's finer spans name it.
+                self.push(callable_name(f), f);
                 return;
             }
         }
@@ -505,6 +531,16 @@ impl<'a> Walk<'a> {
             self.base = Some(self.shape.ops.len());
         }
         self.push(name, f);
+    }
+}
+
+/// The op name of a call, as the tracer names a callable
+/// (`_core.callable_name`): an object's call or a class's construction
+/// by the class, a function by its qualified name.
+fn callable_name(f: &PyFrame<'_>) -> String {
+    match (f.method(), f.class()) {
+        ("__init__" | "__new__" | "__call__" | "forward", Some(class)) => class.to_string(),
+        _ => f.qual.to_string(),
     }
 }
 
@@ -934,6 +970,47 @@ mod tests {
         ));
         assert_eq!(ops(&hook), ["DatasetFolder"]);
         assert!(hook.tracer);
+    }
+
+    /// What the tracer wraps and calls as an op (`lotus_trace.wrap`, a v2
+    /// transform's call, kornia's) is that op wherever it runs.
+    #[test]
+    fn a_traced_jobs_wrapped_calls_are_ops_wherever_they_run() {
+        let init = "/venv/lib/python3.12/site-packages/lotus_trace/__init__.py";
+        let core = "/venv/lib/python3.12/site-packages/lotus_trace/_core.py";
+        let s = shape(&[
+            f("<module>", JOB),
+            f("train", JOB),
+            f("_Op.__call__", init),
+            f("Dot.__call__", JOB),
+        ]);
+        assert_eq!(ops(&s), ["Dot"]);
+        let s = shape(&[
+            f("<module>", JOB),
+            f("train", JOB),
+            f(
+                "_patch_kornia.<locals>.__call__",
+                "/x/lotus_trace/_torch.py",
+            ),
+            f("_call_op_of.<locals>.call_op", core),
+            f("Module._wrapped_call_impl", NN),
+            f("Module._call_impl", NN),
+            f(
+                "_BasicAugmentationBase.forward",
+                "/venv/lib/python3.12/site-packages/kornia/augmentation/base.py",
+            ),
+            f(
+                "RandomAffine.apply_transform",
+                "/venv/lib/python3.12/site-packages/kornia/augmentation/_2d/geometric/affine.py",
+            ),
+        ]);
+        assert_eq!(ops(&s), ["RandomAffine"]);
+        let s = shape(&[
+            f("<module>", JOB),
+            f("_call_op_of.<locals>.call_op", core),
+            f("load_batch", JOB),
+        ]);
+        assert_eq!(ops(&s), ["load_batch"]);
     }
 
     #[test]
