@@ -9,7 +9,9 @@
 //!   `__getitem__`, `__getitems__`, `__iter__` or `__next__` is the
 //!   dataset's op, named after the class that defines it (through
 //!   `Subset` and `TracedDataset`, the wrapped dataset's, as the tracer
-//!   does); any other callee is `Collation`;
+//!   does); so is any callee of an iterable dataset's fetch but torch's
+//!   collate code (its iterator's generator, whatever its name); any
+//!   other callee is `Collation`;
 //! - under torchvision's `DatasetFolder.__getitem__` (ImageFolder's), its
 //!   image load (the callee that is no transform) is `Loader`;
 //! - under any other dataset op, each Python function its own code calls
@@ -258,6 +260,23 @@ enum Tracer<'a> {
     /// The tracer's call of an op it wraps (`lotus_trace.wrap`, `--op`,
     /// a v2 transform, kornia's): the next frame is that op.
     CallOp,
+    /// The tracer's fetch calling the dataset (`_dataset_op`'s call), or
+    /// the collate function (`BatchSpan.run_collate`).
+    Fetched(Fetched),
+}
+
+/// What a fetch calls next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fetched {
+    /// Not known: the dataset where the callee is one of its methods
+    /// (or, for an iterable dataset's fetch, anything but torch's collate
+    /// code), else the collate function.
+    Map,
+    Iterable,
+    /// The dataset (the tracer says so).
+    Dataset,
+    /// The collate function (the tracer says so).
+    Collate,
 }
 
 /// How frame `f` is read where it is the tracer's: its replacements of
@@ -269,9 +288,12 @@ fn tracer_frame<'a>(f: &PyFrame<'a>) -> Tracer<'a> {
     }
     const TRANSFORMS: &str = "torchvision/transforms/transforms.py";
     let (qual, file) = match f.qual {
-        "_patch_map_fetch.<locals>.fetch"
-        | "_patch_fetch.<locals>.fetch"
-        | "_collate_swapping_fetch.<locals>.fetch" => ("_MapDatasetFetcher.fetch", FETCH_PY),
+        "_patch_map_fetch.<locals>.fetch" | "_collate_swapping_fetch.<locals>.fetch" => {
+            ("_MapDatasetFetcher.fetch", FETCH_PY)
+        }
+        "_patch_fetch.<locals>.fetch" => ("_IterableDatasetFetcher.fetch", FETCH_PY),
+        "_dataset_op.<locals>.call" => return Tracer::Fetched(Fetched::Dataset),
+        "BatchSpan.run_collate" => return Tracer::Fetched(Fetched::Collate),
         "_patch_folder.<locals>.__getitem__" => ("DatasetFolder.__getitem__", FOLDER_PY),
         // DatasetFolder's own work, as the tracer runs it.
         "_patch_folder.<locals>.item" => return Tracer::Pass,
@@ -292,9 +314,10 @@ fn tracer_frame<'a>(f: &PyFrame<'a>) -> Tracer<'a> {
 #[derive(Default)]
 struct Walk<'a> {
     shape: Shape,
-    /// The last frame was a fetch (or a comprehension in it): the next
-    /// one is the dataset or the collate function.
-    after_fetch: bool,
+    /// The last frame was a fetch (or a comprehension in it, or the
+    /// tracer's frames): the next one is the dataset or the collate
+    /// function.
+    after_fetch: Option<Fetched>,
     /// The last frame was the worker loop: the next one may be its
     /// `worker_init_fn`.
     after_worker_loop: bool,
@@ -373,6 +396,12 @@ impl<'a> Walk<'a> {
                 self.after_call_op = true;
                 return;
             }
+            Tracer::Fetched(what) => {
+                if self.after_fetch.is_some() {
+                    self.after_fetch = Some(what);
+                }
+                return;
+            }
         };
         let f = &frame;
         let (method, after_loop) = (f.method(), std::mem::take(&mut self.after_worker_loop));
@@ -380,7 +409,10 @@ impl<'a> Walk<'a> {
         if method == "fetch" && f.in_file(FETCH_PY) {
             self.shape.fetch = true;
             self.shape.anchored = true;
-            self.after_fetch = true;
+            self.after_fetch = Some(match f.class() {
+                Some("_IterableDatasetFetcher") => Fetched::Iterable,
+                _ => Fetched::Map,
+            });
             return;
         }
         if f.qual == "_worker_loop" && f.in_file(WORKER_PY) {
@@ -429,7 +461,7 @@ impl<'a> Walk<'a> {
             self.leaf = true;
             return;
         }
-        if self.after_call_op && !self.after_fetch && !f.comprehension() {
+        if self.after_call_op && self.after_fetch.is_none() && !f.comprehension() {
             if f.torch() && f.class() == Some("Module") {
                 // nn.Module's call: its forward next.
                 return;
@@ -447,12 +479,26 @@ impl<'a> Walk<'a> {
             }
             return;
         }
-        if self.after_fetch {
+        if let Some(what) = self.after_fetch {
             if f.comprehension() {
                 return;
             }
-            self.after_fetch = false;
-            if DATASET_METHODS.contains(&method) {
+            self.after_fetch = None;
+            if matches!(
+                method,
+                "__getattr__" | "__getattribute__" | "__len__" | "__bool__"
+            ) {
+                // `hasattr(dataset, "__getitems__")` and the like.
+                return;
+            }
+            let dataset = match what {
+                Fetched::Dataset => true,
+                Fetched::Collate => false,
+                _ if DATASET_METHODS.contains(&method) => true,
+                Fetched::Iterable => !f.in_file(COLLATE_PY),
+                Fetched::Map => false,
+            };
+            if dataset {
                 self.dataset(f, None);
             } else {
                 self.push(COLLATION.to_string(), f);
@@ -710,6 +756,45 @@ mod tests {
         // What the dataset's own code calls: an op of its own, as the
         // tracer's finer spans make it.
         assert_eq!(ops(&s), ["Images", "decode"]);
+    }
+
+    #[test]
+    fn an_iterable_datasets_fetch_and_the_tracers_word_on_what_it_calls() {
+        let fetch = format!("{TORCH_DATA}/_utils/fetch.py");
+        let collate = format!("{TORCH_DATA}/_utils/collate.py");
+        let mut frames = worker_to_fetch();
+        frames.pop();
+        frames.push(f("_IterableDatasetFetcher.fetch", &fetch));
+        // Its iterator's generator, whatever its name, is the dataset.
+        let s = shape(&with(
+            frames.clone(),
+            &[f("Stream._records", JOB), f("parse", JOB)],
+        ));
+        assert_eq!(ops(&s), ["Stream", "parse"]);
+        let s = shape(&with(frames, &[f("default_collate", &collate)]));
+        assert_eq!(ops(&s), ["Collation"]);
+        // `hasattr(dataset, "__getitems__")` through a `__getattr__`.
+        let s = shape(&with(worker_to_fetch(), &[f("Wrapper.__getattr__", JOB)]));
+        assert!(s.ops.is_empty() && s.fetch);
+        // A traced job's fetch says which it calls.
+        let tr = "/venv/lib/python3.12/site-packages/lotus_trace/_torch.py";
+        let core = "/venv/lib/python3.12/site-packages/lotus_trace/_core.py";
+        let mut frames = worker_to_fetch();
+        frames.pop();
+        frames.push(f("_patch_map_fetch.<locals>.fetch", tr));
+        let s = shape(&with(
+            frames.clone(),
+            &[f("_dataset_op.<locals>.call", tr), f("Rows.load_all", JOB)],
+        ));
+        assert_eq!(ops(&s), ["Rows"]);
+        let s = shape(&with(
+            frames,
+            &[
+                f("BatchSpan.run_collate", core),
+                f("Batcher.__getitem__", JOB),
+            ],
+        ));
+        assert_eq!(ops(&s), ["Collation"]);
     }
 
     #[test]
