@@ -386,9 +386,9 @@ fn credit(sampling: &Sampling, shapes: &mut Shapes<'_>, facts: &Facts) -> Result
                 Key::At(Target::Independent(role))
             }
         };
-        // The figures of what ran unseen (outside every op in a batch).
+        // The figures of what ran unseen (in a fetch, in no op).
         let in_op = matches!(target, Key::At(Target::Op(_)));
-        let in_batch = (whole.fetch || path.is_some()) && !tracer;
+        let in_batch = whole.fetch && !tracer;
         match role {
             Role::Worker => {
                 c.worker_samples += 1;
