@@ -60,6 +60,13 @@ pub enum Error {
     /// The folder has no samples.
     #[error("{0}")]
     NoSamples(String),
+    /// The samples carry no call stacks, so no Python frames to take ops
+    /// from ([`crate::attribute_frames`]).
+    #[error("{path}: the samples carry no call stacks: ops from Python frames need a sampling with stacks (`--stacks fp` or `--stacks dwarf`)")]
+    NoStacks {
+        /// The samples file.
+        path: String,
+    },
     /// A log has no clock pairs (written by an older lotus).
     #[error("{path}: no clock pairs (wall_ns= / monotonic_ns=): the trace was written by an older lotus; trace again with `lotus trace run --sample`")]
     NoClock {

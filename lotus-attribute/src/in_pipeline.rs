@@ -116,6 +116,8 @@ pub(crate) use phases::{phase_order, phase_row_name, phased, MainPhase, Phases, 
 mod callers;
 pub(crate) mod cause;
 mod folded;
+mod frame_ops;
+mod frame_rules;
 mod hooks;
 mod logs;
 mod phases;
@@ -126,6 +128,7 @@ mod timeline;
 pub use callers::{callers_folder, CallerNode, Callers, FunctionCallers, CALLER_DEPTH, ROOT_FRAME};
 pub use cause::HelperRule;
 pub use folded::{folded_folder, folded_frame, FoldedStacks};
+pub use frame_ops::{attribute_folder_from, attribute_frames, NEXT_ROW};
 use logs::*;
 pub use rows::*;
 pub(crate) use sampled::*;
@@ -495,6 +498,7 @@ fn attribute_trace(
         notes.push(note);
     }
     let a = InPipelineAttribution {
+        ops_from: OpsFrom::Spans,
         frequency_hz: trace.frequency_hz,
         interval_ns,
         total_samples: total,

@@ -7,7 +7,10 @@
 //! - **In the pipeline** ([`attribute_folder`], [`InPipelineAttribution`]):
 //!   a sampled trace folder (`lotus trace run --sample`), each sample
 //!   credited to the op span that ran on its thread at its time, with the
-//!   per-op stacks ([`folded_folder`]).
+//!   per-op stacks ([`folded_folder`]); or, from a folder's samples alone
+//!   (no tracer logs: a job sampled without the tracer), each sample
+//!   credited to the ops its Python frames show ([`attribute_frames`],
+//!   [`attribute_folder_from`]), in the same rows.
 //!
 //! Beside them: a mapping made from a sampled trace ([`mapping_from_trace`]),
 //! two mappings compared op by op ([`compare_mappings`]), the verdict
@@ -100,11 +103,12 @@ pub use error::Error;
 pub use firefox::{write_firefox_profile, FirefoxWritten};
 pub use from_trace::{mapping_from_trace, mapping_from_trace_with_notes};
 pub use in_pipeline::{
-    attribute_and_fold, attribute_folder, attribute_folder_by, callers_folder, folded_folder,
-    folded_frame, for_each_clocked_event, sampled_uncertainty_ns, unseen_work, AttributedRow,
-    CallerNode, Callers, ClockedItem, ClockedSummary, CountersUnsupported, CpuSource, FoldedStacks,
-    FunctionCallers, HelperRule, InPipelineAttribution, RowKind, TopFunction, Unseen, CALLER_DEPTH,
-    MAX_DEPTH, ROOT_FRAME, SPIN_ROW, TOP_FUNCTIONS, UNSEEN_PCT,
+    attribute_and_fold, attribute_folder, attribute_folder_by, attribute_folder_from,
+    attribute_frames, callers_folder, folded_folder, folded_frame, for_each_clocked_event,
+    sampled_uncertainty_ns, unseen_work, AttributedRow, CallerNode, Callers, ClockedItem,
+    ClockedSummary, CountersUnsupported, CpuSource, FoldedStacks, FunctionCallers, HelperRule,
+    InPipelineAttribution, OpsFrom, RowKind, TopFunction, Unseen, CALLER_DEPTH, MAX_DEPTH,
+    NEXT_ROW, ROOT_FRAME, SPIN_ROW, TOP_FUNCTIONS, UNSEEN_PCT,
 };
 pub use in_pipeline_documents::{
     callers_csv, callers_document, comparison_csv, comparison_document, in_pipeline_csv,

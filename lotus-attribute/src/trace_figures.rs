@@ -87,14 +87,27 @@ impl Verdict {
 
     /// The verdict on the sampled trace `dir` attributed as `a`: its main
     /// loops read from its logs, with `a`'s CPU facts and the model's
-    /// predictions.
+    /// predictions; a folder of samples alone attributed from its frames
+    /// ([`crate::attribute_frames`]) has no loop to read, and its verdict
+    /// rests on `a` alone.
     pub fn of_sampled_folder<'a>(
         dir: impl Into<Dir<'a>>,
         a: &InPipelineAttribution,
         budget: Budget,
     ) -> Result<Verdict, Error> {
         let dir = dir.into();
-        let folder = TraceFolder::scan(dir)?;
+        let folder = match TraceFolder::scan(dir) {
+            Ok(f) => f,
+            Err(lotus_trace::TraceError::NoLogs { .. }) if a.ops_from == crate::OpsFrom::Frames => {
+                return Ok(Verdict::of(
+                    &LoopFigures::default(),
+                    Some(a),
+                    &[],
+                    cpus_here(),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        };
         // The model is fed by the loop's own pass over the logs.
         let mut model = lotus_predict::Observer::default();
         let mut index = model.load_index(&folder, false, budget)?;

@@ -640,6 +640,7 @@ mod tests {
     /// independent row of 200 with `spin` ns in gomp_barrier_wait_end.
     fn attribution(spin: u64) -> InPipelineAttribution {
         InPipelineAttribution {
+            ops_from: crate::OpsFrom::Spans,
             frequency_hz: 1000,
             interval_ns: 1000,
             total_samples: 1,

@@ -215,10 +215,30 @@ pub struct CountersUnsupported {
     pub reason: String,
 }
 
+/// Where an attribution's op rows come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OpsFrom {
+    /// The tracer's op spans (`lotus trace run --sample`): each sample
+    /// credited to the span open on its thread at its time, with calls,
+    /// wall time and, where the spans say it, exact thread CPU.
+    #[default]
+    Spans,
+    /// The samples' Python frames, no span read (a folder without tracer
+    /// logs, `lotus trace attach`; [`attribute_frames`]): each sample
+    /// credited to the ops its frames show; op rows have no calls and no
+    /// wall time, their CPU is samples times the interval.
+    Frames,
+}
+
 /// The attribution of a sampled trace folder.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct InPipelineAttribution {
+    /// Where the op rows come from: the tracer's spans, or the samples'
+    /// Python frames (`ops_from` in the JSON: `spans`, `frames`).
+    pub ops_from: OpsFrom,
     /// Sampling frequency, Hz.
     pub frequency_hz: u64,
     /// Sampling interval, ns.

@@ -107,93 +107,19 @@ impl SampledTrace {
         rule: HelperRule,
     ) -> Result<SampledTrace, Error> {
         let dir: Dir<'_> = dir.into();
-        let files = SampleFiles::of(dir, prefix);
-        let mut meta: HashMap<String, String> = HashMap::new();
-        for (k, v) in files
-            .read_sampling()
-            .map_err(|e| Error::Io(e.to_string()))?
-        {
-            if k == "note" {
-                continue;
-            }
-            if meta.contains_key(&k) {
-                return Err(Error::Io(format!(
-                    "{}: `{}=` is given twice: the file is damaged or was not written by lotus; trace again",
-                    files.sampling.display(),
-                    lotus_sys::input::escaped(&k)
-                )));
-            }
-            meta.insert(k, v);
-        }
-        if meta.get("status").map(String::as_str) == Some("unavailable") {
-            return Err(Error::NoSamples(format!(
-                "{}: the trace was taken without samples: {}",
-                dir.path().display(),
-                lotus_sys::input::escaped(
-                    meta.get("reason")
-                        .map_or("perf could not run", String::as_str)
-                )
-            )));
-        }
-        let files = SampleFiles::open(dir, prefix).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                Error::NoSamples(e.to_string())
-            } else {
-                Error::Io(e.to_string())
-            }
-        })?;
-        let symbols: SymbolTable = files.read_symbols().map_err(|e| Error::Io(e.to_string()))?;
-        let num = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok());
-        let frequency_hz = num("frequency_hz").unwrap_or(1000).max(1);
-        let interval_ns = num("interval_ns").unwrap_or(1_000_000_000 / frequency_hz);
-        let counters = counter_names(&meta, &files)?;
-        // Every CPU time is samples times the interval: one that cannot
-        // hold the samples the file can hold is refused here, by name,
-        // rather than wrapped later.
-        let most_samples = samples_of(&files)?.most_records();
-        if most_samples.checked_mul(interval_ns).is_none() {
-            return Err(Error::Overflow {
-                path: files.sampling.display().to_string(),
-                field: format!("interval_ns={interval_ns}"),
-                message: format!(
-                    "the samples file holds up to {most_samples} samples, and that many times this interval is past what lotus can count in ns: the file is damaged or was not written by lotus; trace again"
-                ),
-            });
-        }
-        let counters_unsupported =
-            meta.get("counters_unsupported")
-                .map(|names| CountersUnsupported {
-                    counters: names.split(',').map(str::to_string).collect(),
-                    reason: meta.get("counters_reason").cloned().unwrap_or_default(),
-                });
+        let Sampling {
+            files,
+            meta,
+            symbols,
+            frequency_hz,
+            interval_ns,
+            counters,
+            counters_unsupported,
+            notes: sampling_notes,
+        } = Sampling::read(dir, prefix)?;
         let logs = read_logs(dir, budget)?;
         let mut notes = logs.skipped_logs.clone();
-        notes.extend(symbols.skipped_note(&files.symbols));
-        // Said by `trace run` when it ran; again here only where the user
-        // asked for the counters (runs before `counters_asked=` say so
-        // always).
-        let asked = meta.get("counters_asked").map(String::as_str) != Some("default");
-        if let Some(u) = counters_unsupported.as_ref().filter(|_| asked) {
-            let hardware = meta.get("counters_kind").map(String::as_str) == Some("hardware");
-            notes.push(lotus_samples::unsupported_note(
-                hardware,
-                &lotus_sys::input::escaped(&u.reason),
-            ));
-        }
-        // Sampling slows the sampled threads; where it did so noticeably
-        // (an expensive timer interrupt, as in some virtual machines), the
-        // CPU times include that and the shares of interrupt-sensitive code
-        // shift: say so, with the figure the collection measured.
-        if let Some(pct) = meta
-            .get("sampling_slowdown_pct")
-            .and_then(|v| v.parse::<f64>().ok())
-            .filter(|&p| p >= SLOWDOWN_NOTE_PCT)
-        {
-            notes.push(format!(
-                "sampling at {frequency_hz} Hz slowed the job's threads by about {pct:.0}% here ({} us a sample): CPU times include it; a lower --frequency disturbs less",
-                lotus_sys::input::escaped(meta.get("sampling_cost_us").map_or("?", String::as_str))
-            ));
-        }
+        notes.extend(sampling_notes);
         if logs.bad_lines > 0 {
             notes.push(format!(
                 "{} log lines could not be read and were skipped",
@@ -511,34 +437,18 @@ impl SampledTrace {
     /// Adds the notes on a cut samples file, a run that did not end
     /// normally and samples the kernel lost.
     pub(super) fn note_how_it_ended(&mut self) {
-        let cut_bytes = self.cut_bytes;
-        if cut_bytes > 0 {
-            self.notes.push(format!(
-                "the samples file ends in a cut record ({cut_bytes} bytes dropped): the run was stopped while writing"
-            ));
-        }
-        if self.meta.get("status").map(String::as_str) != Some("complete") {
-            self.notes.push(how_it_ended(&self.meta));
-        }
-        let lost = self.lost_samples();
-        if lost > 0 {
-            self.notes.push(format!(
-                "{lost} samples were lost by the kernel (ring buffer full): not in any row"
-            ));
-        }
+        let notes = ending_notes(&self.meta, self.cut_bytes);
+        self.notes.extend(notes);
     }
 
     /// Whether the samples are those of a run cut short: the sampling
     /// did not end normally, or the file ends in a cut record.
     pub(crate) fn partial(&self) -> bool {
-        self.cut_bytes > 0 || self.meta.get("status").map(String::as_str) != Some("complete")
+        partial(&self.meta, self.cut_bytes)
     }
 
     pub(super) fn lost_samples(&self) -> u64 {
-        self.meta
-            .get("lost")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        lost_samples(&self.meta)
     }
 
     /// The folder's stacks file, as [`SampledTrace::open`] read it.
@@ -550,4 +460,154 @@ impl SampledTrace {
     pub(crate) fn notes(&self) -> &[String] {
         &self.notes
     }
+}
+
+/// A sampled folder's samples files, read and checked: its sampling
+/// description, symbols and counters, and what is worth saying of them
+/// (what [`SampledTrace`] and the ops from frames, `frame_ops`, share).
+pub(super) struct Sampling {
+    pub(super) files: SampleFiles,
+    pub(super) meta: HashMap<String, String>,
+    pub(super) symbols: SymbolTable,
+    pub(super) frequency_hz: u64,
+    pub(super) interval_ns: u64,
+    pub(super) counters: Vec<String>,
+    pub(super) counters_unsupported: Option<CountersUnsupported>,
+    /// Symbols skipped, counters refused (where asked for), a slowdown
+    /// by sampling.
+    pub(super) notes: Vec<String>,
+}
+
+impl Sampling {
+    /// Reads the samples files of `prefix` in `dir`: an error when there
+    /// are none, the sampling was unavailable, or the files disagree.
+    pub(super) fn read(dir: Dir<'_>, prefix: &str) -> Result<Sampling, Error> {
+        let files = SampleFiles::of(dir, prefix);
+        let mut meta: HashMap<String, String> = HashMap::new();
+        for (k, v) in files
+            .read_sampling()
+            .map_err(|e| Error::Io(e.to_string()))?
+        {
+            if k == "note" {
+                continue;
+            }
+            if meta.contains_key(&k) {
+                return Err(Error::Io(format!(
+                    "{}: `{}=` is given twice: the file is damaged or was not written by lotus; trace again",
+                    files.sampling.display(),
+                    lotus_sys::input::escaped(&k)
+                )));
+            }
+            meta.insert(k, v);
+        }
+        if meta.get("status").map(String::as_str) == Some("unavailable") {
+            return Err(Error::NoSamples(format!(
+                "{}: the trace was taken without samples: {}",
+                dir.path().display(),
+                lotus_sys::input::escaped(
+                    meta.get("reason")
+                        .map_or("perf could not run", String::as_str)
+                )
+            )));
+        }
+        let files = SampleFiles::open(dir, prefix).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Error::NoSamples(e.to_string())
+            } else {
+                Error::Io(e.to_string())
+            }
+        })?;
+        let symbols: SymbolTable = files.read_symbols().map_err(|e| Error::Io(e.to_string()))?;
+        let num = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok());
+        let frequency_hz = num("frequency_hz").unwrap_or(1000).max(1);
+        let interval_ns = num("interval_ns").unwrap_or(1_000_000_000 / frequency_hz);
+        let counters = counter_names(&meta, &files)?;
+        // Every CPU time is samples times the interval: one that cannot
+        // hold the samples the file can hold is refused here, by name,
+        // rather than wrapped later.
+        let most_samples = samples_of(&files)?.most_records();
+        if most_samples.checked_mul(interval_ns).is_none() {
+            return Err(Error::Overflow {
+                path: files.sampling.display().to_string(),
+                field: format!("interval_ns={interval_ns}"),
+                message: format!(
+                    "the samples file holds up to {most_samples} samples, and that many times this interval is past what lotus can count in ns: the file is damaged or was not written by lotus; trace again"
+                ),
+            });
+        }
+        let counters_unsupported =
+            meta.get("counters_unsupported")
+                .map(|names| CountersUnsupported {
+                    counters: names.split(',').map(str::to_string).collect(),
+                    reason: meta.get("counters_reason").cloned().unwrap_or_default(),
+                });
+        let mut notes: Vec<String> = symbols.skipped_note(&files.symbols).into_iter().collect();
+        // Said by `trace run` when it ran; again here only where the user
+        // asked for the counters (runs before `counters_asked=` say so
+        // always).
+        let asked = meta.get("counters_asked").map(String::as_str) != Some("default");
+        if let Some(u) = counters_unsupported.as_ref().filter(|_| asked) {
+            let hardware = meta.get("counters_kind").map(String::as_str) == Some("hardware");
+            notes.push(lotus_samples::unsupported_note(
+                hardware,
+                &lotus_sys::input::escaped(&u.reason),
+            ));
+        }
+        // Sampling slows the sampled threads; where it did so noticeably
+        // (an expensive timer interrupt, as in some virtual machines), the
+        // CPU times include that and the shares of interrupt-sensitive code
+        // shift: say so, with the figure the collection measured.
+        if let Some(pct) = meta
+            .get("sampling_slowdown_pct")
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|&p| p >= SLOWDOWN_NOTE_PCT)
+        {
+            notes.push(format!(
+                "sampling at {frequency_hz} Hz slowed the job's threads by about {pct:.0}% here ({} us a sample): CPU times include it; a lower --frequency disturbs less",
+                lotus_sys::input::escaped(meta.get("sampling_cost_us").map_or("?", String::as_str))
+            ));
+        }
+        Ok(Sampling {
+            files,
+            meta,
+            symbols,
+            frequency_hz,
+            interval_ns,
+            counters,
+            counters_unsupported,
+            notes,
+        })
+    }
+}
+
+/// The samples the kernel lost, as the sampling description says.
+pub(super) fn lost_samples(meta: &HashMap<String, String>) -> u64 {
+    meta.get("lost").and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// Whether the samples are those of a run cut short: the sampling did
+/// not end normally, or the file ends in a cut record (`cut_bytes`).
+pub(super) fn partial(meta: &HashMap<String, String>, cut_bytes: usize) -> bool {
+    cut_bytes > 0 || meta.get("status").map(String::as_str) != Some("complete")
+}
+
+/// The notes on a cut samples file (`cut_bytes` dropped), a run that
+/// did not end normally and samples the kernel lost.
+pub(super) fn ending_notes(meta: &HashMap<String, String>, cut_bytes: usize) -> Vec<String> {
+    let mut notes = Vec::new();
+    if cut_bytes > 0 {
+        notes.push(format!(
+            "the samples file ends in a cut record ({cut_bytes} bytes dropped): the run was stopped while writing"
+        ));
+    }
+    if meta.get("status").map(String::as_str) != Some("complete") {
+        notes.push(how_it_ended(meta));
+    }
+    let lost = lost_samples(meta);
+    if lost > 0 {
+        notes.push(format!(
+            "{lost} samples were lost by the kernel (ring buffer full): not in any row"
+        ));
+    }
+    notes
 }
