@@ -222,6 +222,19 @@ pub struct TraceRun {
     pub op_warnings: Vec<String>,
 }
 
+impl TraceRun {
+    /// The exit code that passes the program's status through, as a shell
+    /// gives it: its code, or 128 + the signal that ended it.
+    pub fn exit_code(&self) -> u8 {
+        use std::os::unix::process::ExitStatusExt;
+        match (self.status.code(), self.status.signal()) {
+            (Some(code), _) => code.clamp(0, 255) as u8,
+            (None, Some(signal)) => (128 + signal).clamp(0, 255) as u8,
+            _ => 1,
+        }
+    }
+}
+
 /// Checks a log prefix: letters, digits, `-`, `_` or `.` (it starts each
 /// log file's name).
 pub fn check_prefix(prefix: &str) -> Result<()> {

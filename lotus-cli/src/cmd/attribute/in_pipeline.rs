@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use lotus_attribute::Verdict;
 use lotus_attribute::{
-    attribute_folder_by, in_pipeline_csv, in_pipeline_document, AttributedRow, CpuSource,
+    attribute_folder_from, in_pipeline_csv, in_pipeline_document, AttributedRow, CpuSource,
     HelperRule, InPipelineAttribution, RowKind, TopFunction,
 };
 use lotus_samples::SampleFiles;
@@ -43,6 +43,7 @@ pub fn run(
     plot: Option<&Path>,
     flamegraph: Option<(&Path, Option<&str>)>,
     helpers: HelperRule,
+    ops: Option<lotus_attribute::OpsFrom>,
 ) -> Result<ExitCode> {
     if dir.is_file() {
         return Err(crate::usage::usage(format!(
@@ -67,7 +68,7 @@ pub fn run(
     // Its files read once, for the attribution and the verdict alike.
     let shared = crate::traces::shared_folder(dir)?;
     let source = Dir::of(dir, shared.as_ref());
-    let mut a = attribute_folder_by(source, prefix, budget, top, helpers)
+    let mut a = attribute_folder_from(source, prefix, budget, top, helpers, ops)
         .with_context(|| format!("cannot attribute the samples in {}", dir.display()))?;
     // What the collection knew the samples miss (its `note=` lines), and
     // what they cover of the CPU the job ran (`cpu_ns=`) when short: said

@@ -164,6 +164,20 @@ pub struct AttributeArgs {
     /// comparison.
     #[arg(long, value_enum, default_value = "cause", requires = "dir")]
     pub helpers: HelpersArg,
+    /// With DIR: where the op rows come from [default: the tracer's spans
+    /// where DIR has its logs, else the samples' Python frames, as after
+    /// `lotus trace attach`].
+    #[arg(long, value_enum, requires = "dir")]
+    pub ops_from: Option<OpsFromArg>,
+}
+
+/// `--ops-from`'s choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OpsFromArg {
+    /// The tracer's op spans.
+    Spans,
+    /// The samples' Python frames, beside logs too.
+    Frames,
 }
 
 /// `--helpers`' choices.
@@ -252,6 +266,10 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
                 HelpersArg::Cause => HelperRule::Cause,
                 HelpersArg::Timing => HelperRule::Timing,
             },
+            args.ops_from.map(|o| match o {
+                OpsFromArg::Spans => lotus_attribute::OpsFrom::Spans,
+                OpsFromArg::Frames => lotus_attribute::OpsFrom::Frames,
+            }),
         );
     }
     // Nothing named, or half of the mapping's pair: the usual use first.

@@ -1,8 +1,5 @@
-//! `lotus trace attach PID --out DIR [--duration S]`: a job that is
-//! already running, sampled where it runs by [`lotus_runner::attach`]
-//! (its threads and descendants, the workers started later too, with call
-//! stacks and Python frames), into a folder `lotus attribute DIR`,
-//! `lotus report` and the views read as a sampled `trace run`'s.
+//! `lotus trace attach PID --out DIR [--duration S]`: a running job
+//! sampled where it runs, with its workers ([`lotus_runner::attach`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +23,7 @@ pub struct AttachArgs {
     /// ends, or Ctrl-C, which stops lotus and not the job].
     #[arg(long, value_name = "S", value_parser = seconds)]
     pub duration: Option<Duration>,
-    /// First remove an earlier run's samples in DIR (default: it moves to DIR.old).
+    /// First remove an earlier run in DIR (default: it moves to DIR.old).
     #[arg(long)]
     pub clean: bool,
     /// Sampling frequency in Hz.

@@ -97,22 +97,6 @@ impl Progress for Stderr {
     }
 }
 
-/// The exit code that passes the program's status through: its code, or
-/// 128 + the signal that ended it.
-fn pass_through(status: std::process::ExitStatus) -> ExitCode {
-    if let Some(code) = status.code() {
-        return ExitCode::from(code.clamp(0, 255) as u8);
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(sig) = status.signal() {
-            return ExitCode::from((128 + sig).clamp(0, 255) as u8);
-        }
-    }
-    ExitCode::FAILURE
-}
-
 /// A runner's error as the command's, with the descriptor limit and its
 /// fix named when it comes from running out of descriptors.
 pub(super) fn with_descriptor_hint(error: lotus_runner::RunnerError) -> anyhow::Error {
@@ -197,7 +181,7 @@ fn say_run(args: &TraceRunArgs, run: &TraceRun) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    pass_through(status)
+    ExitCode::from(run.exit_code())
 }
 
 /// Says what the run wrote: its logs, workers', bytes and logs of ITT
