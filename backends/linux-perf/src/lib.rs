@@ -390,6 +390,7 @@ impl LinuxPerf {
             chain_refused,
             user_stacks,
             user_refused,
+            attrs: _,
         } = streams;
         if let Some(reason) = user_refused {
             notes.push(format!(
