@@ -261,20 +261,34 @@ impl Counters {
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
             Err(e) => Err(open_error(&format!("counting thread {tid}"), e)),
         };
-        let (Some(mut software), Some(mut hardware)) = (open()?, open()?) else {
+        let Some(mut software) = open()? else {
             return Ok(false);
         };
+        // A group for the hardware counters only where there are some (an
+        // open costs ~0.1 ms in a virtual machine; a tree has hundreds of
+        // threads).
+        let mut hardware = None;
+        if self
+            .status
+            .iter()
+            .any(|s| s.available && s.kind.is_hardware())
+        {
+            let Some(group) = open()? else {
+                return Ok(false);
+            };
+            hardware = Some(group);
+        }
         for st in self.status.iter().filter(|s| s.available) {
-            let group = if st.kind.is_hardware() {
-                &mut hardware
-            } else {
-                &mut software
+            let group = match (st.kind.is_hardware(), hardware.as_mut()) {
+                (false, _) => &mut software,
+                (true, Some(group)) => group,
+                (true, None) => continue,
             };
             group.add(st.kind, tid_t);
         }
         self.groups.extend(
-            [software, hardware]
-                .into_iter()
+            std::iter::once(software)
+                .chain(hardware)
                 .filter(|g| !g.members.is_empty()),
         );
         Ok(true)
