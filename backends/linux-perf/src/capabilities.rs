@@ -1,7 +1,8 @@
 //! What perf offers beyond collect / pause / resume / report, through
 //! lotus-core's capability traits: calibration and the frequency in force
 //! ([`SamplingCalibration`]), streamed samples with per-sample counters and
-//! call stacks ([`Streaming`], [`SampleStream`]). A caller that asks
+//! call stacks, of a job perf starts or of a process it attaches to
+//! ([`Streaming`], [`SampleStream`]). A caller that asks
 //! `lotus_core::backend("perf")` for them needs no name from this crate.
 
 use lotus_core::{
@@ -54,26 +55,47 @@ impl Streaming for LinuxPerf {
         stream: &StreamOptions,
         sink: Box<dyn SampleSink>,
     ) -> Result<Box<dyn SampleStream>, CoreError> {
-        let counters = stream
-            .counters
-            .iter()
-            .map(|name| {
-                CounterKind::from_name(name).ok_or_else(|| CoreError::Other {
-                    backend: BACKEND.into(),
-                    message: format!(
-                        "unknown counter {name:?}: perf reads {} with each sample",
-                        CounterKind::ALL.map(CounterKind::name).join(", ")
-                    ),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let perf = PerfOptions::default()
-            .with_sample_counters(counters)
-            .with_stacks(stream.stacks);
+        let perf = perf_options(stream)?;
         Ok(Box::new(LinuxPerf::start_streaming(
             self, target, options, &perf, sink,
         )?))
     }
+
+    /// [`LinuxPerf::attach_streaming`], with the counters named by the
+    /// core's options.
+    fn attach_streaming(
+        &self,
+        pid: u32,
+        options: &CollectOptions,
+        stream: &StreamOptions,
+        sink: Box<dyn SampleSink>,
+    ) -> Result<Box<dyn SampleStream>, CoreError> {
+        let perf = perf_options(stream)?;
+        Ok(Box::new(LinuxPerf::attach_streaming(
+            self, pid, options, &perf, sink,
+        )?))
+    }
+}
+
+/// The backend's settings for a stream the core's options describe: the
+/// counters they name (an unknown name is an error) and the stacks.
+fn perf_options(stream: &StreamOptions) -> Result<PerfOptions, CoreError> {
+    let counters = stream
+        .counters
+        .iter()
+        .map(|name| {
+            CounterKind::from_name(name).ok_or_else(|| CoreError::Other {
+                backend: BACKEND.into(),
+                message: format!(
+                    "unknown counter {name:?}: perf reads {} with each sample",
+                    CounterKind::ALL.map(CounterKind::name).join(", ")
+                ),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(PerfOptions::default()
+        .with_sample_counters(counters)
+        .with_stacks(stream.stacks))
 }
 
 impl SampleStream for PerfCollection {

@@ -117,7 +117,8 @@ pub struct PerfReport {
     pub kernel_samples: bool,
     /// Symbolization figures.
     pub symbolize: SymbolizeStats,
-    /// The target's exit status (`None` if lotus killed it).
+    /// The target's exit status (`None` if lotus killed it, or stopped
+    /// sampling a process it attached to before that ended).
     pub exit_status: Option<ExitStatus>,
     /// Samples taken outside every window and dropped (with
     /// [`WindowSwitch::Timestamps`] the samplers run all along).
@@ -280,10 +281,11 @@ impl Closed {
 ///
 /// Returned (boxed) by [`crate::LinuxPerf`]'s `collect`, or unboxed by
 /// [`crate::LinuxPerf::start`] for callers that want [`Self::windows`] and
-/// [`Self::finish`].
+/// [`Self::finish`]; or a process lotus attached to
+/// ([`crate::LinuxPerf::attach_streaming`]), which it never signals.
 pub struct PerfCollection {
     mode: WindowSwitch,
-    child: Child,
+    job: Job,
     pid: u32,
     exit: Option<ExitStatus>,
     killed: bool,
@@ -319,10 +321,19 @@ pub struct PerfCollection {
 const NOT_READ_BY_THE_OP: &str = "not read in windows the op process stamps itself (a process \
      cannot read them without waiting for lotus); `lotus map --round-trip` reads them";
 
+/// The process a collection profiles.
+pub(crate) enum Job {
+    /// Started by lotus: its child, the leader of its own process group.
+    Started(Child),
+    /// Already running when lotus attached (see `crate::attach`): not
+    /// this process's child, never signalled.
+    Attached(crate::attach::Watched),
+}
+
 impl PerfCollection {
     pub(crate) fn new(
         mode: WindowSwitch,
-        child: Child,
+        job: Job,
         switch: Switch,
         counters: Counters,
         drain: Drain,
@@ -331,8 +342,11 @@ impl PerfCollection {
     ) -> Self {
         PerfCollection {
             mode,
-            pid: child.id(),
-            child,
+            pid: match &job {
+                Job::Started(child) => child.id(),
+                Job::Attached(watched) => watched.pid(),
+            },
+            job,
             exit: None,
             killed: false,
             switch,
@@ -608,6 +622,7 @@ impl PerfCollection {
         let coverage = drained.tally.finish_with(
             self.pid,
             self.switch.counts(),
+            self.switch.counts_by_process(),
             self.kernel_samples,
             self.separate_threads,
         );
@@ -815,15 +830,29 @@ impl Collection for PerfCollection {
         if self.exit.is_some() {
             return Ok(self.exit);
         }
-        let status = self.child.try_wait().map_err(|source| CoreError::Io {
-            context: format!("checking on pid {}", self.pid),
-            source,
-        })?;
+        let status = match &mut self.job {
+            Job::Started(child) => child.try_wait().map_err(|source| CoreError::Io {
+                context: format!("checking on pid {}", self.pid),
+                source,
+            })?,
+            Job::Attached(watched) => watched.try_wait(),
+        };
         self.exit = status;
         Ok(status)
     }
 
     fn kill(&mut self) -> Result<(), CoreError> {
+        let child = match &mut self.job {
+            Job::Started(child) => child,
+            // Not lotus's to end: sampling stops (once), the job runs on.
+            Job::Attached(watched) => {
+                if !watched.stop() {
+                    return Ok(());
+                }
+                self.killed = self.exit.is_none();
+                return self.switch.disable();
+            }
+        };
         // SAFETY: sends SIGKILL to the target's process group.
         let r = unsafe { libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL) };
         if r < 0 {
@@ -837,7 +866,7 @@ impl Collection for PerfCollection {
         }
         if self.exit.is_none() {
             self.killed = true;
-            let status = self.child.wait().map_err(|source| CoreError::Io {
+            let status = child.wait().map_err(|source| CoreError::Io {
                 context: format!("waiting for pid {}", self.pid),
                 source,
             })?;

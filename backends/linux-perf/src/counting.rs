@@ -251,6 +251,49 @@ impl Counters {
         Ok(Counters { groups, status })
     }
 
+    /// Counts thread `tid` too, with what it starts later (a thread of an
+    /// attached tree, see `crate::attach`): the counters [`Self::open`]
+    /// could open, nothing else. `Ok(false)` where `tid` has exited.
+    pub(crate) fn add_task(&mut self, tid: u32, enabled: bool) -> Result<bool, CoreError> {
+        let tid_t = libc::pid_t::try_from(tid).unwrap_or(libc::pid_t::MAX);
+        let open = || match CounterGroup::open(tid_t, enabled) {
+            Ok(g) => Ok(Some(g)),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+            Err(e) => Err(open_error(&format!("counting thread {tid}"), e)),
+        };
+        let Some(mut software) = open()? else {
+            return Ok(false);
+        };
+        // A group for the hardware counters only where there are some (an
+        // open costs ~0.1 ms in a virtual machine; a tree has hundreds of
+        // threads).
+        let mut hardware = None;
+        if self
+            .status
+            .iter()
+            .any(|s| s.available && s.kind.is_hardware())
+        {
+            let Some(group) = open()? else {
+                return Ok(false);
+            };
+            hardware = Some(group);
+        }
+        for st in self.status.iter().filter(|s| s.available) {
+            let group = match (st.kind.is_hardware(), hardware.as_mut()) {
+                (false, _) => &mut software,
+                (true, Some(group)) => group,
+                (true, None) => continue,
+            };
+            group.add(st.kind, tid_t);
+        }
+        self.groups.extend(
+            std::iter::once(software)
+                .chain(hardware)
+                .filter(|g| !g.members.is_empty()),
+        );
+        Ok(true)
+    }
+
     /// What can be counted here.
     pub(crate) fn status(&self) -> Vec<CounterStatus> {
         self.status.clone()
@@ -288,10 +331,10 @@ impl Counters {
     }
 
     /// Reads every group (one read each) and returns each counter's change
-    /// since the last read. Values are scaled when the kernel multiplexed a
+    /// since the last read (all groups' together). Values are scaled when the kernel multiplexed a
     /// group.
     pub(crate) fn read_deltas(&mut self) -> Result<Deltas, CoreError> {
-        let mut out = [None; 5];
+        let mut out: Deltas = [None; 5];
         for g in &mut self.groups {
             let data = g
                 .leader
@@ -309,8 +352,11 @@ impl Counters {
                     continue;
                 };
                 let value = scale(entry.value());
+                // Summed over the groups (one per thread of an attached
+                // tree; else one group per kind).
                 if let Some(i) = CounterKind::ALL.iter().position(|&k| k == m.kind) {
-                    out[i] = Some(value.saturating_sub(m.last));
+                    let delta = value.saturating_sub(m.last);
+                    out[i] = Some(out[i].unwrap_or(0).saturating_add(delta));
                 }
                 m.last = value;
             }

@@ -161,6 +161,15 @@ pub(crate) struct Tally {
     processes: BTreeMap<u32, (ProcessCoverage, i64)>,
     /// Counted CPU time by stream, summed over the threads that exited.
     exited_ns: HashMap<u32, u64>,
+    /// For an attached tree ([`Tally::attached`]): when the attach began
+    /// (the records before are its own, written as the tree stood).
+    attached_at: Option<u64>,
+    /// By pid: the attached process whose threads' samplers each
+    /// process's threads carry copies of (see [`Tally::fork`]).
+    lineage: HashMap<u32, u32>,
+    /// By attached process: the CPU time counted by the threads that
+    /// carried copies of its threads' samplers and exited.
+    exited_by_root: HashMap<u32, u64>,
 }
 
 impl Tally {
@@ -172,6 +181,27 @@ impl Tally {
             streams: (streams as u64).max(1),
             dropping: !kernel,
             ..Tally::default()
+        }
+    }
+
+    /// The samplers were opened on the threads of processes `roots` at
+    /// `since` (an attached tree, see `crate::attach`), each thread's
+    /// sampler counting that thread and every thread it starts later.
+    /// No thread of theirs sends its count at its exit; what each ran is
+    /// its process's samplers' counts less what the threads started from
+    /// them counted (their counts come: [`Self::finish_with`]).
+    pub(crate) fn attached(&mut self, since: u64, roots: &[u32]) {
+        self.attached_at = Some(since);
+        self.lineage = roots.iter().map(|&p| (p, p)).collect();
+    }
+
+    /// Process `pid` was started by `ppid` at `time`: in an attached tree,
+    /// its threads carry copies of the samplers `ppid`'s did.
+    pub(crate) fn fork(&mut self, time: u64, pid: u32, ppid: u32) {
+        if self.attached_at.is_some_and(|since| time > since) {
+            if let Some(&root) = self.lineage.get(&ppid) {
+                self.lineage.insert(pid, root);
+            }
         }
     }
 
@@ -244,6 +274,9 @@ impl Tally {
         let period = self.period_ns;
         let samples = self.copies.remove(&(stream, tid)).map_or(0, |c| c.samples);
         *self.exited_ns.entry(stream).or_insert(0) += ns;
+        if let Some(&root) = self.lineage.get(&pid) {
+            *self.exited_by_root.entry(root).or_insert(0) += ns;
+        }
         // The timer fires after each whole period: `samples` periods were
         // sampled, the rest of the count is the tail (less than a period)
         // and, beyond it, whole periods whose samples are missing.
@@ -307,21 +340,34 @@ impl Tally {
     /// no count. Its time is the total less the other threads' counts.
     #[cfg(test)]
     pub(crate) fn finish(self, target: u32, totals: Option<Vec<u64>>) -> SampleCoverage {
-        self.finish_with(target, totals, true, true)
+        self.finish_with(target, totals, None, true, true)
     }
 
     /// [`Self::finish`], saying whether kernel mode was sampled and
-    /// whether each thread's copy kept its own timer.
+    /// whether each thread's copy kept its own timer. For an attached
+    /// tree, `by_process` is what the samplers opened on each attached
+    /// process's threads counted in all: each such process ran that
+    /// less what the threads started from them counted (`None`: the
+    /// attached processes' own threads are left out of the figures).
     pub(crate) fn finish_with(
         mut self,
         target: u32,
         totals: Option<Vec<u64>>,
+        by_process: Option<Vec<(u32, u64)>>,
         kernel: bool,
         separate_threads: bool,
     ) -> SampleCoverage {
         let cpu_ns = totals.as_ref().map(|t| t.iter().sum::<u64>());
         let streams = self.streams;
-        if let Some(totals) = totals {
+        if self.attached_at.is_some() {
+            for (pid, counted) in by_process.unwrap_or_default() {
+                let started = self.exited_by_root.get(&pid).copied().unwrap_or(0);
+                let figures = &mut self.process(pid).0;
+                figures.cpu_ns = figures
+                    .cpu_ns
+                    .saturating_add(counted.saturating_sub(started));
+            }
+        } else if let Some(totals) = totals {
             let own: u64 = totals
                 .iter()
                 .enumerate()
@@ -557,6 +603,40 @@ mod tests {
         assert_eq!(t.thread_cpu(62_000_000, 0, 10, 11, 61 * P).len(), 1);
         t.sample(1_000_000, 0, 10, 12, 0x1000, false);
         assert_eq!(t.thread_cpu(1_000_000_000, 0, 10, 12, 2 * P).len(), 1);
+    }
+
+    /// An attached tree: the attached processes' own threads send no
+    /// count; each ran what its samplers counted less what the threads
+    /// started from them counted, wherever those ran.
+    #[test]
+    fn an_attached_process_ran_its_count_less_what_it_started() {
+        let mut t = Tally::new(P, 2, true);
+        t.attached(100, &[10, 20]);
+        // The attach's own records (at its start) change nothing.
+        t.fork(100, 20, 10);
+        // 30 forked from 10, 40 from 30: both carry 10's samplers.
+        t.fork(200, 30, 10);
+        t.fork(300, 40, 30);
+        t.fork(300, 50, 99);
+        // (Never sampled: their periods are added, which is not at issue.)
+        t.thread_cpu(400, 0, 30, 30, 5 * P);
+        t.thread_cpu(400, 1, 40, 40, 2 * P);
+        // A thread 10 started, and one of 20's.
+        t.thread_cpu(500, 0, 10, 11, P);
+        t.thread_cpu(500, 0, 20, 21, P);
+        let cov = t.finish_with(
+            10,
+            Some(vec![20 * P, 5 * P]),
+            Some(vec![(10, 20 * P), (20, 5 * P)]),
+            true,
+            true,
+        );
+        let cpu = |pid| cov.process(pid).map_or(0, |p| p.cpu_ns);
+        // 10: its new thread's P, and 20 - (5 + 2 + 1) of its own.
+        assert_eq!(cpu(10), P + 12 * P);
+        assert_eq!(cpu(20), P + 4 * P);
+        assert_eq!((cpu(30), cpu(40)), (5 * P, 2 * P));
+        assert_eq!(cov.cpu_ns, Some(25 * P));
     }
 
     fn notes_of(t: Tally) -> Vec<String> {

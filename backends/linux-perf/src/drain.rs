@@ -98,7 +98,8 @@ impl Drain {
     /// With `chain`, the samplers take call chains after read values of
     /// that kind, and the samples go to `sink` with their stacks; with
     /// `user_stacks` too, user registers and stack copies after the
-    /// chain, unwound on the writer thread.
+    /// chain, unwound on the writer thread. With `prelude` (an attached
+    /// tree), its records are replayed before any read from the buffers.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         samplers: Vec<Sampler>,
@@ -112,6 +113,7 @@ impl Drain {
         user_stacks: bool,
         folds: Option<SharedFolds>,
         symbols: Arc<lotus_symbols::SymbolCache>,
+        prelude: Option<Prelude>,
     ) -> Result<Drain, CoreError> {
         let first_sideband = samplers.len();
         let mut streams = samplers;
@@ -156,7 +158,7 @@ impl Drain {
                     chain,
                     user_stacks,
                 };
-                run(streams, ends, &s, &w, stream)
+                run(streams, ends, &s, &w, stream, prelude)
             })
             .map_err(|source| CoreError::Io {
                 context: "starting the drain thread".into(),
@@ -342,12 +344,28 @@ struct Ends {
     user_stacks: bool,
 }
 
+/// What an attached tree's collection replays before the records read
+/// from its buffers (see `crate::attach`).
+pub(crate) struct Prelude {
+    /// When the attach began: every record of it is stamped at this time,
+    /// before the first one the kernel wrote.
+    pub since: u64,
+    /// The processes whose threads the samplers were opened on.
+    pub roots: Vec<u32>,
+    /// Its records, each with the index of the buffer it is as if read
+    /// from: the tree's processes, threads and executable mappings as
+    /// they stood, and what the side band said while the tree was
+    /// attached.
+    pub records: Vec<(usize, crate::attach::Known)>,
+}
+
 fn run(
     mut streams: Vec<Sampler>,
     ends: Ends,
     shared: &Shared,
     wake: &OwnedFd,
     mut stream: Option<Stream>,
+    prelude: Option<Prelude>,
 ) -> (Model, Tally) {
     let _guard = FinishGuard(shared);
     let first_sideband = ends.first_sideband;
@@ -365,6 +383,22 @@ fn run(
     let mut prev_round = 0u64;
     let mut flushed = 0u64;
     let mut deltas = DeltaTracker::default();
+    if let Some(prelude) = prelude {
+        tally.attached(prelude.since, &prelude.roots);
+        let mut lost = 0;
+        for (i, known) in &prelude.records {
+            match known.record() {
+                Some(records::Record::Lost { count, .. }) => lost += count,
+                Some(r) => {
+                    if let Some((t, ev)) = model.event(&r) {
+                        pending.push((t, ev.on_stream(*i as u32), Raw::default()));
+                    }
+                }
+                None => shared.lock().malformed += 1,
+            }
+        }
+        shared.lock().sideband_lost += lost;
+    }
     loop {
         wait(&streams, &mut hung_up, wake);
         let (stop, flush) = {
@@ -483,6 +517,7 @@ fn run(
                 }
                 // The writer replays the mappings to unwind user stacks.
                 Event::Fork { pid, ppid, .. } if pid != ppid => {
+                    tally.fork(t, pid, ppid);
                     if let Some(stream) = stream.as_mut() {
                         stream.change(Change::Fork { pid, ppid });
                     }

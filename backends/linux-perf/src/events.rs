@@ -81,6 +81,8 @@ pub(crate) struct Streams {
     /// User stacks were asked for and the kernel refused them: its reason
     /// (the samplers take frame-pointer chains instead).
     pub user_refused: Option<String>,
+    /// How the samplers were opened, to open more of the same.
+    pub attrs: SamplerAttrs,
 }
 
 /// Enables and disables a set of events by ioctl, and reads their counts.
@@ -90,6 +92,10 @@ pub(crate) struct Switch {
     /// The events read their counter group ([`READ_FORMAT`]): a read
     /// gives `nr`, then value and id pairs, the leader's first.
     group: bool,
+    /// For an attached tree ([`Switch::adopt`]): each descriptor's
+    /// process and ring buffer (CPU), one per `fds`; empty otherwise (a
+    /// descriptor per CPU, in order).
+    owners: Vec<(u32, u32)>,
 }
 
 impl Switch {
@@ -108,11 +114,65 @@ impl Switch {
         Ok(())
     }
 
+    /// The descriptors so far belong to process `pid`, one per ring
+    /// buffer in order; more are added with [`Switch::add`]. Then
+    /// [`Switch::counts`] sums by ring buffer and
+    /// [`Switch::counts_by_process`] by process.
+    pub(crate) fn adopt(&mut self, pid: u32) {
+        self.owners = (0..self.fds.len() as u32).map(|i| (pid, i)).collect();
+    }
+
+    /// One more event, of process `pid`, whose records go to ring buffer
+    /// `stream` (see [`Switch::adopt`]).
+    pub(crate) fn add(&mut self, fd: OwnedFd, pid: u32, stream: u32) {
+        self.fds.push(fd);
+        self.owners.push((pid, stream));
+    }
+
+    /// What each ring buffer's events counted ([`Switch::each_count`]),
+    /// summed by ring buffer: one figure per CPU, in order. `None` if one
+    /// cannot be read.
+    pub(crate) fn counts(&self) -> Option<Vec<u64>> {
+        let each = self.each_count()?;
+        if self.owners.is_empty() {
+            return Some(each);
+        }
+        let streams = self
+            .owners
+            .iter()
+            .map(|o| o.1 as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut sums = vec![0u64; streams];
+        for (&(_, s), n) in self.owners.iter().zip(each) {
+            sums[s as usize] = sums[s as usize].saturating_add(n);
+        }
+        Some(sums)
+    }
+
+    /// For an attached tree: what the events opened on each process's
+    /// threads counted, summed by process (its threads that were there at
+    /// the attach, with all they started since); `None` otherwise, or if
+    /// one cannot be read.
+    pub(crate) fn counts_by_process(&self) -> Option<Vec<(u32, u64)>> {
+        if self.owners.is_empty() {
+            return None;
+        }
+        let mut sums: Vec<(u32, u64)> = Vec::new();
+        for (&(pid, _), n) in self.owners.iter().zip(self.each_count()?) {
+            match sums.iter_mut().find(|(p, _)| *p == pid) {
+                Some((_, sum)) => *sum = sum.saturating_add(n),
+                None => sums.push((pid, n)),
+            }
+        }
+        Some(sums)
+    }
+
     /// What each event counted (its own and its inherited copies', those
     /// of exited threads included): for the samplers, the nanoseconds of
     /// CPU time the target ran on that CPU while sampling was on. `None`
     /// if one cannot be read.
-    pub(crate) fn counts(&self) -> Option<Vec<u64>> {
+    fn each_count(&self) -> Option<Vec<u64>> {
         // nr, then (value, id) for the leader and every member.
         let mut buf = [0u64; 2 + 2 * (1 + lotus_samples::MAX_COUNTERS)];
         self.fds
@@ -300,60 +360,17 @@ fn open_with(
     for &cpu in cpus {
         let what = format!("cpu-clock sampling of pid {pid} on CPU {cpu}");
         let build = |kernel: bool, own_read: bool, chains: bool, user: bool| {
-            let mut b = Builder::new(Software::CPU_CLOCK);
-            b.observe_pid(pid)
-                .one_cpu(cpu)
-                .inherit(true)
-                .exclude_kernel(!kernel)
-                .exclude_hv(true)
-                .sample_frequency(frequency_hz)
-                .sample(SAMPLE_TYPE)
-                .sample_id_all(true)
-                // Each thread's copy writes its count when the thread
-                // exits (PERF_RECORD_READ): its exact CPU time, against
-                // which its samples are checked (see `crate::coverage`).
-                .inherit_stat(true)
-                .clockid(Clock::MONOTONIC)
-                // A wakeup per quarter of the buffer, at most 512 KiB:
-                // a larger buffer is headroom, not longer waits.
-                .wakeup_watermark((buffer_for(user) / 4).min(512 << 10))
-                .enabled(sampling);
-            // Call chains follow every other field of a sample: their
-            // own flag, the kernel asked for no more than MAX_CHAIN frames.
-            let chain = if chains && user {
-                // The kernel's frames from the chain, the user's from the
-                // copy of the stack (their frame pointers are not trusted).
-                b.sample_max_stack(max_stack)
-                    .exclude_callchain_user(true)
-                    .sample_regs_user(records::USER_REGS_X86_64)
-                    .sample_stack_user(user_stack_bytes(buffer_for(true)));
-                SampleFlag::CALLCHAIN | SampleFlag::REGS_USER | SampleFlag::STACK_USER
-            } else if chains {
-                b.sample_max_stack(max_stack);
-                SampleFlag::CALLCHAIN
-            } else {
-                SampleFlag::empty()
+            let attrs = SamplerAttrs {
+                frequency_hz,
+                sampling,
+                kernel,
+                own_read,
+                chains,
+                user_stacks: user,
+                read,
+                max_stack,
             };
-            b.sample(SAMPLE_TYPE | chain);
-            if read {
-                b.sample(SAMPLE_TYPE_READ | chain).read_format(READ_FORMAT);
-            } else {
-                // The count alone (the crate's default adds the enabled
-                // and running times): what the thread's exit record and
-                // `Switch::counts` read.
-                b.read_format(ReadFormat::empty());
-                if own_read {
-                    // Each sample reads its thread's count too: unused,
-                    // but an inherited event that does keeps the kernel
-                    // from swapping two threads' copies at a switch
-                    // between them (Linux 6.12 or later), which would let
-                    // a thread that exits take away the timer progress
-                    // of the one that ran before it (see
-                    // `crate::coverage`).
-                    b.sample(SAMPLE_TYPE_READ | chain);
-                }
-            }
-            b.build()
+            open_sampler(pid, cpu, &attrs)
         };
         let mut counter = build(kernel, own_read, chains, user_stacks);
         // Kernel mode needs perf_event_paranoid <= 1 or CAP_PERFMON:
@@ -417,18 +434,7 @@ fn open_with(
             Err(e) => return Err(open_error(&what, e)),
         };
         for &kind in counters {
-            let mut b = kind.builder();
-            b.observe_pid(pid)
-                .one_cpu(cpu)
-                .inherit(true)
-                // Context switches happen in the kernel: counted there only.
-                .exclude_kernel(!kernel && kind != CounterKind::ContextSwitches)
-                .exclude_hv(true)
-                // The kernel groups only events on the same clock.
-                .clockid(Clock::MONOTONIC)
-                // The leader's state gates the group.
-                .enabled(true);
-            match b.build_with_group(&mut counter) {
+            match member(kind, pid, cpu, kernel).build_with_group(&mut counter) {
                 Ok(m) => members.push(m),
                 Err(e) => return Ok(Err(counter_refused(kind, &e))),
             }
@@ -449,23 +455,7 @@ fn open_with(
         samplers.push(sampler);
 
         let what = format!("side-band tracking (mmap, fork, exec) of pid {pid} on CPU {cpu}");
-        let counter = Builder::new(Software::DUMMY)
-            .observe_pid(pid)
-            .one_cpu(cpu)
-            .inherit(true)
-            .exclude_kernel(true)
-            .exclude_hv(true)
-            .mmap(true)
-            .mmap2(true)
-            .comm(true)
-            .comm_exec(true)
-            .task(true)
-            .sample(SAMPLE_TYPE)
-            .sample_id_all(true)
-            .clockid(Clock::MONOTONIC)
-            .enabled(true)
-            .build()
-            .map_err(|e| open_error(&what, e))?;
+        let counter = open_sideband(pid, cpu).map_err(|e| open_error(&what, e))?;
         sideband.push(
             counter
                 .sampled(SIDEBAND_BUFFER)
@@ -475,7 +465,11 @@ fn open_with(
     Ok(Ok(Streams {
         samplers,
         sideband,
-        switch: Switch { fds, group: read },
+        switch: Switch {
+            fds,
+            group: read,
+            owners: Vec::new(),
+        },
         kernel,
         separate_threads: read || own_read,
         members,
@@ -487,7 +481,167 @@ fn open_with(
         chain_refused,
         user_stacks,
         user_refused,
+        attrs: SamplerAttrs {
+            frequency_hz,
+            sampling,
+            kernel,
+            own_read,
+            chains,
+            user_stacks,
+            read,
+            max_stack,
+        },
     }))
+}
+
+/// How a collection's samplers are opened: what [`open`] settled on the
+/// first CPU (fallbacks included), to open more of the same on other
+/// threads ([`open_more`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SamplerAttrs {
+    /// The sampling frequency (Hz).
+    pub frequency_hz: u64,
+    /// The samplers start enabled.
+    pub sampling: bool,
+    /// Kernel mode is sampled.
+    pub kernel: bool,
+    /// Each sample reads the sampler's own count (separate thread timers).
+    pub own_read: bool,
+    /// Each sample takes the call chain.
+    pub chains: bool,
+    /// And the user registers and stack.
+    pub user_stacks: bool,
+    /// Each sample reads the counter group.
+    pub read: bool,
+    /// The most call-chain entries asked for.
+    pub max_stack: u16,
+}
+
+/// One `cpu-clock` sampler on `pid` (a process or a thread, with what it
+/// starts later: `inherit`) on `cpu`, as `a` says.
+fn open_sampler(pid: libc::pid_t, cpu: usize, a: &SamplerAttrs) -> io::Result<Counter> {
+    let mut b = Builder::new(Software::CPU_CLOCK);
+    b.observe_pid(pid)
+        .one_cpu(cpu)
+        .inherit(true)
+        .exclude_kernel(!a.kernel)
+        .exclude_hv(true)
+        .sample_frequency(a.frequency_hz)
+        .sample(SAMPLE_TYPE)
+        .sample_id_all(true)
+        // Each thread's copy writes its count when the thread
+        // exits (PERF_RECORD_READ): its exact CPU time, against
+        // which its samples are checked (see `crate::coverage`).
+        .inherit_stat(true)
+        .clockid(Clock::MONOTONIC)
+        // A wakeup per quarter of the buffer, at most 512 KiB:
+        // a larger buffer is headroom, not longer waits.
+        .wakeup_watermark((buffer_for(a.user_stacks) / 4).min(512 << 10))
+        .enabled(a.sampling);
+    // Call chains follow every other field of a sample: their
+    // own flag, the kernel asked for no more than MAX_CHAIN frames.
+    let chain = if a.chains && a.user_stacks {
+        // The kernel's frames from the chain, the user's from the
+        // copy of the stack (their frame pointers are not trusted).
+        b.sample_max_stack(a.max_stack)
+            .exclude_callchain_user(true)
+            .sample_regs_user(records::USER_REGS_X86_64)
+            .sample_stack_user(user_stack_bytes(buffer_for(true)));
+        SampleFlag::CALLCHAIN | SampleFlag::REGS_USER | SampleFlag::STACK_USER
+    } else if a.chains {
+        b.sample_max_stack(a.max_stack);
+        SampleFlag::CALLCHAIN
+    } else {
+        SampleFlag::empty()
+    };
+    b.sample(SAMPLE_TYPE | chain);
+    if a.read {
+        b.sample(SAMPLE_TYPE_READ | chain).read_format(READ_FORMAT);
+    } else {
+        // The count alone (the crate's default adds the enabled
+        // and running times): what the thread's exit record and
+        // `Switch::counts` read.
+        b.read_format(ReadFormat::empty());
+        if a.own_read {
+            // Each sample reads its thread's count too: unused,
+            // but an inherited event that does keeps the kernel
+            // from swapping two threads' copies at a switch
+            // between them (Linux 6.12 or later), which would let
+            // a thread that exits take away the timer progress
+            // of the one that ran before it (see
+            // `crate::coverage`).
+            b.sample(SAMPLE_TYPE_READ | chain);
+        }
+    }
+    b.build()
+}
+
+/// A counter of `kind` read with each sample, to join a sampler's group
+/// on `pid` and `cpu` (kernel side too when `kernel`).
+fn member(kind: CounterKind, pid: libc::pid_t, cpu: usize, kernel: bool) -> Builder<'static> {
+    let mut b = kind.builder();
+    b.observe_pid(pid)
+        .one_cpu(cpu)
+        .inherit(true)
+        // Context switches happen in the kernel: counted there only.
+        .exclude_kernel(!kernel && kind != CounterKind::ContextSwitches)
+        .exclude_hv(true)
+        // The kernel groups only events on the same clock.
+        .clockid(Clock::MONOTONIC)
+        // The leader's state gates the group.
+        .enabled(true);
+    b
+}
+
+/// The side-band event on `pid` and `cpu`: mappings, forks, execs and
+/// exits of it and of what it starts, always on.
+fn open_sideband(pid: libc::pid_t, cpu: usize) -> io::Result<Counter> {
+    Builder::new(Software::DUMMY)
+        .observe_pid(pid)
+        .one_cpu(cpu)
+        .inherit(true)
+        .exclude_kernel(true)
+        .exclude_hv(true)
+        .mmap(true)
+        .mmap2(true)
+        .comm(true)
+        .comm_exec(true)
+        .task(true)
+        .sample(SAMPLE_TYPE)
+        .sample_id_all(true)
+        .clockid(Clock::MONOTONIC)
+        .enabled(true)
+        .build()
+}
+
+/// The events of one more thread on one CPU, as [`open`] opened the
+/// first's (`attrs`, reading `counters` with each sample): its sampler,
+/// the sampler's group members, and its side-band event. None has a ring
+/// buffer of its own: the caller redirects them ([`redirect`]).
+pub(crate) fn open_more(
+    tid: u32,
+    cpu: usize,
+    attrs: &SamplerAttrs,
+    counters: &[CounterKind],
+) -> io::Result<(Counter, Vec<Counter>, Counter)> {
+    let tid = libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    let mut leader = open_sampler(tid, cpu, attrs)?;
+    let mut members = Vec::with_capacity(counters.len());
+    for &kind in counters {
+        members.push(member(kind, tid, cpu, attrs.kernel).build_with_group(&mut leader)?);
+    }
+    Ok((leader, members, open_sideband(tid, cpu)?))
+}
+
+/// Sends what event `fd` records into the ring buffer of event `into`
+/// (`PERF_EVENT_IOC_SET_OUTPUT`: the same CPU, the same clock).
+pub(crate) fn redirect(fd: &impl AsRawFd, into: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: a plain ioctl on two open perf event descriptors.
+    let r = unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), into.as_raw_fd()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The ring buffer of a sampler, with user stacks or not: the larger

@@ -17,6 +17,11 @@
 //! - counting events (task-clock, context switches, page faults, cycles and
 //!   instructions where there is a PMU) for per-window figures.
 //!
+//! [`LinuxPerf::attach_streaming`] samples a process that is already
+//! running instead (every thread of it and of its descendants, and those
+//! they start later), and streams the samples as
+//! [`LinuxPerf::start_streaming`] does; it never signals that process.
+//!
 //! [`Collection::resume`] / [`Collection::pause`] open and close windows:
 //! by default a window is a time range over samplers that run all along
 //! (a microsecond to switch), or, with [`WindowSwitch::Ioctl`], the
@@ -68,6 +73,7 @@
 //!   stay zombies until this process exits.
 #![deny(missing_docs)]
 
+mod attach;
 mod calibrate;
 mod capabilities;
 mod collection;
@@ -329,14 +335,7 @@ impl LinuxPerf {
         // that asked for them), not streamed to a caller's sink.
         let folds = (sink.is_some() && options.stacks != CallStacks::None)
             .then(lotus_samples::SharedFolds::default);
-        let requested = options.frequency_hz.unwrap_or(DEFAULT_FREQUENCY_HZ).max(1);
-        let frequency_hz = frequency_in_force(requested);
-        if frequency_hz < requested {
-            notes.push(format!(
-                "sampling at {frequency_hz} Hz, the kernel's maximum \
-                 (kernel.perf_event_max_sample_rate), instead of {requested} Hz"
-            ));
-        }
+        let frequency_hz = frequency_for(options, &mut notes);
         let cpus = events::online_cpus();
         // Two buffers per CPU (and a duplicate per sampler when switched by
         // ioctl), counters, and room for the caller's own files.
@@ -378,6 +377,7 @@ impl LinuxPerf {
                 return Err(e);
             }
         };
+        sampler_notes(&streams, want_kernel, &mut notes);
         let events::Streams {
             samplers,
             sideband,
@@ -387,32 +387,9 @@ impl LinuxPerf {
             members,
             counters: sample_counters,
             chain,
-            chain_refused,
             user_stacks,
-            user_refused,
+            ..
         } = streams;
-        if let Some(reason) = user_refused {
-            notes.push(format!(
-                "call stacks: frame pointers instead of unwinding (the kernel refused the user registers and stack copy: {reason})"
-            ));
-        }
-        let copied = events::user_stack_bytes(events::buffer_for(true));
-        if user_stacks && copied < records::USER_STACK_BYTES {
-            let (copied, most) = (copied >> 10, (records::USER_STACK_BYTES + 8) >> 10);
-            notes.push(format!(
-                "call stacks: {copied} KiB of user stack copied with each sample, not {most} KiB (as another user than root the ring buffer, 256 KiB a CPU, holds 8 samples of that): a deeper stack stops short of its root; run lotus as root for the full copy"
-            ));
-        }
-        if let Some(reason) = chain_refused {
-            notes.push(format!(
-                "call stacks: not collected (the kernel refused PERF_SAMPLE_CALLCHAIN: {reason}); each sample names the function it landed in"
-            ));
-        }
-        if want_kernel && !kernel {
-            notes.push(error::kernel_refused_note());
-        } else if !want_kernel {
-            notes.push("kernel samples: not collected (user space only, as asked)".into());
-        }
         let drain = match drain::Drain::start(
             samplers,
             sideband,
@@ -425,6 +402,7 @@ impl LinuxPerf {
             user_stacks,
             folds.clone(),
             Arc::clone(&self.symbols),
+            None,
         ) {
             Ok(d) => d,
             Err(e) => {
@@ -441,7 +419,7 @@ impl LinuxPerf {
         })?;
         Ok(PerfCollection::new(
             perf.window_switch,
-            child,
+            collection::Job::Started(child),
             switch,
             counters,
             drain,
@@ -555,6 +533,47 @@ impl Profiler for LinuxPerf {
             env: target.env_lossy(),
             notes,
         }
+    }
+}
+
+/// The frequency the samplers run at for `options`, with a note where the
+/// kernel's maximum is below the one asked for.
+fn frequency_for(options: &CollectOptions, notes: &mut Vec<String>) -> u64 {
+    let requested = options.frequency_hz.unwrap_or(DEFAULT_FREQUENCY_HZ).max(1);
+    let frequency_hz = frequency_in_force(requested);
+    if frequency_hz < requested {
+        notes.push(format!(
+            "sampling at {frequency_hz} Hz, the kernel's maximum \
+             (kernel.perf_event_max_sample_rate), instead of {requested} Hz"
+        ));
+    }
+    frequency_hz
+}
+
+/// The notes on how `streams` opened: call stacks refused or cut short,
+/// kernel mode refused (where `want_kernel`) or not asked for.
+fn sampler_notes(streams: &events::Streams, want_kernel: bool, notes: &mut Vec<String>) {
+    if let Some(reason) = &streams.user_refused {
+        notes.push(format!(
+            "call stacks: frame pointers instead of unwinding (the kernel refused the user registers and stack copy: {reason})"
+        ));
+    }
+    let copied = events::user_stack_bytes(events::buffer_for(true));
+    if streams.user_stacks && copied < records::USER_STACK_BYTES {
+        let (copied, most) = (copied >> 10, (records::USER_STACK_BYTES + 8) >> 10);
+        notes.push(format!(
+            "call stacks: {copied} KiB of user stack copied with each sample, not {most} KiB (as another user than root the ring buffer, 256 KiB a CPU, holds 8 samples of that): a deeper stack stops short of its root; run lotus as root for the full copy"
+        ));
+    }
+    if let Some(reason) = &streams.chain_refused {
+        notes.push(format!(
+            "call stacks: not collected (the kernel refused PERF_SAMPLE_CALLCHAIN: {reason}); each sample names the function it landed in"
+        ));
+    }
+    if want_kernel && !streams.kernel {
+        notes.push(error::kernel_refused_note());
+    } else if !want_kernel {
+        notes.push("kernel samples: not collected (user space only, as asked)".into());
     }
 }
 

@@ -4,6 +4,8 @@
 
 mod common;
 
+mod attach;
+
 mod example_top_functions;
 mod hostile_files;
 mod kernel;
