@@ -81,9 +81,11 @@ pub fn runner_sampling(
 ) -> anyhow::Result<lotus_runner::Sampling> {
     let asked = match counters {
         Some(asked) => asked.0.clone(),
-        None => parse_counters(lotus_runner::DEFAULT_COUNTERS)
-            .map_err(crate::usage::usage)?
-            .0,
+        None => {
+            parse_counters(lotus_runner::DEFAULT_COUNTERS)
+                .map_err(crate::usage::usage)?
+                .0
+        }
     };
     Ok(lotus_runner::Sampling {
         frequency_hz,

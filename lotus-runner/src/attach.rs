@@ -128,7 +128,13 @@ pub fn attach(options: &AttachOptions, progress: &mut dyn Progress) -> Result<At
     collect.frequency_hz = Some(sampling.frequency_hz);
     collect.whole_program = true;
     let stream = StreamOptions::default()
-        .with_counters(sampling.counters.iter().map(|c| c.name.to_string()).collect())
+        .with_counters(
+            sampling
+                .counters
+                .iter()
+                .map(|c| c.name.to_string())
+                .collect(),
+        )
         .with_stacks(sampling.stacks);
     let files = SampleFiles::of(&out, &options.prefix);
     let writer = SamplesWriter::create(&out, &options.prefix)

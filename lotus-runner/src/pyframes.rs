@@ -71,6 +71,9 @@ const TRIES: u32 = 100;
 /// worker runs its first op at once).
 const SCAN_NS: u64 = 10_000_000;
 
+/// How many times a snapshot is tried at once before that poll gives it up.
+const READ_TRIES: u32 = 4;
+
 /// How long the sink holds a block of samples back at most, waiting for
 /// a snapshot taken after it (the reading thread was kept off a busy CPU).
 const HOLD_NS: u64 = 250_000_000;
@@ -222,6 +225,8 @@ struct Shared {
     /// Snapshots taken, and the reading thread's CPU time for them (ns).
     reads: AtomicU64,
     read_cpu_ns: AtomicU64,
+    /// Reads that failed (the frames caught mid-change, or gone).
+    failed: AtomicU64,
 }
 
 /// The thread that reads busy Python processes' frames while a sampled
@@ -240,6 +245,8 @@ pub(crate) struct PyFramesReport {
     pub reads: u64,
     /// See [`PyFramesReport::reads`].
     pub read_cpu_ns: u64,
+    /// Reads that failed (see [`PyFramesReport::reads`]).
+    pub failed: u64,
     /// Processes whose frames were read.
     pub processes: usize,
     /// The first process that could not be read and why, and how many.
@@ -305,6 +312,7 @@ impl PyFrames {
             given: self.shared.given.load(Ordering::Relaxed),
             reads: self.shared.reads.load(Ordering::Relaxed),
             read_cpu_ns: self.shared.read_cpu_ns.load(Ordering::Relaxed),
+            failed: self.shared.failed.load(Ordering::Relaxed),
             processes: self
                 .shared
                 .read
@@ -440,22 +448,35 @@ fn read_loop(shared: &Shared, period: Duration, every_version: bool) {
             let Reader::Reading(spy) = reader else {
                 continue;
             };
-            let before = lotus_sys::clock_ns(libc::CLOCK_MONOTONIC);
-            let cpu = lotus_sys::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
-            let traces = spy.get_stack_traces();
-            shared.reads.fetch_add(1, Ordering::Relaxed);
-            shared.read_cpu_ns.fetch_add(
-                lotus_sys::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu),
-                Ordering::Relaxed,
-            );
+            // A read that caught the frames mid-change fails; it is tried
+            // again at once (a few times): skipping it would leave the
+            // samples of quickly changing code (a transform's calls) to
+            // snapshots of the steadier code around them.
+            let mut tries = 0;
+            let (before, traces) = loop {
+                let before = lotus_sys::clock_ns(libc::CLOCK_MONOTONIC);
+                let cpu = lotus_sys::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+                let traces = spy.get_stack_traces();
+                shared.reads.fetch_add(1, Ordering::Relaxed);
+                shared.read_cpu_ns.fetch_add(
+                    lotus_sys::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu),
+                    Ordering::Relaxed,
+                );
+                tries += 1;
+                if traces.is_ok() || tries >= READ_TRIES {
+                    break (before, traces);
+                }
+                shared.failed.fetch_add(1, Ordering::Relaxed);
+            };
             let Ok(traces) = traces else {
+                shared.failed.fetch_add(1, Ordering::Relaxed);
                 // Gone, or caught mid-change: the next poll says.
                 if std::fs::metadata(format!("/proc/{pid}")).is_err() {
                     *reader = Reader::Done;
                 }
                 continue;
             };
-            let time_ns = before + (lotus_sys::clock_ns(libc::CLOCK_MONOTONIC) - before) / 2;
+            let time_ns = before;
             let mut snapshots = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
             for t in traces {
                 // py-spy names the thread on 3.11+; before, from the
@@ -681,8 +702,10 @@ impl<S: SampleSink> PySink<S> {
             let id = self.symbol_id(symbol);
             out.push(id);
         }
+        // At most what a stored stack holds: its innermost frames.
+        let cut = out.len().saturating_sub(lotus_samples::MAX_STACK_DEPTH);
         self.shared.given.fetch_add(1, Ordering::Relaxed);
-        self.intern(&out)
+        self.intern(&out[cut..])
     }
 
     /// Marks the processes of `block` whose samples ran Python as busy,

@@ -451,8 +451,7 @@ pub(crate) fn sample_to_end(
                     // SAFETY: kill with a process group id and a signal number.
                     unsafe { libc::kill(group, libc::SIGINT) };
                 }
-                if let Some(signal) =
-                    crate::job::signal_to_forward().filter(|&s| s != libc::SIGINT)
+                if let Some(signal) = crate::job::signal_to_forward().filter(|&s| s != libc::SIGINT)
                 {
                     // SIGTERM or SIGHUP sent to lotus: the job's group gets it too
                     // (SIGINT, above, once).
@@ -564,6 +563,7 @@ fn python_frames_pairs(
         // What reading them cost: the snapshots, and the reading thread's
         // CPU time for them (what a user weighs against the job's).
         ("python_frames_reads", report.reads.to_string()),
+        ("python_frames_failed", report.failed.to_string()),
         (
             "python_frames_cpu_ms",
             format!("{:.1}", report.read_cpu_ns as f64 / 1e6),

@@ -95,8 +95,8 @@ pub use folds::{FoldKey, NoSink, SharedFolds, StackFolds};
 pub use samples::{
     unsupported_note, write_sampling, CounterValues, Sample, SampleFiles, SampleReader, SampleSink,
     SamplesWriter, SamplingCoverage, StackNode, StackTable, Symbol, SymbolTable,
-    COVERAGE_WARN_BELOW, FRAME_CUT, MAX_COUNTERS, MAX_FOLDED_FRAME, MAX_SAMPLING_LINE,
-    MAX_STACK_DEPTH, SAMPLING_TAG, UNKNOWN_SYMBOL,
+    COVERAGE_WARN_BELOW, FRAME_CUT, MAX_COUNTERS, MAX_FOLDED_FRAME, MAX_NATIVE_DEPTH,
+    MAX_SAMPLING_LINE, MAX_STACK_DEPTH, SAMPLING_TAG, UNKNOWN_SYMBOL,
 };
 
 /// The crate README's examples, run as doctests so the README stays true.

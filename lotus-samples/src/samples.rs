@@ -18,9 +18,13 @@ pub const SAMPLES_VERSION_STACKS: u32 = 3;
 /// The first line of a stacks file.
 pub const STACKS_TAG: &str = "#lotus-stacks v1";
 /// The most frames a stored stack holds: deeper chains keep their
-/// innermost frames (the kernel's own cap, `perf_event_max_stack`, is
-/// 127 by default).
-pub const MAX_STACK_DEPTH: usize = 256;
+/// innermost frames. A sampler takes at most [`MAX_NATIVE_DEPTH`] native
+/// frames; the Python frames spliced between them (read from the
+/// interpreter, on Pythons without perf trampolines) make the rest.
+pub const MAX_STACK_DEPTH: usize = 512;
+/// The most native frames a sampler takes of a stack (the kernel's own
+/// cap, `perf_event_max_stack`, is 127 by default).
+pub const MAX_NATIVE_DEPTH: usize = 256;
 /// Bytes per sample record without counters (a version 1 record, and the
 /// start of every version 2 record).
 pub const RECORD_BYTES: usize = 24;

@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use lotus_core::Error as CoreError;
-use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_STACK_DEPTH};
+use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_NATIVE_DEPTH};
 
 use crate::model::{locate_in, AddressSpace, Location, ModuleId};
 use crate::symbolize::LocationNamer;
@@ -440,7 +440,7 @@ impl Unwinders {
 
     /// Appends to `frames` the user frames of `user`'s stack, innermost
     /// first, placed in their mappings, so that `frames` holds at most
-    /// [`MAX_STACK_DEPTH`].
+    /// [`MAX_NATIVE_DEPTH`].
     fn unwind(
         &mut self,
         modules: &[Module],
@@ -448,7 +448,7 @@ impl Unwinders {
         user: &UserCopy,
         frames: &mut Vec<Location>,
     ) {
-        let max = MAX_STACK_DEPTH.saturating_sub(frames.len());
+        let max = MAX_NATIVE_DEPTH.saturating_sub(frames.len());
         if max == 0 {
             return;
         }
@@ -503,9 +503,9 @@ const LAST_STACK_THREADS: usize = 4096;
 
 impl LastStacks {
     /// The frames of `frames` (innermost first, as unwound) that a stack
-    /// keeps: the innermost [`MAX_STACK_DEPTH`], outermost first.
+    /// keeps: the innermost [`MAX_NATIVE_DEPTH`], outermost first.
     fn kept(frames: &[Location]) -> impl Iterator<Item = &Location> {
-        frames[..frames.len().min(MAX_STACK_DEPTH)].iter().rev()
+        frames[..frames.len().min(MAX_NATIVE_DEPTH)].iter().rev()
     }
 
     /// How many outer frames the sample of `tid` with `frames` shares with
@@ -529,7 +529,7 @@ impl LastStacks {
 
     /// The frames of a sample not in its `shared` outer prefix.
     fn unshared(frames: &[Location], shared: usize) -> impl Iterator<Item = &Location> {
-        let kept = frames.len().min(MAX_STACK_DEPTH);
+        let kept = frames.len().min(MAX_NATIVE_DEPTH);
         frames[..kept - shared].iter().chain(&frames[kept..])
     }
 
@@ -573,14 +573,14 @@ impl Stacks {
     /// shortens: what the tests compare it with.
     #[cfg(test)]
     /// The id of the stack of `frames` (symbol ids, outermost first, the
-    /// innermost [`MAX_STACK_DEPTH`] kept), adding to `new` the stacks not
+    /// innermost [`MAX_NATIVE_DEPTH`] kept), adding to `new` the stacks not
     /// seen before, each after its parent; 0 for no frames.
     fn intern(
         &mut self,
         frames: impl ExactSizeIterator<Item = u32>,
         new: &mut Vec<StackNode>,
     ) -> u32 {
-        let skip = frames.len().saturating_sub(MAX_STACK_DEPTH);
+        let skip = frames.len().saturating_sub(MAX_NATIVE_DEPTH);
         let mut parent = 0;
         for symbol in frames.skip(skip) {
             parent = self.child(parent, symbol, new);
@@ -694,9 +694,9 @@ mod tests {
         assert_eq!(stacks.intern([7, 8, 5].into_iter(), &mut new), 4);
         assert_eq!(new, vec![StackNode::new(4, 2, 5)]);
         new.clear();
-        let deep: Vec<u32> = (0..MAX_STACK_DEPTH as u32 + 10).collect();
+        let deep: Vec<u32> = (0..MAX_NATIVE_DEPTH as u32 + 10).collect();
         stacks.intern(deep.into_iter(), &mut new);
-        assert_eq!(new.len(), MAX_STACK_DEPTH);
+        assert_eq!(new.len(), MAX_NATIVE_DEPTH);
         assert_eq!((new[0].parent, new[0].symbol), (0, 10));
     }
 
@@ -735,7 +735,7 @@ mod tests {
                     let keep = next(stack.len() as u64 + 1) as usize;
                     stack.truncate(keep);
                     let deep = if next(30) == 0 {
-                        MAX_STACK_DEPTH + 5
+                        MAX_NATIVE_DEPTH + 5
                     } else {
                         90
                     };
@@ -751,7 +751,7 @@ mod tests {
             let shared: Vec<usize> = samples.iter().map(|(t, f)| last.share(*t, f)).collect();
             for ((tid, frames), n) in samples.iter().zip(shared) {
                 let unshared: Vec<Location> = LastStacks::unshared(frames, n).copied().collect();
-                let kept = frames.len().min(MAX_STACK_DEPTH);
+                let kept = frames.len().min(MAX_NATIVE_DEPTH);
                 assert_eq!(unshared.len(), frames.len() - n, "{kept} kept, {n} shared");
                 let want = reference.intern(frames.iter().rev().map(|l| ids[l]), &mut walked);
                 let got = last.intern(*tid, frames, n, &mut stacks, &mut new, &ids);

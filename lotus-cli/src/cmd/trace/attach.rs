@@ -64,7 +64,11 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
         "lotus: samples of process {} in {}{}; next: lotus attribute {} --format folded",
         args.pid,
         run.out.display(),
-        if run.job_ended { "" } else { " (the job runs on)" },
+        if run.job_ended {
+            ""
+        } else {
+            " (the job runs on)"
+        },
         run.out.display()
     );
     Ok(ExitCode::SUCCESS)
