@@ -40,16 +40,15 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::sync::Arc;
 use std::time::Duration;
 
 use lotus_core::{CallStacks, CollectOptions, Collection, Error as CoreError};
 use lotus_samples::SampleSink;
 use lotus_symbols::FileId;
 
-use crate::collection::{Job, PerfCollection, Sampling};
+use crate::collection::{Job, PerfCollection};
 use crate::counting::{CounterKind, Counters};
-use crate::drain::{Drain, Prelude};
+use crate::drain::Prelude;
 use crate::error::{is_permission, open_error};
 use crate::events::{self, monotonic_ns};
 use crate::records::{self, Record};
@@ -810,30 +809,13 @@ impl LinuxPerf {
         let Attaching {
             streams, counters, ..
         } = attaching;
-        let events::Streams {
-            samplers,
-            sideband,
-            switch,
-            kernel,
-            separate_threads,
-            members,
-            counters: sample_counters,
-            chain,
-            user_stacks,
-            ..
-        } = streams;
-        let drain = Drain::start(
-            samplers,
-            sideband,
+        let (drain, switch, sampling) = self.drain_over(
+            streams,
             Some(sink),
-            sample_counters.read.len(),
+            frequency_hz,
             false,
-            1_000_000_000 / frequency_hz.max(1),
-            kernel,
-            chain,
-            user_stacks,
-            folds.clone(),
-            Arc::clone(self.symbol_cache()),
+            true,
+            folds,
             Some(prelude),
         )?;
         if running {
@@ -845,22 +827,7 @@ impl LinuxPerf {
             switch,
             counters,
             drain,
-            Sampling {
-                frequency_hz,
-                kernel,
-                stacks: match (chain.is_some(), user_stacks) {
-                    (false, _) => CallStacks::None,
-                    (true, false) => CallStacks::FramePointers,
-                    (true, true) => CallStacks::Dwarf,
-                },
-                members,
-                counters: sample_counters,
-                folds,
-                symbols: Arc::clone(self.symbol_cache()),
-                stamped: false,
-                separate_threads,
-                each_window: true,
-            },
+            sampling,
             notes,
         );
         collection.resume()?;

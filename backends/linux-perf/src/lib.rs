@@ -378,33 +378,16 @@ impl LinuxPerf {
             }
         };
         sampler_notes(&streams, want_kernel, &mut notes);
-        let events::Streams {
-            samplers,
-            sideband,
-            switch,
-            kernel,
-            separate_threads,
-            members,
-            counters: sample_counters,
-            chain,
-            user_stacks,
-            ..
-        } = streams;
-        let drain = match drain::Drain::start(
-            samplers,
-            sideband,
+        let (drain, switch, sampling) = match self.drain_over(
+            streams,
             sink,
-            sample_counters.read.len(),
+            frequency_hz,
             options.window_stamps,
-            1_000_000_000 / frequency_hz.max(1),
-            kernel,
-            chain,
-            user_stacks,
-            folds.clone(),
-            Arc::clone(&self.symbols),
+            each_window,
+            folds,
             None,
         ) {
-            Ok(d) => d,
+            Ok(x) => x,
             Err(e) => {
                 gated.abort();
                 return Err(e);
@@ -423,24 +406,71 @@ impl LinuxPerf {
             switch,
             counters,
             drain,
-            collection::Sampling {
-                frequency_hz,
-                kernel,
-                stacks: match (chain.is_some(), user_stacks) {
-                    (false, _) => CallStacks::None,
-                    (true, false) => CallStacks::FramePointers,
-                    (true, true) => CallStacks::Dwarf,
-                },
-                members,
-                counters: sample_counters,
-                folds,
-                symbols: Arc::clone(&self.symbols),
-                stamped: options.window_stamps,
-                separate_threads,
-                each_window,
-            },
+            sampling,
             notes,
         ))
+    }
+}
+
+impl LinuxPerf {
+    /// The drain over `streams`, their samples to `sink` (`prelude`
+    /// replayed first: an attached tree's mappings), and the collection's
+    /// description of its sampling: what starting a job and attaching to
+    /// one share once the events are open.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn drain_over(
+        &self,
+        streams: events::Streams,
+        sink: Option<Box<dyn lotus_samples::SampleSink>>,
+        frequency_hz: u64,
+        stamped: bool,
+        each_window: bool,
+        folds: Option<lotus_samples::SharedFolds>,
+        prelude: Option<drain::Prelude>,
+    ) -> Result<(drain::Drain, events::Switch, collection::Sampling), CoreError> {
+        let events::Streams {
+            samplers,
+            sideband,
+            switch,
+            kernel,
+            separate_threads,
+            members,
+            counters: sample_counters,
+            chain,
+            user_stacks,
+            ..
+        } = streams;
+        let drain = drain::Drain::start(
+            samplers,
+            sideband,
+            sink,
+            sample_counters.read.len(),
+            stamped,
+            1_000_000_000 / frequency_hz.max(1),
+            kernel,
+            chain,
+            user_stacks,
+            folds.clone(),
+            Arc::clone(&self.symbols),
+            prelude,
+        )?;
+        let sampling = collection::Sampling {
+            frequency_hz,
+            kernel,
+            stacks: match (chain.is_some(), user_stacks) {
+                (false, _) => CallStacks::None,
+                (true, false) => CallStacks::FramePointers,
+                (true, true) => CallStacks::Dwarf,
+            },
+            members,
+            counters: sample_counters,
+            folds,
+            symbols: Arc::clone(&self.symbols),
+            stamped,
+            separate_threads,
+            each_window,
+        };
+        Ok((drain, switch, sampling))
     }
 }
 
