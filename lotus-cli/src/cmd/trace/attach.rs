@@ -50,7 +50,7 @@ fn seconds(text: &str) -> std::result::Result<Duration, String> {
 pub fn attach(args: AttachArgs) -> Result<ExitCode> {
     if crate::usage::is_stdout(&args.out) {
         return Err(crate::usage::usage(
-            "trace attach --out names the trace folder; standard output (`-`) cannot hold it",
+            "trace attach --out names a folder, not `-`",
         ));
     }
     lotus_runner::check_descriptor_limit().map_err(super::run::with_descriptor_hint)?;
@@ -60,16 +60,8 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
         .with_clean(args.clean);
     let run = lotus_runner::attach(&options, &mut super::run::Stderr)
         .map_err(super::run::with_descriptor_hint)?;
-    crate::usage::note!(
-        "lotus: samples of process {} in {}{}; next: lotus attribute {} --format folded",
-        args.pid,
-        run.out.display(),
-        if run.job_ended {
-            ""
-        } else {
-            " (the job runs on)"
-        },
-        run.out.display()
-    );
+    let (pid, out) = (args.pid, run.out.display());
+    let runs_on = [" (the job runs on)", ""][usize::from(run.job_ended)];
+    crate::usage::note!("lotus: samples of {pid} in {out}{runs_on}; next: lotus attribute {out}");
     Ok(ExitCode::SUCCESS)
 }
