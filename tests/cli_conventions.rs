@@ -35,6 +35,10 @@ const OTHER_COMMANDS: &[(&str, &str)] = &[
         "writes its trace into a folder; prints notes only",
     ),
     (
+        "trace attach",
+        "writes a running job's samples into a folder; prints notes only",
+    ),
+    (
         "completions",
         "prints a shell script, whose shell is its argument",
     ),
@@ -333,6 +337,10 @@ fn out_dash_is_standard_output_for_every_command_with_out() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!tmp.path().join("-").exists());
     checked.insert("trace run");
+    let out = lotus_in(tmp.path(), &["trace", "attach", "1", "--out", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!tmp.path().join("-").exists());
+    checked.insert("trace attach");
     // Nor a tune's trials.
     let out = lotus_in(tmp.path(), &["tune", "--out", "-", "--", "true"]);
     assert_eq!(out.status.code(), Some(2));

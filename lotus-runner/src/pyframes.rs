@@ -76,7 +76,7 @@ const READ_TRIES: u32 = 4;
 
 /// How long the sink holds a block of samples back at most, waiting for
 /// a snapshot taken after it (the reading thread was kept off a busy CPU).
-const HOLD_NS: u64 = 250_000_000;
+const HOLD_NS: u64 = 1_000_000_000;
 
 /// `pid` and its descendants, each with its parent (0 for `pid`), from
 /// the kernel's children lists (`/proc/PID/task/TID/children`); none for 0.

@@ -53,6 +53,7 @@ pub fn attribute_folder_from<'a>(
     ops: Option<OpsFrom>,
 ) -> Result<InPipelineAttribution, Error> {
     let dir: Dir<'_> = dir.into();
+    let asked = ops.is_some();
     let ops = match ops {
         Some(o) => o,
         None => match lotus_trace::TraceFolder::scan(dir) {
@@ -62,7 +63,14 @@ pub fn attribute_folder_from<'a>(
         },
     };
     match ops {
-        OpsFrom::Frames => attribute_frames(dir, prefix, top),
+        OpsFrom::Frames => match attribute_frames(dir, prefix, top) {
+            // No logs and no stacks, frames not asked for: the spans'
+            // error says what the folder lacks (its trace logs).
+            Err(Error::NoStacks { .. }) if !asked => {
+                attribute_folder_by(dir, prefix, budget, top, rule)
+            }
+            other => other,
+        },
         _ => attribute_folder_by(dir, prefix, budget, top, rule),
     }
 }
