@@ -17,7 +17,6 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lotus_core::{CallStacks, CollectOptions, StreamOptions};
 use lotus_samples::{SampleFiles, SamplesWriter};
 
 use crate::error::{Context, Result, RunnerError};
@@ -104,12 +103,7 @@ pub fn attach(options: &AttachOptions, progress: &mut dyn Progress) -> Result<At
     }
     crate::status::prepare(&out, &options.prefix, options.clean, progress)?;
     let record = crate::run_record::RunRecord::now(&command_of(pid));
-    let backend = lotus_core::streaming_backend().ok_or_else(|| {
-        RunnerError::Refused(
-            "no linked profiler backend streams its samples (this lotus was built without the perf backend)"
-                .into(),
-        )
-    })?;
+    let backend = crate::sampled::sampling_backend()?;
     let name = backend.name();
     let probe = backend.probe();
     if !probe.available {
@@ -124,30 +118,12 @@ pub fn attach(options: &AttachOptions, progress: &mut dyn Progress) -> Result<At
         ))
     })?;
     let sampling = &options.sampling;
-    let mut collect = CollectOptions::default();
-    collect.frequency_hz = Some(sampling.frequency_hz);
-    collect.whole_program = true;
-    let stream = StreamOptions::default()
-        .with_counters(
-            sampling
-                .counters
-                .iter()
-                .map(|c| c.name.to_string())
-                .collect(),
-        )
-        .with_stacks(sampling.stacks);
+    let (collect, stream) = crate::sampled::backend_options(sampling);
     let files = SampleFiles::of(&out, &options.prefix);
     let writer = SamplesWriter::create(&out, &options.prefix)
         .context_with(|| format!("cannot create the sample files in {}", out.display()))?;
     // Every Python's frames: the job has no trampolines on.
-    let pyframes = match sampling.stacks {
-        CallStacks::None => None,
-        _ => crate::pyframes::PyFrames::start(sampling.frequency_hz, true).ok(),
-    };
-    let sink: Box<dyn lotus_samples::SampleSink> = match &pyframes {
-        Some(p) => Box::new(p.sink(writer)),
-        None => Box::new(writer),
-    };
+    let (pyframes, sink) = crate::sampled::with_python_frames(writer, sampling, true);
     crate::job::forward_termination_signals();
     let collection = match streaming.attach_streaming(pid, &collect, &stream, sink) {
         Ok(c) => c,

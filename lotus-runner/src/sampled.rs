@@ -123,7 +123,7 @@ pub(crate) fn stacks_name(stacks: CallStacks) -> &'static str {
 
 /// The backend the samples come from: the registry's that streams its
 /// samples ([`lotus_core::streaming_backend`]).
-fn sampling_backend() -> Result<Box<dyn lotus_core::Profiler>> {
+pub(crate) fn sampling_backend() -> Result<Box<dyn lotus_core::Profiler>> {
     lotus_core::streaming_backend().ok_or_else(|| {
         RunnerError::Refused("no linked profiler backend streams its samples (this lotus was built without the perf backend)".into())
     })
@@ -168,13 +168,6 @@ pub(crate) fn run(
     keep_fds: &[std::os::fd::RawFd],
     progress: &mut dyn Progress,
 ) -> Result<ExitStatus> {
-    let Sampling {
-        frequency_hz: frequency,
-        counters,
-        counters_asked,
-        stacks,
-    } = sampling;
-    let (frequency, stacks) = (*frequency, *stacks);
     let files = SampleFiles::of(out, prefix);
     let mut target = Target::new(cmd.get_program());
     target.keep_fds = keep_fds.to_vec();
@@ -207,12 +200,7 @@ pub(crate) fn run(
             progress,
         );
     };
-    let mut options = CollectOptions::default();
-    options.frequency_hz = Some(frequency);
-    options.whole_program = true;
-    let stream = StreamOptions::default()
-        .with_counters(counters.iter().map(|c| c.name.to_string()).collect())
-        .with_stacks(stacks);
+    let (options, stream) = backend_options(sampling);
     let writer = match SamplesWriter::create(out, prefix) {
         Ok(w) => w,
         Err(e) => {
@@ -233,14 +221,7 @@ pub(crate) fn run(
     };
     // Python frames for the Pythons without trampolines, where the samples
     // carry stacks.
-    let pyframes = match stacks {
-        CallStacks::None => None,
-        _ => crate::pyframes::PyFrames::start(frequency, false).ok(),
-    };
-    let sink: Box<dyn lotus_samples::SampleSink> = match &pyframes {
-        Some(p) => Box::new(p.sink(writer)),
-        None => Box::new(writer),
-    };
+    let (pyframes, sink) = with_python_frames(writer, sampling, false);
     let collection = match streaming.start_streaming(&target, &options, &stream, sink) {
         Ok(c) => c,
         Err(e) => {
@@ -259,13 +240,53 @@ pub(crate) fn run(
         collection,
         pyframes,
         name,
-        counters_asked: *counters_asked,
-        stacks,
+        counters_asked: sampling.counters_asked,
+        stacks: sampling.stacks,
         attached: None,
     };
     let exit = sample_to_end(started, &files, Ending::Job, progress)?;
     // A job lotus started always leaves its status.
     Ok(exit.unwrap_or_else(|| std::os::unix::process::ExitStatusExt::from_raw(0)))
+}
+
+/// What the backend is asked for: the whole run one window, at
+/// `sampling`'s frequency, with its counters and call stacks.
+pub(crate) fn backend_options(sampling: &Sampling) -> (CollectOptions, StreamOptions) {
+    let mut options = CollectOptions::default();
+    options.frequency_hz = Some(sampling.frequency_hz);
+    options.whole_program = true;
+    let stream = StreamOptions::default()
+        .with_counters(
+            sampling
+                .counters
+                .iter()
+                .map(|c| c.name.to_string())
+                .collect(),
+        )
+        .with_stacks(sampling.stacks);
+    (options, stream)
+}
+
+/// The sink the samples go to: `writer`, behind the reader of the Python
+/// frames where the samples carry stacks (of every Python with
+/// `every_version`, else of those without perf trampolines).
+pub(crate) fn with_python_frames(
+    writer: SamplesWriter,
+    sampling: &Sampling,
+    every_version: bool,
+) -> (
+    Option<crate::pyframes::PyFrames>,
+    Box<dyn lotus_samples::SampleSink>,
+) {
+    let pyframes = match sampling.stacks {
+        CallStacks::None => None,
+        _ => crate::pyframes::PyFrames::start(sampling.frequency_hz, every_version).ok(),
+    };
+    let sink: Box<dyn lotus_samples::SampleSink> = match &pyframes {
+        Some(p) => Box::new(p.sink(writer)),
+        None => Box::new(writer),
+    };
+    (pyframes, sink)
 }
 
 /// The sample files of `files`, removed (a run that sampled nothing).
