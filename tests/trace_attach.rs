@@ -27,11 +27,6 @@ fn wait_for(path: &Path, what: &str, job: &mut Child) {
     }
 }
 
-/// `lotus.sampling`'s pairs in `dir`.
-fn sampling(dir: &Path) -> BTreeMap<String, String> {
-    common::sampled::sampling(dir)
-}
-
 /// Each truth file's pid and the sum of its ops' thread CPU (ns).
 fn truth_cpu(dir: &Path) -> BTreeMap<u32, u64> {
     let mut out = BTreeMap::new();
@@ -155,7 +150,7 @@ fn attach_samples_a_running_job_and_the_workers_it_starts_later() {
     let err = common::faults::text(&lotus.stderr);
     assert!(lotus.status.success(), "{err}");
     assert!(err.contains(&format!("attached to process {pid}")), "{err}");
-    let meta = sampling(&out);
+    let meta = common::sampled::sampling(&out);
     assert_eq!(meta["status"], "complete", "{meta:?}");
     assert_eq!(meta["attached_pid"], pid.to_string(), "{meta:?}");
     let interval_ns: u64 = meta["interval_ns"].parse().expect("interval");

@@ -712,8 +712,12 @@ impl<S: SampleSink> PySink<S> {
     /// for the reading thread.
     fn mark_busy(&self, block: &[Sample], stacks: &[u32]) {
         let mut busy = self.shared.busy.lock().unwrap_or_else(|e| e.into_inner());
-        for (s, &stack) in block.iter().zip(stacks) {
-            if busy.get(&s.pid).is_some_and(|&t| t >= s.time_ns) {
+        // The latest sample of each process that ran Python is what
+        // counts: newest first, each process's stacks walked until one is
+        // found (the splice walks every stack again when the block goes).
+        let mut found = HashSet::new();
+        for (s, &stack) in block.iter().zip(stacks).rev() {
+            if found.contains(&s.pid) || busy.get(&s.pid).is_some_and(|&t| t >= s.time_ns) {
                 continue;
             }
             let python = self.frames(stack).is_some_and(|frames| {
@@ -722,6 +726,7 @@ impl<S: SampleSink> PySink<S> {
             });
             if python {
                 busy.insert(s.pid, s.time_ns);
+                found.insert(s.pid);
             }
         }
     }
