@@ -55,9 +55,14 @@ pub(crate) const MAX_POLL_HZ: u64 = 50;
 /// Python frames.
 pub(crate) const MATCH_WINDOW_NS: u64 = 60_000_000;
 
-/// How long snapshots are kept per thread (the sink reads the samples
-/// some ms after they were taken).
+/// How long snapshots are kept per thread before the oldest sample the
+/// sink still holds (a sample not yet read from the kernel's buffers may
+/// be a little older than those read).
 const KEEP_NS: u64 = 400_000_000;
+
+/// How many snapshots a thread keeps at most (30 s at [`MAX_POLL_HZ`]):
+/// memory stays bounded where the sink falls that far behind.
+const MAX_KEPT: usize = 1_500;
 
 /// A process is read while a sample showed it running Python this
 /// recently.
@@ -182,7 +187,7 @@ fn groups(frames: &[PyFrame]) -> Vec<&[PyFrame]> {
 
 /// How far a snapshot of the same shape may be from a sample (see
 /// [`PySink::python_frames`]).
-const WIDE_WINDOW_NS: u64 = 120_000_000;
+pub(crate) const WIDE_WINDOW_NS: u64 = 120_000_000;
 
 /// The interpreter's eval loop, the native frame that runs Python frames.
 const EVAL_FRAME: &str = "_PyEval_EvalFrameDefault";
@@ -219,9 +224,18 @@ struct Shared {
     refused: Mutex<HashMap<u32, String>>,
     /// Samples given Python frames.
     given: AtomicU64,
+    /// Samples that ran the eval loop and got no Python frames (no
+    /// snapshot of their thread near them).
+    missed: AtomicU64,
     /// When the last whole round of snapshots began: every sample taken
     /// before it has a snapshot of its process's threads after it.
     round: AtomicU64,
+    /// The time of the oldest sample the sink still holds, or of the
+    /// newest it passed on when it holds none (0: none yet): snapshots
+    /// more than [`KEEP_NS`] before it are dropped. Not the newest
+    /// snapshot's time: under load the sink reads samples up to a second
+    /// late, and their snapshots must still be there.
+    needed: AtomicU64,
     /// Snapshots taken, and the reading thread's CPU time for them (ns).
     reads: AtomicU64,
     read_cpu_ns: AtomicU64,
@@ -241,6 +255,8 @@ pub(crate) struct PyFrames {
 pub(crate) struct PyFramesReport {
     /// Samples given Python frames.
     pub given: u64,
+    /// Samples that ran the eval loop and got none.
+    pub missed: u64,
     /// Snapshots taken, and the reading thread's CPU time for them (ns).
     pub reads: u64,
     /// See [`PyFramesReport::reads`].
@@ -289,6 +305,7 @@ impl PyFrames {
             new_symbols: Vec::new(),
             new_stacks: Vec::new(),
             pending: VecDeque::new(),
+            released_ns: 0,
         }
     }
 
@@ -310,6 +327,7 @@ impl PyFrames {
         let refused = lock(&self.shared.refused);
         PyFramesReport {
             given: self.shared.given.load(Ordering::Relaxed),
+            missed: self.shared.missed.load(Ordering::Relaxed),
             reads: self.shared.reads.load(Ordering::Relaxed),
             read_cpu_ns: self.shared.read_cpu_ns.load(Ordering::Relaxed),
             failed: self.shared.failed.load(Ordering::Relaxed),
@@ -508,12 +526,7 @@ fn read_loop(shared: &Shared, period: Duration, every_version: bool) {
                     })
                     .collect();
                 let kept = snapshots.entry(tid).or_default();
-                while kept
-                    .front()
-                    .is_some_and(|s| time_ns.saturating_sub(s.time_ns) > KEEP_NS)
-                {
-                    kept.pop_front();
-                }
+                keep(kept, shared.needed.load(Ordering::SeqCst));
                 kept.push_back(Snapshot { time_ns, frames });
             }
         }
@@ -525,6 +538,18 @@ fn read_loop(shared: &Shared, period: Duration, every_version: bool) {
         if let Some(rest) = period.checked_sub(started.elapsed()) {
             std::thread::sleep(rest);
         }
+    }
+}
+
+/// Drops a thread's snapshots that no sample still to come can take:
+/// those [`KEEP_NS`] before `needed` (see [`Shared::needed`]), and the
+/// oldest past [`MAX_KEPT`], leaving room for one more.
+fn keep(kept: &mut VecDeque<Snapshot>, needed: u64) {
+    while kept
+        .front()
+        .is_some_and(|s| needed.saturating_sub(s.time_ns) > KEEP_NS || kept.len() >= MAX_KEPT)
+    {
+        kept.pop_front();
     }
 }
 
@@ -556,6 +581,8 @@ pub(crate) struct PySink<S> {
     /// Blocks of samples (with their stacks) held back until a snapshot
     /// after them is taken, oldest first (see [`PySink::release`]).
     pending: VecDeque<(Vec<Sample>, Vec<u32>)>,
+    /// The newest sample passed on.
+    released_ns: u64,
 }
 
 impl<S: SampleSink> PySink<S> {
@@ -674,6 +701,7 @@ impl<S: SampleSink> PySink<S> {
             return as_is;
         }
         let Some(py) = self.python_frames(sample.tid, sample.time_ns, evals.len()) else {
+            self.shared.missed.fetch_add(1, Ordering::Relaxed);
             return as_is;
         };
         let groups = groups(&py);
@@ -758,10 +786,24 @@ impl<S: SampleSink> PySink<S> {
                 })
                 .collect();
             let block = self.renumbered(&block);
+            self.released_ns = block
+                .iter()
+                .map(|s| s.time_ns)
+                .max()
+                .map_or(self.released_ns, |t| t.max(self.released_ns));
             // New symbols and stacks before the samples that use them.
             self.flush_new()?;
             self.inner.samples_with_stacks(&block, &out)?;
         }
+        // What the reading thread keeps: from the oldest sample held (the
+        // blocks come about in time order), else the newest passed on.
+        let held = self
+            .pending
+            .front()
+            .and_then(|(block, _)| block.iter().map(|s| s.time_ns).filter(|&t| t > 0).min());
+        self.shared
+            .needed
+            .store(held.unwrap_or(self.released_ns), Ordering::SeqCst);
         Ok(())
     }
 
@@ -915,5 +957,60 @@ mod tests {
         let (root, outer) = out.stacks[&parent];
         assert_eq!((root, out.symbols[&outer].as_str()), (0, "outer"));
         frames.finish();
+    }
+
+    /// Snapshots are kept from the oldest sample the sink holds, however
+    /// far the newest snapshot ran ahead of it (under load, a second),
+    /// and no more than [`MAX_KEPT`] a thread.
+    #[test]
+    fn snapshots_are_kept_for_the_samples_the_sink_still_holds() {
+        let frames: Arc<[PyFrame]> = Arc::from(Vec::new());
+        let ms = 1_000_000;
+        let mut kept = VecDeque::new();
+        for t in 0..100u64 {
+            keep(&mut kept, 1_000 * ms);
+            kept.push_back(Snapshot {
+                time_ns: t * 20 * ms,
+                frames: Arc::clone(&frames),
+            });
+        }
+        // 2 s of snapshots; the sink still needs those from 1 s - KEEP_NS.
+        let oldest = kept.front().map(|s| s.time_ns).expect("kept");
+        assert_eq!(oldest, 1_000 * ms - KEEP_NS, "{} kept", kept.len());
+        // Nothing needed yet: kept up to the cap, the oldest dropped.
+        let mut kept = VecDeque::new();
+        for t in 0..(MAX_KEPT as u64 + 10) {
+            keep(&mut kept, 0);
+            kept.push_back(Snapshot {
+                time_ns: t,
+                frames: Arc::clone(&frames),
+            });
+        }
+        assert_eq!(kept.len(), MAX_KEPT);
+        assert_eq!(kept.front().map(|s| s.time_ns), Some(10));
+
+        // The sink says what it holds.
+        let reader = PyFrames::start(1, false).expect("reader");
+        let mut sink = reader.sink(Recorded::default());
+        // Samples "from the future": held whenever the reader's rounds run.
+        let now = lotus_sys::clock_ns(libc::CLOCK_MONOTONIC) + 60_000 * ms;
+        let sample = |time_ns| Sample {
+            time_ns,
+            pid: 1,
+            tid: 1,
+            symbol: 4,
+            kernel: false,
+            counters: Default::default(),
+        };
+        sink.samples_with_stacks(&[sample(now + 5 * ms), sample(now)], &[0, 0])
+            .expect("samples");
+        assert_eq!(reader.shared.needed.load(Ordering::SeqCst), now);
+        sink.finish().expect("finish");
+        assert_eq!(
+            reader.shared.needed.load(Ordering::SeqCst),
+            now + 5 * ms,
+            "the newest passed on once none is held"
+        );
+        reader.finish();
     }
 }

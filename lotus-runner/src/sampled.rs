@@ -577,9 +577,22 @@ fn python_frames_pairs(
     if report.given == 0 {
         return Vec::new();
     }
+    let ran = report.given + report.missed;
+    if report.missed * 20 > ran {
+        progress.message(
+            MessageKind::Note,
+            &format!(
+                "note: {} of the {ran} samples that ran Python have no Python frames (no snapshot of their thread within {} ms: the frames' reader was kept off a busy CPU); they show the interpreter's own frames",
+                report.missed,
+                crate::pyframes::WIDE_WINDOW_NS / 1_000_000
+            ),
+        );
+    }
     vec![
         ("python_frames", "interpreter".into()),
         ("python_frames_samples", report.given.to_string()),
+        // Samples that ran Python and got no frames.
+        ("python_frames_missed", report.missed.to_string()),
         ("python_frames_processes", report.processes.to_string()),
         // What reading them cost: the snapshots, and the reading thread's
         // CPU time for them (what a user weighs against the job's).
