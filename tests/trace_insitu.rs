@@ -812,9 +812,16 @@ fn a_sampled_trace_covers_the_cpu_time_of_short_lived_threads() {
         "{n} samples of {interval} ns for {cpu_ns} ns of CPU ({ratio:.3}): {meta:?}\n{stderr}"
     );
     // The samples added for the threads' last periods are counted, and
-    // said.
+    // said. How many varies from run to run: where the kernel switches
+    // from the waiting main thread straight to the next short thread on
+    // one CPU it passes the sampler's timer on, and that thread is
+    // sampled within its 0.9 ms (most threads here alone, 79 added of 772
+    // on a loaded CI machine); the ratio above holds either way.
     let added: u64 = meta["samples_added"].parse().expect("samples_added");
-    assert!(added * 2 > n / 2, "{added} of {n} samples added: {meta:?}");
+    assert!(
+        added >= 1 && added < n,
+        "{added} of {n} samples added: {meta:?}"
+    );
     assert!(stderr.contains("were added for the CPU time"), "{stderr}");
     let counted: u64 = meta["cpu_ns"].parse().expect("cpu_ns");
     assert!(counted >= cpu_ns / 2, "{counted} ns counted: {meta:?}");
