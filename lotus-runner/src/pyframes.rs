@@ -205,6 +205,9 @@ struct PyFrame {
 #[derive(Debug, Clone)]
 struct Snapshot {
     time_ns: u64,
+    /// Its number, one for each snapshot taken: the sink's splices are
+    /// kept by it.
+    serial: u64,
     frames: Arc<[PyFrame]>,
 }
 
@@ -306,6 +309,8 @@ impl PyFrames {
             new_stacks: Vec::new(),
             pending: VecDeque::new(),
             released_ns: 0,
+            evals_of: HashMap::new(),
+            splices: HashMap::new(),
         }
     }
 
@@ -385,6 +390,7 @@ fn read_loop(shared: &Shared, period: Duration, every_version: bool) {
     let mut activity: HashMap<u32, (u64, u64)> = HashMap::new();
     let mut python: HashSet<u32> = HashSet::new();
     let mut last_scan = 0;
+    let mut serial = 0u64;
     while !shared.stop.load(Ordering::SeqCst) {
         let started = std::time::Instant::now();
         let now = lotus_sys::clock_ns(libc::CLOCK_MONOTONIC);
@@ -527,7 +533,12 @@ fn read_loop(shared: &Shared, period: Duration, every_version: bool) {
                     .collect();
                 let kept = snapshots.entry(tid).or_default();
                 keep(kept, shared.needed.load(Ordering::SeqCst));
-                kept.push_back(Snapshot { time_ns, frames });
+                serial += 1;
+                kept.push_back(Snapshot {
+                    time_ns,
+                    serial,
+                    frames,
+                });
             }
         }
         shared.round.store(now, Ordering::SeqCst);
@@ -583,6 +594,10 @@ pub(crate) struct PySink<S> {
     pending: VecDeque<(Vec<Sample>, Vec<u32>)>,
     /// The newest sample passed on.
     released_ns: u64,
+    /// By sampler stack: its eval frames (0: passed on as it is).
+    evals_of: HashMap<u32, usize>,
+    /// By sampler stack and snapshot: the stack written.
+    splices: HashMap<(u32, u64), u32>,
 }
 
 impl<S: SampleSink> PySink<S> {
@@ -664,23 +679,27 @@ impl<S: SampleSink> PySink<S> {
     /// CPU), up to [`WIDE_WINDOW_NS`], the nearest whose calls from C
     /// (its groups) are as many as the sample's eval frames (`evals`):
     /// the same shape of call, most likely the same calls.
-    fn python_frames(&self, tid: u32, time_ns: u64, evals: usize) -> Option<Arc<[PyFrame]>> {
+    fn python_frames(&self, tid: u32, time_ns: u64, evals: usize) -> Option<(u64, Arc<[PyFrame]>)> {
         let snapshots = self
             .shared
             .snapshots
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let mut near: Vec<&Snapshot> = snapshots
-            .get(&tid)?
-            .iter()
-            .filter(|s| s.time_ns.abs_diff(time_ns) <= WIDE_WINDOW_NS && !s.frames.is_empty())
+        // A thread's snapshots are in time order: those in the window are
+        // found by bisection (a thread keeps up to `MAX_KEPT`).
+        let kept = snapshots.get(&tid)?;
+        let from = kept.partition_point(|s| s.time_ns < time_ns.saturating_sub(WIDE_WINDOW_NS));
+        let mut near: Vec<&Snapshot> = kept
+            .range(from..)
+            .take_while(|s| s.time_ns <= time_ns.saturating_add(WIDE_WINDOW_NS))
+            .filter(|s| !s.frames.is_empty())
             .collect();
         near.sort_by_key(|s| s.time_ns.abs_diff(time_ns));
         near.into_iter()
             .find(|s| {
                 s.time_ns.abs_diff(time_ns) <= MATCH_WINDOW_NS || groups(&s.frames).len() == evals
             })
-            .map(|s| Arc::clone(&s.frames))
+            .map(|s| (s.serial, Arc::clone(&s.frames)))
     }
 
     /// `stack` with the Python frames of `sample`'s thread spliced in;
@@ -688,22 +707,50 @@ impl<S: SampleSink> PySink<S> {
     /// already, or no snapshot is near.
     fn spliced_stack(&mut self, sample: &Sample, stack: u32) -> u32 {
         let as_is = self.stack_id(stack);
-        let Some(frames) = self.frames(stack) else {
-            return as_is;
+        // The sink runs on the sampler's drain thread, which must keep up
+        // with the kernel's buffers: what a stack needs and each splice
+        // made are kept (a hot loop's samples share both), not made again
+        // for every sample.
+        let evals = match self.evals_of.get(&stack) {
+            Some(&n) => n,
+            None => {
+                let n = self.frames(stack).map_or(0, |frames| {
+                    if frames.iter().any(|s| self.python_symbols.contains(s)) {
+                        0
+                    } else {
+                        frames
+                            .iter()
+                            .filter(|s| self.eval_symbols.contains(s))
+                            .count()
+                    }
+                });
+                if self.nodes.contains_key(&stack) {
+                    self.evals_of.insert(stack, n);
+                }
+                n
+            }
         };
-        if frames.iter().any(|s| self.python_symbols.contains(s)) {
+        if evals == 0 {
             return as_is;
         }
-        let evals: Vec<usize> = (0..frames.len())
-            .filter(|&i| self.eval_symbols.contains(&frames[i]))
-            .collect();
-        if evals.is_empty() {
-            return as_is;
-        }
-        let Some(py) = self.python_frames(sample.tid, sample.time_ns, evals.len()) else {
+        let Some((serial, py)) = self.python_frames(sample.tid, sample.time_ns, evals) else {
             self.shared.missed.fetch_add(1, Ordering::Relaxed);
             return as_is;
         };
+        self.shared.given.fetch_add(1, Ordering::Relaxed);
+        if let Some(&id) = self.splices.get(&(stack, serial)) {
+            return id;
+        }
+        // Bounded: emptied when large.
+        if self.splices.len() > 65_536 {
+            self.splices.clear();
+        }
+        let Some(frames) = self.frames(stack) else {
+            return as_is;
+        };
+        let evals: Vec<usize> = (0..frames.len())
+            .filter(|&i| self.eval_symbols.contains(&frames[i]))
+            .collect();
         let groups = groups(&py);
         // Innermost group with innermost eval frame; extra groups before
         // the outermost eval frame.
@@ -732,8 +779,9 @@ impl<S: SampleSink> PySink<S> {
         }
         // At most what a stored stack holds: its innermost frames.
         let cut = out.len().saturating_sub(lotus_samples::MAX_STACK_DEPTH);
-        self.shared.given.fetch_add(1, Ordering::Relaxed);
-        self.intern(&out[cut..])
+        let id = self.intern(&out[cut..]);
+        self.splices.insert((stack, serial), id);
+        id
     }
 
     /// Marks the processes of `block` whose samples ran Python as busy,
@@ -971,6 +1019,7 @@ mod tests {
             keep(&mut kept, 1_000 * ms);
             kept.push_back(Snapshot {
                 time_ns: t * 20 * ms,
+                serial: t,
                 frames: Arc::clone(&frames),
             });
         }
@@ -983,6 +1032,7 @@ mod tests {
             keep(&mut kept, 0);
             kept.push_back(Snapshot {
                 time_ns: t,
+                serial: t,
                 frames: Arc::clone(&frames),
             });
         }
