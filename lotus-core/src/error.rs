@@ -97,6 +97,15 @@ pub enum Error {
         /// The system's message.
         message: String,
     },
+    /// A file given as a mapping that is not one, with what it looks like
+    /// (a CSV or text report, a profile): what to pass instead.
+    #[error("{source}{hint}")]
+    NotAMappingFile {
+        /// Why it was refused.
+        source: Box<Error>,
+        /// What it looks like, and what to do.
+        hint: &'static str,
+    },
     /// A lotus mapping of another schema version.
     #[error("{file}: mapping schema {found} is not supported (this lotus reads \"lotus.mapping/1\" and the original tool's op_to_func files)")]
     UnknownMappingSchema {
@@ -264,6 +273,7 @@ impl Error {
             | Error::NotAProfile { file, .. }
             | Error::InvalidProfile { file, .. }
             | Error::BadFigure { file, .. } => Some(file),
+            Error::NotAMappingFile { source, .. } => source.file(),
             _ => None,
         }
     }

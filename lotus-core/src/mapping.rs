@@ -565,6 +565,47 @@ impl Mapping {
     pub fn from_json(text: &str, file: &str) -> Result<Mapping, Error> {
         Mapping::from_reader(std::io::Cursor::new(text.as_bytes()), file)
     }
+    /// Reads the mapping file at `path` ([`Mapping::from_reader`]),
+    /// opened as a regular file ([`lotus_sys::input::open_regular`]); a
+    /// folder, or a file that is not a mapping, is refused saying what it
+    /// looks like (its first bytes: a CSV or text report, a profile) and
+    /// what to pass instead.
+    pub fn read_file(path: &std::path::Path) -> Result<Mapping, Error> {
+        let name = path.display().to_string();
+        if path.is_dir() {
+            let why = "is a folder; give a mapping file (lotus map --out FILE)";
+            return Err(Error::unreadable(&name, &why));
+        }
+        let mut file =
+            lotus_sys::input::open_regular(path).map_err(|e| Error::unreadable(&name, &e))?;
+        let mut head = Vec::with_capacity(64);
+        (&mut file)
+            .take(64)
+            .read_to_end(&mut head)
+            .and_then(|_| file.rewind())
+            .map_err(|e| Error::unreadable(&name, &e))?;
+        let head_text = String::from_utf8_lossy(&head);
+        let first = head_text.trim_start_matches('\u{feff}').trim_start();
+        let looks_like_json = first.is_empty() || first.starts_with('{');
+        // Streamed: the file is never held as text nor as a JSON tree.
+        Mapping::from_reader(file, &name).map_err(|e| {
+            let hint = match &e {
+                Error::Json { .. } | Error::InvalidMapping { .. } | Error::NotAMapping { .. }
+                    if !looks_like_json =>
+                {
+                    " (this looks like a CSV or text report, not a mapping: pass profiles with --profile, mappings come from `lotus map`)"
+                }
+                Error::UnknownMappingSchema { found, .. } if found.contains("lotus.profile/") => {
+                    " (this is a profile: pass it with --profile)"
+                }
+                _ => return e,
+            };
+            Error::NotAMappingFile {
+                source: Box::new(e),
+                hint,
+            }
+        })
+    }
 
     /// Reads a mapping like [`Mapping::from_json`], streaming from `reader`:
     /// the file's text is never held whole, and no generic JSON tree is
