@@ -39,6 +39,10 @@ const OTHER_COMMANDS: &[(&str, &str)] = &[
         "writes a running job's samples into a folder; prints notes only",
     ),
     (
+        "top",
+        "prints views of a job's ops as it runs, for a person (the folder it keeps with --out is what `attribute DIR --format` reads)",
+    ),
+    (
         "completions",
         "prints a shell script, whose shell is its argument",
     ),
@@ -341,6 +345,10 @@ fn out_dash_is_standard_output_for_every_command_with_out() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!tmp.path().join("-").exists());
     checked.insert("trace attach");
+    let out = lotus_in(tmp.path(), &["top", "--out", "-", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!tmp.path().join("-").exists());
+    checked.insert("top");
     // Nor a tune's trials.
     let out = lotus_in(tmp.path(), &["tune", "--out", "-", "--", "true"]);
     assert_eq!(out.status.code(), Some(2));

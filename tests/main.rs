@@ -71,6 +71,7 @@ mod trace_run_faults;
 mod trace_run_killed;
 mod trace_startup;
 mod trace_study;
+mod trace_top;
 mod trace_torch;
 mod trace_view;
 mod tracer_bounds;

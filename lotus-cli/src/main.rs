@@ -137,6 +137,9 @@ enum Command {
         #[command(subcommand)]
         command: cmd::trace::TraceCommand,
     },
+    /// The job's ops live, summed over every worker, refreshed in place:
+    /// `lotus top -- python train.py ...` or `lotus top --pid PID`.
+    Top(cmd::trace::top::TopArgs),
     /// Run the job briefly under a few DataLoader settings chosen by the
     /// model (workers, prefetch, persistent workers), with no change to its
     /// code, and keep the best.
@@ -164,6 +167,7 @@ fn main() -> ExitCode {
         Command::Predict(args) => cmd::predict::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Trace { command } => cmd::trace::run(command),
+        Command::Top(args) => cmd::trace::top::top(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Completions(args) => cmd::completions::run::<Cli>(args),
         Command::Man(args) => cmd::man::run::<Cli>(args, VERSION),

@@ -65,15 +65,8 @@ fn load_feeding(
     model: Option<&mut lotus_predict::Observer>,
 ) -> Result<(TraceFolder, TraceIndex)> {
     let folder = TraceFolder::scan(dir)?;
-    // An empty log (a disk-full trace, a process killed before it wrote)
-    // has no events: said by name, the others are read.
-    for log in &folder.logs {
-        if log.open_file().is_ok_and(|f| f.size() == 0) {
-            crate::usage::note!(
-                "lotus: note: {}: empty: the process wrote nothing (disk full, or killed before it wrote?); skipped",
-                log.display
-            );
-        }
+    for note in folder.empty_logs() {
+        crate::usage::note!("lotus: {note}");
     }
     let budget = Budget::from_env()?;
     let index = match model {

@@ -59,6 +59,7 @@ mod run_record;
 mod sampled;
 mod status;
 mod tracer;
+mod watch;
 
 pub use attach::{attach, AttachOptions, AttachRun};
 pub use error::RunnerError;
@@ -72,6 +73,7 @@ pub use run::{
 pub use run_record::{run_file, RunRecord, RUN_SCHEMA};
 pub use sampled::{sample_counters, Sampling, DEFAULT_COUNTERS, DEFAULT_FREQUENCY_HZ};
 pub use status::mark_failed;
+pub use watch::{watch, Watched, WatchedRun, PAUSE_FACTOR};
 
 #[cfg(test)]
 mod tests;

@@ -233,6 +233,68 @@ impl TraceRun {
             _ => 1,
         }
     }
+
+    /// What the run wrote, in a line: its logs (main, workers), bytes and
+    /// logs of ITT tasks, as a [`MessageKind::Note`]; or that it wrote
+    /// none (the program was not Python, or ran nothing traced), as a
+    /// [`MessageKind::Warning`].
+    pub fn written(&self) -> (crate::MessageKind, String) {
+        let n = self.logs.len();
+        if n == 0 && self.itt_logs == 0 && self.failures.is_empty() {
+            let line = format!(
+                "no trace written to {}: was the program Python, and did it run a DataLoader or traced code? (lotus_trace needs Python 3.8+)",
+                self.out.display()
+            );
+            return (crate::MessageKind::Warning, line);
+        }
+        let itt = match self.itt_logs {
+            0 => String::new(),
+            k => format!(", and {k} log(s) of ITT tasks"),
+        };
+        let (out, workers, bytes) = (self.out.display(), self.workers, self.bytes);
+        let line = format!(
+            "trace in {out}: {n} log(s) ({} main, {workers} worker), {bytes} bytes{itt}",
+            n - workers
+        );
+        (crate::MessageKind::Note, line)
+    }
+
+    /// What to say of the logs lost ([`TraceRun::failures`]), once each
+    /// is said: the trace incomplete, and what to do. Where the run was
+    /// sampled (`sampled`, logs of `prefix`), its `.sampling` is marked
+    /// failed too ([`crate::mark_failed`]); an error doing so is said as
+    /// the first line. Empty where no log was lost.
+    pub fn lost_logs(&self, sampled: bool, prefix: &str) -> Vec<String> {
+        let Some(first) = self.failures.first() else {
+            return Vec::new();
+        };
+        let n = self.failures.len();
+        let mut lines = Vec::new();
+        if sampled {
+            let reason =
+                format!("{n} process(es) could not write their trace logs; the first: {first}");
+            if let Err(e) = crate::mark_failed(&self.out, prefix, &reason) {
+                lines.push(format!("{e}"));
+            }
+        }
+        let denied = self
+            .failures
+            .iter()
+            .filter(|f| f.contains("Permission denied") || f.contains("Errno 13"))
+            .count();
+        let fix = if denied > 0 {
+            format!(
+                "{denied} of them were refused the folder (a process that dropped its privileges, e.g. os.setuid, runs as a user that may not write there, nor into lotus's private folder): run lotus itself as that user (e.g. `setpriv --reuid=USER --regid=GROUP --init-groups lotus trace run ...`) rather than dropping privileges inside the job"
+            )
+        } else {
+            "free space there (or choose another --out) and run again".into()
+        };
+        lines.push(format!(
+            "error: the trace in {} is incomplete: {n} process(es) could not write their logs (above); {fix}",
+            self.out.display()
+        ));
+        lines
+    }
 }
 
 /// Checks a log prefix: letters, digits, `-`, `_` or `.` (it starts each

@@ -16,7 +16,8 @@
 //!   through a link out of the folder, nor past the size a file had).
 //! - Printing: [`text`], names that came from data made safe for a
 //!   terminal, a table or a CSV cell, and the numbers printed beside them;
-//!   [`terminal_columns`], the width of the terminal the output is read on.
+//!   [`terminal_columns`], the width of the terminal the output is read on
+//!   ([`terminal_rows`], its height).
 //!
 //! # Writing
 //!
@@ -73,7 +74,7 @@ pub use clock::clock_ns;
 pub use error::{Error, Result};
 pub use output::{check_writable, create_dir_all, write_file, OutputFile};
 pub use private::{owner_stamp, remove_stale_folders, temp_dir, temp_file, PrivateDir, OWNER_FILE};
-pub use terminal::terminal_columns;
+pub use terminal::{terminal_columns, terminal_rows};
 
 /// The modules behind the `pub use` lists are private: each block must fail
 /// to compile (E0603: private).

@@ -16,3 +16,14 @@ pub fn terminal_columns() -> Option<usize> {
     }
     columns(std::io::stdout()).or_else(|| columns(std::io::stderr()))
 }
+
+/// The rows of the terminal standard output is, where it is one and says
+/// (`lotus top` cuts its view to them).
+pub fn terminal_rows() -> Option<usize> {
+    let out = std::io::stdout();
+    if !out.is_terminal() {
+        return None;
+    }
+    let size = rustix::termios::tcgetwinsize(&out).ok()?;
+    Some(usize::from(size.ws_row)).filter(|&r| r > 0)
+}

@@ -471,6 +471,16 @@ impl TraceFolder {
         })
     }
 
+    /// Notes for the logs that are empty (a disk-full trace, a process
+    /// killed before it wrote): they have no events, and are said by name.
+    pub fn empty_logs(&self) -> Vec<String> {
+        self.logs
+            .iter()
+            .filter(|log| log.open_file().is_ok_and(|f| f.size() == 0))
+            .map(|log| format!("note: {}: empty: the process wrote nothing (disk full, or killed before it wrote?); skipped", log.display))
+            .collect()
+    }
+
     /// Finds the logs and profiler traces under `root`, or takes `root`
     /// itself when it is one log file. An error when there are no logs.
     /// Through a shared folder ([`Dir::Shared`]), its files are read

@@ -1,6 +1,7 @@
 //! Rendering an attribution: JSON, CSV, terminal tables and Markdown.
 
 use crate::render::table;
+use crate::render::table::md_escape;
 use lotus_sys::text::{csv_number, csv_record, figure, one_line, printable};
 use std::collections::BTreeSet;
 
@@ -40,11 +41,6 @@ pub(super) fn pct(share: f64) -> String {
 
 pub(super) fn metric_text(v: f64) -> String {
     format!("{v:.2}")
-}
-
-/// A Markdown cell's text: on one line, its `|` escaped.
-pub(super) fn md_escape(s: &str) -> String {
-    one_line(s).replace('|', "\\|")
 }
 
 /// A rendered table, independent of its final syntax.

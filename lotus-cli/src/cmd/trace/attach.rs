@@ -39,7 +39,7 @@ pub struct AttachArgs {
 }
 
 /// `--duration`: seconds, above 0.
-fn seconds(text: &str) -> std::result::Result<Duration, String> {
+pub(super) fn seconds(text: &str) -> std::result::Result<Duration, String> {
     match text.parse::<f64>() {
         Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
         _ => Err(format!("{text:?} is not a number of seconds above 0")),

@@ -20,11 +20,11 @@ pub(super) fn unseen_notes(dir: &Path, prefix: &str) -> Vec<String> {
 /// run next on the folder it wrote: `attribute` where it was sampled,
 /// `trace stats` where not, then the report.
 pub(super) fn next_hint(out: &Path, prefix: &str, sampled: bool) -> String {
-    let dir = shell_word(&out.display().to_string());
+    let dir = lotus_sys::text::shell_word(&out.display().to_string());
     let prefix = if prefix == "lotus" {
         String::new()
     } else {
-        format!(" --prefix {}", shell_word(prefix))
+        format!(" --prefix {}", lotus_sys::text::shell_word(prefix))
     };
     let first = if sampled {
         format!("lotus attribute {dir}{prefix}")
@@ -32,19 +32,6 @@ pub(super) fn next_hint(out: &Path, prefix: &str, sampled: bool) -> String {
         format!("lotus trace stats {dir}")
     };
     format!("next: {first}    (then lotus report --trace {dir} --out report.html)")
-}
-
-/// `s` as one shell word: as it is where it holds only safe characters,
-/// else in single quotes.
-fn shell_word(s: &str) -> String {
-    let safe = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c));
-    if safe {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ mod ops;
 pub mod run;
 mod stats;
 mod tables;
+pub mod top;
 mod view;
 
 use std::process::ExitCode;

@@ -19,6 +19,11 @@ pub use lotus_core::{cut_right, display_width, module_name, short_names, table_w
 /// room (else they go to a part of the table of their own).
 pub const NAME_MIN: usize = 24;
 
+/// A Markdown cell's text: on one line, its `|` escaped.
+pub fn md_escape(s: &str) -> String {
+    lotus_map::output::one_line(s).replace('|', "\\|")
+}
+
 /// `line` cut at spaces into lines of at most `width` columns (a word
 /// longer than that is cut at its end), the ones after the first indented
 /// by two spaces.

@@ -151,14 +151,8 @@ fn options(args: &TraceRunArgs) -> Result<TraceOptions> {
 /// of a program that succeeded).
 fn say_run(args: &TraceRunArgs, run: &TraceRun) -> ExitCode {
     let (out, new, status) = (&run.out, &run.logs, run.status);
-    say_written(
-        out,
-        new,
-        run.itt_logs,
-        run.failures.is_empty(),
-        run.workers,
-        run.bytes,
-    );
+    let (kind, line) = run.written();
+    Stderr.message(kind, &line);
     // What the workers ran outside every op, said now rather than only by
     // a later `attribute` (issue 24: say what was not seen).
     if args.sample && !new.is_empty() {
@@ -176,7 +170,7 @@ fn say_run(args: &TraceRunArgs, run: &TraceRun) -> ExitCode {
         );
     }
     if !run.failures.is_empty() {
-        say_failures(args, out, &run.failures);
+        say_failures(args, run);
         if status.success() {
             return ExitCode::FAILURE;
         }
@@ -184,68 +178,12 @@ fn say_run(args: &TraceRunArgs, run: &TraceRun) -> ExitCode {
     ExitCode::from(run.exit_code())
 }
 
-/// Says what the run wrote: its logs, workers', bytes and logs of ITT
-/// tasks, or that it wrote none.
-fn say_written(
-    out: &Path,
-    new: &[PathBuf],
-    itt_logs: usize,
-    no_failures: bool,
-    workers: usize,
-    bytes: u64,
-) {
-    if new.is_empty() && itt_logs == 0 && no_failures {
-        crate::usage::say!(
-            "lotus: no trace written to {}: was the program Python, and did it run a DataLoader or traced code? (lotus_trace needs Python 3.8+)",
-            out.display()
-        );
-    } else {
-        let itt = if itt_logs > 0 {
-            format!(", and {itt_logs} log(s) of ITT tasks")
-        } else {
-            String::new()
-        };
-        crate::usage::note!(
-            "lotus: trace in {}: {} log(s) ({} main, {} worker), {} bytes{itt}",
-            out.display(),
-            new.len(),
-            new.len() - workers,
-            workers,
-            bytes
-        );
-    }
-}
-
-/// Says which processes could not write their logs, and what to do; a
-/// sampled trace's status says the run failed.
-fn say_failures(args: &TraceRunArgs, out: &Path, failures: &[String]) {
-    for failure in failures {
+/// Each lost log, then what that means ([`TraceRun::lost_logs`]).
+fn say_failures(args: &TraceRunArgs, run: &TraceRun) {
+    for failure in &run.failures {
         crate::usage::say!("lotus: {failure}");
     }
-    if args.sample {
-        let reason = format!(
-            "{} process(es) could not write their trace logs; the first: {}",
-            failures.len(),
-            failures[0]
-        );
-        if let Err(e) = lotus_runner::mark_failed(out, &args.prefix, &reason) {
-            eprintln!("lotus: {:#}", anyhow::Error::from(e));
-        }
+    for line in run.lost_logs(args.sample, &args.prefix) {
+        crate::usage::say!("lotus: {line}");
     }
-    let denied = failures
-        .iter()
-        .filter(|f| f.contains("Permission denied") || f.contains("Errno 13"))
-        .count();
-    let fix = if denied > 0 {
-        format!(
-            "{denied} of them were refused the folder (a process that dropped its privileges, e.g. os.setuid, runs as a user that may not write there, nor into lotus's private folder): run lotus itself as that user (e.g. `setpriv --reuid=USER --regid=GROUP --init-groups lotus trace run ...`) rather than dropping privileges inside the job"
-        )
-    } else {
-        "free space there (or choose another --out) and run again".into()
-    };
-    crate::usage::say!(
-        "lotus: error: the trace in {} is incomplete: {} process(es) could not write their logs (above); {fix}",
-        out.display(),
-        failures.len()
-    );
 }
