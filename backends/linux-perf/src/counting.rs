@@ -336,10 +336,14 @@ impl Counters {
     pub(crate) fn read_deltas(&mut self) -> Result<Deltas, CoreError> {
         let mut out: Deltas = [None; 5];
         for g in &mut self.groups {
-            let data = g
-                .leader
-                .read()
-                .map_err(|e| event_io("reading the window counters", e))?;
+            let data = match g.leader.read() {
+                Ok(data) => data,
+                // The thread counted has exited and been reaped (Linux
+                // 6.18 answers ECHILD then): its counts stopped at the
+                // last read; the other groups' still count.
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => continue,
+                Err(e) => return Err(event_io("reading the window counters", e)),
+            };
             let scale = |count: u64| match (data.time_enabled(), data.time_running()) {
                 (Some(en), Some(run)) if !run.is_zero() && run < en => {
                     let scaled = count as u128 * en.as_nanos() / run.as_nanos().max(1);

@@ -27,6 +27,8 @@ pub(super) struct Logs {
     /// which split its samples outside every op (`phases`).
     pub(super) phases: Phases,
     pub(super) bad_lines: u64,
+    /// Logs that end in NUL bytes (see `ClockedSummary::cut_logs`).
+    pub(super) cut_logs: u64,
     /// Logs skipped (empty: the process wrote nothing), each with why.
     pub(super) skipped_logs: Vec<String>,
     /// Work handed to a pool thread (`kind=task`), sorted by when it was
@@ -202,6 +204,7 @@ pub(super) fn read_logs<'a>(dir: impl Into<Dir<'a>>, budget: Budget) -> Result<L
         Ok(())
     })?;
     bad_lines += summary.bad_lines;
+    let cut_logs = summary.cut_logs;
     let skipped_logs = summary.skipped_logs;
     let mut spans = Spool::new(budget);
     for s in sorter.finish()? {
@@ -227,6 +230,7 @@ pub(super) fn read_logs<'a>(dir: impl Into<Dir<'a>>, budget: Budget) -> Result<L
         spans,
         phases,
         bad_lines,
+        cut_logs,
         skipped_logs,
         tasks: {
             tasks.sort_unstable_by_key(|t| (t.at, t.pid, t.tid, t.start));

@@ -126,6 +126,14 @@ impl SampledTrace {
                 logs.bad_lines
             ));
         }
+        // A log still being written ends in NUL bytes too: said only of
+        // a run that ended.
+        if logs.cut_logs > 0 && !partial(&meta, 0) {
+            notes.push(format!(
+                "{} log(s) end cut short (NUL bytes: their processes were killed before they closed them); their lines before are read",
+                logs.cut_logs
+            ));
+        }
         // Read once, for the rule's frames and for `--format folded`; a
         // stacks file that cannot be read leaves each sample its own
         // function in the rule, and `--format folded` says why.

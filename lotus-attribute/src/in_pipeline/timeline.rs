@@ -45,6 +45,10 @@ pub struct ClockedSummary {
     pub unplaced: u64,
     /// Lines that are not events.
     pub bad_lines: u64,
+    /// Logs that end in NUL bytes ([`lotus_trace::CUT_SHORT`]): their
+    /// process was killed, or is still writing them (a run being read
+    /// as it goes), not counted among the bad lines.
+    pub cut_logs: u64,
     /// Logs skipped (nothing in them), each with why.
     pub skipped_logs: Vec<String>,
     /// `wall_ns - monotonic_ns` of the first clock pair read (where the
@@ -88,8 +92,11 @@ where
                 }
                 return f(ClockedItem::Log(log));
             }
-            Item::Entry(Entry::Bad(_)) => {
-                summary.bad_lines += 1;
+            Item::Entry(Entry::Bad(bad)) => {
+                match bad.message == lotus_trace::CUT_SHORT {
+                    true => summary.cut_logs += 1,
+                    false => summary.bad_lines += 1,
+                }
                 return Ok(());
             }
             Item::Entry(Entry::Event(e)) => e,
