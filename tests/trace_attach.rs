@@ -211,10 +211,12 @@ fn attach_samples_a_running_job_and_the_workers_it_starts_later() {
             sampled_ms * 10 >= own_ms * 8,
             "worker {w} started after the attach: {sampled_ms} ms sampled of {own_ms} ms timed"
         );
-        // Measured: 67-100% a worker (the frames of 3.9-3.11 are read
-        // beside the sampler, about 50 times a second).
+        // Measured: 100% every worker (the frames of 3.9-3.11 are read
+        // beside the sampler, about 50 times a second; 67-83% in the
+        // first epoch while the snapshots were dropped 400 ms behind the
+        // newest, before the late samples of a loaded machine came).
         assert!(
-            c.framed * 10 >= c.python * 6,
+            c.framed * 10 >= c.python * 9,
             "worker {w}: {} of {} samples running Python carry Python frames",
             c.framed,
             c.python
@@ -224,6 +226,30 @@ fn attach_samples_a_running_job_and_the_workers_it_starts_later() {
             "worker {w}: {} samples under Crops.__getitem__ for {own_ms} ms of it",
             c.in_getitem
         );
+    }
+    // The folded stacks (what the flame graphs and `--by caller` read)
+    // hold the rows `attribute DIR` gives, each sample under its row.
+    let folded = common::lotus_ok(&["attribute", s(&out), "--format", "folded"]);
+    let mut under: BTreeMap<String, u64> = BTreeMap::new();
+    for line in folded.lines() {
+        let (frames, n) = line.rsplit_once(' ').expect("a count");
+        let root = frames.split(';').next().unwrap_or("").to_string();
+        *under.entry(root).or_default() += n.parse::<u64>().expect("count");
+    }
+    let v: serde_json::Value = serde_json::from_str(&common::lotus_ok(&[
+        "attribute",
+        s(&out),
+        "--format",
+        "json",
+    ]))
+    .expect("json");
+    for r in v["rows"].as_array().expect("rows") {
+        if r["depth"] != 0 {
+            continue;
+        }
+        let name = r["name"].as_str().expect("name");
+        let n = r["inclusive_samples"].as_u64().or(r["samples"].as_u64());
+        assert_eq!(under.get(name).copied(), n, "{name}: {under:?}");
     }
 }
 

@@ -66,6 +66,11 @@ impl FoldedStacks {
 }
 
 /// A frame name as folded lines can hold it.
+pub(super) fn folded_root(name: &str) -> String {
+    frame(name)
+}
+
+/// A frame name as folded lines can hold it.
 fn frame(name: &str) -> String {
     let name = if name.is_empty() {
         UNKNOWN_SYMBOL
@@ -125,6 +130,15 @@ pub(super) fn fold<'a>(
     budget: Budget,
 ) -> Result<Fold, Error> {
     let dir: Dir<'_> = dir.into();
+    // A folder without tracer logs (`lotus trace attach`): its rows from
+    // the samples' Python frames, as `lotus attribute DIR` gives them.
+    match lotus_trace::TraceFolder::scan(dir) {
+        Ok(f) if !f.logs.is_empty() => {}
+        Ok(_) | Err(lotus_trace::TraceError::NoLogs { .. }) => {
+            return super::frame_ops::fold_frames(dir, prefix);
+        }
+        Err(e) => return Err(e.into()),
+    }
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
     let mut folding = Folding::of(&trace)?;
     let windows = Phases::take(&mut trace.logs);

@@ -26,6 +26,7 @@
 //! samples are in "other threads, cause unknown", not in the op that
 //! handed it work.
 
+use super::folded::{folded_root, Fold};
 use super::frame_rules::{loose, shape, PyFrame, Shape};
 use super::*;
 use lotus_samples::StackTable;
@@ -99,8 +100,61 @@ pub fn attribute_frames<'a>(
     );
     let mut shapes = Shapes::new(&sampling.symbols, &stacks);
     let facts = first_pass(&sampling, &mut shapes)?;
-    let credited = credit(&sampling, &mut shapes, &facts)?;
+    let credited = credit(&sampling, &mut shapes, &facts, false)?;
     Ok(rows_of(sampling, &stacks, credited, top))
+}
+
+/// The samples of the sampled folder `dir` (of `prefix`, with call
+/// stacks) folded under the rows [`attribute_frames`] credits them to:
+/// what `--format folded`, the flame graphs and `--by caller` read of a
+/// folder without tracer logs (`lotus trace attach`).
+pub(super) fn fold_frames(dir: Dir<'_>, prefix: &str) -> Result<Fold, Error> {
+    let sampling = Sampling::read(dir, prefix)?;
+    if !samples_of(&sampling.files)?.has_stacks() {
+        return Err(Error::NoStacks {
+            path: sampling.files.samples.display().to_string(),
+        });
+    }
+    let stacks = sampling
+        .files
+        .read_stacks()
+        .map_err(|e| Error::Io(e.to_string()))?;
+    let mut shapes = Shapes::new(&sampling.symbols, &stacks);
+    let facts = first_pass(&sampling, &mut shapes)?;
+    let mut c = credit(&sampling, &mut shapes, &facts, true)?;
+    let (mut rows, mut deep) = (BTreeMap::<String, Vec<(Vec<u32>, u64)>>::new(), 0);
+    let mut frames = Vec::new();
+    for ((key, stack, leaf), n) in c.folds.take().unwrap_or_default() {
+        let root = match key {
+            Key::At(Target::Op(p)) => c
+                .tree
+                .parts(p, &c.ops)
+                .iter()
+                .map(|s| folded_root(s))
+                .collect::<Vec<_>>()
+                .join(";"),
+            Key::At(t) => folded_root(&row_name(&t, &c.ops)),
+            Key::Next => folded_root(NEXT_ROW),
+            Key::Hooks(role) => folded_root(&format!("lotus hooks ({role})")),
+        };
+        let ids = match stacks.frames(stack, &mut frames) {
+            true => frames.clone(),
+            false => vec![leaf],
+        };
+        deep += if ids.len() >= 2 { n } else { 0 };
+        rows.entry(root).or_default().push((ids, n));
+    }
+    for stacks in rows.values_mut() {
+        stacks.sort_unstable();
+    }
+    Ok(Fold {
+        rows,
+        symbols: sampling.symbols.clone(),
+        samples: c.total,
+        deep_samples: deep,
+        with_stacks: true,
+        notes: vec![frames_note(&c)],
+    })
 }
 
 /// Where a sample goes: a row of the spans' attribution, or
@@ -305,6 +359,8 @@ struct Credited {
     /// Samples with Python frames.
     python: u64,
     cut_bytes: usize,
+    /// With a fold asked for: the samples by row, stack id and function.
+    folds: Option<HashMap<(Key, u32, u32), u64>>,
 }
 
 impl Credited {
@@ -330,8 +386,16 @@ impl Credited {
 
 /// Pass 2, the rule: each sample to its op path, or to a row outside
 /// every op.
-fn credit(sampling: &Sampling, shapes: &mut Shapes<'_>, facts: &Facts) -> Result<Credited, Error> {
-    let mut c = Credited::default();
+fn credit(
+    sampling: &Sampling,
+    shapes: &mut Shapes<'_>,
+    facts: &Facts,
+    fold: bool,
+) -> Result<Credited, Error> {
+    let mut c = Credited {
+        folds: fold.then(HashMap::new),
+        ..Credited::default()
+    };
     // Paths by (stack key, the dataset op a cut stack lies under).
     let mut paths: HashMap<(u32, u32, Option<&str>), Option<u32>> = HashMap::new();
     let mut reader = samples_of(&sampling.files)?;
@@ -420,6 +484,9 @@ fn credit(sampling: &Sampling, shapes: &mut Shapes<'_>, facts: &Facts) -> Result
         c.python += u64::from(whole.python);
         *c.counts.entry(target).or_default() += 1;
         *c.functions.entry((target, s.symbol)).or_default() += 1;
+        if let Some(folds) = &mut c.folds {
+            *folds.entry((target, stack, s.symbol)).or_default() += 1;
+        }
         if !s.counters.is_empty() {
             let sum = c
                 .sums
