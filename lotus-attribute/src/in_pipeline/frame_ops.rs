@@ -533,6 +533,12 @@ fn rows_of(
     let interval_ns = sampling.interval_ns;
     let symbols = &sampling.symbols;
     let counters = sampling.counters.clone();
+    // Frames read from the interpreter beside the sampler (3.8 to 3.11,
+    // and every Python under attach) come from snapshots, each standing
+    // for the samples around it: an op row's `±` counts those draws, not
+    // its samples (m samples a snapshot on average: √m times wider).
+    let per_snapshot = samples_per_snapshot(&sampling.meta);
+    let spread = |n: u64| sampled_uncertainty_ns(n.saturating_mul(per_snapshot), interval_ns);
     let op_counts: HashMap<Target, u64> = c
         .counts
         .iter()
@@ -586,8 +592,8 @@ fn rows_of(
             cpu_ns: f.cpu_ns,
             inclusive_cpu_ns: f.inclusive_cpu_ns,
             cpu_source: CpuSource::Sampled,
-            uncertainty_ns: sampled_uncertainty_ns(f.basis, interval_ns),
-            inclusive_uncertainty_ns: sampled_uncertainty_ns(f.inclusive_basis, interval_ns),
+            uncertainty_ns: spread(f.basis),
+            inclusive_uncertainty_ns: spread(f.inclusive_basis),
             share: 0.0,
             calls: None,
             cpu_per_call_ns: None,
@@ -686,6 +692,11 @@ fn rows_of(
     let own_work: u64 = c.op_symbols.values().sum::<u64>() - own_wait;
     let unseen = unseen_of(&mut c, symbols, interval_ns, top);
     let mut notes = vec![frames_note(&c)];
+    if per_snapshot > 1 {
+        notes.push(format!(
+            "the Python frames were read beside the sampler, each snapshot standing for about {per_snapshot} samples: an op row's ± counts the snapshots (√{per_snapshot} times what its samples alone would give)"
+        ));
+    }
     notes.extend(sampling.notes.iter().cloned());
     notes.extend(stacks.skipped_note(&sampling.files.stacks));
     for (name, _) in counters.iter().zip(&c.saturated).filter(|(_, s)| **s) {
@@ -770,6 +781,21 @@ fn unseen_of(c: &mut Credited, symbols: &SymbolTable, interval_ns: u64, top: usi
         });
     }
     unseen
+}
+
+/// How many samples a snapshot of Python frames stood for, on average
+/// (`python_frames_samples` over `python_frames_reads`, at least 1): 1
+/// where each sample carried its own frames (3.12+ trampolines).
+fn samples_per_snapshot(meta: &HashMap<String, String>) -> u64 {
+    if meta.get("python_frames").map(String::as_str) != Some("interpreter") {
+        return 1;
+    }
+    let figure = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let (given, reads) = (
+        figure("python_frames_samples"),
+        figure("python_frames_reads"),
+    );
+    given.checked_div(reads).map_or(1, |m| m.max(1))
 }
 
 /// The note that says where the ops came from and what that leaves out,

@@ -539,3 +539,24 @@ fn a_workers_thread_pool_tasks_are_its_datasets() {
         a.notes
     );
 }
+
+/// Frames read from the interpreter come from snapshots, each standing
+/// for the samples around it: an op row's `±` counts the snapshots.
+#[test]
+fn the_interval_of_rows_from_snapshots_counts_the_snapshots() {
+    let dir = pipeline();
+    let sampling = dir.path().join("lotus.sampling");
+    let mut text = std::fs::read_to_string(&sampling).expect("sampling");
+    text += "python_frames=interpreter\npython_frames_samples=1600\npython_frames_reads=100\n";
+    std::fs::write(&sampling, text).expect("sampling");
+    let a = attribute_frames(dir.path(), "lotus", TOP_FUNCTIONS).expect("attribute");
+    let crop = row(&a, "Images/RandomResizedCrop");
+    // 16 samples a snapshot: four times the samples' own interval.
+    assert_eq!(crop.uncertainty_ns, sampled_uncertainty_ns(20 * 16, 100));
+    assert!(crop.uncertainty_ns >= 4 * sampled_uncertainty_ns(20, 100) - 4);
+    let notes = a.notes.join("\n");
+    assert!(
+        notes.contains("each snapshot standing for about 16 samples"),
+        "{notes}"
+    );
+}
