@@ -251,6 +251,26 @@ fn attach_samples_a_running_job_and_the_workers_it_starts_later() {
         let n = r["inclusive_samples"].as_u64().or(r["samples"].as_u64());
         assert_eq!(under.get(name).copied(), n, "{name}: {under:?}");
     }
+    // The Firefox view holds every sample, each thread's, with no marker
+    // (no spans without the tracer).
+    let ff = tmp.path().join("profile.json");
+    common::lotus_ok(&[
+        "trace",
+        "view",
+        s(&out),
+        "--format",
+        "firefox",
+        "--out",
+        s(&ff),
+    ]);
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ff).expect("profile")).expect("json");
+    let threads = p["threads"].as_array().expect("threads");
+    let in_view: u64 = threads
+        .iter()
+        .map(|t| t["samples"]["length"].as_u64().expect("length"))
+        .sum();
+    assert_eq!(Some(in_view), v["total_samples"].as_u64());
 }
 
 /// Each op row's share of the op rows' samples (by path), and how they

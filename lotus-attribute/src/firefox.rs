@@ -414,7 +414,19 @@ pub fn write_firefox_profile<'a>(
             _ => {}
         }
         Ok(())
-    })?;
+    });
+    // A folder of samples alone (`lotus trace attach`): its threads and
+    // samples, no op marker.
+    let summary = match summary {
+        Err(Error::Trace(lotus_trace::TraceError::NoLogs { .. })) if sampled => {
+            written.notes.push(
+                "no trace logs (a job sampled without the tracer, as `lotus trace attach` does): the samples alone, no markers of ops or batches".into(),
+            );
+            b = Some(Builder::new(interval_ns));
+            Default::default()
+        }
+        other => other?,
+    };
     written.notes.extend(summary.skipped_logs.iter().cloned());
     if summary.unplaced > 0 {
         written.notes.push(format!(
