@@ -370,14 +370,14 @@ json.dump(own, open(sys.argv[1], "w"))
 /// On every Python (`--stacks dwarf`, the default), each Python function
 /// of the op is a `py::` frame under it, with the interpreter's callers
 /// above it and the C it calls below: on 3.12+ named from CPython's perf
-/// map, on 3.9 to 3.11 read from the interpreter's frames beside the
-/// sampler (3.8: py-spy's reader finds no version in pyenv's build, whose
-/// interpreter is a shared libpython); each function's share of the op's samples is within 5 points
+/// map, on 3.8 to 3.11 read from the interpreter's frames beside the
+/// sampler; each function's share of the op's samples is within 5 points
 /// of its share of the two functions' own thread-CPU timers.
 #[test]
 fn python_functions_are_frames_under_the_op_with_their_own_shares() {
     let test = "python_functions_are_frames_under_the_op_with_their_own_shares";
     let mut pythons = vec![python()];
+    pythons.extend(common::pyenv_python("3.8", test));
     pythons.extend(common::pyenv_python("3.9", test));
     pythons.extend(common::pyenv_python("3.10", test));
     pythons.extend(common::pythons_312_and_later(test));

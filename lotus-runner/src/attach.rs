@@ -6,7 +6,7 @@
 //! through the registry's streaming backend
 //! ([`lotus_core::Streaming::attach_streaming`]) into a trace folder, with
 //! call stacks and the Python frames of every Python the reader knows
-//! (3.9 and later: a job started without lotus has no perf trampolines on,
+//! (3.8 and later: a job started without lotus has no perf trampolines on,
 //! so 3.12+ is read from the interpreter too), until the job ends, the
 //! duration passes, or Ctrl-C (SIGTERM, SIGHUP): none of which the job is
 //! sent. The folder is the one `trace run --sample` writes, without the
