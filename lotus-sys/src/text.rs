@@ -84,20 +84,6 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     escaped(text, |c| c == '\n' || c == '\t')
 }
 
-/// `s` as one shell word, for a command line printed for the user to
-/// run: as it is where it holds only safe characters, else in single
-/// quotes (each `'` in it as `'\''`).
-pub fn shell_word(s: &str) -> String {
-    let safe = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c));
-    if safe {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
 /// Whether `s` is a plain decimal number (`12`, `-0.5`, `+3e-7`, `.5`):
 /// what a spreadsheet reads as a number rather than a formula.
 pub fn is_number(s: &str) -> bool {

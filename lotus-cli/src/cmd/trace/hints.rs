@@ -20,11 +20,11 @@ pub(super) fn unseen_notes(dir: &Path, prefix: &str) -> Vec<String> {
 /// run next on the folder it wrote: `attribute` where it was sampled,
 /// `trace stats` where not, then the report.
 pub(super) fn next_hint(out: &Path, prefix: &str, sampled: bool) -> String {
-    let dir = lotus_sys::text::shell_word(&out.display().to_string());
+    let dir = lotus_core::shell_quote(&out.display().to_string());
     let prefix = if prefix == "lotus" {
         String::new()
     } else {
-        format!(" --prefix {}", lotus_sys::text::shell_word(prefix))
+        format!(" --prefix {}", lotus_core::shell_quote(prefix))
     };
     let first = if sampled {
         format!("lotus attribute {dir}{prefix}")

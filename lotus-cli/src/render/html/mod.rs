@@ -371,20 +371,12 @@ fn or_dash(s: &str) -> String {
     }
 }
 
-/// A command as one would type it: words with spaces or quotes quoted.
+/// A command as one would type it: words with spaces or quotes quoted
+/// ([`lotus_core::shell_quote`]).
 fn shell_words(words: &[String]) -> String {
     words
         .iter()
-        .map(|w| {
-            if !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-            {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', r"'\''"))
-            }
-        })
+        .map(|w| lotus_core::shell_quote(w))
         .collect::<Vec<_>>()
         .join(" ")
 }
