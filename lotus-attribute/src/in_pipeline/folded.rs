@@ -66,12 +66,7 @@ impl FoldedStacks {
 }
 
 /// A frame name as folded lines can hold it.
-pub(super) fn folded_root(name: &str) -> String {
-    frame(name)
-}
-
-/// A frame name as folded lines can hold it.
-fn frame(name: &str) -> String {
+pub(super) fn folded_frame_name(name: &str) -> String {
     let name = if name.is_empty() {
         UNKNOWN_SYMBOL
     } else {
@@ -132,12 +127,8 @@ pub(super) fn fold<'a>(
     let dir: Dir<'_> = dir.into();
     // A folder without tracer logs (`lotus trace attach`): its rows from
     // the samples' Python frames, as `lotus attribute DIR` gives them.
-    match lotus_trace::TraceFolder::scan(dir) {
-        Ok(f) if !f.logs.is_empty() => {}
-        Ok(_) | Err(lotus_trace::TraceError::NoLogs { .. }) => {
-            return super::frame_ops::fold_frames(dir, prefix);
-        }
-        Err(e) => return Err(e.into()),
+    if !super::frame_ops::has_logs(dir)? {
+        return super::frame_ops::fold_frames(dir, prefix);
     }
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
     let mut folding = Folding::of(&trace)?;
@@ -242,9 +233,13 @@ impl Folding {
                         if matches!(target, Target::Spin(_)) {
                             parts.push(SPIN_ROW);
                         }
-                        parts.iter().map(|s| frame(s)).collect::<Vec<_>>().join(";")
+                        parts
+                            .iter()
+                            .map(|s| folded_frame_name(s))
+                            .collect::<Vec<_>>()
+                            .join(";")
                     }
-                    other => frame(&row_name(&other, &trace.logs.ops)),
+                    other => folded_frame_name(&row_name(&other, &trace.logs.ops)),
                 })
                 .clone();
             let ids = match key {

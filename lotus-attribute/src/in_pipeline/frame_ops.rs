@@ -26,7 +26,7 @@
 //! samples are in "other threads, cause unknown", not in the op that
 //! handed it work.
 
-use super::folded::{folded_root, Fold};
+use super::folded::{folded_frame_name, Fold};
 use super::frame_rules::{loose, shape, PyFrame, Shape};
 use super::*;
 use lotus_samples::StackTable;
@@ -57,11 +57,8 @@ pub fn attribute_folder_from<'a>(
     let asked = ops.is_some();
     let ops = match ops {
         Some(o) => o,
-        None => match lotus_trace::TraceFolder::scan(dir) {
-            Ok(f) if !f.logs.is_empty() => OpsFrom::Spans,
-            Ok(_) | Err(lotus_trace::TraceError::NoLogs { .. }) => OpsFrom::Frames,
-            Err(e) => return Err(e.into()),
-        },
+        None if has_logs(dir)? => OpsFrom::Spans,
+        None => OpsFrom::Frames,
     };
     match ops {
         OpsFrom::Frames => match attribute_frames(dir, prefix, top) {
@@ -85,30 +82,18 @@ pub fn attribute_frames<'a>(
     prefix: &str,
     top: usize,
 ) -> Result<InPipelineAttribution, Error> {
-    let dir: Dir<'_> = dir.into();
-    let sampling = Sampling::read(dir, prefix)?;
-    if !samples_of(&sampling.files)?.has_stacks() {
-        return Err(Error::NoStacks {
-            path: sampling.files.samples.display().to_string(),
-        });
-    }
-    let stacks = Rc::new(
-        sampling
-            .files
-            .read_stacks()
-            .map_err(|e| Error::Io(e.to_string()))?,
-    );
-    let mut shapes = Shapes::new(&sampling.symbols, &stacks);
-    let facts = first_pass(&sampling, &mut shapes)?;
-    let credited = credit(&sampling, &mut shapes, &facts, false)?;
+    let (sampling, stacks, credited) = read_and_credit(dir.into(), prefix, false)?;
     Ok(rows_of(sampling, &stacks, credited, top))
 }
 
-/// The samples of the sampled folder `dir` (of `prefix`, with call
-/// stacks) folded under the rows [`attribute_frames`] credits them to:
-/// what `--format folded`, the flame graphs and `--by caller` read of a
-/// folder without tracer logs (`lotus trace attach`).
-pub(super) fn fold_frames(dir: Dir<'_>, prefix: &str) -> Result<Fold, Error> {
+/// The folder's samples and stacks read, and each sample credited (both
+/// passes; with `fold`, by stack too): where [`attribute_frames`] and
+/// [`fold_frames`] start. An error where the samples carry no stacks.
+fn read_and_credit(
+    dir: Dir<'_>,
+    prefix: &str,
+    fold: bool,
+) -> Result<(Sampling, StackTable, Credited), Error> {
     let sampling = Sampling::read(dir, prefix)?;
     if !samples_of(&sampling.files)?.has_stacks() {
         return Err(Error::NoStacks {
@@ -121,7 +106,26 @@ pub(super) fn fold_frames(dir: Dir<'_>, prefix: &str) -> Result<Fold, Error> {
         .map_err(|e| Error::Io(e.to_string()))?;
     let mut shapes = Shapes::new(&sampling.symbols, &stacks);
     let facts = first_pass(&sampling, &mut shapes)?;
-    let mut c = credit(&sampling, &mut shapes, &facts, true)?;
+    let credited = credit(&sampling, &mut shapes, &facts, fold)?;
+    Ok((sampling, stacks, credited))
+}
+
+/// Whether the folder `dir` holds tracer logs: its ops come from their
+/// spans where it does, from the samples' Python frames where not.
+pub(super) fn has_logs(dir: Dir<'_>) -> Result<bool, Error> {
+    match lotus_trace::TraceFolder::scan(dir) {
+        Ok(f) => Ok(!f.logs.is_empty()),
+        Err(lotus_trace::TraceError::NoLogs { .. }) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The samples of the sampled folder `dir` (of `prefix`, with call
+/// stacks) folded under the rows [`attribute_frames`] credits them to:
+/// what `--format folded`, the flame graphs and `--by caller` read of a
+/// folder without tracer logs (`lotus trace attach`).
+pub(super) fn fold_frames(dir: Dir<'_>, prefix: &str) -> Result<Fold, Error> {
+    let (sampling, stacks, mut c) = read_and_credit(dir, prefix, true)?;
     let (mut rows, mut deep) = (BTreeMap::<String, Vec<(Vec<u32>, u64)>>::new(), 0);
     let mut frames = Vec::new();
     for ((key, stack, leaf), n) in c.folds.take().unwrap_or_default() {
@@ -130,12 +134,12 @@ pub(super) fn fold_frames(dir: Dir<'_>, prefix: &str) -> Result<Fold, Error> {
                 .tree
                 .parts(p, &c.ops)
                 .iter()
-                .map(|s| folded_root(s))
+                .map(|s| folded_frame_name(s))
                 .collect::<Vec<_>>()
                 .join(";"),
-            Key::At(t) => folded_root(&row_name(&t, &c.ops)),
-            Key::Next => folded_root(NEXT_ROW),
-            Key::Hooks(role) => folded_root(&format!("lotus hooks ({role})")),
+            Key::At(t) => folded_frame_name(&row_name(&t, &c.ops)),
+            Key::Next => folded_frame_name(NEXT_ROW),
+            Key::Hooks(role) => folded_frame_name(&format!("lotus hooks ({role})")),
         };
         let ids = match stacks.frames(stack, &mut frames) {
             true => frames.clone(),
