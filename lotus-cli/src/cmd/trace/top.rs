@@ -44,8 +44,14 @@ pub fn top(args: TopArgs) -> Result<ExitCode> {
         return Err(crate::usage::usage("top --out names a folder, not `-`"));
     }
     lotus_runner::check_descriptor_limit().map_err(super::run::with_descriptor_hint)?;
-    let private = lotus_sys::PrivateDir::new("lotus-top-")?;
-    let dir = args.out.clone().unwrap_or(private.path().join("trace"));
+    // A private folder only where no --out keeps the trace.
+    let private = (args.out.is_none())
+        .then(|| lotus_sys::PrivateDir::new("lotus-top-"))
+        .transpose()?;
+    let dir = match &private {
+        Some(p) => p.path().join("trace"),
+        None => args.out.clone().unwrap_or_default(),
+    };
     let stacks = crate::sampling::StackMode::Dwarf;
     let sampling = crate::sampling::runner_sampling(args.frequency, &None, stacks)?;
     let what = match args.pid {
