@@ -496,6 +496,54 @@ fn draw(inputs: &Inputs, rng: &mut fastrand::Rng, counts: &[usize], mut each: im
     }
 }
 
+/// `f` of each of `items`, in their order, on up to one thread per CPU
+/// (at most 8), each taking the next item: the model's simulations are
+/// independent of each other, and a long trace's take tens of ms each.
+/// An item whose thread panicked (a model error) is made again here, so
+/// that the panic reaches the caller as it would without threads.
+/// Written here rather than with a crate: the scoped threads of `std`
+/// and one atomic counter are all it needs.
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, 8)
+        .min(items.len());
+    if threads <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let f = &f;
+    let done: Vec<Vec<(usize, R)>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else {
+                            return mine;
+                        };
+                        mine.push((i, f(item)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    let mut by_item: Vec<Option<R>> = std::iter::repeat_with(|| None).take(items.len()).collect();
+    for (i, r) in done.into_iter().flatten() {
+        by_item[i] = Some(r);
+    }
+    by_item
+        .into_iter()
+        .zip(items)
+        .map(|(r, item)| r.unwrap_or_else(|| f(item)))
+        .collect()
+}
+
 /// Each of `settings`' loop over the loop as `traced`, on each of
 /// [`RESAMPLES`] resamplings of the batches: `ratios[k][i]` for setting
 /// `k` on resampling `i`.
@@ -522,48 +570,18 @@ fn resampled_ratios(
             start
         })
         .collect();
-    let one = |i: usize| -> Vec<f64> {
-        let r = resample(inputs, &mut starts[i].clone(), &counts);
+    let one = |i: &usize| -> Vec<f64> {
+        let r = resample(inputs, &mut starts[*i].clone(), &counts);
         let b = simulate(&r, traced).loop_ns.max(1.0);
         settings
             .iter()
             .map(|s| simulate(&r, s).loop_ns / b)
             .collect()
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .clamp(1, 8)
-        .min(RESAMPLES);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut by_resample: Vec<Option<Vec<f64>>> = vec![None; RESAMPLES];
-    let done: Vec<Vec<(usize, Vec<f64>)>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if i >= RESAMPLES {
-                            return mine;
-                        }
-                        mine.push((i, one(i)));
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            // A thread that panicked (a model error) leaves its
-            // resamplings to be made here, below.
-            .map(|w| w.join().unwrap_or_default())
-            .collect()
-    });
-    for (i, r) in done.into_iter().flatten() {
-        by_resample[i] = Some(r);
-    }
+    let indices: Vec<usize> = (0..RESAMPLES).collect();
     let mut ratios: Vec<Vec<f64>> = vec![Vec::with_capacity(RESAMPLES); settings.len()];
-    for (i, r) in by_resample.into_iter().enumerate() {
-        for (k, v) in r.unwrap_or_else(|| one(i)).into_iter().enumerate() {
+    for r in parallel_map(&indices, one) {
+        for (k, v) in r.into_iter().enumerate() {
             ratios[k].push(v);
         }
     }
@@ -624,7 +642,7 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
 /// The CPUs the job could get: the machine's, lowered until the run as
 /// traced takes as long simulated as it did (see the module
 /// documentation).
-fn effective_cpus(inputs: &Inputs, measured_ns: f64) -> f64 {
+fn effective_cpus(inputs: &Inputs, measured_ns: f64, simulated_ns: f64) -> f64 {
     let cpus = inputs.traced.cpus;
     let at = |c: f64| {
         let mut s = inputs.traced.clone();
@@ -632,7 +650,7 @@ fn effective_cpus(inputs: &Inputs, measured_ns: f64) -> f64 {
         simulate(inputs, &s).loop_ns
     };
     // Within GAP_TOLERANCE the run is what its demand explains.
-    if at(cpus) * (1.0 + GAP_TOLERANCE) >= measured_ns {
+    if simulated_ns * (1.0 + GAP_TOLERANCE) >= measured_ns {
         return cpus;
     }
     let (mut lo, mut hi) = (cpus / 64.0, cpus);
@@ -678,10 +696,17 @@ fn predict_with(
     let machine = inputs.traced.cpus;
     let measured = obs.loop_ns;
     let mut traced = inputs.traced.clone();
-    let simulated = simulate(inputs, &traced).loop_ns;
-    let eff = effective_cpus(inputs, measured);
-    traced.cpus = eff;
-    let base = simulate(inputs, &traced);
+    let as_traced = simulate(inputs, &traced);
+    let simulated = as_traced.loop_ns;
+    let eff = effective_cpus(inputs, measured, simulated);
+    // The run as traced, on the effective CPUs: simulated already where
+    // they are the machine's.
+    let base = if eff == traced.cpus {
+        as_traced
+    } else {
+        traced.cpus = eff;
+        simulate(inputs, &traced)
+    };
     // The share of the run its own demand does not explain, halved: a
     // rerun may find the machine busier or idler by as much.
     let gap = measured / simulated.max(1.0) - 1.0;
@@ -694,7 +719,7 @@ fn predict_with(
         .iter()
         .map(|c| setting_of(obs, c, eff))
         .collect::<Result<_, _>>()?;
-    let outs: Vec<_> = settings.iter().map(|s| simulate(inputs, s)).collect();
+    let outs = parallel_map(&settings, |s| simulate(inputs, s));
     let ratio_of = |out: &crate::model::Outcome| out.loop_ns / base.loop_ns.max(1.0);
     // The resampled runs: each change's ratio to the run as traced (each
     // resampling is drawn alike whichever changes it simulates).
