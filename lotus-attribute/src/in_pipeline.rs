@@ -271,16 +271,16 @@ fn attribute_trace(
         }
         Ok(())
     })?;
-    let fold = folding.map(|f| f.map(|f| f.finish(&trace, trace.symbols.clone(), total)));
+    let fold = folding.map(|f| f.map(|f| f.finish(&trace, trace.sampling.symbols.clone(), total)));
     // Those by [on a pool thread][in a function that waits for work].
     let mut pool_figures = [[0u64; 2]; 2];
     for ((pool, sym), n) in op_symbols {
-        let f = trace.symbols.get(sym);
+        let f = trace.sampling.symbols.get(sym);
         pool_figures[usize::from(pool)][usize::from(cause::is_wait(&f.function, &f.module))] += n;
     }
-    let counters = trace.counters.clone();
+    let counters = trace.sampling.counters.clone();
     let partial = trace.partial();
-    let interval_ns = trace.interval_ns;
+    let interval_ns = trace.sampling.interval_ns;
     let logs = &trace.logs;
     let tree = &trace.tree;
     let mut figures = op_figures(tree, &counts, &pools, interval_ns);
@@ -312,7 +312,7 @@ fn attribute_trace(
     let mut top_of = |target: Target, n: u64, top: usize| -> Vec<TopFunction> {
         let mut functions = tops.remove(&target).unwrap_or_default();
         for &(sym, k) in &functions {
-            let s = trace.symbols.get(sym);
+            let s = trace.sampling.symbols.get(sym);
             if cause::is_wait(&s.function, &s.module) {
                 *spin_samples.entry(sym).or_default() += k;
             }
@@ -321,7 +321,7 @@ fn attribute_trace(
         functions
             .into_iter()
             .take(top)
-            .map(|(sym, k)| top_function(&trace.symbols, sym, k, k as f64 / n as f64, 0))
+            .map(|(sym, k)| top_function(&trace.sampling.symbols, sym, k, k as f64 / n as f64, 0))
             .collect()
     };
     let row_counters = |target: Target| -> BTreeMap<String, u64> {
@@ -408,7 +408,15 @@ fn attribute_trace(
     }
     let mut spinning: Vec<TopFunction> = spin_samples
         .into_iter()
-        .map(|(sym, k)| top_function(&trace.symbols, sym, k, 0.0, k.saturating_mul(interval_ns)))
+        .map(|(sym, k)| {
+            top_function(
+                &trace.sampling.symbols,
+                sym,
+                k,
+                0.0,
+                k.saturating_mul(interval_ns),
+            )
+        })
         .collect();
     spinning.sort_by(|a, b| {
         b.samples
@@ -448,7 +456,7 @@ fn attribute_trace(
     for (name, _) in counters.iter().zip(&saturated).filter(|(_, s)| **s) {
         trace.notes.push(format!(
             "{}: counter '{}': its deltas add up past what lotus can count ({}): shown as that maximum; the file is damaged or was not written by lotus",
-            trace.files.samples.display(),
+            trace.sampling.files.samples.display(),
             lotus_sys::input::escaped(name),
             u64::MAX
         ));
@@ -466,7 +474,7 @@ fn attribute_trace(
             .take(top)
             .map(|(sym, k)| {
                 top_function(
-                    &trace.symbols,
+                    &trace.sampling.symbols,
                     sym,
                     k,
                     k as f64 / of as f64,
@@ -499,7 +507,7 @@ fn attribute_trace(
     }
     let a = InPipelineAttribution {
         ops_from: OpsFrom::Spans,
-        frequency_hz: trace.frequency_hz,
+        frequency_hz: trace.sampling.frequency_hz,
         interval_ns,
         total_samples: total,
         lost_samples,
@@ -509,7 +517,7 @@ fn attribute_trace(
         unseen,
         counters,
         counter_totals,
-        counters_unsupported: trace.counters_unsupported.clone(),
+        counters_unsupported: trace.sampling.counters_unsupported.clone(),
         pool_threads: trace.pool_threads,
         independent_threads: trace.independent_threads,
         notes,

@@ -133,8 +133,8 @@ impl SpanSamples {
         let notes = trace.notes().to_vec();
         Ok(SpanSamples {
             pairs: sorter.finish()?.peekable(),
-            interval_ns: trace.interval_ns,
-            symbols: trace.symbols,
+            interval_ns: trace.sampling.interval_ns,
+            symbols: trace.sampling.symbols,
             top,
             total_samples,
             credited_samples,

@@ -137,7 +137,7 @@ pub(super) fn fold<'a>(
         folding.add(phased(&windows, &c), &c);
         Ok(())
     })?;
-    let symbols = trace.symbols.clone();
+    let symbols = trace.sampling.symbols.clone();
     Ok(folding.finish(&trace, symbols, total))
 }
 
@@ -207,11 +207,11 @@ impl Folding {
             ..
         } = self;
         let mut notes: Vec<String> = trace.notes().to_vec();
-        notes.extend(stacks.skipped_note(&trace.files.stacks));
+        notes.extend(stacks.skipped_note(&trace.sampling.files.stacks));
         if missing > 0 {
             notes.push(format!(
                 "{}: {missing} samples name a stack that has no line there (a cut or damaged file): each is shown with its own function alone",
-                lotus_sys::input::escaped(&trace.files.stacks.display().to_string())
+                lotus_sys::input::escaped(&trace.sampling.files.stacks.display().to_string())
             ));
         }
         if with_id == 0 && total > 0 {
@@ -261,8 +261,8 @@ impl Folding {
         if let Some(first) = first_unnamed {
             notes.push(format!(
                 "{}: {unnamed} samples have frames naming functions that {} has no line for (id {first} the first; a damaged file, or files of two runs): shown as {UNKNOWN_SYMBOL}",
-                lotus_sys::input::escaped(&trace.files.stacks.display().to_string()),
-                lotus_sys::input::escaped(&trace.files.symbols.display().to_string()),
+                lotus_sys::input::escaped(&trace.sampling.files.stacks.display().to_string()),
+                lotus_sys::input::escaped(&trace.sampling.files.symbols.display().to_string()),
             ));
         }
         Fold {

@@ -57,15 +57,10 @@ pub(super) fn samples_of(
 /// the rule is applied: `lotus attribute DIR` sums what it credits per
 /// row, `lotus trace view` per span.
 pub(crate) struct SampledTrace {
-    pub(super) files: SampleFiles,
-    pub(super) meta: HashMap<String, String>,
-    pub(crate) symbols: SymbolTable,
-    pub(crate) frequency_hz: u64,
-    pub(crate) interval_ns: u64,
-    /// The counters each sample carries, in record order.
-    pub(crate) counters: Vec<String>,
-    /// Counters asked for and refused by the kernel, with its reason.
-    pub(crate) counters_unsupported: Option<CountersUnsupported>,
+    /// The folder's samples files, as [`Sampling::read`] read them; their
+    /// notes are moved into the trace's own on opening (so its `notes`
+    /// are empty).
+    pub(crate) sampling: Sampling,
     pub(super) logs: Logs,
     /// The op tree of the spans, once [`SampledTrace::credit`] swept them.
     pub(super) tree: Tree,
@@ -107,19 +102,10 @@ impl SampledTrace {
         rule: HelperRule,
     ) -> Result<SampledTrace, Error> {
         let dir: Dir<'_> = dir.into();
-        let Sampling {
-            files,
-            meta,
-            symbols,
-            frequency_hz,
-            interval_ns,
-            counters,
-            counters_unsupported,
-            notes: sampling_notes,
-        } = Sampling::read(dir, prefix)?;
+        let mut sampling = Sampling::read(dir, prefix)?;
         let logs = read_logs(dir, budget)?;
         let mut notes = logs.skipped_logs.clone();
-        notes.extend(sampling_notes);
+        notes.append(&mut sampling.notes);
         if logs.bad_lines > 0 {
             notes.push(format!(
                 "{} log lines could not be read and were skipped",
@@ -128,7 +114,7 @@ impl SampledTrace {
         }
         // A log still being written ends in NUL bytes too: said only of
         // a run that ended.
-        if logs.cut_logs > 0 && !partial(&meta, 0) {
+        if logs.cut_logs > 0 && !partial(&sampling.meta, 0) {
             notes.push(format!(
                 "{} log(s) end cut short (NUL bytes: their processes were killed before they closed them); their lines before are read",
                 logs.cut_logs
@@ -137,7 +123,8 @@ impl SampledTrace {
         // Read once, for the rule's frames and for `--format folded`; a
         // stacks file that cannot be read leaves each sample its own
         // function in the rule, and `--format folded` says why.
-        let stacks = files
+        let stacks = sampling
+            .files
             .read_stacks()
             .map(std::rc::Rc::new)
             .map_err(|e| e.to_string());
@@ -146,13 +133,7 @@ impl SampledTrace {
             HelperRule::Timing => None,
         });
         let mut trace = SampledTrace {
-            files,
-            meta,
-            symbols,
-            frequency_hz,
-            interval_ns,
-            counters,
-            counters_unsupported,
+            sampling,
             logs,
             tree: Tree::default(),
             pools: HashSet::new(),
@@ -195,7 +176,7 @@ impl SampledTrace {
         }
         {
             let mut sweep = Sweep::new(logs.spans.iter()?);
-            let mut reader = samples_of(&self.files)?;
+            let mut reader = samples_of(&self.sampling.files)?;
             while let Some(s) = reader.next_with_stack() {
                 let (s, stack) = s.map_err(|e| Error::Io(e.to_string()))?;
                 sweep.advance(s.time_ns)?;
@@ -208,7 +189,11 @@ impl SampledTrace {
                 if self.rule == HelperRule::Cause
                     && !logs.machinery_threads.contains(&(s.pid, s.tid))
                 {
-                    if let Some(rt) = self.frames.read(&self.symbols, stack, s.symbol).pool {
+                    if let Some(rt) = self
+                        .frames
+                        .read(&self.sampling.symbols, stack, s.symbol)
+                        .pool
+                    {
                         self.runtime_pools.insert((s.pid, s.tid), rt);
                     }
                 }
@@ -277,7 +262,7 @@ impl SampledTrace {
     ) -> Result<u64, Error> {
         let logs = &mut self.logs;
         let mut total = 0u64;
-        let mut reader = samples_of(&self.files)?;
+        let mut reader = samples_of(&self.sampling.files)?;
         let mut sweep = Sweep::new(logs.spans.iter()?);
         sweep.gc_op = logs
             .ops
@@ -285,7 +270,7 @@ impl SampledTrace {
             .position(|n| n == "gc")
             .and_then(|i| u32::try_from(i).ok());
         let pool_pids: HashSet<u32> = self.runtime_pools.keys().map(|k| k.0).collect();
-        let interval_ns = self.interval_ns;
+        let interval_ns = self.sampling.interval_ns;
         let mut causes = cause::Causes::default();
         // Tasks, by when they were handed over: each one's cause is what
         // the handing thread had open then, read as the sweep passes it.
@@ -321,7 +306,10 @@ impl SampledTrace {
                     if op_thread && pool_pids.contains(&s.pid) {
                         // A thread inside a runtime's call hands its pool
                         // work now, for the op it is in.
-                        if let Some(rt) = self.frames.read(&self.symbols, stack, s.symbol).hands_to
+                        if let Some(rt) = self
+                            .frames
+                            .read(&self.sampling.symbols, stack, s.symbol)
+                            .hands_to
                         {
                             let caller = sweep.caller(s.pid, s.tid, s.time_ns);
                             causes.handed(s.pid, rt, s.time_ns, cause::Cause::of(caller, role));
@@ -350,7 +338,7 @@ impl SampledTrace {
                     } else if op_thread {
                         (Target::Outside(role), None)
                     } else if let Some(&rt) = self.runtime_pools.get(&(s.pid, s.tid)) {
-                        let r = self.frames.read(&self.symbols, stack, s.symbol);
+                        let r = self.frames.read(&self.sampling.symbols, stack, s.symbol);
                         let c = if r.waits {
                             // Waiting before any work was seen handed to
                             // it: a pool starts in its wait loop (OpenBLAS
@@ -427,7 +415,7 @@ impl SampledTrace {
                 .collect();
             self.notes.push(format!(
                 "{timed} samples ({:.3} s) of helper threads {} went to ops by timing alone (they ran while those ops ran): no runtime's frames and no task record show what caused them, so their op is a guess; the threads' own code (a thread the job started itself) decides",
-                timed.saturating_mul(self.interval_ns) as f64 / 1e9,
+                timed.saturating_mul(self.sampling.interval_ns) as f64 / 1e9,
                 threads.join(", ")
             ));
         }
@@ -445,18 +433,18 @@ impl SampledTrace {
     /// Adds the notes on a cut samples file, a run that did not end
     /// normally and samples the kernel lost.
     pub(super) fn note_how_it_ended(&mut self) {
-        let notes = ending_notes(&self.meta, self.cut_bytes);
+        let notes = ending_notes(&self.sampling.meta, self.cut_bytes);
         self.notes.extend(notes);
     }
 
     /// Whether the samples are those of a run cut short: the sampling
     /// did not end normally, or the file ends in a cut record.
     pub(crate) fn partial(&self) -> bool {
-        partial(&self.meta, self.cut_bytes)
+        partial(&self.sampling.meta, self.cut_bytes)
     }
 
     pub(super) fn lost_samples(&self) -> u64 {
-        lost_samples(&self.meta)
+        lost_samples(&self.sampling.meta)
     }
 
     /// The folder's stacks file, as [`SampledTrace::open`] read it.
@@ -473,14 +461,21 @@ impl SampledTrace {
 /// A sampled folder's samples files, read and checked: its sampling
 /// description, symbols and counters, and what is worth saying of them
 /// (what [`SampledTrace`] and the ops from frames, `frame_ops`, share).
-pub(super) struct Sampling {
+pub(crate) struct Sampling {
+    /// The samples files' paths (the samples, symbols and stacks).
     pub(super) files: SampleFiles,
+    /// The sampling description, `key=value` (notes left out).
     pub(super) meta: HashMap<String, String>,
-    pub(super) symbols: SymbolTable,
-    pub(super) frequency_hz: u64,
-    pub(super) interval_ns: u64,
-    pub(super) counters: Vec<String>,
-    pub(super) counters_unsupported: Option<CountersUnsupported>,
+    /// The symbols the samples name.
+    pub(crate) symbols: SymbolTable,
+    /// Sampling frequency, Hz.
+    pub(crate) frequency_hz: u64,
+    /// Sampling interval, ns: the CPU time one sample stands for.
+    pub(crate) interval_ns: u64,
+    /// The counters each sample carries, in record order.
+    pub(crate) counters: Vec<String>,
+    /// Counters asked for and refused by the kernel, with its reason.
+    pub(crate) counters_unsupported: Option<CountersUnsupported>,
     /// Symbols skipped, counters refused (where asked for), a slowdown
     /// by sampling.
     pub(super) notes: Vec<String>,
