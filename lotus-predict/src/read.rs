@@ -6,34 +6,51 @@ use std::collections::HashMap;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::Path;
 
-use lotus_trace::{
-    Dir, Entry, Event, Item, Kind, LoaderConfig, OpSpan as Span, Role, TraceFolder, Wanted,
-};
+use lotus_trace::{BlockReader, Dir, Entry, Event, Item, Kind, LoaderConfig, Role, TraceFolder};
 
 use crate::model::{Batch, Epoch, Inputs, Setting, Work};
 use crate::observe::Observed;
 use crate::PredictError;
 
-/// Reads `dir` (see [`crate::observe`]).
+/// Reads `dir` (see [`crate::observe`]): its events read by block parts
+/// of [`PART_EVENTS`] each, joined in turn.
 pub(crate) fn read(dir: Dir<'_>, cpus: f64) -> Result<Observed, PredictError> {
     let folder = TraceFolder::scan(dir)?;
     let mut r = Observer::default();
+    let mut part = BlockPart::default();
+    let mut taken = 0usize;
     folder.read_all(|item| -> Result<(), PredictError> {
         if let Item::Entry(Entry::Event(e)) = item {
             if Observer::reads(e.kind) {
-                r.event(e);
+                part.take(e);
+                taken += 1;
+                if taken.is_multiple_of(PART_EVENTS) {
+                    r.join(std::mem::take(&mut part));
+                }
             }
         }
         Ok(())
     })?;
+    r.join(part);
     r.finish(dir.path(), cpus)
 }
 
-/// A traced run read for the model event by event, where another pass
-/// over the logs hands it their events (`lotus_trace::TraceIndex::load_with`
-/// for `lotus trace stats` and `lotus report`, whose statistics and
-/// predictions then come from one parse); [`crate::observe`] reads a
-/// folder with one of its own.
+/// The events [`read`] gives one part: its ops are held until the part
+/// is joined.
+const PART_EVENTS: usize = 1 << 16;
+
+/// A traced run read for the model, where another pass over the logs
+/// hands it their events (`lotus_trace::TraceIndex::load_with` for `lotus
+/// trace stats` and `lotus report`, whose statistics and predictions then
+/// come from one parse); [`crate::observe`] reads a folder with one of its
+/// own.
+///
+/// Each block of a log is read on its parsing thread ([`BlockPart`]): its
+/// batches' ops summed as if no op came before the block. The blocks are
+/// then joined in order ([`Observer::join`]): ops an earlier block left
+/// waiting for their batch are summed again into the batch they fall in,
+/// with that batch's own ops, which reads each batch exactly as one pass
+/// over the lines in order would.
 #[derive(Debug, Default)]
 pub struct Observer {
     reader: Reader,
@@ -56,21 +73,6 @@ impl Observer {
         )
     }
 
-    /// Takes the next event of the logs, in [`TraceFolder::read_all`]'s
-    /// order (logs in path order, lines in file order).
-    pub fn event(&mut self, e: Event) {
-        self.wanted(Wanted::from(e));
-    }
-
-    /// [`Observer::event`] of an event as `lotus_trace::TraceIndex::load_with`
-    /// hands it over (an op's in brief).
-    pub fn wanted(&mut self, w: Wanted) {
-        match w {
-            Wanted::Op(op) => self.reader.op(&op),
-            Wanted::Event(e) => self.reader.event(*e),
-        }
-    }
-
     /// [`lotus_trace::TraceIndex::load`] of `folder` (`durations`: each
     /// event's kept, for statistics), this observer fed the events it
     /// reads in the same pass. Its errors are the index's.
@@ -86,8 +88,56 @@ impl Observer {
             budget,
             |_| {},
             Observer::reads,
-            |w| self.wanted(w),
+            BlockPart::default,
+            |part| self.join(part),
         )
+    }
+
+    /// Adds the next block's part: its names, its batches (each summed
+    /// again where ops left waiting by earlier blocks fall in it), its
+    /// ops still waiting, its main process's events.
+    fn join(&mut self, part: BlockPart) {
+        let r = &mut self.reader;
+        let ids: Vec<usize> = part.names.iter().map(|n| r.name(n)).collect();
+        let global = |o: &OpSpan| OpSpan {
+            name: ids[o.name],
+            ..*o
+        };
+        r.holders.extend(part.holders.iter().map(|&h| ids[h]));
+        // The ops earlier blocks left waiting, per process of this one.
+        let mut carried: Vec<Vec<OpSpan>> = part
+            .procs
+            .iter()
+            .map(|p| r.pending.remove(&p.pid).unwrap_or_default())
+            .collect();
+        for b in part.batches {
+            let mut span = b.span;
+            for op in &mut span.ops {
+                op.0 = ids[op.0];
+            }
+            let waiting = &mut carried[b.proc];
+            if !waiting.is_empty() {
+                let (theirs, rest) = in_batch(std::mem::take(waiting), &b.line);
+                *waiting = rest;
+                if !theirs.is_empty() {
+                    // The earlier ops first, as in one pass over the lines.
+                    let mut all = theirs;
+                    all.extend(b.mine.iter().map(global));
+                    (span.ops, span.gc) = outermost(&all, &mut r.holders);
+                }
+            }
+            r.batches.push(span);
+        }
+        for (p, mut waiting) in part.procs.into_iter().zip(carried) {
+            r.roles.insert(p.pid, p.role);
+            waiting.extend(p.pending.iter().map(global));
+            if !waiting.is_empty() {
+                r.pending.insert(p.pid, waiting);
+            }
+        }
+        for (pid, m) in part.mains {
+            r.mains.entry(pid).or_default().push(m);
+        }
     }
 
     /// The run, on `cpus` CPUs, as the events taken say it (`dir`: the
@@ -97,8 +147,9 @@ impl Observer {
     }
 }
 
-/// An op span waiting for its batch's span.
-#[derive(Debug, Clone)]
+/// An op span waiting for its batch's span (its name an id: the block's
+/// in a [`BlockPart`], the run's in the [`Reader`]).
+#[derive(Debug, Clone, Copy)]
 struct OpSpan {
     batch: Option<u64>,
     name: usize,
@@ -130,6 +181,26 @@ struct BatchSpan {
     used: bool,
 }
 
+/// Which ops a batch span takes: its own (by id, or any of no id, the
+/// original fork's format) that lie inside it.
+#[derive(Debug, Clone, Copy)]
+struct BatchLine {
+    batch: Option<u64>,
+    start: u64,
+    end: u64,
+}
+
+/// `ops` split into those of the batch `b` and those left waiting: the
+/// others that end after it starts (ops of a batch still open on another
+/// thread), in their order.
+fn in_batch(ops: Vec<OpSpan>, b: &BatchLine) -> (Vec<OpSpan>, Vec<OpSpan>) {
+    let (mine, mut rest): (Vec<OpSpan>, Vec<OpSpan>) = ops.into_iter().partition(|o| {
+        (o.batch == b.batch || o.batch.is_none()) && o.end <= b.end && o.start >= b.start
+    });
+    rest.retain(|o| o.end > b.start);
+    (mine, rest)
+}
+
 /// A main-process event kept for the loop.
 #[derive(Debug, Clone)]
 struct MainEvent {
@@ -145,29 +216,39 @@ struct MainEvent {
     config: Option<LoaderConfig>,
 }
 
+impl MainEvent {
+    fn of(e: &Event) -> MainEvent {
+        let usage = e.usage.as_deref();
+        MainEvent {
+            kind: e.kind,
+            batch: e.batch,
+            start: e.start_ns,
+            dur: e.dur_ns,
+            ready: e.ready.unwrap_or(false),
+            pcpu: usage.and_then(|u| u.pcpu_ns),
+            delay: usage.and_then(|u| u.delay_ns),
+            pcpu_at: usage.and_then(|u| u.pcpu_at_ns),
+            delay_at: usage.and_then(|u| u.delay_at_ns),
+            config: e.config.as_deref().cloned(),
+        }
+    }
+}
+
+/// The run as read so far: the blocks joined.
 #[derive(Debug, Default)]
 struct Reader {
     names: Vec<String>,
-    // Fx maps: these are looked up for every event of the logs (SipHash
-    // was a tenth of `trace stats` on a long trace), keyed by names and
-    // pids from the logs; no order is read from them.
+    // Fx maps: keyed by names and pids from the logs; no order is read
+    // from them.
     name_ids: FxHashMap<String, usize>,
+    /// Per process, the ops still waiting for their batch.
     pending: FxHashMap<u32, Vec<OpSpan>>,
     batches: Vec<BatchSpan>,
     mains: FxHashMap<u32, Vec<MainEvent>>,
     roles: FxHashMap<u32, Role>,
     /// Ops whose spans hold other ops' (a dataset's `__getitem__`).
     holders: FxHashSet<usize>,
-    /// The names of the last ops taken, by their shared text's address
-    /// (a log's lines share a few names): their ids without hashing the
-    /// text of each op line.
-    recent: Vec<(std::sync::Arc<str>, usize)>,
-    /// The last op's process and role, recorded once per run of lines.
-    last_role: Option<(u32, Role)>,
 }
-
-/// How many names [`Reader::recent`] keeps.
-const RECENT_NAMES: usize = 16;
 
 impl Reader {
     fn name(&mut self, n: &str) -> usize {
@@ -178,28 +259,135 @@ impl Reader {
         self.name_ids.insert(n.to_string(), self.names.len() - 1);
         self.names.len() - 1
     }
+}
 
-    fn op(&mut self, e: &Span) {
-        if self.last_role != Some((e.pid, e.role)) {
-            self.roles.insert(e.pid, e.role);
-            self.last_role = Some((e.pid, e.role));
+/// One block's events, read on its parsing thread as if no op came
+/// before the block (see [`Observer`]).
+#[derive(Debug, Default)]
+struct BlockPart {
+    /// Its op names, in the order met: their ids are its own.
+    names: Vec<String>,
+    name_ids: FxHashMap<String, usize>,
+    /// The last names met, most recent last: a log's lines cycle through
+    /// a few names, found here by comparing a few bytes instead of
+    /// hashing each line's.
+    recent: Vec<usize>,
+    /// Its processes, in the order met.
+    procs: Vec<ProcPart>,
+    /// The process of the last event (a block has one, mostly).
+    last: usize,
+    /// Its batches, in line order.
+    batches: Vec<PartBatch>,
+    /// Its main processes' events, in line order.
+    mains: Vec<(u32, MainEvent)>,
+    /// Ops whose spans hold other ops'.
+    holders: FxHashSet<usize>,
+}
+
+/// A process's ops in a [`BlockPart`].
+#[derive(Debug)]
+struct ProcPart {
+    pid: u32,
+    /// Its role in its last event.
+    role: Role,
+    /// Its ops still waiting for their batch.
+    pending: Vec<OpSpan>,
+}
+
+/// A batch of a [`BlockPart`].
+#[derive(Debug)]
+struct PartBatch {
+    /// Its process, in [`BlockPart::procs`].
+    proc: usize,
+    line: BatchLine,
+    /// Its ops summed: the block's only.
+    span: BatchSpan,
+    /// Those ops, for the join to sum again where earlier blocks' ops
+    /// fall in the batch too.
+    mine: Vec<OpSpan>,
+}
+
+/// How many names [`BlockPart::recent`] keeps.
+const RECENT_NAMES: usize = 16;
+
+impl BlockPart {
+    fn name(&mut self, n: &str) -> usize {
+        if let Some(&i) = self.recent.iter().rev().find(|&&i| self.names[i] == n) {
+            return i;
         }
-        let name = match self
-            .recent
-            .iter()
-            .find(|(n, _)| std::sync::Arc::ptr_eq(n, &e.name))
-        {
-            Some(&(_, id)) => id,
+        let id = match self.name_ids.get(n) {
+            Some(&i) => i,
             None => {
-                let id = self.name(&e.name);
-                if self.recent.len() == RECENT_NAMES {
-                    self.recent.remove(0);
-                }
-                self.recent.push((std::sync::Arc::clone(&e.name), id));
-                id
+                self.names.push(n.to_string());
+                self.name_ids.insert(n.to_string(), self.names.len() - 1);
+                self.names.len() - 1
             }
         };
-        self.pending.entry(e.pid).or_default().push(OpSpan {
+        if self.recent.len() == RECENT_NAMES {
+            self.recent.remove(0);
+        }
+        self.recent.push(id);
+        id
+    }
+
+    /// The process `pid` (its role now `role`), added where new.
+    fn proc(&mut self, pid: u32, role: Role) -> usize {
+        if self.procs.get(self.last).is_none_or(|p| p.pid != pid) {
+            self.last = match self.procs.iter().position(|p| p.pid == pid) {
+                Some(i) => i,
+                None => {
+                    self.procs.push(ProcPart {
+                        pid,
+                        role,
+                        pending: Vec::new(),
+                    });
+                    self.procs.len() - 1
+                }
+            };
+        }
+        self.procs[self.last].role = role;
+        self.last
+    }
+
+    fn batch(&mut self, e: &Event) {
+        let proc = self.proc(e.pid, e.role);
+        let usage = e.usage.as_deref();
+        let line = BatchLine {
+            batch: e.batch,
+            start: e.start_ns,
+            end: e.start_ns.saturating_add(e.dur_ns),
+        };
+        let waiting = std::mem::take(&mut self.procs[proc].pending);
+        let (mine, rest) = in_batch(waiting, &line);
+        self.procs[proc].pending = rest;
+        let (ops, gc) = outermost(&mine, &mut self.holders);
+        self.batches.push(PartBatch {
+            proc,
+            line,
+            span: BatchSpan {
+                pid: e.pid,
+                id: e.batch.unwrap_or(u64::MAX),
+                start: line.start,
+                end: line.end,
+                pcpu: usage.and_then(|u| u.pcpu_ns),
+                delay: usage.and_then(|u| u.delay_ns),
+                pcpu_at: usage.and_then(|u| u.pcpu_at_ns),
+                delay_at: usage.and_then(|u| u.delay_at_ns),
+                psys: usage.and_then(|u| u.psys_ns),
+                ops,
+                gc,
+                used: false,
+            },
+            mine,
+        });
+    }
+}
+
+impl BlockReader for BlockPart {
+    fn op(&mut self, e: &lotus_trace::OpSpan<'_>) {
+        let proc = self.proc(e.pid, e.role);
+        let name = self.name(e.name);
+        self.procs[proc].pending.push(OpSpan {
             batch: e.batch,
             name,
             start: e.start_ns,
@@ -211,68 +399,21 @@ impl Reader {
     }
 
     fn event(&mut self, e: Event) {
-        self.roles.insert(e.pid, e.role);
-        self.last_role = Some((e.pid, e.role));
-        let usage = e.usage.as_deref();
-        let end = e.start_ns.saturating_add(e.dur_ns);
         match (e.role, e.kind) {
             (_, Kind::Batch) => {
-                let ops = self.pending.remove(&e.pid).unwrap_or_default();
-                let (mine, rest): (Vec<OpSpan>, Vec<OpSpan>) = ops.into_iter().partition(|o| {
-                    // An op of no batch id (the original fork's
-                    // format) is the batch's where it lies inside it.
-                    (o.batch == e.batch || o.batch.is_none())
-                        && o.end <= end
-                        && o.start >= e.start_ns
-                });
-                if !rest.is_empty() {
-                    // Ops of a batch still open on another thread.
-                    let keep: Vec<OpSpan> =
-                        rest.into_iter().filter(|o| o.end > e.start_ns).collect();
-                    if !keep.is_empty() {
-                        self.pending.insert(e.pid, keep);
-                    }
-                }
-                let (ops, gc) = outermost(&mine, &mut self.holders);
-                self.batches.push(BatchSpan {
-                    pid: e.pid,
-                    id: e.batch.unwrap_or(u64::MAX),
-                    start: e.start_ns,
-                    end,
-                    pcpu: usage.and_then(|u| u.pcpu_ns),
-                    delay: usage.and_then(|u| u.delay_ns),
-                    pcpu_at: usage.and_then(|u| u.pcpu_at_ns),
-                    delay_at: usage.and_then(|u| u.delay_at_ns),
-                    psys: usage.and_then(|u| u.psys_ns),
-                    ops,
-                    gc,
-                    used: false,
-                });
+                self.batch(&e);
                 if e.role == Role::Main {
-                    self.main_event(&e);
+                    self.mains.push((e.pid, MainEvent::of(&e)));
                 }
             }
             (Role::Main, Kind::Wait | Kind::Consume | Kind::Start | Kind::Stop | Kind::Config) => {
-                self.main_event(&e)
+                self.proc(e.pid, e.role);
+                self.mains.push((e.pid, MainEvent::of(&e)));
             }
-            _ => {}
+            _ => {
+                self.proc(e.pid, e.role);
+            }
         }
-    }
-
-    fn main_event(&mut self, e: &Event) {
-        let usage = e.usage.as_deref();
-        self.mains.entry(e.pid).or_default().push(MainEvent {
-            kind: e.kind,
-            batch: e.batch,
-            start: e.start_ns,
-            dur: e.dur_ns,
-            ready: e.ready.unwrap_or(false),
-            pcpu: usage.and_then(|u| u.pcpu_ns),
-            delay: usage.and_then(|u| u.delay_ns),
-            pcpu_at: usage.and_then(|u| u.pcpu_at_ns),
-            delay_at: usage.and_then(|u| u.delay_at_ns),
-            config: e.config.as_deref().cloned(),
-        });
     }
 }
 
@@ -746,6 +887,111 @@ mod tests {
             outermost(&ops, &mut swept);
             assert_eq!(swept, every_pair, "round {round}: {ops:?}");
         }
+    }
+
+    /// A random stream of a worker's events: batches whose ops run on
+    /// two threads (some of the next batch's already running when one
+    /// ends), ops of no batch id, nested spans of one name, collections.
+    fn random_stream(rng: &mut fastrand::Rng) -> Vec<Event> {
+        let event =
+            |pid: u32, name: &str, kind: Kind, span: (u64, u64), batch: Option<u64>, tid: u32| {
+                Event {
+                    name: name.into(),
+                    kind,
+                    pid,
+                    role: Role::Worker,
+                    start_ns: span.0,
+                    dur_ns: span.1,
+                    batch,
+                    sample: None,
+                    ready: None,
+                    host: None,
+                    rank: None,
+                    tid: Some(tid),
+                    cpu_ns: None,
+                    hook_ns: None,
+                    hook_in_ns: None,
+                    usage: None,
+                    config: None,
+                    gc: None,
+                    task: None,
+                }
+            };
+        let op = |pid, name, start, dur, batch, tid| {
+            event(pid, name, Kind::Op, (start, dur), batch, tid)
+        };
+        let mut out = Vec::new();
+        let mut t = 1_000u64;
+        for b in 0..rng.u64(1..12) {
+            let pid = 7 + rng.u32(0..2);
+            let start = t;
+            for _ in 0..rng.usize(0..6) {
+                let s = t + rng.u64(0..5);
+                let d = rng.u64(0..6);
+                let name = ["A", "B", "C"][rng.usize(0..3)];
+                let id = [Some(b), Some(b + 1), None][rng.usize(0..3)];
+                out.push(op(pid, name, s, d, id, 1 + rng.u32(0..2)));
+                if rng.bool() {
+                    // A span holding the last one, of its name or another.
+                    let name = ["A", "D"][rng.usize(0..2)];
+                    out.push(op(pid, name, s.saturating_sub(1), d + 2, id, 1));
+                }
+                t = s + d;
+            }
+            t += rng.u64(0..4);
+            out.push(event(
+                pid,
+                "Batch",
+                Kind::Batch,
+                (start, t - start),
+                Some(b),
+                1,
+            ));
+        }
+        out
+    }
+
+    /// The run read in parts cut anywhere, then joined, is the run read
+    /// in one part (one pass over the lines in order): its batches' ops
+    /// and collections, holders, names, roles and the ops left waiting.
+    #[test]
+    fn blocks_joined_read_as_one_pass_over_the_lines() {
+        let mut rng = fastrand::Rng::with_seed(3);
+        let state = |o: Observer| {
+            let r = o.reader;
+            let mut pending: Vec<_> = r.pending.into_iter().collect();
+            pending.sort_by_key(|p| p.0);
+            let mut holders: Vec<_> = r.holders.into_iter().collect();
+            holders.sort();
+            let mut roles: Vec<_> = r.roles.into_iter().collect();
+            roles.sort_by_key(|p| p.0);
+            format!(
+                "{:?}\n{pending:?}\n{holders:?}\n{:?}\n{roles:?}",
+                r.batches, r.names
+            )
+        };
+        let mut joins = 0;
+        for round in 0..3000 {
+            let events = random_stream(&mut rng);
+            let mut whole = BlockPart::default();
+            for e in events.clone() {
+                whole.take(e);
+            }
+            let mut one = Observer::default();
+            one.join(whole);
+            let mut cut = Observer::default();
+            let mut part = BlockPart::default();
+            for e in events.clone() {
+                if rng.usize(0..4) == 0 {
+                    cut.join(std::mem::take(&mut part));
+                    joins += 1;
+                }
+                part.take(e);
+            }
+            cut.join(part);
+            assert_eq!(state(cut), state(one), "round {round}: {events:?}");
+        }
+        assert!(joins > 1000);
     }
 
     const MS: u64 = 1_000_000;

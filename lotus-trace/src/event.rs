@@ -322,12 +322,13 @@ pub struct Event {
 }
 
 /// An op's span in the fields a model of the run reads: what
-/// [`crate::TraceIndex::load_with`] hands its reader for each op line (most
-/// of a log's lines), made without the rest of an [`Event`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpSpan {
+/// [`crate::TraceIndex::load_with`] hands its [`BlockReader`] for each op
+/// line (most of a log's lines), made without the rest of an [`Event`]
+/// and with its name borrowed from the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpSpan<'a> {
     /// The op's name, as [`Event::name`].
-    pub name: Arc<str>,
+    pub name: &'a str,
     /// The process id.
     pub pid: u32,
     /// Main process or worker.
@@ -346,24 +347,11 @@ pub struct OpSpan {
     pub gc: Option<u8>,
 }
 
-/// An event [`crate::TraceIndex::load_with`] hands its reader: an op's
-/// span in brief, any other event whole.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Wanted {
-    /// An op's span.
-    Op(OpSpan),
-    /// Any other event.
-    Event(Box<Event>),
-}
-
-impl From<Event> for Wanted {
-    /// An op's event in brief, any other as it is.
-    fn from(e: Event) -> Wanted {
-        if e.kind != Kind::Op {
-            return Wanted::Event(Box::new(e));
-        }
-        Wanted::Op(OpSpan {
-            name: e.name,
+impl<'a> OpSpan<'a> {
+    /// The op event `e` in brief.
+    pub fn of(e: &'a Event) -> OpSpan<'a> {
+        OpSpan {
+            name: &e.name,
             pid: e.pid,
             role: e.role,
             start_ns: e.start_ns,
@@ -372,8 +360,36 @@ impl From<Event> for Wanted {
             tid: e.tid,
             cpu_ns: e.cpu_ns,
             gc: e.gc,
-        })
+        }
     }
+}
+
+/// A reader of the events of one block of a log, of the kinds it wants,
+/// fed in line order on the thread that parses the block
+/// ([`crate::TraceIndex::load_with`]): its work per event runs on the
+/// parsing threads, in parallel, and the caller then takes the readers
+/// of the blocks in order, to join what each read. (The predictions'
+/// model sums each batch's ops there: on the one thread that gathers the
+/// blocks it was a sixth of `trace stats`.)
+pub trait BlockReader: Send {
+    /// An op line, in brief.
+    fn op(&mut self, op: &OpSpan<'_>);
+    /// Any other event of a wanted kind.
+    fn event(&mut self, e: Event);
+    /// Any event of a wanted kind: an op's handed over in brief.
+    fn take(&mut self, e: Event) {
+        if e.kind == Kind::Op {
+            self.op(&OpSpan::of(&e));
+        } else {
+            self.event(e);
+        }
+    }
+}
+
+/// No reader: [`crate::TraceIndex::load`]'s.
+impl BlockReader for () {
+    fn op(&mut self, _: &OpSpan<'_>) {}
+    fn event(&mut self, _: Event) {}
 }
 
 /// Who handed a [`Kind::Task`]'s work over: the thread (`by=`, its native

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::event::{Event, Kind, Process, Role, Wanted};
+use super::event::{BlockReader, Event, Kind, Process, Role};
 use super::folder::{Handed, LogFile, TraceFolder};
 use super::parse::BadLine;
 use super::stats::WaitBucket;
@@ -383,35 +383,44 @@ impl TraceIndex {
         budget: Budget,
         on_bad: impl FnMut(&BadLine),
     ) -> Result<TraceIndex, TraceError> {
-        TraceIndex::load_with(folder, collect_durations, budget, on_bad, |_| false, |_| {})
+        TraceIndex::load_with(
+            folder,
+            collect_durations,
+            budget,
+            on_bad,
+            |_| false,
+            || (),
+            |()| {},
+        )
     }
 
-    /// [`TraceIndex::load`], handing `each` every event of the kinds `want`
-    /// takes, in the order [`TraceFolder::read_all`] gives them: a reader
-    /// of those events (the predictions' model) is fed by the index's own
-    /// pass, not a second parse of the logs. They are made on the parsing
-    /// threads, only for those kinds; an op's in brief ([`Wanted::Op`]:
-    /// most of a log's lines, and making each a whole [`Event`] was a
-    /// fifth of `trace stats`).
-    pub fn load_with(
+    /// [`TraceIndex::load`], with a reader of the events of the kinds
+    /// `want` takes (the predictions' model) fed by the index's own pass,
+    /// not a second parse of the logs: each block's events go, in line
+    /// order, to a reader `reader` makes for the block on its parsing
+    /// thread (ops in brief, [`crate::OpSpan`]: most of a log's lines,
+    /// and making each a whole [`Event`] was a fifth of `trace stats`);
+    /// `each` then takes the blocks' readers in the order
+    /// [`TraceFolder::read_all`] gives their lines.
+    pub fn load_with<R: BlockReader>(
         folder: &TraceFolder,
         collect_durations: bool,
         budget: Budget,
         mut on_bad: impl FnMut(&BadLine),
         want: fn(Kind) -> bool,
-        mut each: impl FnMut(Wanted),
+        reader: impl Fn() -> R + Sync,
+        mut each: impl FnMut(R),
     ) -> Result<TraceIndex, TraceError> {
         let mut index = TraceIndex::new(collect_durations, budget);
         // Each block is summed up on its parsing thread (see `block`).
         folder.read_blocks(
-            |_| BlockSummary::wanting(collect_durations, want),
+            |_| BlockSummary::wanting(collect_durations, want, reader()),
             |handed| -> Result<(), TraceError> {
                 match handed {
                     Handed::File(log) => index.begin_file(log),
-                    Handed::Block(mut summary) => {
-                        for e in std::mem::take(&mut summary.wanted) {
-                            each(e);
-                        }
+                    Handed::Block(summary) => {
+                        let (part, summary) = summary.split();
+                        each(part);
                         index.add_block(summary, &mut on_bad)?
                     }
                 }

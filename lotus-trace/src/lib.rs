@@ -94,7 +94,7 @@ mod torch;
 
 pub use chrome::{ChromeWriter, FlowAt, Flows};
 pub use configurations::configurations_of;
-pub use event::{Event, HandedBy, Kind, LoaderConfig, OpSpan, Process, Role, Usage, Wanted};
+pub use event::{BlockReader, Event, HandedBy, Kind, LoaderConfig, OpSpan, Process, Role, Usage};
 pub use folder::{Item, LogFile, TraceFolder};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
 /// The memory a sort of the index may hold ([`TraceIndex::load`]'s

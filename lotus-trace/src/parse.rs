@@ -300,9 +300,9 @@ impl LineParser {
 
     /// An op line's span in brief ([`OpSpan`]): what [`LineParser::event`]
     /// would make of it, without the fields a model does not read.
-    pub(crate) fn op_span(&self, names: &mut Names, p: &LineEvent<'_>) -> OpSpan {
+    pub(crate) fn op_span<'a>(&self, p: &LineEvent<'a>) -> OpSpan<'a> {
         OpSpan {
-            name: intern(names, p.name),
+            name: p.name,
             pid: self.process.pid,
             role: self.process.role,
             start_ns: p.start_ns,

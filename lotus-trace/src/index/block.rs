@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use super::{DurationKey, TraceIndex};
-use crate::event::{Event, Kind, Wanted};
+use crate::event::{BlockReader, Event, Kind};
 use crate::parse::{BadLine, Entry, EntrySink, LineEvent, LineParser, Names};
 use lotus_sort::SpillError;
 
@@ -46,14 +46,14 @@ impl Sums {
 /// they are parsed (it is the parser's [`EntrySink`]), one segment per
 /// process (a log's block has one).
 #[derive(Debug)]
-pub(crate) struct BlockSummary {
+pub(crate) struct BlockSummary<R = ()> {
     keep_durations: bool,
     segments: Vec<Segment>,
-    /// The kinds a reader of the same pass wants whole
+    /// The kinds a reader of the same pass wants
     /// ([`super::TraceIndex::load_with`]).
     want: Option<fn(Kind) -> bool>,
-    /// Those events, in line order.
-    pub(crate) wanted: Vec<Wanted>,
+    /// That reader's part for this block, fed those events in line order.
+    pub(crate) reader: R,
 }
 
 /// The events of one process in a block, summed up.
@@ -95,21 +95,25 @@ fn same_process(a: &Event, b: &Event) -> bool {
 impl BlockSummary {
     /// An empty summary (`keep_durations`: each event's duration is kept,
     /// for statistics).
+    #[cfg(test)]
     pub(crate) fn new(keep_durations: bool) -> BlockSummary {
+        BlockSummary::wanting(keep_durations, |_| false, ())
+    }
+}
+
+impl<R: BlockReader> BlockSummary<R> {
+    /// An empty summary (see [`BlockSummary::new`]) feeding `reader` the
+    /// events of the kinds `want` takes.
+    pub(crate) fn wanting(
+        keep_durations: bool,
+        want: fn(Kind) -> bool,
+        reader: R,
+    ) -> BlockSummary<R> {
         BlockSummary {
             keep_durations,
             segments: Vec::new(),
-            want: None,
-            wanted: Vec::new(),
-        }
-    }
-
-    /// [`BlockSummary::new`], keeping the events of the kinds `want`
-    /// takes whole, in [`BlockSummary::wanted`].
-    pub(crate) fn wanting(keep_durations: bool, want: fn(Kind) -> bool) -> BlockSummary {
-        BlockSummary {
             want: Some(want),
-            ..BlockSummary::new(keep_durations)
+            reader,
         }
     }
 }
@@ -170,7 +174,26 @@ impl Segment {
     }
 }
 
-impl BlockSummary {
+impl<R> BlockSummary<R> {
+    /// Its reader's part, and the rest for the index.
+    pub(crate) fn split(self) -> (R, BlockSummary) {
+        let BlockSummary {
+            keep_durations,
+            segments,
+            want,
+            reader,
+        } = self;
+        (
+            reader,
+            BlockSummary {
+                keep_durations,
+                segments,
+                want,
+                reader: (),
+            },
+        )
+    }
+
     /// The segment for events of `fits`'s process: the last one, or a new
     /// one.
     fn segment(&mut self, fits: impl Fn(&Event) -> bool) -> &mut Segment {
@@ -186,7 +209,7 @@ impl BlockSummary {
     }
 }
 
-impl EntrySink for BlockSummary {
+impl<R: BlockReader> EntrySink for BlockSummary<R> {
     /// An event line summed up from its fields: an [`Event`] is made only
     /// for the segment's first (its process) and the kept ones.
     fn line_event(&mut self, parser: &LineParser, names: &mut Names, p: LineEvent<'_>) {
@@ -206,13 +229,14 @@ impl EntrySink for BlockSummary {
             // The usual line (an op's): made an event only where the
             // reader wants it, and pushed where it is made.
             if wanted {
-                self.wanted.push(match kind {
-                    Kind::Op => Wanted::Op(parser.op_span(names, &p)),
-                    _ => match parser.event(names, p) {
-                        Entry::Event(e) => Wanted::Event(Box::new(e)),
-                        Entry::Bad(_) => return,
-                    },
-                });
+                match kind {
+                    Kind::Op => self.reader.op(&parser.op_span(&p)),
+                    _ => {
+                        if let Entry::Event(e) = parser.event(names, p) {
+                            self.reader.event(e);
+                        }
+                    }
+                }
             }
             return;
         }
@@ -231,7 +255,9 @@ impl EntrySink for BlockSummary {
                 extra = Some(e);
             }
         }
-        self.wanted.extend(extra.map(Wanted::from));
+        if let Some(e) = extra {
+            self.reader.take(e);
+        }
     }
 
     fn push(&mut self, entry: Entry) {
@@ -247,7 +273,7 @@ impl EntrySink for BlockSummary {
             Entry::Event(e) => {
                 let keep = self.keep_durations;
                 if self.want.is_some_and(|w| w(e.kind)) {
-                    self.wanted.push(Wanted::from(e.clone()));
+                    self.reader.take(e.clone());
                 }
                 self.segment(|f| same_process(f, &e)).add(e, keep);
             }
