@@ -263,6 +263,7 @@ impl LineParser {
     /// [`LineParser::line`] of a line of a block that [`clean_text`]
     /// passed (so not cut for length either): the common line is read with
     /// no check of its bytes.
+    #[inline(always)]
     pub(crate) fn clean_line(&mut self, line: &str, names: &mut Names, out: &mut impl EntrySink) {
         match fast_fields(line) {
             Some(p) => {

@@ -212,6 +212,7 @@ impl<R> BlockSummary<R> {
 impl<R: BlockReader> EntrySink for BlockSummary<R> {
     /// An event line summed up from its fields: an [`Event`] is made only
     /// for the segment's first (its process) and the kept ones.
+    #[inline(always)]
     fn line_event(&mut self, parser: &LineParser, names: &mut Names, p: LineEvent<'_>) {
         let keep = self.keep_durations;
         let wanted = self.want.is_some_and(|w| w(p.kind));

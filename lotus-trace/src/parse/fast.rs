@@ -108,6 +108,7 @@ pub(super) fn field_end(b: &[u8], at: usize) -> usize {
 
 /// [`fast_event_line`] of a line known to be printable ASCII with no
 /// spaces (see [`clean_text`]).
+#[inline(always)]
 pub(crate) fn fast_fields(line: &str) -> Option<LineEvent<'_>> {
     let b = line.as_bytes();
     if b.first() != Some(&b'S') {
