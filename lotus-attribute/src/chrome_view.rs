@@ -3,7 +3,10 @@
 //! batch, fetch and wait as a span, arrows from a batch's preprocessing to
 //! its consumption, each op span's samples where the folder holds some,
 //! and any PyTorch profiler trace in the folder merged in, its events
-//! moved onto the view's time base.
+//! moved onto the view's time base. A folder of samples alone (no tracer
+//! logs: `lotus trace attach`) gets spans estimated from its samples'
+//! Python frames instead ([`ChromeView::of_samples_alone`], written by
+//! `chrome_frames`).
 //!
 //! Two passes over the logs: the first ([`TraceIndex`], read by the
 //! caller) finds the time base, the processes and which batch each
@@ -21,7 +24,7 @@ use lotus_trace::{process_ranks, Alignment, ChromeWriter, Entry, Flows, Item, Ki
 use lotus_trace::{TorchScan, TraceFolder, TraceIndex};
 
 use crate::error::with_causes;
-use crate::{Error, SpanSamples, TOP_FUNCTIONS};
+use crate::{Error, FrameSpans, SpanSamples, TOP_FUNCTIONS};
 
 /// This module's results.
 type Result<T> = std::result::Result<T, Error>;
@@ -54,10 +57,25 @@ pub struct ChromeViewOptions {
 }
 
 /// A view planned: its profiler traces scanned, its time base, its arrows
-/// and its samples ([`ChromeView::prepare`]), to be written
+/// and its samples ([`ChromeView::prepare`]), or the spans a folder of
+/// samples alone shows ([`ChromeView::of_samples_alone`]), to be written
 /// ([`ChromeView::write`]).
 pub struct ChromeView<'a> {
     options: &'a ChromeViewOptions,
+    of: Of<'a>,
+}
+
+/// What a view is made of.
+enum Of<'a> {
+    /// The tracer's spans.
+    Spans(Box<Spans<'a>>),
+    /// A folder of samples alone: spans estimated from its samples'
+    /// frames.
+    Frames(FrameSpans),
+}
+
+/// A view of the tracer's spans, planned.
+struct Spans<'a> {
     folder: &'a TraceFolder,
     index: &'a mut TraceIndex,
     torch_traces: Vec<(PathBuf, TorchScan)>,
@@ -110,8 +128,7 @@ impl<'a> ChromeView<'a> {
         } else {
             sampled_spans(&options.dir, &options.prefix, say)?
         };
-        Ok(ChromeView {
-            options,
+        let spans = Spans {
             folder,
             index,
             torch_traces,
@@ -119,22 +136,89 @@ impl<'a> ChromeView<'a> {
             base,
             flows,
             span_samples,
+        };
+        Ok(ChromeView {
+            options,
+            of: Of::Spans(Box::new(spans)),
         })
+    }
+
+    /// The view of a folder of samples alone (no tracer logs: `lotus
+    /// trace attach`): spans estimated from its samples' Python frames
+    /// ([`crate::frame_spans`]; with `coarse`, the top-level ones alone).
+    /// `None` where the folder (or file) holds tracer logs, or no
+    /// samples: [`ChromeView::prepare`] makes its view, or the logs'
+    /// reading says what it lacks. An error where its samples carry no
+    /// call stacks or cannot be read.
+    pub fn of_samples_alone(
+        options: &'a ChromeViewOptions,
+        say: &mut dyn FnMut(ViewMessage),
+    ) -> Result<Option<ChromeView<'a>>> {
+        let dir = Dir::from(&options.dir);
+        let sampled = dir.path().is_dir()
+            && SampleFiles::of(dir, &options.prefix)
+                .samples
+                .symlink_metadata()
+                .is_ok();
+        if !sampled || crate::in_pipeline::has_logs(dir)? {
+            return Ok(None);
+        }
+        let spans = match crate::frame_spans(dir, &options.prefix) {
+            Ok(s) => s,
+            Err(Error::NoStacks { path }) => {
+                return Err(Error::Io(format!(
+                    "{}: no trace logs (lotus_main_pid_*, lotus_worker_pid_*), and its samples carry no call stacks to tell their ops from ({path}): give the folder `lotus trace run` wrote, or sample with call stacks (`--stacks fp` or `--stacks dwarf`)",
+                    dir.path().display()
+                )))
+            }
+            Err(e) => return Err(e),
+        };
+        for note in &spans.notes {
+            say(ViewMessage::Note(format!("note: samples: {note}")));
+        }
+        say(ViewMessage::Note(format!(
+            "note: {}: no trace logs (a job sampled without the tracer, as `lotus trace attach` does): its spans are estimated from the samples' Python frames, not measured",
+            dir.path().display()
+        )));
+        let spans = if options.coarse {
+            spans.top_level()
+        } else {
+            spans
+        };
+        Ok(Some(ChromeView {
+            options,
+            of: Of::Frames(spans),
+        }))
     }
 
     /// Writes the view to `out`, every event streamed.
     pub fn write(
-        mut self,
+        self,
         out: Box<dyn Write>,
         say: &mut dyn FnMut(ViewMessage),
     ) -> Result<ChromeWritten> {
-        let shown = self.options.out_shown.clone();
+        match self.of {
+            Of::Spans(spans) => spans.write(self.options, out, say),
+            Of::Frames(spans) => crate::chrome_frames::write(self.options, &spans, out),
+        }
+    }
+}
+
+impl Spans<'_> {
+    /// Writes the view of the tracer's spans to `out`.
+    fn write(
+        mut self,
+        options: &ChromeViewOptions,
+        out: Box<dyn Write>,
+        say: &mut dyn FnMut(ViewMessage),
+    ) -> Result<ChromeWritten> {
+        let shown = options.out_shown.clone();
         let write_err = |e: io::Error| Error::Io(format!("cannot write {shown}: {e}"));
-        let other = header(self.options, self.span_samples.as_ref());
+        let other = header(options, self.span_samples.as_ref());
         let mut w = ChromeWriter::begin(out, self.base, &other).map_err(write_err)?;
         tracks(&mut w, self.index).map_err(write_err)?;
         write_events(
-            self.options,
+            options,
             self.folder,
             self.index,
             &mut self.flows,

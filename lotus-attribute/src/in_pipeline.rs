@@ -118,6 +118,7 @@ pub(crate) mod cause;
 mod folded;
 mod frame_ops;
 mod frame_rules;
+mod frame_spans;
 mod hooks;
 mod logs;
 mod phases;
@@ -128,7 +129,11 @@ mod timeline;
 pub use callers::{callers_folder, CallerNode, Callers, FunctionCallers, CALLER_DEPTH, ROOT_FRAME};
 pub use cause::HelperRule;
 pub use folded::{folded_folder, folded_frame, FoldedStacks};
+pub(crate) use frame_ops::has_logs;
 pub use frame_ops::{attribute_folder_from, attribute_frames, NEXT_ROW};
+pub use frame_spans::{
+    frame_spans, FrameOp, FrameSlice, FrameSpans, FrameThread, GAP_INTERVALS, NEXT_SLICE,
+};
 use logs::*;
 pub use rows::*;
 pub(crate) use sampled::*;

@@ -17,8 +17,9 @@
 //! on a run ([`Verdict`]: did training wait for data, and what would help),
 //! profiles read from disk by content and folded onto a mapping's ops
 //! ([`load_profile`]), and a trace folder's views with its samples on its
-//! spans: Chrome trace event JSON ([`ChromeView`]) and a Firefox Profiler
-//! profile ([`write_firefox_profile`]).
+//! spans: Chrome trace event JSON ([`ChromeView`]; of a folder of samples
+//! alone, spans estimated from their frames, [`frame_spans`]) and a
+//! Firefox Profiler profile ([`write_firefox_profile`]).
 //!
 //! # Through a mapping
 //!
@@ -79,6 +80,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod chrome_frames;
 mod chrome_view;
 mod documents;
 mod error;
@@ -105,10 +107,11 @@ pub use from_trace::{mapping_from_trace, mapping_from_trace_with_notes};
 pub use in_pipeline::{
     attribute_and_fold, attribute_folder, attribute_folder_by, attribute_folder_from,
     attribute_frames, callers_folder, folded_folder, folded_frame, for_each_clocked_event,
-    sampled_uncertainty_ns, unseen_work, AttributedRow, CallerNode, Callers, ClockedItem,
-    ClockedSummary, CountersUnsupported, CpuSource, FoldedStacks, FunctionCallers, HelperRule,
-    InPipelineAttribution, OpsFrom, RowKind, TopFunction, Unseen, CALLER_DEPTH, MAX_DEPTH,
-    NEXT_ROW, ROOT_FRAME, SPIN_ROW, TOP_FUNCTIONS, UNSEEN_PCT,
+    frame_spans, sampled_uncertainty_ns, unseen_work, AttributedRow, CallerNode, Callers,
+    ClockedItem, ClockedSummary, CountersUnsupported, CpuSource, FoldedStacks, FrameOp, FrameSlice,
+    FrameSpans, FrameThread, FunctionCallers, HelperRule, InPipelineAttribution, OpsFrom, RowKind,
+    TopFunction, Unseen, CALLER_DEPTH, GAP_INTERVALS, MAX_DEPTH, NEXT_ROW, NEXT_SLICE, ROOT_FRAME,
+    SPIN_ROW, TOP_FUNCTIONS, UNSEEN_PCT,
 };
 pub use in_pipeline_documents::{
     callers_csv, callers_document, comparison_csv, comparison_document, in_pipeline_csv,

@@ -411,6 +411,14 @@ impl<W: Write> ChromeWriter<W> {
         self.write(&ev)
     }
 
+    /// A complete (`X`) event the caller made whole (a span estimated
+    /// from samples, with its own arguments), counted with the spans.
+    pub fn complete<T: Serialize>(&mut self, event: &T) -> io::Result<()> {
+        self.write(event)?;
+        self.spans += 1;
+        Ok(())
+    }
+
     /// Any other event (one of a PyTorch profiler trace), as it is.
     pub fn raw(&mut self, event: &serde_json::Value) -> io::Result<()> {
         self.write(event)?;

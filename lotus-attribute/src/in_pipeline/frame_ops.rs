@@ -28,6 +28,7 @@
 
 use super::folded::{folded_frame_name, Fold};
 use super::frame_rules::{loose, shape, PyFrame, Shape};
+use super::frame_spans::{Place, Timeline};
 use super::*;
 use lotus_samples::StackTable;
 use lotus_sys::input::Dir;
@@ -82,17 +83,30 @@ pub fn attribute_frames<'a>(
     prefix: &str,
     top: usize,
 ) -> Result<InPipelineAttribution, Error> {
-    let (sampling, stacks, credited) = read_and_credit(dir.into(), prefix, false)?;
+    let (sampling, stacks, credited) = read_and_credit(dir.into(), prefix, Keep::Rows)?;
     Ok(rows_of(sampling, &stacks, credited, top))
 }
 
+/// What the credit pass keeps beyond the rows' counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keep {
+    /// The counts alone ([`attribute_frames`]).
+    Rows,
+    /// The samples by row and stack ([`fold_frames`]).
+    Folds,
+    /// Each thread's samples in time with their op paths, and each
+    /// process's role where its frames tell it (`frame_spans`).
+    Timeline,
+}
+
 /// The folder's samples and stacks read, and each sample credited (both
-/// passes; with `fold`, by stack too): where [`attribute_frames`] and
-/// [`fold_frames`] start. An error where the samples carry no stacks.
-fn read_and_credit(
+/// passes; what else is kept: `keep`): where [`attribute_frames`],
+/// [`fold_frames`] and the frame spans start. An error where the samples
+/// carry no stacks.
+pub(super) fn read_and_credit(
     dir: Dir<'_>,
     prefix: &str,
-    fold: bool,
+    keep: Keep,
 ) -> Result<(Sampling, StackTable, Credited), Error> {
     let sampling = Sampling::read(dir, prefix)?;
     if !samples_of(&sampling.files)?.has_stacks() {
@@ -106,13 +120,13 @@ fn read_and_credit(
         .map_err(|e| Error::Io(e.to_string()))?;
     let mut shapes = Shapes::new(&sampling.symbols, &stacks);
     let facts = first_pass(&sampling, &mut shapes)?;
-    let credited = credit(&sampling, &mut shapes, &facts, fold)?;
+    let credited = credit(&sampling, &mut shapes, &facts, keep)?;
     Ok((sampling, stacks, credited))
 }
 
 /// Whether the folder `dir` holds tracer logs: its ops come from their
 /// spans where it does, from the samples' Python frames where not.
-pub(super) fn has_logs(dir: Dir<'_>) -> Result<bool, Error> {
+pub(crate) fn has_logs(dir: Dir<'_>) -> Result<bool, Error> {
     match lotus_trace::TraceFolder::scan(dir) {
         Ok(f) => Ok(!f.logs.is_empty()),
         Err(lotus_trace::TraceError::NoLogs { .. }) => Ok(false),
@@ -125,7 +139,7 @@ pub(super) fn has_logs(dir: Dir<'_>) -> Result<bool, Error> {
 /// what `--format folded`, the flame graphs and `--by caller` read of a
 /// folder without tracer logs (`lotus trace attach`).
 pub(super) fn fold_frames(dir: Dir<'_>, prefix: &str) -> Result<Fold, Error> {
-    let (sampling, stacks, mut c) = read_and_credit(dir, prefix, true)?;
+    let (sampling, stacks, mut c) = read_and_credit(dir, prefix, Keep::Folds)?;
     let (mut rows, mut deep) = (BTreeMap::<String, Vec<(Vec<u32>, u64)>>::new(), 0);
     let mut frames = Vec::new();
     for ((key, stack, leaf), n) in c.folds.take().unwrap_or_default() {
@@ -334,14 +348,20 @@ fn first_pass(sampling: &Sampling, shapes: &mut Shapes<'_>) -> Result<Facts, Err
 
 /// What pass 2 adds up.
 #[derive(Default)]
-struct Credited {
-    tree: Tree,
-    ops: Vec<String>,
+pub(super) struct Credited {
+    pub(super) tree: Tree,
+    pub(super) ops: Vec<String>,
+    /// With [`Keep::Timeline`]: each thread's samples, by (pid, tid), in
+    /// reading order, with where each stands.
+    pub(super) timeline: Option<Timeline>,
+    /// With [`Keep::Timeline`]: each process's role, where its frames
+    /// tell it (a worker's loop, or a main process's `next(loader)`).
+    pub(super) roles: HashMap<u32, Role>,
     counts: HashMap<Key, u64>,
     functions: HashMap<(Key, u32), u64>,
     sums: HashMap<Key, Vec<u64>>,
     saturated: Vec<bool>,
-    total: u64,
+    pub(super) total: u64,
     /// Samples in ops (their symbols, for the verdict's own-wait figure).
     op_symbols: HashMap<u32, u64>,
     /// A worker's samples, and those in a batch in no op (with their
@@ -362,7 +382,7 @@ struct Credited {
     tasks: u64,
     /// Samples with Python frames.
     python: u64,
-    cut_bytes: usize,
+    pub(super) cut_bytes: usize,
     /// With a fold asked for: the samples by row, stack id and function.
     folds: Option<HashMap<(Key, u32, u32), u64>>,
 }
@@ -394,12 +414,22 @@ fn credit(
     sampling: &Sampling,
     shapes: &mut Shapes<'_>,
     facts: &Facts,
-    fold: bool,
+    keep: Keep,
 ) -> Result<Credited, Error> {
     let mut c = Credited {
-        folds: fold.then(HashMap::new),
+        folds: (keep == Keep::Folds).then(HashMap::new),
+        timeline: (keep == Keep::Timeline).then(HashMap::new),
         ..Credited::default()
     };
+    if keep == Keep::Timeline {
+        for (&pid, p) in &facts.processes {
+            match (p.worker, p.next.0) {
+                (true, _) => c.roles.insert(pid, Role::Worker),
+                (false, Some(_)) => c.roles.insert(pid, Role::Main),
+                _ => None,
+            };
+        }
+    }
     // Paths by (stack key, the dataset op a cut stack lies under).
     let mut paths: HashMap<(u32, u32, Option<&str>), Option<u32>> = HashMap::new();
     let mut reader = samples_of(&sampling.files)?;
@@ -490,6 +520,17 @@ fn credit(
         *c.functions.entry((target, s.symbol)).or_default() += 1;
         if let Some(folds) = &mut c.folds {
             *folds.entry((target, stack, s.symbol)).or_default() += 1;
+        }
+        if let Some(timeline) = &mut c.timeline {
+            let at = match target {
+                Key::At(Target::Op(p)) => Place::Op(p),
+                Key::Next => Place::Next,
+                _ => Place::None,
+            };
+            timeline
+                .entry((s.pid, s.tid))
+                .or_default()
+                .push((s.time_ns, at));
         }
         if !s.counters.is_empty() {
             let sum = c
@@ -836,4 +877,4 @@ fn frames_note(c: &Credited) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -98,7 +98,7 @@ fn in_fetch<'a>(more: &[(&'a str, &'a str)], files: &'a [String; 2]) -> Vec<(&'a
 
 /// A main process (pid 10) with a feeder thread (11), and a worker
 /// (pid 20) with a native helper thread (21): every shape of the rules.
-fn pipeline() -> tempfile::TempDir {
+pub(in crate::in_pipeline) fn pipeline() -> tempfile::TempDir {
     let files = [data("_utils/worker.py"), data("_utils/fetch.py")];
     let (collate, loader, nn) = (
         data("_utils/collate.py"),
