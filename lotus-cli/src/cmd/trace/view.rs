@@ -3,7 +3,7 @@
 //! Firefox Profiler profile ([`lotus_attribute::write_firefox_profile`]).
 
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -20,8 +20,8 @@ pub struct ViewArgs {
     /// processes, ranks or machines make one timeline) or one log file.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
-    /// Keep batches, waits and consumptions only (no ops, samples,
-    /// fetches; `--format json` only).
+    /// Keep batches, waits and consumptions only (no ops, samples, fetches;
+    /// a folder of samples alone: its top-level spans; `--format json` only).
     #[arg(long)]
     pub coarse: bool,
     /// Leave out PyTorch profiler traces found in DIR (`--format json`
@@ -58,7 +58,6 @@ pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
     if args.format == ViewFormat::Firefox {
         return firefox(&args);
     }
-    let (folder, mut index) = load(&args.dir, false)?;
     let to_stdout = args.out.as_os_str() == "-";
     let options = ChromeViewOptions {
         dir: args.dir.clone(),
@@ -68,22 +67,16 @@ pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
         out_path: (!to_stdout).then(|| args.out.canonicalize().ok()).flatten(),
         out_shown: args.out.display().to_string(),
     };
-    let view = ChromeView::prepare(&options, &folder, &mut index, &mut say)?;
-
-    // The view appears at its path only when complete (an unnamed file
-    // until then: nothing is left behind if lotus is killed).
-    let sink = if to_stdout {
-        None
-    } else {
-        Some(OutputFile::create(&args.out)?)
+    // A folder of samples alone (`trace attach`): spans from their frames.
+    let mut loaded = None;
+    let view = match ChromeView::of_samples_alone(&options, &mut say)? {
+        Some(view) => view,
+        None => {
+            let (folder, index) = loaded.insert(load(&args.dir, false)?);
+            ChromeView::prepare(&options, folder, index, &mut say)?
+        }
     };
-    let writer: Box<dyn Write> = match &sink {
-        Some(p) => Box::new(BufWriter::with_capacity(
-            1 << 20,
-            p.file().try_clone().context("cannot write the view")?,
-        )),
-        None => Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
-    };
+    let (sink, writer) = sink(&args.out, "view")?;
     let written = view.write(writer, &mut say)?;
     if let Some(p) = sink {
         p.commit()?;
@@ -120,22 +113,28 @@ fn say(message: ViewMessage) {
     }
 }
 
+/// Where the view or profile (`what`) goes: an unnamed file until it is
+/// complete and committed (nothing is left behind if lotus is killed), or
+/// standard output (`-`); buffered.
+fn sink(out: &Path, what: &str) -> Result<(Option<OutputFile>, Box<dyn Write>)> {
+    if out.as_os_str() == "-" {
+        let w = BufWriter::with_capacity(1 << 20, io::stdout().lock());
+        return Ok((None, Box::new(w)));
+    }
+    let file = OutputFile::create(out)?;
+    let copy = file.file().try_clone();
+    let w = BufWriter::with_capacity(
+        1 << 20,
+        copy.with_context(|| format!("cannot write the {what}"))?,
+    );
+    Ok((Some(file), Box::new(w)))
+}
+
 /// `--format firefox`: the folder as a Firefox Profiler profile, written
 /// whole or not at all (an unnamed file until complete).
 fn firefox(args: &ViewArgs) -> Result<ExitCode> {
     let to_stdout = args.out.as_os_str() == "-";
-    let sink = if to_stdout {
-        None
-    } else {
-        Some(OutputFile::create(&args.out)?)
-    };
-    let mut writer: Box<dyn Write> = match &sink {
-        Some(p) => Box::new(BufWriter::with_capacity(
-            1 << 20,
-            p.file().try_clone().context("cannot write the profile")?,
-        )),
-        None => Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
-    };
+    let (sink, mut writer) = sink(&args.out, "profile")?;
     let w = lotus_attribute::write_firefox_profile(&args.dir, &args.prefix, &mut writer)?;
     drop(writer);
     if let Some(p) = sink {
