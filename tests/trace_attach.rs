@@ -1,5 +1,6 @@
 //! `lotus trace attach PID`: a job started without lotus, sampled where it
-//! runs, its workers started after the attach included (issue 37).
+//! runs, its workers started after the attach included (issue 37), and
+//! the views of its folder (no trace logs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -271,6 +272,195 @@ fn attach_samples_a_running_job_and_the_workers_it_starts_later() {
         .map(|t| t["samples"]["length"].as_u64().expect("length"))
         .sum();
     assert_eq!(Some(in_view), v["total_samples"].as_u64());
+    check_chrome_view(&out, tmp.path(), pid, &workers, &v, &p);
+}
+
+/// A slice of the Chrome view: its track, times (ns), samples, op path.
+#[derive(Debug)]
+struct Slice {
+    pid: u32,
+    tid: u32,
+    start: i64,
+    end: i64,
+    samples: u64,
+    path: String,
+}
+
+/// The Chrome view's slices (`X` events), each said to be estimated from
+/// samples, and its tracks' names by pid.
+fn slices_of(view: &serde_json::Value) -> (Vec<Slice>, BTreeMap<u32, String>) {
+    let events = view["traceEvents"].as_array().expect("traceEvents");
+    let (mut slices, mut names) = (Vec::new(), BTreeMap::new());
+    let id = |e: &serde_json::Value, k: &str| e[k].as_u64().expect("id") as u32;
+    for e in events {
+        if e["ph"] == "M" && e["name"] == "process_name" {
+            let name = e["args"]["name"].as_str().expect("name").to_string();
+            names.insert(id(e, "pid"), name);
+        }
+        if e["ph"] != "X" {
+            continue;
+        }
+        assert_eq!(e["args"]["source"], "samples", "{e}");
+        let ns = |us: &serde_json::Value| (us.as_f64().expect("µs") * 1000.0).round() as i64;
+        let start = ns(&e["ts"]);
+        slices.push(Slice {
+            pid: id(e, "pid"),
+            tid: id(e, "tid"),
+            start,
+            end: start + ns(&e["dur"]),
+            samples: e["args"]["samples"].as_u64().expect("samples"),
+            path: e["args"]["path"].as_str().expect("path").to_string(),
+        });
+    }
+    (slices, names)
+}
+
+/// `lotus trace view DIR` of the attach folder `out` (no trace logs):
+/// spans estimated from the samples' frames, nested on their threads,
+/// adding up per op path to `attribute DIR`'s rows (`rows`), in the main
+/// process (`next(loader)`) and every worker, each starting at a sample's
+/// time in the Firefox view (`firefox`); `--coarse` keeps the top level.
+fn check_chrome_view(
+    out: &Path,
+    tmp: &Path,
+    pid: u32,
+    workers: &BTreeSet<u32>,
+    rows: &serde_json::Value,
+    firefox: &serde_json::Value,
+) {
+    let file = tmp.join("view.json");
+    let o = common::lotus(&["trace", "view", s(out), "--out", s(&file)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && err.contains("estimated from"),
+        "{err}"
+    );
+    let view: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("view")).expect("json");
+    assert!(
+        view["otherData"]["spans"]
+            .as_str()
+            .is_some_and(|t| t.contains("estimated from samples, not measured")),
+        "{}",
+        view["otherData"]
+    );
+    let (slices, names) = slices_of(&view);
+    // Per op path, the slices' samples are its row's inclusive samples
+    // (every sample in an op is in one slice a level); next(loader)'s,
+    // the main process's row of it.
+    let mut by_path: BTreeMap<&str, u64> = BTreeMap::new();
+    for sl in &slices {
+        *by_path.entry(&sl.path).or_default() += sl.samples;
+    }
+    let mut in_rows = 0;
+    for r in rows["rows"].as_array().expect("rows") {
+        let (path, want) = match r["kind"].as_str() {
+            Some("op") => (r["path"].as_str().expect("path"), &r["inclusive_samples"]),
+            _ if r["name"] == "waiting in next(loader), outside every op (main)" => {
+                (r["name"].as_str().expect("name"), &r["samples"])
+            }
+            _ => continue,
+        };
+        in_rows += r["samples"].as_u64().expect("samples");
+        assert_eq!(by_path.remove(path), want.as_u64(), "{path}");
+    }
+    assert!(by_path.is_empty(), "slices of no row: {by_path:?}");
+    let samples = &view["otherData"]["samples"];
+    assert_eq!(samples["in_spans"].as_u64(), Some(in_rows), "{samples}");
+    assert_eq!(samples["total"], rows["total_samples"], "{samples}");
+    // The ops the rows name, in every worker; the main process's waits.
+    let ops = [
+        "RandomResizedCrop",
+        "ColorJitter",
+        "ToTensor",
+        "Normalize",
+        "Collation",
+    ];
+    for w in workers {
+        assert_eq!(names.get(w), Some(&format!("worker {w}")), "{names:?}");
+        let mine: BTreeSet<&str> = slices
+            .iter()
+            .filter(|sl| sl.pid == *w)
+            .map(|sl| sl.path.rsplit('/').next().unwrap_or(""))
+            .collect();
+        for op in ["Crops", "RandomResizedCrop", "Collation"] {
+            assert!(mine.contains(op), "worker {w}: no {op} slice: {mine:?}");
+        }
+    }
+    for op in ops {
+        assert!(
+            slices
+                .iter()
+                .any(|sl| sl.path.rsplit('/').next() == Some(op) && workers.contains(&sl.pid)),
+            "no {op} slice in a worker"
+        );
+    }
+    assert_eq!(names.get(&pid), Some(&format!("main {pid}")), "{names:?}");
+    assert!(
+        slices
+            .iter()
+            .any(|sl| sl.pid == pid && sl.path.contains("next(loader)")),
+        "no next(loader) slice in the main process"
+    );
+    // Nested as Perfetto needs on each thread: a slice lies in the one
+    // open at its start, its parent by path.
+    let mut open: BTreeMap<(u32, u32), Vec<&Slice>> = BTreeMap::new();
+    for sl in &slices {
+        let stack = open.entry((sl.pid, sl.tid)).or_default();
+        assert!(sl.start <= sl.end, "{sl:?}");
+        while stack.last().is_some_and(|p| p.end <= sl.start) {
+            stack.pop();
+        }
+        if let Some(p) = stack.last() {
+            assert!(sl.end <= p.end, "{sl:?} ends after {p:?}");
+            assert!(
+                sl.path.starts_with(&format!("{}/", p.path)),
+                "{sl:?} in {p:?}"
+            );
+        } else {
+            assert!(
+                !sl.path.contains('/') || sl.path.contains("next(loader)"),
+                "{sl:?}"
+            );
+        }
+        stack.push(sl);
+    }
+    // Each slice starts at one of its thread's samples, at its time in the
+    // Firefox view (the same clock, unmoved).
+    let mut times: BTreeMap<(u32, u32), Vec<i64>> = BTreeMap::new();
+    for t in firefox["threads"].as_array().expect("threads") {
+        let id = |k: &str| match &t[k] {
+            serde_json::Value::String(v) => v.parse::<u32>().expect("id"),
+            v => v.as_u64().expect("id") as u32,
+        };
+        let mut at = 0.0;
+        let mut mine = Vec::new();
+        for d in t["samples"]["timeDeltas"].as_array().expect("deltas") {
+            at += d.as_f64().expect("ms");
+            mine.push((at * 1e6).round() as i64);
+        }
+        times.insert((id("pid"), id("tid")), mine);
+    }
+    for sl in &slices {
+        let mine = &times[&(sl.pid, sl.tid)];
+        let i = mine.partition_point(|&t| t < sl.start - 1000);
+        assert!(
+            mine.get(i).is_some_and(|&t| (t - sl.start).abs() <= 1000),
+            "{sl:?} starts at no sample of its thread"
+        );
+    }
+    // --coarse: the top level alone, the same samples.
+    let coarse = tmp.join("coarse.json");
+    common::lotus_ok(&["trace", "view", s(out), "--coarse", "--out", s(&coarse)]);
+    let view: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&coarse).expect("view")).expect("json");
+    let (top, _) = slices_of(&view);
+    assert!(!top.is_empty());
+    assert!(top.iter().all(|sl| !sl.path.contains('/')), "{top:?}");
+    assert_eq!(
+        Some(top.iter().map(|sl| sl.samples).sum::<u64>()),
+        view["otherData"]["samples"]["in_spans"].as_u64()
+    );
 }
 
 /// Each op row's share of the op rows' samples (by path), and how they

@@ -458,6 +458,22 @@ fn attribute_dir_errors_name_the_folder_and_what_to_do() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no trace logs"), "{err}");
+    // Its Chrome view has no spans, nor call stacks to estimate them from.
+    let view = empty.path().join("view.json");
+    let out = common::lotus(&[
+        "trace",
+        "view",
+        empty.path().to_str().expect("utf8"),
+        "--out",
+        view.to_str().expect("utf8"),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no trace logs") && err.contains("no call stacks") && err.contains("--stacks"),
+        "{err}"
+    );
+    assert!(!view.exists());
     // The mapping form still needs its mapping and profile.
     let out = common::lotus(&["attribute", "--mapping", "m.json"]);
     assert!(!out.status.success());

@@ -917,6 +917,12 @@ fn garbled_lines_are_reported_with_file_and_line_and_skipped() {
     fs::create_dir(&empty).expect("mkdir");
     let e = lotus_fails(&["trace", "stats", s(&empty)]);
     assert!(e.contains("no trace logs"), "{e}");
+    // Neither logs nor samples: the view is refused, nothing written (a
+    // folder of samples alone gets spans from them: tests/trace_attach.rs).
+    let view_out = tmp.path().join("e.json");
+    let e = lotus_fails(&["trace", "view", s(&empty), "--out", s(&view_out)]);
+    assert!(e.contains("no trace logs"), "{e}");
+    assert!(!view_out.exists());
     fs::write(empty.join("x_main_pid_3"), "garbage\n").expect("w");
     let e = lotus_fails(&[
         "trace",
