@@ -16,8 +16,8 @@ use crate::traces::load;
 /// `lotus trace view`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct ViewArgs {
-    /// The trace: a folder of logs (searched recursively: several
-    /// processes, ranks or machines make one timeline) or one log file.
+    /// The trace: a folder of logs (searched recursively: several processes,
+    /// ranks or machines make one timeline), one log file, or an attach folder.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
     /// Keep batches, waits and consumptions only (no ops, samples, fetches;
