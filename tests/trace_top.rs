@@ -46,6 +46,12 @@ fn top_of_kernel_pipeline(tmp: &Path, wrapper: &[&str]) -> (String, std::path::P
 
 /// The CPU ms of the row named `name` in a view's table, if it has one.
 fn cpu_ms(view: &str, name: &str) -> Option<f64> {
+    column_ms(view, name, 2)
+}
+
+/// The figure in column `column` of the row named `name` in a view's
+/// table (2: its own CPU ms, 4: with the ops inside it), if it has one.
+fn column_ms(view: &str, name: &str, column: usize) -> Option<f64> {
     view.lines().find_map(|l| {
         let cells: Vec<&str> = l
             .trim_matches(|c| c == '│' || c == ' ' || c == '\r')
@@ -53,7 +59,7 @@ fn cpu_ms(view: &str, name: &str) -> Option<f64> {
             .map(str::trim)
             .collect();
         (cells.first() == Some(&name))
-            .then(|| cells.get(2)?.split_whitespace().next()?.parse().ok())
+            .then(|| cells.get(column)?.split_whitespace().next()?.parse().ok())
             .flatten()
     })
 }
@@ -151,5 +157,127 @@ fn top_on_a_terminal_redraws_in_place_within_its_height() {
     assert!(
         (whole - own).abs() <= own * 0.1,
         "Dot: {whole} ms, {own} ms by its own timers"
+    );
+}
+
+/// `lotus top --pid PID` of a torchvision job started without lotus (the
+/// attach job: a custom Dataset, two workers started anew each epoch
+/// after the attach): in a pipe, views while the job runs, each marked
+/// partial, then the whole run once the job ends; its ops come from the
+/// samples' Python frames, the dataset's own row covers its timers' CPU,
+/// and the folder kept says what the last view does.
+#[test]
+fn top_of_a_running_job_by_pid_shows_its_ops_until_it_ends() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let test = "top_of_a_running_job_by_pid_shows_its_ops_until_it_ends";
+    let Some(py) = common::torch::torch_python(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (truth, out) = (tmp.path().join("truth"), tmp.path().join("out"));
+    std::fs::create_dir(&truth).expect("truth");
+    let mut job = Command::new(&py)
+        .arg(common::fixture("pipelines/attach_job.py"))
+        .env("PYTHONPATH", common::fixture("pipelines"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("TRUTH_DIR", &truth)
+        .env("PIPE_SAMPLES", "128")
+        .env_remove("LOTUS_TRACE_DIR")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the job");
+    let pid = job.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !truth.join("ready").exists() {
+        if let Ok(Some(status)) = job.try_wait() {
+            panic!("the job ended before its imports were done: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the job's imports: not within a minute"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let top = Command::new(env!("CARGO_BIN_EXE_lotus"))
+        .args([
+            "top",
+            "--pid",
+            &pid.to_string(),
+            "-n",
+            "0.5",
+            "--out",
+            s(&out),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lotus top");
+    // The job starts its workers once sampling runs.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(out.join("lotus.sampling"))
+        .is_ok_and(|t| t.contains("status=running"))
+    {
+        assert!(Instant::now() < deadline, "lotus top did not attach");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(truth.join("go"), b"").expect("go");
+    let status = job.wait().expect("job");
+    assert!(status.success(), "the job: {status}");
+    let top = common::faults::wait_bounded(top, Duration::from_secs(120), "lotus top --pid");
+    let (text, err) = (
+        common::faults::text(&top.stdout),
+        common::faults::text(&top.stderr),
+    );
+    assert!(
+        top.status.success(),
+        "lotus top --pid: {}\n{err}",
+        top.status
+    );
+    assert!(
+        !text.contains('\x1b'),
+        "no terminal codes in a pipe:\n{text}"
+    );
+    let views: Vec<&str> = text.split("lotus top: ").skip(1).collect();
+    let (last, running) = views.split_last().expect("views");
+    assert!(last.starts_with("the whole run"), "{text}");
+    assert!(
+        running.iter().any(|v| cpu_ms(v, "Crops").is_some())
+            && running
+                .iter()
+                .filter(|v| cpu_ms(v, "Crops").is_some())
+                .all(|v| v.contains("PARTIAL")),
+        "views while the job ran: {text}"
+    );
+    // The dataset's row with the ops inside it against its own timers
+    // (every worker's), and its own CPU against `lotus attribute` of the
+    // folder kept.
+    let whole = column_ms(last, "Crops", 4).expect("Crops in the whole run");
+    let mut own_ns = 0u64;
+    for entry in std::fs::read_dir(&truth).expect("truth") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|x| x == "json") {
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).expect("truth"))
+                    .expect("JSON");
+            own_ns += v["ops"]["Crops"]["cpu_ns"].as_u64().unwrap_or(0);
+        }
+    }
+    let own = own_ns as f64 / 1e6;
+    assert!(
+        own > 0.0 && (whole - own).abs() <= own * 0.2,
+        "Crops: {whole} ms in lotus top, {own} ms by its own timers\n{last}"
+    );
+    let own_row = cpu_ms(last, "Crops").expect("Crops's own CPU");
+    let v = common::sampled::attribute_json(&out);
+    let rows = v["rows"].as_array().expect("rows");
+    let crops = rows
+        .iter()
+        .find(|r| r["name"] == "Crops")
+        .expect("Crops row");
+    let attributed = crops["cpu_ns"].as_u64().expect("cpu_ns") as f64 / 1e6;
+    assert!(
+        (own_row - attributed).abs() < 0.1,
+        "{own_row} against {attributed}"
     );
 }
