@@ -893,30 +893,11 @@ mod tests {
     /// two threads (some of the next batch's already running when one
     /// ends), ops of no batch id, nested spans of one name, collections.
     fn random_stream(rng: &mut fastrand::Rng) -> Vec<Event> {
-        let event =
-            |pid: u32, name: &str, kind: Kind, span: (u64, u64), batch: Option<u64>, tid: u32| {
-                Event {
-                    name: name.into(),
-                    kind,
-                    pid,
-                    role: Role::Worker,
-                    start_ns: span.0,
-                    dur_ns: span.1,
-                    batch,
-                    sample: None,
-                    ready: None,
-                    host: None,
-                    rank: None,
-                    tid: Some(tid),
-                    cpu_ns: None,
-                    hook_ns: None,
-                    hook_in_ns: None,
-                    usage: None,
-                    config: None,
-                    gc: None,
-                    task: None,
-                }
-            };
+        let event = |pid: u32, name: &str, kind: Kind, span: (u64, u64), batch, tid| Event {
+            batch,
+            tid: Some(tid),
+            ..Event::span(name, kind, pid, Role::Worker, span.0, span.1)
+        };
         let op = |pid, name, start, dur, batch, tid| {
             event(pid, name, Kind::Op, (start, dur), batch, tid)
         };

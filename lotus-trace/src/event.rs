@@ -404,6 +404,34 @@ pub struct HandedBy {
 }
 
 impl Event {
+    /// A span `name` of `kind` in process `pid` (`role`), from `start_ns`
+    /// for `dur_ns`, with none of the optional fields: what a reader of
+    /// events builds to hand over events of its own (and tests theirs),
+    /// setting the fields it has after.
+    pub fn span(name: &str, kind: Kind, pid: u32, role: Role, start_ns: u64, dur_ns: u64) -> Event {
+        Event {
+            name: name.into(),
+            kind,
+            pid,
+            role,
+            start_ns,
+            dur_ns,
+            batch: None,
+            sample: None,
+            ready: None,
+            host: None,
+            rank: None,
+            tid: None,
+            cpu_ns: None,
+            hook_ns: None,
+            hook_in_ns: None,
+            usage: None,
+            config: None,
+            gc: None,
+            task: None,
+        }
+    }
+
     /// When it ended, ns since the Unix epoch (the reader checks that this
     /// does not overflow).
     pub fn end_ns(&self) -> u64 {

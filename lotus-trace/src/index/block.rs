@@ -375,30 +375,17 @@ mod tests {
     use lotus_sort::Budget;
 
     fn ev(name: &str, kind: Kind, pid: u32, start_ns: u64, dur_ns: u64, batch: u64) -> Event {
+        let role = if kind == Kind::Wait || kind == Kind::Consume {
+            Role::Main
+        } else {
+            Role::Worker
+        };
         Event {
-            name: Arc::from(name),
-            kind,
-            pid,
-            role: if kind == Kind::Wait || kind == Kind::Consume {
-                Role::Main
-            } else {
-                Role::Worker
-            },
-            start_ns,
-            dur_ns,
             batch: Some(batch),
-            sample: None,
             ready: (kind == Kind::Wait).then_some(batch.is_multiple_of(2)),
             host: Some(Arc::from("node1")),
             rank: Some(0),
-            tid: None,
-            cpu_ns: None,
-            hook_ns: None,
-            hook_in_ns: None,
-            usage: None,
-            config: None,
-            gc: None,
-            task: None,
+            ..Event::span(name, kind, pid, role, start_ns, dur_ns)
         }
     }
 
