@@ -443,25 +443,15 @@ mod tests {
     fn writes_valid_json_with_ns_precision() {
         let base = 1_700_000_000_000_000_000u64;
         let batch = Event {
-            name: "Batch".into(),
-            kind: Kind::Batch,
-            pid: 7,
-            role: Role::Worker,
-            start_ns: base + 1_500,
-            dur_ns: 95_000_250,
             batch: Some(3),
-            sample: None,
-            ready: None,
-            host: None,
-            rank: None,
-            tid: None,
-            cpu_ns: None,
-            hook_ns: None,
-            hook_in_ns: None,
-            usage: None,
-            config: None,
-            gc: None,
-            task: None,
+            ..Event::span(
+                "Batch",
+                Kind::Batch,
+                7,
+                Role::Worker,
+                base + 1_500,
+                95_000_250,
+            )
         };
         let consume = Event {
             name: "Consume".into(),

@@ -1162,25 +1162,9 @@ mod tests {
             x % m
         };
         let ev = |name: &str, kind, role, pid, start, dur, batch: Option<u64>| Event {
-            name: name.into(),
-            kind,
-            pid,
-            role,
-            start_ns: start,
-            dur_ns: dur,
             batch,
-            sample: None,
             ready: (kind == Kind::Wait).then_some(dur == 0),
-            host: None,
-            rank: None,
-            tid: None,
-            cpu_ns: None,
-            hook_ns: None,
-            hook_in_ns: None,
-            usage: None,
-            config: None,
-            gc: None,
-            task: None,
+            ..Event::span(name, kind, pid, role, start, dur)
         };
         for w in 0..2u32 {
             ix.begin("", &format!("w{w}"));

@@ -181,31 +181,16 @@ fn any_event() -> impl Strategy<Value = Event> {
             } else {
                 Role::Worker
             };
+            let name = if kind == Kind::Op {
+                name
+            } else {
+                kind.as_str()
+            };
+            let pid = pid + if role == Role::Main { 100 } else { 0 };
             Event {
-                name: if kind == Kind::Op {
-                    name
-                } else {
-                    kind.as_str()
-                }
-                .into(),
-                kind,
-                pid: pid + if role == Role::Main { 100 } else { 0 },
-                role,
-                start_ns,
-                dur_ns,
                 batch,
-                sample: None,
                 ready,
-                host: None,
-                rank: None,
-                tid: None,
-                cpu_ns: None,
-                hook_ns: None,
-                hook_in_ns: None,
-                usage: None,
-                config: None,
-                gc: None,
-                task: None,
+                ..Event::span(name, kind, pid, role, start_ns, dur_ns)
             }
         })
 }

@@ -264,25 +264,8 @@ mod loop_tests {
 
     fn ev(kind: Kind, role: Role, pid: u32, start: u64, dur: u64) -> Event {
         Event {
-            name: kind.as_str().into(),
-            kind,
-            pid,
-            role,
-            start_ns: start,
-            dur_ns: dur,
             batch: Some(0),
-            sample: None,
-            ready: None,
-            host: None,
-            rank: None,
-            tid: None,
-            cpu_ns: None,
-            hook_ns: None,
-            hook_in_ns: None,
-            usage: None,
-            config: None,
-            gc: None,
-            task: None,
+            ..Event::span(kind.as_str(), kind, pid, role, start, dur)
         }
     }
 
