@@ -44,6 +44,19 @@ fn top_of_kernel_pipeline(tmp: &Path, wrapper: &[&str]) -> (String, std::path::P
     (String::from_utf8_lossy(&run.stdout).into_owned(), reports)
 }
 
+/// The views `lotus top` printed into a pipe (no terminal codes): the
+/// last, which must be the whole run, and those while the job ran.
+fn piped_views(text: &str) -> (&str, Vec<&str>) {
+    assert!(
+        !text.contains('\x1b'),
+        "no terminal codes in a pipe:\n{text}"
+    );
+    let mut views: Vec<&str> = text.split("lotus top: ").skip(1).collect();
+    let last = views.pop().expect("views");
+    assert!(last.starts_with("the whole run"), "{text}");
+    (last, views)
+}
+
 /// The CPU ms of the row named `name` in a view's table, if it has one.
 fn cpu_ms(view: &str, name: &str) -> Option<f64> {
     column_ms(view, name, 2)
@@ -68,13 +81,7 @@ fn column_ms(view: &str, name: &str, column: usize) -> Option<f64> {
 fn top_in_a_pipe_prints_a_view_each_interval_and_the_whole_run_at_the_end() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (text, reports) = top_of_kernel_pipeline(tmp.path(), &[]);
-    assert!(
-        !text.contains('\x1b'),
-        "no terminal codes in a pipe:\n{text}"
-    );
-    let views: Vec<&str> = text.split("lotus top: ").skip(1).collect();
-    let (last, running) = views.split_last().expect("views");
-    assert!(last.starts_with("the whole run"), "{text}");
+    let (last, running) = piped_views(&text);
     // Views while the job ran: partial, the op's CPU growing.
     let seen: Vec<f64> = running.iter().filter_map(|v| cpu_ms(v, "Dot")).collect();
     assert!(
@@ -234,13 +241,7 @@ fn top_of_a_running_job_by_pid_shows_its_ops_until_it_ends() {
         "lotus top --pid: {}\n{err}",
         top.status
     );
-    assert!(
-        !text.contains('\x1b'),
-        "no terminal codes in a pipe:\n{text}"
-    );
-    let views: Vec<&str> = text.split("lotus top: ").skip(1).collect();
-    let (last, running) = views.split_last().expect("views");
-    assert!(last.starts_with("the whole run"), "{text}");
+    let (last, running) = piped_views(&text);
     assert!(
         running.iter().any(|v| cpu_ms(v, "Crops").is_some())
             && running
