@@ -80,6 +80,16 @@ pub enum Error {
         /// The log.
         path: String,
     },
+    /// A folder of samples alone (`lotus trace attach`) named with
+    /// trace folders, where only one kind is read at once
+    /// ([`crate::samples_alone`]).
+    #[error("{alone}: samples without trace logs (a job sampled by `lotus trace attach`) cannot share a report with trace folders such as {traced}: report it on a page of its own (`lotus report --out R.html --trace {alone}`), or run the job under lotus (`lotus trace run --sample -- CMD`) to compare it with the others")]
+    MixedFolders {
+        /// The folder of samples alone.
+        alone: String,
+        /// A trace folder named with it.
+        traced: String,
+    },
     /// A figure of a trace file past what lotus can count.
     #[error("{path}: {field}: {message}")]
     Overflow {

@@ -186,6 +186,9 @@ pub fn attribute_folder_by<'a>(
 /// its logs and samples (what `lotus report` draws its flame graphs from):
 /// the attribution, and the collapsed stacks or why they cannot be read
 /// (a stacks file that cannot be opened leaves the attribution standing).
+/// A folder without tracer logs (`lotus trace attach`) is read as `lotus
+/// attribute DIR` reads it: its ops from the samples' Python frames
+/// ([`attribute_frames`]), folded under the same rows.
 pub fn attribute_and_fold<'a>(
     dir: impl Into<Dir<'a>>,
     prefix: &str,
@@ -193,6 +196,11 @@ pub fn attribute_and_fold<'a>(
     top: usize,
 ) -> Result<(InPipelineAttribution, Result<FoldedStacks, Error>), Error> {
     let dir: Dir<'_> = dir.into();
+    if !has_logs(dir)? {
+        let a = attribute_frames(dir, prefix, top)?;
+        let fold = frame_ops::fold_frames(dir, prefix).map(folded::folded_of);
+        return Ok((a, fold));
+    }
     let trace = SampledTrace::open(dir, prefix, budget)?;
     let (a, fold) = attribute_trace(trace, top, true)?;
     let fold = fold.unwrap_or_else(|| Err(Error::Io("no fold was asked for".into())));

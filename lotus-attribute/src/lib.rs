@@ -10,7 +10,8 @@
 //!   per-op stacks ([`folded_folder`]); or, from a folder's samples alone
 //!   (no tracer logs: a job sampled without the tracer), each sample
 //!   credited to the ops its Python frames show ([`attribute_frames`],
-//!   [`attribute_folder_from`]), in the same rows.
+//!   [`attribute_folder_from`]), in the same rows; such a folder is told
+//!   from a trace folder by [`samples_alone`].
 //!
 //! Beside them: a mapping made from a sampled trace ([`mapping_from_trace`]),
 //! two mappings compared op by op ([`compare_mappings`]), the verdict
@@ -91,6 +92,7 @@ mod in_pipeline_documents;
 mod mapped;
 mod mapping_compare;
 mod profiles;
+mod samples_alone;
 mod span_samples;
 mod trace_documents;
 mod trace_figures;
@@ -124,6 +126,7 @@ pub use mapped::{
 };
 pub use mapping_compare::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
 pub use profiles::{load_profile, name_profiles, LoadedAttribution, LoadedProfile};
+pub use samples_alone::{is_samples_alone, samples_alone, SAMPLES_ALONE_NOTE};
 pub use span_samples::{SpanFunction, SpanSample, SpanSamples};
 pub use trace_documents::{
     trace_stats_csv, ConfigsDocument, StatsDocument, CONFIGS_SCHEMA, PERCENTILE_METHOD,

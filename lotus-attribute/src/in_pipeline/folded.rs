@@ -63,6 +63,50 @@ impl FoldedStacks {
         }
         out
     }
+
+    /// The rows (root frames, `;`-separated) that `--op NAME` names: an
+    /// op's name anywhere in its path (`Loader`), or its whole path
+    /// (`ImageFolder/Loader`).
+    pub fn rows_named(&self, name: &str) -> Vec<&String> {
+        self.row_samples
+            .keys()
+            .filter(|root| root.split(';').any(|p| p == name) || root.replace(';', "/") == name)
+            .collect()
+    }
+
+    /// The root frames of the op at `path` (`Outer/Inner`), where it or
+    /// an op inside it has samples.
+    pub fn op_root(&self, path: &str) -> Option<String> {
+        let parts: Vec<String> = path.split('/').map(|p| p.replace(';', ":")).collect();
+        let root = parts.join(";");
+        let inner = format!("{root};");
+        let sampled = self.row_samples.contains_key(&root)
+            || self.row_samples.keys().any(|k| k.starts_with(&inner));
+        sampled.then_some(root)
+    }
+
+    /// The folded lines under `roots` (each row's own and those of the
+    /// ops inside it), control characters escaped, and their samples.
+    pub fn lines_under(&self, roots: &[&String]) -> (Vec<String>, u64) {
+        let kept: Vec<&(String, u64)> = self
+            .lines
+            .iter()
+            .filter(|(frames, _)| {
+                roots.iter().any(|r| {
+                    frames.as_str() == r.as_str()
+                        || frames
+                            .strip_prefix(r.as_str())
+                            .is_some_and(|rest| rest.starts_with(';'))
+                })
+            })
+            .collect();
+        let samples = kept.iter().map(|(_, n)| n).sum();
+        let lines = kept
+            .iter()
+            .map(|(frames, n)| format!("{} {n}", lotus_sys::text::printable(frames)))
+            .collect();
+        (lines, samples)
+    }
 }
 
 /// A frame name as folded lines can hold it.
@@ -333,6 +377,36 @@ pub(super) fn folded_of(fold: Fold) -> FoldedStacks {
 
 #[cfg(test)]
 mod tests {
+    /// Two rows, one inside the other, and a row whose name starts alike.
+    fn stacks() -> super::FoldedStacks {
+        super::FoldedStacks {
+            lines: vec![
+                ("A;main;outer;inner".into(), 8),
+                ("A;B;main;f".into(), 2),
+                ("AB;main;g".into(), 5),
+            ],
+            row_samples: [("A".into(), 8), ("A;B".into(), 2), ("AB".into(), 5)]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_op_names_its_rows_and_the_lines_under_them() {
+        let f = stacks();
+        assert_eq!(f.rows_named("B"), [&"A;B".to_string()]);
+        assert_eq!(f.rows_named("A/B"), [&"A;B".to_string()]);
+        let a = f.rows_named("A");
+        assert_eq!(a.len(), 2);
+        let (lines, n) = f.lines_under(&[&"A".to_string()]);
+        // A's own and its inner op's, not AB's (a name that starts alike).
+        assert_eq!(n, 10, "{lines:?}");
+        assert_eq!(f.op_root("A/B").as_deref(), Some("A;B"));
+        assert_eq!(f.op_root("A").as_deref(), Some("A"));
+        assert_eq!(f.op_root("C"), None);
+    }
+
     use super::*;
     use lotus_samples::{SampleFiles, StackNode};
 

@@ -232,6 +232,26 @@ pub enum OpsFrom {
     Frames,
 }
 
+impl OpsFrom {
+    /// In words, for a page: the folders whose op rows come this way, the
+    /// command that makes one, and what each of their samples is credited
+    /// to.
+    pub fn said(self) -> [&'static str; 3] {
+        match self {
+            OpsFrom::Spans => [
+                "a sampled trace",
+                "lotus trace run --sample",
+                "the innermost op span its thread was running",
+            ],
+            OpsFrom::Frames => [
+                "a job sampled without the tracer",
+                "lotus trace attach PID",
+                "the ops its Python frames show",
+            ],
+        }
+    }
+}
+
 /// The attribution of a sampled trace folder.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]

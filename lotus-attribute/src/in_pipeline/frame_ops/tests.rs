@@ -560,3 +560,20 @@ fn the_interval_of_rows_from_snapshots_counts_the_snapshots() {
         "{notes}"
     );
 }
+
+#[test]
+fn a_folder_of_samples_alone_is_attributed_and_folded_in_one_call_as_from_its_frames() {
+    // What `lotus report` reads of a folder without tracer logs.
+    let dir = pipeline();
+    let (a, f) = crate::attribute_and_fold(dir.path(), "lotus", Budget::new(64), TOP_FUNCTIONS)
+        .expect("attribute and fold");
+    let frames = attribute_frames(dir.path(), "lotus", TOP_FUNCTIONS).expect("attribute");
+    assert_eq!(a, frames);
+    let f = f.expect("folded");
+    assert!(f.with_stacks);
+    assert_eq!(f.samples, a.total_samples);
+    for r in a.rows.iter().filter(|r| r.kind == RowKind::Op) {
+        let root = f.op_root(&r.path).expect("an op's stacks");
+        assert_eq!(f.lines_under(&[&root]).1, r.inclusive_samples, "{}", r.path);
+    }
+}
