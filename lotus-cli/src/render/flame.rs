@@ -6,43 +6,9 @@
 
 use anyhow::Result;
 use base64::Engine as _;
-use lotus_attribute::FoldedStacks;
 
 /// inferno's image width (its default), in SVG pixels.
 pub(crate) const WIDTH: usize = 1200;
-
-/// The rows (root frames, `;`-separated) that `--op NAME` names: an op's
-/// name anywhere in its path (`Loader`), or its whole path
-/// (`ImageFolder/Loader`).
-pub(crate) fn rows_named<'a>(f: &'a FoldedStacks, name: &str) -> Vec<&'a String> {
-    f.row_samples
-        .keys()
-        .filter(|root| root.split(';').any(|p| p == name) || root.replace(';', "/") == name)
-        .collect()
-}
-
-/// The folded lines under `roots` (each row's own and those of the ops
-/// inside it), control characters escaped, and their samples.
-pub(crate) fn lines_under(f: &FoldedStacks, roots: &[&String]) -> (Vec<String>, u64) {
-    let kept: Vec<&(String, u64)> = f
-        .lines
-        .iter()
-        .filter(|(frames, _)| {
-            roots.iter().any(|r| {
-                frames.as_str() == r.as_str()
-                    || frames
-                        .strip_prefix(r.as_str())
-                        .is_some_and(|rest| rest.starts_with(';'))
-            })
-        })
-        .collect();
-    let samples = kept.iter().map(|(_, n)| n).sum();
-    let lines = kept
-        .iter()
-        .map(|(frames, n)| format!("{} {n}", lotus_sys::text::printable(frames)))
-        .collect();
-    (lines, samples)
-}
 
 /// A flame graph of `lines` (`frames count`), titled `title`, as inferno
 /// draws it: interactive (its script: zoom, search) unless `still`;
@@ -143,6 +109,7 @@ pub(crate) fn write_stacks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lotus_attribute::FoldedStacks;
 
     fn stacks() -> FoldedStacks {
         let mut f = FoldedStacks::default();
@@ -158,21 +125,9 @@ mod tests {
     }
 
     #[test]
-    fn an_op_names_its_rows_and_the_lines_under_them() {
-        let f = stacks();
-        assert_eq!(rows_named(&f, "B"), [&"A;B".to_string()]);
-        assert_eq!(rows_named(&f, "A/B"), [&"A;B".to_string()]);
-        let a = rows_named(&f, "A");
-        assert_eq!(a.len(), 2);
-        let (lines, n) = lines_under(&f, &[&"A".to_string()]);
-        // A's own and its inner op's, not AB's (a name that starts alike).
-        assert_eq!(n, 10, "{lines:?}");
-    }
-
-    #[test]
     fn a_still_graph_has_no_script_and_says_its_height() {
         let f = stacks();
-        let (lines, _) = lines_under(&f, &[&"A".to_string()]);
+        let (lines, _) = f.lines_under(&[&"A".to_string()]);
         let s = svg(&lines, "t", 0.1, true).expect("svg");
         assert!(!s.contains("function init"), "no script");
         assert!(

@@ -28,7 +28,7 @@ pub(crate) fn flamegraph_of(
     let roots: Vec<&String> = match op {
         None => f.row_samples.keys().collect(),
         Some(name) => {
-            let roots = flame::rows_named(&f, name);
+            let roots = f.rows_named(name);
             if roots.is_empty() {
                 anyhow::bail!(
                     "--op {}: no row of {} is that op (its rows: {})",
@@ -46,7 +46,7 @@ pub(crate) fn flamegraph_of(
             roots
         }
     };
-    let (lines, samples) = flame::lines_under(&f, &roots);
+    let (lines, samples) = f.lines_under(&roots);
     if lines.is_empty() {
         anyhow::bail!("no samples in {} to draw a flame graph of", dir.display());
     }

@@ -23,7 +23,7 @@ use std::path::Path;
 use crate::cmd::report::samples::Folds;
 
 use anyhow::Result;
-use lotus_attribute::{InPipelineAttribution, RowKind};
+use lotus_attribute::{InPipelineAttribution, OpsFrom, RowKind};
 
 use super::Page;
 use crate::render::flame;
@@ -84,21 +84,10 @@ fn run_flames(
         .map(|r| r.samples)
         .sum();
     for r in a.rows.iter().filter(|r| r.kind == RowKind::Op) {
-        let root: String = r
-            .path
-            .split('/')
-            .map(|p| p.replace(';', ":"))
-            .collect::<Vec<_>>()
-            .join(";");
-        if !f.row_samples.contains_key(&root)
-            && !f
-                .row_samples
-                .keys()
-                .any(|k| k.starts_with(&format!("{root};")))
-        {
+        let Some(root) = f.op_root(&r.path) else {
             continue;
-        }
-        let (lines, samples) = flame::lines_under(&f, &[&root]);
+        };
+        let (lines, samples) = f.lines_under(&[&root]);
         if lines.is_empty() {
             continue;
         }
@@ -145,12 +134,12 @@ fn run_flames(
 }
 
 /// The flame graphs section: for each sampled run with stacks (`dirs`:
-/// each configuration's folder, in `sampled`'s order), its ops' graphs.
-/// Nothing where no run has stacks.
+/// each configuration's folder, in `sampled`'s order; its ops from
+/// `from`), its ops' graphs. Nothing where no run has stacks.
 pub(crate) fn flames_section(
     page: &mut Page,
     sampled: &[(String, SampledFolder)],
-    dirs: &[&Path],
+    (dirs, from): (&[&Path], OpsFrom),
     folds: Vec<Option<Folds>>,
 ) -> Result<()> {
     let mut runs = Vec::new();
@@ -172,7 +161,7 @@ pub(crate) fn flames_section(
     page.h(2, "Flame graphs");
     page.p(vec![
         text("Each op's call stacks ("),
-        code("lotus trace run --sample"),
+        code(from.said()[1]),
         text(" records them), as "),
         code("lotus attribute DIR --flamegraph FILE.svg --op PATH"),
         text(format!(

@@ -47,18 +47,18 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use lotus_attribute::{FunctionMapping, MatchMode, Options};
+use lotus_attribute::{FunctionMapping, MatchMode, OpsFrom, Options};
 use lotus_sort::Budget;
 use lotus_trace::OutlierRule;
 
 use crate::attribution_inputs::{load_mapping, load_op_times, load_profile, name_profiles};
 use crate::cmd::report::samples::{
-    attribute, compare, comparison_section, in_pipeline_section, op_names, Compared,
+    attribute, compare, comparison_section, in_pipeline_section, op_names, samples_alone, Compared,
 };
 use crate::render::html::timeline::{OpCpu, Timeline};
 use crate::render::html::{heading, para, Block, Cell, PageContext, Part, RunInfo, VerdictView};
 use crate::render::svg::Colours;
-use crate::traces::{configurations_of, OutliersArg};
+use crate::traces::{computed, configurations_of, OutliersArg};
 use lotus_attribute::{SampledFolder, TraceFigures};
 use lotus_runner::RunRecord;
 use lotus_sys::write_file;
@@ -175,19 +175,23 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         bail!("--profile needs --mapping (the ops and functions to attribute it to)");
     }
     let rule = OutlierRule::from(args.outliers);
+    let dirs = configurations_of(&args.traces, args.configs)?;
+    // Folders of samples alone (`trace attach`): their samples are all
+    // the page has of them.
+    let alone = lotus_attribute::samples_alone(&dirs, &args.prefix)?;
     let mut configs = Vec::new();
-    if !args.traces.is_empty() {
-        for (label, dir) in configurations_of(&args.traces, args.configs)? {
-            configs.push(crate::traces::computed(label, dir, rule, true)?);
-        }
+    for (label, dir) in dirs.iter().filter(|_| !alone) {
+        configs.push(computed(label.clone(), dir.clone(), rule, true)?);
     }
     let budget = Budget::from_env()?;
     // Each run's samples attributed, and folded for its flame graphs in
     // the same pass.
     let (mut sampled, mut folds) = (Vec::new(), Vec::new());
-    for c in &configs {
-        let (s, f) = attribute(c.source(), &args.prefix, budget)?;
-        sampled.push((c.label.clone(), s));
+    let sources = configs.iter().map(|c| (&c.label, c.source()));
+    let alone_dirs = dirs.iter().filter(|_| alone).map(|(l, d)| (l, d.into()));
+    for (label, source) in sources.chain(alone_dirs) {
+        let (s, f) = attribute(source, &args.prefix, budget)?;
+        sampled.push((label.clone(), s));
         folds.push(f);
     }
     // Each run's verdict, with its samples' CPU facts where it has them.
@@ -196,8 +200,8 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
             c.with_samples(a);
         }
     }
-    let several = configs.len() > 1;
-    let verdicts: Vec<VerdictView> = configs
+    let several = dirs.len() > 1;
+    let mut verdicts: Vec<VerdictView> = configs
         .iter()
         .map(|c| VerdictView::of(&c.verdict, several.then(|| c.label.clone())))
         .collect();
@@ -220,7 +224,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
 
     // The top: each run's command, host, CPU, date; then the timelines
     // (their pass also sums each op's CPU time).
-    let (runs, timelines, cpus) = runs_and_timelines(&mut configs, &args.prefix, &colours)?;
+    let (mut runs, timelines, cpus) = runs_and_timelines(&mut configs, &args.prefix, &colours)?;
 
     let mut page = Page {
         blocks: Vec::new(),
@@ -233,13 +237,22 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     if !configs.is_empty() {
         traces(&mut page, &mut configs, &cpus, &sampled, &colours, rule)?;
     }
+    let note = samples_alone(
+        alone,
+        &dirs,
+        &sampled,
+        &args.prefix,
+        &mut runs,
+        &mut verdicts,
+    )?;
     if sampled
         .iter()
         .any(|(_, s)| !matches!(s, SampledFolder::Not))
     {
-        in_pipeline_section(&mut page, &sampled, &colours)?;
-        let dirs: Vec<&Path> = configs.iter().map(|c| c.dir.as_path()).collect();
-        flames::flames_section(&mut page, &sampled, &dirs, folds)?;
+        let from = [OpsFrom::Spans, OpsFrom::Frames][usize::from(alone)];
+        in_pipeline_section(&mut page, &sampled, &colours, from)?;
+        let dirs: Vec<&Path> = dirs.iter().map(|(_, d)| d.as_path()).collect();
+        flames::flames_section(&mut page, &sampled, (&dirs, from), folds)?;
     }
     if let (Some(mpath), false) = (&args.mapping, compared.is_empty()) {
         comparison_section(&mut page, &mpath.display().to_string(), &compared, &colours)?;
@@ -254,6 +267,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         verdicts,
         summary,
         timelines,
+        note,
         blocks: std::mem::take(&mut page.blocks),
     };
     let svgs: Vec<String> = page
@@ -263,7 +277,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         .collect();
     let html = crate::render::html::render(&ctx, &svgs)?;
     let ReportFormat::Html = args.format;
-    write_page(&args, &html, &page.plots, configs.len(), attributed.len())?;
+    write_page(&args, &html, &page.plots, dirs.len(), attributed.len())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -339,13 +353,8 @@ fn runs_and_timelines(
         let hosts = c.hosts();
         let (tl, cpu) = crate::render::html::timeline::of(c, colours, scale_ms)?;
         let first = c.folder_and_index().1.min_start_ns;
-        runs.push(RunInfo::of(
-            &c.label,
-            &c.dir,
-            record.as_ref(),
-            &hosts,
-            first,
-        ));
+        let run = RunInfo::of(&c.label, &c.dir, record.as_ref(), &hosts, first);
+        runs.push(run);
         timelines.push(tl);
         cpus.push(cpu);
     }

@@ -11,14 +11,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use lotus_attribute::mapping_from_trace;
 use lotus_attribute::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
-use lotus_attribute::{AttributedRow, InPipelineAttribution, RowKind, SampledFolder};
+use lotus_attribute::{AttributedRow, InPipelineAttribution, OpsFrom, RowKind, SampledFolder};
 use lotus_core::Mapping;
 use lotus_sort::Budget;
 
 use crate::cmd::report::{cell, Page};
-use crate::render::html::{code, keyed, short_name, text, Cell};
+use crate::render::html::{code, keyed, short_name, text, Cell, Part, RunInfo, VerdictView};
 use crate::render::in_pipeline::svg_of;
 use crate::render::svg::{labelled_bars, Colours, LabelledBar};
+use lotus_runner::RunRecord;
 
 /// Missed and never-run functions shown per op (the JSON of `show
 /// --against` lists 20 by default; a page cell holds fewer).
@@ -127,17 +128,20 @@ fn functions_cell<'a>(
 }
 
 /// The section of each sampled configuration's attribution: its table
-/// (the figures of `lotus attribute DIR --format json`) and its plot.
+/// (the figures of `lotus attribute DIR --format json`) and its plot;
+/// its ops from `ops_from`.
 pub fn in_pipeline_section(
     page: &mut Page,
     sampled: &[(String, SampledFolder)],
     colours: &Colours,
+    ops_from: OpsFrom,
 ) -> Result<()> {
     page.h(2, "Samples in the pipeline");
+    let [of, by, to] = ops_from.said();
     page.p(vec![
-        text("Each sample of a sampled trace ("),
-        code("lotus trace run --sample"),
-        text(") credited to the innermost op span its thread was running, as "),
+        text(format!("Each sample of {of} (")),
+        code(by),
+        text(format!(") credited to {to}, as ")),
         code("lotus attribute DIR"),
         text(": an op inside another is shown by its path ("),
         code("Outer/Inner"),
@@ -382,6 +386,36 @@ fn comparison_row(c: &Compared, o: &OpComparison, colours: &Colours) -> Vec<Cell
         ),
         cell(&k("not_run_count"), o.not_run_count.to_string()),
     ]
+}
+
+/// Where the page's folders are of samples alone (`alone`: `lotus trace
+/// attach`), what it has of each besides its samples: its run where it
+/// has a record (`runs`), its verdict from its samples (`verdicts`); and
+/// the note of what it cannot show, for the page's top.
+pub(crate) fn samples_alone(
+    alone: bool,
+    dirs: &[(String, PathBuf)],
+    sampled: &[(String, SampledFolder)],
+    prefix: &str,
+    runs: &mut Vec<RunInfo>,
+    verdicts: &mut Vec<VerdictView>,
+) -> Result<Option<Vec<Part>>> {
+    if !alone {
+        return Ok(None);
+    }
+    for ((label, dir), (_, s)) in dirs.iter().zip(sampled) {
+        match RunRecord::read(dir, prefix) {
+            Ok(r) => runs.extend(r.map(|r| RunInfo::of(label, dir, Some(&r), &[], None))),
+            Err(e) => crate::usage::say!("lotus: warning: {:#}", anyhow::Error::from(e)),
+        }
+        if let SampledFolder::With(a) = s {
+            let v = lotus_attribute::Verdict::of_sampled_folder(dir, a, Budget::from_env()?)?;
+            verdicts.push(VerdictView::of(&v, (dirs.len() > 1).then(|| label.clone())));
+        }
+    }
+    let note = lotus_attribute::SAMPLES_ALONE_NOTE.iter().enumerate();
+    let note = note.map(|(i, t)| if i % 2 == 0 { text(*t) } else { code(*t) });
+    Ok(Some(note.collect()))
 }
 
 /// The op names of the sections, for colours that stay the same from

@@ -424,6 +424,8 @@ pub(crate) struct PageContext {
     pub(crate) summary: Vec<Vec<Part>>,
     /// The timelines, one per configuration.
     pub(crate) timelines: Vec<crate::render::html::timeline::Timeline>,
+    /// What the page cannot show, at its top (folders of samples alone).
+    pub(crate) note: Option<Vec<Part>>,
     /// The rest of the page.
     pub(crate) blocks: Vec<Block>,
 }
@@ -531,6 +533,7 @@ mod tests {
             }],
             summary: vec![vec![text("figures")]],
             timelines: Vec::new(),
+            note: None,
             blocks: vec![heading(2, "Ops")],
         };
         let html = render(&ctx, &[]).expect("page");
@@ -551,6 +554,7 @@ mod tests {
             verdicts: Vec::new(),
             summary: vec![vec![text("<script>alert(1)</script>\x1b[31m\"'")]],
             timelines: Vec::new(),
+            note: None,
             blocks: vec![Block::Table {
                 headers: vec!["op".into()],
                 rows: vec![vec![Cell::name("<img src=x onerror=alert(1)>")]],
