@@ -273,6 +273,153 @@ fn attach_samples_a_running_job_and_the_workers_it_starts_later() {
         .sum();
     assert_eq!(Some(in_view), v["total_samples"].as_u64());
     check_chrome_view(&out, tmp.path(), pid, &workers, &v, &p);
+    check_report(&out, &tmp.path().join("traced"), tmp.path(), &v);
+}
+
+/// The page's keyed figures (`data-key`), key to text, unescaped.
+fn keyed_cells(html: &str) -> BTreeMap<String, String> {
+    let unescape = |t: &str| {
+        t.replace("&#x2f;", "/")
+            .replace("&#x27;", "'")
+            .replace("&quot;", "\"")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&")
+    };
+    let mut out = BTreeMap::new();
+    for part in html.split("data-key=\"").skip(1) {
+        let (key, rest) = part.split_once('"').expect("a key");
+        let (_, value) = rest.split_once('>').expect("its tag's end");
+        let value = value.split('<').next().unwrap_or("");
+        out.insert(unescape(key), unescape(value));
+    }
+    out
+}
+
+/// `lotus report --trace DIR` of the attach folder `out` (no trace logs):
+/// a note at its top that the folder was sampled without the tracer, the
+/// rows of `attribute DIR` (`rows`) figure for figure, a flame graph of
+/// each op with at least 1% of the op samples, and none of the sections
+/// that need the tracer's logs; named with the trace folder `traced`, it
+/// is refused, naming both.
+fn check_report(out: &Path, traced: &Path, tmp: &Path, rows: &serde_json::Value) {
+    let page = tmp.join("r.html");
+    common::lotus_ok(&["report", "--out", s(&page), "--trace", s(out)]);
+    let html = std::fs::read_to_string(&page).expect("page");
+    let note = html
+        .split("<p class=\"note\" id=\"samples-alone\">")
+        .nth(1)
+        .expect("the note at the top");
+    assert!(html.find("id=\"samples-alone\"") < html.find("<h2>"));
+    let note = note.split("</p>").next().unwrap_or("");
+    for said in [
+        "Sampled without the tracer",
+        "calls and wall time",
+        "waits",
+        "training loop",
+        "<code>lotus trace run --sample -- CMD</code>",
+    ] {
+        assert!(note.contains(said), "{said}: {note}");
+    }
+    // What the logs give is left out, not shown empty.
+    for logs in [
+        "<h2>Ops</h2>",
+        "<h2>Batch preprocessing time</h2>",
+        "<h2>Waits and delays</h2>",
+        "id=\"timeline\"",
+        "id=\"summary\"",
+    ] {
+        assert!(!html.contains(logs), "{logs}");
+    }
+    let cells = keyed_cells(&html);
+    assert!(
+        cells
+            .keys()
+            .all(|k| k.starts_with("in_pipeline/out/") || k.starts_with("verdict/")),
+        "{:?}",
+        cells.keys().collect::<Vec<_>>()
+    );
+    let cell = |k: &str| {
+        cells
+            .get(k)
+            .unwrap_or_else(|| panic!("no cell {k}"))
+            .as_str()
+    };
+    let ms = |v: &serde_json::Value| format!("{:.3}", v.as_u64().expect("ns") as f64 / 1e6);
+    assert_eq!(
+        cell("in_pipeline/out/total_samples"),
+        rows["total_samples"].to_string()
+    );
+    let all = rows["rows"].as_array().expect("rows");
+    for r in all {
+        let path = r["path"].as_str().or(r["name"].as_str()).expect("path");
+        let k = |f: &str| format!("in_pipeline/out/{path}/{f}");
+        assert_eq!(cell(&k("samples")), r["samples"].to_string(), "{path}");
+        assert_eq!(cell(&k("cpu_ms")), ms(&r["cpu_ns"]), "{path}");
+        assert_eq!(
+            cell(&k("uncertainty_ms")),
+            ms(&r["uncertainty_ns"]),
+            "{path}"
+        );
+        assert_eq!(
+            cell(&k("inclusive_cpu_ms")),
+            ms(&r["inclusive_cpu_ns"]),
+            "{path}"
+        );
+        let share = r["share"].as_f64().expect("share") * 100.0;
+        assert_eq!(cell(&k("share")), format!("{share:.2}"), "{path}");
+        // No calls without the tracer's spans.
+        assert!(r["calls"].is_null(), "{path}");
+        assert_eq!(cell(&k("calls")), "-", "{path}");
+        assert_eq!(cell(&k("cpu_ms_per_call")), "-", "{path}");
+        // Its top function, shortened as the page shows it.
+        let top = r["top_functions"][0]["function"].as_str().expect("top");
+        let want = lotus_core::short_name(top, 40);
+        assert!(cell(&k("top")).starts_with(&want), "{path}: top {top}");
+    }
+    // A flame graph of each op with 1% of the op samples or more (at most
+    // 12), of its samples and those of the ops inside it.
+    let ops: Vec<&serde_json::Value> = all.iter().filter(|r| r["kind"] == "op").collect();
+    let in_ops: u64 = ops.iter().map(|r| r["samples"].as_u64().expect("n")).sum();
+    let mut big: Vec<(u64, &str)> = ops
+        .iter()
+        .map(|r| {
+            let n = r["inclusive_samples"].as_u64().expect("inclusive");
+            (n, r["path"].as_str().expect("path"))
+        })
+        .filter(|(n, _)| n * 100 >= in_ops)
+        .collect();
+    big.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    big.truncate(12);
+    assert!(!big.is_empty(), "no op to draw");
+    assert_eq!(html.matches("<details class=\"flame\"").count(), big.len());
+    for (n, path) in big {
+        let flame = format!("data-flame=\"out/{path}\"><summary>{path}: {n} samples (")
+            .replace('/', "&#x2f;");
+        assert!(
+            html.contains(&flame),
+            "no flame graph of {path} ({n} samples)"
+        );
+    }
+    // A trace folder beside it: refused, naming both and what to do.
+    let mixed = tmp.join("mixed.html");
+    let args = [
+        "report",
+        "--out",
+        s(&mixed),
+        "--trace",
+        s(traced),
+        "--trace",
+        s(out),
+    ];
+    let err = common::lotus_fails(&args);
+    assert!(
+        err.contains(&format!("{}: samples without trace logs", out.display()))
+            && err.contains(&traced.display().to_string())
+            && err.contains("lotus report --out R.html --trace"),
+        "{err}"
+    );
+    assert!(!mixed.exists());
 }
 
 /// A slice of the Chrome view: its track, times (ns), samples, op path.
