@@ -25,12 +25,39 @@ pub const SAMPLES_ALONE_NOTE: [&str; 7] = [
 ];
 
 /// Whether `dir` is a folder of samples alone: a folder with samples of
-/// `prefix` and no tracer log. An error where its files cannot be listed.
+/// `prefix` and no tracer log. Its files are listed, none opened (the
+/// readers of a trace folder open each of its files once). An error
+/// where a folder in it cannot be listed.
 pub fn is_samples_alone(dir: &Path, prefix: &str) -> Result<bool, Error> {
     if !dir.is_dir() || !SampleFiles::of(dir, prefix).samples.is_file() {
         return Ok(false);
     }
-    Ok(!crate::in_pipeline::has_logs(dir.into())?)
+    Ok(!names_a_log(dir)?)
+}
+
+/// Whether a file under `dir` (in its sub-folders too; links not
+/// followed, names starting with a dot skipped, as the trace scan does)
+/// is named like a tracer log.
+fn names_a_log(dir: &Path) -> Result<bool, Error> {
+    let listing = |d: &Path, e: std::io::Error| {
+        Error::Io(format!("{}: cannot list the folder: {e}", d.display()))
+    };
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| listing(&d, e))? {
+            let entry = entry.map_err(|e| listing(&d, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str().filter(|n| !n.starts_with('.')) else {
+                continue;
+            };
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            } else if lotus_trace::parse_file_name(name).is_some() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// Whether the configurations `configs` (each a label and its folder)
@@ -66,7 +93,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         std::fs::write(SampleFiles::of(dir.path(), "lotus").samples, b"").expect("samples");
         if log {
-            std::fs::write(dir.path().join("lotus_main_pid_7.log"), b"x\n").expect("log");
+            // In a sub-folder, as a rank's logs are.
+            std::fs::create_dir(dir.path().join("rank1")).expect("rank");
+            let log = dir.path().join("rank1/lotus_main_pid_7.log");
+            std::fs::write(log, b"x\n").expect("log");
         }
         dir
     }
