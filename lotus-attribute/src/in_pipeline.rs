@@ -128,6 +128,7 @@ mod sweep;
 mod timeline;
 pub use callers::{callers_folder, CallerNode, Callers, FunctionCallers, CALLER_DEPTH, ROOT_FRAME};
 pub use cause::HelperRule;
+pub(crate) use folded::{fold, ThreadStack};
 pub use folded::{folded_folder, folded_frame, FoldedStacks};
 pub(crate) use frame_ops::has_logs;
 pub use frame_ops::{attribute_folder_from, attribute_frames, NEXT_ROW};
@@ -214,7 +215,7 @@ fn attribute_trace(
     top: usize,
     fold: bool,
 ) -> Result<(InPipelineAttribution, Option<Result<folded::Fold, Error>>), Error> {
-    let mut folding = fold.then(|| folded::Folding::of(&trace));
+    let mut folding = fold.then(|| folded::Folding::of(&trace, false));
     let mut counts: HashMap<Target, u64> = HashMap::new();
     let mut pools: HashMap<u32, u64> = HashMap::new();
     let mut worker_samples = 0u64;

@@ -20,7 +20,9 @@
 //! ([`load_profile`]), and a trace folder's views with its samples on its
 //! spans: Chrome trace event JSON ([`ChromeView`]; of a folder of samples
 //! alone, spans estimated from their frames, [`frame_spans`]) and a
-//! Firefox Profiler profile ([`write_firefox_profile`]).
+//! Firefox Profiler profile ([`write_firefox_profile`]); and sampled
+//! folders' samples as one pprof profile, each labelled with the op
+//! attribute credits it to ([`write_pprof`]).
 //!
 //! # Through a mapping
 //!
@@ -91,6 +93,7 @@ mod in_pipeline;
 mod in_pipeline_documents;
 mod mapped;
 mod mapping_compare;
+mod pprof;
 mod profiles;
 mod samples_alone;
 mod span_samples;
@@ -125,6 +128,7 @@ pub use mapped::{
     OpTimes, Options, Split, CLOCKTICK_COUNTERS, INSTRUCTION_COUNTERS, TRACE_OP_TIMES, UNEXPLAINED,
 };
 pub use mapping_compare::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
+pub use pprof::{write_pprof, PprofWritten};
 pub use profiles::{load_profile, name_profiles, LoadedAttribution, LoadedProfile};
 pub use samples_alone::{is_samples_alone, samples_alone, SAMPLES_ALONE_NOTE};
 pub use span_samples::{SpanFunction, SpanSample, SpanSamples};

@@ -142,7 +142,7 @@ pub fn callers_folder<'a>(
     function: &str,
 ) -> Result<Callers, Error> {
     let dir: Dir<'_> = dir.into();
-    let fold = fold(dir, prefix, budget)?;
+    let fold = fold(dir, prefix, budget, false)?;
     let symbols = &fold.symbols;
     let mut names: HashMap<u32, String> = HashMap::new();
     let mut name = |id: u32| -> String {

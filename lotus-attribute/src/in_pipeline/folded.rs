@@ -27,7 +27,7 @@
 use lotus_sys::input::Dir;
 use std::collections::{BTreeMap, HashMap};
 
-use super::{phased, row_name, Credit, Error, Phases, SampledTrace, Target, SPIN_ROW};
+use super::{phased, row_name, Credit, Error, Phases, Role, SampledTrace, Target, SPIN_ROW};
 use lotus_samples::{Symbol, SymbolTable, UNKNOWN_SYMBOL};
 use lotus_sort::Budget;
 
@@ -142,40 +142,70 @@ pub fn folded_frame(s: &Symbol) -> String {
 /// A folder's samples folded under their rows, before they are written
 /// as text: what [`folded_folder`] and the callers view
 /// ([`super::callers`]) both read.
-pub(super) struct Fold {
+pub(crate) struct Fold {
     /// Each row's root frames (its op path, `;`-separated, or its one
     /// frame) and its distinct stacks: symbol ids outermost first, and
     /// their samples.
     pub(super) rows: BTreeMap<String, Vec<(Vec<u32>, u64)>>,
     /// The folder's symbols (what the ids name).
-    pub(super) symbols: SymbolTable,
+    pub(crate) symbols: SymbolTable,
     /// Samples read.
-    pub(super) samples: u64,
+    pub(crate) samples: u64,
     /// Samples whose stack has two frames or more.
     pub(super) deep_samples: u64,
     /// Whether any sample carries a stack id (false: `--stacks none`,
     /// or an older lotus).
-    pub(super) with_stacks: bool,
+    pub(crate) with_stacks: bool,
     /// What is worth telling.
-    pub(super) notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
+    /// Where the fold was asked by thread: each row's samples by thread
+    /// and stack (and `rows` is empty).
+    pub(crate) by_thread: Vec<ThreadStack>,
+    /// Sampling interval, ns: the CPU time one sample stands for.
+    pub(crate) interval_ns: u64,
+}
+
+/// A sample's thread, where a fold is kept by thread: its pid, tid and
+/// process role (`None`: a process that wrote no log).
+pub(super) type Who = Option<(u32, u32, Option<Role>)>;
+
+/// One row's samples of one thread with one stack, in a fold kept by
+/// thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ThreadStack {
+    /// The row's key, as `lotus attribute DIR` names it (an op's path,
+    /// `A/B`; the other rows' names).
+    pub(crate) row: String,
+    /// The process.
+    pub(crate) pid: u32,
+    /// The thread.
+    pub(crate) tid: u32,
+    /// Its process's role (`None`: it wrote no log).
+    pub(crate) role: Option<Role>,
+    /// The stack's symbol ids, outermost first.
+    pub(crate) ids: Vec<u32>,
+    /// Samples.
+    pub(crate) samples: u64,
 }
 
 /// Folds the samples of the sampled trace folder `dir` (logs of
 /// prefix-independent names, samples of `prefix`) under the rows `lotus
-/// attribute DIR` credits them to.
-pub(super) fn fold<'a>(
+/// attribute DIR` credits them to; by thread where `by_thread` asks
+/// ([`Fold::by_thread`]).
+pub(crate) fn fold<'a>(
     dir: impl Into<Dir<'a>>,
     prefix: &str,
     budget: Budget,
+    by_thread: bool,
 ) -> Result<Fold, Error> {
     let dir: Dir<'_> = dir.into();
     // A folder without tracer logs (`lotus trace attach`): its rows from
     // the samples' Python frames, as `lotus attribute DIR` gives them.
     if !super::frame_ops::has_logs(dir)? {
-        return super::frame_ops::fold_frames(dir, prefix);
+        return super::frame_ops::fold_frames(dir, prefix, by_thread);
     }
     let mut trace = SampledTrace::open(dir, prefix, budget)?;
-    let mut folding = Folding::of(&trace)?;
+    let mut folding = Folding::of(&trace, by_thread)?;
     let windows = Phases::take(&mut trace.logs);
     let total = trace.credit(|c| {
         folding.add(phased(&windows, &c), &c);
@@ -190,7 +220,9 @@ pub(super) fn fold<'a>(
 /// ([`super::attribute_and_fold`]).
 pub(super) struct Folding {
     stacks: std::rc::Rc<lotus_samples::StackTable>,
-    counts: HashMap<(Target, Key), u64>,
+    counts: HashMap<(Target, Key, Who), u64>,
+    /// Whether the samples are kept by thread ([`Fold::by_thread`]).
+    by_thread: bool,
     missing: u64,
     with_id: u64,
     frames: Vec<u32>,
@@ -200,11 +232,13 @@ pub(super) struct Folding {
 }
 
 impl Folding {
-    /// An empty fold of `trace`'s samples (its stacks file read).
-    pub(super) fn of(trace: &SampledTrace) -> Result<Folding, Error> {
+    /// An empty fold of `trace`'s samples (its stacks file read), kept
+    /// by thread where `by_thread` asks.
+    pub(super) fn of(trace: &SampledTrace, by_thread: bool) -> Result<Folding, Error> {
         Ok(Folding {
             stacks: trace.stacks()?,
             counts: HashMap::new(),
+            by_thread,
             missing: 0,
             with_id: 0,
             frames: Vec::new(),
@@ -235,7 +269,10 @@ impl Folding {
                 }
             }
         };
-        *self.counts.entry((target, key)).or_default() += 1;
+        let who = self
+            .by_thread
+            .then_some((c.sample.pid, c.sample.tid, c.role));
+        *self.counts.entry((target, key, who)).or_default() += 1;
     }
 
     /// The fold of `trace`'s `total` samples, once credited; `symbols`:
@@ -264,11 +301,12 @@ impl Folding {
             );
         }
         let mut rows: BTreeMap<String, Vec<(Vec<u32>, u64)>> = BTreeMap::new();
+        let mut by_thread = Vec::new();
         let mut roots: HashMap<Target, String> = HashMap::new();
         // Frames the symbols file has no line for (a damaged or mismatched
         // folder): drawn as unknown functions, counted for a note.
         let (mut unnamed, mut first_unnamed) = (0u64, None);
-        for ((target, key), n) in counts {
+        for ((target, key, who), n) in counts {
             let root = roots
                 .entry(target)
                 .or_insert_with(|| match target {
@@ -297,11 +335,24 @@ impl Folding {
                 unnamed += n;
                 first_unnamed = first_unnamed.min(Some(bad)).or(Some(bad));
             }
-            rows.entry(root).or_default().push((ids, n));
+            match who {
+                Some((pid, tid, role)) => by_thread.push(ThreadStack {
+                    row: row_key(trace, target),
+                    pid,
+                    tid,
+                    role,
+                    ids,
+                    samples: n,
+                }),
+                None => rows.entry(root).or_default().push((ids, n)),
+            }
         }
         for stacks in rows.values_mut() {
             stacks.sort_unstable();
         }
+        by_thread.sort_unstable_by(|a, b| {
+            (a.pid, a.tid, &a.row, &a.ids).cmp(&(b.pid, b.tid, &b.row, &b.ids))
+        });
         if let Some(first) = first_unnamed {
             notes.push(format!(
                 "{}: {unnamed} samples have frames naming functions that {} has no line for (id {first} the first; a damaged file, or files of two runs): shown as {UNKNOWN_SYMBOL}",
@@ -316,7 +367,19 @@ impl Folding {
             deep_samples,
             with_stacks: with_id > 0,
             notes,
+            by_thread,
+            interval_ns: trace.sampling.interval_ns,
         }
+    }
+}
+
+/// The key of the row `target` is in `lotus attribute DIR`: an op's path
+/// (`A/B`, its pool spin `A/B/pool spin`), the other rows' names.
+fn row_key(trace: &SampledTrace, target: Target) -> String {
+    match target {
+        Target::Op(p) => trace.tree.name(p, &trace.logs.ops),
+        Target::Spin(p) => format!("{}/{SPIN_ROW}", trace.tree.name(p, &trace.logs.ops)),
+        other => row_name(&other, &trace.logs.ops),
     }
 }
 
@@ -329,7 +392,7 @@ pub fn folded_folder<'a>(
     budget: Budget,
 ) -> Result<FoldedStacks, Error> {
     let dir: Dir<'_> = dir.into();
-    Ok(folded_of(fold(dir, prefix, budget)?))
+    Ok(folded_of(fold(dir, prefix, budget, false)?))
 }
 
 /// The collapsed stacks of a fold: its lines, written out.

@@ -26,7 +26,7 @@
 //! samples are in "other threads, cause unknown", not in the op that
 //! handed it work.
 
-use super::folded::{folded_frame_name, Fold};
+use super::folded::{folded_frame_name, Fold, ThreadStack, Who};
 use super::frame_rules::{loose, shape, PyFrame, Shape};
 use super::frame_spans::{Place, Timeline};
 use super::*;
@@ -94,6 +94,8 @@ pub(super) enum Keep {
     Rows,
     /// The samples by row and stack ([`fold_frames`]).
     Folds,
+    /// The samples by row, stack and thread ([`fold_frames`] by thread).
+    ThreadFolds,
     /// Each thread's samples in time with their op paths, and each
     /// process's role where its frames tell it (`frame_spans`).
     Timeline,
@@ -137,12 +139,18 @@ pub(crate) fn has_logs(dir: Dir<'_>) -> Result<bool, Error> {
 /// The samples of the sampled folder `dir` (of `prefix`, with call
 /// stacks) folded under the rows [`attribute_frames`] credits them to:
 /// what `--format folded`, the flame graphs and `--by caller` read of a
-/// folder without tracer logs (`lotus trace attach`).
-pub(super) fn fold_frames(dir: Dir<'_>, prefix: &str) -> Result<Fold, Error> {
-    let (sampling, stacks, mut c) = read_and_credit(dir, prefix, Keep::Folds)?;
+/// folder without tracer logs (`lotus trace attach`); by thread where
+/// `by_thread` asks (`Fold::by_thread`).
+pub(super) fn fold_frames(dir: Dir<'_>, prefix: &str, by_thread: bool) -> Result<Fold, Error> {
+    let keep = if by_thread {
+        Keep::ThreadFolds
+    } else {
+        Keep::Folds
+    };
+    let (sampling, stacks, mut c) = read_and_credit(dir, prefix, keep)?;
     let (mut rows, mut deep) = (BTreeMap::<String, Vec<(Vec<u32>, u64)>>::new(), 0);
-    let mut frames = Vec::new();
-    for ((key, stack, leaf), n) in c.folds.take().unwrap_or_default() {
+    let (mut frames, mut threads) = (Vec::new(), Vec::new());
+    for ((key, stack, leaf, who), n) in c.folds.take().unwrap_or_default() {
         let root = match key {
             Key::At(Target::Op(p)) => c
                 .tree
@@ -160,11 +168,29 @@ pub(super) fn fold_frames(dir: Dir<'_>, prefix: &str) -> Result<Fold, Error> {
             false => vec![leaf],
         };
         deep += if ids.len() >= 2 { n } else { 0 };
-        rows.entry(root).or_default().push((ids, n));
+        match who {
+            Some((pid, tid, role)) => threads.push(ThreadStack {
+                row: match key {
+                    Key::At(Target::Op(p)) => c.tree.name(p, &c.ops),
+                    Key::At(t) => row_name(&t, &c.ops),
+                    Key::Next => NEXT_ROW.to_string(),
+                    Key::Hooks(role) => format!("lotus hooks ({role})"),
+                },
+                pid,
+                tid,
+                role,
+                ids,
+                samples: n,
+            }),
+            None => rows.entry(root).or_default().push((ids, n)),
+        }
     }
     for stacks in rows.values_mut() {
         stacks.sort_unstable();
     }
+    threads.sort_unstable_by(|a, b| {
+        (a.pid, a.tid, &a.row, &a.ids).cmp(&(b.pid, b.tid, &b.row, &b.ids))
+    });
     Ok(Fold {
         rows,
         symbols: sampling.symbols.clone(),
@@ -172,6 +198,8 @@ pub(super) fn fold_frames(dir: Dir<'_>, prefix: &str) -> Result<Fold, Error> {
         deep_samples: deep,
         with_stacks: true,
         notes: vec![frames_note(&c)],
+        by_thread: threads,
+        interval_ns: sampling.interval_ns,
     })
 }
 
@@ -383,8 +411,9 @@ pub(super) struct Credited {
     /// Samples with Python frames.
     python: u64,
     pub(super) cut_bytes: usize,
-    /// With a fold asked for: the samples by row, stack id and function.
-    folds: Option<HashMap<(Key, u32, u32), u64>>,
+    /// With a fold asked for: the samples by row, stack id and function
+    /// (and thread, with [`Keep::ThreadFolds`]).
+    folds: Option<HashMap<(Key, u32, u32, Who), u64>>,
 }
 
 impl Credited {
@@ -417,7 +446,7 @@ fn credit(
     keep: Keep,
 ) -> Result<Credited, Error> {
     let mut c = Credited {
-        folds: (keep == Keep::Folds).then(HashMap::new),
+        folds: matches!(keep, Keep::Folds | Keep::ThreadFolds).then(HashMap::new),
         timeline: (keep == Keep::Timeline).then(HashMap::new),
         ..Credited::default()
     };
@@ -519,7 +548,8 @@ fn credit(
         *c.counts.entry(target).or_default() += 1;
         *c.functions.entry((target, s.symbol)).or_default() += 1;
         if let Some(folds) = &mut c.folds {
-            *folds.entry((target, stack, s.symbol)).or_default() += 1;
+            let who = (keep == Keep::ThreadFolds).then_some((s.pid, s.tid, Some(role)));
+            *folds.entry((target, stack, s.symbol, who)).or_default() += 1;
         }
         if let Some(timeline) = &mut c.timeline {
             let at = match target {
