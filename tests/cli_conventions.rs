@@ -25,6 +25,7 @@ const DATA_COMMANDS: &[&str] = &[
     "compare",
     "report",
     "predict",
+    "export",
 ];
 
 /// Commands that print no data of their own, and why.
@@ -119,6 +120,7 @@ const ENV_BY_COMMAND: &[(&str, &[&str])] = &[
         ],
     ),
     ("trace view", &["LOTUS_SORT_BUFFER", "TMPDIR"]),
+    ("export", &["LOTUS_SORT_BUFFER", "TMPDIR"]),
     ("trace stats", &["LOTUS_SORT_BUFFER", "TMPDIR"]),
 ];
 
@@ -310,6 +312,16 @@ fn out_dash_is_standard_output_for_every_command_with_out() {
         "{html}"
     );
     checked.insert("report");
+
+    // A pprof profile (gzip) alone on stdout, of a synthetic sampled folder.
+    let sampled = tempfile::tempdir().expect("tmp");
+    let symbols = [(0, lotus_samples::Symbol::new("main", "/bin/x"))];
+    let stacks = [lotus_samples::StackNode::new(1, 0, 0)];
+    let (spans, path) = (&[("A", 1000, 1000, "kind=op")], sampled.path());
+    lotus_testkit::sampled::worker_folder(path, spans, &symbols, &stacks, |_| (0, false, 1), &[]);
+    let out = lotus(&["export", common::s(path), "--out", "-"]);
+    assert!(out.status.success() && out.stdout.starts_with(&[0x1f, 0x8b]));
+    checked.insert("export");
 
     let page = out_to_stdout(&["man", "--out", "-"]);
     assert!(page.contains(".TH lotus 1"), "{page}");

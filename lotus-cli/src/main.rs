@@ -19,6 +19,7 @@
 //! - `predict` (what a DataLoader change would give, from one traced
 //!   run): `cmd/predict.rs`
 //! - `report` (one HTML page of a run): `cmd/report/`
+//! - `export` (sampled folders as a pprof profile): `cmd/export.rs`
 //! - `trace` (`run`: `cmd/trace/run/`, `view`: `cmd/trace/view.rs`,
 //!   `stats`: `cmd/trace/stats.rs`): `cmd/trace/`
 //! - `tune` (a few DataLoader settings run briefly, chosen by the model,
@@ -137,6 +138,9 @@ enum Command {
         #[command(subcommand)]
         command: cmd::trace::TraceCommand,
     },
+    /// Sampled trace folders as one gzipped pprof profile, each sample labelled with its op.
+    #[command(after_help = env_help::trace_read())]
+    Export(cmd::export::ExportArgs),
     /// The job's ops live, summed over every worker, refreshed in place:
     /// `lotus top -- python train.py ...` or `lotus top --pid PID`.
     Top(cmd::trace::top::TopArgs),
@@ -167,6 +171,7 @@ fn main() -> ExitCode {
         Command::Predict(args) => cmd::predict::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Trace { command } => cmd::trace::run(command),
+        Command::Export(args) => cmd::export::run(args),
         Command::Top(args) => cmd::trace::top::top(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Completions(args) => cmd::completions::run::<Cli>(args),

@@ -2,8 +2,12 @@
 //! status 2, as clap's own), `--quiet`, `--out -`, and the environment
 //! variables each command's help lists.
 
+use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context;
+use lotus_sys::OutputFile;
 
 /// A mistake in how lotus was called that lotus, not clap, finds (an
 /// unknown backend, nothing to map, options that exclude each other). The
@@ -260,10 +264,25 @@ pub fn parse_rule(s: &str) -> Result<lotus_core::MergeRule, String> {
 
 /// Writes to stdout, saying so when that fails (a closed pipe included).
 pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(bytes)
         .and_then(|()| out.flush())
         .context("cannot write to standard output")
+}
+
+/// Where a view or profile (`what`) goes: an unnamed file until it is
+/// complete and committed (nothing is left behind if lotus is killed), or
+/// standard output (`-`); buffered.
+pub fn sink(out: &Path, what: &str) -> anyhow::Result<(Option<OutputFile>, Box<dyn Write>)> {
+    if is_stdout(out) {
+        let w = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+        return Ok((None, Box::new(w)));
+    }
+    let file = OutputFile::create(out)?;
+    let copy = file.file().try_clone();
+    let w = BufWriter::with_capacity(
+        1 << 20,
+        copy.with_context(|| format!("cannot write the {what}"))?,
+    );
+    Ok((Some(file), Box::new(w)))
 }

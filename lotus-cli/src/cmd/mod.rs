@@ -4,6 +4,7 @@ pub mod attribute;
 pub mod backends;
 pub mod compare;
 pub mod completions;
+pub mod export;
 pub mod man;
 pub mod map;
 pub mod predict;

@@ -2,16 +2,14 @@
 //! [module above](super) for what it holds), or with `--format firefox` a
 //! Firefox Profiler profile ([`lotus_attribute::write_firefox_profile`]).
 
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use lotus_attribute::{ChromeView, ChromeViewOptions, ViewMessage};
 
-use lotus_sys::OutputFile;
-
 use crate::traces::load;
+use crate::usage::sink;
 
 /// `lotus trace view`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -111,23 +109,6 @@ fn say(message: ViewMessage) {
         ViewMessage::Note(text) => crate::usage::note!("lotus: {text}"),
         ViewMessage::Warning(text) => crate::usage::say!("lotus: {text}"),
     }
-}
-
-/// Where the view or profile (`what`) goes: an unnamed file until it is
-/// complete and committed (nothing is left behind if lotus is killed), or
-/// standard output (`-`); buffered.
-fn sink(out: &Path, what: &str) -> Result<(Option<OutputFile>, Box<dyn Write>)> {
-    if out.as_os_str() == "-" {
-        let w = BufWriter::with_capacity(1 << 20, io::stdout().lock());
-        return Ok((None, Box::new(w)));
-    }
-    let file = OutputFile::create(out)?;
-    let copy = file.file().try_clone();
-    let w = BufWriter::with_capacity(
-        1 << 20,
-        copy.with_context(|| format!("cannot write the {what}"))?,
-    );
-    Ok((Some(file), Box::new(w)))
 }
 
 /// `--format firefox`: the folder as a Firefox Profiler profile, written
