@@ -46,6 +46,12 @@ if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import pandas' 2>/dev/null; t
     echo "setup: installing pandas into .venv (the study's log parser, for the tests)" >&2
     pip_install pandas
 fi
+# protobuf and grpcio-tools: tests/export_pprof.rs reads `lotus export
+# --format pprof` back with google/pprof's schema compiled at test time.
+if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import google.protobuf, grpc_tools' 2>/dev/null; then
+    echo "setup: installing protobuf and grpcio-tools into .venv (the pprof export's reader, for the tests)" >&2
+    pip_install protobuf grpcio-tools
+fi
 # ruff: the tracer's linter (lotus-tracer/python/ruff.toml), run by the tests.
 RUFF_PIN=ruff==0.17.6
 if [ "$want_torch" = 1 ] && ! .venv/bin/ruff --version 2>/dev/null | grep -q "${RUFF_PIN#ruff==}"; then

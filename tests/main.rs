@@ -28,6 +28,7 @@ mod cli_conventions;
 mod compare;
 mod control_lib;
 mod docs;
+mod export_pprof;
 mod faults_process;
 mod firefox;
 mod harness;
