@@ -460,7 +460,7 @@ mod tests {
         }
     }
 
-    fn string<'a>(p: &'a Profile, id: i64) -> &'a str {
+    fn string(p: &Profile, id: i64) -> &str {
         &p.string_table[id as usize]
     }
 
