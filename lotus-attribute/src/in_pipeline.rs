@@ -199,7 +199,7 @@ pub fn attribute_and_fold<'a>(
     let dir: Dir<'_> = dir.into();
     if !has_logs(dir)? {
         let a = attribute_frames(dir, prefix, top)?;
-        let fold = frame_ops::fold_frames(dir, prefix).map(folded::folded_of);
+        let fold = frame_ops::fold_frames(dir, prefix, false).map(folded::folded_of);
         return Ok((a, fold));
     }
     let trace = SampledTrace::open(dir, prefix, budget)?;

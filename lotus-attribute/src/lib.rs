@@ -97,6 +97,7 @@ mod pprof;
 mod profiles;
 mod samples_alone;
 mod span_samples;
+mod timeline_spans;
 mod trace_documents;
 mod trace_figures;
 mod verdict;
@@ -132,6 +133,7 @@ pub use pprof::{write_pprof, PprofWritten};
 pub use profiles::{load_profile, name_profiles, LoadedAttribution, LoadedProfile};
 pub use samples_alone::{is_samples_alone, samples_alone, SAMPLES_ALONE_NOTE};
 pub use span_samples::{SpanFunction, SpanSample, SpanSamples};
+pub use timeline_spans::{OpCpu, TimelineSpans};
 pub use trace_documents::{
     trace_stats_csv, ConfigsDocument, StatsDocument, CONFIGS_SCHEMA, PERCENTILE_METHOD,
     STATS_SCHEMA,

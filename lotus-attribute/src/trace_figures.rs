@@ -219,12 +219,6 @@ impl TraceFigures {
         h
     }
 
-    /// Its folder and index, for another pass over its events (`lotus
-    /// report`'s timeline).
-    pub fn folder_and_index(&mut self) -> (&TraceFolder, &mut TraceIndex) {
-        (&self.folder, &mut self.index)
-    }
-
     /// Its verdict with the CPU facts of its samples' attribution.
     pub fn with_samples(&mut self, a: &InPipelineAttribution) {
         self.verdict = Verdict::of(&self.loops, Some(a), &self.stats.ops, cpus_here());

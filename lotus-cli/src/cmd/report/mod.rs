@@ -352,7 +352,7 @@ fn runs_and_timelines(
         };
         let hosts = c.hosts();
         let (tl, cpu) = crate::render::html::timeline::of(c, colours, scale_ms)?;
-        let first = c.folder_and_index().1.min_start_ns;
+        let first = c.index.min_start_ns;
         let run = RunInfo::of(&c.label, &c.dir, record.as_ref(), &hosts, first);
         runs.push(run);
         timelines.push(tl);

@@ -14,8 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
-use lotus_trace::Item;
-use lotus_trace::{Entry, Event, Kind, Role, TraceIndex};
+use lotus_trace::{Event, Kind, Role, TraceIndex};
 use serde::Serialize;
 
 use crate::render::html::short_name;
@@ -108,9 +107,7 @@ pub struct Timeline {
     decimated: Option<String>,
 }
 
-/// Each op's CPU time from its spans' thread CPU clock: (sum ns, spans
-/// with it, spans).
-pub type OpCpu = BTreeMap<String, (u64, u64, u64)>;
+pub use lotus_attribute::OpCpu;
 
 /// `#rrggbb` of an op's colour.
 pub fn hex(colours: &Colours, name: &str) -> String {
@@ -118,74 +115,24 @@ pub fn hex(colours: &Colours, name: &str) -> String {
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
-/// Reads `c`'s events again: its timeline, on a time axis of `scale_ms`
-/// (one for a page's runs: at least its span), and each op's CPU time.
+/// Reads `c`'s events again ([`TraceFigures::timeline_spans`]): its
+/// timeline, on a time axis of `scale_ms` (one for a page's runs: at
+/// least its span), and each op's CPU time.
 pub fn of(c: &mut TraceFigures, colours: &Colours, scale_ms: f64) -> Result<(Timeline, OpCpu)> {
     let label = c.label.clone();
     let dir = c.dir.display().to_string();
     let duration_ms = c.span_ms();
     let scale_ms = scale_ms.max(duration_ms);
-    let (folder, index) = c.folder_and_index();
-    let count = |k: Kind| index.per_kind.get(&k).copied().unwrap_or(0);
-    let (n_op, n_other) = (count(Kind::Op), count(Kind::Batch) + count(Kind::Wait));
-    let total = n_op + n_other;
-    let other_quota = n_other.clamp(1, MAX_SPANS / 2);
-    let op_quota = (MAX_SPANS - other_quota.min(n_other)).max(1);
-    let other_every = n_other.div_ceil(other_quota).max(1);
-    let op_every = n_op.div_ceil(op_quota).max(1);
-    let base = index.min_start_ns.unwrap_or(0);
-
-    // Per process (by its index): (batch-row spans, op spans).
-    let mut per: BTreeMap<usize, (Vec<Raw>, Vec<Raw>)> = BTreeMap::new();
-    let mut cpu: OpCpu = BTreeMap::new();
-    let (mut seen_op, mut seen_other, mut shown) = (0u64, 0u64, 0u64);
-    let mut ops_seen: BTreeSet<String> = BTreeSet::new();
-    folder.read_all(|item| -> Result<()> {
-        let e = match item {
-            Item::File(log) => {
-                index.begin_file(log);
-                return Ok(());
-            }
-            Item::Entry(Entry::Event(e)) => e,
-            Item::Entry(Entry::Bad(_)) => return Ok(()),
-        };
-        let p = index.resolve(&e);
-        let keep = match e.kind {
-            Kind::Op => {
-                let t = cpu.entry(e.name.to_string()).or_insert((0, 0, 0));
-                if let Some(ns) = e.cpu_ns {
-                    t.0 += ns;
-                    t.1 += 1;
-                }
-                t.2 += 1;
-                seen_op += 1;
-                (seen_op - 1) % op_every == 0
-            }
-            Kind::Batch | Kind::Wait => {
-                seen_other += 1;
-                (seen_other - 1) % other_every == 0
-            }
-            _ => false,
-        };
-        if !keep {
-            return Ok(());
-        }
-        shown += 1;
-        if e.kind == Kind::Op {
-            ops_seen.insert(e.name.to_string());
-        }
-        let (row, span) = styled(&e, base, colours);
-        let lane = per.entry(p).or_default();
-        if row == 0 {
-            lane.0.push(span);
-        } else {
-            lane.1.push(span);
-        }
-        Ok(())
-    })?;
-
-    let (lanes, y) = lanes_of(index, per, scale_ms);
-    let decimated = decimation_note(shown, total, op_every, other_every);
+    let t = c.timeline_spans(MAX_SPANS)?;
+    let base = c.index.min_start_ns.unwrap_or(0);
+    let style =
+        |v: Vec<Event>| -> Vec<Raw> { v.iter().map(|e| styled(e, base, colours)).collect() };
+    let per = t
+        .lanes
+        .into_iter()
+        .map(|(p, (firsts, ops))| (p, (style(firsts), style(ops))))
+        .collect();
+    let (lanes, y) = lanes_of(&c.index, per, scale_ms);
     Ok((
         Timeline {
             label,
@@ -197,7 +144,8 @@ pub fn of(c: &mut TraceFigures, colours: &Colours, scale_ms: f64) -> Result<(Tim
             lanes,
             scale_ms,
             ticks: ticks(scale_ms),
-            legend: ops_seen
+            legend: t
+                .ops
                 .iter()
                 .map(|n| {
                     (
@@ -207,42 +155,37 @@ pub fn of(c: &mut TraceFigures, colours: &Colours, scale_ms: f64) -> Result<(Tim
                     )
                 })
                 .collect(),
-            shown,
-            total,
-            decimated,
+            shown: t.shown,
+            total: t.total,
+            decimated: t.decimated,
         },
-        cpu,
+        t.op_cpu,
     ))
 }
 
-/// A span's start, duration (ms from `base`), colour and tooltip; its row
-/// 0 (batches, waits) or 1 (ops).
-fn styled(e: &Event, base: u64, colours: &Colours) -> (usize, Raw) {
+/// A span's start, duration (ms from `base`), colour and tooltip.
+fn styled(e: &Event, base: u64, colours: &Colours) -> Raw {
     let s = e.start_ns.saturating_sub(base) as f64 / 1e6;
     let d = e.dur_ns as f64 / 1e6;
     let batch = e.batch.map_or(String::new(), |b| format!(", batch {b}"));
-    let (row, fill, title) = match e.kind {
+    let (fill, title) = match e.kind {
         Kind::Op => {
             let cpu = e
                 .cpu_ns
                 .map_or(String::new(), |c| format!(", CPU {:.3} ms", c as f64 / 1e6));
+            let name = crate::render::html::tooltip(&e.name);
             (
-                1,
                 hex(colours, &e.name),
-                format!(
-                    "{}{batch}: {d:.3} ms{cpu}",
-                    crate::render::html::tooltip(&e.name)
-                ),
+                format!("{name}{batch}: {d:.3} ms{cpu}"),
             )
         }
         Kind::Wait => (
-            0,
             WAIT.to_string(),
             format!("waiting for data{batch}: {d:.3} ms"),
         ),
-        _ => (0, BATCH.to_string(), format!("batch{batch}: {d:.3} ms")),
+        _ => (BATCH.to_string(), format!("batch{batch}: {d:.3} ms")),
     };
-    (row, (s, d, fill, title))
+    (s, d, fill, title)
 }
 
 /// The lanes, main processes first, then workers, by pid (the host in a
@@ -328,21 +271,6 @@ fn lane_spans(firsts: Vec<Raw>, mut ops: Vec<Raw>, duration_ms: f64) -> (Vec<Spa
     (spans, deepest)
 }
 
-/// What the page says when spans were left out (every n-th kept).
-fn decimation_note(shown: u64, total: u64, op_every: u64, other_every: u64) -> Option<String> {
-    (shown < total).then(|| {
-        format!(
-            "{shown} of {total} spans drawn (every {} op span{}): the Perfetto file below has them all",
-            ordinal(op_every),
-            if other_every > 1 {
-                format!(", every {} batch and wait", ordinal(other_every))
-            } else {
-                String::new()
-            }
-        )
-    })
-}
-
 /// `v` to 4 decimals (what the page carries: 0.1 µs).
 fn round(v: f64) -> f64 {
     (v * 1e4).round() / 1e4
@@ -357,15 +285,6 @@ fn x_of(s: f64, duration_ms: f64) -> f64 {
 /// How wide a span of `d` ms is drawn at first: at least a thin line.
 fn w_of(d: f64, duration_ms: f64) -> f64 {
     round((d / duration_ms * WIDTH).max(0.2))
-}
-
-fn ordinal(n: u64) -> String {
-    match n {
-        1 => "".to_string(),
-        2 => "2nd".to_string(),
-        3 => "3rd".to_string(),
-        n => format!("{n}th"),
-    }
 }
 
 /// About 8 round ticks over `0..duration_ms`.
