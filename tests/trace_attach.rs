@@ -228,6 +228,13 @@ fn attach_samples_a_running_job_and_the_workers_it_starts_later() {
             c.in_getitem
         );
     }
+    // Its verdict says why no loop was timed: the job had no tracer.
+    let text = common::lotus_ok(&["attribute", s(&out)]);
+    assert!(
+        text.contains("sampled without lotus's tracer")
+            && !text.contains("no training loop in the trace"),
+        "{text}"
+    );
     // The folded stacks (what the flame graphs and `--by caller` read)
     // hold the rows `attribute DIR` gives, each sample under its row.
     let folded = common::lotus_ok(&["attribute", s(&out), "--format", "folded"]);

@@ -183,6 +183,11 @@ pub struct Verdict {
     pub advice: Vec<Advice>,
     /// How the figures are measured, in one sentence.
     pub measured: String,
+    /// Whether its ops come from the samples' Python frames (a job
+    /// sampled without the tracer: `trace attach`), so that no training
+    /// loop was timed.
+    #[serde(skip)]
+    untraced: bool,
 }
 
 /// Whether `function` spins or yields waiting for work: OpenMP runtimes'
@@ -257,6 +262,7 @@ impl Verdict {
             spinning,
             advice: Vec::new(),
             measured: "waiting: time in the DataLoader's __next__ over the training loop, first batch request to last batch taken, with the workers started before it and stopped after; busy: the workers' batch spans over their time alive in it".into(),
+            untraced: attribution.is_some_and(|a| a.ops_from == crate::OpsFrom::Frames),
         };
         v.advice = v.rules();
         v
@@ -439,6 +445,9 @@ impl Verdict {
                     ));
                 }
             }
+            None if self.untraced => out.push(
+                "the job was sampled without lotus's tracer: its training loop's waits for data were not timed (`lotus trace run --sample -- CMD` times them)".into(),
+            ),
             None => out.push(
                 "no training loop in the trace (no main process waited for or took a batch)".into(),
             ),
