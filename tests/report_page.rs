@@ -19,7 +19,7 @@ use serde_json::Value;
 
 /// The system's Chromium; where there is none, `test` says by name that it
 /// is skipped.
-fn chromium_for(test: &str) -> Option<PathBuf> {
+pub(crate) fn chromium_for(test: &str) -> Option<PathBuf> {
     let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .iter()
         .map(PathBuf::from)
@@ -35,7 +35,7 @@ fn chromium_for(test: &str) -> Option<PathBuf> {
 /// The page loads nothing: no `src=` but the flame graphs' images of
 /// `data:` URLs (in the page itself), no `href=`, no `http(s)://`
 /// anywhere, one inline script at most (the timeline's).
-fn assert_self_contained(html: &str) {
+pub(crate) fn assert_self_contained(html: &str) {
     let data_images = html
         .matches("<img src=\"data:image/svg+xml;base64,")
         .count();
@@ -55,7 +55,7 @@ fn assert_self_contained(html: &str) {
 /// sideways scrolling, no cell narrower than its longest word, no script
 /// run by a name, a screenshot (`shot`, copied to `LOTUS_SCREENSHOT_DIR`
 /// when set). Returns what the browser saw.
-fn read_at(browser: &Path, page: &Path, shots: &Path, shot: &str, width: u32) -> Value {
+pub(crate) fn read_at(browser: &Path, page: &Path, shots: &Path, shot: &str, width: u32) -> Value {
     let png = shots.join(shot);
     let out = Command::new(any_python())
         .arg(fixture("report/cdp_check.py"))

@@ -159,22 +159,19 @@ pub fn in_pipeline_section(
         };
         page.h(3, label.clone());
         let headers = a.counter_headers();
-        let mut head: Vec<&str> = vec![
-            "row",
-            "kind",
-            "samples",
-            "CPU ms",
-            "± ms",
-            "incl ms",
-            "share %",
-            "calls",
-            "CPU ms/call",
+        // Calls only where spans counted them (not from frames alone).
+        let calls = a.rows.iter().any(|r| r.calls.is_some());
+        let mut head = vec![
+            "row", "kind", "samples", "CPU ms", "± ms", "incl ms", "share %",
         ];
+        if calls {
+            head.extend(["calls", "CPU ms/call"]);
+        }
         head.extend(headers.iter().map(String::as_str));
         let rows = a
             .rows
             .iter()
-            .map(|r| in_pipeline_row(label, a, r, &headers, colours))
+            .map(|r| in_pipeline_row(label, a, r, (&headers, calls), colours))
             .collect();
         page.table(&head, rows);
         let mut parts = vec![
@@ -202,12 +199,13 @@ pub fn in_pipeline_section(
 }
 
 /// A row of the in-pipeline table of configuration `label`: its figures,
-/// counters and top functions, keyed by its path.
+/// its calls (where `calls`), counters and top functions, keyed by its
+/// path.
 fn in_pipeline_row(
     label: &str,
     a: &InPipelineAttribution,
     r: &AttributedRow,
-    headers: &[String],
+    (headers, calls): (&[String], bool),
     colours: &Colours,
 ) -> Vec<Cell> {
     // Keyed and shown by path: an op may run at several places
@@ -231,13 +229,18 @@ fn in_pipeline_row(
             format!("{:.3}", r.inclusive_cpu_ns as f64 / 1e6),
         ),
         cell(&k("share"), format!("{:.2}", r.share * 100.0)),
-        cell(&k("calls"), r.calls.map_or("-".into(), |c| c.to_string())),
-        cell(
+    ];
+    if calls {
+        row.push(cell(
+            &k("calls"),
+            r.calls.map_or("-".into(), |c| c.to_string()),
+        ));
+        row.push(cell(
             &k("cpu_ms_per_call"),
             r.cpu_per_call_ns
                 .map_or("-".into(), |c| format!("{:.3}", c as f64 / 1e6)),
-        ),
-    ];
+        ));
+    }
     for (h, v) in headers.iter().zip(a.counter_cells(r)) {
         row.push(cell(&k(&format!("counters/{h}")), v));
     }
