@@ -492,25 +492,8 @@ mod tests {
             cpu_samples: u64,
         }
         let op = Event {
-            name: "Crop".into(),
-            kind: Kind::Op,
-            pid: 7,
-            role: Role::Worker,
-            start_ns: 10,
-            dur_ns: 5,
-            batch: None,
             sample: Some(4),
-            ready: None,
-            host: None,
-            rank: None,
-            tid: None,
-            cpu_ns: None,
-            hook_ns: None,
-            hook_in_ns: None,
-            usage: None,
-            config: None,
-            gc: None,
-            task: None,
+            ..Event::span("Crop", Kind::Op, 7, Role::Worker, 10, 5)
         };
         let mut w = ChromeWriter::begin(Vec::new(), 0, &serde_json::json!({})).expect("begin");
         w.span_with(7, &op, Some(&More { cpu_samples: 3 }))

@@ -1101,25 +1101,9 @@ mod tests {
     fn op_cpu_is_summed_where_every_span_says_it() {
         use crate::{Event, Role};
         let ev = |name: &str, start, cpu: Option<u64>| Event {
-            name: name.into(),
-            kind: Kind::Op,
-            pid: 3,
-            role: Role::Worker,
-            start_ns: start,
-            dur_ns: 100,
             batch: Some(0),
-            sample: None,
-            ready: None,
-            host: None,
-            rank: None,
-            tid: None,
             cpu_ns: cpu,
-            hook_ns: None,
-            hook_in_ns: None,
-            usage: None,
-            config: None,
-            gc: None,
-            task: None,
+            ..Event::span(name, Kind::Op, 3, Role::Worker, start, 100)
         };
         let mut ix = TraceIndex::new(true, lotus_sort::Budget::new(64));
         ix.begin("", "w");
