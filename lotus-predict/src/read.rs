@@ -45,9 +45,9 @@ const PART_EVENTS: usize = 1 << 16;
 /// come from one parse); [`crate::observe`] reads a folder with one of its
 /// own.
 ///
-/// Each block of a log is read on its parsing thread ([`BlockPart`]): its
+/// Each block of a log is read on its parsing thread (a `BlockPart`): its
 /// batches' ops summed as if no op came before the block. The blocks are
-/// then joined in order ([`Observer::join`]): ops an earlier block left
+/// then joined in order (`Observer::join`): ops an earlier block left
 /// waiting for their batch are summed again into the batch they fall in,
 /// with that batch's own ops, which reads each batch exactly as one pass
 /// over the lines in order would.
