@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lotus_trace::{Entry, Event, Item, Kind};
+use lotus_trace::{Event, Kind};
 
 use crate::{Error, TraceFigures};
 
@@ -50,16 +50,7 @@ impl TraceFigures {
             ..TimelineSpans::default()
         };
         let (mut seen_op, mut seen_other) = (0u64, 0u64);
-        self.folder.read_all(|item| -> Result<(), Error> {
-            let e = match item {
-                Item::File(log) => {
-                    index.begin_file(log);
-                    return Ok(());
-                }
-                Item::Entry(Entry::Event(e)) => e,
-                Item::Entry(Entry::Bad(_)) => return Ok(()),
-            };
-            let p = index.resolve(&e);
+        index.each_event(&self.folder, |p, e| -> Result<(), Error> {
             let keep = match e.kind {
                 Kind::Op => {
                     let c = t.op_cpu.entry(e.name.to_string()).or_insert((0, 0, 0));

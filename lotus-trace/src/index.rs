@@ -430,6 +430,27 @@ impl TraceIndex {
         Ok(index)
     }
 
+    /// Reads `folder` again, handing `f` each event with its process (as
+    /// [`TraceIndex::resolve`] gives it: each log's file registered
+    /// first); bad lines are skipped (this index counted them).
+    pub fn each_event<E: From<TraceError>>(
+        &mut self,
+        folder: &TraceFolder,
+        mut f: impl FnMut(usize, Event) -> Result<(), E>,
+    ) -> Result<(), E> {
+        folder.read_all(|item| -> Result<(), E> {
+            match item {
+                crate::Item::File(log) => self.begin_file(log),
+                crate::Item::Entry(crate::Entry::Event(e)) => {
+                    let p = self.resolve(&e);
+                    return f(p, e);
+                }
+                crate::Item::Entry(crate::Entry::Bad(_)) => {}
+            }
+            Ok(())
+        })
+    }
+
     /// Sets the file whose events come next.
     pub fn begin_file(&mut self, log: &LogFile) {
         self.begin(&log.folder, &log.display);
