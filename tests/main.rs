@@ -63,6 +63,7 @@ mod tables_fit;
 mod trace_attach;
 mod trace_counters;
 mod trace_grammar;
+mod trace_hosts;
 mod trace_insitu;
 mod trace_interop;
 mod trace_pipelines;

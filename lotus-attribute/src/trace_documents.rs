@@ -5,7 +5,8 @@
 
 use std::cell::RefCell;
 
-use lotus_trace::{ConfigComparison, OutlierRule, PerBatchRows, RankStats, Summary, TraceStats};
+use lotus_trace::{ConfigComparison, JobHosts, OpOnRank, OutlierRule, PerBatchRows, RankStats};
+use lotus_trace::{Straggler, Summary, TraceStats};
 use serde::Serialize;
 
 use crate::{Error, TraceFigures, Verdict};
@@ -73,6 +74,15 @@ pub struct StatsDocument<'a> {
     stats: &'a TraceStats,
     /// Each rank's statistics (empty when no log names a rank).
     ranks: &'a [RankStats],
+    /// The job and its hosts' folders, where several hosts' were merged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job: Option<&'a JobHosts>,
+    /// The rank whose batches take longest and the op that makes it so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    straggler: Option<&'a Straggler>,
+    /// Each op on each rank, a `rank` field on every row (`--by rank`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ops_by_rank: Vec<OpOnRank>,
     /// Whether training waited for data, and what would help.
     verdict: &'a Verdict,
     per_batch: StreamedRows,
@@ -116,7 +126,10 @@ impl TraceFigures {
     pub fn document(&self, rows: Option<PerBatchRows>) -> StatsDocument<'_> {
         StatsDocument {
             schema: STATS_SCHEMA,
-            trace: self.dir.display().to_string(),
+            trace: match &self.job {
+                Some(_) => self.label.clone(),
+                None => self.dir.display().to_string(),
+            },
             percentiles: PERCENTILE_METHOD,
             std: "population (divided by n; numpy's ddof=0)",
             warnings: self
@@ -128,6 +141,13 @@ impl TraceFigures {
                 .collect(),
             stats: &self.stats,
             ranks: &self.ranks,
+            job: self.job.as_ref(),
+            straggler: self.straggler.as_ref(),
+            ops_by_rank: if self.by_rank {
+                lotus_trace::ops_by_rank(&self.ranks)
+            } else {
+                Vec::new()
+            },
             verdict: &self.verdict,
             per_batch: StreamedRows(RefCell::new(rows)),
         }

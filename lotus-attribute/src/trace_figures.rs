@@ -9,7 +9,9 @@ use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
 use lotus_sys::input::Dir;
 use lotus_trace::{loop_figures, rank_stats_with, LoopFigures, OutlierRule, PerBatchRows};
-use lotus_trace::{NamedSummary, RankStats, TraceFolder, TraceIndex, TraceStats};
+use lotus_trace::{
+    JobHosts, NamedSummary, RankStats, Straggler, TraceFolder, TraceIndex, TraceStats,
+};
 
 use crate::{
     attribute_and_fold, attribute_folder, Error, FoldedStacks, InPipelineAttribution, Verdict,
@@ -138,6 +140,14 @@ pub struct TraceFigures {
     pub rows: Option<PerBatchRows>,
     /// Its statistics per rank.
     pub ranks: Vec<RankStats>,
+    /// The rank whose batches take longest, and the op that makes it so
+    /// (`None` with one rank, or ranks that are even).
+    pub straggler: Option<Straggler>,
+    /// The job and its hosts' folders, where the trace is several hosts'
+    /// folders merged ([`TraceFigures::with_job`]).
+    pub job: Option<JobHosts>,
+    /// Each op per rank goes in its JSON (`--by rank`).
+    pub by_rank: bool,
     /// Its main loops.
     pub loops: LoopFigures,
     /// Its verdict, from the logs alone (see [`TraceFigures::with_samples`]).
@@ -161,6 +171,7 @@ impl TraceFigures {
         let loops = loop_figures(&mut index)?;
         let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
         let ranks = rank_stats_with(&folder, &index, rule)?;
+        let straggler = lotus_trace::straggler(&ranks);
         let mut verdict = Verdict::of(&loops, None, &stats.ops, cpus_here());
         if let Some(obs) = &observed {
             verdict.with_predictions_of(obs.clone(), None);
@@ -173,10 +184,20 @@ impl TraceFigures {
             stats,
             rows: Some(rows),
             ranks,
+            straggler,
+            job: None,
+            by_rank: false,
             loops,
             verdict,
             observed,
         })
+    }
+
+    /// The same figures, of the folders of `job`'s hosts merged: its
+    /// documents and tables name the job and each host.
+    pub fn with_job(mut self, job: JobHosts) -> TraceFigures {
+        self.job = Some(job);
+        self
     }
 
     /// Its trace folder as its readers take it: opened once where it was

@@ -10,7 +10,7 @@ use lotus_attribute::{attribute_folder, InPipelineAttribution, TraceFigures, TOP
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
 use lotus_trace::OutlierRule;
-use lotus_trace::{Dir, SharedFolder, TraceFolder, TraceIndex, Warnings};
+use lotus_trace::{Dir, JobHosts, SharedFolder, TraceFolder, TraceIndex, Warnings};
 
 /// The most of a configuration's files held in memory, read once for all
 /// its readers (past it, a file is read again by each reader).
@@ -64,7 +64,15 @@ fn load_feeding(
     durations: bool,
     model: Option<&mut lotus_predict::Observer>,
 ) -> Result<(TraceFolder, TraceIndex)> {
-    let folder = TraceFolder::scan(dir)?;
+    index_feeding(TraceFolder::scan(dir)?, durations, model)
+}
+
+/// [`load_feeding`] of a folder scanned (or merged) already.
+fn index_feeding(
+    folder: TraceFolder,
+    durations: bool,
+    model: Option<&mut lotus_predict::Observer>,
+) -> Result<(TraceFolder, TraceIndex)> {
     for note in folder.empty_logs() {
         crate::usage::note!("lotus: {note}");
     }
@@ -77,7 +85,7 @@ fn load_feeding(
     if index.events == 0 {
         bail!(
             "{}: no readable events in {} log file(s) ({} bad line(s))",
-            dir.path().display(),
+            folder.root.display(),
             folder.logs.len(),
             index.warnings.total
         );
@@ -146,11 +154,46 @@ pub(crate) fn computed(
         None
     };
     let source = Dir::of(&dir, shared.as_ref());
+    figures_of(label, TraceFolder::scan(source)?, rule)
+}
+
+/// One trace's figures, of its folder scanned (or of several hosts'
+/// folders merged).
+fn figures_of(label: String, folder: TraceFolder, rule: OutlierRule) -> Result<TraceFigures> {
+    let dir = folder.root.clone();
     let mut model = lotus_predict::Observer::default();
-    let (folder, index) = load_feeding(source, true, Some(&mut model))?;
+    let (folder, index) = index_feeding(folder, true, Some(&mut model))?;
     let cpus = lotus_attribute::cpus_here().unwrap_or(1) as f64;
     let observed = model.finish(&dir, cpus).ok();
     Ok(TraceFigures::of(label, folder, index, observed, rule)?)
+}
+
+/// The folders of one distributed job's hosts, merged
+/// ([`JobHosts::merge`]), where `dirs` are that: tried where two or more
+/// are given. Where they are not, `asked` (`--hosts`) makes it an error
+/// naming the reason; else they are configurations, and where their logs
+/// name jobs at all the reason is said.
+pub(crate) fn one_job(dirs: &[PathBuf], asked: bool) -> Result<Option<(TraceFolder, JobHosts)>> {
+    match JobHosts::of_dirs(dirs)? {
+        Ok(merged) => Ok(Some(merged)),
+        Err(e) if asked => Err(crate::usage::usage(format!("--hosts: {e}; give the folders one launch of the job wrote, one per host, or leave out --hosts to compare runs as configurations"))),
+        Err(e) => {
+            if e.named {
+                crate::usage::note!("lotus: note: compared as configurations, not merged as one job's hosts: {e}");
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// The figures of one job's hosts' folders merged ([`one_job`]).
+pub(crate) fn job_figures(
+    merged: (TraceFolder, JobHosts),
+    rule: OutlierRule,
+) -> Result<TraceFigures> {
+    let (folder, job) = merged;
+    let label = format!("job {}", job.job);
+    Ok(figures_of(label, folder, rule)?.with_job(job))
 }
 
 /// The configurations of `dirs` ([`lotus_trace::configurations_of`]),

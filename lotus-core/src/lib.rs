@@ -76,8 +76,8 @@ pub use mapping::{
     SharedFunction, UnsampledCalls, WindowSummary, SCHEMA,
 };
 pub use names::{
-    cut_right, display_width, module_name, short_name, short_names, table_width, DEFAULT_WIDTH,
-    MIN_WIDTH,
+    cut_right, display_width, module_name, short_name, short_names, table_width, wrap, wrap_lines,
+    wrap_plain, DEFAULT_WIDTH, MIN_WIDTH,
 };
 pub use profile::{Partial, Profile, PROFILE_SCHEMA};
 pub use profiler::{

@@ -28,6 +28,11 @@
 //! (`libjpeg.so.62`, `[kernel]`), which tables always show. JSON, CSV,
 //! Markdown and `--wide` keep the full names.
 //!
+//! **Text.** [`wrap`], [`wrap_plain`] and [`wrap_lines`] fit the lines
+//! around tables to the same width (cut at spaces; written here, not with
+//! `textwrap`: a tree's indent and mark are kept on each line, and a word
+//! too long is cut with [`cut_right`]'s `…` as the cells are).
+//!
 //! Hand-written: demanglers render names, none abbreviates them, and
 //! inferno's perf collapser (read for comparison, `tidy_generic`) drops
 //! only the argument list, keeping the whole scope and the template
@@ -461,6 +466,88 @@ fn short_at(name: &str, level: usize) -> Vec<String> {
 fn innermost(arg: &str, level: usize) -> String {
     let forms = short_at(arg, level.min(1));
     forms.last().cloned().unwrap_or_else(|| arg.to_string())
+}
+
+/// `line` cut at spaces into lines of at most `width` columns (a word
+/// longer than that is cut at its end), the ones after the first indented
+/// by two spaces.
+pub fn wrap(line: &str, width: usize) -> String {
+    let width = width.max(20);
+    let mut out = String::new();
+    let mut current = String::new();
+    for word in line.split(' ') {
+        let word = cut_right(word, width - 2);
+        let len = display_width(&current);
+        if len > 0 && len + 1 + display_width(&word) > width {
+            out += &current;
+            out.push('\n');
+            current = format!("  {word}");
+        } else {
+            if len > 0 {
+                current.push(' ');
+            }
+            current += &word;
+        }
+    }
+    out + &current
+}
+
+/// `line` cut at spaces into lines of at most `width` columns, no indent
+/// (a word longer than that is cut at its end).
+pub fn wrap_plain(line: &str, width: usize) -> String {
+    if display_width(line) <= width {
+        return line.to_string();
+    }
+    // A tree's indent is kept on each line, its mark (`└ `) with the
+    // name it marks.
+    let body = line.trim_start_matches(' ');
+    let indent = &line[..line.len() - body.len()];
+    let marked = body.strip_prefix("└ ").map(|rest| format!("└\u{a0}{rest}"));
+    let body = marked.as_deref().unwrap_or(body);
+    let width = width.saturating_sub(indent.len()).max(8);
+    let mut lines: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for word in body.split(' ') {
+        let word = cut_right(word, width);
+        let len = display_width(&current);
+        if len > 0 && len + 1 + display_width(&word) > width {
+            lines.push(std::mem::take(&mut current));
+        } else if len > 0 {
+            current.push(' ');
+        }
+        current += &word;
+    }
+    lines.push(current);
+    lines
+        .iter()
+        .map(|l| format!("{indent}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every line of `text` wrapped to `width` ([`wrap`]).
+/// Lines that fit are kept as they are; a longer one keeps its indent,
+/// its continuation lines two spaces more.
+pub fn wrap_lines(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if display_width(line) <= width {
+            out += line;
+        } else {
+            let body = line.trim_start_matches(' ');
+            let indent = &line[..line.len() - body.len()];
+            let wrapped = wrap(body, width.saturating_sub(indent.len()));
+            for (i, l) in wrapped.lines().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                out += indent;
+                out += l;
+            }
+        }
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]

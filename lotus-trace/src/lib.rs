@@ -86,16 +86,19 @@ mod chrome;
 mod configurations;
 mod event;
 mod folder;
+mod header;
 mod index;
 mod parse;
 mod ranks;
 mod stats;
+mod straggler;
 mod torch;
 
 pub use chrome::{ChromeWriter, FlowAt, Flows};
 pub use configurations::configurations_of;
 pub use event::{BlockReader, Event, HandedBy, Kind, LoaderConfig, OpSpan, Process, Role, Usage};
 pub use folder::{Item, LogFile, TraceFolder};
+pub use header::{HostFolder, JobHosts, LogHeader, NotOneJob};
 pub use index::{DurationKey, ProcessEntry, TraceIndex, PID_STRIDE};
 /// The memory a sort of the index may hold ([`TraceIndex::load`]'s
 /// budget), re-exported from `lotus-sort`.
@@ -113,6 +116,7 @@ pub use stats::{
     ConfigRow, DelayStats, KindSummary, LoopFigures, MainLoop, NamedSummary, Outlier, OutlierRule,
     PerBatch, PerBatchRows, ProcessRow, Summary, TraceStats, WaitBucket, WaitStats,
 };
+pub use straggler::{ops_by_rank, straggler, OpOnRank, Straggler, StragglerOp, STRAGGLER_RATIO};
 pub use torch::{for_each_torch_event_shifted, scan_torch_trace, Alignment, TorchScan};
 
 /// A trace that cannot be read at all (a bad line is not one: it is

@@ -33,6 +33,7 @@ use std::num::IntErrorKind;
 use std::sync::Arc;
 
 use super::event::{Event, HandedBy, Kind, LoaderConfig, OpSpan, Process, Role, Usage};
+use super::header::LogHeader;
 use super::TraceError;
 
 /// The longest line read; longer ones (a file with no line breaks) are
@@ -315,41 +316,22 @@ impl LineParser {
         }
     }
 
+    /// Takes host and rank from the header line ([`LogHeader::parse`]);
+    /// its role and pid may be stale, the file name's are kept.
     fn apply_header(&mut self, header: &str) -> Vec<String> {
-        let mut problems = Vec::new();
-        let mut words = header.split_whitespace();
-        words.next(); // the tag
-        for word in words {
-            if let Some(v) = word.strip_prefix('v').filter(|v| v.parse::<u32>().is_ok()) {
-                if v != "1" {
-                    problems.push(format!("trace format version v{v} is unknown; read as v1"));
-                }
-                continue;
+        let (h, mut problems) = LogHeader::parse(header);
+        for p in &mut problems {
+            if p.starts_with("header: role") {
+                *p += &format!(" (the file name's, {}, is used)", self.process.role);
+            } else if p.starts_with("header: pid") {
+                *p += &format!(" (the file name's, {}, is used)", self.process.pid);
             }
-            let Some((key, value)) = word.split_once('=') else {
-                continue;
-            };
-            match key {
-                // The file name's role and pid win: a log renamed when its
-                // process became a worker keeps its first header.
-                "role" if Role::parse(value).is_none() => problems.push(format!(
-                    "header: role '{value}' is neither main nor worker (the file name's, {}, is used)",
-                    self.process.role
-                )),
-                "pid" if value.parse::<u32>().is_err() => problems.push(format!(
-                    "header: pid '{value}' is not a process id (the file name's, {}, is used)",
-                    self.process.pid
-                )),
-                "host" if !value.is_empty() && value != "-" => {
-                    self.process.host = Some(Arc::from(value))
-                }
-                "rank" if value == "-" || value.is_empty() => self.process.rank = None,
-                "rank" => match value.parse() {
-                    Ok(r) => self.process.rank = Some(r),
-                    Err(_) => problems.push(format!("header: rank '{value}' is not a number")),
-                },
-                _ => {}
-            }
+        }
+        if h.host.is_some() {
+            self.process.host = h.host;
+        }
+        if h.rank.is_some() {
+            self.process.rank = h.rank;
         }
         problems
     }

@@ -140,6 +140,48 @@ def clean_name(name):
     return "".join("_" if _unfit(ch) else ch for ch in text[start:end]) or "op"
 
 
+def job_fields(env):
+    """The process's place in a distributed job, from its launcher's
+    environment, as the header writes it (`-` where the launcher does not
+    say): `rank` (RANK; under `srun` alone, SLURM_PROCID), `local_rank`
+    (LOCAL_RANK, else SLURM_LOCALID), `world_size` (WORLD_SIZE, else
+    SLURM_NTASKS), `node` (the node's index: torchrun's GROUP_RANK, else
+    SLURM_NODEID), and `job`, the job every host's logs share, so that
+    lotus merges the folders of one job's hosts and refuses another's:
+    `torchrun:<TORCHELASTIC_RUN_ID>@<MASTER_ADDR>:<MASTER_PORT>` (the run
+    id alone is `none` unless `--rdzv-id` is given; the rendezvous store's
+    address and port, chosen for each launch, tell two launches apart),
+    else `slurm:<SLURM_JOB_ID>.<SLURM_STEP_ID>`, else `ray:<RAY_JOB_ID>`."""
+
+    def number(*names):
+        for name in names:
+            value = env.get(name) or ""
+            if value.isdigit():
+                return value
+        return "-"
+
+    def word(name):
+        value = env.get(name) or ""
+        return clean_name(value) if value.strip() else ""
+
+    rank = number("RANK")
+    job = "-"
+    if word("TORCHELASTIC_RUN_ID"):
+        job = f"torchrun:{word('TORCHELASTIC_RUN_ID')}@{word('MASTER_ADDR') or '-'}:{word('MASTER_PORT') or '-'}"
+    elif word("SLURM_JOB_ID"):
+        job = f"slurm:{word('SLURM_JOB_ID')}.{word('SLURM_STEP_ID') or '-'}"
+    elif word("RAY_JOB_ID"):
+        job = f"ray:{word('RAY_JOB_ID')}"
+    slurm_alone = job.startswith("slurm:") and rank == "-"
+    return {
+        "rank": number("SLURM_PROCID") if slurm_alone else rank,
+        "local_rank": number("LOCAL_RANK", "SLURM_LOCALID") if slurm_alone else number("LOCAL_RANK"),
+        "world_size": number("SLURM_NTASKS") if slurm_alone else number("WORLD_SIZE"),
+        "node": number("GROUP_RANK", "SLURM_NODEID"),
+        "job": job,
+    }
+
+
 def sample_id(index):
     """The index as a whole number for `sample=`, or None (a key that is
     not a non-negative integer is not logged)."""
@@ -269,22 +311,21 @@ class _Log:
         """The log's first line: role, pid, host, and the distributed job's
         place of the process as torchrun (and torch.distributed launchers)
         sets it in the environment: RANK, LOCAL_RANK, WORLD_SIZE (`-` when
-        unset; DataLoader workers inherit their rank's), and the id of the
+        unset; DataLoader workers inherit their rank's), the job and the
+        node it runs on (`job_fields`), and the id of the
         `lotus trace run` that started it (`run=`, to tell runs into one folder
         apart), and its parent's pid (`ppid=`: lotus tells its own child, the
         job's main process, whose end it saw, by it)."""
         import socket
 
-        def env_number(name):
-            value = os.environ.get(name) or "-"
-            return value if value.isdigit() else "-"
-
         host = clean_name(socket.gethostname() or "-")
         run = f" run={self.run_id}" if self.run_id else ""
         wall, mono = clock_pair()
+        e = job_fields(os.environ)
+        job = f" job={e['job']}" if e["job"] != "-" else ""
         return (
-            f"#lotus-trace v1 role={self.role or 'main'} pid={self.pid} host={host} rank={env_number('RANK')}"
-            f" local_rank={env_number('LOCAL_RANK')} world_size={env_number('WORLD_SIZE')}{run}"
+            f"#lotus-trace v1 role={self.role or 'main'} pid={self.pid} host={host} rank={e['rank']}"
+            f" local_rank={e['local_rank']} world_size={e['world_size']} node={e['node']}{job}{run}"
             f" ppid={os.getppid()} wall_ns={wall} monotonic_ns={mono}\n"
         )
 

@@ -148,6 +148,21 @@ class Tasks(unittest.TestCase):
 
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "trace", "golden", "tracer_lines.txt")
+GOLDEN_HEADERS = os.path.join(os.path.dirname(GOLDEN), "tracer_headers.txt")
+
+# The launchers' environments the header's job fields are pinned for
+# (GOLDEN_HEADERS, in this order): torchrun across nodes, torchrun's
+# default run id, srun alone, torchrun under srun, Ray, none, and numbers
+# that are not.
+HEADER_ENVS = [
+    {"TORCHELASTIC_RUN_ID": "job7", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "GROUP_RANK": "1"},
+    {"TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "localhost", "MASTER_PORT": "41000", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "GROUP_RANK": "0"},
+    {"SLURM_JOB_ID": "9001", "SLURM_STEP_ID": "0", "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NTASKS": "8", "SLURM_NODEID": "2"},
+    {"SLURM_JOB_ID": "9001", "SLURM_STEP_ID": "1", "SLURM_NODEID": "1", "TORCHELASTIC_RUN_ID": "r", "MASTER_ADDR": "n0", "MASTER_PORT": "1", "RANK": "6", "LOCAL_RANK": "2", "WORLD_SIZE": "8", "GROUP_RANK": "1"},
+    {"RAY_JOB_ID": "02000000"},
+    {},
+    {"RANK": "x", "WORLD_SIZE": "", "TORCHELASTIC_RUN_ID": "has space", "MASTER_ADDR": "a,b"},
+]
 
 
 def _burn(ns=2 * _finer.MIN_NS):
@@ -409,6 +424,20 @@ class Golden(unittest.TestCase):
         tracer.ctx.tid = ""
         tracer.wait_event(5, 1000, 1100, False)
         return lines
+
+    def test_the_header_gives_the_golden_job_fields(self):
+        with open(GOLDEN_HEADERS) as f:
+            golden = [line.rstrip("\n") for line in f if not line.startswith("#")]
+        got = []
+        for env in HEADER_ENVS:
+            e = _core.job_fields(env)
+            got.append(f"rank={e['rank']} local_rank={e['local_rank']} world_size={e['world_size']} node={e['node']} job={e['job']}")
+        self.assertEqual(got, golden)
+        # And the header carries them, as written.
+        tracer = _core.Tracer(emit=lambda line: None)
+        with mock.patch.dict(os.environ, HEADER_ENVS[0], clear=True):
+            header = tracer._header()
+        self.assertIn(" " + golden[0] + " ", header)
 
     def test_the_writers_give_the_golden_lines(self):
         with open(GOLDEN) as f:

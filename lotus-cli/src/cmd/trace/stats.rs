@@ -21,9 +21,20 @@ use crate::traces::{configurations_of, is_sampled, sampled_attribution, Outliers
 #[derive(Debug, clap::Args)]
 pub struct StatsArgs {
     /// The trace: a folder of logs (searched recursively) or one log file.
-    /// Several: one configuration each, reported side by side.
+    /// Several: one configuration each, reported side by side; or, where
+    /// their logs name one distributed job, each host's folder of it,
+    /// merged (`--hosts`).
     #[arg(value_name = "DIR", required = true, num_args = 1..)]
     pub dirs: Vec<PathBuf>,
+    /// The DIRs are the folders of one job's hosts (torchrun, srun, Ray):
+    /// merge them, or say why they are not (done without the flag where
+    /// their logs name one job).
+    #[arg(long, conflicts_with = "configs")]
+    pub hosts: bool,
+    /// `rank`: each op's figures on each rank (a table; `ops_by_rank` in
+    /// JSON, a `rank` field on every row).
+    #[arg(long, value_enum)]
+    pub by: Option<StatsBy>,
     /// Each DIR is a parent folder: each of its sub-folders holding logs is
     /// one configuration (the study's layout, e.g. b128_gpu4/, b256_gpu4/).
     #[arg(long)]
@@ -47,6 +58,13 @@ pub struct StatsArgs {
     /// attribute --op-times`).
     #[arg(long, value_name = "FILE")]
     pub op_times: Option<PathBuf>,
+}
+
+/// `lotus trace stats --by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatsBy {
+    /// Each op on each rank.
+    Rank,
 }
 
 /// `lotus trace stats --format`.
@@ -88,17 +106,30 @@ pub(super) fn write_json(value: &impl Serialize) -> Result<()> {
 
 pub(super) fn stats(args: StatsArgs) -> Result<ExitCode> {
     let rule = OutlierRule::from(args.outliers);
-    let configs = configurations(&args)?;
+    let job = match args.configs {
+        false => crate::traces::one_job(&args.dirs, args.hosts)?,
+        true => None,
+    };
+    let configs = match job {
+        Some(_) => Vec::new(),
+        None => configurations(&args)?,
+    };
     let several = args.configs || configs.len() > 1;
     if several && args.op_times.is_some() {
         return Err(crate::usage::usage("--op-times takes one trace, not several configurations: run `lotus trace stats DIR --op-times FILE` for each"));
     }
     let mut computed = Vec::new();
+    if let Some(job) = job {
+        computed.push(crate::traces::job_figures(job, rule)?);
+    }
     for (label, dir) in configs {
         // One trace alone, sampled: its samples' attribution reads its
         // logs again.
         let read_again = !several && is_sampled(&dir, "lotus");
         computed.push(crate::traces::computed(label, dir, rule, read_again)?);
+    }
+    for c in &mut computed {
+        c.by_rank = args.by == Some(StatsBy::Rank);
     }
     if let (Some(path), [one]) = (&args.op_times, computed.as_slice()) {
         write_op_times(path, &one.index)?;
@@ -107,7 +138,10 @@ pub(super) fn stats(args: StatsArgs) -> Result<ExitCode> {
         let mut one = computed.pop().context("no trace")?;
         // A sampled trace: the verdict gets its CPU facts, and what ran
         // outside every op is said.
-        let attribution = sampled_attribution(one.source(), "lotus");
+        let attribution = match one.job {
+            None => sampled_attribution(one.source(), "lotus"),
+            Some(_) => None,
+        };
         let unseen: Vec<String> = attribution
             .iter()
             .flat_map(|a| a.unseen.iter().map(|u| u.message()))
@@ -128,9 +162,17 @@ pub(super) fn stats(args: StatsArgs) -> Result<ExitCode> {
             }
         } else {
             let mode = mode_of(args.format);
-            let mut text = verdict_text(&one.verdict);
-            text += &render(&one.dir, &one.folder, &one.stats, mode);
-            text += &printable(&render_ranks(&one.ranks, mode));
+            let mut text = one
+                .job
+                .as_ref()
+                .map_or(String::new(), |j| j.summary() + "\n\n");
+            text += &verdict_text(&one.verdict);
+            let dir = one
+                .job
+                .as_ref()
+                .map_or(one.dir.as_path(), |_| Path::new(&one.label));
+            text += &render(dir, &one.folder, &one.stats, mode);
+            text += &printable(&render_ranks(&one, mode));
             for note in &unseen {
                 text += &format!("{}\n", printable(&format!("note: {note}")));
             }
@@ -160,7 +202,7 @@ pub(super) fn stats(args: StatsArgs) -> Result<ExitCode> {
             text += &format!("=== Configuration {} ===\n", one_line(&c.label));
             text += &verdict_text(&c.verdict);
             text += &render(&c.dir, &c.folder, &c.stats, mode);
-            text += &printable(&render_ranks(&c.ranks, mode));
+            text += &printable(&render_ranks(c, mode));
             text.push('\n');
         }
         text += &printable(&render_comparison(&comparison, rule, mode));

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use lotus_attribute::TraceFigures;
 use lotus_sys::text::{one_line, printable};
-use lotus_trace::RankStats;
 use lotus_trace::{ConfigComparison, OutlierRule, Summary, TraceFolder, TraceStats, WaitBucket};
 
 use super::stats::StatsFormat;
@@ -360,7 +360,10 @@ fn delays(s: &TraceStats) -> String {
 
 /// The per-rank table: one row per rank of a distributed job (nothing
 /// when no log names a rank).
-pub(super) fn render_ranks(ranks: &[RankStats], mode: Mode) -> String {
+/// Each rank's figures, the straggler where there is one, and with
+/// `--by rank` each op on each rank.
+pub(super) fn render_ranks(figures: &TraceFigures, mode: Mode) -> String {
+    let ranks = &figures.ranks;
     if ranks.is_empty() {
         return String::new();
     }
@@ -415,5 +418,35 @@ pub(super) fn render_ranks(ranks: &[RankStats], mode: Mode) -> String {
         2,
         rows,
     );
+    if let Some(s) = &figures.straggler {
+        out += &format!("\n{}\n", s.sentence(ms));
+    } else if ranks.len() > 1 {
+        out += &format!(
+            "\nNo input straggler: no rank's median batch takes {}x the others' or more.\n",
+            lotus_trace::STRAGGLER_RATIO
+        );
+    }
+    if figures.by_rank {
+        out += "\nEach op on each rank\n";
+        let rows = lotus_trace::ops_by_rank(ranks).into_iter().map(|o| {
+            let per = o.per_batch_ns.map_or_else(|| "-".to_string(), ms);
+            let cpu = o.cpu_ns.map_or_else(|| "-".to_string(), |c| ms(c as f64));
+            vec![
+                o.op,
+                o.rank.to_string(),
+                o.hosts.join(" "),
+                o.calls.to_string(),
+                ms(o.total_ns as f64),
+                per,
+                cpu,
+            ]
+        });
+        out += &emit(
+            mode,
+            &["op", "rank", "host", "calls", "total", "per batch", "cpu"],
+            3,
+            rows.collect(),
+        );
+    }
     out
 }

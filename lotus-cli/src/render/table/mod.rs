@@ -8,12 +8,15 @@
 //! where even the numbers do not fit, the columns are folded: the table is
 //! printed in parts, each repeating its first (key) column, the names in a
 //! part of their own. `--wide` leaves names whole (the lines may then be
-//! wider). [`wrap`], [`wrap_plain`] and [`wrap_lines`] fit text around the
-//! tables to the same width.
+//! wider). [`wrap`], [`wrap_plain`] and [`wrap_lines`] (`lotus_core`'s,
+//! with the width rule) fit text around the tables to the same width.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
 
-pub use lotus_core::{cut_right, display_width, module_name, short_names, table_width as width};
+pub use lotus_core::{
+    cut_right, display_width, module_name, short_names, table_width as width, wrap, wrap_lines,
+    wrap_plain,
+};
 
 /// Names columns are at least this wide where the table can give them
 /// room (else they go to a part of the table of their own).
@@ -22,88 +25,6 @@ pub const NAME_MIN: usize = 24;
 /// A Markdown cell's text: on one line, its `|` escaped.
 pub fn md_escape(s: &str) -> String {
     lotus_map::output::one_line(s).replace('|', "\\|")
-}
-
-/// `line` cut at spaces into lines of at most `width` columns (a word
-/// longer than that is cut at its end), the ones after the first indented
-/// by two spaces.
-pub fn wrap(line: &str, width: usize) -> String {
-    let width = width.max(20);
-    let mut out = String::new();
-    let mut current = String::new();
-    for word in line.split(' ') {
-        let word = cut_right(word, width - 2);
-        let len = display_width(&current);
-        if len > 0 && len + 1 + display_width(&word) > width {
-            out += &current;
-            out.push('\n');
-            current = format!("  {word}");
-        } else {
-            if len > 0 {
-                current.push(' ');
-            }
-            current += &word;
-        }
-    }
-    out + &current
-}
-
-/// `line` cut at spaces into lines of at most `width` columns, no indent
-/// (a word longer than that is cut at its end).
-pub fn wrap_plain(line: &str, width: usize) -> String {
-    if display_width(line) <= width {
-        return line.to_string();
-    }
-    // A tree's indent is kept on each line, its mark (`└ `) with the
-    // name it marks.
-    let body = line.trim_start_matches(' ');
-    let indent = &line[..line.len() - body.len()];
-    let marked = body.strip_prefix("└ ").map(|rest| format!("└\u{a0}{rest}"));
-    let body = marked.as_deref().unwrap_or(body);
-    let width = width.saturating_sub(indent.len()).max(8);
-    let mut lines: Vec<String> = Vec::new();
-    let mut current = String::new();
-    for word in body.split(' ') {
-        let word = cut_right(word, width);
-        let len = display_width(&current);
-        if len > 0 && len + 1 + display_width(&word) > width {
-            lines.push(std::mem::take(&mut current));
-        } else if len > 0 {
-            current.push(' ');
-        }
-        current += &word;
-    }
-    lines.push(current);
-    lines
-        .iter()
-        .map(|l| format!("{indent}{l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Every line of `text` wrapped to `width` ([`wrap`]).
-/// Lines that fit are kept as they are; a longer one keeps its indent,
-/// its continuation lines two spaces more.
-pub fn wrap_lines(text: &str, width: usize) -> String {
-    let mut out = String::new();
-    for line in text.lines() {
-        if display_width(line) <= width {
-            out += line;
-        } else {
-            let body = line.trim_start_matches(' ');
-            let indent = &line[..line.len() - body.len()];
-            let wrapped = wrap(body, width.saturating_sub(indent.len()));
-            for (i, l) in wrapped.lines().enumerate() {
-                if i > 0 {
-                    out.push('\n');
-                }
-                out += indent;
-                out += l;
-            }
-        }
-        out.push('\n');
-    }
-    out
 }
 
 /// A column of a [`Grid`]: its header and whether its cells are numbers
