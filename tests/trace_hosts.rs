@@ -185,6 +185,42 @@ fn two_nodes_merge_into_per_rank_rows_and_the_slowed_rank_is_the_straggler() {
     assert!(table.contains("Input straggler: rank 1"), "{table}");
     assert!(table.contains("Each op on each rank"), "{table}");
 
+    // One timeline of both hosts: each rank's main process and worker,
+    // named with their rank, each batch's arrow within its rank.
+    let view = t.join("view.json");
+    lotus_ok(&["trace", "view", a, b, "--out", view.to_str().expect("path")]);
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&view).expect("view")).expect("json");
+    let events = v["traceEvents"].as_array().expect("events");
+    let mut tracks: Vec<String> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .map(|e| {
+            e["args"]["name"]
+                .as_str()
+                .expect("name")
+                .split(' ')
+                .next()
+                .unwrap_or("")
+                .to_string()
+                + &format!(
+                    " {}",
+                    e["args"]["name"]
+                        .as_str()
+                        .expect("name")
+                        .contains(", rank 1)")
+                )
+        })
+        .collect();
+    tracks.sort();
+    assert_eq!(
+        tracks,
+        ["main false", "main true", "worker false", "worker true"],
+        "{tracks:?}"
+    );
+    let flows = events.iter().filter(|e| e["ph"] == "s").count() as u64;
+    assert_eq!(flows, 2 * BATCHES, "one arrow per batch of each rank");
+
     // One folder twice is not two hosts; one host alone is not merged.
     let err = lotus_usage_error(&["trace", "stats", "--hosts", a, a]);
     assert!(err.contains("rank") && err.contains("is in both"), "{err}");

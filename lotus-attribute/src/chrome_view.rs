@@ -45,6 +45,9 @@ pub struct ChromeViewOptions {
     pub dir: PathBuf,
     /// The samples' prefix in it.
     pub prefix: String,
+    /// Whether the samples in it are put on the spans (not for several
+    /// hosts' folders merged: each holds its own).
+    pub samples: bool,
     /// Batches, waits and consumptions only (no ops, samples, fetches).
     pub coarse: bool,
     /// Whether PyTorch profiler traces in the folder are merged.
@@ -103,6 +106,25 @@ pub struct ChromeWritten {
     pub torch_events: u64,
 }
 
+impl ChromeWritten {
+    /// The closing note: `wrote OUT (N span(s), ...)`, `out` the view's
+    /// destination as shown.
+    pub fn summary(&self, out: &str) -> String {
+        let torch = if self.torch_traces == 0 {
+            String::new()
+        } else {
+            format!(
+                "; {} PyTorch profiler trace(s) merged, {} event(s)",
+                self.torch_traces, self.torch_events
+            )
+        };
+        format!(
+            "wrote {out} ({} span(s), {} flow(s), {} process(es){}{torch})",
+            self.spans, self.flows, self.processes, self.samples_note
+        )
+    }
+}
+
 impl<'a> ChromeView<'a> {
     /// Scans the folder's profiler traces for their time base (views
     /// already made of a trace are said and left out), plans the arrows
@@ -123,7 +145,7 @@ impl<'a> ChromeView<'a> {
         // attribute DIR`'s rule) and top functions, found by the span's
         // place in reading order as the arrows are. Coarse keeps no op
         // spans.
-        let span_samples = if options.coarse {
+        let span_samples = if options.coarse || !options.samples {
             None
         } else {
             sampled_spans(&options.dir, &options.prefix, say)?

@@ -68,6 +68,31 @@ pub struct FirefoxWritten {
     pub notes: Vec<String>,
 }
 
+impl FirefoxWritten {
+    /// What to say once the profile of `dir` (samples of `prefix`) is
+    /// written to `out` (as shown), in order, the closing note last: (said
+    /// even when notes are not, the text).
+    pub fn messages(&self, dir: &std::path::Path, prefix: &str, out: &str) -> Vec<(bool, String)> {
+        let mut m: Vec<(bool, String)> = self
+            .notes
+            .iter()
+            .map(|n| (false, format!("note: {n}")))
+            .collect();
+        if let Some(why) = &self.samples_left_out {
+            m.push((true, format!("warning: the samples in {} are left out of the profile: {why}; it has the spans as markers only", dir.display())));
+        } else if !self.sampled {
+            m.push((true, format!("note: {} holds no samples of prefix `{prefix}` (traced without `--sample`?): the profile has the spans as markers only", dir.display())));
+        } else if !self.with_stacks && self.samples > 0 {
+            m.push((true, "note: the samples carry no call stacks (traced with `--stacks none`?): each sample's stack is its own function alone".to_string()));
+        }
+        m.push((false, format!(
+            "wrote {out} ({} process(es), {} thread(s), {} sample(s), {} marker(s)); open it at https://profiler.firefox.com (Load a profile from file)",
+            self.processes, self.threads, self.samples, self.markers
+        )));
+        m
+    }
+}
+
 /// A span as a marker: its op (or `batch`, `wait`) name, its kind, and
 /// its batch and sample index where it has them.
 #[derive(Debug, Clone)]

@@ -107,21 +107,19 @@ struct Place {
 
 /// Each process's host and rank in `dir`, from its logs' headers (none
 /// where the folder has no logs, or they name neither): the first line
-/// of each log is read.
+/// of each log is read ([`lotus_trace::LogHeader::of`]).
 fn places_of(dir: &Path) -> HashMap<u32, Place> {
     let Ok(folder) = lotus_trace::TraceFolder::scan(dir) else {
         return HashMap::new();
     };
     let mut places = HashMap::new();
     for log in &folder.logs {
-        let Ok(mut reader) = log.open() else {
+        let Some(h) = lotus_trace::LogHeader::of(log) else {
             continue;
         };
-        let _header = reader.next();
-        let p = reader.process();
         let place = Place {
-            host: p.host.as_deref().map(str::to_string),
-            rank: p.rank,
+            host: h.host.as_deref().map(str::to_string),
+            rank: h.rank,
         };
         if place != Place::default() {
             places.insert(log.name.pid, place);

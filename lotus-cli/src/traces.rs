@@ -57,6 +57,14 @@ pub(crate) fn load<'a>(
     load_feeding(dir.into(), durations, None)
 }
 
+/// [`load`] of a folder scanned (or of several hosts' merged).
+pub(crate) fn load_folder(
+    folder: TraceFolder,
+    durations: bool,
+) -> Result<(TraceFolder, TraceIndex)> {
+    index_feeding(folder, durations, None)
+}
+
 /// [`load`], handing `model` the events the predictions' model reads in
 /// the same pass.
 fn load_feeding(

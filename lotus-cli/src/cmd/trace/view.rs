@@ -8,16 +8,19 @@ use std::process::ExitCode;
 use anyhow::Result;
 use lotus_attribute::{ChromeView, ChromeViewOptions, ViewMessage};
 
-use crate::traces::load;
+use crate::traces::{load, load_folder};
 use crate::usage::sink;
 
 /// `lotus trace view`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct ViewArgs {
     /// The trace: a folder of logs (searched recursively: several processes,
-    /// ranks or machines make one timeline), one log file, or an attach folder.
-    #[arg(value_name = "DIR")]
-    pub dir: PathBuf,
+    /// ranks or machines make one timeline), one log file, or an attach
+    /// folder; or the folders of one distributed job's hosts, merged into
+    /// one timeline (their samples are left out: each host's own view has
+    /// them).
+    #[arg(value_name = "DIR", required = true, num_args = 1..)]
+    pub dirs: Vec<PathBuf>,
     /// Keep batches, waits and consumptions only (no ops, samples, fetches;
     /// a folder of samples alone: its top-level spans; `--format json` only).
     #[arg(long)]
@@ -53,13 +56,18 @@ pub enum ViewFormat {
 }
 
 pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
+    let job = crate::traces::one_job(&args.dirs, args.dirs.len() > 1)?;
     if args.format == ViewFormat::Firefox {
+        if job.is_some() {
+            return Err(crate::usage::usage("--format firefox takes one folder: the view of one job's hosts merged is --format json"));
+        }
         return firefox(&args);
     }
     let to_stdout = args.out.as_os_str() == "-";
     let options = ChromeViewOptions {
-        dir: args.dir.clone(),
+        dir: args.dirs[0].clone(),
         prefix: args.prefix.clone(),
+        samples: job.is_none(),
         coarse: args.coarse,
         torch: !args.no_torch,
         out_path: (!to_stdout).then(|| args.out.canonicalize().ok()).flatten(),
@@ -67,38 +75,33 @@ pub(super) fn view(args: ViewArgs) -> Result<ExitCode> {
     };
     // A folder of samples alone (`trace attach`): spans from their frames.
     let mut loaded = None;
-    let view = match ChromeView::of_samples_alone(&options, &mut say)? {
-        Some(view) => view,
-        None => {
-            let (folder, index) = loaded.insert(load(&args.dir, false)?);
+    let view = match job {
+        Some((folder, job)) => {
+            crate::usage::note!(
+                "lotus: {}; the samples of each host are in its own folder's view",
+                job.summary()
+            );
+            let (folder, index) = loaded.insert(load_folder(folder, false)?);
             ChromeView::prepare(&options, folder, index, &mut say)?
         }
+        None => match ChromeView::of_samples_alone(&options, &mut say)? {
+            Some(view) => view,
+            None => {
+                let (folder, index) = loaded.insert(load(&args.dirs[0], false)?);
+                ChromeView::prepare(&options, folder, index, &mut say)?
+            }
+        },
     };
     let (sink, writer) = sink(&args.out, "view")?;
     let written = view.write(writer, &mut say)?;
     if let Some(p) = sink {
         p.commit()?;
     }
-    let torch_note = if written.torch_traces == 0 {
-        String::new()
-    } else {
-        format!(
-            "; {} PyTorch profiler trace(s) merged, {} event(s)",
-            written.torch_traces, written.torch_events
-        )
+    let out = match to_stdout {
+        true => "the view".to_string(),
+        false => args.out.display().to_string(),
     };
-    crate::usage::note!(
-        "lotus: wrote {} ({} span(s), {} flow(s), {} process(es){}{torch_note})",
-        if to_stdout {
-            "the view".to_string()
-        } else {
-            args.out.display().to_string()
-        },
-        written.spans,
-        written.flows,
-        written.processes,
-        written.samples_note
-    );
+    crate::usage::note!("lotus: {}", written.summary(&out));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -116,41 +119,21 @@ fn say(message: ViewMessage) {
 fn firefox(args: &ViewArgs) -> Result<ExitCode> {
     let to_stdout = args.out.as_os_str() == "-";
     let (sink, mut writer) = sink(&args.out, "profile")?;
-    let w = lotus_attribute::write_firefox_profile(&args.dir, &args.prefix, &mut writer)?;
+    let w = lotus_attribute::write_firefox_profile(&args.dirs[0], &args.prefix, &mut writer)?;
     drop(writer);
     if let Some(p) = sink {
         p.commit()?;
     }
-    for note in &w.notes {
-        crate::usage::note!("lotus: note: {note}");
+    let out = match to_stdout {
+        true => "the profile".to_string(),
+        false => args.out.display().to_string(),
+    };
+    // What the profile lacks is said even with --quiet; notes are not.
+    for (always, text) in w.messages(&args.dirs[0], &args.prefix, &out) {
+        match always {
+            true => crate::usage::say!("lotus: {text}"),
+            false => crate::usage::note!("lotus: {text}"),
+        }
     }
-    if let Some(why) = &w.samples_left_out {
-        crate::usage::say!(
-            "lotus: warning: the samples in {} are left out of the profile: {why}; it has the spans as markers only",
-            args.dir.display()
-        );
-    } else if !w.sampled {
-        crate::usage::say!(
-            "lotus: note: {} holds no samples of prefix `{}` (traced without `--sample`?): the profile has the spans as markers only",
-            args.dir.display(),
-            args.prefix
-        );
-    } else if !w.with_stacks && w.samples > 0 {
-        crate::usage::say!(
-            "lotus: note: the samples carry no call stacks (traced with `--stacks none`?): each sample's stack is its own function alone"
-        );
-    }
-    crate::usage::note!(
-        "lotus: wrote {} ({} process(es), {} thread(s), {} sample(s), {} marker(s)); open it at https://profiler.firefox.com (Load a profile from file)",
-        if to_stdout {
-            "the profile".to_string()
-        } else {
-            args.out.display().to_string()
-        },
-        w.processes,
-        w.threads,
-        w.samples,
-        w.markers
-    );
     Ok(ExitCode::SUCCESS)
 }
