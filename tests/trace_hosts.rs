@@ -185,6 +185,37 @@ fn two_nodes_merge_into_per_rank_rows_and_the_slowed_rank_is_the_straggler() {
     assert!(table.contains("Input straggler: rank 1"), "{table}");
     assert!(table.contains("Each op on each rank"), "{table}");
 
+    // The samples per rank (`attribute --by rank`): the slowed op's CPU
+    // on rank 1 against the job's own timer, within the samples' 95%
+    // interval and 5%; next to nothing on rank 0.
+    let v: Value = serde_json::from_str(&lotus_ok(&[
+        "attribute",
+        a,
+        b,
+        "--by",
+        "rank",
+        "--format",
+        "json",
+    ]))
+    .expect("json");
+    assert_eq!(v["schema"], "lotus.attribution-ranks/1");
+    assert_eq!(v["job"]["job"], name);
+    let rows = v["rows"].as_array().expect("rows");
+    let jitter_row = |rank: u64| {
+        rows.iter()
+            .find(|r| r["rank"] == rank && r["row"].as_str().is_some_and(|p| p.ends_with("Jitter")))
+    };
+    let on1 = jitter_row(1).unwrap_or_else(|| panic!("no Jitter row on rank 1: {rows:?}"));
+    let cpu = on1["cpu_ns"].as_f64().expect("cpu_ns");
+    let pm = on1["uncertainty_ns"].as_f64().expect("uncertainty_ns");
+    assert!(
+        (cpu - jitter(1)).abs() <= pm + 0.05 * jitter(1),
+        "Jitter on rank 1: {cpu} ns ± {pm} sampled, the job's timer {} ns",
+        jitter(1)
+    );
+    let on0 = jitter_row(0).map_or(0.0, |r| r["cpu_ns"].as_f64().expect("cpu_ns"));
+    assert!(on0 < 0.1 * cpu, "Jitter on rank 0: {on0} ns");
+
     // One timeline of both hosts: each rank's main process and worker,
     // named with their rank, each batch's arrow within its rank.
     let view = t.join("view.json");

@@ -100,15 +100,15 @@ fn value(n: u64) -> i64 {
 
 /// Where a process ran, where its log's header says: its host and rank.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Place {
-    host: Option<String>,
-    rank: Option<u32>,
+pub(crate) struct Place {
+    pub(crate) host: Option<String>,
+    pub(crate) rank: Option<u32>,
 }
 
 /// Each process's host and rank in `dir`, from its logs' headers (none
 /// where the folder has no logs, or they name neither): the first line
 /// of each log is read ([`lotus_trace::LogHeader::of`]).
-fn places_of(dir: &Path) -> HashMap<u32, Place> {
+pub(crate) fn places_of(dir: &Path) -> HashMap<u32, Place> {
     let Ok(folder) = lotus_trace::TraceFolder::scan(dir) else {
         return HashMap::new();
     };

@@ -19,8 +19,6 @@
 
 use std::path::{Path, PathBuf};
 
-pub use lotus_map::harness::ENV_CONTROL_LIB;
-
 /// The library built by `build.rs` from `lotus-control`.
 const EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/liblotus_control.so"));
 
@@ -35,65 +33,27 @@ pub fn embedded() -> &'static [u8] {
 /// The control library for a run whose private folder is `private_dir`
 /// (see the module's documentation for the order).
 pub fn path_for_run(private_dir: &Path) -> Result<PathBuf, ControlLibError> {
-    match named() {
-        Some(path) => Ok(path),
-        None => write_embedded(private_dir),
-    }
+    lotus_map::harness::control_library_for_run(private_dir, EMBEDDED)
 }
 
-/// The library `$LOTUS_CONTROL_LIB` names, when it names a file: it wins
-/// over the carried copy.
-pub fn named() -> Option<PathBuf> {
-    std::env::var_os(ENV_CONTROL_LIB)
-        .map(PathBuf::from)
-        .filter(|path| path.is_file())
-}
-
-/// Writes the embedded library into `dir` as `liblotus_control.so` and checks
-/// the result can be trusted.
-pub fn write_embedded(dir: &Path) -> Result<PathBuf, ControlLibError> {
-    lotus_map::harness::write_control_library(dir, EMBEDDED)
-}
-
-/// `program`, found by searching (the active virtual environment, PATH)
-/// rather than named by the user, with a warning on stderr when another
-/// user could change it or a folder above it: run by root, it would run
-/// their code as root. Not refused: a user's own interpreter run by that
-/// user is the common case, and `--python` names one explicitly.
+/// `program`, found by searching, with a warning where another user
+/// could change it ([`lotus_sys::trust::interpreter_warning`]).
 pub fn warn_if_others_can_change(program: PathBuf) -> PathBuf {
-    if let Err(untrusted) = lotus_sys::trust::check_file(&program) {
-        crate::usage::say!(
-            "lotus: warning: the Python interpreter {} can be changed by another user ({untrusted}); pass --python to choose one only you and root can write",
-            program.display()
-        );
+    if let Some(w) = lotus_sys::trust::interpreter_warning(&program) {
+        crate::usage::say!("lotus: warning: {w}");
     }
     program
-}
-
-/// Warns on stderr when another user can write the op file `op` or its
-/// folder (sticky or not): the harness puts that folder first on
-/// `sys.path`, as Python does for a script, so a module dropped there by
-/// another user (`numpy.py`) would be imported in place of the real one,
-/// as root when lotus runs as root. Not refused: ops in a shared project
-/// folder are common, and the warning says what to do.
-pub fn warn_if_op_folder_shared(op: &Path) {
-    use lotus_sys::trust;
-    let folder = match op.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let checked = trust::check_path(folder, true).and_then(|()| trust::check_entry(op, false));
-    if let Err(untrusted) = checked {
-        crate::usage::say!(
-            "lotus: warning: op file {}: {untrusted}: another user could put a module there that the op imports in place of the real one (its folder comes first on sys.path); move the op to a folder only you can write",
-            op.display()
-        );
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes the embedded library into `dir` as `liblotus_control.so` and checks
+    /// the result can be trusted.
+    fn write_embedded(dir: &Path) -> Result<PathBuf, ControlLibError> {
+        lotus_map::harness::write_control_library(dir, EMBEDDED)
+    }
 
     #[test]
     fn the_embedded_copy_is_the_library_and_never_written_through_what_is_there() {

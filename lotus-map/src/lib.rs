@@ -80,7 +80,8 @@ pub mod harness {
     //! on to run the harness as the engine does (not a stable API).
 
     pub use crate::op_harness::{
-        write_control_library, write_harness, HarnessFiles, CONTROL_LIBRARY, ENV_CONTROL_LIB,
+        control_library_for_run, named_control_library, write_control_library, write_harness,
+        HarnessFiles, CONTROL_LIBRARY, ENV_CONTROL_LIB,
     };
     #[cfg(feature = "harness-protocol")]
     pub use crate::op_harness::{

@@ -61,6 +61,28 @@ pub fn write_harness() -> std::io::Result<HarnessFiles> {
     Ok(HarnessFiles { dir, harness })
 }
 
+/// The control library `$LOTUS_CONTROL_LIB` names, when it names a file:
+/// the user's explicit choice (a library under development), used as
+/// given like PATH; it wins over a carried copy.
+pub fn named_control_library() -> Option<PathBuf> {
+    std::env::var_os(ENV_CONTROL_LIB)
+        .map(PathBuf::from)
+        .filter(|path| path.is_file())
+}
+
+/// The control library for a run whose private folder is `private_dir`:
+/// [`named_control_library`], else `carried` (the copy a binary carries)
+/// written there by [`write_control_library`].
+pub fn control_library_for_run(
+    private_dir: &Path,
+    carried: &[u8],
+) -> Result<PathBuf, crate::MapError> {
+    match named_control_library() {
+        Some(path) => Ok(path),
+        None => write_control_library(private_dir, carried),
+    }
+}
+
 /// Writes a control library (`bytes`, e.g. the copy a binary carries) into
 /// the private folder `dir` as [`CONTROL_LIBRARY`], created with
 /// `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0500 so that nothing already there

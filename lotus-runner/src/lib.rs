@@ -70,7 +70,7 @@ pub use progress::{MessageKind, NoProgress, Progress};
 pub use run::{
     check_options, check_prefix, run_traced, ControlLibrary, LogFormat, TraceOptions, TraceRun,
 };
-pub use run_record::{run_file, RunRecord, RUN_SCHEMA};
+pub use run_record::{date_of_unix_s, run_file, RunRecord, RunShown, RUN_SCHEMA};
 pub use sampled::{sample_counters, Sampling, DEFAULT_COUNTERS, DEFAULT_FREQUENCY_HZ};
 pub use status::mark_failed;
 pub use watch::{watch, Watched, WatchedRun, PAUSE_FACTOR};

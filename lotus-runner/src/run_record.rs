@@ -181,8 +181,135 @@ impl RunRecord {
     }
 }
 
+/// A run as `lotus report`'s page shows it at its top: from its
+/// `lotus.run` where it has one, else what its logs say.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct RunShown {
+    /// The configuration's label.
+    pub label: String,
+    /// The trace folder.
+    pub dir: String,
+    /// The command, or why it is not known.
+    pub command: String,
+    /// Whether `command` is the command (else a note).
+    pub command_known: bool,
+    /// The host(s).
+    pub host: String,
+    /// The CPU model.
+    pub cpu: String,
+    /// When it ran (UTC).
+    pub date: String,
+    /// The lotus that traced it.
+    pub lotus_version: String,
+    /// What `lotus trace run` warned of when the run ended.
+    pub notes: Vec<String>,
+}
+
+/// The last second RFC 3339 can write (9999-12-31 23:59:59 UTC).
+const LAST_RFC3339_S: u64 = 253_402_300_799;
+
+/// `YYYY-MM-DD hh:mm:ss UTC` of a Unix time read from a received folder,
+/// or, past the year 9999 (a damaged or hostile `lotus.run`, a clock far
+/// off), what it was and that it is out of range: never a panic.
+pub fn date_of_unix_s(s: u64) -> String {
+    let at = (s <= LAST_RFC3339_S)
+        .then(|| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(s)))
+        .flatten();
+    match at {
+        Some(at) => humantime::format_rfc3339_seconds(at)
+            .to_string()
+            .replace('T', " ")
+            .replace('Z', " UTC"),
+        None => format!("out of range ({s} s after 1970: past the year 9999)"),
+    }
+}
+
+impl RunShown {
+    /// From the folder's record where it has one, else from its logs:
+    /// `hosts` (from the logs' headers) and `first_ns` (the earliest event,
+    /// wall clock).
+    pub fn of(
+        label: &str,
+        dir: &Path,
+        record: Option<&RunRecord>,
+        hosts: &[String],
+        first_ns: Option<u64>,
+    ) -> RunShown {
+        let unknown = "not recorded (traced by a lotus that did not write lotus.run)";
+        let date_of = date_of_unix_s;
+        match record {
+            Some(r) => RunShown {
+                label: label.to_string(),
+                dir: dir.display().to_string(),
+                command: shell_words(&r.command),
+                command_known: true,
+                host: or_dash(&r.host),
+                cpu: or_dash(&r.cpu),
+                date: date_of(r.started_unix_s),
+                lotus_version: or_dash(&r.lotus_version),
+                notes: r.notes.clone(),
+            },
+            None => RunShown {
+                label: label.to_string(),
+                dir: dir.display().to_string(),
+                command: unknown.to_string(),
+                command_known: false,
+                host: if hosts.is_empty() {
+                    "-".to_string()
+                } else {
+                    hosts.join(", ")
+                },
+                cpu: "not recorded".to_string(),
+                date: first_ns.map_or("-".to_string(), |ns| {
+                    format!("{} (first event)", date_of(ns / 1_000_000_000))
+                }),
+                lotus_version: "not recorded".to_string(),
+                notes: Vec::new(),
+            },
+        }
+    }
+}
+
+fn or_dash(s: &str) -> String {
+    if s.is_empty() {
+        "-".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// A command as one would type it: words with spaces or quotes quoted
+/// ([`lotus_core::shell_quote`]).
+fn shell_words(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| lotus_core::shell_quote(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dates_past_the_year_9999_are_said_not_panicked_on() {
+        assert_eq!(
+            super::date_of_unix_s(1_700_000_000),
+            "2023-11-14 22:13:20 UTC"
+        );
+        assert_eq!(
+            super::date_of_unix_s(super::LAST_RFC3339_S),
+            "9999-12-31 23:59:59 UTC"
+        );
+        for s in [super::LAST_RFC3339_S + 1, 1 << 63, u64::MAX] {
+            let said = super::date_of_unix_s(s);
+            assert!(
+                said.contains("out of range") && said.contains(&s.to_string()),
+                "{said}"
+            );
+        }
+    }
+
     use super::*;
 
     /// The run's warnings are kept past the run (at most [`NOTES_MAX`],

@@ -157,6 +157,39 @@ pub fn check_file(path: &Path) -> Result<(), Untrusted> {
     check_path(path, false)
 }
 
+/// What to say of `program`, an interpreter found by searching (the
+/// active virtual environment, PATH) rather than named by the user,
+/// where another user could change it or a folder above it: run by
+/// root, it would run their code as root. A warning, not a refusal: a
+/// user's own interpreter run by that user is the common case.
+pub fn interpreter_warning(program: &Path) -> Option<String> {
+    let untrusted = check_file(program).err()?;
+    Some(format!(
+        "the Python interpreter {} can be changed by another user ({untrusted}); pass --python to choose one only you and root can write",
+        program.display()
+    ))
+}
+
+/// What to say of the op file `op` where another user can write it or its
+/// folder (sticky or not): the harness puts that folder first on
+/// `sys.path`, as Python does for a script, so a module dropped there by
+/// another user (`numpy.py`) would be imported in place of the real one,
+/// as root when lotus runs as root. A warning, not a refusal: ops in a
+/// shared project folder are common, and the warning says what to do.
+pub fn op_folder_warning(op: &Path) -> Option<String> {
+    let folder = match op.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let untrusted = check_path(folder, true)
+        .and_then(|()| check_entry(op, false))
+        .err()?;
+    Some(format!(
+        "op file {}: {untrusted}: another user could put a module there that the op imports in place of the real one (its folder comes first on sys.path); move the op to a folder only you can write",
+        op.display()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

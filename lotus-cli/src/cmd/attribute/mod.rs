@@ -26,6 +26,7 @@
 //! [`lotus_attribute::AttributionDocument`]'s.
 
 mod by_function;
+mod by_rank;
 mod callers;
 mod flames;
 pub mod in_pipeline;
@@ -99,6 +100,10 @@ pub struct AttributeArgs {
     /// (exclusive) and inclusive CPU and a 95% ± where it rests on samples.
     #[arg(value_name = "DIR", conflicts_with_all = ["mapping", "profiles", "op_times"])]
     pub dir: Option<PathBuf>,
+    /// With DIR and `--by rank`: the folders of the same job's other hosts
+    /// (merged where their logs name one job).
+    #[arg(value_name = "MORE", requires = "dir")]
+    pub more: Vec<PathBuf>,
     /// The samples' prefix in DIR (as `trace run --prefix`).
     #[arg(long, default_value = "lotus", requires = "dir")]
     pub prefix: String,
@@ -198,6 +203,9 @@ pub enum ByArg {
     Function,
     /// A function's callers (with DIR and --function NAME).
     Caller,
+    /// Each row on each rank (with DIR, and the other hosts' folders of
+    /// its job): its samples' CPU, share of the rank, top function.
+    Rank,
 }
 
 /// Runs `lotus attribute`.
@@ -251,6 +259,9 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
         return Err(crate::usage::usage(
             "--op NAME goes with --flamegraph FILE.svg or --by caller",
         ));
+    }
+    if let (Some(dir), true) = (&args.dir, args.by == ByArg::Rank || !args.more.is_empty()) {
+        return by_rank::run(dir, &args);
     }
     if let Some(dir) = &args.dir {
         return crate::cmd::attribute::in_pipeline::run(

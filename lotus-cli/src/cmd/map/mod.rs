@@ -285,7 +285,9 @@ pub fn run(args: MapArgs) -> Result<ExitCode> {
             let python = crate::program::find_python(args.python.as_deref())?;
             let opts = live_options(&args, python, backend_name)?;
             for op in args.ops.iter().filter(|op| op.is_file()) {
-                crate::control_lib::warn_if_op_folder_shared(op);
+                if let Some(w) = lotus_sys::trust::op_folder_warning(op) {
+                    crate::usage::say!("lotus: warning: {w}");
+                }
             }
             if args.dry_run {
                 for op in &args.ops {
@@ -408,7 +410,7 @@ fn live_options(args: &MapArgs, python: PathBuf, backend_name: &str) -> Result<L
 /// writes into its own private harness folder (removed with it, also when
 /// lotus is killed: the harness removes its folder when lotus is gone).
 fn with_control_library(opts: LiveOptions) -> LiveOptions {
-    match crate::control_lib::named() {
+    match lotus_map::harness::named_control_library() {
         Some(path) => {
             let mut opts = opts;
             opts.control_library = path;

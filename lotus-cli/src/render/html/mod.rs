@@ -15,13 +15,9 @@
 
 pub mod timeline;
 
-use std::path::Path;
-
 use anyhow::{Context, Result};
 use minijinja::{AutoEscape, Environment, Output, State, Value};
 use serde::Serialize;
-
-use lotus_runner::RunRecord;
 
 /// The page template.
 const TEMPLATE: &str = include_str!("../../../templates/report.html");
@@ -275,111 +271,8 @@ pub(crate) fn heading(level: u8, t: impl Into<String>) -> Block {
     }
 }
 
-/// The top of the page for one configuration: its run.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct RunInfo {
-    /// The configuration's label.
-    pub(crate) label: String,
-    /// The trace folder.
-    pub(crate) dir: String,
-    /// The command, or why it is not known.
-    pub(crate) command: String,
-    /// Whether `command` is the command (else a note).
-    pub(crate) command_known: bool,
-    /// The host(s).
-    pub(crate) host: String,
-    /// The CPU model.
-    pub(crate) cpu: String,
-    /// When it ran (UTC).
-    pub(crate) date: String,
-    /// The lotus that traced it.
-    pub(crate) lotus_version: String,
-    /// What `lotus trace run` warned of when the run ended.
-    pub(crate) notes: Vec<String>,
-}
-
-/// The last second RFC 3339 can write (9999-12-31 23:59:59 UTC).
-const LAST_RFC3339_S: u64 = 253_402_300_799;
-
-/// `YYYY-MM-DD hh:mm:ss UTC` of a Unix time read from a received folder,
-/// or, past the year 9999 (a damaged or hostile `lotus.run`, a clock far
-/// off), what it was and that it is out of range: never a panic.
-pub(crate) fn date_of_unix_s(s: u64) -> String {
-    let at = (s <= LAST_RFC3339_S)
-        .then(|| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(s)))
-        .flatten();
-    match at {
-        Some(at) => humantime::format_rfc3339_seconds(at)
-            .to_string()
-            .replace('T', " ")
-            .replace('Z', " UTC"),
-        None => format!("out of range ({s} s after 1970: past the year 9999)"),
-    }
-}
-
-impl RunInfo {
-    /// From the folder's record where it has one, else from its logs:
-    /// `hosts` (from the logs' headers) and `first_ns` (the earliest event,
-    /// wall clock).
-    pub(crate) fn of(
-        label: &str,
-        dir: &Path,
-        record: Option<&RunRecord>,
-        hosts: &[String],
-        first_ns: Option<u64>,
-    ) -> RunInfo {
-        let unknown = "not recorded (traced by a lotus that did not write lotus.run)";
-        let date_of = date_of_unix_s;
-        match record {
-            Some(r) => RunInfo {
-                label: label.to_string(),
-                dir: dir.display().to_string(),
-                command: shell_words(&r.command),
-                command_known: true,
-                host: or_dash(&r.host),
-                cpu: or_dash(&r.cpu),
-                date: date_of(r.started_unix_s),
-                lotus_version: or_dash(&r.lotus_version),
-                notes: r.notes.clone(),
-            },
-            None => RunInfo {
-                label: label.to_string(),
-                dir: dir.display().to_string(),
-                command: unknown.to_string(),
-                command_known: false,
-                host: if hosts.is_empty() {
-                    "-".to_string()
-                } else {
-                    hosts.join(", ")
-                },
-                cpu: "not recorded".to_string(),
-                date: first_ns.map_or("-".to_string(), |ns| {
-                    format!("{} (first event)", date_of(ns / 1_000_000_000))
-                }),
-                lotus_version: "not recorded".to_string(),
-                notes: Vec::new(),
-            },
-        }
-    }
-}
-
-fn or_dash(s: &str) -> String {
-    if s.is_empty() {
-        "-".to_string()
-    } else {
-        s.to_string()
-    }
-}
-
-/// A command as one would type it: words with spaces or quotes quoted
-/// ([`lotus_core::shell_quote`]).
-fn shell_words(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|w| lotus_core::shell_quote(w))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
+/// The top of the page for one configuration: its run ([`lotus_runner::RunShown`]).
+pub(crate) use lotus_runner::RunShown as RunInfo;
 
 /// A run's verdict as the page shows it (from [`lotus_attribute::Verdict`]):
 /// the facts in one sentence and what would help, one a line.
@@ -463,25 +356,6 @@ pub(crate) fn render(ctx: &PageContext, plots: &[String]) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn dates_past_the_year_9999_are_said_not_panicked_on() {
-        assert_eq!(
-            super::date_of_unix_s(1_700_000_000),
-            "2023-11-14 22:13:20 UTC"
-        );
-        assert_eq!(
-            super::date_of_unix_s(super::LAST_RFC3339_S),
-            "9999-12-31 23:59:59 UTC"
-        );
-        for s in [super::LAST_RFC3339_S + 1, 1 << 63, u64::MAX] {
-            let said = super::date_of_unix_s(s);
-            assert!(
-                said.contains("out of range") && said.contains(&s.to_string()),
-                "{said}"
-            );
-        }
-    }
-
     use super::*;
 
     #[test]
@@ -525,7 +399,13 @@ mod tests {
         let mut ctx = PageContext {
             version: "0",
             outliers: "x".into(),
-            runs: vec![RunInfo::of("a", Path::new("/t"), None, &[], None)],
+            runs: vec![RunInfo::of(
+                "a",
+                std::path::Path::new("/t"),
+                None,
+                &[],
+                None,
+            )],
             verdicts: vec![VerdictView {
                 label: None,
                 headline: "Training waited for data 40% of the loop.".into(),

@@ -1,0 +1,93 @@
+//! `lotus attribute DIR [DIR...] --by rank`: each row's samples on each
+//! rank ([`lotus_attribute::rows_by_rank`]), of one folder or of the
+//! folders of one job's hosts (merged only where their logs name one job).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use lotus_attribute::{rows_by_rank, RankRows};
+use lotus_sort::Budget;
+
+use super::{AttributeArgs, AttributeFormat, ByArg};
+use crate::render::table::{self, Column, Grid};
+
+/// Runs `lotus attribute DIR [DIR...] --by rank`.
+pub fn run(dir: &Path, args: &AttributeArgs) -> Result<ExitCode> {
+    if args.by != ByArg::Rank {
+        return Err(crate::usage::usage("several folders are one job's hosts: give --by rank (each op on each rank), or one DIR"));
+    }
+    let dirs: Vec<PathBuf> = std::iter::once(dir.to_path_buf())
+        .chain(args.more.iter().cloned())
+        .collect();
+    let job = crate::traces::one_job(&dirs, dirs.len() > 1)?;
+    let paths: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let mut got = rows_by_rank(&paths, &args.prefix, Budget::from_env()?, args.top)
+        .with_context(|| format!("cannot attribute the samples in {}", dir.display()))?;
+    if let Some((_, job)) = job {
+        got = got.with_job(job);
+    }
+    let text = match args.format.unwrap_or(AttributeFormat::Table) {
+        AttributeFormat::Json => serde_json::to_string_pretty(&got)? + "\n",
+        AttributeFormat::Table | AttributeFormat::Md => table_of(&got, args),
+        other => {
+            let name = format!("{other:?}").to_lowercase();
+            return Err(crate::usage::usage(format!(
+                "--by rank writes a table, Markdown or JSON, not {name}"
+            )));
+        }
+    };
+    match &args.out {
+        Some(path) => lotus_sys::write_file(path, text.as_bytes())?,
+        None => print!("{}", lotus_sys::text::printable(&text)),
+    }
+    for note in &got.notes {
+        crate::usage::note!("lotus: note: {note}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The rows as a table (or Markdown): rank, host, row, CPU and its `±`,
+/// share of the rank, samples, top function.
+fn table_of(got: &RankRows, args: &AttributeArgs) -> String {
+    let s = |ns: u64| format!("{:.3}", ns as f64 / 1e9);
+    let room = if args.wide { usize::MAX } else { 40 };
+    let rows = got.rows.iter().map(|r| {
+        let top = r.top_functions.first().map_or(String::new(), |f| {
+            let name = lotus_core::short_name(&f.function, room);
+            format!("{name} ({:.0}%)", f.share * 100.0)
+        });
+        let rank = r.rank.map_or("-".to_string(), |r| r.to_string());
+        let share = format!("{:.1}%", r.share_of_rank * 100.0);
+        let (cpu, pm) = (s(r.cpu_ns), s(r.uncertainty_ns));
+        vec![
+            rank,
+            r.hosts.join(" "),
+            r.row.clone(),
+            cpu,
+            pm,
+            share,
+            r.samples.to_string(),
+            top,
+        ]
+    });
+    let left = ["rank", "host", "row"].map(Column::left);
+    let right = ["cpu s", "±", "of rank", "samples"].map(Column::right);
+    let columns = left
+        .into_iter()
+        .chain(right)
+        .chain([Column::left("top function")]);
+    let grid = Grid::new(columns.collect(), rows.collect());
+    let head = got
+        .job
+        .as_ref()
+        .map_or(String::new(), |j| j.summary() + "\n\n");
+    let body = match args.format {
+        Some(AttributeFormat::Md) => grid.markdown(),
+        _ => grid.render((!args.wide).then(table::width)),
+    };
+    format!(
+        "{head}Each row on each rank ({} samples)\n{body}",
+        got.samples
+    )
+}
