@@ -20,6 +20,7 @@ cd "$(dirname "$0")/.."
 
 TORCH_PINS=(torch==2.15.0 torchvision==0.29.2)
 AUG_PINS=(albumentations==2.0.8 opencv-python-headless==5.0.0.93 kornia==0.9.0 datasets==5.2.0 timm==1.0.31 tokenizers==0.23.3)
+RAY_PINS=("ray[data]==2.60.0")
 want_torch=0
 for arg in "$@"; do
     case "$arg" in
@@ -82,6 +83,12 @@ fi
 if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import albumentations, cv2, kornia, datasets, timm, tokenizers' 2>/dev/null; then
     echo "setup: installing ${AUG_PINS[*]} into .venv (the pipelines of the tracer's tests)" >&2
     pip_install "${AUG_PINS[@]}"
+fi
+# Ray Data, for the tracer's Ray hooks: a pipeline of three operators on
+# a local Ray cluster of two nodes (tests/trace_ray.rs). About 250 MB.
+if [ "$want_torch" = 1 ] && ! .venv/bin/python -c 'import ray.data' 2>/dev/null; then
+    echo "setup: installing ${RAY_PINS[*]} into .venv (the Ray Data pipeline of the tracer's tests)" >&2
+    pip_install "${RAY_PINS[@]}"
 fi
 # A Python 3.12+ venv, .venv312 (ignored by git), for the tracer's spans
 # finer than a dataset's __getitem__ (sys.monitoring is 3.12's): numpy and

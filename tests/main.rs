@@ -69,6 +69,7 @@ mod trace_interop;
 mod trace_pipelines;
 mod trace_predict_inputs;
 mod trace_python;
+mod trace_ray;
 mod trace_run_faults;
 mod trace_run_killed;
 mod trace_startup;

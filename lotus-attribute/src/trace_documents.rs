@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 
 use lotus_trace::{ConfigComparison, JobHosts, OpOnRank, OutlierRule, PerBatchRows, RankStats};
-use lotus_trace::{Straggler, Summary, TraceStats};
+use lotus_trace::{NodeStats, Straggler, Summary, TraceStats};
 use serde::Serialize;
 
 use crate::{Error, TraceFigures, Verdict};
@@ -83,6 +83,12 @@ pub struct StatsDocument<'a> {
     /// Each op on each rank, a `rank` field on every row (`--by rank`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     ops_by_rank: Vec<OpOnRank>,
+    /// Each node's statistics, where the logs name two nodes or more.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    nodes: &'a [NodeStats],
+    /// Each op on each node, a `node` field on every row (`--by node`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ops_by_node: Vec<OpOnRank>,
     /// Whether training waited for data, and what would help.
     verdict: &'a Verdict,
     per_batch: StreamedRows,
@@ -145,6 +151,12 @@ impl TraceFigures {
             straggler: self.straggler.as_ref(),
             ops_by_rank: if self.by_rank {
                 lotus_trace::ops_by_rank(&self.ranks)
+            } else {
+                Vec::new()
+            },
+            nodes: &self.nodes,
+            ops_by_node: if self.by_node {
+                lotus_trace::ops_by_node(&self.nodes)
             } else {
                 Vec::new()
             },

@@ -8,10 +8,11 @@ use std::path::PathBuf;
 use lotus_samples::SampleFiles;
 use lotus_sort::Budget;
 use lotus_sys::input::Dir;
-use lotus_trace::{loop_figures, rank_stats_with, LoopFigures, OutlierRule, PerBatchRows};
+use lotus_trace::{loop_figures, node_stats_with, rank_stats_with, LoopFigures, NodeStats};
 use lotus_trace::{
     JobHosts, NamedSummary, RankStats, Straggler, TraceFolder, TraceIndex, TraceStats,
 };
+use lotus_trace::{OutlierRule, PerBatchRows};
 
 use crate::{
     attribute_and_fold, attribute_folder, Error, FoldedStacks, InPipelineAttribution, Verdict,
@@ -146,8 +147,13 @@ pub struct TraceFigures {
     /// The job and its hosts' folders, where the trace is several hosts'
     /// folders merged ([`TraceFigures::with_job`]).
     pub job: Option<JobHosts>,
+    /// Its statistics per node, where its logs name two nodes or more (a
+    /// Ray cluster's, a multi-node job's).
+    pub nodes: Vec<NodeStats>,
     /// Each op per rank goes in its JSON (`--by rank`).
     pub by_rank: bool,
+    /// Each op per node goes in its JSON (`--by node`).
+    pub by_node: bool,
     /// Its main loops.
     pub loops: LoopFigures,
     /// Its verdict, from the logs alone (see [`TraceFigures::with_samples`]).
@@ -172,6 +178,7 @@ impl TraceFigures {
         let (stats, rows) = TraceStats::compute_with(&mut index, rule)?;
         let ranks = rank_stats_with(&folder, &index, rule)?;
         let straggler = lotus_trace::straggler(&ranks);
+        let nodes = node_stats_with(&folder, &index, rule)?;
         let mut verdict = Verdict::of(&loops, None, &stats.ops, cpus_here());
         if let Some(obs) = &observed {
             verdict.with_predictions_of(obs.clone(), None);
@@ -186,7 +193,9 @@ impl TraceFigures {
             ranks,
             straggler,
             job: None,
+            nodes,
             by_rank: false,
+            by_node: false,
             loops,
             verdict,
             observed,

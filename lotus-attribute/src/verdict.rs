@@ -341,6 +341,15 @@ impl Verdict {
                             format!("make the heaviest op cheaper: {h}"),
                         );
                     }
+                } else if let (None, Some(h)) = (self.worker_busy_share, &heaviest) {
+                    // No DataLoader worker's batches measured (a Ray Data
+                    // pipeline, a loader of its own): the ops are the lever.
+                    say(
+                        Rule::HeaviestOp,
+                        format!(
+                            "make the heaviest op cheaper, or give the pipeline more CPUs: {h}"
+                        ),
+                    );
                 } else {
                     say(
                         Rule::HandOver,

@@ -37,6 +37,9 @@ pub struct LogHeader {
     /// `node=`: the node's index in the job (torchrun's `GROUP_RANK`,
     /// else `SLURM_NODEID`).
     pub node: Option<u32>,
+    /// `ray_node=`: the Ray node of a Ray worker (its id's first 12 hex
+    /// digits).
+    pub ray_node: Option<Arc<str>>,
     /// `job=`: the job every host's logs share
     /// (`torchrun:<run id>@<store address>:<port>`, `slurm:<job>.<step>`,
     /// `ray:<job id>`).
@@ -93,11 +96,23 @@ impl LogHeader {
                 "world_size" => h.world_size = number("world_size", value, &mut problems),
                 "node" => h.node = number("node", value, &mut problems),
                 "job" if !value.is_empty() && value != "-" => h.job = Some(Arc::from(value)),
+                "ray_node" if !value.is_empty() && value != "-" => {
+                    h.ray_node = Some(Arc::from(value))
+                }
                 "wall_ns" => h.wall_ns = value.parse().ok(),
                 _ => {}
             }
         }
         (h, problems)
+    }
+
+    /// The node the process ran on, as tables name it: its Ray node, else
+    /// its node's index (`node=`), else `None`.
+    pub fn node_label(&self) -> Option<String> {
+        self.ray_node
+            .as_deref()
+            .map(str::to_string)
+            .or_else(|| self.node.map(|n| n.to_string()))
     }
 
     /// The header of `log`, where its first line is one (`None` where the

@@ -110,13 +110,17 @@ pub use parse::{
     parse_event_line, parse_file_name, BadLine, Entry, FileName, LineEvent, TraceReader,
     CPU_SLACK_NS, CUT_SHORT, HEADER_TAG, MAX_LINE_BYTES,
 };
-pub use ranks::{process_ranks, rank_stats, rank_stats_with, RankStats};
+pub use ranks::{
+    node_stats_with, process_ranks, rank_stats, rank_stats_with, NodeStats, RankStats,
+};
 pub use stats::{
     loop_figures, op_totals, percentile, BatchStats, BeforeRemoval, BucketRow, ConfigComparison,
     ConfigRow, DelayStats, KindSummary, LoopFigures, MainLoop, NamedSummary, Outlier, OutlierRule,
     PerBatch, PerBatchRows, ProcessRow, Summary, TraceStats, WaitBucket, WaitStats,
 };
-pub use straggler::{ops_by_rank, straggler, OpOnRank, Straggler, StragglerOp, STRAGGLER_RATIO};
+pub use straggler::{
+    ops_by_node, ops_by_rank, straggler, OpOnRank, Straggler, StragglerOp, STRAGGLER_RATIO,
+};
 pub use torch::{for_each_torch_event_shifted, scan_torch_trace, Alignment, TorchScan};
 
 /// A trace that cannot be read at all (a bad line is not one: it is

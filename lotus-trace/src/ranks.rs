@@ -118,6 +118,66 @@ pub fn rank_stats_with(
     Ok(out)
 }
 
+/// The statistics of one node of a distributed job or a Ray cluster.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct NodeStats {
+    /// The node ([`crate::LogHeader::node_label`]: a Ray node's id, or
+    /// the node's index).
+    pub node: String,
+    /// The machines its processes ran on, where the logs name them.
+    pub hosts: Vec<String>,
+    /// Its logs, as shown in messages.
+    pub files: Vec<String>,
+    /// Everything [`TraceStats`] gives, over this node's logs only.
+    #[serde(flatten)]
+    pub stats: TraceStats,
+}
+
+/// Each node's statistics, where the logs' headers name two nodes or
+/// more (empty otherwise): each node's logs read again, as each rank's
+/// are. Logs that name no node (a Ray driver) are in none.
+pub fn node_stats_with(
+    folder: &TraceFolder,
+    index: &TraceIndex,
+    rule: OutlierRule,
+) -> Result<Vec<NodeStats>, TraceError> {
+    let mut nodes: BTreeMap<String, (BTreeSet<String>, Vec<crate::LogFile>)> = BTreeMap::new();
+    for log in &folder.logs {
+        let Some(h) = crate::LogHeader::of(log) else {
+            continue;
+        };
+        let Some(node) = h.node_label() else {
+            continue;
+        };
+        let (hosts, logs) = nodes.entry(node).or_default();
+        hosts.extend(h.host.as_deref().map(str::to_string));
+        logs.push(log.clone());
+    }
+    if nodes.len() < 2 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for (node, (hosts, logs)) in nodes {
+        let sub = TraceFolder {
+            root: folder.root.clone(),
+            logs,
+            torch: Vec::new(),
+            views: Vec::new(),
+            shared: folder.shared.clone(),
+        };
+        let mut ix = TraceIndex::load(&sub, true, index.budget(), |_| {})?;
+        let (stats, _rows) = TraceStats::compute_with(&mut ix, rule)?;
+        out.push(NodeStats {
+            node,
+            hosts: hosts.into_iter().collect(),
+            files: sub.logs.iter().map(|l| l.display.clone()).collect(),
+            stats,
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,8 @@
 
 use serde::Serialize;
 
-use crate::ranks::RankStats;
+use crate::ranks::{NodeStats, RankStats};
+use crate::TraceStats;
 
 /// How much longer than the other ranks' (their median) a rank's median
 /// batch must take to be named the straggler: 20%. Below it the ranks are
@@ -17,21 +18,25 @@ pub const STRAGGLER_RATIO: f64 = 1.2;
 /// its parent's excess, and is where the time goes.
 const NARROWEST_WITHIN: f64 = 0.75;
 
-/// One op on one rank.
+/// One op on one rank (`--by rank`) or one node (`--by node`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct OpOnRank {
     /// The op.
     pub op: String,
-    /// The rank.
-    pub rank: u32,
+    /// The rank (`--by rank`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// The node (`--by node`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// The machines of its processes.
     pub hosts: Vec<String>,
     /// Its spans.
     pub calls: u64,
     /// Their wall time summed, ns.
     pub total_ns: i64,
-    /// That per batch the rank made, ns (`None` where it made none).
+    /// That per batch the rank or node made, ns (`None` where it made none).
     pub per_batch_ns: Option<f64>,
     /// Their own threads' CPU time summed (`cpu=`), ns, where every span says.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -41,14 +46,41 @@ pub struct OpOnRank {
 /// Each op's figures on each rank (`--by rank`): by op in the order of
 /// their time over all ranks, then by rank.
 pub fn ops_by_rank(ranks: &[RankStats]) -> Vec<OpOnRank> {
+    ops_by(
+        ranks
+            .iter()
+            .map(|r| ((Some(r.rank), None), &r.hosts, &r.stats)),
+    )
+}
+
+/// Each op's figures on each node (`--by node`), as [`ops_by_rank`].
+pub fn ops_by_node(nodes: &[NodeStats]) -> Vec<OpOnRank> {
+    ops_by(
+        nodes
+            .iter()
+            .map(|n| ((None, Some(n.node.clone())), &n.hosts, &n.stats)),
+    )
+}
+
+/// Each op's figures in each group (a rank, a node).
+fn ops_by<'a>(
+    groups: impl Iterator<
+        Item = (
+            (Option<u32>, Option<String>),
+            &'a Vec<String>,
+            &'a TraceStats,
+        ),
+    >,
+) -> Vec<OpOnRank> {
     let mut out: Vec<OpOnRank> = Vec::new();
-    for r in ranks {
-        let batches = r.stats.batches.summary.as_ref().map_or(0, |b| b.count);
-        for o in &r.stats.ops {
+    for ((rank, node), hosts, stats) in groups {
+        let batches = stats.batches.summary.as_ref().map_or(0, |b| b.count);
+        for o in &stats.ops {
             out.push(OpOnRank {
                 op: o.name.clone(),
-                rank: r.rank,
-                hosts: r.hosts.clone(),
+                rank,
+                node: node.clone(),
+                hosts: hosts.clone(),
                 calls: o.summary.count,
                 total_ns: o.summary.total_ns,
                 per_batch_ns: (batches > 0).then(|| o.summary.total_ns as f64 / batches as f64),
@@ -56,19 +88,15 @@ pub fn ops_by_rank(ranks: &[RankStats]) -> Vec<OpOnRank> {
             });
         }
     }
-    let mut totals: std::collections::HashMap<&str, i64> = std::collections::HashMap::new();
+    let mut totals: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
     for o in &out {
-        *totals.entry(o.op.as_str()).or_default() += o.total_ns;
+        *totals.entry(o.op.clone()).or_default() += o.total_ns;
     }
-    let totals: std::collections::HashMap<String, i64> = totals
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
     out.sort_by(|a, b| {
         totals[&b.op]
             .cmp(&totals[&a.op])
             .then_with(|| a.op.cmp(&b.op))
-            .then_with(|| a.rank.cmp(&b.rank))
+            .then_with(|| (a.rank, &a.node).cmp(&(b.rank, &b.node)))
     });
     out
 }
@@ -314,7 +342,10 @@ mod tests {
     fn ops_by_rank_gives_each_op_per_rank_with_its_time_per_batch() {
         let (_t, ranks) = job(&[500, 4000]);
         let rows = ops_by_rank(&ranks);
-        let names: Vec<(&str, u32)> = rows.iter().map(|r| (r.op.as_str(), r.rank)).collect();
+        let names: Vec<(&str, u32)> = rows
+            .iter()
+            .map(|r| (r.op.as_str(), r.rank.expect("a rank")))
+            .collect();
         assert_eq!(
             names,
             [

@@ -40,6 +40,10 @@ pub const TRACER_FILES: &[(&str, &str)] = &[
         include_str!("../python/lotus_trace/_libraries.py"),
     ),
     (
+        "lotus_trace/_ray.py",
+        include_str!("../python/lotus_trace/_ray.py"),
+    ),
+    (
         "lotus_trace/_finer.py",
         include_str!("../python/lotus_trace/_finer.py"),
     ),

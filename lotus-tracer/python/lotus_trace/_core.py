@@ -322,7 +322,13 @@ class _Log:
         run = f" run={self.run_id}" if self.run_id else ""
         wall, mono = clock_pair()
         e = job_fields(os.environ)
+        from . import _ray  # a Ray worker's job and node: from Ray itself
+
+        ray = _ray.ray_place()
+        if ray is not None:
+            e["job"] = ray[0]
         job = f" job={e['job']}" if e["job"] != "-" else ""
+        job += f" ray_node={ray[1]}" if ray is not None else ""
         return (
             f"#lotus-trace v1 role={self.role or 'main'} pid={self.pid} host={host} rank={e['rank']}"
             f" local_rank={e['local_rank']} world_size={e['world_size']} node={e['node']}{job}{run}"

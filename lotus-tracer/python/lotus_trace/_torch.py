@@ -46,7 +46,7 @@ log):
   transforms (a policy's ops, by op name) are child spans of its span.
 - kornia's augmentations (`_BasicAugmentationBase`, through nn.Module's
   `__call__`): each call a span named after its class.
-- albumentations (`_albumentations`), Hugging Face datasets' transforms
+- albumentations (`_albumentations`), Ray Data (`_ray`), Hugging Face datasets' transforms
   and timm's augmentations (`_libraries`), and `--op` (`_ops`).
 - `torchvision.datasets.DatasetFolder.__getitem__` (ImageFolder too): the
   sample, `Loader` (the image load) and the transform.
@@ -924,7 +924,7 @@ def install(torch=True):
     """Patches what is imported, and hooks the imports of the rest: torch,
     torchvision and albumentations (with `torch`), and the functions
     `lotus trace run --op` names ($LOTUS_TRACE_OPS, always)."""
-    from . import _albumentations, _libraries, _Op, _ops
+    from . import _albumentations, _libraries, _Op, _ops, _ray
 
     p = _P
     p.op_class = _Op
@@ -932,7 +932,7 @@ def install(torch=True):
         p.finder = _PostImportFinder({})
         sys.meta_path.insert(0, p.finder)
     if torch:
-        more = {**_albumentations.HOOKS, **_libraries.HOOKS}
+        more = {**_albumentations.HOOKS, **_libraries.HOOKS, **_ray.HOOKS}
         for name, hook in more.items():
             if hook not in p.extra_hooks.get(name, []):
                 p.extra_hooks.setdefault(name, []).append(hook)

@@ -19,7 +19,7 @@ import unittest
 from unittest import mock
 
 import lotus_trace
-from lotus_trace import _core, _finer, _libraries, _loader, _ops
+from lotus_trace import _core, _finer, _libraries, _loader, _ops, _ray
 
 
 class LoaderSettings(unittest.TestCase):
@@ -402,6 +402,59 @@ class FinerSpans(unittest.TestCase):
         self.assertEqual(self.counts(), {"TracedLoad": 1})
         self.assertEqual(len(notes), 1, notes)
         self.assertIn("a profiler set from C", notes[0])
+
+
+class RayUdfs(unittest.TestCase):
+    """Ray Data's UDFs wrapped (`_ray._traced_udf`) stay what Ray checks
+    them for (a function of the same name, a generator function, a class
+    of the same name), and each call, or step, is a span of the operator."""
+
+    def setUp(self):
+        self.spans = []
+
+        def call_op(name, fn, *args, **kwargs):
+            self.spans.append(name)
+            return fn(*args, **kwargs)
+
+        for p in (
+            mock.patch.object(_core, "call_op", call_op),
+            mock.patch.object(_core, "set_role", lambda role: None),
+            mock.patch.object(_ray._T, "on", True),
+        ):
+            p.start()
+            self.addCleanup(p.stop)
+
+    def test_a_function_a_generator_and_a_class_keep_their_shape(self):
+        import inspect
+
+        def parse(row):
+            return row + 1
+
+        def explode(row):
+            yield row
+            yield row
+
+        class Augment:
+            def __call__(self, batch):
+                return batch * 2
+
+        f = _ray._traced_udf(parse, "Map(parse)")
+        self.assertTrue(inspect.isfunction(f))
+        self.assertEqual(f.__name__, "parse")
+        self.assertEqual(f(1), 2)
+        g = _ray._traced_udf(explode, "FlatMap(explode)")
+        self.assertTrue(inspect.isgeneratorfunction(g))
+        self.assertEqual(list(g(5)), [5, 5])
+        c = _ray._traced_udf(Augment, "MapBatches(Augment)")
+        self.assertTrue(inspect.isclass(c) and issubclass(c, Augment))
+        self.assertEqual(c.__name__, "Augment")
+        self.assertEqual(c()(3), 6)
+        self.assertEqual(self.spans, ["Map(parse)", "FlatMap(explode)", "FlatMap(explode)", "FlatMap(explode)", "MapBatches(Augment)"])
+        # Wrapped once only.
+        self.assertIs(_ray._traced_udf(f, "Map(parse)"), f)
+        self.assertEqual(_ray._udf_name(parse), "parse")
+        self.assertEqual(_ray._udf_name(Augment), "Augment")
+        self.assertEqual(_ray._udf_name(Augment()), "Augment")
 
 
 class Golden(unittest.TestCase):

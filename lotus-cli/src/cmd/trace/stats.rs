@@ -32,7 +32,8 @@ pub struct StatsArgs {
     #[arg(long, conflicts_with = "configs")]
     pub hosts: bool,
     /// `rank`: each op's figures on each rank (a table; `ops_by_rank` in
-    /// JSON, a `rank` field on every row).
+    /// JSON, a `rank` field on every row); `node`: on each node (of a Ray
+    /// cluster, of a multi-node job; `ops_by_node`).
     #[arg(long, value_enum)]
     pub by: Option<StatsBy>,
     /// Each DIR is a parent folder: each of its sub-folders holding logs is
@@ -65,6 +66,8 @@ pub struct StatsArgs {
 pub enum StatsBy {
     /// Each op on each rank.
     Rank,
+    /// Each op on each node.
+    Node,
 }
 
 /// `lotus trace stats --format`.
@@ -130,6 +133,7 @@ pub(super) fn stats(args: StatsArgs) -> Result<ExitCode> {
     }
     for c in &mut computed {
         c.by_rank = args.by == Some(StatsBy::Rank);
+        c.by_node = args.by == Some(StatsBy::Node);
     }
     if let (Some(path), [one]) = (&args.op_times, computed.as_slice()) {
         write_op_times(path, &one.index)?;

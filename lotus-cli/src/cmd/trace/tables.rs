@@ -365,7 +365,7 @@ fn delays(s: &TraceStats) -> String {
 pub(super) fn render_ranks(figures: &TraceFigures, mode: Mode) -> String {
     let ranks = &figures.ranks;
     if ranks.is_empty() {
-        return String::new();
+        return render_nodes(figures, mode);
     }
     let mut out = format!(
         "\nPer rank ({} rank(s); `--format json` gives each rank's full statistics under \"ranks\")\n",
@@ -427,26 +427,37 @@ pub(super) fn render_ranks(figures: &TraceFigures, mode: Mode) -> String {
         );
     }
     if figures.by_rank {
-        out += "\nEach op on each rank\n";
-        let rows = lotus_trace::ops_by_rank(ranks).into_iter().map(|o| {
-            let per = o.per_batch_ns.map_or_else(|| "-".to_string(), ms);
-            let cpu = o.cpu_ns.map_or_else(|| "-".to_string(), |c| ms(c as f64));
-            vec![
-                o.op,
-                o.rank.to_string(),
-                o.hosts.join(" "),
-                o.calls.to_string(),
-                ms(o.total_ns as f64),
-                per,
-                cpu,
-            ]
-        });
-        out += &emit(
-            mode,
-            &["op", "rank", "host", "calls", "total", "per batch", "cpu"],
-            3,
-            rows.collect(),
-        );
+        out += &ops_table("rank", lotus_trace::ops_by_rank(ranks), mode);
     }
-    out
+    out + &render_nodes(figures, mode)
+}
+
+/// The nodes' count, and with `--by node` each op on each node.
+fn render_nodes(figures: &TraceFigures, mode: Mode) -> String {
+    match (figures.nodes.len(), figures.by_node) {
+        (0, _) => String::new(),
+        (n, false) => format!("\n{n} nodes (`--by node`: each op on each node)\n"),
+        (_, true) => ops_table("node", lotus_trace::ops_by_node(&figures.nodes), mode),
+    }
+}
+
+/// Each op in each group (`rank` or `node`).
+fn ops_table(group: &str, ops: Vec<lotus_trace::OpOnRank>, mode: Mode) -> String {
+    let rows = ops.into_iter().map(|o| {
+        let per = o.per_batch_ns.map_or_else(|| "-".to_string(), ms);
+        let cpu = o.cpu_ns.map_or_else(|| "-".to_string(), |c| ms(c as f64));
+        let key = o.rank.map(|r| r.to_string()).or(o.node).unwrap_or_default();
+        let total = ms(o.total_ns as f64);
+        vec![
+            o.op,
+            key,
+            o.hosts.join(" "),
+            o.calls.to_string(),
+            total,
+            per,
+            cpu,
+        ]
+    });
+    let header = ["op", group, "host", "calls", "total", "per batch", "cpu"];
+    format!("\nEach op on each {group}\n") + &emit(mode, &header, 3, rows.collect())
 }
