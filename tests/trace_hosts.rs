@@ -252,6 +252,20 @@ fn two_nodes_merge_into_per_rank_rows_and_the_slowed_rank_is_the_straggler() {
     let flows = events.iter().filter(|e| e["ph"] == "s").count() as u64;
     assert_eq!(flows, 2 * BATCHES, "one arrow per batch of each rank");
 
+    // The report: each host a run of its own, the job's straggler above.
+    let page = t.join("report.html");
+    let p = page.to_str().expect("path");
+    lotus_ok(&["report", "--trace", a, "--trace", b, "--out", p]);
+    let html = std::fs::read_to_string(&page).expect("page");
+    assert!(
+        html.contains("One job&#x27;s hosts") || html.contains("One job's hosts"),
+        "no job section"
+    );
+    assert!(
+        html.contains("Input straggler: rank 1"),
+        "no straggler on the page"
+    );
+
     // One folder twice is not two hosts; one host alone is not merged.
     let err = lotus_usage_error(&["trace", "stats", "--hosts", a, a]);
     assert!(err.contains("rank") && err.contains("is in both"), "{err}");

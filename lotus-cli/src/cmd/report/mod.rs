@@ -231,6 +231,25 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         plots: Vec::new(),
     };
     let summary = glance(&configs, &cpus);
+    // One job's hosts: each its own run below; the job merged says which
+    // rank is the straggler.
+    if let (false, Some(job)) = (args.configs, crate::traces::one_job(&args.traces, false)?) {
+        let job = crate::traces::job_figures(job, rule)?;
+        page.h(2, "One job's hosts");
+        let line = job
+            .straggler
+            .as_ref()
+            .map(|s| s.sentence(|ns| format!("{:.1} ms", ns / 1e6)));
+        let said = job
+            .job
+            .as_ref()
+            .map(|j| j.summary())
+            .into_iter()
+            .chain(line);
+        page.p(vec![crate::render::html::text(
+            said.collect::<Vec<_>>().join(". "),
+        )]);
+    }
     if configs.len() > 1 {
         runs_compared(&mut page, &configs, &cpus, &sampled);
     }
