@@ -543,6 +543,10 @@ fn job_command(
         )
         .env(ENV_PY_FRAMES, if dwarf { "1" } else { "0" })
         .env(ENV_TRACE_RUN, run_id)
+        .env(
+            lotus_tracer::ENV_TRACE_CLOCK,
+            crate::run_record::clock_state(),
+        )
         .env(ENV_TRACE_STATUS, status_dir)
         // Set by the tracer for the job's children; one leaked from the
         // caller's environment would make the job's first process take

@@ -289,6 +289,24 @@ fn shell_words(words: &[String]) -> String {
         .join(" ")
 }
 
+/// The host's wall clock as the kernel's NTP discipline keeps it
+/// (`adjtimex`, read only): `synced:<estimated error us>:<maximum error
+/// us>`, `unsynced:-:<maximum error us>` where no time service steers it,
+/// `unknown` where the call fails. What the folders of one job's hosts
+/// say of how far their clocks may disagree.
+pub fn clock_state() -> String {
+    // SAFETY: a zeroed timex with modes 0 only reads the kernel's state.
+    let mut t: libc::timex = unsafe { std::mem::zeroed() };
+    let state = unsafe { libc::adjtimex(&mut t) };
+    if state < 0 {
+        return "unknown".to_string();
+    }
+    if state == libc::TIME_ERROR || t.status & libc::STA_UNSYNC != 0 {
+        return format!("unsynced:-:{}", t.maxerror);
+    }
+    format!("synced:{}:{}", t.esterror, t.maxerror)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -44,6 +44,10 @@ pub struct LogHeader {
     /// (`torchrun:<run id>@<store address>:<port>`, `slurm:<job>.<step>`,
     /// `ray:<job id>`).
     pub job: Option<Arc<str>>,
+    /// `clock=`: the host's clock as the kernel kept it when the run began
+    /// (`synced:<estimated error us>:<maximum error us>`,
+    /// `unsynced:-:<maximum error us>`, `unknown`).
+    pub clock: Option<Arc<str>>,
     /// `wall_ns=`: the wall clock when the log began, ns since the epoch.
     pub wall_ns: Option<u64>,
 }
@@ -96,6 +100,7 @@ impl LogHeader {
                 "world_size" => h.world_size = number("world_size", value, &mut problems),
                 "node" => h.node = number("node", value, &mut problems),
                 "job" if !value.is_empty() && value != "-" => h.job = Some(Arc::from(value)),
+                "clock" if !value.is_empty() => h.clock = Some(Arc::from(value)),
                 "ray_node" if !value.is_empty() && value != "-" => {
                     h.ray_node = Some(Arc::from(value))
                 }
@@ -145,6 +150,9 @@ pub struct HostFolder {
     pub nodes: Vec<u32>,
     /// The ranks its logs name.
     pub ranks: Vec<u32>,
+    /// Its host's clock when the run began, as its logs say (`clock=`:
+    /// `synced:<est us>:<max us>`, `unsynced:-:<max us>`), where they do.
+    pub clock: Option<String>,
     /// The earliest `wall_ns=` of its logs.
     #[serde(skip)]
     pub first_wall_ns: Option<u64>,
@@ -210,11 +218,12 @@ impl JobHosts {
                 if !h.ranks.is_empty() {
                     said.push(format!("rank {}", join(&h.ranks)));
                 }
+                said.push(clock_words(h.clock.as_deref()));
                 format!("{} ({})", h.label, said.join(", "))
             })
             .collect();
         format!(
-            "Job {}: {} hosts' folders merged, their clocks taken as they are (each host's wall clock): {}",
+            "Job {}: {} hosts' folders merged, on each host's wall clock: {}",
             self.job,
             self.hosts.len(),
             hosts.join("; ")
@@ -245,6 +254,7 @@ impl JobHosts {
                 hosts: Vec::new(),
                 nodes: Vec::new(),
                 ranks: Vec::new(),
+                clock: None,
                 first_wall_ns: None,
             };
             let (mut names, mut nodes, mut ranks) =
@@ -257,6 +267,7 @@ impl JobHosts {
                 nodes.extend(h.node);
                 ranks.extend(h.rank);
                 world = world.or(h.world_size);
+                host.clock = host.clock.take().or(h.clock.as_deref().map(str::to_string));
                 host.first_wall_ns = match (host.first_wall_ns, h.wall_ns) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
@@ -342,6 +353,20 @@ impl JobHosts {
     }
 }
 
+/// A host's clock in words, from its `clock=`: how far it may be off.
+fn clock_words(clock: Option<&str>) -> String {
+    let mut parts = clock.unwrap_or("").split(':');
+    let (state, est, max) = (parts.next(), parts.next(), parts.next());
+    let ms = |us: Option<&str>| us.and_then(|u| u.parse::<f64>().ok()).map(|u| u / 1000.0);
+    match (state, ms(est), ms(max)) {
+        (Some("synced"), Some(e), Some(m)) => {
+            format!("clock synchronized, estimated error {e:.1} ms, at most {m:.0} ms")
+        }
+        (Some("unsynced"), _, _) => "clock not synchronized (no time service steers it: its tracks may be off by any amount)".to_string(),
+        _ => "clock state not recorded".to_string(),
+    }
+}
+
 /// Whether any log of `folders` names a job.
 fn names_a_job<'a>(mut folders: impl Iterator<Item = &'a TraceFolder>) -> bool {
     folders.any(|f| {
@@ -410,7 +435,7 @@ mod tests {
         std::fs::create_dir_all(&d).expect("mkdir");
         for (role, pid) in [("main", 100), ("worker", 101)] {
             let head = format!(
-                "#lotus-trace v1 role={role} pid={pid} host=same rank={rank} world_size=2 node={rank} job={job} wall_ns={}\n",
+                "#lotus-trace v1 role={role} pid={pid} host=same rank={rank} world_size=2 node={rank} job={job} clock=synced:500:16000 wall_ns={}\n",
                 1000 + rank
             );
             std::fs::write(
@@ -441,6 +466,11 @@ mod tests {
             [("node0", &[0][..], &[0][..]), ("node1", &[1][..], &[1][..])]
         );
         assert_eq!(job.hosts[1].first_wall_ns, Some(1001));
+        let said = job.summary();
+        assert!(
+            said.contains("node1 (host same, node 1, rank 1, clock synchronized, estimated error 0.5 ms, at most 16 ms)"),
+            "{said}"
+        );
         // Each log keeps its host's label: the same pids on two hosts are
         // two processes.
         assert_eq!(merged.logs.len(), 4);

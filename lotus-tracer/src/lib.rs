@@ -102,6 +102,13 @@ pub const ENV_PY_FRAMES: &str = "LOTUS_PY_FRAMES";
 /// The variable naming this run's id (each log's header carries it).
 pub const ENV_TRACE_RUN: &str = "LOTUS_TRACE_RUN";
 
+/// The variable naming the host's clock as the kernel keeps it when the
+/// run began (`synced:<estimated error us>:<maximum error us>`, or
+/// `unsynced:-:<maximum error us>`; `lotus_runner`'s `clock_state`): each
+/// log's header carries it (`clock=`), so that the folders of one job's
+/// hosts say how far their wall clocks can be trusted to agree.
+pub const ENV_TRACE_CLOCK: &str = "LOTUS_TRACE_CLOCK";
+
 /// The variable naming lotus's private folder where a process that could
 /// not write its trace leaves `failed_pid_<pid>`.
 pub const ENV_TRACE_STATUS: &str = "LOTUS_TRACE_STATUS";
@@ -143,6 +150,7 @@ pub const TRACER_ENV: &[(&str, &str)] = &[
     (ENV_TRACE_TORCH, "the user (0: no torch hooks)"),
     (ENV_PY_FRAMES, "lotus trace run --stacks dwarf"),
     (ENV_TRACE_RUN, "lotus trace run"),
+    (ENV_TRACE_CLOCK, "lotus trace run"),
     (ENV_TRACE_STATUS, "lotus trace run"),
     (ENV_TRACE_LOTUS, "lotus trace run"),
     (ENV_TRACE_REPORT, "lotus trace run"),

@@ -329,6 +329,9 @@ class _Log:
             e["job"] = ray[0]
         job = f" job={e['job']}" if e["job"] != "-" else ""
         job += f" ray_node={ray[1]}" if ray is not None else ""
+        # The host's clock as lotus read it when the run began.
+        clock = (os.environ.get("LOTUS_TRACE_CLOCK") or "").strip()
+        job += f" clock={clean_name(clock)}" if clock else ""
         return (
             f"#lotus-trace v1 role={self.role or 'main'} pid={self.pid} host={host} rank={e['rank']}"
             f" local_rank={e['local_rank']} world_size={e['world_size']} node={e['node']}{job}{run}"
