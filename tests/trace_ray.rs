@@ -7,7 +7,7 @@
 //! the time on with its rows, per Ray node: the ground truth. Checked:
 //! each operator is an op in the Ray workers of both nodes, its CPU per
 //! node within 10% of its timers (`trace stats --by node`), its calls the
-//! UDF's; the read tasks are ops; the driver's waits are the verdict's;
+//! UDF's; the read and write tasks are ops; the driver's waits are the verdict's;
 //! and the samples credit each operator its CPU (`attribute DIR`).
 //!
 //! Needs `ray[data]` in the tests' Python (scripts/setup.sh --torch
@@ -60,6 +60,8 @@ fn ray_data_operators_are_ops_on_every_node_as_their_own_timers_say() {
         .arg(fixture("trace").join("ray_pipeline.py"))
         .arg("--report")
         .arg(&report)
+        .arg("--write")
+        .arg(tmp.path().join("written"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         // Ray's own temporary files in this test's folder, not /tmp/ray.
         .env("RAY_TMPDIR", tmp.path())
@@ -103,10 +105,12 @@ fn ray_data_operators_are_ops_on_every_node_as_their_own_timers_say() {
         }
     }
     assert_eq!(worked.len(), 2, "both nodes ran operators: {truth}");
-    assert!(
-        rows.iter().any(|r| r["op"] == "ReadRange"),
-        "the read tasks are ops: {rows:?}"
-    );
+    for op in ["ReadRange", "WriteJSON"] {
+        assert!(
+            rows.iter().any(|r| r["op"] == op),
+            "the read and write tasks are ops ({op}): {rows:?}"
+        );
+    }
     // The driver's waits for batches are the verdict's.
     let waits = v["wait"]["summary"]["count"].as_u64().expect("waits");
     assert!(waits >= 2, "the driver's waits: {}", v["wait"]);

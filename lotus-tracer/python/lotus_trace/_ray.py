@@ -23,8 +23,13 @@
   (`SWait`, numbered from 0 per iteration), its handing over a
   consumption (`SConsume`), as the DataLoader's are: the verdict's waits.
 
-Writes are not traced (their sinks have no one method every datasink
-goes through). Each hook checks the method it replaces has the expected
+- `ray.data.datasource.datasink.Datasink.write`, and each subclass's own
+  `write` (those defined at the hook, and those defined later, a user's
+  sink unpickled in a worker, through `__init_subclass__`): each write
+  task's writing is an op span `Write<name>` (`WriteJSON`, `WriteParquet`:
+  the sink's `get_name()`, as Ray names the write tasks).
+
+Each hook checks the method it replaces has the expected
 shape, and otherwise leaves it alone and says so in a `#` line of the log.
 """
 
@@ -177,6 +182,59 @@ def _read_name(task):
     return first if first.startswith("Read") else "Read"
 
 
+def _traced_write(write):
+    """A datasink's `write`, each call an op span `Write<name>` (the
+    sink's `get_name()`, as Ray names the write tasks: `WriteJSON`)."""
+    if getattr(write, "_lotus_patched", False):
+        return write
+
+    @functools.wraps(write)
+    def traced(self, *args, **kwargs):
+        if not _T.on:
+            return write(self, *args, **kwargs)
+        _in_worker()
+        try:
+            name = _core.clean_name("Write" + self.get_name())
+        except Exception:
+            name = "Write"
+        return _core.call_op(name, write, self, *args, **kwargs)
+
+    traced._lotus_patched = True
+    return traced
+
+
+def _patch_datasink(mod):
+    base = getattr(mod, "Datasink", None)
+    if base is None or not callable(getattr(base, "write", None)):
+        return _note("Ray Data's writes", "no Datasink.write")
+    if getattr(base, "_lotus_patched", False):
+        return None
+
+    def wrap(cls):
+        if "write" in cls.__dict__ and callable(cls.__dict__["write"]):
+            cls.write = _traced_write(cls.__dict__["write"])
+
+    # Each sink's own `write` (a subclass defines its own, not calling the
+    # base's): those defined now, and those defined later (a user's sink,
+    # unpickled in a worker) as they are made.
+    todo = [base]
+    while todo:
+        cls = todo.pop()
+        wrap(cls)
+        todo.extend(cls.__subclasses__())
+    orig = base.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if orig is not None:
+            orig.__func__(cls, **kwargs)
+        else:
+            super(base, cls).__init_subclass__(**kwargs)
+        wrap(cls)
+
+    base.__init_subclass__ = classmethod(__init_subclass__)
+    base._lotus_patched = True
+
+
 def _patch_iterator(mod):
     cls = getattr(mod, "DataIterator", None)
     orig = getattr(cls, "_iter_batches", None) if cls is not None else None
@@ -218,6 +276,7 @@ class _Waited:
 
 HOOKS = {
     "ray.data.dataset": _patch_dataset,
+    "ray.data.datasource.datasink": _patch_datasink,
     "ray.data.datasource.datasource": _patch_read_task,
     "ray.data.iterator": _patch_iterator,
 }

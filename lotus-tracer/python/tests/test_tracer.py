@@ -456,6 +456,37 @@ class RayUdfs(unittest.TestCase):
         self.assertEqual(_ray._udf_name(Augment), "Augment")
         self.assertEqual(_ray._udf_name(Augment()), "Augment")
 
+    def test_each_sinks_own_write_is_a_span_those_defined_later_too(self):
+        import types
+
+        class Datasink:
+            def write(self, blocks, ctx):
+                return "base"
+
+            def get_name(self):
+                return type(self).__name__.removesuffix("Datasink")
+
+        class JSONDatasink(Datasink):
+            def write(self, blocks, ctx):
+                return "json"
+
+        mod = types.SimpleNamespace(Datasink=Datasink)
+        _ray._patch_datasink(mod)
+
+        class MineDatasink(Datasink):  # a user's, defined after
+            def write(self, blocks, ctx):
+                return "mine"
+
+        class Plain(Datasink):  # no write of its own
+            pass
+
+        self.assertEqual([JSONDatasink().write([], None), MineDatasink().write([], None), Plain().write([], None)], ["json", "mine", "base"])
+        self.assertEqual(self.spans, ["WriteJSON", "WriteMine", "WritePlain"])
+        _ray._patch_datasink(mod)  # once only
+        JSONDatasink().write([], None)
+        self.assertEqual(self.spans[-1:], ["WriteJSON"])
+        self.assertEqual(len(self.spans), 4)
+
 
 class Golden(unittest.TestCase):
     """The lines the tracer writes, pinned: `fixtures/trace/golden/
