@@ -215,6 +215,18 @@ fn two_nodes_merge_into_per_rank_rows_and_the_slowed_rank_is_the_straggler() {
     );
     let on0 = jitter_row(0).map_or(0.0, |r| r["cpu_ns"].as_f64().expect("cpu_ns"));
     assert!(on0 < 0.1 * cpu, "Jitter on rank 0: {on0} ns");
+    // Without --by rank: each row once, summed over both hosts.
+    let all: Value =
+        serde_json::from_str(&lotus_ok(&["attribute", a, b, "--format", "json"])).expect("json");
+    assert_eq!(all["by"], "all");
+    let summed: Vec<&Value> = all["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter(|r| r["row"].as_str().is_some_and(|p| p.ends_with("Jitter")))
+        .collect();
+    assert_eq!(summed.len(), 1, "{summed:?}");
+    assert_eq!(summed[0]["cpu_ns"].as_f64(), Some(cpu + on0));
 
     // One timeline of both hosts: each rank's main process and worker,
     // named with their rank, each batch's arrow within its rank.

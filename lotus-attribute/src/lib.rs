@@ -132,7 +132,7 @@ pub use mapped::{
 pub use mapping_compare::{compare_mappings, ComparedFunction, MappingComparison, OpComparison};
 pub use pprof::{write_pprof, PprofWritten};
 pub use profiles::{load_profile, name_profiles, LoadedAttribution, LoadedProfile};
-pub use rank_rows::{rows_by_rank, RankRow, RankRows, RANKS_SCHEMA};
+pub use rank_rows::{rows_by_rank, RankRow, RankRows, RowsBy, RANKS_SCHEMA};
 pub use samples_alone::{is_samples_alone, samples_alone, SAMPLES_ALONE_NOTE};
 pub use span_samples::{SpanFunction, SpanSample, SpanSamples};
 pub use timeline_spans::{OpCpu, TimelineSpans};

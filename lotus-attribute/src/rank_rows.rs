@@ -15,7 +15,20 @@ use crate::in_pipeline::fold;
 use crate::pprof::places_of;
 use crate::{sampled_uncertainty_ns, Error, TopFunction};
 
-/// One row on one rank.
+/// What [`rows_by_rank`] keys the rows by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RowsBy {
+    /// Each rank its rows (`--by rank`).
+    Rank,
+    /// Each host its rows: the machine its logs name, else its folder
+    /// (`--by host`).
+    Host,
+    /// Every rank and host summed (several hosts' folders, `--by op`).
+    All,
+}
+
+/// One row on one rank (or one host, or all of them).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct RankRow {
@@ -33,7 +46,7 @@ pub struct RankRow {
     pub cpu_ns: u64,
     /// Its 95% half-width, ns (a Poisson count).
     pub uncertainty_ns: u64,
-    /// Its share of its rank's samples (0..1).
+    /// Its share of its rank's (or host's, or all) samples (0..1).
     pub share_of_rank: f64,
     /// The functions its samples were in, most first.
     pub top_functions: Vec<TopFunction>,
@@ -49,6 +62,8 @@ pub const RANKS_SCHEMA: &str = "lotus.attribution-ranks/1";
 pub struct RankRows {
     /// [`RANKS_SCHEMA`].
     pub schema: &'static str,
+    /// What the rows are keyed by: `rank`, `host` or `all` ([`RowsBy`]).
+    pub by: &'static str,
     /// The job, where several hosts' folders were merged ([`RankRows::with_job`]).
     pub job: Option<lotus_trace::JobHosts>,
     /// By rank (unranked last), then by CPU, most first.
@@ -59,7 +74,35 @@ pub struct RankRows {
     pub notes: Vec<String>,
 }
 
+impl RankRow {
+    /// Where it ran, as a table's first column says it: its rank, its
+    /// host, or `all`; `-` for the processes that name no rank.
+    pub fn place(&self, by: &str) -> String {
+        match (by, self.rank) {
+            ("host", _) => self.hosts.join(" "),
+            ("all", _) => "all".to_string(),
+            (_, Some(r)) => r.to_string(),
+            (_, None) => "-".to_string(),
+        }
+    }
+}
+
 impl RankRows {
+    /// The heading of its table: the job, where several hosts' folders were
+    /// merged, then what the rows are.
+    pub fn heading(&self) -> String {
+        let job = self
+            .job
+            .as_ref()
+            .map_or(String::new(), |j| j.summary() + "\n\n");
+        let on = match self.by {
+            "rank" => "on each rank",
+            "host" => "on each host",
+            _ => "summed over every rank and host",
+        };
+        format!("{job}Each row {on} ({} samples)", self.samples)
+    }
+
     /// The same rows, of `job`'s hosts' folders.
     pub fn with_job(mut self, job: lotus_trace::JobHosts) -> RankRows {
         self.job = Some(job);
@@ -77,26 +120,36 @@ struct Sum {
     leaves: HashMap<(String, String), u64>,
 }
 
-/// The samples of each folder of `dirs` (of `prefix`) per rank and row,
-/// with each row's `top` functions.
+/// The samples of each folder of `dirs` (of `prefix`) per rank (or host,
+/// or all summed: `by`) and row, with each row's `top` functions.
 pub fn rows_by_rank(
     dirs: &[&Path],
     prefix: &str,
     budget: Budget,
     top: usize,
+    by: RowsBy,
 ) -> Result<RankRows, Error> {
-    let mut sums: BTreeMap<(Option<u32>, String), Sum> = BTreeMap::new();
+    let mut sums: BTreeMap<((Option<u32>, Option<String>), String), Sum> = BTreeMap::new();
     let (mut samples, mut notes) = (0, Vec::new());
     for dir in dirs {
         let f = fold(*dir, prefix, budget, true)?;
         let places = places_of(dir);
         samples += f.samples;
         notes.extend(f.notes.iter().map(|n| format!("{}: {n}", dir.display())));
+        let folder = dir.display().to_string();
         for t in &f.by_thread {
             let place = places.get(&t.pid);
-            let sum = sums
-                .entry((place.and_then(|p| p.rank), t.row.clone()))
-                .or_default();
+            let host = place.and_then(|p| p.host.clone());
+            let key = match by {
+                RowsBy::Rank => (place.and_then(|p| p.rank), None),
+                // The folder tells hosts apart where two share a name.
+                RowsBy::Host => (
+                    None,
+                    Some(format!("{} ({folder})", host.as_deref().unwrap_or("-"))),
+                ),
+                RowsBy::All => (None, None),
+            };
+            let sum = sums.entry((key, t.row.clone())).or_default();
             sum.samples += t.samples;
             sum.cpu_ns += t.samples.saturating_mul(f.interval_ns);
             sum.interval_ns = sum.interval_ns.max(f.interval_ns);
@@ -109,13 +162,13 @@ pub fn rows_by_rank(
             *sum.leaves.entry(key).or_default() += t.samples;
         }
     }
-    let mut per_rank: HashMap<Option<u32>, u64> = HashMap::new();
-    for ((rank, _), s) in &sums {
-        *per_rank.entry(*rank).or_default() += s.samples;
+    let mut per_rank: HashMap<(Option<u32>, Option<String>), u64> = HashMap::new();
+    for ((key, _), s) in &sums {
+        *per_rank.entry(key.clone()).or_default() += s.samples;
     }
     let mut rows: Vec<RankRow> = sums
         .into_iter()
-        .map(|((rank, row), s)| {
+        .map(|((key, row), s)| {
             let mut leaves: Vec<((String, String), u64)> = s.leaves.into_iter().collect();
             leaves.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             let top_functions = leaves
@@ -129,26 +182,35 @@ pub fn rows_by_rank(
                     cpu_ns: (s.cpu_ns as u128 * n as u128 / s.samples.max(1) as u128) as u64,
                 })
                 .collect();
+            let share_of_rank = s.samples as f64 / per_rank[&key].max(1) as f64;
             RankRow {
-                rank,
-                hosts: s.hosts.into_iter().collect(),
+                rank: key.0,
+                hosts: match key.1 {
+                    Some(host) => vec![host],
+                    None => s.hosts.into_iter().collect(),
+                },
                 row,
                 samples: s.samples,
                 cpu_ns: s.cpu_ns,
                 uncertainty_ns: sampled_uncertainty_ns(s.samples, s.interval_ns),
-                share_of_rank: s.samples as f64 / per_rank[&rank].max(1) as f64,
+                share_of_rank,
                 top_functions,
             }
         })
         .collect();
     rows.sort_by(|a, b| {
-        (a.rank.is_none(), a.rank)
-            .cmp(&(b.rank.is_none(), b.rank))
+        (a.rank.is_none(), a.rank, &a.hosts)
+            .cmp(&(b.rank.is_none(), b.rank, &b.hosts))
             .then_with(|| b.cpu_ns.cmp(&a.cpu_ns))
             .then_with(|| a.row.cmp(&b.row))
     });
     Ok(RankRows {
         schema: RANKS_SCHEMA,
+        by: match by {
+            RowsBy::Rank => "rank",
+            RowsBy::Host => "host",
+            RowsBy::All => "all",
+        },
         job: None,
         rows,
         samples,
@@ -196,7 +258,8 @@ mod tests {
         }
         ranked(&d0, 0, 1000);
         ranked(&d1, 1, 3000);
-        let got = rows_by_rank(&[&d0, &d1], "lotus", Budget::default(), 3).expect("rows");
+        let got =
+            rows_by_rank(&[&d0, &d1], "lotus", Budget::default(), 3, RowsBy::Rank).expect("rows");
         assert_eq!(got.samples, 100);
         for (rank, dir) in [(0, &d0), (1, &d1)] {
             let alone = crate::attribute_folder(dir.as_path(), "lotus", Budget::default(), 3)
@@ -226,5 +289,34 @@ mod tests {
             .windows(2)
             .all(|w| w[0].rank != w[1].rank || w[0].cpu_ns >= w[1].cpu_ns));
         assert_eq!(got.rows.iter().filter(|r| r.rank.is_none()).count(), 0);
+        // All summed: each row once, its samples both ranks'; by host: each
+        // host's, named as its logs name it.
+        let all =
+            rows_by_rank(&[&d0, &d1], "lotus", Budget::default(), 3, RowsBy::All).expect("all");
+        let a: Vec<&RankRow> = all.rows.iter().filter(|r| r.row == "A").collect();
+        assert_eq!(a.len(), 1);
+        let each: u64 = got
+            .rows
+            .iter()
+            .filter(|r| r.row == "A")
+            .map(|r| r.samples)
+            .sum();
+        assert_eq!((a[0].rank, a[0].samples), (None, each));
+        let hosts =
+            rows_by_rank(&[&d0, &d1], "lotus", Budget::default(), 3, RowsBy::Host).expect("hosts");
+        let on: Vec<(&[String], u64)> = hosts
+            .rows
+            .iter()
+            .filter(|r| r.row == "A")
+            .map(|r| (r.hosts.as_slice(), r.samples))
+            .collect();
+        assert_eq!(on.len(), 2);
+        assert_eq!(on[0].0, [format!("h0 ({})", d0.display())]);
+        assert_eq!(hosts.rows[0].place(hosts.by), on[0].0[0]);
+        assert!(
+            all.heading().contains("summed over every rank"),
+            "{}",
+            all.heading()
+        );
     }
 }

@@ -206,6 +206,8 @@ pub enum ByArg {
     /// Each row on each rank (with DIR, and the other hosts' folders of
     /// its job): its samples' CPU, share of the rank, top function.
     Rank,
+    /// Each row on each host (as `rank`).
+    Host,
 }
 
 /// Runs `lotus attribute`.
@@ -260,7 +262,8 @@ pub fn run(mut args: AttributeArgs) -> Result<ExitCode> {
             "--op NAME goes with --flamegraph FILE.svg or --by caller",
         ));
     }
-    if let (Some(dir), true) = (&args.dir, args.by == ByArg::Rank || !args.more.is_empty()) {
+    let by_place = matches!(args.by, ByArg::Rank | ByArg::Host);
+    if let (Some(dir), true) = (&args.dir, by_place || !args.more.is_empty()) {
         return by_rank::run(dir, &args);
     }
     if let Some(dir) = &args.dir {
