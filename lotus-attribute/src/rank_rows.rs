@@ -110,6 +110,9 @@ impl RankRows {
     }
 }
 
+/// What a row is kept under: its rank, or its host (or neither: all).
+type Place = (Option<u32>, Option<String>);
+
 /// A row on a rank in the making: samples, hosts, leaf functions.
 #[derive(Default)]
 struct Sum {
@@ -129,7 +132,7 @@ pub fn rows_by_rank(
     top: usize,
     by: RowsBy,
 ) -> Result<RankRows, Error> {
-    let mut sums: BTreeMap<((Option<u32>, Option<String>), String), Sum> = BTreeMap::new();
+    let mut sums: BTreeMap<(Place, String), Sum> = BTreeMap::new();
     let (mut samples, mut notes) = (0, Vec::new());
     for dir in dirs {
         let f = fold(*dir, prefix, budget, true)?;
@@ -162,7 +165,7 @@ pub fn rows_by_rank(
             *sum.leaves.entry(key).or_default() += t.samples;
         }
     }
-    let mut per_rank: HashMap<(Option<u32>, Option<String>), u64> = HashMap::new();
+    let mut per_rank: HashMap<Place, u64> = HashMap::new();
     for ((key, _), s) in &sums {
         *per_rank.entry(key.clone()).or_default() += s.samples;
     }
