@@ -186,8 +186,9 @@ fn two_nodes_merge_into_per_rank_rows_and_the_slowed_rank_is_the_straggler() {
     assert!(table.contains("Each op on each rank"), "{table}");
 
     // The samples per rank (`attribute --by rank`): the slowed op's CPU
-    // on rank 1 against the job's own timer, within the samples' 95%
-    // interval and 5%; next to nothing on rank 0.
+    // on rank 1 against the job's own timer, within 1.5 times the
+    // samples' 95% interval (three standard deviations) and 5%; next to
+    // nothing on rank 0.
     let v: Value = serde_json::from_str(&lotus_ok(&[
         "attribute",
         a,
@@ -209,7 +210,7 @@ fn two_nodes_merge_into_per_rank_rows_and_the_slowed_rank_is_the_straggler() {
     let cpu = on1["cpu_ns"].as_f64().expect("cpu_ns");
     let pm = on1["uncertainty_ns"].as_f64().expect("uncertainty_ns");
     assert!(
-        (cpu - jitter(1)).abs() <= pm + 0.05 * jitter(1),
+        (cpu - jitter(1)).abs() <= 1.5 * pm + 0.05 * jitter(1),
         "Jitter on rank 1: {cpu} ns ± {pm} sampled, the job's timer {} ns",
         jitter(1)
     );
