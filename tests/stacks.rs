@@ -432,6 +432,23 @@ fn python_functions_under_the_op(py: &Path) {
             value("python_frames_missed"),
         );
         assert!(missed * 5.0 <= given + missed, "{sampling}");
+        // Each frame read from the interpreter names its file and the
+        // line its function begins on.
+        let def = PY_JOB
+            .lines()
+            .position(|l| l.starts_with("def spin_python"))
+            .expect("def")
+            + 1;
+        let symbols =
+            std::fs::read_to_string(Path::new(&out).join("lotus.symbols")).expect("symbols");
+        let module = symbols
+            .lines()
+            .find_map(|l| l.split_once("\tpy::spin_python\t").map(|(_, m)| m))
+            .unwrap_or_else(|| panic!("no py::spin_python symbol: {symbols}"));
+        assert!(
+            module.ends_with(&format!("pyjob.py:{def}")),
+            "py::spin_python's module {module}: its file and first line {def}"
+        );
     }
     let (lines, _) = folded(&out);
     let work: Vec<&(Vec<String>, u64)> = lines.iter().filter(|(f, _)| f[0] == "Work").collect();

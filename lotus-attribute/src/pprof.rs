@@ -18,7 +18,9 @@
 //! Its locations are the stack's frames leaf first (as pprof wants): one
 //! location and function per symbol of a folder, a native function with
 //! its module as filename and as mapping, a Python frame (`py::qualname`)
-//! with its file as filename. The period is the first folder's interval
+//! with its file as filename and, where lotus read it from the
+//! interpreter, the line its function begins on as the function's
+//! `start_line` and the location's line. The period is the first folder's interval
 //! (`cpu/nanoseconds`).
 
 use std::collections::HashMap;
@@ -133,8 +135,8 @@ pub(crate) fn places_of(dir: &Path) -> HashMap<u32, Place> {
 struct Builder {
     profile: Profile,
     strings: HashMap<String, i64>,
-    /// By (name, filename) string ids.
-    functions: HashMap<(i64, i64), u64>,
+    /// By (name, filename) string ids and first line.
+    functions: HashMap<(i64, i64, i64), u64>,
     /// By filename string id.
     mappings: HashMap<i64, u64>,
     /// By (folder, symbol id).
@@ -191,16 +193,19 @@ impl Builder {
         } else {
             &s.function
         });
-        let file = self.string(&s.module);
+        // A Python frame's file and the line its function begins on.
+        let (path, line) = s.py_file_line();
+        let line = i64::from(line.unwrap_or(0));
+        let file = self.string(path);
         let next = self.profile.function.len() as u64 + 1;
-        let function_id = *self.functions.entry((name, file)).or_insert(next);
+        let function_id = *self.functions.entry((name, file, line)).or_insert(next);
         if function_id == next {
             self.profile.function.push(Function {
                 id: function_id,
                 name,
                 system_name: name,
                 filename: file,
-                start_line: 0,
+                start_line: line,
             });
         }
         // A native function's module is its mapping; a Python frame's
@@ -227,7 +232,7 @@ impl Builder {
             address: 0,
             line: vec![Line {
                 function_id,
-                line: 0,
+                line,
                 column: 0,
             }],
             is_folded: false,
@@ -437,7 +442,7 @@ mod tests {
         let mut w = lotus_samples::SamplesWriter::create(dir.path(), "lotus").expect("w");
         let symbols = [
             (0, Symbol::new("main", "/bin/python3")),
-            (1, Symbol::new("py::Dataset.__getitem__", "/src/data.py")),
+            (1, Symbol::new("py::Dataset.__getitem__", "/src/data.py:42")),
             (2, Symbol::new("inflate", "/lib/libz.so.1")),
         ];
         w.symbols(&symbols).expect("symbols");
@@ -512,6 +517,10 @@ mod tests {
         let name_of = |loc: u64| {
             let l = &p.location[loc as usize - 1];
             let f = &p.function[l.line[0].function_id as usize - 1];
+            assert_eq!(
+                l.line[0].line, f.start_line,
+                "the line is the function's first"
+            );
             (string(&p, f.name), string(&p, f.filename), l.mapping_id)
         };
         let first = &p.sample[0];
@@ -525,6 +534,10 @@ mod tests {
                 ("main", "/bin/python3", 2),
             ]
         );
+        // The Python frame's file, and its line 42 (read from the
+        // interpreter, `file:line` in its module).
+        let py = &p.location[first.location_id[1] as usize - 1];
+        assert_eq!(py.line[0].line, 42);
         let l = labels(&p, first);
         assert_eq!(l["op"], "Decode/Crop");
         assert_eq!(l["process_role"], "worker");

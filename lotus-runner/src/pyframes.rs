@@ -372,6 +372,9 @@ enum Reader {
     Done,
 }
 
+/// A frame py-spy read: its qualified name, file and first line.
+type FrameKey = (String, String, i32);
+
 /// The reading thread: every `period`, a snapshot of each busy Python
 /// process's threads.
 fn read_loop(shared: &Shared, period: Duration, every_version: bool) {
@@ -382,9 +385,13 @@ fn read_loop(shared: &Shared, period: Duration, every_version: bool) {
     config.blocking = py_spy::config::LockingStrategy::NonBlocking;
     config.collect_thread_names = false;
     config.include_idle = true;
-    config.lineno = py_spy::config::LineNo::NoLine;
+    // The line each function begins on (its `def`): one name a function,
+    // whatever line of it ran (`LineNo::LastInstruction` would make a
+    // frame of each line, and split each function's samples).
+    config.lineno = py_spy::config::LineNo::First;
     let mut readers: HashMap<u32, Reader> = HashMap::new();
-    let mut names: HashMap<(String, String), (Arc<str>, Arc<str>)> = HashMap::new();
+    // By (qualname, file, first line): each frame's name and module.
+    let mut names: HashMap<FrameKey, (Arc<str>, Arc<str>)> = HashMap::new();
     // Each process of the job: its CPU ticks when last looked at, and
     // when they last moved.
     let mut activity: HashMap<u32, (u64, u64)> = HashMap::new();
@@ -519,9 +526,15 @@ fn read_loop(shared: &Shared, period: Duration, every_version: bool) {
                     .rev()
                     .map(|f| {
                         let (name, file) = names
-                            .entry((f.name.clone(), f.filename.clone()))
+                            .entry((f.name.clone(), f.filename.clone(), f.line))
                             .or_insert_with(|| {
-                                (format!("py::{}", f.name).into(), f.filename.as_str().into())
+                                // `file:line` where py-spy read the line
+                                // (`Symbol::py_file_line` splits it).
+                                let file = match f.line {
+                                    line if line > 0 => format!("{}:{line}", f.filename),
+                                    _ => f.filename.clone(),
+                                };
+                                (format!("py::{}", f.name).into(), file.into())
                             })
                             .clone();
                         PyFrame {

@@ -138,6 +138,27 @@ pub const MAX_FOLDED_FRAME: usize = 1024;
 pub const FRAME_CUT: &str = "...[cut]";
 
 impl Symbol {
+    /// A Python frame's file and the line its function begins on, where
+    /// its module says it (`path/train.py:42`, as lotus names the frames it
+    /// reads from the interpreter); the module whole and `None` otherwise
+    /// (a native function, a frame from CPython's perf map, which names no
+    /// line).
+    pub fn py_file_line(&self) -> (&str, Option<u32>) {
+        if !self.function.starts_with("py::") {
+            return (&self.module, None);
+        }
+        match self.module.rsplit_once(':') {
+            Some((file, line))
+                if !file.is_empty()
+                    && !line.is_empty()
+                    && line.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                (file, line.parse().ok())
+            }
+            _ => (&self.module, None),
+        }
+    }
+
     /// A symbol; tabs and line breaks (which the file cannot hold) become
     /// spaces.
     pub fn new(function: &str, module: &str) -> Symbol {
@@ -1160,6 +1181,30 @@ impl<R: Read> SampleReader<R> {
 
 #[cfg(test)]
 mod tests {
+    use super::Symbol;
+
+    #[test]
+    fn a_python_frame_read_from_the_interpreter_says_its_file_and_first_line() {
+        let py = |m: &str| Symbol::new("py::f", m).py_file_line().1;
+        assert_eq!(
+            Symbol::new("py::f", "/a/b.py:42").py_file_line(),
+            ("/a/b.py", Some(42))
+        );
+        // A perf map's frame names no line; a native one is left alone.
+        assert_eq!(py("/a/b.py"), None);
+        assert_eq!(
+            Symbol::new("f", "/lib/x.so:3").py_file_line(),
+            ("/lib/x.so:3", None)
+        );
+        for odd in [":42", "/a/b.py:", "/a/b.py:4x", "<frozen io>:"] {
+            assert_eq!(
+                Symbol::new("py::f", odd).py_file_line(),
+                (odd, None),
+                "{odd}"
+            );
+        }
+    }
+
     use super::*;
 
     fn sample(time_ns: u64, symbol: u32) -> Sample {

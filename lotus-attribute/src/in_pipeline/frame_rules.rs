@@ -76,11 +76,18 @@ pub(super) struct PyFrame<'a> {
 
 impl<'a> PyFrame<'a> {
     /// The Python frame of a symbol (`py::<qualname>`, its file as
-    /// module), `None` for a native one.
+    /// module, with the line its function begins on where it was read:
+    /// `file.py:42`), `None` for a native one.
     pub(super) fn of(function: &'a str, module: &'a str) -> Option<PyFrame<'a>> {
+        let file = match module.rsplit_once(':') {
+            Some((file, line)) if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) => {
+                file
+            }
+            _ => module,
+        };
         function
             .strip_prefix("py::")
-            .map(|qual| PyFrame { qual, file: module })
+            .map(|qual| PyFrame { qual, file })
     }
 
     fn method(&self) -> &'a str {
