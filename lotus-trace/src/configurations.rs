@@ -2,7 +2,7 @@
 //! or the sub-folders of logs of a parent folder (`--configs`), in the
 //! order people count (`b128` before `b1024`, as the study's natsort).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::{TraceError, TraceFolder};
 
@@ -46,11 +46,8 @@ pub fn configurations_of(
     let mut out = Vec::new();
     for dir in dirs {
         if !configs {
-            let label = dir.file_name().map_or_else(
-                || dir.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            out.push((label, dir.clone()));
+            // Labelled by `labels_of` below.
+            out.push((String::new(), dir.clone()));
             continue;
         }
         let entries = std::fs::read_dir(dir).map_err(|e| {
@@ -88,11 +85,31 @@ pub fn configurations_of(
         out.extend(subs);
     }
     // The same name twice (two DIRs ending alike): the paths tell them apart.
-    let names: Vec<String> = out.iter().map(|(l, _)| l.clone()).collect();
-    for (label, dir) in &mut out {
-        if names.iter().filter(|n| *n == label).count() > 1 {
-            *label = dir.display().to_string();
-        }
+    let paths: Vec<&Path> = out.iter().map(|(_, d)| d.as_path()).collect();
+    let labels = labels_of(&paths);
+    for ((label, _), unique) in out.iter_mut().zip(labels) {
+        *label = unique;
     }
     Ok(out)
+}
+
+/// Each folder's label: its own name (its path where it has none), or
+/// its whole path where two names repeat. The configurations' labels, and
+/// the hosts' in a merged job ([`crate::JobHosts`]).
+pub(crate) fn labels_of(paths: &[&Path]) -> Vec<String> {
+    let name = |p: &Path| {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    };
+    let names: Vec<String> = paths.iter().map(|p| name(p)).collect();
+    names
+        .iter()
+        .zip(paths)
+        .map(|(n, p)| match names.iter().filter(|m| *m == n).count() {
+            1 => n.clone(),
+            _ => p.display().to_string(),
+        })
+        .collect()
 }

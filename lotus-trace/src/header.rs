@@ -243,9 +243,15 @@ impl JobHosts {
         let mut world = None;
         let mut hosts = Vec::new();
         let mut rank_at: BTreeMap<u32, String> = BTreeMap::new();
-        let mut any_job = false;
-        let labels = labels(&folders);
-        for (f, label) in folders.iter().zip(&labels) {
+        // Each log's header, read once.
+        let heads: Vec<Vec<LogHeader>> = folders
+            .iter()
+            .map(|f| f.logs.iter().filter_map(LogHeader::of).collect())
+            .collect();
+        let named = heads.iter().flatten().any(|h| h.job.is_some());
+        let roots: Vec<&std::path::Path> = folders.iter().map(|f| f.root.as_path()).collect();
+        let labels = crate::configurations::labels_of(&roots);
+        for ((f, label), heads) in folders.iter().zip(&labels).zip(&heads) {
             let shown = f.root.display().to_string();
             let mut jobs = BTreeSet::new();
             let mut host = HostFolder {
@@ -259,7 +265,7 @@ impl JobHosts {
             };
             let (mut names, mut nodes, mut ranks) =
                 (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-            for h in f.logs.iter().filter_map(LogHeader::of) {
+            for h in heads {
                 if let Some(j) = &h.job {
                     jobs.insert(j.to_string());
                 }
@@ -274,12 +280,8 @@ impl JobHosts {
                 };
             }
             let this = match jobs.into_iter().collect::<Vec<_>>().as_slice() {
-                [one] => {
-                    any_job = true;
-                    one.clone()
-                }
+                [one] => one.clone(),
                 none_or_many => {
-                    any_job |= !none_or_many.is_empty();
                     let what = if f.logs.is_empty() {
                         "holds no trace logs".to_string()
                     } else if none_or_many.is_empty() {
@@ -293,7 +295,7 @@ impl JobHosts {
                     };
                     return Err(NotOneJob {
                         reason: format!("{shown}: {what}"),
-                        named: any_job || names_a_job(folders.iter()),
+                        named,
                     });
                 }
             };
@@ -365,41 +367,6 @@ fn clock_words(clock: Option<&str>) -> String {
         (Some("unsynced"), _, _) => "clock not synchronized (no time service steers it: its tracks may be off by any amount)".to_string(),
         _ => "clock state not recorded".to_string(),
     }
-}
-
-/// Whether any log of `folders` names a job.
-fn names_a_job<'a>(mut folders: impl Iterator<Item = &'a TraceFolder>) -> bool {
-    folders.any(|f| {
-        f.logs
-            .iter()
-            .filter_map(LogHeader::of)
-            .any(|h| h.job.is_some())
-    })
-}
-
-/// Each folder's label: its own name, or its whole path where names repeat.
-fn labels(folders: &[TraceFolder]) -> Vec<String> {
-    let name = |f: &TraceFolder| {
-        f.root.file_name().map_or_else(
-            || f.root.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        )
-    };
-    let mut count: BTreeMap<String, usize> = BTreeMap::new();
-    for f in folders {
-        *count.entry(name(f)).or_default() += 1;
-    }
-    folders
-        .iter()
-        .map(|f| {
-            let n = name(f);
-            if count[&n] > 1 {
-                f.root.display().to_string()
-            } else {
-                n
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

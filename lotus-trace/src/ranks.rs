@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use lotus_sort::Budget;
 use serde::Serialize;
 
 use super::folder::TraceFolder;
@@ -73,19 +74,15 @@ pub fn rank_folders(
     files
         .into_iter()
         .map(|(rank, (hosts, names))| {
-            let sub = TraceFolder {
-                root: folder.root.clone(),
-                logs: folder
-                    .logs
-                    .iter()
-                    .filter(|l| names.contains(l.display.as_str()))
-                    .cloned()
-                    .collect(),
-                torch: Vec::new(),
-                views: Vec::new(),
-                shared: folder.shared.clone(),
-            };
-            (rank, hosts.into_iter().collect(), sub)
+            let logs = folder
+                .logs
+                .iter()
+                .filter(|l| names.contains(l.display.as_str()));
+            (
+                rank,
+                hosts.into_iter().collect(),
+                logs_of(folder, logs.cloned().collect()),
+            )
         })
         .collect()
 }
@@ -106,12 +103,11 @@ pub fn rank_stats_with(
     let budget = index.budget();
     let mut out = Vec::new();
     for (rank, hosts, sub) in rank_folders(folder, index) {
-        let mut ix = TraceIndex::load(&sub, true, budget, |_| {})?;
-        let (stats, _rows) = TraceStats::compute_with(&mut ix, rule)?;
+        let (stats, files) = stats_of(&sub, budget, rule)?;
         out.push(RankStats {
             rank,
             hosts,
-            files: sub.logs.iter().map(|l| l.display.clone()).collect(),
+            files,
             stats,
         });
     }
@@ -159,23 +155,38 @@ pub fn node_stats_with(
     }
     let mut out = Vec::new();
     for (node, (hosts, logs)) in nodes {
-        let sub = TraceFolder {
-            root: folder.root.clone(),
-            logs,
-            torch: Vec::new(),
-            views: Vec::new(),
-            shared: folder.shared.clone(),
-        };
-        let mut ix = TraceIndex::load(&sub, true, index.budget(), |_| {})?;
-        let (stats, _rows) = TraceStats::compute_with(&mut ix, rule)?;
+        let (stats, files) = stats_of(&logs_of(folder, logs), index.budget(), rule)?;
         out.push(NodeStats {
             node,
             hosts: hosts.into_iter().collect(),
-            files: sub.logs.iter().map(|l| l.display.clone()).collect(),
+            files,
             stats,
         });
     }
     Ok(out)
+}
+
+/// A folder holding `logs` of `folder` alone (read through its shared
+/// copy, where it has one): a rank's, a node's.
+fn logs_of(folder: &TraceFolder, logs: Vec<crate::LogFile>) -> TraceFolder {
+    TraceFolder {
+        root: folder.root.clone(),
+        logs,
+        torch: Vec::new(),
+        views: Vec::new(),
+        shared: folder.shared.clone(),
+    }
+}
+
+/// The statistics of `sub`'s logs, read again, and its logs as shown.
+fn stats_of(
+    sub: &TraceFolder,
+    budget: Budget,
+    rule: OutlierRule,
+) -> Result<(TraceStats, Vec<String>), TraceError> {
+    let mut ix = TraceIndex::load(sub, true, budget, |_| {})?;
+    let (stats, _rows) = TraceStats::compute_with(&mut ix, rule)?;
+    Ok((stats, sub.logs.iter().map(|l| l.display.clone()).collect()))
 }
 
 #[cfg(test)]
