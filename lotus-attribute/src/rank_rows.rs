@@ -156,7 +156,7 @@ pub fn rows_by_rank(
             sum.samples += t.samples;
             sum.cpu_ns += t.samples.saturating_mul(f.interval_ns);
             sum.interval_ns = sum.interval_ns.max(f.interval_ns);
-            sum.hosts.extend(place.and_then(|p| p.host.clone()));
+            sum.hosts.extend(host);
             let leaf = t.ids.last().map(|&id| f.symbols.get(id));
             let key = leaf.map_or_else(
                 || (lotus_samples::UNKNOWN_SYMBOL.to_string(), String::new()),

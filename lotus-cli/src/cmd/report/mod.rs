@@ -231,21 +231,18 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         plots: Vec::new(),
     };
     let summary = glance(&configs, &cpus);
-    // One job's hosts: each its own run below; the job merged says which
-    // rank is the straggler.
-    if let (false, Some(job)) = (args.configs, crate::traces::one_job(&args.traces, false)?) {
-        let job = crate::traces::job_figures(job, rule)?;
+    // One job's hosts: each its own run below. A rank is in one host's
+    // folder only (the merge refuses it in two), so each run's ranks
+    // together are the job's, and its straggler theirs: no second reading.
+    if let (false, Some((_, job))) = (args.configs, crate::traces::one_job(&args.traces, false)?) {
+        let ranks: Vec<lotus_trace::RankStats> = configs
+            .iter()
+            .flat_map(|c| c.ranks.iter().cloned())
+            .collect();
+        let line =
+            lotus_trace::straggler(&ranks).map(|s| s.sentence(|ns| format!("{:.1} ms", ns / 1e6)));
+        let said = std::iter::once(job.summary()).chain(line);
         page.h(2, "One job's hosts");
-        let line = job
-            .straggler
-            .as_ref()
-            .map(|s| s.sentence(|ns| format!("{:.1} ms", ns / 1e6)));
-        let said = job
-            .job
-            .as_ref()
-            .map(|j| j.summary())
-            .into_iter()
-            .chain(line);
         page.p(vec![crate::render::html::text(
             said.collect::<Vec<_>>().join(". "),
         )]);
