@@ -145,8 +145,10 @@ def _patch_dataset(mod):
 def _patch_read_task(mod):
     cls = getattr(mod, "ReadTask", None)
     orig = getattr(cls, "__call__", None) if cls is not None else None
-    if orig is None or getattr(orig, "_lotus_patched", False):
-        return None if orig is not None else _note("Ray Data's read tasks", "no ReadTask.__call__")
+    if orig is None:
+        return _note("Ray Data's read tasks", "no ReadTask.__call__")
+    if getattr(orig, "_lotus_patched", False):
+        return None
     if not inspect.isgeneratorfunction(orig):
         return _note("Ray Data's read tasks", "ReadTask.__call__ is not a generator (this Ray is older or newer)")
 
