@@ -8,7 +8,7 @@
 # Needs the crates.io index (network, or a warm cargo cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-crates=(lotus-sys lotus-protocol lotus-sort lotus-samples lotus-symbols lotus-core lotus-trace lotus-attribute lotus-tracer lotus-control lotus-vendor lotus-backend-perf lotus-backend-vtune lotus-backend-uprof lotus-map lotus-runner lotus-cli)
+crates=(lotus-sys lotus-protocol lotus-sort lotus-samples lotus-symbols lotus-core lotus-trace lotus-attribute lotus-tracer lotus-control lotus-vendor lotus-backend-perf lotus-backend-vtune lotus-backend-uprof lotus-map lotus-pyframes lotus-runner lotus-cli)
 cargo package --workspace --no-verify --allow-dirty --quiet
 version=$(cargo metadata --no-deps --format-version 1 |
     sed -n 's/.*"name":"lotus-core","version":"\([^"]*\)".*/\1/p')

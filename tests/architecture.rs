@@ -137,6 +137,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ),
         ("lotus-tracer", &[][..]),
         ("lotus-testkit", &["lotus-samples"][..]),
+        ("lotus-pyframes", &["lotus-sys", "lotus-samples"][..]),
         (
             "lotus-map",
             &[
@@ -145,6 +146,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "lotus-protocol",
                 "lotus-control",
                 "lotus-tracer",
+                "lotus-pyframes",
             ][..],
         ),
         ("lotus-predict", &["lotus-trace"][..]),
@@ -157,6 +159,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
                 "lotus-samples",
                 "lotus-trace",
                 "lotus-tracer",
+                "lotus-pyframes",
             ][..],
         ),
     ])

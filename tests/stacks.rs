@@ -1062,6 +1062,18 @@ fn map_with_stacks_holds_each_ops_call_stacks() {
         })
         .sum();
     assert_eq!(folded_total, total);
+    // The op's own Python function is a frame of its samples (read from
+    // the interpreter on this 3.11; the harness turns no trampolines on),
+    // above the C it calls.
+    let in_op: u64 = stacks
+        .iter()
+        .filter(|s| through(s, &["py::op", "ffi_call"]))
+        .map(|s| s["samples"].as_u64().expect("n"))
+        .sum();
+    assert!(
+        in_op * 10 >= total * 8,
+        "{in_op} of {total} samples have py::op above ffi_call: {stacks:?}"
+    );
     let drawn = std::fs::read_to_string(&svg).expect("svg");
     assert!(
         drawn.contains("<svg") && drawn.contains("CKernels"),
@@ -1097,7 +1109,7 @@ fn profile_with_stacks_writes_the_programs_call_stacks() {
     let flags = ["-O2", "-fomit-frame-pointer"];
     let tmp = tempfile::tempdir().expect("tmp");
     let (script, lib) = job_built(tmp.path(), &flags);
-    let plain = "import ctypes, sys\nlib = ctypes.CDLL(sys.argv[1])\nlib.outer.argtypes = [ctypes.c_double]\nlib.outer(0.4)\n";
+    let plain = "import ctypes, sys\nlib = ctypes.CDLL(sys.argv[1])\nlib.outer.argtypes = [ctypes.c_double]\ndef run():\n    lib.outer(0.4)\nrun()\n";
     std::fs::write(&script, plain).expect("job");
     let (json, folded_out) = (tmp.path().join("p.json"), tmp.path().join("p.folded"));
     let py = python();
@@ -1124,13 +1136,17 @@ fn profile_with_stacks_writes_the_programs_call_stacks() {
         .map(|r| r["value"].as_f64().unwrap_or(0.0))
         .sum();
     let text = std::fs::read_to_string(&folded_out).expect("folded");
-    let (mut total, mut chained) = (0u64, 0u64);
+    let (mut total, mut chained, mut in_run) = (0u64, 0u64, 0u64);
     for l in text.lines() {
         let (frames, n) = l.rsplit_once(' ').expect("count");
         let n: u64 = n.parse().expect("n");
         total += n;
         if frames.contains("_PyEval_EvalFrameDefault;") && frames.contains(";outer;inner") {
             chained += n;
+        }
+        // The script's function, read from the interpreter, above the C.
+        if frames.contains(";py::run;") && frames.contains(";outer;inner") {
+            in_run += n;
         }
     }
     assert_eq!(total as f64, samples, "folded against the profile's rows");
@@ -1139,6 +1155,65 @@ fn profile_with_stacks_writes_the_programs_call_stacks() {
         chained * 10 >= total * 8,
         "{chained} of {total} under outer;inner: {text}"
     );
+    assert!(
+        in_run * 10 >= total * 8,
+        "{in_run} of {total} under py::run;...;outer;inner: {text}"
+    );
+}
+
+/// `lotus profile --stacks dwarf` of a pure-Python program on every
+/// Python (3.8 to 3.13 where installed): its functions are `py::` frames,
+/// read from the interpreter (no trampolines are turned on), nested as
+/// they called each other, in at least 80% of its samples.
+#[test]
+fn profile_with_stacks_has_the_programs_python_frames_on_every_python() {
+    let test = "profile_with_stacks_has_the_programs_python_frames_on_every_python";
+    let mut pythons = vec![python()];
+    for v in ["3.8", "3.9", "3.10"] {
+        pythons.extend(common::pyenv_python(v, test));
+    }
+    pythons.extend(common::pythons_312_and_later(test));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let script = tmp.path().join("spin.py");
+    std::fs::write(
+        &script,
+        "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n\n\ndef outer():\n    for _ in range(40):\n        inner(100_000)\n\n\nouter()\n",
+    )
+    .expect("script");
+    for py in pythons {
+        let folded_out = tmp.path().join("p.folded");
+        ok(&[
+            "profile",
+            "--backend",
+            "perf",
+            "--stacks",
+            "dwarf",
+            "-o",
+            s(&tmp.path().join("p.json")),
+            "--folded",
+            s(&folded_out),
+            "--",
+            s(&py),
+            s(&script),
+        ]);
+        let text = std::fs::read_to_string(&folded_out).expect("folded");
+        let (mut total, mut nested) = (0u64, 0u64);
+        for l in text.lines() {
+            let (frames, n) = l.rsplit_once(' ').expect("count");
+            let n: u64 = n.parse().expect("n");
+            total += n;
+            let at = |f: &str| frames.split(';').position(|x| x == f);
+            if let (Some(o), Some(i)) = (at("py::outer"), at("py::inner")) {
+                nested += u64::from(o < i) * n;
+            }
+        }
+        assert!(total >= 100, "{}: {total} samples", py.display());
+        assert!(
+            nested * 10 >= total * 8,
+            "{}: {nested} of {total} samples under py::outer;...;py::inner: {text}",
+            py.display()
+        );
+    }
 }
 
 /// A C function with a frame of 20 KiB of locals, as numpy's generalized

@@ -82,7 +82,7 @@ pub use names::{
 pub use profile::{Partial, Profile, PROFILE_SCHEMA};
 pub use profiler::{
     shell_quote, CollectOptions, CollectPlan, Collection, Finish, Finished, Probe, Profiler,
-    Target, WindowStats, WindowTotals, VERSION_WAIT,
+    StackLayer, Target, WindowStats, WindowTotals, VERSION_WAIT,
 };
 pub use registry::{backend, backends, streaming_backend, BackendRegistration};
 pub use report_error::{name_list, quote_cut, LineTooLong, MAX_LINE_BYTES};

@@ -15,6 +15,7 @@ use std::ffi::OsString;
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -246,12 +247,59 @@ pub struct CollectOptions {
     /// ([`Report::stacks`](crate::Report::stacks)), where the backend
     /// takes them (perf); others ignore it.
     pub stacks: crate::CallStacks,
+    /// With [`CollectOptions::stacks`]: a layer between the sampler and
+    /// the folded stacks that may rewrite each sample's stack (the Python
+    /// frames `lotus-pyframes` reads from the interpreter); the folds
+    /// count the stacks as it passes them on.
+    pub stack_layer: Option<StackLayer>,
+}
+
+/// A layer that wraps the sink a backend's samples go to (see
+/// [`CollectOptions::stack_layer`]); called once per collection.
+#[derive(Clone)]
+pub struct StackLayer(Arc<StackLayerFn>);
+
+/// What a [`StackLayer`] calls: the sink it is given, wrapped.
+type StackLayerFn =
+    dyn Fn(Box<dyn lotus_samples::SampleSink>) -> Box<dyn lotus_samples::SampleSink> + Send + Sync;
+
+impl StackLayer {
+    /// The layer that wraps a sink with `wrap`.
+    pub fn new(
+        wrap: impl Fn(Box<dyn lotus_samples::SampleSink>) -> Box<dyn lotus_samples::SampleSink>
+            + Send
+            + Sync
+            + 'static,
+    ) -> StackLayer {
+        StackLayer(Arc::new(wrap))
+    }
+
+    /// `inner`, wrapped.
+    pub fn wrap(
+        &self,
+        inner: Box<dyn lotus_samples::SampleSink>,
+    ) -> Box<dyn lotus_samples::SampleSink> {
+        (self.0)(inner)
+    }
+}
+
+impl std::fmt::Debug for StackLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StackLayer")
+    }
 }
 
 impl CollectOptions {
     /// Options with call stacks as `stacks` says.
     pub fn with_stacks(mut self, stacks: crate::CallStacks) -> Self {
         self.stacks = stacks;
+        self
+    }
+
+    /// The stacks pass through `layer` before they are folded (see the
+    /// field).
+    pub fn with_stack_layer(mut self, layer: StackLayer) -> Self {
+        self.stack_layer = Some(layer);
         self
     }
 

@@ -37,6 +37,7 @@ mod windows;
 use fork_server::{fork_server_runs, run_server};
 pub use options::{default_frequency, LiveOptions, DEFAULT_FREQUENCY_HZ, MAX_WINDOW_NAMES};
 use process::{collect_options, environment, harness_target};
+pub(crate) use process::python_frames;
 pub use process::{control_env, ENV_ITT_COLLECTOR};
 use run::run_once;
 pub use run_checks::check_op_file;

@@ -168,7 +168,12 @@ impl PreparedProgram {
         // Dropped last: ends whatever the program left, also daemons that
         // left its process group.
         let _reaper = Reaper::new(REAP_LIMIT);
-        let mut collection = backend.collect(&self.target, &options.collect_options())?;
+        let mut copts = options.collect_options();
+        let pyframes = crate::live::python_frames(&mut copts);
+        let mut collection = backend.collect(&self.target, &copts)?;
+        if let Some(p) = &pyframes {
+            p.watch(collection.pid());
+        }
         if let Some(h) = self.host.as_mut() {
             h.close_child_ends();
         }
@@ -193,7 +198,9 @@ impl PreparedProgram {
         }
         // Summed: a program's windows cost no memory each.
         let windows = collection.window_totals();
-        let (mut report, notes) = collection.report_noted()?;
+        let (mut report, mut notes) = collection.report_noted()?;
+        // After the report: the stacks' last samples got their frames then.
+        notes.extend(pyframes.map(|p| p.finish().notes()).unwrap_or_default());
         let stacks = std::mem::take(&mut report.stacks);
         let mut profile = Profile::new(backend.name(), report);
         // A backend that streams its samples counts them itself, one per

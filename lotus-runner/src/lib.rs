@@ -52,7 +52,6 @@ mod oom;
 mod perf_maps;
 mod program;
 mod progress;
-mod pyframes;
 mod reports;
 mod run;
 mod run_record;

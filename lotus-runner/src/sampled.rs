@@ -275,12 +275,12 @@ pub(crate) fn with_python_frames(
     sampling: &Sampling,
     every_version: bool,
 ) -> (
-    Option<crate::pyframes::PyFrames>,
+    Option<lotus_pyframes::PyFrames>,
     Box<dyn lotus_samples::SampleSink>,
 ) {
     let pyframes = match sampling.stacks {
         CallStacks::None => None,
-        _ => crate::pyframes::PyFrames::start(sampling.frequency_hz, every_version).ok(),
+        _ => lotus_pyframes::PyFrames::start(sampling.frequency_hz, every_version).ok(),
     };
     let sink: Box<dyn lotus_samples::SampleSink> = match &pyframes {
         Some(p) => Box::new(p.sink(writer)),
@@ -301,7 +301,7 @@ pub(crate) struct Started {
     /// The collection, its one window not opened yet.
     pub collection: Box<dyn lotus_core::SampleStream>,
     /// The Python frames' reader, where the samples carry stacks.
-    pub pyframes: Option<crate::pyframes::PyFrames>,
+    pub pyframes: Option<lotus_pyframes::PyFrames>,
     /// The backend's name.
     pub name: &'static str,
     /// Whether the counters were asked for (`counters_asked=`).
@@ -563,30 +563,14 @@ fn unavailable(
 /// `<prefix>.sampling` (`python_frames=interpreter`, the samples given
 /// them), and the processes that could not be read, said.
 fn python_frames_pairs(
-    report: crate::pyframes::PyFramesReport,
+    report: lotus_pyframes::PyFramesReport,
     progress: &mut dyn Progress,
 ) -> Vec<(&'static str, String)> {
-    if let Some((first, n)) = &report.refused {
-        progress.message(
-            MessageKind::Note,
-            &format!(
-                "note: the Python frames of {n} process(es) could not be read ({first}): their samples show native frames only"
-            ),
-        );
+    for note in report.notes() {
+        progress.message(MessageKind::Note, &format!("note: {note}"));
     }
     if report.given == 0 {
         return Vec::new();
-    }
-    let ran = report.given + report.missed;
-    if report.missed * 20 > ran {
-        progress.message(
-            MessageKind::Note,
-            &format!(
-                "note: {} of the {ran} samples that ran Python have no Python frames (no snapshot of their thread within {} ms: the frames' reader was kept off a busy CPU); they show the interpreter's own frames",
-                report.missed,
-                crate::pyframes::WIDE_WINDOW_NS / 1_000_000
-            ),
-        );
     }
     vec![
         ("python_frames", "interpreter".into()),

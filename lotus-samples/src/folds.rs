@@ -125,6 +125,110 @@ impl SampleSink for NoSink {
     }
 }
 
+/// A boxed sink is a sink: a layer (`lotus-pyframes`' `PySink`) wraps
+/// whichever sink the sampler was given.
+impl<S: SampleSink + ?Sized> SampleSink for Box<S> {
+    fn counters(&mut self, count: usize) -> io::Result<()> {
+        (**self).counters(count)
+    }
+    fn symbols(&mut self, new: &[(u32, Symbol)]) -> io::Result<()> {
+        (**self).symbols(new)
+    }
+    fn samples(&mut self, block: &[Sample]) -> io::Result<()> {
+        (**self).samples(block)
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        (**self).finish()
+    }
+    fn with_stacks(&mut self) -> io::Result<()> {
+        (**self).with_stacks()
+    }
+    fn stacks(&mut self, new: &[StackNode]) -> io::Result<()> {
+        (**self).stacks(new)
+    }
+    fn samples_with_stacks(&mut self, block: &[Sample], stacks: &[u32]) -> io::Result<()> {
+        (**self).samples_with_stacks(block, stacks)
+    }
+}
+
+/// The window a sample's time falls in (`None`: in none, not counted).
+pub type WindowOf = Box<dyn Fn(u64) -> Option<usize> + Send>;
+
+/// A sink that folds what reaches it into [`StackFolds`], each sample
+/// under the window its time falls in: where something between the
+/// sampler and the folds rewrites the stacks (Python frames spliced in by
+/// `lotus-pyframes`), so that the folds count the stacks as rewritten.
+/// Without such a layer the sampler's writer counts them itself.
+pub struct FoldSink {
+    folds: SharedFolds,
+    window_of: WindowOf,
+}
+
+impl FoldSink {
+    /// Folds into `folds`, windows told by `window_of`.
+    pub fn new(folds: SharedFolds, window_of: WindowOf) -> FoldSink {
+        FoldSink { folds, window_of }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, StackFolds> {
+        self.folds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl SampleSink for FoldSink {
+    fn counters(&mut self, _counters: usize) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn symbols(&mut self, new: &[(u32, Symbol)]) -> io::Result<()> {
+        let mut f = self.lock();
+        for (id, symbol) in new {
+            f.symbol(*id, symbol);
+        }
+        Ok(())
+    }
+
+    fn samples(&mut self, block: &[Sample]) -> io::Result<()> {
+        self.samples_with_stacks(block, &[])
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn with_stacks(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn stacks(&mut self, new: &[StackNode]) -> io::Result<()> {
+        self.lock().nodes(new);
+        Ok(())
+    }
+
+    /// As the sampler's writer counts them: under the stack where there
+    /// is one, else under the sample's own function.
+    fn samples_with_stacks(&mut self, block: &[Sample], stacks: &[u32]) -> io::Result<()> {
+        let windows: Vec<Option<usize>> =
+            block.iter().map(|s| (self.window_of)(s.time_ns)).collect();
+        let mut f = self.lock();
+        for (i, (s, w)) in block.iter().zip(windows).enumerate() {
+            let Some(w) = w else { continue };
+            let key = match stacks.get(i) {
+                Some(&id) if id != 0 => FoldKey::Stack(id),
+                _ => FoldKey::Leaf(s.symbol),
+            };
+            f.count(w, key);
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for FoldSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FoldSink").finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +260,50 @@ mod tests {
         assert_eq!(all[0].1, 4);
         assert_eq!(all[1].0, frames(&["inner"]));
         assert_eq!(f.stacks(Some(7)), Vec::new());
+    }
+
+    /// A fold sink counts what reaches it as the sampler's writer would:
+    /// under its stack (its function alone where it has none), in the
+    /// window its time falls in, and not at all outside every window.
+    #[test]
+    fn a_fold_sink_counts_by_the_window_of_each_samples_time() {
+        let folds = SharedFolds::default();
+        // Windows [100, 200) and [300, 400).
+        let window: WindowOf = Box::new(|t| match t {
+            100..200 => Some(0),
+            300..400 => Some(1),
+            _ => None,
+        });
+        let mut sink: Box<dyn SampleSink> = Box::new(FoldSink::new(Arc::clone(&folds), window));
+        sink.with_stacks().expect("stacks");
+        sink.symbols(&[
+            (0, Symbol::new("main", "/bin/a")),
+            (1, Symbol::new("work", "/bin/a")),
+        ])
+        .expect("symbols");
+        sink.stacks(&[StackNode::new(1, 0, 0), StackNode::new(2, 1, 1)])
+            .expect("nodes");
+        let at = |time_ns| Sample {
+            time_ns,
+            pid: 1,
+            tid: 1,
+            symbol: 1,
+            kernel: false,
+            counters: Default::default(),
+        };
+        sink.samples_with_stacks(&[at(150), at(160), at(250), at(350)], &[2, 0, 2, 2])
+            .expect("samples");
+        sink.finish().expect("finish");
+        let f = folds.lock().expect("folds");
+        let frames = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut first = f.stacks(Some(0));
+        first.sort();
+        assert_eq!(
+            first,
+            vec![(frames(&["main", "work"]), 1), (frames(&["work"]), 1)]
+        );
+        assert_eq!(f.stacks(Some(1)), vec![(frames(&["main", "work"]), 1)]);
+        // The sample at 250 is in no window.
+        assert_eq!(f.stacks(None).iter().map(|s| s.1).sum::<u64>(), 3);
     }
 }

@@ -91,7 +91,7 @@
 mod folds;
 mod samples;
 
-pub use folds::{FoldKey, NoSink, SharedFolds, StackFolds};
+pub use folds::{FoldKey, FoldSink, NoSink, SharedFolds, StackFolds, WindowOf};
 pub use samples::{
     unsupported_note, write_sampling, CounterValues, Sample, SampleFiles, SampleReader, SampleSink,
     SamplesWriter, SamplingCoverage, StackNode, StackTable, Symbol, SymbolTable,

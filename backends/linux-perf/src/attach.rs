@@ -816,6 +816,7 @@ impl LinuxPerf {
             false,
             true,
             folds,
+            None,
             Some(prelude),
         )?;
         if running {

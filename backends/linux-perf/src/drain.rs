@@ -112,6 +112,7 @@ impl Drain {
         chain: Option<ReadKind>,
         user_stacks: bool,
         folds: Option<SharedFolds>,
+        layer: Option<lotus_core::StackLayer>,
         symbols: Arc<lotus_symbols::SymbolCache>,
         prelude: Option<Prelude>,
     ) -> Result<Drain, CoreError> {
@@ -132,6 +133,22 @@ impl Drain {
         if stamped {
             shared.lock().horizon = Some(0);
         }
+        // Stacks rewritten on their way (`layer`): the layer's output is
+        // folded, each sample under the window its time falls in (the
+        // windows the drain keeps), in place of the sink given (no sink:
+        // the folds are the collection's output); the writer folds none.
+        let (sink, folds) = match (sink, layer, folds) {
+            (Some(_), Some(layer), Some(folds)) => {
+                let windows = Arc::clone(&shared);
+                let window: lotus_samples::WindowOf = Box::new(move |t| {
+                    let st = windows.lock();
+                    window_of(&st.windows, t).map(|i| if st.summed { 0 } else { i })
+                });
+                let folding = Box::new(lotus_samples::FoldSink::new(folds, window));
+                (Some(layer.wrap(folding)), None)
+            }
+            (sink, _, folds) => (sink, folds),
+        };
         let (stream, writer) = match sink {
             Some(sink) => {
                 let (stream, writer) =

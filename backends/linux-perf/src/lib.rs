@@ -385,6 +385,7 @@ impl LinuxPerf {
             options.window_stamps,
             each_window,
             folds,
+            options.stack_layer.clone(),
             None,
         ) {
             Ok(x) => x,
@@ -426,6 +427,7 @@ impl LinuxPerf {
         stamped: bool,
         each_window: bool,
         folds: Option<lotus_samples::SharedFolds>,
+        layer: Option<lotus_core::StackLayer>,
         prelude: Option<drain::Prelude>,
     ) -> Result<(drain::Drain, events::Switch, collection::Sampling), CoreError> {
         let events::Streams {
@@ -451,6 +453,7 @@ impl LinuxPerf {
             chain,
             user_stacks,
             folds.clone(),
+            layer,
             Arc::clone(&self.symbols),
             prelude,
         )?;

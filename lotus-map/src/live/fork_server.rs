@@ -88,10 +88,14 @@ pub(super) fn run_server(
     let mut echo = Echo::start().context("cannot create the pipe for the op's output")?;
     target.output_fd = echo.child_fd();
     // Each run is a window: its figures are asked for one by one.
-    let copts = collect_options(backend, opts, spec, 1)?.with_each_window(true);
+    let mut copts = collect_options(backend, opts, spec, 1)?.with_each_window(true);
+    let pyframes = super::process::python_frames(&mut copts);
     let mut collection = backend
         .collect(&target, &copts)
         .map_err(|e| RunError::Failed(e.to_string()))?;
+    if let Some(p) = &pyframes {
+        p.watch(collection.pid());
+    }
     host.close_child_ends();
     echo.close_write_end();
     // Each run has --timeout (the server stops a run past it); this bounds
@@ -129,9 +133,11 @@ pub(super) fn run_server(
         )));
     }
     let windows = collection.windows();
-    let (reports, notes) = collection
+    let (reports, mut notes) = collection
         .reports_per_window_noted()
         .map_err(|e| RunError::Failed(e.to_string()))?;
+    // After the reports: the stacks' last samples got their frames then.
+    notes.extend(pyframes.map(|p| p.finish().notes()).unwrap_or_default());
     let mut outs = Vec::new();
     let runs_made = server.runs_made.unwrap_or(0).min(runs);
     for k in 1..=runs_made {

@@ -134,6 +134,23 @@ pub(super) fn collect_options(
     Ok(copts)
 }
 
+/// The reader of the Python frames of a collection's samples, where call
+/// stacks are taken: each op process's frames read from its interpreter
+/// (every Python: the harness turns no perf trampolines on), spliced into
+/// the stacks before they are folded (`copts`'s stack layer), so that the
+/// op's own functions are `py::` frames with their file and line. `None`
+/// without stacks, or where the reading thread cannot start (the stacks
+/// then show native frames only).
+pub(crate) fn python_frames(copts: &mut CollectOptions) -> Option<lotus_pyframes::PyFrames> {
+    if copts.stacks == lotus_core::CallStacks::None {
+        return None;
+    }
+    let hz = copts.frequency_hz.unwrap_or(lotus_pyframes::MAX_POLL_HZ);
+    let frames = lotus_pyframes::PyFrames::start(hz, true).ok()?;
+    copts.stack_layer = Some(lotus_core::StackLayer::new(frames.layer()));
+    Some(frames)
+}
+
 /// The harness command for one run of `spec`, with the environment every
 /// backend gets (the channel's variables are added by the caller).
 pub(super) fn harness_target(

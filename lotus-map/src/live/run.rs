@@ -65,11 +65,15 @@ pub(super) fn run_once(
         None
     };
     target.output_fd = echo.as_ref().and_then(Echo::child_fd);
-    let copts = collect_options(backend, opts, spec, run)?;
+    let mut copts = collect_options(backend, opts, spec, run)?;
+    let pyframes = super::process::python_frames(&mut copts);
 
     let mut collection = backend
         .collect(&target, &copts)
         .map_err(|e| RunError::Failed(e.to_string()))?;
+    if let Some(p) = &pyframes {
+        p.watch(collection.pid());
+    }
     // Only the child keeps its ends: then the request pipe closes when the
     // child (and anything it started) is gone.
     if let Some(host) = host.as_mut() {
@@ -112,9 +116,11 @@ pub(super) fn run_once(
         )));
     }
     let windows = collection.window_totals();
-    let (report, notes) = collection
+    let (report, mut notes) = collection
         .report_noted()
         .map_err(|e| RunError::Failed(e.to_string()))?;
+    // After the report: the stacks' last samples got their frames then.
+    notes.extend(pyframes.map(|p| p.finish().notes()).unwrap_or_default());
     let result = result.ok_or_else(|| RunError::Failed(no_result(0, printed)))?;
     if let Some(err) = &result.error {
         return Err(RunError::Failed(err.clone()));

@@ -1,5 +1,12 @@
-//! Python frames in the call stacks of Pythons without perf trampolines
-//! (CPython 3.8 to 3.11), read from the interpreter's own frame state.
+//! Python frames in the call stacks of sampled processes, read from the
+//! interpreter's own frame state: of Pythons without perf trampolines
+//! (CPython 3.8 to 3.11) in `lotus trace run --sample`, and of every
+//! Python where the process did not turn trampolines on (a job lotus
+//! attached to, `lotus map --stacks`, `lotus profile --stacks`).
+//!
+//! Its own crate (it was a module of `lotus-runner` until 2026-11-29) so
+//! that every sampler of Python can use it: the trace runner, and the
+//! mapping engine (`lotus-map`), which may not depend on the runner.
 //!
 //! On 3.12+ the tracer turns on CPython's perf trampolines, and each
 //! Python frame is a native frame named through the process's perf map
@@ -39,6 +46,22 @@
 //! each: 9% of the job's CPU on the README's torchvision example (at 200
 //! a second it was 30%).
 
+//!
+//! ```no_run
+//! use lotus_pyframes::PyFrames;
+//! use lotus_samples::NoSink;
+//!
+//! // Every Python read (3.12+ too), at most 50 snapshots a second a process.
+//! let frames = PyFrames::start(1000, true)?;
+//! // The sampler writes to this sink; its samples of Python processes
+//! // reach `NoSink` with their Python frames spliced into their stacks.
+//! let _sink = frames.sink(NoSink);
+//! let report = frames.finish();
+//! println!("{} samples given Python frames", report.given);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+#![deny(missing_docs)]
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,11 +72,11 @@ use std::time::Duration;
 use lotus_samples::{Sample, SampleSink, StackNode, Symbol};
 
 /// How often a busy Python process is read, at most.
-pub(crate) const MAX_POLL_HZ: u64 = 50;
+pub const MAX_POLL_HZ: u64 = 50;
 
 /// How far in time a thread's snapshot may be from a sample to give it its
 /// Python frames.
-pub(crate) const MATCH_WINDOW_NS: u64 = 60_000_000;
+pub const MATCH_WINDOW_NS: u64 = 60_000_000;
 
 /// How long snapshots are kept per thread before the oldest sample the
 /// sink still holds (a sample not yet read from the kernel's buffers may
@@ -187,7 +210,7 @@ fn groups(frames: &[PyFrame]) -> Vec<&[PyFrame]> {
 
 /// How far a snapshot of the same shape may be from a sample (see
 /// [`PySink::python_frames`]).
-pub(crate) const WIDE_WINDOW_NS: u64 = 120_000_000;
+pub const WIDE_WINDOW_NS: u64 = 120_000_000;
 
 /// The interpreter's eval loop, the native frame that runs Python frames.
 const EVAL_FRAME: &str = "_PyEval_EvalFrameDefault";
@@ -248,14 +271,14 @@ struct Shared {
 
 /// The thread that reads busy Python processes' frames while a sampled
 /// job runs; ends with [`PyFrames::finish`] (or when dropped).
-pub(crate) struct PyFrames {
+pub struct PyFrames {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
 
 /// What [`PyFrames::finish`] says for `<prefix>.sampling` and the user.
 #[derive(Debug, Default)]
-pub(crate) struct PyFramesReport {
+pub struct PyFramesReport {
     /// Samples given Python frames.
     pub given: u64,
     /// Samples that ran the eval loop and got none.
@@ -272,12 +295,35 @@ pub(crate) struct PyFramesReport {
     pub refused: Option<(String, usize)>,
 }
 
+impl PyFramesReport {
+    /// What the user is told: the processes whose frames could not be
+    /// read, and samples that ran Python but got none where they are more
+    /// than one in twenty.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if let Some((first, n)) = &self.refused {
+            notes.push(format!(
+                "the Python frames of {n} process(es) could not be read ({first}): their samples show native frames only"
+            ));
+        }
+        let ran = self.given + self.missed;
+        if self.given > 0 && self.missed * 20 > ran {
+            notes.push(format!(
+                "{} of the {ran} samples that ran Python have no Python frames (no snapshot of their thread within {} ms: the frames' reader was kept off a busy CPU); they show the interpreter's own frames",
+                self.missed,
+                WIDE_WINDOW_NS / 1_000_000
+            ));
+        }
+        notes
+    }
+}
+
 impl PyFrames {
     /// Starts the reading thread, at most `frequency_hz` reads a second a
     /// process ([`MAX_POLL_HZ`] at most).
     /// With `every_version`, Pythons with trampolines (3.12+) are read
     /// too: a job lotus attached to, started without them on.
-    pub(crate) fn start(frequency_hz: u64, every_version: bool) -> io::Result<PyFrames> {
+    pub fn start(frequency_hz: u64, every_version: bool) -> io::Result<PyFrames> {
         let shared = Arc::new(Shared::default());
         let hz = frequency_hz.clamp(1, MAX_POLL_HZ);
         let period = Duration::from_nanos(1_000_000_000 / hz);
@@ -292,36 +338,29 @@ impl PyFrames {
     }
 
     /// The sink that gives `inner`'s samples their Python frames.
-    pub(crate) fn sink<S: SampleSink>(&self, inner: S) -> PySink<S> {
-        PySink {
-            inner,
-            shared: Arc::clone(&self.shared),
-            eval_symbols: HashSet::new(),
-            python_symbols: HashSet::new(),
-            nodes: HashMap::new(),
-            symbol_ids: HashMap::new(),
-            stack_ids: HashMap::new(),
-            py_symbols: HashMap::new(),
-            spliced: HashMap::new(),
-            next_symbol: 1,
-            next_stack: 1,
-            new_symbols: Vec::new(),
-            new_stacks: Vec::new(),
-            pending: VecDeque::new(),
-            released_ns: 0,
-            evals_of: HashMap::new(),
-            splices: HashMap::new(),
-        }
+    pub fn sink<S: SampleSink>(&self, inner: S) -> PySink<S> {
+        sink_of(&self.shared, inner)
+    }
+
+    /// What makes [`PyFrames::sink`]s of this reading thread, for a
+    /// sampler that makes its sink itself (`lotus_core::StackLayer`: the
+    /// mapping engine's folded stacks); it may outlive this handle, not
+    /// the reading.
+    pub fn layer(
+        &self,
+    ) -> impl Fn(Box<dyn SampleSink>) -> Box<dyn SampleSink> + Send + Sync + 'static {
+        let shared = Arc::clone(&self.shared);
+        move |inner| Box::new(sink_of(&shared, inner))
     }
 
     /// Reads the Python processes of the job whose first process is `pid`
     /// (it and all its descendants, those started later included).
-    pub(crate) fn watch(&self, pid: u32) {
+    pub fn watch(&self, pid: u32) {
         self.shared.root.store(pid, Ordering::SeqCst);
     }
 
     /// Stops the reading thread; what it did.
-    pub(crate) fn finish(mut self) -> PyFramesReport {
+    pub fn finish(mut self) -> PyFramesReport {
         self.stop();
         let lock = |m: &Mutex<HashMap<u32, String>>| {
             let m = m.lock().unwrap_or_else(|e| e.into_inner());
@@ -353,6 +392,29 @@ impl PyFrames {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A [`PySink`] of `inner` for the reading thread that shares `shared`.
+fn sink_of<S: SampleSink>(shared: &Arc<Shared>, inner: S) -> PySink<S> {
+    PySink {
+        inner,
+        shared: Arc::clone(shared),
+        eval_symbols: HashSet::new(),
+        python_symbols: HashSet::new(),
+        nodes: HashMap::new(),
+        symbol_ids: HashMap::new(),
+        stack_ids: HashMap::new(),
+        py_symbols: HashMap::new(),
+        spliced: HashMap::new(),
+        next_symbol: 1,
+        next_stack: 1,
+        new_symbols: Vec::new(),
+        new_stacks: Vec::new(),
+        pending: VecDeque::new(),
+        released_ns: 0,
+        evals_of: HashMap::new(),
+        splices: HashMap::new(),
     }
 }
 
@@ -582,7 +644,7 @@ fn keep(kept: &mut VecDeque<Snapshot>, needed: u64) {
 /// `inner`, renumbered: the symbols and stacks of the sampler and this
 /// sink's own share one count of ids from 1 (readers hold ids to what
 /// the file's size allows).
-pub(crate) struct PySink<S> {
+pub struct PySink<S> {
     inner: S,
     shared: Arc<Shared>,
     /// The sampler's symbols of the eval loop, and of Python frames (a
