@@ -22,7 +22,7 @@
 //! frames are those of the snapshot of its thread nearest in time (within
 //! [`MATCH_WINDOW_NS`], or of the same shape within [`WIDE_WINDOW_NS`]),
 //! before or after it: the sink holds each block of samples back until a
-//! round of snapshots began after it ([`HOLD_NS`] at most), as the nearest
+//! round of snapshots began after it (`HOLD_NS` at most), as the nearest
 //! snapshot is often the next one. Read within a few ms of the sample,
 //! not at it (perf_event cannot run code at a sample; eBPF profilers can),
 //! which is close enough for spans of a millisecond and more, not for a
@@ -209,7 +209,7 @@ fn groups(frames: &[PyFrame]) -> Vec<&[PyFrame]> {
 }
 
 /// How far a snapshot of the same shape may be from a sample (see
-/// [`PySink::python_frames`]).
+/// `PySink::python_frames`).
 pub const WIDE_WINDOW_NS: u64 = 120_000_000;
 
 /// The interpreter's eval loop, the native frame that runs Python frames.
