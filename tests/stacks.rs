@@ -112,11 +112,15 @@ fn trace_script(dir: &Path, stacks: &str, script: &str, lib: &str) -> String {
     s(&out).to_string()
 }
 
-/// The folded lines: (frames, count).
+/// The folded lines of `attribute OUT`: (frames, count).
 fn folded(out: &str) -> (Vec<(Vec<String>, u64)>, String) {
     let (text, err) = ok(&["attribute", out, "--format", "folded"]);
-    let lines = text
-        .lines()
+    (folded_lines(&text), err)
+}
+
+/// Folded lines read: (frames, count).
+fn folded_lines(text: &str) -> Vec<(Vec<String>, u64)> {
+    text.lines()
         .map(|l| {
             let (frames, n) = l.rsplit_once(' ').expect("frames count");
             (
@@ -124,8 +128,7 @@ fn folded(out: &str) -> (Vec<(Vec<String>, u64)>, String) {
                 n.parse().expect("count"),
             )
         })
-        .collect();
-    (lines, err)
+        .collect()
 }
 
 /// Each row's samples, by its path with `;` for `/`.
@@ -1111,31 +1114,12 @@ fn profile_with_stacks_writes_the_programs_call_stacks() {
     let (script, lib) = job_built(tmp.path(), &flags);
     let plain = "import ctypes, sys\nlib = ctypes.CDLL(sys.argv[1])\nlib.outer.argtypes = [ctypes.c_double]\ndef run():\n    lib.outer(0.4)\nrun()\n";
     std::fs::write(&script, plain).expect("job");
-    let (json, folded_out) = (tmp.path().join("p.json"), tmp.path().join("p.folded"));
-    let py = python();
-    ok(&[
-        "profile",
-        "--backend",
-        "perf",
-        "--stacks",
-        "dwarf",
-        "-o",
-        s(&json),
-        "--folded",
-        s(&folded_out),
-        "--",
-        s(&py),
-        &script,
-        &lib,
-    ]);
-    let p: Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("json");
+    let (p, text) = profile_stacks(tmp.path(), &[s(&python()), &script, &lib]);
     let rows = p["rows"].as_array().expect("rows");
     let samples: f64 = rows
         .iter()
         .map(|r| r["value"].as_f64().unwrap_or(0.0))
         .sum();
-    let text = std::fs::read_to_string(&folded_out).expect("folded");
     let (mut total, mut chained, mut in_run) = (0u64, 0u64, 0u64);
     for l in text.lines() {
         let (frames, n) = l.rsplit_once(' ').expect("count");
@@ -1161,6 +1145,28 @@ fn profile_with_stacks_writes_the_programs_call_stacks() {
     );
 }
 
+/// `lotus profile --backend perf --stacks dwarf -- CMD`, its profile
+/// and folded stacks written into `dir`: (the profile, the folded text).
+fn profile_stacks(dir: &Path, cmd: &[&str]) -> (Value, String) {
+    let (json, folded_out) = (dir.join("p.json"), dir.join("p.folded"));
+    let mut args = vec![
+        "profile",
+        "--backend",
+        "perf",
+        "--stacks",
+        "dwarf",
+        "-o",
+        s(&json),
+        "--folded",
+        s(&folded_out),
+        "--",
+    ];
+    args.extend_from_slice(cmd);
+    ok(&args);
+    let p = serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("json");
+    (p, std::fs::read_to_string(&folded_out).expect("folded"))
+}
+
 /// `lotus profile --stacks dwarf` of a pure-Python program on every
 /// Python (3.8 to 3.13 where installed): its functions are `py::` frames,
 /// read from the interpreter (no trampolines are turned on), nested as
@@ -1181,28 +1187,11 @@ fn profile_with_stacks_has_the_programs_python_frames_on_every_python() {
     )
     .expect("script");
     for py in pythons {
-        let folded_out = tmp.path().join("p.folded");
-        ok(&[
-            "profile",
-            "--backend",
-            "perf",
-            "--stacks",
-            "dwarf",
-            "-o",
-            s(&tmp.path().join("p.json")),
-            "--folded",
-            s(&folded_out),
-            "--",
-            s(&py),
-            s(&script),
-        ]);
-        let text = std::fs::read_to_string(&folded_out).expect("folded");
+        let (_, text) = profile_stacks(tmp.path(), &[s(&py), s(&script)]);
         let (mut total, mut nested) = (0u64, 0u64);
-        for l in text.lines() {
-            let (frames, n) = l.rsplit_once(' ').expect("count");
-            let n: u64 = n.parse().expect("n");
+        for (frames, n) in folded_lines(&text) {
             total += n;
-            let at = |f: &str| frames.split(';').position(|x| x == f);
+            let at = |f: &str| frames.iter().position(|x| x == f);
             if let (Some(o), Some(i)) = (at("py::outer"), at("py::inner")) {
                 nested += u64::from(o < i) * n;
             }
