@@ -30,6 +30,11 @@ fn wait_for(path: &Path, what: &str, job: &mut Child) {
 
 /// Each truth file's pid and the sum of its ops' thread CPU (ns).
 fn truth_cpu(dir: &Path) -> BTreeMap<u32, u64> {
+    truth_of(dir, &["Crops", "Collation"])
+}
+
+/// Each truth file's pid and the thread CPU (ns) of its ops `ops`.
+fn truth_of(dir: &Path, ops: &[&str]) -> BTreeMap<u32, u64> {
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(dir).expect("truth folder") {
         let path = entry.expect("entry").path();
@@ -45,9 +50,9 @@ fn truth_cpu(dir: &Path) -> BTreeMap<u32, u64> {
             serde_json::from_str(&std::fs::read_to_string(&path).expect("truth")).expect("JSON");
         // The dataset's own timer holds its transforms'; the collate's is
         // apart from it.
-        let ops = &v["ops"];
-        let cpu = ops["Crops"]["cpu_ns"].as_u64().unwrap_or(0)
-            + ops["Collation"]["cpu_ns"].as_u64().unwrap_or(0);
+        let cpu = (ops.iter())
+            .map(|op| v["ops"][op]["cpu_ns"].as_u64().unwrap_or(0))
+            .sum();
         out.insert(pid, cpu);
     }
     out
@@ -279,7 +284,14 @@ fn attach_samples_a_running_job_and_the_workers_it_starts_later() {
         .map(|t| t["samples"]["length"].as_u64().expect("length"))
         .sum();
     assert_eq!(Some(in_view), v["total_samples"].as_u64());
-    check_chrome_view(&out, tmp.path(), pid, &workers, &v, &p);
+    let collation = truth_of(&truth, &["Collation"]);
+    check_chrome_view(
+        &out,
+        tmp.path(),
+        (pid, &workers),
+        (&v, &p),
+        (&collation, interval_ns),
+    );
     check_report(&out, &tmp.path().join("traced"), tmp.path(), &v);
 }
 
@@ -306,7 +318,8 @@ fn keyed_cells(html: &str) -> BTreeMap<String, String> {
 /// `lotus report --trace DIR` of the attach folder `out` (no trace logs):
 /// a note at its top that the folder was sampled without the tracer, the
 /// rows of `attribute DIR` (`rows`) figure for figure, a flame graph of
-/// each op with at least 1% of the op samples, and none of the sections
+/// each op with at least 1% of the op samples, a timeline of the slices
+/// `trace view` estimates from the samples, and none of the sections
 /// that need the tracer's logs; named with the trace folder `traced`, it
 /// is refused, naming both.
 fn check_report(out: &Path, traced: &Path, tmp: &Path, rows: &serde_json::Value) {
@@ -314,12 +327,48 @@ fn check_report(out: &Path, traced: &Path, tmp: &Path, rows: &serde_json::Value)
     common::lotus_ok(&["report", "--out", s(&page), "--trace", s(out)]);
     let html = std::fs::read_to_string(&page).expect("page");
     // Read as a reader would, at 800 and 1,400 px (where Chromium is).
+    // Its timeline: the slices `trace view` estimates from the samples'
+    // Python frames, each one drawn (below the page's bound), a lane per
+    // process, said to be estimated.
+    let view_file = tmp.join("view-for-page.json");
+    common::lotus_ok(&["trace", "view", s(out), "--out", s(&view_file)]);
+    let view: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&view_file).expect("view")).expect("json");
+    let (slices, _) = slices_of(&view);
+    let timeline = html
+        .split("<section id=\"timeline\">")
+        .nth(1)
+        .expect("a timeline")
+        .split("</section>")
+        .next()
+        .unwrap_or("");
+    let drawn = timeline.matches("<rect ").count();
+    assert!(
+        !slices.is_empty() && slices.len() <= 4000,
+        "{}",
+        slices.len()
+    );
+    assert_eq!(drawn, slices.len(), "a rect per slice of `trace view`");
+    assert!(
+        timeline.contains("Estimated from the samples&#x27; Python frames"),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("title=\"main "),
+        "a lane of the main process"
+    );
+    assert!(
+        timeline.matches("title=\"worker ").count() >= 2,
+        "a lane per worker"
+    );
     let test = "attach_samples_a_running_job_and_the_workers_it_starts_later";
     if let Some(browser) = crate::report_page::chromium_for(test) {
         crate::report_page::assert_self_contained(&html);
         for width in [800, 1400] {
             let shot = format!("attach-report-{width}.png");
-            crate::report_page::read_at(&browser, &page, tmp, &shot, width);
+            let seen = crate::report_page::read_at(&browser, &page, tmp, &shot, width);
+            assert_eq!(seen["timelines"], 1, "{shot}: the timeline");
+            assert_eq!(seen["timeline_rects"], drawn as u64, "{shot}: its slices");
         }
     }
     let note = html
@@ -342,7 +391,6 @@ fn check_report(out: &Path, traced: &Path, tmp: &Path, rows: &serde_json::Value)
         "<h2>Ops</h2>",
         "<h2>Batch preprocessing time</h2>",
         "<h2>Waits and delays</h2>",
-        "id=\"timeline\"",
         "id=\"summary\"",
     ] {
         assert!(!html.contains(logs), "{logs}");
@@ -351,7 +399,9 @@ fn check_report(out: &Path, traced: &Path, tmp: &Path, rows: &serde_json::Value)
     assert!(
         cells
             .keys()
-            .all(|k| k.starts_with("in_pipeline/out/") || k.starts_with("verdict/")),
+            .all(|k| ["in_pipeline/out/", "verdict/", "timeline/out/"]
+                .iter()
+                .any(|p| k.starts_with(p))),
         "{:?}",
         cells.keys().collect::<Vec<_>>()
     );
@@ -486,10 +536,9 @@ fn slices_of(view: &serde_json::Value) -> (Vec<Slice>, BTreeMap<u32, String>) {
 fn check_chrome_view(
     out: &Path,
     tmp: &Path,
-    pid: u32,
-    workers: &BTreeSet<u32>,
-    rows: &serde_json::Value,
-    firefox: &serde_json::Value,
+    (pid, workers): (u32, &BTreeSet<u32>),
+    (rows, firefox): (&serde_json::Value, &serde_json::Value),
+    (collation, interval_ns): (&BTreeMap<u32, u64>, u64),
 ) {
     let file = tmp.join("view.json");
     let o = common::lotus(&["trace", "view", s(out), "--out", s(&file)]);
@@ -546,9 +595,17 @@ fn check_chrome_view(
             .filter(|sl| sl.pid == *w)
             .map(|sl| sl.path.rsplit('/').next().unwrap_or(""))
             .collect();
-        for op in ["Crops", "RandomResizedCrop", "Collation"] {
+        for op in ["Crops", "RandomResizedCrop"] {
             assert!(mine.contains(op), "worker {w}: no {op} slice: {mine:?}");
         }
+        // The collate is brief (a few ms a worker): a slice where its
+        // own timer says it ran four sampling intervals or more.
+        let own = collation.get(w).copied().unwrap_or(0);
+        assert!(
+            own < 4 * interval_ns || mine.contains("Collation"),
+            "worker {w}: no Collation slice for {:.1} ms of it: {mine:?}",
+            own as f64 / 1e6
+        );
     }
     for op in ops {
         assert!(

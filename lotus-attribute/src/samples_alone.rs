@@ -17,9 +17,9 @@ use crate::Error;
 pub const SAMPLES_ALONE_NOTE: [&str; 7] = [
     "Sampled without the tracer (",
     "lotus trace attach PID",
-    "): the folder holds the job's samples and no trace log. Its ops come from the samples' Python frames, so what only the tracer's spans measure is not available here: each op's calls and wall time (no per-op table), the batches' preprocessing times, the main process's waits and the delays to consumption, and the verdict's figures of the training loop (how long it waited for data) with its predictions. No timeline either: the spans the samples suggest are estimates, which ",
+    "): the folder holds the job's samples and no trace log. Its ops come from the samples' Python frames, so what only the tracer's spans measure is not available here: each op's calls and wall time (no per-op table), the batches' preprocessing times, the main process's waits and the delays to consumption, and the verdict's figures of the training loop (how long it waited for data) with its predictions. Its timeline is estimated from the samples (below, and for the Perfetto UI: ",
     "lotus trace view DIR",
-    " draws for the Perfetto UI. To measure all of it, run the job under lotus: ",
+    "), not measured. To measure all of it, run the job under lotus: ",
     "lotus trace run --sample -- CMD",
     ".",
 ];

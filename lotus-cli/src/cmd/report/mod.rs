@@ -49,13 +49,13 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use lotus_attribute::{FunctionMapping, MatchMode, OpsFrom, Options};
 use lotus_sort::Budget;
-use lotus_trace::OutlierRule;
+use lotus_trace::{Dir, OutlierRule};
 
 use crate::attribution_inputs::{load_mapping, load_op_times, load_profile, name_profiles};
 use crate::cmd::report::samples::{
     attribute, compare, comparison_section, in_pipeline_section, op_names, samples_alone, Compared,
 };
-use crate::render::html::timeline::{OpCpu, Timeline};
+use crate::render::html::timeline::{self, OpCpu, Timeline};
 use crate::render::html::{heading, para, Block, Cell, PageContext, Part, RunInfo, VerdictView};
 use crate::render::svg::Colours;
 use crate::traces::{computed, configurations_of, OutliersArg};
@@ -188,8 +188,12 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     // the same pass.
     let (mut sampled, mut folds) = (Vec::new(), Vec::new());
     let sources = configs.iter().map(|c| (&c.label, c.source()));
-    let alone_dirs = dirs.iter().filter(|_| alone).map(|(l, d)| (l, d.into()));
-    for (label, source) in sources.chain(alone_dirs) {
+    // A folder of samples alone is read by the attribution and the
+    // timeline: its files held for both.
+    let shared = (dirs.iter().filter(|_| alone))
+        .map(|(_, d)| crate::traces::shared_folder(d))
+        .collect::<Result<Vec<_>>>()?;
+    for (label, source) in sources.chain(alone_sources(&dirs, &shared)) {
         let (s, f) = attribute(source, &args.prefix, budget)?;
         sampled.push((label.clone(), s));
         folds.push(f);
@@ -224,7 +228,9 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
 
     // The top: each run's command, host, CPU, date; then the timelines
     // (their pass also sums each op's CPU time).
-    let (mut runs, timelines, cpus) = runs_and_timelines(&mut configs, &args.prefix, &colours)?;
+    let (mut runs, mut timelines, cpus) = runs_and_timelines(&mut configs, &args.prefix, &colours)?;
+    let alone_dirs = alone_sources(&dirs, &shared);
+    timelines.extend(frame_timelines(alone_dirs, &dirs, &args.prefix, &colours));
 
     let mut page = Page {
         blocks: Vec::new(),
@@ -340,6 +346,36 @@ fn attribute_profiles(
         .map(|(p, (a, f))| (p, a, f))
         .collect();
     Ok((attributed, compared))
+}
+
+/// Each folder of samples alone, read through its files held in `shared`.
+fn alone_sources<'a>(
+    dirs: &'a [(String, PathBuf)],
+    shared: &'a [Option<lotus_trace::SharedFolder>],
+) -> impl Iterator<Item = (&'a String, Dir<'a>)> {
+    (dirs.iter().zip(shared)).map(|((l, d), f)| (l, Dir::of(d, f.as_ref())))
+}
+
+/// The timelines of folders of samples alone (`sources`, `dirs`'s), on
+/// one time axis: their slices estimated from the samples' Python frames.
+/// One that cannot be drawn (samples without stacks) is left out, said.
+fn frame_timelines<'a>(
+    sources: impl Iterator<Item = (&'a String, Dir<'a>)>,
+    dirs: &[(String, PathBuf)],
+    prefix: &str,
+    colours: &Colours,
+) -> Vec<Timeline> {
+    let mut frames = Vec::new();
+    for ((label, source), (_, dir)) in sources.zip(dirs) {
+        match lotus_attribute::frame_spans(source, prefix) {
+            Ok(f) => frames.push((label, dir, f.timeline(timeline::MAX_SPANS))),
+            Err(e) => crate::usage::say!("lotus: warning: no timeline of {}: {e}", dir.display()),
+        }
+    }
+    let scale_ms = frames.iter().map(|(_, _, f)| f.span_ms).fold(0.0, f64::max);
+    (frames.into_iter())
+        .map(|(label, dir, f)| timeline::drawn(label, dir, f, colours, scale_ms))
+        .collect()
 }
 
 /// Each run's command, host, CPU and date, its timeline, and its ops' CPU

@@ -11,10 +11,8 @@
 //! CPU time from the spans' thread CPU clock (`cpu=`), for the per-op
 //! tables and the comparison of runs.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use anyhow::Result;
-use lotus_trace::{Event, Kind, Role, TraceIndex};
+use lotus_trace::{Event, Kind};
 use serde::Serialize;
 
 use crate::render::html::short_name;
@@ -105,6 +103,9 @@ pub struct Timeline {
     total: u64,
     /// What was left out, when something was.
     decimated: Option<String>,
+    /// How its spans were estimated, where they were not measured (a
+    /// folder of samples alone).
+    estimated: Option<String>,
 }
 
 pub use lotus_attribute::OpCpu;
@@ -119,48 +120,63 @@ pub fn hex(colours: &Colours, name: &str) -> String {
 /// timeline, on a time axis of `scale_ms` (one for a page's runs: at
 /// least its span), and each op's CPU time.
 pub fn of(c: &mut TraceFigures, colours: &Colours, scale_ms: f64) -> Result<(Timeline, OpCpu)> {
-    let label = c.label.clone();
-    let dir = c.dir.display().to_string();
-    let duration_ms = c.span_ms();
-    let scale_ms = scale_ms.max(duration_ms);
-    let t = c.timeline_spans(MAX_SPANS)?;
-    let base = c.index.min_start_ns.unwrap_or(0);
+    let mut t = c.timeline_spans(MAX_SPANS)?;
+    let op_cpu = std::mem::take(&mut t.op_cpu);
+    Ok((drawn(&c.label, &c.dir, t, colours, scale_ms), op_cpu))
+}
+
+/// The timeline of `t` (the trace labelled `label` in `dir`: its logs'
+/// spans, or a folder of samples alone's slices estimated from their
+/// Python frames), on a time axis of `scale_ms` (at least its span).
+pub fn drawn(
+    label: &str,
+    dir: &std::path::Path,
+    t: lotus_attribute::TimelineSpans,
+    colours: &Colours,
+    scale_ms: f64,
+) -> Timeline {
+    let scale_ms = scale_ms.max(t.span_ms);
     let style =
-        |v: Vec<Event>| -> Vec<Raw> { v.iter().map(|e| styled(e, base, colours)).collect() };
-    let per = t
-        .lanes
-        .into_iter()
-        .map(|(p, (firsts, ops))| (p, (style(firsts), style(ops))))
+        |v: &[Event]| -> Vec<Raw> { v.iter().map(|e| styled(e, t.start_ns, colours)).collect() };
+    let mut lanes = Vec::new();
+    let mut y = 0.0;
+    for (i, label) in &t.names {
+        let (firsts, ops) = t
+            .lanes
+            .get(i)
+            .map_or_else(Default::default, |(f, o)| (style(f), style(o)));
+        let (spans, deepest) = lane_spans(firsts, ops, scale_ms);
+        let rows = 1 + deepest;
+        lanes.push(Lane {
+            label: label.clone(),
+            y,
+            rows,
+            spans,
+        });
+        y += rows as f64 * ROW + 6.0;
+    }
+    let legend = (t.ops.iter())
+        .map(|n| {
+            let tip = crate::render::html::tooltip(n);
+            (short_name(n, 40), tip, hex(colours, n))
+        })
         .collect();
-    let (lanes, y) = lanes_of(&c.index, per, scale_ms);
-    Ok((
-        Timeline {
-            label,
-            dir,
-            duration_ms,
-            width: WIDTH,
-            height: y.max(ROW),
-            row: ROW,
-            lanes,
-            scale_ms,
-            ticks: ticks(scale_ms),
-            legend: t
-                .ops
-                .iter()
-                .map(|n| {
-                    (
-                        short_name(n, 40),
-                        crate::render::html::tooltip(n),
-                        hex(colours, n),
-                    )
-                })
-                .collect(),
-            shown: t.shown,
-            total: t.total,
-            decimated: t.decimated,
-        },
-        t.op_cpu,
-    ))
+    Timeline {
+        label: label.to_string(),
+        dir: dir.display().to_string(),
+        duration_ms: t.span_ms,
+        width: WIDTH,
+        height: f64::max(y, ROW),
+        row: ROW,
+        lanes,
+        scale_ms,
+        ticks: ticks(scale_ms),
+        legend,
+        shown: t.shown,
+        total: t.total,
+        decimated: t.decimated,
+        estimated: t.estimated,
+    }
 }
 
 /// A span's start, duration (ms from `base`), colour and tooltip.
@@ -186,50 +202,6 @@ fn styled(e: &Event, base: u64, colours: &Colours) -> Raw {
         _ => (BATCH.to_string(), format!("batch{batch}: {d:.3} ms")),
     };
     (s, d, fill, title)
-}
-
-/// The lanes, main processes first, then workers, by pid (the host in a
-/// lane's name only where the trace has several), and their height.
-fn lanes_of(
-    index: &TraceIndex,
-    mut per: BTreeMap<usize, (Vec<Raw>, Vec<Raw>)>,
-    duration_ms: f64,
-) -> (Vec<Lane>, f64) {
-    let mut order: Vec<usize> = (0..index.processes.len()).collect();
-    order.sort_by_key(|&i| {
-        let p = &index.processes[i].process;
-        (p.rank, matches!(p.role, Role::Worker), p.pid)
-    });
-    // The host in a lane's name only where the trace has several.
-    let hosts: BTreeSet<Option<&str>> = index
-        .processes
-        .iter()
-        .map(|p| p.process.host.as_deref())
-        .collect();
-    let lane_label = |p: &lotus_trace::Process| {
-        if hosts.len() > 1 {
-            p.label()
-        } else {
-            let mut q = p.clone();
-            q.host = None;
-            q.label()
-        }
-    };
-    let mut lanes = Vec::new();
-    let mut y = 0.0;
-    for i in order {
-        let (firsts, ops) = per.remove(&i).unwrap_or_default();
-        let (spans, deepest) = lane_spans(firsts, ops, duration_ms);
-        let rows = 1 + deepest;
-        lanes.push(Lane {
-            label: lane_label(&index.processes[i].process),
-            y,
-            rows,
-            spans,
-        });
-        y += rows as f64 * ROW + 6.0;
-    }
-    (lanes, y)
 }
 
 /// A lane's spans: its batches or waits on the first row, then its ops,
