@@ -1145,6 +1145,65 @@ fn profile_with_stacks_writes_the_programs_call_stacks() {
     );
 }
 
+/// `lotus map --stacks dwarf` of a pure-Python op on every Python (3.8 to
+/// 3.13 where installed; two runs, each forked from the op's fork server,
+/// whose harness must run on each of them): the op's functions are `py::`
+/// frames of its samples, nested as they called each other, in at least
+/// 80% of them.
+#[test]
+fn map_with_stacks_has_the_ops_python_frames_on_every_python() {
+    let test = "map_with_stacks_has_the_ops_python_frames_on_every_python";
+    let mut pythons = vec![python()];
+    for v in ["3.8", "3.9", "3.10"] {
+        pythons.extend(common::pyenv_python(v, test));
+    }
+    pythons.extend(common::pythons_312_and_later(test));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let op = tmp.path().join("Spin.py");
+    std::fs::write(
+        &op,
+        "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n\n\ndef op(_data=None):\n    inner(20_000)\n",
+    )
+    .expect("op");
+    let folded_out = tmp.path().join("m.folded");
+    for py in pythons {
+        ok(&[
+            "map",
+            "--backend",
+            "perf",
+            "--stacks",
+            "dwarf",
+            "--runs",
+            "2",
+            "--no-baseline",
+            "--min-samples",
+            "500",
+            "--python",
+            s(&py),
+            "-o",
+            s(&tmp.path().join("m.json")),
+            "--folded",
+            s(&folded_out),
+            s(&op),
+        ]);
+        let text = std::fs::read_to_string(&folded_out).expect("folded");
+        let (mut total, mut nested) = (0u64, 0u64);
+        for (frames, n) in folded_lines(&text) {
+            total += n;
+            let at = |f: &str| frames.iter().position(|x| x == f);
+            if let (Some(o), Some(i)) = (at("py::op"), at("py::inner")) {
+                nested += u64::from(o < i) * n;
+            }
+        }
+        assert!(total >= 500, "{}: {total} samples", py.display());
+        assert!(
+            nested * 10 >= total * 8,
+            "{}: {nested} of {total} samples under py::op;...;py::inner: {text}",
+            py.display()
+        );
+    }
+}
+
 /// `lotus profile --backend perf --stacks dwarf -- CMD`, its profile
 /// and folded stacks written into `dir`: (the profile, the folded text).
 fn profile_stacks(dir: &Path, cmd: &[&str]) -> (Value, String) {
