@@ -1145,24 +1145,49 @@ fn profile_with_stacks_writes_the_programs_call_stacks() {
     );
 }
 
-/// `lotus map --stacks dwarf` of a pure-Python op on every Python (3.8 to
-/// 3.13 where installed; two runs, each forked from the op's fork server,
-/// whose harness must run on each of them): the op's functions are `py::`
-/// frames of its samples, nested as they called each other, in at least
-/// 80% of them.
-#[test]
-fn map_with_stacks_has_the_ops_python_frames_on_every_python() {
-    let test = "map_with_stacks_has_the_ops_python_frames_on_every_python";
+/// The venv's Python and pyenv's 3.8 to 3.10 and 3.12+ (said by `test`'s
+/// name where one is missing).
+fn every_python(test: &str) -> Vec<std::path::PathBuf> {
     let mut pythons = vec![python()];
     for v in ["3.8", "3.9", "3.10"] {
         pythons.extend(common::pyenv_python(v, test));
     }
     pythons.extend(common::pythons_312_and_later(test));
+    pythons
+}
+
+/// Of folded `text`: the samples with frame `outer` above frame `inner`,
+/// and all its samples.
+fn nested_samples(text: &str, outer: &str, inner: &str) -> (u64, u64) {
+    let (mut nested, mut total) = (0u64, 0u64);
+    for (frames, n) in folded_lines(text) {
+        total += n;
+        let at = |f: &str| frames.iter().position(|x| x == f);
+        if let (Some(o), Some(i)) = (at(outer), at(inner)) {
+            nested += u64::from(o < i) * n;
+        }
+    }
+    (nested, total)
+}
+
+/// `lotus map --stacks dwarf` of a pure-Python op on every Python (3.8 to
+/// 3.13 where installed; two runs, each forked from the op's fork server,
+/// whose harness must run on each of them): the op's functions are `py::`
+/// frames of its samples, nested as they called each other, in at least
+/// 80% of them. Each call of the op is some 10 ms: the frames come from
+/// snapshots of the interpreter some 20 ms apart, each given to the
+/// samples nearest it, so a snapshot taken between two calls names the
+/// harness's loop for the samples around it (with 1 ms calls, on a
+/// loaded machine, a quarter of them).
+#[test]
+fn map_with_stacks_has_the_ops_python_frames_on_every_python() {
+    let test = "map_with_stacks_has_the_ops_python_frames_on_every_python";
+    let pythons = every_python(test);
     let tmp = tempfile::tempdir().expect("tmp");
     let op = tmp.path().join("Spin.py");
     std::fs::write(
         &op,
-        "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n\n\ndef op(_data=None):\n    inner(20_000)\n",
+        "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n\n\ndef op(_data=None):\n    inner(200_000)\n",
     )
     .expect("op");
     let folded_out = tmp.path().join("m.folded");
@@ -1187,14 +1212,7 @@ fn map_with_stacks_has_the_ops_python_frames_on_every_python() {
             s(&op),
         ]);
         let text = std::fs::read_to_string(&folded_out).expect("folded");
-        let (mut total, mut nested) = (0u64, 0u64);
-        for (frames, n) in folded_lines(&text) {
-            total += n;
-            let at = |f: &str| frames.iter().position(|x| x == f);
-            if let (Some(o), Some(i)) = (at("py::op"), at("py::inner")) {
-                nested += u64::from(o < i) * n;
-            }
-        }
+        let (nested, total) = nested_samples(&text, "py::op", "py::inner");
         assert!(total >= 500, "{}: {total} samples", py.display());
         assert!(
             nested * 10 >= total * 8,
@@ -1233,28 +1251,17 @@ fn profile_stacks(dir: &Path, cmd: &[&str]) -> (Value, String) {
 #[test]
 fn profile_with_stacks_has_the_programs_python_frames_on_every_python() {
     let test = "profile_with_stacks_has_the_programs_python_frames_on_every_python";
-    let mut pythons = vec![python()];
-    for v in ["3.8", "3.9", "3.10"] {
-        pythons.extend(common::pyenv_python(v, test));
-    }
-    pythons.extend(common::pythons_312_and_later(test));
+    let pythons = every_python(test);
     let tmp = tempfile::tempdir().expect("tmp");
     let script = tmp.path().join("spin.py");
     std::fs::write(
         &script,
-        "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n\n\ndef outer():\n    for _ in range(40):\n        inner(100_000)\n\n\nouter()\n",
+        "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n\n\ndef outer():\n    for _ in range(10):\n        inner(400_000)\n\n\nouter()\n",
     )
     .expect("script");
     for py in pythons {
         let (_, text) = profile_stacks(tmp.path(), &[s(&py), s(&script)]);
-        let (mut total, mut nested) = (0u64, 0u64);
-        for (frames, n) in folded_lines(&text) {
-            total += n;
-            let at = |f: &str| frames.iter().position(|x| x == f);
-            if let (Some(o), Some(i)) = (at("py::outer"), at("py::inner")) {
-                nested += u64::from(o < i) * n;
-            }
-        }
+        let (nested, total) = nested_samples(&text, "py::outer", "py::inner");
         assert!(total >= 100, "{}: {total} samples", py.display());
         assert!(
             nested * 10 >= total * 8,
