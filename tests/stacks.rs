@@ -1156,6 +1156,16 @@ fn every_python(test: &str) -> Vec<std::path::PathBuf> {
     pythons
 }
 
+/// `dir/name`: a pure-Python `inner(n)` that spins `n` times, then
+/// `caller` (Python source that calls it).
+fn spin_file(dir: &Path, name: &str, caller: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let inner =
+        "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n\n\n";
+    std::fs::write(&path, format!("{inner}{caller}")).expect("script");
+    path
+}
+
 /// Of folded `text`: the samples with frame `outer` above frame `inner`,
 /// and all its samples.
 fn nested_samples(text: &str, outer: &str, inner: &str) -> (u64, u64) {
@@ -1184,12 +1194,11 @@ fn map_with_stacks_has_the_ops_python_frames_on_every_python() {
     let test = "map_with_stacks_has_the_ops_python_frames_on_every_python";
     let pythons = every_python(test);
     let tmp = tempfile::tempdir().expect("tmp");
-    let op = tmp.path().join("Spin.py");
-    std::fs::write(
-        &op,
-        "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n\n\ndef op(_data=None):\n    inner(200_000)\n",
-    )
-    .expect("op");
+    let op = spin_file(
+        tmp.path(),
+        "Spin.py",
+        "def op(_data=None):\n    inner(200_000)\n",
+    );
     let folded_out = tmp.path().join("m.folded");
     for py in pythons {
         ok(&[
@@ -1253,12 +1262,8 @@ fn profile_with_stacks_has_the_programs_python_frames_on_every_python() {
     let test = "profile_with_stacks_has_the_programs_python_frames_on_every_python";
     let pythons = every_python(test);
     let tmp = tempfile::tempdir().expect("tmp");
-    let script = tmp.path().join("spin.py");
-    std::fs::write(
-        &script,
-        "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n\n\ndef outer():\n    for _ in range(10):\n        inner(400_000)\n\n\nouter()\n",
-    )
-    .expect("script");
+    let outer = "def outer():\n    for _ in range(10):\n        inner(400_000)\n\n\nouter()\n";
+    let script = spin_file(tmp.path(), "spin.py", outer);
     for py in pythons {
         let (_, text) = profile_stacks(tmp.path(), &[s(&py), s(&script)]);
         let (nested, total) = nested_samples(&text, "py::outer", "py::inner");
