@@ -42,6 +42,26 @@ impl StackFolds {
         *self.counts.entry((window, key)).or_default() += 1;
     }
 
+    /// Counts one sample of window `window`: under its stack `stack`
+    /// where it has one (not 0), else under its own function `symbol`.
+    /// The rule of the sampler's writer and of a [`FoldSink`] alike.
+    pub fn count_sample(&mut self, window: usize, symbol: u32, stack: u32) {
+        let key = match stack {
+            0 => FoldKey::Leaf(symbol),
+            id => FoldKey::Stack(id),
+        };
+        self.count(window, key);
+    }
+
+    /// Names the symbols `new` and adds the stack nodes `nodes`, as a
+    /// sampler sends them before the samples that use them.
+    pub fn learn(&mut self, new: &[(u32, Symbol)], nodes: &[StackNode]) {
+        for (id, symbol) in new {
+            self.symbol(*id, symbol);
+        }
+        self.nodes(nodes);
+    }
+
     /// Names symbol `id` (as collapsed stacks name it: a kernel
     /// function marked `_[k]`).
     pub fn symbol(&mut self, id: u32, symbol: &Symbol) {
@@ -181,10 +201,7 @@ impl SampleSink for FoldSink {
     }
 
     fn symbols(&mut self, new: &[(u32, Symbol)]) -> io::Result<()> {
-        let mut f = self.lock();
-        for (id, symbol) in new {
-            f.symbol(*id, symbol);
-        }
+        self.lock().learn(new, &[]);
         Ok(())
     }
 
@@ -201,7 +218,7 @@ impl SampleSink for FoldSink {
     }
 
     fn stacks(&mut self, new: &[StackNode]) -> io::Result<()> {
-        self.lock().nodes(new);
+        self.lock().learn(&[], new);
         Ok(())
     }
 
@@ -212,12 +229,9 @@ impl SampleSink for FoldSink {
             block.iter().map(|s| (self.window_of)(s.time_ns)).collect();
         let mut f = self.lock();
         for (i, (s, w)) in block.iter().zip(windows).enumerate() {
-            let Some(w) = w else { continue };
-            let key = match stacks.get(i) {
-                Some(&id) if id != 0 => FoldKey::Stack(id),
-                _ => FoldKey::Leaf(s.symbol),
-            };
-            f.count(w, key);
+            if let Some(w) = w {
+                f.count_sample(w, s.symbol, stacks.get(i).copied().unwrap_or(0));
+            }
         }
         Ok(())
     }

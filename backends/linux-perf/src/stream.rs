@@ -30,7 +30,7 @@ use lotus_samples::{CounterValues, Sample, SampleSink, StackNode, Symbol, MAX_NA
 
 use crate::model::{locate_in, AddressSpace, Location, ModuleId};
 use crate::symbolize::LocationNamer;
-use lotus_samples::{FoldKey, SharedFolds};
+use lotus_samples::SharedFolds;
 use lotus_symbols::{CodeMapping, Module, UserStack};
 
 /// Samples queued between the drain thread and the writer, at most: about
@@ -347,16 +347,14 @@ fn write(
         }
         if let Some(folds) = &folds {
             let mut f = folds.lock().unwrap_or_else(|p| p.into_inner());
-            for (id, symbol) in &new_symbols {
-                f.symbol(*id, symbol);
-            }
-            f.nodes(&new_stacks);
+            f.learn(&new_symbols, &new_stacks);
             for (i, p) in round.iter().enumerate() {
-                let key = match stack_ids.get(i) {
-                    Some(&id) if id != 0 && with_stacks => FoldKey::Stack(id),
-                    _ => FoldKey::Leaf(ids[&p.loc]),
+                let stack = if with_stacks {
+                    stack_ids.get(i).copied().unwrap_or(0)
+                } else {
+                    0
                 };
-                f.count(p.window, key);
+                f.count_sample(p.window, ids[&p.loc], stack);
             }
         }
         let written = sink.symbols(&new_symbols).and_then(|()| {
