@@ -55,10 +55,7 @@ impl TraceFigures {
         let index = &mut self.index;
         let count = |k: Kind| index.per_kind.get(&k).copied().unwrap_or(0);
         let (n_op, n_other) = (count(Kind::Op), count(Kind::Batch) + count(Kind::Wait));
-        let other_quota = n_other.clamp(1, most / 2);
-        let op_quota = (most - other_quota.min(n_other)).max(1);
-        let other_every = n_other.div_ceil(other_quota).max(1);
-        let op_every = n_op.div_ceil(op_quota).max(1);
+        let (op_every, other_every) = strides(n_op, n_other, most);
         let mut t = TimelineSpans {
             total: n_op + n_other,
             names: lane_names(index),
@@ -77,13 +74,9 @@ impl TraceFigures {
                         c.1 += 1;
                     }
                     c.2 += 1;
-                    seen_op += 1;
-                    (seen_op - 1) % op_every == 0
+                    kept(&mut seen_op, op_every)
                 }
-                Kind::Batch | Kind::Wait => {
-                    seen_other += 1;
-                    (seen_other - 1) % other_every == 0
-                }
+                Kind::Batch | Kind::Wait => kept(&mut seen_other, other_every),
                 _ => false,
             };
             if !keep {
@@ -112,10 +105,7 @@ impl FrameSpans {
         let all = self.threads.iter().flat_map(|t| t.slices.iter());
         let n_other = all.clone().filter(|s| is_next(s.op)).count() as u64;
         let n_op = all.count() as u64 - n_other;
-        let other_quota = n_other.clamp(1, most / 2);
-        let op_quota = (most - other_quota.min(n_other)).max(1);
-        let other_every = n_other.div_ceil(other_quota).max(1);
-        let op_every = n_op.div_ceil(op_quota).max(1);
+        let (op_every, other_every) = strides(n_op, n_other, most);
         // Lanes: the main process first, then the workers, then processes
         // whose frames do not tell, each by pid.
         let rank = |p: &u32| match self.roles.get(p) {
@@ -153,8 +143,7 @@ impl FrameSpans {
                 } else {
                     (&mut seen_op, op_every)
                 };
-                *seen += 1;
-                if (*seen - 1) % every != 0 {
+                if !kept(seen, every) {
                     continue;
                 }
                 t.shown += 1;
@@ -209,6 +198,25 @@ fn lane_names(index: &TraceIndex) -> Vec<(usize, String)> {
     (order.into_iter())
         .map(|i| (i, name(&index.processes[i].process)))
         .collect()
+}
+
+/// Every how many op spans, and every how many batches and waits, one is
+/// kept for a timeline of at most about `most` spans: the batches and
+/// waits up to half of it, the ops the rest.
+fn strides(n_op: u64, n_other: u64, most: u64) -> (u64, u64) {
+    let other_quota = n_other.clamp(1, most / 2);
+    let op_quota = (most - other_quota.min(n_other)).max(1);
+    (
+        n_op.div_ceil(op_quota).max(1),
+        n_other.div_ceil(other_quota).max(1),
+    )
+}
+
+/// Whether the next span of a kind (its `seen` so far counted here) is
+/// kept, one in `every`.
+fn kept(seen: &mut u64, every: u64) -> bool {
+    *seen += 1;
+    (*seen - 1).is_multiple_of(every)
 }
 
 /// What the page says when spans were left out (every n-th kept).

@@ -229,8 +229,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     // The top: each run's command, host, CPU, date; then the timelines
     // (their pass also sums each op's CPU time).
     let (mut runs, mut timelines, cpus) = runs_and_timelines(&mut configs, &args.prefix, &colours)?;
-    let alone_dirs = alone_sources(&dirs, &shared);
-    timelines.extend(frame_timelines(alone_dirs, &dirs, &args.prefix, &colours));
+    timelines.extend(frame_timelines(&dirs, &shared, &args.prefix, &colours));
 
     let mut page = Page {
         blocks: Vec::new(),
@@ -356,17 +355,18 @@ fn alone_sources<'a>(
     (dirs.iter().zip(shared)).map(|((l, d), f)| (l, Dir::of(d, f.as_ref())))
 }
 
-/// The timelines of folders of samples alone (`sources`, `dirs`'s), on
-/// one time axis: their slices estimated from the samples' Python frames.
-/// One that cannot be drawn (samples without stacks) is left out, said.
-fn frame_timelines<'a>(
-    sources: impl Iterator<Item = (&'a String, Dir<'a>)>,
+/// The timelines of the folders of samples alone (`shared` holds their
+/// files; none where the page has no such folder), on one time axis:
+/// their slices estimated from the samples' Python frames. One that
+/// cannot be drawn (samples without stacks) is left out, said.
+fn frame_timelines(
     dirs: &[(String, PathBuf)],
+    shared: &[Option<lotus_trace::SharedFolder>],
     prefix: &str,
     colours: &Colours,
 ) -> Vec<Timeline> {
     let mut frames = Vec::new();
-    for ((label, source), (_, dir)) in sources.zip(dirs) {
+    for ((label, source), (_, dir)) in alone_sources(dirs, shared).zip(dirs) {
         match lotus_attribute::frame_spans(source, prefix) {
             Ok(f) => frames.push((label, dir, f.timeline(timeline::MAX_SPANS))),
             Err(e) => crate::usage::say!("lotus: warning: no timeline of {}: {e}", dir.display()),
